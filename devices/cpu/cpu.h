@@ -1,0 +1,22 @@
+/* devices/cpu/cpu.h — CPU kernels for the elementwise instruction classes
+ * (BINARY, UNARY, COMPARE, LOGIC, SELECT, CAST of isa/ops.def), on scalars and
+ * on tensors with NumPy broadcasting. Kernels never see tags. */
+#ifndef TFVM_CPU_H
+#define TFVM_CPU_H
+
+#include "isa/isa.h"
+#include "devices/value.h"
+
+/* Computes out = op(in[0..n-1]) for an elementwise op. `attr` is the
+ * instruction's attribute a (the target dtype for CAST). Inputs are live;
+ * out receives a new value (a tensor result holds one reference; scalars in,
+ * scalar out). On failure returns the code and writes a one-line message
+ * without instruction or tag (the VM adds those), e.g.
+ *   "dtype mismatch: i32 and f32"
+ *   "shapes [2, 3] and [4] do not broadcast"
+ *   "integer division by zero"
+ *   "cannot cast f64 nan to i32"                                        */
+tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
+                                const tfvm_allocator *alloc, char *msg, size_t msg_size);
+
+#endif

@@ -1,0 +1,239 @@
+/* tfvm.h — the public interface of the tfvm tagged-token dataflow VM.
+ *
+ * Conventions (every function follows them):
+ * - Handles are opaque. Every *_free(NULL) is a no-op.
+ * - Functions that can fail return a tfvm_status; TFVM_OK is 0. Functions
+ *   that take a `tfvm_error *err` fill it (when err is not NULL) on failure.
+ *   A VM keeps the record of its last failure: tfvm_errmsg(), tfvm_last_error().
+ * - Nothing is printed from inside the library; diagnostics go to the log
+ *   callback of the configuration (none by default).
+ * - There is no global state. Different VMs and programs may be used from
+ *   different threads at the same time; one VM is used by one thread at a time.
+ *   A loaded program is immutable and may be shared by many VMs concurrently.
+ */
+#ifndef TFVM_H
+#define TFVM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TFVM_API __attribute__((visibility("default")))
+#else
+#define TFVM_API
+#endif
+
+#define TFVM_VERSION_MAJOR 0
+#define TFVM_VERSION_MINOR 1
+#define TFVM_VERSION_PATCH 0
+#define TFVM_VERSION_STRING "0.1.0"
+
+/* Result codes. Messages say what and where; the code says what kind. */
+typedef enum tfvm_status {
+    TFVM_OK = 0,
+    TFVM_ERR_NOMEM,     /* an allocation failed; nothing leaked           */
+    TFVM_ERR_IO,        /* a file could not be read or written            */
+    TFVM_ERR_FORMAT,    /* bad .tfvm/.npy file, or it fails verification   */
+    TFVM_ERR_SYNTAX,    /* bad .tfasm text                                */
+    TFVM_ERR_ARGUMENT,  /* bad argument to an API function or command     */
+    TFVM_ERR_TYPE,      /* dtype mismatch at run time                     */
+    TFVM_ERR_SHAPE,     /* shapes that do not broadcast                   */
+    TFVM_ERR_ARITH,     /* integer division by zero, unrepresentable cast */
+    TFVM_ERR_PORT,      /* two tokens for one input port at one tag       */
+    TFVM_ERR_DEADNESS,  /* loop/call entered partly live, partly dead     */
+    TFVM_ERR_STUCK,     /* quiescent, but a result never arrived          */
+    TFVM_ERR_LIMIT,     /* a configured limit was exceeded                */
+    TFVM_ERR_INTERRUPTED, /* stopped by tfvm_interrupt()                  */
+    TFVM_ERR_INTERNAL   /* a bug in tfvm                                  */
+} tfvm_status;
+
+/* Element types. Values are stable: they appear in .tfvm files. */
+typedef enum tfvm_dtype {
+    TFVM_BOOL = 1,
+    TFVM_I32 = 2,
+    TFVM_I64 = 3,
+    TFVM_F32 = 4,
+    TFVM_F64 = 5
+} tfvm_dtype;
+
+#define TFVM_MAX_RANK 8
+
+/* Name of a status code or dtype ("TFVM_ERR_NOMEM", "i32"); never NULL. */
+TFVM_API const char *tfvm_status_name(tfvm_status s);
+TFVM_API const char *tfvm_dtype_name(tfvm_dtype d);
+/* Size in bytes of one element of d (bool is 1 byte); 0 if d is invalid. */
+TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
+
+/* ---- Memory ------------------------------------------------------------
+ * One allocation hook, realloc-shaped: fn(ud, NULL, 0, n) allocates,
+ * fn(ud, p, old, n) resizes, fn(ud, p, old, 0) frees and returns NULL.
+ * It must return NULL on failure (the library then reports TFVM_ERR_NOMEM
+ * and releases what it had). fn = NULL means the C library's allocator. */
+typedef void *(*tfvm_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
+typedef struct tfvm_allocator {
+    tfvm_alloc_fn fn;
+    void *ud;
+} tfvm_allocator;
+
+/* ---- Errors ------------------------------------------------------------ */
+typedef struct tfvm_error {
+    tfvm_status code;
+    char message[512]; /* one line, e.g. "fib.tfvm: bad .tfvm file (...)" */
+    char instr[128];   /* instruction name, or "" when not about one      */
+    char tag[256];     /* the tag it happened at, "[fib@1, loop#3]", or "" */
+} tfvm_error;
+
+/* ---- Logging ----------------------------------------------------------- */
+typedef enum tfvm_log_level { TFVM_LOG_ERROR, TFVM_LOG_WARN, TFVM_LOG_INFO, TFVM_LOG_DEBUG } tfvm_log_level;
+typedef void (*tfvm_log_fn)(void *ud, tfvm_log_level level, const char *message);
+
+/* ---- Configuration -----------------------------------------------------
+ * Always initialise with tfvm_config_init() and then set fields: new
+ * fields get safe defaults that way. */
+typedef struct tfvm_config {
+    tfvm_allocator allocator; /* default: C library                      */
+    tfvm_log_fn log;          /* default: NULL (silent)                  */
+    void *log_ud;
+    int threads;              /* worker threads; 0 = one per core        */
+    bool deterministic;       /* single thread, fixed firing order       */
+    uint64_t max_contexts;    /* 0 = unlimited; else TFVM_ERR_LIMIT      */
+} tfvm_config;
+
+TFVM_API void tfvm_config_init(tfvm_config *cfg);
+
+/* ---- Tensors -----------------------------------------------------------
+ * Dense, C-order (row-major), reference counted. A tensor returned to you
+ * (tfvm_tensor_new, a run's result, tfvm_npy_load) holds one reference
+ * that you release with tfvm_tensor_free. Tensors are immutable once
+ * passed to a run. Reference counting is thread-safe. */
+typedef struct tfvm_tensor tfvm_tensor;
+
+/* New zero-filled tensor; dims may be NULL when rank is 0. Returns NULL if
+ * dtype/rank/dims are invalid (negative dims, rank > TFVM_MAX_RANK, byte
+ * size overflow) or memory runs out. alloc may be NULL. */
+TFVM_API tfvm_tensor *tfvm_tensor_new(tfvm_dtype dtype, int rank, const int64_t *dims,
+                                      const tfvm_allocator *alloc);
+TFVM_API tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t); /* +1 reference */
+TFVM_API void tfvm_tensor_free(tfvm_tensor *t);        /* -1 reference */
+TFVM_API tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t);
+TFVM_API int tfvm_tensor_rank(const tfvm_tensor *t);
+TFVM_API const int64_t *tfvm_tensor_dims(const tfvm_tensor *t);
+TFVM_API int64_t tfvm_tensor_count(const tfvm_tensor *t); /* elements */
+TFVM_API void *tfvm_tensor_data(tfvm_tensor *t);
+TFVM_API const void *tfvm_tensor_cdata(const tfvm_tensor *t);
+
+/* .npy files (format 1.0-3.0; little-endian, C order; b1 i4 i8 f4 f8). */
+TFVM_API tfvm_status tfvm_npy_load(const char *path, const tfvm_allocator *alloc,
+                                   tfvm_tensor **out, tfvm_error *err);
+TFVM_API tfvm_status tfvm_npy_save(const char *path, const tfvm_tensor *t, tfvm_error *err);
+
+/* ---- Values: what entry points take and return -------------------------
+ * A scalar has tensor == NULL and its value in the union; a tensor value has
+ * tensor != NULL (dtype repeats the tensor's dtype). */
+typedef struct tfvm_value {
+    tfvm_dtype dtype;
+    tfvm_tensor *tensor;
+    union {
+        bool b;
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } as;
+} tfvm_value;
+
+static inline tfvm_value tfvm_bool(bool v) { tfvm_value x = {TFVM_BOOL, NULL, {0}}; x.as.b = v; return x; }
+static inline tfvm_value tfvm_i32(int32_t v) { tfvm_value x = {TFVM_I32, NULL, {0}}; x.as.i32 = v; return x; }
+static inline tfvm_value tfvm_i64(int64_t v) { tfvm_value x = {TFVM_I64, NULL, {0}}; x.as.i64 = v; return x; }
+static inline tfvm_value tfvm_f32(float v) { tfvm_value x = {TFVM_F32, NULL, {0}}; x.as.f32 = v; return x; }
+static inline tfvm_value tfvm_f64(double v) { tfvm_value x = {TFVM_F64, NULL, {0}}; x.as.f64 = v; return x; }
+/* Borrowing wrapper: the run takes its own reference. */
+static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
+/* Releases the tensor of a result value (no-op for scalars). */
+TFVM_API void tfvm_value_release(tfvm_value *v);
+
+/* ---- Programs ----------------------------------------------------------
+ * A program is a verified, immutable dataflow graph. Loading verifies every
+ * index, count and size and the region rules, so a program that loads
+ * cannot crash the VM. `name` is used in messages ("fib.tfvm: ..."). */
+typedef struct tfvm_program tfvm_program;
+
+TFVM_API tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg,
+                                            tfvm_program **out, tfvm_error *err);
+TFVM_API tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name,
+                                              const tfvm_config *cfg, tfvm_program **out,
+                                              tfvm_error *err);
+/* Assemble .tfasm text (docs/asm.md). Errors read "name:line:col: ...". */
+TFVM_API tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name,
+                                           const tfvm_config *cfg, tfvm_program **out,
+                                           tfvm_error *err);
+/* Serialise to .tfvm bytes. *data is allocated with the program's allocator;
+ * release it with tfvm_program_buffer_free. */
+TFVM_API tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size,
+                                              tfvm_error *err);
+TFVM_API void tfvm_program_buffer_free(const tfvm_program *p, void *data, size_t size);
+TFVM_API tfvm_status tfvm_program_save_file(const tfvm_program *p, const char *path,
+                                            tfvm_error *err);
+TFVM_API void tfvm_program_free(tfvm_program *p);
+
+/* Entry points: name, parameters and results. Pointers stay valid for the
+ * program's lifetime. rank is -1 for "tensor of any rank", 0 for scalars. */
+typedef struct tfvm_param_info {
+    const char *name;
+    tfvm_dtype dtype;
+    int rank;
+} tfvm_param_info;
+typedef struct tfvm_entry_info {
+    const char *name;
+    size_t n_params, n_results;
+    const tfvm_param_info *params, *results;
+} tfvm_entry_info;
+TFVM_API size_t tfvm_program_entry_count(const tfvm_program *p);
+/* Index of entry `name`, or -1. */
+TFVM_API int tfvm_program_find_entry(const tfvm_program *p, const char *name);
+TFVM_API tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfvm_entry_info *out);
+
+/* ---- Virtual machines --------------------------------------------------
+ * A VM runs entry points of one program, one run at a time. The program must
+ * outlive the VM. */
+typedef struct tfvm_vm tfvm_vm;
+
+TFVM_API tfvm_status tfvm_vm_new(const tfvm_program *p, const tfvm_config *cfg, tfvm_vm **out);
+TFVM_API void tfvm_vm_free(tfvm_vm *vm);
+
+/* Runs entry `entry` (NULL = the first entry) with n_args arguments and
+ * stores the n_results results (which must equal the entry's counts). On
+ * success, tensor results are references owned by the caller. On failure
+ * nothing is stored in results and tfvm_last_error(vm) says what happened:
+ * the first runtime error, with its instruction and tag. */
+TFVM_API tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args,
+                              size_t n_args, tfvm_value *results, size_t n_results);
+
+/* Asks a run in progress (from another thread or a signal handler) to stop
+ * with TFVM_ERR_INTERRUPTED. Async-signal-safe. */
+TFVM_API void tfvm_interrupt(tfvm_vm *vm);
+
+TFVM_API const char *tfvm_errmsg(const tfvm_vm *vm);
+TFVM_API const tfvm_error *tfvm_last_error(const tfvm_vm *vm);
+
+/* Counters of the last run. */
+typedef struct tfvm_stats {
+    uint64_t fired;            /* instructions fired (kernels run or dead-propagated) */
+    uint64_t tokens;           /* tokens sent                                         */
+    uint64_t matches;          /* tokens that completed a multi-input match           */
+    uint64_t contexts_created; /* tags (call/iteration contexts) created              */
+    uint64_t contexts_peak;    /* most contexts alive at once                         */
+    uint64_t steals;           /* work-stealing scheduler: activations stolen         */
+    double wall_seconds;
+} tfvm_stats;
+TFVM_API void tfvm_vm_stats(const tfvm_vm *vm, tfvm_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+/* isa/isa.c — the op table, generated from ops.def, and program helpers. */
+#include "isa.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const isa_op_info isa_ops[ISA_OP_COUNT] = {
+#define OP(name, cls, in, out, attrs, syn) \
+    [ISA_##name] = {#name, ISA_CLASS_##cls, in, out, ISA_ATTR_##attrs, syn},
+#include "ops.def"
+#undef OP
+};
+
+int isa_op_by_name(const char *name, size_t len)
+{
+    for (int i = 0; i < ISA_OP_COUNT; i++)
+        if (strlen(isa_ops[i].name) == len && memcmp(isa_ops[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+tfvm_dtype isa_dtype_by_name(const char *name, size_t len)
+{
+    for (int d = TFVM_BOOL; d <= TFVM_F64; d++) {
+        const char *n = tfvm_dtype_name((tfvm_dtype)d);
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
+            return (tfvm_dtype)d;
+    }
+    return (tfvm_dtype)0;
+}
+
+const char *tfvm_dtype_name(tfvm_dtype d)
+{
+    switch (d) {
+    case TFVM_BOOL: return "bool";
+    case TFVM_I32: return "i32";
+    case TFVM_I64: return "i64";
+    case TFVM_F32: return "f32";
+    case TFVM_F64: return "f64";
+    }
+    return "?";
+}
+
+size_t tfvm_dtype_size(tfvm_dtype d)
+{
+    switch (d) {
+    case TFVM_BOOL: return 1;
+    case TFVM_I32: return 4;
+    case TFVM_I64: return 8;
+    case TFVM_F32: return 4;
+    case TFVM_F64: return 8;
+    }
+    return 0;
+}
+
+const char *tfvm_status_name(tfvm_status s)
+{
+    switch (s) {
+#define S(x) case x: return #x;
+    S(TFVM_OK) S(TFVM_ERR_NOMEM) S(TFVM_ERR_IO) S(TFVM_ERR_FORMAT) S(TFVM_ERR_SYNTAX)
+    S(TFVM_ERR_ARGUMENT) S(TFVM_ERR_TYPE) S(TFVM_ERR_SHAPE) S(TFVM_ERR_ARITH) S(TFVM_ERR_PORT)
+    S(TFVM_ERR_DEADNESS) S(TFVM_ERR_STUCK) S(TFVM_ERR_LIMIT) S(TFVM_ERR_INTERRUPTED)
+    S(TFVM_ERR_INTERNAL)
+#undef S
+    }
+    return "TFVM_ERR_?";
+}
+
+void isa_program_init(isa_program *p, const tfvm_allocator *alloc)
+{
+    memset(p, 0, sizeof *p);
+    p->alloc = alloc ? *alloc : (tfvm_allocator){0};
+    ut_arena_init(&p->arena, &p->alloc);
+}
+
+void isa_program_release(isa_program *p)
+{
+    ut_arena_free(&p->arena);
+    memset(p, 0, sizeof *p);
+}
+
+const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size)
+{
+    if (i < p->n_insts && p->insts[i].name)
+        snprintf(buf, size, "%s", p->insts[i].name);
+    else
+        snprintf(buf, size, "%%%u", i);
+    return buf;
+}

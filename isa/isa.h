@@ -1,0 +1,158 @@
+/* isa/isa.h — the instruction set (generated from ops.def) and the in-memory
+ * program model that the loader builds, the verifier checks and the VM runs.
+ * docs/isa.md is the authoritative description of what each op does. */
+#ifndef TFVM_ISA_H
+#define TFVM_ISA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfvm.h"
+#include "util/util.h"
+
+typedef enum isa_op {
+#define OP(name, cls, in, out, attrs, syn) ISA_##name,
+#include "ops.def"
+#undef OP
+    ISA_OP_COUNT
+} isa_op;
+
+typedef enum isa_class {
+    ISA_CLASS_SOURCE,
+    ISA_CLASS_SINK,
+    ISA_CLASS_CONTROL,
+    ISA_CLASS_BINARY,  /* arithmetic: result dtype = operand dtype       */
+    ISA_CLASS_UNARY,
+    ISA_CLASS_COMPARE, /* result bool                                     */
+    ISA_CLASS_LOGIC,   /* bool operands, bool result                      */
+    ISA_CLASS_SELECT
+} isa_class;
+
+/* Which attribute fields an instruction carries (isa_inst.a/.b/.flags). */
+typedef enum isa_attr {
+    ISA_ATTR_NONE,
+    ISA_ATTR_INDEX, /* a = entry parameter/result index                  */
+    ISA_ATTR_CONST, /* a = constant index                                 */
+    ISA_ATTR_ENTER, /* a = frame (loop region index), b = parallel (0 = default),
+                       flags & ISA_FLAG_CONST                             */
+    ISA_ATTR_FRAME, /* a = frame (loop region index)                      */
+    ISA_ATTR_SITE,  /* a = call site (index into isa_program.sites)       */
+    ISA_ATTR_DTYPE  /* a = tfvm_dtype                                      */
+} isa_attr;
+
+typedef struct isa_op_info {
+    const char *name;     /* "ADD" */
+    isa_class cls;
+    int n_in;             /* data inputs; -1 = variable (MERGE) */
+    int n_out;
+    isa_attr attr;
+    const char *synopsis;
+} isa_op_info;
+
+extern const isa_op_info isa_ops[ISA_OP_COUNT];
+/* Opcode by (case-sensitive) name; -1 if none. */
+int isa_op_by_name(const char *name, size_t len);
+/* tfvm_dtype by name ("i32"); 0 if none. */
+tfvm_dtype isa_dtype_by_name(const char *name, size_t len);
+static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= TFVM_F64; }
+
+#define ISA_NONE UINT32_MAX
+#define ISA_RANK_ANY 0xFF          /* parameter/result: tensor of any rank */
+#define ISA_DEFAULT_PARALLEL 10    /* ENTER parallel=N default, as in TensorFlow */
+#define ISA_MAX_PARALLEL 65536
+#define ISA_FLAG_CONST 1u          /* ENTER const */
+
+/* ---- Program model --------------------------------------------------------
+ * Names are NUL-terminated strings owned by the program's arena; a NULL
+ * instruction name means "anonymous". Every index below has been checked by
+ * the verifier before the VM sees the program. */
+typedef enum isa_region_kind {
+    ISA_REGION_ROOT = 0, /* an entry point's body                  */
+    ISA_REGION_LOOP = 1, /* a while-loop body (frame)              */
+    ISA_REGION_FUNC = 2  /* the one copy of a function's body      */
+} isa_region_kind;
+
+typedef struct isa_region {
+    uint8_t kind;
+    uint32_t parent;   /* LOOP: the enclosing region; ROOT/FUNC: ISA_NONE */
+    const char *name;  /* unique among regions */
+} isa_region;
+
+typedef struct isa_param {
+    const char *name;
+    uint8_t dtype;     /* tfvm_dtype */
+    uint8_t rank;      /* 0 = scalar, ISA_RANK_ANY = tensor */
+} isa_param;
+
+typedef struct isa_entry {
+    const char *name;  /* unique among entries */
+    uint32_t region;   /* a ROOT region; each ROOT region belongs to exactly one entry */
+    uint32_t n_params, n_results;
+    isa_param *params, *results;
+} isa_entry;
+
+typedef struct isa_site {
+    uint32_t id;       /* printed id ("fib@3"): unique, any value */
+    uint32_t callee;   /* a FUNC region */
+} isa_site;
+
+typedef struct isa_const {
+    uint8_t dtype;     /* tfvm_dtype */
+    uint8_t rank;      /* 0..TFVM_MAX_RANK; 0 = scalar */
+    int64_t dims[TFVM_MAX_RANK];
+    size_t nbytes;     /* = product(dims) * dtype size */
+    const void *data;  /* little-endian element bytes, C order; bool = 1 byte 0/1 */
+} isa_const;
+
+typedef struct isa_edge {
+    uint32_t out;      /* output port of the source instruction */
+    uint32_t inst;     /* destination instruction */
+    uint32_t port;     /* destination input port */
+} isa_edge;
+
+typedef struct isa_inst {
+    uint16_t op;       /* isa_op */
+    uint16_t flags;    /* ISA_FLAG_* */
+    uint32_t region;
+    uint32_t n_in;     /* data inputs (= isa_ops[op].n_in unless variable) */
+    uint32_t n_ctl;    /* control inputs: ports n_in .. n_in+n_ctl-1 */
+    uint32_t a, b;     /* attributes, meaning by isa_ops[op].attr */
+    uint32_t edge_first, n_edges; /* this instruction's out-edges, sorted by
+                                     (out, inst, port), no duplicates */
+    const char *name;  /* debug name or NULL */
+    uint32_t line, col;/* debug source location, 0 = unknown */
+} isa_inst;
+
+typedef struct isa_program {
+    ut_arena arena;    /* owns every array and string below */
+    tfvm_allocator alloc;
+    const char *name;  /* file name for messages */
+    uint32_t n_regions, n_insts, n_edges, n_consts, n_sites, n_entries;
+    isa_region *regions;
+    isa_inst *insts;
+    isa_edge *edges;
+    isa_const *consts;
+    isa_site *sites;   /* sorted by id */
+    isa_entry *entries;
+} isa_program;
+
+/* The public handle is a verified program. */
+struct tfvm_program {
+    isa_program isa;
+    tfvm_allocator alloc;     /* what allocated this handle */
+    tfvm_entry_info *entries; /* public view of isa.entries (loader/api.c) */
+};
+
+/* Empty program whose arena uses `alloc` (may be NULL). */
+void isa_program_init(isa_program *p, const tfvm_allocator *alloc);
+void isa_program_release(isa_program *p);
+
+/* Total input ports of an instruction. */
+static inline uint32_t isa_ports(const isa_inst *in) { return in->n_in + in->n_ctl; }
+static inline uint32_t isa_outs(const isa_inst *in) { return (uint32_t)isa_ops[in->op].n_out; }
+
+/* Writes "name" or "%index" for instruction i into buf. */
+const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,179 @@
+/* loader/api.c — the public program functions of tfvm.h: load (.tfvm bytes or
+ * .tfasm text), save, entry-point inspection. */
+#include <string.h>
+
+#include "loader.h"
+
+static tfvm_program *program_alloc(const tfvm_config *cfg)
+{
+    const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
+    tfvm_program *p = ut_alloc(a, sizeof *p);
+    if (p) {
+        p->alloc = a ? *a : (tfvm_allocator){0};
+        p->entries = NULL;
+        isa_program_init(&p->isa, a);
+    }
+    return p;
+}
+
+/* The public view of the entry points, made once so that tfvm_program_entry
+ * never allocates (programs are shared read-only between threads). */
+static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
+{
+    isa_program *ip = &p->isa;
+    p->entries = ut_arena_array(&ip->arena, ip->n_entries + 1, sizeof(tfvm_entry_info));
+    if (!p->entries)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+    for (uint32_t i = 0; i < ip->n_entries; i++) {
+        const isa_entry *e = &ip->entries[i];
+        tfvm_param_info *ps = ut_arena_array(&ip->arena, (size_t)e->n_params + e->n_results + 1, sizeof *ps);
+        if (!ps)
+            return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+        for (uint32_t k = 0; k < e->n_params + e->n_results; k++) {
+            const isa_param *q = k < e->n_params ? &e->params[k] : &e->results[k - e->n_params];
+            ps[k].name = q->name;
+            ps[k].dtype = (tfvm_dtype)q->dtype;
+            ps[k].rank = q->rank == ISA_RANK_ANY ? -1 : q->rank;
+        }
+        p->entries[i] = (tfvm_entry_info){e->name, e->n_params, e->n_results, ps, ps + e->n_params};
+    }
+    return TFVM_OK;
+}
+
+static void program_dealloc(tfvm_program *p)
+{
+    tfvm_allocator a = p->alloc;
+    isa_program_release(&p->isa);
+    ut_free(&a, p, sizeof *p);
+}
+
+tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name, const tfvm_config *cfg,
+                                     tfvm_program **out, tfvm_error *err)
+{
+    if (!out || (!data && size))
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_memory: NULL argument");
+    *out = NULL;
+    tfvm_program *p = program_alloc(cfg);
+    if (!p)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<memory>");
+    tfvm_status st = ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err);
+    if (st == TFVM_OK)
+        st = make_entry_infos(p, err);
+    if (st != TFVM_OK) {
+        program_dealloc(p);
+        return st;
+    }
+    *out = p;
+    return TFVM_OK;
+}
+
+/* Files whose name ends in .tfasm are assembled; everything else is read as
+ * .tfvm bytes. */
+static bool is_asm_name(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 6 && strcmp(path + n - 6, ".tfasm") == 0;
+}
+
+tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg, tfvm_program **out,
+                                   tfvm_error *err)
+{
+    if (!out || !path)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_file: NULL argument");
+    *out = NULL;
+    const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
+    char *data;
+    size_t len;
+    tfvm_status st = ut_read_file(path, a, &data, &len, err);
+    if (st != TFVM_OK)
+        return st;
+    if (is_asm_name(path))
+        st = tfvm_program_assemble(data, len, path, cfg, out, err);
+    else
+        st = tfvm_program_load_memory(data, len, path, cfg, out, err);
+    ut_free(a, data, len + 1);
+    return st;
+}
+
+tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name, const tfvm_config *cfg,
+                                  tfvm_program **out, tfvm_error *err)
+{
+    if (!out || (!text && len))
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_assemble: NULL argument");
+    *out = NULL;
+    tfvm_program *p = program_alloc(cfg);
+    if (!p)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<text>");
+    tfvm_status st = ld_assemble(text ? text : "", len, name ? name : "<text>", &p->alloc, &p->isa, err);
+    if (st == TFVM_OK)
+        st = make_entry_infos(p, err);
+    if (st != TFVM_OK) {
+        program_dealloc(p);
+        return st;
+    }
+    *out = p;
+    return TFVM_OK;
+}
+
+tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size, tfvm_error *err)
+{
+    if (!p || !data || !size)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_save_memory: NULL argument");
+    ut_buf b;
+    ut_buf_init(&b, &p->alloc);
+    tfvm_status st = ld_write(&p->isa, &b, err);
+    if (st != TFVM_OK) {
+        ut_buf_free(&b);
+        return st;
+    }
+    *data = ut_buf_take(&b, size);
+    if (!*data)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory writing program", p->isa.name);
+    return TFVM_OK;
+}
+
+void tfvm_program_buffer_free(const tfvm_program *p, void *data, size_t size)
+{
+    if (p && data)
+        ut_free(&p->alloc, data, size + 1);
+}
+
+tfvm_status tfvm_program_save_file(const tfvm_program *p, const char *path, tfvm_error *err)
+{
+    if (!path)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_save_file: NULL path");
+    void *data;
+    size_t size;
+    tfvm_status st = tfvm_program_save_memory(p, &data, &size, err);
+    if (st != TFVM_OK)
+        return st;
+    st = ut_write_file(path, data, size, err);
+    tfvm_program_buffer_free(p, data, size);
+    return st;
+}
+
+void tfvm_program_free(tfvm_program *p)
+{
+    if (p)
+        program_dealloc(p);
+}
+
+size_t tfvm_program_entry_count(const tfvm_program *p) { return p ? p->isa.n_entries : 0; }
+
+int tfvm_program_find_entry(const tfvm_program *p, const char *name)
+{
+    if (!p || !name)
+        return -1;
+    for (uint32_t i = 0; i < p->isa.n_entries; i++)
+        if (strcmp(p->isa.entries[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfvm_entry_info *out)
+{
+    if (!p || !out || index >= p->isa.n_entries)
+        return TFVM_ERR_ARGUMENT;
+    *out = p->entries[index];
+    return TFVM_OK;
+}

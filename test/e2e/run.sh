@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# test/e2e/run.sh — end-to-end tests of the tfvm command. Program files carry
+# their own expectations, one per line (Wren style):
+#   ; expect: ARGS -> OUTPUT           stdout (lines joined by ' | ') and exit 0
+#   ; expect error: ARGS -> MESSAGE    stderr is exactly "tfvm: MESSAGE", exit != 0
+# ARGS may be empty ("; expect:  -> 42"). Run from the repository root:
+#   TFVM=build/bin/tfvm bash test/e2e/run.sh
+set -u
+TFVM=${TFVM:-build/bin/tfvm}
+BUILD=${BUILD:-build}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# check_expectations FILE RUNFILE: runs every expectation line of FILE against RUNFILE.
+check_expectations() {
+    local src=$1 file=$2 line args want got rc
+    while IFS= read -r line; do
+        case "$line" in
+        "; expect error:"*)
+            line=${line#"; expect error:"}
+            args=${line%% -> *}
+            want=${line#* -> }
+            # shellcheck disable=SC2086
+            got=$("$TFVM" run "$file" $args 2>&1 >/dev/null)
+            rc=$?
+            if [ $rc -ne 0 ] && [ "$got" = "tfvm: $want" ]; then ok; else
+                bad "$src ($file) args '$args': want error 'tfvm: $want', got rc=$rc '$got'"
+            fi
+            ;;
+        "; expect:"*)
+            line=${line#"; expect:"}
+            args=${line%% -> *}
+            want=${line#* -> }
+            # shellcheck disable=SC2086
+            got=$("$TFVM" run "$file" $args 2>"$TMP/err" | paste -sd'|' | sed 's/|/ | /g')
+            rc=${PIPESTATUS[0]}
+            if [ "$rc" -eq 0 ] && [ "$got" = "$want" ]; then ok; else
+                bad "$src ($file) args '$args': want '$want', got rc=$rc '$got' $(head -c 300 "$TMP/err")"
+            fi
+            ;;
+        esac
+    done <"$src"
+}
+
+# 1. Examples and test programs: run as text, as assembled bytecode, and
+#    check that dis | asm gives back the same bytes.
+for src in examples/asm/*.tfasm test/e2e/*.tfasm; do
+    [ -e "$src" ] || continue
+    name=$(basename "$src" .tfasm)
+    check_expectations "$src" "$src"
+    if "$TFVM" asm "$src" -o "$TMP/$name.tfvm" 2>"$TMP/err"; then
+        ok
+        check_expectations "$src" "$TMP/$name.tfvm"
+        if "$TFVM" dis "$TMP/$name.tfvm" | "$TFVM" asm - -o "$TMP/$name.2.tfvm" &&
+            cmp -s "$TMP/$name.tfvm" "$TMP/$name.2.tfvm"; then ok; else
+            bad "$src: tfvm dis | tfvm asm does not give back the same bytes"
+        fi
+    else
+        grep -q '^; expect' "$src" && bad "$src: does not assemble: $(cat "$TMP/err")"
+    fi
+done
+
+# 2. The bad-input corpus: every file fails with its exact one-line message.
+if [ -f test/bad/EXPECTED ]; then
+    while IFS=$'\t' read -r f want; do
+        [ -n "$f" ] || continue
+        got=$("$TFVM" run "test/bad/$f" 2>&1 >/dev/null)
+        rc=$?
+        if [ $rc -eq 1 ] && [ "$got" = "tfvm: $want" ]; then ok; else
+            bad "test/bad/$f: want rc=1 'tfvm: $want', got rc=$rc '$got'"
+        fi
+    done <test/bad/EXPECTED
+fi
+
+# 3. Command-line behaviour: cases are "args<TAB>exit status<TAB>expected stderr (or -)<TAB>stdout (or -)".
+while IFS=$'\t' read -r args want_rc want_err want_out; do
+    case "$args" in "#"* | "") continue ;; esac
+    # shellcheck disable=SC2086
+    out=$("$TFVM" $args 2>"$TMP/err")
+    rc=$?
+    err=$(cat "$TMP/err")
+    if [ "$rc" != "$want_rc" ]; then
+        bad "tfvm $args: exit $rc, want $want_rc (stderr: $err)"
+    elif [ "$want_err" != "-" ] && [ "$err" != "$want_err" ]; then
+        bad "tfvm $args: stderr '$err', want '$want_err'"
+    elif [ "$want_out" != "-" ] && [ "$(printf '%s' "$out" | paste -sd'|' | sed 's/|/ | /g')" != "$want_out" ]; then
+        bad "tfvm $args: stdout '$out', want '$want_out'"
+    else ok; fi
+done <test/e2e/cli_cases.tsv
+
+# 4. Every subcommand has a --help that exits 0 and starts with its usage line.
+for c in run asm dis; do
+    if "$TFVM" "$c" --help | head -1 | grep -q "^usage: tfvm $c"; then ok; else bad "tfvm $c --help"; fi
+done
+
+# 5. Scripted checks that need more than one command.
+bash test/e2e/extra.sh "$TFVM" "$BUILD" "$TMP" && ok || bad "test/e2e/extra.sh"
+
+echo "e2e: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,554 @@
+/* tools/tfvm.c — the `tfvm` command: run, asm, dis. Every error ends the
+ * command with one line on stderr ("tfvm: ...") and a non-zero status:
+ * 1 for a failed run or bad input file, 2 for bad usage. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "devices/value.h"
+#include "loader/loader.h"
+#include "tfvm.h"
+#include "vm/vm.h"
+
+#define EXIT_RUN 1
+#define EXIT_USAGE 2
+
+static const char *const usage_main =
+    "usage: tfvm <command> [options] [args]\n"
+    "\n"
+    "tfvm runs tagged-token dataflow programs: .tfvm bytecode, or .tfasm text.\n"
+    "\n"
+    "commands:\n"
+    "  run FILE [ARG...]      run an entry point and print its results\n"
+    "  asm FILE [-o OUT]      assemble .tfasm text into .tfvm bytecode\n"
+    "  dis FILE [-o OUT]      print a program as .tfasm text\n"
+    "  help [COMMAND]         show help for a command\n"
+    "\n"
+    "options:\n"
+    "  -h, --help             show this help\n"
+    "  --version              print the version\n"
+    "\n"
+    "Run `tfvm help COMMAND` for a command's options.\n";
+
+static const char *const usage_run =
+    "usage: tfvm run [options] FILE [ARG...]\n"
+    "\n"
+    "Runs an entry point of FILE (.tfvm bytecode, or .tfasm text, assembled in\n"
+    "memory; '-' reads .tfvm bytes from stdin) and prints each result on its own\n"
+    "line: integers in decimal, floats with full precision, bools as true/false,\n"
+    "tensors in NumPy's bracketed form.\n"
+    "\n"
+    "Each ARG is parsed by the type of the entry's parameter at its position:\n"
+    "  i32, i64     decimal integer (range-checked)\n"
+    "  f32, f64     decimal or hexadecimal float, inf, nan\n"
+    "  bool         true or false\n"
+    "  tensor       @path.npy\n"
+    "\n"
+    "options:\n"
+    "  -e, --entry NAME       entry point to run (default: the first)\n"
+    "  -o NAME=PATH           write result NAME (or its 0-based position) to the\n"
+    "                         .npy file PATH instead of printing it; repeatable\n"
+    "  --stats                print counters to stderr after the run\n"
+    "  --max-contexts N       fail when more than N tags are alive at once\n"
+    "  --threads N            worker threads (only 1 in this version)\n"
+    "  --deterministic        single thread, fixed firing order (the default)\n"
+    "  -h, --help             show this help\n"
+    "\n"
+    "exit status: 0 success, 1 failed run or bad input file, 2 bad usage\n";
+
+static const char *const usage_asm =
+    "usage: tfvm asm [options] FILE\n"
+    "\n"
+    "Assembles .tfasm text (FILE, or '-' for stdin) into .tfvm bytecode.\n"
+    "Errors name FILE:LINE:COL. The syntax is in docs/asm.md.\n"
+    "\n"
+    "options:\n"
+    "  -o OUT                 output file ('-' = stdout); default: FILE with\n"
+    "                         its .tfasm suffix replaced by .tfvm\n"
+    "  -h, --help             show this help\n";
+
+static const char *const usage_dis =
+    "usage: tfvm dis [options] FILE\n"
+    "\n"
+    "Prints a program (FILE: .tfvm, '-' for .tfvm bytes on stdin, or .tfasm) as\n"
+    "the .tfasm text that `tfvm asm` turns back into the same bytes.\n"
+    "\n"
+    "options:\n"
+    "  -o OUT                 output file (default: stdout)\n"
+    "  -h, --help             show this help\n";
+
+UT_PRINTF(1, 2) static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tfvm: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_RUN;
+}
+
+UT_PRINTF(2, 3) static int usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tfvm: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'tfvm %s --help')\n", cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* "-" reads .tfvm bytes from stdin; a name ending in .tfasm is assembled. */
+static tfvm_status load_program(const char *path, tfvm_program **out, tfvm_error *err)
+{
+    return tfvm_program_load_file(path, NULL, out, err);
+}
+
+/* ---- run --------------------------------------------------------------------- */
+
+static tfvm_vm *volatile running_vm;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (running_vm)
+        tfvm_interrupt(running_vm);
+}
+
+typedef struct out_spec {
+    const char *name; /* result name or decimal position */
+    const char *path;
+} out_spec;
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || *s == '-' || *s == '+')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
+{
+    const tfvm_param_info *p = &e->params[i];
+    const char *tname = tfvm_dtype_name(p->dtype);
+    memset(v, 0, sizeof *v);
+    if (p->rank != 0) {
+        if (text[0] != '@')
+            return fail("argument %zu '%s': expected a tensor (@path.npy), got '%s'", i + 1, p->name, text);
+        tfvm_error err;
+        if (tfvm_npy_load(text + 1, NULL, &v->tensor, &err) != TFVM_OK)
+            return fail("argument %zu '%s': %s", i + 1, p->name, err.message);
+        v->dtype = tfvm_tensor_dtype(v->tensor);
+        if (v->dtype != p->dtype) {
+            tfvm_tensor_free(v->tensor);
+            v->tensor = NULL;
+            return fail("argument %zu '%s': expected a %s tensor, %s holds %s", i + 1, p->name, tname, text + 1,
+                        tfvm_dtype_name(v->dtype));
+        }
+        return 0;
+    }
+    v->dtype = p->dtype;
+    char *end;
+    errno = 0;
+    switch (p->dtype) {
+    case TFVM_BOOL:
+        if (strcmp(text, "true") == 0)
+            v->as.b = true;
+        else if (strcmp(text, "false") == 0)
+            v->as.b = false;
+        else
+            return fail("argument %zu '%s': expected bool (true or false), got '%s'", i + 1, p->name, text);
+        return 0;
+    case TFVM_I32:
+    case TFVM_I64: {
+        long long x = strtoll(text, &end, 10);
+        if (!*text || *end || end == text)
+            return fail("argument %zu '%s': expected %s, got '%s'", i + 1, p->name, tname, text);
+        if (errno == ERANGE || (p->dtype == TFVM_I32 && (x < INT32_MIN || x > INT32_MAX)))
+            return fail("argument %zu '%s': %s out of range for %s", i + 1, p->name, text, tname);
+        if (p->dtype == TFVM_I32)
+            v->as.i32 = (int32_t)x;
+        else
+            v->as.i64 = x;
+        return 0;
+    }
+    case TFVM_F32:
+    case TFVM_F64: {
+        double x = strtod(text, &end);
+        if (!*text || *end || end == text)
+            return fail("argument %zu '%s': expected %s, got '%s'", i + 1, p->name, tname, text);
+        if (p->dtype == TFVM_F32)
+            v->as.f32 = (float)x;
+        else
+            v->as.f64 = x;
+        return 0;
+    }
+    }
+    return fail("argument %zu '%s': unsupported type", i + 1, p->name);
+}
+
+static void print_signature(const tfvm_entry_info *e, FILE *f)
+{
+    fprintf(f, "%s(", e->name);
+    for (size_t i = 0; i < e->n_params; i++)
+        fprintf(f, "%s%s: %s%s", i ? ", " : "", e->params[i].name, tfvm_dtype_name(e->params[i].dtype),
+                e->params[i].rank ? "[]" : "");
+    fprintf(f, ")");
+}
+
+static int find_result(const tfvm_entry_info *e, const char *name)
+{
+    for (size_t i = 0; i < e->n_results; i++)
+        if (strcmp(e->results[i].name, name) == 0)
+            return (int)i;
+    uint64_t k;
+    if (parse_u64(name, &k) && k < e->n_results)
+        return (int)k;
+    return -1;
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *entry = NULL, *file = NULL;
+    bool stats = false;
+    uint64_t max_contexts = 0;
+    out_spec outs[16];
+    size_t n_outs = 0;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            fputs(usage_run, stdout);
+            return 0;
+        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
+            if (++i == argc)
+                return usage_error("run", "%s needs an entry name", a);
+            entry = argv[i];
+        } else if (strcmp(a, "-o") == 0) {
+            if (++i == argc)
+                return usage_error("run", "-o needs NAME=PATH");
+            char *eq = strchr(argv[i], '=');
+            if (!eq || eq == argv[i] || !eq[1])
+                return usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
+            if (n_outs == UT_COUNTOF(outs))
+                return usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
+            *eq = '\0';
+            outs[n_outs++] = (out_spec){argv[i], eq + 1};
+        } else if (strcmp(a, "--stats") == 0) {
+            stats = true;
+        } else if (strcmp(a, "--max-contexts") == 0) {
+            if (++i == argc || !parse_u64(argv[i], &max_contexts) || max_contexts == 0)
+                return usage_error("run", "--max-contexts needs a positive integer");
+        } else if (strcmp(a, "--threads") == 0) {
+            uint64_t n;
+            if (++i == argc || !parse_u64(argv[i], &n) || n == 0)
+                return usage_error("run", "--threads needs a positive integer");
+            if (n != 1)
+                return usage_error("run", "--threads %llu: this version runs on one thread",
+                                   (unsigned long long)n);
+        } else if (strcmp(a, "--deterministic") == 0) {
+            /* the only mode of this version */
+        } else if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        } else if (a[0] == '-' && a[1] != '\0' && !file) {
+            return usage_error("run", "unknown option '%s'", a);
+        } else {
+            break;
+        }
+    }
+    if (i == argc)
+        return usage_error("run", "missing FILE");
+    file = argv[i++];
+    int n_args = argc - i;
+    char **arg_text = argv + i;
+
+    tfvm_error err;
+    tfvm_program *prog;
+    if (load_program(file, &prog, &err) != TFVM_OK)
+        return fail("%s", err.message);
+
+    int rc = EXIT_RUN;
+    tfvm_vm *vm = NULL;
+    tfvm_value *args = NULL, *results = NULL;
+    tfvm_entry_info e;
+    int ei = entry ? tfvm_program_find_entry(prog, entry) : 0;
+    if (ei < 0 || tfvm_program_entry(prog, (size_t)ei, &e) != TFVM_OK) {
+        if (entry)
+            fail("%s: no entry point named '%s'", file, entry);
+        else
+            fail("%s: the program has no entry point", file);
+        goto out;
+    }
+    if ((size_t)n_args != e.n_params) {
+        fprintf(stderr, "tfvm: ");
+        print_signature(&e, stderr);
+        fprintf(stderr, " takes %zu argument%s, got %d\n", e.n_params, e.n_params == 1 ? "" : "s", n_args);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    int out_index[16];
+    for (size_t k = 0; k < n_outs; k++) {
+        out_index[k] = find_result(&e, outs[k].name);
+        if (out_index[k] < 0) {
+            fail("-o %s: entry '%s' has no result named '%s'", outs[k].name, e.name, outs[k].name);
+            rc = EXIT_USAGE;
+            goto out;
+        }
+    }
+    args = calloc(e.n_params + 1, sizeof *args);
+    results = calloc(e.n_results + 1, sizeof *results);
+    if (!args || !results) {
+        fail("out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < e.n_params; k++)
+        if (parse_arg(&e, k, arg_text[k], &args[k]) != 0)
+            goto out;
+
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.max_contexts = max_contexts;
+    cfg.threads = 1;
+    cfg.deterministic = true;
+    if (tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK) {
+        fail("out of memory creating the VM");
+        goto out;
+    }
+    running_vm = vm;
+    signal(SIGINT, on_sigint);
+    tfvm_status st = tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
+    signal(SIGINT, SIG_DFL);
+    running_vm = NULL;
+    if (stats) {
+        tfvm_stats s;
+        tfvm_vm_stats(vm, &s);
+        fprintf(stderr,
+                "stats: fired %llu, tokens %llu, matches %llu, contexts created %llu, contexts peak %llu, "
+                "wall %.6f s, peak memory %.1f MB\n",
+                (unsigned long long)s.fired, (unsigned long long)s.tokens, (unsigned long long)s.matches,
+                (unsigned long long)s.contexts_created, (unsigned long long)s.contexts_peak, s.wall_seconds,
+                (double)peak_rss_kb() / 1024.0);
+    }
+    if (st != TFVM_OK) {
+        fail("%s", tfvm_errmsg(vm));
+        goto out;
+    }
+    rc = 0;
+    for (size_t k = 0; k < e.n_results; k++) {
+        const char *path = NULL;
+        for (size_t j = 0; j < n_outs; j++)
+            if (out_index[j] == (int)k)
+                path = outs[j].path;
+        if (path) {
+            tfvm_tensor *t = results[k].tensor;
+            bool made = false;
+            if (!t) { /* a scalar result becomes a rank-0 array */
+                t = tfvm_tensor_new(results[k].dtype, 0, NULL, NULL);
+                made = true;
+                if (t)
+                    memcpy(tfvm_tensor_data(t), &results[k].as, tfvm_dtype_size(results[k].dtype));
+            }
+            if (!t || tfvm_npy_save(path, t, &err) != TFVM_OK) {
+                fail("%s", t ? err.message : "out of memory");
+                rc = EXIT_RUN;
+            }
+            if (made)
+                tfvm_tensor_free(t);
+            continue;
+        }
+        dev_value dv = {.dtype = (uint8_t)results[k].dtype};
+        if (results[k].tensor) {
+            dv.is_tensor = 1;
+            dv.u.t = results[k].tensor;
+        } else {
+            memcpy(&dv.u, &results[k].as, sizeof results[k].as);
+        }
+        ut_buf b;
+        ut_buf_init(&b, NULL);
+        vm_format_value(&dv, &b);
+        ut_buf_append(&b, "\n", 1);
+        if (b.failed || fwrite(b.data, 1, b.len, stdout) != b.len) {
+            fail("cannot write results");
+            rc = EXIT_RUN;
+        }
+        ut_buf_free(&b);
+    }
+    if (fflush(stdout) != 0)
+        rc = fail("cannot write results: %s", strerror(errno));
+out:
+    if (args)
+        for (size_t k = 0; k < e.n_params; k++)
+            tfvm_value_release(&args[k]);
+    if (results)
+        for (size_t k = 0; k < e.n_results; k++)
+            tfvm_value_release(&results[k]);
+    free(args);
+    free(results);
+    tfvm_vm_free(vm);
+    tfvm_program_free(prog);
+    return rc;
+}
+
+/* ---- asm / dis ------------------------------------------------------------------ */
+
+static int parse_io(const char *cmd, const char *usage, int argc, char **argv, const char **in, const char **out)
+{
+    *in = *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            fputs(usage, stdout);
+            return -1;
+        } else if (strcmp(a, "-o") == 0) {
+            if (++i == argc)
+                return usage_error(cmd, "-o needs a file name");
+            *out = argv[i];
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error(cmd, "unknown option '%s'", a);
+        } else if (*in) {
+            return usage_error(cmd, "more than one input file ('%s' and '%s')", *in, a);
+        } else {
+            *in = a;
+        }
+    }
+    if (!*in)
+        return usage_error(cmd, "missing FILE");
+    return 0;
+}
+
+static int cmd_asm(int argc, char **argv)
+{
+    const char *in, *out;
+    int rc = parse_io("asm", usage_asm, argc, argv, &in, &out);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    char *default_out = NULL;
+    if (!out) {
+        size_t n = strlen(in);
+        if (strcmp(in, "-") == 0)
+            return usage_error("asm", "reading stdin needs -o OUT");
+        size_t stem = n >= 6 && strcmp(in + n - 6, ".tfasm") == 0 ? n - 6 : n;
+        default_out = malloc(stem + 6);
+        if (!default_out)
+            return fail("out of memory");
+        memcpy(default_out, in, stem);
+        memcpy(default_out + stem, ".tfvm", 6);
+        out = default_out;
+    }
+    tfvm_error err;
+    char *text;
+    size_t len;
+    tfvm_program *prog = NULL;
+    rc = 0;
+    if (ut_read_file(in, NULL, &text, &len, &err) != TFVM_OK) {
+        rc = fail("%s", err.message);
+    } else {
+        if (tfvm_program_assemble(text, len, in, NULL, &prog, &err) != TFVM_OK ||
+            tfvm_program_save_file(prog, out, &err) != TFVM_OK)
+            rc = fail("%s", err.message);
+        free(text);
+    }
+    tfvm_program_free(prog);
+    free(default_out);
+    return rc;
+}
+
+static int cmd_dis(int argc, char **argv)
+{
+    const char *in, *out;
+    int rc = parse_io("dis", usage_dis, argc, argv, &in, &out);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    tfvm_error err;
+    tfvm_program *prog;
+    if (load_program(in, &prog, &err) != TFVM_OK)
+        return fail("%s", err.message);
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    if (ld_disassemble(&prog->isa, &b, &err) != TFVM_OK)
+        rc = fail("%s", err.message);
+    else if (b.failed)
+        rc = fail("out of memory");
+    else if (ut_write_file(out ? out : "-", b.data, b.len, &err) != TFVM_OK)
+        rc = fail("%s", err.message);
+    ut_buf_free(&b);
+    tfvm_program_free(prog);
+    return rc;
+}
+
+/* ---- main ------------------------------------------------------------------------- */
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *const *usage;
+} command;
+
+static const command commands[] = {
+    {"run", cmd_run, &usage_run},
+    {"asm", cmd_asm, &usage_asm},
+    {"dis", cmd_dis, &usage_dis},
+};
+
+static const char *usage_of(const char *name)
+{
+    for (size_t i = 0; i < UT_COUNTOF(commands); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return *commands[i].usage;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd)) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("tfvm %s (bytecode format 1.0)\n", TFVM_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            fputs(usage_main, stdout);
+            return 0;
+        }
+        const char *u = usage_of(argv[2]);
+        if (!u) {
+            fprintf(stderr, "tfvm: no command '%s' (see 'tfvm --help')\n", argv[2]);
+            return EXIT_USAGE;
+        }
+        fputs(u, stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < UT_COUNTOF(commands); i++)
+        if (strcmp(commands[i].name, cmd) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tfvm: no command '%s' (see 'tfvm --help')\n", cmd);
+    return EXIT_USAGE;
+}

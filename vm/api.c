@@ -1,0 +1,174 @@
+/* vm/api.c — the public VM functions of tfvm.h: configuration, VM lifetime,
+ * runs, errors and counters. */
+#include <string.h>
+
+#include "vm.h"
+
+void tfvm_config_init(tfvm_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->threads = 0;
+    cfg->deterministic = false;
+}
+
+/* Builds the VM's copy of every program constant as a value. */
+static tfvm_status make_consts(tfvm_vm *vm)
+{
+    const isa_program *p = vm->prog;
+    vm->consts = ut_calloc(&vm->alloc, p->n_consts + 1, sizeof(dev_value));
+    if (!vm->consts)
+        return TFVM_ERR_NOMEM;
+    for (uint32_t i = 0; i < p->n_consts; i++) {
+        const isa_const *k = &p->consts[i];
+        dev_value *v = &vm->consts[i];
+        if (k->rank == 0) {
+            const unsigned char *b = k->data;
+            v->dtype = k->dtype;
+            switch ((tfvm_dtype)k->dtype) {
+            case TFVM_BOOL: v->u.b = b[0] != 0; break;
+            case TFVM_I32: v->u.i32 = (int32_t)ut_le32(b); break;
+            case TFVM_I64: v->u.i64 = (int64_t)ut_le64(b); break;
+            case TFVM_F32: { uint32_t w = ut_le32(b); memcpy(&v->u.f32, &w, 4); break; }
+            case TFVM_F64: { uint64_t w = ut_le64(b); memcpy(&v->u.f64, &w, 8); break; }
+            }
+            continue;
+        }
+        tfvm_tensor *t = dev_tensor_alloc(&vm->alloc, (tfvm_dtype)k->dtype, k->rank, k->dims);
+        if (!t)
+            return TFVM_ERR_NOMEM;
+        if (k->nbytes)
+            memcpy(t->data, k->data, k->nbytes); /* hosts are little-endian (checked at build) */
+        v->dtype = k->dtype;
+        v->is_tensor = 1;
+        v->u.t = t;
+    }
+    return TFVM_OK;
+}
+
+tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_vm **out)
+{
+    if (!out)
+        return TFVM_ERR_ARGUMENT;
+    *out = NULL;
+    if (!prog)
+        return TFVM_ERR_ARGUMENT;
+    tfvm_config defaults;
+    if (!cfg) {
+        tfvm_config_init(&defaults);
+        cfg = &defaults;
+    }
+    tfvm_vm *vm = ut_alloc(&cfg->allocator, sizeof *vm);
+    if (!vm)
+        return TFVM_ERR_NOMEM;
+    memset(vm, 0, sizeof *vm);
+    vm->prog = &prog->isa;
+    vm->cfg = *cfg;
+    vm->alloc = cfg->allocator;
+    vm->live.next_live = vm->live.prev_live = &vm->live;
+    vm->live_loops.next_live = vm->live_loops.prev_live = &vm->live_loops;
+    vm->policy = sched_policy_find(NULL);
+    tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);
+    if (st == TFVM_OK) {
+        vm->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 1, sizeof(void *));
+        if (!vm->free_ctx || !sched_init(&vm->queue, vm->policy, sizeof(vm_act), &vm->alloc))
+            st = TFVM_ERR_NOMEM;
+    }
+    if (st == TFVM_OK)
+        st = make_consts(vm);
+    if (st != TFVM_OK) {
+        tfvm_vm_free(vm);
+        return st;
+    }
+    *out = vm;
+    return TFVM_OK;
+}
+
+void tfvm_vm_free(tfvm_vm *vm)
+{
+    if (!vm)
+        return;
+    if (vm->state == VM_RUNNING || vm->state == VM_PAUSED || vm->state == VM_DONE)
+        vm_end(vm, NULL, 0);
+    sched_fini(&vm->queue);
+    if (vm->free_ctx) {
+        for (uint32_t r = 0; r < vm->prog->n_regions; r++) {
+            vm_ctx *c = vm->free_ctx[r];
+            while (c) {
+                vm_ctx *next = c->parent;
+                ut_free(&vm->alloc, c, vm->plan.regions[r].ctx_size);
+                c = next;
+            }
+        }
+        ut_free(&vm->alloc, vm->free_ctx, (vm->prog->n_regions + 1) * sizeof(void *));
+    }
+    if (vm->consts) {
+        for (uint32_t i = 0; i < vm->prog->n_consts; i++)
+            dev_value_release(&vm->consts[i]);
+        ut_free(&vm->alloc, vm->consts, (vm->prog->n_consts + 1) * sizeof(dev_value));
+    }
+    vm_plan_free(&vm->plan);
+    tfvm_allocator a = vm->alloc;
+    ut_free(&a, vm, sizeof *vm);
+}
+
+tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
+                     tfvm_value *results, size_t n_results)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    if (vm->state == VM_RUNNING || vm->state == VM_PAUSED)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a run is already in progress on this VM");
+    const isa_program *p = vm->prog;
+    uint32_t e = 0;
+    if (entry) {
+        while (e < p->n_entries && strcmp(p->entries[e].name, entry) != 0)
+            e++;
+        if (e == p->n_entries)
+            return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no entry point named '%s'", entry);
+    } else if (p->n_entries == 0) {
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "the program has no entry point");
+    }
+    if (n_args && !args)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "args is NULL");
+    if (n_results && !results)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "results is NULL");
+    if (n_results != p->entries[e].n_results)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "entry '%s' has %u result%s, caller asked for %zu",
+                      p->entries[e].name, p->entries[e].n_results, p->entries[e].n_results == 1 ? "" : "s",
+                      n_results);
+    tfvm_status st = vm_begin(vm, e, args, n_args);
+    if (st != TFVM_OK) {
+        if (vm->root || vm->results)
+            vm_end(vm, NULL, 0);
+        vm->state = VM_IDLE;
+        return st;
+    }
+    vm_step(vm, 0);
+    return vm_end(vm, results, n_results);
+}
+
+void tfvm_interrupt(tfvm_vm *vm)
+{
+    if (vm)
+        vm->interrupted = 1;
+}
+
+const char *tfvm_errmsg(const tfvm_vm *vm)
+{
+    if (!vm)
+        return "no VM";
+    return vm->err.code == TFVM_OK ? "no error" : vm->err.message;
+}
+
+const tfvm_error *tfvm_last_error(const tfvm_vm *vm) { return vm ? &vm->err : NULL; }
+
+void tfvm_vm_stats(const tfvm_vm *vm, tfvm_stats *out)
+{
+    if (!out)
+        return;
+    if (!vm) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = vm->stats;
+}
