@@ -3,7 +3,7 @@
 #   make test       build and run every test (unit suites + end-to-end)
 #   make asan       the whole test suite under AddressSanitizer + UBSan
 #   make tsan       scheduler and VM tests under ThreadSanitizer
-#   make fuzz       libFuzzer on the loader+verifier (FUZZ_SECONDS, default 60)
+#   make fuzz       libFuzzer on the loader, assembler and .npy reader (FUZZ_SECONDS each)
 #   make install    PREFIX=/usr/local (DESTDIR honoured)
 #   make bench      benchmarks (ratios against references run in the same run)
 
@@ -72,13 +72,19 @@ check-deps:
 
 # Unit suites run from the repository root so fixtures are found by path.
 # CK_FORK=no under ASan keeps leak reports attached to the failing test.
+# The suites run one after another (even under -j) so their output reads in order.
+RUN_UNIT = set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+RUN_E2E  = TFVM=$(TFVM) BUILD=$(BUILD) SAN=$(SAN) bash test/e2e/run.sh
+
 unit: check-deps $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; TFVM_TEST_BUILD=$(BUILD) $$t; done
+	@$(RUN_UNIT)
 
-e2e: $(TFVM)
-	@TFVM=$(TFVM) BUILD=$(BUILD) bash test/e2e/run.sh
+e2e: all
+	@$(RUN_E2E)
 
-test: all unit e2e
+test: check-deps all $(UNIT_BIN)
+	@$(RUN_UNIT)
+	@$(RUN_E2E)
 	@echo "make test: all suites passed ($(BUILD))"
 
 asan:
@@ -87,12 +93,20 @@ asan:
 tsan:
 	$(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 unit
 
+# Each target: test/fuzz/fuzz_NAME.c, dictionary test/fuzz/NAME.dict (if any),
+# seeds: .tfvm files, .tfasm examples, NumPy-made .npy fixtures. FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= loader asm npy
+FUZZ_CFLAGS  := $(CPPFLAGS_ALL) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined
 fuzz:
-	@mkdir -p build/fuzz/corpus
-	clang $(CPPFLAGS_ALL) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o build/fuzz/fuzz_loader \
-	    test/fuzz/fuzz_loader.c $(LIB_SRC) $(LDLIBS_ALL)
-	build/fuzz/fuzz_loader -max_total_time=$(FUZZ_SECONDS) -timeout=10 build/fuzz/corpus test/fuzz/seeds
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    mkdir -p build/fuzz/corpus-$$t; \
+	    echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	    clang $(FUZZ_CFLAGS) -o build/fuzz/fuzz_$$t test/fuzz/fuzz_$$t.c $(LIB_SRC) $(LDLIBS_ALL); \
+	    dict=; [ -f test/fuzz/$$t.dict ] && dict=-dict=test/fuzz/$$t.dict; \
+	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds=examples/asm;; npy) seeds=test/data/npy;; *) seeds=;; esac; \
+	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
+	done
 
 bench: all
 	@bash bench/run.sh

@@ -1,0 +1,128 @@
+/* devices/tensor.c — dense tensors: one allocation per tensor (header and
+ * 64-byte-aligned data), atomic reference counts, the public tensor API. */
+#include "devices/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "isa/isa.h"
+
+#define DEV_TENSOR_ALIGN 64
+
+tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int rank,
+                              const int64_t *dims)
+{
+    if (!isa_dtype_valid((uint32_t)dtype) || rank < 0 || rank > TFVM_MAX_RANK ||
+        (rank > 0 && !dims))
+        return NULL;
+    /* count must fit an int64_t and the byte size a size_t; a zero dimension
+     * makes the count 0 whatever the others are (each is still validated). */
+    int64_t count = 1;
+    bool zero = false, overflow = false;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return NULL;
+        if (dims[i] == 0)
+            zero = true;
+        else if (count > INT64_MAX / dims[i])
+            overflow = true;
+        else
+            count *= dims[i];
+    }
+    if (zero)
+        count = 0;
+    else if (overflow)
+        return NULL;
+    size_t nbytes, block;
+    if ((uint64_t)count > SIZE_MAX || !ut_mul_ok((size_t)count, tfvm_dtype_size(dtype), &nbytes))
+        return NULL;
+    /* Slack of ALIGN-1 bytes lets the data start on a 64-byte boundary
+     * whatever alignment the allocator gives the block. */
+    size_t head = sizeof(tfvm_tensor) + DEV_TENSOR_ALIGN - 1;
+    if (nbytes > SIZE_MAX - head)
+        return NULL;
+    block = head + nbytes;
+    tfvm_tensor *t = ut_alloc(a, block);
+    if (!t)
+        return NULL;
+    atomic_init(&t->refs, 1u);
+    t->dtype = (uint8_t)dtype;
+    t->rank = (uint8_t)rank;
+    for (int i = 0; i < TFVM_MAX_RANK; i++)
+        t->dims[i] = i < rank ? dims[i] : 0;
+    t->count = count;
+    t->nbytes = nbytes;
+    t->alloc = a ? *a : (tfvm_allocator){0};
+    t->block = block;
+    uintptr_t p = (uintptr_t)(t + 1);
+    p = (p + DEV_TENSOR_ALIGN - 1) & ~(uintptr_t)(DEV_TENSOR_ALIGN - 1);
+    t->data = (void *)p;
+    return t;
+}
+
+const char *dev_shape_str(const tfvm_tensor *t, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return "";
+    size_t len = 0;
+    int rank = t ? t->rank : 0;
+    buf[0] = '\0';
+    for (int i = -1; i <= rank; i++) {
+        int n;
+        size_t room = len < size ? size - len : 0;
+        if (i < 0)
+            n = snprintf(buf + len, room, "[");
+        else if (i == rank)
+            n = snprintf(buf + len, room, "]");
+        else
+            n = snprintf(buf + len, room, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+        if (n < 0 || (size_t)n >= room) /* truncated: keep what fits */
+            return buf;
+        len += (size_t)n;
+    }
+    return buf;
+}
+
+/* ---- Public API ------------------------------------------------------------ */
+tfvm_tensor *tfvm_tensor_new(tfvm_dtype dtype, int rank, const int64_t *dims,
+                             const tfvm_allocator *alloc)
+{
+    tfvm_tensor *t = dev_tensor_alloc(alloc, dtype, rank, dims);
+    if (t && t->nbytes)
+        memset(t->data, 0, t->nbytes);
+    return t;
+}
+
+tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t)
+{
+    if (t)
+        atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+    return t;
+}
+
+void tfvm_tensor_free(tfvm_tensor *t)
+{
+    if (!t)
+        return;
+    /* acq_rel: the last releaser must see every other holder's writes to the
+     * data before the block goes back to the allocator. */
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    tfvm_allocator a = t->alloc;
+    ut_free(&a, t, t->block);
+}
+
+tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t) { return t ? (tfvm_dtype)t->dtype : (tfvm_dtype)0; }
+int tfvm_tensor_rank(const tfvm_tensor *t) { return t ? t->rank : -1; }
+const int64_t *tfvm_tensor_dims(const tfvm_tensor *t) { return t ? t->dims : NULL; }
+int64_t tfvm_tensor_count(const tfvm_tensor *t) { return t ? t->count : 0; }
+void *tfvm_tensor_data(tfvm_tensor *t) { return t ? t->data : NULL; }
+const void *tfvm_tensor_cdata(const tfvm_tensor *t) { return t ? t->data : NULL; }
+
+void tfvm_value_release(tfvm_value *v)
+{
+    if (v && v->tensor) {
+        tfvm_tensor_free(v->tensor);
+        v->tensor = NULL;
+    }
+}

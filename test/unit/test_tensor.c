@@ -1,0 +1,296 @@
+/* test/unit/test_tensor.c — the tensor API: shapes, validation, reference
+ * counts (also across threads), the allocator hook and allocation failure. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "devices/tensor.h"
+#include "devices/value.h"
+#include "testutil.h"
+
+/* Counts allocations and bytes, and fails the fail_at-th allocation (1-based;
+ * 0 = never), so tests can prove that nothing leaks and sizes match. */
+typedef struct tally {
+    long allocs, frees, fail_at;
+    long long live_bytes;
+} tally;
+
+static void *tally_fn(void *ud, void *p, size_t old, size_t n)
+{
+    tally *t = ud;
+    if (n == 0) {
+        t->frees++;
+        t->live_bytes -= (long long)old;
+        free(p);
+        return NULL;
+    }
+    if (!p && t->fail_at && t->allocs + 1 == t->fail_at) {
+        t->fail_at = 0;
+        return NULL;
+    }
+    void *q = realloc(p, n);
+    if (q) {
+        if (!p)
+            t->allocs++;
+        t->live_bytes += (long long)n - (long long)old;
+    }
+    return q;
+}
+
+START_TEST(test_new_basic)
+{
+    int64_t dims[2] = {2, 3};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(tfvm_tensor_dtype(t), TFVM_F32);
+    ck_assert_int_eq(tfvm_tensor_rank(t), 2);
+    ck_assert_int_eq(tfvm_tensor_dims(t)[0], 2);
+    ck_assert_int_eq(tfvm_tensor_dims(t)[1], 3);
+    ck_assert_int_eq(tfvm_tensor_count(t), 6);
+    ck_assert_uint_eq(t->nbytes, 24);
+    ck_assert_uint_eq((uintptr_t)tfvm_tensor_data(t) % 64, 0);
+    ck_assert_ptr_eq(tfvm_tensor_cdata(t), tfvm_tensor_data(t));
+    const unsigned char *bytes = tfvm_tensor_cdata(t);
+    for (int i = 0; i < 24; i++)
+        ck_assert_uint_eq(bytes[i], 0);
+    float *f = tfvm_tensor_data(t);
+    f[5] = 2.5f;
+    ck_assert(f[5] == 2.5f);
+    /* dims are copied: the caller's array may change afterwards. */
+    dims[0] = 99;
+    ck_assert_int_eq(tfvm_tensor_dims(t)[0], 2);
+    tfvm_tensor_free(t);
+}
+END_TEST
+
+START_TEST(test_every_dtype_and_rank)
+{
+    static const struct { tfvm_dtype d; size_t size; } dt[] = {
+        {TFVM_BOOL, 1}, {TFVM_I32, 4}, {TFVM_I64, 8}, {TFVM_F32, 4}, {TFVM_F64, 8}};
+    int64_t dims[TFVM_MAX_RANK] = {2, 1, 3, 1, 1, 2, 1, 1};
+    for (size_t i = 0; i < sizeof dt / sizeof dt[0]; i++) {
+        int64_t count = 1;
+        for (int r = 0; r <= TFVM_MAX_RANK; r++) {
+            if (r > 0)
+                count *= dims[r - 1];
+            tfvm_tensor *t = tfvm_tensor_new(dt[i].d, r, dims, NULL);
+            ck_assert_ptr_nonnull(t);
+            ck_assert_int_eq(tfvm_tensor_rank(t), r);
+            ck_assert_int_eq(tfvm_tensor_count(t), count);
+            ck_assert_uint_eq(t->nbytes, (size_t)count * dt[i].size);
+            ck_assert_uint_eq((uintptr_t)t->data % 64, 0);
+            tfvm_tensor_free(t);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_rank0_and_empty)
+{
+    tfvm_tensor *s = tfvm_tensor_new(TFVM_I64, 0, NULL, NULL);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(tfvm_tensor_rank(s), 0);
+    ck_assert_int_eq(tfvm_tensor_count(s), 1);
+    ck_assert_int_eq(*(int64_t *)tfvm_tensor_data(s), 0);
+    tfvm_tensor_free(s);
+
+    int64_t dims[3] = {2, 0, 3};
+    tfvm_tensor *e = tfvm_tensor_new(TFVM_F64, 3, dims, NULL);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(tfvm_tensor_count(e), 0);
+    ck_assert_uint_eq(e->nbytes, 0);
+    ck_assert_ptr_nonnull(tfvm_tensor_data(e));
+    ck_assert_int_eq(tfvm_tensor_dims(e)[1], 0);
+    tfvm_tensor_free(e);
+
+    /* A zero dimension makes any other size valid: NumPy allows it too. */
+    int64_t huge[3] = {INT64_MAX, 0, INT64_MAX};
+    e = tfvm_tensor_new(TFVM_I32, 3, huge, NULL);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(tfvm_tensor_count(e), 0);
+    tfvm_tensor_free(e);
+}
+END_TEST
+
+START_TEST(test_invalid_shapes)
+{
+    int64_t d2[2] = {2, 3};
+    ck_assert_ptr_null(tfvm_tensor_new((tfvm_dtype)0, 2, d2, NULL));
+    ck_assert_ptr_null(tfvm_tensor_new((tfvm_dtype)6, 2, d2, NULL));
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_I32, -1, d2, NULL));
+    int64_t d9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_I32, 9, d9, NULL));
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_I32, 2, NULL, NULL));
+    int64_t neg[2] = {2, -1};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_I32, 2, neg, NULL));
+    int64_t negz[2] = {0, -1}; /* a negative dimension is wrong even in an empty shape */
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_I32, 2, negz, NULL));
+    /* count overflows int64 */
+    int64_t big[2] = {INT64_MAX, 2};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_BOOL, 2, big, NULL));
+    int64_t big3[3] = {1LL << 32, 1LL << 32, 1};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_BOOL, 3, big3, NULL));
+    /* count fits, bytes overflow size_t */
+    int64_t bytes[1] = {1LL << 62};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_F64, 1, bytes, NULL));
+    /* and the same directly through dev_tensor_alloc */
+    ck_assert_ptr_null(dev_tensor_alloc(NULL, TFVM_F64, 1, bytes));
+    ck_assert_ptr_null(dev_tensor_alloc(NULL, TFVM_I32, 9, d9));
+}
+END_TEST
+
+START_TEST(test_refcount_and_allocator)
+{
+    tally ta = {0};
+    tfvm_allocator a = {tally_fn, &ta};
+    int64_t dims[1] = {100};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, dims, &a);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(ta.allocs, 1); /* header and data in one block */
+    ck_assert(ta.live_bytes >= 800);
+    ck_assert_ptr_eq(tfvm_tensor_ref(t), t);
+    ck_assert_uint_eq(atomic_load(&t->refs), 2);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.frees, 0);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.frees, 1);
+    ck_assert_int_eq(ta.live_bytes, 0); /* freed with the size it was allocated with */
+}
+END_TEST
+
+START_TEST(test_alloc_failure)
+{
+    tally ta = {.fail_at = 1};
+    tfvm_allocator a = {tally_fn, &ta};
+    int64_t dims[2] = {4, 4};
+    ck_assert_ptr_null(tfvm_tensor_new(TFVM_F32, 2, dims, &a));
+    ck_assert_int_eq(ta.live_bytes, 0);
+    /* the next allocation succeeds */
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 2, dims, &a);
+    ck_assert_ptr_nonnull(t);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.live_bytes, 0);
+    ta.fail_at = ta.allocs + 1;
+    ck_assert_ptr_null(dev_tensor_alloc(&a, TFVM_BOOL, 0, NULL));
+    ck_assert_int_eq(ta.live_bytes, 0);
+}
+END_TEST
+
+START_TEST(test_null_handles)
+{
+    tfvm_tensor_free(NULL);
+    ck_assert_ptr_null(tfvm_tensor_ref(NULL));
+    ck_assert_int_eq(tfvm_tensor_dtype(NULL), 0);
+    ck_assert_int_eq(tfvm_tensor_rank(NULL), -1);
+    ck_assert_ptr_null(tfvm_tensor_dims(NULL));
+    ck_assert_int_eq(tfvm_tensor_count(NULL), 0);
+    ck_assert_ptr_null(tfvm_tensor_data(NULL));
+    ck_assert_ptr_null(tfvm_tensor_cdata(NULL));
+    tfvm_value_release(NULL);
+}
+END_TEST
+
+START_TEST(test_value_release)
+{
+    tally ta = {0};
+    tfvm_allocator a = {tally_fn, &ta};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_BOOL, 0, NULL, &a);
+    ck_assert_ptr_nonnull(t);
+    tfvm_value v = tfvm_tensor_value(t);
+    ck_assert_int_eq(v.dtype, TFVM_BOOL);
+    ck_assert_ptr_eq(v.tensor, t);
+    tfvm_value_release(&v);
+    ck_assert_ptr_null(v.tensor);
+    ck_assert_int_eq(ta.frees, 1);
+    tfvm_value_release(&v); /* twice is harmless */
+    tfvm_value s = tfvm_i32(7);
+    tfvm_value_release(&s);
+    ck_assert_int_eq(s.as.i32, 7);
+}
+END_TEST
+
+START_TEST(test_dev_value_refs)
+{
+    int64_t dims[1] = {3};
+    tfvm_tensor *t = dev_tensor_alloc(NULL, TFVM_I32, 1, dims);
+    ck_assert_ptr_nonnull(t);
+    dev_value v = {.dtype = TFVM_I32, .is_tensor = 1, .u.t = t};
+    dev_value_retain(&v);
+    ck_assert_uint_eq(atomic_load(&t->refs), 2);
+    dev_value w = v;
+    dev_value_release(&w);
+    ck_assert_uint_eq(atomic_load(&t->refs), 1);
+    ck_assert_int_eq(w.is_tensor, 0);
+    dev_value_release(&v);
+}
+END_TEST
+
+START_TEST(test_shape_str)
+{
+    char buf[64];
+    int64_t d[3] = {2, 3, 0};
+    tfvm_tensor *t = dev_tensor_alloc(NULL, TFVM_F64, 3, d);
+    ck_assert_str_eq(dev_shape_str(t, buf, sizeof buf), "[2, 3, 0]");
+    ck_assert_str_eq(dev_shape_str(t, buf, 5), "[2, "); /* cut, still terminated */
+    tfvm_tensor_free(t);
+    t = dev_tensor_alloc(NULL, TFVM_F64, 0, NULL);
+    ck_assert_str_eq(dev_shape_str(t, buf, sizeof buf), "[]");
+    tfvm_tensor_free(t);
+    t = dev_tensor_alloc(NULL, TFVM_BOOL, 1, (int64_t[1]){0});
+    ck_assert_str_eq(dev_shape_str(t, buf, sizeof buf), "[0]");
+    tfvm_tensor_free(t);
+    t = dev_tensor_alloc(NULL, TFVM_BOOL, 2, (int64_t[2]){123456, 1});
+    ck_assert_str_eq(dev_shape_str(t, buf, sizeof buf), "[123456, 1]");
+    tfvm_tensor_free(t);
+}
+END_TEST
+
+/* Reference counting is atomic: threads taking and dropping references to one
+ * tensor never free it early (ASan would see it) nor leave a count behind. */
+static void *ref_worker(void *arg)
+{
+    tfvm_tensor *t = arg;
+    for (int i = 0; i < 100000; i++) {
+        tfvm_tensor_ref(t);
+        tfvm_tensor_free(t);
+    }
+    return NULL;
+}
+
+START_TEST(test_threads)
+{
+    tally ta = {0};
+    tfvm_allocator a = {tally_fn, &ta};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I32, 0, NULL, &a);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, ref_worker, t), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_uint_eq(atomic_load(&t->refs), 1);
+    ck_assert_int_eq(ta.frees, 0);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.frees, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("tensor");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_new_basic);
+    tcase_add_test(tc, test_every_dtype_and_rank);
+    tcase_add_test(tc, test_rank0_and_empty);
+    tcase_add_test(tc, test_invalid_shapes);
+    tcase_add_test(tc, test_refcount_and_allocator);
+    tcase_add_test(tc, test_alloc_failure);
+    tcase_add_test(tc, test_null_handles);
+    tcase_add_test(tc, test_value_release);
+    tcase_add_test(tc, test_dev_value_refs);
+    tcase_add_test(tc, test_shape_str);
+    tcase_add_test(tc, test_threads);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(suite()); }
