@@ -97,7 +97,7 @@ tsan:
 # seeds: .tfvm files, .tfasm examples, NumPy-made .npy fixtures. FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= loader asm npy
-FUZZ_CFLAGS  := $(CPPFLAGS_ALL) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined
+FUZZ_CFLAGS  := $(CPPFLAGS_ALL) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	    mkdir -p build/fuzz/corpus-$$t; \
