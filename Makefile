@@ -104,7 +104,7 @@ fuzz:
 	    echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	    clang $(FUZZ_CFLAGS) -o build/fuzz/fuzz_$$t test/fuzz/fuzz_$$t.c $(LIB_SRC) $(LDLIBS_ALL); \
 	    dict=; [ -f test/fuzz/$$t.dict ] && dict=-dict=test/fuzz/$$t.dict; \
-	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds=examples/asm;; npy) seeds=test/data/npy;; *) seeds=;; esac; \
+	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; *) seeds=;; esac; \
 	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
 	done
 

@@ -233,59 +233,81 @@ static int cmd_run(int argc, char **argv)
     uint64_t max_contexts = 0;
     out_spec outs[16];
     size_t n_outs = 0;
-    int i = 1;
-    for (; i < argc; i++) {
+    /* Options may come before or after FILE. After FILE, anything that is
+     * not a known option is an argument, so negative numbers pass through;
+     * `--` ends the options. */
+    char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
+    if (!arg_text)
+        return fail("out of memory");
+    int n_args = 0;
+    bool options_done = false;
+    int rc_usage = 0;
+    for (int i = 1; i < argc && !rc_usage; i++) {
         const char *a = argv[i];
-        if (is_help(a)) {
+        if (options_done) {
+            arg_text[n_args++] = argv[i];
+        } else if (is_help(a)) {
+            free(arg_text);
             fputs(usage_run, stdout);
             return 0;
         } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
             if (++i == argc)
-                return usage_error("run", "%s needs an entry name", a);
-            entry = argv[i];
+                rc_usage = usage_error("run", "%s needs an entry name", a);
+            else
+                entry = argv[i];
         } else if (strcmp(a, "-o") == 0) {
-            if (++i == argc)
-                return usage_error("run", "-o needs NAME=PATH");
-            char *eq = strchr(argv[i], '=');
-            if (!eq || eq == argv[i] || !eq[1])
-                return usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
-            if (n_outs == UT_COUNTOF(outs))
-                return usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
-            *eq = '\0';
-            outs[n_outs++] = (out_spec){argv[i], eq + 1};
+            char *eq = ++i < argc ? strchr(argv[i], '=') : NULL;
+            if (i == argc)
+                rc_usage = usage_error("run", "-o needs NAME=PATH");
+            else if (!eq || eq == argv[i] || !eq[1])
+                rc_usage = usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
+            else if (n_outs == UT_COUNTOF(outs))
+                rc_usage = usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
+            else {
+                *eq = '\0';
+                outs[n_outs++] = (out_spec){argv[i], eq + 1};
+            }
         } else if (strcmp(a, "--stats") == 0) {
             stats = true;
         } else if (strcmp(a, "--max-contexts") == 0) {
             if (++i == argc || !parse_u64(argv[i], &max_contexts) || max_contexts == 0)
-                return usage_error("run", "--max-contexts needs a positive integer");
+                rc_usage = usage_error("run", "--max-contexts needs a positive integer");
         } else if (strcmp(a, "--threads") == 0) {
             uint64_t n;
             if (++i == argc || !parse_u64(argv[i], &n) || n == 0)
-                return usage_error("run", "--threads needs a positive integer");
-            if (n != 1)
-                return usage_error("run", "--threads %llu: this version runs on one thread",
-                                   (unsigned long long)n);
+                rc_usage = usage_error("run", "--threads needs a positive integer");
+            else if (n != 1)
+                rc_usage = usage_error("run", "--threads %llu: this version runs on one thread",
+                                       (unsigned long long)n);
         } else if (strcmp(a, "--deterministic") == 0) {
             /* the only mode of this version */
         } else if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        } else if (a[0] == '-' && a[1] != '\0' && !file) {
-            return usage_error("run", "unknown option '%s'", a);
+            options_done = true;
+        } else if (!file && a[0] == '-' && a[1] != '\0') {
+            rc_usage = usage_error("run", "unknown option '%s'", a);
+        } else if (!file) {
+            file = a;
         } else {
-            break;
+            arg_text[n_args++] = argv[i];
         }
     }
-    if (i == argc)
-        return usage_error("run", "missing FILE");
-    file = argv[i++];
-    int n_args = argc - i;
-    char **arg_text = argv + i;
+    if (!rc_usage && !file && n_args > 0) { /* `tfvm run -- FILE ARG...` */
+        file = arg_text[0];
+        memmove(arg_text, arg_text + 1, (size_t)--n_args * sizeof *arg_text);
+    }
+    if (!rc_usage && !file)
+        rc_usage = usage_error("run", "missing FILE");
+    if (rc_usage) {
+        free(arg_text);
+        return rc_usage;
+    }
 
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(file, &prog, &err) != TFVM_OK)
+    if (load_program(file, &prog, &err) != TFVM_OK) {
+        free(arg_text);
         return fail("%s", err.message);
+    }
 
     int rc = EXIT_RUN;
     tfvm_vm *vm = NULL;
@@ -404,6 +426,7 @@ out:
             tfvm_value_release(&results[k]);
     free(args);
     free(results);
+    free(arg_text);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
     return rc;

@@ -19,13 +19,22 @@ static void format_float(double x, bool single, ut_buf *out)
         ut_buf_printf(out, x < 0 ? "-inf" : "inf");
         return;
     }
-    char buf[40];
-    for (int prec = 1; prec <= 17; prec++) {
+    char buf[48];
+    int prec = 1;
+    for (; prec < 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, x);
         double back = strtod(buf, NULL);
         if (single ? (float)back == (float)x : back == x)
             break;
     }
+    /* Like Python's repr: positional notation for 1e-4 <= |x| < 1e16. */
+    /* the decimal exponent of x rounded to prec digits (log10 can be off by one) */
+    snprintf(buf, sizeof buf, "%.*e", prec - 1, x);
+    int e10 = atoi(strchr(buf, 'e') + 1);
+    if (e10 >= -4 && e10 < 16)
+        snprintf(buf, sizeof buf, "%.*f", prec - 1 - e10 > 0 ? prec - 1 - e10 : 0, x);
+    else
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
     ut_buf_printf(out, "%s", buf);
     if (!strpbrk(buf, ".e"))
         ut_buf_printf(out, ".0");

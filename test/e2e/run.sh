@@ -77,13 +77,16 @@ if [ -f test/bad/EXPECTED ]; then
     done <test/bad/EXPECTED
 fi
 
-# 3. Command-line behaviour: cases are "args<TAB>exit status<TAB>expected stderr (or -)<TAB>stdout (or -)".
+# 3. Command-line behaviour: cases are "args<TAB>exit status<TAB>stderr<TAB>stdout",
+#    where "-" accepts anything and "<empty>" means nothing was printed.
 while IFS=$'\t' read -r args want_rc want_err want_out; do
     case "$args" in "#"* | "") continue ;; esac
     # shellcheck disable=SC2086
     out=$("$TFVM" $args 2>"$TMP/err")
     rc=$?
     err=$(cat "$TMP/err")
+    [ "$want_err" = "<empty>" ] && want_err=
+    [ "$want_out" = "<empty>" ] && want_out=
     if [ "$rc" != "$want_rc" ]; then
         bad "tfvm $args: exit $rc, want $want_rc (stderr: $err)"
     elif [ "$want_err" != "-" ] && [ "$err" != "$want_err" ]; then

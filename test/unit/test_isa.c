@@ -25,7 +25,7 @@ static void render_table(ut_buf *b)
     ut_buf_printf(b, "|---|---|---|---|---|---|\n");
     for (int i = 0; i < ISA_OP_COUNT; i++) {
         const isa_op_info *o = &isa_ops[i];
-        char in[8];
+        char in[16];
         if (o->n_in < 0)
             snprintf(in, sizeof in, "n");
         else

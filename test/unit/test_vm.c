@@ -1,0 +1,399 @@
+/* test/unit/test_vm.c — the VM's token semantics through the public API:
+ * recursion, loops, deadness, the parallel bound, every runtime error with its
+ * exact message, context reclamation, two VMs at once, and a run that fails
+ * the Nth allocation for every N. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tfvm.h"
+
+static const char *FIB =
+    "entry main(n: i32) -> (r: i32) {\n"
+    "    a    = ARG 0\n"
+    "    c    = CALL fib@0 (a)\n"
+    "    r    = RETURN fib@0 (fib.res)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "func fib {\n"
+    "    n    = IDENTITY (main.c | c1 | c2)\n"
+    "    one  = CONST i32 1 [n]\n"
+    "    two  = CONST i32 2 [n]\n"
+    "    le   = LESS_EQUAL (n, one)\n"
+    "    sn   = SWITCH (n, le)\n"
+    "    base = CONST i32 1 [sn:1]\n"
+    "    n1   = SUB (sn:0, one)\n"
+    "    c1   = CALL fib@1 (n1)\n"
+    "    n2   = SUB (sn:0, two)\n"
+    "    c2   = CALL fib@2 (n2)\n"
+    "    r1   = RETURN fib@1 (res)\n"
+    "    r2   = RETURN fib@2 (res)\n"
+    "    sum  = ADD (r1, r2)\n"
+    "    res  = MERGE (base, sum)\n"
+    "}\n";
+
+/* sum of 1..n with a while loop; PAR is replaced by the ENTER options */
+static const char *SUM_LOOP =
+    "entry main(n: i64) -> (s: i64) {\n"
+    "    n     = ARG 0\n"
+    "    zero  = CONST i64 0\n"
+    "    one   = CONST i64 1\n"
+    "    ei    = ENTER sum_loop%s (one)\n"
+    "    es    = ENTER sum_loop (zero)\n"
+    "    en    = ENTER sum_loop const (n)\n"
+    "           RESULT 0 (sum_loop.out)\n"
+    "}\n"
+    "loop sum_loop in main {\n"
+    "    i    = MERGE (ei, ni)\n"
+    "    s    = MERGE (es, ns)\n"
+    "    k1   = CONST i64 1 [i]\n"
+    "    p    = LESS_EQUAL (i, en)\n"
+    "    c    = LOOPCOND (p)\n"
+    "    si   = SWITCH (i, c)\n"
+    "    ss   = SWITCH (s, c)\n"
+    "    i2   = ADD (si:1, k1)\n"
+    "    s2   = ADD (ss:1, si:1)\n"
+    "    ni   = NEXTITER (i2)\n"
+    "    ns   = NEXTITER (s2)\n"
+    "    out  = EXIT sum_loop (ss:0)\n"
+    "}\n";
+
+static tfvm_program *assemble(const char *text, const tfvm_config *cfg)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_assemble(text, strlen(text), "t.tfasm", cfg, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "assemble: %s", err.message);
+    return p;
+}
+
+/* Runs entry main with one argument; returns the status, fills *out and the
+ * VM's message. */
+static tfvm_status run1(const char *text, tfvm_value arg, tfvm_value *out, char *msg, size_t msg_size,
+                        tfvm_stats *stats)
+{
+    tfvm_program *p = assemble(text, NULL);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    tfvm_status st = tfvm_run(vm, "main", &arg, 1, out, 1);
+    if (msg)
+        snprintf(msg, msg_size, "%s", tfvm_errmsg(vm));
+    if (stats)
+        tfvm_vm_stats(vm, stats);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    return st;
+}
+
+START_TEST(fib_recursion)
+{
+    static const int32_t want[] = {1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89};
+    for (int n = 0; n <= 10; n++) {
+        tfvm_value r;
+        ck_assert_int_eq(run1(FIB, tfvm_i32(n), &r, NULL, 0, NULL), TFVM_OK);
+        ck_assert_int_eq(r.dtype, TFVM_I32);
+        ck_assert_int_eq(r.as.i32, want[n]);
+    }
+    tfvm_value r;
+    tfvm_stats s;
+    ck_assert_int_eq(run1(FIB, tfvm_i32(20), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 10946);
+    /* depth-first: live contexts follow the recursion depth, not the call count */
+    ck_assert_uint_gt(s.contexts_created, 20000);
+    ck_assert_uint_le(s.contexts_peak, 2 * 20 + 2);
+}
+END_TEST
+
+START_TEST(loop_sum_and_parallel_bound)
+{
+    char text[2048];
+    snprintf(text, sizeof text, SUM_LOOP, "");
+    tfvm_value r;
+    tfvm_stats s;
+    ck_assert_int_eq(run1(text, tfvm_i64(100000), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 5000050000LL);
+    ck_assert_uint_le(s.contexts_peak, 1 + 10); /* root + at most parallel=10 iterations */
+    ck_assert_int_eq(run1(text, tfvm_i64(0), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 0);
+
+    /* parallel=1: one iteration at a time, same answer */
+    snprintf(text, sizeof text, SUM_LOOP, " parallel=1");
+    ck_assert_int_eq(run1(text, tfvm_i64(1000), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 500500);
+    ck_assert_uint_le(s.contexts_peak, 1 + 2);
+}
+END_TEST
+
+/* if x > 0 then fib(x) else -1: the untaken branch holds a call and a loop */
+static const char *COND =
+    "entry main(x: i32) -> (r: i32) {\n"
+    "    x    = ARG 0\n"
+    "    zero = CONST i32 0\n"
+    "    m1   = CONST i32 -1\n"
+    "    pos  = GREATER (x, zero)\n"
+    "    sx   = SWITCH (x, pos)\n"
+    "    neg  = CONST i32 -1 [sx:0]\n"
+    "    c    = CALL fib@0 (sx:1)\n"
+    "    f    = RETURN fib@0 (fib.res)\n"
+    "    e    = ENTER lp (sx:1)\n"
+    "    sum  = ADD (f, lp.out)\n"
+    "    r    = MERGE (neg, sum)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "loop lp in main {\n"
+    "    v    = MERGE (e, nv)\n"
+    "    k    = CONST i32 0 [v]\n"
+    "    p    = GREATER (v, k)\n"
+    "    sv   = SWITCH (v, p)\n"
+    "    one  = CONST i32 1 [v]\n"
+    "    d    = SUB (sv:1, one)\n"
+    "    nv   = NEXTITER (d)\n"
+    "    out  = EXIT lp (sv:0)\n"
+    "}\n"
+    "func fib {\n"
+    "    n    = IDENTITY (main.c | c1 | c2)\n"
+    "    one  = CONST i32 1 [n]\n"
+    "    two  = CONST i32 2 [n]\n"
+    "    le   = LESS_EQUAL (n, one)\n"
+    "    sn   = SWITCH (n, le)\n"
+    "    base = CONST i32 1 [sn:1]\n"
+    "    n1   = SUB (sn:0, one)\n"
+    "    c1   = CALL fib@1 (n1)\n"
+    "    n2   = SUB (sn:0, two)\n"
+    "    c2   = CALL fib@2 (n2)\n"
+    "    r1   = RETURN fib@1 (res)\n"
+    "    r2   = RETURN fib@2 (res)\n"
+    "    sum  = ADD (r1, r2)\n"
+    "    res  = MERGE (base, sum)\n"
+    "}\n";
+
+START_TEST(deadness_skips_loops_and_calls)
+{
+    tfvm_value r;
+    tfvm_stats s;
+    ck_assert_int_eq(run1(COND, tfvm_i32(10), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 89); /* fib(10) + (loop counts 10 down to 0) */
+    ck_assert_int_eq(run1(COND, tfvm_i32(-3), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, -1);
+    /* neither the loop nor the function body ran: only the root and the
+     * (dead) call's context were ever made */
+    ck_assert_uint_le(s.contexts_created, 2);
+}
+END_TEST
+
+static void expect_error(const char *text, tfvm_value arg, tfvm_status code, const char *message)
+{
+    tfvm_value r;
+    char msg[512];
+    tfvm_status st = run1(text, arg, &r, msg, sizeof msg, NULL);
+    ck_assert_msg(st == code, "status %s, want %s (%s)", tfvm_status_name(st), tfvm_status_name(code), msg);
+    ck_assert_str_eq(msg, message);
+}
+
+START_TEST(runtime_errors_name_instruction_and_tag)
+{
+    /* a loop entered with one live and one dead token */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    t  = CONST bool true\n"
+                 "    s  = SWITCH (x, t)\n"
+                 "    e1 = ENTER lp (s:1)\n"
+                 "    e2 = ENTER lp (s:0)\n"
+                 "         RESULT 0 (lp.o)\n"
+                 "}\n"
+                 "loop lp in main {\n"
+                 "    a  = ADD (e1, e2)\n"
+                 "    o  = EXIT lp (a)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_DEADNESS,
+                 "e1 (ENTER) at []: loop 'lp' entered with live and dead tokens at one tag");
+    /* two tokens for one port at one tag */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    a  = IDENTITY (x)\n"
+                 "    b  = IDENTITY (x)\n"
+                 "    s  = ADD (a | b, x)\n"
+                 "         RESULT 0 (s)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_PORT, "s (ADD) at []: two tokens for input 0 at one tag");
+    /* integer division by zero, deep in a recursion */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    c  = CALL f@7 (x)\n"
+                 "    r  = RETURN f@7 (f.q)\n"
+                 "         RESULT 0 (r)\n"
+                 "}\n"
+                 "func f {\n"
+                 "    n  = IDENTITY (main.c)\n"
+                 "    z  = CONST i32 0 [n]\n"
+                 "    q  = DIV (n, z)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_ARITH, "q (DIV) at [f@7]: integer division by zero");
+    /* a predicate that is not a bool */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    s  = SWITCH (x, x)\n"
+                 "         RESULT 0 (s:1)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_TYPE, "s (SWITCH) at []: predicate must be a bool scalar, got i32");
+    /* a result from the untaken branch */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    f  = CONST bool false\n"
+                 "    s  = SWITCH (x, f)\n"
+                 "         RESULT 0 (s:1)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_STUCK,
+                 "result 0 'r' of entry 'main' received a dead token (no branch produced it)");
+}
+END_TEST
+
+START_TEST(stuck_run_diagnosis)
+{
+    /* y waits for itself: the result can never arrive */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    c  = CALL f@3 (x)\n"
+                 "    r  = RETURN f@3 (f.y)\n"
+                 "         RESULT 0 (r)\n"
+                 "}\n"
+                 "func f {\n"
+                 "    n  = IDENTITY (main.c)\n"
+                 "    y  = ADD (n, y)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_STUCK,
+                 "run stuck: result 0 'r' never arrived; waiting: y (ADD) at [f@3] has input 0, missing input 1");
+}
+END_TEST
+
+START_TEST(argument_checks)
+{
+    tfvm_program *p = assemble(FIB, NULL);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    tfvm_value r, a = tfvm_f64(2.0);
+    ck_assert_int_eq(tfvm_run(vm, "main", &a, 1, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 1 'n' of entry 'main': expected i32, got f64");
+    ck_assert_int_eq(tfvm_run(vm, "main", NULL, 0, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "entry 'main' takes 1 argument, got 0");
+    ck_assert_int_eq(tfvm_run(vm, "nope", &a, 1, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "no entry point named 'nope'");
+    /* the VM is still usable after errors, and NULL entry = the first */
+    a = tfvm_i32(15);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &a, 1, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 987);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    tfvm_vm_free(NULL);
+    tfvm_program_free(NULL);
+}
+END_TEST
+
+/* Two VMs on one shared program, on two threads at once. */
+static void *fib_thread(void *arg)
+{
+    tfvm_vm *vm;
+    if (tfvm_vm_new(arg, NULL, &vm) != TFVM_OK)
+        return (void *)1;
+    intptr_t bad = 0;
+    for (int i = 0; i < 5; i++) {
+        tfvm_value a = tfvm_i32(18), r;
+        if (tfvm_run(vm, "main", &a, 1, &r, 1) != TFVM_OK || r.as.i32 != 4181)
+            bad = 1;
+    }
+    tfvm_vm_free(vm);
+    return (void *)bad;
+}
+
+START_TEST(two_vms_in_one_process)
+{
+    tfvm_program *p = assemble(FIB, NULL);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, fib_thread, p), 0);
+    for (int i = 0; i < 2; i++) {
+        void *bad;
+        pthread_join(t[i], &bad);
+        ck_assert_ptr_null(bad);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* ---- allocation failure: every failure point ends in a clean NOMEM --------- */
+typedef struct failing {
+    long countdown; /* allocations left before failing; < 0 = never fail */
+    long live;      /* bytes currently allocated */
+    long failures;
+} failing;
+
+static void *failing_alloc(void *ud, void *p, size_t old, size_t n)
+{
+    failing *f = ud;
+    if (n == 0) {
+        if (p)
+            f->live -= (long)old;
+        free(p);
+        return NULL;
+    }
+    if (f->countdown == 0) {
+        f->failures++;
+        return NULL;
+    }
+    if (f->countdown > 0)
+        f->countdown--;
+    void *q = realloc(p, n);
+    if (q)
+        f->live += (long)n - (p ? (long)old : 0);
+    return q;
+}
+
+START_TEST(allocation_failure_loop)
+{
+    int succeeded = 0;
+    for (long n = 0; n < 100000 && !succeeded; n++) {
+        failing f = {.countdown = n};
+        tfvm_config cfg;
+        tfvm_config_init(&cfg);
+        cfg.allocator = (tfvm_allocator){failing_alloc, &f};
+        tfvm_error err;
+        tfvm_program *p = NULL;
+        tfvm_vm *vm = NULL;
+        tfvm_status st = tfvm_program_assemble(FIB, strlen(FIB), "fib.tfasm", &cfg, &p, &err);
+        if (st == TFVM_OK)
+            st = tfvm_vm_new(p, &cfg, &vm);
+        if (st == TFVM_OK) {
+            tfvm_value a = tfvm_i32(12), r;
+            st = tfvm_run(vm, "main", &a, 1, &r, 1);
+            if (st == TFVM_OK) {
+                ck_assert_int_eq(r.as.i32, 233);
+                succeeded = 1;
+            }
+        }
+        ck_assert_msg(st == TFVM_OK || st == TFVM_ERR_NOMEM, "n=%ld: status %s", n, tfvm_status_name(st));
+        ck_assert_msg(st == TFVM_OK || f.failures > 0, "n=%ld: failed without an allocation failure", n);
+        tfvm_vm_free(vm);
+        tfvm_program_free(p);
+        ck_assert_msg(f.live == 0, "n=%ld: %ld bytes leaked", n, f.live);
+    }
+    ck_assert(succeeded);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("vm");
+    TCase *tc = tcase_create("semantics");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, fib_recursion);
+    tcase_add_test(tc, loop_sum_and_parallel_bound);
+    tcase_add_test(tc, deadness_skips_loops_and_calls);
+    tcase_add_test(tc, runtime_errors_name_instruction_and_tag);
+    tcase_add_test(tc, stuck_run_diagnosis);
+    tcase_add_test(tc, argument_checks);
+    tcase_add_test(tc, two_vms_in_one_process);
+    tcase_add_test(tc, allocation_failure_loop);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
