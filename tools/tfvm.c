@@ -226,6 +226,18 @@ static long peak_rss_kb(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
 }
 
+static void print_stats(const tfvm_vm *vm)
+{
+    tfvm_stats s;
+    tfvm_vm_stats(vm, &s);
+    fprintf(stderr,
+            "stats: fired %llu, tokens %llu, matches %llu, contexts created %llu, contexts peak %llu, "
+            "wall %.6f s, peak memory %.1f MB\n",
+            (unsigned long long)s.fired, (unsigned long long)s.tokens, (unsigned long long)s.matches,
+            (unsigned long long)s.contexts_created, (unsigned long long)s.contexts_peak, s.wall_seconds,
+            (double)peak_rss_kb() / 1024.0);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     const char *entry = NULL, *file = NULL;
@@ -361,16 +373,6 @@ static int cmd_run(int argc, char **argv)
     tfvm_status st = tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
     signal(SIGINT, SIG_DFL);
     running_vm = NULL;
-    if (stats) {
-        tfvm_stats s;
-        tfvm_vm_stats(vm, &s);
-        fprintf(stderr,
-                "stats: fired %llu, tokens %llu, matches %llu, contexts created %llu, contexts peak %llu, "
-                "wall %.6f s, peak memory %.1f MB\n",
-                (unsigned long long)s.fired, (unsigned long long)s.tokens, (unsigned long long)s.matches,
-                (unsigned long long)s.contexts_created, (unsigned long long)s.contexts_peak, s.wall_seconds,
-                (double)peak_rss_kb() / 1024.0);
-    }
     if (st != TFVM_OK) {
         fail("%s", tfvm_errmsg(vm));
         goto out;
@@ -418,6 +420,8 @@ static int cmd_run(int argc, char **argv)
     if (fflush(stdout) != 0)
         rc = fail("cannot write results: %s", strerror(errno));
 out:
+    if (stats && vm)
+        print_stats(vm);
     if (args)
         for (size_t k = 0; k < e.n_params; k++)
             tfvm_value_release(&args[k]);
