@@ -87,7 +87,10 @@ void tfvm_vm_free(tfvm_vm *vm)
 {
     if (!vm)
         return;
-    if (vm->state == VM_RUNNING || vm->state == VM_PAUSED || vm->state == VM_DONE)
+    /* A run that was begun and not ended, whatever its state (a run that
+     * failed while being stepped is VM_FAILED with its contexts still live). */
+    if (vm->root || vm->results || vm->state == VM_RUNNING || vm->state == VM_PAUSED ||
+        vm->state == VM_DONE)
         vm_end(vm, NULL, 0);
     sched_fini(&vm->queue);
     if (vm->free_ctx) {
@@ -150,7 +153,7 @@ tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, siz
 void tfvm_interrupt(tfvm_vm *vm)
 {
     if (vm)
-        vm->interrupted = 1;
+        atomic_store(&vm->interrupted, 1); /* lock-free: async-signal-safe */
 }
 
 const char *tfvm_errmsg(const tfvm_vm *vm)

@@ -182,6 +182,13 @@ static void fire_enter(tfvm_vm *vm, const vm_act *a, dev_value *v)
         l->entered = VM_ENTERED_LIVE;
         if (in->flags & ISA_FLAG_CONST) {
             uint32_t k = vm->plan.insts[a->inst].k;
+            if (l->consts[k].dtype) {
+                /* A second token for this ENTER at one tag: overwriting would
+                 * leak the first value and count one ENTER twice (ending the
+                 * instance before its other ENTERs arrived). */
+                vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "two tokens for input 0 at one tag");
+                return;
+            }
             l->consts[k] = *v;
             v->is_tensor = 0; /* the loop instance keeps the reference */
             for (vm_ctx *it = l->first; it && vm->state != VM_FAILED; it = it->next_iter)

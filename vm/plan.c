@@ -44,7 +44,11 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         vm_iplan *ip = &out->insts[i];
         vm_rplan *rp = &out->regions[in->region];
         uint32_t ports = isa_ports(in);
-        if (ports > 1) {
+        /* Matching state: every instruction with several ports, and every
+         * MERGE, even with one input (merge_arrive always records arrivals
+         * in its slots and counter; without its own it would use another
+         * instruction's, or memory past the context's slots). */
+        if (ports > 1 || in->op == ISA_MERGE) {
             ip->slot = rp->n_slots;
             ip->match = rp->n_match++;
             rp->n_slots += ports;
@@ -74,9 +78,12 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
             f->n_enter++;
             if (in->flags & ISA_FLAG_CONST)
                 ip->k = f->n_const++;
-            uint32_t par = in->b ? in->b : ISA_DEFAULT_PARALLEL;
-            if (par > f->parallel)
-                f->parallel = par;
+            /* The largest N that an ENTER of the frame gives; an ENTER
+             * without parallel=N (b == 0) gives none, so that a bound set on
+             * one ENTER is not overridden by the default of the others. The
+             * default applies only when no ENTER gives one (below). */
+            if (in->b > f->parallel)
+                f->parallel = in->b;
             break;
         }
         case ISA_EXIT:
@@ -90,6 +97,8 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
     /* Second pass: the lists (exits, const enters, returns). */
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_fplan *f = &out->frames[r];
+        if (f->parallel == 0)
+            f->parallel = ISA_DEFAULT_PARALLEL;
         f->exits = ut_arena_array(ar, f->n_exits + 1, sizeof(uint32_t));
         f->const_enters = ut_arena_array(ar, f->n_const + 1, sizeof(uint32_t));
         if (!f->exits || !f->const_enters)

@@ -73,20 +73,54 @@ void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
     ut_buf_append(out, "]", 1);
 }
 
+/* Appends the text of a printf format to buf[*len..size); false once it no
+ * longer fits (then buf holds what fitted). */
+static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...) UT_PRINTF(4, 5);
+static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size - *len) {
+        *len = size - 1;
+        return false;
+    }
+    *len += (size_t)n;
+    return true;
+}
+
+/* Formats straight into buf, without allocating: it runs inside vm_fail,
+ * also when memory has run out (and every allocation of the library must go
+ * through the configured allocator). A tag that does not fit ends in "...". */
 const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size)
 {
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    vm_format_tag(vm, ctx, &b);
-    snprintf(buf, size, "%s", b.failed || !b.data ? "[?]" : "");
-    if (!b.failed && b.data) {
-        size_t n = b.len < size - 1 ? b.len : size - 1;
-        memcpy(buf, b.data, n);
-        buf[n] = '\0';
-        if (b.len > n && size > 4)
-            memcpy(buf + size - 4, "...", 4);
+    if (size == 0)
+        return buf;
+    const isa_program *p = vm->prog;
+    size_t depth = 0, len = 0;
+    buf[0] = '\0';
+    for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
+        depth++;
+    bool fits = tag_put(buf, size, &len, "[");
+    for (size_t d = depth; d > 0 && fits; d--) {
+        const vm_ctx *c = ctx;
+        for (size_t k = 1; k < d; k++)
+            c = c->parent;
+        if (d != depth)
+            fits = tag_put(buf, size, &len, ", ");
+        if (!fits)
+            break;
+        if (c->kind == VM_CTX_CALL)
+            fits = tag_put(buf, size, &len, "%s@%u", p->regions[p->sites[c->elem].callee].name,
+                           p->sites[c->elem].id);
+        else
+            fits = tag_put(buf, size, &len, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
     }
-    ut_buf_free(&b);
+    if (fits)
+        fits = tag_put(buf, size, &len, "]");
+    if (!fits && size > 4)
+        memcpy(buf + size - 4, "...", 4);
     return buf;
 }
 
@@ -172,12 +206,15 @@ void vm_iter_recycle(tfvm_vm *vm, vm_ctx *c) { ctx_recycle(vm, c); }
 
 /* ---- Tokens --------------------------------------------------------------------- */
 
+/* The activation takes over *v (its tensor reference), also when queueing
+ * fails: then the reference is released here, so no caller leaks it. */
 static inline bool push_act(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v)
 {
     vm_act a = {.ctx = ctx, .inst = inst, .aux = aux};
     if (v)
         a.v = *v;
     if (!sched_push(&vm->queue, &a)) {
+        dev_value_release(&a.v);
         vm_fail(vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
         return false;
     }
@@ -219,9 +256,11 @@ static void merge_arrive(tfvm_vm *vm, vm_ctx *c, uint32_t inst, uint32_t port, d
     if (!v.dead || n == isa_ports(in)) {
         *cnt |= MERGE_FIRED;
         vm->stats.matches++;
-        push_act(vm, c, inst, port, &v);
-        if (was_partial)
-            c->refs--; /* the activation now holds the context */
+        /* The activation takes over the partial match's reference; if it
+         * could not be queued the partial match keeps it (the run has failed
+         * and teardown frees the context), so refs never undercounts. */
+        if (push_act(vm, c, inst, port, &v) && was_partial)
+            c->refs--;
     } else if (!was_partial) {
         c->refs++; /* a partial match holds its context */
     }
@@ -361,8 +400,8 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
     uint64_t n = 0;
     vm_act a;
     while (max == 0 || n < max) {
-        if (vm->interrupted) {
-            vm->interrupted = 0;
+        if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
+            atomic_exchange(&vm->interrupted, 0)) {
             vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
             break;
         }
@@ -436,10 +475,14 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
 {
     const isa_program *p = vm->prog;
     const isa_entry *en = &p->entries[entry];
+    /* A previous run that was stepped but never ended (a debugger that
+     * stopped early) is discarded, so that nothing of it leaks. */
+    if (vm->root || vm->results || vm->live.next_live != &vm->live)
+        teardown(vm);
     ut_err_clear(&vm->err);
     memset(&vm->stats, 0, sizeof vm->stats);
     vm->state = VM_RUNNING;
-    vm->interrupted = 0;
+    atomic_store(&vm->interrupted, 0);
     vm->has_paused = false;
     vm->entry = entry;
     vm->t_start = now_seconds();
@@ -479,8 +522,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
         const isa_inst *in = &p->insts[i];
         if (in->op == ISA_ARG) {
             dev_value v = from_api(&args[in->a]);
-            if (!push_act(vm, vm->root, i, 0, &v))
-                dev_value_release(&v);
+            push_act(vm, vm->root, i, 0, &v); /* takes v, even when it fails */
         } else if (in->op == ISA_CONST && in->n_ctl == 0) {
             push_act(vm, vm->root, i, 0, NULL);
         }
@@ -557,8 +599,8 @@ static tfvm_status check_results(tfvm_vm *vm)
         }
         if (slot_present(r))
             continue;
-        ut_buf b; /* diagnostics only: the C library's allocator */
-        ut_buf_init(&b, NULL);
+        ut_buf b; /* through the VM's allocator; if it fails the list reads "?" */
+        ut_buf_init(&b, &vm->alloc);
         size_t n;
         diagnose(vm, &b, &n);
         ut_buf_append(&b, "", 1);

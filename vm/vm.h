@@ -5,6 +5,8 @@
 #ifndef TFVM_VM_H
 #define TFVM_VM_H
 
+#include <stdatomic.h>
+
 #include "devices/value.h"
 #include "isa/isa.h"
 #include "scheduler/sched.h"
@@ -28,7 +30,8 @@ typedef struct vm_rplan {
 
 typedef struct vm_fplan {   /* per LOOP region (frame) */
     uint32_t n_enter, n_const;
-    uint32_t parallel;      /* in-flight iteration bound: max over its ENTERs */
+    uint32_t parallel;      /* in-flight iteration bound: the largest parallel=N its
+                               ENTERs give; ISA_DEFAULT_PARALLEL when none gives one */
     uint32_t *exits, n_exits;
     uint32_t *const_enters; /* n_const ENTER const instructions, by k */
 } vm_fplan;
@@ -119,7 +122,8 @@ struct tfvm_vm {
     sched queue;
     tfvm_error err;
     vm_state state;
-    volatile int interrupted;   /* set by tfvm_interrupt */
+    atomic_int interrupted;     /* set by tfvm_interrupt, from any thread or a signal
+                                   handler: an atomic, so that is not a data race */
 
     /* the current run */
     uint32_t entry;

@@ -1,0 +1,1478 @@
+/* test/unit/test_vm_stress.c — stress and corner cases of the VM core: context
+ * lifetimes (calls, loop instances, late ENTERs, the parallel bound), deadness
+ * through loops and calls, tensors through loops and calls (no reference may
+ * leak), errors deep in a recursion, interrupts, reuse, limits and allocation
+ * failure. Every run checks that a finished run leaves no context behind. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+#include "tfvm.h"
+#include "vm/vm.h"
+
+/* ---- A counting (and optionally failing) allocator ---------------------------
+ * Every VM, program and tensor of this suite allocates through it, so "no
+ * bytes live after everything was freed" means no context, loop or tensor
+ * reference leaked. */
+typedef struct counting {
+    long countdown; /* allocations left before failing; < 0 = never fail */
+    long live;      /* bytes currently allocated */
+    long failures;
+} counting;
+
+static void *counting_alloc(void *ud, void *p, size_t old, size_t n)
+{
+    counting *f = ud;
+    if (n == 0) {
+        if (p)
+            f->live -= (long)old;
+        free(p);
+        return NULL;
+    }
+    if (f->countdown == 0) {
+        f->failures++;
+        return NULL;
+    }
+    if (f->countdown > 0)
+        f->countdown--;
+    void *q = realloc(p, n);
+    if (q)
+        f->live += (long)n - (p ? (long)old : 0);
+    return q;
+}
+
+/* One program and one VM on a counting allocator. */
+typedef struct env {
+    counting mem;
+    tfvm_config cfg;
+    tfvm_program *p;
+    tfvm_vm *vm;
+} env;
+
+static void env_open(env *e, const char *text, uint64_t max_contexts)
+{
+    memset(e, 0, sizeof *e);
+    e->mem.countdown = -1;
+    tfvm_config_init(&e->cfg);
+    e->cfg.allocator = (tfvm_allocator){counting_alloc, &e->mem};
+    e->cfg.max_contexts = max_contexts;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_assemble(text, strlen(text), "t.tfasm", &e->cfg, &e->p, &err);
+    ck_assert_msg(st == TFVM_OK, "assemble: %s", err.message);
+    ck_assert_int_eq(tfvm_vm_new(e->p, &e->cfg, &e->vm), TFVM_OK);
+}
+
+static void env_close(env *e)
+{
+    tfvm_vm_free(e->vm);
+    tfvm_program_free(e->p);
+    ck_assert_msg(e->mem.live == 0, "%ld bytes leaked", e->mem.live);
+}
+
+static tfvm_tensor *tensor_f64(env *e, int64_t n, const double *v)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F64, 1, &n, &e->cfg.allocator);
+    ck_assert_ptr_nonnull(t);
+    memcpy(tfvm_tensor_data(t), v, (size_t)n * sizeof *v);
+    return t;
+}
+
+static tfvm_tensor *tensor_i64(env *e, int64_t n, const int64_t *v)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, &n, &e->cfg.allocator);
+    ck_assert_ptr_nonnull(t);
+    memcpy(tfvm_tensor_data(t), v, (size_t)n * sizeof *v);
+    return t;
+}
+
+/* Runs the first entry like tfvm_run, through the resumable API so that the
+ * quiescent state can be inspected: when every result arrived live, the only
+ * context left must be the root, held once (by the run itself), and no loop
+ * instance may be left. Afterwards no context at all may be live. */
+static tfvm_status run(env *e, const tfvm_value *args, size_t n_args, tfvm_value *res, size_t n_res)
+{
+    tfvm_vm *vm = e->vm;
+    ck_assert_uint_eq(vm->prog->entries[0].n_results, n_res);
+    tfvm_status st = vm_begin(vm, 0, args, n_args);
+    if (st != TFVM_OK) {
+        vm_end(vm, NULL, 0);
+        return st;
+    }
+    vm_state s = vm_step(vm, 0);
+    if (s == VM_DONE) {
+        bool all_live = true;
+        for (size_t k = 0; k < n_res; k++)
+            all_live &= vm->results[k].dtype != 0 && !vm->results[k].dead;
+        if (all_live) {
+            ck_assert_msg(vm->n_live == 1, "%llu contexts alive at quiescence",
+                          (unsigned long long)vm->n_live);
+            ck_assert_uint_eq(vm->root->refs, 1);
+            ck_assert_ptr_eq(vm->live_loops.next_live, &vm->live_loops);
+        }
+    }
+    st = vm_end(vm, res, n_res);
+    ck_assert_uint_eq(vm->n_live, 0);
+    ck_assert_ptr_eq(vm->live_loops.next_live, &vm->live_loops);
+    return st;
+}
+
+static tfvm_status run1(env *e, tfvm_value arg, tfvm_value *res)
+{
+    return run(e, &arg, 1, res, 1);
+}
+
+static void expect_msg(env *e, tfvm_status got, tfvm_status want, const char *msg)
+{
+    ck_assert_msg(got == want, "status %s, want %s (%s)", tfvm_status_name(got), tfvm_status_name(want),
+                  tfvm_errmsg(e->vm));
+    ck_assert_str_eq(tfvm_errmsg(e->vm), msg);
+}
+
+static tfvm_stats stats(env *e)
+{
+    tfvm_stats s;
+    tfvm_vm_stats(e->vm, &s);
+    return s;
+}
+
+/* ---- Programs ------------------------------------------------------------------ */
+
+/* fib(n) = 1 if n <= 1 else fib(n - 1) + fib(n - 2) */
+#define FIB_FUNC(CALLER)                                                                              \
+    "func fib {\n"                                                                                    \
+    "    n    = IDENTITY (" CALLER " | c1 | c2)\n"                                                    \
+    "    one  = CONST i32 1 [n]\n"                                                                    \
+    "    two  = CONST i32 2 [n]\n"                                                                    \
+    "    le   = LESS_EQUAL (n, one)\n"                                                                \
+    "    sn   = SWITCH (n, le)\n"                                                                     \
+    "    base = CONST i32 1 [sn:1]\n"                                                                 \
+    "    n1   = SUB (sn:0, one)\n"                                                                    \
+    "    c1   = CALL fib@1 (n1)\n"                                                                    \
+    "    n2   = SUB (sn:0, two)\n"                                                                    \
+    "    c2   = CALL fib@2 (n2)\n"                                                                    \
+    "    r1   = RETURN fib@1 (res)\n"                                                                 \
+    "    r2   = RETURN fib@2 (res)\n"                                                                 \
+    "    sum  = ADD (r1, r2)\n"                                                                       \
+    "    res  = MERGE (base, sum)\n"                                                                  \
+    "}\n"
+
+static const char *FIB = "entry main(n: i32) -> (r: i32) {\n"
+                         "    a    = ARG 0\n"
+                         "    c    = CALL fib@0 (a)\n"
+                         "    r    = RETURN fib@0 (fib.res)\n"
+                         "           RESULT 0 (r)\n"
+                         "}\n" FIB_FUNC("main.c");
+
+static int32_t fib_ref(int n) { return n <= 1 ? 1 : fib_ref(n - 1) + fib_ref(n - 2); }
+
+/* 1 + ... + n; %s = options of the first ENTER */
+static const char *SUM_LOOP = "entry main(n: i64) -> (s: i64) {\n"
+                              "    n     = ARG 0\n"
+                              "    zero  = CONST i64 0\n"
+                              "    one   = CONST i64 1\n"
+                              "    ei    = ENTER lp%s (one)\n"
+                              "    es    = ENTER lp (zero)\n"
+                              "    en    = ENTER lp const (n)\n"
+                              "    e1    = ENTER lp const (one)\n"
+                              "            RESULT 0 (lp.out)\n"
+                              "}\n"
+                              "loop lp in main {\n"
+                              "    i    = MERGE (ei, ni)\n"
+                              "    s    = MERGE (es, ns)\n"
+                              "    p    = LESS_EQUAL (i, en)\n"
+                              "    c    = LOOPCOND (p)\n"
+                              "    si   = SWITCH (i, c)\n"
+                              "    ss   = SWITCH (s, c)\n"
+                              "    i2   = ADD (si:1, e1)\n"
+                              "    s2   = ADD (ss:1, si:1)\n"
+                              "    ni   = NEXTITER (i2)\n"
+                              "    ns   = NEXTITER (s2)\n"
+                              "    out  = EXIT lp (ss:0)\n"
+                              "}\n";
+
+/* ---- Recursion and long loops: memory follows live work ------------------------ */
+
+START_TEST(fib25_peak_in_the_tens)
+{
+    env e;
+    env_open(&e, FIB, 0);
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i32(25), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 121393);
+    tfvm_stats s = stats(&e);
+    ck_assert_uint_gt(s.contexts_created, 200000);
+    ck_assert_uint_le(s.contexts_peak, 60);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(million_iterations_bounded)
+{
+    char text[2048];
+    snprintf(text, sizeof text, SUM_LOOP, " parallel=3");
+    env e;
+    env_open(&e, text, 0);
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i64(1000000), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 500000500000LL);
+    tfvm_stats s = stats(&e);
+    ck_assert_uint_eq(s.contexts_created, 1 + 1000001);
+    ck_assert_uint_le(s.contexts_peak, 1 + 3);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Late ENTERs ---------------------------------------------------------------
+ * The ENTER const `ek` is fed from the loop's own EXIT of the i chain, so it
+ * arrives after every iteration has started: n iterations wait for it (held
+ * by iteration 0, which is held until every ENTER arrived). s = n * n^2. */
+static const char *LATE_CONST = "entry main(n: i64) -> (s: i64, k: i64) {\n"
+                                "    n    = ARG 0\n"
+                                "    zero = CONST i64 0\n"
+                                "    ei   = ENTER lp%s (zero)\n"
+                                "    es   = ENTER lp (zero)\n"
+                                "    en   = ENTER lp const (n)\n"
+                                "    k    = MUL (lp.iout, lp.iout)\n"
+                                "    ek   = ENTER lp const (k)\n"
+                                "           RESULT 0 (lp.sout)\n"
+                                "           RESULT 1 (k)\n"
+                                "}\n"
+                                "loop lp in main {\n"
+                                "    i    = MERGE (ei, ni)\n"
+                                "    s    = MERGE (es, ns)\n"
+                                "    lt   = LESS (i, en)\n"
+                                "    p    = LOOPCOND (lt)\n"
+                                "    si   = SWITCH (i, p)\n"
+                                "    ss   = SWITCH (s, p)\n"
+                                "    one  = CONST i64 1 [si:1]\n"
+                                "    i2   = ADD (si:1, one)\n"
+                                "    ni   = NEXTITER (i2)\n"
+                                "    s2   = ADD (ss:1, ek)\n"
+                                "    ns   = NEXTITER (s2)\n"
+                                "    iout = EXIT lp (si:0)\n"
+                                "    sout = EXIT lp (ss:0)\n"
+                                "}\n";
+
+/* LATE_CONST with parallel=8 (filled in by main), for the sweeps */
+static char LATE_CONST_P8[2048];
+
+START_TEST(late_enter_const_after_iterations)
+{
+    char text[2048];
+    snprintf(text, sizeof text, LATE_CONST, " parallel=64");
+    env e;
+    env_open(&e, text, 0);
+    for (int64_t n = 0; n <= 40; n += 5) {
+        tfvm_value r[2];
+        ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i64(n)}, 1, r, 2), TFVM_OK);
+        ck_assert_int_eq(r[0].as.i64, n * n * n);
+        ck_assert_int_eq(r[1].as.i64, n * n);
+        /* every iteration was alive when the constant came */
+        ck_assert_uint_eq(stats(&e).contexts_peak, 1 + (uint64_t)n + 1);
+    }
+    env_close(&e);
+
+    /* The parallel bound cannot release iteration 2 while iteration 0 waits
+     * for the constant, which waits for the loop's exit: a real deadlock,
+     * reported as such, with every context and deferred token released. */
+    snprintf(text, sizeof text, LATE_CONST, " parallel=2");
+    env_open(&e, text, 0);
+    tfvm_value r[2];
+    tfvm_status st = run(&e, (tfvm_value[]){tfvm_i64(3)}, 1, r, 2);
+    expect_msg(&e, st, TFVM_ERR_STUCK,
+               "run stuck: result 0 's' never arrived; waiting: s2 (ADD) at [lp#0] has input 0, missing input 1; "
+               "ss (SWITCH) at [lp#1] has input 1, missing input 0");
+    /* with n = 1 two iterations suffice */
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i64(1)}, 1, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[0].as.i64, 1);
+    env_close(&e);
+}
+END_TEST
+
+/* A non-const ENTER (the start value of s) fed from the loop's own exit:
+ * s = n + (0 + 1 + ... + n-1). */
+static const char *LATE_ENTER = "entry main(n: i64) -> (s: i64) {\n"
+                                "    n    = ARG 0\n"
+                                "    zero = CONST i64 0\n"
+                                "    ei   = ENTER lp (zero)\n"
+                                "    en   = ENTER lp const (n)\n"
+                                "    es   = ENTER lp (lp.iout)\n"
+                                "           RESULT 0 (lp.sout)\n"
+                                "}\n"
+                                "loop lp in main {\n"
+                                "    i    = MERGE (ei, ni)\n"
+                                "    s    = MERGE (es, ns)\n"
+                                "    lt   = LESS (i, en)\n"
+                                "    p    = LOOPCOND (lt)\n"
+                                "    si   = SWITCH (i, p)\n"
+                                "    ss   = SWITCH (s, p)\n"
+                                "    one  = CONST i64 1 [si:1]\n"
+                                "    i2   = ADD (si:1, one)\n"
+                                "    ni   = NEXTITER (i2)\n"
+                                "    s2   = ADD (ss:1, si:1)\n"
+                                "    ns   = NEXTITER (s2)\n"
+                                "    iout = EXIT lp (si:0)\n"
+                                "    sout = EXIT lp (ss:0)\n"
+                                "}\n";
+
+START_TEST(late_enter_of_a_loop_variable)
+{
+    env e;
+    env_open(&e, LATE_ENTER, 0);
+    for (int64_t n = 0; n <= 9; n++) {
+        tfvm_value r;
+        ck_assert_int_eq(run1(&e, tfvm_i64(n), &r), TFVM_OK);
+        ck_assert_int_eq(r.as.i64, n + n * (n - 1) / 2);
+    }
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Nesting: loops in loops in a recursive function; calls in loops ------------ */
+
+/* g(n) = 0 if n == 0 else g(n - 1) + T(n), T(n) = sum_{i<n} sum_{j<i} 1 =
+ * n(n-1)/2, by two nested loops in g's body; so g(n) = (n+1)n(n-1)/6. */
+static const char *NESTED_IN_RECURSION =
+    "entry main(n: i64) -> (r: i64) {\n"
+    "    n    = ARG 0\n"
+    "    c    = CALL g@0 (n)\n"
+    "    r    = RETURN g@0 (g.res)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "func g {\n"
+    "    n    = IDENTITY (main.c | c1)\n"
+    "    zero = CONST i64 0 [n]\n"
+    "    z    = EQUAL (n, zero)\n"
+    "    sn   = SWITCH (n, z)\n"
+    "    base = CONST i64 0 [sn:1]\n"
+    "    one  = CONST i64 1 [sn:0]\n"
+    "    n1   = SUB (sn:0, one)\n"
+    "    c1   = CALL g@1 (n1)\n"
+    "    r1   = RETURN g@1 (res)\n"
+    "    z0   = CONST i64 0 [sn:0]\n"
+    "    oi   = ENTER outer parallel=3 (z0)\n"
+    "    oa   = ENTER outer (z0)\n"
+    "    on   = ENTER outer const (sn:0)\n"
+    "    loop outer {\n"
+    "        i   = MERGE (oi, ni)\n"
+    "        a   = MERGE (oa, na)\n"
+    "        lt  = LESS (i, on)\n"
+    "        p   = LOOPCOND (lt)\n"
+    "        si  = SWITCH (i, p)\n"
+    "        sa  = SWITCH (a, p)\n"
+    "        zj  = CONST i64 0 [si:1]\n"
+    "        ij  = ENTER inner parallel=2 (zj)\n"
+    "        ia  = ENTER inner (sa:1)\n"
+    "        ii  = ENTER inner const (si:1)\n"
+    "        loop inner {\n"
+    "            j   = MERGE (ij, nj)\n"
+    "            b   = MERGE (ia, nb)\n"
+    "            lt  = LESS (j, ii)\n"
+    "            p   = LOOPCOND (lt)\n"
+    "            sj  = SWITCH (j, p)\n"
+    "            sb  = SWITCH (b, p)\n"
+    "            k1  = CONST i64 1 [sj:1]\n"
+    "            j2  = ADD (sj:1, k1)\n"
+    "            b2  = ADD (sb:1, k1)\n"
+    "            nj  = NEXTITER (j2)\n"
+    "            nb  = NEXTITER (b2)\n"
+    "            bo  = EXIT inner (sb:0)\n"
+    "        }\n"
+    "        k1  = CONST i64 1 [si:1]\n"
+    "        i2  = ADD (si:1, k1)\n"
+    "        ni  = NEXTITER (i2)\n"
+    "        na  = NEXTITER (inner.bo)\n"
+    "        ao  = EXIT outer (sa:0)\n"
+    "    }\n"
+    "    sum  = ADD (r1, outer.ao)\n"
+    "    res  = MERGE (base, sum)\n"
+    "}\n";
+
+START_TEST(nested_loops_in_recursion)
+{
+    env e;
+    env_open(&e, NESTED_IN_RECURSION, 0);
+    for (int64_t n = 0; n <= 12; n++) {
+        tfvm_value r;
+        ck_assert_int_eq(run1(&e, tfvm_i64(n), &r), TFVM_OK);
+        ck_assert_int_eq(r.as.i64, (n + 1) * n * (n - 1) / 6);
+    }
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i64(40), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 41 * 40 * 39 / 6);
+    /* 41 activations, each with at most 3 outer and 3 * 2 inner iterations:
+     * the LIFO runs one activation's loops at a time */
+    ck_assert_uint_le(stats(&e).contexts_peak, 2 * 41 + 3 + 6 + 2);
+    env_close(&e);
+}
+END_TEST
+
+/* s = fib(0) + ... + fib(n - 1), the call inside the loop body */
+static const char *CALL_IN_LOOP = "entry main(n: i32) -> (s: i32) {\n"
+                                  "    n    = ARG 0\n"
+                                  "    zero = CONST i32 0\n"
+                                  "    ei   = ENTER lp parallel=3 (zero)\n"
+                                  "    es   = ENTER lp (zero)\n"
+                                  "    en   = ENTER lp const (n)\n"
+                                  "           RESULT 0 (lp.so)\n"
+                                  "}\n"
+                                  "loop lp in main {\n"
+                                  "    i    = MERGE (ei, ni)\n"
+                                  "    s    = MERGE (es, ns)\n"
+                                  "    lt   = LESS (i, en)\n"
+                                  "    p    = LOOPCOND (lt)\n"
+                                  "    si   = SWITCH (i, p)\n"
+                                  "    ss   = SWITCH (s, p)\n"
+                                  "    c    = CALL fib@0 (si:1)\n"
+                                  "    f    = RETURN fib@0 (fib.res)\n"
+                                  "    s2   = ADD (ss:1, f)\n"
+                                  "    one  = CONST i32 1 [si:1]\n"
+                                  "    i2   = ADD (si:1, one)\n"
+                                  "    ni   = NEXTITER (i2)\n"
+                                  "    ns   = NEXTITER (s2)\n"
+                                  "    so   = EXIT lp (ss:0)\n"
+                                  "}\n" FIB_FUNC("lp.c");
+
+START_TEST(call_in_loop_body)
+{
+    env e;
+    env_open(&e, CALL_IN_LOOP, 0);
+    int32_t want = 0;
+    for (int n = 0; n <= 16; n++) {
+        tfvm_value r;
+        ck_assert_int_eq(run1(&e, tfvm_i32(n), &r), TFVM_OK);
+        ck_assert_int_eq(r.as.i32, want);
+        want += fib_ref(n);
+    }
+    /* at most 3 iterations, each with one recursion of depth <= 16 */
+    ck_assert_uint_le(stats(&e).contexts_peak, 1 + 3 * (1 + 2 * 16));
+    env_close(&e);
+}
+END_TEST
+
+static const char *EVEN_ODD = "entry main(n: i32) -> (even: bool) {\n"
+                              "    n    = ARG 0\n"
+                              "    c    = CALL is_even@0 (n)\n"
+                              "    r    = RETURN is_even@0 (is_even.res)\n"
+                              "           RESULT 0 (r)\n"
+                              "}\n"
+                              "func is_even {\n"
+                              "    n    = IDENTITY (main.c | is_odd.c)\n"
+                              "    zero = CONST i32 0 [n]\n"
+                              "    one  = CONST i32 1 [n]\n"
+                              "    z    = EQUAL (n, zero)\n"
+                              "    sn   = SWITCH (n, z)\n"
+                              "    yes  = CONST bool true [sn:1]\n"
+                              "    m    = SUB (sn, one)\n"
+                              "    c    = CALL is_odd@1 (m)\n"
+                              "    r    = RETURN is_odd@1 (is_odd.res)\n"
+                              "    res  = MERGE (yes, r)\n"
+                              "}\n"
+                              "func is_odd {\n"
+                              "    n    = IDENTITY (is_even.c)\n"
+                              "    zero = CONST i32 0 [n]\n"
+                              "    one  = CONST i32 1 [n]\n"
+                              "    z    = EQUAL (n, zero)\n"
+                              "    sn   = SWITCH (n, z)\n"
+                              "    no   = CONST bool false [sn:1]\n"
+                              "    m    = SUB (sn, one)\n"
+                              "    c    = CALL is_even@2 (m)\n"
+                              "    r    = RETURN is_even@2 (is_even.res)\n"
+                              "    res  = MERGE (no, r)\n"
+                              "}\n";
+
+START_TEST(mutual_recursion)
+{
+    env e;
+    env_open(&e, EVEN_ODD, 0);
+    for (int n = 0; n <= 7; n++) {
+        tfvm_value r;
+        ck_assert_int_eq(run1(&e, tfvm_i32(n), &r), TFVM_OK);
+        ck_assert_int_eq(r.dtype, TFVM_BOOL);
+        ck_assert_int_eq(r.as.b, n % 2 == 0);
+    }
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i32(3001), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.b, false);
+    ck_assert_uint_le(stats(&e).contexts_peak, 1 + 3002 + 2);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Functions: unused parameters, CALL straight into RETURN, dispatch --------- */
+
+/* f(a, b) = a + a: b (a tensor) goes nowhere and must still be released */
+static const char *UNUSED_PARAM = "entry main(x: f64[], y: f64[]) -> (r: f64[]) {\n"
+                                  "    x  = ARG 0\n"
+                                  "    y  = ARG 1\n"
+                                  "    c0 = CALL f@0 (x)\n"
+                                  "    c1 = CALL f@0 (y)\n"
+                                  "    r  = RETURN f@0 (f.d)\n"
+                                  "         RESULT 0 (r)\n"
+                                  "}\n"
+                                  "func f {\n"
+                                  "    a  = IDENTITY (main.c0)\n"
+                                  "    d  = ADD (a, a)\n"
+                                  "}\n";
+
+START_TEST(unused_parameter_releases_its_tensor)
+{
+    env e;
+    env_open(&e, UNUSED_PARAM, 0);
+    tfvm_tensor *x = tensor_f64(&e, 3, (double[]){1.0, 2.5, -4.0});
+    tfvm_tensor *y = tensor_f64(&e, 2, (double[]){7.0, 8.0});
+    tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_tensor_value(y)}, r;
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(run(&e, args, 2, &r, 1), TFVM_OK);
+        ck_assert_ptr_nonnull(r.tensor);
+        const double *d = tfvm_tensor_cdata(r.tensor);
+        ck_assert(d[0] == 2.0 && d[1] == 5.0 && d[2] == -8.0);
+        tfvm_value_release(&r);
+        /* the run kept no reference to its arguments */
+        ck_assert_uint_eq(atomic_load(&x->refs), 1);
+        ck_assert_uint_eq(atomic_load(&y->refs), 1);
+    }
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(y);
+    env_close(&e);
+}
+END_TEST
+
+/* id has an empty body: each CALL feeds the RETURNs directly. Both RETURNs
+ * read both CALLs; a token is only for the RETURN of its own site. */
+static const char *IDENTITY_FUNC = "entry main(x: f64[], y: f64[]) -> (a: f64[], b: f64[]) {\n"
+                                   "    x  = ARG 0\n"
+                                   "    y  = ARG 1\n"
+                                   "    c1 = CALL id@1 (x)\n"
+                                   "    c2 = CALL id@2 (y)\n"
+                                   "    r1 = RETURN id@1 (c1 | c2)\n"
+                                   "    r2 = RETURN id@2 (c1 | c2)\n"
+                                   "         RESULT 0 (r1)\n"
+                                   "         RESULT 1 (r2)\n"
+                                   "}\n"
+                                   "func id {\n"
+                                   "}\n";
+
+START_TEST(call_feeding_return_directly)
+{
+    env e;
+    env_open(&e, IDENTITY_FUNC, 0);
+    tfvm_tensor *x = tensor_f64(&e, 1, (double[]){1.0});
+    tfvm_tensor *y = tensor_f64(&e, 1, (double[]){2.0});
+    tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_tensor_value(y)}, r[2];
+    ck_assert_int_eq(run(&e, args, 2, r, 2), TFVM_OK);
+    ck_assert_ptr_eq(r[0].tensor, x); /* the same tensor, passed through */
+    ck_assert_ptr_eq(r[1].tensor, y);
+    ck_assert_uint_eq(atomic_load(&x->refs), 2);
+    tfvm_value_release(&r[0]);
+    tfvm_value_release(&r[1]);
+    ck_assert_uint_eq(atomic_load(&x->refs), 1);
+    ck_assert_uint_eq(atomic_load(&y->refs), 1);
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(y);
+    env_close(&e);
+}
+END_TEST
+
+/* one function, two sites at the same tag: each RETURN gets its own site's value */
+static const char *TWO_SITES = "entry main(x: i32) -> (a: i32, b: i32) {\n"
+                               "    x   = ARG 0\n"
+                               "    one = CONST i32 1\n"
+                               "    y   = ADD (x, one)\n"
+                               "    c1  = CALL sq@1 (x)\n"
+                               "    c2  = CALL sq@2 (y)\n"
+                               "    r1  = RETURN sq@1 (sq.m)\n"
+                               "    r2  = RETURN sq@2 (sq.m)\n"
+                               "          RESULT 0 (r1)\n"
+                               "          RESULT 1 (r2)\n"
+                               "}\n"
+                               "func sq {\n"
+                               "    n   = IDENTITY (main.c1 | main.c2)\n"
+                               "    m   = MUL (n, n)\n"
+                               "}\n";
+
+START_TEST(return_dispatch_by_site)
+{
+    env e;
+    env_open(&e, TWO_SITES, 0);
+    tfvm_value r[2];
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i32(3)}, 1, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[0].as.i32, 9);
+    ck_assert_int_eq(r[1].as.i32, 16);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Deadness ---------------------------------------------------------------- */
+
+START_TEST(partly_dead_call)
+{
+    env e;
+    env_open(&e,
+             "entry main(x: i32) -> (r: i32) {\n"
+             "    x  = ARG 0\n"
+             "    t  = CONST bool true\n"
+             "    s  = SWITCH (x, t)\n"
+             "    c1 = CALL f@4 (s:1)\n"
+             "    c2 = CALL f@4 (s:0)\n"
+             "    r  = RETURN f@4 (f.d)\n"
+             "         RESULT 0 (r)\n"
+             "}\n"
+             "func f {\n"
+             "    a  = IDENTITY (main.c1)\n"
+             "    b  = IDENTITY (main.c2)\n"
+             "    d  = ADD (a, b)\n"
+             "}\n",
+             0);
+    tfvm_value r;
+    expect_msg(&e, run1(&e, tfvm_i32(1), &r), TFVM_ERR_DEADNESS,
+               "c1 (CALL) at []: call of 'f' entered with live and dead tokens at one tag");
+    expect_msg(&e, run1(&e, tfvm_i32(2), &r), TFVM_ERR_DEADNESS,
+               "c1 (CALL) at []: call of 'f' entered with live and dead tokens at one tag");
+    env_close(&e);
+}
+END_TEST
+
+/* h(n) recurses down to 0; every activation enters loop lp with n and, as a
+ * const, the n of the recursive side, which is dead in the base case. */
+START_TEST(partly_dead_loop_deep_in_recursion)
+{
+    env e;
+    env_open(&e,
+             "entry main(n: i32) -> (r: i32) {\n"
+             "    n    = ARG 0\n"
+             "    c    = CALL h@0 (n)\n"
+             "    r    = RETURN h@0 (h.res)\n"
+             "           RESULT 0 (r)\n"
+             "}\n"
+             "func h {\n"
+             "    n    = IDENTITY (main.c | c1)\n"
+             "    zero = CONST i32 0 [n]\n"
+             "    z    = EQUAL (n, zero)\n"
+             "    sn   = SWITCH (n, z)\n"
+             "    one  = CONST i32 1 [sn:0]\n"
+             "    n1   = SUB (sn:0, one)\n"
+             "    c1   = CALL h@1 (n1)\n"
+             "    r1   = RETURN h@1 (res)\n"
+             "    e1   = ENTER lp (n)\n"
+             "    e2   = ENTER lp const (sn:0)\n"
+             "    loop lp {\n"
+             "        a = ADD (e1, e2)\n"
+             "        o = EXIT lp (a)\n"
+             "    }\n"
+             "    res  = MERGE (r1, lp.o)\n"
+             "}\n",
+             0);
+    tfvm_value r;
+    for (int k = 0; k < 2; k++)
+        expect_msg(&e, run1(&e, tfvm_i32(3), &r), TFVM_ERR_DEADNESS,
+                   "e2 (ENTER) at [h@0, h@1, h@1, h@1]: loop 'lp' entered with live and dead tokens at one tag");
+    ck_assert_str_eq(tfvm_last_error(e.vm)->tag, "[h@0, h@1, h@1, h@1]");
+    ck_assert_str_eq(tfvm_last_error(e.vm)->instr, "e2");
+    env_close(&e);
+}
+END_TEST
+
+/* x > 0 ? (loop with two EXITs) + (call with two RETURNs) : -1. When x <= 0
+ * the loop and the call each answer exactly one dead token per EXIT/RETURN
+ * (a second one would be a port error at s1/s2), and neither body runs. */
+static const char *DEAD_BRANCH = "entry main(x: i32) -> (r: i32) {\n"
+                                 "    x    = ARG 0\n"
+                                 "    zero = CONST i32 0\n"
+                                 "    pos  = GREATER (x, zero)\n"
+                                 "    sx   = SWITCH (x, pos)\n"
+                                 "    neg  = CONST i32 -1 [sx:0]\n"
+                                 "    e    = ENTER lp (sx:1)\n"
+                                 "    ek   = ENTER lp const (sx:1)\n"
+                                 "    c    = CALL two@0 (sx:1)\n"
+                                 "    ra   = RETURN two@0 (two.a)\n"
+                                 "    rb   = RETURN two@0 (two.b)\n"
+                                 "    s1   = ADD (lp.o1, lp.o2)\n"
+                                 "    s2   = ADD (ra, rb)\n"
+                                 "    sum  = ADD (s1, s2)\n"
+                                 "    r    = MERGE (neg, sum)\n"
+                                 "           RESULT 0 (r)\n"
+                                 "}\n"
+                                 "loop lp in main {\n"
+                                 "    v    = MERGE (e, nv)\n"
+                                 "    k0   = CONST i32 0 [v]\n"
+                                 "    k1   = CONST i32 1 [v]\n"
+                                 "    p    = GREATER (v, k0)\n"
+                                 "    sv   = SWITCH (v, p)\n"
+                                 "    sk   = SWITCH (ek, p)\n"
+                                 "    d    = SUB (sv:1, k1)\n"
+                                 "    nv   = NEXTITER (d)\n"
+                                 "    o1   = EXIT lp (sv:0)\n"
+                                 "    o2   = EXIT lp (sk:0)\n"
+                                 "}\n"
+                                 "func two {\n"
+                                 "    n    = IDENTITY (main.c)\n"
+                                 "    a    = ADD (n, n)\n"
+                                 "    b    = ADD (a, n)\n"
+                                 "}\n";
+
+START_TEST(dead_loop_and_call_answer_once_per_exit)
+{
+    env e;
+    env_open(&e, DEAD_BRANCH, 0);
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i32(7), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 7 + 14 + 21);
+    ck_assert_uint_eq(stats(&e).contexts_created, 1 + 8 + 1);
+    ck_assert_int_eq(run1(&e, tfvm_i32(-3), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, -1);
+    ck_assert_uint_eq(stats(&e).contexts_created, 2); /* root and the dead call */
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(merge_index_and_all_dead)
+{
+    env e;
+    env_open(&e,
+             "entry main(x: i32) -> (v: i32, k: i32) {\n"
+             "    x    = ARG 0\n"
+             "    zero = CONST i32 0\n"
+             "    f    = CONST bool false\n"
+             "    pos  = GREATER (x, zero)\n"
+             "    s    = SWITCH (x, pos)\n"
+             "    d    = SWITCH (x, f)\n"
+             "    m    = MERGE (d:1, s:0, s:1)\n"
+             "           RESULT 0 (m)\n"
+             "           RESULT 1 (m:1)\n"
+             "}\n",
+             0);
+    tfvm_value r[2];
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i32(5)}, 1, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[0].as.i32, 5);
+    ck_assert_int_eq(r[1].dtype, TFVM_I32);
+    ck_assert_int_eq(r[1].as.i32, 2);
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i32(-5)}, 1, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[0].as.i32, -5);
+    ck_assert_int_eq(r[1].as.i32, 1);
+    env_close(&e);
+
+    /* all inputs dead: both outputs dead */
+    env_open(&e,
+             "entry main(x: i32) -> (v: i32, k: i32) {\n"
+             "    x    = ARG 0\n"
+             "    f    = CONST bool false\n"
+             "    d    = SWITCH (x, f)\n"
+             "    m    = MERGE (d:1, d:1, d:1)\n"
+             "           RESULT 0 (m)\n"
+             "           RESULT 1 (m:1)\n"
+             "}\n",
+             0);
+    expect_msg(&e, run(&e, (tfvm_value[]){tfvm_i32(5)}, 1, r, 2), TFVM_ERR_STUCK,
+               "result 0 'v' of entry 'main' received a dead token (no branch produced it)");
+    env_close(&e);
+}
+END_TEST
+
+/* A MERGE with one input has matching state of its own: it must neither
+ * share another instruction's (here y's) nor write past the slots of a region
+ * without other multi-input instructions (f). */
+START_TEST(single_input_merge)
+{
+    env e;
+    env_open(&e,
+             "entry main(x: i32) -> (r: i32, k: i32) {\n"
+             "    x  = ARG 0\n"
+             "    y  = ADD (x, m)\n"
+             "    m  = MERGE (x)\n"
+             "    c  = CALL f@0 (y)\n"
+             "    r  = RETURN f@0 (f.m)\n"
+             "         RESULT 0 (r)\n"
+             "         RESULT 1 (m:1)\n"
+             "}\n"
+             "func f {\n"
+             "    n  = IDENTITY (main.c)\n"
+             "    m  = MERGE (n)\n"
+             "}\n",
+             0);
+    tfvm_value r[2];
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_i32(21)}, 1, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[0].as.i32, 42);
+    ck_assert_int_eq(r[1].as.i32, 0);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(switch_on_a_tensor_predicate)
+{
+    env e;
+    env_open(&e,
+             "entry main(x: i32) -> (r: i32) {\n"
+             "    x  = ARG 0\n"
+             "    t  = CONST bool[1] [true]\n"
+             "    s  = SWITCH (x, t)\n"
+             "         RESULT 0 (s:1)\n"
+             "}\n",
+             0);
+    tfvm_value r;
+    expect_msg(&e, run1(&e, tfvm_i32(1), &r), TFVM_ERR_TYPE,
+               "s (SWITCH) at []: predicate must be a bool scalar, got bool tensor");
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Errors deep in a recursion, with tensors in flight ---------------------------
+ * f(x, n) = 100 / x if n == 0 else f(x + 1, n - 1), on i64 tensors: a zero
+ * element of x + n is a division by zero n calls deep. */
+static const char *DEEP_DIV = "entry main(x: i64[], n: i64) -> (r: i64[]) {\n"
+                              "    x    = ARG 0\n"
+                              "    n    = ARG 1\n"
+                              "    c0   = CALL f@0 (x)\n"
+                              "    c1   = CALL f@0 (n)\n"
+                              "    r    = RETURN f@0 (f.res)\n"
+                              "           RESULT 0 (r)\n"
+                              "}\n"
+                              "func f {\n"
+                              "    x    = IDENTITY (main.c0 | cx)\n"
+                              "    n    = IDENTITY (main.c1 | cn)\n"
+                              "    zero = CONST i64 0 [n]\n"
+                              "    one  = CONST i64 1 [n]\n"
+                              "    z    = EQUAL (n, zero)\n"
+                              "    sx   = SWITCH (x, z)\n"
+                              "    sn   = SWITCH (n, z)\n"
+                              "    k    = CONST i64 100 [sx:1]\n"
+                              "    q    = DIV (k, sx:1)\n"
+                              "    n1   = SUB (sn:0, one)\n"
+                              "    x1   = ADD (sx:0, one)\n"
+                              "    cx   = CALL f@1 (x1)\n"
+                              "    cn   = CALL f@1 (n1)\n"
+                              "    r1   = RETURN f@1 (res)\n"
+                              "    res  = MERGE (q, r1)\n"
+                              "}\n";
+
+START_TEST(error_deep_in_recursion_releases_everything)
+{
+    env e;
+    env_open(&e, DEEP_DIV, 0);
+    tfvm_tensor *good = tensor_i64(&e, 3, (int64_t[]){1, 2, 3});
+    tfvm_tensor *bad = tensor_i64(&e, 3, (int64_t[]){-5, 1, 2});
+    tfvm_tensor *deep = tensor_i64(&e, 2, (int64_t[]){-300, 1});
+    tfvm_value r;
+
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_tensor_value(good), tfvm_i64(5)}, 2, &r, 1), TFVM_OK);
+    const int64_t *d = tfvm_tensor_cdata(r.tensor);
+    ck_assert(d[0] == 16 && d[1] == 14 && d[2] == 12);
+    tfvm_value_release(&r);
+
+    expect_msg(&e, run(&e, (tfvm_value[]){tfvm_tensor_value(bad), tfvm_i64(5)}, 2, &r, 1), TFVM_ERR_ARITH,
+               "q (DIV) at [f@0, f@1, f@1, f@1, f@1, f@1]: integer division by zero");
+
+    /* 300 calls deep: the tag is cut to fit, the run still ends cleanly */
+    tfvm_status st = run(&e, (tfvm_value[]){tfvm_tensor_value(deep), tfvm_i64(300)}, 2, &r, 1);
+    ck_assert_int_eq(st, TFVM_ERR_ARITH);
+    const tfvm_error *err = tfvm_last_error(e.vm);
+    ck_assert_str_eq(err->instr, "q");
+    ck_assert_uint_eq(strlen(err->tag), sizeof err->tag - 1);
+    ck_assert_str_eq(err->tag + sizeof err->tag - 4, "...");
+    ck_assert_int_eq(strncmp(err->tag, "[f@0, f@1, f@1, ", 16), 0);
+    ck_assert_int_eq(strncmp(err->message, "q (DIV) at [f@0, f@1, ", 22), 0);
+    ck_assert_uint_ge(stats(&e).contexts_peak, 301);
+
+    /* the VM works again, with the same answers */
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_tensor_value(good), tfvm_i64(5)}, 2, &r, 1), TFVM_OK);
+    d = tfvm_tensor_cdata(r.tensor);
+    ck_assert(d[0] == 16 && d[1] == 14 && d[2] == 12);
+    tfvm_value_release(&r);
+    ck_assert_uint_eq(atomic_load(&good->refs), 1);
+    ck_assert_uint_eq(atomic_load(&bad->refs), 1);
+    ck_assert_uint_eq(atomic_load(&deep->refs), 1);
+    tfvm_tensor_free(good);
+    tfvm_tensor_free(bad);
+    tfvm_tensor_free(deep);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Tensors through a loop and a call, with a late tensor ENTER const -------------
+ * r = x * w^n (elementwise), k = n. w's ENTER const comes after the i chain
+ * has started (w is the last root source, so it fires last) and after the
+ * parallel=2 bound deferred a NEXTITER. */
+static const char *TENSOR_LOOP = "entry main(x: f64[], n: i32) -> (r: f64[], k: i32) {\n"
+                                 "    x    = ARG 0\n"
+                                 "    n    = ARG 1\n"
+                                 "    zero = CONST i32 0\n"
+                                 "    ei   = ENTER lp parallel=2 (zero)\n"
+                                 "    ex   = ENTER lp (x)\n"
+                                 "    en   = ENTER lp const (n)\n"
+                                 "    ew   = ENTER lp const (w)\n"
+                                 "    w    = CONST f64[2] [0.5, 1.5]\n"
+                                 "           RESULT 0 (lp.xo)\n"
+                                 "           RESULT 1 (lp.io)\n"
+                                 "}\n"
+                                 "loop lp in main {\n"
+                                 "    i    = MERGE (ei, ni)\n"
+                                 "    v    = MERGE (ex, nx)\n"
+                                 "    lt   = LESS (i, en)\n"
+                                 "    p    = LOOPCOND (lt)\n"
+                                 "    si   = SWITCH (i, p)\n"
+                                 "    sv   = SWITCH (v, p)\n"
+                                 "    sw   = SWITCH (ew, p)\n"
+                                 "    c    = CALL scale@0 (sv:1)\n"
+                                 "    c2   = CALL scale@0 (sw:1)\n"
+                                 "    r    = RETURN scale@0 (scale.m)\n"
+                                 "    one  = CONST i32 1 [si:1]\n"
+                                 "    i2   = ADD (si:1, one)\n"
+                                 "    ni   = NEXTITER (i2)\n"
+                                 "    nx   = NEXTITER (r)\n"
+                                 "    xo   = EXIT lp (sv:0)\n"
+                                 "    io   = EXIT lp (si:0)\n"
+                                 "}\n"
+                                 "func scale {\n"
+                                 "    a    = IDENTITY (lp.c)\n"
+                                 "    b    = IDENTITY (lp.c2)\n"
+                                 "    m    = MUL (a, b)\n"
+                                 "}\n";
+
+static void check_tensor_loop(const tfvm_value *r, int n)
+{
+    ck_assert_ptr_nonnull(r[0].tensor);
+    ck_assert_int_eq(tfvm_tensor_count(r[0].tensor), 2);
+    const double *d = tfvm_tensor_cdata(r[0].tensor);
+    double a = 1.0, b = 2.0;
+    for (int i = 0; i < n; i++)
+        a *= 0.5, b *= 1.5;
+    ck_assert(d[0] == a && d[1] == b);
+    ck_assert_int_eq(r[1].as.i32, n);
+}
+
+/* hook: records how many iterations existed when the const ENTER `ew` fired */
+typedef struct late_probe {
+    uint32_t ew;
+    uint64_t iterations, deferred;
+} late_probe;
+
+static bool probe_hook(void *ud, tfvm_vm *vm, const vm_act *act)
+{
+    late_probe *lp = ud;
+    if (act->inst == lp->ew && vm->live_loops.next_live != &vm->live_loops) {
+        lp->iterations = vm->live_loops.next_live->next;
+        lp->deferred = vm->live_loops.next_live->n_deferred;
+    }
+    return false;
+}
+
+START_TEST(tensors_through_loop_and_call)
+{
+    env e;
+    env_open(&e, TENSOR_LOOP, 0);
+    tfvm_tensor *x = tensor_f64(&e, 2, (double[]){1.0, 2.0});
+    late_probe lp = {0};
+    for (uint32_t i = 0; i < e.p->isa.n_insts; i++)
+        if (e.p->isa.insts[i].name && strcmp(e.p->isa.insts[i].name, "ew") == 0)
+            lp.ew = i;
+    e.vm->hook = probe_hook;
+    e.vm->hook_ud = &lp;
+    long after_first = 0;
+    for (int n = 0; n <= 12; n++) {
+        tfvm_value r[2];
+        ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i32(n)}, 2, r, 2), TFVM_OK);
+        check_tensor_loop(r, n);
+        tfvm_value_release(&r[0]);
+        ck_assert_uint_eq(atomic_load(&x->refs), 1);
+        if (n >= 2) {
+            /* the constant really came late: two iterations, one deferred */
+            ck_assert_uint_eq(lp.iterations, 2);
+            ck_assert_uint_eq(lp.deferred, 1);
+        }
+        if (n == 12)
+            after_first = e.mem.live;
+    }
+    /* the same VM, many times: memory stays where it was */
+    for (int k = 0; k < 50; k++) {
+        tfvm_value r[2];
+        ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i32(12)}, 2, r, 2), TFVM_OK);
+        check_tensor_loop(r, 12);
+        tfvm_value_release(&r[0]);
+        ck_assert_int_eq(e.mem.live, after_first);
+    }
+    ck_assert_uint_le(stats(&e).contexts_peak, 1 + 2 + 2);
+    tfvm_tensor_free(x);
+    env_close(&e);
+}
+END_TEST
+
+/* A loop's ENTER const receiving a second token at one tag (two producers
+ * that are not disjoint) is a port error, and the first value is not leaked. */
+START_TEST(second_token_for_enter_const)
+{
+    env e;
+    env_open(&e,
+             "entry main(x: f64[]) -> (r: f64[]) {\n"
+             "    x  = ARG 0\n"
+             "    a  = IDENTITY (x)\n"
+             "    b  = IDENTITY (a)\n"
+             "    ei = ENTER lp (b)\n"
+             "    ek = ENTER lp const (x | a)\n"
+             "         RESULT 0 (lp.o)\n"
+             "}\n"
+             "loop lp in main {\n"
+             "    d  = ADD (ei, ek)\n"
+             "    o  = EXIT lp (d)\n"
+             "}\n",
+             0);
+    tfvm_tensor *x = tensor_f64(&e, 1, (double[]){1.0});
+    tfvm_value r;
+    expect_msg(&e, run1(&e, tfvm_tensor_value(x), &r), TFVM_ERR_PORT,
+               "ek (ENTER) at []: two tokens for input 0 at one tag");
+    ck_assert_uint_eq(atomic_load(&x->refs), 1);
+    tfvm_tensor_free(x);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Limits, interrupts, abandoned runs ------------------------------------------ */
+
+START_TEST(max_contexts_limit)
+{
+    env e;
+    env_open(&e, FIB, 10);
+    tfvm_value r;
+    expect_msg(&e, run1(&e, tfvm_i32(20), &r), TFVM_ERR_LIMIT, "more than 10 live contexts (max_contexts)");
+    ck_assert_int_eq(run1(&e, tfvm_i32(4), &r), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 5);
+    ck_assert_uint_le(stats(&e).contexts_peak, 10);
+    expect_msg(&e, run1(&e, tfvm_i32(20), &r), TFVM_ERR_LIMIT, "more than 10 live contexts (max_contexts)");
+    env_close(&e);
+}
+END_TEST
+
+static const char *FOREVER = "entry main(x: i64) -> (r: i64) {\n"
+                             "    x   = ARG 0\n"
+                             "    e   = ENTER lp (x)\n"
+                             "          RESULT 0 (lp.o)\n"
+                             "}\n"
+                             "loop lp in main {\n"
+                             "    v   = MERGE (e, nv)\n"
+                             "    t   = CONST bool true [v]\n"
+                             "    p   = LOOPCOND (t)\n"
+                             "    sv  = SWITCH (v, p)\n"
+                             "    one = CONST i64 1 [v]\n"
+                             "    v2  = ADD (sv:1, one)\n"
+                             "    nv  = NEXTITER (v2)\n"
+                             "    o   = EXIT lp (sv:0)\n"
+                             "}\n"
+                             "entry twice(x: i64) -> (r: i64) {\n"
+                             "    x   = ARG 0\n"
+                             "    r   = ADD (x, x)\n"
+                             "          RESULT 0 (r)\n"
+                             "}\n";
+
+typedef struct interrupter {
+    tfvm_vm *vm;
+    atomic_int done;
+} interrupter;
+
+static void *interrupt_thread(void *arg)
+{
+    interrupter *it = arg;
+    struct timespec ts = {0, 1000000};
+    while (!atomic_load(&it->done)) {
+        tfvm_interrupt(it->vm);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(interrupt_from_another_thread)
+{
+    env e;
+    env_open(&e, FOREVER, 0);
+    for (int k = 0; k < 2; k++) {
+        interrupter it = {.vm = e.vm};
+        atomic_init(&it.done, 0);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, interrupt_thread, &it), 0);
+        tfvm_value a = tfvm_i64(0), r;
+        tfvm_status st = tfvm_run(e.vm, "main", &a, 1, &r, 1);
+        atomic_store(&it.done, 1);
+        pthread_join(t, NULL);
+        expect_msg(&e, st, TFVM_ERR_INTERRUPTED, "interrupted");
+        ck_assert_uint_le(stats(&e).contexts_peak, 1 + 10);
+        ck_assert_uint_eq(e.vm->n_live, 0);
+        /* the VM is usable again */
+        a = tfvm_i64(21);
+        ck_assert_int_eq(tfvm_run(e.vm, "twice", &a, 1, &r, 1), TFVM_OK);
+        ck_assert_int_eq(r.as.i64, 42);
+    }
+    env_close(&e);
+}
+END_TEST
+
+/* A run stepped by hand (as a debugger does) and abandoned in any state:
+ * freeing the VM releases everything. */
+START_TEST(abandoned_runs_are_released)
+{
+    env e;
+    tfvm_tensor *x;
+    /* running, with tensors and deferred tokens in flight */
+    env_open(&e, TENSOR_LOOP, 0);
+    x = tensor_f64(&e, 2, (double[]){1.0, 2.0});
+    ck_assert_int_eq(vm_begin(e.vm, 0, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i32(50)}, 2), TFVM_OK);
+    ck_assert_int_eq(vm_step(e.vm, 100), VM_RUNNING);
+    tfvm_tensor_free(x);
+    env_close(&e);
+
+    /* failed, but not ended; a new run on the VM discards it */
+    env_open(&e, DEEP_DIV, 0);
+    x = tensor_i64(&e, 2, (int64_t[]){-9, 1});
+    ck_assert_int_eq(vm_begin(e.vm, 0, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i64(9)}, 2), TFVM_OK);
+    ck_assert_int_eq(vm_step(e.vm, 0), VM_FAILED);
+    tfvm_value r;
+    ck_assert_int_eq(run(&e, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i64(10)}, 2, &r, 1), TFVM_OK);
+    const int64_t *d = tfvm_tensor_cdata(r.tensor);
+    ck_assert(d[0] == 100 && d[1] == 9);
+    tfvm_value_release(&r);
+    ck_assert_int_eq(vm_begin(e.vm, 0, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i64(9)}, 2), TFVM_OK);
+    ck_assert_int_eq(vm_step(e.vm, 0), VM_FAILED);
+    tfvm_tensor_free(x);
+    env_close(&e);
+
+    /* finished, results not collected */
+    env_open(&e, TENSOR_LOOP, 0);
+    x = tensor_f64(&e, 2, (double[]){1.0, 2.0});
+    ck_assert_int_eq(vm_begin(e.vm, 0, (tfvm_value[]){tfvm_tensor_value(x), tfvm_i32(3)}, 2), TFVM_OK);
+    ck_assert_int_eq(vm_step(e.vm, 0), VM_DONE);
+    tfvm_tensor_free(x);
+    env_close(&e);
+}
+END_TEST
+
+/* ---- Sweeps: every limit, every stopping point --------------------------------- */
+
+typedef struct sweep_prog {
+    const char *text;
+    size_t n_args, n_res;
+    tfvm_value args[2];
+    tfvm_dtype tensor_arg; /* when not 0, args[0] is a tensor [1, 2] of this dtype */
+} sweep_prog;
+
+/* The arguments of one sweep program; *t receives the tensor to free. */
+static void sweep_args(env *e, const sweep_prog *sp, tfvm_value *args, tfvm_tensor **t)
+{
+    memcpy(args, sp->args, sizeof sp->args);
+    *t = NULL;
+    if (sp->tensor_arg == TFVM_F64)
+        *t = tensor_f64(e, 2, (double[]){1.0, 2.0});
+    else if (sp->tensor_arg == TFVM_I64)
+        *t = tensor_i64(e, 2, (int64_t[]){1, 2});
+    if (*t)
+        args[0] = tfvm_tensor_value(*t);
+}
+
+static const sweep_prog *sweep_progs(size_t *n)
+{
+    static sweep_prog progs[5];
+    progs[0] = (sweep_prog){CALL_IN_LOOP, 1, 1, {tfvm_i32(6)}, 0};
+    progs[1] = (sweep_prog){NESTED_IN_RECURSION, 1, 1, {tfvm_i64(4)}, 0};
+    progs[2] = (sweep_prog){TENSOR_LOOP, 2, 2, {{0}, tfvm_i32(4)}, TFVM_F64};
+    progs[3] = (sweep_prog){LATE_CONST_P8, 1, 2, {tfvm_i64(5)}, 0};
+    progs[4] = (sweep_prog){DEEP_DIV, 2, 1, {{0}, tfvm_i64(3)}, TFVM_I64};
+    *n = 5;
+    return progs;
+}
+
+/* max_contexts = 1, 2, ...: each run either succeeds or stops with
+ * TFVM_ERR_LIMIT, and leaves nothing behind. */
+START_TEST(max_contexts_sweep)
+{
+    size_t n_progs;
+    const sweep_prog *progs = sweep_progs(&n_progs);
+    for (size_t i = 0; i < n_progs; i++) {
+        bool ok = false;
+        for (uint64_t max = 1; !ok; max++) {
+            ck_assert_uint_lt(max, 200);
+            env e;
+            env_open(&e, progs[i].text, max);
+            tfvm_value args[2], r[2];
+            tfvm_tensor *t;
+            sweep_args(&e, &progs[i], args, &t);
+            tfvm_status st = run(&e, args, progs[i].n_args, r, progs[i].n_res);
+            if (st == TFVM_OK) {
+                ok = true;
+                ck_assert_uint_le(stats(&e).contexts_peak, max);
+                for (size_t k = 0; k < progs[i].n_res; k++)
+                    tfvm_value_release(&r[k]);
+            } else {
+                char want[64];
+                snprintf(want, sizeof want, "more than %llu live contexts (max_contexts)", (unsigned long long)max);
+                expect_msg(&e, st, TFVM_ERR_LIMIT, want);
+            }
+            tfvm_tensor_free(t);
+            env_close(&e);
+        }
+    }
+}
+END_TEST
+
+/* Stops every run after k activations, for every k: by tfvm_interrupt, by
+ * abandoning it (vm_end before the end), and by pausing before every firing
+ * (a debugger's single steps), which must not change the answer. */
+static bool pause_always(void *ud, tfvm_vm *vm, const vm_act *act)
+{
+    (void)vm, (void)act;
+    ++*(uint64_t *)ud;
+    return true;
+}
+
+START_TEST(stop_at_every_step)
+{
+    size_t n_progs;
+    const sweep_prog *progs = sweep_progs(&n_progs);
+    for (size_t i = 0; i < n_progs; i++) {
+        env e;
+        env_open(&e, progs[i].text, 0);
+        tfvm_value args[2], r[2], want[2];
+        tfvm_tensor *t;
+        sweep_args(&e, &progs[i], args, &t);
+        ck_assert_int_eq(run(&e, args, progs[i].n_args, want, progs[i].n_res), TFVM_OK);
+        uint64_t total = stats(&e).fired;
+        for (uint64_t k = 0; k < total; k++) {
+            ck_assert_int_eq(vm_begin(e.vm, 0, args, progs[i].n_args), TFVM_OK);
+            if (k) /* (vm_step with 0 means no limit) */
+                ck_assert_int_eq(vm_step(e.vm, k), VM_RUNNING);
+            if (k % 2) {
+                tfvm_interrupt(e.vm);
+                ck_assert_int_eq(vm_step(e.vm, 0), VM_FAILED);
+                ck_assert_int_eq(vm_end(e.vm, r, progs[i].n_res), TFVM_ERR_INTERRUPTED);
+                ck_assert_str_eq(tfvm_errmsg(e.vm), "interrupted");
+            } else {
+                ck_assert_int_eq(vm_end(e.vm, r, progs[i].n_res), TFVM_ERR_INTERRUPTED);
+                ck_assert_str_eq(tfvm_errmsg(e.vm), "run abandoned before it finished");
+            }
+            ck_assert_uint_eq(e.vm->n_live, 0);
+        }
+        /* single steps through the debugger hook */
+        uint64_t hooks = 0;
+        e.vm->hook = pause_always;
+        e.vm->hook_ud = &hooks;
+        ck_assert_int_eq(vm_begin(e.vm, 0, args, progs[i].n_args), TFVM_OK);
+        uint64_t pauses = 0;
+        while (vm_step(e.vm, 0) == VM_PAUSED)
+            pauses++;
+        ck_assert_uint_eq(pauses, total);
+        ck_assert_uint_eq(hooks, total);
+        ck_assert_int_eq(vm_end(e.vm, r, progs[i].n_res), TFVM_OK);
+        for (size_t k = 0; k < progs[i].n_res; k++) {
+            if (want[k].tensor) {
+                ck_assert_int_eq(tfvm_tensor_count(r[k].tensor), tfvm_tensor_count(want[k].tensor));
+                ck_assert_mem_eq(tfvm_tensor_cdata(r[k].tensor), tfvm_tensor_cdata(want[k].tensor),
+                                 r[k].tensor->nbytes);
+            } else {
+                ck_assert_int_eq(r[k].as.i64, want[k].as.i64);
+            }
+            tfvm_value_release(&r[k]);
+            tfvm_value_release(&want[k]);
+        }
+        e.vm->hook = NULL;
+        tfvm_tensor_free(t);
+        env_close(&e);
+    }
+}
+END_TEST
+
+/* ---- Two VMs, one program, one shared input tensor, two threads ------------------ */
+typedef struct shared_run {
+    const tfvm_program *p;
+    tfvm_tensor *x;
+} shared_run;
+
+static void *tensor_loop_thread(void *arg)
+{
+    shared_run *s = arg;
+    tfvm_vm *vm;
+    if (tfvm_vm_new(s->p, NULL, &vm) != TFVM_OK)
+        return (void *)1;
+    intptr_t bad = 0;
+    for (int i = 0; i < 20; i++) {
+        tfvm_value args[2] = {tfvm_tensor_value(s->x), tfvm_i32(10)}, r[2];
+        if (tfvm_run(vm, "main", args, 2, r, 2) != TFVM_OK) {
+            bad = 1;
+            continue;
+        }
+        const double *d = tfvm_tensor_cdata(r[0].tensor);
+        if (d[0] != 1.0 / 1024 || r[1].as.i32 != 10)
+            bad = 1;
+        tfvm_value_release(&r[0]);
+    }
+    tfvm_vm_free(vm);
+    return (void *)bad;
+}
+
+START_TEST(two_vms_share_program_and_tensor)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_assemble(TENSOR_LOOP, strlen(TENSOR_LOOP), "t.tfasm", NULL, &p, &err), TFVM_OK);
+    int64_t two = 2;
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F64, 1, &two, NULL);
+    ((double *)tfvm_tensor_data(x))[0] = 1.0;
+    shared_run s = {p, x};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, tensor_loop_thread, &s), 0);
+    for (int i = 0; i < 2; i++) {
+        void *bad;
+        pthread_join(t[i], &bad);
+        ck_assert_ptr_null(bad);
+    }
+    ck_assert_uint_eq(atomic_load(&x->refs), 1);
+    tfvm_tensor_free(x);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* ---- Allocation failure: loops, tensors, late const ENTERs, calls ---------------- */
+
+/* Runs `text` twice on one VM with its allocator failing at the n-th
+ * allocation, for n = 0, 1, ... until both runs succeed: every failure must be
+ * a clean TFVM_ERR_NOMEM, with no byte and no tensor reference leaked. */
+typedef void (*alloc_case_fn)(tfvm_vm *vm, tfvm_tensor *x, tfvm_status *st);
+
+static void allocation_failure_loop(const char *text, alloc_case_fn fn, long min_points)
+{
+    int64_t two = 2;
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F64, 1, &two, NULL); /* not subject to failure */
+    ((double *)tfvm_tensor_data(x))[0] = 1.0;
+    ((double *)tfvm_tensor_data(x))[1] = 2.0;
+    bool succeeded = false;
+    long n;
+    for (n = 0; n < 100000 && !succeeded; n++) {
+        counting f = {.countdown = n};
+        tfvm_config cfg;
+        tfvm_config_init(&cfg);
+        cfg.allocator = (tfvm_allocator){counting_alloc, &f};
+        tfvm_error err;
+        tfvm_program *p = NULL;
+        tfvm_vm *vm = NULL;
+        tfvm_status st = tfvm_program_assemble(text, strlen(text), "t.tfasm", &cfg, &p, &err);
+        if (st == TFVM_OK)
+            st = tfvm_vm_new(p, &cfg, &vm);
+        /* twice on one VM: the second run starts from recycled contexts */
+        for (int k = 0; k < 2 && st == TFVM_OK; k++) {
+            fn(vm, x, &st);
+            if (st == TFVM_OK)
+                succeeded = k == 1;
+            else
+                ck_assert_msg(strstr(tfvm_errmsg(vm), "out of memory"), "n=%ld: %s", n, tfvm_errmsg(vm));
+        }
+        ck_assert_msg(st == TFVM_OK || st == TFVM_ERR_NOMEM, "n=%ld: status %s (%s)", n, tfvm_status_name(st),
+                      vm ? tfvm_errmsg(vm) : err.message);
+        ck_assert_msg(st == TFVM_OK || f.failures > 0, "n=%ld: failed without an allocation failure", n);
+        tfvm_vm_free(vm);
+        tfvm_program_free(p);
+        ck_assert_msg(f.live == 0, "n=%ld: %ld bytes leaked", n, f.live);
+        ck_assert_msg(atomic_load(&x->refs) == 1, "n=%ld: input tensor has %u references", n,
+                      atomic_load(&x->refs));
+    }
+    ck_assert(succeeded);
+    ck_assert_int_gt(n, min_points);
+    tfvm_tensor_free(x);
+}
+
+static void tensor_loop_case(tfvm_vm *vm, tfvm_tensor *x, tfvm_status *st)
+{
+    tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_i32(5)}, r[2];
+    *st = tfvm_run(vm, "main", args, 2, r, 2);
+    if (*st == TFVM_OK) {
+        check_tensor_loop(r, 5);
+        tfvm_value_release(&r[0]);
+    }
+}
+
+START_TEST(allocation_failure_tensor_loop)
+{
+    allocation_failure_loop(TENSOR_LOOP, tensor_loop_case, 50);
+}
+END_TEST
+
+/* 300 MERGEs in a function, each first hearing a dead token, then the tensor:
+ * the 300 activations made by one firing grow the activation queue, so an
+ * allocation fails while a token (holding a tensor reference) is being queued,
+ * and while MERGEs hand their partial match over to an activation. */
+#define FANOUT 300
+static char *fanout_text(void)
+{
+    size_t cap = 64 * FANOUT + 1024, len = 0;
+    char *t = malloc(cap);
+    ck_assert_ptr_nonnull(t);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "entry main(x: f64[]) -> (r: f64[]) {\n"
+                            "    x  = ARG 0\n"
+                            "    c  = CALL g@0 (x)\n"
+                            "    r  = RETURN g@0 (g.m%d)\n"
+                            "         RESULT 0 (r)\n"
+                            "}\n"
+                            "func g {\n"
+                            "    x  = IDENTITY (main.c)\n"
+                            "    f  = CONST bool false [x]\n"
+                            "    d  = SWITCH (x, f)\n"
+                            "    y  = IDENTITY (d:0)\n",
+                            FANOUT - 1);
+    for (int k = 0; k < FANOUT; k++)
+        len += (size_t)snprintf(t + len, cap - len, "    m%d = MERGE (d:1, y)\n", k);
+    snprintf(t + len, cap - len, "}\n");
+    return t;
+}
+
+static void fanout_case(tfvm_vm *vm, tfvm_tensor *x, tfvm_status *st)
+{
+    tfvm_value a = tfvm_tensor_value(x), r;
+    *st = tfvm_run(vm, "main", &a, 1, &r, 1);
+    if (*st == TFVM_OK) {
+        ck_assert_ptr_eq(r.tensor, x);
+        tfvm_value_release(&r);
+    }
+}
+
+START_TEST(allocation_failure_fanout)
+{
+    char *text = fanout_text();
+    allocation_failure_loop(text, fanout_case, 10);
+    free(text);
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(LATE_CONST_P8, sizeof LATE_CONST_P8, LATE_CONST, " parallel=8");
+    Suite *s = suite_create("vm_stress");
+    TCase *tc = tcase_create("stress");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, fib25_peak_in_the_tens);
+    tcase_add_test(tc, million_iterations_bounded);
+    tcase_add_test(tc, late_enter_const_after_iterations);
+    tcase_add_test(tc, late_enter_of_a_loop_variable);
+    tcase_add_test(tc, nested_loops_in_recursion);
+    tcase_add_test(tc, call_in_loop_body);
+    tcase_add_test(tc, mutual_recursion);
+    tcase_add_test(tc, unused_parameter_releases_its_tensor);
+    tcase_add_test(tc, call_feeding_return_directly);
+    tcase_add_test(tc, return_dispatch_by_site);
+    tcase_add_test(tc, partly_dead_call);
+    tcase_add_test(tc, partly_dead_loop_deep_in_recursion);
+    tcase_add_test(tc, dead_loop_and_call_answer_once_per_exit);
+    tcase_add_test(tc, merge_index_and_all_dead);
+    tcase_add_test(tc, single_input_merge);
+    tcase_add_test(tc, switch_on_a_tensor_predicate);
+    tcase_add_test(tc, error_deep_in_recursion_releases_everything);
+    tcase_add_test(tc, tensors_through_loop_and_call);
+    tcase_add_test(tc, second_token_for_enter_const);
+    tcase_add_test(tc, max_contexts_limit);
+    tcase_add_test(tc, interrupt_from_another_thread);
+    tcase_add_test(tc, abandoned_runs_are_released);
+    tcase_add_test(tc, max_contexts_sweep);
+    tcase_add_test(tc, stop_at_every_step);
+    tcase_add_test(tc, two_vms_share_program_and_tensor);
+    tcase_add_test(tc, allocation_failure_tensor_loop);
+    tcase_add_test(tc, allocation_failure_fanout);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
