@@ -4,6 +4,7 @@
 #   make asan       the whole test suite under AddressSanitizer + UBSan
 #   make tsan       scheduler and VM tests under ThreadSanitizer
 #   make fuzz       libFuzzer on the loader, assembler and .npy reader (FUZZ_SECONDS each)
+#   make fuzz-compiler  differential test of the compiler on FUZZ_N random programs
 #   make install    PREFIX=/usr/local (DESTDIR honoured)
 #   make bench      benchmarks (ratios against references run in the same run)
 
@@ -20,14 +21,14 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla -Wpointer-ar
 CFLAGS  ?= $(OPT) -g
 CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
-LDLIBS_ALL   := -pthread -lm
+LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -pthread -lm
 
 ifneq ($(SAN),)
 CFLAGS_ALL += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS    += -fsanitize=$(SAN)
 endif
 
-LIB_DIRS := util isa loader vm scheduler devices devices/cpu
+LIB_DIRS := util isa loader compiler vm scheduler devices devices/cpu
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard tools/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -43,7 +44,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz install uninstall clean bench check-deps
+.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench check-deps
 all: $(TFVM) $(LIBA) $(LIBSO)
 
 $(BUILD)/obj/%.o: %.c
@@ -108,8 +109,17 @@ fuzz:
 	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
 	done
 
+# Random programs run by the VM (compiled with -O0 and -O1) and by a reference
+# evaluator of the typed AST must agree (test/unit/test_diff.c; `make test`
+# runs 300 of them).
+FUZZ_N    ?= 10000
+FUZZ_SEED ?= 20260101
+$(BUILD)/test/test_diff: test/gen/gen.h test/gen/eval.h
+fuzz-compiler: check-deps $(BUILD)/test/test_diff
+	TFVM_DIFF_N=$(FUZZ_N) TFVM_DIFF_SEED=$(FUZZ_SEED) $(BUILD)/test/test_diff
+
 bench: all
-	@bash bench/run.sh
+	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

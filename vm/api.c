@@ -64,13 +64,39 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     vm->prog = &prog->isa;
     vm->cfg = *cfg;
     vm->alloc = cfg->allocator;
-    vm->live.next_live = vm->live.prev_live = &vm->live;
-    vm->live_loops.next_live = vm->live_loops.prev_live = &vm->live_loops;
-    vm->policy = sched_policy_find(NULL);
+    pthread_mutex_init(&vm->err_lock, NULL);
+    pthread_mutex_init(&vm->park_lock, NULL);
+    pthread_cond_init(&vm->park_cond, NULL);
+    /* Workers: one per physical core unless told otherwise; one means the
+     * deterministic policy (no atomics, no threads). */
+    uint32_t n = 1;
+    if (!cfg->deterministic) {
+        if (cfg->threads > 0) {
+            n = (uint32_t)cfg->threads;
+        } else {
+            vm->topo = sched_topo_load();
+            n = sched_topo_cores(vm->topo);
+        }
+        if (n > 1 && !vm->topo)
+            vm->topo = sched_topo_load();
+    }
+    if (n > 1024)
+        n = 1024;
+    vm->n_workers = n;
+    vm->parallel = n > 1;
+    vm->policy = sched_policy_find(vm->parallel ? "workstealing" : "deterministic");
     tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);
     if (st == TFVM_OK) {
-        vm->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 1, sizeof(void *));
-        if (!vm->free_ctx || !sched_init(&vm->queue, vm->policy, sizeof(vm_act), &vm->alloc))
+        vm->w = ut_calloc(&vm->alloc, n, sizeof *vm->w);
+        if (!vm->w)
+            st = TFVM_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; st == TFVM_OK && i < n; i++) {
+        vm_worker *w = &vm->w[i];
+        w->vm = vm;
+        w->id = i;
+        w->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 1, sizeof(void *));
+        if (!w->free_ctx || (vm->parallel && !dq_init(&w->dq, &vm->alloc)))
             st = TFVM_ERR_NOMEM;
     }
     if (st == TFVM_OK)
@@ -83,33 +109,49 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     return TFVM_OK;
 }
 
+static void worker_free(tfvm_vm *vm, vm_worker *w)
+{
+    vm_ctx *c = w->blocks;
+    while (c) {
+        vm_ctx *next = c->next_block;
+        ut_free(&vm->alloc, c, vm->plan.regions[c->region].ctx_size);
+        c = next;
+    }
+    vm_loop *l = w->loops;
+    while (l) {
+        vm_loop *next = l->next_block;
+        pthread_mutex_destroy(&l->lock);
+        ut_free(&vm->alloc, l, sizeof *l);
+        l = next;
+    }
+    if (vm->parallel && atomic_load_explicit(&w->dq.array, memory_order_relaxed))
+        dq_fini(&w->dq);
+    ut_free(&vm->alloc, w->stack, w->cap_stack * sizeof *w->stack);
+    ut_free(&vm->alloc, w->free_ctx, (vm->prog->n_regions + 1) * sizeof(void *));
+}
+
 void tfvm_vm_free(tfvm_vm *vm)
 {
     if (!vm)
         return;
     /* A run that was begun and not ended, whatever its state (a run that
      * failed while being stepped is VM_FAILED with its contexts still live). */
-    if (vm->root || vm->results || vm->state == VM_RUNNING || vm->state == VM_PAUSED ||
-        vm->state == VM_DONE)
+    int state = atomic_load(&vm->state);
+    if (vm->w && (vm->root || vm->results || state == VM_RUNNING || state == VM_PAUSED || state == VM_DONE))
         vm_end(vm, NULL, 0);
-    sched_fini(&vm->queue);
-    if (vm->free_ctx) {
-        for (uint32_t r = 0; r < vm->prog->n_regions; r++) {
-            vm_ctx *c = vm->free_ctx[r];
-            while (c) {
-                vm_ctx *next = c->parent;
-                ut_free(&vm->alloc, c, vm->plan.regions[r].ctx_size);
-                c = next;
-            }
-        }
-        ut_free(&vm->alloc, vm->free_ctx, (vm->prog->n_regions + 1) * sizeof(void *));
-    }
+    for (uint32_t i = 0; vm->w && i < vm->n_workers; i++)
+        worker_free(vm, &vm->w[i]);
+    ut_free(&vm->alloc, vm->w, vm->n_workers * sizeof *vm->w);
     if (vm->consts) {
         for (uint32_t i = 0; i < vm->prog->n_consts; i++)
             dev_value_release(&vm->consts[i]);
         ut_free(&vm->alloc, vm->consts, (vm->prog->n_consts + 1) * sizeof(dev_value));
     }
     vm_plan_free(&vm->plan);
+    sched_topo_free(vm->topo);
+    pthread_mutex_destroy(&vm->err_lock);
+    pthread_mutex_destroy(&vm->park_lock);
+    pthread_cond_destroy(&vm->park_cond);
     tfvm_allocator a = vm->alloc;
     ut_free(&a, vm, sizeof *vm);
 }
@@ -119,7 +161,8 @@ tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, siz
 {
     if (!vm)
         return TFVM_ERR_ARGUMENT;
-    if (vm->state == VM_RUNNING || vm->state == VM_PAUSED)
+    int state = atomic_load(&vm->state);
+    if (state == VM_RUNNING || state == VM_PAUSED)
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a run is already in progress on this VM");
     const isa_program *p = vm->prog;
     uint32_t e = 0;
@@ -143,7 +186,7 @@ tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, siz
     if (st != TFVM_OK) {
         if (vm->root || vm->results)
             vm_end(vm, NULL, 0);
-        vm->state = VM_IDLE;
+        atomic_store(&vm->state, VM_IDLE);
         return st;
     }
     vm_step(vm, 0);

@@ -1,53 +1,78 @@
 /* vm/control.c — the control instructions of docs/isa.md: how tokens change
  * tags (ENTER, EXIT, NEXTITER, CALL, RETURN), how branches route them
  * (SWITCH, MERGE), the deadness rules, and the parallel=N bound on the
- * iterations of one loop instance in flight. */
-#include "vm.h"
-
+ * iterations of one loop instance in flight.
+ *
+ * Calls are lock-free (the callee context is created once with a CAS, the
+ * arrivals counted atomically). A loop instance changes once per iteration,
+ * not once per firing, so it has a mutex (taken only in parallel mode).
+ * Nothing is unreferenced while a loop's lock is held: an unref can end an
+ * iteration, which takes the lock again. */
 #include <string.h>
 
-void vm_iter_recycle(tfvm_vm *vm, vm_ctx *c);
+#include "vm.h"
 
 static const dev_value dead_token = {.dead = 1};
 
-static void deadness_error(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, const char *what, const char *name)
+static void deadness_error(vm_worker *w, vm_ctx *ctx, uint32_t inst, const char *what, const char *name)
 {
-    vm_fail(vm, TFVM_ERR_DEADNESS, ctx, inst, "%s '%s' entered with live and dead tokens at one tag", what,
-            name);
+    vm_fail(w->vm, TFVM_ERR_DEADNESS, ctx, inst, "%s '%s' entered with live and dead tokens at one tag", what, name);
+}
+
+static inline void loop_lock(const tfvm_vm *vm, vm_loop *l)
+{
+    if (vm->parallel)
+        pthread_mutex_lock(&l->lock);
+}
+static inline void loop_unlock(const tfvm_vm *vm, vm_loop *l)
+{
+    if (vm->parallel)
+        pthread_mutex_unlock(&l->lock);
 }
 
 /* ---- Loop instances ------------------------------------------------------------ */
 
-vm_loop *vm_loop_get(tfvm_vm *vm, vm_ctx *parent, uint32_t frame, uint32_t child)
+static vm_loop *loop_alloc(vm_worker *w, uint32_t frame)
 {
-    vm_loop *l = parent->children[child];
-    if (l)
-        return l;
+    tfvm_vm *vm = w->vm;
     const vm_fplan *f = &vm->plan.frames[frame];
-    l = ut_alloc(&vm->alloc, sizeof *l);
+    vm_loop *l = w->free_loops;
+    if (l) {
+        w->free_loops = l->next_free;
+    } else {
+        l = ut_alloc(&vm->alloc, sizeof *l);
+        if (!l)
+            return NULL;
+        memset(l, 0, sizeof *l);
+        if (pthread_mutex_init(&l->lock, NULL) != 0) {
+            ut_free(&vm->alloc, l, sizeof *l);
+            return NULL;
+        }
+        l->next_block = w->loops;
+        w->loops = l;
+    }
     dev_value *consts = f->n_const ? ut_calloc(&vm->alloc, f->n_const, sizeof(dev_value)) : NULL;
-    if (!l || (f->n_const && !consts)) {
-        ut_free(&vm->alloc, l, sizeof *l);
-        ut_free(&vm->alloc, consts, f->n_const * sizeof(dev_value));
-        vm_fail(vm, TFVM_ERR_NOMEM, parent, ISA_NONE, "out of memory entering loop '%s'",
-                vm->prog->regions[frame].name);
+    if (f->n_const && !consts) {
+        l->next_free = w->free_loops;
+        w->free_loops = l;
         return NULL;
     }
-    memset(l, 0, sizeof *l);
-    l->parent = parent;
     l->frame = frame;
     l->consts = consts;
-    l->next_live = vm->live_loops.next_live;
-    l->prev_live = &vm->live_loops;
-    vm->live_loops.next_live->prev_live = l;
-    vm->live_loops.next_live = l;
-    parent->children[child] = l;
-    parent->refs++;
+    l->arrived = 0;
+    l->entered = VM_ENTERED_NONE;
+    l->holding = 0;
+    l->next = 0;
+    l->first = l->last = NULL;
+    l->deferred = NULL;
+    l->n_deferred = l->cap_deferred = 0;
+    l->live = 1;
     return l;
 }
 
-void vm_loop_destroy(tfvm_vm *vm, vm_loop *l)
+void vm_loop_destroy(vm_worker *w, vm_loop *l)
 {
+    tfvm_vm *vm = w->vm;
     const vm_fplan *f = &vm->plan.frames[l->frame];
     for (uint32_t k = 0; k < f->n_const; k++)
         dev_value_release(&l->consts[k]);
@@ -55,52 +80,87 @@ void vm_loop_destroy(tfvm_vm *vm, vm_loop *l)
         dev_value_release(&l->deferred[k].v);
     ut_free(&vm->alloc, l->deferred, l->cap_deferred * sizeof *l->deferred);
     ut_free(&vm->alloc, l->consts, f->n_const * sizeof(dev_value));
-    l->prev_live->next_live = l->next_live;
-    l->next_live->prev_live = l->prev_live;
-    ut_free(&vm->alloc, l, sizeof *l);
+    l->consts = NULL;
+    l->deferred = NULL;
+    l->n_deferred = l->cap_deferred = 0;
+    l->live = 0;
+    l->next_free = w->free_loops;
+    w->free_loops = l;
+}
+
+/* The loop instance of `frame` at the tag of `parent`, made on first use:
+ * the ENTERs of one instance, on any thread, land in the same one. */
+static vm_loop *loop_get(vm_worker *w, vm_ctx *parent, uint32_t frame, uint32_t child)
+{
+    tfvm_vm *vm = w->vm;
+    vm_loop *l = atomic_load_explicit(&parent->children[child], memory_order_acquire);
+    if (l)
+        return l;
+    l = loop_alloc(w, frame);
+    if (!l) {
+        vm_fail(vm, TFVM_ERR_NOMEM, parent, ISA_NONE, "out of memory entering loop '%s'",
+                vm->prog->regions[frame].name);
+        return NULL;
+    }
+    l->parent = parent;
+    void *expected = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&parent->children[child], &expected, l, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        vm_loop_destroy(w, l); /* another thread made it first */
+        return expected;
+    }
+    vm_ctx_ref(vm, parent);
+    return l;
 }
 
 /* A loop instance ends when every ENTER has arrived and no iteration is
- * alive or waiting; returns the parent context, which loses a reference. */
-static vm_ctx *loop_maybe_end(tfvm_vm *vm, vm_loop *l)
+ * alive or waiting. Called with the lock held. */
+static bool loop_ended(const tfvm_vm *vm, const vm_loop *l)
 {
-    const vm_fplan *f = &vm->plan.frames[l->frame];
-    if (l->arrived < f->n_enter || l->first || l->n_deferred)
-        return NULL;
+    return l->arrived >= vm->plan.frames[l->frame].n_enter && !l->first && !l->n_deferred;
+}
+
+/* After loop_ended said so (and the lock is released): no token can reach
+ * the instance any more. Returns the parent, which loses a reference. */
+static vm_ctx *loop_end(vm_worker *w, vm_loop *l)
+{
     vm_ctx *parent = l->parent;
-    parent->children[vm->plan.regions[l->frame].frame_child] = NULL;
-    vm_loop_destroy(vm, l);
+    atomic_store_explicit(&parent->children[w->vm->plan.regions[l->frame].frame_child], NULL, memory_order_release);
+    vm_loop_destroy(w, l);
     return parent;
 }
 
-/* Creates iteration `l->next`, with one temporary reference for the caller
- * (release it with vm_ctx_unref after sending its tokens). The previous
- * iteration, while alive, holds the new one: iterations end in order, so
- * "iteration i finished" is simply "the oldest live iteration is past i". */
-static vm_ctx *iter_new(tfvm_vm *vm, vm_loop *l)
+/* Creates iteration `l->next` (lock held), with one temporary reference for
+ * the caller (release it with vm_ctx_unref after sending its tokens and
+ * unlocking). The previous iteration, while alive, holds the new one:
+ * iterations end in order, so "iteration i finished" is simply "the oldest
+ * live iteration is past i". */
+static vm_ctx *iter_new(vm_worker *w, vm_loop *l)
 {
-    vm_ctx *c = vm_ctx_new(vm, l->parent, l->frame, VM_CTX_ITER, l->frame);
+    tfvm_vm *vm = w->vm;
+    vm_ctx *c = vm_ctx_new(w, l->parent, l->frame, VM_CTX_ITER, l->frame);
     if (!c)
         return NULL;
     c->iter = l->next++;
     c->loop = l;
-    c->refs = 1;
+    unsigned refs = 1;
     if (l->last) {
         l->last->next_iter = c;
-        c->refs++;
+        refs++;
     } else {
         l->first = c;
     }
     l->last = c;
     if (c->iter == 0 && l->arrived < vm->plan.frames[l->frame].n_enter) {
         l->holding = 1; /* more ENTER tokens are coming for iteration 0 */
-        c->refs++;
+        refs++;
     }
+    atomic_store_explicit(&c->refs, refs, memory_order_relaxed);
     /* `ENTER const` values are visible in every iteration. */
     const vm_fplan *f = &vm->plan.frames[l->frame];
     for (uint32_t k = 0; k < f->n_const; k++)
         if (l->consts[k].dtype)
-            vm_send(vm, c, f->const_enters[k], 0, &l->consts[k]);
+            vm_send(w, c, f->const_enters[k], 0, &l->consts[k]);
     return c;
 }
 
@@ -108,8 +168,7 @@ static bool defer(tfvm_vm *vm, vm_loop *l, uint32_t inst, const dev_value *v)
 {
     if (l->n_deferred == l->cap_deferred) {
         uint32_t cap = l->cap_deferred ? l->cap_deferred * 2 : 4;
-        void *p = ut_realloc(&vm->alloc, l->deferred, l->cap_deferred * sizeof *l->deferred,
-                             cap * sizeof *l->deferred);
+        void *p = ut_realloc(&vm->alloc, l->deferred, l->cap_deferred * sizeof *l->deferred, cap * sizeof *l->deferred);
         if (!p)
             return false;
         l->deferred = p;
@@ -121,62 +180,74 @@ static bool defer(tfvm_vm *vm, vm_loop *l, uint32_t inst, const dev_value *v)
     return true;
 }
 
-/* Starts the deferred iteration once the parallel bound allows it. */
-static void release_deferred(tfvm_vm *vm, vm_loop *l)
+/* Starts the deferred iteration once the parallel bound allows it (lock
+ * held). Returns the new iteration's temporary reference, or NULL. */
+static vm_ctx *release_deferred(vm_worker *w, vm_loop *l)
 {
-    const vm_fplan *f = &vm->plan.frames[l->frame];
+    const vm_fplan *f = &w->vm->plan.frames[l->frame];
     uint64_t oldest = l->first ? l->first->iter : l->next;
     if (!l->n_deferred || l->next - oldest >= f->parallel)
-        return;
-    vm_ctx *c = iter_new(vm, l);
+        return NULL;
+    vm_ctx *c = iter_new(w, l);
     if (!c)
-        return;
+        return NULL;
     for (uint32_t k = 0; k < l->n_deferred; k++) {
-        vm_send(vm, c, l->deferred[k].inst, 0, &l->deferred[k].v);
+        vm_send(w, c, l->deferred[k].inst, 0, &l->deferred[k].v);
         dev_value_release(&l->deferred[k].v);
     }
     l->n_deferred = 0;
-    vm_ctx_unref(vm, c);
+    return c;
 }
 
-vm_ctx *vm_iter_release(tfvm_vm *vm, vm_ctx *c)
+vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c)
 {
+    tfvm_vm *vm = w->vm;
     vm_loop *l = c->loop;
-    vm_ctx *succ = c->next_iter;
+    loop_lock(vm, l);
     /* Only the oldest iteration can end: every other one is held by its
      * predecessor. */
+    vm_ctx *succ = c->next_iter;
     l->first = succ;
     if (!succ)
         l->last = NULL;
-    vm_iter_recycle(vm, c);
-    if (l->n_deferred)
-        release_deferred(vm, l);
+    vm_ctx_recycle(w, c);
+    vm_ctx *started = l->n_deferred ? release_deferred(w, l) : NULL;
+    bool ended = !succ && !started && loop_ended(vm, l);
+    loop_unlock(vm, l);
+    if (started)
+        vm_ctx_unref(w, started);
     if (succ)
         return succ; /* drop the hold c had on it */
-    return loop_maybe_end(vm, l);
+    return ended ? loop_end(w, l) : NULL;
 }
 
-static void fire_enter(tfvm_vm *vm, const vm_act *a, dev_value *v)
+static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
 {
+    tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
     const vm_fplan *f = &vm->plan.frames[in->a];
-    vm_loop *l = vm_loop_get(vm, a->ctx, in->a, vm->plan.insts[a->inst].child);
+    vm_loop *l = loop_get(w, a->ctx, in->a, vm->plan.insts[a->inst].child);
     if (!l)
         return;
+    vm_ctx *to_unref[2] = {NULL, NULL};
+    bool ended = false;
+    loop_lock(vm, l);
     l->arrived++;
     if (v->dead) {
         if (l->entered == VM_ENTERED_LIVE) {
-            deadness_error(vm, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+            loop_unlock(vm, l);
+            deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
             return;
         }
         if (l->entered == VM_ENTERED_NONE) {
             /* A dead token never enters a loop: each EXIT says "dead" once. */
             l->entered = VM_ENTERED_DEAD;
             for (uint32_t k = 0; k < f->n_exits; k++)
-                vm_send(vm, a->ctx, f->exits[k], 0, &dead_token);
+                vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
         }
     } else if (l->entered == VM_ENTERED_DEAD) {
-        deadness_error(vm, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+        loop_unlock(vm, l);
+        deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
         return;
     } else {
         l->entered = VM_ENTERED_LIVE;
@@ -184,117 +255,125 @@ static void fire_enter(tfvm_vm *vm, const vm_act *a, dev_value *v)
             uint32_t k = vm->plan.insts[a->inst].k;
             if (l->consts[k].dtype) {
                 /* A second token for this ENTER at one tag: overwriting would
-                 * leak the first value and count one ENTER twice (ending the
-                 * instance before its other ENTERs arrived). */
+                 * leak the first value and count one ENTER twice. */
+                loop_unlock(vm, l);
                 vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "two tokens for input 0 at one tag");
                 return;
             }
             l->consts[k] = *v;
             v->is_tensor = 0; /* the loop instance keeps the reference */
-            for (vm_ctx *it = l->first; it && vm->state != VM_FAILED; it = it->next_iter)
-                vm_send(vm, it, a->inst, 0, &l->consts[k]);
+            for (vm_ctx *it = l->first; it && !vm_failed(vm); it = it->next_iter)
+                vm_send(w, it, a->inst, 0, &l->consts[k]);
         } else if (l->next == 0) {
-            vm_ctx *c = iter_new(vm, l);
-            if (!c)
-                return;
-            vm_send(vm, c, a->inst, 0, v);
-            vm_ctx_unref(vm, c);
+            vm_ctx *c = iter_new(w, l);
+            if (c) {
+                vm_send(w, c, a->inst, 0, v);
+                to_unref[0] = c;
+            }
         } else {
             /* iteration 0 is held alive until every ENTER has arrived */
-            vm_send(vm, l->first, a->inst, 0, v);
+            vm_send(w, l->first, a->inst, 0, v);
         }
     }
     if (l->arrived == f->n_enter) {
         if (l->holding) {
-            /* may end iteration 0, and with it the loop instance */
-            l->holding = 0;
-            vm_ctx_unref(vm, l->first);
+            l->holding = 0; /* may end iteration 0, and with it the instance */
+            to_unref[1] = l->first;
         } else {
-            vm_ctx_unref(vm, loop_maybe_end(vm, l));
+            ended = loop_ended(vm, l);
         }
     }
+    loop_unlock(vm, l);
+    vm_ctx_unref(w, to_unref[0]);
+    vm_ctx_unref(w, to_unref[1]);
+    if (ended)
+        vm_ctx_unref(w, loop_end(w, l));
 }
 
-static void fire_nextiter(tfvm_vm *vm, const vm_act *a, dev_value *v)
+static void fire_nextiter(vm_worker *w, const vm_act *a, dev_value *v)
 {
     if (v->dead)
         return; /* dead tokens end the body's chain */
+    tfvm_vm *vm = w->vm;
     vm_ctx *c = a->ctx;
     vm_loop *l = c->loop;
+    vm_ctx *fresh = NULL;
+    loop_lock(vm, l);
     if (c->next_iter) {
-        vm_send(vm, c->next_iter, a->inst, 0, v);
-        return;
-    }
-    /* c is the newest iteration: start the next one, or wait for the oldest
-     * to finish if parallel iterations are already in flight. */
-    if (l->next - l->first->iter >= vm->plan.frames[l->frame].parallel) {
-        if (!defer(vm, l, a->inst, v))
-            vm_fail(vm, TFVM_ERR_NOMEM, c, a->inst, "out of memory deferring an iteration");
-        else
+        vm_send(w, c->next_iter, a->inst, 0, v);
+    } else if (l->next - l->first->iter >= vm->plan.frames[l->frame].parallel) {
+        /* c is the newest iteration and parallel iterations are in flight:
+         * wait for the oldest to finish. */
+        if (defer(vm, l, a->inst, v))
             v->is_tensor = 0; /* the deferred token keeps the reference */
-        return;
+        else
+            vm_fail(vm, TFVM_ERR_NOMEM, c, a->inst, "out of memory deferring an iteration");
+    } else if ((fresh = iter_new(w, l)) != NULL) {
+        vm_send(w, fresh, a->inst, 0, v);
     }
-    vm_ctx *n = iter_new(vm, l);
-    if (!n)
-        return;
-    vm_send(vm, n, a->inst, 0, v);
-    vm_ctx_unref(vm, n);
+    loop_unlock(vm, l);
+    vm_ctx_unref(w, fresh);
 }
 
-static void fire_call(tfvm_vm *vm, const vm_act *a, dev_value *v)
+static void fire_call(vm_worker *w, const vm_act *a, dev_value *v)
 {
+    tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
     const isa_site *site = &vm->prog->sites[in->a];
     const vm_splan *sp = &vm->plan.sites[in->a];
     uint32_t child = vm->plan.insts[a->inst].child;
     vm_ctx *c = a->ctx;
-    vm_ctx *callee = c->children[child];
+    vm_ctx *callee = atomic_load_explicit(&c->children[child], memory_order_acquire);
     if (!callee) {
-        callee = vm_ctx_new(vm, c, site->callee, VM_CTX_CALL, in->a);
-        if (!callee)
+        vm_ctx *made = vm_ctx_new(w, c, site->callee, VM_CTX_CALL, in->a);
+        if (!made)
             return;
-        callee->child = child;
-        callee->refs = 1; /* held until every CALL of the site has arrived */
-        c->children[child] = callee;
-    }
-    callee->arrived++;
-    const char *fname = vm->prog->regions[site->callee].name;
-    if (v->dead) {
-        if (callee->entered == VM_ENTERED_LIVE) {
-            deadness_error(vm, c, a->inst, "call of", fname);
-            return;
+        made->child = child;
+        atomic_store_explicit(&made->refs, 1, memory_order_relaxed); /* held until every CALL of the site arrived */
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&c->children[child], &expected, made, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            callee = made;
+        } else {
+            vm_ctx_discard(w, made); /* another thread made it first */
+            callee = expected;
         }
-        if (callee->entered == VM_ENTERED_NONE) {
+    }
+    unsigned arrived = atomic_fetch_add_explicit(&callee->arrived, 1, memory_order_acq_rel) + 1;
+    const char *fname = vm->prog->regions[site->callee].name;
+    unsigned char none = VM_ENTERED_NONE, want = v->dead ? VM_ENTERED_DEAD : VM_ENTERED_LIVE;
+    if (!atomic_compare_exchange_strong(&callee->entered, &none, want) && none != want) {
+        deadness_error(w, c, a->inst, "call of", fname);
+        return;
+    }
+    if (v->dead) {
+        if (none == VM_ENTERED_NONE) {
             /* A dead token never enters a function: each RETURN of the site
              * says "dead" once, in the caller. */
-            callee->entered = VM_ENTERED_DEAD;
             for (uint32_t k = 0; k < sp->n_returns; k++)
-                vm_send(vm, c, sp->returns[k], 0, &dead_token);
+                vm_send(w, c, sp->returns[k], 0, &dead_token);
         }
-    } else if (callee->entered == VM_ENTERED_DEAD) {
-        deadness_error(vm, c, a->inst, "call of", fname);
-        return;
     } else {
-        callee->entered = VM_ENTERED_LIVE;
-        vm_send(vm, callee, a->inst, 0, v);
+        vm_send(w, callee, a->inst, 0, v);
     }
-    if (callee->arrived == sp->n_call)
-        vm_ctx_unref(vm, callee);
+    if (arrived == sp->n_call)
+        vm_ctx_unref(w, callee);
 }
 
-void vm_fire_control(tfvm_vm *vm, const vm_act *a, dev_value *in)
+void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
 {
+    tfvm_vm *vm = w->vm;
     const isa_inst *inst = &vm->prog->insts[a->inst];
     vm_ctx *c = a->ctx;
     switch ((isa_op)inst->op) {
     case ISA_IDENTITY:
     case ISA_LOOPCOND:
-        vm_send(vm, c, a->inst, 0, &in[0]);
+        vm_send(w, c, a->inst, 0, &in[0]);
         break;
     case ISA_SWITCH: {
         if (in[0].dead || in[1].dead) {
-            vm_send(vm, c, a->inst, 0, &dead_token);
-            vm_send(vm, c, a->inst, 1, &dead_token);
+            vm_send(w, c, a->inst, 0, &dead_token);
+            vm_send(w, c, a->inst, 1, &dead_token);
             break;
         }
         if (in[1].is_tensor || in[1].dtype != TFVM_BOOL) {
@@ -303,35 +382,35 @@ void vm_fire_control(tfvm_vm *vm, const vm_act *a, dev_value *in)
             break;
         }
         uint32_t taken = in[1].u.b ? 1 : 0;
-        vm_send(vm, c, a->inst, taken, &in[0]);
-        vm_send(vm, c, a->inst, 1 - taken, &dead_token);
+        vm_send(w, c, a->inst, taken, &in[0]);
+        vm_send(w, c, a->inst, 1 - taken, &dead_token);
         break;
     }
     case ISA_MERGE:
         if (in[0].dead) {
-            vm_send(vm, c, a->inst, 0, &dead_token);
-            vm_send(vm, c, a->inst, 1, &dead_token);
+            vm_send(w, c, a->inst, 0, &dead_token);
+            vm_send(w, c, a->inst, 1, &dead_token);
         } else {
             dev_value index = {.dtype = TFVM_I32, .u.i32 = (int32_t)a->aux};
-            vm_send(vm, c, a->inst, 0, &in[0]);
-            vm_send(vm, c, a->inst, 1, &index);
+            vm_send(w, c, a->inst, 0, &in[0]);
+            vm_send(w, c, a->inst, 1, &index);
         }
         break;
     case ISA_ENTER:
-        fire_enter(vm, a, &in[0]);
+        fire_enter(w, a, &in[0]);
         break;
     case ISA_EXIT:
         if (!in[0].dead)
-            vm_send(vm, c->loop->parent, a->inst, 0, &in[0]);
+            vm_send(w, c->loop->parent, a->inst, 0, &in[0]);
         break;
     case ISA_NEXTITER:
-        fire_nextiter(vm, a, &in[0]);
+        fire_nextiter(w, a, &in[0]);
         break;
     case ISA_CALL:
-        fire_call(vm, a, &in[0]);
+        fire_call(w, a, &in[0]);
         break;
     case ISA_RETURN:
-        vm_send(vm, c->parent, a->inst, 0, &in[0]);
+        vm_send(w, c->parent, a->inst, 0, &in[0]);
         break;
     default:
         vm_fail(vm, TFVM_ERR_INTERNAL, c, a->inst, "not a control instruction");

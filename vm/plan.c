@@ -31,6 +31,8 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
     for (uint32_t r = 0; r < p->n_regions; r++)
         if (p->regions[r].kind == ISA_REGION_LOOP)
             out->regions[r].frame_child = out->regions[p->regions[r].parent].n_children++;
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        out->regions[r].n_frames = out->regions[r].n_children; /* sites come after */
 
     for (uint32_t r = 0; r < p->n_regions; r++)
         out->regions[r].first = out->regions[r].end = 0;
@@ -44,14 +46,16 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         vm_iplan *ip = &out->insts[i];
         vm_rplan *rp = &out->regions[in->region];
         uint32_t ports = isa_ports(in);
+        ip->ports = ports;
         /* Matching state: every instruction with several ports, and every
-         * MERGE, even with one input (merge_arrive always records arrivals
-         * in its slots and counter; without its own it would use another
-         * instruction's, or memory past the context's slots). */
+         * MERGE, even with one input (it records arrivals to absorb late
+         * tokens and to catch a second token on one port). */
         if (ports > 1 || in->op == ISA_MERGE) {
+            ip->matched = 1;
             ip->slot = rp->n_slots;
-            ip->match = rp->n_match++;
+            ip->match = rp->n_words;
             rp->n_slots += ports;
+            rp->n_words += (ports + 63) / 64 + 1; /* claim words + status word */
         }
         /* edges are sorted by output port */
         uint32_t e = in->edge_first, end = in->edge_first + in->n_edges;
@@ -125,13 +129,13 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         }
     }
 
-    /* Context layout: header, value slots, child pointers, counters. */
+    /* Context layout: header, value slots, child pointers, matching words. */
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_rplan *rp = &out->regions[r];
         size_t size = sizeof(vm_ctx);
         size += (size_t)rp->n_slots * sizeof(dev_value);
         size += (size_t)rp->n_children * sizeof(void *);
-        size += (size_t)rp->n_match * sizeof(uint32_t);
+        size += (size_t)rp->n_words * sizeof(uint64_t);
         rp->ctx_size = (size + 15) & ~(size_t)15;
     }
     return TFVM_OK;

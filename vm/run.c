@@ -1,15 +1,28 @@
 /* vm/run.c — the firing loop: contexts and their lifetimes, token delivery and
- * matching (explicit token store), firing, quiescence, results and the
- * diagnosis of a stuck run. Control instructions are in control.c. */
+ * matching (explicit token store), firing, workers (inline successor, deques,
+ * stealing, parking, termination), results and the diagnosis of a stuck run.
+ * Control instructions are in control.c.
+ *
+ * Matching without locks: each matched instruction owns, in its region's
+ * contexts, one claim bit per input port and a status word. A token first
+ * claims its port (a second token for the port finds the bit set: a program
+ * error), then writes its value slot, then counts itself in the status word;
+ * the token that makes the count complete fires the instruction, and the
+ * acquire/release order of the count makes every slot visible to it. In the
+ * deterministic mode the same words are read and written without atomic
+ * read-modify-writes (one thread, no lock prefix). */
 #include "vm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "devices/cpu/cpu.h"
 
-#define MERGE_FIRED 0x80000000u
+#define MERGE_FIRED (1ull << 63)
+#define SPINS_BEFORE_PARK 2000
+#define PEAK_SAMPLE 64 /* parallel mode: sample the live-context total every N creations */
 
 static double now_seconds(void)
 {
@@ -18,15 +31,48 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline bool slot_present(const dev_value *v) { return v->dtype != 0 || v->dead; }
+/* Read-modify-write on matching words: atomic in parallel mode, plain (but
+ * still through the atomic type, relaxed) in the deterministic mode. */
+static inline uint64_t word_or(bool par, _Atomic uint64_t *p, uint64_t v)
+{
+    if (par)
+        return atomic_fetch_or_explicit(p, v, memory_order_relaxed);
+    uint64_t o = atomic_load_explicit(p, memory_order_relaxed);
+    atomic_store_explicit(p, o | v, memory_order_relaxed);
+    return o;
+}
+
+static inline uint64_t word_add(bool par, _Atomic uint64_t *p, uint64_t v)
+{
+    if (par)
+        return atomic_fetch_add_explicit(p, v, memory_order_acq_rel);
+    uint64_t o = atomic_load_explicit(p, memory_order_relaxed);
+    atomic_store_explicit(p, o + v, memory_order_relaxed);
+    return o;
+}
+
+static inline _Atomic uint64_t *claim_word(const vm_ctx *c, const vm_iplan *ip, uint32_t port)
+{
+    return &c->words[ip->match + port / 64];
+}
+static inline _Atomic uint64_t *status_word(const vm_ctx *c, const vm_iplan *ip)
+{
+    return &c->words[ip->match + (ip->ports + 63) / 64];
+}
+static inline bool port_claimed(const vm_ctx *c, const vm_iplan *ip, uint32_t port)
+{
+    return atomic_load_explicit(claim_word(c, ip, port), memory_order_relaxed) & (1ull << (port % 64));
+}
 
 /* ---- Errors ------------------------------------------------------------------ */
 
 void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, const char *fmt, ...)
 {
-    if (vm->state == VM_FAILED)
+    pthread_mutex_lock(&vm->err_lock);
+    if (atomic_load(&vm->state) == VM_FAILED) {
+        pthread_mutex_unlock(&vm->err_lock);
         return;
-    vm->state = VM_FAILED;
+    }
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
@@ -39,11 +85,14 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
         isa_inst_label(vm->prog, inst, e->instr, sizeof e->instr);
         if (ctx)
             vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
-        ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr,
-                 isa_ops[vm->prog->insts[inst].op].name, ctx ? e->tag : "[]", msg);
+        ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr, isa_ops[vm->prog->insts[inst].op].name,
+               ctx ? e->tag : "[]", msg);
     } else {
         ut_fmt(e->message, sizeof e->message, "%s", msg);
     }
+    atomic_store(&vm->state, VM_FAILED);
+    atomic_store(&vm->done, 1); /* every worker stops */
+    pthread_mutex_unlock(&vm->err_lock);
     if (vm->cfg.log)
         vm->cfg.log(vm->cfg.log_ud, TFVM_LOG_ERROR, e->message);
 }
@@ -91,8 +140,7 @@ static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
 }
 
 /* Formats straight into buf, without allocating: it runs inside vm_fail,
- * also when memory has run out (and every allocation of the library must go
- * through the configured allocator). A tag that does not fit ends in "...". */
+ * also when memory has run out. A tag that does not fit ends in "...". */
 const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size)
 {
     if (size == 0)
@@ -112,8 +160,7 @@ const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t s
         if (!fits)
             break;
         if (c->kind == VM_CTX_CALL)
-            fits = tag_put(buf, size, &len, "%s@%u", p->regions[p->sites[c->elem].callee].name,
-                           p->sites[c->elem].id);
+            fits = tag_put(buf, size, &len, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
         else
             fits = tag_put(buf, size, &len, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
     }
@@ -126,226 +173,327 @@ const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t s
 
 /* ---- Contexts ------------------------------------------------------------------ */
 
-vm_ctx *vm_ctx_new(tfvm_vm *vm, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
+static int64_t live_total(const tfvm_vm *vm)
 {
-    const vm_rplan *rp = &vm->plan.regions[region];
-    if (vm->cfg.max_contexts && vm->n_live >= vm->cfg.max_contexts) {
+    int64_t n = 0;
+    for (uint32_t i = 0; i < vm->n_workers; i++)
+        n += atomic_load_explicit(&vm->w[i].live, memory_order_relaxed);
+    return n;
+}
+
+/* Tracks the peak of live contexts and enforces max_contexts: exactly in the
+ * deterministic mode, by sampling the workers' counts in parallel mode. */
+static bool note_created(vm_worker *w)
+{
+    tfvm_vm *vm = w->vm;
+    int64_t mine = atomic_load_explicit(&w->live, memory_order_relaxed) + 1;
+    atomic_store_explicit(&w->live, mine, memory_order_relaxed); /* only this thread writes it */
+    w->st.contexts_created++;
+    int64_t total = mine;
+    if (vm->parallel) {
+        if (w->st.contexts_created % PEAK_SAMPLE)
+            return true;
+        total = live_total(vm);
+    }
+    long long peak = atomic_load_explicit(&vm->live_peak, memory_order_relaxed);
+    while (total > peak && !atomic_compare_exchange_weak(&vm->live_peak, &peak, total))
+        ;
+    if (vm->cfg.max_contexts && (uint64_t)total > vm->cfg.max_contexts) {
         vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE, "more than %llu live contexts (max_contexts)",
                 (unsigned long long)vm->cfg.max_contexts);
-        return NULL;
+        return false;
     }
-    vm_ctx *c = vm->free_ctx[region];
+    return true;
+}
+
+vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
+{
+    tfvm_vm *vm = w->vm;
+    const vm_rplan *rp = &vm->plan.regions[region];
+    vm_ctx *c = w->free_ctx[region];
+    vm_ctx *block_link;
     if (c) {
-        vm->free_ctx[region] = c->parent;
+        w->free_ctx[region] = c->parent;
+        block_link = c->next_block;
     } else {
         c = ut_alloc(&vm->alloc, rp->ctx_size);
         if (!c) {
             vm_fail(vm, TFVM_ERR_NOMEM, NULL, ISA_NONE, "out of memory creating a context");
             return NULL;
         }
+        block_link = w->blocks;
+        w->blocks = c;
     }
     memset(c, 0, rp->ctx_size);
+    c->next_block = block_link;
     c->parent = parent;
     c->region = region;
     c->kind = (uint8_t)kind;
     c->elem = elem;
+    c->live = 1;
+    c->serial = (w->st.contexts_created << 10) | w->id;
     c->slots = (dev_value *)(c + 1);
-    c->children = (void **)(c->slots + rp->n_slots);
-    c->counts = (uint32_t *)(c->children + rp->n_children);
-    /* link into the live list */
-    c->next_live = vm->live.next_live;
-    c->prev_live = &vm->live;
-    vm->live.next_live->prev_live = c;
-    vm->live.next_live = c;
-    vm->stats.contexts_created++;
-    if (++vm->n_live > vm->stats.contexts_peak)
-        vm->stats.contexts_peak = vm->n_live;
+    c->children = (_Atomic(void *) *)(c->slots + rp->n_slots);
+    c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
     if (kind == VM_CTX_CALL)
-        parent->refs++;
+        vm_ctx_ref(vm, parent);
+    if (!note_created(w)) {
+        vm_ctx_discard(w, c);
+        return NULL;
+    }
     return c;
 }
 
-/* Returns a context's memory to its region's free list. */
-static void ctx_recycle(tfvm_vm *vm, vm_ctx *c)
+void vm_ctx_recycle(vm_worker *w, vm_ctx *c)
 {
-    c->prev_live->next_live = c->next_live;
-    c->next_live->prev_live = c->prev_live;
-    vm->n_live--;
-    c->parent = vm->free_ctx[c->region];
-    vm->free_ctx[c->region] = c;
+    c->live = 0;
+    atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) - 1, memory_order_relaxed);
+    c->parent = w->free_ctx[c->region];
+    w->free_ctx[c->region] = c;
 }
 
-vm_ctx *vm_ctx_release(tfvm_vm *vm, vm_ctx *c)
+void vm_ctx_discard(vm_worker *w, vm_ctx *c)
+{
+    vm_ctx *parent = c->kind == VM_CTX_CALL ? c->parent : NULL;
+    vm_ctx_recycle(w, c);
+    if (parent)
+        vm_ctx_unref(w, parent);
+}
+
+/* A context whose last reference went; returns the context that loses a
+ * reference because of it. */
+static vm_ctx *ctx_release(vm_worker *w, vm_ctx *c)
 {
     vm_ctx *next = NULL;
     switch (c->kind) {
     case VM_CTX_CALL:
-        c->parent->children[c->child] = NULL;
+        atomic_store_explicit(&c->parent->children[c->child], NULL, memory_order_relaxed);
         next = c->parent;
-        ctx_recycle(vm, c);
+        vm_ctx_recycle(w, c);
         break;
     case VM_CTX_ITER:
-        next = vm_iter_release(vm, c);
+        next = vm_iter_release(w, c);
         break;
     default:
-        ctx_recycle(vm, c);
+        vm_ctx_recycle(w, c);
         break;
     }
     return next;
 }
 
-void vm_ctx_unref(tfvm_vm *vm, vm_ctx *c)
+void vm_ctx_unref(vm_worker *w, vm_ctx *c)
 {
-    while (c && --c->refs == 0)
-        c = vm_ctx_release(vm, c);
+    bool par = w->vm->parallel;
+    while (c) {
+        unsigned old;
+        if (par) {
+            old = atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel);
+        } else {
+            old = atomic_load_explicit(&c->refs, memory_order_relaxed);
+            atomic_store_explicit(&c->refs, old - 1, memory_order_relaxed);
+        }
+        if (old != 1)
+            return;
+        c = ctx_release(w, c);
+    }
 }
 
-/* Recycles an iteration context (called from vm_iter_release in control.c). */
-void vm_iter_recycle(tfvm_vm *vm, vm_ctx *c);
-void vm_iter_recycle(tfvm_vm *vm, vm_ctx *c) { ctx_recycle(vm, c); }
+/* ---- Queues ------------------------------------------------------------------- */
 
-/* ---- Tokens --------------------------------------------------------------------- */
+static void wake_one(tfvm_vm *vm)
+{
+    pthread_mutex_lock(&vm->park_lock);
+    vm->wake_seq++;
+    pthread_cond_signal(&vm->park_cond);
+    pthread_mutex_unlock(&vm->park_lock);
+}
 
-/* The activation takes over *v (its tensor reference), also when queueing
- * fails: then the reference is released here, so no caller leaks it. */
-static inline bool push_act(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v)
+static void wake_all(tfvm_vm *vm)
+{
+    pthread_mutex_lock(&vm->park_lock);
+    vm->wake_seq++;
+    pthread_cond_broadcast(&vm->park_cond);
+    pthread_mutex_unlock(&vm->park_lock);
+}
+
+/* Moves an activation into the worker's queue (where thieves may take it). */
+static bool enqueue(vm_worker *w, const vm_act *a)
+{
+    tfvm_vm *vm = w->vm;
+    if (vm->parallel) {
+        if (!dq_push(&w->dq, (const sched_item *)(const void *)a))
+            return false;
+        if (atomic_load_explicit(&vm->sleepers, memory_order_relaxed))
+            wake_one(vm);
+        return true;
+    }
+    if (w->n_stack == w->cap_stack) {
+        size_t cap = w->cap_stack ? w->cap_stack * 2 : 256;
+        vm_act *s = ut_realloc(&vm->alloc, w->stack, w->cap_stack * sizeof *s, cap * sizeof *s);
+        if (!s)
+            return false;
+        w->stack = s;
+        w->cap_stack = cap;
+    }
+    w->stack[w->n_stack++] = *a;
+    return true;
+}
+
+/* The newest activation waits in `next` and runs right after the current
+ * firing (no queue round trip on a linear chain); an older one moves to the
+ * queue. The order is exactly LIFO. */
+bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
 {
     vm_act a = {.ctx = ctx, .inst = inst, .aux = aux};
     if (v)
         a.v = *v;
-    if (!sched_push(&vm->queue, &a)) {
+    if (!owned)
+        vm_ctx_ref(w->vm, ctx);
+    if (w->has_next && !enqueue(w, &w->next)) {
         dev_value_release(&a.v);
-        vm_fail(vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
+        dev_value_release(&w->next.v);
+        w->has_next = false;
+        vm_fail(w->vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
         return false;
     }
-    ctx->refs++;
+    w->next = a;
+    w->has_next = true;
     return true;
 }
 
-bool vm_push(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v)
-{
-    return push_act(vm, ctx, inst, aux, v);
-}
+/* ---- Tokens --------------------------------------------------------------------- */
 
-static void port_error(tfvm_vm *vm, vm_ctx *c, uint32_t inst, uint32_t port)
+static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value *v)
 {
-    vm_fail(vm, TFVM_ERR_PORT, c, inst, "two tokens for input %u at one tag", port);
+    dev_value_release(v);
+    vm_fail(w->vm, TFVM_ERR_PORT, c, inst, "two tokens for input %u at one tag", port);
+    vm_ctx_unref(w, c);
 }
 
 /* MERGE: fires on its first live input; on all-dead once every input is in.
- * Only presence is stored (to catch a second token on one port). */
-static void merge_arrive(tfvm_vm *vm, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
+ * Later tokens are absorbed. Only presence is recorded (claim bits). The
+ * partial match's reference is the one of the first token that did not fire
+ * it; it goes when the MERGE fires. */
+static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
 {
-    const isa_inst *in = &vm->prog->insts[inst];
+    tfvm_vm *vm = w->vm;
+    bool par = vm->parallel;
     const vm_iplan *ip = &vm->plan.insts[inst];
-    uint32_t *cnt = &c->counts[ip->match];
-    dev_value *slot = &c->slots[ip->slot + port];
-    if (slot_present(slot)) {
+    vm_ctx_ref(vm, c); /* this token's reference while it is delivered */
+    uint64_t bit = 1ull << (port % 64);
+    if (word_or(par, claim_word(c, ip, port), bit) & bit) {
+        port_error(w, c, inst, port, &v);
+        return;
+    }
+    _Atomic uint64_t *st = status_word(c, ip);
+    uint64_t s = atomic_load_explicit(st, memory_order_relaxed), ns;
+    for (;;) {
+        ns = s + 1;
+        if (!(s & MERGE_FIRED) && (!v.dead || ((s & ~MERGE_FIRED) + 1 == ip->ports)))
+            ns |= MERGE_FIRED;
+        if (!par) {
+            atomic_store_explicit(st, ns, memory_order_relaxed);
+            break;
+        }
+        if (atomic_compare_exchange_weak_explicit(st, &s, ns, memory_order_acq_rel, memory_order_relaxed))
+            break;
+    }
+    uint64_t before = s & ~MERGE_FIRED;
+    if (s & MERGE_FIRED) { /* absorbed: a MERGE never fires twice at one tag */
         dev_value_release(&v);
-        port_error(vm, c, inst, port);
-        return;
-    }
-    slot->dead = 1;
-    bool was_partial = (*cnt & ~MERGE_FIRED) > 0 && !(*cnt & MERGE_FIRED);
-    uint32_t n = (*cnt & ~MERGE_FIRED) + 1;
-    *cnt = (*cnt & MERGE_FIRED) | n;
-    if (*cnt & MERGE_FIRED) {
-        dev_value_release(&v); /* absorbed: never fires twice */
-        return;
-    }
-    if (!v.dead || n == isa_ports(in)) {
-        *cnt |= MERGE_FIRED;
-        vm->stats.matches++;
-        /* The activation takes over the partial match's reference; if it
-         * could not be queued the partial match keeps it (the run has failed
-         * and teardown frees the context), so refs never undercounts. */
-        if (push_act(vm, c, inst, port, &v) && was_partial)
-            c->refs--;
-    } else if (!was_partial) {
-        c->refs++; /* a partial match holds its context */
+        vm_ctx_unref(w, c);
+    } else if (ns & MERGE_FIRED) {
+        w->st.matches++;
+        if (vm_push(w, c, inst, port, &v, true) && before > 0)
+            vm_ctx_unref(w, c); /* the partial match's reference */
+    } else if (before > 0) {
+        vm_ctx_unref(w, c); /* the first token holds the partial match */
     }
 }
 
-static void deliver(tfvm_vm *vm, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
+static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
 {
+    tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[inst];
-    vm->stats.tokens++;
-    if (in->op == ISA_MERGE) {
-        merge_arrive(vm, c, inst, port, v);
-        return;
-    }
-    uint32_t ports = isa_ports(in);
-    if (ports == 1) {
+    const vm_iplan *ip = &vm->plan.insts[inst];
+    w->st.tokens++;
+    if (!ip->matched) {
         /* RETURN dispatch by call site (docs/isa.md, "Implementation freedom"):
          * a token of activation t.C(s') is only for the RETURNs of s'. */
         if (in->op == ISA_RETURN && (c->kind != VM_CTX_CALL || c->elem != in->a)) {
             dev_value_release(&v);
             return;
         }
-        push_act(vm, c, inst, 0, &v);
+        vm_push(w, c, inst, 0, &v, false);
         return;
     }
-    const vm_iplan *ip = &vm->plan.insts[inst];
-    uint32_t *cnt = &c->counts[ip->match];
-    dev_value *slot = &c->slots[ip->slot + port];
-    if (*cnt >= ports || slot_present(slot)) {
-        dev_value_release(&v);
-        port_error(vm, c, inst, port);
+    if (in->op == ISA_MERGE) {
+        merge_arrive(w, c, inst, port, v);
         return;
     }
-    *slot = v;
-    if (++*cnt == 1)
-        c->refs++; /* partial match */
-    if (*cnt == ports) {
-        vm->stats.matches++;
-        if (push_act(vm, c, inst, 0, NULL))
-            c->refs--; /* the activation takes over the partial match's reference */
+    bool par = vm->parallel;
+    vm_ctx_ref(vm, c); /* this token's reference while it is delivered */
+    uint64_t bit = 1ull << (port % 64);
+    if (word_or(par, claim_word(c, ip, port), bit) & bit) {
+        port_error(w, c, inst, port, &v);
+        return;
     }
+    c->slots[ip->slot + port] = v;
+    uint64_t n = word_add(par, status_word(c, ip), 1) + 1;
+    if (n == 1)
+        return; /* the first token's reference holds the partial match */
+    if (n < ip->ports) {
+        vm_ctx_unref(w, c);
+        return;
+    }
+    w->st.matches++;
+    if (vm_push(w, c, inst, 0, NULL, true))
+        vm_ctx_unref(w, c); /* the partial match's reference */
 }
 
-void vm_send(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v)
+void vm_send(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v)
 {
+    tfvm_vm *vm = w->vm;
     const vm_iplan *ip = &vm->plan.insts[inst];
     const isa_edge *e = vm->prog->edges;
     uint32_t first = ip->out_at[out], end = ip->out_at[out + 1];
-    for (uint32_t k = first; k < end && vm->state != VM_FAILED; k++) {
+    for (uint32_t k = first; k < end && !vm_failed(vm); k++) {
         dev_value copy = *v;
         dev_value_retain(&copy);
-        deliver(vm, ctx, e[k].inst, e[k].port, copy);
+        deliver(w, ctx, e[k].inst, e[k].port, copy);
     }
 }
 
 /* ---- Firing ----------------------------------------------------------------------- */
 
-static void fire_result(tfvm_vm *vm, const vm_act *a, dev_value *v)
+static void fire_result(vm_worker *w, const vm_act *a, dev_value *v)
 {
+    tfvm_vm *vm = w->vm;
     uint32_t k = vm->prog->insts[a->inst].a;
-    dev_value *r = &vm->results[k];
-    if (slot_present(r)) {
+    if (atomic_exchange(&vm->result_set[k], 1)) {
         vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "result %u produced twice", k);
         return;
     }
-    *r = *v;
+    vm->results[k] = *v;
     v->is_tensor = 0; /* moved */
 }
 
-static void fire(tfvm_vm *vm, vm_act *a)
+static void fire(vm_worker *w, vm_act *a)
 {
+    tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
-    const isa_op_info *info = &isa_ops[in->op];
+    const vm_iplan *ip = &vm->plan.insts[a->inst];
     vm_ctx *c = a->ctx;
-    uint32_t ports = isa_ports(in);
     dev_value inputs[3] = {{0}};
     bool dead = false;
 
-    vm->stats.fired++;
-    if (ports <= 1 || in->op == ISA_MERGE) {
+    w->st.fired++;
+    if (!ip->matched || in->op == ISA_MERGE) {
         inputs[0] = a->v;
         dead = a->v.dead;
-    } else if (ports > 1) {
-        const vm_iplan *ip = &vm->plan.insts[a->inst];
+    } else {
         dev_value *s = &c->slots[ip->slot];
-        for (uint32_t p = 0; p < ports; p++) {
+        for (uint32_t p = 0; p < ip->ports; p++) {
             dead |= s[p].dead;
             if (p < in->n_in && p < 3)
                 inputs[p] = s[p];
@@ -355,53 +503,193 @@ static void fire(tfvm_vm *vm, vm_act *a)
         }
     }
 
-    switch (info->cls) {
+    switch (isa_ops[in->op].cls) {
     case ISA_CLASS_SOURCE:
         if (in->op == ISA_ARG) {
-            vm_send(vm, c, a->inst, 0, &inputs[0]);
+            vm_send(w, c, a->inst, 0, &inputs[0]);
         } else {
             dev_value v = dead ? dev_dead() : vm->consts[in->a];
-            vm_send(vm, c, a->inst, 0, &v);
-            dev_value_release(&inputs[0]);
+            vm_send(w, c, a->inst, 0, &v);
         }
         break;
     case ISA_CLASS_SINK:
-        fire_result(vm, a, &inputs[0]);
+        fire_result(w, a, &inputs[0]);
         break;
     case ISA_CLASS_CONTROL:
-        vm_fire_control(vm, a, inputs);
+        vm_fire_control(w, a, inputs);
         break;
     default: {
         dev_value out = dev_dead();
         if (!dead) {
             char msg[256];
-            tfvm_status st = dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg,
-                                                 sizeof msg);
+            tfvm_status st = dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
             if (st != TFVM_OK) {
                 vm_fail(vm, st, c, a->inst, "%s", msg);
                 break;
             }
         }
-        vm_send(vm, c, a->inst, 0, &out);
+        vm_send(w, c, a->inst, 0, &out);
         dev_value_release(&out);
         break;
     }
     }
     for (int i = 0; i < 3; i++)
         dev_value_release(&inputs[i]);
-    vm_ctx_unref(vm, c);
+    vm_ctx_unref(w, c);
+}
+
+/* ---- Workers ------------------------------------------------------------------------ */
+
+static inline bool take_local(vm_worker *w, vm_act *a)
+{
+    if (w->has_next) {
+        *a = w->next;
+        w->has_next = false;
+        w->inline_runs++;
+        return true;
+    }
+    if (w->vm->parallel)
+        return dq_pop(&w->dq, (sched_item *)(void *)a);
+    if (w->n_stack) {
+        *a = w->stack[--w->n_stack];
+        return true;
+    }
+    return false;
+}
+
+static bool any_work(const tfvm_vm *vm)
+{
+    for (uint32_t i = 0; i < vm->n_workers; i++)
+        if (dq_size(&vm->w[i].dq) > 0)
+            return true;
+    return false;
+}
+
+/* Out of local work: steal, spin, park. Returns false when the run is over:
+ * every worker idle means no token is in flight anywhere (a worker only goes
+ * idle with an empty queue, and idle workers make no tokens), so quiescence
+ * is detected without any lock on the firing path. */
+static bool find_work(vm_worker *w, vm_act *a)
+{
+    tfvm_vm *vm = w->vm;
+    uint32_t n = vm->n_workers;
+    if (atomic_fetch_add(&vm->idle, 1) + 1 == n) {
+        atomic_store(&vm->done, 1);
+        wake_all(vm);
+        return false;
+    }
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&vm->done, memory_order_acquire))
+            return false;
+        for (uint32_t k = 1; k < n; k++) {
+            vm_worker *v = &vm->w[(w->id + w->victim + k) % n];
+            if (dq_size(&v->dq) == 0)
+                continue;
+            atomic_fetch_sub(&vm->idle, 1); /* not idle while holding stolen work */
+            int r = dq_steal(&v->dq, (sched_item *)(void *)a);
+            if (r == DQ_OK) {
+                w->st.steals++;
+                w->victim = (w->victim + k) % n;
+                return true;
+            }
+            if (atomic_fetch_add(&vm->idle, 1) + 1 == n) {
+                atomic_store(&vm->done, 1);
+                wake_all(vm);
+                return false;
+            }
+        }
+        if (spins < SPINS_BEFORE_PARK)
+            continue;
+        spins = 0;
+        /* Park until a push wakes us (or a bounded wait passes: a wake-up
+         * that raced our going to sleep costs at most that long). */
+        pthread_mutex_lock(&vm->park_lock);
+        atomic_fetch_add(&vm->sleepers, 1);
+        uint64_t seq = vm->wake_seq;
+        if (!any_work(vm) && !atomic_load(&vm->done)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 1000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            w->parks++;
+            while (seq == vm->wake_seq && !atomic_load(&vm->done))
+                if (pthread_cond_timedwait(&vm->park_cond, &vm->park_lock, &until) != 0)
+                    break;
+        }
+        atomic_fetch_sub(&vm->sleepers, 1);
+        pthread_mutex_unlock(&vm->park_lock);
+    }
+}
+
+static void worker_loop(vm_worker *w)
+{
+    tfvm_vm *vm = w->vm;
+    vm_act a;
+    for (;;) {
+        uint32_t k = 0;
+        while (take_local(w, &a)) {
+            fire(w, &a);
+            if (++k == 1024) {
+                k = 0;
+                if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
+                    atomic_exchange(&vm->interrupted, 0))
+                    vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+                if (atomic_load_explicit(&vm->done, memory_order_relaxed))
+                    return;
+            }
+        }
+        if (atomic_load_explicit(&vm->done, memory_order_relaxed) || !find_work(w, &a))
+            return;
+        fire(w, &a);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    vm_worker *w = arg;
+    if (w->vm->topo)
+        sched_topo_pin(w->vm->topo, w->id);
+    worker_loop(w);
+    return NULL;
+}
+
+/* Parallel mode: worker 0 is the calling thread, the others are started
+ * for the run. */
+static void run_parallel(tfvm_vm *vm)
+{
+    uint32_t started = 1;
+    for (uint32_t i = 1; i < vm->n_workers; i++) {
+        if (pthread_create(&vm->w[i].thread, NULL, worker_main, &vm->w[i]) != 0)
+            break;
+        started++;
+    }
+    if (started < vm->n_workers) /* fewer threads: the termination count must match */
+        atomic_fetch_add(&vm->idle, vm->n_workers - started);
+    worker_loop(&vm->w[0]);
+    for (uint32_t i = 1; i < started; i++)
+        pthread_join(vm->w[i].thread, NULL);
 }
 
 vm_state vm_step(tfvm_vm *vm, uint64_t max)
 {
-    if (vm->state != VM_RUNNING && vm->state != VM_PAUSED)
-        return vm->state;
-    vm->state = VM_RUNNING;
+    int state = atomic_load(&vm->state);
+    if (state != VM_RUNNING && state != VM_PAUSED)
+        return (vm_state)state;
+    atomic_store(&vm->state, VM_RUNNING);
+    if (vm->parallel) {
+        run_parallel(vm);
+        if (!vm_failed(vm))
+            atomic_store(&vm->state, VM_DONE);
+        return (vm_state)atomic_load(&vm->state);
+    }
+    vm_worker *w = &vm->w[0];
     uint64_t n = 0;
     vm_act a;
     while (max == 0 || n < max) {
-        if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
-            atomic_exchange(&vm->interrupted, 0)) {
+        if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0)) {
             vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
             break;
         }
@@ -409,23 +697,23 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
             a = vm->paused;
             vm->has_paused = false;
         } else {
-            if (!sched_pop(&vm->queue, &a)) {
-                vm->state = VM_DONE;
+            if (!take_local(w, &a)) {
+                atomic_store(&vm->state, VM_DONE);
                 break;
             }
             if (vm->hook && vm->hook(vm->hook_ud, vm, &a)) {
                 vm->paused = a;
                 vm->has_paused = true;
-                vm->state = VM_PAUSED;
-                return vm->state;
+                atomic_store(&vm->state, VM_PAUSED);
+                return VM_PAUSED;
             }
         }
-        fire(vm, &a);
+        fire(w, &a);
         n++;
-        if (vm->state == VM_FAILED)
+        if (vm_failed(vm))
             break;
     }
-    return vm->state;
+    return (vm_state)atomic_load(&vm->state);
 }
 
 /* ---- Runs ---------------------------------------------------------------------------- */
@@ -471,24 +759,38 @@ static dev_value from_api(const tfvm_value *v)
 
 static void teardown(tfvm_vm *vm);
 
+static bool run_in_progress(const tfvm_vm *vm)
+{
+    uint64_t ctxs, loops;
+    vm_count_live(vm, &ctxs, &loops);
+    return vm->root || vm->results || ctxs || loops;
+}
+
 tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t n_args)
 {
     const isa_program *p = vm->prog;
     const isa_entry *en = &p->entries[entry];
     /* A previous run that was stepped but never ended (a debugger that
      * stopped early) is discarded, so that nothing of it leaks. */
-    if (vm->root || vm->results || vm->live.next_live != &vm->live)
+    if (run_in_progress(vm))
         teardown(vm);
     ut_err_clear(&vm->err);
     memset(&vm->stats, 0, sizeof vm->stats);
-    vm->state = VM_RUNNING;
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        memset(&vm->w[i].st, 0, sizeof vm->w[i].st);
+        vm->w[i].parks = vm->w[i].inline_runs = 0;
+    }
+    atomic_store(&vm->live_peak, 0);
+    atomic_store(&vm->idle, 0);
+    atomic_store(&vm->done, 0);
+    atomic_store(&vm->state, VM_RUNNING);
     atomic_store(&vm->interrupted, 0);
     vm->has_paused = false;
     vm->entry = entry;
     vm->t_start = now_seconds();
 
     if (n_args != en->n_params) {
-        vm->state = VM_FAILED;
+        atomic_store(&vm->state, VM_FAILED);
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "entry '%s' takes %u argument%s, got %zu", en->name,
                       en->n_params, en->n_params == 1 ? "" : "s", n_args);
     }
@@ -497,37 +799,39 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
             char want[32], got[32];
             describe_type(&en->params[i], want, sizeof want);
             describe_value_type(&args[i], got, sizeof got);
-            vm->state = VM_FAILED;
-            return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "argument %zu '%s' of entry '%s': expected %s, got %s",
-                          i + 1, en->params[i].name, en->name, want, got);
+            atomic_store(&vm->state, VM_FAILED);
+            return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "argument %zu '%s' of entry '%s': expected %s, got %s", i + 1,
+                          en->params[i].name, en->name, want, got);
         }
     }
     vm->results = ut_calloc(&vm->alloc, en->n_results + 1, sizeof(dev_value));
-    if (!vm->results) {
-        vm->state = VM_FAILED;
+    vm->result_set = ut_calloc(&vm->alloc, en->n_results + 1, 1);
+    if (!vm->results || !vm->result_set) {
+        teardown(vm);
+        atomic_store(&vm->state, VM_FAILED);
         return ut_err(&vm->err, TFVM_ERR_NOMEM, "out of memory starting a run");
     }
-    vm->root = vm_ctx_new(vm, NULL, en->region, VM_CTX_ROOT, 0);
+    vm_worker *w = &vm->w[0];
+    vm->root = vm_ctx_new(w, NULL, en->region, VM_CTX_ROOT, 0);
     if (!vm->root) {
         tfvm_status st = vm->err.code;
         teardown(vm);
-        vm->state = VM_FAILED;
         return st;
     }
-    vm->root->refs = 1; /* the run's own hold, dropped in vm_end */
+    atomic_store(&vm->root->refs, 1); /* the run's own hold, dropped in vm_end */
     /* Sources fire once at the root tag: every ARG, and CONSTs without
      * control inputs. Pushed in reverse so the LIFO fires them in order. */
     const vm_rplan *rp = &vm->plan.regions[en->region];
-    for (uint32_t i = rp->end; i-- > rp->first && vm->state == VM_RUNNING;) {
+    for (uint32_t i = rp->end; i-- > rp->first && !vm_failed(vm);) {
         const isa_inst *in = &p->insts[i];
         if (in->op == ISA_ARG) {
             dev_value v = from_api(&args[in->a]);
-            push_act(vm, vm->root, i, 0, &v); /* takes v, even when it fails */
+            vm_push(w, vm->root, i, 0, &v, false); /* takes v, even when it fails */
         } else if (in->op == ISA_CONST && in->n_ctl == 0) {
-            push_act(vm, vm->root, i, 0, NULL);
+            vm_push(w, vm->root, i, 0, NULL, false);
         }
     }
-    return vm->state == VM_FAILED ? vm->err.code : TFVM_OK;
+    return vm_failed(vm) ? vm->err.code : TFVM_OK;
 }
 
 static void to_api(const dev_value *d, tfvm_value *v)
@@ -547,38 +851,54 @@ static void to_api(const dev_value *d, tfvm_value *v)
     }
 }
 
-/* Names the instructions holding partial matches, for a stuck run. */
-static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
+void vm_count_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops)
+{
+    *contexts = *loops = 0;
+    for (uint32_t i = 0; vm->w && i < vm->n_workers; i++) {
+        for (const vm_ctx *c = vm->w[i].blocks; c; c = c->next_block)
+            *contexts += c->live;
+        for (const vm_loop *l = vm->w[i].loops; l; l = l->next_block)
+            *loops += l->live;
+    }
+}
+
+vm_loop *vm_any_live_loop(const tfvm_vm *vm)
+{
+    for (uint32_t i = 0; i < vm->n_workers; i++)
+        for (vm_loop *l = vm->w[i].loops; l; l = l->next_block)
+            if (l->live)
+                return l;
+    return NULL;
+}
+
+static int by_serial(const void *a, const void *b)
+{
+    const vm_ctx *x = *(const vm_ctx *const *)a, *y = *(const vm_ctx *const *)b;
+    return x->serial < y->serial ? -1 : x->serial > y->serial;
+}
+
+static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
 {
     const isa_program *p = vm->prog;
-    *n_waiting = 0;
-    for (vm_ctx *c = vm->live.prev_live; c != &vm->live; c = c->prev_live) {
-        const vm_rplan *rp = &vm->plan.regions[c->region];
-        for (uint32_t i = rp->first; i < rp->end; i++) {
-            const isa_inst *in = &p->insts[i];
-            uint32_t ports = isa_ports(in);
-            if (ports < 2)
-                continue;
-            const vm_iplan *ip = &vm->plan.insts[i];
-            uint32_t cnt = c->counts[ip->match];
-            if (cnt == 0 || (cnt & MERGE_FIRED) || (in->op != ISA_MERGE && cnt >= ports))
-                continue;
-            char label[128];
-            if ((*n_waiting)++)
-                ut_buf_append(out, "; ", 2);
-            ut_buf_printf(out, "%s (%s) at ", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
-            vm_format_tag(vm, c, out);
-            ut_buf_append(out, " has input", 10);
+    const vm_rplan *rp = &vm->plan.regions[c->region];
+    for (uint32_t i = rp->first; i < rp->end; i++) {
+        const isa_inst *in = &p->insts[i];
+        const vm_iplan *ip = &vm->plan.insts[i];
+        if (!ip->matched)
+            continue;
+        uint64_t s = atomic_load(status_word(c, ip));
+        if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->ports))
+            continue;
+        char label[128];
+        if ((*n_waiting)++)
+            ut_buf_append(out, "; ", 2);
+        ut_buf_printf(out, "%s (%s) at ", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
+        vm_format_tag(vm, c, out);
+        for (int has = 1; has >= 0; has--) {
+            ut_buf_printf(out, has ? " has input" : ", missing input");
             const char *sep = " ";
-            for (uint32_t k = 0; k < ports; k++)
-                if (slot_present(&c->slots[ip->slot + k])) {
-                    ut_buf_printf(out, "%s%u", sep, k);
-                    sep = ", ";
-                }
-            ut_buf_append(out, ", missing input", 15);
-            sep = " ";
-            for (uint32_t k = 0; k < ports; k++)
-                if (!slot_present(&c->slots[ip->slot + k])) {
+            for (uint32_t k = 0; k < ip->ports; k++)
+                if (port_claimed(c, ip, k) == (has == 1)) {
                     ut_buf_printf(out, "%s%u", sep, k);
                     sep = ", ";
                 }
@@ -586,18 +906,43 @@ static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
     }
 }
 
+/* Names the instructions holding partial matches, for a stuck run: oldest
+ * context first, instructions in program order. */
+static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
+{
+    *n_waiting = 0;
+    uint64_t n_ctx, n_loops;
+    vm_count_live(vm, &n_ctx, &n_loops);
+    vm_ctx **all = ut_calloc(&vm->alloc, n_ctx + 1, sizeof *all);
+    size_t n = 0;
+    for (uint32_t wi = 0; wi < vm->n_workers; wi++)
+        for (vm_ctx *c = vm->w[wi].blocks; c; c = c->next_block)
+            if (c->live) {
+                if (all)
+                    all[n++] = c;
+                else
+                    diagnose_ctx(vm, c, out, n_waiting); /* no memory to sort: any order */
+            }
+    if (!all)
+        return;
+    qsort(all, n, sizeof *all, by_serial);
+    for (size_t k = 0; k < n; k++)
+        diagnose_ctx(vm, all[k], out, n_waiting);
+    ut_free(&vm->alloc, all, (n_ctx + 1) * sizeof *all);
+}
+
 static tfvm_status check_results(tfvm_vm *vm)
 {
     const isa_entry *en = &vm->prog->entries[vm->entry];
     for (uint32_t k = 0; k < en->n_results; k++) {
         const dev_value *r = &vm->results[k];
-        if (r->dead) {
+        if (atomic_load(&vm->result_set[k]) && r->dead) {
             vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE,
                     "result %u '%s' of entry '%s' received a dead token (no branch produced it)", k,
                     en->results[k].name, en->name);
             return vm->err.code;
         }
-        if (slot_present(r))
+        if (atomic_load(&vm->result_set[k]))
             continue;
         ut_buf b; /* through the VM's allocator; if it fails the list reads "?" */
         ut_buf_init(&b, &vm->alloc);
@@ -626,26 +971,44 @@ static void drop_act(void *ud, const void *item)
     dev_value_release(&a.v);
 }
 
-/* Frees every context, loop and queued activation of the run. */
+/* Frees every context, loop and queued activation of the run (one thread:
+ * the workers have stopped). Context and loop memory stays with the
+ * workers for the next run. */
 static void teardown(tfvm_vm *vm)
 {
-    if (vm->queue.policy) {
-        vm->queue.policy->each(&vm->queue, drop_act, NULL);
-        sched_fini(&vm->queue);
-        sched_init(&vm->queue, vm->policy, sizeof(vm_act), &vm->alloc);
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        if (w->has_next)
+            dev_value_release(&w->next.v);
+        w->has_next = false;
+        if (vm->parallel) {
+            dq_each(&w->dq, drop_act, NULL);
+            vm_act a;
+            while (dq_pop(&w->dq, (sched_item *)(void *)&a))
+                ;
+        }
+        for (size_t k = 0; k < w->n_stack; k++)
+            dev_value_release(&w->stack[k].v);
+        w->n_stack = 0;
     }
     if (vm->has_paused) {
         dev_value_release(&vm->paused.v);
         vm->has_paused = false;
     }
-    while (vm->live_loops.next_live != &vm->live_loops)
-        vm_loop_destroy(vm, vm->live_loops.next_live);
-    while (vm->live.next_live != &vm->live) {
-        vm_ctx *c = vm->live.next_live;
-        const vm_rplan *rp = &vm->plan.regions[c->region];
-        for (uint32_t k = 0; k < rp->n_slots; k++)
-            dev_value_release(&c->slots[k]);
-        ctx_recycle(vm, c);
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        for (vm_loop *l = w->loops; l; l = l->next_block)
+            if (l->live)
+                vm_loop_destroy(&vm->w[0], l);
+        for (vm_ctx *c = w->blocks; c; c = c->next_block) {
+            if (!c->live)
+                continue;
+            const vm_rplan *rp = &vm->plan.regions[c->region];
+            for (uint32_t k = 0; k < rp->n_slots; k++)
+                dev_value_release(&c->slots[k]);
+            vm_ctx_recycle(w, c);
+        }
+        atomic_store(&w->live, 0);
     }
     if (vm->results) {
         const isa_entry *en = &vm->prog->entries[vm->entry];
@@ -654,14 +1017,34 @@ static void teardown(tfvm_vm *vm)
         ut_free(&vm->alloc, vm->results, (en->n_results + 1) * sizeof(dev_value));
         vm->results = NULL;
     }
+    if (vm->result_set) {
+        ut_free(&vm->alloc, vm->result_set, vm->prog->entries[vm->entry].n_results + 1);
+        vm->result_set = NULL;
+    }
     vm->root = NULL;
+}
+
+static void sum_stats(tfvm_vm *vm)
+{
+    tfvm_stats *s = &vm->stats;
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        const tfvm_stats *t = &vm->w[i].st;
+        s->fired += t->fired;
+        s->tokens += t->tokens;
+        s->matches += t->matches;
+        s->contexts_created += t->contexts_created;
+        s->steals += t->steals;
+    }
+    s->contexts_peak = (uint64_t)atomic_load(&vm->live_peak);
 }
 
 tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
 {
     const isa_entry *en = &vm->prog->entries[vm->entry];
     tfvm_status st = TFVM_OK;
-    if (vm->state == VM_DONE) {
+    int state = atomic_load(&vm->state);
+    if (state == VM_DONE) {
         st = check_results(vm);
         if (st == TFVM_OK && n_results != en->n_results)
             vm_fail(vm, st = TFVM_ERR_ARGUMENT, NULL, ISA_NONE, "entry '%s' has %u result%s, caller asked for %zu",
@@ -672,18 +1055,19 @@ tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
                 vm->results[k].is_tensor = 0; /* ownership moved to the caller */
             }
         }
-    } else if (vm->state == VM_FAILED) {
+    } else if (state == VM_FAILED) {
         st = vm->err.code;
-    } else if (vm->state == VM_RUNNING || vm->state == VM_PAUSED) {
+    } else if (state == VM_RUNNING || state == VM_PAUSED) {
         st = ut_err(&vm->err, TFVM_ERR_INTERRUPTED, "run abandoned before it finished");
     }
-    if (vm->root && vm->state != VM_FAILED) {
+    if (vm->root && !vm_failed(vm)) {
         vm_ctx *root = vm->root;
         vm->root = NULL;
-        vm_ctx_unref(vm, root);
+        vm_ctx_unref(&vm->w[0], root);
     }
+    sum_stats(vm);
     teardown(vm);
     vm->stats.wall_seconds = now_seconds() - vm->t_start;
-    vm->state = st == TFVM_OK ? VM_IDLE : VM_FAILED;
+    atomic_store(&vm->state, st == TFVM_OK ? VM_IDLE : VM_FAILED);
     return st;
 }

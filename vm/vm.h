@@ -1,28 +1,34 @@
 /* vm/vm.h — the VM's internal model: the static plan derived from a program,
  * contexts (one per distinct tag: Monsoon's explicit token store), loop
- * instances, activations, and the resumable run used by tfvm_run and the
- * debugger. Nothing here knows about the compiler or the CLI. */
+ * instances, activations, workers, and the resumable run used by tfvm_run
+ * and the debugger. Nothing here knows about the compiler or the CLI. */
 #ifndef TFVM_VM_H
 #define TFVM_VM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "devices/value.h"
 #include "isa/isa.h"
+#include "scheduler/deque.h"
 #include "scheduler/sched.h"
 
 /* ---- Plan: what the VM derives once from a verified program --------------- */
 typedef struct vm_iplan {
     uint32_t out_at[3];   /* edges of output o are edges[out_at[o] .. out_at[o+1]) */
-    uint32_t slot;        /* multi-input: first value slot in its region's contexts */
-    uint32_t match;       /* multi-input: its arrival counter in its region's contexts */
+    uint32_t slot;        /* matched: first value slot in its region's contexts */
+    uint32_t match;       /* matched: first matching word in its region's contexts:
+                             ceil(ports/64) claim words, then one status word */
     uint32_t child;       /* CALL: child index of its site in the caller region;
                              ENTER: child index of its frame in the parent region */
     uint32_t k;           /* ENTER const: index among its frame's const ENTERs */
+    uint32_t ports;       /* data + control inputs */
+    uint8_t matched;      /* goes through matching (several ports, or MERGE) */
 } vm_iplan;
 
 typedef struct vm_rplan {
-    uint32_t n_slots, n_match, n_children;
+    uint32_t n_slots, n_words, n_children;
+    uint32_t n_frames;    /* children [0, n_frames) are loop instances, the rest calls */
     size_t ctx_size;      /* bytes of one context of this region */
     uint32_t frame_child; /* LOOP: its child index in the parent region */
     uint32_t first, end;  /* its instructions: insts[first .. end) */
@@ -53,64 +59,98 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
 void vm_plan_free(vm_plan *plan);
 
 /* ---- Contexts ---------------------------------------------------------------
- * A context is a tag. Its memory holds the matching state of every
- * instruction of its region (value slots, arrival counters) and the child
- * records (call contexts by site, loop instances by frame). */
+ * A context is a tag. Its memory holds the matching state of every matched
+ * instruction of its region (value slots, claim and status words) and the
+ * child records (loop instances by frame, call contexts by site). Contexts
+ * are reference counted: a reference is held by each queued activation, each
+ * partial match, each child, and the holds described in docs/isa.md
+ * ("Contexts and memory"). The last unref frees it. */
 typedef enum vm_ctx_kind { VM_CTX_ROOT, VM_CTX_CALL, VM_CTX_ITER } vm_ctx_kind;
 
 typedef struct vm_loop vm_loop;
 typedef struct vm_ctx vm_ctx;
 
+enum { VM_ENTERED_NONE, VM_ENTERED_LIVE, VM_ENTERED_DEAD };
+
 struct vm_ctx {
     vm_ctx *parent;        /* the tag without its last element (NULL for root) */
     uint32_t region;
     uint8_t kind;          /* vm_ctx_kind */
-    uint8_t entered;       /* CALL: VM_ENTERED_LIVE/DEAD once a CALL token arrived */
+    uint8_t live;          /* in use (not on a free list): for teardown */
+    atomic_uchar entered;  /* CALL: VM_ENTERED_* once a CALL token arrived */
     uint32_t elem;         /* CALL: site index; ITER: frame (region) */
     uint64_t iter;         /* ITER: iteration index */
-    uint32_t refs;         /* tokens/activations/partial matches/children/holds */
-    uint32_t arrived;      /* CALL: CALL tokens received so far */
+    uint64_t serial;       /* creation order (per worker), to list contexts oldest first */
+    atomic_uint refs;
+    atomic_uint arrived;   /* CALL: CALL tokens received so far */
     uint32_t child;        /* CALL: its index in the parent's children */
     vm_loop *loop;         /* ITER: its loop instance */
     vm_ctx *next_iter;     /* ITER: the following iteration (holds a reference) */
-    vm_ctx *prev_live, *next_live; /* every live context, for teardown and `contexts` */
+    vm_ctx *next_block;    /* every block its worker allocated (never unlinked) */
     dev_value *slots;
-    void **children;
-    uint32_t *counts;
+    _Atomic(void *) *children;
+    _Atomic uint64_t *words;
 };
 
 struct vm_loop {
+    pthread_mutex_t lock;  /* guards everything below (loops change per iteration, not per firing) */
     vm_ctx *parent;        /* holds one reference on it */
     uint32_t frame;
     uint32_t arrived;      /* ENTER tokens received so far (const and not) */
-    uint8_t entered;       /* VM_ENTERED_LIVE/DEAD once an ENTER token arrived */
+    uint8_t entered;       /* VM_ENTERED_* */
     uint8_t holding;       /* holds iteration 0 until every ENTER has arrived */
+    uint8_t live;          /* for teardown */
     uint64_t next;         /* iterations created so far */
     vm_ctx *first, *last;  /* oldest and newest live iteration */
     dev_value *consts;     /* per const ENTER: its value once arrived */
     /* NEXTITER firings waiting for iteration `next` (parallel bound) */
     struct vm_deferred { uint32_t inst; dev_value v; } *deferred;
     uint32_t n_deferred, cap_deferred;
-    vm_loop *prev_live, *next_live;
+    vm_loop *next_block;   /* every loop its worker allocated */
+    vm_loop *next_free;
 };
 
-enum { VM_ENTERED_NONE, VM_ENTERED_LIVE, VM_ENTERED_DEAD };
-
 /* An activation: instruction `inst` is ready to fire in `ctx`. Single-input
- * instructions carry their token's value; multi-input ones read their slots,
- * except MERGE, which carries the chosen value and its input index in aux. */
+ * instructions carry their token's value; matched ones read their slots,
+ * except MERGE, which carries the chosen value and its input index in aux.
+ * Exactly 32 bytes: it travels through the deques as a sched_item. */
 typedef struct vm_act {
     vm_ctx *ctx;
     uint32_t inst;
     uint32_t aux;
     dev_value v;
 } vm_act;
+_Static_assert(sizeof(vm_act) == sizeof(sched_item), "an activation is one deque item");
+
+/* ---- Workers ------------------------------------------------------------------
+ * One per thread. Everything here is touched only by its own thread during a
+ * run (the deque's top end excepted), so counters and free lists need no
+ * atomics. */
+typedef struct vm_worker {
+    struct tfvm_vm *vm;
+    uint32_t id;
+    bool has_next;
+    vm_act next;             /* the newest ready activation: run inline, never queued */
+    sched_deque dq;          /* parallel mode: older ready activations */
+    vm_act *stack;           /* deterministic mode: older ready activations (LIFO) */
+    size_t n_stack, cap_stack;
+    vm_ctx **free_ctx;       /* per region: recycled contexts */
+    vm_ctx *blocks;          /* every context this worker allocated */
+    vm_loop *loops;          /* every loop instance this worker allocated */
+    vm_loop *free_loops;
+    atomic_llong live;       /* contexts made minus freed by this worker (others read it) */
+    tfvm_stats st;
+    uint64_t parks, inline_runs;
+    pthread_t thread;
+    uint32_t victim;         /* next worker to try stealing from */
+    char pad[64];
+} vm_worker;
 
 /* ---- The VM ---------------------------------------------------------------- */
 typedef enum vm_state { VM_IDLE, VM_RUNNING, VM_PAUSED, VM_DONE, VM_FAILED } vm_state;
 
-/* Debugger hook: called before each firing; returning true pauses the run
- * (vm_step returns VM_PAUSED) before the activation fires. */
+/* Debugger hook (deterministic mode): called before each firing; returning
+ * true pauses the run (vm_step returns VM_PAUSED) before the activation fires. */
 typedef bool (*vm_hook_fn)(void *ud, struct tfvm_vm *vm, const vm_act *act);
 
 struct tfvm_vm {
@@ -119,23 +159,31 @@ struct tfvm_vm {
     tfvm_allocator alloc;
     vm_plan plan;
     const sched_policy *policy;
-    sched queue;
+    bool parallel;              /* several workers (work stealing) */
+    sched_topo *topo;           /* parallel mode: cores, for pinning (may be NULL) */
     tfvm_error err;
-    vm_state state;
-    atomic_int interrupted;     /* set by tfvm_interrupt, from any thread or a signal
-                                   handler: an atomic, so that is not a data race */
+    _Atomic int state;          /* vm_state */
+    pthread_mutex_t err_lock;   /* the first error wins */
+    atomic_int interrupted;     /* set by tfvm_interrupt, from any thread or a signal handler */
+
+    /* workers: w[0] runs on the thread that calls tfvm_run */
+    vm_worker *w;
+    uint32_t n_workers;
+    atomic_uint idle;           /* workers that found no work anywhere */
+    atomic_uint sleepers;       /* parked workers */
+    atomic_int done;            /* quiescent (or failed): workers leave */
+    pthread_mutex_t park_lock;
+    pthread_cond_t park_cond;
+    uint64_t wake_seq;          /* under park_lock */
 
     /* the current run */
     uint32_t entry;
     vm_ctx *root;
-    vm_ctx live;                /* sentinel of the live-context list */
-    vm_loop live_loops;         /* sentinel of the live-loop list */
-    dev_value *consts;          /* per program constant, made once per VM */
-    const tfvm_value *args;     /* the run's arguments (borrowed during vm_begin) */
     dev_value *results;         /* per result of the entry; dtype 0 = not arrived */
-    uint64_t n_live;
-    void **free_ctx;            /* per region: free list of contexts */
-    tfvm_stats stats;
+    atomic_uchar *result_set;
+    dev_value *consts;          /* per program constant, made once per VM */
+    atomic_llong live_peak;     /* sampled peak of live contexts (parallel mode) */
+    tfvm_stats stats;           /* of the last run (sum over workers) */
     double t_start;
 
     vm_hook_fn hook;
@@ -144,7 +192,8 @@ struct tfvm_vm {
     bool has_paused;
 };
 
-/* Resumable runs (tfvm_run = begin, step until done, end). */
+/* Resumable runs (tfvm_run = begin, step until done, end). Stepping is for
+ * the deterministic mode; in parallel mode vm_step runs to the end. */
 tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t n_args);
 /* Fires up to `max` activations (0 = no limit). Returns the new state. */
 vm_state vm_step(tfvm_vm *vm, uint64_t max);
@@ -154,26 +203,45 @@ tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results);
 /* Records the first runtime error of the run (later ones are ignored). */
 void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, const char *fmt, ...)
     UT_PRINTF(5, 6);
+static inline bool vm_failed(const tfvm_vm *vm)
+{
+    return atomic_load_explicit(&vm->state, memory_order_relaxed) == VM_FAILED;
+}
 /* Prints a tag: "[]", "[fib@1, sum_loop#3]". */
 void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out);
 const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size);
 /* Prints a value as `tfvm run` does (tensors NumPy-like). */
 void vm_format_value(const dev_value *v, ut_buf *out);
+/* Live contexts and loop instances right now (deterministic mode, or after a run). */
+void vm_count_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops);
+/* The first live loop instance found, or NULL (tests and the debugger). */
+vm_loop *vm_any_live_loop(const tfvm_vm *vm);
 
 /* ---- Internals shared by the vm/ files -------------------------------------- */
-vm_ctx *vm_ctx_new(tfvm_vm *vm, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem);
-void vm_ctx_unref(tfvm_vm *vm, vm_ctx *c);
+vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem);
+/* Gives back a context that was never published (lost a creation race). */
+void vm_ctx_discard(vm_worker *w, vm_ctx *c);
+void vm_ctx_unref(vm_worker *w, vm_ctx *c);
+static inline void vm_ctx_ref(const tfvm_vm *vm, vm_ctx *c)
+{
+    if (vm->parallel)
+        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    else
+        atomic_store_explicit(&c->refs, atomic_load_explicit(&c->refs, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}
 /* Delivers a token to every destination of output `out` of `inst`, in ctx. */
-void vm_send(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v);
-bool vm_push(tfvm_vm *vm, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v);
+void vm_send(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v);
+/* Queues an activation; it takes over *v (also when it fails). Takes one
+ * reference on ctx unless `owned` (the caller's reference moves to it). */
+bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned);
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
-void vm_fire_control(tfvm_vm *vm, const vm_act *act, dev_value *in);
-vm_loop *vm_loop_get(tfvm_vm *vm, vm_ctx *parent, uint32_t frame, uint32_t child);
-/* Frees a context whose last reference went; returns the context that lost
- * a reference because of it (to be unreferenced next), or NULL. */
-vm_ctx *vm_ctx_release(tfvm_vm *vm, vm_ctx *c);
-vm_ctx *vm_iter_release(tfvm_vm *vm, vm_ctx *c);
-void vm_loop_destroy(tfvm_vm *vm, vm_loop *l);
+void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
+/* Called when an iteration context's last reference goes (control.c);
+ * returns the context that loses a reference because of it, or NULL. */
+vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c);
+void vm_ctx_recycle(vm_worker *w, vm_ctx *c);
+void vm_loop_destroy(vm_worker *w, vm_loop *l);
 
 #endif
