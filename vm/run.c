@@ -342,32 +342,51 @@ static bool enqueue(vm_worker *w, const vm_act *a)
 /* The newest activation waits in `next` and runs right after the current
  * firing (no queue round trip on a linear chain); an older one moves to the
  * queue. The order is exactly LIFO. */
+/* A reference on ctx for something new (an activation, a partial match):
+ * the firing activation's own, when it is on ctx and still unclaimed (no
+ * atomic operation on a linear chain), else a new one. */
+static inline void take_ref(vm_worker *w, vm_ctx *ctx)
+{
+    if (ctx == w->held && w->spare)
+        w->spare = false;
+    else
+        vm_ctx_ref(w->vm, ctx);
+}
+
 bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
 {
-    vm_act a = {.ctx = ctx, .inst = inst, .aux = aux};
-    if (v)
-        a.v = *v;
     if (!owned)
-        vm_ctx_ref(w->vm, ctx);
+        take_ref(w, ctx);
     if (w->has_next && !enqueue(w, &w->next)) {
-        dev_value_release(&a.v);
+        dev_value dropped = v ? *v : (dev_value){0};
+        dev_value_release(&dropped);
         dev_value_release(&w->next.v);
         w->has_next = false;
         vm_fail(w->vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
         return false;
     }
-    w->next = a;
+    /* Field by field into place: building a vm_act on the stack and copying
+     * it made the copy's wide loads wait on the narrow stores (a store
+     * forwarding stall that cost more than the rest of the push). */
+    w->next.ctx = ctx;
+    w->next.inst = inst;
+    w->next.aux = aux;
+    if (v)
+        w->next.v = *v;
+    else
+        w->next.v = (dev_value){0};
     w->has_next = true;
     return true;
 }
 
 /* ---- Tokens --------------------------------------------------------------------- */
 
-static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value *v)
+static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value *v, bool unref)
 {
     dev_value_release(v);
     vm_fail(w->vm, TFVM_ERR_PORT, c, inst, "two tokens for input %u at one tag", port);
-    vm_ctx_unref(w, c);
+    if (unref)
+        vm_ctx_unref(w, c);
 }
 
 /* MERGE: fires on its first live input; on all-dead once every input is in.
@@ -379,10 +398,14 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     tfvm_vm *vm = w->vm;
     bool par = vm->parallel;
     const vm_iplan *ip = &vm->plan.insts[inst];
-    vm_ctx_ref(vm, c); /* this token's reference while it is delivered */
+    /* A token for the firing activation's own context needs no reference of
+     * its own while it is delivered: the activation holds the context. */
+    bool held = c == w->held;
+    if (!held)
+        vm_ctx_ref(vm, c);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
-        port_error(w, c, inst, port, &v);
+        port_error(w, c, inst, port, &v, !held);
         return;
     }
     _Atomic uint64_t *st = status_word(c, ip);
@@ -398,17 +421,19 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
         if (atomic_compare_exchange_weak_explicit(st, &s, ns, memory_order_acq_rel, memory_order_relaxed))
             break;
     }
-    uint64_t before = s & ~MERGE_FIRED;
+    bool partial_before = (s & ~MERGE_FIRED) > 0 && !(s & MERGE_FIRED);
+    bool partial_after = !(ns & MERGE_FIRED);
     if (s & MERGE_FIRED) { /* absorbed: a MERGE never fires twice at one tag */
         dev_value_release(&v);
-        vm_ctx_unref(w, c);
     } else if (ns & MERGE_FIRED) {
         w->st.matches++;
-        if (vm_push(w, c, inst, port, &v, true) && before > 0)
-            vm_ctx_unref(w, c); /* the partial match's reference */
-    } else if (before > 0) {
-        vm_ctx_unref(w, c); /* the first token holds the partial match */
+        /* the activation takes the partial match's reference, or a new one */
+        vm_push(w, c, inst, port, &v, partial_before);
+    } else if (!partial_before && partial_after) {
+        take_ref(w, c); /* the partial match holds its context */
     }
+    if (!held)
+        vm_ctx_unref(w, c);
 }
 
 static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
@@ -432,23 +457,24 @@ static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_v
         return;
     }
     bool par = vm->parallel;
-    vm_ctx_ref(vm, c); /* this token's reference while it is delivered */
+    bool held = c == w->held; /* see merge_arrive */
+    if (!held)
+        vm_ctx_ref(vm, c);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
-        port_error(w, c, inst, port, &v);
+        port_error(w, c, inst, port, &v, !held);
         return;
     }
     c->slots[ip->slot + port] = v;
     uint64_t n = word_add(par, status_word(c, ip), 1) + 1;
-    if (n == 1)
-        return; /* the first token's reference holds the partial match */
-    if (n < ip->ports) {
-        vm_ctx_unref(w, c);
-        return;
+    if (n == 1) {
+        take_ref(w, c); /* the partial match holds its context */
+    } else if (n == ip->ports) {
+        w->st.matches++;
+        vm_push(w, c, inst, 0, NULL, true); /* takes the partial match's reference */
     }
-    w->st.matches++;
-    if (vm_push(w, c, inst, 0, NULL, true))
-        vm_ctx_unref(w, c); /* the partial match's reference */
+    if (!held)
+        vm_ctx_unref(w, c);
 }
 
 void vm_send(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v)
@@ -488,6 +514,8 @@ static void fire(vm_worker *w, vm_act *a)
     bool dead = false;
 
     w->st.fired++;
+    w->held = c;
+    w->spare = true;
     if (!ip->matched || in->op == ISA_MERGE) {
         inputs[0] = a->v;
         dead = a->v.dead;
@@ -535,7 +563,9 @@ static void fire(vm_worker *w, vm_act *a)
     }
     for (int i = 0; i < 3; i++)
         dev_value_release(&inputs[i]);
-    vm_ctx_unref(w, c);
+    w->held = NULL;
+    if (w->spare)
+        vm_ctx_unref(w, c);
 }
 
 /* ---- Workers ------------------------------------------------------------------------ */

@@ -130,6 +130,8 @@ typedef struct vm_worker {
     struct tfvm_vm *vm;
     uint32_t id;
     bool has_next;
+    bool spare;              /* the firing activation's reference on `held` is unclaimed */
+    vm_ctx *held;            /* the context of the activation being fired */
     vm_act next;             /* the newest ready activation: run inline, never queued */
     sched_deque dq;          /* parallel mode: older ready activations */
     vm_act *stack;           /* deterministic mode: older ready activations (LIFO) */
