@@ -380,6 +380,7 @@ START_TEST(allocation_failure_loop)
         tfvm_config cfg;
         tfvm_config_init(&cfg);
         cfg.allocator = (tfvm_allocator){failing_alloc, &f};
+        cfg.deterministic = true; /* failing_alloc is not thread-safe */
         tfvm_error err;
         tfvm_program *p = NULL;
         tfvm_vm *vm = NULL;
