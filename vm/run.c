@@ -573,7 +573,12 @@ static void fire(vm_worker *w, vm_act *a)
 static inline bool take_local(vm_worker *w, vm_act *a)
 {
     if (w->has_next) {
-        *a = w->next;
+        /* field by field, matching how vm_push stored them (a wide copy
+         * would stall on store forwarding) */
+        a->ctx = w->next.ctx;
+        a->inst = w->next.inst;
+        a->aux = w->next.aux;
+        a->v = w->next.v;
         w->has_next = false;
         w->inline_runs++;
         return true;
