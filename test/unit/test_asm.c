@@ -609,36 +609,11 @@ START_TEST(every_prefix_fails_cleanly)
 END_TEST
 
 /* ---- allocation failure --------------------------------------------------------- */
-typedef struct fail_alloc {
-    long countdown; /* allocations left before failing; < 0 = never */
-    long live;      /* blocks currently allocated */
-} fail_alloc;
-
-static void *fail_alloc_fn(void *ud, void *ptr, size_t old, size_t n)
-{
-    fail_alloc *f = ud;
-    (void)old;
-    if (n == 0) {
-        if (ptr)
-            f->live--;
-        free(ptr);
-        return NULL;
-    }
-    if (f->countdown == 0)
-        return NULL;
-    if (f->countdown > 0)
-        f->countdown--;
-    void *q = realloc(ptr, n);
-    if (q && !ptr)
-        f->live++;
-    return q;
-}
-
 static void nomem_loop(const char *t, size_t len, const char *path)
 {
     for (long n = 0;; n++) {
-        fail_alloc f = {n, 0};
-        tfvm_allocator a = {fail_alloc_fn, &f};
+        tu_alloc f = {.countdown = n};
+        tfvm_allocator a = tu_allocator(&f);
         isa_program p;
         tfvm_error err;
         tfvm_status st = ld_assemble(t, len, path, &a, &p, &err);
@@ -655,13 +630,13 @@ static void nomem_loop(const char *t, size_t len, const char *path)
                 ck_assert_msg(ds == TFVM_ERR_NOMEM, "%s: dis failing allocation %ld: %s", path, m, err.message);
             }
             isa_program_release(&p);
-            ck_assert_int_eq(f.live, 0);
+            ck_assert_int_eq(f.blocks, 0);
             ck_assert_int_gt(n, 3);
             break;
         }
         ck_assert_msg(st == TFVM_ERR_NOMEM, "%s: failing allocation %ld: %s %s", path, n, tfvm_status_name(st),
                       err.message);
-        ck_assert_msg(f.live == 0, "%s: failing allocation %ld leaked %ld blocks", path, n, f.live);
+        ck_assert_msg(f.blocks == 0, "%s: failing allocation %ld leaked %ld blocks", path, n, f.blocks);
     }
 }
 
@@ -681,12 +656,12 @@ START_TEST(allocation_failure)
     /* and failing ones: the error paths release everything too */
     for (size_t k = 0; k < UT_COUNTOF(bad_cases); k++) {
         for (long m = 0;; m++) {
-            fail_alloc f = {m, 0};
-            tfvm_allocator a = {fail_alloc_fn, &f};
+            tu_alloc f = {.countdown = m};
+            tfvm_allocator a = tu_allocator(&f);
             isa_program p;
             tfvm_error err;
             tfvm_status st = ld_assemble(bad_cases[k].text, strlen(bad_cases[k].text), "t.tfasm", &a, &p, &err);
-            ck_assert_int_eq(f.live, 0);
+            ck_assert_int_eq(f.blocks, 0);
             if (st != TFVM_ERR_NOMEM) {
                 ck_assert_int_eq(st, TFVM_ERR_SYNTAX);
                 ck_assert_str_eq(err.message, bad_cases[k].message);

@@ -11,32 +11,8 @@
 #include "testutil.h"
 
 /* ---- An allocator that counts, so that every test can check for leaks ---- */
-typedef struct tally {
-    long allocs, fail_at;
-    long long live_bytes;
-} tally;
-
-static void *tally_fn(void *ud, void *p, size_t old, size_t n)
-{
-    tally *t = ud;
-    if (n == 0) {
-        t->live_bytes -= (long long)old;
-        free(p);
-        return NULL;
-    }
-    if (!p && t->fail_at && t->allocs + 1 == t->fail_at)
-        return NULL;
-    void *q = realloc(p, n);
-    if (q) {
-        if (!p)
-            t->allocs++;
-        t->live_bytes += (long long)n - (long long)old;
-    }
-    return q;
-}
-
-static tally ta;
-static tfvm_allocator alloc = {tally_fn, &ta};
+static tu_alloc ta; /* reset by setup() before each test */
+static tfvm_allocator alloc = {tu_alloc_fn, &ta};
 
 /* ---- Test values ------------------------------------------------------------ */
 typedef struct tv {
@@ -405,7 +381,7 @@ static void run_case(const ecase *c, int ci, int mode)
     }
     for (int k = 0; k < n; k++)
         dev_value_release(&in[k]);
-    ck_assert_msg(ta.live_bytes == 0, "%s: %lld bytes leaked", label, ta.live_bytes);
+    ck_assert_msg(ta.live == 0, "%s: %ld bytes leaked", label, ta.live);
 }
 
 START_TEST(test_cases)
@@ -516,7 +492,7 @@ static void expect_i32(dev_value *out, const int32_t *want, int64_t n)
     for (int64_t i = 0; i < n; i++)
         ck_assert_msg(d[i] == want[i], "element %lld: %d, want %d", (long long)i, d[i], want[i]);
     dev_value_release(out);
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 
 START_TEST(test_broadcast_basic)
@@ -615,7 +591,7 @@ static void expect_fail(isa_op op, uint32_t attr, dev_value *in, int n, tfvm_sta
     ck_assert_int_eq(out.dtype, 99);
     for (int k = 0; k < n; k++)
         dev_value_release(&in[k]);
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 
 START_TEST(test_broadcast_errors)
@@ -720,7 +696,7 @@ START_TEST(test_cast_tensors)
     ck_assert_uint_eq(atomic_load(&a->refs), 2);
     dev_value_release(&out);
     dev_value_release(&in);
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 END_TEST
 
@@ -729,14 +705,14 @@ START_TEST(test_nomem)
     tfvm_tensor *a = mk_i32(1, (int64_t[]){3}, (int32_t[]){1, 2, 3});
     dev_value in[2] = {tens(a), scalar((tv)I32_(1))}, out = {.dtype = 99};
     char msg[128];
-    ta.fail_at = ta.allocs + 1;
+    ta.countdown = 0; /* the next allocation fails */
     ck_assert_int_eq(dev_cpu_elementwise(ISA_ADD, 0, in, &out, &alloc, msg, sizeof msg),
                      TFVM_ERR_NOMEM);
     ck_assert_str_eq(msg, "out of memory");
     ck_assert_int_eq(out.dtype, 99);
-    ta.fail_at = 0;
+    ta.countdown = -1;
     dev_value_release(&in[0]);
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 END_TEST
 
@@ -765,7 +741,7 @@ static void against_numpy(isa_op op, const char *a, const char *b, const char *w
     dev_value_release(&w);
     dev_value_release(&in[0]);
     dev_value_release(&in[1]);
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 
 START_TEST(test_numpy_fixtures)
@@ -781,7 +757,7 @@ END_TEST
 
 static void setup(void)
 {
-    memset(&ta, 0, sizeof ta);
+    ta = (tu_alloc){.countdown = -1, .fresh_only = true};
 }
 
 static Suite *suite(void)

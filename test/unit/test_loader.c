@@ -846,26 +846,7 @@ START_TEST(test_verify_memory)
 END_TEST
 
 /* ---- Allocation failure at every point -------------------------------------------- */
-typedef struct talloc {
-    long calls, fail_at;
-    size_t live;
-} talloc;
-
-static void *talloc_fn(void *ud, void *ptr, size_t old, size_t n)
-{
-    talloc *t = ud;
-    if (n == 0) {
-        t->live -= old;
-        free(ptr);
-        return NULL;
-    }
-    if (t->calls++ == t->fail_at)
-        return NULL;
-    void *q = realloc(ptr, n);
-    if (q)
-        t->live = t->live - old + n;
-    return q;
-}
+/* Each run fails just one allocation (once): the ones after it go through. */
 
 START_TEST(test_nomem_read)
 {
@@ -873,8 +854,8 @@ START_TEST(test_nomem_read)
     unsigned char *d = fib_image(&n);
     long fail;
     for (fail = 0;; fail++) {
-        talloc t = {0, fail, 0};
-        tfvm_allocator a = {talloc_fn, &t};
+        tu_alloc t = {.countdown = fail, .once = true};
+        tfvm_allocator a = tu_allocator(&t);
         isa_program p;
         tfvm_error err;
         tfvm_status st = ld_read(d, n, "t.tfvm", &a, &p, &err);
@@ -900,14 +881,13 @@ START_TEST(test_nomem_write)
     unsigned char *d = fib_image(&n);
     long fail;
     for (fail = 0;; fail++) {
-        talloc t = {0, -1, 0};
-        tfvm_allocator a = {talloc_fn, &t};
+        tu_alloc t = {.countdown = -1, .once = true};
+        tfvm_allocator a = tu_allocator(&t);
         isa_program p;
         tfvm_error err;
         ck_assert_int_eq(ld_read(d, n, "t.tfvm", &a, &p, &err), TFVM_OK);
-        size_t base = t.live;
-        t.calls = 0;
-        t.fail_at = fail;
+        long base = t.live;
+        t.countdown = fail;
         ut_buf b;
         ut_buf_init(&b, &a);
         tfvm_status st = ld_write(&p, &b, &err);
@@ -933,26 +913,6 @@ END_TEST
 
 /* Hostile counts never turn into big allocations: the largest live total
  * while reading stays a small multiple of the file size. */
-typedef struct peak {
-    size_t live, peak;
-} peak;
-static void *peak_fn(void *ud, void *ptr, size_t old, size_t n)
-{
-    peak *t = ud;
-    if (n == 0) {
-        t->live -= old;
-        free(ptr);
-        return NULL;
-    }
-    void *q = realloc(ptr, n);
-    if (q) {
-        t->live = t->live - old + n;
-        if (t->live > t->peak)
-            t->peak = t->live;
-    }
-    return q;
-}
-
 START_TEST(test_hostile_ports_memory)
 {
     size_t n;
@@ -964,14 +924,14 @@ START_TEST(test_hostile_ports_memory)
             put16(d, at + 8, 65535);
     }
     fix_crc(d, n);
-    peak t = {0, 0};
-    tfvm_allocator a = {peak_fn, &t};
+    tu_alloc t = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&t);
     isa_program p;
     tfvm_error err;
     ck_assert_int_eq(ld_read(d, n, "t.tfvm", &a, &p, &err), TFVM_ERR_FORMAT);
     ck_assert_str_eq(err.message, "t.tfvm: bad .tfvm file (instruction 0 'n': control input 0 (port 0) has no producer)");
     ck_assert_uint_eq(t.live, 0);
-    ck_assert_msg(t.peak < 16 * n + 65536, "peak %zu for a %zu-byte file", t.peak, n);
+    ck_assert_msg((size_t)t.peak < 16 * n + 65536, "peak %ld for a %zu-byte file", t.peak, n);
     free(d);
 }
 END_TEST

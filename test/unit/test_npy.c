@@ -12,30 +12,6 @@
 
 #define DATA "test/data/npy/"
 
-typedef struct tally {
-    long allocs, fail_at;
-    long long live_bytes;
-} tally;
-
-static void *tally_fn(void *ud, void *p, size_t old, size_t n)
-{
-    tally *t = ud;
-    if (n == 0) {
-        t->live_bytes -= (long long)old;
-        free(p);
-        return NULL;
-    }
-    if (!p && t->fail_at && t->allocs + 1 == t->fail_at)
-        return NULL;
-    void *q = realloc(p, n);
-    if (q) {
-        if (!p)
-            t->allocs++;
-        t->live_bytes += (long long)n - (long long)old;
-    }
-    return q;
-}
-
 static unsigned char *read_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -569,8 +545,9 @@ START_TEST(test_nomem)
         unsigned char *img = read_all(DATA "f64_r3.npy", &n);
         int fails = 0;
         for (long k = 1;; k++) {
-            tally ta = {.fail_at = k};
-            tfvm_allocator a = {tally_fn, &ta};
+            /* fresh allocations 1 .. k-1 go through, the k-th and later ones fail */
+            tu_alloc ta = {.countdown = k - 1, .fresh_only = true};
+            tfvm_allocator a = tu_allocator(&ta);
             tfvm_tensor *t = NULL;
             tfvm_error err;
             tfvm_status st = from_file ? tfvm_npy_load(DATA "f64_r3.npy", &a, &t, &err)
@@ -578,12 +555,12 @@ START_TEST(test_nomem)
             if (st == TFVM_OK) {
                 ck_assert_int_eq(tfvm_tensor_count(t), 24);
                 tfvm_tensor_free(t);
-                ck_assert_int_eq(ta.live_bytes, 0);
+                ck_assert_int_eq(ta.live, 0);
                 break;
             }
             ck_assert_int_eq(st, TFVM_ERR_NOMEM);
             ck_assert_ptr_null(t);
-            ck_assert_int_eq(ta.live_bytes, 0);
+            ck_assert_int_eq(ta.live, 0);
             ck_assert(strstr(err.message, "out of memory") != NULL);
             fails++;
             ck_assert_int_lt(k, 100);

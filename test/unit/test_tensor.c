@@ -8,35 +8,6 @@
 #include "devices/value.h"
 #include "testutil.h"
 
-/* Counts allocations and bytes, and fails the fail_at-th allocation (1-based;
- * 0 = never), so tests can prove that nothing leaks and sizes match. */
-typedef struct tally {
-    long allocs, frees, fail_at;
-    long long live_bytes;
-} tally;
-
-static void *tally_fn(void *ud, void *p, size_t old, size_t n)
-{
-    tally *t = ud;
-    if (n == 0) {
-        t->frees++;
-        t->live_bytes -= (long long)old;
-        free(p);
-        return NULL;
-    }
-    if (!p && t->fail_at && t->allocs + 1 == t->fail_at) {
-        t->fail_at = 0;
-        return NULL;
-    }
-    void *q = realloc(p, n);
-    if (q) {
-        if (!p)
-            t->allocs++;
-        t->live_bytes += (long long)n - (long long)old;
-    }
-    return q;
-}
-
 START_TEST(test_new_basic)
 {
     int64_t dims[2] = {2, 3};
@@ -141,38 +112,38 @@ END_TEST
 
 START_TEST(test_refcount_and_allocator)
 {
-    tally ta = {0};
-    tfvm_allocator a = {tally_fn, &ta};
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
     int64_t dims[1] = {100};
     tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, dims, &a);
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(ta.allocs, 1); /* header and data in one block */
-    ck_assert(ta.live_bytes >= 800);
+    ck_assert(ta.live >= 800);
     ck_assert_ptr_eq(tfvm_tensor_ref(t), t);
     ck_assert_uint_eq(atomic_load(&t->refs), 2);
     tfvm_tensor_free(t);
     ck_assert_int_eq(ta.frees, 0);
     tfvm_tensor_free(t);
     ck_assert_int_eq(ta.frees, 1);
-    ck_assert_int_eq(ta.live_bytes, 0); /* freed with the size it was allocated with */
+    ck_assert_int_eq(ta.live, 0); /* freed with the size it was allocated with */
 }
 END_TEST
 
 START_TEST(test_alloc_failure)
 {
-    tally ta = {.fail_at = 1};
-    tfvm_allocator a = {tally_fn, &ta};
+    tu_alloc ta = {.countdown = 0, .once = true, .fresh_only = true}; /* fails the first allocation only */
+    tfvm_allocator a = tu_allocator(&ta);
     int64_t dims[2] = {4, 4};
     ck_assert_ptr_null(tfvm_tensor_new(TFVM_F32, 2, dims, &a));
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
     /* the next allocation succeeds */
     tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 2, dims, &a);
     ck_assert_ptr_nonnull(t);
     tfvm_tensor_free(t);
-    ck_assert_int_eq(ta.live_bytes, 0);
-    ta.fail_at = ta.allocs + 1;
+    ck_assert_int_eq(ta.live, 0);
+    ta.countdown = 0; /* the next allocation fails */
     ck_assert_ptr_null(dev_tensor_alloc(&a, TFVM_BOOL, 0, NULL));
-    ck_assert_int_eq(ta.live_bytes, 0);
+    ck_assert_int_eq(ta.live, 0);
 }
 END_TEST
 
@@ -192,8 +163,8 @@ END_TEST
 
 START_TEST(test_value_release)
 {
-    tally ta = {0};
-    tfvm_allocator a = {tally_fn, &ta};
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
     tfvm_tensor *t = tfvm_tensor_new(TFVM_BOOL, 0, NULL, &a);
     ck_assert_ptr_nonnull(t);
     tfvm_value v = tfvm_tensor_value(t);
@@ -259,8 +230,8 @@ static void *ref_worker(void *arg)
 
 START_TEST(test_threads)
 {
-    tally ta = {0};
-    tfvm_allocator a = {tally_fn, &ta};
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
     tfvm_tensor *t = tfvm_tensor_new(TFVM_I32, 0, NULL, &a);
     pthread_t th[4];
     for (int i = 0; i < 4; i++)

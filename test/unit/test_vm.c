@@ -345,42 +345,15 @@ START_TEST(two_vms_in_one_process)
 END_TEST
 
 /* ---- allocation failure: every failure point ends in a clean NOMEM --------- */
-typedef struct failing {
-    long countdown; /* allocations left before failing; < 0 = never fail */
-    long live;      /* bytes currently allocated */
-    long failures;
-} failing;
-
-static void *failing_alloc(void *ud, void *p, size_t old, size_t n)
-{
-    failing *f = ud;
-    if (n == 0) {
-        if (p)
-            f->live -= (long)old;
-        free(p);
-        return NULL;
-    }
-    if (f->countdown == 0) {
-        f->failures++;
-        return NULL;
-    }
-    if (f->countdown > 0)
-        f->countdown--;
-    void *q = realloc(p, n);
-    if (q)
-        f->live += (long)n - (p ? (long)old : 0);
-    return q;
-}
-
 START_TEST(allocation_failure_loop)
 {
     int succeeded = 0;
     for (long n = 0; n < 100000 && !succeeded; n++) {
-        failing f = {.countdown = n};
+        tu_alloc f = {.countdown = n};
         tfvm_config cfg;
         tfvm_config_init(&cfg);
-        cfg.allocator = (tfvm_allocator){failing_alloc, &f};
-        cfg.deterministic = true; /* failing_alloc is not thread-safe */
+        cfg.allocator = tu_allocator(&f);
+        cfg.deterministic = true; /* tu_alloc_fn is not thread-safe */
         tfvm_error err;
         tfvm_program *p = NULL;
         tfvm_vm *vm = NULL;

@@ -13,40 +13,12 @@
 #include "tfvm.h"
 #include "vm/vm.h"
 
-/* ---- A counting (and optionally failing) allocator ---------------------------
- * Every VM, program and tensor of this suite allocates through it, so "no
- * bytes live after everything was freed" means no context, loop or tensor
- * reference leaked. */
-typedef struct counting {
-    long countdown; /* allocations left before failing; < 0 = never fail */
-    long live;      /* bytes currently allocated */
-    long failures;
-} counting;
-
-static void *counting_alloc(void *ud, void *p, size_t old, size_t n)
-{
-    counting *f = ud;
-    if (n == 0) {
-        if (p)
-            f->live -= (long)old;
-        free(p);
-        return NULL;
-    }
-    if (f->countdown == 0) {
-        f->failures++;
-        return NULL;
-    }
-    if (f->countdown > 0)
-        f->countdown--;
-    void *q = realloc(p, n);
-    if (q)
-        f->live += (long)n - (p ? (long)old : 0);
-    return q;
-}
-
-/* One program and one VM on a counting allocator. */
+/* ---- One program and one VM on a counting allocator -------------------------
+ * Every VM, program and tensor of this suite allocates through tu_alloc_fn
+ * (testutil.h), so "no bytes live after everything was freed" means no
+ * context, loop or tensor reference leaked. */
 typedef struct env {
-    counting mem;
+    tu_alloc mem;
     tfvm_config cfg;
     tfvm_program *p;
     tfvm_vm *vm;
@@ -57,7 +29,7 @@ static void env_open(env *e, const char *text, uint64_t max_contexts)
     memset(e, 0, sizeof *e);
     e->mem.countdown = -1;
     tfvm_config_init(&e->cfg);
-    e->cfg.allocator = (tfvm_allocator){counting_alloc, &e->mem};
+    e->cfg.allocator = tu_allocator(&e->mem);
     e->cfg.max_contexts = max_contexts;
     e->cfg.deterministic = true; /* these tests inspect states and firing orders */
     tfvm_error err;
@@ -1361,10 +1333,10 @@ static void allocation_failure_loop(const char *text, alloc_case_fn fn, long min
     bool succeeded = false;
     long n;
     for (n = 0; n < 100000 && !succeeded; n++) {
-        counting f = {.countdown = n};
+        tu_alloc f = {.countdown = n};
         tfvm_config cfg;
         tfvm_config_init(&cfg);
-        cfg.allocator = (tfvm_allocator){counting_alloc, &f};
+        cfg.allocator = tu_allocator(&f);
         tfvm_error err;
         tfvm_program *p = NULL;
         tfvm_vm *vm = NULL;
