@@ -342,12 +342,14 @@ static bool enqueue(vm_worker *w, const vm_act *a)
 /* The newest activation waits in `next` and runs right after the current
  * firing (no queue round trip on a linear chain); an older one moves to the
  * queue. The order is exactly LIFO. */
-/* A reference on ctx for something new (an activation, a partial match):
- * the firing activation's own, when it is on ctx and still unclaimed (no
- * atomic operation on a linear chain), else a new one. */
+/* A reference on ctx for something new (an activation, a partial match).
+ * In the deterministic mode that is the firing activation's own, when it is
+ * on ctx and still unclaimed: nothing else runs before the firing ends, so
+ * the context stays alive for the rest of it. Not in parallel mode: the new
+ * activation may be stolen and finish first, and the firing still uses ctx. */
 static inline void take_ref(vm_worker *w, vm_ctx *ctx)
 {
-    if (ctx == w->held && w->spare)
+    if (ctx == w->held && w->spare && !w->vm->parallel)
         w->spare = false;
     else
         vm_ctx_ref(w->vm, ctx);
