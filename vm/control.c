@@ -339,7 +339,6 @@ static void fire_call(vm_worker *w, const vm_act *a, dev_value *v)
             callee = expected;
         }
     }
-    unsigned arrived = atomic_fetch_add_explicit(&callee->arrived, 1, memory_order_acq_rel) + 1;
     const char *fname = vm->prog->regions[site->callee].name;
     unsigned char none = VM_ENTERED_NONE, want = v->dead ? VM_ENTERED_DEAD : VM_ENTERED_LIVE;
     if (!atomic_compare_exchange_strong(&callee->entered, &none, want) && none != want) {
@@ -356,6 +355,10 @@ static void fire_call(vm_worker *w, const vm_act *a, dev_value *v)
     } else {
         vm_send(w, callee, a->inst, 0, v);
     }
+    /* Counted only after this CALL's tokens are in: the last CALL of the
+     * site drops the hold, and with it maybe the callee, which must not
+     * happen while another CALL is still delivering into it. */
+    unsigned arrived = atomic_fetch_add_explicit(&callee->arrived, 1, memory_order_acq_rel) + 1;
     if (arrived == sp->n_call)
         vm_ctx_unref(w, callee);
 }
