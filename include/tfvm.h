@@ -73,7 +73,9 @@ TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
  * One allocation hook, realloc-shaped: fn(ud, NULL, 0, n) allocates,
  * fn(ud, p, old, n) resizes, fn(ud, p, old, 0) frees and returns NULL.
  * It must return NULL on failure (the library then reports TFVM_ERR_NOMEM
- * and releases what it had). fn = NULL means the C library's allocator. */
+ * and releases what it had). fn = NULL means the C library's allocator.
+ * A VM with several worker threads calls it from all of them at once: it
+ * must be thread-safe unless the configuration is deterministic. */
 typedef void *(*tfvm_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
 typedef struct tfvm_allocator {
     tfvm_alloc_fn fn;
@@ -83,7 +85,9 @@ typedef struct tfvm_allocator {
 /* ---- Errors ------------------------------------------------------------ */
 typedef struct tfvm_error {
     tfvm_status code;
-    char message[512]; /* one line, e.g. "fib.tfvm: bad .tfvm file (...)" */
+    char message[512]; /* one line, e.g. "fib.tfvm: bad .tfvm file (...)";
+                          compile errors add the source line and a caret
+                          line (tfvm_program_compile) */
     char instr[128];   /* instruction name, or "" when not about one      */
     char tag[256];     /* the tag it happened at, "[fib@1, loop#3]", or "" */
 } tfvm_error;
@@ -172,6 +176,27 @@ TFVM_API tfvm_status tfvm_program_load_memory(const void *data, size_t size, con
 TFVM_API tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name,
                                            const tfvm_config *cfg, tfvm_program **out,
                                            tfvm_error *err);
+/* Compile .tfg graph-language source (docs/language.md) into a verified
+ * program with one entry point. opts may be NULL (defaults: entry "main",
+ * every optimization); initialise a tfvm_compile_options with
+ * tfvm_compile_options_init() and then set fields. `name` prefixes messages.
+ * Errors: TFVM_ERR_SYNTAX (the text does not parse) or TFVM_ERR_TYPE (a
+ * name, type or entry-point error), with err->message holding three lines:
+ *   "fib.tfg:2:14: expected ',' or ')' after an argument, got ';'"
+ *   " 2 |     fib(n - 1;"
+ *   "   |              ^"
+ * (the source line and a caret under the column); TFVM_ERR_NOMEM when
+ * memory runs out (nothing leaks); TFVM_ERR_ARGUMENT for NULL arguments.
+ * On success *out is a new program (free it with tfvm_program_free); src is
+ * not kept. Safe to call from several threads at once. */
+typedef struct tfvm_compile_options {
+    const char *entry;  /* the function that becomes the entry point; NULL = "main" */
+    int opt_level;      /* 0: no optimization (a plain lowering); 1: all (default) */
+} tfvm_compile_options;
+TFVM_API void tfvm_compile_options_init(tfvm_compile_options *opts);
+TFVM_API tfvm_status tfvm_program_compile(const char *src, size_t len, const char *name,
+                                          const tfvm_compile_options *opts, const tfvm_config *cfg,
+                                          tfvm_program **out, tfvm_error *err);
 /* Serialise to .tfvm bytes. *data is allocated with the program's allocator;
  * release it with tfvm_program_buffer_free. */
 TFVM_API tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size,

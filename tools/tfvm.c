@@ -1,6 +1,7 @@
-/* tools/tfvm.c — the `tfvm` command: run, asm, dis. Every error ends the
- * command with one line on stderr ("tfvm: ...") and a non-zero status:
- * 1 for a failed run or bad input file, 2 for bad usage. */
+/* tools/tfvm.c — the `tfvm` command: run, asm, dis, compile. Every error ends the
+ * command with one line on stderr ("tfvm: ...", plus the quoted source line
+ * and a caret for .tfg compile errors) and a non-zero status: 1 for a failed
+ * run or bad input file, 2 for bad usage. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,12 +21,14 @@
 static const char *const usage_main =
     "usage: tfvm <command> [options] [args]\n"
     "\n"
-    "tfvm runs tagged-token dataflow programs: .tfvm bytecode, or .tfasm text.\n"
+    "tfvm runs tagged-token dataflow programs: .tfvm bytecode, .tfasm text, or\n"
+    ".tfg graph-language source (compiled in memory).\n"
     "\n"
     "commands:\n"
     "  run FILE [ARG...]      run an entry point and print its results\n"
     "  asm FILE [-o OUT]      assemble .tfasm text into .tfvm bytecode\n"
     "  dis FILE [-o OUT]      print a program as .tfasm text\n"
+    "  compile FILE.tfg       compile graph-language source to .tfvm (or .tfasm)\n"
     "  help [COMMAND]         show help for a command\n"
     "\n"
     "options:\n"
@@ -37,10 +40,10 @@ static const char *const usage_main =
 static const char *const usage_run =
     "usage: tfvm run [options] FILE [ARG...]\n"
     "\n"
-    "Runs an entry point of FILE (.tfvm bytecode, or .tfasm text, assembled in\n"
-    "memory; '-' reads .tfvm bytes from stdin) and prints each result on its own\n"
-    "line: integers in decimal, floats with full precision, bools as true/false,\n"
-    "tensors in NumPy's bracketed form.\n"
+    "Runs an entry point of FILE (.tfvm bytecode; .tfasm text, assembled in\n"
+    "memory; .tfg source, compiled in memory; '-' reads .tfvm bytes from stdin)\n"
+    "and prints each result on its own line: integers in decimal, floats with\n"
+    "full precision, bools as true/false, tensors in NumPy's bracketed form.\n"
     "\n"
     "Each ARG is parsed by the type of the entry's parameter at its position:\n"
     "  i32, i64     decimal integer (range-checked)\n"
@@ -49,13 +52,15 @@ static const char *const usage_run =
     "  tensor       @path.npy\n"
     "\n"
     "options:\n"
-    "  -e, --entry NAME       entry point to run (default: the first)\n"
+    "  -e, --entry NAME       entry point to run (default: the first); for .tfg,\n"
+    "                         the function compiled as the entry (default: main)\n"
     "  -o NAME=PATH           write result NAME (or its 0-based position) to the\n"
     "                         .npy file PATH instead of printing it; repeatable\n"
     "  --stats                print counters to stderr after the run\n"
     "  --max-contexts N       fail when more than N tags are alive at once\n"
-    "  --threads N            worker threads (only 1 in this version)\n"
-    "  --deterministic        single thread, fixed firing order (the default)\n"
+    "  --threads N            worker threads (default: one per physical core, or\n"
+    "                         the TFVM_THREADS environment variable)\n"
+    "  --deterministic        one thread, the same firing order every run\n"
     "  -h, --help             show this help\n"
     "\n"
     "exit status: 0 success, 1 failed run or bad input file, 2 bad usage\n";
@@ -74,11 +79,29 @@ static const char *const usage_asm =
 static const char *const usage_dis =
     "usage: tfvm dis [options] FILE\n"
     "\n"
-    "Prints a program (FILE: .tfvm, '-' for .tfvm bytes on stdin, or .tfasm) as\n"
-    "the .tfasm text that `tfvm asm` turns back into the same bytes.\n"
+    "Prints a program (FILE: .tfvm, '-' for .tfvm bytes on stdin, .tfasm, or .tfg\n"
+    "source, compiled in memory) as the .tfasm text that `tfvm asm` turns back\n"
+    "into the same bytes.\n"
     "\n"
     "options:\n"
     "  -o OUT                 output file (default: stdout)\n"
+    "  -h, --help             show this help\n";
+
+static const char *const usage_compile =
+    "usage: tfvm compile [options] FILE.tfg\n"
+    "\n"
+    "Compiles graph-language source (docs/language.md) into one static dataflow\n"
+    "graph: .tfvm bytecode, or the .tfasm text of it. Errors name FILE:LINE:COL\n"
+    "and quote the line with a caret under the column.\n"
+    "\n"
+    "options:\n"
+    "  -o OUT                 output file ('-' = stdout); default: FILE with its\n"
+    "                         .tfg suffix replaced by .tfvm (--emit=tfvm), or\n"
+    "                         stdout (--emit=asm)\n"
+    "  --emit=tfvm            write .tfvm bytecode (the default)\n"
+    "  --emit=asm             write .tfasm text\n"
+    "  -e, --entry NAME       the function that becomes the entry point (default: main)\n"
+    "  -O0                    no optimization (a plain lowering; to compare against)\n"
     "  -h, --help             show this help\n";
 
 UT_PRINTF(1, 2) static int fail(const char *fmt, ...)
@@ -105,9 +128,36 @@ UT_PRINTF(2, 3) static int usage_error(const char *cmd, const char *fmt, ...)
 
 static bool is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
-/* "-" reads .tfvm bytes from stdin; a name ending in .tfasm is assembled. */
-static tfvm_status load_program(const char *path, tfvm_program **out, tfvm_error *err)
+static bool has_suffix(const char *s, const char *suffix)
 {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* Reads and compiles .tfg source; entry NULL = "main". */
+static tfvm_status compile_file(const char *path, const char *entry, int opt_level, tfvm_program **out,
+                                tfvm_error *err)
+{
+    char *text;
+    size_t len;
+    tfvm_status st = ut_read_file(path, NULL, &text, &len, err);
+    if (st != TFVM_OK)
+        return st;
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.entry = entry;
+    o.opt_level = opt_level;
+    st = tfvm_program_compile(text, len, path, &o, NULL, out, err);
+    ut_free(NULL, text, len + 1);
+    return st;
+}
+
+/* "-" reads .tfvm bytes from stdin; a name ending in .tfasm is assembled,
+ * one ending in .tfg is compiled (its entry function: `entry`, or main). */
+static tfvm_status load_program(const char *path, const char *entry, tfvm_program **out, tfvm_error *err)
+{
+    if (has_suffix(path, ".tfg"))
+        return compile_file(path, entry, 1, out, err);
     return tfvm_program_load_file(path, NULL, out, err);
 }
 
@@ -241,7 +291,11 @@ static void print_stats(const tfvm_vm *vm)
 static int cmd_run(int argc, char **argv)
 {
     const char *entry = NULL, *file = NULL;
-    bool stats = false;
+    bool stats = false, deterministic = false;
+    uint64_t threads = 0;
+    const char *env_threads = getenv("TFVM_THREADS");
+    if (env_threads && *env_threads && (!parse_u64(env_threads, &threads) || threads == 0 || threads > 1024))
+        return usage_error("run", "TFVM_THREADS=%s: expected an integer from 1 to 1024", env_threads);
     uint64_t max_contexts = 0;
     out_spec outs[16];
     size_t n_outs = 0;
@@ -285,14 +339,10 @@ static int cmd_run(int argc, char **argv)
             if (++i == argc || !parse_u64(argv[i], &max_contexts) || max_contexts == 0)
                 rc_usage = usage_error("run", "--max-contexts needs a positive integer");
         } else if (strcmp(a, "--threads") == 0) {
-            uint64_t n;
-            if (++i == argc || !parse_u64(argv[i], &n) || n == 0)
-                rc_usage = usage_error("run", "--threads needs a positive integer");
-            else if (n != 1)
-                rc_usage = usage_error("run", "--threads %llu: this version runs on one thread",
-                                       (unsigned long long)n);
+            if (++i == argc || !parse_u64(argv[i], &threads) || threads == 0 || threads > 1024)
+                rc_usage = usage_error("run", "--threads needs an integer from 1 to 1024");
         } else if (strcmp(a, "--deterministic") == 0) {
-            /* the only mode of this version */
+            deterministic = true;
         } else if (strcmp(a, "--") == 0) {
             options_done = true;
         } else if (!file && a[0] == '-' && a[1] != '\0') {
@@ -316,7 +366,7 @@ static int cmd_run(int argc, char **argv)
 
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(file, &prog, &err) != TFVM_OK) {
+    if (load_program(file, entry, &prog, &err) != TFVM_OK) {
         free(arg_text);
         return fail("%s", err.message);
     }
@@ -362,8 +412,8 @@ static int cmd_run(int argc, char **argv)
     tfvm_config cfg;
     tfvm_config_init(&cfg);
     cfg.max_contexts = max_contexts;
-    cfg.threads = 1;
-    cfg.deterministic = true;
+    cfg.threads = (int)threads;
+    cfg.deterministic = deterministic || threads == 1;
     if (tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK) {
         fail("out of memory creating the VM");
         goto out;
@@ -508,7 +558,7 @@ static int cmd_dis(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(in, &prog, &err) != TFVM_OK)
+    if (load_program(in, NULL, &prog, &err) != TFVM_OK)
         return fail("%s", err.message);
     ut_buf b;
     ut_buf_init(&b, NULL);
@@ -520,6 +570,81 @@ static int cmd_dis(int argc, char **argv)
         rc = fail("%s", err.message);
     ut_buf_free(&b);
     tfvm_program_free(prog);
+    return rc;
+}
+
+static int cmd_compile(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *entry = NULL;
+    bool asm_text = false;
+    int opt = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            fputs(usage_compile, stdout);
+            return 0;
+        } else if (strcmp(a, "-o") == 0) {
+            if (++i == argc)
+                return usage_error("compile", "-o needs a file name");
+            out = argv[i];
+        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
+            if (++i == argc)
+                return usage_error("compile", "%s needs a function name", a);
+            entry = argv[i];
+        } else if (strcmp(a, "--emit=asm") == 0) {
+            asm_text = true;
+        } else if (strcmp(a, "--emit=tfvm") == 0) {
+            asm_text = false;
+        } else if (strncmp(a, "--emit=", 7) == 0) {
+            return usage_error("compile", "--emit takes asm or tfvm, got '%s'", a + 7);
+        } else if (strcmp(a, "-O0") == 0) {
+            opt = 0;
+        } else if (strcmp(a, "-O1") == 0 || strcmp(a, "-O") == 0) {
+            opt = 1;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("compile", "unknown option '%s'", a);
+        } else if (in) {
+            return usage_error("compile", "more than one input file ('%s' and '%s')", in, a);
+        } else {
+            in = a;
+        }
+    }
+    if (!in)
+        return usage_error("compile", "missing FILE");
+    char *default_out = NULL;
+    if (!out && asm_text) {
+        out = "-";
+    } else if (!out) {
+        if (strcmp(in, "-") == 0)
+            return usage_error("compile", "reading stdin needs -o OUT");
+        size_t n = strlen(in), stem = has_suffix(in, ".tfg") ? n - 4 : n;
+        default_out = malloc(stem + 6);
+        if (!default_out)
+            return fail("out of memory");
+        memcpy(default_out, in, stem);
+        memcpy(default_out + stem, ".tfvm", 6);
+        out = default_out;
+    }
+    tfvm_error err;
+    tfvm_program *prog = NULL;
+    int rc = 0;
+    if (compile_file(in, entry, opt, &prog, &err) != TFVM_OK) {
+        rc = fail("%s", err.message);
+    } else if (asm_text) {
+        ut_buf b;
+        ut_buf_init(&b, NULL);
+        if (ld_disassemble(&prog->isa, &b, &err) != TFVM_OK)
+            rc = fail("%s", err.message);
+        else if (b.failed)
+            rc = fail("out of memory");
+        else if (ut_write_file(out, b.data, b.len, &err) != TFVM_OK)
+            rc = fail("%s", err.message);
+        ut_buf_free(&b);
+    } else if (tfvm_program_save_file(prog, out, &err) != TFVM_OK) {
+        rc = fail("%s", err.message);
+    }
+    tfvm_program_free(prog);
+    free(default_out);
     return rc;
 }
 
@@ -535,6 +660,7 @@ static const command commands[] = {
     {"run", cmd_run, &usage_run},
     {"asm", cmd_asm, &usage_asm},
     {"dis", cmd_dis, &usage_dis},
+    {"compile", cmd_compile, &usage_compile},
 };
 
 static const char *usage_of(const char *name)

@@ -3,7 +3,11 @@
 # their own expectations, one per line (Wren style):
 #   ; expect: ARGS -> OUTPUT           stdout (lines joined by ' | ') and exit 0
 #   ; expect error: ARGS -> MESSAGE    stderr is exactly "tfvm: MESSAGE", exit != 0
-# ARGS may be empty ("; expect:  -> 42"). Run from the repository root:
+# ARGS may be empty ("; expect:  -> 42"). .tfg programs write the same lines
+# as // comments, and test/compile/*.tfg also carry
+#   // expect compile error: MESSAGE  the first line of stderr is "tfvm: MESSAGE",
+#                                     then the quoted source line and a caret line
+# Run from the repository root:
 #   TFVM=build/bin/tfvm bash test/e2e/run.sh
 set -u
 TFVM=${TFVM:-build/bin/tfvm}
@@ -16,13 +20,14 @@ fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-# check_expectations FILE RUNFILE: runs every expectation line of FILE against RUNFILE.
+# check_expectations FILE RUNFILE [COMMENT]: runs every expectation line of FILE
+# against RUNFILE; COMMENT is what starts a comment line (";" or "//").
 check_expectations() {
-    local src=$1 file=$2 line args want got rc
+    local src=$1 file=$2 c=${3:-;} line args want got rc
     while IFS= read -r line; do
         case "$line" in
-        "; expect error:"*)
-            line=${line#"; expect error:"}
+        "$c expect error:"*)
+            line=${line#"$c expect error:"}
             args=${line%% -> *}
             want=${line#* -> }
             # shellcheck disable=SC2086
@@ -32,8 +37,8 @@ check_expectations() {
                 bad "$src ($file) args '$args': want error 'tfvm: $want', got rc=$rc '$got'"
             fi
             ;;
-        "; expect:"*)
-            line=${line#"; expect:"}
+        "$c expect:"*)
+            line=${line#"$c expect:"}
             args=${line%% -> *}
             want=${line#* -> }
             # shellcheck disable=SC2086
@@ -63,6 +68,36 @@ for src in examples/asm/*.tfasm test/e2e/*.tfasm; do
     else
         grep -q '^; expect' "$src" && bad "$src: does not assemble: $(cat "$TMP/err")"
     fi
+done
+
+# 1b. Graph-language programs: run from source, compiled to bytecode (with and
+#     without optimization), and compile --emit=asm | asm gives the same bytes.
+for src in examples/*.tfg test/compile/*.tfg; do
+    [ -e "$src" ] || continue
+    name=$(basename "$src" .tfg)
+    want=$(sed -n 's|^// expect compile error: ||p' "$src")
+    if [ -n "$want" ]; then
+        "$TFVM" compile "$src" -o "$TMP/$name.tfvm" 2>"$TMP/err"
+        rc=$?
+        if [ $rc -eq 1 ] && [ "$(head -1 "$TMP/err")" = "tfvm: $want" ] && [ "$(wc -l <"$TMP/err")" -eq 3 ] &&
+            tail -1 "$TMP/err" | grep -q '\^$'; then ok; else
+            bad "$src: want compile error 'tfvm: $want' (+ quote and caret), got rc=$rc '$(cat "$TMP/err")'"
+        fi
+        continue
+    fi
+    check_expectations "$src" "$src" //
+    for opt in -O1 -O0; do
+        if "$TFVM" compile $opt "$src" -o "$TMP/$name$opt.tfvm" 2>"$TMP/err"; then
+            ok
+            check_expectations "$src" "$TMP/$name$opt.tfvm" //
+            if "$TFVM" compile $opt --emit=asm "$src" | "$TFVM" asm - -o "$TMP/$name$opt.2.tfvm" &&
+                cmp -s "$TMP/$name$opt.tfvm" "$TMP/$name$opt.2.tfvm"; then ok; else
+                bad "$src: tfvm compile $opt --emit=asm | tfvm asm does not give back the same bytes"
+            fi
+        else
+            bad "$src: does not compile ($opt): $(cat "$TMP/err")"
+        fi
+    done
 done
 
 # 2. The bad-input corpus: every file fails with its exact one-line message.
@@ -97,7 +132,7 @@ while IFS=$'\t' read -r args want_rc want_err want_out; do
 done <test/e2e/cli_cases.tsv
 
 # 4. Every subcommand has a --help that exits 0 and starts with its usage line.
-for c in run asm dis; do
+for c in run asm dis compile; do
     if "$TFVM" "$c" --help | head -1 | grep -q "^usage: tfvm $c"; then ok; else bad "tfvm $c --help"; fi
 done
 

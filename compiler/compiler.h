@@ -1,0 +1,357 @@
+/* compiler/compiler.h — the .tfg graph compiler (docs/language.md): lexer,
+ * parser, type checker, structured graph IR, optimizations, and the lowering
+ * of if/while/calls to ISA instructions, emitted as a verified isa_program. */
+#ifndef TFVM_COMPILER_H
+#define TFVM_COMPILER_H
+
+#include <setjmp.h>
+
+#include "isa/isa.h"
+
+/* Compiles .tfg source into a verified program. `name` prefixes messages
+ * ("fib.tfg:3:12: ..."); `entry` is the function that becomes the entry point
+ * (NULL = "main"); opt_level 0 disables every optimization (-O0), 1 enables
+ * all of them. On failure *out is released and err->message holds
+ * "NAME:LINE:COL: message", then the source line and a caret line (see
+ * docs/language.md, "Errors"); code TFVM_ERR_SYNTAX for syntax errors,
+ * TFVM_ERR_TYPE for type and name errors, TFVM_ERR_NOMEM when memory runs out. */
+tfvm_status cc_compile(const char *src, size_t len, const char *name, const char *entry, int opt_level,
+                       const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+
+/* The front end alone, for tools and tests that walk the typed AST (the
+ * reference evaluator of test/unit/test_diff.c): lexes, parses and checks
+ * into *C, whose module stays valid until cc_release(C). Errors as for
+ * cc_compile. */
+typedef struct cc cc;
+tfvm_status cc_front(cc *C, const char *src, size_t len, const char *name, const char *entry,
+                     const tfvm_allocator *a, tfvm_error *err);
+void cc_release(cc *C);
+
+/* ---- Shared by the compiler's files ------------------------------------------ */
+
+typedef struct cc_pos {
+    uint32_t line, col; /* 1-based; 0 = none */
+} cc_pos;
+
+/* Tokens */
+typedef enum cc_tk {
+    CC_T_EOF, CC_T_IDENT, CC_T_INT, CC_T_FLOAT,
+    /* keywords */
+    CC_T_FN, CC_T_LET, CC_T_IF, CC_T_ELSE, CC_T_WHILE, CC_T_TRUE, CC_T_FALSE,
+    /* punctuation */
+    CC_T_LPAREN, CC_T_RPAREN, CC_T_LBRACE, CC_T_RBRACE, CC_T_LBRACK, CC_T_RBRACK,
+    CC_T_COMMA, CC_T_SEMI, CC_T_COLON, CC_T_ASSIGN, CC_T_ARROW, CC_T_QUESTION,
+    CC_T_PLUS, CC_T_MINUS, CC_T_STAR, CC_T_SLASH, CC_T_PERCENT,
+    CC_T_LT, CC_T_LE, CC_T_GT, CC_T_GE, CC_T_EQ, CC_T_NE, CC_T_AND, CC_T_OR, CC_T_NOT,
+    CC_T_COUNT
+} cc_tk;
+
+typedef struct cc_tok {
+    uint8_t kind;      /* cc_tk */
+    uint8_t suffix;    /* INT/FLOAT: tfvm_dtype of a suffix (1i64, 2.5f32), 0 = none */
+    cc_pos pos;
+    const char *text;  /* into the source */
+    uint32_t len;
+    uint64_t ival;     /* INT: magnitude (saturates; `big` says it overflowed) */
+    double fval;       /* FLOAT */
+    bool big;          /* INT literal above 2^64 - 1 */
+} cc_tok;
+
+/* Types. A value type is a scalar (rank 0, not tensor) or a tensor with a
+ * dtype and rank dims (-1 = unknown, written `?`). Expressions have a list
+ * of value types: one for an ordinary value, several for a tuple. */
+typedef struct cc_vtype {
+    uint8_t dtype;     /* tfvm_dtype */
+    uint8_t tensor;    /* 0 = scalar */
+    uint8_t rank;
+    int64_t dims[TFVM_MAX_RANK];
+} cc_vtype;
+
+typedef struct cc_tlist {
+    uint32_t n;
+    cc_vtype *t;
+} cc_tlist;
+
+/* A named value: a parameter, a let binding or a loop variable. `slot` is
+ * its index in its function's frame (used by the reference evaluator). */
+typedef struct cc_var {
+    const char *name;
+    cc_pos pos;
+    cc_vtype type;
+    uint32_t slot;
+    uint32_t uses;
+    uint8_t flex;         /* loop variable initialised by a bare literal: 1 integer,
+                             2 float; its dtype is fixed by its first typed use */
+    bool fixed;           /* flex var whose dtype a use just fixed */
+    struct cc_irval *ir;  /* IR building: its current value */
+} cc_var;
+
+/* ---- AST --------------------------------------------------------------------- */
+typedef enum cc_ek {
+    CC_E_INT, CC_E_FLOAT, CC_E_BOOL, CC_E_TENSOR, CC_E_VAR, CC_E_UNARY, CC_E_BINARY,
+    CC_E_CALL, CC_E_IF, CC_E_WHILE, CC_E_TUPLE
+} cc_ek;
+
+typedef struct cc_expr cc_expr;
+typedef struct cc_func cc_func;
+
+typedef struct cc_let {
+    cc_pos pos;
+    uint32_t n_names;     /* 1 for `let x = e`, k for `let (a, b) = e` */
+    const char **names;   /* "_" = ignored */
+    cc_pos *name_pos;
+    bool has_type;        /* `let x: T = e` (single name only) */
+    cc_vtype type;
+    cc_pos type_pos;
+    cc_expr *value;
+    cc_var **vars;        /* per name, NULL for "_" */
+} cc_let;
+
+typedef struct cc_ablock {
+    cc_pos pos;
+    uint32_t n_lets;
+    cc_let *lets;
+    cc_expr *result;
+} cc_ablock;
+
+typedef struct cc_loopvar {
+    const char *name;
+    cc_pos pos;
+    bool has_type;
+    cc_vtype type;
+    cc_expr *init;
+    cc_var *var;          /* the variable inside the loop */
+} cc_loopvar;
+
+struct cc_expr {
+    uint8_t kind;         /* cc_ek */
+    cc_pos pos;           /* operators: the operator; others: where it starts */
+    cc_pos start;         /* where the whole expression starts */
+    cc_tlist type;        /* after type checking */
+    union {
+        struct {          /* INT: magnitude and sign; FLOAT; BOOL */
+            uint64_t mag;
+            bool neg, big;
+            uint8_t suffix;
+            double f;
+            bool b;
+        } lit;
+        struct {          /* TENSOR literal: leaves in C order */
+            uint8_t rank;
+            int64_t dims[TFVM_MAX_RANK];
+            uint32_t n;
+            cc_expr **elems;
+        } tensor;
+        struct {
+            const char *name;
+            cc_var *var;
+        } var;
+        struct {
+            uint8_t op;   /* cc_tk of the operator */
+            cc_expr *a, *b;
+        } op;
+        struct {
+            const char *name;
+            cc_pos name_pos;
+            bool has_targ;     /* cast<f32>(x) */
+            uint8_t targ;      /* tfvm_dtype */
+            uint32_t n_args;
+            cc_expr **args;
+            cc_func *fn;       /* a user function, or NULL for a built-in op */
+            int builtin;       /* isa_op, when fn == NULL */
+            uint32_t site;     /* user call: program-wide call-site id */
+        } call;
+        struct {
+            cc_expr *cond;
+            cc_ablock *then, *els;
+        } cond;
+        struct {
+            const char *label;  /* NULL = automatic name */
+            cc_pos label_pos;
+            uint32_t n_vars;
+            cc_loopvar *vars;
+            cc_expr *cond;
+            cc_ablock *body;
+        } loop;
+        struct {
+            uint32_t n;
+            cc_expr **elems;
+        } tuple;
+    } u;
+};
+
+typedef struct cc_param {
+    const char *name;     /* results: NULL = unnamed (r0, r1, ...) */
+    cc_pos pos;
+    cc_vtype type;
+    cc_var *var;
+} cc_param;
+
+struct cc_func {
+    const char *name;
+    cc_pos pos;
+    uint32_t n_params, n_results;
+    cc_param *params, *results;
+    cc_ablock *body;
+    uint32_t n_slots;     /* frame size for the reference evaluator */
+    uint32_t index;       /* in source order */
+    bool reachable;       /* from the entry */
+    bool called;          /* by some reachable function */
+    struct cc_ifn *ir;
+};
+
+typedef struct cc_module {
+    uint32_t n_funcs;
+    cc_func **funcs;
+    uint32_t n_sites;     /* textual call sites: ids 0 .. n_sites-1 */
+    cc_func *entry;
+} cc_module;
+
+/* ---- Structured graph IR --------------------------------------------------------
+ * A function is a tree of blocks; a block is a list of nodes in dataflow
+ * order. A node may use values of its own block and of enclosing blocks of
+ * the same function (lowering routes them: SWITCH into branches, ENTER into
+ * loops). If and While nodes own blocks: If has `then` and `else` whose
+ * results meet in its outputs; While has a header block (its loop variables
+ * and the condition, result 0) and a body block inside the header (results =
+ * the next values of the loop variables); its outputs are the final values. */
+typedef enum cc_nk { CC_N_PARAM, CC_N_CONST, CC_N_OP, CC_N_CALL, CC_N_IF, CC_N_WHILE, CC_N_LVAR } cc_nk;
+typedef enum cc_role { CC_B_TOP, CC_B_THEN, CC_B_ELSE, CC_B_HEAD, CC_B_BODY } cc_role;
+
+typedef struct cc_node cc_node;
+typedef struct cc_blk cc_blk;
+typedef struct cc_ifn cc_ifn;
+
+typedef struct cc_irval {
+    cc_node *n;
+    uint32_t k;           /* output index */
+} cc_irval;
+
+struct cc_blk {
+    cc_blk *parent;
+    cc_node *owner;       /* If/While node; NULL for the top block */
+    uint8_t role;         /* cc_role */
+    cc_node *first, *last;
+    uint32_t n_res;
+    cc_irval *res;
+    cc_ifn *fn;
+    uint32_t depth;       /* nesting depth (top = 0) */
+    void *low;            /* lowering state */
+};
+
+typedef struct cc_cval {  /* a constant */
+    uint8_t dtype, rank;
+    int64_t dims[TFVM_MAX_RANK];
+    size_t nbytes;
+    const void *data;
+} cc_cval;
+
+struct cc_node {
+    uint8_t kind;         /* cc_nk */
+    bool live;            /* DCE mark */
+    uint16_t op;          /* OP: isa_op */
+    uint32_t attr;        /* OP: attribute a (CAST dtype) */
+    cc_blk *blk;
+    cc_node *prev, *next;
+    uint32_t n_in;
+    cc_irval *in;
+    uint32_t n_out;
+    cc_vtype *types;      /* per output */
+    cc_irval *fwd;        /* per output: replacement (fwd[k].n != NULL) */
+    cc_pos pos;
+    const char **names;   /* per output: debug name (a source name), or NULL */
+    uint32_t id;          /* unique per compilation */
+    union {
+        uint32_t index;   /* PARAM, LVAR: position */
+        cc_cval c;        /* CONST */
+        struct { cc_ifn *callee; uint32_t site; } call;
+        struct { cc_blk *then, *els; } cond;
+        struct { cc_blk *head, *body; cc_node **lvars; const char *label; cc_pos label_pos; } loop;
+    } u;
+    cc_node *owner;       /* LVAR: its While */
+    bool *olive;          /* If/While after DCE: per output (loop variable), used; NULL = all */
+    void *low;            /* lowering: per-output references */
+};
+
+struct cc_ifn {
+    cc_func *src;
+    const char *name;
+    cc_blk *top;
+    uint32_t n_params;
+    cc_node **params;
+    bool *param_live;     /* after DCE: parameters the body reads */
+    uint32_t gate_param;  /* the parameter whose CALL token gates the body */
+    uint32_t n_results;
+    bool dropped;         /* no call left after optimization */
+    /* lowering */
+    uint32_t region;
+    uint32_t n_loops;     /* for automatic loop names */
+    uint32_t *pvirt;      /* per parameter (or the hidden trigger when there
+                             are none): the placeholder its CALLs feed */
+    void *res;            /* per result: where the body's value is */
+};
+
+/* ---- The compiler's state -------------------------------------------------------- */
+struct cc {
+    ut_arena ar;          /* every compiler allocation; freed at the end */
+    const char *src;
+    size_t len;
+    const char *name;
+    tfvm_error *err;
+    jmp_buf *jb;          /* errors unwind here (one thread; arena memory only) */
+    tfvm_status status;
+    int opt;              /* optimization level */
+    uint32_t depth;       /* parser/checker recursion guard */
+    /* lexer */
+    cc_tok *toks;
+    uint32_t n_toks, tp;
+    uint32_t funcs_cap;
+    /* module */
+    cc_module mod;
+    uint32_t next_node_id;
+    /* IR */
+    uint32_t n_ifns;
+    cc_ifn **ifns;        /* reachable functions, entry first */
+    cc_ifn *entry_ifn;
+    bool entry_wrapped;   /* the entry is also called: ROOT calls it */
+};
+
+/* Recursion guards (the C stack is the limit): the parser counts about two
+ * units per parenthesis and three per nested block, so 600 allows some 300
+ * levels of parentheses or 200 of nested blocks; the checker and the IR
+ * builder recurse once per operator, so a chain a + b + ... has at most
+ * CC_MAX_CHAIN operators. */
+#define CC_MAX_DEPTH 600
+#define CC_MAX_CHAIN 1000
+
+/* Errors: format "NAME:LINE:COL: message" + source line + caret, unwind. */
+_Noreturn void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
+_Noreturn void cc_nomem(cc *C);
+void *cc_alloc(cc *C, size_t n);                 /* zeroed; unwinds on failure */
+void *cc_array(cc *C, size_t count, size_t size);
+char *cc_strndup(cc *C, const char *s, size_t n);
+/* Grows an arena array of `*cap` elements to hold at least n + 1. */
+void *cc_grow(cc *C, void *p, uint32_t n, uint32_t *cap, size_t size);
+
+/* lex.c */
+void cc_lex(cc *C);
+const char *cc_tk_name(cc_tk k);
+/* parse.c */
+void cc_parse(cc *C);
+/* types.c */
+void cc_check(cc *C, const char *entry);
+bool cc_vtype_eq(const cc_vtype *a, const cc_vtype *b);
+void cc_vtype_str(const cc_vtype *t, char *buf, size_t size);
+/* ir.c */
+void cc_build_ir(cc *C);
+cc_irval cc_resolve(cc_irval v);
+cc_node *cc_node_new(cc *C, cc_blk *b, cc_nk kind, uint32_t n_in, uint32_t n_out, cc_pos pos);
+void cc_node_unlink(cc_node *n);
+bool cc_op_may_fail(const cc_node *n);
+/* opt.c */
+void cc_optimize(cc *C);
+void cc_dce(cc *C);
+/* lower.c */
+void cc_lower(cc *C, isa_program *out);
+
+#endif

@@ -1,0 +1,361 @@
+/* compiler/ir.c — builds the structured graph IR (compiler.h) from the typed
+ * AST: every reachable function becomes a tree of blocks whose nodes are
+ * constants, elementwise ops, calls, and If/While nodes owning sub-blocks. */
+#include <string.h>
+
+#include "compiler.h"
+
+cc_irval cc_resolve(cc_irval v)
+{
+    while (v.n && v.n->fwd && v.n->fwd[v.k].n)
+        v = v.n->fwd[v.k];
+    return v;
+}
+
+cc_node *cc_node_new(cc *C, cc_blk *b, cc_nk kind, uint32_t n_in, uint32_t n_out, cc_pos pos)
+{
+    cc_node *n = cc_alloc(C, sizeof *n);
+    n->kind = (uint8_t)kind;
+    n->blk = b;
+    n->n_in = n_in;
+    n->in = n_in ? cc_array(C, n_in, sizeof *n->in) : NULL;
+    n->n_out = n_out;
+    n->types = n_out ? cc_array(C, n_out, sizeof *n->types) : NULL;
+    n->names = n_out ? cc_array(C, n_out, sizeof *n->names) : NULL;
+    n->pos = pos;
+    n->id = C->next_node_id++;
+    if (b) {
+        n->prev = b->last;
+        if (b->last)
+            b->last->next = n;
+        else
+            b->first = n;
+        b->last = n;
+    }
+    return n;
+}
+
+void cc_node_unlink(cc_node *n)
+{
+    cc_blk *b = n->blk;
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        b->first = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    else
+        b->last = n->prev;
+    n->prev = n->next = NULL;
+}
+
+/* Ops that can stop a run: integer DIV/MOD (unless the divisor is a nonzero
+ * constant), CAST from a float to an integer, and anything on tensors (shapes
+ * are only fully known at run time). Dead-code elimination keeps them, so a
+ * program fails the same way whether or not a result is used. */
+bool cc_op_may_fail(const cc_node *n)
+{
+    if (n->kind != CC_N_OP)
+        return false;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+        cc_irval v = cc_resolve(n->in[k]);
+        if (v.n->types[v.k].tensor)
+            return true;
+    }
+    if (n->op == ISA_DIV || n->op == ISA_MOD) {
+        uint8_t d = n->types[0].dtype;
+        if (d != TFVM_I32 && d != TFVM_I64)
+            return false;
+        cc_irval y = cc_resolve(n->in[1]);
+        if (y.n->kind != CC_N_CONST)
+            return true;
+        const void *p = y.n->u.c.data;
+        if (d == TFVM_I32) {
+            int32_t v;
+            memcpy(&v, p, 4);
+            return v == 0;
+        }
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v == 0;
+    }
+    if (n->op == ISA_CAST) {
+        cc_irval x = cc_resolve(n->in[0]);
+        uint8_t from = x.n->types[x.k].dtype;
+        return (from == TFVM_F32 || from == TFVM_F64) && (n->attr == TFVM_I32 || n->attr == TFVM_I64);
+    }
+    return false;
+}
+
+/* ---- Building ---------------------------------------------------------------------- */
+
+typedef struct builder {
+    cc *C;
+    cc_ifn *fn;
+    cc_blk *blk;   /* where new nodes go */
+} builder;
+
+static cc_blk *new_blk(builder *B, cc_blk *parent, cc_node *owner, cc_role role)
+{
+    cc_blk *b = cc_alloc(B->C, sizeof *b);
+    b->parent = parent;
+    b->owner = owner;
+    b->role = (uint8_t)role;
+    b->fn = B->fn;
+    b->depth = parent ? parent->depth + 1 : 0;
+    return b;
+}
+
+static cc_irval val(cc_node *n, uint32_t k) { return (cc_irval){n, k}; }
+
+static cc_irval make_const(builder *B, const cc_vtype *t, const void *data, size_t nbytes, cc_pos pos)
+{
+    cc_node *n = cc_node_new(B->C, B->blk, CC_N_CONST, 0, 1, pos);
+    n->types[0] = *t;
+    n->u.c.dtype = t->dtype;
+    n->u.c.rank = t->tensor ? t->rank : 0;
+    memcpy(n->u.c.dims, t->dims, sizeof n->u.c.dims);
+    n->u.c.nbytes = nbytes;
+    void *p = cc_alloc(B->C, nbytes ? nbytes : 1);
+    memcpy(p, data, nbytes);
+    n->u.c.data = p;
+    return val(n, 0);
+}
+
+/* Writes a literal leaf as dtype d (little-endian host). */
+static void literal_bytes(const cc_expr *e, uint8_t d, unsigned char *out)
+{
+    if (e->kind == CC_E_BOOL) {
+        out[0] = e->u.lit.b ? 1 : 0;
+        return;
+    }
+    double f;
+    int64_t i = 0;
+    if (e->kind == CC_E_INT) {
+        i = e->u.lit.neg ? (int64_t)(0 - e->u.lit.mag) : (int64_t)e->u.lit.mag;
+        f = e->u.lit.neg ? -(double)e->u.lit.mag : (double)e->u.lit.mag;
+    } else {
+        f = e->u.lit.f;
+    }
+    switch (d) {
+    case TFVM_I32: { int32_t v = (int32_t)i; memcpy(out, &v, 4); break; }
+    case TFVM_I64: memcpy(out, &i, 8); break;
+    case TFVM_F32: { float v = (float)f; memcpy(out, &v, 4); break; }
+    case TFVM_F64: memcpy(out, &f, 8); break;
+    default: out[0] = 0; break;
+    }
+}
+
+static cc_irval *build(builder *B, const cc_expr *e);
+
+static void build_block(builder *B, const cc_ablock *ab, cc_blk *b)
+{
+    cc_blk *saved = B->blk;
+    B->blk = b;
+    for (uint32_t i = 0; i < ab->n_lets; i++) {
+        const cc_let *l = &ab->lets[i];
+        cc_irval *v = build(B, l->value);
+        for (uint32_t k = 0; k < l->n_names; k++) {
+            if (!l->vars[k])
+                continue;
+            l->vars[k]->ir = &v[k];
+            cc_irval r = cc_resolve(v[k]);
+            if (!r.n->names[r.k] && r.n->kind != CC_N_CONST)
+                r.n->names[r.k] = l->names[k];
+        }
+    }
+    b->n_res = ab->result->type.n;
+    b->res = build(B, ab->result);
+    B->blk = saved;
+}
+
+static isa_op binary_op(uint8_t tk)
+{
+    switch (tk) {
+    case CC_T_PLUS: return ISA_ADD;
+    case CC_T_MINUS: return ISA_SUB;
+    case CC_T_STAR: return ISA_MUL;
+    case CC_T_SLASH: return ISA_DIV;
+    case CC_T_PERCENT: return ISA_MOD;
+    case CC_T_LT: return ISA_LESS;
+    case CC_T_LE: return ISA_LESS_EQUAL;
+    case CC_T_GT: return ISA_GREATER;
+    case CC_T_GE: return ISA_GREATER_EQUAL;
+    case CC_T_EQ: return ISA_EQUAL;
+    case CC_T_NE: return ISA_NOT_EQUAL;
+    case CC_T_AND: return ISA_AND;
+    default: return ISA_OR;
+    }
+}
+
+static cc_irval *one(builder *B, cc_irval v)
+{
+    cc_irval *r = cc_alloc(B->C, sizeof *r);
+    *r = v;
+    return r;
+}
+
+static cc_irval *build(builder *B, const cc_expr *e)
+{
+    cc *C = B->C;
+    switch (e->kind) {
+    case CC_E_INT:
+    case CC_E_FLOAT:
+    case CC_E_BOOL: {
+        unsigned char bytes[8];
+        const cc_vtype *t = &e->type.t[0];
+        literal_bytes(e, t->dtype, bytes);
+        return one(B, make_const(B, t, bytes, tfvm_dtype_size((tfvm_dtype)t->dtype), e->pos));
+    }
+    case CC_E_TENSOR: {
+        const cc_vtype *t = &e->type.t[0];
+        size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype);
+        unsigned char *data = cc_array(C, e->u.tensor.n, es);
+        for (uint32_t i = 0; i < e->u.tensor.n; i++)
+            literal_bytes(e->u.tensor.elems[i], t->dtype, data + i * es);
+        return one(B, make_const(B, t, data, e->u.tensor.n * es, e->pos));
+    }
+    case CC_E_VAR: return one(B, *e->u.var.var->ir);
+    case CC_E_UNARY: {
+        cc_irval a = build(B, e->u.op.a)[0];
+        cc_node *n = cc_node_new(C, B->blk, CC_N_OP, 1, 1, e->pos);
+        n->op = e->u.op.op == CC_T_NOT ? ISA_NOT : ISA_NEG;
+        n->in[0] = a;
+        n->types[0] = e->type.t[0];
+        return one(B, val(n, 0));
+    }
+    case CC_E_BINARY: {
+        cc_irval a = build(B, e->u.op.a)[0];
+        cc_irval b = build(B, e->u.op.b)[0];
+        cc_node *n = cc_node_new(C, B->blk, CC_N_OP, 2, 1, e->pos);
+        n->op = (uint16_t)binary_op(e->u.op.op);
+        n->in[0] = a;
+        n->in[1] = b;
+        n->types[0] = e->type.t[0];
+        return one(B, val(n, 0));
+    }
+    case CC_E_CALL: {
+        uint32_t na = e->u.call.n_args;
+        cc_irval *args = cc_array(C, na + 1, sizeof *args);
+        for (uint32_t k = 0; k < na; k++)
+            args[k] = build(B, e->u.call.args[k])[0];
+        cc_node *n;
+        if (e->u.call.fn) {
+            n = cc_node_new(C, B->blk, CC_N_CALL, na, e->type.n, e->u.call.name_pos);
+            n->u.call.callee = e->u.call.fn->ir;
+            n->u.call.site = e->u.call.site;
+        } else {
+            n = cc_node_new(C, B->blk, CC_N_OP, na, 1, e->u.call.name_pos);
+            n->op = (uint16_t)e->u.call.builtin;
+            n->attr = e->u.call.has_targ ? e->u.call.targ : 0;
+        }
+        if (na)
+            memcpy(n->in, args, na * sizeof *args);
+        cc_irval *out = cc_array(C, e->type.n, sizeof *out);
+        for (uint32_t k = 0; k < e->type.n; k++) {
+            n->types[k] = e->type.t[k];
+            out[k] = val(n, k);
+        }
+        return out;
+    }
+    case CC_E_IF: {
+        cc_irval c = build(B, e->u.cond.cond)[0];
+        cc_node *n = cc_node_new(C, B->blk, CC_N_IF, 1, e->type.n, e->pos);
+        n->in[0] = c;
+        n->u.cond.then = new_blk(B, B->blk, n, CC_B_THEN);
+        n->u.cond.els = new_blk(B, B->blk, n, CC_B_ELSE);
+        build_block(B, e->u.cond.then, n->u.cond.then);
+        build_block(B, e->u.cond.els, n->u.cond.els);
+        cc_irval *out = cc_array(C, e->type.n, sizeof *out);
+        for (uint32_t k = 0; k < e->type.n; k++) {
+            n->types[k] = e->type.t[k];
+            out[k] = val(n, k);
+        }
+        return out;
+    }
+    case CC_E_WHILE: {
+        uint32_t nv = e->u.loop.n_vars;
+        cc_irval *inits = cc_array(C, nv, sizeof *inits);
+        for (uint32_t k = 0; k < nv; k++)
+            inits[k] = build(B, e->u.loop.vars[k].init)[0];
+        cc_node *n = cc_node_new(C, B->blk, CC_N_WHILE, nv, nv, e->pos);
+        memcpy(n->in, inits, nv * sizeof *inits);
+        n->u.loop.label = e->u.loop.label;
+        n->u.loop.label_pos = e->u.loop.label_pos;
+        cc_blk *head = n->u.loop.head = new_blk(B, B->blk, n, CC_B_HEAD);
+        n->u.loop.lvars = cc_array(C, nv, sizeof(cc_node *));
+        cc_blk *saved = B->blk;
+        B->blk = head;
+        for (uint32_t k = 0; k < nv; k++) {
+            const cc_loopvar *lv = &e->u.loop.vars[k];
+            cc_node *l = cc_node_new(C, head, CC_N_LVAR, 0, 1, lv->pos);
+            l->u.index = k;
+            l->owner = n;
+            l->types[0] = lv->type;
+            l->names[0] = lv->name;
+            n->u.loop.lvars[k] = l;
+            n->types[k] = lv->type;
+            n->names[k] = lv->name;
+            lv->var->ir = cc_alloc(C, sizeof(cc_irval));
+            *lv->var->ir = val(l, 0);
+        }
+        head->n_res = 1;
+        head->res = build(B, e->u.loop.cond);
+        B->blk = saved;
+        n->u.loop.body = new_blk(B, head, n, CC_B_BODY);
+        build_block(B, e->u.loop.body, n->u.loop.body);
+        cc_irval *out = cc_array(C, nv, sizeof *out);
+        for (uint32_t k = 0; k < nv; k++)
+            out[k] = val(n, k);
+        return out;
+    }
+    case CC_E_TUPLE: {
+        cc_irval *out = cc_array(C, e->u.tuple.n, sizeof *out);
+        for (uint32_t k = 0; k < e->u.tuple.n; k++)
+            out[k] = build(B, e->u.tuple.elems[k])[0];
+        return out;
+    }
+    }
+    return NULL;
+}
+
+void cc_build_ir(cc *C)
+{
+    cc_module *m = &C->mod;
+    /* Reachable functions, the entry first, the others in source order. */
+    C->ifns = cc_array(C, m->n_funcs + 1, sizeof(cc_ifn *));
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < m->n_funcs; i++) {
+            cc_func *f = m->funcs[i];
+            if (!f->reachable || (pass == 0) != (f == m->entry))
+                continue;
+            cc_ifn *fn = cc_alloc(C, sizeof *fn);
+            fn->src = f;
+            fn->name = f->name;
+            fn->n_params = f->n_params;
+            fn->n_results = f->n_results;
+            fn->params = cc_array(C, f->n_params + 1, sizeof(cc_node *));
+            fn->param_live = cc_array(C, f->n_params + 1, sizeof(bool));
+            f->ir = fn;
+            C->ifns[C->n_ifns++] = fn;
+        }
+    }
+    C->entry_ifn = m->entry->ir;
+    C->entry_wrapped = m->entry->called;
+    for (uint32_t i = 0; i < C->n_ifns; i++) {
+        cc_ifn *fn = C->ifns[i];
+        cc_func *f = fn->src;
+        builder B = {C, fn, NULL};
+        fn->top = new_blk(&B, NULL, NULL, CC_B_TOP);
+        for (uint32_t k = 0; k < f->n_params; k++) {
+            cc_node *p = cc_node_new(C, fn->top, CC_N_PARAM, 0, 1, f->params[k].pos);
+            p->u.index = k;
+            p->types[0] = f->params[k].type;
+            p->names[0] = f->params[k].name;
+            fn->params[k] = p;
+            f->params[k].var->ir = cc_alloc(C, sizeof(cc_irval));
+            *f->params[k].var->ir = val(p, 0);
+        }
+        build_block(&B, f->body, fn->top);
+    }
+}

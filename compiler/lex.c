@@ -1,0 +1,238 @@
+/* compiler/lex.c — .tfg source text to tokens (docs/language.md, "Lexical
+ * structure"). The whole file is tokenized up front so the parser can look
+ * ahead freely; positions are 1-based line and byte column. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+
+static const char *const tk_names[CC_T_COUNT] = {
+    [CC_T_EOF] = "end of file", [CC_T_IDENT] = "identifier", [CC_T_INT] = "integer", [CC_T_FLOAT] = "number",
+    [CC_T_FN] = "'fn'", [CC_T_LET] = "'let'", [CC_T_IF] = "'if'", [CC_T_ELSE] = "'else'",
+    [CC_T_WHILE] = "'while'", [CC_T_TRUE] = "'true'", [CC_T_FALSE] = "'false'",
+    [CC_T_LPAREN] = "'('", [CC_T_RPAREN] = "')'", [CC_T_LBRACE] = "'{'", [CC_T_RBRACE] = "'}'",
+    [CC_T_LBRACK] = "'['", [CC_T_RBRACK] = "']'", [CC_T_COMMA] = "','", [CC_T_SEMI] = "';'",
+    [CC_T_COLON] = "':'", [CC_T_ASSIGN] = "'='", [CC_T_ARROW] = "'->'", [CC_T_QUESTION] = "'?'",
+    [CC_T_PLUS] = "'+'", [CC_T_MINUS] = "'-'", [CC_T_STAR] = "'*'", [CC_T_SLASH] = "'/'",
+    [CC_T_PERCENT] = "'%'", [CC_T_LT] = "'<'", [CC_T_LE] = "'<='", [CC_T_GT] = "'>'", [CC_T_GE] = "'>='",
+    [CC_T_EQ] = "'=='", [CC_T_NE] = "'!='", [CC_T_AND] = "'&&'", [CC_T_OR] = "'||'", [CC_T_NOT] = "'!'",
+};
+
+const char *cc_tk_name(cc_tk k) { return k < CC_T_COUNT && tk_names[k] ? tk_names[k] : "token"; }
+
+static const struct {
+    const char *word;
+    cc_tk kind;
+} keywords[] = {
+    {"fn", CC_T_FN}, {"let", CC_T_LET}, {"if", CC_T_IF}, {"else", CC_T_ELSE},
+    {"while", CC_T_WHILE}, {"true", CC_T_TRUE}, {"false", CC_T_FALSE},
+};
+
+static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_digit(int c) { return c >= '0' && c <= '9'; }
+
+typedef struct lexer {
+    cc *C;
+    size_t i;
+    uint32_t line, col;
+    uint32_t cap;
+} lexer;
+
+static cc_pos here(const lexer *L) { return (cc_pos){L->line, L->col}; }
+
+static void advance(lexer *L, size_t n)
+{
+    for (size_t k = 0; k < n && L->i < L->C->len; k++) {
+        if (L->C->src[L->i] == '\n') {
+            L->line++;
+            L->col = 1;
+        } else {
+            L->col++;
+        }
+        L->i++;
+    }
+}
+
+static int peekc(const lexer *L, size_t k)
+{
+    return L->i + k < L->C->len ? (unsigned char)L->C->src[L->i + k] : -1;
+}
+
+static cc_tok *push(lexer *L, cc_tk kind, cc_pos pos, size_t start, size_t len)
+{
+    cc *C = L->C;
+    C->toks = cc_grow(C, C->toks, C->n_toks, &L->cap, sizeof *C->toks);
+    cc_tok *t = &C->toks[C->n_toks++];
+    t->kind = (uint8_t)kind;
+    t->pos = pos;
+    t->text = C->src + start;
+    t->len = (uint32_t)len;
+    return t;
+}
+
+/* A numeric suffix: i32, i64, f32, f64 directly after the digits. */
+static uint8_t suffix_of(lexer *L, size_t *n)
+{
+    const char *s = L->C->src + L->i + *n;
+    size_t rest = L->C->len - L->i - *n;
+    if (rest >= 3 && (s[0] == 'i' || s[0] == 'f') && is_digit(s[1]) && is_digit(s[2]) &&
+        (rest == 3 || !(is_alpha(s[3]) || is_digit(s[3])))) {
+        tfvm_dtype d = isa_dtype_by_name(s, 3);
+        if (d) {
+            *n += 3;
+            return (uint8_t)d;
+        }
+    }
+    return 0;
+}
+
+static void lex_number(lexer *L)
+{
+    cc *C = L->C;
+    cc_pos pos = here(L);
+    size_t n = 0;
+    bool is_float = false;
+    while (is_digit(peekc(L, n)))
+        n++;
+    if (peekc(L, n) == '.' && is_digit(peekc(L, n + 1))) {
+        is_float = true;
+        n++;
+        while (is_digit(peekc(L, n)))
+            n++;
+    }
+    if (peekc(L, n) == 'e' || peekc(L, n) == 'E') {
+        size_t m = n + 1;
+        if (peekc(L, m) == '+' || peekc(L, m) == '-')
+            m++;
+        if (is_digit(peekc(L, m))) {
+            is_float = true;
+            n = m;
+            while (is_digit(peekc(L, n)))
+                n++;
+        }
+    }
+    size_t digits = n;
+    uint8_t suffix = suffix_of(L, &n);
+    if (is_alpha(peekc(L, n)) || is_digit(peekc(L, n))) {
+        size_t m = n;
+        while (is_alpha(peekc(L, m)) || is_digit(peekc(L, m)))
+            m++;
+        cc_error(C, pos, TFVM_ERR_SYNTAX, "bad number '%.*s'", (int)m, C->src + L->i);
+    }
+    cc_tok *t = push(L, is_float ? CC_T_FLOAT : CC_T_INT, pos, L->i, n);
+    t->suffix = suffix;
+    if (is_float) {
+        char buf[128];
+        if (digits >= sizeof buf)
+            cc_error(C, pos, TFVM_ERR_SYNTAX, "number too long");
+        memcpy(buf, C->src + L->i, digits);
+        buf[digits] = '\0';
+        t->fval = strtod(buf, NULL); /* the build runs in the "C" locale */
+    } else {
+        uint64_t v = 0;
+        for (size_t k = 0; k < digits; k++) {
+            unsigned d = (unsigned)(C->src[L->i + k] - '0');
+            if (v > (UINT64_MAX - d) / 10) {
+                t->big = true;
+                v = UINT64_MAX;
+                break;
+            }
+            v = v * 10 + d;
+        }
+        t->ival = v;
+    }
+    advance(L, n);
+}
+
+void cc_lex(cc *C)
+{
+    lexer L = {C, 0, 1, 1, 0};
+    for (;;) {
+        int c = peekc(&L, 0);
+        if (c < 0)
+            break;
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            advance(&L, 1);
+            continue;
+        }
+        if (c == '/' && peekc(&L, 1) == '/') {
+            while (peekc(&L, 0) >= 0 && peekc(&L, 0) != '\n')
+                advance(&L, 1);
+            continue;
+        }
+        if (c == '/' && peekc(&L, 1) == '*') {
+            cc_pos start = here(&L);
+            advance(&L, 2);
+            while (!(peekc(&L, 0) == '*' && peekc(&L, 1) == '/')) {
+                if (peekc(&L, 0) < 0)
+                    cc_error(C, start, TFVM_ERR_SYNTAX, "unterminated comment");
+                advance(&L, 1);
+            }
+            advance(&L, 2);
+            continue;
+        }
+        cc_pos pos = here(&L);
+        if (is_alpha(c)) {
+            size_t n = 0;
+            while (is_alpha(peekc(&L, n)) || is_digit(peekc(&L, n)))
+                n++;
+            if (n > 127)
+                cc_error(C, pos, TFVM_ERR_SYNTAX, "identifier longer than 127 characters");
+            cc_tk kind = CC_T_IDENT;
+            for (size_t k = 0; k < UT_COUNTOF(keywords); k++)
+                if (strlen(keywords[k].word) == n && memcmp(keywords[k].word, C->src + L.i, n) == 0)
+                    kind = keywords[k].kind;
+            push(&L, kind, pos, L.i, n);
+            advance(&L, n);
+            continue;
+        }
+        if (is_digit(c)) {
+            lex_number(&L);
+            continue;
+        }
+        int d = peekc(&L, 1);
+        cc_tk kind;
+        size_t n = 1;
+        switch (c) {
+        case '(': kind = CC_T_LPAREN; break;
+        case ')': kind = CC_T_RPAREN; break;
+        case '{': kind = CC_T_LBRACE; break;
+        case '}': kind = CC_T_RBRACE; break;
+        case '[': kind = CC_T_LBRACK; break;
+        case ']': kind = CC_T_RBRACK; break;
+        case ',': kind = CC_T_COMMA; break;
+        case ';': kind = CC_T_SEMI; break;
+        case ':': kind = CC_T_COLON; break;
+        case '?': kind = CC_T_QUESTION; break;
+        case '+': kind = CC_T_PLUS; break;
+        case '*': kind = CC_T_STAR; break;
+        case '/': kind = CC_T_SLASH; break;
+        case '%': kind = CC_T_PERCENT; break;
+        case '-': kind = d == '>' ? (n = 2, CC_T_ARROW) : CC_T_MINUS; break;
+        case '=': kind = d == '=' ? (n = 2, CC_T_EQ) : CC_T_ASSIGN; break;
+        case '<': kind = d == '=' ? (n = 2, CC_T_LE) : CC_T_LT; break;
+        case '>': kind = d == '=' ? (n = 2, CC_T_GE) : CC_T_GT; break;
+        case '!': kind = d == '=' ? (n = 2, CC_T_NE) : CC_T_NOT; break;
+        case '&':
+            if (d != '&')
+                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '&' (logical and is '&&')");
+            kind = CC_T_AND;
+            n = 2;
+            break;
+        case '|':
+            if (d != '|')
+                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '|' (logical or is '||')");
+            kind = CC_T_OR;
+            n = 2;
+            break;
+        default:
+            if (c >= 0x20 && c < 0x7f)
+                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '%c'", c);
+            cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected byte 0x%02x", (unsigned)c);
+        }
+        push(&L, kind, pos, L.i, n);
+        advance(&L, n);
+    }
+    push(&L, CC_T_EOF, here(&L), L.i, 0);
+}

@@ -1,0 +1,880 @@
+/* compiler/types.c — the type checker: resolves names and calls, gives every
+ * expression its list of value types (literals adapt to the type their
+ * context expects), numbers the call sites and finds what the entry reaches.
+ * Every type error is reported here, before any graph is built. */
+#include <string.h>
+
+#include "compiler.h"
+
+/* ---- Types ------------------------------------------------------------------------ */
+
+bool cc_vtype_eq(const cc_vtype *a, const cc_vtype *b)
+{
+    if (a->dtype != b->dtype || a->tensor != b->tensor || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+void cc_vtype_str(const cc_vtype *t, char *buf, size_t size)
+{
+    size_t n;
+    ut_fmt(buf, size, "%s", tfvm_dtype_name((tfvm_dtype)t->dtype));
+    if (!t->tensor)
+        return;
+    for (int i = 0; i <= t->rank; i++) {
+        n = strlen(buf);
+        if (i == t->rank)
+            ut_fmt(buf + n, size - n, "]");
+        else if (t->dims[i] < 0)
+            ut_fmt(buf + n, size - n, "%s?", i ? ", " : "[");
+        else
+            ut_fmt(buf + n, size - n, "%s%lld", i ? ", " : "[", (long long)t->dims[i]);
+    }
+}
+
+static void tlist_str(const cc_tlist *l, char *buf, size_t size)
+{
+    if (l->n == 1) {
+        cc_vtype_str(&l->t[0], buf, size);
+        return;
+    }
+    size_t n = 0;
+    ut_fmt(buf, size, "(");
+    for (uint32_t i = 0; i < l->n; i++) {
+        n = strlen(buf);
+        if (n + 2 >= size)
+            return;
+        if (i)
+            ut_fmt(buf + n, size - n, ", ");
+        n = strlen(buf);
+        cc_vtype_str(&l->t[i], buf + n, size - n);
+    }
+    n = strlen(buf);
+    ut_fmt(buf + n, size - n, ")");
+}
+
+/* A value of type `got` may flow where `want` is declared: same dtype and
+ * kind, same rank, and every known dimension of `want` matches (an unknown
+ * dimension of `got` is accepted and checked at run time by the kernels). */
+static bool assignable(const cc_vtype *want, const cc_vtype *got)
+{
+    if (want->dtype != got->dtype || want->tensor != got->tensor || want->rank != got->rank)
+        return false;
+    for (int i = 0; i < want->rank; i++)
+        if (want->dims[i] >= 0 && got->dims[i] >= 0 && want->dims[i] != got->dims[i])
+            return false;
+    return true;
+}
+
+/* ---- Scopes ----------------------------------------------------------------------------- */
+
+typedef struct checker {
+    cc *C;
+    cc_func *fn;          /* being checked */
+    cc_var **scope;       /* visible variables, innermost last */
+    uint32_t n_scope, cap_scope;
+} checker;
+
+static cc_var *lookup(checker *K, const char *name)
+{
+    for (uint32_t i = K->n_scope; i-- > 0;)
+        if (strcmp(K->scope[i]->name, name) == 0)
+            return K->scope[i];
+    return NULL;
+}
+
+static cc_var *declare(checker *K, const char *name, cc_pos pos, const cc_vtype *t)
+{
+    cc *C = K->C;
+    cc_var *v = cc_alloc(C, sizeof *v);
+    v->name = name;
+    v->pos = pos;
+    v->type = *t;
+    v->slot = K->fn->n_slots++;
+    K->scope = cc_grow(C, K->scope, K->n_scope, &K->cap_scope, sizeof *K->scope);
+    K->scope[K->n_scope++] = v;
+    return v;
+}
+
+static cc_func *find_func(cc *C, const char *name)
+{
+    for (uint32_t i = 0; i < C->mod.n_funcs; i++)
+        if (strcmp(C->mod.funcs[i]->name, name) == 0)
+            return C->mod.funcs[i];
+    return NULL;
+}
+
+/* ---- Expressions -------------------------------------------------------------------------- */
+
+static void check_expr(checker *K, cc_expr *e, const cc_tlist *hint);
+static void check_block(checker *K, cc_ablock *b, const cc_tlist *hint);
+
+static cc_tlist one_type(cc *C, const cc_vtype *t)
+{
+    cc_tlist l = {1, cc_alloc(C, sizeof(cc_vtype))};
+    l.t[0] = *t;
+    return l;
+}
+
+static const cc_vtype *single(checker *K, const cc_expr *e, const char *what)
+{
+    if (e->type.n != 1)
+        cc_error(K->C, e->start, TFVM_ERR_TYPE, "%s must be a single value, not a tuple of %u", what, e->type.n);
+    return &e->type.t[0];
+}
+
+/* An expression whose type comes from its context: a literal without suffix,
+ * or operators/ifs/tuples built only from such. Their siblings are checked
+ * first so the literal can take the sibling's type. */
+static bool is_flex(checker *K, const cc_expr *e)
+{
+    switch (e->kind) {
+    case CC_E_INT:
+    case CC_E_FLOAT: return e->u.lit.suffix == 0;
+    case CC_E_TENSOR: return e->u.tensor.n > 0 && is_flex(K, e->u.tensor.elems[0]);
+    case CC_E_UNARY: return e->u.op.op == CC_T_MINUS && is_flex(K, e->u.op.a);
+    case CC_E_BINARY:
+        switch (e->u.op.op) {
+        case CC_T_PLUS: case CC_T_MINUS: case CC_T_STAR: case CC_T_SLASH: case CC_T_PERCENT:
+            return is_flex(K, e->u.op.a) && is_flex(K, e->u.op.b);
+        default: return false;
+        }
+    case CC_E_VAR: {
+        const cc_var *v = lookup(K, e->u.var.name);
+        return v && v->flex;
+    }
+    case CC_E_IF:
+        return e->u.cond.then->n_lets == 0 && e->u.cond.els->n_lets == 0 && is_flex(K, e->u.cond.then->result) &&
+               is_flex(K, e->u.cond.els->result);
+    default: return false;
+    }
+}
+
+static uint8_t hint_dtype(const cc_tlist *hint)
+{
+    return hint && hint->n == 1 ? hint->t[0].dtype : 0;
+}
+
+static bool is_int(uint8_t d) { return d == TFVM_I32 || d == TFVM_I64; }
+static bool is_float(uint8_t d) { return d == TFVM_F32 || d == TFVM_F64; }
+
+/* The dtype an integer literal takes, and the range check. */
+static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
+{
+    cc *C = K->C;
+    if (e->u.lit.suffix)
+        d = e->u.lit.suffix;
+    else if (!is_int(d) && !is_float(d))
+        d = TFVM_I32;
+    uint64_t limit = d == TFVM_I32 ? (uint64_t)INT32_MAX : (uint64_t)INT64_MAX;
+    if (is_int(d) && (e->u.lit.big || e->u.lit.mag > limit + (e->u.lit.neg ? 1 : 0))) {
+        if (e->u.lit.big)
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "integer does not fit in %s", tfvm_dtype_name((tfvm_dtype)d));
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "integer %s%llu does not fit in %s%s", e->u.lit.neg ? "-" : "",
+                 (unsigned long long)e->u.lit.mag, tfvm_dtype_name((tfvm_dtype)d),
+                 d == TFVM_I32 ? " (an i64 literal has the suffix i64: 3000000000i64)" : "");
+    }
+    e->type = one_type(C, &(cc_vtype){.dtype = d});
+}
+
+static void check_tensor_lit(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    uint8_t want = hint_dtype(hint);
+    bool any_float = false, any_bool = false, any_num = false;
+    for (uint32_t i = 0; i < e->u.tensor.n; i++) {
+        const cc_expr *l = e->u.tensor.elems[i];
+        any_float |= l->kind == CC_E_FLOAT || is_float(l->u.lit.suffix);
+        any_bool |= l->kind == CC_E_BOOL;
+        any_num |= l->kind != CC_E_BOOL;
+    }
+    if (any_bool && any_num)
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "a tensor literal cannot mix bool and number elements");
+    uint8_t d;
+    if (any_bool)
+        d = TFVM_BOOL;
+    else if (any_float)
+        d = is_float(want) ? want : TFVM_F64;
+    else
+        d = (is_int(want) || is_float(want)) ? want : TFVM_I32;
+    for (uint32_t i = 0; i < e->u.tensor.n; i++) {
+        cc_expr *l = e->u.tensor.elems[i];
+        if (l->u.lit.suffix && l->u.lit.suffix != d)
+            cc_error(C, l->pos, TFVM_ERR_TYPE, "element is %s but the tensor literal is %s",
+                     tfvm_dtype_name((tfvm_dtype)l->u.lit.suffix), tfvm_dtype_name((tfvm_dtype)d));
+        if (l->kind == CC_E_INT)
+            check_int_lit(K, l, d);
+        else
+            l->type = one_type(C, &(cc_vtype){.dtype = d});
+    }
+    cc_vtype t = {.dtype = d, .tensor = 1, .rank = e->u.tensor.rank};
+    memcpy(t.dims, e->u.tensor.dims, sizeof t.dims);
+    e->type = one_type(C, &t);
+}
+
+/* NumPy broadcasting of static shapes; a scalar is rank 0. */
+static bool broadcast(const cc_vtype *a, const cc_vtype *b, cc_vtype *out)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    cc_vtype t = {.dtype = a->dtype, .tensor = (uint8_t)(a->tensor || b->tensor), .rank = (uint8_t)r};
+    for (int i = 0; i < r; i++) {
+        int ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da == 1)
+            t.dims[i] = db;
+        else if (db == 1)
+            t.dims[i] = da;
+        else if (da < 0 || db < 0)
+            t.dims[i] = da < 0 ? db : da; /* unknown: the known one if any (checked at run time) */
+        else if (da == db)
+            t.dims[i] = da;
+        else
+            return false;
+    }
+    *out = t;
+    return true;
+}
+
+static const char *op_text(uint8_t tk)
+{
+    switch (tk) {
+    case CC_T_PLUS: return "+";
+    case CC_T_MINUS: return "-";
+    case CC_T_STAR: return "*";
+    case CC_T_SLASH: return "/";
+    case CC_T_PERCENT: return "%";
+    case CC_T_LT: return "<";
+    case CC_T_LE: return "<=";
+    case CC_T_GT: return ">";
+    case CC_T_GE: return ">=";
+    case CC_T_EQ: return "==";
+    case CC_T_NE: return "!=";
+    case CC_T_AND: return "&&";
+    case CC_T_OR: return "||";
+    case CC_T_NOT: return "!";
+    default: return "?";
+    }
+}
+
+/* Elementwise typing shared by operators and built-in ops: `what` names the
+ * operation in messages ("'+'", "min"). */
+static cc_vtype elementwise(checker *K, cc_pos pos, const char *what, isa_class cls, uint32_t n,
+                           const cc_vtype *const *in)
+{
+    cc *C = K->C;
+    char ta[96], tb[96];
+    cc_vtype out = *in[0];
+    switch (cls) {
+    case ISA_CLASS_BINARY:
+    case ISA_CLASS_COMPARE:
+    case ISA_CLASS_LOGIC:
+    case ISA_CLASS_SELECT: {
+        uint32_t first = cls == ISA_CLASS_SELECT ? 1 : 0;
+        if (cls == ISA_CLASS_SELECT && in[0]->dtype != TFVM_BOOL) {
+            cc_vtype_str(in[0], ta, sizeof ta);
+            cc_error(C, pos, TFVM_ERR_TYPE, "the condition of %s must be bool, got %s", what, ta);
+        }
+        for (uint32_t k = first + 1; k < n; k++) {
+            if (in[k]->dtype != in[first]->dtype) {
+                cc_vtype_str(in[first], ta, sizeof ta);
+                cc_vtype_str(in[k], tb, sizeof tb);
+                cc_error(C, pos, TFVM_ERR_TYPE,
+                         "operands of %s have different types: %s and %s (convert with cast<T>(x))", what, ta, tb);
+            }
+        }
+        if (cls == ISA_CLASS_BINARY && in[0]->dtype == TFVM_BOOL)
+            cc_error(C, pos, TFVM_ERR_TYPE, "%s needs numbers, got bool", what);
+        if (cls == ISA_CLASS_LOGIC && in[0]->dtype != TFVM_BOOL) {
+            cc_vtype_str(in[0], ta, sizeof ta);
+            cc_error(C, pos, TFVM_ERR_TYPE, "%s needs bool operands, got %s", what, ta);
+        }
+        for (uint32_t k = 1; k < n; k++) {
+            if (!broadcast(&out, in[k], &out)) {
+                cc_vtype_str(in[k - 1], ta, sizeof ta);
+                cc_vtype_str(in[k], tb, sizeof tb);
+                cc_error(C, pos, TFVM_ERR_TYPE, "shapes of %s do not broadcast: %s and %s", what, ta, tb);
+            }
+        }
+        out.dtype = cls == ISA_CLASS_COMPARE || cls == ISA_CLASS_LOGIC ? TFVM_BOOL : in[first]->dtype;
+        return out;
+    }
+    case ISA_CLASS_UNARY:
+        if (in[0]->dtype == TFVM_BOOL)
+            cc_error(C, pos, TFVM_ERR_TYPE, "%s needs a number, got bool", what);
+        return out;
+    default: cc_error(C, pos, TFVM_ERR_TYPE, "%s has no type rule in the compiler", what);
+    }
+}
+
+/* Checks operands with mutual hints: a flexible literal takes the type of
+ * its sibling. */
+static void check_operands(checker *K, cc_expr **ops, uint32_t n, const cc_tlist *hint, const char *what)
+{
+    int anchor = -1;
+    for (uint32_t k = 0; k < n; k++)
+        if (!is_flex(K, ops[k])) {
+            anchor = (int)k;
+            break;
+        }
+    if (anchor >= 0) {
+        check_expr(K, ops[anchor], NULL);
+        single(K, ops[anchor], what);
+        hint = &ops[anchor]->type;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        if ((int)k == anchor)
+            continue;
+        check_expr(K, ops[k], hint);
+        single(K, ops[k], what);
+    }
+}
+
+static void check_unary(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    check_expr(K, e->u.op.a, e->u.op.op == CC_T_MINUS ? hint : NULL);
+    const cc_vtype *t = single(K, e->u.op.a, "the operand");
+    char buf[96];
+    if (e->u.op.op == CC_T_NOT) {
+        if (t->dtype != TFVM_BOOL) {
+            cc_vtype_str(t, buf, sizeof buf);
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "'!' needs a bool operand, got %s", buf);
+        }
+    } else if (t->dtype == TFVM_BOOL) {
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "'-' needs a number, got bool");
+    }
+    e->type = one_type(C, t);
+}
+
+static void check_binary(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    uint8_t op = e->u.op.op;
+    isa_class cls;
+    switch (op) {
+    case CC_T_AND:
+    case CC_T_OR: cls = ISA_CLASS_LOGIC; break;
+    case CC_T_LT: case CC_T_LE: case CC_T_GT: case CC_T_GE: case CC_T_EQ: case CC_T_NE:
+        cls = ISA_CLASS_COMPARE;
+        break;
+    default: cls = ISA_CLASS_BINARY; break;
+    }
+    char what[16];
+    ut_fmt(what, sizeof what, "'%s'", op_text(op));
+    cc_expr *ops[2] = {e->u.op.a, e->u.op.b};
+    check_operands(K, ops, 2, cls == ISA_CLASS_BINARY ? hint : NULL, "an operand");
+    const cc_vtype *in[2] = {&ops[0]->type.t[0], &ops[1]->type.t[0]};
+    cc_vtype t = elementwise(K, e->pos, what, cls, 2, in);
+    e->type = one_type(C, &t);
+}
+
+/* Built-in ops by their lower-case ISA name: min(a, b), select(c, a, b), cast<f32>(x). */
+static int builtin_op(const char *name)
+{
+    char up[32];
+    size_t n = strlen(name);
+    if (n >= sizeof up)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (c >= 'A' && c <= 'Z')
+            return -1; /* only the lower-case spelling */
+        up[i] = (char)(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    }
+    return isa_op_by_name(up, n);
+}
+
+static bool callable_class(isa_class c)
+{
+    return c == ISA_CLASS_BINARY || c == ISA_CLASS_UNARY || c == ISA_CLASS_COMPARE || c == ISA_CLASS_LOGIC ||
+           c == ISA_CLASS_SELECT;
+}
+
+static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    const char *name = e->u.call.name;
+    cc_func *f = find_func(C, name);
+    char ta[96], tb[96];
+    if (f) {
+        if (e->u.call.has_targ)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is a function and takes no type argument", name);
+        if (e->u.call.n_args != f->n_params)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes %u argument%s, got %u", name, f->n_params,
+                     f->n_params == 1 ? "" : "s", e->u.call.n_args);
+        for (uint32_t k = 0; k < f->n_params; k++) {
+            cc_expr *a = e->u.call.args[k];
+            cc_tlist h = {1, &f->params[k].type};
+            check_expr(K, a, &h);
+            const cc_vtype *t = single(K, a, "an argument");
+            if (!assignable(&f->params[k].type, t)) {
+                cc_vtype_str(&f->params[k].type, ta, sizeof ta);
+                cc_vtype_str(t, tb, sizeof tb);
+                cc_error(C, a->start, TFVM_ERR_TYPE, "argument %u of '%s' ('%s') must be %s, got %s", k + 1, name,
+                         f->params[k].name, ta, tb);
+            }
+        }
+        e->u.call.fn = f;
+        e->type.n = f->n_results;
+        e->type.t = cc_array(C, f->n_results, sizeof(cc_vtype));
+        for (uint32_t k = 0; k < f->n_results; k++)
+            e->type.t[k] = f->results[k].type;
+        return;
+    }
+    int op = builtin_op(name);
+    if (op < 0) {
+        if (lookup(K, name))
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is a variable, not a function", name);
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "no function or built-in op named '%s'", name);
+    }
+    const isa_op_info *info = &isa_ops[op];
+    if (!callable_class(info->cls))
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE,
+                 "'%s' is a control instruction and cannot be called (use if, while and function calls)", name);
+    if (info->attr == ISA_ATTR_DTYPE && !e->u.call.has_targ)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' needs a target type: %s<f32>(x)", name, name);
+    if (info->attr != ISA_ATTR_DTYPE && e->u.call.has_targ)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes no type argument", name);
+    if (e->u.call.n_args != (uint32_t)info->n_in)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes %d argument%s, got %u", name, info->n_in,
+                 info->n_in == 1 ? "" : "s", e->u.call.n_args);
+    e->u.call.builtin = op;
+    char what[48];
+    ut_fmt(what, sizeof what, "'%s'", name);
+    uint32_t n = e->u.call.n_args;
+    const cc_vtype *in[4];
+    if (info->cls == ISA_CLASS_SELECT) {
+        cc_tlist bh = {1, &(cc_vtype){.dtype = TFVM_BOOL}};
+        check_expr(K, e->u.call.args[0], &bh);
+        single(K, e->u.call.args[0], "an argument");
+        check_operands(K, e->u.call.args + 1, 2, hint, "an argument");
+    } else if (op == ISA_CAST) {
+        check_expr(K, e->u.call.args[0], NULL);
+        single(K, e->u.call.args[0], "an argument");
+    } else {
+        check_operands(K, e->u.call.args, n, info->cls == ISA_CLASS_COMPARE ? NULL : hint, "an argument");
+    }
+    for (uint32_t k = 0; k < n && k < 4; k++)
+        in[k] = &e->u.call.args[k]->type.t[0];
+    cc_vtype t;
+    if (op == ISA_CAST) {
+        t = *in[0];
+        t.dtype = e->u.call.targ;
+    } else {
+        t = elementwise(K, e->u.call.name_pos, what, info->cls, n, in);
+    }
+    e->type = one_type(C, &t);
+}
+
+/* Joins the types of two branches: same count, dtype, kind and rank;
+ * dimensions that differ become unknown only when one side is unknown. */
+static void join_branches(checker *K, cc_expr *e, const cc_ablock *a, const cc_ablock *b)
+{
+    cc *C = K->C;
+    const cc_tlist *ta = &a->result->type, *tb = &b->result->type;
+    char sa[160], sb[160];
+    if (ta->n != tb->n) {
+        tlist_str(ta, sa, sizeof sa);
+        tlist_str(tb, sb, sizeof sb);
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "the branches of 'if' give different types: %s and %s", sa, sb);
+    }
+    e->type.n = ta->n;
+    e->type.t = cc_array(C, ta->n, sizeof(cc_vtype));
+    for (uint32_t k = 0; k < ta->n; k++) {
+        cc_vtype x = ta->t[k];
+        const cc_vtype *y = &tb->t[k];
+        bool ok = x.dtype == y->dtype && x.tensor == y->tensor && x.rank == y->rank;
+        for (int i = 0; ok && i < x.rank; i++) {
+            if (x.dims[i] == y->dims[i])
+                continue;
+            if (x.dims[i] >= 0 && y->dims[i] >= 0)
+                ok = false;
+            x.dims[i] = -1;
+        }
+        if (!ok) {
+            tlist_str(ta, sa, sizeof sa);
+            tlist_str(tb, sb, sizeof sb);
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "the branches of 'if' give different types: %s and %s", sa, sb);
+        }
+        e->type.t[k] = x;
+    }
+}
+
+static void check_cond(checker *K, cc_expr *c, const char *what)
+{
+    cc_tlist bh = {1, &(cc_vtype){.dtype = TFVM_BOOL}};
+    check_expr(K, c, &bh);
+    const cc_vtype *t = single(K, c, what);
+    if (t->dtype != TFVM_BOOL || t->tensor) {
+        char buf[96];
+        cc_vtype_str(t, buf, sizeof buf);
+        cc_error(K->C, c->start, TFVM_ERR_TYPE, "%s must be a bool scalar, got %s", what, buf);
+    }
+}
+
+static void check_if(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    check_cond(K, e->u.cond.cond, "the condition of 'if'");
+    cc_ablock *a = e->u.cond.then, *b = e->u.cond.els;
+    bool else_first = !hint && is_flex(K, a->result) && !is_flex(K, b->result);
+    cc_ablock *first = else_first ? b : a, *second = else_first ? a : b;
+    check_block(K, first, hint);
+    check_block(K, second, hint ? hint : &first->result->type);
+    join_branches(K, e, a, b);
+}
+
+static void check_while(checker *K, cc_expr *e)
+{
+    cc *C = K->C;
+    uint32_t n = e->u.loop.n_vars;
+    char ta[96], tb[96];
+    for (uint32_t k = 0; k < n; k++) {
+        cc_loopvar *v = &e->u.loop.vars[k];
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(e->u.loop.vars[j].name, v->name) == 0)
+                cc_error(C, v->pos, TFVM_ERR_TYPE, "loop variable '%s' is declared twice", v->name);
+        cc_tlist h = {1, &v->type};
+        check_expr(K, v->init, v->has_type ? &h : NULL);
+        const cc_vtype *t = single(K, v->init, "the initial value of a loop variable");
+        if (v->has_type && !assignable(&v->type, t)) {
+            cc_vtype_str(&v->type, ta, sizeof ta);
+            cc_vtype_str(t, tb, sizeof tb);
+            cc_error(C, v->init->start, TFVM_ERR_TYPE, "loop variable '%s' is %s but its initial value is %s",
+                     v->name, ta, tb);
+        }
+        if (!v->has_type)
+            v->type = *t;
+    }
+    /* A variable initialised by a bare literal (`i = 0`) takes its dtype
+     * from its first use that expects one (`i <= n` with n: i64); the loop
+     * is then checked again with the types settled. */
+    uint32_t mark = K->n_scope;
+    cc_tlist types = {n, cc_array(C, n, sizeof(cc_vtype))};
+    uint8_t *flex = cc_array(C, n, 1);
+    for (uint32_t k = 0; k < n; k++) {
+        cc_loopvar *v = &e->u.loop.vars[k];
+        if (!v->has_type && is_flex(K, v->init) && !v->init->type.t[0].tensor)
+            flex[k] = is_float(v->init->type.t[0].dtype) && v->init->kind == CC_E_FLOAT ? 2 : 1;
+    }
+    for (uint32_t pass = 0;; pass++) {
+        K->n_scope = mark;
+        bool changed = false;
+        for (uint32_t k = 0; k < n; k++) {
+            cc_loopvar *v = &e->u.loop.vars[k];
+            v->var = declare(K, v->name, v->pos, &v->type);
+            v->var->flex = pass <= n ? flex[k] : 0;
+            types.t[k] = v->type;
+        }
+        check_cond(K, e->u.loop.cond, "the loop condition");
+        check_block(K, e->u.loop.body, &types);
+        for (uint32_t k = 0; k < n; k++) {
+            cc_loopvar *v = &e->u.loop.vars[k];
+            if (v->var->fixed) {
+                v->type.dtype = v->var->type.dtype;
+                cc_tlist h = {1, &v->type};
+                check_expr(K, v->init, &h);
+                flex[k] = 0;
+                changed = true;
+            }
+        }
+        if (!changed)
+            break;
+    }
+    const cc_tlist *got = &e->u.loop.body->result->type;
+    if (got->n != n)
+        cc_error(C, e->u.loop.body->result->start, TFVM_ERR_TYPE,
+                 "the loop body must give the next values of its %u loop variable%s, got %u value%s", n,
+                 n == 1 ? "" : "s", got->n, got->n == 1 ? "" : "s");
+    for (uint32_t k = 0; k < n; k++) {
+        cc_loopvar *v = &e->u.loop.vars[k];
+        bool ok = assignable(&v->type, &got->t[k]);
+        for (int i = 0; ok && i < v->type.rank; i++)
+            if (v->type.dims[i] >= 0 && got->t[k].dims[i] < 0)
+                ok = false; /* the variable must be declared with '?' */
+        if (!ok) {
+            cc_vtype_str(&v->type, ta, sizeof ta);
+            cc_vtype_str(&got->t[k], tb, sizeof tb);
+            cc_error(C, e->u.loop.body->result->start, TFVM_ERR_TYPE,
+                     "loop variable '%s' is %s but the body gives %s (declare it: %s: T = ...)", v->name, ta, tb,
+                     v->name);
+        }
+    }
+    K->n_scope = mark;
+    e->type = types;
+}
+
+static void check_expr(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    if (++C->depth > CC_MAX_CHAIN)
+        cc_error(C, e->pos, TFVM_ERR_SYNTAX, "expression too deep: more than %d nested operations (split it with let)",
+                 CC_MAX_CHAIN);
+    switch (e->kind) {
+    case CC_E_INT: check_int_lit(K, e, hint_dtype(hint)); break;
+    case CC_E_FLOAT: {
+        uint8_t d = e->u.lit.suffix ? e->u.lit.suffix : hint_dtype(hint);
+        if (is_int(d) && e->u.lit.suffix)
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "a number with a fraction or exponent cannot be %s",
+                     tfvm_dtype_name((tfvm_dtype)d));
+        e->type = one_type(C, &(cc_vtype){.dtype = is_float(d) ? d : TFVM_F64});
+        break;
+    }
+    case CC_E_BOOL: e->type = one_type(C, &(cc_vtype){.dtype = TFVM_BOOL}); break;
+    case CC_E_TENSOR: check_tensor_lit(K, e, hint); break;
+    case CC_E_VAR: {
+        cc_var *v = lookup(K, e->u.var.name);
+        if (!v) {
+            if (find_func(C, e->u.var.name))
+                cc_error(C, e->pos, TFVM_ERR_TYPE, "'%s' is a function; call it: %s(...)", e->u.var.name,
+                         e->u.var.name);
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "'%s' is not defined", e->u.var.name);
+        }
+        v->uses++;
+        e->u.var.var = v;
+        uint8_t hd = hint_dtype(hint);
+        if (v->flex && hd && hd != v->type.dtype && (is_float(hd) || (v->flex == 1 && is_int(hd)))) {
+            v->type.dtype = hd; /* see check_while */
+            v->flex = 0;
+            v->fixed = true;
+        }
+        e->type = one_type(C, &v->type);
+        break;
+    }
+    case CC_E_UNARY: check_unary(K, e, hint); break;
+    case CC_E_BINARY: check_binary(K, e, hint); break;
+    case CC_E_CALL: check_call(K, e, hint); break;
+    case CC_E_IF: check_if(K, e, hint); break;
+    case CC_E_WHILE: check_while(K, e); break;
+    case CC_E_TUPLE: {
+        e->type.n = e->u.tuple.n;
+        e->type.t = cc_array(C, e->u.tuple.n, sizeof(cc_vtype));
+        for (uint32_t k = 0; k < e->u.tuple.n; k++) {
+            cc_expr *x = e->u.tuple.elems[k];
+            cc_tlist h = {1, hint && hint->n == e->u.tuple.n ? &hint->t[k] : NULL};
+            check_expr(K, x, h.t ? &h : NULL);
+            if (x->type.n != 1)
+                cc_error(C, x->start, TFVM_ERR_TYPE, "tuples cannot be nested");
+            e->type.t[k] = x->type.t[0];
+        }
+        break;
+    }
+    }
+    C->depth--;
+}
+
+static void check_block(checker *K, cc_ablock *b, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    uint32_t mark = K->n_scope;
+    char ta[96], tb[96];
+    for (uint32_t i = 0; i < b->n_lets; i++) {
+        cc_let *l = &b->lets[i];
+        cc_tlist h = {1, &l->type};
+        check_expr(K, l->value, l->has_type ? &h : NULL);
+        const cc_tlist *t = &l->value->type;
+        if (l->n_names == 1 && t->n != 1)
+            cc_error(C, l->name_pos[0], TFVM_ERR_TYPE,
+                     "'%s' would hold a tuple of %u values; unpack it: let (a, b, ...) = ...", l->names[0], t->n);
+        if (l->n_names != t->n)
+            cc_error(C, l->pos, TFVM_ERR_TYPE, "the pattern has %u name%s but the value has %u", l->n_names,
+                     l->n_names == 1 ? "" : "s", t->n);
+        if (l->has_type && !assignable(&l->type, &t->t[0])) {
+            cc_vtype_str(&l->type, ta, sizeof ta);
+            cc_vtype_str(&t->t[0], tb, sizeof tb);
+            cc_error(C, l->value->start, TFVM_ERR_TYPE, "'%s' is declared %s but its value is %s", l->names[0], ta, tb);
+        }
+        l->vars = cc_array(C, l->n_names, sizeof(cc_var *));
+        for (uint32_t k = 0; k < l->n_names; k++) {
+            if (strcmp(l->names[k], "_") == 0)
+                continue;
+            for (uint32_t j = 0; j < k; j++)
+                if (strcmp(l->names[j], l->names[k]) == 0)
+                    cc_error(C, l->name_pos[k], TFVM_ERR_TYPE, "'%s' appears twice in the pattern", l->names[k]);
+            l->vars[k] = declare(K, l->names[k], l->name_pos[k], l->has_type ? &l->type : &t->t[k]);
+        }
+    }
+    check_expr(K, b->result, hint);
+    K->n_scope = mark;
+}
+
+static void check_func(cc *C, cc_func *f)
+{
+    checker K = {C, f, NULL, 0, 0};
+    char ta[96], tb[96];
+    for (uint32_t k = 0; k < f->n_params; k++) {
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(f->params[j].name, f->params[k].name) == 0)
+                cc_error(C, f->params[k].pos, TFVM_ERR_TYPE, "parameter '%s' is declared twice", f->params[k].name);
+        f->params[k].var = declare(&K, f->params[k].name, f->params[k].pos, &f->params[k].type);
+    }
+    for (uint32_t k = 0; k < f->n_results; k++)
+        for (uint32_t j = 0; j < k; j++)
+            if (f->results[k].name && f->results[j].name && strcmp(f->results[j].name, f->results[k].name) == 0)
+                cc_error(C, f->results[k].pos, TFVM_ERR_TYPE, "result '%s' is declared twice", f->results[k].name);
+    cc_tlist want = {f->n_results, cc_array(C, f->n_results, sizeof(cc_vtype))};
+    for (uint32_t k = 0; k < f->n_results; k++)
+        want.t[k] = f->results[k].type;
+    check_block(&K, f->body, &want);
+    const cc_expr *r = f->body->result;
+    if (r->type.n != f->n_results)
+        cc_error(C, r->start, TFVM_ERR_TYPE, "'%s' returns %u value%s but its body gives %u", f->name, f->n_results,
+                 f->n_results == 1 ? "" : "s", r->type.n);
+    for (uint32_t k = 0; k < f->n_results; k++) {
+        if (!assignable(&want.t[k], &r->type.t[k])) {
+            cc_vtype_str(&want.t[k], ta, sizeof ta);
+            cc_vtype_str(&r->type.t[k], tb, sizeof tb);
+            if (f->n_results == 1)
+                cc_error(C, r->start, TFVM_ERR_TYPE, "'%s' returns %s but its body gives %s", f->name, ta, tb);
+            cc_error(C, r->start, TFVM_ERR_TYPE, "result %u of '%s' is %s but the body gives %s", k + 1, f->name, ta,
+                     tb);
+        }
+    }
+}
+
+/* ---- Call sites, loop names and reachability ------------------------------------------------ */
+
+typedef struct walker {
+    cc *C;
+    cc_func *fn;
+    void (*visit)(struct walker *W, cc_expr *e);
+} walker;
+
+static void walk_block(walker *W, cc_ablock *b);
+
+/* Visits every expression in textual order (a call before its arguments). */
+static void walk(walker *W, cc_expr *e)
+{
+    W->visit(W, e);
+    switch (e->kind) {
+    case CC_E_TENSOR:
+    case CC_E_INT:
+    case CC_E_FLOAT:
+    case CC_E_BOOL:
+    case CC_E_VAR: break;
+    case CC_E_UNARY: walk(W, e->u.op.a); break;
+    case CC_E_BINARY:
+        walk(W, e->u.op.a);
+        walk(W, e->u.op.b);
+        break;
+    case CC_E_CALL:
+        for (uint32_t k = 0; k < e->u.call.n_args; k++)
+            walk(W, e->u.call.args[k]);
+        break;
+    case CC_E_IF:
+        walk(W, e->u.cond.cond);
+        walk_block(W, e->u.cond.then);
+        walk_block(W, e->u.cond.els);
+        break;
+    case CC_E_WHILE:
+        for (uint32_t k = 0; k < e->u.loop.n_vars; k++)
+            walk(W, e->u.loop.vars[k].init);
+        walk(W, e->u.loop.cond);
+        walk_block(W, e->u.loop.body);
+        break;
+    case CC_E_TUPLE:
+        for (uint32_t k = 0; k < e->u.tuple.n; k++)
+            walk(W, e->u.tuple.elems[k]);
+        break;
+    }
+}
+
+static void walk_block(walker *W, cc_ablock *b)
+{
+    for (uint32_t i = 0; i < b->n_lets; i++)
+        walk(W, b->lets[i].value);
+    walk(W, b->result);
+}
+
+static void number_site(walker *W, cc_expr *e)
+{
+    if (e->kind == CC_E_CALL && e->u.call.fn)
+        e->u.call.site = W->C->mod.n_sites++;
+}
+
+static void mark_calls(walker *W, cc_expr *e);
+
+static void reach(cc *C, cc_func *f)
+{
+    if (f->reachable)
+        return;
+    f->reachable = true;
+    walker W = {C, f, mark_calls};
+    walk_block(&W, f->body);
+}
+
+static void mark_calls(walker *W, cc_expr *e)
+{
+    if (e->kind == CC_E_CALL && e->u.call.fn) {
+        e->u.call.fn->called = true;
+        reach(W->C, e->u.call.fn);
+    }
+}
+
+/* Loop names must be unique and differ from function names (both name regions). */
+static void check_label(walker *W, cc_expr *e)
+{
+    if (e->kind != CC_E_WHILE || !e->u.loop.label)
+        return;
+    cc *C = W->C;
+    const char *l = e->u.loop.label;
+    cc_func *f = find_func(C, l);
+    if (f)
+        cc_error(C, e->u.loop.label_pos, TFVM_ERR_TYPE, "loop name '%s' is already the name of a function (at %u:%u)",
+                 l, f->pos.line, f->pos.col);
+}
+
+typedef struct label_seen {
+    const char *name;
+    cc_pos pos;
+} label_seen;
+
+typedef struct label_walker {
+    walker w;
+    label_seen *seen;
+    uint32_t n, cap;
+} label_walker;
+
+static void collect_label(walker *W, cc_expr *e)
+{
+    check_label(W, e);
+    if (e->kind != CC_E_WHILE || !e->u.loop.label)
+        return;
+    label_walker *L = (label_walker *)W;
+    for (uint32_t i = 0; i < L->n; i++)
+        if (strcmp(L->seen[i].name, e->u.loop.label) == 0)
+            cc_error(W->C, e->u.loop.label_pos, TFVM_ERR_TYPE, "loop name '%s' is already used (at %u:%u)",
+                     e->u.loop.label, L->seen[i].pos.line, L->seen[i].pos.col);
+    L->seen = cc_grow(W->C, L->seen, L->n, &L->cap, sizeof *L->seen);
+    L->seen[L->n++] = (label_seen){e->u.loop.label, e->u.loop.label_pos};
+}
+
+void cc_check(cc *C, const char *entry)
+{
+    cc_module *m = &C->mod;
+    for (uint32_t i = 0; i < m->n_funcs; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(m->funcs[i]->name, m->funcs[j]->name) == 0)
+                cc_error(C, m->funcs[i]->pos, TFVM_ERR_TYPE, "function '%s' is defined twice (first at %u:%u)",
+                         m->funcs[i]->name, m->funcs[j]->pos.line, m->funcs[j]->pos.col);
+    for (uint32_t i = 0; i < m->n_funcs; i++)
+        check_func(C, m->funcs[i]);
+    label_walker L = {{C, NULL, collect_label}, NULL, 0, 0};
+    for (uint32_t i = 0; i < m->n_funcs; i++) {
+        walker W = {C, m->funcs[i], number_site};
+        walk_block(&W, m->funcs[i]->body);
+        L.w.fn = m->funcs[i];
+        walk_block(&L.w, m->funcs[i]->body);
+    }
+    const char *en = entry ? entry : "main";
+    m->entry = find_func(C, en);
+    if (!m->entry) {
+        if (m->n_funcs == 0)
+            cc_error(C, (cc_pos){0, 0}, TFVM_ERR_TYPE, "no functions: the entry point '%s' is missing", en);
+        cc_error(C, (cc_pos){0, 0}, TFVM_ERR_TYPE, "no function '%s' to use as the entry point%s", en,
+                 entry ? "" : " (name another with --entry NAME)");
+    }
+    reach(C, m->entry);
+}

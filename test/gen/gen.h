@@ -1,0 +1,490 @@
+/* test/gen/gen.h — a random .tfg program generator for differential testing:
+ * a few mutually recursive integer functions with nested ifs, lets, while
+ * loops (several variables, some unused) and calls inside branches and loop
+ * bodies. Every program terminates: each function takes a fuel parameter d,
+ * calls only happen where d > 0 and pass d - 1, and every loop counts a
+ * variable up to a small literal bound. */
+#ifndef TFVM_TEST_GEN_H
+#define TFVM_TEST_GEN_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { G_I32, G_I64, G_BOOL };
+
+typedef struct gen_fn {
+    int n_params;        /* besides d */
+    int ptype[3];
+    int n_results;       /* 1 or 2 */
+    int rtype[2];
+} gen_fn;
+
+typedef struct gen_var {
+    char name[16];
+    int type;
+} gen_var;
+
+typedef struct gen {
+    uint64_t rng;
+    char *buf;
+    size_t len, cap;
+    int n_fns;
+    gen_fn fns[4];
+    gen_var vars[96];
+    int n_vars;
+    int next_name;
+    bool calls_ok;       /* inside a d > 0 branch */
+    bool in_main;
+    int call_budget;
+    int loop_depth;
+    int depth;
+} gen;
+
+static uint32_t gen_rand(gen *G)
+{
+    /* splitmix64: reproducible from the seed on every platform */
+    uint64_t z = (G->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+static int gen_pick(gen *G, int n) { return (int)(gen_rand(G) % (uint32_t)n); }
+static bool gen_chance(gen *G, int percent) { return gen_pick(G, 100) < percent; }
+
+static void gen_emit(gen *G, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(G->buf + G->len, G->cap - G->len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (G->len + (size_t)n < G->cap) {
+            G->len += (size_t)n;
+            return;
+        }
+        size_t cap = (G->cap + (size_t)n + 1) * 2;
+        char *p = realloc(G->buf, cap);
+        if (!p)
+            abort(); /* test tool: out of memory is fatal */
+        G->buf = p;
+        G->cap = cap;
+    }
+}
+
+static const char *gen_tname(int t) { return t == G_I32 ? "i32" : t == G_I64 ? "i64" : "bool"; }
+
+static void gen_literal(gen *G, int t, bool bare_ok)
+{
+    if (t == G_BOOL) {
+        gen_emit(G, gen_chance(G, 50) ? "true" : "false");
+        return;
+    }
+    long long v;
+    int r = gen_pick(G, 20);
+    if (r == 0)
+        v = t == G_I32 ? 2147483647LL : 9223372036854775807LL;
+    else if (r == 1)
+        v = t == G_I32 ? -2147483647LL - 1 : -9223372036854775807LL - 1;
+    else if (r == 2)
+        v = (long long)gen_pick(G, 100000) * 1000;
+    else
+        v = gen_pick(G, 21) - 10;
+    const char *suffix = t == G_I64 && !(bare_ok && gen_chance(G, 40)) ? "i64" : "";
+    if (v < 0)
+        gen_emit(G, "(%lld%s)", v, suffix);
+    else
+        gen_emit(G, "%lld%s", v, suffix);
+}
+
+static const char *gen_new_name(gen *G, const char *prefix, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%d", prefix, G->next_name++);
+    return buf;
+}
+
+static void gen_push_var(gen *G, const char *name, int t)
+{
+    if (G->n_vars < (int)(sizeof G->vars / sizeof G->vars[0])) {
+        snprintf(G->vars[G->n_vars].name, sizeof G->vars[0].name, "%s", name);
+        G->vars[G->n_vars++].type = t;
+    }
+}
+
+static void gen_expr(gen *G, int t, bool bare_ok);
+static void gen_block(gen *G, int t);
+
+static bool gen_var_of(gen *G, int t)
+{
+    int hits[96], n = 0;
+    for (int i = 0; i < G->n_vars; i++)
+        if (G->vars[i].type == t)
+            hits[n++] = i;
+    if (!n)
+        return false;
+    gen_emit(G, "%s", G->vars[hits[gen_pick(G, n)]].name);
+    return true;
+}
+
+/* A call of a function whose (first) result is t, if the budget allows. */
+static bool gen_call(gen *G, int t)
+{
+    if (!G->calls_ok || G->call_budget <= 0 || G->n_fns == 0)
+        return false;
+    int cand[4], n = 0;
+    for (int i = 0; i < G->n_fns; i++)
+        if (G->fns[i].n_results == 1 && G->fns[i].rtype[0] == t)
+            cand[n++] = i;
+    if (!n)
+        return false;
+    int f = cand[gen_pick(G, n)];
+    G->call_budget--;
+    if (G->in_main)
+        gen_emit(G, "f%d(%d", f, gen_pick(G, 4));
+    else
+        gen_emit(G, "f%d(d - 1", f);
+    for (int k = 0; k < G->fns[f].n_params; k++) {
+        gen_emit(G, ", ");
+        gen_expr(G, G->fns[f].ptype[k], false);
+    }
+    gen_emit(G, ")");
+    return true;
+}
+
+static void gen_expr(gen *G, int t, bool bare_ok)
+{
+    G->depth++;
+    bool leaf = G->depth > 3 || gen_chance(G, 35);
+    if (leaf) {
+        if (!(gen_chance(G, 70) && gen_var_of(G, t)))
+            gen_literal(G, t, bare_ok);
+        G->depth--;
+        return;
+    }
+    if (t == G_BOOL) {
+        switch (gen_pick(G, 6)) {
+        case 0:
+        case 1:
+        case 2: {
+            static const char *const cmp[] = {"<", "<=", ">", ">=", "==", "!="};
+            int ot = gen_pick(G, 2);
+            gen_emit(G, "(");
+            gen_expr(G, ot, false);
+            gen_emit(G, " %s ", cmp[gen_pick(G, 6)]);
+            gen_expr(G, ot, true);
+            gen_emit(G, ")");
+            break;
+        }
+        case 3:
+            gen_emit(G, "(");
+            gen_expr(G, G_BOOL, false);
+            gen_emit(G, gen_chance(G, 50) ? " && " : " || ");
+            gen_expr(G, G_BOOL, false);
+            gen_emit(G, ")");
+            break;
+        case 4:
+            gen_emit(G, "!");
+            gen_expr(G, G_BOOL, false);
+            break;
+        default:
+            gen_emit(G, "if ");
+            gen_expr(G, G_BOOL, false);
+            gen_emit(G, " ");
+            gen_block(G, G_BOOL);
+            gen_emit(G, " else ");
+            gen_block(G, G_BOOL);
+            break;
+        }
+        G->depth--;
+        return;
+    }
+    switch (gen_pick(G, 12)) {
+    case 0:
+    case 1:
+    case 2:
+    case 3: {
+        static const char *const ops[] = {"+", "-", "*", "+", "-", "*", "/", "%"};
+        int op = gen_pick(G, 8);
+        gen_emit(G, "(");
+        gen_expr(G, t, false);
+        gen_emit(G, " %s ", ops[op]);
+        if (op >= 6 && gen_chance(G, 60)) {
+            long long v = gen_pick(G, 9) + 1;
+            gen_emit(G, gen_chance(G, 50) ? "%lld" : "(-%lld)", v);
+        } else {
+            gen_expr(G, t, true);
+        }
+        gen_emit(G, ")");
+        break;
+    }
+    case 4: {
+        static const char *const fns[] = {"min", "max"};
+        gen_emit(G, "%s(", fns[gen_pick(G, 2)]);
+        gen_expr(G, t, false);
+        gen_emit(G, ", ");
+        gen_expr(G, t, true);
+        gen_emit(G, ")");
+        break;
+    }
+    case 5:
+        /* `-` only in front of a variable: -(literal) is itself a literal,
+         * and -(-2147483648) would not fit in i32 */
+        if (gen_chance(G, 30)) {
+            gen_emit(G, "-");
+            if (!gen_var_of(G, t))
+                gen_emit(G, t == G_I64 ? "abs(0i64)" : "abs(0)");
+        } else {
+            gen_emit(G, gen_chance(G, 50) ? "abs(" : "neg(");
+            gen_expr(G, t, false);
+            gen_emit(G, ")");
+        }
+        break;
+    case 6:
+        gen_emit(G, "cast<%s>(", gen_tname(t));
+        gen_expr(G, t == G_I32 ? G_I64 : G_I32, false);
+        gen_emit(G, ")");
+        break;
+    case 7:
+    case 8:
+        gen_emit(G, "if ");
+        gen_expr(G, G_BOOL, false);
+        gen_emit(G, " ");
+        gen_block(G, t);
+        gen_emit(G, " else ");
+        gen_block(G, t);
+        break;
+    case 9:
+        gen_emit(G, "select(");
+        gen_expr(G, G_BOOL, false);
+        gen_emit(G, ", ");
+        gen_expr(G, t, false);
+        gen_emit(G, ", ");
+        gen_expr(G, t, true);
+        gen_emit(G, ")");
+        break;
+    default:
+        if (!gen_call(G, t)) {
+            if (!gen_var_of(G, t))
+                gen_literal(G, t, bare_ok);
+        }
+        break;
+    }
+    G->depth--;
+}
+
+/* let x = e;  let (a, b) = f(...);  let (k, v) = while (k = 0, v = e; k < N) { ... }; */
+static void gen_let(gen *G)
+{
+    char name[16], k[16], v[16], w[16];
+    int r = gen_pick(G, 10);
+    if (r < 5 || G->depth > 2) {
+        int t = gen_pick(G, 3);
+        gen_new_name(G, "v", name, sizeof name);
+        if (t != G_BOOL && gen_chance(G, 30))
+            gen_emit(G, "let %s: %s = ", name, gen_tname(t));
+        else
+            gen_emit(G, "let %s = ", name);
+        gen_expr(G, t, false);
+        gen_emit(G, "; ");
+        gen_push_var(G, name, t);
+        return;
+    }
+    if (r < 7 && G->calls_ok && G->call_budget > 0) {
+        int cand[4], n = 0;
+        for (int i = 0; i < G->n_fns; i++)
+            if (G->fns[i].n_results == 2)
+                cand[n++] = i;
+        if (n) {
+            int f = cand[gen_pick(G, n)];
+            G->call_budget--;
+            char a[16], b[16];
+            gen_new_name(G, "p", a, sizeof a);
+            gen_new_name(G, "q", b, sizeof b);
+            bool skip = gen_chance(G, 25);
+            gen_emit(G, "let (%s, %s) = f%d(", skip ? "_" : a, b, f);
+            if (G->in_main)
+                gen_emit(G, "%d", gen_pick(G, 4));
+            else
+                gen_emit(G, "d - 1");
+            for (int j = 0; j < G->fns[f].n_params; j++) {
+                gen_emit(G, ", ");
+                gen_expr(G, G->fns[f].ptype[j], false);
+            }
+            gen_emit(G, "); ");
+            if (!skip)
+                gen_push_var(G, a, G->fns[f].rtype[0]);
+            gen_push_var(G, b, G->fns[f].rtype[1]);
+            return;
+        }
+    }
+    if (G->loop_depth >= 2) {
+        gen_new_name(G, "v", name, sizeof name);
+        gen_emit(G, "let %s = ", name);
+        gen_expr(G, G_I32, false);
+        gen_emit(G, "; ");
+        gen_push_var(G, name, G_I32);
+        return;
+    }
+    /* a loop: k counts to a small bound; v (and maybe w) carry values */
+    gen_new_name(G, "k", k, sizeof k);
+    gen_new_name(G, "v", v, sizeof v);
+    gen_new_name(G, "w", w, sizeof w);
+    int tv = gen_pick(G, 2), tw = gen_pick(G, 3);
+    bool two = gen_chance(G, 40);
+    int bound = gen_pick(G, 4);
+    char label[24] = "";
+    if (gen_chance(G, 20))
+        snprintf(label, sizeof label, "lp%d ", G->next_name++);
+    gen_emit(G, "let (%s, %s%s%s) = while %s(%s = 0, ", gen_chance(G, 30) ? k : "_", v, two ? ", " : "",
+             two ? w : "", label, k);
+    if (tv == G_I64 && gen_chance(G, 50))
+        gen_emit(G, "%s: i64 = ", v);
+    else
+        gen_emit(G, "%s = ", v);
+    gen_expr(G, tv, false);
+    if (two) {
+        gen_emit(G, ", %s%s = ", w, tw == G_I64 ? ": i64" : tw == G_BOOL ? ": bool" : "");
+        gen_expr(G, tw, false);
+    }
+    gen_emit(G, "; %s < %d", k, bound);
+    int saved = G->n_vars;
+    gen_push_var(G, k, G_I32);
+    gen_push_var(G, v, tv);
+    if (two)
+        gen_push_var(G, w, tw);
+    if (gen_chance(G, 25)) {
+        gen_emit(G, " && ");
+        gen_expr(G, G_BOOL, false);
+    }
+    gen_emit(G, ") { ");
+    G->loop_depth++;
+    int lets = gen_pick(G, 2);
+    for (int i = 0; i < lets; i++)
+        gen_let(G);
+    gen_emit(G, "(%s + 1, ", k);
+    gen_expr(G, tv, false);
+    if (two) {
+        gen_emit(G, ", ");
+        gen_expr(G, tw, false);
+    }
+    gen_emit(G, ") }; ");
+    G->loop_depth--;
+    G->n_vars = saved;
+    gen_push_var(G, v, tv);
+    if (two)
+        gen_push_var(G, w, tw);
+}
+
+static void gen_block_inner(gen *G, int t)
+{
+    int lets = G->depth < 2 ? gen_pick(G, 3) : 0;
+    for (int i = 0; i < lets; i++)
+        gen_let(G);
+    gen_expr(G, t, false);
+}
+
+static void gen_block(gen *G, int t)
+{
+    int saved = G->n_vars;
+    gen_emit(G, "{ ");
+    gen_block_inner(G, t);
+    gen_emit(G, " }");
+    G->n_vars = saved;
+}
+
+static void gen_result(gen *G, const gen_fn *f)
+{
+    if (f->n_results == 1) {
+        gen_block(G, f->rtype[0]);
+        return;
+    }
+    int saved = G->n_vars;
+    gen_emit(G, "{ ");
+    int lets = gen_pick(G, 3);
+    for (int i = 0; i < lets; i++)
+        gen_let(G);
+    gen_emit(G, "(");
+    gen_expr(G, f->rtype[0], false);
+    gen_emit(G, ", ");
+    gen_expr(G, f->rtype[1], false);
+    gen_emit(G, ") }");
+    G->n_vars = saved;
+}
+
+/* Writes one program into G->buf (NUL-terminated). main(x: i32, y: i32) -> i32. */
+static void gen_program(gen *G, uint64_t seed)
+{
+    G->rng = seed;
+    G->len = 0;
+    G->next_name = 0;
+    if (!G->cap) {
+        G->cap = 4096;
+        G->buf = malloc(G->cap);
+        if (!G->buf)
+            abort();
+    }
+    G->buf[0] = '\0';
+    G->n_fns = 1 + gen_pick(G, 4);
+    for (int i = 0; i < G->n_fns; i++) {
+        gen_fn *f = &G->fns[i];
+        f->n_params = gen_pick(G, 3) + (i == 0);
+        for (int k = 0; k < f->n_params; k++)
+            f->ptype[k] = gen_pick(G, 4) == 0 ? G_BOOL : gen_pick(G, 2);
+        f->n_results = gen_chance(G, 20) ? 2 : 1;
+        f->rtype[0] = gen_pick(G, 2);
+        f->rtype[1] = gen_pick(G, 3);
+    }
+    for (int i = 0; i < G->n_fns; i++) {
+        const gen_fn *f = &G->fns[i];
+        gen_emit(G, "fn f%d(d: i32", i);
+        G->n_vars = 0;
+        for (int k = 0; k < f->n_params; k++) {
+            char name[16];
+            snprintf(name, sizeof name, "a%d", k);
+            gen_emit(G, ", %s: %s", name, gen_tname(f->ptype[k]));
+            gen_push_var(G, name, f->ptype[k]);
+        }
+        if (f->n_results == 1)
+            gen_emit(G, ") -> %s {\n    if d <= 0 ", gen_tname(f->rtype[0]));
+        else
+            gen_emit(G, ") -> (%s, %s) {\n    if d <= 0 ", gen_tname(f->rtype[0]), gen_tname(f->rtype[1]));
+        G->in_main = false;
+        G->calls_ok = false;
+        G->depth = 0;
+        gen_result(G, f);
+        gen_emit(G, "\n    else ");
+        G->calls_ok = true;
+        G->call_budget = 3;
+        gen_result(G, f);
+        gen_emit(G, "\n}\n\n");
+    }
+    gen_emit(G, "fn main(x: i32, y: i32) -> i32 ");
+    G->n_vars = 0;
+    gen_push_var(G, "x", G_I32);
+    gen_push_var(G, "y", G_I32);
+    G->in_main = true;
+    G->calls_ok = true;
+    G->call_budget = 4;
+    G->depth = 0;
+    /* main always calls f0 once, so the functions are reached */
+    const gen_fn *f0 = &G->fns[0];
+    gen_emit(G, f0->n_results == 1 ? "{ let r = f0(%d" : "{ let (r, rr) = f0(%d", 1 + gen_pick(G, 3));
+    for (int k = 0; k < f0->n_params; k++) {
+        gen_emit(G, ", ");
+        gen_expr(G, f0->ptype[k], false);
+    }
+    gen_emit(G, "); ");
+    gen_push_var(G, "r", f0->rtype[0]);
+    if (f0->n_results == 2)
+        gen_push_var(G, "rr", f0->rtype[1]);
+    gen_block_inner(G, G_I32);
+    gen_emit(G, " }\n");
+}
+
+#endif

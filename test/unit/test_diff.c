@@ -1,0 +1,232 @@
+/* test/unit/test_diff.c — differential testing of the graph compiler: random
+ * programs (test/gen/gen.h) are run by a reference tree-walking evaluator of
+ * the typed AST (test/gen/eval.h) and, compiled with and without
+ * optimization, by the VM; results, or the kind of run-time error, must be
+ * identical, on the deterministic scheduler and on 4 worker threads.
+ * TFVM_DIFF_N programs (default 300; `make fuzz-compiler` runs 10000) from
+ * seed TFVM_DIFF_SEED (default fixed). */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../gen/eval.h"
+#include "../gen/gen.h"
+#include "testutil.h"
+#include "tfvm.h"
+
+static unsigned long env_ul(const char *name, unsigned long dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? strtoul(s, NULL, 0) : dflt;
+}
+
+typedef struct outcome {
+    tfvm_status code;
+    char msg[512];
+    int32_t value;
+    unsigned kinds; /* reference: every failure it met (EV_*) */
+} outcome;
+
+static void run_reference(cc *C, int32_t x, int32_t y, outcome *o)
+{
+    ev E = {.max_steps = 50000000};
+    ev_val args[2] = {{.dtype = TFVM_I32, .u.i32 = x}, {.dtype = TFVM_I32, .u.i32 = y}};
+    ev_val r;
+    memset(o, 0, sizeof *o);
+    if (!ev_call(&E, C->mod.entry, args, &r)) {
+        o->code = E.code;
+        snprintf(o->msg, sizeof o->msg, "%s", E.msg);
+    } else if (E.kinds) {
+        o->code = TFVM_ERR_ARITH;
+        o->kinds = E.kinds;
+        snprintf(o->msg, sizeof o->msg, "%s%s%s", E.kinds & EV_DIV0 ? "integer division by zero; " : "",
+                 E.kinds & EV_MOD0 ? "integer modulo by zero; " : "", E.kinds & EV_CAST ? "cannot cast; " : "");
+    } else {
+        o->code = TFVM_OK;
+        o->value = r.u.i32;
+    }
+}
+
+/* A watchdog interrupts a run that takes more than RUN_LIMIT seconds: a
+ * compiler bug can make a loop or a recursion endless. */
+#define RUN_LIMIT 20
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    tfvm_vm *vm;      /* the run in progress, or NULL */
+    unsigned long gen;
+    bool stop;
+} dog = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false};
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&dog.mu);
+    while (!dog.stop) {
+        if (!dog.vm) {
+            pthread_cond_wait(&dog.cv, &dog.mu);
+            continue;
+        }
+        unsigned long g = dog.gen;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t)RUN_LIMIT;
+        int rc = 0;
+        while (!dog.stop && dog.gen == g && rc == 0)
+            rc = pthread_cond_timedwait(&dog.cv, &dog.mu, &ts);
+        if (rc == ETIMEDOUT && dog.gen == g && dog.vm) {
+            tfvm_interrupt(dog.vm); /* still the same run after RUN_LIMIT seconds */
+            while (!dog.stop && dog.gen == g)
+                pthread_cond_wait(&dog.cv, &dog.mu);
+        }
+    }
+    pthread_mutex_unlock(&dog.mu);
+    return NULL;
+}
+
+static void dog_watch(tfvm_vm *vm)
+{
+    pthread_mutex_lock(&dog.mu);
+    dog.vm = vm;
+    dog.gen++;
+    pthread_cond_broadcast(&dog.cv);
+    pthread_mutex_unlock(&dog.mu);
+}
+
+/* threads 0: the deterministic single-thread scheduler; else that many workers. */
+static void run_vm(const tfvm_program *p, int threads, int32_t x, int32_t y, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.max_contexts = 2000000;
+    cfg.deterministic = threads == 0;
+    cfg.threads = threads ? threads : 1;
+    tfvm_vm *vm;
+    if (tfvm_vm_new(p, &cfg, &vm) != TFVM_OK) {
+        o->code = TFVM_ERR_NOMEM;
+        return;
+    }
+    tfvm_value args[2] = {tfvm_i32(x), tfvm_i32(y)}, res[1];
+    dog_watch(vm);
+    o->code = tfvm_run(vm, NULL, args, 2, res, 1);
+    dog_watch(NULL);
+    if (o->code == TFVM_OK)
+        o->value = res[0].as.i32;
+    else
+        snprintf(o->msg, sizeof o->msg, "%s", tfvm_errmsg(vm));
+    tfvm_vm_free(vm);
+}
+
+/* Same value, or the same error: the code, and the kind at the end of the
+ * VM's message ("div_3_7 (DIV) at [f0@2]: integer division by zero") must be
+ * one of the failures the reference met (test/gen/eval.h: which one fires
+ * first depends on the firing order). */
+static bool same(const outcome *ref, const outcome *got)
+{
+    if (ref->code != got->code)
+        return false;
+    if (ref->code == TFVM_OK)
+        return ref->value == got->value;
+    if (ref->code == TFVM_ERR_ARITH) {
+        size_t n = strlen(got->msg);
+        bool div = n >= 24 && strcmp(got->msg + n - 24, "integer division by zero") == 0;
+        bool mod = n >= 22 && strcmp(got->msg + n - 22, "integer modulo by zero") == 0;
+        bool cast = strstr(got->msg, ": cannot cast ") != NULL;
+        return (div && (ref->kinds & EV_DIV0)) || (mod && (ref->kinds & EV_MOD0)) || (cast && (ref->kinds & EV_CAST));
+    }
+    return true;
+}
+
+static const int32_t arg_pool[] = {0, 1, 2, 3, -1, -2, 5, 7, 10, -7, 100, -100, 2147483647, -2147483647 - 1};
+
+START_TEST(differential)
+{
+    unsigned long n = env_ul("TFVM_DIFF_N", 300);
+    uint64_t seed = env_ul("TFVM_DIFF_SEED", 20260101);
+    gen G;
+    memset(&G, 0, sizeof G);
+    unsigned long ok_runs = 0, err_runs = 0;
+    pthread_t dog_thread;
+    ck_assert_int_eq(pthread_create(&dog_thread, NULL, watchdog, NULL), 0);
+    for (unsigned long i = 0; i < n; i++) {
+        uint64_t s = seed * 1000003u + i;
+        gen_program(&G, s);
+        cc C;
+        tfvm_error err;
+        if (cc_front(&C, G.buf, G.len, "gen.tfg", NULL, NULL, &err) != TFVM_OK) {
+            printf("program %lu (seed %llu) does not compile: %s\n%s\n", i, (unsigned long long)s, err.message,
+                   G.buf);
+            fflush(stdout);
+            ck_abort_msg("generated program rejected by the front end");
+        }
+        tfvm_program *prog[2] = {NULL, NULL};
+        for (int opt = 0; opt < 2; opt++) {
+            tfvm_compile_options o;
+            tfvm_compile_options_init(&o);
+            o.opt_level = opt;
+            if (tfvm_program_compile(G.buf, G.len, "gen.tfg", &o, NULL, &prog[opt], &err) != TFVM_OK) {
+                printf("program %lu (seed %llu) -O%d:\n%s\n%s\n", i, (unsigned long long)s, opt, G.buf, err.message);
+                fflush(stdout);
+            ck_abort_msg("compile failed");
+            }
+        }
+        for (int a = 0; a < 3; a++) {
+            uint64_t r = s * 31 + (uint64_t)a;
+            int32_t x = arg_pool[r % UT_COUNTOF(arg_pool)];
+            int32_t y = arg_pool[(r / 7) % UT_COUNTOF(arg_pool)];
+            outcome want, got;
+            run_reference(&C, x, y, &want);
+            if (want.code == TFVM_ERR_LIMIT)
+                continue; /* the reference gave up (never in practice) */
+            /* -O0 and -O1 on the deterministic scheduler, -O1 on 4 worker threads */
+            for (int v = 0; v < 3; v++) {
+                int opt = v == 0 ? 0 : 1, threads = v == 2 ? 4 : 0;
+                run_vm(prog[opt], threads, x, y, &got);
+                if (!same(&want, &got)) {
+                    printf("MISMATCH program %lu (seed %llu) -O%d %s args %d %d\n%s\nreference: %s %d %s\nvm:        "
+                           "%s %d %s\n",
+                           i, (unsigned long long)s, opt, threads ? "4 threads" : "deterministic", x, y, G.buf,
+                           tfvm_status_name(want.code), want.value, want.msg, tfvm_status_name(got.code), got.value,
+                           got.msg);
+                    fflush(stdout);
+            ck_abort_msg("the VM and the reference evaluator disagree");
+                }
+            }
+            if (want.code == TFVM_OK)
+                ok_runs++;
+            else
+                err_runs++;
+        }
+        tfvm_program_free(prog[0]);
+        tfvm_program_free(prog[1]);
+        cc_release(&C);
+    }
+    pthread_mutex_lock(&dog.mu);
+    dog.stop = true;
+    pthread_cond_broadcast(&dog.cv);
+    pthread_mutex_unlock(&dog.mu);
+    pthread_join(dog_thread, NULL);
+    free(G.buf);
+    printf("differential: %lu programs, %lu runs with a value, %lu with a run-time error (each run three ways: -O0, "
+           "-O1, -O1 on 4 threads)\n",
+           n, ok_runs, err_runs);
+    ck_assert_msg(ok_runs > err_runs, "too few runs produce a value: the generator needs tuning");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("diff");
+    TCase *tc = tcase_create("differential");
+    unsigned long n = env_ul("TFVM_DIFF_N", 300);
+    tcase_set_timeout(tc, (double)(60 + n / 10));
+    tcase_add_test(tc, differential);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
