@@ -120,6 +120,7 @@ fuzz-compiler: check-deps $(BUILD)/test/test_diff
 
 bench: all
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
+	@TFVM=$(TFVM) bash bench/sched.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
