@@ -1,7 +1,8 @@
 /* scheduler/sched.h — scheduling policies and the machine's topology. The VM
  * decides what is ready (matching); a policy decides who runs it and in which
- * order. Policies are named entries of one table (sched.c), chosen by name
- * (`tfvm run --sched NAME`, TFVM_SCHED). The mechanics live beside them:
+ * order. Policies are named entries of one table (sched.c); the VM picks
+ * "deterministic" for one worker and "workstealing" for more (--threads,
+ * TFVM_THREADS, --deterministic). The mechanics live beside them:
  * deque.h (work stealing) and topology.c (hwloc: cores, pinning). */
 #ifndef TFVM_SCHED_H
 #define TFVM_SCHED_H
