@@ -400,9 +400,14 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     tfvm_vm *vm = w->vm;
     bool par = vm->parallel;
     const vm_iplan *ip = &vm->plan.insts[inst];
-    /* A token for the firing activation's own context needs no reference of
-     * its own while it is delivered: the activation holds the context. */
-    bool held = c == w->held;
+    /* Deterministic mode: a token for the firing activation's own context
+     * needs no reference of its own while it is delivered (the activation
+     * holds the context). Parallel mode: every token takes a reference
+     * before its arrival is counted, and that reference becomes the partial
+     * match's when the token is the first; counting first and referencing
+     * after let a completing token on another thread use a reference that
+     * did not exist yet, and free the context under its owner. */
+    bool held = !par && c == w->held;
     if (!held)
         vm_ctx_ref(vm, c);
     uint64_t bit = 1ull << (port % 64);
@@ -424,18 +429,26 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
             break;
     }
     bool partial_before = (s & ~MERGE_FIRED) > 0 && !(s & MERGE_FIRED);
-    bool partial_after = !(ns & MERGE_FIRED);
     if (s & MERGE_FIRED) { /* absorbed: a MERGE never fires twice at one tag */
         dev_value_release(&v);
+        if (!held)
+            vm_ctx_unref(w, c);
     } else if (ns & MERGE_FIRED) {
         w->st.matches++;
-        /* the activation takes the partial match's reference, or a new one */
-        vm_push(w, c, inst, port, &v, partial_before);
-    } else if (!partial_before && partial_after) {
-        take_ref(w, c); /* the partial match holds its context */
-    }
-    if (!held)
+        if (partial_before) { /* the activation takes the partial match's reference */
+            vm_push(w, c, inst, port, &v, true);
+            if (!held)
+                vm_ctx_unref(w, c);
+        } else {
+            vm_push(w, c, inst, port, &v, !held); /* the token's reference, or a new one */
+        }
+    } else if (!partial_before) {
+        if (held)
+            take_ref(w, c); /* the partial match holds its context */
+        /* else the token's reference is the partial match's */
+    } else if (!held) {
         vm_ctx_unref(w, c);
+    }
 }
 
 static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
@@ -459,7 +472,7 @@ static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_v
         return;
     }
     bool par = vm->parallel;
-    bool held = c == w->held; /* see merge_arrive */
+    bool held = !par && c == w->held; /* see merge_arrive */
     if (!held)
         vm_ctx_ref(vm, c);
     uint64_t bit = 1ull << (port % 64);
@@ -470,8 +483,11 @@ static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_v
     c->slots[ip->slot + port] = v;
     uint64_t n = word_add(par, status_word(c, ip), 1) + 1;
     if (n == 1) {
-        take_ref(w, c); /* the partial match holds its context */
-    } else if (n == ip->ports) {
+        if (held)
+            take_ref(w, c); /* the partial match holds its context */
+        return;             /* else the token's reference is the partial match's */
+    }
+    if (n == ip->ports) {
         w->st.matches++;
         vm_push(w, c, inst, 0, NULL, true); /* takes the partial match's reference */
     }
