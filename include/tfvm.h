@@ -49,7 +49,9 @@ typedef enum tfvm_status {
     TFVM_ERR_STUCK,     /* quiescent, but a result never arrived          */
     TFVM_ERR_LIMIT,     /* a configured limit was exceeded                */
     TFVM_ERR_INTERRUPTED, /* stopped by tfvm_interrupt()                  */
-    TFVM_ERR_INTERNAL   /* a bug in tfvm                                  */
+    TFVM_ERR_INTERNAL,  /* a bug in tfvm                                  */
+    TFVM_ERR_UNSUPPORTED, /* op/dtype not supported by the device running it */
+    TFVM_ERR_DEVICE     /* a device is unavailable or failed              */
 } tfvm_status;
 
 /* Element types. Values are stable: they appear in .tfvm files. */

@@ -19,6 +19,20 @@ int isa_op_by_name(const char *name, size_t len)
     return -1;
 }
 
+const char *isa_opt_name(isa_op op, uint32_t bit)
+{
+    switch (op) {
+    case ISA_MATMUL:
+        return bit == ISA_OPT_TRANS_A ? "ta" : bit == ISA_OPT_TRANS_B ? "tb" : NULL;
+    case ISA_REDUCE_SUM:
+    case ISA_REDUCE_MEAN:
+    case ISA_REDUCE_MAX:
+        return bit == ISA_OPT_KEEPDIMS ? "keepdims" : NULL;
+    default:
+        return NULL;
+    }
+}
+
 tfvm_dtype isa_dtype_by_name(const char *name, size_t len)
 {
     for (int d = TFVM_BOOL; d <= TFVM_F64; d++) {
@@ -60,7 +74,7 @@ const char *tfvm_status_name(tfvm_status s)
     S(TFVM_OK) S(TFVM_ERR_NOMEM) S(TFVM_ERR_IO) S(TFVM_ERR_FORMAT) S(TFVM_ERR_SYNTAX)
     S(TFVM_ERR_ARGUMENT) S(TFVM_ERR_TYPE) S(TFVM_ERR_SHAPE) S(TFVM_ERR_ARITH) S(TFVM_ERR_PORT)
     S(TFVM_ERR_DEADNESS) S(TFVM_ERR_STUCK) S(TFVM_ERR_LIMIT) S(TFVM_ERR_INTERRUPTED)
-    S(TFVM_ERR_INTERNAL)
+    S(TFVM_ERR_INTERNAL) S(TFVM_ERR_UNSUPPORTED) S(TFVM_ERR_DEVICE)
 #undef S
     }
     return "TFVM_ERR_?";

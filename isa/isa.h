@@ -26,7 +26,8 @@ typedef enum isa_class {
     ISA_CLASS_UNARY,
     ISA_CLASS_COMPARE, /* result bool                                     */
     ISA_CLASS_LOGIC,   /* bool operands, bool result                      */
-    ISA_CLASS_SELECT
+    ISA_CLASS_SELECT,
+    ISA_CLASS_TENSOR   /* shape-changing tensor ops (devices/cpu/cpu.h)    */
 } isa_class;
 
 /* Which attribute fields an instruction carries (isa_inst.a/.b/.flags). */
@@ -38,7 +39,10 @@ typedef enum isa_attr {
                        flags & ISA_FLAG_CONST                             */
     ISA_ATTR_FRAME, /* a = frame (loop region index)                      */
     ISA_ATTR_SITE,  /* a = call site (index into isa_program.sites)       */
-    ISA_ATTR_DTYPE  /* a = tfvm_dtype                                      */
+    ISA_ATTR_DTYPE, /* a = tfvm_dtype                                      */
+    ISA_ATTR_AXIS,  /* a = axis, an int32 in two's complement, -8..7 (negative
+                       counts from the last axis)                          */
+    ISA_ATTR_OPTS   /* a = option bits named by isa_opt_name (ISA_OPT_*)   */
 } isa_attr;
 
 typedef struct isa_op_info {
@@ -55,6 +59,10 @@ extern const isa_op_info isa_ops[ISA_OP_COUNT];
 int isa_op_by_name(const char *name, size_t len);
 /* tfvm_dtype by name ("i32"); 0 if none. */
 tfvm_dtype isa_dtype_by_name(const char *name, size_t len);
+/* Name of option bit `bit` (1, 2, 4...) of an OPTS op ("ta"), NULL if it has none. */
+const char *isa_opt_name(isa_op op, uint32_t bit);
+/* Compute instructions: the ones that may carry a device (ISA_FLAG_DEV_*). */
+static inline bool isa_is_compute(isa_class c) { return c >= ISA_CLASS_BINARY; }
 static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= TFVM_F64; }
 
 #define ISA_NONE UINT32_MAX
@@ -62,6 +70,16 @@ static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= T
 #define ISA_DEFAULT_PARALLEL 10    /* ENTER parallel=N default, as in TensorFlow */
 #define ISA_MAX_PARALLEL 65536
 #define ISA_FLAG_CONST 1u          /* ENTER const */
+/* Placement of a compute instruction (classes BINARY..TENSOR): which device
+ * runs it. 0 = wherever the run's --device puts it. */
+#define ISA_FLAG_DEV_MASK 6u
+#define ISA_FLAG_DEV_CPU  2u
+#define ISA_FLAG_DEV_CUDA 4u
+/* Option bits of ISA_ATTR_OPTS instructions */
+#define ISA_OPT_TRANS_A  1u        /* MATMUL: a's last two dims transposed */
+#define ISA_OPT_TRANS_B  2u        /* MATMUL: b's last two dims transposed */
+#define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
+#define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
 
 /* ---- Program model --------------------------------------------------------
  * Names are NUL-terminated strings owned by the program's arena; a NULL

@@ -4,6 +4,7 @@
 #include "loader.h"
 
 #include <math.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -887,8 +888,54 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
         if (!parse_dtype(P, &d))
             return false;
         in->a = d;
-        return true;
+        break;
     }
+    case ISA_ATTR_AXIS: {
+        as_tok *t = peek(P);
+        if (!is_kw(t, "axis"))
+            return fail(P, t, "expected axis=N after %s, got %s", info->name, TDESC(t));
+        next(P);
+        if (!expect(P, '=', "after 'axis'"))
+            return false;
+        bool neg = is_p(peek(P), '-');
+        if (neg)
+            next(P);
+        as_tok *nt = peek(P);
+        if (!parse_uint(P, UINT32_MAX, "an axis number after 'axis='", &v))
+            return false;
+        int64_t axis = neg ? -(int64_t)v : (int64_t)v;
+        if (axis < -ISA_MAX_AXIS || axis >= ISA_MAX_AXIS)
+            return fail(P, nt, "axis must be -%d..%d, got %" PRId64, ISA_MAX_AXIS, ISA_MAX_AXIS - 1, axis);
+        in->a = (uint32_t)(int32_t)axis;
+        break;
+    }
+    case ISA_ATTR_OPTS:
+        for (;;) {
+            as_tok *t = peek(P);
+            if (t->kind != TK_IDENT || is_kw(t, "on"))
+                break;
+            uint32_t bit = 1;
+            while (bit && !(isa_opt_name((isa_op)in->op, bit) && is_kw(t, isa_opt_name((isa_op)in->op, bit))))
+                bit <<= 1;
+            if (!bit)
+                return fail(P, t, "unknown %s option %s", info->name, TDESC(t));
+            if (in->a & bit)
+                return fail(P, t, "'%s' given twice", isa_opt_name((isa_op)in->op, bit));
+            in->a |= bit;
+            next(P);
+        }
+        break;
+    }
+    if (isa_is_compute(info->cls) && is_kw(peek(P), "on")) {
+        next(P);
+        as_tok *t = peek(P);
+        if (is_kw(t, "cpu"))
+            in->flags |= ISA_FLAG_DEV_CPU;
+        else if (is_kw(t, "cuda"))
+            in->flags |= ISA_FLAG_DEV_CUDA;
+        else
+            return fail(P, t, "expected a device after 'on' (cpu or cuda), got %s", TDESC(t));
+        next(P);
     }
     return true;
 }

@@ -381,7 +381,19 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
     case ISA_ATTR_DTYPE:
         ut_buf_printf(b, " %s", tfvm_dtype_name((tfvm_dtype)in->a));
         break;
+    case ISA_ATTR_AXIS:
+        ut_buf_printf(b, " axis=%" PRId32, (int32_t)in->a);
+        break;
+    case ISA_ATTR_OPTS:
+        for (uint32_t bit = 1; bit; bit <<= 1)
+            if (in->a & bit) {
+                const char *o = isa_opt_name((isa_op)in->op, bit);
+                ut_buf_printf(b, " %s", o ? o : "?");
+            }
+        break;
     }
+    if (in->flags & ISA_FLAG_DEV_MASK)
+        ut_buf_printf(b, " on %s", (in->flags & ISA_FLAG_DEV_MASK) == ISA_FLAG_DEV_CPU ? "cpu" : "cuda");
     if (in->n_in) {
         ut_buf_printf(b, " (");
         for (uint32_t k = 0; k < in->n_in && !b->failed; k++) {

@@ -424,6 +424,10 @@ static tfvm_status check_inst(vf *v, uint32_t i)
     if (in->n_ctl > VF_MAX_PORTS)
         return vbad(v, "%s: %" PRIu32 " control inputs (at most %u)", L, in->n_ctl, VF_MAX_PORTS);
     uint16_t allowed = info->attr == ISA_ATTR_ENTER ? ISA_FLAG_CONST : 0;
+    if (isa_is_compute(info->cls))
+        allowed |= ISA_FLAG_DEV_CPU | ISA_FLAG_DEV_CUDA;
+    if ((in->flags & ISA_FLAG_DEV_MASK) == ISA_FLAG_DEV_MASK)
+        return vbad(v, "%s: %s is placed on two devices (flags 0x%x)", L, op, in->flags);
     if (in->flags & ~allowed)
         return vbad(v, "%s: flags 0x%x not allowed on %s", L, in->flags, op);
     if (info->attr == ISA_ATTR_NONE && (in->a || in->b))
@@ -500,6 +504,18 @@ static tfvm_status check_inst(vf *v, uint32_t i)
     case ISA_ATTR_DTYPE:
         if (!isa_dtype_valid(in->a))
             return vbad(v, "%s: CAST to bad dtype %" PRIu32, L, in->a);
+        break;
+    case ISA_ATTR_AXIS: {
+        int32_t axis = (int32_t)in->a;
+        if (axis < -ISA_MAX_AXIS || axis >= ISA_MAX_AXIS)
+            return vbad(v, "%s: %s axis %" PRId32 " out of range -%d..%d", L, op, axis, ISA_MAX_AXIS,
+                        ISA_MAX_AXIS - 1);
+        break;
+    }
+    case ISA_ATTR_OPTS:
+        for (uint32_t bit = 1; bit; bit <<= 1)
+            if ((in->a & bit) && !isa_opt_name((isa_op)in->op, bit))
+                return vbad(v, "%s: %s has no option bit 0x%" PRIx32, L, op, bit);
         break;
     }
     return TFVM_OK;

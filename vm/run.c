@@ -568,7 +568,10 @@ static void fire(vm_worker *w, vm_act *a)
         dev_value out = dev_dead();
         if (!dead) {
             char msg[256];
-            tfvm_status st = dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
+            tfvm_status st =
+                isa_ops[in->op].cls == ISA_CLASS_TENSOR
+                    ? dev_cpu_tensor((isa_op)in->op, in->a, inputs, in->n_in, &out, &vm->alloc, msg, sizeof msg)
+                    : dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
             if (st != TFVM_OK) {
                 vm_fail(vm, st, c, a->inst, "%s", msg);
                 break;

@@ -19,4 +19,12 @@
 tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
                                 const tfvm_allocator *alloc, char *msg, size_t msg_size);
 
+/* Tensor-class ops (ISA_CLASS_TENSOR: MATMUL, CONV2D, pooling, SOFTMAX,
+ * reductions, shape ops; docs/isa.md "Tensor instructions"). Same contract as
+ * dev_cpu_elementwise; `n_in` inputs; a result of rank 0 is returned as a
+ * scalar. Messages name both shapes/dtypes when operands disagree, e.g.
+ *   "matmul: inner dims differ: [2, 3] and [4, 5]"                      */
+tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
+                           const tfvm_allocator *alloc, char *msg, size_t msg_size);
+
 #endif

@@ -8,13 +8,13 @@
 
 static const char *class_name(isa_class c)
 {
-    static const char *const names[] = {"source", "sink", "control", "binary", "unary", "compare", "logic", "select"};
+    static const char *const names[] = {"source", "sink", "control", "binary", "unary", "compare", "logic", "select", "tensor"};
     return names[c];
 }
 
 static const char *attr_name(isa_attr a)
 {
-    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype"};
+    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype", "axis=N", "options"};
     return names[a];
 }
 
