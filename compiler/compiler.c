@@ -137,6 +137,8 @@ static void run(cc *C, const char *entry, isa_program *out)
         }
     }
     cc_lower(C, out);
+    if (C->opt > 0)
+        cc_prune_switches(C, out);
     tfvm_error verr;
     tfvm_status st = ld_verify(out, &verr);
     if (st == TFVM_ERR_NOMEM)

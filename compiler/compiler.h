@@ -353,5 +353,7 @@ void cc_optimize(cc *C);
 void cc_dce(cc *C);
 /* lower.c */
 void cc_lower(cc *C, isa_program *out);
+/* prune.c: sets ISA_FLAG_PRUNE_* on the SWITCHes whose untaken side needs no dead tokens. */
+void cc_prune_switches(cc *C, isa_program *p);
 
 #endif

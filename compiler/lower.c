@@ -43,7 +43,7 @@ typedef struct lg_inst {
     const char *name;       /* preferred name; made unique at emission */
     cc_pos pos;
     uint32_t site;          /* CALL/RETURN: printed site id */
-    const cc_cval *cval;    /* CONST */
+    const cc_cval *cval;    /* CONST; a compute op's constant operand (flags ISA_FLAG_IMM_*) */
     bool may_fail;          /* elementwise that can stop a run: never removed */
     bool param;             /* LG_VIRT of a function parameter */
     cc_ifn *callee;         /* CALL/RETURN */
@@ -341,6 +341,13 @@ static lg_ref const_ref(lower *L, lblk *B, const cc_cval *c, cc_pos pos, bool st
 
 static home *homes(cc_node *n) { return n->low; }
 
+/* Does the instruction put a constant in the program's table? (A const
+ * ENTER keeps its value only to be found again.) */
+static bool has_const(const lg_inst *in)
+{
+    return in->op == ISA_CONST || (in->op != LG_VIRT && (in->flags & ISA_FLAG_IMM_MASK));
+}
+
 /* Routes a value living at `h` (strict there) into block B. */
 static lg_ref import_ref(lower *L, home h, lblk *B, bool strict)
 {
@@ -557,8 +564,18 @@ static void lower_op(lower *L, lblk *B, cc_node *n)
         if (strict_k < 0)
             strict_k = 0;
     }
-    for (uint32_t k = 0; k < n->n_in; k++)
+    for (uint32_t k = 0; k < n->n_in; k++) {
+        cc_irval v = cc_resolve(n->in[k]);
+        /* A loose constant is live at every tag of the region: the same as a
+         * constant operand, which costs no firing and no token. */
+        if (L->opt && (int)k != strict_k && k < 3 && v.n->kind == CC_N_CONST && !(L->insts[i].flags & ISA_FLAG_IMM_MASK) &&
+            isa_is_compute(isa_ops[n->op].cls) && isa_ops[n->op].n_in >= 2) {
+            L->insts[i].flags |= (uint16_t)((k + 1) << ISA_FLAG_IMM_SHIFT);
+            L->insts[i].cval = &v.n->u.c;
+            continue;
+        }
         add_ref(L, i, k, import(L, n->in[k], B, !L->opt || (int)k == strict_k));
+    }
     set_home(L, n, 0, ref(i, 0), B);
 }
 
@@ -1022,7 +1039,7 @@ static void emit(lower *L, isa_program *out)
     OUT_ARRAY(out->insts, n_live);
     uint32_t n_consts = 0;
     for (uint32_t j = 0; j < n_live; j++)
-        n_consts += L->insts[order[j]].op == ISA_CONST;
+        n_consts += has_const(&L->insts[order[j]]);
     out->n_consts = n_consts;
     OUT_ARRAY(out->consts, n_consts);
     out->n_edges = E.n_edges;
@@ -1053,7 +1070,9 @@ static void emit(lower *L, isa_program *out)
             out->sites[d->a].callee = L->regions[in->callee->region].final;
             break;
         }
-        case ISA_CONST: {
+        default: break;
+        }
+        if (has_const(in)) {
             isa_const *k = &out->consts[ci];
             const cc_cval *c = in->cval;
             k->dtype = c->dtype;
@@ -1065,10 +1084,10 @@ static void emit(lower *L, isa_program *out)
                 cc_nomem(C);
             memcpy(data, c->data, c->nbytes);
             k->data = data;
-            d->a = ci++;
-            break;
-        }
-        default: break;
+            if (in->op == ISA_CONST)
+                d->a = ci++;
+            else
+                d->b = ci++;
         }
         if (in->name) {
             d->name = ut_arena_strdup(ar, unique_name(L, d->region, in->name));

@@ -75,6 +75,18 @@ static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= T
 #define ISA_FLAG_DEV_MASK 6u
 #define ISA_FLAG_DEV_CPU  2u
 #define ISA_FLAG_DEV_CUDA 4u
+/* Constant operand of a compute instruction with 2+ data inputs: data input
+ * port ((flags & ISA_FLAG_IMM_MASK) >> ISA_FLAG_IMM_SHIFT) - 1 has no
+ * producer and always holds constant b, live (one firing and one token per
+ * use fewer than a CONST instruction). */
+#define ISA_FLAG_IMM_SHIFT 3
+#define ISA_FLAG_IMM_MASK (3u << ISA_FLAG_IMM_SHIFT)
+/* SWITCH: the untaken output gets no token at all instead of a dead one.
+ * Sound when everything fed by that output is only ever fed from it (and
+ * ends in MERGEs that receive a live token from elsewhere); the compiler
+ * proves this for the branches it makes. */
+#define ISA_FLAG_PRUNE_FALSE 32u   /* output 0 */
+#define ISA_FLAG_PRUNE_TRUE  64u   /* output 1 */
 /* Option bits of ISA_ATTR_OPTS instructions */
 #define ISA_OPT_TRANS_A  1u        /* MATMUL: a's last two dims transposed */
 #define ISA_OPT_TRANS_B  2u        /* MATMUL: b's last two dims transposed */
@@ -168,6 +180,11 @@ void isa_program_release(isa_program *p);
 
 /* Total input ports of an instruction. */
 static inline uint32_t isa_ports(const isa_inst *in) { return in->n_in + in->n_ctl; }
+/* The data input port that holds constant b, or -1. */
+static inline int isa_imm_port(const isa_inst *in)
+{
+    return (int)((in->flags & ISA_FLAG_IMM_MASK) >> ISA_FLAG_IMM_SHIFT) - 1;
+}
 static inline uint32_t isa_outs(const isa_inst *in) { return (uint32_t)isa_ops[in->op].n_out; }
 
 /* Writes "name" or "%index" for instruction i into buf. */

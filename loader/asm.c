@@ -65,6 +65,7 @@ typedef struct as_inst {
     uint32_t line, col;  /* debug location (the @L:C suffix) */
     uint32_t final;      /* index in the program */
     bool ctab;           /* CONST #K: a = K, an entry of the declared constant table */
+    bool imm_ctab;       /* constant operand #K: b = K (else b indexes P->consts) */
     as_tok label;        /* TK_IDENT (a name), TK_LABEL (%N) or TK_EOF (none) */
     as_tok optok;        /* where messages about the instruction point */
     as_tok target;       /* ENTER/EXIT: the frame; CALL/RETURN: the callee */
@@ -763,8 +764,46 @@ static bool parse_ref(as_parser *P)
     return true;
 }
 
-/* ( a, b | c ) or [ ... ]: ports separated by ',', producers of one port by '|'. */
-static bool parse_ports(as_parser *P, char close, uint32_t *count)
+/* A constant operand where an input is expected: `i32 2`, `f32[2] [1, 2]` or #K. */
+static bool at_const_operand(as_parser *P)
+{
+    as_tok *t = peek(P), *u = peek2(P);
+    if (is_p(t, '#'))
+        return true;
+    return t->kind == TK_IDENT && isa_dtype_by_name(t->s, t->len) && !is_p(u, ',') && !is_p(u, ')') &&
+           !is_p(u, '|') && !is_p(u, ':') && !is_p(u, '.');
+}
+
+static bool parse_const_operand(as_parser *P, size_t ii, uint32_t port)
+{
+    as_tok *t = peek(P);
+    as_inst *in = INS(ii);
+    const isa_op_info *info = &isa_ops[in->op];
+    if (!isa_is_compute(info->cls) || info->n_in < 2)
+        return fail(P, t, "%s takes no constant operands (only compute instructions with 2+ inputs do)", info->name);
+    if (in->flags & ISA_FLAG_IMM_MASK)
+        return fail(P, t, "only one input of an instruction may be a constant");
+    if (port > 2)
+        return fail(P, t, "only inputs 0 to 2 may be constants");
+    uint32_t k = 0;
+    bool ctab = is_p(t, '#');
+    if (ctab) {
+        next(P);
+        if (!parse_u32(P, "a constant table index after '#'", &k))
+            return false;
+    } else if (!parse_const_value(P, &k)) {
+        return false;
+    }
+    in = INS(ii);
+    in->flags |= (uint16_t)((port + 1) << ISA_FLAG_IMM_SHIFT);
+    in->b = k;
+    in->imm_ctab = ctab;
+    return true;
+}
+
+/* ( a, b | c ) or [ ... ]: ports separated by ',', producers of one port by '|';
+ * in ( ), an input may be a constant (parse_const_operand). */
+static bool parse_ports(as_parser *P, char close, uint32_t *count, size_t ii)
 {
     next(P); /* ( or [ */
     *count = 0;
@@ -780,7 +819,10 @@ static bool parse_ports(as_parser *P, char close, uint32_t *count)
             return false;
         size_t pi = P->ports.n - 1;
         uint32_t first = (uint32_t)P->refs.n, n = 0;
-        for (;;) {
+        if (close == ')' && at_const_operand(P)) {
+            if (!parse_const_operand(P, ii, *count))
+                return false;
+        } else for (;;) {
             if (!parse_ref(P))
                 return false;
             n++;
@@ -807,7 +849,7 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
     uint64_t v = 0;
     switch (info->attr) {
     case ISA_ATTR_NONE:
-        return true;
+        break;
     case ISA_ATTR_INDEX: {
         bool arg = in->op == ISA_ARG;
         if (!parse_uint(P, UINT32_MAX, arg ? "a parameter index after ARG" : "a result index after RESULT", &v))
@@ -926,6 +968,13 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
         }
         break;
     }
+    while (in->op == ISA_SWITCH && (is_kw(peek(P), "prune_false") || is_kw(peek(P), "prune_true"))) {
+        as_tok *t = next(P);
+        uint16_t f = is_kw(t, "prune_false") ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE;
+        if (in->flags & f)
+            return fail(P, t, "%s given twice", TDESC(t));
+        in->flags |= f;
+    }
     if (isa_is_compute(info->cls) && is_kw(peek(P), "on")) {
         next(P);
         as_tok *t = peek(P);
@@ -980,9 +1029,9 @@ static bool parse_inst(as_parser *P, uint32_t r)
     in = INS(ii);
     uint32_t n_in = 0, n_ctl = 0;
     in->port_first = (uint32_t)P->ports.n;
-    if (is_p(peek(P), '(') && !parse_ports(P, ')', &n_in))
+    if (is_p(peek(P), '(') && !parse_ports(P, ')', &n_in, ii))
         return false;
-    if (is_p(peek(P), '[') && !parse_ports(P, ']', &n_ctl))
+    if (is_p(peek(P), '[') && !parse_ports(P, ']', &n_ctl, ii))
         return false;
     in = INS(ii);
     if (is_p(peek(P), '@')) {
@@ -1386,6 +1435,8 @@ static bool check_regions(as_parser *P)
         const as_inst *in = INS(i);
         if (in->op == ISA_CONST && in->ctab && in->a >= P->decls.n)
             return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->a, P->decls.n);
+        if (in->imm_ctab && in->b >= P->decls.n)
+            return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->b, P->decls.n);
     }
     /* each loop needs a non-const ENTER; each entry result needs its RESULT */
     bool *entered = ut_calloc(P->alloc, P->regions.n ? P->regions.n : 1, sizeof *entered);
@@ -1634,6 +1685,11 @@ static bool build(as_parser *P, isa_program *p)
         if (in->op == ISA_CONST && !in->ctab) {
             d->a = p->n_consts;
             if (!put_const(P, p, CST(in->a)))
+                return false;
+        }
+        if ((in->flags & ISA_FLAG_IMM_MASK) && !in->imm_ctab) {
+            d->b = p->n_consts;
+            if (!put_const(P, p, CST(in->b)))
                 return false;
         }
         if (in->label.kind == TK_IDENT && !(d->name = dup_tok(p, &in->label)))

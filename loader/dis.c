@@ -40,9 +40,12 @@ typedef struct dis_ctx {
 static bool consts_inline(const isa_program *p)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < p->n_insts; i++)
+    for (uint32_t i = 0; i < p->n_insts; i++) {
         if (p->insts[i].op == ISA_CONST && p->insts[i].a != k++)
             return false;
+        if (isa_imm_port(&p->insts[i]) >= 0 && p->insts[i].b != k++)
+            return false;
+    }
     return k == p->n_consts;
 }
 
@@ -112,9 +115,18 @@ static void put_ref(const dis_ctx *c, uint32_t from, uint32_t src, uint32_t out,
 }
 
 /* The producers of input port `port` of instruction i, joined by " | ". */
+static void put_const(ut_buf *b, const isa_program *p, uint32_t ci);
+
 static void put_port(const dis_ctx *c, uint32_t i, uint32_t port, ut_buf *b)
 {
     const isa_program *p = c->p;
+    if ((int64_t)port == isa_imm_port(&p->insts[i])) {
+        if (c->const_table > 0 || (c->const_table < 0 && !consts_inline(p)))
+            ut_buf_printf(b, "#%" PRIu32, p->insts[i].b);
+        else
+            put_const(b, p, p->insts[i].b);
+        return;
+    }
     uint32_t from = p->insts[i].region; /* a RETURN's too: names resolve from where it is written */
     bool any = false;
     if (c->prod_first) {
@@ -392,6 +404,10 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
             }
         break;
     }
+    if (in->flags & ISA_FLAG_PRUNE_FALSE)
+        ut_buf_printf(b, " prune_false");
+    if (in->flags & ISA_FLAG_PRUNE_TRUE)
+        ut_buf_printf(b, " prune_true");
     if (in->flags & ISA_FLAG_DEV_MASK)
         ut_buf_printf(b, " on %s", (in->flags & ISA_FLAG_DEV_MASK) == ISA_FLAG_DEV_CPU ? "cpu" : "cuda");
     if (in->n_in) {

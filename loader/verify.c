@@ -426,13 +426,23 @@ static tfvm_status check_inst(vf *v, uint32_t i)
     uint16_t allowed = info->attr == ISA_ATTR_ENTER ? ISA_FLAG_CONST : 0;
     if (isa_is_compute(info->cls))
         allowed |= ISA_FLAG_DEV_CPU | ISA_FLAG_DEV_CUDA;
+    if (isa_is_compute(info->cls) && info->n_in >= 2)
+        allowed |= ISA_FLAG_IMM_MASK;
+    if (in->op == ISA_SWITCH)
+        allowed |= ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE;
     if ((in->flags & ISA_FLAG_DEV_MASK) == ISA_FLAG_DEV_MASK)
         return vbad(v, "%s: %s is placed on two devices (flags 0x%x)", L, op, in->flags);
+    int imm = (in->flags & allowed & ISA_FLAG_IMM_MASK) ? isa_imm_port(in) : -1;
+    if (imm >= 0 && (uint32_t)imm >= in->n_in)
+        return vbad(v, "%s: constant operand %d, but %s has %" PRIu32 " data inputs", L, imm, op, in->n_in);
+    if (imm >= 0 && in->b >= p->n_consts)
+        return vbad(v, "%s: constant operand %" PRIu32 " does not exist (%" PRIu32 " constant%s)", L, in->b,
+                    p->n_consts, p->n_consts == 1 ? "" : "s");
     if (in->flags & ~allowed)
         return vbad(v, "%s: flags 0x%x not allowed on %s", L, in->flags, op);
-    if (info->attr == ISA_ATTR_NONE && (in->a || in->b))
+    if (info->attr == ISA_ATTR_NONE && (in->a || (in->b && imm < 0)))
         return vbad(v, "%s: %s takes no attributes, but a=%" PRIu32 " b=%" PRIu32, L, op, in->a, in->b);
-    if (info->attr != ISA_ATTR_ENTER && in->b)
+    if (info->attr != ISA_ATTR_ENTER && in->b && imm < 0)
         return vbad(v, "%s: %s has no attribute b, but b=%" PRIu32, L, op, in->b);
     if (in->op == ISA_NEXTITER && reg->kind != ISA_REGION_LOOP)
         return vbad(v, "%s: NEXTITER must be in a LOOP region, not %s region '%s'", L,
@@ -602,6 +612,9 @@ static tfvm_status check_edges(vf *v)
             if (e->port >= isa_ports(d))
                 return vbad(v, "%s: edge %" PRIu32 ": %s has no input port %" PRIu32 " (it has %" PRIu32 ")",
                             ilabel(v, i, l), k, ilabel(v, e->inst, ld), e->port, isa_ports(d));
+            if ((int64_t)e->port == isa_imm_port(d))
+                return vbad(v, "%s: edge %" PRIu32 ": input %" PRIu32 " of %s is a constant operand", ilabel(v, i, l),
+                            k, e->port, ilabel(v, e->inst, ld));
             if (k > in->edge_first && !edge_less(e - 1, e))
                 return vbad(v, "%s: edge %" PRIu32 " (output %" PRIu32 " to instruction %" PRIu32 " port %" PRIu32
                             ") does not come after edge %" PRIu32 " (output %" PRIu32 " to instruction %" PRIu32
@@ -646,9 +659,9 @@ static tfvm_status check_ports(vf *v)
     for (uint32_t d = 0; d < p->n_insts; d++) {
         const isa_inst *in = &p->insts[d];
         for (size_t q = base[d]; q < base[d + 1]; q++) {
-            if (fed[q])
-                continue;
             uint32_t port = (uint32_t)(q - base[d]);
+            if (fed[q] || (int64_t)port == isa_imm_port(in))
+                continue;
             if (port < in->n_in)
                 return vbad(v, "%s: input %" PRIu32 " has no producer", ilabel(v, d, l), port);
             return vbad(v, "%s: control input %" PRIu32 " (port %" PRIu32 ") has no producer", ilabel(v, d, l),

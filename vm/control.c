@@ -386,7 +386,8 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
         }
         uint32_t taken = in[1].u.b ? 1 : 0;
         vm_send(w, c, a->inst, taken, &in[0]);
-        vm_send(w, c, a->inst, 1 - taken, &dead_token);
+        if (!(inst->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE)))
+            vm_send(w, c, a->inst, 1 - taken, &dead_token);
         break;
     }
     case ISA_MERGE:

@@ -47,10 +47,12 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         vm_rplan *rp = &out->regions[in->region];
         uint32_t ports = isa_ports(in);
         ip->ports = ports;
-        /* Matching state: every instruction with several ports, and every
-         * MERGE, even with one input (it records arrivals to absorb late
-         * tokens and to catch a second token on one port). */
-        if (ports > 1 || in->op == ISA_MERGE) {
+        ip->imm = (int8_t)isa_imm_port(in);
+        ip->need = ports - (ip->imm >= 0);
+        /* Matching state: every instruction that waits for several tokens,
+         * and every MERGE, even with one input (it records arrivals to absorb
+         * late tokens and to catch a second token on one port). */
+        if (ip->need > 1 || in->op == ISA_MERGE) {
             ip->matched = 1;
             ip->slot = rp->n_slots;
             ip->match = rp->n_words;

@@ -487,7 +487,7 @@ static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_v
             take_ref(w, c); /* the partial match holds its context */
         return;             /* else the token's reference is the partial match's */
     }
-    if (n == ip->ports) {
+    if (n == ip->need) {
         w->st.matches++;
         vm_push(w, c, inst, 0, NULL, true); /* takes the partial match's reference */
     }
@@ -535,7 +535,7 @@ static void fire(vm_worker *w, vm_act *a)
     w->held = c;
     w->spare = true;
     if (!ip->matched || in->op == ISA_MERGE) {
-        inputs[0] = a->v;
+        inputs[ip->imm == 0] = a->v;
         dead = a->v.dead;
     } else {
         dev_value *s = &c->slots[ip->slot];
@@ -549,6 +549,10 @@ static void fire(vm_worker *w, vm_act *a)
         }
     }
 
+    if (ip->imm >= 0) {
+        inputs[ip->imm] = vm->consts[in->b];
+        dev_value_retain(&inputs[ip->imm]);
+    }
     switch (isa_ops[in->op].cls) {
     case ISA_CLASS_SOURCE:
         if (in->op == ISA_ARG) {
@@ -943,7 +947,7 @@ static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
         if (!ip->matched)
             continue;
         uint64_t s = atomic_load(status_word(c, ip));
-        if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->ports))
+        if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->need))
             continue;
         char label[128];
         if ((*n_waiting)++)
@@ -954,7 +958,7 @@ static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
             ut_buf_printf(out, has ? " has input" : ", missing input");
             const char *sep = " ";
             for (uint32_t k = 0; k < ip->ports; k++)
-                if (port_claimed(c, ip, k) == (has == 1)) {
+                if ((int)k != ip->imm && port_claimed(c, ip, k) == (has == 1)) {
                     ut_buf_printf(out, "%s%u", sep, k);
                     sep = ", ";
                 }

@@ -22,8 +22,10 @@ typedef struct vm_iplan {
     uint32_t child;       /* CALL: child index of its site in the caller region;
                              ENTER: child index of its frame in the parent region */
     uint32_t k;           /* ENTER const: index among its frame's const ENTERs */
-    uint32_t ports;       /* data + control inputs */
-    uint8_t matched;      /* goes through matching (several ports, or MERGE) */
+    uint32_t ports;       /* data + control inputs (value slots when matched) */
+    uint32_t need;        /* tokens that make a match: ports less a constant operand */
+    int8_t imm;           /* the data input that holds constant b, or -1 */
+    uint8_t matched;      /* goes through matching (several tokens, or MERGE) */
 } vm_iplan;
 
 typedef struct vm_rplan {
@@ -245,5 +247,40 @@ void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
 vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c);
 void vm_ctx_recycle(vm_worker *w, vm_ctx *c);
 void vm_loop_destroy(vm_worker *w, vm_loop *l);
+
+/* ==== Inspection (vm/inspect.c) ===============================================
+ * Read-only walks for the debugger over a run that is paused (vm_step
+ * returned VM_PAUSED) or has stopped (quiescent, failed), in the
+ * deterministic mode. Nothing here changes the run. */
+
+/* Ready activations in the order the deterministic scheduler fires them when
+ * no new ones appear: the paused one, the inline successor, then the queue
+ * from its top. Calls fn for each (fn may be NULL); returns how many. */
+size_t vm_ready_each(const tfvm_vm *vm, void (*fn)(void *ud, const vm_act *a), void *ud);
+/* The value on data input `port` of an activation about to fire, or NULL
+ * (a MERGE carries one value: its chosen input, a->aux). */
+const dev_value *vm_act_input(const tfvm_vm *vm, const vm_act *a, uint32_t port);
+
+/* Every live context, oldest first. *out comes from the VM's allocator; free
+ * it with vm_contexts_free. TFVM_ERR_NOMEM when that fails. */
+tfvm_status vm_live_contexts(const tfvm_vm *vm, vm_ctx ***out, size_t *n);
+void vm_contexts_free(const tfvm_vm *vm, vm_ctx **list, size_t n);
+/* c is still the context that had `serial` (contexts are recycled). */
+static inline bool vm_ctx_same(const vm_ctx *c, uint64_t serial) { return c && c->live && c->serial == serial; }
+/* The loop instance of frame child k (k < n_frames of c's region), or NULL. */
+const vm_loop *vm_ctx_loop(const tfvm_vm *vm, const vm_ctx *c, uint32_t k);
+
+/* Matching state of a matched instruction (vm_iplan.matched) in context c. */
+typedef enum vm_match {
+    VM_MATCH_NONE,    /* no token at this tag (or the instruction is not matched) */
+    VM_MATCH_WAITING, /* some inputs arrived, some are missing: a partial match */
+    VM_MATCH_READY,   /* every input arrived; its activation is queued */
+    VM_MATCH_FIRED    /* a MERGE that fired at this tag (later tokens are absorbed) */
+} vm_match;
+vm_match vm_match_state(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst);
+bool vm_port_arrived(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst, uint32_t port);
+/* The value waiting on an arrived data port, or NULL: a MERGE keeps no
+ * values (while it waits, every input it has is dead). */
+const dev_value *vm_port_value(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst, uint32_t port);
 
 #endif
