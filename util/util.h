@@ -16,6 +16,8 @@
 
 #define UT_HIDDEN __attribute__((visibility("hidden")))
 #define UT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+/* For the few functions of the VM's firing path that must be inlined. */
+#define UT_INLINE inline __attribute__((always_inline))
 #define UT_COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
 #define UT_UNUSED(x) ((void)(x))
 

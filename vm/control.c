@@ -323,6 +323,30 @@ static void fire_call(vm_worker *w, const vm_act *a, dev_value *v)
     const vm_splan *sp = &vm->plan.sites[in->a];
     uint32_t child = vm->plan.insts[a->inst].child;
     vm_ctx *c = a->ctx;
+    if (sp->n_call == 1) {
+        /* The site's only CALL: nobody else looks for the callee or races to
+         * make it, and a dead token needs no context to say "dead". */
+        if (v->dead) {
+            for (uint32_t k = 0; k < sp->n_returns; k++)
+                vm_send(w, c, sp->returns[k], 0, &dead_token);
+            return;
+        }
+        if (atomic_load_explicit(&c->children[child], memory_order_relaxed)) {
+            vm_fail(vm, TFVM_ERR_PORT, c, a->inst, "two tokens for input 0 at one tag");
+            return;
+        }
+        vm_ctx *callee = vm_ctx_new(w, c, site->callee, VM_CTX_CALL, in->a);
+        if (!callee)
+            return;
+        callee->child = child;
+        callee->entered = VM_ENTERED_LIVE;
+        callee->arrived = 1;
+        atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
+        atomic_store_explicit(&c->children[child], callee, memory_order_release);
+        vm_send(w, callee, a->inst, 0, v);
+        vm_ctx_unref(w, callee);
+        return;
+    }
     vm_ctx *callee = atomic_load_explicit(&c->children[child], memory_order_acquire);
     if (!callee) {
         vm_ctx *made = vm_ctx_new(w, c, site->callee, VM_CTX_CALL, in->a);

@@ -48,6 +48,8 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         uint32_t ports = isa_ports(in);
         ip->ports = ports;
         ip->imm = (int8_t)isa_imm_port(in);
+        ip->op = in->op;
+        ip->cls = (uint8_t)isa_ops[in->op].cls;
         ip->need = ports - (ip->imm >= 0);
         /* Matching state: every instruction that waits for several tokens,
          * and every MERGE, even with one input (it records arrivals to absorb

@@ -355,7 +355,7 @@ static inline void take_ref(vm_worker *w, vm_ctx *ctx)
         vm_ctx_ref(w->vm, ctx);
 }
 
-bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
+static UT_INLINE bool push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
 {
     if (!owned)
         take_ref(w, ctx);
@@ -379,6 +379,11 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
         w->next.v = (dev_value){0};
     w->has_next = true;
     return true;
+}
+
+bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
+{
+    return push(w, ctx, inst, aux, v, owned);
 }
 
 /* ---- Tokens --------------------------------------------------------------------- */
@@ -436,11 +441,11 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     } else if (ns & MERGE_FIRED) {
         w->st.matches++;
         if (partial_before) { /* the activation takes the partial match's reference */
-            vm_push(w, c, inst, port, &v, true);
+            push(w, c, inst, port, &v, true);
             if (!held)
                 vm_ctx_unref(w, c);
         } else {
-            vm_push(w, c, inst, port, &v, !held); /* the token's reference, or a new one */
+            push(w, c, inst, port, &v, !held); /* the token's reference, or a new one */
         }
     } else if (!partial_before) {
         if (held)
@@ -451,23 +456,22 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     }
 }
 
-static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
+static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
 {
     tfvm_vm *vm = w->vm;
-    const isa_inst *in = &vm->prog->insts[inst];
     const vm_iplan *ip = &vm->plan.insts[inst];
     w->st.tokens++;
     if (!ip->matched) {
         /* RETURN dispatch by call site (docs/isa.md, "Implementation freedom"):
          * a token of activation t.C(s') is only for the RETURNs of s'. */
-        if (in->op == ISA_RETURN && (c->kind != VM_CTX_CALL || c->elem != in->a)) {
+        if (ip->op == ISA_RETURN && (c->kind != VM_CTX_CALL || c->elem != vm->prog->insts[inst].a)) {
             dev_value_release(&v);
             return;
         }
-        vm_push(w, c, inst, 0, &v, false);
+        push(w, c, inst, 0, &v, false);
         return;
     }
-    if (in->op == ISA_MERGE) {
+    if (ip->op == ISA_MERGE) {
         merge_arrive(w, c, inst, port, v);
         return;
     }
@@ -489,7 +493,7 @@ static void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_v
     }
     if (n == ip->need) {
         w->st.matches++;
-        vm_push(w, c, inst, 0, NULL, true); /* takes the partial match's reference */
+        push(w, c, inst, 0, NULL, true); /* takes the partial match's reference */
     }
     if (!held)
         vm_ctx_unref(w, c);
@@ -522,19 +526,38 @@ static void fire_result(vm_worker *w, const vm_act *a, dev_value *v)
     v->is_tensor = 0; /* moved */
 }
 
-static void fire(vm_worker *w, vm_act *a)
+/* Compute instructions: kernels on the inputs; a dead input makes the
+ * output dead. */
+static void fire_compute(vm_worker *w, const vm_act *a, dev_value *inputs, bool dead)
 {
     tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
-    const vm_iplan *ip = &vm->plan.insts[a->inst];
+    dev_value out = dev_dead();
+    if (!dead) {
+        char msg[256];
+        tfvm_status st =
+            isa_ops[in->op].cls == ISA_CLASS_TENSOR
+                ? dev_cpu_tensor((isa_op)in->op, in->a, inputs, in->n_in, &out, &vm->alloc, msg, sizeof msg)
+                : dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
+            return;
+        }
+    }
+    vm_send(w, a->ctx, a->inst, 0, &out);
+    dev_value_release(&out);
+}
+
+/* Everything but the few instructions fire() handles inline. */
+static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
     vm_ctx *c = a->ctx;
     dev_value inputs[3] = {{0}};
     bool dead = false;
 
-    w->st.fired++;
-    w->held = c;
-    w->spare = true;
-    if (!ip->matched || in->op == ISA_MERGE) {
+    if (!ip->matched || ip->op == ISA_MERGE) {
         inputs[ip->imm == 0] = a->v;
         dead = a->v.dead;
     } else {
@@ -548,14 +571,13 @@ static void fire(vm_worker *w, vm_act *a)
             s[p] = (dev_value){0};
         }
     }
-
     if (ip->imm >= 0) {
         inputs[ip->imm] = vm->consts[in->b];
         dev_value_retain(&inputs[ip->imm]);
     }
-    switch (isa_ops[in->op].cls) {
+    switch (ip->cls) {
     case ISA_CLASS_SOURCE:
-        if (in->op == ISA_ARG) {
+        if (ip->op == ISA_ARG) {
             vm_send(w, c, a->inst, 0, &inputs[0]);
         } else {
             dev_value v = dead ? dev_dead() : vm->consts[in->a];
@@ -568,26 +590,57 @@ static void fire(vm_worker *w, vm_act *a)
     case ISA_CLASS_CONTROL:
         vm_fire_control(w, a, inputs);
         break;
-    default: {
-        dev_value out = dev_dead();
-        if (!dead) {
-            char msg[256];
-            tfvm_status st =
-                isa_ops[in->op].cls == ISA_CLASS_TENSOR
-                    ? dev_cpu_tensor((isa_op)in->op, in->a, inputs, in->n_in, &out, &vm->alloc, msg, sizeof msg)
-                    : dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
-            if (st != TFVM_OK) {
-                vm_fail(vm, st, c, a->inst, "%s", msg);
-                break;
-            }
-        }
-        vm_send(w, c, a->inst, 0, &out);
-        dev_value_release(&out);
+    default:
+        fire_compute(w, a, inputs, dead);
         break;
-    }
     }
     for (int i = 0; i < 3; i++)
         dev_value_release(&inputs[i]);
+}
+
+/* One activation. The commonest instructions of recursive and looping code
+ * (moves, RETURN, SWITCH on a scalar predicate) take a short path here; the
+ * rest go through fire_general. */
+static UT_INLINE void fire(vm_worker *w, vm_act *a)
+{
+    tfvm_vm *vm = w->vm;
+    const vm_iplan *ip = &vm->plan.insts[a->inst];
+    vm_ctx *c = a->ctx;
+
+    w->st.fired++;
+    w->held = c;
+    w->spare = true;
+    switch (ip->op) {
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+        vm_send(w, c, a->inst, 0, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_RETURN:
+        vm_send(w, c->parent, a->inst, 0, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_SWITCH: {
+        dev_value *s = &c->slots[ip->slot];
+        dev_value d = s[0], p = s[1];
+        if (ip->ports != 2 || d.dead || p.dead || p.is_tensor || p.dtype != TFVM_BOOL) {
+            fire_general(w, a, ip); /* dead, a bad predicate, or control inputs */
+            break;
+        }
+        s[0] = s[1] = (dev_value){0};
+        uint32_t taken = p.u.b ? 1 : 0;
+        vm_send(w, c, a->inst, taken, &d);
+        if (!(vm->prog->insts[a->inst].flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+            dev_value dt = dev_dead();
+            vm_send(w, c, a->inst, 1 - taken, &dt);
+        }
+        dev_value_release(&d);
+        break;
+    }
+    default:
+        fire_general(w, a, ip);
+        break;
+    }
     w->held = NULL;
     if (w->spare)
         vm_ctx_unref(w, c);

@@ -25,6 +25,8 @@ typedef struct vm_iplan {
     uint32_t ports;       /* data + control inputs (value slots when matched) */
     uint32_t need;        /* tokens that make a match: ports less a constant operand */
     int8_t imm;           /* the data input that holds constant b, or -1 */
+    uint8_t cls;          /* isa_ops[op].cls: the firing path reads only the plan */
+    uint16_t op;
     uint8_t matched;      /* goes through matching (several tokens, or MERGE) */
 } vm_iplan;
 
@@ -278,6 +280,7 @@ typedef enum vm_match {
     VM_MATCH_FIRED    /* a MERGE that fired at this tag (later tokens are absorbed) */
 } vm_match;
 vm_match vm_match_state(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst);
+/* A constant operand (vm_iplan.imm) counts as arrived, its value the constant. */
 bool vm_port_arrived(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst, uint32_t port);
 /* The value waiting on an arrived data port, or NULL: a MERGE keeps no
  * values (while it waits, every input it has is dead). */
