@@ -137,8 +137,10 @@ static void run(cc *C, const char *entry, isa_program *out)
         }
     }
     cc_lower(C, out);
-    if (C->opt > 0)
+    if (C->opt > 0) {
         cc_prune_switches(C, out);
+        cc_elide_merges(C, out);
+    }
     tfvm_error verr;
     tfvm_status st = ld_verify(out, &verr);
     if (st == TFVM_ERR_NOMEM)

@@ -157,9 +157,22 @@ struct cc_expr {
             uint8_t targ;      /* tfvm_dtype */
             uint32_t n_args;
             cc_expr **args;
+            const char **arg_names; /* per argument: its keyword (`axis = 1`) or NULL;
+                                       NULL when every argument is positional */
+            cc_pos *arg_pos;   /* per argument: where its keyword starts (with arg_names) */
+            uint8_t n_index;   /* indexing x[i, :, j]: the number of index items;
+                                  args = x then the non-':' items */
+            uint8_t colons;    /* indexing: bit k set when item k is ':' */
             cc_func *fn;       /* a user function, or NULL for a built-in op */
             int builtin;       /* isa_op, when fn == NULL */
             uint32_t site;     /* user call: program-wide call-site id */
+            /* Built-in ops after type checking (builtins.c): the instruction's
+             * operands in port order (the arguments, or constants made from
+             * literal arguments such as conv2d's stride) and attribute a. */
+            uint32_t n_ops;
+            cc_expr **ops;
+            uint32_t attr;
+            cc_expr *sugar;    /* indexing: the GATHER chain that computes it */
         } call;
         struct {
             cc_expr *cond;
@@ -355,5 +368,7 @@ void cc_dce(cc *C);
 void cc_lower(cc *C, isa_program *out);
 /* prune.c: sets ISA_FLAG_PRUNE_* on the SWITCHes whose untaken side needs no dead tokens. */
 void cc_prune_switches(cc *C, isa_program *p);
+/* prune.c: removes the join MERGEs of bodies that have no dead tokens. */
+void cc_elide_merges(cc *C, isa_program *p);
 
 #endif

@@ -11,6 +11,7 @@
  * tell the difference. A CALL belongs with the RETURNs of its site (they
  * fire dead when every CALL of the site does), an ENTER with the EXITs of
  * its frame; the callee's and the loop's own instructions are never reached. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler.h"
@@ -191,4 +192,146 @@ void cc_prune_switches(cc *C, isa_program *p)
         if (prunable(&P, i, 1))
             p->insts[i].flags |= ISA_FLAG_PRUNE_TRUE;
     }
+}
+
+/* ---- MERGE elision ----------------------------------------------------------------------
+ * In a function or entry body whose SWITCHes are all pruned on both sides, no
+ * dead token ever exists: the body is entered live, only a SWITCH makes dead
+ * tokens, and a live SWITCH there sends one token to one side. An if's join
+ * MERGE then receives exactly one token per tag, so its consumers can take
+ * its producers directly (a port may have several producers when at most one
+ * of them sends at any tag): one firing less per if. Loop regions keep their
+ * MERGEs (iteration heads take a token from ENTER and from NEXTITER). */
+
+typedef struct ed {
+    uint32_t src, out, dst, port;
+} ed;
+
+static int ed_cmp(const void *a, const void *b)
+{
+    const ed *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    if (x->out != y->out)
+        return x->out < y->out ? -1 : 1;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    return x->port < y->port ? -1 : x->port > y->port;
+}
+
+void cc_elide_merges(cc *C, isa_program *p)
+{
+    uint32_t n = p->n_insts;
+    if (!n)
+        return;
+    /* regions without dead tokens */
+    uint8_t *clean = cc_array(C, p->n_regions, 1);
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        clean[r] = p->regions[r].kind != ISA_REGION_LOOP;
+    for (uint32_t i = 0; i < n; i++) {
+        const isa_inst *in = &p->insts[i];
+        uint16_t both = ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE;
+        if (in->op == ISA_SWITCH && (in->flags & both) != both)
+            clean[in->region] = 0;
+    }
+    /* MERGEs to drop: in a clean region, index output unused */
+    uint8_t *drop = cc_array(C, n, 1);
+    uint32_t n_drop = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const isa_inst *in = &p->insts[i];
+        if (in->op != ISA_MERGE || !clean[in->region] || in->n_ctl)
+            continue;
+        bool index_used = false;
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
+            index_used |= p->edges[e].out == 1;
+        if (!index_used && in->n_edges) {
+            drop[i] = 1;
+            n_drop++;
+        }
+    }
+    if (!n_drop)
+        return;
+    /* producers of each dropped MERGE (any port: a MERGE's ports are alike) */
+    uint32_t *pf = cc_array(C, (size_t)n + 1, sizeof *pf);
+    for (uint32_t e = 0; e < p->n_edges; e++)
+        if (drop[p->edges[e].inst])
+            pf[p->edges[e].inst + 1]++;
+    for (uint32_t i = 0; i < n; i++)
+        pf[i + 1] += pf[i];
+    uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
+    memcpy(at, pf, ((size_t)n + 1) * sizeof *at);
+    ed *prod = cc_array(C, pf[n] ? pf[n] : 1, sizeof *prod);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
+            if (drop[p->edges[e].inst])
+                prod[at[p->edges[e].inst]++] = (ed){i, p->edges[e].out, 0, 0};
+    /* a dropped MERGE fed by another dropped one: resolve to real producers
+     * by expanding until none is left (joins nest; no cycles outside loops) */
+    size_t cap = (size_t)p->n_edges * 2 + 16, m = 0;
+    ed *all = cc_array(C, cap, sizeof *all);
+    size_t wcap = 64;
+    ed *work = cc_array(C, wcap, sizeof *work);
+    for (uint32_t i = 0; i < n; i++) {
+        if (drop[i])
+            continue;
+        const isa_inst *in = &p->insts[i];
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            const isa_edge *x = &p->edges[e];
+            size_t nw = 0;
+            work[nw++] = (ed){i, x->out, x->inst, x->port};
+            while (nw) {
+                ed cur = work[--nw];
+                if (!drop[cur.dst]) {
+                    if (m == cap) {
+                        size_t ncap = cap * 2;
+                        ed *g = cc_array(C, ncap, sizeof *g);
+                        memcpy(g, all, m * sizeof *g);
+                        all = g, cap = ncap;
+                    }
+                    all[m++] = cur;
+                    continue;
+                }
+                /* cur feeds a dropped MERGE: it feeds that MERGE's consumers */
+                const isa_inst *mi = &p->insts[cur.dst];
+                for (uint32_t f = mi->edge_first; f < mi->edge_first + mi->n_edges; f++) {
+                    if (nw == wcap) {
+                        ed *g = cc_array(C, wcap * 2, sizeof *g);
+                        memcpy(g, work, nw * sizeof *g);
+                        work = g, wcap *= 2;
+                    }
+                    work[nw++] = (ed){cur.src, cur.out, p->edges[f].inst, p->edges[f].port};
+                }
+            }
+        }
+    }
+    /* renumber */
+    uint32_t *map = cc_array(C, n, sizeof *map), nn = 0;
+    for (uint32_t i = 0; i < n; i++)
+        map[i] = drop[i] ? ISA_NONE : nn++;
+    for (size_t k = 0; k < m; k++) {
+        all[k].src = map[all[k].src];
+        all[k].dst = map[all[k].dst];
+    }
+    qsort(all, m, sizeof *all, ed_cmp);
+    isa_inst *insts = ut_arena_array(&p->arena, (size_t)nn + 1, sizeof *insts);
+    isa_edge *edges = ut_arena_array(&p->arena, m + 1, sizeof *edges);
+    if (!insts || !edges)
+        cc_nomem(C);
+    size_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (drop[i])
+            continue;
+        isa_inst *d = &insts[map[i]];
+        *d = p->insts[i];
+        d->edge_first = (uint32_t)k;
+        while (k < m && all[k].src == map[i]) {
+            edges[k] = (isa_edge){all[k].out, all[k].dst, all[k].port};
+            k++;
+        }
+        d->n_edges = (uint32_t)k - d->edge_first;
+    }
+    p->insts = insts;
+    p->n_insts = nn;
+    p->edges = edges;
+    p->n_edges = (uint32_t)m;
 }
