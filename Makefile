@@ -19,16 +19,27 @@ OPT     ?= -O2
 # VMs; -Wvla because every stack array here must have a fixed bound.
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla -Wpointer-arith
 CFLAGS  ?= $(OPT) -g
-CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE
+# OpenBLAS (Debian: libopenblas-dev) for the CPU tensor kernels; its cblas.h
+# lives in a per-variant directory that pkg-config names.
+BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE $(BLAS_CFLAGS)
 CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
-LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -pthread -lm
+LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) $(BLAS_LIBS) -pthread -lm -ldl
+
+# The debugger's line editing (tfvm debug): libedit when pkg-config finds it;
+# without it the debugger reads plain lines.
+EDIT_LIBS := $(shell pkg-config --libs libedit 2>/dev/null)
+ifneq ($(EDIT_LIBS),)
+$(BUILD)/obj/tools/debug.o: CPPFLAGS += -DTFVM_HAVE_LIBEDIT $(shell pkg-config --cflags libedit)
+endif
 
 ifneq ($(SAN),)
 CFLAGS_ALL += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS    += -fsanitize=$(SAN)
 endif
 
-LIB_DIRS := util isa loader compiler vm scheduler devices devices/cpu
+LIB_DIRS := util isa loader compiler vm scheduler devices devices/cpu devices/cuda
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard tools/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -44,8 +55,39 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench check-deps
-all: $(TFVM) $(LIBA) $(LIBSO)
+.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench check-deps cuda
+all: $(TFVM) $(LIBA) $(LIBSO) cuda
+
+# The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
+# in CUDA_HOME), into a library that libtfvm loads with dlopen when asked for
+# a GPU -- libtfvm itself never links CUDA. NVCC_ARCH: the GPUs to compile for
+# (SASS for Turing, Ampere, Hopper; PTX for newer ones).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+NVCC_ARCH ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=[sm_90,compute_90]
+CUDA_LIB  := $(BUILD)/lib/libtfvm_cuda.so
+CUDA_SRC  := devices/cuda/backend.cu
+CUDA_RPATH := $(patsubst %/bin/nvcc,%,$(NVCC))/lib64
+ifneq ($(NVCC),)
+cuda: $(CUDA_LIB)
+$(BUILD)/obj/devices/cuda/cuda.o: CPPFLAGS += -DTFVM_CUDA_BUILT
+$(CUDA_LIB): $(CUDA_SRC) devices/cuda/abi.h devices/cuda/elem.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 -I. -Iinclude $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+	    -shared -cudart shared -Xlinker -rpath,$(CUDA_RPATH) -o $@ $(CUDA_SRC) -lcublas
+else
+cuda:
+	@echo "make: nvcc not found (PATH, $(CUDA_HOME)/bin): the CUDA backend libtfvm_cuda.so is not built"
+endif
+
+# A host stand-in for libtfvm_cuda.so (test/unit/fake_cuda.c) that the device
+# tests load through TFVM_CUDA_LIB, so placement and copies are tested without a GPU.
+FAKE_CUDA := $(BUILD)/test/libtfvm_fakecuda.so
+$(FAKE_CUDA): test/unit/fake_cuda.c devices/cuda/abi.h devices/cuda/elem.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -shared $(LDFLAGS) -o $@ $< -lm
+$(BUILD)/test/test_devices $(BUILD)/test/test_placement: $(FAKE_CUDA)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -62,7 +104,7 @@ $(LIBSO): $(LIB_OBJ)
 
 $(TFVM): $(CLI_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS_ALL)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS_ALL) $(EDIT_LIBS)
 
 $(BUILD)/test/%: test/unit/%.c test/unit/testutil.h $(LIBA)
 	@mkdir -p $(dir $@)
@@ -75,17 +117,20 @@ check-deps:
 # CK_FORK=no under ASan keeps leak reports attached to the failing test.
 # The suites run one after another (even under -j) so their output reads in order.
 RUN_UNIT = set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
-RUN_E2E  = TFVM=$(TFVM) BUILD=$(BUILD) SAN=$(SAN) bash test/e2e/run.sh
+RUN_E2E  = TFVM=$(TFVM) BUILD=$(BUILD) SAN=$(SAN) FAKE_CUDA=$(FAKE_CUDA) bash test/e2e/run.sh
+RUN_DEBUG = TFVM=$(TFVM) bash test/debug/run.sh
 
 unit: check-deps $(UNIT_BIN)
 	@$(RUN_UNIT)
 
-e2e: all
+e2e: all $(FAKE_CUDA)
 	@$(RUN_E2E)
+	@$(RUN_DEBUG)
 
-test: check-deps all $(UNIT_BIN)
+test: check-deps all $(UNIT_BIN) $(FAKE_CUDA)
 	@$(RUN_UNIT)
 	@$(RUN_E2E)
+	@$(RUN_DEBUG)
 	@echo "make test: all suites passed ($(BUILD))"
 
 asan:
@@ -118,22 +163,31 @@ $(BUILD)/test/test_diff: test/gen/gen.h test/gen/eval.h
 fuzz-compiler: check-deps $(BUILD)/test/test_diff
 	TFVM_DIFF_N=$(FUZZ_N) TFVM_DIFF_SEED=$(FUZZ_SEED) $(BUILD)/test/test_diff
 
-bench: all
+# bench/matmul.c: 1024^3 f32 MATMUL through the VM against cblas_sgemm in-process.
+BENCH_MATMUL := $(BUILD)/bench/matmul
+$(BENCH_MATMUL): bench/matmul.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL)
+
+bench: all $(BENCH_MATMUL)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
+	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
+	@$(BENCH_MATMUL)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(TFVM) $(DESTDIR)$(PREFIX)/bin/tfvm
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libtfvm.a
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libtfvm.so.0
+	[ ! -f $(CUDA_LIB) ] || install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/libtfvm_cuda.so
 	ln -sf libtfvm.so.0 $(DESTDIR)$(PREFIX)/lib/libtfvm.so
 	install -m 644 include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TFVM_VERSION_STRING "\(.*\)"/\1/p' include/tfvm.h)|' \
 	    tfvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/tfvm $(DESTDIR)$(PREFIX)/lib/libtfvm.* \
+	rm -f $(DESTDIR)$(PREFIX)/bin/tfvm $(DESTDIR)$(PREFIX)/lib/libtfvm.* $(DESTDIR)$(PREFIX)/lib/libtfvm_cuda.so \
 	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 clean:

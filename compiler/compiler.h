@@ -355,6 +355,38 @@ void cc_parse(cc *C);
 void cc_check(cc *C, const char *entry);
 bool cc_vtype_eq(const cc_vtype *a, const cc_vtype *b);
 void cc_vtype_str(const cc_vtype *t, char *buf, size_t size);
+/* builtins.c: the tensor ops (docs/language.md, "Tensor ops"). Arguments
+ * bind by position or by keyword (`axis = 1`); the checker checks each with
+ * the hint its kind asks for, then the rule checks dtypes and known shapes,
+ * sets the call's type and its operands (e->u.call.ops) and attribute. */
+typedef enum cc_pkind {
+    CC_P_VALUE,   /* an operand */
+    CC_P_HINTED,  /* an operand whose literal takes the dtype the call should give (fill, range) */
+    CC_P_INTS,    /* integers fixed at compile time: 2 or [1, 2] */
+    CC_P_BOOL,    /* true or false */
+    CC_P_SHAPE    /* an i64 vector: a list literal ([-1, 784]) or any i64[N] value */
+} cc_pkind;
+
+#define CC_MAX_BPARAMS 6
+
+typedef struct cc_bparam {
+    const char *name;
+    uint8_t kind;         /* cc_pkind */
+    bool optional;
+} cc_bparam;
+
+typedef struct cc_builtin {
+    const char *name;
+    isa_op op;
+    uint8_t n_params;
+    cc_bparam params[CC_MAX_BPARAMS];
+    /* args[k]: the argument bound to parameter k, NULL when left out */
+    void (*rule)(cc *C, const struct cc_builtin *b, cc_expr *e, cc_expr *const *args);
+} cc_builtin;
+
+const cc_builtin *cc_builtin_find(const char *name);
+/* x[idx] along `axis` (the indexing sugar): a checked GATHER call. */
+cc_expr *cc_gather(cc *C, cc_pos pos, cc_expr *x, cc_expr *idx, int axis);
 /* ir.c */
 void cc_build_ir(cc *C);
 cc_irval cc_resolve(cc_irval v);

@@ -50,13 +50,16 @@ void cc_node_unlink(cc_node *n)
 }
 
 /* Ops that can stop a run: integer DIV/MOD (unless the divisor is a nonzero
- * constant), CAST from a float to an integer, and anything on tensors (shapes
- * are only fully known at run time). Dead-code elimination keeps them, so a
- * program fails the same way whether or not a result is used. */
+ * constant), CAST from a float to an integer, the tensor ops, and anything
+ * on tensors (shapes are only fully known at run time). Dead-code
+ * elimination keeps them, so a program fails the same way whether or not a
+ * result is used. */
 bool cc_op_may_fail(const cc_node *n)
 {
     if (n->kind != CC_N_OP)
         return false;
+    if (isa_ops[n->op].cls == ISA_CLASS_TENSOR)
+        return true;
     for (uint32_t k = 0; k < n->n_in; k++) {
         cc_irval v = cc_resolve(n->in[k]);
         if (v.n->types[v.k].tensor)
@@ -235,10 +238,14 @@ static cc_irval *build(builder *B, const cc_expr *e)
         return one(B, val(n, 0));
     }
     case CC_E_CALL: {
-        uint32_t na = e->u.call.n_args;
+        if (e->u.call.sugar)
+            return build(B, e->u.call.sugar);
+        /* a built-in op takes its operands (builtins.c), a function its arguments */
+        uint32_t na = e->u.call.fn ? e->u.call.n_args : e->u.call.n_ops;
+        cc_expr **src = e->u.call.fn ? e->u.call.args : e->u.call.ops;
         cc_irval *args = cc_array(C, na + 1, sizeof *args);
         for (uint32_t k = 0; k < na; k++)
-            args[k] = build(B, e->u.call.args[k])[0];
+            args[k] = build(B, src[k])[0];
         cc_node *n;
         if (e->u.call.fn) {
             n = cc_node_new(C, B->blk, CC_N_CALL, na, e->type.n, e->u.call.name_pos);
@@ -247,7 +254,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
         } else {
             n = cc_node_new(C, B->blk, CC_N_OP, na, 1, e->u.call.name_pos);
             n->op = (uint16_t)e->u.call.builtin;
-            n->attr = e->u.call.has_targ ? e->u.call.targ : 0;
+            n->attr = e->u.call.attr;
         }
         if (na)
             memcpy(n->in, args, na * sizeof *args);

@@ -276,15 +276,66 @@ static cc_expr *parse_call(cc *C)
             expected(C, "'(' and the arguments");
     }
     next(C); /* '(' */
-    uint32_t cap = 0;
+    uint32_t cap = 0, cap_names = 0, cap_pos = 0;
     if (!accept(C, CC_T_RPAREN)) {
         for (;;) {
-            e->u.call.args = cc_grow(C, e->u.call.args, e->u.call.n_args, &cap, sizeof(cc_expr *));
+            uint32_t k = e->u.call.n_args;
+            e->u.call.args = cc_grow(C, e->u.call.args, k, &cap, sizeof(cc_expr *));
+            /* a keyword argument: NAME = value */
+            if (at(C, CC_T_IDENT) && peek(C, 1)->kind == CC_T_ASSIGN) {
+                if (!e->u.call.arg_names) { /* the arguments before were positional: NULL */
+                    cap_names = cap_pos = cap;
+                    e->u.call.arg_names = cc_array(C, cap, sizeof(const char *));
+                    e->u.call.arg_pos = cc_array(C, cap, sizeof(cc_pos));
+                }
+                const cc_tok *kw = expect_name(C, "a parameter name");
+                next(C); /* '=' */
+                e->u.call.arg_names = cc_grow(C, e->u.call.arg_names, k, &cap_names, sizeof(const char *));
+                e->u.call.arg_pos = cc_grow(C, e->u.call.arg_pos, k, &cap_pos, sizeof(cc_pos));
+                e->u.call.arg_names[k] = tok_str(C, kw);
+                e->u.call.arg_pos[k] = kw->pos;
+            } else if (e->u.call.arg_names) {
+                e->u.call.arg_names = cc_grow(C, e->u.call.arg_names, k, &cap_names, sizeof(const char *));
+                e->u.call.arg_pos = cc_grow(C, e->u.call.arg_pos, k, &cap_pos, sizeof(cc_pos));
+                e->u.call.arg_names[k] = NULL;
+            }
             e->u.call.args[e->u.call.n_args++] = parse_expr(C);
             if (accept(C, CC_T_RPAREN))
                 break;
             expect(C, CC_T_COMMA, "',' or ')' after an argument");
         }
+    }
+    return e;
+}
+
+/* x[i, :, j]: a call of the indexing op (types.c turns it into GATHERs);
+ * args = x then the index expressions, colons marks the ':' items. */
+static cc_expr *parse_index(cc *C, cc_expr *x)
+{
+    cc_pos pos = next(C)->pos; /* '[' */
+    cc_expr *e = new_expr(C, CC_E_CALL, pos);
+    e->start = x->start;
+    e->u.call.name = "[]";
+    e->u.call.name_pos = pos;
+    uint32_t cap = 0;
+    e->u.call.args = cc_grow(C, NULL, 0, &cap, sizeof(cc_expr *));
+    e->u.call.args[e->u.call.n_args++] = x;
+    for (;;) {
+        if (e->u.call.n_index == TFVM_MAX_RANK)
+            cc_error(C, cur(C)->pos, TFVM_ERR_SYNTAX, "at most %d indices (a tensor has at most %d dimensions)",
+                     TFVM_MAX_RANK, TFVM_MAX_RANK);
+        if (accept(C, CC_T_COLON)) {
+            e->u.call.colons |= (uint8_t)(1u << e->u.call.n_index);
+        } else {
+            if (at(C, CC_T_RBRACK) || at(C, CC_T_COMMA))
+                expected(C, "an index (an integer expression or ':')");
+            e->u.call.args = cc_grow(C, e->u.call.args, e->u.call.n_args, &cap, sizeof(cc_expr *));
+            e->u.call.args[e->u.call.n_args++] = parse_expr(C);
+        }
+        e->u.call.n_index++;
+        if (accept(C, CC_T_RBRACK))
+            break;
+        expect(C, CC_T_COMMA, "',' or ']' after an index");
     }
     return e;
 }
@@ -365,6 +416,12 @@ static cc_expr *parse_unary(cc *C)
     if (t->kind != CC_T_MINUS && t->kind != CC_T_NOT) {
         enter(C);
         cc_expr *e = parse_primary(C);
+        uint32_t levels = 0; /* x[i][j]... nests like parentheses */
+        for (; at(C, CC_T_LBRACK); levels++) {
+            enter(C);
+            e = parse_index(C, e);
+        }
+        C->depth -= levels;
         leave(C);
         return e;
     }

@@ -146,6 +146,7 @@ static bool is_flex(checker *K, const cc_expr *e)
         const cc_var *v = lookup(K, e->u.var.name);
         return v && v->flex;
     }
+    case CC_E_CALL: return e->u.call.n_index && is_flex(K, e->u.call.args[0]); /* [0.5, 1.5][i] */
     case CC_E_IF:
         return e->u.cond.then->n_lets == 0 && e->u.cond.els->n_lets == 0 && is_flex(K, e->u.cond.then->result) &&
                is_flex(K, e->u.cond.els->result);
@@ -393,13 +394,136 @@ static bool callable_class(isa_class c)
            c == ISA_CLASS_SELECT;
 }
 
+/* A keyword argument where only positional ones are allowed. */
+static void no_keywords(checker *K, const cc_expr *e, const char *why)
+{
+    for (uint32_t k = 0; e->u.call.arg_names && k < e->u.call.n_args; k++)
+        if (e->u.call.arg_names[k])
+            cc_error(K->C, e->u.call.arg_pos[k], TFVM_ERR_TYPE, "'%s' %s", e->u.call.name, why);
+}
+
+/* A tensor op (builtins.c): binds positional and keyword arguments to its
+ * parameters, checks each with the hint its kind asks for, then applies the
+ * op's type rule. */
+static void check_tensor_call(checker *K, cc_expr *e, const cc_tlist *hint, const cc_builtin *b)
+{
+    cc *C = K->C;
+    const char *name = b->name;
+    if (e->u.call.has_targ)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes no type argument", name);
+    cc_expr *bound[CC_MAX_BPARAMS] = {0};
+    uint32_t n_pos = 0, n_req = 0;
+    bool keywords = false;
+    for (uint32_t p = 0; p < b->n_params; p++)
+        n_req += !b->params[p].optional;
+    for (uint32_t k = 0; k < e->u.call.n_args; k++) {
+        cc_expr *a = e->u.call.args[k];
+        const char *kw = e->u.call.arg_names ? e->u.call.arg_names[k] : NULL;
+        if (!kw) {
+            if (keywords)
+                cc_error(C, a->start, TFVM_ERR_TYPE, "a positional argument cannot follow a keyword argument");
+            if (n_pos == b->n_params) {
+                if (n_req == b->n_params)
+                    cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes %u argument%s, got %u", name, n_req,
+                             n_req == 1 ? "" : "s", e->u.call.n_args);
+                cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes %u %s %u arguments, got %u", name, n_req,
+                         b->n_params - n_req == 1 ? "or" : "to", b->n_params, e->u.call.n_args);
+            }
+            bound[n_pos++] = a;
+            continue;
+        }
+        keywords = true;
+        uint32_t p = 0;
+        while (p < b->n_params && strcmp(b->params[p].name, kw) != 0)
+            p++;
+        if (p == b->n_params) {
+            char list[96] = "";
+            for (uint32_t q = 0; q < b->n_params; q++) {
+                size_t n = strlen(list);
+                ut_fmt(list + n, sizeof list - n, "%s%s", q ? ", " : "", b->params[q].name);
+            }
+            cc_error(C, e->u.call.arg_pos[k], TFVM_ERR_TYPE, "'%s' has no parameter '%s' (it has %s)", name, kw, list);
+        }
+        if (bound[p])
+            cc_error(C, e->u.call.arg_pos[k], TFVM_ERR_TYPE, "'%s' is given '%s' twice", name, kw);
+        bound[p] = a;
+    }
+    for (uint32_t p = 0; p < b->n_params; p++)
+        if (!bound[p] && !b->params[p].optional)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is missing its argument '%s'", name,
+                     b->params[p].name);
+    cc_tlist i64 = {1, &(cc_vtype){.dtype = TFVM_I64}};
+    cc_expr *hinted[CC_MAX_BPARAMS];
+    uint32_t n_hinted = 0;
+    for (uint32_t p = 0; p < b->n_params; p++) {
+        cc_expr *a = bound[p];
+        if (!a)
+            continue;
+        switch (b->params[p].kind) {
+        case CC_P_HINTED: hinted[n_hinted++] = a; continue;
+        case CC_P_INTS:
+        case CC_P_SHAPE: check_expr(K, a, &i64); break;
+        default: check_expr(K, a, NULL); break;
+        }
+        single(K, a, "an argument");
+    }
+    if (n_hinted)
+        check_operands(K, hinted, n_hinted, hint, "an argument");
+    e->u.call.builtin = b->op;
+    e->u.call.attr = 0;
+    b->rule(C, b, e, bound);
+}
+
+/* x[i, :, j]: one GATHER per index (a ':' keeps its axis); each scalar index
+ * removes its axis, a tensor index puts its own axes there. */
+static void check_index(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    cc_expr *x = e->u.call.args[0];
+    check_expr(K, x, hint);
+    const cc_vtype *t = single(K, x, "the indexed value");
+    char buf[96];
+    cc_vtype_str(t, buf, sizeof buf);
+    if (!t->tensor)
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "cannot index %s: it is a scalar", buf);
+    if (e->u.call.n_index > t->rank)
+        cc_error(C, e->pos, TFVM_ERR_TYPE, "too many indices for %s: %u for %u ax%s", buf, e->u.call.n_index,
+                 t->rank, t->rank == 1 ? "is" : "es");
+    cc_expr *cur = x;
+    int axis = 0;
+    uint32_t next = 1;
+    for (uint32_t k = 0; k < e->u.call.n_index; k++) {
+        if (e->u.call.colons & (1u << k)) {
+            axis++;
+            continue;
+        }
+        cc_expr *idx = e->u.call.args[next++];
+        check_expr(K, idx, NULL);
+        const cc_vtype *ti = single(K, idx, "an index");
+        cur = cc_gather(C, e->pos, cur, idx, axis);
+        axis += ti->rank;
+    }
+    e->u.call.sugar = cur; /* x itself for x[:] */
+    e->type = one_type(C, &cur->type.t[0]);
+}
+
+static bool float_only(int op)
+{
+    return op == ISA_SIGMOID || op == ISA_TANH || op == ISA_EXP || op == ISA_LOG || op == ISA_SQRT;
+}
+
 static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
     const char *name = e->u.call.name;
+    if (e->u.call.n_index) {
+        check_index(K, e, hint);
+        return;
+    }
     cc_func *f = find_func(C, name);
     char ta[96], tb[96];
     if (f) {
+        no_keywords(K, e, "is a function: its arguments are positional");
         if (e->u.call.has_targ)
             cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is a function and takes no type argument", name);
         if (e->u.call.n_args != f->n_params)
@@ -424,13 +548,20 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
             e->type.t[k] = f->results[k].type;
         return;
     }
-    int op = builtin_op(name);
+    const cc_builtin *tensor_op = cc_builtin_find(name);
+    if (tensor_op) {
+        check_tensor_call(K, e, hint, tensor_op);
+        return;
+    }
+    int op = strcmp(name, "where") == 0 ? ISA_SELECT : builtin_op(name);
     if (op < 0) {
         if (lookup(K, name))
             cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is a variable, not a function", name);
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "no function or built-in op named '%s'", name);
     }
     const isa_op_info *info = &isa_ops[op];
+    if (info->cls == ISA_CLASS_TENSOR)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' has no type rule in the compiler", name);
     if (!callable_class(info->cls))
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE,
                  "'%s' is a control instruction and cannot be called (use if, while and function calls)", name);
@@ -441,6 +572,7 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
     if (e->u.call.n_args != (uint32_t)info->n_in)
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes %d argument%s, got %u", name, info->n_in,
                  info->n_in == 1 ? "" : "s", e->u.call.n_args);
+    no_keywords(K, e, "takes no keyword arguments");
     e->u.call.builtin = op;
     char what[48];
     ut_fmt(what, sizeof what, "'%s'", name);
@@ -464,9 +596,16 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
         t = *in[0];
         t.dtype = e->u.call.targ;
     } else {
+        if (float_only(op) && !is_float(in[0]->dtype)) {
+            cc_vtype_str(in[0], ta, sizeof ta);
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' needs f32 or f64, got %s", name, ta);
+        }
         t = elementwise(K, e->u.call.name_pos, what, info->cls, n, in);
     }
     e->type = one_type(C, &t);
+    e->u.call.n_ops = n;
+    e->u.call.ops = e->u.call.args;
+    e->u.call.attr = op == ISA_CAST ? e->u.call.targ : 0;
 }
 
 /* Joins the types of two branches: same count, dtype, kind and rank;

@@ -499,6 +499,8 @@ tfvm_status tfvm_npy_save(const char *path, const tfvm_tensor *t, tfvm_error *er
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_npy_save: %s is NULL", path ? "tensor" : "path");
     if (!isa_dtype_valid(t->dtype) || t->rank > TFVM_MAX_RANK)
         return ut_err(err, TFVM_ERR_ARGUMENT, "%s: invalid tensor", path);
+    if (t->device != 0) /* (results reach the API on the host; this is a misuse) */
+        return ut_err(err, TFVM_ERR_ARGUMENT, "%s: the tensor's data is in device memory", path);
     unsigned char hdr[DEV_NPY_WRITE_MAX];
     size_t hlen = dev_npy_header_write(t, hdr);
     FILE *f = fopen(path, "wb");

@@ -1,27 +1,30 @@
-/* devices/tensor.c — dense tensors: one allocation per tensor (header and
- * 64-byte-aligned data), atomic reference counts, the public tensor API. */
+/* devices/tensor.c — dense tensors: one allocation per host tensor (header and
+ * 64-byte-aligned data), or a header and a block of device memory from a
+ * pool; atomic reference counts; the public tensor API. */
 #include "devices/tensor.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/pool.h"
 #include "isa/isa.h"
 
 #define DEV_TENSOR_ALIGN 64
 
-tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int rank,
-                              const int64_t *dims)
+/* Element count and byte size of a shape; false when it is invalid. */
+static bool tensor_size(tfvm_dtype dtype, int rank, const int64_t *dims, int64_t *count_out,
+                        size_t *nbytes)
 {
     if (!isa_dtype_valid((uint32_t)dtype) || rank < 0 || rank > TFVM_MAX_RANK ||
         (rank > 0 && !dims))
-        return NULL;
+        return false;
     /* count must fit an int64_t and the byte size a size_t; a zero dimension
      * makes the count 0 whatever the others are (each is still validated). */
     int64_t count = 1;
     bool zero = false, overflow = false;
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 0)
-            return NULL;
+            return false;
         if (dims[i] == 0)
             zero = true;
         else if (count > INT64_MAX / dims[i])
@@ -32,31 +35,79 @@ tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int ran
     if (zero)
         count = 0;
     else if (overflow)
-        return NULL;
-    size_t nbytes, block;
-    if ((uint64_t)count > SIZE_MAX || !ut_mul_ok((size_t)count, tfvm_dtype_size(dtype), &nbytes))
-        return NULL;
-    /* Slack of ALIGN-1 bytes lets the data start on a 64-byte boundary
-     * whatever alignment the allocator gives the block. */
-    size_t head = sizeof(tfvm_tensor) + DEV_TENSOR_ALIGN - 1;
-    if (nbytes > SIZE_MAX - head)
-        return NULL;
-    block = head + nbytes;
-    tfvm_tensor *t = ut_alloc(a, block);
-    if (!t)
-        return NULL;
+        return false;
+    if ((uint64_t)count > SIZE_MAX || !ut_mul_ok((size_t)count, tfvm_dtype_size(dtype), nbytes))
+        return false;
+    *count_out = count;
+    return true;
+}
+
+static void tensor_init(tfvm_tensor *t, const tfvm_allocator *a, size_t block, tfvm_dtype dtype, int rank,
+                        const int64_t *dims, int64_t count, size_t nbytes)
+{
     atomic_init(&t->refs, 1u);
     t->dtype = (uint8_t)dtype;
     t->rank = (uint8_t)rank;
+    t->device = 0;
+    atomic_init(&t->exposed, 0);
     for (int i = 0; i < TFVM_MAX_RANK; i++)
         t->dims[i] = i < rank ? dims[i] : 0;
     t->count = count;
     t->nbytes = nbytes;
     t->alloc = a ? *a : (tfvm_allocator){0};
     t->block = block;
+    t->data = NULL;
+    t->pool = NULL;
+    atomic_init(&t->mirror, NULL);
+}
+
+tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int rank,
+                              const int64_t *dims)
+{
+    int64_t count;
+    size_t nbytes;
+    if (!tensor_size(dtype, rank, dims, &count, &nbytes))
+        return NULL;
+    /* Slack of ALIGN-1 bytes lets the data start on a 64-byte boundary
+     * whatever alignment the allocator gives the block. */
+    size_t head = sizeof(tfvm_tensor) + DEV_TENSOR_ALIGN - 1;
+    if (nbytes > SIZE_MAX - head)
+        return NULL;
+    size_t block = head + nbytes;
+    tfvm_tensor *t = ut_alloc(a, block);
+    if (!t)
+        return NULL;
+    tensor_init(t, a, block, dtype, rank, dims, count, nbytes);
     uintptr_t p = (uintptr_t)(t + 1);
     p = (p + DEV_TENSOR_ALIGN - 1) & ~(uintptr_t)(DEV_TENSOR_ALIGN - 1);
     t->data = (void *)p;
+    return t;
+}
+
+tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, dev_pool *pool, tfvm_dtype dtype, int rank,
+                                 const int64_t *dims, tfvm_status *st)
+{
+    int64_t count;
+    size_t nbytes;
+    *st = TFVM_ERR_ARGUMENT;
+    if (!tensor_size(dtype, rank, dims, &count, &nbytes))
+        return NULL;
+    *st = TFVM_ERR_NOMEM;
+    tfvm_tensor *t = ut_alloc(a, sizeof *t);
+    if (!t)
+        return NULL;
+    tensor_init(t, a, sizeof *t, dtype, rank, dims, count, nbytes);
+    t->device = (uint8_t)dev_pool_device(pool);
+    if (nbytes) { /* an empty tensor has no data anywhere */
+        t->data = dev_pool_get(pool, nbytes);
+        if (!t->data) {
+            ut_free(a, t, sizeof *t);
+            *st = TFVM_ERR_DEVICE;
+            return NULL;
+        }
+        t->pool = pool;
+    }
+    *st = TFVM_OK;
     return t;
 }
 
@@ -108,6 +159,11 @@ void tfvm_tensor_free(tfvm_tensor *t)
      * data before the block goes back to the allocator. */
     if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
         return;
+    tfvm_tensor *m = atomic_load_explicit(&t->mirror, memory_order_acquire);
+    if (m)
+        tfvm_tensor_free(m);
+    if (t->pool)
+        dev_pool_put(t->pool, t->data, t->nbytes);
     tfvm_allocator a = t->alloc;
     ut_free(&a, t, t->block);
 }
@@ -116,8 +172,9 @@ tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t) { return t ? (tfvm_dtype)t->d
 int tfvm_tensor_rank(const tfvm_tensor *t) { return t ? t->rank : -1; }
 const int64_t *tfvm_tensor_dims(const tfvm_tensor *t) { return t ? t->dims : NULL; }
 int64_t tfvm_tensor_count(const tfvm_tensor *t) { return t ? t->count : 0; }
-void *tfvm_tensor_data(tfvm_tensor *t) { return t ? t->data : NULL; }
-const void *tfvm_tensor_cdata(const tfvm_tensor *t) { return t ? t->data : NULL; }
+/* Device data is not the caller's to touch (results reach the API on the host). */
+void *tfvm_tensor_data(tfvm_tensor *t) { return t && t->device == DEV_CPU ? t->data : NULL; }
+const void *tfvm_tensor_cdata(const tfvm_tensor *t) { return t && t->device == DEV_CPU ? t->data : NULL; }
 
 void tfvm_value_release(tfvm_value *v)
 {

@@ -1,6 +1,6 @@
 /* devices/tensor.h — dense tensors: the struct behind the public tfvm_tensor,
- * and the helpers kernels and the VM use on them. Host memory only for now;
- * the device layer (issue 5) adds placement. */
+ * and the helpers kernels and the VM use on them. A tensor's data lives on
+ * the host or on a device (docs/devices.md); the public API sees host data. */
 #ifndef TFVM_TENSOR_H
 #define TFVM_TENSOR_H
 
@@ -8,22 +8,39 @@
 
 #include "util/util.h"
 
+struct dev_pool;
+
 struct tfvm_tensor {
     atomic_uint refs;
     uint8_t dtype;                 /* tfvm_dtype */
     uint8_t rank;
+    uint8_t device;                /* dev_id (devices/device.h): 0 = host memory */
+    atomic_uchar exposed;          /* handed to the API user, who may write it: its
+                                      mirror is stale-prone and never used again */
     int64_t dims[TFVM_MAX_RANK];
     int64_t count;                 /* product of dims (1 for rank 0) */
     size_t nbytes;                 /* count * dtype size */
     tfvm_allocator alloc;          /* what allocated this block */
     size_t block;                  /* bytes of the whole allocation */
-    void *data;                    /* 64-byte aligned, inside the same block */
+    void *data;                    /* host: 64-byte aligned, inside the same block;
+                                      device: device memory from `pool` */
+    struct dev_pool *pool;         /* device data: the pool its nbytes go back to */
+    /* A copy of the same elements on the other side (host <-> device), made
+     * the first time a consumer on that side needs it and freed with this
+     * tensor; valid because tensors never change once made (devices/place.c). */
+    _Atomic(struct tfvm_tensor *) mirror;
 };
 
 /* Like tfvm_tensor_new but uninitialised data (kernels overwrite it). Returns
  * NULL when the shape is invalid or memory runs out. */
 tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int rank,
                               const int64_t *dims);
+/* A tensor whose data lives in device memory taken from `pool` (its header
+ * from `a`). NULL when the shape is invalid (*st = TFVM_ERR_ARGUMENT), the
+ * header cannot be allocated (TFVM_ERR_NOMEM) or device memory runs out
+ * (TFVM_ERR_DEVICE). */
+tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, struct dev_pool *pool, tfvm_dtype dtype,
+                                 int rank, const int64_t *dims, tfvm_status *st);
 /* Formats a shape as "[2, 3]" ("[]" for rank 0). */
 const char *dev_shape_str(const tfvm_tensor *t, char *buf, size_t size);
 

@@ -98,6 +98,26 @@ typedef struct tfvm_error {
 typedef enum tfvm_log_level { TFVM_LOG_ERROR, TFVM_LOG_WARN, TFVM_LOG_INFO, TFVM_LOG_DEBUG } tfvm_log_level;
 typedef void (*tfvm_log_fn)(void *ud, tfvm_log_level level, const char *message);
 
+/* ---- Devices -------------------------------------------------------------
+ * Where compute instructions run (docs/devices.md). An instruction that
+ * names a device (`on cpu`, `on cuda`) runs there whatever this says; work
+ * whose operands are all scalars always runs on the host. */
+typedef enum tfvm_device {
+    TFVM_DEVICE_CPU = 0,  /* everything on the CPU (the default)                     */
+    TFVM_DEVICE_CUDA = 1, /* tensor work on the GPU wherever it has the kernel;
+                             tfvm_vm_new fails with TFVM_ERR_DEVICE without a GPU    */
+    TFVM_DEVICE_AUTO = 2  /* MATMUL and large tensors on the GPU when one is ready,
+                             everything on the CPU otherwise                         */
+} tfvm_device;
+
+/* State of device `name` ("cpu" or "cuda") as one line in buf, e.g.
+ * "ready (2 cores, OpenBLAS 0.3.21)" or "unavailable: no device found".
+ * Returns TFVM_OK when it is ready, TFVM_ERR_DEVICE when not,
+ * TFVM_ERR_ARGUMENT for an unknown name. The first question about "cuda"
+ * loads the CUDA backend library (libtfvm_cuda.so) and opens the GPU; devices
+ * stay set up for the life of the process. Thread-safe. */
+TFVM_API tfvm_status tfvm_device_status(const char *name, char *buf, size_t size);
+
 /* ---- Configuration -----------------------------------------------------
  * Always initialise with tfvm_config_init() and then set fields: new
  * fields get safe defaults that way. */
@@ -108,6 +128,7 @@ typedef struct tfvm_config {
     int threads;              /* worker threads; 0 = one per core        */
     bool deterministic;       /* single thread, fixed firing order       */
     uint64_t max_contexts;    /* 0 = unlimited; else TFVM_ERR_LIMIT      */
+    tfvm_device device;       /* default: TFVM_DEVICE_CPU                */
 } tfvm_config;
 
 TFVM_API void tfvm_config_init(tfvm_config *cfg);
@@ -116,7 +137,8 @@ TFVM_API void tfvm_config_init(tfvm_config *cfg);
  * Dense, C-order (row-major), reference counted. A tensor returned to you
  * (tfvm_tensor_new, a run's result, tfvm_npy_load) holds one reference
  * that you release with tfvm_tensor_free. Tensors are immutable once
- * passed to a run. Reference counting is thread-safe. */
+ * passed to a run (a VM may keep a device copy of one for as long as it
+ * lives). Reference counting is thread-safe. */
 typedef struct tfvm_tensor tfvm_tensor;
 
 /* New zero-filled tensor; dims may be NULL when rank is 0. Returns NULL if
@@ -230,6 +252,9 @@ TFVM_API tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfv
  * outlive the VM. */
 typedef struct tfvm_vm tfvm_vm;
 
+/* Returns TFVM_ERR_NOMEM, TFVM_ERR_ARGUMENT, or TFVM_ERR_DEVICE when
+ * cfg->device is TFVM_DEVICE_CUDA and no GPU is ready (tfvm_device_status
+ * says why). Tensors a VM made (results included) may outlive it. */
 TFVM_API tfvm_status tfvm_vm_new(const tfvm_program *p, const tfvm_config *cfg, tfvm_vm **out);
 TFVM_API void tfvm_vm_free(tfvm_vm *vm);
 
@@ -256,6 +281,10 @@ typedef struct tfvm_stats {
     uint64_t contexts_created; /* tags (call/iteration contexts) created              */
     uint64_t contexts_peak;    /* most contexts alive at once                         */
     uint64_t steals;           /* work-stealing scheduler: activations stolen         */
+    uint64_t parks;            /* times a worker found no work and went to sleep      */
+    uint64_t inline_runs;      /* activations run right after their producer, unqueued */
+    uint64_t shared;           /* contexts touched by a worker other than their maker */
+    uint32_t workers;          /* worker threads of the last run                      */
     double wall_seconds;
 } tfvm_stats;
 TFVM_API void tfvm_vm_stats(const tfvm_vm *vm, tfvm_stats *out);

@@ -1,6 +1,6 @@
-/* devices/cpu/cpu.h — CPU kernels for the elementwise instruction classes
- * (BINARY, UNARY, COMPARE, LOGIC, SELECT, CAST of isa/ops.def), on scalars and
- * on tensors with NumPy broadcasting. Kernels never see tags. */
+/* devices/cpu/cpu.h — CPU kernels: the elementwise classes (BINARY, UNARY
+ * incl. CAST and the float math RELU..SQRT, COMPARE, LOGIC, SELECT) with NumPy
+ * broadcasting, and the TENSOR class on OpenBLAS. Kernels never see tags. */
 #ifndef TFVM_CPU_H
 #define TFVM_CPU_H
 
@@ -26,5 +26,13 @@ tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, d
  *   "matmul: inner dims differ: [2, 3] and [4, 5]"                      */
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
                            const tfvm_allocator *alloc, char *msg, size_t msg_size);
+
+/* Shares the cores between a VM's workers and OpenBLAS's threads: every
+ * worker may run a gemm at once, so OpenBLAS gets max(1, budget / vm_workers)
+ * threads, where the budget is OpenBLAS's own thread count when this is first
+ * called (OPENBLAS_NUM_THREADS, else one per core). OpenBLAS's setting is
+ * process-wide: the VM made last decides it (docs/devices.md, "CPU threads").
+ * Thread-safe. */
+void dev_cpu_set_threads(int vm_workers);
 
 #endif

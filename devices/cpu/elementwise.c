@@ -55,6 +55,10 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 /* Float to integer: truncation must land in range; NaN fails both tests. */
 #define FITS_I32 ((double)x > -2147483649.0 && (double)x < 2147483648.0)
 #define FITS_I64 ((double)x >= -9223372036854775808.0 && (double)x < 9223372036854775808.0)
+/* RELU keeps NaN (NumPy maximum(x, 0) does); SIGMOID takes the branch whose
+ * exp cannot overflow, so large |x| gives 0 or 1 instead of inf/inf. */
+#define X_RELU (x < 0 ? 0 : x)
+#define F_SIGMOID(EXP) (x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x)))
 
 /* ---- Kernels ---------------------------------------------------------------------
  * PRE is a statement run before each element (a check that may return a
@@ -153,9 +157,10 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
     EW_KERNEL2(k_min_##S, T, T, , X_MIN)                             \
     EW_KERNEL2(k_max_##S, T, T, , X_MAX)                             \
     EW_KERNEL1(k_neg_##S, T, T, , I_NEG(T, U))                       \
-    EW_KERNEL1(k_abs_##S, T, T, , I_ABS(T, U))
+    EW_KERNEL1(k_abs_##S, T, T, , I_ABS(T, U))                       \
+    EW_KERNEL1(k_relu_##S, T, T, , X_RELU)
 
-#define FLOAT_KERNELS(S, T, FMOD, FABS)                              \
+#define FLOAT_KERNELS(S, T, FMOD, FABS, EXP, TANH, LOG, SQRT)        \
     EW_KERNEL2(k_add_##S, T, T, , x + y)                             \
     EW_KERNEL2(k_sub_##S, T, T, , x - y)                             \
     EW_KERNEL2(k_mul_##S, T, T, , x * y)                             \
@@ -164,7 +169,13 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
     EW_KERNEL2(k_min_##S, T, T, , F_MIN)                             \
     EW_KERNEL2(k_max_##S, T, T, , F_MAX)                             \
     EW_KERNEL1(k_neg_##S, T, T, , -x)                                \
-    EW_KERNEL1(k_abs_##S, T, T, , FABS(x))
+    EW_KERNEL1(k_abs_##S, T, T, , FABS(x))                           \
+    EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
+    EW_KERNEL1(k_sigmoid_##S, T, T, , F_SIGMOID(EXP))                \
+    EW_KERNEL1(k_tanh_##S, T, T, , TANH(x))                          \
+    EW_KERNEL1(k_exp_##S, T, T, , EXP(x))                            \
+    EW_KERNEL1(k_log_##S, T, T, , LOG(x))                            \
+    EW_KERNEL1(k_sqrt_##S, T, T, , SQRT(x))
 
 #define CMP_KERNELS(S, T)                                            \
     EW_KERNEL2(k_lt_##S, T, uint8_t, , (uint8_t)(x < y))             \
@@ -176,8 +187,8 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
-FLOAT_KERNELS(f32, float, fmodf, fabsf)
-FLOAT_KERNELS(f64, double, fmod, fabs)
+FLOAT_KERNELS(f32, float, fmodf, fabsf, expf, tanhf, logf, sqrtf)
+FLOAT_KERNELS(f64, double, fmod, fabs, exp, tanh, log, sqrt)
 CMP_KERNELS(b, uint8_t)
 CMP_KERNELS(i32, int32_t)
 CMP_KERNELS(i64, int64_t)
@@ -224,6 +235,7 @@ enum { B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM
 /* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). */
 #define NUM4(k) {[I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64}
 #define ALL5(k) {[B] = k##_b, [I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64}
+#define FLT2(k) {[F32] = k##_f32, [F64] = k##_f64}
 static const ew_kernel ew_kernels[ISA_OP_COUNT][F64 + 1] = {
     [ISA_ADD] = NUM4(k_add), [ISA_SUB] = NUM4(k_sub), [ISA_MUL] = NUM4(k_mul),
     [ISA_DIV] = NUM4(k_div), [ISA_MOD] = NUM4(k_mod), [ISA_MIN] = NUM4(k_min),
@@ -232,6 +244,8 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][F64 + 1] = {
     [ISA_GREATER_EQUAL] = ALL5(k_ge), [ISA_EQUAL] = ALL5(k_eq), [ISA_NOT_EQUAL] = ALL5(k_ne),
     [ISA_AND] = {[B] = k_and}, [ISA_OR] = {[B] = k_or}, [ISA_NOT] = {[B] = k_not},
     [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8},
+    [ISA_RELU] = NUM4(k_relu), [ISA_SIGMOID] = FLT2(k_sigmoid), [ISA_TANH] = FLT2(k_tanh),
+    [ISA_EXP] = FLT2(k_exp), [ISA_LOG] = FLT2(k_log), [ISA_SQRT] = FLT2(k_sqrt),
 };
 /* [from][to]; the diagonal is never used (a same-dtype CAST shares its input). */
 static const ew_kernel ew_casts[F64 + 1][F64 + 1] = {
@@ -243,10 +257,28 @@ static const ew_kernel ew_casts[F64 + 1][F64 + 1] = {
 };
 
 /* ---- Type rules (the one place that decides result dtypes and type errors) ---- */
+/* The elementwise math ops defined on floats only (RELU takes integers too). */
+static bool ew_float_only(isa_op op)
+{
+    return op == ISA_SIGMOID || op == ISA_TANH || op == ISA_EXP || op == ISA_LOG ||
+           op == ISA_SQRT;
+}
+
+/* "SIGMOID" -> "sigmoid", for messages. */
+static const char *ew_lower(const char *name, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < size; i++)
+        buf[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
 static tfvm_status ew_types(isa_op op, uint32_t attr, const uint8_t *dt, uint8_t *res,
                                    char *msg, size_t ms)
 {
     const isa_op_info *info = &isa_ops[op];
+    char lname[32];
     for (int k = 0; k < info->n_in; k++)
         if (!isa_dtype_valid(dt[k]))
             return ew_fail(msg, ms, TFVM_ERR_INTERNAL, "invalid operand dtype %u", dt[k]);
@@ -265,6 +297,9 @@ static tfvm_status ew_types(isa_op op, uint32_t attr, const uint8_t *dt, uint8_t
             *res = (uint8_t)attr;
             return TFVM_OK;
         }
+        if (ew_float_only(op) && dt[0] != F32 && dt[0] != F64)
+            return ew_fail(msg, ms, TFVM_ERR_TYPE, "%s needs a float operand (f32 or f64), got %s",
+                           ew_lower(info->name, lname, sizeof lname), ew_name(dt[0]));
         if (dt[0] == B)
             return ew_fail(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
         *res = dt[0];
@@ -405,6 +440,46 @@ static tfvm_status ew_scalar_cast(const dev_value *a, uint8_t to, dev_value *r, 
     return TFVM_OK;
 }
 
+/* RELU .. SQRT on one scalar; false when the dtype is not theirs (ew_types
+ * then says why). */
+static bool ew_scalar_math(isa_op op, const dev_value *a, dev_value *r)
+{
+    if (op == ISA_RELU && (a->dtype == I32 || a->dtype == I64)) {
+        if (a->dtype == I32)
+            r->u.i32 = a->u.i32 < 0 ? 0 : a->u.i32;
+        else
+            r->u.i64 = a->u.i64 < 0 ? 0 : a->u.i64;
+        return true;
+    }
+    if (a->dtype == F32) {
+        const float x = a->u.f32;
+        switch (op) {
+        case ISA_RELU: r->u.f32 = X_RELU; break;
+        case ISA_SIGMOID: r->u.f32 = F_SIGMOID(expf); break;
+        case ISA_TANH: r->u.f32 = tanhf(x); break;
+        case ISA_EXP: r->u.f32 = expf(x); break;
+        case ISA_LOG: r->u.f32 = logf(x); break;
+        case ISA_SQRT: r->u.f32 = sqrtf(x); break;
+        default: return false;
+        }
+        return true;
+    }
+    if (a->dtype == F64) {
+        const double x = a->u.f64;
+        switch (op) {
+        case ISA_RELU: r->u.f64 = X_RELU; break;
+        case ISA_SIGMOID: r->u.f64 = F_SIGMOID(exp); break;
+        case ISA_TANH: r->u.f64 = tanh(x); break;
+        case ISA_EXP: r->u.f64 = exp(x); break;
+        case ISA_LOG: r->u.f64 = log(x); break;
+        case ISA_SQRT: r->u.f64 = sqrt(x); break;
+        default: return false;
+        }
+        return true;
+    }
+    return false;
+}
+
 /* The hot path: every operand a scalar, so no allocation and no loops. The
  * checks here are the fast form of ew_types, which reports what they reject. */
 static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
@@ -456,6 +531,11 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
             tfvm_status st = ew_scalar_cast(&in[0], r.dtype, &r, msg, ms);
             if (st)
                 return st;
+            break;
+        }
+        if (op != ISA_NEG && op != ISA_ABS) {
+            if (!ew_scalar_math(op, &in[0], &r))
+                goto type_error;
             break;
         }
         switch (d) {

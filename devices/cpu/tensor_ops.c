@@ -1,12 +1,273 @@
-/* devices/cpu/tensor_ops.c — placeholder until the tensor kernels land (issue 5). */
-#include "devices/cpu/cpu.h"
+/* devices/cpu/tensor_ops.c — dev_cpu_tensor: checks the call, turns operands
+ * into views and hands them to the op's kernel; and the helpers the kernels
+ * share (devices/cpu/kern.h): messages, results, scratch memory, nd copies. */
+#include "devices/cpu/kern.h"
 
 #include <stdio.h>
+#include <string.h>
+
+tfvm_status dev_kfail(dev_kctx *k, tfvm_status code, const char *fmt, ...)
+{
+    if (k->msg && k->msg_size) {
+        int n = snprintf(k->msg, k->msg_size, "%s: ", k->name);
+        if (n >= 0 && (size_t)n < k->msg_size) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(k->msg + n, k->msg_size - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return code;
+}
+
+const char *dev_kdims(int rank, const int64_t *dims, char *buf)
+{
+    size_t len = 0;
+    buf[len++] = '[';
+    for (int i = 0; i < rank; i++) {
+        int n = snprintf(buf + len, DEV_KSHAPE - len, "%s%lld", i ? ", " : "", (long long)dims[i]);
+        if (n < 0 || (size_t)n >= DEV_KSHAPE - len - 1)
+            break; /* cannot happen for rank <= 8; keep the buffer sound */
+        len += (size_t)n;
+    }
+    buf[len++] = ']';
+    buf[len] = '\0';
+    return buf;
+}
+
+const char *dev_kshape(const dev_kview *v, char *buf) { return dev_kdims(v->rank, v->dims, buf); }
+
+const char *dev_kdesc(const dev_kview *v, char *buf)
+{
+    size_t n = (size_t)snprintf(buf, DEV_KSHAPE, "%s ", tfvm_dtype_name((tfvm_dtype)v->dtype));
+    char s[DEV_KSHAPE];
+    snprintf(buf + n, DEV_KSHAPE - n, "%s", dev_kshape(v, s));
+    return buf;
+}
+
+bool dev_kcount(int rank, const int64_t *dims, int64_t *count)
+{
+    int64_t c = 1;
+    bool zero = false;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return false;
+        if (dims[i] == 0)
+            zero = true;
+        else if (c > INT64_MAX / dims[i])
+            return false;
+        else
+            c *= dims[i];
+    }
+    *count = zero ? 0 : c;
+    return true;
+}
+
+tfvm_status dev_kvec(dev_kctx *k, const dev_kview *v, const char *what, int64_t *out, int max,
+                     int *n)
+{
+    char s[DEV_KSHAPE];
+    if (v->dtype != TFVM_I64 || v->rank != 1)
+        return dev_kfail(k, TFVM_ERR_TYPE, "%s must be an i64 vector, got %s", what, dev_kdesc(v, s));
+    if (v->count > max)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "%s has %lld entries, at most %d allowed", what,
+                         (long long)v->count, max);
+    if (v->count)
+        memcpy(out, v->data, (size_t)v->count * sizeof(int64_t));
+    *n = (int)v->count;
+    return TFVM_OK;
+}
+
+tfvm_status dev_kaxis(dev_kctx *k, const dev_kview *v, int *axis)
+{
+    int32_t a = (int32_t)k->attr;
+    int64_t r = a < 0 ? (int64_t)a + v->rank : a;
+    if (r < 0 || r >= v->rank) {
+        char s[DEV_KSHAPE];
+        return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)a,
+                         dev_kshape(v, s));
+    }
+    *axis = (int)r;
+    return TFVM_OK;
+}
+
+tfvm_status dev_kresult(dev_kctx *k, uint8_t dtype, int rank, const int64_t *dims, dev_value *r,
+                        void **data)
+{
+    if (rank == 0) {
+        *r = (dev_value){.dtype = dtype};
+        *data = &r->u;
+        return TFVM_OK;
+    }
+    tfvm_tensor *t = dev_tensor_alloc(k->alloc, (tfvm_dtype)dtype, rank, dims);
+    if (!t)
+        return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+    *r = (dev_value){.dtype = dtype, .is_tensor = 1, .u.t = t};
+    *data = t->data;
+    return TFVM_OK;
+}
+
+void *dev_ktemp(dev_kctx *k, size_t count, size_t size)
+{
+    size_t n;
+    void *p = NULL;
+    if (ut_mul_ok(count, size, &n))
+        p = ut_alloc(k->alloc, n ? n : 1);
+    if (!p)
+        dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+void dev_ktemp_free(dev_kctx *k, void *p, size_t count, size_t size)
+{
+    size_t n = count * size;
+    ut_free(k->alloc, p, n ? n : 1);
+}
+
+void dev_kstrides(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t acc = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = acc;
+        acc *= dims[i];
+    }
+}
+
+/* ---- nd copy ------------------------------------------------------------------ */
+#define KCOPY_TILE 32
+
+/* One 2-d block rows x cols; elements of esz bytes. */
+static void kcopy2(char *dst, int64_t dr, int64_t dc, const char *src, int64_t sr, int64_t sc,
+                   int64_t rows, int64_t cols, size_t esz)
+{
+    if (dc == 1 && sc == 1) {
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(dst + (size_t)(i * dr) * esz, src + (size_t)(i * sr) * esz, (size_t)cols * esz);
+        return;
+    }
+#define KCOPY_LOOP(T)                                                                      \
+    do {                                                                                   \
+        T *d = (T *)(void *)dst;                                                           \
+        const T *s = (const T *)(const void *)src;                                         \
+        for (int64_t i0 = 0; i0 < rows; i0 += KCOPY_TILE)                                  \
+            for (int64_t j0 = 0; j0 < cols; j0 += KCOPY_TILE) {                            \
+                int64_t i1 = i0 + KCOPY_TILE < rows ? i0 + KCOPY_TILE : rows;              \
+                int64_t j1 = j0 + KCOPY_TILE < cols ? j0 + KCOPY_TILE : cols;              \
+                for (int64_t i = i0; i < i1; i++)                                          \
+                    for (int64_t j = j0; j < j1; j++)                                      \
+                        d[i * dr + j * dc] = s[i * sr + j * sc];                           \
+            }                                                                              \
+    } while (0)
+    switch (esz) {
+    case 1: KCOPY_LOOP(uint8_t); break;
+    case 4: KCOPY_LOOP(uint32_t); break;
+    default: KCOPY_LOOP(uint64_t); break;
+    }
+#undef KCOPY_LOOP
+}
+
+void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss, int rank,
+               const int64_t *dims, size_t esz)
+{
+    /* Drop size-1 dims, merge a dim into the previous one when both sides
+     * step through the pair as one run; a size-0 dim means nothing to do. */
+    int64_t d[TFVM_MAX_RANK + 2], a[TFVM_MAX_RANK + 2], b[TFVM_MAX_RANK + 2];
+    int m = 0;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] == 0)
+            return;
+        if (dims[i] == 1)
+            continue;
+        if (m > 0 && a[m - 1] == ds[i] * dims[i] && b[m - 1] == ss[i] * dims[i]) {
+            d[m - 1] *= dims[i];
+            a[m - 1] = ds[i];
+            b[m - 1] = ss[i];
+            continue;
+        }
+        d[m] = dims[i];
+        a[m] = ds[i];
+        b[m] = ss[i];
+        m++;
+    }
+    /* At least two dims (rows, cols) for kcopy2: pad in front with 1s. */
+    while (m < 2) {
+        memmove(d + 1, d, (size_t)m * sizeof *d);
+        memmove(a + 1, a, (size_t)m * sizeof *a);
+        memmove(b + 1, b, (size_t)m * sizeof *b);
+        d[0] = 1, a[0] = 0, b[0] = 0;
+        m++;
+    }
+    if (m == 2 && d[1] == 1) { /* everything was size 1: one element */
+        memcpy(dst, src, esz);
+        return;
+    }
+    int64_t idx[TFVM_MAX_RANK] = {0};
+    int64_t od = 0, os = 0;
+    char *dp = dst;
+    const char *sp = src;
+    for (;;) {
+        kcopy2(dp + (size_t)od * esz, a[m - 2], a[m - 1], sp + (size_t)os * esz, b[m - 2], b[m - 1],
+               d[m - 2], d[m - 1], esz);
+        int j = m - 3;
+        for (; j >= 0; j--) {
+            od += a[j];
+            os += b[j];
+            if (++idx[j] < d[j])
+                break;
+            od -= a[j] * d[j];
+            os -= b[j] * d[j];
+            idx[j] = 0;
+        }
+        if (j < 0)
+            break;
+    }
+}
+
+/* ---- Dispatch ------------------------------------------------------------------- */
+static const dev_kernel kernels[ISA_OP_COUNT] = {
+    [ISA_MATMUL] = dev_cpu_matmul,       [ISA_CONV2D] = dev_cpu_conv2d,
+    [ISA_MAXPOOL] = dev_cpu_pool,        [ISA_AVGPOOL] = dev_cpu_pool,
+    [ISA_SOFTMAX] = dev_cpu_softmax,     [ISA_REDUCE_SUM] = dev_cpu_reduce,
+    [ISA_REDUCE_MEAN] = dev_cpu_reduce,  [ISA_REDUCE_MAX] = dev_cpu_reduce,
+    [ISA_ARGMAX] = dev_cpu_argmax,       [ISA_RESHAPE] = dev_cpu_reshape,
+    [ISA_TRANSPOSE] = dev_cpu_transpose, [ISA_CONCAT] = dev_cpu_concat,
+    [ISA_SLICE] = dev_cpu_slice,         [ISA_GATHER] = dev_cpu_gather,
+    [ISA_PAD] = dev_cpu_pad,             [ISA_SHAPE] = dev_cpu_shape,
+    [ISA_FILL] = dev_cpu_fill,           [ISA_RANGE] = dev_cpu_range,
+};
 
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
                            const tfvm_allocator *alloc, char *msg, size_t msg_size)
 {
-    (void)attr, (void)in, (void)n_in, (void)out, (void)alloc;
-    snprintf(msg, msg_size, "%s is not implemented on the CPU yet", isa_ops[op].name);
-    return TFVM_ERR_UNSUPPORTED;
+    dev_kctx k = {.op = op, .attr = attr, .alloc = alloc, .msg = msg, .msg_size = msg_size};
+    if ((unsigned)op >= ISA_OP_COUNT || !kernels[op]) {
+        snprintf(k.name, sizeof k.name, "tensor");
+        return dev_kfail(&k, TFVM_ERR_INTERNAL, "op %u is not a tensor op", (unsigned)op);
+    }
+    size_t i = 0;
+    for (const char *s = isa_ops[op].name; *s && i + 1 < sizeof k.name; s++)
+        k.name[i++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    k.name[i] = '\0';
+    if (n_in != (uint32_t)isa_ops[op].n_in)
+        return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
+    dev_kview v[3];
+    for (uint32_t j = 0; j < n_in; j++) {
+        const dev_value *x = &in[j];
+        if (x->dead || !isa_dtype_valid(x->dtype))
+            return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u has no value", j);
+        if (!x->is_tensor) {
+            v[j] = (dev_kview){.dtype = x->dtype, .count = 1, .data = &x->u};
+            continue;
+        }
+        const tfvm_tensor *t = x->u.t;
+        if (t->device != 0) /* placement copies device data to the host first */
+            return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u lives on a device, not the host", j);
+        v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count, .data = t->data};
+        memcpy(v[j].dims, t->dims, sizeof v[j].dims);
+    }
+    dev_value r;
+    tfvm_status st = kernels[op](&k, v, &r);
+    if (st == TFVM_OK)
+        *out = r;
+    return st;
 }

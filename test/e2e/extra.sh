@@ -40,6 +40,56 @@ out=$("$TFVM" run "$TMP/twice.tfasm" "@$TMP/t.npy" 2>&1)
 out=$("$TFVM" run "$TMP/twice.tfasm" "@$TMP/u.npy" 2>&1)
 [ "$out" = "[[4.0, 8.0, 12.0], [16.0, 20.0, 26.0]]" ] || no "-o by position printed '$out'"
 
+# -o by position with several results; the scalar becomes a rank-0 array.
+out=$("$TFVM" run examples/gcd.tfg 1071 462 -o 1="$TMP/b.npy")
+[ "$out" = "21" ] || no "-o 1=... printed '$out'"
+[ "$(tail -c 1 "$TMP/b.npy" | od -An -tu1 | tr -d ' ')" = "1" ] || no "-o 1=... did not write true"
+
+# Devices (docs/devices.md). The registry's lines on this host: the CPU's
+# names its cores and BLAS; CUDA's says why it is not there.
+out=$("$TFVM" devices)
+cpu_line=$(printf '%s\n' "$out" | sed -n 1p)
+cuda_line=$(printf '%s\n' "$out" | sed -n 2p)
+printf '%s\n' "$cpu_line" | grep -Eq '^cpu: ready \([0-9]+ cores?, [^()]+\)$' || no "tfvm devices: cpu line '$cpu_line'"
+if [ -e /dev/nvidia0 ]; then
+    printf '%s\n' "$cuda_line" | grep -q '^cuda: ready (' || no "tfvm devices: cuda line '$cuda_line' with a GPU"
+elif [ -f "$BUILD/lib/libtfvm_cuda.so" ]; then
+    [ "$cuda_line" = "cuda: unavailable: no device found" ] || no "tfvm devices: cuda line '$cuda_line'"
+else # (not found: built with nvcc, then removed)
+    [ "$cuda_line" = "cuda: unavailable: libtfvm_cuda.so not built (no nvcc at build time)" ] ||
+        [ "$cuda_line" = "cuda: unavailable: libtfvm_cuda.so not found (set TFVM_CUDA_LIB)" ] ||
+        no "tfvm devices: cuda line '$cuda_line'"
+fi
+say "$cpu_line; $cuda_line"
+out=$(TFVM_CUDA_LIB=/no/such/libtfvm_cuda.so "$TFVM" devices | sed -n 2p)
+[ "$out" = "cuda: unavailable: cannot load /no/such/libtfvm_cuda.so: cannot open shared object file: No such file or directory" ] ||
+    no "tfvm devices with a bad TFVM_CUDA_LIB: '$out'"
+
+# --device cuda through the host stand-in for the CUDA backend
+# (test/unit/fake_cuda.c): same results as the CPU, copies counted.
+FAKE=${FAKE_CUDA:-$BUILD/test/libtfvm_fakecuda.so}
+if [ -f "$FAKE" ]; then
+    out=$(TFVM_CUDA_LIB=$FAKE "$TFVM" devices | sed -n 2p)
+    [ "$out" = "cuda: ready (fake CUDA device in host memory, for tests)" ] || no "devices with the stand-in: '$out'"
+    out=$(TFVM_CUDA_LIB=$FAKE FAKE_CUDA_NODEVICE=1 "$TFVM" run --device cuda "$TMP/twice.tfasm" "@$TMP/t.npy" 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] && [ "$out" = "tfvm: cuda: unavailable: no device found" ] ||
+        no "--device cuda without a GPU: rc=$rc '$out'"
+    for dev in cuda auto; do
+        out=$(TFVM_CUDA_LIB=$FAKE "$TFVM" run --device $dev "$TMP/twice.tfasm" "@$TMP/t.npy" 2>&1)
+        [ "$out" = "[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] || no "--device $dev printed '$out'"
+    done
+    out=$(TFVM_CUDA_LIB=$FAKE TFVM_DEVICE=cuda "$TFVM" run --stats "$TMP/twice.tfasm" "@$TMP/t.npy" 2>&1 >/dev/null |
+        sed -n 's/.*copies in \([0-9]*\) .* out \([0-9]*\) .*/\1 \2/p')
+    [ "$out" = "1 1" ] || no "--stats with TFVM_DEVICE=cuda: copies in/out '$out', want '1 1'"
+    TFVM_CUDA_LIB=$FAKE "$TFVM" run --device cuda "$TMP/twice.tfasm" "@$TMP/t.npy" -o 0="$TMP/u_cuda.npy" &&
+        cmp -s "$TMP/u.npy" "$TMP/u_cuda.npy" || no "-o with --device cuda wrote a different file"
+    out=$(TFVM_DEVICE=gpu "$TFVM" run "$TMP/twice.tfasm" "@$TMP/t.npy" 2>&1)
+    [ "$out" = "tfvm: TFVM_DEVICE=gpu: expected cpu, cuda or auto (see 'tfvm run --help')" ] || no "TFVM_DEVICE=gpu: '$out'"
+else
+    no "$FAKE missing (make builds it with the tests)"
+fi
+
 # The embedding example, built against `make install` through pkg-config.
 prefix="$TMP/prefix"
 if make -s install PREFIX="$prefix" BUILD="$BUILD" SAN="$SAN" >"$TMP/install.log" 2>&1; then

@@ -100,6 +100,20 @@ for src in examples/*.tfg test/compile/*.tfg; do
     done
 done
 
+# 1c. The same expectations again with tensor work placed on the GPU, through
+#     the host stand-in for the CUDA backend (docs/devices.md): placement and
+#     copies must change neither a result nor an error message.
+if [ -n "${FAKE_CUDA:-}" ] && [ -f "$FAKE_CUDA" ]; then
+    export TFVM_CUDA_LIB=$FAKE_CUDA TFVM_DEVICE=cuda
+    for src in examples/asm/*.tfasm test/e2e/*.tfasm; do
+        [ -e "$src" ] && check_expectations "$src" "$src"
+    done
+    for src in examples/*.tfg; do
+        [ -e "$src" ] && check_expectations "$src" "$src" //
+    done
+    unset TFVM_CUDA_LIB TFVM_DEVICE
+fi
+
 # 2. The bad-input corpus: every file fails with its exact one-line message.
 if [ -f test/bad/EXPECTED ]; then
     while IFS=$'\t' read -r f want; do
@@ -138,6 +152,9 @@ done
 
 # 5. Scripted checks that need more than one command.
 bash test/e2e/extra.sh "$TFVM" "$BUILD" "$TMP" && ok || bad "test/e2e/extra.sh"
+
+# 6. The example models (examples/{mlp,cnn,rnn,treernn}.tfg) against NumPy.
+bash test/e2e/models.sh "$TFVM" "$TMP" && ok || bad "test/e2e/models.sh"
 
 echo "e2e: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -331,8 +331,10 @@ START_TEST(tensors)
                       "}\n";
     tfvm_error err;
     tfvm_program *p = NULL;
-    /* indexing is not part of the language: a syntax error */
-    ck_assert_int_eq(tfvm_program_compile(src, strlen(src), "t.tfg", NULL, NULL, &p, &err), TFVM_ERR_SYNTAX);
+    /* indexing a literal is a GATHER like any other */
+    ck_assert_msg(tfvm_program_compile(src, strlen(src), "t.tfg", NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_uint_eq(count(p, ISA_GATHER, "main"), 1);
+    tfvm_program_free(p);
     const char *ok = "fn scale(t: f32[3], k: f32) -> f32[3] { t * k }\n"
                      "fn main(u: f32[?]) -> (t: f32[3], v: f32[?]) {\n"
                      "    (scale([1.0, 2.0, 3.0], 2.0) + [0.5, 0.5, 0.5], u * 2.0)\n"
@@ -386,6 +388,200 @@ START_TEST(round_trip)
             tfvm_program_free(p);
         }
     }
+}
+END_TEST
+
+/* What `tfvm compile --emit=asm examples/fib.tfg` prints for the if: at -O1
+ * its SWITCH is pruned on both sides and the loose constants are constant
+ * operands; at -O0 neither. */
+static char *fib_example_asm(int opt)
+{
+    char *src;
+    size_t len;
+    tfvm_error err;
+    ck_assert_msg(ut_read_file("examples/fib.tfg", NULL, &src, &len, &err) == TFVM_OK, "%s", err.message);
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.opt_level = opt;
+    tfvm_program *p = NULL;
+    ck_assert_msg(tfvm_program_compile(src, len, "examples/fib.tfg", &o, NULL, &p, &err) == TFVM_OK, "%s",
+                  err.message);
+    ut_buf text;
+    ut_buf_init(&text, NULL);
+    ck_assert_int_eq(ld_disassemble(&p->isa, &text, &err), TFVM_OK);
+    size_t n;
+    char *asm_text = ut_buf_take(&text, &n);
+    ck_assert_ptr_nonnull(asm_text);
+    tfvm_program_free(p);
+    free(src);
+    return asm_text;
+}
+
+START_TEST(fib_example_emits_operands_and_pruning)
+{
+    char *t = fib_example_asm(1);
+    ck_assert_msg(strstr(t, "    n_sw             = SWITCH prune_false prune_true "
+                            "(main.fib_2_n | fib_0_n | fib_1_n, less_equal_12_10) @12:5\n"),
+                  "%s", t);
+    ck_assert_msg(strstr(t, "    sub_12_34        = SUB (n_sw, i32 1) @12:34\n"), "%s", t);
+    ck_assert_msg(strstr(t, "    sub_12_47        = SUB (n_sw, i32 2) @12:47\n"), "%s", t);
+    ck_assert_msg(strstr(t, "    less_equal_12_10 = LESS_EQUAL (main.fib_2_n | fib_0_n | fib_1_n, i32 1) @12:10\n"), "%s",
+                  t);
+    free(t);
+    t = fib_example_asm(0);
+    ck_assert_msg(strstr(t, "prune_") == NULL && strstr(t, ", i32 ") == NULL, "%s", t);
+    ck_assert_msg(strstr(t, "= SWITCH (n, less_equal_12_10) @12:5\n"), "%s", t);
+    free(t);
+}
+END_TEST
+
+/* ---- Tensor ops: inferred types and lowering ---------------------------------------------- */
+
+/* Each expression's type, as the checker infers it (shapes known at compile
+ * time included): the message of a mismatch with a declared bool result
+ * names it. */
+static const struct {
+    const char *expr, *type;
+} tensor_types[] = {
+    {"matmul(x, y)", "f32[2, 4]"},
+    {"matmul(x, x, tb = true)", "f32[2, 2]"},
+    {"matmul(x, x, ta = true)", "f32[3, 3]"},
+    {"matmul(z, y)", "f32[?, 4]"},
+    {"matmul(reshape(x, [1, 2, 3]), b3)", "f32[2, 2, 4]"},
+    {"conv2d(im, k)", "f32[1, 4, 6, 6]"},
+    {"conv2d(im, k, padding = 1)", "f32[1, 4, 8, 8]"},
+    {"conv2d(im, k, stride = 2, padding = [1, 1])", "f32[1, 4, 4, 4]"},
+    {"conv2d(im, k, dilation = 2)", "f32[1, 4, 4, 4]"},
+    {"conv2d(im, k, 1, [0, 1, 2, 3], 1, 1)", "f32[1, 4, 8, 10]"},
+    {"maxpool(im, 2)", "f32[1, 3, 4, 4]"},
+    {"avgpool(im, kernel = 3, stride = 1, padding = 1)", "f32[1, 3, 8, 8]"},
+    {"maxpool(im, [2, 4], stride = [2, 1])", "f32[1, 3, 4, 5]"},
+    {"softmax(x)", "f32[2, 3]"},
+    {"softmax(x, 0)", "f32[2, 3]"},
+    {"reduce_sum(x)", "f32"},
+    {"reduce_sum(x, 1)", "f32[2]"},
+    {"reduce_mean(x, [0, 1], keepdims = true)", "f32[1, 1]"},
+    {"reduce_max(z, axes = -1)", "f32[?]"},
+    {"argmax(x)", "i64[2]"},
+    {"argmax(y, axis = 0)", "i64[4]"},
+    {"reshape(x, [3, 2])", "f32[3, 2]"},
+    {"reshape(x, [-1])", "f32[6]"},
+    {"reshape(z, [-1, 3, 1])", "f32[?, 3, 1]"},
+    {"reshape(x, shape(y))", "f32[?, ?]"},
+    {"reshape(n, [1, 1])", "i32[1, 1]"},
+    {"transpose(im)", "f32[8, 8, 3, 1]"},
+    {"transpose(im, [0, 2, 3, 1])", "f32[1, 8, 8, 3]"},
+    {"concat(x, x)", "f32[4, 3]"},
+    {"concat(x, z, axis = 0)", "f32[?, 3]"},
+    {"concat(x, x, axis = -1)", "f32[2, 6]"},
+    {"slice(x, [0, 1], [2, 10])", "f32[2, 2]"},
+    {"slice(x, [-1, 0], [2, -1])", "f32[1, 2]"},
+    {"slice(x, shape(x), shape(y))", "f32[?, ?]"},
+    {"gather(y, v)", "f32[?, 4]"},
+    {"gather(y, [[0, 1]], axis = 1)", "f32[3, 1, 2]"},
+    {"x[1]", "f32[3]"},
+    {"x[1, 2]", "f32"},
+    {"x[:, 0]", "f32[2]"},
+    {"x[-1][2]", "f32"},
+    {"x[:, :]", "f32[2, 3]"},
+    {"y[v]", "f32[?, 4]"},
+    {"y[:, v]", "f32[3, ?]"},
+    {"v[s]", "i64"},
+    {"pad(x, [1, 0, 1, 2])", "f32[4, 5]"},
+    {"pad(x, shape(im))", "f32[?, ?]"},
+    {"shape(im)", "i64[4]"},
+    {"shape(n)", "i64[0]"},
+    {"fill([2, 3], 1.5)", "f64[2, 3]"},
+    {"fill(shape(x), 0i32)", "i32[?, ?]"},
+    {"range(0, 5)", "i32[5]"},
+    {"range(0.0, 1.0, 0.25)", "f64[4]"},
+    {"range(s, 10)", "i64[?]"},
+    {"range(10, 0, -3)", "i32[4]"},
+    {"relu(n)", "i32"},
+    {"tanh(x)", "f32[2, 3]"},
+    {"exp(z)", "f32[?, 3]"},
+    {"where(x > 0.0, x, 0.0)", "f32[2, 3]"},
+};
+
+START_TEST(tensor_op_types)
+{
+    for (size_t i = 0; i < UT_COUNTOF(tensor_types); i++) {
+        char src[512], want[128];
+        snprintf(src, sizeof src,
+                 "fn main(x: f32[2, 3], y: f32[3, 4], b3: f32[2, 3, 4], z: f32[?, 3], im: f32[1, 3, 8, 8],\n"
+                 "        k: f32[4, 3, 3, 3], v: i64[?], s: i64, n: i32) -> bool {\n"
+                 "    %s\n}\n",
+                 tensor_types[i].expr);
+        snprintf(want, sizeof want, "'main' returns bool but its body gives %s\n", tensor_types[i].type);
+        tfvm_program *p = NULL;
+        tfvm_error err;
+        tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", NULL, NULL, &p, &err);
+        ck_assert_msg(st == TFVM_ERR_TYPE && strstr(err.message, want), "%s: want %s, got %s", tensor_types[i].expr,
+                      tensor_types[i].type, err.message);
+    }
+}
+END_TEST
+
+/* The constant operand (b) of instruction `name`, which must be an i64 vector. */
+static void check_vec_operand(const tfvm_program *p, const char *name, int port, const int64_t *want, uint32_t n)
+{
+    int i = find_inst(p, name);
+    ck_assert_msg(i >= 0, "no instruction '%s'", name);
+    const isa_inst *in = &p->isa.insts[i];
+    ck_assert_int_eq(isa_imm_port(in), port);
+    const isa_const *c = &p->isa.consts[in->b];
+    ck_assert_int_eq(c->dtype, TFVM_I64);
+    ck_assert_int_eq(c->rank, 1);
+    ck_assert_int_eq(c->dims[0], n);
+    ck_assert(n == 0 || memcmp(c->data, want, n * sizeof *want) == 0);
+}
+
+START_TEST(tensor_op_lowering)
+{
+    const char *src = "fn main(x: f32[?, 3, 8, 8], w: f32[4, 3, 3, 3], a: f32[?, ?], v: i64[?]) ->\n"
+                      "        (c: f32[?, 4, 4, 4], p: f32[?, 3, 4, 4], m: f32[?, ?], s: f32[?, ?], r: f32[?, 1],\n"
+                      "         t: f32[?], g: f32[?, ?, 8], f: f32[2, 2]) {\n"
+                      "    let c = conv2d(x, w, stride = 2, padding = 1);\n"
+                      "    let p = avgpool(x, [2, 2]);\n"
+                      "    let m = matmul(a, a, ta = true, tb = true);\n"
+                      "    let s = softmax(a);\n"
+                      "    let r = reduce_max(a, 1, keepdims = true);\n"
+                      "    let t = reduce_sum(a, [0]);\n"
+                      "    let g = x[1, :, v];\n"
+                      "    let f = fill([2, 2], 0.5f32);\n"
+                      "    (c, p, m, s, r, t, g, f)\n"
+                      "}\n";
+    tfvm_program *p = compile(src);
+    check_vec_operand(p, "c", 2, (int64_t[]){2, 2, 1, 1, 1, 1, 1, 1, 1}, 9);
+    check_vec_operand(p, "p", 1, (int64_t[]){2, 2, 2, 2, 0, 0, 0, 0}, 8);
+    check_vec_operand(p, "r", 1, (int64_t[]){1}, 1);
+    check_vec_operand(p, "t", 1, (int64_t[]){0}, 1);
+    ck_assert_uint_eq(p->isa.insts[find_inst(p, "m")].a, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B);
+    ck_assert_uint_eq(p->isa.insts[find_inst(p, "s")].a, (uint32_t)-1);
+    ck_assert_uint_eq(p->isa.insts[find_inst(p, "r")].a, ISA_OPT_KEEPDIMS);
+    ck_assert_uint_eq(p->isa.insts[find_inst(p, "t")].a, 0);
+    /* x[1, :, v]: GATHER axis 0 by the constant 1, then GATHER axis 1 by v */
+    ck_assert_uint_eq(count(p, ISA_GATHER, "main"), 2);
+    const isa_inst *g = &p->isa.insts[find_inst(p, "g")];
+    ck_assert_int_eq(g->op, ISA_GATHER);
+    ck_assert_uint_eq(g->a, 1);
+    ck_assert_uint_eq(producers(p, (uint32_t)find_inst(p, "g"), 0), 1);
+    ck_assert_uint_eq(producers(p, (uint32_t)find_inst(p, "g"), 1), 1);
+    /* fill's shape is its first operand: a CONST at -O0 and at -O1 alike (the
+     * port with the one strict input), its value a constant operand */
+    const isa_inst *f = &p->isa.insts[find_inst(p, "f")];
+    ck_assert_int_eq(f->op, ISA_FILL);
+    ck_assert_int_eq(isa_imm_port(f), 1);
+    tfvm_program_free(p);
+    /* x[:] is x */
+    p = compile("fn main(a: f32[?, ?]) -> f32[?, ?] { a[:] + a[:, :] }");
+    ck_assert_uint_eq(count(p, ISA_GATHER, NULL), 0);
+    ck_assert_uint_eq(count(p, ISA_ADD, NULL), 1);
+    tfvm_program_free(p);
+    /* tensor ops are never dropped, even unused: they may fail at run time */
+    p = compile("fn main(a: f32[?, ?]) -> i32 { let u = transpose(a); 1 }");
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE, NULL), 1);
+    tfvm_program_free(p);
 }
 END_TEST
 
@@ -606,7 +802,97 @@ static const struct {
     {"fn main(n: i32) -> i32 {\n    let (a, a) = (n, n);\n    a\n}\n",
      "bad.tfg:2:13: 'a' appears twice in the pattern\n 2 |     let (a, a) = (n, n);\n   |             ^"},
     {"fn main(x: f64) -> i32 {\n    1.5i32\n}\n",
-     "bad.tfg:2:5: a number with a fraction or exponent cannot be i32\n 2 |     1.5i32\n   |     ^"},
+     "bad.tfg:2:5: a number with a fraction or exponent cannot be i32\n 2 |     1.5i32\n   |     ^"},    /* tensor ops: dtypes and the shapes known at compile time */
+    {"fn main(x: f32[2, 3], y: f32[4, 5]) -> bool {\n    matmul(x, y)\n}\n",
+     "bad.tfg:2:5: matmul: inner dimensions differ: f32[2, 3] and f32[4, 5]\n 2 |     matmul(x, y)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(x, y, ta = true)\n}\n",
+     "bad.tfg:2:5: matmul: inner dimensions differ: f32[2, 3] and f32[3, 4] (ta)\n 2 |     matmul(x, y, ta = true)\n   |     ^"},
+    {"fn main(x: f32[2, 3], v: i64[?]) -> bool {\n    matmul(x, v)\n}\n",
+     "bad.tfg:2:5: matmul: operands need 2 or more dimensions, got f32[2, 3] and i64[?]\n 2 |     matmul(x, v)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f64[3, 4]) -> bool {\n    matmul(x, y)\n}\n",
+     "bad.tfg:2:5: matmul: operands have different dtypes: f32[2, 3] and f64[3, 4] (convert with cast<T>(x))\n 2 |     matmul(x, y)\n   |     ^"},
+    {"fn main(x: i32[2, 3], y: i32[3, 4]) -> bool {\n    matmul(x, y)\n}\n",
+     "bad.tfg:2:5: matmul: needs f32 or f64 operands, got i32[2, 3] and i32[3, 4]\n 2 |     matmul(x, y)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(x, y, tb = 1)\n}\n",
+     "bad.tfg:2:23: matmul: tb must be true or false\n 2 |     matmul(x, y, tb = 1)\n   |                       ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(x, y, transpose = true)\n}\n",
+     "bad.tfg:2:18: 'matmul' has no parameter 'transpose' (it has a, b, ta, tb)\n 2 |     matmul(x, y, transpose = true)\n   |                  ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(x, y, ta = true, ta = false)\n}\n",
+     "bad.tfg:2:29: 'matmul' is given 'ta' twice\n 2 |     matmul(x, y, ta = true, ta = false)\n   |                             ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    matmul(x)\n}\n",
+     "bad.tfg:2:5: 'matmul' is missing its argument 'b'\n 2 |     matmul(x)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(x, y, true, false, true)\n}\n",
+     "bad.tfg:2:5: 'matmul' takes 2 to 4 arguments, got 5\n 2 |     matmul(x, y, true, false, true)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    matmul(a = x, y)\n}\n",
+     "bad.tfg:2:19: a positional argument cannot follow a keyword argument\n 2 |     matmul(a = x, y)\n   |                   ^"},
+    {"fn main(x: f32[3, 2, 3], y: f32[2, 3, 4]) -> bool {\n    matmul(x, y)\n}\n",
+     "bad.tfg:2:5: matmul: batch dimensions do not broadcast: f32[3, 2, 3] and f32[2, 3, 4]\n 2 |     matmul(x, y)\n   |     ^"},
+    {"fn main(im: f32[1, 3, 8, 8], k: f32[4, 3, 3, 3]) -> bool {\n    conv2d(im, k, groups = 2)\n}\n",
+     "bad.tfg:2:5: conv2d: channels differ: f32[1, 3, 8, 8] has 3 input channels, f32[4, 3, 3, 3] with 2 groups takes 6\n 2 |     conv2d(im, k, groups = 2)\n   |     ^"},
+    {"fn main(im: f32[1, 3, 8, 8], k: f32[4, 3, 3, 3]) -> bool {\n    conv2d(im, k, stride = 0)\n}\n",
+     "bad.tfg:2:28: conv2d: stride must be positive, got 0\n 2 |     conv2d(im, k, stride = 0)\n   |                            ^"},
+    {"fn main(im: f32[1, 3, 8, 8], k: f32[4, 3, 3, 3]) -> bool {\n    conv2d(im, k, padding = [1, 2, 3])\n}\n",
+     "bad.tfg:2:29: conv2d: padding takes 1, 2 or 4 values, got 3\n 2 |     conv2d(im, k, padding = [1, 2, 3])\n   |                             ^"},
+    {"fn main(im: f32[1, 3, 8, 8], k: f32[4, 3, 3, 3], s: i64) -> bool {\n    conv2d(im, k, stride = s)\n}\n",
+     "bad.tfg:2:28: conv2d: stride must be an integer or a list of integers written out (2, [1, 2])\n 2 |     conv2d(im, k, stride = s)\n   |                            ^"},
+    {"fn main(im: f32[1, 3, 8, 8], k: f32[4, 3, 9, 1]) -> bool {\n    conv2d(im, k)\n}\n",
+     "bad.tfg:2:5: conv2d: the kernel is larger than the padded input: f32[1, 3, 8, 8] and f32[4, 3, 9, 1]\n 2 |     conv2d(im, k)\n   |     ^"},
+    {"fn main(x: f32[2, 3], k: f32[4, 3, 3, 3]) -> bool {\n    conv2d(x, k)\n}\n",
+     "bad.tfg:2:12: conv2d: x must be NCHW (4 dimensions), got f32[2, 3]\n 2 |     conv2d(x, k)\n   |            ^"},
+    {"fn main(im: f32[1, 3, 8, 8]) -> bool {\n    maxpool(im, 10)\n}\n",
+     "bad.tfg:2:5: maxpool: the 10-wide window is larger than the padded input f32[1, 3, 8, 8]\n 2 |     maxpool(im, 10)\n   |     ^"},
+    {"fn main(im: i32[1, 3, 8, 8]) -> bool {\n    avgpool(im, 2)\n}\n",
+     "bad.tfg:2:13: avgpool: needs f32 or f64, got i32[1, 3, 8, 8]\n 2 |     avgpool(im, 2)\n   |             ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    softmax(x, axis = 2)\n}\n",
+     "bad.tfg:2:23: softmax: axis 2 is out of range for f32[2, 3]\n 2 |     softmax(x, axis = 2)\n   |                       ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    reduce_sum(x, [1, -1])\n}\n",
+     "bad.tfg:2:19: reduce_sum: axis -1 appears twice\n 2 |     reduce_sum(x, [1, -1])\n   |                   ^"},
+    {"fn main(n: i32) -> bool {\n    reduce_sum(n)\n}\n",
+     "bad.tfg:2:16: reduce_sum: x must be a tensor, got i32\n 2 |     reduce_sum(n)\n   |                ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    argmax(x, axis = [0])\n}\n",
+     "bad.tfg:2:22: argmax: axis must be an integer written out\n 2 |     argmax(x, axis = [0])\n   |                      ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    reshape(x, [4, 2])\n}\n",
+     "bad.tfg:2:5: reshape: f32[2, 3] has 6 elements, the shape [4, 2] has 8\n 2 |     reshape(x, [4, 2])\n   |     ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    reshape(x, [4, -1])\n}\n",
+     "bad.tfg:2:5: reshape: f32[2, 3] (6 elements) does not fit the shape [4, -1]\n 2 |     reshape(x, [4, -1])\n   |     ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    reshape(x, [-1, -1])\n}\n",
+     "bad.tfg:2:16: reshape: bad shape [-1, -1] (sizes, and at most one -1)\n 2 |     reshape(x, [-1, -1])\n   |                ^"},
+    {"fn main(x: f32[2, 3], v: i32[2]) -> bool {\n    reshape(x, v)\n}\n",
+     "bad.tfg:2:16: reshape: the shape must be an i64 vector, got i32[2] (convert with cast<i64>(x))\n 2 |     reshape(x, v)\n   |                ^"},
+    {"fn main(x: f32[2, 3], v: i64[?]) -> bool {\n    reshape(x, v)\n}\n",
+     "bad.tfg:2:16: reshape: the length of the shape must be known at compile time, got i64[?]\n 2 |     reshape(x, v)\n   |                ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    transpose(x, [0, 0])\n}\n",
+     "bad.tfg:2:18: transpose: [0, 0] is not a permutation of the 2 axes of f32[2, 3]\n 2 |     transpose(x, [0, 0])\n   |                  ^"},
+    {"fn main(x: f32[2, 3], y: f32[3, 4]) -> bool {\n    concat(x, y)\n}\n",
+     "bad.tfg:2:5: concat: dimensions differ outside axis 0: f32[2, 3] and f32[3, 4]\n 2 |     concat(x, y)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[6]) -> bool {\n    concat(x, y)\n}\n",
+     "bad.tfg:2:5: concat: ranks differ: f32[2, 3] and f32[6]\n 2 |     concat(x, y)\n   |     ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    slice(x, [0], [1])\n}\n",
+     "bad.tfg:2:14: slice: starts has 1 value but f32[2, 3] has 2 axes\n 2 |     slice(x, [0], [1])\n   |              ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    gather(x, 1.0)\n}\n",
+     "bad.tfg:2:15: gather: indices must be i32 or i64, got f64\n 2 |     gather(x, 1.0)\n   |               ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    x[3]\n}\n",
+     "bad.tfg:2:7: indexing: index 3 is out of range for axis 0 of f32[2, 3]\n 2 |     x[3]\n   |       ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    x[0, 0, 0]\n}\n",
+     "bad.tfg:2:6: too many indices for f32[2, 3]: 3 for 2 axes\n 2 |     x[0, 0, 0]\n   |      ^"},
+    {"fn main(n: i32) -> bool {\n    n[0]\n}\n",
+     "bad.tfg:2:6: cannot index i32: it is a scalar\n 2 |     n[0]\n   |      ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    x[]\n}\n",
+     "bad.tfg:2:7: expected an index (an integer expression or ':'), got ']'\n 2 |     x[]\n   |       ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    pad(x, [1, 1])\n}\n",
+     "bad.tfg:2:12: pad: pads needs 4 values (before and after each axis of f32[2, 3]), got 2\n 2 |     pad(x, [1, 1])\n   |            ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    fill([2, -3], 0.0)\n}\n",
+     "bad.tfg:2:10: fill: bad shape [2, -3] (sizes must be at least 0)\n 2 |     fill([2, -3], 0.0)\n   |          ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    fill([2], x)\n}\n",
+     "bad.tfg:2:15: fill: the value must be a scalar, got f32[2, 3]\n 2 |     fill([2], x)\n   |               ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    range(0, 5, 0)\n}\n",
+     "bad.tfg:2:17: range: delta is 0\n 2 |     range(0, 5, 0)\n   |                 ^"},
+    {"fn main(n: i32) -> bool {\n    tanh(n)\n}\n",
+     "bad.tfg:2:5: 'tanh' needs f32 or f64, got i32\n 2 |     tanh(n)\n   |     ^"},
+    {"fn main(x: f32[2, 3], y: f32[2, 3]) -> bool {\n    min(x, y = y)\n}\n",
+     "bad.tfg:2:12: 'min' takes no keyword arguments\n 2 |     min(x, y = y)\n   |            ^"},
+    {"fn main(x: f32[2, 3]) -> bool {\n    matmul<f32>(x, x)\n}\n",
+     "bad.tfg:2:5: 'matmul' takes no type argument\n 2 |     matmul<f32>(x, x)\n   |     ^"},
 };
 
 START_TEST(compile_errors)
@@ -711,6 +997,11 @@ START_TEST(allocation_failures)
                       "}\n"
                       "fn main(n: i64) -> i64 { let (a, b) = f(n, [0.5, 0.25]); a }\n";
     nomem_loop(src, TFVM_OK);
+    nomem_loop("fn main(x: f32[?, 1, 8, 8], w: f32[2, 1, 3, 3], v: i64[?]) -> f32[?, ?] {\n"
+               "    let c = maxpool(relu(conv2d(x, w, padding = [1, 1])), kernel = 2, stride = 2);\n"
+               "    softmax(reshape(c, [-1, 32]) + reduce_sum(c[:, 0], [1, 2])[v[0]], axis = 1)\n"
+               "}\n",
+               TFVM_OK);
     nomem_loop("fn main(n: i32) -> i32 { let x = n + true; x }", TFVM_ERR_TYPE);
     nomem_loop("fn main(n: i32) -> i32 { let x = n + ; x }", TFVM_ERR_SYNTAX);
 }
@@ -731,6 +1022,9 @@ int main(void)
     tcase_add_test(tc, debug_names_and_locations);
     tcase_add_test(tc, tensors);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, tensor_op_types);
+    tcase_add_test(tc, tensor_op_lowering);
+    tcase_add_test(tc, fib_example_emits_operands_and_pruning);
     tcase_add_test(tc, opt_constant_folding);
     tcase_add_test(tc, opt_cse);
     tcase_add_test(tc, opt_dce);

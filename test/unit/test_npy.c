@@ -571,6 +571,24 @@ START_TEST(test_nomem)
 }
 END_TEST
 
+/* Tensors whose data is in device memory never reach the API (results come
+ * back on the host); saving one anyway is refused, not a crash. */
+START_TEST(test_device_tensor)
+{
+    int64_t dims[1] = {4};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 1, dims, NULL);
+    ck_assert_ptr_nonnull(tfvm_tensor_data(t));
+    t->device = 1; /* pretend: as if its data lived on the GPU */
+    ck_assert_ptr_null(tfvm_tensor_data(t));
+    ck_assert_ptr_null(tfvm_tensor_cdata(t));
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_npy_save("/nonexistent/x.npy", t, &err), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(err.message, "/nonexistent/x.npy: the tensor's data is in device memory");
+    t->device = 0;
+    tfvm_tensor_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("npy");
@@ -588,6 +606,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_preamble_errors);
     tcase_add_test(tc, test_io_errors);
     tcase_add_test(tc, test_nomem);
+    tcase_add_test(tc, test_device_tensor);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,289 @@
+/* devices/cpu/conv.c — CONV2D (NCHW input, OIHW weights; stride, 4-sided
+ * padding, dilation, groups) as im2col + gemm, and MAXPOOL/AVGPOOL. */
+#include "devices/cpu/kern.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Parameters and spatial dims are bounded so that no size arithmetic below
+ * can overflow an int64. */
+#define CONV_MAX (INT64_C(1) << 30)
+
+static bool conv_in(int64_t v, int64_t lo) { return v >= lo && v <= CONV_MAX; }
+
+/* Output extent of one spatial dim; false when the dilated window does not
+ * fit the padded input. */
+static bool conv_out(int64_t in, int64_t pad0, int64_t pad1, int64_t kernel, int64_t dil,
+                     int64_t stride, int64_t *out)
+{
+    const int64_t span = dil * (kernel - 1) + 1, padded = in + pad0 + pad1;
+    if (padded < span)
+        return false;
+    *out = (padded - span) / stride + 1;
+    return true;
+}
+
+/* Output columns [lo, hi) whose input column ow*stride + off lies in [0, W). */
+static void conv_valid(int64_t off, int64_t stride, int64_t W, int64_t OW, int64_t *lo, int64_t *hi)
+{
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = W - 1 - off < 0 ? 0 : (W - 1 - off) / stride + 1;
+    if (h > OW)
+        h = OW;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* col[(c*KH + i)*KW + j][oh*OW + ow] = x[c][oh*sh - pt + i*dh][ow*sw - pl + j*dw],
+ * 0 in the padding. Rows are short (OW elements), so plain typed loops
+ * beat memcpy/memset calls; unit stride gets its own loop. */
+#define IM2COL(T)                                                                           \
+    do {                                                                                    \
+        T *cp = (T *)(void *)col;                                                           \
+        const T *xp = (const T *)(const void *)x;                                           \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t i = 0; i < KH; i++)                                                \
+                for (int64_t j = 0; j < KW; j++) {                                          \
+                    int64_t lo, hi;                                                         \
+                    const int64_t off = j * dw - pl;                                        \
+                    conv_valid(off, sw, W, OW, &lo, &hi);                                   \
+                    for (int64_t oh = 0; oh < OH; oh++, cp += OW) {                         \
+                        const int64_t h = oh * sh - pt + i * dh;                            \
+                        if (h < 0 || h >= H || lo >= hi) {                                  \
+                            for (int64_t ow = 0; ow < OW; ow++)                             \
+                                cp[ow] = 0;                                                 \
+                            continue;                                                       \
+                        }                                                                   \
+                        for (int64_t ow = 0; ow < lo; ow++)                                 \
+                            cp[ow] = 0;                                                     \
+                        /* the first input element inside: column lo */                     \
+                        const T *xr = xp + (c * H + h) * W + lo * sw + off;                 \
+                        T *o = cp + lo;                                                     \
+                        if (sw == 1)                                                        \
+                            for (int64_t q = 0; q < hi - lo; q++)                           \
+                                o[q] = xr[q];                                               \
+                        else                                                                \
+                            for (int64_t q = 0; q < hi - lo; q++)                           \
+                                o[q] = xr[q * sw];                                          \
+                        for (int64_t ow = hi; ow < OW; ow++)                                \
+                            cp[ow] = 0;                                                     \
+                    }                                                                       \
+                }                                                                           \
+    } while (0)
+
+static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, int64_t KH,
+                   int64_t KW, int64_t OH, int64_t OW, const int64_t *p, size_t esz)
+{
+    const int64_t sh = p[0], sw = p[1], pt = p[2], pl = p[3], dh = p[6], dw = p[7];
+    if (esz == 4)
+        IM2COL(uint32_t);
+    else
+        IM2COL(uint64_t);
+}
+
+/* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
+ * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
+tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0], *w = &in[1];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    int64_t p[9];
+    int np;
+    tfvm_status st = dev_kvec(k, &in[2], "parameters", p, 9, &np);
+    if (st)
+        return st;
+    if (np != 9)
+        return dev_kfail(k, TFVM_ERR_SHAPE,
+                         "parameters must be [sh, sw, pt, pl, pb, pr, dh, dw, groups], got %d entries",
+                         np);
+    if (x->dtype != w->dtype)
+        return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(x, s1),
+                         dev_kdesc(w, s2));
+    if (x->dtype == TFVM_BOOL)
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on bool");
+    if (x->rank != 4 || w->rank != 4)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x must be NCHW and w OIHW (rank 4), got %s and %s",
+                         dev_kshape(x, s1), dev_kshape(w, s2));
+    if (!conv_in(p[0], 1) || !conv_in(p[1], 1) || !conv_in(p[2], 0) || !conv_in(p[3], 0) ||
+        !conv_in(p[4], 0) || !conv_in(p[5], 0) || !conv_in(p[6], 1) || !conv_in(p[7], 1) ||
+        !conv_in(p[8], 1))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT,
+                         "bad parameters %s: strides, dilations and groups must be >= 1, pads >= 0",
+                         dev_kdims(9, p, s1));
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    const int64_t O = w->dims[0], Cg = w->dims[1], KH = w->dims[2], KW = w->dims[3], G = p[8];
+    if (C != Cg * G)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x %s has %lld channels, w %s takes %lld (groups %lld)",
+                         dev_kshape(x, s1), (long long)C, dev_kshape(w, s2), (long long)(Cg * G),
+                         (long long)G);
+    if (O % G)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "w %s: %lld output channels do not split into %lld groups",
+                         dev_kshape(w, s1), (long long)O, (long long)G);
+    int64_t OH, OW;
+    if (!conv_in(H, 0) || !conv_in(W, 0) || !conv_in(KH, 1) || !conv_in(KW, 1) ||
+        !conv_out(H, p[2], p[4], KH, p[6], p[0], &OH) || !conv_out(W, p[3], p[5], KW, p[7], p[1], &OW))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "window of w %s (dilation %lld, %lld) does not fit x %s padded by [%lld, %lld, %lld, %lld]",
+                         dev_kshape(w, s1), (long long)p[6], (long long)p[7], dev_kshape(x, s2),
+                         (long long)p[2], (long long)p[3], (long long)p[4], (long long)p[5]);
+    const int64_t Og = O / G, CKK = Cg * KH * KW, OHW = OH * OW;
+    if (!dev_kgemm_fits(Og) || !dev_kgemm_fits(CKK) || !dev_kgemm_fits(OHW))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "too large for BLAS: x %s, w %s", dev_kshape(x, s1),
+                         dev_kshape(w, s2));
+    const int64_t od[4] = {N, O, OH, OW};
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
+        return st;
+    if (r.u.t->count == 0) {
+        *out = r;
+        return TFVM_OK;
+    }
+    const size_t esz = dev_kesize(x->dtype);
+    /* A 1x1 window with unit stride and no padding reads x as it is. */
+    const bool direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
+    char *col = NULL;
+    if (!direct && !(col = dev_ktemp(k, (size_t)(CKK * OHW), esz))) {
+        dev_value_release(&r);
+        return TFVM_ERR_NOMEM;
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const char *xg = (const char *)x->data + (size_t)((n * C + g * Cg) * H * W) * esz;
+            if (!direct)
+                im2col(col, xg, Cg, H, W, KH, KW, OH, OW, p, esz);
+            dev_kgemm(x->dtype, false, false, Og, OHW, CKK,
+                      (const char *)w->data + (size_t)(g * Og * CKK) * esz, CKK, direct ? xg : col,
+                      OHW, (char *)o + (size_t)((n * O + g * Og) * OHW) * esz, OHW);
+        }
+    if (col)
+        dev_ktemp_free(k, col, (size_t)(CKK * OHW), esz);
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- Pooling ------------------------------------------------------------------------
+ * Windows are clipped to the input; with every pad smaller than the window
+ * and H, W >= 1, each window holds at least one input element, so the max is
+ * defined and the average divides by a count of real elements. Windows that
+ * lie wholly inside the input (all of them without padding) take a loop
+ * whose bounds are KH x KW; the common 2x2 and 3x3 windows get their own
+ * copies with constant bounds, which the compiler unrolls. */
+#define POOL_LOOP(T, KH, KW, FIRST, STEP, FINISH)                                           \
+    do {                                                                                    \
+        const T *xs = x->data;                                                              \
+        T *os = o;                                                                          \
+        for (int64_t pl_ = 0; pl_ < planes; pl_++, xs += H * W)                             \
+            for (int64_t oh = 0; oh < OH; oh++) {                                           \
+                const int64_t h0 = oh * sh - pt;                                            \
+                const int64_t ha = h0 < 0 ? 0 : h0, hb = h0 + kh > H ? H : h0 + kh;         \
+                const bool rows_in = h0 >= 0 && h0 + kh <= H;                               \
+                for (int64_t ow = 0; ow < OW; ow++) {                                       \
+                    const int64_t w0 = ow * sw - pl;                                        \
+                    T acc;                                                                  \
+                    if (rows_in && w0 >= 0 && w0 + kw <= W) {                               \
+                        const T *xw = xs + h0 * W + w0;                                     \
+                        acc = FIRST(xw[0]);                                                 \
+                        bool bad = acc != acc;                                              \
+                        for (int64_t i = 0; i < (KH); i++)                                  \
+                            for (int64_t j = i == 0; j < (KW); j++) {                       \
+                                const T v = xw[i * W + j];                                  \
+                                STEP;                                                       \
+                            }                                                               \
+                        *os++ = FINISH(acc, (KH) * (KW));                                   \
+                        (void)bad;                                                          \
+                        continue;                                                           \
+                    }                                                                       \
+                    const int64_t wa = w0 < 0 ? 0 : w0, wb = w0 + kw > W ? W : w0 + kw;    \
+                    acc = FIRST(xs[ha * W + wa]);                                           \
+                    bool bad = acc != acc;                                                  \
+                    for (int64_t h = ha; h < hb; h++)                                       \
+                        for (int64_t w = h == ha ? wa + 1 : wa; w < wb; w++) {              \
+                            const T v = xs[h * W + w];                                      \
+                            STEP;                                                           \
+                        }                                                                   \
+                    *os++ = FINISH(acc, (hb - ha) * (wb - wa));                             \
+                    (void)bad;                                                              \
+                }                                                                           \
+            }                                                                               \
+    } while (0)
+
+#define POOL_ID(v) (v)
+#define POOL_KEEP(acc, n) (acc)
+#define POOL_KEEPF(acc, n) (bad ? NAN : (acc))
+#define POOL_MEAN(acc, n) (acc / (n))
+#define POOL_IMAX acc = v > acc ? v : acc
+/* NumPy max: a NaN anywhere in the window wins (noted in `bad`, which keeps
+ * the max itself branch-free). */
+#define POOL_FMAX (acc = v > acc ? v : acc, bad |= v != v)
+#define POOL_SUM acc += v
+
+/* One POOL_LOOP per window shape: 2x2, 3x3, any. */
+#define POOL_SHAPES(T, STEP, FINISH)                                                        \
+    do {                                                                                    \
+        if (kh == 2 && kw == 2)                                                             \
+            POOL_LOOP(T, 2, 2, POOL_ID, STEP, FINISH);                                      \
+        else if (kh == 3 && kw == 3)                                                        \
+            POOL_LOOP(T, 3, 3, POOL_ID, STEP, FINISH);                                      \
+        else                                                                                \
+            POOL_LOOP(T, kh, kw, POOL_ID, STEP, FINISH);                                    \
+    } while (0)
+
+/* MAXPOOL / AVGPOOL (x [N, C, H, W], p = [kh, kw, sh, sw, pt, pl, pb, pr]). */
+tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE], s3[DEV_KSHAPE];
+    int64_t p[8];
+    int np;
+    tfvm_status st = dev_kvec(k, &in[1], "parameters", p, 8, &np);
+    if (st)
+        return st;
+    if (np != 8)
+        return dev_kfail(k, TFVM_ERR_SHAPE,
+                         "parameters must be [kh, kw, sh, sw, pt, pl, pb, pr], got %d entries", np);
+    const bool avg = k->op == ISA_AVGPOOL;
+    if (avg ? !dev_kfloat(x->dtype) : x->dtype == TFVM_BOOL)
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s%s",
+                         tfvm_dtype_name((tfvm_dtype)x->dtype), avg ? " (floats only)" : "");
+    if (x->rank != 4)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x must be NCHW (rank 4), got %s", dev_kshape(x, s1));
+    const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5];
+    if (!conv_in(kh, 1) || !conv_in(kw, 1) || !conv_in(sh, 1) || !conv_in(sw, 1) ||
+        !conv_in(pt, 0) || !conv_in(pl, 0) || !conv_in(p[6], 0) || !conv_in(p[7], 0) ||
+        pt >= kh || p[6] >= kh || pl >= kw || p[7] >= kw)
+        return dev_kfail(k, TFVM_ERR_ARGUMENT,
+                         "bad parameters %s: window and strides must be >= 1, pads >= 0 and smaller than the window",
+                         dev_kdims(8, p, s1));
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t OH, OW;
+    if (H == 0 || W == 0 || !conv_in(H, 0) || !conv_in(W, 0) || !conv_out(H, pt, p[6], kh, 1, sh, &OH) ||
+        !conv_out(W, pl, p[7], kw, 1, sw, &OW))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "window %s does not fit x %s padded by %s",
+                         dev_kdims(2, p, s1), dev_kshape(x, s2), dev_kdims(4, p + 4, s3));
+    const int64_t od[4] = {N, C, OH, OW};
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
+        return st;
+    const int64_t planes = N * C;
+    switch (x->dtype) {
+    case TFVM_I32: POOL_SHAPES(int32_t, POOL_IMAX, POOL_KEEP); break;
+    case TFVM_I64: POOL_SHAPES(int64_t, POOL_IMAX, POOL_KEEP); break;
+    case TFVM_F32:
+        if (avg)
+            POOL_SHAPES(float, POOL_SUM, POOL_MEAN);
+        else
+            POOL_SHAPES(float, POOL_FMAX, POOL_KEEPF);
+        break;
+    default:
+        if (avg)
+            POOL_SHAPES(double, POOL_SUM, POOL_MEAN);
+        else
+            POOL_SHAPES(double, POOL_FMAX, POOL_KEEPF);
+        break;
+    }
+    *out = r;
+    return TFVM_OK;
+}

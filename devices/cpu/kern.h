@@ -1,0 +1,98 @@
+/* devices/cpu/kern.h — what the CPU tensor kernels (matmul.c, conv.c,
+ * reduce.c, shape.c) share: operand views in which a scalar is a rank-0
+ * tensor, results whose rank 0 comes back as a scalar, one-line messages. */
+#ifndef TFVM_CPU_KERN_H
+#define TFVM_CPU_KERN_H
+
+#include "devices/cpu/cpu.h"
+
+/* An operand as a dense C-order array; a scalar points at its dev_value. */
+typedef struct dev_kview {
+    uint8_t dtype;
+    int rank;
+    int64_t dims[TFVM_MAX_RANK];
+    int64_t count;
+    const void *data;
+} dev_kview;
+
+/* One kernel call: what every helper needs to allocate and to report. */
+typedef struct dev_kctx {
+    isa_op op;
+    uint32_t attr;
+    const tfvm_allocator *alloc;
+    char *msg;
+    size_t msg_size;
+    char name[24]; /* the op in lower case, the first word of every message */
+} dev_kctx;
+
+/* Room for "f64 [" + 8 dims of up to 20 characters + "]". */
+#define DEV_KSHAPE 200
+
+typedef tfvm_status (*dev_kernel)(dev_kctx *k, const dev_kview *in, dev_value *out);
+
+/* Writes "<op>: <fmt...>" as the message and returns code. */
+tfvm_status dev_kfail(dev_kctx *k, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
+/* "[2, 3]" ("[]" for rank 0) and "f32 [2, 3]"; both return buf. */
+const char *dev_kshape(const dev_kview *v, char *buf);
+const char *dev_kdesc(const dev_kview *v, char *buf);
+/* Formats any dims array the way dev_kshape does. */
+const char *dev_kdims(int rank, const int64_t *dims, char *buf);
+static inline size_t dev_kesize(uint8_t dtype) { return tfvm_dtype_size((tfvm_dtype)dtype); }
+static inline bool dev_kfloat(uint8_t dtype) { return dtype == TFVM_F32 || dtype == TFVM_F64; }
+
+/* Reads operand `v` (named `what` in messages) as an i64 vector of at most
+ * max entries into out[0..*n-1]; TFVM_ERR_TYPE when it is not a rank-1 i64
+ * tensor, TFVM_ERR_SHAPE when it is longer than max. */
+tfvm_status dev_kvec(dev_kctx *k, const dev_kview *v, const char *what, int64_t *out, int max,
+                     int *n);
+/* Resolves axis attribute k->attr (an int32, negative from the end) against
+ * rank; TFVM_ERR_SHAPE naming `v` when it is out of range. */
+tfvm_status dev_kaxis(dev_kctx *k, const dev_kview *v, int *axis);
+/* Product of dims; false when a dim is negative or the product overflows. */
+bool dev_kcount(int rank, const int64_t *dims, int64_t *count);
+
+/* Makes the result value: a scalar when rank is 0 (no allocation; *data
+ * points into r), else a new tensor. TFVM_ERR_NOMEM (with the message) when
+ * the allocation fails. On error r is untouched. */
+tfvm_status dev_kresult(dev_kctx *k, uint8_t dtype, int rank, const int64_t *dims, dev_value *r,
+                        void **data);
+/* Scratch memory through the kernel's allocator (NULL with the NOMEM message
+ * written when it fails or bytes overflow: count * size). */
+void *dev_ktemp(dev_kctx *k, size_t count, size_t size);
+void dev_ktemp_free(dev_kctx *k, void *p, size_t count, size_t size);
+
+/* Copies the rank-dimensional block `dims` of elements of esz bytes from src
+ * to dst, both addressed by element strides (ss, ds). Dimensions are merged
+ * where both sides allow, and the last two are copied in tiles so that a
+ * transposition stays cache friendly. */
+void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss, int rank,
+               const int64_t *dims, size_t esz);
+/* C-order element strides of dims. */
+void dev_kstrides(int rank, const int64_t *dims, int64_t *strides);
+
+/* C[M, N] (dense, row stride ldc) = op(A)[M, K] @ op(B)[K, N] where A and B
+ * are row-major with row strides lda and ldb, op transposing when ta/tb.
+ * f32/f64 go to OpenBLAS, integers to a wrapping loop. Every size must fit a
+ * BLAS int (dev_kgemm_fits); K = 0 gives zeros. */
+void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+               int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc);
+bool dev_kgemm_fits(int64_t v);
+
+/* The kernels, by file. */
+tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_argmax(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_reshape(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_transpose(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_concat(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_slice(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_gather(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_pad(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_shape(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_range(dev_kctx *k, const dev_kview *in, dev_value *out);
+
+#endif

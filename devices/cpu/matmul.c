@@ -1,0 +1,217 @@
+/* devices/cpu/matmul.c — MATMUL (NumPy matmul with batch broadcasting and
+ * ta/tb transposes), the gemm every CPU kernel uses (OpenBLAS for floats, a
+ * wrapping loop for integers), and how OpenBLAS threads share the cores. */
+#include "devices/cpu/kern.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* ---- Threads (docs/devices.md, "CPU threads") ---------------------------------
+ * The budget is the thread count OpenBLAS had when the first VM was made (its
+ * default: OPENBLAS_NUM_THREADS or one per core); each VM worker may run a
+ * gemm at the same time, so each gets budget / workers threads, at least 1.
+ * Under ThreadSanitizer OpenBLAS stays on the calling thread: its own thread
+ * pool synchronises in code TSan cannot see, which it would report as races. */
+#if defined(__SANITIZE_THREAD__)
+#define CPU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CPU_TSAN 1
+#endif
+#endif
+
+void dev_cpu_set_threads(int vm_workers)
+{
+#ifdef CPU_TSAN
+    vm_workers = INT_MAX;
+#endif
+    static atomic_int budget, current;
+    int b = atomic_load(&budget);
+    if (b == 0) {
+        int mine = openblas_get_num_threads();
+        if (mine < 1)
+            mine = 1;
+        int expected = 0;
+        b = atomic_compare_exchange_strong(&budget, &expected, mine) ? mine : expected;
+    }
+    int want = vm_workers > 1 ? b / vm_workers : b;
+    if (want < 1)
+        want = 1;
+    if (atomic_exchange(&current, want) != want)
+        openblas_set_num_threads(want);
+}
+
+/* ---- gemm ------------------------------------------------------------------------ */
+bool dev_kgemm_fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/* Integer gemm: unsigned arithmetic so that products and sums wrap. The
+ * i-k-j order streams rows of B and C when B is not transposed. */
+#define KGEMM_INT(T, U)                                                                   \
+    do {                                                                                  \
+        const T *a = A, *b = B;                                                           \
+        T *c = C;                                                                         \
+        const int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;                             \
+        const int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;                             \
+        for (int64_t i = 0; i < M; i++) {                                                 \
+            T *ci = c + i * ldc;                                                          \
+            for (int64_t j = 0; j < N; j++)                                               \
+                ci[j] = 0;                                                                \
+            for (int64_t p = 0; p < K; p++) {                                             \
+                const U x = (U)a[i * ars + p * acs];                                      \
+                const T *bp = b + p * brs;                                                \
+                if (bcs == 1)                                                             \
+                    for (int64_t j = 0; j < N; j++)                                       \
+                        ci[j] = (T)((U)ci[j] + x * (U)bp[j]);                             \
+                else                                                                      \
+                    for (int64_t j = 0; j < N; j++)                                       \
+                        ci[j] = (T)((U)ci[j] + x * (U)bp[j * bcs]);                       \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
+void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+               int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
+{
+    if (M == 0 || N == 0)
+        return;
+    const size_t esz = dev_kesize(dtype);
+    if (K == 0) {
+        for (int64_t i = 0; i < M; i++)
+            memset((char *)C + (size_t)(i * ldc) * esz, 0, (size_t)N * esz);
+        return;
+    }
+    const enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    /* A single row or column is a matrix-vector product; OpenBLAS's gemm
+     * does not forward those to gemv itself. The vector op(A)[0, :] steps by
+     * lda when A is transposed, op(B)[:, 0] by ldb when B is not; C is then
+     * one dense row, or one column of stride ldc. */
+    const int xa = ta ? (int)lda : 1, xb = tb ? 1 : (int)ldb;
+    switch (dtype) {
+    case TFVM_F32:
+        if (M == 1 && N > 1)
+            cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
+                        (int)(tb ? K : N), 1.0f, B, (int)ldb, A, xa, 0.0f, C, 1);
+        else if (N == 1)
+            cblas_sgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0f, A,
+                        (int)lda, B, xb, 0.0f, C, (int)ldc);
+        else
+            cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
+                        (int)ldb, 0.0f, C, (int)ldc);
+        break;
+    case TFVM_F64:
+        if (M == 1 && N > 1)
+            cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
+                        (int)(tb ? K : N), 1.0, B, (int)ldb, A, xa, 0.0, C, 1);
+        else if (N == 1)
+            cblas_dgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0, A,
+                        (int)lda, B, xb, 0.0, C, (int)ldc);
+        else
+            cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
+                        (int)ldb, 0.0, C, (int)ldc);
+        break;
+    case TFVM_I32: KGEMM_INT(int32_t, uint32_t); break;
+    default: KGEMM_INT(int64_t, uint64_t); break;
+    }
+}
+
+/* ---- MATMUL ---------------------------------------------------------------------
+ * A rank-1 a is a row [1, K] and a rank-1 b a column [K, 1], and that dim is
+ * dropped from the result (NumPy); ta/tb do not apply to them. Other leading
+ * dims are batch dims and broadcast. */
+tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *a = &in[0], *b = &in[1];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    if (a->dtype != b->dtype)
+        return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(a, s1),
+                         dev_kdesc(b, s2));
+    if (a->dtype == TFVM_BOOL)
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on bool");
+    if (a->rank == 0 || b->rank == 0)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "operands need rank >= 1, got %s and %s",
+                         dev_kshape(a, s1), dev_kshape(b, s2));
+    const bool va = a->rank == 1, vb = b->rank == 1;
+    const bool ta = !va && (k->attr & ISA_OPT_TRANS_A), tb = !vb && (k->attr & ISA_OPT_TRANS_B);
+    /* Stored matrix shapes (rows x cols) and the product's M, K, N. */
+    const int64_t ar = va ? 1 : a->dims[a->rank - 2], ac = a->dims[a->rank - 1];
+    const int64_t br = vb ? b->dims[0] : b->dims[b->rank - 2], bc = vb ? 1 : b->dims[b->rank - 1];
+    const int64_t M = ta ? ac : ar, Ka = ta ? ar : ac;
+    const int64_t Kb = tb ? bc : br, N = tb ? br : bc;
+    if (Ka != Kb)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "inner dims differ: %s%s and %s%s", dev_kshape(a, s1),
+                         ta ? " (transposed)" : "", dev_kshape(b, s2), tb ? " (transposed)" : "");
+    const int64_t K = Ka;
+
+    /* Batch dims, right-aligned and broadcast; sa/sb step a and b by whole
+     * matrices (0 where broadcast). */
+    const int na = a->rank > 2 ? a->rank - 2 : 0, nb = b->rank > 2 ? b->rank - 2 : 0;
+    const int nbat = na > nb ? na : nb;
+    int64_t bd[TFVM_MAX_RANK], sa[TFVM_MAX_RANK], sb[TFVM_MAX_RANK];
+    int64_t acc_a = ar * ac, acc_b = br * bc;
+    for (int j = nbat - 1; j >= 0; j--) {
+        const int ja = j - (nbat - na), jb = j - (nbat - nb);
+        const int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? b->dims[jb] : 1;
+        if (da != db && da != 1 && db != 1)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "batch dims do not broadcast: %s and %s",
+                             dev_kshape(a, s1), dev_kshape(b, s2));
+        bd[j] = da == 1 ? db : da;
+        sa[j] = da == 1 ? 0 : acc_a;
+        sb[j] = db == 1 ? 0 : acc_b;
+        acc_a *= da;
+        acc_b *= db;
+    }
+    int64_t od[TFVM_MAX_RANK];
+    int orank = 0;
+    for (int j = 0; j < nbat; j++)
+        od[orank++] = bd[j];
+    if (!va)
+        od[orank++] = M;
+    if (!vb)
+        od[orank++] = N;
+    int64_t batch;
+    if (!dev_kcount(nbat, bd, &batch))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result too large: %s and %s", dev_kshape(a, s1),
+                         dev_kshape(b, s2));
+    if (!dev_kgemm_fits(M) || !dev_kgemm_fits(N) || !dev_kgemm_fits(K))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "dims too large for BLAS: %s and %s", dev_kshape(a, s1),
+                         dev_kshape(b, s2));
+
+    dev_value r;
+    void *c;
+    tfvm_status st = dev_kresult(k, a->dtype, orank, od, &r, &c);
+    if (st)
+        return st;
+    const size_t esz = dev_kesize(a->dtype);
+    bool b_shared = true, a_full = !ta;
+    for (int j = 0; j < nbat; j++) {
+        b_shared &= sb[j] == 0;
+        a_full &= bd[j] == 1 || sa[j] != 0;
+    }
+    if (batch > 0 && b_shared && a_full && batch <= INT_MAX && dev_kgemm_fits(batch * M)) {
+        /* Every a matrix meets the same b and the a matrices lie back to back:
+         * one gemm of [batch * M, K] @ [K, N] (an MLP's hot case). */
+        dev_kgemm(a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N);
+    } else {
+        int64_t idx[TFVM_MAX_RANK] = {0}, oa = 0, ob = 0;
+        char *cp = c;
+        for (int64_t t = 0; t < batch; t++) {
+            dev_kgemm(a->dtype, ta, tb, M, N, K, (const char *)a->data + (size_t)oa * esz, ac,
+                      (const char *)b->data + (size_t)ob * esz, bc, cp, N);
+            cp += (size_t)(M * N) * esz;
+            for (int j = nbat - 1; j >= 0; j--) {
+                oa += sa[j];
+                ob += sb[j];
+                if (++idx[j] < bd[j])
+                    break;
+                oa -= sa[j] * bd[j];
+                ob -= sb[j] * bd[j];
+                idx[j] = 0;
+            }
+        }
+    }
+    *out = r;
+    return TFVM_OK;
+}
