@@ -968,16 +968,20 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
         }
         break;
     }
-    while (in->op == ISA_SWITCH && (is_kw(peek(P), "prune_false") || is_kw(peek(P), "prune_true"))) {
+    while (is_kw(peek(P), "prune_false") || is_kw(peek(P), "prune_true")) {
         as_tok *t = next(P);
+        if (in->op != ISA_SWITCH)
+            return fail(P, t, "%s is an option of SWITCH, not of %s", TDESC(t), info->name);
         uint16_t f = is_kw(t, "prune_false") ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE;
         if (in->flags & f)
             return fail(P, t, "%s given twice", TDESC(t));
         in->flags |= f;
     }
-    if (isa_is_compute(info->cls) && is_kw(peek(P), "on")) {
-        next(P);
-        as_tok *t = peek(P);
+    if (is_kw(peek(P), "on")) {
+        as_tok *t = next(P);
+        if (!isa_is_compute(info->cls))
+            return fail(P, t, "%s cannot be placed on a device (only compute instructions can)", info->name);
+        t = peek(P);
         if (is_kw(t, "cpu"))
             in->flags |= ISA_FLAG_DEV_CPU;
         else if (is_kw(t, "cuda"))
@@ -1042,6 +1046,8 @@ static bool parse_inst(as_parser *P, uint32_t r)
             return false;
     }
     t = peek(P);
+    if (is_kw(t, "on") && isa_is_compute(info->cls))
+        return fail(P, t, "'on DEVICE' goes before the inputs, as in %s on cpu (...)", info->name);
     if (!is_end(t))
         return fail(P, t, "expected end of line after the instruction, got %s", TDESC(t));
 

@@ -434,9 +434,9 @@ static tfvm_status check_inst(vf *v, uint32_t i)
         return vbad(v, "%s: %s is placed on two devices (flags 0x%x)", L, op, in->flags);
     int imm = (in->flags & allowed & ISA_FLAG_IMM_MASK) ? isa_imm_port(in) : -1;
     if (imm >= 0 && (uint32_t)imm >= in->n_in)
-        return vbad(v, "%s: constant operand %d, but %s has %" PRIu32 " data inputs", L, imm, op, in->n_in);
+        return vbad(v, "%s: constant operand on input %d, but %s has %" PRIu32 " data inputs", L, imm, op, in->n_in);
     if (imm >= 0 && in->b >= p->n_consts)
-        return vbad(v, "%s: constant operand %" PRIu32 " does not exist (%" PRIu32 " constant%s)", L, in->b,
+        return vbad(v, "%s: constant operand: constant %" PRIu32 " does not exist (%" PRIu32 " constant%s)", L, in->b,
                     p->n_consts, p->n_consts == 1 ? "" : "s");
     if (in->flags & ~allowed)
         return vbad(v, "%s: flags 0x%x not allowed on %s", L, in->flags, op);

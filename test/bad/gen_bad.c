@@ -224,6 +224,39 @@ static const gm muts[] = {
      "instruction 0 'x': edge to instruction 2 'r' leaves region 'main', but a RETURN of site inc@1 takes its input from region 'inc'"},
     {"unconnected_port.tfvm", S_EDGES, 8, 8, 4, 0, "instruction 7 'q': input 1 has no producer"},
     {"unconnected_control.tfvm", S_INSTS, 7, 10, 2, 1, "instruction 7 'q': control input 0 (port 2) has no producer"},
+    /* constant operands (flags ISA_FLAG_IMM_*: port + 1 at bit 3; b = the constant), device
+     * placement, pruned SWITCH outputs, axis and option attributes */
+    {"imm_edge_into_port.tfvm", S_INSTS, 7, 2, 2, 2u << ISA_FLAG_IMM_SHIFT,
+     "instruction 8 'k': edge 8: input 1 of instruction 7 'q' is a constant operand"},
+    {"imm_port_range.tfvm", S_INSTS, 7, 2, 2, 3u << ISA_FLAG_IMM_SHIFT,
+     "instruction 7 'q': constant operand on input 2, but ADD has 2 data inputs"},
+    {"imm_not_compute.tfvm", S_INSTS, 11, 2, 2, 1u << ISA_FLAG_IMM_SHIFT, "instruction 11 'sw': flags 0x8 not allowed on SWITCH"},
+    {"two_devices.tfvm", S_INSTS, 7, 2, 2, ISA_FLAG_DEV_CPU | ISA_FLAG_DEV_CUDA,
+     "instruction 7 'q': ADD is placed on two devices (flags 0x6)"},
+    {"device_not_compute.tfvm", S_INSTS, 11, 2, 2, ISA_FLAG_DEV_CUDA, "instruction 11 'sw': flags 0x4 not allowed on SWITCH"},
+    {"prune_not_switch.tfvm", S_INSTS, 7, 2, 2, ISA_FLAG_PRUNE_TRUE, "instruction 7 'q': flags 0x40 not allowed on ADD"},
+};
+
+/* Checks that one field alone cannot reach: two fields of one instruction record
+ * (op +0, flags +2, a +12, b +16). */
+typedef struct gm2 {
+    const char *file;
+    uint32_t inst, field1, width1;
+    uint64_t value1;
+    uint32_t field2, width2;
+    uint64_t value2;
+    const char *what;
+} gm2;
+
+static const gm2 muts2[] = {
+    {"imm_const_index.tfvm", 7, 2, 2, 2u << ISA_FLAG_IMM_SHIFT, 16, 4, 1,
+     "instruction 7 'q': constant operand: constant 1 does not exist (1 constant)"},
+    {"imm_one_input.tfvm", 6, 0, 2, ISA_NEG, 2, 2, 1u << ISA_FLAG_IMM_SHIFT,
+     "instruction 6 'p': flags 0x8 not allowed on NEG"},
+    {"axis_range.tfvm", 6, 0, 2, ISA_SOFTMAX, 12, 4, (uint32_t)-9,
+     "instruction 6 'p': SOFTMAX axis -9 out of range -8..7"},
+    {"axis_range_high.tfvm", 6, 0, 2, ISA_ARGMAX, 12, 4, 8, "instruction 6 'p': ARGMAX axis 8 out of range -8..7"},
+    {"unknown_option.tfvm", 7, 0, 2, ISA_MATMUL, 12, 4, 4, "instruction 7 'q': MATMUL has no option bit 0x4"},
 };
 
 int main(int argc, char **argv)
@@ -315,6 +348,14 @@ int main(int argc, char **argv)
     fix_crc(t, n);
     emit(dir, ex, "const_huge_shape.tfvm", t, n,
          "constant 0: its shape needs more bytes than the constant data holds (4 bytes) at byte 324");
+    for (size_t i = 0; i < sizeof muts2 / sizeof muts2[0]; i++) {
+        const gm2 *m = &muts2[i];
+        memcpy(t, d, n);
+        put(t, rec(t, S_INSTS, m->inst) + m->field1, m->width1, m->value1);
+        put(t, rec(t, S_INSTS, m->inst) + m->field2, m->width2, m->value2);
+        fix_crc(t, n);
+        emit(dir, ex, m->file, t, n, m->what);
+    }
     fclose(ex);
     free(t);
     ut_buf_free(&b);

@@ -452,6 +452,161 @@ START_TEST(empty_and_minimal)
 }
 END_TEST
 
+/* ---- attributes, placement, constant operands, pruned switches ------------------ */
+/* Every new form once; #0 and #1 come from the declared table, the other
+ * constant operands are inline and get the entries after it. */
+static const char *OPERANDS =
+    "const #0 = i64[1] [1]\n"
+    "const #1 = f32 2.5\n"
+    "entry main(x: f32[], n: i64) -> (r: f32[], s: f32[], t: i64, u: f32[]) {\n"
+    "    x    = ARG 0\n"
+    "    n    = ARG 1\n"
+    "    m    = MATMUL ta tb on cuda (x, x)\n"
+    "    m2   = MATMUL tb (x, x)\n"
+    "    sm   = SOFTMAX axis=-1 on cpu (m)\n"
+    "    am   = ARGMAX axis=0 (sm)\n"
+    "    rs   = REDUCE_SUM keepdims (x, #0)\n"
+    "    rm   = REDUCE_MEAN (x, #0)\n"
+    "    cc   = CONCAT axis=7 on cpu (rs, rm)\n"
+    "    k    = SUB (n, i64 2)\n"
+    "    k2   = SUB (i64 10, k)\n"
+    "    p    = LESS (k2, i64 5)\n"
+    "    sw   = SWITCH prune_false prune_true (k, p)\n"
+    "    sel  = SELECT (p, i64 1, k2)\n"
+    "    sel2 = SELECT on cpu (p, sel, i64 -1)\n"
+    "    mg   = MERGE (sw, sw:1)\n"
+    "    ad   = ADD (mg, sel2)\n"
+    "    f    = MUL (x, #1)\n"
+    "    c    = CAST f64 on cpu (n)\n"
+    "           RESULT 0 (cc)\n"
+    "           RESULT 1 (m2)\n"
+    "           RESULT 2 (ad)\n"
+    "           RESULT 3 (f)\n"
+    "}\n";
+
+static const isa_inst *inst_named(const isa_program *p, const char *name)
+{
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (p->insts[i].name && strcmp(p->insts[i].name, name) == 0)
+            return &p->insts[i];
+    ck_abort_msg("no instruction '%s'", name);
+    return NULL;
+}
+
+#define IMM(port) ((uint16_t)(((port) + 1) << ISA_FLAG_IMM_SHIFT))
+
+START_TEST(operands_and_options_round_trip)
+{
+    isa_program p;
+    assemble_ok(OPERANDS, strlen(OPERANDS), "operands.tfasm", &p);
+    /* the encoding (docs/format.md) */
+    const isa_inst *in = inst_named(&p, "m");
+    ck_assert_uint_eq(in->flags, ISA_FLAG_DEV_CUDA);
+    ck_assert_uint_eq(in->a, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B);
+    ck_assert_uint_eq(inst_named(&p, "m2")->a, ISA_OPT_TRANS_B);
+    in = inst_named(&p, "sm");
+    ck_assert_uint_eq(in->a, UINT32_MAX); /* -1, two's complement */
+    ck_assert_uint_eq(in->flags, ISA_FLAG_DEV_CPU);
+    ck_assert_uint_eq(inst_named(&p, "am")->a, 0);
+    ck_assert_uint_eq(inst_named(&p, "cc")->a, 7);
+    in = inst_named(&p, "rs");
+    ck_assert_uint_eq(in->a, ISA_OPT_KEEPDIMS);
+    ck_assert_uint_eq(in->flags, IMM(1));
+    ck_assert_uint_eq(in->b, 0);
+    ck_assert_uint_eq(inst_named(&p, "rm")->b, 0); /* one entry, two users */
+    ck_assert_uint_eq(inst_named(&p, "f")->b, 1);
+    in = inst_named(&p, "k");
+    ck_assert_uint_eq(in->flags, IMM(1));
+    ck_assert_uint_eq(in->b, 2); /* inline: after the declared entries */
+    ck_assert_int_eq(p.consts[2].dtype, TFVM_I64);
+    ck_assert_int_eq(*(const int64_t *)p.consts[2].data, 2);
+    in = inst_named(&p, "k2");
+    ck_assert_uint_eq(in->flags, IMM(0));
+    ck_assert_int_eq(*(const int64_t *)p.consts[in->b].data, 10);
+    ck_assert_uint_eq(inst_named(&p, "sw")->flags, ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE);
+    ck_assert_uint_eq(inst_named(&p, "sel")->flags, IMM(1));
+    in = inst_named(&p, "sel2");
+    ck_assert_uint_eq(in->flags, IMM(2) | ISA_FLAG_DEV_CPU);
+    ck_assert_int_eq(*(const int64_t *)p.consts[in->b].data, -1);
+    ck_assert_uint_eq(inst_named(&p, "c")->flags, ISA_FLAG_DEV_CPU);
+    ck_assert_uint_eq(p.n_consts, 7);
+    /* no edge lands on a constant operand's port */
+    for (uint32_t e = 0; e < p.n_edges; e++)
+        ck_assert_int_ne((int)p.edges[e].port, isa_imm_port(&p.insts[p.edges[e].inst]));
+    /* shared entries: dis prints the table and every operand by index */
+    size_t len;
+    char *d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "const #0 = i64[1] [1]\nconst #1 = f32 2.5\nconst #2 = i64 2\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    m    = MATMUL ta tb on cuda (x, x)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    sm   = SOFTMAX axis=-1 on cpu (m)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    rs   = REDUCE_SUM keepdims (x, #0)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    k    = SUB (n, #2)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    sw   = SWITCH prune_false prune_true (k, p)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "    sel2 = SELECT on cpu (p, sel, #6)\n"), "%s", d);
+    free(d);
+    check_round_trip(&p, "operands");
+    check_format_inst(&p, "operands");
+    isa_program_release(&p);
+}
+END_TEST
+
+/* Without a declared table every constant operand is printed inline, in the
+ * form it was written; in loops and functions too, beside control inputs. */
+static const char *OPERANDS_INLINE =
+    "entry main(n: i32, t: f32[]) -> (r: i32, u: f32[]) {\n"
+    "    n = ARG 0\n"
+    "    t = ARG 1\n"
+    "    c = CALL f@1 (n)\n"
+    "    r = RETURN f@1 (f.s)\n"
+    "    e = ENTER lp (n)\n"
+    "    u = MUL (t, f32[2, 2] [[1.0, 2.0], [3.0, 4.0]])\n"
+    "        RESULT 0 (lp.o)\n"
+    "        RESULT 1 (u)\n"
+    "}\n"
+    "\n"
+    "loop lp in main {\n"
+    "    m  = MERGE (e, nx)\n"
+    "    d  = SUB (m, i32 1) [m]\n"
+    "    p  = GREATER (d, i32 0)\n"
+    "    s  = SWITCH prune_true (d, p)\n"
+    "    nx = NEXTITER (s:1)\n"
+    "    o  = EXIT lp (s)\n"
+    "}\n"
+    "\n"
+    "func f {\n"
+    "    x = IDENTITY (main.c)\n"
+    "    b = LESS (i32 3, x)\n"
+    "    s = SELECT (b, x, i32 -2147483648)\n"
+    "    w = SELECT (bool false, x, s)\n"
+    "}\n";
+
+START_TEST(operands_inline_round_trip)
+{
+    isa_program p;
+    assemble_ok(OPERANDS_INLINE, strlen(OPERANDS_INLINE), "inline.tfasm", &p);
+    size_t len;
+    char *d = dis_text(&p, &len);
+    ck_assert_str_eq(d, OPERANDS_INLINE); /* the text above is dis's own layout */
+    free(d);
+    ck_assert_uint_eq(inst_named(&p, "d")->n_ctl, 1);
+    ck_assert_uint_eq(inst_named(&p, "w")->flags, IMM(0));
+    ck_assert_uint_eq(p.n_consts, 6);
+    check_round_trip(&p, "inline operands");
+    check_format_inst(&p, "inline operands");
+    isa_program_release(&p);
+    /* a CONST and a constant operand sharing entry #0 */
+    round_trip_text("const #0 = i32 4\n"
+                    "entry main(n: i32) -> (r: i32) {\n"
+                    "    n = ARG 0\n"
+                    "    k = CONST #0\n"
+                    "    a = ADD (n, #0)\n"
+                    "    b = MUL (k, a)\n"
+                    "    RESULT 0 (b)\n"
+                    "}\n",
+                    "shared entry");
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------- */
 typedef struct bad_case {
     const char *text, *message;
@@ -545,7 +700,32 @@ static const bad_case bad_cases[] = {
     {"entry main(n: i32) -> (r: i32) {\n    a = ARG 0\n    k = CONST i32 1 @3:99999999999\n" FTR,
      "t.tfasm:3:24: a column number 99999999999 is too large (at most 4294967295)"},
     {"entry main(n: i32) -> (r: i32) {\n    a = ARG 0\n    k = CONST f64 nan(0x7ff8)\n" FTR,
-     "t.tfasm:3:23: 0x7ff8 is not a NaN bit pattern for f64"},
+     "t.tfasm:3:23: 0x7ff8 is not a NaN bit pattern for f64"},    /* constant operands */
+    {HDR "    x = ADD (i32 1, i32 2)\n" FTR, "t.tfasm:3:21: only one input of an instruction may be a constant"},
+    {HDR "    x = SWITCH (i32 1, a)\n" FTR,
+     "t.tfasm:3:17: SWITCH takes no constant operands (only compute instructions with 2+ inputs do)"},
+    {HDR "    x = NEG (i32 1)\n" FTR, "t.tfasm:3:14: NEG takes no constant operands (only compute instructions with 2+ inputs do)"},
+    {HDR "    x = MERGE (a, i32 1)\n" FTR,
+     "t.tfasm:3:19: MERGE takes no constant operands (only compute instructions with 2+ inputs do)"},
+    {HDR "    x = SELECT (a, a, a, i32 1)\n" FTR, "t.tfasm:3:26: only inputs 0 to 2 may be constants"},
+    {HDR "    x = ADD (a, i32 3000000000)\n" FTR, "t.tfasm:3:21: integer 3000000000 out of range for i32"},
+    {HDR "    x = ADD (a, #3)\n    RESULT 0 (x)\n" FTR, "t.tfasm:3:9: const #3 is not declared (0 declared)"},
+    /* axis and options */
+    {HDR "    x = SOFTMAX axis=9 (a)\n" FTR, "t.tfasm:3:22: axis must be -8..7, got 9"},
+    {HDR "    x = SOFTMAX axis=-9 (a)\n" FTR, "t.tfasm:3:23: axis must be -8..7, got -9"},
+    {HDR "    x = SOFTMAX (a)\n" FTR, "t.tfasm:3:17: expected axis=N after SOFTMAX, got '('"},
+    {HDR "    x = ARGMAX axis=x (a)\n" FTR, "t.tfasm:3:21: expected an axis number after 'axis=', got 'x'"},
+    {HDR "    x = MATMUL tc (a, a)\n" FTR, "t.tfasm:3:16: unknown MATMUL option 'tc'"},
+    {HDR "    x = REDUCE_SUM ta (a, a)\n" FTR, "t.tfasm:3:20: unknown REDUCE_SUM option 'ta'"},
+    {HDR "    x = MATMUL ta ta (a, a)\n" FTR, "t.tfasm:3:19: 'ta' given twice"},
+    /* placement */
+    {HDR "    x = ADD on gpu (a, a)\n" FTR, "t.tfasm:3:16: expected a device after 'on' (cpu or cuda), got 'gpu'"},
+    {HDR "    x = ADD on\n" FTR, "t.tfasm:3:15: expected a device after 'on' (cpu or cuda), got end of line"},
+    {HDR "    x = IDENTITY on cpu (a)\n" FTR, "t.tfasm:3:18: IDENTITY cannot be placed on a device (only compute instructions can)"},
+    {HDR "    x = ADD (a, a) on cpu\n" FTR, "t.tfasm:3:20: 'on DEVICE' goes before the inputs, as in ADD on cpu (...)"},
+    /* pruned switches */
+    {HDR "    x = ADD prune_false (a, a)\n" FTR, "t.tfasm:3:13: 'prune_false' is an option of SWITCH, not of ADD"},
+    {HDR "    x = SWITCH prune_true prune_true (a, a)\n" FTR, "t.tfasm:3:27: 'prune_true' given twice"},
 };
 
 START_TEST(bad_syntax)
@@ -588,10 +768,8 @@ END_TEST
 
 /* Text that does not end (no final newline, cut in the middle of anything)
  * gives an error, never a crash. */
-START_TEST(every_prefix_fails_cleanly)
+static void every_prefix(const char *t, size_t len)
 {
-    size_t len;
-    char *t = read_text("examples/asm/ackermann.tfasm", &len);
     for (size_t n = 0; n < len; n++) {
         char *cut = malloc(n ? n : 1); /* exact size: ASan sees any overread */
         memcpy(cut, t, n);
@@ -604,7 +782,15 @@ START_TEST(every_prefix_fails_cleanly)
             ck_assert_msg(st == TFVM_ERR_SYNTAX || st == TFVM_ERR_FORMAT, "%zu: %s", n, err.message);
         free(cut);
     }
+}
+
+START_TEST(every_prefix_fails_cleanly)
+{
+    size_t len;
+    char *t = read_text("examples/asm/ackermann.tfasm", &len);
+    every_prefix(t, len);
     free(t);
+    every_prefix(OPERANDS, strlen(OPERANDS)); /* cut inside axis=, on DEVICE, a constant operand */
 }
 END_TEST
 
@@ -653,6 +839,8 @@ START_TEST(allocation_failure)
     free_paths(paths, n);
     nomem_loop(EXPLICIT, strlen(EXPLICIT), "explicit");
     nomem_loop(SMALL, strlen(SMALL), "small");
+    nomem_loop(OPERANDS, strlen(OPERANDS), "operands");
+    nomem_loop(OPERANDS_INLINE, strlen(OPERANDS_INLINE), "inline operands");
     /* and failing ones: the error paths release everything too */
     for (size_t k = 0; k < UT_COUNTOF(bad_cases); k++) {
         for (long m = 0;; m++) {
@@ -686,6 +874,8 @@ static Suite *asm_suite(void)
     tcase_add_test(tc, float_bits_round_trip);
     tcase_add_test(tc, names_and_attributes_round_trip);
     tcase_add_test(tc, empty_and_minimal);
+    tcase_add_test(tc, operands_and_options_round_trip);
+    tcase_add_test(tc, operands_inline_round_trip);
     tcase_add_loop_test(tc, bad_syntax, 0, (int)UT_COUNTOF(bad_cases));
     tcase_add_test(tc, long_names);
     tcase_add_test(tc, every_prefix_fails_cleanly);
