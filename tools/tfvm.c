@@ -10,9 +10,12 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "devices/place.h"
 #include "devices/value.h"
 #include "loader/loader.h"
 #include "tfvm.h"
+#include "tools/debug.h"
+#include "tools/profile.h"
 #include "vm/vm.h"
 
 #define EXIT_RUN 1
@@ -29,6 +32,10 @@ static const char *const usage_main =
     "  asm FILE [-o OUT]      assemble .tfasm text into .tfvm bytecode\n"
     "  dis FILE [-o OUT]      print a program as .tfasm text\n"
     "  compile FILE.tfg       compile graph-language source to .tfvm (or .tfasm)\n"
+    "  devices                list the devices (cpu, cuda) and their state\n"
+    "  debug FILE [ARG...]    step through a run in an interactive debugger\n"
+    "  dot FILE [-o OUT]      draw the program's graph (Graphviz; --svg renders it)\n"
+    "  profile FILE [ARG...]  time repeated runs; the costliest opcodes and instructions\n"
     "  help [COMMAND]         show help for a command\n"
     "\n"
     "options:\n"
@@ -56,14 +63,29 @@ static const char *const usage_run =
     "                         the function compiled as the entry (default: main)\n"
     "  -o NAME=PATH           write result NAME (or its 0-based position) to the\n"
     "                         .npy file PATH instead of printing it; repeatable\n"
-    "  --stats                print counters to stderr after the run\n"
+    "  --stats                print counters to stderr after the run (and, with\n"
+    "                         several threads, the scheduler's steals and parks)\n"
     "  --max-contexts N       fail when more than N tags are alive at once\n"
     "  --threads N            worker threads (default: one per physical core, or\n"
     "                         the TFVM_THREADS environment variable)\n"
     "  --deterministic        one thread, the same firing order every run\n"
+    "  --device DEV           where tensor work runs: cpu (default), cuda (the GPU\n"
+    "                         wherever it has the kernel; an error without one) or\n"
+    "                         auto (MATMUL and large tensors on the GPU when there\n"
+    "                         is one); or the TFVM_DEVICE environment variable.\n"
+    "                         Instructions marked `on cpu`/`on cuda` stay there.\n"
     "  -h, --help             show this help\n"
     "\n"
     "exit status: 0 success, 1 failed run or bad input file, 2 bad usage\n";
+
+static const char *const usage_devices =
+    "usage: tfvm devices\n"
+    "\n"
+    "Lists each device and its state, one per line, e.g.\n"
+    "  cpu: ready (2 cores, OpenBLAS 0.3.21)\n"
+    "  cuda: unavailable: no device found\n"
+    "Asking about cuda loads the CUDA backend (libtfvm_cuda.so; TFVM_CUDA_LIB\n"
+    "names it explicitly) and opens the GPU. docs/devices.md tells more.\n";
 
 static const char *const usage_asm =
     "usage: tfvm asm [options] FILE\n"
@@ -259,6 +281,17 @@ static void print_signature(const tfvm_entry_info *e, FILE *f)
     fprintf(f, ")");
 }
 
+/* Shared with `tfvm debug` and `tfvm dot` (tools/debug.h). */
+tfvm_status cli_load_program(const char *path, const char *entry, tfvm_program **out, tfvm_error *err)
+{
+    return load_program(path, entry, out, err);
+}
+int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
+{
+    return parse_arg(e, i, text, v);
+}
+void cli_print_signature(const tfvm_entry_info *e, FILE *f) { print_signature(e, f); }
+
 static int find_result(const tfvm_entry_info *e, const char *name)
 {
     for (size_t i = 0; i < e->n_results; i++)
@@ -286,6 +319,18 @@ static void print_stats(const tfvm_vm *vm)
             (unsigned long long)s.fired, (unsigned long long)s.tokens, (unsigned long long)s.matches,
             (unsigned long long)s.contexts_created, (unsigned long long)s.contexts_peak, s.wall_seconds,
             (double)peak_rss_kb() / 1024.0);
+    if (s.workers > 1)
+        fprintf(stderr, "scheduler: %u workers, steals %llu, parks %llu, inline runs %llu, contexts shared %llu\n",
+                s.workers, (unsigned long long)s.steals, (unsigned long long)s.parks,
+                (unsigned long long)s.inline_runs, (unsigned long long)s.shared);
+    /* Memory pools and copies, once there was tensor work (devices/place.h) */
+    dev_vm_stats ds;
+    dev_vm_get_stats(vm->dev, &ds);
+    if (ds.pool[DEV_CPU].hits + ds.pool[DEV_CPU].misses + ds.pool[DEV_CUDA].hits + ds.pool[DEV_CUDA].misses) {
+        char line[512];
+        dev_vm_stats_line(vm->dev, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+    }
 }
 
 static int cmd_run(int argc, char **argv)
@@ -297,6 +342,14 @@ static int cmd_run(int argc, char **argv)
     if (env_threads && *env_threads && (!parse_u64(env_threads, &threads) || threads == 0 || threads > 1024))
         return usage_error("run", "TFVM_THREADS=%s: expected an integer from 1 to 1024", env_threads);
     uint64_t max_contexts = 0;
+    /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
+    int device = TFVM_DEVICE_CPU;
+    const char *env_device = getenv("TFVM_DEVICE");
+    if (env_device && *env_device) {
+        device = strcmp(env_device, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(env_device);
+        if (device < 0)
+            return usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
+    }
     out_spec outs[16];
     size_t n_outs = 0;
     /* Options may come before or after FILE. After FILE, anything that is
@@ -343,6 +396,11 @@ static int cmd_run(int argc, char **argv)
                 rc_usage = usage_error("run", "--threads needs an integer from 1 to 1024");
         } else if (strcmp(a, "--deterministic") == 0) {
             deterministic = true;
+        } else if (strcmp(a, "--device") == 0) {
+            if (++i == argc)
+                rc_usage = usage_error("run", "--device takes cpu, cuda or auto");
+            else if ((device = strcmp(argv[i], "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(argv[i])) < 0)
+                rc_usage = usage_error("run", "--device takes cpu, cuda or auto, got '%s'", argv[i]);
         } else if (strcmp(a, "--") == 0) {
             options_done = true;
         } else if (!file && a[0] == '-' && a[1] != '\0') {
@@ -364,6 +422,13 @@ static int cmd_run(int argc, char **argv)
         return rc_usage;
     }
 
+    if (device == TFVM_DEVICE_CUDA) { /* no GPU: say so before anything else */
+        char state[256];
+        if (tfvm_device_status("cuda", state, sizeof state) != TFVM_OK) {
+            free(arg_text);
+            return fail("cuda: %s", state);
+        }
+    }
     tfvm_error err;
     tfvm_program *prog;
     if (load_program(file, entry, &prog, &err) != TFVM_OK) {
@@ -393,6 +458,13 @@ static int cmd_run(int argc, char **argv)
     int out_index[16];
     for (size_t k = 0; k < n_outs; k++) {
         out_index[k] = find_result(&e, outs[k].name);
+        uint64_t pos;
+        if (out_index[k] < 0 && parse_u64(outs[k].name, &pos)) {
+            fail("-o %s: entry '%s' has no result %s (it has %zu, numbered from 0)", outs[k].name, e.name,
+                 outs[k].name, e.n_results);
+            rc = EXIT_USAGE;
+            goto out;
+        }
         if (out_index[k] < 0) {
             fail("-o %s: entry '%s' has no result named '%s'", outs[k].name, e.name, outs[k].name);
             rc = EXIT_USAGE;
@@ -414,8 +486,15 @@ static int cmd_run(int argc, char **argv)
     cfg.max_contexts = max_contexts;
     cfg.threads = (int)threads;
     cfg.deterministic = deterministic || threads == 1;
-    if (tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK) {
-        fail("out of memory creating the VM");
+    cfg.device = (tfvm_device)device;
+    tfvm_status vst = tfvm_vm_new(prog, &cfg, &vm);
+    if (vst == TFVM_ERR_DEVICE) {
+        char state[256];
+        tfvm_device_status("cuda", state, sizeof state);
+        fail("cuda: %s", state);
+        goto out;
+    } else if (vst != TFVM_OK) {
+        fail("%s creating the VM", vst == TFVM_ERR_NOMEM ? "out of memory" : tfvm_status_name(vst));
         goto out;
     }
     running_vm = vm;
@@ -648,6 +727,25 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
+/* ---- devices ---------------------------------------------------------------------- */
+
+static int cmd_devices(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(usage_devices, stdout);
+            return 0;
+        }
+        return usage_error("devices", "unexpected argument '%s'", argv[i]);
+    }
+    for (int id = 0; id < DEV_COUNT; id++) {
+        char state[256];
+        tfvm_device_status(dev_name((dev_id)id), state, sizeof state);
+        printf("%s: %s\n", dev_name((dev_id)id), state);
+    }
+    return fflush(stdout) == 0 ? 0 : fail("cannot write: %s", strerror(errno));
+}
+
 /* ---- main ------------------------------------------------------------------------- */
 
 typedef struct command {
@@ -661,6 +759,10 @@ static const command commands[] = {
     {"asm", cmd_asm, &usage_asm},
     {"dis", cmd_dis, &usage_dis},
     {"compile", cmd_compile, &usage_compile},
+    {"devices", cmd_devices, &usage_devices},
+    {"debug", cli_debug, &cli_usage_debug},
+    {"dot", cli_dot, &cli_usage_dot},
+    {"profile", cli_profile, &cli_usage_profile},
 };
 
 static const char *usage_of(const char *name)

@@ -2,7 +2,11 @@
  * runs, errors and counters. */
 #include <string.h>
 
+#include "devices/cpu/cpu.h"
+#include "devices/place.h"
 #include "vm.h"
+
+#define FREE_PAD 8 /* pointers: 64 bytes */
 
 void tfvm_config_init(tfvm_config *cfg)
 {
@@ -83,6 +87,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     if (n > 1024)
         n = 1024;
     vm->n_workers = n;
+    dev_cpu_set_threads((int)n); /* OpenBLAS threads share the cores with the workers */
     vm->parallel = n > 1;
     vm->policy = sched_policy_find(vm->parallel ? "workstealing" : "deterministic");
     tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);
@@ -95,12 +100,19 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         vm_worker *w = &vm->w[i];
         w->vm = vm;
         w->id = i;
-        w->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 1, sizeof(void *));
+        /* Written on every context made or freed: a cache line of padding on
+         * each side, or two workers' lists share a line and every context
+         * costs both of them a miss. */
+        w->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 2 * FREE_PAD, sizeof(void *));
+        if (w->free_ctx)
+            w->free_ctx += FREE_PAD;
         if (!w->free_ctx || (vm->parallel && !dq_init(&w->dq, &vm->alloc)))
             st = TFVM_ERR_NOMEM;
     }
     if (st == TFVM_OK)
         st = make_consts(vm);
+    if (st == TFVM_OK)
+        st = dev_vm_new(vm->prog, cfg, &vm->alloc, &vm->dev);
     if (st != TFVM_OK) {
         tfvm_vm_free(vm);
         return st;
@@ -127,7 +139,8 @@ static void worker_free(tfvm_vm *vm, vm_worker *w)
     if (vm->parallel && atomic_load_explicit(&w->dq.array, memory_order_relaxed))
         dq_fini(&w->dq);
     ut_free(&vm->alloc, w->stack, w->cap_stack * sizeof *w->stack);
-    ut_free(&vm->alloc, w->free_ctx, (vm->prog->n_regions + 1) * sizeof(void *));
+    if (w->free_ctx)
+        ut_free(&vm->alloc, w->free_ctx - FREE_PAD, (vm->prog->n_regions + 2 * FREE_PAD) * sizeof(void *));
 }
 
 void tfvm_vm_free(tfvm_vm *vm)
@@ -139,6 +152,7 @@ void tfvm_vm_free(tfvm_vm *vm)
     int state = atomic_load(&vm->state);
     if (vm->w && (vm->root || vm->results || state == VM_RUNNING || state == VM_PAUSED || state == VM_DONE))
         vm_end(vm, NULL, 0);
+    vm_profile(vm, false);
     for (uint32_t i = 0; vm->w && i < vm->n_workers; i++)
         worker_free(vm, &vm->w[i]);
     ut_free(&vm->alloc, vm->w, vm->n_workers * sizeof *vm->w);
@@ -147,6 +161,7 @@ void tfvm_vm_free(tfvm_vm *vm)
             dev_value_release(&vm->consts[i]);
         ut_free(&vm->alloc, vm->consts, (vm->prog->n_consts + 1) * sizeof(dev_value));
     }
+    dev_vm_free(vm->dev); /* after every tensor of the VM went back to its pool */
     vm_plan_free(&vm->plan);
     sched_topo_free(vm->topo);
     pthread_mutex_destroy(&vm->err_lock);

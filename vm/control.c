@@ -19,14 +19,18 @@ static void deadness_error(vm_worker *w, vm_ctx *ctx, uint32_t inst, const char 
     vm_fail(w->vm, TFVM_ERR_DEADNESS, ctx, inst, "%s '%s' entered with live and dead tokens at one tag", what, name);
 }
 
-static inline void loop_lock(const tfvm_vm *vm, vm_loop *l)
+/* Loop instances are shared by the iterations' workers. Waiting for one
+ * answers sharing requests (vm_ctx_share): its holder may be waiting for us. */
+static inline void loop_lock(vm_worker *w, vm_loop *l)
 {
-    if (vm->parallel)
-        pthread_mutex_lock(&l->lock);
+    if (!w->vm->parallel)
+        return;
+    while (pthread_mutex_trylock(&l->lock) != 0)
+        vm_serve_shares(w);
 }
-static inline void loop_unlock(const tfvm_vm *vm, vm_loop *l)
+static inline void loop_unlock(vm_worker *w, vm_loop *l)
 {
-    if (vm->parallel)
+    if (w->vm->parallel)
         pthread_mutex_unlock(&l->lock);
 }
 
@@ -109,7 +113,7 @@ static vm_loop *loop_get(vm_worker *w, vm_ctx *parent, uint32_t frame, uint32_t 
         vm_loop_destroy(w, l); /* another thread made it first */
         return expected;
     }
-    vm_ctx_ref(vm, parent);
+    vm_ctx_ref(w, parent);
     return l;
 }
 
@@ -203,7 +207,7 @@ vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c)
 {
     tfvm_vm *vm = w->vm;
     vm_loop *l = c->loop;
-    loop_lock(vm, l);
+    loop_lock(w, l);
     /* Only the oldest iteration can end: every other one is held by its
      * predecessor. */
     vm_ctx *succ = c->next_iter;
@@ -213,7 +217,7 @@ vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c)
     vm_ctx_recycle(w, c);
     vm_ctx *started = l->n_deferred ? release_deferred(w, l) : NULL;
     bool ended = !succ && !started && loop_ended(vm, l);
-    loop_unlock(vm, l);
+    loop_unlock(w, l);
     if (started)
         vm_ctx_unref(w, started);
     if (succ)
@@ -231,11 +235,11 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
         return;
     vm_ctx *to_unref[2] = {NULL, NULL};
     bool ended = false;
-    loop_lock(vm, l);
+    loop_lock(w, l);
     l->arrived++;
     if (v->dead) {
         if (l->entered == VM_ENTERED_LIVE) {
-            loop_unlock(vm, l);
+            loop_unlock(w, l);
             deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
             return;
         }
@@ -246,7 +250,7 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
                 vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
         }
     } else if (l->entered == VM_ENTERED_DEAD) {
-        loop_unlock(vm, l);
+        loop_unlock(w, l);
         deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
         return;
     } else {
@@ -256,7 +260,7 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
             if (l->consts[k].dtype) {
                 /* A second token for this ENTER at one tag: overwriting would
                  * leak the first value and count one ENTER twice. */
-                loop_unlock(vm, l);
+                loop_unlock(w, l);
                 vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "two tokens for input 0 at one tag");
                 return;
             }
@@ -283,7 +287,7 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
             ended = loop_ended(vm, l);
         }
     }
-    loop_unlock(vm, l);
+    loop_unlock(w, l);
     vm_ctx_unref(w, to_unref[0]);
     vm_ctx_unref(w, to_unref[1]);
     if (ended)
@@ -298,7 +302,7 @@ static void fire_nextiter(vm_worker *w, const vm_act *a, dev_value *v)
     vm_ctx *c = a->ctx;
     vm_loop *l = c->loop;
     vm_ctx *fresh = NULL;
-    loop_lock(vm, l);
+    loop_lock(w, l);
     if (c->next_iter) {
         vm_send(w, c->next_iter, a->inst, 0, v);
     } else if (l->next - l->first->iter >= vm->plan.frames[l->frame].parallel) {
@@ -311,11 +315,11 @@ static void fire_nextiter(vm_worker *w, const vm_act *a, dev_value *v)
     } else if ((fresh = iter_new(w, l)) != NULL) {
         vm_send(w, fresh, a->inst, 0, v);
     }
-    loop_unlock(vm, l);
+    loop_unlock(w, l);
     vm_ctx_unref(w, fresh);
 }
 
-static void fire_call(vm_worker *w, const vm_act *a, dev_value *v)
+void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
 {
     tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
@@ -435,7 +439,7 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
         fire_nextiter(w, a, &in[0]);
         break;
     case ISA_CALL:
-        fire_call(w, a, &in[0]);
+        vm_fire_call(w, a, &in[0]);
         break;
     case ISA_RETURN:
         vm_send(w, c->parent, a->inst, 0, &in[0]);

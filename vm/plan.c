@@ -49,6 +49,10 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         ip->ports = ports;
         ip->imm = (int8_t)isa_imm_port(in);
         ip->op = in->op;
+        if (in->op == ISA_RETURN)
+            ip->k = in->a;
+        else if (ip->imm >= 0)
+            ip->k = in->b;
         ip->cls = (uint8_t)isa_ops[in->op].cls;
         ip->need = ports - (ip->imm >= 0);
         /* Matching state: every instruction that waits for several tokens,

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "devices/cpu/cpu.h"
+#include "devices/place.h"
 
 #define MERGE_FIRED (1ull << 63)
 #define SPINS_BEFORE_PARK 2000
@@ -232,11 +232,12 @@ vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind ki
     c->elem = elem;
     c->live = 1;
     c->serial = (w->st.contexts_created << 10) | w->id;
+    c->owner = w->id;
     c->slots = (dev_value *)(c + 1);
     c->children = (_Atomic(void *) *)(c->slots + rp->n_slots);
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
     if (kind == VM_CTX_CALL)
-        vm_ctx_ref(vm, parent);
+        vm_ctx_ref(w, parent);
     if (!note_created(w)) {
         vm_ctx_discard(w, c);
         return NULL;
@@ -283,10 +284,9 @@ static vm_ctx *ctx_release(vm_worker *w, vm_ctx *c)
 
 void vm_ctx_unref(vm_worker *w, vm_ctx *c)
 {
-    bool par = w->vm->parallel;
     while (c) {
         unsigned old;
-        if (par) {
+        if (vm_ctx_atomic(w, c)) {
             old = atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel);
         } else {
             old = atomic_load_explicit(&c->refs, memory_order_relaxed);
@@ -300,14 +300,6 @@ void vm_ctx_unref(vm_worker *w, vm_ctx *c)
 
 /* ---- Queues ------------------------------------------------------------------- */
 
-static void wake_one(tfvm_vm *vm)
-{
-    pthread_mutex_lock(&vm->park_lock);
-    vm->wake_seq++;
-    pthread_cond_signal(&vm->park_cond);
-    pthread_mutex_unlock(&vm->park_lock);
-}
-
 static void wake_all(tfvm_vm *vm)
 {
     pthread_mutex_lock(&vm->park_lock);
@@ -316,27 +308,53 @@ static void wake_all(tfvm_vm *vm)
     pthread_mutex_unlock(&vm->park_lock);
 }
 
-/* Moves an activation into the worker's queue (where thieves may take it). */
+/* Moves an activation into the worker's private stack. In parallel mode
+ * thieves only see what the worker donates to its deque (donate), so the
+ * common push and pop cost no fence. */
 static bool enqueue(vm_worker *w, const vm_act *a)
 {
     tfvm_vm *vm = w->vm;
-    if (vm->parallel) {
-        if (!dq_push(&w->dq, (const sched_item *)(const void *)a))
-            return false;
-        if (atomic_load_explicit(&vm->sleepers, memory_order_relaxed))
-            wake_one(vm);
-        return true;
-    }
     if (w->n_stack == w->cap_stack) {
-        size_t cap = w->cap_stack ? w->cap_stack * 2 : 256;
-        vm_act *s = ut_realloc(&vm->alloc, w->stack, w->cap_stack * sizeof *s, cap * sizeof *s);
-        if (!s)
-            return false;
-        w->stack = s;
-        w->cap_stack = cap;
+        if (w->lo_stack) { /* donated from the bottom: slide down first */
+            memmove(w->stack, w->stack + w->lo_stack, (w->n_stack - w->lo_stack) * sizeof *w->stack);
+            w->n_stack -= w->lo_stack;
+            w->lo_stack = 0;
+        }
+        if (w->n_stack == w->cap_stack) {
+            size_t cap = w->cap_stack ? w->cap_stack * 2 : 256;
+            vm_act *s = ut_realloc(&vm->alloc, w->stack, w->cap_stack * sizeof *s, cap * sizeof *s);
+            if (!s)
+                return false;
+            w->stack = s;
+            w->cap_stack = cap;
+        }
     }
     w->stack[w->n_stack++] = *a;
     return true;
+}
+
+/* Parallel mode, every DONATE_EVERY firings, when some worker is idle and
+ * nothing waits in the deque: the oldest private activation (the biggest
+ * piece of work, depth-first) goes to the deque, where thieves take it. Not
+ * more often: in a program with little parallelism the owner takes most
+ * donations back itself, and each round trip costs two fences. A parked
+ * worker is not woken for it (that costs system calls on both sides): it
+ * looks again within a millisecond. */
+#define DONATE_EVERY 64
+
+static inline void maybe_donate(vm_worker *w)
+{
+    tfvm_vm *vm = w->vm;
+    if (w->n_stack == w->lo_stack || ++w->since_donate < DONATE_EVERY)
+        return;
+    w->since_donate = 0;
+    if (!atomic_load_explicit(&vm->idle, memory_order_relaxed) || dq_size(&w->dq) > 0)
+        return;
+    if (!dq_push(&w->dq, (const sched_item *)(const void *)&w->stack[w->lo_stack]))
+        return; /* no memory for the deque: keep it */
+    if (++w->lo_stack == w->n_stack)
+        w->lo_stack = w->n_stack = 0;
+    w->donated++;
 }
 
 /* The newest activation waits in `next` and runs right after the current
@@ -349,23 +367,39 @@ static bool enqueue(vm_worker *w, const vm_act *a)
  * activation may be stolen and finish first, and the firing still uses ctx. */
 static inline void take_ref(vm_worker *w, vm_ctx *ctx)
 {
-    if (ctx == w->held && w->spare && !w->vm->parallel)
+    if (ctx == w->held && w->spare && !w->vm->parallel) /* for partial matches: see push for activations */
         w->spare = false;
     else
-        vm_ctx_ref(w->vm, ctx);
+        vm_ctx_ref(w, ctx);
 }
 
+/* An activation's reference: the firing's own, lent, when the new
+ * activation is on the firing's context and the reference is unclaimed. The
+ * activation then waits in `next` (or, pushed down by a newer one, in the
+ * private stack), which no other worker sees before the firing ends. */
 static UT_INLINE bool push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned)
 {
-    if (!owned)
-        take_ref(w, ctx);
-    if (w->has_next && !enqueue(w, &w->next)) {
-        dev_value dropped = v ? *v : (dev_value){0};
-        dev_value_release(&dropped);
-        dev_value_release(&w->next.v);
-        w->has_next = false;
-        vm_fail(w->vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
-        return false;
+    if (w->has_next) {
+        /* A lent reference may move with it: the private stack is not seen
+         * by other workers before this firing ends (maybe_donate runs
+         * between firings). */
+        if (!enqueue(w, &w->next)) {
+            dev_value dropped = v ? *v : (dev_value){0};
+            dev_value_release(&dropped);
+            dev_value_release(&w->next.v);
+            w->has_next = false; /* the run fails; teardown frees every context */
+            vm_fail(w->vm, TFVM_ERR_NOMEM, ctx, inst, "out of memory queueing an activation");
+            return false;
+        }
+    }
+    w->next_lent = false;
+    if (!owned) {
+        if (ctx == w->held && w->spare) {
+            w->spare = false;
+            w->next_lent = true;
+        } else {
+            vm_ctx_ref(w, ctx);
+        }
     }
     /* Field by field into place: building a vm_act on the stack and copying
      * it made the copy's wide loads wait on the narrow stores (a store
@@ -403,9 +437,9 @@ static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, de
 static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
 {
     tfvm_vm *vm = w->vm;
-    bool par = vm->parallel;
+    bool par = vm_ctx_atomic(w, c);
     const vm_iplan *ip = &vm->plan.insts[inst];
-    /* Deterministic mode: a token for the firing activation's own context
+    /* Deterministic mode (and a context private to this worker): a token for the firing activation's own context
      * needs no reference of its own while it is delivered (the activation
      * holds the context). Parallel mode: every token takes a reference
      * before its arrival is counted, and that reference becomes the partial
@@ -414,7 +448,7 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
      * did not exist yet, and free the context under its owner. */
     bool held = !par && c == w->held;
     if (!held)
-        vm_ctx_ref(vm, c);
+        vm_ctx_ref(w, c);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -464,7 +498,7 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
     if (!ip->matched) {
         /* RETURN dispatch by call site (docs/isa.md, "Implementation freedom"):
          * a token of activation t.C(s') is only for the RETURNs of s'. */
-        if (ip->op == ISA_RETURN && (c->kind != VM_CTX_CALL || c->elem != vm->prog->insts[inst].a)) {
+        if (ip->op == ISA_RETURN && (c->kind != VM_CTX_CALL || c->elem != ip->k)) {
             dev_value_release(&v);
             return;
         }
@@ -475,10 +509,10 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
         merge_arrive(w, c, inst, port, v);
         return;
     }
-    bool par = vm->parallel;
+    bool par = vm_ctx_atomic(w, c);
     bool held = !par && c == w->held; /* see merge_arrive */
     if (!held)
-        vm_ctx_ref(vm, c);
+        vm_ctx_ref(w, c);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -505,7 +539,9 @@ void vm_send(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_v
     const vm_iplan *ip = &vm->plan.insts[inst];
     const isa_edge *e = vm->prog->edges;
     uint32_t first = ip->out_at[out], end = ip->out_at[out + 1];
-    for (uint32_t k = first; k < end && !vm_failed(vm); k++) {
+    if (vm_failed(vm))
+        return;
+    for (uint32_t k = first; k < end; k++) {
         dev_value copy = *v;
         dev_value_retain(&copy);
         deliver(w, ctx, e[k].inst, e[k].port, copy);
@@ -522,6 +558,14 @@ static void fire_result(vm_worker *w, const vm_act *a, dev_value *v)
         vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "result %u produced twice", k);
         return;
     }
+    if (v->is_tensor) { /* the caller gets host memory, and may write it */
+        char msg[256];
+        tfvm_status st = dev_vm_result(vm->dev, v, msg, sizeof msg);
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
+            return;
+        }
+    }
     vm->results[k] = *v;
     v->is_tensor = 0; /* moved */
 }
@@ -535,10 +579,7 @@ static void fire_compute(vm_worker *w, const vm_act *a, dev_value *inputs, bool 
     dev_value out = dev_dead();
     if (!dead) {
         char msg[256];
-        tfvm_status st =
-            isa_ops[in->op].cls == ISA_CLASS_TENSOR
-                ? dev_cpu_tensor((isa_op)in->op, in->a, inputs, in->n_in, &out, &vm->alloc, msg, sizeof msg)
-                : dev_cpu_elementwise((isa_op)in->op, in->a, inputs, &out, &vm->alloc, msg, sizeof msg);
+        tfvm_status st = dev_vm_fire(vm->dev, in, inputs, &out, msg, sizeof msg); /* devices/place.h */
         if (st != TFVM_OK) {
             vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
             return;
@@ -598,6 +639,67 @@ static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
         dev_value_release(&inputs[i]);
 }
 
+/* Scalar arithmetic and comparison on two live integer or float scalars of
+ * one dtype, without the kernel library's generality (the kernels define
+ * the results: integers wrap; this path leaves division, modulo and
+ * everything else to them). False: not that case, nothing consumed. */
+static UT_INLINE bool fire_scalar(vm_worker *w, vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    dev_value x, y;
+    dev_value *s = NULL;
+    if (!ip->matched) {
+        if (ip->imm < 0)
+            return false;
+        x = a->v;
+        y = vm->consts[ip->k];
+        if (ip->imm == 0) {
+            dev_value t = x;
+            x = y;
+            y = t;
+        }
+    } else {
+        if (ip->ports != 2)
+            return false;
+        s = &a->ctx->slots[ip->slot];
+        x = s[0];
+        y = s[1];
+    }
+    if (x.dead || y.dead || x.is_tensor || y.is_tensor || x.dtype != y.dtype)
+        return false;
+    dev_value r = {.dtype = x.dtype};
+    bool cmp = false;
+    switch (x.dtype) {
+#define INT_CASES(T, U, F)                                                                        \
+    switch (ip->op) {                                                                             \
+    case ISA_ADD: r.u.F = (T)((U)x.u.F + (U)y.u.F); break;                                        \
+    case ISA_SUB: r.u.F = (T)((U)x.u.F - (U)y.u.F); break;                                        \
+    case ISA_MUL: r.u.F = (T)((U)x.u.F * (U)y.u.F); break;                                        \
+    case ISA_MIN: r.u.F = x.u.F < y.u.F ? x.u.F : y.u.F; break;                                   \
+    case ISA_MAX: r.u.F = x.u.F > y.u.F ? x.u.F : y.u.F; break;                                   \
+    case ISA_LESS: cmp = true, r.u.b = x.u.F < y.u.F; break;                                      \
+    case ISA_LESS_EQUAL: cmp = true, r.u.b = x.u.F <= y.u.F; break;                               \
+    case ISA_GREATER: cmp = true, r.u.b = x.u.F > y.u.F; break;                                   \
+    case ISA_GREATER_EQUAL: cmp = true, r.u.b = x.u.F >= y.u.F; break;                            \
+    case ISA_EQUAL: cmp = true, r.u.b = x.u.F == y.u.F; break;                                    \
+    case ISA_NOT_EQUAL: cmp = true, r.u.b = x.u.F != y.u.F; break;                                \
+    default: return false;                                                                        \
+    }                                                                                             \
+    break;
+    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
+    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
+#undef INT_CASES
+    default:
+        return false;
+    }
+    if (cmp)
+        r.dtype = TFVM_BOOL;
+    if (s)
+        s[0] = s[1] = (dev_value){0};
+    vm_send(w, a->ctx, a->inst, 0, &r);
+    return true;
+}
+
 /* One activation. The commonest instructions of recursive and looping code
  * (moves, RETURN, SWITCH on a scalar predicate) take a short path here; the
  * rest go through fire_general. */
@@ -620,6 +722,19 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         vm_send(w, c->parent, a->inst, 0, &a->v);
         dev_value_release(&a->v);
         break;
+    case ISA_CALL:
+        vm_fire_call(w, a, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_CONST:
+        if (ip->matched) { /* several control inputs */
+            fire_general(w, a, ip);
+        } else {
+            dev_value v = a->v.dead ? dev_dead() : vm->consts[vm->prog->insts[a->inst].a];
+            vm_send(w, c, a->inst, 0, &v);
+            dev_value_release(&a->v);
+        }
+        break;
     case ISA_SWITCH: {
         dev_value *s = &c->slots[ip->slot];
         dev_value d = s[0], p = s[1];
@@ -637,6 +752,20 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         dev_value_release(&d);
         break;
     }
+    case ISA_ADD:
+    case ISA_SUB:
+    case ISA_MUL:
+    case ISA_MIN:
+    case ISA_MAX:
+    case ISA_LESS:
+    case ISA_LESS_EQUAL:
+    case ISA_GREATER:
+    case ISA_GREATER_EQUAL:
+    case ISA_EQUAL:
+    case ISA_NOT_EQUAL:
+        if (!fire_scalar(w, a, ip))
+            fire_general(w, a, ip);
+        break;
     default:
         fire_general(w, a, ip);
         break;
@@ -658,15 +787,18 @@ static inline bool take_local(vm_worker *w, vm_act *a)
         a->aux = w->next.aux;
         a->v = w->next.v;
         w->has_next = false;
+        w->next_lent = false;
         w->inline_runs++;
+        return true;
+    }
+    if (w->n_stack > w->lo_stack) {
+        *a = w->stack[--w->n_stack];
+        if (w->n_stack == w->lo_stack)
+            w->lo_stack = w->n_stack = 0;
         return true;
     }
     if (w->vm->parallel)
         return dq_pop(&w->dq, (sched_item *)(void *)a);
-    if (w->n_stack) {
-        *a = w->stack[--w->n_stack];
-        return true;
-    }
     return false;
 }
 
@@ -686,6 +818,9 @@ static bool find_work(vm_worker *w, vm_act *a)
 {
     tfvm_vm *vm = w->vm;
     uint32_t n = vm->n_workers;
+    /* Idle: nothing of ours is half-updated, so sharing needs no answer. */
+    atomic_store_explicit(&w->busy, 0, memory_order_seq_cst);
+    vm_serve_shares(w);
     if (atomic_fetch_add(&vm->idle, 1) + 1 == n) {
         atomic_store(&vm->done, 1);
         wake_all(vm);
@@ -694,15 +829,19 @@ static bool find_work(vm_worker *w, vm_act *a)
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&vm->done, memory_order_acquire))
             return false;
-        for (uint32_t k = 1; k < n; k++) {
-            vm_worker *v = &vm->w[(w->id + w->victim + k) % n];
-            if (dq_size(&v->dq) == 0)
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t vi = (w->victim + k) % n; /* the last victim first, then the next ones */
+            vm_worker *v = &vm->w[vi];
+            if (v == w || dq_size(&v->dq) == 0)
                 continue;
             atomic_fetch_sub(&vm->idle, 1); /* not idle while holding stolen work */
             int r = dq_steal(&v->dq, (sched_item *)(void *)a);
             if (r == DQ_OK) {
+                /* busy again: requests made while idle are read now */
+                atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+                vm_serve_shares_as(w, memory_order_seq_cst);
                 w->st.steals++;
-                w->victim = (w->victim + k) % n;
+                w->victim = vi;
                 return true;
             }
             if (atomic_fetch_add(&vm->idle, 1) + 1 == n) {
@@ -737,14 +876,97 @@ static bool find_work(vm_worker *w, vm_act *a)
     }
 }
 
-static void worker_loop(vm_worker *w)
+/* ---- Sharing contexts (vm_ctx_atomic) ------------------------------------------------ */
+
+bool vm_ctx_share(vm_worker *w, vm_ctx *c)
+{
+    tfvm_vm *vm = w->vm;
+    if (atomic_exchange_explicit(&c->shared, 1, memory_order_seq_cst))
+        return true;
+    w->shares++;
+    vm_worker *o = &vm->w[c->owner];
+    unsigned req = atomic_fetch_add_explicit(&o->share_req, 1, memory_order_seq_cst) + 1;
+    /* An idle owner runs nothing, and sees the flag when it runs again
+     * (leaving find_work fences). While waiting, answer others: the owner
+     * may be waiting for us. */
+    while ((int)(atomic_load_explicit(&o->share_ack, memory_order_acquire) - req) < 0 &&
+           atomic_load_explicit(&o->busy, memory_order_seq_cst))
+        vm_serve_shares(w);
+    return true;
+}
+
+/* ---- Profiling ------------------------------------------------------------------------ */
+
+static inline uint64_t ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+
+tfvm_status vm_profile(tfvm_vm *vm, bool on)
+{
+    size_t n = 2 * (size_t)vm->prog->n_insts + 2;
+    for (uint32_t i = 0; vm->w && i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        if (w->prof) {
+            ut_free(&vm->alloc, w->prof, n * sizeof *w->prof);
+            w->prof = NULL;
+        }
+        if (on && !(w->prof = ut_calloc(&vm->alloc, n, sizeof *w->prof))) {
+            vm_profile(vm, false);
+            return TFVM_ERR_NOMEM;
+        }
+    }
+    vm->profiling = on;
+    vm->prof_t0 = vm->prof_t1 = 0;
+    return TFVM_OK;
+}
+
+void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns)
+{
+    uint32_t n = vm->prog->n_insts;
+    /* ticks to nanoseconds: the clock against the tick counter over the run */
+    double scale = vm->prof_t1 > vm->prof_t0 ? (vm->prof_s1 - vm->prof_s0) * 1e9 / (double)(vm->prof_t1 - vm->prof_t0)
+                                             : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        count[i] = 0;
+        ns[i] = 0;
+        for (uint32_t k = 0; k < vm->n_workers; k++)
+            if (vm->w[k].prof) {
+                count[i] += vm->w[k].prof[2 * i];
+                ns[i] += (double)vm->w[k].prof[2 * i + 1] * scale;
+            }
+    }
+}
+
+static UT_INLINE void fire_maybe_timed(vm_worker *w, vm_act *a, bool timed)
+{
+    if (!timed) {
+        fire(w, a);
+        return;
+    }
+    uint32_t i = a->inst;
+    uint64_t t = ticks();
+    fire(w, a);
+    w->prof[2 * i]++;
+    w->prof[2 * i + 1] += ticks() - t;
+}
+
+static UT_INLINE void worker_loop_as(vm_worker *w, bool timed)
 {
     tfvm_vm *vm = w->vm;
     vm_act a;
     for (;;) {
         uint32_t k = 0;
         while (take_local(w, &a)) {
-            fire(w, &a);
+            fire_maybe_timed(w, &a, timed);
+            vm_serve_shares(w);
+            maybe_donate(w);
             if (++k == 1024) {
                 k = 0;
                 if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
@@ -756,8 +978,22 @@ static void worker_loop(vm_worker *w)
         }
         if (atomic_load_explicit(&vm->done, memory_order_relaxed) || !find_work(w, &a))
             return;
-        fire(w, &a);
+        fire_maybe_timed(w, &a, timed);
+        vm_serve_shares(w);
+        maybe_donate(w);
     }
+}
+
+static void worker_loop(vm_worker *w)
+{
+    atomic_store(&w->busy, 1);
+    vm_serve_shares_as(w, memory_order_seq_cst);
+    if (w->vm->profiling)
+        worker_loop_as(w, true);
+    else
+        worker_loop_as(w, false);
+    atomic_store(&w->busy, 0);
+    vm_serve_shares(w);
 }
 
 static void *worker_main(void *arg)
@@ -801,6 +1037,30 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
     vm_worker *w = &vm->w[0];
     uint64_t n = 0;
     vm_act a;
+    if (!vm->hook && !vm->has_paused && max == 0) {
+        /* A plain run: the loop of worker_loop, without the checks a
+         * debugger needs on every firing. */
+        bool timed = vm->profiling;
+        for (;;) {
+            if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0)) {
+                vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+                break;
+            }
+            if (timed)
+                for (uint32_t k = 0; k < 1024 && take_local(w, &a); k++)
+                    fire_maybe_timed(w, &a, true);
+            else
+                for (uint32_t k = 0; k < 1024 && take_local(w, &a); k++)
+                    fire(w, &a);
+            if (vm_failed(vm))
+                break;
+            if (!w->has_next && !w->n_stack) {
+                atomic_store(&vm->state, VM_DONE);
+                break;
+            }
+        }
+        return (vm_state)atomic_load(&vm->state);
+    }
     while (max == 0 || n < max) {
         if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0)) {
             vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
@@ -891,7 +1151,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     memset(&vm->stats, 0, sizeof vm->stats);
     for (uint32_t i = 0; i < vm->n_workers; i++) {
         memset(&vm->w[i].st, 0, sizeof vm->w[i].st);
-        vm->w[i].parks = vm->w[i].inline_runs = 0;
+        vm->w[i].parks = vm->w[i].inline_runs = vm->w[i].shares = 0;
     }
     atomic_store(&vm->live_peak, 0);
     atomic_store(&vm->idle, 0);
@@ -901,6 +1161,10 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     vm->has_paused = false;
     vm->entry = entry;
     vm->t_start = now_seconds();
+    if (vm->profiling && !vm->prof_t0) {
+        vm->prof_t0 = ticks();
+        vm->prof_s0 = vm->t_start;
+    }
 
     if (n_args != en->n_params) {
         atomic_store(&vm->state, VM_FAILED);
@@ -933,9 +1197,15 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     }
     atomic_store(&vm->root->refs, 1); /* the run's own hold, dropped in vm_end */
     /* Sources fire once at the root tag: every ARG, and CONSTs without
-     * control inputs. Pushed in reverse so the LIFO fires them in order. */
+     * control inputs. Pushed in order, so the LIFO fires the last first:
+     * each source's work runs depth first, and the first ARG's last. A
+     * function called with several arguments then has them all before its
+     * body runs on the first one (which usually decides the recursion):
+     * in the other order, an argument that is only passed along would wait
+     * at the bottom of the stack while the whole recursion ran, holding
+     * every context it made. */
     const vm_rplan *rp = &vm->plan.regions[en->region];
-    for (uint32_t i = rp->end; i-- > rp->first && !vm_failed(vm);) {
+    for (uint32_t i = rp->first; i < rp->end && !vm_failed(vm); i++) {
         const isa_inst *in = &p->insts[i];
         if (in->op == ISA_ARG) {
             dev_value v = from_api(&args[in->a]);
@@ -1100,9 +1370,9 @@ static void teardown(tfvm_vm *vm)
             while (dq_pop(&w->dq, (sched_item *)(void *)&a))
                 ;
         }
-        for (size_t k = 0; k < w->n_stack; k++)
+        for (size_t k = w->lo_stack; k < w->n_stack; k++)
             dev_value_release(&w->stack[k].v);
-        w->n_stack = 0;
+        w->n_stack = w->lo_stack = 0;
     }
     if (vm->has_paused) {
         dev_value_release(&vm->paused.v);
@@ -1148,7 +1418,11 @@ static void sum_stats(tfvm_vm *vm)
         s->matches += t->matches;
         s->contexts_created += t->contexts_created;
         s->steals += t->steals;
+        s->parks += vm->w[i].parks;
+        s->inline_runs += vm->w[i].inline_runs;
+        s->shared += vm->w[i].shares;
     }
+    s->workers = vm->n_workers;
     s->contexts_peak = (uint64_t)atomic_load(&vm->live_peak);
 }
 
@@ -1181,6 +1455,10 @@ tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
     sum_stats(vm);
     teardown(vm);
     vm->stats.wall_seconds = now_seconds() - vm->t_start;
+    if (vm->profiling) {
+        vm->prof_t1 = ticks();
+        vm->prof_s1 = now_seconds();
+    }
     atomic_store(&vm->state, st == TFVM_OK ? VM_IDLE : VM_FAILED);
     return st;
 }

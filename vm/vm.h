@@ -21,7 +21,8 @@ typedef struct vm_iplan {
                              ceil(ports/64) claim words, then one status word */
     uint32_t child;       /* CALL: child index of its site in the caller region;
                              ENTER: child index of its frame in the parent region */
-    uint32_t k;           /* ENTER const: index among its frame's const ENTERs */
+    uint32_t k;           /* ENTER const: index among its frame's const ENTERs;
+                             RETURN: its site; constant operand: its constant */
     uint32_t ports;       /* data + control inputs (value slots when matched) */
     uint32_t need;        /* tokens that make a match: ports less a constant operand */
     int8_t imm;           /* the data input that holds constant b, or -1 */
@@ -87,6 +88,8 @@ struct vm_ctx {
     uint64_t serial;       /* creation order (per worker), to list contexts oldest first */
     atomic_uint refs;
     atomic_uint arrived;   /* CALL: CALL tokens received so far */
+    uint32_t owner;        /* the worker that made it (parallel mode, vm_ctx_atomic) */
+    atomic_uchar shared;   /* other workers may touch it: every update is atomic */
     uint32_t child;        /* CALL: its index in the parent's children */
     vm_loop *loop;         /* ITER: its loop instance */
     vm_ctx *next_iter;     /* ITER: the following iteration (holds a reference) */
@@ -135,18 +138,27 @@ typedef struct vm_worker {
     uint32_t id;
     bool has_next;
     bool spare;              /* the firing activation's reference on `held` is unclaimed */
+    bool next_lent;          /* `next` holds the firing's reference on `held` (push) */
     vm_ctx *held;            /* the context of the activation being fired */
     vm_act next;             /* the newest ready activation: run inline, never queued */
-    sched_deque dq;          /* parallel mode: older ready activations */
-    vm_act *stack;           /* deterministic mode: older ready activations (LIFO) */
-    size_t n_stack, cap_stack;
+    sched_deque dq;          /* parallel mode: activations donated to thieves */
+    vm_act *stack;           /* older ready activations, private (LIFO); parallel mode
+                                donates the oldest, from lo_stack up, to the deque */
+    size_t n_stack, cap_stack, lo_stack;
+    uint32_t since_donate;   /* firings since the last look at idle workers */
     vm_ctx **free_ctx;       /* per region: recycled contexts */
     vm_ctx *blocks;          /* every context this worker allocated */
     vm_loop *loops;          /* every loop instance this worker allocated */
     vm_loop *free_loops;
     atomic_llong live;       /* contexts made minus freed by this worker (others read it) */
+    uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
     tfvm_stats st;
-    uint64_t parks, inline_runs;
+    uint64_t parks, inline_runs, shares, donated;
+    /* Sharing handshake (vm_ctx_share): requests by other workers, the last
+     * request this worker answered, and whether it is running activations. */
+    atomic_uint share_req, share_ack;
+    unsigned share_seen;
+    atomic_int busy;
     pthread_t thread;
     uint32_t victim;         /* next worker to try stealing from */
     char pad[64];
@@ -188,9 +200,14 @@ struct tfvm_vm {
     dev_value *results;         /* per result of the entry; dtype 0 = not arrived */
     atomic_uchar *result_set;
     dev_value *consts;          /* per program constant, made once per VM */
+    struct dev_vm *dev;         /* devices, placement and memory pools (devices/place.h) */
     atomic_llong live_peak;     /* sampled peak of live contexts (parallel mode) */
     tfvm_stats stats;           /* of the last run (sum over workers) */
     double t_start;
+
+    bool profiling;             /* time every firing (vm_profile); never on otherwise */
+    uint64_t prof_t0, prof_t1;  /* ticks at the start and end of the last run */
+    double prof_s0, prof_s1;    /* and seconds */
 
     vm_hook_fn hook;
     void *hook_ud;
@@ -223,14 +240,60 @@ void vm_count_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops);
 /* The first live loop instance found, or NULL (tests and the debugger). */
 vm_loop *vm_any_live_loop(const tfvm_vm *vm);
 
+/* Profiling (tfvm profile): when on, every firing is timed and counted per
+ * instruction, in a separate copy of the workers' loops, so a VM that is not
+ * profiling pays nothing. vm_profile allocates the counters (NOMEM); turning
+ * it on again clears them. vm_profile_read sums the workers: count[i] firings
+ * and ns[i] nanoseconds of instruction i (its sends included), over every
+ * run since. */
+tfvm_status vm_profile(tfvm_vm *vm, bool on);
+void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
+
 /* ---- Internals shared by the vm/ files -------------------------------------- */
 vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem);
 /* Gives back a context that was never published (lost a creation race). */
 void vm_ctx_discard(vm_worker *w, vm_ctx *c);
 void vm_ctx_unref(vm_worker *w, vm_ctx *c);
-static inline void vm_ctx_ref(const tfvm_vm *vm, vm_ctx *c)
+/* Owner-biased contexts (parallel mode). A context is private to the worker
+ * that made it until another worker touches it: its owner updates its counts
+ * and matching words with plain loads and stores, as the deterministic mode
+ * does, and only a shared context pays for atomic read-modify-writes. Work
+ * stealing moves few activations (a thief takes the oldest, i.e. the
+ * biggest, piece of work), so most contexts are never shared.
+ * vm_ctx_share makes c shared: it sets the flag and waits until c's owner,
+ * between two firings, has acknowledged (after which the owner sees the
+ * flag), or is idle. Returns true. */
+bool vm_ctx_share(vm_worker *w, vm_ctx *c);
+/* Must w update c with atomic operations? (Shares c first if w is not its owner.) */
+static inline bool vm_ctx_atomic(vm_worker *w, vm_ctx *c)
 {
-    if (vm->parallel)
+    if (!w->vm->parallel)
+        return false;
+    if (atomic_load_explicit(&c->shared, memory_order_relaxed))
+        return true;
+    if (c->owner == w->id)
+        return false;
+    return vm_ctx_share(w, c);
+}
+/* Between two firings, and while waiting for anything: answer the sharing
+ * requests made since the last time. Reading a request (acquire) makes the
+ * requester's `shared` flag visible to everything this worker does next;
+ * the answer (release) makes this worker's earlier plain updates visible to
+ * the requester. `order` is seq_cst where a worker becomes busy (find_work):
+ * with the requester's seq_cst request and its seq_cst look at `busy`, one
+ * of the two always sees the other. */
+static inline void vm_serve_shares_as(vm_worker *w, memory_order order)
+{
+    unsigned r = atomic_load_explicit(&w->share_req, order);
+    if (r != w->share_seen) {
+        w->share_seen = r;
+        atomic_store_explicit(&w->share_ack, r, memory_order_release);
+    }
+}
+static inline void vm_serve_shares(vm_worker *w) { vm_serve_shares_as(w, memory_order_acquire); }
+static inline void vm_ctx_ref(vm_worker *w, vm_ctx *c)
+{
+    if (vm_ctx_atomic(w, c))
         atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
     else
         atomic_store_explicit(&c->refs, atomic_load_explicit(&c->refs, memory_order_relaxed) + 1,
@@ -244,6 +307,7 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
+void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v);
 /* Called when an iteration context's last reference goes (control.c);
  * returns the context that loses a reference because of it, or NULL. */
 vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c);

@@ -290,6 +290,238 @@ START_TEST(stuck_run_diagnosis)
 }
 END_TEST
 
+/* ---- constant operands and pruned SWITCH outputs ----------------------------- */
+/* A constant on each data port of SELECT (0: the condition, 1, 2), and on
+ * both ports of SUB; each SELECT's result is weighted so that a constant
+ * read from the wrong port shows. */
+static const char *IMM_PORTS =
+    "entry main(x: i32) -> (r: i32) {\n"
+    "    x  = ARG 0\n"
+    "    a  = SUB (i32 100, x)\n"           /* port 0; one token left: no matching */
+    "    b  = SUB (a, i32 1)\n"             /* port 1 */
+    "    p  = GREATER (x, i32 0)\n"
+    "    s0 = SELECT (bool false, a, b)\n"  /* b */
+    "    s1 = SELECT (p, i32 7, a)\n"       /* p ? 7 : a */
+    "    s2 = SELECT (p, b, i32 -5)\n"      /* p ? b : -5 */
+    "    t  = MUL (s1, i32 1000)\n"
+    "    u  = MUL (i32 1000000, s2)\n"
+    "    v  = ADD (s0, t)\n"
+    "    r  = ADD (v, u)\n"
+    "         RESULT 0 (r)\n"
+    "}\n";
+
+/* Dead tokens pass through instructions with a constant operand, matched
+ * (SELECT: two tokens) or not (SUB: one). */
+static const char *IMM_DEAD =
+    "entry main(x: i32) -> (r: i32) {\n"
+    "    x  = ARG 0\n"
+    "    p  = GREATER (x, i32 0)\n"
+    "    s  = SWITCH (x, p)\n"
+    "    a  = SELECT (p, s:1, i32 -1)\n"
+    "    b  = SUB (i32 0, s:0)\n"
+    "    r  = MERGE (a, b)\n"
+    "         RESULT 0 (r)\n"
+    "}\n";
+
+/* FIB with its CONSTs turned into constant operands: live at every tag of
+ * the function, and two firings per call fewer. */
+static const char *FIB_IMM =
+    "entry main(n: i32) -> (r: i32) {\n"
+    "    a    = ARG 0\n"
+    "    c    = CALL fib@0 (a)\n"
+    "    r    = RETURN fib@0 (fib.res)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "func fib {\n"
+    "    n    = IDENTITY (main.c | c1 | c2)\n"
+    "    le   = LESS_EQUAL (n, i32 1)\n"
+    "    sn   = SWITCH (n, le)\n"
+    "    base = CONST i32 1 [sn:1]\n"
+    "    n1   = SUB (sn:0, i32 1)\n"
+    "    c1   = CALL fib@1 (n1)\n"
+    "    n2   = SUB (sn:0, i32 2)\n"
+    "    c2   = CALL fib@2 (n2)\n"
+    "    r1   = RETURN fib@1 (res)\n"
+    "    r2   = RETURN fib@2 (res)\n"
+    "    sum  = ADD (r1, r2)\n"
+    "    res  = MERGE (base, sum)\n"
+    "}\n";
+
+START_TEST(constant_operands)
+{
+    use_policy(_i);
+    tfvm_value r;
+    ck_assert_int_eq(run1(IMM_PORTS, tfvm_i32(5), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 94 + 7 * 1000 + 94 * 1000000);
+    ck_assert_int_eq(run1(IMM_PORTS, tfvm_i32(-3), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 102 + 103 * 1000 - 5 * 1000000);
+    ck_assert_int_eq(run1(IMM_DEAD, tfvm_i32(4), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 4);
+    ck_assert_int_eq(run1(IMM_DEAD, tfvm_i32(-2), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 2);
+
+    /* a tensor constant operand broadcasts like any operand */
+    ck_assert_int_eq(run1("entry main(x: i32) -> (r: i32[]) {\n"
+                          "    x = ARG 0\n"
+                          "    m = MUL (i32[3] [1, 2, 3], x)\n"
+                          "    RESULT 0 (m)\n"
+                          "}\n",
+                          tfvm_i32(7), &r, NULL, 0, NULL),
+                     TFVM_OK);
+    ck_assert_ptr_nonnull(r.tensor);
+    ck_assert_int_eq(tfvm_tensor_count(r.tensor), 3);
+    const int32_t *v = tfvm_tensor_cdata(r.tensor);
+    ck_assert(v[0] == 7 && v[1] == 14 && v[2] == 21);
+    tfvm_value_release(&r);
+
+    /* in a recursive function: same values, 2 firings fewer per call */
+    tfvm_stats s, s_imm;
+    ck_assert_int_eq(run1(FIB, tfvm_i32(20), &r, NULL, 0, &s), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 10946);
+    ck_assert_int_eq(run1(FIB_IMM, tfvm_i32(20), &r, NULL, 0, &s_imm), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 10946);
+    uint64_t calls = 2 * 10946 - 1;
+    ck_assert_uint_eq(s.fired - s_imm.fired, 2 * calls);
+    for (int n = 0; n <= 10; n++) {
+        tfvm_value r0;
+        ck_assert_int_eq(run1(FIB, tfvm_i32(n), &r0, NULL, 0, NULL), TFVM_OK);
+        ck_assert_int_eq(run1(FIB_IMM, tfvm_i32(n), &r, NULL, 0, NULL), TFVM_OK);
+        ck_assert_int_eq(r.as.i32, r0.as.i32);
+    }
+}
+END_TEST
+
+START_TEST(pruned_switch)
+{
+    use_policy(_i);
+    /* the untaken output feeds a RESULT through an ADD: a dead token makes a
+     * dead result, no token at all makes a stuck run */
+    static const char *UNTAKEN = "entry main(x: i32) -> (r: i32) {\n"
+                                 "    x  = ARG 0\n"
+                                 "    f  = CONST bool false\n"
+                                 "    s  = SWITCH%s (x, f)\n"
+                                 "    a  = ADD (s:1, x)\n"
+                                 "         RESULT 0 (a)\n"
+                                 "}\n";
+    char text[512];
+    snprintf(text, sizeof text, UNTAKEN, "");
+    expect_error(text, tfvm_i32(1), TFVM_ERR_STUCK,
+                 "result 0 'r' of entry 'main' received a dead token (no branch produced it)");
+    snprintf(text, sizeof text, UNTAKEN, " prune_false"); /* prunes the taken side: no change */
+    expect_error(text, tfvm_i32(1), TFVM_ERR_STUCK,
+                 "result 0 'r' of entry 'main' received a dead token (no branch produced it)");
+    snprintf(text, sizeof text, UNTAKEN, " prune_true");
+    expect_error(text, tfvm_i32(1), TFVM_ERR_STUCK,
+                 "run stuck: result 0 'r' never arrived; waiting: a (ADD) at [] has input 1, missing input 0");
+    snprintf(text, sizeof text, UNTAKEN, " prune_false prune_true");
+    expect_error(text, tfvm_i32(1), TFVM_ERR_STUCK,
+                 "run stuck: result 0 'r' never arrived; waiting: a (ADD) at [] has input 1, missing input 0");
+    /* the diagnosis does not list a constant operand among the missing inputs */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    f  = CONST bool false\n"
+                 "    s  = SWITCH prune_true (x, f)\n"
+                 "    a  = SELECT (f, s:1, i32 1)\n"
+                 "         RESULT 0 (a)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_STUCK,
+                 "run stuck: result 0 'r' never arrived; waiting: a (SELECT) at [] has input 0, missing input 1");
+    /* with nothing else waiting, the diagnosis says so */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    f  = CONST bool false\n"
+                 "    s  = SWITCH prune_true (x, f)\n"
+                 "         RESULT 0 (s:1)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_STUCK, "run stuck: result 0 'r' never arrived, and no instruction holds a partial match");
+
+    /* where both sides are closed (each ends in the MERGE), pruning changes
+     * nothing but the work: the untaken call and loop are never entered */
+    const char *sw = strstr(COND, "SWITCH (x, pos)");
+    ck_assert_ptr_nonnull(sw);
+    char pruned[4096];
+    snprintf(pruned, sizeof pruned, "%.*sSWITCH prune_false prune_true%s", (int)(sw - COND), COND,
+             sw + strlen("SWITCH"));
+    static const int32_t args[] = {10, 1, 0, -3};
+    for (size_t k = 0; k < sizeof args / sizeof args[0]; k++) {
+        tfvm_value r0, r1;
+        tfvm_stats s0, s1;
+        ck_assert_int_eq(run1(COND, tfvm_i32(args[k]), &r0, NULL, 0, &s0), TFVM_OK);
+        ck_assert_int_eq(run1(pruned, tfvm_i32(args[k]), &r1, NULL, 0, &s1), TFVM_OK);
+        ck_assert_int_eq(r1.as.i32, r0.as.i32);
+        ck_assert_uint_lt(s1.fired, s0.fired);
+        ck_assert_uint_lt(s1.tokens, s0.tokens);
+        if (args[k] <= 0)
+            ck_assert_uint_eq(s1.contexts_created, 1); /* only the root: no dead call */
+    }
+}
+END_TEST
+
+/* The compiler prunes the SWITCHes of an `if` at -O1 (compiler/prune.c) and
+ * not at -O0; both give the same answers under every policy. */
+static tfvm_program *compile_at(const char *src, int opt)
+{
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.opt_level = opt;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", &o, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "compile -O%d: %s", opt, err.message);
+    return p;
+}
+
+static tfvm_status run_prog(const tfvm_program *p, tfvm_value arg, tfvm_value *out, tfvm_stats *stats)
+{
+    tfvm_vm *vm;
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = run_deterministic;
+    cfg.threads = run_threads;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_status st = tfvm_run(vm, NULL, &arg, 1, out, 1);
+    ck_assert_msg(st == TFVM_OK, "%s", tfvm_errmsg(vm));
+    tfvm_vm_stats(vm, stats);
+    tfvm_vm_free(vm);
+    return st;
+}
+
+START_TEST(compiled_if_with_and_without_pruning)
+{
+    use_policy(_i);
+    static const char *srcs[] = {
+        "fn sq(x: i64) -> i64 { x * x }\n"
+        "fn main(x: i64) -> i64 {\n"
+        "    if x > 0 {\n"
+        "        let (i, s) = while (i = 1i64, s = 0i64; i <= x) { (i + 1, s + i) };\n"
+        "        s\n"
+        "    } else {\n"
+        "        sq(x) - 1\n"
+        "    }\n"
+        "}\n",
+        "fn fib(n: i64) -> i64 {\n"
+        "    if n <= 1 { 1 } else { fib(n - 1) + fib(n - 2) }\n"
+        "}\n"
+        "fn main(n: i64) -> i64 { if n < 0 { 0 - n } else { fib(n) } }\n",
+    };
+    static const int64_t args[] = {-4, 0, 1, 5, 15};
+    for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
+        tfvm_program *p0 = compile_at(srcs[k], 0), *p1 = compile_at(srcs[k], 1);
+        for (size_t a = 0; a < sizeof args / sizeof args[0]; a++) {
+            tfvm_value r0, r1;
+            tfvm_stats s0, s1;
+            run_prog(p0, tfvm_i64(args[a]), &r0, &s0);
+            run_prog(p1, tfvm_i64(args[a]), &r1, &s1);
+            ck_assert_msg(r0.as.i64 == r1.as.i64, "program %zu, x = %lld: -O0 gives %lld, -O1 %lld", k,
+                          (long long)args[a], (long long)r0.as.i64, (long long)r1.as.i64);
+            ck_assert_uint_le(s1.fired, s0.fired);
+        }
+        tfvm_program_free(p0);
+        tfvm_program_free(p1);
+    }
+}
+END_TEST
+
 START_TEST(argument_checks)
 {
     tfvm_program *p = assemble(FIB, NULL);
@@ -388,6 +620,9 @@ int main(void)
     tcase_add_loop_test(tc, deadness_skips_loops_and_calls, 0, 2);
     tcase_add_loop_test(tc, runtime_errors_name_instruction_and_tag, 0, 2);
     tcase_add_loop_test(tc, stuck_run_diagnosis, 0, 2);
+    tcase_add_loop_test(tc, constant_operands, 0, 2);
+    tcase_add_loop_test(tc, pruned_switch, 0, 2);
+    tcase_add_loop_test(tc, compiled_if_with_and_without_pruning, 0, 2);
     tcase_add_test(tc, argument_checks);
     tcase_add_test(tc, two_vms_in_one_process);
     tcase_add_test(tc, allocation_failure_loop);

@@ -882,7 +882,10 @@ END_TEST
  * r = x * w^n (elementwise), k = n. w's ENTER const comes after the i chain
  * has started (w is the last root source, so it fires last) and after the
  * parallel=2 bound deferred a NEXTITER. */
+/* w is the first source, so it fires last (sources fire last first): its
+ * const ENTER comes late. */
 static const char *TENSOR_LOOP = "entry main(x: f64[], n: i32) -> (r: f64[], k: i32) {\n"
+                                 "    w    = CONST f64[2] [0.5, 1.5]\n"
                                  "    x    = ARG 0\n"
                                  "    n    = ARG 1\n"
                                  "    zero = CONST i32 0\n"
@@ -890,7 +893,6 @@ static const char *TENSOR_LOOP = "entry main(x: f64[], n: i32) -> (r: f64[], k: 
                                  "    ex   = ENTER lp (x)\n"
                                  "    en   = ENTER lp const (n)\n"
                                  "    ew   = ENTER lp const (w)\n"
-                                 "    w    = CONST f64[2] [0.5, 1.5]\n"
                                  "           RESULT 0 (lp.xo)\n"
                                  "           RESULT 1 (lp.io)\n"
                                  "}\n"
@@ -1337,6 +1339,7 @@ static void allocation_failure_loop(const char *text, alloc_case_fn fn, long min
         tfvm_config cfg;
         tfvm_config_init(&cfg);
         cfg.allocator = tu_allocator(&f);
+        cfg.deterministic = true; /* tu_alloc_fn is not thread-safe */
         tfvm_error err;
         tfvm_program *p = NULL;
         tfvm_vm *vm = NULL;

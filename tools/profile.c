@@ -1,0 +1,300 @@
+/* tools/profile.c — `tfvm profile`: runs a program several times after
+ * warm-up runs, drops the outliers, and reports real/user/sys time, the
+ * scheduler's counters, and where the firing time goes by opcode and by
+ * instruction (from further runs in which the VM times every firing). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "tools/debug.h"
+#include "tools/profile.h"
+#include "vm/vm.h"
+
+const char *const cli_usage_profile =
+    "usage: tfvm profile [options] FILE [ARG...]\n"
+    "Runs FILE's entry with ARGs --warmup times, then --runs times measured,\n"
+    "and prints the median real, user and sys time per run (runs slower than\n"
+    "1.5x the median are dropped as outliers), the counts of one run, and the\n"
+    "opcodes and instructions that take the most firing time, measured over\n"
+    "--runs further runs in which every firing is timed (that adds overhead:\n"
+    "compare the shares, not the absolute times).\n"
+    "  --runs N          measured runs (default 5)\n"
+    "  --warmup N        runs before them, not measured (default 2)\n"
+    "  --threads N       worker threads (default: one per core; 1 = deterministic)\n"
+    "  --top N           instructions listed (default 10)\n"
+    "  -e, --entry NAME  entry point (default: the first, or main)\n";
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
+
+typedef struct sample {
+    double real, user, sys;
+} sample;
+
+static int by_real(const void *a, const void *b)
+{
+    double x = ((const sample *)a)->real, y = ((const sample *)b)->real;
+    return x < y ? -1 : x > y;
+}
+
+static bool parse_count(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tfvm profile: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", cli_usage_profile);
+    return 2;
+}
+
+/* One run; false (after printing why) if it fails. */
+static bool run_once(tfvm_vm *vm, const tfvm_entry_info *e, const tfvm_value *args, sample *s)
+{
+    tfvm_value res[64];
+    size_t nr = e->n_results < 64 ? e->n_results : 64;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    double t0 = now();
+    tfvm_status st = tfvm_run(vm, e->name, args, e->n_params, res, nr);
+    double t1 = now();
+    getrusage(RUSAGE_SELF, &r1);
+    if (st != TFVM_OK) {
+        fprintf(stderr, "tfvm: %s\n", tfvm_errmsg(vm));
+        return false;
+    }
+    for (size_t k = 0; k < nr; k++)
+        tfvm_value_release(&res[k]);
+    if (s)
+        *s = (sample){t1 - t0, tv(r1.ru_utime) - tv(r0.ru_utime), tv(r1.ru_stime) - tv(r0.ru_stime)};
+    return true;
+}
+
+typedef struct row {
+    uint32_t key; /* opcode or instruction */
+    uint64_t count;
+    double ns;
+} row;
+
+static int by_ns(const void *a, const void *b)
+{
+    double x = ((const row *)a)->ns, y = ((const row *)b)->ns;
+    return x > y ? -1 : x < y;
+}
+
+int cli_profile(int argc, char **argv)
+{
+    long runs = 5, warmup = 2, threads = 0, top = 10;
+    const char *entry = NULL, *file = NULL;
+    const char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
+    size_t n_args = 0;
+    if (!arg_text)
+        return 1;
+    int rc = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long *num = strcmp(a, "--runs") == 0      ? &runs
+                    : strcmp(a, "--warmup") == 0  ? &warmup
+                    : strcmp(a, "--threads") == 0 ? &threads
+                    : strcmp(a, "--top") == 0     ? &top
+                                                  : NULL;
+        if (file) {
+            arg_text[n_args++] = a;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(cli_usage_profile, stdout);
+            free(arg_text);
+            return 0;
+        } else if (num) {
+            long lo = num == &warmup ? 0 : 1, hi = num == &threads ? 1024 : 1000000;
+            if (++i == argc || !parse_count(argv[i], lo, hi, num)) {
+                free(arg_text);
+                return usage("%s needs a number", a);
+            }
+        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
+            if (++i == argc) {
+                free(arg_text);
+                return usage("%s needs an entry name", a);
+            }
+            entry = argv[i];
+        } else if (a[0] == '-' && a[1]) {
+            free(arg_text);
+            return usage("unknown option '%s'", a);
+        } else {
+            file = a;
+        }
+    }
+    if (!file) {
+        free(arg_text);
+        return usage("%s", "missing FILE");
+    }
+
+    tfvm_error err;
+    tfvm_program *prog = NULL;
+    tfvm_vm *vm = NULL;
+    tfvm_value *args = NULL;
+    sample *s = NULL;
+    uint64_t *count = NULL;
+    double *ns = NULL;
+    row *rows = NULL;
+    if (cli_load_program(file, entry, &prog, &err) != TFVM_OK) {
+        fprintf(stderr, "tfvm: %s\n", err.message);
+        goto out;
+    }
+    tfvm_entry_info e;
+    int ei = entry ? tfvm_program_find_entry(prog, entry) : 0;
+    if (ei < 0 || tfvm_program_entry(prog, (size_t)ei, &e) != TFVM_OK) {
+        fprintf(stderr, "tfvm: %s: no entry point%s%s\n", file, entry ? " named " : "", entry ? entry : "");
+        goto out;
+    }
+    if (n_args != e.n_params) {
+        fprintf(stderr, "tfvm: ");
+        cli_print_signature(&e, stderr);
+        fprintf(stderr, " takes %zu argument%s, got %zu\n", e.n_params, e.n_params == 1 ? "" : "s", n_args);
+        rc = 2;
+        goto out;
+    }
+    args = calloc(e.n_params + 1, sizeof *args);
+    if (!args)
+        goto out;
+    for (size_t k = 0; k < e.n_params; k++)
+        if (cli_parse_arg(&e, k, arg_text[k], &args[k]) != 0)
+            goto out;
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.threads = (int)threads;
+    cfg.deterministic = threads == 1;
+    if (tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK) {
+        fprintf(stderr, "tfvm: cannot create the VM\n");
+        goto out;
+    }
+
+    /* measured runs */
+    s = calloc((size_t)runs, sizeof *s);
+    if (!s)
+        goto out;
+    for (long k = 0; k < warmup; k++)
+        if (!run_once(vm, &e, args, NULL))
+            goto out;
+    for (long k = 0; k < runs; k++)
+        if (!run_once(vm, &e, args, &s[k]))
+            goto out;
+    tfvm_stats st;
+    tfvm_vm_stats(vm, &st);
+    qsort(s, (size_t)runs, sizeof *s, by_real);
+    double median = s[runs / 2].real;
+    long kept = 0;
+    double user = 0, sys = 0;
+    for (long k = 0; k < runs; k++)
+        if (s[k].real <= 1.5 * median) {
+            user += s[k].user;
+            sys += s[k].sys;
+            kept++;
+        }
+    const isa_program *p = &prog->isa;
+    printf("tfvm profile: %s", file);
+    for (size_t k = 0; k < n_args; k++)
+        printf(" %s", arg_text[k]);
+    printf(" (entry %s), %u worker thread%s%s\n", e.name, st.workers, st.workers == 1 ? "" : "s",
+           st.workers == 1 ? " (deterministic)" : "");
+    printf("runs: %ld measured after %ld warm-up run%s; %ld dropped as outliers (slower than 1.5x the median)\n",
+           runs, warmup, warmup == 1 ? "" : "s", runs - kept);
+    printf("  real %.6f s median (min %.6f, max %.6f)\n", median, s[0].real, s[kept - 1].real);
+    printf("  user %.6f s, sys %.6f s (mean of the kept runs)\n", user / (double)kept, sys / (double)kept);
+    printf("one run: %llu firings, %llu tokens, %llu matches, %llu contexts (peak %llu); %.1f ns per firing\n",
+           (unsigned long long)st.fired, (unsigned long long)st.tokens, (unsigned long long)st.matches,
+           (unsigned long long)st.contexts_created, (unsigned long long)st.contexts_peak,
+           st.fired ? median * 1e9 / (double)st.fired : 0.0);
+    printf("scheduler: steals %llu, parks %llu, inline runs %llu, contexts shared %llu\n",
+           (unsigned long long)st.steals, (unsigned long long)st.parks, (unsigned long long)st.inline_runs,
+           (unsigned long long)st.shared);
+
+    /* timed runs */
+    if (vm_profile(vm, true) != TFVM_OK) {
+        fprintf(stderr, "tfvm: out of memory for the profile\n");
+        goto out;
+    }
+    for (long k = 0; k < runs; k++)
+        if (!run_once(vm, &e, args, NULL))
+            goto out;
+    uint32_t n = p->n_insts;
+    count = calloc((size_t)n + 1, sizeof *count);
+    ns = calloc((size_t)n + 1, sizeof *ns);
+    rows = calloc((size_t)(n > ISA_OP_COUNT ? n : ISA_OP_COUNT) + 1, sizeof *rows);
+    if (!count || !ns || !rows)
+        goto out;
+    vm_profile_read(vm, count, ns);
+    double total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += ns[i];
+    if (total <= 0)
+        total = 1;
+
+    size_t m = 0;
+    for (uint32_t op = 0; op < ISA_OP_COUNT; op++) {
+        row r = {op, 0, 0};
+        for (uint32_t i = 0; i < n; i++)
+            if (p->insts[i].op == op) {
+                r.count += count[i];
+                r.ns += ns[i];
+            }
+        if (r.count)
+            rows[m++] = r;
+    }
+    qsort(rows, m, sizeof *rows, by_ns);
+    printf("\nby opcode (%ld timed runs; timing every firing adds overhead: compare shares):\n", runs);
+    printf("  %-14s %14s %7s %10s\n", "opcode", "firings/run", "share", "ns/firing");
+    for (size_t k = 0; k < m; k++)
+        printf("  %-14s %14.0f %6.1f%% %10.1f\n", isa_ops[rows[k].key].name, (double)rows[k].count / (double)runs,
+               100 * rows[k].ns / total, rows[k].ns / (double)rows[k].count);
+
+    m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (count[i])
+            rows[m++] = (row){i, count[i], ns[i]};
+    qsort(rows, m, sizeof *rows, by_ns);
+    printf("\ntop %ld instructions:\n", top < (long)m ? top : (long)m);
+    printf("  %-28s %-12s %14s %7s %10s  %s\n", "instruction", "opcode", "firings/run", "share", "ns/firing",
+           "source");
+    for (size_t k = 0; k < m && (long)k < top; k++) {
+        const isa_inst *in = &p->insts[rows[k].key];
+        char label[160], where[32] = "-";
+        snprintf(label, sizeof label, "%s.", p->regions[in->region].name);
+        size_t len = strlen(label);
+        isa_inst_label(p, rows[k].key, label + len, sizeof label - len);
+        if (in->line)
+            snprintf(where, sizeof where, "%u:%u", in->line, in->col);
+        printf("  %-28s %-12s %14.0f %6.1f%% %10.1f  %s\n", label, isa_ops[in->op].name,
+               (double)rows[k].count / (double)runs, 100 * rows[k].ns / total, rows[k].ns / (double)rows[k].count,
+               where);
+    }
+    rc = fflush(stdout) == 0 ? 0 : 1;
+out:
+    free(rows);
+    free(ns);
+    free(count);
+    free(s);
+    if (args)
+        for (size_t k = 0; k < e.n_params; k++)
+            tfvm_value_release(&args[k]);
+    free(args);
+    tfvm_vm_free(vm);
+    tfvm_program_free(prog);
+    free(arg_text);
+    return rc;
+}
