@@ -20,12 +20,14 @@ OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla -Wpointer-arith
 CFLAGS  ?= $(OPT) -g
 # OpenBLAS (Debian: libopenblas-dev) for the CPU tensor kernels; its cblas.h
-# lives in a per-variant directory that pkg-config names.
+# lives in a per-variant directory that pkg-config names. libtfvm loads it
+# with dlopen at the first matrix product (devices/cpu/blas.h); only the
+# unit tests and the matmul benchmark, which call it directly, link it.
 BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE $(BLAS_CFLAGS)
 CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
-LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) $(BLAS_LIBS) -pthread -lm -ldl
+LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -pthread -lm -ldl
 
 # The debugger's line editing (tfvm debug): libedit when pkg-config finds it;
 # without it the debugger reads plain lines.
@@ -108,7 +110,7 @@ $(TFVM): $(CLI_OBJ) $(LIBA)
 
 $(BUILD)/test/%: test/unit/%.c test/unit/testutil.h $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CHECK_CFLAGS) $(CFLAGS_ALL) -fvisibility=default -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) $(CHECK_CFLAGS) $(CFLAGS_ALL) -fvisibility=default -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS_ALL) $(BLAS_LIBS)
 
 check-deps:
 	@pkg-config --exists check || { echo "make: the unit tests need Check (apt-get install check)"; exit 1; }
@@ -167,7 +169,7 @@ fuzz-compiler: check-deps $(BUILD)/test/test_diff
 BENCH_MATMUL := $(BUILD)/bench/matmul
 $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
 bench: all $(BENCH_MATMUL)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh

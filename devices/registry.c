@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/cpu/blas.h"
 #include "devices/cpu/cpu.h"
 #include "devices/device.h"
 #include "scheduler/sched.h"
@@ -37,17 +38,13 @@ const dev_iface dev_cpu_iface = {
     .run = cpu_run,
 };
 
-/* "OpenBLAS 0.3.21" when OpenBLAS is in the process (looked up, not linked:
- * the registry does not care which BLAS the CPU kernels were built with). */
+/* "OpenBLAS 0.3.21" (loading it: `tfvm devices` is where one asks). */
 static void cpu_blas(char *buf, size_t size)
 {
-    typedef char *(*config_fn)(void);
-    config_fn fn;
-    void *sym = dlsym(RTLD_DEFAULT, "openblas_get_config");
-    memcpy(&fn, &sym, sizeof fn); /* object to function pointer, as POSIX allows */
-    const char *cfg = sym ? fn() : NULL;
+    const dev_blas_fns *b = dev_blas();
+    const char *cfg = b ? b->get_config() : NULL;
     if (!cfg) {
-        snprintf(buf, size, "no BLAS");
+        snprintf(buf, size, "no BLAS: %s", dev_blas_error());
         return;
     }
     /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the name and version */

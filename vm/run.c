@@ -333,14 +333,14 @@ static bool enqueue(vm_worker *w, const vm_act *a)
     return true;
 }
 
-/* Parallel mode, every DONATE_EVERY firings, when some worker is idle and
+/* Parallel mode, every DONATE_EVERY firings (about 0.1 ms), when some worker is idle and
  * nothing waits in the deque: the oldest private activation (the biggest
  * piece of work, depth-first) goes to the deque, where thieves take it. Not
  * more often: in a program with little parallelism the owner takes most
  * donations back itself, and each round trip costs two fences. A parked
  * worker is not woken for it (that costs system calls on both sides): it
  * looks again within a millisecond. */
-#define DONATE_EVERY 64
+#define DONATE_EVERY 8192
 
 static inline void maybe_donate(vm_worker *w)
 {

@@ -103,6 +103,9 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                          dev_kdesc(w, s2));
     if (x->dtype == TFVM_BOOL)
         return dev_kfail(k, TFVM_ERR_TYPE, "not defined on bool");
+    tfvm_status ready = dev_kgemm_ready(k, x->dtype);
+    if (ready)
+        return ready;
     if (x->rank != 4 || w->rank != 4)
         return dev_kfail(k, TFVM_ERR_SHAPE, "x must be NCHW and w OIHW (rank 4), got %s and %s",
                          dev_kshape(x, s1), dev_kshape(w, s2));

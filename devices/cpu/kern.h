@@ -74,6 +74,7 @@ void dev_kstrides(int rank, const int64_t *dims, int64_t *strides);
  * are row-major with row strides lda and ldb, op transposing when ta/tb.
  * f32/f64 go to OpenBLAS, integers to a wrapping loop. Every size must fit a
  * BLAS int (dev_kgemm_fits); K = 0 gives zeros. */
+tfvm_status dev_kgemm_ready(dev_kctx *k, uint8_t dtype); /* before dev_kgemm: OpenBLAS loads */
 void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
                int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc);
 bool dev_kgemm_fits(int64_t v);

@@ -3,44 +3,19 @@
  * wrapping loop for integers), and how OpenBLAS threads share the cores. */
 #include "devices/cpu/kern.h"
 
-#include <cblas.h>
+#include "devices/cpu/blas.h"
 #include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
 
-/* ---- Threads (docs/devices.md, "CPU threads") ---------------------------------
- * The budget is the thread count OpenBLAS had when the first VM was made (its
- * default: OPENBLAS_NUM_THREADS or one per core); each VM worker may run a
- * gemm at the same time, so each gets budget / workers threads, at least 1.
- * Under ThreadSanitizer OpenBLAS stays on the calling thread: its own thread
- * pool synchronises in code TSan cannot see, which it would report as races. */
-#if defined(__SANITIZE_THREAD__)
-#define CPU_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CPU_TSAN 1
-#endif
-#endif
-
-void dev_cpu_set_threads(int vm_workers)
+/* ---- gemm ------------------------------------------------------------------------
+ * Floats need OpenBLAS, loaded on first use (blas.h): the kernels that call
+ * dev_kgemm check for it first, so a missing library is one clear error. */
+tfvm_status dev_kgemm_ready(dev_kctx *k, uint8_t dtype)
 {
-#ifdef CPU_TSAN
-    vm_workers = INT_MAX;
-#endif
-    static atomic_int budget, current;
-    int b = atomic_load(&budget);
-    if (b == 0) {
-        int mine = openblas_get_num_threads();
-        if (mine < 1)
-            mine = 1;
-        int expected = 0;
-        b = atomic_compare_exchange_strong(&budget, &expected, mine) ? mine : expected;
-    }
-    int want = vm_workers > 1 ? b / vm_workers : b;
-    if (want < 1)
-        want = 1;
-    if (atomic_exchange(&current, want) != want)
-        openblas_set_num_threads(want);
+    if (!dev_kfloat(dtype) || dev_blas())
+        return TFVM_OK;
+    return dev_kfail(k, TFVM_ERR_UNSUPPORTED, "needs OpenBLAS, which %s", dev_blas_error());
 }
 
 /* ---- gemm ------------------------------------------------------------------------ */
@@ -82,6 +57,7 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
             memset((char *)C + (size_t)(i * ldc) * esz, 0, (size_t)N * esz);
         return;
     }
+    const dev_blas_fns *blas = dev_blas(); /* loaded: the kernels check dev_kgemm_ready first */
     const enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
     /* A single row or column is a matrix-vector product; OpenBLAS's gemm
@@ -92,24 +68,24 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     switch (dtype) {
     case TFVM_F32:
         if (M == 1 && N > 1)
-            cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
+            blas->sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
                         (int)(tb ? K : N), 1.0f, B, (int)ldb, A, xa, 0.0f, C, 1);
         else if (N == 1)
-            cblas_sgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0f, A,
+            blas->sgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0f, A,
                         (int)lda, B, xb, 0.0f, C, (int)ldc);
         else
-            cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
+            blas->sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
                         (int)ldb, 0.0f, C, (int)ldc);
         break;
     case TFVM_F64:
         if (M == 1 && N > 1)
-            cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
+            blas->dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
                         (int)(tb ? K : N), 1.0, B, (int)ldb, A, xa, 0.0, C, 1);
         else if (N == 1)
-            cblas_dgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0, A,
+            blas->dgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0, A,
                         (int)lda, B, xb, 0.0, C, (int)ldc);
         else
-            cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
+            blas->dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
                         (int)ldb, 0.0, C, (int)ldc);
         break;
     case TFVM_I32: KGEMM_INT(int32_t, uint32_t); break;
@@ -130,6 +106,9 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
                          dev_kdesc(b, s2));
     if (a->dtype == TFVM_BOOL)
         return dev_kfail(k, TFVM_ERR_TYPE, "not defined on bool");
+    tfvm_status ready = dev_kgemm_ready(k, a->dtype);
+    if (ready)
+        return ready;
     if (a->rank == 0 || b->rank == 0)
         return dev_kfail(k, TFVM_ERR_SHAPE, "operands need rank >= 1, got %s and %s",
                          dev_kshape(a, s1), dev_kshape(b, s2));
