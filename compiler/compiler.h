@@ -398,6 +398,12 @@ void cc_optimize(cc *C);
 void cc_dce(cc *C);
 /* lower.c */
 void cc_lower(cc *C, isa_program *out);
+/* An edge while a graph is rebuilt (lower.c, prune.c); cc_edge_cmp orders
+ * them canonically: by source, output, destination, port. */
+typedef struct cc_edge {
+    uint32_t src, out, dst, port;
+} cc_edge;
+int cc_edge_cmp(const void *a, const void *b);
 /* prune.c: sets ISA_FLAG_PRUNE_* on the SWITCHes whose untaken side needs no dead tokens. */
 void cc_prune_switches(cc *C, isa_program *p);
 /* prune.c: removes the join MERGEs of bodies that have no dead tokens. */

@@ -851,27 +851,10 @@ static void sweep(lower *L)
 
 /* ---- Emission ------------------------------------------------------------------------------ */
 
-typedef struct edge_rec {
-    uint32_t src, out, dst, port;
-} edge_rec;
-
-static int edge_cmp(const void *a, const void *b)
-{
-    const edge_rec *x = a, *y = b;
-    if (x->src != y->src)
-        return x->src < y->src ? -1 : 1;
-    if (x->out != y->out)
-        return x->out < y->out ? -1 : 1;
-    if (x->dst != y->dst)
-        return x->dst < y->dst ? -1 : 1;
-    if (x->port != y->port)
-        return x->port < y->port ? -1 : 1;
-    return 0;
-}
 
 typedef struct emitter {
     lower *L;
-    edge_rec *edges;
+    cc_edge *edges;
     uint32_t n_edges, cap_edges;
 } emitter;
 
@@ -889,7 +872,7 @@ static void add_edges(emitter *E, lg_ref r, uint32_t dst, uint32_t port, uint32_
     if (s->removed)
         cc_error(L->C, s->pos, TFVM_ERR_INTERNAL, "internal error: a removed instruction is still read");
     E->edges = cc_grow(L->C, E->edges, E->n_edges, &E->cap_edges, sizeof *E->edges);
-    E->edges[E->n_edges++] = (edge_rec){s->final, r.out, dst, port};
+    E->edges[E->n_edges++] = (cc_edge){s->final, r.out, dst, port};
 }
 
 /* Numbers region r and then its loops, depth first, in creation order. */
@@ -1005,9 +988,9 @@ static void emit(lower *L, isa_program *out)
                 add_edges(&E, in->ports[p].refs[r], j, p, 0);
     }
     if (E.n_edges)
-        qsort(E.edges, E.n_edges, sizeof *E.edges, edge_cmp);
+        qsort(E.edges, E.n_edges, sizeof *E.edges, cc_edge_cmp);
     for (uint32_t k = 1; k < E.n_edges; k++)
-        if (edge_cmp(&E.edges[k - 1], &E.edges[k]) == 0)
+        if (cc_edge_cmp(&E.edges[k - 1], &E.edges[k]) == 0)
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_INTERNAL, "internal error: duplicate edge");
 
     ut_arena *ar = &out->arena;

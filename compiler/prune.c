@@ -203,13 +203,9 @@ void cc_prune_switches(cc *C, isa_program *p)
  * of them sends at any tag): one firing less per if. Loop regions keep their
  * MERGEs (iteration heads take a token from ENTER and from NEXTITER). */
 
-typedef struct ed {
-    uint32_t src, out, dst, port;
-} ed;
-
-static int ed_cmp(const void *a, const void *b)
+int cc_edge_cmp(const void *a, const void *b)
 {
-    const ed *x = a, *y = b;
+    const cc_edge *x = a, *y = b;
     if (x->src != y->src)
         return x->src < y->src ? -1 : 1;
     if (x->out != y->out)
@@ -260,17 +256,17 @@ void cc_elide_merges(cc *C, isa_program *p)
         pf[i + 1] += pf[i];
     uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
     memcpy(at, pf, ((size_t)n + 1) * sizeof *at);
-    ed *prod = cc_array(C, pf[n] ? pf[n] : 1, sizeof *prod);
+    cc_edge *prod = cc_array(C, pf[n] ? pf[n] : 1, sizeof *prod);
     for (uint32_t i = 0; i < n; i++)
         for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
             if (drop[p->edges[e].inst])
-                prod[at[p->edges[e].inst]++] = (ed){i, p->edges[e].out, 0, 0};
+                prod[at[p->edges[e].inst]++] = (cc_edge){i, p->edges[e].out, 0, 0};
     /* a dropped MERGE fed by another dropped one: resolve to real producers
      * by expanding until none is left (joins nest; no cycles outside loops) */
     size_t cap = (size_t)p->n_edges * 2 + 16, m = 0;
-    ed *all = cc_array(C, cap, sizeof *all);
+    cc_edge *all = cc_array(C, cap, sizeof *all);
     size_t wcap = 64;
-    ed *work = cc_array(C, wcap, sizeof *work);
+    cc_edge *work = cc_array(C, wcap, sizeof *work);
     for (uint32_t i = 0; i < n; i++) {
         if (drop[i])
             continue;
@@ -278,13 +274,13 @@ void cc_elide_merges(cc *C, isa_program *p)
         for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
             const isa_edge *x = &p->edges[e];
             size_t nw = 0;
-            work[nw++] = (ed){i, x->out, x->inst, x->port};
+            work[nw++] = (cc_edge){i, x->out, x->inst, x->port};
             while (nw) {
-                ed cur = work[--nw];
+                cc_edge cur = work[--nw];
                 if (!drop[cur.dst]) {
                     if (m == cap) {
                         size_t ncap = cap * 2;
-                        ed *g = cc_array(C, ncap, sizeof *g);
+                        cc_edge *g = cc_array(C, ncap, sizeof *g);
                         memcpy(g, all, m * sizeof *g);
                         all = g, cap = ncap;
                     }
@@ -295,11 +291,11 @@ void cc_elide_merges(cc *C, isa_program *p)
                 const isa_inst *mi = &p->insts[cur.dst];
                 for (uint32_t f = mi->edge_first; f < mi->edge_first + mi->n_edges; f++) {
                     if (nw == wcap) {
-                        ed *g = cc_array(C, wcap * 2, sizeof *g);
+                        cc_edge *g = cc_array(C, wcap * 2, sizeof *g);
                         memcpy(g, work, nw * sizeof *g);
                         work = g, wcap *= 2;
                     }
-                    work[nw++] = (ed){cur.src, cur.out, p->edges[f].inst, p->edges[f].port};
+                    work[nw++] = (cc_edge){cur.src, cur.out, p->edges[f].inst, p->edges[f].port};
                 }
             }
         }
@@ -312,7 +308,7 @@ void cc_elide_merges(cc *C, isa_program *p)
         all[k].src = map[all[k].src];
         all[k].dst = map[all[k].dst];
     }
-    qsort(all, m, sizeof *all, ed_cmp);
+    qsort(all, m, sizeof *all, cc_edge_cmp);
     isa_inst *insts = ut_arena_array(&p->arena, (size_t)nn + 1, sizeof *insts);
     isa_edge *edges = ut_arena_array(&p->arena, m + 1, sizeof *edges);
     if (!insts || !edges)

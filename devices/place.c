@@ -7,18 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static tfvm_status place_fail(char *msg, size_t size, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
-static tfvm_status place_fail(char *msg, size_t size, tfvm_status code, const char *fmt, ...)
-{
-    if (msg && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, size, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 tfvm_status dev_vm_new(const isa_program *p, const tfvm_config *cfg, const tfvm_allocator *a, dev_vm **out)
 {
     *out = NULL;
@@ -93,7 +81,7 @@ tfvm_status dev_vm_copy(dev_vm *d, tfvm_tensor *t, dev_id to, tfvm_tensor **out,
     }
     const dev_device *src = place_device(d, (dev_id)t->device), *dst = place_device(d, to);
     if ((t->device != DEV_CPU && !src) || (to != DEV_CPU && !dst))
-        return place_fail(msg, ms, TFVM_ERR_DEVICE, "%s: %s", dev_name(to != DEV_CPU ? to : (dev_id)t->device),
+        return ut_msg(msg, ms, TFVM_ERR_DEVICE, "%s: %s", dev_name(to != DEV_CPU ? to : (dev_id)t->device),
                           d->cuda_state);
     tfvm_status ast = TFVM_ERR_NOMEM;
     tfvm_tensor *c = to == DEV_CPU
@@ -102,8 +90,8 @@ tfvm_status dev_vm_copy(dev_vm *d, tfvm_tensor *t, dev_id to, tfvm_tensor **out,
     if (!c) {
         char s[200];
         if (ast != TFVM_ERR_DEVICE)
-            return place_fail(msg, ms, TFVM_ERR_NOMEM, "out of memory");
-        return place_fail(msg, ms, TFVM_ERR_DEVICE, "%s: out of device memory for a %s %s tensor", dev_name(to),
+            return ut_msg(msg, ms, TFVM_ERR_NOMEM, "out of memory");
+        return ut_msg(msg, ms, TFVM_ERR_DEVICE, "%s: out of device memory for a %s %s tensor", dev_name(to),
                           tfvm_dtype_name((tfvm_dtype)t->dtype), dev_shape_str(t, s, sizeof s));
     }
     if (t->nbytes) {
@@ -112,7 +100,7 @@ tfvm_status dev_vm_copy(dev_vm *d, tfvm_tensor *t, dev_id to, tfvm_tensor **out,
                                        : dst->iface->copy_in(dst, c->data, t->data, t->nbytes, why, sizeof why);
         if (st != TFVM_OK) {
             tfvm_tensor_free(c);
-            return place_fail(msg, ms, st, "%s: %s", dev_name(to == DEV_CPU ? (dev_id)t->device : to), why);
+            return ut_msg(msg, ms, st, "%s: %s", dev_name(to == DEV_CPU ? (dev_id)t->device : to), why);
         }
     }
     atomic_fetch_add_explicit(&d->copies[to], 1, memory_order_relaxed);
@@ -168,12 +156,12 @@ tfvm_status dev_vm_fire_placed(dev_vm *d, const isa_inst *in, const dev_value *i
     const uint32_t flag = in->flags & ISA_FLAG_DEV_MASK;
     if (tensors && flag == ISA_FLAG_DEV_CUDA) {
         if (!d->cuda)
-            return place_fail(msg, ms, TFVM_ERR_DEVICE, "cuda: %s", d->cuda_state);
+            return ut_msg(msg, ms, TFVM_ERR_DEVICE, "cuda: %s", d->cuda_state);
         dev_fit fit = d->cuda->iface->fits(d->cuda, op, in->a, inputs, n);
         if (fit == DEV_FIT_NO) {
             char ops[600];
             place_operands(inputs, n, ops, sizeof ops);
-            return place_fail(msg, ms, TFVM_ERR_UNSUPPORTED, "cuda has no %s kernel for %s", isa_ops[op].name, ops);
+            return ut_msg(msg, ms, TFVM_ERR_UNSUPPORTED, "cuda has no %s kernel for %s", isa_ops[op].name, ops);
         }
         target = fit == DEV_FIT_OK ? DEV_CUDA : DEV_CPU; /* bad operands: the CPU says what is wrong */
     } else if (tensors && flag != ISA_FLAG_DEV_CPU && d->cuda && d->mode != TFVM_DEVICE_CPU) {

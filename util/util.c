@@ -80,6 +80,17 @@ tfvm_status ut_verr(tfvm_error *err, tfvm_status code, const char *fmt, va_list 
     return code;
 }
 
+tfvm_status ut_msg(char *msg, size_t size, tfvm_status code, const char *fmt, ...)
+{
+    if (msg && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, size, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
 tfvm_status ut_err(tfvm_error *err, tfvm_status code, const char *fmt, ...)
 {
     va_list ap;

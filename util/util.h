@@ -36,6 +36,9 @@ bool ut_mul_ok(size_t a, size_t b, size_t *out);
 tfvm_status ut_err(tfvm_error *err, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
 tfvm_status ut_verr(tfvm_error *err, tfvm_status code, const char *fmt, va_list ap);
 void ut_err_clear(tfvm_error *err);
+/* Writes a one-line message into msg[size] (when msg and size) and returns
+ * code: the kernels' and devices' way of failing. */
+tfvm_status ut_msg(char *msg, size_t size, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
 /* snprintf that truncates by design (messages into fixed buffers). */
 void ut_fmt(char *buf, size_t size, const char *fmt, ...) UT_PRINTF(3, 4);
 

@@ -20,19 +20,6 @@ typedef struct ew_fault {
 typedef int (*ew_kernel)(void *out, const void *const *in, const ptrdiff_t *st, ptrdiff_t n,
                          ew_fault *f);
 
-static tfvm_status ew_fail(char *msg, size_t size, tfvm_status code, const char *fmt, ...)
-    UT_PRINTF(4, 5);
-static tfvm_status ew_fail(char *msg, size_t size, tfvm_status code, const char *fmt, ...)
-{
-    if (msg && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, size, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); }
 
 /* ---- Element semantics ---------------------------------------------------------
@@ -281,27 +268,27 @@ static tfvm_status ew_types(isa_op op, uint32_t attr, const uint8_t *dt, uint8_t
     char lname[32];
     for (int k = 0; k < info->n_in; k++)
         if (!isa_dtype_valid(dt[k]))
-            return ew_fail(msg, ms, TFVM_ERR_INTERNAL, "invalid operand dtype %u", dt[k]);
+            return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "invalid operand dtype %u", dt[k]);
     switch (info->cls) {
     case ISA_CLASS_BINARY:
         if (dt[0] != dt[1])
             break;
         if (dt[0] == B)
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
         *res = dt[0];
         return TFVM_OK;
     case ISA_CLASS_UNARY:
         if (op == ISA_CAST) {
             if (!isa_dtype_valid(attr))
-                return ew_fail(msg, ms, TFVM_ERR_INTERNAL, "invalid CAST target dtype %u", attr);
+                return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "invalid CAST target dtype %u", attr);
             *res = (uint8_t)attr;
             return TFVM_OK;
         }
         if (ew_float_only(op) && dt[0] != F32 && dt[0] != F64)
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "%s needs a float operand (f32 or f64), got %s",
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "%s needs a float operand (f32 or f64), got %s",
                            ew_lower(info->name, lname, sizeof lname), ew_name(dt[0]));
         if (dt[0] == B)
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
         *res = dt[0];
         return TFVM_OK;
     case ISA_CLASS_COMPARE:
@@ -313,31 +300,31 @@ static tfvm_status ew_types(isa_op op, uint32_t attr, const uint8_t *dt, uint8_t
         if (info->n_in == 2 && dt[0] != dt[1])
             break;
         if (dt[0] != B)
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "logic needs bool operands, got %s",
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "logic needs bool operands, got %s",
                            ew_name(dt[0]));
         *res = B;
         return TFVM_OK;
     case ISA_CLASS_SELECT:
         if (dt[0] != B)
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "condition must be bool, got %s", ew_name(dt[0]));
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "condition must be bool, got %s", ew_name(dt[0]));
         if (dt[1] != dt[2])
-            return ew_fail(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[1]),
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[1]),
                            ew_name(dt[2]));
         *res = dt[1];
         return TFVM_OK;
     default:
-        return ew_fail(msg, ms, TFVM_ERR_INTERNAL, "%s is not an elementwise op", info->name);
+        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "%s is not an elementwise op", info->name);
     }
-    return ew_fail(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[0]),
+    return ut_msg(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[0]),
                    ew_name(dt[1]));
 }
 
 static tfvm_status ew_cast_fail(char *msg, size_t ms, unsigned from, double v, unsigned to)
 {
     if (isnan(v))
-        return ew_fail(msg, ms, TFVM_ERR_ARITH, "cannot cast %s nan to %s", ew_name(from),
+        return ut_msg(msg, ms, TFVM_ERR_ARITH, "cannot cast %s nan to %s", ew_name(from),
                        ew_name(to));
-    return ew_fail(msg, ms, TFVM_ERR_ARITH, "cannot cast %s %g to %s (out of range)",
+    return ut_msg(msg, ms, TFVM_ERR_ARITH, "cannot cast %s %g to %s (out of range)",
                    ew_name(from), v, ew_name(to));
 }
 
@@ -345,8 +332,8 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
                                 char *msg, size_t ms)
 {
     switch (fault) {
-    case EW_DIV0: return ew_fail(msg, ms, TFVM_ERR_ARITH, "integer division by zero");
-    case EW_MOD0: return ew_fail(msg, ms, TFVM_ERR_ARITH, "integer modulo by zero");
+    case EW_DIV0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer division by zero");
+    case EW_MOD0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer modulo by zero");
     default: return ew_cast_fail(msg, ms, from, f->value, to);
     }
 }
@@ -563,7 +550,7 @@ type_error:;
     for (int k = 1; k < isa_ops[op].n_in; k++)
         dt[k] = in[k].dtype;
     tfvm_status st = ew_types(op, attr, dt, &rd, msg, ms);
-    return st ? st : ew_fail(msg, ms, TFVM_ERR_INTERNAL, "scalar type check disagrees");
+    return st ? st : ut_msg(msg, ms, TFVM_ERR_INTERNAL, "scalar type check disagrees");
 }
 
 /* ---- Tensors ------------------------------------------------------------------------ */
@@ -633,16 +620,16 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
                 for (int i = 0; i < n; i++)
                     ew_shape_of(&in[i], s[i], sizeof s[i]);
                 if (n == 2)
-                    return ew_fail(msg, ms, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
+                    return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
                                    s[0], s[1]);
-                return ew_fail(msg, ms, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
+                return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
                                s[0], s[1], s[2]);
             }
         }
     }
     tfvm_tensor *t = dev_tensor_alloc(alloc, (tfvm_dtype)rd, R, D);
     if (!t)
-        return ew_fail(msg, ms, TFVM_ERR_NOMEM, "out of memory");
+        return ut_msg(msg, ms, TFVM_ERR_NOMEM, "out of memory");
     dev_value r = {.dtype = rd, .is_tensor = 1, .u.t = t};
     if (t->count == 0) {
         *out = r;
@@ -695,7 +682,7 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
                                     : ew_kernels[op][op == ISA_SELECT ? dt[1] : dt[0]];
     if (!kern) {
         tfvm_tensor_free(t);
-        return ew_fail(msg, ms, TFVM_ERR_INTERNAL, "no CPU kernel for %s on %s", isa_ops[op].name,
+        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "no CPU kernel for %s on %s", isa_ops[op].name,
                        ew_name(dt[0]));
     }
     size_t isz[3] = {0}, osz = tfvm_dtype_size((tfvm_dtype)rd);
@@ -741,7 +728,7 @@ tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, d
 {
     if ((unsigned)op >= ISA_OP_COUNT || isa_ops[op].n_in < 1 || isa_ops[op].n_in > 3 ||
         isa_ops[op].cls < ISA_CLASS_BINARY)
-        return ew_fail(msg, msg_size, TFVM_ERR_INTERNAL, "op %u is not an elementwise op",
+        return ut_msg(msg, msg_size, TFVM_ERR_INTERNAL, "op %u is not an elementwise op",
                        (unsigned)op);
     const int n = isa_ops[op].n_in;
     bool tensor = in[0].is_tensor;
