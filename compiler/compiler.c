@@ -138,6 +138,7 @@ static void run(cc *C, const char *entry, isa_program *out)
     }
     cc_lower(C, out);
     if (C->opt > 0) {
+        cc_fuse_branches(C, out);
         cc_prune_switches(C, out);
         cc_elide_merges(C, out);
     }

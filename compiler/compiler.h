@@ -406,6 +406,8 @@ typedef struct cc_edge {
 int cc_edge_cmp(const void *a, const void *b);
 /* prune.c: sets ISA_FLAG_PRUNE_* on the SWITCHes whose untaken side needs no dead tokens. */
 void cc_prune_switches(cc *C, isa_program *p);
+/* prune.c: a SWITCH on a comparison of its own data with a constant becomes a BRANCH. */
+void cc_fuse_branches(cc *C, isa_program *p);
 /* prune.c: removes the join MERGEs of bodies that have no dead tokens. */
 void cc_elide_merges(cc *C, isa_program *p);
 

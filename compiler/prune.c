@@ -185,7 +185,7 @@ void cc_prune_switches(cc *C, isa_program *p)
     P.frame_enters = csr(C, p->n_regions, n, frame_key, &P.frame_first);
 
     for (uint32_t i = 0; i < n; i++) {
-        if (p->insts[i].op != ISA_SWITCH)
+        if (!isa_is_switch(p->insts[i].op))
             continue;
         if (prunable(&P, i, 0))
             p->insts[i].flags |= ISA_FLAG_PRUNE_FALSE;
@@ -215,6 +215,60 @@ int cc_edge_cmp(const void *a, const void *b)
     return x->port < y->port ? -1 : x->port > y->port;
 }
 
+/* Rebuilds p without the instructions marked in drop[], with the edges
+ * all[0..m) (numbered as before; none may touch a dropped instruction), and
+ * its constants renumbered in the order instructions first use them (what
+ * the disassembler writes inline). */
+static void rebuild(cc *C, isa_program *p, const uint8_t *drop, cc_edge *all, size_t m)
+{
+    uint32_t n = p->n_insts;
+    uint32_t *map = cc_array(C, n, sizeof *map), nn = 0;
+    for (uint32_t i = 0; i < n; i++)
+        map[i] = drop[i] ? ISA_NONE : nn++;
+    for (size_t k = 0; k < m; k++) {
+        all[k].src = map[all[k].src];
+        all[k].dst = map[all[k].dst];
+    }
+    qsort(all, m, sizeof *all, cc_edge_cmp);
+    isa_inst *insts = ut_arena_array(&p->arena, (size_t)nn + 1, sizeof *insts);
+    isa_edge *edges = ut_arena_array(&p->arena, m + 1, sizeof *edges);
+    isa_const *consts = ut_arena_array(&p->arena, (size_t)p->n_consts + 1, sizeof *consts);
+    uint32_t *cmap = cc_array(C, (size_t)p->n_consts + 1, sizeof *cmap), nc = 0;
+    if (!insts || !edges || !consts)
+        cc_nomem(C);
+    for (uint32_t c = 0; c < p->n_consts; c++)
+        cmap[c] = ISA_NONE;
+    size_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (drop[i])
+            continue;
+        isa_inst *d = &insts[map[i]];
+        *d = p->insts[i];
+        uint32_t *use = d->op == ISA_CONST                                  ? &d->a
+                        : d->op == ISA_BRANCH || isa_imm_port(d) >= 0 ? &d->b
+                                                                          : NULL;
+        if (use) {
+            if (cmap[*use] == ISA_NONE)
+                consts[cmap[*use] = nc++] = p->consts[*use];
+            *use = cmap[*use];
+        }
+        d->edge_first = (uint32_t)k;
+        while (k < m && all[k].src == map[i]) {
+            edges[k] = (isa_edge){all[k].out, all[k].dst, all[k].port};
+            k++;
+        }
+        d->n_edges = (uint32_t)k - d->edge_first;
+    }
+    for (uint32_t c = 0; c < p->n_consts; c++) /* unused ones keep their place after the rest */
+        if (cmap[c] == ISA_NONE)
+            consts[cmap[c] = nc++] = p->consts[c];
+    p->insts = insts;
+    p->n_insts = nn;
+    p->edges = edges;
+    p->n_edges = (uint32_t)m;
+    p->consts = consts;
+}
+
 void cc_elide_merges(cc *C, isa_program *p)
 {
     uint32_t n = p->n_insts;
@@ -227,7 +281,7 @@ void cc_elide_merges(cc *C, isa_program *p)
     for (uint32_t i = 0; i < n; i++) {
         const isa_inst *in = &p->insts[i];
         uint16_t both = ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE;
-        if (in->op == ISA_SWITCH && (in->flags & both) != both)
+        if (isa_is_switch(in->op) && (in->flags & both) != both)
             clean[in->region] = 0;
     }
     /* MERGEs to drop: in a clean region, index output unused */
@@ -300,34 +354,122 @@ void cc_elide_merges(cc *C, isa_program *p)
             }
         }
     }
-    /* renumber */
-    uint32_t *map = cc_array(C, n, sizeof *map), nn = 0;
-    for (uint32_t i = 0; i < n; i++)
-        map[i] = drop[i] ? ISA_NONE : nn++;
-    for (size_t k = 0; k < m; k++) {
-        all[k].src = map[all[k].src];
-        all[k].dst = map[all[k].dst];
+    rebuild(C, p, drop, all, m);
+}
+
+/* ---- BRANCH ------------------------------------------------------------------------------
+ * `if x <= 1` lowers to a comparison with a constant operand feeding the
+ * predicate of a SWITCH whose data is x itself (the same producers). One
+ * BRANCH LESS_EQUAL 1 does both: one firing instead of two, and no matching
+ * of the predicate with the data. The comparison goes when every SWITCH it
+ * feeds becomes a BRANCH. */
+
+/* Producers of port `port` of instruction d, sorted, in out[] (at most max);
+ * returns how many (max + 1: too many to compare). */
+static size_t producers(const pr *P, uint32_t d, uint32_t port, cc_edge *out, size_t max)
+{
+    const isa_program *p = P->p;
+    size_t n = 0;
+    for (uint32_t k = P->prod_first[d]; k < P->prod_first[d + 1]; k++) {
+        uint32_t src = P->prod_src[k];
+        for (uint32_t e = p->insts[src].edge_first; e < p->insts[src].edge_first + p->insts[src].n_edges; e++) {
+            const isa_edge *x = &p->edges[e];
+            if (x->inst != d || x->port != port || x->out != P->prod_out[k])
+                continue;
+            if (n == max)
+                return max + 1;
+            out[n++] = (cc_edge){src, x->out, 0, 0};
+        }
     }
-    qsort(all, m, sizeof *all, cc_edge_cmp);
-    isa_inst *insts = ut_arena_array(&p->arena, (size_t)nn + 1, sizeof *insts);
-    isa_edge *edges = ut_arena_array(&p->arena, m + 1, sizeof *edges);
-    if (!insts || !edges)
-        cc_nomem(C);
-    size_t k = 0;
+    qsort(out, n, sizeof *out, cc_edge_cmp);
+    /* an edge may be seen once per producer entry of its source: dedupe */
+    size_t u = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!u || cc_edge_cmp(&out[u - 1], &out[k]) != 0)
+            out[u++] = out[k];
+    return u;
+}
+
+static isa_op reversed(isa_op op)
+{
+    switch (op) {
+    case ISA_LESS: return ISA_GREATER;
+    case ISA_LESS_EQUAL: return ISA_GREATER_EQUAL;
+    case ISA_GREATER: return ISA_LESS;
+    case ISA_GREATER_EQUAL: return ISA_LESS_EQUAL;
+    default: return op; /* EQUAL, NOT_EQUAL */
+    }
+}
+
+void cc_fuse_branches(cc *C, isa_program *p)
+{
+    uint32_t n = p->n_insts;
+    if (!n)
+        return;
+    pr P = {.p = p};
+    P.prod_first = cc_array(C, (size_t)n + 1, sizeof *P.prod_first);
+    for (uint32_t e = 0; e < p->n_edges; e++)
+        P.prod_first[p->edges[e].inst + 1]++;
+    for (uint32_t i = 0; i < n; i++)
+        P.prod_first[i + 1] += P.prod_first[i];
+    uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
+    memcpy(at, P.prod_first, ((size_t)n + 1) * sizeof *at);
+    P.prod_src = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_src);
+    P.prod_out = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_out);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            P.prod_src[at[d]] = i;
+            P.prod_out[at[d]++] = p->edges[e].out;
+        }
+
+    enum { MAXP = 64 };
+    cc_edge want[MAXP], got[MAXP];
+    uint8_t *drop = cc_array(C, n, 1), *fused = cc_array(C, n, 1);
+    uint32_t n_fused = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const isa_inst *cmp = &p->insts[i];
+        int imm = isa_imm_port(cmp);
+        if (isa_ops[cmp->op].cls != ISA_CLASS_COMPARE || cmp->n_ctl || imm < 0 || !cmp->n_edges ||
+            p->consts[cmp->b].rank != 0)
+            continue;
+        size_t nw = producers(&P, i, (uint32_t)(1 - imm), want, MAXP);
+        if (nw > MAXP)
+            continue;
+        bool ok = true;
+        for (uint32_t e = cmp->edge_first; e < cmp->edge_first + cmp->n_edges && ok; e++) {
+            uint32_t s = p->edges[e].inst;
+            const isa_inst *sw = &p->insts[s];
+            ok = sw->op == ISA_SWITCH && !sw->n_ctl && p->edges[e].port == 1 &&
+                 P.prod_first[s + 1] - P.prod_first[s] == nw + 1 && /* the data's producers and this one */
+                 producers(&P, s, 1, got, MAXP) == 1 && producers(&P, s, 0, got, MAXP) == nw &&
+                 memcmp(got, want, nw * sizeof *got) == 0;
+        }
+        if (!ok)
+            continue;
+        for (uint32_t e = cmp->edge_first; e < cmp->edge_first + cmp->n_edges; e++) {
+            isa_inst *sw = &p->insts[p->edges[e].inst];
+            sw->op = ISA_BRANCH;
+            sw->n_in = 1;
+            sw->a = imm == 1 ? cmp->op : reversed((isa_op)cmp->op);
+            sw->b = cmp->b;
+            fused[p->edges[e].inst] = 1;
+        }
+        drop[i] = 1;
+        n_fused++;
+    }
+    if (!n_fused)
+        return;
+    size_t m = 0;
+    cc_edge *all = cc_array(C, p->n_edges + 1, sizeof *all);
     for (uint32_t i = 0; i < n; i++) {
         if (drop[i])
             continue;
-        isa_inst *d = &insts[map[i]];
-        *d = p->insts[i];
-        d->edge_first = (uint32_t)k;
-        while (k < m && all[k].src == map[i]) {
-            edges[k] = (isa_edge){all[k].out, all[k].dst, all[k].port};
-            k++;
+        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++) {
+            const isa_edge *x = &p->edges[e];
+            if (!drop[x->inst])
+                all[m++] = (cc_edge){i, x->out, x->inst, x->port};
         }
-        d->n_edges = (uint32_t)k - d->edge_first;
     }
-    p->insts = insts;
-    p->n_insts = nn;
-    p->edges = edges;
-    p->n_edges = (uint32_t)m;
+    rebuild(C, p, drop, all, m);
 }

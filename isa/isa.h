@@ -42,7 +42,8 @@ typedef enum isa_attr {
     ISA_ATTR_DTYPE, /* a = tfvm_dtype                                      */
     ISA_ATTR_AXIS,  /* a = axis, an int32 in two's complement, -8..7 (negative
                        counts from the last axis)                          */
-    ISA_ATTR_OPTS   /* a = option bits named by isa_opt_name (ISA_OPT_*)   */
+    ISA_ATTR_OPTS,  /* a = option bits named by isa_opt_name (ISA_OPT_*)   */
+    ISA_ATTR_CMP    /* a = a COMPARE opcode, b = a scalar constant (BRANCH) */
 } isa_attr;
 
 typedef struct isa_op_info {
@@ -61,6 +62,8 @@ int isa_op_by_name(const char *name, size_t len);
 tfvm_dtype isa_dtype_by_name(const char *name, size_t len);
 /* Name of option bit `bit` (1, 2, 4...) of an OPTS op ("ta"), NULL if it has none. */
 const char *isa_opt_name(isa_op op, uint32_t bit);
+/* SWITCH and BRANCH: two outputs, the data on the taken one. */
+static inline bool isa_is_switch(uint32_t op) { return op == ISA_SWITCH || op == ISA_BRANCH; }
 /* Compute instructions: the ones that may carry a device (ISA_FLAG_DEV_*). */
 static inline bool isa_is_compute(isa_class c) { return c >= ISA_CLASS_BINARY; }
 static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= TFVM_F64; }

@@ -951,6 +951,28 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
         in->a = (uint32_t)(int32_t)axis;
         break;
     }
+    case ISA_ATTR_CMP: {
+        as_tok *t = next(P);
+        int op = t->kind == TK_IDENT ? isa_op_by_name(t->s, t->len) : -1;
+        if (op < 0 || isa_ops[op].cls != ISA_CLASS_COMPARE)
+            return fail(P, t, "expected a comparison (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL) "
+                              "after BRANCH, got %s", TDESC(t));
+        in->a = (uint32_t)op;
+        as_tok *ct = peek(P);
+        uint32_t k = 0;
+        if (is_p(ct, '#')) {
+            next(P);
+            if (!parse_u32(P, "a constant table index after '#'", &k))
+                return false;
+            in->imm_ctab = true;
+        } else if (!parse_const_value(P, &k)) {
+            return false;
+        } else if (CST(k)->rank != 0) {
+            return fail(P, ct, "the constant of BRANCH must be a scalar");
+        }
+        in->b = k;
+        break;
+    }
     case ISA_ATTR_OPTS:
         for (;;) {
             as_tok *t = peek(P);
@@ -970,8 +992,8 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
     }
     while (is_kw(peek(P), "prune_false") || is_kw(peek(P), "prune_true")) {
         as_tok *t = next(P);
-        if (in->op != ISA_SWITCH)
-            return fail(P, t, "%s is an option of SWITCH, not of %s", TDESC(t), info->name);
+        if (!isa_is_switch(in->op))
+            return fail(P, t, "%s is an option of SWITCH and BRANCH, not of %s", TDESC(t), info->name);
         uint16_t f = is_kw(t, "prune_false") ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE;
         if (in->flags & f)
             return fail(P, t, "%s given twice", TDESC(t));
@@ -1693,7 +1715,7 @@ static bool build(as_parser *P, isa_program *p)
             if (!put_const(P, p, CST(in->a)))
                 return false;
         }
-        if ((in->flags & ISA_FLAG_IMM_MASK) && !in->imm_ctab) {
+        if (((in->flags & ISA_FLAG_IMM_MASK) || in->op == ISA_BRANCH) && !in->imm_ctab) {
             d->b = p->n_consts;
             if (!put_const(P, p, CST(in->b)))
                 return false;

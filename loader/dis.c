@@ -43,7 +43,7 @@ static bool consts_inline(const isa_program *p)
     for (uint32_t i = 0; i < p->n_insts; i++) {
         if (p->insts[i].op == ISA_CONST && p->insts[i].a != k++)
             return false;
-        if (isa_imm_port(&p->insts[i]) >= 0 && p->insts[i].b != k++)
+        if ((isa_imm_port(&p->insts[i]) >= 0 || p->insts[i].op == ISA_BRANCH) && p->insts[i].b != k++)
             return false;
     }
     return k == p->n_consts;
@@ -395,6 +395,15 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
         break;
     case ISA_ATTR_AXIS:
         ut_buf_printf(b, " axis=%" PRId32, (int32_t)in->a);
+        break;
+    case ISA_ATTR_CMP:
+        ut_buf_printf(b, " %s ", in->a < ISA_OP_COUNT ? isa_ops[in->a].name : "?");
+        if (c->const_table < 0)
+            c->const_table = !consts_inline(p);
+        if (c->const_table)
+            ut_buf_printf(b, "#%" PRIu32, in->b);
+        else
+            put_const(b, p, in->b);
         break;
     case ISA_ATTR_OPTS:
         for (uint32_t bit = 1; bit; bit <<= 1)

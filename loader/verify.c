@@ -428,7 +428,7 @@ static tfvm_status check_inst(vf *v, uint32_t i)
         allowed |= ISA_FLAG_DEV_CPU | ISA_FLAG_DEV_CUDA;
     if (isa_is_compute(info->cls) && info->n_in >= 2)
         allowed |= ISA_FLAG_IMM_MASK;
-    if (in->op == ISA_SWITCH)
+    if (isa_is_switch(in->op))
         allowed |= ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE;
     if ((in->flags & ISA_FLAG_DEV_MASK) == ISA_FLAG_DEV_MASK)
         return vbad(v, "%s: %s is placed on two devices (flags 0x%x)", L, op, in->flags);
@@ -442,7 +442,7 @@ static tfvm_status check_inst(vf *v, uint32_t i)
         return vbad(v, "%s: flags 0x%x not allowed on %s", L, in->flags, op);
     if (info->attr == ISA_ATTR_NONE && (in->a || (in->b && imm < 0)))
         return vbad(v, "%s: %s takes no attributes, but a=%" PRIu32 " b=%" PRIu32, L, op, in->a, in->b);
-    if (info->attr != ISA_ATTR_ENTER && in->b && imm < 0)
+    if (info->attr != ISA_ATTR_ENTER && info->attr != ISA_ATTR_CMP && in->b && imm < 0)
         return vbad(v, "%s: %s has no attribute b, but b=%" PRIu32, L, op, in->b);
     if (in->op == ISA_NEXTITER && reg->kind != ISA_REGION_LOOP)
         return vbad(v, "%s: NEXTITER must be in a LOOP region, not %s region '%s'", L,
@@ -522,6 +522,15 @@ static tfvm_status check_inst(vf *v, uint32_t i)
                         ISA_MAX_AXIS - 1);
         break;
     }
+    case ISA_ATTR_CMP:
+        if (in->a >= ISA_OP_COUNT || isa_ops[in->a].cls != ISA_CLASS_COMPARE)
+            return vbad(v, "%s: BRANCH needs a comparison opcode, not %" PRIu32, L, in->a);
+        if (in->b >= p->n_consts)
+            return vbad(v, "%s: BRANCH constant %" PRIu32 " does not exist (%" PRIu32 " constant%s)", L, in->b,
+                        p->n_consts, p->n_consts == 1 ? "" : "s");
+        if (p->consts[in->b].rank != 0)
+            return vbad(v, "%s: BRANCH constant %" PRIu32 " is a tensor; it must be a scalar", L, in->b);
+        break;
     case ISA_ATTR_OPTS:
         for (uint32_t bit = 1; bit; bit <<= 1)
             if ((in->a & bit) && !isa_opt_name((isa_op)in->op, bit))

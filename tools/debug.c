@@ -244,7 +244,7 @@ static void put_tag_plus(ut_buf *b, const dbg *d, const vm_ctx *c, const char *r
 
 static const char *output_name(const isa_inst *in, uint32_t o, char *buf, size_t size)
 {
-    if (in->op == ISA_SWITCH)
+    if (isa_is_switch(in->op))
         return o ? "true" : "false";
     if (in->op == ISA_MERGE)
         return o ? "index" : "value";

@@ -186,7 +186,7 @@ static void put_graph(ut_buf *b, const isa_program *p)
             const isa_edge *e = &p->edges[k];
             const isa_inst *dst = &p->insts[e->inst];
             ut_buf_printf(b, "  i%u -> i%u [label=\"", i, e->inst);
-            if (src->op == ISA_SWITCH)
+            if (isa_is_switch(src->op))
                 ut_buf_printf(b, "%s:", e->out ? "T" : "F");
             else if (src->op == ISA_MERGE)
                 ut_buf_printf(b, "%s:", e->out ? "i" : "v");

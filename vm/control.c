@@ -10,6 +10,7 @@
  * iteration, which takes the lock again. */
 #include <string.h>
 
+#include "devices/cpu/cpu.h"
 #include "vm.h"
 
 static const dev_value dead_token = {.dead = 1};
@@ -391,6 +392,48 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
         vm_ctx_unref(w, callee);
 }
 
+/* BRANCH: a SWITCH whose predicate is the data compared with a constant. */
+void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *inst = &vm->prog->insts[a->inst];
+    vm_ctx *c = a->ctx;
+    if (v->dead) {
+        vm_send(w, c, a->inst, 0, &dead_token);
+        vm_send(w, c, a->inst, 1, &dead_token);
+        return;
+    }
+    dev_value in[2] = {*v, vm->consts[inst->b]}, pred = dev_dead();
+    bool taken;
+    if (!v->is_tensor && v->dtype == in[1].dtype && v->dtype == TFVM_I32) {
+        int32_t x = v->u.i32, y = in[1].u.i32;
+        switch ((isa_op)inst->a) {
+        case ISA_LESS: taken = x < y; break;
+        case ISA_LESS_EQUAL: taken = x <= y; break;
+        case ISA_GREATER: taken = x > y; break;
+        case ISA_GREATER_EQUAL: taken = x >= y; break;
+        case ISA_EQUAL: taken = x == y; break;
+        default: taken = x != y; break;
+        }
+    } else {
+        char msg[256];
+        tfvm_status st = dev_cpu_elementwise((isa_op)inst->a, 0, in, &pred, &vm->alloc, msg, sizeof msg);
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, c, a->inst, "%s", msg);
+            return;
+        }
+        if (pred.is_tensor) {
+            dev_value_release(&pred);
+            vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "predicate must be a bool scalar, got a bool tensor");
+            return;
+        }
+        taken = pred.u.b;
+    }
+    vm_send(w, c, a->inst, taken, v);
+    if (!(inst->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE)))
+        vm_send(w, c, a->inst, 1 - taken, &dead_token);
+}
+
 void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
 {
     tfvm_vm *vm = w->vm;
@@ -400,6 +443,9 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
     case ISA_IDENTITY:
     case ISA_LOOPCOND:
         vm_send(w, c, a->inst, 0, &in[0]);
+        break;
+    case ISA_BRANCH:
+        vm_fire_branch(w, a, &in[0]);
         break;
     case ISA_SWITCH: {
         if (in[0].dead || in[1].dead) {

@@ -726,6 +726,10 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         vm_fire_call(w, a, &a->v);
         dev_value_release(&a->v);
         break;
+    case ISA_BRANCH:
+        vm_fire_branch(w, a, &a->v);
+        dev_value_release(&a->v);
+        break;
     case ISA_CONST:
         if (ip->matched) { /* several control inputs */
             fire_general(w, a, ip);

@@ -308,6 +308,7 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
 void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v);
+void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v);
 /* Called when an iteration context's last reference goes (control.c);
  * returns the context that loses a reference because of it, or NULL. */
 vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c);

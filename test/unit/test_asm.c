@@ -724,8 +724,13 @@ static const bad_case bad_cases[] = {
     {HDR "    x = IDENTITY on cpu (a)\n" FTR, "t.tfasm:3:18: IDENTITY cannot be placed on a device (only compute instructions can)"},
     {HDR "    x = ADD (a, a) on cpu\n" FTR, "t.tfasm:3:20: 'on DEVICE' goes before the inputs, as in ADD on cpu (...)"},
     /* pruned switches */
-    {HDR "    x = ADD prune_false (a, a)\n" FTR, "t.tfasm:3:13: 'prune_false' is an option of SWITCH, not of ADD"},
+    {HDR "    x = ADD prune_false (a, a)\n" FTR, "t.tfasm:3:13: 'prune_false' is an option of SWITCH and BRANCH, not of ADD"},
     {HDR "    x = SWITCH prune_true prune_true (a, a)\n" FTR, "t.tfasm:3:27: 'prune_true' given twice"},
+    /* BRANCH */
+    {HDR "    x = BRANCH ADD i32 1 (a)\n" FTR,
+     "t.tfasm:3:16: expected a comparison (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL) after BRANCH, got 'ADD'"},
+    {HDR "    x = BRANCH LESS i32[2] [1, 2] (a)\n" FTR, "t.tfasm:3:21: the constant of BRANCH must be a scalar"},
+    {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64), got '('"},
 };
 
 START_TEST(bad_syntax)

@@ -143,16 +143,19 @@ START_TEST(fib_shape)
     int c = find_inst(p, "fib_2_n");
     ck_assert_int_ge(c, 0);
     ck_assert_uint_eq(ip->sites[ip->insts[c].a].id, 2);
-    /* the if: one SWITCH, pruned on both sides, so no dead token exists in
-     * fib and the if needs no MERGE (the RETURNs take both branches); the
-     * parameter needs neither MERGE nor IDENTITY: its readers take the three
-     * CALLs directly */
-    ck_assert_uint_eq(count(p, ISA_SWITCH, "fib"), 1);
+    /* the if on n <= 1: one BRANCH (the comparison and the SWITCH in one),
+     * pruned on both sides, so no dead token exists in fib and the if needs
+     * no MERGE (the RETURNs take both branches); the parameter needs neither
+     * MERGE nor IDENTITY: its readers take the three CALLs directly */
+    ck_assert_uint_eq(count(p, ISA_SWITCH, "fib"), 0);
+    ck_assert_uint_eq(count(p, ISA_LESS_EQUAL, "fib"), 0);
+    ck_assert_uint_eq(count(p, ISA_BRANCH, "fib"), 1);
     ck_assert_uint_eq(count(p, ISA_MERGE, "fib"), 0);
     ck_assert_uint_eq(count(p, ISA_IDENTITY, NULL), 0);
-    int le = find_inst(p, "less_equal_2_10");
-    ck_assert_int_ge(le, 0);
-    ck_assert_uint_eq(producers(p, (uint32_t)le, 0), 3);
+    int br = find_inst(p, "n_sw");
+    ck_assert_int_ge(br, 0);
+    ck_assert_uint_eq(ip->insts[br].a, ISA_LESS_EQUAL);
+    ck_assert_uint_eq(producers(p, (uint32_t)br, 0), 3);
     ck_assert_int_eq(run_i(p, (tfvm_value[]){tfvm_i32(20)}, 1), 10946);
     tfvm_program_free(p);
 }
@@ -166,10 +169,10 @@ START_TEST(fib_firings_per_call)
     ck_assert_int_eq(o.st, TFVM_OK);
     ck_assert_int_eq(o.r[0].as.i32, 10946);
     uint64_t calls = 2 * 10946 - 1, leaves = 10946, inner = calls - leaves;
-    /* a leaf: LESS_EQUAL (constant operand), SWITCH, CONST 1, its RETURN in
-     * the caller; an inner call: LESS_EQUAL, SWITCH, two SUBs, two CALLs, ADD,
-     * its RETURN (pruned branches, no MERGE); main: ARG, CALL, RESULT */
-    ck_assert_msg(o.stats.fired == 4 * leaves + 8 * inner + 3, "fib fires %llu instructions for %llu calls",
+    /* a leaf: BRANCH, CONST 1, its RETURN in the caller; an inner call:
+     * BRANCH, two SUBs (constant operands), two CALLs, ADD, its RETURN (pruned
+     * branches, no MERGE); main: ARG, CALL, RESULT */
+    ck_assert_msg(o.stats.fired == 3 * leaves + 7 * inner + 3, "fib fires %llu instructions for %llu calls",
                   (unsigned long long)o.stats.fired, (unsigned long long)calls);
     tfvm_program *q = compile_opt(fib_src, 0, NULL);
     run_out o0 = run(q, (tfvm_value[]){tfvm_i32(20)}, 1);
@@ -226,7 +229,7 @@ START_TEST(branch_with_loop_and_call)
             while (!(e >= ip->insts[src_i].edge_first && e < ip->insts[src_i].edge_first + ip->insts[src_i].n_edges))
                 src_i++;
             uint16_t op = ip->insts[src_i].op;
-            ck_assert_msg(op == ISA_SWITCH || (op == ISA_CONST && ip->insts[src_i].n_ctl == 1),
+            ck_assert_msg(isa_is_switch(op) || (op == ISA_CONST && ip->insts[src_i].n_ctl == 1),
                           "an ENTER of the branch's loop reads an ungated %s", isa_ops[op].name);
         }
     }
@@ -392,7 +395,8 @@ START_TEST(round_trip)
 END_TEST
 
 /* What `tfvm compile --emit=asm examples/fib.tfg` prints for the if: at -O1
- * its SWITCH is pruned on both sides and the loose constants are constant
+ * a BRANCH (comparison and SWITCH in one) pruned on both sides, and the loose
+ * constants are constant
  * operands; at -O0 neither. */
 static char *fib_example_asm(int opt)
 {
@@ -420,13 +424,12 @@ static char *fib_example_asm(int opt)
 START_TEST(fib_example_emits_operands_and_pruning)
 {
     char *t = fib_example_asm(1);
-    ck_assert_msg(strstr(t, "    n_sw             = SWITCH prune_false prune_true "
-                            "(main.fib_2_n | fib_0_n | fib_1_n, less_equal_12_10) @12:5\n"),
+    ck_assert_msg(strstr(t, "    n_sw      = BRANCH LESS_EQUAL i32 1 prune_false prune_true "
+                            "(main.fib_2_n | fib_0_n | fib_1_n) @12:5\n"),
                   "%s", t);
-    ck_assert_msg(strstr(t, "    sub_12_34        = SUB (n_sw, i32 1) @12:34\n"), "%s", t);
-    ck_assert_msg(strstr(t, "    sub_12_47        = SUB (n_sw, i32 2) @12:47\n"), "%s", t);
-    ck_assert_msg(strstr(t, "    less_equal_12_10 = LESS_EQUAL (main.fib_2_n | fib_0_n | fib_1_n, i32 1) @12:10\n"), "%s",
-                  t);
+    ck_assert_msg(strstr(t, "    sub_12_34 = SUB (n_sw, i32 1) @12:34\n"), "%s", t);
+    ck_assert_msg(strstr(t, "    sub_12_47 = SUB (n_sw, i32 2) @12:47\n"), "%s", t);
+    ck_assert_msg(strstr(t, "LESS_EQUAL (") == NULL, "%s", t);
     free(t);
     t = fib_example_asm(0);
     ck_assert_msg(strstr(t, "prune_") == NULL && strstr(t, ", i32 ") == NULL, "%s", t);

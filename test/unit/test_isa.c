@@ -14,7 +14,7 @@ static const char *class_name(isa_class c)
 
 static const char *attr_name(isa_attr a)
 {
-    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype", "axis=N", "options"};
+    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype", "axis=N", "options", "op c"};
     return names[a];
 }
 

@@ -347,6 +347,84 @@ static const char *FIB_IMM =
     "    res  = MERGE (base, sum)\n"
     "}\n";
 
+/* BRANCH OP c: every comparison, on both sides of c; the data, not the
+ * predicate, is what comes out; a dead input makes both outputs dead. */
+static const char *BRANCH_OPS = "entry main(n: i64) -> (r: i64) {\n"
+                                "    n  = ARG 0\n"
+                                "    b0 = BRANCH LESS i64 3 (n)\n"
+                                "    b1 = BRANCH LESS_EQUAL i64 3 (n)\n"
+                                "    b2 = BRANCH GREATER i64 3 (n)\n"
+                                "    b3 = BRANCH GREATER_EQUAL i64 3 (n)\n"
+                                "    b4 = BRANCH EQUAL i64 3 (n)\n"
+                                "    b5 = BRANCH NOT_EQUAL i64 3 (n)\n"
+                                "    t0 = MERGE (b0:1, c0)\n"
+                                "    c0 = CONST i64 0 [b0:0]\n"
+                                "    t1 = MERGE (b1:1, c1)\n"
+                                "    c1 = CONST i64 0 [b1:0]\n"
+                                "    t2 = MERGE (b2:1, c2)\n"
+                                "    c2 = CONST i64 0 [b2:0]\n"
+                                "    t3 = MERGE (b3:1, c3)\n"
+                                "    c3 = CONST i64 0 [b3:0]\n"
+                                "    t4 = MERGE (b4:1, c4)\n"
+                                "    c4 = CONST i64 0 [b4:0]\n"
+                                "    t5 = MERGE (b5:1, c5)\n"
+                                "    c5 = CONST i64 0 [b5:0]\n"
+                                "    w1 = MUL (t1, i64 10)\n"
+                                "    w2 = MUL (t2, i64 100)\n"
+                                "    w3 = MUL (t3, i64 1000)\n"
+                                "    w4 = MUL (t4, i64 10000)\n"
+                                "    w5 = MUL (t5, i64 100000)\n"
+                                "    s1 = ADD (t0, w1)\n"
+                                "    s2 = ADD (s1, w2)\n"
+                                "    s3 = ADD (s2, w3)\n"
+                                "    s4 = ADD (s3, w4)\n"
+                                "    s5 = ADD (s4, w5)\n"
+                                "         RESULT 0 (s5)\n"
+                                "}\n";
+
+/* A float BRANCH (the kernels' path), deadness, and a tensor's error. */
+static const char *BRANCH_F64 = "entry main(x: f64) -> (r: f64) {\n"
+                                "    x = ARG 0\n"
+                                "    s = SWITCH (x, t)\n"
+                                "    t = GREATER (x, f64 -100)\n"
+                                "    b = BRANCH LESS f64 0.5 prune_true (s:1)\n"
+                                "    n = NEG (b:0)\n"
+                                "    m = MERGE (b:1, n, s:0)\n"
+                                "        RESULT 0 (m)\n"
+                                "}\n";
+
+START_TEST(branch)
+{
+    use_policy(_i);
+    tfvm_value r;
+    /* n = 3: LESS no, LESS_EQUAL yes, GREATER no, GREATER_EQUAL yes, EQUAL yes, NOT_EQUAL no */
+    ck_assert_int_eq(run1(BRANCH_OPS, tfvm_i64(3), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 3 * 10 + 3 * 1000 + 3 * 10000);
+    ck_assert_int_eq(run1(BRANCH_OPS, tfvm_i64(2), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 2 + 2 * 10 + 2 * 100000);
+    ck_assert_int_eq(run1(BRANCH_OPS, tfvm_i64(7), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert_int_eq(r.as.i64, 7 * 100 + 7 * 1000 + 7 * 100000);
+    ck_assert_int_eq(run1(BRANCH_F64, tfvm_f64(0.25), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert(r.as.f64 == 0.25);
+    ck_assert_int_eq(run1(BRANCH_F64, tfvm_f64(2.0), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert(r.as.f64 == -2.0);
+    /* x <= -100: the BRANCH gets a dead token and says dead on both sides */
+    ck_assert_int_eq(run1(BRANCH_F64, tfvm_f64(-200.0), &r, NULL, 0, NULL), TFVM_OK);
+    ck_assert(r.as.f64 == -200.0);
+    /* a dtype that does not match the constant is the comparison's error */
+    char msg[256];
+    ck_assert_int_eq(run1("entry main(n: i32) -> (r: i32) {\n"
+                          "    n = ARG 0\n"
+                          "    b = BRANCH LESS i64 3 (n)\n"
+                          "    m = MERGE (b:0, b:1)\n"
+                          "        RESULT 0 (m)\n"
+                          "}\n",
+                          tfvm_i32(1), &r, msg, sizeof msg, NULL),
+                     TFVM_ERR_TYPE);
+    ck_assert_str_eq(msg, "b (BRANCH) at []: dtype mismatch: i32 and i64");
+}
+END_TEST
+
 START_TEST(constant_operands)
 {
     use_policy(_i);
@@ -621,6 +699,7 @@ int main(void)
     tcase_add_loop_test(tc, runtime_errors_name_instruction_and_tag, 0, 2);
     tcase_add_loop_test(tc, stuck_run_diagnosis, 0, 2);
     tcase_add_loop_test(tc, constant_operands, 0, 2);
+    tcase_add_loop_test(tc, branch, 0, 2);
     tcase_add_loop_test(tc, pruned_switch, 0, 2);
     tcase_add_loop_test(tc, compiled_if_with_and_without_pruning, 0, 2);
     tcase_add_test(tc, argument_checks);
