@@ -206,7 +206,7 @@ static bool note_created(vm_worker *w)
     return true;
 }
 
-vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
+static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
 {
     tfvm_vm *vm = w->vm;
     const vm_rplan *rp = &vm->plan.regions[region];
@@ -243,6 +243,11 @@ vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind ki
         return NULL;
     }
     return c;
+}
+
+vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
+{
+    return ctx_new(w, parent, region, kind, elem);
 }
 
 void vm_ctx_recycle(vm_worker *w, vm_ctx *c)
@@ -300,6 +305,14 @@ void vm_ctx_unref(vm_worker *w, vm_ctx *c)
 
 /* ---- Queues ------------------------------------------------------------------- */
 
+static void wake_one(tfvm_vm *vm)
+{
+    pthread_mutex_lock(&vm->park_lock);
+    vm->wake_seq++;
+    pthread_cond_signal(&vm->park_cond);
+    pthread_mutex_unlock(&vm->park_lock);
+}
+
 static void wake_all(tfvm_vm *vm)
 {
     pthread_mutex_lock(&vm->park_lock);
@@ -333,13 +346,12 @@ static bool enqueue(vm_worker *w, const vm_act *a)
     return true;
 }
 
-/* Parallel mode, every DONATE_EVERY firings (about 0.1 ms), when some worker is idle and
- * nothing waits in the deque: the oldest private activation (the biggest
- * piece of work, depth-first) goes to the deque, where thieves take it. Not
- * more often: in a program with little parallelism the owner takes most
- * donations back itself, and each round trip costs two fences. A parked
- * worker is not woken for it (that costs system calls on both sides): it
- * looks again within a millisecond. */
+/* Parallel mode, every DONATE_EVERY firings (about 0.1 ms), when some worker
+ * is idle and nothing waits in the deque: the oldest private activation (the
+ * biggest piece of work, depth-first) goes to the deque, where thieves take
+ * it, and a parked worker is woken for it. Not more often: in a program with
+ * little parallelism the owner takes most donations back itself, and each
+ * round trip costs two fences (and a wake-up two system calls). */
 #define DONATE_EVERY 8192
 
 static inline void maybe_donate(vm_worker *w)
@@ -355,6 +367,8 @@ static inline void maybe_donate(vm_worker *w)
     if (++w->lo_stack == w->n_stack)
         w->lo_stack = w->n_stack = 0;
     w->donated++;
+    if (atomic_load_explicit(&vm->sleepers, memory_order_relaxed))
+        wake_one(vm);
 }
 
 /* The newest activation waits in `next` and runs right after the current
@@ -722,14 +736,55 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         vm_send(w, c->parent, a->inst, 0, &a->v);
         dev_value_release(&a->v);
         break;
-    case ISA_CALL:
-        vm_fire_call(w, a, &a->v);
+    case ISA_CALL: {
+        /* the commonest case inline: a live token for a one-argument site
+         * (the rest, and what this does, in vm_fire_call) */
+        const isa_inst *in = &vm->prog->insts[a->inst];
+        const vm_splan *sp = &vm->plan.sites[in->a];
+        if (a->v.dead || sp->n_call != 1 || atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
+            vm_fire_call(w, a, &a->v);
+            dev_value_release(&a->v);
+            break;
+        }
+        vm_ctx *callee = ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
+        if (callee) {
+            callee->child = ip->child;
+            callee->entered = VM_ENTERED_LIVE;
+            callee->arrived = 1;
+            atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
+            atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
+            vm_send(w, callee, a->inst, 0, &a->v);
+            vm_ctx_unref(w, callee);
+        }
         dev_value_release(&a->v);
         break;
-    case ISA_BRANCH:
-        vm_fire_branch(w, a, &a->v);
-        dev_value_release(&a->v);
+    }
+    case ISA_BRANCH: {
+        /* the commonest case inline: a live i32 against an i32 constant */
+        const isa_inst *in = &vm->prog->insts[a->inst];
+        const dev_value *k = &vm->consts[in->b];
+        if (a->v.dead || a->v.is_tensor || a->v.dtype != TFVM_I32 || k->dtype != TFVM_I32) {
+            vm_fire_branch(w, a, &a->v);
+            dev_value_release(&a->v);
+            break;
+        }
+        int32_t x = a->v.u.i32, y = k->u.i32;
+        bool taken;
+        switch ((isa_op)in->a) {
+        case ISA_LESS: taken = x < y; break;
+        case ISA_LESS_EQUAL: taken = x <= y; break;
+        case ISA_GREATER: taken = x > y; break;
+        case ISA_GREATER_EQUAL: taken = x >= y; break;
+        case ISA_EQUAL: taken = x == y; break;
+        default: taken = x != y; break;
+        }
+        vm_send(w, c, a->inst, taken, &a->v);
+        if (!(in->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+            dev_value dt = dev_dead();
+            vm_send(w, c, a->inst, 1 - taken, &dt);
+        }
         break;
+    }
     case ISA_CONST:
         if (ip->matched) { /* several control inputs */
             fire_general(w, a, ip);
