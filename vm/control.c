@@ -8,6 +8,7 @@
  * not once per firing, so it has a mutex (taken only in parallel mode).
  * Nothing is unreferenced while a loop's lock is held: an unref can end an
  * iteration, which takes the lock again. */
+#include <sched.h>
 #include <string.h>
 
 #include "devices/cpu/cpu.h"
@@ -26,8 +27,11 @@ static inline void loop_lock(vm_worker *w, vm_loop *l)
 {
     if (!w->vm->parallel)
         return;
-    while (pthread_mutex_trylock(&l->lock) != 0)
+    for (unsigned spins = 0; pthread_mutex_trylock(&l->lock) != 0; spins++) {
         vm_serve_shares(w);
+        if (spins >= 64)
+            sched_yield(); /* with more workers than cores, the holder may not be running */
+    }
 }
 static inline void loop_unlock(vm_worker *w, vm_loop *l)
 {

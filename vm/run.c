@@ -13,6 +13,7 @@
  * read-modify-writes (one thread, no lock prefix). */
 #include "vm.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,7 +233,7 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     c->elem = elem;
     c->live = 1;
     c->serial = (w->st.contexts_created << 10) | w->id;
-    c->owner = w->id;
+    atomic_store_explicit(&c->owner, w->id, memory_order_relaxed);
     c->slots = (dev_value *)(c + 1);
     c->children = (_Atomic(void *) *)(c->slots + rp->n_slots);
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
@@ -444,6 +445,19 @@ static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, de
         vm_ctx_unref(w, c);
 }
 
+/* A reference on c, atomic or not as `par` (vm_ctx_atomic) decided for the
+ * whole delivery: asking vm_ctx_atomic again could answer a sharing request
+ * halfway (vm_ctx_share waits, and answers requests while it waits), after
+ * which this delivery's plain updates would race with the requester's. */
+static inline void ref_as(vm_ctx *c, bool par)
+{
+    if (par)
+        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    else
+        atomic_store_explicit(&c->refs, atomic_load_explicit(&c->refs, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}
+
 /* MERGE: fires on its first live input; on all-dead once every input is in.
  * Later tokens are absorbed. Only presence is recorded (claim bits). The
  * partial match's reference is the one of the first token that did not fire
@@ -462,7 +476,7 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
      * did not exist yet, and free the context under its owner. */
     bool held = !par && c == w->held;
     if (!held)
-        vm_ctx_ref(w, c);
+        ref_as(c, par);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -526,7 +540,7 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
     bool par = vm_ctx_atomic(w, c);
     bool held = !par && c == w->held; /* see merge_arrive */
     if (!held)
-        vm_ctx_ref(w, c);
+        ref_as(c, par);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -937,20 +951,43 @@ static bool find_work(vm_worker *w, vm_act *a)
 
 /* ---- Sharing contexts (vm_ctx_atomic) ------------------------------------------------ */
 
+/* One turn of waiting for another worker: answer our own requests (it may
+ * be waiting for us), and after a while give the core away: with more
+ * workers than cores the one we wait for may not be running at all. */
+static void share_wait(vm_worker *w, unsigned spins)
+{
+    vm_serve_shares(w);
+    if (spins >= 64)
+        sched_yield();
+}
+
 bool vm_ctx_share(vm_worker *w, vm_ctx *c)
 {
     tfvm_vm *vm = w->vm;
-    if (atomic_exchange_explicit(&c->shared, 1, memory_order_seq_cst))
-        return true;
+    uint32_t owner = atomic_load_explicit(&c->owner, memory_order_acquire);
+    for (;;) {
+        if (owner == VM_CTX_SHARED)
+            return true;
+        if (owner & VM_CTX_SHARING) { /* another worker's handshake (or ours to answer) */
+            for (unsigned spins = 0; atomic_load_explicit(&c->owner, memory_order_acquire) != VM_CTX_SHARED; spins++)
+                share_wait(w, spins);
+            return true;
+        }
+        if (atomic_compare_exchange_weak_explicit(&c->owner, &owner, owner | VM_CTX_SHARING, memory_order_seq_cst,
+                                                  memory_order_acquire))
+            break;
+    }
     w->shares++;
-    vm_worker *o = &vm->w[c->owner];
+    vm_worker *o = &vm->w[owner];
     unsigned req = atomic_fetch_add_explicit(&o->share_req, 1, memory_order_seq_cst) + 1;
     /* An idle owner runs nothing, and sees the flag when it runs again
      * (leaving find_work fences). While waiting, answer others: the owner
      * may be waiting for us. */
-    while ((int)(atomic_load_explicit(&o->share_ack, memory_order_acquire) - req) < 0 &&
-           atomic_load_explicit(&o->busy, memory_order_seq_cst))
-        vm_serve_shares(w);
+    for (unsigned spins = 0; (int)(atomic_load_explicit(&o->share_ack, memory_order_acquire) - req) < 0 &&
+                             atomic_load_explicit(&o->busy, memory_order_seq_cst);
+         spins++)
+        share_wait(w, spins);
+    atomic_store_explicit(&c->owner, VM_CTX_SHARED, memory_order_release);
     return true;
 }
 

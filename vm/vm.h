@@ -88,8 +88,8 @@ struct vm_ctx {
     uint64_t serial;       /* creation order (per worker), to list contexts oldest first */
     atomic_uint refs;
     atomic_uint arrived;   /* CALL: CALL tokens received so far */
-    uint32_t owner;        /* the worker that made it (parallel mode, vm_ctx_atomic) */
-    atomic_uchar shared;   /* other workers may touch it: every update is atomic */
+    atomic_uint owner;     /* the worker that made it, or VM_CTX_SHARED once other workers
+                              may touch it (then every update is atomic; vm_ctx_atomic) */
     uint32_t child;        /* CALL: its index in the parent's children */
     vm_loop *loop;         /* ITER: its loop instance */
     vm_ctx *next_iter;     /* ITER: the following iteration (holds a reference) */
@@ -260,20 +260,22 @@ void vm_ctx_unref(vm_worker *w, vm_ctx *c);
  * does, and only a shared context pays for atomic read-modify-writes. Work
  * stealing moves few activations (a thief takes the oldest, i.e. the
  * biggest, piece of work), so most contexts are never shared.
- * vm_ctx_share makes c shared: it sets the flag and waits until c's owner,
- * between two firings, has acknowledged (after which the owner sees the
- * flag), or is idle. Returns true. */
+ * vm_ctx_share makes c shared: it marks c as being shared, waits until c's
+ * owner, between two firings, has acknowledged (after which the owner sees
+ * the mark), or is idle, and then marks it shared. A worker that finds a
+ * share under way waits for it to finish. Returns true. */
 bool vm_ctx_share(vm_worker *w, vm_ctx *c);
-/* Must w update c with atomic operations? (Shares c first if w is not its owner.) */
+#define VM_CTX_SHARED UINT32_MAX
+#define VM_CTX_SHARING 0x80000000u /* | the owner: a worker is sharing it (vm_ctx_share) */
+/* Must w update c with atomic operations? (Shares c first if w is not its
+ * owner, or waits for a share under way to finish.) One load and compare: in
+ * the deterministic mode every context's owner is worker 0, the only one. */
 static inline bool vm_ctx_atomic(vm_worker *w, vm_ctx *c)
 {
-    if (!w->vm->parallel)
+    uint32_t o = atomic_load_explicit(&c->owner, memory_order_relaxed);
+    if (o == w->id)
         return false;
-    if (atomic_load_explicit(&c->shared, memory_order_relaxed))
-        return true;
-    if (c->owner == w->id)
-        return false;
-    return vm_ctx_share(w, c);
+    return o == VM_CTX_SHARED || vm_ctx_share(w, c);
 }
 /* Between two firings, and while waiting for anything: answer the sharing
  * requests made since the last time. Reading a request (acquire) makes the
