@@ -88,6 +88,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         n = 1024;
     vm->n_workers = n;
     dev_cpu_set_threads((int)n); /* OpenBLAS threads share the cores with the workers */
+    dev_cpu_prepare(vm->prog);
     vm->parallel = n > 1;
     vm->policy = sched_policy_find(vm->parallel ? "workstealing" : "deterministic");
     tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);

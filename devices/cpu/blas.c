@@ -104,6 +104,15 @@ const dev_blas_fns *dev_blas_if_loaded(void)
 
 const char *dev_blas_error(void) { return error[0] ? error : "not loaded"; }
 
+void dev_cpu_prepare(const isa_program *p)
+{
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (p->insts[i].op == ISA_MATMUL || p->insts[i].op == ISA_CONV2D) {
+            dev_blas(); /* a failure is reported by the kernel that needs it */
+            return;
+        }
+}
+
 void dev_cpu_set_threads(int vm_workers)
 {
     atomic_store(&workers, vm_workers < 1 ? 1 : vm_workers);

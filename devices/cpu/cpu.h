@@ -34,5 +34,9 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
  * process-wide: the VM made last decides it (docs/devices.md, "CPU threads").
  * Thread-safe. */
 void dev_cpu_set_threads(int vm_workers);
+/* Loads OpenBLAS now if program p has matrix products (MATMUL, CONV2D): a VM
+ * is made before its runs, so the load (a few milliseconds, and the start of
+ * OpenBLAS's threads) is not paid inside the first run. Others never load it. */
+void dev_cpu_prepare(const isa_program *p);
 
 #endif
