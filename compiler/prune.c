@@ -133,6 +133,28 @@ static bool prunable(pr *P, uint32_t s, uint32_t o)
     return lc.ok;
 }
 
+/* P->prod_*: the producers of each instruction, by destination (CSR). */
+static void index_producers(cc *C, pr *P)
+{
+    const isa_program *p = P->p;
+    uint32_t n = p->n_insts;
+    P->prod_first = cc_array(C, (size_t)n + 1, sizeof *P->prod_first);
+    for (uint32_t e = 0; e < p->n_edges; e++)
+        P->prod_first[p->edges[e].inst + 1]++;
+    for (uint32_t i = 0; i < n; i++)
+        P->prod_first[i + 1] += P->prod_first[i];
+    uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
+    memcpy(at, P->prod_first, ((size_t)n + 1) * sizeof *at);
+    P->prod_src = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P->prod_src);
+    P->prod_out = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P->prod_out);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            P->prod_src[at[d]] = i;
+            P->prod_out[at[d]++] = p->edges[e].out;
+        }
+}
+
 static uint32_t *csr(cc *C, uint32_t n_keys, uint32_t n, const uint32_t *key, uint32_t **first_out)
 {
     uint32_t *first = cc_array(C, (size_t)n_keys + 1, sizeof *first);
@@ -159,22 +181,7 @@ void cc_prune_switches(cc *C, isa_program *p)
     pr P = {.p = p};
     P.mark = cc_array(C, n, sizeof *P.mark);
     P.stack = cc_array(C, n, sizeof *P.stack);
-    /* producers, by destination */
-    P.prod_first = cc_array(C, (size_t)n + 1, sizeof *P.prod_first);
-    for (uint32_t e = 0; e < p->n_edges; e++)
-        P.prod_first[p->edges[e].inst + 1]++;
-    for (uint32_t i = 0; i < n; i++)
-        P.prod_first[i + 1] += P.prod_first[i];
-    uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
-    memcpy(at, P.prod_first, ((size_t)n + 1) * sizeof *at);
-    P.prod_src = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_src);
-    P.prod_out = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_out);
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++) {
-            uint32_t d = p->edges[e].inst;
-            P.prod_src[at[d]] = i;
-            P.prod_out[at[d]++] = p->edges[e].out;
-        }
+    index_producers(C, &P);
     /* CALLs by site, ENTERs by frame */
     uint32_t *site_key = cc_array(C, n, sizeof *site_key), *frame_key = cc_array(C, n, sizeof *frame_key);
     for (uint32_t i = 0; i < n; i++) {
@@ -407,21 +414,7 @@ void cc_fuse_branches(cc *C, isa_program *p)
     if (!n)
         return;
     pr P = {.p = p};
-    P.prod_first = cc_array(C, (size_t)n + 1, sizeof *P.prod_first);
-    for (uint32_t e = 0; e < p->n_edges; e++)
-        P.prod_first[p->edges[e].inst + 1]++;
-    for (uint32_t i = 0; i < n; i++)
-        P.prod_first[i + 1] += P.prod_first[i];
-    uint32_t *at = cc_array(C, (size_t)n + 1, sizeof *at);
-    memcpy(at, P.prod_first, ((size_t)n + 1) * sizeof *at);
-    P.prod_src = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_src);
-    P.prod_out = cc_array(C, p->n_edges ? p->n_edges : 1, sizeof *P.prod_out);
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++) {
-            uint32_t d = p->edges[e].inst;
-            P.prod_src[at[d]] = i;
-            P.prod_out[at[d]++] = p->edges[e].out;
-        }
+    index_producers(C, &P);
 
     enum { MAXP = 64 };
     cc_edge want[MAXP], got[MAXP];

@@ -407,32 +407,20 @@ void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v)
         vm_send(w, c, a->inst, 1, &dead_token);
         return;
     }
+    /* (fire() does a live i32 against an i32 constant itself) */
     dev_value in[2] = {*v, vm->consts[inst->b]}, pred = dev_dead();
-    bool taken;
-    if (!v->is_tensor && v->dtype == in[1].dtype && v->dtype == TFVM_I32) {
-        int32_t x = v->u.i32, y = in[1].u.i32;
-        switch ((isa_op)inst->a) {
-        case ISA_LESS: taken = x < y; break;
-        case ISA_LESS_EQUAL: taken = x <= y; break;
-        case ISA_GREATER: taken = x > y; break;
-        case ISA_GREATER_EQUAL: taken = x >= y; break;
-        case ISA_EQUAL: taken = x == y; break;
-        default: taken = x != y; break;
-        }
-    } else {
-        char msg[256];
-        tfvm_status st = dev_cpu_elementwise((isa_op)inst->a, 0, in, &pred, &vm->alloc, msg, sizeof msg);
-        if (st != TFVM_OK) {
-            vm_fail(vm, st, c, a->inst, "%s", msg);
-            return;
-        }
-        if (pred.is_tensor) {
-            dev_value_release(&pred);
-            vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "predicate must be a bool scalar, got a bool tensor");
-            return;
-        }
-        taken = pred.u.b;
+    char msg[256];
+    tfvm_status st = dev_cpu_elementwise((isa_op)inst->a, 0, in, &pred, &vm->alloc, msg, sizeof msg);
+    if (st != TFVM_OK) {
+        vm_fail(vm, st, c, a->inst, "%s", msg);
+        return;
     }
+    if (pred.is_tensor) {
+        dev_value_release(&pred);
+        vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "predicate must be a bool scalar, got a bool tensor");
+        return;
+    }
+    bool taken = pred.u.b;
     vm_send(w, c, a->inst, taken, v);
     if (!(inst->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE)))
         vm_send(w, c, a->inst, 1 - taken, &dead_token);
