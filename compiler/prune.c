@@ -24,6 +24,8 @@ typedef struct pr {
     uint32_t *mark;        /* == stamp: a member of the current candidate set */
     uint32_t *stack;
     uint32_t stamp;
+    uint32_t *in_group;    /* == gstamp: a SWITCH of the group being analysed */
+    uint32_t gstamp;
     /* per site / frame: the CALL / ENTER instructions (CSR) */
     uint32_t *site_first, *site_calls;
     uint32_t *frame_first, *frame_enters;
@@ -61,8 +63,34 @@ static void push_new(pr *P, uint32_t k, void *ud)
     }
 }
 
+/* Producers of port `port` of instruction d, sorted, in out[] (at most max);
+ * returns how many (max + 1: too many to compare). */
+static size_t producers(const pr *P, uint32_t d, uint32_t port, cc_edge *out, size_t max)
+{
+    const isa_program *p = P->p;
+    size_t n = 0;
+    for (uint32_t k = P->prod_first[d]; k < P->prod_first[d + 1]; k++) {
+        uint32_t src = P->prod_src[k];
+        for (uint32_t e = p->insts[src].edge_first; e < p->insts[src].edge_first + p->insts[src].n_edges; e++) {
+            const isa_edge *x = &p->edges[e];
+            if (x->inst != d || x->port != port || x->out != P->prod_out[k])
+                continue;
+            if (n == max)
+                return max + 1;
+            out[n++] = (cc_edge){src, x->out, 0, 0};
+        }
+    }
+    qsort(out, n, sizeof *out, cc_edge_cmp);
+    /* an edge may be seen once per producer entry of its source: dedupe */
+    size_t u = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!u || cc_edge_cmp(&out[u - 1], &out[k]) != 0)
+            out[u++] = out[k];
+    return u;
+}
+
 /* Is every producer of member i inside D (or S:o)? */
-static bool closed_inputs(const pr *P, uint32_t i, uint32_t s, uint32_t o)
+static bool closed_inputs(const pr *P, uint32_t i, uint32_t o)
 {
     const isa_program *p = P->p;
     const isa_inst *in = &p->insts[i];
@@ -81,7 +109,7 @@ static bool closed_inputs(const pr *P, uint32_t i, uint32_t s, uint32_t o)
         return false; /* fires on its own */
     for (uint32_t k = P->prod_first[i]; k < P->prod_first[i + 1]; k++) {
         uint32_t src = P->prod_src[k];
-        if (src == s ? P->prod_out[k] != o : !is_member(P, src))
+        if (P->in_group[src] == P->gstamp ? P->prod_out[k] != o : !is_member(P, src))
             return false;
     }
     return true;
@@ -98,16 +126,23 @@ static void check_dest(pr *P, uint32_t k, void *ud)
         lc->ok = false;
 }
 
-static bool prunable(pr *P, uint32_t s, uint32_t o)
+/* The SWITCHes of a group take one side together (one predicate at one
+ * tag): output o of all of them, and what they feed, is analysed as one. */
+static bool prunable(pr *P, const uint32_t *grp, uint32_t ng, uint32_t o)
 {
     const isa_program *p = P->p;
-    /* candidates: everything reachable from S:o */
+    P->gstamp++;
+    for (uint32_t g = 0; g < ng; g++)
+        P->in_group[grp[g]] = P->gstamp;
+    /* candidates: everything reachable from the group's output o */
     P->stamp++;
     uint32_t n = 0;
-    const isa_inst *sw = &p->insts[s];
-    for (uint32_t e = sw->edge_first; e < sw->edge_first + sw->n_edges; e++)
-        if (p->edges[e].out == o)
-            push_new(P, p->edges[e].inst, &n);
+    for (uint32_t g = 0; g < ng; g++) {
+        const isa_inst *sw = &p->insts[grp[g]];
+        for (uint32_t e = sw->edge_first; e < sw->edge_first + sw->n_edges; e++)
+            if (p->edges[e].out == o)
+                push_new(P, p->edges[e].inst, &n);
+    }
     for (uint32_t top = 0; top < n; top++)
         each_consumer(P, P->stack[top], push_new, &n, P);
     /* drop candidates with an input from outside until none is left: the
@@ -116,17 +151,20 @@ static bool prunable(pr *P, uint32_t s, uint32_t o)
         changed = false;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t i = P->stack[k];
-            if (is_member(P, i) && !closed_inputs(P, i, s, o)) {
+            if (is_member(P, i) && !closed_inputs(P, i, o)) {
                 P->mark[i] = 0;
                 changed = true;
             }
         }
     }
-    /* S:o and every member send only into D or to MERGEs */
+    /* the group's output o and every member send only into D or to MERGEs */
     leak_check lc = {true};
-    for (uint32_t e = sw->edge_first; e < sw->edge_first + sw->n_edges && lc.ok; e++)
-        if (p->edges[e].out == o)
-            check_dest(P, p->edges[e].inst, &lc);
+    for (uint32_t g = 0; g < ng && lc.ok; g++) {
+        const isa_inst *sw = &p->insts[grp[g]];
+        for (uint32_t e = sw->edge_first; e < sw->edge_first + sw->n_edges && lc.ok; e++)
+            if (p->edges[e].out == o)
+                check_dest(P, p->edges[e].inst, &lc);
+    }
     for (uint32_t k = 0; k < n && lc.ok; k++)
         if (is_member(P, P->stack[k]))
             each_consumer(P, P->stack[k], check_dest, &lc, P);
@@ -191,13 +229,30 @@ void cc_prune_switches(cc *C, isa_program *p)
     P.site_calls = csr(C, p->n_sites, n, site_key, &P.site_first);
     P.frame_enters = csr(C, p->n_regions, n, frame_key, &P.frame_first);
 
+    /* groups: the SWITCHes of one region whose predicates have the same
+     * producers (an if's one SWITCH per value it routes); a BRANCH alone */
+    P.in_group = cc_array(C, n, sizeof *P.in_group);
+    uint8_t *done = cc_array(C, n, 1);
+    uint32_t *grp = cc_array(C, n, sizeof *grp);
+    enum { MAXP = 64 };
+    cc_edge mine[MAXP], theirs[MAXP];
     for (uint32_t i = 0; i < n; i++) {
-        if (!isa_is_switch(p->insts[i].op))
+        if (!isa_is_switch(p->insts[i].op) || done[i])
             continue;
-        if (prunable(&P, i, 0))
-            p->insts[i].flags |= ISA_FLAG_PRUNE_FALSE;
-        if (prunable(&P, i, 1))
-            p->insts[i].flags |= ISA_FLAG_PRUNE_TRUE;
+        uint32_t ng = 0;
+        grp[ng++] = i;
+        size_t np = p->insts[i].op == ISA_SWITCH ? producers(&P, i, 1, mine, MAXP) : MAXP + 1;
+        if (np <= MAXP)
+            for (uint32_t j = i + 1; j < n; j++)
+                if (p->insts[j].op == ISA_SWITCH && !done[j] && p->insts[j].region == p->insts[i].region &&
+                    producers(&P, j, 1, theirs, MAXP) == np && memcmp(mine, theirs, np * sizeof *mine) == 0)
+                    grp[ng++] = j;
+        uint16_t flags = (prunable(&P, grp, ng, 0) ? ISA_FLAG_PRUNE_FALSE : 0) |
+                         (prunable(&P, grp, ng, 1) ? ISA_FLAG_PRUNE_TRUE : 0);
+        for (uint32_t g = 0; g < ng; g++) {
+            p->insts[grp[g]].flags |= flags;
+            done[grp[g]] = 1;
+        }
     }
 }
 
@@ -370,32 +425,6 @@ void cc_elide_merges(cc *C, isa_program *p)
  * BRANCH LESS_EQUAL 1 does both: one firing instead of two, and no matching
  * of the predicate with the data. The comparison goes when every SWITCH it
  * feeds becomes a BRANCH. */
-
-/* Producers of port `port` of instruction d, sorted, in out[] (at most max);
- * returns how many (max + 1: too many to compare). */
-static size_t producers(const pr *P, uint32_t d, uint32_t port, cc_edge *out, size_t max)
-{
-    const isa_program *p = P->p;
-    size_t n = 0;
-    for (uint32_t k = P->prod_first[d]; k < P->prod_first[d + 1]; k++) {
-        uint32_t src = P->prod_src[k];
-        for (uint32_t e = p->insts[src].edge_first; e < p->insts[src].edge_first + p->insts[src].n_edges; e++) {
-            const isa_edge *x = &p->edges[e];
-            if (x->inst != d || x->port != port || x->out != P->prod_out[k])
-                continue;
-            if (n == max)
-                return max + 1;
-            out[n++] = (cc_edge){src, x->out, 0, 0};
-        }
-    }
-    qsort(out, n, sizeof *out, cc_edge_cmp);
-    /* an edge may be seen once per producer entry of its source: dedupe */
-    size_t u = 0;
-    for (size_t k = 0; k < n; k++)
-        if (!u || cc_edge_cmp(&out[u - 1], &out[k]) != 0)
-            out[u++] = out[k];
-    return u;
-}
 
 static isa_op reversed(isa_op op)
 {

@@ -394,6 +394,33 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* An if routes each value it uses through its own SWITCH; they share one
+ * predicate, so they take one side together and are pruned as a group: in
+ * takeuchi all three SWITCHes are pruned both ways and the if has no MERGE. */
+START_TEST(switch_groups_prune_together)
+{
+    const char *src = "fn tak(x: i32, y: i32, z: i32) -> i32 {\n"
+                      "    if y < x { tak(tak(x - 1, y, z), tak(y - 1, z, x), tak(z - 1, x, y)) } else { z }\n"
+                      "}\n"
+                      "fn main(x: i32, y: i32, z: i32) -> i32 { tak(x, y, z) }\n";
+    tfvm_program *p = compile(src);
+    const isa_program *ip = &p->isa;
+    ck_assert_uint_eq(count(p, ISA_SWITCH, "tak"), 3);
+    for (uint32_t i = 0; i < ip->n_insts; i++)
+        if (ip->insts[i].op == ISA_SWITCH)
+            ck_assert_uint_eq(ip->insts[i].flags & (ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE),
+                              ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE);
+    ck_assert_uint_eq(count(p, ISA_MERGE, "tak"), 0);
+    tfvm_value args[3] = {tfvm_i32(18), tfvm_i32(12), tfvm_i32(6)}, r;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 3, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 7);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* What `tfvm compile --emit=asm examples/fib.tfg` prints for the if: at -O1
  * a BRANCH (comparison and SWITCH in one) pruned on both sides, and the loose
  * constants are constant
@@ -1017,6 +1044,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, fib_shape);
     tcase_add_test(tc, fib_firings_per_call);
+    tcase_add_test(tc, switch_groups_prune_together);
     tcase_add_test(tc, while_shape);
     tcase_add_test(tc, branch_with_loop_and_call);
     tcase_add_test(tc, mutual_recursion_and_entry);
