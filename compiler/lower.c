@@ -375,7 +375,12 @@ static lg_ref import_ref(lower *L, home h, lblk *B, bool strict)
     }
     case CC_B_THEN:
     case CC_B_ELSE: {
-        lg_ref w = import_ref(L, h, B->parent, false);
+        /* A SWITCH's data may be loose (its predicate is strict), except in
+         * a branch of an enclosing if: there a loose value would reach the
+         * SWITCH at tags where that branch does not run, and the enclosing
+         * if's untaken side could not go without dead tokens (prune.c). */
+        bool nested = B->parent->role == CC_B_THEN || B->parent->role == CC_B_ELSE;
+        lg_ref w = import_ref(L, h, B->parent, nested && strict);
         return strict ? if_switch(L, B, w) : w;
     }
     default:
