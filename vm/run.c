@@ -23,7 +23,7 @@
 
 #define MERGE_FIRED (1ull << 63)
 #define SPINS_BEFORE_PARK 2000
-#define PEAK_SAMPLE 64 /* parallel mode: sample the live-context total every N creations */
+#define PEAK_SAMPLE 1024 /* parallel mode: sample the live-context total every N creations */
 
 static double now_seconds(void)
 {

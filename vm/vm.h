@@ -150,7 +150,11 @@ typedef struct vm_worker {
     vm_ctx *blocks;          /* every context this worker allocated */
     vm_loop *loops;          /* every loop instance this worker allocated */
     vm_loop *free_loops;
-    atomic_llong live;       /* contexts made minus freed by this worker (others read it) */
+    /* contexts made minus freed by this worker; others read it (the peak
+     * count), so it has a cache line of its own, away from the counters
+     * written on every firing */
+    _Alignas(64) atomic_llong live;
+    char live_pad[56];
     uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
     tfvm_stats st;
     uint64_t parks, inline_runs, shares, donated;
