@@ -183,7 +183,9 @@ static int64_t live_total(const tfvm_vm *vm)
 }
 
 /* Tracks the peak of live contexts and enforces max_contexts: exactly in the
- * deterministic mode, by sampling the workers' counts in parallel mode. */
+ * deterministic mode; in parallel mode max_contexts is checked against the
+ * sum of the workers' counts on every creation, and without a limit the peak
+ * is sampled. */
 static bool note_created(vm_worker *w)
 {
     tfvm_vm *vm = w->vm;
@@ -192,7 +194,8 @@ static bool note_created(vm_worker *w)
     w->st.contexts_created++;
     int64_t total = mine;
     if (vm->parallel) {
-        if (w->st.contexts_created % PEAK_SAMPLE)
+        /* a limit is checked on every context; the peak alone is sampled */
+        if (!vm->cfg.max_contexts && w->st.contexts_created % PEAK_SAMPLE)
             return true;
         total = live_total(vm);
     }
