@@ -332,30 +332,6 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
     const vm_splan *sp = &vm->plan.sites[in->a];
     uint32_t child = vm->plan.insts[a->inst].child;
     vm_ctx *c = a->ctx;
-    if (sp->n_call == 1) {
-        /* The site's only CALL: nobody else looks for the callee or races to
-         * make it, and a dead token needs no context to say "dead". */
-        if (v->dead) {
-            for (uint32_t k = 0; k < sp->n_returns; k++)
-                vm_send(w, c, sp->returns[k], 0, &dead_token);
-            return;
-        }
-        if (atomic_load_explicit(&c->children[child], memory_order_relaxed)) {
-            vm_fail(vm, TFVM_ERR_PORT, c, a->inst, "two tokens for input 0 at one tag");
-            return;
-        }
-        vm_ctx *callee = vm_ctx_new(w, c, site->callee, VM_CTX_CALL, in->a);
-        if (!callee)
-            return;
-        callee->child = child;
-        callee->entered = VM_ENTERED_LIVE;
-        callee->arrived = 1;
-        atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
-        atomic_store_explicit(&c->children[child], callee, memory_order_release);
-        vm_send(w, callee, a->inst, 0, v);
-        vm_ctx_unref(w, callee);
-        return;
-    }
     vm_ctx *callee = atomic_load_explicit(&c->children[child], memory_order_acquire);
     if (!callee) {
         vm_ctx *made = vm_ctx_new(w, c, site->callee, VM_CTX_CALL, in->a);
@@ -421,9 +397,7 @@ void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v)
         return;
     }
     bool taken = pred.u.b;
-    vm_send(w, c, a->inst, taken, v);
-    if (!(inst->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE)))
-        vm_send(w, c, a->inst, 1 - taken, &dead_token);
+    vm_route(w, c, a->inst, inst->flags, taken, v);
 }
 
 void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
@@ -450,10 +424,7 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
                     tfvm_dtype_name((tfvm_dtype)in[1].dtype), in[1].is_tensor ? " tensor" : "");
             break;
         }
-        uint32_t taken = in[1].u.b ? 1 : 0;
-        vm_send(w, c, a->inst, taken, &in[0]);
-        if (!(inst->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE)))
-            vm_send(w, c, a->inst, 1 - taken, &dead_token);
+        vm_route(w, c, a->inst, inst->flags, in[1].u.b ? 1 : 0, &in[0]);
         break;
     }
     case ISA_MERGE:
@@ -475,9 +446,6 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
         break;
     case ISA_NEXTITER:
         fire_nextiter(w, a, &in[0]);
-        break;
-    case ISA_CALL:
-        vm_fire_call(w, a, &in[0]);
         break;
     case ISA_RETURN:
         vm_send(w, c->parent, a->inst, 0, &in[0]);

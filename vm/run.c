@@ -370,7 +370,6 @@ static inline void maybe_donate(vm_worker *w)
         return; /* no memory for the deque: keep it */
     if (++w->lo_stack == w->n_stack)
         w->lo_stack = w->n_stack = 0;
-    w->donated++;
     if (atomic_load_explicit(&vm->sleepers, memory_order_relaxed))
         wake_one(vm);
 }
@@ -410,11 +409,9 @@ static UT_INLINE bool push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t au
             return false;
         }
     }
-    w->next_lent = false;
     if (!owned) {
         if (ctx == w->held && w->spare) {
-            w->spare = false;
-            w->next_lent = true;
+            w->spare = false; /* lent */
         } else {
             vm_ctx_ref(w, ctx);
         }
@@ -448,19 +445,6 @@ static void port_error(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, de
         vm_ctx_unref(w, c);
 }
 
-/* A reference on c, atomic or not as `par` (vm_ctx_atomic) decided for the
- * whole delivery: asking vm_ctx_atomic again could answer a sharing request
- * halfway (vm_ctx_share waits, and answers requests while it waits), after
- * which this delivery's plain updates would race with the requester's. */
-static inline void ref_as(vm_ctx *c, bool par)
-{
-    if (par)
-        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
-    else
-        atomic_store_explicit(&c->refs, atomic_load_explicit(&c->refs, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-}
-
 /* MERGE: fires on its first live input; on all-dead once every input is in.
  * Later tokens are absorbed. Only presence is recorded (claim bits). The
  * partial match's reference is the one of the first token that did not fire
@@ -479,7 +463,7 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
      * did not exist yet, and free the context under its owner. */
     bool held = !par && c == w->held;
     if (!held)
-        ref_as(c, par);
+        vm_ctx_ref_as(c, par);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -543,7 +527,7 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
     bool par = vm_ctx_atomic(w, c);
     bool held = !par && c == w->held; /* see merge_arrive */
     if (!held)
-        ref_as(c, par);
+        vm_ctx_ref_as(c, par);
     uint64_t bit = 1ull << (port % 64);
     if (word_or(par, claim_word(c, ip, port), bit) & bit) {
         port_error(w, c, inst, port, &v, !held);
@@ -731,6 +715,37 @@ static UT_INLINE bool fire_scalar(vm_worker *w, vm_act *a, const vm_iplan *ip)
     return true;
 }
 
+/* CALL of a site's only CALL: nobody else looks for the callee or races to
+ * make it, and a dead token needs no context to say "dead" (each RETURN of
+ * the site says it once, in the caller). */
+static UT_INLINE void fire_call_one(vm_worker *w, const vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    vm_ctx *c = a->ctx;
+    if (a->v.dead) {
+        const vm_splan *sp = &vm->plan.sites[in->a];
+        dev_value dead = dev_dead();
+        for (uint32_t k = 0; k < sp->n_returns; k++)
+            vm_send(w, c, sp->returns[k], 0, &dead);
+        return;
+    }
+    if (atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
+        vm_fail(vm, TFVM_ERR_PORT, c, a->inst, "two tokens for input 0 at one tag");
+        return;
+    }
+    vm_ctx *callee = ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
+    if (!callee)
+        return;
+    callee->child = ip->child;
+    callee->entered = VM_ENTERED_LIVE;
+    callee->arrived = 1;
+    atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
+    atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
+    vm_send(w, callee, a->inst, 0, &a->v);
+    vm_ctx_unref(w, callee);
+}
+
 /* One activation. The commonest instructions of recursive and looping code
  * (moves, RETURN, SWITCH on a scalar predicate) take a short path here; the
  * rest go through fire_general. */
@@ -753,29 +768,13 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         vm_send(w, c->parent, a->inst, 0, &a->v);
         dev_value_release(&a->v);
         break;
-    case ISA_CALL: {
-        /* the commonest case inline: a live token for a one-argument site
-         * (the rest, and what this does, in vm_fire_call) */
-        const isa_inst *in = &vm->prog->insts[a->inst];
-        const vm_splan *sp = &vm->plan.sites[in->a];
-        if (a->v.dead || sp->n_call != 1 || atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
+    case ISA_CALL:
+        if (vm->plan.sites[vm->prog->insts[a->inst].a].n_call == 1)
+            fire_call_one(w, a, ip);
+        else
             vm_fire_call(w, a, &a->v);
-            dev_value_release(&a->v);
-            break;
-        }
-        vm_ctx *callee = ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
-        if (callee) {
-            callee->child = ip->child;
-            callee->entered = VM_ENTERED_LIVE;
-            callee->arrived = 1;
-            atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
-            atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
-            vm_send(w, callee, a->inst, 0, &a->v);
-            vm_ctx_unref(w, callee);
-        }
         dev_value_release(&a->v);
         break;
-    }
     case ISA_BRANCH: {
         /* the commonest case inline: a live i32 against an i32 constant */
         const isa_inst *in = &vm->prog->insts[a->inst];
@@ -795,11 +794,7 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         case ISA_EQUAL: taken = x == y; break;
         default: taken = x != y; break;
         }
-        vm_send(w, c, a->inst, taken, &a->v);
-        if (!(in->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
-            dev_value dt = dev_dead();
-            vm_send(w, c, a->inst, 1 - taken, &dt);
-        }
+        vm_route(w, c, a->inst, in->flags, taken, &a->v);
         break;
     }
     case ISA_CONST:
@@ -820,11 +815,7 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         }
         s[0] = s[1] = (dev_value){0};
         uint32_t taken = p.u.b ? 1 : 0;
-        vm_send(w, c, a->inst, taken, &d);
-        if (!(vm->prog->insts[a->inst].flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
-            dev_value dt = dev_dead();
-            vm_send(w, c, a->inst, 1 - taken, &dt);
-        }
+        vm_route(w, c, a->inst, vm->prog->insts[a->inst].flags, taken, &d);
         dev_value_release(&d);
         break;
     }
@@ -863,7 +854,6 @@ static inline bool take_local(vm_worker *w, vm_act *a)
         a->aux = w->next.aux;
         a->v = w->next.v;
         w->has_next = false;
-        w->next_lent = false;
         w->inline_runs++;
         return true;
     }

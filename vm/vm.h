@@ -138,7 +138,6 @@ typedef struct vm_worker {
     uint32_t id;
     bool has_next;
     bool spare;              /* the firing activation's reference on `held` is unclaimed */
-    bool next_lent;          /* `next` holds the firing's reference on `held` (push) */
     vm_ctx *held;            /* the context of the activation being fired */
     vm_act next;             /* the newest ready activation: run inline, never queued */
     sched_deque dq;          /* parallel mode: activations donated to thieves */
@@ -157,7 +156,7 @@ typedef struct vm_worker {
     char live_pad[56];
     uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
     tfvm_stats st;
-    uint64_t parks, inline_runs, shares, donated;
+    uint64_t parks, inline_runs, shares;
     /* Sharing handshake (vm_ctx_share): requests by other workers, the last
      * request this worker answered, and whether it is running activations. */
     atomic_uint share_req, share_ack;
@@ -297,22 +296,39 @@ static inline void vm_serve_shares_as(vm_worker *w, memory_order order)
     }
 }
 static inline void vm_serve_shares(vm_worker *w) { vm_serve_shares_as(w, memory_order_acquire); }
-static inline void vm_ctx_ref(vm_worker *w, vm_ctx *c)
+/* A reference on c, atomic or not as vm_ctx_atomic decided (`par`). A
+ * delivery decides once for all its updates of c: asking again could answer
+ * a sharing request halfway (vm_ctx_share answers requests while it waits),
+ * after which its plain updates would race with the requester's. */
+static inline void vm_ctx_ref_as(vm_ctx *c, bool par)
 {
-    if (vm_ctx_atomic(w, c))
+    if (par)
         atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
     else
         atomic_store_explicit(&c->refs, atomic_load_explicit(&c->refs, memory_order_relaxed) + 1,
                               memory_order_relaxed);
 }
+static inline void vm_ctx_ref(vm_worker *w, vm_ctx *c) { vm_ctx_ref_as(c, vm_ctx_atomic(w, c)); }
 /* Delivers a token to every destination of output `out` of `inst`, in ctx. */
 void vm_send(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t out, const dev_value *v);
+/* SWITCH and BRANCH: v on output `taken`, a dead token on the other unless
+ * the instruction prunes it (flags ISA_FLAG_PRUNE_*). */
+static inline void vm_route(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint16_t flags, uint32_t taken,
+                            const dev_value *v)
+{
+    vm_send(w, ctx, inst, taken, v);
+    if (!(flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+        dev_value dead = dev_dead();
+        vm_send(w, ctx, inst, 1 - taken, &dead);
+    }
+}
 /* Queues an activation; it takes over *v (also when it fails). Takes one
  * reference on ctx unless `owned` (the caller's reference moves to it). */
 bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_value *v, bool owned);
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
+/* CALL of a site with several CALLs (fire() does one-CALL sites itself). */
 void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v);
 void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v);
 /* Called when an iteration context's last reference goes (control.c);
