@@ -15,6 +15,8 @@ tfvm_status cli_load_program(const char *path, const char *entry, tfvm_program *
 /* Parses argument i of entry e as `tfvm run` does; on error prints one line
  * "tfvm: ..." to stderr and returns non-zero. */
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v);
+/* "tfvm: <message> (see 'tfvm CMD --help')" on stderr; returns the usage exit status. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "main(n: i32)" */
 void cli_print_signature(const tfvm_entry_info *e, FILE *f);
 

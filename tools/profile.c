@@ -56,14 +56,6 @@ static bool parse_count(const char *s, long lo, long hi, long *out)
     return true;
 }
 
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "tfvm profile: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", cli_usage_profile);
-    return 2;
-}
-
 /* One run; false (after printing why) if it fails. */
 static bool run_once(tfvm_vm *vm, const tfvm_entry_info *e, const tfvm_value *args, sample *s)
 {
@@ -124,24 +116,24 @@ int cli_profile(int argc, char **argv)
             long lo = num == &warmup ? 0 : 1, hi = num == &threads ? 1024 : 1000000;
             if (++i == argc || !parse_count(argv[i], lo, hi, num)) {
                 free(arg_text);
-                return usage("%s needs a number", a);
+                return cli_usage_error("profile", "%s needs a number", a);
             }
         } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
             if (++i == argc) {
                 free(arg_text);
-                return usage("%s needs an entry name", a);
+                return cli_usage_error("profile", "%s needs an entry name", a);
             }
             entry = argv[i];
         } else if (a[0] == '-' && a[1]) {
             free(arg_text);
-            return usage("unknown option '%s'", a);
+            return cli_usage_error("profile", "unknown option '%s'", a);
         } else {
             file = a;
         }
     }
     if (!file) {
         free(arg_text);
-        return usage("%s", "missing FILE");
+        return cli_usage_error("profile", "missing FILE");
     }
 
     tfvm_error err;

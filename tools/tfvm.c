@@ -137,7 +137,7 @@ UT_PRINTF(1, 2) static int fail(const char *fmt, ...)
     return EXIT_RUN;
 }
 
-UT_PRINTF(2, 3) static int usage_error(const char *cmd, const char *fmt, ...)
+int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -340,7 +340,7 @@ static int cmd_run(int argc, char **argv)
     uint64_t threads = 0;
     const char *env_threads = getenv("TFVM_THREADS");
     if (env_threads && *env_threads && (!parse_u64(env_threads, &threads) || threads == 0 || threads > 1024))
-        return usage_error("run", "TFVM_THREADS=%s: expected an integer from 1 to 1024", env_threads);
+        return cli_usage_error("run", "TFVM_THREADS=%s: expected an integer from 1 to 1024", env_threads);
     uint64_t max_contexts = 0;
     /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
     int device = TFVM_DEVICE_CPU;
@@ -348,7 +348,7 @@ static int cmd_run(int argc, char **argv)
     if (env_device && *env_device) {
         device = strcmp(env_device, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(env_device);
         if (device < 0)
-            return usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
+            return cli_usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
     }
     out_spec outs[16];
     size_t n_outs = 0;
@@ -371,17 +371,17 @@ static int cmd_run(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
             if (++i == argc)
-                rc_usage = usage_error("run", "%s needs an entry name", a);
+                rc_usage = cli_usage_error("run", "%s needs an entry name", a);
             else
                 entry = argv[i];
         } else if (strcmp(a, "-o") == 0) {
             char *eq = ++i < argc ? strchr(argv[i], '=') : NULL;
             if (i == argc)
-                rc_usage = usage_error("run", "-o needs NAME=PATH");
+                rc_usage = cli_usage_error("run", "-o needs NAME=PATH");
             else if (!eq || eq == argv[i] || !eq[1])
-                rc_usage = usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
+                rc_usage = cli_usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
             else if (n_outs == UT_COUNTOF(outs))
-                rc_usage = usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
+                rc_usage = cli_usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
             else {
                 *eq = '\0';
                 outs[n_outs++] = (out_spec){argv[i], eq + 1};
@@ -390,21 +390,21 @@ static int cmd_run(int argc, char **argv)
             stats = true;
         } else if (strcmp(a, "--max-contexts") == 0) {
             if (++i == argc || !parse_u64(argv[i], &max_contexts) || max_contexts == 0)
-                rc_usage = usage_error("run", "--max-contexts needs a positive integer");
+                rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
         } else if (strcmp(a, "--threads") == 0) {
             if (++i == argc || !parse_u64(argv[i], &threads) || threads == 0 || threads > 1024)
-                rc_usage = usage_error("run", "--threads needs an integer from 1 to 1024");
+                rc_usage = cli_usage_error("run", "--threads needs an integer from 1 to 1024");
         } else if (strcmp(a, "--deterministic") == 0) {
             deterministic = true;
         } else if (strcmp(a, "--device") == 0) {
             if (++i == argc)
-                rc_usage = usage_error("run", "--device takes cpu, cuda or auto");
+                rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto");
             else if ((device = strcmp(argv[i], "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(argv[i])) < 0)
-                rc_usage = usage_error("run", "--device takes cpu, cuda or auto, got '%s'", argv[i]);
+                rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", argv[i]);
         } else if (strcmp(a, "--") == 0) {
             options_done = true;
         } else if (!file && a[0] == '-' && a[1] != '\0') {
-            rc_usage = usage_error("run", "unknown option '%s'", a);
+            rc_usage = cli_usage_error("run", "unknown option '%s'", a);
         } else if (!file) {
             file = a;
         } else {
@@ -416,7 +416,7 @@ static int cmd_run(int argc, char **argv)
         memmove(arg_text, arg_text + 1, (size_t)--n_args * sizeof *arg_text);
     }
     if (!rc_usage && !file)
-        rc_usage = usage_error("run", "missing FILE");
+        rc_usage = cli_usage_error("run", "missing FILE");
     if (rc_usage) {
         free(arg_text);
         return rc_usage;
@@ -577,18 +577,18 @@ static int parse_io(const char *cmd, const char *usage, int argc, char **argv, c
             return -1;
         } else if (strcmp(a, "-o") == 0) {
             if (++i == argc)
-                return usage_error(cmd, "-o needs a file name");
+                return cli_usage_error(cmd, "-o needs a file name");
             *out = argv[i];
         } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error(cmd, "unknown option '%s'", a);
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         } else if (*in) {
-            return usage_error(cmd, "more than one input file ('%s' and '%s')", *in, a);
+            return cli_usage_error(cmd, "more than one input file ('%s' and '%s')", *in, a);
         } else {
             *in = a;
         }
     }
     if (!*in)
-        return usage_error(cmd, "missing FILE");
+        return cli_usage_error(cmd, "missing FILE");
     return 0;
 }
 
@@ -602,7 +602,7 @@ static int cmd_asm(int argc, char **argv)
     if (!out) {
         size_t n = strlen(in);
         if (strcmp(in, "-") == 0)
-            return usage_error("asm", "reading stdin needs -o OUT");
+            return cli_usage_error("asm", "reading stdin needs -o OUT");
         size_t stem = n >= 6 && strcmp(in + n - 6, ".tfasm") == 0 ? n - 6 : n;
         default_out = malloc(stem + 6);
         if (!default_out)
@@ -664,38 +664,38 @@ static int cmd_compile(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "-o") == 0) {
             if (++i == argc)
-                return usage_error("compile", "-o needs a file name");
+                return cli_usage_error("compile", "-o needs a file name");
             out = argv[i];
         } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
             if (++i == argc)
-                return usage_error("compile", "%s needs a function name", a);
+                return cli_usage_error("compile", "%s needs a function name", a);
             entry = argv[i];
         } else if (strcmp(a, "--emit=asm") == 0) {
             asm_text = true;
         } else if (strcmp(a, "--emit=tfvm") == 0) {
             asm_text = false;
         } else if (strncmp(a, "--emit=", 7) == 0) {
-            return usage_error("compile", "--emit takes asm or tfvm, got '%s'", a + 7);
+            return cli_usage_error("compile", "--emit takes asm or tfvm, got '%s'", a + 7);
         } else if (strcmp(a, "-O0") == 0) {
             opt = 0;
         } else if (strcmp(a, "-O1") == 0 || strcmp(a, "-O") == 0) {
             opt = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error("compile", "unknown option '%s'", a);
+            return cli_usage_error("compile", "unknown option '%s'", a);
         } else if (in) {
-            return usage_error("compile", "more than one input file ('%s' and '%s')", in, a);
+            return cli_usage_error("compile", "more than one input file ('%s' and '%s')", in, a);
         } else {
             in = a;
         }
     }
     if (!in)
-        return usage_error("compile", "missing FILE");
+        return cli_usage_error("compile", "missing FILE");
     char *default_out = NULL;
     if (!out && asm_text) {
         out = "-";
     } else if (!out) {
         if (strcmp(in, "-") == 0)
-            return usage_error("compile", "reading stdin needs -o OUT");
+            return cli_usage_error("compile", "reading stdin needs -o OUT");
         size_t n = strlen(in), stem = has_suffix(in, ".tfg") ? n - 4 : n;
         default_out = malloc(stem + 6);
         if (!default_out)
@@ -736,7 +736,7 @@ static int cmd_devices(int argc, char **argv)
             fputs(usage_devices, stdout);
             return 0;
         }
-        return usage_error("devices", "unexpected argument '%s'", argv[i]);
+        return cli_usage_error("devices", "unexpected argument '%s'", argv[i]);
     }
     for (int id = 0; id < DEV_COUNT; id++) {
         char state[256];
