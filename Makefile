@@ -25,9 +25,9 @@ CFLAGS  ?= $(OPT) -g
 # unit tests and the matmul benchmark, which call it directly, link it.
 BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
-CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE $(BLAS_CFLAGS)
+CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE $(BLAS_CFLAGS) -I$(BUILD)/gen
 CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
-LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -pthread -lm -ldl
+LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -pthread -lm -ldl
 
 # The debugger's line editing (tfvm debug): libedit when pkg-config finds it;
 # without it the debugger reads plain lines.
@@ -41,10 +41,24 @@ CFLAGS_ALL += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=al
 LDFLAGS    += -fsanitize=$(SAN)
 endif
 
-LIB_DIRS := util isa loader compiler vm scheduler devices devices/cpu devices/cuda
+# Protocol buffers for the importers (import/, docs/onnx.md, docs/tensorflow.md):
+# protoc-c turns Debian's onnx.proto (libonnx-dev) and our own
+# import/proto/*.proto into C at build time, under $(BUILD)/gen; nothing
+# generated is committed. The generated code is protoc-c's, so it is built
+# without -Werror's extra warnings (it is not ours to fix).
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+GEN        := $(BUILD)/gen
+PROTOS     := $(ONNX_PROTO) $(wildcard import/proto/*.proto)
+GEN_SRC    := $(foreach p,$(PROTOS),$(GEN)/$(basename $(notdir $(p))).pb-c.c)
+GEN_HDR    := $(GEN_SRC:.c=.h)
+GEN_OBJ    := $(GEN_SRC:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
+PBC_CFLAGS := $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
+PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+
+LIB_DIRS := util isa loader compiler import vm scheduler devices devices/cpu devices/cuda
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard tools/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
@@ -94,6 +108,18 @@ $(BUILD)/test/test_devices $(BUILD)/test/test_placement: $(FAKE_CUDA)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CPPFLAGS) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: import/proto/%.proto
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) -Iimport/proto $<
+$(GEN)/onnx.pb-c.c $(GEN)/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) -I$(dir $(ONNX_PROTO)) $<
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(PBC_CFLAGS) -std=c11 $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+# The importers include the generated headers: make them first.
+$(filter $(BUILD)/obj/import/%,$(LIB_OBJ)): | $(GEN_HDR)
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -2,7 +2,8 @@
 # .ci/deps.sh — installs the Debian packages tfvm needs to build and test
 # (only those missing). Run as root, or with sudo available.
 set -euo pipefail
-pkgs=(build-essential clang pkg-config check libhwloc-dev libopenblas-dev libedit-dev tmux graphviz)
+pkgs=(build-essential clang pkg-config check libhwloc-dev libopenblas-dev libedit-dev tmux graphviz
+      protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -121,12 +121,8 @@ void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...)
 
 /* ---- Driver -------------------------------------------------------------------------- */
 
-static void run(cc *C, const char *entry, isa_program *out)
+void cc_finish(cc *C, isa_program *out)
 {
-    cc_lex(C);
-    cc_parse(C);
-    cc_check(C, entry);
-    cc_build_ir(C);
     if (C->opt > 0) {
         cc_optimize(C);
     } else {
@@ -151,6 +147,15 @@ static void run(cc *C, const char *entry, isa_program *out)
                  verr.message);
 }
 
+static void run(cc *C, const char *entry, isa_program *out)
+{
+    cc_lex(C);
+    cc_parse(C);
+    cc_check(C, entry);
+    cc_build_ir(C);
+    cc_finish(C, out);
+}
+
 /* setjmp lives here, apart from the state it protects: *C is in the
  * caller's frame, so its members keep their values across the longjmp. */
 static void run_guarded(cc *C, const char *entry, isa_program *out)
@@ -169,7 +174,7 @@ static void run_guarded(cc *C, const char *entry, isa_program *out)
     C->jb = NULL;
 }
 
-static void init(cc *C, const char *src, size_t len, const char *name, const tfvm_allocator *a, tfvm_error *err)
+void cc_init(cc *C, const char *src, size_t len, const char *name, const tfvm_allocator *a, tfvm_error *err)
 {
     memset(C, 0, sizeof *C);
     ut_arena_init(&C->ar, a);
@@ -184,7 +189,7 @@ tfvm_status cc_front(cc *C, const char *src, size_t len, const char *name, const
                      const tfvm_allocator *a, tfvm_error *err)
 {
     ut_err_clear(err);
-    init(C, src, len, name, a, err);
+    cc_init(C, src, len, name, a, err);
     run_guarded(C, entry, NULL);
     if (C->status != TFVM_OK)
         ut_arena_free(&C->ar);
@@ -199,7 +204,7 @@ tfvm_status cc_compile(const char *src, size_t len, const char *name, const char
     isa_program_init(out, a);
     ut_err_clear(err);
     cc C;
-    init(&C, src, len, name, &out->alloc, err);
+    cc_init(&C, src, len, name, &out->alloc, err);
     C.opt = opt_level;
     run_guarded(&C, entry, out);
     tfvm_status st = C.status;

@@ -337,6 +337,12 @@ struct cc {
 #define CC_MAX_DEPTH 600
 #define CC_MAX_CHAIN 1000
 
+/* compiler.c: a fresh state over src (NULL for other front ends, compiler/build.h),
+ * and the back half every front end shares: optimize the IR (C->opt > 0),
+ * lower it, the ISA-level passes, verify. Both unwind on failure. */
+void cc_init(cc *C, const char *src, size_t len, const char *name, const tfvm_allocator *a, tfvm_error *err);
+void cc_finish(cc *C, isa_program *out);
+
 /* Errors: format "NAME:LINE:COL: message" + source line + caret, unwind. */
 _Noreturn void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
 _Noreturn void cc_nomem(cc *C);

@@ -27,7 +27,27 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
     case ISA_REDUCE_SUM:
     case ISA_REDUCE_MEAN:
     case ISA_REDUCE_MAX:
+    case ISA_REDUCE_MIN:
+    case ISA_REDUCE_PROD:
         return bit == ISA_OPT_KEEPDIMS ? "keepdims" : NULL;
+    case ISA_TRILU:
+        return bit == ISA_OPT_UPPER ? "upper" : NULL;
+    case ISA_CUMSUM:
+        return bit == ISA_OPT_EXCLUSIVE ? "exclusive" : bit == ISA_OPT_REVERSE ? "reverse" : NULL;
+    case ISA_PADV:
+        return bit == ISA_OPT_REFLECT ? "reflect" : bit == ISA_OPT_EDGE ? "edge" : bit == ISA_OPT_WRAP ? "wrap" : NULL;
+    case ISA_RESIZE:
+        switch (bit) {
+        case ISA_OPT_LINEAR: return "linear";
+        case ISA_OPT_ASYMMETRIC: return "asymmetric";
+        case ISA_OPT_ALIGN_CORNERS: return "align_corners";
+        case ISA_OPT_PYTORCH_HALF_PIXEL: return "pytorch_half_pixel";
+        case ISA_OPT_TF_HALF_PIXEL_NN: return "tf_half_pixel_for_nn";
+        case ISA_OPT_NEAREST_FLOOR: return "floor";
+        case ISA_OPT_NEAREST_CEIL: return "ceil";
+        case ISA_OPT_PREFER_CEIL: return "round_prefer_ceil";
+        default: return NULL;
+        }
     default:
         return NULL;
     }

@@ -94,6 +94,23 @@ static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= T
 #define ISA_OPT_TRANS_A  1u        /* MATMUL: a's last two dims transposed */
 #define ISA_OPT_TRANS_B  2u        /* MATMUL: b's last two dims transposed */
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
+#define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
+#define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */
+#define ISA_OPT_REVERSE 2u         /* CUMSUM: from the end of the axis */
+#define ISA_OPT_REFLECT 1u         /* PADV: mirror without the edge */
+#define ISA_OPT_EDGE 2u            /* PADV: repeat the edge */
+#define ISA_OPT_WRAP 4u            /* PADV: wrap around */
+/* RESIZE: mode (nearest unless LINEAR), ONNX's coordinate_transformation_mode
+ * (half_pixel unless one of the next four) and nearest_mode
+ * (round_prefer_floor unless one of the last three). */
+#define ISA_OPT_LINEAR 1u
+#define ISA_OPT_ASYMMETRIC 2u
+#define ISA_OPT_ALIGN_CORNERS 4u
+#define ISA_OPT_PYTORCH_HALF_PIXEL 8u
+#define ISA_OPT_TF_HALF_PIXEL_NN 16u
+#define ISA_OPT_NEAREST_FLOOR 32u
+#define ISA_OPT_NEAREST_CEIL 64u
+#define ISA_OPT_PREFER_CEIL 128u
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
 
 /* ---- Program model --------------------------------------------------------

@@ -250,7 +250,7 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
     k.name[i] = '\0';
     if (n_in != (uint32_t)isa_ops[op].n_in)
         return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
-    dev_kview v[3];
+    dev_kview v[5];
     for (uint32_t j = 0; j < n_in; j++) {
         const dev_value *x = &in[j];
         if (x->dead || !isa_dtype_valid(x->dtype))

@@ -1,0 +1,31 @@
+/* import/import.h — the front ends for models made elsewhere: ONNX
+ * (import/onnx*.c, docs/onnx.md) and TensorFlow GraphDef (import/tf*.c,
+ * docs/tensorflow.md). Each parses its protobuf with protobuf-c (C generated
+ * at build time) and builds the compiler's structured IR (compiler/build.h),
+ * so Loop/If/While and functions lower exactly as .tfg programs do. */
+#ifndef TFVM_IMPORT_H
+#define TFVM_IMPORT_H
+
+#include "isa/isa.h"
+
+/* An ONNX ModelProto (the bytes of a .onnx file) into a verified program with
+ * one entry, "main": its parameters are the graph's inputs that are not
+ * initializers, in order, named as in the graph; its results the graph's
+ * outputs. `name` prefixes every message ("model.onnx: ..."). `dir` is where
+ * external tensor data files are looked for (NULL: a model that has some is
+ * an error). opt_level as for cc_compile. Errors are one line:
+ * TFVM_ERR_FORMAT for bytes that are not a valid model (never a crash),
+ * TFVM_ERR_UNSUPPORTED naming node, op type and opset, TFVM_ERR_IO for an
+ * unreadable external file, TFVM_ERR_NOMEM. On failure *out is released. */
+tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char *dir, int opt_level,
+                     const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+
+/* A frozen TensorFlow GraphDef (binary) into a verified program with one
+ * entry, "main": parameters are the Placeholders (in the file's order),
+ * results the tensors named in `outputs` ("a,b:1"; NULL or "" = every node
+ * output no one consumes). Errors as for imp_onnx; an unsupported op names
+ * node and op. */
+tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
+                   const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+
+#endif
