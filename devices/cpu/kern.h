@@ -1,6 +1,7 @@
 /* devices/cpu/kern.h — what the CPU tensor kernels (matmul.c, conv.c,
- * reduce.c, shape.c) share: operand views in which a scalar is a rank-0
- * tensor, results whose rank 0 comes back as a scalar, one-line messages. */
+ * reduce.c, shape.c, layout.c, index.c, resize.c, norm.c) share: operand views
+ * in which a scalar is a rank-0 tensor, results whose rank 0 comes back as a
+ * scalar, one-line messages. */
 #ifndef TFVM_CPU_KERN_H
 #define TFVM_CPU_KERN_H
 
@@ -13,7 +14,16 @@ typedef struct dev_kview {
     int64_t dims[TFVM_MAX_RANK];
     int64_t count;
     const void *data;
+    const tfvm_tensor *t; /* the operand's tensor; NULL for a scalar (STACK_PUT
+                             looks at its reference count) */
 } dev_kview;
+
+/* The 8-bit integer dtypes of issue 10, spelled as numbers so that the
+ * kernels build before and after include/tfvm.h names them. */
+#define DEV_KU8 6
+#define DEV_KI8 7
+/* Most inputs a tensor instruction takes (STRIDED_SLICE). */
+#define DEV_KMAX_IN 5
 
 /* One kernel call: what every helper needs to allocate and to report. */
 typedef struct dev_kctx {
@@ -39,6 +49,31 @@ const char *dev_kdesc(const dev_kview *v, char *buf);
 const char *dev_kdims(int rank, const int64_t *dims, char *buf);
 static inline size_t dev_kesize(uint8_t dtype) { return tfvm_dtype_size((tfvm_dtype)dtype); }
 static inline bool dev_kfloat(uint8_t dtype) { return dtype == TFVM_F32 || dtype == TFVM_F64; }
+/* Every dtype but bool (the ones arithmetic is defined on). */
+static inline bool dev_knumeric(uint8_t dtype) { return dtype != TFVM_BOOL; }
+/* Element i of a numeric view, as an int64 (floats truncated toward zero;
+ * false for NaN or a float outside the int64 range) or as a double. */
+bool dev_kget_i64(const dev_kview *v, int64_t i, int64_t *out);
+double dev_kget_f64(const dev_kview *v, int64_t i);
+/* Reads an integer operand that must be a scalar or a 1-element vector of
+ * an integer dtype (any dtype when any_numeric: floats are truncated);
+ * TFVM_ERR_TYPE naming `what` otherwise. */
+tfvm_status dev_kscalar_i64(dev_kctx *k, const dev_kview *v, const char *what, bool any_numeric,
+                            int64_t *out);
+
+/* Calls M(T) with the C type of dtype dt (bool as uint8_t). */
+#define DEV_KTYPED(dt, M)                                                                  \
+    do {                                                                                   \
+        switch (dt) {                                                                      \
+        case TFVM_BOOL: M(uint8_t); break;                                                 \
+        case DEV_KU8: M(uint8_t); break;                                                   \
+        case DEV_KI8: M(int8_t); break;                                                    \
+        case TFVM_I32: M(int32_t); break;                                                  \
+        case TFVM_I64: M(int64_t); break;                                                  \
+        case TFVM_F32: M(float); break;                                                    \
+        default: M(double); break;                                                         \
+        }                                                                                  \
+    } while (0)
 
 /* Reads operand `v` (named `what` in messages) as an i64 vector of at most
  * max entries into out[0..*n-1]; TFVM_ERR_TYPE when it is not a rank-1 i64
@@ -95,5 +130,22 @@ tfvm_status dev_cpu_pad(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_shape(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_range(dev_kctx *k, const dev_kview *in, dev_value *out);
+/* issue 10 */
+tfvm_status dev_cpu_log_softmax(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_cumsum(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_squeeze(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_unsqueeze(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_flatten(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_expand(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_tile(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_strided_slice(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_trilu(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_padv(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_gather_elements(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_topk(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_onehot(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
 
 #endif

@@ -1,5 +1,6 @@
-/* devices/cpu/reduce.c — the ops that fold an axis or a set of axes:
- * SOFTMAX (stable: exp(x - max)), REDUCE_SUM/MEAN/MAX with keepdims, ARGMAX. */
+/* devices/cpu/reduce.c — the ops that fold or scan an axis or a set of axes:
+ * SOFTMAX and LOG_SOFTMAX (stable: x - max), REDUCE_SUM/MEAN/MAX/MIN/PROD
+ * with keepdims, ARGMAX/ARGMIN, CUMSUM. */
 #include "devices/cpu/kern.h"
 
 #include <math.h>
@@ -68,7 +69,55 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     return TFVM_OK;
 }
 
-/* ---- REDUCE_SUM / REDUCE_MEAN / REDUCE_MAX -------------------------------------------
+/* ---- LOG_SOFTMAX --------------------------------------------------------------------
+ * x - max - log(sum(exp(x - max))), the sum in double. */
+#define LOG_SOFTMAX_LOOP(T, EXP)                                                           \
+    do {                                                                                   \
+        const T *xs = x->data;                                                             \
+        T *os = o;                                                                         \
+        for (int64_t a = 0; a < outer; a++)                                                \
+            for (int64_t b = 0; b < inner; b++) {                                          \
+                const T *xp = xs + a * len * inner + b;                                    \
+                T *op = os + a * len * inner + b;                                          \
+                T m = xp[0];                                                               \
+                for (int64_t l = 1; l < len; l++)                                          \
+                    m = xp[l * inner] > m ? xp[l * inner] : m;                             \
+                double sum = 0;                                                            \
+                for (int64_t l = 0; l < len; l++)                                          \
+                    sum += (double)EXP(xp[l * inner] - m);                                 \
+                const double lse = log(sum);                                               \
+                for (int64_t l = 0; l < len; l++)                                          \
+                    op[l * inner] = (T)((double)(xp[l * inner] - m) - lse);                \
+            }                                                                              \
+    } while (0)
+
+tfvm_status dev_cpu_log_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    if (!dev_kfloat(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)",
+                         tfvm_dtype_name((tfvm_dtype)x->dtype));
+    int axis;
+    tfvm_status st = dev_kaxis(k, x, &axis);
+    if (st)
+        return st;
+    int64_t outer, len, inner;
+    split_axis(x, axis, &outer, &len, &inner);
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
+        return st;
+    if (len > 0) {
+        if (x->dtype == TFVM_F32)
+            LOG_SOFTMAX_LOOP(float, expf);
+        else
+            LOG_SOFTMAX_LOOP(double, exp);
+    }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- REDUCE_SUM / REDUCE_MEAN / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD -------------------------------------------
  * The input is read once in order. Its dims (size 1 dropped) are merged into
  * runs of reduced and kept dims; an odometer walks all runs but the last,
  * which is a tight loop: a reduction into one accumulator, or a kept run
@@ -96,14 +145,14 @@ typedef struct red_plan {
                 A s = acc[off];                                                            \
                 for (int64_t j = 0; j < n; j++) {                                          \
                     const T v = xs[j];                                                     \
-                    STEP(s);                                                               \
+                    STEP(A, s);                                                             \
                 }                                                                          \
                 acc[off] = s;                                                              \
             } else {                                                                       \
                 A *ap = acc + off;                                                         \
                 for (int64_t j = 0; j < n; j++) {                                          \
                     const T v = xs[j];                                                     \
-                    STEP(ap[j]);                                                           \
+                    STEP(A, ap[j]);                                                         \
                 }                                                                          \
             }                                                                              \
             xs += n;                                                                       \
@@ -120,12 +169,37 @@ typedef struct red_plan {
         }                                                                                  \
     } while (0)
 
-#define STEP_FSUM(s) (s) += (double)v
-#define STEP_SUM32(s) (s) = (int32_t)((uint32_t)(s) + (uint32_t)v)
-#define STEP_SUM64(s) (s) = (int64_t)((uint64_t)(s) + (uint64_t)v)
-#define STEP_IMAX(s) (s) = v > (s) ? v : (s)
-/* NumPy max: NaN wins. */
-#define STEP_FMAX(s) (s) = (v > (s) || isnan(v)) ? v : (s)
+#define STEP_FSUM(A, s) (s) += (double)v
+#define STEP_FPROD(A, s) (s) *= (double)v
+/* Integers wrap: unsigned arithmetic has the low bits of the exact result. */
+#define STEP_ISUM(A, s) (s) = (A)((uint64_t)(s) + (uint64_t)v)
+#define STEP_IPROD(A, s) (s) = (A)((uint64_t)(s) * (uint64_t)v)
+#define STEP_IMAX(A, s) (s) = v > (s) ? v : (s)
+#define STEP_IMIN(A, s) (s) = v < (s) ? v : (s)
+/* NumPy max/min: NaN wins. */
+#define STEP_FMAX(A, s) (s) = (v > (s) || isnan(v)) ? v : (s)
+#define STEP_FMIN(A, s) (s) = (v < (s) || isnan(v)) ? v : (s)
+
+/* The integer reductions of dtype T, whose range is LO..HI. */
+#define RED_INT(T, LO, HI)                                                                 \
+    do {                                                                                   \
+        switch (op) {                                                                      \
+        case ISA_REDUCE_MAX: RED_LOOP(T, T, LO, STEP_IMAX); break;                         \
+        case ISA_REDUCE_MIN: RED_LOOP(T, T, HI, STEP_IMIN); break;                         \
+        case ISA_REDUCE_PROD: RED_LOOP(T, T, 1, STEP_IPROD); break;                        \
+        default: RED_LOOP(T, T, 0, STEP_ISUM); break;                                      \
+        }                                                                                  \
+    } while (0)
+/* Float reductions; sums, means and products accumulate in double (A). */
+#define RED_FLOAT(T)                                                                       \
+    do {                                                                                   \
+        switch (op) {                                                                      \
+        case ISA_REDUCE_MAX: RED_LOOP(T, T, -INFINITY, STEP_FMAX); break;                  \
+        case ISA_REDUCE_MIN: RED_LOOP(T, T, INFINITY, STEP_FMIN); break;                   \
+        case ISA_REDUCE_PROD: RED_LOOP(T, double, 1, STEP_FPROD); break;                   \
+        default: RED_LOOP(T, double, 0, STEP_FSUM); break;                                 \
+        }                                                                                  \
+    } while (0)
 
 tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
@@ -166,9 +240,10 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
         if (!red[i] || keep)
             od[orank++] = red[i] ? 1 : x->dims[i];
     }
-    if (op == ISA_REDUCE_MAX && rcount == 0)
-        return dev_kfail(k, TFVM_ERR_SHAPE, "max over no elements: axes %s of shape %s",
-                         dev_kdims(na, axes, s1), dev_kshape(x, s2));
+    const bool extreme = op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN;
+    if (extreme && rcount == 0)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "%s over no elements: axes %s of shape %s",
+                         op == ISA_REDUCE_MAX ? "max" : "min", dev_kdims(na, axes, s1), dev_kshape(x, s2));
 
     /* Runs of reduced/kept dims and the accumulator stride of each. */
     red_plan pl = {0};
@@ -199,39 +274,22 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
     void *o;
     if ((st = dev_kresult(k, dt, orank, od, &r, &o)))
         return st;
-    /* f32 sums and means accumulate in double, in a scratch row. */
+    /* f32 sums, means and products accumulate in double, in a scratch row. */
     void *accbuf = o;
-    if (dt == TFVM_F32 && op != ISA_REDUCE_MAX && !(accbuf = dev_ktemp(k, (size_t)kept, sizeof(double)))) {
+    const bool f32acc = dt == TFVM_F32 && !extreme;
+    if (f32acc && !(accbuf = dev_ktemp(k, (size_t)kept, sizeof(double)))) {
         dev_value_release(&r);
         return TFVM_ERR_NOMEM;
     }
     switch (dt) {
-    case TFVM_I32:
-        if (op == ISA_REDUCE_MAX)
-            RED_LOOP(int32_t, int32_t, INT32_MIN, STEP_IMAX);
-        else
-            RED_LOOP(int32_t, int32_t, 0, STEP_SUM32);
-        break;
-    case TFVM_I64:
-        if (op == ISA_REDUCE_MAX)
-            RED_LOOP(int64_t, int64_t, INT64_MIN, STEP_IMAX);
-        else
-            RED_LOOP(int64_t, int64_t, 0, STEP_SUM64);
-        break;
-    case TFVM_F32:
-        if (op == ISA_REDUCE_MAX)
-            RED_LOOP(float, float, -INFINITY, STEP_FMAX);
-        else
-            RED_LOOP(float, double, 0, STEP_FSUM);
-        break;
-    default:
-        if (op == ISA_REDUCE_MAX)
-            RED_LOOP(double, double, -INFINITY, STEP_FMAX);
-        else
-            RED_LOOP(double, double, 0, STEP_FSUM);
-        break;
+    case DEV_KU8: RED_INT(uint8_t, 0, UINT8_MAX); break;
+    case DEV_KI8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
+    case TFVM_I32: RED_INT(int32_t, INT32_MIN, INT32_MAX); break;
+    case TFVM_I64: RED_INT(int64_t, INT64_MIN, INT64_MAX); break;
+    case TFVM_F32: RED_FLOAT(float); break;
+    default: RED_FLOAT(double); break;
     }
-    if (dt == TFVM_F32 && op != ISA_REDUCE_MAX) {
+    if (f32acc) {
         const double *acc = accbuf;
         float *of = o;
         const double div = op == ISA_REDUCE_MEAN ? (double)rcount : 1.0;
@@ -247,8 +305,8 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
     return TFVM_OK;
 }
 
-/* ---- ARGMAX ------------------------------------------------------------------------- */
-#define ARGMAX_LOOP(T, NAN_CHECK)                                                          \
+/* ---- ARGMAX / ARGMIN ---------------------------------------------------------------- */
+#define ARGMAX_LOOP(T, NAN_CHECK, BETTER)                                                        \
     do {                                                                                   \
         const T *xs = x->data;                                                             \
         int64_t *os = o;                                                                   \
@@ -259,7 +317,7 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
                 int64_t bi = 0;                                                            \
                 for (int64_t l = 1; l < len && !NAN_CHECK(best); l++) {                    \
                     const T v = xp[l * inner];                                             \
-                    if (v > best || NAN_CHECK(v)) {                                        \
+                    if (v BETTER best || NAN_CHECK(v)) {                                   \
                         best = v;                                                          \
                         bi = l;                                                            \
                     }                                                                      \
@@ -269,6 +327,13 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
     } while (0)
 #define NO_NAN(v) 0
 #define IS_NAN(v) isnan(v)
+#define ARG_BOTH(T, NAN_CHECK)                                                             \
+    do {                                                                                   \
+        if (mx)                                                                            \
+            ARGMAX_LOOP(T, NAN_CHECK, >);                                                  \
+        else                                                                               \
+            ARGMAX_LOOP(T, NAN_CHECK, <);                                                  \
+    } while (0)
 
 tfvm_status dev_cpu_argmax(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
@@ -291,12 +356,77 @@ tfvm_status dev_cpu_argmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     void *o;
     if ((st = dev_kresult(k, TFVM_I64, orank, od, &r, &o)))
         return st;
+    const bool mx = k->op == ISA_ARGMAX;
     switch (x->dtype) {
-    case TFVM_BOOL: ARGMAX_LOOP(uint8_t, NO_NAN); break;
-    case TFVM_I32: ARGMAX_LOOP(int32_t, NO_NAN); break;
-    case TFVM_I64: ARGMAX_LOOP(int64_t, NO_NAN); break;
-    case TFVM_F32: ARGMAX_LOOP(float, IS_NAN); break;
-    default: ARGMAX_LOOP(double, IS_NAN); break;
+    case TFVM_BOOL:
+    case DEV_KU8: ARG_BOTH(uint8_t, NO_NAN); break;
+    case DEV_KI8: ARG_BOTH(int8_t, NO_NAN); break;
+    case TFVM_I32: ARG_BOTH(int32_t, NO_NAN); break;
+    case TFVM_I64: ARG_BOTH(int64_t, NO_NAN); break;
+    case TFVM_F32: ARG_BOTH(float, IS_NAN); break;
+    default: ARG_BOTH(double, IS_NAN); break;
+    }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- CUMSUM ---------------------------------------------------------------------------
+ * ONNX CumSum: running sums along the axis given as an operand, in the
+ * dtype (integers wrap); exclusive: element i sums the ones before it;
+ * reverse: from the end of the axis. */
+#define CUMSUM_LOOP(T, ADD)                                                                \
+    do {                                                                                   \
+        const T *xs = x->data;                                                             \
+        T *os = o;                                                                         \
+        for (int64_t a = 0; a < outer; a++)                                                \
+            for (int64_t b = 0; b < inner; b++) {                                          \
+                const T *xp = xs + a * len * inner + b;                                    \
+                T *op = os + a * len * inner + b;                                          \
+                T s = 0;                                                                   \
+                for (int64_t j = 0; j < len; j++) {                                        \
+                    const int64_t l = rev ? len - 1 - j : j;                               \
+                    const T v = xp[l * inner];                                             \
+                    if (excl) {                                                            \
+                        op[l * inner] = s;                                                 \
+                        s = ADD(T, s, v);                                                  \
+                    } else {                                                               \
+                        s = ADD(T, s, v);                                                  \
+                        op[l * inner] = s;                                                 \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+    } while (0)
+#define CUMSUM_IADD(T, a, b) (T)((uint64_t)(a) + (uint64_t)(b))
+#define CUMSUM_FADD(T, a, b) (T)((a) + (b))
+
+tfvm_status dev_cpu_cumsum(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE];
+    if (!dev_knumeric(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on bool");
+    int64_t ax;
+    tfvm_status st = dev_kscalar_i64(k, &in[1], "axis", false, &ax);
+    if (st)
+        return st;
+    if (ax < -(int64_t)x->rank || ax >= x->rank)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "axis %lld out of range for shape %s", (long long)ax,
+                         dev_kshape(x, s1));
+    const int axis = (int)(ax < 0 ? ax + x->rank : ax);
+    const bool excl = k->attr & ISA_OPT_EXCLUSIVE, rev = k->attr & ISA_OPT_REVERSE;
+    int64_t outer, len, inner;
+    split_axis(x, axis, &outer, &len, &inner);
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
+        return st;
+    switch (x->dtype) {
+    case DEV_KU8: CUMSUM_LOOP(uint8_t, CUMSUM_IADD); break;
+    case DEV_KI8: CUMSUM_LOOP(int8_t, CUMSUM_IADD); break;
+    case TFVM_I32: CUMSUM_LOOP(int32_t, CUMSUM_IADD); break;
+    case TFVM_I64: CUMSUM_LOOP(int64_t, CUMSUM_IADD); break;
+    case TFVM_F32: CUMSUM_LOOP(float, CUMSUM_FADD); break;
+    default: CUMSUM_LOOP(double, CUMSUM_FADD); break;
     }
     *out = r;
     return TFVM_OK;

@@ -1,6 +1,7 @@
 /* devices/cpu/shape.c — the ops that move elements without arithmetic:
- * RESHAPE, TRANSPOSE, CONCAT, SLICE, GATHER, PAD, SHAPE, and the makers FILL
- * and RANGE. Tensors are immutable, so each result is a fresh copy. */
+ * RESHAPE (and its kin SQUEEZE, UNSQUEEZE, FLATTEN), TRANSPOSE, CONCAT, SLICE,
+ * GATHER, PAD, SHAPE, and the makers FILL and RANGE. Tensors are immutable
+ * and own their data (no views), so each result is a fresh copy. */
 #include "devices/cpu/kern.h"
 
 #include <math.h>
@@ -48,6 +49,97 @@ tfvm_status dev_cpu_reshape(dev_kctx *k, const dev_kview *in, dev_value *out)
         memcpy(o, x->data, (size_t)x->count * dev_kesize(x->dtype));
     *out = r;
     return TFVM_OK;
+}
+
+/* ---- SQUEEZE / UNSQUEEZE / FLATTEN ------------------------------------------------------
+ * New dims for the same elements in the same order: a copy, as RESHAPE. */
+static tfvm_status reshaped(dev_kctx *k, const dev_kview *x, int rank, const int64_t *dims, dev_value *out)
+{
+    dev_value r;
+    void *o;
+    tfvm_status st = dev_kresult(k, x->dtype, rank, dims, &r, &o);
+    if (st)
+        return st;
+    if (x->count)
+        memcpy(o, x->data, (size_t)x->count * dev_kesize(x->dtype));
+    *out = r;
+    return TFVM_OK;
+}
+
+tfvm_status dev_cpu_squeeze(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    int64_t axes[TFVM_MAX_RANK], od[TFVM_MAX_RANK];
+    int na, orank = 0;
+    tfvm_status st = dev_kvec(k, &in[1], "axes", axes, TFVM_MAX_RANK, &na);
+    if (st)
+        return st;
+    bool drop[TFVM_MAX_RANK] = {false};
+    for (int i = 0; i < na; i++) {
+        const int64_t a = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+        if (a < 0 || a >= x->rank)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "axis %lld out of range for shape %s",
+                             (long long)axes[i], dev_kshape(x, s1));
+        if (drop[a])
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "axis %lld repeated in axes %s",
+                             (long long)axes[i], dev_kdims(na, axes, s1));
+        if (x->dims[a] != 1)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "axis %lld of shape %s is not of size 1",
+                             (long long)axes[i], dev_kshape(x, s2));
+        drop[a] = true;
+    }
+    for (int i = 0; i < x->rank; i++)
+        if (!(na ? drop[i] : x->dims[i] == 1))
+            od[orank++] = x->dims[i];
+    return reshaped(k, x, orank, od, out);
+}
+
+tfvm_status dev_cpu_unsqueeze(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    int64_t axes[TFVM_MAX_RANK], od[TFVM_MAX_RANK];
+    int na;
+    tfvm_status st = dev_kvec(k, &in[1], "axes", axes, TFVM_MAX_RANK, &na);
+    if (st)
+        return st;
+    const int orank = x->rank + na;
+    if (orank > TFVM_MAX_RANK)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result would have rank %d (x %s, axes %s), more than %d",
+                         orank, dev_kshape(x, s1), dev_kdims(na, axes, s2), TFVM_MAX_RANK);
+    bool ins[TFVM_MAX_RANK] = {false};
+    for (int i = 0; i < na; i++) {
+        const int64_t a = axes[i] < 0 ? axes[i] + orank : axes[i];
+        if (a < 0 || a >= orank)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "axis %lld out of range for result rank %d (x %s)",
+                             (long long)axes[i], orank, dev_kshape(x, s1));
+        if (ins[a])
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "axis %lld repeated in axes %s",
+                             (long long)axes[i], dev_kdims(na, axes, s1));
+        ins[a] = true;
+    }
+    for (int i = 0, j = 0; i < orank; i++)
+        od[i] = ins[i] ? 1 : x->dims[j++];
+    return reshaped(k, x, orank, od, out);
+}
+
+tfvm_status dev_cpu_flatten(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE];
+    const int32_t a = (int32_t)k->attr;
+    const int64_t axis = a < 0 ? (int64_t)a + x->rank : a;
+    if (axis < 0 || axis > x->rank)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d out of range for shape %s (0..%d)", (int)a,
+                         dev_kshape(x, s1), x->rank);
+    /* With a 0 on one side the other side's product may not fit an int64. */
+    int64_t od[2];
+    if (!dev_kcount((int)axis, x->dims, &od[0]) ||
+        !dev_kcount(x->rank - (int)axis, x->dims + axis, &od[1]))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result for shape %s at axis %d is too large",
+                         dev_kshape(x, s1), (int)a);
+    return reshaped(k, x, 2, od, out);
 }
 
 /* ---- TRANSPOSE ---------------------------------------------------------------------- */

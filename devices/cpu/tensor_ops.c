@@ -133,6 +133,53 @@ void dev_kstrides(int rank, const int64_t *dims, int64_t *strides)
     }
 }
 
+bool dev_kget_i64(const dev_kview *v, int64_t i, int64_t *out)
+{
+    double f;
+    switch (v->dtype) {
+    case TFVM_BOOL:
+    case DEV_KU8: *out = ((const uint8_t *)v->data)[i]; return true;
+    case DEV_KI8: *out = ((const int8_t *)v->data)[i]; return true;
+    case TFVM_I32: *out = ((const int32_t *)v->data)[i]; return true;
+    case TFVM_I64: *out = ((const int64_t *)v->data)[i]; return true;
+    case TFVM_F32: f = ((const float *)v->data)[i]; break;
+    default: f = ((const double *)v->data)[i]; break;
+    }
+    /* -2^63 <= f < 2^63, or the conversion is undefined */
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0))
+        return false;
+    *out = (int64_t)f;
+    return true;
+}
+
+double dev_kget_f64(const dev_kview *v, int64_t i)
+{
+    switch (v->dtype) {
+    case TFVM_BOOL:
+    case DEV_KU8: return ((const uint8_t *)v->data)[i];
+    case DEV_KI8: return ((const int8_t *)v->data)[i];
+    case TFVM_I32: return ((const int32_t *)v->data)[i];
+    case TFVM_I64: return (double)((const int64_t *)v->data)[i];
+    case TFVM_F32: return ((const float *)v->data)[i];
+    default: return ((const double *)v->data)[i];
+    }
+}
+
+tfvm_status dev_kscalar_i64(dev_kctx *k, const dev_kview *v, const char *what, bool any_numeric,
+                            int64_t *out)
+{
+    char s[DEV_KSHAPE];
+    const bool integer = v->dtype == TFVM_I32 || v->dtype == TFVM_I64 || v->dtype == DEV_KU8 ||
+                         v->dtype == DEV_KI8;
+    if ((v->rank != 0 && !(v->rank == 1 && v->count == 1)) ||
+        !(integer || (any_numeric && dev_kfloat(v->dtype))))
+        return dev_kfail(k, TFVM_ERR_TYPE, "%s must be %s scalar, got %s", what,
+                         any_numeric ? "a numeric" : "an integer", dev_kdesc(v, s));
+    if (!dev_kget_i64(v, 0, out))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "%s %g is not a valid integer", what, dev_kget_f64(v, 0));
+    return TFVM_OK;
+}
+
 /* ---- nd copy ------------------------------------------------------------------ */
 #define KCOPY_TILE 32
 
@@ -142,7 +189,8 @@ static void kcopy2(char *dst, int64_t dr, int64_t dc, const char *src, int64_t s
 {
     if (dc == 1 && sc == 1) {
         for (int64_t i = 0; i < rows; i++)
-            memcpy(dst + (size_t)(i * dr) * esz, src + (size_t)(i * sr) * esz, (size_t)cols * esz);
+            memcpy(dst + (ptrdiff_t)(i * dr) * (ptrdiff_t)esz, src + (ptrdiff_t)(i * sr) * (ptrdiff_t)esz,
+                   (size_t)cols * esz);
         return;
     }
 #define KCOPY_LOOP(T)                                                                      \
@@ -206,8 +254,8 @@ void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss,
     char *dp = dst;
     const char *sp = src;
     for (;;) {
-        kcopy2(dp + (size_t)od * esz, a[m - 2], a[m - 1], sp + (size_t)os * esz, b[m - 2], b[m - 1],
-               d[m - 2], d[m - 1], esz);
+        kcopy2(dp + (ptrdiff_t)od * (ptrdiff_t)esz, a[m - 2], a[m - 1], sp + (ptrdiff_t)os * (ptrdiff_t)esz,
+               b[m - 2], b[m - 1], d[m - 2], d[m - 1], esz);
         int j = m - 3;
         for (; j >= 0; j--) {
             od += a[j];
@@ -234,6 +282,16 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_SLICE] = dev_cpu_slice,         [ISA_GATHER] = dev_cpu_gather,
     [ISA_PAD] = dev_cpu_pad,             [ISA_SHAPE] = dev_cpu_shape,
     [ISA_FILL] = dev_cpu_fill,           [ISA_RANGE] = dev_cpu_range,
+    [ISA_LOG_SOFTMAX] = dev_cpu_log_softmax, [ISA_REDUCE_MIN] = dev_cpu_reduce,
+    [ISA_REDUCE_PROD] = dev_cpu_reduce,  [ISA_ARGMIN] = dev_cpu_argmax,
+    [ISA_SQUEEZE] = dev_cpu_squeeze,     [ISA_UNSQUEEZE] = dev_cpu_unsqueeze,
+    [ISA_FLATTEN] = dev_cpu_flatten,     [ISA_EXPAND] = dev_cpu_expand,
+    [ISA_TILE] = dev_cpu_tile,           [ISA_STRIDED_SLICE] = dev_cpu_strided_slice,
+    [ISA_GATHER_ELEMENTS] = dev_cpu_gather_elements, [ISA_TOPK] = dev_cpu_topk,
+    [ISA_TRILU] = dev_cpu_trilu,         [ISA_CUMSUM] = dev_cpu_cumsum,
+    [ISA_ONEHOT] = dev_cpu_onehot,       [ISA_RESIZE] = dev_cpu_resize,
+    [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
+    [ISA_STACK_PUT] = dev_cpu_stack_put,
 };
 
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
@@ -250,7 +308,9 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
     k.name[i] = '\0';
     if (n_in != (uint32_t)isa_ops[op].n_in)
         return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
-    dev_kview v[5];
+    dev_kview v[DEV_KMAX_IN];
+    if (n_in > DEV_KMAX_IN)
+        return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %u inputs, at most %d supported", n_in, DEV_KMAX_IN);
     for (uint32_t j = 0; j < n_in; j++) {
         const dev_value *x = &in[j];
         if (x->dead || !isa_dtype_valid(x->dtype))
@@ -262,7 +322,7 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
         const tfvm_tensor *t = x->u.t;
         if (t->device != 0) /* placement copies device data to the host first */
             return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u lives on a device, not the host", j);
-        v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count, .data = t->data};
+        v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count, .data = t->data, .t = t};
         memcpy(v[j].dims, t->dims, sizeof v[j].dims);
     }
     dev_value r;
