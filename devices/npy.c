@@ -186,13 +186,14 @@ static tfvm_status npy_dtype(npy_parser *p, const unsigned char *d, size_t n, tf
 {
     static const struct { const char *code; tfvm_dtype dtype; } kinds[] = {
         {"b1", TFVM_BOOL}, {"i4", TFVM_I32}, {"i8", TFVM_I64}, {"f4", TFVM_F32}, {"f8", TFVM_F64},
+        {"u1", TFVM_U8},   {"i1", TFVM_I8},
     };
     if (n == 3) {
         for (size_t i = 0; i < UT_COUNTOF(kinds); i++) {
             if (memcmp(d + 1, kinds[i].code, 2) != 0)
                 continue;
             /* A 1-byte type has no byte order: NumPy writes '|b1', accept any. */
-            bool one = kinds[i].dtype == TFVM_BOOL;
+            bool one = tfvm_dtype_size(kinds[i].dtype) == 1;
             if (d[0] == '<' || (one && (d[0] == '|' || d[0] == '>' || d[0] == '='))) {
                 *out = kinds[i].dtype;
                 return TFVM_OK;
@@ -465,7 +466,7 @@ size_t dev_npy_header_write(const tfvm_tensor *t, unsigned char buf[DEV_NPY_WRIT
 {
     static const char *const descr[] = {
         [TFVM_BOOL] = "|b1", [TFVM_I32] = "<i4", [TFVM_I64] = "<i8", [TFVM_F32] = "<f4",
-        [TFVM_F64] = "<f8",
+        [TFVM_F64] = "<f8", [TFVM_U8] = "|u1", [TFVM_I8] = "|i1",
     };
     char *s = (char *)buf + 10;
     size_t room = DEV_NPY_WRITE_MAX - 10, n = 0;

@@ -16,6 +16,8 @@ typedef struct dev_value {
         int64_t i64;
         float f32;
         double f64;
+        uint8_t u8;
+        int8_t i8;
         tfvm_tensor *t;
     } u;
 } dev_value;

@@ -60,7 +60,9 @@ typedef enum tfvm_dtype {
     TFVM_I32 = 2,
     TFVM_I64 = 3,
     TFVM_F32 = 4,
-    TFVM_F64 = 5
+    TFVM_F64 = 5,
+    TFVM_U8 = 6,  /* integers of 8 bits, arithmetic wraps like the wider ones */
+    TFVM_I8 = 7
 } tfvm_dtype;
 
 #define TFVM_MAX_RANK 8
@@ -155,7 +157,7 @@ TFVM_API int64_t tfvm_tensor_count(const tfvm_tensor *t); /* elements */
 TFVM_API void *tfvm_tensor_data(tfvm_tensor *t);
 TFVM_API const void *tfvm_tensor_cdata(const tfvm_tensor *t);
 
-/* .npy files (format 1.0-3.0; little-endian, C order; b1 i4 i8 f4 f8). */
+/* .npy files (format 1.0-3.0; little-endian, C order; b1 u1 i1 i4 i8 f4 f8). */
 TFVM_API tfvm_status tfvm_npy_load(const char *path, const tfvm_allocator *alloc,
                                    tfvm_tensor **out, tfvm_error *err);
 TFVM_API tfvm_status tfvm_npy_save(const char *path, const tfvm_tensor *t, tfvm_error *err);
@@ -182,6 +184,8 @@ static inline tfvm_value tfvm_f32(float v) { tfvm_value x = {TFVM_F32, NULL, {0}
 static inline tfvm_value tfvm_f64(double v) { tfvm_value x = {TFVM_F64, NULL, {0}}; x.as.f64 = v; return x; }
 /* Borrowing wrapper: the run takes its own reference. */
 static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
+static inline tfvm_value tfvm_u8(uint8_t v) { tfvm_value x = {TFVM_U8, NULL, {0}}; x.as.u8 = v; return x; }
+static inline tfvm_value tfvm_i8(int8_t v) { tfvm_value x = {TFVM_I8, NULL, {0}}; x.as.i8 = v; return x; }
 /* Releases the tensor of a result value (no-op for scalars). */
 TFVM_API void tfvm_value_release(tfvm_value *v);
 

@@ -5,8 +5,9 @@
 #include <string.h>
 
 const isa_op_info isa_ops[ISA_OP_COUNT] = {
-#define OP(name, cls, in, out, attrs, syn) \
-    [ISA_##name] = {#name, ISA_CLASS_##cls, in, out, ISA_ATTR_##attrs, syn},
+#define OP(name, cls, in, out, attrs, types, res, fails, cuda, syn)                              \
+    [ISA_##name] = {#name, ISA_CLASS_##cls, in, out, ISA_ATTR_##attrs, ISA_TYPES_##types,       \
+                    ISA_RESULT_##res, ISA_FAILS_##fails, #cuda, syn},
 #include "ops.def"
 #undef OP
 };
@@ -55,7 +56,7 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
 
 tfvm_dtype isa_dtype_by_name(const char *name, size_t len)
 {
-    for (int d = TFVM_BOOL; d <= TFVM_F64; d++) {
+    for (int d = TFVM_BOOL; d <= ISA_DTYPE_LAST; d++) {
         const char *n = tfvm_dtype_name((tfvm_dtype)d);
         if (strlen(n) == len && memcmp(n, name, len) == 0)
             return (tfvm_dtype)d;
@@ -71,6 +72,8 @@ const char *tfvm_dtype_name(tfvm_dtype d)
     case TFVM_I64: return "i64";
     case TFVM_F32: return "f32";
     case TFVM_F64: return "f64";
+    case TFVM_U8: return "u8";
+    case TFVM_I8: return "i8";
     }
     return "?";
 }
@@ -83,8 +86,57 @@ size_t tfvm_dtype_size(tfvm_dtype d)
     case TFVM_I64: return 8;
     case TFVM_F32: return 4;
     case TFVM_F64: return 8;
+    case TFVM_U8: return 1;
+    case TFVM_I8: return 1;
     }
     return 0;
+}
+
+const char *isa_types_name(uint32_t types)
+{
+    static const struct { uint32_t set; const char *name; } names[] = {
+        {ISA_TYPES_ALL, "ALL"}, {ISA_TYPES_NUM, "NUM"}, {ISA_TYPES_INT, "INT"},
+        {ISA_TYPES_FLT, "FLT"}, {ISA_TYPES_BOOL, "BOOL"}, {ISA_TYPES_WIDE, "WIDE"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].set == types)
+            return names[i].name;
+    return "?";
+}
+
+const char *isa_result_name(isa_result r)
+{
+    static const char *const names[] = {"NONE", "SAME", "BOOL", "I64", "ATTR", "IN1", "IN2"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+const char *isa_fails_name(isa_fails f)
+{
+    static const char *const names[] = {"NO", "DIV0", "NEGEXP", "F2I", "YES"};
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
+}
+
+const char *isa_types_list(uint32_t types, char *buf, size_t size)
+{
+    /* in the order people read them: bool, integers, floats */
+    static const uint8_t order[] = {TFVM_BOOL, TFVM_I32, TFVM_I64, TFVM_U8, TFVM_I8, TFVM_F32, TFVM_F64};
+    int total = 0, k = 0;
+    for (size_t i = 0; i < sizeof order; i++)
+        total += (int)(types >> order[i] & 1);
+    size_t len = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof order && len < size; i++) {
+        if (!(types >> order[i] & 1))
+            continue;
+        const char *sep = k == 0 ? "" : k == total - 1 ? " or " : ", ";
+        int n = snprintf(buf + len, size - len, "%s%s", sep, tfvm_dtype_name((tfvm_dtype)order[i]));
+        if (n < 0)
+            break;
+        len += (size_t)n;
+        k++;
+    }
+    return buf;
 }
 
 const char *tfvm_status_name(tfvm_status s)

@@ -12,7 +12,7 @@
 #include "util/util.h"
 
 typedef enum isa_op {
-#define OP(name, cls, in, out, attrs, syn) ISA_##name,
+#define OP(name, cls, in, out, attrs, types, res, fails, cuda, syn) ISA_##name,
 #include "ops.def"
 #undef OP
     ISA_OP_COUNT
@@ -46,12 +46,49 @@ typedef enum isa_attr {
     ISA_ATTR_CMP    /* a = a COMPARE opcode, b = a scalar constant (BRANCH) */
 } isa_attr;
 
+/* Sets of dtypes (ops.def's `types`): bit d is dtype d. */
+#define ISA_DT(d) (1u << (d))
+#define ISA_TYPES_BOOL ISA_DT(TFVM_BOOL)
+#define ISA_TYPES_INT (ISA_DT(TFVM_I32) | ISA_DT(TFVM_I64) | ISA_DT(TFVM_U8) | ISA_DT(TFVM_I8))
+#define ISA_TYPES_FLT (ISA_DT(TFVM_F32) | ISA_DT(TFVM_F64))
+#define ISA_TYPES_NUM (ISA_TYPES_INT | ISA_TYPES_FLT)
+#define ISA_TYPES_ALL (ISA_TYPES_NUM | ISA_TYPES_BOOL)
+/* what the typed tensor kernels of wave 1 take: no 8-bit integers */
+#define ISA_TYPES_WIDE (ISA_DT(TFVM_I32) | ISA_DT(TFVM_I64) | ISA_TYPES_FLT)
+
+/* The result dtype rule (ops.def's `result`). */
+typedef enum isa_result {
+    ISA_RESULT_NONE, /* given by the program: ARG's parameter, CONST's constant */
+    ISA_RESULT_SAME, /* input 0's dtype */
+    ISA_RESULT_BOOL,
+    ISA_RESULT_I64,
+    ISA_RESULT_ATTR, /* attribute a is the dtype (CAST) */
+    ISA_RESULT_IN1,  /* input 1's dtype */
+    ISA_RESULT_IN2   /* input 2's dtype */
+} isa_result;
+
+/* When a firing on operands of accepted dtypes can stop a run (ops.def's
+ * `fails`). Any op on a tensor may fail (shapes, memory); these say what
+ * scalars can do. Dead-code elimination keeps what may fail. */
+typedef enum isa_fails {
+    ISA_FAILS_NO,
+    ISA_FAILS_DIV0,   /* integer operands and b == 0 */
+    ISA_FAILS_NEGEXP, /* integer operands and b < 0 */
+    ISA_FAILS_F2I,    /* CAST of a float to an integer dtype: out of range, NaN */
+    ISA_FAILS_YES
+} isa_fails;
+
 typedef struct isa_op_info {
     const char *name;     /* "ADD" */
     isa_class cls;
     int n_in;             /* data inputs; -1 = variable (MERGE) */
     int n_out;
     isa_attr attr;
+    uint32_t types;       /* ISA_TYPES_*: the dtypes its operands take */
+    isa_result result;
+    isa_fails fails;
+    const char *cuda;     /* the CUDA kernel as ops.def names it ("ADD" is TC_ADD,
+                             "GEMM" cuBLAS), "NONE" if it has none */
     const char *synopsis;
 } isa_op_info;
 
@@ -66,7 +103,34 @@ const char *isa_opt_name(isa_op op, uint32_t bit);
 static inline bool isa_is_switch(uint32_t op) { return op == ISA_SWITCH || op == ISA_BRANCH; }
 /* Compute instructions: the ones that may carry a device (ISA_FLAG_DEV_*). */
 static inline bool isa_is_compute(isa_class c) { return c >= ISA_CLASS_BINARY; }
-static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= TFVM_F64; }
+#define ISA_DTYPE_LAST TFVM_I8 /* dtypes are TFVM_BOOL .. ISA_DTYPE_LAST */
+static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= ISA_DTYPE_LAST; }
+static inline bool isa_dtype_float(uint32_t d) { return d == TFVM_F32 || d == TFVM_F64; }
+static inline bool isa_dtype_int(uint32_t d) { return (ISA_TYPES_INT >> d & 1) && d <= ISA_DTYPE_LAST; }
+/* Whether op's operands may have dtype d (ops.def's `types`). */
+static inline bool isa_takes(uint32_t op, uint32_t d) { return isa_dtype_valid(d) && (isa_ops[op].types >> d & 1); }
+/* The result dtype of op on operand dtypes dt[] (n_in of them) and attribute
+ * a, for operands it takes; 0 for ISA_RESULT_NONE. */
+static inline uint8_t isa_result_dtype(uint32_t op, const uint8_t *dt, uint32_t a)
+{
+    switch (isa_ops[op].result) {
+    case ISA_RESULT_SAME: return dt[0];
+    case ISA_RESULT_BOOL: return TFVM_BOOL;
+    case ISA_RESULT_I64: return TFVM_I64;
+    case ISA_RESULT_ATTR: return (uint8_t)a;
+    case ISA_RESULT_IN1: return dt[1];
+    case ISA_RESULT_IN2: return dt[2];
+    case ISA_RESULT_NONE: break;
+    }
+    return 0;
+}
+/* Names of a dtype set and of a result rule, as ops.def spells them ("NUM",
+ * "SAME"), for docs and messages; "?" for a set ops.def has no name for. */
+const char *isa_types_name(uint32_t types);
+const char *isa_result_name(isa_result r);
+const char *isa_fails_name(isa_fails f);
+/* The dtypes of set `types` as "i32, i64, f32 or f64" into buf. */
+const char *isa_types_list(uint32_t types, char *buf, size_t size);
 
 #define ISA_NONE UINT32_MAX
 #define ISA_RANK_ANY 0xFF          /* parameter/result: tensor of any rank */

@@ -510,7 +510,7 @@ static bool parse_dtype(as_parser *P, uint8_t *dt)
 {
     as_tok *t = next(P);
     if (t->kind != TK_IDENT)
-        return fail(P, t, "expected a type (bool, i32, i64, f32, f64), got %s", TDESC(t));
+        return fail(P, t, "expected a type (bool, i32, i64, f32, f64, u8, i8), got %s", TDESC(t));
     tfvm_dtype d = isa_dtype_by_name(t->s, t->len);
     if (!d)
         return fail(P, t, "unknown type %s", TDESC(t));
@@ -568,10 +568,12 @@ static bool parse_scalar(as_parser *P, uint8_t dt)
         ut_buf_u8(&P->data, is_kw(t, "true"));
         return true;
     }
-    if (dt == TFVM_I32 || dt == TFVM_I64) {
+    if (isa_dtype_int(dt)) {
         if (!tok_is_int(t))
             return fail(P, t, "expected an integer for %s, got %s", dn, TDESC(t));
         uint64_t lim = dt == TFVM_I32 ? (neg ? 0x80000000u : 0x7fffffffu)
+                     : dt == TFVM_U8  ? (neg ? 0 : 0xffu)
+                     : dt == TFVM_I8  ? (neg ? 0x80u : 0x7fu)
                                       : (neg ? 0x8000000000000000u : 0x7fffffffffffffffu);
         uint64_t v = 0;
         if (!tok_uint(t, lim, &v))

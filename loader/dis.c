@@ -241,6 +241,8 @@ static void put_scalar(ut_buf *b, uint8_t dtype, const unsigned char *d)
     case TFVM_I64: ut_buf_printf(b, "%" PRId64, (int64_t)ut_le64(d)); break;
     case TFVM_F32: put_f32(b, ut_le32(d)); break;
     case TFVM_F64: put_f64(b, ut_le64(d)); break;
+    case TFVM_U8: ut_buf_printf(b, "%u", (unsigned)d[0]); break;
+    case TFVM_I8: ut_buf_printf(b, "%d", (int)(int8_t)d[0]); break;
     default: ut_buf_printf(b, "?"); break;
     }
 }

@@ -67,6 +67,8 @@ static void put_const(ut_buf *b, const isa_const *k)
     case TFVM_F64: { uint64_t w = ut_le64(p); memcpy(&v.u.f64, &w, 8); break; }
     }
     vm_format_value(&v, b);
+    case TFVM_U8: v.u.u8 = p[0]; break;
+    case TFVM_I8: v.u.i8 = (int8_t)p[0]; break;
 }
 
 /* The node's label: name, then opcode and the attribute that says most

@@ -245,16 +245,24 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
             return fail("argument %zu '%s': expected bool (true or false), got '%s'", i + 1, p->name, text);
         return 0;
     case TFVM_I32:
-    case TFVM_I64: {
+    case TFVM_I64:
+    case TFVM_U8:
+    case TFVM_I8: {
         long long x = strtoll(text, &end, 10);
         if (!*text || *end || end == text)
             return fail("argument %zu '%s': expected %s, got '%s'", i + 1, p->name, tname, text);
-        if (errno == ERANGE || (p->dtype == TFVM_I32 && (x < INT32_MIN || x > INT32_MAX)))
+        const long long lo = p->dtype == TFVM_I32 ? INT32_MIN : p->dtype == TFVM_U8 ? 0
+                           : p->dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
+        const long long hi = p->dtype == TFVM_I32 ? INT32_MAX : p->dtype == TFVM_U8 ? UINT8_MAX
+                           : p->dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
+        if (errno == ERANGE || x < lo || x > hi)
             return fail("argument %zu '%s': %s out of range for %s", i + 1, p->name, text, tname);
-        if (p->dtype == TFVM_I32)
-            v->as.i32 = (int32_t)x;
-        else
-            v->as.i64 = x;
+        switch (p->dtype) {
+        case TFVM_I32: v->as.i32 = (int32_t)x; break;
+        case TFVM_U8: v->as.u8 = (uint8_t)x; break;
+        case TFVM_I8: v->as.i8 = (int8_t)x; break;
+        default: v->as.i64 = x; break;
+        }
         return 0;
     }
     case TFVM_F32:

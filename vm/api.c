@@ -34,6 +34,8 @@ static tfvm_status make_consts(tfvm_vm *vm)
             case TFVM_I64: v->u.i64 = (int64_t)ut_le64(b); break;
             case TFVM_F32: { uint32_t w = ut_le32(b); memcpy(&v->u.f32, &w, 4); break; }
             case TFVM_F64: { uint64_t w = ut_le64(b); memcpy(&v->u.f64, &w, 8); break; }
+            case TFVM_U8: v->u.u8 = b[0]; break;
+            case TFVM_I8: v->u.i8 = (int8_t)b[0]; break;
             }
             continue;
         }

@@ -48,6 +48,8 @@ static void format_elem(tfvm_dtype dt, const unsigned char *p, ut_buf *out)
     case TFVM_I64: { int64_t v; memcpy(&v, p, 8); ut_buf_printf(out, "%lld", (long long)v); break; }
     case TFVM_F32: { float v; memcpy(&v, p, 4); format_float(v, true, out); break; }
     case TFVM_F64: { double v; memcpy(&v, p, 8); format_float(v, false, out); break; }
+    case TFVM_U8: ut_buf_printf(out, "%u", (unsigned)*p); break;
+    case TFVM_I8: ut_buf_printf(out, "%d", (int)(int8_t)*p); break;
     }
 }
 

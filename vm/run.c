@@ -1215,6 +1215,8 @@ static dev_value from_api(const tfvm_value *v)
     case TFVM_I64: d.u.i64 = v->as.i64; break;
     case TFVM_F32: d.u.f32 = v->as.f32; break;
     case TFVM_F64: d.u.f64 = v->as.f64; break;
+    case TFVM_U8: d.u.u8 = v->as.u8; break;
+    case TFVM_I8: d.u.i8 = v->as.i8; break;
     }
     return d;
 }
@@ -1320,6 +1322,8 @@ static void to_api(const dev_value *d, tfvm_value *v)
     case TFVM_I64: v->as.i64 = d->u.i64; break;
     case TFVM_F32: v->as.f32 = d->u.f32; break;
     case TFVM_F64: v->as.f64 = d->u.f64; break;
+    case TFVM_U8: v->as.u8 = d->u.u8; break;
+    case TFVM_I8: v->as.i8 = d->u.i8; break;
     }
 }
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* What a kernel can run into; the caller turns it into a message. */
-enum { EW_OK, EW_DIV0, EW_MOD0, EW_CAST };
+enum { EW_OK, EW_DIV0, EW_MOD0, EW_NEGEXP, EW_CAST };
 
 typedef struct ew_fault {
     double value; /* EW_CAST: the value that does not fit */
@@ -26,7 +26,8 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
  * Each expression reads x (and y). Integers compute in the unsigned type U so
  * that overflow wraps instead of being undefined; the conversion back to T is
  * modular on every compiler tfvm supports. DIV and MOD by -1 are spelled out
- * because INT_MIN / -1 traps on x86. Division by zero is checked before. */
+ * because INT_MIN / -1 traps on x86. Division by zero is checked before.
+ * Unsigned types (u8) get their own forms: x < 0 is never true there. */
 #define I_ADD(T, U) ((T)((U)x + (U)y))
 #define I_SUB(T, U) ((T)((U)x - (U)y))
 #define I_MUL(T, U) ((T)((U)x * (U)y))
@@ -34,18 +35,59 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 #define I_MOD(T, U) (y == -1 ? (T)0 : (T)(x % y))
 #define I_NEG(T, U) ((T)(0 - (U)x))
 #define I_ABS(T, U) (x < 0 ? (T)(0 - (U)x) : x)
+#define I_SIGN(T) ((T)((x > 0) - (x < 0)))
+/* Python's // and %: the quotient rounds down, the remainder has b's sign. */
+#define I_FLOOR_DIV(T, U) \
+    (y == -1 ? (T)(0 - (U)x) : (T)(x / y - ((x % y != 0) & ((x < 0) != (y < 0)))))
+#define I_FLOOR_MOD(T, U) \
+    (y == -1 ? (T)0 : (T)(x % y + ((x % y != 0) & ((x % y < 0) != (y < 0)) ? y : 0)))
+/* x ** y for y >= 0 by squaring, modulo 2^64: the low bits of T are right. */
+#define I_POW(T) ((T)ew_upow((uint64_t)x, (uint64_t)y))
+#define U_NEG(T) ((T)(0u - (unsigned)x))
 #define X_MIN (x < y ? x : y)
 #define X_MAX (x > y ? x : y)
 /* NumPy minimum/maximum: a NaN operand wins; equal operands give y. */
 #define F_MIN ((x < y || isnan(x)) ? x : y)
 #define F_MAX ((x > y || isnan(x)) ? x : y)
-/* Float to integer: truncation must land in range; NaN fails both tests. */
+/* SIGN keeps NaN and the zero's sign (NumPy's sign). */
+#define F_SIGN(T) (x > 0 ? (T)1 : x < 0 ? (T)-1 : x)
+/* Float to integer: truncation must land in range; NaN fails every test. */
 #define FITS_I32 ((double)x > -2147483649.0 && (double)x < 2147483648.0)
 #define FITS_I64 ((double)x >= -9223372036854775808.0 && (double)x < 9223372036854775808.0)
+#define FITS_U8 ((double)x > -1.0 && (double)x < 256.0)
+#define FITS_I8 ((double)x > -129.0 && (double)x < 128.0)
 /* RELU keeps NaN (NumPy maximum(x, 0) does); SIGMOID takes the branch whose
  * exp cannot overflow, so large |x| gives 0 or 1 instead of inf/inf. */
 #define X_RELU (x < 0 ? 0 : x)
 #define F_SIGMOID(EXP) (x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x)))
+
+static inline uint64_t ew_upow(uint64_t x, uint64_t e)
+{
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1)
+            r *= x;
+        x *= x;
+        e >>= 1;
+    }
+    return r;
+}
+
+/* NumPy's float mod: fmod moved into b's sign, a zero result signed as b. */
+static inline double ew_floor_mod(double x, double y)
+{
+    double r = fmod(x, y);
+    if (r != 0)
+        return (r < 0) != (y < 0) ? r + y : r;
+    return copysign(0.0, y);
+}
+static inline float ew_floor_modf(float x, float y)
+{
+    float r = fmodf(x, y);
+    if (r != 0)
+        return (r < 0) != (y < 0) ? r + y : r;
+    return copysignf(0.0f, y);
+}
 
 /* ---- Kernels ---------------------------------------------------------------------
  * PRE is a statement run before each element (a check that may return a
@@ -134,7 +176,9 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 
 #define DIV_CHECK if (y == 0) return EW_DIV0
 #define MOD_CHECK if (y == 0) return EW_MOD0
+#define EXP_CHECK if (y < 0) return EW_NEGEXP
 
+/* Signed integers. */
 #define INT_KERNELS(S, T, U)                                         \
     EW_KERNEL2(k_add_##S, T, T, , I_ADD(T, U))                       \
     EW_KERNEL2(k_sub_##S, T, T, , I_SUB(T, U))                       \
@@ -143,26 +187,57 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
     EW_KERNEL2(k_mod_##S, T, T, MOD_CHECK, I_MOD(T, U))              \
     EW_KERNEL2(k_min_##S, T, T, , X_MIN)                             \
     EW_KERNEL2(k_max_##S, T, T, , X_MAX)                             \
+    EW_KERNEL2(k_pow_##S, T, T, EXP_CHECK, I_POW(T))                 \
+    EW_KERNEL2(k_floor_div_##S, T, T, DIV_CHECK, I_FLOOR_DIV(T, U))  \
+    EW_KERNEL2(k_floor_mod_##S, T, T, MOD_CHECK, I_FLOOR_MOD(T, U))  \
     EW_KERNEL1(k_neg_##S, T, T, , I_NEG(T, U))                       \
     EW_KERNEL1(k_abs_##S, T, T, , I_ABS(T, U))                       \
-    EW_KERNEL1(k_relu_##S, T, T, , X_RELU)
+    EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
+    EW_KERNEL1(k_sign_##S, T, T, , I_SIGN(T))
 
-#define FLOAT_KERNELS(S, T, FMOD, FABS, EXP, TANH, LOG, SQRT)        \
+/* Unsigned integers: ABS and RELU are the identity, SIGN is x != 0. */
+#define UINT_KERNELS(S, T)                                           \
+    EW_KERNEL2(k_add_##S, T, T, , (T)(x + y))                        \
+    EW_KERNEL2(k_sub_##S, T, T, , (T)(x - y))                        \
+    EW_KERNEL2(k_mul_##S, T, T, , (T)((unsigned)x * y))              \
+    EW_KERNEL2(k_div_##S, T, T, DIV_CHECK, (T)(x / y))               \
+    EW_KERNEL2(k_mod_##S, T, T, MOD_CHECK, (T)(x % y))               \
+    EW_KERNEL2(k_min_##S, T, T, , X_MIN)                             \
+    EW_KERNEL2(k_max_##S, T, T, , X_MAX)                             \
+    EW_KERNEL2(k_pow_##S, T, T, , I_POW(T))                          \
+    EW_KERNEL2(k_floor_div_##S, T, T, DIV_CHECK, (T)(x / y))         \
+    EW_KERNEL2(k_floor_mod_##S, T, T, MOD_CHECK, (T)(x % y))         \
+    EW_KERNEL1(k_neg_##S, T, T, , U_NEG(T))                          \
+    EW_KERNEL1(k_abs_##S, T, T, , x)                                 \
+    EW_KERNEL1(k_relu_##S, T, T, , x)                                \
+    EW_KERNEL1(k_sign_##S, T, T, , (T)(x != 0))
+
+#define FLOAT_KERNELS(S, T, SUF, FMODF)                              \
     EW_KERNEL2(k_add_##S, T, T, , x + y)                             \
     EW_KERNEL2(k_sub_##S, T, T, , x - y)                             \
     EW_KERNEL2(k_mul_##S, T, T, , x * y)                             \
     EW_KERNEL2(k_div_##S, T, T, , x / y)                             \
-    EW_KERNEL2(k_mod_##S, T, T, , FMOD(x, y))                        \
+    EW_KERNEL2(k_mod_##S, T, T, , fmod##SUF(x, y))                   \
     EW_KERNEL2(k_min_##S, T, T, , F_MIN)                             \
     EW_KERNEL2(k_max_##S, T, T, , F_MAX)                             \
+    EW_KERNEL2(k_pow_##S, T, T, , pow##SUF(x, y))                    \
+    EW_KERNEL2(k_floor_div_##S, T, T, , floor##SUF(x / y))           \
+    EW_KERNEL2(k_floor_mod_##S, T, T, , FMODF(x, y))                 \
     EW_KERNEL1(k_neg_##S, T, T, , -x)                                \
-    EW_KERNEL1(k_abs_##S, T, T, , FABS(x))                           \
+    EW_KERNEL1(k_abs_##S, T, T, , fabs##SUF(x))                      \
     EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
-    EW_KERNEL1(k_sigmoid_##S, T, T, , F_SIGMOID(EXP))                \
-    EW_KERNEL1(k_tanh_##S, T, T, , TANH(x))                          \
-    EW_KERNEL1(k_exp_##S, T, T, , EXP(x))                            \
-    EW_KERNEL1(k_log_##S, T, T, , LOG(x))                            \
-    EW_KERNEL1(k_sqrt_##S, T, T, , SQRT(x))
+    EW_KERNEL1(k_sign_##S, T, T, , F_SIGN(T))                        \
+    EW_KERNEL1(k_sigmoid_##S, T, T, , F_SIGMOID(exp##SUF))           \
+    EW_KERNEL1(k_tanh_##S, T, T, , tanh##SUF(x))                     \
+    EW_KERNEL1(k_exp_##S, T, T, , exp##SUF(x))                       \
+    EW_KERNEL1(k_log_##S, T, T, , log##SUF(x))                       \
+    EW_KERNEL1(k_sqrt_##S, T, T, , sqrt##SUF(x))                     \
+    EW_KERNEL1(k_floor_##S, T, T, , floor##SUF(x))                   \
+    EW_KERNEL1(k_ceil_##S, T, T, , ceil##SUF(x))                     \
+    EW_KERNEL1(k_round_##S, T, T, , nearbyint##SUF(x))               \
+    EW_KERNEL1(k_sin_##S, T, T, , sin##SUF(x))                       \
+    EW_KERNEL1(k_cos_##S, T, T, , cos##SUF(x))                       \
+    EW_KERNEL1(k_erf_##S, T, T, , erf##SUF(x))
 
 #define CMP_KERNELS(S, T)                                            \
     EW_KERNEL2(k_lt_##S, T, uint8_t, , (uint8_t)(x < y))             \
@@ -174,82 +249,111 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
-FLOAT_KERNELS(f32, float, fmodf, fabsf, expf, tanhf, logf, sqrtf)
-FLOAT_KERNELS(f64, double, fmod, fabs, exp, tanh, log, sqrt)
+INT_KERNELS(i8, int8_t, uint8_t)
+UINT_KERNELS(u8, uint8_t)
+FLOAT_KERNELS(f32, float, f, ew_floor_modf)
+FLOAT_KERNELS(f64, double, , ew_floor_mod)
 CMP_KERNELS(b, uint8_t)
 CMP_KERNELS(i32, int32_t)
 CMP_KERNELS(i64, int64_t)
 CMP_KERNELS(f32, float)
 CMP_KERNELS(f64, double)
+CMP_KERNELS(u8, uint8_t)
+CMP_KERNELS(i8, int8_t)
 /* Bool tensors hold 0/1 bytes; the != 0 keeps results 0/1 regardless. */
 EW_KERNEL2(k_and, uint8_t, uint8_t, , (uint8_t)((x != 0) & (y != 0)))
 EW_KERNEL2(k_or, uint8_t, uint8_t, , (uint8_t)((x != 0) | (y != 0)))
+EW_KERNEL2(k_xor, uint8_t, uint8_t, , (uint8_t)((x != 0) ^ (y != 0)))
 EW_KERNEL1(k_not, uint8_t, uint8_t, , (uint8_t)(x == 0))
 EW_SELECT(k_sel1, uint8_t)
 EW_SELECT(k_sel4, uint32_t)
 EW_SELECT(k_sel8, uint64_t)
 
 /* CAST kernels, k_cast_FROM_TO. Integers narrow by wrapping (like NumPy's
- * astype); floats to integers must fit after truncation toward zero. */
+ * astype): through the target's unsigned type, which C defines as modular.
+ * Floats to integers must fit after truncation toward zero. */
 #define F2I_CHECK(FITS)                         \
     if (!(FITS)) {                              \
         f->value = (double)x;                   \
         return EW_CAST;                         \
     }
-EW_KERNEL1(k_cast_b_i32, uint8_t, int32_t, , (int32_t)(x != 0))
-EW_KERNEL1(k_cast_b_i64, uint8_t, int64_t, , (int64_t)(x != 0))
-EW_KERNEL1(k_cast_b_f32, uint8_t, float, , (float)(x != 0))
-EW_KERNEL1(k_cast_b_f64, uint8_t, double, , (double)(x != 0))
-EW_KERNEL1(k_cast_i32_b, int32_t, uint8_t, , (uint8_t)(x != 0))
-EW_KERNEL1(k_cast_i32_i64, int32_t, int64_t, , (int64_t)x)
-EW_KERNEL1(k_cast_i32_f32, int32_t, float, , (float)x)
-EW_KERNEL1(k_cast_i32_f64, int32_t, double, , (double)x)
-EW_KERNEL1(k_cast_i64_b, int64_t, uint8_t, , (uint8_t)(x != 0))
-EW_KERNEL1(k_cast_i64_i32, int64_t, int32_t, , (int32_t)(uint32_t)x)
-EW_KERNEL1(k_cast_i64_f32, int64_t, float, , (float)x)
-EW_KERNEL1(k_cast_i64_f64, int64_t, double, , (double)x)
-EW_KERNEL1(k_cast_f32_b, float, uint8_t, , (uint8_t)(x != 0))
-EW_KERNEL1(k_cast_f32_i32, float, int32_t, F2I_CHECK(FITS_I32), (int32_t)x)
-EW_KERNEL1(k_cast_f32_i64, float, int64_t, F2I_CHECK(FITS_I64), (int64_t)x)
-EW_KERNEL1(k_cast_f32_f64, float, double, , (double)x)
-EW_KERNEL1(k_cast_f64_b, double, uint8_t, , (uint8_t)(x != 0))
-EW_KERNEL1(k_cast_f64_i32, double, int32_t, F2I_CHECK(FITS_I32), (int32_t)x)
-EW_KERNEL1(k_cast_f64_i64, double, int64_t, F2I_CHECK(FITS_I64), (int64_t)x)
-EW_KERNEL1(k_cast_f64_f32, double, float, , (float)x)
+#define CAST_FROM_BOOL(S, T) EW_KERNEL1(k_cast_b_##S, uint8_t, T, , (T)(x != 0))
+#define CAST_TO_BOOL(S, T) EW_KERNEL1(k_cast_##S##_b, T, uint8_t, , (uint8_t)(x != 0))
+#define CAST_I2I(FS, FT, TS, TT, TU) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, , (TT)(TU)x)
+#define CAST_PLAIN(FS, FT, TS, TT) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, , (TT)x)
+#define CAST_F2I(FS, FT, TS, TT, FITS) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, F2I_CHECK(FITS), (TT)x)
+/* every cast from integer FS (type FT) */
+#define CASTS_FROM_INT(FS, FT)                                     \
+    CAST_TO_BOOL(FS, FT)                                           \
+    CAST_I2I(FS, FT, i32, int32_t, uint32_t)                       \
+    CAST_I2I(FS, FT, i64, int64_t, uint64_t)                       \
+    CAST_I2I(FS, FT, u8, uint8_t, uint8_t)                         \
+    CAST_I2I(FS, FT, i8, int8_t, uint8_t)                          \
+    CAST_PLAIN(FS, FT, f32, float)                                 \
+    CAST_PLAIN(FS, FT, f64, double)
+#define CASTS_FROM_FLOAT(FS, FT)                                   \
+    CAST_TO_BOOL(FS, FT)                                           \
+    CAST_F2I(FS, FT, i32, int32_t, FITS_I32)                       \
+    CAST_F2I(FS, FT, i64, int64_t, FITS_I64)                       \
+    CAST_F2I(FS, FT, u8, uint8_t, FITS_U8)                         \
+    CAST_F2I(FS, FT, i8, int8_t, FITS_I8)                          \
+    CAST_PLAIN(FS, FT, f32, float)                                 \
+    CAST_PLAIN(FS, FT, f64, double)
+CAST_FROM_BOOL(b, uint8_t)
+CAST_FROM_BOOL(i32, int32_t)
+CAST_FROM_BOOL(i64, int64_t)
+CAST_FROM_BOOL(u8, uint8_t)
+CAST_FROM_BOOL(i8, int8_t)
+CAST_FROM_BOOL(f32, float)
+CAST_FROM_BOOL(f64, double)
+CASTS_FROM_INT(i32, int32_t)
+CASTS_FROM_INT(i64, int64_t)
+CASTS_FROM_INT(u8, uint8_t)
+CASTS_FROM_INT(i8, int8_t)
+CASTS_FROM_FLOAT(f32, float)
+CASTS_FROM_FLOAT(f64, double)
 
-enum { B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM_F64 };
+enum {
+    B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM_F64,
+    U8 = TFVM_U8, I8 = TFVM_I8, NDT = ISA_DTYPE_LAST + 1
+};
 
-/* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). */
-#define NUM4(k) {[I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64}
-#define ALL5(k) {[B] = k##_b, [I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64}
-#define FLT2(k) {[F32] = k##_f32, [F64] = k##_f64}
-static const ew_kernel ew_kernels[ISA_OP_COUNT][F64 + 1] = {
-    [ISA_ADD] = NUM4(k_add), [ISA_SUB] = NUM4(k_sub), [ISA_MUL] = NUM4(k_mul),
-    [ISA_DIV] = NUM4(k_div), [ISA_MOD] = NUM4(k_mod), [ISA_MIN] = NUM4(k_min),
-    [ISA_MAX] = NUM4(k_max), [ISA_NEG] = NUM4(k_neg), [ISA_ABS] = NUM4(k_abs),
-    [ISA_LESS] = ALL5(k_lt), [ISA_LESS_EQUAL] = ALL5(k_le), [ISA_GREATER] = ALL5(k_gt),
-    [ISA_GREATER_EQUAL] = ALL5(k_ge), [ISA_EQUAL] = ALL5(k_eq), [ISA_NOT_EQUAL] = ALL5(k_ne),
+/* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). A
+ * (op, dtype) that ops.def's `types` allows must have one here:
+ * test_elementwise's table_kernels checks every one. */
+#define NUM(k) {[I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64, [U8] = k##_u8, [I8] = k##_i8}
+#define ALL(k) {[B] = k##_b, [I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64, \
+                [U8] = k##_u8, [I8] = k##_i8}
+#define FLT(k) {[F32] = k##_f32, [F64] = k##_f64}
+static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
+    [ISA_ADD] = NUM(k_add), [ISA_SUB] = NUM(k_sub), [ISA_MUL] = NUM(k_mul),
+    [ISA_DIV] = NUM(k_div), [ISA_MOD] = NUM(k_mod), [ISA_MIN] = NUM(k_min),
+    [ISA_MAX] = NUM(k_max), [ISA_NEG] = NUM(k_neg), [ISA_ABS] = NUM(k_abs),
+    [ISA_LESS] = ALL(k_lt), [ISA_LESS_EQUAL] = ALL(k_le), [ISA_GREATER] = ALL(k_gt),
+    [ISA_GREATER_EQUAL] = ALL(k_ge), [ISA_EQUAL] = ALL(k_eq), [ISA_NOT_EQUAL] = ALL(k_ne),
     [ISA_AND] = {[B] = k_and}, [ISA_OR] = {[B] = k_or}, [ISA_NOT] = {[B] = k_not},
-    [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8},
-    [ISA_RELU] = NUM4(k_relu), [ISA_SIGMOID] = FLT2(k_sigmoid), [ISA_TANH] = FLT2(k_tanh),
-    [ISA_EXP] = FLT2(k_exp), [ISA_LOG] = FLT2(k_log), [ISA_SQRT] = FLT2(k_sqrt),
+    [ISA_XOR] = {[B] = k_xor},
+    [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8,
+                    [U8] = k_sel1, [I8] = k_sel1},
+    [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = FLT(k_sigmoid), [ISA_TANH] = FLT(k_tanh),
+    [ISA_EXP] = FLT(k_exp), [ISA_LOG] = FLT(k_log), [ISA_SQRT] = FLT(k_sqrt),
+    [ISA_FLOOR] = FLT(k_floor), [ISA_CEIL] = FLT(k_ceil), [ISA_ROUND] = FLT(k_round),
+    [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = FLT(k_erf),
+    [ISA_SIGN] = NUM(k_sign), [ISA_POW] = NUM(k_pow), [ISA_FLOOR_DIV] = NUM(k_floor_div),
+    [ISA_FLOOR_MOD] = NUM(k_floor_mod),
 };
-/* [from][to]; the diagonal is never used (a same-dtype CAST shares its input). */
-static const ew_kernel ew_casts[F64 + 1][F64 + 1] = {
-    [B] = {[I32] = k_cast_b_i32, [I64] = k_cast_b_i64, [F32] = k_cast_b_f32, [F64] = k_cast_b_f64},
-    [I32] = {[B] = k_cast_i32_b, [I64] = k_cast_i32_i64, [F32] = k_cast_i32_f32, [F64] = k_cast_i32_f64},
-    [I64] = {[B] = k_cast_i64_b, [I32] = k_cast_i64_i32, [F32] = k_cast_i64_f32, [F64] = k_cast_i64_f64},
-    [F32] = {[B] = k_cast_f32_b, [I32] = k_cast_f32_i32, [I64] = k_cast_f32_i64, [F64] = k_cast_f32_f64},
-    [F64] = {[B] = k_cast_f64_b, [I32] = k_cast_f64_i32, [I64] = k_cast_f64_i64, [F32] = k_cast_f64_f32},
+/* [from][to]; the diagonal copies (unused: a same-dtype CAST shares its input). */
+#define CASTS_TO(F)                                                                         \
+    {[B] = k_cast_##F##_b, [I32] = k_cast_##F##_i32, [I64] = k_cast_##F##_i64,             \
+     [F32] = k_cast_##F##_f32, [F64] = k_cast_##F##_f64, [U8] = k_cast_##F##_u8,           \
+     [I8] = k_cast_##F##_i8}
+static const ew_kernel ew_casts[NDT][NDT] = {
+    [B] = CASTS_TO(b),     [I32] = CASTS_TO(i32), [I64] = CASTS_TO(i64), [F32] = CASTS_TO(f32),
+    [F64] = CASTS_TO(f64), [U8] = CASTS_TO(u8),   [I8] = CASTS_TO(i8),
 };
 
-/* ---- Type rules (the one place that decides result dtypes and type errors) ---- */
-/* The elementwise math ops defined on floats only (RELU takes integers too). */
-static bool ew_float_only(isa_op op)
-{
-    return op == ISA_SIGMOID || op == ISA_TANH || op == ISA_EXP || op == ISA_LOG ||
-           op == ISA_SQRT;
-}
+/* ---- Type rules (the one place that decides result dtypes and type errors) ----
+ * What an op takes and gives is ops.def's `types` and `result`. */
 
 /* "SIGMOID" -> "sigmoid", for messages. */
 static const char *ew_lower(const char *name, char *buf, size_t size)
@@ -262,61 +366,42 @@ static const char *ew_lower(const char *name, char *buf, size_t size)
 }
 
 static tfvm_status ew_types(isa_op op, uint32_t attr, const uint8_t *dt, uint8_t *res,
-                                   char *msg, size_t ms)
+                            char *msg, size_t ms)
 {
     const isa_op_info *info = &isa_ops[op];
-    char lname[32];
+    char lname[32], list[64];
     for (int k = 0; k < info->n_in; k++)
         if (!isa_dtype_valid(dt[k]))
             return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "invalid operand dtype %u", dt[k]);
-    switch (info->cls) {
-    case ISA_CLASS_BINARY:
-        if (dt[0] != dt[1])
-            break;
-        if (dt[0] == B)
-            return ut_msg(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
-        *res = dt[0];
-        return TFVM_OK;
-    case ISA_CLASS_UNARY:
-        if (op == ISA_CAST) {
-            if (!isa_dtype_valid(attr))
-                return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "invalid CAST target dtype %u", attr);
-            *res = (uint8_t)attr;
-            return TFVM_OK;
-        }
-        if (ew_float_only(op) && dt[0] != F32 && dt[0] != F64)
-            return ut_msg(msg, ms, TFVM_ERR_TYPE, "%s needs a float operand (f32 or f64), got %s",
-                           ew_lower(info->name, lname, sizeof lname), ew_name(dt[0]));
-        if (dt[0] == B)
-            return ut_msg(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
-        *res = dt[0];
-        return TFVM_OK;
-    case ISA_CLASS_COMPARE:
-        if (dt[0] != dt[1])
-            break;
-        *res = B;
-        return TFVM_OK;
-    case ISA_CLASS_LOGIC:
-        if (info->n_in == 2 && dt[0] != dt[1])
-            break;
-        if (dt[0] != B)
-            return ut_msg(msg, ms, TFVM_ERR_TYPE, "logic needs bool operands, got %s",
-                           ew_name(dt[0]));
-        *res = B;
-        return TFVM_OK;
-    case ISA_CLASS_SELECT:
+    if (info->cls < ISA_CLASS_BINARY || info->cls == ISA_CLASS_TENSOR)
+        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "%s is not an elementwise op", info->name);
+    if (info->cls == ISA_CLASS_SELECT) {
         if (dt[0] != B)
             return ut_msg(msg, ms, TFVM_ERR_TYPE, "condition must be bool, got %s", ew_name(dt[0]));
         if (dt[1] != dt[2])
             return ut_msg(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[1]),
-                           ew_name(dt[2]));
-        *res = dt[1];
-        return TFVM_OK;
-    default:
-        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "%s is not an elementwise op", info->name);
+                          ew_name(dt[2]));
+    } else if (info->n_in == 2 && dt[0] != dt[1]) {
+        return ut_msg(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[0]),
+                      ew_name(dt[1]));
     }
-    return ut_msg(msg, ms, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", ew_name(dt[0]),
-                   ew_name(dt[1]));
+    if (op == ISA_CAST && !isa_dtype_valid(attr))
+        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "invalid CAST target dtype %u", attr);
+    const uint8_t d = info->cls == ISA_CLASS_SELECT ? dt[1] : dt[0];
+    if (!isa_takes(op, d)) {
+        if (info->types == ISA_TYPES_BOOL)
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "logic needs bool operands, got %s", ew_name(d));
+        if (d == B && info->types == ISA_TYPES_NUM)
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "arithmetic on bool is not defined");
+        if (info->types == ISA_TYPES_FLT)
+            return ut_msg(msg, ms, TFVM_ERR_TYPE, "%s needs a float operand (f32 or f64), got %s",
+                          ew_lower(info->name, lname, sizeof lname), ew_name(d));
+        return ut_msg(msg, ms, TFVM_ERR_TYPE, "%s needs %s, got %s",
+                      ew_lower(info->name, lname, sizeof lname),
+                      isa_types_list(info->types, list, sizeof list), ew_name(d));
+    }
+    *res = isa_result_dtype(op, dt, attr);
+    return TFVM_OK;
 }
 
 static tfvm_status ew_cast_fail(char *msg, size_t ms, unsigned from, double v, unsigned to)
@@ -334,11 +419,15 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
     switch (fault) {
     case EW_DIV0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer division by zero");
     case EW_MOD0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer modulo by zero");
+    case EW_NEGEXP: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer power with a negative exponent");
     default: return ew_cast_fail(msg, ms, from, f->value, to);
     }
 }
 
-/* ---- Scalars ------------------------------------------------------------------------ */
+/* ---- Scalars ------------------------------------------------------------------------
+ * The hot path: every operand a scalar, so no allocation and no loops. The
+ * arithmetic, comparisons and logic of the wide dtypes are written out; every
+ * other op and dtype runs its tensor kernel on one element. */
 #define SCALAR_INT(F, T, U)                                                            \
     do {                                                                               \
         const T x = in[0].u.F, y = in[1].u.F;                                          \
@@ -388,169 +477,90 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
         }                                                                              \
     } while (0)
 
-static tfvm_status ew_scalar_cast(const dev_value *a, uint8_t to, dev_value *r, char *msg,
-                                  size_t ms)
+/* Any elementwise op on scalars: its kernel on one element. */
+static tfvm_status ew_scalar_kernel(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
+                                    char *msg, size_t ms)
 {
-    /* Through int64 or double: both hold every value of the narrower types
-     * exactly, so converting from there rounds or wraps exactly once. */
-    bool is_float = a->dtype == F32 || a->dtype == F64;
-    int64_t iv = 0;
-    double x = 0;
-    switch (a->dtype) {
-    case B: iv = a->u.b; break;
-    case I32: iv = a->u.i32; break;
-    case I64: iv = a->u.i64; break;
-    case F32: x = a->u.f32; break;
-    default: x = a->u.f64; break;
+    const int n = isa_ops[op].n_in;
+    uint8_t dt[3] = {0}, rd = 0;
+    const void *p[3] = {NULL};
+    for (int k = 0; k < n; k++) {
+        dt[k] = in[k].dtype;
+        p[k] = &in[k].u; /* every member of the union starts at its first byte */
     }
-    switch (to) {
-    case B: r->u.b = is_float ? x != 0 : iv != 0; break;
-    case I32:
-        if (!is_float)
-            r->u.i32 = (int32_t)(uint32_t)iv;
-        else if (FITS_I32)
-            r->u.i32 = (int32_t)x;
-        else
-            return ew_cast_fail(msg, ms, a->dtype, x, to);
-        break;
-    case I64:
-        if (!is_float)
-            r->u.i64 = iv;
-        else if (FITS_I64)
-            r->u.i64 = (int64_t)x;
-        else
-            return ew_cast_fail(msg, ms, a->dtype, x, to);
-        break;
-    case F32: r->u.f32 = is_float ? (float)x : (float)iv; break;
-    default: r->u.f64 = is_float ? x : (double)iv; break;
+    tfvm_status st = ew_types(op, attr, dt, &rd, msg, ms);
+    if (st)
+        return st;
+    dev_value r = {.dtype = rd};
+    if (op == ISA_CAST && rd == dt[0]) {
+        r.u = in[0].u;
+        *out = r;
+        return TFVM_OK;
     }
+    ew_kernel kern = op == ISA_CAST ? ew_casts[dt[0]][rd]
+                                    : ew_kernels[op][op == ISA_SELECT ? dt[1] : dt[0]];
+    if (!kern)
+        return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "no CPU kernel for %s on %s",
+                      isa_ops[op].name, ew_name(dt[0]));
+    static const ptrdiff_t one[3] = {1, 1, 1};
+    ew_fault fault = {0};
+    int rc = kern(&r.u, p, one, 1, &fault);
+    if (rc)
+        return ew_fault_msg(rc, &fault, dt[0], rd, msg, ms);
+    *out = r;
     return TFVM_OK;
 }
 
-/* RELU .. SQRT on one scalar; false when the dtype is not theirs (ew_types
- * then says why). */
-static bool ew_scalar_math(isa_op op, const dev_value *a, dev_value *r)
-{
-    if (op == ISA_RELU && (a->dtype == I32 || a->dtype == I64)) {
-        if (a->dtype == I32)
-            r->u.i32 = a->u.i32 < 0 ? 0 : a->u.i32;
-        else
-            r->u.i64 = a->u.i64 < 0 ? 0 : a->u.i64;
-        return true;
-    }
-    if (a->dtype == F32) {
-        const float x = a->u.f32;
-        switch (op) {
-        case ISA_RELU: r->u.f32 = X_RELU; break;
-        case ISA_SIGMOID: r->u.f32 = F_SIGMOID(expf); break;
-        case ISA_TANH: r->u.f32 = tanhf(x); break;
-        case ISA_EXP: r->u.f32 = expf(x); break;
-        case ISA_LOG: r->u.f32 = logf(x); break;
-        case ISA_SQRT: r->u.f32 = sqrtf(x); break;
-        default: return false;
-        }
-        return true;
-    }
-    if (a->dtype == F64) {
-        const double x = a->u.f64;
-        switch (op) {
-        case ISA_RELU: r->u.f64 = X_RELU; break;
-        case ISA_SIGMOID: r->u.f64 = F_SIGMOID(exp); break;
-        case ISA_TANH: r->u.f64 = tanh(x); break;
-        case ISA_EXP: r->u.f64 = exp(x); break;
-        case ISA_LOG: r->u.f64 = log(x); break;
-        case ISA_SQRT: r->u.f64 = sqrt(x); break;
-        default: return false;
-        }
-        return true;
-    }
-    return false;
-}
-
-/* The hot path: every operand a scalar, so no allocation and no loops. The
- * checks here are the fast form of ew_types, which reports what they reject. */
 static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
                              char *msg, size_t ms)
 {
     const uint8_t d = in[0].dtype;
     dev_value r = {.dtype = d};
-    switch (isa_ops[op].cls) {
-    case ISA_CLASS_BINARY:
-        if (in[1].dtype != d || d < I32 || d > F64)
-            goto type_error;
+    switch (op) {
+    case ISA_ADD: case ISA_SUB: case ISA_MUL: case ISA_DIV: case ISA_MOD: case ISA_MIN: case ISA_MAX:
+        if (in[1].dtype != d)
+            break;
         switch (d) {
-        case I32: SCALAR_INT(i32, int32_t, uint32_t); break;
-        case I64: SCALAR_INT(i64, int64_t, uint64_t); break;
-        case F32: SCALAR_FLOAT(f32, float, fmodf); break;
-        default: SCALAR_FLOAT(f64, double, fmod); break;
+        case I32: SCALAR_INT(i32, int32_t, uint32_t); *out = r; return TFVM_OK;
+        case I64: SCALAR_INT(i64, int64_t, uint64_t); *out = r; return TFVM_OK;
+        case F32: SCALAR_FLOAT(f32, float, fmodf); *out = r; return TFVM_OK;
+        case F64: SCALAR_FLOAT(f64, double, fmod); *out = r; return TFVM_OK;
+        default: break;
         }
         break;
-    case ISA_CLASS_COMPARE:
-        if (in[1].dtype != d || !isa_dtype_valid(d))
-            goto type_error;
+    case ISA_LESS: case ISA_LESS_EQUAL: case ISA_GREATER: case ISA_GREATER_EQUAL: case ISA_EQUAL:
+    case ISA_NOT_EQUAL:
+        if (in[1].dtype != d)
+            break;
         r.dtype = B;
         switch (d) {
-        case B: SCALAR_CMP(b, bool); break;
-        case I32: SCALAR_CMP(i32, int32_t); break;
-        case I64: SCALAR_CMP(i64, int64_t); break;
-        case F32: SCALAR_CMP(f32, float); break;
-        default: SCALAR_CMP(f64, double); break;
+        case B: SCALAR_CMP(b, bool); *out = r; return TFVM_OK;
+        case I32: SCALAR_CMP(i32, int32_t); *out = r; return TFVM_OK;
+        case I64: SCALAR_CMP(i64, int64_t); *out = r; return TFVM_OK;
+        case F32: SCALAR_CMP(f32, float); *out = r; return TFVM_OK;
+        case F64: SCALAR_CMP(f64, double); *out = r; return TFVM_OK;
+        default: break;
         }
         break;
-    case ISA_CLASS_LOGIC:
+    case ISA_AND: case ISA_OR: case ISA_NOT:
         if (d != B || (op != ISA_NOT && in[1].dtype != B))
-            goto type_error;
+            break;
         r.u.b = op == ISA_NOT ? !in[0].u.b
               : op == ISA_AND ? (in[0].u.b && in[1].u.b)
                               : (in[0].u.b || in[1].u.b);
-        break;
-    case ISA_CLASS_SELECT:
+        *out = r;
+        return TFVM_OK;
+    case ISA_SELECT:
         if (d != B || in[1].dtype != in[2].dtype || !isa_dtype_valid(in[1].dtype))
-            goto type_error;
+            break;
         r.dtype = in[1].dtype;
         r.u = in[0].u.b ? in[1].u : in[2].u;
-        break;
-    default: /* UNARY */
-        if (op == ISA_CAST) {
-            if (!isa_dtype_valid(d) || !isa_dtype_valid(attr))
-                goto type_error;
-            r.dtype = (uint8_t)attr;
-            tfvm_status st = ew_scalar_cast(&in[0], r.dtype, &r, msg, ms);
-            if (st)
-                return st;
-            break;
-        }
-        if (op != ISA_NEG && op != ISA_ABS) {
-            if (!ew_scalar_math(op, &in[0], &r))
-                goto type_error;
-            break;
-        }
-        switch (d) {
-        case I32: {
-            const int32_t x = in[0].u.i32;
-            r.u.i32 = op == ISA_NEG ? I_NEG(int32_t, uint32_t) : I_ABS(int32_t, uint32_t);
-            break;
-        }
-        case I64: {
-            const int64_t x = in[0].u.i64;
-            r.u.i64 = op == ISA_NEG ? I_NEG(int64_t, uint64_t) : I_ABS(int64_t, uint64_t);
-            break;
-        }
-        case F32: r.u.f32 = op == ISA_NEG ? -in[0].u.f32 : fabsf(in[0].u.f32); break;
-        case F64: r.u.f64 = op == ISA_NEG ? -in[0].u.f64 : fabs(in[0].u.f64); break;
-        default: goto type_error;
-        }
+        *out = r;
+        return TFVM_OK;
+    default:
         break;
     }
-    *out = r;
-    return TFVM_OK;
-
-type_error:;
-    uint8_t dt[3] = {d, 0, 0}, rd;
-    for (int k = 1; k < isa_ops[op].n_in; k++)
-        dt[k] = in[k].dtype;
-    tfvm_status st = ew_types(op, attr, dt, &rd, msg, ms);
-    return st ? st : ut_msg(msg, ms, TFVM_ERR_INTERNAL, "scalar type check disagrees");
+    return ew_scalar_kernel(op, attr, in, out, msg, ms);
 }
 
 /* ---- Tensors ------------------------------------------------------------------------ */
@@ -565,8 +575,6 @@ static void ew_shape_of(const dev_value *v, char *buf, size_t size)
 static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int n, dev_value *out,
                              const tfvm_allocator *alloc, char *msg, size_t ms)
 {
-    /* Scalar operands become rank-0 tensors backed by this storage. */
-    union { uint8_t b; int32_t i32; int64_t i64; float f32; double f64; } sbuf[3];
     uint8_t dt[3] = {0}, rd = 0;
     int rank[3] = {0}, R = 0;
     const int64_t *dims[3] = {NULL};
@@ -579,15 +587,9 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
             dims[k] = v->u.t->dims;
             base[k] = v->u.t->data;
         } else {
+            /* a scalar is a rank-0 tensor backed by the value itself */
             dt[k] = v->dtype;
-            switch (v->dtype) {
-            case B: sbuf[k].b = v->u.b; break;
-            case I32: sbuf[k].i32 = v->u.i32; break;
-            case I64: sbuf[k].i64 = v->u.i64; break;
-            case F32: sbuf[k].f32 = v->u.f32; break;
-            default: sbuf[k].f64 = v->u.f64; break;
-            }
-            base[k] = (const char *)&sbuf[k];
+            base[k] = (const char *)&v->u;
         }
         if (rank[k] > R)
             R = rank[k];

@@ -730,7 +730,7 @@ static const bad_case bad_cases[] = {
     {HDR "    x = BRANCH ADD i32 1 (a)\n" FTR,
      "t.tfasm:3:16: expected a comparison (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL) after BRANCH, got 'ADD'"},
     {HDR "    x = BRANCH LESS i32[2] [1, 2] (a)\n" FTR, "t.tfasm:3:21: the constant of BRANCH must be a scalar"},
-    {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64), got '('"},
+    {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64, u8, i8), got '('"},
 };
 
 START_TEST(bad_syntax)

@@ -57,6 +57,7 @@ static const struct { const char *tag; int rank; int64_t dims[3]; } shapes[] = {
 };
 static const struct { const char *name; tfvm_dtype dtype; } dtypes[] = {
     {"bool", TFVM_BOOL}, {"i32", TFVM_I32}, {"i64", TFVM_I64}, {"f32", TFVM_F32}, {"f64", TFVM_F64},
+    {"u8", TFVM_U8},     {"i8", TFVM_I8},
 };
 
 /* Element k of every good fixture (make_fixtures.py writes the same). */
@@ -69,6 +70,8 @@ static void check_value(const tfvm_tensor *t, int64_t k)
     case TFVM_I64: ck_assert_int_eq(((const int64_t *)d)[k], k * 1000000007LL - (1LL << 40)); break;
     case TFVM_F32: ck_assert(((const float *)d)[k] == (float)k * 0.5f - 3.25f); break;
     case TFVM_F64: ck_assert(((const double *)d)[k] == (double)k * 0.25 - 2.0); break;
+    case TFVM_U8: ck_assert_int_eq(((const uint8_t *)d)[k], (k * 37 + 250) % 256); break;
+    case TFVM_I8: ck_assert_int_eq(((const int8_t *)d)[k], (k * 29 + 100) % 256 - 128); break;
     }
 }
 
@@ -247,7 +250,7 @@ START_TEST(test_fixture_errors)
         {"fortran.npy", TFVM_ERR_FORMAT, "Fortran-order arrays are not supported"},
         {"bigendian.npy", TFVM_ERR_FORMAT, "big-endian arrays are not supported"},
         {"complex.npy", TFVM_ERR_FORMAT, "unsupported dtype '<c16'"},
-        {"u8.npy", TFVM_ERR_FORMAT, "unsupported dtype '|u1'"},
+        {"f16.npy", TFVM_ERR_FORMAT, "unsupported dtype '<f2'"},
         {"structured.npy", TFVM_ERR_FORMAT, "structured dtypes are not supported"},
         {"rank9.npy", TFVM_ERR_FORMAT, "arrays of rank 9 are not supported (maximum 8)"},
         {"truncated.npy", TFVM_ERR_FORMAT, "truncated data: expected 48 bytes, found 20"},

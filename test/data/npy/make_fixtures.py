@@ -28,6 +28,10 @@ def values(dtype, shape):
         v = (7 * k - 20).astype("<i4")
     elif dtype == "i64":
         v = (k * 1000000007 - (1 << 40)).astype("<i8")
+    elif dtype == "u8":
+        v = ((k * 37 + 250) % 256).astype("|u1")
+    elif dtype == "i8":
+        v = ((k * 29 + 100) % 256 - 128).astype("|i1")
     elif dtype == "f32":
         v = (k * 0.5 - 3.25).astype("<f4")
     else:
@@ -36,7 +40,7 @@ def values(dtype, shape):
 
 
 SHAPES = {"r0": (), "r1": (5,), "r2": (2, 3), "r3": (2, 3, 4), "e1": (0,), "e3": (2, 0, 3)}
-for dt in ("bool", "i32", "i64", "f32", "f64"):
+for dt in ("bool", "i32", "i64", "f32", "f64", "u8", "i8"):
     for tag, shape in SHAPES.items():
         save(f"{dt}_{tag}.npy", values(dt, shape))
 
@@ -51,7 +55,7 @@ save("bigendian.npy", np.arange(4, dtype=">f4"))
 save("complex.npy", np.array([1 + 2j, 3 - 4j], "<c16"))
 save("structured.npy", np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]))
 save("rank9.npy", np.zeros((1,) * 9, "<i4"))
-save("u8.npy", np.arange(3, dtype="|u1"))
+save("f16.npy", np.arange(3, dtype="<f2"))
 full = open(os.path.join(D, "f64_r2.npy"), "rb").read()
 hlen = 10 + int.from_bytes(full[8:10], "little")
 open(os.path.join(D, "truncated.npy"), "wb").write(full[: hlen + 20])
