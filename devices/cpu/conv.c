@@ -1,5 +1,6 @@
 /* devices/cpu/conv.c — CONV2D (NCHW input, OIHW weights; stride, 4-sided
- * padding, dilation, groups) as im2col + gemm, and MAXPOOL/AVGPOOL. */
+ * padding, dilation, groups) as im2col + gemm, and MAXPOOL/AVGPOOL (with
+ * ONNX's dilations, ceil_mode and count_include_pad). */
 #include "devices/cpu/kern.h"
 
 #include <math.h>
@@ -233,36 +234,109 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             POOL_LOOP(T, kh, kw, POOL_ID, STEP, FINISH);                                    \
     } while (0)
 
-/* MAXPOOL / AVGPOOL (x [N, C, H, W], p = [kh, kw, sh, sw, pt, pl, pb, pr]). */
+/* The general window loop: dilations, ceil mode's partial windows and
+ * count_include_pad. Elements outside x are skipped; the average divides by
+ * the elements inside x, or with cip by the window positions inside the
+ * padded input [-pt, H + pb) x [-pl, W + pr). A window that holds no element
+ * of x (possible only with dilations that step over a small input) gives
+ * the lowest value for MAXPOOL and NaN (0/0) for AVGPOOL without cip. */
+#define POOL_GENERAL(T, LOWEST, IS_NAN)                                                     \
+    do {                                                                                    \
+        const T *xs = x->data;                                                              \
+        T *os = o;                                                                          \
+        for (int64_t pl_ = 0; pl_ < planes; pl_++, xs += H * W)                             \
+            for (int64_t oh = 0; oh < OH; oh++)                                             \
+                for (int64_t ow = 0; ow < OW; ow++) {                                       \
+                    const int64_t h0 = oh * sh - pt, w0 = ow * sw - pl;                     \
+                    T acc = avg ? 0 : LOWEST;                                               \
+                    bool bad = false;                                                       \
+                    int64_t n = 0, ph = 0, pw = 0;                                          \
+                    for (int64_t i = 0; i < kh; i++) {                                      \
+                        const int64_t h = h0 + i * dh;                                      \
+                        ph += h < H + pb;                                                   \
+                        if (h < 0 || h >= H)                                                \
+                            continue;                                                       \
+                        for (int64_t j = 0; j < kw; j++) {                                  \
+                            const int64_t w = w0 + j * dw;                                  \
+                            if (w < 0 || w >= W)                                            \
+                                continue;                                                   \
+                            const T v = xs[h * W + w];                                      \
+                            if (avg)                                                        \
+                                acc += v;                                                   \
+                            else                                                            \
+                                acc = v > acc ? v : acc;                                    \
+                            bad |= IS_NAN(v);                                               \
+                            n++;                                                            \
+                        }                                                                   \
+                    }                                                                       \
+                    for (int64_t j = 0; j < kw; j++)                                        \
+                        pw += w0 + j * dw < W + pr;                                         \
+                    if (avg)                                                                \
+                        acc = (T)(acc / (T)(cip ? ph * pw : n));                            \
+                    else if (bad)                                                           \
+                        acc = (T)NAN;                                                       \
+                    *os++ = acc;                                                            \
+                }                                                                           \
+    } while (0)
+#define POOL_NO_NAN(v) false
+#define POOL_IS_NAN(v) ((v) != (v))
+
+/* Output extent of one pooled dim: floor, or with ceil mode ceil, of
+ * (in + pads - span) / stride, + 1; in ceil mode a last window that would
+ * start in the end padding is dropped (ONNX, PyTorch). */
+static bool pool_out(int64_t in, int64_t p0, int64_t p1, int64_t kernel, int64_t dil, int64_t stride,
+                     bool ceil_mode, int64_t *out)
+{
+    const int64_t span = dil * (kernel - 1) + 1, room = in + p0 + p1 - span;
+    if (room < 0)
+        return false;
+    int64_t n = (ceil_mode ? (room + stride - 1) / stride : room / stride) + 1;
+    if (ceil_mode && (n - 1) * stride >= in + p0)
+        n--;
+    *out = n;
+    return true;
+}
+
+/* MAXPOOL / AVGPOOL (x [N, C, H, W], p = [kh, kw, sh, sw, pt, pl, pb, pr]
+ * or those and [dh, dw, ceil_mode, count_include_pad]). */
 tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
     char s1[DEV_KSHAPE], s2[DEV_KSHAPE], s3[DEV_KSHAPE];
-    int64_t p[8];
+    int64_t p[12];
     int np;
-    tfvm_status st = dev_kvec(k, &in[1], "parameters", p, 8, &np);
+    tfvm_status st = dev_kvec(k, &in[1], "parameters", p, 12, &np);
     if (st)
         return st;
-    if (np != 8)
+    if (np != 8 && np != 12)
         return dev_kfail(k, TFVM_ERR_SHAPE,
-                         "parameters must be [kh, kw, sh, sw, pt, pl, pb, pr], got %d entries", np);
+                         "parameters must be [kh, kw, sh, sw, pt, pl, pb, pr] and optionally [dh, dw, ceil_mode, count_include_pad], got %d entries",
+                         np);
+    if (np == 8) {
+        p[8] = p[9] = 1;
+        p[10] = p[11] = 0;
+    }
     const bool avg = k->op == ISA_AVGPOOL;
-    if (avg ? !dev_kfloat(x->dtype) : x->dtype == TFVM_BOOL)
+    if (avg ? !dev_kfloat(x->dtype) : !dev_knumeric(x->dtype))
         return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s%s",
                          tfvm_dtype_name((tfvm_dtype)x->dtype), avg ? " (floats only)" : "");
     if (x->rank != 4)
         return dev_kfail(k, TFVM_ERR_SHAPE, "x must be NCHW (rank 4), got %s", dev_kshape(x, s1));
-    const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5];
-    if (!conv_in(kh, 1) || !conv_in(kw, 1) || !conv_in(sh, 1) || !conv_in(sw, 1) ||
-        !conv_in(pt, 0) || !conv_in(pl, 0) || !conv_in(p[6], 0) || !conv_in(p[7], 0) ||
-        pt >= kh || p[6] >= kh || pl >= kw || p[7] >= kw)
+    const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5], pb = p[6], pr = p[7];
+    const int64_t dh = p[8], dw = p[9];
+    if (!conv_in(kh, 1) || !conv_in(kw, 1) || !conv_in(sh, 1) || !conv_in(sw, 1) || !conv_in(pt, 0) ||
+        !conv_in(pl, 0) || !conv_in(pb, 0) || !conv_in(pr, 0) || !conv_in(dh, 1) || !conv_in(dw, 1) ||
+        pt >= dh * (kh - 1) + 1 || pb >= dh * (kh - 1) + 1 || pl >= dw * (kw - 1) + 1 ||
+        pr >= dw * (kw - 1) + 1 || (p[10] != 0 && p[10] != 1) || (p[11] != 0 && p[11] != 1))
         return dev_kfail(k, TFVM_ERR_ARGUMENT,
-                         "bad parameters %s: window and strides must be >= 1, pads >= 0 and smaller than the window",
-                         dev_kdims(8, p, s1));
+                         np == 8 ? "bad parameters %s: window and strides must be >= 1, pads >= 0 and smaller than the window"
+                                 : "bad parameters %s: window, strides and dilations must be >= 1, pads >= 0 and smaller than the window, ceil_mode and count_include_pad 0 or 1",
+                         dev_kdims(np, p, s1));
+    const bool ceil_mode = p[10], cip = p[11];
     const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t OH, OW;
-    if (H == 0 || W == 0 || !conv_in(H, 0) || !conv_in(W, 0) || !conv_out(H, pt, p[6], kh, 1, sh, &OH) ||
-        !conv_out(W, pl, p[7], kw, 1, sw, &OW))
+    if (H == 0 || W == 0 || !conv_in(H, 0) || !conv_in(W, 0) || !pool_out(H, pt, pb, kh, dh, sh, ceil_mode, &OH) ||
+        !pool_out(W, pl, pr, kw, dw, sw, ceil_mode, &OW))
         return dev_kfail(k, TFVM_ERR_SHAPE, "window %s does not fit x %s padded by %s",
                          dev_kdims(2, p, s1), dev_kshape(x, s2), dev_kdims(4, p + 4, s3));
     const int64_t od[4] = {N, C, OH, OW};
@@ -271,7 +345,21 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
         return st;
     const int64_t planes = N * C;
+    if (dh != 1 || dw != 1 || ceil_mode || cip) {
+        switch (x->dtype) {
+        case DEV_KU8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;
+        case DEV_KI8: POOL_GENERAL(int8_t, INT8_MIN, POOL_NO_NAN); break;
+        case TFVM_I32: POOL_GENERAL(int32_t, INT32_MIN, POOL_NO_NAN); break;
+        case TFVM_I64: POOL_GENERAL(int64_t, INT64_MIN, POOL_NO_NAN); break;
+        case TFVM_F32: POOL_GENERAL(float, -INFINITY, POOL_IS_NAN); break;
+        default: POOL_GENERAL(double, -INFINITY, POOL_IS_NAN); break;
+        }
+        *out = r;
+        return TFVM_OK;
+    }
     switch (x->dtype) {
+    case DEV_KU8: POOL_SHAPES(uint8_t, POOL_IMAX, POOL_KEEP); break;
+    case DEV_KI8: POOL_SHAPES(int8_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_I32: POOL_SHAPES(int32_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_I64: POOL_SHAPES(int64_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_F32:

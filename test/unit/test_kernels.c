@@ -530,7 +530,7 @@ START_TEST(test_errors)
     fails(ISA_AVGPOOL, 0, T(F32, (1, 1, 4, 4)), IV(2, 2, 0, 1, 0, 0, 0, 0), NONE, AR,
           "avgpool: bad parameters [2, 2, 0, 1, 0, 0, 0, 0]: window and strides must be >= 1, pads >= 0 and smaller than the window");
     fails(ISA_MAXPOOL, 0, T(F32, (1, 1, 4, 4)), IV(2, 2, 1, 1), NONE, SH,
-          "maxpool: parameters must be [kh, kw, sh, sw, pt, pl, pb, pr], got 4 entries");
+          "maxpool: parameters must be [kh, kw, sh, sw, pt, pl, pb, pr] and optionally [dh, dw, ceil_mode, count_include_pad], got 4 entries");
     fails(ISA_AVGPOOL, 0, T(I32, (1, 1, 4, 4)), IV(2, 2, 1, 1, 0, 0, 0, 0), NONE, TY,
           "avgpool: not defined on i32 (floats only)");
     fails(ISA_MAXPOOL, 0, T(B, (1, 1, 4, 4)), IV(2, 2, 1, 1, 0, 0, 0, 0), NONE, TY, "maxpool: not defined on bool");
