@@ -225,6 +225,79 @@ TFVM_API void tfvm_compile_options_init(tfvm_compile_options *opts);
 TFVM_API tfvm_status tfvm_program_compile(const char *src, size_t len, const char *name,
                                           const tfvm_compile_options *opts, const tfvm_config *cfg,
                                           tfvm_program **out, tfvm_error *err);
+
+/* ---- Models made elsewhere (docs/onnx.md, docs/tensorflow.md) -----------
+ * Each import makes a verified program with one entry point, "main".
+ * Common to all four functions: `name` prefixes every message ("model.onnx:
+ * ..."; NULL = "<onnx>" or "<pb>"); the bytes are not kept (weights are
+ * copied into the program); every optimization is on (tfvm_program_open
+ * takes an opt_level). On success *out is a new program (free it with
+ * tfvm_program_free); on failure *out is NULL, nothing leaks, and err holds
+ * one line. Codes: TFVM_ERR_ARGUMENT (NULL out, or NULL data with size > 0),
+ * TFVM_ERR_IO (a file that cannot be read: "path: reason"), TFVM_ERR_FORMAT
+ * (bytes that are not a valid model; never a crash), TFVM_ERR_UNSUPPORTED (an
+ * op, opset or dtype tfvm does not have, naming the node), TFVM_ERR_NOMEM.
+ * Safe to call from several threads at once.
+ *
+ * ONNX ModelProto bytes. The entry's parameters are the graph inputs that are
+ * not initializers, in order and named as in the graph; its results are the
+ * graph outputs. base_dir is the directory external tensor data files
+ * (data_location = EXTERNAL) are read from; NULL = none (a model that has
+ * some then fails with TFVM_ERR_FORMAT). */
+TFVM_API tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *name,
+                                              const char *base_dir, const tfvm_config *cfg,
+                                              tfvm_program **out, tfvm_error *err);
+/* Reads the .onnx file at path ("-" = standard input) and imports it; external
+ * data is read relative to the file's directory (for "-": the current one). */
+TFVM_API tfvm_status tfvm_program_import_onnx_file(const char *path, const tfvm_config *cfg,
+                                                   tfvm_program **out, tfvm_error *err);
+/* A frozen binary TensorFlow GraphDef (a .pb file's bytes). The entry's
+ * parameters are the Placeholders, in the file's order; its results are the
+ * tensors named in `outputs`, comma-separated, "node" or "node:index" (e.g.
+ * "logits,split:1"); NULL or "" = every node output that no node consumes. */
+TFVM_API tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *name,
+                                            const char *outputs, const tfvm_config *cfg,
+                                            tfvm_program **out, tfvm_error *err);
+TFVM_API tfvm_status tfvm_program_import_tf_file(const char *path, const char *outputs,
+                                                 const tfvm_config *cfg, tfvm_program **out,
+                                                 tfvm_error *err);
+
+/* ---- Any program file ---------------------------------------------------
+ * tfvm_program_open reads the file at `path` ("-" = standard input) and makes
+ * a program of it, whatever its format: bytes that start with the .tfvm magic
+ * are loaded as .tfvm bytecode; otherwise the name decides: .tfasm is
+ * assembled, .tfg compiled, .onnx and .pb imported (above), .tfvm loaded. A
+ * name with none of these endings (standard input included) holding no .tfvm
+ * bytes fails with TFVM_ERR_FORMAT "path: unknown format (...)"; set
+ * opts->format to say what it is. opts may be NULL (every default); initialise
+ * a tfvm_open_options with tfvm_open_options_init() and then set fields.
+ * Messages and codes are those of the function the format leads to
+ * (tfvm_program_load_memory, _assemble, _compile, _import_onnx, _import_tf:
+ * their `name` is path), plus TFVM_ERR_IO "path: reason" for a file that
+ * cannot be read and TFVM_ERR_ARGUMENT for a NULL path or out or a bad
+ * opts->format. On success *out is a new program; on failure *out is NULL and
+ * nothing leaks. Safe to call from several threads at once. */
+typedef enum tfvm_format {
+    TFVM_FORMAT_AUTO = 0, /* by content, then by the file name (the default) */
+    TFVM_FORMAT_TFVM,     /* .tfvm bytecode (docs/format.md)                 */
+    TFVM_FORMAT_TFASM,    /* .tfasm text (docs/asm.md)                       */
+    TFVM_FORMAT_TFG,      /* .tfg graph-language source (docs/language.md)   */
+    TFVM_FORMAT_ONNX,     /* ONNX ModelProto (docs/onnx.md)                  */
+    TFVM_FORMAT_TF        /* frozen TensorFlow GraphDef (docs/tensorflow.md) */
+} tfvm_format;
+typedef struct tfvm_open_options {
+    tfvm_format format;  /* TFVM_FORMAT_AUTO: find out (see above)               */
+    const char *entry;   /* .tfg: the function compiled as the entry point;
+                            NULL = "main". Other formats ignore it.             */
+    const char *outputs; /* .pb: the results, as for tfvm_program_import_tf;
+                            NULL = the outputs no node consumes. Others ignore it. */
+    int opt_level;       /* .tfg, .onnx, .pb: 0 no optimization, 1 all (default) */
+} tfvm_open_options;
+TFVM_API void tfvm_open_options_init(tfvm_open_options *opts);
+TFVM_API tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts,
+                                       const tfvm_config *cfg, tfvm_program **out,
+                                       tfvm_error *err);
+
 /* Serialise to .tfvm bytes. *data is allocated with the program's allocator;
  * release it with tfvm_program_buffer_free. */
 TFVM_API tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size,

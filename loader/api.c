@@ -4,14 +4,14 @@
 
 #include "loader.h"
 
-static tfvm_program *program_alloc(const tfvm_config *cfg)
+tfvm_program *ld_program_new(const tfvm_config *cfg)
 {
     const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
     tfvm_program *p = ut_alloc(a, sizeof *p);
     if (p) {
         p->alloc = a ? *a : (tfvm_allocator){0};
         p->entries = NULL;
-        isa_program_init(&p->isa, a);
+        isa_program_init(&p->isa, &p->alloc);
     }
     return p;
 }
@@ -21,14 +21,15 @@ static tfvm_program *program_alloc(const tfvm_config *cfg)
 static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
 {
     isa_program *ip = &p->isa;
+    const char *nm = ip->name ? ip->name : "program";
     p->entries = ut_arena_array(&ip->arena, ip->n_entries + 1, sizeof(tfvm_entry_info));
     if (!p->entries)
-        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", nm);
     for (uint32_t i = 0; i < ip->n_entries; i++) {
         const isa_entry *e = &ip->entries[i];
         tfvm_param_info *ps = ut_arena_array(&ip->arena, (size_t)e->n_params + e->n_results + 1, sizeof *ps);
         if (!ps)
-            return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+            return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", nm);
         for (uint32_t k = 0; k < e->n_params + e->n_results; k++) {
             const isa_param *q = k < e->n_params ? &e->params[k] : &e->results[k - e->n_params];
             ps[k].name = q->name;
@@ -47,16 +48,8 @@ static void program_dealloc(tfvm_program *p)
     ut_free(&a, p, sizeof *p);
 }
 
-tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name, const tfvm_config *cfg,
-                                     tfvm_program **out, tfvm_error *err)
+tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err)
 {
-    if (!out || (!data && size))
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_memory: NULL argument");
-    *out = NULL;
-    tfvm_program *p = program_alloc(cfg);
-    if (!p)
-        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<memory>");
-    tfvm_status st = ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err);
     if (st == TFVM_OK)
         st = make_entry_infos(p, err);
     if (st != TFVM_OK) {
@@ -65,6 +58,18 @@ tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *
     }
     *out = p;
     return TFVM_OK;
+}
+
+tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name, const tfvm_config *cfg,
+                                     tfvm_program **out, tfvm_error *err)
+{
+    if (!out || (!data && size))
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_memory: NULL argument");
+    *out = NULL;
+    tfvm_program *p = ld_program_new(cfg);
+    if (!p)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<memory>");
+    return ld_program_finish(p, ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err), out, err);
 }
 
 /* Files whose name ends in .tfasm are assembled; everything else is read as
@@ -101,18 +106,11 @@ tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name
     if (!out || (!text && len))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_assemble: NULL argument");
     *out = NULL;
-    tfvm_program *p = program_alloc(cfg);
+    tfvm_program *p = ld_program_new(cfg);
     if (!p)
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<text>");
-    tfvm_status st = ld_assemble(text ? text : "", len, name ? name : "<text>", &p->alloc, &p->isa, err);
-    if (st == TFVM_OK)
-        st = make_entry_infos(p, err);
-    if (st != TFVM_OK) {
-        program_dealloc(p);
-        return st;
-    }
-    *out = p;
-    return TFVM_OK;
+    const char *nm = name ? name : "<text>";
+    return ld_program_finish(p, ld_assemble(text ? text : "", len, nm, &p->alloc, &p->isa, err), out, err);
 }
 
 tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size, tfvm_error *err)

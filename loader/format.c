@@ -18,6 +18,13 @@
 
 static const unsigned char fmt_magic[8] = {'T', 'F', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 
+bool ld_has_magic(const void *data, size_t len, bool partial)
+{
+    if (len >= sizeof fmt_magic)
+        return memcmp(data, fmt_magic, sizeof fmt_magic) == 0;
+    return partial && (len == 0 || memcmp(data, fmt_magic, len) == 0);
+}
+
 enum {
     SEC_STRINGS = 1,
     SEC_DATA,

@@ -12,9 +12,24 @@
 tfvm_status ld_read(const void *data, size_t size, const char *name, const tfvm_allocator *a,
                     isa_program *out, tfvm_error *err);
 
+/* Whether data starts with the .tfvm magic; with `partial`, also when all of
+ * it (nothing, or a cut-off file) is the start of the magic. Lets
+ * tfvm_program_open recognise bytecode whatever the file is called. */
+bool ld_has_magic(const void *data, size_t len, bool partial);
+
 /* Serialises a verified program; deterministic: the same program always
  * gives the same bytes. Appends to `out`. */
 tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err);
+
+/* The public program handle around an isa_program, shared by every front end
+ * (loader/api.c, compiler/api.c, import/api.c), so that they all make it the
+ * same way: ld_program_new gives an empty handle whose program uses cfg's
+ * allocator (NULL if that fails); the front end fills p->isa; then
+ * ld_program_finish(p, its status, out, err) makes the public entry view and
+ * stores p in *out, or, when st (or that) fails, releases p->isa and p and
+ * returns the failure. */
+tfvm_program *ld_program_new(const tfvm_config *cfg);
+tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err);
 
 /* Checks every index, count, size and the region rules of docs/isa.md.
  * Messages: "<p->name>: bad .tfvm file (instruction 12 'add': ...)" */
