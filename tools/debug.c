@@ -23,9 +23,10 @@
 #include "vm/vm.h"
 
 const char *const cli_usage_debug =
-    "usage: tfvm debug [options] FILE [ARG...]\n"
+    "usage: tfvm debug [options] FILE [ARG...] [NAME=VALUE...]\n"
     "\n"
-    "Runs an entry point of FILE (.tfvm, .tfasm or .tfg) under an interactive\n"
+    "Runs an entry point of FILE (.tfvm, .tfasm, .tfg, .onnx or .pb; all but\n"
+    ".tfvm compiled in memory) under an interactive\n"
     "debugger: one thread, the deterministic firing order, stopping before an\n"
     "instruction fires at breakpoints, after steps, or on Ctrl-C. Type `help`\n"
     "at the (tfvm) prompt for the commands (docs/debugger.md).\n"
@@ -33,11 +34,13 @@ const char *const cli_usage_debug =
     "Commands come from stdin: with line editing and history when it is a\n"
     "terminal; read plainly and echoed after the prompt when it is not, so that\n"
     "sessions can be scripted:  tfvm debug examples/fib.tfg 5 < script\n"
-    "Each ARG is parsed as `tfvm run` parses it.\n"
+    "Arguments are given and parsed as for `tfvm run`: by position, then by name.\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       entry point to run (default: the first); for .tfg,\n"
     "                         the function compiled as the entry (default: main)\n"
+    "  --outputs A,B:1        .pb: the tensors that become results (default: the\n"
+    "                         outputs no node consumes)\n"
     "  -h, --help             show this help\n"
     "\n"
     "exit status: 0 after quit or the end of input, 1 bad input file, 2 bad usage\n";
@@ -92,7 +95,7 @@ typedef struct dbg {
     uint32_t entry;
     tfvm_entry_info e;
     tfvm_value *args;
-    char **arg_text;
+    const char **arg_text; /* the argument of each parameter, as typed */
     size_t n_args;
     run_state run;
     const char *ended_why; /* RUN_ENDED: "stuck" or "failed" */
@@ -1877,7 +1880,7 @@ static void repl(dbg *d)
 
 int cli_debug(int argc, char **argv)
 {
-    const char *entry = NULL, *file = NULL;
+    const char *entry = NULL, *file = NULL, *outputs = NULL;
     char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
     if (!arg_text) {
         fprintf(stderr, "tfvm: out of memory\n");
@@ -1902,6 +1905,12 @@ int cli_debug(int argc, char **argv)
                 return 2;
             }
             entry = argv[i];
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc) {
+                free(arg_text);
+                return cli_usage_error("debug", "--outputs needs a list of tensor names (a,b:1)");
+            }
+            outputs = argv[i];
         } else if (strcmp(a, "--") == 0) {
             options_done = true;
         } else if (!file && a[0] == '-' && a[1] != '\0') {
@@ -1926,11 +1935,10 @@ int cli_debug(int argc, char **argv)
 
     dbg d;
     memset(&d, 0, sizeof d);
-    d.arg_text = arg_text;
     d.tty = isatty(STDIN_FILENO);
     int rc = 1;
     tfvm_error err;
-    if (cli_load_program(file, entry, &d.prog, &err) != TFVM_OK) {
+    if (cli_load_program(file, entry, outputs, &d.prog, &err) != TFVM_OK) {
         fprintf(stderr, "tfvm: %s\n", err.message);
         free(arg_text);
         return 1;
@@ -1945,21 +1953,19 @@ int cli_debug(int argc, char **argv)
         goto out;
     }
     d.entry = (uint32_t)ei;
-    if (n_args != d.e.n_params) {
-        fprintf(stderr, "tfvm: ");
-        cli_print_signature(&d.e, stderr);
-        fprintf(stderr, " takes %zu argument%s, got %zu\n", d.e.n_params, d.e.n_params == 1 ? "" : "s", n_args);
-        rc = 2;
-        goto out;
-    }
     d.args = calloc(d.e.n_params + 1, sizeof *d.args);
-    if (!d.args) {
+    d.arg_text = calloc(d.e.n_params + 1, sizeof *d.arg_text);
+    if (!d.args || !d.arg_text) {
         fprintf(stderr, "tfvm: out of memory\n");
         goto out;
     }
-    d.n_args = n_args;
-    for (size_t k = 0; k < n_args; k++)
-        if (cli_parse_arg(&d.e, k, arg_text[k], &d.args[k]) != 0)
+    if (cli_bind_args(&d.e, arg_text, n_args, d.arg_text) != 0) {
+        rc = 2;
+        goto out;
+    }
+    d.n_args = d.e.n_params;
+    for (size_t k = 0; k < d.n_args; k++)
+        if (cli_parse_arg(&d.e, k, d.arg_text[k], &d.args[k]) != 0)
             goto out;
     tfvm_config cfg;
     tfvm_config_init(&cfg);
@@ -2004,6 +2010,7 @@ out:
             tfvm_value_release(&d.args[k]);
     free(d.args);
     tfvm_program_free(d.prog);
+    free(d.arg_text);
     free(arg_text);
     fflush(stdout);
     return rc;

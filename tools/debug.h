@@ -9,9 +9,20 @@
 #include "tfvm.h"
 
 /* ---- From tools/tfvm.c ---------------------------------------------------- */
-/* FILE: .tfvm ("-" = .tfvm bytes on stdin), .tfasm (assembled in memory) or
- * .tfg (compiled in memory; its entry function is `entry`, or main). */
-tfvm_status cli_load_program(const char *path, const char *entry, tfvm_program **out, tfvm_error *err);
+/* Reads FILE with tfvm_program_open: .tfvm ("-" = .tfvm bytes on stdin),
+ * .tfasm, .tfg (its entry function is `entry`, or main), .onnx, .pb (its
+ * results are `outputs`, "a,b:1", or NULL for the tensors no node consumes);
+ * every format but .tfvm is compiled in memory. */
+tfvm_status cli_load_program(const char *path, const char *entry, const char *outputs, tfvm_program **out,
+                             tfvm_error *err);
+/* Binds the command line's ARGs (texts[0..n)) to e's parameters: positional
+ * ones first, then NAME=VALUE ones (NAME: [A-Za-z_][A-Za-z0-9_.:/-]*, a
+ * parameter's name; "x" also names "x:0"). bound (e->n_params slots) gets
+ * parameter k's text in bound[k] (the VALUE of a named one; pointers into
+ * texts). Returns 0, or prints one line "tfvm: main(a: i32, b: i32) ..." on
+ * stderr (wrong count, unknown name, a parameter given twice or missing) and
+ * returns the usage exit status. */
+int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound);
 /* Parses argument i of entry e as `tfvm run` does; on error prints one line
  * "tfvm: ..." to stderr and returns non-zero. */
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v);

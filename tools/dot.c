@@ -18,7 +18,7 @@
 const char *const cli_usage_dot =
     "usage: tfvm dot [options] FILE\n"
     "\n"
-    "Writes the program's graph (FILE: .tfvm, .tfasm or .tfg) in Graphviz's dot\n"
+    "Writes the program's graph (FILE: .tfvm, .tfasm, .tfg, .onnx or .pb) in Graphviz's dot\n"
     "language: entry, function and loop regions as clusters (loops inside their\n"
     "parent), control instructions (ENTER, EXIT, NEXTITER, SWITCH, MERGE, CALL,\n"
     "RETURN...) as shaded hexagons, compute as boxes, sources and results as\n"
@@ -31,6 +31,8 @@ const char *const cli_usage_dot =
     "  -o OUT                 output file (default: stdout)\n"
     "  --svg                  render to SVG through Graphviz's `dot` (must be in PATH)\n"
     "  -e, --entry NAME       for .tfg: the function compiled as the entry (default: main)\n"
+    "  --outputs A,B:1        for .pb: the tensors that become results (default: the\n"
+    "                         outputs no node consumes)\n"
     "  -h, --help             show this help\n";
 
 /* A string inside double quotes, escaped for dot. */
@@ -65,10 +67,10 @@ static void put_const(ut_buf *b, const isa_const *k)
     case TFVM_I64: v.u.i64 = (int64_t)ut_le64(p); break;
     case TFVM_F32: { uint32_t w = ut_le32(p); memcpy(&v.u.f32, &w, 4); break; }
     case TFVM_F64: { uint64_t w = ut_le64(p); memcpy(&v.u.f64, &w, 8); break; }
-    }
-    vm_format_value(&v, b);
     case TFVM_U8: v.u.u8 = p[0]; break;
     case TFVM_I8: v.u.i8 = (int8_t)p[0]; break;
+    }
+    vm_format_value(&v, b);
 }
 
 /* The node's label: name, then opcode and the attribute that says most
@@ -292,7 +294,7 @@ static int render_svg(const ut_buf *b, const char *out)
 
 int cli_dot(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *entry = NULL;
+    const char *in = NULL, *out = NULL, *entry = NULL, *outputs = NULL;
     bool svg = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -311,6 +313,10 @@ int cli_dot(int argc, char **argv)
                 return 2;
             }
             entry = argv[i];
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc)
+                return cli_usage_error("dot", "--outputs needs a list of tensor names (a,b:1)");
+            outputs = argv[i];
         } else if (strcmp(a, "--svg") == 0) {
             svg = true;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -329,7 +335,7 @@ int cli_dot(int argc, char **argv)
     }
     tfvm_error err;
     tfvm_program *prog;
-    if (cli_load_program(in, entry, &prog, &err) != TFVM_OK) {
+    if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK) {
         fprintf(stderr, "tfvm: %s\n", err.message);
         return 1;
     }

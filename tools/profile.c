@@ -14,18 +14,22 @@
 #include "vm/vm.h"
 
 const char *const cli_usage_profile =
-    "usage: tfvm profile [options] FILE [ARG...]\n"
-    "Runs FILE's entry with ARGs --warmup times, then --runs times measured,\n"
-    "and prints the median real, user and sys time per run (runs slower than\n"
-    "1.5x the median are dropped as outliers), the counts of one run, and the\n"
-    "opcodes and instructions that take the most firing time, measured over\n"
-    "--runs further runs in which every firing is timed (that adds overhead:\n"
-    "compare the shares, not the absolute times).\n"
+    "usage: tfvm profile [options] FILE [ARG...] [NAME=VALUE...]\n"
+    "Runs FILE's entry (FILE: .tfvm, .tfasm, .tfg, .onnx or .pb, all but .tfvm\n"
+    "compiled in memory) with ARGs (given and parsed as for `tfvm run`: by\n"
+    "position, then by name; options go before FILE) --warmup times, then\n"
+    "--runs times measured, and prints the median real, user and sys time per\n"
+    "run (runs slower than 1.5x the median are dropped as outliers), the counts\n"
+    "of one run, and the opcodes and instructions that take the most firing\n"
+    "time, measured over --runs further runs in which every firing is timed\n"
+    "(that adds overhead: compare the shares, not the absolute times).\n"
     "  --runs N          measured runs (default 5)\n"
     "  --warmup N        runs before them, not measured (default 2)\n"
     "  --threads N       worker threads (default: one per core; 1 = deterministic)\n"
     "  --top N           instructions listed (default 10)\n"
-    "  -e, --entry NAME  entry point (default: the first, or main)\n";
+    "  -e, --entry NAME  entry point (default: the first, or main)\n"
+    "  --outputs A,B:1   for .pb: the tensors that become results (default: the\n"
+    "                    outputs no node consumes)\n";
 
 static double now(void)
 {
@@ -93,8 +97,8 @@ static int by_ns(const void *a, const void *b)
 int cli_profile(int argc, char **argv)
 {
     long runs = 5, warmup = 2, threads = 0, top = 10;
-    const char *entry = NULL, *file = NULL;
-    const char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
+    const char *entry = NULL, *file = NULL, *outputs = NULL;
+    char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
     size_t n_args = 0;
     if (!arg_text)
         return 1;
@@ -107,7 +111,7 @@ int cli_profile(int argc, char **argv)
                     : strcmp(a, "--top") == 0     ? &top
                                                   : NULL;
         if (file) {
-            arg_text[n_args++] = a;
+            arg_text[n_args++] = argv[i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(cli_usage_profile, stdout);
             free(arg_text);
@@ -124,6 +128,12 @@ int cli_profile(int argc, char **argv)
                 return cli_usage_error("profile", "%s needs an entry name", a);
             }
             entry = argv[i];
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc) {
+                free(arg_text);
+                return cli_usage_error("profile", "--outputs needs a list of tensor names (a,b:1)");
+            }
+            outputs = argv[i];
         } else if (a[0] == '-' && a[1]) {
             free(arg_text);
             return cli_usage_error("profile", "unknown option '%s'", a);
@@ -140,11 +150,12 @@ int cli_profile(int argc, char **argv)
     tfvm_program *prog = NULL;
     tfvm_vm *vm = NULL;
     tfvm_value *args = NULL;
+    const char **bound = NULL;
     sample *s = NULL;
     uint64_t *count = NULL;
     double *ns = NULL;
     row *rows = NULL;
-    if (cli_load_program(file, entry, &prog, &err) != TFVM_OK) {
+    if (cli_load_program(file, entry, outputs, &prog, &err) != TFVM_OK) {
         fprintf(stderr, "tfvm: %s\n", err.message);
         goto out;
     }
@@ -154,18 +165,16 @@ int cli_profile(int argc, char **argv)
         fprintf(stderr, "tfvm: %s: no entry point%s%s\n", file, entry ? " named " : "", entry ? entry : "");
         goto out;
     }
-    if (n_args != e.n_params) {
-        fprintf(stderr, "tfvm: ");
-        cli_print_signature(&e, stderr);
-        fprintf(stderr, " takes %zu argument%s, got %zu\n", e.n_params, e.n_params == 1 ? "" : "s", n_args);
+    args = calloc(e.n_params + 1, sizeof *args);
+    bound = calloc(e.n_params + 1, sizeof *bound);
+    if (!args || !bound)
+        goto out;
+    if (cli_bind_args(&e, arg_text, n_args, bound) != 0) {
         rc = 2;
         goto out;
     }
-    args = calloc(e.n_params + 1, sizeof *args);
-    if (!args)
-        goto out;
     for (size_t k = 0; k < e.n_params; k++)
-        if (cli_parse_arg(&e, k, arg_text[k], &args[k]) != 0)
+        if (cli_parse_arg(&e, k, bound[k], &args[k]) != 0)
             goto out;
     tfvm_config cfg;
     tfvm_config_init(&cfg);
@@ -285,6 +294,7 @@ out:
         for (size_t k = 0; k < e.n_params; k++)
             tfvm_value_release(&args[k]);
     free(args);
+    free(bound);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
     free(arg_text);

@@ -1,4 +1,5 @@
-/* tools/tfvm.c — the `tfvm` command: run, asm, dis, compile. Every error ends the
+/* tools/tfvm.c — the `tfvm` command: run, asm, dis, compile, devices, and the
+ * file loading and argument binding that debug, dot and profile share. Every error ends the
  * command with one line on stderr ("tfvm: ...", plus the quoted source line
  * and a caret for .tfg compile errors) and a non-zero status: 1 for a failed
  * run or bad input file, 2 for bad usage. */
@@ -24,14 +25,16 @@
 static const char *const usage_main =
     "usage: tfvm <command> [options] [args]\n"
     "\n"
-    "tfvm runs tagged-token dataflow programs: .tfvm bytecode, .tfasm text, or\n"
-    ".tfg graph-language source (compiled in memory).\n"
+    "tfvm runs tagged-token dataflow programs: .tfvm bytecode, .tfasm text,\n"
+    ".tfg graph-language source, ONNX models (.onnx) and frozen TensorFlow\n"
+    "graphs (.pb); every command that takes a FILE compiles the last four in memory.\n"
     "\n"
     "commands:\n"
-    "  run FILE [ARG...]      run an entry point and print its results\n"
+    "  run FILE [ARG...] [NAME=VALUE...]\n"
+    "                         run an entry point and print its results\n"
     "  asm FILE [-o OUT]      assemble .tfasm text into .tfvm bytecode\n"
     "  dis FILE [-o OUT]      print a program as .tfasm text\n"
-    "  compile FILE.tfg       compile graph-language source to .tfvm (or .tfasm)\n"
+    "  compile FILE           compile .tfg, .onnx or .pb to .tfvm (or .tfasm)\n"
     "  devices                list the devices (cpu, cuda) and their state\n"
     "  debug FILE [ARG...]    step through a run in an interactive debugger\n"
     "  dot FILE [-o OUT]      draw the program's graph (Graphviz; --svg renders it)\n"
@@ -45,24 +48,32 @@ static const char *const usage_main =
     "Run `tfvm help COMMAND` for a command's options.\n";
 
 static const char *const usage_run =
-    "usage: tfvm run [options] FILE [ARG...]\n"
+    "usage: tfvm run [options] FILE [ARG...] [NAME=VALUE...]\n"
     "\n"
-    "Runs an entry point of FILE (.tfvm bytecode; .tfasm text, assembled in\n"
-    "memory; .tfg source, compiled in memory; '-' reads .tfvm bytes from stdin)\n"
-    "and prints each result on its own line: integers in decimal, floats with\n"
-    "full precision, bools as true/false, tensors in NumPy's bracketed form.\n"
+    "Runs an entry point of FILE and prints each result on its own line:\n"
+    "integers in decimal, floats with full precision, bools as true/false,\n"
+    "tensors in NumPy's bracketed form. FILE is .tfvm bytecode (recognised by\n"
+    "its content, whatever its name; '-' reads it from stdin), or, compiled in\n"
+    "memory: .tfasm text, .tfg source, an ONNX model (.onnx; external data next\n"
+    "to it) or a frozen TensorFlow GraphDef (.pb; see --outputs).\n"
     "\n"
-    "Each ARG is parsed by the type of the entry's parameter at its position:\n"
-    "  i32, i64     decimal integer (range-checked)\n"
-    "  f32, f64     decimal or hexadecimal float, inf, nan\n"
-    "  bool         true or false\n"
-    "  tensor       @path.npy\n"
+    "Arguments bind by position (ARG), then by name (NAME=VALUE, NAME a\n"
+    "parameter's name, which may hold '.', ':', '/', '-'; for a .pb, x and x:0\n"
+    "name the same): tfvm run model.onnx x=@x.npy n=5. Each is parsed by the\n"
+    "type of its parameter:\n"
+    "  i32, i64, u8, i8  decimal integer (range-checked)\n"
+    "  f32, f64          decimal or hexadecimal float, inf, nan\n"
+    "  bool              true or false\n"
+    "  tensor            @path.npy\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       entry point to run (default: the first); for .tfg,\n"
     "                         the function compiled as the entry (default: main)\n"
     "  -o NAME=PATH           write result NAME (or its 0-based position) to the\n"
-    "                         .npy file PATH instead of printing it; repeatable\n"
+    "                         .npy file PATH instead of printing it; repeatable.\n"
+    "                         NAME ends at the first '=' (y:0 and a/b work)\n"
+    "  --outputs A,B:1        .pb: the tensors that become the results, in order\n"
+    "                         (default: every output no node consumes)\n"
     "  --stats                print counters to stderr after the run (and, with\n"
     "                         several threads, the scheduler's steals and parks)\n"
     "  --max-contexts N       fail when more than N tags are alive at once\n"
@@ -76,7 +87,10 @@ static const char *const usage_run =
     "                         Instructions marked `on cpu`/`on cuda` stay there.\n"
     "  -h, --help             show this help\n"
     "\n"
-    "exit status: 0 success, 1 failed run or bad input file, 2 bad usage\n";
+    "Options may also follow FILE; `--` ends them (then every word is an ARG).\n"
+    "exit status: 0 success, 1 failed run or bad input file, 2 bad usage (an\n"
+    "unknown option, a wrong number of arguments, an unknown NAME, a parameter\n"
+    "given twice or not at all)\n";
 
 static const char *const usage_devices =
     "usage: tfvm devices\n"
@@ -101,28 +115,39 @@ static const char *const usage_asm =
 static const char *const usage_dis =
     "usage: tfvm dis [options] FILE\n"
     "\n"
-    "Prints a program (FILE: .tfvm, '-' for .tfvm bytes on stdin, .tfasm, or .tfg\n"
-    "source, compiled in memory) as the .tfasm text that `tfvm asm` turns back\n"
-    "into the same bytes.\n"
+    "Prints a program (FILE: .tfvm, '-' for .tfvm bytes on stdin, or, compiled\n"
+    "in memory, .tfasm, .tfg, .onnx or .pb) as the .tfasm text that `tfvm asm`\n"
+    "turns back into the same bytes.\n"
     "\n"
     "options:\n"
     "  -o OUT                 output file (default: stdout)\n"
+    "  --outputs A,B:1        .pb: the tensors that become results (as for run)\n"
     "  -h, --help             show this help\n";
 
 static const char *const usage_compile =
-    "usage: tfvm compile [options] FILE.tfg\n"
+    "usage: tfvm compile [options] FILE\n"
     "\n"
-    "Compiles graph-language source (docs/language.md) into one static dataflow\n"
-    "graph: .tfvm bytecode, or the .tfasm text of it. Errors name FILE:LINE:COL\n"
-    "and quote the line with a caret under the column.\n"
+    "Compiles FILE into one static dataflow graph, written as .tfvm bytecode or\n"
+    "as its .tfasm text. FILE is graph-language source (.tfg, docs/language.md;\n"
+    "'-' reads it from stdin), an ONNX model (.onnx, docs/onnx.md; external\n"
+    "data files are read from its directory) or a frozen TensorFlow GraphDef\n"
+    "(.pb, docs/tensorflow.md); .tfasm and .tfvm files are taken too. The\n"
+    "program has one entry point, main. .tfg errors name FILE:LINE:COL and\n"
+    "quote the line with a caret under the column.\n"
+    "    tfvm compile model.onnx -o model.tfvm\n"
+    "    tfvm compile graph.pb -o g.tfvm --outputs logits,split:1\n"
     "\n"
     "options:\n"
     "  -o OUT                 output file ('-' = stdout); default: FILE with its\n"
-    "                         .tfg suffix replaced by .tfvm (--emit=tfvm), or\n"
-    "                         stdout (--emit=asm)\n"
+    "                         .tfg/.onnx/.pb suffix replaced by .tfvm\n"
+    "                         (--emit=tfvm), or stdout (--emit=asm)\n"
     "  --emit=tfvm            write .tfvm bytecode (the default)\n"
     "  --emit=asm             write .tfasm text\n"
-    "  -e, --entry NAME       the function that becomes the entry point (default: main)\n"
+    "  -e, --entry NAME       .tfg: the function that becomes the entry point\n"
+    "                         (default: main)\n"
+    "  --outputs A,B:1        .pb: the tensors that become the results, in order,\n"
+    "                         each a node name or NODE:INDEX (default: every\n"
+    "                         output no node consumes)\n"
     "  -O0                    no optimization (a plain lowering; to compare against)\n"
     "  -h, --help             show this help\n";
 
@@ -156,31 +181,20 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Reads and compiles .tfg source; entry NULL = "main". */
-static tfvm_status compile_file(const char *path, const char *entry, int opt_level, tfvm_program **out,
-                                tfvm_error *err)
+/* Every command that takes a program file reads it through here:
+ * tfvm_program_open, so .tfvm, .tfasm, .tfg, .onnx and .pb all work
+ * (compiled in memory). entry: the .tfg function that becomes the entry
+ * point (NULL = main); outputs: a .pb file's results (NULL = its unconsumed
+ * outputs). */
+static tfvm_status load_program(const char *path, const char *entry, const char *outputs, int opt_level,
+                                tfvm_program **out, tfvm_error *err)
 {
-    char *text;
-    size_t len;
-    tfvm_status st = ut_read_file(path, NULL, &text, &len, err);
-    if (st != TFVM_OK)
-        return st;
-    tfvm_compile_options o;
-    tfvm_compile_options_init(&o);
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
     o.entry = entry;
+    o.outputs = outputs;
     o.opt_level = opt_level;
-    st = tfvm_program_compile(text, len, path, &o, NULL, out, err);
-    ut_free(NULL, text, len + 1);
-    return st;
-}
-
-/* "-" reads .tfvm bytes from stdin; a name ending in .tfasm is assembled,
- * one ending in .tfg is compiled (its entry function: `entry`, or main). */
-static tfvm_status load_program(const char *path, const char *entry, tfvm_program **out, tfvm_error *err)
-{
-    if (has_suffix(path, ".tfg"))
-        return compile_file(path, entry, 1, out, err);
-    return tfvm_program_load_file(path, NULL, out, err);
+    return tfvm_program_open(path, &o, NULL, out, err);
 }
 
 /* ---- run --------------------------------------------------------------------- */
@@ -210,6 +224,112 @@ static bool parse_u64(const char *s, uint64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+/* ---- Arguments by position and by name -------------------------------------- */
+
+/* Whether `given` (len bytes) names `name`: the same text, or the same but
+ * for a ":0" on one side (TensorFlow names a node's first output both ways:
+ * "x" and "x:0"). */
+static bool name_is(const char *name, const char *given, size_t len)
+{
+    size_t n = strlen(name);
+    if (n == len && memcmp(name, given, len) == 0)
+        return true;
+    if (n == len + 2 && memcmp(name, given, len) == 0 && strcmp(name + len, ":0") == 0)
+        return true;
+    return len == n + 2 && memcmp(name, given, n) == 0 && memcmp(given + n, ":0", 2) == 0;
+}
+
+/* Index of the parameter (results = false) or result named by given[0..len),
+ * an exact name first; -1 if none. */
+static int find_named(const tfvm_entry_info *e, bool results, const char *given, size_t len)
+{
+    size_t n = results ? e->n_results : e->n_params;
+    const tfvm_param_info *ps = results ? e->results : e->params;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(ps[i].name) == len && memcmp(ps[i].name, given, len) == 0)
+            return (int)i;
+    for (size_t i = 0; i < n; i++)
+        if (name_is(ps[i].name, given, len))
+            return (int)i;
+    return -1;
+}
+
+/* The length of NAME when text is "NAME=VALUE" with NAME a name-like token
+ * ([A-Za-z_][A-Za-z0-9_.:/-]*: ONNX and TensorFlow names hold '.', ':', '/',
+ * '-'); 0 when text is a positional argument. No positional value starts like
+ * that: numbers, true/false and @path do not (an @path may hold '='). */
+static size_t named_len(const char *text)
+{
+    const char *c = text;
+    if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_'))
+        return 0;
+    while ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+           (*c && strchr("_.:/-", *c)))
+        c++;
+    return *c == '=' ? (size_t)(c - text) : 0;
+}
+
+static void print_signature(const tfvm_entry_info *e, FILE *f);
+
+/* "tfvm: main(n: i32)<what>" on stderr; returns the usage exit status. */
+UT_PRINTF(2, 3) static int sig_error(const tfvm_entry_info *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tfvm: ", stderr);
+    print_signature(e, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound)
+{
+    for (size_t k = 0; k < e->n_params; k++)
+        bound[k] = NULL;
+    size_t positional = 0, named = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (named_len(texts[i])) {
+            named++;
+        } else if (named) {
+            fprintf(stderr, "tfvm: argument '%s' follows a named argument: positional arguments come first\n",
+                    texts[i]);
+            return EXIT_USAGE;
+        } else {
+            positional++;
+        }
+    }
+    if (positional > e->n_params || (!named && positional != e->n_params))
+        return sig_error(e, " takes %zu argument%s, got %zu", e->n_params, e->n_params == 1 ? "" : "s", n);
+    for (size_t i = 0; i < positional; i++)
+        bound[i] = texts[i];
+    for (size_t i = positional; i < n; i++) {
+        size_t len = named_len(texts[i]);
+        int k = find_named(e, false, texts[i], len);
+        if (k < 0)
+            return sig_error(e, " has no parameter named '%.*s'", (int)len, texts[i]);
+        if (bound[k])
+            return sig_error(e, ": parameter '%s' is given twice%s", e->params[k].name,
+                             (size_t)k < positional ? " (by position and by name)" : "");
+        bound[k] = texts[i] + len + 1;
+    }
+    size_t missing = 0;
+    for (size_t k = 0; k < e->n_params; k++)
+        missing += !bound[k];
+    if (missing) {
+        fputs("tfvm: ", stderr);
+        print_signature(e, stderr);
+        fprintf(stderr, ": no argument for parameter%s ", missing == 1 ? "" : "s");
+        for (size_t k = 0, m = 0; k < e->n_params; k++)
+            if (!bound[k])
+                fprintf(stderr, "%s'%s'", m++ ? ", " : "", e->params[k].name);
+        fputc('\n', stderr);
+        return EXIT_USAGE;
+    }
+    return 0;
 }
 
 static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
@@ -289,10 +409,11 @@ static void print_signature(const tfvm_entry_info *e, FILE *f)
     fprintf(f, ")");
 }
 
-/* Shared with `tfvm debug` and `tfvm dot` (tools/debug.h). */
-tfvm_status cli_load_program(const char *path, const char *entry, tfvm_program **out, tfvm_error *err)
+/* Shared with `tfvm debug`, `tfvm dot` and `tfvm profile` (tools/debug.h). */
+tfvm_status cli_load_program(const char *path, const char *entry, const char *outputs, tfvm_program **out,
+                             tfvm_error *err)
 {
-    return load_program(path, entry, out, err);
+    return load_program(path, entry, outputs, 1, out, err);
 }
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
 {
@@ -300,11 +421,13 @@ int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_val
 }
 void cli_print_signature(const tfvm_entry_info *e, FILE *f) { print_signature(e, f); }
 
+/* A result by name (as for arguments: "y" also finds "y:0"), else by 0-based
+ * position; -1 if neither. */
 static int find_result(const tfvm_entry_info *e, const char *name)
 {
-    for (size_t i = 0; i < e->n_results; i++)
-        if (strcmp(e->results[i].name, name) == 0)
-            return (int)i;
+    int i = find_named(e, true, name, strlen(name));
+    if (i >= 0)
+        return i;
     uint64_t k;
     if (parse_u64(name, &k) && k < e->n_results)
         return (int)k;
@@ -343,7 +466,7 @@ static void print_stats(const tfvm_vm *vm)
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *entry = NULL, *file = NULL;
+    const char *entry = NULL, *file = NULL, *outputs = NULL;
     bool stats = false, deterministic = false;
     uint64_t threads = 0;
     const char *env_threads = getenv("TFVM_THREADS");
@@ -394,6 +517,11 @@ static int cmd_run(int argc, char **argv)
                 *eq = '\0';
                 outs[n_outs++] = (out_spec){argv[i], eq + 1};
             }
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc)
+                rc_usage = cli_usage_error("run", "--outputs needs a list of tensor names (a,b:1)");
+            else
+                outputs = argv[i];
         } else if (strcmp(a, "--stats") == 0) {
             stats = true;
         } else if (strcmp(a, "--max-contexts") == 0) {
@@ -439,7 +567,7 @@ static int cmd_run(int argc, char **argv)
     }
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(file, entry, &prog, &err) != TFVM_OK) {
+    if (load_program(file, entry, outputs, 1, &prog, &err) != TFVM_OK) {
         free(arg_text);
         return fail("%s", err.message);
     }
@@ -447,6 +575,7 @@ static int cmd_run(int argc, char **argv)
     int rc = EXIT_RUN;
     tfvm_vm *vm = NULL;
     tfvm_value *args = NULL, *results = NULL;
+    const char **bound = NULL;
     tfvm_entry_info e;
     int ei = entry ? tfvm_program_find_entry(prog, entry) : 0;
     if (ei < 0 || tfvm_program_entry(prog, (size_t)ei, &e) != TFVM_OK) {
@@ -456,10 +585,12 @@ static int cmd_run(int argc, char **argv)
             fail("%s: the program has no entry point", file);
         goto out;
     }
-    if ((size_t)n_args != e.n_params) {
-        fprintf(stderr, "tfvm: ");
-        print_signature(&e, stderr);
-        fprintf(stderr, " takes %zu argument%s, got %d\n", e.n_params, e.n_params == 1 ? "" : "s", n_args);
+    bound = calloc(e.n_params + 1, sizeof *bound);
+    if (!bound) {
+        fail("out of memory");
+        goto out;
+    }
+    if (cli_bind_args(&e, arg_text, (size_t)n_args, bound) != 0) {
         rc = EXIT_USAGE;
         goto out;
     }
@@ -486,7 +617,7 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     for (size_t k = 0; k < e.n_params; k++)
-        if (parse_arg(&e, k, arg_text[k], &args[k]) != 0)
+        if (parse_arg(&e, k, bound[k], &args[k]) != 0)
             goto out;
 
     tfvm_config cfg;
@@ -567,6 +698,7 @@ out:
             tfvm_value_release(&results[k]);
     free(args);
     free(results);
+    free(bound);
     free(arg_text);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
@@ -575,7 +707,9 @@ out:
 
 /* ---- asm / dis ------------------------------------------------------------------ */
 
-static int parse_io(const char *cmd, const char *usage, int argc, char **argv, const char **in, const char **out)
+/* FILE and -o OUT; outputs != NULL also takes --outputs (dis reads .pb). */
+static int parse_io(const char *cmd, const char *usage, int argc, char **argv, const char **in, const char **out,
+                    const char **outputs)
 {
     *in = *out = NULL;
     for (int i = 1; i < argc; i++) {
@@ -587,6 +721,10 @@ static int parse_io(const char *cmd, const char *usage, int argc, char **argv, c
             if (++i == argc)
                 return cli_usage_error(cmd, "-o needs a file name");
             *out = argv[i];
+        } else if (outputs && strcmp(a, "--outputs") == 0) {
+            if (++i == argc)
+                return cli_usage_error(cmd, "--outputs needs a list of tensor names (a,b:1)");
+            *outputs = argv[i];
         } else if (a[0] == '-' && a[1] != '\0') {
             return cli_usage_error(cmd, "unknown option '%s'", a);
         } else if (*in) {
@@ -603,7 +741,7 @@ static int parse_io(const char *cmd, const char *usage, int argc, char **argv, c
 static int cmd_asm(int argc, char **argv)
 {
     const char *in, *out;
-    int rc = parse_io("asm", usage_asm, argc, argv, &in, &out);
+    int rc = parse_io("asm", usage_asm, argc, argv, &in, &out, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     char *default_out = NULL;
@@ -639,13 +777,13 @@ static int cmd_asm(int argc, char **argv)
 
 static int cmd_dis(int argc, char **argv)
 {
-    const char *in, *out;
-    int rc = parse_io("dis", usage_dis, argc, argv, &in, &out);
+    const char *in, *out, *outputs = NULL;
+    int rc = parse_io("dis", usage_dis, argc, argv, &in, &out, &outputs);
     if (rc)
         return rc < 0 ? 0 : rc;
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(in, NULL, &prog, &err) != TFVM_OK)
+    if (load_program(in, NULL, outputs, 1, &prog, &err) != TFVM_OK)
         return fail("%s", err.message);
     ut_buf b;
     ut_buf_init(&b, NULL);
@@ -660,9 +798,25 @@ static int cmd_dis(int argc, char **argv)
     return rc;
 }
 
+/* The default output of `compile IN`: IN with its source suffix replaced by .tfvm. */
+static char *default_output(const char *in)
+{
+    static const char *const sources[] = {".tfg", ".onnx", ".pb", ".tfasm"};
+    size_t n = strlen(in), stem = n;
+    for (size_t i = 0; i < UT_COUNTOF(sources); i++)
+        if (has_suffix(in, sources[i]))
+            stem = n - strlen(sources[i]);
+    char *o = malloc(stem + 6);
+    if (o) {
+        memcpy(o, in, stem);
+        memcpy(o + stem, ".tfvm", 6);
+    }
+    return o;
+}
+
 static int cmd_compile(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *entry = NULL;
+    const char *in = NULL, *out = NULL, *entry = NULL, *outputs = NULL;
     bool asm_text = false;
     int opt = 1;
     for (int i = 1; i < argc; i++) {
@@ -678,6 +832,10 @@ static int cmd_compile(int argc, char **argv)
             if (++i == argc)
                 return cli_usage_error("compile", "%s needs a function name", a);
             entry = argv[i];
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc)
+                return cli_usage_error("compile", "--outputs needs a list of tensor names (a,b:1)");
+            outputs = argv[i];
         } else if (strcmp(a, "--emit=asm") == 0) {
             asm_text = true;
         } else if (strcmp(a, "--emit=tfvm") == 0) {
@@ -704,18 +862,21 @@ static int cmd_compile(int argc, char **argv)
     } else if (!out) {
         if (strcmp(in, "-") == 0)
             return cli_usage_error("compile", "reading stdin needs -o OUT");
-        size_t n = strlen(in), stem = has_suffix(in, ".tfg") ? n - 4 : n;
-        default_out = malloc(stem + 6);
-        if (!default_out)
+        if (!(default_out = default_output(in)))
             return fail("out of memory");
-        memcpy(default_out, in, stem);
-        memcpy(default_out + stem, ".tfvm", 6);
         out = default_out;
     }
     tfvm_error err;
     tfvm_program *prog = NULL;
     int rc = 0;
-    if (compile_file(in, entry, opt, &prog, &err) != TFVM_OK) {
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    o.entry = entry;
+    o.outputs = outputs;
+    o.opt_level = opt;
+    if (strcmp(in, "-") == 0) /* standard input: graph-language source, as it has always been */
+        o.format = TFVM_FORMAT_TFG;
+    if (tfvm_program_open(in, &o, NULL, &prog, &err) != TFVM_OK) {
         rc = fail("%s", err.message);
     } else if (asm_text) {
         ut_buf b;
