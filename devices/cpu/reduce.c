@@ -207,7 +207,9 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
     char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
     const isa_op op = k->op;
     const uint8_t dt = x->dtype;
-    if (op == ISA_REDUCE_MEAN ? !dev_kfloat(dt) : dt == TFVM_BOOL)
+    /* bool: MAX is any, MIN all (ONNX ReduceMax/ReduceMin-20) */
+    const bool bool_ok = op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN;
+    if (op == ISA_REDUCE_MEAN ? !dev_kfloat(dt) : dt == TFVM_BOOL && !bool_ok)
         return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s%s", tfvm_dtype_name((tfvm_dtype)dt),
                          op == ISA_REDUCE_MEAN ? " (floats only)" : "");
     int64_t axes[TFVM_MAX_RANK];
@@ -282,6 +284,7 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
         return TFVM_ERR_NOMEM;
     }
     switch (dt) {
+    case TFVM_BOOL: RED_INT(uint8_t, 0, 1); break;
     case DEV_KU8: RED_INT(uint8_t, 0, UINT8_MAX); break;
     case DEV_KI8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
     case TFVM_I32: RED_INT(int32_t, INT32_MIN, INT32_MAX); break;

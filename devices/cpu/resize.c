@@ -10,14 +10,18 @@
 #define RESIZE_COORD (ISA_OPT_ASYMMETRIC | ISA_OPT_ALIGN_CORNERS | ISA_OPT_PYTORCH_HALF_PIXEL | ISA_OPT_TF_HALF_PIXEL_NN)
 #define RESIZE_ROUND (ISA_OPT_NEAREST_FLOOR | ISA_OPT_NEAREST_CEIL | ISA_OPT_PREFER_CEIL)
 
-/* The input coordinate of output coordinate xo on an axis of in -> out
- * elements at scale s (ONNX's coordinate_transformation_mode). */
-static double resize_orig(uint32_t opt, double xo, int64_t in, int64_t out, double s)
+/* The input coordinate of output coordinate xo on an axis of in elements
+ * at scale s (ONNX's coordinate_transformation_mode). The resized length is
+ * in * s before rounding down, as in ONNX's reference implementation (and
+ * its conformance data): align_corners downscaling 4 by 0.6 maps output 1
+ * to 1 * 3 / (2.4 - 1), not 1 * 3 / (2 - 1). */
+static double resize_orig(uint32_t opt, double xo, int64_t in, double s)
 {
+    const double len = (double)in * s;
     switch (opt & RESIZE_COORD) {
     case ISA_OPT_ASYMMETRIC: return xo / s;
-    case ISA_OPT_ALIGN_CORNERS: return out == 1 ? 0 : xo * (double)(in - 1) / (double)(out - 1);
-    case ISA_OPT_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5) / s - 0.5 : 0;
+    case ISA_OPT_ALIGN_CORNERS: return len == 1 ? 0 : xo * (double)(in - 1) / (len - 1);
+    case ISA_OPT_PYTORCH_HALF_PIXEL: return len > 1 ? (xo + 0.5) / s - 0.5 : -0.5;
     case ISA_OPT_TF_HALF_PIXEL_NN: return (xo + 0.5) / s;
     default: return (xo + 0.5) / s - 0.5; /* half_pixel */
     }
@@ -164,11 +168,11 @@ tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
                 ia[m++] = i;
             for (int64_t q = 0; q < od[i]; q++) {
                 if (!linear || !a->interp) {
-                    a->lo[q] = a->hi[q] = linear ? q : resize_nearest(opt, resize_orig(opt, (double)q, d, od[i], scale[i]), d);
+                    a->lo[q] = a->hi[q] = linear ? q : resize_nearest(opt, resize_orig(opt, (double)q, d, scale[i]), d);
                     a->w[q] = 0;
                     continue;
                 }
-                double c = resize_orig(opt, (double)q, d, od[i], scale[i]);
+                double c = resize_orig(opt, (double)q, d, scale[i]);
                 c = c < 0 ? 0 : c > (double)(d - 1) ? (double)(d - 1) : c;
                 const double f = floor(c);
                 a->lo[q] = (int64_t)f;
