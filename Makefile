@@ -202,6 +202,8 @@ bench: all $(BENCH_MATMUL)
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
 	@$(BENCH_MATMUL)
+	@TFVM=$(TFVM) bash bench/onnx.sh
+	@TFVM=$(TFVM) bash bench/tf.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
