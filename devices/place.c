@@ -135,11 +135,14 @@ static void place_operands(const dev_value *in, uint32_t n, char *buf, size_t si
     }
 }
 
+/* Most data inputs of a compute instruction (STRIDED_SLICE's 5). */
+#define PLACE_MAX_IN 5
+
 tfvm_status dev_vm_fire_placed(dev_vm *d, const isa_inst *in, const dev_value *inputs, dev_value *out, char *msg,
                                size_t ms)
 {
     const isa_op op = (isa_op)in->op;
-    const uint32_t n = in->n_in < 3 ? in->n_in : 3;
+    const uint32_t n = in->n_in < PLACE_MAX_IN ? in->n_in : PLACE_MAX_IN;
     bool tensors = false, there = false;
     int64_t largest = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -171,8 +174,8 @@ tfvm_status dev_vm_fire_placed(dev_vm *d, const isa_inst *in, const dev_value *i
     }
 
     /* Inputs that live elsewhere are copied (or their mirror used). */
-    dev_value args[3] = {{0}};
-    tfvm_tensor *held[3] = {NULL, NULL, NULL};
+    dev_value args[PLACE_MAX_IN] = {{0}};
+    tfvm_tensor *held[PLACE_MAX_IN] = {NULL};
     tfvm_status st = TFVM_OK;
     for (uint32_t k = 0; k < n && st == TFVM_OK; k++) {
         args[k] = inputs[k];

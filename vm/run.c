@@ -604,13 +604,16 @@ static void fire_compute(vm_worker *w, const vm_act *a, dev_value *inputs, bool 
     dev_value_release(&out);
 }
 
+/* Most data inputs of a compute instruction (STRIDED_SLICE's 5). */
+#define VM_MAX_IN 5
+
 /* Everything but the few instructions fire() handles inline. */
 static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
 {
     tfvm_vm *vm = w->vm;
     const isa_inst *in = &vm->prog->insts[a->inst];
     vm_ctx *c = a->ctx;
-    dev_value inputs[3] = {{0}};
+    dev_value inputs[VM_MAX_IN] = {{0}};
     bool dead = false;
 
     if (!ip->matched || ip->op == ISA_MERGE) {
@@ -620,7 +623,7 @@ static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
         dev_value *s = &c->slots[ip->slot];
         for (uint32_t p = 0; p < ip->ports; p++) {
             dead |= s[p].dead;
-            if (p < in->n_in && p < 3)
+            if (p < in->n_in && p < VM_MAX_IN)
                 inputs[p] = s[p];
             else
                 dev_value_release(&s[p]);
@@ -650,7 +653,7 @@ static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
         fire_compute(w, a, inputs, dead);
         break;
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < VM_MAX_IN; i++)
         dev_value_release(&inputs[i]);
 }
 
