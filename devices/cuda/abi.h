@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-#define TC_ABI_VERSION 1
+#define TC_ABI_VERSION 2 /* 2: the ops from TC_FLOOR on */
 /* The one symbol the library exports: returns its function table. */
 #define TC_ENTRY_SYMBOL "tfvm_cuda_backend_v1"
 
@@ -19,13 +19,19 @@ extern "C" {
 enum { TC_BOOL = 1, TC_I32 = 2, TC_I64 = 3, TC_F32 = 4, TC_F64 = 5 };
 
 /* Elementwise ops. Binary: operands and result of one dtype. Compare: result
- * bool (a 0/1 byte). Logic: bool. Unary: result of the operand's dtype. */
+ * bool (a 0/1 byte). Logic: bool. Unary: result of the operand's dtype.
+ * isa/ops.def's `cuda` column names them (ADD is TC_ADD); which kind each is
+ * and which dtypes it has: devices/cuda/elem.h, tc_kind and tc_has. New ids
+ * go last (the values are the ABI). */
 enum {
     TC_ADD, TC_SUB, TC_MUL, TC_DIV, TC_MOD, TC_MIN, TC_MAX,                    /* binary  */
     TC_LESS, TC_LESS_EQUAL, TC_GREATER, TC_GREATER_EQUAL, TC_EQUAL, TC_NOT_EQUAL, /* compare */
     TC_AND, TC_OR,                                                              /* logic   */
     TC_NEG, TC_ABS, TC_RELU, TC_SIGMOID, TC_TANH, TC_EXP, TC_LOG, TC_SQRT,      /* unary   */
     TC_NOT,                                                                     /* logic, unary */
+    TC_FLOOR, TC_CEIL, TC_ROUND, TC_SIN, TC_COS, TC_ERF, TC_SIGN,               /* unary   */
+    TC_XOR,                                                                     /* logic   */
+    TC_POW, TC_FLOOR_DIV, TC_FLOOR_MOD,                                         /* binary  */
     TC_OP_COUNT
 };
 

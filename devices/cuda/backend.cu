@@ -83,8 +83,6 @@ __device__ __forceinline__ int32_t tc_un(int op, int32_t x) { return tc_unary_i3
 __device__ __forceinline__ int64_t tc_un(int op, int64_t x) { return tc_unary_i64(op, x); }
 __device__ __forceinline__ uint8_t tc_un(int op, uint8_t x) { return tc_logic(op, x, 0); }
 
-enum { K_BINARY, K_COMPARE, K_UNARY };
-
 /* Grid-stride loop: any count fits any grid. */
 template <typename T, typename R, int KIND>
 __global__ void tc_kernel(tc_args p, R *out)
@@ -92,11 +90,11 @@ __global__ void tc_kernel(tc_args p, R *out)
     const int64_t step = (int64_t)blockDim.x * gridDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += step) {
         T x = tc_load<T>(p.a, p.contiguous_a, i, p);
-        if (KIND == K_UNARY) {
+        if (KIND == TC_K_UNARY) {
             out[i] = (R)tc_un(p.op, x);
         } else {
             T y = tc_load<T>(p.b, p.contiguous_b, i, p);
-            if (KIND == K_COMPARE)
+            if (KIND == TC_K_COMPARE)
                 out[i] = (R)tc_cmp(p.op, x, y);
             else
                 out[i] = (R)tc_bin(p.op, x, y);
@@ -120,9 +118,9 @@ template <typename T>
 int tc_dispatch(int kind, const tc_args &p, void *out, char *msg, size_t msg_size)
 {
     switch (kind) {
-    case K_BINARY: return tc_launch<T, T, K_BINARY>(p, out, msg, msg_size);
-    case K_COMPARE: return tc_launch<T, uint8_t, K_COMPARE>(p, out, msg, msg_size);
-    default: return tc_launch<T, T, K_UNARY>(p, out, msg, msg_size);
+    case TC_K_BINARY: return tc_launch<T, T, TC_K_BINARY>(p, out, msg, msg_size);
+    case TC_K_COMPARE: return tc_launch<T, uint8_t, TC_K_COMPARE>(p, out, msg, msg_size);
+    default: return tc_launch<T, T, TC_K_UNARY>(p, out, msg, msg_size);
     }
 }
 
@@ -239,7 +237,7 @@ int tc_elementwise(int op, int dtype, int rank, const int64_t *dims, int64_t cou
     p.b = *b;
     p.contiguous_a = tc_contiguous(a, rank, dims);
     p.contiguous_b = tc_contiguous(b, rank, dims);
-    int kind = op <= TC_MAX ? K_BINARY : op <= TC_NOT_EQUAL ? K_COMPARE : op <= TC_OR ? K_BINARY : K_UNARY;
+    int kind = tc_kind(op);
     switch (dtype) {
     case TC_BOOL: return tc_dispatch<uint8_t>(kind, p, out, msg, msg_size);
     case TC_I32: return tc_dispatch<int32_t>(kind, p, out, msg, msg_size);

@@ -128,36 +128,14 @@ static tfvm_status cu_sync(const dev_device *d, char *msg, size_t ms)
 }
 
 /* ---- Elementwise ------------------------------------------------------------------ */
-static int cu_elem_op(isa_op op)
-{
-    switch (op) {
-    case ISA_ADD: return TC_ADD;
-    case ISA_SUB: return TC_SUB;
-    case ISA_MUL: return TC_MUL;
-    case ISA_DIV: return TC_DIV;
-    case ISA_MOD: return TC_MOD;
-    case ISA_MIN: return TC_MIN;
-    case ISA_MAX: return TC_MAX;
-    case ISA_LESS: return TC_LESS;
-    case ISA_LESS_EQUAL: return TC_LESS_EQUAL;
-    case ISA_GREATER: return TC_GREATER;
-    case ISA_GREATER_EQUAL: return TC_GREATER_EQUAL;
-    case ISA_EQUAL: return TC_EQUAL;
-    case ISA_NOT_EQUAL: return TC_NOT_EQUAL;
-    case ISA_AND: return TC_AND;
-    case ISA_OR: return TC_OR;
-    case ISA_NOT: return TC_NOT;
-    case ISA_NEG: return TC_NEG;
-    case ISA_ABS: return TC_ABS;
-    case ISA_RELU: return TC_RELU;
-    case ISA_SIGMOID: return TC_SIGMOID;
-    case ISA_TANH: return TC_TANH;
-    case ISA_EXP: return TC_EXP;
-    case ISA_LOG: return TC_LOG;
-    case ISA_SQRT: return TC_SQRT;
-    default: return -1;
-    }
-}
+/* The libtfvm_cuda.so kernel of each op: ops.def's `cuda` column. NONE and
+ * GEMM are this file's own (never sent to the library as an op id). */
+enum { TC_NONE = -1, TC_GEMM = -2 };
+static const int cu_tc[ISA_OP_COUNT] = {
+#define OP(name, cls, in, out, attrs, types, res, fails, cuda, syn) [ISA_##name] = TC_##cuda,
+#include "isa/ops.def"
+#undef OP
+};
 
 static int cu_rank(const dev_value *v) { return v->is_tensor ? v->u.t->rank : 0; }
 static const int64_t *cu_dims(const dev_value *v) { return v->is_tensor ? v->u.t->dims : NULL; }
@@ -188,22 +166,15 @@ static bool cu_broadcast(const dev_value *in, uint32_t n, int *R, int64_t *D)
     return true;
 }
 
-/* The rules of the CPU kernels' type check (devices/cpu/elementwise.c): what
- * they would reject is DEV_FIT_INVALID, so the CPU reports it. */
+/* The rules of the CPU kernels' type check (ops.def's `types`): what they
+ * would reject is DEV_FIT_INVALID, so the CPU reports it. */
 static dev_fit cu_fits_elem(isa_op op, const dev_value *in, uint32_t n)
 {
-    int tc = cu_elem_op(op);
-    if (tc < 0)
-        return DEV_FIT_NO;
-    const isa_class cls = isa_ops[op].cls;
+    const int tc = cu_tc[op];
     const int dt = in[0].dtype;
     if (n == 2 && in[1].dtype != dt)
         return DEV_FIT_INVALID;
-    if ((cls == ISA_CLASS_BINARY || cls == ISA_CLASS_UNARY) && dt == TFVM_BOOL)
-        return DEV_FIT_INVALID;
-    if (cls == ISA_CLASS_LOGIC && dt != TFVM_BOOL)
-        return DEV_FIT_INVALID;
-    if (!isa_dtype_valid((uint32_t)dt))
+    if (!isa_takes(op, (uint32_t)dt))
         return DEV_FIT_INVALID;
     if (!tc_has(tc, dt))
         return DEV_FIT_NO;
@@ -273,8 +244,8 @@ static tfvm_status cu_run_elem(const dev_device *d, const dev_ctx *x, isa_op op,
     int64_t D[TFVM_MAX_RANK];
     if (!cu_broadcast(in, n, &R, D))
         return cu_fail(msg, ms, TFVM_ERR_INTERNAL, "cuda: operands do not broadcast");
-    const isa_class cls = isa_ops[op].cls;
-    tfvm_dtype rd = cls == ISA_CLASS_COMPARE || cls == ISA_CLASS_LOGIC ? TFVM_BOOL : (tfvm_dtype)in[0].dtype;
+    const uint8_t dt[3] = {in[0].dtype, n > 1 ? in[1].dtype : 0, 0};
+    const tfvm_dtype rd = (tfvm_dtype)isa_result_dtype(op, dt, 0);
     tfvm_tensor *t;
     tfvm_status st = cu_new_tensor(x, rd, R, D, &t, msg, ms);
     if (st)
@@ -284,7 +255,7 @@ static tfvm_status cu_run_elem(const dev_device *d, const dev_ctx *x, isa_op op,
         cu_operand(&in[0], R, D, &a);
         cu_operand(n > 1 ? &in[1] : &in[0], R, D, &b);
         char why[200];
-        if (cu_backend(d)->elementwise(cu_elem_op(op), in[0].dtype, R, D, t->count, t->data, &a, &b, why,
+        if (cu_backend(d)->elementwise(cu_tc[op], in[0].dtype, R, D, t->count, t->data, &a, &b, why,
                                        sizeof why) != 0) {
             tfvm_tensor_free(t);
             snprintf(msg, ms, "cuda: %s", why);
@@ -441,11 +412,11 @@ static tfvm_status cu_run_matmul(const dev_device *d, const dev_ctx *x, uint32_t
 static dev_fit cu_fits(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, uint32_t n)
 {
     (void)d;
-    if (op == ISA_MATMUL) {
+    if (cu_tc[op] == TC_GEMM) {
         cu_mm p;
         return n == 2 ? cu_mm_plan(attr, in, &p) : DEV_FIT_INVALID;
     }
-    if (isa_ops[op].cls == ISA_CLASS_TENSOR || op == ISA_CAST || isa_ops[op].cls == ISA_CLASS_SELECT)
+    if (cu_tc[op] == TC_NONE)
         return DEV_FIT_NO;
     if ((int)n != isa_ops[op].n_in)
         return DEV_FIT_INVALID;
@@ -460,7 +431,7 @@ static tfvm_status cu_run(const dev_device *d, const dev_ctx *x, isa_op op, uint
     for (uint32_t k = 0; k < n; k++)
         if (in[k].is_tensor && in[k].u.t->device != DEV_CUDA)
             return cu_fail(msg, ms, TFVM_ERR_INTERNAL, "cuda: an input is not in device memory");
-    if (op == ISA_MATMUL)
+    if (cu_tc[op] == TC_GEMM)
         return cu_run_matmul(d, x, attr, in, out, msg, ms);
     return cu_run_elem(d, x, op, in, n, out, msg, ms);
 }

@@ -28,13 +28,27 @@ TC_FN int64_t tc_offset(int64_t i, int rank, const int64_t *dims, const int64_t 
     return off;
 }
 
+/* What the kernel of an op computes from its operands. */
+enum { TC_K_BINARY, TC_K_COMPARE, TC_K_UNARY };
+TC_FN int tc_kind(int op)
+{
+    if ((op >= TC_LESS && op <= TC_NOT_EQUAL))
+        return TC_K_COMPARE;
+    if (op <= TC_OR || op == TC_XOR || op >= TC_POW)
+        return TC_K_BINARY;
+    return TC_K_UNARY;
+}
+
 /* Semantics match devices/cpu/elementwise.c: integers wrap (computed in the
  * unsigned type); MIN/MAX follow NumPy (a NaN operand wins, equal operands
- * give y); MOD is fmod (sign of a); RELU keeps NaN and -0; SIGMOID takes
- * the branch whose exp cannot overflow. x != x tests NaN
- * without <cmath>/<math.h> differences between C and CUDA C++. Integer DIV and
- * MOD never reach the GPU (division by zero must be an error; the CPU does them). */
-#define TC_FLOAT_BINARY(NAME, T, FMOD)                       \
+ * give y); MOD is fmod (sign of a); FLOOR_MOD is NumPy's mod (fmod moved to
+ * b's sign, a zero signed as b); RELU keeps NaN and -0; SIGN keeps NaN and
+ * the zero's sign; ROUND halves to even (rint in the default rounding mode);
+ * SIGMOID takes the branch whose exp cannot overflow. x != x tests NaN
+ * without <cmath>/<math.h> differences between C and CUDA C++. Integer DIV,
+ * MOD, POW, FLOOR_DIV and FLOOR_MOD never reach the GPU (division by zero and
+ * negative exponents must be errors; the CPU does them). */
+#define TC_FLOAT_BINARY(NAME, T, SUF)                        \
     TC_FN T NAME(int op, T x, T y)                           \
     {                                                        \
         switch (op) {                                        \
@@ -42,13 +56,21 @@ TC_FN int64_t tc_offset(int64_t i, int rank, const int64_t *dims, const int64_t 
         case TC_SUB: return x - y;                           \
         case TC_MUL: return x * y;                           \
         case TC_DIV: return x / y;                           \
-        case TC_MOD: return FMOD(x, y);                      \
+        case TC_MOD: return fmod##SUF(x, y);                 \
         case TC_MIN: return (x < y || x != x) ? x : y;       \
+        case TC_POW: return pow##SUF(x, y);                  \
+        case TC_FLOOR_DIV: return floor##SUF(x / y);         \
+        case TC_FLOOR_MOD: {                                 \
+            T r = fmod##SUF(x, y);                           \
+            if (r != 0)                                      \
+                return (r < 0) != (y < 0) ? r + y : r;       \
+            return copysign##SUF((T)0, y);                   \
+        }                                                    \
         default: return (x > y || x != x) ? x : y;           \
         }                                                    \
     }
-TC_FLOAT_BINARY(tc_binary_f32, float, fmodf)
-TC_FLOAT_BINARY(tc_binary_f64, double, fmod)
+TC_FLOAT_BINARY(tc_binary_f32, float, f)
+TC_FLOAT_BINARY(tc_binary_f64, double, )
 
 #define TC_INT_BINARY(NAME, T, U)                            \
     TC_FN T NAME(int op, T x, T y)                           \
@@ -88,28 +110,36 @@ TC_FN uint8_t tc_logic(int op, uint8_t x, uint8_t y)
     switch (op) {
     case TC_AND: return (uint8_t)((x != 0) & (y != 0));
     case TC_OR: return (uint8_t)((x != 0) | (y != 0));
+    case TC_XOR: return (uint8_t)((x != 0) ^ (y != 0));
     default: return (uint8_t)(x == 0); /* TC_NOT */
     }
 }
 
-#define TC_FLOAT_UNARY(NAME, T, ABS, EXP, TANH, LOG, SQRT)   \
+#define TC_FLOAT_UNARY(NAME, T, SUF)                         \
     TC_FN T NAME(int op, T x)                                \
     {                                                        \
         switch (op) {                                        \
         case TC_NEG: return -x;                              \
-        case TC_ABS: return ABS(x);                          \
+        case TC_ABS: return fabs##SUF(x);                    \
         case TC_RELU: return x < 0 ? (T)0 : x;               \
         case TC_SIGMOID:                                     \
-            return x >= 0 ? (T)1 / ((T)1 + EXP(-x))          \
-                          : EXP(x) / ((T)1 + EXP(x));        \
-        case TC_TANH: return TANH(x);                        \
-        case TC_EXP: return EXP(x);                          \
-        case TC_LOG: return LOG(x);                          \
-        default: return SQRT(x);                             \
+            return x >= 0 ? (T)1 / ((T)1 + exp##SUF(-x))     \
+                          : exp##SUF(x) / ((T)1 + exp##SUF(x)); \
+        case TC_TANH: return tanh##SUF(x);                   \
+        case TC_EXP: return exp##SUF(x);                     \
+        case TC_LOG: return log##SUF(x);                     \
+        case TC_FLOOR: return floor##SUF(x);                 \
+        case TC_CEIL: return ceil##SUF(x);                   \
+        case TC_ROUND: return rint##SUF(x);                  \
+        case TC_SIN: return sin##SUF(x);                     \
+        case TC_COS: return cos##SUF(x);                     \
+        case TC_ERF: return erf##SUF(x);                     \
+        case TC_SIGN: return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; \
+        default: return sqrt##SUF(x); /* TC_SQRT */          \
         }                                                    \
     }
-TC_FLOAT_UNARY(tc_unary_f32, float, fabsf, expf, tanhf, logf, sqrtf)
-TC_FLOAT_UNARY(tc_unary_f64, double, fabs, exp, tanh, log, sqrt)
+TC_FLOAT_UNARY(tc_unary_f32, float, f)
+TC_FLOAT_UNARY(tc_unary_f64, double, )
 
 #define TC_INT_UNARY(NAME, T, U)                             \
     TC_FN T NAME(int op, T x)                                \
@@ -117,6 +147,7 @@ TC_FLOAT_UNARY(tc_unary_f64, double, fabs, exp, tanh, log, sqrt)
         switch (op) {                                        \
         case TC_NEG: return (T)(0 - (U)x);                   \
         case TC_ABS: return x < 0 ? (T)(0 - (U)x) : x;       \
+        case TC_SIGN: return (T)((x > 0) - (x < 0));         \
         default: return x < 0 ? 0 : x; /* TC_RELU */         \
         }                                                    \
     }
@@ -126,17 +157,19 @@ TC_INT_UNARY(tc_unary_i64, int64_t, uint64_t)
 /* Which (op, dtype) pairs the backend has; libtfvm sends nothing else. */
 TC_FN int tc_has(int op, int dtype)
 {
+    const int flt = dtype == TC_F32 || dtype == TC_F64, num = flt || dtype == TC_I32 || dtype == TC_I64;
     if (op >= TC_ADD && op <= TC_MAX)
-        return dtype == TC_F32 || dtype == TC_F64 ||
-               ((dtype == TC_I32 || dtype == TC_I64) && op != TC_DIV && op != TC_MOD);
+        return flt || (num && op != TC_DIV && op != TC_MOD);
     if (op >= TC_LESS && op <= TC_NOT_EQUAL)
         return dtype >= TC_BOOL && dtype <= TC_F64;
-    if (op == TC_AND || op == TC_OR || op == TC_NOT)
+    if (op == TC_AND || op == TC_OR || op == TC_NOT || op == TC_XOR)
         return dtype == TC_BOOL;
-    if (op == TC_NEG || op == TC_ABS || op == TC_RELU)
-        return dtype >= TC_I32 && dtype <= TC_F64;
-    if (op >= TC_SIGMOID && op <= TC_SQRT)
-        return dtype == TC_F32 || dtype == TC_F64;
+    if (op == TC_NEG || op == TC_ABS || op == TC_RELU || op == TC_SIGN)
+        return num;
+    if ((op >= TC_SIGMOID && op <= TC_SQRT) || (op >= TC_FLOOR && op <= TC_ERF))
+        return flt;
+    if (op >= TC_POW && op <= TC_FLOOR_MOD)
+        return flt;
     return 0;
 }
 

@@ -111,8 +111,8 @@ static int fake_elementwise(int op, int dtype, int rank, const int64_t *dims, in
     if (!is_dev(out) || (a->data && !is_dev(a->data)) || (b->data && !is_dev(b->data)))
         return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
     void *o = host_of(out);
-    const bool compare = op >= TC_LESS && op <= TC_NOT_EQUAL;
-    const bool unary = op >= TC_NEG;
+    const bool compare = tc_kind(op) == TC_K_COMPARE;
+    const bool unary = tc_kind(op) == TC_K_UNARY;
     for (int64_t i = 0; i < count; i++) {
         switch (dtype) {
         case TC_BOOL: {
