@@ -45,6 +45,64 @@ out=$("$TFVM" run examples/gcd.tfg 1071 462 -o 1="$TMP/b.npy")
 [ "$out" = "21" ] || no "-o 1=... printed '$out'"
 [ "$(tail -c 1 "$TMP/b.npy" | od -An -tu1 | tr -d ' ')" = "1" ] || no "-o 1=... did not write true"
 
+# Arguments by name, for every format: .tfasm, .tfg, and the .tfvm compiled
+# from each; an @path holding '='; several parameters missing at once.
+cat >"$TMP/three.tfasm" <<'P'
+entry main(a: i32, b: i32, t: f32[]) -> (s: i32, u: f32[]) {
+    a = ARG 0
+    b = ARG 1
+    t = ARG 2
+    s = SUB (a, b)
+    u = ADD (t, t)
+        RESULT 0 (s)
+        RESULT 1 (u)
+}
+P
+cp "$TMP/t.npy" "$TMP/x=y.npy"
+"$TFVM" asm "$TMP/three.tfasm" -o "$TMP/three.tfvm" || no "asm three"
+for f in "$TMP/three.tfasm" "$TMP/three.tfvm"; do
+    out=$("$TFVM" run "$f" t="@$TMP/x=y.npy" b=5 a=7 2>&1 | paste -sd'|')
+    [ "$out" = "2|[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] || no "$f by name printed '$out'"
+    out=$("$TFVM" run "$f" 7 5 "@$TMP/x=y.npy" -o u="$TMP/u3.npy" 2>&1)
+    [ "$out" = "2" ] && cmp -s "$TMP/u3.npy" "$TMP/u.npy" || no "$f by position with -o u=: '$out'"
+    out=$("$TFVM" run "$f" 7 2>&1)
+    [ $? -eq 2 ] && [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]) takes 3 arguments, got 1" ] || no "$f 7: '$out'"
+    out=$("$TFVM" run "$f" 7 t="@$TMP/x=y.npy" 2>&1)
+    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]): no argument for parameter 'b'" ] || no "$f missing b: '$out'"
+    out=$("$TFVM" run "$f" a=7 2>&1)
+    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]): no argument for parameters 'b', 't'" ] || no "$f missing b, t: '$out'"
+    out=$("$TFVM" run "$f" 7 5 t="@$TMP/no=such.npy" 2>&1)
+    [ "$out" = "tfvm: argument 3 't': $TMP/no=such.npy: No such file or directory" ] || no "$f missing npy: '$out'"
+done
+"$TFVM" compile examples/gcd.tfg -o "$TMP/gcd.tfvm" || no "compile gcd"
+out=$("$TFVM" run "$TMP/gcd.tfvm" b=462 a=1071 -o agree="$TMP/agree.npy")
+[ "$out" = "21" ] && [ "$(tail -c 1 "$TMP/agree.npy" | od -An -tu1 | tr -d ' ')" = "1" ] || no "gcd.tfvm by name: '$out'"
+
+# Formats: .tfvm bytes are recognised by content whatever the name; a name
+# that says nothing and bytes that are not .tfvm give one line.
+cp "$TMP/gcd.tfvm" "$TMP/gcd.onnx"
+cp "$TMP/gcd.tfvm" "$TMP/gcd_tfvm"
+for f in "$TMP/gcd.onnx" "$TMP/gcd_tfvm"; do
+    out=$("$TFVM" run "$f" 1071 b=462 | paste -sd'|')
+    [ "$out" = "21|true" ] || no "$f (.tfvm bytes) printed '$out'"
+done
+printf 'garbage' >"$TMP/model.bin"
+out=$("$TFVM" run "$TMP/model.bin" 2>&1)
+[ $? -eq 1 ] && [ "$out" = "tfvm: $TMP/model.bin: unknown format (not .tfvm bytecode, and the name does not end in .tfvm, .tfasm, .tfg, .onnx or .pb)" ] ||
+    no "garbage without a known suffix: '$out'"
+out=$(printf 'garbage' | "$TFVM" run - 2>&1)
+[ "$out" = "tfvm: -: unknown format (not .tfvm bytecode, and the name does not end in .tfvm, .tfasm, .tfg, .onnx or .pb)" ] ||
+    no "garbage on stdin: '$out'"
+out=$("$TFVM" run - 1071 462 <"$TMP/gcd.tfvm" | paste -sd'|')
+[ "$out" = "21|true" ] || no ".tfvm on stdin printed '$out'"
+# compile: .tfg from stdin as before; .tfasm is taken too; the default output name
+"$TFVM" compile - -o "$TMP/fib_stdin.tfvm" <examples/fib.tfg && "$TFVM" compile examples/fib.tfg -o "$TMP/fib_file.tfvm" &&
+    cmp -s "$TMP/fib_stdin.tfvm" "$TMP/fib_file.tfvm" || no "compile - (stdin .tfg) differs from the file"
+"$TFVM" compile "$TMP/three.tfasm" -o "$TMP/three2.tfvm" && cmp -s "$TMP/three.tfvm" "$TMP/three2.tfvm" ||
+    no "compile .tfasm differs from asm"
+cp examples/fib.tfg "$TMP/fibc.tfg"
+"$TFVM" compile "$TMP/fibc.tfg" && [ -f "$TMP/fibc.tfvm" ] || no "compile X.tfg did not write X.tfvm"
+
 # Devices (docs/devices.md). The registry's lines on this host: the CPU's
 # names its cores and BLAS; CUDA's says why it is not there.
 out=$("$TFVM" devices)
