@@ -21,9 +21,11 @@ bench_venv() {
     fi
     "$py" -c "import $imports" >/dev/null 2>&1 && return 0
     local log=$BENCH_VENV/pip-$(echo "${pkgs[*]}" | tr ' ' '-').log
-    echo "bench: installing ${pkgs[*]} into $BENCH_VENV (once; log: $log)"
+    # one line, whether it works or not
+    printf 'bench: installing %s into %s (once; log: %s) ... ' "${pkgs[*]}" "$BENCH_VENV" "$log"
     if ! "$py" -m pip install -q "${pkgs[@]}" >"$log" 2>&1 || ! "$py" -c "import $imports" >/dev/null 2>&1; then
-        echo "bench: $what skipped: pip cannot install ${pkgs[*]} ($(grep -m1 -E 'ERROR|rror' "$log" || echo "see $log"))"
+        echo "failed: $what skipped ($(grep -m1 -E 'ERROR|rror' "$log" || echo "see the log"))"
         return 1
     fi
+    echo done
 }
