@@ -36,7 +36,7 @@ for m in "${MODELS[@]}"; do
     for t in 1 2; do
         ort=$("$PY" bench/onnx_models.py ort "$TMP" "$name" "$t" "$runs" "$warmup" 2>"$TMP/err") ||
             { echo "bench: $name: ONNX Runtime failed: $(tail -1 "$TMP/err")"; ort=; }
-        tv= out=-
+        tv='' out=-
         if [ -n "$tfail" ]; then
             :
         elif OPENBLAS_NUM_THREADS=$t "$TFVM" profile --runs "$runs" --warmup "$warmup" --threads "$t" --top 1 \

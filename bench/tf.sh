@@ -69,7 +69,7 @@ for name in $names; do
     REF=$TMP/$name.tf.npy
     for T in 1 2; do
         read -r _ sess fn <<<"$(grep "^$name " "$TMP/tf.$T")"
-        v1= v2=
+        v1='' v2=''
         if [ -f "$REF" ]; then
             v1=$(tfvm_time "$TMP/$name.pb" "${args[@]}")
             v2=$(tfvm_time "$TMP/${name}_v2.pb" "${args[@]}")
@@ -95,7 +95,7 @@ for r in "fib|25|$fibpb" "ack|3 6|$ackpb"; do
     read -r pt pres <<<"$("$PY" bench/tf_models.py py $fn $a)"
     # shellcheck disable=SC2086
     res=$("$TFVM" run "$pb" $a 2>"$TMP/err") || { echo "bench: $fn($a): tfvm run failed: $(tail -1 "$TMP/err")"; res=; }
-    t1= t2=
+    t1='' t2=''
     if [ -n "$res" ] && [ "$res" != "$pres" ]; then
         echo "bench: $fn($a): tfvm gives $res, CPython $pres"
     elif [ -n "$res" ]; then
@@ -120,7 +120,10 @@ rc=$?
 case $rc in
 0) echo "TensorFlow's own Session on $fibpb, fib(10): $(cat "$TMP/out") (seconds, result)" ;;
 124) echo "TensorFlow's own Session on $fibpb, fib(10): no result in 60 s" ;;
-*) echo "TensorFlow's own Session on $fibpb, fib(10): fails ($([ $rc -gt 128 ] && echo "killed by signal $((rc - 128))" || tail -1 "$TMP/err" | cut -c1-120))" ;;
+*)
+    if [ $rc -gt 128 ]; then why="killed by signal $((rc - 128))"; else why=$(tail -1 "$TMP/err" | cut -c1-120); fi
+    echo "TensorFlow's own Session on $fibpb, fib(10): fails ($why)"
+    ;;
 esac
 
 echo "targets (issue 11; reported, not enforced):"
