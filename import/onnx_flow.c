@@ -1,0 +1,325 @@
+/* import/onnx_flow.c — If, Loop and Scan as the IR's If and While, so they
+ * lower to SWITCH/MERGE and ENTER/NEXTITER/EXIT in the one static graph
+ * (never a host loop). Subgraph bodies are built into the loop's or
+ * branch's block and may read any value of an enclosing graph. */
+#include <stdio.h>
+#include <string.h>
+
+#include "import/onnx_int.h"
+
+static const Onnx__GraphProto *graph_attr(ox_node *N, const char *name)
+{
+    const Onnx__AttributeProto *a = ox_attr(N, name);
+    if (!a || !a->g)
+        ox_fail(N, TFVM_ERR_FORMAT, "no '%s' graph", name);
+    return a->g;
+}
+
+/* a bool or i64 scalar from a one-element tensor (ONNX's conditions and
+ * trip counts are often [1]) */
+static ox_val scalar_of(ox_node *N, const ox_val *v)
+{
+    if (v->rank == 0)
+        return *v;
+    ox_val e = ox_i64s(N, 0, NULL);
+    return ox_op2(N, ISA_RESHAPE, 0, v, &e, v->dtype, 0);
+}
+
+static ox_val plain(cc_irval v, uint8_t dtype, int rank)
+{
+    ox_val r = {0};
+    r.v = v;
+    r.dtype = dtype;
+    r.rank = (int8_t)rank;
+    for (int k = 0; k < TFVM_MAX_RANK; k++)
+        r.dims[k] = -1;
+    return r;
+}
+
+/* binds a subgraph input name to a value */
+static void bind_input(ox_node *N, const Onnx__GraphProto *g, size_t k, const ox_val *v)
+{
+    const Onnx__ValueInfoProto *vi = g->input[k];
+    if (!vi || !vi->name || !vi->name[0])
+        ox_fail(N, TFVM_ERR_FORMAT, "subgraph input %zu has no name", k);
+    ox_bind(N->X, vi->name, ox_new_val(N->C, v));
+}
+
+static uint8_t output_dtype(ox_node *N, const Onnx__GraphProto *g, size_t k)
+{
+    ox_val v;
+    if (!ox_value_info(g->output[k], &v))
+        ox_unsupported(N, "a scan output of unknown element type (give the body's outputs types)");
+    return v.dtype;
+}
+
+void ox_op_if(ox_node *N)
+{
+    ox *X = N->X;
+    const Onnx__GraphProto *tg = graph_attr(N, "then_branch"), *eg = graph_attr(N, "else_branch");
+    uint32_t n = N->n_out;
+    if (tg->n_output != n || eg->n_output != n)
+        ox_fail(N, TFVM_ERR_FORMAT, "branches give %zu and %zu outputs for %u", tg->n_output, eg->n_output, n);
+    if (tg->n_input || eg->n_input)
+        ox_fail(N, TFVM_ERR_FORMAT, "a branch graph has inputs");
+    ox_val c = scalar_of(N, N->in[0] ? N->in[0] : (ox_fail(N, TFVM_ERR_FORMAT, "no condition"), NULL));
+    cc_vtype *types = cc_array(N->C, n + 1, sizeof *types);
+    for (uint32_t k = 0; k < n; k++)
+        types[k] = cc_tensor_t(TFVM_F32, -1);
+    cc_node *node = cc_if_new(N->C, N->b, c.v, n, types, NULL);
+    ox_val **to = cc_array(N->C, n + 1, sizeof *to), **eo = cc_array(N->C, n + 1, sizeof *eo);
+    ox_ent *mark = X->top;
+    ox_graph_nodes(X, tg, node->u.cond.then, to);
+    ox_scope_pop(X, mark);
+    ox_graph_nodes(X, eg, node->u.cond.els, eo);
+    ox_scope_pop(X, mark);
+    cc_irval *tr = cc_array(N->C, n + 1, sizeof *tr), *er = cc_array(N->C, n + 1, sizeof *er);
+    for (uint32_t k = 0; k < n; k++) {
+        tr[k] = to[k]->v;
+        er[k] = eo[k]->v;
+        int rank = to[k]->rank == eo[k]->rank ? to[k]->rank : -1;
+        N->out[k] = plain(cc_out(node, k), to[k]->dtype, rank);
+        if (rank > 0)
+            for (int d = 0; d < rank; d++)
+                N->out[k].dims[d] = to[k]->dims[d] == eo[k]->dims[d] ? to[k]->dims[d] : -1;
+        node->types[k] = ox_vtype(&N->out[k]);
+    }
+    cc_block_results(N->C, node->u.cond.then, n, tr);
+    cc_block_results(N->C, node->u.cond.els, n, er);
+}
+
+/* names of one loop's variables: unique in the program */
+static const char **var_names(ox_node *N, uint32_t id, uint32_t n, uint32_t n_carried, const char *what)
+{
+    const char **names = cc_array(N->C, n + 1, sizeof *names);
+    for (uint32_t k = 0; k < n; k++) {
+        char buf[48];
+        if (k == 0)
+            snprintf(buf, sizeof buf, "%s%u_i", what, id);
+        else if (k <= n_carried)
+            snprintf(buf, sizeof buf, "%s%u_v%u", what, id, k - 1);
+        else
+            snprintf(buf, sizeof buf, "%s%u_scan%u", what, id, k - 1 - n_carried);
+        names[k] = cc_strndup(N->C, buf, strlen(buf));
+    }
+    return names;
+}
+
+/* The ONNX Loop: variables (i, cond, v..., one stack per scan output); the
+ * head tests (M absent or i < M) and cond; the body is the body graph with
+ * iter_num = i and STACK_PUTs row i of each scan output. */
+void ox_op_loop(ox_node *N)
+{
+    ox *X = N->X;
+    cc *C = N->C;
+    const Onnx__GraphProto *g = graph_attr(N, "body");
+    if (N->n_in < 2)
+        ox_fail(N, TFVM_ERR_FORMAT, "needs M and cond inputs (either may be empty)");
+    uint32_t nv = N->n_in - 2;
+    if (g->n_input != nv + 2 || g->n_output < nv + 1)
+        ox_fail(N, TFVM_ERR_FORMAT, "body has %zu inputs and %zu outputs for %u loop-carried values", g->n_input,
+                g->n_output, nv);
+    uint32_t ns = (uint32_t)g->n_output - 1 - nv;
+    if (N->n_out > nv + ns)
+        ox_fail(N, TFVM_ERR_FORMAT, "%u outputs for %u values and %u scan outputs", N->n_out, nv, ns);
+    uint32_t nvar = 2 + nv + ns;
+    ox_val *init = cc_array(C, nvar, sizeof *init);
+    init[0] = ox_scalar(N, TFVM_I64, 0, 0);
+    init[1] = N->in[1] ? scalar_of(N, N->in[1]) : ox_scalar(N, TFVM_BOOL, 1, 1);
+    for (uint32_t k = 0; k < nv; k++) {
+        if (!N->in[2 + k])
+            ox_fail(N, TFVM_ERR_FORMAT, "loop-carried value %u has no initial value", k);
+        init[2 + k] = *N->in[2 + k];
+    }
+    for (uint32_t k = 0; k < ns; k++) {
+        uint8_t d = output_dtype(N, g, 1 + nv + k);
+        int64_t zero = 0;
+        init[2 + nv + k] = plain(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
+    }
+    ox_val M = {0};
+    if (N->in[0])
+        M = scalar_of(N, N->in[0]);
+    cc_irval *iv = cc_array(C, nvar, sizeof *iv);
+    cc_vtype *types = cc_array(C, nvar, sizeof *types);
+    ox_val *lv = cc_array(C, nvar, sizeof *lv);
+    for (uint32_t k = 0; k < nvar; k++) {
+        iv[k] = init[k].v;
+        lv[k] = plain(iv[k], init[k].dtype, init[k].rank);
+        types[k] = ox_vtype(&lv[k]);
+    }
+    uint32_t id = X->n_loops++;
+    char label[32];
+    snprintf(label, sizeof label, "loop%u", id);
+    cc_node *w = cc_while_new(C, N->b, nvar, iv, types, var_names(N, id, nvar, 1 + nv, "loop"), label);
+    for (uint32_t k = 0; k < nvar; k++)
+        lv[k].v = cc_lvar(w, k);
+
+    cc_blk *outer = N->b;
+    N->b = w->u.loop.head;
+    ox_val c = lv[1];
+    if (N->in[0]) {
+        ox_val lt = ox_op2(N, ISA_LESS, 0, &lv[0], &M, TFVM_BOOL, 0);
+        c = ox_op2(N, ISA_AND, 0, &lt, &c, TFVM_BOOL, 0);
+    }
+    cc_block_results(C, w->u.loop.head, 1, &c.v);
+
+    cc_blk *body = w->u.loop.body;
+    N->b = body;
+    ox_ent *mark = X->top;
+    for (uint32_t k = 0; k < 2 + nv; k++)
+        bind_input(N, g, k, &lv[k]);
+    ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
+    ox_graph_nodes(X, g, body, out);
+    ox_scope_pop(X, mark);
+    cc_irval *next = cc_array(C, nvar, sizeof *next);
+    ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    next[1] = scalar_of(N, out[0]).v;
+    for (uint32_t k = 0; k < nv; k++)
+        next[2 + k] = out[1 + k]->v;
+    for (uint32_t k = 0; k < ns; k++) {
+        const ox_val *v = out[1 + nv + k];
+        ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[2 + nv + k], &lv[0], v}, v->dtype,
+                           v->rank >= 0 ? v->rank + 1 : -1);
+        next[2 + nv + k] = put.v;
+    }
+    cc_block_results(C, body, nvar, next);
+    N->b = outer;
+    for (uint32_t k = 0; k < N->n_out; k++) {
+        uint32_t var = 2 + k;
+        N->out[k] = plain(cc_out(w, var), lv[var].dtype, k < nv ? lv[var].rank : -1);
+        if (k >= nv)
+            N->out[k].rank = out[1 + k]->rank >= 0 ? (int8_t)(out[1 + k]->rank + 1) : -1;
+    }
+}
+
+/* Scan (opset 9+): T = the scan inputs' length along their axis; variables
+ * (i, state..., one stack per scan output); each iteration reads element i
+ * (or T-1-i, reversed) of every scan input with GATHER. */
+void ox_op_scan(ox_node *N)
+{
+    ox *X = N->X;
+    cc *C = N->C;
+    const Onnx__GraphProto *g = graph_attr(N, "body");
+    int64_t m = ox_attr_i(N, "num_scan_inputs", -1);
+    if (m < 1 || m > N->n_in)
+        ox_fail(N, TFVM_ERR_FORMAT, "num_scan_inputs %lld for %u inputs", (long long)m, N->n_in);
+    uint32_t nst = N->n_in - (uint32_t)m, nsi = (uint32_t)m;
+    if (g->n_input != nst + nsi || g->n_output < nst)
+        ox_fail(N, TFVM_ERR_FORMAT, "body has %zu inputs and %zu outputs", g->n_input, g->n_output);
+    uint32_t nso = (uint32_t)g->n_output - nst;
+    if (N->n_out != nst + nso)
+        ox_fail(N, TFVM_ERR_FORMAT, "%u outputs, the body gives %zu", N->n_out, g->n_output);
+    int64_t in_axes[OX_MAX_IO] = {0}, in_dirs[OX_MAX_IO] = {0}, out_axes[OX_MAX_IO] = {0},
+            out_dirs[OX_MAX_IO] = {0};
+    ox_attr_ints(N, "scan_input_axes", in_axes, OX_MAX_IO);
+    ox_attr_ints(N, "scan_input_directions", in_dirs, OX_MAX_IO);
+    ox_attr_ints(N, "scan_output_axes", out_axes, OX_MAX_IO);
+    ox_attr_ints(N, "scan_output_directions", out_dirs, OX_MAX_IO);
+    for (uint32_t k = 0; k < N->n_in; k++)
+        if (!N->in[k])
+            ox_fail(N, TFVM_ERR_FORMAT, "input %u is empty", k);
+    /* the trip count */
+    const ox_val *s0 = N->in[nst];
+    int a0 = (int)in_axes[0];
+    if (a0 < 0 && s0->rank >= 0)
+        a0 += s0->rank;
+    ox_val T;
+    if (a0 >= 0 && s0->rank > a0 && s0->dims[a0] >= 0) {
+        T = ox_scalar(N, TFVM_I64, 0, s0->dims[a0]);
+    } else {
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, s0, TFVM_I64, 1);
+        ox_val ai = ox_scalar(N, TFVM_I64, 0, in_axes[0]);
+        T = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
+    }
+    uint32_t nvar = 1 + nst + nso;
+    ox_val *lv = cc_array(C, nvar, sizeof *lv);
+    cc_irval *iv = cc_array(C, nvar, sizeof *iv);
+    cc_vtype *types = cc_array(C, nvar, sizeof *types);
+    lv[0] = ox_scalar(N, TFVM_I64, 0, 0);
+    for (uint32_t k = 0; k < nst; k++)
+        lv[1 + k] = plain(N->in[k]->v, N->in[k]->dtype, N->in[k]->rank);
+    for (uint32_t k = 0; k < nso; k++) {
+        uint8_t d = output_dtype(N, g, nst + k);
+        int64_t zero = 0;
+        lv[1 + nst + k] = plain(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
+    }
+    for (uint32_t k = 0; k < nvar; k++) {
+        iv[k] = lv[k].v;
+        lv[k].cdata = NULL;
+        types[k] = ox_vtype(&lv[k]);
+    }
+    uint32_t id = X->n_loops++;
+    char label[32];
+    snprintf(label, sizeof label, "scan%u", id);
+    cc_node *w = cc_while_new(C, N->b, nvar, iv, types, var_names(N, id, nvar, nst, "scan"), label);
+    for (uint32_t k = 0; k < nvar; k++)
+        lv[k].v = cc_lvar(w, k);
+    cc_blk *outer = N->b;
+    N->b = w->u.loop.head;
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &T, TFVM_BOOL, 0);
+    cc_block_results(C, w->u.loop.head, 1, &c.v);
+
+    cc_blk *body = w->u.loop.body;
+    N->b = body;
+    ox_ent *mark = X->top;
+    for (uint32_t k = 0; k < nst; k++)
+        bind_input(N, g, k, &lv[1 + k]);
+    ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val rev = {0};
+    for (uint32_t j = 0; j < nsi; j++) {
+        const ox_val *x = N->in[nst + j];
+        ox_val idx = lv[0];
+        if (in_dirs[j]) {
+            if (!rev.v.n) {
+                ox_val t1 = ox_op2(N, ISA_SUB, 0, &T, &one, TFVM_I64, 0);
+                rev = ox_op2(N, ISA_SUB, 0, &t1, &lv[0], TFVM_I64, 0);
+            }
+            idx = rev;
+        }
+        ox_val e = ox_op2(N, ISA_GATHER, (uint32_t)in_axes[j], x, &idx, x->dtype, x->rank > 0 ? x->rank - 1 : -1);
+        bind_input(N, g, nst + j, &e);
+    }
+    ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
+    ox_graph_nodes(X, g, body, out);
+    ox_scope_pop(X, mark);
+    cc_irval *next = cc_array(C, nvar, sizeof *next);
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    for (uint32_t k = 0; k < nst; k++)
+        next[1 + k] = out[k]->v;
+    for (uint32_t k = 0; k < nso; k++) {
+        const ox_val *v = out[nst + k];
+        ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + nst + k], &lv[0], v}, v->dtype,
+                           v->rank >= 0 ? v->rank + 1 : -1);
+        next[1 + nst + k] = put.v;
+    }
+    cc_block_results(C, body, nvar, next);
+    N->b = outer;
+    for (uint32_t k = 0; k < nst; k++)
+        N->out[k] = plain(cc_out(w, 1 + k), lv[1 + k].dtype, lv[1 + k].rank);
+    for (uint32_t k = 0; k < nso; k++) {
+        const ox_val *e = out[nst + k];
+        int r = e->rank >= 0 ? e->rank + 1 : -1;
+        ox_val y = plain(cc_out(w, 1 + nst + k), e->dtype, r);
+        if (out_dirs[k]) {
+            int64_t st = -1, en = INT64_MIN, ax = 0, sp = -1;
+            ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax), vp = ox_i64s(N, 1, &sp);
+            y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, (const ox_val *[]){&y, &vs, &ve, &va, &vp}, e->dtype, r);
+        }
+        int64_t a = out_axes[k];
+        if (a != 0) {
+            if (r < 0)
+                ox_unsupported(N, "scan_output_axes on an output of unknown rank");
+            if (a < 0)
+                a += r;
+            if (a < 0 || a >= r)
+                ox_fail(N, TFVM_ERR_FORMAT, "scan_output_axes %lld out of range", (long long)out_axes[k]);
+            int64_t perm[TFVM_MAX_RANK];
+            for (int d = 0; d < r; d++)
+                perm[d] = d < a ? d + 1 : d == a ? 0 : d;
+            ox_val pv = ox_i64s(N, r, perm);
+            y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, e->dtype, r);
+        }
+        N->out[nst + k] = y;
+    }
+}

@@ -1,0 +1,106 @@
+/* import/onnx_int.h — what the ONNX importer's files share: the values of a
+ * graph as the importer knows them (IR value, dtype, what is known of the
+ * shape, the elements of a constant), the scoped name table, and one node
+ * being translated. */
+#ifndef TFVM_IMPORT_ONNX_INT_H
+#define TFVM_IMPORT_ONNX_INT_H
+
+#include "compiler/build.h"
+#include "onnx.pb-c.h"
+
+#define OX_MAX_IO 64          /* inputs or outputs of one node we translate */
+#define OX_MAX_OPSET 23       /* the newest default-domain opset accepted */
+
+/* A value: rank -1 = unknown; dims[k] -1 = unknown. cdata: the elements of
+ * a constant (C order, the dtype's little-endian layout), else NULL. */
+typedef struct ox_val {
+    cc_irval v;
+    uint8_t dtype;
+    int8_t rank;
+    int64_t dims[TFVM_MAX_RANK];
+    const void *cdata;
+} ox_val;
+
+typedef struct ox_ent {
+    const char *name;
+    ox_val *val;
+    struct ox_ent *chain;  /* next in the bucket */
+    struct ox_ent *below;  /* the scope stack */
+    uint32_t bucket;
+} ox_ent;
+
+#define OX_BUCKETS 4096u
+
+typedef struct ox {
+    cc *C;
+    const char *dir;
+    int64_t opset;
+    ox_ent *buckets[OX_BUCKETS];
+    ox_ent *top;
+    uint32_t n_loops;
+    uint32_t depth;         /* subgraph nesting (a guard against hostile depth) */
+} ox;
+
+/* One node being translated: in[k] NULL = absent (""). Handlers set out[k]
+ * for every output the node lists (n_out). */
+typedef struct ox_node {
+    ox *X;
+    cc *C;
+    cc_blk *b;
+    const Onnx__NodeProto *n;
+    char id[96];            /* 'name' or #index, for messages */
+    uint32_t n_in, n_out;
+    ox_val *in[OX_MAX_IO];
+    ox_val out[OX_MAX_IO];
+} ox_node;
+
+/* onnx.c */
+_Noreturn void ox_fail(ox_node *N, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
+_Noreturn void ox_unsupported(ox_node *N, const char *what, ...) UT_PRINTF(2, 3);
+ox_val *ox_lookup(ox *X, const char *name);
+void ox_bind(ox *X, const char *name, ox_val *v);
+ox_val *ox_new_val(cc *C, const ox_val *v);
+void ox_scope_pop(ox *X, ox_ent *mark);
+/* Builds graph g's nodes into block b (its inputs already bound); the
+ * values of its outputs into out[0..n_output-1]. */
+void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out);
+cc_vtype ox_vtype(const ox_val *v);
+bool ox_dtype(int32_t onnx_type, uint8_t *dtype);
+const char *ox_onnx_type_name(int32_t t);
+/* A value's type from a ValueInfoProto (dtype and shape); false if not a tensor. */
+bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v);
+
+/* onnx_tensor.c: a TensorProto as a constant value in block b (external
+ * data read relative to X->dir). */
+void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out);
+
+/* onnx_ops.c */
+typedef void (*ox_handler)(ox_node *N);
+ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);
+bool ox_op_supported(const char *op_type);
+
+/* Attributes */
+const Onnx__AttributeProto *ox_attr(const ox_node *N, const char *name);
+int64_t ox_attr_i(const ox_node *N, const char *name, int64_t def);
+float ox_attr_f(const ox_node *N, const char *name, float def);
+/* a string attribute into buf (def when absent) */
+const char *ox_attr_s(const ox_node *N, const char *name, const char *def, char *buf, size_t size);
+/* an ints attribute: count (-1 when absent), up to max into out */
+int ox_attr_ints(const ox_node *N, const char *name, int64_t *out, int max);
+
+/* Building blocks (onnx_ops.c) */
+ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank);
+ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, uint8_t dtype, int rank);
+ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, uint8_t dtype, int rank);
+ox_val ox_i64s(ox_node *N, int n, const int64_t *v);
+ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i);
+/* the elements of a constant integer value (i32/i64), or -1 when not constant */
+int ox_const_ints(const ox_val *v, int64_t *out, int max);
+ox_val ox_shape_of(ox_node *N, const ox_val *x);
+
+/* onnx_flow.c */
+void ox_op_if(ox_node *N);
+void ox_op_loop(ox_node *N);
+void ox_op_scan(ox_node *N);
+
+#endif

@@ -1,0 +1,1761 @@
+/* import/onnx_ops.c — each ONNX op as ISA instructions: one instruction
+ * where the ISA has it, a short decomposition where it does not (Gemm,
+ * the normalizations, the activations), with the little shape knowledge
+ * the decompositions need (docs/onnx.md lists the ops and their limits). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "import/onnx_int.h"
+
+/* ---- Building blocks ------------------------------------------------------------- */
+
+static void unknown_shape(ox_val *v, int rank)
+{
+    v->rank = (int8_t)(rank > TFVM_MAX_RANK ? -1 : rank);
+    for (int k = 0; k < TFVM_MAX_RANK; k++)
+        v->dims[k] = -1;
+}
+
+ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank)
+{
+    cc_irval iv[8];
+    for (uint32_t k = 0; k < n; k++)
+        iv[k] = in[k]->v;
+    ox_val r = {0};
+    r.dtype = dtype;
+    unknown_shape(&r, rank);
+    r.v = cc_op_new(N->C, N->b, op, attr, n, iv, ox_vtype(&r), NULL);
+    return r;
+}
+
+ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, uint8_t dtype, int rank)
+{
+    const ox_val *in[1] = {a};
+    return ox_op(N, op, attr, 1, in, dtype, rank);
+}
+
+ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, uint8_t dtype, int rank)
+{
+    const ox_val *in[2] = {a, b};
+    return ox_op(N, op, attr, 2, in, dtype, rank);
+}
+
+static ox_val op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
+                  uint8_t dtype, int rank)
+{
+    const ox_val *in[3] = {a, b, c};
+    return ox_op(N, op, attr, 3, in, dtype, rank);
+}
+
+ox_val ox_i64s(ox_node *N, int n, const int64_t *v)
+{
+    ox_val r = {0};
+    r.dtype = TFVM_I64;
+    unknown_shape(&r, 1);
+    r.dims[0] = n;
+    int64_t *p = cc_array(N->C, (size_t)n + 1, sizeof *p);
+    if (n)
+        memcpy(p, v, (size_t)n * sizeof *v);
+    r.cdata = p;
+    r.v = cc_const_new(N->C, N->b, TFVM_I64, 1, r.dims, p, (size_t)n * sizeof *p, true);
+    return r;
+}
+
+static ox_val empty_vec(ox_node *N, uint8_t dtype)
+{
+    ox_val r = {0};
+    r.dtype = dtype;
+    unknown_shape(&r, 1);
+    r.dims[0] = 0;
+    static const int64_t zero = 0;
+    r.cdata = &zero;
+    r.v = cc_const_new(N->C, N->b, (tfvm_dtype)dtype, 1, r.dims, &zero, 0, true);
+    return r;
+}
+
+ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i)
+{
+    ox_val r = {0};
+    r.dtype = dtype;
+    unknown_shape(&r, 0);
+    if (dtype == TFVM_F32 || dtype == TFVM_F64)
+        i = (int64_t)f;
+    else if (dtype == TFVM_BOOL)
+        i = f != 0 || i != 0;
+    else
+        f = (double)i;
+    r.v = cc_const_scalar(N->C, N->b, (tfvm_dtype)dtype, f, i);
+    return r;
+}
+
+static ox_val fscalar(ox_node *N, uint8_t dtype, double f)
+{
+    return ox_scalar(N, dtype, f, (int64_t)f);
+}
+
+static int64_t count_of(const ox_val *v)
+{
+    if (v->rank < 0)
+        return -1;
+    int64_t n = 1;
+    for (int k = 0; k < v->rank; k++) {
+        if (v->dims[k] < 0)
+            return -1;
+        n *= v->dims[k];
+    }
+    return n;
+}
+
+int ox_const_ints(const ox_val *v, int64_t *out, int max)
+{
+    if (!v || !v->cdata || (v->dtype != TFVM_I64 && v->dtype != TFVM_I32))
+        return -1;
+    int64_t n = count_of(v);
+    if (n < 0 || n > max)
+        return -1;
+    for (int64_t k = 0; k < n; k++) {
+        if (v->dtype == TFVM_I64) {
+            memcpy(&out[k], (const char *)v->cdata + 8 * k, 8);
+        } else {
+            int32_t x;
+            memcpy(&x, (const char *)v->cdata + 4 * k, 4);
+            out[k] = x;
+        }
+    }
+    return (int)n;
+}
+
+static bool dims_known(const ox_val *v)
+{
+    return count_of(v) >= 0;
+}
+
+ox_val ox_shape_of(ox_node *N, const ox_val *x)
+{
+    if (dims_known(x))
+        return ox_i64s(N, x->rank, x->dims);
+    ox_val r = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    r.dims[0] = x->rank;
+    return r;
+}
+
+/* an i64 scalar from a scalar or one-element tensor of any integer dtype */
+static ox_val as_i64_scalar(ox_node *N, const ox_val *v)
+{
+    int64_t c[1];
+    if (ox_const_ints(v, c, 1) == 1)
+        return ox_scalar(N, TFVM_I64, 0, c[0]);
+    ox_val r = *v;
+    if (r.dtype != TFVM_I64)
+        r = ox_op1(N, ISA_CAST, TFVM_I64, &r, TFVM_I64, r.rank);
+    if (r.rank != 0) {
+        ox_val e = ox_i64s(N, 0, NULL);
+        r = ox_op2(N, ISA_RESHAPE, 0, &r, &e, TFVM_I64, 0);
+    }
+    return r;
+}
+
+/* an i64 vector from an i32/i64 tensor */
+static ox_val as_i64_vec(ox_node *N, const ox_val *v)
+{
+    if (v->dtype == TFVM_I64)
+        return *v;
+    int64_t c[64];
+    int n = ox_const_ints(v, c, 64);
+    if (n >= 0)
+        return ox_i64s(N, n, c);
+    return ox_op1(N, ISA_CAST, TFVM_I64, v, TFVM_I64, 1);
+}
+
+static ox_val *need(ox_node *N, uint32_t k)
+{
+    if (k >= N->n_in || !N->in[k])
+        ox_fail(N, TFVM_ERR_FORMAT, "input %u is missing", k);
+    return N->in[k];
+}
+
+static ox_val *opt_in(ox_node *N, uint32_t k)
+{
+    return k < N->n_in ? N->in[k] : NULL;
+}
+
+static int norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end)
+{
+    if (rank < 0) {
+        if (axis < -TFVM_MAX_RANK || axis >= TFVM_MAX_RANK)
+            ox_fail(N, TFVM_ERR_FORMAT, "axis %lld out of range", (long long)axis);
+        return (int)axis;
+    }
+    int64_t lim = rank + (allow_end ? 1 : 0);
+    if (axis < -lim || axis >= lim)
+        ox_fail(N, TFVM_ERR_FORMAT, "axis %lld out of range for rank %d", (long long)axis, rank);
+    return (int)(axis < 0 ? axis + lim : axis);
+}
+
+static int need_rank(ox_node *N, const ox_val *x)
+{
+    if (x->rank < 0)
+        ox_unsupported(N, "an input of unknown rank (give the graph inputs shapes)");
+    return x->rank;
+}
+
+/* result of NumPy broadcasting, as far as known */
+static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
+{
+    if (a->rank < 0 || b->rank < 0) {
+        unknown_shape(r, -1);
+        return;
+    }
+    int rk = a->rank > b->rank ? a->rank : b->rank;
+    unknown_shape(r, rk);
+    for (int k = 0; k < rk; k++) {
+        int ka = k - (rk - a->rank), kb = k - (rk - b->rank);
+        int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
+        r->dims[k] = da == 1 ? db : db == 1 ? da : da == db ? da : -1;
+    }
+    r->v.n = r->v.n; /* keep */
+}
+
+static ox_val ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype)
+{
+    ox_val r = ox_op2(N, op, 0, a, b, dtype, -1);
+    cc_irval keep = r.v;
+    bcast_shape(&r, a, b);
+    r.v = keep;
+    keep.n->types[0] = ox_vtype(&r);
+    return r;
+}
+
+static ox_val ew1(ox_node *N, isa_op op, const ox_val *a)
+{
+    ox_val r = ox_op1(N, op, 0, a, a->dtype, a->rank);
+    memcpy(r.dims, a->dims, sizeof r.dims);
+    r.v.n->types[0] = ox_vtype(&r);
+    return r;
+}
+
+/* a value whose dtype differs from want: CAST it */
+static ox_val to_dtype(ox_node *N, const ox_val *v, uint8_t want)
+{
+    if (v->dtype == want)
+        return *v;
+    ox_val r = ox_op1(N, ISA_CAST, want, v, want, v->rank);
+    memcpy(r.dims, v->dims, sizeof r.dims);
+    return r;
+}
+
+/* ---- Elementwise ------------------------------------------------------------------ */
+
+#define BIN(NAME, OP)                                                                                             \
+    static void op_##NAME(ox_node *N) { N->out[0] = ew2(N, OP, need(N, 0), need(N, 1), need(N, 0)->dtype); }
+BIN(Add, ISA_ADD)
+BIN(Sub, ISA_SUB)
+BIN(Mul, ISA_MUL)
+BIN(Div, ISA_DIV)
+BIN(And, ISA_AND)
+BIN(Or, ISA_OR)
+BIN(Xor, ISA_XOR)
+
+#define CMP(NAME, OP)                                                                                             \
+    static void op_##NAME(ox_node *N) { N->out[0] = ew2(N, OP, need(N, 0), need(N, 1), TFVM_BOOL); }
+CMP(Equal, ISA_EQUAL)
+CMP(Less, ISA_LESS)
+CMP(LessOrEqual, ISA_LESS_EQUAL)
+CMP(Greater, ISA_GREATER)
+CMP(GreaterOrEqual, ISA_GREATER_EQUAL)
+
+#define UN(NAME, OP)                                                                                              \
+    static void op_##NAME(ox_node *N) { N->out[0] = ew1(N, OP, need(N, 0)); }
+UN(Abs, ISA_ABS)
+UN(Neg, ISA_NEG)
+UN(Exp, ISA_EXP)
+UN(Log, ISA_LOG)
+UN(Sqrt, ISA_SQRT)
+UN(Relu, ISA_RELU)
+UN(Sigmoid, ISA_SIGMOID)
+UN(Tanh, ISA_TANH)
+UN(Floor, ISA_FLOOR)
+UN(Ceil, ISA_CEIL)
+UN(Round, ISA_ROUND)
+UN(Sin, ISA_SIN)
+UN(Cos, ISA_COS)
+UN(Erf, ISA_ERF)
+UN(Sign, ISA_SIGN)
+UN(Not, ISA_NOT)
+
+static void op_Pow(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val y = to_dtype(N, need(N, 1), x->dtype);
+    N->out[0] = ew2(N, ISA_POW, x, &y, x->dtype);
+}
+
+static void op_Mod(ox_node *N)
+{
+    ox_val *a = need(N, 0);
+    bool fmod = ox_attr_i(N, "fmod", 0) != 0;
+    bool flt = a->dtype == TFVM_F32 || a->dtype == TFVM_F64;
+    N->out[0] = ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, need(N, 1), a->dtype);
+}
+
+static void variadic(ox_node *N, isa_op op)
+{
+    if (N->n_in == 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "no inputs");
+    ox_val acc = *need(N, 0);
+    for (uint32_t k = 1; k < N->n_in; k++)
+        acc = ew2(N, op, &acc, need(N, k), acc.dtype);
+    N->out[0] = acc;
+}
+
+static void op_Sum(ox_node *N) { variadic(N, ISA_ADD); }
+static void op_Max(ox_node *N) { variadic(N, ISA_MAX); }
+static void op_Min(ox_node *N) { variadic(N, ISA_MIN); }
+
+static void op_Mean(ox_node *N)
+{
+    variadic(N, ISA_ADD);
+    ox_val n = fscalar(N, N->out[0].dtype, (double)N->n_in);
+    N->out[0] = ew2(N, ISA_DIV, &N->out[0], &n, N->out[0].dtype);
+}
+
+static void op_Reciprocal(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val one = fscalar(N, x->dtype, 1);
+    N->out[0] = ew2(N, ISA_DIV, &one, x, x->dtype);
+}
+
+static void op_Softplus(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1);
+    ox_val s = ew2(N, ISA_ADD, &e, &one, x->dtype);
+    N->out[0] = ew1(N, ISA_LOG, &s);
+}
+
+static void op_Softsign(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val a = ew1(N, ISA_ABS, x), one = fscalar(N, x->dtype, 1);
+    ox_val d = ew2(N, ISA_ADD, &a, &one, x->dtype);
+    N->out[0] = ew2(N, ISA_DIV, x, &d, x->dtype);
+}
+
+static ox_val hard_sigmoid(ox_node *N, const ox_val *x, double alpha, double beta)
+{
+    ox_val al = fscalar(N, x->dtype, alpha), be = fscalar(N, x->dtype, beta);
+    ox_val zero = fscalar(N, x->dtype, 0), one = fscalar(N, x->dtype, 1);
+    ox_val t = ew2(N, ISA_MUL, x, &al, x->dtype);
+    t = ew2(N, ISA_ADD, &t, &be, x->dtype);
+    t = ew2(N, ISA_MIN, &t, &one, x->dtype);
+    return ew2(N, ISA_MAX, &t, &zero, x->dtype);
+}
+
+static void op_HardSigmoid(ox_node *N)
+{
+    N->out[0] = hard_sigmoid(N, need(N, 0), ox_attr_f(N, "alpha", 0.2f), ox_attr_f(N, "beta", 0.5f));
+}
+
+static void op_HardSwish(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val h = hard_sigmoid(N, x, 1.0 / 6, 0.5);
+    N->out[0] = ew2(N, ISA_MUL, x, &h, x->dtype);
+}
+
+/* select(x < 0, neg, x) */
+static ox_val where_neg(ox_node *N, const ox_val *x, const ox_val *neg, isa_op cmp)
+{
+    ox_val zero = fscalar(N, x->dtype, 0);
+    ox_val c = ew2(N, cmp, x, &zero, TFVM_BOOL);
+    ox_val r = op3(N, ISA_SELECT, 0, &c, neg, x, x->dtype, -1);
+    bcast_shape(&r, x, neg);
+    r.v.n->types[0] = ox_vtype(&r);
+    return r;
+}
+
+static void op_LeakyRelu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val a = fscalar(N, x->dtype, ox_attr_f(N, "alpha", 0.01f));
+    ox_val m = ew2(N, ISA_MUL, x, &a, x->dtype);
+    N->out[0] = where_neg(N, x, &m, ISA_LESS);
+}
+
+static void op_PRelu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val m = ew2(N, ISA_MUL, x, need(N, 1), x->dtype);
+    N->out[0] = where_neg(N, x, &m, ISA_LESS);
+}
+
+/* alpha * (exp(x) - 1) */
+static ox_val expm1_scaled(ox_node *N, const ox_val *x, double alpha)
+{
+    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1), a = fscalar(N, x->dtype, alpha);
+    ox_val d = ew2(N, ISA_SUB, &e, &one, x->dtype);
+    return ew2(N, ISA_MUL, &d, &a, x->dtype);
+}
+
+static void op_Elu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.0f));
+    N->out[0] = where_neg(N, x, &m, ISA_LESS);
+}
+
+static void op_Selu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.67326319217681884765625f));
+    ox_val s = where_neg(N, x, &m, ISA_LESS_EQUAL);
+    ox_val g = fscalar(N, x->dtype, ox_attr_f(N, "gamma", 1.05070102214813232421875f));
+    N->out[0] = ew2(N, ISA_MUL, &s, &g, x->dtype);
+}
+
+static void op_Celu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    double alpha = ox_attr_f(N, "alpha", 1.0f);
+    ox_val a = fscalar(N, x->dtype, alpha), zero = fscalar(N, x->dtype, 0);
+    ox_val xs = ew2(N, ISA_DIV, x, &a, x->dtype);
+    ox_val m = expm1_scaled(N, &xs, alpha);
+    ox_val lo = ew2(N, ISA_MIN, &m, &zero, x->dtype), hi = ew2(N, ISA_MAX, x, &zero, x->dtype);
+    N->out[0] = ew2(N, ISA_ADD, &hi, &lo, x->dtype);
+}
+
+static void op_ThresholdedRelu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val a = fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f)), zero = fscalar(N, x->dtype, 0);
+    ox_val c = ew2(N, ISA_GREATER, x, &a, TFVM_BOOL);
+    N->out[0] = op3(N, ISA_SELECT, 0, &c, x, &zero, x->dtype, x->rank);
+}
+
+static void op_Mish(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1);
+    ox_val s = ew2(N, ISA_ADD, &e, &one, x->dtype);
+    s = ew1(N, ISA_LOG, &s);
+    s = ew1(N, ISA_TANH, &s);
+    N->out[0] = ew2(N, ISA_MUL, x, &s, x->dtype);
+}
+
+static void op_Gelu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    char buf[16];
+    const char *approx = ox_attr_s(N, "approximate", "none", buf, sizeof buf);
+    uint8_t d = x->dtype;
+    ox_val half = fscalar(N, d, 0.5), one = fscalar(N, d, 1), t;
+    if (strcmp(approx, "tanh") == 0) {
+        ox_val c = fscalar(N, d, sqrt(2 / M_PI)), k = fscalar(N, d, 0.044715);
+        ox_val x3 = ew2(N, ISA_MUL, x, x, d);
+        x3 = ew2(N, ISA_MUL, &x3, x, d);
+        x3 = ew2(N, ISA_MUL, &x3, &k, d);
+        t = ew2(N, ISA_ADD, x, &x3, d);
+        t = ew2(N, ISA_MUL, &t, &c, d);
+        t = ew1(N, ISA_TANH, &t);
+    } else {
+        ox_val r = fscalar(N, d, M_SQRT1_2);
+        t = ew2(N, ISA_MUL, x, &r, d);
+        t = ew1(N, ISA_ERF, &t);
+    }
+    t = ew2(N, ISA_ADD, &t, &one, d);
+    t = ew2(N, ISA_MUL, &t, &half, d);
+    N->out[0] = ew2(N, ISA_MUL, x, &t, d);
+}
+
+static void op_Shrink(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    uint8_t d = x->dtype;
+    double l = ox_attr_f(N, "lambd", 0.5f), bias = ox_attr_f(N, "bias", 0.0f);
+    ox_val nl = fscalar(N, d, -l), pl = fscalar(N, d, l), b = fscalar(N, d, bias), zero = fscalar(N, d, 0);
+    ox_val lo = ew2(N, ISA_LESS, x, &nl, TFVM_BOOL), hi = ew2(N, ISA_GREATER, x, &pl, TFVM_BOOL);
+    ox_val xp = ew2(N, ISA_ADD, x, &b, d), xm = ew2(N, ISA_SUB, x, &b, d);
+    ox_val inner = op3(N, ISA_SELECT, 0, &hi, &xm, &zero, d, x->rank);
+    N->out[0] = op3(N, ISA_SELECT, 0, &lo, &xp, &inner, d, x->rank);
+}
+
+static void op_IsNaN(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    N->out[0] = ew2(N, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
+}
+
+static void op_Identity(ox_node *N) { N->out[0] = *need(N, 0); }
+
+static void op_Dropout(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val *tm = opt_in(N, 2);
+    if (tm) {
+        int64_t c[1];
+        bool t = false;
+        if (tm->cdata && tm->dtype == TFVM_BOOL && count_of(tm) == 1)
+            t = *(const uint8_t *)tm->cdata != 0;
+        else if (ox_const_ints(tm, c, 1) == 1)
+            t = c[0] != 0;
+        else if (!tm->cdata)
+            ox_unsupported(N, "a training_mode input computed at run time");
+        if (t)
+            ox_unsupported(N, "training mode");
+    }
+    N->out[0] = *x;
+    if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
+        ox_val s = ox_shape_of(N, x), t = ox_scalar(N, TFVM_BOOL, 1, 1);
+        N->out[1] = ox_op2(N, ISA_FILL, 0, &s, &t, TFVM_BOOL, x->rank);
+        memcpy(N->out[1].dims, x->dims, sizeof x->dims);
+    }
+}
+
+static void op_Cast(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int64_t to = ox_attr_i(N, "to", 0);
+    uint8_t d;
+    if (!ox_dtype((int32_t)to, &d))
+        ox_unsupported(N, "casting to %s", ox_onnx_type_name((int32_t)to));
+    N->out[0] = to_dtype(N, x, d);
+}
+
+static void op_CastLike(ox_node *N) { N->out[0] = to_dtype(N, need(N, 0), need(N, 1)->dtype); }
+
+static void op_Clip(ox_node *N)
+{
+    ox_val x = *need(N, 0);
+    ox_val lo, hi, *plo = NULL, *phi = NULL;
+    if (N->X->opset < 11) {
+        if (ox_attr(N, "min")) {
+            lo = fscalar(N, x.dtype, ox_attr_f(N, "min", 0));
+            plo = &lo;
+        }
+        if (ox_attr(N, "max")) {
+            hi = fscalar(N, x.dtype, ox_attr_f(N, "max", 0));
+            phi = &hi;
+        }
+    } else {
+        plo = opt_in(N, 1);
+        phi = opt_in(N, 2);
+    }
+    if (plo)
+        x = ew2(N, ISA_MAX, &x, plo, x.dtype);
+    if (phi)
+        x = ew2(N, ISA_MIN, &x, phi, x.dtype);
+    N->out[0] = x;
+}
+
+static void op_Where(ox_node *N)
+{
+    ox_val *c = need(N, 0), *a = need(N, 1), *b = need(N, 2);
+    ox_val r = op3(N, ISA_SELECT, 0, c, a, b, a->dtype, -1);
+    ox_val t;
+    bcast_shape(&t, a, b);
+    bcast_shape(&r, c, &t);
+    r.v.n->types[0] = ox_vtype(&r);
+    N->out[0] = r;
+}
+
+/* ---- Matrix products and convolutions --------------------------------------------- */
+
+static int matmul_rank(const ox_val *a, const ox_val *b)
+{
+    if (a->rank < 0 || b->rank < 0)
+        return -1;
+    if (a->rank == 1 && b->rank == 1)
+        return 0;
+    if (a->rank == 1)
+        return b->rank - 1;
+    if (b->rank == 1)
+        return a->rank - 1;
+    return a->rank > b->rank ? a->rank : b->rank;
+}
+
+static void op_MatMul(ox_node *N)
+{
+    ox_val *a = need(N, 0), *b = need(N, 1);
+    N->out[0] = ox_op2(N, ISA_MATMUL, 0, a, b, a->dtype, matmul_rank(a, b));
+}
+
+static void op_Gemm(ox_node *N)
+{
+    ox_val *a = need(N, 0), *b = need(N, 1), *c = opt_in(N, 2);
+    uint32_t opts = (ox_attr_i(N, "transA", 0) ? ISA_OPT_TRANS_A : 0) | (ox_attr_i(N, "transB", 0) ? ISA_OPT_TRANS_B : 0);
+    double alpha = ox_attr_f(N, "alpha", 1.0f), beta = ox_attr_f(N, "beta", 1.0f);
+    uint8_t d = a->dtype;
+    ox_val y = ox_op2(N, ISA_MATMUL, opts, a, b, d, 2);
+    if (alpha != 1) {
+        ox_val s = fscalar(N, d, alpha);
+        y = ew2(N, ISA_MUL, &y, &s, d);
+    }
+    if (c && beta != 0) {
+        ox_val cv = *c;
+        if (beta != 1) {
+            ox_val s = fscalar(N, d, beta);
+            cv = ew2(N, ISA_MUL, c, &s, d);
+        }
+        y = ew2(N, ISA_ADD, &y, &cv, d);
+    }
+    y.rank = 2;
+    N->out[0] = y;
+}
+
+/* Spatial parameters shared by Conv and the pools: kernel, strides, pads
+ * (begin..., end...), dilations, for 1 or 2 spatial dims. */
+typedef struct spatial {
+    int nsp;
+    int64_t k[2], s[2], pb[2], pe[2], d[2];
+} spatial;
+
+static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, spatial *S)
+{
+    int r = need_rank(N, x);
+    S->nsp = r - 2;
+    if (S->nsp < 1 || S->nsp > 2)
+        ox_unsupported(N, "%d spatial dims (1 and 2 are)", S->nsp);
+    int64_t buf[8];
+    for (int i = 0; i < S->nsp; i++) {
+        S->k[i] = kernel[i];
+        S->s[i] = S->d[i] = 1;
+        S->pb[i] = S->pe[i] = 0;
+    }
+    int n = ox_attr_ints(N, "strides", buf, 8);
+    for (int i = 0; i < n && i < S->nsp; i++)
+        S->s[i] = buf[i];
+    n = ox_attr_ints(N, "dilations", buf, 8);
+    for (int i = 0; i < n && i < S->nsp; i++)
+        S->d[i] = buf[i];
+    n = ox_attr_ints(N, "pads", buf, 8);
+    if (n == 2 * S->nsp)
+        for (int i = 0; i < S->nsp; i++) {
+            S->pb[i] = buf[i];
+            S->pe[i] = buf[S->nsp + i];
+        }
+    char ap[32];
+    const char *auto_pad = ox_attr_s(N, "auto_pad", "NOTSET", ap, sizeof ap);
+    if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
+        for (int i = 0; i < S->nsp; i++) {
+            int64_t in = x->dims[2 + i];
+            if (in < 0)
+                ox_unsupported(N, "auto_pad %s on an input of unknown spatial size", auto_pad);
+            int64_t out = (in + S->s[i] - 1) / S->s[i];
+            int64_t total = (out - 1) * S->s[i] + (S->k[i] - 1) * S->d[i] + 1 - in;
+            if (total < 0)
+                total = 0;
+            bool upper = auto_pad[5] == 'U';
+            S->pb[i] = upper ? total / 2 : total - total / 2;
+            S->pe[i] = total - S->pb[i];
+        }
+    } else if (strcmp(auto_pad, "VALID") == 0) {
+        for (int i = 0; i < S->nsp; i++)
+            S->pb[i] = S->pe[i] = 0;
+    } else if (strcmp(auto_pad, "NOTSET") != 0) {
+        ox_unsupported(N, "auto_pad '%s'", auto_pad);
+    }
+}
+
+/* x of 1 spatial dim as 2: [N, C, L] -> [N, C, 1, L] */
+static ox_val unsq2(ox_node *N, const ox_val *x)
+{
+    int64_t ax = 2;
+    ox_val a = ox_i64s(N, 1, &ax);
+    return ox_op2(N, ISA_UNSQUEEZE, 0, x, &a, x->dtype, x->rank < 0 ? -1 : x->rank + 1);
+}
+
+static ox_val sq2(ox_node *N, const ox_val *y)
+{
+    int64_t ax = 2;
+    ox_val a = ox_i64s(N, 1, &ax);
+    return ox_op2(N, ISA_SQUEEZE, 0, y, &a, y->dtype, 3);
+}
+
+static void op_Conv(ox_node *N)
+{
+    ox_val *x = need(N, 0), *w = need(N, 1), *bias = opt_in(N, 2);
+    int64_t kernel[8] = {0};
+    int nk = ox_attr_ints(N, "kernel_shape", kernel, 8);
+    if (nk < 0) {
+        int wr = w->rank;
+        if (wr < 3)
+            ox_unsupported(N, "a weight of unknown shape without kernel_shape");
+        for (int i = 2; i < wr; i++)
+            kernel[i - 2] = w->dims[i];
+    }
+    ox_val xr = *x;
+    if (xr.rank < 0 && w->rank > 0)
+        xr.rank = w->rank;
+    spatial S;
+    spatial_params(N, &xr, kernel, &S);
+    int64_t group = ox_attr_i(N, "group", 1);
+    ox_val xx = *x, ww = *w;
+    int64_t p[9];
+    if (S.nsp == 1) {
+        xx = unsq2(N, x);
+        ww = unsq2(N, w);
+        int64_t q[9] = {1, S.s[0], 0, S.pb[0], 0, S.pe[0], 1, S.d[0], group};
+        memcpy(p, q, sizeof p);
+    } else {
+        int64_t q[9] = {S.s[0], S.s[1], S.pb[0], S.pb[1], S.pe[0], S.pe[1], S.d[0], S.d[1], group};
+        memcpy(p, q, sizeof p);
+    }
+    ox_val pv = ox_i64s(N, 9, p);
+    ox_val y = op3(N, ISA_CONV2D, 0, &xx, &ww, &pv, x->dtype, 4);
+    if (S.nsp == 1)
+        y = sq2(N, &y);
+    if (bias) {
+        int64_t shp[3] = {-1, 1, 1};
+        ox_val s = ox_i64s(N, S.nsp + 1, shp);
+        ox_val bb = ox_op2(N, ISA_RESHAPE, 0, bias, &s, bias->dtype, S.nsp + 1);
+        y = ox_op2(N, ISA_ADD, 0, &y, &bb, x->dtype, S.nsp + 2);
+    }
+    N->out[0] = y;
+}
+
+static void pool(ox_node *N, isa_op op)
+{
+    ox_val *x = need(N, 0);
+    if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0])
+        ox_unsupported(N, "the Indices output");
+    int64_t kernel[8];
+    int nk = ox_attr_ints(N, "kernel_shape", kernel, 8);
+    if (nk < 1)
+        ox_fail(N, TFVM_ERR_FORMAT, "no kernel_shape");
+    spatial S;
+    spatial_params(N, x, kernel, &S);
+    if (nk != S.nsp)
+        ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape has %d entries for %d spatial dims", nk, S.nsp);
+    int64_t ceil_mode = ox_attr_i(N, "ceil_mode", 0), cip = ox_attr_i(N, "count_include_pad", 0);
+    ox_val xx = *x;
+    int64_t p[12];
+    if (S.nsp == 1) {
+        xx = unsq2(N, x);
+        int64_t q[12] = {1, S.k[0], 1, S.s[0], 0, S.pb[0], 0, S.pe[0], 1, S.d[0], ceil_mode, cip};
+        memcpy(p, q, sizeof p);
+    } else {
+        int64_t q[12] = {S.k[0], S.k[1], S.s[0], S.s[1], S.pb[0], S.pb[1], S.pe[0], S.pe[1], S.d[0], S.d[1],
+                         ceil_mode, cip};
+        memcpy(p, q, sizeof p);
+    }
+    ox_val pv = ox_i64s(N, 12, p);
+    ox_val y = ox_op2(N, op, 0, &xx, &pv, x->dtype, 4);
+    if (S.nsp == 1)
+        y = sq2(N, &y);
+    N->out[0] = y;
+}
+
+static void op_MaxPool(ox_node *N) { pool(N, ISA_MAXPOOL); }
+static void op_AveragePool(ox_node *N) { pool(N, ISA_AVGPOOL); }
+
+static ox_val spatial_axes(ox_node *N, int r)
+{
+    int64_t ax[8] = {0};
+    for (int i = 2; i < r; i++)
+        ax[i - 2] = i;
+    return ox_i64s(N, r - 2, ax);
+}
+
+static void global_pool(ox_node *N, isa_op op)
+{
+    ox_val *x = need(N, 0);
+    int r = need_rank(N, x);
+    ox_val ax = spatial_axes(N, r);
+    ox_val y = ox_op2(N, op, ISA_OPT_KEEPDIMS, x, &ax, x->dtype, r);
+    y.dims[0] = x->dims[0];
+    y.dims[1] = x->dims[1];
+    for (int i = 2; i < r; i++)
+        y.dims[i] = 1;
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+}
+
+static void op_GlobalAveragePool(ox_node *N) { global_pool(N, ISA_REDUCE_MEAN); }
+static void op_GlobalMaxPool(ox_node *N) { global_pool(N, ISA_REDUCE_MAX); }
+
+/* v [C] as [C, 1, ...] against x of rank r */
+static ox_val per_channel(ox_node *N, const ox_val *v, int r)
+{
+    int64_t s[8] = {-1, 1, 1, 1, 1, 1, 1, 1};
+    ox_val sv = ox_i64s(N, r - 1, s);
+    return ox_op2(N, ISA_RESHAPE, 0, v, &sv, v->dtype, r - 1);
+}
+
+static void op_BatchNormalization(ox_node *N)
+{
+    ox_val *x = need(N, 0), *scale = need(N, 1), *b = need(N, 2), *mean = need(N, 3), *var = need(N, 4);
+    if (ox_attr_i(N, "training_mode", 0))
+        ox_unsupported(N, "training mode");
+    for (uint32_t k = 1; k < N->n_out; k++)
+        if (N->n->output[k] && N->n->output[k][0])
+            ox_unsupported(N, "the running mean and variance outputs (training)");
+    int r = need_rank(N, x);
+    uint8_t d = x->dtype;
+    ox_val eps = fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
+    ox_val t = ew2(N, ISA_ADD, var, &eps, d);
+    t = ew1(N, ISA_SQRT, &t);
+    ox_val inv = ew2(N, ISA_DIV, scale, &t, d);
+    ox_val m = per_channel(N, mean, r), iv = per_channel(N, &inv, r), bb = per_channel(N, b, r);
+    ox_val y = ew2(N, ISA_SUB, x, &m, d);
+    y = ew2(N, ISA_MUL, &y, &iv, d);
+    y = ew2(N, ISA_ADD, &y, &bb, d);
+    y.rank = (int8_t)r;
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    N->out[0] = y;
+}
+
+/* (x - mean) / sqrt(var + eps) over axes (keepdims), and 1 / sqrt(var + eps) */
+static ox_val normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsilon, ox_val *mean_out,
+                        ox_val *inv_out)
+{
+    uint8_t d = x->dtype;
+    ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes, d, x->rank);
+    ox_val c = ew2(N, ISA_SUB, x, &mean, d);
+    ox_val sq = ew2(N, ISA_MUL, &c, &c, d);
+    ox_val var = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, axes, d, x->rank);
+    ox_val eps = fscalar(N, d, epsilon), one = fscalar(N, d, 1);
+    ox_val s = ew2(N, ISA_ADD, &var, &eps, d);
+    s = ew1(N, ISA_SQRT, &s);
+    ox_val inv = ew2(N, ISA_DIV, &one, &s, d);
+    if (mean_out)
+        *mean_out = mean;
+    if (inv_out)
+        *inv_out = inv;
+    ox_val y = ew2(N, ISA_MUL, &c, &inv, d);
+    y.rank = x->rank;
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    return y;
+}
+
+static void op_InstanceNormalization(ox_node *N)
+{
+    ox_val *x = need(N, 0), *scale = need(N, 1), *b = need(N, 2);
+    int r = need_rank(N, x);
+    ox_val ax = spatial_axes(N, r);
+    ox_val y = normalize(N, x, &ax, ox_attr_f(N, "epsilon", 1e-5f), NULL, NULL);
+    ox_val sc = per_channel(N, scale, r), bb = per_channel(N, b, r);
+    y = ew2(N, ISA_MUL, &y, &sc, x->dtype);
+    N->out[0] = ew2(N, ISA_ADD, &y, &bb, x->dtype);
+}
+
+static void op_LayerNormalization(ox_node *N)
+{
+    ox_val *x = need(N, 0), *scale = need(N, 1), *b = opt_in(N, 2);
+    int r = need_rank(N, x);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), r, false);
+    int64_t ax[8];
+    for (int i = axis; i < r; i++)
+        ax[i - axis] = i;
+    ox_val axes = ox_i64s(N, r - axis, ax);
+    ox_val mean, inv;
+    ox_val y = normalize(N, x, &axes, ox_attr_f(N, "epsilon", 1e-5f), &mean, &inv);
+    y = ew2(N, ISA_MUL, &y, scale, x->dtype);
+    if (b)
+        y = ew2(N, ISA_ADD, &y, b, x->dtype);
+    N->out[0] = y;
+    if (N->n_out > 1)
+        N->out[1] = mean;
+    if (N->n_out > 2)
+        N->out[2] = inv;
+}
+
+static void op_LRN(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    float p[4] = {(float)ox_attr_i(N, "size", 1), ox_attr_f(N, "alpha", 1e-4f), ox_attr_f(N, "beta", 0.75f),
+                  ox_attr_f(N, "bias", 1.0f)};
+    int64_t four = 4;
+    ox_val pv = {0};
+    pv.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &four, p, sizeof p, false);
+    pv.dtype = TFVM_F32;
+    N->out[0] = ox_op2(N, ISA_LRN, 0, x, &pv, x->dtype, x->rank);
+}
+
+/* ---- Softmax, arg and reductions ------------------------------------------------- */
+
+static void softmax(ox_node *N, isa_op op)
+{
+    ox_val *x = need(N, 0);
+    if (N->X->opset >= 13) {
+        int64_t axis = ox_attr_i(N, "axis", -1);
+        N->out[0] = ox_op1(N, op, (uint32_t)norm_axis(N, axis, x->rank, false), x, x->dtype, x->rank);
+        return;
+    }
+    /* before opset 13: x as 2-d [prod(dims[:axis]), prod(dims[axis:])] */
+    int r = need_rank(N, x);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
+    if (axis == r - 1) {
+        N->out[0] = ox_op1(N, op, (uint32_t)axis, x, x->dtype, r);
+        return;
+    }
+    ox_val s = ox_shape_of(N, x);
+    ox_val f = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x, x->dtype, 2);
+    ox_val y = ox_op1(N, op, 1, &f, x->dtype, 2);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &s, x->dtype, r);
+}
+
+static void op_Softmax(ox_node *N) { softmax(N, ISA_SOFTMAX); }
+static void op_LogSoftmax(ox_node *N) { softmax(N, ISA_LOG_SOFTMAX); }
+
+static void arg(ox_node *N, isa_op op)
+{
+    ox_val *x = need(N, 0);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    bool keep = ox_attr_i(N, "keepdims", 1) != 0;
+    int rr = x->rank < 0 ? -1 : x->rank - 1;
+    ox_val y;
+    if (ox_attr_i(N, "select_last_index", 0)) {
+        /* the first best of x reversed along the axis, counted from the end */
+        int64_t st = -1, en = INT64_MIN, ax = axis, step = -1;
+        ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax), vp = ox_i64s(N, 1, &step);
+        const ox_val *in[5] = {x, &vs, &ve, &va, &vp};
+        ox_val rev = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+        ox_val ri = ox_op1(N, op, (uint32_t)axis, &rev, TFVM_I64, rr);
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        ox_val ai = ox_scalar(N, TFVM_I64, 0, axis);
+        ox_val dim = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
+        ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
+        ox_val last = ew2(N, ISA_SUB, &dim, &one, TFVM_I64);
+        y = ox_op2(N, ISA_SUB, 0, &last, &ri, TFVM_I64, rr);
+    } else {
+        y = ox_op1(N, op, (uint32_t)axis, x, TFVM_I64, rr);
+    }
+    if (keep) {
+        int64_t a = axis;
+        ox_val av = ox_i64s(N, 1, &a);
+        y = ox_op2(N, ISA_UNSQUEEZE, 0, &y, &av, TFVM_I64, x->rank);
+    }
+    N->out[0] = y;
+}
+
+static void op_ArgMax(ox_node *N) { arg(N, ISA_ARGMAX); }
+static void op_ArgMin(ox_node *N) { arg(N, ISA_ARGMIN); }
+
+typedef enum { R_PLAIN, R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } reduce_kind;
+
+static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_since)
+{
+    ox_val x = *need(N, 0);
+    bool keep = ox_attr_i(N, "keepdims", 1) != 0;
+    bool noop = ox_attr_i(N, "noop_with_empty_axes", 0) != 0;
+    ox_val axes;
+    bool have_axes = false;
+    int64_t ax[16] = {0};
+    int nax = -1;
+    if (N->X->opset >= axes_input_since) {
+        ox_val *a = opt_in(N, 1);
+        if (a) {
+            nax = ox_const_ints(a, ax, 16);
+            if (nax < 0) {
+                axes = as_i64_vec(N, a);
+                have_axes = true;
+            }
+        }
+    } else {
+        nax = ox_attr_ints(N, "axes", ax, 16);
+    }
+    if (!have_axes) {
+        if (nax <= 0) {
+            if (noop) {
+                N->out[0] = x;
+                return;
+            }
+            nax = 0;
+        }
+        axes = ox_i64s(N, nax, ax);
+    }
+    uint8_t d = x.dtype;
+    if (kind == R_L1)
+        x = ew1(N, ISA_ABS, &x);
+    else if (kind == R_L2 || kind == R_SUMSQ)
+        x = ew2(N, ISA_MUL, &x, &x, d);
+    else if (kind == R_LOGSUMEXP)
+        x = ew1(N, ISA_EXP, &x);
+    int rr = -1;
+    if (x.rank >= 0 && !have_axes)
+        rr = keep ? x.rank : nax == 0 ? 0 : x.rank - nax;
+    ox_val y = ox_op2(N, op, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes, d, rr);
+    if (kind == R_L2)
+        y = ew1(N, ISA_SQRT, &y);
+    else if (kind == R_LOGSUM || kind == R_LOGSUMEXP)
+        y = ew1(N, ISA_LOG, &y);
+    N->out[0] = y;
+}
+
+static void op_ReduceSum(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_PLAIN, 13); }
+static void op_ReduceMean(ox_node *N) { reduce(N, ISA_REDUCE_MEAN, R_PLAIN, 18); }
+static void op_ReduceMax(ox_node *N) { reduce(N, ISA_REDUCE_MAX, R_PLAIN, 18); }
+static void op_ReduceMin(ox_node *N) { reduce(N, ISA_REDUCE_MIN, R_PLAIN, 18); }
+static void op_ReduceProd(ox_node *N) { reduce(N, ISA_REDUCE_PROD, R_PLAIN, 18); }
+static void op_ReduceL1(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_L1, 18); }
+static void op_ReduceL2(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_L2, 18); }
+static void op_ReduceSumSquare(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_SUMSQ, 18); }
+static void op_ReduceLogSum(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_LOGSUM, 18); }
+static void op_ReduceLogSumExp(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_LOGSUMEXP, 18); }
+
+/* ---- Shapes ------------------------------------------------------------------------- */
+
+static void op_Shape(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val s = ox_shape_of(N, x);
+    const Onnx__AttributeProto *as = ox_attr(N, "start"), *ae = ox_attr(N, "end");
+    if (as || ae) {
+        int64_t st = ox_attr_i(N, "start", 0), en = ox_attr_i(N, "end", INT64_MAX);
+        ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en);
+        s = op3(N, ISA_SLICE, 0, &s, &vs, &ve, TFVM_I64, 1);
+    }
+    N->out[0] = s;
+}
+
+static void op_Size(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int64_t n = count_of(x);
+    if (n >= 0) {
+        N->out[0] = ox_scalar(N, TFVM_I64, 0, n);
+        return;
+    }
+    ox_val s = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1), e = ox_i64s(N, 0, NULL);
+    N->out[0] = ox_op2(N, ISA_REDUCE_PROD, 0, &s, &e, TFVM_I64, 0);
+}
+
+static void op_Reshape(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int64_t sh[16];
+    int n;
+    ox_val sv;
+    if (N->X->opset < 5) {
+        n = ox_attr_ints(N, "shape", sh, 16);
+        if (n < 0)
+            ox_fail(N, TFVM_ERR_FORMAT, "no shape");
+    } else {
+        n = ox_const_ints(need(N, 1), sh, 16);
+    }
+    bool allowzero = ox_attr_i(N, "allowzero", 0) != 0;
+    if (n >= 0) {
+        bool runtime = false;
+        for (int k = 0; k < n && !allowzero; k++)
+            if (sh[k] == 0) {
+                if (x->rank >= 0 && k < x->rank && x->dims[k] >= 0)
+                    sh[k] = x->dims[k];
+                else
+                    runtime = true;
+            }
+        if (!runtime) {
+            sv = ox_i64s(N, n, sh);
+        } else {
+            /* 0 = copy the dim: select(shape == 0, shape(x)[:n], shape) */
+            ox_val s = ox_i64s(N, n, sh), zero = ox_scalar(N, TFVM_I64, 0, 0);
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+            int64_t b0 = 0, e0 = n;
+            ox_val vb = ox_i64s(N, 1, &b0), ve = ox_i64s(N, 1, &e0);
+            xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
+            ox_val c = ew2(N, ISA_EQUAL, &s, &zero, TFVM_BOOL);
+            sv = op3(N, ISA_SELECT, 0, &c, &xs, &s, TFVM_I64, 1);
+        }
+        ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
+        bool all = true;
+        for (int k = 0; k < n; k++) {
+            y.dims[k] = sh[k] >= 0 ? sh[k] : -1;
+            all = all && sh[k] >= 0;
+        }
+        (void)all;
+        y.v.n->types[0] = ox_vtype(&y);
+        N->out[0] = y;
+        return;
+    }
+    ox_val *s = need(N, 1);
+    sv = as_i64_vec(N, s);
+    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
+    if (!allowzero && x->rank >= 0 && rr >= 0) {
+        /* a shape computed at run time may hold 0s too */
+        ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
+        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        if (rr <= x->rank) {
+            int64_t b0 = 0, e0 = rr;
+            ox_val vb = ox_i64s(N, 1, &b0), ve = ox_i64s(N, 1, &e0);
+            xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
+        } else {
+            int64_t pads[2] = {0, rr - x->rank};
+            ox_val pv = ox_i64s(N, 2, pads);
+            xs = ox_op2(N, ISA_PAD, 0, &xs, &pv, TFVM_I64, 1);
+        }
+        ox_val c = ew2(N, ISA_EQUAL, &sv, &zero, TFVM_BOOL);
+        sv = op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
+    }
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, rr);
+}
+
+static void op_Flatten(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int r = need_rank(N, x);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 1), r, true);
+    ox_val y;
+    if (axis == r) {
+        int64_t s[2] = {-1, 1};
+        ox_val sv = ox_i64s(N, 2, s);
+        y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, 2);
+    } else {
+        y = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x, x->dtype, 2);
+    }
+    int64_t a = 1, b = 1;
+    for (int k = 0; k < r; k++) {
+        int64_t *p = k < axis ? &a : &b;
+        *p = (*p < 0 || x->dims[k] < 0) ? -1 : *p * x->dims[k];
+    }
+    y.dims[0] = a;
+    y.dims[1] = b;
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+}
+
+static void op_Transpose(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int64_t perm[8];
+    int n = ox_attr_ints(N, "perm", perm, 8);
+    if (n < 0) {
+        int r = need_rank(N, x);
+        for (int k = 0; k < r; k++)
+            perm[k] = r - 1 - k;
+        n = r;
+    }
+    ox_val pv = ox_i64s(N, n, perm);
+    ox_val y = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv, x->dtype, n);
+    if (x->rank == n)
+        for (int k = 0; k < n; k++)
+            y.dims[k] = perm[k] >= 0 && perm[k] < n ? x->dims[perm[k]] : -1;
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+}
+
+/* the axes of Squeeze/Unsqueeze: an attribute before opset 13, an input after */
+static bool axes_arg(ox_node *N, ox_val *out, int64_t *ax, int *nax)
+{
+    if (N->X->opset < 13) {
+        *nax = ox_attr_ints(N, "axes", ax, 16);
+        if (*nax < 0)
+            return false;
+        *out = ox_i64s(N, *nax, ax);
+        return true;
+    }
+    ox_val *a = opt_in(N, 1);
+    if (!a)
+        return false;
+    *nax = ox_const_ints(a, ax, 16);
+    *out = *nax >= 0 ? ox_i64s(N, *nax, ax) : as_i64_vec(N, a);
+    return true;
+}
+
+static void op_Squeeze(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val axes;
+    int64_t ax[16];
+    int nax = -1;
+    if (!axes_arg(N, &axes, ax, &nax)) {
+        axes = ox_i64s(N, 0, NULL);
+        nax = -1;
+    }
+    int rr = -1;
+    if (x->rank >= 0 && nax > 0)
+        rr = x->rank - nax;
+    else if (dims_known(x) && nax < 0) {
+        rr = 0;
+        for (int k = 0; k < x->rank; k++)
+            rr += x->dims[k] != 1;
+    }
+    N->out[0] = ox_op2(N, ISA_SQUEEZE, 0, x, &axes, x->dtype, rr);
+}
+
+static void op_Unsqueeze(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val axes;
+    int64_t ax[16];
+    int nax = -1;
+    if (!axes_arg(N, &axes, ax, &nax))
+        ox_fail(N, TFVM_ERR_FORMAT, "no axes");
+    int rr = x->rank >= 0 && nax >= 0 ? x->rank + nax : -1;
+    ox_val y = ox_op2(N, ISA_UNSQUEEZE, 0, x, &axes, x->dtype, rr);
+    if (rr >= 0 && rr <= TFVM_MAX_RANK) {
+        bool ins[8] = {0};
+        bool ok = true;
+        for (int k = 0; k < nax; k++) {
+            int64_t a = ax[k] < 0 ? ax[k] + rr : ax[k];
+            if (a < 0 || a >= rr)
+                ok = false;
+            else
+                ins[a] = true;
+        }
+        for (int k = 0, j = 0; k < rr && ok; k++)
+            y.dims[k] = ins[k] ? 1 : x->dims[j++];
+        y.v.n->types[0] = ox_vtype(&y);
+    }
+    N->out[0] = y;
+}
+
+static void op_Concat(ox_node *N)
+{
+    int64_t axis = ox_attr_i(N, "axis", 0);
+    ox_val acc = *need(N, 0);
+    if (N->n_in == 1) {
+        N->out[0] = acc;
+        return;
+    }
+    for (uint32_t k = 1; k < N->n_in; k++) {
+        ox_val *b = need(N, k);
+        int r = acc.rank >= 0 ? acc.rank : b->rank;
+        acc = ox_op2(N, ISA_CONCAT, (uint32_t)norm_axis(N, axis, r, false), &acc, b, acc.dtype, r);
+    }
+    N->out[0] = acc;
+}
+
+static void op_Gather(ox_node *N)
+{
+    ox_val *x = need(N, 0), *idx = need(N, 1);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    int rr = x->rank >= 0 && idx->rank >= 0 ? x->rank - 1 + idx->rank : -1;
+    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, idx, x->dtype, rr);
+}
+
+static void op_GatherElements(ox_node *N)
+{
+    ox_val *x = need(N, 0), *idx = need(N, 1);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    ox_val y = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, idx, x->dtype, idx->rank);
+    memcpy(y.dims, idx->dims, sizeof y.dims);
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+}
+
+static void op_Slice(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val st, en, ax, sp;
+    if (N->X->opset < 10) {
+        int64_t s[16], e[16], a[16];
+        int ns = ox_attr_ints(N, "starts", s, 16), ne = ox_attr_ints(N, "ends", e, 16);
+        int na = ox_attr_ints(N, "axes", a, 16);
+        if (ns < 0 || ne != ns)
+            ox_fail(N, TFVM_ERR_FORMAT, "starts and ends differ in length");
+        st = ox_i64s(N, ns, s);
+        en = ox_i64s(N, ne, e);
+        ax = na >= 0 ? ox_i64s(N, na, a) : empty_vec(N, TFVM_I64);
+        sp = empty_vec(N, TFVM_I64);
+    } else {
+        st = as_i64_vec(N, need(N, 1));
+        en = as_i64_vec(N, need(N, 2));
+        ax = opt_in(N, 3) ? as_i64_vec(N, opt_in(N, 3)) : empty_vec(N, TFVM_I64);
+        sp = opt_in(N, 4) ? as_i64_vec(N, opt_in(N, 4)) : empty_vec(N, TFVM_I64);
+    }
+    const ox_val *in[5] = {x, &st, &en, &ax, &sp};
+    N->out[0] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+}
+
+static void op_Split(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    int64_t split[OX_MAX_IO];
+    int ns = -1;
+    if (N->X->opset < 13) {
+        ns = ox_attr_ints(N, "split", split, OX_MAX_IO);
+    } else if (opt_in(N, 1)) {
+        ns = ox_const_ints(opt_in(N, 1), split, OX_MAX_IO);
+        if (ns < 0)
+            ox_unsupported(N, "split sizes computed at run time");
+    }
+    int n = (int)N->n_out;
+    if (ns >= 0 && ns != n)
+        ox_fail(N, TFVM_ERR_FORMAT, "split has %d sizes for %d outputs", ns, n);
+    int64_t a = axis;
+    ox_val av = ox_i64s(N, 1, &a), sp = empty_vec(N, TFVM_I64);
+    if (ns >= 0) {
+        int64_t off = 0;
+        for (int k = 0; k < n; k++) {
+            int64_t b = off, e = off + split[k];
+            ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e);
+            const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
+            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+            off = e;
+        }
+        return;
+    }
+    /* equal parts (the last smaller): chunk = ceil(dim / n); ends clamp */
+    int64_t dim = x->rank > axis ? x->dims[axis] : -1;
+    if (dim >= 0) {
+        int64_t chunk = (dim + n - 1) / n;
+        for (int k = 0; k < n; k++) {
+            int64_t b = k * chunk, e = (k + 1) * chunk;
+            ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e);
+            const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
+            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+        }
+        return;
+    }
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val ai = ox_i64s(N, 1, &a);
+    ox_val d = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 1);
+    ox_val nm1 = ox_scalar(N, TFVM_I64, 0, n - 1), nn = ox_scalar(N, TFVM_I64, 0, n);
+    ox_val chunk = ew2(N, ISA_ADD, &d, &nm1, TFVM_I64);
+    chunk = ew2(N, ISA_FLOOR_DIV, &chunk, &nn, TFVM_I64);
+    for (int k = 0; k < n; k++) {
+        ox_val kb = ox_scalar(N, TFVM_I64, 0, k), ke = ox_scalar(N, TFVM_I64, 0, k + 1);
+        ox_val vb = ew2(N, ISA_MUL, &chunk, &kb, TFVM_I64), ve = ew2(N, ISA_MUL, &chunk, &ke, TFVM_I64);
+        const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
+        N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+    }
+}
+
+static void op_ConstantOfShape(ox_node *N)
+{
+    ox_val *s = need(N, 0);
+    const Onnx__AttributeProto *a = ox_attr(N, "value");
+    ox_val v;
+    if (a && a->t) {
+        ox_val t;
+        ox_tensor_const(N->X, N, N->b, a->t, &t);
+        if (count_of(&t) != 1)
+            ox_fail(N, TFVM_ERR_FORMAT, "value must hold one element");
+        v = t;
+        if (t.rank != 0) {
+            ox_val e = ox_i64s(N, 0, NULL);
+            v = ox_op2(N, ISA_RESHAPE, 0, &t, &e, t.dtype, 0);
+        }
+    } else {
+        v = fscalar(N, TFVM_F32, 0);
+    }
+    ox_val sv = as_i64_vec(N, s);
+    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
+    N->out[0] = ox_op2(N, ISA_FILL, 0, &sv, &v, v.dtype, rr);
+}
+
+static void op_Expand(ox_node *N)
+{
+    ox_val *x = need(N, 0), *s = need(N, 1);
+    ox_val sv = as_i64_vec(N, s);
+    int rr = -1;
+    if (s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0)
+        rr = (int)(s->dims[0] > x->rank ? s->dims[0] : x->rank);
+    N->out[0] = ox_op2(N, ISA_EXPAND, 0, x, &sv, x->dtype, rr);
+}
+
+static void op_Tile(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val r = as_i64_vec(N, need(N, 1));
+    N->out[0] = ox_op2(N, ISA_TILE, 0, x, &r, x->dtype, x->rank);
+}
+
+static void op_Range(ox_node *N)
+{
+    ox_val *a = need(N, 0);
+    N->out[0] = op3(N, ISA_RANGE, 0, a, need(N, 1), need(N, 2), a->dtype, 1);
+}
+
+static void op_Pad(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    char mb[16];
+    const char *mode = ox_attr_s(N, "mode", "constant", mb, sizeof mb);
+    uint32_t opts = 0;
+    if (strcmp(mode, "reflect") == 0)
+        opts = ISA_OPT_REFLECT;
+    else if (strcmp(mode, "edge") == 0)
+        opts = ISA_OPT_EDGE;
+    else if (strcmp(mode, "wrap") == 0)
+        opts = ISA_OPT_WRAP;
+    else if (strcmp(mode, "constant") != 0)
+        ox_unsupported(N, "mode '%s'", mode);
+    ox_val pads, v;
+    if (N->X->opset < 11) {
+        int64_t p[16];
+        int n = ox_attr_ints(N, N->X->opset < 2 ? "paddings" : "pads", p, 16);
+        if (n < 0)
+            ox_fail(N, TFVM_ERR_FORMAT, "no pads");
+        pads = ox_i64s(N, n, p);
+        v = fscalar(N, x->dtype, ox_attr_f(N, "value", 0));
+    } else {
+        pads = as_i64_vec(N, need(N, 1));
+        ox_val *cv = opt_in(N, 2);
+        if (cv) {
+            v = *cv;
+            if (cv->rank != 0) {
+                ox_val e = ox_i64s(N, 0, NULL);
+                v = ox_op2(N, ISA_RESHAPE, 0, cv, &e, cv->dtype, 0);
+            }
+        } else {
+            v = ox_scalar(N, x->dtype, 0, 0);
+        }
+        ox_val *axv = opt_in(N, 3);
+        if (axv) {
+            int64_t ax[8], p[16], full[16] = {0};
+            int na = ox_const_ints(axv, ax, 8), np = ox_const_ints(need(N, 1), p, 16);
+            int r = need_rank(N, x);
+            if (na < 0 || np != 2 * na)
+                ox_unsupported(N, "axes or pads computed at run time");
+            for (int k = 0; k < na; k++) {
+                int a = norm_axis(N, ax[k], r, false);
+                full[a] = p[k];
+                full[r + a] = p[na + k];
+            }
+            pads = ox_i64s(N, 2 * r, full);
+        }
+    }
+    N->out[0] = op3(N, ISA_PADV, opts, x, &pads, &v, x->dtype, x->rank);
+}
+
+static void op_Einsum(ox_node *N)
+{
+    char eq[128];
+    const char *e = ox_attr_s(N, "equation", "", eq, sizeof eq);
+    char in[2][16] = {{0}}, outl[16] = {0};
+    int nin = 0, len = 0;
+    bool arrow = false;
+    for (const char *p = e; *p; p++) {
+        char c = *p;
+        if (c == ' ')
+            continue;
+        if (c == '.')
+            ox_unsupported(N, "equation '%s' (ellipsis)", e);
+        if (c == ',') {
+            if (arrow || ++nin > 1)
+                ox_unsupported(N, "equation '%s' (more than two operands)", e);
+            len = 0;
+            continue;
+        }
+        if (c == '-' && p[1] == '>') {
+            arrow = true;
+            p++;
+            len = 0;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || len >= 8)
+            ox_unsupported(N, "equation '%s'", e);
+        char *dst = arrow ? outl : in[nin];
+        dst[len++] = c;
+    }
+    nin++;
+    if ((int)N->n_in != nin)
+        ox_fail(N, TFVM_ERR_FORMAT, "equation '%s' has %d operands, the node %u", e, nin, N->n_in);
+    if (!arrow) {
+        /* implicit output: the letters seen once, sorted */
+        int n = 0;
+        for (char c = 'A'; c <= 'z'; c++) {
+            int cnt = 0;
+            for (int k = 0; k < nin; k++)
+                for (const char *q = in[k]; *q; q++)
+                    cnt += *q == c;
+            if (cnt == 1)
+                outl[n++] = c;
+        }
+    }
+    for (int k = 0; k < nin; k++) {
+        for (const char *q = in[k]; *q; q++)
+            if (strchr(q + 1, *q))
+                ox_unsupported(N, "equation '%s' (a repeated index: diagonals)", e);
+        if (need(N, k)->rank >= 0 && (size_t)need(N, k)->rank != strlen(in[k]))
+            ox_fail(N, TFVM_ERR_FORMAT, "operand %d has rank %d, equation '%s'", k, need(N, k)->rank, e);
+    }
+    ox_val ops[2];
+    char lt[2][16];
+    /* sum away each operand's letters that appear nowhere else */
+    for (int k = 0; k < nin; k++) {
+        ox_val x = *need(N, k);
+        int64_t ax[8];
+        int na = 0, j = 0;
+        for (int i = 0; in[k][i]; i++) {
+            char c = in[k][i];
+            bool other = strchr(outl, c) || (nin == 2 && strchr(in[1 - k], c));
+            if (!other)
+                ax[na++] = i;
+            else
+                lt[k][j++] = c;
+        }
+        lt[k][j] = 0;
+        if (na) {
+            ox_val av = ox_i64s(N, na, ax);
+            x = ox_op2(N, ISA_REDUCE_SUM, 0, &x, &av, x.dtype, j);
+        }
+        ops[k] = x;
+    }
+    char cur[16];
+    ox_val y;
+    if (nin == 1) {
+        y = ops[0];
+        strcpy(cur, lt[0]);
+    } else {
+        char batch[8], m[8], kk[8], nn[8];
+        int nb = 0, nm = 0, nk = 0, nnn = 0;
+        for (const char *q = lt[0]; *q; q++) {
+            bool inb = strchr(lt[1], *q) != NULL, ino = strchr(outl, *q) != NULL;
+            if (inb && ino)
+                batch[nb++] = *q;
+            else if (inb)
+                kk[nk++] = *q;
+            else
+                m[nm++] = *q;
+        }
+        for (const char *q = lt[1]; *q; q++)
+            if (!strchr(lt[0], *q))
+                nn[nnn++] = *q;
+        if (nm > 1 || nk > 1 || nnn > 1)
+            ox_unsupported(N, "equation '%s' (more than one free or summed index per operand)", e);
+        /* A as [batch, m|1, k|1], B as [batch, k|1, n|1] */
+        for (int k = 0; k < 2; k++) {
+            char want[16];
+            int w = 0;
+            for (int i = 0; i < nb; i++)
+                want[w++] = batch[i];
+            if (k == 0) {
+                if (nm) want[w++] = m[0];
+                if (nk) want[w++] = kk[0];
+            } else {
+                if (nk) want[w++] = kk[0];
+                if (nnn) want[w++] = nn[0];
+            }
+            want[w] = 0;
+            int64_t perm[8];
+            bool id = true;
+            for (int i = 0; i < w; i++) {
+                perm[i] = strchr(lt[k], want[i]) - lt[k];
+                id = id && perm[i] == i;
+            }
+            if (!id) {
+                ox_val pv = ox_i64s(N, w, perm);
+                ops[k] = ox_op2(N, ISA_TRANSPOSE, 0, &ops[k], &pv, ops[k].dtype, w);
+            }
+            int64_t ins[2];
+            int ni = 0;
+            if (k == 0) {
+                if (!nm) ins[ni++] = nb;
+                if (!nk) ins[ni++] = nb + 1;
+            } else {
+                if (!nk) ins[ni++] = nb;
+                if (!nnn) ins[ni++] = nb + 1;
+            }
+            if (ni) {
+                ox_val iv = ox_i64s(N, ni, ins);
+                ops[k] = ox_op2(N, ISA_UNSQUEEZE, 0, &ops[k], &iv, ops[k].dtype, nb + 2);
+            }
+        }
+        y = ox_op2(N, ISA_MATMUL, 0, &ops[0], &ops[1], ops[0].dtype, nb + 2);
+        int64_t sq[2];
+        int ns = 0;
+        if (!nm) sq[ns++] = nb;
+        if (!nnn) sq[ns++] = nb + 1;
+        if (ns) {
+            ox_val sv = ox_i64s(N, ns, sq);
+            y = ox_op2(N, ISA_SQUEEZE, 0, &y, &sv, y.dtype, nb + 2 - ns);
+        }
+        int c = 0;
+        for (int i = 0; i < nb; i++)
+            cur[c++] = batch[i];
+        if (nm) cur[c++] = m[0];
+        if (nnn) cur[c++] = nn[0];
+        cur[c] = 0;
+    }
+    int ro = (int)strlen(outl);
+    if ((int)strlen(cur) != ro)
+        ox_unsupported(N, "equation '%s'", e);
+    int64_t perm[8];
+    bool id = true;
+    for (int i = 0; i < ro; i++) {
+        const char *p = strchr(cur, outl[i]);
+        if (!p)
+            ox_unsupported(N, "equation '%s'", e);
+        perm[i] = p - cur;
+        id = id && perm[i] == i;
+    }
+    if (!id) {
+        ox_val pv = ox_i64s(N, ro, perm);
+        y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, y.dtype, ro);
+    }
+    y.rank = (int8_t)ro;
+    N->out[0] = y;
+}
+
+static void op_TopK(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val k;
+    if (N->X->opset < 10)
+        k = ox_scalar(N, TFVM_I64, 0, ox_attr_i(N, "k", 0));
+    else
+        k = as_i64_scalar(N, need(N, 1));
+    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), x->rank, false);
+    ox_val largest = ox_scalar(N, TFVM_BOOL, 0, ox_attr_i(N, "largest", 1) != 0);
+    ox_val idx = op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest, TFVM_I64, x->rank);
+    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, &idx, x->dtype, x->rank);
+    if (N->n_out > 1)
+        N->out[1] = idx;
+}
+
+static void op_Trilu(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val k = opt_in(N, 1) ? as_i64_scalar(N, opt_in(N, 1)) : ox_scalar(N, TFVM_I64, 0, 0);
+    uint32_t opts = ox_attr_i(N, "upper", 1) ? ISA_OPT_UPPER : 0;
+    ox_val y = ox_op2(N, ISA_TRILU, opts, x, &k, x->dtype, x->rank);
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    N->out[0] = y;
+}
+
+static void op_CumSum(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    ox_val a = as_i64_scalar(N, need(N, 1));
+    uint32_t opts = (ox_attr_i(N, "exclusive", 0) ? ISA_OPT_EXCLUSIVE : 0) | (ox_attr_i(N, "reverse", 0) ? ISA_OPT_REVERSE : 0);
+    ox_val y = ox_op2(N, ISA_CUMSUM, opts, x, &a, x->dtype, x->rank);
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    N->out[0] = y;
+}
+
+static void op_OneHot(ox_node *N)
+{
+    ox_val *ind = need(N, 0), *vals = need(N, 2);
+    ox_val i = to_dtype(N, ind, TFVM_I64);
+    ox_val dep = to_dtype(N, need(N, 1), TFVM_I64);
+    dep = as_i64_scalar(N, &dep);
+    int rr = ind->rank >= 0 ? ind->rank + 1 : -1;
+    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), rr, false);
+    N->out[0] = op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals, vals->dtype, rr);
+}
+
+static void op_Resize(ox_node *N)
+{
+    ox_val *x = need(N, 0);
+    char mb[32], cb[32], nb[32];
+    const char *mode = ox_attr_s(N, "mode", "nearest", mb, sizeof mb);
+    uint32_t opts = 0;
+    if (strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0)
+        opts |= ISA_OPT_LINEAR;
+    else if (strcmp(mode, "nearest") != 0)
+        ox_unsupported(N, "mode '%s'", mode);
+    ox_val *scales = NULL, *sizes = NULL;
+    if (N->X->opset < 11) {
+        scales = need(N, 1);
+        opts |= ISA_OPT_ASYMMETRIC | ISA_OPT_NEAREST_FLOOR;
+    } else {
+        const char *ct = ox_attr_s(N, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb);
+        if (strcmp(ct, "asymmetric") == 0)
+            opts |= ISA_OPT_ASYMMETRIC;
+        else if (strcmp(ct, "align_corners") == 0)
+            opts |= ISA_OPT_ALIGN_CORNERS;
+        else if (strcmp(ct, "pytorch_half_pixel") == 0)
+            opts |= ISA_OPT_PYTORCH_HALF_PIXEL;
+        else if (strcmp(ct, "tf_half_pixel_for_nn") == 0)
+            opts |= ISA_OPT_TF_HALF_PIXEL_NN;
+        else if (strcmp(ct, "half_pixel") != 0)
+            ox_unsupported(N, "coordinate_transformation_mode '%s'", ct);
+        const char *nm = ox_attr_s(N, "nearest_mode", "round_prefer_floor", nb, sizeof nb);
+        if (!(opts & ISA_OPT_LINEAR)) {
+            if (strcmp(nm, "round_prefer_ceil") == 0)
+                opts |= ISA_OPT_PREFER_CEIL;
+            else if (strcmp(nm, "floor") == 0)
+                opts |= ISA_OPT_NEAREST_FLOOR;
+            else if (strcmp(nm, "ceil") == 0)
+                opts |= ISA_OPT_NEAREST_CEIL;
+            else if (strcmp(nm, "round_prefer_floor") != 0)
+                ox_unsupported(N, "nearest_mode '%s'", nm);
+        }
+        if (ox_attr_i(N, "antialias", 0))
+            ox_unsupported(N, "antialias");
+        if (ox_attr(N, "axes"))
+            ox_unsupported(N, "axes");
+        char kb[32];
+        const char *kp = ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", kb, sizeof kb);
+        if (strcmp(kp, "stretch") != 0)
+            ox_unsupported(N, "keep_aspect_ratio_policy '%s'", kp);
+        scales = opt_in(N, 2);
+        sizes = opt_in(N, 3);
+    }
+    if (scales && scales->rank == 1 && scales->dims[0] == 0)
+        scales = NULL;
+    if (sizes && sizes->rank == 1 && sizes->dims[0] == 0)
+        sizes = NULL;
+    ox_val sc = scales ? to_dtype(N, scales, TFVM_F32) : empty_vec(N, TFVM_F32);
+    ox_val sz = sizes ? as_i64_vec(N, sizes) : empty_vec(N, TFVM_I64);
+    N->out[0] = op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
+}
+
+static void op_Constant(ox_node *N)
+{
+    const Onnx__AttributeProto *a;
+    if ((a = ox_attr(N, "value")) && a->t) {
+        ox_tensor_const(N->X, N, N->b, a->t, &N->out[0]);
+    } else if ((a = ox_attr(N, "value_float")) && a->has_f) {
+        N->out[0] = fscalar(N, TFVM_F32, a->f);
+        N->out[0].cdata = NULL;
+    } else if ((a = ox_attr(N, "value_int")) && a->has_i) {
+        N->out[0] = ox_scalar(N, TFVM_I64, 0, a->i);
+        int64_t *p = cc_alloc(N->C, sizeof *p);
+        *p = a->i;
+        N->out[0].cdata = p;
+    } else if ((a = ox_attr(N, "value_ints"))) {
+        N->out[0] = ox_i64s(N, (int)a->n_ints, a->ints);
+    } else if ((a = ox_attr(N, "value_floats"))) {
+        int64_t n = (int64_t)a->n_floats;
+        N->out[0].dtype = TFVM_F32;
+        N->out[0].rank = 1;
+        N->out[0].dims[0] = n;
+        N->out[0].cdata = a->floats;
+        N->out[0].v = cc_const_new(N->C, N->b, TFVM_F32, 1, &n, a->floats, a->n_floats * sizeof(float), true);
+    } else {
+        ox_unsupported(N, "this kind of value (sparse or strings)");
+    }
+}
+
+/* ---- The table ---------------------------------------------------------------------- */
+
+typedef struct ox_opdef {
+    const char *name;
+    int64_t since;
+    ox_handler h;
+} ox_opdef;
+
+#define R(name, since) {#name, since, op_##name}
+static const ox_opdef ops[] = {
+    R(Abs, 1), R(Add, 1), R(And, 1), R(ArgMax, 1), R(ArgMin, 1), R(AveragePool, 1), R(BatchNormalization, 1),
+    R(Cast, 1), R(CastLike, 15), R(Ceil, 1), R(Celu, 12), R(Clip, 1), R(Concat, 1), R(Constant, 1),
+    R(ConstantOfShape, 9), R(Conv, 1), R(Cos, 7), R(CumSum, 11), R(Div, 1), R(Dropout, 1), R(Einsum, 12), R(Elu, 1),
+    R(Equal, 1), R(Erf, 9), R(Exp, 1), R(Expand, 8), R(Flatten, 1), R(Floor, 1), R(Gather, 1),
+    R(GatherElements, 11), R(Gelu, 20), R(Gemm, 1), R(GlobalAveragePool, 1), R(GlobalMaxPool, 1), R(Greater, 1),
+    R(GreaterOrEqual, 12), R(HardSigmoid, 1), R(HardSwish, 14), R(Identity, 1), {"If", 1, ox_op_if},
+    R(InstanceNormalization, 1), R(IsNaN, 9), R(LayerNormalization, 17), R(LeakyRelu, 1), R(Less, 1),
+    R(LessOrEqual, 12), R(Log, 1), R(LogSoftmax, 1), {"Loop", 1, ox_op_loop}, R(LRN, 1), R(MatMul, 1), R(Max, 1),
+    R(MaxPool, 1), R(Mean, 1), R(Min, 1), R(Mish, 18), R(Mod, 10), R(Mul, 1), R(Neg, 1), R(Not, 1), R(OneHot, 9), R(Or, 1),
+    R(Pad, 1), R(Pow, 1), R(PRelu, 1), R(Range, 11), R(Reciprocal, 1), R(ReduceL1, 1), R(ReduceL2, 1),
+    R(ReduceLogSum, 1), R(ReduceLogSumExp, 1), R(ReduceMax, 1), R(ReduceMean, 1), R(ReduceMin, 1),
+    R(ReduceProd, 1), R(ReduceSum, 1), R(ReduceSumSquare, 1), R(Relu, 1), R(Reshape, 1), R(Resize, 10),
+    R(Round, 11), {"Scan", 9, ox_op_scan}, R(Selu, 1), R(Shape, 1), R(Shrink, 9), R(Sigmoid, 1), R(Sign, 9),
+    R(Sin, 7), R(Size, 1), R(Slice, 1), R(Softmax, 1), R(Softplus, 1), R(Softsign, 1), R(Split, 2), R(Sqrt, 1),
+    R(Squeeze, 1), R(Sub, 1), R(Sum, 1), R(Tanh, 1), R(ThresholdedRelu, 10), R(Tile, 6), R(TopK, 1),
+    R(Transpose, 1), R(Trilu, 14), R(Unsqueeze, 1), R(Where, 9), R(Xor, 1),
+};
+#undef R
+
+ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
+{
+    for (size_t k = 0; k < UT_COUNTOF(ops); k++)
+        if (strcmp(ops[k].name, op_type) == 0) {
+            if (opset < ops[k].since) {
+                *min_opset = ops[k].since;
+                return NULL;
+            }
+            return ops[k].h;
+        }
+    return NULL;
+}
+
+bool ox_op_supported(const char *op_type)
+{
+    int64_t m;
+    return ox_find_op(op_type, OX_MAX_OPSET, &m) != NULL;
+}

@@ -1,0 +1,153 @@
+/* import/onnx_tensor.c — TensorProto to a constant: raw_data (little-endian)
+ * or the typed repeated fields, and external data files (data_location
+ * EXTERNAL) read relative to the model's directory, never outside it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import/onnx_int.h"
+
+_Noreturn static void tfail(ox *X, const Onnx__TensorProto *t, tfvm_status code, const char *fmt, const char *a,
+                            long long b)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    cc_error(X->C, (cc_pos){0, 0}, code, "tensor '%.80s': %s", t->name ? t->name : "", msg);
+}
+
+/* The bytes of an external tensor: location must be a relative path below
+ * dir (no "..", not absolute). */
+static const void *read_external(ox *X, const Onnx__TensorProto *t, size_t want)
+{
+    const char *loc = NULL;
+    long long off = 0, length = -1;
+    for (size_t k = 0; k < t->n_external_data; k++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[k];
+        if (!e || !e->key || !e->value)
+            continue;
+        if (strcmp(e->key, "location") == 0)
+            loc = e->value;
+        else if (strcmp(e->key, "offset") == 0)
+            off = strtoll(e->value, NULL, 10);
+        else if (strcmp(e->key, "length") == 0)
+            length = strtoll(e->value, NULL, 10);
+    }
+    if (!loc || !loc[0])
+        tfail(X, t, TFVM_ERR_FORMAT, "external data without a location%s", "", 0);
+    if (!X->dir)
+        tfail(X, t, TFVM_ERR_IO, "external data '%.100s' needs the model's directory (the model was given as bytes)",
+              loc, 0);
+    bool escapes = loc[0] == '/' || loc[0] == '\\';
+    for (const char *p = loc; *p && !escapes;) {
+        const char *q = p;
+        while (*q && *q != '/' && *q != '\\')
+            q++;
+        if (q - p == 2 && p[0] == '.' && p[1] == '.')
+            escapes = true;
+        p = *q ? q + 1 : q;
+    }
+    if (escapes)
+        tfail(X, t, TFVM_ERR_FORMAT, "external data location '%.100s' is outside the model's directory", loc, 0);
+    if (off < 0 || (length >= 0 && (size_t)length != want))
+        tfail(X, t, TFVM_ERR_FORMAT, "external data '%.100s': length %lld does not match the tensor's size", loc,
+              length);
+    size_t plen = strlen(X->dir) + strlen(loc) + 2;
+    char *path = cc_alloc(X->C, plen);
+    snprintf(path, plen, "%s/%s", X->dir, loc);
+    unsigned char *buf = cc_alloc(X->C, want ? want : 1); /* before fopen: it may unwind */
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        tfail(X, t, TFVM_ERR_IO, "cannot open external data file '%.200s'", path, 0);
+    bool ok = fseek(f, (long)off, SEEK_SET) == 0 && fread(buf, 1, want, f) == want;
+    fclose(f);
+    if (!ok)
+        tfail(X, t, TFVM_ERR_IO, "external data file '%.200s' is shorter than offset + %lld bytes", path,
+              (long long)want);
+    return buf;
+}
+
+void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out)
+{
+    (void)N;
+    cc *C = X->C;
+    memset(out, 0, sizeof *out);
+    int32_t dt = t->has_data_type ? t->data_type : 0;
+    uint8_t dtype;
+    if (!ox_dtype(dt, &dtype))
+        tfail(X, t, TFVM_ERR_UNSUPPORTED, "element type %s is not supported", ox_onnx_type_name(dt), 0);
+    if (t->n_dims > TFVM_MAX_RANK)
+        tfail(X, t, TFVM_ERR_UNSUPPORTED, "rank%s %lld is not supported (at most 8)", "", (long long)t->n_dims);
+    if (t->segment)
+        tfail(X, t, TFVM_ERR_UNSUPPORTED, "segmented tensors are not supported%s", "", 0);
+    int64_t count = 1;
+    for (size_t k = 0; k < t->n_dims; k++) {
+        if (t->dims[k] < 0 || (t->dims[k] > 0 && count > ((int64_t)1 << 40) / t->dims[k]))
+            tfail(X, t, TFVM_ERR_FORMAT, "bad dims%s (dim %lld)", "", (long long)t->dims[k]);
+        count *= t->dims[k];
+    }
+    size_t es = tfvm_dtype_size((tfvm_dtype)dtype);
+    size_t nbytes = (size_t)count * es;
+    const void *data = NULL;
+    bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    if (external) {
+        data = read_external(X, t, nbytes);
+    } else if (t->has_raw_data) {
+        if (t->raw_data.len != nbytes)
+            tfail(X, t, TFVM_ERR_FORMAT, "raw_data has %lld bytes%s", "", (long long)t->raw_data.len);
+        /* bytes straight from the unpacked message, which outlives the build */
+        data = t->raw_data.data;
+    } else {
+        size_t have = 0;
+        unsigned char *p = cc_alloc(C, nbytes ? nbytes : 1);
+        switch (dtype) {
+        case TFVM_F32:
+            have = t->n_float_data;
+            if (have == (size_t)count)
+                memcpy(p, t->float_data, nbytes);
+            break;
+        case TFVM_F64:
+            have = t->n_double_data;
+            if (have == (size_t)count)
+                memcpy(p, t->double_data, nbytes);
+            break;
+        case TFVM_I64:
+            have = t->n_int64_data;
+            if (have == (size_t)count)
+                memcpy(p, t->int64_data, nbytes);
+            break;
+        case TFVM_I32:
+            have = t->n_int32_data;
+            if (have == (size_t)count)
+                memcpy(p, t->int32_data, nbytes);
+            break;
+        default: /* bool, u8, i8 live in int32_data */
+            have = t->n_int32_data;
+            if (have == (size_t)count)
+                for (size_t k = 0; k < have; k++)
+                    p[k] = dtype == TFVM_BOOL ? (t->int32_data[k] != 0) : (unsigned char)t->int32_data[k];
+            break;
+        }
+        if (have != (size_t)count)
+            tfail(X, t, TFVM_ERR_FORMAT, "%s has %lld elements for its dims", "typed data", (long long)have);
+        data = p;
+    }
+    if (dtype == TFVM_BOOL) {
+        /* the VM's bools are 0 or 1 */
+        const unsigned char *s = data;
+        bool clean = true;
+        for (size_t k = 0; k < nbytes && clean; k++)
+            clean = s[k] <= 1;
+        if (!clean) {
+            unsigned char *p = cc_alloc(C, nbytes);
+            for (size_t k = 0; k < nbytes; k++)
+                p[k] = s[k] != 0;
+            data = p;
+        }
+    }
+    out->dtype = dtype;
+    out->rank = (int8_t)t->n_dims;
+    for (int k = 0; k < TFVM_MAX_RANK; k++)
+        out->dims[k] = (size_t)k < t->n_dims ? t->dims[k] : -1;
+    out->cdata = data;
+    out->v = cc_const_new(C, b, (tfvm_dtype)dtype, (int)t->n_dims, t->dims, data, nbytes, true);
+}
