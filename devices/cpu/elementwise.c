@@ -49,8 +49,8 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 /* NumPy minimum/maximum: a NaN operand wins; equal operands give y. */
 #define F_MIN ((x < y || isnan(x)) ? x : y)
 #define F_MAX ((x > y || isnan(x)) ? x : y)
-/* SIGN keeps NaN and the zero's sign (NumPy's sign). */
-#define F_SIGN(T) (x > 0 ? (T)1 : x < 0 ? (T)-1 : x)
+/* SIGN as NumPy's: NaN stays NaN, either zero gives +0. */
+#define F_SIGN(T) (x > 0 ? (T)1 : x < 0 ? (T)-1 : x == 0 ? (T)0 : x)
 /* Float to integer: truncation must land in range; NaN fails every test. */
 #define FITS_I32 ((double)x > -2147483649.0 && (double)x < 2147483648.0)
 #define FITS_I64 ((double)x >= -9223372036854775808.0 && (double)x < 9223372036854775808.0)

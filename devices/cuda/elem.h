@@ -43,7 +43,7 @@ TC_FN int tc_kind(int op)
  * unsigned type); MIN/MAX follow NumPy (a NaN operand wins, equal operands
  * give y); MOD is fmod (sign of a); FLOOR_MOD is NumPy's mod (fmod moved to
  * b's sign, a zero signed as b); RELU keeps NaN and -0; SIGN keeps NaN and
- * the zero's sign; ROUND halves to even (rint in the default rounding mode);
+ * gives +0 for either zero (NumPy); ROUND halves to even (rint in the default rounding mode);
  * SIGMOID takes the branch whose exp cannot overflow. x != x tests NaN
  * without <cmath>/<math.h> differences between C and CUDA C++. Integer DIV,
  * MOD, POW, FLOOR_DIV and FLOOR_MOD never reach the GPU (division by zero and
@@ -134,7 +134,7 @@ TC_FN uint8_t tc_logic(int op, uint8_t x, uint8_t y)
         case TC_SIN: return sin##SUF(x);                     \
         case TC_COS: return cos##SUF(x);                     \
         case TC_ERF: return erf##SUF(x);                     \
-        case TC_SIGN: return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; \
+        case TC_SIGN: return x > 0 ? (T)1 : x < 0 ? (T)-1 : x == 0 ? (T)0 : x; \
         default: return sqrt##SUF(x); /* TC_SQRT */          \
         }                                                    \
     }

@@ -17,7 +17,7 @@ static tfvm_allocator alloc = {tu_alloc_fn, &ta};
 /* ---- Test values ------------------------------------------------------------ */
 typedef struct tv {
     uint8_t dt; /* 0 = no operand */
-    int64_t i;  /* bool, i32, i64 */
+    int64_t i;  /* bool, i32, i64, u8, i8 */
     double f;   /* f32 (must be exact in float, or the rounding is the point), f64 */
 } tv;
 
@@ -26,6 +26,8 @@ typedef struct tv {
 #define I64_(v) {TFVM_I64, (v), 0}
 #define F32_(v) {TFVM_F32, 0, (v)}
 #define F64_(v) {TFVM_F64, 0, (v)}
+#define U8_(v) {TFVM_U8, (v), 0}
+#define I8_(v) {TFVM_I8, (v), 0}
 
 static dev_value scalar(tv v)
 {
@@ -36,6 +38,8 @@ static dev_value scalar(tv v)
     case TFVM_I64: d.u.i64 = v.i; break;
     case TFVM_F32: d.u.f32 = (float)v.f; break;
     case TFVM_F64: d.u.f64 = v.f; break;
+    case TFVM_U8: d.u.u8 = (uint8_t)v.i; break;
+    case TFVM_I8: d.u.i8 = (int8_t)v.i; break;
     }
     return d;
 }
@@ -48,6 +52,8 @@ static void put(uint8_t dt, void *data, int64_t k, tv v)
     case TFVM_I64: ((int64_t *)data)[k] = v.i; break;
     case TFVM_F32: ((float *)data)[k] = (float)v.f; break;
     case TFVM_F64: ((double *)data)[k] = v.f; break;
+    case TFVM_U8: ((uint8_t *)data)[k] = (uint8_t)v.i; break;
+    case TFVM_I8: ((int8_t *)data)[k] = (int8_t)v.i; break;
     }
 }
 
@@ -81,6 +87,8 @@ static void check_elem(const dev_value *v, int64_t k, tv want, const char *label
         case TFVM_I64: gi = ((const int64_t *)d)[k]; break;
         case TFVM_F32: gf = ((const float *)d)[k]; break;
         case TFVM_F64: gf = ((const double *)d)[k]; break;
+        case TFVM_U8: gi = ((const uint8_t *)d)[k]; break;
+        case TFVM_I8: gi = ((const int8_t *)d)[k]; break;
         }
     } else {
         switch (want.dt) {
@@ -89,6 +97,8 @@ static void check_elem(const dev_value *v, int64_t k, tv want, const char *label
         case TFVM_I64: gi = v->u.i64; break;
         case TFVM_F32: gf = v->u.f32; break;
         case TFVM_F64: gf = v->u.f64; break;
+        case TFVM_U8: gi = v->u.u8; break;
+        case TFVM_I8: gi = v->u.i8; break;
         }
     }
     if (want.dt == TFVM_F32 || want.dt == TFVM_F64) {
@@ -329,6 +339,172 @@ static const ecase cases[] = {
     CAST(B_(1), BOOL, B_(1)),
     CAST(I32_(I32MIN), I32, I32_(I32MIN)),
     CAST(F64_(-0.0), F64, F64_(-0.0)),
+    /* u8 and i8: arithmetic wraps, division truncates, casts wrap or must fit */
+    R2(ADD, U8_(200), U8_(100), U8_(44)),
+    R2(SUB, U8_(3), U8_(5), U8_(254)),
+    R2(MUL, U8_(16), U8_(17), U8_(16)),
+    R2(DIV, U8_(255), U8_(2), U8_(127)),
+    R2(MOD, U8_(255), U8_(7), U8_(3)),
+    E2(DIV, U8_(1), U8_(0), ARITH, "integer division by zero"),
+    E2(MOD, U8_(1), U8_(0), ARITH, "integer modulo by zero"),
+    R2(MIN, U8_(255), U8_(0), U8_(0)),
+    R2(MAX, U8_(255), U8_(0), U8_(255)),
+    R1(NEG, U8_(1), U8_(255)),
+    R1(NEG, U8_(0), U8_(0)),
+    R1(ABS, U8_(200), U8_(200)),
+    R1(RELU, U8_(200), U8_(200)),
+    R2(ADD, I8_(127), I8_(1), I8_(-128)),
+    R2(SUB, I8_(-128), I8_(1), I8_(127)),
+    R2(MUL, I8_(-128), I8_(-1), I8_(-128)),
+    R2(MUL, I8_(16), I8_(9), I8_(-112)),
+    R2(DIV, I8_(-128), I8_(-1), I8_(-128)),
+    R2(DIV, I8_(-7), I8_(2), I8_(-3)),
+    R2(MOD, I8_(-7), I8_(2), I8_(-1)),
+    R2(MOD, I8_(-128), I8_(-1), I8_(0)),
+    E2(DIV, I8_(5), I8_(0), ARITH, "integer division by zero"),
+    R1(NEG, I8_(-128), I8_(-128)),
+    R1(ABS, I8_(-128), I8_(-128)),
+    R1(ABS, I8_(-5), I8_(5)),
+    R1(RELU, I8_(-5), I8_(0)),
+    R2(LESS, U8_(200), U8_(100), B_(0)),
+    R2(LESS, I8_(-56), I8_(100), B_(1)),
+    R2(EQUAL, U8_(7), U8_(7), B_(1)),
+    SEL(B_(0), U8_(1), U8_(250), U8_(250)),
+    SEL(B_(1), I8_(-3), I8_(4), I8_(-3)),
+    E2(ADD, U8_(1), I8_(1), TYPE, "dtype mismatch: u8 and i8"),
+    E2(ADD, U8_(1), I32_(1), TYPE, "dtype mismatch: u8 and i32"),
+    E1(EXP, U8_(1), TYPE, "exp needs a float operand (f32 or f64), got u8"),
+    E1(NOT, I8_(0), TYPE, "logic needs bool operands, got i8"),
+    CAST(I32_(300), U8, U8_(44)),
+    CAST(I32_(-1), U8, U8_(255)),
+    CAST(I64_(-129), I8, I8_(127)),
+    CAST(I32_(200), I8, I8_(-56)),
+    CAST(U8_(200), I8, I8_(-56)),
+    CAST(I8_(-56), U8, U8_(200)),
+    CAST(I8_(-1), I64, I64_(-1)),
+    CAST(I8_(-1), I32, I32_(-1)),
+    CAST(U8_(255), I32, I32_(255)),
+    CAST(U8_(255), I64, I64_(255)),
+    CAST(U8_(255), F32, F32_(255.0)),
+    CAST(I8_(-128), F64, F64_(-128.0)),
+    CAST(U8_(0), BOOL, B_(0)),
+    CAST(I8_(-1), BOOL, B_(1)),
+    CAST(B_(1), U8, U8_(1)),
+    CAST(B_(1), I8, I8_(1)),
+    CAST(F64_(255.9), U8, U8_(255)),
+    CAST(F64_(-0.9), U8, U8_(0)),
+    CAST(F32_(-128.9), I8, I8_(-128)),
+    CAST(F32_(127.5), I8, I8_(127)),
+    CASTE(F64_(256.0), U8, "cannot cast f64 256 to u8 (out of range)"),
+    CASTE(F64_(-1.0), U8, "cannot cast f64 -1 to u8 (out of range)"),
+    CASTE(F32_(128.0), I8, "cannot cast f32 128 to i8 (out of range)"),
+    CASTE(F32_(-129.0), I8, "cannot cast f32 -129 to i8 (out of range)"),
+    CASTE(F64_(nan_), U8, "cannot cast f64 nan to u8"),
+    CAST(U8_(9), U8, U8_(9)),
+    /* FLOOR CEIL ROUND (halves to even) SIN COS ERF on floats */
+    R1(FLOOR, F32_(-1.5), F32_(-2.0)),
+    R1(FLOOR, F64_(2.999), F64_(2.0)),
+    R1(FLOOR, F64_(-0.0), F64_(-0.0)),
+    R1(FLOOR, F64_(inf), F64_(inf)),
+    R1(FLOOR, F64_(nan_), F64_(nan_)),
+    R1(CEIL, F32_(-1.5), F32_(-1.0)),
+    R1(CEIL, F64_(-0.5), F64_(-0.0)),
+    R1(CEIL, F64_(1.0000001), F64_(2.0)),
+    R1(ROUND, F32_(0.5), F32_(0.0)),
+    R1(ROUND, F32_(1.5), F32_(2.0)),
+    R1(ROUND, F32_(2.5), F32_(2.0)),
+    R1(ROUND, F64_(-2.5), F64_(-2.0)),
+    R1(ROUND, F64_(-3.5), F64_(-4.0)),
+    R1(ROUND, F64_(2.5000001), F64_(3.0)),
+    R1(ROUND, F64_(-0.4), F64_(-0.0)),
+    R1(SIN, F64_(0.0), F64_(0.0)),
+    R1(SIN, F64_(-0.0), F64_(-0.0)),
+    R1(SIN, F64_(1.0), F64_(0.8414709848078965)),
+    R1(SIN, F64_(inf), F64_(nan_)),
+    R1(COS, F64_(0.0), F64_(1.0)),
+    R1(COS, F64_(1.0), F64_(0.5403023058681398)),
+    R1(COS, F32_(0.0), F32_(1.0)),
+    R1(ERF, F64_(0.0), F64_(0.0)),
+    R1(ERF, F64_(0.5), F64_(0.5204998778130465)),
+    R1(ERF, F64_(-inf), F64_(-1.0)),
+    R1(ERF, F32_(10.0), F32_(1.0)),
+    E1(FLOOR, I32_(1), TYPE, "floor needs a float operand (f32 or f64), got i32"),
+    E1(ROUND, I64_(1), TYPE, "round needs a float operand (f32 or f64), got i64"),
+    E1(ERF, B_(1), TYPE, "erf needs a float operand (f32 or f64), got bool"),
+    /* SIGN: NaN stays, either zero gives +0 (NumPy) */
+    R1(SIGN, F32_(-2.5), F32_(-1.0)),
+    R1(SIGN, F32_(0.001), F32_(1.0)),
+    R1(SIGN, F64_(-0.0), F64_(0.0)),
+    R1(SIGN, F64_(nan_), F64_(nan_)),
+    R1(SIGN, F64_(-inf), F64_(-1.0)),
+    R1(SIGN, I32_(I32MIN), I32_(-1)),
+    R1(SIGN, I32_(0), I32_(0)),
+    R1(SIGN, I64_(I64MAX), I64_(1)),
+    R1(SIGN, I8_(-128), I8_(-1)),
+    R1(SIGN, U8_(200), U8_(1)),
+    R1(SIGN, U8_(0), U8_(0)),
+    E1(SIGN, B_(1), TYPE, "arithmetic on bool is not defined"),
+    /* POW: floats as C pow; integers b >= 0, wrapping; 0 ** 0 = 1 */
+    R2(POW, F64_(2.0), F64_(10.0), F64_(1024.0)),
+    R2(POW, F64_(2.0), F64_(-1.0), F64_(0.5)),
+    R2(POW, F64_(-8.0), F64_(1.0 / 3.0), F64_(nan_)),
+    R2(POW, F32_(4.0), F32_(0.5), F32_(2.0)),
+    R2(POW, F64_(0.0), F64_(0.0), F64_(1.0)),
+    R2(POW, I32_(3), I32_(4), I32_(81)),
+    R2(POW, I32_(-2), I32_(3), I32_(-8)),
+    R2(POW, I32_(0), I32_(0), I32_(1)),
+    R2(POW, I32_(2), I32_(31), I32_(I32MIN)),
+    R2(POW, I32_(2), I32_(32), I32_(0)),
+    R2(POW, I64_(3), I64_(40), I64_(-6289078614652622815)), /* 3 ** 40 - 2 ** 64 */
+    R2(POW, I64_(-1), I64_(I64MAX), I64_(-1)),
+    R2(POW, U8_(3), U8_(5), U8_(243)),
+    R2(POW, U8_(2), U8_(9), U8_(0)),
+    R2(POW, I8_(-2), I8_(7), I8_(-128)),
+    E2(POW, I32_(2), I32_(-1), ARITH, "integer power with a negative exponent"),
+    E2(POW, I64_(1), I64_(-5), ARITH, "integer power with a negative exponent"),
+    E2(POW, I8_(1), I8_(-1), ARITH, "integer power with a negative exponent"),
+    E2(POW, B_(1), B_(1), TYPE, "arithmetic on bool is not defined"),
+    E2(POW, F32_(1.0), F64_(1.0), TYPE, "dtype mismatch: f32 and f64"),
+    /* FLOOR_DIV, FLOOR_MOD: Python's // and % (result of % has b's sign) */
+    R2(FLOOR_DIV, I32_(7), I32_(2), I32_(3)),
+    R2(FLOOR_DIV, I32_(-7), I32_(2), I32_(-4)),
+    R2(FLOOR_DIV, I32_(7), I32_(-2), I32_(-4)),
+    R2(FLOOR_DIV, I32_(-7), I32_(-2), I32_(3)),
+    R2(FLOOR_DIV, I32_(-6), I32_(2), I32_(-3)),
+    R2(FLOOR_DIV, I32_(I32MIN), I32_(-1), I32_(I32MIN)),
+    R2(FLOOR_DIV, I64_(-1), I64_(I64MAX), I64_(-1)),
+    R2(FLOOR_DIV, I8_(-128), I8_(3), I8_(-43)),
+    R2(FLOOR_DIV, U8_(255), U8_(16), U8_(15)),
+    E2(FLOOR_DIV, I32_(1), I32_(0), ARITH, "integer division by zero"),
+    E2(FLOOR_DIV, U8_(1), U8_(0), ARITH, "integer division by zero"),
+    R2(FLOOR_MOD, I32_(7), I32_(3), I32_(1)),
+    R2(FLOOR_MOD, I32_(-7), I32_(3), I32_(2)),
+    R2(FLOOR_MOD, I32_(7), I32_(-3), I32_(-2)),
+    R2(FLOOR_MOD, I32_(-7), I32_(-3), I32_(-1)),
+    R2(FLOOR_MOD, I32_(-6), I32_(3), I32_(0)),
+    R2(FLOOR_MOD, I32_(I32MIN), I32_(-1), I32_(0)),
+    R2(FLOOR_MOD, I64_(I64MIN), I64_(I64MAX), I64_(9223372036854775806)),
+    R2(FLOOR_MOD, I8_(-128), I8_(3), I8_(1)),
+    R2(FLOOR_MOD, U8_(255), U8_(16), U8_(15)),
+    E2(FLOOR_MOD, I64_(1), I64_(0), ARITH, "integer modulo by zero"),
+    E2(FLOOR_MOD, I8_(1), I8_(0), ARITH, "integer modulo by zero"),
+    R2(FLOOR_DIV, F64_(7.0), F64_(2.0), F64_(3.0)),
+    R2(FLOOR_DIV, F64_(-7.0), F64_(2.0), F64_(-4.0)),
+    R2(FLOOR_DIV, F32_(7.5), F32_(-2.0), F32_(-4.0)),
+    R2(FLOOR_DIV, F64_(1.0), F64_(0.0), F64_(inf)),
+    R2(FLOOR_DIV, F64_(0.0), F64_(0.0), F64_(nan_)),
+    R2(FLOOR_MOD, F64_(7.5), F64_(2.0), F64_(1.5)),
+    R2(FLOOR_MOD, F64_(-7.5), F64_(2.0), F64_(0.5)),
+    R2(FLOOR_MOD, F64_(7.5), F64_(-2.0), F64_(-0.5)),
+    R2(FLOOR_MOD, F32_(-7.5), F32_(-2.0), F32_(-1.5)),
+    R2(FLOOR_MOD, F64_(6.0), F64_(-3.0), F64_(-0.0)),
+    R2(FLOOR_MOD, F64_(-6.0), F64_(3.0), F64_(0.0)),
+    R2(FLOOR_MOD, F64_(1.0), F64_(0.0), F64_(nan_)),
+    R2(FLOOR_MOD, F64_(-1.0), F64_(inf), F64_(inf)),
+    /* XOR */
+    R2(XOR, B_(0), B_(0), B_(0)), R2(XOR, B_(0), B_(1), B_(1)),
+    R2(XOR, B_(1), B_(0), B_(1)), R2(XOR, B_(1), B_(1), B_(0)),
+    E2(XOR, I32_(1), I32_(1), TYPE, "logic needs bool operands, got i32"),
 };
 
 /* Layouts each case runs in: how each operand is passed. */
@@ -755,6 +931,105 @@ START_TEST(test_numpy_fixtures)
 }
 END_TEST
 
+/* ---- The op table (isa/ops.def) against the kernels ---------------------------
+ * Iterates the table, so a new row is checked without touching this file:
+ * every elementwise op on every dtype, as scalars and as a [2] tensor. What
+ * `types` allows must run (a kernel exists: never INTERNAL or UNSUPPORTED)
+ * and give `result`'s dtype, the scalar and tensor paths agreeing; anything
+ * else is a type error. Operands are 1 (true), valid for every op. */
+static bool elementwise_op(int op)
+{
+    return isa_is_compute(isa_ops[op].cls) && isa_ops[op].cls != ISA_CLASS_TENSOR;
+}
+
+static void table_one(isa_op op, uint32_t attr, const uint8_t *dt, int *ran)
+{
+    const int n = isa_ops[op].n_in;
+    const uint8_t d = isa_ops[op].cls == ISA_CLASS_SELECT ? dt[1] : dt[0];
+    const bool takes = isa_takes(op, d) && (isa_ops[op].cls != ISA_CLASS_SELECT || dt[0] == TFVM_BOOL);
+    char label[96];
+    snprintf(label, sizeof label, "%s on %s%s%s", isa_ops[op].name, tfvm_dtype_name((tfvm_dtype)d),
+             op == ISA_CAST ? " to " : "", op == ISA_CAST ? tfvm_dtype_name((tfvm_dtype)attr) : "");
+    dev_value got[2];
+    for (int mode = 0; mode < 2; mode++) {
+        dev_value in[3];
+        for (int k = 0; k < n; k++) {
+            tv one = {dt[k], 1, 1.0};
+            in[k] = mode == 0 ? scalar(one) : tens(filled(one, 1, (int64_t[]){2}));
+        }
+        char msg[256] = "";
+        got[mode] = (dev_value){.dtype = 99};
+        tfvm_status st = dev_cpu_elementwise(op, attr, in, &got[mode], &alloc, msg, sizeof msg);
+        for (int k = 0; k < n; k++)
+            dev_value_release(&in[k]);
+        if (!takes) {
+            ck_assert_msg(st == TFVM_ERR_TYPE, "%s: got %s (%s), want a type error", label,
+                          tfvm_status_name(st), msg);
+            ck_assert_int_eq(got[mode].dtype, 99);
+            continue;
+        }
+        ck_assert_msg(st == TFVM_OK, "%s (%s): %s: %s", label, mode ? "tensor" : "scalar",
+                      tfvm_status_name(st), msg);
+        ck_assert_msg(got[mode].dtype == isa_result_dtype(op, dt, attr), "%s: result %s, ops.def says %s",
+                      label, tfvm_dtype_name((tfvm_dtype)got[mode].dtype), isa_result_name(isa_ops[op].result));
+        ck_assert_int_eq(got[mode].is_tensor, mode);
+    }
+    if (!takes)
+        return;
+    const size_t es = tfvm_dtype_size((tfvm_dtype)got[0].dtype);
+    const tfvm_tensor *t = got[1].u.t;
+    ck_assert_int_eq(t->dtype, got[0].dtype);
+    ck_assert_int_eq(t->count, 2);
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(memcmp((const char *)t->data + i * (ptrdiff_t)es, &got[0].u, es) == 0,
+                      "%s: the tensor kernel and the scalar path differ", label);
+    dev_value_release(&got[1]);
+    ck_assert_msg(ta.live == 0, "%s: %ld bytes leaked", label, ta.live);
+    (*ran)++;
+}
+
+START_TEST(test_table_kernels)
+{
+    int ran = 0, ops = 0;
+    for (int op = 0; op < ISA_OP_COUNT; op++) {
+        if (!elementwise_op(op))
+            continue;
+        ops++;
+        ck_assert_msg(isa_ops[op].types != 0, "%s takes no dtype", isa_ops[op].name);
+        for (int d = TFVM_BOOL; d <= ISA_DTYPE_LAST; d++) {
+            if (op == ISA_CAST) {
+                for (int to = TFVM_BOOL; to <= ISA_DTYPE_LAST; to++)
+                    table_one((isa_op)op, (uint32_t)to, (uint8_t[3]){(uint8_t)d}, &ran);
+            } else if (isa_ops[op].cls == ISA_CLASS_SELECT) {
+                table_one((isa_op)op, 0, (uint8_t[3]){TFVM_BOOL, (uint8_t)d, (uint8_t)d}, &ran);
+                table_one((isa_op)op, 0, (uint8_t[3]){(uint8_t)d, (uint8_t)d, (uint8_t)d}, &ran);
+            } else {
+                table_one((isa_op)op, 0, (uint8_t[3]){(uint8_t)d, (uint8_t)d, (uint8_t)d}, &ran);
+            }
+        }
+    }
+    /* 7 dtypes: 49 casts, SELECT's 7 with a bool condition (and bool as both) */
+    printf("test_elementwise: %d elementwise ops of ops.def, %d (op, dtype) kernels run\n", ops, ran);
+    ck_assert_int_ge(ran, 49 + 7 + 1);
+}
+END_TEST
+
+/* A type error from the table's sets names what the op takes. */
+START_TEST(test_table_messages)
+{
+    char msg[256];
+    dev_value in[2] = {scalar((tv)B_(1)), scalar((tv)B_(1))}, out;
+    ck_assert_int_eq(dev_cpu_elementwise(ISA_SIGMOID, 0, in, &out, NULL, msg, sizeof msg), TFVM_ERR_TYPE);
+    ck_assert_str_eq(msg, "sigmoid needs a float operand (f32 or f64), got bool");
+    ck_assert_int_eq(dev_cpu_elementwise(ISA_FLOOR_MOD, 0, in, &out, NULL, msg, sizeof msg), TFVM_ERR_TYPE);
+    ck_assert_str_eq(msg, "arithmetic on bool is not defined");
+    char list[64];
+    ck_assert_str_eq(isa_types_list(ISA_TYPES_NUM, list, sizeof list), "i32, i64, u8, i8, f32 or f64");
+    ck_assert_str_eq(isa_types_list(ISA_TYPES_BOOL, list, sizeof list), "bool");
+    ck_assert_str_eq(isa_types_list(ISA_TYPES_FLT, list, sizeof list), "f32 or f64");
+}
+END_TEST
+
 static void setup(void)
 {
     ta = (tu_alloc){.countdown = -1, .fresh_only = true};
@@ -776,6 +1051,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_cast_tensors);
     tcase_add_test(tc, test_nomem);
     tcase_add_test(tc, test_numpy_fixtures);
+    tcase_add_test(tc, test_table_kernels);
+    tcase_add_test(tc, test_table_messages);
     suite_add_tcase(s, tc);
     return s;
 }
