@@ -9,7 +9,7 @@
 #include "onnx.pb-c.h"
 
 #define OX_MAX_IO 64          /* inputs or outputs of one node we translate */
-#define OX_MAX_OPSET 23       /* the newest default-domain opset accepted */
+#define OX_MAX_OPSET 27       /* the newest default-domain opset accepted */
 
 /* A value: rank -1 = unknown; dims[k] -1 = unknown. cdata: the elements of
  * a constant (C order, the dtype's little-endian layout), else NULL. */

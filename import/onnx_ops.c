@@ -187,10 +187,9 @@ static int norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end)
             ox_fail(N, TFVM_ERR_FORMAT, "axis %lld out of range", (long long)axis);
         return (int)axis;
     }
-    int64_t lim = rank + (allow_end ? 1 : 0);
-    if (axis < -lim || axis >= lim)
+    if (axis < -rank || axis > rank - (allow_end ? 0 : 1))
         ox_fail(N, TFVM_ERR_FORMAT, "axis %lld out of range for rank %d", (long long)axis, rank);
-    return (int)(axis < 0 ? axis + lim : axis);
+    return (int)(axis < 0 ? axis + rank : axis);
 }
 
 static int need_rank(ox_node *N, const ox_val *x)
@@ -967,6 +966,18 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         axes = ox_i64s(N, nax, ax);
     }
     uint8_t d = x.dtype;
+    cc_node *noop_if = NULL;
+    cc_blk *outer = N->b;
+    if (have_axes && noop) {
+        /* empty axes at run time leave x as it is: an If on len(axes) == 0 */
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, &axes, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
+        ox_val len = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
+        ox_val c = ew2(N, ISA_EQUAL, &len, &z, TFVM_BOOL);
+        cc_vtype t = cc_tensor_t((tfvm_dtype)d, -1);
+        noop_if = cc_if_new(N->C, N->b, c.v, 1, &t, NULL);
+        cc_block_results(N->C, noop_if->u.cond.then, 1, &x.v);
+        N->b = noop_if->u.cond.els;
+    }
     if (kind == R_L1)
         x = ew1(N, ISA_ABS, &x);
     else if (kind == R_L2 || kind == R_SUMSQ)
@@ -981,6 +992,12 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         y = ew1(N, ISA_SQRT, &y);
     else if (kind == R_LOGSUM || kind == R_LOGSUMEXP)
         y = ew1(N, ISA_LOG, &y);
+    if (noop_if) {
+        cc_block_results(N->C, noop_if->u.cond.els, 1, &y.v);
+        N->b = outer;
+        y.v = cc_out(noop_if, 0);
+        unknown_shape(&y, -1);
+    }
     N->out[0] = y;
 }
 
@@ -1071,19 +1088,16 @@ static void op_Reshape(ox_node *N)
     ox_val *s = need(N, 1);
     sv = as_i64_vec(N, s);
     int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
-    if (!allowzero && x->rank >= 0 && rr >= 0) {
-        /* a shape computed at run time may hold 0s too */
+    if (!allowzero) {
+        /* a shape computed at run time may hold 0s too: select(shape == 0,
+         * (shape(x) + zeros)[:len(shape)], shape) */
         ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
         ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
-        if (rr <= x->rank) {
-            int64_t b0 = 0, e0 = rr;
-            ox_val vb = ox_i64s(N, 1, &b0), ve = ox_i64s(N, 1, &e0);
-            xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
-        } else {
-            int64_t pads[2] = {0, rr - x->rank};
-            ox_val pv = ox_i64s(N, 2, pads);
-            xs = ox_op2(N, ISA_PAD, 0, &xs, &pv, TFVM_I64, 1);
-        }
+        int64_t pads[2] = {0, TFVM_MAX_RANK}, b0 = 0;
+        ox_val pv = ox_i64s(N, 2, pads), vb = ox_i64s(N, 1, &b0);
+        xs = ox_op2(N, ISA_PAD, 0, &xs, &pv, TFVM_I64, 1);
+        ox_val ve = ox_op1(N, ISA_SHAPE, 0, &sv, TFVM_I64, 1);
+        xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
         ox_val c = ew2(N, ISA_EQUAL, &sv, &zero, TFVM_BOOL);
         sv = op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
     }
@@ -1268,8 +1282,23 @@ static void op_Split(ox_node *N)
         ns = ox_attr_ints(N, "split", split, OX_MAX_IO);
     } else if (opt_in(N, 1)) {
         ns = ox_const_ints(opt_in(N, 1), split, OX_MAX_IO);
-        if (ns < 0)
-            ox_unsupported(N, "split sizes computed at run time");
+        if (ns < 0) {
+            /* part k is [sum(split[:k]), sum(split[:k+1])) */
+            ox_val sp0 = as_i64_vec(N, opt_in(N, 1)), zax = ox_scalar(N, TFVM_I64, 0, 0);
+            ox_val ex = ox_op2(N, ISA_CUMSUM, ISA_OPT_EXCLUSIVE, &sp0, &zax, TFVM_I64, 1);
+            ox_val in_ = ox_op2(N, ISA_CUMSUM, 0, &sp0, &zax, TFVM_I64, 1);
+            int64_t a0 = axis;
+            ox_val av0 = ox_i64s(N, 1, &a0), st0 = empty_vec(N, TFVM_I64);
+            for (uint32_t k = 0; k < N->n_out; k++) {
+                int64_t kk = k;
+                ox_val ki = ox_i64s(N, 1, &kk);
+                ox_val vb = ox_op2(N, ISA_GATHER, 0, &ex, &ki, TFVM_I64, 1);
+                ox_val ve = ox_op2(N, ISA_GATHER, 0, &in_, &ki, TFVM_I64, 1);
+                const ox_val *in[5] = {x, &vb, &ve, &av0, &st0};
+                N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+            }
+            return;
+        }
     }
     int n = (int)N->n_out;
     if (ns >= 0 && ns != n)
@@ -1355,8 +1384,15 @@ static void op_Tile(ox_node *N)
 
 static void op_Range(ox_node *N)
 {
-    ox_val *a = need(N, 0);
-    N->out[0] = op3(N, ISA_RANGE, 0, a, need(N, 1), need(N, 2), a->dtype, 1);
+    ox_val v[3];
+    for (uint32_t k = 0; k < 3; k++) {
+        v[k] = *need(N, k);
+        if (v[k].rank != 0) {
+            ox_val e = ox_i64s(N, 0, NULL);
+            v[k] = ox_op2(N, ISA_RESHAPE, 0, need(N, k), &e, v[k].dtype, 0);
+        }
+    }
+    N->out[0] = op3(N, ISA_RANGE, 0, &v[0], &v[1], &v[2], v[0].dtype, 1);
 }
 
 static void op_Pad(ox_node *N)
