@@ -45,12 +45,34 @@ static void bind_input(ox_node *N, const Onnx__GraphProto *g, size_t k, const ox
     ox_bind(N->X, vi->name, ox_new_val(N->C, v));
 }
 
-static uint8_t output_dtype(ox_node *N, const Onnx__GraphProto *g, size_t k)
+/* a scan output's dtype when the body declares it (else a guess that
+ * stack_init corrects once the body is built) */
+static uint8_t output_dtype(const Onnx__GraphProto *g, size_t k)
 {
     ox_val v;
-    if (!ox_value_info(g->output[k], &v))
-        ox_unsupported(N, "a scan output of unknown element type (give the body's outputs types)");
-    return v.dtype;
+    return ox_value_info(g->output[k], &v) ? v.dtype : TFVM_F32;
+}
+
+
+/* The empty stack a scan output starts from, of the dtype the body gave it
+ * (known only once the body is built): a constant moved before the loop. */
+static void stack_init(ox_node *N, cc_blk *outer, cc_node *w, uint32_t var, uint8_t dtype)
+{
+    int64_t zero = 0;
+    cc_irval c = cc_const_new(N->C, outer, (tfvm_dtype)dtype, 1, &zero, &zero, 0, false);
+    cc_node *n = c.n;
+    cc_node_unlink(n);
+    n->prev = w->prev;
+    n->next = w;
+    if (w->prev)
+        w->prev->next = n;
+    else
+        outer->first = n;
+    w->prev = n;
+    w->in[var] = c;
+    cc_vtype t = cc_tensor_t((tfvm_dtype)dtype, -1);
+    w->types[var] = t;
+    w->u.loop.lvars[var]->types[0] = t;
 }
 
 void ox_op_if(ox_node *N)
@@ -132,7 +154,7 @@ void ox_op_loop(ox_node *N)
         init[2 + k] = *N->in[2 + k];
     }
     for (uint32_t k = 0; k < ns; k++) {
-        uint8_t d = output_dtype(N, g, 1 + nv + k);
+        uint8_t d = output_dtype(g, 1 + nv + k);
         int64_t zero = 0;
         init[2 + nv + k] = plain(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
     }
@@ -179,6 +201,9 @@ void ox_op_loop(ox_node *N)
         next[2 + k] = out[1 + k]->v;
     for (uint32_t k = 0; k < ns; k++) {
         const ox_val *v = out[1 + nv + k];
+        if (v->dtype != init[2 + nv + k].dtype)
+            stack_init(N, outer, w, 2 + nv + k, v->dtype);
+        lv[2 + nv + k].dtype = v->dtype;
         ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[2 + nv + k], &lv[0], v}, v->dtype,
                            v->rank >= 0 ? v->rank + 1 : -1);
         next[2 + nv + k] = put.v;
@@ -240,7 +265,7 @@ void ox_op_scan(ox_node *N)
     for (uint32_t k = 0; k < nst; k++)
         lv[1 + k] = plain(N->in[k]->v, N->in[k]->dtype, N->in[k]->rank);
     for (uint32_t k = 0; k < nso; k++) {
-        uint8_t d = output_dtype(N, g, nst + k);
+        uint8_t d = output_dtype(g, nst + k);
         int64_t zero = 0;
         lv[1 + nst + k] = plain(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
     }
@@ -289,6 +314,9 @@ void ox_op_scan(ox_node *N)
         next[1 + k] = out[k]->v;
     for (uint32_t k = 0; k < nso; k++) {
         const ox_val *v = out[nst + k];
+        if (v->dtype != lv[1 + nst + k].dtype)
+            stack_init(N, outer, w, 1 + nst + k, v->dtype);
+        lv[1 + nst + k].dtype = v->dtype;
         ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + nst + k], &lv[0], v}, v->dtype,
                            v->rank >= 0 ? v->rank + 1 : -1);
         next[1 + nst + k] = put.v;
