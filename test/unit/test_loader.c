@@ -682,7 +682,7 @@ START_TEST(test_verify_errors)
         {S_ENTRIES, 0, 4, 4, 1, "entry 0 'main': region 1 'fib' is a FUNC region, not ROOT)"},
         {S_ENTRIES, 0, 4, 4, 3, "entry 0 'main': region 3 does not exist)"},
         {S_REGIONS, 2, 0, 1, 0, "region 2 'sum_loop': a ROOT region has no parent, but its parent is 0)"},
-        {S_PARAMS, 0, 4, 1, 6, "entry 0 'main': parameter 0 'n': bad dtype 6)"},
+        {S_PARAMS, 0, 4, 1, 8, "entry 0 'main': parameter 0 'n': bad dtype 8)"},
         {S_PARAMS, 2, 5, 1, 2, "entry 0 'main': result 1 's': bad rank 2 (0 for a scalar, 255 for a tensor))"},
         /* constants */
         {S_DATA, 12, 0, 1, 2, "constant 3: bool element 0 is 2, not 0 or 1)"},
@@ -819,7 +819,8 @@ START_TEST(test_verify_memory)
     CASE("constant 4: rank 9 exceeds 8", ((isa_const *)p.consts)[4].rank = 9);
     CASE("instruction 1 'call': region 0 'main' after region 1 'fib' of the previous instruction (instructions must be sorted by region)",
          p.insts[0].region = R_FIB);
-    CASE("entry 0 'main': parameter 0: name '1x' is not an identifier", p.entries[0].params[0].name = "1x");
+    CASE("entry 0 'main': parameter 0: name 'a b' is not a parameter name (printable ASCII without spaces or '\"')",
+         p.entries[0].params[0].name = "a b");
     /* An EXIT in the wrong loop needs a second loop region. */
     CASE("instruction 27 'x': EXIT of frame 'other' must be in that loop region, not in 'sum_loop'",
          isa_region *rs = ut_arena_array(&p.arena, 4, sizeof *rs); memcpy(rs, p.regions, 3 * sizeof *rs);
