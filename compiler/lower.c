@@ -895,11 +895,16 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Makes instruction names unique within their region: name, name_1, ... */
+/* Makes instruction names unique within their region: name, name_1, ...
+ * Names from imported models ("dense/BiasAdd:0", "input.1") become
+ * identifiers first ('_' for every other character), as .tfasm labels must be. */
 static const char *unique_name(lower *L, uint32_t region, const char *name)
 {
     char base[112];
-    ut_fmt(base, sizeof base, "%s", name);
+    ut_fmt(base, sizeof base, "%s%s", name[0] >= '0' && name[0] <= '9' ? "_" : "", name);
+    for (char *c = base; *c; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+            *c = '_';
     uint64_t h = 1469598103934665603ull;
     for (const char *p = base; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;

@@ -13,7 +13,7 @@
  * Punctuation tokens use their character as kind; the named kinds are below
  * every printable character. Newlines are tokens only outside ( ) and [ ], so
  * long input lists and tensor values may span lines. */
-enum { TK_EOF = 0, TK_NL, TK_IDENT, TK_NUM, TK_LABEL, TK_ARROW };
+enum { TK_EOF = 0, TK_NL, TK_IDENT, TK_NUM, TK_LABEL, TK_ARROW, TK_QNAME };
 
 typedef struct as_tok {
     int kind;
@@ -370,6 +370,19 @@ static bool lex(as_parser *P)
         } else if (c == '-' && j < n && s[j] == '>') {
             j++;
             kind = TK_ARROW;
+        } else if (c == '"') {
+            /* a quoted parameter or result name ("x:0"): printable ASCII, no
+             * spaces, no escapes (docs/asm.md); the token is what is inside */
+            while (j < n && s[j] > ' ' && s[j] <= '~' && s[j] != '"')
+                j++;
+            if (j == n || s[j] != '"' || j == i + 1)
+                return fail_at(P, line, col, "a quoted name is '\"' then printable characters (no spaces) then '\"'");
+            if (!push_tok(P, TK_QNAME, s + i + 1, j - i - 1, line, col))
+                return false;
+            j++;
+            col += (uint32_t)(j - i);
+            i = j;
+            continue;
         } else {
             switch (c) {
             case '(': case '[':
@@ -1113,7 +1126,14 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
         size_t pi = P->params.n - 1;
         as_tok name;
         uint8_t dt = 0, rank = 0;
-        if (!parse_name(P, "a parameter name", &name) || !expect(P, ':', "after the parameter name") ||
+        if (peek(P)->kind == TK_QNAME) {
+            name = *next(P);
+            if (!check_name(P, &name))
+                return false;
+        } else if (!parse_name(P, "a parameter name", &name)) {
+            return false;
+        }
+        if (!expect(P, ':', "after the parameter name") ||
             !parse_dtype(P, &dt))
             return false;
         if (is_p(peek(P), '[')) {

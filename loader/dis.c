@@ -473,9 +473,15 @@ void ld_format_inst(const isa_program *p, uint32_t i, ut_buf *out)
 }
 
 /* ---- Whole programs ---------------------------------------------------------------- */
+/* A parameter or result; a name that is not an identifier ("x:0", from an
+ * imported model) is quoted (docs/asm.md). */
 static void put_type(ut_buf *b, const isa_param *pa)
 {
-    ut_buf_printf(b, "%s: %s%s", pa->name ? pa->name : "?", tfvm_dtype_name((tfvm_dtype)pa->dtype),
+    const char *n = pa->name ? pa->name : "?";
+    bool ident = (*n >= 'A' && *n <= 'Z') || (*n >= 'a' && *n <= 'z') || *n == '_';
+    for (const char *c = n; ident && *c; c++)
+        ident = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+    ut_buf_printf(b, ident ? "%s: %s%s" : "\"%s\": %s%s", n, tfvm_dtype_name((tfvm_dtype)pa->dtype),
                   pa->rank == ISA_RANK_ANY ? "[]" : "");
 }
 

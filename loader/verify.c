@@ -110,6 +110,29 @@ static tfvm_status vname(vf *v, const char *name, const char *ctx)
     return TFVM_OK;
 }
 
+/* Parameter and result names are the names users bind arguments and results
+ * by, and models made elsewhere name them freely ("input.1", "x:0",
+ * "dense/BiasAdd"): any printable ASCII but space and '"' (so that .tfasm can
+ * quote them without escapes), at most 127 characters. */
+static tfvm_status vpname(vf *v, const char *name, const char *ctx)
+{
+    char q[160];
+    if (!name)
+        return vbad(v, "%s: missing name", ctx);
+    size_t i = 0;
+    for (; name[i]; i++) {
+        if (i >= VF_MAX_NAME)
+            return vbad(v, "%s: name %s is longer than %u characters", ctx, quote(name, q, sizeof q),
+                        VF_MAX_NAME);
+        if (name[i] <= ' ' || name[i] > '~' || name[i] == '"')
+            break;
+    }
+    if (i == 0 || name[i])
+        return vbad(v, "%s: name %s is not a parameter name (printable ASCII without spaces or '\"')", ctx,
+                    quote(name, q, sizeof q));
+    return TFVM_OK;
+}
+
 /* ---- Scratch ----------------------------------------------------------------- */
 static void *vf_calloc(vf *v, size_t count, size_t size)
 {
@@ -243,7 +266,7 @@ static tfvm_status check_params(vf *v, uint32_t e, const isa_param *pa, uint32_t
     tfvm_status st;
     for (uint32_t j = 0; j < n; j++) {
         snprintf(ctx, sizeof ctx, "entry %" PRIu32 " '%s': %s %" PRIu32, e, en, what, j);
-        if ((st = vname(v, pa[j].name, ctx)))
+        if ((st = vpname(v, pa[j].name, ctx)))
             return st;
         if (!isa_dtype_valid(pa[j].dtype))
             return vbad(v, "%s '%s': bad dtype %u", ctx, pa[j].name, pa[j].dtype);

@@ -607,6 +607,30 @@ START_TEST(operands_inline_round_trip)
 }
 END_TEST
 
+/* Parameter and result names from imported models ("x:0", "input.1",
+ * "dense/BiasAdd") are quoted in .tfasm; plain identifiers are not. */
+START_TEST(quoted_parameter_names)
+{
+    static const char text[] = "entry main(\"x:0\": f32[], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[]) {\n"
+                               "    a = ARG 0\n"
+                               "    RESULT 0 (a)\n"
+                               "}\n";
+    isa_program p;
+    assemble_ok(text, strlen(text), "quoted", &p);
+    ck_assert_str_eq(p.entries[0].params[0].name, "x:0");
+    ck_assert_str_eq(p.entries[0].params[1].name, "input.1");
+    ck_assert_str_eq(p.entries[0].params[2].name, "plain");
+    ck_assert_str_eq(p.entries[0].results[0].name, "dense/BiasAdd");
+    size_t len;
+    char *d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "entry main(\"x:0\": f32[], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[]) {\n"),
+                  "%s", d);
+    free(d);
+    check_round_trip(&p, "quoted");
+    isa_program_release(&p);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------- */
 typedef struct bad_case {
     const char *text, *message;
@@ -632,6 +656,10 @@ static const bad_case bad_cases[] = {
     {HDR "    RESULT 0 (nope.x)\n" FTR, "t.tfasm:3:15: region 'nope' is not defined"},
     {HDR "    RESULT 0 (main.zz)\n" FTR, "t.tfasm:3:20: 'zz' is not defined in region 'main'"},
     {"entry main(n: i33) -> () {\n}\n", "t.tfasm:1:15: unknown type 'i33'"},
+    {"entry main(\"a b\": i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
+    {"entry main(\"\": i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
+    {"entry main(\"ab: i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
+    {"entry \"main\"() -> () {\n}\n", "t.tfasm:1:7: expected a entry name after 'entry', got 'main'"},
     {HDR "    RESULT 0 (a)\n    e = ENTER lp cnst (a)\n" FTR, "t.tfasm:4:18: unknown ENTER option 'cnst' (expected const or parallel=N)"},
     {HDR "    m = MERGE ()\n" FTR, "t.tfasm:3:9: MERGE needs at least 1 input"},
     {HDR "    s = SWITCH (a, a)\n    RESULT 0 (s:2)\n" FTR, "t.tfasm:4:15: 's' has no output 2 (SWITCH has 2 outputs)"},
@@ -881,6 +909,7 @@ static Suite *asm_suite(void)
     tcase_add_test(tc, empty_and_minimal);
     tcase_add_test(tc, operands_and_options_round_trip);
     tcase_add_test(tc, operands_inline_round_trip);
+    tcase_add_test(tc, quoted_parameter_names);
     tcase_add_loop_test(tc, bad_syntax, 0, (int)UT_COUNTOF(bad_cases));
     tcase_add_test(tc, long_names);
     tcase_add_test(tc, every_prefix_fails_cleanly);
