@@ -49,45 +49,45 @@ void cc_node_unlink(cc_node *n)
     n->prev = n->next = NULL;
 }
 
-/* Ops that can stop a run: integer DIV/MOD (unless the divisor is a nonzero
- * constant), CAST from a float to an integer, the tensor ops, and anything
- * on tensors (shapes are only fully known at run time). Dead-code
- * elimination keeps them, so a program fails the same way whether or not a
- * result is used. */
+/* Ops that can stop a run, by ops.def's `fails`: the tensor ops (YES),
+ * integer DIV/MOD/FLOOR_DIV/FLOOR_MOD unless the divisor is a nonzero
+ * constant (DIV0), integer POW unless the exponent is a constant >= 0
+ * (NEGEXP), CAST from a float to an integer (F2I), and anything on tensors
+ * (shapes are only fully known at run time). Dead-code elimination keeps
+ * them, so a program fails the same way whether or not a result is used. */
 bool cc_op_may_fail(const cc_node *n)
 {
     if (n->kind != CC_N_OP)
         return false;
-    if (isa_ops[n->op].cls == ISA_CLASS_TENSOR)
+    const isa_fails fails = isa_ops[n->op].fails;
+    if (fails == ISA_FAILS_YES)
         return true;
     for (uint32_t k = 0; k < n->n_in; k++) {
         cc_irval v = cc_resolve(n->in[k]);
         if (v.n->types[v.k].tensor)
             return true;
     }
-    if (n->op == ISA_DIV || n->op == ISA_MOD) {
-        uint8_t d = n->types[0].dtype;
-        if (d != TFVM_I32 && d != TFVM_I64)
-            return false;
-        cc_irval y = cc_resolve(n->in[1]);
-        if (y.n->kind != CC_N_CONST)
-            return true;
-        const void *p = y.n->u.c.data;
-        if (d == TFVM_I32) {
-            int32_t v;
-            memcpy(&v, p, 4);
-            return v == 0;
-        }
-        int64_t v;
-        memcpy(&v, p, 8);
-        return v == 0;
+    if (fails == ISA_FAILS_NO)
+        return false;
+    cc_irval x = cc_resolve(n->in[0]);
+    const uint8_t d = x.n->types[x.k].dtype;
+    if (fails == ISA_FAILS_F2I)
+        return isa_dtype_float(d) && isa_dtype_int(n->attr);
+    if (!isa_dtype_int(d))
+        return false;
+    /* DIV0, NEGEXP: operand b decides; only a constant is known */
+    cc_irval y = cc_resolve(n->in[1]);
+    if (y.n->kind != CC_N_CONST)
+        return true;
+    const void *p = y.n->u.c.data;
+    int64_t v;
+    switch (d) {
+    case TFVM_I32: { int32_t w; memcpy(&w, p, 4); v = w; break; }
+    case TFVM_U8: v = *(const uint8_t *)p; break;
+    case TFVM_I8: v = *(const int8_t *)p; break;
+    default: memcpy(&v, p, 8); break;
     }
-    if (n->op == ISA_CAST) {
-        cc_irval x = cc_resolve(n->in[0]);
-        uint8_t from = x.n->types[x.k].dtype;
-        return (from == TFVM_F32 || from == TFVM_F64) && (n->attr == TFVM_I32 || n->attr == TFVM_I64);
-    }
-    return false;
+    return fails == ISA_FAILS_DIV0 ? v == 0 : v < 0;
 }
 
 /* ---- Building ---------------------------------------------------------------------- */

@@ -71,6 +71,8 @@ static bool const_int(cc_irval v, int64_t *out)
     case TFVM_BOOL: *out = *(const uint8_t *)c->data; return true;
     case TFVM_I32: { int32_t x; memcpy(&x, c->data, 4); *out = x; return true; }
     case TFVM_I64: memcpy(out, c->data, 8); return true;
+    case TFVM_U8: *out = *(const uint8_t *)c->data; return true;
+    case TFVM_I8: *out = *(const int8_t *)c->data; return true;
     default: return false;
     }
 }
@@ -126,7 +128,7 @@ static bool same_type(cc_irval v, const cc_node *n)
     return cc_vtype_eq(&v.n->types[v.k], &n->types[0]);
 }
 
-static bool int_dtype(const cc_node *n) { return n->types[0].dtype == TFVM_I32 || n->types[0].dtype == TFVM_I64; }
+static bool int_dtype(const cc_node *n) { return isa_dtype_int(n->types[0].dtype); }
 
 /* x+0, x-0, x*1, x/1, b&&true, b||false, !!b, select(true, a, b), ... on
  * integers and bools (float identities break on -0.0 and NaN). */

@@ -507,11 +507,6 @@ static void check_index(checker *K, cc_expr *e, const cc_tlist *hint)
     e->type = one_type(C, &cur->type.t[0]);
 }
 
-static bool float_only(int op)
-{
-    return op == ISA_SIGMOID || op == ISA_TANH || op == ISA_EXP || op == ISA_LOG || op == ISA_SQRT;
-}
-
 static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
@@ -596,7 +591,7 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
         t = *in[0];
         t.dtype = e->u.call.targ;
     } else {
-        if (float_only(op) && !is_float(in[0]->dtype)) {
+        if (info->types == ISA_TYPES_FLT && !is_float(in[0]->dtype)) {
             cc_vtype_str(in[0], ta, sizeof ta);
             cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' needs f32 or f64, got %s", name, ta);
         }
