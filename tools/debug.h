@@ -28,6 +28,10 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v);
 /* "tfvm: <message> (see 'tfvm CMD --help')" on stderr; returns the usage exit status. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The printf format of one parameter in a signature, given the separator,
+ * name, dtype and "[]" or "": "%s%s: %s%s", or with the name in double
+ * quotes when it is not an identifier ("x:0", as .tfasm writes it). */
+const char *cli_param_fmt(const char *name) __attribute__((format_arg(1)));
 /* "main(n: i32)" */
 void cli_print_signature(const tfvm_entry_info *e, FILE *f);
 

@@ -400,12 +400,22 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
     return fail("argument %zu '%s': unsupported type", i + 1, p->name);
 }
 
+/* A parameter's name as .tfasm writes it: quoted unless an identifier
+ * (imported models' names: "x:0"). */
+const char *cli_param_fmt(const char *name)
+{
+    bool ident = (*name >= 'A' && *name <= 'Z') || (*name >= 'a' && *name <= 'z') || *name == '_';
+    for (const char *c = name; ident && *c; c++)
+        ident = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
+    return ident ? "%s%s: %s%s" : "%s\"%s\": %s%s";
+}
+
 static void print_signature(const tfvm_entry_info *e, FILE *f)
 {
     fprintf(f, "%s(", e->name);
     for (size_t i = 0; i < e->n_params; i++)
-        fprintf(f, "%s%s: %s%s", i ? ", " : "", e->params[i].name, tfvm_dtype_name(e->params[i].dtype),
-                e->params[i].rank ? "[]" : "");
+        fprintf(f, cli_param_fmt(e->params[i].name), i ? ", " : "", e->params[i].name,
+                tfvm_dtype_name(e->params[i].dtype), e->params[i].rank ? "[]" : "");
     fprintf(f, ")");
 }
 
