@@ -1,0 +1,190 @@
+"""test/onnx/make_models.py — the small models of test/unit/test_onnx.c, made
+with the onnx helper (build/onnx-venv, see setup.sh) and committed under
+test/onnx/models/. Run by hand after changing it:
+    build/onnx-venv/bin/python test/onnx/make_models.py
+Weights are small integers so that every expected output is exact."""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper as H
+from onnx import numpy_helper as NH
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+OPSET = [H.make_opsetid("", 17)]
+
+
+def save(name, graph, **kw):
+    m = H.make_model(graph, opset_imports=OPSET, producer_name="tfvm-test", **kw)
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(OUT, name))
+
+
+def f32(name, shape):
+    return H.make_tensor_value_info(name, TP.FLOAT, shape)
+
+
+def init(name, a):
+    return NH.from_array(np.asarray(a), name)
+
+
+def const(name, a):
+    return H.make_node("Constant", [], [name], value=NH.from_array(np.asarray(a)))
+
+
+def mlp():
+    # y = relu(x @ W1 + b1) @ W2 + b2; W1 is listed as a graph input too (exporters do that)
+    W1 = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    b1 = np.array([1, -2, 3], np.float32)
+    W2 = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    b2 = np.array([0.5, -0.5], np.float32)
+    g = H.make_graph(
+        [H.make_node("Gemm", ["x", "W1", "b1"], ["h"], name="fc1"),
+         H.make_node("Relu", ["h"], ["r"]),
+         H.make_node("Gemm", ["r", "W2", "b2"], ["y"], name="fc2")],
+        "mlp", [f32("x", [2, 4]), f32("W1", [4, 3])], [f32("y", [2, 2])],
+        [init("W1", W1), init("b1", b1), init("W2", W2), init("b2", b2)])
+    save("mlp.onnx", g)
+    x = np.array([[1, 2, 3, 4], [-1, 0, 1, 2]], np.float32)
+    print("mlp", (np.maximum(x @ W1 + b1, 0) @ W2 + b2).tolist())
+
+
+def cnn():
+    w = np.array([[[[0, 1, 0], [1, 1, 1], [0, 1, 0]]], [[[1, 0, -1], [0, 0, 0], [-1, 0, 1]]]], np.float32)
+    b = np.array([1, 0], np.float32)
+    W = (np.arange(24, dtype=np.float32).reshape(8, 3) % 5) - 2
+    g = H.make_graph(
+        [H.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         H.make_node("Relu", ["c"], ["r"]),
+         H.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+         H.make_node("Flatten", ["p"], ["f"]),
+         H.make_node("Gemm", ["f", "W"], ["y"])],
+        "cnn", [f32("x", [1, 1, 4, 4])], [f32("y", [1, 3])], [init("w", w), init("b", b), init("W", W)])
+    save("cnn.onnx", g)
+
+
+def if_model():
+    then = H.make_graph([const("one", np.float32(1)), H.make_node("Add", ["x", "one"], ["t"])], "then", [],
+                        [f32("t", [3])])
+    els = H.make_graph([const("two", np.float32(2)), H.make_node("Mul", ["x", "two"], ["e"])], "else", [],
+                       [f32("e", [3])])
+    g = H.make_graph([H.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els)], "if",
+                     [H.make_tensor_value_info("c", TP.BOOL, []), f32("x", [3])], [f32("y", [3])])
+    save("if.onnx", g)
+
+
+def loop100():
+    # s = sum of iter over 100 iterations: 4950; the trip count is a constant
+    body = H.make_graph([H.make_node("Add", ["s_in", "i"], ["s_out"]), H.make_node("Identity", ["c_in"], ["c_out"])],
+                        "body", [H.make_tensor_value_info("i", TP.INT64, []), H.make_tensor_value_info("c_in", TP.BOOL, []),
+                                 H.make_tensor_value_info("s_in", TP.INT64, [])],
+                        [H.make_tensor_value_info("c_out", TP.BOOL, []), H.make_tensor_value_info("s_out", TP.INT64, [])])
+    g = H.make_graph([const("M", np.int64(100)), const("s0", np.int64(0)),
+                      H.make_node("Loop", ["M", "", "s0"], ["s"], body=body)], "loop100",
+                     [], [H.make_tensor_value_info("s", TP.INT64, [])])
+    save("loop100.onnx", g)
+
+
+def loop_scan():
+    # x carried (x + 1 each time), scan output x * iter (as f32), cond from n: stop when iter >= n - 1
+    body = H.make_graph(
+        [const("one", np.float32(1)), const("onei", np.int64(1)),
+         H.make_node("Add", ["x_in", "one"], ["x_out"]),
+         H.make_node("Cast", ["i"], ["fi"], to=TP.FLOAT),
+         H.make_node("Mul", ["x_out", "fi"], ["sc"]),
+         H.make_node("Add", ["i", "onei"], ["i1"]),
+         H.make_node("Less", ["i1", "n"], ["c_out"])],
+        "body", [H.make_tensor_value_info("i", TP.INT64, []), H.make_tensor_value_info("c_in", TP.BOOL, []),
+                 f32("x_in", [2])],
+        [H.make_tensor_value_info("c_out", TP.BOOL, []), f32("x_out", [2]), f32("sc", [2])])
+    g = H.make_graph([const("t", np.bool_(True)), H.make_node("Loop", ["", "t", "x"], ["xf", "stack"], body=body)],
+                     "loop_scan", [f32("x", [2]), H.make_tensor_value_info("n", TP.INT64, [])],
+                     [f32("xf", [2]), f32("stack", [None, 2])])
+    save("loop_scan.onnx", g)
+
+
+def nested():
+    # outer M = m: acc += sum over inner j < 4 of (i * j): inner loop reads outer iter i
+    inner = H.make_graph(
+        [H.make_node("Mul", ["i", "j"], ["p"]), H.make_node("Add", ["a_in", "p"], ["a_out"]),
+         H.make_node("Identity", ["ci"], ["co"])],
+        "inner", [H.make_tensor_value_info("j", TP.INT64, []), H.make_tensor_value_info("ci", TP.BOOL, []),
+                  H.make_tensor_value_info("a_in", TP.INT64, [])],
+        [H.make_tensor_value_info("co", TP.BOOL, []), H.make_tensor_value_info("a_out", TP.INT64, [])])
+    outer = H.make_graph(
+        [const("four", np.int64(4)), H.make_node("Loop", ["four", "", "acc_in"], ["acc_out"], body=inner),
+         H.make_node("Identity", ["c_in"], ["c_out"])],
+        "outer", [H.make_tensor_value_info("i", TP.INT64, []), H.make_tensor_value_info("c_in", TP.BOOL, []),
+                  H.make_tensor_value_info("acc_in", TP.INT64, [])],
+        [H.make_tensor_value_info("c_out", TP.BOOL, []), H.make_tensor_value_info("acc_out", TP.INT64, [])])
+    g = H.make_graph([const("z", np.int64(0)), H.make_node("Loop", ["m", "", "z"], ["acc"], body=outer)], "nested",
+                     [H.make_tensor_value_info("m", TP.INT64, [])], [H.make_tensor_value_info("acc", TP.INT64, [])])
+    save("nested_loop.onnx", g)
+
+
+def if_in_loop():
+    # acc += i when i is even, acc -= 1 when odd
+    then = H.make_graph([H.make_node("Add", ["a_in", "i"], ["t"])], "then", [],
+                        [H.make_tensor_value_info("t", TP.INT64, [])])
+    els = H.make_graph([const("one", np.int64(1)), H.make_node("Sub", ["a_in", "one"], ["e"])], "else", [],
+                       [H.make_tensor_value_info("e", TP.INT64, [])])
+    body = H.make_graph(
+        [const("two", np.int64(2)), const("zero", np.int64(0)), H.make_node("Mod", ["i", "two"], ["r"]),
+         H.make_node("Equal", ["r", "zero"], ["even"]),
+         H.make_node("If", ["even"], ["a_out"], then_branch=then, else_branch=els),
+         H.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [H.make_tensor_value_info("i", TP.INT64, []), H.make_tensor_value_info("c_in", TP.BOOL, []),
+                 H.make_tensor_value_info("a_in", TP.INT64, [])],
+        [H.make_tensor_value_info("c_out", TP.BOOL, []), H.make_tensor_value_info("a_out", TP.INT64, [])])
+    g = H.make_graph([const("z", np.int64(0)), H.make_node("Loop", ["m", "", "z"], ["acc"], body=body)], "if_in_loop",
+                     [H.make_tensor_value_info("m", TP.INT64, [])], [H.make_tensor_value_info("acc", TP.INT64, [])])
+    save("if_in_loop.onnx", g)
+
+
+def scan():
+    # running sum of the rows of x [3, 2], rows read in reverse; outputs the final sum and the sums
+    body = H.make_graph([H.make_node("Add", ["s_in", "row"], ["s_out"]), H.make_node("Identity", ["s_out"], ["o"])],
+                        "body", [f32("s_in", [2]), f32("row", [2])], [f32("s_out", [2]), f32("o", [2])])
+    g = H.make_graph([H.make_node("Scan", ["s0", "x"], ["s", "sums"], body=body, num_scan_inputs=1,
+                                  scan_input_directions=[1])],
+                     "scan", [f32("s0", [2]), f32("x", [3, 2])], [f32("s", [2]), f32("sums", [3, 2])])
+    save("scan.onnx", g)
+
+
+def external():
+    W = np.array([[1, 2], [3, 4]], np.float32)
+    g = H.make_graph([H.make_node("MatMul", ["x", "W"], ["y"])], "ext", [f32("x", [1, 2])], [f32("y", [1, 2])],
+                     [init("W", W)])
+    m = H.make_model(g, opset_imports=OPSET)
+    m.ir_version = 8
+    onnx.external_data_helper.convert_model_to_external_data(m, all_tensors_to_one_file=True, location="ext.bin",
+                                                             size_threshold=0)
+    onnx.save(m, os.path.join(OUT, "external.onnx"))
+    # the same model pointing outside its directory
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../ext.bin"
+    onnx.save(m, os.path.join(OUT, "external_escape.onnx"))
+
+
+def unsupported():
+    g = H.make_graph([H.make_node("Det", ["x"], ["y"], name="det0")], "bad", [f32("x", [2, 2])], [f32("y", [])])
+    save("unsupported.onnx", g)
+
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    mlp()
+    cnn()
+    if_model()
+    loop100()
+    loop_scan()
+    nested()
+    if_in_loop()
+    scan()
+    external()
+    unsupported()
+    print("make_models.py: models in", OUT)

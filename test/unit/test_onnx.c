@@ -1,0 +1,284 @@
+/* test/unit/test_onnx.c — the ONNX importer on the small models of
+ * test/onnx/models/ (made by test/onnx/make_models.py): an MLP, a CNN, If,
+ * Loop (scalar, with scan outputs, nested, with an If inside), Scan,
+ * external data, exporters' conventions, and its errors: exact outputs,
+ * exact messages, and every allocation failure ending in NOMEM. */
+#include "onnx_util.h"
+#include "testutil.h"
+
+#define M "test/onnx/models/"
+
+static tfvm_program *compile_ok(const char *path)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = ou_compile(path, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "%s: %s", path, err.message);
+    return p;
+}
+
+/* runs main deterministically and on 2 threads; both must agree with want */
+static void run_both(tfvm_program *p, const tfvm_value *args, size_t n, tfvm_value *res, size_t nr, int mode)
+{
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = mode == 0;
+    cfg.threads = mode == 0 ? 1 : 2;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_status st = tfvm_run(vm, "main", args, n, res, nr);
+    ck_assert_msg(st == TFVM_OK, "run: %s", tfvm_errmsg(vm));
+    tfvm_vm_free(vm);
+}
+
+static tfvm_tensor *ftensor(int rank, const int64_t *dims, const float *v)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
+    memcpy(tfvm_tensor_data(t), v, (size_t)tfvm_tensor_count(t) * sizeof *v);
+    return t;
+}
+
+static void check_f32(const tfvm_value *v, int rank, const int64_t *dims, const float *want)
+{
+    tfvm_tensor *w = ftensor(rank, dims, want);
+    char why[256];
+    bool ok = ou_same(v, w, why, sizeof why);
+    tfvm_tensor_free(w);
+    ck_assert_msg(ok, "%s", why);
+}
+
+START_TEST(mlp)
+{
+    tfvm_program *p = compile_ok(M "mlp.onnx");
+    /* W1 is a graph input and an initializer: it stays a constant */
+    ck_assert_uint_eq(p->isa.entries[0].n_params, 1);
+    ck_assert_str_eq(p->isa.entries[0].params[0].name, "x");
+    ck_assert_str_eq(p->isa.entries[0].results[0].name, "y");
+    int64_t d[2] = {2, 4};
+    float x[8] = {1, 2, 3, 4, -1, 0, 1, 2};
+    tfvm_tensor *t = ftensor(2, d, x);
+    tfvm_value a = tfvm_tensor_value(t), r;
+    for (int mode = 0; mode < 2; mode++) {
+        run_both(p, &a, 1, &r, 1, mode);
+        check_f32(&r, 2, (int64_t[]){2, 2}, (float[]){44.5f, 50.5f, 36.5f, 34.5f});
+        tfvm_value_release(&r);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(cnn)
+{
+    tfvm_program *p = compile_ok(M "cnn.onnx");
+    int64_t d[4] = {1, 1, 4, 4};
+    float x[16] = {1, 2, 0, 1, 0, 1, 3, 1, 2, 0, 1, 0, 1, 1, 0, 2};
+    tfvm_tensor *t = ftensor(4, d, x);
+    tfvm_value a = tfvm_tensor_value(t), r;
+    for (int mode = 0; mode < 2; mode++) {
+        run_both(p, &a, 1, &r, 1, mode);
+        check_f32(&r, 2, (int64_t[]){1, 3}, (float[]){-7, 1, -6});
+        tfvm_value_release(&r);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(if_branches)
+{
+    tfvm_program *p = compile_ok(M "if.onnx");
+    int64_t d[1] = {3};
+    tfvm_tensor *t = ftensor(1, d, (float[]){1, 2, 3});
+    for (int c = 0; c < 2; c++) {
+        tfvm_value a[2] = {tfvm_bool(c == 1), tfvm_tensor_value(t)}, r;
+        run_both(p, a, 2, &r, 1, c);
+        check_f32(&r, 1, d, c ? (float[]){2, 3, 4} : (float[]){2, 4, 6});
+        tfvm_value_release(&r);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
+static int64_t run_i64(tfvm_program *p, const tfvm_value *args, size_t n, int mode)
+{
+    tfvm_value r;
+    run_both(p, args, n, &r, 1, mode);
+    ck_assert_ptr_null(r.tensor);
+    ck_assert_int_eq(r.dtype, TFVM_I64);
+    return r.as.i64;
+}
+
+START_TEST(loop_scalar_100)
+{
+    tfvm_program *p = compile_ok(M "loop100.onnx");
+    ck_assert_uint_eq(p->isa.entries[0].n_params, 0);
+    for (int mode = 0; mode < 2; mode++)
+        ck_assert_int_eq(run_i64(p, NULL, 0, mode), 4950);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(loop_scan_outputs)
+{
+    tfvm_program *p = compile_ok(M "loop_scan.onnx");
+    int64_t d[1] = {2};
+    tfvm_tensor *t = ftensor(1, d, (float[]){1, -1});
+    tfvm_value a[2] = {tfvm_tensor_value(t), tfvm_i64(4)}, r[2];
+    for (int mode = 0; mode < 2; mode++) {
+        run_both(p, a, 2, r, 2, mode);
+        check_f32(&r[0], 1, d, (float[]){5, 3});
+        check_f32(&r[1], 2, (int64_t[]){4, 2}, (float[]){0, 0, 3, 1, 8, 4, 15, 9});
+        tfvm_value_release(&r[0]);
+        tfvm_value_release(&r[1]);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(loop_in_loop)
+{
+    tfvm_program *p = compile_ok(M "nested_loop.onnx");
+    for (int mode = 0; mode < 2; mode++) {
+        tfvm_value m = tfvm_i64(3);
+        ck_assert_int_eq(run_i64(p, &m, 1, mode), 18);
+        m = tfvm_i64(0);
+        ck_assert_int_eq(run_i64(p, &m, 1, mode), 0);
+        m = tfvm_i64(50); /* sum_i sum_{j<4} i*j = 1225 * 6 */
+        ck_assert_int_eq(run_i64(p, &m, 1, mode), 7350);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(if_in_loop)
+{
+    tfvm_program *p = compile_ok(M "if_in_loop.onnx");
+    for (int mode = 0; mode < 2; mode++) {
+        tfvm_value m = tfvm_i64(10);
+        ck_assert_int_eq(run_i64(p, &m, 1, mode), 15);
+        m = tfvm_i64(1000); /* (0 + 2 + ... + 998) - 500 */
+        ck_assert_int_eq(run_i64(p, &m, 1, mode), 249500 - 500);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(scan_reversed)
+{
+    tfvm_program *p = compile_ok(M "scan.onnx");
+    tfvm_tensor *s0 = ftensor(1, (int64_t[]){2}, (float[]){0, 100});
+    tfvm_tensor *x = ftensor(2, (int64_t[]){3, 2}, (float[]){1, 2, 3, 4, 5, 6});
+    tfvm_value a[2] = {tfvm_tensor_value(s0), tfvm_tensor_value(x)}, r[2];
+    for (int mode = 0; mode < 2; mode++) {
+        run_both(p, a, 2, r, 2, mode);
+        check_f32(&r[0], 1, (int64_t[]){2}, (float[]){9, 112});
+        check_f32(&r[1], 2, (int64_t[]){3, 2}, (float[]){5, 106, 8, 110, 9, 112});
+        tfvm_value_release(&r[0]);
+        tfvm_value_release(&r[1]);
+    }
+    tfvm_tensor_free(s0);
+    tfvm_tensor_free(x);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(external_data)
+{
+    tfvm_program *p = compile_ok(M "external.onnx");
+    tfvm_tensor *x = ftensor(2, (int64_t[]){1, 2}, (float[]){1, 1});
+    tfvm_value a = tfvm_tensor_value(x), r;
+    run_both(p, &a, 1, &r, 1, 0);
+    check_f32(&r, 2, (int64_t[]){1, 2}, (float[]){4, 6});
+    tfvm_value_release(&r);
+    tfvm_tensor_free(x);
+    tfvm_program_free(p);
+
+    tfvm_error err;
+    ck_assert_int_eq(ou_compile(M "external_escape.onnx", NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "external_escape.onnx: tensor 'W': external data location '../ext.bin' is "
+                                  "outside the model's directory");
+    /* bytes without a directory */
+    char *data;
+    size_t len;
+    ck_assert_int_eq(ut_read_file(M "external.onnx", NULL, &data, &len, &err), TFVM_OK);
+    isa_program ip;
+    ck_assert_int_eq(imp_onnx(data, len, "m.onnx", NULL, 1, NULL, &ip, &err), TFVM_ERR_IO);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 'ext.bin' needs the model's directory (the "
+                                  "model was given as bytes)");
+    ut_free(NULL, data, len + 1);
+}
+END_TEST
+
+START_TEST(unsupported_op)
+{
+    tfvm_program *p;
+    tfvm_error err;
+    ck_assert_int_eq(ou_compile(M "unsupported.onnx", NULL, &p, &err), TFVM_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.message, "unsupported.onnx: node 'det0': op 'Det' (opset 17) is not supported");
+}
+END_TEST
+
+START_TEST(truncated_and_garbage)
+{
+    char *data;
+    size_t len;
+    tfvm_error err;
+    ck_assert_int_eq(ut_read_file(M "mlp.onnx", NULL, &data, &len, &err), TFVM_OK);
+    isa_program ip;
+    ck_assert_int_eq(imp_onnx(data, len - 7, "model.onnx", ".", 1, NULL, &ip, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message,
+                     "model.onnx: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)");
+    ck_assert_int_eq(imp_onnx("garbage!", 8, "g.onnx", ".", 1, NULL, &ip, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "g.onnx: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)");
+    /* an empty message is a valid ModelProto without a graph */
+    ck_assert_int_eq(imp_onnx("", 0, "e.onnx", ".", 1, NULL, &ip, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "e.onnx: bad .onnx file (no graph)");
+    ut_free(NULL, data, len + 1);
+}
+END_TEST
+
+START_TEST(nomem_at_every_allocation)
+{
+    static const char *const models[] = {M "mlp.onnx", M "loop_scan.onnx", M "if_in_loop.onnx", M "external.onnx"};
+    for (size_t m = 0; m < UT_COUNTOF(models); m++) {
+        for (long n = 0;; n++) {
+            tu_alloc ta = {.countdown = n};
+            tfvm_allocator a = tu_allocator(&ta);
+            tfvm_program *p;
+            tfvm_error err;
+            tfvm_status st = ou_compile(models[m], &a, &p, &err);
+            if (st == TFVM_OK) {
+                tfvm_program_free(p);
+                ck_assert_int_eq(ta.live, 0);
+                break;
+            }
+            ck_assert_msg(st == TFVM_ERR_NOMEM, "%s at allocation %ld: %s", models[m], n, err.message);
+            ck_assert_int_eq(ta.live, 0);
+        }
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("onnx");
+    TCase *tc = tcase_create("onnx");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, mlp);
+    tcase_add_test(tc, cnn);
+    tcase_add_test(tc, if_branches);
+    tcase_add_test(tc, loop_scalar_100);
+    tcase_add_test(tc, loop_scan_outputs);
+    tcase_add_test(tc, loop_in_loop);
+    tcase_add_test(tc, if_in_loop);
+    tcase_add_test(tc, scan_reversed);
+    tcase_add_test(tc, external_data);
+    tcase_add_test(tc, unsupported_op);
+    tcase_add_test(tc, truncated_and_garbage);
+    tcase_add_test(tc, nomem_at_every_allocation);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
