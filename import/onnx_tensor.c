@@ -97,7 +97,10 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
         /* bytes straight from the unpacked message, which outlives the build */
         data = t->raw_data.data;
     } else {
-        size_t have = 0;
+        size_t have = dtype == TFVM_F32 ? t->n_float_data : dtype == TFVM_F64 ? t->n_double_data
+                    : dtype == TFVM_I64 ? t->n_int64_data : t->n_int32_data;
+        if (have != (size_t)count) /* before allocating what the dims claim */
+            tfail(X, t, TFVM_ERR_FORMAT, "%s has %lld elements for its dims", "typed data", (long long)have);
         unsigned char *p = cc_alloc(C, nbytes ? nbytes : 1);
         switch (dtype) {
         case TFVM_F32:
