@@ -103,6 +103,36 @@ out=$("$TFVM" run - 1071 462 <"$TMP/gcd.tfvm" | paste -sd'|')
 cp examples/fib.tfg "$TMP/fibc.tfg"
 "$TFVM" compile "$TMP/fibc.tfg" && [ -f "$TMP/fibc.tfvm" ] || no "compile X.tfg did not write X.tfvm"
 
+# ONNX (test/e2e/onnx/named.onnx, written by gen.py there): names the way
+# exporters write them, arguments and results by name, compile to .tfvm.
+M=test/e2e/onnx/named.onnx
+out=$("$TFVM" run "$M" "x:0=@$TMP/t.npy" scale/factor=3 2>&1 | paste -sd'|')
+[ "$out" = "[[3.0, 6.0, 9.0], [12.0, 15.0, 19.5]]|[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] || no "$M by name printed '$out'"
+out=$("$TFVM" run "$M" scale/factor=3 x=@"$TMP/t.npy" -o z.plus="$TMP/z.npy" 2>&1)
+[ "$out" = "[[3.0, 6.0, 9.0], [12.0, 15.0, 19.5]]" ] && cmp -s "$TMP/z.npy" "$TMP/u.npy" || no "$M -o z.plus=: '$out'"
+out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out:0=$TMP/y.npy" -o 1="$TMP/z1.npy" 2>&1)
+[ -z "$out" ] && cmp -s "$TMP/y.npy" "$TMP/u.npy" && cmp -s "$TMP/z1.npy" "$TMP/u.npy" || no "$M -o y/out:0= -o 1=: '$out'"
+out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out=$TMP/y2.npy" 2>&1)
+[ "$out" = "[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] && cmp -s "$TMP/y2.npy" "$TMP/u.npy" || no "$M -o y/out= (for y/out:0): '$out'"
+out=$("$TFVM" run "$M" scale/factor=2 2>&1)
+[ "$out" = 'tfvm: main("x:0": f32[], "scale/factor": f32): no argument for parameter '"'x:0'" ] || no "$M missing x:0: '$out'"
+out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o nope="$TMP/n.npy" 2>&1)
+[ "$out" = "tfvm: -o nope: entry 'main' has no result named 'nope'" ] || no "$M -o nope: '$out'"
+cp "$M" "$TMP/named.onnx"
+"$TFVM" compile "$TMP/named.onnx" && [ -f "$TMP/named.tfvm" ] || no "compile X.onnx did not write X.tfvm"
+out=$("$TFVM" run "$TMP/named.tfvm" "@$TMP/t.npy" scale/factor=2 -o z.plus=/dev/null 2>&1)
+[ "$out" = "[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] || no "named.tfvm printed '$out'"
+"$TFVM" dis "$M" | "$TFVM" asm - -o "$TMP/named2.tfvm" && cmp -s "$TMP/named.tfvm" "$TMP/named2.tfvm" ||
+    no "tfvm dis $M | tfvm asm does not give back the bytes of tfvm compile"
+"$TFVM" profile --runs 1 --warmup 0 "$M" "x:0=@$TMP/t.npy" scale/factor=2 >/dev/null 2>&1 || no "profile $M by name"
+"$TFVM" dot "$M" | grep -q '^digraph' || no "tfvm dot $M"
+printf 'garbage' >"$TMP/bad.onnx"
+for cmd in run compile dis; do
+    out=$("$TFVM" $cmd "$TMP/bad.onnx" 2>&1)
+    [ $? -eq 1 ] && [ "$out" = "tfvm: $TMP/bad.onnx: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)" ] ||
+        no "$cmd garbage .onnx: '$out'"
+done
+
 # Devices (docs/devices.md). The registry's lines on this host: the CPU's
 # names its cores and BLAS; CUDA's says why it is not there.
 out=$("$TFVM" devices)

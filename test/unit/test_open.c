@@ -70,6 +70,58 @@ static void *bytes_of(const tfvm_program *p, size_t *n)
 
 static const char fib_tfasm[] = "examples/asm/fib.tfasm";
 static const char fib_tfg[] = "examples/fib.tfg";
+/* test/e2e/onnx/gen.py: main("x:0": f32[2, 3], "scale/factor": f32) ->
+ * ("y/out:0" = x * s, "z.plus" = x + x) */
+static const char named_onnx[] = "test/e2e/onnx/named.onnx";
+
+static void *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s (run from the repository root)", path);
+    char *buf = malloc(1 << 20);
+    *n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+/* Checks the entry of named.onnx and runs it on x = [[1, 2, 3], [4, 5, 6]], s = 2. */
+static void check_named(const tfvm_program *p)
+{
+    tfvm_entry_info e;
+    ck_assert_uint_eq(tfvm_program_entry_count(p), 1);
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_str_eq(e.name, "main");
+    ck_assert_uint_eq(e.n_params, 2);
+    ck_assert_uint_eq(e.n_results, 2);
+    ck_assert_str_eq(e.params[0].name, "x:0");
+    ck_assert_int_eq(e.params[0].dtype, TFVM_F32);
+    ck_assert_str_eq(e.params[1].name, "scale/factor");
+    ck_assert_int_eq(e.params[1].rank, 0);
+    ck_assert_str_eq(e.results[0].name, "y/out:0");
+    ck_assert_str_eq(e.results[1].name, "z.plus");
+    int64_t dims[2] = {2, 3};
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+    float *xd = tfvm_tensor_data(x);
+    for (int i = 0; i < 6; i++)
+        xd[i] = (float)(i + 1);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_f32(2.0f)}, res[2];
+    ck_assert_msg(tfvm_run(vm, NULL, args, 2, res, 2) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    for (int k = 0; k < 2; k++) {
+        ck_assert_ptr_nonnull(res[k].tensor);
+        ck_assert_int_eq(tfvm_tensor_count(res[k].tensor), 6);
+        const float *r = tfvm_tensor_cdata(res[k].tensor);
+        for (int i = 0; i < 6; i++)
+            ck_assert_float_eq(r[i], 2.0f * (float)(i + 1));
+        tfvm_value_release(&res[k]);
+    }
+    tfvm_vm_free(vm);
+    tfvm_tensor_free(x);
+}
 
 /* ---- Arguments ----------------------------------------------------------------------- */
 
@@ -280,11 +332,93 @@ START_TEST(options_reach_the_front_end)
 }
 END_TEST
 
+/* ---- ONNX ---------------------------------------------------------------------------- */
+
+START_TEST(onnx_every_way)
+{
+    tfvm_error err;
+    tfvm_program *p;
+    ck_assert_msg(tfvm_program_open(named_onnx, NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    check_named(p);
+    size_t n_open;
+    void *b_open = bytes_of(p, &n_open);
+    tfvm_program_free(p);
+
+    ck_assert_msg(tfvm_program_import_onnx_file(named_onnx, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    check_named(p);
+    size_t n;
+    void *b = bytes_of(p, &n);
+    ck_assert_uint_eq(n, n_open);
+    ck_assert_mem_eq(b, b_open, n);
+    free(b);
+    tfvm_program_free(p);
+
+    size_t len;
+    void *data = read_all(named_onnx, &len);
+    ck_assert_msg(tfvm_program_import_onnx(data, len, "named.onnx", NULL, NULL, &p, &err) == TFVM_OK, "%s",
+                  err.message);
+    check_named(p);
+    b = bytes_of(p, &n); /* the same program whatever the path (the name is only for messages) */
+    tfvm_program_free(p);
+    ck_assert_uint_eq(n, n_open);
+    ck_assert_mem_eq(b, b_open, n);
+    free(b);
+
+    /* forced: an ONNX model under a name that says nothing */
+    const char *path = tmp_path("model.bin");
+    write_bytes(path, data, len);
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    ck_assert_int_eq(tfvm_program_open(path, &o, NULL, &p, &err), TFVM_ERR_FORMAT);
+    o.format = TFVM_FORMAT_ONNX;
+    ck_assert_msg(tfvm_program_open(path, &o, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    check_named(p);
+    tfvm_program_free(p);
+    free(data);
+    free(b_open);
+}
+END_TEST
+
+START_TEST(onnx_bad_bytes)
+{
+    tfvm_error err;
+    tfvm_program *p = (tfvm_program *)1;
+    ck_assert_int_eq(tfvm_program_import_onnx("garbage", 7, "g.onnx", NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "g.onnx: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)");
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(tfvm_program_import_onnx("garbage", 7, NULL, NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "<onnx>: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)");
+    const char *path = tmp_path("garbage.onnx");
+    write_bytes(path, "garbage", 7);
+    ck_assert_int_eq(tfvm_program_open(path, NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    char want[512];
+    snprintf(want, sizeof want, "%s: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)", path);
+    ck_assert_str_eq(err.message, want);
+    ck_assert_int_eq(tfvm_program_import_onnx_file(path, NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, want);
+    ck_assert_ptr_null(p);
+
+    /* every prefix of a good model fails cleanly or makes a program */
+    size_t len;
+    unsigned char *data = read_all(named_onnx, &len);
+    for (size_t k = 0; k < len; k++) {
+        tfvm_status st = tfvm_program_import_onnx(data, k, "cut.onnx", NULL, NULL, &p, &err);
+        if (st == TFVM_OK)
+            tfvm_program_free(p);
+        else
+            ck_assert_msg(strncmp(err.message, "cut.onnx: ", 10) == 0 && !strchr(err.message, '\n'), "%zu: %s", k,
+                          err.message);
+    }
+    free(data);
+}
+END_TEST
+
 /* ---- Allocation failure at every point ----------------------------------------------- */
 
 /* Opens path with the Nth allocation failing, for N = 0, 1, ... until it
  * succeeds: every failure is TFVM_ERR_NOMEM with nothing left allocated, and
- * the program finally made runs. Returns how many failure points there were. */
+ * the program finally made runs (fib's with arg, giving want; named.onnx's
+ * when want < 0). Returns how many failure points there were. */
 static long nomem_loop(const char *path, const tfvm_open_options *o, int32_t arg, int32_t want)
 {
     for (long n = 0;; n++) {
@@ -296,7 +430,10 @@ static long nomem_loop(const char *path, const tfvm_open_options *o, int32_t arg
         tfvm_error err;
         tfvm_status st = tfvm_program_open(path, o, &cfg, &p, &err);
         if (st == TFVM_OK) {
-            ck_assert_int_eq(run_i32(p, NULL, arg), want);
+            if (want >= 0)
+                ck_assert_int_eq(run_i32(p, NULL, arg), want);
+            else
+                check_named(p);
             tfvm_program_free(p);
             ck_assert_msg(ta.live == 0 && ta.blocks == 0, "%s: %ld bytes in %ld blocks left", path, ta.live,
                           ta.blocks);
@@ -323,6 +460,12 @@ START_TEST(nomem_tfasm)
 }
 END_TEST
 
+START_TEST(nomem_onnx)
+{
+    nomem_loop(named_onnx, NULL, 0, -1);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tfvm_test_open.XXXXXX");
@@ -342,7 +485,10 @@ int main(void)
     tcase_add_test(tc, tfg_tfasm_tfvm);
     tcase_add_test(tc, options_reach_the_front_end);
     tcase_add_test(tc, nomem_tfg);
+    tcase_add_test(tc, onnx_every_way);
+    tcase_add_test(tc, onnx_bad_bytes);
     tcase_add_test(tc, nomem_tfasm);
+    tcase_add_test(tc, nomem_onnx);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
