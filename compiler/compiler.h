@@ -279,7 +279,8 @@ struct cc_node {
         cc_cval c;        /* CONST */
         struct { cc_ifn *callee; uint32_t site; } call;
         struct { cc_blk *then, *els; } cond;
-        struct { cc_blk *head, *body; cc_node **lvars; const char *label; cc_pos label_pos; } loop;
+        struct { cc_blk *head, *body; cc_node **lvars; const char *label; cc_pos label_pos;
+                 uint32_t parallel; /* ENTER parallel=N of its variables; 0 = the default */ } loop;
     } u;
     cc_node *owner;       /* LVAR: its While */
     bool *olive;          /* If/While after DCE: per output (loop variable), used; NULL = all */

@@ -693,6 +693,7 @@ static void lower_while(lower *L, lblk *B, cc_node *n)
         lg_ref init = import(L, n->in[k], B, true);
         uint32_t e = new_inst(L, ISA_ENTER, B->region, 1, 0, fmt_name(L, "%s_enter", lv->names[0]), lv->pos);
         L->insts[e].a = region;
+        L->insts[e].b = n->u.loop.parallel;
         add_ref(L, e, 0, init);
         /* ENTER and NEXTITER tokens never share a tag: with optimization the
          * variable's readers take both directly (no MERGE to fire). */
