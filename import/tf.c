@@ -10,7 +10,9 @@
 #include "import/import.h"
 #include "import/tf.h"
 
-#define MAX_INLINE 64 /* nested inlining of While/If bodies (a body that inlines itself) */
+#define MAX_INLINE 64      /* nested inlining of While/If bodies (a body that inlines itself) */
+#define MAX_INLINED 20000  /* inlined bodies in all */
+#define MAX_CONST_BYTES ((size_t)1 << 28) /* one constant tensor */
 
 struct imp_tf_st {
     cc *C;
@@ -21,6 +23,7 @@ struct imp_tf_st {
     cc_ifn **ifns;         /* per function, once made */
     imp_tf_graph **graphs; /* per function, once parsed */
     uint32_t inline_depth;
+    uint32_t n_inlined;    /* While/If bodies inlined so far (bounds a body that inlines itself twice) */
 };
 
 /* ---- Scopes: where a node's value lives in the structured IR ----------------------
@@ -153,6 +156,8 @@ cc_irval imp_tf_tensor(imp_tf_opctx *X, const TfvmTf__TensorProto *t)
         }
     }
     size_t es = tfvm_dtype_size(d), nbytes = (size_t)count * es;
+    if (nbytes > MAX_CONST_BYTES)
+        imp_tf_fail(X, "constant of %zu bytes (at most %zu)", nbytes, MAX_CONST_BYTES);
     const void *src = NULL;
     size_t n_vals = 0;
     unsigned char *buf = cc_alloc(X->C, nbytes ? nbytes : 1);
@@ -946,6 +951,10 @@ static cc_irval emit(imp_tf_inst *I, imp_tf_ref r, uint32_t user)
         if (!skip_input(nd, j))
             X.in[j] = emit(I, nd->in[j], n);
     imp_tf_convert(&X);
+    for (uint32_t k = 0; k < nd->n_out; k++)
+        if (X.out[k].n && !isa_dtype_valid(X.out[k].n->types[X.out[k].k].dtype) &&
+            X.out[k].n->types[X.out[k].k].dtype != TFVM_U8 && X.out[k].n->types[X.out[k].k].dtype != TFVM_I8)
+            emit_fail(I, n, "output %u has an unsupported dtype", k);
     I->vals[n] = X.out;
     if (r.k >= nd->n_out || !X.out[r.k].n)
         emit_fail(I, user, "reads output %u of '%s' (%s), which has no value here", r.k, nd->name, nd->op);
@@ -1030,6 +1039,8 @@ void imp_tf_inline(imp_tf_opctx *X, const char *name, cc_blk *b, const cc_irval 
                     g->n_rets, n_args, n_out);
     if (T->inline_depth >= MAX_INLINE)
         imp_tf_fail(X, "function '%s' inlines itself %d deep (recursion must go through a call)", name, MAX_INLINE);
+    if (++T->n_inlined > MAX_INLINED)
+        imp_tf_fail(X, "more than %d While/If bodies to inline", MAX_INLINED);
     T->inline_depth++;
     imp_tf_inst *I = inst_new(T, g, b, args);
     inst_results(I, g->n_rets, g->rets, g->ret_names, outs);

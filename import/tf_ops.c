@@ -256,6 +256,8 @@ static cc_irval vec64(ctx *X, cc_irval v)
 
 static cc_irval cast(ctx *X, cc_irval v, tfvm_dtype d)
 {
+    if (!d)
+        imp_tf_fail(X, "unsupported dtype");
     if (dt(v) == d)
         return v;
     return op1(X, ISA_CAST, d, v, scalar(v) ? cc_scalar_t(d) : ten(d));
@@ -779,9 +781,33 @@ static void pass_through(ctx *X)
         X->out[k] = X->in[k];
 }
 
+/* The fewest data inputs each op reads (the converters index X->in by them). */
+static const struct {
+    const char *op;
+    uint8_t n;
+} arity[] = {
+    {"Select", 3}, {"SelectV2", 3}, {"MatMul", 2}, {"BatchMatMul", 2}, {"BatchMatMulV2", 2}, {"BatchMatMulV3", 2},
+    {"BiasAdd", 2}, {"BiasAddV1", 2}, {"Conv2D", 2}, {"MaxPool", 1}, {"AvgPool", 1}, {"FusedBatchNorm", 5},
+    {"FusedBatchNormV2", 5}, {"FusedBatchNormV3", 5}, {"Reshape", 2}, {"Shape", 1}, {"Size", 1}, {"Rank", 1},
+    {"Pack", 1}, {"Unpack", 1}, {"Split", 2}, {"SplitV", 3}, {"Slice", 3}, {"StridedSlice", 4}, {"GatherV2", 3},
+    {"Gather", 2}, {"Squeeze", 1}, {"ExpandDims", 2}, {"Transpose", 2}, {"Tile", 2}, {"Fill", 2},
+    {"ZerosLike", 1}, {"OnesLike", 1}, {"Range", 3}, {"Sum", 2}, {"Mean", 2}, {"Max", 2}, {"Min", 2},
+    {"Prod", 2}, {"ArgMax", 2}, {"ArgMin", 2}, {"OneHot", 4}, {"Cumsum", 2}, {"While", 1},
+    {"StatelessWhile", 1}, {"If", 1}, {"StatelessIf", 1}, {"Case", 1}, {"StatelessCase", 1},
+    {"TensorArrayV3", 1}, {"TensorArrayWriteV3", 4}, {"TensorArrayReadV3", 3}, {"TensorArrayGatherV3", 3},
+    {"TensorArrayScatterV3", 4}, {"TensorArraySizeV3", 2}, {"Rsqrt", 1}, {"Square", 1}, {"Relu6", 1},
+    {"Elu", 1}, {"Softmax", 1}, {"LogSoftmax", 1}, {"Cast", 1},
+};
+
 void imp_tf_convert(imp_tf_opctx *X)
 {
     const imp_tf_node *n = X->n;
+    for (size_t i = 0; i < sizeof arity / sizeof *arity; i++)
+        if (is(X, arity[i].op) && n->n_in < arity[i].n)
+            imp_tf_fail(X, "needs %u inputs, has %u", arity[i].n, n->n_in);
+    for (size_t i = 0; i < sizeof simples / sizeof *simples; i++)
+        if (is(X, simples[i].name) && n->n_in < (simples[i].kind == 1 || simples[i].kind == 4 ? 1u : 2u))
+            imp_tf_fail(X, "needs %u inputs, has %u", simples[i].kind == 1 || simples[i].kind == 4 ? 1 : 2, n->n_in);
     for (size_t i = 0; i < sizeof simples / sizeof *simples; i++) {
         const simple *s = &simples[i];
         if (!is(X, s->name))
