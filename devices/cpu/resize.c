@@ -102,7 +102,7 @@ tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
         return st;
     const int R = x->rank;
     const int64_t ns = sc->count;
-    if ((ns == 0) == (nz == 0) || (ns ? ns : nz) != R)
+    if ((R > 0 && (ns == 0) == (nz == 0)) || (ns && ns != R) || (nz && nz != R))
         return dev_kfail(k, TFVM_ERR_SHAPE,
                          "exactly one of scales (%lld entries) and sizes (%d entries) must be given, one entry per axis of %s",
                          (long long)ns, nz, dev_kshape(x, s1));
