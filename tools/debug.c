@@ -1939,9 +1939,8 @@ int cli_debug(int argc, char **argv)
     int rc = 1;
     tfvm_error err;
     if (cli_load_program(file, entry, outputs, &d.prog, &err) != TFVM_OK) {
-        fprintf(stderr, "tfvm: %s\n", err.message);
         free(arg_text);
-        return 1;
+        return cli_load_failed(&err);
     }
     d.p = &d.prog->isa;
     int ei = entry ? tfvm_program_find_entry(d.prog, entry) : 0;

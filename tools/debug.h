@@ -15,6 +15,10 @@
  * every format but .tfvm is compiled in memory. */
 tfvm_status cli_load_program(const char *path, const char *entry, const char *outputs, tfvm_program **out,
                              tfvm_error *err);
+/* Prints err's one line ("tfvm: ...") after cli_load_program failed; returns
+ * the exit status: 2 for a usage error (--outputs for a file that is not
+ * .pb), else 1. */
+int cli_load_failed(const tfvm_error *err);
 /* Binds the command line's ARGs (texts[0..n)) to e's parameters: positional
  * ones first, then NAME=VALUE ones (NAME: [A-Za-z_][A-Za-z0-9_.:/-]*, a
  * parameter's name; "x" also names "x:0"). bound (e->n_params slots) gets

@@ -335,10 +335,8 @@ int cli_dot(int argc, char **argv)
     }
     tfvm_error err;
     tfvm_program *prog;
-    if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK) {
-        fprintf(stderr, "tfvm: %s\n", err.message);
-        return 1;
-    }
+    if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK)
+        return cli_load_failed(&err);
     ut_buf b;
     ut_buf_init(&b, NULL);
     put_graph(&b, &prog->isa);

@@ -156,7 +156,7 @@ int cli_profile(int argc, char **argv)
     double *ns = NULL;
     row *rows = NULL;
     if (cli_load_program(file, entry, outputs, &prog, &err) != TFVM_OK) {
-        fprintf(stderr, "tfvm: %s\n", err.message);
+        rc = cli_load_failed(&err);
         goto out;
     }
     tfvm_entry_info e;

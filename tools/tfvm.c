@@ -185,16 +185,26 @@ static bool has_suffix(const char *s, const char *suffix)
  * tfvm_program_open, so .tfvm, .tfasm, .tfg, .onnx and .pb all work
  * (compiled in memory). entry: the .tfg function that becomes the entry
  * point (NULL = main); outputs: a .pb file's results (NULL = its unconsumed
- * outputs). */
+ * outputs; any other file refuses it rather than ignore it). */
 static tfvm_status load_program(const char *path, const char *entry, const char *outputs, int opt_level,
-                                tfvm_program **out, tfvm_error *err)
+                                tfvm_format format, tfvm_program **out, tfvm_error *err)
 {
+    if (outputs && !has_suffix(path, ".pb") && format != TFVM_FORMAT_TF)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "--outputs %s: only a TensorFlow graph (.pb) takes --outputs, not %s",
+                      outputs, path);
     tfvm_open_options o;
     tfvm_open_options_init(&o);
+    o.format = format;
     o.entry = entry;
     o.outputs = outputs;
     o.opt_level = opt_level;
     return tfvm_program_open(path, &o, NULL, out, err);
+}
+
+int cli_load_failed(const tfvm_error *err)
+{
+    fail("%s", err->message);
+    return err->code == TFVM_ERR_ARGUMENT ? EXIT_USAGE : EXIT_RUN;
 }
 
 /* ---- run --------------------------------------------------------------------- */
@@ -423,7 +433,7 @@ static void print_signature(const tfvm_entry_info *e, FILE *f)
 tfvm_status cli_load_program(const char *path, const char *entry, const char *outputs, tfvm_program **out,
                              tfvm_error *err)
 {
-    return load_program(path, entry, outputs, 1, out, err);
+    return load_program(path, entry, outputs, 1, TFVM_FORMAT_AUTO, out, err);
 }
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
 {
@@ -577,9 +587,9 @@ static int cmd_run(int argc, char **argv)
     }
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(file, entry, outputs, 1, &prog, &err) != TFVM_OK) {
+    if (load_program(file, entry, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK) {
         free(arg_text);
-        return fail("%s", err.message);
+        return cli_load_failed(&err);
     }
 
     int rc = EXIT_RUN;
@@ -793,8 +803,8 @@ static int cmd_dis(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     tfvm_error err;
     tfvm_program *prog;
-    if (load_program(in, NULL, outputs, 1, &prog, &err) != TFVM_OK)
-        return fail("%s", err.message);
+    if (load_program(in, NULL, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK)
+        return cli_load_failed(&err);
     ut_buf b;
     ut_buf_init(&b, NULL);
     if (ld_disassemble(&prog->isa, &b, &err) != TFVM_OK)
@@ -879,15 +889,10 @@ static int cmd_compile(int argc, char **argv)
     tfvm_error err;
     tfvm_program *prog = NULL;
     int rc = 0;
-    tfvm_open_options o;
-    tfvm_open_options_init(&o);
-    o.entry = entry;
-    o.outputs = outputs;
-    o.opt_level = opt;
-    if (strcmp(in, "-") == 0) /* standard input: graph-language source, as it has always been */
-        o.format = TFVM_FORMAT_TFG;
-    if (tfvm_program_open(in, &o, NULL, &prog, &err) != TFVM_OK) {
-        rc = fail("%s", err.message);
+    /* standard input holds graph-language source, as it always has */
+    tfvm_format format = strcmp(in, "-") == 0 ? TFVM_FORMAT_TFG : TFVM_FORMAT_AUTO;
+    if (load_program(in, entry, outputs, opt, format, &prog, &err) != TFVM_OK) {
+        rc = cli_load_failed(&err);
     } else if (asm_text) {
         ut_buf b;
         ut_buf_init(&b, NULL);
