@@ -77,7 +77,7 @@ static inline bool ou_same(const tfvm_value *v, const tfvm_tensor *want, char *w
             snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", k ? ", " : "", (long long)gd[k]);
         for (int k = 0; k < rank; k++)
             snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", k ? ", " : "", (long long)wd[k]);
-        snprintf(why, size, "shape [%s], expected [%s]", a, b);
+        snprintf(why, size, "shape [%.100s], expected [%.100s]", a, b);
         return false;
     }
     int64_t n = tfvm_tensor_count(want);
