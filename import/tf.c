@@ -313,6 +313,9 @@ static imp_tf_graph *graph_new(imp_tf_st *T, const char *what, tf_nodedef *const
         for (uint32_t k = 0; k < g->n_args; k++) {
             g->arg_names[k] = S(sig->input_arg[k]->name);
             g->arg_types[k] = imp_tf_dtype(sig->input_arg[k]->type);
+            /* a TensorList (variant) carries its contents: any dtype; f32 is a hint only */
+            if (sig->input_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT)
+                g->arg_types[k] = TFVM_F32;
             if (!g->arg_types[k])
                 fail_at(C, g, "argument '%s' has an unsupported type", g->arg_names[k]);
         }
@@ -360,6 +363,8 @@ static imp_tf_graph *graph_new(imp_tf_st *T, const char *what, tf_nodedef *const
             const char *rn = S(sig->output_arg[k]->name);
             g->ret_names[k] = rn;
             g->ret_types[k] = imp_tf_dtype(sig->output_arg[k]->type);
+            if (sig->output_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT)
+                g->ret_types[k] = TFVM_F32;
             if (!g->ret_types[k])
                 fail_at(C, g, "result '%s' has an unsupported type", rn);
             const char *v = NULL;

@@ -796,7 +796,8 @@ static const struct {
     {"StatelessWhile", 1}, {"If", 1}, {"StatelessIf", 1}, {"Case", 1}, {"StatelessCase", 1},
     {"TensorArrayV3", 1}, {"TensorArrayWriteV3", 4}, {"TensorArrayReadV3", 3}, {"TensorArrayGatherV3", 3},
     {"TensorArrayScatterV3", 4}, {"TensorArraySizeV3", 2}, {"Rsqrt", 1}, {"Square", 1}, {"Relu6", 1},
-    {"Elu", 1}, {"Softmax", 1}, {"LogSoftmax", 1}, {"Cast", 1},
+    {"Elu", 1}, {"Softmax", 1}, {"LogSoftmax", 1}, {"Cast", 1}, {"TensorListSetItem", 3},
+    {"TensorListGetItem", 2}, {"TensorListStack", 1}, {"TensorListFromTensor", 1}, {"TensorListLength", 1},
 };
 
 void imp_tf_convert(imp_tf_opctx *X)
@@ -979,6 +980,22 @@ void imp_tf_convert(imp_tf_opctx *X)
         X->out[0] = X->in[2];
     } else if (is(X, "TensorArraySizeV3")) { /* (handle, flow) */
         X->out[0] = cast(X, dim_of(X, X->in[1], 0), TFVM_I32);
+    } else if (is(X, "TensorListReserve") || is(X, "EmptyTensorList")) {
+        const tf_attr *a = attr(X, "element_dtype");
+        tfvm_dtype ed = a ? imp_tf_dtype(a->type) : 0;
+        if (!ed)
+            imp_tf_fail(X, "unsupported element dtype");
+        int64_t zero = 0;
+        X->out[0] = cc_const_new(X->C, X->b, ed, 1, &zero, NULL, 0, false);
+    } else if (is(X, "TensorListSetItem")) { /* (list, index, item) */
+        cc_irval in3[3] = {X->in[0], X->in[1], X->in[2]};
+        X->out[0] = op(X, ISA_STACK_PUT, 0, 3, in3, ten(dt(X->in[2])));
+    } else if (is(X, "TensorListGetItem")) { /* (list, index, element_shape) */
+        X->out[0] = op2(X, ISA_GATHER, 0, x, X->in[1], ten(d));
+    } else if (is(X, "TensorListStack") || is(X, "TensorListFromTensor")) {
+        X->out[0] = x;
+    } else if (is(X, "TensorListLength")) {
+        X->out[0] = cast(X, dim_of(X, x, 0), TFVM_I32);
     } else if (imp_tf_is_function(X->T, n->op)) {
         fn_call(X, n->op);
     } else {

@@ -229,6 +229,39 @@ def v2_graph():
     save("v2_while_if", gd, [n, x], res, res, spec)
 
 
+def v2_rnn():
+    """An RNN in a tf.function: functional While over TensorLists (TF2's TensorArray)."""
+    w = tf.constant(rng.standard_normal((3, 4)).astype(np.float32) * 0.5)
+    u = tf.constant(rng.standard_normal((4, 4)).astype(np.float32) * 0.5)
+
+    @tf.function
+    def f(x):
+        xs = tf.TensorArray(tf.float32, size=5).unstack(x)
+        hs = tf.TensorArray(tf.float32, size=5)
+        h = tf.zeros([2, 4])
+        for t in tf.range(5):
+            h = tf.tanh(tf.matmul(xs.read(t), w) + tf.matmul(h, u))
+            hs = hs.write(t, h)
+        return h, hs.stack()
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    cf = f.get_concrete_function(tf.TensorSpec([5, 2, 3], tf.float32, name="x"))
+    res = [r.numpy() for r in f(x)]
+    save("v2_rnn", cf.graph.as_graph_def(), [x], res, res, ",".join(t.name for t in cf.outputs))
+
+
+def v2_case():
+    """tf.switch_case: a Case node with three branch functions."""
+    @tf.function
+    def f(i, x):
+        return tf.switch_case(i, [lambda: x * 2.0, lambda: x + 10.0, lambda: -x])
+    x = np.array([1.0, -2.0], np.float32)
+    cf = f.get_concrete_function(tf.TensorSpec([], tf.int32, name="i"), tf.TensorSpec([2], tf.float32, name="x"))
+    for i in (0, 1, 2, 7):
+        res = [f(np.int32(i), x).numpy()]
+        save("v2_case_%d" % i, cf.graph.as_graph_def(), [np.int32(i), x], res, res,
+             ",".join(t.name for t in cf.outputs))
+
+
 # ---- recursive functions, assembled as protos --------------------------------------
 
 def attr_type(t):
@@ -383,6 +416,8 @@ def main():
     v1("ops_reduce", ops_reduce, {"x": rng.standard_normal((2, 3, 4)).astype(f32),
                                   "i": np.array([0, 3, 1, -1, 2], np.int32)})
     v2_graph()
+    v2_rnn()
+    v2_case()
     fib_graph()
     ackermann_graph()
     with open(os.path.join(OUT, "index.txt"), "w") as f:
