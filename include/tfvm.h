@@ -254,7 +254,9 @@ TFVM_API tfvm_status tfvm_program_import_onnx_file(const char *path, const tfvm_
 /* A frozen binary TensorFlow GraphDef (a .pb file's bytes). The entry's
  * parameters are the Placeholders, in the file's order; its results are the
  * tensors named in `outputs`, comma-separated, "node" or "node:index" (e.g.
- * "logits,split:1"); NULL or "" = every node output that no node consumes. */
+ * "logits,split:1"), named as written there; NULL or "" = every node output
+ * that no node consumes. An `outputs` entry that names no node output is
+ * TFVM_ERR_ARGUMENT ("g.pb: output 'nope' names no node"). */
 TFVM_API tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *name,
                                             const char *outputs, const tfvm_config *cfg,
                                             tfvm_program **out, tfvm_error *err);

@@ -133,6 +133,26 @@ for cmd in run compile dis; do
         no "$cmd garbage .onnx: '$out'"
 done
 
+# TensorFlow GraphDefs (test/tf/fixtures, test/tf/gen.py): feeds by name
+# ("n" or "n:0"), fetches chosen with --outputs, results by name with -o.
+F=test/tf/fixtures
+out=$("$TFVM" run "$F/fib.pb" n=15 2>&1) && [ "$out" = "987" ] || no "fib.pb n=15 printed '$out'"
+out=$("$TFVM" run "$F/fib.pb" n:0=15 2>&1) && [ "$out" = "987" ] || no "fib.pb n:0=15 printed '$out'"
+out=$("$TFVM" run "$F/cond_v1.pb" --outputs cond/Merge:0 x=@"$F/cond_v1.in1.npy" p=true -o cond/Merge="$TMP/m.npy" 2>&1)
+[ -z "$out" ] && cmp -s "$TMP/m.npy" "$F/cond_v1.out0.npy" || no "cond_v1.pb -o cond/Merge=: '$out'"
+out=$("$TFVM" run --outputs while/Exit:0,while/Exit_1:0 "$F/while_scalar.pb" x=1.5 n=10 2>&1 | paste -sd'|')
+[ "$out" = "10|2.9970703" ] || no "while_scalar.pb --outputs a,b printed '$out'"
+"$TFVM" compile "$F/while_scalar.pb" -o "$TMP/w.tfvm" --outputs while/Exit:0,while/Exit_1:0 || no "compile .pb --outputs"
+out=$("$TFVM" run "$TMP/w.tfvm" 10 x=1.5 -o while/Exit_1="$TMP/w1.npy" 2>&1)
+[ "$out" = "10" ] && cmp -s "$TMP/w1.npy" "$F/while_scalar.out1.npy" || no "w.tfvm from .pb: '$out'"
+out=$("$TFVM" run --outputs nope "$F/fib.pb" n=1 2>&1)
+[ $? -eq 2 ] && [ "$out" = "tfvm: $F/fib.pb: output 'nope' names no node" ] || no "--outputs nope: '$out'"
+printf 'garbage' >"$TMP/bad.pb"
+for cmd in run compile dis; do
+    out=$("$TFVM" $cmd "$TMP/bad.pb" 2>&1)
+    [ $? -eq 1 ] && [ "$out" = "tfvm: $TMP/bad.pb: not a binary GraphDef (protobuf parse failed)" ] || no "$cmd garbage .pb: '$out'"
+done
+
 # Devices (docs/devices.md). The registry's lines on this host: the CPU's
 # names its cores and BLAS; CUDA's says why it is not there.
 out=$("$TFVM" devices)

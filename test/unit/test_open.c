@@ -40,7 +40,8 @@ static void write_bytes(const char *path, const void *data, size_t n)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* Runs entry `entry` (NULL = first) of p with one i32 argument; its i32 result. */
+/* Runs entry `entry` (NULL = first) of p with one i32 argument; its i32
+ * result (a scalar, or a one-element tensor as TensorFlow graphs return). */
 static int32_t run_i32(const tfvm_program *p, const char *entry, int32_t n)
 {
     tfvm_config cfg;
@@ -53,6 +54,12 @@ static int32_t run_i32(const tfvm_program *p, const char *entry, int32_t n)
     ck_assert_msg(st == TFVM_OK, "run: %s", tfvm_errmsg(vm));
     tfvm_vm_free(vm);
     ck_assert_int_eq(res.dtype, TFVM_I32);
+    if (res.tensor) {
+        ck_assert_int_eq(tfvm_tensor_count(res.tensor), 1);
+        int32_t v = *(const int32_t *)tfvm_tensor_cdata(res.tensor);
+        tfvm_value_release(&res);
+        return v;
+    }
     return res.as.i32;
 }
 
@@ -73,6 +80,10 @@ static const char fib_tfg[] = "examples/fib.tfg";
 /* test/e2e/onnx/gen.py: main("x:0": f32[2, 3], "scale/factor": f32) ->
  * ("y/out:0" = x * s, "z.plus" = x + x) */
 static const char named_onnx[] = "test/e2e/onnx/named.onnx";
+/* test/tf/gen.py: main(n: i32) -> (y) = fib(n) by a recursive FunctionDef,
+ * fib(10) = 89 */
+static const char fib_pb[] = "test/tf/fixtures/fib.pb";
+static const char while_pb[] = "test/tf/fixtures/while_scalar.pb";
 
 static void *read_all(const char *path, size_t *n)
 {
@@ -413,6 +424,76 @@ START_TEST(onnx_bad_bytes)
 }
 END_TEST
 
+/* ---- TensorFlow ------------------------------------------------------------------------ */
+
+START_TEST(tf_every_way)
+{
+    tfvm_error err;
+    tfvm_program *p;
+    ck_assert_msg(tfvm_program_open(fib_pb, NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_int_eq(run_i32(p, NULL, 10), 89);
+    size_t n_open, n;
+    void *b_open = bytes_of(p, &n_open);
+    tfvm_program_free(p);
+    ck_assert_msg(tfvm_program_import_tf_file(fib_pb, NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    void *b = bytes_of(p, &n);
+    ck_assert_uint_eq(n, n_open);
+    ck_assert_mem_eq(b, b_open, n);
+    free(b);
+    tfvm_program_free(p);
+    size_t len;
+    void *data = read_all(fib_pb, &len);
+    ck_assert_msg(tfvm_program_import_tf(data, len, "fib.pb", NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_int_eq(run_i32(p, NULL, 12), 233);
+    tfvm_program_free(p);
+    free(data);
+    free(b_open);
+
+    /* outputs: the results, in the order given, named as given */
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    o.outputs = "while/Exit_1:0,while/Exit:0";
+    ck_assert_msg(tfvm_program_open(while_pb, &o, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_uint_eq(e.n_results, 2);
+    ck_assert_str_eq(e.results[0].name, "while/Exit_1:0");
+    ck_assert_str_eq(e.results[1].name, "while/Exit:0");
+    tfvm_program_free(p);
+    ck_assert_msg(tfvm_program_import_tf_file(while_pb, "while/Exit:0", NULL, &p, &err) == TFVM_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_uint_eq(e.n_results, 1);
+    ck_assert_str_eq(e.results[0].name, "while/Exit:0");
+    tfvm_program_free(p);
+
+    o.outputs = "nope";
+    p = (tfvm_program *)1;
+    ck_assert_int_eq(tfvm_program_open(fib_pb, &o, NULL, &p, &err), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(err.message, "test/tf/fixtures/fib.pb: output 'nope' names no node");
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
+START_TEST(tf_bad_bytes)
+{
+    tfvm_error err;
+    tfvm_program *p = (tfvm_program *)1;
+    ck_assert_int_eq(tfvm_program_import_tf("garbage", 7, "g.pb", NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "g.pb: not a binary GraphDef (protobuf parse failed)");
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(tfvm_program_import_tf("garbage", 7, NULL, NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "<pb>: not a binary GraphDef (protobuf parse failed)");
+    const char *path = tmp_path("garbage.pb");
+    write_bytes(path, "garbage", 7);
+    ck_assert_int_eq(tfvm_program_open(path, NULL, NULL, &p, &err), TFVM_ERR_FORMAT);
+    char want[512];
+    snprintf(want, sizeof want, "%s: not a binary GraphDef (protobuf parse failed)", path);
+    ck_assert_str_eq(err.message, want);
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
 /* ---- Allocation failure at every point ----------------------------------------------- */
 
 /* Opens path with the Nth allocation failing, for N = 0, 1, ... until it
@@ -460,6 +541,12 @@ START_TEST(nomem_tfasm)
 }
 END_TEST
 
+START_TEST(nomem_tf)
+{
+    nomem_loop(fib_pb, NULL, 10, 89);
+}
+END_TEST
+
 START_TEST(nomem_onnx)
 {
     nomem_loop(named_onnx, NULL, 0, -1);
@@ -487,7 +574,10 @@ int main(void)
     tcase_add_test(tc, nomem_tfg);
     tcase_add_test(tc, onnx_every_way);
     tcase_add_test(tc, onnx_bad_bytes);
+    tcase_add_test(tc, tf_every_way);
+    tcase_add_test(tc, tf_bad_bytes);
     tcase_add_test(tc, nomem_tfasm);
+    tcase_add_test(tc, nomem_tf);
     tcase_add_test(tc, nomem_onnx);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
