@@ -93,7 +93,7 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
         data = read_external(X, t, nbytes);
     } else if (t->has_raw_data) {
         if (t->raw_data.len != nbytes)
-            tfail(X, t, TFVM_ERR_FORMAT, "raw_data has %lld bytes%s", "", (long long)t->raw_data.len);
+            tfail(X, t, TFVM_ERR_FORMAT, "raw_data%s has %lld bytes", "", (long long)t->raw_data.len);
         /* bytes straight from the unpacked message, which outlives the build */
         data = t->raw_data.data;
     } else {
