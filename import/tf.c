@@ -639,8 +639,11 @@ static void cond_parent(imp_tf_inst *I, cnd *c, uint32_t at)
         emit_fail(I, at, "a cond's Switch takes a value computed inside that cond");
     c->busy = true;
     sc *p = ref_scope(I, c->pred);
+    /* each Switch's own predicate input too: tf.cond's pred_id carries a
+     * control input that places the cond in an enclosing loop's body */
     for (uint32_t j = 0; j < c->n_sw; j++)
-        p = deeper(I, c->sw[j], p, ref_scope(I, I->g->nodes[c->sw[j]].in[0]));
+        for (uint32_t k = 0; k < 2; k++)
+            p = deeper(I, c->sw[j], p, ref_scope(I, I->g->nodes[c->sw[j]].in[k]));
     for (int b = 0; b < 2; b++) {
         c->br[b].parent = p;
         c->br[b].depth = p->depth + 1;
@@ -785,7 +788,7 @@ static void pre_emit(imp_tf_inst *I, const sc *u1, const sc *u2)
             if (skip_input(nd, j))
                 continue;
             sc *t = ref_scope(I, nd->in[j]);
-            if (!within(t, u1) && !(u2 && within(t, u2)) && I->kind[i] != NK_CSWITCH && I->kind[i] != NK_LSWITCH)
+            if (!within(t, u1) && !(u2 && within(t, u2)))
                 emit(I, nd->in[j], i);
         }
     }

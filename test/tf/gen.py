@@ -110,6 +110,28 @@ def nested_loops():
     return list(tf1.while_loop(lambda i, s: i < n, outer, [0, 0]))
 
 
+def invariant_cond_loop():
+    """A cond inside a loop on loop-invariant values (hoisted out of the loop)."""
+    n = ph(tf.int32, [], "n")
+    flag = ph(tf.bool, [], "flag")
+    x = ph(tf.float32, [2], "x")
+
+    def body(i, s):
+        d = tf1.cond(flag, lambda: x, lambda: -x)
+        return i + 1, s + d
+    return list(tf1.while_loop(lambda i, s: i < n, body, [0, tf.zeros([2])]))
+
+
+def cond_nested():
+    """Conds inside both branches of a cond; a branch returning a placeholder as is."""
+    p = ph(tf.bool, [], "p")
+    q = ph(tf.bool, [], "q")
+    x = ph(tf.float32, [3], "x")
+    y = ph(tf.float32, [3], "y")
+    return [tf1.cond(p, lambda: tf1.cond(q, lambda: x * 3.0, lambda: y), lambda: tf1.cond(q, lambda: x, lambda: x - y)),
+            tf1.cond(q, lambda: x, lambda: y)]
+
+
 def rnn_ta():
     x = ph(tf.float32, [5, 2, 3], "x")
     w = tf.constant(rng.standard_normal((3, 4)).astype(np.float32) * 0.5)
@@ -401,6 +423,12 @@ def main():
     v1("cond_v1_false", cond_v1_false, {"p": np.bool_(False), "x": np.array([1, 2, 3], f32)})
     v1("cond_in_loop", cond_in_loop, {"n": np.int32(10)})
     v1("nested_loops", nested_loops, {"n": np.int32(4), "m": np.int32(3)})
+    x2 = np.array([1.5, -0.5], f32)
+    v1("invariant_cond_loop", invariant_cond_loop, {"n": np.int32(10), "flag": np.bool_(False), "x": x2})
+    xs = {"x": np.array([1, 2, 3], f32), "y": np.array([-1, 5, 0.5], f32)}
+    for p in (False, True):
+        for q in (False, True):
+            v1("cond_nested_%d%d" % (p, q), cond_nested, dict(xs, p=np.bool_(p), q=np.bool_(q)))
     v1("rnn_ta", rnn_ta, {"x": rng.standard_normal((5, 2, 3)).astype(f32)})
     v1("mlp", mlp, {"x": rng.standard_normal((4, 8)).astype(f32)})
     v1("convnet", convnet, {"x": rng.standard_normal((2, 9, 9, 3)).astype(f32)})
