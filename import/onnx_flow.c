@@ -25,6 +25,16 @@ static ox_val scalar_of(ox_node *N, const ox_val *v)
     return ox_op2(N, ISA_RESHAPE, 0, v, &e, v->dtype, 0);
 }
 
+static bool count_of1(const ox_val *v)
+{
+    if (v->rank < 0)
+        return false;
+    for (int k = 0; k < v->rank; k++)
+        if (v->dims[k] != 1)
+            return false;
+    return true;
+}
+
 static ox_val plain(cc_irval v, uint8_t dtype, int rank)
 {
     ox_val r = {0};
@@ -177,14 +187,6 @@ void ox_op_loop(ox_node *N)
         lv[k].v = cc_lvar(w, k);
 
     cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = lv[1];
-    if (N->in[0]) {
-        ox_val lt = ox_op2(N, ISA_LESS, 0, &lv[0], &M, TFVM_BOOL, 0);
-        c = ox_op2(N, ISA_AND, 0, &lt, &c, TFVM_BOOL, 0);
-    }
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-
     cc_blk *body = w->u.loop.body;
     N->b = body;
     ox_ent *mark = X->top;
@@ -209,6 +211,20 @@ void ox_op_loop(ox_node *N)
         next[2 + nv + k] = put.v;
     }
     cc_block_results(C, body, nvar, next);
+
+    /* the head, once the body is known: a condition that starts true and
+     * that the body passes through unchanged (exporters' counted loops)
+     * needs no test */
+    N->b = w->u.loop.head;
+    bool init_true = !N->in[1] || (N->in[1]->cdata && N->in[1]->dtype == TFVM_BOOL && count_of1(N->in[1]) &&
+                                   *(const uint8_t *)N->in[1]->cdata);
+    bool cond_fixed = init_true && out[0]->v.n == lv[1].v.n && out[0]->v.k == lv[1].v.k;
+    ox_val c = lv[1];
+    if (N->in[0]) {
+        ox_val lt = ox_op2(N, ISA_LESS, 0, &lv[0], &M, TFVM_BOOL, 0);
+        c = cond_fixed ? lt : ox_op2(N, ISA_AND, 0, &lt, &c, TFVM_BOOL, 0);
+    }
+    cc_block_results(C, w->u.loop.head, 1, &c.v);
     N->b = outer;
     for (uint32_t k = 0; k < N->n_out; k++) {
         uint32_t var = 2 + k;
