@@ -85,6 +85,21 @@ struct imp_tf_inst {
 
 static const char *S(const char *s) { return s ? s : ""; }
 
+/* Every message leaves through here: names in a GraphDef are arbitrary
+ * bytes, and a message is one printable line. */
+_Noreturn void imp_tf_error(cc *C, tfvm_status code, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    cc_error(C, (cc_pos){0, 0}, code, "%s", msg);
+}
+
 _Noreturn static void fail_at(cc *C, const imp_tf_graph *g, const char *fmt, ...) UT_PRINTF(3, 4);
 _Noreturn static void fail_at(cc *C, const imp_tf_graph *g, const char *fmt, ...)
 {
@@ -94,8 +109,8 @@ _Noreturn static void fail_at(cc *C, const imp_tf_graph *g, const char *fmt, ...
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (g && g->what[0] == 'f')
-        cc_error(C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s: %s", g->what, msg);
-    cc_error(C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s", msg);
+        imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "%s: %s", g->what, msg);
+    imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "%s", msg);
 }
 
 _Noreturn void imp_tf_fail(imp_tf_opctx *X, const char *fmt, ...)
@@ -1011,7 +1026,7 @@ cc_ifn *imp_tf_function(imp_tf_st *T, const char *name, const imp_tf_node *calle
 {
     int32_t f = func_find(T, name);
     if (f < 0)
-        cc_error(T->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "node '%s' (%s): function '%s' is not in the library",
+        imp_tf_error(T->C, TFVM_ERR_UNSUPPORTED, "node '%s' (%s): function '%s' is not in the library",
                  caller->name, caller->op, name);
     if (T->ifns[f])
         return T->ifns[f];
@@ -1084,9 +1099,9 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
             uint32_t k = 0;
             int32_t i = nmap_find(&m, s, nl);
             if (i < 0 || (colon && !parse_uint(colon + 1, len - nl - 1, &k)))
-                cc_error(C, (cc_pos){0, 0}, TFVM_ERR_ARGUMENT, "output '%.*s' names no node", (int)len, s);
+                imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s' names no node", (int)len, s);
             if (k >= g->nodes[i].n_out)
-                cc_error(C, (cc_pos){0, 0}, TFVM_ERR_ARGUMENT, "output '%.*s': node '%s' has %u outputs", (int)len,
+                imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s': node '%s' has %u outputs", (int)len,
                          s, g->nodes[i].name, g->nodes[i].n_out);
             f = cc_grow(C, f, n, &cap, sizeof *f);
             f[n].ref = (imp_tf_ref){i, k};
@@ -1119,7 +1134,7 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
         }
     }
     if (!n)
-        cc_error(C, (cc_pos){0, 0}, TFVM_ERR_ARGUMENT, "the graph has no outputs");
+        imp_tf_error(C, TFVM_ERR_ARGUMENT, "the graph has no outputs");
     *out = f;
     return n;
 }
@@ -1134,7 +1149,7 @@ static cc_ifn *build(cc *C, void *ud)
         T->funcs = gd->library->function;
         for (uint32_t i = 0; i < T->n_funcs; i++)
             if (!T->funcs[i]->signature || !T->funcs[i]->signature->name)
-                cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "library function %u has no signature", i);
+                imp_tf_error(C, TFVM_ERR_FORMAT, "library function %u has no signature", i);
     }
     T->ifns = cc_array(C, T->n_funcs + 1, sizeof *T->ifns);
     T->graphs = cc_array(C, T->n_funcs + 1, sizeof *T->graphs);
@@ -1152,7 +1167,7 @@ static cc_ifn *build(cc *C, void *ud)
         const tf_attr *da = imp_tf_attr(n->def, "dtype");
         tfvm_dtype d = da ? imp_tf_dtype(da->type) : 0;
         if (!d)
-            cc_error(C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "Placeholder '%s' has an unsupported dtype", n->name);
+            imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "Placeholder '%s' has an unsupported dtype", n->name);
         const tf_attr *sa = imp_tf_attr(n->def, "shape");
         bool scalar = sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank &&
                       sa->shape->n_dim == 0;

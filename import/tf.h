@@ -53,6 +53,7 @@ typedef struct imp_tf_opctx {
 } imp_tf_opctx;
 
 /* tf.c, for tf_ops.c */
+_Noreturn void imp_tf_error(cc *C, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
 _Noreturn void imp_tf_fail(imp_tf_opctx *X, const char *fmt, ...) UT_PRINTF(2, 3);
 const tf_attr *imp_tf_attr(const tf_nodedef *d, const char *key);
 tfvm_dtype imp_tf_dtype(int dt); /* 0 when tfvm has none */

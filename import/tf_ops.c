@@ -999,7 +999,6 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (imp_tf_is_function(X->T, n->op)) {
         fn_call(X, n->op);
     } else {
-        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%snode '%s': op '%s' is not supported",
-                 X->I ? "" : "", n->name, n->op);
+        imp_tf_error(X->C, TFVM_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported", n->name, n->op);
     }
 }
