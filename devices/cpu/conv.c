@@ -347,8 +347,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     const int64_t planes = N * C;
     if (dh != 1 || dw != 1 || ceil_mode || cip) {
         switch (x->dtype) {
-        case DEV_KU8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;
-        case DEV_KI8: POOL_GENERAL(int8_t, INT8_MIN, POOL_NO_NAN); break;
+        case TFVM_U8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;
+        case TFVM_I8: POOL_GENERAL(int8_t, INT8_MIN, POOL_NO_NAN); break;
         case TFVM_I32: POOL_GENERAL(int32_t, INT32_MIN, POOL_NO_NAN); break;
         case TFVM_I64: POOL_GENERAL(int64_t, INT64_MIN, POOL_NO_NAN); break;
         case TFVM_F32: POOL_GENERAL(float, -INFINITY, POOL_IS_NAN); break;
@@ -358,8 +358,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         return TFVM_OK;
     }
     switch (x->dtype) {
-    case DEV_KU8: POOL_SHAPES(uint8_t, POOL_IMAX, POOL_KEEP); break;
-    case DEV_KI8: POOL_SHAPES(int8_t, POOL_IMAX, POOL_KEEP); break;
+    case TFVM_U8: POOL_SHAPES(uint8_t, POOL_IMAX, POOL_KEEP); break;
+    case TFVM_I8: POOL_SHAPES(int8_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_I32: POOL_SHAPES(int32_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_I64: POOL_SHAPES(int64_t, POOL_IMAX, POOL_KEEP); break;
     case TFVM_F32:

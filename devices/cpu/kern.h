@@ -18,10 +18,6 @@ typedef struct dev_kview {
                              looks at its reference count) */
 } dev_kview;
 
-/* The 8-bit integer dtypes of issue 10, spelled as numbers so that the
- * kernels build before and after include/tfvm.h names them. */
-#define DEV_KU8 6
-#define DEV_KI8 7
 /* Most inputs a tensor instruction takes (STRIDED_SLICE). */
 #define DEV_KMAX_IN 5
 
@@ -66,8 +62,8 @@ tfvm_status dev_kscalar_i64(dev_kctx *k, const dev_kview *v, const char *what, b
     do {                                                                                   \
         switch (dt) {                                                                      \
         case TFVM_BOOL: M(uint8_t); break;                                                 \
-        case DEV_KU8: M(uint8_t); break;                                                   \
-        case DEV_KI8: M(int8_t); break;                                                    \
+        case TFVM_U8: M(uint8_t); break;                                                   \
+        case TFVM_I8: M(int8_t); break;                                                    \
         case TFVM_I32: M(int32_t); break;                                                  \
         case TFVM_I64: M(int64_t); break;                                                  \
         case TFVM_F32: M(float); break;                                                    \

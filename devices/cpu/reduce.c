@@ -285,8 +285,8 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
     }
     switch (dt) {
     case TFVM_BOOL: RED_INT(uint8_t, 0, 1); break;
-    case DEV_KU8: RED_INT(uint8_t, 0, UINT8_MAX); break;
-    case DEV_KI8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
+    case TFVM_U8: RED_INT(uint8_t, 0, UINT8_MAX); break;
+    case TFVM_I8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
     case TFVM_I32: RED_INT(int32_t, INT32_MIN, INT32_MAX); break;
     case TFVM_I64: RED_INT(int64_t, INT64_MIN, INT64_MAX); break;
     case TFVM_F32: RED_FLOAT(float); break;
@@ -362,8 +362,8 @@ tfvm_status dev_cpu_argmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     const bool mx = k->op == ISA_ARGMAX;
     switch (x->dtype) {
     case TFVM_BOOL:
-    case DEV_KU8: ARG_BOTH(uint8_t, NO_NAN); break;
-    case DEV_KI8: ARG_BOTH(int8_t, NO_NAN); break;
+    case TFVM_U8: ARG_BOTH(uint8_t, NO_NAN); break;
+    case TFVM_I8: ARG_BOTH(int8_t, NO_NAN); break;
     case TFVM_I32: ARG_BOTH(int32_t, NO_NAN); break;
     case TFVM_I64: ARG_BOTH(int64_t, NO_NAN); break;
     case TFVM_F32: ARG_BOTH(float, IS_NAN); break;
@@ -424,8 +424,8 @@ tfvm_status dev_cpu_cumsum(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
         return st;
     switch (x->dtype) {
-    case DEV_KU8: CUMSUM_LOOP(uint8_t, CUMSUM_IADD); break;
-    case DEV_KI8: CUMSUM_LOOP(int8_t, CUMSUM_IADD); break;
+    case TFVM_U8: CUMSUM_LOOP(uint8_t, CUMSUM_IADD); break;
+    case TFVM_I8: CUMSUM_LOOP(int8_t, CUMSUM_IADD); break;
     case TFVM_I32: CUMSUM_LOOP(int32_t, CUMSUM_IADD); break;
     case TFVM_I64: CUMSUM_LOOP(int64_t, CUMSUM_IADD); break;
     case TFVM_F32: CUMSUM_LOOP(float, CUMSUM_FADD); break;

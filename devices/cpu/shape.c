@@ -406,7 +406,7 @@ tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, v->dtype, n, d, &r, &o)))
         return st;
     switch (dev_kesize(v->dtype)) {
-    case 1: memset(o, *(const uint8_t *)v->data ? 1 : 0, (size_t)count); break;
+    case 1: memset(o, *(const uint8_t *)v->data, (size_t)count); break; /* bool, u8, i8 */
     case 4: {
         uint32_t x, *p = o;
         memcpy(&x, v->data, 4);

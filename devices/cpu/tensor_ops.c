@@ -138,8 +138,8 @@ bool dev_kget_i64(const dev_kview *v, int64_t i, int64_t *out)
     double f;
     switch (v->dtype) {
     case TFVM_BOOL:
-    case DEV_KU8: *out = ((const uint8_t *)v->data)[i]; return true;
-    case DEV_KI8: *out = ((const int8_t *)v->data)[i]; return true;
+    case TFVM_U8: *out = ((const uint8_t *)v->data)[i]; return true;
+    case TFVM_I8: *out = ((const int8_t *)v->data)[i]; return true;
     case TFVM_I32: *out = ((const int32_t *)v->data)[i]; return true;
     case TFVM_I64: *out = ((const int64_t *)v->data)[i]; return true;
     case TFVM_F32: f = ((const float *)v->data)[i]; break;
@@ -156,8 +156,8 @@ double dev_kget_f64(const dev_kview *v, int64_t i)
 {
     switch (v->dtype) {
     case TFVM_BOOL:
-    case DEV_KU8: return ((const uint8_t *)v->data)[i];
-    case DEV_KI8: return ((const int8_t *)v->data)[i];
+    case TFVM_U8: return ((const uint8_t *)v->data)[i];
+    case TFVM_I8: return ((const int8_t *)v->data)[i];
     case TFVM_I32: return ((const int32_t *)v->data)[i];
     case TFVM_I64: return (double)((const int64_t *)v->data)[i];
     case TFVM_F32: return ((const float *)v->data)[i];
@@ -169,8 +169,8 @@ tfvm_status dev_kscalar_i64(dev_kctx *k, const dev_kview *v, const char *what, b
                             int64_t *out)
 {
     char s[DEV_KSHAPE];
-    const bool integer = v->dtype == TFVM_I32 || v->dtype == TFVM_I64 || v->dtype == DEV_KU8 ||
-                         v->dtype == DEV_KI8;
+    const bool integer = v->dtype == TFVM_I32 || v->dtype == TFVM_I64 || v->dtype == TFVM_U8 ||
+                         v->dtype == TFVM_I8;
     if ((v->rank != 0 && !(v->rank == 1 && v->count == 1)) ||
         !(integer || (any_numeric && dev_kfloat(v->dtype))))
         return dev_kfail(k, TFVM_ERR_TYPE, "%s must be %s scalar, got %s", what,
@@ -294,6 +294,10 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_STACK_PUT] = dev_cpu_stack_put,
 };
 
+static const bool table_gated[ISA_OP_COUNT] = {
+    [ISA_MATMUL] = true, [ISA_CONV2D] = true, [ISA_RANGE] = true,
+};
+
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
                            const tfvm_allocator *alloc, char *msg, size_t msg_size)
 {
@@ -325,6 +329,13 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
         v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count, .data = t->data, .t = t};
         memcpy(v[j].dims, t->dims, sizeof v[j].dims);
     }
+    /* ops.def's types gate input 0's dtype for the kernels whose dtype switch
+     * ends in a `default:` of another width (u8/i8 must not reach it). The
+     * others check every operand's dtype themselves, with their own messages,
+     * and may take more dtypes than the table lets the compiler through. */
+    if (table_gated[op] && !isa_takes(op, v[0].dtype))
+        return dev_kfail(&k, TFVM_ERR_TYPE, "not defined on %s%s", tfvm_dtype_name((tfvm_dtype)v[0].dtype),
+                         isa_ops[op].types == ISA_TYPES_FLT ? " (floats only)" : "");
     dev_value r;
     tfvm_status st = kernels[op](&k, v, &r);
     if (st == TFVM_OK)

@@ -14,7 +14,7 @@ static tu_alloc ta; /* reset by setup() before each test */
 static tfvm_allocator alloc = {tu_alloc_fn, &ta};
 static char msg[512];
 
-enum { B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM_F64, U8 = DEV_KU8, I8 = DEV_KI8 };
+enum { B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM_F64, U8 = TFVM_U8, I8 = TFVM_I8 };
 
 /* ---- Making operands ---------------------------------------------------------- */
 static dev_value tens(tfvm_tensor *t)
@@ -613,13 +613,9 @@ START_TEST(test_pool12)
 }
 END_TEST
 
-/* ---- The 8-bit integer dtypes (once include/tfvm.h has them) ------------------------------ */
+/* ---- The 8-bit integer dtypes ----------------------------------------------------------------- */
 START_TEST(test_small_ints)
 {
-    if (!isa_dtype_valid(U8) || !isa_dtype_valid(I8)) {
-        fprintf(stderr, "test_kernels2: u8/i8 are not VM dtypes yet: their kernel cases are skipped\n");
-        return;
-    }
     OK0(ISA_REDUCE_SUM, 0, (T(U8, (2), 200, 100), IV0), U8, 44); /* wraps */
     OK0(ISA_REDUCE_PROD, 0, (T(I8, (2), -16, 8), IV0), I8, -128);
     OK0(ISA_REDUCE_MIN, 0, (T(I8, (3), -5, 3, -7), IV0), I8, -7);
@@ -636,6 +632,9 @@ START_TEST(test_small_ints)
     OK(ISA_ONEHOT, -1, (T(U8, (2), 1, 0), sc(I8, 2), T(I8, (2), 0, -1)), I8, (2, 2), 0, -1, -1, 0);
     OK(ISA_RESIZE, 0, (T(U8, (2), 3, 4), T(F32, (1), 2), IV0), U8, (4), 3, 3, 4, 4);
     OK(ISA_EXPAND, 0, (T(I8, (1), -1), IV(2)), I8, (2), -1, -1);
+    OK(ISA_FILL, 0, (IV(2), sc(U8, 200)), U8, (2), 200, 200);
+    OK(ISA_FILL, 0, (IV(1), sc(I8, -3)), I8, (1), -3);
+    FAILS(ISA_MATMUL, 0, (T(U8, (1, 1)), T(U8, (1, 1))), TY, "matmul: not defined on u8");
     FAILS(ISA_AVGPOOL, 0, (T(U8, (1, 1, 2, 2)), IV(1, 1, 1, 1, 0, 0, 0, 0)), TY, "avgpool: not defined on u8 (floats only)");
 }
 END_TEST
