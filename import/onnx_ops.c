@@ -244,6 +244,36 @@ static ox_val to_dtype(ox_node *N, const ox_val *v, uint8_t want)
     return r;
 }
 
+/* v, a vector over `axes` (known only at run time, or negative), spread
+ * over the rank-r axes: out[d] = v[j] where axes[j] == d, else 0. ONEHOT
+ * makes the [len(axes), r] selection matrix, MATMUL applies it. */
+static ox_val spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype)
+{
+    ox_val rv = ox_scalar(N, TFVM_I64, 0, r);
+    ox_val ax = as_i64_vec(N, axes);
+    ax = ew2(N, ISA_FLOOR_MOD, &ax, &rv, TFVM_I64);
+    unsigned char onoff[16] = {0};
+    size_t es = tfvm_dtype_size((tfvm_dtype)dtype);
+    if (dtype == TFVM_F32) {
+        float one = 1;
+        memcpy(onoff + es, &one, es);
+    } else if (dtype == TFVM_F64) {
+        double one = 1;
+        memcpy(onoff + es, &one, es);
+    } else {
+        onoff[es] = 1; /* little-endian integer 1 */
+    }
+    int64_t two = 2;
+    ox_val oo = {0};
+    oo.dtype = dtype;
+    unknown_shape(&oo, 1);
+    oo.dims[0] = 2;
+    oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)dtype, 1, &two, onoff, 2 * es, false);
+    ox_val m = op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo, dtype, 2);
+    ox_val vv = to_dtype(N, v, dtype);
+    return ox_op2(N, ISA_MATMUL, 0, &vv, &m, dtype, 1);
+}
+
 /* ---- Elementwise ------------------------------------------------------------------ */
 
 #define BIN(NAME, OP)                                                                                             \
@@ -728,6 +758,10 @@ static void pool(ox_node *N, isa_op op)
     if (nk != S.nsp)
         ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape has %d entries for %d spatial dims", nk, S.nsp);
     int64_t ceil_mode = ox_attr_i(N, "ceil_mode", 0), cip = ox_attr_i(N, "count_include_pad", 0);
+    /* the pools take i32 i64 f32 f64: 8-bit inputs go through i32 */
+    bool narrow = x->dtype == TFVM_U8 || x->dtype == TFVM_I8;
+    ox_val xw = narrow ? to_dtype(N, x, TFVM_I32) : *x;
+    x = &xw;
     ox_val xx = *x;
     int64_t p[12];
     if (S.nsp == 1) {
@@ -743,7 +777,7 @@ static void pool(ox_node *N, isa_op op)
     ox_val y = ox_op2(N, op, 0, &xx, &pv, x->dtype, 4);
     if (S.nsp == 1)
         y = sq2(N, &y);
-    N->out[0] = y;
+    N->out[0] = narrow ? to_dtype(N, &y, need(N, 0)->dtype) : y;
 }
 
 static void op_MaxPool(ox_node *N) { pool(N, ISA_MAXPOOL); }
@@ -965,6 +999,11 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         }
         axes = ox_i64s(N, nax, ax);
     }
+    /* max and min of bools are any and all: computed on i32 */
+    const ox_val x0 = x;
+    bool bool_minmax = x.dtype == TFVM_BOOL && (op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN);
+    if (bool_minmax)
+        x = to_dtype(N, &x, TFVM_I32);
     uint8_t d = x.dtype;
     cc_node *noop_if = NULL;
     cc_blk *outer = N->b;
@@ -973,9 +1012,9 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         ox_val sh = ox_op1(N, ISA_SHAPE, 0, &axes, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
         ox_val len = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
         ox_val c = ew2(N, ISA_EQUAL, &len, &z, TFVM_BOOL);
-        cc_vtype t = cc_tensor_t((tfvm_dtype)d, -1);
+        cc_vtype t = cc_tensor_t((tfvm_dtype)x0.dtype, -1);
         noop_if = cc_if_new(N->C, N->b, c.v, 1, &t, NULL);
-        cc_block_results(N->C, noop_if->u.cond.then, 1, &x.v);
+        cc_block_results(N->C, noop_if->u.cond.then, 1, &x0.v);
         N->b = noop_if->u.cond.els;
     }
     if (kind == R_L1)
@@ -992,6 +1031,8 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         y = ew1(N, ISA_SQRT, &y);
     else if (kind == R_LOGSUM || kind == R_LOGSUMEXP)
         y = ew1(N, ISA_LOG, &y);
+    if (bool_minmax)
+        y = to_dtype(N, &y, TFVM_BOOL);
     if (noop_if) {
         cc_block_results(N->C, noop_if->u.cond.els, 1, &y.v);
         N->b = outer;
@@ -1434,14 +1475,24 @@ static void op_Pad(ox_node *N)
             int64_t ax[8], p[16], full[16] = {0};
             int na = ox_const_ints(axv, ax, 8), np = ox_const_ints(need(N, 1), p, 16);
             int r = need_rank(N, x);
-            if (na < 0 || np != 2 * na)
-                ox_unsupported(N, "axes or pads computed at run time");
-            for (int k = 0; k < na; k++) {
-                int a = norm_axis(N, ax[k], r, false);
-                full[a] = p[k];
-                full[r + a] = p[na + k];
+            if (na >= 0 && np == 2 * na) {
+                for (int k = 0; k < na; k++) {
+                    int a = norm_axis(N, ax[k], r, false);
+                    full[a] = p[k];
+                    full[r + a] = p[na + k];
+                }
+                pads = ox_i64s(N, 2 * r, full);
+            } else {
+                /* begins = pads[:len(axes)], ends = pads[len(axes):], each spread */
+                ox_val la = ox_op1(N, ISA_SHAPE, 0, axv, TFVM_I64, 1);
+                int64_t z = 0, big = INT64_MAX;
+                ox_val vz = ox_i64s(N, 1, &z), vbig = ox_i64s(N, 1, &big);
+                ox_val b = op3(N, ISA_SLICE, 0, &pads, &vz, &la, TFVM_I64, 1);
+                ox_val e = op3(N, ISA_SLICE, 0, &pads, &la, &vbig, TFVM_I64, 1);
+                b = spread_axes(N, &b, axv, r, TFVM_I64);
+                e = spread_axes(N, &e, axv, r, TFVM_I64);
+                pads = ox_op2(N, ISA_CONCAT, 0, &b, &e, TFVM_I64, 1);
             }
-            pads = ox_i64s(N, 2 * r, full);
         }
     }
     N->out[0] = op3(N, ISA_PADV, opts, x, &pads, &v, x->dtype, x->rank);
@@ -1667,6 +1718,8 @@ static void op_OneHot(ox_node *N)
 static void op_Resize(ox_node *N)
 {
     ox_val *x = need(N, 0);
+    ox_val axes_v = {0};
+    bool have_axes = false;
     char mb[32], cb[32], nb[32];
     const char *mode = ox_attr_s(N, "mode", "nearest", mb, sizeof mb);
     uint32_t opts = 0;
@@ -1703,8 +1756,12 @@ static void op_Resize(ox_node *N)
         }
         if (ox_attr_i(N, "antialias", 0))
             ox_unsupported(N, "antialias");
-        if (ox_attr(N, "axes"))
-            ox_unsupported(N, "axes");
+        if (ox_attr(N, "axes")) {
+            int64_t ax[8];
+            int na = ox_attr_ints(N, "axes", ax, 8);
+            axes_v = ox_i64s(N, na, ax);
+            have_axes = true;
+        }
         char kb[32];
         const char *kp = ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", kb, sizeof kb);
         if (strcmp(kp, "stretch") != 0)
@@ -1718,6 +1775,22 @@ static void op_Resize(ox_node *N)
         sizes = NULL;
     ox_val sc = scales ? to_dtype(N, scales, TFVM_F32) : empty_vec(N, TFVM_F32);
     ox_val sz = sizes ? as_i64_vec(N, sizes) : empty_vec(N, TFVM_I64);
+    if (have_axes) {
+        /* scales or sizes for the listed axes only: the others keep their size */
+        int r = need_rank(N, x);
+        if (scales) {
+            ox_val one = fscalar(N, TFVM_F32, 1);
+            ox_val d = ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
+            d = spread_axes(N, &d, &axes_v, r, TFVM_F32);
+            sc = ew2(N, ISA_ADD, &d, &one, TFVM_F32);
+        } else if (sizes) {
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v, TFVM_I64, 1);
+            ox_val d = ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
+            d = spread_axes(N, &d, &axes_v, r, TFVM_I64);
+            sz = ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
+        }
+    }
     N->out[0] = op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
 }
 
