@@ -416,6 +416,10 @@ tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char 
     B->m = m;
     B->X.dir = dir;
     tfvm_status st = cc_build_program(name, a, opt_level, build_model, B, out, err);
+    /* names in messages come from the file: keep the message one line */
+    for (char *c = err->message; st != TFVM_OK && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     ut_free(&al, B, sizeof *B);
     onnx__model_proto__free_unpacked(m, &pa);
     return st;
