@@ -846,11 +846,21 @@ void imp_tf_convert(imp_tf_opctx *X)
         X->out[0] = op1(X, is(X, "Softmax") ? ISA_SOFTMAX : ISA_LOG_SOFTMAX, axis_attr(X, -1), x, ten(d));
     } else if (is(X, "Select") || is(X, "SelectV2")) {
         cc_irval c = X->in[0];
-        if (is(X, "Select") && !scalar(c) && !scalar(X->in[1]) && c.n->types[c.k].rank == 1) {
-            /* v1 Select with a vector condition picks rows: make it [n, 1, ...] */
-        }
         bool sc = scalar(c) && scalar(X->in[1]) && scalar(X->in[2]);
-        X->out[0] = op(X, ISA_SELECT, 0, 3, X->in, sc ? cc_scalar_t(dt(X->in[1])) : ten(dt(X->in[1])));
+        if (is(X, "Select") && !sc) {
+            /* v1 Select: a vector condition picks rows of higher-rank operands.
+             * Reshaping it to shape(c) ++ [1] * (rank(x) - rank(c)) makes every
+             * case (scalar, same shape, rows) an ordinary broadcast. */
+            cc_irval rx = op1(X, ISA_SHAPE, 0, op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), ten(TFVM_I64));
+            cc_irval sc_ = op1(X, ISA_SHAPE, 0, c, ten(TFVM_I64));
+            cc_irval rc = op1(X, ISA_SHAPE, 0, sc_, ten(TFVM_I64));
+            cc_irval ones = op2(X, ISA_FILL, 0, op2(X, ISA_SUB, 0, rx, rc, ten(TFVM_I64)), num(X, TFVM_I64, 1),
+                                ten(TFVM_I64));
+            cc_irval shp = op2(X, ISA_CONCAT, 0, sc_, ones, ten(TFVM_I64));
+            c = op2(X, ISA_RESHAPE, 0, c, shp, ten(TFVM_BOOL));
+        }
+        cc_irval sel[3] = {c, X->in[1], X->in[2]};
+        X->out[0] = op(X, ISA_SELECT, 0, 3, sel, sc ? cc_scalar_t(dt(X->in[1])) : ten(dt(X->in[1])));
     } else if (is(X, "Cast")) {
         const tf_attr *a = attr(X, "DstT");
         tfvm_dtype to = a ? imp_tf_dtype(a->type) : 0;

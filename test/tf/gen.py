@@ -132,6 +132,17 @@ def cond_nested():
             tf1.cond(q, lambda: x, lambda: y)]
 
 
+def loop_index():
+    """x[i] with a loop variable (a StridedSlice with run-time begin and end), v1 row Select."""
+    x = ph(tf.float32, [5, 3], "x")
+    rows = ph(tf.bool, [5], "rows")
+
+    def body(i, s):
+        return i + 1, s + x[i, :2] * tf.cast(i, tf.float32) + x[-1 - i, 1:] + x[i][::2]
+    i, s = tf1.while_loop(lambda i, s: i < 4, body, [0, tf.zeros([2])])
+    return [s, tf1.where(rows, x, -x), x[:, -1]]
+
+
 def rnn_ta():
     x = ph(tf.float32, [5, 2, 3], "x")
     w = tf.constant(rng.standard_normal((3, 4)).astype(np.float32) * 0.5)
@@ -429,6 +440,8 @@ def main():
     for p in (False, True):
         for q in (False, True):
             v1("cond_nested_%d%d" % (p, q), cond_nested, dict(xs, p=np.bool_(p), q=np.bool_(q)))
+    v1("loop_index", loop_index, {"x": rng.standard_normal((5, 3)).astype(f32),
+                                  "rows": np.array([True, False, False, True, True])})
     v1("rnn_ta", rnn_ta, {"x": rng.standard_normal((5, 2, 3)).astype(f32)})
     v1("mlp", mlp, {"x": rng.standard_normal((4, 8)).astype(f32)})
     v1("convnet", convnet, {"x": rng.standard_normal((2, 9, 9, 3)).astype(f32)})
