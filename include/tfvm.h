@@ -242,8 +242,9 @@ TFVM_API tfvm_status tfvm_program_compile(const char *src, size_t len, const cha
  * ONNX ModelProto bytes. The entry's parameters are the graph inputs that are
  * not initializers, in order and named as in the graph; its results are the
  * graph outputs. base_dir is the directory external tensor data files
- * (data_location = EXTERNAL) are read from; NULL = none (a model that has
- * some then fails with TFVM_ERR_FORMAT). */
+ * (data_location = EXTERNAL) are read from, never outside it; NULL = none
+ * (a model that has some then fails with TFVM_ERR_IO, as when a file is
+ * missing). */
 TFVM_API tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *name,
                                               const char *base_dir, const tfvm_config *cfg,
                                               tfvm_program **out, tfvm_error *err);

@@ -126,6 +126,27 @@ out=$("$TFVM" run "$TMP/named.tfvm" "@$TMP/t.npy" scale/factor=2 -o z.plus=/dev/
     no "tfvm dis $M | tfvm asm does not give back the bytes of tfvm compile"
 "$TFVM" profile --runs 1 --warmup 0 "$M" "x:0=@$TMP/t.npy" scale/factor=2 >/dev/null 2>&1 || no "profile $M by name"
 "$TFVM" dot "$M" | grep -q '^digraph' || no "tfvm dot $M"
+# Models of test/onnx/models (test/onnx/make_models.py): a Loop with a scan
+# output, by name and by position with -o; external data found next to the
+# model from any working directory.
+cat >"$TMP/mk2.tfasm" <<'P'
+entry main() -> (a: f32[], b: f32[]) {
+    a = CONST f32[2] [1, 2]
+    b = CONST f32[1, 2] [[1, 1]]
+        RESULT 0 (a)
+        RESULT 1 (b)
+}
+P
+"$TFVM" run "$TMP/mk2.tfasm" -o a="$TMP/x2.npy" -o b="$TMP/x12.npy" || no "mk2"
+out=$("$TFVM" run test/onnx/models/loop_scan.onnx n=3 x=@"$TMP/x2.npy" 2>&1 | paste -sd'|')
+[ "$out" = "[4.0, 5.0]|[[0.0, 0.0], [3.0, 4.0], [8.0, 10.0]]" ] || no "loop_scan.onnx by name printed '$out'"
+out=$("$TFVM" run test/onnx/models/loop_scan.onnx "@$TMP/x2.npy" 3 -o stack="$TMP/st.npy" 2>&1)
+out2=$("$TFVM" run "$TMP/twice.tfasm" "@$TMP/st.npy" 2>&1)
+[ "$out" = "[4.0, 5.0]" ] && [ "$out2" = "[[0.0, 0.0], [6.0, 8.0], [16.0, 20.0]]" ] || no "loop_scan.onnx -o stack=: '$out' '$out2'"
+abs_tfvm=$(cd "$(dirname "$TFVM")" && pwd)/$(basename "$TFVM")
+out=$(cd "$TMP" && "$abs_tfvm" run "$OLDPWD/test/onnx/models/external.onnx" x=@x12.npy 2>&1)
+[ "$out" = "[[4.0, 6.0]]" ] || no "external.onnx from another directory printed '$out'"
+
 printf 'garbage' >"$TMP/bad.onnx"
 for cmd in run compile dis; do
     out=$("$TFVM" $cmd "$TMP/bad.onnx" 2>&1)

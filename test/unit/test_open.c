@@ -390,6 +390,62 @@ START_TEST(onnx_every_way)
 }
 END_TEST
 
+/* test/onnx/models/external.onnx: y = x @ W, W = [[1, 2], [3, 4]] in ext.bin
+ * beside it. The file functions look there; bytes need base_dir. */
+static void check_external(const tfvm_program *p)
+{
+    int64_t dims[2] = {1, 2};
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+    float *xd = tfvm_tensor_data(x);
+    xd[0] = 1, xd[1] = 1;
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value arg = tfvm_tensor_value(x), res;
+    ck_assert_msg(tfvm_run(vm, NULL, &arg, 1, &res, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    const float *r = tfvm_tensor_cdata(res.tensor);
+    ck_assert_float_eq(r[0], 4.0f);
+    ck_assert_float_eq(r[1], 6.0f);
+    tfvm_value_release(&res);
+    tfvm_vm_free(vm);
+    tfvm_tensor_free(x);
+}
+
+START_TEST(onnx_external_data)
+{
+    static const char ext[] = "test/onnx/models/external.onnx";
+    tfvm_error err;
+    tfvm_program *p;
+    ck_assert_msg(tfvm_program_open(ext, NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    check_external(p);
+    tfvm_program_free(p);
+    ck_assert_msg(tfvm_program_import_onnx_file(ext, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    check_external(p);
+    tfvm_program_free(p);
+    size_t len;
+    void *data = read_all(ext, &len);
+    ck_assert_msg(tfvm_program_import_onnx(data, len, "ext.onnx", "test/onnx/models", NULL, &p, &err) == TFVM_OK, "%s",
+                  err.message);
+    check_external(p);
+    tfvm_program_free(p);
+    p = (tfvm_program *)1;
+    ck_assert_int_eq(tfvm_program_import_onnx(data, len, "ext.onnx", NULL, NULL, &p, &err), TFVM_ERR_IO);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strncmp(err.message, "ext.onnx: ", 10) == 0 && strstr(err.message, "needs the model's directory"),
+                  "%s", err.message);
+    ck_assert_int_eq(tfvm_program_import_onnx(data, len, "ext.onnx", "test", NULL, &p, &err), TFVM_ERR_IO);
+    ck_assert_msg(strstr(err.message, "cannot open external data file"), "%s", err.message);
+    /* a copy elsewhere without its data file */
+    const char *path = tmp_path("external.onnx");
+    write_bytes(path, data, len);
+    ck_assert_int_eq(tfvm_program_open(path, NULL, NULL, &p, &err), TFVM_ERR_IO);
+    ck_assert_msg(strstr(err.message, tmpdir) && strstr(err.message, "ext.bin"), "%s", err.message);
+    free(data);
+}
+END_TEST
+
 START_TEST(onnx_bad_bytes)
 {
     tfvm_error err;
@@ -574,6 +630,7 @@ int main(void)
     tcase_add_test(tc, nomem_tfg);
     tcase_add_test(tc, onnx_every_way);
     tcase_add_test(tc, onnx_bad_bytes);
+    tcase_add_test(tc, onnx_external_data);
     tcase_add_test(tc, tf_every_way);
     tcase_add_test(tc, tf_bad_bytes);
     tcase_add_test(tc, nomem_tfasm);
