@@ -189,7 +189,26 @@ static void node_id(ox_node *N, const Onnx__NodeProto *n, size_t index)
         snprintf(N->id, sizeof N->id, "#%zu", index);
 }
 
-static void translate_node(ox *X, const Onnx__NodeProto *n, size_t index, cc_blk *b)
+/* What the graph's value_info says of an output the op rules left unknown
+ * (exporters record intermediate shapes there): its rank and dims. */
+static void refine_from_value_info(const Onnx__GraphProto *g, const char *name, ox_val *v)
+{
+    if (v->rank >= 0 || !g)
+        return;
+    for (size_t k = 0; k < g->n_value_info; k++) {
+        const Onnx__ValueInfoProto *vi = g->value_info[k];
+        if (!vi || !vi->name || strcmp(vi->name, name) != 0)
+            continue;
+        ox_val t;
+        if (ox_value_info(vi, &t) && t.dtype == v->dtype && t.rank >= 0) {
+            v->rank = t.rank;
+            memcpy(v->dims, t.dims, sizeof v->dims);
+        }
+        return;
+    }
+}
+
+static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodeProto *n, size_t index, cc_blk *b)
 {
     ox_node *N = cc_alloc(X->C, sizeof *N);
     N->X = X;
@@ -237,6 +256,7 @@ static void translate_node(ox *X, const Onnx__NodeProto *n, size_t index, cc_blk
             continue;
         if (!N->out[k].v.n)
             ox_unsupported(N, "output %u", k);
+        refine_from_value_info(g, o, &N->out[k]);
         ox_bind(X, o, ox_new_val(X->C, &N->out[k]));
     }
 }
@@ -259,7 +279,7 @@ void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out)
     for (size_t k = 0; k < g->n_node; k++) {
         if (!g->node[k])
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "node #%zu is empty", k);
-        translate_node(X, g->node[k], k, b);
+        translate_node(X, g, g->node[k], k, b);
     }
     for (size_t k = 0; k < g->n_output; k++) {
         const Onnx__ValueInfoProto *o = g->output[k];
