@@ -77,7 +77,7 @@ def ph(dtype, shape, name):
 def while_scalar():
     n = ph(tf.int32, [], "n")
     x = ph(tf.float32, [], "x")
-    i, s = tf1.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s * 0.5 + x), [0, 0.0])
+    i, s = tf1.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s * 0.5 + x), [0, 0.0], parallel_iterations=32)
     return [i, s]
 
 

@@ -219,6 +219,26 @@ START_TEST(recursive_fib_25)
 }
 END_TEST
 
+/* A frame's parallel_iterations (32 in while_scalar) becomes its loop
+ * variables' ENTER parallel=N; loop invariants (ENTER const) state none. */
+START_TEST(parallel_iterations)
+{
+    isa_program p;
+    tfvm_error err;
+    ck_assert_msg(import_file(FIX "while_scalar.pb", NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    int vars = 0;
+    for (uint32_t i = 0; i < p.n_insts; i++) {
+        const isa_inst *in = &p.insts[i];
+        if (in->op != ISA_ENTER || (in->flags & ISA_FLAG_CONST))
+            continue;
+        ck_assert_uint_eq(in->b, 32);
+        vars++;
+    }
+    ck_assert_int_eq(vars, 2);
+    isa_program_release(&p);
+}
+END_TEST
+
 /* ---- Hand-made GraphDefs for the error cases (protobuf wire format) ----------- */
 
 typedef struct wbuf {
@@ -315,21 +335,25 @@ START_TEST(nomem_at_every_allocation)
     char *data;
     size_t len;
     tfvm_error err;
-    ck_assert_int_eq(ut_read_file(FIX "cond_in_loop.pb", NULL, &data, &len, &err), TFVM_OK);
-    for (long n = 0;; n++) {
-        tu_alloc ta = {.countdown = n};
-        tfvm_allocator a = tu_allocator(&ta);
-        isa_program p;
-        tfvm_status st = imp_tf(data, len, "g.pb", NULL, 1, &a, &p, &err);
-        if (st == TFVM_OK) {
-            isa_program_release(&p);
+    /* v1 loop with a cond; recursive functions; TF2 While over TensorLists */
+    static const char *const files[] = {FIX "cond_in_loop.pb", FIX "fib.pb", FIX "v2_rnn.pb"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        ck_assert_int_eq(ut_read_file(files[f], NULL, &data, &len, &err), TFVM_OK);
+        for (long n = 0;; n++) {
+            tu_alloc ta = {.countdown = n};
+            tfvm_allocator a = tu_allocator(&ta);
+            isa_program p;
+            tfvm_status st = imp_tf(data, len, "g.pb", NULL, 1, &a, &p, &err);
+            if (st == TFVM_OK) {
+                isa_program_release(&p);
+                ck_assert_int_eq(ta.live, 0);
+                break;
+            }
+            ck_assert_msg(st == TFVM_ERR_NOMEM, "%s: allocation %ld: %s", files[f], n, err.message);
             ck_assert_int_eq(ta.live, 0);
-            break;
         }
-        ck_assert_msg(st == TFVM_ERR_NOMEM, "allocation %ld: %s", n, err.message);
-        ck_assert_int_eq(ta.live, 0);
+        ut_free(NULL, data, len + 1);
     }
-    ut_free(NULL, data, len + 1);
 }
 END_TEST
 
@@ -341,6 +365,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, fixture_runs, 0, n_fixtures > 0 ? n_fixtures : 1);
     tcase_add_test(tc, recursive_fib_25);
+    tcase_add_test(tc, parallel_iterations);
     tcase_add_test(tc, error_messages);
     tcase_add_test(tc, nomem_at_every_allocation);
     suite_add_tcase(s, tc);
