@@ -232,10 +232,12 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "node %s: op '%.60s' (opset %lld) is not supported",
                  N->id, n->op_type, (long long)X->opset);
     }
-    if (n->n_input > OX_MAX_IO || n->n_output > OX_MAX_IO)
-        ox_unsupported(N, "more than %d inputs or outputs", OX_MAX_IO);
+    if (n->n_input > UINT32_MAX / 2 || n->n_output > UINT32_MAX / 2)
+        ox_fail(N, TFVM_ERR_FORMAT, "too many inputs or outputs");
     N->n_in = (uint32_t)n->n_input;
     N->n_out = (uint32_t)n->n_output;
+    N->in = cc_array(X->C, N->n_in + 1, sizeof *N->in);
+    N->out = cc_array(X->C, N->n_out + 1, sizeof *N->out);
     for (uint32_t k = 0; k < N->n_in; k++) {
         const char *in = n->input[k];
         if (!in || !in[0])

@@ -251,6 +251,8 @@ void ox_op_scan(ox_node *N)
     uint32_t nso = (uint32_t)g->n_output - nst;
     if (N->n_out != nst + nso)
         ox_fail(N, TFVM_ERR_FORMAT, "%u outputs, the body gives %zu", N->n_out, g->n_output);
+    if (nsi > OX_MAX_IO || nso > OX_MAX_IO)
+        ox_unsupported(N, "more than %d scan inputs or outputs", OX_MAX_IO);
     int64_t in_axes[OX_MAX_IO] = {0}, in_dirs[OX_MAX_IO] = {0}, out_axes[OX_MAX_IO] = {0},
             out_dirs[OX_MAX_IO] = {0};
     ox_attr_ints(N, "scan_input_axes", in_axes, OX_MAX_IO);

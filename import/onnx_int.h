@@ -8,7 +8,7 @@
 #include "compiler/build.h"
 #include "onnx.pb-c.h"
 
-#define OX_MAX_IO 64          /* inputs or outputs of one node we translate */
+#define OX_MAX_IO 64          /* entries of the per-input/output attributes we read (Scan's axes, Split's sizes) */
 #define OX_MAX_OPSET 27       /* the newest default-domain opset accepted */
 
 /* A value: rank -1 = unknown; dims[k] -1 = unknown. cdata: the elements of
@@ -50,8 +50,8 @@ typedef struct ox_node {
     const Onnx__NodeProto *n;
     char id[96];            /* 'name' or #index, for messages */
     uint32_t n_in, n_out;
-    ox_val *in[OX_MAX_IO];
-    ox_val out[OX_MAX_IO];
+    ox_val **in;            /* n_in entries */
+    ox_val *out;            /* n_out entries */
 } ox_node;
 
 /* onnx.c */
