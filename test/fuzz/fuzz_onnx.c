@@ -1,6 +1,6 @@
 /* test/fuzz/fuzz_onnx.c — libFuzzer target for the ONNX importer: any bytes
  * must import or fail with one line naming the model, never crash, leak,
- * hang or hit UB. Seeds: test/onnx/models/*.onnx. */
+ * hang or hit UB. Seeds: the models of test/onnx/models. */
 #include <stdint.h>
 #include <string.h>
 
