@@ -145,6 +145,8 @@ static void literal_bytes(const cc_expr *e, uint8_t d, unsigned char *out)
     case TFVM_I64: memcpy(out, &i, 8); break;
     case TFVM_F32: { float v = (float)f; memcpy(out, &v, 4); break; }
     case TFVM_F64: memcpy(out, &f, 8); break;
+    case TFVM_U8: out[0] = (unsigned char)i; break;
+    case TFVM_I8: out[0] = (unsigned char)(int8_t)i; break;
     default: out[0] = 0; break;
     }
 }

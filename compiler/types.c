@@ -159,8 +159,8 @@ static uint8_t hint_dtype(const cc_tlist *hint)
     return hint && hint->n == 1 ? hint->t[0].dtype : 0;
 }
 
-static bool is_int(uint8_t d) { return d == TFVM_I32 || d == TFVM_I64; }
-static bool is_float(uint8_t d) { return d == TFVM_F32 || d == TFVM_F64; }
+static bool is_int(uint8_t d) { return isa_dtype_int(d); }
+static bool is_float(uint8_t d) { return isa_dtype_float(d); }
 
 /* The dtype an integer literal takes, and the range check. */
 static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
@@ -170,8 +170,13 @@ static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
         d = e->u.lit.suffix;
     else if (!is_int(d) && !is_float(d))
         d = TFVM_I32;
-    uint64_t limit = d == TFVM_I32 ? (uint64_t)INT32_MAX : (uint64_t)INT64_MAX;
-    if (is_int(d) && (e->u.lit.big || e->u.lit.mag > limit + (e->u.lit.neg ? 1 : 0))) {
+    /* the largest magnitude of a positive and of a negative literal */
+    const uint64_t limit = d == TFVM_I32 ? (uint64_t)INT32_MAX
+                         : d == TFVM_U8  ? (uint64_t)UINT8_MAX
+                         : d == TFVM_I8  ? (uint64_t)INT8_MAX
+                                         : (uint64_t)INT64_MAX;
+    const uint64_t neg_limit = d == TFVM_U8 ? 0 : limit + 1;
+    if (is_int(d) && (e->u.lit.big || e->u.lit.mag > (e->u.lit.neg ? neg_limit : limit))) {
         if (e->u.lit.big)
             cc_error(C, e->pos, TFVM_ERR_TYPE, "integer does not fit in %s", tfvm_dtype_name((tfvm_dtype)d));
         cc_error(C, e->pos, TFVM_ERR_TYPE, "integer %s%llu does not fit in %s%s", e->u.lit.neg ? "-" : "",
