@@ -86,7 +86,7 @@ static cc_vtype parse_type(cc *C)
     const cc_tok *t = cur(C);
     uint8_t d = tok_dtype(t);
     if (!d)
-        expected(C, "a type (bool, i32, i64, f32, f64)");
+        expected(C, "a type (bool, i32, i64, u8, i8, f32, f64)");
     next(C);
     cc_vtype ty = {.dtype = d};
     if (!accept(C, CC_T_LBRACK))
@@ -268,7 +268,7 @@ static cc_expr *parse_call(cc *C)
         const cc_tok *t = cur(C);
         e->u.call.targ = tok_dtype(t);
         if (!e->u.call.targ)
-            expected(C, "a dtype (bool, i32, i64, f32, f64) in '<...>'");
+            expected(C, "a dtype (bool, i32, i64, u8, i8, f32, f64) in '<...>'");
         next(C);
         e->u.call.has_targ = true;
         expect(C, CC_T_GT, "'>' after the type argument");

@@ -828,7 +828,7 @@ static const struct {
     {"fn main(n: i32) -> i32 {\n    let f = 2;\n    f(n)\n}\n",
      "bad.tfg:3:5: 'f' is a variable, not a function\n 3 |     f(n)\n   |     ^"},
     {"fn main(n: i32) -> {\n    n\n}\n",
-     "bad.tfg:1:20: expected a type (bool, i32, i64, f32, f64), got '{'\n 1 | fn main(n: i32) -> {\n   |                    ^"},
+     "bad.tfg:1:20: expected a type (bool, i32, i64, u8, i8, f32, f64), got '{'\n 1 | fn main(n: i32) -> {\n   |                    ^"},
     {"fn main(n: i32) -> i32 {\n    let (a, a) = (n, n);\n    a\n}\n",
      "bad.tfg:2:13: 'a' appears twice in the pattern\n 2 |     let (a, a) = (n, n);\n   |             ^"},
     {"fn main(x: f64) -> i32 {\n    1.5i32\n}\n",
