@@ -105,9 +105,12 @@ tfvm_status dev_cpu_tile(dev_kctx *k, const dev_kview *in, dev_value *out)
 }
 
 /* ---- STRIDED_SLICE ------------------------------------------------------------------------
- * ONNX Slice-10+: for each listed axis, a start (negative: + dim) clamped to
- * [0, dim] (step > 0) or [0, dim - 1] (step < 0), an end clamped to [0, dim]
- * or [-1, dim - 1], and ceil((end - start) / step) elements. */
+ * ONNX Slice-10+ as its reference implementation (NumPy slicing) computes
+ * it: for each listed axis, start and end (negative: + dim) clamped to
+ * [0, dim] (step > 0) or [-1, dim - 1] (step < 0), and ceil((end - start) /
+ * step) elements. (ONNX's text clamps a start to [0, dim - 1] for negative
+ * steps; NumPy, the reference and the conformance data give nothing for a
+ * start below -dim.) */
 tfvm_status dev_cpu_strided_slice(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
@@ -166,9 +169,9 @@ tfvm_status dev_cpu_strided_slice(dev_kctx *k, const dev_kview *in, dev_value *o
             /* (e - b) <= d <= 2^63 and p >= 1: no overflow */
             n = e > b ? (e - b - 1) / p + 1 : 0;
         } else {
-            b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
+            b = b < -1 ? -1 : b > d - 1 ? d - 1 : b;
             e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
-            n = d > 0 && b > e ? (int64_t)(((uint64_t)(b - e) - 1) / (0 - (uint64_t)p)) + 1 : 0;
+            n = b > e ? (int64_t)(((uint64_t)(b - e) - 1) / (0 - (uint64_t)p)) + 1 : 0;
         }
         lo[a] = n ? b : 0;
         step[a] = p;
@@ -331,12 +334,20 @@ tfvm_status dev_cpu_padv(dev_kctx *k, const dev_kview *in, dev_value *out)
                 outside |= s < 0;
                 off += s * xs[i];
             }
-            for (int64_t c = 0; c < od[R - 1]; c++, op += esz) {
+            for (int64_t c = 0; c < od[R - 1];) {
                 const int64_t s = last[c];
-                if (outside || s < 0)
+                if (outside || s < 0) {
                     memcpy(op, v->data, esz);
-                else
-                    memcpy(op, xp + (size_t)(off + s) * esz, esz);
+                    op += esz;
+                    c++;
+                    continue;
+                }
+                int64_t run = 1; /* consecutive source elements: one copy */
+                while (c + run < od[R - 1] && last[c + run] == s + run)
+                    run++;
+                memcpy(op, xp + (size_t)(off + s) * esz, (size_t)run * esz);
+                op += (size_t)run * esz;
+                c += run;
             }
             int j = R - 2;
             for (; j >= 0 && ++idx[j] == od[j]; j--)

@@ -305,6 +305,9 @@ START_TEST(test_strided_slice)
     OK(ISA_STRIDED_SLICE, 0, (X10, IV(-3), IV(100), IV(0), IV0), I32, (3), 7, 8, 9);
     OK(ISA_STRIDED_SLICE, 0, (X10, IV(5), IV(1), IV0, IV0), I32, (0), 0);
     OK(ISA_STRIDED_SLICE, 0, (X10, IV(20), IV(-20), IV0, IV(-4)), I32, (3), 9, 5, 1);
+    /* a start below -d with a negative step: nothing (NumPy, ONNX's reference) */
+    OK(ISA_STRIDED_SLICE, 0, (X10, IV(-11), IV(INT64_MIN), IV0, IV(-1)), I32, (0), 0);
+    OK(ISA_STRIDED_SLICE, 0, (X10, IV(-10), IV(INT64_MIN), IV0, IV(-1)), I32, (1), 0);
 #define X34 T(F32, (3, 4), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
     OK(ISA_STRIDED_SLICE, 0, (X34, IV(0, 3), IV(INT64_MAX, 0), IV(0, 1), IV(2, -1)), F32, (2, 3), 3, 2, 1, 11, 10, 9);
     OK(ISA_STRIDED_SLICE, 0, (X34, IV(1), IV(3), IV(-1), IV0), F32, (3, 2), 1, 2, 5, 6, 9, 10);
