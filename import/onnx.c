@@ -163,7 +163,8 @@ const char *ox_attr_s(const ox_node *N, const char *name, const char *def, char 
     if (!a || !a->has_s)
         return def;
     size_t n = a->s.len < size - 1 ? a->s.len : size - 1;
-    memcpy(buf, a->s.data, n);
+    if (n)
+        memcpy(buf, a->s.data, n);
     buf[n] = 0;
     return buf;
 }
@@ -175,7 +176,8 @@ int ox_attr_ints(const ox_node *N, const char *name, int64_t *out, int max)
         return -1;
     if (a->n_ints > (size_t)max)
         ox_unsupported((ox_node *)N, "attribute '%s' with %zu entries", name, a->n_ints);
-    memcpy(out, a->ints, a->n_ints * sizeof *out);
+    if (a->n_ints)
+        memcpy(out, a->ints, a->n_ints * sizeof *out);
     return (int)a->n_ints;
 }
 

@@ -1808,14 +1808,18 @@ static void op_Constant(ox_node *N)
         *p = a->i;
         N->out[0].cdata = p;
     } else if ((a = ox_attr(N, "value_ints"))) {
+        if (a->n_ints > (1u << 28))
+            ox_unsupported(N, "a value_ints of %zu entries", a->n_ints);
         N->out[0] = ox_i64s(N, (int)a->n_ints, a->ints);
     } else if ((a = ox_attr(N, "value_floats"))) {
         int64_t n = (int64_t)a->n_floats;
         N->out[0].dtype = TFVM_F32;
         N->out[0].rank = 1;
         N->out[0].dims[0] = n;
-        N->out[0].cdata = a->floats;
-        N->out[0].v = cc_const_new(N->C, N->b, TFVM_F32, 1, &n, a->floats, a->n_floats * sizeof(float), true);
+        static const float none = 0;
+        const float *fl = a->n_floats ? a->floats : &none;
+        N->out[0].cdata = fl;
+        N->out[0].v = cc_const_new(N->C, N->b, TFVM_F32, 1, &n, fl, a->n_floats * sizeof(float), true);
     } else {
         ox_unsupported(N, "this kind of value (sparse or strings)");
     }

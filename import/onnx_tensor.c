@@ -105,22 +105,22 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
         switch (dtype) {
         case TFVM_F32:
             have = t->n_float_data;
-            if (have == (size_t)count)
+            if (have == (size_t)count && nbytes)
                 memcpy(p, t->float_data, nbytes);
             break;
         case TFVM_F64:
             have = t->n_double_data;
-            if (have == (size_t)count)
+            if (have == (size_t)count && nbytes)
                 memcpy(p, t->double_data, nbytes);
             break;
         case TFVM_I64:
             have = t->n_int64_data;
-            if (have == (size_t)count)
+            if (have == (size_t)count && nbytes)
                 memcpy(p, t->int64_data, nbytes);
             break;
         case TFVM_I32:
             have = t->n_int32_data;
-            if (have == (size_t)count)
+            if (have == (size_t)count && nbytes)
                 memcpy(p, t->int32_data, nbytes);
             break;
         default: /* bool, u8, i8 live in int32_data */
@@ -151,6 +151,9 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
     out->rank = (int8_t)t->n_dims;
     for (int k = 0; k < TFVM_MAX_RANK; k++)
         out->dims[k] = (size_t)k < t->n_dims ? t->dims[k] : -1;
+    static const int64_t none = 0;
+    if (!nbytes)
+        data = &none; /* an empty tensor's data may be NULL in the message */
     out->cdata = data;
     out->v = cc_const_new(C, b, (tfvm_dtype)dtype, (int)t->n_dims, t->dims, data, nbytes, true);
 }
