@@ -40,7 +40,7 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 #define I_FLOOR_DIV(T, U) \
     (y == -1 ? (T)(0 - (U)x) : (T)(x / y - ((x % y != 0) & ((x < 0) != (y < 0)))))
 #define I_FLOOR_MOD(T, U) \
-    (y == -1 ? (T)0 : (T)(x % y + ((x % y != 0) & ((x % y < 0) != (y < 0)) ? y : 0)))
+    (y == -1 ? (T)0 : (T)(x % y + (((x % y != 0) & ((x % y < 0) != (y < 0))) ? y : 0)))
 /* x ** y for y >= 0 by squaring, modulo 2^64: the low bits of T are right. */
 #define I_POW(T) ((T)ew_upow((uint64_t)x, (uint64_t)y))
 #define U_NEG(T) ((T)(0u - (unsigned)x))
