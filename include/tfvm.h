@@ -195,6 +195,8 @@ TFVM_API void tfvm_value_release(tfvm_value *v);
  * cannot crash the VM. `name` is used in messages ("fib.tfvm: ..."). */
 typedef struct tfvm_program tfvm_program;
 
+/* .tfvm bytes, or .tfasm text when path ends in .tfasm. tfvm_program_open
+ * (below) takes every format the tfvm command takes. */
 TFVM_API tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg,
                                             tfvm_program **out, tfvm_error *err);
 TFVM_API tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name,

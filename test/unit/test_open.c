@@ -1,6 +1,7 @@
 /* test/unit/test_open.c — tfvm_program_open and the import functions of
  * tfvm.h: NULL arguments, formats found by content and by name, formats
  * forced, exact messages, and allocation failure at every point. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,6 +551,55 @@ START_TEST(tf_bad_bytes)
 }
 END_TEST
 
+/* ---- Several threads at once ---------------------------------------------------------- */
+
+/* Each thread opens every format ten times; all must succeed and make the
+ * same bytes as a single-threaded open (no shared state in the front ends). */
+static const char *const every_format[] = {fib_tfg, fib_tfasm, named_onnx, fib_pb};
+#define N_FORMATS (sizeof every_format / sizeof *every_format)
+
+static void *open_many(void *arg)
+{
+    size_t *sizes = arg;
+    for (int round = 0; round < 10; round++)
+        for (size_t f = 0; f < N_FORMATS; f++) {
+            tfvm_program *p;
+            tfvm_error err;
+            if (tfvm_program_open(every_format[f], NULL, NULL, &p, &err) != TFVM_OK)
+                return (void *)every_format[f];
+            void *data;
+            size_t n;
+            tfvm_status st = tfvm_program_save_memory(p, &data, &n, &err);
+            if (st == TFVM_OK)
+                tfvm_program_buffer_free(p, data, n);
+            tfvm_program_free(p);
+            if (st != TFVM_OK || n != sizes[f])
+                return (void *)every_format[f];
+        }
+    return NULL;
+}
+
+START_TEST(threads)
+{
+    size_t sizes[N_FORMATS];
+    for (size_t f = 0; f < N_FORMATS; f++) {
+        tfvm_program *p;
+        tfvm_error err;
+        ck_assert_msg(tfvm_program_open(every_format[f], NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+        free(bytes_of(p, &sizes[f]));
+        tfvm_program_free(p);
+    }
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, open_many, sizes), 0);
+    for (int i = 0; i < 4; i++) {
+        void *bad;
+        ck_assert_int_eq(pthread_join(t[i], &bad), 0);
+        ck_assert_msg(bad == NULL, "thread %d: %s", i, bad ? (const char *)bad : "");
+    }
+}
+END_TEST
+
 /* ---- Allocation failure at every point ----------------------------------------------- */
 
 /* Opens path with the Nth allocation failing, for N = 0, 1, ... until it
@@ -633,6 +683,7 @@ int main(void)
     tcase_add_test(tc, onnx_external_data);
     tcase_add_test(tc, tf_every_way);
     tcase_add_test(tc, tf_bad_bytes);
+    tcase_add_test(tc, threads);
     tcase_add_test(tc, nomem_tfasm);
     tcase_add_test(tc, nomem_tf);
     tcase_add_test(tc, nomem_onnx);
