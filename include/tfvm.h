@@ -174,6 +174,8 @@ typedef struct tfvm_value {
         int64_t i64;
         float f32;
         double f64;
+        uint8_t u8;
+        int8_t i8;
     } as;
 } tfvm_value;
 
@@ -182,10 +184,10 @@ static inline tfvm_value tfvm_i32(int32_t v) { tfvm_value x = {TFVM_I32, NULL, {
 static inline tfvm_value tfvm_i64(int64_t v) { tfvm_value x = {TFVM_I64, NULL, {0}}; x.as.i64 = v; return x; }
 static inline tfvm_value tfvm_f32(float v) { tfvm_value x = {TFVM_F32, NULL, {0}}; x.as.f32 = v; return x; }
 static inline tfvm_value tfvm_f64(double v) { tfvm_value x = {TFVM_F64, NULL, {0}}; x.as.f64 = v; return x; }
-/* Borrowing wrapper: the run takes its own reference. */
-static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
 static inline tfvm_value tfvm_u8(uint8_t v) { tfvm_value x = {TFVM_U8, NULL, {0}}; x.as.u8 = v; return x; }
 static inline tfvm_value tfvm_i8(int8_t v) { tfvm_value x = {TFVM_I8, NULL, {0}}; x.as.i8 = v; return x; }
+/* Borrowing wrapper: the run takes its own reference. */
+static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
 /* Releases the tensor of a result value (no-op for scalars). */
 TFVM_API void tfvm_value_release(tfvm_value *v);
 
