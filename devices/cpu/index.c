@@ -275,7 +275,7 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "stack %s is too large", dev_kdims(v->rank + 1, od, s1));
 
     tfvm_tensor *t = (tfvm_tensor *)acc->t; /* NULL only for a scalar acc, rejected above */
-    if (!fresh && stack_unique(t) && (uint64_t)rows * row <= stack_capacity(t)) {
+    if (!fresh && stack_unique(t) && (row == 0 || (uint64_t)rows <= stack_capacity(t) / row)) {
         /* Ours alone: nobody can observe the change. */
         if (rows > n)
             memset((char *)t->data + (size_t)n * row, 0, (size_t)(rows - n) * row);
