@@ -291,7 +291,7 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (rows > n && !fresh && n <= STACK_MAX_ROWS / 2 && 2 * n > rows)
         cap = 2 * n;
     int64_t cd[TFVM_MAX_RANK], ccount;
-    memcpy(cd, od, sizeof cd);
+    memcpy(cd, od, (size_t)(v->rank + 1) * sizeof *cd);
     cd[0] = cap;
     if (!dev_kcount(v->rank + 1, cd, &ccount))
         cd[0] = cap = rows;
