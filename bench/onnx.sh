@@ -9,6 +9,7 @@
 set -u
 TFVM=${TFVM:-build/bin/tfvm}
 [ -x "$TFVM" ] || { echo "bench: $TFVM not built (run make)"; exit 1; }
+# shellcheck source=bench/onnx_venv.sh
 . bench/onnx_venv.sh
 bench_venv "ONNX rows" onnx onnxruntime numpy -- onnx onnxruntime numpy || exit 0
 PY=$BENCH_VENV/bin/python

@@ -11,6 +11,7 @@
 set -u
 TFVM=${TFVM:-build/bin/tfvm}
 [ -x "$TFVM" ] || { echo "bench: $TFVM not built (run make)"; exit 1; }
+# shellcheck source=bench/onnx_venv.sh
 . bench/onnx_venv.sh
 bench_venv "TensorFlow rows" tensorflow numpy -- tensorflow-cpu numpy || exit 0
 PY=$BENCH_VENV/bin/python
@@ -81,18 +82,22 @@ for name in $names; do
     done
 done
 
-# Recursion: the fixtures of the TF importer's tests when present, else our own.
+# Recursion: our graphs (PartitionedCall), and the TF importer's test fixtures
+# when present (StatefulPartitionedCall; ackermann by direct calls).
 F=test/tf/fixtures
-fibpb=$TMP/fib.pb ackpb=$TMP/ack.pb
-[ -f $F/fib.pb ] && fibpb=$F/fib.pb
-[ -f $F/ackermann.pb ] && ackpb=$F/ackermann.pb
-echo "recursive GraphDefs (a FunctionDef calling itself; fib(n) = n < 2 ? n : ...): tfvm vs CPython, median seconds"
+RECS=("fib|25|$TMP/fib.pb" "ack|3 6|$TMP/ack.pb")
+[ -f $F/fib.pb ] && RECS+=("fib|25|$F/fib.pb")
+[ -f $F/ackermann.pb ] && RECS+=("ack|3 6|$F/ackermann.pb")
+fibpb=$TMP/fib.pb
+echo "recursive GraphDefs (a FunctionDef calling itself; fib(n) = n < 2 ? 1 : ...): tfvm vs CPython, median seconds"
 printf '%-16s %8s %10s %10s %10s %8s %8s  %s\n' function result "tfvm 1thr" "tfvm 2thr" CPython "1thr/Py" "2thr/Py" graph
 REC_OK=
-for r in "fib|25|$fibpb" "ack|3 6|$ackpb"; do
+declare -A PYT
+for r in "${RECS[@]}"; do
     IFS='|' read -r fn a pb <<<"$r"
     # shellcheck disable=SC2086
-    read -r pt pres <<<"$("$PY" bench/tf_models.py py $fn $a)"
+    [ -n "${PYT[$fn]:-}" ] || PYT[$fn]=$("$PY" bench/tf_models.py py $fn $a) # once per function
+    read -r pt pres <<<"${PYT[$fn]}"
     # shellcheck disable=SC2086
     res=$("$TFVM" run "$pb" $a 2>"$TMP/err") || { echo "bench: $fn($a): tfvm run failed: $(tail -1 "$TMP/err")"; res=; }
     t1='' t2=''
@@ -110,7 +115,7 @@ for r in "fib|25|$fibpb" "ack|3 6|$ackpb"; do
         done
     fi
     printf '%-16s %8s %10s %10s %10s %8s %8s  %s\n' "$fn(${a// /,})" "${res:--}" "$(ms "$t1")" "$(ms "$t2")" "$(ms "$pt")" \
-        "$(ratio "$t1" "$pt")" "$(ratio "$t2" "$pt")" "$pb"
+        "$(ratio "$t1" "$pt")" "$(ratio "$t2" "$pt")" "${pb/#$TMP\//}"
 done
 # TF itself on the recursive graph, for the record (it is expected to fail)
 # (in a child shell, whose report of a crash goes nowhere)
