@@ -12,7 +12,8 @@ bool cc_vtype_eq(const cc_vtype *a, const cc_vtype *b)
 {
     if (a->dtype != b->dtype || a->tensor != b->tensor || a->rank != b->rank)
         return false;
-    for (int i = 0; i < a->rank; i++)
+    /* rank may be ISA_RANK_ANY (compiler/build.h's cc_tensor_t(d, -1)): no dims */
+    for (int i = 0; i < a->rank && i < TFVM_MAX_RANK; i++)
         if (a->dims[i] != b->dims[i])
             return false;
     return true;
