@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/tf.sh — `make bench`: tfvm vs TensorFlow on the same frozen GraphDefs
-# (bench/tf_models.py: a 100k-iteration while loop, an RNN loop, a cond in a
-# loop, nested loops, an MLP), measured in this run at 1 and 2 threads: tfvm on
+# (bench/tf_models.py: a 100k-iteration while loop, an RNN loop reading its
+# input by gather and one with TensorArrays, a cond in a loop, nested loops, an MLP), measured in this run at 1 and 2 threads: tfvm on
 # the v1-control-flow graph vs a TF v1 Session on it, and tfvm on the frozen
 # tf.function graph (While/If) vs the tf.function. Then recursive fib and
 # ackermann GraphDefs (a FunctionDef that calls itself) on tfvm vs the same

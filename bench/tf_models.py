@@ -74,6 +74,35 @@ def rnn(tf):
     return {"xs": xs, "h0": h0}, f, h, steps
 
 
+def rnn_ta(tf):
+    """The same RNN as tf.while_loop RNNs are written: the inputs unstacked into
+    a TensorArray, every step's h written to another, stacked at the end
+    ([1000,1,64]; TensorArrayV3 ops in the v1 graph, TensorList ops in v2)."""
+    steps = 1000
+    r = rng()
+    xs = r.standard_normal((steps, 1, 64), dtype=np.float32)
+    h0 = np.zeros((1, 64), np.float32)
+    w = (r.standard_normal((64, 64)) * 0.1).astype(np.float32)
+    u = (r.standard_normal((64, 64)) * 0.1).astype(np.float32)
+    b = (r.standard_normal(64) * 0.1).astype(np.float32)
+
+    def f(xs, h0):
+        W, U, B = tf.constant(w), tf.constant(u), tf.constant(b)
+        xa = tf.TensorArray(tf.float32, size=steps).unstack(xs)
+
+        def body(i, h, ha):
+            h2 = tf.tanh(tf.matmul(h, W) + tf.matmul(xa.read(i), U) + B)
+            return i + 1, h2, ha.write(i, h2)
+        _, _, ha = tf.while_loop(lambda i, h, ha: i < steps, body,
+                                 (tf.constant(0), h0, tf.TensorArray(tf.float32, size=steps)))
+        return ha.stack()
+    h, hs = h0, []
+    for t in range(steps):
+        h = np.tanh(h @ w + xs[t] @ u + b)
+        hs.append(h)
+    return {"xs": xs, "h0": h0}, f, np.stack(hs), steps
+
+
 def cond_in_loop(tf):
     """20000 iterations: acc += i if i % 3 == 0 else acc -= 1 (a cond in the body)."""
     n = 20000
@@ -121,8 +150,8 @@ def mlp(tf):
     return {"x": x}, f, h @ ws[2] + bs[2], 0
 
 
-MODELS = {"scalar_loop": scalar_loop, "rnn": rnn, "cond_in_loop": cond_in_loop, "nested_loops": nested_loops,
-          "mlp": mlp}
+MODELS = {"scalar_loop": scalar_loop, "rnn": rnn, "rnn_ta": rnn_ta, "cond_in_loop": cond_in_loop,
+          "nested_loops": nested_loops, "mlp": mlp}
 
 
 def import_tf():
