@@ -113,6 +113,8 @@ _Noreturn static void fail_at(cc *C, const imp_tf_graph *g, const char *fmt, ...
     imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "%s", msg);
 }
 
+const char *imp_tf_where(const imp_tf_opctx *X) { return X->I->g->what; }
+
 _Noreturn void imp_tf_fail(imp_tf_opctx *X, const char *fmt, ...)
 {
     char msg[400];
@@ -405,8 +407,6 @@ static int32_t func_find(imp_tf_st *T, const char *name)
 
 bool imp_tf_is_function(imp_tf_st *T, const char *name) { return func_find(T, name) >= 0; }
 
-/* Output arg names of a library function (for "node:arg:idx" references). */
-int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx);
 int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx)
 {
     int32_t f = func_find(T, fname);
@@ -419,7 +419,6 @@ int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, siz
     return -1;
 }
 
-uint32_t imp_tf_function_n_outputs(imp_tf_st *T, const char *fname);
 uint32_t imp_tf_function_n_outputs(imp_tf_st *T, const char *fname)
 {
     int32_t f = func_find(T, fname);

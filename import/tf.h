@@ -63,8 +63,13 @@ cc_ifn *imp_tf_function(imp_tf_st *T, const char *name, const imp_tf_node *calle
  * outs[0 .. n_out-1] with its results (their count must be n_out). */
 void imp_tf_inline(imp_tf_opctx *X, const char *name, cc_blk *b, const cc_irval *args, uint32_t n_args,
                    cc_irval *outs, uint32_t n_out);
-/* The graph's function library: the output argument names of a function. */
+/* The graph's function library: is `name` a function; its output count;
+ * the index of its output `arg` (FunctionDef "node:arg:idx"), -1 if none. */
 bool imp_tf_is_function(imp_tf_st *T, const char *name);
+uint32_t imp_tf_function_n_outputs(imp_tf_st *T, const char *fname);
+int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx);
+/* "graph" or "function 'f'": where X's node is. */
+const char *imp_tf_where(const imp_tf_opctx *X);
 
 /* tf_ops.c: converts one ordinary node (not control flow). */
 void imp_tf_convert(imp_tf_opctx *X);

@@ -2,7 +2,6 @@
  * op (docs/tensorflow.md lists them), the outputs each op has, and the
  * dtypes its attributes give. Layouts TF and tfvm disagree on (NHWC convs,
  * HWIO filters) get TRANSPOSEs; shape operands become i64 vectors. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,8 +70,6 @@ static int64_t def_i(const tf_nodedef *d, const char *k, int64_t dflt)
 
 /* ---- Outputs ----------------------------------------------------------------------------- */
 
-uint32_t imp_tf_function_n_outputs(imp_tf_st *T, const char *fname);
-int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx);
 
 /* Ops with several outputs: their output arg names in order (single tensors). */
 static const struct {
@@ -655,10 +652,8 @@ static void fn_while(ctx *X)
 }
 
 /* An If choosing branch `then` or `els` (function names) on c; inputs from 1. */
-static cc_node *fn_if2(ctx *X, cc_blk *b, cc_irval c, const char *then, const char *els, const char *rest_case,
-                       uint32_t first)
+static cc_node *fn_if2(ctx *X, cc_blk *b, cc_irval c, const char *then, const char *els, uint32_t first)
 {
-    (void)rest_case;
     uint32_t na = X->n->n_in - first, nr = X->n->n_out;
     cc_node *x = cc_if_new(X->C, b, c, nr, out_types(X), NULL);
     cc_irval *r = cc_array(X->C, nr + 1, sizeof *r);
@@ -678,7 +673,7 @@ static cc_node *fn_if2(ctx *X, cc_blk *b, cc_irval c, const char *then, const ch
 static void fn_if(ctx *X)
 {
     cc_irval c = truth(X, X->in[0]);
-    cc_node *x = fn_if2(X, X->b, c, attr_func(X, "then_branch"), attr_func(X, "else_branch"), NULL, 1);
+    cc_node *x = fn_if2(X, X->b, c, attr_func(X, "then_branch"), attr_func(X, "else_branch"), 1);
     for (uint32_t k = 0; k < X->n->n_out; k++)
         X->out[k] = cc_out(x, k);
 }
@@ -1009,6 +1004,9 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (imp_tf_is_function(X->T, n->op)) {
         fn_call(X, n->op);
     } else {
-        imp_tf_error(X->C, TFVM_ERR_UNSUPPORTED, "node '%s': op '%s' is not supported", n->name, n->op);
+        const char *w = imp_tf_where(X);
+        bool in_fn = strcmp(w, "graph") != 0;
+        imp_tf_error(X->C, TFVM_ERR_UNSUPPORTED, "%s%snode '%s': op '%s' is not supported", in_fn ? w : "",
+                     in_fn ? ": " : "", n->name, n->op);
     }
 }

@@ -426,6 +426,34 @@ def ackermann_graph():
     save("ackermann", gd, [np.int32(2), np.int32(3)], [], [np.int32(ack(2, 3))])
 
 
+def error_graphs():
+    """GraphDefs that must fail to import (test_tf.c checks the messages)."""
+    f32 = attr_type(types_pb2.DT_FLOAT)
+    shape = attr_value_pb2.AttrValue(shape=tf.TensorShape([]).as_proto())
+    lib = function_pb2.FunctionDefLibrary()
+    f = function_pb2.FunctionDef()
+    f.signature.name = "f"
+    f.signature.input_arg.add(name="x", type=types_pb2.DT_FLOAT)
+    f.signature.output_arg.add(name="y", type=types_pb2.DT_FLOAT)
+    f.node_def.extend([node("d", "Digamma", ["x"], T=f32)])
+    f.ret["y"] = "d:y:0"
+    lib.function.append(f)
+    gd = graph_pb2.GraphDef()
+    gd.library.CopyFrom(lib)
+    gd.node.extend([node("x", "Placeholder", [], dtype=f32, shape=shape),
+                    node("c", "PartitionedCall", ["x"], f=attr_func("f"), Tin=attr_types([types_pb2.DT_FLOAT]),
+                         Tout=attr_types([types_pb2.DT_FLOAT]))])
+    with open(os.path.join(OUT, "bad_function_op.pb"), "wb") as fh:
+        fh.write(gd.SerializeToString())
+    # a Merge of two values that are not the sides of one cond
+    gd = graph_pb2.GraphDef()
+    gd.node.extend([node("x", "Placeholder", [], dtype=f32, shape=shape),
+                    node("y", "Placeholder", [], dtype=f32, shape=shape),
+                    node("m", "Merge", ["x", "y"], T=f32, N=attr_value_pb2.AttrValue(i=2))])
+    with open(os.path.join(OUT, "bad_merge.pb"), "wb") as fh:
+        fh.write(gd.SerializeToString())
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     f32 = np.float32
@@ -461,6 +489,7 @@ def main():
     v2_case()
     fib_graph()
     ackermann_graph()
+    error_graphs()
     with open(os.path.join(OUT, "index.txt"), "w") as f:
         f.write("\n".join(INDEX) + "\n")
 

@@ -324,6 +324,15 @@ START_TEST(error_messages)
     ck_assert_int_eq(import_bytes(&c, "y", &err), TFVM_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.message, "g.pb: node 'a' (Neg): is on a cycle outside any while loop");
 
+    /* an unsupported op inside a library function */
+    isa_program p;
+    ck_assert_int_eq(import_file(FIX "bad_function_op.pb", NULL, NULL, &p, &err), TFVM_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.message, FIX "bad_function_op.pb: function 'f': node 'd': op 'Digamma' is not supported");
+    /* v1: a Merge that joins no cond */
+    ck_assert_int_eq(import_file(FIX "bad_merge.pb", NULL, NULL, &p, &err), TFVM_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.message,
+                     FIX "bad_merge.pb: node 'm' (Merge): joins values that are not the two branches of one cond");
+
     /* an output naming no node */
     ck_assert_int_eq(import_bytes(&g, "nope:0", &err), TFVM_ERR_ARGUMENT);
     ck_assert_str_eq(err.message, "g.pb: output 'nope:0' names no node");
