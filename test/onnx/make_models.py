@@ -143,6 +143,21 @@ def if_in_loop():
     save("if_in_loop.onnx", g)
 
 
+def loop_in_if():
+    # c ? (sum of iter below n, a Loop in the then branch reading the outer n) : -1
+    body = H.make_graph([H.make_node("Add", ["s_in", "i"], ["s_out"]), H.make_node("Identity", ["c_in"], ["c_out"])],
+                        "body", [H.make_tensor_value_info("i", TP.INT64, []), H.make_tensor_value_info("c_in", TP.BOOL, []),
+                                 H.make_tensor_value_info("s_in", TP.INT64, [])],
+                        [H.make_tensor_value_info("c_out", TP.BOOL, []), H.make_tensor_value_info("s_out", TP.INT64, [])])
+    then = H.make_graph([const("z", np.int64(0)), H.make_node("Loop", ["n", "", "z"], ["t"], body=body)], "then", [],
+                        [H.make_tensor_value_info("t", TP.INT64, [])])
+    els = H.make_graph([const("e", np.int64(-1))], "else", [], [H.make_tensor_value_info("e", TP.INT64, [])])
+    g = H.make_graph([H.make_node("If", ["c"], ["y"], then_branch=then, else_branch=els)], "loop_in_if",
+                     [H.make_tensor_value_info("c", TP.BOOL, []), H.make_tensor_value_info("n", TP.INT64, [])],
+                     [H.make_tensor_value_info("y", TP.INT64, [])])
+    save("loop_in_if.onnx", g)
+
+
 def scan():
     # running sum of the rows of x [3, 2], rows read in reverse; outputs the final sum and the sums
     body = H.make_graph([H.make_node("Add", ["s_in", "row"], ["s_out"]), H.make_node("Identity", ["s_out"], ["o"])],
@@ -159,15 +174,19 @@ def external():
                      [init("W", W)])
     m = H.make_model(g, opset_imports=OPSET)
     m.ir_version = 8
+    if os.path.exists(os.path.join(OUT, "ext.bin")):
+        os.remove(os.path.join(OUT, "ext.bin"))  # onnx.save appends to it
     onnx.external_data_helper.convert_model_to_external_data(m, all_tensors_to_one_file=True, location="ext.bin",
                                                              size_threshold=0)
     onnx.save(m, os.path.join(OUT, "external.onnx"))
-    # the same model pointing outside its directory
+    # the same model pointing outside its directory (written as bytes: onnx.save would write the data there)
+    m = onnx.load(os.path.join(OUT, "external.onnx"), load_external_data=False)
     for t in m.graph.initializer:
         for e in t.external_data:
             if e.key == "location":
                 e.value = "../ext.bin"
-    onnx.save(m, os.path.join(OUT, "external_escape.onnx"))
+    with open(os.path.join(OUT, "external_escape.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
 
 
 def unsupported():
@@ -184,6 +203,7 @@ if __name__ == "__main__":
     loop_scan()
     nested()
     if_in_loop()
+    loop_in_if()
     scan()
     external()
     unsupported()

@@ -166,6 +166,19 @@ START_TEST(if_in_loop)
 }
 END_TEST
 
+START_TEST(loop_in_if)
+{
+    tfvm_program *p = compile_ok(M "loop_in_if.onnx");
+    for (int mode = 0; mode < 2; mode++) {
+        tfvm_value a[2] = {tfvm_bool(true), tfvm_i64(10)};
+        ck_assert_int_eq(run_i64(p, a, 2, mode), 45);
+        a[0] = tfvm_bool(false);
+        ck_assert_int_eq(run_i64(p, a, 2, mode), -1);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(scan_reversed)
 {
     tfvm_program *p = compile_ok(M "scan.onnx");
@@ -274,6 +287,7 @@ int main(void)
     tcase_add_test(tc, loop_scan_outputs);
     tcase_add_test(tc, loop_in_loop);
     tcase_add_test(tc, if_in_loop);
+    tcase_add_test(tc, loop_in_if);
     tcase_add_test(tc, scan_reversed);
     tcase_add_test(tc, external_data);
     tcase_add_test(tc, unsupported_op);
