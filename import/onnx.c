@@ -253,7 +253,8 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
-    h(N);
+    if (!ox_try_fold(N))
+        h(N);
     for (uint32_t k = 0; k < N->n_out; k++) {
         const char *o = n->output[k];
         if (!o || !o[0])

@@ -98,6 +98,10 @@ ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i);
 int ox_const_ints(const ox_val *v, int64_t *out, int max);
 ox_val ox_shape_of(ox_node *N, const ox_val *x);
 
+/* onnx_fold.c: a node of small integer constants (shape arithmetic)
+ * computed now; false when it is not one */
+bool ox_try_fold(ox_node *N);
+
 /* onnx_flow.c */
 void ox_op_if(ox_node *N);
 void ox_op_loop(ox_node *N);

@@ -1266,7 +1266,15 @@ static void op_Concat(ox_node *N)
     for (uint32_t k = 1; k < N->n_in; k++) {
         ox_val *b = need(N, k);
         int r = acc.rank >= 0 ? acc.rank : b->rank;
-        acc = ox_op2(N, ISA_CONCAT, (uint32_t)norm_axis(N, axis, r, false), &acc, b, acc.dtype, r);
+        int ax = norm_axis(N, axis, r, false);
+        ox_val y = ox_op2(N, ISA_CONCAT, (uint32_t)ax, &acc, b, acc.dtype, r);
+        if (r > 0 && acc.rank == r && b->rank == r && ax >= 0) {
+            /* the dims along the axis add up (what Reshape's shape length needs) */
+            memcpy(y.dims, acc.dims, sizeof y.dims);
+            y.dims[ax] = acc.dims[ax] >= 0 && b->dims[ax] >= 0 ? acc.dims[ax] + b->dims[ax] : -1;
+            y.v.n->types[0] = ox_vtype(&y);
+        }
+        acc = y;
     }
     N->out[0] = acc;
 }

@@ -158,6 +158,17 @@ def loop_in_if():
     save("loop_in_if.onnx", g)
 
 
+def reshape_chain():
+    # y = x.reshape(x.shape[0], -1) the way exporters write it: Shape, Gather, Unsqueeze, Concat, Reshape
+    g = H.make_graph(
+        [H.make_node("Shape", ["x"], ["s"]), const("zero", np.int64(0)), H.make_node("Gather", ["s", "zero"], ["n"]),
+         const("ax", np.array([0], np.int64)), H.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+         const("m1", np.array([-1], np.int64)), H.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
+         H.make_node("Reshape", ["x", "shape"], ["y"])],
+        "reshape_chain", [f32("x", [2, 3, 4])], [f32("y", [2, 12])])
+    save("reshape_chain.onnx", g)
+
+
 def scan():
     # running sum of the rows of x [3, 2], rows read in reverse; outputs the final sum and the sums
     body = H.make_graph([H.make_node("Add", ["s_in", "row"], ["s_out"]), H.make_node("Identity", ["s_out"], ["o"])],
@@ -204,6 +215,7 @@ if __name__ == "__main__":
     nested()
     if_in_loop()
     loop_in_if()
+    reshape_chain()
     scan()
     external()
     unsupported()

@@ -179,6 +179,32 @@ START_TEST(loop_in_if)
 }
 END_TEST
 
+/* shape arithmetic on known dims is done while importing: no SHAPE,
+ * GATHER or CONCAT is left in the program, only the RESHAPE */
+START_TEST(shape_chain_folded)
+{
+    tfvm_program *p = compile_ok(M "reshape_chain.onnx");
+    int reshapes = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        uint16_t op = p->isa.insts[i].op;
+        ck_assert_msg(op != ISA_SHAPE && op != ISA_GATHER && op != ISA_CONCAT && op != ISA_SELECT,
+                      "instruction %u is %s", i, isa_ops[op].name);
+        reshapes += op == ISA_RESHAPE;
+    }
+    ck_assert_int_eq(reshapes, 1);
+    float x[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = (float)i;
+    tfvm_tensor *t = ftensor(3, (int64_t[]){2, 3, 4}, x);
+    tfvm_value a = tfvm_tensor_value(t), r;
+    run_both(p, &a, 1, &r, 1, 0);
+    check_f32(&r, 2, (int64_t[]){2, 12}, x);
+    tfvm_value_release(&r);
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(scan_reversed)
 {
     tfvm_program *p = compile_ok(M "scan.onnx");
@@ -255,7 +281,8 @@ END_TEST
 
 START_TEST(nomem_at_every_allocation)
 {
-    static const char *const models[] = {M "mlp.onnx", M "loop_scan.onnx", M "if_in_loop.onnx", M "external.onnx"};
+    static const char *const models[] = {M "mlp.onnx", M "loop_scan.onnx", M "if_in_loop.onnx", M "external.onnx",
+                                         M "reshape_chain.onnx", M "scan.onnx", M "cnn.onnx"};
     for (size_t m = 0; m < UT_COUNTOF(models); m++) {
         for (long n = 0;; n++) {
             tu_alloc ta = {.countdown = n};
@@ -288,6 +315,7 @@ int main(void)
     tcase_add_test(tc, loop_in_loop);
     tcase_add_test(tc, if_in_loop);
     tcase_add_test(tc, loop_in_if);
+    tcase_add_test(tc, shape_chain_folded);
     tcase_add_test(tc, scan_reversed);
     tcase_add_test(tc, external_data);
     tcase_add_test(tc, unsupported_op);
