@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "import/import.h"
@@ -39,7 +40,9 @@ static inline tfvm_status ou_compile(const char *path, const tfvm_allocator *a, 
         return ut_err(err, TFVM_ERR_NOMEM, "out of memory");
     }
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    st = imp_onnx(data, len, base, dir, 1, &p->alloc, &p->isa, err);
+    /* TFVM_ONNX_OPT=0 compiles without the optimizer (-O0) */
+    const char *o = getenv("TFVM_ONNX_OPT");
+    st = imp_onnx(data, len, base, dir, o && o[0] == '0' ? 0 : 1, &p->alloc, &p->isa, err);
     ut_free(a, data, len + 1);
     return ld_program_finish(p, st, out, err);
 }
