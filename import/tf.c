@@ -167,9 +167,9 @@ cc_irval imp_tf_tensor(imp_tf_opctx *X, const TfvmTf__TensorProto *t)
             if (s < 0 || s > ((int64_t)1 << 40))
                 imp_tf_fail(X, "tensor dim %lld out of range", (long long)s);
             dims[rank++] = s;
-            count *= (uint64_t)s;
-            if (count > ((uint64_t)1 << 40))
+            if (s && count > ((uint64_t)1 << 40) / (uint64_t)s)
                 imp_tf_fail(X, "tensor too large");
+            count *= (uint64_t)s;
         }
     }
     size_t es = tfvm_dtype_size(d), nbytes = (size_t)count * es;

@@ -199,7 +199,23 @@ static cc_irval ew2(ctx *X, isa_op o, cc_irval x, cc_irval y, tfvm_dtype d)
 
 static cc_irval ew1(ctx *X, isa_op o, cc_irval x) { return op1(X, o, 0, x, scalar(x) ? cc_scalar_t(dt(x)) : ten(dt(x))); }
 
-static cc_irval num(ctx *X, tfvm_dtype d, double v) { return cc_const_scalar(X->C, X->b, d, v, (int64_t)v); }
+static cc_irval num(ctx *X, tfvm_dtype d, double v)
+{
+    int64_t i = 0; /* an attribute's float may not fit an integer: saturate */
+    if (d != TFVM_F32 && d != TFVM_F64)
+        i = v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+    return cc_const_scalar(X->C, X->b, d, v, i);
+}
+
+/* a + b for slice bounds, saturating (bounds beyond a dim are clamped anyway) */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
+}
 
 static cc_irval i64s(ctx *X, uint32_t n, const int64_t *v) { return cc_const_i64s(X->C, X->b, n, v); }
 
@@ -440,7 +456,7 @@ static void split(ctx *X, uint32_t xi, int64_t axis, const int64_t *sizes, int n
     for (int i = 0; i < n; i++) {
         if (sizes[i] < 0 && i != n - 1)
             imp_tf_fail(X, "a -1 size_splits entry is supported only last");
-        int64_t end = sizes[i] < 0 ? INT64_MAX : at + sizes[i];
+        int64_t end = sizes[i] < 0 ? INT64_MAX : sat_add(at, sizes[i]);
         X->out[i] = slice_axis(X, x, i64s(X, 1, &at), i64s(X, 1, &end), axis);
         at = end;
     }
@@ -496,7 +512,7 @@ static void strided_slice(ctx *X)
         if (!dynamic) {
             int64_t st = b[i], en = e[i];
             if (sh >> i & 1) {
-                en = st == -1 ? INT64_MAX : st + 1;
+                en = st == -1 ? INT64_MAX : sat_add(st, 1);
                 steps[na_n] = 1;
             } else {
                 if (bm >> i & 1)
@@ -573,7 +589,7 @@ static void slice(ctx *X)
     cc_irval end;
     if (nb >= 0 && nb == ns) {
         for (int i = 0; i < nb; i++)
-            sv[i] = sv[i] < 0 ? INT64_MAX : bv[i] + sv[i];
+            sv[i] = sv[i] < 0 ? INT64_MAX : sat_add(bv[i], sv[i]);
         end = i64s(X, (uint32_t)nb, sv);
     } else {
         cc_irval neg = op2(X, ISA_LESS, 0, sz, num(X, TFVM_I64, 0), ten(TFVM_BOOL));
