@@ -74,8 +74,16 @@ bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v);
  * data read relative to X->dir). */
 void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out);
 
-/* onnx_ops.c */
+/* onnx_ops.c (the ops of issue 10) and onnx_extra.c (the long tail): one
+ * row per op type, its first opset and its translation */
 typedef void (*ox_handler)(ox_node *N);
+typedef struct ox_opdef {
+    const char *name;
+    int64_t since;
+    ox_handler h;
+} ox_opdef;
+extern const ox_opdef ox_extra_ops[];
+extern const size_t ox_n_extra_ops;
 ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);
 bool ox_op_supported(const char *op_type);
 
@@ -97,6 +105,28 @@ ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i);
 /* the elements of a constant integer value (i32/i64), or -1 when not constant */
 int ox_const_ints(const ox_val *v, int64_t *out, int max);
 ox_val ox_shape_of(ox_node *N, const ox_val *x);
+ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
+              uint8_t dtype, int rank);
+void ox_unknown_shape(ox_val *v, int rank);
+ox_val ox_empty_vec(ox_node *N, uint8_t dtype);
+ox_val ox_fscalar(ox_node *N, uint8_t dtype, double f);
+int64_t ox_count_of(const ox_val *v);                   /* elements, -1 when not known */
+ox_val ox_as_i64_scalar(ox_node *N, const ox_val *v);   /* from any integer scalar or [1] */
+ox_val ox_as_i64_vec(ox_node *N, const ox_val *v);
+ox_val *ox_need(ox_node *N, uint32_t k);                 /* input k, or a FORMAT error */
+ox_val *ox_opt_in(ox_node *N, uint32_t k);               /* input k or NULL */
+int ox_norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end);
+int ox_need_rank(ox_node *N, const ox_val *x);           /* or UNSUPPORTED */
+/* elementwise with NumPy broadcasting (shape knowledge kept) */
+ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype);
+ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);
+ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want);
+ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype);
+ox_val ox_spatial_axes(ox_node *N, int r);               /* [2, ..., r-1] */
+ox_val ox_per_channel(ox_node *N, const ox_val *v, int r); /* [C] as [C, 1, ...] */
+/* (x - mean) / sqrt(var + eps) over axes (keepdims); the mean and 1/sqrt(var + eps) */
+ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsilon, ox_val *mean_out,
+                    ox_val *inv_out);
 
 /* onnx_fold.c: a node of small integer constants (shape arithmetic)
  * computed now; false when it is not one */

@@ -10,7 +10,7 @@
 
 /* ---- Building blocks ------------------------------------------------------------- */
 
-static void unknown_shape(ox_val *v, int rank)
+void ox_unknown_shape(ox_val *v, int rank)
 {
     v->rank = (int8_t)(rank > TFVM_MAX_RANK ? -1 : rank);
     for (int k = 0; k < TFVM_MAX_RANK; k++)
@@ -24,7 +24,7 @@ ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *con
         iv[k] = in[k]->v;
     ox_val r = {0};
     r.dtype = dtype;
-    unknown_shape(&r, rank);
+    ox_unknown_shape(&r, rank);
     r.v = cc_op_new(N->C, N->b, op, attr, n, iv, ox_vtype(&r), NULL);
     return r;
 }
@@ -41,7 +41,7 @@ ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_va
     return ox_op(N, op, attr, 2, in, dtype, rank);
 }
 
-static ox_val op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
+ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
                   uint8_t dtype, int rank)
 {
     const ox_val *in[3] = {a, b, c};
@@ -52,7 +52,7 @@ ox_val ox_i64s(ox_node *N, int n, const int64_t *v)
 {
     ox_val r = {0};
     r.dtype = TFVM_I64;
-    unknown_shape(&r, 1);
+    ox_unknown_shape(&r, 1);
     r.dims[0] = n;
     int64_t *p = cc_array(N->C, (size_t)n + 1, sizeof *p);
     if (n)
@@ -62,11 +62,11 @@ ox_val ox_i64s(ox_node *N, int n, const int64_t *v)
     return r;
 }
 
-static ox_val empty_vec(ox_node *N, uint8_t dtype)
+ox_val ox_empty_vec(ox_node *N, uint8_t dtype)
 {
     ox_val r = {0};
     r.dtype = dtype;
-    unknown_shape(&r, 1);
+    ox_unknown_shape(&r, 1);
     r.dims[0] = 0;
     static const int64_t zero = 0;
     r.cdata = &zero;
@@ -78,7 +78,7 @@ ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i)
 {
     ox_val r = {0};
     r.dtype = dtype;
-    unknown_shape(&r, 0);
+    ox_unknown_shape(&r, 0);
     if (dtype == TFVM_F32 || dtype == TFVM_F64)
         i = (int64_t)f;
     else if (dtype == TFVM_BOOL)
@@ -89,12 +89,12 @@ ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i)
     return r;
 }
 
-static ox_val fscalar(ox_node *N, uint8_t dtype, double f)
+ox_val ox_fscalar(ox_node *N, uint8_t dtype, double f)
 {
     return ox_scalar(N, dtype, f, (int64_t)f);
 }
 
-static int64_t count_of(const ox_val *v)
+int64_t ox_count_of(const ox_val *v)
 {
     if (v->rank < 0)
         return -1;
@@ -111,7 +111,7 @@ int ox_const_ints(const ox_val *v, int64_t *out, int max)
 {
     if (!v || !v->cdata || (v->dtype != TFVM_I64 && v->dtype != TFVM_I32))
         return -1;
-    int64_t n = count_of(v);
+    int64_t n = ox_count_of(v);
     if (n < 0 || n > max)
         return -1;
     for (int64_t k = 0; k < n; k++) {
@@ -128,7 +128,7 @@ int ox_const_ints(const ox_val *v, int64_t *out, int max)
 
 static bool dims_known(const ox_val *v)
 {
-    return count_of(v) >= 0;
+    return ox_count_of(v) >= 0;
 }
 
 ox_val ox_shape_of(ox_node *N, const ox_val *x)
@@ -141,7 +141,7 @@ ox_val ox_shape_of(ox_node *N, const ox_val *x)
 }
 
 /* an i64 scalar from a scalar or one-element tensor of any integer dtype */
-static ox_val as_i64_scalar(ox_node *N, const ox_val *v)
+ox_val ox_as_i64_scalar(ox_node *N, const ox_val *v)
 {
     int64_t c[1];
     if (ox_const_ints(v, c, 1) == 1)
@@ -157,7 +157,7 @@ static ox_val as_i64_scalar(ox_node *N, const ox_val *v)
 }
 
 /* an i64 vector from an i32/i64 tensor */
-static ox_val as_i64_vec(ox_node *N, const ox_val *v)
+ox_val ox_as_i64_vec(ox_node *N, const ox_val *v)
 {
     if (v->dtype == TFVM_I64)
         return *v;
@@ -168,19 +168,19 @@ static ox_val as_i64_vec(ox_node *N, const ox_val *v)
     return ox_op1(N, ISA_CAST, TFVM_I64, v, TFVM_I64, 1);
 }
 
-static ox_val *need(ox_node *N, uint32_t k)
+ox_val *ox_need(ox_node *N, uint32_t k)
 {
     if (k >= N->n_in || !N->in[k])
         ox_fail(N, TFVM_ERR_FORMAT, "input %u is missing", k);
     return N->in[k];
 }
 
-static ox_val *opt_in(ox_node *N, uint32_t k)
+ox_val *ox_opt_in(ox_node *N, uint32_t k)
 {
     return k < N->n_in ? N->in[k] : NULL;
 }
 
-static int norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end)
+int ox_norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end)
 {
     if (rank < 0) {
         if (axis < -TFVM_MAX_RANK || axis >= TFVM_MAX_RANK)
@@ -192,7 +192,7 @@ static int norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end)
     return (int)(axis < 0 ? axis + rank : axis);
 }
 
-static int need_rank(ox_node *N, const ox_val *x)
+int ox_need_rank(ox_node *N, const ox_val *x)
 {
     if (x->rank < 0)
         ox_unsupported(N, "an input of unknown rank (give the graph inputs shapes)");
@@ -203,11 +203,11 @@ static int need_rank(ox_node *N, const ox_val *x)
 static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
 {
     if (a->rank < 0 || b->rank < 0) {
-        unknown_shape(r, -1);
+        ox_unknown_shape(r, -1);
         return;
     }
     int rk = a->rank > b->rank ? a->rank : b->rank;
-    unknown_shape(r, rk);
+    ox_unknown_shape(r, rk);
     for (int k = 0; k < rk; k++) {
         int ka = k - (rk - a->rank), kb = k - (rk - b->rank);
         int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
@@ -216,7 +216,7 @@ static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
     r->v.n = r->v.n; /* keep */
 }
 
-static ox_val ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype)
+ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype)
 {
     ox_val r = ox_op2(N, op, 0, a, b, dtype, -1);
     cc_irval keep = r.v;
@@ -226,7 +226,7 @@ static ox_val ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8
     return r;
 }
 
-static ox_val ew1(ox_node *N, isa_op op, const ox_val *a)
+ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a)
 {
     ox_val r = ox_op1(N, op, 0, a, a->dtype, a->rank);
     memcpy(r.dims, a->dims, sizeof r.dims);
@@ -235,7 +235,7 @@ static ox_val ew1(ox_node *N, isa_op op, const ox_val *a)
 }
 
 /* a value whose dtype differs from want: CAST it */
-static ox_val to_dtype(ox_node *N, const ox_val *v, uint8_t want)
+ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want)
 {
     if (v->dtype == want)
         return *v;
@@ -247,11 +247,11 @@ static ox_val to_dtype(ox_node *N, const ox_val *v, uint8_t want)
 /* v, a vector over `axes` (known only at run time, or negative), spread
  * over the rank-r axes: out[d] = v[j] where axes[j] == d, else 0. ONEHOT
  * makes the [len(axes), r] selection matrix, MATMUL applies it. */
-static ox_val spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype)
+ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype)
 {
     ox_val rv = ox_scalar(N, TFVM_I64, 0, r);
-    ox_val ax = as_i64_vec(N, axes);
-    ax = ew2(N, ISA_FLOOR_MOD, &ax, &rv, TFVM_I64);
+    ox_val ax = ox_as_i64_vec(N, axes);
+    ax = ox_ew2(N, ISA_FLOOR_MOD, &ax, &rv, TFVM_I64);
     unsigned char onoff[16] = {0};
     size_t es = tfvm_dtype_size((tfvm_dtype)dtype);
     if (dtype == TFVM_F32) {
@@ -266,18 +266,18 @@ static ox_val spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r
     int64_t two = 2;
     ox_val oo = {0};
     oo.dtype = dtype;
-    unknown_shape(&oo, 1);
+    ox_unknown_shape(&oo, 1);
     oo.dims[0] = 2;
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)dtype, 1, &two, onoff, 2 * es, false);
-    ox_val m = op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo, dtype, 2);
-    ox_val vv = to_dtype(N, v, dtype);
+    ox_val m = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo, dtype, 2);
+    ox_val vv = ox_to_dtype(N, v, dtype);
     return ox_op2(N, ISA_MATMUL, 0, &vv, &m, dtype, 1);
 }
 
 /* ---- Elementwise ------------------------------------------------------------------ */
 
 #define BIN(NAME, OP)                                                                                             \
-    static void op_##NAME(ox_node *N) { N->out[0] = ew2(N, OP, need(N, 0), need(N, 1), need(N, 0)->dtype); }
+    static void op_##NAME(ox_node *N) { N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype); }
 BIN(Add, ISA_ADD)
 BIN(Sub, ISA_SUB)
 BIN(Mul, ISA_MUL)
@@ -287,7 +287,7 @@ BIN(Or, ISA_OR)
 BIN(Xor, ISA_XOR)
 
 #define CMP(NAME, OP)                                                                                             \
-    static void op_##NAME(ox_node *N) { N->out[0] = ew2(N, OP, need(N, 0), need(N, 1), TFVM_BOOL); }
+    static void op_##NAME(ox_node *N) { N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), TFVM_BOOL); }
 CMP(Equal, ISA_EQUAL)
 CMP(Less, ISA_LESS)
 CMP(LessOrEqual, ISA_LESS_EQUAL)
@@ -295,7 +295,7 @@ CMP(Greater, ISA_GREATER)
 CMP(GreaterOrEqual, ISA_GREATER_EQUAL)
 
 #define UN(NAME, OP)                                                                                              \
-    static void op_##NAME(ox_node *N) { N->out[0] = ew1(N, OP, need(N, 0)); }
+    static void op_##NAME(ox_node *N) { N->out[0] = ox_ew1(N, OP, ox_need(N, 0)); }
 UN(Abs, ISA_ABS)
 UN(Neg, ISA_NEG)
 UN(Exp, ISA_EXP)
@@ -315,26 +315,26 @@ UN(Not, ISA_NOT)
 
 static void op_Pow(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val y = to_dtype(N, need(N, 1), x->dtype);
-    N->out[0] = ew2(N, ISA_POW, x, &y, x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val y = ox_to_dtype(N, ox_need(N, 1), x->dtype);
+    N->out[0] = ox_ew2(N, ISA_POW, x, &y, x->dtype);
 }
 
 static void op_Mod(ox_node *N)
 {
-    ox_val *a = need(N, 0);
+    ox_val *a = ox_need(N, 0);
     bool fmod = ox_attr_i(N, "fmod", 0) != 0;
     bool flt = a->dtype == TFVM_F32 || a->dtype == TFVM_F64;
-    N->out[0] = ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, need(N, 1), a->dtype);
+    N->out[0] = ox_ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, ox_need(N, 1), a->dtype);
 }
 
 static void variadic(ox_node *N, isa_op op)
 {
     if (N->n_in == 0)
         ox_fail(N, TFVM_ERR_FORMAT, "no inputs");
-    ox_val acc = *need(N, 0);
+    ox_val acc = *ox_need(N, 0);
     for (uint32_t k = 1; k < N->n_in; k++)
-        acc = ew2(N, op, &acc, need(N, k), acc.dtype);
+        acc = ox_ew2(N, op, &acc, ox_need(N, k), acc.dtype);
     N->out[0] = acc;
 }
 
@@ -345,61 +345,61 @@ static void op_Min(ox_node *N) { variadic(N, ISA_MIN); }
 static void op_Mean(ox_node *N)
 {
     variadic(N, ISA_ADD);
-    ox_val n = fscalar(N, N->out[0].dtype, (double)N->n_in);
-    N->out[0] = ew2(N, ISA_DIV, &N->out[0], &n, N->out[0].dtype);
+    ox_val n = ox_fscalar(N, N->out[0].dtype, (double)N->n_in);
+    N->out[0] = ox_ew2(N, ISA_DIV, &N->out[0], &n, N->out[0].dtype);
 }
 
 static void op_Reciprocal(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val one = fscalar(N, x->dtype, 1);
-    N->out[0] = ew2(N, ISA_DIV, &one, x, x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val one = ox_fscalar(N, x->dtype, 1);
+    N->out[0] = ox_ew2(N, ISA_DIV, &one, x, x->dtype);
 }
 
 static void op_Softplus(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1);
-    ox_val s = ew2(N, ISA_ADD, &e, &one, x->dtype);
-    N->out[0] = ew1(N, ISA_LOG, &s);
+    ox_val *x = ox_need(N, 0);
+    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1);
+    ox_val s = ox_ew2(N, ISA_ADD, &e, &one, x->dtype);
+    N->out[0] = ox_ew1(N, ISA_LOG, &s);
 }
 
 static void op_Softsign(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val a = ew1(N, ISA_ABS, x), one = fscalar(N, x->dtype, 1);
-    ox_val d = ew2(N, ISA_ADD, &a, &one, x->dtype);
-    N->out[0] = ew2(N, ISA_DIV, x, &d, x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val a = ox_ew1(N, ISA_ABS, x), one = ox_fscalar(N, x->dtype, 1);
+    ox_val d = ox_ew2(N, ISA_ADD, &a, &one, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_DIV, x, &d, x->dtype);
 }
 
 static ox_val hard_sigmoid(ox_node *N, const ox_val *x, double alpha, double beta)
 {
-    ox_val al = fscalar(N, x->dtype, alpha), be = fscalar(N, x->dtype, beta);
-    ox_val zero = fscalar(N, x->dtype, 0), one = fscalar(N, x->dtype, 1);
-    ox_val t = ew2(N, ISA_MUL, x, &al, x->dtype);
-    t = ew2(N, ISA_ADD, &t, &be, x->dtype);
-    t = ew2(N, ISA_MIN, &t, &one, x->dtype);
-    return ew2(N, ISA_MAX, &t, &zero, x->dtype);
+    ox_val al = ox_fscalar(N, x->dtype, alpha), be = ox_fscalar(N, x->dtype, beta);
+    ox_val zero = ox_fscalar(N, x->dtype, 0), one = ox_fscalar(N, x->dtype, 1);
+    ox_val t = ox_ew2(N, ISA_MUL, x, &al, x->dtype);
+    t = ox_ew2(N, ISA_ADD, &t, &be, x->dtype);
+    t = ox_ew2(N, ISA_MIN, &t, &one, x->dtype);
+    return ox_ew2(N, ISA_MAX, &t, &zero, x->dtype);
 }
 
 static void op_HardSigmoid(ox_node *N)
 {
-    N->out[0] = hard_sigmoid(N, need(N, 0), ox_attr_f(N, "alpha", 0.2f), ox_attr_f(N, "beta", 0.5f));
+    N->out[0] = hard_sigmoid(N, ox_need(N, 0), ox_attr_f(N, "alpha", 0.2f), ox_attr_f(N, "beta", 0.5f));
 }
 
 static void op_HardSwish(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val h = hard_sigmoid(N, x, 1.0 / 6, 0.5);
-    N->out[0] = ew2(N, ISA_MUL, x, &h, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_MUL, x, &h, x->dtype);
 }
 
 /* select(x < 0, neg, x) */
 static ox_val where_neg(ox_node *N, const ox_val *x, const ox_val *neg, isa_op cmp)
 {
-    ox_val zero = fscalar(N, x->dtype, 0);
-    ox_val c = ew2(N, cmp, x, &zero, TFVM_BOOL);
-    ox_val r = op3(N, ISA_SELECT, 0, &c, neg, x, x->dtype, -1);
+    ox_val zero = ox_fscalar(N, x->dtype, 0);
+    ox_val c = ox_ew2(N, cmp, x, &zero, TFVM_BOOL);
+    ox_val r = ox_op3(N, ISA_SELECT, 0, &c, neg, x, x->dtype, -1);
     bcast_shape(&r, x, neg);
     r.v.n->types[0] = ox_vtype(&r);
     return r;
@@ -407,125 +407,125 @@ static ox_val where_neg(ox_node *N, const ox_val *x, const ox_val *neg, isa_op c
 
 static void op_LeakyRelu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val a = fscalar(N, x->dtype, ox_attr_f(N, "alpha", 0.01f));
-    ox_val m = ew2(N, ISA_MUL, x, &a, x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val a = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 0.01f));
+    ox_val m = ox_ew2(N, ISA_MUL, x, &a, x->dtype);
     N->out[0] = where_neg(N, x, &m, ISA_LESS);
 }
 
 static void op_PRelu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val m = ew2(N, ISA_MUL, x, need(N, 1), x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val m = ox_ew2(N, ISA_MUL, x, ox_need(N, 1), x->dtype);
     N->out[0] = where_neg(N, x, &m, ISA_LESS);
 }
 
 /* alpha * (exp(x) - 1) */
 static ox_val expm1_scaled(ox_node *N, const ox_val *x, double alpha)
 {
-    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1), a = fscalar(N, x->dtype, alpha);
-    ox_val d = ew2(N, ISA_SUB, &e, &one, x->dtype);
-    return ew2(N, ISA_MUL, &d, &a, x->dtype);
+    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1), a = ox_fscalar(N, x->dtype, alpha);
+    ox_val d = ox_ew2(N, ISA_SUB, &e, &one, x->dtype);
+    return ox_ew2(N, ISA_MUL, &d, &a, x->dtype);
 }
 
 static void op_Elu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.0f));
     N->out[0] = where_neg(N, x, &m, ISA_LESS);
 }
 
 static void op_Selu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.67326319217681884765625f));
     ox_val s = where_neg(N, x, &m, ISA_LESS_EQUAL);
-    ox_val g = fscalar(N, x->dtype, ox_attr_f(N, "gamma", 1.05070102214813232421875f));
-    N->out[0] = ew2(N, ISA_MUL, &s, &g, x->dtype);
+    ox_val g = ox_fscalar(N, x->dtype, ox_attr_f(N, "gamma", 1.05070102214813232421875f));
+    N->out[0] = ox_ew2(N, ISA_MUL, &s, &g, x->dtype);
 }
 
 static void op_Celu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     double alpha = ox_attr_f(N, "alpha", 1.0f);
-    ox_val a = fscalar(N, x->dtype, alpha), zero = fscalar(N, x->dtype, 0);
-    ox_val xs = ew2(N, ISA_DIV, x, &a, x->dtype);
+    ox_val a = ox_fscalar(N, x->dtype, alpha), zero = ox_fscalar(N, x->dtype, 0);
+    ox_val xs = ox_ew2(N, ISA_DIV, x, &a, x->dtype);
     ox_val m = expm1_scaled(N, &xs, alpha);
-    ox_val lo = ew2(N, ISA_MIN, &m, &zero, x->dtype), hi = ew2(N, ISA_MAX, x, &zero, x->dtype);
-    N->out[0] = ew2(N, ISA_ADD, &hi, &lo, x->dtype);
+    ox_val lo = ox_ew2(N, ISA_MIN, &m, &zero, x->dtype), hi = ox_ew2(N, ISA_MAX, x, &zero, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_ADD, &hi, &lo, x->dtype);
 }
 
 static void op_ThresholdedRelu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val a = fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f)), zero = fscalar(N, x->dtype, 0);
-    ox_val c = ew2(N, ISA_GREATER, x, &a, TFVM_BOOL);
-    N->out[0] = op3(N, ISA_SELECT, 0, &c, x, &zero, x->dtype, x->rank);
+    ox_val *x = ox_need(N, 0);
+    ox_val a = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f)), zero = ox_fscalar(N, x->dtype, 0);
+    ox_val c = ox_ew2(N, ISA_GREATER, x, &a, TFVM_BOOL);
+    N->out[0] = ox_op3(N, ISA_SELECT, 0, &c, x, &zero, x->dtype, x->rank);
 }
 
 static void op_Mish(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val e = ew1(N, ISA_EXP, x), one = fscalar(N, x->dtype, 1);
-    ox_val s = ew2(N, ISA_ADD, &e, &one, x->dtype);
-    s = ew1(N, ISA_LOG, &s);
-    s = ew1(N, ISA_TANH, &s);
-    N->out[0] = ew2(N, ISA_MUL, x, &s, x->dtype);
+    ox_val *x = ox_need(N, 0);
+    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1);
+    ox_val s = ox_ew2(N, ISA_ADD, &e, &one, x->dtype);
+    s = ox_ew1(N, ISA_LOG, &s);
+    s = ox_ew1(N, ISA_TANH, &s);
+    N->out[0] = ox_ew2(N, ISA_MUL, x, &s, x->dtype);
 }
 
 static void op_Gelu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     char buf[16];
     const char *approx = ox_attr_s(N, "approximate", "none", buf, sizeof buf);
     uint8_t d = x->dtype;
-    ox_val half = fscalar(N, d, 0.5), one = fscalar(N, d, 1), t;
+    ox_val half = ox_fscalar(N, d, 0.5), one = ox_fscalar(N, d, 1), t;
     if (strcmp(approx, "tanh") == 0) {
-        ox_val c = fscalar(N, d, sqrt(2 / M_PI)), k = fscalar(N, d, 0.044715);
-        ox_val x3 = ew2(N, ISA_MUL, x, x, d);
-        x3 = ew2(N, ISA_MUL, &x3, x, d);
-        x3 = ew2(N, ISA_MUL, &x3, &k, d);
-        t = ew2(N, ISA_ADD, x, &x3, d);
-        t = ew2(N, ISA_MUL, &t, &c, d);
-        t = ew1(N, ISA_TANH, &t);
+        ox_val c = ox_fscalar(N, d, sqrt(2 / M_PI)), k = ox_fscalar(N, d, 0.044715);
+        ox_val x3 = ox_ew2(N, ISA_MUL, x, x, d);
+        x3 = ox_ew2(N, ISA_MUL, &x3, x, d);
+        x3 = ox_ew2(N, ISA_MUL, &x3, &k, d);
+        t = ox_ew2(N, ISA_ADD, x, &x3, d);
+        t = ox_ew2(N, ISA_MUL, &t, &c, d);
+        t = ox_ew1(N, ISA_TANH, &t);
     } else {
-        ox_val r = fscalar(N, d, M_SQRT1_2);
-        t = ew2(N, ISA_MUL, x, &r, d);
-        t = ew1(N, ISA_ERF, &t);
+        ox_val r = ox_fscalar(N, d, M_SQRT1_2);
+        t = ox_ew2(N, ISA_MUL, x, &r, d);
+        t = ox_ew1(N, ISA_ERF, &t);
     }
-    t = ew2(N, ISA_ADD, &t, &one, d);
-    t = ew2(N, ISA_MUL, &t, &half, d);
-    N->out[0] = ew2(N, ISA_MUL, x, &t, d);
+    t = ox_ew2(N, ISA_ADD, &t, &one, d);
+    t = ox_ew2(N, ISA_MUL, &t, &half, d);
+    N->out[0] = ox_ew2(N, ISA_MUL, x, &t, d);
 }
 
 static void op_Shrink(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     uint8_t d = x->dtype;
     double l = ox_attr_f(N, "lambd", 0.5f), bias = ox_attr_f(N, "bias", 0.0f);
-    ox_val nl = fscalar(N, d, -l), pl = fscalar(N, d, l), b = fscalar(N, d, bias), zero = fscalar(N, d, 0);
-    ox_val lo = ew2(N, ISA_LESS, x, &nl, TFVM_BOOL), hi = ew2(N, ISA_GREATER, x, &pl, TFVM_BOOL);
-    ox_val xp = ew2(N, ISA_ADD, x, &b, d), xm = ew2(N, ISA_SUB, x, &b, d);
-    ox_val inner = op3(N, ISA_SELECT, 0, &hi, &xm, &zero, d, x->rank);
-    N->out[0] = op3(N, ISA_SELECT, 0, &lo, &xp, &inner, d, x->rank);
+    ox_val nl = ox_fscalar(N, d, -l), pl = ox_fscalar(N, d, l), b = ox_fscalar(N, d, bias), zero = ox_fscalar(N, d, 0);
+    ox_val lo = ox_ew2(N, ISA_LESS, x, &nl, TFVM_BOOL), hi = ox_ew2(N, ISA_GREATER, x, &pl, TFVM_BOOL);
+    ox_val xp = ox_ew2(N, ISA_ADD, x, &b, d), xm = ox_ew2(N, ISA_SUB, x, &b, d);
+    ox_val inner = ox_op3(N, ISA_SELECT, 0, &hi, &xm, &zero, d, x->rank);
+    N->out[0] = ox_op3(N, ISA_SELECT, 0, &lo, &xp, &inner, d, x->rank);
 }
 
 static void op_IsNaN(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    N->out[0] = ew2(N, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
+    ox_val *x = ox_need(N, 0);
+    N->out[0] = ox_ew2(N, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
 }
 
-static void op_Identity(ox_node *N) { N->out[0] = *need(N, 0); }
+static void op_Identity(ox_node *N) { N->out[0] = *ox_need(N, 0); }
 
 static void op_Dropout(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val *tm = opt_in(N, 2);
+    ox_val *x = ox_need(N, 0);
+    ox_val *tm = ox_opt_in(N, 2);
     if (tm) {
         int64_t c[1];
         bool t = false;
-        if (tm->cdata && tm->dtype == TFVM_BOOL && count_of(tm) == 1)
+        if (tm->cdata && tm->dtype == TFVM_BOOL && ox_count_of(tm) == 1)
             t = *(const uint8_t *)tm->cdata != 0;
         else if (ox_const_ints(tm, c, 1) == 1)
             t = c[0] != 0;
@@ -544,44 +544,44 @@ static void op_Dropout(ox_node *N)
 
 static void op_Cast(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     int64_t to = ox_attr_i(N, "to", 0);
     uint8_t d;
     if (!ox_dtype((int32_t)to, &d))
         ox_unsupported(N, "casting to %s", ox_onnx_type_name((int32_t)to));
-    N->out[0] = to_dtype(N, x, d);
+    N->out[0] = ox_to_dtype(N, x, d);
 }
 
-static void op_CastLike(ox_node *N) { N->out[0] = to_dtype(N, need(N, 0), need(N, 1)->dtype); }
+static void op_CastLike(ox_node *N) { N->out[0] = ox_to_dtype(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
 
 static void op_Clip(ox_node *N)
 {
-    ox_val x = *need(N, 0);
+    ox_val x = *ox_need(N, 0);
     ox_val lo, hi, *plo = NULL, *phi = NULL;
     if (N->X->opset < 11) {
         if (ox_attr(N, "min")) {
-            lo = fscalar(N, x.dtype, ox_attr_f(N, "min", 0));
+            lo = ox_fscalar(N, x.dtype, ox_attr_f(N, "min", 0));
             plo = &lo;
         }
         if (ox_attr(N, "max")) {
-            hi = fscalar(N, x.dtype, ox_attr_f(N, "max", 0));
+            hi = ox_fscalar(N, x.dtype, ox_attr_f(N, "max", 0));
             phi = &hi;
         }
     } else {
-        plo = opt_in(N, 1);
-        phi = opt_in(N, 2);
+        plo = ox_opt_in(N, 1);
+        phi = ox_opt_in(N, 2);
     }
     if (plo)
-        x = ew2(N, ISA_MAX, &x, plo, x.dtype);
+        x = ox_ew2(N, ISA_MAX, &x, plo, x.dtype);
     if (phi)
-        x = ew2(N, ISA_MIN, &x, phi, x.dtype);
+        x = ox_ew2(N, ISA_MIN, &x, phi, x.dtype);
     N->out[0] = x;
 }
 
 static void op_Where(ox_node *N)
 {
-    ox_val *c = need(N, 0), *a = need(N, 1), *b = need(N, 2);
-    ox_val r = op3(N, ISA_SELECT, 0, c, a, b, a->dtype, -1);
+    ox_val *c = ox_need(N, 0), *a = ox_need(N, 1), *b = ox_need(N, 2);
+    ox_val r = ox_op3(N, ISA_SELECT, 0, c, a, b, a->dtype, -1);
     ox_val t;
     bcast_shape(&t, a, b);
     bcast_shape(&r, c, &t);
@@ -606,28 +606,28 @@ static int matmul_rank(const ox_val *a, const ox_val *b)
 
 static void op_MatMul(ox_node *N)
 {
-    ox_val *a = need(N, 0), *b = need(N, 1);
+    ox_val *a = ox_need(N, 0), *b = ox_need(N, 1);
     N->out[0] = ox_op2(N, ISA_MATMUL, 0, a, b, a->dtype, matmul_rank(a, b));
 }
 
 static void op_Gemm(ox_node *N)
 {
-    ox_val *a = need(N, 0), *b = need(N, 1), *c = opt_in(N, 2);
+    ox_val *a = ox_need(N, 0), *b = ox_need(N, 1), *c = ox_opt_in(N, 2);
     uint32_t opts = (ox_attr_i(N, "transA", 0) ? ISA_OPT_TRANS_A : 0) | (ox_attr_i(N, "transB", 0) ? ISA_OPT_TRANS_B : 0);
     double alpha = ox_attr_f(N, "alpha", 1.0f), beta = ox_attr_f(N, "beta", 1.0f);
     uint8_t d = a->dtype;
     ox_val y = ox_op2(N, ISA_MATMUL, opts, a, b, d, 2);
     if (alpha != 1) {
-        ox_val s = fscalar(N, d, alpha);
-        y = ew2(N, ISA_MUL, &y, &s, d);
+        ox_val s = ox_fscalar(N, d, alpha);
+        y = ox_ew2(N, ISA_MUL, &y, &s, d);
     }
     if (c && beta != 0) {
         ox_val cv = *c;
         if (beta != 1) {
-            ox_val s = fscalar(N, d, beta);
-            cv = ew2(N, ISA_MUL, c, &s, d);
+            ox_val s = ox_fscalar(N, d, beta);
+            cv = ox_ew2(N, ISA_MUL, c, &s, d);
         }
-        y = ew2(N, ISA_ADD, &y, &cv, d);
+        y = ox_ew2(N, ISA_ADD, &y, &cv, d);
     }
     y.rank = 2;
     N->out[0] = y;
@@ -642,7 +642,7 @@ typedef struct spatial {
 
 static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, spatial *S)
 {
-    int r = need_rank(N, x);
+    int r = ox_need_rank(N, x);
     S->nsp = r - 2;
     if (S->nsp < 1 || S->nsp > 2)
         ox_unsupported(N, "%d spatial dims (1 and 2 are)", S->nsp);
@@ -704,7 +704,7 @@ static ox_val sq2(ox_node *N, const ox_val *y)
 
 static void op_Conv(ox_node *N)
 {
-    ox_val *x = need(N, 0), *w = need(N, 1), *bias = opt_in(N, 2);
+    ox_val *x = ox_need(N, 0), *w = ox_need(N, 1), *bias = ox_opt_in(N, 2);
     int64_t kernel[8] = {0};
     int nk = ox_attr_ints(N, "kernel_shape", kernel, 8);
     if (nk < 0) {
@@ -732,7 +732,7 @@ static void op_Conv(ox_node *N)
         memcpy(p, q, sizeof p);
     }
     ox_val pv = ox_i64s(N, 9, p);
-    ox_val y = op3(N, ISA_CONV2D, 0, &xx, &ww, &pv, x->dtype, 4);
+    ox_val y = ox_op3(N, ISA_CONV2D, 0, &xx, &ww, &pv, x->dtype, 4);
     if (S.nsp == 1)
         y = sq2(N, &y);
     if (bias) {
@@ -744,9 +744,16 @@ static void op_Conv(ox_node *N)
     N->out[0] = y;
 }
 
-static void pool(ox_node *N, isa_op op)
+/* lp: LpPool's p (0 for the plain pools): the average of |x|^p with the
+ * padding counted, times the window size, to the power 1/p */
+static void pool_p(ox_node *N, isa_op op, double lp)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0), xp;
+    if (lp > 0) {
+        ox_val a = ox_ew1(N, ISA_ABS, x), pe = ox_fscalar(N, x->dtype, lp);
+        xp = ox_ew2(N, ISA_POW, &a, &pe, x->dtype);
+        x = &xp;
+    }
     if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0])
         ox_unsupported(N, "the Indices output");
     int64_t kernel[8];
@@ -757,10 +764,10 @@ static void pool(ox_node *N, isa_op op)
     spatial_params(N, x, kernel, &S);
     if (nk != S.nsp)
         ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape has %d entries for %d spatial dims", nk, S.nsp);
-    int64_t ceil_mode = ox_attr_i(N, "ceil_mode", 0), cip = ox_attr_i(N, "count_include_pad", 0);
+    int64_t ceil_mode = ox_attr_i(N, "ceil_mode", 0), cip = lp > 0 ? 1 : ox_attr_i(N, "count_include_pad", 0);
     /* the pools take i32 i64 f32 f64: 8-bit inputs go through i32 */
     bool narrow = x->dtype == TFVM_U8 || x->dtype == TFVM_I8;
-    ox_val xw = narrow ? to_dtype(N, x, TFVM_I32) : *x;
+    ox_val xw = narrow ? ox_to_dtype(N, x, TFVM_I32) : *x;
     x = &xw;
     ox_val xx = *x;
     int64_t p[12];
@@ -777,13 +784,22 @@ static void pool(ox_node *N, isa_op op)
     ox_val y = ox_op2(N, op, 0, &xx, &pv, x->dtype, 4);
     if (S.nsp == 1)
         y = sq2(N, &y);
-    N->out[0] = narrow ? to_dtype(N, &y, need(N, 0)->dtype) : y;
+    if (lp > 0) {
+        double win = 1;
+        for (int i = 0; i < S.nsp; i++)
+            win *= (double)S.k[i];
+        ox_val w = ox_fscalar(N, x->dtype, win), inv = ox_fscalar(N, x->dtype, 1 / lp);
+        y = ox_ew2(N, ISA_MUL, &y, &w, x->dtype);
+        y = ox_ew2(N, ISA_POW, &y, &inv, x->dtype);
+    }
+    N->out[0] = narrow ? ox_to_dtype(N, &y, ox_need(N, 0)->dtype) : y;
 }
 
-static void op_MaxPool(ox_node *N) { pool(N, ISA_MAXPOOL); }
-static void op_AveragePool(ox_node *N) { pool(N, ISA_AVGPOOL); }
+static void op_MaxPool(ox_node *N) { pool_p(N, ISA_MAXPOOL, 0); }
+static void op_AveragePool(ox_node *N) { pool_p(N, ISA_AVGPOOL, 0); }
+static void op_LpPool(ox_node *N) { pool_p(N, ISA_AVGPOOL, (double)ox_attr_i(N, "p", 2)); }
 
-static ox_val spatial_axes(ox_node *N, int r)
+ox_val ox_spatial_axes(ox_node *N, int r)
 {
     int64_t ax[8] = {0};
     for (int i = 2; i < r; i++)
@@ -793,9 +809,9 @@ static ox_val spatial_axes(ox_node *N, int r)
 
 static void global_pool(ox_node *N, isa_op op)
 {
-    ox_val *x = need(N, 0);
-    int r = need_rank(N, x);
-    ox_val ax = spatial_axes(N, r);
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x);
+    ox_val ax = ox_spatial_axes(N, r);
     ox_val y = ox_op2(N, op, ISA_OPT_KEEPDIMS, x, &ax, x->dtype, r);
     y.dims[0] = x->dims[0];
     y.dims[1] = x->dims[1];
@@ -809,7 +825,7 @@ static void op_GlobalAveragePool(ox_node *N) { global_pool(N, ISA_REDUCE_MEAN); 
 static void op_GlobalMaxPool(ox_node *N) { global_pool(N, ISA_REDUCE_MAX); }
 
 /* v [C] as [C, 1, ...] against x of rank r */
-static ox_val per_channel(ox_node *N, const ox_val *v, int r)
+ox_val ox_per_channel(ox_node *N, const ox_val *v, int r)
 {
     int64_t s[8] = {-1, 1, 1, 1, 1, 1, 1, 1};
     ox_val sv = ox_i64s(N, r - 1, s);
@@ -818,45 +834,45 @@ static ox_val per_channel(ox_node *N, const ox_val *v, int r)
 
 static void op_BatchNormalization(ox_node *N)
 {
-    ox_val *x = need(N, 0), *scale = need(N, 1), *b = need(N, 2), *mean = need(N, 3), *var = need(N, 4);
+    ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *b = ox_need(N, 2), *mean = ox_need(N, 3), *var = ox_need(N, 4);
     if (ox_attr_i(N, "training_mode", 0))
         ox_unsupported(N, "training mode");
     for (uint32_t k = 1; k < N->n_out; k++)
         if (N->n->output[k] && N->n->output[k][0])
             ox_unsupported(N, "the running mean and variance outputs (training)");
-    int r = need_rank(N, x);
+    int r = ox_need_rank(N, x);
     uint8_t d = x->dtype;
-    ox_val eps = fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
-    ox_val t = ew2(N, ISA_ADD, var, &eps, d);
-    t = ew1(N, ISA_SQRT, &t);
-    ox_val inv = ew2(N, ISA_DIV, scale, &t, d);
-    ox_val m = per_channel(N, mean, r), iv = per_channel(N, &inv, r), bb = per_channel(N, b, r);
-    ox_val y = ew2(N, ISA_SUB, x, &m, d);
-    y = ew2(N, ISA_MUL, &y, &iv, d);
-    y = ew2(N, ISA_ADD, &y, &bb, d);
+    ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
+    ox_val t = ox_ew2(N, ISA_ADD, var, &eps, d);
+    t = ox_ew1(N, ISA_SQRT, &t);
+    ox_val inv = ox_ew2(N, ISA_DIV, scale, &t, d);
+    ox_val m = ox_per_channel(N, mean, r), iv = ox_per_channel(N, &inv, r), bb = ox_per_channel(N, b, r);
+    ox_val y = ox_ew2(N, ISA_SUB, x, &m, d);
+    y = ox_ew2(N, ISA_MUL, &y, &iv, d);
+    y = ox_ew2(N, ISA_ADD, &y, &bb, d);
     y.rank = (int8_t)r;
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
 }
 
 /* (x - mean) / sqrt(var + eps) over axes (keepdims), and 1 / sqrt(var + eps) */
-static ox_val normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsilon, ox_val *mean_out,
+ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsilon, ox_val *mean_out,
                         ox_val *inv_out)
 {
     uint8_t d = x->dtype;
     ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes, d, x->rank);
-    ox_val c = ew2(N, ISA_SUB, x, &mean, d);
-    ox_val sq = ew2(N, ISA_MUL, &c, &c, d);
+    ox_val c = ox_ew2(N, ISA_SUB, x, &mean, d);
+    ox_val sq = ox_ew2(N, ISA_MUL, &c, &c, d);
     ox_val var = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, axes, d, x->rank);
-    ox_val eps = fscalar(N, d, epsilon), one = fscalar(N, d, 1);
-    ox_val s = ew2(N, ISA_ADD, &var, &eps, d);
-    s = ew1(N, ISA_SQRT, &s);
-    ox_val inv = ew2(N, ISA_DIV, &one, &s, d);
+    ox_val eps = ox_fscalar(N, d, epsilon), one = ox_fscalar(N, d, 1);
+    ox_val s = ox_ew2(N, ISA_ADD, &var, &eps, d);
+    s = ox_ew1(N, ISA_SQRT, &s);
+    ox_val inv = ox_ew2(N, ISA_DIV, &one, &s, d);
     if (mean_out)
         *mean_out = mean;
     if (inv_out)
         *inv_out = inv;
-    ox_val y = ew2(N, ISA_MUL, &c, &inv, d);
+    ox_val y = ox_ew2(N, ISA_MUL, &c, &inv, d);
     y.rank = x->rank;
     memcpy(y.dims, x->dims, sizeof y.dims);
     return y;
@@ -864,29 +880,29 @@ static ox_val normalize(ox_node *N, const ox_val *x, const ox_val *axes, double 
 
 static void op_InstanceNormalization(ox_node *N)
 {
-    ox_val *x = need(N, 0), *scale = need(N, 1), *b = need(N, 2);
-    int r = need_rank(N, x);
-    ox_val ax = spatial_axes(N, r);
-    ox_val y = normalize(N, x, &ax, ox_attr_f(N, "epsilon", 1e-5f), NULL, NULL);
-    ox_val sc = per_channel(N, scale, r), bb = per_channel(N, b, r);
-    y = ew2(N, ISA_MUL, &y, &sc, x->dtype);
-    N->out[0] = ew2(N, ISA_ADD, &y, &bb, x->dtype);
+    ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *b = ox_need(N, 2);
+    int r = ox_need_rank(N, x);
+    ox_val ax = ox_spatial_axes(N, r);
+    ox_val y = ox_normalize(N, x, &ax, ox_attr_f(N, "epsilon", 1e-5f), NULL, NULL);
+    ox_val sc = ox_per_channel(N, scale, r), bb = ox_per_channel(N, b, r);
+    y = ox_ew2(N, ISA_MUL, &y, &sc, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_ADD, &y, &bb, x->dtype);
 }
 
 static void op_LayerNormalization(ox_node *N)
 {
-    ox_val *x = need(N, 0), *scale = need(N, 1), *b = opt_in(N, 2);
-    int r = need_rank(N, x);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), r, false);
+    ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *b = ox_opt_in(N, 2);
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), r, false);
     int64_t ax[8];
     for (int i = axis; i < r; i++)
         ax[i - axis] = i;
     ox_val axes = ox_i64s(N, r - axis, ax);
     ox_val mean, inv;
-    ox_val y = normalize(N, x, &axes, ox_attr_f(N, "epsilon", 1e-5f), &mean, &inv);
-    y = ew2(N, ISA_MUL, &y, scale, x->dtype);
+    ox_val y = ox_normalize(N, x, &axes, ox_attr_f(N, "epsilon", 1e-5f), &mean, &inv);
+    y = ox_ew2(N, ISA_MUL, &y, scale, x->dtype);
     if (b)
-        y = ew2(N, ISA_ADD, &y, b, x->dtype);
+        y = ox_ew2(N, ISA_ADD, &y, b, x->dtype);
     N->out[0] = y;
     if (N->n_out > 1)
         N->out[1] = mean;
@@ -896,7 +912,7 @@ static void op_LayerNormalization(ox_node *N)
 
 static void op_LRN(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     float p[4] = {(float)ox_attr_i(N, "size", 1), ox_attr_f(N, "alpha", 1e-4f), ox_attr_f(N, "beta", 0.75f),
                   ox_attr_f(N, "bias", 1.0f)};
     int64_t four = 4;
@@ -910,15 +926,15 @@ static void op_LRN(ox_node *N)
 
 static void softmax(ox_node *N, isa_op op)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     if (N->X->opset >= 13) {
         int64_t axis = ox_attr_i(N, "axis", -1);
-        N->out[0] = ox_op1(N, op, (uint32_t)norm_axis(N, axis, x->rank, false), x, x->dtype, x->rank);
+        N->out[0] = ox_op1(N, op, (uint32_t)ox_norm_axis(N, axis, x->rank, false), x, x->dtype, x->rank);
         return;
     }
     /* before opset 13: x as 2-d [prod(dims[:axis]), prod(dims[axis:])] */
-    int r = need_rank(N, x);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
     if (axis == r - 1) {
         N->out[0] = ox_op1(N, op, (uint32_t)axis, x, x->dtype, r);
         return;
@@ -934,8 +950,8 @@ static void op_LogSoftmax(ox_node *N) { softmax(N, ISA_LOG_SOFTMAX); }
 
 static void arg(ox_node *N, isa_op op)
 {
-    ox_val *x = need(N, 0);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    ox_val *x = ox_need(N, 0);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
     bool keep = ox_attr_i(N, "keepdims", 1) != 0;
     int rr = x->rank < 0 ? -1 : x->rank - 1;
     ox_val y;
@@ -950,7 +966,7 @@ static void arg(ox_node *N, isa_op op)
         ox_val ai = ox_scalar(N, TFVM_I64, 0, axis);
         ox_val dim = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
         ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
-        ox_val last = ew2(N, ISA_SUB, &dim, &one, TFVM_I64);
+        ox_val last = ox_ew2(N, ISA_SUB, &dim, &one, TFVM_I64);
         y = ox_op2(N, ISA_SUB, 0, &last, &ri, TFVM_I64, rr);
     } else {
         y = ox_op1(N, op, (uint32_t)axis, x, TFVM_I64, rr);
@@ -970,7 +986,7 @@ typedef enum { R_PLAIN, R_L1, R_L2, R_SUMSQ, R_LOGSUM, R_LOGSUMEXP } reduce_kind
 
 static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_since)
 {
-    ox_val x = *need(N, 0);
+    ox_val x = *ox_need(N, 0);
     bool keep = ox_attr_i(N, "keepdims", 1) != 0;
     bool noop = ox_attr_i(N, "noop_with_empty_axes", 0) != 0;
     ox_val axes;
@@ -978,11 +994,11 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
     int64_t ax[16] = {0};
     int nax = -1;
     if (N->X->opset >= axes_input_since) {
-        ox_val *a = opt_in(N, 1);
+        ox_val *a = ox_opt_in(N, 1);
         if (a) {
             nax = ox_const_ints(a, ax, 16);
             if (nax < 0) {
-                axes = as_i64_vec(N, a);
+                axes = ox_as_i64_vec(N, a);
                 have_axes = true;
             }
         }
@@ -1003,7 +1019,7 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
     const ox_val x0 = x;
     bool bool_minmax = x.dtype == TFVM_BOOL && (op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN);
     if (bool_minmax)
-        x = to_dtype(N, &x, TFVM_I32);
+        x = ox_to_dtype(N, &x, TFVM_I32);
     uint8_t d = x.dtype;
     cc_node *noop_if = NULL;
     cc_blk *outer = N->b;
@@ -1011,33 +1027,33 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         /* empty axes at run time leave x as it is: an If on len(axes) == 0 */
         ox_val sh = ox_op1(N, ISA_SHAPE, 0, &axes, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
         ox_val len = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
-        ox_val c = ew2(N, ISA_EQUAL, &len, &z, TFVM_BOOL);
+        ox_val c = ox_ew2(N, ISA_EQUAL, &len, &z, TFVM_BOOL);
         cc_vtype t = cc_tensor_t((tfvm_dtype)x0.dtype, -1);
         noop_if = cc_if_new(N->C, N->b, c.v, 1, &t, NULL);
         cc_block_results(N->C, noop_if->u.cond.then, 1, &x0.v);
         N->b = noop_if->u.cond.els;
     }
     if (kind == R_L1)
-        x = ew1(N, ISA_ABS, &x);
+        x = ox_ew1(N, ISA_ABS, &x);
     else if (kind == R_L2 || kind == R_SUMSQ)
-        x = ew2(N, ISA_MUL, &x, &x, d);
+        x = ox_ew2(N, ISA_MUL, &x, &x, d);
     else if (kind == R_LOGSUMEXP)
-        x = ew1(N, ISA_EXP, &x);
+        x = ox_ew1(N, ISA_EXP, &x);
     int rr = -1;
     if (x.rank >= 0 && !have_axes)
         rr = keep ? x.rank : nax == 0 ? 0 : x.rank - nax;
     ox_val y = ox_op2(N, op, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes, d, rr);
     if (kind == R_L2)
-        y = ew1(N, ISA_SQRT, &y);
+        y = ox_ew1(N, ISA_SQRT, &y);
     else if (kind == R_LOGSUM || kind == R_LOGSUMEXP)
-        y = ew1(N, ISA_LOG, &y);
+        y = ox_ew1(N, ISA_LOG, &y);
     if (bool_minmax)
-        y = to_dtype(N, &y, TFVM_BOOL);
+        y = ox_to_dtype(N, &y, TFVM_BOOL);
     if (noop_if) {
         cc_block_results(N->C, noop_if->u.cond.els, 1, &y.v);
         N->b = outer;
         y.v = cc_out(noop_if, 0);
-        unknown_shape(&y, -1);
+        ox_unknown_shape(&y, -1);
     }
     N->out[0] = y;
 }
@@ -1057,21 +1073,21 @@ static void op_ReduceLogSumExp(ox_node *N) { reduce(N, ISA_REDUCE_SUM, R_LOGSUME
 
 static void op_Shape(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val s = ox_shape_of(N, x);
     const Onnx__AttributeProto *as = ox_attr(N, "start"), *ae = ox_attr(N, "end");
     if (as || ae) {
         int64_t st = ox_attr_i(N, "start", 0), en = ox_attr_i(N, "end", INT64_MAX);
         ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en);
-        s = op3(N, ISA_SLICE, 0, &s, &vs, &ve, TFVM_I64, 1);
+        s = ox_op3(N, ISA_SLICE, 0, &s, &vs, &ve, TFVM_I64, 1);
     }
     N->out[0] = s;
 }
 
 static void op_Size(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    int64_t n = count_of(x);
+    ox_val *x = ox_need(N, 0);
+    int64_t n = ox_count_of(x);
     if (n >= 0) {
         N->out[0] = ox_scalar(N, TFVM_I64, 0, n);
         return;
@@ -1082,7 +1098,7 @@ static void op_Size(ox_node *N)
 
 static void op_Reshape(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     int64_t sh[16];
     int n;
     ox_val sv;
@@ -1091,7 +1107,7 @@ static void op_Reshape(ox_node *N)
         if (n < 0)
             ox_fail(N, TFVM_ERR_FORMAT, "no shape");
     } else {
-        n = ox_const_ints(need(N, 1), sh, 16);
+        n = ox_const_ints(ox_need(N, 1), sh, 16);
     }
     bool allowzero = ox_attr_i(N, "allowzero", 0) != 0;
     if (n >= 0) {
@@ -1111,9 +1127,9 @@ static void op_Reshape(ox_node *N)
             ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
             int64_t b0 = 0, e0 = n;
             ox_val vb = ox_i64s(N, 1, &b0), ve = ox_i64s(N, 1, &e0);
-            xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
-            ox_val c = ew2(N, ISA_EQUAL, &s, &zero, TFVM_BOOL);
-            sv = op3(N, ISA_SELECT, 0, &c, &xs, &s, TFVM_I64, 1);
+            xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
+            ox_val c = ox_ew2(N, ISA_EQUAL, &s, &zero, TFVM_BOOL);
+            sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &s, TFVM_I64, 1);
         }
         ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
         bool all = true;
@@ -1126,8 +1142,8 @@ static void op_Reshape(ox_node *N)
         N->out[0] = y;
         return;
     }
-    ox_val *s = need(N, 1);
-    sv = as_i64_vec(N, s);
+    ox_val *s = ox_need(N, 1);
+    sv = ox_as_i64_vec(N, s);
     int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
     if (!allowzero) {
         /* a shape computed at run time may hold 0s too: select(shape == 0,
@@ -1138,18 +1154,18 @@ static void op_Reshape(ox_node *N)
         ox_val pv = ox_i64s(N, 2, pads), vb = ox_i64s(N, 1, &b0);
         xs = ox_op2(N, ISA_PAD, 0, &xs, &pv, TFVM_I64, 1);
         ox_val ve = ox_op1(N, ISA_SHAPE, 0, &sv, TFVM_I64, 1);
-        xs = op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
-        ox_val c = ew2(N, ISA_EQUAL, &sv, &zero, TFVM_BOOL);
-        sv = op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
+        xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
+        ox_val c = ox_ew2(N, ISA_EQUAL, &sv, &zero, TFVM_BOOL);
+        sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
     }
     N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, rr);
 }
 
 static void op_Flatten(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    int r = need_rank(N, x);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 1), r, true);
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, true);
     ox_val y;
     if (axis == r) {
         int64_t s[2] = {-1, 1};
@@ -1171,11 +1187,11 @@ static void op_Flatten(ox_node *N)
 
 static void op_Transpose(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     int64_t perm[8];
     int n = ox_attr_ints(N, "perm", perm, 8);
     if (n < 0) {
-        int r = need_rank(N, x);
+        int r = ox_need_rank(N, x);
         for (int k = 0; k < r; k++)
             perm[k] = r - 1 - k;
         n = r;
@@ -1199,17 +1215,17 @@ static bool axes_arg(ox_node *N, ox_val *out, int64_t *ax, int *nax)
         *out = ox_i64s(N, *nax, ax);
         return true;
     }
-    ox_val *a = opt_in(N, 1);
+    ox_val *a = ox_opt_in(N, 1);
     if (!a)
         return false;
     *nax = ox_const_ints(a, ax, 16);
-    *out = *nax >= 0 ? ox_i64s(N, *nax, ax) : as_i64_vec(N, a);
+    *out = *nax >= 0 ? ox_i64s(N, *nax, ax) : ox_as_i64_vec(N, a);
     return true;
 }
 
 static void op_Squeeze(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val axes;
     int64_t ax[16];
     int nax = -1;
@@ -1230,7 +1246,7 @@ static void op_Squeeze(ox_node *N)
 
 static void op_Unsqueeze(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val axes;
     int64_t ax[16];
     int nax = -1;
@@ -1258,15 +1274,15 @@ static void op_Unsqueeze(ox_node *N)
 static void op_Concat(ox_node *N)
 {
     int64_t axis = ox_attr_i(N, "axis", 0);
-    ox_val acc = *need(N, 0);
+    ox_val acc = *ox_need(N, 0);
     if (N->n_in == 1) {
         N->out[0] = acc;
         return;
     }
     for (uint32_t k = 1; k < N->n_in; k++) {
-        ox_val *b = need(N, k);
+        ox_val *b = ox_need(N, k);
         int r = acc.rank >= 0 ? acc.rank : b->rank;
-        int ax = norm_axis(N, axis, r, false);
+        int ax = ox_norm_axis(N, axis, r, false);
         ox_val y = ox_op2(N, ISA_CONCAT, (uint32_t)ax, &acc, b, acc.dtype, r);
         if (r > 0 && acc.rank == r && b->rank == r && ax >= 0) {
             /* the dims along the axis add up (what Reshape's shape length needs) */
@@ -1281,16 +1297,16 @@ static void op_Concat(ox_node *N)
 
 static void op_Gather(ox_node *N)
 {
-    ox_val *x = need(N, 0), *idx = need(N, 1);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
     int rr = x->rank >= 0 && idx->rank >= 0 ? x->rank - 1 + idx->rank : -1;
     N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, idx, x->dtype, rr);
 }
 
 static void op_GatherElements(ox_node *N)
 {
-    ox_val *x = need(N, 0), *idx = need(N, 1);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
     ox_val y = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, idx, x->dtype, idx->rank);
     memcpy(y.dims, idx->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
@@ -1299,7 +1315,7 @@ static void op_GatherElements(ox_node *N)
 
 static void op_Slice(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val st, en, ax, sp;
     if (N->X->opset < 10) {
         int64_t s[16], e[16], a[16];
@@ -1309,13 +1325,13 @@ static void op_Slice(ox_node *N)
             ox_fail(N, TFVM_ERR_FORMAT, "starts and ends differ in length");
         st = ox_i64s(N, ns, s);
         en = ox_i64s(N, ne, e);
-        ax = na >= 0 ? ox_i64s(N, na, a) : empty_vec(N, TFVM_I64);
-        sp = empty_vec(N, TFVM_I64);
+        ax = na >= 0 ? ox_i64s(N, na, a) : ox_empty_vec(N, TFVM_I64);
+        sp = ox_empty_vec(N, TFVM_I64);
     } else {
-        st = as_i64_vec(N, need(N, 1));
-        en = as_i64_vec(N, need(N, 2));
-        ax = opt_in(N, 3) ? as_i64_vec(N, opt_in(N, 3)) : empty_vec(N, TFVM_I64);
-        sp = opt_in(N, 4) ? as_i64_vec(N, opt_in(N, 4)) : empty_vec(N, TFVM_I64);
+        st = ox_as_i64_vec(N, ox_need(N, 1));
+        en = ox_as_i64_vec(N, ox_need(N, 2));
+        ax = ox_opt_in(N, 3) ? ox_as_i64_vec(N, ox_opt_in(N, 3)) : ox_empty_vec(N, TFVM_I64);
+        sp = ox_opt_in(N, 4) ? ox_as_i64_vec(N, ox_opt_in(N, 4)) : ox_empty_vec(N, TFVM_I64);
     }
     const ox_val *in[5] = {x, &st, &en, &ax, &sp};
     N->out[0] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
@@ -1323,21 +1339,21 @@ static void op_Slice(ox_node *N)
 
 static void op_Split(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    int axis = norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
+    ox_val *x = ox_need(N, 0);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
     int64_t split[OX_MAX_IO];
     int ns = -1;
     if (N->X->opset < 13) {
         ns = ox_attr_ints(N, "split", split, OX_MAX_IO);
-    } else if (opt_in(N, 1)) {
-        ns = ox_const_ints(opt_in(N, 1), split, OX_MAX_IO);
+    } else if (ox_opt_in(N, 1)) {
+        ns = ox_const_ints(ox_opt_in(N, 1), split, OX_MAX_IO);
         if (ns < 0) {
             /* part k is [sum(split[:k]), sum(split[:k+1])) */
-            ox_val sp0 = as_i64_vec(N, opt_in(N, 1)), zax = ox_scalar(N, TFVM_I64, 0, 0);
+            ox_val sp0 = ox_as_i64_vec(N, ox_opt_in(N, 1)), zax = ox_scalar(N, TFVM_I64, 0, 0);
             ox_val ex = ox_op2(N, ISA_CUMSUM, ISA_OPT_EXCLUSIVE, &sp0, &zax, TFVM_I64, 1);
             ox_val in_ = ox_op2(N, ISA_CUMSUM, 0, &sp0, &zax, TFVM_I64, 1);
             int64_t a0 = axis;
-            ox_val av0 = ox_i64s(N, 1, &a0), st0 = empty_vec(N, TFVM_I64);
+            ox_val av0 = ox_i64s(N, 1, &a0), st0 = ox_empty_vec(N, TFVM_I64);
             for (uint32_t k = 0; k < N->n_out; k++) {
                 int64_t kk = k;
                 ox_val ki = ox_i64s(N, 1, &kk);
@@ -1353,7 +1369,7 @@ static void op_Split(ox_node *N)
     if (ns >= 0 && ns != n)
         ox_fail(N, TFVM_ERR_FORMAT, "split has %d sizes for %d outputs", ns, n);
     int64_t a = axis;
-    ox_val av = ox_i64s(N, 1, &a), sp = empty_vec(N, TFVM_I64);
+    ox_val av = ox_i64s(N, 1, &a), sp = ox_empty_vec(N, TFVM_I64);
     if (ns >= 0) {
         int64_t off = 0;
         for (int k = 0; k < n; k++) {
@@ -1381,11 +1397,11 @@ static void op_Split(ox_node *N)
     ox_val ai = ox_i64s(N, 1, &a);
     ox_val d = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 1);
     ox_val nm1 = ox_scalar(N, TFVM_I64, 0, n - 1), nn = ox_scalar(N, TFVM_I64, 0, n);
-    ox_val chunk = ew2(N, ISA_ADD, &d, &nm1, TFVM_I64);
-    chunk = ew2(N, ISA_FLOOR_DIV, &chunk, &nn, TFVM_I64);
+    ox_val chunk = ox_ew2(N, ISA_ADD, &d, &nm1, TFVM_I64);
+    chunk = ox_ew2(N, ISA_FLOOR_DIV, &chunk, &nn, TFVM_I64);
     for (int k = 0; k < n; k++) {
         ox_val kb = ox_scalar(N, TFVM_I64, 0, k), ke = ox_scalar(N, TFVM_I64, 0, k + 1);
-        ox_val vb = ew2(N, ISA_MUL, &chunk, &kb, TFVM_I64), ve = ew2(N, ISA_MUL, &chunk, &ke, TFVM_I64);
+        ox_val vb = ox_ew2(N, ISA_MUL, &chunk, &kb, TFVM_I64), ve = ox_ew2(N, ISA_MUL, &chunk, &ke, TFVM_I64);
         const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
         N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
     }
@@ -1393,13 +1409,13 @@ static void op_Split(ox_node *N)
 
 static void op_ConstantOfShape(ox_node *N)
 {
-    ox_val *s = need(N, 0);
+    ox_val *s = ox_need(N, 0);
     const Onnx__AttributeProto *a = ox_attr(N, "value");
     ox_val v;
     if (a && a->t) {
         ox_val t;
         ox_tensor_const(N->X, N, N->b, a->t, &t);
-        if (count_of(&t) != 1)
+        if (ox_count_of(&t) != 1)
             ox_fail(N, TFVM_ERR_FORMAT, "value must hold one element");
         v = t;
         if (t.rank != 0) {
@@ -1407,17 +1423,17 @@ static void op_ConstantOfShape(ox_node *N)
             v = ox_op2(N, ISA_RESHAPE, 0, &t, &e, t.dtype, 0);
         }
     } else {
-        v = fscalar(N, TFVM_F32, 0);
+        v = ox_fscalar(N, TFVM_F32, 0);
     }
-    ox_val sv = as_i64_vec(N, s);
+    ox_val sv = ox_as_i64_vec(N, s);
     int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
     N->out[0] = ox_op2(N, ISA_FILL, 0, &sv, &v, v.dtype, rr);
 }
 
 static void op_Expand(ox_node *N)
 {
-    ox_val *x = need(N, 0), *s = need(N, 1);
-    ox_val sv = as_i64_vec(N, s);
+    ox_val *x = ox_need(N, 0), *s = ox_need(N, 1);
+    ox_val sv = ox_as_i64_vec(N, s);
     int rr = -1;
     if (s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0)
         rr = (int)(s->dims[0] > x->rank ? s->dims[0] : x->rank);
@@ -1426,8 +1442,8 @@ static void op_Expand(ox_node *N)
 
 static void op_Tile(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val r = as_i64_vec(N, need(N, 1));
+    ox_val *x = ox_need(N, 0);
+    ox_val r = ox_as_i64_vec(N, ox_need(N, 1));
     N->out[0] = ox_op2(N, ISA_TILE, 0, x, &r, x->dtype, x->rank);
 }
 
@@ -1435,18 +1451,18 @@ static void op_Range(ox_node *N)
 {
     ox_val v[3];
     for (uint32_t k = 0; k < 3; k++) {
-        v[k] = *need(N, k);
+        v[k] = *ox_need(N, k);
         if (v[k].rank != 0) {
             ox_val e = ox_i64s(N, 0, NULL);
-            v[k] = ox_op2(N, ISA_RESHAPE, 0, need(N, k), &e, v[k].dtype, 0);
+            v[k] = ox_op2(N, ISA_RESHAPE, 0, ox_need(N, k), &e, v[k].dtype, 0);
         }
     }
-    N->out[0] = op3(N, ISA_RANGE, 0, &v[0], &v[1], &v[2], v[0].dtype, 1);
+    N->out[0] = ox_op3(N, ISA_RANGE, 0, &v[0], &v[1], &v[2], v[0].dtype, 1);
 }
 
 static void op_Pad(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     char mb[16];
     const char *mode = ox_attr_s(N, "mode", "constant", mb, sizeof mb);
     uint32_t opts = 0;
@@ -1465,10 +1481,10 @@ static void op_Pad(ox_node *N)
         if (n < 0)
             ox_fail(N, TFVM_ERR_FORMAT, "no pads");
         pads = ox_i64s(N, n, p);
-        v = fscalar(N, x->dtype, ox_attr_f(N, "value", 0));
+        v = ox_fscalar(N, x->dtype, ox_attr_f(N, "value", 0));
     } else {
-        pads = as_i64_vec(N, need(N, 1));
-        ox_val *cv = opt_in(N, 2);
+        pads = ox_as_i64_vec(N, ox_need(N, 1));
+        ox_val *cv = ox_opt_in(N, 2);
         if (cv) {
             v = *cv;
             if (cv->rank != 0) {
@@ -1478,14 +1494,14 @@ static void op_Pad(ox_node *N)
         } else {
             v = ox_scalar(N, x->dtype, 0, 0);
         }
-        ox_val *axv = opt_in(N, 3);
+        ox_val *axv = ox_opt_in(N, 3);
         if (axv) {
             int64_t ax[8], p[16], full[16] = {0};
-            int na = ox_const_ints(axv, ax, 8), np = ox_const_ints(need(N, 1), p, 16);
-            int r = need_rank(N, x);
+            int na = ox_const_ints(axv, ax, 8), np = ox_const_ints(ox_need(N, 1), p, 16);
+            int r = ox_need_rank(N, x);
             if (na >= 0 && np == 2 * na) {
                 for (int k = 0; k < na; k++) {
-                    int a = norm_axis(N, ax[k], r, false);
+                    int a = ox_norm_axis(N, ax[k], r, false);
                     full[a] = p[k];
                     full[r + a] = p[na + k];
                 }
@@ -1495,15 +1511,15 @@ static void op_Pad(ox_node *N)
                 ox_val la = ox_op1(N, ISA_SHAPE, 0, axv, TFVM_I64, 1);
                 int64_t z = 0, big = INT64_MAX;
                 ox_val vz = ox_i64s(N, 1, &z), vbig = ox_i64s(N, 1, &big);
-                ox_val b = op3(N, ISA_SLICE, 0, &pads, &vz, &la, TFVM_I64, 1);
-                ox_val e = op3(N, ISA_SLICE, 0, &pads, &la, &vbig, TFVM_I64, 1);
-                b = spread_axes(N, &b, axv, r, TFVM_I64);
-                e = spread_axes(N, &e, axv, r, TFVM_I64);
+                ox_val b = ox_op3(N, ISA_SLICE, 0, &pads, &vz, &la, TFVM_I64, 1);
+                ox_val e = ox_op3(N, ISA_SLICE, 0, &pads, &la, &vbig, TFVM_I64, 1);
+                b = ox_spread_axes(N, &b, axv, r, TFVM_I64);
+                e = ox_spread_axes(N, &e, axv, r, TFVM_I64);
                 pads = ox_op2(N, ISA_CONCAT, 0, &b, &e, TFVM_I64, 1);
             }
         }
     }
-    N->out[0] = op3(N, ISA_PADV, opts, x, &pads, &v, x->dtype, x->rank);
+    N->out[0] = ox_op3(N, ISA_PADV, opts, x, &pads, &v, x->dtype, x->rank);
 }
 
 static void op_Einsum(ox_node *N)
@@ -1555,14 +1571,14 @@ static void op_Einsum(ox_node *N)
         for (const char *q = in[k]; *q; q++)
             if (strchr(q + 1, *q))
                 ox_unsupported(N, "equation '%s' (a repeated index: diagonals)", e);
-        if (need(N, k)->rank >= 0 && (size_t)need(N, k)->rank != strlen(in[k]))
-            ox_fail(N, TFVM_ERR_FORMAT, "operand %d has rank %d, equation '%s'", k, need(N, k)->rank, e);
+        if (ox_need(N, k)->rank >= 0 && (size_t)ox_need(N, k)->rank != strlen(in[k]))
+            ox_fail(N, TFVM_ERR_FORMAT, "operand %d has rank %d, equation '%s'", k, ox_need(N, k)->rank, e);
     }
     ox_val ops[2];
     char lt[2][16];
     /* sum away each operand's letters that appear nowhere else */
     for (int k = 0; k < nin; k++) {
-        ox_val x = *need(N, k);
+        ox_val x = *ox_need(N, k);
         int64_t ax[8];
         int na = 0, j = 0;
         for (int i = 0; in[k][i]; i++) {
@@ -1678,15 +1694,15 @@ static void op_Einsum(ox_node *N)
 
 static void op_TopK(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val k;
     if (N->X->opset < 10)
         k = ox_scalar(N, TFVM_I64, 0, ox_attr_i(N, "k", 0));
     else
-        k = as_i64_scalar(N, need(N, 1));
-    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), x->rank, false);
+        k = ox_as_i64_scalar(N, ox_need(N, 1));
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), x->rank, false);
     ox_val largest = ox_scalar(N, TFVM_BOOL, 0, ox_attr_i(N, "largest", 1) != 0);
-    ox_val idx = op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest, TFVM_I64, x->rank);
+    ox_val idx = ox_op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest, TFVM_I64, x->rank);
     N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, &idx, x->dtype, x->rank);
     if (N->n_out > 1)
         N->out[1] = idx;
@@ -1694,8 +1710,8 @@ static void op_TopK(ox_node *N)
 
 static void op_Trilu(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val k = opt_in(N, 1) ? as_i64_scalar(N, opt_in(N, 1)) : ox_scalar(N, TFVM_I64, 0, 0);
+    ox_val *x = ox_need(N, 0);
+    ox_val k = ox_opt_in(N, 1) ? ox_as_i64_scalar(N, ox_opt_in(N, 1)) : ox_scalar(N, TFVM_I64, 0, 0);
     uint32_t opts = ox_attr_i(N, "upper", 1) ? ISA_OPT_UPPER : 0;
     ox_val y = ox_op2(N, ISA_TRILU, opts, x, &k, x->dtype, x->rank);
     memcpy(y.dims, x->dims, sizeof y.dims);
@@ -1704,8 +1720,8 @@ static void op_Trilu(ox_node *N)
 
 static void op_CumSum(ox_node *N)
 {
-    ox_val *x = need(N, 0);
-    ox_val a = as_i64_scalar(N, need(N, 1));
+    ox_val *x = ox_need(N, 0);
+    ox_val a = ox_as_i64_scalar(N, ox_need(N, 1));
     uint32_t opts = (ox_attr_i(N, "exclusive", 0) ? ISA_OPT_EXCLUSIVE : 0) | (ox_attr_i(N, "reverse", 0) ? ISA_OPT_REVERSE : 0);
     ox_val y = ox_op2(N, ISA_CUMSUM, opts, x, &a, x->dtype, x->rank);
     memcpy(y.dims, x->dims, sizeof y.dims);
@@ -1714,18 +1730,18 @@ static void op_CumSum(ox_node *N)
 
 static void op_OneHot(ox_node *N)
 {
-    ox_val *ind = need(N, 0), *vals = need(N, 2);
-    ox_val i = to_dtype(N, ind, TFVM_I64);
-    ox_val dep = to_dtype(N, need(N, 1), TFVM_I64);
-    dep = as_i64_scalar(N, &dep);
+    ox_val *ind = ox_need(N, 0), *vals = ox_need(N, 2);
+    ox_val i = ox_to_dtype(N, ind, TFVM_I64);
+    ox_val dep = ox_to_dtype(N, ox_need(N, 1), TFVM_I64);
+    dep = ox_as_i64_scalar(N, &dep);
     int rr = ind->rank >= 0 ? ind->rank + 1 : -1;
-    int axis = norm_axis(N, ox_attr_i(N, "axis", -1), rr, false);
-    N->out[0] = op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals, vals->dtype, rr);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), rr, false);
+    N->out[0] = ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals, vals->dtype, rr);
 }
 
 static void op_Resize(ox_node *N)
 {
-    ox_val *x = need(N, 0);
+    ox_val *x = ox_need(N, 0);
     ox_val axes_v = {0};
     bool have_axes = false;
     char mb[32], cb[32], nb[32];
@@ -1737,7 +1753,7 @@ static void op_Resize(ox_node *N)
         ox_unsupported(N, "mode '%s'", mode);
     ox_val *scales = NULL, *sizes = NULL;
     if (N->X->opset < 11) {
-        scales = need(N, 1);
+        scales = ox_need(N, 1);
         opts |= ISA_OPT_ASYMMETRIC | ISA_OPT_NEAREST_FLOOR;
     } else {
         const char *ct = ox_attr_s(N, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb);
@@ -1774,32 +1790,32 @@ static void op_Resize(ox_node *N)
         const char *kp = ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", kb, sizeof kb);
         if (strcmp(kp, "stretch") != 0)
             ox_unsupported(N, "keep_aspect_ratio_policy '%s'", kp);
-        scales = opt_in(N, 2);
-        sizes = opt_in(N, 3);
+        scales = ox_opt_in(N, 2);
+        sizes = ox_opt_in(N, 3);
     }
     if (scales && scales->rank == 1 && scales->dims[0] == 0)
         scales = NULL;
     if (sizes && sizes->rank == 1 && sizes->dims[0] == 0)
         sizes = NULL;
-    ox_val sc = scales ? to_dtype(N, scales, TFVM_F32) : empty_vec(N, TFVM_F32);
-    ox_val sz = sizes ? as_i64_vec(N, sizes) : empty_vec(N, TFVM_I64);
+    ox_val sc = scales ? ox_to_dtype(N, scales, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
+    ox_val sz = sizes ? ox_as_i64_vec(N, sizes) : ox_empty_vec(N, TFVM_I64);
     if (have_axes) {
         /* scales or sizes for the listed axes only: the others keep their size */
-        int r = need_rank(N, x);
+        int r = ox_need_rank(N, x);
         if (scales) {
-            ox_val one = fscalar(N, TFVM_F32, 1);
-            ox_val d = ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
-            d = spread_axes(N, &d, &axes_v, r, TFVM_F32);
-            sc = ew2(N, ISA_ADD, &d, &one, TFVM_F32);
+            ox_val one = ox_fscalar(N, TFVM_F32, 1);
+            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
+            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
+            sc = ox_ew2(N, ISA_ADD, &d, &one, TFVM_F32);
         } else if (sizes) {
             ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
             ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v, TFVM_I64, 1);
-            ox_val d = ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
-            d = spread_axes(N, &d, &axes_v, r, TFVM_I64);
-            sz = ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
+            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
+            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
+            sz = ox_ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
         }
     }
-    N->out[0] = op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
 }
 
 static void op_Constant(ox_node *N)
@@ -1808,7 +1824,7 @@ static void op_Constant(ox_node *N)
     if ((a = ox_attr(N, "value")) && a->t) {
         ox_tensor_const(N->X, N, N->b, a->t, &N->out[0]);
     } else if ((a = ox_attr(N, "value_float")) && a->has_f) {
-        N->out[0] = fscalar(N, TFVM_F32, a->f);
+        N->out[0] = ox_fscalar(N, TFVM_F32, a->f);
         N->out[0].cdata = NULL;
     } else if ((a = ox_attr(N, "value_int")) && a->has_i) {
         N->out[0] = ox_scalar(N, TFVM_I64, 0, a->i);
@@ -1835,11 +1851,6 @@ static void op_Constant(ox_node *N)
 
 /* ---- The table ---------------------------------------------------------------------- */
 
-typedef struct ox_opdef {
-    const char *name;
-    int64_t since;
-    ox_handler h;
-} ox_opdef;
 
 #define R(name, since) {#name, since, op_##name}
 static const ox_opdef ops[] = {
@@ -1850,7 +1861,7 @@ static const ox_opdef ops[] = {
     R(GatherElements, 11), R(Gelu, 20), R(Gemm, 1), R(GlobalAveragePool, 1), R(GlobalMaxPool, 1), R(Greater, 1),
     R(GreaterOrEqual, 12), R(HardSigmoid, 1), R(HardSwish, 14), R(Identity, 1), {"If", 1, ox_op_if},
     R(InstanceNormalization, 1), R(IsNaN, 9), R(LayerNormalization, 17), R(LeakyRelu, 1), R(Less, 1),
-    R(LessOrEqual, 12), R(Log, 1), R(LogSoftmax, 1), {"Loop", 1, ox_op_loop}, R(LRN, 1), R(MatMul, 1), R(Max, 1),
+    R(LessOrEqual, 12), R(Log, 1), R(LogSoftmax, 1), {"Loop", 1, ox_op_loop}, R(LRN, 1), R(LpPool, 1), R(MatMul, 1), R(Max, 1),
     R(MaxPool, 1), R(Mean, 1), R(Min, 1), R(Mish, 18), R(Mod, 10), R(Mul, 1), R(Neg, 1), R(Not, 1), R(OneHot, 9), R(Or, 1),
     R(Pad, 1), R(Pow, 1), R(PRelu, 1), R(Range, 11), R(Reciprocal, 1), R(ReduceL1, 1), R(ReduceL2, 1),
     R(ReduceLogSum, 1), R(ReduceLogSumExp, 1), R(ReduceMax, 1), R(ReduceMean, 1), R(ReduceMin, 1),
@@ -1862,17 +1873,24 @@ static const ox_opdef ops[] = {
 };
 #undef R
 
-ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
+static ox_handler find_in(const ox_opdef *t, size_t n, const char *op_type, int64_t opset, int64_t *min_opset)
 {
-    for (size_t k = 0; k < UT_COUNTOF(ops); k++)
-        if (strcmp(ops[k].name, op_type) == 0) {
-            if (opset < ops[k].since) {
-                *min_opset = ops[k].since;
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(t[k].name, op_type) == 0) {
+            if (opset < t[k].since) {
+                *min_opset = t[k].since;
                 return NULL;
             }
-            return ops[k].h;
+            return t[k].h;
         }
     return NULL;
+}
+
+ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
+{
+    *min_opset = 0;
+    ox_handler h = find_in(ops, UT_COUNTOF(ops), op_type, opset, min_opset);
+    return h || *min_opset ? h : find_in(ox_extra_ops, ox_n_extra_ops, op_type, opset, min_opset);
 }
 
 bool ox_op_supported(const char *op_type)

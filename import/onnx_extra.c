@@ -1,0 +1,437 @@
+/* import/onnx_extra.c — ONNX ops beyond issue 10's list, each a short
+ * decomposition into ISA instructions: losses, more normalizations,
+ * hyperbolic functions, Hardmax, quantization, layout shuffles. */
+#include <math.h>
+#include <string.h>
+
+#include "import/onnx_int.h"
+
+static ox_val reshape_to(ox_node *N, const ox_val *x, int n, const int64_t *shape)
+{
+    ox_val s = ox_i64s(N, n, shape);
+    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &s, x->dtype, n);
+    for (int k = 0; k < n; k++)
+        y.dims[k] = shape[k] >= 0 ? shape[k] : -1;
+    y.v.n->types[0] = ox_vtype(&y);
+    return y;
+}
+
+static ox_val axes_from(ox_node *N, int axis, int r)
+{
+    int64_t ax[TFVM_MAX_RANK];
+    for (int i = axis; i < r; i++)
+        ax[i - axis] = i;
+    return ox_i64s(N, r - axis, ax);
+}
+
+/* ---- Elementwise ------------------------------------------------------------------ */
+
+static ox_val exp_pm(ox_node *N, const ox_val *x, isa_op op)
+{
+    ox_val nx = ox_ew1(N, ISA_NEG, x), a = ox_ew1(N, ISA_EXP, x), b = ox_ew1(N, ISA_EXP, &nx);
+    ox_val s = ox_ew2(N, op, &a, &b, x->dtype), h = ox_fscalar(N, x->dtype, 0.5);
+    return ox_ew2(N, ISA_MUL, &s, &h, x->dtype);
+}
+
+static void op_Sinh(ox_node *N) { N->out[0] = exp_pm(N, ox_need(N, 0), ISA_SUB); }
+static void op_Cosh(ox_node *N) { N->out[0] = exp_pm(N, ox_need(N, 0), ISA_ADD); }
+
+static void op_Tan(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val s = ox_ew1(N, ISA_SIN, x), c = ox_ew1(N, ISA_COS, x);
+    N->out[0] = ox_ew2(N, ISA_DIV, &s, &c, x->dtype);
+}
+
+/* log(x + sqrt(x*x + sign)) */
+static ox_val log_root(ox_node *N, const ox_val *x, double sign)
+{
+    ox_val sq = ox_ew2(N, ISA_MUL, x, x, x->dtype), c = ox_fscalar(N, x->dtype, sign);
+    sq = ox_ew2(N, ISA_ADD, &sq, &c, x->dtype);
+    sq = ox_ew1(N, ISA_SQRT, &sq);
+    sq = ox_ew2(N, ISA_ADD, x, &sq, x->dtype);
+    return ox_ew1(N, ISA_LOG, &sq);
+}
+
+static void op_Asinh(ox_node *N) { N->out[0] = log_root(N, ox_need(N, 0), 1); }
+static void op_Acosh(ox_node *N) { N->out[0] = log_root(N, ox_need(N, 0), -1); }
+
+static void op_Atanh(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val one = ox_fscalar(N, x->dtype, 1), h = ox_fscalar(N, x->dtype, 0.5);
+    ox_val a = ox_ew2(N, ISA_ADD, &one, x, x->dtype), b = ox_ew2(N, ISA_SUB, &one, x, x->dtype);
+    ox_val q = ox_ew2(N, ISA_DIV, &a, &b, x->dtype);
+    q = ox_ew1(N, ISA_LOG, &q);
+    N->out[0] = ox_ew2(N, ISA_MUL, &q, &h, x->dtype);
+}
+
+static void op_IsInf(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    bool pos = ox_attr_i(N, "detect_positive", 1) != 0, neg = ox_attr_i(N, "detect_negative", 1) != 0;
+    ox_val pi = ox_fscalar(N, x->dtype, INFINITY), ni = ox_fscalar(N, x->dtype, -INFINITY);
+    ox_val a = ox_ew2(N, ISA_EQUAL, x, &pi, TFVM_BOOL), b = ox_ew2(N, ISA_EQUAL, x, &ni, TFVM_BOOL);
+    if (pos && neg)
+        N->out[0] = ox_ew2(N, ISA_OR, &a, &b, TFVM_BOOL);
+    else if (pos)
+        N->out[0] = a;
+    else if (neg)
+        N->out[0] = b;
+    else
+        N->out[0] = ox_ew2(N, ISA_NOT_EQUAL, &a, &a, TFVM_BOOL); /* all false */
+}
+
+static void op_Swish(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val al = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f));
+    ox_val t = ox_ew2(N, ISA_MUL, x, &al, x->dtype);
+    t = ox_ew1(N, ISA_SIGMOID, &t);
+    N->out[0] = ox_ew2(N, ISA_MUL, x, &t, x->dtype);
+}
+
+/* ---- Normalizations ----------------------------------------------------------------- */
+
+static void op_RMSNormalization(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1);
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), r, false);
+    ox_val axes = axes_from(N, axis, r);
+    uint8_t d = x->dtype;
+    ox_val sq = ox_ew2(N, ISA_MUL, x, x, d);
+    ox_val ms = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, &axes, d, r);
+    ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
+    ms = ox_ew2(N, ISA_ADD, &ms, &eps, d);
+    ms = ox_ew1(N, ISA_SQRT, &ms);
+    ox_val y = ox_ew2(N, ISA_DIV, x, &ms, d);
+    N->out[0] = ox_ew2(N, ISA_MUL, &y, scale, d);
+}
+
+static void op_LpNormalization(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int64_t p = ox_attr_i(N, "p", 2);
+    if (p != 1 && p != 2)
+        ox_unsupported(N, "p = %lld", (long long)p);
+    int64_t axis = ox_attr_i(N, "axis", -1);
+    ox_val av = ox_i64s(N, 1, &axis);
+    ox_val t = p == 1 ? ox_ew1(N, ISA_ABS, x) : ox_ew2(N, ISA_MUL, x, x, x->dtype);
+    ox_val n = ox_op2(N, ISA_REDUCE_SUM, ISA_OPT_KEEPDIMS, &t, &av, x->dtype, x->rank);
+    if (p == 2)
+        n = ox_ew1(N, ISA_SQRT, &n);
+    /* a zero norm leaves zeros (not 0/0) */
+    ox_val z = ox_fscalar(N, x->dtype, 0), one = ox_fscalar(N, x->dtype, 1);
+    ox_val isz = ox_ew2(N, ISA_EQUAL, &n, &z, TFVM_BOOL);
+    n = ox_op3(N, ISA_SELECT, 0, &isz, &one, &n, x->dtype, x->rank);
+    N->out[0] = ox_ew2(N, ISA_DIV, x, &n, x->dtype);
+}
+
+static void op_MeanVarianceNormalization(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int64_t ax[TFVM_MAX_RANK] = {0, 2, 3};
+    int na = ox_attr_ints(N, "axes", ax, TFVM_MAX_RANK);
+    ox_val axes = ox_i64s(N, na < 0 ? 3 : na, ax);
+    uint8_t d = x->dtype;
+    /* the ONNX function: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9) */
+    ox_val ex = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, &axes, d, x->rank);
+    ox_val sq = ox_ew2(N, ISA_MUL, x, x, d);
+    ox_val ex2 = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, &axes, d, x->rank);
+    ox_val e2 = ox_ew2(N, ISA_MUL, &ex, &ex, d);
+    ox_val var = ox_ew2(N, ISA_SUB, &ex2, &e2, d);
+    ox_val sd = ox_ew1(N, ISA_SQRT, &var), eps = ox_fscalar(N, d, 1e-9);
+    sd = ox_ew2(N, ISA_ADD, &sd, &eps, d);
+    ox_val c = ox_ew2(N, ISA_SUB, x, &ex, d);
+    N->out[0] = ox_ew2(N, ISA_DIV, &c, &sd, d);
+}
+
+static void op_GroupNormalization(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *bias = ox_need(N, 2);
+    int r = ox_need_rank(N, x);
+    int64_t g = ox_attr_i(N, "num_groups", 0), c = r > 1 ? x->dims[1] : -1;
+    if (g < 1 || r < 2)
+        ox_fail(N, TFVM_ERR_FORMAT, "num_groups %lld for rank %d", (long long)g, r);
+    /* x as [N, G, -1], normalized over the last axis, back to x's shape */
+    ox_val xs = ox_shape_of(N, x);
+    int64_t z = 0, one = 1, rest[2] = {g, -1};
+    ox_val vz = ox_i64s(N, 1, &z), v1 = ox_i64s(N, 1, &one), vr = ox_i64s(N, 2, rest);
+    ox_val n0 = ox_op3(N, ISA_SLICE, 0, &xs, &vz, &v1, TFVM_I64, 1);
+    ox_val gs = ox_op2(N, ISA_CONCAT, 0, &n0, &vr, TFVM_I64, 1);
+    ox_val xg = ox_op2(N, ISA_RESHAPE, 0, x, &gs, x->dtype, 3);
+    int64_t two = 2;
+    ox_val a2 = ox_i64s(N, 1, &two);
+    ox_val y = ox_normalize(N, &xg, &a2, ox_attr_f(N, "epsilon", 1e-5f), NULL, NULL);
+    y = ox_op2(N, ISA_RESHAPE, 0, &y, &xs, x->dtype, r);
+    ox_val sc = *scale, bi = *bias;
+    if (N->X->opset < 21 || (scale->rank == 1 && scale->dims[0] == g && g != c)) {
+        /* per group: each repeated over its C/G channels */
+        if (c < 0)
+            ox_unsupported(N, "per-group scale on an input of unknown channel count");
+        int64_t gc[2] = {g, 1}, rep[2] = {1, c / g}, flat = -1;
+        ox_val vgc = ox_i64s(N, 2, gc), vrep = ox_i64s(N, 2, rep), vf = ox_i64s(N, 1, &flat);
+        ox_val *src[2] = {scale, bias};
+        ox_val *dst[2] = {&sc, &bi};
+        for (int k = 0; k < 2; k++) {
+            ox_val t = ox_op2(N, ISA_RESHAPE, 0, src[k], &vgc, src[k]->dtype, 2);
+            t = ox_op2(N, ISA_TILE, 0, &t, &vrep, t.dtype, 2);
+            *dst[k] = ox_op2(N, ISA_RESHAPE, 0, &t, &vf, t.dtype, 1);
+        }
+    }
+    ox_val s2 = ox_per_channel(N, &sc, r), b2 = ox_per_channel(N, &bi, r);
+    y = ox_ew2(N, ISA_MUL, &y, &s2, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_ADD, &y, &b2, x->dtype);
+}
+
+/* ---- Losses --------------------------------------------------------------------------- */
+
+/* -input[n, target[n, ...], ...] weighted, reduced as asked (ONNX's
+ * NegativeLogLikelihoodLoss); ignored targets weigh 0 */
+static ox_val nll(ox_node *N, const ox_val *in, const ox_val *target, const ox_val *weight)
+{
+    uint8_t d = in->dtype;
+    char rb[16];
+    const char *red = ox_attr_s(N, "reduction", "mean", rb, sizeof rb);
+    const Onnx__AttributeProto *ia = ox_attr(N, "ignore_index");
+    ox_val t = ox_to_dtype(N, target, TFVM_I64), mask = {0};
+    bool ignore = ia && ia->has_i;
+    if (ignore) {
+        ox_val ii = ox_scalar(N, TFVM_I64, 0, ia->i), zero = ox_scalar(N, TFVM_I64, 0, 0);
+        mask = ox_ew2(N, ISA_NOT_EQUAL, &t, &ii, TFVM_BOOL);
+        t = ox_op3(N, ISA_SELECT, 0, &mask, &t, &zero, TFVM_I64, t.rank);
+    }
+    int64_t one = 1;
+    ox_val a1 = ox_i64s(N, 1, &one);
+    ox_val tu = ox_op2(N, ISA_UNSQUEEZE, 0, &t, &a1, TFVM_I64, t.rank >= 0 ? t.rank + 1 : -1);
+    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, 1, in, &tu, d, in->rank);
+    g = ox_op2(N, ISA_SQUEEZE, 0, &g, &a1, d, t.rank);
+    ox_val loss = ox_ew1(N, ISA_NEG, &g), w = {0};
+    bool have_w = false;
+    if (weight) {
+        w = ox_op2(N, ISA_GATHER, 0, weight, &t, d, t.rank);
+        have_w = true;
+    }
+    if (ignore) {
+        ox_val m = ox_to_dtype(N, &mask, d);
+        w = have_w ? ox_ew2(N, ISA_MUL, &w, &m, d) : m;
+        have_w = true;
+    }
+    if (have_w)
+        loss = ox_ew2(N, ISA_MUL, &loss, &w, d);
+    if (strcmp(red, "none") == 0)
+        return loss;
+    ox_val all = ox_i64s(N, 0, NULL);
+    ox_val sum = ox_op2(N, ISA_REDUCE_SUM, 0, &loss, &all, d, 0);
+    if (strcmp(red, "sum") == 0)
+        return sum;
+    if (strcmp(red, "mean") != 0)
+        ox_unsupported(N, "reduction '%s'", red);
+    if (!have_w)
+        return ox_op2(N, ISA_REDUCE_MEAN, 0, &loss, &all, d, 0);
+    ox_val ws = ox_op2(N, ISA_REDUCE_SUM, 0, &w, &all, d, 0);
+    return ox_ew2(N, ISA_DIV, &sum, &ws, d);
+}
+
+static void op_NegativeLogLikelihoodLoss(ox_node *N)
+{
+    N->out[0] = nll(N, ox_need(N, 0), ox_need(N, 1), ox_opt_in(N, 2));
+}
+
+static void op_SoftmaxCrossEntropyLoss(ox_node *N)
+{
+    ox_val *s = ox_need(N, 0);
+    ox_val lp = ox_op1(N, ISA_LOG_SOFTMAX, 1, s, s->dtype, s->rank);
+    memcpy(lp.dims, s->dims, sizeof lp.dims);
+    N->out[0] = nll(N, &lp, ox_need(N, 1), ox_opt_in(N, 2));
+    if (N->n_out > 1)
+        N->out[1] = lp;
+}
+
+/* ---- Hardmax, EyeLike, layout ------------------------------------------------------------ */
+
+static ox_val hardmax_axis(ox_node *N, const ox_val *x, int axis)
+{
+    ox_val idx = ox_op1(N, ISA_ARGMAX, (uint32_t)axis, x, TFVM_I64, x->rank - 1);
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1), ai = ox_scalar(N, TFVM_I64, 0, axis);
+    ox_val depth = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
+    unsigned char onoff[16] = {0};
+    size_t es = tfvm_dtype_size((tfvm_dtype)x->dtype);
+    if (x->dtype == TFVM_F32) {
+        float o = 1;
+        memcpy(onoff + es, &o, es);
+    } else if (x->dtype == TFVM_F64) {
+        double o = 1;
+        memcpy(onoff + es, &o, es);
+    } else {
+        onoff[es] = 1;
+    }
+    int64_t two = 2;
+    ox_val oo = {0};
+    oo.dtype = x->dtype;
+    ox_unknown_shape(&oo, 1);
+    oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)x->dtype, 1, &two, onoff, 2 * es, false);
+    return ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &idx, &depth, &oo, x->dtype, x->rank);
+}
+
+static void op_Hardmax(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x);
+    if (N->X->opset >= 13) {
+        N->out[0] = hardmax_axis(N, x, ox_norm_axis(N, ox_attr_i(N, "axis", -1), r, false));
+        return;
+    }
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
+    ox_val s = ox_shape_of(N, x);
+    ox_val f = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x, x->dtype, 2);
+    ox_val y = hardmax_axis(N, &f, 1);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &s, x->dtype, r);
+}
+
+static void op_EyeLike(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    uint8_t d = x->dtype;
+    const Onnx__AttributeProto *da = ox_attr(N, "dtype");
+    if (da && da->has_i && !ox_dtype((int32_t)da->i, &d))
+        ox_unsupported(N, "dtype %s", ox_onnx_type_name((int32_t)da->i));
+    ox_val s = ox_shape_of(N, x), one = ox_scalar(N, d, 1, 1), k = ox_scalar(N, TFVM_I64, 0, ox_attr_i(N, "k", 0));
+    ox_val ones = ox_op2(N, ISA_FILL, 0, &s, &one, d, 2);
+    ox_val up = ox_op2(N, ISA_TRILU, ISA_OPT_UPPER, &ones, &k, d, 2);
+    N->out[0] = ox_op2(N, ISA_TRILU, 0, &up, &k, d, 2);
+}
+
+static void need_dims(ox_node *N, const ox_val *x)
+{
+    if (x->rank != 4 || ox_count_of(x) < 0)
+        ox_unsupported(N, "an input whose 4 dims are not known");
+}
+
+static void op_DepthToSpace(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    need_dims(N, x);
+    int64_t b = ox_attr_i(N, "blocksize", 0), n = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
+    if (b < 1 || c % (b * b))
+        ox_fail(N, TFVM_ERR_FORMAT, "blocksize %lld for %lld channels", (long long)b, (long long)c);
+    char mb[8];
+    bool crd = strcmp(ox_attr_s(N, "mode", "DCR", mb, sizeof mb), "CRD") == 0;
+    int64_t s1[6] = {n, b, b, c / (b * b), h, w}, s1c[6] = {n, c / (b * b), b, b, h, w};
+    int64_t p[6] = {0, 3, 4, 1, 5, 2}, pc[6] = {0, 1, 4, 2, 5, 3}, s2[4] = {n, c / (b * b), h * b, w * b};
+    ox_val t = reshape_to(N, x, 6, crd ? s1c : s1);
+    ox_val pv = ox_i64s(N, 6, crd ? pc : p);
+    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv, x->dtype, 6);
+    N->out[0] = reshape_to(N, &t, 4, s2);
+}
+
+static void op_SpaceToDepth(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    need_dims(N, x);
+    int64_t b = ox_attr_i(N, "blocksize", 0), n = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
+    if (b < 1 || h % b || w % b)
+        ox_fail(N, TFVM_ERR_FORMAT, "blocksize %lld for [%lld, %lld]", (long long)b, (long long)h, (long long)w);
+    int64_t s1[6] = {n, c, h / b, b, w / b, b}, p[6] = {0, 3, 5, 1, 2, 4}, s2[4] = {n, c * b * b, h / b, w / b};
+    ox_val t = reshape_to(N, x, 6, s1);
+    ox_val pv = ox_i64s(N, 6, p);
+    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv, x->dtype, 6);
+    N->out[0] = reshape_to(N, &t, 4, s2);
+}
+
+static void op_Upsample(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    char mb[16];
+    const char *mode = ox_attr_s(N, "mode", "nearest", mb, sizeof mb);
+    uint32_t opts = ISA_OPT_ASYMMETRIC;
+    if (strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0)
+        opts |= ISA_OPT_LINEAR;
+    else if (strcmp(mode, "nearest") == 0)
+        opts |= ISA_OPT_NEAREST_FLOOR;
+    else
+        ox_unsupported(N, "mode '%s'", mode);
+    ox_val sc;
+    const Onnx__AttributeProto *a = ox_attr(N, "scales");
+    if (N->X->opset < 9 && a) {
+        int64_t n = (int64_t)a->n_floats;
+        sc.dtype = TFVM_F32;
+        ox_unknown_shape(&sc, 1);
+        static const float none = 0;
+        sc.cdata = NULL;
+        sc.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &n, n ? a->floats : &none, (size_t)n * sizeof(float), false);
+    } else {
+        sc = ox_to_dtype(N, ox_need(N, 1), TFVM_F32);
+    }
+    ox_val sz = ox_empty_vec(N, TFVM_I64);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
+}
+
+/* ---- Quantization ------------------------------------------------------------------------- */
+
+/* a per-axis parameter vector shaped to broadcast along x's axis */
+static ox_val along(ox_node *N, const ox_val *v, const ox_val *x)
+{
+    if (v->rank != 1 || x->rank <= 1)
+        return *v;
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
+    int64_t s[TFVM_MAX_RANK];
+    for (int k = 0; k < r - axis; k++)
+        s[k] = k == 0 ? -1 : 1;
+    return reshape_to(N, v, r - axis, s);
+}
+
+static void op_DequantizeLinear(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
+    if (ox_attr_i(N, "block_size", 0))
+        ox_unsupported(N, "blocked quantization");
+    uint8_t d = sc->dtype;
+    ox_val xf = ox_to_dtype(N, x, d);
+    if (zp) {
+        ox_val z = along(N, zp, x);
+        z = ox_to_dtype(N, &z, d);
+        xf = ox_ew2(N, ISA_SUB, &xf, &z, d);
+    }
+    ox_val s = along(N, sc, x);
+    N->out[0] = ox_ew2(N, ISA_MUL, &xf, &s, d);
+}
+
+static void op_QuantizeLinear(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
+    if (ox_attr_i(N, "block_size", 0))
+        ox_unsupported(N, "blocked quantization");
+    uint8_t out = zp ? zp->dtype : TFVM_U8;
+    const Onnx__AttributeProto *od = ox_attr(N, "output_dtype");
+    if (od && od->has_i && od->i && !ox_dtype((int32_t)od->i, &out))
+        ox_unsupported(N, "output_dtype %s", ox_onnx_type_name((int32_t)od->i));
+    if (out != TFVM_U8 && out != TFVM_I8)
+        ox_unsupported(N, "quantizing to %s", tfvm_dtype_name((tfvm_dtype)out));
+    uint8_t d = sc->dtype;
+    ox_val xf = ox_to_dtype(N, x, d), s = along(N, sc, x);
+    ox_val q = ox_ew2(N, ISA_DIV, &xf, &s, d);
+    q = ox_ew1(N, ISA_ROUND, &q);
+    if (zp) {
+        ox_val z = along(N, zp, x);
+        z = ox_to_dtype(N, &z, d);
+        q = ox_ew2(N, ISA_ADD, &q, &z, d);
+    }
+    ox_val lo = ox_fscalar(N, d, out == TFVM_U8 ? 0 : -128), hi = ox_fscalar(N, d, out == TFVM_U8 ? 255 : 127);
+    q = ox_ew2(N, ISA_MAX, &q, &lo, d);
+    q = ox_ew2(N, ISA_MIN, &q, &hi, d);
+    N->out[0] = ox_to_dtype(N, &q, out);
+}
+
+#define R(name, since) {#name, since, op_##name}
+const ox_opdef ox_extra_ops[] = {
+    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
+    R(EyeLike, 9), R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
+    R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QuantizeLinear, 10),
+    R(RMSNormalization, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
+    R(Tan, 7), R(Upsample, 7),
+};
+#undef R
+const size_t ox_n_extra_ops = UT_COUNTOF(ox_extra_ops);
