@@ -425,9 +425,172 @@ static void op_QuantizeLinear(ox_node *N)
     N->out[0] = ox_to_dtype(N, &q, out);
 }
 
+
+/* ---- Attention (opset 23) -------------------------------------------------------------- */
+
+static ox_val dim_of(ox_node *N, const ox_val *x, int k)
+{
+    if (x->rank > k && x->dims[k] >= 0)
+        return ox_scalar(N, TFVM_I64, 0, x->dims[k]);
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1), ki = ox_scalar(N, TFVM_I64, 0, k);
+    return ox_op2(N, ISA_GATHER, 0, &sh, &ki, TFVM_I64, 0);
+}
+
+/* shape(x)[a:b] followed by the constants tail[0..nt) */
+static ox_val shape_with(ox_node *N, const ox_val *x, int64_t a, int64_t b, int nt, const int64_t *tail)
+{
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val va = ox_i64s(N, 1, &a), vb = ox_i64s(N, 1, &b);
+    ox_val head = ox_op3(N, ISA_SLICE, 0, &sh, &va, &vb, TFVM_I64, 1);
+    if (!nt)
+        return head;
+    ox_val t = ox_i64s(N, nt, tail);
+    return ox_op2(N, ISA_CONCAT, 0, &head, &t, TFVM_I64, 1);
+}
+
+/* [B, S, H*D] -> [B, H, S, D] */
+static ox_val split_heads(ox_node *N, const ox_val *x, int64_t heads)
+{
+    int64_t tail[2] = {heads, -1}, perm[4] = {0, 2, 1, 3};
+    ox_val s = shape_with(N, x, 0, 2, 2, tail);
+    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &s, x->dtype, 4);
+    ox_val pv = ox_i64s(N, 4, perm);
+    return ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, x->dtype, 4);
+}
+
+static void op_Attention(ox_node *N)
+{
+    ox_val *q = ox_need(N, 0), *k = ox_need(N, 1), *v = ox_need(N, 2);
+    ox_val *mask = ox_opt_in(N, 3), *pk = ox_opt_in(N, 4), *pv = ox_opt_in(N, 5), *nonpad = ox_opt_in(N, 6);
+    int r = ox_need_rank(N, q);
+    uint8_t d = q->dtype;
+    if (r != 3 && r != 4)
+        ox_fail(N, TFVM_ERR_FORMAT, "Q of rank %d", r);
+    int64_t qh = ox_attr_i(N, "q_num_heads", 0), kvh = ox_attr_i(N, "kv_num_heads", 0);
+    ox_val Q = *q, K = *k, V = *v;
+    if (r == 3) {
+        if (qh < 1 || kvh < 1)
+            ox_fail(N, TFVM_ERR_FORMAT, "3-d inputs need q_num_heads and kv_num_heads");
+        Q = split_heads(N, q, qh);
+        K = split_heads(N, k, kvh);
+        V = split_heads(N, v, kvh);
+    } else {
+        qh = q->dims[1];
+        kvh = k->dims[1];
+    }
+    /* scale: sqrt of it on each side, as the reference rounds */
+    const Onnx__AttributeProto *sa = ox_attr(N, "scale");
+    ox_val sq;
+    if (sa && sa->has_f) {
+        sq = ox_fscalar(N, d, sqrt((double)sa->f));
+    } else {
+        ox_val hd = dim_of(N, &Q, 3);
+        if (r == 3 && q->rank == 3 && q->dims[2] >= 0)
+            hd = ox_scalar(N, TFVM_I64, 0, q->dims[2] / qh);
+        ox_val hf = ox_to_dtype(N, &hd, d);
+        ox_val rs = ox_ew1(N, ISA_SQRT, &hf), one = ox_fscalar(N, d, 1);
+        rs = ox_ew2(N, ISA_DIV, &one, &rs, d);
+        sq = ox_ew1(N, ISA_SQRT, &rs);
+    }
+    ox_val PK = K, PV = V;
+    if (pk)
+        PK = ox_op2(N, ISA_CONCAT, 2, pk, &K, d, 4);
+    if (pv)
+        PV = ox_op2(N, ISA_CONCAT, 2, pv, &V, d, 4);
+    ox_val sk = dim_of(N, &PK, 2), sqn = dim_of(N, &Q, 2);
+    ox_val zero = ox_fscalar(N, d, 0), ninf = ox_fscalar(N, d, -INFINITY);
+    ox_val bias = {0};
+    bool have_bias = false;
+    if (mask) {
+        ox_val m = *mask;
+        int mr = ox_need_rank(N, mask);
+        /* a mask shorter than the keys (past included) is padded: masked out */
+        ox_val ml = dim_of(N, mask, mr - 1);
+        ox_val pw = ox_ew2(N, ISA_SUB, &sk, &ml, TFVM_I64);
+        int64_t one = 1;
+        ox_val v1 = ox_i64s(N, 1, &one);
+        ox_val pwv = ox_op2(N, ISA_RESHAPE, 0, &pw, &v1, TFVM_I64, 1);
+        ox_val zs = ox_i64s(N, 2 * mr - 1, (const int64_t[16]){0});
+        ox_val pads = ox_op2(N, ISA_CONCAT, 0, &zs, &pwv, TFVM_I64, 1);
+        ox_val pval = m.dtype == TFVM_BOOL ? ox_scalar(N, TFVM_BOOL, 0, 0) : ninf;
+        m = ox_op3(N, ISA_PADV, 0, &m, &pads, &pval, m.dtype, mr);
+        if (m.dtype == TFVM_BOOL)
+            m = ox_op3(N, ISA_SELECT, 0, &m, &zero, &ninf, d, mr);
+        bias = m;
+        have_bias = true;
+    }
+    if (ox_attr_i(N, "is_causal", 0)) {
+        /* -inf where key j > query i + past */
+        ox_val past = pk ? dim_of(N, pk, 2) : ox_scalar(N, TFVM_I64, 0, 0);
+        ox_val z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+        ox_val rows = ox_op3(N, ISA_RANGE, 0, &z, &sqn, &o, TFVM_I64, 1);
+        ox_val cols = ox_op3(N, ISA_RANGE, 0, &z, &sk, &o, TFVM_I64, 1);
+        int64_t ax = 1;
+        ox_val av = ox_i64s(N, 1, &ax);
+        rows = ox_op2(N, ISA_UNSQUEEZE, 0, &rows, &av, TFVM_I64, 2);
+        rows = ox_ew2(N, ISA_ADD, &rows, &past, TFVM_I64);
+        ox_val c = ox_ew2(N, ISA_GREATER, &cols, &rows, TFVM_BOOL);
+        ox_val cb = ox_op3(N, ISA_SELECT, 0, &c, &ninf, &zero, d, 2);
+        bias = have_bias ? ox_ew2(N, ISA_ADD, &bias, &cb, d) : cb;
+        have_bias = true;
+    }
+    if (nonpad) {
+        ox_val z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+        ox_val cols = ox_op3(N, ISA_RANGE, 0, &z, &sk, &o, TFVM_I64, 1);
+        int64_t s4[4] = {-1, 1, 1, 1};
+        ox_val np = ox_to_dtype(N, nonpad, TFVM_I64);
+        np = reshape_to(N, &np, 4, s4);
+        ox_val c = ox_ew2(N, ISA_LESS, &cols, &np, TFVM_BOOL);
+        ox_val pb = ox_op3(N, ISA_SELECT, 0, &c, &zero, &ninf, d, 4);
+        bias = have_bias ? ox_ew2(N, ISA_ADD, &bias, &pb, d) : pb;
+        have_bias = true;
+    }
+    ox_val Kr = PK, Vr = PV;
+    if (qh > 0 && kvh > 0 && qh != kvh) {
+        /* grouped queries: each key/value head repeated q/kv times, interleaved */
+        if (qh % kvh)
+            ox_fail(N, TFVM_ERR_FORMAT, "%lld query heads for %lld key heads", (long long)qh, (long long)kvh);
+        int64_t reps[5] = {1, 1, qh / kvh, 1, 1}, ax = 2, tail[1] = {qh};
+        ox_val av = ox_i64s(N, 1, &ax), rv = ox_i64s(N, 5, reps);
+        ox_val *src[2] = {&PK, &PV};
+        ox_val *dst[2] = {&Kr, &Vr};
+        for (int i = 0; i < 2; i++) {
+            ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, src[i], &av, d, 5);
+            t = ox_op2(N, ISA_TILE, 0, &t, &rv, d, 5);
+            ox_val s0 = shape_with(N, src[i], 0, 1, 1, tail);
+            ox_val s1 = shape_with(N, src[i], 2, 4, 0, NULL);
+            ox_val sh = ox_op2(N, ISA_CONCAT, 0, &s0, &s1, TFVM_I64, 1);
+            *dst[i] = ox_op2(N, ISA_RESHAPE, 0, &t, &sh, d, 4);
+        }
+    }
+    ox_val qs = ox_ew2(N, ISA_MUL, &Q, &sq, d), ks = ox_ew2(N, ISA_MUL, &Kr, &sq, d);
+    ox_val qk = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &qs, &ks, d, 4);
+    const Onnx__AttributeProto *sc = ox_attr(N, "softcap");
+    if (sc && sc->has_f && sc->f > 0) {
+        ox_val cap = ox_fscalar(N, d, sc->f);
+        qk = ox_ew2(N, ISA_DIV, &qk, &cap, d);
+        qk = ox_ew1(N, ISA_TANH, &qk);
+        qk = ox_ew2(N, ISA_MUL, &qk, &cap, d);
+    }
+    ox_val qkb = have_bias ? ox_ew2(N, ISA_ADD, &qk, &bias, d) : qk;
+    ox_val sm = ox_op1(N, ISA_SOFTMAX, (uint32_t)-1, &qkb, d, 4);
+    ox_val y = ox_op2(N, ISA_MATMUL, 0, &sm, &Vr, d, 4);
+    if (r == 3) {
+        int64_t perm[4] = {0, 2, 1, 3}, tail[1] = {-1};
+        ox_val pvv = ox_i64s(N, 4, perm);
+        y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pvv, d, 4);
+        ox_val s = shape_with(N, &y, 0, 2, 1, tail);
+        y = ox_op2(N, ISA_RESHAPE, 0, &y, &s, d, 3);
+    }
+    int64_t mode = ox_attr_i(N, "qk_matmul_output_mode", 0);
+    ox_val outs[4] = {y, PK, PV, mode == 2 ? qkb : mode == 3 ? sm : qk};
+    for (uint32_t i = 0; i < N->n_out && i < 4; i++)
+        N->out[i] = outs[i];
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
+    R(Acosh, 9), R(Asinh, 9), R(Attention, 23), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
     R(EyeLike, 9), R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
     R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QuantizeLinear, 10),
     R(RMSNormalization, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
