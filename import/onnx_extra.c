@@ -588,12 +588,87 @@ static void op_Attention(ox_node *N)
         N->out[i] = outs[i];
 }
 
+/* ---- RotaryEmbedding (opset 23) ---------------------------------------------------------- */
+
+static ox_val slice_last(ox_node *N, const ox_val *x, int64_t start, int64_t end, int64_t step)
+{
+    int64_t ax = -1;
+    ox_val vs = ox_i64s(N, 1, &start), ve = ox_i64s(N, 1, &end), va = ox_i64s(N, 1, &ax), vp = ox_i64s(N, 1, &step);
+    const ox_val *in[5] = {x, &vs, &ve, &va, &vp};
+    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+}
+
+static void op_RotaryEmbedding(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *cosc = ox_need(N, 1), *sinc = ox_need(N, 2), *pos = ox_opt_in(N, 3);
+    int r = ox_need_rank(N, x);
+    uint8_t d = x->dtype;
+    int64_t nh = ox_attr_i(N, "num_heads", 0), perm[4] = {0, 2, 1, 3};
+    ox_val pv = ox_i64s(N, 4, perm), X;
+    int64_t hs;
+    if (r == 4) {
+        X = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv, d, 4);
+        hs = x->dims[3];
+    } else if (r == 3) {
+        if (nh < 1 || x->dims[2] < 0)
+            ox_unsupported(N, "a 3-d input without num_heads or of unknown hidden size");
+        int64_t tail[2] = {nh, -1};
+        ox_val shp = shape_with(N, x, 0, 2, 2, tail);
+        X = ox_op2(N, ISA_RESHAPE, 0, x, &shp, d, 4);
+        hs = x->dims[2] / nh;
+    } else {
+        ox_fail(N, TFVM_ERR_FORMAT, "input of rank %d", r);
+    }
+    if (hs < 0)
+        ox_unsupported(N, "an input of unknown head size");
+    int64_t rd = ox_attr_i(N, "rotary_embedding_dim", 0);
+    if (rd <= 0)
+        rd = hs;
+    int64_t half = rd / 2, two = 2;
+    ox_val xr = rd < hs ? slice_last(N, &X, 0, rd, 1) : X;
+    ox_val co = *cosc, si = *sinc;
+    if (pos) {
+        co = ox_op2(N, ISA_GATHER, 0, cosc, pos, d, -1);
+        si = ox_op2(N, ISA_GATHER, 0, sinc, pos, d, -1);
+    }
+    ox_val a2 = ox_i64s(N, 1, &two);
+    co = ox_op2(N, ISA_UNSQUEEZE, 0, &co, &a2, d, 4);
+    si = ox_op2(N, ISA_UNSQUEEZE, 0, &si, &a2, d, 4);
+    bool inter = ox_attr_i(N, "interleaved", 0) != 0;
+    ox_val x1 = inter ? slice_last(N, &xr, 0, INT64_MAX, 2) : slice_last(N, &xr, 0, half, 1);
+    ox_val x2 = inter ? slice_last(N, &xr, 1, INT64_MAX, 2) : slice_last(N, &xr, half, rd, 1);
+    ox_val c1 = ox_ew2(N, ISA_MUL, &co, &x1, d), s2 = ox_ew2(N, ISA_MUL, &si, &x2, d);
+    ox_val s1 = ox_ew2(N, ISA_MUL, &si, &x1, d), c2 = ox_ew2(N, ISA_MUL, &co, &x2, d);
+    ox_val re = ox_ew2(N, ISA_SUB, &c1, &s2, d), im = ox_ew2(N, ISA_ADD, &s1, &c2, d);
+    ox_val rot;
+    if (inter) {
+        int64_t four = 4;
+        ox_val a4 = ox_i64s(N, 1, &four);
+        ox_val re5 = ox_op2(N, ISA_UNSQUEEZE, 0, &re, &a4, d, 5), im5 = ox_op2(N, ISA_UNSQUEEZE, 0, &im, &a4, d, 5);
+        rot = ox_op2(N, ISA_CONCAT, 4, &re5, &im5, d, 5);
+        ox_val shp = ox_op1(N, ISA_SHAPE, 0, &xr, TFVM_I64, 1);
+        rot = ox_op2(N, ISA_RESHAPE, 0, &rot, &shp, d, 4);
+    } else {
+        rot = ox_op2(N, ISA_CONCAT, 3, &re, &im, d, 4);
+    }
+    if (rd < hs) {
+        ox_val xn = slice_last(N, &X, rd, INT64_MAX, 1);
+        rot = ox_op2(N, ISA_CONCAT, 3, &rot, &xn, d, 4);
+    }
+    if (r == 4) {
+        N->out[0] = ox_op2(N, ISA_TRANSPOSE, 0, &rot, &pv, d, 4);
+    } else {
+        ox_val shp = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &rot, &shp, d, 3);
+    }
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
     R(Acosh, 9), R(Asinh, 9), R(Attention, 23), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
     R(EyeLike, 9), R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
     R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QuantizeLinear, 10),
-    R(RMSNormalization, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
+    R(RMSNormalization, 23), R(RotaryEmbedding, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
     R(Tan, 7), R(Upsample, 7),
 };
 #undef R
