@@ -663,9 +663,50 @@ static void op_RotaryEmbedding(ox_node *N)
     }
 }
 
+/* ---- CenterCropPad (opset 18) --------------------------------------------------------------- */
+
+static void op_CenterCropPad(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *shp = ox_need(N, 1);
+    int r = ox_need_rank(N, x);
+    int64_t ax[TFVM_MAX_RANK];
+    int na = ox_attr_ints(N, "axes", ax, TFVM_MAX_RANK);
+    if (na < 0)
+        for (na = 0; na < r; na++)
+            ax[na] = na;
+    ox_val axv = ox_i64s(N, na, ax);
+    ox_val t = ox_as_i64_vec(N, shp);
+    ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val dm = ox_op2(N, ISA_GATHER, 0, &xs, &axv, TFVM_I64, 1);
+    ox_val two = ox_scalar(N, TFVM_I64, 0, 2), zero = ox_scalar(N, TFVM_I64, 0, 0);
+    ox_val big = ox_scalar(N, TFVM_I64, 0, INT64_MAX);
+    /* crop: [(dim - t) // 2, + t) where t < dim */
+    ox_val crop = ox_ew2(N, ISA_LESS, &t, &dm, TFVM_BOOL);
+    ox_val dd = ox_ew2(N, ISA_SUB, &dm, &t, TFVM_I64);
+    ox_val st = ox_ew2(N, ISA_FLOOR_DIV, &dd, &two, TFVM_I64);
+    st = ox_op3(N, ISA_SELECT, 0, &crop, &st, &zero, TFVM_I64, 1);
+    ox_val en = ox_ew2(N, ISA_ADD, &st, &t, TFVM_I64);
+    en = ox_op3(N, ISA_SELECT, 0, &crop, &en, &big, TFVM_I64, 1);
+    ox_val steps = ox_empty_vec(N, TFVM_I64);
+    const ox_val *in[5] = {x, &st, &en, &axv, &steps};
+    ox_val y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, r);
+    /* pad: (t - dim) // 2 before, the rest after, where t > dim */
+    ox_val pad = ox_ew2(N, ISA_GREATER, &t, &dm, TFVM_BOOL);
+    ox_val pd = ox_ew2(N, ISA_SUB, &t, &dm, TFVM_I64);
+    ox_val pb = ox_ew2(N, ISA_FLOOR_DIV, &pd, &two, TFVM_I64);
+    ox_val pe = ox_ew2(N, ISA_SUB, &pd, &pb, TFVM_I64);
+    pb = ox_op3(N, ISA_SELECT, 0, &pad, &pb, &zero, TFVM_I64, 1);
+    pe = ox_op3(N, ISA_SELECT, 0, &pad, &pe, &zero, TFVM_I64, 1);
+    pb = ox_spread_axes(N, &pb, &axv, r, TFVM_I64);
+    pe = ox_spread_axes(N, &pe, &axv, r, TFVM_I64);
+    ox_val pads = ox_op2(N, ISA_CONCAT, 0, &pb, &pe, TFVM_I64, 1);
+    ox_val v0 = ox_scalar(N, x->dtype, 0, 0);
+    N->out[0] = ox_op3(N, ISA_PADV, 0, &y, &pads, &v0, x->dtype, r);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Attention, 23), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
+    R(Acosh, 9), R(Asinh, 9), R(Attention, 23), R(CenterCropPad, 18), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
     R(EyeLike, 9), R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
     R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QuantizeLinear, 10),
     R(RMSNormalization, 23), R(RotaryEmbedding, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
