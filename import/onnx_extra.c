@@ -704,13 +704,114 @@ static void op_CenterCropPad(ox_node *N)
     N->out[0] = ox_op3(N, ISA_PADV, 0, &y, &pads, &v0, x->dtype, r);
 }
 
+/* ---- CumProd, integer and dynamic quantization ---------------------------------------------- */
+
+/* a running product as exp(running sum of log|x|), its sign from the
+ * running count of negative factors (f64 inside: integers stay exact
+ * while their products fit a double) */
+static void op_CumProd(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val ax = ox_as_i64_scalar(N, ox_need(N, 1));
+    uint32_t opts = (ox_attr_i(N, "exclusive", 0) ? ISA_OPT_EXCLUSIVE : 0) | (ox_attr_i(N, "reverse", 0) ? ISA_OPT_REVERSE : 0);
+    ox_val xf = ox_to_dtype(N, x, TFVM_F64);
+    ox_val a = ox_ew1(N, ISA_ABS, &xf);
+    a = ox_ew1(N, ISA_LOG, &a);
+    a = ox_op2(N, ISA_CUMSUM, opts, &a, &ax, TFVM_F64, x->rank);
+    a = ox_ew1(N, ISA_EXP, &a);
+    ox_val z = ox_fscalar(N, TFVM_F64, 0), two = ox_fscalar(N, TFVM_F64, 2), one = ox_fscalar(N, TFVM_F64, 1);
+    ox_val neg = ox_ew2(N, ISA_LESS, &xf, &z, TFVM_BOOL);
+    ox_val nf = ox_to_dtype(N, &neg, TFVM_F64);
+    nf = ox_op2(N, ISA_CUMSUM, opts, &nf, &ax, TFVM_F64, x->rank);
+    nf = ox_ew2(N, ISA_FLOOR_MOD, &nf, &two, TFVM_F64);
+    /* sign = 1 - 2 * (negatives mod 2) */
+    nf = ox_ew2(N, ISA_MUL, &nf, &two, TFVM_F64);
+    ox_val sg = ox_ew2(N, ISA_SUB, &one, &nf, TFVM_F64);
+    ox_val y = ox_ew2(N, ISA_MUL, &a, &sg, TFVM_F64);
+    if (x->dtype != TFVM_F64 && x->dtype != TFVM_F32)
+        y = ox_ew1(N, ISA_ROUND, &y);
+    N->out[0] = ox_to_dtype(N, &y, x->dtype);
+}
+
+/* (q - zero point) as i32 */
+static ox_val centered(ox_node *N, const ox_val *q, const ox_val *zp)
+{
+    ox_val a = ox_to_dtype(N, q, TFVM_I32);
+    if (!zp)
+        return a;
+    ox_val z = ox_to_dtype(N, zp, TFVM_I32);
+    return ox_ew2(N, ISA_SUB, &a, &z, TFVM_I32);
+}
+
+static void op_MatMulInteger(ox_node *N)
+{
+    ox_val *a = ox_need(N, 0), *b = ox_need(N, 1);
+    ox_val ac = centered(N, a, ox_opt_in(N, 2)), bc = centered(N, b, ox_opt_in(N, 3));
+    N->out[0] = ox_op2(N, ISA_MATMUL, 0, &ac, &bc, TFVM_I32, -1);
+}
+
+/* round(v) + zp saturated to the zero point's 8-bit dtype */
+static ox_val requantize(ox_node *N, const ox_val *v, const ox_val *zp, uint8_t out)
+{
+    uint8_t d = v->dtype;
+    ox_val q = ox_ew1(N, ISA_ROUND, v);
+    if (zp) {
+        ox_val z = ox_to_dtype(N, zp, d);
+        q = ox_ew2(N, ISA_ADD, &q, &z, d);
+    }
+    ox_val lo = ox_fscalar(N, d, out == TFVM_U8 ? 0 : -128), hi = ox_fscalar(N, d, out == TFVM_U8 ? 255 : 127);
+    q = ox_ew2(N, ISA_MAX, &q, &lo, d);
+    q = ox_ew2(N, ISA_MIN, &q, &hi, d);
+    return ox_to_dtype(N, &q, out);
+}
+
+static void op_QLinearMatMul(ox_node *N)
+{
+    ox_val *a = ox_need(N, 0), *as = ox_need(N, 1), *b = ox_need(N, 3), *bs = ox_need(N, 4), *ys = ox_need(N, 6);
+    ox_val *azp = ox_opt_in(N, 2), *bzp = ox_opt_in(N, 5), *yzp = ox_opt_in(N, 7);
+    uint8_t f = as->dtype, out = yzp ? yzp->dtype : a->dtype;
+    ox_val ac = centered(N, a, azp), bc = centered(N, b, bzp);
+    ox_val c = ox_op2(N, ISA_MATMUL, 0, &ac, &bc, TFVM_I32, -1);
+    ox_val cf = ox_to_dtype(N, &c, f);
+    ox_val sc = ox_ew2(N, ISA_MUL, as, bs, f);
+    sc = ox_ew2(N, ISA_DIV, &sc, ys, f);
+    cf = ox_ew2(N, ISA_MUL, &cf, &sc, f);
+    N->out[0] = requantize(N, &cf, yzp, out);
+}
+
+static void op_DynamicQuantizeLinear(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    uint8_t d = x->dtype;
+    ox_val all = ox_i64s(N, 0, NULL), z = ox_fscalar(N, d, 0), q = ox_fscalar(N, d, 255);
+    ox_val mx = ox_op2(N, ISA_REDUCE_MAX, 0, x, &all, d, 0), mn = ox_op2(N, ISA_REDUCE_MIN, 0, x, &all, d, 0);
+    mx = ox_ew2(N, ISA_MAX, &mx, &z, d);
+    mn = ox_ew2(N, ISA_MIN, &mn, &z, d);
+    ox_val rg = ox_ew2(N, ISA_SUB, &mx, &mn, d);
+    ox_val same = ox_ew2(N, ISA_EQUAL, &mx, &mn, TFVM_BOOL), one = ox_fscalar(N, d, 1);
+    rg = ox_op3(N, ISA_SELECT, 0, &same, &one, &rg, d, 0);
+    ox_val scale = ox_ew2(N, ISA_DIV, &rg, &q, d);
+    ox_val zp = ox_ew2(N, ISA_DIV, &mn, &scale, d);
+    zp = ox_ew2(N, ISA_SUB, &z, &zp, d);
+    zp = ox_ew2(N, ISA_MAX, &zp, &z, d);
+    zp = ox_ew2(N, ISA_MIN, &zp, &q, d);
+    zp = ox_ew1(N, ISA_ROUND, &zp);
+    ox_val v = ox_ew2(N, ISA_DIV, x, &scale, d);
+    N->out[0] = requantize(N, &v, &zp, TFVM_U8);
+    if (N->n_out > 1)
+        N->out[1] = scale;
+    if (N->n_out > 2)
+        N->out[2] = ox_to_dtype(N, &zp, TFVM_U8);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Attention, 23), R(CenterCropPad, 18), R(Atanh, 9), R(Cosh, 9), R(DepthToSpace, 1), R(DequantizeLinear, 10),
-    R(EyeLike, 9), R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
-    R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QuantizeLinear, 10),
-    R(RMSNormalization, 23), R(RotaryEmbedding, 23), R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24),
-    R(Tan, 7), R(Upsample, 7),
+    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(CenterCropPad, 18), R(Cosh, 9), R(CumProd, 26),
+    R(DepthToSpace, 1), R(DequantizeLinear, 10), R(DynamicQuantizeLinear, 11), R(EyeLike, 9),
+    R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1), R(MatMulInteger, 10),
+    R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QLinearMatMul, 10),
+    R(QuantizeLinear, 10), R(RMSNormalization, 23), R(RotaryEmbedding, 23), R(Sinh, 9),
+    R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24), R(Tan, 7), R(Upsample, 7),
 };
 #undef R
 const size_t ox_n_extra_ops = UT_COUNTOF(ox_extra_ops);
