@@ -804,9 +804,134 @@ static void op_DynamicQuantizeLinear(ox_node *N)
         N->out[2] = ox_to_dtype(N, &zp, TFVM_U8);
 }
 
+/* ---- ConvTranspose ------------------------------------------------------------------------- */
+
+/* As a CONV2D: x with s-1 zeros between elements (UNSQUEEZE, PADV,
+ * RESHAPE), padded by K'-1-pads (K' the dilated kernel; negative pads
+ * crop), convolved with w's channels swapped per group and its window
+ * flipped. */
+static void op_ConvTranspose(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *w = ox_need(N, 1), *bias = ox_opt_in(N, 2);
+    int r = ox_need_rank(N, x);
+    int nsp = r - 2;
+    if (nsp < 1 || nsp > 2)
+        ox_unsupported(N, "%d spatial dims (1 and 2 are)", nsp);
+    uint8_t dt = x->dtype;
+    int64_t k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0}, op[2] = {0, 0};
+    int64_t buf[8], in[2] = {1, 1};
+    int n = ox_attr_ints(N, "kernel_shape", buf, 8);
+    for (int i = 0; i < nsp; i++) {
+        k[2 - nsp + i] = n == nsp ? buf[i] : w->rank == r ? w->dims[2 + i] : -1;
+        in[2 - nsp + i] = x->dims[2 + i];
+    }
+    if (k[0] < 1 || k[1] < 1)
+        ox_unsupported(N, "a weight of unknown shape without kernel_shape");
+    if ((n = ox_attr_ints(N, "strides", buf, 8)) == nsp)
+        for (int i = 0; i < nsp; i++)
+            s[2 - nsp + i] = buf[i];
+    if ((n = ox_attr_ints(N, "dilations", buf, 8)) == nsp)
+        for (int i = 0; i < nsp; i++)
+            dl[2 - nsp + i] = buf[i];
+    if ((n = ox_attr_ints(N, "output_padding", buf, 8)) >= nsp)
+        for (int i = 0; i < nsp; i++)
+            op[2 - nsp + i] = buf[i];
+    int np = ox_attr_ints(N, "pads", buf, 8);
+    if (np == 2 * nsp)
+        for (int i = 0; i < nsp; i++) {
+            pb[2 - nsp + i] = buf[i];
+            pe[2 - nsp + i] = buf[nsp + i];
+        }
+    char ab[16];
+    const char *ap = ox_attr_s(N, "auto_pad", "NOTSET", ab, sizeof ab);
+    bool same = strncmp(ap, "SAME", 4) == 0;
+    int64_t os[8];
+    int nos = ox_attr_ints(N, "output_shape", os, 8);
+    if ((np != 2 * nsp && same) || nos >= nsp) {
+        for (int i = 0; i < nsp; i++) {
+            int j = 2 - nsp + i;
+            if (in[j] < 0)
+                ox_unsupported(N, "output_shape or auto_pad on an input of unknown spatial size");
+            int64_t want = nos >= nsp ? os[nos - nsp + i] : in[j] * s[j];
+            int64_t natural = s[j] * (in[j] - 1) + op[j] + (k[j] - 1) * dl[j] + 1;
+            if (np != 2 * nsp && same) {
+                /* the padding that gives that size, the odd one after (SAME_UPPER) or before */
+                int64_t total = natural - want;
+                bool upper = strcmp(ap, "SAME_UPPER") == 0;
+                pb[j] = upper ? total / 2 : total - total / 2;
+                pe[j] = total - pb[j];
+            } else {
+                /* output_shape with explicit (or no) pads: the difference comes at the end */
+                op[j] += want - (natural - pb[j] - pe[j]);
+            }
+        }
+    }
+    int64_t g = ox_attr_i(N, "group", 1);
+    ox_val xx = *x, ww = *w;
+    if (nsp == 1) {
+        int64_t two = 2;
+        ox_val a2 = ox_i64s(N, 1, &two);
+        xx = ox_op2(N, ISA_UNSQUEEZE, 0, x, &a2, dt, 4);
+        ww = ox_op2(N, ISA_UNSQUEEZE, 0, w, &a2, dt, 4);
+    }
+    /* zeros between: [N, C, H, W] -> [N, C, H, 1, W, 1] -> padded to s -> [N, C, H*s, W*s] */
+    if (s[0] > 1 || s[1] > 1) {
+        int64_t ax[2] = {3, 5}, pads[12] = {0};
+        pads[6 + 3] = s[0] - 1;
+        pads[6 + 5] = s[1] - 1;
+        ox_val av = ox_i64s(N, 2, ax), pv = ox_i64s(N, 12, pads), z = ox_scalar(N, dt, 0, 0);
+        ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av, dt, 6);
+        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z, dt, 6);
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, &xx, TFVM_I64, 1);
+        int64_t a0 = 0, a2 = 2, a4 = 4;
+        ox_val v0 = ox_i64s(N, 1, &a0), v2 = ox_i64s(N, 1, &a2), v4 = ox_i64s(N, 1, &a4);
+        ox_val nc = ox_op3(N, ISA_SLICE, 0, &sh, &v0, &v2, TFVM_I64, 1);
+        ox_val hw = ox_op3(N, ISA_SLICE, 0, &sh, &v2, &v4, TFVM_I64, 1);
+        ox_val sv = ox_i64s(N, 2, s);
+        hw = ox_ew2(N, ISA_MUL, &hw, &sv, TFVM_I64);
+        ox_val ns = ox_op2(N, ISA_CONCAT, 0, &nc, &hw, TFVM_I64, 1);
+        xx = ox_op2(N, ISA_RESHAPE, 0, &t, &ns, dt, 4);
+    }
+    /* pads of the equivalent convolution; the trailing s-1 zeros come off the end */
+    int64_t cp[8] = {0};
+    for (int j = 0; j < 2; j++) {
+        int64_t kd = (k[j] - 1) * dl[j] + 1;
+        cp[2 + j] = kd - 1 - pb[j];
+        cp[6 + j] = kd - 1 - pe[j] + op[j] - (s[j] - 1);
+    }
+    ox_val cpv = ox_i64s(N, 8, cp), z = ox_scalar(N, dt, 0, 0);
+    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &z, dt, 4);
+    /* w [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped */
+    if (w->rank != r || w->dims[0] < 0 || w->dims[1] < 0)
+        ox_unsupported(N, "a weight of unknown shape");
+    int64_t cin = w->dims[0], coutg = w->dims[1];
+    int64_t s5[5] = {g, cin / g, coutg, k[0], k[1]}, p5[5] = {0, 2, 1, 3, 4}, s4[4] = {g * coutg, cin / g, k[0], k[1]};
+    ox_val t = reshape_to(N, &ww, 5, s5);
+    ox_val pv = ox_i64s(N, 5, p5);
+    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv, dt, 5);
+    t = reshape_to(N, &t, 4, s4);
+    int64_t st[2] = {-1, -1}, en[2] = {INT64_MIN, INT64_MIN}, fa[2] = {2, 3}, fs[2] = {-1, -1};
+    ox_val vs = ox_i64s(N, 2, st), ve = ox_i64s(N, 2, en), va = ox_i64s(N, 2, fa), vp = ox_i64s(N, 2, fs);
+    const ox_val *fin[5] = {&t, &vs, &ve, &va, &vp};
+    ww = ox_op(N, ISA_STRIDED_SLICE, 0, 5, fin, dt, 4);
+    int64_t p9[9] = {1, 1, 0, 0, 0, 0, dl[0], dl[1], g};
+    ox_val p9v = ox_i64s(N, 9, p9);
+    ox_val y = ox_op3(N, ISA_CONV2D, 0, &xx, &ww, &p9v, dt, 4);
+    if (nsp == 1) {
+        int64_t two = 2;
+        ox_val a2 = ox_i64s(N, 1, &two);
+        y = ox_op2(N, ISA_SQUEEZE, 0, &y, &a2, dt, 3);
+    }
+    if (bias) {
+        ox_val b = ox_per_channel(N, bias, r);
+        y = ox_ew2(N, ISA_ADD, &y, &b, dt);
+    }
+    N->out[0] = y;
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(CenterCropPad, 18), R(Cosh, 9), R(CumProd, 26),
+    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(CenterCropPad, 18), R(ConvTranspose, 1), R(Cosh, 9), R(CumProd, 26),
     R(DepthToSpace, 1), R(DequantizeLinear, 10), R(DynamicQuantizeLinear, 11), R(EyeLike, 9),
     R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1), R(MatMulInteger, 10),
     R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QLinearMatMul, 10),
