@@ -163,17 +163,24 @@ def rnn():
 
 
 def scalar_loop():
-    """acc = sum of the iteration numbers 0..n-1: an i64 counter (the Loop's) and accumulator."""
+    """n iterations of (k, acc) = (k + 1, acc + k): an i64 counter and an accumulator
+    carried by the loop (as TF's while loop and examples/sum_loop.tfg do)."""
     n = 100000
     body = helper.make_graph(
-        [helper.make_node("Add", ["acc", "i"], ["acc2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        [
+            scalar_node("one", np.int64(1)),
+            helper.make_node("Add", ["k", "one"], ["k2"]),
+            helper.make_node("Add", ["acc", "k"], ["acc2"]),
+            helper.make_node("Identity", ["c"], ["c2"]),
+        ],
         "sum_body",
         [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", BOOL, []),
-         helper.make_tensor_value_info("acc", I64, [])],
-        [helper.make_tensor_value_info("c2", BOOL, []), helper.make_tensor_value_info("acc2", I64, [])],
+         helper.make_tensor_value_info("k", I64, []), helper.make_tensor_value_info("acc", I64, [])],
+        [helper.make_tensor_value_info("c2", BOOL, []), helper.make_tensor_value_info("k2", I64, []),
+         helper.make_tensor_value_info("acc2", I64, [])],
     )
     g = helper.make_graph(
-        [helper.make_node("Loop", ["n", "true", "zero"], ["acc"], body=body)],
+        [helper.make_node("Loop", ["n", "true", "zero", "zero"], ["k", "acc"], body=body)],
         "scalar_loop",
         [helper.make_tensor_value_info("n", I64, [])],
         [helper.make_tensor_value_info("acc", I64, [])],
