@@ -84,6 +84,8 @@ typedef struct ox_opdef {
 } ox_opdef;
 extern const ox_opdef ox_extra_ops[];
 extern const size_t ox_n_extra_ops;
+extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
+extern const size_t ox_n_rnn_ops;
 ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);
 bool ox_op_supported(const char *op_type);
 

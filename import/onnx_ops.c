@@ -1890,7 +1890,11 @@ ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
 {
     *min_opset = 0;
     ox_handler h = find_in(ops, UT_COUNTOF(ops), op_type, opset, min_opset);
-    return h || *min_opset ? h : find_in(ox_extra_ops, ox_n_extra_ops, op_type, opset, min_opset);
+    if (!h && !*min_opset)
+        h = find_in(ox_extra_ops, ox_n_extra_ops, op_type, opset, min_opset);
+    if (!h && !*min_opset)
+        h = find_in(ox_rnn_ops, ox_n_rnn_ops, op_type, opset, min_opset);
+    return h;
 }
 
 bool ox_op_supported(const char *op_type)

@@ -1,0 +1,301 @@
+/* import/onnx_rnn.c — RNN, GRU and LSTM as IR While loops over the
+ * sequence (one per direction): like ONNX Loop, never a host loop, the
+ * steps are iterations of one static loop region whose body is the cell's
+ * MATMULs and gates; Y is stacked with STACK_PUT. */
+#include <stdio.h>
+#include <string.h>
+
+#include "import/onnx_int.h"
+
+typedef enum { K_RNN, K_GRU, K_LSTM } rnn_kind;
+
+static ox_val plainv(cc_irval v, uint8_t dtype, int rank)
+{
+    ox_val r = {0};
+    r.v = v;
+    r.dtype = dtype;
+    ox_unknown_shape(&r, rank);
+    return r;
+}
+
+static ox_val take(ox_node *N, const ox_val *x, int64_t idx, int rank_out)
+{
+    ox_val i = ox_scalar(N, TFVM_I64, 0, idx);
+    return ox_op2(N, ISA_GATHER, 0, x, &i, x->dtype, rank_out);
+}
+
+/* columns [k*H, (k+1)*H) of a [batch, G*H] value */
+static ox_val gate(ox_node *N, const ox_val *g, int k, int64_t H)
+{
+    int64_t st = k * H, en = (k + 1) * H, ax = -1;
+    ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax), sp = ox_empty_vec(N, TFVM_I64);
+    const ox_val *in[5] = {g, &vs, &ve, &va, &sp};
+    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, g->dtype, 2);
+}
+
+static ox_val slice1(ox_node *N, const ox_val *v, int64_t st, int64_t en)
+{
+    ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en);
+    return ox_op3(N, ISA_SLICE, 0, v, &vs, &ve, v->dtype, 1);
+}
+
+static void check_activations(ox_node *N, rnn_kind kind)
+{
+    static const char *const defs[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    const Onnx__AttributeProto *a = ox_attr(N, "activations");
+    if (a)
+        for (size_t k = 0; k < a->n_strings; k++) {
+            const char *want = defs[kind][k % (kind == K_RNN ? 1 : kind == K_GRU ? 2 : 3)];
+            if (!want || a->strings[k].len != strlen(want) || memcmp(a->strings[k].data, want, strlen(want)) != 0)
+                ox_unsupported(N, "activations other than the defaults");
+        }
+    if (ox_attr(N, "clip"))
+        ox_unsupported(N, "clip");
+    if (ox_attr_i(N, "input_forget", 0))
+        ox_unsupported(N, "input_forget");
+}
+
+typedef struct rnn_in {
+    rnn_kind kind;
+    int64_t H;
+    uint8_t d;
+    ox_val X, T, W, R, Wb, Rb, P, h0, c0, lens;
+    bool has_b, has_p, has_lens, reverse, lbr;
+} rnn_in;
+
+/* One direction: returns Y [T, batch, H], and the last h (and c). */
+static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox_val *cT)
+{
+    cc *C = N->C;
+    uint8_t d = I->d;
+    bool lstm = I->kind == K_LSTM;
+    uint32_t nvar = lstm ? 4 : 3;
+    int64_t zero = 0;
+    ox_val init[4] = {ox_scalar(N, TFVM_I64, 0, 0), I->h0, lstm ? I->c0 : I->h0, I->h0};
+    ox_val acc = plainv(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
+    init[nvar - 1] = acc;
+    cc_irval iv[4];
+    cc_vtype ty[4];
+    ox_val lv[4];
+    for (uint32_t k = 0; k < nvar; k++) {
+        iv[k] = init[k].v;
+        lv[k] = plainv(iv[k], init[k].dtype, k == 0 ? 0 : k == nvar - 1 ? -1 : 2);
+        ty[k] = ox_vtype(&lv[k]);
+    }
+    uint32_t id = N->X->n_loops++;
+    char label[32], names[4][40];
+    snprintf(label, sizeof label, "rnn%u", id);
+    const char *nm[4];
+    static const char *const suffix[4] = {"t", "h", "c", "y"};
+    for (uint32_t k = 0; k < nvar; k++) {
+        snprintf(names[k], sizeof names[k], "rnn%u_%s", id, suffix[k == nvar - 1 ? 3 : k]);
+        nm[k] = names[k];
+    }
+    cc_node *w = cc_while_new(C, N->b, nvar, iv, ty, nm, label);
+    for (uint32_t k = 0; k < nvar; k++)
+        lv[k].v = cc_lvar(w, k);
+    cc_blk *outer = N->b;
+    N->b = w->u.loop.head;
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &I->T, TFVM_BOOL, 0);
+    cc_block_results(C, w->u.loop.head, 1, &c.v);
+
+    N->b = w->u.loop.body;
+    ox_val t = lv[0], one = ox_scalar(N, TFVM_I64, 0, 1);
+    if (I->reverse) {
+        ox_val t1 = ox_ew2(N, ISA_SUB, &I->T, &one, TFVM_I64);
+        t = ox_ew2(N, ISA_SUB, &t1, &lv[0], TFVM_I64);
+    }
+    ox_val x = ox_op2(N, ISA_GATHER, 0, &I->X, &t, d, 2);
+    ox_val h = lv[1], cprev = lv[2];
+    ox_val xw = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &x, &I->W, d, 2);
+    ox_val hr = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &h, &I->R, d, 2);
+    if (I->has_b) {
+        xw = ox_ew2(N, ISA_ADD, &xw, &I->Wb, d);
+        hr = ox_ew2(N, ISA_ADD, &hr, &I->Rb, d);
+    }
+    ox_val hn, cn = {0};
+    int64_t H = I->H;
+    if (I->kind == K_RNN) {
+        hn = ox_ew2(N, ISA_ADD, &xw, &hr, d);
+        hn = ox_ew1(N, ISA_TANH, &hn);
+    } else if (I->kind == K_GRU) {
+        /* gates z, r, h */
+        ox_val xz = gate(N, &xw, 0, H), xr = gate(N, &xw, 1, H), xh = gate(N, &xw, 2, H);
+        ox_val hz = gate(N, &hr, 0, H), hrr = gate(N, &hr, 1, H), hh = gate(N, &hr, 2, H);
+        ox_val z = ox_ew2(N, ISA_ADD, &xz, &hz, d), r = ox_ew2(N, ISA_ADD, &xr, &hrr, d);
+        z = ox_ew1(N, ISA_SIGMOID, &z);
+        r = ox_ew1(N, ISA_SIGMOID, &r);
+        ox_val cand;
+        if (I->lbr) {
+            ox_val rh = ox_ew2(N, ISA_MUL, &r, &hh, d);
+            cand = ox_ew2(N, ISA_ADD, &xh, &rh, d);
+        } else {
+            /* (r * h) @ Rh^T + Rbh */
+            ox_val rh = ox_ew2(N, ISA_MUL, &r, &h, d);
+            int64_t st = 2 * H, en = 3 * H, ax0 = 0;
+            ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax0), sp = ox_empty_vec(N, TFVM_I64);
+            const ox_val *in[5] = {&I->R, &vs, &ve, &va, &sp};
+            ox_val Rh = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, d, 2);
+            ox_val m = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &rh, &Rh, d, 2);
+            if (I->has_b) {
+                ox_val rbh = slice1(N, &I->Rb, 2 * H, 3 * H);
+                m = ox_ew2(N, ISA_ADD, &m, &rbh, d);
+            }
+            cand = ox_ew2(N, ISA_ADD, &xh, &m, d);
+        }
+        cand = ox_ew1(N, ISA_TANH, &cand);
+        ox_val on = ox_fscalar(N, d, 1);
+        ox_val omz = ox_ew2(N, ISA_SUB, &on, &z, d);
+        ox_val a = ox_ew2(N, ISA_MUL, &omz, &cand, d), b = ox_ew2(N, ISA_MUL, &z, &h, d);
+        hn = ox_ew2(N, ISA_ADD, &a, &b, d);
+    } else {
+        /* gates i, o, f, c */
+        ox_val g = ox_ew2(N, ISA_ADD, &xw, &hr, d);
+        ox_val gi = gate(N, &g, 0, H), go = gate(N, &g, 1, H), gf = gate(N, &g, 2, H), gc = gate(N, &g, 3, H);
+        if (I->has_p) {
+            ox_val pi = slice1(N, &I->P, 0, H), po = slice1(N, &I->P, H, 2 * H), pf = slice1(N, &I->P, 2 * H, 3 * H);
+            ox_val a = ox_ew2(N, ISA_MUL, &pi, &cprev, d), b = ox_ew2(N, ISA_MUL, &pf, &cprev, d);
+            gi = ox_ew2(N, ISA_ADD, &gi, &a, d);
+            gf = ox_ew2(N, ISA_ADD, &gf, &b, d);
+            (void)po;
+        }
+        gi = ox_ew1(N, ISA_SIGMOID, &gi);
+        gf = ox_ew1(N, ISA_SIGMOID, &gf);
+        gc = ox_ew1(N, ISA_TANH, &gc);
+        ox_val a = ox_ew2(N, ISA_MUL, &gf, &cprev, d), b = ox_ew2(N, ISA_MUL, &gi, &gc, d);
+        cn = ox_ew2(N, ISA_ADD, &a, &b, d);
+        if (I->has_p) {
+            ox_val po = slice1(N, &I->P, H, 2 * H);
+            ox_val pc = ox_ew2(N, ISA_MUL, &po, &cn, d);
+            go = ox_ew2(N, ISA_ADD, &go, &pc, d);
+        }
+        go = ox_ew1(N, ISA_SIGMOID, &go);
+        ox_val tc = ox_ew1(N, ISA_TANH, &cn);
+        hn = ox_ew2(N, ISA_MUL, &go, &tc, d);
+    }
+    ox_val yv = hn;
+    if (I->has_lens) {
+        /* past a sequence's length its state holds and its output is 0 */
+        ox_val live = ox_ew2(N, ISA_LESS, &t, &I->lens, TFVM_BOOL);
+        int64_t ax1 = 1;
+        ox_val a1 = ox_i64s(N, 1, &ax1), z = ox_fscalar(N, d, 0);
+        live = ox_op2(N, ISA_UNSQUEEZE, 0, &live, &a1, TFVM_BOOL, 2);
+        yv = ox_op3(N, ISA_SELECT, 0, &live, &hn, &z, d, 2);
+        hn = ox_op3(N, ISA_SELECT, 0, &live, &hn, &h, d, 2);
+        if (lstm)
+            cn = ox_op3(N, ISA_SELECT, 0, &live, &cn, &cprev, d, 2);
+    }
+    ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, d, 3);
+    cc_irval next[4];
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    next[1] = hn.v;
+    if (lstm)
+        next[2] = cn.v;
+    next[nvar - 1] = put.v;
+    cc_block_results(C, w->u.loop.body, nvar, next);
+    N->b = outer;
+    *Y = plainv(cc_out(w, nvar - 1), d, 3);
+    *hT = plainv(cc_out(w, 1), d, 2);
+    if (lstm)
+        *cT = plainv(cc_out(w, 2), d, 2);
+}
+
+static void rnn(ox_node *N, rnn_kind kind)
+{
+    check_activations(N, kind);
+    ox_val *x = ox_need(N, 0), *W = ox_need(N, 1), *R = ox_need(N, 2);
+    ox_val *B = ox_opt_in(N, 3), *lens = ox_opt_in(N, 4), *h0 = ox_opt_in(N, 5);
+    ox_val *c0 = kind == K_LSTM ? ox_opt_in(N, 6) : NULL, *P = kind == K_LSTM ? ox_opt_in(N, 7) : NULL;
+    int64_t H = ox_attr_i(N, "hidden_size", -1);
+    if (H < 1)
+        ox_unsupported(N, "an unknown hidden_size");
+    int G = kind == K_RNN ? 1 : kind == K_GRU ? 3 : 4;
+    char db[24];
+    const char *dir = ox_attr_s(N, "direction", "forward", db, sizeof db);
+    int ndir = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
+    bool rev = strcmp(dir, "reverse") == 0;
+    if (!rev && ndir == 1 && strcmp(dir, "forward") != 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "direction '%s'", dir);
+    bool batchwise = ox_attr_i(N, "layout", 0) != 0;
+    rnn_in I = {.kind = kind, .H = H, .d = x->dtype, .lbr = ox_attr_i(N, "linear_before_reset", 0) != 0};
+    uint8_t d = I.d;
+    I.X = *x;
+    int64_t p3[3] = {1, 0, 2};
+    ox_val pv3 = ox_i64s(N, 3, p3);
+    if (batchwise)
+        I.X = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv3, d, 3);
+    ox_val xs = ox_op1(N, ISA_SHAPE, 0, &I.X, TFVM_I64, 1);
+    ox_val z0 = ox_scalar(N, TFVM_I64, 0, 0);
+    I.T = ox_op2(N, ISA_GATHER, 0, &xs, &z0, TFVM_I64, 0);
+    if (lens) {
+        I.lens = ox_to_dtype(N, lens, TFVM_I64);
+        I.has_lens = true;
+    }
+    /* zeros [batch, H] for absent initial states */
+    int64_t one = 1, two = 2, hh = H;
+    ox_val v1 = ox_i64s(N, 1, &one), v2 = ox_i64s(N, 1, &two), vh = ox_i64s(N, 1, &hh);
+    ox_val bdim = ox_op3(N, ISA_SLICE, 0, &xs, &v1, &v2, TFVM_I64, 1);
+    ox_val zs = ox_op2(N, ISA_CONCAT, 0, &bdim, &vh, TFVM_I64, 1), zf = ox_fscalar(N, d, 0);
+    ox_val zeros = ox_op2(N, ISA_FILL, 0, &zs, &zf, d, 2);
+    ox_val Ys[2], hs[2], cs[2];
+    for (int k = 0; k < ndir; k++) {
+        I.reverse = rev || k == 1;
+        I.W = take(N, W, k, 2);
+        I.R = take(N, R, k, 2);
+        I.has_b = B != NULL;
+        if (B) {
+            ox_val b = take(N, B, k, 1);
+            I.Wb = slice1(N, &b, 0, G * H);
+            I.Rb = slice1(N, &b, G * H, 2 * G * H);
+        }
+        I.has_p = P != NULL;
+        if (P)
+            I.P = take(N, P, k, 1);
+        ox_val *h0b = h0, h0t, *c0b = c0, c0t;
+        if (h0 && batchwise) {
+            h0t = ox_op2(N, ISA_TRANSPOSE, 0, h0, &pv3, d, 3);
+            h0b = &h0t;
+        }
+        if (c0 && batchwise) {
+            c0t = ox_op2(N, ISA_TRANSPOSE, 0, c0, &pv3, d, 3);
+            c0b = &c0t;
+        }
+        I.h0 = h0b ? take(N, h0b, k, 2) : zeros;
+        I.c0 = c0b ? take(N, c0b, k, 2) : zeros;
+        run_direction(N, &I, &Ys[k], &hs[k], &cs[k]);
+    }
+    /* Y [T, dirs, batch, H], Y_h and Y_c [dirs, batch, H] */
+    ox_val a0 = ox_i64s(N, 1, (const int64_t[]){0});
+    ox_val Y = ox_op2(N, ISA_UNSQUEEZE, 0, &Ys[0], &v1, d, 4);
+    ox_val Yh = ox_op2(N, ISA_UNSQUEEZE, 0, &hs[0], &a0, d, 3), Yc = {0};
+    if (kind == K_LSTM)
+        Yc = ox_op2(N, ISA_UNSQUEEZE, 0, &cs[0], &a0, d, 3);
+    if (ndir == 2) {
+        ox_val y1 = ox_op2(N, ISA_UNSQUEEZE, 0, &Ys[1], &v1, d, 4);
+        Y = ox_op2(N, ISA_CONCAT, 1, &Y, &y1, d, 4);
+        ox_val h1 = ox_op2(N, ISA_UNSQUEEZE, 0, &hs[1], &a0, d, 3);
+        Yh = ox_op2(N, ISA_CONCAT, 0, &Yh, &h1, d, 3);
+        if (kind == K_LSTM) {
+            ox_val c1 = ox_op2(N, ISA_UNSQUEEZE, 0, &cs[1], &a0, d, 3);
+            Yc = ox_op2(N, ISA_CONCAT, 0, &Yc, &c1, d, 3);
+        }
+    }
+    if (batchwise) {
+        int64_t p4[4] = {2, 0, 1, 3};
+        ox_val pv4 = ox_i64s(N, 4, p4);
+        Y = ox_op2(N, ISA_TRANSPOSE, 0, &Y, &pv4, d, 4);
+        Yh = ox_op2(N, ISA_TRANSPOSE, 0, &Yh, &pv3, d, 3);
+        if (kind == K_LSTM)
+            Yc = ox_op2(N, ISA_TRANSPOSE, 0, &Yc, &pv3, d, 3);
+    }
+    ox_val outs[3] = {Y, Yh, Yc};
+    for (uint32_t k = 0; k < N->n_out && k < (kind == K_LSTM ? 3u : 2u); k++)
+        N->out[k] = outs[k];
+}
+
+static void op_RNN(ox_node *N) { rnn(N, K_RNN); }
+static void op_GRU(ox_node *N) { rnn(N, K_GRU); }
+static void op_LSTM(ox_node *N) { rnn(N, K_LSTM); }
+
+const ox_opdef ox_rnn_ops[] = {{"GRU", 1, op_GRU}, {"LSTM", 1, op_LSTM}, {"RNN", 1, op_RNN}};
+const size_t ox_n_rnn_ops = UT_COUNTOF(ox_rnn_ops);
