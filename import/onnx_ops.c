@@ -637,15 +637,16 @@ static void op_Gemm(ox_node *N)
  * (begin..., end...), dilations, for 1 or 2 spatial dims. */
 typedef struct spatial {
     int nsp;
-    int64_t k[2], s[2], pb[2], pe[2], d[2];
+    int64_t k[3], s[3], pb[3], pe[3], d[3];
 } spatial;
 
-static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, spatial *S)
+/* max_nsp: 2 for Conv, 3 for the pools (a 3-d pool is two 2-d ones) */
+static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, spatial *S, int max_nsp)
 {
     int r = ox_need_rank(N, x);
     S->nsp = r - 2;
-    if (S->nsp < 1 || S->nsp > 2)
-        ox_unsupported(N, "%d spatial dims (1 and 2 are)", S->nsp);
+    if (S->nsp < 1 || S->nsp > max_nsp)
+        ox_unsupported(N, "%d spatial dims (1 to %d are)", S->nsp, max_nsp);
     int64_t buf[8];
     for (int i = 0; i < S->nsp; i++) {
         S->k[i] = kernel[i];
@@ -718,7 +719,7 @@ static void op_Conv(ox_node *N)
     if (xr.rank < 0 && w->rank > 0)
         xr.rank = w->rank;
     spatial S;
-    spatial_params(N, &xr, kernel, &S);
+    spatial_params(N, &xr, kernel, &S, 2);
     int64_t group = ox_attr_i(N, "group", 1);
     ox_val xx = *x, ww = *w;
     int64_t p[9];
@@ -761,7 +762,7 @@ static void pool_p(ox_node *N, isa_op op, double lp)
     if (nk < 1)
         ox_fail(N, TFVM_ERR_FORMAT, "no kernel_shape");
     spatial S;
-    spatial_params(N, x, kernel, &S);
+    spatial_params(N, x, kernel, &S, 3);
     if (nk != S.nsp)
         ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape has %d entries for %d spatial dims", nk, S.nsp);
     int64_t ceil_mode = ox_attr_i(N, "ceil_mode", 0), cip = lp > 0 ? 1 : ox_attr_i(N, "count_include_pad", 0);
@@ -771,6 +772,43 @@ static void pool_p(ox_node *N, isa_op op, double lp)
     x = &xw;
     ox_val xx = *x;
     int64_t p[12];
+    if (S.nsp == 3) {
+        /* separable: the window over (H, W) on [N, C*D, H, W], then over D
+         * on [N, C, D, H'*W'] (a max, or an average of a box of valid
+         * elements, factors over the dims) */
+        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        int64_t a0 = 0, a1 = 1, a2 = 2, a3 = 3, a5 = 5, m1 = -1;
+        ox_val v0 = ox_i64s(N, 1, &a0), v1 = ox_i64s(N, 1, &a1), v2 = ox_i64s(N, 1, &a2), v3 = ox_i64s(N, 1, &a3);
+        ox_val v5 = ox_i64s(N, 1, &a5), vm = ox_i64s(N, 1, &m1);
+        ox_val n0 = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v1, TFVM_I64, 1);
+        ox_val hw = ox_op3(N, ISA_SLICE, 0, &xs, &v3, &v5, TFVM_I64, 1);
+        ox_val s1 = ox_op2(N, ISA_CONCAT, 0, &n0, &vm, TFVM_I64, 1);
+        s1 = ox_op2(N, ISA_CONCAT, 0, &s1, &hw, TFVM_I64, 1);
+        ox_val t = ox_op2(N, ISA_RESHAPE, 0, x, &s1, x->dtype, 4);
+        int64_t q1[12] = {S.k[1], S.k[2], S.s[1], S.s[2], S.pb[1], S.pb[2], S.pe[1], S.pe[2], S.d[1], S.d[2],
+                          ceil_mode, cip};
+        ox_val pv1 = ox_i64s(N, 12, q1);
+        t = ox_op2(N, op, 0, &t, &pv1, x->dtype, 4);
+        ox_val ts = ox_op1(N, ISA_SHAPE, 0, &t, TFVM_I64, 1);
+        ox_val hw2 = ox_op3(N, ISA_SLICE, 0, &ts, &v2, &v5, TFVM_I64, 1);
+        ox_val ncd = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v3, TFVM_I64, 1);
+        ox_val s2 = ox_op2(N, ISA_CONCAT, 0, &ncd, &vm, TFVM_I64, 1);
+        t = ox_op2(N, ISA_RESHAPE, 0, &t, &s2, x->dtype, 4);
+        int64_t q2[12] = {S.k[0], 1, S.s[0], 1, S.pb[0], 0, S.pe[0], 0, S.d[0], 1, ceil_mode, cip};
+        ox_val pv2 = ox_i64s(N, 12, q2);
+        t = ox_op2(N, op, 0, &t, &pv2, x->dtype, 4);
+        ox_val ts2 = ox_op1(N, ISA_SHAPE, 0, &t, TFVM_I64, 1);
+        ox_val ncd2 = ox_op3(N, ISA_SLICE, 0, &ts2, &v0, &v3, TFVM_I64, 1);
+        ox_val s3 = ox_op2(N, ISA_CONCAT, 0, &ncd2, &hw2, TFVM_I64, 1);
+        ox_val y = ox_op2(N, ISA_RESHAPE, 0, &t, &s3, x->dtype, 5);
+        if (lp > 0) {
+            ox_val wv = ox_fscalar(N, x->dtype, (double)(S.k[0] * S.k[1] * S.k[2])), inv = ox_fscalar(N, x->dtype, 1 / lp);
+            y = ox_ew2(N, ISA_MUL, &y, &wv, x->dtype);
+            y = ox_ew2(N, ISA_POW, &y, &inv, x->dtype);
+        }
+        N->out[0] = narrow ? ox_to_dtype(N, &y, ox_need(N, 0)->dtype) : y;
+        return;
+    }
     if (S.nsp == 1) {
         xx = unsq2(N, x);
         int64_t q[12] = {1, S.k[0], 1, S.s[0], 0, S.pb[0], 0, S.pe[0], 1, S.d[0], ceil_mode, cip};
