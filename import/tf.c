@@ -397,6 +397,8 @@ static imp_tf_graph *graph_new(imp_tf_st *T, const char *what, tf_nodedef *const
     return g;
 }
 
+static imp_tf_graph *func_graph(imp_tf_st *T, int32_t f);
+
 static int32_t func_find(imp_tf_st *T, const char *name)
 {
     for (uint32_t i = 0; i < T->n_funcs; i++)
@@ -406,6 +408,24 @@ static int32_t func_find(imp_tf_st *T, const char *name)
 }
 
 bool imp_tf_is_function(imp_tf_st *T, const char *name) { return func_find(T, name) >= 0; }
+
+bool imp_tf_passes_through(imp_tf_st *T, const char *fname, uint32_t k)
+{
+    int32_t f = func_find(T, fname);
+    if (f < 0)
+        return false;
+    const imp_tf_graph *g = func_graph(T, f);
+    if (k >= g->n_rets || k >= g->n_args)
+        return false;
+    imp_tf_ref r = g->rets[k];
+    for (uint32_t guard = 0; r.node >= 0 && guard < g->n_nodes; guard++) {
+        const imp_tf_node *n = &g->nodes[r.node];
+        if (strcmp(n->op, "Identity") != 0 || n->n_in != 1)
+            break;
+        r = n->in[0];
+    }
+    return r.node == -1 - (int32_t)k;
+}
 
 int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx)
 {

@@ -68,6 +68,9 @@ void imp_tf_inline(imp_tf_opctx *X, const char *name, cc_blk *b, const cc_irval 
 bool imp_tf_is_function(imp_tf_st *T, const char *name);
 uint32_t imp_tf_function_n_outputs(imp_tf_st *T, const char *fname);
 int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, size_t len, uint32_t idx);
+/* Does function fname return its argument k unchanged (through Identity)?
+ * A While body that does passes a loop invariant. */
+bool imp_tf_passes_through(imp_tf_st *T, const char *fname, uint32_t k);
 /* "graph" or "function 'f'": where X's node is. */
 const char *imp_tf_where(const imp_tf_opctx *X);
 

@@ -632,39 +632,60 @@ static cc_vtype *out_types(ctx *X)
     return t;
 }
 
+/* A functional While: cond and body inlined into one While. TF passes loop
+ * invariants as loop variables that the body returns unchanged; those stay
+ * outside (read through ENTER const) instead of costing a SWITCH and a
+ * NEXTITER every iteration. */
 static void fn_while(ctx *X)
 {
     uint32_t n = X->n->n_in;
     if (X->n->n_out != n)
         imp_tf_fail(X, "has %u inputs and %u outputs", n, X->n->n_out);
-    cc_vtype *t = cc_array(X->C, n + 1, sizeof *t);
-    const char **names = cc_array(X->C, n + 1, sizeof *names);
+    const char *body = attr_func(X, "body"), *cond = attr_func(X, "cond");
+    bool *inv = cc_array(X->C, n + 1, sizeof *inv);
+    uint32_t nv = 0;
     for (uint32_t k = 0; k < n; k++) {
-        t[k] = X->in[k].n->types[X->in[k].k];
+        inv[k] = imp_tf_passes_through(X->T, body, k);
+        nv += !inv[k];
+    }
+    if (nv == 0) /* a loop needs a variable: keep the first */
+        inv[0] = false, nv = 1;
+    cc_vtype *t = cc_array(X->C, nv + 1, sizeof *t);
+    cc_irval *init = cc_array(X->C, nv + 1, sizeof *init);
+    const char **names = cc_array(X->C, nv + 1, sizeof *names);
+    uint32_t j = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (inv[k])
+            continue;
+        init[j] = X->in[k];
+        t[j] = X->in[k].n->types[X->in[k].k];
         char *nm = cc_alloc(X->C, 16);
         snprintf(nm, 16, "v%u", k);
-        names[k] = nm;
+        names[j++] = nm;
     }
-    cc_node *w = cc_while_new(X->C, X->b, n, X->in, t, names, NULL);
+    cc_node *w = cc_while_new(X->C, X->b, nv, init, t, names, NULL);
     int64_t par = attr_i(X, "parallel_iterations", 0);
     if (par > 0)
         w->u.loop.parallel = (uint32_t)(par > ISA_MAX_PARALLEL ? ISA_MAX_PARALLEL : par);
     cc_irval *lv = cc_array(X->C, n + 1, sizeof *lv);
-    for (uint32_t k = 0; k < n; k++)
-        lv[k] = cc_lvar(w, k);
+    for (uint32_t k = 0, i = 0; k < n; k++)
+        lv[k] = inv[k] ? X->in[k] : cc_lvar(w, i++);
     cc_irval c;
     ctx H = *X;
     H.b = w->u.loop.head;
-    imp_tf_inline(&H, attr_func(X, "cond"), H.b, lv, n, &c, 1);
+    imp_tf_inline(&H, cond, H.b, lv, n, &c, 1);
     c = truth(&H, c);
     cc_block_results(X->C, H.b, 1, &c);
     cc_irval *next = cc_array(X->C, n + 1, sizeof *next);
     ctx B = *X;
     B.b = w->u.loop.body;
-    imp_tf_inline(&B, attr_func(X, "body"), B.b, lv, n, next, n);
-    cc_block_results(X->C, B.b, n, next);
-    for (uint32_t k = 0; k < n; k++)
-        X->out[k] = cc_out(w, k);
+    imp_tf_inline(&B, body, B.b, lv, n, next, n);
+    for (uint32_t k = 0, i = 0; k < n; k++)
+        if (!inv[k])
+            next[i++] = next[k];
+    cc_block_results(X->C, B.b, nv, next);
+    for (uint32_t k = 0, i = 0; k < n; k++)
+        X->out[k] = inv[k] ? X->in[k] : cc_out(w, i++);
 }
 
 /* An If choosing branch `then` or `els` (function names) on c; inputs from 1. */
