@@ -1053,6 +1053,16 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
         }
         axes = ox_i64s(N, nax, ax);
     }
+    /* the max (min) of no elements is -inf (+inf), as ONNX defines it; the
+     * kernels refuse it, so on an input known to be empty it is a sum (of
+     * the right shape, zeros) plus -inf (+inf) */
+    if ((op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN) && ox_count_of(&x) == 0 &&
+        (x.dtype == TFVM_F32 || x.dtype == TFVM_F64)) {
+        ox_val z = ox_op2(N, ISA_REDUCE_SUM, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes, x.dtype, -1);
+        ox_val v = ox_fscalar(N, x.dtype, op == ISA_REDUCE_MAX ? -INFINITY : INFINITY);
+        N->out[0] = ox_ew2(N, ISA_ADD, &z, &v, x.dtype);
+        return;
+    }
     /* max and min of bools are any and all: computed on i32 */
     const ox_val x0 = x;
     bool bool_minmax = x.dtype == TFVM_BOOL && (op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN);
