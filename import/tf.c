@@ -78,6 +78,8 @@ struct imp_tf_inst {
     uint8_t *mtrue;     /* CMERGE: the input from the true branch */
     bool *needed;
     cc_irval **vals;
+    uint32_t n_fetch;
+    const imp_tf_ref *fetch; /* the values asked of this instance */
     uint32_t n_frames, n_conds;
     frame **frames;
     cnd **conds;
@@ -408,6 +410,63 @@ static int32_t func_find(imp_tf_st *T, const char *name)
 }
 
 bool imp_tf_is_function(imp_tf_st *T, const char *name) { return func_find(T, name) >= 0; }
+
+/* How many data inputs and results of g read r. */
+static uint32_t uses_of(const imp_tf_graph *g, imp_tf_ref r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        for (uint32_t j = 0; j < g->nodes[i].n_in; j++)
+            n += g->nodes[i].in[j].node == r.node && g->nodes[i].in[j].k == r.k;
+    for (uint32_t j = 0; j < g->n_rets; j++)
+        n += g->rets[j].node == r.node && g->rets[j].k == r.k;
+    return n;
+}
+
+bool imp_tf_dead_counter(imp_tf_st *T, const char *cond, const char *body, uint32_t k)
+{
+    int32_t fc = func_find(T, cond), fb = func_find(T, body);
+    if (fc < 0 || fb < 0)
+        return false;
+    const imp_tf_graph *gc = func_graph(T, fc), *gb = func_graph(T, fb);
+    imp_tf_ref arg = {-1 - (int32_t)k, 0};
+    if (k >= gc->n_args || k >= gb->n_args || k >= gb->n_rets || uses_of(gc, arg) || uses_of(gb, arg) != 1)
+        return false;
+    imp_tf_ref r = gb->rets[k];
+    if (uses_of(gb, r) != 1)
+        return false;
+    for (uint32_t guard = 0; r.node >= 0 && guard < gb->n_nodes; guard++) {
+        const imp_tf_node *n = &gb->nodes[r.node];
+        if (strcmp(n->op, "Identity") != 0 || n->n_in != 1)
+            break;
+        r = n->in[0];
+        if (uses_of(gb, r) != 1)
+            return false;
+    }
+    if (r.node < 0)
+        return false;
+    const imp_tf_node *n = &gb->nodes[r.node];
+    if ((strcmp(n->op, "AddV2") != 0 && strcmp(n->op, "Add") != 0) || n->n_in != 2)
+        return false;
+    for (uint32_t j = 0; j < 2; j++) {
+        imp_tf_ref a = n->in[j], b = n->in[1 - j];
+        if (a.node == arg.node && b.node >= 0 && strcmp(gb->nodes[b.node].op, "Const") == 0)
+            return true;
+    }
+    return false;
+}
+
+bool imp_tf_output_used(const imp_tf_opctx *X, uint32_t k)
+{
+    const imp_tf_inst *I = X->I;
+    imp_tf_ref r = {(int32_t)(X->n - I->g->nodes), k};
+    if (uses_of(I->g, r))
+        return true;
+    for (uint32_t j = 0; j < I->n_fetch; j++)
+        if (I->fetch[j].node == r.node && I->fetch[j].k == r.k)
+            return true;
+    return false;
+}
 
 bool imp_tf_passes_through(imp_tf_st *T, const char *fname, uint32_t k)
 {
@@ -1030,6 +1089,8 @@ static imp_tf_inst *inst_new(imp_tf_st *T, const imp_tf_graph *g, cc_blk *top, c
 /* Emits the values of `refs` at the instance's top scope. */
 static void inst_results(imp_tf_inst *I, uint32_t n, const imp_tf_ref *refs, const char *const *names, cc_irval *out)
 {
+    I->n_fetch = n;
+    I->fetch = refs;
     for (uint32_t k = 0; k < n; k++)
         need(I, refs[k]);
     for (uint32_t k = 0; k < n; k++) {

@@ -71,6 +71,12 @@ int imp_tf_function_output(imp_tf_st *T, const char *fname, const char *arg, siz
 /* Does function fname return its argument k unchanged (through Identity)?
  * A While body that does passes a loop invariant. */
 bool imp_tf_passes_through(imp_tf_st *T, const char *fname, uint32_t k);
+/* Is variable k of a While with these functions a counter nothing reads:
+ * unused by cond, and in body only `k + constant` (through Identity) as its
+ * own next value? (tf.while_loop's loop_counter.) */
+bool imp_tf_dead_counter(imp_tf_st *T, const char *cond, const char *body, uint32_t k);
+/* Does anything in X's graph (or its results) read output k of X's node? */
+bool imp_tf_output_used(const imp_tf_opctx *X, uint32_t k);
 /* "graph" or "function 'f'": where X's node is. */
 const char *imp_tf_where(const imp_tf_opctx *X);
 

@@ -635,7 +635,8 @@ static cc_vtype *out_types(ctx *X)
 /* A functional While: cond and body inlined into one While. TF passes loop
  * invariants as loop variables that the body returns unchanged; those stay
  * outside (read through ENTER const) instead of costing a SWITCH and a
- * NEXTITER every iteration. */
+ * NEXTITER every iteration. So does tf.while_loop's loop counter when
+ * nothing reads it: its (dead) increment is left to the optimizer. */
 static void fn_while(ctx *X)
 {
     uint32_t n = X->n->n_in;
@@ -645,7 +646,9 @@ static void fn_while(ctx *X)
     bool *inv = cc_array(X->C, n + 1, sizeof *inv);
     uint32_t nv = 0;
     for (uint32_t k = 0; k < n; k++) {
-        inv[k] = imp_tf_passes_through(X->T, body, k);
+        /* an invariant, or a counter whose value nobody reads: both stay out */
+        inv[k] = imp_tf_passes_through(X->T, body, k) ||
+                 (imp_tf_dead_counter(X->T, cond, body, k) && !imp_tf_output_used(X, k));
         nv += !inv[k];
     }
     if (nv == 0) /* a loop needs a variable: keep the first */
