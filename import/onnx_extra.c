@@ -929,14 +929,89 @@ static void op_ConvTranspose(ox_node *N)
     N->out[0] = y;
 }
 
+/* ---- Window functions (opset 17) -------------------------------------------------------------- */
+
+typedef enum { W_HANN, W_HAMMING, W_BLACKMAN } window_kind;
+
+/* computed in f64 over n = 0 .. size-1, with N = size (periodic) or size - 1 */
+static void window(ox_node *N, window_kind kind)
+{
+    ox_val size = ox_as_i64_scalar(N, ox_need(N, 0));
+    uint8_t out = TFVM_F32;
+    const Onnx__AttributeProto *od = ox_attr(N, "output_datatype");
+    if (od && od->has_i && !ox_dtype((int32_t)od->i, &out))
+        ox_unsupported(N, "output_datatype %s", ox_onnx_type_name((int32_t)od->i));
+    ox_val z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val n = ox_op3(N, ISA_RANGE, 0, &z, &size, &o, TFVM_I64, 1);
+    ox_val nf = ox_to_dtype(N, &n, TFVM_F64), len = size;
+    if (!ox_attr_i(N, "periodic", 1))
+        len = ox_ew2(N, ISA_SUB, &size, &o, TFVM_I64);
+    ox_val lf = ox_to_dtype(N, &len, TFVM_F64);
+    ox_val ph = ox_ew2(N, ISA_DIV, &nf, &lf, TFVM_F64); /* n / N */
+    ox_val tp = ox_fscalar(N, TFVM_F64, 2 * M_PI);
+    ox_val a = ox_ew2(N, ISA_MUL, &ph, &tp, TFVM_F64);
+    ox_val ca = ox_ew1(N, ISA_COS, &a), y;
+    if (kind == W_HANN || kind == W_HAMMING) {
+        double al = kind == W_HANN ? 0.5 : 25.0 / 46.0;
+        ox_val alv = ox_fscalar(N, TFVM_F64, al), bev = ox_fscalar(N, TFVM_F64, 1 - al);
+        ox_val t = ox_ew2(N, ISA_MUL, &ca, &bev, TFVM_F64);
+        y = ox_ew2(N, ISA_SUB, &alv, &t, TFVM_F64);
+    } else {
+        ox_val two = ox_fscalar(N, TFVM_F64, 2), c1 = ox_fscalar(N, TFVM_F64, 0.42), c2 = ox_fscalar(N, TFVM_F64, 0.5),
+               c3 = ox_fscalar(N, TFVM_F64, 0.08);
+        ox_val a2 = ox_ew2(N, ISA_MUL, &a, &two, TFVM_F64);
+        ox_val cb = ox_ew1(N, ISA_COS, &a2);
+        ox_val t1 = ox_ew2(N, ISA_MUL, &ca, &c2, TFVM_F64), t2 = ox_ew2(N, ISA_MUL, &cb, &c3, TFVM_F64);
+        y = ox_ew2(N, ISA_SUB, &c1, &t1, TFVM_F64);
+        y = ox_ew2(N, ISA_ADD, &y, &t2, TFVM_F64);
+    }
+    N->out[0] = ox_to_dtype(N, &y, out);
+}
+
+static void op_HannWindow(ox_node *N) { window(N, W_HANN); }
+static void op_HammingWindow(ox_node *N) { window(N, W_HAMMING); }
+static void op_BlackmanWindow(ox_node *N) { window(N, W_BLACKMAN); }
+
+/* ---- ReverseSequence (opset 10) ------------------------------------------------------------------- */
+
+/* GATHER_ELEMENTS along the time axis with index len-1-t below each
+ * sequence's length and t above it */
+static void op_ReverseSequence(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *lens = ox_need(N, 1);
+    int r = ox_need_rank(N, x);
+    int ta = ox_norm_axis(N, ox_attr_i(N, "time_axis", 0), r, false);
+    int ba = ox_norm_axis(N, ox_attr_i(N, "batch_axis", 1), r, false);
+    ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val tai = ox_scalar(N, TFVM_I64, 0, ta), z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val T = ox_op2(N, ISA_GATHER, 0, &xs, &tai, TFVM_I64, 0);
+    ox_val t = ox_op3(N, ISA_RANGE, 0, &z, &T, &o, TFVM_I64, 1);
+    /* t along the time axis, lens along the batch axis, both rank r */
+    int64_t ts[TFVM_MAX_RANK], bs[TFVM_MAX_RANK];
+    for (int k = 0; k < r; k++)
+        ts[k] = bs[k] = 1;
+    ts[ta] = -1;
+    bs[ba] = -1;
+    ox_val tt = reshape_to(N, &t, r, ts);
+    ox_val l = ox_to_dtype(N, lens, TFVM_I64);
+    l = reshape_to(N, &l, r, bs);
+    ox_val lm1 = ox_ew2(N, ISA_SUB, &l, &o, TFVM_I64);
+    ox_val rv = ox_ew2(N, ISA_SUB, &lm1, &tt, TFVM_I64);
+    ox_val in = ox_ew2(N, ISA_LESS, &tt, &l, TFVM_BOOL);
+    ox_val idx = ox_op3(N, ISA_SELECT, 0, &in, &rv, &tt, TFVM_I64, r);
+    idx = ox_op2(N, ISA_EXPAND, 0, &idx, &xs, TFVM_I64, r);
+    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)ta, x, &idx, x->dtype, r);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(CenterCropPad, 18), R(ConvTranspose, 1), R(Cosh, 9), R(CumProd, 26),
-    R(DepthToSpace, 1), R(DequantizeLinear, 10), R(DynamicQuantizeLinear, 11), R(EyeLike, 9),
-    R(GroupNormalization, 18), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1), R(MatMulInteger, 10),
+    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(BlackmanWindow, 17), R(CenterCropPad, 18),
+    R(ConvTranspose, 1), R(Cosh, 9), R(CumProd, 26), R(DepthToSpace, 1), R(DequantizeLinear, 10),
+    R(DynamicQuantizeLinear, 11), R(EyeLike, 9), R(GroupNormalization, 18), R(HammingWindow, 17),
+    R(HannWindow, 17), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1), R(MatMulInteger, 10),
     R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QLinearMatMul, 10),
-    R(QuantizeLinear, 10), R(RMSNormalization, 23), R(RotaryEmbedding, 23), R(Sinh, 9),
-    R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24), R(Tan, 7), R(Upsample, 7),
+    R(QuantizeLinear, 10), R(RMSNormalization, 23), R(ReverseSequence, 10), R(RotaryEmbedding, 23),
+    R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24), R(Tan, 7), R(Upsample, 7),
 };
 #undef R
 const size_t ox_n_extra_ops = UT_COUNTOF(ox_extra_ops);
