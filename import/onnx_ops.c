@@ -276,8 +276,20 @@ ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, ui
 
 /* ---- Elementwise ------------------------------------------------------------------ */
 
+/* ONNX's binary ops take one type: a model that mixes them is malformed */
+static void same_dtype(ox_node *N, const ox_val *a, const ox_val *b)
+{
+    if (a->dtype != b->dtype)
+        ox_fail(N, TFVM_ERR_FORMAT, "operands of different types (%s and %s)", tfvm_dtype_name((tfvm_dtype)a->dtype),
+                tfvm_dtype_name((tfvm_dtype)b->dtype));
+}
+
 #define BIN(NAME, OP)                                                                                             \
-    static void op_##NAME(ox_node *N) { N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype); }
+    static void op_##NAME(ox_node *N)                                                                             \
+    {                                                                                                             \
+        same_dtype(N, ox_need(N, 0), ox_need(N, 1));                                                              \
+        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype);                            \
+    }
 BIN(Add, ISA_ADD)
 BIN(Sub, ISA_SUB)
 BIN(Mul, ISA_MUL)
@@ -287,7 +299,11 @@ BIN(Or, ISA_OR)
 BIN(Xor, ISA_XOR)
 
 #define CMP(NAME, OP)                                                                                             \
-    static void op_##NAME(ox_node *N) { N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), TFVM_BOOL); }
+    static void op_##NAME(ox_node *N)                                                                             \
+    {                                                                                                             \
+        same_dtype(N, ox_need(N, 0), ox_need(N, 1));                                                              \
+        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), TFVM_BOOL);                                       \
+    }
 CMP(Equal, ISA_EQUAL)
 CMP(Less, ISA_LESS)
 CMP(LessOrEqual, ISA_LESS_EQUAL)
@@ -325,6 +341,7 @@ static void op_Mod(ox_node *N)
     ox_val *a = ox_need(N, 0);
     bool fmod = ox_attr_i(N, "fmod", 0) != 0;
     bool flt = a->dtype == TFVM_F32 || a->dtype == TFVM_F64;
+    same_dtype(N, a, ox_need(N, 1));
     N->out[0] = ox_ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, ox_need(N, 1), a->dtype);
 }
 
@@ -333,8 +350,10 @@ static void variadic(ox_node *N, isa_op op)
     if (N->n_in == 0)
         ox_fail(N, TFVM_ERR_FORMAT, "no inputs");
     ox_val acc = *ox_need(N, 0);
-    for (uint32_t k = 1; k < N->n_in; k++)
+    for (uint32_t k = 1; k < N->n_in; k++) {
+        same_dtype(N, &acc, ox_need(N, k));
         acc = ox_ew2(N, op, &acc, ox_need(N, k), acc.dtype);
+    }
     N->out[0] = acc;
 }
 
