@@ -77,7 +77,8 @@ bool cc_op_may_fail(const cc_node *n)
         return false;
     /* DIV0, NEGEXP: operand b decides; only a constant is known */
     cc_irval y = cc_resolve(n->in[1]);
-    if (y.n->kind != CC_N_CONST)
+    /* a constant of another dtype (an importer's malformed input) is read by its own size: not at all */
+    if (y.n->kind != CC_N_CONST || y.n->u.c.dtype != d || y.n->u.c.rank)
         return true;
     const void *p = y.n->u.c.data;
     int64_t v;
