@@ -2,6 +2,7 @@
  * op (docs/tensorflow.md lists them), the outputs each op has, and the
  * dtypes its attributes give. Layouts TF and tfvm disagree on (NHWC convs,
  * HWIO filters) get TRANSPOSEs; shape operands become i64 vectors. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,6 +86,7 @@ static const struct {
     {"FusedBatchNormV3",
      {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2", "reserve_space_3"}},
     {"TensorArrayV3", {"handle", "flow"}},
+    {"TopKV2", {"values", "indices"}},
 };
 
 /* Ops with one list output: the attribute that sizes it. */
@@ -160,6 +162,10 @@ tfvm_dtype imp_tf_out_dtype(const tf_nodedef *d, uint32_t k)
     }
     if (strcmp(op, "Rank") == 0)
         return TFVM_I32;
+    if (strcmp(op, "TopKV2") == 0 && k == 1) {
+        const tf_attr *a = imp_tf_attr(d, "index_type");
+        return a ? imp_tf_dtype(a->type) : TFVM_I32;
+    }
     for (size_t i = 0; keys[i]; i++) {
         const tf_attr *a = imp_tf_attr(d, keys[i]);
         if (!a)
@@ -787,6 +793,173 @@ static void tensor_array(ctx *X)
     X->out[1] = cc_const_new(X->C, X->b, d, 1, &zero, NULL, 0, false);
 }
 
+/* ---- More ops ---------------------------------------------------------------------------- */
+
+static bool is(ctx *X, const char *o) { return strcmp(X->n->op, o) == 0; }
+
+/* TF paddings [rank, 2] -> tfvm pads [before..., after...]: the transpose, flattened. */
+static cc_irval pads_of(ctx *X, cc_irval p)
+{
+    cc_irval t = transpose(X, cast(X, p, TFVM_I64), (int64_t[]){1, 0}, 2);
+    int64_t m1 = -1;
+    return op2(X, ISA_RESHAPE, 0, t, i64s(X, 1, &m1), ten(TFVM_I64));
+}
+
+static void depthwise(ctx *X)
+{
+    int64_t s[2], d[2];
+    hw_attr(X, "strides", 1, s);
+    hw_attr(X, "dilations", 1, d);
+    cc_irval x = to_nchw(X, X->in[0]);
+    /* filter [H, W, C, M] -> [H, W, 1, C*M] -> OIHW [C*M, 1, H, W], groups = C */
+    int64_t z[1] = {0}, t2[1] = {2};
+    cc_irval hw3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, z), i64s(X, 1, t2)};
+    cc_irval fshape = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, hw3, ten(TFVM_I64)),
+                          i64s(X, 2, (int64_t[]){1, -1}), ten(TFVM_I64));
+    cc_irval f = op2(X, ISA_RESHAPE, 0, X->in[1], fshape, ten(dt(X->in[1])));
+    f = transpose(X, f, (int64_t[]){3, 2, 0, 1}, 4);
+    cc_irval pads;
+    if (attr_is(X, "padding", "SAME", false)) {
+        int64_t k0[1] = {0}, k2[1] = {2};
+        cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, k0), i64s(X, 1, k2)};
+        cc_irval k = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+        cc_irval dd = i64s(X, 2, d), one = i64s(X, 2, (int64_t[]){1, 1});
+        cc_irval keff = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, k, one, ten(TFVM_I64)), dd,
+                                               ten(TFVM_I64)), one, ten(TFVM_I64));
+        pads = same_pads(X, x, keff, s);
+    } else if (attr_is(X, "padding", "EXPLICIT", false)) {
+        pads = explicit_pads(X);
+    } else {
+        pads = i64s(X, 4, (int64_t[]){0, 0, 0, 0});
+    }
+    /* groups: the input's channels (dim 2 of the filter), known at run time */
+    int64_t two[1] = {2}, three[1] = {3};
+    cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, two), i64s(X, 1, three)};
+    cc_irval groups = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+    cc_irval p = params(X, s, pads, d, 2);
+    p = op2(X, ISA_CONCAT, 0, p, groups, ten(TFVM_I64));
+    cc_irval c3[3] = {x, f, p};
+    X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, c3, ten(dt(X->in[0]))));
+}
+
+static void topk(ctx *X)
+{
+    cc_irval x = X->in[0];
+    cc_irval in3[3] = {x, X->in[1], cc_const_scalar(X->C, X->b, TFVM_BOOL, 1, 1)};
+    cc_irval idx = op(X, ISA_TOPK, axis_attr(X, -1), 3, in3, ten(TFVM_I64));
+    X->out[0] = op2(X, ISA_GATHER_ELEMENTS, axis_attr(X, -1), x, idx, ten(dt(x)));
+    const tf_attr *a = attr(X, "index_type");
+    X->out[1] = cast(X, idx, a ? imp_tf_dtype(a->type) : TFVM_I32);
+}
+
+/* All / Any: a min / max over bools as i32 */
+static void bool_reduce(ctx *X, isa_op o)
+{
+    bool keep = attr_b(X, "keep_dims", false);
+    cc_irval x = cast(X, X->in[0], TFVM_I32);
+    int64_t ax[16];
+    if (const_ints(X->in[1], ax, 16) == 0) {
+        X->out[0] = X->in[0];
+        return;
+    }
+    cc_irval r = op2(X, o, keep ? ISA_OPT_KEEPDIMS : 0, x, vec64(X, X->in[1]), ten(TFVM_I32));
+    X->out[0] = cast(X, r, TFVM_BOOL);
+}
+
+static void reverse(ctx *X)
+{
+    int64_t ax[16];
+    int n = const_ints(X->in[1], ax, 16);
+    if (n < 0)
+        imp_tf_fail(X, "axis must be constant");
+    if (n == 0) {
+        X->out[0] = X->in[0];
+        return;
+    }
+    int64_t st[16], en[16], sp[16];
+    for (int i = 0; i < n; i++)
+        st[i] = -1, en[i] = INT64_MIN, sp[i] = -1;
+    cc_irval in5[5] = {X->in[0], i64s(X, (uint32_t)n, st), i64s(X, (uint32_t)n, en), i64s(X, (uint32_t)n, ax),
+                       i64s(X, (uint32_t)n, sp)};
+    X->out[0] = op(X, ISA_STRIDED_SLICE, 0, 5, in5, ten(dt(X->in[0])));
+}
+
+/* Returns true when it converted the node. */
+static bool more_ops(ctx *X)
+{
+    const imp_tf_node *n = X->n;
+    cc_irval x = n->n_in ? X->in[0] : (cc_irval){NULL, 0};
+    tfvm_dtype d = x.n ? dt(x) : 0;
+    if (is(X, "AddN")) {
+        cc_irval r = x;
+        for (uint32_t i = 1; i < n->n_in; i++)
+            r = ew2(X, ISA_ADD, r, X->in[i], d);
+        X->out[0] = r;
+    } else if (is(X, "SquaredDifference")) {
+        cc_irval t = ew2(X, ISA_SUB, x, X->in[1], d);
+        X->out[0] = ew2(X, ISA_MUL, t, t, d);
+    } else if (is(X, "Reciprocal") || is(X, "Inv")) {
+        X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), x, d);
+    } else if (is(X, "LeakyRelu")) {
+        cc_irval ax_ = ew2(X, ISA_MUL, x, num(X, d, attr_f(X, "alpha", 0.2f)), d);
+        cc_irval sel[3] = {ew2(X, ISA_GREATER, x, num(X, d, 0), TFVM_BOOL), x, ax_};
+        X->out[0] = op(X, ISA_SELECT, 0, 3, sel, scalar(x) ? cc_scalar_t(d) : ten(d));
+    } else if (is(X, "Softplus")) { /* max(x, 0) + log(1 + exp(-|x|)), stable */
+        cc_irval e = ew1(X, ISA_EXP, ew1(X, ISA_NEG, ew1(X, ISA_ABS, x)));
+        X->out[0] = ew2(X, ISA_ADD, ew1(X, ISA_RELU, x), ew1(X, ISA_LOG, ew2(X, ISA_ADD, e, num(X, d, 1), d)), d);
+    } else if (is(X, "Softsign")) {
+        X->out[0] = ew2(X, ISA_DIV, x, ew2(X, ISA_ADD, ew1(X, ISA_ABS, x), num(X, d, 1), d), d);
+    } else if (is(X, "Selu")) {
+        const double a = 1.6732632423543772848170429916717, sc = 1.0507009873554804934193349852946;
+        cc_irval neg = ew2(X, ISA_MUL, num(X, d, a), ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d), d);
+        cc_irval sel[3] = {ew2(X, ISA_GREATER, x, num(X, d, 0), TFVM_BOOL), x, neg};
+        X->out[0] = ew2(X, ISA_MUL, num(X, d, sc), op(X, ISA_SELECT, 0, 3, sel, ten(d)), d);
+    } else if (is(X, "Expm1")) {
+        X->out[0] = ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d);
+    } else if (is(X, "Log1p")) {
+        X->out[0] = ew1(X, ISA_LOG, ew2(X, ISA_ADD, x, num(X, d, 1), d));
+    } else if (is(X, "ClipByValue")) {
+        X->out[0] = ew2(X, ISA_MIN, ew2(X, ISA_MAX, x, X->in[1], d), X->in[2], d);
+    } else if (is(X, "BroadcastTo")) {
+        X->out[0] = op2(X, ISA_EXPAND, 0, x, vec64(X, X->in[1]), ten(d));
+    } else if (is(X, "ReverseV2")) {
+        reverse(X);
+    } else if (is(X, "IsNan")) {
+        X->out[0] = ew2(X, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
+    } else if (is(X, "IsFinite")) {
+        X->out[0] = ew2(X, ISA_LESS, ew1(X, ISA_ABS, x), num(X, d, INFINITY), TFVM_BOOL);
+    } else if (is(X, "All")) {
+        bool_reduce(X, ISA_REDUCE_MIN);
+    } else if (is(X, "Any")) {
+        bool_reduce(X, ISA_REDUCE_MAX);
+    } else if (is(X, "Mod") || is(X, "TruncateMod")) {
+        X->out[0] = ew2(X, ISA_MOD, x, X->in[1], d);
+    } else if (is(X, "TruncateDiv")) {
+        X->out[0] = ew2(X, ISA_DIV, x, X->in[1], d);
+    } else if (is(X, "Pad")) {
+        X->out[0] = op2(X, ISA_PAD, 0, x, pads_of(X, X->in[1]), ten(d));
+    } else if (is(X, "PadV2")) {
+        cc_irval in3[3] = {x, pads_of(X, X->in[1]), X->in[2]};
+        X->out[0] = op(X, ISA_PADV, 0, 3, in3, ten(d));
+    } else if (is(X, "MirrorPad")) {
+        if (!attr_is(X, "mode", "REFLECT", false))
+            imp_tf_fail(X, "only mode REFLECT is supported");
+        cc_irval in3[3] = {x, pads_of(X, X->in[1]), num(X, d, 0)};
+        X->out[0] = op(X, ISA_PADV, ISA_OPT_REFLECT, 3, in3, ten(d));
+    } else if (is(X, "DepthwiseConv2dNative")) {
+        depthwise(X);
+    } else if (is(X, "TopKV2")) {
+        topk(X);
+    } else if (is(X, "L2Loss")) {
+        cc_irval sq = ew2(X, ISA_MUL, x, x, d);
+        cc_irval s = op2(X, ISA_REDUCE_SUM, 0, sq, i64s(X, 0, NULL), cc_scalar_t(d));
+        X->out[0] = ew2(X, ISA_DIV, s, num(X, d, 2), d);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 /* ---- The table -------------------------------------------------------------------------- */
 
 typedef struct simple {
@@ -807,8 +980,6 @@ static const simple simples[] = {
     {"NotEqual", ISA_NOT_EQUAL, 3}, {"LogicalAnd", ISA_AND, 3}, {"LogicalOr", ISA_OR, 3},
     {"LogicalNot", ISA_NOT, 4},
 };
-
-static bool is(ctx *X, const char *o) { return strcmp(X->n->op, o) == 0; }
 
 static void pass_through(ctx *X)
 {
@@ -832,7 +1003,11 @@ static const struct {
     {"TensorArrayV3", 1}, {"TensorArrayWriteV3", 4}, {"TensorArrayReadV3", 3}, {"TensorArrayGatherV3", 3},
     {"TensorArrayScatterV3", 4}, {"TensorArraySizeV3", 2}, {"Rsqrt", 1}, {"Square", 1}, {"Relu6", 1},
     {"Elu", 1}, {"Softmax", 1}, {"LogSoftmax", 1}, {"Cast", 1}, {"TensorListSetItem", 3},
-    {"TensorListGetItem", 2}, {"TensorListStack", 1}, {"TensorListFromTensor", 1}, {"TensorListLength", 1},
+    {"TensorListGetItem", 2}, {"AddN", 1}, {"SquaredDifference", 2}, {"Reciprocal", 1}, {"Inv", 1},
+    {"LeakyRelu", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Selu", 1}, {"Expm1", 1}, {"Log1p", 1},
+    {"ClipByValue", 3}, {"BroadcastTo", 2}, {"ReverseV2", 2}, {"IsNan", 1}, {"IsFinite", 1}, {"All", 2},
+    {"Any", 2}, {"Mod", 2}, {"TruncateMod", 2}, {"TruncateDiv", 2}, {"Pad", 2}, {"PadV2", 3},
+    {"MirrorPad", 2}, {"DepthwiseConv2dNative", 2}, {"TopKV2", 2}, {"L2Loss", 1}, {"TensorListStack", 1}, {"TensorListFromTensor", 1}, {"TensorListLength", 1},
 };
 
 void imp_tf_convert(imp_tf_opctx *X)
@@ -1043,7 +1218,7 @@ void imp_tf_convert(imp_tf_opctx *X)
         X->out[0] = cast(X, dim_of(X, x, 0), TFVM_I32);
     } else if (imp_tf_is_function(X->T, n->op)) {
         fn_call(X, n->op);
-    } else {
+    } else if (!more_ops(X)) {
         const char *w = imp_tf_where(X);
         bool in_fn = strcmp(w, "graph") != 0;
         imp_tf_error(X->C, TFVM_ERR_UNSUPPORTED, "%s%snode '%s': op '%s' is not supported", in_fn ? w : "",

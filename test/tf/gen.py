@@ -242,6 +242,25 @@ def ops_reduce():
             tf.matmul(x, x, transpose_b=True), tf.linalg.matmul(x, x, transpose_a=True)]
 
 
+def ops_extra():
+    a = ph(tf.float32, [2, 3], "a")
+    b = ph(tf.float32, [3], "b")
+    i = ph(tf.int32, [2, 3], "i")
+    img = ph(tf.float32, [1, 5, 5, 2], "img")
+    k = tf.constant(rng.standard_normal((3, 3, 2, 2)).astype(np.float32))
+    nan = a / tf.constant([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]], tf.float32)
+    vals, idx = tf.math.top_k(a, 2)
+    return [tf.add_n([a, a * 2.0, a + b]), tf.math.squared_difference(a, b), tf.math.reciprocal(b),
+            tf.nn.leaky_relu(a, 0.1), tf.nn.softplus(a * 10.0), tf.nn.softsign(a), tf.nn.selu(a),
+            tf.math.expm1(a), tf.math.log1p(tf.abs(a)), tf.clip_by_value(a, -0.5, 0.5),
+            tf.broadcast_to(b, [4, 3]), tf.reverse(a, [1]), tf.reverse(a, [0, -1]), tf.math.is_nan(nan),
+            tf.math.is_finite(nan), tf.reduce_all(a > -1.0, 1), tf.reduce_any(a > 1.0),
+            tf.truncatemod(i, 4), tf.truncatediv(i, 4), tf.pad(a, [[1, 0], [0, 2]]),
+            tf.pad(a, [[0, 1], [2, 1]], constant_values=7.0), tf.pad(a, [[1, 1], [2, 2]], mode="REFLECT"),
+            tf.nn.depthwise_conv2d(img, k, [1, 1, 1, 1], "SAME"),
+            tf.nn.depthwise_conv2d(img, k, [1, 2, 2, 1], "VALID"), vals, idx, tf.nn.l2_loss(a)]
+
+
 # ---- TF2: tf.function, functional While/If --------------------------------------
 
 def v2_graph():
@@ -482,6 +501,10 @@ def main():
                                     "b": rng.standard_normal(3).astype(f32)})
     v1("ops_shape", ops_shape, {"x": rng.standard_normal((2, 3, 4)).astype(f32),
                                 "v": rng.standard_normal(4).astype(f32), "idx": np.array([2, 0], np.int32)})
+    v1("ops_extra", ops_extra, {"a": rng.standard_normal((2, 3)).astype(f32),
+                                "b": np.array([0.5, -2.0, 4.0], f32),
+                                "i": np.array([[7, -7, 5], [0, 9, -9]], np.int32),
+                                "img": rng.standard_normal((1, 5, 5, 2)).astype(f32)})
     v1("ops_reduce", ops_reduce, {"x": rng.standard_normal((2, 3, 4)).astype(f32),
                                   "i": np.array([0, 3, 1, -1, 2], np.int32)})
     v2_graph()
