@@ -234,36 +234,22 @@ void ox_op_loop(ox_node *N)
     }
 }
 
-/* Scan (opset 9+): T = the scan inputs' length along their axis; variables
- * (i, state..., one stack per scan output); each iteration reads element i
- * (or T-1-i, reversed) of every scan input with GATHER. */
-void ox_op_scan(ox_node *N)
+/* A scan over explicit inputs (states then scan inputs), results into out:
+ * the body of Scan-9+ and of each batch element of Scan-8. */
+typedef struct scan_spec {
+    uint32_t nst, nsi, nso;
+    ox_val *const *in;
+    const int64_t *in_axes, *in_dirs, *out_axes, *out_dirs;
+} scan_spec;
+
+static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S, ox_val *outv)
 {
     ox *X = N->X;
     cc *C = N->C;
-    const Onnx__GraphProto *g = graph_attr(N, "body");
-    int64_t m = ox_attr_i(N, "num_scan_inputs", -1);
-    if (m < 1 || m > N->n_in)
-        ox_fail(N, TFVM_ERR_FORMAT, "num_scan_inputs %lld for %u inputs", (long long)m, N->n_in);
-    uint32_t nst = N->n_in - (uint32_t)m, nsi = (uint32_t)m;
-    if (g->n_input != nst + nsi || g->n_output < nst)
-        ox_fail(N, TFVM_ERR_FORMAT, "body has %zu inputs and %zu outputs", g->n_input, g->n_output);
-    uint32_t nso = (uint32_t)g->n_output - nst;
-    if (N->n_out != nst + nso)
-        ox_fail(N, TFVM_ERR_FORMAT, "%u outputs, the body gives %zu", N->n_out, g->n_output);
-    if (nsi > OX_MAX_IO || nso > OX_MAX_IO)
-        ox_unsupported(N, "more than %d scan inputs or outputs", OX_MAX_IO);
-    int64_t in_axes[OX_MAX_IO] = {0}, in_dirs[OX_MAX_IO] = {0}, out_axes[OX_MAX_IO] = {0},
-            out_dirs[OX_MAX_IO] = {0};
-    ox_attr_ints(N, "scan_input_axes", in_axes, OX_MAX_IO);
-    ox_attr_ints(N, "scan_input_directions", in_dirs, OX_MAX_IO);
-    ox_attr_ints(N, "scan_output_axes", out_axes, OX_MAX_IO);
-    ox_attr_ints(N, "scan_output_directions", out_dirs, OX_MAX_IO);
-    for (uint32_t k = 0; k < N->n_in; k++)
-        if (!N->in[k])
-            ox_fail(N, TFVM_ERR_FORMAT, "input %u is empty", k);
+    uint32_t nst = S->nst, nsi = S->nsi, nso = S->nso;
+    const int64_t *in_axes = S->in_axes, *in_dirs = S->in_dirs, *out_axes = S->out_axes, *out_dirs = S->out_dirs;
     /* the trip count */
-    const ox_val *s0 = N->in[nst];
+    const ox_val *s0 = S->in[nst];
     int a0 = (int)in_axes[0];
     if (a0 < 0 && s0->rank >= 0)
         a0 += s0->rank;
@@ -281,7 +267,7 @@ void ox_op_scan(ox_node *N)
     cc_vtype *types = cc_array(C, nvar, sizeof *types);
     lv[0] = ox_scalar(N, TFVM_I64, 0, 0);
     for (uint32_t k = 0; k < nst; k++)
-        lv[1 + k] = plain(N->in[k]->v, N->in[k]->dtype, N->in[k]->rank);
+        lv[1 + k] = plain(S->in[k]->v, S->in[k]->dtype, S->in[k]->rank);
     for (uint32_t k = 0; k < nso; k++) {
         uint8_t d = output_dtype(g, nst + k);
         int64_t zero = 0;
@@ -311,7 +297,7 @@ void ox_op_scan(ox_node *N)
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
     ox_val rev = {0};
     for (uint32_t j = 0; j < nsi; j++) {
-        const ox_val *x = N->in[nst + j];
+        const ox_val *x = S->in[nst + j];
         ox_val idx = lv[0];
         if (in_dirs[j]) {
             if (!rev.v.n) {
@@ -342,7 +328,7 @@ void ox_op_scan(ox_node *N)
     cc_block_results(C, body, nvar, next);
     N->b = outer;
     for (uint32_t k = 0; k < nst; k++)
-        N->out[k] = plain(cc_out(w, 1 + k), lv[1 + k].dtype, lv[1 + k].rank);
+        outv[k] = plain(cc_out(w, 1 + k), lv[1 + k].dtype, lv[1 + k].rank);
     for (uint32_t k = 0; k < nso; k++) {
         const ox_val *e = out[nst + k];
         int r = e->rank >= 0 ? e->rank + 1 : -1;
@@ -366,6 +352,101 @@ void ox_op_scan(ox_node *N)
             ox_val pv = ox_i64s(N, r, perm);
             y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, e->dtype, r);
         }
-        N->out[nst + k] = y;
+        outv[nst + k] = y;
     }
+}
+
+/* Scan (opset 9+): T = the scan inputs' length along their axis; variables
+ * (i, state..., one stack per scan output); each iteration reads element i
+ * (or T-1-i, reversed) of every scan input with GATHER. */
+void ox_op_scan(ox_node *N)
+{
+    const Onnx__GraphProto *g = graph_attr(N, "body");
+    int64_t m = ox_attr_i(N, "num_scan_inputs", -1);
+    bool v8 = N->X->opset < 9; /* Scan-8: sequence_lens first, a batch axis on everything */
+    uint32_t first = v8 ? 1 : 0;
+    if (m < 1 || m > (int64_t)N->n_in - first)
+        ox_fail(N, TFVM_ERR_FORMAT, "num_scan_inputs %lld for %u inputs", (long long)m, N->n_in);
+    uint32_t nst = N->n_in - first - (uint32_t)m, nsi = (uint32_t)m;
+    if (g->n_input != nst + nsi || g->n_output < nst)
+        ox_fail(N, TFVM_ERR_FORMAT, "body has %zu inputs and %zu outputs", g->n_input, g->n_output);
+    uint32_t nso = (uint32_t)g->n_output - nst;
+    if (N->n_out != nst + nso)
+        ox_fail(N, TFVM_ERR_FORMAT, "%u outputs, the body gives %zu", N->n_out, g->n_output);
+    if (nsi > OX_MAX_IO || nso > OX_MAX_IO)
+        ox_unsupported(N, "more than %d scan inputs or outputs", OX_MAX_IO);
+    if (v8 && N->in[0])
+        ox_unsupported(N, "sequence_lens");
+    int64_t ia[OX_MAX_IO] = {0}, id[OX_MAX_IO] = {0}, oa[OX_MAX_IO] = {0}, od[OX_MAX_IO] = {0};
+    if (v8) {
+        ox_attr_ints(N, "directions", id, OX_MAX_IO);
+    } else {
+        ox_attr_ints(N, "scan_input_axes", ia, OX_MAX_IO);
+        ox_attr_ints(N, "scan_input_directions", id, OX_MAX_IO);
+        ox_attr_ints(N, "scan_output_axes", oa, OX_MAX_IO);
+        ox_attr_ints(N, "scan_output_directions", od, OX_MAX_IO);
+    }
+    for (uint32_t k = first; k < N->n_in; k++)
+        if (!N->in[k])
+            ox_fail(N, TFVM_ERR_FORMAT, "input %u is empty", k);
+    scan_spec S = {.nst = nst, .nsi = nsi, .nso = nso, .in = N->in + first, .in_axes = ia, .in_dirs = id,
+                   .out_axes = oa, .out_dirs = od};
+    if (!v8) {
+        scan_core(N, g, &S, N->out);
+        return;
+    }
+    /* Scan-8: a loop over the batch (axis 0 of everything); each element
+     * is a Scan-9 of its rows, its results stacked */
+    cc *C = N->C;
+    uint32_t nout = nst + nso, nvar = 1 + nout;
+    const ox_val *b0 = N->in[first];
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, b0, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
+    ox_val B = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
+    ox_val *lv = cc_array(C, nvar, sizeof *lv);
+    cc_irval *iv = cc_array(C, nvar, sizeof *iv);
+    cc_vtype *types = cc_array(C, nvar, sizeof *types);
+    lv[0] = ox_scalar(N, TFVM_I64, 0, 0);
+    for (uint32_t k = 0; k < nout; k++) {
+        uint8_t d = k < nst ? N->in[first + k]->dtype : output_dtype(g, k);
+        int64_t zero = 0;
+        lv[1 + k] = plain(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
+    }
+    for (uint32_t k = 0; k < nvar; k++) {
+        iv[k] = lv[k].v;
+        types[k] = ox_vtype(&lv[k]);
+    }
+    uint32_t lid = N->X->n_loops++;
+    char label[32];
+    snprintf(label, sizeof label, "batch%u", lid);
+    cc_node *w = cc_while_new(C, N->b, nvar, iv, types, var_names(N, lid, nvar, 0, "batch"), label);
+    for (uint32_t k = 0; k < nvar; k++)
+        lv[k].v = cc_lvar(w, k);
+    cc_blk *outer = N->b;
+    N->b = w->u.loop.head;
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &B, TFVM_BOOL, 0);
+    cc_block_results(C, w->u.loop.head, 1, &c.v);
+    N->b = w->u.loop.body;
+    ox_val **rows = cc_array(C, nst + nsi + 1, sizeof *rows);
+    for (uint32_t k = 0; k < nst + nsi; k++) {
+        const ox_val *x = N->in[first + k];
+        ox_val r = ox_op2(N, ISA_GATHER, 0, x, &lv[0], x->dtype, x->rank > 0 ? x->rank - 1 : -1);
+        rows[k] = ox_new_val(C, &r);
+    }
+    S.in = rows;
+    ox_val *res = cc_array(C, nout + 1, sizeof *res);
+    scan_core(N, g, &S, res);
+    cc_irval *next = cc_array(C, nvar, sizeof *next);
+    ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    for (uint32_t k = 0; k < nout; k++) {
+        if (res[k].dtype != lv[1 + k].dtype)
+            stack_init(N, outer, w, 1 + k, res[k].dtype);
+        lv[1 + k].dtype = res[k].dtype;
+        next[1 + k] = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + k], &lv[0], &res[k]}, res[k].dtype,
+                            res[k].rank >= 0 ? res[k].rank + 1 : -1).v;
+    }
+    cc_block_results(C, w->u.loop.body, nvar, next);
+    N->b = outer;
+    for (uint32_t k = 0; k < nout; k++)
+        N->out[k] = plain(cc_out(w, 1 + k), res[k].dtype, res[k].rank >= 0 ? res[k].rank + 1 : -1);
 }

@@ -1933,7 +1933,7 @@ static const ox_opdef ops[] = {
     R(Pad, 1), R(Pow, 1), R(PRelu, 1), R(Range, 11), R(Reciprocal, 1), R(ReduceL1, 1), R(ReduceL2, 1),
     R(ReduceLogSum, 1), R(ReduceLogSumExp, 1), R(ReduceMax, 1), R(ReduceMean, 1), R(ReduceMin, 1),
     R(ReduceProd, 1), R(ReduceSum, 1), R(ReduceSumSquare, 1), R(Relu, 1), R(Reshape, 1), R(Resize, 10),
-    R(Round, 11), {"Scan", 9, ox_op_scan}, R(Selu, 1), R(Shape, 1), R(Shrink, 9), R(Sigmoid, 1), R(Sign, 9),
+    R(Round, 11), {"Scan", 8, ox_op_scan}, R(Selu, 1), R(Shape, 1), R(Shrink, 9), R(Sigmoid, 1), R(Sign, 9),
     R(Sin, 7), R(Size, 1), R(Slice, 1), R(Softmax, 1), R(Softplus, 1), R(Softsign, 1), R(Split, 2), R(Sqrt, 1),
     R(Squeeze, 1), R(Sub, 1), R(Sum, 1), R(Tanh, 1), R(ThresholdedRelu, 10), R(Tile, 6), R(TopK, 1),
     R(Transpose, 1), R(Trilu, 14), R(Unsqueeze, 1), R(Where, 9), R(Xor, 1),
