@@ -884,6 +884,33 @@ static void reverse(ctx *X)
     X->out[0] = op(X, ISA_STRIDED_SLICE, 0, 5, in5, ten(dt(X->in[0])));
 }
 
+/* ResizeBilinear / ResizeNearestNeighbor on NHWC: RESIZE to sizes
+ * [N, h, w, C]; TF's align_corners and half_pixel_centers pick the
+ * coordinate transformation (and the rounding of nearest). */
+static void resize(ctx *X, bool linear)
+{
+    cc_irval x = X->in[0];
+    bool ac = attr_b(X, "align_corners", false), hp = attr_b(X, "half_pixel_centers", false);
+    if (ac && hp)
+        imp_tf_fail(X, "align_corners and half_pixel_centers together");
+    uint32_t o = linear ? ISA_OPT_LINEAR : 0;
+    if (ac)
+        o |= ISA_OPT_ALIGN_CORNERS | (linear ? 0 : ISA_OPT_PREFER_CEIL);
+    else if (hp)
+        o |= linear ? 0 : ISA_OPT_TF_HALF_PIXEL_NN | ISA_OPT_NEAREST_FLOOR;
+    else
+        o |= ISA_OPT_ASYMMETRIC | (linear ? 0 : ISA_OPT_NEAREST_FLOOR);
+    cc_irval shp = op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64));
+    int64_t a0[1] = {0}, a1[1] = {1}, a3[1] = {3}, a4[1] = {4};
+    cc_irval n3[3] = {shp, i64s(X, 1, a0), i64s(X, 1, a1)}, c3[3] = {shp, i64s(X, 1, a3), i64s(X, 1, a4)};
+    cc_irval sizes = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, n3, ten(TFVM_I64)), vec64(X, X->in[1]),
+                         ten(TFVM_I64));
+    sizes = op2(X, ISA_CONCAT, 0, sizes, op(X, ISA_SLICE, 0, 3, c3, ten(TFVM_I64)), ten(TFVM_I64));
+    int64_t zero = 0;
+    cc_irval in3[3] = {x, cc_const_new(X->C, X->b, TFVM_F32, 1, &zero, NULL, 0, false), sizes};
+    X->out[0] = op(X, ISA_RESIZE, o, 3, in3, ten(dt(x)));
+}
+
 /* Returns true when it converted the node. */
 static bool more_ops(ctx *X)
 {
@@ -950,6 +977,14 @@ static bool more_ops(ctx *X)
         depthwise(X);
     } else if (is(X, "TopKV2")) {
         topk(X);
+    } else if (is(X, "ResizeBilinear") || is(X, "ResizeNearestNeighbor")) {
+        resize(X, is(X, "ResizeBilinear"));
+    } else if (is(X, "LRN")) { /* TF's alpha multiplies the sum; ONNX's is divided by size */
+        float size = 2.0f * (float)attr_i(X, "depth_radius", 5) + 1.0f;
+        float p[4] = {size, attr_f(X, "alpha", 1.0f) * size, attr_f(X, "beta", 0.5f), attr_f(X, "bias", 1.0f)};
+        int64_t four = 4;
+        cc_irval pv = cc_const_new(X->C, X->b, TFVM_F32, 1, &four, p, sizeof p, false);
+        X->out[0] = from_nchw(X, op2(X, ISA_LRN, 0, to_nchw(X, x), pv, ten(d)));
     } else if (is(X, "L2Loss")) {
         cc_irval sq = ew2(X, ISA_MUL, x, x, d);
         cc_irval s = op2(X, ISA_REDUCE_SUM, 0, sq, i64s(X, 0, NULL), cc_scalar_t(d));
@@ -1007,7 +1042,8 @@ static const struct {
     {"LeakyRelu", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Selu", 1}, {"Expm1", 1}, {"Log1p", 1},
     {"ClipByValue", 3}, {"BroadcastTo", 2}, {"ReverseV2", 2}, {"IsNan", 1}, {"IsFinite", 1}, {"All", 2},
     {"Any", 2}, {"Mod", 2}, {"TruncateMod", 2}, {"TruncateDiv", 2}, {"Pad", 2}, {"PadV2", 3},
-    {"MirrorPad", 2}, {"DepthwiseConv2dNative", 2}, {"TopKV2", 2}, {"L2Loss", 1}, {"TensorListStack", 1}, {"TensorListFromTensor", 1}, {"TensorListLength", 1},
+    {"MirrorPad", 2}, {"DepthwiseConv2dNative", 2}, {"TopKV2", 2}, {"L2Loss", 1}, {"ResizeBilinear", 2},
+    {"ResizeNearestNeighbor", 2}, {"LRN", 1}, {"TensorListStack", 1}, {"TensorListFromTensor", 1}, {"TensorListLength", 1},
 };
 
 void imp_tf_convert(imp_tf_opctx *X)

@@ -258,7 +258,13 @@ def ops_extra():
             tf.truncatemod(i, 4), tf.truncatediv(i, 4), tf.pad(a, [[1, 0], [0, 2]]),
             tf.pad(a, [[0, 1], [2, 1]], constant_values=7.0), tf.pad(a, [[1, 1], [2, 2]], mode="REFLECT"),
             tf.nn.depthwise_conv2d(img, k, [1, 1, 1, 1], "SAME"),
-            tf.nn.depthwise_conv2d(img, k, [1, 2, 2, 1], "VALID"), vals, idx, tf.nn.l2_loss(a)]
+            tf.nn.depthwise_conv2d(img, k, [1, 2, 2, 1], "VALID"), vals, idx, tf.nn.l2_loss(a),
+            tf1.image.resize_bilinear(img, [7, 3]), tf1.image.resize_bilinear(img, [8, 9], align_corners=True),
+            tf1.image.resize_bilinear(img, [3, 8], half_pixel_centers=True),
+            tf1.image.resize_nearest_neighbor(img, [7, 3]),
+            tf1.image.resize_nearest_neighbor(img, [8, 9], align_corners=True),
+            tf1.image.resize_nearest_neighbor(img, [3, 8], half_pixel_centers=True),
+            tf.nn.local_response_normalization(img, 1, 0.5, 0.3, 0.75)]
 
 
 # ---- TF2: tf.function, functional While/If --------------------------------------
