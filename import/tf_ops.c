@@ -375,9 +375,13 @@ static void conv2d(ctx *X)
     } else {
         pads = i64s(X, 4, (int64_t[]){0, 0, 0, 0});
     }
-    /* groups = C / filter's in-channels; 1 unless the graph is depthwise-like */
-    int64_t tail[3] = {d[0], d[1], 1};
-    cc_irval p = params(X, s, pads, tail, 3);
+    /* groups = C / the filter's in-channels (TF2 grouped convolutions), at run time */
+    int64_t a1[1] = {1}, a2[1] = {2}, a3[1] = {3};
+    cc_irval xc[3] = {op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), i64s(X, 1, a1), i64s(X, 1, a2)};
+    cc_irval wc[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, a2), i64s(X, 1, a3)};
+    cc_irval groups = op2(X, ISA_FLOOR_DIV, 0, op(X, ISA_SLICE, 0, 3, xc, ten(TFVM_I64)),
+                          op(X, ISA_SLICE, 0, 3, wc, ten(TFVM_I64)), ten(TFVM_I64));
+    cc_irval p = op2(X, ISA_CONCAT, 0, params(X, s, pads, d, 2), groups, ten(TFVM_I64));
     cc_irval in3[3] = {x, w, p};
     X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, in3, ten(dt(X->in[0]))));
 }

@@ -264,7 +264,8 @@ def ops_extra():
             tf1.image.resize_nearest_neighbor(img, [7, 3]),
             tf1.image.resize_nearest_neighbor(img, [8, 9], align_corners=True),
             tf1.image.resize_nearest_neighbor(img, [3, 8], half_pixel_centers=True),
-            tf.nn.local_response_normalization(img, 1, 0.5, 0.3, 0.75)]
+            tf.nn.local_response_normalization(img, 1, 0.5, 0.3, 0.75),
+            tf.nn.conv2d(img, tf.constant(rng.standard_normal((2, 2, 1, 4)).astype(np.float32)), 1, "SAME")]
 
 
 # ---- TF2: tf.function, functional While/If --------------------------------------
