@@ -126,7 +126,9 @@ bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v)
         v->rank = (int8_t)tt->shape->n_dim;
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
             const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
-            if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+            /* a dim beyond 2^40 is as good as unknown (and keeps the arithmetic on dims exact) */
+            if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0 &&
+                d->dim_value <= ((int64_t)1 << 40))
                 v->dims[k] = d->dim_value;
         }
     }

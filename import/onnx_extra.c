@@ -305,8 +305,12 @@ static void op_EyeLike(ox_node *N)
 
 static void need_dims(ox_node *N, const ox_val *x)
 {
-    if (x->rank != 4 || ox_count_of(x) < 0)
-        ox_unsupported(N, "an input whose 4 dims are not known");
+    /* known and non-empty, which bounds every product of dims and block below */
+    if (x->rank != 4 || ox_count_of(x) < 1)
+        ox_unsupported(N, "an input whose 4 dims are not known (or that is empty)");
+    int64_t b = ox_attr_i(N, "blocksize", 0);
+    if (b < 1 || b > (1 << 15))
+        ox_fail(N, TFVM_ERR_FORMAT, "blocksize %lld out of range", (long long)b);
 }
 
 static void op_DepthToSpace(ox_node *N)
@@ -842,6 +846,10 @@ static void op_ConvTranspose(ox_node *N)
             pb[2 - nsp + i] = buf[i];
             pe[2 - nsp + i] = buf[nsp + i];
         }
+    for (int j = 0; j < 2; j++)
+        if (k[j] > (1 << 20) || s[j] < 1 || s[j] > (1 << 20) || dl[j] < 1 || dl[j] > (1 << 20) || op[j] < 0 ||
+            op[j] > (1 << 20) || pb[j] < -(1 << 30) || pb[j] > (1 << 30) || pe[j] < -(1 << 30) || pe[j] > (1 << 30))
+            ox_fail(N, TFVM_ERR_FORMAT, "kernel, strides, dilations, pads or output_padding out of range");
     char ab[16];
     const char *ap = ox_attr_s(N, "auto_pad", "NOTSET", ab, sizeof ab);
     bool same = strncmp(ap, "SAME", 4) == 0;
@@ -853,6 +861,8 @@ static void op_ConvTranspose(ox_node *N)
             if (in[j] < 0)
                 ox_unsupported(N, "output_shape or auto_pad on an input of unknown spatial size");
             int64_t want = nos >= nsp ? os[nos - nsp + i] : in[j] * s[j];
+            if (want < 0 || want > ((int64_t)1 << 40))
+                ox_fail(N, TFVM_ERR_FORMAT, "output_shape %lld out of range", (long long)want);
             int64_t natural = s[j] * (in[j] - 1) + op[j] + (k[j] - 1) * dl[j] + 1;
             if (np != 2 * nsp && same) {
                 /* the padding that gives that size, the odd one after (SAME_UPPER) or before */

@@ -74,13 +74,27 @@ ox_val ox_empty_vec(ox_node *N, uint8_t dtype)
     return r;
 }
 
+/* double to int64 without C's undefined cases (NaN, out of range): saturating */
+static int64_t f2i(double f)
+{
+    if (f != f)
+        return 0;
+    if (f >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (f <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)f;
+}
+
 ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i)
 {
     ox_val r = {0};
     r.dtype = dtype;
     ox_unknown_shape(&r, 0);
+    if (dtype == TFVM_F32 && f == f && (f > 3.4028234663852886e38 || f < -3.4028234663852886e38))
+        f = f > 0 ? INFINITY : -INFINITY; /* beyond float: its infinity, not UB */
     if (dtype == TFVM_F32 || dtype == TFVM_F64)
-        i = (int64_t)f;
+        i = f2i(f);
     else if (dtype == TFVM_BOOL)
         i = f != 0 || i != 0;
     else
@@ -91,7 +105,7 @@ ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i)
 
 ox_val ox_fscalar(ox_node *N, uint8_t dtype, double f)
 {
-    return ox_scalar(N, dtype, f, (int64_t)f);
+    return ox_scalar(N, dtype, f, f2i(f));
 }
 
 int64_t ox_count_of(const ox_val *v)
@@ -102,7 +116,8 @@ int64_t ox_count_of(const ox_val *v)
     for (int k = 0; k < v->rank; k++) {
         if (v->dims[k] < 0)
             return -1;
-        n *= v->dims[k];
+        if (__builtin_mul_overflow(n, v->dims[k], &n) || n > ((int64_t)1 << 40))
+            return -1;
     }
     return n;
 }
@@ -684,6 +699,11 @@ static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, s
             S->pb[i] = buf[i];
             S->pe[i] = buf[S->nsp + i];
         }
+    for (int i = 0; i < S->nsp; i++)
+        if (S->k[i] < 1 || S->k[i] > (1 << 20) || S->s[i] < 1 || S->s[i] > (1 << 20) || S->d[i] < 1 ||
+            S->d[i] > (1 << 20) || S->pb[i] < -(1 << 30) || S->pb[i] > (1 << 30) || S->pe[i] < -(1 << 30) ||
+            S->pe[i] > (1 << 30))
+            ox_fail(N, TFVM_ERR_FORMAT, "kernel, strides, dilations or pads out of range");
     char ap[32];
     const char *auto_pad = ox_attr_s(N, "auto_pad", "NOTSET", ap, sizeof ap);
     if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
@@ -1244,7 +1264,8 @@ static void op_Flatten(ox_node *N)
     int64_t a = 1, b = 1;
     for (int k = 0; k < r; k++) {
         int64_t *p = k < axis ? &a : &b;
-        *p = (*p < 0 || x->dims[k] < 0) ? -1 : *p * x->dims[k];
+        if (*p < 0 || x->dims[k] < 0 || __builtin_mul_overflow(*p, x->dims[k], p))
+            *p = -1;
     }
     y.dims[0] = a;
     y.dims[1] = b;
@@ -1435,6 +1456,9 @@ static void op_Split(ox_node *N)
     int n = (int)N->n_out;
     if (ns >= 0 && ns != n)
         ox_fail(N, TFVM_ERR_FORMAT, "split has %d sizes for %d outputs", ns, n);
+    for (int k = 0; k < ns; k++)
+        if (split[k] < 0 || split[k] > ((int64_t)1 << 40))
+            ox_fail(N, TFVM_ERR_FORMAT, "split size %lld out of range", (long long)split[k]);
     int64_t a = axis;
     ox_val av = ox_i64s(N, 1, &a), sp = ox_empty_vec(N, TFVM_I64);
     if (ns >= 0) {
