@@ -12,6 +12,8 @@
 
 #define FIX "test/tf/fixtures/"
 
+static int opt_level = 1;
+
 static tfvm_status import_file(const char *path, const char *outputs, const tfvm_allocator *a, isa_program *p,
                                tfvm_error *err)
 {
@@ -20,7 +22,7 @@ static tfvm_status import_file(const char *path, const char *outputs, const tfvm
     tfvm_status st = ut_read_file(path, a, &data, &len, err);
     if (st != TFVM_OK)
         return st;
-    st = imp_tf(data, len, path, outputs, 1, a, p, err);
+    st = imp_tf(data, len, path, outputs, opt_level, a, p, err);
     ut_free(a, data, len + 1);
     return st;
 }
@@ -193,6 +195,16 @@ START_TEST(fixture_runs)
 {
     ck_assert_msg(n_fixtures > 0, "no fixtures in " FIX "index.txt (run from the repository root)");
     run_fixture(&fixtures[_i]);
+}
+END_TEST
+
+/* The same without the optimizer (-O0): the lowering alone is right. */
+START_TEST(fixture_runs_unoptimized)
+{
+    ck_assert_msg(n_fixtures > 0, "no fixtures in " FIX "index.txt (run from the repository root)");
+    opt_level = 0;
+    run_fixture(&fixtures[_i]);
+    opt_level = 1;
 }
 END_TEST
 
@@ -373,6 +385,7 @@ int main(void)
     TCase *tc = tcase_create("tf");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, fixture_runs, 0, n_fixtures > 0 ? n_fixtures : 1);
+    tcase_add_loop_test(tc, fixture_runs_unoptimized, 0, n_fixtures > 0 ? n_fixtures : 1);
     tcase_add_test(tc, recursive_fib_25);
     tcase_add_test(tc, parallel_iterations);
     tcase_add_test(tc, error_messages);
