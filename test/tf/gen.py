@@ -143,6 +143,20 @@ def loop_index():
     return [s, tf1.where(rows, x, -x), x[:, -1]]
 
 
+def loop_in_cond():
+    """A v1 while loop inside each branch of a v1 cond."""
+    p = ph(tf.bool, [], "p")
+    n = ph(tf.int32, [], "n")
+    x = ph(tf.float32, [], "x")
+
+    def up():
+        return tf1.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + x), [0, x])[1]
+
+    def down():
+        return tf1.while_loop(lambda i, s: i < n * 2, lambda i, s: (i + 1, s * 0.5), [0, x])[1]
+    return tf1.cond(p, up, down)
+
+
 def rnn_ta():
     x = ph(tf.float32, [5, 2, 3], "x")
     w = tf.constant(rng.standard_normal((3, 4)).astype(np.float32) * 0.5)
@@ -496,6 +510,8 @@ def main():
             v1("cond_nested_%d%d" % (p, q), cond_nested, dict(xs, p=np.bool_(p), q=np.bool_(q)))
     v1("loop_index", loop_index, {"x": rng.standard_normal((5, 3)).astype(f32),
                                   "rows": np.array([True, False, False, True, True])})
+    for p in (False, True):
+        v1("loop_in_cond_%d" % p, loop_in_cond, {"p": np.bool_(p), "n": np.int32(5), "x": f32(3.0)})
     v1("rnn_ta", rnn_ta, {"x": rng.standard_normal((5, 2, 3)).astype(f32)})
     v1("mlp", mlp, {"x": rng.standard_normal((4, 8)).astype(f32)})
     v1("convnet", convnet, {"x": rng.standard_normal((2, 9, 9, 3)).astype(f32)})
