@@ -906,15 +906,13 @@ static const char *unique_name(lower *L, uint32_t region, const char *name)
     for (char *c = base; *c; c++)
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
             *c = '_';
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = base; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
     for (uint32_t k = 0;; k++) {
         const char *cand = k ? fmt_name(L, "%s_%u", base, k) : cc_strndup(L->C, base, strlen(base));
-        uint64_t hk = h;
-        if (k)
-            for (const char *p = cand; *p; p++)
-                hk = (hk ^ (unsigned char)*p) * 1099511628211ull;
+        /* the hash of the candidate itself: "a_1" made from "a" must collide
+         * with an "a_1" given as is (or sanitized from "a:1") */
+        uint64_t hk = 1469598103934665603ull;
+        for (const char *p = cand; *p; p++)
+            hk = (hk ^ (unsigned char)*p) * 1099511628211ull;
         /* exact check: the memo stores the first instruction with this hash */
         uint32_t *slot = memo_slot(L, okey(7, region) ^ ((uint64_t)1 << 60), hk, true);
         if (*slot == ISA_NONE) {

@@ -1051,7 +1051,21 @@ static cc_irval emit(imp_tf_inst *I, imp_tf_ref r, uint32_t user)
     for (uint32_t j = 0; j < nd->n_in; j++)
         if (!skip_input(nd, j))
             X.in[j] = emit(I, nd->in[j], n);
+    uint32_t first_id = C->next_node_id;
     imp_tf_convert(&X);
+    /* the node's name on the instructions it made (the lowering makes names
+     * unique and identifier-like): errors and `tfvm dis` then speak TF */
+    for (uint32_t k = 0; k < nd->n_out; k++) {
+        cc_node *o = X.out[k].n;
+        if (o && o->id >= first_id && o->kind == CC_N_OP && !o->names[X.out[k].k]) {
+            char *nm = cc_alloc(C, strlen(nd->name) + 16);
+            if (k)
+                sprintf(nm, "%s:%u", nd->name, k);
+            else
+                strcpy(nm, nd->name);
+            o->names[X.out[k].k] = nm;
+        }
+    }
     for (uint32_t k = 0; k < nd->n_out; k++)
         if (X.out[k].n && !isa_dtype_valid(X.out[k].n->types[X.out[k].k].dtype) &&
             X.out[k].n->types[X.out[k].k].dtype != TFVM_U8 && X.out[k].n->types[X.out[k].k].dtype != TFVM_I8)
