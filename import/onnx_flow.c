@@ -192,12 +192,15 @@ void ox_op_loop(ox_node *N)
     ox_ent *mark = X->top;
     for (uint32_t k = 0; k < 2 + nv; k++)
         bind_input(N, g, k, &lv[k]);
-    ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
-    ox_graph_nodes(X, g, body, out);
-    ox_scope_pop(X, mark);
+    /* i + 1 first: the lowering routes i into the body for it, and the
+     * body's own uses of iter_num then take that routed value instead of
+     * routing another variable (one token less per iteration) */
     cc_irval *next = cc_array(C, nvar, sizeof *next);
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
     next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
+    ox_graph_nodes(X, g, body, out);
+    ox_scope_pop(X, mark);
     next[1] = scalar_of(N, out[0]).v;
     for (uint32_t k = 0; k < nv; k++)
         next[2 + k] = out[1 + k]->v;
@@ -309,11 +312,11 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         ox_val e = ox_op2(N, ISA_GATHER, (uint32_t)in_axes[j], x, &idx, x->dtype, x->rank > 0 ? x->rank - 1 : -1);
         bind_input(N, g, nst + j, &e);
     }
+    cc_irval *next = cc_array(C, nvar, sizeof *next);
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v; /* first: see ox_op_loop */
     ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
     ox_graph_nodes(X, g, body, out);
     ox_scope_pop(X, mark);
-    cc_irval *next = cc_array(C, nvar, sizeof *next);
-    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
     for (uint32_t k = 0; k < nst; k++)
         next[1 + k] = out[k]->v;
     for (uint32_t k = 0; k < nso; k++) {
