@@ -114,6 +114,16 @@ START_TEST(loop_scalar_100)
 {
     tfvm_program *p = compile_ok(M "loop100.onnx");
     ck_assert_uint_eq(p->isa.entries[0].n_params, 0);
+    /* a counted loop is a .tfg while: no test of the constant condition
+     * (no AND), two SWITCHes (counter and sum), 8 instructions per iteration */
+    int switches = 0, in_loop = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        ck_assert_int_ne(p->isa.insts[i].op, ISA_AND);
+        switches += p->isa.insts[i].op == ISA_SWITCH;
+        in_loop += p->isa.regions[p->isa.insts[i].region].kind == ISA_REGION_LOOP;
+    }
+    ck_assert_int_eq(switches, 2);
+    ck_assert_int_eq(in_loop, 9); /* the 8 of an iteration and the EXIT */
     for (int mode = 0; mode < 2; mode++)
         ck_assert_int_eq(run_i64(p, NULL, 0, mode), 4950);
     tfvm_program_free(p);
