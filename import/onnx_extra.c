@@ -1013,14 +1013,184 @@ static void op_ReverseSequence(ox_node *N)
     N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)ta, x, &idx, x->dtype, r);
 }
 
+/* ---- GatherND, ScatterND ------------------------------------------------------------------- */
+
+/* index tuples [..., k] into data of known dims as row numbers of data
+ * seen as [prod(dims[b:b+k]) per batch..., rest]: sum of (idx mod dim) * stride
+ * (plus the batch element's offset when b > 0) */
+static ox_val linear_index(ox_node *N, const ox_val *data, const ox_val *idx, int b, int k, int64_t *rows)
+{
+    int64_t strides[TFVM_MAX_RANK], dims[TFVM_MAX_RANK], st = 1;
+    for (int j = k - 1; j >= 0; j--) {
+        strides[j] = st;
+        dims[j] = data->dims[b + j];
+        st *= dims[j];
+    }
+    ox_val iv = ox_to_dtype(N, idx, TFVM_I64);
+    ox_val dv = ox_i64s(N, k, dims), sv = ox_i64s(N, k, strides);
+    iv = ox_ew2(N, ISA_FLOOR_MOD, &iv, &dv, TFVM_I64);
+    iv = ox_ew2(N, ISA_MUL, &iv, &sv, TFVM_I64);
+    int64_t last = -1;
+    ox_val lv = ox_i64s(N, 1, &last);
+    ox_val lin = ox_op2(N, ISA_REDUCE_SUM, 0, &iv, &lv, TFVM_I64, idx->rank - 1);
+    int64_t nb = 1;
+    for (int j = 0; j < b; j++)
+        nb *= data->dims[j];
+    if (b > 0) {
+        /* the batch element's first row: its number (over the b batch dims) times st */
+        ox_val z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1), nbv = ox_scalar(N, TFVM_I64, 0, nb);
+        ox_val r = ox_op3(N, ISA_RANGE, 0, &z, &nbv, &o, TFVM_I64, 1);
+        int64_t shape[TFVM_MAX_RANK];
+        int lr = idx->rank - 1;
+        for (int j = 0; j < lr; j++)
+            shape[j] = j < b ? data->dims[j] : 1;
+        ox_val s = ox_i64s(N, lr, shape);
+        r = ox_op2(N, ISA_RESHAPE, 0, &r, &s, TFVM_I64, lr);
+        ox_val stv = ox_scalar(N, TFVM_I64, 0, st);
+        r = ox_ew2(N, ISA_MUL, &r, &stv, TFVM_I64);
+        lin = ox_ew2(N, ISA_ADD, &lin, &r, TFVM_I64);
+    }
+    *rows = nb * st;
+    return lin;
+}
+
+static int nd_setup(ox_node *N, const ox_val *data, const ox_val *idx, int b)
+{
+    int r = ox_need_rank(N, data);
+    if (idx->rank < 1 || idx->dims[idx->rank - 1] < 1 || ox_count_of(data) < 0)
+        ox_unsupported(N, "data or index tuples of unknown shape");
+    int k = (int)idx->dims[idx->rank - 1];
+    if (b < 0 || b + k > r || b >= idx->rank)
+        ox_fail(N, TFVM_ERR_FORMAT, "index tuples of %d for rank %d (batch_dims %d)", k, r, b);
+    return k;
+}
+
+static void op_GatherND(ox_node *N)
+{
+    ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1);
+    int b = (int)ox_attr_i(N, "batch_dims", 0);
+    int k = nd_setup(N, data, idx, b), r = data->rank;
+    int64_t rows;
+    ox_val lin = linear_index(N, data, idx, b, k, &rows);
+    int64_t shape[TFVM_MAX_RANK + 1];
+    int n = 0;
+    shape[n++] = rows;
+    for (int j = b + k; j < r; j++)
+        shape[n++] = data->dims[j];
+    ox_val flat = reshape_to(N, data, n, shape);
+    N->out[0] = ox_op2(N, ISA_GATHER, 0, &flat, &lin, data->dtype, idx->rank - 1 + r - b - k);
+}
+
+/* flat [rows, R] with row lin[i] set to (or, add, increased by) u[i]: a
+ * one-hot [n, rows] of the target rows, its transpose times the updates */
+static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, const ox_val *u, int64_t rows, bool add)
+{
+    uint8_t d = flat->dtype;
+    unsigned char onoff[16] = {0};
+    size_t es = tfvm_dtype_size((tfvm_dtype)d);
+    if (d == TFVM_F32) {
+        float o = 1;
+        memcpy(onoff + es, &o, es);
+    } else if (d == TFVM_F64) {
+        double o = 1;
+        memcpy(onoff + es, &o, es);
+    } else {
+        onoff[es] = 1;
+    }
+    int64_t two = 2;
+    ox_val oo = {0};
+    oo.dtype = d;
+    ox_unknown_shape(&oo, 1);
+    oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)d, 1, &two, onoff, 2 * es, false);
+    ox_val rv = ox_scalar(N, TFVM_I64, 0, rows);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, lin, &rv, &oo, d, 2);
+    ox_val sc = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_A, &oh, u, d, 2);
+    if (add)
+        return ox_ew2(N, ISA_ADD, flat, &sc, d);
+    int64_t z0 = 0, p2[2] = {1, 0};
+    ox_val a0 = ox_i64s(N, 1, &z0), zero = ox_scalar(N, d, 0, 0), pv = ox_i64s(N, 2, p2);
+    ox_val cnt = ox_op2(N, ISA_REDUCE_SUM, ISA_OPT_KEEPDIMS, &oh, &a0, d, 2);
+    cnt = ox_op2(N, ISA_TRANSPOSE, 0, &cnt, &pv, d, 2);
+    ox_val hit = ox_ew2(N, ISA_GREATER, &cnt, &zero, TFVM_BOOL);
+    return ox_op3(N, ISA_SELECT, 0, &hit, &sc, flat, d, 2);
+}
+
+static bool scatter_reduction(ox_node *N, const ox_val *data)
+{
+    char rb[16];
+    const char *red = ox_attr_s(N, "reduction", "none", rb, sizeof rb);
+    bool add = strcmp(red, "add") == 0;
+    if (!add && strcmp(red, "none") != 0)
+        ox_unsupported(N, "reduction '%s'", red);
+    if (data->dtype == TFVM_BOOL)
+        ox_unsupported(N, "bool data");
+    return add;
+}
+
+static void op_ScatterND(ox_node *N)
+{
+    ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
+    bool add = scatter_reduction(N, data);
+    int k = nd_setup(N, data, idx, 0), r = data->rank;
+    int64_t rows, rest = 1;
+    for (int j = k; j < r; j++)
+        rest *= data->dims[j];
+    ox_val lin = linear_index(N, data, idx, 0, k, &rows);
+    int64_t m1 = -1, fs[2] = {rows, rest}, us[2] = {-1, rest};
+    lin = reshape_to(N, &lin, 1, &m1);
+    ox_val flat = reshape_to(N, data, 2, fs), u = reshape_to(N, upd, 2, us);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, rows, add);
+    N->out[0] = reshape_to(N, &y, r, data->dims);
+}
+
+/* every element of indices names a row of data (flattened to [count, 1]):
+ * its own position with the axis coordinate replaced by the index */
+static void op_ScatterElements(ox_node *N)
+{
+    ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
+    bool add = scatter_reduction(N, data);
+    int r = ox_need_rank(N, data);
+    if (ox_count_of(data) < 0 || ox_count_of(idx) < 0 || idx->rank != r)
+        ox_unsupported(N, "data or indices of unknown shape");
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), r, false);
+    int64_t strides[TFVM_MAX_RANK], st = 1;
+    for (int j = r - 1; j >= 0; j--) {
+        strides[j] = st;
+        st *= data->dims[j];
+    }
+    ox_val ix = ox_to_dtype(N, idx, TFVM_I64), dax = ox_scalar(N, TFVM_I64, 0, data->dims[axis]);
+    ox_val sax = ox_scalar(N, TFVM_I64, 0, strides[axis]);
+    ox_val lin = ox_ew2(N, ISA_FLOOR_MOD, &ix, &dax, TFVM_I64);
+    lin = ox_ew2(N, ISA_MUL, &lin, &sax, TFVM_I64);
+    ox_val z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+    for (int j = 0; j < r; j++) {
+        if (j == axis)
+            continue;
+        ox_val n = ox_scalar(N, TFVM_I64, 0, idx->dims[j]), sj = ox_scalar(N, TFVM_I64, 0, strides[j]);
+        ox_val c = ox_op3(N, ISA_RANGE, 0, &z, &n, &o, TFVM_I64, 1);
+        c = ox_ew2(N, ISA_MUL, &c, &sj, TFVM_I64);
+        int64_t shape[TFVM_MAX_RANK];
+        for (int q = 0; q < r; q++)
+            shape[q] = q == j ? -1 : 1;
+        c = reshape_to(N, &c, r, shape);
+        lin = ox_ew2(N, ISA_ADD, &lin, &c, TFVM_I64);
+    }
+    int64_t m1 = -1, fs[2] = {st, 1}, us[2] = {-1, 1};
+    lin = reshape_to(N, &lin, 1, &m1);
+    ox_val flat = reshape_to(N, data, 2, fs), u = reshape_to(N, upd, 2, us);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, st, add);
+    N->out[0] = reshape_to(N, &y, r, data->dims);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
     R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(BlackmanWindow, 17), R(CenterCropPad, 18),
     R(ConvTranspose, 1), R(Cosh, 9), R(CumProd, 26), R(DepthToSpace, 1), R(DequantizeLinear, 10),
-    R(DynamicQuantizeLinear, 11), R(EyeLike, 9), R(GroupNormalization, 18), R(HammingWindow, 17),
-    R(HannWindow, 17), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1), R(MatMulInteger, 10),
-    R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12), R(QLinearMatMul, 10),
-    R(QuantizeLinear, 10), R(RMSNormalization, 23), R(ReverseSequence, 10), R(RotaryEmbedding, 23),
+    R(DynamicQuantizeLinear, 11), R(EyeLike, 9), R(GatherND, 11), R(GroupNormalization, 18),
+    R(HammingWindow, 17), R(HannWindow, 17), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
+    R(MatMulInteger, 10), R(MeanVarianceNormalization, 9), R(NegativeLogLikelihoodLoss, 12),
+    R(QLinearMatMul, 10), R(QuantizeLinear, 10), R(RMSNormalization, 23), R(ReverseSequence, 10),
+    R(RotaryEmbedding, 23), {"Scatter", 9, op_ScatterElements}, R(ScatterElements, 11), R(ScatterND, 11),
     R(Sinh, 9), R(SoftmaxCrossEntropyLoss, 12), R(SpaceToDepth, 1), R(Swish, 24), R(Tan, 7), R(Upsample, 7),
 };
 #undef R
