@@ -1083,7 +1083,10 @@ static void op_GatherND(ox_node *N)
 
 /* flat [rows, R] with row lin[i] set to (or, add, increased by) u[i]: a
  * one-hot [n, rows] of the target rows, its transpose times the updates */
-static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, const ox_val *u, int64_t rows, bool add)
+typedef enum { SC_NONE, SC_ADD, SC_MUL, SC_MAX, SC_MIN } scatter_red;
+
+static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, const ox_val *u, int64_t rows,
+                           scatter_red red)
 {
     uint8_t d = flat->dtype;
     unsigned char onoff[16] = {0};
@@ -1104,8 +1107,29 @@ static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, co
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)d, 1, &two, onoff, 2 * es, false);
     ox_val rv = ox_scalar(N, TFVM_I64, 0, rows);
     ox_val oh = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, lin, &rv, &oo, d, 2);
+    if (red == SC_MUL || red == SC_MAX || red == SC_MIN) {
+        /* every update against every row: [rows, n, R] of the update where
+         * it hits and the reduction's identity elsewhere, reduced over n */
+        int64_t p2[2] = {1, 0}, a2 = 2, a0 = 0, a1 = 1;
+        ox_val pv = ox_i64s(N, 2, p2), v2 = ox_i64s(N, 1, &a2), v0 = ox_i64s(N, 1, &a0), v1 = ox_i64s(N, 1, &a1);
+        ox_val zero = ox_scalar(N, d, 0, 0);
+        ox_val ht = ox_op2(N, ISA_TRANSPOSE, 0, &oh, &pv, d, 2);
+        ht = ox_ew2(N, ISA_GREATER, &ht, &zero, TFVM_BOOL);
+        ht = ox_op2(N, ISA_UNSQUEEZE, 0, &ht, &v2, TFVM_BOOL, 3);
+        ox_val u3 = ox_op2(N, ISA_UNSQUEEZE, 0, u, &v0, d, 3);
+        bool flt = d == TFVM_F32 || d == TFVM_F64;
+        int64_t imax = d == TFVM_I32 ? INT32_MAX : d == TFVM_U8 ? 255 : d == TFVM_I8 ? 127 : INT64_MAX;
+        int64_t imin = d == TFVM_I32 ? INT32_MIN : d == TFVM_U8 ? 0 : d == TFVM_I8 ? -128 : INT64_MIN;
+        ox_val id = red == SC_MUL ? ox_scalar(N, d, 1, 1)
+                    : red == SC_MAX ? (flt ? ox_fscalar(N, d, -INFINITY) : ox_scalar(N, d, 0, imin))
+                                    : (flt ? ox_fscalar(N, d, INFINITY) : ox_scalar(N, d, 0, imax));
+        ox_val cand = ox_op3(N, ISA_SELECT, 0, &ht, &u3, &id, d, 3);
+        isa_op rop = red == SC_MUL ? ISA_REDUCE_PROD : red == SC_MAX ? ISA_REDUCE_MAX : ISA_REDUCE_MIN;
+        ox_val agg = ox_op2(N, rop, 0, &cand, &v1, d, 2);
+        return ox_ew2(N, red == SC_MUL ? ISA_MUL : red == SC_MAX ? ISA_MAX : ISA_MIN, flat, &agg, d);
+    }
     ox_val sc = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_A, &oh, u, d, 2);
-    if (add)
+    if (red == SC_ADD)
         return ox_ew2(N, ISA_ADD, flat, &sc, d);
     int64_t z0 = 0, p2[2] = {1, 0};
     ox_val a0 = ox_i64s(N, 1, &z0), zero = ox_scalar(N, d, 0, 0), pv = ox_i64s(N, 2, p2);
@@ -1115,22 +1139,23 @@ static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, co
     return ox_op3(N, ISA_SELECT, 0, &hit, &sc, flat, d, 2);
 }
 
-static bool scatter_reduction(ox_node *N, const ox_val *data)
+static scatter_red scatter_reduction(ox_node *N, const ox_val *data)
 {
     char rb[16];
     const char *red = ox_attr_s(N, "reduction", "none", rb, sizeof rb);
-    bool add = strcmp(red, "add") == 0;
-    if (!add && strcmp(red, "none") != 0)
-        ox_unsupported(N, "reduction '%s'", red);
     if (data->dtype == TFVM_BOOL)
         ox_unsupported(N, "bool data");
-    return add;
+    static const char *const names[] = {"none", "add", "mul", "max", "min"};
+    for (int k = 0; k < 5; k++)
+        if (strcmp(red, names[k]) == 0)
+            return (scatter_red)k;
+    ox_unsupported(N, "reduction '%s'", red);
 }
 
 static void op_ScatterND(ox_node *N)
 {
     ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
-    bool add = scatter_reduction(N, data);
+    scatter_red add = scatter_reduction(N, data);
     int k = nd_setup(N, data, idx, 0), r = data->rank;
     int64_t rows, rest = 1;
     for (int j = k; j < r; j++)
@@ -1148,7 +1173,7 @@ static void op_ScatterND(ox_node *N)
 static void op_ScatterElements(ox_node *N)
 {
     ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
-    bool add = scatter_reduction(N, data);
+    scatter_red add = scatter_reduction(N, data);
     int r = ox_need_rank(N, data);
     if (ox_count_of(data) < 0 || ox_count_of(idx) < 0 || idx->rank != r)
         ox_unsupported(N, "data or indices of unknown shape");
