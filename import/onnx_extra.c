@@ -1207,9 +1207,63 @@ static void op_ScatterElements(ox_node *N)
     N->out[0] = reshape_to(N, &y, r, data->dims);
 }
 
+/* ---- Atan, Asin, Acos (no instruction: series after argument halving) ------------------------ */
+
+/* atan(t) = 2 atan(t / (1 + sqrt(1 + t^2))): twice brings any finite t
+ * within tan(pi/16) ~ 0.2, where the series to t^13 is exact to ~1e-11 */
+static ox_val atan_of(ox_node *N, const ox_val *x, int halvings)
+{
+    uint8_t d = x->dtype;
+    ox_val one = ox_fscalar(N, d, 1), t = *x;
+    for (int k = 0; k < halvings; k++) {
+        ox_val q = ox_ew2(N, ISA_MUL, &t, &t, d);
+        q = ox_ew2(N, ISA_ADD, &q, &one, d);
+        q = ox_ew1(N, ISA_SQRT, &q);
+        q = ox_ew2(N, ISA_ADD, &q, &one, d);
+        t = ox_ew2(N, ISA_DIV, &t, &q, d);
+    }
+    ox_val t2 = ox_ew2(N, ISA_MUL, &t, &t, d);
+    /* Horner: t (1 - t2/3 + t2^2/5 - ...) */
+    ox_val acc = ox_fscalar(N, d, 1.0 / 13);
+    for (int n = 11; n >= 1; n -= 2) {
+        acc = ox_ew2(N, ISA_MUL, &acc, &t2, d);
+        ox_val c = ox_fscalar(N, d, ((n / 2) % 2 ? -1.0 : 1.0) / n);
+        acc = ox_ew2(N, ISA_ADD, &acc, &c, d);
+    }
+    acc = ox_ew2(N, ISA_MUL, &acc, &t, d);
+    ox_val sc = ox_fscalar(N, d, (double)(1 << halvings));
+    return ox_ew2(N, ISA_MUL, &acc, &sc, d);
+}
+
+static void op_Atan(ox_node *N) { N->out[0] = atan_of(N, ox_need(N, 0), 2); }
+
+/* asin(x) = 2 atan(x / (1 + sqrt(1 - x^2))), no division by zero on [-1, 1] */
+static ox_val asin_of(ox_node *N, const ox_val *x)
+{
+    uint8_t d = x->dtype;
+    ox_val one = ox_fscalar(N, d, 1);
+    ox_val q = ox_ew2(N, ISA_MUL, x, x, d);
+    q = ox_ew2(N, ISA_SUB, &one, &q, d);
+    q = ox_ew1(N, ISA_SQRT, &q);
+    q = ox_ew2(N, ISA_ADD, &q, &one, d);
+    ox_val t = ox_ew2(N, ISA_DIV, x, &q, d);
+    ox_val a = atan_of(N, &t, 1);
+    ox_val two = ox_fscalar(N, d, 2);
+    return ox_ew2(N, ISA_MUL, &a, &two, d);
+}
+
+static void op_Asin(ox_node *N) { N->out[0] = asin_of(N, ox_need(N, 0)); }
+
+static void op_Acos(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val a = asin_of(N, x), h = ox_fscalar(N, x->dtype, M_PI / 2);
+    N->out[0] = ox_ew2(N, ISA_SUB, &h, &a, x->dtype);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_extra_ops[] = {
-    R(Acosh, 9), R(Asinh, 9), R(Atanh, 9), R(Attention, 23), R(BlackmanWindow, 17), R(CenterCropPad, 18),
+    R(Acos, 7), R(Acosh, 9), R(Asin, 7), R(Asinh, 9), R(Atan, 7), R(Atanh, 9), R(Attention, 23), R(BlackmanWindow, 17), R(CenterCropPad, 18),
     R(ConvTranspose, 1), R(Cosh, 9), R(CumProd, 26), R(DepthToSpace, 1), R(DequantizeLinear, 10),
     R(DynamicQuantizeLinear, 11), R(EyeLike, 9), R(GatherND, 11), R(GroupNormalization, 18),
     R(HammingWindow, 17), R(HannWindow, 17), R(Hardmax, 1), R(IsInf, 10), R(LpNormalization, 1),
