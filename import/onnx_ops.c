@@ -784,6 +784,79 @@ static void op_Conv(ox_node *N)
     N->out[0] = y;
 }
 
+/* (q - zero point) as i32 */
+static ox_val centered_i32(ox_node *N, const ox_val *q, const ox_val *zp, const ox_val *like)
+{
+    ox_val a = ox_to_dtype(N, q, TFVM_I32);
+    if (!zp)
+        return a;
+    ox_val z = ox_to_dtype(N, zp, TFVM_I32);
+    if (z.rank == 1 && like && like->rank > 1) {
+        /* per output channel of a weight [M, C, k...]: [M] as [M, 1, 1, ...] */
+        int64_t s[TFVM_MAX_RANK] = {-1, 1, 1, 1, 1, 1, 1, 1};
+        ox_val sv = ox_i64s(N, like->rank, s);
+        z = ox_op2(N, ISA_RESHAPE, 0, &z, &sv, TFVM_I32, like->rank);
+    }
+    return ox_ew2(N, ISA_SUB, &a, &z, TFVM_I32);
+}
+
+/* Conv's lowering on other operands: the node's inputs swapped for a while */
+static ox_val conv_with(ox_node *N, ox_val *x, ox_val *w, ox_val *b)
+{
+    ox_val **saved = N->in, *in[3] = {x, w, b};
+    uint32_t n_saved = N->n_in;
+    ox_val out0 = N->out[0];
+    N->in = in;
+    N->n_in = 3;
+    op_Conv(N);
+    ox_val y = N->out[0];
+    N->in = saved;
+    N->n_in = n_saved;
+    N->out[0] = out0;
+    return y;
+}
+
+static void op_ConvInteger(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *w = ox_need(N, 1);
+    ox_val xc = centered_i32(N, x, ox_opt_in(N, 2), NULL), wc = centered_i32(N, w, ox_opt_in(N, 3), w);
+    xc.rank = x->rank;
+    memcpy(xc.dims, x->dims, sizeof xc.dims);
+    wc.rank = w->rank;
+    memcpy(wc.dims, w->dims, sizeof wc.dims);
+    N->out[0] = conv_with(N, &xc, &wc, NULL);
+}
+
+static void op_QLinearConv(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *xs = ox_need(N, 1), *w = ox_need(N, 3), *ws = ox_need(N, 4), *ys = ox_need(N, 6);
+    ox_val *xz = ox_opt_in(N, 2), *wz = ox_opt_in(N, 5), *yz = ox_opt_in(N, 7), *b = ox_opt_in(N, 8);
+    ox_val xc = centered_i32(N, x, xz, NULL), wc = centered_i32(N, w, wz, w);
+    xc.rank = x->rank;
+    memcpy(xc.dims, x->dims, sizeof xc.dims);
+    wc.rank = w->rank;
+    memcpy(wc.dims, w->dims, sizeof wc.dims);
+    ox_val bi = b ? ox_to_dtype(N, b, TFVM_I32) : (ox_val){0};
+    ox_val acc = conv_with(N, &xc, &wc, b ? &bi : NULL);
+    uint8_t f = xs->dtype, out = yz ? yz->dtype : x->dtype;
+    ox_val af = ox_to_dtype(N, &acc, f);
+    ox_val wsv = *ws;
+    if (ws->rank == 1 && x->rank > 2)
+        wsv = ox_per_channel(N, ws, x->rank);
+    ox_val sc = ox_ew2(N, ISA_MUL, xs, &wsv, f);
+    sc = ox_ew2(N, ISA_DIV, &sc, ys, f);
+    af = ox_ew2(N, ISA_MUL, &af, &sc, f);
+    ox_val q = ox_ew1(N, ISA_ROUND, &af);
+    if (yz) {
+        ox_val z = ox_to_dtype(N, yz, f);
+        q = ox_ew2(N, ISA_ADD, &q, &z, f);
+    }
+    ox_val lo = ox_fscalar(N, f, out == TFVM_U8 ? 0 : -128), hi = ox_fscalar(N, f, out == TFVM_U8 ? 255 : 127);
+    q = ox_ew2(N, ISA_MAX, &q, &lo, f);
+    q = ox_ew2(N, ISA_MIN, &q, &hi, f);
+    N->out[0] = ox_to_dtype(N, &q, out);
+}
+
 /* lp: LpPool's p (0 for the plain pools): the average of |x|^p with the
  * padding counted, times the window size, to the power 1/p */
 static void pool_p(ox_node *N, isa_op op, double lp)
@@ -1947,14 +2020,14 @@ static void op_Constant(ox_node *N)
 static const ox_opdef ops[] = {
     R(Abs, 1), R(Add, 1), R(And, 1), R(ArgMax, 1), R(ArgMin, 1), R(AveragePool, 1), R(BatchNormalization, 1),
     R(Cast, 1), R(CastLike, 15), R(Ceil, 1), R(Celu, 12), R(Clip, 1), R(Concat, 1), R(Constant, 1),
-    R(ConstantOfShape, 9), R(Conv, 1), R(Cos, 7), R(CumSum, 11), R(Div, 1), R(Dropout, 1), R(Einsum, 12), R(Elu, 1),
+    R(ConstantOfShape, 9), R(Conv, 1), R(ConvInteger, 10), R(Cos, 7), R(CumSum, 11), R(Div, 1), R(Dropout, 1), R(Einsum, 12), R(Elu, 1),
     R(Equal, 1), R(Erf, 9), R(Exp, 1), R(Expand, 8), R(Flatten, 1), R(Floor, 1), R(Gather, 1),
     R(GatherElements, 11), R(Gelu, 20), R(Gemm, 1), R(GlobalAveragePool, 1), R(GlobalMaxPool, 1), R(Greater, 1),
     R(GreaterOrEqual, 12), R(HardSigmoid, 1), R(HardSwish, 14), R(Identity, 1), {"If", 1, ox_op_if},
     R(InstanceNormalization, 1), R(IsNaN, 9), R(LayerNormalization, 17), R(LeakyRelu, 1), R(Less, 1),
     R(LessOrEqual, 12), R(Log, 1), R(LogSoftmax, 1), {"Loop", 1, ox_op_loop}, R(LRN, 1), R(LpPool, 1), R(MatMul, 1), R(Max, 1),
     R(MaxPool, 1), R(Mean, 1), R(Min, 1), R(Mish, 18), R(Mod, 10), R(Mul, 1), R(Neg, 1), R(Not, 1), R(OneHot, 9), R(Or, 1),
-    R(Pad, 1), R(Pow, 1), R(PRelu, 1), R(Range, 11), R(Reciprocal, 1), R(ReduceL1, 1), R(ReduceL2, 1),
+    R(Pad, 1), R(Pow, 1), R(PRelu, 1), R(QLinearConv, 10), R(Range, 11), R(Reciprocal, 1), R(ReduceL1, 1), R(ReduceL2, 1),
     R(ReduceLogSum, 1), R(ReduceLogSumExp, 1), R(ReduceMax, 1), R(ReduceMean, 1), R(ReduceMin, 1),
     R(ReduceProd, 1), R(ReduceSum, 1), R(ReduceSumSquare, 1), R(Relu, 1), R(Reshape, 1), R(Resize, 10),
     R(Round, 11), {"Scan", 8, ox_op_scan}, R(Selu, 1), R(Shape, 1), R(Shrink, 9), R(Sigmoid, 1), R(Sign, 9),
