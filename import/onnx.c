@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "import/import.h"
+#include "import/pb.h"
 #include "import/onnx_int.h"
 
 /* ---- Errors ---------------------------------------------------------------------- */
@@ -387,67 +388,37 @@ static cc_ifn *build_model(cc *C, void *ud)
     return fn;
 }
 
-/* protobuf-c allocates through the caller's hook; it frees without a size,
- * so each block carries its own. */
-#define OX_HDR 16
-static void *pb_alloc(void *ud, size_t n)
-{
-    if (n > SIZE_MAX - OX_HDR)
-        return NULL;
-    unsigned char *p = ut_alloc(ud, n + OX_HDR);
-    if (!p)
-        return NULL;
-    size_t total = n + OX_HDR;
-    memcpy(p, &total, sizeof total);
-    return p + OX_HDR;
-}
-
-static void pb_free(void *ud, void *q)
-{
-    if (!q)
-        return;
-    unsigned char *p = (unsigned char *)q - OX_HDR;
-    size_t total;
-    memcpy(&total, p, sizeof total);
-    ut_free(ud, p, total);
-}
-
 tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char *dir, int opt_level,
                      const tfvm_allocator *a, isa_program *out, tfvm_error *err)
 {
     tfvm_allocator al = a ? *a : (tfvm_allocator){0};
-    ProtobufCAllocator pa = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &al};
+    imp_pb pb;
+    imp_pb_init(&pb, &al);
+    ProtobufCAllocator *pa = &pb.pa;
     isa_program_init(out, a);
     ut_err_clear(err);
-    /* protobuf-c reports neither why nor where, and a failed allocation
-     * looks like bad bytes: retry with a probe allocator to tell them apart */
-    Onnx__ModelProto *m = onnx__model_proto__unpack(&pa, len, data);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(pa, len, data);
     if (!m) {
-        Onnx__ModelProto *probe = onnx__model_proto__unpack(NULL, len, data);
-        if (probe) {
-            onnx__model_proto__free_unpacked(probe, NULL);
+        if (pb.failed)
             return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory reading the model", name);
-        }
         return ut_err(err, TFVM_ERR_FORMAT, "%s: bad .onnx file (not a valid ModelProto: truncated or corrupt protobuf)",
                       name);
     }
     if (!m->graph) {
-        onnx__model_proto__free_unpacked(m, &pa);
+        onnx__model_proto__free_unpacked(m, pa);
         return ut_err(err, TFVM_ERR_FORMAT, "%s: bad .onnx file (no graph)", name);
     }
     ox_build *B = ut_calloc(&al, 1, sizeof *B);
     if (!B) {
-        onnx__model_proto__free_unpacked(m, &pa);
+        onnx__model_proto__free_unpacked(m, pa);
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name);
     }
     B->m = m;
     B->X.dir = dir;
     tfvm_status st = cc_build_program(name, a, opt_level, build_model, B, out, err);
-    /* names in messages come from the file: keep the message one line */
-    for (char *c = err->message; st != TFVM_OK && *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
+    if (st != TFVM_OK && err) /* names in messages come from the file */
+        imp_one_line(err->message);
     ut_free(&al, B, sizeof *B);
-    onnx__model_proto__free_unpacked(m, &pa);
+    onnx__model_proto__free_unpacked(m, pa);
     return st;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "import/import.h"
+#include "import/pb.h"
 #include "import/tf.h"
 
 #define MAX_INLINE 64      /* nested inlining of While/If bodies (a body that inlines itself) */
@@ -96,9 +97,7 @@ _Noreturn void imp_tf_error(cc *C, tfvm_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    imp_one_line(msg);
     cc_error(C, (cc_pos){0, 0}, code, "%s", msg);
 }
 
@@ -1298,52 +1297,20 @@ static cc_ifn *build(cc *C, void *ud)
     return fn;
 }
 
-/* ---- protobuf-c on the tfvm allocator ------------------------------------------------- */
-
-typedef struct pb_ud {
-    const tfvm_allocator *a;
-    bool failed;
-} pb_ud;
-
-#define PB_HDR 16 /* the block's size, kept in front of it (protobuf-c frees without one) */
-
-static void *pb_alloc(void *ud, size_t n)
-{
-    pb_ud *u = ud;
-    unsigned char *p = n <= SIZE_MAX - PB_HDR ? ut_alloc(u->a, n + PB_HDR) : NULL;
-    if (!p) {
-        u->failed = true;
-        return NULL;
-    }
-    memcpy(p, &n, sizeof n);
-    return p + PB_HDR;
-}
-
-static void pb_free(void *ud, void *p)
-{
-    pb_ud *u = ud;
-    if (!p)
-        return;
-    unsigned char *q = (unsigned char *)p - PB_HDR;
-    size_t n;
-    memcpy(&n, q, sizeof n);
-    ut_free(u->a, q, n + PB_HDR);
-}
-
 tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
                    const tfvm_allocator *a, isa_program *out, tfvm_error *err)
 {
-    pb_ud u = {.a = a};
-    ProtobufCAllocator pa = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &u};
-    TfvmTf__GraphDef *gd = tfvm_tf__graph_def__unpack(&pa, len, data);
+    imp_pb pb;
+    imp_pb_init(&pb, a);
+    TfvmTf__GraphDef *gd = tfvm_tf__graph_def__unpack(&pb.pa, len, data);
     if (!gd) {
         isa_program_init(out, a);
-        if (u.failed)
+        if (pb.failed)
             return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory reading the GraphDef", name);
         return ut_err(err, TFVM_ERR_FORMAT, "%s: not a binary GraphDef (protobuf parse failed)", name);
     }
     imp_tf_st T = {.gd = gd, .outputs = outputs};
     tfvm_status st = cc_build_program(name, a, opt_level, build, &T, out, err);
-    tfvm_tf__graph_def__free_unpacked(gd, &pa);
+    tfvm_tf__graph_def__free_unpacked(gd, &pb.pa);
     return st;
 }
