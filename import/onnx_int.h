@@ -134,6 +134,9 @@ ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsi
  * computed now; false when it is not one */
 bool ox_try_fold(ox_node *N);
 
+/* onnx_image.c: Resize in RESIZE2's modes; false when RESIZE does it */
+bool ox_resize2(ox_node *N);
+
 /* onnx_flow.c */
 void ox_op_if(ox_node *N);
 void ox_op_loop(ox_node *N);

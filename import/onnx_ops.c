@@ -1905,6 +1905,8 @@ static void op_OneHot(ox_node *N)
 
 static void op_Resize(ox_node *N)
 {
+    if (ox_resize2(N)) /* cubic, antialias, cropping, aspect policies: onnx_image.c */
+        return;
     ox_val *x = ox_need(N, 0);
     ox_val axes_v = {0};
     bool have_axes = false;

@@ -49,6 +49,24 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         case ISA_OPT_PREFER_CEIL: return "round_prefer_ceil";
         default: return NULL;
         }
+    case ISA_RESIZE2: {
+        static const char *const keep_axis[8] = {"keep_axis0", "keep_axis1", "keep_axis2", "keep_axis3",
+                                                 "keep_axis4", "keep_axis5", "keep_axis6", "keep_axis7"};
+        switch (bit) {
+        case ISA_OPT_CUBIC: return "cubic";
+        case ISA_OPT_ANTIALIAS: return "antialias";
+        case ISA_OPT_EXCLUDE_OUTSIDE: return "exclude_outside";
+        case ISA_OPT_HALF_PIXEL_SYMMETRIC: return "half_pixel_symmetric";
+        case ISA_OPT_TF_CROP_AND_RESIZE: return "tf_crop_and_resize";
+        case ISA_OPT_NOT_LARGER: return "not_larger";
+        case ISA_OPT_NOT_SMALLER: return "not_smaller";
+        default:
+            for (int i = 0; i < 8; i++)
+                if (bit == ISA_OPT_KEEP_AXIS0 << i)
+                    return keep_axis[i];
+            return bit < ISA_OPT_CUBIC ? isa_opt_name(ISA_RESIZE, bit) : NULL;
+        }
+    }
     default:
         return NULL;
     }

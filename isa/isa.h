@@ -175,6 +175,18 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_NEAREST_FLOOR 32u
 #define ISA_OPT_NEAREST_CEIL 64u
 #define ISA_OPT_PREFER_CEIL 128u
+/* RESIZE2: RESIZE's bits, plus mode cubic, antialias, exclude_outside, two
+ * more coordinate modes, keep_aspect_ratio_policy (with sizes) over the axes
+ * of bits 16..23. */
+#define ISA_OPT_CUBIC 256u
+#define ISA_OPT_ANTIALIAS 512u
+#define ISA_OPT_EXCLUDE_OUTSIDE 1024u
+#define ISA_OPT_HALF_PIXEL_SYMMETRIC 2048u
+#define ISA_OPT_TF_CROP_AND_RESIZE 4096u
+#define ISA_OPT_NOT_LARGER 8192u
+#define ISA_OPT_NOT_SMALLER 16384u
+#define ISA_OPT_KEEP_AXIS0 65536u
+#define ISA_OPT_KEEP_AXES (255u * ISA_OPT_KEEP_AXIS0)
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
 
 /* ---- Program model --------------------------------------------------------

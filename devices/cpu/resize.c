@@ -210,3 +210,353 @@ tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
     *out = r;
     return TFVM_OK;
 }
+
+/* ---- RESIZE2: the modes RESIZE leaves out ---------------------------------
+ * ONNX Resize-19 as its reference computes it: one axis at a time (the
+ * interpolation is separable), in f64, each output coordinate a window of
+ * taps (index clamped into the axis, weight) from the mode's coefficient
+ * function; tf_crop_and_resize's coordinates outside the input give the
+ * extrapolation value, which later axes then interpolate like any value. */
+
+#define RESIZE2_COORD (RESIZE_COORD | ISA_OPT_HALF_PIXEL_SYMMETRIC | ISA_OPT_TF_CROP_AND_RESIZE)
+#define RESIZE2_MODES (ISA_OPT_LINEAR | ISA_OPT_CUBIC)
+#define RESIZE2_KEEP (ISA_OPT_NOT_LARGER | ISA_OPT_NOT_SMALLER)
+#define RESIZE2_MAXTAPS 4096 /* antialiased windows grow as 4 / scale */
+
+typedef struct resize2_pass {
+    int n;              /* taps per output coordinate */
+    int64_t *start;     /* per output coordinate: the first tap's index, unclamped */
+    double *w;          /* n weights per output coordinate */
+    uint8_t *extra;     /* per output coordinate: outside the input (tf_crop_and_resize) */
+} resize2_pass;
+
+static double resize2_cubic(double A, double x)
+{
+    x = fabs(x);
+    if (x <= 1)
+        return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2)
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0;
+}
+
+/* The window width of the mode at scale s. */
+static int resize2_taps(uint32_t opt, double s)
+{
+    const double sa = s < 1 ? s : 1;
+    if (opt & ISA_OPT_CUBIC) {
+        if (!(opt & ISA_OPT_ANTIALIAS))
+            return 4;
+        const double st = floor(-2 / sa) + 1;
+        return (int)(2 - 2 * st);
+    }
+    if ((opt & ISA_OPT_LINEAR) && (opt & ISA_OPT_ANTIALIAS))
+        return (int)(2 - 2 * (floor(-1 / sa) + 1));
+    return 2;
+}
+
+/* The weights of the window around ratio r in (0, 1] (the source coordinate
+ * minus its floor, 1 at an integer), as ONNX's reference computes them. */
+static void resize2_coeffs(uint32_t opt, double r, double s, double A, int n, double *w)
+{
+    const double sa = s < 1 ? s : 1;
+    if (opt & ISA_OPT_CUBIC) {
+        if (!(opt & ISA_OPT_ANTIALIAS)) {
+            w[0] = resize2_cubic(A, r + 1);
+            w[1] = resize2_cubic(A, r);
+            w[2] = resize2_cubic(A, 1 - r);
+            w[3] = resize2_cubic(A, 2 - r);
+            return;
+        }
+        const double st = floor(-2 / sa) + 1;
+        double sum = 0;
+        for (int i = 0; i < n; i++)
+            sum += w[i] = resize2_cubic(A, sa * (st + i - r));
+        for (int i = 0; i < n; i++)
+            w[i] /= sum;
+        return;
+    }
+    if (opt & ISA_OPT_LINEAR) {
+        if (!(opt & ISA_OPT_ANTIALIAS)) {
+            w[0] = 1 - r;
+            w[1] = r;
+            return;
+        }
+        const double st = floor(-1 / sa) + 1;
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            double v = 1 - fabs((st + i - r) * sa);
+            sum += w[i] = v < 0 ? 0 : v > 1 ? 1 : v;
+        }
+        for (int i = 0; i < n; i++)
+            w[i] /= sum;
+        return;
+    }
+    /* nearest: the left or the right neighbour */
+    bool right;
+    if (r == 1)
+        right = true;
+    else
+        switch (opt & RESIZE_ROUND) {
+        case ISA_OPT_NEAREST_FLOOR: right = false; break;
+        case ISA_OPT_NEAREST_CEIL: right = true; break;
+        case ISA_OPT_PREFER_CEIL: right = r >= 0.5; break;
+        default: right = r > 0.5; break;
+        }
+    w[0] = right ? 0 : 1;
+    w[1] = right ? 1 : 0;
+}
+
+/* Source coordinate of output coordinate y on an axis of in elements
+ * resized to out (out_f = in * s before rounding); roi = [start, end]. */
+static double resize2_orig(uint32_t opt, double y, int64_t in, int64_t out, double s, const float *roi,
+                           bool *extra)
+{
+    const double len = (double)in * s;
+    *extra = false;
+    switch (opt & RESIZE2_COORD) {
+    case ISA_OPT_HALF_PIXEL_SYMMETRIC: {
+        const double adj = (double)out / len, center = (double)in / 2;
+        return center * (1 - adj) + (y + 0.5) / s - 0.5;
+    }
+    case ISA_OPT_TF_CROP_AND_RESIZE: {
+        const double r0 = roi[0], r1 = roi[1];
+        double x = len == 1 ? (r1 - r0) * (double)(in - 1) / 2 : y * (r1 - r0) * (double)(in - 1) / (len - 1);
+        x += r0 * (double)(in - 1);
+        *extra = x < 0 || x > (double)(in - 1);
+        return x;
+    }
+    default:
+        return resize_orig(opt, y, in, s);
+    }
+}
+
+/* One axis: src laid out [outer, in, inner] into dst [outer, out, inner]. */
+static void resize2_apply(const resize2_pass *p, double ext, const double *src, double *dst, int64_t outer,
+                          int64_t in, int64_t out, int64_t inner)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t q = 0; q < out; q++) {
+            double *d = dst + (o * out + q) * inner;
+            if (p->extra[q]) {
+                for (int64_t i = 0; i < inner; i++)
+                    d[i] = ext;
+                continue;
+            }
+            for (int64_t i = 0; i < inner; i++)
+                d[i] = 0;
+            for (int j = 0; j < p->n; j++) {
+                const double wt = p->w[q * p->n + j];
+                if (wt == 0)
+                    continue;
+                int64_t ix = p->start[q] + j;
+                ix = ix < 0 ? 0 : ix >= in ? in - 1 : ix;
+                const double *s = src + (o * in + ix) * inner;
+                for (int64_t i = 0; i < inner; i++)
+                    d[i] += wt * s[i];
+            }
+        }
+}
+
+tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0], *sc = &in[1], *pv = &in[3];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    const uint32_t opt = k->attr;
+    const uint32_t coord = opt & RESIZE2_COORD, rnd = opt & RESIZE_ROUND, mode = opt & RESIZE2_MODES,
+                   keep = opt & RESIZE2_KEEP;
+    const uint32_t known = RESIZE2_COORD | RESIZE_ROUND | RESIZE2_MODES | RESIZE2_KEEP | ISA_OPT_ANTIALIAS |
+                           ISA_OPT_EXCLUDE_OUTSIDE | ISA_OPT_KEEP_AXES;
+    if ((opt & ~known) || (coord & (coord - 1)) || (rnd & (rnd - 1)) || (mode & (mode - 1)) || (keep & (keep - 1)))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT,
+                         "bad options %u: one mode, coordinate mode, rounding mode and aspect policy at most",
+                         (unsigned)opt);
+    if (!dev_kfloat(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "x must be f32 or f64, got %s", dev_kdesc(x, s1));
+    if (sc->dtype != TFVM_F32 || sc->rank != 1)
+        return dev_kfail(k, TFVM_ERR_TYPE, "scales must be an f32 vector, got %s", dev_kdesc(sc, s1));
+    const int R = x->rank;
+    if (pv->dtype != TFVM_F32 || pv->rank != 1 || (pv->count != 2 && pv->count != 2 + 2 * R))
+        return dev_kfail(k, TFVM_ERR_TYPE,
+                         "params must be f32 [2] or [%d] (cubic a, extrapolation value, roi starts, roi ends), got %s",
+                         2 + 2 * R, dev_kdesc(pv, s1));
+    if (coord == ISA_OPT_TF_CROP_AND_RESIZE && pv->count != 2 + 2 * R)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "tf_crop_and_resize needs a roi: params must be f32 [%d], got %s",
+                         2 + 2 * R, dev_kdesc(pv, s1));
+    int64_t sizes[TFVM_MAX_RANK];
+    int nz;
+    tfvm_status st = dev_kvec(k, &in[2], "sizes", sizes, TFVM_MAX_RANK, &nz);
+    if (st)
+        return st;
+    const int64_t ns = sc->count;
+    if ((R > 0 && (ns == 0) == (nz == 0)) || (ns && ns != R) || (nz && nz != R))
+        return dev_kfail(k, TFVM_ERR_SHAPE,
+                         "exactly one of scales (%lld entries) and sizes (%d entries) must be given, one entry per axis of %s",
+                         (long long)ns, nz, dev_kshape(x, s1));
+    const float *par = pv->data;
+    const double A = par[0], ext = par[1];
+    int64_t od[TFVM_MAX_RANK];
+    double scale[TFVM_MAX_RANK];
+    const uint32_t kaxes = (opt & ISA_OPT_KEEP_AXES) / ISA_OPT_KEEP_AXIS0;
+    for (int i = 0; i < R; i++) {
+        const int64_t d = x->dims[i];
+        if (ns) {
+            const double s = ((const float *)sc->data)[i];
+            if (!(s > 0) || isinf(s))
+                return dev_kfail(k, TFVM_ERR_ARGUMENT, "scale %g for axis %d must be finite and > 0", s, i);
+            const double n = floor((double)d * s);
+            if (n > (double)RESIZE_MAX)
+                return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d of %s scaled by %g is too large", i, dev_kshape(x, s1), s);
+            od[i] = (int64_t)n;
+            scale[i] = s;
+        } else {
+            if (sizes[i] < 0 || sizes[i] > RESIZE_MAX)
+                return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad sizes %s: each must be in 0..2^40", dev_kdims(nz, sizes, s1));
+            if (d == 0 && sizes[i] > 0)
+                return dev_kfail(k, TFVM_ERR_SHAPE, "cannot resize empty axis %d of %s to %s", i, dev_kshape(x, s1),
+                                 dev_kdims(nz, sizes, s2));
+            od[i] = sizes[i];
+            scale[i] = d ? (double)sizes[i] / (double)d : 1;
+        }
+    }
+    if (keep && nz) {
+        /* one scale for the listed axes: the smallest (not_larger) or largest */
+        double s = 0;
+        bool any = false;
+        for (int i = 0; i < R; i++)
+            if (kaxes >> i & 1) {
+                if (!any || (keep == ISA_OPT_NOT_LARGER ? scale[i] < s : scale[i] > s))
+                    s = scale[i];
+                any = true;
+            }
+        for (int i = 0; i < R; i++)
+            if (kaxes >> i & 1) {
+                const double n = floor(s * (double)x->dims[i] + 0.5);
+                if (n > (double)RESIZE_MAX)
+                    return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d of %s scaled by %g is too large", i, dev_kshape(x, s1), s);
+                od[i] = (int64_t)n;
+                scale[i] = s;
+            } else {
+                od[i] = x->dims[i];
+                scale[i] = 1;
+            }
+    }
+    int64_t count;
+    if (!dev_kcount(R, od, &count))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(R, od, s1));
+    /* the axes to resample, and the largest intermediate */
+    const float *roi = pv->count == 2 + 2 * R ? par + 2 : NULL;
+    bool act[TFVM_MAX_RANK];
+    int64_t cur[TFVM_MAX_RANK], big = x->count > count ? x->count : count;
+    memcpy(cur, x->dims, sizeof(int64_t) * (size_t)R);
+    for (int i = 0; i < R; i++) {
+        act[i] = !(fabs(scale[i] - 1) <= 1e-9 && od[i] == x->dims[i] &&
+                   (!roi || (fabs(roi[i]) <= 1e-9 && fabs(roi[R + i] - 1) <= 1e-9)));
+        if (act[i]) {
+            cur[i] = od[i];
+            int64_t c;
+            if (!dev_kcount(R, cur, &c))
+                return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(R, od, s1));
+            big = c > big ? c : big;
+        }
+    }
+    for (int i = 0; i < R; i++)
+        if (act[i] && x->dims[i] > 0 && resize2_taps(opt, scale[i]) > RESIZE2_MAXTAPS)
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "scale %g of axis %d is too small for an antialiased window",
+                             scale[i], i);
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, R, od, &r, &o)))
+        return st;
+    if (count == 0 || R == 0) {
+        if (count)
+            memcpy(o, x->data, dev_kesize(x->dtype));
+        *out = r;
+        return TFVM_OK;
+    }
+    double *buf[2];
+    buf[0] = dev_ktemp(k, (size_t)big, sizeof(double));
+    buf[1] = buf[0] ? dev_ktemp(k, (size_t)big, sizeof(double)) : NULL;
+    if (!buf[1]) {
+        if (buf[0])
+            dev_ktemp_free(k, buf[0], (size_t)big, sizeof(double));
+        dev_value_release(&r);
+        return TFVM_ERR_NOMEM;
+    }
+    for (int64_t i = 0; i < x->count; i++)
+        buf[0][i] = x->dtype == TFVM_F32 ? ((const float *)x->data)[i] : ((const double *)x->data)[i];
+    int b = 0;
+    memcpy(cur, x->dims, sizeof(int64_t) * (size_t)R);
+    st = TFVM_OK;
+    for (int a = 0; a < R && !st; a++) {
+        if (!act[a])
+            continue;
+        const int64_t din = cur[a], dout = od[a];
+        resize2_pass p;
+        p.n = resize2_taps(opt, scale[a]);
+        const size_t per = (size_t)p.n * sizeof(double) + sizeof(int64_t) + 1;
+        char *mem = dev_ktemp(k, (size_t)dout, per);
+        if (!mem) {
+            st = TFVM_ERR_NOMEM;
+            break;
+        }
+        p.w = (double *)(void *)mem;
+        p.start = (int64_t *)(void *)(mem + (size_t)dout * (size_t)p.n * sizeof(double));
+        p.extra = (uint8_t *)(mem + (size_t)dout * ((size_t)p.n * sizeof(double) + sizeof(int64_t)));
+        const float rr[2] = {roi ? roi[a] : 0, roi ? roi[R + a] : 1};
+        const int pad = (p.n + 1) / 2;
+        for (int64_t q = 0; q < dout; q++) {
+            bool ex;
+            const double xo = resize2_orig(opt, (double)q, din, dout, scale[a], rr, &ex);
+            const double fl = floor(xo);
+            const double ratio = xo == fl ? 1 : xo - fl;
+            double *w = p.w + q * p.n;
+            resize2_coeffs(opt, ratio, scale[a], A, p.n, w);
+            const double xp = xo + pad, pp = floor(xp), frac = xp - pp;
+            int64_t off;
+            if (p.n % 2 == 0)
+                off = frac == 0 ? -(p.n / 2) : -(p.n / 2) + 1;
+            else
+                off = frac <= 0.5 ? -((p.n - 1) / 2) : -((p.n - 1) / 2) + 1;
+            p.start[q] = (int64_t)pp + off - pad;
+            p.extra[q] = ex;
+            if (opt & ISA_OPT_EXCLUDE_OUTSIDE) {
+                double sum = 0;
+                for (int j = 0; j < p.n; j++) {
+                    const int64_t ix = p.start[q] + j;
+                    if (ix < 0 || ix >= din)
+                        w[j] = 0;
+                    sum += w[j];
+                }
+                if (sum == 0)
+                    sum = 1;
+                for (int j = 0; j < p.n; j++)
+                    w[j] /= sum;
+            }
+        }
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < a; i++)
+            outer *= cur[i];
+        for (int i = a + 1; i < R; i++)
+            inner *= cur[i];
+        resize2_apply(&p, ext, buf[b], buf[b ^ 1], outer, din, dout, inner);
+        b ^= 1;
+        cur[a] = dout;
+        dev_ktemp_free(k, mem, (size_t)dout, per);
+    }
+    if (!st) {
+        for (int64_t i = 0; i < count; i++)
+            if (x->dtype == TFVM_F32)
+                ((float *)o)[i] = (float)buf[b][i];
+            else
+                ((double *)o)[i] = buf[b][i];
+    }
+    dev_ktemp_free(k, buf[0], (size_t)big, sizeof(double));
+    dev_ktemp_free(k, buf[1], (size_t)big, sizeof(double));
+    if (st) {
+        dev_value_release(&r);
+        return st;
+    }
+    *out = r;
+    return TFVM_OK;
+}

@@ -289,7 +289,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_TILE] = dev_cpu_tile,           [ISA_STRIDED_SLICE] = dev_cpu_strided_slice,
     [ISA_GATHER_ELEMENTS] = dev_cpu_gather_elements, [ISA_TOPK] = dev_cpu_topk,
     [ISA_TRILU] = dev_cpu_trilu,         [ISA_CUMSUM] = dev_cpu_cumsum,
-    [ISA_ONEHOT] = dev_cpu_onehot,       [ISA_RESIZE] = dev_cpu_resize,
+    [ISA_ONEHOT] = dev_cpu_onehot,       [ISA_RESIZE] = dev_cpu_resize, [ISA_RESIZE2] = dev_cpu_resize2,
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
     [ISA_STACK_PUT] = dev_cpu_stack_put,
 };

@@ -79,6 +79,7 @@ static const sample samples[] = {
     {ISA_PADV, 0, {X(2, 2, 3), IV(4, 1, 0, 0, 1), XS(0)}},
     {ISA_LRN, 0, {X(4, 1, 2, 2, 2), FV(4, 1, 0.0001, 0.75, 1)}},
     {ISA_STACK_PUT, 0, {{S_X, 1, {0}, 0, {0}}, IS(0), X(1, 3)}},
+    {ISA_RESIZE2, ISA_OPT_CUBIC, {X(2, 2, 2), FV(2, 2, 2), {S_I64, 1, {0}, 0, {0}}, FV(2, -0.75, 0)}},
 };
 
 static void put(uint8_t dt, void *data, int64_t k, double v)

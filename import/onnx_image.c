@@ -1,0 +1,153 @@
+/* import/onnx_image.c — ONNX image ops beyond issue 10's list: Resize in the
+ * modes RESIZE leaves out (cubic, antialias, half_pixel_symmetric,
+ * tf_crop_and_resize, keep_aspect_ratio_policy), lowered to RESIZE2. */
+#include "import/onnx_int.h"
+
+#include <string.h>
+
+/* Whether Resize node N needs RESIZE2 (a mode, transformation or policy
+ * that RESIZE does not have). */
+static bool img_needs_resize2(ox_node *N)
+{
+    char b[40];
+    if (N->X->opset < 11)
+        return false;
+    if (strcmp(ox_attr_s(N, "mode", "nearest", b, sizeof b), "cubic") == 0 || ox_attr_i(N, "antialias", 0))
+        return true;
+    const char *ct = ox_attr_s(N, "coordinate_transformation_mode", "half_pixel", b, sizeof b);
+    if (strcmp(ct, "half_pixel_symmetric") == 0 || strcmp(ct, "tf_crop_and_resize") == 0)
+        return true;
+    return strcmp(ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", b, sizeof b), "stretch") != 0;
+}
+
+bool ox_resize2(ox_node *N)
+{
+    if (!img_needs_resize2(N))
+        return false;
+    ox_val *x = ox_need(N, 0);
+    char mb[40], cb[40], nb[40], kb[40];
+    uint32_t opts = 0;
+    const char *mode = ox_attr_s(N, "mode", "nearest", mb, sizeof mb);
+    if (strcmp(mode, "linear") == 0)
+        opts |= ISA_OPT_LINEAR;
+    else if (strcmp(mode, "cubic") == 0)
+        opts |= ISA_OPT_CUBIC;
+    else if (strcmp(mode, "nearest") != 0)
+        ox_unsupported(N, "mode '%s'", mode);
+    static const struct {
+        const char *name;
+        uint32_t bit;
+    } coords[] = {{"half_pixel", 0},
+                  {"asymmetric", ISA_OPT_ASYMMETRIC},
+                  {"align_corners", ISA_OPT_ALIGN_CORNERS},
+                  {"pytorch_half_pixel", ISA_OPT_PYTORCH_HALF_PIXEL},
+                  {"tf_half_pixel_for_nn", ISA_OPT_TF_HALF_PIXEL_NN},
+                  {"half_pixel_symmetric", ISA_OPT_HALF_PIXEL_SYMMETRIC},
+                  {"tf_crop_and_resize", ISA_OPT_TF_CROP_AND_RESIZE}},
+      rounds[] = {{"round_prefer_floor", 0},
+                  {"round_prefer_ceil", ISA_OPT_PREFER_CEIL},
+                  {"floor", ISA_OPT_NEAREST_FLOOR},
+                  {"ceil", ISA_OPT_NEAREST_CEIL}};
+    const char *ct = ox_attr_s(N, "coordinate_transformation_mode", "half_pixel", cb, sizeof cb);
+    size_t i = 0;
+    while (i < UT_COUNTOF(coords) && strcmp(coords[i].name, ct) != 0)
+        i++;
+    if (i == UT_COUNTOF(coords))
+        ox_unsupported(N, "coordinate_transformation_mode '%s'", ct);
+    opts |= coords[i].bit;
+    if (!(opts & (ISA_OPT_LINEAR | ISA_OPT_CUBIC))) {
+        const char *nm = ox_attr_s(N, "nearest_mode", "round_prefer_floor", nb, sizeof nb);
+        for (i = 0; i < UT_COUNTOF(rounds) && strcmp(rounds[i].name, nm) != 0;)
+            i++;
+        if (i == UT_COUNTOF(rounds))
+            ox_unsupported(N, "nearest_mode '%s'", nm);
+        opts |= rounds[i].bit;
+        if (ox_attr_i(N, "antialias", 0))
+            ox_fail(N, TFVM_ERR_FORMAT, "antialias is not defined for mode nearest");
+    } else if (ox_attr_i(N, "antialias", 0)) {
+        opts |= ISA_OPT_ANTIALIAS;
+    }
+    if (ox_attr_i(N, "exclude_outside", 0))
+        opts |= ISA_OPT_EXCLUDE_OUTSIDE;
+    int r = ox_need_rank(N, x);
+    int64_t ax[TFVM_MAX_RANK];
+    int na = -1;
+    if (ox_attr(N, "axes")) {
+        na = ox_attr_ints(N, "axes", ax, TFVM_MAX_RANK);
+        if (na < 0 || na > r)
+            ox_fail(N, TFVM_ERR_FORMAT, "axes lists %d axes of a rank-%d input", na, r);
+        for (int j = 0; j < na; j++)
+            ax[j] = ox_norm_axis(N, ax[j], r, false);
+    }
+    const char *kp = ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", kb, sizeof kb);
+    if (strcmp(kp, "stretch") != 0) {
+        if (strcmp(kp, "not_larger") == 0)
+            opts |= ISA_OPT_NOT_LARGER;
+        else if (strcmp(kp, "not_smaller") == 0)
+            opts |= ISA_OPT_NOT_SMALLER;
+        else
+            ox_unsupported(N, "keep_aspect_ratio_policy '%s'", kp);
+        for (int j = 0; j < (na < 0 ? r : na); j++)
+            opts |= ISA_OPT_KEEP_AXIS0 << (na < 0 ? j : ax[j]);
+    }
+    ox_val *scales = ox_opt_in(N, 2), *sizes = ox_opt_in(N, 3), *roi = ox_opt_in(N, 1);
+    if (scales && scales->rank == 1 && scales->dims[0] == 0)
+        scales = NULL;
+    if (sizes && sizes->rank == 1 && sizes->dims[0] == 0)
+        sizes = NULL;
+    ox_val sc = scales ? ox_to_dtype(N, scales, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
+    ox_val sz = sizes ? ox_as_i64_vec(N, sizes) : ox_empty_vec(N, TFVM_I64);
+    ox_val axes_v = na >= 0 ? ox_i64s(N, na, ax) : (ox_val){0};
+    if (na >= 0) {
+        /* scales or sizes for the listed axes only: the others keep their size */
+        if (scales) {
+            ox_val one = ox_fscalar(N, TFVM_F32, 1);
+            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
+            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
+            sc = ox_ew2(N, ISA_ADD, &d, &one, TFVM_F32);
+        } else if (sizes) {
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v, TFVM_I64, 1);
+            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
+            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
+            sz = ox_ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
+        }
+    }
+    /* params: cubic_coeff_a, extrapolation_value, then the roi of every axis
+     * (starts, ends) for tf_crop_and_resize */
+    const float head[2] = {ox_attr_f(N, "cubic_coeff_a", -0.75f), ox_attr_f(N, "extrapolation_value", 0)};
+    int64_t two = 2;
+    ox_val p = {0};
+    p.dtype = TFVM_F32;
+    ox_unknown_shape(&p, 1);
+    p.dims[0] = 2;
+    float *hp = cc_alloc(N->C, sizeof head);
+    memcpy(hp, head, sizeof head);
+    p.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &two, hp, sizeof head, false);
+    if ((opts & ISA_OPT_TF_CROP_AND_RESIZE) && roi && !(roi->rank == 1 && roi->dims[0] == 0)) {
+        ox_val rf = ox_to_dtype(N, roi, TFVM_F32);
+        if (na >= 0) {
+            /* roi lists starts then ends of the listed axes; the others: [0, 1] */
+            int64_t lo[TFVM_MAX_RANK], hi[TFVM_MAX_RANK];
+            for (int j = 0; j < na; j++) {
+                lo[j] = j;
+                hi[j] = na + j;
+            }
+            ox_val li = ox_i64s(N, na, lo), hii = ox_i64s(N, na, hi);
+            ox_val s0 = ox_op2(N, ISA_GATHER, 0, &rf, &li, TFVM_F32, 1);
+            ox_val e0 = ox_op2(N, ISA_GATHER, 0, &rf, &hii, TFVM_F32, 1);
+            ox_val one = ox_fscalar(N, TFVM_F32, 1);
+            ox_val st = ox_spread_axes(N, &s0, &axes_v, r, TFVM_F32);
+            ox_val ed = ox_ew2(N, ISA_SUB, &e0, &one, TFVM_F32);
+            ed = ox_spread_axes(N, &ed, &axes_v, r, TFVM_F32);
+            ed = ox_ew2(N, ISA_ADD, &ed, &one, TFVM_F32);
+            rf = ox_op2(N, ISA_CONCAT, 0, &st, &ed, TFVM_F32, 1);
+        }
+        p = ox_op2(N, ISA_CONCAT, 0, &p, &rf, TFVM_F32, 1);
+    } else if (opts & ISA_OPT_TF_CROP_AND_RESIZE) {
+        ox_fail(N, TFVM_ERR_FORMAT, "tf_crop_and_resize needs a roi input");
+    }
+    const ox_val *in4[4] = {x, &sc, &sz, &p};
+    N->out[0] = ox_op(N, ISA_RESIZE2, opts, 4, in4, x->dtype, x->rank);
+    return true;
+}
