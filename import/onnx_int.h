@@ -84,6 +84,9 @@ typedef struct ox_opdef {
 } ox_opdef;
 extern const ox_opdef ox_extra_ops[];
 extern const size_t ox_n_extra_ops;
+extern const ox_opdef ox_bits_ops[];  /* onnx_bits.c: bitwise ops, BitCast, NonZero, Compress, Unique, Det */
+extern const size_t ox_n_bits_ops;
+void ox_bn_training(ox_node *N);      /* onnx_bits.c: BatchNormalization's training mode */
 extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
 extern const size_t ox_n_rnn_ops;
 ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);

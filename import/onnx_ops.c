@@ -985,8 +985,10 @@ ox_val ox_per_channel(ox_node *N, const ox_val *v, int r)
 static void op_BatchNormalization(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *b = ox_need(N, 2), *mean = ox_need(N, 3), *var = ox_need(N, 4);
-    if (ox_attr_i(N, "training_mode", 0))
-        ox_unsupported(N, "training mode");
+    if (ox_attr_i(N, "training_mode", 0)) {
+        ox_bn_training(N);
+        return;
+    }
     for (uint32_t k = 1; k < N->n_out; k++)
         if (N->n->output[k] && N->n->output[k][0])
             ox_unsupported(N, "the running mean and variance outputs (training)");
@@ -2060,6 +2062,8 @@ ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
         h = find_in(ox_extra_ops, ox_n_extra_ops, op_type, opset, min_opset);
     if (!h && !*min_opset)
         h = find_in(ox_rnn_ops, ox_n_rnn_ops, op_type, opset, min_opset);
+    if (!h && !*min_opset)
+        h = find_in(ox_bits_ops, ox_n_bits_ops, op_type, opset, min_opset);
     return h;
 }
 

@@ -187,6 +187,11 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_NOT_SMALLER 16384u
 #define ISA_OPT_KEEP_AXIS0 65536u
 #define ISA_OPT_KEEP_AXES (255u * ISA_OPT_KEEP_AXIS0)
+/* UNIQUE: sorted output; UNIQUE_INDEX: which of its outputs (one bit) */
+#define ISA_OPT_SORTED 1u
+#define ISA_OPT_UQ_INDICES 2u
+#define ISA_OPT_UQ_INVERSE 4u
+#define ISA_OPT_UQ_COUNTS 8u
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
 
 /* ---- Program model --------------------------------------------------------

@@ -260,6 +260,24 @@ CMP_KERNELS(f32, float)
 CMP_KERNELS(f64, double)
 CMP_KERNELS(u8, uint8_t)
 CMP_KERNELS(i8, int8_t)
+/* Bitwise ops on the integer dtypes (BITAND .. SHR). A shift count outside
+ * [0, bits) is defined (C leaves it undefined): SHL gives 0, SHR gives what
+ * shifting one bit at a time would, 0 or -1 by the sign. Signed SHR is
+ * arithmetic, as gcc and clang define >> on negative values. */
+#define BW_IN(BITS) ((uint64_t)(int64_t)y < (BITS)) /* 0 <= y < BITS, one test for every dtype */
+#define BW_SHL(T, U, BITS) (BW_IN(BITS) ? (T)((U)x << y) : (T)0)
+#define BW_SHR(T, BITS, NEG) (BW_IN(BITS) ? (T)(x >> y) : (T)((NEG) ? -1 : 0))
+#define BIT_KERNELS(S, T, U, BITS, NEG)                          \
+    EW_KERNEL2(k_bitand_##S, T, T, , (T)(x & y))                 \
+    EW_KERNEL2(k_bitor_##S, T, T, , (T)(x | y))                  \
+    EW_KERNEL2(k_bitxor_##S, T, T, , (T)(x ^ y))                 \
+    EW_KERNEL2(k_shl_##S, T, T, , BW_SHL(T, U, BITS))            \
+    EW_KERNEL2(k_shr_##S, T, T, , BW_SHR(T, BITS, NEG))          \
+    EW_KERNEL1(k_bitnot_##S, T, T, , (T)~x)
+BIT_KERNELS(i32, int32_t, uint32_t, 32, x < 0)
+BIT_KERNELS(i64, int64_t, uint64_t, 64, x < 0)
+BIT_KERNELS(i8, int8_t, uint8_t, 8, x < 0)
+BIT_KERNELS(u8, uint8_t, uint8_t, 8, 0)
 /* Bool tensors hold 0/1 bytes; the != 0 keeps results 0/1 regardless. */
 EW_KERNEL2(k_and, uint8_t, uint8_t, , (uint8_t)((x != 0) & (y != 0)))
 EW_KERNEL2(k_or, uint8_t, uint8_t, , (uint8_t)((x != 0) | (y != 0)))
@@ -325,6 +343,7 @@ enum {
 #define ALL(k) {[B] = k##_b, [I32] = k##_i32, [I64] = k##_i64, [F32] = k##_f32, [F64] = k##_f64, \
                 [U8] = k##_u8, [I8] = k##_i8}
 #define FLT(k) {[F32] = k##_f32, [F64] = k##_f64}
+#define INT(k) {[I32] = k##_i32, [I64] = k##_i64, [U8] = k##_u8, [I8] = k##_i8}
 static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_ADD] = NUM(k_add), [ISA_SUB] = NUM(k_sub), [ISA_MUL] = NUM(k_mul),
     [ISA_DIV] = NUM(k_div), [ISA_MOD] = NUM(k_mod), [ISA_MIN] = NUM(k_min),
@@ -341,6 +360,8 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = FLT(k_erf),
     [ISA_SIGN] = NUM(k_sign), [ISA_POW] = NUM(k_pow), [ISA_FLOOR_DIV] = NUM(k_floor_div),
     [ISA_FLOOR_MOD] = NUM(k_floor_mod),
+    [ISA_BITAND] = INT(k_bitand), [ISA_BITOR] = INT(k_bitor), [ISA_BITXOR] = INT(k_bitxor),
+    [ISA_BITNOT] = INT(k_bitnot), [ISA_SHL] = INT(k_shl), [ISA_SHR] = INT(k_shr),
 };
 /* [from][to]; the diagonal copies (unused: a same-dtype CAST shares its input). */
 #define CASTS_TO(F)                                                                         \

@@ -144,5 +144,11 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
+/* bits.c (ONNX long tail) */
+tfvm_status dev_cpu_bitcast(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_nonzero(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_unique(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_unique_index(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_det(dev_kctx *k, const dev_kview *in, dev_value *out);
 
 #endif

@@ -292,6 +292,9 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_ONEHOT] = dev_cpu_onehot,       [ISA_RESIZE] = dev_cpu_resize, [ISA_RESIZE2] = dev_cpu_resize2,
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
     [ISA_STACK_PUT] = dev_cpu_stack_put,
+    [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,
+    [ISA_UNIQUE] = dev_cpu_unique,       [ISA_UNIQUE_INDEX] = dev_cpu_unique_index,
+    [ISA_DET] = dev_cpu_det,
 };
 
 static const bool table_gated[ISA_OP_COUNT] = {

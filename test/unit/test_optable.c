@@ -38,6 +38,8 @@ typedef struct sample {
 #define IV(n, ...) {S_I64, 1, {n}, n, {__VA_ARGS__}}
 #define IS(v) {S_I64S, -1, {0}, 1, {v}}
 #define BS(v) {S_BOOLS, -1, {0}, 1, {v}}
+/* attr: the dtype under test (BITCAST to the same dtype: every dtype has one of its size) */
+#define ATTR_DTYPE UINT32_MAX
 #define FV(n, ...) {S_F32, 1, {n}, n, {__VA_ARGS__}}
 
 /* One valid call of every tensor op; test_samples fails for a row without one. */
@@ -79,6 +81,11 @@ static const sample samples[] = {
     {ISA_PADV, 0, {X(2, 2, 3), IV(4, 1, 0, 0, 1), XS(0)}},
     {ISA_LRN, 0, {X(4, 1, 2, 2, 2), FV(4, 1, 0.0001, 0.75, 1)}},
     {ISA_STACK_PUT, 0, {{S_X, 1, {0}, 0, {0}}, IS(0), X(1, 3)}},
+    {ISA_BITCAST, ATTR_DTYPE, {X(2, 2, 3)}},
+    {ISA_NONZERO, 0, {X(2, 2, 3)}},
+    {ISA_UNIQUE, ISA_OPT_SORTED, {X(2, 3, 2), IS(1)}},
+    {ISA_UNIQUE_INDEX, ISA_OPT_UQ_COUNTS, {X(2, 3, 2), IS(0)}},
+    {ISA_DET, 0, {X(3, 2, 2, 2)}},
     {ISA_RESIZE2, ISA_OPT_CUBIC, {X(2, 2, 2), FV(2, 2, 2), {S_I64, 1, {0}, 0, {0}}, FV(2, -0.75, 0)}},
 };
 
@@ -133,11 +140,12 @@ START_TEST(test_samples)
             }
             char msg[256] = "";
             dev_value out = {.dtype = 99};
-            tfvm_status st = dev_cpu_tensor((isa_op)op, s->attr, in, (uint32_t)n, &out, NULL, msg, sizeof msg);
+            const uint32_t attr = s->attr == ATTR_DTYPE ? (uint32_t)d : s->attr;
+            tfvm_status st = dev_cpu_tensor((isa_op)op, attr, in, (uint32_t)n, &out, NULL, msg, sizeof msg);
             const char *name = tfvm_dtype_name((tfvm_dtype)d);
             /* every disagreement is printed, then the test fails once */
             if (isa_takes((uint32_t)op, (uint32_t)d)) {
-                uint8_t want = isa_result_dtype((uint32_t)op, dt, s->attr);
+                uint8_t want = isa_result_dtype((uint32_t)op, dt, attr);
                 if (st != TFVM_OK)
                     bad++, printf("%s on %s (ops.def: types %s): %s: %s\n", isa_ops[op].name, name,
                                   isa_types_name(isa_ops[op].types), tfvm_status_name(st), msg);
