@@ -89,6 +89,9 @@ extern const size_t ox_n_bits_ops;
 void ox_bn_training(ox_node *N);      /* onnx_bits.c: BatchNormalization's training mode */
 extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
 extern const size_t ox_n_rnn_ops;
+extern const ox_opdef ox_seq_ops[];   /* onnx_seq.c: LinearAttention, CausalConvWithState, DFT, STFT */
+extern const size_t ox_n_seq_ops;
+ox_handler ox_find_preview_op(const char *op_type); /* domain ai.onnx.preview: FlexAttention */
 ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);
 bool ox_op_supported(const char *op_type);
 
