@@ -430,7 +430,96 @@ static void op_STFT(ox_node *N)
     N->out[0] = os_dft(N, &fr, 4, c, &fl, false, onesided);
 }
 
+/* ---- MelWeightMatrix -------------------------------------------------------------- */
+
+static ox_val os_scalar_as(ox_node *N, const ox_val *v, uint8_t d)
+{
+    ox_val s = ox_count_of(v) == 1 && v->rank == 1 ? os_axis_op(N, ISA_SQUEEZE, v, 0, 0) : *v;
+    return ox_to_dtype(N, &s, d);
+}
+
+/* mel(hz) = 2595 log10(1 + hz/700), in float as the reference computes it */
+static ox_val os_mel(ox_node *N, const ox_val *hz)
+{
+    uint8_t f = TFVM_F32;
+    ox_val h = os_scalar_as(N, hz, f), c700 = ox_fscalar(N, f, 700), one = ox_fscalar(N, f, 1);
+    h = ox_ew2(N, ISA_DIV, &h, &c700, f);
+    h = ox_ew2(N, ISA_ADD, &one, &h, f);
+    h = ox_to_dtype(N, &h, TFVM_F64);
+    h = ox_ew1(N, ISA_LOG, &h);
+    ox_val l10 = ox_fscalar(N, TFVM_F64, log(10.0)), k = ox_fscalar(N, f, 2595);
+    h = ox_ew2(N, ISA_DIV, &h, &l10, TFVM_F64);
+    h = ox_to_dtype(N, &h, f);
+    return ox_ew2(N, ISA_MUL, &k, &h, f);
+}
+
+/* triangular filters over the bins of a one-sided spectrum: column i rises
+ * from bin b[i] to b[i+1] and falls to b[i+2] (b from mel-spaced edges) */
+static void op_MelWeightMatrix(ox_node *N)
+{
+    ox_val *nm = ox_need(N, 0), *dl = ox_need(N, 1), *sr = ox_need(N, 2), *lo = ox_need(N, 3), *hi = ox_need(N, 4);
+    int64_t ot = ox_attr_i(N, "output_datatype", 1);
+    uint8_t od, f = TFVM_F64, i64 = TFVM_I64;
+    if (!ox_dtype((int32_t)ot, &od))
+        ox_unsupported(N, "output_datatype %s", ox_onnx_type_name((int32_t)ot));
+    ox_val m = ox_as_i64_scalar(N, nm), n = ox_as_i64_scalar(N, dl), rate = ox_as_i64_scalar(N, sr);
+    ox_val z = os_i64(N, 0), one = os_i64(N, 1), two = os_i64(N, 2);
+    ox_val lm = os_mel(N, lo), hm = os_mel(N, hi);
+    ox_val m2 = ox_ew2(N, ISA_ADD, &m, &two, i64);
+    ox_val step = ox_ew2(N, ISA_SUB, &hm, &lm, TFVM_F32), m2f = ox_to_dtype(N, &m2, TFVM_F32);
+    step = ox_ew2(N, ISA_DIV, &step, &m2f, TFVM_F32);
+    /* edges in double: 700 (10^(mel/2595) - 1), then floor((n+1) hz / rate) */
+    ox_val b = ox_op3(N, ISA_RANGE, 0, &z, &m2, &one, i64, 1);
+    b = ox_to_dtype(N, &b, f);
+    ox_val sd = ox_to_dtype(N, &step, f), ld = ox_to_dtype(N, &lm, f);
+    b = ox_ew2(N, ISA_MUL, &b, &sd, f);
+    b = ox_ew2(N, ISA_ADD, &b, &ld, f);
+    ox_val c2595 = ox_fscalar(N, f, 2595), ten = ox_fscalar(N, f, 10), fone = ox_fscalar(N, f, 1);
+    ox_val c700 = ox_fscalar(N, f, 700);
+    b = ox_ew2(N, ISA_DIV, &b, &c2595, f);
+    b = ox_ew2(N, ISA_POW, &ten, &b, f);
+    b = ox_ew2(N, ISA_SUB, &b, &fone, f);
+    b = ox_ew2(N, ISA_MUL, &c700, &b, f);
+    ox_val n1 = ox_ew2(N, ISA_ADD, &n, &one, i64);
+    n1 = ox_to_dtype(N, &n1, f);
+    ox_val rf = ox_to_dtype(N, &rate, f);
+    b = ox_ew2(N, ISA_MUL, &n1, &b, f);
+    b = ox_ew2(N, ISA_DIV, &b, &rf, f);
+    b = ox_ew1(N, ISA_FLOOR, &b);
+    b = ox_to_dtype(N, &b, i64);
+    /* lo, c, hi as [1, M] rows; the bin j as a [nb, 1] column */
+    ox_val nb = ox_ew2(N, ISA_FLOOR_DIV, &n, &two, i64);
+    nb = ox_ew2(N, ISA_ADD, &nb, &one, i64);
+    ox_val mp1 = ox_ew2(N, ISA_ADD, &m, &one, i64);
+    ox_val iv = ox_op3(N, ISA_RANGE, 0, &z, &m, &one, i64, 1);
+    ox_val iv1 = ox_op3(N, ISA_RANGE, 0, &one, &mp1, &one, i64, 1);
+    ox_val iv2 = ox_op3(N, ISA_RANGE, 0, &two, &m2, &one, i64, 1);
+    ox_val bl = ox_op2(N, ISA_GATHER, 0, &b, &iv, i64, 1), bc = ox_op2(N, ISA_GATHER, 0, &b, &iv1, i64, 1);
+    ox_val bh = ox_op2(N, ISA_GATHER, 0, &b, &iv2, i64, 1);
+    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &nb, &one, i64, 1);
+    j = os_axis_op(N, ISA_UNSQUEEZE, &j, 1, 2);
+    ox_val jf = ox_to_dtype(N, &j, f), blf = ox_to_dtype(N, &bl, f), bcf = ox_to_dtype(N, &bc, f);
+    ox_val bhf = ox_to_dtype(N, &bh, f), f0 = ox_fscalar(N, f, 0);
+    /* rising edge (or 1 at the centre when it has no width) */
+    ox_val up = ox_ew2(N, ISA_SUB, &jf, &blf, f), w1 = ox_ew2(N, ISA_SUB, &bcf, &blf, f);
+    up = ox_ew2(N, ISA_DIV, &up, &w1, f);
+    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bl, TFVM_BOOL), le = ox_ew2(N, ISA_LESS_EQUAL, &j, &bc, TFVM_BOOL);
+    ox_val inr = ox_ew2(N, ISA_AND, &ge, &le, TFVM_BOOL);
+    up = ox_op3(N, ISA_SELECT, 0, &inr, &up, &f0, f, 2);
+    ox_val flat = ox_ew2(N, ISA_EQUAL, &bc, &bl, TFVM_BOOL), atc = ox_ew2(N, ISA_EQUAL, &j, &bc, TFVM_BOOL);
+    ox_val atcf = ox_to_dtype(N, &atc, f);
+    up = ox_op3(N, ISA_SELECT, 0, &flat, &atcf, &up, f, 2);
+    /* falling edge, written over the rising one where it applies */
+    ox_val dn = ox_ew2(N, ISA_SUB, &bhf, &jf, f), w2 = ox_ew2(N, ISA_SUB, &bhf, &bcf, f);
+    dn = ox_ew2(N, ISA_DIV, &dn, &w2, f);
+    ox_val gc = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bc, TFVM_BOOL), lh = ox_ew2(N, ISA_LESS, &j, &bh, TFVM_BOOL);
+    ox_val infall = ox_ew2(N, ISA_AND, &gc, &lh, TFVM_BOOL);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &infall, &dn, &up, f, 2);
+    N->out[0] = ox_to_dtype(N, &y, od);
+}
+
 const ox_opdef ox_seq_ops[] = {
+    {"MelWeightMatrix", 17, op_MelWeightMatrix},
     {"CausalConvWithState", 27, op_CausalConvWithState},
     {"LinearAttention", 27, op_LinearAttention},
     {"DFT", 17, op_DFT},
