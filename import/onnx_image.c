@@ -151,3 +151,45 @@ bool ox_resize2(ox_node *N)
     N->out[0] = ox_op(N, ISA_RESIZE2, opts, 4, in4, x->dtype, x->rank);
     return true;
 }
+
+/* GridSample-16 (bilinear, bicubic) and -20 (linear, cubic): GRID_SAMPLE. */
+static void op_GridSample(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *g = ox_need(N, 1);
+    char mb[40], pb[40];
+    uint32_t opts = 0;
+    const char *mode = ox_attr_s(N, "mode", N->X->opset >= 20 ? "linear" : "bilinear", mb, sizeof mb);
+    if (strcmp(mode, "nearest") == 0)
+        opts |= ISA_OPT_GS_NEAREST;
+    else if (strcmp(mode, "cubic") == 0 || strcmp(mode, "bicubic") == 0)
+        opts |= ISA_OPT_GS_CUBIC;
+    else if (strcmp(mode, "linear") != 0 && strcmp(mode, "bilinear") != 0)
+        ox_unsupported(N, "mode '%s'", mode);
+    const char *pm = ox_attr_s(N, "padding_mode", "zeros", pb, sizeof pb);
+    if (strcmp(pm, "border") == 0)
+        opts |= ISA_OPT_GS_BORDER;
+    else if (strcmp(pm, "reflection") == 0)
+        opts |= ISA_OPT_GS_REFLECTION;
+    else if (strcmp(pm, "zeros") != 0)
+        ox_unsupported(N, "padding_mode '%s'", pm);
+    if (ox_attr_i(N, "align_corners", 0))
+        opts |= ISA_OPT_GS_ALIGN_CORNERS;
+    if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
+        ox_unsupported(N, "input dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    ox_val gg = ox_to_dtype(N, g, x->dtype == TFVM_F64 && g->dtype == TFVM_F64 ? TFVM_F64 : TFVM_F32);
+    ox_val y = ox_op2(N, ISA_GRID_SAMPLE, opts, x, &gg, x->dtype, x->rank);
+    if (x->rank >= 0 && g->rank == x->rank) {
+        y.dims[0] = x->dims[0];
+        y.dims[1] = x->dims[1];
+        for (int i = 2; i < x->rank; i++)
+            y.dims[i] = g->dims[i - 1];
+    }
+    N->out[0] = y;
+}
+
+#define R(name, since) {#name, since, op_##name}
+const ox_opdef ox_image_ops[] = {
+    R(GridSample, 16),
+};
+#undef R
+const size_t ox_n_image_ops = UT_COUNTOF(ox_image_ops);

@@ -142,6 +142,8 @@ bool ox_try_fold(ox_node *N);
 
 /* onnx_image.c: Resize in RESIZE2's modes; false when RESIZE does it */
 bool ox_resize2(ox_node *N);
+extern const ox_opdef ox_image_ops[]; /* onnx_image.c: GridSample, ... */
+extern const size_t ox_n_image_ops;
 
 /* onnx_flow.c */
 void ox_op_if(ox_node *N);

@@ -2063,6 +2063,8 @@ ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
     if (!h && !*min_opset)
         h = find_in(ox_rnn_ops, ox_n_rnn_ops, op_type, opset, min_opset);
     if (!h && !*min_opset)
+        h = find_in(ox_image_ops, ox_n_image_ops, op_type, opset, min_opset);
+    if (!h && !*min_opset)
         h = find_in(ox_seq_ops, ox_n_seq_ops, op_type, opset, min_opset);
     if (!h && !*min_opset)
         h = find_in(ox_bits_ops, ox_n_bits_ops, op_type, opset, min_opset);

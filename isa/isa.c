@@ -67,6 +67,15 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
             return bit < ISA_OPT_CUBIC ? isa_opt_name(ISA_RESIZE, bit) : NULL;
         }
     }
+    case ISA_GRID_SAMPLE:
+        switch (bit) {
+        case ISA_OPT_GS_NEAREST: return "nearest";
+        case ISA_OPT_GS_CUBIC: return "cubic";
+        case ISA_OPT_GS_BORDER: return "border";
+        case ISA_OPT_GS_REFLECTION: return "reflection";
+        case ISA_OPT_GS_ALIGN_CORNERS: return "align_corners";
+        default: return NULL;
+        }
     case ISA_UNIQUE:
         return bit == ISA_OPT_SORTED ? "sorted" : NULL;
     case ISA_UNIQUE_INDEX:

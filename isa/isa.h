@@ -187,6 +187,13 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_NOT_SMALLER 16384u
 #define ISA_OPT_KEEP_AXIS0 65536u
 #define ISA_OPT_KEEP_AXES (255u * ISA_OPT_KEEP_AXIS0)
+/* GRID_SAMPLE: mode (linear unless one of the first two), padding (zeros
+ * unless one of the next two), align_corners. */
+#define ISA_OPT_GS_NEAREST 1u
+#define ISA_OPT_GS_CUBIC 2u
+#define ISA_OPT_GS_BORDER 4u
+#define ISA_OPT_GS_REFLECTION 8u
+#define ISA_OPT_GS_ALIGN_CORNERS 16u
 /* UNIQUE: sorted output; UNIQUE_INDEX: which of its outputs (one bit) */
 #define ISA_OPT_SORTED 1u
 #define ISA_OPT_UQ_INDICES 2u

@@ -87,6 +87,7 @@ static const sample samples[] = {
     {ISA_UNIQUE_INDEX, ISA_OPT_UQ_COUNTS, {X(2, 3, 2), IS(0)}},
     {ISA_DET, 0, {X(3, 2, 2, 2)}},
     {ISA_RESIZE2, ISA_OPT_CUBIC, {X(2, 2, 2), FV(2, 2, 2), {S_I64, 1, {0}, 0, {0}}, FV(2, -0.75, 0)}},
+    {ISA_GRID_SAMPLE, 0, {X(3, 1, 1, 2), {S_X, 3, {1, 1, 1}, 1, {0.5}}}},
 };
 
 static void put(uint8_t dt, void *data, int64_t k, double v)
