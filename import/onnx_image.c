@@ -187,9 +187,28 @@ static void op_GridSample(ox_node *N)
     N->out[0] = y;
 }
 
+/* NonMaxSuppression-10/11: NMS; absent optional inputs become empty vectors. */
+static void op_NonMaxSuppression(ox_node *N)
+{
+    ox_val *bx = ox_need(N, 0), *sc = ox_need(N, 1);
+    if (bx->dtype != TFVM_F32 && bx->dtype != TFVM_F64)
+        ox_unsupported(N, "boxes of dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)bx->dtype));
+    ox_val s = ox_to_dtype(N, sc, bx->dtype);
+    ox_val *m = ox_opt_in(N, 2), *io = ox_opt_in(N, 3), *st = ox_opt_in(N, 4);
+    ox_val mv = m ? ox_to_dtype(N, m, TFVM_I64) : ox_empty_vec(N, TFVM_I64);
+    ox_val iv = io ? ox_to_dtype(N, io, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
+    ox_val sv = st ? ox_to_dtype(N, st, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
+    const ox_val *in5[5] = {bx, &s, &mv, &iv, &sv};
+    uint32_t opts = ox_attr_i(N, "center_point_box", 0) ? ISA_OPT_CENTER_POINT_BOX : 0;
+    ox_val y = ox_op(N, ISA_NMS, opts, 5, in5, TFVM_I64, 2);
+    y.dims[1] = 3;
+    N->out[0] = y;
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_image_ops[] = {
     R(GridSample, 16),
+    R(NonMaxSuppression, 10),
 };
 #undef R
 const size_t ox_n_image_ops = UT_COUNTOF(ox_image_ops);

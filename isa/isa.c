@@ -76,6 +76,8 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         case ISA_OPT_GS_ALIGN_CORNERS: return "align_corners";
         default: return NULL;
         }
+    case ISA_NMS:
+        return bit == ISA_OPT_CENTER_POINT_BOX ? "center_point_box" : NULL;
     case ISA_UNIQUE:
         return bit == ISA_OPT_SORTED ? "sorted" : NULL;
     case ISA_UNIQUE_INDEX:

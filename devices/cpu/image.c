@@ -4,6 +4,7 @@
 #include "devices/cpu/kern.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GS_MAXS 6 /* spatial axes */
@@ -155,6 +156,155 @@ tfvm_status dev_cpu_grid_sample(dev_kctx *k, const dev_kview *in, dev_value *out
                     ((double *)o)[oi] = acc;
             }
         }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- NMS: ONNX NonMaxSuppression-11 ----------------------------------------
+ * Per batch and class: the boxes above the score threshold by score (ties:
+ * lower index first), each kept unless its IoU with a box already kept
+ * exceeds the threshold, at most max_output per class. Box arithmetic in
+ * the boxes' dtype, as the reference does. */
+
+typedef struct nms_cand {
+    double score;
+    int64_t idx;
+} nms_cand;
+
+static int nms_cmp(const void *a, const void *b)
+{
+    const nms_cand *p = a, *q = b;
+    if (p->score != q->score)
+        return p->score > q->score ? -1 : 1;
+    return p->idx < q->idx ? -1 : p->idx > q->idx;
+}
+
+#define NMS_SUPPRESS(T, NAME)                                                               \
+    static bool NAME(const T *b1, const T *b2, bool center, T thr)                          \
+    {                                                                                       \
+        T x1a, x1b, x2a, x2b, y1a, y1b, y2a, y2b;                                           \
+        if (!center) {                                                                      \
+            x1a = b1[1] < b1[3] ? b1[1] : b1[3], x1b = b1[1] < b1[3] ? b1[3] : b1[1];       \
+            x2a = b2[1] < b2[3] ? b2[1] : b2[3], x2b = b2[1] < b2[3] ? b2[3] : b2[1];       \
+            y1a = b1[0] < b1[2] ? b1[0] : b1[2], y1b = b1[0] < b1[2] ? b1[2] : b1[0];       \
+            y2a = b2[0] < b2[2] ? b2[0] : b2[2], y2b = b2[0] < b2[2] ? b2[2] : b2[0];       \
+        } else {                                                                            \
+            const T w1 = b1[2] / 2, h1 = b1[3] / 2, w2 = b2[2] / 2, h2 = b2[3] / 2;        \
+            x1a = b1[0] - w1, x1b = b1[0] + w1, x2a = b2[0] - w2, x2b = b2[0] + w2;         \
+            y1a = b1[1] - h1, y1b = b1[1] + h1, y2a = b2[1] - h2, y2b = b2[1] + h2;         \
+        }                                                                                   \
+        const T ixa = x1a > x2a ? x1a : x2a, ixb = x1b < x2b ? x1b : x2b;                   \
+        if (ixb <= ixa)                                                                     \
+            return false;                                                                   \
+        const T iya = y1a > y2a ? y1a : y2a, iyb = y1b < y2b ? y1b : y2b;                   \
+        if (iyb <= iya)                                                                     \
+            return false;                                                                   \
+        const T inter = (ixb - ixa) * (iyb - iya);                                          \
+        if (!(inter > 0))                                                                   \
+            return false;                                                                   \
+        const T a1 = (x1b - x1a) * (y1b - y1a), a2 = (x2b - x2a) * (y2b - y2a);             \
+        const T uni = a1 + a2 - inter;                                                      \
+        if (!(a1 > 0) || !(a2 > 0) || !(uni > 0))                                           \
+            return false;                                                                   \
+        return (T)(inter / uni) > thr;                                                      \
+    }
+NMS_SUPPRESS(float, nms_suppress_f32)
+NMS_SUPPRESS(double, nms_suppress_f64)
+
+/* Optional operand v (empty: absent) as a double: a scalar or one element. */
+static tfvm_status nms_opt(dev_kctx *k, const dev_kview *v, const char *what, bool *given, double *out)
+{
+    char s1[DEV_KSHAPE];
+    *given = v->count > 0;
+    if (v->count > 1 || !dev_knumeric(v->dtype))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "%s must be a scalar, one element or empty, got %s", what,
+                         dev_kdesc(v, s1));
+    *out = *given ? dev_kget_f64(v, 0) : 0;
+    return TFVM_OK;
+}
+
+tfvm_status dev_cpu_nms(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *bx = &in[0], *sc = &in[1];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    if (k->attr & ~ISA_OPT_CENTER_POINT_BOX)
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad options %u", (unsigned)k->attr);
+    if (!dev_kfloat(bx->dtype) || sc->dtype != bx->dtype)
+        return dev_kfail(k, TFVM_ERR_TYPE, "boxes and scores must be f32 or f64 alike, got %s and %s",
+                         dev_kdesc(bx, s1), dev_kdesc(sc, s2));
+    if (bx->rank != 3 || bx->dims[2] != 4 || sc->rank != 3 || sc->dims[0] != bx->dims[0] || sc->dims[2] != bx->dims[1])
+        return dev_kfail(k, TFVM_ERR_SHAPE, "needs boxes [B, n, 4] and scores [B, C, n], got %s and %s",
+                         dev_kshape(bx, s1), dev_kshape(sc, s2));
+    bool has_max, has_iou, has_score;
+    double maxd, iou, sthr;
+    tfvm_status st;
+    if ((st = nms_opt(k, &in[2], "max_output_boxes_per_class", &has_max, &maxd)) ||
+        (st = nms_opt(k, &in[3], "iou_threshold", &has_iou, &iou)) ||
+        (st = nms_opt(k, &in[4], "score_threshold", &has_score, &sthr)))
+        return st;
+    const int64_t B = bx->dims[0], C = sc->dims[1], n = bx->dims[1];
+    const int64_t maxo = !has_max || !(maxd > 0) ? 0 : maxd > (double)n ? n : (int64_t)maxd;
+    const bool center = k->attr & ISA_OPT_CENTER_POINT_BOX;
+    if (maxo && B * C > INT64_MAX / 3 / maxo)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "%lld selections per class of %s are too many", (long long)maxo,
+                         dev_kshape(sc, s1));
+    /* at most B * C * min(n, maxo) selections */
+    const size_t cap = (size_t)(B * C * maxo);
+    int64_t *sel = NULL;
+    nms_cand *cand = NULL;
+    int64_t *kept = NULL;
+    if (cap && !(sel = dev_ktemp(k, cap, 3 * sizeof(int64_t))))
+        return TFVM_ERR_NOMEM;
+    if (cap && n && (!(cand = dev_ktemp(k, (size_t)n, sizeof *cand)) || !(kept = dev_ktemp(k, (size_t)n, sizeof *kept)))) {
+        if (cand)
+            dev_ktemp_free(k, cand, (size_t)n, sizeof *cand);
+        dev_ktemp_free(k, sel, cap, 3 * sizeof(int64_t));
+        return TFVM_ERR_NOMEM;
+    }
+    int64_t ns = 0;
+    for (int64_t b = 0; b < B && maxo; b++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t nc = 0, nk = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const double s = dev_kget_f64(sc, (b * C + c) * n + i);
+                bool above = bx->dtype == TFVM_F32 ? (float)s > (float)sthr : s > sthr;
+                if (!has_score || above)
+                    cand[nc++] = (nms_cand){s, i};
+            }
+            qsort(cand, (size_t)nc, sizeof *cand, nms_cmp);
+            for (int64_t q = 0; q < nc && nk < maxo; q++) {
+                bool keep = true;
+                for (int64_t j = 0; j < nk && keep; j++) {
+                    const int64_t o1 = (b * n + cand[q].idx) * 4, o2 = (b * n + kept[j]) * 4;
+                    keep = bx->dtype == TFVM_F32
+                               ? !nms_suppress_f32((const float *)bx->data + o1, (const float *)bx->data + o2, center,
+                                                   (float)iou)
+                               : !nms_suppress_f64((const double *)bx->data + o1, (const double *)bx->data + o2,
+                                                   center, iou);
+                }
+                if (keep) {
+                    kept[nk++] = cand[q].idx;
+                    sel[3 * ns] = b;
+                    sel[3 * ns + 1] = c;
+                    sel[3 * ns + 2] = cand[q].idx;
+                    ns++;
+                }
+            }
+        }
+    if (cand) {
+        dev_ktemp_free(k, cand, (size_t)n, sizeof *cand);
+        dev_ktemp_free(k, kept, (size_t)n, sizeof *kept);
+    }
+    const int64_t od[2] = {ns, 3};
+    dev_value r;
+    void *o;
+    st = dev_kresult(k, TFVM_I64, 2, od, &r, &o);
+    if (!st && ns)
+        memcpy(o, sel, (size_t)ns * 3 * sizeof(int64_t));
+    if (sel)
+        dev_ktemp_free(k, sel, cap, 3 * sizeof(int64_t));
+    if (st)
+        return st;
     *out = r;
     return TFVM_OK;
 }
