@@ -205,8 +205,23 @@ static void op_NonMaxSuppression(ox_node *N)
     N->out[0] = y;
 }
 
+/* AffineGrid-20: AFFINE_GRID. */
+static void op_AffineGrid(ox_node *N)
+{
+    ox_val *th = ox_need(N, 0);
+    ox_val sz = ox_as_i64_vec(N, ox_need(N, 1));
+    if (th->dtype != TFVM_F32 && th->dtype != TFVM_F64)
+        ox_unsupported(N, "theta of dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)th->dtype));
+    int64_t n = ox_count_of(&sz);
+    /* the result [N, D1..Dk, k] has as many axes as size has entries, k + 2 */
+    int rank = n >= 4 ? (int)n : th->rank == 3 && th->dims[1] > 0 ? (int)th->dims[1] + 2 : -1;
+    uint32_t opts = ox_attr_i(N, "align_corners", 0) ? ISA_OPT_AG_ALIGN_CORNERS : 0;
+    N->out[0] = ox_op2(N, ISA_AFFINE_GRID, opts, th, &sz, th->dtype, rank);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_image_ops[] = {
+    R(AffineGrid, 20),
     R(GridSample, 16),
     R(NonMaxSuppression, 10),
 };

@@ -308,3 +308,69 @@ tfvm_status dev_cpu_nms(dev_kctx *k, const dev_kview *in, dev_value *out)
     *out = r;
     return TFVM_OK;
 }
+
+/* ---- AFFINE_GRID: ONNX AffineGrid-20 ---------------------------------------
+ * The normalized coordinates of an output of size [N, C, D1..Dk] (k = 2, 3)
+ * transformed by theta [N, k, k+1]: [N, D1..Dk, k], each point
+ * theta[n] @ (x, y[, z], 1), x along the last axis. */
+tfvm_status dev_cpu_affine_grid(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *th = &in[0];
+    char s1[DEV_KSHAPE];
+    if (k->attr & ~ISA_OPT_AG_ALIGN_CORNERS)
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad options %u", (unsigned)k->attr);
+    if (!dev_kfloat(th->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "theta must be f32 or f64, got %s", dev_kdesc(th, s1));
+    int64_t size[TFVM_MAX_RANK];
+    int ns;
+    tfvm_status st = dev_kvec(k, &in[1], "size", size, TFVM_MAX_RANK, &ns);
+    if (st)
+        return st;
+    const int S = ns - 2;
+    if ((S != 2 && S != 3) || th->rank != 3 || th->dims[1] != S || th->dims[2] != S + 1 || th->dims[0] != size[0])
+        return dev_kfail(k, TFVM_ERR_SHAPE, "needs size [N, C, H, W] or [N, C, D, H, W] and theta [N, k, k+1], got size of %d entries and theta %s",
+                         ns, dev_kshape(th, s1));
+    int64_t od[5];
+    od[0] = size[0];
+    for (int i = 0; i < S; i++) {
+        if (size[2 + i] < 0)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "negative size %lld", (long long)size[2 + i]);
+        od[1 + i] = size[2 + i];
+    }
+    od[S + 1] = S;
+    int64_t count;
+    if (!dev_kcount(S + 2, od, &count))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(S + 2, od, s1));
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, th->dtype, S + 2, od, &r, &o)))
+        return st;
+    const bool align = k->attr & ISA_OPT_AG_ALIGN_CORNERS;
+    int64_t P = 1;
+    for (int i = 0; i < S; i++)
+        P *= od[1 + i];
+    int64_t q = 0;
+    for (int64_t n = 0; n < od[0]; n++)
+        for (int64_t p = 0; p < P; p++) {
+            double h[4];
+            int64_t rest = p;
+            for (int i = S - 1; i >= 0; i--) { /* h[0] = x: the last axis */
+                const int64_t d = od[1 + i], ix = rest % d;
+                rest /= d;
+                const double step = align ? 2.0 / (double)(d - 1) : 2.0 / (double)d;
+                h[S - 1 - i] = d == 1 && align ? -1 : (align ? -1 : -1 + step / 2) + (double)ix * step;
+            }
+            h[S] = 1;
+            for (int j = 0; j < S; j++, q++) {
+                double acc = 0;
+                for (int m = 0; m <= S; m++)
+                    acc += dev_kget_f64(th, (n * S + j) * (S + 1) + m) * h[m];
+                if (th->dtype == TFVM_F32)
+                    ((float *)o)[q] = (float)acc;
+                else
+                    ((double *)o)[q] = acc;
+            }
+        }
+    *out = r;
+    return TFVM_OK;
+}

@@ -89,6 +89,7 @@ static const sample samples[] = {
     {ISA_RESIZE2, ISA_OPT_CUBIC, {X(2, 2, 2), FV(2, 2, 2), {S_I64, 1, {0}, 0, {0}}, FV(2, -0.75, 0)}},
     {ISA_GRID_SAMPLE, 0, {X(3, 1, 1, 2), {S_X, 3, {1, 1, 1}, 1, {0.5}}}},
     {ISA_NMS, 0, {X(3, 1, 1, 4), X(3, 1, 1, 1), IS(1), FV(1, 0.5), {S_F32, 1, {0}, 0, {0}}}},
+    {ISA_AFFINE_GRID, 0, {X(3, 1, 2, 3), IV(4, 1, 1, 2, 2)}},
 };
 
 static void put(uint8_t dt, void *data, int64_t k, double v)
