@@ -96,7 +96,7 @@ static void op_Unique(ox_node *N)
         src = ox_op2(N, ISA_RESHAPE, 0, x, &flat, x->dtype, 1);
     }
     ox_val av = ox_scalar(N, TFVM_I64, 0, axis);
-    static const uint32_t which[4] = {0, ISA_OPT_UQ_INDICES, ISA_OPT_UQ_INVERSE, ISA_OPT_UQ_COUNTS};
+    static const uint32_t which[4] = {0, 0, ISA_OPT_UQ_INVERSE, ISA_OPT_UQ_COUNTS};
     for (uint32_t k = 0; k < N->n_out && k < 4; k++) {
         if (!N->n->output[k] || !N->n->output[k][0])
             continue;

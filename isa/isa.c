@@ -85,7 +85,6 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
     case ISA_UNIQUE_INDEX:
         switch (bit) {
         case ISA_OPT_SORTED: return "sorted";
-        case ISA_OPT_UQ_INDICES: return "indices";
         case ISA_OPT_UQ_INVERSE: return "inverse";
         case ISA_OPT_UQ_COUNTS: return "counts";
         default: return NULL;

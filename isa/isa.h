@@ -196,11 +196,11 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_GS_ALIGN_CORNERS 16u
 #define ISA_OPT_CENTER_POINT_BOX 1u /* NMS: boxes as [x_center, y_center, width, height] */
 #define ISA_OPT_AG_ALIGN_CORNERS 1u /* AFFINE_GRID: -1 and 1 at the corner pixels' centres */
-/* UNIQUE: sorted output; UNIQUE_INDEX: which of its outputs (one bit) */
+/* UNIQUE: sorted output; UNIQUE_INDEX: which of its outputs (neither bit:
+ * the first-occurrence indices) */
 #define ISA_OPT_SORTED 1u
-#define ISA_OPT_UQ_INDICES 2u
-#define ISA_OPT_UQ_INVERSE 4u
-#define ISA_OPT_UQ_COUNTS 8u
+#define ISA_OPT_UQ_INVERSE 2u
+#define ISA_OPT_UQ_COUNTS 4u
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
 
 /* ---- Program model --------------------------------------------------------

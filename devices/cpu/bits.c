@@ -12,7 +12,7 @@ tfvm_status dev_cpu_bitcast(dev_kctx *k, const dev_kview *in, dev_value *out)
     const dev_kview *x = &in[0];
     const uint32_t to = k->attr;
     if (!isa_dtype_valid(to))
-        return dev_kfail(k, TFVM_ERR_INTERNAL, "invalid target dtype %u", to);
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "invalid target dtype %u", to);
     size_t es = dev_kesize(x->dtype);
     if (dev_kesize((uint8_t)to) != es)
         return dev_kfail(k, TFVM_ERR_TYPE, "%s and %s differ in size", tfvm_dtype_name((tfvm_dtype)x->dtype),
@@ -184,9 +184,9 @@ static tfvm_status bits_unique(dev_kctx *k, const dev_kview *in, dev_value *out,
         return dev_kfail(k, TFVM_ERR_SHAPE, "axis %lld out of range for shape %s", (long long)axis,
                          dev_kshape(x, s1));
     int a = (int)(axis < 0 ? axis + x->rank : axis);
-    uint32_t which = k->attr & (ISA_OPT_UQ_INDICES | ISA_OPT_UQ_INVERSE | ISA_OPT_UQ_COUNTS);
-    if (index && which != ISA_OPT_UQ_INDICES && which != ISA_OPT_UQ_INVERSE && which != ISA_OPT_UQ_COUNTS)
-        return dev_kfail(k, TFVM_ERR_INTERNAL, "options %u name no one output", (unsigned)k->attr);
+    uint32_t which = k->attr & (ISA_OPT_UQ_INVERSE | ISA_OPT_UQ_COUNTS);
+    if (index && which == (ISA_OPT_UQ_INVERSE | ISA_OPT_UQ_COUNTS))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "options inverse and counts together name two outputs");
     bits_uq u = {.x = x, .n = x->dims[a], .outer = 1, .inner = 1};
     for (int i = 0; i < a; i++)
         u.outer *= x->dims[i];
@@ -208,7 +208,7 @@ static tfvm_status bits_unique(dev_kctx *k, const dev_kview *in, dev_value *out,
         int64_t len = which == ISA_OPT_UQ_INVERSE ? n : ng;
         st = dev_kresult(k, TFVM_I64, 1, &len, &r, &o);
         if (!st && len)
-            memcpy(o, which == ISA_OPT_UQ_INDICES ? first : which == ISA_OPT_UQ_COUNTS ? count : inv,
+            memcpy(o, which == ISA_OPT_UQ_COUNTS ? count : which == ISA_OPT_UQ_INVERSE ? inv : first,
                    (size_t)len * sizeof(int64_t));
     } else {
         int64_t dims[TFVM_MAX_RANK];
