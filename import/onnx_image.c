@@ -219,9 +219,35 @@ static void op_AffineGrid(ox_node *N)
     N->out[0] = ox_op2(N, ISA_AFFINE_GRID, opts, th, &sz, th->dtype, rank);
 }
 
+/* Col2Im-18: COL2IM, the attributes as one i64 vector (defaults: 1, 0, 1). */
+static void op_Col2Im(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val img = ox_as_i64_vec(N, ox_need(N, 1)), blk = ox_as_i64_vec(N, ox_need(N, 2));
+    int64_t k = ox_count_of(&img);
+    if (k < 1 || k > TFVM_MAX_RANK - 2)
+        ox_unsupported(N, "an image_shape whose length is not known when compiling");
+    int64_t p[4 * TFVM_MAX_RANK], a[2 * TFVM_MAX_RANK];
+    for (int i = 0; i < k; i++)
+        p[i] = p[3 * k + i] = 1, p[k + i] = p[2 * k + i] = 0;
+    static const char *const names[3] = {"dilations", "pads", "strides"};
+    for (int w = 0; w < 3; w++) {
+        int n = ox_attr_ints(N, names[w], a, 2 * TFVM_MAX_RANK);
+        if (n < 0)
+            continue;
+        if (n != (w == 1 ? 2 : 1) * k)
+            ox_fail(N, TFVM_ERR_FORMAT, "%s has %d entries, not %lld", names[w], n, (long long)((w == 1 ? 2 : 1) * k));
+        memcpy(p + (w == 0 ? 0 : w == 1 ? k : 3 * k), a, (size_t)n * sizeof *a);
+    }
+    ox_val pv = ox_i64s(N, 4 * (int)k, p);
+    const ox_val *in4[4] = {x, &img, &blk, &pv};
+    N->out[0] = ox_op(N, ISA_COL2IM, 0, 4, in4, x->dtype, (int)k + 2);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_image_ops[] = {
     R(AffineGrid, 20),
+    R(Col2Im, 18),
     R(GridSample, 16),
     R(NonMaxSuppression, 10),
 };

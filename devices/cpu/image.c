@@ -374,3 +374,84 @@ tfvm_status dev_cpu_affine_grid(dev_kctx *k, const dev_kview *in, dev_value *out
     *out = r;
     return TFVM_OK;
 }
+
+/* ---- COL2IM: ONNX Col2Im-18 ---------------------------------------------------
+ * x [N, C * prod(block), L] holds the blocks of an image (L sliding
+ * positions); the result [N, C, image..] sums every block element into
+ * its pixel. p = [dilations (k), pads (begin k, end k), strides (k)]. */
+tfvm_status dev_cpu_col2im(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE], s3[DEV_KSHAPE];
+    int64_t img[TFVM_MAX_RANK], blk[TFVM_MAX_RANK], p[4 * TFVM_MAX_RANK];
+    int ni, nb, np;
+    tfvm_status st;
+    if ((st = dev_kvec(k, &in[1], "image_shape", img, TFVM_MAX_RANK - 2, &ni)) ||
+        (st = dev_kvec(k, &in[2], "block_shape", blk, TFVM_MAX_RANK - 2, &nb)) ||
+        (st = dev_kvec(k, &in[3], "params", p, 4 * TFVM_MAX_RANK, &np)))
+        return st;
+    if (!dev_kfloat(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "x must be f32 or f64, got %s", dev_kdesc(x, s1));
+    const int S = ni;
+    if (S < 1 || nb != S || np != 4 * S || x->rank != 3)
+        return dev_kfail(k, TFVM_ERR_SHAPE,
+                         "needs x [N, C * prod(block), L], image_shape and block_shape of k entries and 4k params, got %s, %d, %d and %d",
+                         dev_kshape(x, s1), ni, nb, np);
+    const int64_t *dil = p, *pad = p + S, *str = p + 3 * S;
+    int64_t nblk[TFVM_MAX_RANK], L = 1, B = 1;
+    for (int i = 0; i < S; i++) {
+        if (img[i] < 0 || blk[i] < 1 || dil[i] < 1 || str[i] < 1 || pad[i] < 0 || pad[S + i] < 0)
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad geometry on axis %d: image %lld, block %lld, dilation %lld, stride %lld, pads %lld %lld",
+                             i, (long long)img[i], (long long)blk[i], (long long)dil[i], (long long)str[i],
+                             (long long)pad[i], (long long)pad[S + i]);
+        const int64_t span = dil[i] * (blk[i] - 1) + 1, room = img[i] + pad[i] + pad[S + i];
+        nblk[i] = room >= span ? (room - span) / str[i] + 1 : 0;
+        L *= nblk[i];
+        B *= blk[i];
+    }
+    if (x->dims[2] != L || x->dims[1] % B)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x %s does not hold blocks %s sliding %lld times over image %s",
+                         dev_kshape(x, s1), dev_kdims(S, blk, s2), (long long)L, dev_kdims(S, img, s3));
+    int64_t od[TFVM_MAX_RANK], count;
+    od[0] = x->dims[0];
+    od[1] = x->dims[1] / B;
+    for (int i = 0; i < S; i++)
+        od[2 + i] = img[i];
+    if (!dev_kcount(S + 2, od, &count))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(S + 2, od, s1));
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, S + 2, od, &r, &o)))
+        return st;
+    memset(o, 0, (size_t)count * dev_kesize(x->dtype));
+    int64_t plane = 1, is[TFVM_MAX_RANK];
+    for (int i = S - 1; i >= 0; i--) {
+        is[i] = plane;
+        plane *= img[i];
+    }
+    const int64_t NC = od[0] * od[1];
+    for (int64_t nc = 0; nc < NC; nc++)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t l = 0; l < L; l++) {
+                int64_t off = 0, rb = b, rl = l;
+                bool inside = true;
+                for (int i = S - 1; i >= 0; i--) {
+                    const int64_t bi = rb % blk[i], li = rl % nblk[i];
+                    rb /= blk[i];
+                    rl /= nblk[i];
+                    const int64_t pos = li * str[i] - pad[i] + bi * dil[i];
+                    if (pos < 0 || pos >= img[i])
+                        inside = false;
+                    off += pos * is[i];
+                }
+                if (!inside)
+                    continue;
+                const int64_t xi = (nc * B + b) * L + l, oi = nc * plane + off;
+                if (x->dtype == TFVM_F32)
+                    ((float *)o)[oi] += ((const float *)x->data)[xi];
+                else
+                    ((double *)o)[oi] += ((const double *)x->data)[xi];
+            }
+    *out = r;
+    return TFVM_OK;
+}
