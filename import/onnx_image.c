@@ -244,12 +244,58 @@ static void op_Col2Im(ox_node *N)
     N->out[0] = ox_op(N, ISA_COL2IM, 0, 4, in4, x->dtype, (int)k + 2);
 }
 
+/* RoiAlign-10/16: ROI_ALIGN (opset 10 has no coordinate_transformation_mode:
+ * its rois are output_half_pixel). */
+static void op_RoiAlign(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
+        ox_unsupported(N, "input dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    ox_val ro = ox_to_dtype(N, ox_need(N, 1), x->dtype);
+    ox_val bi = ox_as_i64_vec(N, ox_need(N, 2));
+    char mb[40], cb[40];
+    uint32_t opts = 0;
+    const char *mode = ox_attr_s(N, "mode", "avg", mb, sizeof mb);
+    if (strcmp(mode, "max") == 0)
+        opts |= ISA_OPT_ROI_MAX;
+    else if (strcmp(mode, "avg") != 0)
+        ox_unsupported(N, "mode '%s'", mode);
+    const char *ct = ox_attr_s(N, "coordinate_transformation_mode", N->X->opset >= 16 ? "half_pixel" : "output_half_pixel",
+                               cb, sizeof cb);
+    if (strcmp(ct, "half_pixel") == 0)
+        opts |= ISA_OPT_ROI_HALF_PIXEL;
+    else if (strcmp(ct, "output_half_pixel") != 0)
+        ox_unsupported(N, "coordinate_transformation_mode '%s'", ct);
+    const int64_t oh = ox_attr_i(N, "output_height", 1), ow = ox_attr_i(N, "output_width", 1);
+    const int64_t sr = ox_attr_i(N, "sampling_ratio", 0);
+    if (oh < 1 || ow < 1 || oh > (1 << 24) || ow > (1 << 24) || sr < 0 || sr > (1 << 24))
+        ox_fail(N, TFVM_ERR_FORMAT, "output size %lld x %lld or sampling_ratio %lld out of range", (long long)oh,
+                (long long)ow, (long long)sr);
+    float *pp = cc_alloc(N->C, 4 * sizeof(float));
+    pp[0] = (float)oh;
+    pp[1] = (float)ow;
+    pp[2] = (float)sr;
+    pp[3] = ox_attr_f(N, "spatial_scale", 1);
+    int64_t four = 4;
+    ox_val p = {0};
+    p.dtype = TFVM_F32;
+    ox_unknown_shape(&p, 1);
+    p.dims[0] = 4;
+    p.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &four, pp, 4 * sizeof(float), false);
+    const ox_val *in4[4] = {x, &ro, &bi, &p};
+    ox_val y = ox_op(N, ISA_ROI_ALIGN, opts, 4, in4, x->dtype, 4);
+    y.dims[2] = oh;
+    y.dims[3] = ow;
+    N->out[0] = y;
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_image_ops[] = {
     R(AffineGrid, 20),
     R(Col2Im, 18),
     R(GridSample, 16),
     R(NonMaxSuppression, 10),
+    R(RoiAlign, 10),
 };
 #undef R
 const size_t ox_n_image_ops = UT_COUNTOF(ox_image_ops);

@@ -80,6 +80,8 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         return bit == ISA_OPT_CENTER_POINT_BOX ? "center_point_box" : NULL;
     case ISA_AFFINE_GRID:
         return bit == ISA_OPT_AG_ALIGN_CORNERS ? "align_corners" : NULL;
+    case ISA_ROI_ALIGN:
+        return bit == ISA_OPT_ROI_MAX ? "max" : bit == ISA_OPT_ROI_HALF_PIXEL ? "half_pixel" : NULL;
     case ISA_UNIQUE:
         return bit == ISA_OPT_SORTED ? "sorted" : NULL;
     case ISA_UNIQUE_INDEX:

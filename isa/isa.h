@@ -196,6 +196,8 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_GS_ALIGN_CORNERS 16u
 #define ISA_OPT_CENTER_POINT_BOX 1u /* NMS: boxes as [x_center, y_center, width, height] */
 #define ISA_OPT_AG_ALIGN_CORNERS 1u /* AFFINE_GRID: -1 and 1 at the corner pixels' centres */
+#define ISA_OPT_ROI_MAX 1u        /* ROI_ALIGN: max instead of average */
+#define ISA_OPT_ROI_HALF_PIXEL 2u /* ROI_ALIGN: roi corners shifted by -0.5 */
 /* UNIQUE: sorted output; UNIQUE_INDEX: which of its outputs (neither bit:
  * the first-occurrence indices) */
 #define ISA_OPT_SORTED 1u

@@ -455,3 +455,115 @@ tfvm_status dev_cpu_col2im(dev_kctx *k, const dev_kview *in, dev_value *out)
     *out = r;
     return TFVM_OK;
 }
+
+/* ---- ROI_ALIGN: ONNX RoiAlign-16 ---------------------------------------------
+ * x [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch indices i64 [R],
+ * p f32 [output_height, output_width, sampling_ratio, spatial_scale]:
+ * [R, C, oh, ow], each bin the average (or max) of bilinear samples on a
+ * regular grid, as the reference computes them. */
+tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0], *ro = &in[1], *bi = &in[2], *pv = &in[3];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE], s3[DEV_KSHAPE];
+    if (k->attr & ~(ISA_OPT_ROI_MAX | ISA_OPT_ROI_HALF_PIXEL))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad options %u", (unsigned)k->attr);
+    if (!dev_kfloat(x->dtype) || ro->dtype != x->dtype || bi->dtype != TFVM_I64 || pv->dtype != TFVM_F32 ||
+        pv->rank != 1 || pv->count != 4)
+        return dev_kfail(k, TFVM_ERR_TYPE,
+                         "needs x and rois of one float dtype, i64 batch indices and f32 [4] params, got %s, %s and %s",
+                         dev_kdesc(x, s1), dev_kdesc(ro, s2), dev_kdesc(bi, s3));
+    if (x->rank != 4 || ro->rank != 2 || ro->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != ro->dims[0])
+        return dev_kfail(k, TFVM_ERR_SHAPE, "needs x [N, C, H, W], rois [R, 4] and batch indices [R], got %s, %s and %s",
+                         dev_kshape(x, s1), dev_kshape(ro, s2), dev_kshape(bi, s3));
+    const float *p = pv->data;
+    const int64_t OH = (int64_t)p[0], OW = (int64_t)p[1], sr = (int64_t)p[2];
+    const double scale = p[3];
+    const int64_t R = ro->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    if (OH < 1 || OW < 1)
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "output size %lld x %lld must be positive", (long long)OH, (long long)OW);
+    const int64_t od[4] = {R, C, OH, OW};
+    int64_t count;
+    if (!dev_kcount(4, od, &count))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(4, od, s1));
+    const int64_t *bidx = bi->data;
+    for (int64_t r = 0; r < R; r++)
+        if (bidx[r] < 0 || bidx[r] >= x->dims[0])
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "batch index %lld of roi %lld is outside x %s", (long long)bidx[r],
+                             (long long)r, dev_kshape(x, s1));
+    dev_value res;
+    void *o;
+    tfvm_status st = dev_kresult(k, x->dtype, 4, od, &res, &o);
+    if (st)
+        return st;
+    const bool half = k->attr & ISA_OPT_ROI_HALF_PIXEL, mx = k->attr & ISA_OPT_ROI_MAX;
+    const double off = half ? 0.5 : 0;
+    for (int64_t r = 0; r < R; r++) {
+        const double sw = dev_kget_f64(ro, r * 4) * scale - off, sh = dev_kget_f64(ro, r * 4 + 1) * scale - off;
+        const double ew = dev_kget_f64(ro, r * 4 + 2) * scale - off, eh = dev_kget_f64(ro, r * 4 + 3) * scale - off;
+        double rw = ew - sw, rh = eh - sh;
+        if (!half) {
+            rw = rw > 1 ? rw : 1;
+            rh = rh > 1 ? rh : 1;
+        }
+        const double bh = rh / (double)OH, bw = rw / (double)OW;
+        const int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)OH), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)OW);
+        const double cnt = gh * gw > 1 ? (double)(gh * gw) : 1;
+        for (int64_t c = 0; c < C; c++) {
+            const int64_t base = (bidx[r] * C + c) * H * W;
+            for (int64_t ph = 0; ph < OH; ph++)
+                for (int64_t pw = 0; pw < OW; pw++) {
+                    double acc = 0;
+                    bool first = true;
+                    for (int64_t iy = 0; iy < gh; iy++)
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double y = sh + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                            double xx = sw + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            double v[4] = {0, 0, 0, 0};
+                            if (!(y < -1.0 || y > (double)H || xx < -1.0 || xx > (double)W)) {
+                                y = y > 0 ? y : 0;
+                                xx = xx > 0 ? xx : 0;
+                                int64_t yl = (int64_t)y, xl = (int64_t)xx, yh, xh;
+                                if (yl >= H - 1) {
+                                    yh = yl = H - 1;
+                                    y = (double)yl;
+                                } else {
+                                    yh = yl + 1;
+                                }
+                                if (xl >= W - 1) {
+                                    xh = xl = W - 1;
+                                    xx = (double)xl;
+                                } else {
+                                    xh = xl + 1;
+                                }
+                                const double ly = y - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+                                v[0] = hy * hx * dev_kget_f64(x, base + yl * W + xl);
+                                v[1] = hy * lx * dev_kget_f64(x, base + yl * W + xh);
+                                v[2] = ly * hx * dev_kget_f64(x, base + yh * W + xl);
+                                v[3] = ly * lx * dev_kget_f64(x, base + yh * W + xh);
+                            } else {
+                                for (int j = 0; j < 4; j++) /* the reference's zero weights at position 0 */
+                                    v[j] = 0 * dev_kget_f64(x, base);
+                            }
+                            if (mx) {
+                                double m = v[0];
+                                for (int j = 1; j < 4; j++)
+                                    m = v[j] > m ? v[j] : m;
+                                acc = first || m > acc ? m : acc;
+                                first = false;
+                            } else {
+                                acc += v[0] + v[1] + v[2] + v[3];
+                            }
+                        }
+                    if (!mx)
+                        acc /= cnt;
+                    const int64_t oi = ((r * C + c) * OH + ph) * OW + pw;
+                    if (x->dtype == TFVM_F32)
+                        ((float *)o)[oi] = (float)acc;
+                    else
+                        ((double *)o)[oi] = acc;
+                }
+        }
+    }
+    *out = res;
+    return TFVM_OK;
+}

@@ -91,6 +91,7 @@ static const sample samples[] = {
     {ISA_NMS, 0, {X(3, 1, 1, 4), X(3, 1, 1, 1), IS(1), FV(1, 0.5), {S_F32, 1, {0}, 0, {0}}}},
     {ISA_AFFINE_GRID, 0, {X(3, 1, 2, 3), IV(4, 1, 1, 2, 2)}},
     {ISA_COL2IM, 0, {X(3, 1, 1, 2), IV(1, 2), IV(1, 1), IV(4, 1, 0, 0, 1)}},
+    {ISA_ROI_ALIGN, 0, {X(4, 1, 1, 2, 2), {S_X, 2, {1, 4}, 4, {0, 0, 1, 1}}, IV(1, 0), FV(4, 1, 1, 0, 1)}},
 };
 
 static void put(uint8_t dt, void *data, int64_t k, double v)
