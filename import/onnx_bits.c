@@ -1,6 +1,8 @@
 /* import/onnx_bits.c — ONNX's integer bitwise ops, BitCast, and the ops whose
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
- * BatchNormalization's training mode: each one or a few ISA instructions. */
+ * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
+ * Indices output: each one or a few ISA instructions. */
+#include <math.h>
 #include <string.h>
 
 #include "import/onnx_int.h"
@@ -12,8 +14,8 @@ static void op_BitwiseNot(ox_node *N) { N->out[0] = ox_ew1(N, ISA_BITNOT, ox_nee
 
 static void op_BitShift(ox_node *N)
 {
-    char dir[16];
-    ox_attr_s(N, "direction", "", dir, sizeof dir);
+    char buf[16];
+    const char *dir = ox_attr_s(N, "direction", "", buf, sizeof buf);
     isa_op op;
     if (strcmp(dir, "LEFT") == 0)
         op = ISA_SHL;
@@ -161,10 +163,230 @@ void ox_bn_training(ox_node *N)
     }
 }
 
+/* ---- TensorScatter, MaxUnpool, MaxPool's Indices ------------------------------------------ */
+
+static ox_val bits_reshape(ox_node *N, const ox_val *x, int n, const int64_t *shape)
+{
+    ox_val sv = ox_i64s(N, n, shape);
+    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
+    for (int k = 0; k < n; k++)
+        y.dims[k] = shape[k] >= 0 ? shape[k] : -1;
+    y.v.n->types[0] = ox_vtype(&y);
+    return y;
+}
+
+/* present[b, .., j, ..] = update[b, .., s, ..] where s = j - write_indices[b]
+ * (mod max_seq when circular) lies in [0, seq), else past[b, .., j, ..]: a
+ * GATHER_ELEMENTS of update by s clamped, and a SELECT */
+static void op_TensorScatter(ox_node *N)
+{
+    ox_val *past = ox_need(N, 0), *upd = ox_need(N, 1), *wi = ox_opt_in(N, 2);
+    int r = ox_need_rank(N, past);
+    if (r < 2 || upd->rank != r)
+        ox_fail(N, TFVM_ERR_SHAPE, "past_cache of rank %d and update of rank %d", r, upd->rank);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -2), r, false);
+    if (axis == 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "axis 0 is the batch axis");
+    char buf[16];
+    const char *mode = ox_attr_s(N, "mode", "linear", buf, sizeof buf);
+    bool circular = strcmp(mode, "circular") == 0;
+    if (!circular && strcmp(mode, "linear") != 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "mode '%s' is not linear or circular", mode);
+    int64_t maxs = past->dims[axis], seq = upd->dims[axis];
+    if (maxs < 0 || seq < 0)
+        ox_unsupported(N, "a sequence axis of unknown length");
+    if (seq == 0) {
+        N->out[0] = *past;
+        return;
+    }
+    ox_val z = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1), mx = ox_scalar(N, TFVM_I64, 0, maxs);
+    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &mx, &one, TFVM_I64, 1);
+    int64_t shape[TFVM_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        shape[i] = i == axis ? maxs : 1;
+    j = bits_reshape(N, &j, r, shape);
+    ox_val s = j;
+    if (wi) {
+        ox_val w = ox_to_dtype(N, wi, TFVM_I64);
+        for (int i = 0; i < r; i++)
+            shape[i] = i == 0 ? -1 : 1;
+        w = bits_reshape(N, &w, r, shape);
+        s = ox_ew2(N, ISA_SUB, &j, &w, TFVM_I64);
+    }
+    if (circular)
+        s = ox_ew2(N, ISA_FLOOR_MOD, &s, &mx, TFVM_I64);
+    ox_val sq = ox_scalar(N, TFVM_I64, 0, seq);
+    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &s, &z, TFVM_BOOL), lt = ox_ew2(N, ISA_LESS, &s, &sq, TFVM_BOOL);
+    ox_val ok = ox_ew2(N, ISA_AND, &ge, &lt, TFVM_BOOL);
+    ox_val sc = ox_op3(N, ISA_SELECT, 0, &ok, &s, &z, TFVM_I64, r);
+    ox_val ps = ox_shape_of(N, past);
+    ox_val idx = ox_op2(N, ISA_EXPAND, 0, &sc, &ps, TFVM_I64, r);
+    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, upd, &idx, past->dtype, r);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &ok, &g, past, past->dtype, r);
+    memcpy(y.dims, past->dims, sizeof y.dims);
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+}
+
+/* y (zeros of output_shape, or of the shape the pool undoes) with
+ * y.flat[I[k]] = X.flat[k]: X as a row times the one-hot rows of I */
+static void op_MaxUnpool(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *ind = ox_need(N, 1), *osh = ox_opt_in(N, 2);
+    int r = ox_need_rank(N, x);
+    if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
+        ox_unsupported(N, "X of dtype %s", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    int64_t k[8], st[8], pads[16], d[TFVM_MAX_RANK];
+    int nk = ox_attr_ints(N, "kernel_shape", k, 8), ns = ox_attr_ints(N, "strides", st, 8);
+    int np = ox_attr_ints(N, "pads", pads, 16);
+    if (nk != r - 2 || (ns >= 0 && ns != nk) || (np >= 0 && np != 2 * nk))
+        ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape, strides and pads do not fit %d spatial dims", r - 2);
+    for (int i = 0; i < r; i++) {
+        if (x->dims[i] < 0)
+            ox_unsupported(N, "X of unknown shape");
+        d[i] = x->dims[i];
+    }
+    for (int i = 0; i < nk; i++)
+        d[i + 2] = (x->dims[i + 2] - 1) * (ns > 0 ? st[i] : 1) + k[i] - (np > 0 ? pads[i] + pads[i + nk] : 0);
+    /* the indices address the shape the pool undoes; a larger output_shape
+     * gets zeros after it (as ONNX's reference) */
+    ox_val shape = ox_i64s(N, r, d);
+    ox_val ax0 = ox_empty_vec(N, TFVM_I64);
+    ox_val total = ox_op2(N, ISA_REDUCE_PROD, 0, &shape, &ax0, TFVM_I64, 0);
+    int64_t m1 = -1, row[2] = {1, -1};
+    ox_val iflat = ox_to_dtype(N, ind, TFVM_I64);
+    iflat = bits_reshape(N, &iflat, 1, &m1);
+    double oo[2] = {0, 1};
+    ox_val onoff = {0};
+    onoff.dtype = x->dtype;
+    ox_unknown_shape(&onoff, 1);
+    int64_t two = 2;
+    if (x->dtype == TFVM_F64) {
+        onoff.v = cc_const_new(N->C, N->b, TFVM_F64, 1, &two, oo, sizeof oo, false);
+    } else {
+        float of[2] = {0, 1};
+        onoff.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &two, of, sizeof of, false);
+    }
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 1, &iflat, &total, &onoff, x->dtype, 2);
+    ox_val xr = bits_reshape(N, x, 2, row);
+    ox_val y = ox_op2(N, ISA_MATMUL, 0, &xr, &oh, x->dtype, 2);
+    y = bits_reshape(N, &y, r, d);
+    if (osh) {
+        ox_val want = ox_as_i64_vec(N, osh);
+        ox_val extra = ox_ew2(N, ISA_SUB, &want, &shape, TFVM_I64);
+        ox_val zs = ox_i64s(N, r, (const int64_t[TFVM_MAX_RANK]){0});
+        ox_val pads2 = ox_op2(N, ISA_CONCAT, 0, &zs, &extra, TFVM_I64, 1);
+        y = ox_op2(N, ISA_PAD, 0, &y, &pads2, x->dtype, r);
+    }
+    N->out[0] = y;
+}
+
+/* MaxPool with Indices: a table of the input positions under each window
+ * (S, past the input: a -inf column) gathers the windows, ARGMAX picks the
+ * first maximum, a second table turns it into the flat index ONNX wants
+ * (row- or column-major over the spatial dims, plus (n*C + c) * S). */
+void ox_maxpool_indices(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x), ns = r - 2;
+    if (ns < 1 || ns > 3)
+        ox_unsupported(N, "the Indices output with %d spatial dims", ns);
+    if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
+        ox_unsupported(N, "the Indices output on %s", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    for (int i = 0; i < r; i++)
+        if (x->dims[i] < 0)
+            ox_unsupported(N, "the Indices output on an input of unknown shape");
+    char buf[16];
+    const char *ap = ox_attr_s(N, "auto_pad", "NOTSET", buf, sizeof buf);
+    if (strcmp(ap, "NOTSET") != 0 || ox_attr_i(N, "ceil_mode", 0))
+        ox_unsupported(N, "the Indices output with auto_pad %s or ceil_mode", ap);
+    int64_t k[3], st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pads[6] = {0};
+    if (ox_attr_ints(N, "kernel_shape", k, 3) != ns)
+        ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape does not have %d entries", ns);
+    int n1 = ox_attr_ints(N, "strides", st, 3), n2 = ox_attr_ints(N, "dilations", dl, 3);
+    int n3 = ox_attr_ints(N, "pads", pads, 6);
+    if ((n1 >= 0 && n1 != ns) || (n2 >= 0 && n2 != ns) || (n3 >= 0 && n3 != 2 * ns))
+        ox_fail(N, TFVM_ERR_FORMAT, "strides, dilations or pads do not fit %d spatial dims", ns);
+    bool colmajor = ox_attr_i(N, "storage_order", 0) != 0;
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, S = 1, P = 1, K = 1;
+    for (int i = 0; i < ns; i++) {
+        in[i] = x->dims[i + 2];
+        out[i] = (in[i] + pads[i] + pads[i + ns] - dl[i] * (k[i] - 1) - 1) / st[i] + 1;
+        if (out[i] < 1)
+            ox_fail(N, TFVM_ERR_SHAPE, "the window does not fit spatial dim %d", i);
+        S *= in[i];
+        P *= out[i];
+        K *= k[i];
+    }
+    if (P * K > (1 << 24))
+        ox_unsupported(N, "the Indices output on %lld windows of %lld", (long long)P, (long long)K);
+    int64_t *pos = cc_alloc(N->C, (size_t)(2 * P * K) * sizeof *pos), *flat = pos + P * K;
+    for (int64_t p = 0; p < P; p++) {
+        int64_t o[3] = {p / (out[1] * out[2]), p / out[2] % out[1], p % out[2]};
+        for (int64_t q = 0; q < K; q++) {
+            /* window offsets of kernel position q (row-major over k) */
+            int64_t rem = q, c[3] = {0, 0, 0};
+            for (int i = ns - 1; i >= 0; i--) {
+                c[i] = rem % k[i];
+                rem /= k[i];
+            }
+            bool inside = true;
+            int64_t lin = 0, cm = 0, strd = 1;
+            int64_t co[3];
+            for (int i = 0; i < ns; i++) {
+                co[i] = o[i] * st[i] - pads[i] + c[i] * dl[i];
+                if (co[i] < 0 || co[i] >= in[i])
+                    inside = false;
+                lin = lin * in[i] + co[i];
+            }
+            for (int i = 0; i < ns; i++) {
+                cm += co[i] * strd;
+                strd *= in[i];
+            }
+            pos[p * K + q] = inside ? lin : S;
+            flat[p * K + q] = inside ? (colmajor ? cm : lin) : 0;
+        }
+    }
+    int64_t pk = P * K, nc = x->dims[0] * x->dims[1];
+    uint8_t d = x->dtype;
+    ox_val tpos = {0}, tflat = {0};
+    tpos.dtype = tflat.dtype = TFVM_I64;
+    ox_unknown_shape(&tpos, 1);
+    ox_unknown_shape(&tflat, 1);
+    tpos.v = cc_const_new(N->C, N->b, TFVM_I64, 1, &pk, pos, (size_t)pk * sizeof *pos, false);
+    tflat.v = cc_const_new(N->C, N->b, TFVM_I64, 1, &pk, flat, (size_t)pk * sizeof *flat, false);
+    int64_t s2[2] = {nc, S}, col[2] = {nc, 1};
+    ox_val xs = bits_reshape(N, x, 2, s2);
+    ox_val cs = ox_i64s(N, 2, col), ninf = ox_fscalar(N, d, -INFINITY);
+    ox_val pad = ox_op2(N, ISA_FILL, 0, &cs, &ninf, d, 2);
+    xs = ox_op2(N, ISA_CONCAT, 1, &xs, &pad, d, 2);
+    ox_val g = ox_op2(N, ISA_GATHER, 1, &xs, &tpos, d, 2);
+    int64_t s3[3] = {nc, P, K};
+    g = bits_reshape(N, &g, 3, s3);
+    ox_val ax2 = ox_i64s(N, 1, (const int64_t[]){2});
+    ox_val y = ox_op2(N, ISA_REDUCE_MAX, 0, &g, &ax2, d, 2);
+    ox_val am = ox_op1(N, ISA_ARGMAX, 2, &g, TFVM_I64, 2);
+    ox_val zero = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1), pv = ox_scalar(N, TFVM_I64, 0, P);
+    ox_val kv = ox_scalar(N, TFVM_I64, 0, K), sv = ox_scalar(N, TFVM_I64, 0, S), ncv = ox_scalar(N, TFVM_I64, 0, nc);
+    ox_val pr = ox_op3(N, ISA_RANGE, 0, &zero, &pv, &one, TFVM_I64, 1);
+    pr = ox_ew2(N, ISA_MUL, &pr, &kv, TFVM_I64);
+    ox_val sel = ox_ew2(N, ISA_ADD, &am, &pr, TFVM_I64);
+    ox_val idx = ox_op2(N, ISA_GATHER, 0, &tflat, &sel, TFVM_I64, 2);
+    ox_val base = ox_op3(N, ISA_RANGE, 0, &zero, &ncv, &one, TFVM_I64, 1);
+    base = ox_ew2(N, ISA_MUL, &base, &sv, TFVM_I64);
+    base = bits_reshape(N, &base, 2, col);
+    idx = ox_ew2(N, ISA_ADD, &idx, &base, TFVM_I64);
+    int64_t od[TFVM_MAX_RANK] = {x->dims[0], x->dims[1]};
+    for (int i = 0; i < ns; i++)
+        od[i + 2] = out[i];
+    N->out[0] = bits_reshape(N, &y, r, od);
+    N->out[1] = bits_reshape(N, &idx, r, od);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_bits_ops[] = {
     R(BitCast, 26), R(BitShift, 11), R(BitwiseAnd, 18), R(BitwiseNot, 18), R(BitwiseOr, 18), R(BitwiseXor, 18),
-    R(Compress, 9), R(Det, 11), R(NonZero, 9), R(Unique, 11),
+    R(Compress, 9), R(Det, 11), R(MaxUnpool, 9), R(NonZero, 9), R(TensorScatter, 24), R(Unique, 11),
 };
 #undef R
 const size_t ox_n_bits_ops = UT_COUNTOF(ox_bits_ops);

@@ -867,8 +867,12 @@ static void pool_p(ox_node *N, isa_op op, double lp)
         xp = ox_ew2(N, ISA_POW, &a, &pe, x->dtype);
         x = &xp;
     }
-    if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0])
-        ox_unsupported(N, "the Indices output");
+    if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
+        if (op != ISA_MAXPOOL || lp > 0)
+            ox_unsupported(N, "the Indices output");
+        ox_maxpool_indices(N);
+        return;
+    }
     int64_t kernel[8];
     int nk = ox_attr_ints(N, "kernel_shape", kernel, 8);
     if (nk < 1)
