@@ -289,10 +289,47 @@ static void op_RoiAlign(ox_node *N)
     N->out[0] = y;
 }
 
+/* DeformConv-19 (2-d): DEFORM_CONV, then the bias per channel. */
+static void op_DeformConv(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *w = ox_need(N, 1), *of = ox_need(N, 2);
+    ox_val *b = ox_opt_in(N, 3), *m = ox_opt_in(N, 4);
+    if (x->rank != 4)
+        ox_unsupported(N, "an input of rank %d (2-d images [N, C, H, W] only)", x->rank);
+    if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
+        ox_unsupported(N, "input dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    int64_t p[10] = {ox_attr_i(N, "group", 1), ox_attr_i(N, "offset_group", 1), 0, 0, 0, 0, 1, 1, 1, 1}, a[8];
+    int n = ox_attr_ints(N, "pads", a, 8);
+    if (n >= 0 && n != 4)
+        ox_fail(N, TFVM_ERR_FORMAT, "pads has %d entries, not 4", n);
+    if (n == 4)
+        memcpy(p + 2, a, 4 * sizeof *a);
+    if ((n = ox_attr_ints(N, "strides", a, 8)) >= 0 && n != 2)
+        ox_fail(N, TFVM_ERR_FORMAT, "strides has %d entries, not 2", n);
+    if (n == 2)
+        memcpy(p + 6, a, 2 * sizeof *a);
+    if ((n = ox_attr_ints(N, "dilations", a, 8)) >= 0 && n != 2)
+        ox_fail(N, TFVM_ERR_FORMAT, "dilations has %d entries, not 2", n);
+    if (n == 2)
+        memcpy(p + 8, a, 2 * sizeof *a);
+    ox_val pv = ox_i64s(N, 10, p);
+    ox_val wv = ox_to_dtype(N, w, x->dtype), ov = ox_to_dtype(N, of, x->dtype);
+    ox_val mv = m ? ox_to_dtype(N, m, x->dtype) : ox_empty_vec(N, x->dtype);
+    const ox_val *in5[5] = {x, &wv, &ov, &mv, &pv};
+    ox_val y = ox_op(N, ISA_DEFORM_CONV, 0, 5, in5, x->dtype, 4);
+    if (b) {
+        ox_val bv = ox_to_dtype(N, b, x->dtype);
+        bv = ox_per_channel(N, &bv, 4);
+        y = ox_ew2(N, ISA_ADD, &y, &bv, x->dtype);
+    }
+    N->out[0] = y;
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_image_ops[] = {
     R(AffineGrid, 20),
     R(Col2Im, 18),
+    R(DeformConv, 19),
     R(GridSample, 16),
     R(NonMaxSuppression, 10),
     R(RoiAlign, 10),

@@ -567,3 +567,113 @@ tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
     *out = res;
     return TFVM_OK;
 }
+
+/* ---- DEFORM_CONV: ONNX DeformConv-19 on 2-D images ---------------------------
+ * x [N, C, H, W], w [OC, C / group, KH, KW], offset [N, og * 2 * KH * KW,
+ * OH, OW] (per offset group and kernel tap: dy, dx), mask [N, og * KH * KW,
+ * OH, OW] or empty (ones), p i64 [group, og, pad top, left, bottom, right,
+ * stride h, w, dilation h, w]. Each tap samples x bilinearly at its moved
+ * position (zero outside), times the mask, into a column buffer; then per
+ * group out = w @ columns (no bias: the importer adds it). */
+static double dc_sample(const dev_kview *x, int64_t base, int64_t H, int64_t W, double y, double xx)
+{
+    const double fy = floor(y), fx = floor(xx);
+    const int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
+    const double ly = y - fy, lx = xx - fx;
+    double acc = 0;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            const int64_t yy = y0 + a, xq = x0 + b;
+            if (yy < 0 || yy >= H || xq < 0 || xq >= W)
+                continue;
+            const double wt = (a ? ly : 1 - ly) * (b ? lx : 1 - lx);
+            if (wt != 0)
+                acc += wt * dev_kget_f64(x, base + yy * W + xq);
+        }
+    return acc;
+}
+
+tfvm_status dev_cpu_deform_conv(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0], *w = &in[1], *of = &in[2], *mk = &in[3];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE], s3[DEV_KSHAPE];
+    int64_t p[10];
+    int np;
+    tfvm_status st = dev_kvec(k, &in[4], "params", p, 10, &np);
+    if (st)
+        return st;
+    if (!dev_kfloat(x->dtype) || w->dtype != x->dtype || of->dtype != x->dtype || (mk->count && mk->dtype != x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "x, w, offset and mask must share one float dtype, got %s, %s and %s",
+                         dev_kdesc(x, s1), dev_kdesc(w, s2), dev_kdesc(of, s3));
+    if (np != 10 || x->rank != 4 || w->rank != 4 || of->rank != 4)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "needs x, w and offset of rank 4 and 10 params, got %s, %s, %s",
+                         dev_kshape(x, s1), dev_kshape(w, s2), dev_kshape(of, s3));
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    const int64_t OC = w->dims[0], CG = w->dims[1], KH = w->dims[2], KW = w->dims[3];
+    const int64_t G = p[0], OG = p[1], OH = of->dims[2], OW = of->dims[3];
+    const int64_t *pad = p + 2, *str = p + 6, *dil = p + 8;
+    if (G < 1 || OG < 1 || C != CG * G || OC % G || C % OG || of->dims[0] != N || of->dims[1] != OG * 2 * KH * KW ||
+        (mk->count && (mk->rank != 4 || mk->dims[0] != N || mk->dims[1] != OG * KH * KW || mk->dims[2] != OH ||
+                       mk->dims[3] != OW)))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x %s, w %s and offset %s do not agree with group %lld, offset_group %lld",
+                         dev_kshape(x, s1), dev_kshape(w, s2), dev_kshape(of, s3), (long long)G, (long long)OG);
+    const int64_t od[4] = {N, OC, OH, OW};
+    int64_t count;
+    if (!dev_kcount(4, od, &count))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(4, od, s1));
+    const int64_t cdims[2] = {C * KH * KW, OH * OW};
+    int64_t ccount;
+    if (!dev_kcount(2, cdims, &ccount) || str[0] < 1 || str[1] < 1 || dil[0] < 1 || dil[1] < 1)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "bad strides, dilations or sizes for x %s and w %s", dev_kshape(x, s1),
+                         dev_kshape(w, s2));
+    const int64_t P = OH * OW, rows = C * KH * KW;
+    double *col = NULL;
+    if (count && rows && !(col = dev_ktemp(k, (size_t)(rows * P), sizeof(double))))
+        return TFVM_ERR_NOMEM;
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o))) {
+        if (col)
+            dev_ktemp_free(k, col, (size_t)(rows * P), sizeof(double));
+        return st;
+    }
+    const int64_t cpo = C / OG, ocg = OC / G;
+    for (int64_t n = 0; n < N && count; n++) {
+        for (int64_t c = 0; c < C; c++) {
+            const int64_t g = c / cpo;
+            for (int64_t t = 0; t < KH * KW; t++) {
+                const int64_t kh = t / KW, kw = t % KW;
+                double *cr = col + (c * KH * KW + t) * P;
+                for (int64_t q = 0; q < P; q++) {
+                    const int64_t i = q / OW, j = q % OW;
+                    const double dy = dev_kget_f64(of, ((n * OG + g) * KH * KW * 2 + t * 2) * P + q);
+                    const double dx = dev_kget_f64(of, ((n * OG + g) * KH * KW * 2 + t * 2 + 1) * P + q);
+                    const double y = (double)(-pad[0] + str[0] * i + kh * dil[0]) + dy;
+                    const double xx = (double)(-pad[1] + str[1] * j + kw * dil[1]) + dx;
+                    double v = dc_sample(x, (n * C + c) * H * W, H, W, y, xx);
+                    if (mk->count)
+                        v *= dev_kget_f64(mk, ((n * OG + g) * KH * KW + t) * P + q);
+                    cr[q] = v;
+                }
+            }
+        }
+        for (int64_t oc = 0; oc < OC; oc++) {
+            const int64_t g = oc / ocg;
+            for (int64_t q = 0; q < P; q++) {
+                double acc = 0;
+                for (int64_t cg = 0; cg < CG; cg++)
+                    for (int64_t t = 0; t < KH * KW; t++)
+                        acc += dev_kget_f64(w, (oc * CG + cg) * KH * KW + t) * col[((g * CG + cg) * KH * KW + t) * P + q];
+                const int64_t oi = (n * OC + oc) * P + q;
+                if (x->dtype == TFVM_F32)
+                    ((float *)o)[oi] = (float)acc;
+                else
+                    ((double *)o)[oi] = acc;
+            }
+        }
+    }
+    if (col)
+        dev_ktemp_free(k, col, (size_t)(rows * P), sizeof(double));
+    *out = r;
+    return TFVM_OK;
+}

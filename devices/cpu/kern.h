@@ -148,6 +148,7 @@ tfvm_status dev_cpu_nms(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_affine_grid(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_col2im(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_deform_conv(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* bits.c (ONNX long tail) */
 tfvm_status dev_cpu_bitcast(dev_kctx *k, const dev_kview *in, dev_value *out);

@@ -292,6 +292,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_ONEHOT] = dev_cpu_onehot,       [ISA_RESIZE] = dev_cpu_resize, [ISA_RESIZE2] = dev_cpu_resize2,
     [ISA_GRID_SAMPLE] = dev_cpu_grid_sample, [ISA_NMS] = dev_cpu_nms, [ISA_AFFINE_GRID] = dev_cpu_affine_grid,
     [ISA_COL2IM] = dev_cpu_col2im, [ISA_ROI_ALIGN] = dev_cpu_roi_align,
+    [ISA_DEFORM_CONV] = dev_cpu_deform_conv,
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
     [ISA_STACK_PUT] = dev_cpu_stack_put,
     [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,
