@@ -1,7 +1,7 @@
 /* import/onnx_bits.c — ONNX's integer bitwise ops, BitCast, and the ops whose
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
- * Indices output: each one or a few ISA instructions. */
+ * Indices output, Einsum's batch diagonal: each a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -381,6 +381,58 @@ void ox_maxpool_indices(ox_node *N)
         od[i + 2] = out[i];
     N->out[0] = bits_reshape(N, &y, r, od);
     N->out[1] = bits_reshape(N, &idx, r, od);
+}
+
+/* Einsum '...ii->...i' (any letter, spaces ignored): the diagonal of the
+ * last two dims, as x times the identity summed over the last axis. True
+ * when the equation is that one. */
+bool ox_einsum_diag(ox_node *N, const char *eq)
+{
+    char e[32];
+    size_t n = 0;
+    for (const char *p = eq; *p && n + 1 < sizeof e; p++)
+        if (*p != ' ')
+            e[n++] = *p;
+    e[n] = 0;
+    if (n != 11 || strncmp(e, "...", 3) != 0 || e[3] != e[4] || strncmp(e + 5, "->...", 5) != 0 || e[10] != e[3])
+        return false;
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x);
+    if (r < 2 || x->dims[r - 1] < 0 || x->dims[r - 1] != x->dims[r - 2])
+        ox_unsupported(N, "equation '%s' on a shape whose last two dims are not known and equal", eq);
+    if (x->dtype == TFVM_BOOL)
+        ox_unsupported(N, "equation '%s' on bool", eq);
+    int64_t m = x->dims[r - 1];
+    if (m > 4096)
+        ox_unsupported(N, "equation '%s' on %lld x %lld matrices", eq, (long long)m, (long long)m);
+    size_t es = tfvm_dtype_size((tfvm_dtype)x->dtype);
+    unsigned char *eye = cc_alloc(N->C, (size_t)(m * m) * es + 1);
+    for (int64_t i = 0; i < m; i++) {
+        unsigned char *q = eye + (size_t)(i * m + i) * es;
+        if (x->dtype == TFVM_F32) {
+            float one = 1;
+            memcpy(q, &one, es);
+        } else if (x->dtype == TFVM_F64) {
+            double one = 1;
+            memcpy(q, &one, es);
+        } else {
+            q[0] = 1; /* integers, little-endian */
+        }
+    }
+    int64_t dims[2] = {m, m};
+    ox_val ev = {0};
+    ev.dtype = x->dtype;
+    ev.rank = 2;
+    ev.dims[0] = ev.dims[1] = m;
+    ev.v = cc_const_new(N->C, N->b, (tfvm_dtype)x->dtype, 2, dims, eye, (size_t)(m * m) * es, false);
+    ox_val t = ox_ew2(N, ISA_MUL, x, &ev, x->dtype);
+    int64_t last = r - 1;
+    ox_val ax = ox_i64s(N, 1, &last);
+    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &t, &ax, x->dtype, r - 1);
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+    return true;
 }
 
 #define R(name, since) {#name, since, op_##name}

@@ -1703,8 +1703,11 @@ static void op_Einsum(ox_node *N)
         char c = *p;
         if (c == ' ')
             continue;
-        if (c == '.')
+        if (c == '.') {
+            if (ox_einsum_diag(N, e))
+                return;
             ox_unsupported(N, "equation '%s' (ellipsis)", e);
+        }
         if (c == ',') {
             if (arrow || ++nin > 1)
                 ox_unsupported(N, "equation '%s' (more than two operands)", e);
