@@ -1,7 +1,8 @@
 /* import/onnx_bits.c — ONNX's integer bitwise ops, BitCast, and the ops whose
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
- * Indices output, Einsum's batch diagonal: each a few ISA instructions. */
+ * Indices output, Einsum's batch diagonal, blocked quantization: each a few
+ * ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -433,6 +434,43 @@ bool ox_einsum_diag(ox_node *N, const char *eq)
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
     return true;
+}
+
+/* Blocked (De)QuantizeLinear: the scale and zero point, one per block of
+ * block_size along axis, repeated to x's length there (a GATHER of i /
+ * block_size), so that the per-element lowering applies. Replaces inputs 1
+ * and 2 of the node. */
+void ox_unblock(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int64_t bs = ox_attr_i(N, "block_size", 0);
+    int r = ox_need_rank(N, x);
+    int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
+    int64_t len = x->dims[axis];
+    if (bs < 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "block_size %lld", (long long)bs);
+    if (len < 0)
+        ox_unsupported(N, "blocked quantization along an axis of unknown length");
+    int64_t *idx = cc_alloc(N->C, (size_t)(len ? len : 1) * sizeof *idx);
+    for (int64_t i = 0; i < len; i++)
+        idx[i] = i / bs;
+    ox_val iv = {0};
+    iv.dtype = TFVM_I64;
+    ox_unknown_shape(&iv, 1);
+    iv.dims[0] = len;
+    iv.v = cc_const_new(N->C, N->b, TFVM_I64, 1, &len, idx, (size_t)len * sizeof *idx, false);
+    for (uint32_t k = 1; k < 3 && k < N->n_in; k++) {
+        ox_val *v = N->in[k];
+        if (!v)
+            continue;
+        if (v->rank != r)
+            ox_fail(N, TFVM_ERR_SHAPE, "blocked quantization: input %u has rank %d, x %d", k, v->rank, r);
+        ox_val g = ox_op2(N, ISA_GATHER, (uint32_t)axis, v, &iv, v->dtype, r);
+        memcpy(g.dims, v->dims, sizeof g.dims);
+        g.dims[axis] = len;
+        g.v.n->types[0] = ox_vtype(&g);
+        N->in[k] = ox_new_val(N->C, &g);
+    }
 }
 
 #define R(name, since) {#name, since, op_##name}

@@ -389,9 +389,9 @@ static ox_val along(ox_node *N, const ox_val *v, const ox_val *x)
 
 static void op_DequantizeLinear(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
     if (ox_attr_i(N, "block_size", 0))
-        ox_unsupported(N, "blocked quantization");
+        ox_unblock(N);
+    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
     uint8_t d = sc->dtype;
     ox_val xf = ox_to_dtype(N, x, d);
     if (zp) {
@@ -405,9 +405,9 @@ static void op_DequantizeLinear(ox_node *N)
 
 static void op_QuantizeLinear(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
     if (ox_attr_i(N, "block_size", 0))
-        ox_unsupported(N, "blocked quantization");
+        ox_unblock(N);
+    ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
     uint8_t out = zp ? zp->dtype : TFVM_U8;
     const Onnx__AttributeProto *od = ox_attr(N, "output_dtype");
     if (od && od->has_i && od->i && !ox_dtype((int32_t)od->i, &out))
