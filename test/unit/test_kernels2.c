@@ -696,6 +696,14 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_UNIQUE:
     case ISA_UNIQUE_INDEX: in[0] = T(dt, (3), 1, 0, 1); in[1] = sc64(0); break;
     case ISA_DET: in[0] = T(dt, (2, 2), 1, 0, 1, 1); break;
+    /* the ONNX image ops (resize.c, image.c; test_kernels_image.c tests them) */
+    case ISA_RESIZE2: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = T(F32, (2), 2, 2); in[2] = IV0; in[3] = T(F32, (2), -0.75, 0); break;
+    case ISA_GRID_SAMPLE: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 1, 2), 0, 0); break;
+    case ISA_NMS: in[0] = T(dt, (1, 2, 4), 0, 0, 1, 1, 0, 0, 1, 1); in[1] = T(dt, (1, 1, 2), 0.9, 0.8); in[2] = IV(1); in[3] = T(F32, (1), 0.5); in[4] = FV0; break;
+    case ISA_AFFINE_GRID: in[0] = T(dt, (1, 2, 3), 1, 0, 0, 0, 1, 0); in[1] = IV(1, 1, 2, 2); break;
+    case ISA_COL2IM: in[0] = T(dt, (1, 2, 2), 1, 2, 3, 4); in[1] = IV(3); in[2] = IV(2); in[3] = IV(1, 0, 0, 1); break;
+    case ISA_ROI_ALIGN: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 4), 0, 0, 1, 1); in[2] = T(I64, (1), 0); in[3] = T(F32, (4), 1, 1, 1, 1); break;
+    case ISA_DEFORM_CONV: in[0] = T(dt, (1, 1, 2, 2), 1, 2, 3, 4); in[1] = T(dt, (1, 1, 1, 1), 1); in[2] = T(dt, (1, 2, 2, 2)); in[3] = T(dt, (0)); in[4] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1, 1); break;
     default: ck_abort_msg("no inputs for %s", isa_ops[op].name);
     }
 }
@@ -704,6 +712,7 @@ static const isa_op nm_ops[] = {
     ISA_LOG_SOFTMAX, ISA_REDUCE_MIN, ISA_REDUCE_PROD, ISA_ARGMIN, ISA_CUMSUM, ISA_SQUEEZE, ISA_UNSQUEEZE,
     ISA_FLATTEN, ISA_EXPAND, ISA_TILE, ISA_STRIDED_SLICE, ISA_TRILU, ISA_PADV, ISA_GATHER_ELEMENTS,
     ISA_TOPK, ISA_ONEHOT, ISA_RESIZE, ISA_LRN, ISA_STACK_PUT, ISA_MAXPOOL, ISA_AVGPOOL,
+    ISA_RESIZE2, ISA_GRID_SAMPLE, ISA_NMS, ISA_AFFINE_GRID, ISA_COL2IM, ISA_ROI_ALIGN, ISA_DEFORM_CONV,
 };
 
 START_TEST(test_nomem)

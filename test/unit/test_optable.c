@@ -24,7 +24,7 @@ typedef struct operand {
     int rank; /* -1: a scalar */
     int64_t dims[4];
     int n;    /* vals given (S_X: 0 = the k % 3 pattern) */
-    double vals[9];
+    double vals[10];
 } operand;
 
 typedef struct sample {
