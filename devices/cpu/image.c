@@ -82,6 +82,7 @@ tfvm_status dev_cpu_grid_sample(dev_kctx *k, const dev_kview *in, dev_value *out
             /* per spatial axis: nt taps (element offset, or -1 outside: zero) and weights */
             int64_t toff[GS_MAXS][4];
             double tw[GS_MAXS][4];
+            bool nan_pt = false; /* a NaN coordinate: a NaN result */
             for (int i = 0; i < S; i++) {
                 const int64_t d = x->dims[2 + i];
                 const int64_t gi = (n * G + p) * S + (S - 1 - i); /* the grid lists x (the last axis) first */
@@ -89,6 +90,14 @@ tfvm_status dev_cpu_grid_sample(dev_kctx *k, const dev_kview *in, dev_value *out
                 /* the reference keeps coordinates in f32 */
                 float c = (float)(align ? (gv + 1) / 2 * (double)(d - 1) : ((gv + 1) * (double)d - 1) / 2);
                 const double lo = align ? 0 : -0.5, hi = align ? (double)d - 1 : (double)d - 0.5;
+                if (isnan(c)) {
+                    nan_pt = true;
+                    c = 0;
+                }
+                /* zeros: far outside stays outside, and casts safely (border
+                 * and reflection bring every coordinate into the axis) */
+                if (!pad)
+                    c = c < -8 ? -8 : c > (float)d + 8 ? (float)d + 8 : c;
                 if (mode == ISA_OPT_GS_NEAREST)
                     c = nearbyintf(c);
                 if (c < lo || c > hi) {
@@ -150,6 +159,8 @@ tfvm_status dev_cpu_grid_sample(dev_kctx *k, const dev_kview *in, dev_value *out
                                                           : ((const double *)x->data)[off]);
                 }
                 const int64_t oi = (n * C + c) * G + p;
+                if (nan_pt)
+                    acc = NAN;
                 if (x->dtype == TFVM_F32)
                     ((float *)o)[oi] = (float)acc;
                 else
@@ -476,6 +487,10 @@ tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "needs x [N, C, H, W], rois [R, 4] and batch indices [R], got %s, %s and %s",
                          dev_kshape(x, s1), dev_kshape(ro, s2), dev_kshape(bi, s3));
     const float *p = pv->data;
+    for (int i = 0; i < 3; i++)
+        if (!(p[i] >= 0 && p[i] <= 0x1p24f))
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "params [%g, %g, %g, %g]: sizes and sampling ratio must be in 0..2^24",
+                             p[0], p[1], p[2], p[3]);
     const int64_t OH = (int64_t)p[0], OW = (int64_t)p[1], sr = (int64_t)p[2];
     const double scale = p[3];
     const int64_t R = ro->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
@@ -506,7 +521,12 @@ tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
             rh = rh > 1 ? rh : 1;
         }
         const double bh = rh / (double)OH, bw = rw / (double)OW;
-        const int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)OH), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)OW);
+        const double ch = ceil(rh / (double)OH), cw = ceil(rw / (double)OW);
+        if (sr == 0 && !(ch <= 0x1p20 && cw <= 0x1p20)) {
+            dev_value_release(&res);
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "roi %lld is too large (or NaN) for adaptive sampling", (long long)r);
+        }
+        const int64_t gh = sr > 0 ? sr : ch > 0 ? (int64_t)ch : 0, gw = sr > 0 ? sr : cw > 0 ? (int64_t)cw : 0;
         const double cnt = gh * gw > 1 ? (double)(gh * gw) : 1;
         for (int64_t c = 0; c < C; c++) {
             const int64_t base = (bidx[r] * C + c) * H * W;
@@ -519,7 +539,9 @@ tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
                             double y = sh + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
                             double xx = sw + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
                             double v[4] = {0, 0, 0, 0};
-                            if (!(y < -1.0 || y > (double)H || xx < -1.0 || xx > (double)W)) {
+                            if (isnan(y) || isnan(xx)) {
+                                v[0] = NAN;
+                            } else if (!(y < -1.0 || y > (double)H || xx < -1.0 || xx > (double)W)) {
                                 y = y > 0 ? y : 0;
                                 xx = xx > 0 ? xx : 0;
                                 int64_t yl = (int64_t)y, xl = (int64_t)xx, yh, xh;
@@ -577,6 +599,10 @@ tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out)
  * group out = w @ columns (no bias: the importer adds it). */
 static double dc_sample(const dev_kview *x, int64_t base, int64_t H, int64_t W, double y, double xx)
 {
+    if (isnan(y) || isnan(xx))
+        return NAN;
+    if (!(y > -2 && y < (double)H + 1 && xx > -2 && xx < (double)W + 1))
+        return 0; /* every neighbour outside (and no cast out of range) */
     const double fy = floor(y), fx = floor(xx);
     const int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
     const double ly = y - fy, lx = xx - fx;

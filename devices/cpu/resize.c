@@ -240,18 +240,19 @@ static double resize2_cubic(double A, double x)
     return 0;
 }
 
-/* The window width of the mode at scale s. */
-static int resize2_taps(uint32_t opt, double s)
+/* The window width of the mode at scale s (a double: a tiny scale gives
+ * more than an int holds, which the caller refuses). */
+static double resize2_taps(uint32_t opt, double s)
 {
     const double sa = s < 1 ? s : 1;
     if (opt & ISA_OPT_CUBIC) {
         if (!(opt & ISA_OPT_ANTIALIAS))
             return 4;
         const double st = floor(-2 / sa) + 1;
-        return (int)(2 - 2 * st);
+        return 2 - 2 * st;
     }
     if ((opt & ISA_OPT_LINEAR) && (opt & ISA_OPT_ANTIALIAS))
-        return (int)(2 - 2 * (floor(-1 / sa) + 1));
+        return 2 - 2 * (floor(-1 / sa) + 1);
     return 2;
 }
 
@@ -493,7 +494,7 @@ tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out)
             continue;
         const int64_t din = cur[a], dout = od[a];
         resize2_pass p;
-        p.n = resize2_taps(opt, scale[a]);
+        p.n = (int)resize2_taps(opt, scale[a]); /* <= RESIZE2_MAXTAPS, checked above */
         const size_t per = (size_t)p.n * sizeof(double) + sizeof(int64_t) + 1;
         char *mem = dev_ktemp(k, (size_t)dout, per);
         if (!mem) {
@@ -507,7 +508,11 @@ tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out)
         const int pad = (p.n + 1) / 2;
         for (int64_t q = 0; q < dout; q++) {
             bool ex;
-            const double xo = resize2_orig(opt, (double)q, din, dout, scale[a], rr, &ex);
+            double xo = resize2_orig(opt, (double)q, din, dout, scale[a], rr, &ex);
+            if (!(fabs(xo) <= 0x1p50)) { /* a NaN or huge roi: far outside, never cast out of range */
+                ex = ex || (opt & ISA_OPT_TF_CROP_AND_RESIZE);
+                xo = xo < 0 ? -0x1p50 : 0x1p50;
+            }
             const double fl = floor(xo);
             const double ratio = xo == fl ? 1 : xo - fl;
             double *w = p.w + q * p.n;

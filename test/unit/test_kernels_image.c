@@ -196,6 +196,9 @@ START_TEST(test_resize2)
     OK(ISA_RESIZE2, ISA_OPT_LINEAR | ISA_OPT_TF_CROP_AND_RESIZE,
        (T(F64, (2, 3), 1, 2, 3, 4, 5, 6), FV0, IV(2, 4), T(F32, (6), -0.75, 9, 0, 0.5, 1, 1.5)), F64, (2, 4), 2,
        2.6666666666666665, 9, 9, 5, 5.666666666666666, 9, 9);
+    /* a NaN roi: every coordinate outside */
+    OK(ISA_RESIZE2, ISA_OPT_LINEAR | ISA_OPT_TF_CROP_AND_RESIZE, (T(F32, (2), 1, 2), FV0, IV(2), T(F32, (4), -0.75, 7, NAN, 1)),
+       F32, (2), 7, 7);
     /* half_pixel_symmetric: 4 * 0.6 = 2.4 -> 2 (reference) */
     OK(ISA_RESIZE2, ISA_OPT_LINEAR | ISA_OPT_HALF_PIXEL_SYMMETRIC, (X4, T(F32, (1), 0.6f), IV0, P2(-0.75, 0)), F32,
        (2), 1.6666667461395264, 3.3333332538604736);
@@ -256,6 +259,9 @@ START_TEST(test_grid_sample)
     /* 1-d, f64, the grid f32: 0.25 is coordinate 1.25 of [10, 20, 30]; 2 lies beyond it */
     OK(ISA_GRID_SAMPLE, AL, (T(F64, (1, 1, 3), 10, 20, 30), T(F32, (1, 2, 1), 0.25, 2)), F64, (1, 1, 2), 22.5, 0);
     OK(ISA_GRID_SAMPLE, 0, (GX, T(F32, (1, 0, 3, 2))), F32, (1, 1, 0, 3), 0);
+    /* a NaN coordinate gives NaN; a huge one is outside (zeros) */
+    OK(ISA_GRID_SAMPLE, 0, (GX, T(F32, (1, 1, 2, 2), NAN, 0, 1e30, 0)), F32, (1, 1, 1, 2), NAN, 0);
+    OK(ISA_GRID_SAMPLE, CU, (GX, T(F32, (1, 1, 1, 2), -1e30, 0)), F32, (1, 1, 1, 1), 0);
     FAILS(ISA_GRID_SAMPLE, 0, (GX, T(F32, (1, 2, 2, 3))), SH,
           "grid_sample: x [N, C, D1..Dk] (k in 1..6) needs grid [N, H1..Hk, k], got x [1, 1, 2, 2] and grid [1, 2, 2, 3]");
     FAILS(ISA_GRID_SAMPLE, 0, (T(I32, (1, 1, 2)), T(F32, (1, 1, 1))), TY,
@@ -345,6 +351,10 @@ START_TEST(test_roi_align)
        1.3609375953674316, 2.58750057220459, 3.664062261581421, 5.282813549041748);
     OK(ISA_ROI_ALIGN, MX, (RX, RR, T(I64, (2), 0, 0), RP), F32, (2, 1, 2, 2), 4.0625, 4.875, 8.9375, 9.625,
        4.888124942779541, 5.77500057220459, 9.13437557220459, 10.17500114440918);
+    FAILS(ISA_ROI_ALIGN, 0, (RX, RR, T(I64, (2), 0, 0), T(F32, (4), NAN, 2, 0, 1)), AR,
+          "roi_align: params [nan, 2, 0, 1]: sizes and sampling ratio must be in 0..2^24");
+    FAILS(ISA_ROI_ALIGN, 0, (RX, T(F32, (1, 4), 0, 0, 1e30, 1), T(I64, (1), 0), RP), AR,
+          "roi_align: roi 0 is too large (or NaN) for adaptive sampling");
     FAILS(ISA_ROI_ALIGN, 0, (RX, RR, T(I64, (2), 0, 2), RP), AR, "roi_align: batch index 2 of roi 1 is outside x [1, 1, 4, 4]");
     FAILS(ISA_ROI_ALIGN, 0, (RX, T(F32, (2, 3)), T(I64, (2), 0, 0), RP), SH,
           "roi_align: needs x [N, C, H, W], rois [R, 4] and batch indices [R], got [1, 1, 4, 4], [2, 3] and [2]");
