@@ -1,8 +1,8 @@
 /* import/onnx_bits.c — ONNX's integer bitwise ops, BitCast, and the ops whose
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
- * Indices output, Einsum's batch diagonal, blocked quantization: each a few
- * ISA instructions. */
+ * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
+ * training mode: each a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -470,6 +470,81 @@ void ox_unblock(ox_node *N)
         g.dims[axis] = len;
         g.v.n->types[0] = ox_vtype(&g);
         N->in[k] = ox_new_val(N->C, &g);
+    }
+}
+
+/* z >> k, logical, on i64 */
+static ox_val bits_lsr(ox_node *N, const ox_val *z, int k)
+{
+    ox_val kv = ox_scalar(N, TFVM_I64, 0, k), m = ox_scalar(N, TFVM_I64, 0, (int64_t)(UINT64_MAX >> k));
+    ox_val t = ox_ew2(N, ISA_SHR, z, &kv, TFVM_I64);
+    return ox_ew2(N, ISA_BITAND, &t, &m, TFVM_I64);
+}
+
+/* Dropout with a training_mode input (run-time or true): each element is
+ * kept when u >= ratio, u uniform in [0, 1) from SplitMix64 of (its C-order
+ * index + seed + 1) — counter based, so the same on any thread count;
+ * kept elements are scaled by 1 / (1 - ratio). Not training: x and an
+ * all-true mask. Ratio 0 keeps everything exactly; other ratios cannot
+ * match another runtime's generator. */
+void ox_dropout_training(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *rv = ox_opt_in(N, 1), *tm = ox_need(N, 2);
+    uint8_t d = x->dtype;
+    if (d != TFVM_F32 && d != TFVM_F64)
+        ox_unsupported(N, "training mode on %s", tfvm_dtype_name((tfvm_dtype)d));
+    int r = ox_need_rank(N, x);
+    ox_val ratio = rv ? ox_to_dtype(N, rv, TFVM_F64) : ox_fscalar(N, TFVM_F64, 0.5);
+    if (rv && rv->rank > 0) {
+        ox_val noax = ox_empty_vec(N, TFVM_I64);
+        ratio = ox_op2(N, ISA_RESHAPE, 0, &ratio, &noax, TFVM_F64, 0);
+    }
+    ox_val train = tm->dtype == TFVM_BOOL ? *tm : ox_to_dtype(N, tm, TFVM_BOOL);
+    if (tm->rank > 0) {
+        ox_val noax = ox_empty_vec(N, TFVM_I64);
+        train = ox_op2(N, ISA_RESHAPE, 0, &train, &noax, TFVM_BOOL, 0);
+    }
+    ox_val sh = ox_shape_of(N, x), all = ox_empty_vec(N, TFVM_I64);
+    ox_val cnt = ox_op2(N, ISA_REDUCE_PROD, 0, &sh, &all, TFVM_I64, 0);
+    int64_t seed = ox_attr_i(N, "seed", 0);
+    ox_val lo = ox_scalar(N, TFVM_I64, 0, (int64_t)((uint64_t)seed + 1)), step = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val end = ox_ew2(N, ISA_ADD, &cnt, &lo, TFVM_I64);
+    ox_val z = ox_op3(N, ISA_RANGE, 0, &lo, &end, &step, TFVM_I64, 1);
+    z = ox_op2(N, ISA_RESHAPE, 0, &z, &sh, TFVM_I64, r);
+    static const uint64_t mul[3] = {0x9E3779B97F4A7C15u, 0xBF58476D1CE4E5B9u, 0x94D049BB133111EBu};
+    static const int sft[3] = {30, 27, 31};
+    ox_val g = ox_scalar(N, TFVM_I64, 0, (int64_t)mul[0]);
+    z = ox_ew2(N, ISA_MUL, &z, &g, TFVM_I64);
+    for (int i = 0; i < 3; i++) {
+        ox_val t = bits_lsr(N, &z, sft[i]);
+        z = ox_ew2(N, ISA_BITXOR, &z, &t, TFVM_I64);
+        if (i < 2) {
+            ox_val m = ox_scalar(N, TFVM_I64, 0, (int64_t)mul[i + 1]);
+            z = ox_ew2(N, ISA_MUL, &z, &m, TFVM_I64);
+        }
+    }
+    ox_val top = bits_lsr(N, &z, 11);
+    ox_val u = ox_to_dtype(N, &top, TFVM_F64), ulp = ox_fscalar(N, TFVM_F64, 0x1p-53);
+    u = ox_ew2(N, ISA_MUL, &u, &ulp, TFVM_F64);
+    ox_val keep = ox_ew2(N, ISA_GREATER_EQUAL, &u, &ratio, TFVM_BOOL);
+    ox_val one = ox_fscalar(N, TFVM_F64, 1), zero = ox_fscalar(N, TFVM_F64, 0);
+    ox_val rest = ox_ew2(N, ISA_SUB, &one, &ratio, TFVM_F64);
+    ox_val scale = ox_ew2(N, ISA_DIV, &one, &rest, TFVM_F64);
+    ox_val lt1 = ox_ew2(N, ISA_LESS, &ratio, &one, TFVM_BOOL);
+    scale = ox_op3(N, ISA_SELECT, 0, &lt1, &scale, &zero, TFVM_F64, 0);
+    scale = ox_to_dtype(N, &scale, d);
+    ox_val xs = ox_ew2(N, ISA_MUL, x, &scale, d), zd = ox_fscalar(N, d, 0);
+    ox_val kept = ox_op3(N, ISA_SELECT, 0, &keep, &xs, &zd, d, r);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &train, &kept, x, d, r);
+    memcpy(y.dims, x->dims, sizeof y.dims);
+    y.v.n->types[0] = ox_vtype(&y);
+    N->out[0] = y;
+    if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
+        ox_val nt = ox_ew1(N, ISA_NOT, &train);
+        ox_val mk = ox_ew2(N, ISA_OR, &keep, &nt, TFVM_BOOL);
+        memcpy(mk.dims, x->dims, sizeof mk.dims);
+        mk.rank = (int8_t)r;
+        N->out[1] = mk;
     }
 }
 

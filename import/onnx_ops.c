@@ -564,9 +564,11 @@ static void op_Dropout(ox_node *N)
         else if (ox_const_ints(tm, c, 1) == 1)
             t = c[0] != 0;
         else if (!tm->cdata)
-            ox_unsupported(N, "a training_mode input computed at run time");
-        if (t)
-            ox_unsupported(N, "training mode");
+            t = true; /* decided at run time */
+        if (t) {
+            ox_dropout_training(N);
+            return;
+        }
     }
     N->out[0] = *x;
     if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {

@@ -201,7 +201,9 @@ def external():
 
 
 def unsupported():
-    g = H.make_graph([H.make_node("Det", ["x"], ["y"], name="det0")], "bad", [f32("x", [2, 2])], [f32("y", [])])
+    # an op no importer file translates (random sampling)
+    g = H.make_graph([H.make_node("Bernoulli", ["x"], ["y"], name="bern0")], "bad", [f32("x", [2, 2])],
+                     [f32("y", [2, 2])])
     save("unsupported.onnx", g)
 
 
