@@ -69,7 +69,10 @@ bool ox_resize2(ox_node *N)
     }
     if (ox_attr_i(N, "exclude_outside", 0))
         opts |= ISA_OPT_EXCLUDE_OUTSIDE;
-    int r = ox_need_rank(N, x);
+    /* the rank matters only to axes and to the aspect policy's axis mask */
+    char kb0[40];
+    const bool keep_any = strcmp(ox_attr_s(N, "keep_aspect_ratio_policy", "stretch", kb0, sizeof kb0), "stretch") != 0;
+    int r = ox_attr(N, "axes") || keep_any ? ox_need_rank(N, x) : x->rank;
     int64_t ax[TFVM_MAX_RANK];
     int na = -1;
     if (ox_attr(N, "axes")) {
@@ -214,7 +217,7 @@ static void op_AffineGrid(ox_node *N)
         ox_unsupported(N, "theta of dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)th->dtype));
     int64_t n = ox_count_of(&sz);
     /* the result [N, D1..Dk, k] has as many axes as size has entries, k + 2 */
-    int rank = n >= 4 ? (int)n : th->rank == 3 && th->dims[1] > 0 ? (int)th->dims[1] + 2 : -1;
+    int rank = n == 4 || n == 5 ? (int)n : th->rank == 3 && (th->dims[1] == 2 || th->dims[1] == 3) ? (int)th->dims[1] + 2 : -1;
     uint32_t opts = ox_attr_i(N, "align_corners", 0) ? ISA_OPT_AG_ALIGN_CORNERS : 0;
     N->out[0] = ox_op2(N, ISA_AFFINE_GRID, opts, th, &sz, th->dtype, rank);
 }
