@@ -246,8 +246,10 @@ static int run_all(void)
     const char *only = getenv("TFVM_ONNX_ONLY");
     int pass = 0, total = 0, sup_pass = 0, sup_total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (only && !strstr(names[i], only))
+        if (only && !strstr(names[i], only)) {
+            free(names[i]);
             continue;
+        }
         ocase c;
         char why[700];
         read_meta(names[i], &c);
