@@ -2,7 +2,7 @@
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
  * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
- * training mode: each a few ISA instructions. */
+ * training mode, 3-d ConvTranspose: each a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -546,6 +546,118 @@ void ox_dropout_training(ox_node *N)
         mk.rank = (int8_t)r;
         N->out[1] = mk;
     }
+}
+
+/* x[..] sliced along one axis: [b, e) */
+static ox_val bits_slice(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e)
+{
+    int64_t ax = axis, one = 1;
+    ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e), va = ox_i64s(N, 1, &ax), vs = ox_i64s(N, 1, &one);
+    const ox_val *in[5] = {x, &vb, &ve, &va, &vs};
+    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+}
+
+/* ConvTranspose with 3 spatial dims: the input with s-1 zeros between
+ * elements, padded by the dilated kernel - 1 - pads (as the 1-/2-d lowering),
+ * then a 3-d convolution of the flipped, channel-swapped weight as a sum
+ * over the depth taps of 2-d convolutions of depth slices ([N*D', C, H, W]). */
+void ox_convtranspose3d(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *w = ox_need(N, 1), *bias = ox_opt_in(N, 2);
+    uint8_t dt = x->dtype;
+    if (ox_need_rank(N, x) != 5 || w->rank != 5)
+        ox_fail(N, TFVM_ERR_SHAPE, "3-d ConvTranspose needs X and W of rank 5");
+    for (int i = 0; i < 5; i++)
+        if (x->dims[i] < 0 || w->dims[i] < 0)
+            ox_unsupported(N, "3 spatial dims with an input or weight of unknown shape");
+    char buf[16];
+    const char *ap = ox_attr_s(N, "auto_pad", "NOTSET", buf, sizeof buf);
+    int64_t tmp[8];
+    if (strcmp(ap, "NOTSET") != 0 || ox_attr_ints(N, "output_shape", tmp, 8) >= 0)
+        ox_unsupported(N, "3 spatial dims with auto_pad or output_shape");
+    int64_t k[3], s[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pb[3] = {0}, pe[3] = {0}, op[3] = {0}, pads[6];
+    int nk = ox_attr_ints(N, "kernel_shape", k, 3), ns = ox_attr_ints(N, "strides", s, 3);
+    int nd = ox_attr_ints(N, "dilations", dl, 3), no = ox_attr_ints(N, "output_padding", op, 3);
+    int np = ox_attr_ints(N, "pads", pads, 6);
+    if ((nk >= 0 && nk != 3) || (ns >= 0 && ns != 3) || (nd >= 0 && nd != 3) || (no >= 0 && no != 3) ||
+        (np >= 0 && np != 6))
+        ox_fail(N, TFVM_ERR_FORMAT, "kernel_shape, strides, dilations, output_padding or pads do not fit 3 spatial dims");
+    for (int i = 0; i < 3; i++) {
+        if (nk < 0)
+            k[i] = w->dims[2 + i];
+        if (np == 6) {
+            pb[i] = pads[i];
+            pe[i] = pads[3 + i];
+        }
+        if (k[i] != w->dims[2 + i] || s[i] < 1 || s[i] > 64 || dl[i] < 1 || dl[i] > 64 || op[i] < 0 || op[i] > 64 ||
+            pb[i] < 0 || pe[i] < 0 || pb[i] > 4096 || pe[i] > 4096)
+            ox_fail(N, TFVM_ERR_FORMAT, "kernel, strides, dilations, pads or output_padding out of range");
+    }
+    int64_t g = ox_attr_i(N, "group", 1), cin = w->dims[0], coutg = w->dims[1];
+    if (g < 1 || cin % g || cin != x->dims[1])
+        ox_fail(N, TFVM_ERR_SHAPE, "W has %lld input channels for %lld in X, group %lld", (long long)cin,
+                (long long)x->dims[1], (long long)g);
+    /* zeros between: [N, C, D, H, W] -> [N, C, D, 1, H, 1, W, 1] -> padded to s -> [N, C, D*s, H*s, W*s] */
+    ox_val xx = *x;
+    if (s[0] > 1 || s[1] > 1 || s[2] > 1) {
+        int64_t ax[3] = {3, 5, 7}, pv8[16] = {0};
+        pv8[8 + 3] = s[0] - 1;
+        pv8[8 + 5] = s[1] - 1;
+        pv8[8 + 7] = s[2] - 1;
+        ox_val av = ox_i64s(N, 3, ax), pv = ox_i64s(N, 16, pv8), z = ox_scalar(N, dt, 0, 0);
+        ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av, dt, 8);
+        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z, dt, 8);
+        int64_t sh[5] = {x->dims[0], x->dims[1], x->dims[2] * s[0], x->dims[3] * s[1], x->dims[4] * s[2]};
+        xx = bits_reshape(N, &t, 5, sh);
+    }
+    int64_t cp[10] = {0}, sp[3];
+    for (int j = 0; j < 3; j++) {
+        int64_t ke = (k[j] - 1) * dl[j] + 1;
+        cp[2 + j] = ke - 1 - pb[j];
+        cp[7 + j] = ke - 1 - pe[j] + op[j] - (s[j] - 1);
+        sp[j] = x->dims[2 + j] * s[j] + cp[2 + j] + cp[7 + j]; /* padded size */
+        if (sp[j] - (ke - 1) < 1)
+            ox_fail(N, TFVM_ERR_SHAPE, "pads leave no output along spatial dim %d", j);
+    }
+    ox_val cpv = ox_i64s(N, 10, cp), zz = ox_scalar(N, dt, 0, 0);
+    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &zz, dt, 5);
+    /* w [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...] -> [Cout, Cin/g, k...], flipped */
+    int64_t s6[6] = {g, cin / g, coutg, k[0], k[1], k[2]}, p6[6] = {0, 2, 1, 3, 4, 5};
+    int64_t s5[5] = {g * coutg, cin / g, k[0], k[1], k[2]};
+    ox_val t = bits_reshape(N, w, 6, s6), pv = ox_i64s(N, 6, p6);
+    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv, dt, 6);
+    t = bits_reshape(N, &t, 5, s5);
+    int64_t st[3] = {-1, -1, -1}, en[3] = {INT64_MIN, INT64_MIN, INT64_MIN}, fa[3] = {2, 3, 4}, fs[3] = {-1, -1, -1};
+    ox_val vs = ox_i64s(N, 3, st), ve = ox_i64s(N, 3, en), va = ox_i64s(N, 3, fa), vp = ox_i64s(N, 3, fs);
+    const ox_val *fin[5] = {&t, &vs, &ve, &va, &vp};
+    ox_val ww = ox_op(N, ISA_STRIDED_SLICE, 0, 5, fin, dt, 5);
+    /* out[:, :, d] = sum over kd of conv2d(xx[:, :, d + kd*dl0], ww[:, :, kd]) */
+    int64_t nb = x->dims[0], c = x->dims[1], dout = sp[0] - (k[0] - 1) * dl[0], cout = g * coutg;
+    int64_t p9[9] = {1, 1, 0, 0, 0, 0, dl[1], dl[2], g};
+    ox_val p9v = ox_i64s(N, 9, p9);
+    int64_t perm[5] = {0, 2, 1, 3, 4};
+    ox_val permv = ox_i64s(N, 5, perm);
+    int64_t s4x[4] = {nb * dout, c, sp[1], sp[2]}, s4w[4] = {cout, cin / g, k[1], k[2]};
+    ox_val acc = {0};
+    for (int64_t kd = 0; kd < k[0]; kd++) {
+        ox_val xs = bits_slice(N, &xx, 2, kd * dl[0], kd * dl[0] + dout);
+        xs = ox_op2(N, ISA_TRANSPOSE, 0, &xs, &permv, dt, 5);
+        xs = bits_reshape(N, &xs, 4, s4x);
+        ox_val wk = bits_slice(N, &ww, 2, kd, kd + 1);
+        wk = bits_reshape(N, &wk, 4, s4w);
+        ox_val yk = ox_op3(N, ISA_CONV2D, 0, &xs, &wk, &p9v, dt, 4);
+        acc = kd == 0 ? yk : ox_ew2(N, ISA_ADD, &acc, &yk, dt);
+    }
+    int64_t ho = sp[1] - (k[1] - 1) * dl[1], wo = sp[2] - (k[2] - 1) * dl[2];
+    int64_t s5y[5] = {nb, dout, cout, ho, wo};
+    ox_val y = bits_reshape(N, &acc, 5, s5y);
+    y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &permv, dt, 5);
+    if (bias) {
+        ox_val b = ox_per_channel(N, bias, 5);
+        y = ox_ew2(N, ISA_ADD, &y, &b, dt);
+    }
+    int64_t od[5] = {nb, cout, dout, ho, wo};
+    N->out[0] = bits_reshape(N, &y, 5, od);
 }
 
 #define R(name, since) {#name, since, op_##name}

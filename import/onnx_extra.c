@@ -819,8 +819,12 @@ static void op_ConvTranspose(ox_node *N)
     ox_val *x = ox_need(N, 0), *w = ox_need(N, 1), *bias = ox_opt_in(N, 2);
     int r = ox_need_rank(N, x);
     int nsp = r - 2;
+    if (nsp == 3) {
+        ox_convtranspose3d(N);
+        return;
+    }
     if (nsp < 1 || nsp > 2)
-        ox_unsupported(N, "%d spatial dims (1 and 2 are)", nsp);
+        ox_unsupported(N, "%d spatial dims (1 to 3 are)", nsp);
     uint8_t dt = x->dtype;
     int64_t k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0}, op[2] = {0, 0};
     int64_t buf[8], in[2] = {1, 1};

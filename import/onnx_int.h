@@ -91,6 +91,7 @@ void ox_maxpool_indices(ox_node *N);  /* onnx_bits.c: MaxPool with its Indices o
 bool ox_einsum_diag(ox_node *N, const char *eq); /* onnx_bits.c: Einsum '...ii->...i' */
 void ox_unblock(ox_node *N);          /* onnx_bits.c: blocked (De)QuantizeLinear's scale, zero point per element */
 void ox_dropout_training(ox_node *N); /* onnx_bits.c: Dropout with a training_mode input */
+void ox_convtranspose3d(ox_node *N);  /* onnx_bits.c: ConvTranspose with 3 spatial dims */
 extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
 extern const size_t ox_n_rnn_ops;
 extern const ox_opdef ox_seq_ops[];   /* onnx_seq.c: LinearAttention, CausalConvWithState, DFT, STFT */
