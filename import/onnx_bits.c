@@ -2,7 +2,8 @@
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
  * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
- * training mode, 3-d ConvTranspose: each a few ISA instructions. */
+ * training mode, 3-d ConvTranspose, and the optimizers of domain
+ * ai.onnx.preview.training: each a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -658,6 +659,129 @@ void ox_convtranspose3d(ox_node *N)
     }
     int64_t od[5] = {nb, cout, dout, ho, wo};
     N->out[0] = bits_reshape(N, &y, 5, od);
+}
+
+/* ---- ai.onnx.preview.training: Adagrad, Momentum, Adam (opset 1) ------------------------------
+ * Inputs R (learning rate), T (update count), then n tensors of each kind;
+ * outputs n of each kind, as ONNX's reference formulas. */
+static int bits_train_n(ox_node *N, int kinds)
+{
+    if (N->n_in < 2 + (uint32_t)kinds || (N->n_in - 2) % (uint32_t)kinds || N->n_out != N->n_in - 2 - (N->n_in - 2) / (uint32_t)kinds)
+        ox_fail(N, TFVM_ERR_FORMAT, "%u inputs and %u outputs do not make groups of %d", N->n_in, N->n_out, kinds);
+    return (int)((N->n_in - 2) / (uint32_t)kinds);
+}
+
+/* norm_coefficient * X + G */
+static ox_val bits_reg(ox_node *N, const ox_val *x, const ox_val *g)
+{
+    ox_val nc = ox_fscalar(N, x->dtype, ox_attr_f(N, "norm_coefficient", 0));
+    ox_val t = ox_ew2(N, ISA_MUL, x, &nc, x->dtype);
+    return ox_ew2(N, ISA_ADD, &t, g, x->dtype);
+}
+
+static void op_Adagrad(ox_node *N)
+{
+    int n = bits_train_n(N, 3);
+    for (int i = 0; i < n; i++) {
+        ox_val *x = ox_need(N, 2 + (uint32_t)i), *g = ox_need(N, 2 + (uint32_t)(n + i)), *h = ox_need(N, 2 + (uint32_t)(2 * n + i));
+        uint8_t d = x->dtype;
+        ox_val r = ox_to_dtype(N, ox_need(N, 0), d), t = ox_to_dtype(N, ox_need(N, 1), d);
+        ox_val df = ox_fscalar(N, d, ox_attr_f(N, "decay_factor", 0)), one = ox_fscalar(N, d, 1);
+        ox_val den = ox_ew2(N, ISA_MUL, &t, &df, d);
+        den = ox_ew2(N, ISA_ADD, &den, &one, d);
+        r = ox_ew2(N, ISA_DIV, &r, &den, d);
+        ox_val gr = bits_reg(N, x, g);
+        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr, d);
+        ox_val hn = ox_ew2(N, ISA_ADD, h, &g2, d);
+        ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 0));
+        ox_val ha = ox_ew1(N, ISA_SQRT, &hn);
+        ha = ox_ew2(N, ISA_ADD, &ha, &eps, d);
+        ox_val step = ox_ew2(N, ISA_MUL, &r, &gr, d);
+        step = ox_ew2(N, ISA_DIV, &step, &ha, d);
+        N->out[i] = ox_ew2(N, ISA_SUB, x, &step, d);
+        N->out[n + i] = hn;
+    }
+}
+
+static void op_Momentum(ox_node *N)
+{
+    int n = bits_train_n(N, 3);
+    char buf[16];
+    const char *mode = ox_attr_s(N, "mode", "standard", buf, sizeof buf);
+    bool nesterov = strcmp(mode, "nesterov") == 0;
+    if (!nesterov && strcmp(mode, "standard") != 0)
+        ox_fail(N, TFVM_ERR_FORMAT, "mode '%s' is not standard or nesterov", mode);
+    for (int i = 0; i < n; i++) {
+        ox_val *x = ox_need(N, 2 + (uint32_t)i), *g = ox_need(N, 2 + (uint32_t)(n + i)), *v = ox_need(N, 2 + (uint32_t)(2 * n + i));
+        uint8_t d = x->dtype;
+        ox_val r = ox_to_dtype(N, ox_need(N, 0), d), t = ox_to_dtype(N, ox_need(N, 1), d);
+        ox_val al = ox_fscalar(N, d, ox_attr_f(N, "alpha", 0)), be = ox_fscalar(N, d, ox_attr_f(N, "beta", 0));
+        ox_val zero = ox_fscalar(N, d, 0), one = ox_fscalar(N, d, 1);
+        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero, TFVM_BOOL);
+        ox_val ba = ox_op3(N, ISA_SELECT, 0, &pos, &be, &one, d, 0);
+        ox_val gr = bits_reg(N, x, g);
+        ox_val a = ox_ew2(N, ISA_MUL, &al, v, d), b = ox_ew2(N, ISA_MUL, &ba, &gr, d);
+        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b, d);
+        ox_val dir = vn;
+        if (nesterov) {
+            ox_val av = ox_ew2(N, ISA_MUL, &al, &vn, d);
+            dir = ox_ew2(N, ISA_ADD, &gr, &av, d);
+        }
+        ox_val step = ox_ew2(N, ISA_MUL, &r, &dir, d);
+        N->out[i] = ox_ew2(N, ISA_SUB, x, &step, d);
+        N->out[n + i] = vn;
+    }
+}
+
+static void op_Adam(ox_node *N)
+{
+    int n = bits_train_n(N, 4);
+    for (int i = 0; i < n; i++) {
+        ox_val *x = ox_need(N, 2 + (uint32_t)i), *g = ox_need(N, 2 + (uint32_t)(n + i));
+        ox_val *v = ox_need(N, 2 + (uint32_t)(2 * n + i)), *h = ox_need(N, 2 + (uint32_t)(3 * n + i));
+        uint8_t d = x->dtype;
+        double alpha = ox_attr_f(N, "alpha", 0.9f), beta = ox_attr_f(N, "beta", 0.999f);
+        ox_val r = ox_to_dtype(N, ox_need(N, 0), d), t = ox_to_dtype(N, ox_need(N, 1), d);
+        ox_val al = ox_fscalar(N, d, alpha), be = ox_fscalar(N, d, beta);
+        ox_val al1 = ox_fscalar(N, d, 1 - alpha), be1 = ox_fscalar(N, d, 1 - beta);
+        ox_val zero = ox_fscalar(N, d, 0), one = ox_fscalar(N, d, 1);
+        ox_val gr = bits_reg(N, x, g);
+        ox_val a = ox_ew2(N, ISA_MUL, &al, v, d), b = ox_ew2(N, ISA_MUL, &al1, &gr, d);
+        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b, d);
+        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr, d);
+        ox_val c = ox_ew2(N, ISA_MUL, &be, h, d), e = ox_ew2(N, ISA_MUL, &be1, &g2, d);
+        ox_val hn = ox_ew2(N, ISA_ADD, &c, &e, d);
+        ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-6f));
+        ox_val hs = ox_ew1(N, ISA_SQRT, &hn);
+        hs = ox_ew2(N, ISA_ADD, &hs, &eps, d);
+        /* R * sqrt(1 - beta^T) / (1 - alpha^T) once T > 0 */
+        ox_val bt = ox_ew2(N, ISA_POW, &be, &t, d), at = ox_ew2(N, ISA_POW, &al, &t, d);
+        bt = ox_ew2(N, ISA_SUB, &one, &bt, d);
+        bt = ox_ew1(N, ISA_SQRT, &bt);
+        at = ox_ew2(N, ISA_SUB, &one, &at, d);
+        ox_val ra = ox_ew2(N, ISA_MUL, &r, &bt, d);
+        ra = ox_ew2(N, ISA_DIV, &ra, &at, d);
+        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero, TFVM_BOOL);
+        ra = ox_op3(N, ISA_SELECT, 0, &pos, &ra, &r, d, 0);
+        ox_val q = ox_ew2(N, ISA_DIV, &vn, &hs, d);
+        q = ox_ew2(N, ISA_MUL, &ra, &q, d);
+        ox_val xn = ox_ew2(N, ISA_SUB, x, &q, d);
+        ox_val post = ox_fscalar(N, d, 1 - (double)ox_attr_f(N, "norm_coefficient_post", 0));
+        N->out[i] = ox_ew2(N, ISA_MUL, &xn, &post, d);
+        N->out[n + i] = vn;
+        N->out[2 * n + i] = hn;
+    }
+}
+
+ox_handler ox_find_training_op(const char *op_type)
+{
+    if (strcmp(op_type, "Adagrad") == 0)
+        return op_Adagrad;
+    if (strcmp(op_type, "Momentum") == 0)
+        return op_Momentum;
+    if (strcmp(op_type, "Adam") == 0)
+        return op_Adam;
+    return NULL;
 }
 
 #define R(name, since) {#name, since, op_##name}
