@@ -2,8 +2,8 @@
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
  * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
- * training mode, 3-d ConvTranspose, and the optimizers of domain
- * ai.onnx.preview.training: each a few ISA instructions. */
+ * training mode, 3-d ConvTranspose, TfIdfVectorizer (integer pools), and the
+ * optimizers of domain ai.onnx.preview.training: each a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -784,10 +784,117 @@ ox_handler ox_find_training_op(const char *op_type)
     return NULL;
 }
 
+/* TfIdfVectorizer over integer pools: for each n-gram length n and skip k,
+ * the n slices x[.., j*(k+1) ..] ([B, L, 1]) compared with the pool's n-grams
+ * of that length ([1, 1, G]), ANDed over j, counted over L; the counts of
+ * every pool n-gram (pool order) weighted, then moved to their output
+ * columns by a constant 0/1 matrix (MATMUL). */
+static void op_TfIdfVectorizer(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    int r = ox_need_rank(N, x);
+    if (r < 1 || r > 2 || x->dims[r - 1] < 0 || (x->dtype != TFVM_I32 && x->dtype != TFVM_I64))
+        ox_unsupported(N, "input other than an i32/i64 [C] or [B, C] of known C");
+    if (ox_attr(N, "pool_strings"))
+        ox_unsupported(N, "pool_strings");
+    const Onnx__AttributeProto *pa = ox_attr(N, "pool_int64s"), *ca = ox_attr(N, "ngram_counts");
+    const Onnx__AttributeProto *ia = ox_attr(N, "ngram_indexes"), *wa = ox_attr(N, "weights");
+    if (!pa || !ca || !ia)
+        ox_fail(N, TFVM_ERR_FORMAT, "pool_int64s, ngram_counts and ngram_indexes are required");
+    int64_t mn = ox_attr_i(N, "min_gram_length", 0), mx = ox_attr_i(N, "max_gram_length", 0);
+    int64_t skip = ox_attr_i(N, "max_skip_count", 0);
+    char buf[16];
+    const char *mode = ox_attr_s(N, "mode", "", buf, sizeof buf);
+    int md = strcmp(mode, "TF") == 0 ? 0 : strcmp(mode, "IDF") == 0 ? 1 : strcmp(mode, "TFIDF") == 0 ? 2 : -1;
+    size_t np = pa->n_ints, nc = ca->n_ints, ng = ia->n_ints;
+    if (md < 0 || mn < 1 || mx < mn || mx > 16 || (size_t)mx != nc || skip < 0 || skip > 256 || ng > (1u << 20) ||
+        (wa && wa->n_floats != ng))
+        ox_fail(N, TFVM_ERR_FORMAT, "mode '%s', gram lengths %lld..%lld, %zu ngram_counts, skip %lld or weights out of range",
+                mode, (long long)mn, (long long)mx, nc, (long long)skip);
+    int64_t vcols = 0;
+    for (size_t i = 0; i < ng; i++) {
+        if (ia->ints[i] < 0 || ia->ints[i] >= (1 << 24))
+            ox_fail(N, TFVM_ERR_FORMAT, "ngram_indexes[%zu] = %lld", i, (long long)ia->ints[i]);
+        if (ia->ints[i] + 1 > vcols)
+            vcols = ia->ints[i] + 1;
+    }
+    int64_t rows = r == 2 ? x->dims[0] : 1, c = x->dims[r - 1];
+    int64_t s2[2] = {rows, c};
+    ox_val xi = ox_to_dtype(N, x, TFVM_I64);
+    xi = bits_reshape(N, &xi, 2, s2);
+    /* the pool n-grams, length by length: counts[n-1] is where length n starts */
+    ox_val all = {0};
+    size_t seen = 0;
+    for (int64_t n = 1; n <= mx; n++) {
+        int64_t st = ca->ints[n - 1], en = n < mx ? ca->ints[n] : (int64_t)np;
+        if (st < 0 || en < st || en > (int64_t)np || (en - st) % n)
+            ox_fail(N, TFVM_ERR_FORMAT, "ngram_counts do not split the pool into %lld-grams", (long long)n);
+        int64_t g = (en - st) / n;
+        if (g == 0)
+            continue;
+        ox_val cnt = {0};
+        bool have = false;
+        for (int64_t k = 0; n >= mn && k <= (n == 1 ? 0 : skip); k++) {
+            int64_t L = c - (n - 1) * (k + 1);
+            if (L <= 0)
+                break;
+            ox_val m = {0};
+            for (int64_t j = 0; j < n; j++) {
+                ox_val sl = bits_slice(N, &xi, 1, j * (k + 1), j * (k + 1) + L);
+                int64_t s3[3] = {rows, L, 1};
+                sl = bits_reshape(N, &sl, 3, s3);
+                int64_t *pv = cc_alloc(N->C, (size_t)g * sizeof *pv);
+                for (int64_t q = 0; q < g; q++)
+                    pv[q] = pa->ints[st + q * n + j];
+                int64_t pd[3] = {1, 1, g};
+                ox_val pt = {0};
+                pt.dtype = TFVM_I64;
+                pt.rank = 3;
+                memcpy(pt.dims, pd, sizeof pd);
+                pt.v = cc_const_new(N->C, N->b, TFVM_I64, 3, pd, pv, (size_t)g * sizeof *pv, false);
+                ox_val e = ox_ew2(N, ISA_EQUAL, &sl, &pt, TFVM_BOOL);
+                m = j == 0 ? e : ox_ew2(N, ISA_AND, &m, &e, TFVM_BOOL);
+            }
+            ox_val mf = ox_to_dtype(N, &m, TFVM_F32);
+            int64_t one = 1;
+            ox_val a1 = ox_i64s(N, 1, &one);
+            ox_val s = ox_op2(N, ISA_REDUCE_SUM, 0, &mf, &a1, TFVM_F32, 2);
+            cnt = have ? ox_ew2(N, ISA_ADD, &cnt, &s, TFVM_F32) : s;
+            have = true;
+        }
+        if (!have) { /* a length outside [min, max] or longer than the input: zeros */
+            int64_t zd[2] = {rows, g};
+            ox_val zs = ox_i64s(N, 2, zd), z = ox_fscalar(N, TFVM_F32, 0);
+            cnt = ox_op2(N, ISA_FILL, 0, &zs, &z, TFVM_F32, 2);
+        }
+        all = seen == 0 ? cnt : ox_op2(N, ISA_CONCAT, 1, &all, &cnt, TFVM_F32, 2);
+        seen += (size_t)g;
+    }
+    if (seen != ng)
+        ox_fail(N, TFVM_ERR_FORMAT, "the pool has %zu n-grams, ngram_indexes %zu", seen, ng);
+    if (md == 1) {
+        ox_val one = ox_fscalar(N, TFVM_F32, 1);
+        all = ox_ew2(N, ISA_MIN, &all, &one, TFVM_F32);
+    }
+    size_t cells = (size_t)ng * (size_t)vcols;
+    float *map = cc_alloc(N->C, (cells ? cells : 1) * sizeof *map);
+    for (size_t i = 0; i < ng; i++)
+        map[i * (size_t)vcols + (size_t)ia->ints[i]] = md && wa ? wa->floats[i] : 1.0f;
+    int64_t md2[2] = {(int64_t)ng, vcols};
+    ox_val mv = {0};
+    mv.dtype = TFVM_F32;
+    mv.rank = 2;
+    memcpy(mv.dims, md2, sizeof md2);
+    mv.v = cc_const_new(N->C, N->b, TFVM_F32, 2, md2, map, cells * sizeof *map, false);
+    ox_val y = ox_op2(N, ISA_MATMUL, 0, &all, &mv, TFVM_F32, 2);
+    int64_t od[2] = {rows, vcols};
+    N->out[0] = r == 2 ? bits_reshape(N, &y, 2, od) : bits_reshape(N, &y, 1, &vcols);
+}
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_bits_ops[] = {
     R(BitCast, 26), R(BitShift, 11), R(BitwiseAnd, 18), R(BitwiseNot, 18), R(BitwiseOr, 18), R(BitwiseXor, 18),
-    R(Compress, 9), R(Det, 11), R(MaxUnpool, 9), R(NonZero, 9), R(TensorScatter, 24), R(Unique, 11),
+    R(Compress, 9), R(Det, 11), R(MaxUnpool, 9), R(NonZero, 9), R(TensorScatter, 24), R(TfIdfVectorizer, 9), R(Unique, 11),
 };
 #undef R
 const size_t ox_n_bits_ops = UT_COUNTOF(ox_bits_ops);
