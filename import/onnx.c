@@ -224,14 +224,14 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
     if (!n->op_type)
         ox_fail(N, TFVM_ERR_FORMAT, "no op type");
     bool preview = n->domain && strcmp(n->domain, "ai.onnx.preview") == 0 && ox_find_preview_op(n->op_type);
-    bool training = n->domain && strcmp(n->domain, "ai.onnx.preview.training") == 0 && ox_find_training_op(n->op_type);
-    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 && !preview && !training)
+    bool other = n->domain && ox_find_domain_op(n->domain, n->op_type); /* onnx_bits.c */
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 && !preview && !other)
         cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED,
                  "node %s: op '%s' of domain '%.60s' is not supported (only the default domain is)", N->id,
                  n->op_type, n->domain);
     int64_t min_opset = 0;
     ox_handler h = preview    ? ox_find_preview_op(n->op_type)
-                   : training ? ox_find_training_op(n->op_type)
+                   : other    ? ox_find_domain_op(n->domain, n->op_type)
                               : ox_find_op(n->op_type, X->opset, &min_opset);
     if (!h) {
         if (min_opset)

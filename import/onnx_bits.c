@@ -2,8 +2,9 @@
  * result shape comes from the data (NonZero, Compress, Unique), plus Det and
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
  * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
- * training mode, 3-d ConvTranspose, TfIdfVectorizer (integer pools), and the
- * optimizers of domain ai.onnx.preview.training: each a few ISA instructions. */
+ * training mode, 3-d ConvTranspose, TfIdfVectorizer (integer pools), the
+ * optimizers of domain ai.onnx.preview.training and two ai.onnx.ml ops: each a
+ * few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -773,14 +774,53 @@ static void op_Adam(ox_node *N)
     }
 }
 
-ox_handler ox_find_training_op(const char *op_type)
+/* ---- ai.onnx.ml: Binarizer, ArrayFeatureExtractor ---------------------------------------------- */
+static void op_Binarizer(ox_node *N)
 {
-    if (strcmp(op_type, "Adagrad") == 0)
-        return op_Adagrad;
-    if (strcmp(op_type, "Momentum") == 0)
-        return op_Momentum;
-    if (strcmp(op_type, "Adam") == 0)
-        return op_Adam;
+    ox_val *x = ox_need(N, 0);
+    if (x->dtype == TFVM_BOOL)
+        ox_unsupported(N, "a bool input");
+    ox_val th = ox_fscalar(N, x->dtype, ox_attr_f(N, "threshold", 0));
+    if (!isa_dtype_float(x->dtype))
+        th = ox_scalar(N, x->dtype, 0, (int64_t)ox_attr_f(N, "threshold", 0));
+    ox_val gt = ox_ew2(N, ISA_GREATER, x, &th, TFVM_BOOL);
+    N->out[0] = ox_to_dtype(N, &gt, x->dtype);
+}
+
+/* X's last axis gathered by the indices; a 1-d X gives [1, n] */
+static void op_ArrayFeatureExtractor(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
+    int r = ox_need_rank(N, x);
+    ox_val xx = *x;
+    if (r < 1)
+        ox_fail(N, TFVM_ERR_SHAPE, "X is a scalar");
+    if (r == 1) {
+        int64_t s2[2] = {1, -1};
+        xx = bits_reshape(N, x, 2, s2);
+        r = 2;
+    }
+    int64_t m1 = -1;
+    ox_val iv = ox_to_dtype(N, idx, TFVM_I64);
+    iv = bits_reshape(N, &iv, 1, &m1);
+    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)(r - 1), &xx, &iv, x->dtype, r);
+}
+
+ox_handler ox_find_domain_op(const char *domain, const char *op_type)
+{
+    static const struct {
+        const char *domain, *op;
+        ox_handler h;
+    } ops[] = {
+        {"ai.onnx.preview.training", "Adagrad", op_Adagrad},
+        {"ai.onnx.preview.training", "Adam", op_Adam},
+        {"ai.onnx.preview.training", "Momentum", op_Momentum},
+        {"ai.onnx.ml", "ArrayFeatureExtractor", op_ArrayFeatureExtractor},
+        {"ai.onnx.ml", "Binarizer", op_Binarizer},
+    };
+    for (size_t i = 0; i < UT_COUNTOF(ops); i++)
+        if (strcmp(domain, ops[i].domain) == 0 && strcmp(op_type, ops[i].op) == 0)
+            return ops[i].h;
     return NULL;
 }
 

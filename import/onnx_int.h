@@ -92,7 +92,8 @@ bool ox_einsum_diag(ox_node *N, const char *eq); /* onnx_bits.c: Einsum '...ii->
 void ox_unblock(ox_node *N);          /* onnx_bits.c: blocked (De)QuantizeLinear's scale, zero point per element */
 void ox_dropout_training(ox_node *N); /* onnx_bits.c: Dropout with a training_mode input */
 void ox_convtranspose3d(ox_node *N);  /* onnx_bits.c: ConvTranspose with 3 spatial dims */
-ox_handler ox_find_training_op(const char *op_type); /* onnx_bits.c: domain ai.onnx.preview.training */
+/* onnx_bits.c: ops of domains ai.onnx.preview.training and ai.onnx.ml, NULL if none */
+ox_handler ox_find_domain_op(const char *domain, const char *op_type);
 extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
 extern const size_t ox_n_rnn_ops;
 extern const ox_opdef ox_seq_ops[];   /* onnx_seq.c: LinearAttention, CausalConvWithState, DFT, STFT */
