@@ -3,8 +3,8 @@
  * BatchNormalization's training mode, TensorScatter, MaxUnpool and MaxPool's
  * Indices output, Einsum's batch diagonal, blocked quantization, Dropout's
  * training mode, 3-d ConvTranspose, TfIdfVectorizer (integer pools), the
- * optimizers of domain ai.onnx.preview.training and two ai.onnx.ml ops: each a
- * few ISA instructions. */
+ * optimizers of domain ai.onnx.preview.training and three ai.onnx.ml ops: each
+ * a few ISA instructions. */
 #include <math.h>
 #include <string.h>
 
@@ -806,6 +806,278 @@ static void op_ArrayFeatureExtractor(ox_node *N)
     N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)(r - 1), &xx, &iv, x->dtype, r);
 }
 
+/* ---- ai.onnx.ml TreeEnsemble (opset 5) -------------------------------------------------------- */
+
+/* A float tensor attribute (f32 or f64; float_data, double_data or raw) as
+ * doubles; *n its count; NULL with *n = 0 when absent. */
+static double *bits_attr_doubles(ox_node *N, const char *name, size_t *n)
+{
+    const Onnx__AttributeProto *a = ox_attr(N, name);
+    *n = 0;
+    if (!a)
+        return NULL;
+    const Onnx__TensorProto *t = a->t;
+    if (!t)
+        ox_fail(N, TFVM_ERR_FORMAT, "attribute '%s' is not a tensor", name);
+    bool f64 = t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    if (!f64 && t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        ox_unsupported(N, "attribute '%s' of %s", name, ox_onnx_type_name(t->data_type));
+    size_t es = f64 ? 8 : 4, cnt = t->has_raw_data ? t->raw_data.len / es : f64 ? t->n_double_data : t->n_float_data;
+    if (t->has_raw_data && t->raw_data.len % es)
+        ox_fail(N, TFVM_ERR_FORMAT, "attribute '%s': %zu raw bytes", name, t->raw_data.len);
+    double *v = cc_alloc(N->C, (cnt ? cnt : 1) * sizeof *v);
+    for (size_t i = 0; i < cnt; i++) {
+        if (t->has_raw_data && f64) {
+            memcpy(&v[i], t->raw_data.data + i * 8, 8);
+        } else if (t->has_raw_data) {
+            float f;
+            memcpy(&f, t->raw_data.data + i * 4, 4);
+            v[i] = f;
+        } else {
+            v[i] = f64 ? t->double_data[i] : t->float_data[i];
+        }
+    }
+    *n = cnt;
+    return v;
+}
+
+/* an i64 constant of rank 1 */
+static ox_val bits_i64_const(ox_node *N, size_t n, const int64_t *v)
+{
+    int64_t len = (int64_t)n;
+    ox_val c = {0};
+    c.dtype = TFVM_I64;
+    c.rank = 1;
+    c.dims[0] = len;
+    c.v = cc_const_new(N->C, N->b, TFVM_I64, 1, &len, v, n * sizeof *v, false);
+    return c;
+}
+
+/* A rank-r constant of doubles as dtype d. */
+static ox_val bits_f_const(ox_node *N, uint8_t d, int r, const int64_t *dims, size_t n, const double *v)
+{
+    ox_val c = {0};
+    c.dtype = d;
+    c.rank = (int8_t)r;
+    memcpy(c.dims, dims, (size_t)r * sizeof *dims);
+    if (d == TFVM_F64) {
+        c.v = cc_const_new(N->C, N->b, TFVM_F64, r, dims, v, n * sizeof *v, false);
+    } else {
+        float *f = cc_alloc(N->C, (n ? n : 1) * sizeof *f);
+        for (size_t i = 0; i < n; i++)
+            f[i] = (float)v[i];
+        c.v = cc_const_new(N->C, N->b, TFVM_F32, r, dims, f, n * sizeof *f, false);
+    }
+    return c;
+}
+
+/* Every row walks every tree for as many steps as the deepest path: the
+ * current node of each (row, tree) ([B, T] i64; a leaf l as -(l+1), where
+ * it stays) picks its feature, split and mode by GATHER, the comparison
+ * (MEMBER: EQUAL against the node's padded set, REDUCE_MAX) picks the
+ * child. The leaves' weights go to their targets by ONEHOT and are summed
+ * over the trees (AVERAGE: / trees). */
+static void op_TreeEnsemble(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    uint8_t d = x->dtype;
+    if (ox_need_rank(N, x) != 2 || (d != TFVM_F32 && d != TFVM_F64))
+        ox_unsupported(N, "X other than an f32/f64 matrix");
+    int64_t agg = ox_attr_i(N, "aggregate_function", 1), post = ox_attr_i(N, "post_transform", 0);
+    if ((agg != 0 && agg != 1) || post != 0)
+        ox_unsupported(N, "aggregate_function %lld or post_transform %lld (SUM and AVERAGE, NONE are)", (long long)agg,
+                       (long long)post);
+    const Onnx__AttributeProto *am = ox_attr(N, "nodes_modes"), *af = ox_attr(N, "nodes_featureids");
+    const Onnx__AttributeProto *at = ox_attr(N, "nodes_truenodeids"), *afl = ox_attr(N, "nodes_falsenodeids");
+    const Onnx__AttributeProto *atl = ox_attr(N, "nodes_trueleafs"), *afll = ox_attr(N, "nodes_falseleafs");
+    const Onnx__AttributeProto *ar = ox_attr(N, "tree_roots"), *alt = ox_attr(N, "leaf_targetids");
+    const Onnx__AttributeProto *amv = ox_attr(N, "nodes_missing_value_tracks_true");
+    size_t nsp, nlw, nmv;
+    double *splits = bits_attr_doubles(N, "nodes_splits", &nsp), *lw = bits_attr_doubles(N, "leaf_weights", &nlw);
+    double *mv = bits_attr_doubles(N, "membership_values", &nmv);
+    int64_t nt = ox_attr_i(N, "n_targets", 0);
+    if (!am || !af || !at || !afl || !atl || !afll || !ar || !alt || !splits || !lw)
+        ox_fail(N, TFVM_ERR_FORMAT, "missing node, leaf or tree attributes");
+    if (amv)
+        for (size_t i = 0; i < amv->n_ints; i++)
+            if (amv->ints[i])
+                ox_unsupported(N, "nodes_missing_value_tracks_true");
+    /* nodes_modes: a u8 tensor (raw bytes or int32_data) */
+    size_t nn = 0, nl = alt->n_ints, ntr = ar->n_ints;
+    const Onnx__TensorProto *mt = am->t;
+    if (!mt || mt->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__UINT8)
+        ox_fail(N, TFVM_ERR_FORMAT, "nodes_modes is not a uint8 tensor");
+    nn = mt->has_raw_data ? mt->raw_data.len : mt->n_int32_data;
+    int64_t *modes = cc_alloc(N->C, (nn ? nn : 1) * sizeof *modes);
+    for (size_t i = 0; i < nn; i++)
+        modes[i] = mt->has_raw_data ? mt->raw_data.data[i] : mt->int32_data[i];
+    if (!nn || !ntr || af->n_ints != nn || at->n_ints != nn || afl->n_ints != nn || atl->n_ints != nn ||
+        afll->n_ints != nn || nsp != nn || nlw != nl || nt < 1 || nt > (1 << 20) || nn > (1u << 24) || nl > (1u << 24))
+        ox_fail(N, TFVM_ERR_FORMAT, "node, leaf or tree attributes of inconsistent lengths");
+    int64_t nf = x->dims[1];
+    /* member sets: the k-th MEMBER node takes the k-th NaN-separated run */
+    int64_t *setrow = cc_alloc(N->C, nn * sizeof *setrow), smax = 1, nsets = 0;
+    size_t pos = 0;
+    for (size_t i = 0; i < nn; i++) {
+        int64_t m = modes[i], f = af->ints[i];
+        if (m < 0 || m > 6 || f < 0 || (nf >= 0 && f >= nf))
+            ox_fail(N, TFVM_ERR_FORMAT, "node %zu: mode %lld or feature %lld out of range", i, (long long)m, (long long)f);
+        for (int side = 0; side < 2; side++) {
+            int64_t c = side ? afl->ints[i] : at->ints[i], leaf = side ? afll->ints[i] : atl->ints[i];
+            if (c < 0 || (leaf ? (size_t)c >= nl : (size_t)c >= nn))
+                ox_fail(N, TFVM_ERR_FORMAT, "node %zu: child %lld out of range", i, (long long)c);
+        }
+        setrow[i] = 0;
+        if (m == 6) {
+            int64_t len = 0;
+            while (pos < nmv && !isnan(mv[pos]))
+                pos++, len++;
+            pos++; /* the separator */
+            setrow[i] = ++nsets;
+            if (len > smax)
+                smax = len;
+        }
+    }
+    /* the sets as a [nsets + 1, smax] table padded with NaN (row 0: empty) */
+    size_t tcells = (size_t)(nsets + 1) * (size_t)smax;
+    double *sets = cc_alloc(N->C, tcells * sizeof *sets);
+    for (size_t i = 0; i < tcells; i++)
+        sets[i] = NAN;
+    pos = 0;
+    for (int64_t k = 1; k <= nsets; k++) {
+        for (int64_t j = 0; pos < nmv && !isnan(mv[pos]); j++)
+            sets[(size_t)k * (size_t)smax + (size_t)j] = mv[pos++];
+        pos++;
+    }
+    /* the longest path from a root (cycles refused): a walk of depth steps */
+    int64_t *depth = cc_alloc(N->C, nn * sizeof *depth), maxd = 0;
+    for (size_t r = 0; r < ntr; r++) {
+        if (ar->ints[r] < 0 || (size_t)ar->ints[r] >= nn)
+            ox_fail(N, TFVM_ERR_FORMAT, "tree root %lld out of range", (long long)ar->ints[r]);
+    }
+    /* depth by relaxation: a node's depth bounds its children's; more than nn rounds means a cycle */
+    for (size_t i = 0; i < nn; i++)
+        depth[i] = -1;
+    for (size_t r = 0; r < ntr; r++)
+        depth[ar->ints[r]] = 1;
+    for (size_t round = 0;; round++) {
+        bool changed = false;
+        for (size_t i = 0; i < nn; i++) {
+            if (depth[i] < 0)
+                continue;
+            if (depth[i] > maxd)
+                maxd = depth[i];
+            for (int side = 0; side < 2; side++) {
+                int64_t c = side ? afl->ints[i] : at->ints[i], leaf = side ? afll->ints[i] : atl->ints[i];
+                if (!leaf && depth[c] < depth[i] + 1) {
+                    depth[c] = depth[i] + 1;
+                    changed = true;
+                }
+            }
+        }
+        if (!changed)
+            break;
+        if (round > nn || maxd > 512)
+            ox_unsupported(N, "trees deeper than 512 or with cycles");
+    }
+    /* node tables */
+    int64_t *feat = cc_alloc(N->C, nn * sizeof *feat), *mode = cc_alloc(N->C, nn * sizeof *mode);
+    int64_t *tnext = cc_alloc(N->C, nn * sizeof *tnext), *fnext = cc_alloc(N->C, nn * sizeof *fnext);
+    for (size_t i = 0; i < nn; i++) {
+        feat[i] = af->ints[i];
+        mode[i] = modes[i];
+        tnext[i] = atl->ints[i] ? -(at->ints[i] + 1) : at->ints[i];
+        fnext[i] = afll->ints[i] ? -(afl->ints[i] + 1) : afl->ints[i];
+    }
+    ox_val vfeat = bits_i64_const(N, nn, feat), vmode = bits_i64_const(N, nn, mode);
+    ox_val vt = bits_i64_const(N, nn, tnext), vf = bits_i64_const(N, nn, fnext), vrow = bits_i64_const(N, nn, setrow);
+    int64_t d1 = (int64_t)nn, dset[2] = {nsets + 1, smax};
+    ox_val vsplit = bits_f_const(N, d, 1, &d1, nn, splits), vsets = bits_f_const(N, d, 2, dset, tcells, sets);
+    /* cur [B, T]: the roots, broadcast over the rows */
+    int64_t ntrees = (int64_t)ntr, b = x->dims[0];
+    ox_val roots = bits_i64_const(N, ntr, ar->ints);
+    int64_t rs[2] = {1, ntrees};
+    roots = bits_reshape(N, &roots, 2, rs);
+    ox_val xs = ox_shape_of(N, x), z1 = ox_i64s(N, 1, (const int64_t[]){0}), o1 = ox_i64s(N, 1, (const int64_t[]){1});
+    ox_val tv = ox_i64s(N, 1, &ntrees);
+    ox_val bsh = ox_op3(N, ISA_SLICE, 0, &xs, &z1, &o1, TFVM_I64, 1);
+    bsh = ox_op2(N, ISA_CONCAT, 0, &bsh, &tv, TFVM_I64, 1); /* [rows, trees], rows known at run time */
+    ox_val cur = ox_op2(N, ISA_EXPAND, 0, &roots, &bsh, TFVM_I64, 2);
+    ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
+    for (int64_t step = 0; step < maxd; step++) {
+        ox_val leafy = ox_ew2(N, ISA_LESS, &cur, &zero, TFVM_BOOL);
+        ox_val at_ = ox_ew2(N, ISA_MAX, &cur, &zero, TFVM_I64);
+        ox_val f = ox_op2(N, ISA_GATHER, 0, &vfeat, &at_, TFVM_I64, 2);
+        ox_val xv = ox_op2(N, ISA_GATHER_ELEMENTS, 1, x, &f, d, 2);
+        ox_val sp = ox_op2(N, ISA_GATHER, 0, &vsplit, &at_, d, 2);
+        ox_val md = ox_op2(N, ISA_GATHER, 0, &vmode, &at_, TFVM_I64, 2);
+        static const isa_op cmp[6] = {ISA_LESS_EQUAL, ISA_LESS, ISA_GREATER_EQUAL, ISA_GREATER, ISA_EQUAL, ISA_NOT_EQUAL};
+        ox_val cond = {0};
+        bool have = false;
+        for (int m = 0; m <= 6; m++) {
+            bool used = false;
+            for (size_t i = 0; i < nn && !used; i++)
+                used = mode[i] == m;
+            if (!used)
+                continue;
+            ox_val c;
+            if (m < 6) {
+                c = ox_ew2(N, cmp[m], &xv, &sp, TFVM_BOOL);
+            } else {
+                ox_val row = ox_op2(N, ISA_GATHER, 0, &vrow, &at_, TFVM_I64, 2);
+                ox_val set = ox_op2(N, ISA_GATHER, 0, &vsets, &row, d, 3);
+                int64_t s3[3] = {b, ntrees, 1};
+                ox_val x3 = bits_reshape(N, &xv, 3, s3);
+                ox_val eq = ox_ew2(N, ISA_EQUAL, &set, &x3, TFVM_BOOL);
+                int64_t two = 2;
+                ox_val a2 = ox_i64s(N, 1, &two);
+                c = ox_op2(N, ISA_REDUCE_MAX, 0, &eq, &a2, TFVM_BOOL, 2);
+            }
+            if (!have) {
+                cond = c;
+                have = true;
+            } else {
+                ox_val mv_ = ox_scalar(N, TFVM_I64, 0, m);
+                ox_val is = ox_ew2(N, ISA_EQUAL, &md, &mv_, TFVM_BOOL);
+                cond = ox_op3(N, ISA_SELECT, 0, &is, &c, &cond, TFVM_BOOL, 2);
+            }
+        }
+        ox_val tn = ox_op2(N, ISA_GATHER, 0, &vt, &at_, TFVM_I64, 2), fn = ox_op2(N, ISA_GATHER, 0, &vf, &at_, TFVM_I64, 2);
+        ox_val next = ox_op3(N, ISA_SELECT, 0, &cond, &tn, &fn, TFVM_I64, 2);
+        cur = ox_op3(N, ISA_SELECT, 0, &leafy, &cur, &next, TFVM_I64, 2);
+    }
+    /* leaves: -(cur + 1); weights to their targets */
+    ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val leaf = ox_ew1(N, ISA_NEG, &cur);
+    leaf = ox_ew2(N, ISA_SUB, &leaf, &one, TFVM_I64);
+    int64_t *tg = cc_alloc(N->C, (nl ? nl : 1) * sizeof *tg);
+    for (size_t i = 0; i < nl; i++) {
+        if (alt->ints[i] < 0 || alt->ints[i] >= nt)
+            ox_fail(N, TFVM_ERR_FORMAT, "leaf %zu: target %lld out of range", i, (long long)alt->ints[i]);
+        tg[i] = alt->ints[i];
+    }
+    int64_t dl1 = (int64_t)nl;
+    ox_val vtg = bits_i64_const(N, nl, tg), vw = bits_f_const(N, d, 1, &dl1, nl, lw);
+    ox_val lt = ox_op2(N, ISA_GATHER, 0, &vtg, &leaf, TFVM_I64, 2), lwv = ox_op2(N, ISA_GATHER, 0, &vw, &leaf, d, 2);
+    double oo[2] = {0, 1};
+    int64_t two = 2;
+    ox_val onoff = bits_f_const(N, d, 1, &two, 2, oo);
+    ox_val ntv = ox_scalar(N, TFVM_I64, 0, nt);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 2, &lt, &ntv, &onoff, d, 3);
+    int64_t s3[3] = {b, ntrees, 1};
+    ox_val w3 = bits_reshape(N, &lwv, 3, s3);
+    ox_val contrib = ox_ew2(N, ISA_MUL, &oh, &w3, d);
+    int64_t a1 = 1;
+    ox_val ax1 = ox_i64s(N, 1, &a1);
+    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &contrib, &ax1, d, 2);
+    if (agg == 0) {
+        ox_val nv = ox_fscalar(N, d, (double)ntrees);
+        y = ox_ew2(N, ISA_DIV, &y, &nv, d);
+    }
+    int64_t od[2] = {b, nt};
+    N->out[0] = bits_reshape(N, &y, 2, od);
+}
+
 ox_handler ox_find_domain_op(const char *domain, const char *op_type)
 {
     static const struct {
@@ -817,6 +1089,7 @@ ox_handler ox_find_domain_op(const char *domain, const char *op_type)
         {"ai.onnx.preview.training", "Momentum", op_Momentum},
         {"ai.onnx.ml", "ArrayFeatureExtractor", op_ArrayFeatureExtractor},
         {"ai.onnx.ml", "Binarizer", op_Binarizer},
+        {"ai.onnx.ml", "TreeEnsemble", op_TreeEnsemble},
     };
     for (size_t i = 0; i < UT_COUNTOF(ops); i++)
         if (strcmp(domain, ops[i].domain) == 0 && strcmp(op_type, ops[i].op) == 0)
