@@ -1204,10 +1204,19 @@ static void op_TfIdfVectorizer(ox_node *N)
     N->out[0] = r == 2 ? bits_reshape(N, &y, 2, od) : bits_reshape(N, &y, 1, &vcols);
 }
 
+/* ---- Optionals of plain tensors (opset 15/18): an absent input is the
+ * empty optional; a tensor is always there ------------------------------------------------------ */
+static void op_OptionalHasElement(ox_node *N)
+{
+    N->out[0] = ox_scalar(N, TFVM_BOOL, 0, ox_opt_in(N, 0) != NULL);
+}
+
+static void op_OptionalGetElement(ox_node *N) { N->out[0] = *ox_need(N, 0); }
+
 #define R(name, since) {#name, since, op_##name}
 const ox_opdef ox_bits_ops[] = {
     R(BitCast, 26), R(BitShift, 11), R(BitwiseAnd, 18), R(BitwiseNot, 18), R(BitwiseOr, 18), R(BitwiseXor, 18),
-    R(Compress, 9), R(Det, 11), R(MaxUnpool, 9), R(NonZero, 9), R(TensorScatter, 24), R(TfIdfVectorizer, 9), R(Unique, 11),
+    R(Compress, 9), R(Det, 11), R(MaxUnpool, 9), R(NonZero, 9), R(OptionalGetElement, 15), R(OptionalHasElement, 15), R(TensorScatter, 24), R(TfIdfVectorizer, 9), R(Unique, 11),
 };
 #undef R
 const size_t ox_n_bits_ops = UT_COUNTOF(ox_bits_ops);
