@@ -134,7 +134,7 @@ $(TFVM): $(CLI_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS_ALL) $(EDIT_LIBS)
 
-$(BUILD)/test/%: test/unit/%.c test/unit/testutil.h test/unit/kernutil.h $(LIBA)
+$(BUILD)/test/%: test/unit/%.c test/unit/testutil.h test/unit/kernutil.h test/unit/onnx_util.h test/unit/onnx_check.h $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CHECK_CFLAGS) $(CFLAGS_ALL) -fvisibility=default -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS_ALL) $(BLAS_LIBS)
 

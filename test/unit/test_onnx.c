@@ -3,49 +3,9 @@
  * Loop (scalar, with scan outputs, nested, with an If inside), Scan,
  * external data, exporters' conventions, and its errors: exact outputs,
  * exact messages, and every allocation failure ending in NOMEM. */
-#include "onnx_util.h"
-#include "testutil.h"
+#include "onnx_check.h"
 
 #define M "test/onnx/models/"
-
-static tfvm_program *compile_ok(const char *path)
-{
-    tfvm_program *p = NULL;
-    tfvm_error err;
-    tfvm_status st = ou_compile(path, NULL, &p, &err);
-    ck_assert_msg(st == TFVM_OK, "%s: %s", path, err.message);
-    return p;
-}
-
-/* runs main deterministically and on 2 threads; both must agree with want */
-static void run_both(tfvm_program *p, const tfvm_value *args, size_t n, tfvm_value *res, size_t nr, int mode)
-{
-    tfvm_config cfg;
-    tfvm_config_init(&cfg);
-    cfg.deterministic = mode == 0;
-    cfg.threads = mode == 0 ? 1 : 2;
-    tfvm_vm *vm;
-    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
-    tfvm_status st = tfvm_run(vm, "main", args, n, res, nr);
-    ck_assert_msg(st == TFVM_OK, "run: %s", tfvm_errmsg(vm));
-    tfvm_vm_free(vm);
-}
-
-static tfvm_tensor *ftensor(int rank, const int64_t *dims, const float *v)
-{
-    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
-    memcpy(tfvm_tensor_data(t), v, (size_t)tfvm_tensor_count(t) * sizeof *v);
-    return t;
-}
-
-static void check_f32(const tfvm_value *v, int rank, const int64_t *dims, const float *want)
-{
-    tfvm_tensor *w = ftensor(rank, dims, want);
-    char why[256];
-    bool ok = ou_same(v, w, why, sizeof why);
-    tfvm_tensor_free(w);
-    ck_assert_msg(ok, "%s", why);
-}
 
 START_TEST(mlp)
 {
@@ -59,7 +19,7 @@ START_TEST(mlp)
     tfvm_tensor *t = ftensor(2, d, x);
     tfvm_value a = tfvm_tensor_value(t), r;
     for (int mode = 0; mode < 2; mode++) {
-        run_both(p, &a, 1, &r, 1, mode);
+        run_main(p, &a, 1, &r, 1, mode);
         check_f32(&r, 2, (int64_t[]){2, 2}, (float[]){44.5f, 50.5f, 36.5f, 34.5f});
         tfvm_value_release(&r);
     }
@@ -76,7 +36,7 @@ START_TEST(cnn)
     tfvm_tensor *t = ftensor(4, d, x);
     tfvm_value a = tfvm_tensor_value(t), r;
     for (int mode = 0; mode < 2; mode++) {
-        run_both(p, &a, 1, &r, 1, mode);
+        run_main(p, &a, 1, &r, 1, mode);
         check_f32(&r, 2, (int64_t[]){1, 3}, (float[]){-7, 1, -6});
         tfvm_value_release(&r);
     }
@@ -92,7 +52,7 @@ START_TEST(if_branches)
     tfvm_tensor *t = ftensor(1, d, (float[]){1, 2, 3});
     for (int c = 0; c < 2; c++) {
         tfvm_value a[2] = {tfvm_bool(c == 1), tfvm_tensor_value(t)}, r;
-        run_both(p, a, 2, &r, 1, c);
+        run_main(p, a, 2, &r, 1, c);
         check_f32(&r, 1, d, c ? (float[]){2, 3, 4} : (float[]){2, 4, 6});
         tfvm_value_release(&r);
     }
@@ -104,7 +64,7 @@ END_TEST
 static int64_t run_i64(tfvm_program *p, const tfvm_value *args, size_t n, int mode)
 {
     tfvm_value r;
-    run_both(p, args, n, &r, 1, mode);
+    run_main(p, args, n, &r, 1, mode);
     ck_assert_ptr_null(r.tensor);
     ck_assert_int_eq(r.dtype, TFVM_I64);
     return r.as.i64;
@@ -137,7 +97,7 @@ START_TEST(loop_scan_outputs)
     tfvm_tensor *t = ftensor(1, d, (float[]){1, -1});
     tfvm_value a[2] = {tfvm_tensor_value(t), tfvm_i64(4)}, r[2];
     for (int mode = 0; mode < 2; mode++) {
-        run_both(p, a, 2, r, 2, mode);
+        run_main(p, a, 2, r, 2, mode);
         check_f32(&r[0], 1, d, (float[]){5, 3});
         check_f32(&r[1], 2, (int64_t[]){4, 2}, (float[]){0, 0, 3, 1, 8, 4, 15, 9});
         tfvm_value_release(&r[0]);
@@ -207,7 +167,7 @@ START_TEST(shape_chain_folded)
         x[i] = (float)i;
     tfvm_tensor *t = ftensor(3, (int64_t[]){2, 3, 4}, x);
     tfvm_value a = tfvm_tensor_value(t), r;
-    run_both(p, &a, 1, &r, 1, 0);
+    run_main(p, &a, 1, &r, 1, 0);
     check_f32(&r, 2, (int64_t[]){2, 12}, x);
     tfvm_value_release(&r);
     tfvm_tensor_free(t);
@@ -222,7 +182,7 @@ START_TEST(scan_reversed)
     tfvm_tensor *x = ftensor(2, (int64_t[]){3, 2}, (float[]){1, 2, 3, 4, 5, 6});
     tfvm_value a[2] = {tfvm_tensor_value(s0), tfvm_tensor_value(x)}, r[2];
     for (int mode = 0; mode < 2; mode++) {
-        run_both(p, a, 2, r, 2, mode);
+        run_main(p, a, 2, r, 2, mode);
         check_f32(&r[0], 1, (int64_t[]){2}, (float[]){9, 112});
         check_f32(&r[1], 2, (int64_t[]){3, 2}, (float[]){5, 106, 8, 110, 9, 112});
         tfvm_value_release(&r[0]);
@@ -239,7 +199,7 @@ START_TEST(external_data)
     tfvm_program *p = compile_ok(M "external.onnx");
     tfvm_tensor *x = ftensor(2, (int64_t[]){1, 2}, (float[]){1, 1});
     tfvm_value a = tfvm_tensor_value(x), r;
-    run_both(p, &a, 1, &r, 1, 0);
+    run_main(p, &a, 1, &r, 1, 0);
     check_f32(&r, 2, (int64_t[]){1, 2}, (float[]){4, 6});
     tfvm_value_release(&r);
     tfvm_tensor_free(x);

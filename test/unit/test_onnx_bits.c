@@ -3,51 +3,9 @@
  * occurrence, Dropout with a run-time training_mode (off, ratio 0, ratio 1,
  * and ratio 0.5 against SplitMix64 worked out in Python), and the exact
  * errors of BitShift, BitCast, TensorScatter and MaxPool's Indices. */
-#include "onnx_util.h"
-#include "testutil.h"
+#include "onnx_check.h"
 
 #define M "test/onnx/models/"
-
-static tfvm_program *compile_ok(const char *path)
-{
-    tfvm_program *p = NULL;
-    tfvm_error err;
-    tfvm_status st = ou_compile(path, NULL, &p, &err);
-    ck_assert_msg(st == TFVM_OK, "%s: %s", path, err.message);
-    return p;
-}
-
-static void check(const tfvm_value *v, tfvm_dtype d, int rank, const int64_t *dims, const void *want)
-{
-    tfvm_tensor *w = tfvm_tensor_new(d, rank, dims, NULL);
-    memcpy(tfvm_tensor_data(w), want, (size_t)tfvm_tensor_count(w) * tfvm_dtype_size(d));
-    char why[256];
-    bool ok = ou_same(v, w, why, sizeof why);
-    tfvm_tensor_free(w);
-    ck_assert_msg(ok, "%s", why);
-}
-
-/* runs main deterministically (mode 0) and on 2 threads (mode 1) */
-static void run(tfvm_program *p, const tfvm_value *args, size_t n, tfvm_value *res, size_t nr, int mode)
-{
-    tfvm_config cfg;
-    tfvm_config_init(&cfg);
-    cfg.deterministic = mode == 0;
-    cfg.threads = mode == 0 ? 1 : 2;
-    tfvm_vm *vm;
-    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
-    tfvm_status st = tfvm_run(vm, "main", args, n, res, nr);
-    ck_assert_msg(st == TFVM_OK, "run: %s", tfvm_errmsg(vm));
-    tfvm_vm_free(vm);
-}
-
-static void expect_error(const char *path, tfvm_status code, const char *msg)
-{
-    tfvm_program *p = NULL;
-    tfvm_error err;
-    ck_assert_int_eq(ou_compile(path, NULL, &p, &err), code);
-    ck_assert_str_eq(err.message, msg);
-}
 
 START_TEST(unique_unsorted)
 {
@@ -57,12 +15,12 @@ START_TEST(unique_unsorted)
     memcpy(tfvm_tensor_data(x), (float[]){2, 1, 1, 3, 4, 3}, 6 * sizeof(float));
     tfvm_value a = tfvm_tensor_value(x), r[4];
     for (int mode = 0; mode < 2; mode++) {
-        run(p, &a, 1, r, 4, mode);
+        run_main(p, &a, 1, r, 4, mode);
         int64_t d4 = 4;
-        check(&r[0], TFVM_F32, 1, &d4, (float[]){2, 1, 3, 4});
-        check(&r[1], TFVM_I64, 1, &d4, (int64_t[]){0, 1, 3, 4});
-        check(&r[2], TFVM_I64, 1, &d6, (int64_t[]){0, 1, 1, 2, 3, 2});
-        check(&r[3], TFVM_I64, 1, &d4, (int64_t[]){1, 2, 2, 1});
+        check_value(&r[0], TFVM_F32, 1, &d4, (float[]){2, 1, 3, 4});
+        check_value(&r[1], TFVM_I64, 1, &d4, (int64_t[]){0, 1, 3, 4});
+        check_value(&r[2], TFVM_I64, 1, &d6, (int64_t[]){0, 1, 1, 2, 3, 2});
+        check_value(&r[3], TFVM_I64, 1, &d4, (int64_t[]){1, 2, 2, 1});
         for (int k = 0; k < 4; k++)
             tfvm_value_release(&r[k]);
     }
@@ -79,9 +37,9 @@ static void dropout_case(tfvm_program *p, float ratio, bool training, const floa
     memcpy(tfvm_tensor_data(x), (float[]){1, -2, 3, 4, 5, -6}, 6 * sizeof(float));
     tfvm_value a[3] = {tfvm_tensor_value(x), tfvm_f32(ratio), tfvm_bool(training)}, r[2];
     for (int mode = 0; mode < 2; mode++) {
-        run(p, a, 3, r, 2, mode);
-        check(&r[0], TFVM_F32, 2, d, want_y);
-        check(&r[1], TFVM_BOOL, 2, d, want_m);
+        run_main(p, a, 3, r, 2, mode);
+        check_value(&r[0], TFVM_F32, 2, d, want_y);
+        check_value(&r[1], TFVM_BOOL, 2, d, want_m);
         tfvm_value_release(&r[0]);
         tfvm_value_release(&r[1]);
     }

@@ -3,57 +3,9 @@
  * CausalConvWithState with a past state, DFT with a run-time axis and its
  * real inverse, FlexAttention (ai.onnx.preview) with a score graph,
  * LinearAttention's recurrence, their exact errors, and NOMEM. */
-#include "onnx_util.h"
-#include "testutil.h"
+#include "onnx_check.h"
 
 #define M "test/onnx/models/"
-
-static tfvm_program *compile_ok(const char *path)
-{
-    tfvm_program *p = NULL;
-    tfvm_error err;
-    tfvm_status st = ou_compile(path, NULL, &p, &err);
-    ck_assert_msg(st == TFVM_OK, "%s: %s", path, err.message);
-    return p;
-}
-
-static tfvm_tensor *ftensor(int rank, const int64_t *dims, const float *v)
-{
-    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
-    memcpy(tfvm_tensor_data(t), v, (size_t)tfvm_tensor_count(t) * sizeof *v);
-    return t;
-}
-
-static void check_f32(const tfvm_value *v, int rank, const int64_t *dims, const float *want)
-{
-    tfvm_tensor *w = ftensor(rank, dims, want);
-    char why[256];
-    bool ok = ou_same(v, w, why, sizeof why);
-    tfvm_tensor_free(w);
-    ck_assert_msg(ok, "%s", why);
-}
-
-/* runs main deterministically (mode 0) and on 2 threads (mode 1) */
-static void run(tfvm_program *p, const tfvm_value *args, size_t n, tfvm_value *res, size_t nr, int mode)
-{
-    tfvm_config cfg;
-    tfvm_config_init(&cfg);
-    cfg.deterministic = mode == 0;
-    cfg.threads = mode == 0 ? 1 : 2;
-    tfvm_vm *vm;
-    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
-    tfvm_status st = tfvm_run(vm, "main", args, n, res, nr);
-    ck_assert_msg(st == TFVM_OK, "run: %s", tfvm_errmsg(vm));
-    tfvm_vm_free(vm);
-}
-
-static void expect_error(const char *path, tfvm_status code, const char *msg)
-{
-    tfvm_program *p = NULL;
-    tfvm_error err;
-    ck_assert_int_eq(ou_compile(path, NULL, &p, &err), code);
-    ck_assert_str_eq(err.message, msg);
-}
 
 START_TEST(causal_conv_with_past_state)
 {
@@ -62,7 +14,7 @@ START_TEST(causal_conv_with_past_state)
     tfvm_tensor *past = ftensor(3, (int64_t[]){1, 2, 1}, (float[]){1, 0});
     tfvm_value a[2] = {tfvm_tensor_value(x), tfvm_tensor_value(past)}, r[2];
     for (int mode = 0; mode < 2; mode++) {
-        run(p, a, 2, r, 2, mode);
+        run_main(p, a, 2, r, 2, mode);
         /* [1 | 1 2 3] * [1 2] + 10 and [0 | 1 0 -1] * [0 -1] - 1 */
         check_f32(&r[0], 3, (int64_t[]){1, 2, 3}, (float[]){13, 15, 18, -2, -1, 0});
         check_f32(&r[1], 3, (int64_t[]){1, 2, 1}, (float[]){3, -1});
@@ -81,13 +33,13 @@ START_TEST(rfft_axis_at_run_time)
     tfvm_tensor *x = ftensor(3, (int64_t[]){1, 4, 1}, (float[]){1, 2, 3, 4});
     tfvm_value a[2] = {tfvm_tensor_value(x), tfvm_i64(1)}, r;
     for (int mode = 0; mode < 2; mode++) {
-        run(p, a, 2, &r, 1, mode);
+        run_main(p, a, 2, &r, 1, mode);
         check_f32(&r, 3, (int64_t[]){1, 3, 2}, (float[]){10, 0, -2, 2, -2, 0});
         tfvm_value_release(&r);
     }
     /* the same axis counted from the end */
     a[1] = tfvm_i64(-2);
-    run(p, a, 2, &r, 1, 1);
+    run_main(p, a, 2, &r, 1, 1);
     check_f32(&r, 3, (int64_t[]){1, 3, 2}, (float[]){10, 0, -2, 2, -2, 0});
     tfvm_value_release(&r);
     tfvm_tensor_free(x);
@@ -101,7 +53,7 @@ START_TEST(irfft_inverts_rfft)
     tfvm_tensor *x = ftensor(3, (int64_t[]){1, 3, 2}, (float[]){10, 0, -2, 2, -2, 0});
     tfvm_value a = tfvm_tensor_value(x), r;
     for (int mode = 0; mode < 2; mode++) {
-        run(p, &a, 1, &r, 1, mode);
+        run_main(p, &a, 1, &r, 1, mode);
         check_f32(&r, 3, (int64_t[]){1, 4, 1}, (float[]){1, 2, 3, 4});
         tfvm_value_release(&r);
     }
@@ -118,7 +70,7 @@ START_TEST(flex_attention_score_mod)
     tfvm_tensor *v = ftensor(4, (int64_t[]){1, 1, 2, 1}, (float[]){4, 8});
     tfvm_value a[3] = {tfvm_tensor_value(q), tfvm_tensor_value(k), tfvm_tensor_value(v)}, r;
     for (int mode = 0; mode < 2; mode++) {
-        run(p, a, 3, &r, 1, mode);
+        run_main(p, a, 3, &r, 1, mode);
         /* equal scores plus [0, ln 3]: weights 1/4 and 3/4 */
         check_f32(&r, 4, (int64_t[]){1, 1, 1, 1}, (float[]){7});
         tfvm_value_release(&r);
@@ -138,7 +90,7 @@ START_TEST(linear_attention_recurrence)
     tfvm_tensor *v = ftensor(3, d, (float[]){3, 4});
     tfvm_value a[3] = {tfvm_tensor_value(q), tfvm_tensor_value(k), tfvm_tensor_value(v)}, r[2];
     for (int mode = 0; mode < 2; mode++) {
-        run(p, a, 3, r, 2, mode);
+        run_main(p, a, 3, r, 2, mode);
         /* state 1*3 = 3, then 3 + 2*4 = 11; each read by q = 1 */
         check_f32(&r[0], 3, d, (float[]){3, 11});
         check_f32(&r[1], 4, (int64_t[]){1, 1, 1, 1}, (float[]){11});
