@@ -127,7 +127,6 @@ tfvm_status dev_cpu_shape(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_range(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* issue 10 */
-tfvm_status dev_cpu_log_softmax(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_cumsum(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_squeeze(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_unsqueeze(dev_kctx *k, const dev_kview *in, dev_value *out);

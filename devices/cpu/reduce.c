@@ -19,8 +19,10 @@ static void split_axis(const dev_kview *x, int axis, int64_t *outer, int64_t *le
     *inner = i;
 }
 
-/* ---- SOFTMAX ------------------------------------------------------------------------ */
-#define SOFTMAX_LOOP(T, EXP)                                                               \
+/* ---- SOFTMAX, LOG_SOFTMAX -------------------------------------------------------------
+ * Along the axis: m = max(x); softmax = exp(x - m) / sum, log_softmax =
+ * x - m - log(sum), the sum of exp(x - m) taken in double. */
+#define SOFTMAX_LOOP(T, EXP, LOG)                                                          \
     do {                                                                                   \
         const T *xs = x->data;                                                             \
         T *os = o;                                                                         \
@@ -34,12 +36,19 @@ static void split_axis(const dev_kview *x, int axis, int64_t *outer, int64_t *le
                 double sum = 0;                                                            \
                 for (int64_t l = 0; l < len; l++) {                                        \
                     const T e = EXP(xp[l * inner] - m);                                    \
-                    op[l * inner] = e;                                                     \
+                    if (!(LOG))                                                            \
+                        op[l * inner] = e;                                                 \
                     sum += (double)e;                                                      \
                 }                                                                          \
-                const T scale = (T)(1.0 / sum);                                            \
-                for (int64_t l = 0; l < len; l++)                                          \
-                    op[l * inner] *= scale;                                                \
+                if (LOG) {                                                                 \
+                    const double lse = log(sum);                                           \
+                    for (int64_t l = 0; l < len; l++)                                      \
+                        op[l * inner] = (T)((double)(xp[l * inner] - m) - lse);            \
+                } else {                                                                   \
+                    const T scale = (T)(1.0 / sum);                                        \
+                    for (int64_t l = 0; l < len; l++)                                      \
+                        op[l * inner] *= scale;                                            \
+                }                                                                          \
             }                                                                              \
     } while (0)
 
@@ -59,59 +68,12 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     void *o;
     if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
         return st;
+    const bool log_of = k->op == ISA_LOG_SOFTMAX;
     if (len > 0) {
         if (x->dtype == TFVM_F32)
-            SOFTMAX_LOOP(float, expf);
+            SOFTMAX_LOOP(float, expf, log_of);
         else
-            SOFTMAX_LOOP(double, exp);
-    }
-    *out = r;
-    return TFVM_OK;
-}
-
-/* ---- LOG_SOFTMAX --------------------------------------------------------------------
- * x - max - log(sum(exp(x - max))), the sum in double. */
-#define LOG_SOFTMAX_LOOP(T, EXP)                                                           \
-    do {                                                                                   \
-        const T *xs = x->data;                                                             \
-        T *os = o;                                                                         \
-        for (int64_t a = 0; a < outer; a++)                                                \
-            for (int64_t b = 0; b < inner; b++) {                                          \
-                const T *xp = xs + a * len * inner + b;                                    \
-                T *op = os + a * len * inner + b;                                          \
-                T m = xp[0];                                                               \
-                for (int64_t l = 1; l < len; l++)                                          \
-                    m = xp[l * inner] > m ? xp[l * inner] : m;                             \
-                double sum = 0;                                                            \
-                for (int64_t l = 0; l < len; l++)                                          \
-                    sum += (double)EXP(xp[l * inner] - m);                                 \
-                const double lse = log(sum);                                               \
-                for (int64_t l = 0; l < len; l++)                                          \
-                    op[l * inner] = (T)((double)(xp[l * inner] - m) - lse);                \
-            }                                                                              \
-    } while (0)
-
-tfvm_status dev_cpu_log_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
-{
-    const dev_kview *x = &in[0];
-    if (!dev_kfloat(x->dtype))
-        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)",
-                         tfvm_dtype_name((tfvm_dtype)x->dtype));
-    int axis;
-    tfvm_status st = dev_kaxis(k, x, &axis);
-    if (st)
-        return st;
-    int64_t outer, len, inner;
-    split_axis(x, axis, &outer, &len, &inner);
-    dev_value r;
-    void *o;
-    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
-        return st;
-    if (len > 0) {
-        if (x->dtype == TFVM_F32)
-            LOG_SOFTMAX_LOOP(float, expf);
-        else
-            LOG_SOFTMAX_LOOP(double, exp);
+            SOFTMAX_LOOP(double, exp, log_of);
     }
     *out = r;
     return TFVM_OK;

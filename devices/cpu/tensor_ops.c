@@ -282,7 +282,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_SLICE] = dev_cpu_slice,         [ISA_GATHER] = dev_cpu_gather,
     [ISA_PAD] = dev_cpu_pad,             [ISA_SHAPE] = dev_cpu_shape,
     [ISA_FILL] = dev_cpu_fill,           [ISA_RANGE] = dev_cpu_range,
-    [ISA_LOG_SOFTMAX] = dev_cpu_log_softmax, [ISA_REDUCE_MIN] = dev_cpu_reduce,
+    [ISA_LOG_SOFTMAX] = dev_cpu_softmax,     [ISA_REDUCE_MIN] = dev_cpu_reduce,
     [ISA_REDUCE_PROD] = dev_cpu_reduce,  [ISA_ARGMIN] = dev_cpu_argmax,
     [ISA_SQUEEZE] = dev_cpu_squeeze,     [ISA_UNSQUEEZE] = dev_cpu_unsqueeze,
     [ISA_FLATTEN] = dev_cpu_flatten,     [ISA_EXPAND] = dev_cpu_expand,
