@@ -80,10 +80,40 @@ typedef struct resize_axis {
         }                                                                                  \
     } while (0)
 
+/* The result's dims and each axis's scale, from scales (ns entries) or sizes
+ * (nz entries): RESIZE's and RESIZE2's shared checks. */
+static tfvm_status out_dims(dev_kctx *k, const dev_kview *x, const dev_kview *sc, int64_t ns, const int64_t *sizes,
+                            int nz, int64_t *od, double *scale)
+{
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    for (int i = 0; i < x->rank; i++) {
+        const int64_t d = x->dims[i];
+        if (ns) {
+            const double s = ((const float *)sc->data)[i];
+            if (!(s > 0) || isinf(s))
+                return dev_kfail(k, TFVM_ERR_ARGUMENT, "scale %g for axis %d must be finite and > 0", s, i);
+            const double n = floor((double)d * s);
+            if (n > (double)RESIZE_MAX)
+                return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d of %s scaled by %g is too large", i, dev_kshape(x, s1), s);
+            od[i] = (int64_t)n;
+            scale[i] = s;
+        } else {
+            if (sizes[i] < 0 || sizes[i] > RESIZE_MAX)
+                return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad sizes %s: each must be in 0..2^40", dev_kdims(nz, sizes, s1));
+            if (d == 0 && sizes[i] > 0)
+                return dev_kfail(k, TFVM_ERR_SHAPE, "cannot resize empty axis %d of %s to %s", i, dev_kshape(x, s1),
+                                 dev_kdims(nz, sizes, s2));
+            od[i] = sizes[i];
+            scale[i] = d ? (double)sizes[i] / (double)d : 1;
+        }
+    }
+    return TFVM_OK;
+}
+
 tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0], *sc = &in[1];
-    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    char s1[DEV_KSHAPE];
     const uint32_t opt = k->attr;
     const uint32_t coord = opt & RESIZE_COORD, rnd = opt & RESIZE_ROUND;
     if ((opt & ~(ISA_OPT_LINEAR | RESIZE_COORD | RESIZE_ROUND)) || (coord & (coord - 1)) || (rnd & (rnd - 1)))
@@ -108,29 +138,10 @@ tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
                          (long long)ns, nz, dev_kshape(x, s1));
     int64_t od[TFVM_MAX_RANK], count, total = 0;
     double scale[TFVM_MAX_RANK];
-    for (int i = 0; i < R; i++) {
-        const int64_t d = x->dims[i];
-        if (ns) {
-            const double s = ((const float *)sc->data)[i];
-            if (!(s > 0) || isinf(s))
-                return dev_kfail(k, TFVM_ERR_ARGUMENT, "scale %g for axis %d must be finite and > 0", s, i);
-            const double n = floor((double)d * s);
-            if (n > (double)RESIZE_MAX)
-                return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d of %s scaled by %g is too large", i, dev_kshape(x, s1), s);
-            od[i] = (int64_t)n;
-            scale[i] = s;
-        } else {
-            if (sizes[i] < 0 || sizes[i] > RESIZE_MAX)
-                return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad sizes %s: each must be in 0..2^40",
-                                 dev_kdims(nz, sizes, s1));
-            if (d == 0 && sizes[i] > 0)
-                return dev_kfail(k, TFVM_ERR_SHAPE, "cannot resize empty axis %d of %s to %s", i, dev_kshape(x, s1),
-                                 dev_kdims(nz, sizes, s2));
-            od[i] = sizes[i];
-            scale[i] = d ? (double)sizes[i] / (double)d : 1;
-        }
+    if ((st = out_dims(k, x, sc, ns, sizes, nz, od, scale)))
+        return st;
+    for (int i = 0; i < R; i++)
         total += od[i];
-    }
     if (!dev_kcount(R, od, &count))
         return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(R, od, s1));
     /* One scratch block: lo, hi and w for every output coordinate of every axis. */
@@ -362,7 +373,7 @@ static void resize2_apply(const resize2_pass *p, double ext, const double *src, 
 tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0], *sc = &in[1], *pv = &in[3];
-    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    char s1[DEV_KSHAPE];
     const uint32_t opt = k->attr;
     const uint32_t coord = opt & RESIZE2_COORD, rnd = opt & RESIZE_ROUND, mode = opt & RESIZE2_MODES,
                    keep = opt & RESIZE2_KEEP;
@@ -399,27 +410,8 @@ tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out)
     int64_t od[TFVM_MAX_RANK];
     double scale[TFVM_MAX_RANK];
     const uint32_t kaxes = (opt & ISA_OPT_KEEP_AXES) / ISA_OPT_KEEP_AXIS0;
-    for (int i = 0; i < R; i++) {
-        const int64_t d = x->dims[i];
-        if (ns) {
-            const double s = ((const float *)sc->data)[i];
-            if (!(s > 0) || isinf(s))
-                return dev_kfail(k, TFVM_ERR_ARGUMENT, "scale %g for axis %d must be finite and > 0", s, i);
-            const double n = floor((double)d * s);
-            if (n > (double)RESIZE_MAX)
-                return dev_kfail(k, TFVM_ERR_SHAPE, "axis %d of %s scaled by %g is too large", i, dev_kshape(x, s1), s);
-            od[i] = (int64_t)n;
-            scale[i] = s;
-        } else {
-            if (sizes[i] < 0 || sizes[i] > RESIZE_MAX)
-                return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad sizes %s: each must be in 0..2^40", dev_kdims(nz, sizes, s1));
-            if (d == 0 && sizes[i] > 0)
-                return dev_kfail(k, TFVM_ERR_SHAPE, "cannot resize empty axis %d of %s to %s", i, dev_kshape(x, s1),
-                                 dev_kdims(nz, sizes, s2));
-            od[i] = sizes[i];
-            scale[i] = d ? (double)sizes[i] / (double)d : 1;
-        }
-    }
+    if ((st = out_dims(k, x, sc, ns, sizes, nz, od, scale)))
+        return st;
     if (keep && nz) {
         /* one scale for the listed axes: the smallest (not_larger) or largest */
         double s = 0;
