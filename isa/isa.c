@@ -1,6 +1,7 @@
 /* isa/isa.c — the op table, generated from ops.def, and program helpers. */
 #include "isa.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,16 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
     switch (op) {
     case ISA_MATMUL:
         return bit == ISA_OPT_TRANS_A ? "ta" : bit == ISA_OPT_TRANS_B ? "tb" : NULL;
+    case ISA_FUSED_MATMUL:
+    case ISA_FUSED_CONV2D:
+        switch (bit) {
+        case ISA_OPT_TRANS_A: return op == ISA_FUSED_MATMUL ? "ta" : NULL;
+        case ISA_OPT_TRANS_B: return op == ISA_FUSED_MATMUL ? "tb" : NULL;
+        case ISA_OPT_ACT_RELU: return "relu";
+        case ISA_OPT_ACT_SIGMOID: return "sigmoid";
+        case ISA_OPT_ACT_TANH: return "tanh";
+        default: return NULL;
+        }
     case ISA_REDUCE_SUM:
     case ISA_REDUCE_MEAN:
     case ISA_REDUCE_MAX:
@@ -213,5 +224,62 @@ const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t s
         snprintf(buf, size, "%s", p->insts[i].name);
     else
         snprintf(buf, size, "%%%u", i);
+    return buf;
+}
+
+const char *isa_inst_where(const isa_program *p, uint32_t i, char *buf, size_t size)
+{
+    if (!size)
+        return buf;
+    buf[0] = '\0';
+    if (i >= p->n_insts || !p->insts[i].line)
+        return buf;
+    const isa_inst *in = &p->insts[i];
+    if (p->source)
+        snprintf(buf, size, "%s:%" PRIu32 ":%" PRIu32, p->source, in->line, in->col);
+    else
+        snprintf(buf, size, "%" PRIu32 ":%" PRIu32, in->line, in->col);
+    return buf;
+}
+
+const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s@%" PRIu32, callee, id);
+    return buf;
+}
+
+bool isa_param_set_shape(isa_program *p, isa_param *q, unsigned ndim, const int64_t *dims)
+{
+    int64_t *d = ut_arena_array(&p->arena, ndim ? ndim : 1, sizeof *d);
+    if (!d)
+        return false;
+    for (unsigned k = 0; k < ndim; k++)
+        d[k] = dims[k] < 0 ? -1 : dims[k];
+    q->shaped = true;
+    q->ndim = (uint8_t)ndim;
+    q->dims = d;
+    return true;
+}
+
+const char *isa_param_type(const isa_param *q, char *buf, size_t size)
+{
+    const char *dt = tfvm_dtype_name((tfvm_dtype)q->dtype);
+    if (q->rank == 0 || !q->shaped) {
+        snprintf(buf, size, "%s%s", dt, q->rank == 0 ? "" : "[]");
+        return buf;
+    }
+    if (q->ndim == 0) {
+        snprintf(buf, size, "%s[()]", dt);
+        return buf;
+    }
+    size_t n = (size_t)snprintf(buf, size, "%s[", dt);
+    for (unsigned k = 0; k < q->ndim && n < size; k++) {
+        if (q->dims[k] < 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s?", k ? ", " : "");
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, k ? ", " : "", q->dims[k]);
+    }
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
     return buf;
 }

@@ -157,6 +157,12 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 /* Option bits of ISA_ATTR_OPTS instructions */
 #define ISA_OPT_TRANS_A  1u        /* MATMUL: a's last two dims transposed */
 #define ISA_OPT_TRANS_B  2u        /* MATMUL: b's last two dims transposed */
+/* FUSED_MATMUL, FUSED_CONV2D: the activation applied last (at most one of
+ * the three; none: the identity). FUSED_MATMUL also takes ta/tb. */
+#define ISA_OPT_ACT_RELU    4u
+#define ISA_OPT_ACT_SIGMOID 8u
+#define ISA_OPT_ACT_TANH    16u
+#define ISA_OPT_ACT_MASK (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH)
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
 #define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
 #define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */
@@ -225,6 +231,13 @@ typedef struct isa_param {
     const char *name;
     uint8_t dtype;     /* tfvm_dtype */
     uint8_t rank;      /* 0 = scalar, ISA_RANK_ANY = tensor */
+    /* A tensor's declared shape (the .tfvm shape table): when `shaped`, the
+     * tensor has rank ndim and dimension k is dims[k], -1 for `?`; when not,
+     * any rank. Always false for scalars. dims lives in the program's arena
+     * (out of line: a hostile file's parameter records stay small in memory). */
+    bool shaped;
+    uint8_t ndim;
+    const int64_t *dims;
 } isa_param;
 
 typedef struct isa_entry {
@@ -270,6 +283,8 @@ typedef struct isa_program {
     ut_arena arena;    /* owns every array and string below */
     tfvm_allocator alloc;
     const char *name;  /* file name for messages */
+    const char *source;/* the source file the instructions' line:col refer to
+                          (a .tfg, .onnx or .pb file), or NULL */
     uint32_t n_regions, n_insts, n_edges, n_consts, n_sites, n_entries;
     isa_region *regions;
     isa_inst *insts;
@@ -301,5 +316,18 @@ static inline uint32_t isa_outs(const isa_inst *in) { return (uint32_t)isa_ops[i
 
 /* Writes "name" or "%index" for instruction i into buf. */
 const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size);
+/* Where instruction i came from, into buf: "mlp.tfg:10:19" (source file,
+ * line, column), "10:19" when the file is unknown, "" when the line is.
+ * Returns buf. */
+const char *isa_inst_where(const isa_program *p, uint32_t i, char *buf, size_t size);
+/* The printed form of call site `id` of function `callee`: "fib@2" (call
+ * site 2 of fib, not fib(2)). The one place the label format is written. */
+const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t size);
+/* Declares tensor parameter q's shape: ndim (<= TFVM_MAX_RANK) dimensions,
+ * -1 for `?`, copied into p's arena. False when memory runs out. */
+bool isa_param_set_shape(isa_program *p, isa_param *q, unsigned ndim, const int64_t *dims);
+/* A parameter's declared type as .tfasm and messages write it: "i32",
+ * "f32[]" (a tensor of any rank), "f32[?, 784]", "f32[()]" (rank 0). */
+const char *isa_param_type(const isa_param *q, char *buf, size_t size);
 
 #endif

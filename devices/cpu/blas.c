@@ -107,7 +107,8 @@ const char *dev_blas_error(void) { return error[0] ? error : "not loaded"; }
 void dev_cpu_prepare(const isa_program *p)
 {
     for (uint32_t i = 0; i < p->n_insts; i++)
-        if (p->insts[i].op == ISA_MATMUL || p->insts[i].op == ISA_CONV2D) {
+        if (p->insts[i].op == ISA_MATMUL || p->insts[i].op == ISA_CONV2D || p->insts[i].op == ISA_FUSED_MATMUL ||
+            p->insts[i].op == ISA_FUSED_CONV2D) {
             dev_blas(); /* a failure is reported by the kernel that needs it */
             return;
         }

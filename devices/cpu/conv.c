@@ -136,6 +136,18 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "too large for BLAS: x %s, w %s", dev_kshape(x, s1),
                          dev_kshape(w, s2));
     const int64_t od[4] = {N, O, OH, OW};
+    /* FUSED_CONV2D: the result as [N, O, OH*OW] with bias [O, 1] */
+    dev_kepi epi, *ep = NULL;
+    if (k->op == ISA_FUSED_CONV2D) {
+        const dev_kview *bias = &in[3];
+        if (bias->rank != 1 || bias->dims[0] != O)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "bias must be [%lld] (the output channels of w %s), got %s",
+                             (long long)O, dev_kshape(w, s1), dev_kshape(bias, s2));
+        const int64_t rd[3] = {N, O, OH * OW}, bd[2] = {O, 1};
+        if ((st = dev_kepi_init(k, &epi, x, bias, 2, bd, 3, rd)))
+            return st;
+        ep = &epi;
+    }
     dev_value r;
     void *o;
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
@@ -160,6 +172,8 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             dev_kgemm(x->dtype, false, false, Og, OHW, CKK,
                       (const char *)w->data + (size_t)(g * Og * CKK) * esz, CKK, direct ? xg : col,
                       OHW, (char *)o + (size_t)((n * O + g * Og) * OHW) * esz, OHW);
+            if (ep)
+                dev_kepi_rows(ep, o, n * O + g * Og, Og);
         }
     if (col)
         dev_ktemp_free(k, col, (size_t)(CKK * OHW), esz);

@@ -110,6 +110,29 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc);
 bool dev_kgemm_fits(int64_t v);
 
+/* The epilogue of FUSED_MATMUL and FUSED_CONV2D (fused.c): c[j] = act(c[j] +
+ * bias[j * bstep]) for j < n, f32/f64; bias NULL adds nothing; act is one
+ * ISA_OPT_ACT_* bit or 0 (the identity). bstep is 0 or 1. */
+void dev_kepilogue(uint8_t dtype, uint32_t act, void *c, int64_t n, const void *bias, int64_t bstep);
+/* A result of `rank` dims seen as rows of its last dim, with a bias of dims
+ * bdims that broadcasts to it (NumPy rules, without growing it). */
+typedef struct dev_kepi {
+    uint8_t dtype;
+    uint32_t act;
+    int rank;
+    int64_t len; /* elements per row: dims[rank - 1] (1 for rank 0) */
+    int64_t dims[TFVM_MAX_RANK];
+    int64_t bstr[TFVM_MAX_RANK]; /* the bias's element strides over dims, 0 where broadcast */
+    const char *bias;
+} dev_kepi;
+/* Checks k->attr's activation bits (at most one: TFVM_ERR_ARGUMENT), the
+ * bias dtype (x's: TFVM_ERR_TYPE) and its dims (TFVM_ERR_SHAPE, "bias [5]
+ * does not broadcast to the product [2, 4]"), and fills ep. */
+tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
+                          int brank, const int64_t *bdims, int rank, const int64_t *dims);
+/* Applies the epilogue to rows [row0, row0 + nrows) of the result at c. */
+void dev_kepi_rows(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows);
+
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out);

@@ -158,11 +158,20 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "dims too large for BLAS: %s and %s", dev_kshape(a, s1),
                          dev_kshape(b, s2));
 
+    /* FUSED_MATMUL: the bias and activation, applied to each gemm's rows */
+    dev_kepi epi, *ep = NULL;
+    tfvm_status st;
+    if (k->op == ISA_FUSED_MATMUL) {
+        if ((st = dev_kepi_init(k, &epi, a, &in[2], in[2].rank, in[2].dims, orank, od)))
+            return st;
+        ep = &epi;
+    }
     dev_value r;
     void *c;
-    tfvm_status st = dev_kresult(k, a->dtype, orank, od, &r, &c);
-    if (st)
+    if ((st = dev_kresult(k, a->dtype, orank, od, &r, &c)))
         return st;
+    /* the result's rows (of its last dim), for the epilogue */
+    const int64_t epi_all = ep && epi.len ? batch * (va ? 1 : M) * (vb ? 1 : N) / epi.len : 0;
     const size_t esz = dev_kesize(a->dtype);
     bool b_shared = true, a_full = !ta;
     for (int j = 0; j < nbat; j++) {
@@ -173,12 +182,16 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
         /* Every a matrix meets the same b and the a matrices lie back to back:
          * one gemm of [batch * M, K] @ [K, N] (an MLP's hot case). */
         dev_kgemm(a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N);
+        if (ep)
+            dev_kepi_rows(ep, c, 0, epi_all);
     } else {
         int64_t idx[TFVM_MAX_RANK] = {0}, oa = 0, ob = 0;
         char *cp = c;
         for (int64_t t = 0; t < batch; t++) {
             dev_kgemm(a->dtype, ta, tb, M, N, K, (const char *)a->data + (size_t)oa * esz, ac,
                       (const char *)b->data + (size_t)ob * esz, bc, cp, N);
+            if (ep && !va && !vb) /* matrix t is rows [t*M, t*M + M) of the result */
+                dev_kepi_rows(ep, c, t * M, M);
             cp += (size_t)(M * N) * esz;
             for (int j = nbat - 1; j >= 0; j--) {
                 oa += sa[j];
@@ -190,6 +203,8 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
                 idx[j] = 0;
             }
         }
+        if (ep && (va || vb))
+            dev_kepi_rows(ep, c, 0, epi_all);
     }
     *out = r;
     return TFVM_OK;

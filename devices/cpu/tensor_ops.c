@@ -298,10 +298,12 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,
     [ISA_UNIQUE] = dev_cpu_unique,       [ISA_UNIQUE_INDEX] = dev_cpu_unique_index,
     [ISA_DET] = dev_cpu_det,
+    [ISA_FUSED_MATMUL] = dev_cpu_matmul, [ISA_FUSED_CONV2D] = dev_cpu_conv2d,
 };
 
 static const bool table_gated[ISA_OP_COUNT] = {
     [ISA_MATMUL] = true, [ISA_CONV2D] = true, [ISA_RANGE] = true,
+    [ISA_FUSED_MATMUL] = true, [ISA_FUSED_CONV2D] = true,
 };
 
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,

@@ -1,0 +1,116 @@
+/* devices/cpu/fused.c — FUSED_MATMUL and FUSED_CONV2D: a product, its bias and
+ * its activation in one kernel, the bias and activation applied to each block
+ * of the result right after the gemm that wrote it (while it is in cache). */
+#include "devices/cpu/kern.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The activations, the same expressions as the elementwise RELU, SIGMOID and
+ * TANH (elementwise.c), so that a fused instruction gives bit for bit what the
+ * three separate ones give. */
+#define EPI_LOOP(T, EXP, TANH)                                                              \
+    do {                                                                                    \
+        T *c = cv;                                                                          \
+        const T *b = bv;                                                                    \
+        const T b0 = b ? b[0] : 0;                                                          \
+        switch (act) {                                                                      \
+        case ISA_OPT_ACT_RELU:                                                              \
+            if (b && bstep)                                                                 \
+                for (int64_t j = 0; j < n; j++) {                                           \
+                    const T x = c[j] + b[j];                                                \
+                    c[j] = x < 0 ? 0 : x;                                                   \
+                }                                                                           \
+            else                                                                            \
+                for (int64_t j = 0; j < n; j++) {                                           \
+                    const T x = c[j] + b0;                                                  \
+                    c[j] = x < 0 ? 0 : x;                                                   \
+                }                                                                           \
+            break;                                                                          \
+        case ISA_OPT_ACT_SIGMOID:                                                           \
+            for (int64_t j = 0; j < n; j++) {                                               \
+                const T x = c[j] + (b ? b[j * bstep] : 0);                                  \
+                c[j] = x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x));                  \
+            }                                                                               \
+            break;                                                                          \
+        case ISA_OPT_ACT_TANH:                                                              \
+            for (int64_t j = 0; j < n; j++)                                                 \
+                c[j] = TANH(c[j] + (b ? b[j * bstep] : 0));                                 \
+            break;                                                                          \
+        default:                                                                            \
+            if (!b)                                                                         \
+                break;                                                                      \
+            if (bstep)                                                                      \
+                for (int64_t j = 0; j < n; j++)                                             \
+                    c[j] += b[j];                                                           \
+            else                                                                            \
+                for (int64_t j = 0; j < n; j++)                                             \
+                    c[j] += b0;                                                             \
+            break;                                                                          \
+        }                                                                                   \
+    } while (0)
+
+void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
+{
+    if (dtype == TFVM_F32)
+        EPI_LOOP(float, expf, tanhf);
+    else
+        EPI_LOOP(double, exp, tanh);
+}
+
+tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
+                          int brank, const int64_t *bdims, int rank, const int64_t *dims)
+{
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    *ep = (dev_kepi){.dtype = x->dtype, .act = k->attr & ISA_OPT_ACT_MASK, .rank = rank};
+    if (ep->act & (ep->act - 1))
+        return dev_kfail(k, TFVM_ERR_ARGUMENT, "more than one activation (options 0x%x)", (unsigned)k->attr);
+    if (bias->dtype != x->dtype)
+        return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and bias %s", dev_kdesc(x, s1),
+                         dev_kdesc(bias, s2));
+    bool ok = brank <= rank;
+    for (int i = 0; ok && i < brank; i++) {
+        const int64_t bd = bdims[brank - 1 - i];
+        ok = bd == 1 || bd == dims[rank - 1 - i];
+    }
+    if (!ok)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "bias %s does not broadcast to the product %s", dev_kshape(bias, s1),
+                         dev_kdims(rank, dims, s2));
+    int64_t acc = 1;
+    for (int i = 0; i < brank; i++) {
+        const int j = rank - 1 - i;
+        ep->bstr[j] = bdims[brank - 1 - i] == 1 ? 0 : acc;
+        acc *= bdims[brank - 1 - i];
+    }
+    memcpy(ep->dims, dims, (size_t)rank * sizeof *dims);
+    ep->len = rank ? dims[rank - 1] : 1;
+    ep->bias = bias->data;
+    return TFVM_OK;
+}
+
+void dev_kepi_rows(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows)
+{
+    if (ep->len == 0 || nrows <= 0)
+        return;
+    const int r = ep->rank;
+    const size_t esz = dev_kesize(ep->dtype);
+    /* the coordinates of row0 over the leading dims, and its bias offset */
+    int64_t idx[TFVM_MAX_RANK] = {0}, boff = 0, rest = row0;
+    for (int j = r - 2; j >= 0; j--) {
+        idx[j] = ep->dims[j] ? rest % ep->dims[j] : 0;
+        rest = ep->dims[j] ? rest / ep->dims[j] : 0;
+        boff += idx[j] * ep->bstr[j];
+    }
+    char *cp = (char *)c + (size_t)(row0 * ep->len) * esz;
+    const int64_t step = r ? ep->bstr[r - 1] : 0;
+    for (int64_t row = 0; row < nrows; row++, cp += (size_t)ep->len * esz) {
+        dev_kepilogue(ep->dtype, ep->act, cp, ep->len, ep->bias + (size_t)boff * esz, step);
+        for (int j = r - 2; j >= 0; j--) {
+            boff += ep->bstr[j];
+            if (++idx[j] < ep->dims[j])
+                break;
+            boff -= ep->bstr[j] * ep->dims[j];
+            idx[j] = 0;
+        }
+    }
+}
