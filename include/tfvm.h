@@ -120,6 +120,19 @@ typedef enum tfvm_device {
  * stay set up for the life of the process. Thread-safe. */
 TFVM_API tfvm_status tfvm_device_status(const char *name, char *buf, size_t size);
 
+/* ---- Worker pools --------------------------------------------------------
+ * The threads a VM's runs use. They persist across runs: a run on an idle
+ * pool wakes them (they spin briefly after each run, then sleep), it does not
+ * create them. A VM makes its own pool at its first run with several workers;
+ * several VMs may share one (tfvm_config.pool), and then their runs take
+ * turns. Free a pool after every VM that uses it. */
+typedef struct tfvm_pool tfvm_pool;
+
+/* A pool of `threads` workers, the calling thread of each run included (0 =
+ * one per physical core), pinned one per core. NULL: out of memory. */
+TFVM_API tfvm_pool *tfvm_pool_new(int threads);
+TFVM_API void tfvm_pool_free(tfvm_pool *pool);
+
 /* ---- Configuration -----------------------------------------------------
  * Always initialise with tfvm_config_init() and then set fields: new
  * fields get safe defaults that way. */
@@ -131,9 +144,17 @@ typedef struct tfvm_config {
     bool deterministic;       /* single thread, fixed firing order       */
     uint64_t max_contexts;    /* 0 = unlimited; else TFVM_ERR_LIMIT      */
     tfvm_device device;       /* default: TFVM_DEVICE_CPU                */
+    const char *sched;        /* scheduling policy by name (tfvm_sched_name);
+                                 NULL: "deterministic" for one worker,
+                                 "workstealing" for more                 */
+    tfvm_pool *pool;          /* worker threads shared with other VMs;
+                                 NULL: the VM's own (threads above)      */
 } tfvm_config;
 
 TFVM_API void tfvm_config_init(tfvm_config *cfg);
+/* The i-th scheduling policy's name and one-line summary, or NULL past the
+ * end: "workstealing", "deterministic". */
+TFVM_API const char *tfvm_sched_name(size_t i, const char **summary);
 
 /* ---- Tensors -----------------------------------------------------------
  * Dense, C-order (row-major), reference counted. A tensor returned to you
@@ -314,12 +335,18 @@ TFVM_API tfvm_status tfvm_program_save_file(const tfvm_program *p, const char *p
                                             tfvm_error *err);
 TFVM_API void tfvm_program_free(tfvm_program *p);
 
-/* Entry points: name, parameters and results. Pointers stay valid for the
- * program's lifetime. rank is -1 for "tensor of any rank", 0 for scalars. */
+/* Entry points: name, parameters and results, with the shapes the program
+ * declares (`x: f32[?, 784]`); every run checks its arguments and results
+ * against them. Pointers stay valid for the program's lifetime. */
 typedef struct tfvm_param_info {
     const char *name;
     tfvm_dtype dtype;
-    int rank;
+    int rank;             /* 0: a scalar (or a tensor declared with rank 0, see
+                             is_tensor); -1: a tensor of any rank; else the
+                             tensor's declared rank */
+    bool is_tensor;       /* false: a scalar value (tfvm_value.tensor == NULL) */
+    const int64_t *dims;  /* rank > 0: the declared dimensions, -1 where any size
+                             fits (`?`); NULL otherwise */
 } tfvm_param_info;
 typedef struct tfvm_entry_info {
     const char *name;

@@ -1,15 +1,216 @@
-/* scheduler/sched.c — the table of scheduling policies. */
+/* scheduler/sched.c — the policies (one table) and the state of a run they
+ * share: the deterministic policy (one worker, LIFO, nothing to find once
+ * its stack is empty) and work stealing (private stacks, donated work,
+ * Chase–Lev deques, spinning then parking, lock-free termination). */
 #include "sched.h"
 
+#include <sched.h>
 #include <string.h>
+#include <time.h>
+
+#define SPINS_BEFORE_PARK 2000
+
+bool sched_stack_grow(sched_worker *w, const tfvm_allocator *a)
+{
+    if (w->lo_stack) { /* donated from the bottom: slide down first */
+        memmove(w->stack, w->stack + w->lo_stack, (w->n_stack - w->lo_stack) * sizeof *w->stack);
+        w->n_stack -= w->lo_stack;
+        w->lo_stack = 0;
+        if (w->n_stack < w->cap_stack)
+            return true;
+    }
+    size_t cap = w->cap_stack ? w->cap_stack * 2 : 256;
+    sched_item *s = ut_realloc(a, w->stack, w->cap_stack * sizeof *s, cap * sizeof *s);
+    if (!s)
+        return false;
+    w->stack = s;
+    w->cap_stack = cap;
+    return true;
+}
+
+/* ---- Runs ---------------------------------------------------------------------------- */
+
+tfvm_status sched_run_init(sched_run *r, sched_worker **workers, uint32_t n, const tfvm_allocator *a)
+{
+    memset(r, 0, sizeof *r);
+    r->workers = workers;
+    r->n = n;
+    r->alloc = a;
+    pthread_mutex_init(&r->park_lock, NULL);
+    pthread_cond_init(&r->park_cond, NULL);
+    return TFVM_OK;
+}
+
+void sched_run_fini(sched_run *r)
+{
+    pthread_mutex_destroy(&r->park_lock);
+    pthread_cond_destroy(&r->park_cond);
+}
+
+void sched_run_reset(sched_run *r)
+{
+    atomic_store(&r->idle, r->n - 1);
+    atomic_store(&r->done, 0);
+    atomic_store(&r->job, NULL);
+    for (uint32_t i = 0; i < r->n; i++)
+        atomic_store(&r->workers[i]->busy, i == 0);
+}
+
+void sched_wake_all(sched_run *r)
+{
+    pthread_mutex_lock(&r->park_lock);
+    r->wake_seq++;
+    pthread_cond_broadcast(&r->park_cond);
+    pthread_mutex_unlock(&r->park_lock);
+}
+
+void sched_wake_one(sched_run *r)
+{
+    pthread_mutex_lock(&r->park_lock);
+    r->wake_seq++;
+    pthread_cond_signal(&r->park_cond);
+    pthread_mutex_unlock(&r->park_lock);
+}
+
+void sched_run_stop(sched_run *r)
+{
+    atomic_store(&r->done, 1);
+    if (atomic_load(&r->sleepers))
+        sched_wake_all(r);
+}
+
+/* ---- Deterministic --------------------------------------------------------------------- */
+
+static bool serial_find_work(sched_run *r, sched_worker *w, sched_item *out)
+{
+    (void)r, (void)w, (void)out;
+    return false; /* the only worker's stack is empty: nothing is in flight */
+}
+
+/* ---- Work stealing ---------------------------------------------------------------------- */
+
+static bool any_work(const sched_run *r)
+{
+    if (atomic_load_explicit(&r->job, memory_order_relaxed))
+        return true;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (dq_size(&r->workers[i]->dq) > 0)
+            return true;
+    return false;
+}
+
+static void finish(sched_run *r)
+{
+    atomic_store(&r->done, 1);
+    sched_wake_all(r);
+}
+
+/* Out of local work: our deque, then steal, help with a kernel's loop, spin,
+ * park. Every worker idle means no token is in flight anywhere (a worker
+ * only goes idle with no work of its own, and idle workers make no tokens),
+ * so quiescence is detected without any lock on the firing path. */
+static bool steal_join(sched_run *r, sched_worker *w, sched_item *out);
+
+static bool steal_find_work(sched_run *r, sched_worker *w, sched_item *out)
+{
+    if (dq_pop(&w->dq, out))
+        return true;
+    /* Idle: nothing of ours is half-updated, so sharing needs no answer. */
+    atomic_store_explicit(&w->busy, 0, memory_order_seq_cst);
+    sched_serve(w);
+    if (atomic_fetch_add(&r->idle, 1) + 1 == r->n) {
+        finish(r);
+        return false;
+    }
+    return steal_join(r, w, out);
+}
+
+/* An idle worker (counted in r->idle) looks for work until the run ends. */
+static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
+{
+    uint32_t n = r->n;
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&r->done, memory_order_acquire))
+            return false;
+        if (sched_help_job(r))
+            spins = 0;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t vi = (w->victim + k) % n; /* the last victim first, then the next ones */
+            sched_worker *v = r->workers[vi];
+            if (v == w || dq_size(&v->dq) == 0)
+                continue;
+            atomic_fetch_sub(&r->idle, 1); /* not idle while holding stolen work */
+            int got = dq_steal(&v->dq, out);
+            if (got == DQ_OK) {
+                /* busy again: requests made while idle are read now */
+                atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+                sched_serve_as(w, memory_order_seq_cst);
+                w->steals++;
+                w->victim = vi;
+                return true;
+            }
+            if (atomic_fetch_add(&r->idle, 1) + 1 == n) {
+                finish(r);
+                return false;
+            }
+        }
+        if (spins < SPINS_BEFORE_PARK)
+            continue;
+        spins = 0;
+        /* Park until a donation wakes us (or a bounded wait passes: a
+         * wake-up that raced our going to sleep costs at most that long). */
+        pthread_mutex_lock(&r->park_lock);
+        atomic_fetch_add(&r->sleepers, 1);
+        uint64_t seq = r->wake_seq;
+        if (!any_work(r) && !atomic_load(&r->done)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 1000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            w->parks++;
+            while (seq == r->wake_seq && !atomic_load(&r->done))
+                if (pthread_cond_timedwait(&r->park_cond, &r->park_lock, &until) != 0)
+                    break;
+        }
+        atomic_fetch_sub(&r->sleepers, 1);
+        pthread_mutex_unlock(&r->park_lock);
+    }
+}
+
+/* When some worker is idle and nothing waits in our deque: the oldest private
+ * activation (the biggest piece of work, depth-first) goes to the deque, where
+ * thieves take it, and a parked worker is woken for it. */
+static void steal_offer(sched_run *r, sched_worker *w)
+{
+    w->since_donate = 0;
+    if (w->n_stack == w->lo_stack || !atomic_load_explicit(&r->idle, memory_order_relaxed) || dq_size(&w->dq) > 0)
+        return;
+    if (!dq_push(&w->dq, &w->stack[w->lo_stack]))
+        return; /* no memory for the deque: keep it */
+    if (++w->lo_stack == w->n_stack)
+        w->lo_stack = w->n_stack = 0;
+    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
+        sched_wake_one(r);
+}
+
+/* ---- The table ----------------------------------------------------------------------------- */
 
 static const sched_policy policies[] = {
     {.name = "workstealing",
-     .summary = "one worker per core, Chase-Lev deques, owner LIFO, thieves FIFO",
-     .parallel = true},
+     .summary = "one worker per core, private LIFO stacks, Chase-Lev deques, thieves take the oldest",
+     .multi = true,
+     .find_work = steal_find_work,
+     .join = steal_join,
+     .offer = steal_offer},
     {.name = "deterministic",
      .summary = "one thread, LIFO (depth-first), the same firing order every run",
-     .parallel = false},
+     .multi = false,
+     .find_work = serial_find_work,
+     .join = serial_find_work,
+     .offer = NULL},
 };
 
 const sched_policy *sched_policy_find(const char *name)

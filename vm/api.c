@@ -1,5 +1,6 @@
 /* vm/api.c — the public VM functions of tfvm.h: configuration, VM lifetime,
  * runs, errors and counters. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "devices/cpu/cpu.h"
@@ -71,45 +72,62 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     vm->cfg = *cfg;
     vm->alloc = cfg->allocator;
     pthread_mutex_init(&vm->err_lock, NULL);
-    pthread_mutex_init(&vm->park_lock, NULL);
-    pthread_cond_init(&vm->park_cond, NULL);
-    /* Workers: one per physical core unless told otherwise; one means the
-     * deterministic policy (no atomics, no threads). */
+    /* The policy: by name, or deterministic for one worker and work
+     * stealing for more. Workers: the shared pool's threads, or one per
+     * physical core, unless told otherwise. */
+    const sched_policy *pol = NULL;
+    if (cfg->sched && !(pol = sched_policy_find(cfg->sched))) {
+        ut_free(&cfg->allocator, vm, sizeof *vm);
+        return TFVM_ERR_ARGUMENT;
+    }
     uint32_t n = 1;
-    if (!cfg->deterministic) {
-        if (cfg->threads > 0) {
+    if (!cfg->deterministic && (!pol || pol->multi)) {
+        if (cfg->threads > 0)
             n = (uint32_t)cfg->threads;
-        } else {
+        else if (cfg->pool)
+            n = sched_pool_threads(cfg->pool->pool);
+        else {
             vm->topo = sched_topo_load();
             n = sched_topo_cores(vm->topo);
         }
-        if (n > 1 && !vm->topo)
+        if (cfg->pool && n > sched_pool_threads(cfg->pool->pool))
+            n = sched_pool_threads(cfg->pool->pool);
+        if (n > 1 && !vm->topo && !cfg->pool)
             vm->topo = sched_topo_load();
     }
     if (n > 1024)
         n = 1024;
+    if (!pol)
+        pol = sched_policy_find(n > 1 ? "workstealing" : "deterministic");
     vm->n_workers = n;
+    vm->policy = pol;
+    vm->multi = pol->multi;
+    if (cfg->pool)
+        vm->pool = cfg->pool->pool;
     dev_cpu_set_threads((int)n); /* OpenBLAS threads share the cores with the workers */
     dev_cpu_prepare(vm->prog);
-    vm->parallel = n > 1;
-    vm->policy = sched_policy_find(vm->parallel ? "workstealing" : "deterministic");
     tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);
     if (st == TFVM_OK) {
         vm->w = ut_calloc(&vm->alloc, n, sizeof *vm->w);
-        if (!vm->w)
+        vm->sw = ut_calloc(&vm->alloc, n, sizeof *vm->sw);
+        if (!vm->w || !vm->sw)
             st = TFVM_ERR_NOMEM;
+        else
+            st = sched_run_init(&vm->run, vm->sw, n, &vm->alloc);
     }
     for (uint32_t i = 0; st == TFVM_OK && i < n; i++) {
         vm_worker *w = &vm->w[i];
         w->vm = vm;
         w->id = i;
+        w->sw.id = i;
+        vm->sw[i] = &w->sw;
         /* Written on every context made or freed: a cache line of padding on
          * each side, or two workers' lists share a line and every context
          * costs both of them a miss. */
         w->free_ctx = ut_calloc(&vm->alloc, vm->prog->n_regions + 2 * FREE_PAD, sizeof(void *));
         if (w->free_ctx)
             w->free_ctx += FREE_PAD;
-        if (!w->free_ctx || (vm->parallel && !dq_init(&w->dq, &vm->alloc)))
+        if (!w->free_ctx || (vm->multi && !dq_init(&w->sw.dq, &vm->alloc)))
             st = TFVM_ERR_NOMEM;
     }
     if (st == TFVM_OK)
@@ -139,9 +157,9 @@ static void worker_free(tfvm_vm *vm, vm_worker *w)
         ut_free(&vm->alloc, l, sizeof *l);
         l = next;
     }
-    if (vm->parallel && atomic_load_explicit(&w->dq.array, memory_order_relaxed))
-        dq_fini(&w->dq);
-    ut_free(&vm->alloc, w->stack, w->cap_stack * sizeof *w->stack);
+    if (vm->multi && atomic_load_explicit(&w->sw.dq.array, memory_order_relaxed))
+        dq_fini(&w->sw.dq);
+    ut_free(&vm->alloc, w->sw.stack, w->sw.cap_stack * sizeof *w->sw.stack);
     if (w->free_ctx)
         ut_free(&vm->alloc, w->free_ctx - FREE_PAD, (vm->prog->n_regions + 2 * FREE_PAD) * sizeof(void *));
 }
@@ -159,6 +177,12 @@ void tfvm_vm_free(tfvm_vm *vm)
     for (uint32_t i = 0; vm->w && i < vm->n_workers; i++)
         worker_free(vm, &vm->w[i]);
     ut_free(&vm->alloc, vm->w, vm->n_workers * sizeof *vm->w);
+    if (vm->sw) {
+        sched_run_fini(&vm->run);
+        ut_free(&vm->alloc, vm->sw, vm->n_workers * sizeof *vm->sw);
+    }
+    if (vm->own_pool)
+        sched_pool_free(vm->pool);
     if (vm->consts) {
         for (uint32_t i = 0; i < vm->prog->n_consts; i++)
             dev_value_release(&vm->consts[i]);
@@ -168,8 +192,6 @@ void tfvm_vm_free(tfvm_vm *vm)
     vm_plan_free(&vm->plan);
     sched_topo_free(vm->topo);
     pthread_mutex_destroy(&vm->err_lock);
-    pthread_mutex_destroy(&vm->park_lock);
-    pthread_cond_destroy(&vm->park_cond);
     tfvm_allocator a = vm->alloc;
     ut_free(&a, vm, sizeof *vm);
 }
@@ -209,6 +231,43 @@ tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, siz
     }
     vm_step(vm, 0);
     return vm_end(vm, results, n_results);
+}
+
+tfvm_pool *tfvm_pool_new(int threads)
+{
+    tfvm_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    if (threads <= 0 || threads > 1) {
+        p->topo = sched_topo_load();
+        if (threads <= 0)
+            threads = (int)sched_topo_cores(p->topo);
+    }
+    if (threads > 1024)
+        threads = 1024;
+    if (!(p->pool = sched_pool_new((unsigned)threads, p->topo))) {
+        sched_topo_free(p->topo);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void tfvm_pool_free(tfvm_pool *p)
+{
+    if (!p)
+        return;
+    sched_pool_free(p->pool);
+    sched_topo_free(p->topo);
+    free(p);
+}
+
+const char *tfvm_sched_name(size_t i, const char **summary)
+{
+    const sched_policy *p = sched_policy_at(i);
+    if (summary)
+        *summary = p ? p->summary : NULL;
+    return p ? p->name : NULL;
 }
 
 void tfvm_interrupt(tfvm_vm *vm)

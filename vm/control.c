@@ -5,7 +5,7 @@
  *
  * Calls are lock-free (the callee context is created once with a CAS, the
  * arrivals counted atomically). A loop instance changes once per iteration,
- * not once per firing, so it has a mutex (taken only in parallel mode).
+ * not once per firing, so it has a mutex (taken only when several workers run).
  * Nothing is unreferenced while a loop's lock is held: an unref can end an
  * iteration, which takes the lock again. */
 #include <sched.h>
@@ -25,7 +25,7 @@ static void deadness_error(vm_worker *w, vm_ctx *ctx, uint32_t inst, const char 
  * answers sharing requests (vm_ctx_share): its holder may be waiting for us. */
 static inline void loop_lock(vm_worker *w, vm_loop *l)
 {
-    if (!w->vm->parallel)
+    if (!w->vm->multi)
         return;
     for (unsigned spins = 0; pthread_mutex_trylock(&l->lock) != 0; spins++) {
         vm_serve_shares(w);
@@ -35,7 +35,7 @@ static inline void loop_lock(vm_worker *w, vm_loop *l)
 }
 static inline void loop_unlock(vm_worker *w, vm_loop *l)
 {
-    if (w->vm->parallel)
+    if (w->vm->multi)
         pthread_mutex_unlock(&l->lock);
 }
 

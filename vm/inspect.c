@@ -18,7 +18,7 @@ static uint64_t status_of(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst)
 
 size_t vm_ready_each(const tfvm_vm *vm, void (*fn)(void *ud, const vm_act *a), void *ud)
 {
-    if (!vm->w || vm->parallel)
+    if (!vm->w || vm->multi)
         return 0;
     const vm_worker *w = &vm->w[0];
     size_t n = 0;
@@ -32,9 +32,10 @@ size_t vm_ready_each(const tfvm_vm *vm, void (*fn)(void *ud, const vm_act *a), v
             fn(ud, &w->next);
         n++;
     }
-    for (size_t k = w->n_stack; k-- > 0;) {
+    const vm_act *stack = (const vm_act *)(const void *)w->sw.stack;
+    for (size_t k = w->sw.n_stack; k-- > 0;) {
         if (fn)
-            fn(ud, &w->stack[k]);
+            fn(ud, &stack[k]);
         n++;
     }
     return n;

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "devices/value.h"
 #include "isa/isa.h"
@@ -131,24 +132,21 @@ _Static_assert(sizeof(vm_act) == sizeof(sched_item), "an activation is one deque
 
 /* ---- Workers ------------------------------------------------------------------
  * One per thread. Everything here is touched only by its own thread during a
- * run (the deque's top end excepted), so counters and free lists need no
- * atomics. */
+ * run (the scheduler's deque top and sharing handshake excepted), so counters
+ * and free lists need no atomics. */
 typedef struct vm_worker {
+    sched_worker sw;         /* queues, stealing, the sharing handshake (scheduler/sched.h) */
     struct tfvm_vm *vm;
     uint32_t id;
     bool has_next;
     bool spare;              /* the firing activation's reference on `held` is unclaimed */
     vm_ctx *held;            /* the context of the activation being fired */
     vm_act next;             /* the newest ready activation: run inline, never queued */
-    sched_deque dq;          /* parallel mode: activations donated to thieves */
-    vm_act *stack;           /* older ready activations, private (LIFO); parallel mode
-                                donates the oldest, from lo_stack up, to the deque */
-    size_t n_stack, cap_stack, lo_stack;
-    uint32_t since_donate;   /* firings since the last look at idle workers */
     vm_ctx **free_ctx;       /* per region: recycled contexts */
     vm_ctx *blocks;          /* every context this worker allocated */
     vm_loop *loops;          /* every loop instance this worker allocated */
     vm_loop *free_loops;
+    dev_par_runner par;      /* kernels' parallel loops on this run's workers */
     /* contexts made minus freed by this worker; others read it (the peak
      * count), so it has a cache line of its own, away from the counters
      * written on every firing */
@@ -156,16 +154,15 @@ typedef struct vm_worker {
     char live_pad[56];
     uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
     tfvm_stats st;
-    uint64_t parks, inline_runs, shares;
-    /* Sharing handshake (vm_ctx_share): requests by other workers, the last
-     * request this worker answered, and whether it is running activations. */
-    atomic_uint share_req, share_ack;
-    unsigned share_seen;
-    atomic_int busy;
-    pthread_t thread;
-    uint32_t victim;         /* next worker to try stealing from */
+    uint64_t inline_runs, shares;
     char pad[64];
 } vm_worker;
+
+/* A pool of worker threads as the public API hands it out (tfvm_pool_new). */
+struct tfvm_pool {
+    sched_pool *pool;
+    sched_topo *topo;
+};
 
 /* ---- The VM ---------------------------------------------------------------- */
 typedef enum vm_state { VM_IDLE, VM_RUNNING, VM_PAUSED, VM_DONE, VM_FAILED } vm_state;
@@ -179,9 +176,13 @@ struct tfvm_vm {
     tfvm_config cfg;
     tfvm_allocator alloc;
     vm_plan plan;
-    const sched_policy *policy;
-    bool parallel;              /* several workers (work stealing) */
-    sched_topo *topo;           /* parallel mode: cores, for pinning (may be NULL) */
+    const sched_policy *policy; /* who runs what (scheduler/sched.h) */
+    bool multi;                 /* the policy runs several workers: a context may be
+                                   touched by several threads (vm_ctx_atomic decides) */
+    sched_topo *topo;           /* several workers: cores, for pinning (may be NULL) */
+    sched_pool *pool;           /* the threads of its runs: tfvm_config.pool, or its own,
+                                   made at the first run that needs one */
+    bool own_pool;
     tfvm_error err;
     _Atomic int state;          /* vm_state */
     pthread_mutex_t err_lock;   /* the first error wins */
@@ -190,12 +191,8 @@ struct tfvm_vm {
     /* workers: w[0] runs on the thread that calls tfvm_run */
     vm_worker *w;
     uint32_t n_workers;
-    atomic_uint idle;           /* workers that found no work anywhere */
-    atomic_uint sleepers;       /* parked workers */
-    atomic_int done;            /* quiescent (or failed): workers leave */
-    pthread_mutex_t park_lock;
-    pthread_cond_t park_cond;
-    uint64_t wake_seq;          /* under park_lock */
+    sched_worker **sw;          /* &w[i].sw, for the scheduler */
+    sched_run run;              /* idle count, parking, termination, kernels' loops */
 
     /* the current run */
     uint32_t entry;
@@ -253,6 +250,20 @@ tfvm_status vm_profile(tfvm_vm *vm, bool on);
 void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
 
 /* ---- Internals shared by the vm/ files -------------------------------------- */
+/* A cycle counter for profiling (nanoseconds where there is none). */
+static inline uint64_t vm_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+/* After a run ended: every result arrived and is live, or the run fails as
+ * stuck, naming the instructions that hold partial matches (diag.c). */
+tfvm_status vm_check_results(tfvm_vm *vm);
 vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem);
 /* Gives back a context that was never published (lost a creation race). */
 void vm_ctx_discard(vm_worker *w, vm_ctx *c);
@@ -281,21 +292,8 @@ static inline bool vm_ctx_atomic(vm_worker *w, vm_ctx *c)
     return o == VM_CTX_SHARED || vm_ctx_share(w, c);
 }
 /* Between two firings, and while waiting for anything: answer the sharing
- * requests made since the last time. Reading a request (acquire) makes the
- * requester's `shared` flag visible to everything this worker does next;
- * the answer (release) makes this worker's earlier plain updates visible to
- * the requester. `order` is seq_cst where a worker becomes busy (find_work):
- * with the requester's seq_cst request and its seq_cst look at `busy`, one
- * of the two always sees the other. */
-static inline void vm_serve_shares_as(vm_worker *w, memory_order order)
-{
-    unsigned r = atomic_load_explicit(&w->share_req, order);
-    if (r != w->share_seen) {
-        w->share_seen = r;
-        atomic_store_explicit(&w->share_ack, r, memory_order_release);
-    }
-}
-static inline void vm_serve_shares(vm_worker *w) { vm_serve_shares_as(w, memory_order_acquire); }
+ * requests made since the last time (scheduler/sched.h, sched_serve). */
+static inline void vm_serve_shares(vm_worker *w) { sched_serve(&w->sw); }
 /* A reference on c, atomic or not as vm_ctx_atomic decided (`par`). A
  * delivery decides once for all its updates of c: asking again could answer
  * a sharing request halfway (vm_ctx_share answers requests while it waits),

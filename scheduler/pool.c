@@ -1,0 +1,254 @@
+/* scheduler/pool.c — worker threads that persist across runs, and kernels'
+ * parallel loops on a run's idle workers.
+ *
+ * A run is announced in one word: its generation, an "open" bit and the
+ * number of pool threads that joined it. A thread joins by a CAS that keeps
+ * the bit set; the caller closes the run by clearing the bit, which also
+ * tells it how many joined, and waits for exactly those to leave. A thread
+ * that wakes late finds the run closed and does nothing, so a run never
+ * waits for a thread that is still asleep: workers start a run idle, and
+ * one that never shows up cannot delay its end. */
+#include "sched.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define RUN_OPEN (1ull << 31)
+#define RUN_JOINED (RUN_OPEN - 1)
+#define RUN_GEN(w) ((w) >> 32)
+/* How long a thread stays awake after a run for the next one, in spins of
+ * about 20-50 ns: back-to-back runs (an embedder's loop, `tfvm profile`)
+ * find the threads awake instead of paying a wake-up each. */
+#define IDLE_SPINS 20000
+
+struct sched_pool {
+    unsigned threads;            /* the caller's thread included */
+    const sched_topo *topo;
+    pthread_t *tids;
+    unsigned started;
+    _Atomic uint64_t word;       /* generation << 32 | RUN_OPEN | threads joined */
+    atomic_uint left;            /* threads that finished the current run */
+    atomic_uint sleeping;
+    atomic_bool stop;
+    void (*fn)(void *ud, uint32_t i);
+    void *ud;
+    uint32_t n;                  /* workers of the current run */
+    pthread_mutex_t lock;        /* sleeping threads */
+    pthread_cond_t wake;
+    pthread_mutex_t turn;        /* one run at a time */
+};
+
+typedef struct pool_thread {
+    sched_pool *pool;
+    uint32_t index;
+} pool_thread;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Waits for a run it has not seen: spins a while, then sleeps. Returns the
+ * run's word, or 0 when the pool is stopping. */
+static uint64_t await_run(sched_pool *p, uint64_t seen_gen)
+{
+    for (unsigned spins = 0;; spins++) {
+        uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire))
+            return 0;
+        if (RUN_GEN(w) != seen_gen && (w & RUN_OPEN))
+            return w;
+        if (spins < IDLE_SPINS) {
+            cpu_relax();
+            continue;
+        }
+        pthread_mutex_lock(&p->lock);
+        atomic_fetch_add(&p->sleeping, 1); /* seq_cst: the caller's store of word, then its look at sleeping */
+        while (!atomic_load(&p->stop) && RUN_GEN(atomic_load(&p->word)) == RUN_GEN(w))
+            pthread_cond_wait(&p->wake, &p->lock);
+        atomic_fetch_sub(&p->sleeping, 1);
+        pthread_mutex_unlock(&p->lock);
+        spins = 0;
+    }
+}
+
+static void *pool_main(void *arg)
+{
+    pool_thread *t = arg;
+    sched_pool *p = t->pool;
+    uint32_t i = t->index;
+    free(t);
+    if (p->topo)
+        sched_topo_pin(p->topo, i);
+    uint64_t seen = 0;
+    for (;;) {
+        uint64_t w = await_run(p, seen);
+        if (!w)
+            return NULL;
+        seen = RUN_GEN(w);
+        if (i >= p->n)
+            continue; /* a run with fewer workers than the pool has threads */
+        /* join while the run is open; a closed run is over for us */
+        while ((w & RUN_OPEN) && RUN_GEN(w) == seen &&
+               !atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+            ;
+        if (!(w & RUN_OPEN) || RUN_GEN(w) != seen)
+            continue;
+        p->fn(p->ud, i);
+        atomic_fetch_add_explicit(&p->left, 1, memory_order_release);
+    }
+}
+
+sched_pool *sched_pool_new(unsigned threads, const sched_topo *topo)
+{
+    if (threads < 1)
+        threads = 1;
+    sched_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->threads = threads;
+    p->topo = topo;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_mutex_init(&p->turn, NULL);
+    p->tids = calloc(threads, sizeof *p->tids);
+    if (!p->tids) {
+        sched_pool_free(p);
+        return NULL;
+    }
+    for (unsigned i = 1; i < threads; i++) {
+        pool_thread *t = malloc(sizeof *t);
+        if (!t)
+            break;
+        t->pool = p;
+        t->index = i;
+        if (pthread_create(&p->tids[i], NULL, pool_main, t) != 0) {
+            free(t);
+            break;
+        }
+        p->started = i;
+    }
+    /* fewer threads than asked: the runs use what started (the VM counts
+     * the missing workers as idle; their work is stolen by the others) */
+    return p;
+}
+
+void sched_pool_free(sched_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->stop, true);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 1; i <= p->started; i++)
+        pthread_join(p->tids[i], NULL);
+    free(p->tids);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->turn);
+    free(p);
+}
+
+unsigned sched_pool_threads(const sched_pool *p) { return p ? p->threads : 1; }
+
+void sched_pool_run(sched_pool *p, uint32_t n, void (*fn)(void *ud, uint32_t i), void *ud)
+{
+    pthread_mutex_lock(&p->turn);
+    p->fn = fn;
+    p->ud = ud;
+    p->n = n;
+    atomic_store_explicit(&p->left, 0, memory_order_relaxed);
+    uint64_t gen = RUN_GEN(atomic_load(&p->word)) + 1;
+    atomic_store(&p->word, gen << 32 | RUN_OPEN); /* seq_cst: then the look at sleeping */
+    if (n > 1 && atomic_load(&p->sleeping)) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
+    fn(ud, 0);
+    /* close: no thread joins from now on; wait for those that did */
+    uint64_t w = atomic_load(&p->word);
+    while (!atomic_compare_exchange_weak(&p->word, &w, w & ~RUN_OPEN))
+        ;
+    unsigned joined = (unsigned)(w & RUN_JOINED);
+    for (unsigned spins = 0; atomic_load_explicit(&p->left, memory_order_acquire) != joined; spins++)
+        if (spins < 1000)
+            cpu_relax();
+        else
+            sched_yield();
+    pthread_mutex_unlock(&p->turn);
+}
+
+/* ---- Parallel loops ------------------------------------------------------------------ */
+
+struct sched_job {
+    dev_par_fn fn;
+    void *arg;
+    size_t n, chunk, chunks;
+    atomic_size_t next, done;
+};
+
+static void run_chunk(sched_job *j, size_t c)
+{
+    size_t begin = c * j->chunk, end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
+    j->fn(j->arg, begin, end);
+    atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
+}
+
+/* Helpers count themselves in job_users before they look at the job, and
+ * the publisher clears the job and then waits for job_users to drop to zero,
+ * so no helper touches a job after its publisher returned (both sides
+ * seq_cst). */
+
+bool sched_help_job(sched_run *r)
+{
+    if (!atomic_load_explicit(&r->job, memory_order_relaxed))
+        return false;
+    bool ran = false;
+    atomic_fetch_add(&r->job_users, 1);
+    sched_job *j = atomic_load(&r->job);
+    if (j) {
+        size_t c;
+        while ((c = atomic_fetch_add(&j->next, 1)) < j->chunks) {
+            run_chunk(j, c);
+            ran = true;
+        }
+    }
+    atomic_fetch_sub(&r->job_users, 1);
+    return ran;
+}
+
+void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t grain, dev_par_fn fn, void *arg)
+{
+    /* about four chunks per worker: enough to even out, few enough that a
+     * chunk is still a big piece of work */
+    size_t chunk = (n + 4 * (size_t)r->n - 1) / (4 * (size_t)r->n);
+    if (chunk < grain)
+        chunk = grain;
+    sched_job j = {.fn = fn, .arg = arg, .n = n, .chunk = chunk, .chunks = (n + chunk - 1) / chunk};
+    sched_job *none = NULL;
+    if (j.chunks < 2 || atomic_load_explicit(&r->idle, memory_order_relaxed) == 0 ||
+        !atomic_compare_exchange_strong(&r->job, &none, &j)) {
+        fn(arg, 0, n); /* nobody to help, or another loop has the board */
+        return;
+    }
+    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
+        sched_wake_all(r);
+    size_t c;
+    while ((c = atomic_fetch_add(&j.next, 1)) < j.chunks)
+        run_chunk(&j, c);
+    for (unsigned spins = 0; atomic_load_explicit(&j.done, memory_order_acquire) != j.chunks; spins++) {
+        sched_serve(self); /* a helper may wait for us to share a context */
+        if (spins >= 1000)
+            sched_yield();
+        else
+            cpu_relax();
+    }
+    atomic_store(&r->job, NULL);
+    while (atomic_load(&r->job_users))
+        cpu_relax();
+}

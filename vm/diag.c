@@ -1,0 +1,207 @@
+/* vm/diag.c — what a run says when it goes wrong: the first error (with
+ * its instruction and tag), tags as text, and the diagnosis of a stuck run
+ * (the instructions holding partial matches). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "match.h"
+
+/* ---- Errors ------------------------------------------------------------------ */
+
+void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, const char *fmt, ...)
+{
+    pthread_mutex_lock(&vm->err_lock);
+    if (atomic_load(&vm->state) == VM_FAILED) {
+        pthread_mutex_unlock(&vm->err_lock);
+        return;
+    }
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tfvm_error *e = &vm->err;
+    e->code = code;
+    e->instr[0] = e->tag[0] = '\0';
+    if (inst != ISA_NONE) {
+        isa_inst_label(vm->prog, inst, e->instr, sizeof e->instr);
+        if (ctx)
+            vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
+        ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr, isa_ops[vm->prog->insts[inst].op].name,
+               ctx ? e->tag : "[]", msg);
+    } else {
+        ut_fmt(e->message, sizeof e->message, "%s", msg);
+    }
+    atomic_store(&vm->state, VM_FAILED);
+    sched_run_stop(&vm->run); /* every worker stops */
+    pthread_mutex_unlock(&vm->err_lock);
+    if (vm->cfg.log)
+        vm->cfg.log(vm->cfg.log_ud, TFVM_LOG_ERROR, e->message);
+}
+
+/* ---- Tags -------------------------------------------------------------------- */
+
+void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
+{
+    const isa_program *p = vm->prog;
+    size_t depth = 0;
+    for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
+        depth++;
+    ut_buf_append(out, "[", 1);
+    /* Outermost first: walk from the root down by repeatedly finding the
+     * ancestor at each depth (tags are short; this keeps no allocation). */
+    for (size_t d = depth; d > 0; d--) {
+        const vm_ctx *c = ctx;
+        for (size_t k = 1; k < d; k++)
+            c = c->parent;
+        if (d != depth)
+            ut_buf_append(out, ", ", 2);
+        if (c->kind == VM_CTX_CALL)
+            ut_buf_printf(out, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
+        else
+            ut_buf_printf(out, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+    }
+    ut_buf_append(out, "]", 1);
+}
+
+/* Appends the text of a printf format to buf[*len..size); false once it no
+ * longer fits (then buf holds what fitted). */
+static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...) UT_PRINTF(4, 5);
+static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size - *len) {
+        *len = size - 1;
+        return false;
+    }
+    *len += (size_t)n;
+    return true;
+}
+
+/* Formats straight into buf, without allocating: it runs inside vm_fail,
+ * also when memory has run out. A tag that does not fit ends in "...". */
+const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    const isa_program *p = vm->prog;
+    size_t depth = 0, len = 0;
+    buf[0] = '\0';
+    for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
+        depth++;
+    bool fits = tag_put(buf, size, &len, "[");
+    for (size_t d = depth; d > 0 && fits; d--) {
+        const vm_ctx *c = ctx;
+        for (size_t k = 1; k < d; k++)
+            c = c->parent;
+        if (d != depth)
+            fits = tag_put(buf, size, &len, ", ");
+        if (!fits)
+            break;
+        if (c->kind == VM_CTX_CALL)
+            fits = tag_put(buf, size, &len, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
+        else
+            fits = tag_put(buf, size, &len, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+    }
+    if (fits)
+        fits = tag_put(buf, size, &len, "]");
+    if (!fits && size > 4)
+        memcpy(buf + size - 4, "...", 4);
+    return buf;
+}
+
+static int by_serial(const void *a, const void *b)
+{
+    const vm_ctx *x = *(const vm_ctx *const *)a, *y = *(const vm_ctx *const *)b;
+    return x->serial < y->serial ? -1 : x->serial > y->serial;
+}
+
+static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
+{
+    const isa_program *p = vm->prog;
+    const vm_rplan *rp = &vm->plan.regions[c->region];
+    for (uint32_t i = rp->first; i < rp->end; i++) {
+        const isa_inst *in = &p->insts[i];
+        const vm_iplan *ip = &vm->plan.insts[i];
+        if (!ip->matched)
+            continue;
+        uint64_t s = atomic_load(status_word(c, ip));
+        if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->need))
+            continue;
+        char label[128];
+        if ((*n_waiting)++)
+            ut_buf_append(out, "; ", 2);
+        ut_buf_printf(out, "%s (%s) at ", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
+        vm_format_tag(vm, c, out);
+        for (int has = 1; has >= 0; has--) {
+            ut_buf_printf(out, has ? " has input" : ", missing input");
+            const char *sep = " ";
+            for (uint32_t k = 0; k < ip->ports; k++)
+                if ((int)k != ip->imm && port_claimed(c, ip, k) == (has == 1)) {
+                    ut_buf_printf(out, "%s%u", sep, k);
+                    sep = ", ";
+                }
+        }
+    }
+}
+
+/* Names the instructions holding partial matches, for a stuck run: oldest
+ * context first, instructions in program order. */
+static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
+{
+    *n_waiting = 0;
+    uint64_t n_ctx, n_loops;
+    vm_count_live(vm, &n_ctx, &n_loops);
+    vm_ctx **all = ut_calloc(&vm->alloc, n_ctx + 1, sizeof *all);
+    size_t n = 0;
+    for (uint32_t wi = 0; wi < vm->n_workers; wi++)
+        for (vm_ctx *c = vm->w[wi].blocks; c; c = c->next_block)
+            if (c->live) {
+                if (all)
+                    all[n++] = c;
+                else
+                    diagnose_ctx(vm, c, out, n_waiting); /* no memory to sort: any order */
+            }
+    if (!all)
+        return;
+    qsort(all, n, sizeof *all, by_serial);
+    for (size_t k = 0; k < n; k++)
+        diagnose_ctx(vm, all[k], out, n_waiting);
+    ut_free(&vm->alloc, all, (n_ctx + 1) * sizeof *all);
+}
+
+tfvm_status vm_check_results(tfvm_vm *vm)
+{
+    const isa_entry *en = &vm->prog->entries[vm->entry];
+    for (uint32_t k = 0; k < en->n_results; k++) {
+        const dev_value *r = &vm->results[k];
+        if (atomic_load(&vm->result_set[k]) && r->dead) {
+            vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE,
+                    "result %u '%s' of entry '%s' received a dead token (no branch produced it)", k,
+                    en->results[k].name, en->name);
+            return vm->err.code;
+        }
+        if (atomic_load(&vm->result_set[k]))
+            continue;
+        ut_buf b; /* through the VM's allocator; if it fails the list reads "?" */
+        ut_buf_init(&b, &vm->alloc);
+        size_t n;
+        diagnose(vm, &b, &n);
+        ut_buf_append(&b, "", 1);
+        const char *list = b.failed ? "?" : (const char *)b.data;
+        if (n)
+            vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE, "run stuck: result %u '%s' never arrived; waiting: %s", k,
+                    en->results[k].name, list);
+        else
+            vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE,
+                    "run stuck: result %u '%s' never arrived, and no instruction holds a partial match", k,
+                    en->results[k].name);
+        ut_buf_free(&b);
+        return vm->err.code;
+    }
+    return TFVM_OK;
+}

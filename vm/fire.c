@@ -1,0 +1,490 @@
+/* vm/fire.c — firing an activation (the commonest instructions of recursive
+ * and looping code take a short path; the rest go to the kernels and
+ * control.c), and the one run loop every worker runs, whatever the policy:
+ * local work first, then the policy (scheduler/sched.h) when it runs out.
+ * Profiling times every firing in a separate instance of the loop. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "devices/place.h"
+#include "match.h"
+
+/* ---- Firing ----------------------------------------------------------------------- */
+
+static void fire_result(vm_worker *w, const vm_act *a, dev_value *v)
+{
+    tfvm_vm *vm = w->vm;
+    uint32_t k = vm->prog->insts[a->inst].a;
+    if (atomic_exchange(&vm->result_set[k], 1)) {
+        vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "result %u produced twice", k);
+        return;
+    }
+    if (v->is_tensor) { /* the caller gets host memory, and may write it */
+        char msg[256];
+        tfvm_status st = dev_vm_result(vm->dev, v, msg, sizeof msg);
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
+            return;
+        }
+    }
+    vm->results[k] = *v;
+    v->is_tensor = 0; /* moved */
+}
+
+/* Compute instructions: kernels on the inputs; a dead input makes the
+ * output dead. */
+static void fire_compute(vm_worker *w, const vm_act *a, dev_value *inputs, bool dead)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    dev_value out = dev_dead();
+    if (!dead) {
+        char msg[256];
+        tfvm_status st = dev_vm_fire(vm->dev, in, inputs, &out, msg, sizeof msg); /* devices/place.h */
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
+            return;
+        }
+    }
+    vm_send(w, a->ctx, a->inst, 0, &out);
+    dev_value_release(&out);
+}
+
+/* Most data inputs of a compute instruction (STRIDED_SLICE's 5). */
+#define VM_MAX_IN 5
+
+/* Everything but the few instructions fire() handles inline. */
+static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    vm_ctx *c = a->ctx;
+    dev_value inputs[VM_MAX_IN] = {{0}};
+    bool dead = false;
+
+    if (!ip->matched || ip->op == ISA_MERGE) {
+        inputs[ip->imm == 0] = a->v;
+        dead = a->v.dead;
+    } else {
+        dev_value *s = &c->slots[ip->slot];
+        for (uint32_t p = 0; p < ip->ports; p++) {
+            dead |= s[p].dead;
+            if (p < in->n_in && p < VM_MAX_IN)
+                inputs[p] = s[p];
+            else
+                dev_value_release(&s[p]);
+            s[p] = (dev_value){0};
+        }
+    }
+    if (ip->imm >= 0) {
+        inputs[ip->imm] = vm->consts[in->b];
+        dev_value_retain(&inputs[ip->imm]);
+    }
+    switch (ip->cls) {
+    case ISA_CLASS_SOURCE:
+        if (ip->op == ISA_ARG) {
+            vm_send(w, c, a->inst, 0, &inputs[0]);
+        } else {
+            dev_value v = dead ? dev_dead() : vm->consts[in->a];
+            vm_send(w, c, a->inst, 0, &v);
+        }
+        break;
+    case ISA_CLASS_SINK:
+        fire_result(w, a, &inputs[0]);
+        break;
+    case ISA_CLASS_CONTROL:
+        vm_fire_control(w, a, inputs);
+        break;
+    default:
+        fire_compute(w, a, inputs, dead);
+        break;
+    }
+    for (int i = 0; i < VM_MAX_IN; i++)
+        dev_value_release(&inputs[i]);
+}
+
+/* Scalar arithmetic and comparison on two live integer or float scalars of
+ * one dtype, without the kernel library's generality (the kernels define
+ * the results: integers wrap; this path leaves division, modulo and
+ * everything else to them). False: not that case, nothing consumed. */
+static UT_INLINE bool fire_scalar(vm_worker *w, vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    dev_value x, y;
+    dev_value *s = NULL;
+    if (!ip->matched) {
+        if (ip->imm < 0)
+            return false;
+        x = a->v;
+        y = vm->consts[ip->k];
+        if (ip->imm == 0) {
+            dev_value t = x;
+            x = y;
+            y = t;
+        }
+    } else {
+        if (ip->ports != 2)
+            return false;
+        s = &a->ctx->slots[ip->slot];
+        x = s[0];
+        y = s[1];
+    }
+    if (x.dead || y.dead || x.is_tensor || y.is_tensor || x.dtype != y.dtype)
+        return false;
+    dev_value r = {.dtype = x.dtype};
+    bool cmp = false;
+    switch (x.dtype) {
+#define INT_CASES(T, U, F)                                                                        \
+    switch (ip->op) {                                                                             \
+    case ISA_ADD: r.u.F = (T)((U)x.u.F + (U)y.u.F); break;                                        \
+    case ISA_SUB: r.u.F = (T)((U)x.u.F - (U)y.u.F); break;                                        \
+    case ISA_MUL: r.u.F = (T)((U)x.u.F * (U)y.u.F); break;                                        \
+    case ISA_MIN: r.u.F = x.u.F < y.u.F ? x.u.F : y.u.F; break;                                   \
+    case ISA_MAX: r.u.F = x.u.F > y.u.F ? x.u.F : y.u.F; break;                                   \
+    case ISA_LESS: cmp = true, r.u.b = x.u.F < y.u.F; break;                                      \
+    case ISA_LESS_EQUAL: cmp = true, r.u.b = x.u.F <= y.u.F; break;                               \
+    case ISA_GREATER: cmp = true, r.u.b = x.u.F > y.u.F; break;                                   \
+    case ISA_GREATER_EQUAL: cmp = true, r.u.b = x.u.F >= y.u.F; break;                            \
+    case ISA_EQUAL: cmp = true, r.u.b = x.u.F == y.u.F; break;                                    \
+    case ISA_NOT_EQUAL: cmp = true, r.u.b = x.u.F != y.u.F; break;                                \
+    default: return false;                                                                        \
+    }                                                                                             \
+    break;
+    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
+    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
+#undef INT_CASES
+    default:
+        return false;
+    }
+    if (cmp)
+        r.dtype = TFVM_BOOL;
+    if (s)
+        s[0] = s[1] = (dev_value){0};
+    vm_send(w, a->ctx, a->inst, 0, &r);
+    return true;
+}
+
+/* CALL of a site's only CALL: nobody else looks for the callee or races to
+ * make it, and a dead token needs no context to say "dead" (each RETURN of
+ * the site says it once, in the caller). */
+static UT_INLINE void fire_call_one(vm_worker *w, const vm_act *a, const vm_iplan *ip)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    vm_ctx *c = a->ctx;
+    if (a->v.dead) {
+        const vm_splan *sp = &vm->plan.sites[in->a];
+        dev_value dead = dev_dead();
+        for (uint32_t k = 0; k < sp->n_returns; k++)
+            vm_send(w, c, sp->returns[k], 0, &dead);
+        return;
+    }
+    if (atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
+        vm_fail(vm, TFVM_ERR_PORT, c, a->inst, "two tokens for input 0 at one tag");
+        return;
+    }
+    vm_ctx *callee = vm_ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
+    if (!callee)
+        return;
+    callee->child = ip->child;
+    callee->entered = VM_ENTERED_LIVE;
+    callee->arrived = 1;
+    atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
+    atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
+    vm_send(w, callee, a->inst, 0, &a->v);
+    vm_ctx_unref(w, callee);
+}
+
+/* One activation. The commonest instructions of recursive and looping code
+ * (moves, RETURN, SWITCH on a scalar predicate) take a short path here; the
+ * rest go through fire_general. */
+static UT_INLINE void fire(vm_worker *w, vm_act *a)
+{
+    tfvm_vm *vm = w->vm;
+    const vm_iplan *ip = &vm->plan.insts[a->inst];
+    vm_ctx *c = a->ctx;
+
+    w->st.fired++;
+    w->held = c;
+    w->spare = true;
+    switch (ip->op) {
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+        vm_send(w, c, a->inst, 0, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_RETURN:
+        vm_send(w, c->parent, a->inst, 0, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_CALL:
+        if (vm->plan.sites[vm->prog->insts[a->inst].a].n_call == 1)
+            fire_call_one(w, a, ip);
+        else
+            vm_fire_call(w, a, &a->v);
+        dev_value_release(&a->v);
+        break;
+    case ISA_BRANCH: {
+        /* the commonest case inline: a live i32 against an i32 constant */
+        const isa_inst *in = &vm->prog->insts[a->inst];
+        const dev_value *k = &vm->consts[in->b];
+        if (a->v.dead || a->v.is_tensor || a->v.dtype != TFVM_I32 || k->dtype != TFVM_I32) {
+            vm_fire_branch(w, a, &a->v);
+            dev_value_release(&a->v);
+            break;
+        }
+        int32_t x = a->v.u.i32, y = k->u.i32;
+        bool taken;
+        switch ((isa_op)in->a) {
+        case ISA_LESS: taken = x < y; break;
+        case ISA_LESS_EQUAL: taken = x <= y; break;
+        case ISA_GREATER: taken = x > y; break;
+        case ISA_GREATER_EQUAL: taken = x >= y; break;
+        case ISA_EQUAL: taken = x == y; break;
+        default: taken = x != y; break;
+        }
+        vm_route(w, c, a->inst, in->flags, taken, &a->v);
+        break;
+    }
+    case ISA_CONST:
+        if (ip->matched) { /* several control inputs */
+            fire_general(w, a, ip);
+        } else {
+            dev_value v = a->v.dead ? dev_dead() : vm->consts[vm->prog->insts[a->inst].a];
+            vm_send(w, c, a->inst, 0, &v);
+            dev_value_release(&a->v);
+        }
+        break;
+    case ISA_SWITCH: {
+        dev_value *s = &c->slots[ip->slot];
+        dev_value d = s[0], p = s[1];
+        if (ip->ports != 2 || d.dead || p.dead || p.is_tensor || p.dtype != TFVM_BOOL) {
+            fire_general(w, a, ip); /* dead, a bad predicate, or control inputs */
+            break;
+        }
+        s[0] = s[1] = (dev_value){0};
+        uint32_t taken = p.u.b ? 1 : 0;
+        vm_route(w, c, a->inst, vm->prog->insts[a->inst].flags, taken, &d);
+        dev_value_release(&d);
+        break;
+    }
+    case ISA_ADD:
+    case ISA_SUB:
+    case ISA_MUL:
+    case ISA_MIN:
+    case ISA_MAX:
+    case ISA_LESS:
+    case ISA_LESS_EQUAL:
+    case ISA_GREATER:
+    case ISA_GREATER_EQUAL:
+    case ISA_EQUAL:
+    case ISA_NOT_EQUAL:
+        if (!fire_scalar(w, a, ip))
+            fire_general(w, a, ip);
+        break;
+    default:
+        fire_general(w, a, ip);
+        break;
+    }
+    w->held = NULL;
+    if (w->spare)
+        vm_ctx_unref(w, c);
+}
+
+/* ---- Workers ------------------------------------------------------------------------ */
+
+static inline bool take_local(vm_worker *w, vm_act *a)
+{
+    if (w->has_next) {
+        /* field by field, matching how vm_push stored them (a wide copy
+         * would stall on store forwarding) */
+        a->ctx = w->next.ctx;
+        a->inst = w->next.inst;
+        a->aux = w->next.aux;
+        a->v = w->next.v;
+        w->has_next = false;
+        w->inline_runs++;
+        return true;
+    }
+    return sched_stack_pop(&w->sw, (sched_item *)(void *)a);
+}
+
+/* ---- Profiling ------------------------------------------------------------------------ */
+
+tfvm_status vm_profile(tfvm_vm *vm, bool on)
+{
+    size_t n = 2 * (size_t)vm->prog->n_insts + 2;
+    for (uint32_t i = 0; vm->w && i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        if (w->prof) {
+            ut_free(&vm->alloc, w->prof, n * sizeof *w->prof);
+            w->prof = NULL;
+        }
+        if (on && !(w->prof = ut_calloc(&vm->alloc, n, sizeof *w->prof))) {
+            vm_profile(vm, false);
+            return TFVM_ERR_NOMEM;
+        }
+    }
+    vm->profiling = on;
+    vm->prof_t0 = vm->prof_t1 = 0;
+    return TFVM_OK;
+}
+
+void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns)
+{
+    uint32_t n = vm->prog->n_insts;
+    /* ticks to nanoseconds: the clock against the tick counter over the run */
+    double scale = vm->prof_t1 > vm->prof_t0 ? (vm->prof_s1 - vm->prof_s0) * 1e9 / (double)(vm->prof_t1 - vm->prof_t0)
+                                             : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        count[i] = 0;
+        ns[i] = 0;
+        for (uint32_t k = 0; k < vm->n_workers; k++)
+            if (vm->w[k].prof) {
+                count[i] += vm->w[k].prof[2 * i];
+                ns[i] += (double)vm->w[k].prof[2 * i + 1] * scale;
+            }
+    }
+}
+
+static UT_INLINE void fire_maybe_timed(vm_worker *w, vm_act *a, bool timed)
+{
+    if (!timed) {
+        fire(w, a);
+        return;
+    }
+    uint32_t i = a->inst;
+    uint64_t t = vm_ticks();
+    fire(w, a);
+    w->prof[2 * i]++;
+    w->prof[2 * i + 1] += vm_ticks() - t;
+}
+
+/* The run loop of every worker, whatever the policy: the worker's own work
+ * first (its `next` slot, then its private stack), and when that runs out,
+ * the policy's find_work (the deterministic policy: the run is over; work
+ * stealing: steal, help a kernel's loop, park, or learn the run is over).
+ * Between firings the worker answers sharing requests and, every
+ * SCHED_OFFER_EVERY firings, lets the policy offer its oldest work.
+ * A worker that starts idle (`joining`: a pool thread) asks the policy's
+ * join first. `timed` (profiling) and `stepped` (the debugger: a hook
+ * before each firing, at most `max` firings, one worker) are constants in
+ * each instance, so a plain run pays for neither. */
+static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t max, bool joining)
+{
+    tfvm_vm *vm = w->vm;
+    sched_run *run = &vm->run;
+    const sched_policy *pol = vm->policy;
+    vm_act a;
+    uint64_t n = 0;
+    bool have = false;
+    if (joining) {
+        if (!pol->join(run, &w->sw, (sched_item *)(void *)&a))
+            return;
+        have = true;
+    }
+    for (;;) {
+        /* every 1024 firings (and before the first): an interrupt, or the
+         * end of the run that another worker or an error decided */
+        if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0))
+            vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+        if (atomic_load_explicit(&run->done, memory_order_relaxed)) {
+            if (have) /* a joining worker's first activation, stolen: give it back */
+                w->has_next = (w->next = a, true);
+            return;
+        }
+        for (uint32_t k = 0; k < 1024; k++) {
+            if (have) {
+                have = false;
+            } else if (stepped && vm->has_paused) {
+                a = vm->paused;
+                vm->has_paused = false;
+            } else {
+                if (stepped && max && n == max)
+                    return;
+                if (!take_local(w, &a)) {
+                    if (atomic_load_explicit(&run->done, memory_order_relaxed) ||
+                        !pol->find_work(run, &w->sw, (sched_item *)(void *)&a))
+                        return;
+                }
+                if (stepped && vm->hook && vm->hook(vm->hook_ud, vm, &a)) {
+                    vm->paused = a;
+                    vm->has_paused = true;
+                    atomic_store(&vm->state, VM_PAUSED);
+                    return;
+                }
+            }
+            fire_maybe_timed(w, &a, timed);
+            if (stepped) {
+                n++;
+                if (vm_failed(vm))
+                    return;
+            }
+            vm_serve_shares(w);
+            if (++w->sw.since_donate >= SCHED_OFFER_EVERY) {
+                w->sw.since_donate = 0;
+                if (pol->offer)
+                    pol->offer(run, &w->sw);
+            }
+        }
+    }
+}
+
+static void par_run(void *self, size_t n, size_t grain, dev_par_fn fn, void *arg)
+{
+    vm_worker *w = self;
+    sched_run_parallel_for(&w->vm->run, &w->sw, n, grain, fn, arg);
+}
+
+/* Worker i's part of a run with several workers (on a pool thread, or the
+ * caller's for worker 0). */
+static void worker_body(void *ud, uint32_t i)
+{
+    tfvm_vm *vm = ud;
+    vm_worker *w = &vm->w[i];
+    w->par = (dev_par_runner){.run = par_run, .self = w, .width = vm->n_workers};
+    dev_par_set_runner(&w->par);
+    if (i == 0) {
+        atomic_store(&w->sw.busy, 1);
+        sched_serve_as(&w->sw, memory_order_seq_cst);
+    }
+    if (vm->profiling)
+        work_as(w, true, false, 0, i != 0);
+    else
+        work_as(w, false, false, 0, i != 0);
+    atomic_store(&w->sw.busy, 0);
+    vm_serve_shares(w);
+    dev_par_set_runner(NULL);
+}
+
+vm_state vm_step(tfvm_vm *vm, uint64_t max)
+{
+    int state = atomic_load(&vm->state);
+    if (state != VM_RUNNING && state != VM_PAUSED)
+        return (vm_state)state;
+    atomic_store(&vm->state, VM_RUNNING);
+    vm_worker *w = &vm->w[0];
+    if (vm->n_workers > 1) {
+        /* several workers run to the end (stepping is for one worker) */
+        if (!vm->pool) {
+            vm->pool = sched_pool_new(vm->n_workers, vm->topo);
+            vm->own_pool = vm->pool != NULL;
+        }
+        if (!vm->pool)
+            vm_fail(vm, TFVM_ERR_NOMEM, NULL, ISA_NONE, "out of memory starting worker threads");
+        else
+            sched_pool_run(vm->pool, vm->n_workers, worker_body, vm);
+    } else if (vm->hook || vm->has_paused || max) {
+        work_as(w, false, true, max, false);
+        if (atomic_load(&vm->state) == VM_PAUSED || (max && !vm_failed(vm) && (w->has_next || w->sw.n_stack)))
+            return (vm_state)atomic_load(&vm->state);
+    } else if (vm->profiling) {
+        work_as(w, true, false, 0, false);
+    } else {
+        work_as(w, false, false, 0, false);
+    }
+    if (!vm_failed(vm))
+        atomic_store(&vm->state, VM_DONE);
+    return (vm_state)atomic_load(&vm->state);
+}
