@@ -1118,7 +1118,17 @@ static void emit(lower *L, isa_program *out)
             cc_nomem(C);
         d->dtype = p->type.dtype;
         d->rank = p->type.tensor ? ISA_RANK_ANY : 0;
+        /* the declared shape, checked on every run (vm/signature.c) */
+        if (p->type.tensor && p->type.rank <= TFVM_MAX_RANK && !isa_param_set_shape(out, d, p->type.rank, p->type.dims))
+            cc_nomem(C);
     }
+    /* the file the @line:col positions refer to (issue 14), when there are
+     * some (imported models have none) and .tfasm can spell its name */
+    bool lines = false;
+    for (uint32_t i = 0; i < out->n_insts && !lines; i++)
+        lines = out->insts[i].line != 0;
+    if (lines && C->name[0] != '<' && isa_source_ok(C->name) && !(out->source = ut_arena_strdup(ar, C->name)))
+        cc_nomem(C);
 #undef OUT_ARRAY
 }
 

@@ -241,10 +241,15 @@ TFVM_API tfvm_status tfvm_program_assemble(const char *text, size_t len, const c
  * (the source line and a caret under the column); TFVM_ERR_NOMEM when
  * memory runs out (nothing leaks); TFVM_ERR_ARGUMENT for NULL arguments.
  * On success *out is a new program (free it with tfvm_program_free); src is
- * not kept. Safe to call from several threads at once. */
+ * not kept. Several errors are reported at once, one after another in
+ * err->message (as many as fit). Warnings (unused names, unreachable code;
+ * "fib.tfg:3:9: warning: ...") go to cfg->log at TFVM_LOG_WARN when the
+ * compile succeeds. Safe to call from several threads at once. */
 typedef struct tfvm_compile_options {
     const char *entry;  /* the function that becomes the entry point; NULL = "main" */
     int opt_level;      /* 0: no optimization (a plain lowering); 1: all (default) */
+    bool overflow_trap; /* integer + - * that overflow stop the run with an error naming
+                           the instruction (ADD_OV, SUB_OV, MUL_OV); false: they wrap */
 } tfvm_compile_options;
 TFVM_API void tfvm_compile_options_init(tfvm_compile_options *opts);
 TFVM_API tfvm_status tfvm_program_compile(const char *src, size_t len, const char *name,
@@ -320,6 +325,7 @@ typedef struct tfvm_open_options {
     const char *outputs; /* .pb: the results, as for tfvm_program_import_tf;
                             NULL = the outputs no node consumes. Others ignore it. */
     int opt_level;       /* .tfg, .onnx, .pb: 0 no optimization, 1 all (default) */
+    bool overflow_trap;  /* .tfg: as tfvm_compile_options.overflow_trap */
 } tfvm_open_options;
 TFVM_API void tfvm_open_options_init(tfvm_open_options *opts);
 TFVM_API tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts,

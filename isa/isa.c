@@ -242,6 +242,15 @@ const char *isa_inst_where(const isa_program *p, uint32_t i, char *buf, size_t s
     return buf;
 }
 
+bool isa_source_ok(const char *s)
+{
+    size_t i = 0;
+    for (; s && s[i] && i <= ISA_MAX_SOURCE; i++)
+        if (s[i] <= ' ' || s[i] > '~' || s[i] == '"')
+            return false;
+    return i >= 1 && i <= ISA_MAX_SOURCE;
+}
+
 const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t size)
 {
     snprintf(buf, size, "%s@%" PRIu32, callee, id);

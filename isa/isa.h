@@ -320,6 +320,11 @@ const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t s
  * line, column), "10:19" when the file is unknown, "" when the line is.
  * Returns buf. */
 const char *isa_inst_where(const isa_program *p, uint32_t i, char *buf, size_t size);
+/* Whether s can be a program's source file name (isa_program.source): 1 to
+ * ISA_MAX_SOURCE printable ASCII characters without spaces or '"', so that
+ * .tfasm writes it as `source "NAME"`. Front ends leave other names out. */
+#define ISA_MAX_SOURCE 1023
+bool isa_source_ok(const char *s);
 /* The printed form of call site `id` of function `callee`: "fib@2" (call
  * site 2 of fib, not fib(2)). The one place the label format is written. */
 const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t size);

@@ -34,7 +34,9 @@ static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
             const isa_param *q = k < e->n_params ? &e->params[k] : &e->results[k - e->n_params];
             ps[k].name = q->name;
             ps[k].dtype = (tfvm_dtype)q->dtype;
-            ps[k].rank = q->rank == ISA_RANK_ANY ? -1 : q->rank;
+            ps[k].is_tensor = q->rank != 0;
+            ps[k].rank = q->rank == 0 ? 0 : q->shaped ? q->ndim : -1;
+            ps[k].dims = q->shaped && q->ndim ? q->dims : NULL;
         }
         p->entries[i] = (tfvm_entry_info){e->name, e->n_params, e->n_results, ps, ps + e->n_params};
     }

@@ -53,6 +53,9 @@ typedef struct as_region {
 typedef struct as_param {
     as_tok name;
     uint8_t dtype, rank;
+    bool shaped;         /* f32[?, 3] or f32[()]: rank ndim; f32[]: any rank */
+    uint8_t ndim;
+    int64_t dims[TFVM_MAX_RANK]; /* -1 = ? */
     uint32_t seen_line, seen_col; /* results: where its RESULT is (0 = none yet) */
 } as_param;
 
@@ -112,6 +115,7 @@ typedef struct as_parser {
     uint32_t *order;     /* final index -> parse index */
     uint32_t *site_of;   /* parse index of a CALL/RETURN -> site index */
     uint32_t *entry_at;  /* entry index -> its ROOT region */
+    as_tok source;       /* `source "FILE"` (kind TK_EOF if none) */
 } as_parser;
 
 #define AS_MAX_NAME 127
@@ -393,6 +397,7 @@ static bool lex(as_parser *P)
                     depth--;
                 break;
             case '{': case '}': case ',': case ':': case '=': case '|': case '.': case '@': case '-': case '#':
+            case '?':
                 break;
             default: {
                 unsigned char u = (unsigned char)c;
@@ -1136,16 +1141,46 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
         if (!expect(P, ':', "after the parameter name") ||
             !parse_dtype(P, &dt))
             return false;
+        bool shaped = false;
+        uint8_t ndim = 0;
+        int64_t dims[TFVM_MAX_RANK] = {0};
         if (is_p(peek(P), '[')) {
             next(P);
-            if (!expect(P, ']', "(a tensor parameter is written f32[], any rank)"))
-                return false;
             rank = ISA_RANK_ANY;
+            if (is_p(peek(P), '(')) { /* f32[()]: a tensor of rank 0 */
+                next(P);
+                if (!expect(P, ')', "in f32[()], a tensor of rank 0"))
+                    return false;
+                shaped = true;
+            } else if (!is_p(peek(P), ']')) { /* f32[?, 784] */
+                shaped = true;
+                for (;;) {
+                    if (ndim == TFVM_MAX_RANK)
+                        return fail(P, peek(P), "a tensor has at most %d dimensions", TFVM_MAX_RANK);
+                    uint64_t d = 0;
+                    if (is_p(peek(P), '?')) {
+                        next(P);
+                        dims[ndim++] = -1;
+                    } else if (parse_uint(P, INT64_MAX, "a dimension (an integer or '?')", &d)) {
+                        dims[ndim++] = (int64_t)d;
+                    } else {
+                        return false;
+                    }
+                    if (!is_p(peek(P), ','))
+                        break;
+                    next(P);
+                }
+            }
+            if (!expect(P, ']', "after the dimensions (f32[] is any rank, f32[?, 3] a shape)"))
+                return false;
         }
         pa = PRM(pi);
         pa->name = name;
         pa->dtype = dt;
         pa->rank = rank;
+        pa->shaped = shaped;
+        pa->ndim = ndim;
+        memcpy(pa->dims, dims, sizeof dims);
         ++*count;
         as_tok *t = next(P);
         if (is_p(t, ')'))
@@ -1283,6 +1318,13 @@ static bool parse_file(as_parser *P)
         if (is_kw(t, "const")) {
             if (!parse_const_decl(P))
                 return false;
+            continue;
+        }
+        if (is_kw(t, "source") && peek2(P)->kind == TK_QNAME) { /* source "mlp.tfg" */
+            if (P->source.kind != TK_EOF)
+                return fail(P, t, "a second 'source' line");
+            next(P);
+            P->source = *next(P);
             continue;
         }
         return fail(P, t, "expected 'entry', 'func', 'loop' or 'const', got %s", TDESC(t));
@@ -1707,6 +1749,8 @@ static bool build(as_parser *P, isa_program *p)
             d->rank = pa->rank;
             if (!(d->name = dup_tok(p, &pa->name)))
                 return nomem(P);
+            if (pa->shaped && !isa_param_set_shape(p, d, pa->ndim, pa->dims))
+                return nomem(P);
         }
     }
     if (P->sites.n)
@@ -1763,6 +1807,7 @@ tfvm_status ld_assemble(const char *text, size_t len, const char *name, const tf
     ut_err_clear(err);
     as_parser P;
     memset(&P, 0, sizeof P);
+    P.source = no_tok;
     P.alloc = &out->alloc;
     P.name = name ? name : "<tfasm>";
     P.text = text ? text : "";
@@ -1786,6 +1831,8 @@ tfvm_status ld_assemble(const char *text, size_t len, const char *name, const tf
               resolve_edges(&P) && check_regions(&P) && check_entry_index(&P) && build(&P, out);
     if (ok)
         out->name = ut_arena_strdup(&out->arena, P.name);
+    if (ok && P.source.kind != TK_EOF && !(out->source = ut_arena_strndup(&out->arena, P.source.s, P.source.len)))
+        ok = nomem(&P);
     if (ok && !out->name)
         ok = nomem(&P);
 

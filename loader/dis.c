@@ -481,8 +481,8 @@ static void put_type(ut_buf *b, const isa_param *pa)
     bool ident = (*n >= 'A' && *n <= 'Z') || (*n >= 'a' && *n <= 'z') || *n == '_';
     for (const char *c = n; ident && *c; c++)
         ident = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
-    ut_buf_printf(b, ident ? "%s: %s%s" : "\"%s\": %s%s", n, tfvm_dtype_name((tfvm_dtype)pa->dtype),
-                  pa->rank == ISA_RANK_ANY ? "[]" : "");
+    char ty[160];
+    ut_buf_printf(b, ident ? "%s: %s" : "\"%s\": %s", n, isa_param_type(pa, ty, sizeof ty));
 }
 
 static void put_header(ut_buf *b, const isa_program *p, uint32_t r, const isa_entry *e, uint32_t ei,
@@ -610,6 +610,8 @@ tfvm_status ld_disassemble(const isa_program *p, ut_buf *out, tfvm_error *err)
     for (uint32_t e = 1; e < p->n_entries; e++)
         numbered |= p->entries[e].region <= p->entries[e - 1].region;
 
+    if (p->source)
+        ut_buf_printf(out, "source \"%s\"\n\n", p->source);
     if (c.const_table) {
         for (uint32_t k = 0; k < p->n_consts; k++) {
             ut_buf_printf(out, "const #%" PRIu32 " = ", k);

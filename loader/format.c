@@ -9,7 +9,7 @@
 
 /* ---- Layout (docs/format.md, "Layout") ------------------------------------ */
 #define FMT_MAJOR 1
-#define FMT_MINOR 0
+#define FMT_MINOR 1 /* 1.1 added the shape and source tables */
 #define FMT_HEADER 32u   /* header bytes in 1.0                         */
 #define FMT_CRC_AT 24u   /* the checksum field                          */
 #define FMT_CRC_FROM 28u /* the checksum covers [28, file_size)         */
@@ -36,7 +36,10 @@ enum {
     SEC_INSTS,
     SEC_EDGES,
     SEC_DEBUG,
-    SEC_LAST = SEC_DEBUG
+    SEC_REQUIRED = SEC_DEBUG, /* 1..10 are in every file */
+    SEC_SHAPES,               /* 1.1, optional: declared parameter shapes */
+    SEC_SOURCE,               /* 1.1, optional: the file debug positions refer to */
+    SEC_LAST = SEC_SOURCE
 };
 
 /* Record sizes of 1.0; a file of a newer minor may use larger records (the
@@ -55,7 +58,11 @@ static const struct {
     [SEC_INSTS] = {"instruction table", 24},
     [SEC_EDGES] = {"edge table", 12},
     [SEC_DEBUG] = {"debug table", 12},
+    [SEC_SHAPES] = {"shape table", 72},
+    [SEC_SOURCE] = {"source table", 4},
 };
+/* The minor version that introduced each section (the rest: 0). */
+static unsigned sec_minor(uint32_t id) { return id > SEC_REQUIRED ? 1 : 0; }
 
 /* ---- Reader ----------------------------------------------------------------- */
 typedef struct rd_sec {
@@ -209,7 +216,7 @@ static tfvm_status rd_sections(rd *r, uint64_t hs)
             return bad_at(r, at, "section %" PRIu32 " out of order (after section %" PRIu32 ")", id,
                           prev_id);
         prev_id = id;
-        bool known = id <= SEC_LAST;
+        bool known = id <= SEC_LAST && sec_minor(id) <= r->minor;
         if (!known && r->minor <= FMT_MINOR)
             return bad_at(r, at, "unknown section %" PRIu32, id);
         char unknown[32];
@@ -234,9 +241,16 @@ static tfvm_status rd_sections(rd *r, uint64_t hs)
             r->s[id] = (rd_sec){off, count, rec, at};
         }
     }
-    for (int id = 1; id <= SEC_LAST; id++)
+    for (int id = 1; id <= SEC_REQUIRED; id++)
         if (!seen[id])
             return bad(r, "missing %s", sec_info[id].what);
+    if (seen[SEC_SHAPES] && r->s[SEC_SHAPES].count != r->s[SEC_PARAMS].count)
+        return bad_at(r, r->s[SEC_SHAPES].at + 16,
+                      "shape table has %" PRIu64 " records for %" PRIu64 " parameters and results",
+                      r->s[SEC_SHAPES].count, r->s[SEC_PARAMS].count);
+    if (seen[SEC_SOURCE] && r->s[SEC_SOURCE].count != 1)
+        return bad_at(r, r->s[SEC_SOURCE].at + 16, "source table has %" PRIu64 " records, expected 1",
+                      r->s[SEC_SOURCE].count);
     if (r->s[SEC_DEBUG].count != r->s[SEC_INSTS].count)
         return bad_at(r, r->s[SEC_DEBUG].at + 16,
                       "debug table has %" PRIu64 " records for %" PRIu64 " instructions",
@@ -384,6 +398,33 @@ static tfvm_status rd_entries(rd *r)
         all[i].dtype = r->d[at + 4];
         all[i].rank = r->d[at + 5];
     }
+    /* 1.1: declared shapes, one record per parameter record. The verifier
+     * checks them against the parameters' dtypes and ranks. */
+    if (!r->s[SEC_SHAPES].off)
+        return TFVM_OK;
+    for (uint64_t i = 0; i < n_par; i++) {
+        uint64_t at = rec_at(r, SEC_SHAPES, i);
+        unsigned rank = r->d[at];
+        if ((st = rd_zero(r, at + 1, 7)))
+            return st;
+        if (rank > TFVM_MAX_RANK && rank != ISA_RANK_ANY)
+            return bad_at(r, at, "shape of parameter %" PRIu64 ": rank %u exceeds %d", i, rank, TFVM_MAX_RANK);
+        int64_t dims[TFVM_MAX_RANK];
+        for (unsigned k = 0; k < TFVM_MAX_RANK; k++) {
+            dims[k] = (int64_t)ut_le64(r->d + at + 8 + 8 * k);
+            bool in = rank != ISA_RANK_ANY && k < rank;
+            if (in && dims[k] < -1)
+                return bad_at(r, at + 8 + 8 * k, "shape of parameter %" PRIu64 ": dimension %u is %" PRId64
+                              " (-1 is '?')", i, k, dims[k]);
+            if (!in && dims[k] != 0)
+                return bad_at(r, at + 8 + 8 * k, "shape of parameter %" PRIu64 ": dimension %u is beyond "
+                              "its rank but not 0", i, k);
+        }
+        if (all[i].rank == 0 && rank != 0)
+            return bad_at(r, at, "shape of parameter %" PRIu64 ": a scalar has rank 0, not %u", i, rank);
+        if (all[i].rank != 0 && rank != ISA_RANK_ANY && !isa_param_set_shape(p, &all[i], rank, dims))
+            return nomem(r);
+    }
     return TFVM_OK;
 }
 
@@ -472,6 +513,8 @@ tfvm_status ld_read(const void *data, size_t size, const char *name, const tfvm_
         st = rd_sites(&r);
     if (!st)
         st = rd_insts(&r);
+    if (!st && r.s[SEC_SOURCE].off)
+        st = rd_str(&r, r.s[SEC_SOURCE].off, false, "source", 0, &out->source);
     if (!st)
         st = ld_verify(out, err);
     if (st)
@@ -609,6 +652,21 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     }
     for (uint32_t i = 0; i < p->n_insts && !w.nomem; i++)
         iname[i] = wr_str(&w, p->insts[i].name);
+    /* 1.1's sections only when the program has what they hold, so that a
+     * program without them is the same 1.0 file it always was. */
+    bool has_shapes = false;
+    for (uint32_t e = 0; e < p->n_entries; e++)
+        for (uint32_t j = 0; j < p->entries[e].n_params + p->entries[e].n_results; j++) {
+            const isa_entry *en = &p->entries[e];
+            has_shapes |= (j < en->n_params ? &en->params[j] : &en->results[j - en->n_params])->shaped;
+        }
+    uint32_t source = p->source ? wr_str(&w, p->source) : FMT_NO_STR;
+    bool present[SEC_LAST + 1];
+    uint32_t n_sec = 0;
+    for (int id = 1; id <= SEC_LAST; id++) {
+        present[id] = id <= SEC_REQUIRED || (id == SEC_SHAPES && has_shapes) || (id == SEC_SOURCE && p->source);
+        n_sec += present[id];
+    }
 
     tfvm_status st = TFVM_OK;
     if (w.nomem)
@@ -621,13 +679,13 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     size_t base = out->len;
     ut_buf_append(out, fmt_magic, sizeof fmt_magic);
     ut_buf_u16(out, FMT_MAJOR);
-    ut_buf_u16(out, FMT_MINOR);
+    ut_buf_u16(out, n_sec > SEC_REQUIRED ? FMT_MINOR : 0);
     ut_buf_u32(out, FMT_HEADER);
     ut_buf_u64(out, 0); /* file size, patched below */
     ut_buf_u32(out, 0); /* checksum, patched below */
-    ut_buf_u32(out, SEC_LAST);
+    ut_buf_u32(out, n_sec);
     size_t table = out->len;
-    wr_zeros(out, (size_t)SEC_LAST * FMT_SECENT);
+    wr_zeros(out, (size_t)n_sec * FMT_SECENT);
     size_t start[SEC_LAST + 1], count[SEC_LAST + 1];
 
     start[SEC_STRINGS] = out->len;
@@ -730,16 +788,37 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     }
     count[SEC_DEBUG] = p->n_insts;
 
+    start[SEC_SHAPES] = out->len;
+    count[SEC_SHAPES] = present[SEC_SHAPES] ? n_par : 0;
+    for (uint32_t e = 0; e < p->n_entries && present[SEC_SHAPES]; e++) {
+        const isa_entry *en = &p->entries[e];
+        for (uint32_t j = 0; j < en->n_params + en->n_results; j++) {
+            const isa_param *pa = j < en->n_params ? &en->params[j] : &en->results[j - en->n_params];
+            unsigned rank = pa->rank == 0 ? 0 : pa->shaped ? pa->ndim : ISA_RANK_ANY;
+            ut_buf_u8(out, (uint8_t)rank);
+            wr_zeros(out, 7);
+            for (unsigned d = 0; d < TFVM_MAX_RANK; d++)
+                ut_buf_u64(out, rank != ISA_RANK_ANY && d < rank ? (uint64_t)pa->dims[d] : 0);
+        }
+    }
+    start[SEC_SOURCE] = out->len;
+    count[SEC_SOURCE] = present[SEC_SOURCE];
+    if (present[SEC_SOURCE])
+        ut_buf_u32(out, source);
+
     if (out->failed) {
         st = ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory writing .tfvm file", name);
         goto done;
     }
+    size_t at = table;
     for (int id = 1; id <= SEC_LAST; id++) {
-        size_t at = table + (size_t)(id - 1) * FMT_SECENT;
+        if (!present[id])
+            continue;
         wr_patch32(out, at, (uint32_t)id);
         wr_patch32(out, at + 4, sec_info[id].rec);
         wr_patch64(out, at + 8, start[id] - base);
         wr_patch64(out, at + 16, count[id]);
+        at += FMT_SECENT;
     }
     wr_patch64(out, base + 16, out->len - base);
     wr_patch32(out, base + FMT_CRC_AT,

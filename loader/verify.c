@@ -273,12 +273,20 @@ static tfvm_status check_params(vf *v, uint32_t e, const isa_param *pa, uint32_t
         if (pa[j].rank != 0 && pa[j].rank != ISA_RANK_ANY)
             return vbad(v, "%s '%s': bad rank %u (0 for a scalar, %u for a tensor)", ctx, pa[j].name,
                         pa[j].rank, ISA_RANK_ANY);
+        if (pa[j].shaped && (pa[j].rank == 0 || pa[j].ndim > TFVM_MAX_RANK || !pa[j].dims))
+            return vbad(v, "%s '%s': a shape on a scalar, or of rank %u", ctx, pa[j].name, pa[j].ndim);
+        for (unsigned k = 0; pa[j].shaped && k < pa[j].ndim; k++)
+            if (pa[j].dims[k] < -1)
+                return vbad(v, "%s '%s': dimension %u is %" PRId64, ctx, pa[j].name, k, pa[j].dims[k]);
     }
     return TFVM_OK;
 }
 
 static tfvm_status check_entries(vf *v)
 {
+    if (v->p->source && !isa_source_ok(v->p->source))
+        return vbad(v, "source file name is not 1 to %d printable characters without spaces or '\"'",
+                    ISA_MAX_SOURCE);
     const isa_program *p = v->p;
     char ctx[64];
     tfvm_status st;

@@ -1987,9 +1987,10 @@ int cli_debug(int argc, char **argv)
     ut_buf b;
     ut_buf_init(&b, NULL);
     ut_buf_printf(&b, "%s: entry %s(", file, d.e.name);
+    char ty[160];
     for (size_t k = 0; k < d.e.n_params; k++)
         ut_buf_printf(&b, cli_param_fmt(d.e.params[k].name), k ? ", " : "", d.e.params[k].name,
-                      tfvm_dtype_name(d.e.params[k].dtype), d.e.params[k].rank ? "[]" : "");
+                      cli_param_type(&d.e.params[k], ty, sizeof ty), "");
     ut_buf_printf(&b, "), %u instructions in %u regions. Type `help` for the commands.", d.p->n_insts, d.p->n_regions);
     emit(&b);
     ut_buf_free(&b);

@@ -36,6 +36,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * name, dtype and "[]" or "": "%s%s: %s%s", or with the name in double
  * quotes when it is not an identifier ("x:0", as .tfasm writes it). */
 const char *cli_param_fmt(const char *name) __attribute__((format_arg(1)));
+/* A parameter's declared type: "i32", "f32[]" (any rank), "f32[?, 784]". */
+const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size);
 /* "main(n: i32)" */
 void cli_print_signature(const tfvm_entry_info *e, FILE *f);
 

@@ -139,13 +139,12 @@ static void put_region(ut_buf *b, const isa_program *p, uint32_t r, int depth)
             if (p->entries[k].region == r)
                 e = &p->entries[k];
         ut_buf_printf(b, "entry %s(", e ? e->name : g->name);
+        char ty[160];
         for (uint32_t k = 0; e && k < e->n_params; k++)
-            ut_buf_printf(b, "%s%s: %s%s", k ? ", " : "", e->params[k].name,
-                          tfvm_dtype_name((tfvm_dtype)e->params[k].dtype), e->params[k].rank ? "[]" : "");
+            ut_buf_printf(b, "%s%s: %s", k ? ", " : "", e->params[k].name, isa_param_type(&e->params[k], ty, sizeof ty));
         ut_buf_printf(b, ") -> (");
         for (uint32_t k = 0; e && k < e->n_results; k++)
-            ut_buf_printf(b, "%s%s: %s%s", k ? ", " : "", e->results[k].name,
-                          tfvm_dtype_name((tfvm_dtype)e->results[k].dtype), e->results[k].rank ? "[]" : "");
+            ut_buf_printf(b, "%s%s: %s", k ? ", " : "", e->results[k].name, isa_param_type(&e->results[k], ty, sizeof ty));
         ut_buf_printf(b, ")\";\n%*sstyle=rounded; color=\"#1e3a8a\";\n", ind + 2, "");
     } else if (g->kind == ISA_REGION_FUNC) {
         ut_buf_printf(b, "func %s\";\n%*sstyle=rounded; color=\"#9d174d\";\n", g->name, ind + 2, "");

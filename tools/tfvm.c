@@ -4,6 +4,7 @@
  * and a caret for .tfg compile errors) and a non-zero status: 1 for a failed
  * run or bad input file, 2 for bad usage. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -349,7 +350,7 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
     const tfvm_param_info *p = &e->params[i];
     const char *tname = tfvm_dtype_name(p->dtype);
     memset(v, 0, sizeof *v);
-    if (p->rank != 0) {
+    if (p->is_tensor) {
         if (text[0] != '@')
             return fail("argument %zu '%s': expected a tensor (@path.npy), got '%s'", i + 1, p->name, text);
         tfvm_error err;
@@ -422,12 +423,36 @@ const char *cli_param_fmt(const char *name)
     return ident ? "%s%s: %s%s" : "%s\"%s\": %s%s";
 }
 
+const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
+{
+    const char *dt = tfvm_dtype_name(p->dtype);
+    if (!p->is_tensor || p->rank < 0) {
+        snprintf(buf, size, "%s%s", dt, p->is_tensor ? "[]" : "");
+        return buf;
+    }
+    if (p->rank == 0) {
+        snprintf(buf, size, "%s[()]", dt);
+        return buf;
+    }
+    size_t n = (size_t)snprintf(buf, size, "%s[", dt);
+    for (int k = 0; k < p->rank && n < size; k++) {
+        if (p->dims[k] < 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s?", k ? ", " : "");
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, k ? ", " : "", p->dims[k]);
+    }
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
 static void print_signature(const tfvm_entry_info *e, FILE *f)
 {
+    char ty[160];
     fprintf(f, "%s(", e->name);
     for (size_t i = 0; i < e->n_params; i++)
         fprintf(f, cli_param_fmt(e->params[i].name), i ? ", " : "", e->params[i].name,
-                tfvm_dtype_name(e->params[i].dtype), e->params[i].rank ? "[]" : "");
+                cli_param_type(&e->params[i], ty, sizeof ty), "");
     fprintf(f, ")");
 }
 

@@ -8,6 +8,7 @@
 
 #include "devices/place.h"
 #include "vm.h"
+#include "vm/signature.h"
 
 static double now_seconds(void)
 {
@@ -17,26 +18,6 @@ static double now_seconds(void)
 }
 
 /* ---- Runs ---------------------------------------------------------------------------- */
-
-static bool type_matches(const isa_param *p, const tfvm_value *v)
-{
-    if (v->tensor)
-        return p->rank == ISA_RANK_ANY && tfvm_tensor_dtype(v->tensor) == p->dtype;
-    return p->rank == 0 && v->dtype == p->dtype;
-}
-
-static void describe_type(const isa_param *p, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s%s", tfvm_dtype_name((tfvm_dtype)p->dtype), p->rank == 0 ? "" : "[]");
-}
-
-static void describe_value_type(const tfvm_value *v, char *buf, size_t size)
-{
-    if (v->tensor)
-        snprintf(buf, size, "%s tensor", tfvm_dtype_name(tfvm_tensor_dtype(v->tensor)));
-    else
-        snprintf(buf, size, "%s", tfvm_dtype_name(v->dtype));
-}
 
 static dev_value from_api(const tfvm_value *v)
 {
@@ -94,20 +75,10 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
         vm->prof_s0 = vm->t_start;
     }
 
-    if (n_args != en->n_params) {
+    tfvm_status sig = vm_sig_check_args(en, args, n_args, &vm->err);
+    if (sig != TFVM_OK) {
         atomic_store(&vm->state, VM_FAILED);
-        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "entry '%s' takes %u argument%s, got %zu", en->name,
-                      en->n_params, en->n_params == 1 ? "" : "s", n_args);
-    }
-    for (size_t i = 0; i < n_args; i++) {
-        if (!type_matches(&en->params[i], &args[i])) {
-            char want[32], got[32];
-            describe_type(&en->params[i], want, sizeof want);
-            describe_value_type(&args[i], got, sizeof got);
-            atomic_store(&vm->state, VM_FAILED);
-            return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "argument %zu '%s' of entry '%s': expected %s, got %s", i + 1,
-                          en->params[i].name, en->name, want, got);
-        }
+        return sig;
     }
     vm->results = ut_calloc(&vm->alloc, en->n_results + 1, sizeof(dev_value));
     vm->result_set = ut_calloc(&vm->alloc, en->n_results + 1, 1);
@@ -272,6 +243,11 @@ tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
     int state = atomic_load(&vm->state);
     if (state == VM_DONE) {
         st = vm_check_results(vm);
+        if (st == TFVM_OK) {
+            tfvm_error se;
+            if ((st = vm_sig_check_results(en, vm->results, &se)) != TFVM_OK)
+                vm_fail(vm, st, NULL, ISA_NONE, "%s", se.message);
+        }
         if (st == TFVM_OK && n_results != en->n_results)
             vm_fail(vm, st = TFVM_ERR_ARGUMENT, NULL, ISA_NONE, "entry '%s' has %u result%s, caller asked for %zu",
                     en->name, en->n_results, en->n_results == 1 ? "" : "s", n_results);

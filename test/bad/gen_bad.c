@@ -52,7 +52,7 @@ static const uint32_t tiny_edges[][4] = {
 
 static isa_region g_regions[] = {
     {ISA_REGION_ROOT, ISA_NONE, "main"}, {ISA_REGION_FUNC, ISA_NONE, "inc"}, {ISA_REGION_LOOP, R_MAIN, "L"}};
-static isa_param g_params[] = {{"x", TFVM_BOOL, 0}, {"y", TFVM_I32, 0}, {"z", TFVM_BOOL, ISA_RANK_ANY}};
+static isa_param g_params[] = {{.name = "x", .dtype = TFVM_BOOL}, {.name = "y", .dtype = TFVM_I32}, {.name = "z", .dtype = TFVM_BOOL, .rank = ISA_RANK_ANY}};
 static const int32_t g_one = 1;
 static isa_const g_consts[] = {{TFVM_I32, 0, {0}, 4, &g_one}};
 static isa_site g_sites[] = {{1, R_INC}};

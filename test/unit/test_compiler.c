@@ -346,7 +346,10 @@ START_TEST(tensors)
     ck_assert_int_eq(p->isa.entries[0].params[0].rank, ISA_RANK_ANY);
     tfvm_entry_info e;
     ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
-    ck_assert_int_eq(e.results[0].rank, -1);
+    ck_assert_int_eq(e.results[0].rank, 1); /* t: f32[3], declared */
+    ck_assert(e.results[0].is_tensor);
+    ck_assert_int_eq(e.results[0].dims[0], 3);
+    ck_assert_int_eq(e.params[0].dims[0], -1); /* u: f32[?] */
     int64_t d = 2;
     tfvm_tensor *u = tfvm_tensor_new(TFVM_F32, 1, &d, NULL);
     ((float *)tfvm_tensor_data(u))[0] = 1.5f;
