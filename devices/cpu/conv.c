@@ -1,9 +1,12 @@
 /* devices/cpu/conv.c — CONV2D (NCHW input, OIHW weights; stride, 4-sided
  * padding, dilation, groups) as im2col + gemm, and MAXPOOL/AVGPOOL (with
  * ONNX's dilations, ceil_mode and count_include_pad). */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/cpu/par.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* Parameters and spatial dims are bounded so that no size arithmetic below
@@ -84,6 +87,53 @@ static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, in
         IM2COL(uint64_t);
 }
 
+/* One CONV2D: the (image, group) items are independent products
+ * w_g [Og, CKK] @ col [CKK, OH*OW] into the result's channels of group g. */
+typedef struct conv_job {
+    const char *x, *w;
+    char *o;
+    const int64_t *p;
+    const dev_kepi *ep;
+    const tfvm_allocator *alloc;
+    uint8_t dtype;
+    size_t esz;
+    int64_t C, H, W, O, Cg, G, KH, KW, OH, OW;
+    bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
+    bool split;  /* one item at a time, its product split over the threads */
+    atomic_bool nomem;
+} conv_job;
+
+/* Items [b, e) (item = n * G + g), with one column buffer for the chunk. */
+static void conv_items(void *arg, size_t b, size_t e)
+{
+    conv_job *j = arg;
+    const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
+    const size_t esz = j->esz, col_bytes = (size_t)(CKK * OHW) * esz;
+    char *col = NULL;
+    if (!j->direct && !(col = ut_alloc(j->alloc, col_bytes ? col_bytes : 1))) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    for (size_t it = b; it < e; it++) {
+        const int64_t n = (int64_t)it / j->G, g = (int64_t)it % j->G;
+        const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
+        if (!j->direct)
+            im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
+        char *og = j->o + (size_t)((n * j->O + g * Og) * OHW) * esz;
+        const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, j->w + (size_t)(g * Og * CKK) * esz, CKK,
+                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false};
+        if (j->split) {
+            dev_kmm_run(&mm);
+        } else {
+            dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
+            if (j->ep)
+                dev_kepi_apply(j->ep, j->o, mm.ep_row0, Og, 0, OHW);
+        }
+    }
+    if (col)
+        ut_free(j->alloc, col, col_bytes ? col_bytes : 1);
+}
+
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
  * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -156,27 +206,24 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         *out = r;
         return TFVM_OK;
     }
-    const size_t esz = dev_kesize(x->dtype);
+    conv_job job = {.x = x->data, .w = w->data, .o = o, .p = p, .ep = ep, .alloc = k->alloc,
+                    .dtype = x->dtype, .esz = dev_kesize(x->dtype), .C = C, .H = H, .W = W, .O = O,
+                    .Cg = Cg, .G = G, .KH = KH, .KW = KW, .OH = OH, .OW = OW};
     /* A 1x1 window with unit stride and no padding reads x as it is. */
-    const bool direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
-    char *col = NULL;
-    if (!direct && !(col = dev_ktemp(k, (size_t)(CKK * OHW), esz))) {
+    job.direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
+    atomic_init(&job.nomem, false);
+    /* (image, group) pairs in parallel, each worth DEV_KPAR_MACS; a single
+     * pair splits its product instead (conv_items, one item) */
+    const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
+    job.split = items < (int64_t)dev_par_width();
+    if (job.split)
+        conv_items(&job, 0, (size_t)items);
+    else
+        dev_par_for((size_t)items, (size_t)(DEV_KPAR_MACS / macs + 1), conv_items, &job);
+    if (atomic_load(&job.nomem)) {
         dev_value_release(&r);
-        return TFVM_ERR_NOMEM;
+        return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
     }
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            const char *xg = (const char *)x->data + (size_t)((n * C + g * Cg) * H * W) * esz;
-            if (!direct)
-                im2col(col, xg, Cg, H, W, KH, KW, OH, OW, p, esz);
-            dev_kgemm(x->dtype, false, false, Og, OHW, CKK,
-                      (const char *)w->data + (size_t)(g * Og * CKK) * esz, CKK, direct ? xg : col,
-                      OHW, (char *)o + (size_t)((n * O + g * Og) * OHW) * esz, OHW);
-            if (ep)
-                dev_kepi_rows(ep, o, n * O + g * Og, Og);
-        }
-    if (col)
-        dev_ktemp_free(k, col, (size_t)(CKK * OHW), esz);
     *out = r;
     return TFVM_OK;
 }
@@ -295,6 +342,51 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
 #define POOL_NO_NAN(v) false
 #define POOL_IS_NAN(v) ((v) != (v))
 
+/* The 2x2 window at stride 2 without padding (the usual CNN downsampling):
+ * every window lies inside x, and each output row reads two input rows at
+ * even and odd columns, a loop the compiler vectorises. The max keeps the
+ * first of equal elements and gives NaN when the window holds one, as the
+ * general loops; the mean sums in their order. Planes [b, e). */
+#define POOL2(T)                                                                            \
+    do {                                                                                    \
+        const T *xs = (const T *)a->x + b * H * W;                                          \
+        T *os = (T *)a->o + b * OH * OW;                                                    \
+        for (size_t pl_ = b; pl_ < e; pl_++, xs += H * W)                                   \
+            for (int64_t oh = 0; oh < OH; oh++, os += OW) {                                 \
+                const T *r0 = xs + 2 * oh * W, *r1 = r0 + W;                                \
+                if (a->avg)                                                                 \
+                    for (int64_t ow = 0; ow < OW; ow++)                                     \
+                        os[ow] = (((r0[2 * ow] + r0[2 * ow + 1]) + r1[2 * ow]) + r1[2 * ow + 1]) / (T)4; \
+                else                                                                        \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                   \
+                        const T x0 = r0[2 * ow], x1 = r0[2 * ow + 1];                       \
+                        const T x2 = r1[2 * ow], x3 = r1[2 * ow + 1];                       \
+                        T m = x1 > x0 ? x1 : x0;                                            \
+                        m = x2 > m ? x2 : m;                                                \
+                        m = x3 > m ? x3 : m;                                                \
+                        const bool nan = (x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3); \
+                        os[ow] = nan ? (T)NAN : m;                                          \
+                    }                                                                       \
+            }                                                                               \
+    } while (0)
+
+typedef struct pool2_arg {
+    const void *x;
+    void *o;
+    int64_t H, W, OH, OW;
+    bool avg, f32;
+} pool2_arg;
+
+static void pool2_planes(void *arg, size_t b, size_t e)
+{
+    const pool2_arg *a = arg;
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    if (a->f32)
+        POOL2(float);
+    else
+        POOL2(double);
+}
+
 /* Output extent of one pooled dim: floor, or with ceil mode ceil, of
  * (in + pads - span) / stride, + 1; in ceil mode a last window that would
  * start in the end padding is dropped (ONNX, PyTorch). */
@@ -359,6 +451,14 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
         return st;
     const int64_t planes = N * C;
+    if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
+        dev_kfloat(x->dtype)) {
+        pool2_arg a = {x->data, o, H, W, OH, OW, avg, x->dtype == TFVM_F32};
+        /* planes in chunks of at least ~16K output elements */
+        dev_par_for((size_t)planes, (size_t)(16384 / (OH * OW + 1) + 1), pool2_planes, &a);
+        *out = r;
+        return TFVM_OK;
+    }
     if (dh != 1 || dw != 1 || ceil_mode || cip) {
         switch (x->dtype) {
         case TFVM_U8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;

@@ -1,6 +1,7 @@
 /* devices/cpu/elementwise.c — the elementwise classes on the CPU: a switch for
  * all-scalar operands (the VM's hot path, no allocation) and, for tensors,
  * NumPy broadcasting over coalesced dimensions with per-(op, dtype) kernels. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/cpu.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
 /* devices/cpu/fused.c — FUSED_MATMUL and FUSED_CONV2D: a product, its bias and
  * its activation in one kernel, the bias and activation applied to each block
  * of the result right after the gemm that wrote it (while it is in cache). */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <math.h>
@@ -88,23 +89,23 @@ tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const d
     return TFVM_OK;
 }
 
-void dev_kepi_rows(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows)
+void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols)
 {
-    if (ep->len == 0 || nrows <= 0)
+    if (ep->len == 0 || nrows <= 0 || ncols <= 0)
         return;
     const int r = ep->rank;
     const size_t esz = dev_kesize(ep->dtype);
+    const int64_t step = r ? ep->bstr[r - 1] : 0;
     /* the coordinates of row0 over the leading dims, and its bias offset */
-    int64_t idx[TFVM_MAX_RANK] = {0}, boff = 0, rest = row0;
+    int64_t idx[TFVM_MAX_RANK] = {0}, boff = col0 * step, rest = row0;
     for (int j = r - 2; j >= 0; j--) {
         idx[j] = ep->dims[j] ? rest % ep->dims[j] : 0;
         rest = ep->dims[j] ? rest / ep->dims[j] : 0;
         boff += idx[j] * ep->bstr[j];
     }
-    char *cp = (char *)c + (size_t)(row0 * ep->len) * esz;
-    const int64_t step = r ? ep->bstr[r - 1] : 0;
+    char *cp = (char *)c + (size_t)(row0 * ep->len + col0) * esz;
     for (int64_t row = 0; row < nrows; row++, cp += (size_t)ep->len * esz) {
-        dev_kepilogue(ep->dtype, ep->act, cp, ep->len, ep->bias + (size_t)boff * esz, step);
+        dev_kepilogue(ep->dtype, ep->act, cp, ncols, ep->bias + (size_t)boff * esz, step);
         for (int j = r - 2; j >= 0; j--) {
             boff += ep->bstr[j];
             if (++idx[j] < ep->dims[j])

@@ -130,8 +130,35 @@ typedef struct dev_kepi {
  * does not broadcast to the product [2, 4]"), and fills ep. */
 tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
                           int brank, const int64_t *bdims, int rank, const int64_t *dims);
-/* Applies the epilogue to rows [row0, row0 + nrows) of the result at c. */
-void dev_kepi_rows(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows);
+/* Applies the epilogue to columns [col0, col0 + ncols) of rows [row0, row0 +
+ * nrows) of the result at c. */
+void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
+
+/* Intra-op parallelism (par.h): a parallel chunk is worth at least this many
+ * multiply-adds; smaller products run in one piece. */
+#define DEV_KPAR_MACS (INT64_C(1) << 20)
+/* A product C = op(A) @ op(B) as dev_kgemm takes it, and the epilogue of its
+ * rows: row i of C is row ep_row0 + i of the result at ep_base (ep NULL:
+ * none). */
+typedef struct dev_kmm {
+    uint8_t dtype;
+    bool ta, tb;
+    int64_t M, N, K;
+    const char *A;
+    int64_t lda;
+    const char *B;
+    int64_t ldb;
+    char *C;
+    int64_t ldc;
+    const dev_kepi *ep;
+    void *ep_base;
+    int64_t ep_row0;
+    bool by_cols; /* set by dev_kmm_run */
+} dev_kmm;
+/* Runs the product, split into row (or column) blocks over the threads of
+ * dev_par_width() when it is big enough; each block is one single-threaded
+ * gemm followed by its epilogue. */
+void dev_kmm_run(const dev_kmm *m);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

@@ -1,6 +1,7 @@
 /* devices/cpu/layout.c — data movement with ONNX's shape rules: EXPAND,
  * TILE, STRIDED_SLICE (ONNX Slice with steps), TRILU and PADV (constant,
  * reflect, edge, wrap; negative pads crop). Byte-size generic: every dtype. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <string.h>

@@ -1,9 +1,11 @@
 /* devices/cpu/matmul.c — MATMUL (NumPy matmul with batch broadcasting and
  * ta/tb transposes), the gemm every CPU kernel uses (OpenBLAS for floats, a
  * wrapping loop for integers), and how OpenBLAS threads share the cores. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include "devices/cpu/blas.h"
+#include "devices/cpu/par.h"
 #include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -93,6 +95,100 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
     }
 }
 
+/* ---- Parallel gemm ------------------------------------------------------------------
+ * One product split into row blocks of op(A) (or, when it has few rows,
+ * column blocks of op(B)); each chunk runs one single-threaded gemm and then
+ * the epilogue of the block it wrote, while that block is in cache. */
+static void kmm_chunk(void *arg, size_t b, size_t e)
+{
+    const dev_kmm *m = arg;
+    const size_t esz = dev_kesize(m->dtype);
+    const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
+    if (m->by_cols) {
+        const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
+        dev_kgemm(m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz, m->ldc);
+        if (m->ep)
+            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0, m->M, lo, n);
+    } else {
+        const char *A = m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz;
+        dev_kgemm(m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb, m->C + (size_t)(lo * m->ldc) * esz,
+                  m->ldc);
+        if (m->ep)
+            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, n, 0, m->N);
+    }
+}
+
+void dev_kmm_run(const dev_kmm *m)
+{
+    const unsigned width = dev_par_width();
+    const int64_t K = m->K ? m->K : 1;
+    dev_kmm job = *m;
+    job.by_cols = false;
+    if (width > 1 && m->M * m->N * K >= 2 * DEV_KPAR_MACS) {
+        /* rows while there are at least 8 per thread; else columns, in
+         * blocks of 16 or more; one chunk per thread, each worth DEV_KPAR_MACS */
+        const bool rows = m->M >= 8 * (int64_t)width || m->M >= m->N;
+        const int64_t n = rows ? m->M : m->N, other = rows ? m->N : m->M;
+        int64_t grain = (n + width - 1) / width, least = DEV_KPAR_MACS / (other * K) + 1;
+        if (!rows && least < 16)
+            least = 16;
+        if (grain < least)
+            grain = least;
+        job.by_cols = !rows;
+        dev_par_for((size_t)n, (size_t)grain, kmm_chunk, &job);
+        return;
+    }
+    kmm_chunk(&job, 0, (size_t)m->M);
+}
+
+/* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
+typedef struct mm_batch {
+    dev_kmm mm; /* matrix 0 */
+    int nbat;
+    int64_t bd[TFVM_MAX_RANK], sa[TFVM_MAX_RANK], sb[TFVM_MAX_RANK];
+    bool split; /* fewer matrices than threads: one at a time, each split */
+} mm_batch;
+
+static void mm_batch_chunk(void *arg, size_t b, size_t e)
+{
+    const mm_batch *j = arg;
+    const bool split = j->split;
+    const dev_kmm *m = &j->mm;
+    const size_t esz = dev_kesize(m->dtype);
+    int64_t idx[TFVM_MAX_RANK] = {0}, oa = 0, ob = 0, rest = (int64_t)b;
+    for (int d = j->nbat - 1; d >= 0; d--) {
+        idx[d] = rest % j->bd[d];
+        rest /= j->bd[d];
+        oa += idx[d] * j->sa[d];
+        ob += idx[d] * j->sb[d];
+    }
+    for (int64_t t = (int64_t)b; t < (int64_t)e; t++) {
+        char *cp = m->C + (size_t)(t * m->M * m->N) * esz;
+        /* matrix t is rows [t*M, t*M + M) of the result */
+        dev_kmm one = *m;
+        one.A += (size_t)oa * esz;
+        one.B += (size_t)ob * esz;
+        one.C = cp;
+        one.ep_row0 = t * m->M;
+        if (split) {
+            dev_kmm_run(&one);
+        } else {
+            dev_kgemm(m->dtype, m->ta, m->tb, m->M, m->N, m->K, one.A, m->lda, one.B, m->ldb, cp, m->ldc);
+            if (m->ep)
+                dev_kepi_apply(m->ep, m->ep_base, one.ep_row0, m->M, 0, m->N);
+        }
+        for (int d = j->nbat - 1; d >= 0; d--) {
+            oa += j->sa[d];
+            ob += j->sb[d];
+            if (++idx[d] < j->bd[d])
+                break;
+            oa -= j->sa[d] * j->bd[d];
+            ob -= j->sb[d] * j->bd[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 /* ---- MATMUL ---------------------------------------------------------------------
  * A rank-1 a is a row [1, K] and a rank-1 b a column [K, 1], and that dim is
  * dropped from the result (NumPy); ta/tb do not apply to them. Other leading
@@ -172,7 +268,6 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
         return st;
     /* the result's rows (of its last dim), for the epilogue */
     const int64_t epi_all = ep && epi.len ? batch * (va ? 1 : M) * (vb ? 1 : N) / epi.len : 0;
-    const size_t esz = dev_kesize(a->dtype);
     bool b_shared = true, a_full = !ta;
     for (int j = 0; j < nbat; j++) {
         b_shared &= sb[j] == 0;
@@ -180,31 +275,28 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
     }
     if (batch > 0 && b_shared && a_full && batch <= INT_MAX && dev_kgemm_fits(batch * M)) {
         /* Every a matrix meets the same b and the a matrices lie back to back:
-         * one gemm of [batch * M, K] @ [K, N] (an MLP's hot case). */
-        dev_kgemm(a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N);
-        if (ep)
-            dev_kepi_rows(ep, c, 0, epi_all);
-    } else {
-        int64_t idx[TFVM_MAX_RANK] = {0}, oa = 0, ob = 0;
-        char *cp = c;
-        for (int64_t t = 0; t < batch; t++) {
-            dev_kgemm(a->dtype, ta, tb, M, N, K, (const char *)a->data + (size_t)oa * esz, ac,
-                      (const char *)b->data + (size_t)ob * esz, bc, cp, N);
-            if (ep && !va && !vb) /* matrix t is rows [t*M, t*M + M) of the result */
-                dev_kepi_rows(ep, c, t * M, M);
-            cp += (size_t)(M * N) * esz;
-            for (int j = nbat - 1; j >= 0; j--) {
-                oa += sa[j];
-                ob += sb[j];
-                if (++idx[j] < bd[j])
-                    break;
-                oa -= sa[j] * bd[j];
-                ob -= sb[j] * bd[j];
-                idx[j] = 0;
-            }
-        }
+         * one gemm of [batch * M, K] @ [K, N] (an MLP's hot case). Its rows
+         * are the result's rows unless b is a vector (then the epilogue runs
+         * once at the end, over the [batch * M] result). */
+        const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
+                            vb ? NULL : ep, c, 0, false};
+        dev_kmm_run(&mm);
+        if (ep && vb)
+            dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
+    } else if (batch > 0) {
+        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false},
+                        nbat, {0}, {0}, {0}, batch < (int64_t)dev_par_width()};
+        memcpy(job.bd, bd, sizeof bd);
+        memcpy(job.sa, sa, sizeof sa);
+        memcpy(job.sb, sb, sizeof sb);
+        const int64_t macs = M * N * (K ? K : 1);
+        /* whole matrices per chunk, each chunk worth DEV_KPAR_MACS */
+        if (job.split)
+            mm_batch_chunk(&job, 0, (size_t)batch);
+        else
+            dev_par_for((size_t)batch, (size_t)(DEV_KPAR_MACS / (macs ? macs : 1) + 1), mm_batch_chunk, &job);
         if (ep && (va || vb))
-            dev_kepi_rows(ep, c, 0, epi_all);
+            dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     }
     *out = r;
     return TFVM_OK;

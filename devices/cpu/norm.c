@@ -1,5 +1,6 @@
 /* devices/cpu/norm.c — LRN: ONNX local response normalization across the
  * channels (axis 1) of x [N, C, ...], in double. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <math.h>

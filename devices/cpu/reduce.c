@@ -1,6 +1,7 @@
 /* devices/cpu/reduce.c — the ops that fold or scan an axis or a set of axes:
  * SOFTMAX and LOG_SOFTMAX (stable: x - max), REDUCE_SUM/MEAN/MAX/MIN/PROD
  * with keepdims, ARGMAX/ARGMIN, CUMSUM. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <math.h>

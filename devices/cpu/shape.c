@@ -2,6 +2,7 @@
  * RESHAPE (and its kin SQUEEZE, UNSQUEEZE, FLATTEN), TRANSPOSE, CONCAT, SLICE,
  * GATHER, PAD, SHAPE, and the makers FILL and RANGE. Tensors are immutable
  * and own their data (no views), so each result is a fresh copy. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
 /* devices/cpu/tensor_ops.c — dev_cpu_tensor: checks the call, turns operands
  * into views and hands them to the op's kernel; and the helpers the kernels
  * share (devices/cpu/kern.h): messages, results, scratch memory, nd copies. */
+#include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <stdio.h>

@@ -537,6 +537,9 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_COL2IM: in[0] = T(dt, (1, 2, 2), 1, 2, 3, 4); in[1] = IV(3); in[2] = IV(2); in[3] = IV(1, 0, 0, 1); break;
     case ISA_ROI_ALIGN: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 4), 0, 0, 1, 1); in[2] = T(I64, (1), 0); in[3] = T(F32, (4), 1, 1, 1, 1); break;
     case ISA_DEFORM_CONV: in[0] = T(dt, (1, 1, 2, 2), 1, 2, 3, 4); in[1] = T(dt, (1, 1, 1, 1), 1); in[2] = T(dt, (1, 2, 2, 2)); in[3] = T(dt, (0)); in[4] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1, 1); break;
+    /* issue 12's fused products (test_fused.c tests them) */
+    case ISA_FUSED_MATMUL: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = T(dt, (2, 2), 1, 1, 0, 1); in[2] = T(dt, (2), 1, -1); break;
+    case ISA_FUSED_CONV2D: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 2, 1), 1, 2); in[2] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1); in[3] = T(dt, (1), 3); break;
     default: ck_abort_msg("no inputs for %s", isa_ops[op].name);
     }
 }
@@ -546,6 +549,7 @@ static const isa_op nm_ops[] = {
     ISA_FLATTEN, ISA_EXPAND, ISA_TILE, ISA_STRIDED_SLICE, ISA_TRILU, ISA_PADV, ISA_GATHER_ELEMENTS,
     ISA_TOPK, ISA_ONEHOT, ISA_RESIZE, ISA_LRN, ISA_STACK_PUT, ISA_MAXPOOL, ISA_AVGPOOL,
     ISA_RESIZE2, ISA_GRID_SAMPLE, ISA_NMS, ISA_AFFINE_GRID, ISA_COL2IM, ISA_ROI_ALIGN, ISA_DEFORM_CONV,
+    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D,
 };
 
 START_TEST(test_nomem)

@@ -1,0 +1,473 @@
+/* test/unit/test_fused.c — FUSED_MATMUL and FUSED_CONV2D against naive
+ * references (exact: small integer operands keep every f32 sum exact), bit
+ * for bit against MATMUL/CONV2D + ADD + activation on arbitrary floats, their
+ * messages, the asm round trip of their options, and the chunked paths of
+ * the product and pooling kernels under a test-only intra-op runner. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "devices/cpu/par.h"
+#include "kernutil.h"
+#include "loader/loader.h"
+
+static void setup(void) { ta = (tu_alloc){.countdown = -1}; }
+static void teardown(void)
+{
+    ck_assert_msg(ta.live == 0, "%ld bytes leaked", ta.live);
+}
+
+#define RELU ISA_OPT_ACT_RELU
+#define SIG ISA_OPT_ACT_SIGMOID
+#define TANH ISA_OPT_ACT_TANH
+
+/* The activations as elementwise.c spells them. */
+static double act_ref(uint8_t dt, uint32_t act, double x)
+{
+    if (dt == F32) {
+        const float f = (float)x;
+        switch (act) {
+        case RELU: return f < 0 ? 0 : f;
+        case SIG: return f >= 0 ? 1 / (1 + expf(-f)) : expf(f) / (1 + expf(f));
+        case TANH: return tanhf(f);
+        default: return f;
+        }
+    }
+    switch (act) {
+    case RELU: return x < 0 ? 0 : x;
+    case SIG: return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+    case TANH: return tanh(x);
+    default: return x;
+    }
+}
+
+/* A tensor of dtype dt whose element i is small integer pattern(i). */
+static dev_value pattern(uint8_t dt, int rank, const int64_t *dims, int seed)
+{
+    dev_value v = tf(dt, rank, dims, NULL, 0);
+    for (int64_t i = 0; i < v.u.t->count; i++)
+        put(dt, v.u.t->data, i, (double)((i * 7 + seed * 3) % 11) - 5);
+    return v;
+}
+
+/* ---- FUSED_MATMUL by hand ------------------------------------------------------ */
+START_TEST(test_matmul_hand)
+{
+    /* [[1,2,3],[4,5,6]] @ [[1,-1],[0,2],[-1,0]] = [[-2, 3], [-2, 6]]; + [1, -4] */
+    for (int dt = F32; dt <= F64; dt++) {
+        OK(ISA_FUSED_MATMUL, 0, (T(dt, (2, 3), 1, 2, 3, 4, 5, 6), T(dt, (3, 2), 1, -1, 0, 2, -1, 0), T(dt, (2), 1, -4)),
+           dt, (2, 2), -1, -1, -1, 2);
+        OK(ISA_FUSED_MATMUL, RELU,
+           (T(dt, (2, 3), 1, 2, 3, 4, 5, 6), T(dt, (3, 2), 1, -1, 0, 2, -1, 0), T(dt, (2), 1, -4)), dt, (2, 2), 0, 0,
+           0, 2);
+    }
+    OK(ISA_FUSED_MATMUL, SIG, (T(F64, (1, 2), 1, 2), T(F64, (2, 2), 1, 0, 0, -1), T(F64, (2), 0, 0)), F64, (1, 2),
+       1 / (1 + exp(-1.0)), exp(-2.0) / (1 + exp(-2.0)));
+    OK(ISA_FUSED_MATMUL, TANH, (T(F32, (1, 2), 1, 2), T(F32, (2, 2), 1, 0, 0, -1), T(F32, (2), 0, 0)), F32, (1, 2),
+       tanhf(1), tanhf(-2));
+    /* ta, tb: a [3, 2] read as [2, 3], b [2, 3] read as [3, 2] */
+    OK(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B | RELU,
+       (T(F32, (3, 2), 1, 4, 2, 5, 3, 6), T(F32, (2, 3), 1, 0, -1, -1, 2, 0), T(F32, (2), 1, -4)), F32, (2, 2), 0, 0,
+       0, 2);
+    /* bias shapes: [M, 1] per row, a scalar, [1, N], the full [M, N] */
+    OK(ISA_FUSED_MATMUL, 0, (T(F32, (2, 1), 1, 2), T(F32, (1, 2), 3, 4), T(F32, (2, 1), 10, 20)), F32, (2, 2), 13,
+       14, 26, 28);
+    OK(ISA_FUSED_MATMUL, 0, (T(F32, (2, 1), 1, 2), T(F32, (1, 2), 3, 4), sc(F32, 0.5)), F32, (2, 2), 3.5, 4.5, 6.5,
+       8.5);
+    OK(ISA_FUSED_MATMUL, 0, (T(F32, (2, 1), 1, 2), T(F32, (1, 2), 3, 4), T(F32, (1, 2), 1, 2)), F32, (2, 2), 4, 6, 7,
+       10);
+    OK(ISA_FUSED_MATMUL, RELU, (T(F32, (2, 1), 1, 2), T(F32, (1, 2), 3, 4), T(F32, (2, 2), -4, 0, -7, 1)), F32,
+       (2, 2), 0, 4, 0, 9);
+    /* vectors: a [K] gives [N]; b [K] gives [M]; both give a scalar */
+    OK(ISA_FUSED_MATMUL, 0, (T(F32, (2), 1, 2), T(F32, (2, 3), 1, 2, 3, 4, 5, 6), T(F32, (3), 1, 1, 1)), F32, (3),
+       10, 13, 16);
+    OK(ISA_FUSED_MATMUL, RELU, (T(F32, (3, 2), 1, 2, 3, 4, -5, -6), T(F32, (2), 1, 1), T(F32, (3), 0, -7, 0)), F32,
+       (3), 3, 0, 0);
+    OK0(ISA_FUSED_MATMUL, TANH, (T(F64, (2), 1, 2), T(F64, (2), 3, -2), sc(F64, 0.25)), F64, tanh(-0.75));
+    /* batched: a [2, 1, 2] against a shared b (one gemm), bias [2, 1, 1] per matrix */
+    OK(ISA_FUSED_MATMUL, 0, (T(F32, (2, 1, 2), 1, 2, 3, 4), T(F32, (2, 2), 1, 0, 0, 1), T(F32, (2, 1, 1), 10, 20)),
+       F32, (2, 1, 2), 11, 12, 23, 24);
+    /* batched with b's batch (the per-matrix loop), bias [2] broadcast over both */
+    OK(ISA_FUSED_MATMUL, RELU,
+       (T(F32, (2, 1, 2), 1, 2, 3, 4), T(F32, (2, 2, 2), 1, 0, 0, 1, -1, 0, 0, -1), T(F32, (2), 0, 1)), F32,
+       (2, 1, 2), 1, 3, 0, 0);
+    /* batched a [2, 2, 2] with ta: the loop, bias [2, 1, 2] */
+    OK(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A,
+       (T(F32, (2, 2, 2), 1, 0, 0, 1, 0, 1, 1, 0), T(F32, (2, 2), 1, 2, 3, 4), T(F32, (2, 1, 2), 0, 0, 10, 10)), F32,
+       (2, 2, 2), 1, 2, 3, 4, 13, 14, 11, 12);
+    /* empty: K = 0 gives act(bias) */
+    OK(ISA_FUSED_MATMUL, RELU, (T(F32, (2, 0)), T(F32, (0, 2)), T(F32, (2), -1, 3)), F32, (2, 2), 0, 3, 0, 3);
+    OK(ISA_FUSED_MATMUL, RELU, (T(F32, (0, 3)), T(F32, (3, 2)), T(F32, (2), -1, 3)), F32, (0, 2));
+}
+END_TEST
+
+START_TEST(test_matmul_errors)
+{
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 3)), T(F32, (3, 2)), T(F32, (3))), SH,
+          "fused_matmul: bias [3] does not broadcast to the product [2, 2]");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 3)), T(F32, (3, 2)), T(F32, (1, 2, 2))), SH,
+          "fused_matmul: bias [1, 2, 2] does not broadcast to the product [2, 2]");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (3)), T(F32, (3)), T(F32, (1))), SH,
+          "fused_matmul: bias [1] does not broadcast to the product []");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 3)), T(F32, (3, 2)), T(F64, (2))), TY,
+          "fused_matmul: dtype mismatch: f32 [2, 3] and bias f64 [2]");
+    FAILS(ISA_FUSED_MATMUL, RELU | TANH, (T(F32, (2, 3)), T(F32, (3, 2)), T(F32, (2))), AR,
+          "fused_matmul: more than one activation (options 0x14)");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(I32, (2, 3)), T(I32, (3, 2)), T(I32, (2))), TY,
+          "fused_matmul: not defined on i32 (floats only)");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 3)), T(F64, (3, 2)), T(F32, (2))), TY,
+          "fused_matmul: dtype mismatch: f32 [2, 3] and f64 [3, 2]");
+    FAILS(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A, (T(F32, (2, 3)), T(F32, (3, 5)), T(F32, (5))), SH,
+          "fused_matmul: inner dims differ: [2, 3] (transposed) and [3, 5]");
+    FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 2, 3)), T(F32, (3, 3, 2)), T(F32, (2))), SH,
+          "fused_matmul: batch dims do not broadcast: [2, 2, 3] and [3, 3, 2]");
+    /* the option names, for asm and dis */
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, RELU), "relu");
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, SIG), "sigmoid");
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, TANH), "tanh");
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B), "tb");
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, RELU), "relu");
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_TRANS_A));
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 32));
+}
+END_TEST
+
+/* ---- Against the unfused instructions on arbitrary floats ----------------------- */
+static dev_value randt(uint8_t dt, int rank, const int64_t *dims, unsigned seed)
+{
+    dev_value v = tf(dt, rank, dims, NULL, 0);
+    for (int64_t i = 0; i < v.u.t->count; i++) {
+        seed = seed * 1103515245u + 12345u;
+        put(dt, v.u.t->data, i, ((double)(seed >> 8 & 0xFFFF) - 32768.0) / 9973.0);
+    }
+    return v;
+}
+
+static dev_value ref(dev_value v) { dev_value_retain(&v); return v; }
+
+/* out must equal want element for element, bit for bit (NaN as NaN); releases both. */
+static void same_bits(dev_value *out, dev_value *want, const char *what)
+{
+    ck_assert_int_eq(out->dtype, want->dtype);
+    ck_assert_int_eq(out->is_tensor, want->is_tensor);
+    if (out->is_tensor) {
+        ck_assert_int_eq(out->u.t->rank, want->u.t->rank);
+        for (int i = 0; i < out->u.t->rank; i++)
+            ck_assert_int_eq(out->u.t->dims[i], want->u.t->dims[i]);
+        ck_assert_msg(memcmp(out->u.t->data, want->u.t->data, out->u.t->nbytes) == 0, "%s: results differ", what);
+    } else {
+        ck_assert_msg(memcmp(&out->u, &want->u, tfvm_dtype_size((tfvm_dtype)out->dtype)) == 0, "%s: results differ",
+                      what);
+    }
+    dev_value_release(out);
+    dev_value_release(want);
+}
+
+/* act(ADD(x, bias)) through the elementwise kernels; releases x. */
+static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
+{
+    dev_value in[2] = {x, *bias}, s, r;
+    ck_assert_int_eq(dev_cpu_elementwise(ISA_ADD, 0, in, &s, &alloc, msg, sizeof msg), TFVM_OK);
+    dev_value_release(&x);
+    if (!act)
+        return s;
+    const isa_op op = act == RELU ? ISA_RELU : act == SIG ? ISA_SIGMOID : ISA_TANH;
+    ck_assert_int_eq(dev_cpu_elementwise(op, 0, &s, &r, &alloc, msg, sizeof msg), TFVM_OK);
+    dev_value_release(&s);
+    return r;
+}
+
+static const uint32_t acts[] = {0, RELU, SIG, TANH};
+
+START_TEST(test_same_as_unfused)
+{
+    for (int dt = F32; dt <= F64; dt++)
+        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+            const uint32_t act = acts[ai];
+            /* an MLP layer, tb, bias [N] */
+            dev_value a = randt(dt, 2, DIMS(5, 7), 1), b = randt(dt, 2, DIMS(6, 7), 2), bias = randt(dt, 1, DIMS(6), 3);
+            dev_value m, f;
+            ck_assert_int_eq(C(ISA_MATMUL, ISA_OPT_TRANS_B, &m, ref(a), ref(b)), TFVM_OK);
+            dev_value want = unfused_tail(m, &bias, act);
+            ck_assert_int_eq(C(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | act, &f, a, b, ref(bias)), TFVM_OK);
+            same_bits(&f, &want, "matmul");
+            dev_value_release(&bias);
+            /* a convolution with groups, stride and padding, bias [O] as [O, 1, 1] */
+            dev_value x = randt(dt, 4, DIMS(2, 4, 6, 5), 4), w = randt(dt, 4, DIMS(6, 2, 3, 2), 5);
+            dev_value cb = randt(dt, 1, DIMS(6), 6), cbr = tf(dt, 3, DIMS(6, 1, 1), NULL, 0);
+            memcpy(cbr.u.t->data, cb.u.t->data, cb.u.t->nbytes);
+            ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), IV(2, 1, 1, 0, 0, 1, 1, 1, 2)), TFVM_OK);
+            want = unfused_tail(m, &cbr, act);
+            ck_assert_int_eq(C(ISA_FUSED_CONV2D, act, &f, x, w, IV(2, 1, 1, 0, 0, 1, 1, 1, 2), cb), TFVM_OK);
+            same_bits(&f, &want, "conv2d");
+            dev_value_release(&cbr);
+        }
+}
+END_TEST
+
+/* ---- FUSED_CONV2D ------------------------------------------------------------------ */
+/* Naive convolution of integer-valued operands, then bias and act. */
+static void conv_ref(const dev_value *x, const dev_value *w, const int64_t *p, const double *bias, uint32_t act,
+                     double *out, int64_t *od)
+{
+    const int64_t *xd = x->u.t->dims, *wd = w->u.t->dims;
+    const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], O = wd[0], Cg = wd[1], KH = wd[2], KW = wd[3];
+    const int64_t G = p[8], Og = O / G;
+    const int64_t OH = (H + p[2] + p[4] - p[6] * (KH - 1) - 1) / p[0] + 1;
+    const int64_t OW = (W + p[3] + p[5] - p[7] * (KW - 1) - 1) / p[1] + 1;
+    od[0] = N, od[1] = O, od[2] = OH, od[3] = OW;
+    int64_t q = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double s = 0;
+                    const int64_t g = o / Og;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t i = 0; i < KH; i++)
+                            for (int64_t j = 0; j < KW; j++) {
+                                const int64_t h = oh * p[0] - p[2] + i * p[6], ww = ow * p[1] - p[3] + j * p[7];
+                                if (h < 0 || h >= H || ww < 0 || ww >= W)
+                                    continue;
+                                s += elem(x, ((n * C + g * Cg + c) * H + h) * W + ww) *
+                                     elem(w, ((o * Cg + c) * KH + i) * KW + j);
+                            }
+                    out[q++] = act_ref(x->dtype, act, s + bias[o]);
+                }
+    (void)C;
+}
+
+static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t *wd, const int64_t *p)
+{
+    dev_value x = pattern(dt, 4, xd, 1), w = pattern(dt, 4, wd, 2), bias = tf(dt, 1, wd, NULL, 0);
+    double bv[64];
+    for (int64_t o = 0; o < wd[0]; o++) {
+        bv[o] = (double)(o % 5) - 2;
+        put(dt, bias.u.t->data, o, bv[o]);
+    }
+    static double want[4096];
+    int64_t od[4];
+    conv_ref(&x, &w, p, bv, act, want, od);
+    dev_value o;
+    tfvm_status st = C(ISA_FUSED_CONV2D, (int32_t)act, &o, x, w, ivec(p, 9), bias);
+    ck_assert_msg(st == TFVM_OK, "%s", msg);
+    expect(&o, dt, 4, od, want, 0, "fused_conv2d");
+}
+
+START_TEST(test_conv_exact)
+{
+    for (int dt = F32; dt <= F64; dt++)
+        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+            /* 3x3 pad 1 */
+            conv_case(dt, acts[ai], DIMS(2, 3, 5, 4), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+            /* 1x1 direct */
+            conv_case(dt, acts[ai], DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* groups, stride 2, dilation 2, uneven pads */
+            conv_case(dt, acts[ai], DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
+        }
+}
+END_TEST
+
+START_TEST(test_conv_errors)
+{
+    const int64_t P[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
+    FAILS(ISA_FUSED_CONV2D, 0, (T(F32, (1, 1, 3, 3)), T(F32, (2, 1, 3, 3)), ivec(P, 9), T(F32, (3))), SH,
+          "fused_conv2d: bias must be [2] (the output channels of w [2, 1, 3, 3]), got [3]");
+    FAILS(ISA_FUSED_CONV2D, 0, (T(F32, (1, 1, 3, 3)), T(F32, (2, 1, 3, 3)), ivec(P, 9), T(F32, (2, 1))), SH,
+          "fused_conv2d: bias must be [2] (the output channels of w [2, 1, 3, 3]), got [2, 1]");
+    FAILS(ISA_FUSED_CONV2D, 0, (T(F32, (1, 1, 3, 3)), T(F32, (2, 1, 3, 3)), ivec(P, 9), T(F64, (2))), TY,
+          "fused_conv2d: dtype mismatch: f32 [1, 1, 3, 3] and bias f64 [2]");
+    FAILS(ISA_FUSED_CONV2D, SIG | RELU, (T(F32, (1, 1, 3, 3)), T(F32, (2, 1, 3, 3)), ivec(P, 9), T(F32, (2))), AR,
+          "fused_conv2d: more than one activation (options 0xc)");
+    FAILS(ISA_FUSED_CONV2D, 0, (T(I64, (1, 1, 3, 3)), T(I64, (2, 1, 3, 3)), ivec(P, 9), T(I64, (2))), TY,
+          "fused_conv2d: not defined on i64 (floats only)");
+    FAILS(ISA_FUSED_CONV2D, 0, (T(F32, (1, 3, 5, 5)), T(F32, (2, 2, 3, 3)), ivec(P, 9), T(F32, (2))), SH,
+          "fused_conv2d: x [1, 3, 5, 5] has 3 channels, w [2, 2, 3, 3] takes 2 (groups 1)");
+    /* C = 0: the bias alone */
+    OK(ISA_FUSED_CONV2D, RELU, (T(F32, (1, 0, 1, 1)), T(F32, (2, 0, 1, 1)), ivec(P, 9), T(F32, (2), -1, 2)), F32,
+       (1, 2, 1, 1), 0, 2);
+}
+END_TEST
+
+/* ---- asm round trip ---------------------------------------------------------------- */
+START_TEST(test_asm_round_trip)
+{
+    static const char src[] = "const #0 = i64[9] [1, 1, 0, 0, 0, 0, 1, 1, 1]\n"
+                              "entry main(a: f32[], b: f32[], c: f32[]) -> (r: f32[], s: f32[]) {\n"
+                              "    a = ARG 0\n"
+                              "    b = ARG 1\n"
+                              "    c = ARG 2\n"
+                              "    m = FUSED_MATMUL tb relu (a, b, c)\n"
+                              "    v = FUSED_CONV2D sigmoid (a, b, #0, c)\n"
+                              "        RESULT 0 (m)\n"
+                              "        RESULT 1 (v)\n"
+                              "}\n";
+    isa_program p;
+    tfvm_error err;
+    ck_assert_msg(ld_assemble(src, strlen(src), "f.tfasm", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    ck_assert_msg(ld_disassemble(&p, &b, &err) == TFVM_OK, "%s", err.message);
+    ut_buf_append(&b, "", 1);
+    ck_assert_msg(strstr((const char *)b.data, "= FUSED_MATMUL tb relu (a, b, c)\n"), "%s", (const char *)b.data);
+    ck_assert_msg(strstr((const char *)b.data, "= FUSED_CONV2D sigmoid (a, b, i64[9] [1, 1, 0, 0, 0, 0, 1, 1, 1], c)\n"), "%s", (const char *)b.data);
+    ut_buf_free(&b);
+    isa_program_release(&p);
+    static const char bad[] = "entry main(a: f32[]) -> (r: f32[]) {\n"
+                              "    a = ARG 0\n"
+                              "    m = FUSED_CONV2D ta (a, a, a, a)\n"
+                              "        RESULT 0 (m)\n"
+                              "}\n";
+    ck_assert_int_eq(ld_assemble(bad, strlen(bad), "g.tfasm", NULL, &p, &err), TFVM_ERR_SYNTAX);
+    ck_assert_msg(strstr(err.message, "unknown FUSED_CONV2D option"), "%s", err.message);
+}
+END_TEST
+
+/* ---- Chunked paths under a test runner ------------------------------------------------
+ * The runner splits [0, n) into chunks of `grain` and runs them on RUN_THREADS
+ * threads (this one included); it counts the loops it split, so each case
+ * can prove that it took the chunked path. */
+#define RUN_THREADS 3
+
+typedef struct run_job {
+    dev_par_fn fn;
+    void *arg;
+    size_t n, grain;
+    atomic_size_t next;
+} run_job;
+
+static atomic_int split_loops, chunks_run;
+
+static void *run_worker(void *p)
+{
+    run_job *j = p;
+    for (;;) {
+        size_t b = atomic_fetch_add(&j->next, j->grain);
+        if (b >= j->n)
+            break;
+        size_t e = j->n - b < j->grain ? j->n : b + j->grain;
+        j->fn(j->arg, b, e);
+        atomic_fetch_add(&chunks_run, 1);
+    }
+    return NULL;
+}
+
+static void run_chunks(void *self, size_t n, size_t grain, dev_par_fn fn, void *arg)
+{
+    (void)self;
+    run_job j = {fn, arg, n, grain, 0};
+    pthread_t t[RUN_THREADS - 1];
+    atomic_fetch_add(&split_loops, 1);
+    for (int i = 0; i < RUN_THREADS - 1; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, run_worker, &j), 0);
+    run_worker(&j);
+    for (int i = 0; i < RUN_THREADS - 1; i++)
+        pthread_join(t[i], NULL);
+}
+
+static const dev_par_runner runner = {run_chunks, NULL, RUN_THREADS};
+
+/* op on in[] (not released) with and without the runner: the same bytes,
+ * and with it the loop was split. Threads allocate, so the system allocator. */
+static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *what)
+{
+    dev_value serial, par;
+    ck_assert_int_eq(dev_par_width(), 1);
+    tfvm_status st = dev_cpu_tensor(op, attr, in, (uint32_t)isa_ops[op].n_in, &serial, NULL, msg, sizeof msg);
+    ck_assert_msg(st == TFVM_OK, "%s: %s", what, msg);
+    dev_par_set_runner(&runner);
+    ck_assert_int_eq(dev_par_width(), RUN_THREADS);
+    atomic_store(&split_loops, 0);
+    atomic_store(&chunks_run, 0);
+    st = dev_cpu_tensor(op, attr, in, (uint32_t)isa_ops[op].n_in, &par, NULL, msg, sizeof msg);
+    dev_par_set_runner(NULL);
+    ck_assert_msg(st == TFVM_OK, "%s: %s", what, msg);
+    ck_assert_msg(atomic_load(&split_loops) >= 1 && atomic_load(&chunks_run) >= 2, "%s: not split (%d loops, %d chunks)",
+                  what, atomic_load(&split_loops), atomic_load(&chunks_run));
+    same_bits(&par, &serial, what);
+}
+
+static dev_value big(uint8_t dt, int rank, const int64_t *dims, int seed)
+{
+    tfvm_tensor *t = tfvm_tensor_new((tfvm_dtype)dt, rank, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    for (int64_t i = 0; i < t->count; i++)
+        put(dt, t->data, i, (double)((i * 7 + seed * 3) % 11) - 5);
+    return tens(t);
+}
+
+static void release_all(dev_value *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        dev_value_release(&v[i]);
+}
+
+START_TEST(test_parallel_paths)
+{
+    for (int dt = F32; dt <= F64; dt++) {
+        /* rows of M: [96, 256] @ [256, 128], bias [128] */
+        dev_value in[4] = {big(dt, 2, DIMS(96, 256), 1), big(dt, 2, DIMS(256, 128), 2), big(dt, 1, DIMS(128), 3)};
+        par_case(ISA_MATMUL, 0, in, "matmul rows");
+        par_case(ISA_FUSED_MATMUL, RELU, in, "fused_matmul rows");
+        release_all(in, 3);
+        /* columns of N (few rows), ta and tb */
+        dev_value cin[3] = {big(dt, 2, DIMS(512, 4), 1), big(dt, 2, DIMS(1024, 512), 2), big(dt, 2, DIMS(4, 1), 3)};
+        par_case(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B | TANH, cin, "fused_matmul columns");
+        release_all(cin, 3);
+        /* a batch of products, each with its own b */
+        dev_value bin[3] = {big(dt, 3, DIMS(6, 64, 64), 1), big(dt, 3, DIMS(6, 64, 96), 2), big(dt, 1, DIMS(96), 3)};
+        par_case(ISA_MATMUL, 0, bin, "batched matmul");
+        par_case(ISA_FUSED_MATMUL, SIG, bin, "batched fused_matmul");
+        release_all(bin, 3);
+        /* convolutions: many images (items), one image (its product split) */
+        const int64_t P[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+        dev_value xin[4] = {big(dt, 4, DIMS(8, 16, 14, 14), 1), big(dt, 4, DIMS(32, 16, 3, 3), 2), ivec(P, 9),
+                            big(dt, 1, DIMS(32), 3)};
+        par_case(ISA_CONV2D, 0, xin, "conv2d images");
+        par_case(ISA_FUSED_CONV2D, RELU, xin, "fused_conv2d images");
+        release_all(xin, 4);
+        dev_value one[4] = {big(dt, 4, DIMS(1, 32, 28, 28), 1), big(dt, 4, DIMS(64, 32, 3, 3), 2), ivec(P, 9),
+                            big(dt, 1, DIMS(64), 3)};
+        par_case(ISA_FUSED_CONV2D, TANH, one, "fused_conv2d one image");
+        release_all(one, 4);
+        /* pooling planes */
+        dev_value pin[2] = {big(dt, 4, DIMS(16, 16, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
+        par_case(ISA_MAXPOOL, 0, pin, "maxpool");
+        par_case(ISA_AVGPOOL, 0, pin, "avgpool");
+        release_all(pin, 2);
+    }
+}
+END_TEST
+
+/* The 2x2 stride-2 pooling path against the general one (a 12-entry p with
+ * explicit dilation 1 takes the same shape through the general loop only
+ * when ceil_mode is set, so compare with hand values instead). */
+START_TEST(test_pool2)
+{
+    OK(ISA_MAXPOOL, 0, (T(F32, (1, 1, 2, 5), 1, 5, -2, 0, 9, 3, 2, -0.5, -1, 7), IV(2, 2, 2, 2, 0, 0, 0, 0)), F32,
+       (1, 1, 1, 2), 5, 0);
+    OK(ISA_MAXPOOL, 0, (T(F64, (1, 2, 2, 2), 1, NAN, 2, 3, -1, -2, -3, -4), IV(2, 2, 2, 2, 0, 0, 0, 0)), F64,
+       (1, 2, 1, 1), NAN, -1);
+    OK(ISA_AVGPOOL, 0, (T(F32, (1, 1, 3, 4), 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9), IV(2, 2, 2, 2, 0, 0, 0, 0)), F32,
+       (1, 1, 1, 2), 3.5, 5.5);
+}
+END_TEST
+
+static Suite *fused_suite(void)
+{
+    Suite *s = suite_create("fused");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_matmul_hand);
+    tcase_add_test(tc, test_matmul_errors);
+    tcase_add_test(tc, test_same_as_unfused);
+    tcase_add_test(tc, test_conv_exact);
+    tcase_add_test(tc, test_conv_errors);
+    tcase_add_test(tc, test_asm_round_trip);
+    tcase_add_test(tc, test_parallel_paths);
+    tcase_add_test(tc, test_pool2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(fused_suite()); }
