@@ -1,0 +1,581 @@
+/* test/unit/test_sched.c — the scheduler through the public API and from
+ * inside: the policy table, many runs in a row on persistent workers, pools
+ * shared by VMs on several threads, kernels' parallel loops inside runs, and
+ * sched_run_parallel_for driven by hand (run under TSan by `make tsan`). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "devices/cpu/par.h"
+#include "scheduler/sched.h"
+#include "testutil.h"
+#include "tfvm.h"
+
+/* ---- Programs -------------------------------------------------------------------- */
+
+/* fib(n) = 1 for n <= 1, else fib(n-1) + fib(n-2); and a loop, and a run
+ * that can fail (integer division by zero when n == 7). */
+static const char *FIB_SRC =
+    "fn fib(n: i64) -> i64 {\n"
+    "    if n <= 1 { 1 } else { fib(n - 1) + fib(n - 2) }\n"
+    "}\n"
+    "fn main(n: i64) -> i64 { fib(n) }\n"
+    "fn sum(n: i64) -> i64 {\n"
+    "    let (i, s) = while lp (i = 1i64, s = 0i64; i <= n) { (i + 1, s + i) };\n"
+    "    s\n"
+    "}\n"
+    "fn fails_at_7(n: i64) -> i64 { fib(n) / (n - 7) }\n";
+
+static int64_t fib_ref(int64_t n) { return n <= 1 ? 1 : fib_ref(n - 1) + fib_ref(n - 2); }
+
+static tfvm_program *compile_entry(const char *src, const char *entry)
+{
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.entry = entry;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", &o, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "compile %s: %s", entry, err.message);
+    return p;
+}
+
+static tfvm_vm *new_vm(const tfvm_program *p, int threads, tfvm_pool *pool)
+{
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.threads = threads;
+    cfg.deterministic = threads == 1;
+    cfg.pool = pool;
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    return vm;
+}
+
+/* One run of an i64 -> i64 entry; false (and *out untouched) on failure. */
+static bool run_i64(tfvm_vm *vm, int64_t n, int64_t *out)
+{
+    tfvm_value a = tfvm_i64(n), r;
+    if (tfvm_run(vm, NULL, &a, 1, &r, 1) != TFVM_OK || r.dtype != TFVM_I64)
+        return false;
+    *out = r.as.i64;
+    return true;
+}
+
+static uint32_t workers_of(const tfvm_vm *vm)
+{
+    tfvm_stats st;
+    tfvm_vm_stats(vm, &st);
+    return st.workers;
+}
+
+/* ---- The policy table ------------------------------------------------------------ */
+
+START_TEST(policy_table)
+{
+    const char *summary = "unset";
+    ck_assert_str_eq(tfvm_sched_name(0, &summary), "workstealing");
+    ck_assert_str_eq(summary, "one worker per core, private LIFO stacks, Chase-Lev deques, thieves take the oldest");
+    ck_assert_str_eq(tfvm_sched_name(1, &summary), "deterministic");
+    ck_assert_str_eq(summary, "one thread, LIFO (depth-first), the same firing order every run");
+    ck_assert_ptr_null(tfvm_sched_name(2, &summary));
+    ck_assert_ptr_null(summary);
+    ck_assert_str_eq(tfvm_sched_name(1, NULL), "deterministic");
+    ck_assert_ptr_null(tfvm_sched_name((size_t)-1, NULL));
+    /* the table the names come from */
+    for (size_t i = 0; tfvm_sched_name(i, NULL); i++) {
+        const sched_policy *p = sched_policy_find(tfvm_sched_name(i, NULL));
+        ck_assert_ptr_eq(p, sched_policy_at(i));
+        ck_assert_ptr_nonnull(p->find_work);
+        ck_assert_ptr_nonnull(p->join);
+        ck_assert_int_eq(p->multi, p->offer != NULL); /* only the multi-worker policy shares work */
+    }
+    ck_assert_ptr_null(sched_policy_find("nope"));
+    ck_assert_ptr_null(sched_policy_find(""));
+    ck_assert_ptr_null(sched_policy_find(NULL));
+    ck_assert_ptr_null(sched_policy_find("Deterministic")); /* names are exact */
+}
+END_TEST
+
+START_TEST(config_sched_chooses_the_policy)
+{
+    tfvm_program *p = compile_entry(FIB_SRC, "main");
+    tfvm_config cfg;
+    tfvm_vm *vm = (tfvm_vm *)&cfg; /* a failing tfvm_vm_new must set it to NULL */
+    static const char *bad[] = {"nope", "", "work-stealing", "deterministic "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tfvm_config_init(&cfg);
+        cfg.sched = bad[i];
+        cfg.threads = 2;
+        vm = (tfvm_vm *)&cfg;
+        ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_ERR_ARGUMENT);
+        ck_assert_ptr_null(vm);
+    }
+    /* named policies: deterministic is one worker whatever threads says;
+     * workstealing takes the threads asked for; unnamed picks by threads */
+    static const struct {
+        const char *sched;
+        int threads;
+        uint32_t workers;
+    } cases[] = {
+        {"deterministic", 4, 1}, {"deterministic", 0, 1}, {"workstealing", 2, 2},
+        {"workstealing", 4, 4},  {NULL, 1, 1},            {NULL, 3, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_config_init(&cfg);
+        cfg.sched = cases[i].sched;
+        cfg.threads = cases[i].threads;
+        ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+        int64_t r = 0;
+        ck_assert_msg(run_i64(vm, 15, &r), "%s/%d: %s", cases[i].sched, cases[i].threads, tfvm_errmsg(vm));
+        ck_assert_int_eq(r, 987);
+        ck_assert_uint_eq(workers_of(vm), cases[i].workers);
+        tfvm_vm_free(vm);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* ---- Many runs in a row on one VM: the workers persist --------------------------- */
+
+START_TEST(many_runs_in_a_row)
+{
+    static const int threads[] = {2, 4};
+    int t = threads[_i];
+    tfvm_program *fib = compile_entry(FIB_SRC, "main"), *sum = compile_entry(FIB_SRC, "sum"),
+                 *fails = compile_entry(FIB_SRC, "fails_at_7");
+    tfvm_vm *vf = new_vm(fib, t, NULL), *vs = new_vm(sum, t, NULL), *vx = new_vm(fails, t, NULL);
+    for (int k = 0; k < 120; k++) {
+        int64_t n = k % 17, r = -1;
+        ck_assert_msg(run_i64(vf, n, &r), "run %d: %s", k, tfvm_errmsg(vf));
+        ck_assert_msg(r == fib_ref(n), "run %d: fib(%lld) = %lld, want %lld", k, (long long)n, (long long)r,
+                      (long long)fib_ref(n));
+        ck_assert_uint_eq(workers_of(vf), (uint32_t)t);
+        n = (k * 37) % 300;
+        ck_assert_msg(run_i64(vs, n, &r), "run %d: %s", k, tfvm_errmsg(vs));
+        ck_assert_int_eq(r, n * (n + 1) / 2);
+        /* a failed run ends cleanly and the next one is right */
+        n = k % 3 == 0 ? 7 : 12 + k % 3;
+        bool ok = run_i64(vx, n, &r);
+        if (n == 7) {
+            ck_assert(!ok);
+            ck_assert_int_eq(tfvm_last_error(vx)->code, TFVM_ERR_ARITH);
+            ck_assert_msg(strstr(tfvm_errmsg(vx), "integer division by zero") != NULL, "%s", tfvm_errmsg(vx));
+        } else {
+            ck_assert_msg(ok, "run %d: %s", k, tfvm_errmsg(vx));
+            ck_assert_int_eq(r, fib_ref(n) / (n - 7));
+        }
+    }
+    tfvm_vm_free(vf);
+    tfvm_vm_free(vs);
+    tfvm_vm_free(vx);
+    tfvm_program_free(fib);
+    tfvm_program_free(sum);
+    tfvm_program_free(fails);
+}
+END_TEST
+
+/* ---- Pools -------------------------------------------------------------------------- */
+
+typedef struct user {
+    tfvm_vm *vm;
+    int runs;
+    bool loop;     /* the sum program, else fib */
+    int wrong;     /* runs that failed or gave a wrong answer */
+    char msg[200]; /* the first of them */
+} user;
+
+static void *use_vm(void *arg)
+{
+    user *u = arg;
+    for (int k = 0; k < u->runs; k++) {
+        int64_t n = u->loop ? 50 + k % 150 : k % 16, r = -1;
+        int64_t want = u->loop ? n * (n + 1) / 2 : fib_ref(n);
+        if (!run_i64(u->vm, n, &r) || r != want) {
+            if (!u->wrong++)
+                snprintf(u->msg, sizeof u->msg, "run %d, n = %lld: got %lld, want %lld (%s)", k, (long long)n,
+                         (long long)r, (long long)want, tfvm_errmsg(u->vm));
+        }
+    }
+    return NULL;
+}
+
+/* Two VMs on one pool, each used by its own thread at the same time: their
+ * runs take turns on the pool's threads, and every answer is right. */
+START_TEST(pool_shared_by_two_vms_on_two_threads)
+{
+    static const int shapes[][3] = {{2, 2, 2}, {4, 4, 4}, {4, 2, 3}}; /* pool, VM a, VM b threads */
+    const int *s = shapes[_i];
+    tfvm_program *fib = compile_entry(FIB_SRC, "main"), *sum = compile_entry(FIB_SRC, "sum");
+    tfvm_pool *pool = tfvm_pool_new(s[0]);
+    ck_assert_ptr_nonnull(pool);
+    user u[2] = {{.vm = new_vm(fib, s[1], pool), .runs = 60}, {.vm = new_vm(sum, s[2], pool), .runs = 60, .loop = true}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, use_vm, &u[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(u[i].wrong == 0, "VM %d: %d wrong runs; first: %s", i, u[i].wrong, u[i].msg);
+        ck_assert_uint_eq(workers_of(u[i].vm), (uint32_t)s[1 + i]);
+    }
+    /* the pool goes after the VMs */
+    tfvm_vm_free(u[0].vm);
+    tfvm_vm_free(u[1].vm);
+    tfvm_pool_free(pool);
+    tfvm_program_free(fib);
+    tfvm_program_free(sum);
+}
+END_TEST
+
+/* A pool with more threads than a VM's workers: the extra threads sit the
+ * run out; threads = 0 takes the pool's size; more than the pool has is
+ * capped; a deterministic VM does not use the pool at all. */
+START_TEST(pool_wider_than_the_vm)
+{
+    tfvm_program *fib = compile_entry(FIB_SRC, "main");
+    tfvm_pool *pool = tfvm_pool_new(4);
+    ck_assert_ptr_nonnull(pool);
+    static const struct {
+        int threads;
+        uint32_t workers;
+    } cases[] = {{2, 2}, {3, 3}, {0, 4}, {8, 4}, {1, 1}, {2, 2}, {4, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_config cfg;
+        tfvm_config_init(&cfg);
+        cfg.threads = cases[i].threads;
+        cfg.deterministic = cases[i].threads == 1;
+        cfg.pool = pool;
+        tfvm_vm *vm;
+        ck_assert_int_eq(tfvm_vm_new(fib, &cfg, &vm), TFVM_OK);
+        for (int k = 0; k < 20; k++) {
+            int64_t r = -1, n = 5 + (k + (int)i) % 11;
+            ck_assert_msg(run_i64(vm, n, &r), "threads %d, run %d: %s", cases[i].threads, k, tfvm_errmsg(vm));
+            ck_assert_int_eq(r, fib_ref(n));
+        }
+        ck_assert_uint_eq(workers_of(vm), cases[i].workers);
+        tfvm_vm_free(vm); /* the pool outlives each VM and serves the next */
+    }
+    tfvm_pool_free(pool);
+    tfvm_pool_free(NULL);
+    /* a one-thread pool: every run is on the caller's thread */
+    pool = tfvm_pool_new(1);
+    ck_assert_ptr_nonnull(pool);
+    tfvm_vm *vm = new_vm(fib, 0, pool);
+    int64_t r = -1;
+    ck_assert(run_i64(vm, 12, &r));
+    ck_assert_int_eq(r, 233);
+    ck_assert_uint_eq(workers_of(vm), 1);
+    tfvm_vm_free(vm);
+    tfvm_pool_free(pool);
+    tfvm_program_free(fib);
+}
+END_TEST
+
+/* ---- Kernels' parallel loops inside runs ----------------------------------------------
+ * Pooling over many planes splits its planes with dev_par_for (devices/cpu/
+ * conv.c); the two pools and the product below run at once on different
+ * workers, so one loop finds the board taken and runs alone. Every result
+ * must be bit-identical to the one-thread run's. */
+static const char *POOLS_SRC =
+    "fn main(x: f32[?, 8, 32, 32]) -> (a: f32[?, 8, 16, 16], b: f32[?, 8, 16, 16], c: f32[?, 8, 8, 8]) {\n"
+    "    let a = maxpool(x, kernel = 2);\n"
+    "    let b = avgpool(x * 0.5, kernel = 2);\n"
+    "    (a, b, maxpool(a + b, kernel = 2))\n"
+    "}\n";
+
+static void run_pools(const tfvm_program *p, int threads, tfvm_pool *pool, tfvm_tensor *x, tfvm_value out[3])
+{
+    tfvm_vm *vm = new_vm(p, threads, pool);
+    tfvm_value a = tfvm_tensor_value(x);
+    tfvm_status st = tfvm_run(vm, NULL, &a, 1, out, 3);
+    ck_assert_msg(st == TFVM_OK, "threads %d: %s", threads, tfvm_errmsg(vm));
+    ck_assert_uint_eq(workers_of(vm), (uint32_t)threads);
+    tfvm_vm_free(vm);
+}
+
+START_TEST(kernel_parallel_loops_match_one_thread)
+{
+    tfvm_program *p = compile_entry(POOLS_SRC, "main");
+    const int64_t dims[4] = {64, 8, 32, 32};
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 4, dims, NULL);
+    ck_assert_ptr_nonnull(x);
+    float *d = tfvm_tensor_data(x);
+    uint32_t seed = 12345;
+    for (int64_t i = 0; i < tfvm_tensor_count(x); i++) {
+        seed = seed * 1664525u + 1013904223u;
+        d[i] = (float)(int32_t)(seed >> 8) / (float)(1 << 20) - 4.0f;
+    }
+    tfvm_value ref[3];
+    run_pools(p, 1, NULL, x, ref);
+    tfvm_pool *pool = tfvm_pool_new(4);
+    for (int round = 0; round < 3; round++) {
+        for (int threads = 2; threads <= 4; threads++) {
+            tfvm_value got[3];
+            run_pools(p, threads, round == 2 ? pool : NULL, x, got);
+            for (int k = 0; k < 3; k++) {
+                int64_t n = tfvm_tensor_count(ref[k].tensor);
+                ck_assert_int_eq(tfvm_tensor_count(got[k].tensor), n);
+                ck_assert_msg(memcmp(tfvm_tensor_cdata(got[k].tensor), tfvm_tensor_cdata(ref[k].tensor),
+                                     (size_t)n * sizeof(float)) == 0,
+                              "result %d differs on %d threads (round %d)", k, threads, round);
+                tfvm_value_release(&got[k]);
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        tfvm_value_release(&ref[k]);
+    tfvm_pool_free(pool);
+    tfvm_tensor_free(x);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* ---- sched_run_parallel_for by hand --------------------------------------------------
+ * A run of NW workers whose workers 1.. are test threads that do nothing but
+ * help with published loops (as idle workers in find_work do). */
+#define NW 4
+#define MAXN 100000
+
+typedef struct fake_run {
+    sched_run run;
+    sched_worker w[NW];
+    sched_worker *wp[NW];
+    pthread_t helpers[NW];
+    atomic_int stop;
+} fake_run;
+
+static _Thread_local int my_worker; /* 0: the test's thread */
+
+/* Loads for assertions (their text is what a failure prints). */
+static unsigned ld(atomic_uint *p) { return atomic_load(p); }
+static unsigned ldc(atomic_uchar *p) { return atomic_load(p); }
+
+typedef struct loop_arg {
+    fake_run *f;
+    size_t n;
+    atomic_uchar hits[MAXN];
+    atomic_uint calls;
+    atomic_uint by_worker[NW];
+    atomic_uint bad;           /* a range outside [0, n), empty, or a hit twice */
+    size_t max_len;            /* longest range a call may get */
+    size_t nested;             /* > 0: each call runs a nested loop of this many */
+    atomic_uint nested_calls;  /* calls of the nested loops' fn */
+    atomic_uint nested_bad;    /* a nested loop that was not run whole by its caller */
+    bool wait_for_helper;      /* the test thread's first chunk waits until a helper ran one */
+} loop_arg;
+
+static void *helper_main(void *arg)
+{
+    fake_run *f = ((void **)arg)[0];
+    my_worker = (int)(intptr_t)((void **)arg)[1];
+    free(arg);
+    while (!atomic_load(&f->stop))
+        if (!sched_help_job(&f->run))
+            sched_yield();
+    return NULL;
+}
+
+static void fake_start(fake_run *f)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < NW; i++) {
+        f->w[i].id = (uint32_t)i;
+        f->wp[i] = &f->w[i];
+    }
+    ck_assert_int_eq(sched_run_init(&f->run, f->wp, NW, NULL), TFVM_OK);
+    sched_run_reset(&f->run); /* workers 1.. idle: they may help */
+    my_worker = 0;
+    for (int i = 1; i < NW; i++) {
+        void **a = malloc(2 * sizeof *a);
+        ck_assert_ptr_nonnull(a);
+        a[0] = f;
+        a[1] = (void *)(intptr_t)i;
+        ck_assert_int_eq(pthread_create(&f->helpers[i], NULL, helper_main, a), 0);
+    }
+}
+
+static void fake_stop(fake_run *f)
+{
+    atomic_store(&f->stop, 1);
+    for (int i = 1; i < NW; i++)
+        pthread_join(f->helpers[i], NULL);
+    sched_run_fini(&f->run);
+}
+
+static void nested_fn(void *arg, size_t begin, size_t end)
+{
+    loop_arg *a = arg;
+    atomic_fetch_add(&a->nested_calls, 1);
+    if (begin != 0 || end != a->nested)
+        atomic_fetch_add(&a->nested_bad, 1);
+}
+
+static void loop_fn(void *arg, size_t begin, size_t end)
+{
+    loop_arg *a = arg;
+    atomic_fetch_add(&a->calls, 1);
+    atomic_fetch_add(&a->by_worker[my_worker], 1);
+    if (begin >= end || end > a->n || end - begin > a->max_len)
+        atomic_fetch_add(&a->bad, 1);
+    for (size_t i = begin; i < end && i < a->n; i++)
+        if (atomic_fetch_add(&a->hits[i], 1) != 0)
+            atomic_fetch_add(&a->bad, 1);
+    if (a->nested) /* a loop inside a loop: the board is taken, it runs here whole */
+        sched_run_parallel_for(&a->f->run, &a->f->w[my_worker], a->nested, 1, nested_fn, a);
+    if (my_worker == 0 && a->wait_for_helper) { /* helpers never read the flag */
+        a->wait_for_helper = false; /* only the test's thread reads and writes it */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            unsigned helped = 0;
+            for (int i = 1; i < NW; i++)
+                helped += atomic_load(&a->by_worker[i]);
+            if (helped)
+                break;
+            sched_yield();
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (t.tv_sec - t0.tv_sec < 10);
+    }
+}
+
+/* What sched_run_parallel_for promises for n items and a grain: the calls
+ * it makes (one, fn(0, n), when the loop is not worth splitting). */
+static size_t expected_chunks(size_t n, size_t grain, size_t *len)
+{
+    size_t chunk = (n + 4 * NW - 1) / (4 * NW);
+    if (chunk < grain)
+        chunk = grain;
+    size_t chunks = (n + chunk - 1) / chunk;
+    *len = chunks < 2 ? n : chunk;
+    return chunks < 2 ? 1 : chunks;
+}
+
+static void check_loop(fake_run *f, loop_arg *a, size_t n, size_t grain, size_t nested, bool wait)
+{
+    memset(a, 0, sizeof *a);
+    a->f = f;
+    a->n = n;
+    a->nested = nested;
+    a->wait_for_helper = wait;
+    size_t len, chunks = expected_chunks(n, grain, &len);
+    a->max_len = len;
+    sched_run_parallel_for(&f->run, &f->w[0], n, grain, loop_fn, a);
+    ck_assert_msg(ld(&a->bad) == 0, "n %zu grain %zu: %u bad ranges or double hits", n, grain,
+                  ld(&a->bad));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(ldc(&a->hits[i]) == 1, "n %zu grain %zu: item %zu run %u times", n, grain, i,
+                      ldc(&a->hits[i]));
+    ck_assert_uint_eq(ld(&a->calls), chunks);
+    ck_assert_uint_eq(ld(&a->nested_calls), nested ? chunks : 0);
+    ck_assert_uint_eq(ld(&a->nested_bad), 0);
+    /* the loop is off the board and nobody looks at it any more */
+    sched_job *left = atomic_load(&f->run.job);
+    ck_assert_ptr_null(left);
+    ck_assert_uint_eq(ld(&f->run.job_users), 0);
+}
+
+static loop_arg the_arg; /* big: not on the stack */
+
+START_TEST(parallel_for_covers_every_index_once)
+{
+    fake_run *f = malloc(sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    fake_start(f);
+    static const size_t cases[][2] = {{1, 1},   {2, 1},    {7, 3},      {16, 1},    {17, 1},     {100, 1},
+                                      {100, 7}, {1000, 7}, {4096, 64},  {5, 10},    {10, 10},    {11, 10},
+                                      {333, 1}, {MAXN, 1}, {MAXN, 997}, {MAXN, MAXN / 2}, {MAXN, MAXN}};
+    for (int rep = 0; rep < 5; rep++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            check_loop(f, &the_arg, cases[i][0], cases[i][1], 0, false);
+    /* several threads take part: the test thread holds its first chunk until
+     * a helper has run one */
+    unsigned helped = 0;
+    check_loop(f, &the_arg, 64, 1, 0, true);
+    for (int i = 1; i < NW; i++)
+        helped += ld(&the_arg.by_worker[i]);
+    ck_assert_uint_gt(helped, 0);
+    ck_assert_uint_gt(ld(&the_arg.by_worker[0]), 0);
+    /* a loop inside a chunk of another (on any worker) runs whole on its caller */
+    for (int rep = 0; rep < 5; rep++)
+        check_loop(f, &the_arg, 200, 1, 50, false);
+    /* no idle worker: the caller runs the whole loop at once */
+    atomic_store(&f->run.idle, 0);
+    memset(&the_arg, 0, sizeof the_arg);
+    the_arg.f = f;
+    the_arg.n = the_arg.max_len = 1000;
+    sched_run_parallel_for(&f->run, &f->w[0], 1000, 1, loop_fn, &the_arg);
+    ck_assert_uint_eq(ld(&the_arg.calls), 1);
+    ck_assert_uint_eq(ld(&the_arg.by_worker[0]), 1);
+    ck_assert_uint_eq(ld(&the_arg.bad), 0);
+    fake_stop(f);
+    free(f);
+}
+END_TEST
+
+/* devices/cpu/par.h's side: dev_par_for goes through the thread's runner
+ * when the loop has more than one grain, and runs serially without one. */
+static void fake_par_run(void *self, size_t n, size_t grain, dev_par_fn fn, void *arg)
+{
+    fake_run *f = self;
+    sched_run_parallel_for(&f->run, &f->w[my_worker], n, grain, fn, arg);
+}
+
+START_TEST(dev_par_for_through_a_runner)
+{
+    fake_run *f = malloc(sizeof *f);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(dev_par_width(), 1);
+    memset(&the_arg, 0, sizeof the_arg);
+    the_arg.n = the_arg.max_len = 500;
+    dev_par_for(500, 1, loop_fn, &the_arg); /* no runner: one call */
+    ck_assert_uint_eq(ld(&the_arg.calls), 1);
+    fake_start(f);
+    dev_par_runner r = {.run = fake_par_run, .self = f, .width = NW};
+    dev_par_set_runner(&r);
+    ck_assert_uint_eq(dev_par_width(), NW);
+    for (size_t n = 0; n < 3000; n = n * 3 + 1) {
+        memset(&the_arg, 0, sizeof the_arg);
+        the_arg.f = f;
+        the_arg.n = n;
+        size_t len, chunks = n == 0 ? 0 : n <= 8 ? 1 : expected_chunks(n, 8, &len);
+        the_arg.max_len = n <= 8 ? n : len;
+        dev_par_for(n, 8, loop_fn, &the_arg);
+        ck_assert_uint_eq(ld(&the_arg.calls), chunks);
+        ck_assert_uint_eq(ld(&the_arg.bad), 0);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(ldc(&the_arg.hits[i]) == 1, "n %zu: item %zu run %u times", n, i, ldc(&the_arg.hits[i]));
+    }
+    dev_par_runner one = {.run = fake_par_run, .self = f, .width = 1};
+    dev_par_set_runner(&one); /* width 1: serial, the runner is not called */
+    ck_assert_uint_eq(dev_par_width(), 1);
+    memset(&the_arg, 0, sizeof the_arg);
+    the_arg.n = the_arg.max_len = 500;
+    dev_par_for(500, 1, loop_fn, &the_arg);
+    ck_assert_uint_eq(ld(&the_arg.calls), 1);
+    dev_par_set_runner(NULL);
+    ck_assert_uint_eq(dev_par_width(), 1);
+    fake_stop(f);
+    free(f);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sched");
+    TCase *tc = tcase_create("sched");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, policy_table);
+    tcase_add_test(tc, config_sched_chooses_the_policy);
+    tcase_add_loop_test(tc, many_runs_in_a_row, 0, 2);
+    tcase_add_loop_test(tc, pool_shared_by_two_vms_on_two_threads, 0, 3);
+    tcase_add_test(tc, pool_wider_than_the_vm);
+    tcase_add_test(tc, kernel_parallel_loops_match_one_thread);
+    tcase_add_test(tc, parallel_for_covers_every_index_once);
+    tcase_add_test(tc, dev_par_for_through_a_runner);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
