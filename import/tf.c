@@ -1265,6 +1265,13 @@ static cc_ifn *build(cc *C, void *ud)
         bool scalar = sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank &&
                       sa->shape->n_dim == 0;
         pt[np] = scalar ? cc_scalar_t(d) : cc_tensor_t(d, -1);
+        /* a declared shape (-1 = any size) becomes the parameter's signature */
+        if (!scalar && sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank &&
+            sa->shape->n_dim <= TFVM_MAX_RANK) {
+            pt[np].rank = (uint8_t)sa->shape->n_dim;
+            for (size_t k = 0; k < sa->shape->n_dim; k++)
+                pt[np].dims[k] = sa->shape->dim[k]->size < 0 ? -1 : sa->shape->dim[k]->size;
+        }
         pn[np] = n->name;
         pidx[i] = (int32_t)np++;
     }
@@ -1293,6 +1300,12 @@ static cc_ifn *build(cc *C, void *ud)
         }
     cc_irval *res = cc_array(C, nr + 1, sizeof *res);
     inst_results(I, nr, refs, rn, res);
+    /* the results' dtypes: the ones the graph computes, not the guess above
+     * (checked on every run, vm/signature.c); their shapes stay unknown, as
+     * the importer's shape facts are not exact enough to promise */
+    for (uint32_t k = 0; k < nr; k++)
+        if (res[k].n && res[k].n->types)
+            fn->src->results[k].type = cc_tensor_t(res[k].n->types[res[k].k].dtype, -1);
     cc_block_results(C, cc_fn_top(fn), nr, res);
     return fn;
 }

@@ -1,0 +1,357 @@
+/* test/unit/test_signature.c — program signatures (issue 14): declared shapes
+ * in .tfasm, in the .tfvm 1.1 shape and source tables, in the C API, and the
+ * run-time checks of arguments and results (vm/signature.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "isa/isa.h"
+#include "loader/loader.h"
+#include "testutil.h"
+
+static tfvm_program *assemble(const char *text)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_assemble(text, strlen(text), "t.tfasm", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    return p;
+}
+
+static char *dis(const tfvm_program *p)
+{
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    tfvm_error err;
+    ck_assert_int_eq(ld_disassemble(&p->isa, &b, &err), TFVM_OK);
+    size_t n;
+    return ut_buf_take(&b, &n);
+}
+
+static void dis_free(char *s) { ut_free(NULL, s, strlen(s) + 1); }
+
+static const char shaped[] = "source \"m.tfg\"\n\n"
+                             "entry main(x: f32[?, 3], s: i32, z: f32[()], a: f32[]) -> (r: f32[?, 3], q: i64[2, ?, 4]) {\n"
+                             "    x = ARG 0 @2:5\n"
+                             "    s = ARG 1\n"
+                             "    z = ARG 2\n"
+                             "    a = ARG 3\n"
+                             "    k = SHAPE (a)\n"
+                             "        RESULT 0 (x)\n"
+                             "        RESULT 1 (k)\n"
+                             "}\n";
+
+/* .tfasm -> program -> .tfasm is the identity, and .tfvm bytes round-trip. */
+START_TEST(asm_round_trip)
+{
+    tfvm_program *p = assemble(shaped);
+    char *text = dis(p);
+    ck_assert_str_eq(text, shaped);
+    dis_free(text);
+    const isa_param *x = &p->isa.entries[0].params[0];
+    ck_assert(x->shaped);
+    ck_assert_uint_eq(x->ndim, 2);
+    ck_assert_int_eq(x->dims[0], -1);
+    ck_assert_int_eq(x->dims[1], 3);
+    ck_assert(!p->isa.entries[0].params[1].shaped);
+    ck_assert(p->isa.entries[0].params[2].shaped && p->isa.entries[0].params[2].ndim == 0);
+    ck_assert(!p->isa.entries[0].params[3].shaped);
+    ck_assert_str_eq(p->isa.source, "m.tfg");
+
+    void *bytes;
+    size_t n;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
+    const unsigned char *d = bytes;
+    ck_assert_uint_eq(ut_le16(d + 10), 1);  /* minor 1: the shape and source tables */
+    ck_assert_uint_eq(ut_le32(d + 28), 12); /* twelve sections */
+    tfvm_program *q = NULL;
+    ck_assert_msg(tfvm_program_load_memory(bytes, n, "t.tfvm", NULL, &q, &err) == TFVM_OK, "%s", err.message);
+    text = dis(q);
+    ck_assert_str_eq(text, shaped);
+    dis_free(text);
+    void *again;
+    size_t m;
+    ck_assert_int_eq(tfvm_program_save_memory(q, &again, &m, &err), TFVM_OK);
+    ck_assert(m == n && memcmp(again, bytes, n) == 0);
+    tfvm_program_buffer_free(q, again, m);
+    tfvm_program_buffer_free(p, bytes, n);
+    tfvm_program_free(q);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* A program without shapes or a source is the 1.0 file it always was; the
+ * committed 1.0 files written before 1.1 still load. */
+START_TEST(old_format)
+{
+    tfvm_program *p = assemble("entry main(n: i32, t: f32[]) -> (r: i32) {\n    n = ARG 0\n    t = ARG 1\n"
+                               "        RESULT 0 (n)\n}\n");
+    void *bytes;
+    size_t n;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
+    ck_assert_uint_eq(ut_le16((const unsigned char *)bytes + 10), 0);
+    ck_assert_uint_eq(ut_le32((const unsigned char *)bytes + 28), 10);
+    tfvm_program_buffer_free(p, bytes, n);
+    tfvm_program_free(p);
+
+    const char *old[] = {"test/fuzz/seeds/tiny.tfvm", "test/fuzz/seeds/tiny_anonymous.tfvm",
+                         "test/fuzz/seeds/empty_program.tfvm"};
+    for (size_t k = 0; k < sizeof old / sizeof *old; k++) {
+        ck_assert_msg(tfvm_program_load_file(old[k], NULL, &p, &err) == TFVM_OK, "%s", err.message);
+        tfvm_program_free(p);
+    }
+}
+END_TEST
+
+static void put16(unsigned char *d, size_t at, uint16_t v) { d[at] = (unsigned char)v; d[at + 1] = (unsigned char)(v >> 8); }
+static void put32(unsigned char *d, size_t at, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        d[at + k] = (unsigned char)(v >> 8 * k);
+}
+static void put64(unsigned char *d, size_t at, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        d[at + k] = (unsigned char)(v >> 8 * k);
+}
+static void fix_crc(unsigned char *d, size_t n) { put32(d, 24, ut_crc32(0, d + 28, n - 28)); }
+
+/* The section-table entry of section id (sections are in id order). */
+static size_t sec_entry(const unsigned char *d, uint32_t id)
+{
+    for (uint32_t i = 0; i < ut_le32(d + 28); i++)
+        if (ut_le32(d + 32 + 24 * i) == id)
+            return 32 + 24 * i;
+    ck_abort_msg("no section %u", id);
+    return 0;
+}
+
+static void expect_bad(const unsigned char *d, size_t n, const char *want)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_load_memory(d, n, "t.tfvm", NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, want);
+    ck_assert_ptr_null(p);
+}
+
+/* Every check of the shape and source tables, with its exact message. */
+START_TEST(bad_tables)
+{
+    tfvm_program *p = assemble(shaped);
+    void *bytes;
+    size_t n;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
+    unsigned char *d = malloc(n);
+    char want[256];
+    size_t shp = sec_entry(bytes, 11), src = sec_entry(bytes, 12);
+    size_t rec0 = ut_le64((const unsigned char *)bytes + shp + 8); /* x: f32[?, 3] */
+
+    memcpy(d, bytes, n); /* as a 1.0 file the new sections are unknown */
+    put16(d, 10, 0);
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (unknown section 11 at byte %zu)", shp);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    put64(d, shp + 16, 5);
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (shape table has 5 records for 6 parameters and results at byte %zu)",
+             shp + 16);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    put64(d, src + 16, 2);
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (truncated source table (2 records from byte %zu) at byte %zu)",
+             (size_t)ut_le64(d + src + 8), n);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    d[rec0] = 9;
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (shape of parameter 0: rank 9 exceeds 8 at byte %zu)", rec0);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    put64(d, rec0 + 8, (uint64_t)-2);
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (shape of parameter 0: dimension 0 is -2 (-1 is '?') at byte %zu)",
+             rec0 + 8);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    put64(d, rec0 + 8 + 16, 7);
+    fix_crc(d, n);
+    snprintf(want, sizeof want,
+             "t.tfvm: bad .tfvm file (shape of parameter 0: dimension 2 is beyond its rank but not 0 at byte %zu)",
+             rec0 + 24);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    d[rec0 + 72] = 1; /* parameter 1 's' is a scalar */
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (shape of parameter 1: a scalar has rank 0, not 1 at byte %zu)",
+             rec0 + 72);
+    expect_bad(d, n, want);
+
+    memcpy(d, bytes, n);
+    d[rec0 + 3] = 1;
+    fix_crc(d, n);
+    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (nonzero padding at byte %zu)", rec0 + 3);
+    expect_bad(d, n, want);
+
+    free(d);
+    tfvm_program_buffer_free(p, bytes, n);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(asm_errors)
+{
+    static const struct {
+        const char *type, *message;
+    } cases[] = {
+        {"f32[?, x]", "t.tfasm:1:22: expected a dimension (an integer or '?'), got 'x'"},
+        {"f32[(]", "t.tfasm:1:20: expected ')' in f32[()], a tensor of rank 0, got ']'"},
+        {"f32[1, 2, 3, 4, 5, 6, 7, 8, 9]", "t.tfasm:1:43: a tensor has at most 8 dimensions"},
+        {"f32[3 4]", "t.tfasm:1:21: expected ']' after the dimensions (f32[] is any rank, f32[?, 3] a shape), got '4'"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "entry main(x: %s) -> (r: i32) {\n    c = CONST i32 1\n        RESULT 0 (c)\n}\n",
+                 cases[k].type);
+        tfvm_program *p = NULL;
+        tfvm_error err;
+        ck_assert_int_eq(tfvm_program_assemble(text, strlen(text), "t.tfasm", NULL, &p, &err), TFVM_ERR_SYNTAX);
+        ck_assert_str_eq(err.message, cases[k].message);
+    }
+}
+END_TEST
+
+/* Identity on a tensor: the declared result shape differs from the
+ * parameter's, so a run shows the result check. */
+static const char ident[] = "entry main(x: f32[], w: f32[784, ?]) -> (r: f32[?, ?]) {\n"
+                            "    x = ARG 0\n    w = ARG 1\n        RESULT 0 (x)\n}\n";
+
+static tfvm_tensor *tensor(int rank, const int64_t *dims)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+START_TEST(run_checks)
+{
+    tfvm_program *p = assemble(ident);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    int64_t d2[2] = {2, 3}, dw[2] = {784, 5}, bad[2] = {10, 512}, d4[4] = {1, 2, 3, 4};
+    tfvm_tensor *a = tensor(2, d2), *w = tensor(2, dw), *b = tensor(2, bad), *r4 = tensor(4, d4);
+    tfvm_value args[2] = {tfvm_tensor_value(a), tfvm_tensor_value(w)}, res;
+
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &res, 1), TFVM_OK);
+    ck_assert_ptr_eq(res.tensor, a);
+    tfvm_value_release(&res);
+
+    args[1] = tfvm_tensor_value(b);
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 2 'w' of entry 'main': expected f32[784, ?], got f32[10, 512]");
+
+    args[1] = tfvm_i32(3);
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 2 'w' of entry 'main': expected f32[784, ?], got i32");
+
+    args[1] = tfvm_tensor_value(r4);
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 2 'w' of entry 'main': expected f32[784, ?], got f32[1, 2, 3, 4]");
+
+    args[0] = tfvm_tensor_value(r4);
+    args[1] = tfvm_tensor_value(w);
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &res, 1), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_errmsg(vm), "result 0 'r' of entry 'main': declared f32[?, ?], got a rank-4 tensor");
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 1, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "entry 'main' takes 2 arguments, got 1");
+
+    tfvm_tensor_free(a);
+    tfvm_tensor_free(w);
+    tfvm_tensor_free(b);
+    tfvm_tensor_free(r4);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* The C API reports declared ranks and dimensions; the .tfg compiler makes
+ * them from the declared types, and keeps the source file for positions. */
+START_TEST(api_and_compiler)
+{
+    const char *src = "fn main(w: f32[784, ?], x: f32[?, 784], n: i32) -> (y: f32[?, ?]) {\n"
+                      "    matmul(x, w) * 2.0\n}\n";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_compile(src, strlen(src), "mlp.tfg", NULL, NULL, &p, &err) == TFVM_OK, "%s",
+                  err.message);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_int_eq(e.params[0].rank, 2);
+    ck_assert(e.params[0].is_tensor);
+    ck_assert_int_eq(e.params[0].dims[0], 784);
+    ck_assert_int_eq(e.params[0].dims[1], -1);
+    ck_assert_int_eq(e.params[1].dims[0], -1);
+    ck_assert_int_eq(e.params[2].rank, 0);
+    ck_assert(!e.params[2].is_tensor);
+    ck_assert_ptr_null(e.params[2].dims);
+    ck_assert_int_eq(e.results[0].rank, 2);
+    ck_assert_str_eq(p->isa.source, "mlp.tfg");
+    char where[64];
+    uint32_t mm = UINT32_MAX;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].op == ISA_MATMUL)
+            mm = i;
+    ck_assert_uint_ne(mm, UINT32_MAX);
+    ck_assert_str_eq(isa_inst_where(&p->isa, mm, where, sizeof where), "mlp.tfg:2:5");
+    tfvm_program_free(p);
+
+    p = assemble(ident);
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_int_eq(e.params[0].rank, -1);
+    ck_assert(e.params[0].is_tensor);
+    ck_assert_ptr_null(e.params[0].dims);
+    ck_assert_str_eq(isa_inst_where(&p->isa, 0, where, sizeof where), ""); /* no position */
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(labels)
+{
+    char b[32];
+    ck_assert_str_eq(isa_site_label("fib", 2, b, sizeof b), "fib@2");
+    isa_param q = {.dtype = TFVM_F32, .rank = ISA_RANK_ANY};
+    ck_assert_str_eq(isa_param_type(&q, b, sizeof b), "f32[]");
+    q.rank = 0;
+    ck_assert_str_eq(isa_param_type(&q, b, sizeof b), "f32");
+    ck_assert(isa_source_ok("examples/mlp.tfg"));
+    ck_assert(!isa_source_ok("my model.tfg"));
+    ck_assert(!isa_source_ok(""));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("signature");
+    TCase *tc = tcase_create("signature");
+    tcase_add_test(tc, asm_round_trip);
+    tcase_add_test(tc, old_format);
+    tcase_add_test(tc, bad_tables);
+    tcase_add_test(tc, asm_errors);
+    tcase_add_test(tc, run_checks);
+    tcase_add_test(tc, api_and_compiler);
+    tcase_add_test(tc, labels);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
