@@ -165,10 +165,15 @@ asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined OPT=-O1 test
 
 # The ONNX node cases are left out (TFVM_ONNX_SKIP): under TSan their 2,800
-# forked runs take some 20 minutes, and the VM's threads are what test_vm and
-# test_vm_stress exercise there.
+# forked runs take some 20 minutes, and the VM's threads are what test_vm,
+# test_vm_stress and test_sched exercise there. Then the TSan-built tfvm runs
+# the examples and models on 2 and 4 worker threads (test/e2e/tsan_cli.sh,
+# about half a minute). Any TSan report fails: halt_on_error, exit code 66.
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)"
 tsan:
-	TFVM_ONNX_SKIP=1 $(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 unit
+	$(TSAN_ENV) TFVM_ONNX_SKIP=1 $(MAKE) BUILD=build/tsan SAN=thread OPT=-O1 build/tsan/bin/tfvm unit
+	@tmp=$$(mktemp -d) && $(TSAN_ENV) bash test/e2e/tsan_cli.sh build/tsan/bin/tfvm $$tmp; \
+	    rc=$$?; rm -rf $$tmp; exit $$rc
 
 # Each target: test/fuzz/fuzz_NAME.c, dictionary test/fuzz/NAME.dict (if any),
 # seeds: .tfvm files, .tfasm examples, NumPy-made .npy fixtures. FUZZ_SECONDS each.
