@@ -3,6 +3,7 @@
  * NumPy broadcasting over coalesced dimensions with per-(op, dtype) kernels. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/cpu.h"
+#include "devices/cpu/act.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -61,6 +62,9 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
  * exp cannot overflow, so large |x| gives 0 or 1 instead of inf/inf. */
 #define X_RELU (x < 0 ? 0 : x)
 #define F_SIGMOID(EXP) (x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x)))
+/* TANH: f64 libm's, f32 act.h's (through one double exp: 4x faster than tanhf) */
+#define EW_TANH tanh
+#define EW_TANHf dev_tanhf
 
 static inline uint64_t ew_upow(uint64_t x, uint64_t e)
 {
@@ -229,7 +233,7 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
     EW_KERNEL1(k_sign_##S, T, T, , F_SIGN(T))                        \
     EW_KERNEL1(k_sigmoid_##S, T, T, , F_SIGMOID(exp##SUF))           \
-    EW_KERNEL1(k_tanh_##S, T, T, , tanh##SUF(x))                     \
+    EW_KERNEL1(k_tanh_##S, T, T, , EW_TANH##SUF(x))                 \
     EW_KERNEL1(k_exp_##S, T, T, , exp##SUF(x))                       \
     EW_KERNEL1(k_log_##S, T, T, , log##SUF(x))                       \
     EW_KERNEL1(k_sqrt_##S, T, T, , sqrt##SUF(x))                     \

@@ -3,12 +3,13 @@
  * of the result right after the gemm that wrote it (while it is in cache). */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/cpu/act.h"
 
 #include <math.h>
 #include <string.h>
 
 /* The activations, the same expressions as the elementwise RELU, SIGMOID and
- * TANH (elementwise.c), so that a fused instruction gives bit for bit what the
+ * TANH (elementwise.c, act.h), so that a fused instruction gives bit for bit what the
  * three separate ones give. */
 #define EPI_LOOP(T, EXP, TANH)                                                              \
     do {                                                                                    \
@@ -54,7 +55,7 @@
 void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
 {
     if (dtype == TFVM_F32)
-        EPI_LOOP(float, expf, tanhf);
+        EPI_LOOP(float, expf, dev_tanhf);
     else
         EPI_LOOP(double, exp, tanh);
 }
