@@ -3,11 +3,19 @@
 #include "compiler/compiler.h"
 #include "loader/loader.h"
 
+/* Compile warnings go to the configuration's log at TFVM_LOG_WARN. */
+static void api_warn(void *ud, const char *message)
+{
+    const tfvm_config *cfg = ud;
+    cfg->log(cfg->log_ud, TFVM_LOG_WARN, message);
+}
+
 void tfvm_compile_options_init(tfvm_compile_options *o)
 {
     if (o) {
         o->entry = NULL;
         o->opt_level = 1;
+        o->overflow_trap = false;
     }
 }
 
@@ -25,5 +33,6 @@ tfvm_status tfvm_program_compile(const char *src, size_t len, const char *name, 
     tfvm_program *p = ld_program_new(cfg);
     if (!p)
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", nm);
-    return ld_program_finish(p, cc_compile(src, len, nm, o.entry, o.opt_level, &p->alloc, &p->isa, err), out, err);
+    cc_options co = {o.entry, o.opt_level, o.overflow_trap, cfg && cfg->log ? api_warn : NULL, (void *)cfg};
+    return ld_program_finish(p, cc_compile(src, len, nm, &co, &p->alloc, &p->isa, err), out, err);
 }

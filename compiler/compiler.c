@@ -11,6 +11,8 @@
 
 _Noreturn void cc_nomem(cc *C)
 {
+    C->fatal = true;
+    C->n_errors++;
     C->status = ut_err(C->err, TFVM_ERR_NOMEM, "%s: out of memory compiling", C->name);
     longjmp(*C->jb, 1);
 }
@@ -97,6 +99,9 @@ static void quote_line(const cc *C, cc_pos pos, char *buf, size_t size)
     }
 }
 
+/* At most this many errors are reported: later ones are mostly echoes. */
+#define CC_MAX_ERRORS 8
+
 void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...)
 {
     char msg[400];
@@ -104,19 +109,126 @@ void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    C->status = code;
-    if (C->err) {
+    if (C->n_errors == 0)
+        C->status = code;
+    if (C->err && C->n_errors < CC_MAX_ERRORS) {
         tfvm_error *e = C->err;
-        e->code = code;
-        e->instr[0] = e->tag[0] = '\0';
+        char one[sizeof e->message];
         if (pos.line) {
-            ut_fmt(e->message, sizeof e->message, "%s:%u:%u: %s", C->name, pos.line, pos.col, msg);
-            quote_line(C, pos, e->message, sizeof e->message);
+            ut_fmt(one, sizeof one, "%s:%u:%u: %s", C->name, pos.line, pos.col, msg);
+            quote_line(C, pos, one, sizeof one);
         } else {
-            ut_fmt(e->message, sizeof e->message, "%s: %s", C->name, msg);
+            ut_fmt(one, sizeof one, "%s: %s", C->name, msg);
         }
+        /* the same error again (a loop body is checked once per pass) is dropped */
+        bool dup = strstr(e->message, one) != NULL && C->n_errors > 0;
+        size_t n = strlen(one);
+        if (!dup && C->n_errors == 0) {
+            e->code = code;
+            e->instr[0] = e->tag[0] = '\0';
+            memcpy(e->message, one, n + 1);
+            C->msg_len = n;
+            C->n_errors++;
+        } else if (!dup && C->msg_len + 1 + n < sizeof e->message) {
+            e->message[C->msg_len] = '\n';
+            memcpy(e->message + C->msg_len + 1, one, n + 1);
+            C->msg_len += 1 + n;
+            C->n_errors++;
+        } else if (!dup) {
+            C->n_errors = CC_MAX_ERRORS; /* no room: stop collecting */
+        }
+    } else {
+        C->n_errors++;
+    }
+    if (C->n_errors >= CC_MAX_ERRORS)
+        C->fatal = true;
+    longjmp(*C->jb, 1);
+}
+
+void cc_quiet(cc *C)
+{
+    if (C->n_errors == 0) { /* cannot happen: poison follows an error */
+        C->status = TFVM_ERR_INTERNAL;
+        C->n_errors = 1;
     }
     longjmp(*C->jb, 1);
+}
+
+void cc_warn(cc *C, cc_pos pos, const char *fmt, ...)
+{
+    char msg[400], one[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ut_fmt(one, sizeof one, "%s:%u:%u: warning: %s", C->name, pos.line, pos.col, msg);
+    size_t n = strlen(one);
+    /* a statement checked twice (loop passes, a duplicated continuation) warns once */
+    for (size_t i = 0; C->warnings && i < C->warn_len;) {
+        size_t e = i;
+        while (e < C->warn_len && C->warnings[e] != '\n')
+            e++;
+        if (e - i == n && memcmp(C->warnings + i, one, n) == 0)
+            return;
+        i = e + 1;
+    }
+    size_t need = C->warn_len + n + 2;
+    if (need > C->warn_cap) {
+        size_t cap = need * 2;
+        char *p = ut_arena_alloc(&C->ar, cap);
+        if (!p)
+            cc_nomem(C);
+        if (C->warn_len)
+            memcpy(p, C->warnings, C->warn_len);
+        C->warnings = p;
+        C->warn_cap = cap;
+    }
+    memcpy(C->warnings + C->warn_len, one, n);
+    C->warn_len += n;
+    C->warnings[C->warn_len++] = '\n';
+    C->warnings[C->warn_len] = '\0';
+    C->n_warnings++;
+}
+
+static uint32_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127)
+        return UINT32_MAX;
+    uint32_t row[128];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (uint32_t)j;
+    for (size_t i = 1; i <= la; i++) {
+        uint32_t diag = row[0];
+        row[0] = (uint32_t)i;
+        for (size_t j = 1; j <= lb; j++) {
+            uint32_t up = row[j];
+            uint32_t best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            if (up + 1 < best)
+                best = up + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *cc_suggest(const char *name, const char *const *cands, uint32_t n)
+{
+    const char *best = NULL;
+    uint32_t bd = 3, len = (uint32_t)strlen(name);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!cands[i] || strchr(cands[i], '.') || strcmp(cands[i], name) == 0 || strcmp(cands[i], "_") == 0)
+            continue;
+        uint32_t d = edit_distance(name, cands[i]);
+        if (d < bd && d * 2 <= len) {
+            bd = d;
+            best = cands[i];
+        }
+    }
+    return best;
 }
 
 /* ---- Driver -------------------------------------------------------------------------- */
@@ -152,6 +264,8 @@ static void run(cc *C, const char *entry, isa_program *out)
     cc_lex(C);
     cc_parse(C);
     cc_check(C, entry);
+    if (C->n_errors)
+        return;
     cc_build_ir(C);
     cc_finish(C, out);
 }
@@ -183,6 +297,11 @@ void cc_init(cc *C, const char *src, size_t len, const char *name, const tfvm_al
     C->name = name ? name : "<tfg>";
     C->err = err;
     C->status = TFVM_OK;
+    /* load("w.npy") reads relative to the source file's directory */
+    const char *slash = strrchr(C->name, '/');
+    C->dir = slash ? ut_arena_strndup(&C->ar, C->name, (size_t)(slash - C->name) + 1) : "";
+    if (!C->dir)
+        C->dir = "";
 }
 
 tfvm_status cc_front(cc *C, const char *src, size_t len, const char *name, const char *entry,
@@ -198,16 +317,24 @@ tfvm_status cc_front(cc *C, const char *src, size_t len, const char *name, const
 
 void cc_release(cc *C) { ut_arena_free(&C->ar); }
 
-tfvm_status cc_compile(const char *src, size_t len, const char *name, const char *entry, int opt_level,
+tfvm_status cc_compile(const char *src, size_t len, const char *name, const cc_options *o,
                        const tfvm_allocator *a, isa_program *out, tfvm_error *err)
 {
     isa_program_init(out, a);
     ut_err_clear(err);
     cc C;
     cc_init(&C, src, len, name, &out->alloc, err);
-    C.opt = opt_level;
-    run_guarded(&C, entry, out);
+    C.opt = o->opt_level;
+    C.overflow_trap = o->overflow_trap;
+    run_guarded(&C, o->entry, out);
     tfvm_status st = C.status;
+    if (st == TFVM_OK && o->warn && C.warnings) {
+        char *w = C.warnings;
+        for (char *nl; (nl = strchr(w, '\n')) != NULL; w = nl + 1) {
+            *nl = '\0';
+            o->warn(o->warn_ud, w);
+        }
+    }
     ut_arena_free(&C.ar);
     if (st != TFVM_OK)
         isa_program_release(out);

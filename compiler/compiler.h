@@ -15,7 +15,16 @@
  * "NAME:LINE:COL: message", then the source line and a caret line (see
  * docs/language.md, "Errors"); code TFVM_ERR_SYNTAX for syntax errors,
  * TFVM_ERR_TYPE for type and name errors, TFVM_ERR_NOMEM when memory runs out. */
-tfvm_status cc_compile(const char *src, size_t len, const char *name, const char *entry, int opt_level,
+typedef struct cc_options {
+    const char *entry;    /* NULL = "main" */
+    int opt_level;
+    bool overflow_trap;   /* --overflow=trap */
+    /* warnings ("fib.tfg:3:9: warning: unused variable 'x'"), one call each,
+     * only when the compile succeeds; NULL = dropped */
+    void (*warn)(void *ud, const char *message);
+    void *warn_ud;
+} cc_options;
+tfvm_status cc_compile(const char *src, size_t len, const char *name, const cc_options *o,
                        const tfvm_allocator *a, isa_program *out, tfvm_error *err);
 
 /* The front end alone, for tools and tests that walk the typed AST (the
@@ -38,11 +47,15 @@ typedef enum cc_tk {
     CC_T_EOF, CC_T_IDENT, CC_T_INT, CC_T_FLOAT,
     /* keywords */
     CC_T_FN, CC_T_LET, CC_T_IF, CC_T_ELSE, CC_T_WHILE, CC_T_TRUE, CC_T_FALSE,
+    CC_T_VAR, CC_T_FOR, CC_T_IN, CC_T_RETURN, CC_T_CONST,
     /* punctuation */
     CC_T_LPAREN, CC_T_RPAREN, CC_T_LBRACE, CC_T_RBRACE, CC_T_LBRACK, CC_T_RBRACK,
     CC_T_COMMA, CC_T_SEMI, CC_T_COLON, CC_T_ASSIGN, CC_T_ARROW, CC_T_QUESTION,
     CC_T_PLUS, CC_T_MINUS, CC_T_STAR, CC_T_SLASH, CC_T_PERCENT,
     CC_T_LT, CC_T_LE, CC_T_GT, CC_T_GE, CC_T_EQ, CC_T_NE, CC_T_AND, CC_T_OR, CC_T_NOT,
+    /* bitwise; compound assignment; ranges; strings (load("w.npy")) */
+    CC_T_BAND, CC_T_BOR, CC_T_XOR, CC_T_SHL, CC_T_SHR, CC_T_TILDE,
+    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ, CC_T_DOTDOT, CC_T_STRING,
     CC_T_COUNT
 } cc_tk;
 
@@ -52,6 +65,7 @@ typedef struct cc_tok {
     cc_pos pos;
     const char *text;  /* into the source */
     uint32_t len;
+    uint32_t depth;    /* '{' open before it (a '}' counts as closed): error recovery */
     uint64_t ival;     /* INT: magnitude (saturates; `big` says it overflowed) */
     double fval;       /* FLOAT */
     bool big;          /* INT literal above 2^64 - 1 */
@@ -83,6 +97,10 @@ typedef struct cc_var {
     uint8_t flex;         /* loop variable initialised by a bare literal: 1 integer,
                              2 float; its dtype is fixed by its first typed use */
     bool fixed;           /* flex var whose dtype a use just fixed */
+    bool poison;          /* its declaration failed to check: uses are quiet errors */
+    struct cc_var *origin;/* the declaration this is a version of (var x; x = ...; loop copies) */
+    uint32_t user_uses;   /* uses written by the user (origin's count) */
+    struct cc_let *let;   /* the let that declared it (flex lets, warnings), or NULL */
     struct cc_irval *ir;  /* IR building: its current value */
 } cc_var;
 
@@ -105,6 +123,10 @@ typedef struct cc_let {
     cc_pos type_pos;
     cc_expr *value;
     cc_var **vars;        /* per name, NULL for "_" */
+    bool assign;          /* rebinds existing vars (x = e; the results of a statement if/loop):
+                             each name keeps its var's type */
+    bool synth;           /* made by the compiler (const bindings): never warned about */
+    bool flexed;          /* has_type was set because a use fixed a bare literal's dtype */
 } cc_let;
 
 typedef struct cc_ablock {
@@ -120,6 +142,7 @@ typedef struct cc_loopvar {
     bool has_type;
     cc_vtype type;
     cc_expr *init;
+    bool assign;          /* a statement loop's copy of an outer var: keeps its type */
     cc_var *var;          /* the variable inside the loop */
 } cc_loopvar;
 
@@ -141,10 +164,14 @@ struct cc_expr {
             int64_t dims[TFVM_MAX_RANK];
             uint32_t n;
             cc_expr **elems;
+            const void *raw;    /* load("w.npy"): the data (then n == 0), dtype raw_dtype */
+            size_t raw_bytes;
+            uint8_t raw_dtype;
         } tensor;
         struct {
             const char *name;
             cc_var *var;
+            bool synth;   /* made by the compiler: not a use for warnings */
         } var;
         struct {
             uint8_t op;   /* cc_tk of the operator */
@@ -210,6 +237,7 @@ struct cc_func {
     uint32_t index;       /* in source order */
     bool reachable;       /* from the entry */
     bool called;          /* by some reachable function */
+    bool broken;          /* had a syntax error: not type checked (its errors would echo it) */
     struct cc_ifn *ir;
 };
 
@@ -320,6 +348,8 @@ struct cc {
     cc_tok *toks;
     uint32_t n_toks, tp;
     uint32_t funcs_cap;
+    void *parse_state;    /* parse.c's scopes while it runs */
+    bool defs_broken;     /* a definition failed to parse: nothing is type checked */
     /* module */
     cc_module mod;
     uint32_t next_node_id;
@@ -328,6 +358,16 @@ struct cc {
     cc_ifn **ifns;        /* reachable functions, entry first */
     cc_ifn *entry_ifn;
     bool entry_wrapped;   /* the entry is also called: ROOT calls it */
+    /* options */
+    bool overflow_trap;   /* integer + - * check for overflow (ADD_OV ...) */
+    /* diagnostics: errors are collected (several per compile), warnings too */
+    uint32_t n_errors;
+    bool fatal;           /* out of memory or too many errors: recovery points rethrow */
+    size_t msg_len;       /* bytes of err->message used by the errors so far */
+    char *warnings;       /* "\n"-separated formatted warnings, NULL when none */
+    size_t warn_len, warn_cap;
+    uint32_t n_warnings;
+    const char *dir;      /* the source's directory, for load("...") */
 };
 
 /* Recursion guards (the C stack is the limit): the parser counts about two
@@ -344,8 +384,20 @@ struct cc {
 void cc_init(cc *C, const char *src, size_t len, const char *name, const tfvm_allocator *a, tfvm_error *err);
 void cc_finish(cc *C, isa_program *out);
 
-/* Errors: format "NAME:LINE:COL: message" + source line + caret, unwind. */
+/* Errors: format "NAME:LINE:COL: message" + source line + caret, record it
+ * (several errors per compile: err->message holds them one after another)
+ * and unwind to the innermost recovery point (C->jb). cc_quiet unwinds
+ * without a message (a use of something whose declaration already failed). */
 _Noreturn void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
+_Noreturn void cc_quiet(cc *C);
+/* "NAME:LINE:COL: warning: message" (no quote), kept for the caller. */
+void cc_warn(cc *C, cc_pos pos, const char *fmt, ...) UT_PRINTF(3, 4);
+/* The candidate nearest to name by edit distance (at most 2, and less than
+ * half its length), or NULL: "did you mean 'x'?". */
+const char *cc_suggest(const char *name, const char *const *cands, uint32_t n);
+/* A deep copy of an unchecked expression (statement lowering duplicates code). */
+cc_expr *cc_clone(cc *C, const cc_expr *e);
+cc_ablock *cc_clone_block(cc *C, const cc_ablock *b);
 _Noreturn void cc_nomem(cc *C);
 void *cc_alloc(cc *C, size_t n);                 /* zeroed; unwinds on failure */
 void *cc_array(cc *C, size_t count, size_t size);
@@ -358,6 +410,10 @@ void cc_lex(cc *C);
 const char *cc_tk_name(cc_tk k);
 /* parse.c */
 void cc_parse(cc *C);
+/* load.c: fills the tensor literal e with the array in path (.npy) or the
+ * member of a .npz (stored, not compressed); path is relative to the source
+ * file's directory. */
+void cc_load(cc *C, cc_expr *e, const char *path, cc_pos pos, const char *member, cc_pos member_pos);
 /* types.c */
 void cc_check(cc *C, const char *entry);
 bool cc_vtype_eq(const cc_vtype *a, const cc_vtype *b);

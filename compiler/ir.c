@@ -175,12 +175,15 @@ static void build_block(builder *B, const cc_ablock *ab, cc_blk *b)
     B->blk = saved;
 }
 
-static isa_op binary_op(uint8_t tk)
+/* The instruction of operator tk on operands of dtype d: & | ^ on bools are
+ * the logic ops; with --overflow=trap, integer + - * are the checked ones. */
+static isa_op binary_op(cc *C, uint8_t tk, uint8_t d)
 {
+    bool b = d == TFVM_BOOL, trap = C->overflow_trap && isa_dtype_int(d);
     switch (tk) {
-    case CC_T_PLUS: return ISA_ADD;
-    case CC_T_MINUS: return ISA_SUB;
-    case CC_T_STAR: return ISA_MUL;
+    case CC_T_PLUS: return trap ? ISA_ADD_OV : ISA_ADD;
+    case CC_T_MINUS: return trap ? ISA_SUB_OV : ISA_SUB;
+    case CC_T_STAR: return trap ? ISA_MUL_OV : ISA_MUL;
     case CC_T_SLASH: return ISA_DIV;
     case CC_T_PERCENT: return ISA_MOD;
     case CC_T_LT: return ISA_LESS;
@@ -190,6 +193,11 @@ static isa_op binary_op(uint8_t tk)
     case CC_T_EQ: return ISA_EQUAL;
     case CC_T_NE: return ISA_NOT_EQUAL;
     case CC_T_AND: return ISA_AND;
+    case CC_T_BAND: return b ? ISA_AND : ISA_BITAND;
+    case CC_T_BOR: return b ? ISA_OR : ISA_BITOR;
+    case CC_T_XOR: return b ? ISA_XOR : ISA_BITXOR;
+    case CC_T_SHL: return ISA_SHL;
+    case CC_T_SHR: return ISA_SHR;
     default: return ISA_OR;
     }
 }
@@ -215,6 +223,8 @@ static cc_irval *build(builder *B, const cc_expr *e)
     }
     case CC_E_TENSOR: {
         const cc_vtype *t = &e->type.t[0];
+        if (e->u.tensor.raw || e->u.tensor.n == 0) /* load("w.npy") */
+            return one(B, make_const(B, t, e->u.tensor.raw, e->u.tensor.raw_bytes, e->pos));
         size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype);
         unsigned char *data = cc_array(C, e->u.tensor.n, es);
         for (uint32_t i = 0; i < e->u.tensor.n; i++)
@@ -225,7 +235,10 @@ static cc_irval *build(builder *B, const cc_expr *e)
     case CC_E_UNARY: {
         cc_irval a = build(B, e->u.op.a)[0];
         cc_node *n = cc_node_new(C, B->blk, CC_N_OP, 1, 1, e->pos);
-        n->op = e->u.op.op == CC_T_NOT ? ISA_NOT : ISA_NEG;
+        n->op = e->u.op.op == CC_T_NOT                                       ? ISA_NOT
+              : e->u.op.op == CC_T_TILDE && e->type.t[0].dtype == TFVM_BOOL ? ISA_NOT
+              : e->u.op.op == CC_T_TILDE                                     ? ISA_BITNOT
+                                                                             : ISA_NEG;
         n->in[0] = a;
         n->types[0] = e->type.t[0];
         return one(B, val(n, 0));
@@ -234,7 +247,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
         cc_irval a = build(B, e->u.op.a)[0];
         cc_irval b = build(B, e->u.op.b)[0];
         cc_node *n = cc_node_new(C, B->blk, CC_N_OP, 2, 1, e->pos);
-        n->op = (uint16_t)binary_op(e->u.op.op);
+        n->op = (uint16_t)binary_op(C, e->u.op.op, e->u.op.a->type.t[0].dtype);
         n->in[0] = a;
         n->in[1] = b;
         n->types[0] = e->type.t[0];

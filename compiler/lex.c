@@ -17,6 +17,11 @@ static const char *const tk_names[CC_T_COUNT] = {
     [CC_T_PLUS] = "'+'", [CC_T_MINUS] = "'-'", [CC_T_STAR] = "'*'", [CC_T_SLASH] = "'/'",
     [CC_T_PERCENT] = "'%'", [CC_T_LT] = "'<'", [CC_T_LE] = "'<='", [CC_T_GT] = "'>'", [CC_T_GE] = "'>='",
     [CC_T_EQ] = "'=='", [CC_T_NE] = "'!='", [CC_T_AND] = "'&&'", [CC_T_OR] = "'||'", [CC_T_NOT] = "'!'",
+    [CC_T_VAR] = "'var'", [CC_T_FOR] = "'for'", [CC_T_IN] = "'in'", [CC_T_RETURN] = "'return'",
+    [CC_T_CONST] = "'const'", [CC_T_BAND] = "'&'", [CC_T_BOR] = "'|'", [CC_T_XOR] = "'^'", [CC_T_SHL] = "'<<'",
+    [CC_T_SHR] = "'>>'", [CC_T_TILDE] = "'~'", [CC_T_PLUS_EQ] = "'+='", [CC_T_MINUS_EQ] = "'-='",
+    [CC_T_STAR_EQ] = "'*='", [CC_T_SLASH_EQ] = "'/='", [CC_T_PERCENT_EQ] = "'%='", [CC_T_DOTDOT] = "'..'",
+    [CC_T_STRING] = "string",
 };
 
 const char *cc_tk_name(cc_tk k) { return k < CC_T_COUNT && tk_names[k] ? tk_names[k] : "token"; }
@@ -26,7 +31,8 @@ static const struct {
     cc_tk kind;
 } keywords[] = {
     {"fn", CC_T_FN}, {"let", CC_T_LET}, {"if", CC_T_IF}, {"else", CC_T_ELSE},
-    {"while", CC_T_WHILE}, {"true", CC_T_TRUE}, {"false", CC_T_FALSE},
+    {"while", CC_T_WHILE}, {"true", CC_T_TRUE}, {"false", CC_T_FALSE}, {"var", CC_T_VAR},
+    {"for", CC_T_FOR}, {"in", CC_T_IN}, {"return", CC_T_RETURN}, {"const", CC_T_CONST},
 };
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -205,26 +211,37 @@ void cc_lex(cc *C)
         case ';': kind = CC_T_SEMI; break;
         case ':': kind = CC_T_COLON; break;
         case '?': kind = CC_T_QUESTION; break;
-        case '+': kind = CC_T_PLUS; break;
-        case '*': kind = CC_T_STAR; break;
-        case '/': kind = CC_T_SLASH; break;
-        case '%': kind = CC_T_PERCENT; break;
-        case '-': kind = d == '>' ? (n = 2, CC_T_ARROW) : CC_T_MINUS; break;
+        case '~': kind = CC_T_TILDE; break;
+        case '^': kind = CC_T_XOR; break;
+        case '+': kind = d == '=' ? (n = 2, CC_T_PLUS_EQ) : CC_T_PLUS; break;
+        case '*': kind = d == '=' ? (n = 2, CC_T_STAR_EQ) : CC_T_STAR; break;
+        case '/': kind = d == '=' ? (n = 2, CC_T_SLASH_EQ) : CC_T_SLASH; break;
+        case '%': kind = d == '=' ? (n = 2, CC_T_PERCENT_EQ) : CC_T_PERCENT; break;
+        case '-': kind = d == '>' ? (n = 2, CC_T_ARROW) : d == '=' ? (n = 2, CC_T_MINUS_EQ) : CC_T_MINUS; break;
         case '=': kind = d == '=' ? (n = 2, CC_T_EQ) : CC_T_ASSIGN; break;
-        case '<': kind = d == '=' ? (n = 2, CC_T_LE) : CC_T_LT; break;
-        case '>': kind = d == '=' ? (n = 2, CC_T_GE) : CC_T_GT; break;
+        case '<': kind = d == '=' ? (n = 2, CC_T_LE) : d == '<' ? (n = 2, CC_T_SHL) : CC_T_LT; break;
+        case '>': kind = d == '=' ? (n = 2, CC_T_GE) : d == '>' ? (n = 2, CC_T_SHR) : CC_T_GT; break;
         case '!': kind = d == '=' ? (n = 2, CC_T_NE) : CC_T_NOT; break;
-        case '&':
-            if (d != '&')
-                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '&' (logical and is '&&')");
-            kind = CC_T_AND;
+        case '&': kind = d == '&' ? (n = 2, CC_T_AND) : CC_T_BAND; break;
+        case '|': kind = d == '|' ? (n = 2, CC_T_OR) : CC_T_BOR; break;
+        case '.':
+            if (d != '.')
+                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '.' (a range is a..b)");
+            kind = CC_T_DOTDOT;
             n = 2;
             break;
-        case '|':
-            if (d != '|')
-                cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '|' (logical or is '||')");
-            kind = CC_T_OR;
-            n = 2;
+        case '"': /* a string: printable ASCII, no escapes (file names) */
+            while (peekc(&L, n) != '"') {
+                int s = peekc(&L, n);
+                if (s < 0 || s == '\n')
+                    cc_error(C, pos, TFVM_ERR_SYNTAX, "unterminated string");
+                if (s < 0x20 || s >= 0x7f || s == '\\')
+                    cc_error(C, (cc_pos){pos.line, pos.col + (uint32_t)n}, TFVM_ERR_SYNTAX,
+                             "a string holds printable ASCII characters only, without escapes");
+                n++;
+            }
+            n++;
+            kind = CC_T_STRING;
             break;
         default:
             if (c >= 0x20 && c < 0x7f)
@@ -235,4 +252,14 @@ void cc_lex(cc *C)
         advance(&L, n);
     }
     push(&L, CC_T_EOF, here(&L), L.i, 0);
+    /* brace depth of every token, so that the parser can skip a bad statement */
+    uint32_t d = 0;
+    for (uint32_t i = 0; i < C->n_toks; i++) {
+        cc_tok *t = &C->toks[i];
+        if (t->kind == CC_T_RBRACE && d > 0)
+            d--;
+        t->depth = d;
+        if (t->kind == CC_T_LBRACE)
+            d++;
+    }
 }

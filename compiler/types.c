@@ -77,6 +77,9 @@ typedef struct checker {
     cc_func *fn;          /* being checked */
     cc_var **scope;       /* visible variables, innermost last */
     uint32_t n_scope, cap_scope;
+    cc_var **decls;       /* variables the user declared (unused-variable warnings) */
+    uint32_t n_decls, cap_decls;
+    bool refix;           /* a use fixed the dtype of a bare-literal let: check the function again */
 } checker;
 
 static cc_var *lookup(checker *K, const char *name)
@@ -94,6 +97,7 @@ static cc_var *declare(checker *K, const char *name, cc_pos pos, const cc_vtype 
     v->name = name;
     v->pos = pos;
     v->type = *t;
+    v->origin = v;
     v->slot = K->fn->n_slots++;
     K->scope = cc_grow(C, K->scope, K->n_scope, &K->cap_scope, sizeof *K->scope);
     K->scope[K->n_scope++] = v;
@@ -106,6 +110,36 @@ static cc_func *find_func(cc *C, const char *name)
         if (strcmp(C->mod.funcs[i]->name, name) == 0)
             return C->mod.funcs[i];
     return NULL;
+}
+
+/* "; did you mean 'x'?" for an unknown name, from the names in scope and the functions. */
+static const char *near_name(checker *K, const char *name, bool funcs_only)
+{
+    cc *C = K->C;
+    uint32_t n = (funcs_only ? 0 : K->n_scope) + C->mod.n_funcs;
+    const char **cands = cc_array(C, n, sizeof *cands);
+    uint32_t k = 0;
+    for (uint32_t i = 0; !funcs_only && i < K->n_scope; i++)
+        cands[k++] = K->scope[i]->name;
+    for (uint32_t i = 0; i < C->mod.n_funcs; i++)
+        cands[k++] = C->mod.funcs[i]->name;
+    return cc_suggest(name, cands, k);
+}
+
+/* A use fixed the dtype of a variable first given by a bare literal. A let
+ * (var x = 0) then gets that type written out, and its function is checked
+ * again; a loop variable is settled by check_while. */
+static void fix_flex(checker *K, cc_var *v, uint8_t d)
+{
+    v->type.dtype = d;
+    v->flex = 0;
+    v->fixed = true;
+    if (v->let && !v->let->has_type) {
+        v->let->has_type = true;
+        v->let->flexed = true;
+        v->let->type = (cc_vtype){.dtype = d};
+        K->refix = true;
+    }
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -136,10 +170,11 @@ static bool is_flex(checker *K, const cc_expr *e)
     case CC_E_INT:
     case CC_E_FLOAT: return e->u.lit.suffix == 0;
     case CC_E_TENSOR: return e->u.tensor.n > 0 && is_flex(K, e->u.tensor.elems[0]);
-    case CC_E_UNARY: return e->u.op.op == CC_T_MINUS && is_flex(K, e->u.op.a);
+    case CC_E_UNARY: return (e->u.op.op == CC_T_MINUS || e->u.op.op == CC_T_TILDE) && is_flex(K, e->u.op.a);
     case CC_E_BINARY:
         switch (e->u.op.op) {
         case CC_T_PLUS: case CC_T_MINUS: case CC_T_STAR: case CC_T_SLASH: case CC_T_PERCENT:
+        case CC_T_BAND: case CC_T_BOR: case CC_T_XOR: case CC_T_SHL: case CC_T_SHR:
             return is_flex(K, e->u.op.a) && is_flex(K, e->u.op.b);
         default: return false;
         }
@@ -169,8 +204,10 @@ static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
     cc *C = K->C;
     if (e->u.lit.suffix)
         d = e->u.lit.suffix;
-    else if (!is_int(d) && !is_float(d))
-        d = TFVM_I32;
+    else if (!is_int(d) && !is_float(d)) /* no context: i32, or i64 when it does not fit */
+        d = !e->u.lit.big && e->u.lit.mag <= (e->u.lit.neg ? (uint64_t)INT32_MAX + 1 : (uint64_t)INT32_MAX)
+                ? TFVM_I32
+                : TFVM_I64;
     /* the largest magnitude of a positive and of a negative literal */
     const uint64_t limit = d == TFVM_I32 ? (uint64_t)INT32_MAX
                          : d == TFVM_U8  ? (uint64_t)UINT8_MAX
@@ -190,6 +227,12 @@ static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
 static void check_tensor_lit(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
+    if (e->u.tensor.raw || e->u.tensor.n == 0) { /* load("w.npy") */
+        cc_vtype t = {.dtype = e->u.tensor.raw_dtype, .tensor = e->u.tensor.rank > 0, .rank = e->u.tensor.rank};
+        memcpy(t.dims, e->u.tensor.dims, sizeof t.dims);
+        e->type = one_type(C, &t);
+        return;
+    }
     uint8_t want = hint_dtype(hint);
     bool any_float = false, any_bool = false, any_num = false;
     for (uint32_t i = 0; i < e->u.tensor.n; i++) {
@@ -262,6 +305,12 @@ static const char *op_text(uint8_t tk)
     case CC_T_AND: return "&&";
     case CC_T_OR: return "||";
     case CC_T_NOT: return "!";
+    case CC_T_BAND: return "&";
+    case CC_T_BOR: return "|";
+    case CC_T_XOR: return "^";
+    case CC_T_SHL: return "<<";
+    case CC_T_SHR: return ">>";
+    case CC_T_TILDE: return "~";
     default: return "?";
     }
 }
@@ -342,10 +391,15 @@ static void check_operands(checker *K, cc_expr **ops, uint32_t n, const cc_tlist
 static void check_unary(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
-    check_expr(K, e->u.op.a, e->u.op.op == CC_T_MINUS ? hint : NULL);
+    check_expr(K, e->u.op.a, e->u.op.op != CC_T_NOT ? hint : NULL);
     const cc_vtype *t = single(K, e->u.op.a, "the operand");
     char buf[96];
-    if (e->u.op.op == CC_T_NOT) {
+    if (e->u.op.op == CC_T_TILDE) {
+        if (!is_int(t->dtype) && t->dtype != TFVM_BOOL) {
+            cc_vtype_str(t, buf, sizeof buf);
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "'~' needs an integer or bool operand, got %s", buf);
+        }
+    } else if (e->u.op.op == CC_T_NOT) {
         if (t->dtype != TFVM_BOOL) {
             cc_vtype_str(t, buf, sizeof buf);
             cc_error(C, e->pos, TFVM_ERR_TYPE, "'!' needs a bool operand, got %s", buf);
@@ -356,6 +410,71 @@ static void check_unary(checker *K, cc_expr *e, const cc_tlist *hint)
     e->type = one_type(C, t);
 }
 
+static void check_block(checker *K, cc_ablock *b, const cc_tlist *hint);
+static void join_branches(checker *K, cc_expr *e, const cc_ablock *a, const cc_ablock *b);
+
+/* An operand small enough, and unable to fail or recurse, that evaluating it
+ * always costs less than branching around it: `i < n && x > 0` stays one AND. */
+static bool cheap(const cc_expr *e, uint32_t *budget)
+{
+    if (*budget == 0)
+        return false;
+    --*budget;
+    switch (e->kind) {
+    case CC_E_INT:
+    case CC_E_FLOAT:
+    case CC_E_BOOL:
+    case CC_E_VAR: return true;
+    case CC_E_UNARY: return cheap(e->u.op.a, budget);
+    case CC_E_BINARY:
+        return e->u.op.op != CC_T_SLASH && e->u.op.op != CC_T_PERCENT && e->u.op.op != CC_T_AND &&
+               e->u.op.op != CC_T_OR && cheap(e->u.op.a, budget) && cheap(e->u.op.b, budget);
+    default: return false;
+    }
+}
+
+/* a && b, a || b: on bool scalars the right side runs only when needed (an
+ * if: a ? b : false, a ? true : b), unless it is cheap; on tensors, AND/OR. */
+static void check_logic(checker *K, cc_expr *e)
+{
+    cc *C = K->C;
+    uint8_t op = e->u.op.op;
+    cc_expr *a = e->u.op.a, *b = e->u.op.b;
+    cc_tlist bh = {1, &(cc_vtype){.dtype = TFVM_BOOL}};
+    check_expr(K, a, &bh);
+    single(K, a, "an operand");
+    check_expr(K, b, &bh);
+    single(K, b, "an operand");
+    const cc_vtype *in[2] = {&a->type.t[0], &b->type.t[0]};
+    char what[8];
+    ut_fmt(what, sizeof what, "'%s'", op_text(op));
+    cc_vtype t = elementwise(K, e->pos, what, ISA_CLASS_LOGIC, 2, in);
+    uint32_t budget = 8;
+    if (t.tensor || cheap(b, &budget)) {
+        e->type = one_type(C, &t);
+        return;
+    }
+    cc_ablock *bt = cc_alloc(C, sizeof *bt), *be = cc_alloc(C, sizeof *be);
+    cc_expr *lit = cc_alloc(C, sizeof *lit);
+    lit->kind = CC_E_BOOL;
+    lit->pos = lit->start = e->pos;
+    lit->u.lit.b = op == CC_T_OR;
+    lit->type = one_type(C, &(cc_vtype){.dtype = TFVM_BOOL});
+    bt->pos = be->pos = b->start;
+    bt->result = op == CC_T_AND ? b : lit;
+    be->result = op == CC_T_AND ? lit : b;
+    e->kind = CC_E_IF;
+    e->u.cond.cond = a;
+    e->u.cond.then = bt;
+    e->u.cond.els = be;
+    join_branches(K, e, bt, be);
+}
+
+static bool is_bitwise(uint8_t op)
+{
+    return op == CC_T_BAND || op == CC_T_BOR || op == CC_T_XOR || op == CC_T_SHL || op == CC_T_SHR;
+}
+
 static void check_binary(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
@@ -363,7 +482,7 @@ static void check_binary(checker *K, cc_expr *e, const cc_tlist *hint)
     isa_class cls;
     switch (op) {
     case CC_T_AND:
-    case CC_T_OR: cls = ISA_CLASS_LOGIC; break;
+    case CC_T_OR: check_logic(K, e); return;
     case CC_T_LT: case CC_T_LE: case CC_T_GT: case CC_T_GE: case CC_T_EQ: case CC_T_NE:
         cls = ISA_CLASS_COMPARE;
         break;
@@ -374,6 +493,16 @@ static void check_binary(checker *K, cc_expr *e, const cc_tlist *hint)
     cc_expr *ops[2] = {e->u.op.a, e->u.op.b};
     check_operands(K, ops, 2, cls == ISA_CLASS_BINARY ? hint : NULL, "an operand");
     const cc_vtype *in[2] = {&ops[0]->type.t[0], &ops[1]->type.t[0]};
+    if (is_bitwise(op)) {
+        bool shift = op == CC_T_SHL || op == CC_T_SHR;
+        if (in[0]->dtype == TFVM_BOOL && in[1]->dtype == TFVM_BOOL && !shift) {
+            cls = ISA_CLASS_LOGIC; /* & | ^ on bools: and, or, xor (both sides run) */
+        } else if (in[0]->dtype == in[1]->dtype && !is_int(in[0]->dtype)) {
+            char ta[96];
+            cc_vtype_str(in[0], ta, sizeof ta);
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "%s needs integers%s, got %s", what, shift ? "" : " or bools", ta);
+        }
+    }
     cc_vtype t = elementwise(K, e->pos, what, cls, 2, in);
     e->type = one_type(C, &t);
 }
@@ -558,6 +687,10 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
     if (op < 0) {
         if (lookup(K, name))
             cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' is a variable, not a function", name);
+        const char *near = near_name(K, name, true);
+        if (near)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "no function or built-in op named '%s'; did you mean '%s'?",
+                     name, near);
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "no function or built-in op named '%s'", name);
     }
     const isa_op_info *info = &isa_ops[op];
@@ -706,6 +839,8 @@ static void check_while(checker *K, cc_expr *e)
             cc_loopvar *v = &e->u.loop.vars[k];
             v->var = declare(K, v->name, v->pos, &v->type);
             v->var->flex = pass <= n ? flex[k] : 0;
+            if (v->assign && v->init->kind == CC_E_VAR && v->init->u.var.var) /* a statement loop's copy */
+                v->var->origin = v->init->u.var.var->origin;
             types.t[k] = v->type;
         }
         check_cond(K, e->u.loop.cond, "the loop condition");
@@ -770,16 +905,20 @@ static void check_expr(checker *K, cc_expr *e, const cc_tlist *hint)
             if (find_func(C, e->u.var.name))
                 cc_error(C, e->pos, TFVM_ERR_TYPE, "'%s' is a function; call it: %s(...)", e->u.var.name,
                          e->u.var.name);
+            const char *near = near_name(K, e->u.var.name, false);
+            if (near)
+                cc_error(C, e->pos, TFVM_ERR_TYPE, "'%s' is not defined; did you mean '%s'?", e->u.var.name, near);
             cc_error(C, e->pos, TFVM_ERR_TYPE, "'%s' is not defined", e->u.var.name);
         }
+        if (v->poison)
+            cc_quiet(C);
         v->uses++;
+        if (!e->u.var.synth)
+            v->origin->user_uses++;
         e->u.var.var = v;
         uint8_t hd = hint_dtype(hint);
-        if (v->flex && hd && hd != v->type.dtype && (is_float(hd) || (v->flex == 1 && is_int(hd)))) {
-            v->type.dtype = hd; /* see check_while */
-            v->flex = 0;
-            v->fixed = true;
-        }
+        if (v->flex && hd && hd != v->type.dtype && (is_float(hd) || (v->flex == 1 && is_int(hd))))
+            fix_flex(K, v, hd); /* see check_while */
         e->type = one_type(C, &v->type);
         break;
     }
@@ -805,44 +944,140 @@ static void check_expr(checker *K, cc_expr *e, const cc_tlist *hint)
     C->depth--;
 }
 
-static void check_block(checker *K, cc_ablock *b, const cc_tlist *hint)
+static bool hidden_name(const char *n) { return strcmp(n, "_") == 0 || strchr(n, '.') != NULL; }
+
+static void check_let(checker *K, cc_let *l)
 {
     cc *C = K->C;
-    uint32_t mark = K->n_scope;
     char ta[96], tb[96];
+    cc_tlist h = {1, &l->type};
+    const cc_tlist *hint = l->has_type ? &h : NULL;
+    cc_tlist old_types = {0, NULL};
+    cc_var **old = NULL;
+    if (l->assign) { /* x = e, or the new values of a statement if/loop: each name keeps its var's type */
+        old = cc_array(C, l->n_names, sizeof *old);
+        old_types.n = l->n_names;
+        old_types.t = cc_array(C, l->n_names, sizeof(cc_vtype));
+        for (uint32_t k = 0; k < l->n_names; k++) {
+            if (hidden_name(l->names[k]))
+                continue;
+            old[k] = lookup(K, l->names[k]);
+            if (!old[k])
+                cc_error(C, l->name_pos[k], TFVM_ERR_TYPE, "'%s' is not defined", l->names[k]);
+            if (old[k]->poison)
+                cc_quiet(C);
+            old_types.t[k] = old[k]->type;
+        }
+        bool all = true;
+        for (uint32_t k = 0; k < l->n_names; k++)
+            all &= old[k] && !old[k]->flex;
+        if (all)
+            hint = &old_types;
+    }
+    bool flexible = !l->assign && !l->has_type && l->n_names == 1 && is_flex(K, l->value);
+    check_expr(K, l->value, hint);
+    const cc_tlist *t = &l->value->type;
+    if (l->n_names == 1 && t->n != 1 && strcmp(l->names[0], "_") != 0)
+        cc_error(C, l->name_pos[0], TFVM_ERR_TYPE,
+                 "'%s' would hold a tuple of %u values; unpack it: let (a, b, ...) = ...", l->names[0], t->n);
+    if (l->n_names != t->n && !(l->n_names == 1 && strcmp(l->names[0], "_") == 0))
+        cc_error(C, l->pos, TFVM_ERR_TYPE, "the pattern has %u name%s but the value has %u", l->n_names,
+                 l->n_names == 1 ? "" : "s", t->n);
+    if (l->has_type && !assignable(&l->type, &t->t[0])) {
+        cc_vtype_str(&l->type, ta, sizeof ta);
+        cc_vtype_str(&t->t[0], tb, sizeof tb);
+        cc_error(C, l->value->start, TFVM_ERR_TYPE, "'%s' is declared %s but its value is %s", l->names[0], ta, tb);
+    }
+    if (l->assign) {
+        for (uint32_t k = 0; k < l->n_names; k++) {
+            cc_var *o = old[k];
+            const cc_vtype *got = &t->t[k];
+            if (!o || assignable(&o->type, got))
+                continue;
+            if (o->flex && !got->tensor && !o->type.tensor &&
+                ((o->flex == 1 && is_int(got->dtype)) || is_float(got->dtype))) {
+                fix_flex(K, o, got->dtype);
+                continue;
+            }
+            cc_vtype_str(&o->type, ta, sizeof ta);
+            cc_vtype_str(got, tb, sizeof tb);
+            cc_error(C, l->value->start, TFVM_ERR_TYPE, "cannot assign %s to '%s' (a var of type %s)", tb,
+                     l->names[k], ta);
+        }
+    }
+    l->vars = cc_array(C, l->n_names, sizeof(cc_var *));
+    for (uint32_t k = 0; k < l->n_names; k++) {
+        if (strcmp(l->names[k], "_") == 0)
+            continue;
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(l->names[j], l->names[k]) == 0)
+                cc_error(C, l->name_pos[k], TFVM_ERR_TYPE, "'%s' appears twice in the pattern", l->names[k]);
+    }
+    for (uint32_t k = 0; k < l->n_names; k++) {
+        if (strcmp(l->names[k], "_") == 0)
+            continue;
+        cc_var *o = old ? old[k] : NULL;
+        const cc_vtype *ty = o ? &o->type : l->has_type ? &l->type : &t->t[k];
+        cc_var *v = l->vars[k] = declare(K, l->names[k], l->name_pos[k], ty);
+        if (o) { /* a new version of the same variable */
+            v->origin = o->origin;
+            v->flex = o->flex;
+            v->let = o->let;
+        } else if (flexible && !t->t[0].tensor) {
+            v->flex = l->value->kind == CC_E_FLOAT || is_float(t->t[0].dtype) ? 2 : 1;
+            v->let = l;
+        }
+        if (!o && !l->synth && !hidden_name(l->names[k]) && l->names[k][0] != '_') {
+            K->decls = cc_grow(C, K->decls, K->n_decls, &K->cap_decls, sizeof *K->decls);
+            K->decls[K->n_decls++] = v;
+        }
+    }
+}
+
+/* Checks one let; false when it failed (the error is recorded). */
+static bool guarded_let(checker *K, cc_let *l)
+{
+    cc *C = K->C;
+    jmp_buf jb, *outer = C->jb;
+    uint32_t scope = K->n_scope, depth = C->depth;
+    C->jb = &jb;
+    if (setjmp(jb) == 0) {
+        check_let(K, l);
+        C->jb = outer;
+        return true;
+    }
+    C->jb = outer;
+    if (C->fatal)
+        longjmp(*outer, 1);
+    K->n_scope = scope;
+    C->depth = depth;
+    return false;
+}
+
+static void check_block(checker *K, cc_ablock *b, const cc_tlist *hint)
+{
+    uint32_t mark = K->n_scope;
     for (uint32_t i = 0; i < b->n_lets; i++) {
         cc_let *l = &b->lets[i];
-        cc_tlist h = {1, &l->type};
-        check_expr(K, l->value, l->has_type ? &h : NULL);
-        const cc_tlist *t = &l->value->type;
-        if (l->n_names == 1 && t->n != 1)
-            cc_error(C, l->name_pos[0], TFVM_ERR_TYPE,
-                     "'%s' would hold a tuple of %u values; unpack it: let (a, b, ...) = ...", l->names[0], t->n);
-        if (l->n_names != t->n)
-            cc_error(C, l->pos, TFVM_ERR_TYPE, "the pattern has %u name%s but the value has %u", l->n_names,
-                     l->n_names == 1 ? "" : "s", t->n);
-        if (l->has_type && !assignable(&l->type, &t->t[0])) {
-            cc_vtype_str(&l->type, ta, sizeof ta);
-            cc_vtype_str(&t->t[0], tb, sizeof tb);
-            cc_error(C, l->value->start, TFVM_ERR_TYPE, "'%s' is declared %s but its value is %s", l->names[0], ta, tb);
-        }
-        l->vars = cc_array(C, l->n_names, sizeof(cc_var *));
+        /* an error ends the statement, not the check: its names become poison,
+         * so that their uses say nothing more */
+        if (guarded_let(K, l))
+            continue;
         for (uint32_t k = 0; k < l->n_names; k++) {
             if (strcmp(l->names[k], "_") == 0)
                 continue;
-            for (uint32_t j = 0; j < k; j++)
-                if (strcmp(l->names[j], l->names[k]) == 0)
-                    cc_error(C, l->name_pos[k], TFVM_ERR_TYPE, "'%s' appears twice in the pattern", l->names[k]);
-            l->vars[k] = declare(K, l->names[k], l->name_pos[k], l->has_type ? &l->type : &t->t[k]);
+            cc_var *v = declare(K, l->names[k], l->name_pos[k], &(cc_vtype){.dtype = TFVM_I32});
+            v->poison = true;
+            v->user_uses = 1;
         }
     }
     check_expr(K, b->result, hint);
     K->n_scope = mark;
 }
 
-static void check_func(cc *C, cc_func *f)
+static void check_func_once(cc *C, cc_func *f, checker *Kp)
 {
-    checker K = {C, f, NULL, 0, 0};
+#define K (*Kp)
     char ta[96], tb[96];
     for (uint32_t k = 0; k < f->n_params; k++) {
         for (uint32_t j = 0; j < k; j++)
@@ -871,6 +1106,62 @@ static void check_func(cc *C, cc_func *f)
             cc_error(C, r->start, TFVM_ERR_TYPE, "result %u of '%s' is %s but the body gives %s", k + 1, f->name, ta,
                      tb);
         }
+    }
+}
+#undef K
+
+/* Checks f, again when a use fixed the dtype of a bare-literal let (the
+ * errors of that pass are forgotten: they came from the guessed dtype);
+ * then warns about its unused variables. */
+static void guarded_func(cc *C, cc_func *f, checker *Kp)
+{
+    jmp_buf jb, *outer = C->jb;
+    uint32_t depth = C->depth;
+    C->jb = &jb;
+    if (setjmp(jb) == 0) {
+        check_func_once(C, f, Kp);
+        C->jb = outer;
+        return;
+    }
+    C->jb = outer;
+    if (C->fatal)
+        longjmp(*outer, 1);
+    C->depth = depth;
+}
+
+static void check_func(cc *C, cc_func *f)
+{
+    for (int pass = 0;; pass++) {
+        checker *Kp = cc_alloc(C, sizeof *Kp);
+        Kp->C = C;
+        Kp->fn = f;
+        f->n_slots = 0;
+        uint32_t n_err = C->n_errors;
+        size_t len = C->msg_len;
+        tfvm_status st = C->status;
+        guarded_func(C, f, Kp);
+        checker K = *Kp;
+        if (K.refix && pass < 8) {
+            C->n_errors = n_err;
+            C->msg_len = len;
+            C->status = st;
+            if (C->err)
+                C->err->message[n_err ? len : 0] = '\0';
+            continue;
+        }
+        if (C->n_errors != n_err)
+            return;
+        /* a declaration checked in several loop passes is one variable */
+        for (uint32_t i = 0; i < K.n_decls; i++) {
+            cc_var *v = K.decls[i];
+            bool used = false;
+            for (uint32_t j = 0; j < K.n_decls && !used; j++)
+                used = K.decls[j]->pos.line == v->pos.line && K.decls[j]->pos.col == v->pos.col &&
+                       K.decls[j]->user_uses > 0;
+            if (!used)
+                cc_warn(C, v->pos, "unused variable '%s'", v->name);
+        }
+        return;
     }
 }
 
@@ -994,13 +1285,19 @@ static void collect_label(walker *W, cc_expr *e)
 void cc_check(cc *C, const char *entry)
 {
     cc_module *m = &C->mod;
+    if (C->defs_broken)
+        return;
     for (uint32_t i = 0; i < m->n_funcs; i++)
         for (uint32_t j = 0; j < i; j++)
             if (strcmp(m->funcs[i]->name, m->funcs[j]->name) == 0)
                 cc_error(C, m->funcs[i]->pos, TFVM_ERR_TYPE, "function '%s' is defined twice (first at %u:%u)",
                          m->funcs[i]->name, m->funcs[j]->pos.line, m->funcs[j]->pos.col);
+    bool parsed = C->n_errors == 0;
     for (uint32_t i = 0; i < m->n_funcs; i++)
-        check_func(C, m->funcs[i]);
+        if (!m->funcs[i]->broken)
+            check_func(C, m->funcs[i]);
+    if (C->n_errors || !parsed)
+        return;
     label_walker L = {{C, NULL, collect_label}, NULL, 0, 0};
     for (uint32_t i = 0; i < m->n_funcs; i++) {
         walker W = {C, m->funcs[i], number_site};
@@ -1017,4 +1314,7 @@ void cc_check(cc *C, const char *entry)
                  entry ? "" : " (name another with --entry NAME)");
     }
     reach(C, m->entry);
+    for (uint32_t i = 0; i < m->n_funcs; i++)
+        if (!m->funcs[i]->reachable)
+            cc_warn(C, m->funcs[i]->pos, "function '%s' is never used", m->funcs[i]->name);
 }

@@ -52,6 +52,7 @@ void tfvm_open_options_init(tfvm_open_options *o)
         o->entry = NULL;
         o->outputs = NULL;
         o->opt_level = 1;
+        o->overflow_trap = false;
     }
 }
 
@@ -127,6 +128,7 @@ static tfvm_status imp_open(const char *path, const tfvm_open_options *o, const 
         tfvm_compile_options_init(&co);
         co.entry = o->entry;
         co.opt_level = o->opt_level;
+        co.overflow_trap = o->overflow_trap;
         st = tfvm_program_compile(data, len, path, &co, cfg, out, err);
         break;
     }

@@ -16,6 +16,7 @@
 #include "devices/value.h"
 #include "loader/loader.h"
 #include "tfvm.h"
+#include "tools/check.h"
 #include "tools/debug.h"
 #include "tools/profile.h"
 #include "vm/vm.h"
@@ -974,6 +975,7 @@ static const command commands[] = {
     {"debug", cli_debug, &cli_usage_debug},
     {"dot", cli_dot, &cli_usage_dot},
     {"profile", cli_profile, &cli_usage_profile},
+    {"check", cli_check, &cli_usage_check},
 };
 
 static const char *usage_of(const char *name)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* What a kernel can run into; the caller turns it into a message. */
-enum { EW_OK, EW_DIV0, EW_MOD0, EW_NEGEXP, EW_CAST };
+enum { EW_OK, EW_DIV0, EW_MOD0, EW_NEGEXP, EW_CAST, EW_OVERFLOW };
 
 typedef struct ew_fault {
     double value; /* EW_CAST: the value that does not fit */
@@ -283,6 +283,16 @@ BIT_KERNELS(i32, int32_t, uint32_t, 32, x < 0)
 BIT_KERNELS(i64, int64_t, uint64_t, 64, x < 0)
 BIT_KERNELS(i8, int8_t, uint8_t, 8, x < 0)
 BIT_KERNELS(u8, uint8_t, uint8_t, 8, 0)
+/* Checked + - * (ADD_OV ..., the compiler's --overflow=trap; helper L, issue 15). */
+#define OV_CHECK(T, OP) T ov_; if (__builtin_##OP##_overflow(x, y, &ov_)) return EW_OVERFLOW
+#define OV_KERNELS(S, T)                                        \
+    EW_KERNEL2(k_add_ov_##S, T, T, OV_CHECK(T, add), ov_)       \
+    EW_KERNEL2(k_sub_ov_##S, T, T, OV_CHECK(T, sub), ov_)       \
+    EW_KERNEL2(k_mul_ov_##S, T, T, OV_CHECK(T, mul), ov_)
+OV_KERNELS(i32, int32_t)
+OV_KERNELS(i64, int64_t)
+OV_KERNELS(i8, int8_t)
+OV_KERNELS(u8, uint8_t)
 /* Bool tensors hold 0/1 bytes; the != 0 keeps results 0/1 regardless. */
 EW_KERNEL2(k_and, uint8_t, uint8_t, , (uint8_t)((x != 0) & (y != 0)))
 EW_KERNEL2(k_or, uint8_t, uint8_t, , (uint8_t)((x != 0) | (y != 0)))
@@ -367,6 +377,7 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_FLOOR_MOD] = NUM(k_floor_mod),
     [ISA_BITAND] = INT(k_bitand), [ISA_BITOR] = INT(k_bitor), [ISA_BITXOR] = INT(k_bitxor),
     [ISA_BITNOT] = INT(k_bitnot), [ISA_SHL] = INT(k_shl), [ISA_SHR] = INT(k_shr),
+    [ISA_ADD_OV] = INT(k_add_ov), [ISA_SUB_OV] = INT(k_sub_ov), [ISA_MUL_OV] = INT(k_mul_ov),
 };
 /* [from][to]; the diagonal copies (unused: a same-dtype CAST shares its input). */
 #define CASTS_TO(F)                                                                         \
@@ -446,6 +457,7 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
     case EW_DIV0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer division by zero");
     case EW_MOD0: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer modulo by zero");
     case EW_NEGEXP: return ut_msg(msg, ms, TFVM_ERR_ARITH, "integer power with a negative exponent");
+    case EW_OVERFLOW: return ut_msg(msg, ms, TFVM_ERR_ARITH, "%s overflow", ew_name(from));
     default: return ew_cast_fail(msg, ms, from, f->value, to);
     }
 }
