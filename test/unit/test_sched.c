@@ -276,22 +276,43 @@ START_TEST(pool_wider_than_the_vm)
 END_TEST
 
 /* ---- Kernels' parallel loops inside runs ----------------------------------------------
- * Pooling over many planes splits its planes with dev_par_for (devices/cpu/
- * conv.c); the two pools and the product below run at once on different
- * workers, so one loop finds the board taken and runs alone. Every result
- * must be bit-identical to the one-thread run's. */
-static const char *POOLS_SRC =
-    "fn main(x: f32[?, 8, 32, 32]) -> (a: f32[?, 8, 16, 16], b: f32[?, 8, 16, 16], c: f32[?, 8, 8, 8]) {\n"
-    "    let a = maxpool(x, kernel = 2);\n"
-    "    let b = avgpool(x * 0.5, kernel = 2);\n"
-    "    (a, b, maxpool(a + b, kernel = 2))\n"
+ * Pooling over many planes, a convolution over many images and a big product
+ * split their work with dev_par_for (devices/cpu/conv.c, matmul.c) on the
+ * run's idle workers; independent ones run at once on different workers, so
+ * one loop may find the board taken and run alone. Every result must be
+ * bit-identical to the one-thread run's. The inputs are small multiples of
+ * 1/2, so every sum is exact whatever order a kernel adds in: a difference
+ * is a chunk lost, doubled or misplaced, not rounding. */
+static const char *KERNELS_SRC =
+    "fn main(x: f32[?, 8, 32, 32], w: f32[16, 8, 3, 3], a: f32[?, ?], b: f32[?, ?])\n"
+    "    -> (p: f32[?, 8, 16, 16], q: f32[?, 8, 16, 16], r: f32[?, 8, 8, 8], c: f32[?, 16, 32, 32],\n"
+    "        m: f32[?, ?], f: f32[?, ?]) {\n"
+    "    let p = maxpool(x, kernel = 2);\n"
+    "    let q = avgpool(x * 0.5, kernel = 2);\n"
+    "    (p, q, maxpool(p + q, kernel = 2), conv2d(x, w, padding = 1), matmul(a, b), relu(matmul(b, a) + 1.0))\n"
     "}\n";
+#define KERNEL_RESULTS 6
 
-static void run_pools(const tfvm_program *p, int threads, tfvm_pool *pool, tfvm_tensor *x, tfvm_value out[3])
+static tfvm_tensor *halves(int rank, const int64_t *dims, uint32_t seed)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    float *d = tfvm_tensor_data(t);
+    for (int64_t i = 0; i < tfvm_tensor_count(t); i++) {
+        seed = seed * 1664525u + 1013904223u;
+        d[i] = (float)((int)(seed >> 24) % 9 - 4) * 0.5f; /* -2 .. 2 by 1/2 */
+    }
+    return t;
+}
+
+static void run_kernels(const tfvm_program *p, int threads, tfvm_pool *pool, tfvm_tensor **in,
+                        tfvm_value out[KERNEL_RESULTS])
 {
     tfvm_vm *vm = new_vm(p, threads, pool);
-    tfvm_value a = tfvm_tensor_value(x);
-    tfvm_status st = tfvm_run(vm, NULL, &a, 1, out, 3);
+    tfvm_value a[4];
+    for (int k = 0; k < 4; k++)
+        a[k] = tfvm_tensor_value(in[k]);
+    tfvm_status st = tfvm_run(vm, NULL, a, 4, out, KERNEL_RESULTS);
     ck_assert_msg(st == TFVM_OK, "threads %d: %s", threads, tfvm_errmsg(vm));
     ck_assert_uint_eq(workers_of(vm), (uint32_t)threads);
     tfvm_vm_free(vm);
@@ -299,24 +320,18 @@ static void run_pools(const tfvm_program *p, int threads, tfvm_pool *pool, tfvm_
 
 START_TEST(kernel_parallel_loops_match_one_thread)
 {
-    tfvm_program *p = compile_entry(POOLS_SRC, "main");
-    const int64_t dims[4] = {64, 8, 32, 32};
-    tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 4, dims, NULL);
-    ck_assert_ptr_nonnull(x);
-    float *d = tfvm_tensor_data(x);
-    uint32_t seed = 12345;
-    for (int64_t i = 0; i < tfvm_tensor_count(x); i++) {
-        seed = seed * 1664525u + 1013904223u;
-        d[i] = (float)(int32_t)(seed >> 8) / (float)(1 << 20) - 4.0f;
-    }
-    tfvm_value ref[3];
-    run_pools(p, 1, NULL, x, ref);
+    tfvm_program *p = compile_entry(KERNELS_SRC, "main");
+    const int64_t dx[4] = {64, 8, 32, 32}, dw[4] = {16, 8, 3, 3}, da[2] = {256, 192}, db[2] = {192, 256};
+    tfvm_tensor *in[4] = {halves(4, dx, 1), halves(4, dw, 2), halves(2, da, 3), halves(2, db, 4)};
+    tfvm_value ref[KERNEL_RESULTS];
+    run_kernels(p, 1, NULL, in, ref);
     tfvm_pool *pool = tfvm_pool_new(4);
+    ck_assert_ptr_nonnull(pool);
     for (int round = 0; round < 3; round++) {
         for (int threads = 2; threads <= 4; threads++) {
-            tfvm_value got[3];
-            run_pools(p, threads, round == 2 ? pool : NULL, x, got);
-            for (int k = 0; k < 3; k++) {
+            tfvm_value got[KERNEL_RESULTS];
+            run_kernels(p, threads, round == 2 ? pool : NULL, in, got);
+            for (int k = 0; k < KERNEL_RESULTS; k++) {
                 int64_t n = tfvm_tensor_count(ref[k].tensor);
                 ck_assert_int_eq(tfvm_tensor_count(got[k].tensor), n);
                 ck_assert_msg(memcmp(tfvm_tensor_cdata(got[k].tensor), tfvm_tensor_cdata(ref[k].tensor),
@@ -326,10 +341,21 @@ START_TEST(kernel_parallel_loops_match_one_thread)
             }
         }
     }
-    for (int k = 0; k < 3; k++)
+    /* the results are what the kernels compute, not zeros */
+    const float *m = tfvm_tensor_cdata(ref[4].tensor), *A = tfvm_tensor_cdata(in[2]), *B = tfvm_tensor_cdata(in[3]);
+    for (int64_t i = 0; i < 256; i += 51)
+        for (int64_t j = 0; j < 256; j += 37) {
+            float s = 0;
+            for (int64_t k = 0; k < 192; k++)
+                s += A[i * 192 + k] * B[k * 256 + j];
+            ck_assert_msg(m[i * 256 + j] == s, "matmul[%lld][%lld] = %g, want %g", (long long)i, (long long)j,
+                          (double)m[i * 256 + j], (double)s);
+        }
+    for (int k = 0; k < KERNEL_RESULTS; k++)
         tfvm_value_release(&ref[k]);
+    for (int k = 0; k < 4; k++)
+        tfvm_tensor_free(in[k]);
     tfvm_pool_free(pool);
-    tfvm_tensor_free(x);
     tfvm_program_free(p);
 }
 END_TEST
