@@ -1,12 +1,14 @@
 /* compiler/opt.c — optimizations on the structured IR: constant folding
- * (with the VM's own kernels, so folded and run-time results agree) and
- * algebraic simplification, common-subexpression elimination (pure ops and
- * calls of pure functions), and dead-code elimination, which also finds the
- * parameters a function reads and the functions still called. */
+ * (with the VM's own kernels, so folded and run-time results agree; tensors
+ * under a size heuristic) and algebraic simplification, common-subexpression
+ * elimination (pure ops and calls of pure functions), fusion of MATMUL/CONV2D
+ * with a bias ADD and an activation, and dead-code elimination, which also
+ * finds the parameters a function reads and the functions still called. */
 #include <string.h>
 
 #include "compiler.h"
 #include "devices/cpu/cpu.h"
+#include "devices/tensor.h"
 
 /* Visits every block of a function, parents before children. */
 typedef void (*blk_fn)(cc *C, cc_blk *b, void *ud);
@@ -96,20 +98,135 @@ static dev_value to_dev(const cc_cval *c)
     return v;
 }
 
-/* Folds an elementwise op on scalar constants; kernel failures (division by
- * zero, unrepresentable casts) stay in the program as run-time errors. */
+/* ---- Folding tensors ------------------------------------------------------------------ *
+ * A folded result becomes a constant of the program file, so folding trades
+ * run time for file size. TFDeploy's report (section 2.4) shows the trap: a
+ * ConstantOfShape, Tile or Expand of a few bytes to a large shape would
+ * store megabytes of zeros instead of three small nodes. A tensor result is
+ * folded only when it is at most FOLD_SMALL bytes (shape vectors, small
+ * tables: what later folding and the analyser feed on; 4 KiB is about what
+ * the instructions it replaces cost in a .tfvm file) or no larger than its
+ * constant inputs together (a RESHAPE or TRANSPOSE of a weight: the inputs
+ * usually die, so the file does not grow). The kernel runs with an allocator
+ * that refuses any block beyond that bound (plus the tensor header), so a
+ * huge result is never even computed. */
+#define FOLD_SMALL 4096
+#define FOLD_SLACK 256 /* the tensor header and alignment in the same block */
+
+typedef struct fold_alloc {
+    const tfvm_allocator *base;
+    size_t cap;
+    bool refused, failed;
+} fold_alloc;
+
+static void *fold_alloc_fn(void *ud, void *ptr, size_t old_size, size_t new_size)
+{
+    fold_alloc *fa = ud;
+    if (new_size == 0) {
+        ut_free(fa->base, ptr, old_size);
+        return NULL;
+    }
+    if (new_size > fa->cap) {
+        fa->refused = true;
+        return NULL;
+    }
+    void *p = ptr ? ut_realloc(fa->base, ptr, old_size, new_size) : ut_alloc(fa->base, new_size);
+    if (!p)
+        fa->failed = true;
+    return p;
+}
+
+static cc_irval new_tensor_const(cc *C, cc_node *at, const tfvm_tensor *t)
+{
+    cc_node *n = cc_node_new(C, NULL, CC_N_CONST, 0, 1, at->pos);
+    n->blk = at->blk;
+    cc_vtype ty = {.dtype = t->dtype, .tensor = 1, .rank = t->rank};
+    memcpy(ty.dims, t->dims, sizeof(int64_t) * t->rank);
+    n->types[0] = ty;
+    void *p = cc_alloc(C, t->nbytes ? t->nbytes : 1);
+    if (t->nbytes)
+        memcpy(p, t->data, t->nbytes);
+    n->u.c = (cc_cval){.dtype = t->dtype, .rank = t->rank, .nbytes = t->nbytes, .data = p};
+    memcpy(n->u.c.dims, t->dims, sizeof(int64_t) * t->rank);
+    return (cc_irval){n, 0};
+}
+
+/* A compute op whose operands are all constants, one of them a tensor: run
+ * its kernel under the size bound. */
+static bool fold_tensor_op(cc *C, cc_node *n)
+{
+    const isa_class cls = isa_ops[n->op].cls;
+    if (!isa_is_compute(cls) || n->n_in > 8 || n->n_out != 1)
+        return false;
+    dev_value in[8];
+    uint32_t k = 0;
+    size_t in_bytes = 0;
+    bool ok = true;
+    fold_alloc fa = {.base = &C->ar.alloc};
+    tfvm_allocator alloc = {.fn = fold_alloc_fn, .ud = &fa};
+    for (; k < n->n_in && ok; k++) {
+        const cc_cval *c = cval(n->in[k]);
+        in[k] = (dev_value){.dtype = c->dtype};
+        if (!c->rank) {
+            memcpy(&in[k].u, c->data, c->nbytes);
+            continue;
+        }
+        fa.cap = SIZE_MAX;
+        tfvm_tensor *t = dev_tensor_alloc(&alloc, (tfvm_dtype)c->dtype, c->rank, c->dims);
+        if (!t) {
+            ok = false;
+            break;
+        }
+        if (c->nbytes)
+            memcpy(t->data, c->data, c->nbytes);
+        in[k].is_tensor = 1;
+        in[k].u.t = t;
+        in_bytes += c->nbytes;
+    }
+    bool folded = false;
+    if (ok) {
+        fa.cap = (in_bytes > FOLD_SMALL ? in_bytes : FOLD_SMALL) + FOLD_SLACK;
+        dev_value out = {0};
+        char msg[160];
+        tfvm_status st = cls == ISA_CLASS_TENSOR
+                             ? dev_cpu_tensor((isa_op)n->op, n->attr, in, n->n_in, &out, &alloc, msg, sizeof msg)
+                             : dev_cpu_elementwise((isa_op)n->op, n->attr, in, &out, &alloc, msg, sizeof msg);
+        if (st == TFVM_OK) {
+            if (!out.is_tensor)
+                forward(C, n, 0, new_const(C, n, &out));
+            else if (out.u.t->nbytes <= fa.cap - FOLD_SLACK)
+                forward(C, n, 0, new_tensor_const(C, n, out.u.t));
+            folded = !out.is_tensor || out.u.t->nbytes <= fa.cap - FOLD_SLACK;
+            dev_value_release(&out);
+        }
+    }
+    for (uint32_t j = 0; j < k; j++)
+        dev_value_release(&in[j]);
+    if (fa.failed)
+        cc_nomem(C);
+    return folded;
+}
+
+/* Folds an op on constants; kernel failures (division by zero,
+ * unrepresentable casts, shapes that do not fit) stay in the program as
+ * run-time errors. */
 static bool fold_op(cc *C, cc_node *n)
 {
     dev_value in[4];
+    if (n->n_in > 8 || n->n_out != 1)
+        return false;
+    bool tensors = n->types[0].tensor;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+        if (!is_const(n->in[k]))
+            return false;
+        tensors = tensors || cval(n->in[k])->rank;
+    }
+    if (tensors)
+        return n->kind == CC_N_OP && fold_tensor_op(C, n);
     if (n->n_in > 4)
         return false;
-    for (uint32_t k = 0; k < n->n_in; k++) {
-        if (!is_const(n->in[k]) || cval(n->in[k])->rank)
-            return false;
+    for (uint32_t k = 0; k < n->n_in; k++)
         in[k] = to_dev(cval(n->in[k]));
-    }
-    if (n->types[0].tensor)
-        return false;
     dev_value out;
     char msg[128];
     if (dev_cpu_elementwise((isa_op)n->op, n->attr, in, &out, NULL, msg, sizeof msg) != TFVM_OK)
@@ -646,6 +763,202 @@ void cc_dce(cc *C)
             each_block(C, C->ifns[i]->top, entry_calls, NULL);
 }
 
+/* ---- Fusion ------------------------------------------------------------------------------ *
+ * MATMUL (CONV2D) whose only use is an ADD of a bias, and that ADD's only use
+ * an activation (RELU, SIGMOID, TANH; optional), become one FUSED_MATMUL
+ * (FUSED_CONV2D): one pass over the result instead of three, and two fewer
+ * firings and tensors. The fused op computes exactly what the three did
+ * (docs/isa.md). Only within one block (moving a product into a branch
+ * would change whether its failure can happen), only f32/f64 (the fused
+ * kernels' dtypes), and only a bias of the shape the fused op takes: one
+ * that broadcasts to MATMUL's product without growing it, or CONV2D's [O]. */
+typedef struct fuse_state {
+    uint32_t *uses;    /* per node id: uses of its outputs (resolved) */
+    cc_node **user;    /* per node id: its last user (the only one when uses == 1) */
+    uint32_t fused;
+} fuse_state;
+
+static void count_uses(cc *C, cc_blk *b, void *ud)
+{
+    (void)C;
+    fuse_state *S = ud;
+    for (cc_node *n = b->first; n; n = n->next)
+        for (uint32_t k = 0; k < n->n_in; k++) {
+            cc_irval v = cc_resolve(n->in[k]);
+            S->uses[v.n->id]++;
+            S->user[v.n->id] = n;
+        }
+    for (uint32_t k = 0; k < b->n_res; k++) {
+        cc_irval v = cc_resolve(b->res[k]);
+        S->uses[v.n->id]++;
+        S->user[v.n->id] = NULL; /* a block result: not an op to fuse into */
+    }
+}
+
+/* A single-use op of kind `op` in block b producing v, or NULL. */
+static cc_node *sole_op(const fuse_state *S, cc_irval v, uint16_t op, const cc_blk *b)
+{
+    v = cc_resolve(v);
+    cc_node *n = v.n;
+    return n->kind == CC_N_OP && n->op == op && n->blk == b && S->uses[n->id] == 1 ? n : NULL;
+}
+
+static const cc_vtype *vtype(cc_irval v)
+{
+    v = cc_resolve(v);
+    return &v.n->types[v.k];
+}
+
+static bool known_rank(const cc_vtype *t) { return t->tensor && t->rank != ISA_RANK_ANY; }
+
+/* Whether bias broadcasts to MATMUL's product without changing its shape:
+ * each of its dims is 1 or the product's (known) dim there. The product's
+ * last two dims come from the operands' types when its own type lacks them. */
+static bool matmul_bias_fits(const cc_node *mm, const cc_vtype *bias)
+{
+    if (!bias->tensor)
+        return true;
+    const cc_vtype *a = vtype(mm->in[0]), *b = vtype(mm->in[1]), *o = &mm->types[0];
+    if (!known_rank(bias) || !known_rank(o) || !known_rank(a) || !known_rank(b) || bias->rank > o->rank ||
+        a->rank < 2 || b->rank < 2)
+        return false;
+    int64_t dims[TFVM_MAX_RANK];
+    memcpy(dims, o->dims, sizeof dims);
+    int r = o->rank;
+    bool ta = mm->attr & ISA_OPT_TRANS_A, tb = mm->attr & ISA_OPT_TRANS_B;
+    if (dims[r - 2] < 0)
+        dims[r - 2] = a->dims[ta ? a->rank - 1 : a->rank - 2];
+    if (dims[r - 1] < 0)
+        dims[r - 1] = b->dims[tb ? b->rank - 2 : b->rank - 1];
+    for (int i = 0; i < bias->rank; i++) {
+        int64_t d = bias->dims[i], e = dims[r - bias->rank + i];
+        if (d != 1 && (d < 0 || d != e))
+            return false;
+    }
+    return true;
+}
+
+/* The [O] vector that CONV2D's ADD operand `v` adds per output channel, or
+ * {NULL}: a RESHAPE of an [O] vector to [1, O, 1, 1] or [O, 1, 1] (-1 for O
+ * allowed), or a constant of one of those shapes. *reshape gets the RESHAPE
+ * when v's only use is this ADD (it goes with the fusion). */
+static cc_irval conv_bias(cc *C, const fuse_state *S, cc_irval v, int64_t O, cc_node *at, cc_node **reshape)
+{
+    v = cc_resolve(v);
+    cc_node *n = v.n;
+    const cc_vtype *t = &n->types[v.k];
+    *reshape = NULL;
+    if (n->kind == CC_N_OP && n->op == ISA_RESHAPE && is_const(n->in[1])) {
+        const cc_vtype *x = vtype(n->in[0]);
+        const cc_cval *s = cval(n->in[1]);
+        if (!x->tensor || x->rank != 1 || x->dims[0] != O || s->dtype != TFVM_I64 || s->rank != 1 ||
+            s->dims[0] < 3 || s->dims[0] > 4)
+            return (cc_irval){NULL, 0};
+        int64_t sh[4];
+        memcpy(sh, s->data, (size_t)s->dims[0] * sizeof *sh);
+        int L = (int)s->dims[0];
+        for (int i = 0; i < L; i++)
+            if (i == L - 3 ? sh[i] != O && sh[i] != -1 : sh[i] != 1)
+                return (cc_irval){NULL, 0};
+        if (S->uses[n->id] == 1)
+            *reshape = n;
+        return cc_resolve(n->in[0]);
+    }
+    if (n->kind == CC_N_CONST && (n->u.c.rank == 3 || n->u.c.rank == 4) && t->dtype == n->u.c.dtype) {
+        const cc_cval *c = &n->u.c;
+        for (int i = 0; i < c->rank; i++)
+            if (i == c->rank - 3 ? c->dims[i] != O : c->dims[i] != 1)
+                return (cc_irval){NULL, 0};
+        cc_node *k = cc_node_new(C, NULL, CC_N_CONST, 0, 1, at->pos);
+        k->blk = at->blk;
+        k->types[0] = (cc_vtype){.dtype = c->dtype, .tensor = 1, .rank = 1, .dims = {O}};
+        k->u.c = (cc_cval){.dtype = c->dtype, .rank = 1, .dims = {O}, .nbytes = c->nbytes, .data = c->data};
+        return (cc_irval){k, 0};
+    }
+    return (cc_irval){NULL, 0};
+}
+
+static uint32_t act_bit(uint16_t op)
+{
+    return op == ISA_RELU ? ISA_OPT_ACT_RELU : op == ISA_SIGMOID ? ISA_OPT_ACT_SIGMOID
+                                           : op == ISA_TANH   ? ISA_OPT_ACT_TANH
+                                                              : 0;
+}
+
+static void fuse_block(cc *C, cc_blk *b, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *n = b->first; n;) {
+        cc_node *next = n->next;
+        uint8_t d = n->n_out ? n->types[0].dtype : 0;
+        if (n->kind != CC_N_OP || n->op != ISA_ADD || n->n_in != 2 || !isa_dtype_float(d)) {
+            n = next;
+            continue;
+        }
+        cc_node *prod = NULL, *reshape = NULL;
+        cc_irval bias = {NULL, 0};
+        for (uint32_t k = 0; k < 2 && !bias.n; k++) {
+            cc_irval other = n->in[1 - k];
+            if ((prod = sole_op(S, n->in[k], ISA_MATMUL, b)) && vtype(other)->dtype == d &&
+                matmul_bias_fits(prod, vtype(other))) {
+                bias = cc_resolve(other);
+            } else if ((prod = sole_op(S, n->in[k], ISA_CONV2D, b))) {
+                const cc_vtype *w = vtype(prod->in[1]);
+                int64_t O = known_rank(w) && w->rank == 4 && w->dims[0] >= 0 ? w->dims[0]
+                            : known_rank(&prod->types[0]) && prod->types[0].rank == 4 ? prod->types[0].dims[1]
+                                                                                       : -1;
+                if (O >= 0)
+                    bias = conv_bias(C, S, other, O, n, &reshape);
+                if (bias.n && vtype(bias)->dtype != d)
+                    bias.n = NULL;
+            }
+        }
+        if (!bias.n) {
+            n = next;
+            continue;
+        }
+        /* the activation that alone uses the sum, if any */
+        cc_node *act = S->uses[n->id] == 1 ? S->user[n->id] : NULL, *target = n;
+        if (act && act->kind == CC_N_OP && act->blk == b && act->n_in == 1 && act_bit(act->op))
+            target = act;
+        else
+            act = NULL;
+        bool conv = prod->op == ISA_CONV2D;
+        cc_irval *in = cc_array(C, conv ? 4 : 3, sizeof *in);
+        for (uint32_t k = 0; k < prod->n_in; k++)
+            in[k] = cc_resolve(prod->in[k]);
+        in[prod->n_in] = bias;
+        if (act) { /* the sum goes with the fusion; the activation's node becomes the fused op */
+            if (next == act)
+                next = act->next;
+            cc_node_unlink(n);
+        }
+        target->attr = (conv ? 0 : prod->attr) | (act ? act_bit(act->op) : 0);
+        target->op = conv ? ISA_FUSED_CONV2D : ISA_FUSED_MATMUL;
+        target->in = in;
+        target->n_in = prod->n_in + 1;
+        if (next == prod)
+            next = prod->next;
+        cc_node_unlink(prod);
+        if (reshape && reshape->blk == b) {
+            if (next == reshape)
+                next = reshape->next;
+            cc_node_unlink(reshape);
+        }
+        S->fused++;
+        n = next;
+    }
+}
+
+static void fuse(cc *C, cc_ifn *fn)
+{
+    fuse_state S = {0};
+    S.uses = cc_array(C, C->next_node_id + 1, sizeof *S.uses);
+    S.user = cc_array(C, C->next_node_id + 1, sizeof *S.user);
+    each_block(C, fn->top, count_uses, &S);
+    each_block(C, fn->top, fuse_block, &S);
+}
+
 void cc_optimize(cc *C)
 {
     for (uint32_t i = 0; i < C->n_ifns; i++) {
@@ -664,6 +977,7 @@ void cc_optimize(cc *C)
             if (!S.changes && !X.changes)
                 break;
         }
+        fuse(C, fn);
     }
     cc_dce(C);
 }

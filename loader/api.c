@@ -2,6 +2,7 @@
  * .tfasm text), save, entry-point inspection. */
 #include <string.h>
 
+#include "isa/facts.h"
 #include "loader.h"
 
 tfvm_program *ld_program_new(const tfvm_config *cfg)
@@ -52,6 +53,8 @@ static void program_dealloc(tfvm_program *p)
 
 tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err)
 {
+    if (st == TFVM_OK) /* shapes that conflict wherever the program runs: refused now, not mid-run */
+        st = isa_facts_check(&p->isa, &p->alloc, err);
     if (st == TFVM_OK)
         st = make_entry_infos(p, err);
     if (st != TFVM_OK) {
@@ -74,32 +77,13 @@ tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *
     return ld_program_finish(p, ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err), out, err);
 }
 
-/* Files whose name ends in .tfasm are assembled; everything else is read as
- * .tfvm bytes. */
-static bool is_asm_name(const char *path)
-{
-    size_t n = strlen(path);
-    return n >= 6 && strcmp(path + n - 6, ".tfasm") == 0;
-}
-
+/* Every format, as the tfvm command reads it (import/api.c). */
 tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg, tfvm_program **out,
                                    tfvm_error *err)
 {
     if (!out || !path)
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_file: NULL argument");
-    *out = NULL;
-    const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
-    char *data;
-    size_t len;
-    tfvm_status st = ut_read_file(path, a, &data, &len, err);
-    if (st != TFVM_OK)
-        return st;
-    if (is_asm_name(path))
-        st = tfvm_program_assemble(data, len, path, cfg, out, err);
-    else
-        st = tfvm_program_load_memory(data, len, path, cfg, out, err);
-    ut_free(a, data, len + 1);
-    return st;
+    return tfvm_program_open(path, NULL, cfg, out, err);
 }
 
 tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name, const tfvm_config *cfg,

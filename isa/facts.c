@@ -1,0 +1,1484 @@
+/* isa/facts.c — the static analyser of isa/facts.h: per-output dtype, shape
+ * and value facts, a forward least fixpoint (joins over producers: loop
+ * variables over iterations, parameters over call sites) and backward
+ * requirements of consumers, in rounds, then the conflicts the forward facts
+ * prove. Values of small constants are computed with the CPU kernels, so a
+ * folded value and a run-time one never disagree. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "devices/cpu/cpu.h"
+#include "devices/tensor.h"
+#include "isa/facts.h"
+
+#define MAX_IN 8        /* data inputs an op of ops.def takes, at most (MERGE aside) */
+#define MAX_ROUNDS 4    /* TFDeploy saw at most 4 forward/backward rounds on real graphs */
+#define MAX_PASSES 256  /* per forward fixpoint; the lattice's height bounds it far below */
+
+typedef struct an {
+    isa_facts *F;
+    const isa_program *p;
+    uint32_t *pfirst;       /* per instruction: index of its port 0 in the port arrays */
+    uint32_t *prod_first;   /* per port (+1): its producers in prod[] */
+    uint32_t *prod;         /* producer output indices into F->out */
+    isa_fact *req;          /* per output: what its consumers require (backward) */
+    bool *uncond;           /* per instruction: fires on every run that reaches its region */
+    bool nomem, record, changed;
+} an;
+
+/* ---- Facts ---------------------------------------------------------------------------- */
+
+static void fact_release(isa_fact *f) { dev_value_release(&f->value); }
+
+static isa_fact fact_top(void)
+{
+    isa_fact f;
+    memset(&f, 0, sizeof f);
+    f.rank = -1;
+    return f;
+}
+
+static isa_fact fact_none(void)
+{
+    isa_fact f = fact_top();
+    f.none = true;
+    return f;
+}
+
+static void fact_copy(isa_fact *dst, const isa_fact *src)
+{
+    fact_release(dst);
+    *dst = *src;
+    dev_value_retain(&dst->value);
+}
+
+static int64_t count_of(const isa_fact *f)
+{
+    if (f->rank < 0)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < f->rank; i++) {
+        if (f->dims[i] < 0)
+            return -1;
+        if (f->dims[i] && n > INT64_MAX / f->dims[i])
+            return -1;
+        n *= f->dims[i];
+    }
+    return n;
+}
+
+static bool value_eq(const dev_value *a, const dev_value *b)
+{
+    if (a->dtype != b->dtype || a->is_tensor != b->is_tensor)
+        return false;
+    if (!a->is_tensor)
+        return memcmp(&a->u, &b->u, tfvm_dtype_size((tfvm_dtype)a->dtype)) == 0;
+    const tfvm_tensor *x = a->u.t, *y = b->u.t;
+    return x->rank == y->rank && memcmp(x->dims, y->dims, sizeof(int64_t) * x->rank) == 0 &&
+           x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) == 0;
+}
+
+static bool fact_eq(const isa_fact *a, const isa_fact *b)
+{
+    if (a->none != b->none)
+        return false;
+    if (a->none)
+        return true;
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    if ((a->value.dtype != 0) != (b->value.dtype != 0))
+        return false;
+    return !a->value.dtype || value_eq(&a->value, &b->value);
+}
+
+/* a := a ⊔ b, the least fact covering both (a port fed by several producers,
+ * a loop variable over iterations). */
+static void fact_join(isa_fact *a, const isa_fact *b)
+{
+    if (b->none)
+        return;
+    if (a->none) {
+        fact_copy(a, b);
+        return;
+    }
+    if (a->dtype != b->dtype)
+        a->dtype = 0;
+    if (a->rank != b->rank) {
+        a->rank = -1;
+    } else {
+        for (int i = 0; i < a->rank; i++)
+            if (a->dims[i] != b->dims[i])
+                a->dims[i] = -1;
+    }
+    if (a->value.dtype && !(b->value.dtype && value_eq(&a->value, &b->value))) {
+        dev_value_release(&a->value);
+        a->value.dtype = 0;
+    }
+}
+
+/* f := f ⊓ r for the parts r knows and f does not (a consumer's requirement);
+ * a contradiction leaves f as it is: requirements are never conflicts. */
+static void fact_meet(isa_fact *f, const isa_fact *r)
+{
+    if (f->none || r->none)
+        return;
+    if (!f->dtype)
+        f->dtype = r->dtype;
+    if (f->rank < 0 && r->rank >= 0) {
+        f->rank = r->rank;
+        memcpy(f->dims, r->dims, sizeof f->dims);
+    } else if (f->rank == r->rank) {
+        for (int i = 0; i < f->rank; i++)
+            if (f->dims[i] < 0)
+                f->dims[i] = r->dims[i];
+    }
+}
+
+/* "[64, ?]" */
+static const char *dims_str(const isa_fact *f, char *buf, size_t size)
+{
+    if (f->rank < 0) {
+        ut_fmt(buf, size, "[..]");
+        return buf;
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < f->rank && n + 24 < size; i++) {
+        if (f->dims[i] < 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s?", i ? ", " : "[");
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "[", (long long)f->dims[i]);
+    }
+    snprintf(buf + n, size - n, "%s", f->rank ? "]" : "[]");
+    return buf;
+}
+
+const char *isa_fact_str(const isa_fact *f, char *buf, size_t size)
+{
+    if (f->none) {
+        ut_fmt(buf, size, "none");
+        return buf;
+    }
+    const char *d = f->dtype ? tfvm_dtype_name((tfvm_dtype)f->dtype) : "?";
+    if (f->rank == 0) {
+        ut_fmt(buf, size, "%s", d);
+        return buf;
+    }
+    if (f->rank < 0 && !f->dtype) {
+        ut_fmt(buf, size, "?");
+        return buf;
+    }
+    char dims[160];
+    ut_fmt(buf, size, "%s%s", d, dims_str(f, dims, sizeof dims));
+    return buf;
+}
+
+static void elem_str(uint8_t dtype, const void *p, char *buf, size_t size)
+{
+    switch (dtype) {
+    case TFVM_BOOL: ut_fmt(buf, size, "%s", *(const uint8_t *)p ? "true" : "false"); break;
+    case TFVM_I32: { int32_t v; memcpy(&v, p, 4); ut_fmt(buf, size, "%d", (int)v); break; }
+    case TFVM_I64: { int64_t v; memcpy(&v, p, 8); ut_fmt(buf, size, "%lld", (long long)v); break; }
+    case TFVM_U8: ut_fmt(buf, size, "%u", (unsigned)*(const uint8_t *)p); break;
+    case TFVM_I8: ut_fmt(buf, size, "%d", (int)*(const int8_t *)p); break;
+    case TFVM_F32: { float v; memcpy(&v, p, 4); ut_fmt(buf, size, "%.9g", (double)v); break; }
+    case TFVM_F64: { double v; memcpy(&v, p, 8); ut_fmt(buf, size, "%.17g", v); break; }
+    default: ut_fmt(buf, size, "?");
+    }
+}
+
+const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size)
+{
+    if (size)
+        buf[0] = '\0';
+    const dev_value *v = &f->value;
+    if (f->none || !v->dtype || !size)
+        return buf;
+    char e[48];
+    if (!v->is_tensor) {
+        elem_str(v->dtype, &v->u, e, sizeof e);
+        ut_fmt(buf, size, "%s", e);
+        return buf;
+    }
+    const tfvm_tensor *t = v->u.t;
+    size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype), n = 0;
+    /* NumPy's nesting: a '[' where an index rolls over to 0, a ']' where it ends */
+    int64_t idx[TFVM_MAX_RANK] = {0};
+    for (int i = 0; i < t->rank && n + 2 < size; i++)
+        buf[n++] = '[';
+    for (int64_t k = 0; k < t->count && n + 1 < size; k++) {
+        elem_str(t->dtype, (const char *)t->data + (size_t)k * es, e, sizeof e);
+        n += (size_t)snprintf(buf + n, size - n, "%s", e);
+        int closed = 0;
+        for (int d = t->rank - 1; d >= 0; d--) {
+            if (++idx[d] < t->dims[d])
+                break;
+            idx[d] = 0;
+            closed++;
+        }
+        for (int c = 0; c < closed && n + 2 < size; c++)
+            buf[n++] = ']';
+        if (k + 1 < t->count) {
+            n += (size_t)snprintf(buf + n, size - n, ", ");
+            for (int c = 0; c < closed && n + 2 < size; c++)
+                buf[n++] = '[';
+        }
+        buf[n < size ? n : size - 1] = '\0';
+    }
+    if (t->count == 0 && n + 1 < size)
+        buf[n++] = ']';
+    buf[n < size ? n : size - 1] = '\0';
+    return buf;
+}
+
+/* ---- Values ---------------------------------------------------------------------------- */
+
+/* The fact of a constant: its dtype and shape, and its value when small. */
+static isa_fact const_fact(an *A, const isa_const *c)
+{
+    isa_fact f = fact_top();
+    f.dtype = c->dtype;
+    f.rank = (int8_t)c->rank;
+    memcpy(f.dims, c->dims, sizeof f.dims);
+    if (c->rank == 0) {
+        f.value.dtype = c->dtype;
+        memcpy(&f.value.u, c->data, tfvm_dtype_size((tfvm_dtype)c->dtype));
+    } else if (count_of(&f) >= 0 && count_of(&f) <= ISA_FACTS_MAX_VALUE) {
+        tfvm_tensor *t = tfvm_tensor_new((tfvm_dtype)c->dtype, c->rank, c->dims, &A->F->alloc);
+        if (!t) {
+            A->nomem = true;
+            return f;
+        }
+        if (c->nbytes)
+            memcpy(t->data, c->data, c->nbytes);
+        f.value = (dev_value){.dtype = c->dtype, .is_tensor = 1, .u.t = t};
+    }
+    return f;
+}
+
+/* Sets f's shape from its value (a scalar, or the tensor's dims). */
+static void shape_from_value(isa_fact *f)
+{
+    f->dtype = f->value.dtype;
+    if (!f->value.is_tensor) {
+        f->rank = 0;
+        return;
+    }
+    f->rank = (int8_t)f->value.u.t->rank;
+    memcpy(f->dims, f->value.u.t->dims, sizeof f->dims);
+}
+
+/* The integers of a known integer value (a scalar or a vector), at most max;
+ * -1 when unknown or not integers. */
+static int ints_of(const isa_fact *f, int64_t *out, int max)
+{
+    const dev_value *v = &f->value;
+    if (f->none || !v->dtype || !isa_dtype_int(v->dtype))
+        return -1;
+    if (!v->is_tensor) {
+        switch (v->dtype) {
+        case TFVM_I32: out[0] = v->u.i32; break;
+        case TFVM_I64: out[0] = v->u.i64; break;
+        case TFVM_U8: out[0] = v->u.u8; break;
+        default: out[0] = v->u.i8; break;
+        }
+        return 1;
+    }
+    const tfvm_tensor *t = v->u.t;
+    if (t->rank > 1 || t->count > max)
+        return -1;
+    for (int64_t i = 0; i < t->count; i++) {
+        const char *p = (const char *)t->data;
+        switch (t->dtype) {
+        case TFVM_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); out[i] = x; break; }
+        case TFVM_I64: memcpy(&out[i], p + 8 * i, 8); break;
+        case TFVM_U8: out[i] = ((const uint8_t *)p)[i]; break;
+        default: out[i] = ((const int8_t *)p)[i]; break;
+        }
+    }
+    return (int)t->count;
+}
+
+/* ---- Conflicts ---------------------------------------------------------------------------- */
+
+static void conflict(an *A, uint32_t inst, tfvm_status code, const char *fmt, ...) UT_PRINTF(4, 5);
+static void conflict(an *A, uint32_t inst, tfvm_status code, const char *fmt, ...)
+{
+    if (!A->record)
+        return;
+    isa_facts *F = A->F;
+    if (F->n_conflicts && F->conflicts[F->n_conflicts - 1].inst == inst)
+        return; /* one per instruction: the first reason */
+    if (F->n_conflicts == F->cap_conflicts) {
+        uint32_t cap = F->cap_conflicts ? F->cap_conflicts * 2 : 16;
+        isa_conflict *c = ut_realloc(&F->alloc, F->conflicts, F->cap_conflicts * sizeof *c, cap * sizeof *c);
+        if (!c) {
+            A->nomem = true;
+            return;
+        }
+        F->conflicts = c;
+        F->cap_conflicts = cap;
+    }
+    isa_conflict *c = &F->conflicts[F->n_conflicts++];
+    c->inst = inst;
+    c->code = code;
+    c->always = A->uncond[inst];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- Transfer functions ---------------------------------------------------------------- */
+
+typedef struct op_ctx {
+    an *A;
+    uint32_t i;
+    const isa_inst *in;
+    const isa_fact *x[MAX_IN];
+    isa_fact *out; /* output 0 */
+} op_ctx;
+
+static const char *fs(const isa_fact *f, char *buf, size_t size) { return isa_fact_str(f, buf, size); }
+
+static void lower_name(uint32_t op, char *buf, size_t size)
+{
+    size_t n = 0;
+    for (const char *s = isa_ops[op].name; *s && n + 1 < size; s++)
+        buf[n++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    buf[n] = '\0';
+}
+
+/* Runs the op's CPU kernel on known values: the result's value (when
+ * small) and shape, or a definite conflict with the kernel's own message. */
+static bool evaluate(op_ctx *c)
+{
+    const isa_inst *in = c->in;
+    dev_value v[MAX_IN];
+    for (uint32_t k = 0; k < in->n_in; k++) {
+        if (!c->x[k]->value.dtype)
+            return false;
+        v[k] = c->x[k]->value;
+    }
+    dev_value r = {0};
+    char msg[200];
+    const isa_class cls = isa_ops[in->op].cls;
+    tfvm_status st = cls == ISA_CLASS_TENSOR
+                         ? dev_cpu_tensor((isa_op)in->op, in->a, v, in->n_in, &r, &c->A->F->alloc, msg, sizeof msg)
+                         : dev_cpu_elementwise((isa_op)in->op, in->a, v, &r, &c->A->F->alloc, msg, sizeof msg);
+    if (st == TFVM_ERR_NOMEM) {
+        c->A->nomem = true;
+        return false;
+    }
+    if (st != TFVM_OK) {
+        char lname[32];
+        lower_name(in->op, lname, sizeof lname);
+        size_t n = strlen(lname);
+        const char *m = strncmp(msg, lname, n) == 0 && msg[n] == ':' ? msg + n + 2 : msg;
+        conflict(c->A, c->i, st, "%s", m);
+        return false;
+    }
+    isa_fact f = fact_top();
+    f.value = r;
+    shape_from_value(&f);
+    if (r.is_tensor && r.u.t->count > ISA_FACTS_MAX_VALUE) {
+        dev_value_release(&f.value);
+        f.value.dtype = 0;
+    }
+    fact_copy(c->out, &f);
+    fact_release(&f);
+    return true;
+}
+
+/* NumPy broadcasting of facts; false on a definite mismatch (reported). */
+static bool broadcast(op_ctx *c, const isa_fact *const *x, uint32_t n, isa_fact *o)
+{
+    int r = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (x[k]->rank < 0) {
+            o->rank = -1;
+            return true;
+        }
+        if (x[k]->rank > r)
+            r = x[k]->rank;
+    }
+    o->rank = (int8_t)r;
+    for (int d = 0; d < r; d++) {
+        int64_t known = -1;
+        bool unknown = false;
+        for (uint32_t k = 0; k < n; k++) {
+            int j = d - (r - x[k]->rank);
+            if (j < 0)
+                continue;
+            int64_t e = x[k]->dims[j];
+            if (e < 0) {
+                unknown = true;
+            } else if (e != 1) {
+                if (known >= 0 && known != e) {
+                    char s[3][96];
+                    if (n == 2)
+                        conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
+                                 dims_str(x[0], s[0], sizeof s[0]), dims_str(x[1], s[1], sizeof s[1]));
+                    else
+                        conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
+                                 dims_str(x[0], s[0], sizeof s[0]), dims_str(x[1], s[1], sizeof s[1]),
+                                 dims_str(x[2], s[2], sizeof s[2]));
+                    return false;
+                }
+                known = e;
+            }
+        }
+        o->dims[d] = known >= 0 ? known : unknown ? -1 : 1;
+    }
+    return true;
+}
+
+/* A dtype the op takes, else a definite type conflict. */
+static bool takes(op_ctx *c, const isa_fact *x)
+{
+    if (!x->dtype || isa_takes(c->in->op, x->dtype))
+        return true;
+    char lname[32], list[64];
+    lower_name(c->in->op, lname, sizeof lname);
+    conflict(c->A, c->i, TFVM_ERR_TYPE, "%s is not defined on %s (it takes %s)", lname,
+             tfvm_dtype_name((tfvm_dtype)x->dtype), isa_types_list(isa_ops[c->in->op].types, list, sizeof list));
+    return false;
+}
+
+static bool same_dtype(op_ctx *c, const isa_fact *a, const isa_fact *b)
+{
+    if (!a->dtype || !b->dtype || a->dtype == b->dtype)
+        return true;
+    conflict(c->A, c->i, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", tfvm_dtype_name((tfvm_dtype)a->dtype),
+             tfvm_dtype_name((tfvm_dtype)b->dtype));
+    return false;
+}
+
+static void elementwise(op_ctx *c)
+{
+    const isa_inst *in = c->in;
+    isa_fact *o = c->out;
+    uint32_t first = in->op == ISA_SELECT ? 1 : 0;
+    if (in->op == ISA_SELECT && c->x[0]->dtype && c->x[0]->dtype != TFVM_BOOL) {
+        conflict(c->A, c->i, TFVM_ERR_TYPE, "select: condition must be bool, got %s",
+                 tfvm_dtype_name((tfvm_dtype)c->x[0]->dtype));
+        return;
+    }
+    uint8_t dt[MAX_IN] = {0};
+    for (uint32_t k = first; k < in->n_in; k++) {
+        if (!takes(c, c->x[k]) || (k > first && !same_dtype(c, c->x[first], c->x[k])))
+            return;
+        if (!dt[first])
+            dt[first] = c->x[k]->dtype;
+    }
+    for (uint32_t k = 0; k < in->n_in; k++)
+        if (!dt[k])
+            dt[k] = dt[first];
+    isa_result rr = isa_ops[in->op].result;
+    if (rr != ISA_RESULT_SAME && rr != ISA_RESULT_IN1 && rr != ISA_RESULT_IN2)
+        o->dtype = isa_result_dtype(in->op, dt, in->a);
+    else
+        o->dtype = dt[first];
+    if (!broadcast(c, c->x, in->n_in, o))
+        return;
+    evaluate(c);
+}
+
+/* MATMUL's rule (and FUSED_MATMUL's product): batch + [M, N]. */
+static bool matmul_shape(op_ctx *c, const isa_fact *a, const isa_fact *b, uint32_t opts, isa_fact *o)
+{
+    if (a->rank < 0 || b->rank < 0) {
+        o->rank = -1;
+        return true;
+    }
+    char s[2][96];
+    if (a->rank == 0 || b->rank == 0) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "operands need rank >= 1, got %s and %s", fs(a, s[0], sizeof s[0]),
+                 fs(b, s[1], sizeof s[1]));
+        return false;
+    }
+    int ar = a->rank, br = b->rank;
+    int64_t m = 1, ka, kb, n = 1;
+    bool ta = (opts & ISA_OPT_TRANS_A) && ar >= 2, tb = (opts & ISA_OPT_TRANS_B) && br >= 2;
+    if (ar == 1) {
+        ka = a->dims[0];
+    } else {
+        m = ta ? a->dims[ar - 1] : a->dims[ar - 2];
+        ka = ta ? a->dims[ar - 2] : a->dims[ar - 1];
+    }
+    if (br == 1) {
+        kb = b->dims[0];
+    } else {
+        kb = tb ? b->dims[br - 1] : b->dims[br - 2];
+        n = tb ? b->dims[br - 2] : b->dims[br - 1];
+    }
+    if (ka >= 0 && kb >= 0 && ka != kb) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "inner dims differ: %s%s @ %s%s", fs(a, s[0], sizeof s[0]),
+                 ta ? " (transposed)" : "", fs(b, s[1], sizeof s[1]), tb ? " (transposed)" : "");
+        return false;
+    }
+    /* batch dims broadcast */
+    isa_fact ba = fact_top(), bb = fact_top(), bo = fact_top();
+    ba.rank = (int8_t)(ar > 2 ? ar - 2 : 0);
+    bb.rank = (int8_t)(br > 2 ? br - 2 : 0);
+    memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
+    memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
+    const isa_fact *xs[2] = {&ba, &bb};
+    bool quiet = c->A->record;
+    c->A->record = false; /* the batch message names the whole operands */
+    bool ok = broadcast(c, xs, 2, &bo);
+    c->A->record = quiet;
+    if (!ok) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "batch dims do not broadcast: %s and %s", fs(a, s[0], sizeof s[0]),
+                 fs(b, s[1], sizeof s[1]));
+        return false;
+    }
+    int r = bo.rank;
+    o->rank = (int8_t)r;
+    memcpy(o->dims, bo.dims, sizeof(int64_t) * (size_t)r);
+    if (ar >= 2)
+        o->dims[o->rank++] = m;
+    if (br >= 2)
+        o->dims[o->rank++] = n;
+    return true;
+}
+
+/* CONV2D's rule (and FUSED_CONV2D's): [N, O, OH, OW]. */
+static bool conv_shape(op_ctx *c, const isa_fact *x, const isa_fact *w, const isa_fact *p, isa_fact *o)
+{
+    char s[2][96];
+    if ((x->rank >= 0 && x->rank != 4) || (w->rank >= 0 && w->rank != 4)) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s and w %s must both have rank 4", fs(x, s[0], sizeof s[0]),
+                 fs(w, s[1], sizeof s[1]));
+        return false;
+    }
+    o->rank = 4;
+    for (int k = 0; k < 4; k++)
+        o->dims[k] = -1;
+    o->dims[0] = x->rank == 4 ? x->dims[0] : -1;
+    o->dims[1] = w->rank == 4 ? w->dims[0] : -1;
+    int64_t q[9];
+    if (ints_of(p, q, 9) != 9)
+        return true;
+    int64_t g = q[8];
+    if (x->rank == 4 && w->rank == 4 && g >= 1 && x->dims[1] >= 0 && w->dims[1] >= 0 && x->dims[1] != g * w->dims[1]) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s has %lld channels, w %s takes %lld (groups %lld)",
+                 fs(x, s[0], sizeof s[0]), (long long)x->dims[1], fs(w, s[1], sizeof s[1]),
+                 (long long)(g * w->dims[1]), (long long)g);
+        return false;
+    }
+    if (x->rank != 4 || w->rank != 4 || q[0] < 1 || q[1] < 1 || q[6] < 1 || q[7] < 1)
+        return true;
+    for (int k = 0; k < 2; k++) {
+        int64_t h = x->dims[2 + k], kk = w->dims[2 + k];
+        if (h < 0 || kk < 0)
+            continue;
+        int64_t span = q[6 + k] * (kk - 1) + 1, padded = h + q[2 + k] + q[4 + k];
+        if (padded >= span)
+            o->dims[2 + k] = (padded - span) / q[k] + 1;
+    }
+    return true;
+}
+
+static bool pool_shape(op_ctx *c, const isa_fact *x, const isa_fact *p, isa_fact *o)
+{
+    char s[96];
+    if (x->rank >= 0 && x->rank != 4) {
+        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s must have rank 4", fs(x, s, sizeof s));
+        return false;
+    }
+    o->rank = 4;
+    for (int k = 0; k < 4; k++)
+        o->dims[k] = x->rank == 4 && k < 2 ? x->dims[k] : -1;
+    int64_t q[12];
+    int n = ints_of(p, q, 12);
+    if (x->rank != 4 || (n != 8 && n != 12))
+        return true;
+    bool ceil = n == 12 && q[10] == 1;
+    for (int k = 0; k < 2; k++) {
+        int64_t h = x->dims[2 + k], dil = n == 12 ? q[8 + k] : 1;
+        if (h < 0 || q[k] < 1 || q[2 + k] < 1 || dil < 1 || ceil)
+            continue;
+        int64_t span = dil * (q[k] - 1) + 1, padded = h + q[4 + k] + q[6 + k];
+        if (padded >= span)
+            o->dims[2 + k] = (padded - span) / q[2 + k] + 1;
+    }
+    return true;
+}
+
+/* An axis attribute (two's complement in a) against rank r; -1 if out of range. */
+static int axis_of(uint32_t a, int r)
+{
+    int ax = (int)(int32_t)a;
+    if (ax < 0)
+        ax += r;
+    return ax >= 0 && ax < r ? ax : -1;
+}
+
+static void same_shape(isa_fact *o, const isa_fact *x)
+{
+    o->rank = x->rank;
+    memcpy(o->dims, x->dims, sizeof o->dims);
+}
+
+/* Shape rules of the tensor ops; ops without one give an unknown shape. */
+static void tensor_op(op_ctx *c)
+{
+    const isa_inst *in = c->in;
+    isa_fact *o = c->out;
+    const isa_fact *x = c->x[0];
+    char s[2][96];
+    uint8_t dt[MAX_IN] = {0};
+    for (uint32_t k = 0; k < in->n_in && k < MAX_IN; k++)
+        dt[k] = c->x[k]->dtype;
+    isa_result rr = isa_ops[in->op].result;
+    if ((rr == ISA_RESULT_SAME && dt[0]) || (rr == ISA_RESULT_IN1 && dt[1]) || (rr == ISA_RESULT_IN2 && dt[2]) ||
+        rr == ISA_RESULT_I64 || rr == ISA_RESULT_ATTR || rr == ISA_RESULT_BOOL)
+        o->dtype = isa_result_dtype(in->op, dt, in->a);
+    bool expanding = false; /* the result may be far larger than the inputs */
+    int64_t v[16];
+    int nv;
+    switch (in->op) {
+    case ISA_MATMUL:
+    case ISA_FUSED_MATMUL:
+        if (!takes(c, x) || !same_dtype(c, x, c->x[1]))
+            return;
+        if (!matmul_shape(c, x, c->x[1], in->a, o))
+            return;
+        if (in->op == ISA_FUSED_MATMUL) {
+            const isa_fact *bias = c->x[2];
+            if (!same_dtype(c, x, bias))
+                return;
+            isa_fact t = fact_top();
+            const isa_fact *xs[2] = {o, bias};
+            bool quiet = c->A->record;
+            c->A->record = false;
+            bool ok = broadcast(c, xs, 2, &t);
+            c->A->record = quiet;
+            bool grows = ok && t.rank >= 0 && o->rank >= 0 && t.rank != o->rank;
+            for (int k = 0; ok && !grows && k < t.rank && o->rank >= 0; k++)
+                grows = o->dims[k] >= 0 && t.dims[k] != o->dims[k];
+            if (!ok || grows) {
+                conflict(c->A, c->i, TFVM_ERR_SHAPE, "bias %s does not broadcast to the product %s",
+                         dims_str(bias, s[0], sizeof s[0]), dims_str(o, s[1], sizeof s[1]));
+                return;
+            }
+        }
+        break;
+    case ISA_CONV2D:
+    case ISA_FUSED_CONV2D:
+        if (!takes(c, x) || !same_dtype(c, x, c->x[1]) || !conv_shape(c, x, c->x[1], c->x[2], o))
+            return;
+        if (in->op == ISA_FUSED_CONV2D) {
+            const isa_fact *bias = c->x[3];
+            if (!same_dtype(c, x, bias))
+                return;
+            if (bias->rank >= 0 && (bias->rank != 1 || (bias->dims[0] >= 0 && o->dims[1] >= 0 &&
+                                                        bias->dims[0] != o->dims[1]))) {
+                conflict(c->A, c->i, TFVM_ERR_SHAPE, "bias must be [%lld] (the output channels of w %s), got %s",
+                         (long long)o->dims[1], dims_str(c->x[1], s[0], sizeof s[0]),
+                         dims_str(bias, s[1], sizeof s[1]));
+                return;
+            }
+        }
+        expanding = true;
+        break;
+    case ISA_MAXPOOL:
+    case ISA_AVGPOOL:
+        if (!takes(c, x) || !pool_shape(c, x, c->x[1], o))
+            return;
+        break;
+    case ISA_SOFTMAX:
+    case ISA_LOG_SOFTMAX:
+        if (!takes(c, x))
+            return;
+        if (x->rank >= 0 && axis_of(in->a, x->rank) < 0) {
+            conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
+                     dims_str(x, s[0], sizeof s[0]));
+            return;
+        }
+        same_shape(o, x);
+        break;
+    case ISA_CUMSUM:
+    case ISA_TRILU:
+    case ISA_LRN:
+    case ISA_BITCAST:
+        if (!takes(c, x))
+            return;
+        same_shape(o, x);
+        break;
+    case ISA_REDUCE_SUM:
+    case ISA_REDUCE_MEAN:
+    case ISA_REDUCE_MAX:
+    case ISA_REDUCE_MIN:
+    case ISA_REDUCE_PROD: {
+        if (!takes(c, x))
+            return;
+        bool keep = in->a & ISA_OPT_KEEPDIMS;
+        nv = ints_of(c->x[1], v, 16);
+        if (x->rank < 0 || nv < 0) {
+            if (keep)
+                o->rank = x->rank;
+            break;
+        }
+        bool red[TFVM_MAX_RANK] = {false};
+        for (int k = 0; k < nv; k++) {
+            int64_t ax = v[k] < 0 ? v[k] + x->rank : v[k];
+            if (ax < 0 || ax >= x->rank) {
+                conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %lld out of range for shape %s", (long long)v[k],
+                         dims_str(x, s[0], sizeof s[0]));
+                return;
+            }
+            red[ax] = true;
+        }
+        o->rank = 0;
+        for (int k = 0; k < x->rank; k++) {
+            bool r = nv == 0 || red[k];
+            if (!r)
+                o->dims[o->rank++] = x->dims[k];
+            else if (keep)
+                o->dims[o->rank++] = 1;
+        }
+        break;
+    }
+    case ISA_ARGMAX:
+    case ISA_ARGMIN: {
+        if (x->rank < 0)
+            break;
+        int ax = axis_of(in->a, x->rank);
+        if (ax < 0) {
+            conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
+                     dims_str(x, s[0], sizeof s[0]));
+            return;
+        }
+        o->rank = 0;
+        for (int k = 0; k < x->rank; k++)
+            if (k != ax)
+                o->dims[o->rank++] = x->dims[k];
+        break;
+    }
+    case ISA_RESHAPE: {
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (nv < 0) {
+            const isa_fact *sh = c->x[1];
+            if (sh->rank == 1 && sh->dims[0] >= 0 && sh->dims[0] <= TFVM_MAX_RANK) {
+                o->rank = (int8_t)sh->dims[0];
+                for (int k = 0; k < o->rank; k++)
+                    o->dims[k] = -1;
+            }
+            break;
+        }
+        int64_t n = count_of(x), prod = 1;
+        int infer = -1;
+        bool bad = false; /* the kernel's own message says what is wrong */
+        o->rank = (int8_t)nv;
+        for (int k = 0; k < nv; k++) {
+            o->dims[k] = v[k] < -1 ? -1 : v[k];
+            bad = bad || v[k] < -1 || (v[k] == -1 && infer >= 0);
+            if (v[k] == -1)
+                infer = k;
+            else if (v[k] >= 0 && prod <= INT64_MAX / (v[k] ? v[k] : 1))
+                prod *= v[k];
+        }
+        if (infer >= 0) {
+            o->dims[infer] = n >= 0 && prod > 0 && n % prod == 0 ? n / prod : -1;
+        } else if (n >= 0 && prod != n && !bad) {
+            conflict(c->A, c->i, TFVM_ERR_SHAPE, "cannot reshape %s (%lld elements) into %s",
+                     dims_str(x, s[0], sizeof s[0]), (long long)n, dims_str(o, s[1], sizeof s[1]));
+            return;
+        }
+        break;
+    }
+    case ISA_TRANSPOSE:
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (x->rank < 0 || nv < 0) {
+            o->rank = nv >= 0 ? (int8_t)nv : x->rank;
+            for (int k = 0; k < o->rank; k++)
+                o->dims[k] = -1;
+            break;
+        }
+        if (nv != x->rank) {
+            conflict(c->A, c->i, TFVM_ERR_SHAPE, "perm of %d axes for shape %s", nv, dims_str(x, s[0], sizeof s[0]));
+            return;
+        }
+        o->rank = x->rank;
+        for (int k = 0; k < nv; k++) {
+            int64_t j = v[k] < 0 ? v[k] + x->rank : v[k];
+            o->dims[k] = j >= 0 && j < x->rank ? x->dims[j] : -1;
+        }
+        break;
+    case ISA_CONCAT: {
+        const isa_fact *b = c->x[1];
+        if (!same_dtype(c, x, b))
+            return;
+        int r = x->rank >= 0 ? x->rank : b->rank;
+        if (r < 0)
+            break;
+        if (x->rank >= 0 && b->rank >= 0 && x->rank != b->rank) {
+            conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s differ in rank", dims_str(x, s[0], sizeof s[0]),
+                     dims_str(b, s[1], sizeof s[1]));
+            return;
+        }
+        int ax = axis_of(in->a, r);
+        if (ax < 0)
+            break;
+        o->rank = (int8_t)r;
+        for (int k = 0; k < r; k++) {
+            int64_t da = x->rank >= 0 ? x->dims[k] : -1, db = b->rank >= 0 ? b->dims[k] : -1;
+            if (k == ax) {
+                o->dims[k] = da >= 0 && db >= 0 ? da + db : -1;
+            } else if (da >= 0 && db >= 0 && da != db) {
+                conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s differ outside axis %d",
+                         dims_str(x, s[0], sizeof s[0]), dims_str(b, s[1], sizeof s[1]), ax);
+                return;
+            } else {
+                o->dims[k] = da >= 0 ? da : db;
+            }
+        }
+        break;
+    }
+    case ISA_SHAPE:
+        o->rank = 1;
+        o->dims[0] = x->rank;
+        if (count_of(x) >= 0 || (x->rank >= 0 && x->rank <= TFVM_MAX_RANK)) {
+            bool all = true;
+            for (int k = 0; k < x->rank; k++)
+                all = all && x->dims[k] >= 0;
+            if (all) { /* the value from the shape alone: no need of x's value */
+                int64_t d1 = x->rank;
+                tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, &d1, &c->A->F->alloc);
+                if (!t) {
+                    c->A->nomem = true;
+                    return;
+                }
+                if (x->rank)
+                    memcpy(t->data, x->dims, sizeof(int64_t) * (size_t)x->rank);
+                fact_release(o);
+                o->value = (dev_value){.dtype = TFVM_I64, .is_tensor = 1, .u.t = t};
+                return;
+            }
+        }
+        return;
+    case ISA_FILL:
+        nv = ints_of(c->x[0], v, TFVM_MAX_RANK);
+        if (c->x[0]->rank == 1 && c->x[0]->dims[0] >= 0 && c->x[0]->dims[0] <= TFVM_MAX_RANK) {
+            o->rank = (int8_t)c->x[0]->dims[0];
+            for (int k = 0; k < o->rank; k++)
+                o->dims[k] = nv == o->rank ? v[k] : -1;
+        }
+        expanding = true;
+        break;
+    case ISA_FLATTEN:
+        if (x->rank >= 0) {
+            int ax = (int)(int32_t)in->a;
+            if (ax < 0)
+                ax += x->rank;
+            if (ax < 0 || ax > x->rank) {
+                conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
+                         dims_str(x, s[0], sizeof s[0]));
+                return;
+            }
+            int64_t d0 = 1, d1 = 1;
+            for (int k = 0; k < x->rank; k++) {
+                int64_t *d = k < ax ? &d0 : &d1;
+                *d = (*d < 0 || x->dims[k] < 0) ? -1 : *d * x->dims[k];
+            }
+            o->rank = 2;
+            o->dims[0] = d0;
+            o->dims[1] = d1;
+        } else {
+            o->rank = 2;
+            o->dims[0] = o->dims[1] = -1;
+        }
+        break;
+    case ISA_UNSQUEEZE:
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (x->rank >= 0 && nv >= 0 && x->rank + nv <= TFVM_MAX_RANK) {
+            int r = x->rank + nv, j = 0;
+            bool ins[TFVM_MAX_RANK] = {false};
+            for (int k = 0; k < nv; k++) {
+                int64_t ax = v[k] < 0 ? v[k] + r : v[k];
+                if (ax >= 0 && ax < r)
+                    ins[ax] = true;
+            }
+            o->rank = (int8_t)r;
+            for (int k = 0; k < r; k++)
+                o->dims[k] = ins[k] ? 1 : j < x->rank ? x->dims[j++] : -1;
+        }
+        break;
+    case ISA_SQUEEZE:
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (x->rank >= 0 && nv > 0) {
+            bool drop[TFVM_MAX_RANK] = {false};
+            for (int k = 0; k < nv; k++) {
+                int64_t ax = v[k] < 0 ? v[k] + x->rank : v[k];
+                if (ax >= 0 && ax < x->rank)
+                    drop[ax] = true;
+            }
+            o->rank = 0;
+            for (int k = 0; k < x->rank; k++)
+                if (!drop[k])
+                    o->dims[o->rank++] = x->dims[k];
+        }
+        break;
+    case ISA_EXPAND:
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (x->rank >= 0 && nv >= 0) {
+            isa_fact t = fact_top();
+            t.rank = (int8_t)nv;
+            memcpy(t.dims, v, sizeof(int64_t) * (size_t)nv);
+            const isa_fact *xs[2] = {x, &t};
+            if (!broadcast(c, xs, 2, o))
+                return;
+        }
+        expanding = true;
+        break;
+    case ISA_TILE:
+        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
+        if (x->rank >= 0 && nv == x->rank) {
+            o->rank = x->rank;
+            for (int k = 0; k < nv; k++)
+                o->dims[k] = x->dims[k] >= 0 && v[k] >= 0 ? x->dims[k] * v[k] : -1;
+        }
+        expanding = true;
+        break;
+    case ISA_PAD:
+        nv = ints_of(c->x[1], v, 16);
+        if (x->rank >= 0 && nv == 2 * x->rank) {
+            o->rank = x->rank;
+            for (int k = 0; k < x->rank; k++)
+                o->dims[k] = x->dims[k] >= 0 ? x->dims[k] + v[k] + v[k + x->rank] : -1;
+        }
+        expanding = true;
+        break;
+    case ISA_GATHER: {
+        const isa_fact *idx = c->x[1];
+        if (x->rank < 0 || idx->rank < 0)
+            break;
+        int ax = axis_of(in->a, x->rank);
+        if (ax < 0 || x->rank - 1 + idx->rank > TFVM_MAX_RANK)
+            break;
+        o->rank = 0;
+        for (int k = 0; k < ax; k++)
+            o->dims[o->rank++] = x->dims[k];
+        for (int k = 0; k < idx->rank; k++)
+            o->dims[o->rank++] = idx->dims[k];
+        for (int k = ax + 1; k < x->rank; k++)
+            o->dims[o->rank++] = x->dims[k];
+        break;
+    }
+    case ISA_SLICE:
+    case ISA_STRIDED_SLICE:
+        if (x->rank >= 0) {
+            o->rank = x->rank;
+            for (int k = 0; k < x->rank; k++)
+                o->dims[k] = -1;
+        }
+        break;
+    case ISA_DET:
+        if (x->rank >= 2) {
+            o->rank = (int8_t)(x->rank - 2);
+            memcpy(o->dims, x->dims, sizeof(int64_t) * (size_t)o->rank);
+        }
+        break;
+    case ISA_RANGE: {
+        /* the count from known scalars, so that a huge range is never evaluated */
+        int64_t a0, a1, a2;
+        if (ints_of(c->x[0], &a0, 1) == 1 && ints_of(c->x[1], &a1, 1) == 1 && ints_of(c->x[2], &a2, 1) == 1 &&
+            a2 != 0) {
+            int64_t n = a2 > 0 ? (a1 - a0 + a2 - 1) / a2 : (a0 - a1 - a2 - 1) / -a2;
+            o->rank = 1;
+            o->dims[0] = n > 0 ? n : 0;
+        } else {
+            o->rank = 1;
+            o->dims[0] = -1;
+        }
+        expanding = true;
+        break;
+    }
+    case ISA_PADV:
+    case ISA_ONEHOT:
+    case ISA_RESIZE:
+    case ISA_RESIZE2:
+    case ISA_STACK_PUT:
+    case ISA_COL2IM:
+    case ISA_AFFINE_GRID:
+    case ISA_GRID_SAMPLE:
+    case ISA_ROI_ALIGN:
+    case ISA_DEFORM_CONV:
+        expanding = true;
+        break;
+    default:
+        break;
+    }
+    int64_t n = count_of(o);
+    if (!expanding || (n >= 0 && n <= ISA_FACTS_MAX_VALUE))
+        evaluate(c);
+}
+
+/* Computes the output facts of instruction i from its inputs' (in[] holds
+ * each port's join over its producers). */
+static void transfer(an *A, uint32_t i, const isa_fact *in, isa_fact *out)
+{
+    const isa_program *p = A->p;
+    const isa_inst *ins = &p->insts[i];
+    uint32_t no = isa_outs(ins), np = isa_ports(ins);
+    for (uint32_t k = 0; k < no; k++) {
+        fact_release(&out[k]);
+        out[k] = fact_top();
+    }
+    /* nothing fires live while an input never gets a live token (MERGE: all) */
+    bool any = false, all = true;
+    for (uint32_t k = 0; k < np; k++) {
+        any = any || !in[k].none;
+        all = all && !in[k].none;
+    }
+    if (ins->op == ISA_MERGE ? !any : !all) {
+        for (uint32_t k = 0; k < no; k++)
+            out[k].none = true;
+        return;
+    }
+    switch (ins->op) {
+    case ISA_ARG: {
+        const isa_entry *e = NULL;
+        for (uint32_t k = 0; k < p->n_entries; k++)
+            if (p->entries[k].region == ins->region)
+                e = &p->entries[k];
+        if (e && ins->a < e->n_params) {
+            const isa_param *q = &e->params[ins->a];
+            out[0].dtype = q->dtype;
+            out[0].rank = q->rank == 0 ? 0 : -1;
+            if (q->rank != 0 && q->shaped && q->ndim <= TFVM_MAX_RANK) { /* the signature's shape, `?` unknown */
+                out[0].rank = (int8_t)q->ndim;
+                memcpy(out[0].dims, q->dims, sizeof(int64_t) * q->ndim);
+            }
+        }
+        return;
+    }
+    case ISA_CONST:
+        out[0] = const_fact(A, &p->consts[ins->a]);
+        return;
+    case ISA_RESULT:
+        return;
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+    case ISA_ENTER:
+    case ISA_EXIT:
+    case ISA_NEXTITER:
+    case ISA_CALL:
+    case ISA_RETURN:
+        fact_copy(&out[0], &in[0]);
+        return;
+    case ISA_SWITCH:
+    case ISA_BRANCH: {
+        fact_copy(&out[0], &in[0]);
+        fact_copy(&out[1], &in[0]);
+        /* a known predicate: the other side never gets a live token */
+        const isa_fact *pred = ins->op == ISA_SWITCH ? &in[1] : NULL;
+        if (pred && pred->value.dtype == TFVM_BOOL && !pred->value.is_tensor) {
+            int taken = pred->value.u.b ? 1 : 0;
+            fact_release(&out[1 - taken]);
+            out[1 - taken] = fact_none();
+        }
+        if (pred && pred->dtype && (pred->dtype != TFVM_BOOL || pred->rank > 0)) {
+            char s[96];
+            conflict(A, i, TFVM_ERR_TYPE, "predicate must be a bool scalar, got %s", isa_fact_str(pred, s, sizeof s));
+        }
+        return;
+    }
+    case ISA_MERGE:
+        out[0] = fact_none();
+        for (uint32_t k = 0; k < ins->n_in; k++)
+            fact_join(&out[0], &in[k]);
+        out[1].dtype = TFVM_I32;
+        out[1].rank = 0;
+        return;
+    default:
+        break;
+    }
+    if (ins->n_in > MAX_IN)
+        return;
+    op_ctx c = {.A = A, .i = i, .in = ins, .out = &out[0]};
+    for (uint32_t k = 0; k < ins->n_in; k++)
+        c.x[k] = &in[k];
+    if (isa_ops[ins->op].cls == ISA_CLASS_TENSOR)
+        tensor_op(&c);
+    else if (isa_is_compute(isa_ops[ins->op].cls))
+        elementwise(&c);
+}
+
+/* ---- The fixpoint ------------------------------------------------------------------------- */
+
+/* The fact of each input port: the join of its producers' outputs (a port
+ * holding a constant operand: that constant). */
+static void input_facts(an *A, uint32_t i, isa_fact *in)
+{
+    const isa_inst *ins = &A->p->insts[i];
+    uint32_t np = isa_ports(ins);
+    int imm = isa_imm_port(ins);
+    for (uint32_t k = 0; k < np; k++) {
+        fact_release(&in[k]);
+        if ((int)k == imm) {
+            in[k] = const_fact(A, &A->p->consts[ins->b]);
+            continue;
+        }
+        in[k] = fact_none();
+        uint32_t port = A->pfirst[i] + k;
+        for (uint32_t e = A->prod_first[port]; e < A->prod_first[port + 1]; e++)
+            fact_join(&in[k], &A->F->out[A->prod[e]]);
+    }
+}
+
+static uint32_t max_ports(const isa_program *p)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (isa_ports(&p->insts[i]) > m)
+            m = isa_ports(&p->insts[i]);
+    return m;
+}
+
+/* One pass in instruction order; output facts only grow (joined with what
+ * they were), so the passes reach the least fixpoint. With `final`, each
+ * output is recomputed from its inputs alone, to find the conflicts. */
+static void forward_pass(an *A, isa_fact *in, isa_fact *tmp, bool final)
+{
+    isa_facts *F = A->F;
+    for (uint32_t i = 0; i < A->p->n_insts && !A->nomem; i++) {
+        const isa_inst *ins = &A->p->insts[i];
+        uint32_t no = isa_outs(ins);
+        input_facts(A, i, in);
+        transfer(A, i, in, tmp);
+        for (uint32_t k = 0; k < no; k++) {
+            isa_fact *o = &F->out[F->first[i] + k];
+            fact_meet(&tmp[k], &A->req[F->first[i] + k]);
+            if (final)
+                continue;
+            isa_fact j;
+            memset(&j, 0, sizeof j);
+            fact_copy(&j, o);
+            fact_join(&j, &tmp[k]);
+            if (!fact_eq(&j, o)) {
+                fact_copy(o, &j);
+                A->changed = true;
+            }
+            fact_release(&j);
+        }
+    }
+}
+
+/* Requirement r on the tokens of port `port` (instruction i's input k):
+ * every producer must meet it (each of its tokens reaches this consumer). */
+static void require(an *A, uint32_t i, uint32_t k, const isa_fact *r)
+{
+    uint32_t port = A->pfirst[i] + k;
+    for (uint32_t e = A->prod_first[port]; e < A->prod_first[port + 1]; e++) {
+        isa_fact *q = &A->req[A->prod[e]];
+        isa_fact before = *q;
+        fact_meet(q, r);
+        if (memcmp(&before, q, sizeof before) != 0)
+            A->changed = true;
+    }
+}
+
+/* What instruction i's kind needs of its inputs, given the current facts:
+ * the same dtype for the operands of an elementwise op, bool for logic and
+ * predicates, the declared type of a result, a unary op's input shaped as its
+ * output, a pass-through's input as its output, MATMUL's inner dims. */
+static void backward(an *A, uint32_t i, const isa_fact *in)
+{
+    const isa_program *p = A->p;
+    const isa_inst *ins = &p->insts[i];
+    const isa_fact *o = isa_outs(ins) ? &A->F->out[A->F->first[i]] : NULL;
+    isa_fact r = fact_top();
+    const isa_class cls = isa_ops[ins->op].cls;
+    switch (ins->op) {
+    case ISA_RESULT:
+        for (uint32_t k = 0; k < p->n_entries; k++)
+            if (p->entries[k].region == ins->region && ins->a < p->entries[k].n_results) {
+                const isa_param *q = &p->entries[k].results[ins->a];
+                r.dtype = q->dtype;
+                r.rank = q->rank == 0 ? 0 : -1;
+                if (q->rank != 0 && q->shaped && q->ndim <= TFVM_MAX_RANK) {
+                    r.rank = (int8_t)q->ndim;
+                    memcpy(r.dims, q->dims, sizeof(int64_t) * q->ndim);
+                }
+                require(A, i, 0, &r);
+            }
+        return;
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+    case ISA_ENTER:
+    case ISA_CALL: /* every token of the input goes out */
+        if (o && !o->none) {
+            r.dtype = o->dtype;
+            r.rank = o->rank;
+            memcpy(r.dims, o->dims, sizeof r.dims);
+            require(A, i, 0, &r);
+        }
+        return;
+    case ISA_SWITCH:
+        r.dtype = TFVM_BOOL;
+        r.rank = 0;
+        require(A, i, 1, &r);
+        return;
+    case ISA_MATMUL:
+    case ISA_FUSED_MATMUL:
+        if (in[0].rank == 2 && in[1].rank == 2) {
+            bool ta = ins->a & ISA_OPT_TRANS_A, tb = ins->a & ISA_OPT_TRANS_B;
+            int64_t ka = in[0].dims[ta ? 0 : 1], kb = in[1].dims[tb ? 1 : 0];
+            if (ka < 0 && kb >= 0) {
+                r.rank = 2;
+                r.dims[0] = r.dims[1] = -1;
+                r.dims[ta ? 0 : 1] = kb;
+                require(A, i, 0, &r);
+            } else if (kb < 0 && ka >= 0) {
+                r.rank = 2;
+                r.dims[0] = r.dims[1] = -1;
+                r.dims[tb ? 1 : 0] = ka;
+                require(A, i, 1, &r);
+            }
+        }
+        return;
+    default:
+        break;
+    }
+    if (!isa_is_compute(cls) || cls == ISA_CLASS_TENSOR || ins->n_in > MAX_IN)
+        return;
+    /* elementwise: one operand dtype (SELECT: its condition is bool) */
+    uint32_t first = ins->op == ISA_SELECT ? 1 : 0;
+    uint8_t d = 0;
+    for (uint32_t k = first; k < ins->n_in; k++)
+        if (in[k].dtype)
+            d = in[k].dtype;
+    if (ins->op == ISA_CAST || ins->op == ISA_BITCAST)
+        d = 0;
+    if (isa_ops[ins->op].types == ISA_TYPES_BOOL)
+        d = TFVM_BOOL;
+    if (ins->op == ISA_SELECT) {
+        r.dtype = TFVM_BOOL;
+        require(A, i, 0, &r);
+    }
+    r = fact_top();
+    r.dtype = d;
+    if ((cls == ISA_CLASS_UNARY) && o && !o->none) {
+        r.rank = o->rank;
+        memcpy(r.dims, o->dims, sizeof r.dims);
+    }
+    for (uint32_t k = first; k < ins->n_in; k++)
+        if ((int)k != isa_imm_port(ins))
+            require(A, i, k, &r);
+}
+
+/* Which instructions fire on every run that reaches their region's entry:
+ * not behind a SWITCH side, a loop exit or a return (those may never come). */
+static void find_uncond(an *A)
+{
+    const isa_program *p = A->p;
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (uint32_t i = 0; i < p->n_insts; i++) {
+            if (A->uncond[i])
+                continue;
+            const isa_inst *ins = &p->insts[i];
+            bool u;
+            if (ins->op == ISA_ARG) {
+                u = true;
+            } else if (ins->op == ISA_EXIT || ins->op == ISA_RETURN || ins->op == ISA_NEXTITER) {
+                u = false;
+            } else {
+                u = ins->op != ISA_MERGE;
+                bool any = false;
+                int imm = isa_imm_port(ins);
+                for (uint32_t k = 0; k < isa_ports(ins); k++) {
+                    if ((int)k == imm)
+                        continue;
+                    uint32_t port = A->pfirst[i] + k;
+                    bool pu = false;
+                    for (uint32_t e = A->prod_first[port]; e < A->prod_first[port + 1]; e++) {
+                        /* the producer instruction and output of entry e */
+                        uint32_t o = A->prod[e], lo = 0, hi = p->n_insts;
+                        while (hi - lo > 1) {
+                            uint32_t mid = (lo + hi) / 2;
+                            if (A->F->first[mid] <= o)
+                                lo = mid;
+                            else
+                                hi = mid;
+                        }
+                        bool side = isa_is_switch(p->insts[lo].op);
+                        pu = pu || (A->uncond[lo] && !side);
+                    }
+                    if (ins->op == ISA_MERGE)
+                        any = any || pu;
+                    else
+                        u = u && pu;
+                }
+                if (ins->op == ISA_MERGE)
+                    u = any;
+                if (ins->op == ISA_CONST && isa_ports(ins) == 0)
+                    u = p->regions[ins->region].kind == ISA_REGION_ROOT;
+            }
+            if (u) {
+                A->uncond[i] = true;
+                changed = true;
+            }
+        }
+    }
+}
+
+static tfvm_status build_index(an *A)
+{
+    const isa_program *p = A->p;
+    isa_facts *F = A->F;
+    const tfvm_allocator *a = &F->alloc;
+    uint32_t n_ports = 0;
+    F->first = ut_calloc(a, (size_t)p->n_insts + 1, sizeof *F->first);
+    A->pfirst = ut_calloc(a, (size_t)p->n_insts + 1, sizeof *A->pfirst);
+    A->uncond = ut_calloc(a, (size_t)p->n_insts + 1, sizeof *A->uncond);
+    if (!F->first || !A->pfirst || !A->uncond)
+        return TFVM_ERR_NOMEM;
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        F->first[i] = F->n_out;
+        A->pfirst[i] = n_ports;
+        F->n_out += isa_outs(&p->insts[i]);
+        n_ports += isa_ports(&p->insts[i]);
+    }
+    F->first[p->n_insts] = F->n_out;
+    A->pfirst[p->n_insts] = n_ports;
+    F->out = ut_calloc(a, (size_t)F->n_out + 1, sizeof *F->out);
+    A->req = ut_calloc(a, (size_t)F->n_out + 1, sizeof *A->req);
+    A->prod_first = ut_calloc(a, (size_t)n_ports + 2, sizeof *A->prod_first);
+    A->prod = ut_calloc(a, (size_t)p->n_edges + 1, sizeof *A->prod);
+    if (!F->out || !A->req || !A->prod_first || !A->prod)
+        return TFVM_ERR_NOMEM;
+    for (uint32_t o = 0; o < F->n_out; o++) {
+        F->out[o] = fact_none();
+        A->req[o] = fact_top();
+    }
+    for (uint32_t e = 0; e < p->n_edges; e++)
+        A->prod_first[A->pfirst[p->edges[e].inst] + p->edges[e].port + 1]++;
+    for (uint32_t k = 0; k < n_ports; k++)
+        A->prod_first[k + 1] += A->prod_first[k];
+    uint32_t *fill = ut_calloc(a, (size_t)n_ports + 1, sizeof *fill);
+    if (!fill)
+        return TFVM_ERR_NOMEM;
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        const isa_inst *ins = &p->insts[i];
+        for (uint32_t e = ins->edge_first; e < ins->edge_first + ins->n_edges; e++) {
+            uint32_t port = A->pfirst[p->edges[e].inst] + p->edges[e].port;
+            A->prod[A->prod_first[port] + fill[port]++] = F->first[i] + p->edges[e].out;
+        }
+    }
+    ut_free(a, fill, ((size_t)n_ports + 1) * sizeof *fill);
+    return TFVM_OK;
+}
+
+static void free_facts(const tfvm_allocator *a, isa_fact *f, uint32_t n)
+{
+    if (!f)
+        return;
+    for (uint32_t k = 0; k < n; k++)
+        fact_release(&f[k]);
+    ut_free(a, f, ((size_t)n + 1) * sizeof *f);
+}
+
+void isa_facts_free(isa_facts *F)
+{
+    if (!F)
+        return;
+    const isa_program *p = F->p;
+    const tfvm_allocator *a = &F->alloc;
+    if (p) {
+        ut_free(a, F->first, ((size_t)p->n_insts + 1) * sizeof *F->first);
+        free_facts(a, F->out, F->n_out);
+    }
+    ut_free(a, F->conflicts, F->cap_conflicts * sizeof *F->conflicts);
+    memset(F, 0, sizeof *F);
+}
+
+static void an_free(an *A, uint32_t n_ports, isa_fact *in, isa_fact *tmp, uint32_t mp)
+{
+    const tfvm_allocator *a = &A->F->alloc;
+    const isa_program *p = A->p;
+    ut_free(a, A->pfirst, ((size_t)p->n_insts + 1) * sizeof *A->pfirst);
+    ut_free(a, A->uncond, ((size_t)p->n_insts + 1) * sizeof *A->uncond);
+    ut_free(a, A->prod_first, ((size_t)n_ports + 2) * sizeof *A->prod_first);
+    ut_free(a, A->prod, ((size_t)p->n_edges + 1) * sizeof *A->prod);
+    free_facts(a, A->req, A->F->n_out);
+    free_facts(a, in, mp);
+    free_facts(a, tmp, mp);
+}
+
+tfvm_status isa_facts_analyse(const isa_program *p, const tfvm_allocator *alloc, isa_facts *F, tfvm_error *err)
+{
+    memset(F, 0, sizeof *F);
+    F->p = p;
+    F->alloc = alloc ? *alloc : (tfvm_allocator){0};
+    an A = {.F = F, .p = p};
+    uint32_t mp = max_ports(p) + 3; /* MERGE's two outputs, at least */
+    isa_fact *in = ut_calloc(&F->alloc, (size_t)mp + 1, sizeof *in);
+    isa_fact *tmp = ut_calloc(&F->alloc, (size_t)mp + 1, sizeof *tmp);
+    tfvm_status st = in && tmp ? build_index(&A) : TFVM_ERR_NOMEM;
+    uint32_t n_ports = A.pfirst ? A.pfirst[p->n_insts] : 0;
+    if (st == TFVM_OK) {
+        find_uncond(&A);
+        for (uint32_t round = 0; round < MAX_ROUNDS && !A.nomem; round++) {
+            F->rounds = round + 1;
+            for (uint32_t o = 0; o < F->n_out; o++) {
+                fact_release(&F->out[o]);
+                F->out[o] = fact_none();
+            }
+            A.changed = true;
+            for (uint32_t pass = 0; A.changed && pass < MAX_PASSES && !A.nomem; pass++) {
+                A.changed = false;
+                forward_pass(&A, in, tmp, false);
+                F->passes++;
+            }
+            if (round == 0) {
+                /* conflicts from forward facts alone: true of every token */
+                A.record = true;
+                forward_pass(&A, in, tmp, true);
+                A.record = false;
+            }
+            A.changed = false;
+            for (uint32_t i = p->n_insts; i-- > 0 && !A.nomem;) {
+                input_facts(&A, i, in);
+                backward(&A, i, in);
+            }
+            if (!A.changed)
+                break;
+        }
+    }
+    if (A.nomem)
+        st = TFVM_ERR_NOMEM;
+    an_free(&A, n_ports, in, tmp, mp);
+    if (st != TFVM_OK) {
+        isa_facts_free(F);
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory analysing the program", p->name ? p->name : "program");
+    }
+    return TFVM_OK;
+}
+
+tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_error *err)
+{
+    isa_facts F;
+    tfvm_status st = isa_facts_analyse(p, a, &F, err);
+    if (st != TFVM_OK)
+        return st;
+    for (uint32_t k = 0; k < F.n_conflicts; k++) {
+        const isa_conflict *c = &F.conflicts[k];
+        if (!c->always || c->code != TFVM_ERR_SHAPE)
+            continue;
+        char label[96];
+        st = ut_err(err, TFVM_ERR_SHAPE, "%s: %s (%s): %s", p->name ? p->name : "program",
+                    isa_inst_label(p, c->inst, label, sizeof label), isa_ops[p->insts[c->inst].op].name, c->msg);
+        break;
+    }
+    isa_facts_free(&F);
+    return st;
+}

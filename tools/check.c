@@ -1,0 +1,147 @@
+/* tools/check.c — `tfvm check FILE`: the static analyser's facts (isa/facts.h)
+ * per instruction, one line each, and every definite conflict it proves, one
+ * line each on stderr with exit status 1 (docs/check.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compiler.h"
+#include "import/import.h"
+#include "isa/facts.h"
+#include "loader/loader.h"
+#include "tools/check.h"
+#include "tools/debug.h"
+
+const char *const cli_usage_check =
+    "usage: tfvm check [options] FILE\n"
+    "\n"
+    "Prints what the static analyser proves of every instruction's output, one\n"
+    "line each: its label, opcode, dtype and shape (f32[64, ?]: `?` an unknown\n"
+    "dim, [..] an unknown rank) and, when known, its value. Then each definite\n"
+    "conflict, an instruction that fails whenever it runs, one line on stderr\n"
+    "(\"tfvm: FILE: matmul_10_19 (MATMUL): inner dims differ: f32[64, 784] @\n"
+    "f32[512, 10]\"), and exit status 1. FILE is any format `tfvm run` takes.\n"
+    "\n"
+    "options:\n"
+    "  --entry NAME     .tfg: the function compiled as the entry point (default main)\n"
+    "  --outputs LIST   .pb: the results (a,b:1)\n"
+    "  -h, --help       show this help\n";
+
+static bool ck_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The front ends without the load-time conflict check (loader/api.c), so
+ * that a program the loader refuses still shows its facts and every conflict. */
+static tfvm_status ck_open_unchecked(const char *path, const char *entry, const char *outputs, isa_program *out,
+                                     tfvm_error *err)
+{
+    char *data;
+    size_t len;
+    tfvm_status st = ut_read_file(path, NULL, &data, &len, err);
+    if (st != TFVM_OK)
+        return st;
+    if (ld_has_magic(data, len, false)) {
+        st = ld_read(data, len, path, NULL, out, err);
+    } else if (ck_suffix(path, ".tfasm")) {
+        st = ld_assemble(data, len, path, NULL, out, err);
+    } else if (ck_suffix(path, ".tfg")) {
+        cc_options co = {.entry = entry, .opt_level = 1};
+        st = cc_compile(data, len, path, &co, NULL, out, err);
+    } else if (ck_suffix(path, ".onnx")) {
+        const char *slash = strrchr(path, '/');
+        char dir[4096];
+        ut_fmt(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        st = imp_onnx(data, len, path, dir, 1, NULL, out, err);
+    } else {
+        st = imp_tf(data, len, path, outputs, 1, NULL, out, err);
+    }
+    ut_free(NULL, data, len + 1);
+    return st;
+}
+
+static void ck_print(const isa_program *p, const isa_facts *F)
+{
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        const isa_inst *in = &p->insts[i];
+        char label[96], line[1024], f[160], v[512];
+        isa_inst_label(p, i, label, sizeof label);
+        size_t n = 0;
+        line[0] = '\0';
+        uint32_t no = isa_outs(in);
+        for (uint32_t k = 0; k < no && n + 1 < sizeof line; k++) {
+            const isa_fact *x = isa_facts_of(F, i, k);
+            isa_fact_value_str(x, v, sizeof v);
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s%s%s%s", k ? "; " : "", isa_fact_str(x, f, sizeof f),
+                                  v[0] ? " = " : "", v);
+        }
+        printf("%-24s %-14s %s\n", label, isa_ops[in->op].name, no ? line : "-");
+    }
+}
+
+int cli_check(int argc, char **argv)
+{
+    const char *in = NULL, *entry = NULL, *outputs = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(cli_usage_check, stdout);
+            return 0;
+        } else if (strcmp(a, "--entry") == 0 || strcmp(a, "-e") == 0) {
+            if (++i == argc)
+                return cli_usage_error("check", "%s needs a function name", a);
+            entry = argv[i];
+        } else if (strcmp(a, "--outputs") == 0) {
+            if (++i == argc)
+                return cli_usage_error("check", "--outputs needs a list of tensor names (a,b:1)");
+            outputs = argv[i];
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error("check", "unknown option '%s'", a);
+        } else if (in) {
+            return cli_usage_error("check", "more than one input file ('%s' and '%s')", in, a);
+        } else {
+            in = a;
+        }
+    }
+    if (!in)
+        return cli_usage_error("check", "missing FILE");
+    tfvm_error err;
+    tfvm_program *prog = NULL;
+    isa_program own;
+    const isa_program *p;
+    bool owned = false;
+    if (cli_load_program(in, entry, outputs, &prog, &err) == TFVM_OK) {
+        p = &prog->isa;
+    } else if (err.code == TFVM_ERR_SHAPE && strcmp(in, "-") != 0) {
+        /* refused for a conflict: analyse it anyway, to show them all */
+        if (ck_open_unchecked(in, entry, outputs, &own, &err) != TFVM_OK)
+            return cli_load_failed(&err);
+        p = &own;
+        owned = true;
+    } else {
+        return cli_load_failed(&err);
+    }
+    isa_facts F;
+    int rc = 0;
+    if (isa_facts_analyse(p, NULL, &F, &err) != TFVM_OK) {
+        fprintf(stderr, "tfvm: %s\n", err.message);
+        rc = 1;
+    } else {
+        ck_print(p, &F);
+        fflush(stdout);
+        for (uint32_t k = 0; k < F.n_conflicts; k++) {
+            const isa_conflict *c = &F.conflicts[k];
+            char label[96];
+            fprintf(stderr, "tfvm: %s: %s (%s): %s\n", in, isa_inst_label(p, c->inst, label, sizeof label),
+                    isa_ops[p->insts[c->inst].op].name, c->msg);
+            rc = 1;
+        }
+        isa_facts_free(&F);
+    }
+    if (owned)
+        isa_program_release(&own);
+    tfvm_program_free(prog);
+    return rc;
+}
