@@ -103,24 +103,118 @@ typedef struct conv_job {
     atomic_bool nomem;
 } conv_job;
 
-/* Items [b, e) (item = n * G + g), with one column buffer for the chunk. */
+/* ---- Unit strides: the wide product ------------------------------------------------
+ * With stride and dilation 1, pad x into xp [Cg, Hp, Wp] and compute the
+ * output on the wide grid OH x Wp: wide[o][q] = sum over (c, i, j) of
+ * w[o][c][i][j] * xp[c][q + i*Wp + j]. Each column-matrix row (c, i, j) is
+ * then one contiguous run of xp, a memcpy of OH*Wp elements, instead of OH
+ * runs of OW (3x3 on 14x14: 15x fewer copies); the product is (KW-1)/OW
+ * wider, and its first OW of every Wp columns are the result, which the
+ * epilogue copies out (with the bias and activation) while they are hot.
+ * The last KW-1 elements of xp are zeros read only by discarded columns. */
+static bool conv_wide_fits(const conv_job *j)
+{
+    const int64_t *p = j->p;
+    return !j->direct && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1 && (j->KW - 1) * 4 <= j->OW;
+}
+
+#define PADROWS(T)                                                                          \
+    do {                                                                                    \
+        T *d = (T *)(void *)xp;                                                             \
+        const T *sx = (const T *)(const void *)xg;                                          \
+        for (int64_t c = 0; c < Cg; c++) {                                                  \
+            for (int64_t q = 0; q < pt * Wp; q++)                                           \
+                *d++ = 0;                                                                   \
+            for (int64_t h = 0; h < H; h++, sx += W) {                                      \
+                for (int64_t q = 0; q < pl; q++)                                            \
+                    *d++ = 0;                                                               \
+                for (int64_t q = 0; q < W; q++)                                             \
+                    d[q] = sx[q];                                                           \
+                d += W;                                                                     \
+                for (int64_t q = 0; q < pr; q++)                                            \
+                    *d++ = 0;                                                               \
+            }                                                                               \
+            for (int64_t q = 0; q < pb * Wp; q++)                                           \
+                *d++ = 0;                                                                   \
+        }                                                                                   \
+        for (int64_t q = 0; q < KW; q++)                                                    \
+            *d++ = 0;                                                                       \
+    } while (0)
+
+/* The first OW of every Wp columns of wide rows [o0, o1) into out. */
+#define UNWIDE(T)                                                                           \
+    do {                                                                                    \
+        for (int64_t o = o0; o < o1; o++) {                                                 \
+            const T *s = (const T *)(const void *)wide + o * OH * Wp;                       \
+            T *d = (T *)(void *)og + o * OH * OW;                                           \
+            for (int64_t oh = 0; oh < OH; oh++, s += Wp, d += OW)                           \
+                for (int64_t q = 0; q < OW; q++)                                            \
+                    d[q] = s[q];                                                            \
+        }                                                                                   \
+    } while (0)
+
+/* One item on the wide grid; scratch holds xp, col and wide. */
+static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, char *og, int64_t row0, char *scratch)
+{
+    const int64_t Cg = j->Cg, H = j->H, W = j->W, KH = j->KH, KW = j->KW, OH = j->OH, OW = j->OW;
+    const int64_t pt = j->p[2], pl = j->p[3], pb = j->p[4], pr = j->p[5];
+    const int64_t Hp = H + pt + pb, Wp = W + pl + pr, Og = j->O / j->G, CKK = Cg * KH * KW, N = OH * Wp;
+    const size_t esz = j->esz;
+    char *xp = scratch, *col = xp + (size_t)(Cg * Hp * Wp + KW) * esz, *wide = col + (size_t)(CKK * N) * esz;
+    if (esz == 4)
+        PADROWS(uint32_t);
+    else
+        PADROWS(uint64_t);
+    char *cr = col;
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t jj = 0; jj < KW; jj++, cr += (size_t)N * esz)
+                memcpy(cr, xp + (size_t)(c * Hp * Wp + i * Wp + jj) * esz, (size_t)N * esz);
+    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false};
+    if (j->split)
+        dev_kmm_run(&mm);
+    else
+        dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
+    /* out, 16 channels at a time (in cache) */
+    for (int64_t o0 = 0; o0 < Og; o0 += 16) {
+        const int64_t o1 = o0 + 16 < Og ? o0 + 16 : Og;
+        if (esz == 4)
+            UNWIDE(uint32_t);
+        else
+            UNWIDE(uint64_t);
+        if (j->ep)
+            dev_kepi_apply(j->ep, j->o, row0 + o0, o1 - o0, 0, OH * OW);
+    }
+}
+
+/* Items [b, e) (item = n * G + g), with one scratch buffer for the chunk. */
 static void conv_items(void *arg, size_t b, size_t e)
 {
     conv_job *j = arg;
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
-    const size_t esz = j->esz, col_bytes = (size_t)(CKK * OHW) * esz;
+    const bool wide = conv_wide_fits(j);
+    const int64_t Hp = j->H + j->p[2] + j->p[4], Wp = j->W + j->p[3] + j->p[5];
+    const size_t esz = j->esz;
+    const size_t scratch_bytes = j->direct ? 0
+                                 : wide    ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
+                                           : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
-    if (!j->direct && !(col = ut_alloc(j->alloc, col_bytes ? col_bytes : 1))) {
+    if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
         atomic_store(&j->nomem, true);
         return;
     }
     for (size_t it = b; it < e; it++) {
         const int64_t n = (int64_t)it / j->G, g = (int64_t)it % j->G;
         const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
+        const char *wg = j->w + (size_t)(g * Og * CKK) * esz;
+        char *og = j->o + (size_t)((n * j->O + g * Og) * OHW) * esz;
+        if (wide) {
+            conv_wide_item(j, xg, wg, og, n * j->O + g * Og, col);
+            continue;
+        }
         if (!j->direct)
             im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
-        char *og = j->o + (size_t)((n * j->O + g * Og) * OHW) * esz;
-        const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, j->w + (size_t)(g * Og * CKK) * esz, CKK,
+        const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
                             j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false};
         if (j->split) {
             dev_kmm_run(&mm);
@@ -131,7 +225,7 @@ static void conv_items(void *arg, size_t b, size_t e)
         }
     }
     if (col)
-        ut_free(j->alloc, col, col_bytes ? col_bytes : 1);
+        ut_free(j->alloc, col, scratch_bytes);
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
