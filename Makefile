@@ -7,6 +7,7 @@
 #   make fuzz-compiler  differential test of the compiler on FUZZ_N random programs
 #   make install    PREFIX=/usr/local (DESTDIR honoured)
 #   make bench      benchmarks (ratios against references run in the same run)
+#   make bench-vm   only the VM's: recursion vs C and CPython, per-run costs (PASS/MISS)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -71,7 +72,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench check-deps cuda
+.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm check-deps cuda
 all: $(TFVM) $(LIBA) $(LIBSO) cuda
 
 # The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
@@ -204,6 +205,12 @@ BENCH_MATMUL := $(BUILD)/bench/matmul
 $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
+# bench-vm: only the VM's rows (bench/run.sh and bench/sched.sh: recursion
+# against C and CPython, the per-run and per-iteration targets), in a minute.
+bench-vm: $(TFVM)
+	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
+	@TFVM=$(TFVM) bash bench/sched.sh
 
 bench: all $(BENCH_MATMUL)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh

@@ -2,20 +2,25 @@
 # bench/sched.sh — the VM's floors, measured in this run: ns per firing on a
 # long chain of trivial instructions, and ns per iteration of a while loop
 # with a one-op body (--threads 1, the deterministic scheduler). Times are the
-# run's wall time from --stats, best of 3. (The 2-thread speed-ups are in
-# bench/run.sh's table.)
+# run's wall time from --stats, best of 3. Then issue 13's per-run targets,
+# PASS/MISS: the median time of one in-process run of a trivial program
+# (`tfvm profile`, default threads and 1 thread), and ns per iteration of
+# bench/loop100k.tfg (acc += (i*i) % 7, 100k iterations). (The 2-thread
+# speed-ups and the CPython ratios are in bench/run.sh's table.)
 set -u
 TFVM=${TFVM:-build/bin/tfvm}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 [ -x "$TFVM" ] || { echo "bench: $TFVM not built (run make)"; exit 1; }
 
-# best_of PROG THREADS ARGS... -> "wall fired"
+# best_of PROG THREADS ARGS... -> "wall fired" (THREADS 0: the default)
 best_of() {
     local prog=$1 threads=$2 best= fired=
+    local topt=(--threads "$threads")
+    [ "$threads" = 0 ] && topt=()
     shift 2
     for _ in 1 2 3; do
-        "$TFVM" run --stats --threads "$threads" "$prog" "$@" >/dev/null 2>"$TMP/stats" || { echo "fail"; return; }
+        "$TFVM" run --stats "${topt[@]}" "$prog" "$@" >/dev/null 2>"$TMP/stats" || { echo "fail"; return; }
         local w f
         w=$(sed -n 's/.*wall \([0-9.]*\) s.*/\1/p' "$TMP/stats")
         f=$(sed -n 's/.*fired \([0-9]*\),.*/\1/p' "$TMP/stats")
@@ -69,3 +74,51 @@ read -r w f <<<"$(best_of "$TMP/chain.tfasm" 1 20000)"
 awk -v w="$w" -v f="$f" 'BEGIN { printf "  chain of trivial instructions: %10d firings in %.3f s = %5.1f ns per firing (goal: <= 10)\n", f, w, w * 1e9 / f }'
 read -r w f <<<"$(best_of "$TMP/loop.tfasm" 1 1000000)"
 awk -v w="$w" -v f="$f" 'BEGIN { printf "  while loop, one-op body:       %10d iterations in %.3f s = %5.1f ns per iteration (%.1f firings each)\n", 1000000, w, w * 1e9 / 1000000, f / 1000000 }'
+
+# A run that fires two instructions: what a run costs beyond its firings
+# (arguments, the root context, waking the workers, results, teardown).
+cat >"$TMP/trivial.tfasm" <<'P'
+entry main() -> (r: i64) {
+    c = CONST i64 42
+        RESULT 0 (c)
+}
+P
+# run_median_us [--threads N]: the median of 2001 in-process runs, in us.
+# `tfvm profile` prints the median in seconds with 6 decimals, too coarse
+# below a few us, and "N firings ...; X ns per firing" with X = median / N:
+# the median is taken from those when they are there.
+run_median_us() {
+    "$TFVM" profile "$@" --runs 2001 --warmup 200 --top 1 "$TMP/trivial.tfasm" >"$TMP/prof" 2>&1 || { echo "-"; return; }
+    local fired nsf real
+    fired=$(sed -n 's/^one run: \([0-9]*\) firings.*/\1/p' "$TMP/prof")
+    nsf=$(sed -n 's/.*; \([0-9.]*\) ns per firing.*/\1/p' "$TMP/prof")
+    real=$(sed -n 's/^ *real \([0-9.]*\) s median.*/\1/p' "$TMP/prof")
+    if [ -n "$fired" ] && [ -n "$nsf" ]; then
+        awk -v f="$fired" -v x="$nsf" 'BEGIN { printf "%.3f", f * x / 1000 }'
+    elif [ -n "$real" ]; then
+        awk -v r="$real" 'BEGIN { printf "%.3f", r * 1e6 }'
+    else
+        echo "-"
+    fi
+}
+# target NAME VALUE UNIT LIMIT: VALUE <= LIMIT passes ("-": not measured, a MISS)
+target() {
+    awk -v n="$1" -v v="$2" -v u="$3" -v l="$4" 'BEGIN {
+        ok = v != "-" && v + 0 <= l + 0
+        printf "  %-56s %9s %-2s  target <= %s %s   %s\n", n, v, u, l, u, ok ? "PASS" : "MISS"
+    }'
+}
+
+workers=$("$TFVM" run --stats "$TMP/trivial.tfasm" 2>&1 >/dev/null | sed -n 's/^scheduler: \([0-9]*\) workers.*/\1/p')
+echo "per-run targets (issue 13):"
+target "trivial program, one run, default threads (${workers:-1})" "$(run_median_us)" us 20
+us1=$(run_median_us --threads 1)
+printf '  %-56s %9s us  (for comparison)\n' "trivial program, one run, 1 thread" "$us1"
+read -r w f <<<"$(best_of bench/loop100k.tfg 1 100000)"
+out=$("$TFVM" run --threads 1 bench/loop100k.tfg 100000 2>&1)
+[ "$out" = 199999 ] || echo "  bench/loop100k.tfg 100000: want 199999, got '$out'"
+ns=$(awk -v w="$w" 'BEGIN { if (w > 0) printf "%.1f", w * 1e9 / 100000; else print "-" }')
+target "while loop acc += (i*i) % 7, 100k iterations, 1 thread" "$ns" ns 100
+read -r w f <<<"$(best_of bench/loop100k.tfg 0 100000)"
+ns=$(awk -v w="$w" 'BEGIN { if (w > 0) printf "%.1f", w * 1e9 / 100000; else print "-" }')
+printf '  %-56s %9s ns  (for comparison)\n' "the same loop, default threads" "$ns"
