@@ -245,7 +245,7 @@ static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t
         bv[o] = (double)(o % 5) - 2;
         put(dt, bias.u.t->data, o, bv[o]);
     }
-    static double want[4096];
+    static double want[8192];
     int64_t od[4];
     conv_ref(&x, &w, p, bv, act, want, od);
     dev_value o;
@@ -262,6 +262,11 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 3, 5, 4), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             /* 1x1 direct */
             conv_case(dt, acts[ai], DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* unit strides on a wide enough x: the padded wide grid (conv.c), with
+             * uneven pads, groups, a 5x5 window */
+            conv_case(dt, acts[ai], DIMS(2, 3, 9, 10), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 4, 6, 10), DIMS(6, 2, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 2));
+            conv_case(dt, acts[ai], DIMS(1, 2, 7, 16), DIMS(3, 2, 5, 5), DIMS(1, 1, 2, 2, 2, 2, 1, 1, 1));
             /* groups, stride 2, dilation 2, uneven pads */
             conv_case(dt, acts[ai], DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
         }
