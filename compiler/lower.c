@@ -563,6 +563,13 @@ static void lower_op(lower *L, lblk *B, cc_node *n)
         for (uint32_t k = 0; k < n->n_in && strict_k < 0; k++)
             if (strict_exists(L, n->in[k], B))
                 strict_k = (int)k;
+        /* in a loop body, a variable of that loop: it is switched for its
+         * next value anyway, where an invariant would need its own SWITCH */
+        for (uint32_t k = 0; B->role == CC_B_BODY && k < n->n_in && strict_k < 0; k++) {
+            cc_irval v = cc_resolve(n->in[k]);
+            if (v.n->kind == CC_N_LVAR && v.n->owner == B->loop->node)
+                strict_k = (int)k;
+        }
         for (uint32_t k = 0; k < n->n_in && strict_k < 0; k++)
             if (cc_resolve(n->in[k]).n->kind != CC_N_CONST)
                 strict_k = (int)k;
