@@ -1,0 +1,212 @@
+/* test/unit/test_fuse.c — the compiler's fusion of MATMUL/CONV2D + bias ADD
+ * + activation into FUSED_MATMUL/FUSED_CONV2D, and tensor constant folding
+ * under its size bound (compiler/opt.c): exact op counts after compiling,
+ * the cases that must stay apart, and results bit for bit those of -O0. */
+#include <string.h>
+
+#include "isa/isa.h"
+#include "testutil.h"
+
+static tfvm_program *compile_opt(const char *src, int opt)
+{
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.opt_level = opt;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", &o, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "compile failed: %s", err.message);
+    return p;
+}
+
+static uint32_t count(const tfvm_program *prog, isa_op op)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < prog->isa.n_insts; i++)
+        n += prog->isa.insts[i].op == op;
+    return n;
+}
+
+/* The attribute of the one instruction with op `op`. */
+static uint32_t attr_of(const tfvm_program *prog, isa_op op)
+{
+    ck_assert_uint_eq(count(prog, op), 1);
+    for (uint32_t i = 0; i < prog->isa.n_insts; i++)
+        if (prog->isa.insts[i].op == op)
+            return prog->isa.insts[i].a;
+    return 0;
+}
+
+/* A tensor of dims with deterministic values in about [-1, 1]. */
+static tfvm_tensor *tensor(int rank, const int64_t *dims, uint32_t seed)
+{
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, rank, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    float *d = tfvm_tensor_data(t);
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < tfvm_tensor_count(t); i++) {
+        s = s * 1664525u + 1013904223u;
+        d[i] = (float)((int32_t)(s >> 8) % 2000 - 1000) / 1000.0f;
+    }
+    return t;
+}
+
+/* Runs main at -O1 and at -O0 on the same arguments: the results must be
+ * the same bytes. */
+static void same_as_unfused(const char *src, tfvm_tensor **args, size_t n_args)
+{
+    tfvm_tensor *res[2];
+    for (int opt = 0; opt < 2; opt++) {
+        tfvm_program *p = compile_opt(src, opt);
+        tfvm_config cfg;
+        tfvm_config_init(&cfg);
+        cfg.deterministic = true;
+        tfvm_vm *vm = NULL;
+        ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+        tfvm_value in[8], out;
+        for (size_t k = 0; k < n_args; k++)
+            in[k] = tfvm_tensor_value(args[k]);
+        ck_assert_msg(tfvm_run(vm, "main", in, n_args, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+        ck_assert_ptr_nonnull(out.tensor);
+        res[opt] = out.tensor;
+        tfvm_vm_free(vm);
+        tfvm_program_free(p);
+    }
+    ck_assert_int_eq(tfvm_tensor_rank(res[0]), tfvm_tensor_rank(res[1]));
+    ck_assert_int_eq(tfvm_tensor_count(res[0]), tfvm_tensor_count(res[1]));
+    ck_assert(memcmp(tfvm_tensor_cdata(res[0]), tfvm_tensor_cdata(res[1]),
+                     (size_t)tfvm_tensor_count(res[0]) * sizeof(float)) == 0);
+    tfvm_tensor_free(res[0]);
+    tfvm_tensor_free(res[1]);
+    for (size_t k = 0; k < n_args; k++)
+        tfvm_tensor_free(args[k]);
+}
+
+static const char *MLP = "fn main(w1: f32[6, 5], b1: f32[5], w2: f32[5, 3], b2: f32[3], x: f32[?, 6]) -> f32[?, 3] {\n"
+                         "    let h = relu(matmul(x, w1) + b1);\n"
+                         "    sigmoid(b2 + matmul(h, w2))\n"
+                         "}\n";
+
+START_TEST(mlp)
+{
+    tfvm_program *p = compile_opt(MLP, 0);
+    ck_assert_uint_eq(count(p, ISA_MATMUL), 2);
+    ck_assert_uint_eq(count(p, ISA_ADD), 2);
+    ck_assert_uint_eq(count(p, ISA_RELU), 1);
+    ck_assert_uint_eq(count(p, ISA_SIGMOID), 1);
+    ck_assert_uint_eq(count(p, ISA_FUSED_MATMUL), 0);
+    tfvm_program_free(p);
+    p = compile_opt(MLP, 1);
+    ck_assert_uint_eq(count(p, ISA_FUSED_MATMUL), 2);
+    ck_assert_uint_eq(count(p, ISA_MATMUL) + count(p, ISA_ADD) + count(p, ISA_RELU) + count(p, ISA_SIGMOID), 0);
+    uint32_t acts = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].op == ISA_FUSED_MATMUL)
+            acts |= p->isa.insts[i].a;
+    ck_assert_uint_eq(acts, ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID);
+    tfvm_program_free(p);
+    tfvm_tensor *args[5] = {tensor(2, (int64_t[]){6, 5}, 1), tensor(1, (int64_t[]){5}, 2),
+                            tensor(2, (int64_t[]){5, 3}, 3), tensor(1, (int64_t[]){3}, 4),
+                            tensor(2, (int64_t[]){4, 6}, 5)};
+    same_as_unfused(MLP, args, 5);
+}
+END_TEST
+
+static const char *CNN = "fn main(x: f32[?, 2, 5, 5], w: f32[3, 2, 3, 3], b: f32[3]) -> f32[?, 3, 5, 5] {\n"
+                         "    tanh(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]))\n"
+                         "}\n";
+
+START_TEST(cnn)
+{
+    tfvm_program *p = compile_opt(CNN, 1);
+    ck_assert_uint_eq(attr_of(p, ISA_FUSED_CONV2D), ISA_OPT_ACT_TANH);
+    ck_assert_uint_eq(count(p, ISA_CONV2D) + count(p, ISA_ADD) + count(p, ISA_RESHAPE) + count(p, ISA_TANH), 0);
+    tfvm_program_free(p);
+    tfvm_tensor *args[3] = {tensor(4, (int64_t[]){2, 2, 5, 5}, 6), tensor(4, (int64_t[]){3, 2, 3, 3}, 7),
+                            tensor(1, (int64_t[]){3}, 8)};
+    same_as_unfused(CNN, args, 3);
+    /* a constant bias of shape [3, 1, 1], without an activation */
+    const char *k = "fn main(x: f32[?, 2, 5, 5], w: f32[3, 2, 3, 3]) -> f32[?, 3, 5, 5] {\n"
+                    "    conv2d(x, w, padding = 1) + [[[0.5]], [[-1.0]], [[2.0]]]\n"
+                    "}\n";
+    p = compile_opt(k, 1);
+    ck_assert_uint_eq(attr_of(p, ISA_FUSED_CONV2D), 0);
+    ck_assert_uint_eq(count(p, ISA_ADD), 0);
+    tfvm_program_free(p);
+    tfvm_tensor *kargs[2] = {tensor(4, (int64_t[]){1, 2, 5, 5}, 9), tensor(4, (int64_t[]){3, 2, 3, 3}, 10)};
+    same_as_unfused(k, kargs, 2);
+}
+END_TEST
+
+/* what must not fuse: a product used twice, a bias that would grow the
+ * product or whose size is unknown, a bias along W instead of the channels */
+START_TEST(stays_apart)
+{
+    static const struct {
+        const char *src;
+        isa_op kept;
+    } cases[] = {
+        {"fn main(x: f32[?, 6], w: f32[6, 5], b: f32[5]) -> (y: f32[?, 5], m: f32[?, 5]) {\n"
+         "    let m = matmul(x, w);\n"
+         "    (m + b, m)\n"
+         "}\n",
+         ISA_MATMUL},
+        {"fn main(x: f32[?, 6], w: f32[6, 5], b: f32[2, 5]) -> f32[?, 5] { matmul(x, w) + b }\n", ISA_MATMUL},
+        {"fn main(x: f32[?, 6], w: f32[6, ?], b: f32[5]) -> f32[?, ?] { matmul(x, w) + b }\n", ISA_MATMUL},
+        {"fn main(x: f32[?, 6], w: f32[6, 5], b: f32[?]) -> f32[?, 5] { relu(matmul(x, w) + b) }\n", ISA_MATMUL},
+        {"fn main(x: f32[?, 2, 5, 5], w: f32[5, 2, 3, 3], b: f32[5]) -> f32[?, 5, 5, 5] {\n"
+         "    conv2d(x, w, padding = 1) + b\n"
+         "}\n",
+         ISA_CONV2D},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        ck_assert_msg(count(p, cases[i].kept) == 1, "case %zu", i);
+        ck_assert_msg(count(p, ISA_FUSED_MATMUL) + count(p, ISA_FUSED_CONV2D) == 0, "case %zu", i);
+        tfvm_program_free(p);
+    }
+    /* the sum is used again: the product and bias fuse, the activation stays */
+    tfvm_program *p = compile_opt("fn main(x: f32[?, 6], w: f32[6, 5], b: f32[5]) -> (y: f32[?, 5], s: f32[?, 5]) {\n"
+                                  "    let s = matmul(x, w) + b;\n"
+                                  "    (relu(s), s)\n"
+                                  "}\n",
+                                  1);
+    ck_assert_uint_eq(attr_of(p, ISA_FUSED_MATMUL), 0);
+    ck_assert_uint_eq(count(p, ISA_RELU), 1);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* tensor folding: small results and rearranged weights fold, a big fill of
+ * a small constant stays a FILL (the size heuristic of compiler/opt.c) */
+START_TEST(folding)
+{
+    tfvm_program *p = compile_opt("fn main(x: f32[?, 4]) -> (a: f32[?, 4], b: f32[1000, 1000]) {\n"
+                                  "    let w = cast<f32>(transpose(reshape([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0,\n"
+                                  "                               11.0, 12.0, 13.0, 14.0, 15.0, 16.0], [4, 4]), [1, 0]));\n"
+                                  "    (matmul(x, w) + fill([4], 0.5f32), fill([1000, 1000], 0.0f32))\n"
+                                  "}\n",
+                                  1);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE) + count(p, ISA_RESHAPE) + count(p, ISA_CAST), 0);
+    ck_assert_uint_eq(count(p, ISA_FILL), 1);
+    ck_assert_uint_eq(attr_of(p, ISA_FUSED_MATMUL), 0);
+    size_t biggest = 0;
+    for (uint32_t c = 0; c < p->isa.n_consts; c++)
+        if (p->isa.consts[c].nbytes > biggest)
+            biggest = p->isa.consts[c].nbytes;
+    ck_assert_uint_eq(biggest, 64); /* the 4x4 weight; never the 4 MB fill */
+    tfvm_program_free(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fuse");
+    TCase *tc = tcase_create("fuse");
+    tcase_add_test(tc, mlp);
+    tcase_add_test(tc, cnn);
+    tcase_add_test(tc, stays_apart);
+    tcase_add_test(tc, folding);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
