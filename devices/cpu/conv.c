@@ -306,14 +306,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     /* A 1x1 window with unit stride and no padding reads x as it is. */
     job.direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
     atomic_init(&job.nomem, false);
-    /* (image, group) pairs in parallel, each worth DEV_KPAR_MACS; a single
-     * pair splits its product instead (conv_items, one item) */
+    /* (image, group) pairs in parallel chunks (dev_kgrain); fewer pairs than
+     * threads run one after another, each product split over the threads */
     const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
     job.split = items < (int64_t)dev_par_width();
     if (job.split)
         conv_items(&job, 0, (size_t)items);
     else
-        dev_par_for((size_t)items, (size_t)(DEV_KPAR_MACS / macs + 1), conv_items, &job);
+        dev_par_for((size_t)items, dev_kgrain(items, macs, DEV_KPAR_MACS, 1), conv_items, &job);
     if (atomic_load(&job.nomem)) {
         dev_value_release(&r);
         return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
@@ -548,8 +548,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
         dev_kfloat(x->dtype)) {
         pool2_arg a = {x->data, o, H, W, OH, OW, avg, x->dtype == TFVM_F32};
-        /* planes in chunks of at least ~16K output elements */
-        dev_par_for((size_t)planes, (size_t)(16384 / (OH * OW + 1) + 1), pool2_planes, &a);
+        /* planes in chunks of at least ~32K output elements (~5 us) */
+        dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW, 32768, 1), pool2_planes, &a);
         *out = r;
         return TFVM_OK;
     }

@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/act.h"
+#include "devices/cpu/par.h"
 
 #include <math.h>
 #include <string.h>
@@ -115,4 +116,23 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
             idx[j] = 0;
         }
     }
+}
+
+size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align)
+{
+    const int64_t width = (int64_t)dev_par_width();
+    if (n <= 1 || width <= 1)
+        return n < 1 ? 1 : (size_t)n;
+    const double total = (double)n * (double)(cost > 0 ? cost : 1);
+    int64_t pieces = 4 * width;
+    if (total / (double)pieces < (double)least)
+        pieces = (int64_t)(total / (double)least);
+    if (pieces > n)
+        pieces = n;
+    if (pieces < 2)
+        return (size_t)n;
+    int64_t grain = (n + pieces - 1) / pieces;
+    if (align > 1)
+        grain = (grain + align - 1) / align * align;
+    return (size_t)grain;
 }

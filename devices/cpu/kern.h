@@ -135,8 +135,14 @@ tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const d
 void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
 
 /* Intra-op parallelism (par.h): a parallel chunk is worth at least this many
- * multiply-adds; smaller products run in one piece. */
-#define DEV_KPAR_MACS (INT64_C(1) << 20)
+ * multiply-adds (~3 us), so that taking it pays for waking a worker. */
+#define DEV_KPAR_MACS (INT64_C(1) << 18)
+/* The grain for dev_par_for over n items of `cost` work units each: evenly
+ * sized chunks of at least `least` units, up to 4 per thread of
+ * dev_par_width() (a thread that is slow to join, or busy, then costs at
+ * most a small chunk), rounded up to a multiple of align items. n when the
+ * loop is not worth splitting. */
+size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align);
 /* A product C = op(A) @ op(B) as dev_kgemm takes it, and the epilogue of its
  * rows: row i of C is row ep_row0 + i of the result at ep_base (ep NULL:
  * none). */

@@ -173,22 +173,12 @@ void dev_kmm_run(const dev_kmm *m)
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
     dev_kmm job = *m;
-    job.by_cols = false;
-    if (width > 1 && m->M * m->N * K >= 2 * DEV_KPAR_MACS) {
-        /* rows while there are at least 8 per thread; else columns, in
-         * blocks of 16 or more; one chunk per thread, each worth DEV_KPAR_MACS */
-        const bool rows = m->M >= 8 * (int64_t)width || m->M >= m->N;
-        const int64_t n = rows ? m->M : m->N, other = rows ? m->N : m->M;
-        int64_t grain = (n + width - 1) / width, least = DEV_KPAR_MACS / (other * K) + 1;
-        if (!rows && least < 16)
-            least = 16;
-        if (grain < least)
-            grain = least;
-        job.by_cols = !rows;
-        dev_par_for((size_t)n, (size_t)grain, kmm_chunk, &job);
-        return;
-    }
-    kmm_chunk(&job, 0, (size_t)m->M);
+    /* rows while there are at least 8 per thread (whole sgemm tiles: 8 rows
+     * by 64 columns, or more), else columns in blocks of 16 */
+    job.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
+    const int64_t n = job.by_cols ? m->N : m->M, other = job.by_cols ? m->M : m->N;
+    const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.by_cols ? 16 : 8);
+    dev_par_for((size_t)n, grain, kmm_chunk, &job);
 }
 
 /* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
@@ -339,12 +329,11 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
         memcpy(job.bd, bd, sizeof bd);
         memcpy(job.sa, sa, sizeof sa);
         memcpy(job.sb, sb, sizeof sb);
-        const int64_t macs = M * N * (K ? K : 1);
-        /* whole matrices per chunk, each chunk worth DEV_KPAR_MACS */
+        /* whole matrices per chunk */
         if (job.split)
             mm_batch_chunk(&job, 0, (size_t)batch);
         else
-            dev_par_for((size_t)batch, (size_t)(DEV_KPAR_MACS / (macs ? macs : 1) + 1), mm_batch_chunk, &job);
+            dev_par_for((size_t)batch, dev_kgrain(batch, M * N * (K ? K : 1), DEV_KPAR_MACS, 1), mm_batch_chunk, &job);
         if (ep && (va || vb))
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     }

@@ -436,7 +436,7 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_CONV2D, TANH, one, "fused_conv2d one image");
         release_all(one, 4);
         /* pooling planes */
-        dev_value pin[2] = {big(dt, 4, DIMS(16, 16, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
+        dev_value pin[2] = {big(dt, 4, DIMS(16, 64, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
         par_case(ISA_MAXPOOL, 0, pin, "maxpool");
         par_case(ISA_AVGPOOL, 0, pin, "avgpool");
         release_all(pin, 2);
