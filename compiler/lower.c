@@ -1134,7 +1134,8 @@ static void emit(lower *L, isa_program *out)
     bool lines = false;
     for (uint32_t i = 0; i < out->n_insts && !lines; i++)
         lines = out->insts[i].line != 0;
-    if (lines && C->name[0] != '<' && isa_source_ok(C->name) && !(out->source = ut_arena_strdup(ar, C->name)))
+    if (lines && C->name[0] != '<' && strcmp(C->name, "-") != 0 && isa_source_ok(C->name) &&
+        !(out->source = ut_arena_strdup(ar, C->name)))
         cc_nomem(C);
 #undef OUT_ARRAY
 }

@@ -59,6 +59,8 @@ static void tensor_init(tfvm_tensor *t, const tfvm_allocator *a, size_t block, t
     t->data = NULL;
     t->pool = NULL;
     atomic_init(&t->mirror, NULL);
+    t->release = NULL;
+    t->release_ud = NULL;
 }
 
 tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int rank,
@@ -144,6 +146,24 @@ tfvm_tensor *tfvm_tensor_new(tfvm_dtype dtype, int rank, const int64_t *dims,
     return t;
 }
 
+tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t *dims, void *data,
+                              void (*release)(void *ud, void *data), void *ud, const tfvm_allocator *alloc)
+{
+    int64_t count;
+    size_t nbytes;
+    if (!tensor_size(dtype, rank, dims, &count, &nbytes) || (nbytes && !data) ||
+        (uintptr_t)data % tfvm_dtype_size(dtype) != 0)
+        return NULL;
+    tfvm_tensor *t = ut_alloc(alloc, sizeof *t);
+    if (!t)
+        return NULL;
+    tensor_init(t, alloc, sizeof *t, dtype, rank, dims, count, nbytes);
+    t->data = data;
+    t->release = release;
+    t->release_ud = ud;
+    return t;
+}
+
 tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t)
 {
     if (t)
@@ -164,6 +184,8 @@ void tfvm_tensor_free(tfvm_tensor *t)
         tfvm_tensor_free(m);
     if (t->pool)
         dev_pool_put(t->pool, t->data, t->nbytes);
+    if (t->release)
+        t->release(t->release_ud, t->data);
     tfvm_allocator a = t->alloc;
     ut_free(&a, t, t->block);
 }

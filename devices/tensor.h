@@ -29,6 +29,10 @@ struct tfvm_tensor {
      * the first time a consumer on that side needs it and freed with this
      * tensor; valid because tensors never change once made (devices/place.c). */
     _Atomic(struct tfvm_tensor *) mirror;
+    /* tfvm_tensor_wrap: data is the caller's, handed back through release
+     * when the last reference goes (block then covers only the header) */
+    void (*release)(void *ud, void *data);
+    void *release_ud;
 };
 
 /* Like tfvm_tensor_new but uninitialised data (kernels overwrite it). Returns

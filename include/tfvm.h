@@ -29,9 +29,21 @@ extern "C" {
 #endif
 
 #define TFVM_VERSION_MAJOR 0
-#define TFVM_VERSION_MINOR 1
+#define TFVM_VERSION_MINOR 2
 #define TFVM_VERSION_PATCH 0
-#define TFVM_VERSION_STRING "0.1.0"
+#define TFVM_VERSION_STRING "0.2.0"
+#define TFVM_VERSION_NUMBER (TFVM_VERSION_MAJOR * 10000 + TFVM_VERSION_MINOR * 100 + TFVM_VERSION_PATCH)
+/* The version of the library actually loaded, "0.2.0" and 200 (its
+ * TFVM_VERSION_NUMBER), which may differ from the header a program was built
+ * with. TFVM_VERSION_OK() says whether the loaded library serves this header:
+ * the same major version (and, while the major is 0, the same minor), and not
+ * older. A program checks it once at start:
+ *   if (!TFVM_VERSION_OK()) { fprintf(stderr, "need libtfvm %s, have %s\n",
+ *                                     TFVM_VERSION_STRING, tfvm_version()); ... } */
+#define TFVM_VERSION_OK()                                                                          \
+    (tfvm_version_number() / 10000 == TFVM_VERSION_MAJOR &&                                      \
+     (TFVM_VERSION_MAJOR != 0 || tfvm_version_number() / 100 % 100 == TFVM_VERSION_MINOR) &&     \
+     tfvm_version_number() >= TFVM_VERSION_NUMBER)
 
 /* Result codes. Messages say what and where; the code says what kind. */
 typedef enum tfvm_status {
@@ -69,6 +81,9 @@ typedef enum tfvm_dtype {
 
 /* Name of a status code or dtype ("TFVM_ERR_NOMEM", "i32"); never NULL. */
 TFVM_API const char *tfvm_status_name(tfvm_status s);
+/* The loaded library's version (see TFVM_VERSION_OK above). Never NULL. */
+TFVM_API const char *tfvm_version(void);
+TFVM_API int tfvm_version_number(void);
 TFVM_API const char *tfvm_dtype_name(tfvm_dtype d);
 /* Size in bytes of one element of d (bool is 1 byte); 0 if d is invalid. */
 TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
@@ -169,6 +184,17 @@ typedef struct tfvm_tensor tfvm_tensor;
  * size overflow) or memory runs out. alloc may be NULL. */
 TFVM_API tfvm_tensor *tfvm_tensor_new(tfvm_dtype dtype, int rank, const int64_t *dims,
                                       const tfvm_allocator *alloc);
+/* A tensor over the caller's buffer, without a copy: data holds the
+ * product(dims) elements of dtype in C order, aligned to the element size,
+ * and stays valid and unchanged until release(ud, data) is called, once, when
+ * the last reference goes (that may be on a VM's worker thread, after the
+ * run that used it, or inside tfvm_tensor_free). release may be NULL when the
+ * buffer outlives every reference anyway. Returns NULL (and never calls
+ * release) for an invalid shape, NULL or misaligned data, or no memory; the
+ * header is allocated with alloc (NULL = the C library). */
+TFVM_API tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t *dims, void *data,
+                                       void (*release)(void *ud, void *data), void *ud,
+                                       const tfvm_allocator *alloc);
 TFVM_API tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t); /* +1 reference */
 TFVM_API void tfvm_tensor_free(tfvm_tensor *t);        /* -1 reference */
 TFVM_API tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t);
@@ -218,8 +244,9 @@ TFVM_API void tfvm_value_release(tfvm_value *v);
  * cannot crash the VM. `name` is used in messages ("fib.tfvm: ..."). */
 typedef struct tfvm_program tfvm_program;
 
-/* .tfvm bytes, or .tfasm text when path ends in .tfasm. tfvm_program_open
- * (below) takes every format the tfvm command takes. */
+/* The program in the file at path, in any format the tfvm command takes:
+ * the same as tfvm_program_open(path, NULL, cfg, out, err) (below): .tfvm
+ * bytes (by content), .tfasm text, .tfg source (entry main), .onnx, .pb. */
 TFVM_API tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg,
                                             tfvm_program **out, tfvm_error *err);
 TFVM_API tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name,
@@ -373,6 +400,11 @@ typedef struct tfvm_vm tfvm_vm;
  * cfg->device is TFVM_DEVICE_CUDA and no GPU is ready (tfvm_device_status
  * says why). Tensors a VM made (results included) may outlive it. */
 TFVM_API tfvm_status tfvm_vm_new(const tfvm_program *p, const tfvm_config *cfg, tfvm_vm **out);
+/* tfvm_vm_new that also says why it failed, in err (when not NULL), e.g.
+ * "cuda: unavailable: no device found" (the words of tfvm_device_status) or
+ * "out of memory making a VM". Same codes; *out is NULL on failure. */
+TFVM_API tfvm_status tfvm_vm_new_ex(const tfvm_program *p, const tfvm_config *cfg, tfvm_vm **out,
+                                    tfvm_error *err);
 TFVM_API void tfvm_vm_free(tfvm_vm *vm);
 
 /* Runs entry `entry` (NULL = the first entry) with n_args arguments and

@@ -387,10 +387,12 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
         ut_buf_printf(b, " %s", region_name(p, in->a));
         break;
     case ISA_ATTR_SITE:
-        if (in->a < p->n_sites)
-            ut_buf_printf(b, " %s@%" PRIu32, region_name(p, p->sites[in->a].callee), p->sites[in->a].id);
-        else
+        if (in->a < p->n_sites) {
+            char lab[160];
+            ut_buf_printf(b, " %s", isa_site_label(region_name(p, p->sites[in->a].callee), p->sites[in->a].id, lab, sizeof lab));
+        } else {
             ut_buf_printf(b, " ?");
+        }
         break;
     case ISA_ATTR_DTYPE:
         ut_buf_printf(b, " %s", tfvm_dtype_name((tfvm_dtype)in->a));

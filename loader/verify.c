@@ -430,7 +430,7 @@ static tfvm_status check_frame(vf *v, uint32_t i, const char *op, uint32_t f)
 /* "fib@7": callee@id, as tags print it */
 static const char *slabel(const vf *v, uint32_t s, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s@%" PRIu32, rname(v, v->p->sites[s].callee), v->p->sites[s].id);
+    isa_site_label(rname(v, v->p->sites[s].callee), v->p->sites[s].id, buf, size);
     return buf;
 }
 

@@ -20,6 +20,7 @@
 #include "isa/isa.h"
 #include "loader/loader.h"
 #include "tools/debug.h"
+#include "tools/opts.h"
 #include "vm/vm.h"
 
 const char *const cli_usage_debug =
@@ -234,15 +235,14 @@ static void put_inst(ut_buf *b, const isa_program *p, uint32_t i)
 static void put_tag(ut_buf *b, const dbg *d, const vm_ctx *c) { vm_format_tag(d->vm, c, b); }
 
 /* The tag of c with one more element: "[fib@2, fib@0]". */
-static void put_tag_plus(ut_buf *b, const dbg *d, const vm_ctx *c, const char *region, const char *sep,
-                         const char *num)
+static void put_tag_plus(ut_buf *b, const dbg *d, const vm_ctx *c, const char *elem)
 {
     size_t at = b->len;
     put_tag(b, d, c);
     if (b->failed || b->len == at)
         return;
     b->len--; /* the closing bracket */
-    ut_buf_printf(b, "%s%s%s%s]", b->len - at > 1 ? ", " : "", region, sep, num);
+    ut_buf_printf(b, "%s%s]", b->len - at > 1 ? ", " : "", elem);
 }
 
 static const char *output_name(const isa_inst *in, uint32_t o, char *buf, size_t size)
@@ -334,20 +334,19 @@ static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
         return;
     ut_buf_printf(b, " ->");
     const vm_ctx *c = a->ctx;
-    char num[32];
+    char lab[160];
     switch ((isa_op)in->op) {
     case ISA_RESULT:
         ut_buf_printf(b, " result %u '%s'", in->a, p->entries[d->entry].results[in->a].name);
         return;
     case ISA_CALL:
         if (dead) {
-            ut_buf_printf(b, " no call (dead): each RETURN %s@%u answers <dead>", p->regions[p->sites[in->a].callee].name,
-                          p->sites[in->a].id);
+            ut_buf_printf(b, " no call (dead): each RETURN %s answers <dead>",
+                          isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
             return;
         }
-        snprintf(num, sizeof num, "%u", p->sites[in->a].id);
         ut_buf_printf(b, " ");
-        put_tag_plus(b, d, c, p->regions[p->sites[in->a].callee].name, "@", num);
+        put_tag_plus(b, d, c, isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
         break;
     case ISA_ENTER:
         if (dead) {
@@ -355,7 +354,8 @@ static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
             return;
         }
         ut_buf_printf(b, " ");
-        put_tag_plus(b, d, c, p->regions[in->a].name, "#", (in->flags & ISA_FLAG_CONST) ? "*" : "0");
+        snprintf(lab, sizeof lab, "%s#%s", p->regions[in->a].name, (in->flags & ISA_FLAG_CONST) ? "*" : "0");
+        put_tag_plus(b, d, c, lab);
         break;
     case ISA_NEXTITER:
     case ISA_EXIT:
@@ -367,8 +367,8 @@ static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
         if (in->op == ISA_EXIT) {
             put_tag(b, d, c->parent);
         } else {
-            snprintf(num, sizeof num, "%" PRIu64, c->iter + 1);
-            put_tag_plus(b, d, c->parent, p->regions[c->elem].name, "#", num);
+            snprintf(lab, sizeof lab, "%s#%" PRIu64, p->regions[c->elem].name, c->iter + 1);
+            put_tag_plus(b, d, c->parent, lab);
         }
         break;
     case ISA_RETURN:
@@ -846,8 +846,9 @@ static void report(dbg *d, vm_state st)
             break;
         case STOP_FINISH: {
             const vm_splan *sp = &d->vm->plan.sites[d->fsite];
-            ut_buf_printf(&b, "Returned from %s@%u:", d->p->regions[d->p->sites[d->fsite].callee].name,
-                          d->p->sites[d->fsite].id);
+            char lab[160];
+            ut_buf_printf(&b, "Returned from %s:", isa_site_label(d->p->regions[d->p->sites[d->fsite].callee].name,
+                                                                   d->p->sites[d->fsite].id, lab, sizeof lab));
             for (uint32_t k = 0; k < sp->n_returns; k++) {
                 ut_buf_printf(&b, "%s ", k ? "," : "");
                 if (d->fvals[k].dtype || d->fvals[k].dead)
@@ -1181,12 +1182,12 @@ static bool cmd_tokens(dbg *d, char *args)
             for (uint32_t j = 0; l && j < l->n_deferred; j++) {
                 if (!deferred++)
                     printf("Waiting for the parallel=%u bound of their loop:\n", d->vm->plan.frames[l->frame].parallel);
-                char num[32];
-                snprintf(num, sizeof num, "%" PRIu64, l->next);
+                char lab[160];
+                snprintf(lab, sizeof lab, "%s#%" PRIu64, d->p->regions[l->frame].name, l->next);
                 ut_buf_printf(&b, "  ");
                 put_inst(&b, d->p, l->deferred[j].inst);
                 ut_buf_printf(&b, " into ");
-                put_tag_plus(&b, d, all[k], d->p->regions[l->frame].name, "#", num);
+                put_tag_plus(&b, d, all[k], lab);
                 ut_buf_printf(&b, ": ");
                 put_value(&b, &l->deferred[j].v, true);
                 emit(&b);
@@ -1422,7 +1423,9 @@ static bool cmd_where(dbg *d, char *args)
             for (uint32_t i = 0; i < p->n_insts && by == ISA_NONE; i++)
                 if (p->insts[i].op == ISA_CALL && p->insts[i].a == c->elem)
                     by = i;
-            ut_buf_printf(&b, "%s@%u: call of %s from ", p->regions[s->callee].name, s->id, p->regions[s->callee].name);
+            char lab[160];
+            ut_buf_printf(&b, "%s: call of %s from ", isa_site_label(p->regions[s->callee].name, s->id, lab, sizeof lab),
+                          p->regions[s->callee].name);
             if (by != ISA_NONE) {
                 put_inst(&b, p, by);
                 ut_buf_printf(&b, " in ");
@@ -1880,58 +1883,15 @@ static void repl(dbg *d)
 
 int cli_debug(int argc, char **argv)
 {
-    const char *entry = NULL, *file = NULL, *outputs = NULL;
-    char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
-    if (!arg_text) {
-        fprintf(stderr, "tfvm: out of memory\n");
-        return 1;
-    }
-    size_t n_args = 0;
-    bool options_done = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        /* as for `tfvm run`: options before or after FILE; after it, anything
-         * else is an argument (so negative numbers pass); `--` ends options */
-        if (options_done) {
-            arg_text[n_args++] = argv[i];
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            free(arg_text);
-            fputs(cli_usage_debug, stdout);
-            return 0;
-        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
-            if (++i == argc) {
-                free(arg_text);
-                fprintf(stderr, "tfvm: %s needs an entry name (see 'tfvm debug --help')\n", a);
-                return 2;
-            }
-            entry = argv[i];
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc) {
-                free(arg_text);
-                return cli_usage_error("debug", "--outputs needs a list of tensor names (a,b:1)");
-            }
-            outputs = argv[i];
-        } else if (strcmp(a, "--") == 0) {
-            options_done = true;
-        } else if (!file && a[0] == '-' && a[1] != '\0') {
-            free(arg_text);
-            fprintf(stderr, "tfvm: unknown option '%s' (see 'tfvm debug --help')\n", a);
-            return 2;
-        } else if (!file) {
-            file = a;
-        } else {
-            arg_text[n_args++] = argv[i];
-        }
-    }
-    if (!file && n_args > 0) { /* `tfvm debug -- FILE ARG...` */
-        file = arg_text[0];
-        memmove(arg_text, arg_text + 1, --n_args * sizeof *arg_text);
-    }
-    if (!file) {
-        free(arg_text);
-        fprintf(stderr, "tfvm: missing FILE (see 'tfvm debug --help')\n");
-        return 2;
-    }
+    static const cli_opt opts[] = {{"-e", "--entry", "needs an entry name"},
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+    cli_args o; /* as for `tfvm run`: options before or after FILE; `--` ends them */
+    int prc = cli_parse("debug", cli_usage_debug, opts, UT_COUNTOF(opts), CLI_FILE_ARGS, argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+    const char *entry = o.val[0], *file = o.pos[0], *outputs = o.val[1];
+    char **arg_text = o.pos + 1;
+    size_t n_args = o.n_pos - 1;
 
     dbg d;
     memset(&d, 0, sizeof d);
@@ -1939,7 +1899,7 @@ int cli_debug(int argc, char **argv)
     int rc = 1;
     tfvm_error err;
     if (cli_load_program(file, entry, outputs, &d.prog, &err) != TFVM_OK) {
-        free(arg_text);
+        cli_args_free(&o);
         return cli_load_failed(&err);
     }
     d.p = &d.prog->isa;
@@ -2011,7 +1971,7 @@ out:
     free(d.args);
     tfvm_program_free(d.prog);
     free(d.arg_text);
-    free(arg_text);
+    cli_args_free(&o);
     fflush(stdout);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "isa/isa.h"
 #include "loader/loader.h"
 #include "tools/debug.h"
+#include "tools/opts.h"
 #include "vm/vm.h"
 
 const char *const cli_usage_dot =
@@ -87,7 +88,11 @@ static void put_label(ut_buf *b, const isa_program *p, uint32_t i)
         ut_buf_printf(b, " %s%s", p->regions[in->a].name, (in->flags & ISA_FLAG_CONST) ? " const" : "");
         break;
     case ISA_ATTR_FRAME: ut_buf_printf(b, " %s", p->regions[in->a].name); break;
-    case ISA_ATTR_SITE: ut_buf_printf(b, " %s@%u", p->regions[p->sites[in->a].callee].name, p->sites[in->a].id); break;
+    case ISA_ATTR_SITE: {
+        char lab[160];
+        ut_buf_printf(b, " %s", isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
+        break;
+    }
     case ISA_ATTR_DTYPE: ut_buf_printf(b, " %s", tfvm_dtype_name((tfvm_dtype)in->a)); break;
     default: break; /* the rest show in the tooltip */
     }
@@ -293,45 +298,20 @@ static int render_svg(const ut_buf *b, const char *out)
 
 int cli_dot(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *entry = NULL, *outputs = NULL;
-    bool svg = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(cli_usage_dot, stdout);
-            return 0;
-        } else if (strcmp(a, "-o") == 0) {
-            if (++i == argc) {
-                fprintf(stderr, "tfvm: -o needs a file name (see 'tfvm dot --help')\n");
-                return 2;
-            }
-            out = argv[i];
-        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
-            if (++i == argc) {
-                fprintf(stderr, "tfvm: %s needs a function name (see 'tfvm dot --help')\n", a);
-                return 2;
-            }
-            entry = argv[i];
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc)
-                return cli_usage_error("dot", "--outputs needs a list of tensor names (a,b:1)");
-            outputs = argv[i];
-        } else if (strcmp(a, "--svg") == 0) {
-            svg = true;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "tfvm: unknown option '%s' (see 'tfvm dot --help')\n", a);
-            return 2;
-        } else if (in) {
-            fprintf(stderr, "tfvm: more than one input file ('%s' and '%s') (see 'tfvm dot --help')\n", in, a);
-            return 2;
-        } else {
-            in = a;
-        }
-    }
-    if (!in) {
-        fprintf(stderr, "tfvm: missing FILE (see 'tfvm dot --help')\n");
-        return 2;
-    }
+    enum { D_OUT, D_ENTRY, D_OUTPUTS, D_SVG };
+    static const cli_opt opts[] = {
+        [D_OUT] = {"-o", NULL, "needs a file name"},
+        [D_ENTRY] = {"-e", "--entry", "needs a function name"},
+        [D_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+        [D_SVG] = {NULL, "--svg", NULL},
+    };
+    cli_args o;
+    int prc = cli_parse("dot", cli_usage_dot, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+    const char *in = o.pos[0], *out = o.val[D_OUT], *entry = o.val[D_ENTRY], *outputs = o.val[D_OUTPUTS];
+    bool svg = o.val[D_SVG] != NULL;
+    cli_args_free(&o); /* the strings live in argv */
     tfvm_error err;
     tfvm_program *prog;
     if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "tools/debug.h"
+#include "tools/opts.h"
 #include "tools/profile.h"
 #include "vm/vm.h"
 
@@ -17,7 +18,7 @@ const char *const cli_usage_profile =
     "usage: tfvm profile [options] FILE [ARG...] [NAME=VALUE...]\n"
     "Runs FILE's entry (FILE: .tfvm, .tfasm, .tfg, .onnx or .pb, all but .tfvm\n"
     "compiled in memory) with ARGs (given and parsed as for `tfvm run`: by\n"
-    "position, then by name; options go before FILE) --warmup times, then\n"
+    "position, then by name; options may also follow FILE) --warmup times, then\n"
     "--runs times measured, and prints the median real, user and sys time per\n"
     "run (runs slower than 1.5x the median are dropped as outliers), the counts\n"
     "of one run, and the opcodes and instructions that take the most firing\n"
@@ -25,11 +26,13 @@ const char *const cli_usage_profile =
     "(that adds overhead: compare the shares, not the absolute times).\n"
     "  --runs N          measured runs (default 5)\n"
     "  --warmup N        runs before them, not measured (default 2)\n"
-    "  --threads N       worker threads (default: one per core; 1 = deterministic)\n"
+    "  --threads N       worker threads (default: one per core, or the TFVM_THREADS\n"
+    "                    environment variable; 1 = deterministic)\n"
     "  --top N           instructions listed (default 10)\n"
     "  -e, --entry NAME  entry point (default: the first, or main)\n"
     "  --outputs A,B:1   for .pb: the tensors that become results (default: the\n"
-    "                    outputs no node consumes)\n";
+    "                    outputs no node consumes)\n"
+    "  -h, --help        show this help\n";
 
 static double now(void)
 {
@@ -96,55 +99,39 @@ static int by_ns(const void *a, const void *b)
 
 int cli_profile(int argc, char **argv)
 {
-    long runs = 5, warmup = 2, threads = 0, top = 10;
-    const char *entry = NULL, *file = NULL, *outputs = NULL;
-    char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
-    size_t n_args = 0;
-    if (!arg_text)
-        return 1;
-    int rc = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long *num = strcmp(a, "--runs") == 0      ? &runs
-                    : strcmp(a, "--warmup") == 0  ? &warmup
-                    : strcmp(a, "--threads") == 0 ? &threads
-                    : strcmp(a, "--top") == 0     ? &top
-                                                  : NULL;
-        if (file) {
-            arg_text[n_args++] = argv[i];
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(cli_usage_profile, stdout);
-            free(arg_text);
-            return 0;
-        } else if (num) {
-            long lo = num == &warmup ? 0 : 1, hi = num == &threads ? 1024 : 1000000;
-            if (++i == argc || !parse_count(argv[i], lo, hi, num)) {
-                free(arg_text);
-                return cli_usage_error("profile", "%s needs a number", a);
-            }
-        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
-            if (++i == argc) {
-                free(arg_text);
-                return cli_usage_error("profile", "%s needs an entry name", a);
-            }
-            entry = argv[i];
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc) {
-                free(arg_text);
-                return cli_usage_error("profile", "--outputs needs a list of tensor names (a,b:1)");
-            }
-            outputs = argv[i];
-        } else if (a[0] == '-' && a[1]) {
-            free(arg_text);
-            return cli_usage_error("profile", "unknown option '%s'", a);
-        } else {
-            file = a;
-        }
+    enum { P_RUNS, P_WARMUP, P_THREADS, P_TOP, P_ENTRY, P_OUTPUTS };
+    static const cli_opt opts[] = {
+        [P_RUNS] = {NULL, "--runs", "needs a number"},
+        [P_WARMUP] = {NULL, "--warmup", "needs a number"},
+        [P_THREADS] = {NULL, "--threads", "needs an integer from 1 to 1024"},
+        [P_TOP] = {NULL, "--top", "needs a number"},
+        [P_ENTRY] = {"-e", "--entry", "needs an entry name"},
+        [P_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+    };
+    cli_args o;
+    int rc = cli_parse("profile", cli_usage_profile, opts, UT_COUNTOF(opts), CLI_FILE_ARGS, argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    long runs = 5, warmup = 2, top = 10;
+    int threads = 0;
+    const char *entry = o.val[P_ENTRY], *file = o.pos[0], *outputs = o.val[P_OUTPUTS];
+    char **arg_text = o.pos + 1;
+    size_t n_args = o.n_pos - 1;
+    static const struct {
+        int opt;
+        long lo;
+    } counts[] = {{P_RUNS, 1}, {P_WARMUP, 0}, {P_TOP, 1}};
+    long *num[] = {&runs, &warmup, &top};
+    for (size_t k = 0; k < UT_COUNTOF(counts) && !rc; k++)
+        if (o.val[counts[k].opt] && !parse_count(o.val[counts[k].opt], counts[k].lo, 1000000, num[k]))
+            rc = cli_usage_error("profile", "%s needs a number", opts[counts[k].opt].lng);
+    if (!rc) /* --threads, else TFVM_THREADS, as for run */
+        rc = cli_threads("profile", o.val[P_THREADS], &threads);
+    if (rc) {
+        cli_args_free(&o);
+        return rc;
     }
-    if (!file) {
-        free(arg_text);
-        return cli_usage_error("profile", "missing FILE");
-    }
+    rc = 1;
 
     tfvm_error err;
     tfvm_program *prog = NULL;
@@ -178,7 +165,7 @@ int cli_profile(int argc, char **argv)
             goto out;
     tfvm_config cfg;
     tfvm_config_init(&cfg);
-    cfg.threads = (int)threads;
+    cfg.threads = threads;
     cfg.deterministic = threads == 1;
     if (tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK) {
         fprintf(stderr, "tfvm: cannot create the VM\n");
@@ -297,6 +284,6 @@ out:
     free(bound);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
-    free(arg_text);
+    cli_args_free(&o);
     return rc;
 }

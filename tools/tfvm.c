@@ -18,6 +18,7 @@
 #include "tfvm.h"
 #include "tools/check.h"
 #include "tools/debug.h"
+#include "tools/opts.h"
 #include "tools/profile.h"
 #include "vm/vm.h"
 
@@ -37,6 +38,7 @@ static const char *const usage_main =
     "  asm FILE [-o OUT]      assemble .tfasm text into .tfvm bytecode\n"
     "  dis FILE [-o OUT]      print a program as .tfasm text\n"
     "  compile FILE           compile .tfg, .onnx or .pb to .tfvm (or .tfasm)\n"
+    "  info FILE              the program's entry points with their signatures, and sizes\n"
     "  devices                list the devices (cpu, cuda) and their state\n"
     "  debug FILE [ARG...]    step through a run in an interactive debugger\n"
     "  dot FILE [-o OUT]      draw the program's graph (Graphviz; --svg renders it)\n"
@@ -84,6 +86,7 @@ static const char *const usage_run =
     "  --threads N            worker threads (default: one per physical core, or\n"
     "                         the TFVM_THREADS environment variable)\n"
     "  --deterministic        one thread, the same firing order every run\n"
+    "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  --device DEV           where tensor work runs: cpu (default), cuda (the GPU\n"
     "                         wherever it has the kernel; an error without one) or\n"
     "                         auto (MATMUL and large tensors on the GPU when there\n"
@@ -153,6 +156,7 @@ static const char *const usage_compile =
     "                         each a node name or NODE:INDEX (default: every\n"
     "                         output no node consumes)\n"
     "  -O0                    no optimization (a plain lowering; to compare against)\n"
+    "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  -h, --help             show this help\n";
 
 UT_PRINTF(1, 2) static int fail(const char *fmt, ...)
@@ -190,6 +194,24 @@ static bool has_suffix(const char *s, const char *suffix)
  * (compiled in memory). entry: the .tfg function that becomes the entry
  * point (NULL = main); outputs: a .pb file's results (NULL = its unconsumed
  * outputs; any other file refuses it rather than ignore it). */
+/* .tfg: --overflow=trap (run, compile); warnings of the compiler go to stderr */
+static bool cli_overflow_trap;
+
+static void cli_warning(void *ud, tfvm_log_level level, const char *message)
+{
+    (void)ud;
+    if (level == TFVM_LOG_WARN)
+        fprintf(stderr, "%s\n", message);
+}
+
+static int cli_overflow(const char *cmd, const char *v)
+{
+    if (v && strcmp(v, "trap") != 0 && strcmp(v, "wrap") != 0)
+        return cli_usage_error(cmd, "--overflow takes trap or wrap, got '%s'", v);
+    cli_overflow_trap = v && strcmp(v, "trap") == 0;
+    return 0;
+}
+
 static tfvm_status load_program(const char *path, const char *entry, const char *outputs, int opt_level,
                                 tfvm_format format, tfvm_program **out, tfvm_error *err)
 {
@@ -202,7 +224,11 @@ static tfvm_status load_program(const char *path, const char *entry, const char 
     o.entry = entry;
     o.outputs = outputs;
     o.opt_level = opt_level;
-    return tfvm_program_open(path, &o, NULL, out, err);
+    o.overflow_trap = cli_overflow_trap;
+    tfvm_config cfg; /* .tfg compile warnings to stderr, as "file:line:col: warning: ..." */
+    tfvm_config_init(&cfg);
+    cfg.log = cli_warning;
+    return tfvm_program_open(path, &o, &cfg, out, err);
 }
 
 int cli_load_failed(const tfvm_error *err)
@@ -215,9 +241,17 @@ int cli_load_failed(const tfvm_error *err)
 
 static tfvm_vm *volatile running_vm;
 
+static volatile sig_atomic_t sigint_seen;
+#define EXIT_SIGINT 130 /* 128 + SIGINT, as shells report a Ctrl-C */
+
+/* Ctrl-C stops the run in progress; one that comes before the run starts
+ * (while the program loads, or just before tfvm_run) is remembered, so that
+ * the run is skipped or its results dropped: either way the command exits
+ * 130 as if the run had been interrupted. */
 static void on_sigint(int sig)
 {
     (void)sig;
+    sigint_seen = 1;
     if (running_vm)
         tfvm_interrupt(running_vm);
 }
@@ -512,111 +546,79 @@ static void print_stats(const tfvm_vm *vm)
     }
 }
 
+enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
+       RUN_OVERFLOW };
+static const cli_opt run_opts[] = {
+    [RUN_ENTRY] = {"-e", "--entry", "needs an entry name"},
+    [RUN_OUT] = {"-o", NULL, "needs NAME=PATH"},
+    [RUN_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+    [RUN_STATS] = {NULL, "--stats", NULL},
+    [RUN_MAX_CONTEXTS] = {NULL, "--max-contexts", "needs a positive integer"},
+    [RUN_THREADS] = {NULL, "--threads", "needs an integer from 1 to 1024"},
+    [RUN_DETERMINISTIC] = {NULL, "--deterministic", NULL},
+    [RUN_DEVICE] = {NULL, "--device", "takes cpu, cuda or auto"},
+    [RUN_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
+};
+
 static int cmd_run(int argc, char **argv)
 {
-    const char *entry = NULL, *file = NULL, *outputs = NULL;
-    bool stats = false, deterministic = false;
-    uint64_t threads = 0;
-    const char *env_threads = getenv("TFVM_THREADS");
-    if (env_threads && *env_threads && (!parse_u64(env_threads, &threads) || threads == 0 || threads > 1024))
-        return cli_usage_error("run", "TFVM_THREADS=%s: expected an integer from 1 to 1024", env_threads);
+    cli_args o;
+    int rc_usage = cli_parse("run", usage_run, run_opts, UT_COUNTOF(run_opts), CLI_FILE_ARGS, argc, argv, &o);
+    if (rc_usage)
+        return rc_usage < 0 ? 0 : rc_usage;
+    const char *entry = o.val[RUN_ENTRY], *file = o.pos[0], *outputs = o.val[RUN_OUTPUTS];
+    bool stats = o.val[RUN_STATS] != NULL, deterministic = o.val[RUN_DETERMINISTIC] != NULL;
+    int threads = 0;
     uint64_t max_contexts = 0;
     /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
     int device = TFVM_DEVICE_CPU;
     const char *env_device = getenv("TFVM_DEVICE");
-    if (env_device && *env_device) {
-        device = strcmp(env_device, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(env_device);
-        if (device < 0)
-            return cli_usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
-    }
     out_spec outs[16];
     size_t n_outs = 0;
-    /* Options may come before or after FILE. After FILE, anything that is
-     * not a known option is an argument, so negative numbers pass through;
-     * `--` ends the options. */
-    char **arg_text = calloc((size_t)argc + 1, sizeof *arg_text);
-    if (!arg_text)
-        return fail("out of memory");
-    int n_args = 0;
-    bool options_done = false;
-    int rc_usage = 0;
-    for (int i = 1; i < argc && !rc_usage; i++) {
-        const char *a = argv[i];
-        if (options_done) {
-            arg_text[n_args++] = argv[i];
-        } else if (is_help(a)) {
-            free(arg_text);
-            fputs(usage_run, stdout);
-            return 0;
-        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
-            if (++i == argc)
-                rc_usage = cli_usage_error("run", "%s needs an entry name", a);
-            else
-                entry = argv[i];
-        } else if (strcmp(a, "-o") == 0) {
-            char *eq = ++i < argc ? strchr(argv[i], '=') : NULL;
-            if (i == argc)
-                rc_usage = cli_usage_error("run", "-o needs NAME=PATH");
-            else if (!eq || eq == argv[i] || !eq[1])
-                rc_usage = cli_usage_error("run", "-o expects NAME=PATH, got '%s'", argv[i]);
-            else if (n_outs == UT_COUNTOF(outs))
-                rc_usage = cli_usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
-            else {
-                *eq = '\0';
-                outs[n_outs++] = (out_spec){argv[i], eq + 1};
-            }
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc)
-                rc_usage = cli_usage_error("run", "--outputs needs a list of tensor names (a,b:1)");
-            else
-                outputs = argv[i];
-        } else if (strcmp(a, "--stats") == 0) {
-            stats = true;
-        } else if (strcmp(a, "--max-contexts") == 0) {
-            if (++i == argc || !parse_u64(argv[i], &max_contexts) || max_contexts == 0)
-                rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
-        } else if (strcmp(a, "--threads") == 0) {
-            if (++i == argc || !parse_u64(argv[i], &threads) || threads == 0 || threads > 1024)
-                rc_usage = cli_usage_error("run", "--threads needs an integer from 1 to 1024");
-        } else if (strcmp(a, "--deterministic") == 0) {
-            deterministic = true;
-        } else if (strcmp(a, "--device") == 0) {
-            if (++i == argc)
-                rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto");
-            else if ((device = strcmp(argv[i], "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(argv[i])) < 0)
-                rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", argv[i]);
-        } else if (strcmp(a, "--") == 0) {
-            options_done = true;
-        } else if (!file && a[0] == '-' && a[1] != '\0') {
-            rc_usage = cli_usage_error("run", "unknown option '%s'", a);
-        } else if (!file) {
-            file = a;
-        } else {
-            arg_text[n_args++] = argv[i];
+    char **arg_text = o.pos + 1;
+    int n_args = (int)o.n_pos - 1;
+    if ((rc_usage = cli_threads("run", o.val[RUN_THREADS], &threads)) != 0 ||
+        (rc_usage = cli_overflow("run", o.val[RUN_OVERFLOW])) != 0) {
+    } else if (env_device && *env_device && !o.val[RUN_DEVICE] &&
+               (device = strcmp(env_device, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(env_device)) < 0) {
+        rc_usage = cli_usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
+    } else if (o.val[RUN_DEVICE] && (device = strcmp(o.val[RUN_DEVICE], "auto") == 0
+                                                  ? TFVM_DEVICE_AUTO : dev_by_name(o.val[RUN_DEVICE])) < 0) {
+        rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", o.val[RUN_DEVICE]);
+    } else if (o.val[RUN_MAX_CONTEXTS] && (!parse_u64(o.val[RUN_MAX_CONTEXTS], &max_contexts) || max_contexts == 0)) {
+        rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
+    }
+    for (size_t h = 0; h < o.n_hits && !rc_usage; h++) {
+        if (o.hits[h].opt != RUN_OUT)
+            continue;
+        char *v = (char *)o.hits[h].value, *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1])
+            rc_usage = cli_usage_error("run", "-o expects NAME=PATH, got '%s'", v);
+        else if (n_outs == UT_COUNTOF(outs))
+            rc_usage = cli_usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
+        else {
+            *eq = '\0';
+            outs[n_outs++] = (out_spec){v, eq + 1};
         }
     }
-    if (!rc_usage && !file && n_args > 0) { /* `tfvm run -- FILE ARG...` */
-        file = arg_text[0];
-        memmove(arg_text, arg_text + 1, (size_t)--n_args * sizeof *arg_text);
-    }
-    if (!rc_usage && !file)
-        rc_usage = cli_usage_error("run", "missing FILE");
     if (rc_usage) {
-        free(arg_text);
+        cli_args_free(&o);
         return rc_usage;
     }
 
+    struct sigaction sa, old_sa;
+    bool handling = false;
     if (device == TFVM_DEVICE_CUDA) { /* no GPU: say so before anything else */
         char state[256];
         if (tfvm_device_status("cuda", state, sizeof state) != TFVM_OK) {
-            free(arg_text);
+            cli_args_free(&o);
             return fail("cuda: %s", state);
         }
     }
     tfvm_error err;
     tfvm_program *prog;
     if (load_program(file, entry, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK) {
-        free(arg_text);
+        cli_args_free(&o);
         return cli_load_failed(&err);
     }
 
@@ -671,9 +673,13 @@ static int cmd_run(int argc, char **argv)
     tfvm_config cfg;
     tfvm_config_init(&cfg);
     cfg.max_contexts = max_contexts;
-    cfg.threads = (int)threads;
+    cfg.threads = threads;
     cfg.deterministic = deterministic || threads == 1;
     cfg.device = (tfvm_device)device;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    handling = sigaction(SIGINT, &sa, &old_sa) == 0;
     tfvm_status vst = tfvm_vm_new(prog, &cfg, &vm);
     if (vst == TFVM_ERR_DEVICE) {
         char state[256];
@@ -685,10 +691,18 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     running_vm = vm;
-    signal(SIGINT, on_sigint);
-    tfvm_status st = tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
-    signal(SIGINT, SIG_DFL);
+    tfvm_status st = sigint_seen ? TFVM_ERR_INTERRUPTED : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
     running_vm = NULL;
+    if (st == TFVM_OK && sigint_seen) { /* came as the run started, and did not stop it */
+        for (size_t k = 0; k < e.n_results; k++)
+            tfvm_value_release(&results[k]);
+        st = TFVM_ERR_INTERRUPTED;
+    }
+    if (st == TFVM_ERR_INTERRUPTED) {
+        fail("interrupted");
+        rc = EXIT_SIGINT;
+        goto out;
+    }
     if (st != TFVM_OK) {
         fail("%s", tfvm_errmsg(vm));
         goto out;
@@ -747,10 +761,12 @@ out:
     free(args);
     free(results);
     free(bound);
-    free(arg_text);
+    cli_args_free(&o);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
-    return rc;
+    if (handling)
+        sigaction(SIGINT, &old_sa, NULL);
+    return sigint_seen ? EXIT_SIGINT : rc;
 }
 
 /* ---- asm / dis ------------------------------------------------------------------ */
@@ -759,30 +775,17 @@ out:
 static int parse_io(const char *cmd, const char *usage, int argc, char **argv, const char **in, const char **out,
                     const char **outputs)
 {
-    *in = *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (strcmp(a, "-o") == 0) {
-            if (++i == argc)
-                return cli_usage_error(cmd, "-o needs a file name");
-            *out = argv[i];
-        } else if (outputs && strcmp(a, "--outputs") == 0) {
-            if (++i == argc)
-                return cli_usage_error(cmd, "--outputs needs a list of tensor names (a,b:1)");
-            *outputs = argv[i];
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (*in) {
-            return cli_usage_error(cmd, "more than one input file ('%s' and '%s')", *in, a);
-        } else {
-            *in = a;
-        }
-    }
-    if (!*in)
-        return cli_usage_error(cmd, "missing FILE");
+    static const cli_opt opts[] = {{"-o", NULL, "needs a file name"},
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+    cli_args o;
+    int rc = cli_parse(cmd, usage, opts, outputs ? 2 : 1, CLI_ONE_FILE, argc, argv, &o);
+    if (rc)
+        return rc;
+    *in = o.pos[0];
+    *out = o.val[0];
+    if (outputs)
+        *outputs = o.val[1];
+    cli_args_free(&o); /* the strings live in argv */
     return 0;
 }
 
@@ -864,46 +867,40 @@ static char *default_output(const char *in)
 
 static int cmd_compile(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *entry = NULL, *outputs = NULL;
+    enum { C_OUT, C_ENTRY, C_OUTPUTS, C_EMIT, C_O0, C_O1, C_O, C_OVERFLOW };
+    static const cli_opt opts[] = {
+        [C_OUT] = {"-o", NULL, "needs a file name"},
+        [C_ENTRY] = {"-e", "--entry", "needs a function name"},
+        [C_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+        [C_EMIT] = {NULL, "--emit", "takes asm or tfvm"},
+        [C_O0] = {"-O0", NULL, NULL},
+        [C_O1] = {"-O1", NULL, NULL},
+        [C_O] = {"-O", NULL, NULL},
+        [C_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
+    };
+    cli_args o;
+    int rc = cli_parse("compile", usage_compile, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *in = o.pos[0], *out = o.val[C_OUT], *entry = o.val[C_ENTRY], *outputs = o.val[C_OUTPUTS];
     bool asm_text = false;
     int opt = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (is_help(a)) {
-            fputs(usage_compile, stdout);
-            return 0;
-        } else if (strcmp(a, "-o") == 0) {
-            if (++i == argc)
-                return cli_usage_error("compile", "-o needs a file name");
-            out = argv[i];
-        } else if (strcmp(a, "-e") == 0 || strcmp(a, "--entry") == 0) {
-            if (++i == argc)
-                return cli_usage_error("compile", "%s needs a function name", a);
-            entry = argv[i];
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc)
-                return cli_usage_error("compile", "--outputs needs a list of tensor names (a,b:1)");
-            outputs = argv[i];
-        } else if (strcmp(a, "--emit=asm") == 0) {
-            asm_text = true;
-        } else if (strcmp(a, "--emit=tfvm") == 0) {
-            asm_text = false;
-        } else if (strncmp(a, "--emit=", 7) == 0) {
-            return cli_usage_error("compile", "--emit takes asm or tfvm, got '%s'", a + 7);
-        } else if (strcmp(a, "-O0") == 0) {
+    for (size_t h = 0; h < o.n_hits; h++) { /* the last of -O0/-O1/-O and of --emit wins */
+        if (o.hits[h].opt == C_O0)
             opt = 0;
-        } else if (strcmp(a, "-O1") == 0 || strcmp(a, "-O") == 0) {
+        else if (o.hits[h].opt == C_O1 || o.hits[h].opt == C_O)
             opt = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error("compile", "unknown option '%s'", a);
-        } else if (in) {
-            return cli_usage_error("compile", "more than one input file ('%s' and '%s')", in, a);
-        } else {
-            in = a;
-        }
+        else if (o.hits[h].opt == C_EMIT && strcmp(o.hits[h].value, "asm") != 0 && strcmp(o.hits[h].value, "tfvm") != 0)
+            rc = cli_usage_error("compile", "--emit takes asm or tfvm, got '%s'", o.hits[h].value);
+        else if (o.hits[h].opt == C_EMIT)
+            asm_text = strcmp(o.hits[h].value, "asm") == 0;
+        else if (o.hits[h].opt == C_OVERFLOW && !rc)
+            rc = cli_overflow("compile", o.hits[h].value);
     }
-    if (!in)
-        return cli_usage_error("compile", "missing FILE");
+    cli_args_free(&o);
+    if (rc)
+        return rc;
+
     char *default_out = NULL;
     if (!out && asm_text) {
         out = "-";
@@ -916,7 +913,6 @@ static int cmd_compile(int argc, char **argv)
     }
     tfvm_error err;
     tfvm_program *prog = NULL;
-    int rc = 0;
     /* standard input holds graph-language source, as it always has */
     tfvm_format format = strcmp(in, "-") == 0 ? TFVM_FORMAT_TFG : TFVM_FORMAT_AUTO;
     if (load_program(in, entry, outputs, opt, format, &prog, &err) != TFVM_OK) {
@@ -943,18 +939,95 @@ static int cmd_compile(int argc, char **argv)
 
 static int cmd_devices(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
-            fputs(usage_devices, stdout);
-            return 0;
-        }
-        return cli_usage_error("devices", "unexpected argument '%s'", argv[i]);
-    }
+    cli_args o;
+    int rc = cli_parse("devices", usage_devices, NULL, 0, CLI_NO_FILE, argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    cli_args_free(&o);
     for (int id = 0; id < DEV_COUNT; id++) {
         char state[256];
         tfvm_device_status(dev_name((dev_id)id), state, sizeof state);
         printf("%s: %s\n", dev_name((dev_id)id), state);
     }
+    return fflush(stdout) == 0 ? 0 : fail("cannot write: %s", strerror(errno));
+}
+
+/* ---- info ------------------------------------------------------------------------- */
+
+static const char *const usage_info =
+    "usage: tfvm info [options] FILE\n"
+    "\n"
+    "Describes a program (FILE: .tfvm, or, compiled in memory, .tfasm, .tfg,\n"
+    ".onnx or .pb): its size as .tfvm bytecode, the source file its positions\n"
+    "refer to, its regions, instructions, edges, call sites and constants, and\n"
+    "each entry point with its declared signature, e.g.\n"
+    "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
+    "(f32[] is a tensor of any rank, ? a dimension of any size; every run\n"
+    "checks its arguments and results against these).\n"
+    "\n"
+    "options:\n"
+    "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"
+    "  --outputs A,B:1        .pb: the tensors that become results (as for run)\n"
+    "  -h, --help             show this help\n";
+
+static void print_params(const char *open, const isa_param *ps, uint32_t n)
+{
+    char ty[160];
+    fputs(open, stdout);
+    for (uint32_t k = 0; k < n; k++) {
+        printf(k ? ", " : "");
+        printf(cli_param_fmt(ps[k].name), "", ps[k].name, isa_param_type(&ps[k], ty, sizeof ty), "");
+    }
+    fputs(")", stdout);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+    cli_args o;
+    int rc = cli_parse("info", usage_info, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
+    cli_args_free(&o);
+    tfvm_error err;
+    tfvm_program *prog;
+    if (load_program(in, entry, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK)
+        return cli_load_failed(&err);
+    const isa_program *p = &prog->isa;
+    void *bytes = NULL;
+    size_t size = 0;
+    if (tfvm_program_save_memory(prog, &bytes, &size, &err) != TFVM_OK) {
+        tfvm_program_free(prog);
+        return fail("%s", err.message);
+    }
+    unsigned minor = size >= 12 ? ((const unsigned char *)bytes)[10] : 0;
+    tfvm_program_buffer_free(prog, bytes, size);
+    uint32_t loops = 0, funcs = 0;
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        loops += p->regions[r].kind == ISA_REGION_LOOP;
+        funcs += p->regions[r].kind == ISA_REGION_FUNC;
+    }
+    size_t cbytes = 0;
+    for (uint32_t k = 0; k < p->n_consts; k++)
+        cbytes += p->consts[k].nbytes;
+    printf("file:         %s (%zu bytes as .tfvm 1.%u)\n", in, size, minor);
+    if (p->source)
+        printf("source:       %s\n", p->source);
+    printf("instructions: %" PRIu32 " in %" PRIu32 " region%s (%" PRIu32 " loop%s, %" PRIu32 " function%s), %" PRIu32
+           " edges, %" PRIu32 " call site%s\n",
+           p->n_insts, p->n_regions, p->n_regions == 1 ? "" : "s", loops, loops == 1 ? "" : "s", funcs,
+           funcs == 1 ? "" : "s", p->n_edges, p->n_sites, p->n_sites == 1 ? "" : "s");
+    printf("constants:    %" PRIu32 " (%zu bytes of data)\n", p->n_consts, cbytes);
+    for (uint32_t e = 0; e < p->n_entries; e++) {
+        const isa_entry *en = &p->entries[e];
+        printf("entry %s", en->name);
+        print_params("(", en->params, en->n_params);
+        print_params(" -> (", en->results, en->n_results);
+        putchar('\n');
+    }
+    tfvm_program_free(prog);
     return fflush(stdout) == 0 ? 0 : fail("cannot write: %s", strerror(errno));
 }
 
@@ -972,6 +1045,7 @@ static const command commands[] = {
     {"dis", cmd_dis, &usage_dis},
     {"compile", cmd_compile, &usage_compile},
     {"devices", cmd_devices, &usage_devices},
+    {"info", cmd_info, &usage_info},
     {"debug", cli_debug, &cli_usage_debug},
     {"dot", cli_dot, &cli_usage_dot},
     {"profile", cli_profile, &cli_usage_profile},
@@ -998,7 +1072,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-        printf("tfvm %s (bytecode format 1.0)\n", TFVM_VERSION_STRING);
+        printf("tfvm %s (bytecode format 1.1)\n", tfvm_version());
         return 0;
     }
     if (strcmp(cmd, "help") == 0) {

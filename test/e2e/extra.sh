@@ -95,9 +95,13 @@ out=$(printf 'garbage' | "$TFVM" run - 2>&1)
     no "garbage on stdin: '$out'"
 out=$("$TFVM" run - 1071 462 <"$TMP/gcd.tfvm" | paste -sd'|')
 [ "$out" = "21|true" ] || no ".tfvm on stdin printed '$out'"
-# compile: .tfg from stdin as before; .tfasm is taken too; the default output name
+# compile: .tfg from stdin as before; .tfasm is taken too; the default output name.
+# The same program either way, but only the file has a name for its positions
+# (the `source` line and the blank line after it).
 "$TFVM" compile - -o "$TMP/fib_stdin.tfvm" <examples/fib.tfg && "$TFVM" compile examples/fib.tfg -o "$TMP/fib_file.tfvm" &&
-    cmp -s "$TMP/fib_stdin.tfvm" "$TMP/fib_file.tfvm" || no "compile - (stdin .tfg) differs from the file"
+    [ "$("$TFVM" dis "$TMP/fib_file.tfvm" | head -1)" = 'source "examples/fib.tfg"' ] &&
+    cmp -s <("$TFVM" dis "$TMP/fib_stdin.tfvm") <("$TFVM" dis "$TMP/fib_file.tfvm" | tail -n +3) ||
+    no "compile - (stdin .tfg) differs from the file"
 "$TFVM" compile "$TMP/three.tfasm" -o "$TMP/three2.tfvm" && cmp -s "$TMP/three.tfvm" "$TMP/three2.tfvm" ||
     no "compile .tfasm differs from asm"
 cp examples/fib.tfg "$TMP/fibc.tfg"
@@ -115,7 +119,7 @@ out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out:0=$TMP/y.npy" -o 1="$TMP/z1.npy
 out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out=$TMP/y2.npy" 2>&1)
 [ "$out" = "[[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] && cmp -s "$TMP/y2.npy" "$TMP/u.npy" || no "$M -o y/out= (for y/out:0): '$out'"
 out=$("$TFVM" run "$M" scale/factor=2 2>&1)
-[ "$out" = 'tfvm: main("x:0": f32[], "scale/factor": f32): no argument for parameter '"'x:0'" ] || no "$M missing x:0: '$out'"
+[ "$out" = 'tfvm: main("x:0": f32[2, 3], "scale/factor": f32): no argument for parameter '"'x:0'" ] || no "$M missing x:0: '$out'"
 out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o nope="$TMP/n.npy" 2>&1)
 [ "$out" = "tfvm: -o nope: entry 'main' has no result named 'nope'" ] || no "$M -o nope: '$out'"
 cp "$M" "$TMP/named.onnx"
@@ -219,6 +223,24 @@ else
     no "$FAKE missing (make builds it with the tests)"
 fi
 
+# profile reads TFVM_THREADS as run does (issue 14: it ignored it)
+out=$(TFVM_THREADS=x "$TFVM" profile examples/asm/fib.tfasm 3 2>&1)
+[ "$out" = "tfvm: TFVM_THREADS=x: expected an integer from 1 to 1024 (see 'tfvm profile --help')" ] ||
+    no "profile with TFVM_THREADS=x: '$out'"
+out=$(TFVM_THREADS=1 "$TFVM" profile --runs 1 --warmup 0 examples/asm/fib.tfasm 3 2>&1 | head -1)
+[ "$out" = "tfvm profile: examples/asm/fib.tfasm 3 (entry main), 1 worker thread (deterministic)" ] ||
+    no "profile with TFVM_THREADS=1: '$out'"
+
+# Ctrl-C stops a run: "tfvm: interrupted", exit status 130
+"$TFVM" run examples/sum_loop.tfg 100000000000 2>"$TMP/sigint.err" &
+pid=$!
+sleep 1
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" = 130 ] && [ "$(tail -n 1 "$TMP/sigint.err")" = "tfvm: interrupted" ] ||
+    no "SIGINT during a run: exit $rc, stderr '$(cat "$TMP/sigint.err")'"
+
 # The embedding example, built against `make install` through pkg-config.
 prefix="$TMP/prefix"
 if make -s install PREFIX="$prefix" BUILD="$BUILD" SAN="$SAN" >"$TMP/install.log" 2>&1; then
@@ -226,8 +248,14 @@ if make -s install PREFIX="$prefix" BUILD="$BUILD" SAN="$SAN" >"$TMP/install.log
     [ -n "$SAN" ] && flags="-fsanitize=$SAN"
     if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C examples/embed -B CFLAGS="$flags" LDFLAGS="$flags" \
         embed >"$TMP/embed.log" 2>&1; then
-        out=$(LD_LIBRARY_PATH="$prefix/lib" examples/embed/embed "$TMP/fib.tfvm" 20 2>&1)
+        # no LD_LIBRARY_PATH: tfvm.pc's rpath finds the installed libtfvm.so.0
+        out=$(examples/embed/embed "$TMP/fib.tfvm" 20 2>&1)
         [ "$out" = "fib(20) = 10946" ] || no "embed printed '$out'"
+        out=$(examples/embed/embed examples/fib.tfg 20 2>&1) # tfvm_program_load_file takes .tfg
+        [ "$out" = "fib(20) = 10946" ] || no "embed on fib.tfg printed '$out'"
+        out=$(TFVM_DEVICE=cuda TFVM_CUDA_LIB=/nonexistent examples/embed/embed "$TMP/fib.tfvm" 20 2>&1)
+        [ "$out" = "embed: cuda: unavailable: cannot load /nonexistent: cannot open shared object file: No such file or directory" ] ||
+            no "embed without a GPU printed '$out'"
         rm -f examples/embed/embed
     else
         no "examples/embed does not build: $(cat "$TMP/embed.log")"

@@ -146,7 +146,7 @@ while IFS=$'\t' read -r args want_rc want_err want_out; do
 done <test/e2e/cli_cases.tsv
 
 # 4. Every subcommand has a --help that exits 0 and starts with its usage line.
-for c in run asm dis compile debug dot profile; do
+for c in run asm dis compile info devices debug dot profile; do
     if "$TFVM" "$c" --help | head -1 | grep -q "^usage: tfvm $c"; then ok; else bad "tfvm $c --help"; fi
 done
 

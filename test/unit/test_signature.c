@@ -341,6 +341,92 @@ START_TEST(labels)
 }
 END_TEST
 
+/* ---- The C API additions of issue 14 ---------------------------------------------- */
+static void count_release(void *ud, void *data)
+{
+    int *n = ud;
+    ck_assert_ptr_nonnull(data);
+    ++*n;
+}
+
+/* A caller's buffer goes through a run without a copy and is handed back once,
+ * when the last reference goes. */
+START_TEST(tensor_wrap)
+{
+    float buf[6] = {1, 2, 3, 4, 5, 6};
+    int64_t dims[2] = {2, 3};
+    int released = 0;
+    ck_assert_ptr_null(tfvm_tensor_wrap(TFVM_F32, 2, dims, NULL, count_release, &released, NULL));
+    ck_assert_ptr_null(tfvm_tensor_wrap(TFVM_F32, 2, dims, (char *)buf + 1, count_release, &released, NULL));
+    int64_t neg[2] = {2, -3};
+    ck_assert_ptr_null(tfvm_tensor_wrap(TFVM_F32, 2, neg, buf, count_release, &released, NULL));
+    ck_assert_int_eq(released, 0);
+    tfvm_tensor *t = tfvm_tensor_wrap(TFVM_F32, 2, dims, buf, count_release, &released, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_ptr_eq(tfvm_tensor_data(t), buf);
+    ck_assert_int_eq(tfvm_tensor_count(t), 6);
+
+    tfvm_program *p = assemble("entry main(x: f32[?, 3]) -> (r: f32[?, 3]) {\n    x = ARG 0\n"
+                               "    r = ADD (x, x)\n        RESULT 0 (r)\n}\n");
+    tfvm_vm *vm;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_vm_new_ex(p, NULL, &vm, &err), TFVM_OK);
+    tfvm_value a = tfvm_tensor_value(t), r;
+    ck_assert_int_eq(tfvm_run(vm, "main", &a, 1, &r, 1), TFVM_OK);
+    ck_assert(((const float *)tfvm_tensor_cdata(r.tensor))[5] == 12.0f);
+    tfvm_value_release(&r);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    ck_assert_int_eq(released, 0);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(released, 1);
+}
+END_TEST
+
+START_TEST(vm_new_ex_and_version)
+{
+    ck_assert(TFVM_VERSION_OK());
+    ck_assert_str_eq(tfvm_version(), TFVM_VERSION_STRING);
+    ck_assert_int_eq(tfvm_version_number(), TFVM_VERSION_NUMBER);
+    tfvm_program *p = assemble(ident);
+    tfvm_vm *vm = (tfvm_vm *)1;
+    tfvm_error err;
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.sched = "nope";
+    ck_assert_int_eq(tfvm_vm_new_ex(p, &cfg, &vm, &err), TFVM_ERR_ARGUMENT);
+    ck_assert_ptr_null(vm);
+    ck_assert_str_eq(err.message, "no scheduling policy named 'nope'");
+    ck_assert_int_eq(tfvm_vm_new_ex(NULL, NULL, &vm, &err), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(err.message, "tfvm_vm_new: NULL argument");
+    /* no GPU here (or a backend that cannot load): the reason, not "out of memory" */
+    setenv("TFVM_CUDA_LIB", "/nonexistent/libtfvm_cuda.so", 1);
+    char state[256];
+    if (tfvm_device_status("cuda", state, sizeof state) != TFVM_OK) {
+        tfvm_config_init(&cfg);
+        cfg.device = TFVM_DEVICE_CUDA;
+        ck_assert_int_eq(tfvm_vm_new_ex(p, &cfg, &vm, &err), TFVM_ERR_DEVICE);
+        char want[300];
+        snprintf(want, sizeof want, "cuda: %s", state);
+        ck_assert_str_eq(err.message, want);
+    }
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* tfvm_program_load_file reads .tfg like the command does */
+START_TEST(load_file_any_format)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_load_file("examples/fib.tfg", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_str_eq(p->isa.source, "examples/fib.tfg");
+    tfvm_program_free(p);
+    ck_assert_int_eq(tfvm_program_load_file("examples/nope.tfg", NULL, &p, &err), TFVM_ERR_IO);
+    ck_assert_ptr_null(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("signature");
@@ -352,6 +438,9 @@ int main(void)
     tcase_add_test(tc, run_checks);
     tcase_add_test(tc, api_and_compiler);
     tcase_add_test(tc, labels);
+    tcase_add_test(tc, tensor_wrap);
+    tcase_add_test(tc, vm_new_ex_and_version);
+    tcase_add_test(tc, load_file_any_format);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
