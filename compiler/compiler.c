@@ -190,29 +190,30 @@ void cc_warn(cc *C, cc_pos pos, const char *fmt, ...)
     C->n_warnings++;
 }
 
+/* Levenshtein distance with adjacent transpositions (fbi -> fib is 1). */
 static uint32_t edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127)
+    if (la > 63 || lb > 63)
         return UINT32_MAX;
-    uint32_t row[128];
+    uint8_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (uint8_t)i;
     for (size_t j = 0; j <= lb; j++)
-        row[j] = (uint32_t)j;
+        d[0][j] = (uint8_t)j;
     for (size_t i = 1; i <= la; i++) {
-        uint32_t diag = row[0];
-        row[0] = (uint32_t)i;
         for (size_t j = 1; j <= lb; j++) {
-            uint32_t up = row[j];
-            uint32_t best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            if (up + 1 < best)
-                best = up + 1;
-            row[j] = best;
-            diag = up;
+            uint32_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1u < best)
+                best = d[i - 1][j] + 1u;
+            if (d[i][j - 1] + 1u < best)
+                best = d[i][j - 1] + 1u;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1u < best)
+                best = d[i - 2][j - 2] + 1u;
+            d[i][j] = (uint8_t)best;
         }
     }
-    return row[lb];
+    return d[la][lb];
 }
 
 const char *cc_suggest(const char *name, const char *const *cands, uint32_t n)

@@ -1023,7 +1023,8 @@ static void check_let(checker *K, cc_let *l)
             v->origin = o->origin;
             v->flex = o->flex;
             v->let = o->let;
-        } else if (flexible && !t->t[0].tensor) {
+        } else if (flexible && !t->t[0].tensor && (t->t[0].dtype == TFVM_I32 || t->t[0].dtype == TFVM_F64)) {
+            /* a bare literal with its default dtype (a wide one is i64 for good) */
             v->flex = l->value->kind == CC_E_FLOAT || is_float(t->t[0].dtype) ? 2 : 1;
             v->let = l;
         }

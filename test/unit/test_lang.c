@@ -1,0 +1,607 @@
+/* test/unit/test_lang.c — the .tfg statement forms and operators of issue 15:
+ * var/assignment/+=, statement if, while and for, return anywhere (each
+ * compiled to the same graph as its hand-threaded equivalent: equal firing
+ * and instruction counts), short-circuit && ||, bitwise operators, literal
+ * typing, --overflow=trap, several errors per compile, warnings, "did you
+ * mean", and load() of .npy/.npz constants. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/compiler.h"
+#include "loader/loader.h"
+#include "testutil.h"
+#include "tfvm.h"
+
+/* ---- Helpers ----------------------------------------------------------------------------- */
+
+static tfvm_program *compile_with(const char *src, bool trap)
+{
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.overflow_trap = trap;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", &o, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "compile failed: %s\n%s", err.message, src);
+    return p;
+}
+
+static tfvm_program *compile(const char *src) { return compile_with(src, false); }
+
+typedef struct run_out {
+    tfvm_status st;
+    tfvm_value r[12];
+    uint64_t fired;
+    char msg[512];
+} run_out;
+
+static run_out run(const tfvm_program *p, const tfvm_value *args, size_t n_args)
+{
+    run_out o;
+    memset(&o, 0, sizeof o);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_uint_le(e.n_results, 12);
+    o.st = tfvm_run(vm, NULL, args, n_args, o.r, e.n_results);
+    if (o.st != TFVM_OK)
+        snprintf(o.msg, sizeof o.msg, "%s", tfvm_errmsg(vm));
+    tfvm_stats s;
+    tfvm_vm_stats(vm, &s);
+    o.fired = s.fired;
+    tfvm_vm_free(vm);
+    return o;
+}
+
+static int64_t as_int(const tfvm_value *v)
+{
+    switch (v->dtype) {
+    case TFVM_I64: return v->as.i64;
+    case TFVM_I32: return v->as.i32;
+    case TFVM_BOOL: return v->as.b;
+    default: ck_abort_msg("not an integer result"); return 0;
+    }
+}
+
+/* The integer (or bool) results of main(args) */
+static void expect_ints(const char *src, const tfvm_value *args, size_t n_args, const int64_t *want, size_t n)
+{
+    tfvm_program *p = compile(src);
+    run_out o = run(p, args, n_args);
+    ck_assert_msg(o.st == TFVM_OK, "run failed: %s\n%s", o.msg, src);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(as_int(&o.r[k]) == want[k], "result %zu: %lld, want %lld\n%s", k, (long long)as_int(&o.r[k]),
+                      (long long)want[k], src);
+    tfvm_program_free(p);
+}
+
+static uint32_t n_insts(const tfvm_program *p) { return p->isa.n_insts; }
+
+/* ---- Acceptance: the new forms cost what the hand-threaded ones do ------------------------- */
+
+static const struct {
+    const char *what, *sugar, *plain;
+    tfvm_value args[2];
+    size_t n_args;
+    int64_t result;
+    uint64_t fired;
+} pairs[] = {
+    {"fib with early return",
+     "fn fib(n: i32) -> i32 {\n"
+     "    if n <= 1 { return 1; }\n"
+     "    return fib(n - 1) + fib(n - 2);\n"
+     "}\n"
+     "fn main(n: i32) -> i32 { fib(n) }\n",
+     "fn fib(n: i32) -> i32 {\n"
+     "    if n <= 1 { 1 } else { fib(n - 1) + fib(n - 2) }\n"
+     "}\n"
+     "fn main(n: i32) -> i32 { fib(n) }\n",
+     {{TFVM_I32, NULL, {.i32 = 15}}}, 1, 987, 9866},
+    {"nested loops with +=",
+     "fn main(n: i32) -> i32 {\n"
+     "    var s = 0;\n"
+     "    for i in 0..n {\n"
+     "        for j in 0..i {\n"
+     "            s += i * j;\n"
+     "        }\n"
+     "    }\n"
+     "    s\n"
+     "}\n",
+     "fn main(n: i32) -> i32 {\n"
+     "    let (_, s) = while (i = 0, s = 0; i < n) {\n"
+     "        let (_, s2) = while (j = 0, s2 = s; j < i) { (j + 1, s2 + i * j) };\n"
+     "        (i + 1, s2)\n"
+     "    };\n"
+     "    s\n"
+     "}\n",
+     {{TFVM_I32, NULL, {.i32 = 30}}}, 1, 90335, 4998},
+    {"early-return search (found)",
+     "fn main(n: i32, t: i32) -> i32 {\n"
+     "    for i in 0..n {\n"
+     "        if i * i == t {\n"
+     "            return i;\n"
+     "        }\n"
+     "    }\n"
+     "    return -1;\n"
+     "}\n",
+     "fn main(n: i32, t: i32) -> i32 {\n"
+     "    let (_, go, r) = while (i = 0, go = true, r = 0; go && i < n) {\n"
+     "        if i * i == t { (i, false, i) } else { (i + 1, true, r) }\n"
+     "    };\n"
+     "    if go { -1 } else { r }\n"
+     "}\n",
+     {{TFVM_I32, NULL, {.i32 = 100}}, {TFVM_I32, NULL, {.i32 = 49}}}, 2, 7, 192},
+    {"early-return search (not found)", NULL, NULL, {{TFVM_I32, NULL, {.i32 = 100}}, {TFVM_I32, NULL, {.i32 = 50}}},
+     2, -1, 2034},
+    {"while statement",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x = n;\n"
+     "    var steps = 0;\n"
+     "    while x != 1 {\n"
+     "        if x % 2 == 0 { x /= 2; } else { x = 3 * x + 1; }\n"
+     "        steps += 1;\n"
+     "    }\n"
+     "    steps\n"
+     "}\n",
+     "fn main(n: i64) -> i64 {\n"
+     "    let (x, steps) = while (x = n, steps = 0i64; x != 1) {\n"
+     "        let x2 = if x % 2 == 0 { x / 2 } else { 3 * x + 1 };\n"
+     "        (x2, steps + 1)\n"
+     "    };\n"
+     "    steps\n"
+     "}\n",
+     {{TFVM_I64, NULL, {.i64 = 27}}}, 1, 111, 1393},
+};
+
+START_TEST(same_firings_as_hand_threaded)
+{
+    for (size_t c = 0; c < UT_COUNTOF(pairs); c++) {
+        size_t s = pairs[c].sugar ? c : c - 1; /* a second run of the previous pair */
+        tfvm_program *a = compile(pairs[s].sugar), *b = compile(pairs[s].plain);
+        ck_assert_msg(n_insts(a) == n_insts(b), "%s: %u instructions, hand-threaded %u", pairs[c].what, n_insts(a),
+                      n_insts(b));
+        run_out ra = run(a, pairs[c].args, pairs[c].n_args), rb = run(b, pairs[c].args, pairs[c].n_args);
+        ck_assert_msg(ra.st == TFVM_OK && rb.st == TFVM_OK, "%s: %s %s", pairs[c].what, ra.msg, rb.msg);
+        ck_assert_int_eq(as_int(&ra.r[0]), pairs[c].result);
+        ck_assert_int_eq(as_int(&rb.r[0]), pairs[c].result);
+        printf("%s: %llu firings, hand-threaded %llu; %u instructions each\n", pairs[c].what,
+               (unsigned long long)ra.fired, (unsigned long long)rb.fired, n_insts(a));
+        ck_assert_uint_eq(ra.fired, rb.fired);
+        ck_assert_uint_eq(ra.fired, pairs[c].fired);
+        tfvm_program_free(a);
+        tfvm_program_free(b);
+    }
+}
+END_TEST
+
+/* ---- Statements ---------------------------------------------------------------------------- */
+
+START_TEST(statements)
+{
+    tfvm_value n5 = tfvm_i32(5), n0 = tfvm_i32(0);
+    /* every compound assignment */
+    expect_ints("fn main(n: i32) -> i32 {\n"
+                "    var x = n;\n"
+                "    x += 10; x -= 3; x *= 4; x /= 3; x %= 7;\n"
+                "    x\n"
+                "}\n",
+                &n5, 1, (int64_t[]){((5 + 10 - 3) * 4 / 3) % 7}, 1);
+    /* if without else; else-if chains that assign; the value of an if */
+    const char *sign = "fn main(n: i32) -> (i32, i32) {\n"
+                       "    var s = 0;\n"
+                       "    var t = 100;\n"
+                       "    if n > 0 { s = 1; }\n"
+                       "    if n < 0 { s = -1; t = 0; } else if n == 0 { t = 50; } else { t += n; }\n"
+                       "    (s, t)\n"
+                       "}\n";
+    expect_ints(sign, &n5, 1, (int64_t[]){1, 105}, 2);
+    expect_ints(sign, &n0, 1, (int64_t[]){0, 50}, 2);
+    tfvm_value m3 = tfvm_i32(-3);
+    expect_ints(sign, &m3, 1, (int64_t[]){-1, 0}, 2);
+    /* return from an inner loop; several results; an expression statement */
+    const char *pair = "fn find(n: i32, t: i32) -> (i32, i32) {\n"
+                       "    for i in 0..n {\n"
+                       "        var j = 0;\n"
+                       "        while j < n {\n"
+                       "            if i * j == t { return (i, j); }\n"
+                       "            j += 1;\n"
+                       "        }\n"
+                       "    }\n"
+                       "    (-1, -1)\n"
+                       "}\n"
+                       "fn main(n: i32) -> (i32, i32) {\n"
+                       "    find(n, 0);\n"
+                       "    let (a, b) = find(n, 12);\n"
+                       "    (a, b)\n"
+                       "}\n";
+    tfvm_value n10 = tfvm_i32(10);
+    expect_ints(pair, &n10, 1, (int64_t[]){2, 6}, 2);
+    expect_ints(pair, &n5, 1, (int64_t[]){3, 4}, 2);
+    tfvm_value n2 = tfvm_i32(2);
+    expect_ints(pair, &n2, 1, (int64_t[]){-1, -1}, 2);
+    /* return in both branches; statements after a returning if */
+    expect_ints("fn f(n: i32) -> i32 {\n"
+                "    if n > 3 { return 1; } else if n > 1 { var k = n; k *= 10; return k; }\n"
+                "    let z = n - 7;\n"
+                "    z\n"
+                "}\n"
+                "fn main(n: i32) -> (i32, i32, i32) { (f(n), f(2), f(0)) }\n",
+                &n5, 1, (int64_t[]){1, 20, -7}, 3);
+    /* a for loop over a computed range; the counter is read-only */
+    expect_ints("fn main(n: i32) -> i32 {\n"
+                "    var p = 1;\n"
+                "    for k in n - 2..n + 1 { p *= k; }\n"
+                "    p\n"
+                "}\n",
+                &n5, 1, (int64_t[]){3 * 4 * 5}, 1);
+    /* var patterns and shadowing by let */
+    expect_ints("fn dm(a: i32, b: i32) -> (i32, i32) { (a / b, a % b) }\n"
+                "fn main(n: i32) -> i32 {\n"
+                "    var (q, r) = dm(n * 7, 3);\n"
+                "    q += r;\n"
+                "    let q = q * 2;\n"
+                "    q\n"
+                "}\n",
+                &n5, 1, (int64_t[]){(35 / 3 + 35 % 3) * 2}, 1);
+}
+END_TEST
+
+/* ---- Operators and literals --------------------------------------------------------------- */
+
+START_TEST(short_circuit)
+{
+    const char *src = "fn even(n: i32) -> bool { n == 0 || odd(n - 1) }\n"
+                      "fn odd(n: i32) -> bool { n != 0 && even(n - 1) }\n"
+                      "fn main(n: i32) -> (bool, bool) { (odd(n), even(n)) }\n";
+    tfvm_value n7 = tfvm_i32(7), n10 = tfvm_i32(10);
+    expect_ints(src, &n7, 1, (int64_t[]){1, 0}, 2);
+    expect_ints(src, &n10, 1, (int64_t[]){0, 1}, 2);
+    /* the right side does not run when the left side decides: no division by zero */
+    const char *guard = "fn main(n: i32) -> (bool, bool) { (n != 0 && 10 / n > 2, n == 0 || 10 % n == 1) }\n";
+    tfvm_value z = tfvm_i32(0), three = tfvm_i32(3);
+    expect_ints(guard, &z, 1, (int64_t[]){0, 1}, 2);
+    expect_ints(guard, &three, 1, (int64_t[]){1, 1}, 2);
+    /* a cheap right side stays one AND; a call or a division makes a branch */
+    tfvm_program *p = compile("fn main(a: i32, b: i32) -> bool { a < b && b > 0 }");
+    uint32_t ands = 0, switches = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        ands += p->isa.insts[i].op == ISA_AND;
+        switches += p->isa.insts[i].op == ISA_SWITCH || p->isa.insts[i].op == ISA_BRANCH;
+    }
+    ck_assert_uint_eq(ands, 1);
+    ck_assert_uint_eq(switches, 0);
+    tfvm_program_free(p);
+    p = compile("fn main(a: i32, b: i32) -> bool { a != 0 && b / a > 0 }");
+    ands = switches = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        ands += p->isa.insts[i].op == ISA_AND;
+        switches += p->isa.insts[i].op == ISA_SWITCH || p->isa.insts[i].op == ISA_BRANCH;
+    }
+    ck_assert_uint_eq(ands, 0);
+    ck_assert_uint_gt(switches, 0);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(bitwise)
+{
+    const char *src = "fn main(a: i32, b: i32) -> (i32, i32, i32, i32, i32, i32, i64, bool, bool, bool, bool, i32) {\n"
+                      "    let p = a > b;\n"
+                      "    let q = b > 0;\n"
+                      "    (a & b, a | b, a ^ b, a << 3, a >> 2, ~a, cast<i64>(a) << 40,\n"
+                      "     p & q, p | q, p ^ q, ~p, (a ^ b ^ 5) & 7 | 1 << 4)\n"
+                      "}\n";
+    tfvm_value args[2] = {tfvm_i32(-100), tfvm_i32(7)};
+    int64_t want[] = {-100 & 7, -100 | 7, -100 ^ 7, -800, -25, 99, -100 * (1ll << 40), 0, 1, 1, 1,
+                      ((-100 ^ 7 ^ 5) & 7) | 16};
+    expect_ints(src, args, 2, want, UT_COUNTOF(want));
+    /* shifts by a count outside [0, bits) are defined (isa.md): SHL gives 0 */
+    tfvm_value s[2] = {tfvm_i32(1), tfvm_i32(33)};
+    expect_ints("fn main(a: i32, k: i32) -> (i32, i32) { (a << k, -a >> k) }", s, 2, (int64_t[]){0, -1}, 2);
+}
+END_TEST
+
+START_TEST(literal_typing)
+{
+    expect_ints("fn main() -> i64 { let x = 5000050000; x }", NULL, 0, (int64_t[]){5000050000ll}, 1);
+    expect_ints("fn main() -> i64 { let x: i64 = 0; x - 3000000000 }", NULL, 0, (int64_t[]){-3000000000ll}, 1);
+    /* a counter started at 0 takes the dtype its uses give it */
+    tfvm_value n = tfvm_i64(100000);
+    expect_ints("fn main(n: i64) -> i64 {\n"
+                "    var s = 0;\n"
+                "    for i in 0..n { s += i; }\n"
+                "    s\n"
+                "}\n",
+                &n, 1, (int64_t[]){4999950000ll}, 1);
+    expect_ints("fn main(n: i64) -> i64 { let k = 0; k + n }", &n, 1, (int64_t[]){100000}, 1);
+}
+END_TEST
+
+START_TEST(overflow_trap)
+{
+    const char *src = "fn fact(n: i32) -> i32 { if n <= 1 { 1 } else { n * fact(n - 1) } }\n"
+                      "fn main(n: i32) -> i32 { fact(n) }\n";
+    tfvm_value n13 = tfvm_i32(13), n12 = tfvm_i32(12);
+    tfvm_program *wrap = compile(src), *trap = compile_with(src, true);
+    run_out o = run(wrap, &n13, 1);
+    ck_assert_int_eq(o.st, TFVM_OK);
+    ck_assert_int_eq(o.r[0].as.i32, 1932053504);
+    o = run(trap, &n12, 1);
+    ck_assert_int_eq(o.st, TFVM_OK);
+    ck_assert_int_eq(o.r[0].as.i32, 479001600);
+    o = run(trap, &n13, 1);
+    ck_assert_int_eq(o.st, TFVM_ERR_ARITH);
+    ck_assert_str_eq(o.msg, "mul_ov_1_51 (MUL_OV) at [fact@1]: i32 overflow");
+    tfvm_program_free(wrap);
+    tfvm_program_free(trap);
+    /* + and - too, and a constant that would overflow is not folded away */
+    trap = compile_with("fn main(a: i64) -> (i64, i64) { (a + 9223372036854775807, 0 - 9223372036854775807 - a) }",
+                        true);
+    tfvm_value one = tfvm_i64(1), zero = tfvm_i64(0), two = tfvm_i64(2);
+    o = run(trap, &zero, 1);
+    ck_assert_int_eq(o.st, TFVM_OK);
+    o = run(trap, &one, 1);
+    ck_assert_int_eq(o.st, TFVM_ERR_ARITH);
+    ck_assert_str_eq(o.msg, "add_ov_1_36 (ADD_OV) at []: i64 overflow");
+    tfvm_program_free(trap);
+    trap = compile_with("fn main(a: i64) -> i64 { 0 - 9223372036854775807 - a }", true);
+    o = run(trap, &two, 1);
+    ck_assert_int_eq(o.st, TFVM_ERR_ARITH);
+    ck_assert_str_eq(o.msg, "sub_ov_1_50 (SUB_OV) at []: i64 overflow");
+    tfvm_program_free(trap);
+}
+END_TEST
+
+/* ---- Errors and warnings ------------------------------------------------------------------- */
+
+static const struct {
+    const char *src, *msg;
+} bad[] = {
+    /* several errors in one compile, in the order found */
+    {"fn main(n: i32) -> i32 {\n    let count = 3;\n    let y = cuont + 1;\n    var z = 0;\n    z = true;\n"
+     "    n + y\n}\n",
+     "bad.tfg:3:13: 'cuont' is not defined; did you mean 'count'?\n 3 |     let y = cuont + 1;\n   |             ^\n"
+     "bad.tfg:5:9: cannot assign bool to 'z' (a var of type i32)\n 5 |     z = true;\n   |         ^"},
+    {"fn main(n: i32) -> i32 {\n    let a = n +;\n    let b = ;\n    a\n}\n",
+     "bad.tfg:2:16: expected an expression, got ';'\n 2 |     let a = n +;\n   |                ^\n"
+     "bad.tfg:3:13: expected an expression, got ';'\n 3 |     let b = ;\n   |             ^"},
+    {"fn fib(n: i32) -> i32 { n }\nfn main(n: i32) -> i32 { fbi(n) }\n",
+     "bad.tfg:2:26: no function or built-in op named 'fbi'; did you mean 'fib'?\n"
+     " 2 | fn main(n: i32) -> i32 { fbi(n) }\n   |                          ^"},
+    {"fn main(n: i32) -> i32 {\n    let total = n;\n    totl += 1;\n    total\n}\n",
+     "bad.tfg:3:5: 'totl' is not defined; did you mean 'total'?\n 3 |     totl += 1;\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    n += 1;\n    n\n}\n",
+     "bad.tfg:2:5: cannot assign to 'n': it is not a var (declare it with 'var n = ...')\n 2 |     n += 1;\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    for i in 0..n { i = 2; }\n    n\n}\n",
+     "bad.tfg:2:21: cannot assign to 'i': it is not a var (declare it with 'var i = ...')\n"
+     " 2 |     for i in 0..n { i = 2; }\n   |                     ^"},
+    {"fn main(n: i32) -> i32 {\n    var s = 0;\n    let k = if n > 0 { s = 1; 2 } else { 3 };\n    k\n}\n",
+     "bad.tfg:3:24: cannot assign to 's' inside an expression (it is declared outside it)\n"
+     " 3 |     let k = if n > 0 { s = 1; 2 } else { 3 };\n   |                        ^"},
+    {"fn main(n: i32) -> i32 {\n    let k = if n > 0 { return 1; } else { 3 };\n    k\n}\n",
+     "bad.tfg:2:24: 'return' cannot be used inside an expression (only in a function's statements)\n"
+     " 2 |     let k = if n > 0 { return 1; } else { 3 };\n   |                        ^"},
+    {"fn main(n: i32) -> i32 {\n    while n > 0 { n + 1; }\n    n\n}\n",
+     "bad.tfg:2:5: this loop assigns no variable declared before it, so its condition can never change\n"
+     " 2 |     while n > 0 { n + 1; }\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    var s = 0;\n    while s < n { s += 1; s }\n    s\n}\n",
+     "bad.tfg:3:27: a loop body gives no value (end the expression with ';')\n"
+     " 3 |     while s < n { s += 1; s }\n   |                           ^"},
+    {"fn main(n: i64) -> i64 {\n    var s: i32 = 0;\n    s += n;\n    n\n}\n",
+     "bad.tfg:3:7: operands of '+' have different types: i32 and i64 (convert with cast<T>(x))\n"
+     " 3 |     s += n;\n   |       ^"},
+    {"fn main(x: f32) -> f32 {\n    x & 1.0\n}\n",
+     "bad.tfg:2:7: '&' needs integers or bools, got f32\n 2 |     x & 1.0\n   |       ^"},
+    {"fn main(p: bool) -> bool {\n    p << p\n}\n",
+     "bad.tfg:2:7: '<<' needs integers, got bool\n 2 |     p << p\n   |       ^"},
+    {"fn main(x: f64) -> f64 {\n    ~x\n}\n",
+     "bad.tfg:2:5: '~' needs an integer or bool operand, got f64\n 2 |     ~x\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    if n > 0 { return 1; }\n}\n",
+     "bad.tfg:3:1: expected the function's value or 'return' before '}' (a function ends with its value)\n"
+     " 3 | }\n   | ^"},
+    {"fn main(n: i32) -> i32 {\n    let x = 5000050000;\n    x\n}\n",
+     "bad.tfg:3:5: 'main' returns i32 but its body gives i64\n 3 |     x\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    let x = 'a';\n    x\n}\n",
+     "bad.tfg:2:13: unexpected character '''\n 2 |     let x = 'a';\n   |             ^"},
+    {"fn main(n: i32) -> f32 {\n    let w = load(\"no_such_file.npy\");\n    w[0]\n}\n",
+     "bad.tfg:2:18: load: no_such_file.npy: No such file or directory\n"
+     " 2 |     let w = load(\"no_such_file.npy\");\n   |                  ^"},
+};
+
+START_TEST(compile_errors)
+{
+    for (size_t i = 0; i < UT_COUNTOF(bad); i++) {
+        tfvm_program *p = NULL;
+        tfvm_error err;
+        tfvm_status st = tfvm_program_compile(bad[i].src, strlen(bad[i].src), "bad.tfg", NULL, NULL, &p, &err);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(st == TFVM_ERR_SYNTAX || st == TFVM_ERR_TYPE, "case %zu: status %s", i, tfvm_status_name(st));
+        ck_assert_msg(strcmp(err.message, bad[i].msg) == 0, "case %zu:\nwant: %s\ngot:  %s", i, bad[i].msg,
+                      err.message);
+    }
+}
+END_TEST
+
+typedef struct warn_log {
+    char text[1024];
+    int n;
+} warn_log;
+
+static void collect(void *ud, tfvm_log_level level, const char *message)
+{
+    warn_log *w = ud;
+    ck_assert_int_eq(level, TFVM_LOG_WARN);
+    size_t used = strlen(w->text);
+    snprintf(w->text + used, sizeof w->text - used, "%s\n", message);
+    w->n++;
+}
+
+START_TEST(warnings)
+{
+    const char *src = "fn helper(n: i32) -> i32 { n }\n"
+                      "fn main(n: i32) -> i32 {\n"
+                      "    let unused = 3;\n"
+                      "    let _quiet = 4;\n"
+                      "    var k = 0;\n"
+                      "    k = 5;\n"
+                      "    if n > 0 {\n"
+                      "        return 1;\n"
+                      "        let z = 2;\n"
+                      "    }\n"
+                      "    n\n"
+                      "}\n";
+    warn_log w = {"", 0};
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.log = collect;
+    cfg.log_ud = &w;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_compile(src, strlen(src), "w.tfg", NULL, &cfg, &p, &err), TFVM_OK);
+    ck_assert_str_eq(w.text, "w.tfg:9:9: warning: unreachable code\n"
+                             "w.tfg:3:9: warning: unused variable 'unused'\n"
+                             "w.tfg:5:9: warning: unused variable 'k'\n"
+                             "w.tfg:1:4: warning: function 'helper' is never used\n");
+    tfvm_program_free(p);
+    /* a clean program warns about nothing; a failed compile prints no warnings */
+    w.text[0] = '\0';
+    w.n = 0;
+    const char *clean = "fn main(n: i32) -> i32 { var s = 0; for i in 0..n { s += i; } s }";
+    ck_assert_int_eq(tfvm_program_compile(clean, strlen(clean), "c.tfg", NULL, &cfg, &p, &err), TFVM_OK);
+    ck_assert_int_eq(w.n, 0);
+    tfvm_program_free(p);
+    const char *broken = "fn main(n: i32) -> i32 { let x = 1; n + true }";
+    ck_assert_int_eq(tfvm_program_compile(broken, strlen(broken), "b.tfg", NULL, &cfg, &p, &err), TFVM_ERR_TYPE);
+    ck_assert_int_eq(w.n, 0);
+}
+END_TEST
+
+/* ---- load() ------------------------------------------------------------------------------- */
+
+START_TEST(load_constants)
+{
+    /* test/data/lang/load.tfg: W = load("w.npy") (f32 [2, 3] of 1..6), B = load("w.npz", "b") (i64 10, 20, 30) */
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_open("test/data/lang/load.tfg", NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    tfvm_value x = tfvm_f32(2.0f);
+    run_out o = run(p, &x, 1);
+    ck_assert_msg(o.st == TFVM_OK, "%s", o.msg);
+    ck_assert(o.r[0].as.f32 == 42.0f);
+    ck_assert_int_eq(o.r[1].as.i64, 60);
+    tfvm_program_free(p);
+    static const struct {
+        const char *src, *msg;
+    } errs[] = {
+        {"fn main() -> f32 { reduce_sum(load(\"wz.npz\", \"w\")) }",
+         "test/data/lang/e.tfg:1:46: load: test/data/lang/wz.npz: 'w' is compressed (zip method 8); only stored "
+         "members are supported (write it with np.savez, not np.savez_compressed)"},
+        {"fn main() -> f32 { reduce_sum(load(\"w.npz\", \"v\")) }",
+         "test/data/lang/e.tfg:1:45: load: test/data/lang/w.npz has no array 'v' (it has w, b)"},
+        {"fn main() -> f32 { reduce_sum(load(\"w.npz\")) }",
+         "test/data/lang/e.tfg:1:36: load: w.npz is a .npz archive: name the array, load(\"w.npz\", \"name\")"},
+        {"fn main() -> f32 { reduce_sum(load(\"w.npy\", \"w\")) }",
+         "test/data/lang/e.tfg:1:45: load: only a .npz archive has named arrays (w.npy is not one)"},
+        {"fn main() -> f32 { reduce_sum(load(\"load.tfg\")) }",
+         "test/data/lang/e.tfg:1:36: load: test/data/lang/load.tfg: not a .npy file (bad magic)"},
+    };
+    for (size_t i = 0; i < UT_COUNTOF(errs); i++) {
+        tfvm_status st = tfvm_program_compile(errs[i].src, strlen(errs[i].src), "test/data/lang/e.tfg", NULL, NULL,
+                                              &p, &err);
+        ck_assert_int_eq(st, TFVM_ERR_TYPE);
+        char *nl = strchr(err.message, '\n');
+        if (nl)
+            *nl = '\0';
+        ck_assert_msg(strcmp(err.message, errs[i].msg) == 0, "case %zu:\nwant: %s\ngot:  %s", i, errs[i].msg,
+                      err.message);
+    }
+}
+END_TEST
+
+/* ---- Allocation failures -------------------------------------------------------------------- */
+
+typedef struct fail_alloc {
+    long left;
+    long live;
+} fail_alloc;
+
+static void *fail_fn(void *ud, void *ptr, size_t old, size_t n)
+{
+    fail_alloc *f = ud;
+    if (n == 0) {
+        if (ptr)
+            f->live -= (long)old;
+        free(ptr);
+        return NULL;
+    }
+    if (f->left-- <= 0)
+        return NULL;
+    void *q = realloc(ptr, n);
+    if (q)
+        f->live += (long)n - (long)old;
+    return q;
+}
+
+START_TEST(allocation_failures)
+{
+    const char *srcs[] = {
+        "const W = load(\"w.npy\");\n"
+        "fn main(n: i32, x: f32) -> (i32, f32) {\n"
+        "    var s = 0;\n"
+        "    for i in 0..n { if i & 1 == 1 { s += i; } }\n"
+        "    while s > 100 { s /= 2; if s == 7 { return (s, x); } }\n"
+        "    (s, reduce_sum(W * x))\n"
+        "}\n",
+        "fn main(n: i32) -> i32 { let a = n +; let b = c; a }\n",
+    };
+    tfvm_status want[] = {TFVM_OK, TFVM_ERR_SYNTAX};
+    for (size_t k = 0; k < UT_COUNTOF(srcs); k++) {
+        long n;
+        for (n = 0;; n++) {
+            fail_alloc fa = {n, 0};
+            tfvm_config cfg;
+            tfvm_config_init(&cfg);
+            cfg.allocator = (tfvm_allocator){fail_fn, &fa};
+            tfvm_program *p = NULL;
+            tfvm_error err;
+            tfvm_status st = tfvm_program_compile(srcs[k], strlen(srcs[k]), "test/data/lang/a.tfg", NULL, &cfg, &p,
+                                                  &err);
+            if (st == TFVM_ERR_NOMEM) {
+                ck_assert_ptr_null(p);
+                ck_assert_int_eq(fa.live, 0);
+                continue;
+            }
+            ck_assert_msg(st == want[k], "allocation %ld: status %s (%s)", n, tfvm_status_name(st), err.message);
+            tfvm_program_free(p);
+            ck_assert_int_eq(fa.live, 0);
+            break;
+        }
+        ck_assert_int_gt(n, 0);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lang");
+    TCase *tc = tcase_create("lang");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, same_firings_as_hand_threaded);
+    tcase_add_test(tc, statements);
+    tcase_add_test(tc, short_circuit);
+    tcase_add_test(tc, bitwise);
+    tcase_add_test(tc, literal_typing);
+    tcase_add_test(tc, overflow_trap);
+    tcase_add_test(tc, compile_errors);
+    tcase_add_test(tc, warnings);
+    tcase_add_test(tc, load_constants);
+    tcase_add_test(tc, allocation_failures);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}
