@@ -125,7 +125,7 @@ void cc_error(cc *C, cc_pos pos, tfvm_status code, const char *fmt, ...)
         size_t n = strlen(one);
         if (!dup && C->n_errors == 0) {
             e->code = code;
-            e->instr[0] = e->tag[0] = '\0';
+            e->instr[0] = e->tag[0] = e->where[0] = '\0';
             memcpy(e->message, one, n + 1);
             C->msg_len = n;
             C->n_errors++;

@@ -109,6 +109,9 @@ typedef struct tfvm_error {
                           line (tfvm_program_compile) */
     char instr[128];   /* instruction name, or "" when not about one      */
     char tag[256];     /* the tag it happened at, "[fib@1, loop#3]", or "" */
+    char where[160];   /* the instruction's source position, "fib.tfg:12:39"
+                          (a program compiled from .tfg), or "" when unknown;
+                          tfvm prints it before the message */
 } tfvm_error;
 
 /* ---- Logging ----------------------------------------------------------- */

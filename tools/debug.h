@@ -19,6 +19,9 @@ tfvm_status cli_load_program(const char *path, const char *entry, const char *ou
  * the exit status: 2 for a usage error (--outputs for a file that is not
  * .pb), else 1. */
 int cli_load_failed(const tfvm_error *err);
+/* Prints a failed run's error as one line "tfvm: FILE:LINE:COL: message"
+ * (the position when the program has one, tfvm_error.where); returns 1. */
+int cli_run_failed(const tfvm_vm *vm);
 /* Binds the command line's ARGs (texts[0..n)) to e's parameters: positional
  * ones first, then NAME=VALUE ones (NAME: [A-Za-z_][A-Za-z0-9_.:/-]*, a
  * parameter's name; "x" also names "x:0"). bound (e->n_params slots) gets

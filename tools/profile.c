@@ -75,7 +75,7 @@ static bool run_once(tfvm_vm *vm, const tfvm_entry_info *e, const tfvm_value *ar
     double t1 = now();
     getrusage(RUSAGE_SELF, &r1);
     if (st != TFVM_OK) {
-        fprintf(stderr, "tfvm: %s\n", tfvm_errmsg(vm));
+        cli_run_failed(vm);
         return false;
     }
     for (size_t k = 0; k < nr; k++)

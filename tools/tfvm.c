@@ -231,6 +231,14 @@ static tfvm_status load_program(const char *path, const char *entry, const char 
     return tfvm_program_open(path, &o, &cfg, out, err);
 }
 
+int cli_run_failed(const tfvm_vm *vm)
+{
+    const tfvm_error *e = tfvm_last_error(vm);
+    if (e->where[0]) /* "fib.tfg:12:39: add_12_39 (ADD) at [fib@2]: ..." like a compile error */
+        return fail("%s: %s", e->where, e->message);
+    return fail("%s", e->message);
+}
+
 int cli_load_failed(const tfvm_error *err)
 {
     fail("%s", err->message);
@@ -704,7 +712,7 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     if (st != TFVM_OK) {
-        fail("%s", tfvm_errmsg(vm));
+        cli_run_failed(vm);
         goto out;
     }
     rc = 0;

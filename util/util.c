@@ -76,6 +76,7 @@ tfvm_status ut_verr(tfvm_error *err, tfvm_status code, const char *fmt, va_list 
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         err->instr[0] = '\0';
         err->tag[0] = '\0';
+        err->where[0] = '\0';
     }
     return code;
 }
@@ -112,7 +113,7 @@ void ut_err_clear(tfvm_error *err)
 {
     if (err) {
         err->code = TFVM_OK;
-        err->message[0] = err->instr[0] = err->tag[0] = '\0';
+        err->message[0] = err->instr[0] = err->tag[0] = err->where[0] = '\0';
     }
 }
 

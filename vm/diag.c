@@ -23,9 +23,10 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
     va_end(ap);
     tfvm_error *e = &vm->err;
     e->code = code;
-    e->instr[0] = e->tag[0] = '\0';
+    e->instr[0] = e->tag[0] = e->where[0] = '\0';
     if (inst != ISA_NONE) {
         isa_inst_label(vm->prog, inst, e->instr, sizeof e->instr);
+        isa_inst_where(vm->prog, inst, e->where, sizeof e->where);
         if (ctx)
             vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
         ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr, isa_ops[vm->prog->insts[inst].op].name,

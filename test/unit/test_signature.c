@@ -341,6 +341,27 @@ START_TEST(labels)
 }
 END_TEST
 
+/* A run-time error carries its instruction's source position. */
+START_TEST(error_position)
+{
+    const char *src = "fn main(a: i32, b: i32) -> i32 {\n    a / b\n}\n";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_compile(src, strlen(src), "d.tfg", NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new_ex(p, NULL, &vm, &err), TFVM_OK);
+    tfvm_value args[2] = {tfvm_i32(7), tfvm_i32(0)}, r;
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &r, 1), TFVM_ERR_ARITH);
+    const tfvm_error *e = tfvm_last_error(vm);
+    ck_assert_str_eq(e->where, "d.tfg:2:7");
+    ck_assert_str_eq(e->message, "div_2_7 (DIV) at []: integer division by zero");
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 1, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_last_error(vm)->where, ""); /* not about an instruction */
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* ---- The C API additions of issue 14 ---------------------------------------------- */
 static void count_release(void *ud, void *data)
 {
@@ -438,6 +459,7 @@ int main(void)
     tcase_add_test(tc, run_checks);
     tcase_add_test(tc, api_and_compiler);
     tcase_add_test(tc, labels);
+    tcase_add_test(tc, error_position);
     tcase_add_test(tc, tensor_wrap);
     tcase_add_test(tc, vm_new_ex_and_version);
     tcase_add_test(tc, load_file_any_format);
