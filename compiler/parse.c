@@ -1349,6 +1349,76 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     B->b->result = sel;
 }
 
+static bool has_return(const ps_list *L)
+{
+    for (uint32_t i = 0; L && i < L->n; i++)
+        if (L->s[i]->returns)
+            return true;
+    return false;
+}
+
+/* A branch that returns on some paths and falls through on others: the
+ * rest of the block would have to follow it in two places. */
+static bool partial_return(const ps_stmt *s)
+{
+    return (has_return(s->a) && !always_returns(s->a)) || (has_return(s->b) && !always_returns(s->b)) ||
+           (has_return(s->a) && has_return(s->b) && !(always_returns(s->a) && always_returns(s->b)));
+}
+
+static bool scalar_results(const cc_func *f)
+{
+    for (uint32_t k = 0; f && k < f->n_results; k++)
+        if (f->results[k].type.tensor)
+            return false;
+    return f != NULL;
+}
+
+/* `if c { ... return v; ... }` where a branch may fall through: the if
+ * gives the outer variables it assigns, a flag and the returned values
+ * (as a loop with return does), and the rest of the block runs once, when
+ * the flag says no return happened. */
+static void conv_if_flag(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k *K, const ps_r *R)
+{
+    const ps_stmt *s = L->s[i];
+    cc_func *fn = P_of(C)->fn;
+    uint32_t na = s->assigned.n, nr = fn->n_results, nv = na + 1 + nr;
+    const char **names = cc_array(C, nv, sizeof *names);
+    cc_expr **tail = cc_array(C, nv, sizeof *tail), **rtail = cc_array(C, nv, sizeof *rtail);
+    for (uint32_t j = 0; j < na; j++) {
+        names[j] = s->assigned.v[j];
+        tail[j] = var_ref(C, names[j], s->pos);
+        rtail[j] = var_ref(C, names[j], s->pos);
+    }
+    const char *go = names[na] = hidden(C, "ret.go");
+    tail[na] = bool_lit(C, true, s->pos);
+    rtail[na] = bool_lit(C, false, s->pos);
+    for (uint32_t j = 0; j < nr; j++) {
+        names[na + 1 + j] = hidden(C, "ret.val");
+        tail[na + 1 + j] = zero_of(C, &fn->results[j].type, s->pos);
+    }
+    cc_expr *e = new_expr(C, CC_E_IF, s->pos);
+    e->u.cond.cond = cc_clone(C, s->e);
+    ps_k k = {.kind = K_TAIL, .tail = tail, .n_tail = nv};
+    ps_r r = {.kind = R_LOOP, .tail = rtail, .n_tail = na + 1, .n_rv = nr};
+    e->u.cond.then = conv(C, s->a, &k, &r);
+    e->u.cond.els = conv(C, s->b ? s->b : &empty_list, &k, &r);
+    if (!s->b)
+        e->u.cond.els->pos = s->pos;
+    push_bind(C, B, names, nv, e, true, s->pos);
+    cc_expr *sel = new_expr(C, CC_E_IF, s->pos);
+    sel->u.cond.cond = var_ref(C, go, s->pos);
+    ps_blk Bt = {cc_alloc(C, sizeof(cc_ablock)), 0}, Be = {cc_alloc(C, sizeof(cc_ablock)), 0};
+    Bt.b->pos = Be.b->pos = s->pos;
+    conv_into(C, &Bt, L, i + 1, K, R);
+    cc_expr **rv = cc_array(C, nr, sizeof *rv);
+    for (uint32_t j = 0; j < nr; j++)
+        rv[j] = var_ref(C, names[na + 1 + j], s->pos);
+    conv_return(C, &Be, tuple_of(C, rv, nr, s->pos), s->pos, R);
+    sel->u.cond.then = Bt.b;
+    sel->u.cond.els = Be.b;
+    B->b->result = sel;
+}
+
 static void conv_into(cc *C, ps_blk *B, const ps_list *L, uint32_t from, const ps_k *K, const ps_r *R)
 {
     for (uint32_t i = from; i < L->n; i++) {
@@ -1371,6 +1441,10 @@ static void conv_into(cc *C, ps_blk *B, const ps_list *L, uint32_t from, const p
         case S_WHILE:
         case S_FOR: conv_loop(C, B, L, i, K, R); return;
         case S_IF: {
+            if (!s->value && s->returns && partial_return(s) && scalar_results(P_of(C)->fn)) {
+                conv_if_flag(C, B, L, i, K, R);
+                return;
+            }
             cc_expr *e = new_expr(C, CC_E_IF, s->pos);
             e->u.cond.cond = cc_clone(C, s->e);
             if (s->value || s->returns) {

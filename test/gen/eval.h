@@ -129,6 +129,24 @@ static bool ev_int_op(ev *E, isa_op op, uint8_t d, int64_t x, int64_t y, ev_val 
         return true;
     case ISA_MIN: *out = ev_int(d, x < y ? x : y); return true;
     case ISA_MAX: *out = ev_int(d, x > y ? x : y); return true;
+    case ISA_BITAND: *out = ev_int(d, x & y); return true;
+    case ISA_BITOR: *out = ev_int(d, x | y); return true;
+    case ISA_BITXOR: *out = ev_int(d, x ^ y); return true;
+    case ISA_SHL: { /* a count outside [0, bits) gives 0 */
+        int bits = d == TFVM_I32 ? 32 : 64;
+        *out = ev_int(d, y < 0 || y >= bits ? 0 : (int64_t)(ux << y));
+        return true;
+    }
+    case ISA_SHR: { /* arithmetic; outside [0, bits): 0 or -1 by the sign */
+        int bits = d == TFVM_I32 ? 32 : 64;
+        int64_t r;
+        if (y < 0 || y >= bits)
+            r = x < 0 ? -1 : 0;
+        else
+            r = x < 0 ? (int64_t)~(~ux >> y) : (int64_t)(ux >> y);
+        *out = ev_int(d, r);
+        return true;
+    }
     default: return ev_fail(E, TFVM_ERR_INTERNAL, "bad integer op");
     }
 }
@@ -188,7 +206,7 @@ static bool ev_binary(ev *E, isa_op op, const ev_val *a, const ev_val *b, ev_val
         return true;
     }
     case ISA_CLASS_LOGIC:
-        *out = ev_bool(op == ISA_AND ? (a->u.b && b->u.b) : (a->u.b || b->u.b));
+        *out = ev_bool(op == ISA_AND ? (a->u.b && b->u.b) : op == ISA_XOR ? (a->u.b != b->u.b) : (a->u.b || b->u.b));
         return true;
     default: return ev_fail(E, TFVM_ERR_INTERNAL, "bad binary op");
     }
@@ -204,6 +222,7 @@ static bool ev_unary(ev *E, isa_op op, uint32_t attr, const ev_val *a, ev_val *o
     }
     switch (op) {
     case ISA_NOT: *out = ev_bool(!a->u.b); return true;
+    case ISA_BITNOT: *out = ev_int(d, ~ev_as_i64(a)); return true;
     case ISA_NEG:
         if (ev_is_int(d))
             *out = ev_int(d, (int64_t)(0 - (uint64_t)ev_as_i64(a)));
@@ -244,9 +263,17 @@ static bool ev_unary(ev *E, isa_op op, uint32_t attr, const ev_val *a, ev_val *o
     }
 }
 
-static isa_op ev_tk_op(uint8_t tk)
+/* The operator's instruction; & | ^ ~ on bools are the logic ops (d: the operands' dtype). */
+static isa_op ev_tk_op(uint8_t tk, uint8_t d)
 {
+    bool b = d == TFVM_BOOL;
     switch (tk) {
+    case CC_T_BAND: return b ? ISA_AND : ISA_BITAND;
+    case CC_T_BOR: return b ? ISA_OR : ISA_BITOR;
+    case CC_T_XOR: return b ? ISA_XOR : ISA_BITXOR;
+    case CC_T_SHL: return ISA_SHL;
+    case CC_T_SHR: return ISA_SHR;
+    case CC_T_TILDE: return b ? ISA_NOT : ISA_BITNOT;
     case CC_T_PLUS: return ISA_ADD;
     case CC_T_MINUS: return ISA_SUB;
     case CC_T_STAR: return ISA_MUL;
@@ -320,14 +347,16 @@ static bool ev_expr(ev *E, const cc_expr *e, ev_val *frame, ev_val *out)
         ev_val a;
         if (!ev_expr(E, e->u.op.a, frame, &a))
             return false;
-        return ev_unary(E, e->u.op.op == CC_T_NOT ? ISA_NOT : ISA_NEG, 0, &a, out);
+        isa_op op = e->u.op.op == CC_T_NOT ? ISA_NOT : e->u.op.op == CC_T_TILDE ? ev_tk_op(CC_T_TILDE, a.dtype) : ISA_NEG;
+        return ev_unary(E, op, 0, &a, out);
     }
     case CC_E_BINARY: {
-        /* both operands are evaluated (no short circuit), left first */
+        /* both operands are evaluated, left first (a short-circuit && or || whose
+         * right side can fail or recurse is an if by now: types.c) */
         ev_val a, b;
         if (!ev_expr(E, e->u.op.a, frame, &a) || !ev_expr(E, e->u.op.b, frame, &b))
             return false;
-        return ev_binary(E, ev_tk_op(e->u.op.op), &a, &b, out);
+        return ev_binary(E, ev_tk_op(e->u.op.op, a.dtype), &a, &b, out);
     }
     case CC_E_CALL: {
         ev_val args[16];

@@ -1,9 +1,13 @@
 /* test/gen/gen.h — a random .tfg program generator for differential testing:
  * a few mutually recursive integer functions with nested ifs, lets, while
  * loops (several variables, some unused) and calls inside branches and loop
- * bodies. Every program terminates: each function takes a fuel parameter d,
- * calls only happen where d > 0 and pass d - 1, and every loop counts a
- * variable up to a small literal bound. */
+ * bodies; bitwise operators and short-circuit && || (whose right side may
+ * call or divide); and function bodies written as statements: var,
+ * assignment and += -= *= /= %=, if with and without else, while and for
+ * statements, return anywhere, expression statements. Every program
+ * terminates: each function takes a fuel parameter d, calls only happen
+ * where d > 0 and pass d - 1, and every loop counts a variable up to a small
+ * literal bound. */
 #ifndef TFVM_TEST_GEN_H
 #define TFVM_TEST_GEN_H
 
@@ -26,6 +30,7 @@ typedef struct gen_fn {
 typedef struct gen_var {
     char name[16];
     int type;
+    bool mut;            /* a var the statements may assign */
 } gen_var;
 
 typedef struct gen {
@@ -42,6 +47,8 @@ typedef struct gen {
     int call_budget;
     int loop_depth;
     int depth;
+    int stmt_depth;      /* nesting of statement blocks */
+    const gen_fn *fn;    /* whose body the statements are in (NULL: main) */
 } gen;
 
 static uint32_t gen_rand(gen *G)
@@ -113,6 +120,7 @@ static void gen_push_var(gen *G, const char *name, int t)
 {
     if (G->n_vars < (int)(sizeof G->vars / sizeof G->vars[0])) {
         snprintf(G->vars[G->n_vars].name, sizeof G->vars[0].name, "%s", name);
+        G->vars[G->n_vars].mut = false;
         G->vars[G->n_vars++].type = t;
     }
 }
@@ -189,8 +197,17 @@ static void gen_expr(gen *G, int t, bool bare_ok)
             gen_emit(G, ")");
             break;
         case 4:
-            gen_emit(G, "!");
-            gen_expr(G, G_BOOL, false);
+            if (gen_chance(G, 50)) {
+                gen_emit(G, gen_chance(G, 70) ? "!" : "~");
+                gen_expr(G, G_BOOL, false);
+            } else { /* & | ^ on bools: both sides run */
+                static const char *const ops[] = {" & ", " | ", " ^ "};
+                gen_emit(G, "(");
+                gen_expr(G, G_BOOL, false);
+                gen_emit(G, "%s", ops[gen_pick(G, 3)]);
+                gen_expr(G, G_BOOL, false);
+                gen_emit(G, ")");
+            }
             break;
         default:
             gen_emit(G, "if ");
@@ -204,7 +221,24 @@ static void gen_expr(gen *G, int t, bool bare_ok)
         G->depth--;
         return;
     }
-    switch (gen_pick(G, 12)) {
+    switch (gen_pick(G, 14)) {
+    case 12: { /* bitwise; shift counts may fall outside [0, bits) */
+        static const char *const ops[] = {"&", "|", "^", "<<", ">>"};
+        gen_emit(G, "(");
+        gen_expr(G, t, false);
+        gen_emit(G, " %s ", ops[gen_pick(G, 5)]);
+        gen_expr(G, t, true);
+        gen_emit(G, ")");
+        break;
+    }
+    case 13:
+        gen_emit(G, "~");
+        if (!gen_var_of(G, t)) {
+            gen_emit(G, "(");
+            gen_expr(G, t, false);
+            gen_emit(G, ")");
+        }
+        break;
     case 0:
     case 1:
     case 2:
@@ -398,6 +432,193 @@ static void gen_block(gen *G, int t)
     G->n_vars = saved;
 }
 
+/* ---- Statements ---- */
+
+static void gen_stmts(gen *G, int n);
+
+static void gen_return(gen *G)
+{
+    gen_emit(G, "return ");
+    if (!G->fn || G->fn->n_results == 1) {
+        gen_expr(G, G->fn ? G->fn->rtype[0] : G_I32, false);
+    } else {
+        gen_emit(G, "(");
+        gen_expr(G, G->fn->rtype[0], false);
+        gen_emit(G, ", ");
+        gen_expr(G, G->fn->rtype[1], false);
+        gen_emit(G, ")");
+    }
+    gen_emit(G, "; ");
+}
+
+static bool gen_assign(gen *G)
+{
+    int hits[96], n = 0;
+    for (int i = 0; i < G->n_vars; i++)
+        if (G->vars[i].mut)
+            hits[n++] = i;
+    if (!n)
+        return false;
+    const gen_var *v = &G->vars[hits[gen_pick(G, n)]];
+    if (v->type == G_BOOL) {
+        gen_emit(G, "%s = ", v->name);
+        gen_expr(G, G_BOOL, false);
+    } else {
+        static const char *const ops[] = {"=", "+=", "-=", "*=", "/=", "%=", "+=", "="};
+        int op = gen_pick(G, 8);
+        gen_emit(G, "%s %s ", v->name, ops[op]);
+        if ((op == 4 || op == 5) && gen_chance(G, 60))
+            gen_emit(G, "%d", gen_pick(G, 5) + 1);
+        else
+            gen_expr(G, v->type, true);
+    }
+    gen_emit(G, "; ");
+    return true;
+}
+
+static void gen_stmt_block(gen *G)
+{
+    int saved = G->n_vars;
+    G->stmt_depth++;
+    gen_emit(G, "{ ");
+    gen_stmts(G, 1 + gen_pick(G, 3));
+    gen_emit(G, "} ");
+    G->stmt_depth--;
+    G->n_vars = saved;
+}
+
+static void gen_stmt(gen *G)
+{
+    char name[16];
+    int r = gen_pick(G, 100);
+    if (r < 25 || G->stmt_depth > 3) {
+        int t = gen_pick(G, 3);
+        gen_new_name(G, "m", name, sizeof name);
+        if (t == G_I64 && gen_chance(G, 40))
+            gen_emit(G, "var %s: i64 = ", name);
+        else
+            gen_emit(G, "var %s = ", name);
+        gen_expr(G, t, t == G_I32);
+        gen_emit(G, "; ");
+        gen_push_var(G, name, t);
+        G->vars[G->n_vars - 1].mut = true;
+        return;
+    }
+    if (r < 55) {
+        if (!gen_assign(G))
+            gen_let(G);
+        return;
+    }
+    if (r < 72) {
+        gen_emit(G, "if ");
+        gen_expr(G, G_BOOL, false);
+        gen_emit(G, " ");
+        gen_stmt_block(G);
+        if (gen_chance(G, 50)) {
+            gen_emit(G, "else ");
+            if (gen_chance(G, 30)) {
+                gen_emit(G, "if ");
+                gen_expr(G, G_BOOL, false);
+                gen_emit(G, " ");
+                gen_stmt_block(G);
+                gen_emit(G, "else ");
+            }
+            gen_stmt_block(G);
+        }
+        return;
+    }
+    if (r < 86 && G->loop_depth < 2) {
+        G->loop_depth++;
+        int bound = gen_pick(G, 4);
+        if (gen_chance(G, 50)) {
+            gen_new_name(G, "ix", name, sizeof name);
+            gen_emit(G, "for %s in %d..%d ", name, gen_pick(G, 2), bound);
+            int saved = G->n_vars;
+            gen_push_var(G, name, G_I32);
+            gen_stmt_block(G);
+            G->n_vars = saved;
+        } else {
+            /* the counter is the generator's: the statements never assign it */
+            gen_new_name(G, "c", name, sizeof name);
+            gen_emit(G, "var %s = 0; while %s < %d", name, name, bound);
+            int saved = G->n_vars;
+            gen_push_var(G, name, G_I32);
+            if (gen_chance(G, 30)) {
+                gen_emit(G, gen_chance(G, 50) ? " && " : " || false && ");
+                gen_expr(G, G_BOOL, false);
+            }
+            gen_emit(G, " { ");
+            G->stmt_depth++;
+            gen_stmts(G, 1 + gen_pick(G, 3));
+            G->stmt_depth--;
+            gen_emit(G, "%s += 1; } ", name);
+            G->n_vars = saved;
+        }
+        G->loop_depth--;
+        return;
+    }
+    if (r < 92 && G->stmt_depth > 0) {
+        gen_return(G);
+        return;
+    }
+    if (G->calls_ok && G->call_budget > 0 && G->n_fns > 0) { /* a call for its effect */
+        int f = gen_pick(G, G->n_fns);
+        G->call_budget--;
+        gen_emit(G, "f%d(", f);
+        if (G->in_main)
+            gen_emit(G, "%d", gen_pick(G, 4));
+        else
+            gen_emit(G, "d - 1");
+        for (int k = 0; k < G->fns[f].n_params; k++) {
+            gen_emit(G, ", ");
+            gen_expr(G, G->fns[f].ptype[k], false);
+        }
+        gen_emit(G, "); ");
+        return;
+    }
+    gen_let(G);
+}
+
+static void gen_stmts(gen *G, int n)
+{
+    for (int i = 0; i < n; i++) {
+        gen_stmt(G);
+        if (G->len > 0 && strncmp(G->buf + G->len - 9, "; return ", 9) == 0)
+            break;
+    }
+}
+
+/* A function body as statements: the fuel check returns early. */
+static void gen_stmt_body(gen *G, const gen_fn *f)
+{
+    int saved = G->n_vars;
+    G->fn = f;
+    G->stmt_depth = 0;
+    gen_emit(G, "{\n    if d <= 0 { ");
+    G->calls_ok = false;
+    G->stmt_depth = 1;
+    gen_return(G);
+    G->stmt_depth = 0;
+    gen_emit(G, "}\n    ");
+    G->calls_ok = true;
+    G->call_budget = 3;
+    gen_stmts(G, 1 + gen_pick(G, 5));
+    if (gen_chance(G, 30)) {
+        gen_return(G);
+    } else if (f->n_results == 1) {
+        gen_expr(G, f->rtype[0], false);
+    } else {
+        gen_emit(G, "(");
+        gen_expr(G, f->rtype[0], false);
+        gen_emit(G, ", ");
+        gen_expr(G, f->rtype[1], false);
+        gen_emit(G, ")");
+    }
+    gen_emit(G, "\n}\n\n");
+    G->n_vars = saved;
+    G->fn = NULL;
+}
+
 static void gen_result(gen *G, const gen_fn *f)
 {
     if (f->n_results == 1) {
@@ -451,12 +672,17 @@ static void gen_program(gen *G, uint64_t seed)
             gen_push_var(G, name, f->ptype[k]);
         }
         if (f->n_results == 1)
-            gen_emit(G, ") -> %s {\n    if d <= 0 ", gen_tname(f->rtype[0]));
+            gen_emit(G, ") -> %s ", gen_tname(f->rtype[0]));
         else
-            gen_emit(G, ") -> (%s, %s) {\n    if d <= 0 ", gen_tname(f->rtype[0]), gen_tname(f->rtype[1]));
+            gen_emit(G, ") -> (%s, %s) ", gen_tname(f->rtype[0]), gen_tname(f->rtype[1]));
         G->in_main = false;
         G->calls_ok = false;
         G->depth = 0;
+        if (gen_chance(G, 50)) {
+            gen_stmt_body(G, f);
+            continue;
+        }
+        gen_emit(G, "{\n    if d <= 0 ");
         gen_result(G, f);
         gen_emit(G, "\n    else ");
         G->calls_ok = true;
@@ -483,6 +709,11 @@ static void gen_program(gen *G, uint64_t seed)
     gen_push_var(G, "r", f0->rtype[0]);
     if (f0->n_results == 2)
         gen_push_var(G, "rr", f0->rtype[1]);
+    if (gen_chance(G, 50)) {
+        G->fn = NULL;
+        G->stmt_depth = 0;
+        gen_stmts(G, gen_pick(G, 5));
+    }
     gen_block_inner(G, G_I32);
     gen_emit(G, " }\n");
 }
