@@ -1028,7 +1028,9 @@ static void check_let(checker *K, cc_let *l)
             v->flex = l->value->kind == CC_E_FLOAT || is_float(t->t[0].dtype) ? 2 : 1;
             v->let = l;
         }
-        if (!o && !l->synth && !hidden_name(l->names[k]) && l->names[k][0] != '_') {
+        /* a name of a tuple pattern is often there only to unpack the rest
+         * (let (i, s) = while ...): only single names are warned about */
+        if (!o && !l->synth && l->n_names == 1 && !hidden_name(l->names[k]) && l->names[k][0] != '_') {
             K->decls = cc_grow(C, K->decls, K->n_decls, &K->cap_decls, sizeof *K->decls);
             K->decls[K->n_decls++] = v;
         }

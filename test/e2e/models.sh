@@ -46,5 +46,17 @@ while IFS=$'\t' read -r model want; do
         fi
     done
 done <test/e2e/models/EXPECTED
+# The same MLP with its weights embedded by load() (examples/weights/mlp_embedded.tfg,
+# next to the weights it reads): one .tfvm file, one argument.
+cp examples/weights/mlp_embedded.tfg "$W/"
+want=$(sed -n 's/^mlp\t//p' test/e2e/models/EXPECTED)
+if "$TFVM" compile "$W/mlp_embedded.tfg" -o "$TMP/mlp_embedded.tfvm" 2>"$TMP/err" &&
+    "$TFVM" run "$TMP/mlp_embedded.tfvm" "@$W/mlp_x.npy" -o 0="$TMP/mlp_embedded.npy" 2>"$TMP/err"; then
+    got=$("$TFVM" run test/e2e/models/check.tfg "@$TMP/mlp_embedded.npy" "@test/e2e/models/mlp_ref.npy" 2>&1 |
+        paste -sd'|' | sed 's/|/ | /g')
+    if [ "$got" = "$want" ]; then n=$((n + 1)); else no "mlp_embedded: want '$want', got '$got'"; fi
+else
+    no "mlp_embedded: $(cat "$TMP/err")"
+fi
 echo "models: $n runs match NumPy"
 exit $status
