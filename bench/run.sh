@@ -51,7 +51,7 @@ targets=()
 peak_all=0
 for b in "${BENCHES[@]}"; do
     IFS='|' read -r name prog args ref <<<"$b"
-    best= par= fired= peak=0
+    best='' par='' fired='' peak=0
     for threads in 1 1 1 2 2 2; do
         # shellcheck disable=SC2086
         out=$("$TFVM" run --stats --threads $threads "$prog" $args 2>"$TMP/stats") ||

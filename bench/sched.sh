@@ -15,7 +15,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # best_of PROG THREADS ARGS... -> "wall fired" (THREADS 0: the default)
 best_of() {
-    local prog=$1 threads=$2 best= fired=
+    local prog=$1 threads=$2 best='' fired=''
     local topt=(--threads "$threads")
     [ "$threads" = 0 ] && topt=()
     shift 2
