@@ -811,27 +811,44 @@ static const cc_vtype *vtype(cc_irval v)
 
 static bool known_rank(const cc_vtype *t) { return t->tensor && t->rank != ISA_RANK_ANY; }
 
-/* Whether bias broadcasts to MATMUL's product without changing its shape:
- * each of its dims is 1 or the product's (known) dim there. The product's
- * last two dims come from the operands' types when its own type lacks them. */
-static bool matmul_bias_fits(const cc_node *mm, const cc_vtype *bias)
+/* The dims of value v as far as known (-1: unknown): its type's, and for a
+ * product (MATMUL, FUSED_MATMUL) of matrices the last two from its operands'
+ * types when its own type lacks them (importers often know only the rank).
+ * The rank, or -1 when unknown. */
+static int known_dims(cc_irval v, int64_t *dims)
 {
-    if (!bias->tensor)
-        return true;
-    const cc_vtype *a = vtype(mm->in[0]), *b = vtype(mm->in[1]), *o = &mm->types[0];
-    if (!known_rank(bias) || !known_rank(o) || !known_rank(a) || !known_rank(b) || bias->rank > o->rank ||
-        a->rank < 2 || b->rank < 2)
-        return false;
-    int64_t dims[TFVM_MAX_RANK];
-    memcpy(dims, o->dims, sizeof dims);
+    v = cc_resolve(v);
+    const cc_node *n = v.n;
+    const cc_vtype *o = &n->types[v.k];
+    if (!o->tensor)
+        return 0;
+    if (!known_rank(o))
+        return -1;
     int r = o->rank;
-    bool ta = mm->attr & ISA_OPT_TRANS_A, tb = mm->attr & ISA_OPT_TRANS_B;
-    if (dims[r - 2] < 0)
-        dims[r - 2] = a->dims[ta ? a->rank - 1 : a->rank - 2];
-    if (dims[r - 1] < 0)
-        dims[r - 1] = b->dims[tb ? b->rank - 2 : b->rank - 1];
-    for (int i = 0; i < bias->rank; i++) {
-        int64_t d = bias->dims[i], e = dims[r - bias->rank + i];
+    memcpy(dims, o->dims, sizeof(int64_t) * TFVM_MAX_RANK);
+    if (n->kind == CC_N_OP && (n->op == ISA_MATMUL || n->op == ISA_FUSED_MATMUL) && r >= 2) {
+        const cc_vtype *a = vtype(n->in[0]), *b = vtype(n->in[1]);
+        bool ta = n->attr & ISA_OPT_TRANS_A, tb = n->attr & ISA_OPT_TRANS_B;
+        if (dims[r - 2] < 0 && known_rank(a) && a->rank >= 2)
+            dims[r - 2] = a->dims[ta ? a->rank - 1 : a->rank - 2];
+        if (dims[r - 1] < 0 && known_rank(b) && b->rank >= 2)
+            dims[r - 1] = b->dims[tb ? b->rank - 2 : b->rank - 1];
+    }
+    return r;
+}
+
+/* Whether bias broadcasts to MATMUL's product without changing its shape:
+ * each of its dims is 1 or the product's (known) dim there. */
+static bool matmul_bias_fits(const cc_node *mm, cc_irval bias)
+{
+    int64_t pd[TFVM_MAX_RANK], bd[TFVM_MAX_RANK];
+    int r = known_dims((cc_irval){(cc_node *)mm, 0}, pd), br = known_dims(bias, bd);
+    if (br == 0)
+        return true;
+    if (r < 2 || br < 0 || br > r || vtype(mm->in[0])->rank < 2 || vtype(mm->in[1])->rank < 2)
+        return false;
+    for (int i = 0; i < br; i++) {
+        int64_t d = bd[i], e = pd[r - br + i];
         if (d != 1 && (d < 0 || d != e))
             return false;
     }
@@ -900,7 +917,7 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
         for (uint32_t k = 0; k < 2 && !bias.n; k++) {
             cc_irval other = n->in[1 - k];
             if ((prod = sole_op(S, n->in[k], ISA_MATMUL, b)) && vtype(other)->dtype == d &&
-                matmul_bias_fits(prod, vtype(other))) {
+                matmul_bias_fits(prod, other)) {
                 bias = cc_resolve(other);
             } else if ((prod = sole_op(S, n->in[k], ISA_CONV2D, b))) {
                 const cc_vtype *w = vtype(prod->in[1]);

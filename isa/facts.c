@@ -437,10 +437,13 @@ static bool broadcast(op_ctx *c, const isa_fact *const *x, uint32_t n, isa_fact 
     return true;
 }
 
-/* A dtype the op takes, else a definite type conflict. */
+/* A dtype the op takes, else a definite type conflict. Only the elementwise
+ * ops' `types` are exactly what their kernels take; a tensor op's kernel may
+ * take more (docs/isa.md), so there only a kernel that fails on known values
+ * proves anything. */
 static bool takes(op_ctx *c, const isa_fact *x)
 {
-    if (!x->dtype || isa_takes(c->in->op, x->dtype))
+    if (!x->dtype || isa_takes(c->in->op, x->dtype) || isa_ops[c->in->op].cls == ISA_CLASS_TENSOR)
         return true;
     char lname[32], list[64];
     lower_name(c->in->op, lname, sizeof lname);
@@ -1015,6 +1018,9 @@ static void tensor_op(op_ctx *c)
     default:
         break;
     }
+    for (int k = 0; k < o->rank; k++)
+        if (o->dims[k] < 0) /* a negative parameter: the kernel says what is wrong */
+            o->dims[k] = -1;
     int64_t n = count_of(o);
     if (!expanding || (n >= 0 && n <= ISA_FACTS_MAX_VALUE))
         evaluate(c);
