@@ -144,6 +144,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
 
 static void worker_free(tfvm_vm *vm, vm_worker *w)
 {
+    vm_seq_free(w);
     vm_ctx *c = w->blocks;
     while (c) {
         vm_ctx *next = c->next_block;

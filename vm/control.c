@@ -354,6 +354,7 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
         deadness_error(w, c, a->inst, "call of", fname);
         return;
     }
+    const vm_rplan *rp = &vm->plan.regions[site->callee];
     if (v->dead) {
         if (none == VM_ENTERED_NONE) {
             /* A dead token never enters a function: each RETURN of the site
@@ -361,6 +362,11 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
             for (uint32_t k = 0; k < sp->n_returns; k++)
                 vm_send(w, c, sp->returns[k], 0, &dead_token);
         }
+    } else if (sp->strict) {
+        /* gathered: the argument waits in the callee's context for the rest */
+        dev_value *slot = &callee->slots[rp->param_slot + vm->plan.insts[a->inst].arg];
+        *slot = *v;
+        dev_value_retain(slot);
     } else {
         vm_send(w, callee, a->inst, 0, v);
     }
@@ -368,8 +374,26 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
      * site drops the hold, and with it maybe the callee, which must not
      * happen while another CALL is still delivering into it. */
     unsigned arrived = atomic_fetch_add_explicit(&callee->arrived, 1, memory_order_acq_rel) + 1;
-    if (arrived == sp->n_call)
-        vm_ctx_unref(w, callee);
+    if (arrived != sp->n_call)
+        return;
+    if (sp->strict && atomic_load(&callee->entered) == VM_ENTERED_LIVE) {
+        /* every argument is here: the call runs as a frame, or its
+         * arguments go in at once */
+        dev_value *args = &callee->slots[rp->param_slot];
+        if (vm_seq_call_ok(w, c, site->callee)) {
+            vm_seq_call(w, c, in->a, args, true);
+            for (uint32_t k = 0; k < sp->n_call; k++)
+                args[k] = (dev_value){0};
+        } else {
+            for (uint32_t k = 0; k < sp->n_call; k++) {
+                dev_value arg = args[k];
+                args[k] = (dev_value){0};
+                vm_send(w, callee, sp->calls[k], 0, &arg);
+                dev_value_release(&arg);
+            }
+        }
+    }
+    vm_ctx_unref(w, callee);
 }
 
 /* BRANCH: a SWITCH whose predicate is the data compared with a constant. */

@@ -67,6 +67,7 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     memset(c, 0, rp->ctx_size);
     c->next_block = block_link;
     c->parent = parent;
+    c->depth = parent ? parent->depth + 1 : 0;
     c->region = region;
     c->kind = (uint8_t)kind;
     c->elem = elem;
@@ -183,4 +184,11 @@ bool vm_ctx_share(vm_worker *w, vm_ctx *c)
         share_wait(w, spins);
     atomic_store_explicit(&c->owner, VM_CTX_SHARED, memory_order_release);
     return true;
+}
+
+bool vm_ctx_count_new(vm_worker *w) { return note_created(w); }
+
+void vm_ctx_count_free(vm_worker *w)
+{
+    atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) - 1, memory_order_relaxed);
 }

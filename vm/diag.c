@@ -1,6 +1,7 @@
 /* vm/diag.c — what a run says when it goes wrong: the first error (with
  * its instruction and tag), tags as text, and the diagnosis of a stuck run
  * (the instructions holding partial matches). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,9 @@
 
 /* ---- Errors ------------------------------------------------------------------ */
 
-void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, const char *fmt, ...)
+/* The first error of a run wins; its tag is ctx's, or `tag` as text. */
+static void fail_v(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, const char *tag, uint32_t inst, const char *fmt,
+                   va_list ap)
 {
     pthread_mutex_lock(&vm->err_lock);
     if (atomic_load(&vm->state) == VM_FAILED) {
@@ -17,10 +20,7 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
         return;
     }
     char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     tfvm_error *e = &vm->err;
     e->code = code;
     e->instr[0] = e->tag[0] = e->where[0] = '\0';
@@ -29,8 +29,10 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
         isa_inst_where(vm->prog, inst, e->where, sizeof e->where);
         if (ctx)
             vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
+        else if (tag)
+            ut_fmt(e->tag, sizeof e->tag, "%s", tag);
         ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr, isa_ops[vm->prog->insts[inst].op].name,
-               ctx ? e->tag : "[]", msg);
+               e->tag[0] ? e->tag : "[]", msg);
     } else {
         ut_fmt(e->message, sizeof e->message, "%s", msg);
     }
@@ -39,6 +41,22 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
     pthread_mutex_unlock(&vm->err_lock);
     if (vm->cfg.log)
         vm->cfg.log(vm->cfg.log_ud, TFVM_LOG_ERROR, e->message);
+}
+
+void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(vm, code, ctx, NULL, inst, fmt, ap);
+    va_end(ap);
+}
+
+void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(vm, code, NULL, tag, inst, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- Tags -------------------------------------------------------------------- */

@@ -165,37 +165,6 @@ static UT_INLINE bool fire_scalar(vm_worker *w, vm_act *a, const vm_iplan *ip)
     return true;
 }
 
-/* CALL of a site's only CALL: nobody else looks for the callee or races to
- * make it, and a dead token needs no context to say "dead" (each RETURN of
- * the site says it once, in the caller). */
-static UT_INLINE void fire_call_one(vm_worker *w, const vm_act *a, const vm_iplan *ip)
-{
-    tfvm_vm *vm = w->vm;
-    const isa_inst *in = &vm->prog->insts[a->inst];
-    vm_ctx *c = a->ctx;
-    if (a->v.dead) {
-        const vm_splan *sp = &vm->plan.sites[in->a];
-        dev_value dead = dev_dead();
-        for (uint32_t k = 0; k < sp->n_returns; k++)
-            vm_send(w, c, sp->returns[k], 0, &dead);
-        return;
-    }
-    if (atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
-        vm_fail(vm, TFVM_ERR_PORT, c, a->inst, "two tokens for input 0 at one tag");
-        return;
-    }
-    vm_ctx *callee = vm_ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
-    if (!callee)
-        return;
-    callee->child = ip->child;
-    callee->entered = VM_ENTERED_LIVE;
-    callee->arrived = 1;
-    atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
-    atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
-    vm_send(w, callee, a->inst, 0, &a->v);
-    vm_ctx_unref(w, callee);
-}
-
 /* One activation. The commonest instructions of recursive and looping code
  * (moves, RETURN, SWITCH on a scalar predicate) take a short path here; the
  * rest go through fire_general. */
@@ -220,7 +189,7 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         break;
     case ISA_CALL:
         if (vm->plan.sites[vm->prog->insts[a->inst].a].n_call == 1)
-            fire_call_one(w, a, ip);
+            vm_call_one(w, c, a->inst, &a->v);
         else
             vm_fire_call(w, a, &a->v);
         dev_value_release(&a->v);
@@ -379,6 +348,8 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
     vm_act a;
     uint64_t n = 0;
     bool have = false;
+    w->fwd_room = timed || stepped ? 0 : 8;
+    w->seq_ok = !timed && !stepped;
     if (joining) {
         if (!pol->join(run, &w->sw, (sched_item *)(void *)&a))
             return;

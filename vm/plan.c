@@ -137,6 +137,9 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         }
     }
 
+    if (vm_seq_plan(p, out) != TFVM_OK)
+        goto fail;
+
     /* Context layout: header, value slots, child pointers, matching words. */
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_rplan *rp = &out->regions[r];

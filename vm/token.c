@@ -134,6 +134,83 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     }
 }
 
+/* Instructions that only route a token fire inside its delivery, without
+ * an activation (no push, no pop, no dispatch): RETURN, IDENTITY,
+ * LOOPCOND and a CONST fired by its one control token. They still count as
+ * firings. A chain of them (a tail call's RETURN into the caller's RETURN,
+ * ...) is followed at most w->fwd_room deep, so the C stack stays bounded
+ * however deep the recursion; a debugger that steps and the profiler that
+ * times firings set the room to 0 and see every activation. The destination
+ * context is alive throughout: whoever delivers into a context holds it. */
+static bool forward(vm_worker *w, vm_ctx *c, uint32_t inst, const vm_iplan *ip, dev_value *v)
+{
+    if (!w->fwd_room)
+        return false;
+    tfvm_vm *vm = w->vm;
+    switch (ip->op) {
+    case ISA_RETURN:
+        w->fwd_room--;
+        vm_send(w, c->parent, inst, 0, v);
+        break;
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+        w->fwd_room--;
+        vm_send(w, c, inst, 0, v);
+        break;
+    case ISA_CONST: {
+        if (ip->imm >= 0 || vm->prog->insts[inst].n_in)
+            return false;
+        w->fwd_room--;
+        dev_value k = v->dead ? dev_dead() : vm->consts[vm->prog->insts[inst].a];
+        vm_send(w, c, inst, 0, &k);
+        break;
+    }
+    default:
+        return false;
+    }
+    w->fwd_room++;
+    w->st.fired++;
+    dev_value_release(v);
+    return true;
+}
+
+/* CALL of a site's only CALL: nobody else looks for the callee or races to
+ * make it, and a dead token needs no context to say "dead" (each RETURN of
+ * the site says it once, in the caller). */
+void vm_call_one(vm_worker *w, vm_ctx *c, uint32_t inst, const dev_value *v)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[inst];
+    const vm_iplan *ip = &vm->plan.insts[inst];
+    if (v->dead) {
+        const vm_splan *sp = &vm->plan.sites[in->a];
+        dev_value dead = dev_dead();
+        for (uint32_t k = 0; k < sp->n_returns; k++)
+            vm_send(w, c, sp->returns[k], 0, &dead);
+        return;
+    }
+    if (vm_seq_call_ok(w, c, vm->prog->sites[in->a].callee)) {
+        dev_value arg = *v;
+        dev_value_retain(&arg);
+        vm_seq_call(w, c, in->a, &arg, false);
+        return;
+    }
+    if (atomic_load_explicit(&c->children[ip->child], memory_order_relaxed)) {
+        vm_fail(vm, TFVM_ERR_PORT, c, inst, "two tokens for input 0 at one tag");
+        return;
+    }
+    vm_ctx *callee = vm_ctx_new(w, c, vm->prog->sites[in->a].callee, VM_CTX_CALL, in->a);
+    if (!callee)
+        return;
+    callee->child = ip->child;
+    callee->entered = VM_ENTERED_LIVE;
+    callee->arrived = 1;
+    atomic_store_explicit(&callee->refs, 1, memory_order_relaxed); /* held while the token goes in */
+    atomic_store_explicit(&c->children[ip->child], callee, memory_order_release);
+    vm_send(w, callee, inst, 0, v);
+    vm_ctx_unref(w, callee);
+}
+
 static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, dev_value v)
 {
     tfvm_vm *vm = w->vm;
@@ -146,7 +223,8 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
             dev_value_release(&v);
             return;
         }
-        push(w, c, inst, 0, &v, false);
+        if (!forward(w, c, inst, ip, &v))
+            push(w, c, inst, 0, &v, false);
         return;
     }
     if (ip->op == ISA_MERGE) {

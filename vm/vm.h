@@ -30,7 +30,50 @@ typedef struct vm_iplan {
     uint8_t cls;          /* isa_ops[op].cls: the firing path reads only the plan */
     uint16_t op;
     uint8_t matched;      /* goes through matching (several tokens, or MERGE) */
+    uint16_t arg;         /* CALL: its index among its site's CALLs */
+    uint32_t fpos;        /* in a sequential region (seq.c): its position in the firing order */
 } vm_iplan;
+
+/* A sequential region's instructions, compact (seq.c). A frame holds one
+ * register per instruction output (value and a present flag), the call's
+ * arguments first; an instruction reads its inputs from the registers of
+ * its producers (a port may have several, on exclusive branches). */
+typedef struct vm_sinst {
+    uint16_t op, flags;
+    uint16_t n_in, ports; /* data inputs; data and control inputs */
+    int8_t imm;           /* constant operand port, or -1 */
+    uint8_t matched;
+    uint16_t arg;         /* CALL: argument index */
+    uint32_t a, b;        /* attributes */
+    uint32_t src_at;      /* port k's producers: sports[src_at + k] */
+    uint32_t reg;         /* its first output register */
+    uint32_t tokens[2];   /* edges of outputs 0 and 1: the tokens the graph would make */
+    uint32_t inst;        /* the program's index */
+} vm_sinst;
+
+/* The firing order of a sequential region as specialised steps: scalar
+ * arithmetic and comparisons on registers or a constant, BRANCH, a CONST
+ * fired by one token, a CALL's argument; anything else (and any case the
+ * step does not cover at run time: a dead or tensor token, other dtypes)
+ * goes through the instruction's general visit. */
+typedef struct vm_sop {
+    uint8_t kind;         /* VM_SOP_* */
+    uint8_t matched;
+    uint16_t op;          /* the instruction's opcode (BRANCH: its comparison) */
+    uint16_t local;       /* the instruction, by index in the region */
+    uint16_t tokens;      /* edges of output 0 */
+    uint32_t a, b;        /* input registers, or a constant (b for _RK, a for _KR) */
+    uint32_t out;         /* its first output register */
+    uint32_t guard;       /* first step of a run of steps that all depend on one side of a
+                             pruned branch: that side's output register (ISA_NONE: none) */
+    uint32_t skip;        /* ... and the step after the run: taken when the register is empty */
+} vm_sop;
+enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
+       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST };
+
+typedef struct vm_sport {
+    uint32_t first, n;    /* registers sregs[first .. first+n) */
+} vm_sport;
 
 typedef struct vm_rplan {
     uint32_t n_slots, n_words, n_children;
@@ -38,6 +81,19 @@ typedef struct vm_rplan {
     size_t ctx_size;      /* bytes of one context of this region */
     uint32_t frame_child; /* LOOP: its child index in the parent region */
     uint32_t first, end;  /* its instructions: insts[first .. end) */
+    /* FUNC regions whose calls may run as sequential frames (seq.c): */
+    bool seq;             /* no loops, no tensor instructions, only such callees, acyclic */
+    uint32_t *order;      /* its instructions, producers first (RETURNs after their CALLs) */
+    uint32_t n_order;
+    vm_sinst *sinsts;     /* by index in the region (instruction - first) */
+    vm_sport *sports;
+    uint32_t *sregs;
+    vm_sop *sops;         /* n_sops steps (the order without its RETURNs) */
+    uint32_t n_sops;
+    uint32_t n_regs;      /* arguments, outputs, then each local site's arguments */
+    uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments */
+    uint32_t param_slot;  /* calls buffered whole (vm_splan.strict): the first of n_params */
+    uint32_t n_params;    /* value slots of a context that hold the arguments */
 } vm_rplan;
 
 typedef struct vm_fplan {   /* per LOOP region (frame) */
@@ -51,6 +107,14 @@ typedef struct vm_fplan {   /* per LOOP region (frame) */
 typedef struct vm_splan {   /* per call site */
     uint32_t n_call;
     uint32_t *returns, n_returns;
+    uint32_t *calls;        /* its CALLs by argument index (vm_iplan.arg) */
+    uint32_t arg_slot;      /* caller is sequential: the registers of its arguments */
+    vm_sport *rets;         /* callee is sequential: per RETURN, its producers' registers
+                               in the callee's frame: ret_regs[first .. first+n) */
+    uint32_t *ret_regs;
+    uint64_t call_tokens;   /* the tokens its CALLs send into the callee */
+    bool strict;            /* the callee is sequential and no RETURN of the site feeds one
+                               of its CALLs: the arguments are gathered before the call */
 } vm_splan;
 
 typedef struct vm_plan {
@@ -86,6 +150,7 @@ struct vm_ctx {
     atomic_uchar entered;  /* CALL: VM_ENTERED_* once a CALL token arrived */
     uint32_t elem;         /* CALL: site index; ITER: frame (region) */
     uint64_t iter;         /* ITER: iteration index */
+    uint32_t depth;        /* elements of its tag (root 0) */
     uint64_t serial;       /* creation order (per worker), to list contexts oldest first */
     atomic_uint refs;
     atomic_uint arrived;   /* CALL: CALL tokens received so far */
@@ -140,6 +205,10 @@ typedef struct vm_worker {
     uint32_t id;
     bool has_next;
     bool spare;              /* the firing activation's reference on `held` is unclaimed */
+    bool seq_ok;             /* a plain run: calls may run as sequential frames (seq.c) */
+    struct seq_chunk *seq_mem; /* memory of sequential frames (LIFO) */
+    uint8_t fwd_room;        /* routing instructions fired inside a delivery, this deep
+                                at most (token.c, forward); 0: every firing is an activation */
     vm_ctx *held;            /* the context of the activation being fired */
     vm_act next;             /* the newest ready activation: run inline, never queued */
     vm_ctx **free_ctx;       /* per region: recycled contexts */
@@ -326,7 +395,34 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
-/* CALL of a site with several CALLs (fire() does one-CALL sites itself). */
+/* ---- Sequential calls (seq.c) ------------------------------------------------
+ * A call of a `seq` region with all its arguments runs as a frame: the body's
+ * instructions fire in a fixed order (producers first), their tokens go
+ * straight into the frame's input slots, nested calls push frames on a
+ * per-worker stack, and results go back as the site's RETURN tokens. The same
+ * firings, tokens and contexts as the graph would make (the counters agree),
+ * without activations, matching or reference counts. Only in plain runs
+ * (not stepped by a debugger, not profiled); with several workers only at
+ * tag depth >= VM_SEQ_DEPTH, so that the top of a recursion stays dataflow
+ * and is shared by stealing. */
+#define VM_SEQ_DEPTH 10
+tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan);
+static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region);
+/* Runs site `site`'s call from dataflow context c with args (one per CALL of
+ * the site, by vm_iplan.arg; consumed). The RETURNs' tokens are sent in c.
+ * `counted`: the call's context was counted already (its arguments were
+ * gathered in one). */
+void vm_seq_call(vm_worker *w, vm_ctx *c, uint32_t site, dev_value *args, bool counted);
+void vm_seq_free(vm_worker *w);
+/* vm_fail with a tag given as text (a sequential frame has no context). */
+void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...) UT_PRINTF(5, 6);
+/* Context accounting for frames: false when max_contexts is exceeded (the run failed). */
+bool vm_ctx_count_new(vm_worker *w);
+void vm_ctx_count_free(vm_worker *w);
+
+/* CALL of a site's only CALL, with its token v (not consumed). */
+void vm_call_one(vm_worker *w, vm_ctx *c, uint32_t inst, const dev_value *v);
+/* CALL of a site with several CALLs. */
 void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v);
 void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v);
 /* Called when an iteration context's last reference goes (control.c);
@@ -370,5 +466,22 @@ bool vm_port_arrived(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst, uint32_t
 /* The value waiting on an arrived data port, or NULL: a MERGE keeps no
  * values (while it waits, every input it has is dead). */
 const dev_value *vm_port_value(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst, uint32_t port);
+
+/* With several workers a worker about to run a long sequential call first
+ * offers its oldest waiting work to idle workers (no firings happen inside
+ * the call, so the run loop's periodic offer would not). */
+static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region)
+{
+    tfvm_vm *vm = w->vm;
+    if (!w->seq_ok || !vm->plan.regions[callee_region].seq)
+        return false;
+    if (vm->n_workers == 1)
+        return true;
+    if (caller->depth < VM_SEQ_DEPTH)
+        return false;
+    if (vm->policy->offer && atomic_load_explicit(&vm->run.idle, memory_order_relaxed))
+        vm->policy->offer(&vm->run, &w->sw);
+    return true;
+}
 
 #endif

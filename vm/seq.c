@@ -1,0 +1,1194 @@
+/* vm/seq.c — sequential calls: a call of a function body without loops or
+ * tensor instructions, made with all its arguments, runs as a frame instead
+ * of a context (vm.h, "Sequential calls").
+ *
+ * The plan gives each such body a fixed firing order in which every producer
+ * comes before its consumers (and every call site's RETURNs after its
+ * CALLs), and a frame layout: one slot per input port of each instruction.
+ * Firing an instruction writes its result straight into its consumers'
+ * slots; an instruction whose inputs are all there fires when the order
+ * reaches it; one that got none (the untaken side of a pruned branch) is
+ * passed over. A site's last CALL pushes the callee's frame, which runs to
+ * its end and writes its results into the caller's frame as the site's
+ * RETURN tokens; the frames live on a per-worker stack, so recursion depth
+ * costs memory, not C stack. It is the graph's own firing rule in an order
+ * fixed in advance: the same instructions fire with the same values, and
+ * the counters (firings, tokens, matches, contexts) agree with a dataflow
+ * run's. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/place.h"
+#include "vm.h"
+
+/* ---- Plan ---------------------------------------------------------------------- */
+
+static bool seq_op_ok(const isa_inst *in)
+{
+    switch ((isa_op)in->op) {
+    case ISA_CONST:
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+    case ISA_SWITCH:
+    case ISA_BRANCH:
+    case ISA_MERGE:
+    case ISA_CALL:
+    case ISA_RETURN:
+        return true;
+    default:
+        break;
+    }
+    isa_class c = isa_ops[in->op].cls;
+    return isa_is_compute(c) && c != ISA_CLASS_TENSOR;
+}
+
+/* Topological order of region r's instructions (edges inside r, and each
+ * site's CALLs before its RETURNs). false: a cycle (a RETURN that feeds a
+ * CALL of its own site), or no memory. */
+static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uint32_t *site_of_call)
+{
+    vm_rplan *rp = &plan->regions[r];
+    uint32_t first = rp->first, n = rp->end - rp->first;
+    uint32_t *indeg = calloc(n + 1, sizeof *indeg), *queue = malloc((n + 1) * sizeof *queue);
+    bool ok = indeg && queue;
+    for (uint32_t i = first; ok && i < rp->end; i++) {
+        const isa_inst *in = &p->insts[i];
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            /* a RETURN's token comes from the callee's activation, not this one */
+            if (in->op != ISA_CALL && p->insts[d].region == r && p->insts[d].op != ISA_RETURN)
+                indeg[d - first]++;
+        }
+        if (in->op == ISA_RETURN) /* after every CALL of its site */
+            indeg[i - first] += plan->sites[in->a].n_call;
+    }
+    uint32_t head = 0, tail = 0;
+    for (uint32_t k = 0; ok && k < n; k++)
+        if (!indeg[k])
+            queue[tail++] = first + k;
+    while (ok && head < tail) {
+        uint32_t i = queue[head++];
+        const isa_inst *in = &p->insts[i];
+        if (in->op == ISA_CALL) {
+            const vm_splan *sp = &plan->sites[in->a];
+            for (uint32_t k = 0; k < sp->n_returns; k++)
+                if (--indeg[sp->returns[k] - first] == 0)
+                    queue[tail++] = sp->returns[k];
+            continue;
+        }
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            if (p->insts[d].region == r && p->insts[d].op != ISA_RETURN && --indeg[d - first] == 0)
+                queue[tail++] = d;
+        }
+    }
+    (void)site_of_call;
+    ok = ok && tail == n;
+    if (ok) {
+        rp->order = ut_arena_array(&plan->arena, n + 1, sizeof(uint32_t));
+        if ((ok = rp->order != NULL)) {
+            memcpy(rp->order, queue, n * sizeof *queue);
+            rp->n_order = n;
+            for (uint32_t k = 0; k < n; k++)
+                plan->insts[queue[k]].fpos = k;
+        }
+    }
+    free(indeg);
+    free(queue);
+    return ok;
+}
+
+/* Can a token leave a RETURN of `site` and reach one of its CALLs inside the
+ * caller region (through instructions and other sites' calls)? Then the
+ * arguments cannot be gathered before the call. */
+static bool returns_feed_calls(const isa_program *p, const vm_plan *plan, uint32_t site)
+{
+    const vm_splan *sp = &plan->sites[site];
+    if (!sp->n_returns || !sp->n_call)
+        return false;
+    uint32_t r = p->insts[sp->calls[0]].region;
+    const vm_rplan *rp = &plan->regions[r];
+    uint32_t n = rp->end - rp->first;
+    uint8_t *seen = calloc(n + 1, 1);
+    uint32_t *stack = malloc((n + 1) * sizeof *stack);
+    bool hit = !seen || !stack; /* no memory: the safe answer */
+    uint32_t top = 0;
+    for (uint32_t k = 0; !hit && k < sp->n_returns; k++) {
+        seen[sp->returns[k] - rp->first] = 1;
+        stack[top++] = sp->returns[k];
+    }
+    while (!hit && top) {
+        uint32_t i = stack[--top];
+        const isa_inst *in = &p->insts[i];
+        if (in->op == ISA_CALL) {
+            if (in->a == site) {
+                hit = true;
+                break;
+            }
+            const vm_splan *o = &plan->sites[in->a];
+            for (uint32_t k = 0; k < o->n_returns; k++)
+                if (!seen[o->returns[k] - rp->first]) {
+                    seen[o->returns[k] - rp->first] = 1;
+                    stack[top++] = o->returns[k];
+                }
+            continue;
+        }
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            if (p->insts[d].region == r && p->insts[d].op != ISA_RETURN && !seen[d - rp->first]) {
+                seen[d - rp->first] = 1;
+                stack[top++] = d;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return hit;
+}
+
+/* The register that feeds port k of si, when exactly one does (else NONE). */
+static uint32_t single_source(const vm_rplan *rp, const vm_sinst *si, uint32_t k)
+{
+    const vm_sport *pt = &rp->sports[si->src_at + k];
+    return pt->n == 1 ? rp->sregs[pt->first] : ISA_NONE;
+}
+
+static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
+{
+    const vm_sinst *si = &rp->sinsts[local];
+    vm_sop op = {.kind = VM_SOP_GENERIC, .matched = si->matched, .op = si->op, .local = (uint16_t)local,
+                 .tokens = (uint16_t)(si->tokens[0] > 0xffff ? 0xffff : si->tokens[0]), .out = si->reg};
+    if (si->tokens[0] > 0xffff)
+        return op;
+    isa_class c = isa_ops[si->op].cls;
+    uint32_t s0 = si->ports > 0 ? single_source(rp, si, 0) : ISA_NONE;
+    uint32_t s1 = si->ports > 1 ? single_source(rp, si, 1) : ISA_NONE;
+    if (si->op == ISA_RETURN) {
+        op.kind = VM_SOP_SKIP;
+    } else if ((c == ISA_CLASS_BINARY || c == ISA_CLASS_COMPARE) && si->n_in == 2 && si->ports == 2) {
+        if (si->imm < 0 && s0 != ISA_NONE && s1 != ISA_NONE)
+            op.kind = VM_SOP_BIN_RR, op.a = s0, op.b = s1;
+        else if (si->imm == 1 && s0 != ISA_NONE)
+            op.kind = VM_SOP_BIN_RK, op.a = s0, op.b = si->b;
+        else if (si->imm == 0 && s1 != ISA_NONE)
+            op.kind = VM_SOP_BIN_KR, op.a = si->b, op.b = s1;
+    } else if (si->op == ISA_SWITCH && si->ports == 2 && s0 != ISA_NONE && s1 != ISA_NONE) {
+        op.kind = VM_SOP_SWITCH, op.a = s0, op.b = s1;
+    } else if (si->op == ISA_BRANCH && si->ports == 1 && s0 != ISA_NONE) {
+        op.kind = VM_SOP_BRANCH, op.op = (uint16_t)si->a, op.a = s0, op.b = si->b;
+    } else if (si->op == ISA_CONST && si->n_in == 0 && si->ports == 1 && s0 != ISA_NONE) {
+        op.kind = VM_SOP_CONST, op.a = s0, op.b = si->a;
+    } else if (si->op == ISA_CALL && si->ports == 1 && s0 != ISA_NONE) {
+        op.kind = VM_SOP_CALL, op.a = s0, op.b = si->a, op.out = si->arg; /* site, argument */
+    }
+    return op;
+}
+
+/* Orders a sequential region so that the steps depending on one side of a
+ * pruned branch are contiguous, and gives each such run its guard: the
+ * register that is empty when that side was not taken. A frame then jumps
+ * over the untaken side in one step instead of looking at each of its
+ * instructions. The guard of an instruction is the side its inputs all come
+ * from (through instructions of that side); a SWITCH group on one
+ * predicate shares one guard. Returns the guards by local index (or NULL:
+ * no memory, keep the order as it is). */
+static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
+{
+    uint32_t n = rp->end - rp->first;
+    uint32_t *owner = malloc((rp->n_regs + 1) * sizeof *owner), *guard = malloc((n + 1) * sizeof *guard);
+    uint32_t *rep = malloc((2 * (size_t)rp->n_regs + 2) * sizeof *rep);
+    uint32_t *indeg = calloc(n + 1, sizeof *indeg), *ready = malloc((n + 1) * sizeof *ready);
+    uint32_t *order = malloc((n + 1) * sizeof *order);
+    if (!owner || !guard || !rep || !indeg || !ready || !order) {
+        free(owner), free(guard), free(rep), free(indeg), free(ready), free(order);
+        return NULL;
+    }
+    for (uint32_t k = 0; k < rp->n_regs; k++)
+        owner[k] = ISA_NONE;
+    for (uint32_t k = 0; k < 2 * rp->n_regs; k++)
+        rep[k] = ISA_NONE;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t o = 0; o < isa_outs(&p->insts[rp->first + i]); o++)
+            owner[rp->sinsts[i].reg + o] = i;
+    /* guards, in the current (topological) order */
+    for (uint32_t q = 0; q < rp->n_order; q++) {
+        uint32_t i = rp->order[q];
+        const vm_sinst *si = &rp->sinsts[i];
+        uint32_t g = UINT32_MAX; /* unset */
+        if (si->op == ISA_RETURN) { /* written when its site's CALLs are all in */
+            const vm_splan *sp = &plan->sites[si->a];
+            for (uint32_t c = 0; c < sp->n_call; c++) {
+                uint32_t cg = guard[sp->calls[c] - rp->first];
+                g = g == UINT32_MAX || g == cg ? cg : ISA_NONE;
+            }
+        }
+        for (uint32_t k = 0; si->op != ISA_RETURN && k < si->ports; k++) {
+            const vm_sport *pt = &rp->sports[si->src_at + k];
+            for (uint32_t e = 0; e < pt->n; e++) {
+                uint32_t reg = rp->sregs[pt->first + e], j = owner[reg], key = ISA_NONE;
+                if (j != ISA_NONE) {
+                    const vm_sinst *sj = &rp->sinsts[j];
+                    uint32_t o = reg - sj->reg;
+                    bool exclusive = (sj->op == ISA_SWITCH || sj->op == ISA_BRANCH) &&
+                                     (sj->flags & (o ? ISA_FLAG_PRUNE_TRUE : ISA_FLAG_PRUNE_FALSE));
+                    if (exclusive && sj->op == ISA_SWITCH) {
+                        const vm_sport *pp = &rp->sports[sj->src_at + 1];
+                        uint32_t pred = pp->n == 1 ? rp->sregs[pp->first] : ISA_NONE;
+                        if (pred == ISA_NONE) {
+                            key = reg;
+                        } else {
+                            if (rep[2 * pred + o] == ISA_NONE)
+                                rep[2 * pred + o] = reg;
+                            key = rep[2 * pred + o];
+                        }
+                    } else if (exclusive) {
+                        key = reg;
+                    } else {
+                        key = guard[j];
+                    }
+                }
+                g = g == UINT32_MAX || g == key ? key : ISA_NONE;
+            }
+        }
+        guard[i] = g == UINT32_MAX ? ISA_NONE : g;
+    }
+    /* the order again, preferring to stay in the last guard's run */
+    for (uint32_t i = 0; i < n; i++) {
+        const vm_sinst *si = &rp->sinsts[i];
+        if (si->op == ISA_RETURN) {
+            indeg[i] += plan->sites[si->a].n_call;
+            continue;
+        }
+        for (uint32_t k = 0; k < si->ports; k++) {
+            const vm_sport *pt = &rp->sports[si->src_at + k];
+            for (uint32_t e = 0; e < pt->n; e++)
+                indeg[i] += owner[rp->sregs[pt->first + e]] != ISA_NONE;
+        }
+    }
+    uint32_t n_ready = 0, n_out = 0, last = ISA_NONE;
+    for (uint32_t i = 0; i < n; i++)
+        if (!indeg[i])
+            ready[n_ready++] = i;
+    while (n_ready) {
+        uint32_t pick = 0;
+        for (uint32_t k = 0; k < n_ready && n <= 4096; k++)
+            if (guard[ready[k]] == last && last != ISA_NONE) {
+                pick = k;
+                break;
+            }
+        uint32_t i = ready[pick];
+        memmove(&ready[pick], &ready[pick + 1], (n_ready - pick - 1) * sizeof *ready);
+        n_ready--;
+        order[n_out++] = i;
+        last = guard[i];
+        const vm_sinst *si = &rp->sinsts[i];
+        /* consumers: instructions reading its registers; a CALL: its site's RETURNs */
+        for (uint32_t c = 0; c < n; c++) {
+            const vm_sinst *sc = &rp->sinsts[c];
+            if (sc->op == ISA_RETURN) {
+                if (si->op == ISA_CALL && sc->a == si->a && --indeg[c] == 0)
+                    ready[n_ready++] = c;
+                continue;
+            }
+            for (uint32_t k = 0; k < sc->ports; k++) {
+                const vm_sport *pt = &rp->sports[sc->src_at + k];
+                for (uint32_t e = 0; e < pt->n; e++)
+                    if (owner[rp->sregs[pt->first + e]] == i && --indeg[c] == 0)
+                        ready[n_ready++] = c;
+            }
+        }
+    }
+    if (n_out == n)
+        memcpy(rp->order, order, n * sizeof *order);
+    free(owner), free(rep), free(indeg), free(ready), free(order);
+    return guard;
+}
+
+tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
+{
+    /* each site's CALLs by argument index */
+    for (uint32_t s = 0; s < p->n_sites; s++) {
+        vm_splan *sp = &plan->sites[s];
+        sp->calls = ut_arena_array(&plan->arena, sp->n_call + 1, sizeof(uint32_t));
+        if (!sp->calls)
+            return TFVM_ERR_NOMEM;
+        sp->n_call = 0;
+    }
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (p->insts[i].op == ISA_CALL) {
+            vm_splan *sp = &plan->sites[p->insts[i].a];
+            plan->insts[i].arg = (uint16_t)sp->n_call;
+            sp->calls[sp->n_call++] = i;
+        }
+    /* Candidates: FUNC regions of sequential instructions only. */
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        vm_rplan *rp = &plan->regions[r];
+        rp->seq = p->regions[r].kind == ISA_REGION_FUNC && rp->end - rp->first < 0xffff;
+        for (uint32_t i = rp->first; rp->seq && i < rp->end; i++)
+            rp->seq = seq_op_ok(&p->insts[i]) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
+    }
+    /* ...whose every callee is one too (to a fixpoint), and whose order exists. */
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < p->n_insts; i++) {
+            const isa_inst *in = &p->insts[i];
+            if (in->op == ISA_CALL && plan->regions[in->region].seq && !plan->regions[p->sites[in->a].callee].seq) {
+                plan->regions[in->region].seq = false;
+                changed = true;
+            }
+        }
+    }
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        if (plan->regions[r].seq && !seq_order(p, plan, r, NULL))
+            plan->regions[r].seq = false;
+    for (bool changed = true; changed;) { /* an order lost may unmake a caller */
+        changed = false;
+        for (uint32_t i = 0; i < p->n_insts; i++) {
+            const isa_inst *in = &p->insts[i];
+            if (in->op == ISA_CALL && plan->regions[in->region].seq && !plan->regions[p->sites[in->a].callee].seq) {
+                plan->regions[in->region].seq = false;
+                changed = true;
+            }
+        }
+    }
+    for (uint32_t s = 0; s < p->n_sites; s++) {
+        vm_splan *sp = &plan->sites[s];
+        sp->call_tokens = 0;
+        for (uint32_t k = 0; k < sp->n_call; k++)
+            sp->call_tokens += p->insts[sp->calls[k]].n_edges;
+    }
+    /* Sites of sequential callees whose arguments can be gathered first: the
+     * callee's contexts get one value slot per argument. */
+    for (uint32_t s = 0; s < p->n_sites; s++) {
+        vm_splan *sp = &plan->sites[s];
+        vm_rplan *callee = &plan->regions[p->sites[s].callee];
+        sp->strict = callee->seq && sp->n_call > 0 && !returns_feed_calls(p, plan, s);
+        if (sp->strict && sp->n_call > callee->n_params)
+            callee->n_params = sp->n_call;
+    }
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        vm_rplan *rp = &plan->regions[r];
+        rp->param_slot = rp->n_slots;
+        rp->n_slots += rp->n_params;
+    }
+    /* Registers: the arguments (as many as the most any site passes), one
+     * per output of each instruction, then each local site's arguments. */
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        vm_rplan *rp = &plan->regions[r];
+        if (!rp->seq)
+            continue;
+        uint32_t n = rp->end - rp->first;
+        rp->sinsts = ut_arena_array(&plan->arena, n + 1, sizeof(vm_sinst));
+        if (!rp->sinsts)
+            return TFVM_ERR_NOMEM;
+        rp->n_args = 0;
+    }
+    for (uint32_t s = 0; s < p->n_sites; s++) {
+        vm_rplan *callee = &plan->regions[p->sites[s].callee];
+        if (callee->seq && plan->sites[s].n_call > callee->n_args)
+            callee->n_args = plan->sites[s].n_call;
+    }
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        vm_rplan *rp = &plan->regions[r];
+        if (!rp->seq)
+            continue;
+        uint32_t reg = rp->n_args, n_ports = 0;
+        for (uint32_t i = rp->first; i < rp->end; i++) {
+            const isa_inst *in = &p->insts[i];
+            const vm_iplan *ip = &plan->insts[i];
+            vm_sinst *si = &rp->sinsts[i - rp->first];
+            *si = (vm_sinst){.op = in->op, .flags = in->flags, .ports = (uint16_t)ip->ports,
+                             .n_in = (uint16_t)in->n_in, .imm = ip->imm, .matched = ip->matched,
+                             .arg = ip->arg, .a = in->a, .b = in->b, .src_at = n_ports, .reg = reg, .inst = i};
+            for (uint32_t o = 0; o < 2 && o < isa_outs(in); o++)
+                si->tokens[o] = ip->out_at[o + 1] - ip->out_at[o];
+            reg += isa_outs(in);
+            n_ports += ip->ports;
+        }
+        for (uint32_t i = rp->first; i < rp->end; i++)
+            if (p->insts[i].op == ISA_CALL && plan->insts[i].arg == 0) {
+                vm_splan *sp = &plan->sites[p->insts[i].a];
+                sp->arg_slot = reg;
+                reg += sp->n_call;
+            }
+        rp->n_regs = reg;
+        rp->sports = ut_arena_array(&plan->arena, n_ports + 1, sizeof(vm_sport));
+        if (!rp->sports)
+            return TFVM_ERR_NOMEM;
+    }
+    /* Each port's producers: an instruction's output register, a CALL's
+     * argument (in the callee: argument register `arg`), or a RETURN's
+     * (in the caller: the RETURN's output register). Two passes: count,
+     * then fill. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t r = 0; r < p->n_regions; r++) {
+            vm_rplan *rp = &plan->regions[r];
+            if (!rp->seq)
+                continue;
+            uint32_t n_ports = rp->end == rp->first ? 0
+                                                    : rp->sinsts[rp->end - rp->first - 1].src_at +
+                                                          rp->sinsts[rp->end - rp->first - 1].ports;
+            if (pass == 0) {
+                for (uint32_t k = 0; k < n_ports; k++)
+                    rp->sports[k].n = 0;
+            } else {
+                uint32_t total = 0;
+                for (uint32_t k = 0; k < n_ports; k++) {
+                    rp->sports[k].first = total;
+                    total += rp->sports[k].n;
+                    rp->sports[k].n = 0;
+                }
+                rp->sregs = ut_arena_array(&plan->arena, total + 1, sizeof(uint32_t));
+                if (!rp->sregs)
+                    return TFVM_ERR_NOMEM;
+            }
+        }
+        for (uint32_t i = 0; i < p->n_insts; i++) {
+            const isa_inst *in = &p->insts[i];
+            const vm_iplan *ip = &plan->insts[i];
+            for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+                const isa_edge *ed = &p->edges[e];
+                const isa_inst *d = &p->insts[ed->inst];
+                vm_rplan *dr = &plan->regions[d->region];
+                if (!dr->seq || d->op == ISA_RETURN)
+                    continue; /* RETURNs: per site, below */
+                uint32_t src;
+                if (in->op == ISA_CALL)
+                    src = ip->arg;
+                else if (in->region == d->region)
+                    src = plan->regions[in->region].sinsts[i - plan->regions[in->region].first].reg + ed->out;
+                else
+                    return TFVM_ERR_INTERNAL; /* a sequential region takes tokens only from calls */
+                vm_sport *sp = &dr->sports[dr->sinsts[ed->inst - dr->first].src_at + ed->port];
+                if (pass == 1) { /* the CALLs of every site feed the same argument register */
+                    bool dup = false;
+                    for (uint32_t q = 0; q < sp->n; q++)
+                        dup |= dr->sregs[sp->first + q] == src;
+                    if (dup)
+                        continue;
+                    dr->sregs[sp->first + sp->n] = src;
+                }
+                sp->n++;
+            }
+        }
+    }
+    /* RETURN producers, per site of a sequential callee: registers of the
+     * callee's frame (its instructions' outputs, or an argument passed
+     * straight through). */
+    for (uint32_t s = 0; s < p->n_sites; s++) {
+        vm_splan *sp = &plan->sites[s];
+        vm_rplan *callee = &plan->regions[p->sites[s].callee];
+        if (!callee->seq)
+            continue;
+        sp->rets = ut_arena_array(&plan->arena, sp->n_returns + 1, sizeof(vm_sport));
+        if (!sp->rets)
+            return TFVM_ERR_NOMEM;
+        uint32_t total = 0;
+        for (uint32_t k = 0; k < sp->n_returns; k++) {
+            uint32_t r = sp->returns[k], n = 0;
+            for (uint32_t i = callee->first; i < callee->end; i++)
+                for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
+                    n += p->edges[e].inst == r;
+            for (uint32_t c = 0; c < sp->n_call; c++) {
+                const isa_inst *in = &p->insts[sp->calls[c]];
+                for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
+                    n += p->edges[e].inst == r;
+            }
+            sp->rets[k] = (vm_sport){.first = total, .n = n};
+            total += n;
+        }
+        uint32_t *regs = ut_arena_array(&plan->arena, total + 1, sizeof(uint32_t));
+        if (!regs)
+            return TFVM_ERR_NOMEM;
+        for (uint32_t k = 0; k < sp->n_returns; k++) {
+            uint32_t r = sp->returns[k], n = 0, *out = regs + sp->rets[k].first;
+            for (uint32_t i = callee->first; i < callee->end; i++)
+                for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
+                    if (p->edges[e].inst == r)
+                        out[n++] = callee->sinsts[i - callee->first].reg + p->edges[e].out;
+            for (uint32_t c = 0; c < sp->n_call; c++) {
+                const isa_inst *in = &p->insts[sp->calls[c]];
+                for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
+                    if (p->edges[e].inst == r)
+                        out[n++] = plan->insts[sp->calls[c]].arg;
+            }
+            sp->rets[k].first = (uint32_t)(out - regs);
+        }
+        sp->ret_regs = regs;
+    }
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        vm_rplan *rp = &plan->regions[r];
+        if (!rp->seq)
+            continue;
+        rp->sops = ut_arena_array(&plan->arena, rp->n_order + 1, sizeof(vm_sop));
+        if (!rp->sops)
+            return TFVM_ERR_NOMEM;
+        rp->n_sops = 0;
+        for (uint32_t q = 0; q < rp->n_order; q++)
+            rp->order[q] -= rp->first;
+        uint32_t *guard = seq_guards(p, plan, rp);
+        for (uint32_t q = 0; q < rp->n_order; q++) {
+            vm_sop op = seq_step(rp, rp->order[q]);
+            op.guard = guard ? guard[rp->order[q]] : ISA_NONE;
+            if (op.kind != VM_SOP_SKIP) /* RETURNs: written by their callee's frame */
+                rp->sops[rp->n_sops++] = op;
+        }
+        free(guard);
+        /* the last CALL of each site in the order makes the call */
+        for (uint32_t q = rp->n_sops; q-- > 0;) {
+            vm_sop *op = &rp->sops[q];
+            if (op->kind != VM_SOP_CALL)
+                continue;
+            bool later = false;
+            for (uint32_t k = q + 1; k < rp->n_sops && !later; k++)
+                later = rp->sops[k].kind == VM_SOP_CALL_LAST && rp->sops[k].b == op->b;
+            if (!later)
+                op->kind = VM_SOP_CALL_LAST;
+        }
+        /* runs: the first step of each keeps its guard and where the run ends */
+        for (uint32_t q = rp->n_sops; q-- > 0;) {
+            vm_sop *op = &rp->sops[q];
+            bool starts = op->guard != ISA_NONE && (q == 0 || rp->sops[q - 1].guard != op->guard);
+            if (starts) {
+                uint32_t end = q + 1;
+                while (end < rp->n_sops && rp->sops[end].guard == op->guard)
+                    end++;
+                op->skip = end;
+            }
+        }
+        for (uint32_t q = 0; q < rp->n_sops; q++)
+            if (!rp->sops[q].skip)
+                rp->sops[q].guard = ISA_NONE;
+    }
+    return TFVM_OK;
+}
+
+/* ---- Frame memory ---------------------------------------------------------------- */
+
+typedef struct seq_chunk {
+    struct seq_chunk *prev, *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+} seq_chunk;
+
+#define SEQ_CHUNK (256u * 1024u)
+
+/* Chunks form a list; w->seq_mem is the one frames are taken from now.
+ * Frames are freed in the reverse order (frames_run), so a chunk whose last
+ * frame goes hands back to the one before it; chunks stay for the next call. */
+static void *frame_alloc(vm_worker *w, size_t bytes)
+{
+    seq_chunk *c = w->seq_mem;
+    if (c && c->used + bytes <= c->size) {
+        void *m = c->data + c->used;
+        c->used += bytes;
+        return m;
+    }
+    seq_chunk *n = c ? c->next : NULL;
+    if (n && n->size < bytes) { /* too small: drop it and the ones after it */
+        while (n) {
+            seq_chunk *next = n->next;
+            ut_free(&w->vm->alloc, n, sizeof *n + n->size);
+            n = next;
+        }
+        c->next = NULL;
+    }
+    if (!n) {
+        size_t size = bytes > SEQ_CHUNK ? bytes : SEQ_CHUNK;
+        n = ut_alloc(&w->vm->alloc, sizeof *n + size);
+        if (!n)
+            return NULL;
+        n->size = size;
+        n->prev = c;
+        n->next = NULL;
+        if (c)
+            c->next = n;
+    }
+    n->used = bytes;
+    w->seq_mem = n;
+    return n->data;
+}
+
+static void frame_release(vm_worker *w, size_t bytes)
+{
+    seq_chunk *c = w->seq_mem;
+    c->used -= bytes;
+    if (c->used == 0 && c->prev)
+        w->seq_mem = c->prev;
+}
+
+void vm_seq_free(vm_worker *w)
+{
+    seq_chunk *c = w->seq_mem;
+    if (!c)
+        return;
+    while (c->prev)
+        c = c->prev;
+    while (c) {
+        seq_chunk *next = c->next;
+        ut_free(&w->vm->alloc, c, sizeof *c + c->size);
+        c = next;
+    }
+    w->seq_mem = NULL;
+}
+
+/* ---- Frames ----------------------------------------------------------------------
+ * A frame is one call's registers: a value and a present flag per register.
+ * The body's instructions are visited in their order; one whose every input
+ * is present fires and writes its outputs' registers; one with none present
+ * (the untaken side of a pruned branch) is passed over. A site's last CALL
+ * pushes the callee's frame and runs it first; at its end the RETURNs of its
+ * site read their producers' registers in it and write their own in the
+ * caller's frame (or send their tokens into the dataflow context). */
+typedef struct seq_frame {
+    struct seq_frame *up;   /* the caller's frame; NULL: the caller is context `ctx` */
+    uint32_t site;          /* the call this frame runs */
+    uint32_t region;
+    uint32_t pc;            /* next position in the region's order */
+    uint32_t n_regs;
+    size_t bytes;
+    bool tensors;           /* a register may hold a tensor reference */
+    dev_value *v;           /* n_regs */
+    uint8_t *has;           /* n_regs: present */
+} seq_frame;
+
+typedef struct seq_run {
+    vm_worker *w;
+    tfvm_vm *vm;
+    const isa_program *p;
+    vm_ctx *ctx;            /* the dataflow context that made the first call */
+    bool failed;
+    bool counted;           /* the first frame's context was counted (a gathered call) */
+    uint32_t polls;         /* firings since the last look at interrupts */
+} seq_run;
+
+static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
+{
+    uint32_t region = s->p->sites[site].callee;
+    const vm_rplan *rp = &s->vm->plan.regions[region];
+    size_t n = rp->n_regs;
+    size_t bytes = (sizeof(seq_frame) + n * sizeof(dev_value) + (n < 32 ? 32 : n) + 15) & ~(size_t)15;
+    bool count = up || !s->counted;
+    if (count && !vm_ctx_count_new(s->w)) {
+        s->failed = true;
+        return NULL;
+    }
+    seq_frame *f = frame_alloc(s->w, bytes);
+    if (!f) {
+        if (count)
+            vm_ctx_count_free(s->w);
+        vm_fail(s->vm, TFVM_ERR_NOMEM, s->ctx, ISA_NONE, "out of memory creating a context");
+        s->failed = true;
+        return NULL;
+    }
+    f->up = up;
+    f->site = site;
+    f->region = region;
+    f->pc = 0;
+    f->n_regs = (uint32_t)n;
+    f->bytes = bytes;
+    f->tensors = false;
+    f->v = (dev_value *)(f + 1);
+    f->has = (uint8_t *)(f->v + n);
+    if (n <= 32)
+        memset(f->has, 0, 32); /* the common small frame: a constant size, stores instead of a call */
+    else
+        memset(f->has, 0, n);
+    return f;
+}
+
+/* Frees a frame and the tensor references its registers hold. */
+static void frame_pop(seq_run *s, seq_frame *f)
+{
+    if (f->tensors)
+        for (uint32_t k = 0; k < f->n_regs; k++)
+            if (f->has[k])
+                dev_value_release(&f->v[k]);
+    if (f->up || !s->counted)
+        vm_ctx_count_free(s->w);
+    frame_release(s->w, f->bytes);
+}
+
+/* Writes register k of f (taking a reference on a tensor). */
+static inline void frame_set(seq_frame *f, uint32_t k, const dev_value *v)
+{
+    f->v[k] = *v;
+    f->has[k] = 1;
+    if (v->is_tensor) {
+        dev_value_retain(&f->v[k]);
+        f->tensors = true;
+    }
+}
+
+/* The tag of frame f as text, as vm_tag_str writes a context's: the
+ * dataflow context's elements, then one per frame, outermost first; a tag
+ * that does not fit ends in "...". Only the outermost frames can fit, so
+ * one walk up the chain keeps the last 64 it passes (the outermost). */
+static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size)
+{
+    vm_tag_str(s->vm, s->ctx, buf, size);
+    size_t len = strlen(buf);
+    if (len < 2 || buf[len - 1] != ']' || len + 1 >= size)
+        return buf;
+    len--; /* drop the ']' */
+    enum { KEEP = 64 };
+    const seq_frame *ring[KEEP];
+    size_t depth = 0;
+    for (const seq_frame *g = f; g; g = g->up)
+        ring[depth++ % KEEP] = g;
+    bool first = len == 1, fits = true;
+    for (size_t d = depth; d-- > 0 && fits;) { /* outermost first */
+        if (depth - d > KEEP) {
+            fits = false; /* more frames than can fit */
+            break;
+        }
+        const seq_frame *g = ring[d % KEEP];
+        int m = snprintf(buf + len, size - len, "%s%s@%u", first ? "" : ", ",
+                         s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id);
+        if (m < 0 || (size_t)m >= size - len) {
+            fits = false;
+            break;
+        }
+        len += (size_t)m;
+        first = false;
+    }
+    if (fits && len + 1 < size) {
+        buf[len] = ']';
+        buf[len + 1] = '\0';
+    } else if (size > 4) {
+        size_t end = strlen(buf);
+        if (end < size - 1) { /* fill the buffer, as vm_tag_str does */
+            memset(buf + end, ' ', size - 1 - end);
+            buf[size - 1] = '\0';
+        }
+        memcpy(buf + size - 4, "...", 4);
+    }
+    return buf;
+}
+
+static void frame_fail(seq_run *s, const seq_frame *f, tfvm_status code, uint32_t inst, const char *msg)
+{
+    char tag[256];
+    vm_fail_tag(s->vm, code, frame_tag(s, f, tag, sizeof tag), inst, "%s", msg);
+    s->failed = true;
+}
+
+
+/* Output `out` of f's instruction si: its register, and the tokens the graph
+ * would send along its edges. */
+static inline void frame_out(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t out, const dev_value *v)
+{
+    frame_set(f, si->reg + out, v);
+    s->w->st.tokens += si->tokens[out];
+}
+
+static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t taken, const dev_value *v)
+{
+    frame_out(s, f, si, taken, v);
+    if (!(si->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+        dev_value dead = dev_dead();
+        frame_out(s, f, si, 1 - taken, &dead);
+    }
+}
+
+/* Frame f's call is over: each RETURN of its site whose producer ran fires,
+ * into the caller's frame or, for the first frame, the dataflow context. */
+static void frame_return(seq_run *s, seq_frame *f)
+{
+    const vm_splan *sp = &s->vm->plan.sites[f->site];
+    seq_frame *up = f->up;
+    const vm_rplan *urp = up ? &s->vm->plan.regions[up->region] : NULL;
+    for (uint32_t k = 0; k < sp->n_returns && !s->failed; k++) {
+        const vm_sport *src = &sp->rets[k];
+        const dev_value *v = NULL;
+        for (uint32_t q = 0; q < src->n; q++) {
+            uint32_t reg = sp->ret_regs[src->first + q];
+            if (f->has[reg]) {
+                v = &f->v[reg];
+                break;
+            }
+        }
+        if (!v)
+            continue; /* no token for this RETURN */
+        uint32_t r = sp->returns[k];
+        s->w->st.fired++;
+        if (up)
+            frame_out(s, up, &urp->sinsts[r - urp->first], 0, v);
+        else
+            vm_send(s->w, s->ctx, r, 0, v);
+    }
+}
+
+/* The site's call with all its arguments in f's argument registers: every
+ * one dead (the RETURNs say so, nothing runs), every one live (a new frame),
+ * or both (an error, as in the graph). NULL: no new frame. */
+static seq_frame *frame_call(seq_run *s, seq_frame *f, uint32_t site, uint32_t inst)
+{
+    const vm_splan *sp = &s->vm->plan.sites[site];
+    const vm_rplan *rp = &s->vm->plan.regions[f->region];
+    dev_value *args = &f->v[sp->arg_slot];
+    uint32_t dead = 0;
+    for (uint32_t k = 0; k < sp->n_call; k++)
+        dead += args[k].dead;
+    if (dead) {
+        if (dead != sp->n_call) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "call of '%s' entered with live and dead tokens at one tag",
+                     s->p->regions[s->p->sites[site].callee].name);
+            frame_fail(s, f, TFVM_ERR_DEADNESS, inst, msg);
+            return NULL;
+        }
+        dev_value d = dev_dead();
+        for (uint32_t k = 0; k < sp->n_returns; k++)
+            frame_out(s, f, &rp->sinsts[sp->returns[k] - rp->first], 0, &d);
+        return NULL;
+    }
+    seq_frame *g = frame_push(s, f, site);
+    if (g)
+        for (uint32_t k = 0; k < sp->n_call; k++) {
+            g->v[k] = args[k];
+            g->has[k] = 1;
+            if (args[k].is_tensor) {
+                dev_value_retain(&g->v[k]);
+                g->tensors = true;
+            }
+        }
+    s->w->st.tokens += sp->call_tokens;
+    return g;
+}
+
+/* Scalar arithmetic and comparisons inline (the kernels' results: integers
+ * wrap); false: leave it to the kernels. */
+static UT_INLINE bool scalar_op(uint16_t op, const dev_value *x, const dev_value *y, dev_value *r)
+{
+    if (x->is_tensor || y->is_tensor || x->dtype != y->dtype)
+        return false;
+    bool cmp = false;
+    *r = (dev_value){.dtype = x->dtype};
+    switch (x->dtype) {
+#define INT_CASES(T, U, F)                                                        \
+    switch (op) {                                                                 \
+    case ISA_ADD: r->u.F = (T)((U)x->u.F + (U)y->u.F); break;                     \
+    case ISA_SUB: r->u.F = (T)((U)x->u.F - (U)y->u.F); break;                     \
+    case ISA_MUL: r->u.F = (T)((U)x->u.F * (U)y->u.F); break;                     \
+    case ISA_DIV: if (y->u.F == 0 || y->u.F == -1) return false;                  \
+                  r->u.F = x->u.F / y->u.F; break;                                \
+    case ISA_MOD: if (y->u.F == 0 || y->u.F == -1) return false;                  \
+                  r->u.F = x->u.F % y->u.F; break;                                \
+    case ISA_MIN: r->u.F = x->u.F < y->u.F ? x->u.F : y->u.F; break;              \
+    case ISA_MAX: r->u.F = x->u.F > y->u.F ? x->u.F : y->u.F; break;              \
+    case ISA_LESS: cmp = true, r->u.b = x->u.F < y->u.F; break;                   \
+    case ISA_LESS_EQUAL: cmp = true, r->u.b = x->u.F <= y->u.F; break;            \
+    case ISA_GREATER: cmp = true, r->u.b = x->u.F > y->u.F; break;                \
+    case ISA_GREATER_EQUAL: cmp = true, r->u.b = x->u.F >= y->u.F; break;         \
+    case ISA_EQUAL: cmp = true, r->u.b = x->u.F == y->u.F; break;                 \
+    case ISA_NOT_EQUAL: cmp = true, r->u.b = x->u.F != y->u.F; break;             \
+    default: return false;                                                        \
+    }                                                                             \
+    break;
+    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
+    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
+#undef INT_CASES
+    default:
+        return false;
+    }
+    if (cmp)
+        r->dtype = TFVM_BOOL;
+    return true;
+}
+
+/* Visits f's instruction at `local`: fires it if its inputs are there.
+ * Returns a frame to run first (a call), or NULL. */
+static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint32_t local)
+{
+    tfvm_vm *vm = s->vm;
+    const vm_sinst *si = &rp->sinsts[local];
+    if (si->op == ISA_RETURN)
+        return NULL; /* written by its callee's frame (frame_return) */
+    /* Each port's token: the one present producer (two are a program error). */
+    const dev_value *x[8];
+    const vm_sport *ports = &rp->sports[si->src_at];
+    uint32_t got = 0, live = 0, want = si->ports - (si->imm >= 0);
+    bool dead = false;
+    for (uint32_t k = 0; k < si->ports; k++) {
+        const vm_sport *pt = &ports[k];
+        const dev_value *v = NULL;
+        for (uint32_t q = 0; q < pt->n; q++) {
+            uint32_t reg = rp->sregs[pt->first + q];
+            if (f->has[reg]) {
+                if (v) {
+                    char msg[64];
+                    snprintf(msg, sizeof msg, "two tokens for input %u at one tag", k);
+                    frame_fail(s, f, TFVM_ERR_PORT, si->inst, msg);
+                    return NULL;
+                }
+                v = &f->v[reg];
+            }
+        }
+        if (k < 8)
+            x[k] = v;
+        if (v) {
+            got++;
+            dead |= v->dead;
+            live += !v->dead;
+        }
+    }
+    if (si->op == ISA_MERGE ? !live && got < want : got < want)
+        return NULL; /* no token (not reached), or a partial match that waits forever */
+    if (si->imm >= 0 && si->imm < 8)
+        x[si->imm] = &vm->consts[si->b];
+    s->w->st.fired++;
+    s->w->st.matches += si->matched;
+    seq_frame *next = NULL;
+    switch ((isa_op)si->op) {
+    case ISA_CONST: {
+        dev_value v = dead ? dev_dead() : vm->consts[si->a];
+        frame_out(s, f, si, 0, &v);
+        break;
+    }
+    case ISA_IDENTITY:
+    case ISA_LOOPCOND:
+        frame_out(s, f, si, 0, x[0]);
+        break;
+    case ISA_BRANCH: {
+        if (dead) {
+            frame_out(s, f, si, 0, x[0]);
+            frame_out(s, f, si, 1, x[0]);
+            break;
+        }
+        dev_value pred;
+        if (!scalar_op((uint16_t)si->a, x[0], &vm->consts[si->b], &pred)) {
+            dev_value two[2] = {*x[0], vm->consts[si->b]};
+            char msg[256];
+            tfvm_status st = dev_cpu_elementwise((isa_op)si->a, 0, two, &pred, &vm->alloc, msg, sizeof msg);
+            if (st != TFVM_OK) {
+                frame_fail(s, f, st, si->inst, msg);
+                break;
+            }
+            if (pred.is_tensor) {
+                dev_value_release(&pred);
+                frame_fail(s, f, TFVM_ERR_TYPE, si->inst, "predicate must be a bool scalar, got a bool tensor");
+                break;
+            }
+        }
+        frame_route(s, f, si, pred.u.b ? 1 : 0, x[0]);
+        break;
+    }
+    case ISA_SWITCH:
+        if (dead) {
+            dev_value d = dev_dead();
+            frame_out(s, f, si, 0, &d);
+            frame_out(s, f, si, 1, &d);
+        } else if (x[1]->is_tensor || x[1]->dtype != TFVM_BOOL) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "predicate must be a bool scalar, got %s%s",
+                     tfvm_dtype_name((tfvm_dtype)x[1]->dtype), x[1]->is_tensor ? " tensor" : "");
+            frame_fail(s, f, TFVM_ERR_TYPE, si->inst, msg);
+        } else {
+            frame_route(s, f, si, x[1]->u.b ? 1 : 0, x[0]);
+        }
+        break;
+    case ISA_MERGE: {
+        uint32_t k = 0;
+        while (k < si->n_in && k < 8 && !(x[k] && !x[k]->dead))
+            k++;
+        if (!live) {
+            dev_value d = dev_dead();
+            frame_out(s, f, si, 0, &d);
+            frame_out(s, f, si, 1, &d);
+        } else {
+            dev_value index = {.dtype = TFVM_I32, .u.i32 = (int32_t)k};
+            frame_out(s, f, si, 0, x[k]);
+            frame_out(s, f, si, 1, &index);
+        }
+        break;
+    }
+    case ISA_CALL: {
+        const vm_splan *sp = &vm->plan.sites[si->a];
+        frame_set(f, sp->arg_slot + si->arg, x[0]);
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < sp->n_call; k++)
+            have += f->has[sp->arg_slot + k];
+        if (have == sp->n_call)
+            next = frame_call(s, f, si->a, si->inst);
+        break;
+    }
+    default: { /* compute */
+        dev_value out = dev_dead();
+        if (!dead && !(si->n_in == 2 && scalar_op(si->op, x[0], x[1], &out))) {
+            dev_value in[5] = {{0}};
+            for (uint32_t k = 0; k < si->n_in && k < 5; k++)
+                in[k] = *x[k];
+            char msg[256];
+            tfvm_status st = dev_vm_fire(vm->dev, &s->p->insts[si->inst], in, &out, msg, sizeof msg);
+            if (st != TFVM_OK) {
+                frame_fail(s, f, st, si->inst, msg);
+                break;
+            }
+        }
+        frame_out(s, f, si, 0, &out);
+        dev_value_release(&out);
+        break;
+    }
+    }
+    return next;
+}
+
+/* One step of f's order; NULL, or a frame to run first. */
+static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan *rp, const vm_sop *op)
+{
+    dev_value *v = f->v;
+    uint8_t *has = f->has;
+    const dev_value *consts = s->vm->consts;
+    const dev_value *x, *y;
+    switch (op->kind) {
+    case VM_SOP_SKIP:
+        return NULL;
+    case VM_SOP_BIN_RR:
+        if (!has[op->a] || !has[op->b])
+            return NULL; /* not reached (or a partial match) */
+        x = &v[op->a], y = &v[op->b];
+        goto binary;
+    case VM_SOP_BIN_RK:
+        if (!has[op->a])
+            return NULL;
+        x = &v[op->a], y = &consts[op->b];
+        goto binary;
+    case VM_SOP_BIN_KR:
+        if (!has[op->b])
+            return NULL;
+        x = &consts[op->a], y = &v[op->b];
+    binary:
+        if (x->dead || y->dead || !scalar_op(op->op, x, y, &v[op->out]))
+            break;
+        has[op->out] = 1;
+        s->w->st.fired++;
+        s->w->st.matches += op->matched;
+        s->w->st.tokens += op->tokens;
+        return NULL;
+    case VM_SOP_BRANCH: {
+        if (!has[op->a])
+            return NULL;
+        dev_value pred;
+        x = &v[op->a];
+        if (x->dead || !scalar_op(op->op, x, &consts[op->b], &pred))
+            break;
+        const vm_sinst *si = &rp->sinsts[op->local];
+        s->w->st.fired++;
+        frame_route(s, f, si, pred.u.b ? 1 : 0, x);
+        return NULL;
+    }
+    case VM_SOP_SWITCH: {
+        if (!has[op->a] || !has[op->b])
+            return NULL;
+        x = &v[op->a], y = &v[op->b];
+        if (x->dead || y->dead || y->is_tensor || y->dtype != TFVM_BOOL)
+            break;
+        s->w->st.fired++;
+        s->w->st.matches++;
+        frame_route(s, f, &rp->sinsts[op->local], y->u.b ? 1 : 0, x);
+        return NULL;
+    }
+    case VM_SOP_CONST:
+        if (!has[op->a])
+            return NULL;
+        if (v[op->a].dead)
+            break;
+        v[op->out] = consts[op->b];
+        if (v[op->out].is_tensor) {
+            dev_value_retain(&v[op->out]);
+            f->tensors = true;
+        }
+        has[op->out] = 1;
+        s->w->st.fired++;
+        s->w->st.tokens += op->tokens;
+        return NULL;
+    case VM_SOP_CALL:
+    case VM_SOP_CALL_LAST: {
+        if (!has[op->a])
+            return NULL;
+        const vm_splan *sp = &s->vm->plan.sites[op->b];
+        uint32_t arg = sp->arg_slot + op->out;
+        if (has[arg]) /* a second token for the CALL's input at this tag */
+            break;
+        v[arg] = v[op->a];
+        has[arg] = 1;
+        if (v[arg].is_tensor) {
+            dev_value_retain(&v[arg]);
+            f->tensors = true;
+        }
+        s->w->st.fired++;
+        if (op->kind == VM_SOP_CALL)
+            return NULL; /* the site's last CALL makes the call */
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < sp->n_call; k++)
+            have += has[sp->arg_slot + k];
+        return have == sp->n_call ? frame_call(s, f, op->b, rp->sinsts[op->local].inst) : NULL;
+    }
+    default:
+        break;
+    }
+    return frame_visit(s, f, rp, op->local);
+}
+
+/* Runs frames from `top` until it returns (or the run stops). Interrupts
+ * and the end of the run are looked at every 1024 calls. */
+static void frames_run(seq_run *s, seq_frame *top)
+{
+    tfvm_vm *vm = s->vm;
+    seq_frame *f = top;
+    while (f) {
+        const vm_rplan *rp = &vm->plan.regions[f->region];
+        const vm_sop *ops = rp->sops;
+        uint32_t pc = f->pc, n = rp->n_sops;
+        seq_frame *call = NULL;
+        while (!s->failed && pc < n) {
+            const vm_sop *op = &ops[pc];
+            if (op->guard != ISA_NONE && !f->has[op->guard]) {
+                pc = op->skip; /* that side of its branch was not taken */
+                continue;
+            }
+            pc++;
+            if ((call = frame_step(s, f, rp, op)) != NULL)
+                break;
+        }
+        if (call) {
+            f->pc = pc;
+            f = call;
+            if ((++s->polls & 1023) == 0) {
+                if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
+                    atomic_exchange(&vm->interrupted, 0))
+                    vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+                if (atomic_load_explicit(&vm->run.done, memory_order_relaxed))
+                    s->failed = true;
+            }
+            if (!s->failed)
+                continue;
+        }
+        if (!s->failed)
+            frame_return(s, f);
+        seq_frame *up = f->up;
+        bool last = f == top;
+        frame_pop(s, f);
+        f = last ? NULL : up;
+    }
+}
+
+void vm_seq_call(vm_worker *w, vm_ctx *c, uint32_t site, dev_value *args, bool counted)
+{
+    tfvm_vm *vm = w->vm;
+    seq_run s = {.w = w, .vm = vm, .p = vm->prog, .ctx = c, .counted = counted};
+    const vm_splan *sp = &vm->plan.sites[site];
+    seq_frame *f = frame_push(&s, NULL, site);
+    for (uint32_t k = 0; k < sp->n_call; k++) {
+        if (f) {
+            frame_set(f, k, &args[k]);
+            w->st.tokens += vm->prog->insts[sp->calls[k]].n_edges;
+        }
+        dev_value_release(&args[k]);
+    }
+    if (f)
+        frames_run(&s, f);
+}
