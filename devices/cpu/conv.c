@@ -548,8 +548,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
         dev_kfloat(x->dtype)) {
         pool2_arg a = {x->data, o, H, W, OH, OW, avg, x->dtype == TFVM_F32};
-        /* planes in chunks of at least ~32K output elements (~5 us) */
-        dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW, 32768, 1), pool2_planes, &a);
+        /* planes in chunks of at least 8K output elements (~3 us) */
+        dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW, 8192, 1), pool2_planes, &a);
         *out = r;
         return TFVM_OK;
     }
