@@ -387,6 +387,11 @@ static cc_ifn *build_model(cc *C, void *ud)
     for (uint32_t k = 0; k < nr; k++) {
         res[k] = out[k]->v;
         fn->src->results[k].type = ox_vtype(out[k]);
+        /* The results' signature (checked on every run, vm/signature.c) keeps
+         * the dtype but not the importer's shape facts, which are not exact
+         * enough to promise (Reshape's 0 dims, negative Squeeze axes). */
+        if (fn->src->results[k].type.tensor)
+            fn->src->results[k].type = cc_tensor_t((tfvm_dtype)fn->src->results[k].type.dtype, -1);
     }
     cc_block_results(C, top, nr, res);
     return fn;

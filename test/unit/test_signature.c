@@ -362,6 +362,47 @@ START_TEST(error_position)
 }
 END_TEST
 
+/* Imported models declare their inputs' shapes: ONNX graph inputs (symbolic
+ * dims are `?`), TensorFlow Placeholder shapes; results keep only dtypes. */
+START_TEST(imported_signatures)
+{
+    static const struct {
+        const char *path, *sig, *bad;
+    } cases[] = {
+        {"test/onnx/models/mlp.onnx", "x: f32[2, 4] -> y: f32[]",
+         "argument 1 'x' of entry 'main': expected f32[2, 4], got f32[3, 4]"},
+        {"test/tf/fixtures/cond_nested_00.pb", "x: f32[3] -> cond/Merge: f32[]", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        tfvm_program *p = NULL;
+        tfvm_error err;
+        ck_assert_msg(tfvm_program_open(cases[k].path, NULL, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+        const isa_entry *en = &p->isa.entries[0];
+        const isa_param *x = NULL;
+        for (uint32_t i = 0; i < en->n_params; i++)
+            if (strcmp(en->params[i].name, "x") == 0)
+                x = &en->params[i];
+        ck_assert_ptr_nonnull(x);
+        char a[64], b[64], sig[200];
+        snprintf(sig, sizeof sig, "x: %s -> %s: %s", isa_param_type(x, a, sizeof a), en->results[0].name,
+                 isa_param_type(&en->results[0], b, sizeof b));
+        ck_assert_str_eq(sig, cases[k].sig);
+        if (cases[k].bad) {
+            tfvm_vm *vm;
+            ck_assert_int_eq(tfvm_vm_new_ex(p, NULL, &vm, &err), TFVM_OK);
+            int64_t d[2] = {3, 4};
+            tfvm_tensor *t = tensor(2, d);
+            tfvm_value v = tfvm_tensor_value(t), r;
+            ck_assert_int_eq(tfvm_run(vm, NULL, &v, 1, &r, 1), TFVM_ERR_ARGUMENT);
+            ck_assert_str_eq(tfvm_errmsg(vm), cases[k].bad);
+            tfvm_tensor_free(t);
+            tfvm_vm_free(vm);
+        }
+        tfvm_program_free(p);
+    }
+}
+END_TEST
+
 /* ---- The C API additions of issue 14 ---------------------------------------------- */
 static void count_release(void *ud, void *data)
 {
@@ -460,6 +501,7 @@ int main(void)
     tcase_add_test(tc, api_and_compiler);
     tcase_add_test(tc, labels);
     tcase_add_test(tc, error_position);
+    tcase_add_test(tc, imported_signatures);
     tcase_add_test(tc, tensor_wrap);
     tcase_add_test(tc, vm_new_ex_and_version);
     tcase_add_test(tc, load_file_any_format);
