@@ -194,6 +194,8 @@ static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
  * from (through instructions of that side); a SWITCH group on one
  * predicate shares one guard. Returns the guards by local index (or NULL:
  * no memory, keep the order as it is). */
+#define GUARD_UNSET (ISA_NONE - 1) /* no input seen yet (ISA_NONE: no guard) */
+
 static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
 {
     uint32_t n = rp->end - rp->first;
@@ -216,12 +218,12 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
     for (uint32_t q = 0; q < rp->n_order; q++) {
         uint32_t i = rp->order[q];
         const vm_sinst *si = &rp->sinsts[i];
-        uint32_t g = UINT32_MAX; /* unset */
+        uint32_t g = GUARD_UNSET;
         if (si->op == ISA_RETURN) { /* written when its site's CALLs are all in */
             const vm_splan *sp = &plan->sites[si->a];
             for (uint32_t c = 0; c < sp->n_call; c++) {
                 uint32_t cg = guard[sp->calls[c] - rp->first];
-                g = g == UINT32_MAX || g == cg ? cg : ISA_NONE;
+                g = g == GUARD_UNSET || g == cg ? cg : ISA_NONE;
             }
         }
         for (uint32_t k = 0; si->op != ISA_RETURN && k < si->ports; k++) {
@@ -249,10 +251,10 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
                         key = guard[j];
                     }
                 }
-                g = g == UINT32_MAX || g == key ? key : ISA_NONE;
+                g = g == GUARD_UNSET || g == key ? key : ISA_NONE;
             }
         }
-        guard[i] = g == UINT32_MAX ? ISA_NONE : g;
+        guard[i] = g == GUARD_UNSET ? ISA_NONE : g;
     }
     /* the order again, preferring to stay in the last guard's run */
     for (uint32_t i = 0; i < n; i++) {
