@@ -27,10 +27,8 @@ static bool tensor_size(tfvm_dtype dtype, int rank, const int64_t *dims, int64_t
             return false;
         if (dims[i] == 0)
             zero = true;
-        else if (count > INT64_MAX / dims[i])
-            overflow = true;
-        else
-            count *= dims[i];
+        else if (!overflow) /* not count > INT64_MAX / dims[i]: a division per dim per tensor */
+            overflow = __builtin_mul_overflow(count, dims[i], &count);
     }
     if (zero)
         count = 0;

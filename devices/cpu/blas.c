@@ -81,7 +81,9 @@ static void apply_threads(const dev_blas_fns *b)
     int want = w > 1 ? atomic_load(&budget) / w : atomic_load(&budget);
     if (want < 1)
         want = 1;
-    if (atomic_exchange(&current, want) != want)
+    /* a load first: this runs before every gemm, and the exchange is a
+     * locked instruction on a line every worker reads */
+    if (atomic_load_explicit(&current, memory_order_relaxed) != want && atomic_exchange(&current, want) != want)
         b->set_num_threads(want);
 }
 
