@@ -11,6 +11,7 @@
 #include "loader/loader.h"
 #include "tools/check.h"
 #include "tools/debug.h"
+#include "tools/opts.h"
 
 const char *const cli_usage_check =
     "usage: tfvm check [options] FILE\n"
@@ -83,30 +84,14 @@ static void ck_print(const isa_program *p, const isa_facts *F)
 
 int cli_check(int argc, char **argv)
 {
-    const char *in = NULL, *entry = NULL, *outputs = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(cli_usage_check, stdout);
-            return 0;
-        } else if (strcmp(a, "--entry") == 0 || strcmp(a, "-e") == 0) {
-            if (++i == argc)
-                return cli_usage_error("check", "%s needs a function name", a);
-            entry = argv[i];
-        } else if (strcmp(a, "--outputs") == 0) {
-            if (++i == argc)
-                return cli_usage_error("check", "--outputs needs a list of tensor names (a,b:1)");
-            outputs = argv[i];
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return cli_usage_error("check", "unknown option '%s'", a);
-        } else if (in) {
-            return cli_usage_error("check", "more than one input file ('%s' and '%s')", in, a);
-        } else {
-            in = a;
-        }
-    }
-    if (!in)
-        return cli_usage_error("check", "missing FILE");
+    static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+    cli_args o;
+    int prc = cli_parse("check", cli_usage_check, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+    const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
+    cli_args_free(&o); /* the strings live in argv */
     tfvm_error err;
     tfvm_program *prog = NULL;
     isa_program own;
