@@ -40,6 +40,10 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, size_t n,
               cli_args *out)
 {
     memset(out, 0, sizeof *out);
+    if (n > CLI_MAX_OPTS) { /* a table too long for cli_args.val: a bug in the command */
+        fprintf(stderr, "tfvm %s: internal error: %zu options, at most %d\n", cmd, n, CLI_MAX_OPTS);
+        return 1;
+    }
     out->hits = calloc((size_t)argc + 1, sizeof *out->hits);
     out->pos = calloc((size_t)argc + 1, sizeof *out->pos);
     if (!out->hits || !out->pos) {
