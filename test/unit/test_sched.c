@@ -16,8 +16,9 @@
 
 /* ---- Programs -------------------------------------------------------------------- */
 
-/* fib(n) = 1 for n <= 1, else fib(n-1) + fib(n-2); and a loop, and a run
- * that can fail (integer division by zero when n == 7). */
+/* fib(n) = 1 for n <= 1, else fib(n-1) + fib(n-2); a loop; a run that can
+ * fail (integer division by zero when n == 7); and a call's result meeting
+ * another value in a two-input instruction, at the entry and one call down. */
 static const char *FIB_SRC =
     "fn fib(n: i64) -> i64 {\n"
     "    if n <= 1 { 1 } else { fib(n - 1) + fib(n - 2) }\n"
@@ -27,7 +28,9 @@ static const char *FIB_SRC =
     "    let (i, s) = while lp (i = 1i64, s = 0i64; i <= n) { (i + 1, s + i) };\n"
     "    s\n"
     "}\n"
-    "fn fails_at_7(n: i64) -> i64 { fib(n) / (n - 7) }\n";
+    "fn fails_at_7(n: i64) -> i64 { sum(n) / (n - 7) }\n"
+    "fn fib_plus_n(n: i64) -> i64 { fib(n) + n }\n"
+    "fn nested(n: i64) -> i64 { fib_plus_n(n) * 3 }\n";
 
 static int64_t fib_ref(int64_t n) { return n <= 1 ? 1 : fib_ref(n - 1) + fib_ref(n - 2); }
 
@@ -166,7 +169,7 @@ START_TEST(many_runs_in_a_row)
             ck_assert_msg(strstr(tfvm_errmsg(vx), "integer division by zero") != NULL, "%s", tfvm_errmsg(vx));
         } else {
             ck_assert_msg(ok, "run %d: %s", k, tfvm_errmsg(vx));
-            ck_assert_int_eq(r, fib_ref(n) / (n - 7));
+            ck_assert_int_eq(r, n * (n + 1) / 2 / (n - 7));
         }
     }
     tfvm_vm_free(vf);
@@ -175,6 +178,28 @@ START_TEST(many_runs_in_a_row)
     tfvm_program_free(fib);
     tfvm_program_free(sum);
     tfvm_program_free(fails);
+}
+END_TEST
+
+/* A call's result and an argument meet in an ADD (matching in the caller's
+ * context), at the entry and in a called function, on 1, 2 and 4 workers. */
+START_TEST(call_result_meets_another_value)
+{
+    static const int threads[] = {1, 2, 4};
+    int t = threads[_i];
+    tfvm_program *top = compile_entry(FIB_SRC, "fib_plus_n"), *down = compile_entry(FIB_SRC, "nested");
+    tfvm_vm *vt = new_vm(top, t, NULL), *vd = new_vm(down, t, NULL);
+    for (int64_t n = 0; n <= 16; n++) {
+        int64_t r = -1;
+        ck_assert_msg(run_i64(vt, n, &r), "%d threads, fib(%lld) + n: %s", t, (long long)n, tfvm_errmsg(vt));
+        ck_assert_int_eq(r, fib_ref(n) + n);
+        ck_assert_msg(run_i64(vd, n, &r), "%d threads, (fib(%lld) + n) * 3: %s", t, (long long)n, tfvm_errmsg(vd));
+        ck_assert_int_eq(r, (fib_ref(n) + n) * 3);
+    }
+    tfvm_vm_free(vt);
+    tfvm_vm_free(vd);
+    tfvm_program_free(top);
+    tfvm_program_free(down);
 }
 END_TEST
 
@@ -601,6 +626,7 @@ int main(void)
     tcase_add_test(tc, policy_table);
     tcase_add_test(tc, config_sched_chooses_the_policy);
     tcase_add_loop_test(tc, many_runs_in_a_row, 0, 2);
+    tcase_add_loop_test(tc, call_result_meets_another_value, 0, 3);
     tcase_add_loop_test(tc, pool_shared_by_two_vms_on_two_threads, 0, 3);
     tcase_add_test(tc, pool_wider_than_the_vm);
     tcase_add_test(tc, kernel_parallel_loops_match_one_thread);
