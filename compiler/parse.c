@@ -650,6 +650,8 @@ typedef struct ps_frame { /* a statement whose body is being parsed */
 
 typedef struct ps_const {
     cc_let let;
+    uint32_t from, to;    /* its value's tokens (a constant may name earlier ones) */
+    bool used;            /* by the function being parsed */
 } ps_const;
 
 typedef struct ps {
@@ -1517,6 +1519,16 @@ static cc_ablock *parse_block(cc *C, const char *what)
 
 /* ---- Functions and constants -------------------------------------------------------------- */
 
+/* Whether tokens [from, to) name `name`. */
+static bool mentions(const cc *C, uint32_t from, uint32_t to, const char *name)
+{
+    size_t n = strlen(name);
+    for (uint32_t t = from; t < to; t++)
+        if (C->toks[t].kind == CC_T_IDENT && C->toks[t].len == n && memcmp(C->toks[t].text, name, n) == 0)
+            return true;
+    return false;
+}
+
 static void parse_fn(cc *C)
 {
     ps *P = P_of(C);
@@ -1584,28 +1596,22 @@ static void parse_fn(cc *C)
     } else {
         f->body = conv(C, L, &k, &r);
     }
-    /* constants: a binding at the top of each function that mentions them */
+    /* constants: a binding at the top of each function that mentions them
+     * (or mentions a constant whose value names them), in their order */
     uint32_t n_used = 0;
-    for (uint32_t c = 0; c < P->n_consts; c++) {
-        const char *name = P->consts[c].let.names[0];
-        bool used = false;
-        for (uint32_t t = first_tok; t < C->tp && !used; t++)
-            used = C->toks[t].kind == CC_T_IDENT && C->toks[t].len == strlen(name) &&
-                   memcmp(C->toks[t].text, name, C->toks[t].len) == 0;
-        if (used)
-            n_used++;
-    }
+    for (uint32_t c = 0; c < P->n_consts; c++)
+        P->consts[c].used = mentions(C, first_tok, C->tp, P->consts[c].let.names[0]);
+    for (uint32_t c = P->n_consts; c-- > 0;)
+        for (uint32_t e = 0; P->consts[c].used && e < c; e++)
+            P->consts[e].used |= mentions(C, P->consts[c].from, P->consts[c].to, P->consts[e].let.names[0]);
+    for (uint32_t c = 0; c < P->n_consts; c++)
+        n_used += P->consts[c].used;
     if (n_used) {
         cc_ablock *b = f->body;
         cc_let *lets = cc_array(C, b->n_lets + n_used, sizeof *lets);
         uint32_t j = 0;
         for (uint32_t c = 0; c < P->n_consts; c++) {
-            const char *name = P->consts[c].let.names[0];
-            bool used = false;
-            for (uint32_t t = first_tok; t < C->tp && !used; t++)
-                used = C->toks[t].kind == CC_T_IDENT && C->toks[t].len == strlen(name) &&
-                       memcmp(C->toks[t].text, name, C->toks[t].len) == 0;
-            if (!used)
+            if (!P->consts[c].used)
                 continue;
             lets[j] = P->consts[c].let;
             lets[j].value = cc_clone(C, P->consts[c].let.value);
@@ -1646,14 +1652,18 @@ static void parse_const(cc *C)
         l.type = parse_type(C);
     }
     expect(C, CC_T_ASSIGN, "'=' and the constant's value");
+    for (uint32_t k = 0; k < P->n_consts; k++) /* a constant may use the earlier ones */
+        declare_name(C, P->consts[k].let.names[0], false);
+    uint32_t from = C->tp;
     l.value = parse_expr(C);
+    uint32_t to = C->tp;
     expect(C, CC_T_SEMI, "';' after the constant's value");
     P->n_frames = 0;
     for (uint32_t k = 0; k < P->n_consts; k++)
         if (strcmp(P->consts[k].let.names[0], l.names[0]) == 0)
             cc_error(C, n->pos, TFVM_ERR_TYPE, "constant '%s' is defined twice", l.names[0]);
     P->consts = cc_grow(C, P->consts, P->n_consts, &P->cap_consts, sizeof *P->consts);
-    P->consts[P->n_consts++].let = l;
+    P->consts[P->n_consts++] = (ps_const){l, from, to, false};
 }
 
 static bool guarded_def(cc *C)

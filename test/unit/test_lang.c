@@ -320,6 +320,10 @@ START_TEST(literal_typing)
                 "}\n",
                 &n, 1, (int64_t[]){4999950000ll}, 1);
     expect_ints("fn main(n: i64) -> i64 { let k = 0; k + n }", &n, 1, (int64_t[]){100000}, 1);
+    /* constants may name earlier ones; each function binds the ones it uses */
+    expect_ints("const N = 10;\nconst M = N * 3;\nconst K = M + 1;\n"
+                "fn main(x: i64) -> (i64, i32) { (x + K, small()) }\nfn small() -> i32 { N }\n",
+                &n, 1, (int64_t[]){100031, 10}, 2);
 }
 END_TEST
 
