@@ -1085,8 +1085,22 @@ static void transfer(an *A, uint32_t i, const isa_fact *in, isa_fact *out)
         fact_copy(&out[1], &in[0]);
         /* a known predicate: the other side never gets a live token */
         const isa_fact *pred = ins->op == ISA_SWITCH ? &in[1] : NULL;
-        if (pred && pred->value.dtype == TFVM_BOOL && !pred->value.is_tensor) {
-            int taken = pred->value.u.b ? 1 : 0;
+        int taken = -1;
+        if (pred && pred->value.dtype == TFVM_BOOL && !pred->value.is_tensor)
+            taken = pred->value.u.b ? 1 : 0;
+        if (ins->op == ISA_BRANCH && in[0].value.dtype && !in[0].value.is_tensor && ins->a < ISA_OP_COUNT &&
+            isa_ops[ins->a].cls == ISA_CLASS_COMPARE) { /* data <op> c on a known scalar */
+            dev_value v[2] = {in[0].value, {0}}, r = {0};
+            const isa_const *c = &p->consts[ins->b];
+            v[1].dtype = c->dtype;
+            memcpy(&v[1].u, c->data, tfvm_dtype_size((tfvm_dtype)c->dtype));
+            char msg[120];
+            if (c->rank == 0 && dev_cpu_elementwise((isa_op)ins->a, 0, v, &r, &A->F->alloc, msg, sizeof msg) == TFVM_OK &&
+                !r.is_tensor)
+                taken = r.u.b ? 1 : 0;
+            dev_value_release(&r);
+        }
+        if (taken >= 0) {
             fact_release(&out[1 - taken]);
             out[1 - taken] = fact_none();
         }
@@ -1096,13 +1110,22 @@ static void transfer(an *A, uint32_t i, const isa_fact *in, isa_fact *out)
         }
         return;
     }
-    case ISA_MERGE:
+    case ISA_MERGE: {
         out[0] = fact_none();
-        for (uint32_t k = 0; k < ins->n_in; k++)
+        uint32_t live = 0, which = 0;
+        for (uint32_t k = 0; k < ins->n_in; k++) {
             fact_join(&out[0], &in[k]);
+            if (!in[k].none) {
+                live++;
+                which = k;
+            }
+        }
         out[1].dtype = TFVM_I32;
         out[1].rank = 0;
+        if (live == 1) /* only one input ever live: the index is known */
+            out[1].value = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)which};
         return;
+    }
     default:
         break;
     }

@@ -213,6 +213,32 @@ START_TEST(backward)
 }
 END_TEST
 
+/* a known predicate: the untaken side never gets a live token */
+START_TEST(known_branch)
+{
+    analyse("entry main(x: f32[]) -> (y: f32[]) {\n"
+            "    x  = ARG 0\n"
+            "    k  = CONST i32 3\n"
+            "    br = BRANCH LESS i32 5 (k)\n"
+            "    a  = CONST f32[2] [1, 2] [br:0]\n"
+            "    b  = CONST f32[3] [1, 2, 3] [br:1]\n"
+            "    m  = MERGE (a, b)\n"
+            "    c  = CONST f32[3, 3] [[1, 0, 0], [0, 1, 0], [0, 0, 1]]\n"
+            "    mm = MATMUL (a, c)\n"
+            "    s  = ADD (m, x)\n"
+            "         RESULT 0 (s)\n"
+            "}\n");
+    ck_assert_str_eq(fact("br", 0), "none");
+    ck_assert_str_eq(fact("br", 1), "i32 = 3");
+    FACT("a", "none");
+    FACT("m", "f32[3] = [1, 2, 3]");
+    ck_assert_str_eq(fact("m", 1), "i32 = 1");
+    FACT("mm", "none");
+    ck_assert_uint_eq(facts.n_conflicts, 0); /* [2] @ [3, 3] never runs */
+    done();
+}
+END_TEST
+
 START_TEST(conflicts)
 {
     analyse("entry main(x: f32[], p: bool) -> (y: f32[], z: f32[]) {\n"
@@ -320,6 +346,7 @@ int main(void)
     tcase_add_test(tc, through_a_loop);
     tcase_add_test(tc, through_recursion);
     tcase_add_test(tc, backward);
+    tcase_add_test(tc, known_branch);
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, load_time);
     tcase_add_test(tc, nomem);
