@@ -239,19 +239,27 @@ static void conv_ref(const dev_value *x, const dev_value *w, const int64_t *p, c
 
 static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t *wd, const int64_t *p)
 {
+    /* integers: CONV2D itself (the same paths; FUSED_CONV2D takes floats only) */
+    const bool fused = dev_kfloat(dt);
     dev_value x = pattern(dt, 4, xd, 1), w = pattern(dt, 4, wd, 2), bias = tf(dt, 1, wd, NULL, 0);
     double bv[64];
     for (int64_t o = 0; o < wd[0]; o++) {
-        bv[o] = (double)(o % 5) - 2;
+        bv[o] = fused ? (double)(o % 5) - 2 : 0;
         put(dt, bias.u.t->data, o, bv[o]);
     }
     static double want[8192];
     int64_t od[4];
     conv_ref(&x, &w, p, bv, act, want, od);
     dev_value o;
-    tfvm_status st = C(ISA_FUSED_CONV2D, (int32_t)act, &o, x, w, ivec(p, 9), bias);
+    tfvm_status st;
+    if (fused) {
+        st = C(ISA_FUSED_CONV2D, (int32_t)act, &o, x, w, ivec(p, 9), bias);
+    } else {
+        dev_value_release(&bias);
+        st = C(ISA_CONV2D, 0, &o, x, w, ivec(p, 9));
+    }
     ck_assert_msg(st == TFVM_OK, "%s", msg);
-    expect(&o, dt, 4, od, want, 0, "fused_conv2d");
+    expect(&o, dt, 4, od, want, 0, fused ? "fused_conv2d" : "conv2d");
 }
 
 START_TEST(test_conv_exact)
@@ -269,7 +277,16 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(1, 2, 7, 16), DIMS(3, 2, 5, 5), DIMS(1, 1, 2, 2, 2, 2, 1, 1, 1));
             /* groups, stride 2, dilation 2, uneven pads */
             conv_case(dt, acts[ai], DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
+            /* no input channels on the wide grid: act(bias) */
+            conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }
+    /* the same paths on integers (wrapping gemm loop), through CONV2D */
+    for (int dt = I32; dt <= I64; dt++) {
+        conv_case(dt, 0, DIMS(2, 3, 9, 10), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+        conv_case(dt, 0, DIMS(1, 4, 6, 10), DIMS(6, 2, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 2));
+        conv_case(dt, 0, DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
+        conv_case(dt, 0, DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+    }
 }
 END_TEST
 
