@@ -121,7 +121,8 @@ static cc_irval make_const(builder *B, const cc_vtype *t, const void *data, size
     memcpy(n->u.c.dims, t->dims, sizeof n->u.c.dims);
     n->u.c.nbytes = nbytes;
     void *p = cc_alloc(B->C, nbytes ? nbytes : 1);
-    memcpy(p, data, nbytes);
+    if (nbytes)
+        memcpy(p, data, nbytes);
     n->u.c.data = p;
     return val(n, 0);
 }
@@ -223,7 +224,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
     }
     case CC_E_TENSOR: {
         const cc_vtype *t = &e->type.t[0];
-        if (e->u.tensor.raw || e->u.tensor.n == 0) /* load("w.npy") */
+        if (e->u.tensor.raw) /* load("w.npy") */
             return one(B, make_const(B, t, e->u.tensor.raw, e->u.tensor.raw_bytes, e->pos));
         size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype);
         unsigned char *data = cc_array(C, e->u.tensor.n, es);

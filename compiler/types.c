@@ -227,7 +227,7 @@ static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
 static void check_tensor_lit(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
-    if (e->u.tensor.raw || e->u.tensor.n == 0) { /* load("w.npy") */
+    if (e->u.tensor.raw) { /* load("w.npy") */
         cc_vtype t = {.dtype = e->u.tensor.raw_dtype, .tensor = e->u.tensor.rank > 0, .rank = e->u.tensor.rank};
         memcpy(t.dims, e->u.tensor.dims, sizeof t.dims);
         e->type = one_type(C, &t);
