@@ -811,41 +811,55 @@ static const cc_vtype *vtype(cc_irval v)
 
 static bool known_rank(const cc_vtype *t) { return t->tensor && t->rank != ISA_RANK_ANY; }
 
-/* The dims of value v as far as known (-1: unknown): its type's, and for a
- * product (MATMUL, FUSED_MATMUL) of matrices the last two from its operands'
- * types when its own type lacks them (importers often know only the rank).
- * The rank, or -1 when unknown. */
-static int known_dims(cc_irval v, int64_t *dims)
+/* The dims of value v as far as known (-1: unknown): its type's, completed
+ * from its producer where the type lacks them (importers often know only
+ * ranks, or not even those): a unary op has its input's shape; a product
+ * (MATMUL, FUSED_MATMUL) of matrices is batch + [M, N] with M and N from its
+ * operands. The rank, or -1 when unknown. `depth` bounds the walk. */
+static int known_dims(cc_irval v, int64_t *dims, int depth)
 {
     v = cc_resolve(v);
     const cc_node *n = v.n;
     const cc_vtype *o = &n->types[v.k];
     if (!o->tensor)
         return 0;
-    if (!known_rank(o))
-        return -1;
-    int r = o->rank;
-    memcpy(dims, o->dims, sizeof(int64_t) * TFVM_MAX_RANK);
-    if (n->kind == CC_N_OP && (n->op == ISA_MATMUL || n->op == ISA_FUSED_MATMUL) && r >= 2) {
-        const cc_vtype *a = vtype(n->in[0]), *b = vtype(n->in[1]);
+    for (int k = 0; k < TFVM_MAX_RANK; k++)
+        dims[k] = known_rank(o) ? o->dims[k] : -1;
+    int r = known_rank(o) ? o->rank : -1;
+    if (n->kind != CC_N_OP || depth <= 0)
+        return r;
+    if (isa_ops[n->op].cls == ISA_CLASS_UNARY && n->op != ISA_CAST && r < 0)
+        return known_dims(n->in[0], dims, depth - 1);
+    if (n->op == ISA_MATMUL || n->op == ISA_FUSED_MATMUL) {
+        int64_t a[TFVM_MAX_RANK], b[TFVM_MAX_RANK];
+        int ra = known_dims(n->in[0], a, depth - 1), rb = known_dims(n->in[1], b, depth - 1);
+        if (ra < 2 || rb < 2) /* a vector operand drops a dim: leave it to the type */
+            return r;
+        int pr = ra > rb ? ra : rb;
+        if (r >= 0 && r != pr)
+            return r;
+        r = pr;
         bool ta = n->attr & ISA_OPT_TRANS_A, tb = n->attr & ISA_OPT_TRANS_B;
-        if (dims[r - 2] < 0 && known_rank(a) && a->rank >= 2)
-            dims[r - 2] = a->dims[ta ? a->rank - 1 : a->rank - 2];
-        if (dims[r - 1] < 0 && known_rank(b) && b->rank >= 2)
-            dims[r - 1] = b->dims[tb ? b->rank - 2 : b->rank - 1];
+        if (dims[r - 2] < 0)
+            dims[r - 2] = a[ta ? ra - 1 : ra - 2];
+        if (dims[r - 1] < 0)
+            dims[r - 1] = b[tb ? rb - 2 : rb - 1];
     }
     return r;
 }
 
 /* Whether bias broadcasts to MATMUL's product without changing its shape:
- * each of its dims is 1 or the product's (known) dim there. */
+ * each of its dims is 1 or the product's (known) dim there, and the product
+ * is of matrices (no vector operand dropping a dim). */
 static bool matmul_bias_fits(const cc_node *mm, cc_irval bias)
 {
-    int64_t pd[TFVM_MAX_RANK], bd[TFVM_MAX_RANK];
-    int r = known_dims((cc_irval){(cc_node *)mm, 0}, pd), br = known_dims(bias, bd);
+    int64_t pd[TFVM_MAX_RANK], bd[TFVM_MAX_RANK], x[TFVM_MAX_RANK];
+    int r = known_dims((cc_irval){(cc_node *)mm, 0}, pd, 8), br = known_dims(bias, bd, 8);
+    if (known_dims(mm->in[0], x, 8) < 2 || known_dims(mm->in[1], x, 8) < 2)
+        return false;
     if (br == 0)
         return true;
-    if (r < 2 || br < 0 || br > r || vtype(mm->in[0])->rank < 2 || vtype(mm->in[1])->rank < 2)
+    if (r < 2 || br < 0 || br > r)
         return false;
     for (int i = 0; i < br; i++) {
         int64_t d = bd[i], e = pd[r - br + i];

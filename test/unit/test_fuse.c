@@ -138,6 +138,42 @@ START_TEST(cnn)
 }
 END_TEST
 
+/* a TensorFlow graph (MatMul, BiasAdd, Relu; the importer knows only ranks):
+ * the product's dims come from its operands */
+START_TEST(tensorflow_mlp)
+{
+    tfvm_tensor *x = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load("test/tf/fixtures/mlp.in0.npy", NULL, &x, &err) == TFVM_OK, "%s", err.message);
+    tfvm_tensor *res[2];
+    for (int opt = 0; opt < 2; opt++) {
+        tfvm_open_options o;
+        tfvm_open_options_init(&o);
+        o.opt_level = opt;
+        tfvm_program *p = NULL;
+        ck_assert_msg(tfvm_program_open("test/tf/fixtures/mlp.pb", &o, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+        ck_assert_uint_eq(count(p, ISA_FUSED_MATMUL), opt ? 2 : 0);
+        ck_assert_uint_eq(count(p, ISA_MATMUL) + count(p, ISA_ADD) + count(p, ISA_RELU), opt ? 0 : 5);
+        tfvm_config cfg;
+        tfvm_config_init(&cfg);
+        cfg.deterministic = true;
+        tfvm_vm *vm = NULL;
+        ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+        tfvm_value in = tfvm_tensor_value(x), out;
+        ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+        res[opt] = out.tensor;
+        tfvm_vm_free(vm);
+        tfvm_program_free(p);
+    }
+    ck_assert_int_eq(tfvm_tensor_count(res[0]), tfvm_tensor_count(res[1]));
+    ck_assert(memcmp(tfvm_tensor_cdata(res[0]), tfvm_tensor_cdata(res[1]),
+                     (size_t)tfvm_tensor_count(res[0]) * sizeof(float)) == 0);
+    tfvm_tensor_free(res[0]);
+    tfvm_tensor_free(res[1]);
+    tfvm_tensor_free(x);
+}
+END_TEST
+
 /* what must not fuse: a product used twice, a bias that would grow the
  * product or whose size is unknown, a bias along W instead of the channels */
 START_TEST(stays_apart)
@@ -205,6 +241,7 @@ int main(void)
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
+    tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, stays_apart);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
