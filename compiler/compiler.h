@@ -237,6 +237,7 @@ struct cc_func {
     uint32_t index;       /* in source order */
     bool reachable;       /* from the entry */
     bool called;          /* by some reachable function */
+    bool mentioned;       /* called somewhere (unused-function warnings) */
     bool broken;          /* had a syntax error: not type checked (its errors would echo it) */
     struct cc_ifn *ir;
 };

@@ -1230,6 +1230,13 @@ static void number_site(walker *W, cc_expr *e)
 
 static void mark_calls(walker *W, cc_expr *e);
 
+static void mark_mentioned(walker *W, cc_expr *e)
+{
+    (void)W;
+    if (e->kind == CC_E_CALL && e->u.call.fn)
+        e->u.call.fn->mentioned = true;
+}
+
 static void reach(cc *C, cc_func *f)
 {
     if (f->reachable)
@@ -1317,7 +1324,13 @@ void cc_check(cc *C, const char *entry)
                  entry ? "" : " (name another with --entry NAME)");
     }
     reach(C, m->entry);
+    /* never called anywhere and not the entry ("main" is one whatever --entry says) */
+    walker W = {C, NULL, mark_mentioned};
     for (uint32_t i = 0; i < m->n_funcs; i++)
-        if (!m->funcs[i]->reachable)
-            cc_warn(C, m->funcs[i]->pos, "function '%s' is never used", m->funcs[i]->name);
+        walk_block(&W, m->funcs[i]->body);
+    for (uint32_t i = 0; i < m->n_funcs; i++) {
+        cc_func *f = m->funcs[i];
+        if (!f->reachable && !f->mentioned && strcmp(f->name, "main") != 0)
+            cc_warn(C, f->pos, "function '%s' is never used", f->name);
+    }
 }
