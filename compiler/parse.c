@@ -1,6 +1,8 @@
 /* compiler/parse.c — recursive-descent parser: tokens to the AST of
- * compiler.h (grammar in docs/language.md). Syntax errors say what was
- * expected and what was found, at the found token. */
+ * compiler.h (grammar in docs/language.md), with statements (var, =, +=,
+ * if, while, for, return) lowered to its expression forms as they are read.
+ * Syntax errors say what was expected and what was found, at the found
+ * token; parsing resumes at the next statement. */
 #include <string.h>
 
 #include "compiler.h"
