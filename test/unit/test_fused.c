@@ -247,7 +247,7 @@ static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t
         bv[o] = fused ? (double)(o % 5) - 2 : 0;
         put(dt, bias.u.t->data, o, bv[o]);
     }
-    static double want[8192];
+    static double want[16384];
     int64_t od[4];
     conv_ref(&x, &w, p, bv, act, want, od);
     dev_value o;
@@ -277,6 +277,10 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(1, 2, 7, 16), DIMS(3, 2, 5, 5), DIMS(1, 1, 2, 2, 2, 2, 1, 1, 1));
             /* groups, stride 2, dilation 2, uneven pads */
             conv_case(dt, acts[ai], DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
+            /* more channels: odd and even output sizes, uneven pads, 12 images */
+            conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
             /* no input channels on the wide grid: act(bias) */
             conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }
