@@ -71,11 +71,14 @@ static int64_t kgemm_piece(int64_t n, int64_t most, int64_t align)
     return up <= most ? up : size;
 }
 
-static bool kgemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, float *C, int64_t ldc)
+/* The tile grid of an f32 product (mt x nt tiles); false when it goes to
+ * OpenBLAS whole. The grid depends on the product only, never on the
+ * threads, so that every element is computed by the same sgemm call however
+ * the tiles are shared out (results do not depend on the thread count). */
+static bool kgemm_grid(int64_t M, int64_t N, int64_t K, int64_t *mt_out, int64_t *nt_out)
 {
     const int64_t macs = M * N * K;
-    if (macs <= KGEMM_SMALL || macs > KGEMM_TILED_MAX || K * 8 * 16 > KGEMM_SMALL)
+    if (M <= 1 || N <= 1 || macs <= KGEMM_SMALL || macs > KGEMM_TILED_MAX || K * 8 * 16 > KGEMM_SMALL)
         return false;
     int64_t nt = N > 64 ? 64 : N, mt = KGEMM_SMALL / (nt * K);
     if (mt >= M) { /* whole rows: widen the tiles instead */
@@ -84,17 +87,31 @@ static bool kgemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
     } else {
         mt = kgemm_piece(M, mt, 8);
     }
-    const dev_blas_fns *blas = dev_blas();
-    for (int64_t m0 = 0; m0 < M; m0 += mt) {
-        const int64_t mm = M - m0 < mt ? M - m0 : mt;
-        const float *Am = A + (ta ? m0 : m0 * lda);
-        for (int64_t n0 = 0; n0 < N; n0 += nt) {
-            const int64_t nn = N - n0 < nt ? N - n0 : nt;
-            blas->sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)mm, (int)nn,
-                        (int)K, 1.0f, Am, (int)lda, B + (tb ? n0 * ldb : n0), (int)ldb, 0.0f, C + m0 * ldc + n0,
-                        (int)ldc);
-        }
-    }
+    *mt_out = mt;
+    *nt_out = nt;
+    return true;
+}
+
+/* Tile (m0, n0) of at most mt x nt of an f32 product. */
+static void kgemm_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mt,
+                       int64_t nt)
+{
+    const int64_t mm = M - m0 < mt ? M - m0 : mt, nn = N - n0 < nt ? N - n0 : nt;
+    dev_blas()->sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)mm,
+                      (int)nn, (int)K, 1.0f, A + (ta ? m0 : m0 * lda), (int)lda, B + (tb ? n0 * ldb : n0), (int)ldb,
+                      0.0f, C + m0 * ldc + n0, (int)ldc);
+}
+
+static bool kgemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float *C, int64_t ldc)
+{
+    int64_t mt, nt;
+    if (!kgemm_grid(M, N, K, &mt, &nt))
+        return false;
+    for (int64_t m0 = 0; m0 < M; m0 += mt)
+        for (int64_t n0 = 0; n0 < N; n0 += nt)
+            kgemm_tile(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, m0, n0, mt, nt);
     return true;
 }
 
@@ -168,13 +185,41 @@ static void kmm_chunk(void *arg, size_t b, size_t e)
     }
 }
 
+/* Tiles [b, e) of a tiled product (row-major over the grid), each followed
+ * by the epilogue of its block. */
+typedef struct kmm_tiles {
+    const dev_kmm *m;
+    int64_t mt, nt, tiles_n;
+} kmm_tiles;
+
+static void kmm_tile_chunk(void *arg, size_t b, size_t e)
+{
+    const kmm_tiles *t = arg;
+    const dev_kmm *m = t->m;
+    for (size_t i = b; i < e; i++) {
+        const int64_t m0 = (int64_t)i / t->tiles_n * t->mt, n0 = (int64_t)i % t->tiles_n * t->nt;
+        kgemm_tile(m->ta, m->tb, m->M, m->N, m->K, (const float *)(const void *)m->A, m->lda,
+                   (const float *)(const void *)m->B, m->ldb, (float *)(void *)m->C, m->ldc, m0, n0, t->mt, t->nt);
+        if (m->ep)
+            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + m0, m->M - m0 < t->mt ? m->M - m0 : t->mt, n0,
+                           m->N - n0 < t->nt ? m->N - n0 : t->nt);
+    }
+}
+
 void dev_kmm_run(const dev_kmm *m)
 {
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
+    kmm_tiles t = {m, 0, 0, 0};
+    if (width > 1 && m->dtype == TFVM_F32 && dev_blas() && kgemm_grid(m->M, m->N, m->K, &t.mt, &t.nt)) {
+        /* the tiles dev_kgemm would run one after another, shared out */
+        t.tiles_n = (m->N + t.nt - 1) / t.nt;
+        const int64_t tiles = (m->M + t.mt - 1) / t.mt * t.tiles_n;
+        dev_par_for((size_t)tiles, dev_kgrain(tiles, t.mt * t.nt * K, DEV_KPAR_MACS, 1), kmm_tile_chunk, &t);
+        return;
+    }
     dev_kmm job = *m;
-    /* rows while there are at least 8 per thread (whole sgemm tiles: 8 rows
-     * by 64 columns, or more), else columns in blocks of 16 */
+    /* rows while there are at least 8 per thread, else columns in blocks of 16 */
     job.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
     const int64_t n = job.by_cols ? m->N : m->M, other = job.by_cols ? m->M : m->N;
     const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.by_cols ? 16 : 8);

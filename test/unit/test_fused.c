@@ -436,6 +436,14 @@ START_TEST(test_parallel_paths)
         par_case(ISA_MATMUL, 0, in, "matmul rows");
         par_case(ISA_FUSED_MATMUL, RELU, in, "fused_matmul rows");
         release_all(in, 3);
+        /* arbitrary floats: the same tiles, the same bits, for any thread count */
+        dev_value fin[3] = {randt(dt, 2, DIMS(96, 256), 7), randt(dt, 2, DIMS(256, 128), 8), randt(dt, 1, DIMS(128), 9)};
+        par_case(ISA_FUSED_MATMUL, TANH, fin, "fused_matmul, arbitrary floats");
+        release_all(fin, 3);
+        dev_value xf[4] = {randt(dt, 4, DIMS(1, 16, 20, 20), 7), randt(dt, 4, DIMS(32, 16, 3, 3), 8), IV(1, 1, 1, 1, 1, 1, 1, 1, 1),
+                           randt(dt, 1, DIMS(32), 9)};
+        par_case(ISA_FUSED_CONV2D, SIG, xf, "fused_conv2d one image, arbitrary floats");
+        release_all(xf, 4);
         /* columns of N (few rows), ta and tb */
         dev_value cin[3] = {big(dt, 2, DIMS(512, 4), 1), big(dt, 2, DIMS(1024, 512), 2), big(dt, 2, DIMS(4, 1), 3)};
         par_case(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B | TANH, cin, "fused_matmul columns");
