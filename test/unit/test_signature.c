@@ -100,6 +100,12 @@ START_TEST(old_format)
         ck_assert_msg(tfvm_program_load_file(old[k], NULL, &p, &err) == TFVM_OK, "%s", err.message);
         tfvm_program_free(p);
     }
+    /* and the committed 1.1 seed of the loader's fuzz target (examples/matmul.tfg) */
+    ck_assert_msg(tfvm_program_load_file("test/fuzz/seeds/shaped.tfvm", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    char ty[64];
+    ck_assert_str_eq(isa_param_type(&p->isa.entries[0].params[0], ty, sizeof ty), "f32[?, ?]");
+    ck_assert_str_eq(p->isa.source, "examples/matmul.tfg");
+    tfvm_program_free(p);
 }
 END_TEST
 
