@@ -191,28 +191,45 @@ static void elem_str(uint8_t dtype, const void *p, char *buf, size_t size)
     }
 }
 
+/* Appends to buf (size bytes, len used so far), never past its end: a
+ * value too long for it is cut off, and ends in "..." where that happened. */
+static void put(char *buf, size_t size, size_t *len, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 1 > size) {
+        if (size >= 4 && *len + 4 <= size)
+            memcpy(buf + size - 4, "...", 4);
+        *len = size;
+        return;
+    }
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+}
+
 const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size)
 {
-    if (size)
-        buf[0] = '\0';
+    if (!size)
+        return buf;
+    buf[0] = '\0';
     const dev_value *v = &f->value;
-    if (f->none || !v->dtype || !size)
+    if (f->none || !v->dtype)
         return buf;
     char e[48];
+    size_t len = 0;
     if (!v->is_tensor) {
         elem_str(v->dtype, &v->u, e, sizeof e);
-        ut_fmt(buf, size, "%s", e);
+        put(buf, size, &len, e);
         return buf;
     }
     const tfvm_tensor *t = v->u.t;
-    size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype), n = 0;
+    size_t es = tfvm_dtype_size((tfvm_dtype)t->dtype);
     /* NumPy's nesting: a '[' where an index rolls over to 0, a ']' where it ends */
     int64_t idx[TFVM_MAX_RANK] = {0};
-    for (int i = 0; i < t->rank && n + 2 < size; i++)
-        buf[n++] = '[';
-    for (int64_t k = 0; k < t->count && n + 1 < size; k++) {
+    for (int i = 0; i < t->rank; i++)
+        put(buf, size, &len, "[");
+    for (int64_t k = 0; k < t->count && len < size; k++) {
         elem_str(t->dtype, (const char *)t->data + (size_t)k * es, e, sizeof e);
-        n += (size_t)snprintf(buf + n, size - n, "%s", e);
+        put(buf, size, &len, e);
         int closed = 0;
         for (int d = t->rank - 1; d >= 0; d--) {
             if (++idx[d] < t->dims[d])
@@ -220,18 +237,17 @@ const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size)
             idx[d] = 0;
             closed++;
         }
-        for (int c = 0; c < closed && n + 2 < size; c++)
-            buf[n++] = ']';
+        for (int c = 0; c < closed; c++)
+            put(buf, size, &len, "]");
         if (k + 1 < t->count) {
-            n += (size_t)snprintf(buf + n, size - n, ", ");
-            for (int c = 0; c < closed && n + 2 < size; c++)
-                buf[n++] = '[';
+            put(buf, size, &len, ", ");
+            for (int c = 0; c < closed; c++)
+                put(buf, size, &len, "[");
         }
-        buf[n < size ? n : size - 1] = '\0';
     }
-    if (t->count == 0 && n + 1 < size)
-        buf[n++] = ']';
-    buf[n < size ? n : size - 1] = '\0';
+    if (t->count == 0) /* "[]" for an empty vector, "[[]]" for [1, 0] */
+        for (int i = 0; i < t->rank; i++)
+            put(buf, size, &len, "]");
     return buf;
 }
 
