@@ -32,12 +32,13 @@ typedef struct ev_val {
     } u;
 } ev_val;
 
-enum { EV_DIV0 = 1, EV_MOD0 = 2, EV_CAST = 4 };
+enum { EV_DIV0 = 1, EV_MOD0 = 2, EV_CAST = 4, EV_OVF = 8 };
 
 typedef struct ev {
     tfvm_status code;   /* an error that stops evaluation (limits), TFVM_OK while none */
     char msg[256];
     unsigned kinds;     /* EV_* of every failure met */
+    bool trap;          /* --overflow=trap: the operators + - * on integers fail on overflow */
     uint32_t depth;
     uint64_t steps, max_steps;
 } ev;
@@ -356,7 +357,19 @@ static bool ev_expr(ev *E, const cc_expr *e, ev_val *frame, ev_val *out)
         ev_val a, b;
         if (!ev_expr(E, e->u.op.a, frame, &a) || !ev_expr(E, e->u.op.b, frame, &b))
             return false;
-        return ev_binary(E, ev_tk_op(e->u.op.op, a.dtype), &a, &b, out);
+        isa_op op = ev_tk_op(e->u.op.op, a.dtype);
+        if (E->trap && ev_is_int(a.dtype) && !a.poison && !b.poison &&
+            (op == ISA_ADD || op == ISA_SUB || op == ISA_MUL)) {
+            int64_t x = ev_as_i64(&a), y = ev_as_i64(&b), r;
+            bool ovf = op == ISA_ADD ? __builtin_add_overflow(x, y, &r)
+                     : op == ISA_SUB ? __builtin_sub_overflow(x, y, &r)
+                                     : __builtin_mul_overflow(x, y, &r);
+            if (ovf || (a.dtype == TFVM_I32 && (r < INT32_MIN || r > INT32_MAX))) {
+                *out = (ev_val){.dtype = a.dtype};
+                return ev_poison(E, EV_OVF, out);
+            }
+        }
+        return ev_binary(E, op, &a, &b, out);
     }
     case CC_E_CALL: {
         ev_val args[16];

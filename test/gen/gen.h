@@ -4,7 +4,8 @@
  * bodies; bitwise operators and short-circuit && || (whose right side may
  * call or divide); and function bodies written as statements: var,
  * assignment and += -= *= /= %=, if with and without else, while and for
- * statements, return anywhere, expression statements. Every program
+ * statements, return anywhere, expression statements; top-level constants
+ * (i64 ones by their size too). Every program
  * terminates: each function takes a fuel parameter d, calls only happen
  * where d > 0 and pass d - 1, and every loop counts a variable up to a small
  * literal bound. */
@@ -48,6 +49,8 @@ typedef struct gen {
     int loop_depth;
     int depth;
     int stmt_depth;      /* nesting of statement blocks */
+    int n_consts;        /* K0, K1, ...: top-level constants */
+    int const_type[3];
     const gen_fn *fn;    /* whose body the statements are in (NULL: main) */
 } gen;
 
@@ -661,10 +664,26 @@ static void gen_program(gen *G, uint64_t seed)
         f->rtype[0] = gen_pick(G, 2);
         f->rtype[1] = gen_pick(G, 3);
     }
+    /* constants: an i32, or an i64 by its type, its suffix or its size */
+    G->n_consts = gen_pick(G, 4);
+    for (int i = 0; i < G->n_consts; i++) {
+        int t = G->const_type[i] = gen_pick(G, 2);
+        if (t == G_I32)
+            gen_emit(G, "const K%d = %d;\n", i, gen_pick(G, 2001) - 1000);
+        else if (gen_chance(G, 50))
+            gen_emit(G, "const K%d = %lld;\n", i, 3000000000LL + gen_pick(G, 1000) * 7919LL);
+        else
+            gen_emit(G, "const K%d: i64 = %d;\n", i, gen_pick(G, 100));
+    }
     for (int i = 0; i < G->n_fns; i++) {
         const gen_fn *f = &G->fns[i];
         gen_emit(G, "fn f%d(d: i32", i);
         G->n_vars = 0;
+        for (int k = 0; k < G->n_consts; k++) {
+            char name[8];
+            snprintf(name, sizeof name, "K%d", k);
+            gen_push_var(G, name, G->const_type[k]);
+        }
         for (int k = 0; k < f->n_params; k++) {
             char name[16];
             snprintf(name, sizeof name, "a%d", k);
@@ -692,6 +711,11 @@ static void gen_program(gen *G, uint64_t seed)
     }
     gen_emit(G, "fn main(x: i32, y: i32) -> i32 ");
     G->n_vars = 0;
+    for (int k = 0; k < G->n_consts; k++) {
+        char name[8];
+        snprintf(name, sizeof name, "K%d", k);
+        gen_push_var(G, name, G->const_type[k]);
+    }
     gen_push_var(G, "x", G_I32);
     gen_push_var(G, "y", G_I32);
     G->in_main = true;

@@ -2,7 +2,8 @@
  * programs (test/gen/gen.h) are run by a reference tree-walking evaluator of
  * the typed AST (test/gen/eval.h) and, compiled with and without
  * optimization, by the VM; results, or the kind of run-time error, must be
- * identical, on the deterministic scheduler and on 4 worker threads.
+ * identical, on the deterministic scheduler and on 4 worker threads; and
+ * again with --overflow=trap against the reference's checked + - *.
  * TFVM_DIFF_N programs (default 300; `make fuzz-compiler` runs 10000) from
  * seed TFVM_DIFF_SEED (default fixed). */
 #include <check.h>
@@ -31,9 +32,9 @@ typedef struct outcome {
     unsigned kinds; /* reference: every failure it met (EV_*) */
 } outcome;
 
-static void run_reference(cc *C, int32_t x, int32_t y, outcome *o)
+static void run_reference(cc *C, int32_t x, int32_t y, bool trap, outcome *o)
 {
-    ev E = {.max_steps = 50000000};
+    ev E = {.max_steps = 50000000, .trap = trap};
     ev_val args[2] = {{.dtype = TFVM_I32, .u.i32 = x}, {.dtype = TFVM_I32, .u.i32 = y}};
     ev_val r;
     memset(o, 0, sizeof *o);
@@ -43,8 +44,9 @@ static void run_reference(cc *C, int32_t x, int32_t y, outcome *o)
     } else if (E.kinds) {
         o->code = TFVM_ERR_ARITH;
         o->kinds = E.kinds;
-        snprintf(o->msg, sizeof o->msg, "%s%s%s", E.kinds & EV_DIV0 ? "integer division by zero; " : "",
-                 E.kinds & EV_MOD0 ? "integer modulo by zero; " : "", E.kinds & EV_CAST ? "cannot cast; " : "");
+        snprintf(o->msg, sizeof o->msg, "%s%s%s%s", E.kinds & EV_DIV0 ? "integer division by zero; " : "",
+                 E.kinds & EV_MOD0 ? "integer modulo by zero; " : "", E.kinds & EV_CAST ? "cannot cast; " : "",
+                 E.kinds & EV_OVF ? "overflow; " : "");
     } else {
         o->code = TFVM_OK;
         o->value = r.u.i32;
@@ -143,9 +145,10 @@ static bool same(const outcome *ref, const outcome *got, const char *src)
          * parallel mode in no fixed order), so it may meet another of the
          * program's arithmetic errors first. Any of them is a right answer,
          * if the program has that operation at all. */
+        bool ovf = n >= 8 && strcmp(got->msg + n - 8, "overflow") == 0;
         return (div && ((ref->kinds & EV_DIV0) || strstr(src, " / "))) ||
                (mod && ((ref->kinds & EV_MOD0) || strstr(src, " % "))) ||
-               (cast && ((ref->kinds & EV_CAST) || strstr(src, "cast<")));
+               (cast && ((ref->kinds & EV_CAST) || strstr(src, "cast<"))) || (ovf && (ref->kinds & EV_OVF));
     }
     return true;
 }
@@ -158,7 +161,7 @@ START_TEST(differential)
     uint64_t seed = env_ul("TFVM_DIFF_SEED", 20260101);
     gen G;
     memset(&G, 0, sizeof G);
-    unsigned long ok_runs = 0, err_runs = 0;
+    unsigned long ok_runs = 0, err_runs = 0, trap_runs = 0;
     pthread_t dog_thread;
     ck_assert_int_eq(pthread_create(&dog_thread, NULL, watchdog, NULL), 0);
     for (unsigned long i = 0; i < n; i++) {
@@ -172,11 +175,12 @@ START_TEST(differential)
             fflush(stdout);
             ck_abort_msg("generated program rejected by the front end");
         }
-        tfvm_program *prog[2] = {NULL, NULL};
-        for (int opt = 0; opt < 2; opt++) {
+        tfvm_program *prog[3] = {NULL, NULL, NULL}; /* -O0, -O1, -O1 --overflow=trap */
+        for (int opt = 0; opt < 3; opt++) {
             tfvm_compile_options o;
             tfvm_compile_options_init(&o);
-            o.opt_level = opt;
+            o.opt_level = opt ? 1 : 0;
+            o.overflow_trap = opt == 2;
             if (tfvm_program_compile(G.buf, G.len, "gen.tfg", &o, NULL, &prog[opt], &err) != TFVM_OK) {
                 printf("program %lu (seed %llu) -O%d:\n%s\n%s\n", i, (unsigned long long)s, opt, G.buf, err.message);
                 fflush(stdout);
@@ -188,7 +192,7 @@ START_TEST(differential)
             int32_t x = arg_pool[r % UT_COUNTOF(arg_pool)];
             int32_t y = arg_pool[(r / 7) % UT_COUNTOF(arg_pool)];
             outcome want, got;
-            run_reference(&C, x, y, &want);
+            run_reference(&C, x, y, false, &want);
             if (want.code == TFVM_ERR_LIMIT)
                 continue; /* the reference gave up (never in practice) */
             /* -O0 and -O1 on the deterministic scheduler, -O1 on 4 worker threads */
@@ -212,9 +216,25 @@ START_TEST(differential)
                 ok_runs++;
             else
                 err_runs++;
+            /* --overflow=trap: + - * that overflow are errors, deterministic -O1 */
+            outcome trapped;
+            run_reference(&C, x, y, true, &trapped);
+            if (trapped.code == TFVM_ERR_LIMIT)
+                continue;
+            run_vm(prog[2], 0, x, y, &got);
+            if (!same(&trapped, &got, G.buf)) {
+                printf("MISMATCH program %lu (seed %llu) -O1 --overflow=trap args %d %d\n%s\nreference: %s %d %s\n"
+                       "vm:        %s %d %s\n",
+                       i, (unsigned long long)s, x, y, G.buf, tfvm_status_name(trapped.code), trapped.value,
+                       trapped.msg, tfvm_status_name(got.code), got.value, got.msg);
+                fflush(stdout);
+                ck_abort_msg("the VM and the reference evaluator disagree (--overflow=trap)");
+            }
+            trap_runs += trapped.code == TFVM_ERR_ARITH && (trapped.kinds & EV_OVF);
         }
         tfvm_program_free(prog[0]);
         tfvm_program_free(prog[1]);
+        tfvm_program_free(prog[2]);
         cc_release(&C);
     }
     pthread_mutex_lock(&dog.mu);
@@ -224,8 +244,8 @@ START_TEST(differential)
     pthread_join(dog_thread, NULL);
     free(G.buf);
     printf("differential: %lu programs, %lu runs with a value, %lu with a run-time error (each run -O0, -O1, -O1 on "
-           "2 threads, and every fourth program -O1 on 4 threads)\n",
-           n, ok_runs, err_runs);
+           "2 threads, and every fourth program -O1 on 4 threads); with --overflow=trap, %lu overflow\n",
+           n, ok_runs, err_runs, trap_runs);
     ck_assert_msg(ok_runs > err_runs, "too few runs produce a value: the generator needs tuning");
 }
 END_TEST
