@@ -84,16 +84,20 @@ entry main() -> (r: i64) {
 }
 P
 # run_median_us [--threads N]: the median of 2001 in-process runs, in us.
-# `tfvm profile` prints the median in seconds with 6 decimals, too coarse
-# below a few us, and "N firings ...; X ns per firing" with X = median / N:
-# the median is taken from those when they are there.
+# `tfvm profile` prints the median as "real X s median" with 6 decimals, too
+# coarse below a few us, and "N firings ...; X ns per firing" with X =
+# median / N: the median is taken from "real X us median" if profile prints
+# that, else from the firings line, else from the seconds.
 run_median_us() {
     "$TFVM" profile "$@" --runs 2001 --warmup 200 --top 1 "$TMP/trivial.tfasm" >"$TMP/prof" 2>&1 || { echo "-"; return; }
-    local fired nsf real
+    local fired nsf real realus
     fired=$(sed -n 's/^one run: \([0-9]*\) firings.*/\1/p' "$TMP/prof")
     nsf=$(sed -n 's/.*; \([0-9.]*\) ns per firing.*/\1/p' "$TMP/prof")
     real=$(sed -n 's/^ *real \([0-9.]*\) s median.*/\1/p' "$TMP/prof")
-    if [ -n "$fired" ] && [ -n "$nsf" ]; then
+    realus=$(sed -n 's/^ *real \([0-9.]*\) us median.*/\1/p' "$TMP/prof")
+    if [ -n "$realus" ]; then
+        echo "$realus"
+    elif [ -n "$fired" ] && [ -n "$nsf" ]; then
         awk -v f="$fired" -v x="$nsf" 'BEGIN { printf "%.3f", f * x / 1000 }'
     elif [ -n "$real" ]; then
         awk -v r="$real" 'BEGIN { printf "%.3f", r * 1e6 }'
