@@ -98,6 +98,214 @@ static dev_value to_dev(const cc_cval *c)
     return v;
 }
 
+typedef struct fold_state {
+    uint32_t changes;
+    bool params_sure; /* the entry is called from nowhere: its parameters are the run's arguments */
+} fold_state;
+
+static bool proven_safe(cc *C, const fold_state *S, const cc_node *n);
+
+/* ---- Shapes the run guarantees ----------------------------------------------------------- *
+ * A SHAPE whose operand's dims are all known is a constant, and so is what
+ * exporters compute from it (TensorFlow's SAME padding, ONNX's Shape ->
+ * Gather -> Concat -> Reshape chains: the TFDeploy report's Figure 7). Only
+ * dims the run guarantees count: a constant's, an entry parameter's (every
+ * argument is checked against its declared shape, vm/signature.c), and what
+ * TRANSPOSE, RESHAPE, MATMUL and the elementwise ops make of those when they
+ * succeed (a SHAPE after one that fails never runs). A type an importer wrote
+ * is a claim, not a guarantee, and is not used. The rank, or -1. */
+static int sure_dims(cc *C, const fold_state *S, cc_irval v, int64_t *dims, int depth)
+{
+    v = cc_resolve(v);
+    const cc_node *n = v.n;
+    if (depth <= 0)
+        return -1;
+    if (n->kind == CC_N_CONST) {
+        memcpy(dims, n->u.c.dims, sizeof(int64_t) * n->u.c.rank);
+        return n->u.c.rank;
+    }
+    if (n->kind == CC_N_PARAM) {
+        cc_ifn *fn = n->blk ? n->blk->fn : NULL;
+        if (!S->params_sure || fn != C->entry_ifn || !fn->src || n->u.index >= fn->src->n_params)
+            return -1;
+        const cc_vtype *t = &fn->src->params[n->u.index].type;
+        if (!t->tensor)
+            return 0;
+        if (t->rank > TFVM_MAX_RANK)
+            return -1;
+        memcpy(dims, t->dims, sizeof(int64_t) * t->rank);
+        return t->rank;
+    }
+    if (n->kind != CC_N_OP)
+        return -1;
+    const isa_class cls = isa_ops[n->op].cls;
+    int64_t a[TFVM_MAX_RANK], b[TFVM_MAX_RANK];
+    if (n->op == ISA_TRANSPOSE || n->op == ISA_RESHAPE) {
+        int r = sure_dims(C, S, n->in[0], a, depth - 1);
+        if (r < 0 || !is_const(n->in[1]))
+            return -1;
+        const cc_cval *c = cval(n->in[1]);
+        if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] > TFVM_MAX_RANK)
+            return -1;
+        int m = (int)c->dims[0];
+        int64_t q[TFVM_MAX_RANK];
+        memcpy(q, c->data, sizeof(int64_t) * (size_t)m);
+        if (n->op == ISA_TRANSPOSE) {
+            bool seen[TFVM_MAX_RANK] = {false};
+            if (m != r)
+                return -1;
+            for (int k = 0; k < m; k++) {
+                int64_t j = q[k] < 0 ? q[k] + r : q[k];
+                if (j < 0 || j >= r || seen[j])
+                    return -1;
+                seen[j] = true;
+                dims[k] = a[j];
+            }
+            return m;
+        }
+        int64_t count = 1, prod = 1;
+        int infer = -1;
+        for (int k = 0; k < r; k++)
+            count = count < 0 || a[k] < 0 ? -1 : count * a[k];
+        for (int k = 0; k < m; k++) {
+            if (q[k] == -1 && infer < 0)
+                infer = k;
+            else if (q[k] < 0)
+                return -1;
+            else
+                prod *= q[k];
+            dims[k] = q[k];
+        }
+        if (count < 0) /* the target alone, when it needs no inference */
+            return infer < 0 ? m : -1;
+        if (infer >= 0) {
+            if (prod == 0 || count % prod)
+                return -1;
+            dims[infer] = count / prod;
+        } else if (prod != count) {
+            return -1;
+        }
+        return m;
+    }
+    if (n->op == ISA_MATMUL || n->op == ISA_FUSED_MATMUL) {
+        int ra = sure_dims(C, S, n->in[0], a, depth - 1), rb = sure_dims(C, S, n->in[1], b, depth - 1);
+        if (ra < 2 || rb < 2)
+            return -1;
+        bool ta = n->attr & ISA_OPT_TRANS_A, tb = n->attr & ISA_OPT_TRANS_B;
+        int64_t m = a[ta ? ra - 1 : ra - 2], ka = a[ta ? ra - 2 : ra - 1], kb = b[tb ? rb - 1 : rb - 2],
+                nn = b[tb ? rb - 2 : rb - 1];
+        if (ka >= 0 && kb >= 0 && ka != kb)
+            return -1;
+        int r = ra > rb ? ra : rb;
+        for (int k = 0; k < r - 2; k++) {
+            int ia = k - (r - ra), ib = k - (r - rb);
+            int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+            dims[k] = da == 1 ? db : db == 1 ? da : da == db ? da : -1;
+            if (da >= 0 && db >= 0 && da != 1 && db != 1 && da != db)
+                return -1;
+            if (da < 0 || db < 0)
+                dims[k] = -1;
+        }
+        dims[r - 2] = m;
+        dims[r - 1] = nn;
+        return r;
+    }
+    if (n->op == ISA_CONV2D || n->op == ISA_FUSED_CONV2D || n->op == ISA_MAXPOOL || n->op == ISA_AVGPOOL) {
+        /* docs/isa.md's output sizes, for constant parameters; a window that
+         * does not fit fails the op, and then nothing after it runs */
+        bool conv = n->op == ISA_CONV2D || n->op == ISA_FUSED_CONV2D;
+        cc_irval pv = n->in[conv ? 2 : 1];
+        if (sure_dims(C, S, n->in[0], a, depth - 1) != 4 || !is_const(pv))
+            return -1;
+        const cc_cval *c = cval(pv);
+        int np = c->rank == 1 ? (int)c->dims[0] : 0;
+        if (c->dtype != TFVM_I64 || (conv ? np != 9 : np != 8 && np != 12))
+            return -1;
+        int64_t q[12], k[2], st[2], pad[2], dil[2] = {1, 1};
+        memcpy(q, c->data, sizeof(int64_t) * (size_t)np);
+        dims[0] = a[0];
+        if (conv) {
+            if (sure_dims(C, S, n->in[1], b, depth - 1) != 4 || q[8] < 1 || a[1] < 0 || b[1] < 0 ||
+                a[1] != q[8] * b[1])
+                return -1;
+            dims[1] = b[0];
+            for (int j = 0; j < 2; j++) {
+                k[j] = b[2 + j];
+                st[j] = q[j];
+                pad[j] = q[2 + j] + q[4 + j];
+                dil[j] = q[6 + j];
+            }
+        } else {
+            if (np == 12 && q[10] != 0)
+                return -1; /* ceil mode: left to the run */
+            dims[1] = a[1];
+            for (int j = 0; j < 2; j++) {
+                k[j] = q[j];
+                st[j] = q[2 + j];
+                pad[j] = q[4 + j] + q[6 + j];
+                dil[j] = np == 12 ? q[8 + j] : 1;
+            }
+        }
+        for (int j = 0; j < 2; j++) {
+            int64_t span = dil[j] * (k[j] - 1) + 1, h = a[2 + j];
+            if (k[j] < 1 || st[j] < 1 || dil[j] < 1 || pad[j] < 0 || h < 0 || h + pad[j] < span)
+                return -1;
+            dims[2 + j] = (h + pad[j] - span) / st[j] + 1;
+        }
+        return 4;
+    }
+    if (cls != ISA_CLASS_BINARY && cls != ISA_CLASS_UNARY && cls != ISA_CLASS_COMPARE && cls != ISA_CLASS_LOGIC &&
+        cls != ISA_CLASS_SELECT)
+        return -1;
+    /* elementwise: NumPy broadcasting of the operands' dims */
+    int r = 0;
+    int64_t d[4][TFVM_MAX_RANK];
+    int rk[4];
+    if (n->n_in > 4)
+        return -1;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+        if ((rk[k] = sure_dims(C, S, n->in[k], d[k], depth - 1)) < 0)
+            return -1;
+        if (rk[k] > r)
+            r = rk[k];
+    }
+    for (int j = 0; j < r; j++) {
+        int64_t e = 1;
+        for (uint32_t k = 0; k < n->n_in; k++) {
+            int i = j - (r - rk[k]);
+            int64_t x = i >= 0 ? d[k][i] : 1;
+            if (x < 0)
+                e = -1;
+            else if (x != 1 && e >= 0 && e != 1 && e != x)
+                return -1;
+            else if (x != 1 && e >= 0)
+                e = x;
+        }
+        dims[j] = e;
+    }
+    return r;
+}
+
+/* SHAPE of a value whose dims the run guarantees: an i64 vector constant. */
+static bool fold_shape(cc *C, const fold_state *S, cc_node *n)
+{
+    int64_t dims[TFVM_MAX_RANK];
+    int r = sure_dims(C, S, n->in[0], dims, 32);
+    if (r < 0)
+        return false;
+    for (int k = 0; k < r; k++)
+        if (dims[k] < 0)
+            return false;
+    cc_node *k = cc_node_new(C, NULL, CC_N_CONST, 0, 1, n->pos);
+    k->blk = n->blk;
+    k->types[0] = (cc_vtype){.dtype = TFVM_I64, .tensor = 1, .rank = 1, .dims = {r}};
+    void *p = cc_alloc(C, r ? sizeof(int64_t) * (size_t)r : 1);
+    memcpy(p, dims, sizeof(int64_t) * (size_t)r);
+    k->u.c = (cc_cval){.dtype = TFVM_I64, .rank = 1, .dims = {r}, .nbytes = sizeof(int64_t) * (size_t)r, .data = p};
+    forward(C, n, 0, (cc_irval){k, 0});
+    return true;
+}
+
 /* ---- Folding tensors ------------------------------------------------------------------ *
  * A folded result becomes a constant of the program file, so folding trades
  * run time for file size. TFDeploy's report (section 2.4) shows the trap: a
@@ -210,11 +418,13 @@ static bool fold_tensor_op(cc *C, cc_node *n)
 /* Folds an op on constants; kernel failures (division by zero,
  * unrepresentable casts, shapes that do not fit) stay in the program as
  * run-time errors. */
-static bool fold_op(cc *C, cc_node *n)
+static bool fold_op(cc *C, const fold_state *S, cc_node *n)
 {
     dev_value in[4];
     if (n->n_in > 8 || n->n_out != 1)
         return false;
+    if (n->op == ISA_SHAPE && !is_const(n->in[0]))
+        return fold_shape(C, S, n);
     bool tensors = n->types[0].tensor;
     for (uint32_t k = 0; k < n->n_in; k++) {
         if (!is_const(n->in[k]))
@@ -338,9 +548,6 @@ static bool pure_block(const cc_blk *b)
     return true;
 }
 
-typedef struct fold_state {
-    uint32_t changes;
-} fold_state;
 
 static void fold_block(cc *C, cc_blk *b, fold_state *S);
 
@@ -349,7 +556,7 @@ static void fold_node(cc *C, cc_node *n, fold_state *S, cc_node **next)
     resolve_inputs(n);
     switch (n->kind) {
     case CC_N_OP:
-        if (fold_op(C, n) || simplify_op(C, n)) {
+        if (fold_op(C, S, n) || simplify_op(C, n)) {
             cc_node_unlink(n);
             S->changes++;
         }
@@ -595,6 +802,24 @@ static void canon_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
+static void find_entry_calls(cc *C, cc_blk *b, void *ud)
+{
+    bool *found = ud;
+    for (cc_node *n = b->first; n; n = n->next)
+        if (n->kind == CC_N_CALL && n->u.call.callee == C->entry_ifn)
+            *found = true;
+}
+
+/* Whether some function calls the entry (then its parameters also take
+ * values other than the run's checked arguments). */
+static bool entry_called(cc *C)
+{
+    bool found = false;
+    for (uint32_t i = 0; i < C->n_ifns; i++)
+        each_block(C, C->ifns[i]->top, find_entry_calls, &found);
+    return found;
+}
+
 /* ---- Dead code ---------------------------------------------------------------------------- */
 
 /* Output liveness of If/While nodes: one flag per output (or loop variable). */
@@ -611,6 +836,7 @@ typedef struct marker {
     cc *C;
     cc_irval *work;
     uint32_t n, cap;
+    fold_state S; /* what proven_safe may assume */
 } marker;
 
 static void push_val(marker *M, cc_irval v)
@@ -678,7 +904,7 @@ static void mark_roots(cc *C, cc_blk *b, void *ud)
     (void)C;
     marker *M = ud;
     for (cc_node *n = b->first; n; n = n->next)
-        if (n->kind == CC_N_CALL || n->kind == CC_N_WHILE || cc_op_may_fail(n))
+        if (n->kind == CC_N_CALL || n->kind == CC_N_WHILE || (cc_op_may_fail(n) && !proven_safe(M->C, &M->S, n)))
             mark_node(M, n);
 }
 
@@ -726,12 +952,13 @@ static void entry_calls(cc *C, cc_blk *b, void *ud)
 
 void cc_dce(cc *C)
 {
+    bool params_sure = !entry_called(C);
     for (uint32_t i = 0; i < C->n_ifns; i++) {
         cc_ifn *fn = C->ifns[i];
         each_block(C, fn->top, clear_marks, NULL);
         for (uint32_t k = 0; k < fn->n_params; k++)
             fn->params[k]->live = false;
-        marker M = {C, NULL, 0, 0};
+        marker M = {C, NULL, 0, 0, {.params_sure = params_sure}};
         for (uint32_t k = 0; k < fn->top->n_res; k++)
             push_val(&M, fn->top->res[k]);
         each_block(C, fn->top, mark_roots, &M);
@@ -761,6 +988,135 @@ void cc_dce(cc *C)
     for (uint32_t i = 0; i < C->n_ifns; i++)
         if (!C->ifns[i]->dropped)
             each_block(C, C->ifns[i]->top, entry_calls, NULL);
+}
+
+/* A tensor op that may fail in general (ops.def: YES) but provably does not
+ * here, so that dead-code elimination may drop it when nothing uses it:
+ * SHAPE (never fails), TRANSPOSE by a constant permutation of its input's
+ * guaranteed rank, RESHAPE whose guaranteed input count its constant target
+ * takes. (Memory running out is not a failure a program is kept for.) */
+static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
+{
+    int64_t d[TFVM_MAX_RANK], o[TFVM_MAX_RANK];
+    if (n->kind != CC_N_OP)
+        return false;
+    if (n->op == ISA_SHAPE)
+        return true;
+    if (n->op != ISA_TRANSPOSE && n->op != ISA_RESHAPE)
+        return false;
+    int r = sure_dims(C, S, n->in[0], d, 32);
+    if (r < 0)
+        return false;
+    if (n->op == ISA_RESHAPE)
+        for (int k = 0; k < r; k++)
+            if (d[k] < 0)
+                return false;
+    /* sure_dims of the op itself is -1 for a bad permutation or target */
+    return sure_dims(C, S, (cc_irval){(cc_node *)n, 0}, o, 33) >= 0;
+}
+
+/* ---- Transposes ------------------------------------------------------------------------------ *
+ * Front ends with a layout of their own (TensorFlow's NHWC) wrap every
+ * convolution and pool in TRANSPOSEs to and from NCHW. A TRANSPOSE of a
+ * TRANSPOSE that undoes it is its input; so is one that undoes a TRANSPOSE
+ * under a unary elementwise op (relu(T(x)) transposed back is relu(x): the
+ * same elements, each computed the same way). */
+typedef struct tp_state {
+    uint32_t *uses;
+    uint32_t changes;
+} tp_state;
+
+static void count_uses_tp(cc *C, cc_blk *b, void *ud)
+{
+    (void)C;
+    tp_state *T = ud;
+    for (cc_node *n = b->first; n; n = n->next)
+        for (uint32_t k = 0; k < n->n_in; k++)
+            T->uses[cc_resolve(n->in[k]).n->id]++;
+    for (uint32_t k = 0; k < b->n_res; k++)
+        T->uses[cc_resolve(b->res[k]).n->id]++;
+}
+
+/* The permutation of a TRANSPOSE node with a constant one, into p; its length or -1. */
+static int const_perm(const cc_node *n, int64_t *p)
+{
+    if (n->kind != CC_N_OP || n->op != ISA_TRANSPOSE || !is_const(n->in[1]))
+        return -1;
+    const cc_cval *c = cval(n->in[1]);
+    if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] < 1 || c->dims[0] > TFVM_MAX_RANK)
+        return -1;
+    int m = (int)c->dims[0];
+    memcpy(p, c->data, sizeof(int64_t) * (size_t)m);
+    for (int k = 0; k < m; k++) {
+        if (p[k] < 0)
+            p[k] += m;
+        if (p[k] < 0 || p[k] >= m)
+            return -1;
+    }
+    return m;
+}
+
+/* Whether TRANSPOSE q after TRANSPOSE p is the identity. */
+static bool undoes(const int64_t *p, int np, const int64_t *q, int nq)
+{
+    if (np != nq)
+        return false;
+    for (int i = 0; i < np; i++)
+        if (p[q[i]] != i)
+            return false;
+    return true;
+}
+
+static void transpose_block(cc *C, cc_blk *b, void *ud)
+{
+    tp_state *T = ud;
+    for (cc_node *n = b->first; n;) {
+        cc_node *next = n->next;
+        int64_t q[TFVM_MAX_RANK], p[TFVM_MAX_RANK];
+        int nq = const_perm(n, q);
+        if (nq < 0) {
+            n = next;
+            continue;
+        }
+        resolve_inputs(n);
+        cc_node *x = n->in[0].n;
+        int np = const_perm(x, p);
+        if (np >= 0 && undoes(p, np, q, nq)) {
+            forward(C, n, 0, cc_resolve(x->in[0]));
+            cc_node_unlink(n);
+            T->changes++;
+        } else if (x->kind == CC_N_OP && isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->blk == b &&
+                   T->uses[x->id] == 1) {
+            cc_node *t = cc_resolve(x->in[0]).n;
+            np = const_perm(t, p);
+            if (np >= 0 && undoes(p, np, q, nq) && t->blk == b && T->uses[t->id] == 1) {
+                /* n becomes the unary op on t's input; x and t go */
+                cc_irval *in = cc_array(C, 1, sizeof *in);
+                in[0] = cc_resolve(t->in[0]);
+                n->op = x->op;
+                n->attr = x->attr;
+                if (x->names[0]) /* the op's own name (TensorFlow's "Relu") stays */
+                    n->names[0] = x->names[0];
+                n->in = in;
+                n->n_in = 1;
+                if (next == x || next == t)
+                    next = n->next;
+                cc_node_unlink(x);
+                cc_node_unlink(t);
+                T->changes++;
+            }
+        }
+        n = next;
+    }
+}
+
+static void transposes(cc *C, cc_ifn *fn)
+{
+    tp_state T = {0};
+    T.uses = cc_array(C, C->next_node_id + 1, sizeof *T.uses);
+    each_block(C, fn->top, count_uses_tp, &T);
+    each_block(C, fn->top, transpose_block, &T);
+    each_block(C, fn->top, resolve_block, NULL);
 }
 
 /* ---- Fusion ------------------------------------------------------------------------------ *
@@ -997,7 +1353,7 @@ void cc_optimize(cc *C)
         for (int round = 0; round < 4; round++) {
             const_canon K = {0};
             each_block(C, fn->top, canon_block, &K);
-            fold_state S = {0};
+            fold_state S = {.params_sure = !entry_called(C)};
             fold_block(C, fn->top, &S);
             cse X = {0};
             X.n_buckets = 256;
@@ -1008,6 +1364,7 @@ void cc_optimize(cc *C)
             if (!S.changes && !X.changes)
                 break;
         }
+        transposes(C, fn);
         fuse(C, fn);
     }
     cc_dce(C);
