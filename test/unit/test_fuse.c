@@ -2,6 +2,7 @@
  * + activation into FUSED_MATMUL/FUSED_CONV2D, and tensor constant folding
  * under its size bound (compiler/opt.c): exact op counts after compiling,
  * the cases that must stay apart, and results bit for bit those of -O0. */
+#include <stdio.h>
 #include <string.h>
 
 #include "isa/isa.h"
@@ -138,22 +139,31 @@ START_TEST(cnn)
 }
 END_TEST
 
-/* a TensorFlow graph (MatMul, BiasAdd, Relu; the importer knows only ranks):
- * the product's dims come from its operands */
-START_TEST(tensorflow_mlp)
+/* A TensorFlow fixture compiled at level opt. */
+static tfvm_program *tf_open(const char *name, int opt)
 {
+    char path[128];
+    snprintf(path, sizeof path, "test/tf/fixtures/%s.pb", name);
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    o.opt_level = opt;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_open(path, &o, NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    return p;
+}
+
+/* Runs a TensorFlow fixture on its input at -O0 and -O1: the same bytes out. */
+static void tf_same_as_unfused(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "test/tf/fixtures/%s.in0.npy", name);
     tfvm_tensor *x = NULL;
     tfvm_error err;
-    ck_assert_msg(tfvm_npy_load("test/tf/fixtures/mlp.in0.npy", NULL, &x, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_msg(tfvm_npy_load(path, NULL, &x, &err) == TFVM_OK, "%s", err.message);
     tfvm_tensor *res[2];
     for (int opt = 0; opt < 2; opt++) {
-        tfvm_open_options o;
-        tfvm_open_options_init(&o);
-        o.opt_level = opt;
-        tfvm_program *p = NULL;
-        ck_assert_msg(tfvm_program_open("test/tf/fixtures/mlp.pb", &o, NULL, &p, &err) == TFVM_OK, "%s", err.message);
-        ck_assert_uint_eq(count(p, ISA_FUSED_MATMUL), opt ? 2 : 0);
-        ck_assert_uint_eq(count(p, ISA_MATMUL) + count(p, ISA_ADD) + count(p, ISA_RELU), opt ? 0 : 5);
+        tfvm_program *p = tf_open(name, opt);
         tfvm_config cfg;
         tfvm_config_init(&cfg);
         cfg.deterministic = true;
@@ -171,6 +181,38 @@ START_TEST(tensorflow_mlp)
     tfvm_tensor_free(res[0]);
     tfvm_tensor_free(res[1]);
     tfvm_tensor_free(x);
+}
+
+/* a TensorFlow graph (MatMul, BiasAdd, Relu; the importer knows only ranks):
+ * the product's dims come from its operands */
+START_TEST(tensorflow_mlp)
+{
+    tfvm_program *p = tf_open("mlp", 0);
+    ck_assert_uint_eq(count(p, ISA_MATMUL) + count(p, ISA_ADD) + count(p, ISA_RELU), 5);
+    tfvm_program_free(p);
+    p = tf_open("mlp", 1);
+    ck_assert_uint_eq(count(p, ISA_FUSED_MATMUL), 2);
+    ck_assert_uint_eq(count(p, ISA_MATMUL) + count(p, ISA_ADD) + count(p, ISA_RELU), 0);
+    tfvm_program_free(p);
+    tf_same_as_unfused("mlp");
+}
+END_TEST
+
+/* NHWC convolutions: SAME padding's shape arithmetic folds (the input's
+ * shape is its checked signature), the TRANSPOSEs to and from NCHW around
+ * each conv/pool (and a relu) cancel, and what is left is the network */
+START_TEST(tensorflow_convnet)
+{
+    tfvm_program *p = tf_open("convnet", 0);
+    ck_assert_uint_eq(p->isa.n_insts, 99);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 10);
+    tfvm_program_free(p);
+    p = tf_open("convnet", 1);
+    ck_assert_uint_eq(p->isa.n_insts, 15);
+    ck_assert_uint_eq(count(p, ISA_SHAPE) + count(p, ISA_SLICE) + count(p, ISA_CONCAT), 0);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 2); /* into NCHW once, out of it once */
+    tfvm_program_free(p);
+    tf_same_as_unfused("convnet");
 }
 END_TEST
 
@@ -242,6 +284,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, tensorflow_mlp);
+    tcase_add_test(tc, tensorflow_convnet);
     tcase_add_test(tc, stays_apart);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
