@@ -87,6 +87,14 @@ void vm_loop_destroy(vm_worker *w, vm_loop *l)
         dev_value_release(&l->consts[k]);
     for (uint32_t k = 0; k < l->n_deferred; k++)
         dev_value_release(&l->deferred[k].v);
+    if (l->entry) {
+        for (uint32_t k = 0; k < l->n_entry; k++)
+            dev_value_release(&l->entry[k]);
+        ut_free(&vm->alloc, l->entry, (l->n_entry + 1) * sizeof(dev_value));
+        l->entry = NULL;
+        l->n_entry = 0;
+    }
+    l->seq = false;
     ut_free(&vm->alloc, l->deferred, l->cap_deferred * sizeof *l->deferred);
     ut_free(&vm->alloc, l->consts, f->n_const * sizeof(dev_value));
     l->consts = NULL;
@@ -112,6 +120,14 @@ static vm_loop *loop_get(vm_worker *w, vm_ctx *parent, uint32_t frame, uint32_t 
         return NULL;
     }
     l->parent = parent;
+    if (vm_seq_loop_ok(w, parent, frame)) {
+        uint32_t n = vm->plan.regions[frame].n_args;
+        l->entry = ut_calloc(&vm->alloc, n + 1, sizeof(dev_value));
+        if (l->entry) {
+            l->seq = true;
+            l->n_entry = n;
+        }
+    }
     void *expected = NULL;
     if (!atomic_compare_exchange_strong_explicit(&parent->children[child], &expected, l, memory_order_acq_rel,
                                                  memory_order_acquire)) {
@@ -230,6 +246,56 @@ vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c)
     return ended ? loop_end(w, l) : NULL;
 }
 
+/* ENTER of a loop run as a frame: the value waits in the instance until
+ * every ENTER has arrived; then the whole loop runs (seq.c), its EXIT tokens
+ * going into the context that entered it, and the instance ends. */
+static void seq_enter(vm_worker *w, const vm_act *a, vm_loop *l, dev_value *v)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    const vm_fplan *f = &vm->plan.frames[in->a];
+    bool run = false, ended = false;
+    loop_lock(w, l);
+    l->arrived++;
+    if (v->dead) {
+        if (l->entered == VM_ENTERED_LIVE) {
+            loop_unlock(w, l);
+            deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+            return;
+        }
+        if (l->entered == VM_ENTERED_NONE) {
+            l->entered = VM_ENTERED_DEAD;
+            for (uint32_t k = 0; k < f->n_exits; k++)
+                vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
+        }
+    } else if (l->entered == VM_ENTERED_DEAD) {
+        loop_unlock(w, l);
+        deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+        return;
+    } else {
+        l->entered = VM_ENTERED_LIVE;
+        dev_value *slot = &l->entry[vm->plan.insts[a->inst].arg];
+        if (slot->dtype || slot->dead) {
+            loop_unlock(w, l);
+            vm_fail(vm, TFVM_ERR_PORT, a->ctx, a->inst, "two tokens for input 0 at one tag");
+            return;
+        }
+        *slot = *v;
+        v->is_tensor = 0; /* the instance keeps the reference */
+    }
+    if (l->arrived == f->n_enter) {
+        run = l->entered == VM_ENTERED_LIVE;
+        ended = true;
+    }
+    loop_unlock(w, l);
+    if (run) {
+        vm_seq_loop(w, a->ctx, in->a, l->entry); /* consumes the entry values */
+        memset(l->entry, 0, l->n_entry * sizeof *l->entry);
+    }
+    if (ended)
+        vm_ctx_unref(w, loop_end(w, l));
+}
+
 static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
 {
     tfvm_vm *vm = w->vm;
@@ -238,6 +304,10 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
     vm_loop *l = loop_get(w, a->ctx, in->a, vm->plan.insts[a->inst].child);
     if (!l)
         return;
+    if (l->seq) {
+        seq_enter(w, a, l, v);
+        return;
+    }
     vm_ctx *to_unref[2] = {NULL, NULL};
     bool ended = false;
     loop_lock(w, l);

@@ -25,9 +25,12 @@
 
 /* ---- Plan ---------------------------------------------------------------------- */
 
-static bool seq_op_ok(const isa_inst *in)
+static bool seq_op_ok(const isa_inst *in, bool loop)
 {
     switch ((isa_op)in->op) {
+    case ISA_NEXTITER:
+    case ISA_EXIT:
+        return loop;
     case ISA_CONST:
     case ISA_IDENTITY:
     case ISA_LOOPCOND:
@@ -57,8 +60,10 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
         const isa_inst *in = &p->insts[i];
         for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
             uint32_t d = p->edges[e].inst;
-            /* a RETURN's token comes from the callee's activation, not this one */
-            if (in->op != ISA_CALL && p->insts[d].region == r && p->insts[d].op != ISA_RETURN)
+            /* a RETURN's token comes from the callee's activation, a
+             * NEXTITER's goes to the next iteration: not this one */
+            if (in->op != ISA_CALL && in->op != ISA_NEXTITER && p->insts[d].region == r &&
+                p->insts[d].op != ISA_RETURN)
                 indeg[d - first]++;
         }
         if (in->op == ISA_RETURN) /* after every CALL of its site */
@@ -78,7 +83,7 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
                     queue[tail++] = sp->returns[k];
             continue;
         }
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
             uint32_t d = p->edges[e].inst;
             if (p->insts[d].region == r && p->insts[d].op != ISA_RETURN && --indeg[d - first] == 0)
                 queue[tail++] = d;
@@ -149,39 +154,52 @@ static bool returns_feed_calls(const isa_program *p, const vm_plan *plan, uint32
 }
 
 /* The register that feeds port k of si, when exactly one does (else NONE). */
-static uint32_t single_source(const vm_rplan *rp, const vm_sinst *si, uint32_t k)
+/* The registers that feed port k of si when one or two do (a loop variable:
+ * its entry value and its NEXTITER's); false when more do. */
+static bool sources(const vm_rplan *rp, const vm_sinst *si, uint32_t k, uint32_t *r, uint32_t *r2)
 {
     const vm_sport *pt = &rp->sports[si->src_at + k];
-    return pt->n == 1 ? rp->sregs[pt->first] : ISA_NONE;
+    if (k >= si->ports || pt->n == 0 || pt->n > 2)
+        return false;
+    *r = rp->sregs[pt->first];
+    *r2 = pt->n == 2 ? rp->sregs[pt->first + 1] : ISA_NONE;
+    return true;
 }
 
 static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
 {
     const vm_sinst *si = &rp->sinsts[local];
     vm_sop op = {.kind = VM_SOP_GENERIC, .matched = si->matched, .op = si->op, .local = (uint16_t)local,
-                 .tokens = (uint16_t)(si->tokens[0] > 0xffff ? 0xffff : si->tokens[0]), .out = si->reg};
+                 .tokens = (uint16_t)(si->tokens[0] > 0xffff ? 0xffff : si->tokens[0]), .out = si->reg,
+                 .a2 = ISA_NONE, .b2 = ISA_NONE};
     if (si->tokens[0] > 0xffff)
         return op;
     isa_class c = isa_ops[si->op].cls;
-    uint32_t s0 = si->ports > 0 ? single_source(rp, si, 0) : ISA_NONE;
-    uint32_t s1 = si->ports > 1 ? single_source(rp, si, 1) : ISA_NONE;
+    uint32_t s0, s0b, s1, s1b;
+    bool has0 = sources(rp, si, 0, &s0, &s0b), has1 = sources(rp, si, 1, &s1, &s1b);
     if (si->op == ISA_RETURN) {
         op.kind = VM_SOP_SKIP;
     } else if ((c == ISA_CLASS_BINARY || c == ISA_CLASS_COMPARE) && si->n_in == 2 && si->ports == 2) {
-        if (si->imm < 0 && s0 != ISA_NONE && s1 != ISA_NONE)
-            op.kind = VM_SOP_BIN_RR, op.a = s0, op.b = s1;
-        else if (si->imm == 1 && s0 != ISA_NONE)
-            op.kind = VM_SOP_BIN_RK, op.a = s0, op.b = si->b;
-        else if (si->imm == 0 && s1 != ISA_NONE)
-            op.kind = VM_SOP_BIN_KR, op.a = si->b, op.b = s1;
-    } else if (si->op == ISA_SWITCH && si->ports == 2 && s0 != ISA_NONE && s1 != ISA_NONE) {
-        op.kind = VM_SOP_SWITCH, op.a = s0, op.b = s1;
-    } else if (si->op == ISA_BRANCH && si->ports == 1 && s0 != ISA_NONE) {
-        op.kind = VM_SOP_BRANCH, op.op = (uint16_t)si->a, op.a = s0, op.b = si->b;
-    } else if (si->op == ISA_CONST && si->n_in == 0 && si->ports == 1 && s0 != ISA_NONE) {
+        if (si->imm < 0 && has0 && has1)
+            op.kind = VM_SOP_BIN_RR, op.a = s0, op.a2 = s0b, op.b = s1, op.b2 = s1b;
+        else if (si->imm == 1 && has0)
+            op.kind = VM_SOP_BIN_RK, op.a = s0, op.a2 = s0b, op.b = si->b;
+        else if (si->imm == 0 && has1)
+            op.kind = VM_SOP_BIN_KR, op.a = si->b, op.b = s1, op.b2 = s1b;
+    } else if (si->op == ISA_SWITCH && si->ports == 2 && has0 && has1) {
+        op.kind = VM_SOP_SWITCH, op.a = s0, op.a2 = s0b, op.b = s1, op.b2 = s1b;
+    } else if (si->op == ISA_BRANCH && si->ports == 1 && has0) {
+        op.kind = VM_SOP_BRANCH, op.op = (uint16_t)si->a, op.a = s0, op.a2 = s0b, op.b = si->b;
+    } else if (si->op == ISA_CONST && si->n_in == 0 && si->ports == 1 && has0 && s0b == ISA_NONE) {
         op.kind = VM_SOP_CONST, op.a = s0, op.b = si->a;
-    } else if (si->op == ISA_CALL && si->ports == 1 && s0 != ISA_NONE) {
+    } else if (si->op == ISA_CALL && si->ports == 1 && has0 && s0b == ISA_NONE) {
         op.kind = VM_SOP_CALL, op.a = s0, op.b = si->a, op.out = si->arg; /* site, argument */
+    } else if ((si->op == ISA_IDENTITY || si->op == ISA_LOOPCOND) && si->ports == 1 && has0) {
+        op.kind = VM_SOP_COPY, op.a = s0, op.a2 = s0b;
+    } else if (si->op == ISA_NEXTITER && si->ports == 1 && has0) {
+        op.kind = VM_SOP_NEXTITER, op.a = s0, op.a2 = s0b;
+    } else if (si->op == ISA_EXIT && si->ports == 1 && has0) {
+        op.kind = VM_SOP_EXIT, op.a = s0, op.a2 = s0b, op.b = si->inst;
     }
     return op;
 }
@@ -194,6 +212,73 @@ static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
  * from (through instructions of that side); a SWITCH group on one
  * predicate shares one guard. Returns the guards by local index (or NULL:
  * no memory, keep the order as it is). */
+/* Can a token leave an EXIT of loop `frame` and reach one of its ENTERs at
+ * the same tag (inside the parent region)? Then the instance cannot gather
+ * its entry values before it runs. */
+static bool exits_feed_enters(const isa_program *p, const vm_plan *plan, uint32_t frame)
+{
+    uint32_t parent = p->regions[frame].parent;
+    const vm_rplan *pp = &plan->regions[parent];
+    uint32_t n = pp->end - pp->first;
+    uint8_t *seen = calloc(n + 1, 1);
+    uint32_t *stack = malloc((n + 1) * sizeof *stack);
+    bool hit = !seen || !stack;
+    uint32_t top = 0;
+    const vm_rplan *fr = &plan->regions[frame];
+    for (uint32_t i = fr->first; !hit && i < fr->end; i++) {
+        const isa_inst *in = &p->insts[i];
+        if (in->op != ISA_EXIT)
+            continue;
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            if (p->insts[d].region == parent && !seen[d - pp->first]) {
+                seen[d - pp->first] = 1;
+                stack[top++] = d;
+            }
+        }
+    }
+    while (!hit && top) {
+        uint32_t i = stack[--top];
+        const isa_inst *in = &p->insts[i];
+        if (in->op == ISA_ENTER && in->a == frame) {
+            hit = true;
+            break;
+        }
+        if (in->op == ISA_CALL) { /* through the call: its site's RETURNs */
+            const vm_splan *o = &plan->sites[in->a];
+            for (uint32_t k = 0; k < o->n_returns; k++)
+                if (!seen[o->returns[k] - pp->first]) {
+                    seen[o->returns[k] - pp->first] = 1;
+                    stack[top++] = o->returns[k];
+                }
+            continue;
+        }
+        if (in->op == ISA_ENTER) { /* through another loop: its EXITs */
+            const vm_rplan *lr = &plan->regions[in->a];
+            for (uint32_t x = lr->first; x < lr->end; x++)
+                if (p->insts[x].op == ISA_EXIT)
+                    for (uint32_t e = p->insts[x].edge_first; e < p->insts[x].edge_first + p->insts[x].n_edges; e++) {
+                        uint32_t d = p->edges[e].inst;
+                        if (p->insts[d].region == parent && !seen[d - pp->first]) {
+                            seen[d - pp->first] = 1;
+                            stack[top++] = d;
+                        }
+                    }
+            continue;
+        }
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
+            uint32_t d = p->edges[e].inst;
+            if (p->insts[d].region == parent && p->insts[d].op != ISA_RETURN && !seen[d - pp->first]) {
+                seen[d - pp->first] = 1;
+                stack[top++] = d;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return hit;
+}
+
 #define GUARD_UNSET (ISA_NONE - 1) /* no input seen yet (ISA_NONE: no guard) */
 
 static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
@@ -211,8 +296,8 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
         owner[k] = ISA_NONE;
     for (uint32_t k = 0; k < 2 * rp->n_regs; k++)
         rep[k] = ISA_NONE;
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t o = 0; o < isa_outs(&p->insts[rp->first + i]); o++)
+    for (uint32_t i = 0; i < n; i++) /* (a NEXTITER's value is the last iteration's: no owner here) */
+        for (uint32_t o = 0; o < isa_outs(&p->insts[rp->first + i]) && rp->sinsts[i].op != ISA_NEXTITER; o++)
             owner[rp->sinsts[i].reg + o] = i;
     /* guards, in the current (topological) order */
     for (uint32_t q = 0; q < rp->n_order; q++) {
@@ -327,9 +412,12 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
     /* Candidates: FUNC regions of sequential instructions only. */
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_rplan *rp = &plan->regions[r];
-        rp->seq = p->regions[r].kind == ISA_REGION_FUNC && rp->end - rp->first < 0xffff;
-        for (uint32_t i = rp->first; rp->seq && i < rp->end; i++)
-            rp->seq = seq_op_ok(&p->insts[i]) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
+        bool loop = p->regions[r].kind == ISA_REGION_LOOP;
+        rp->seq = (p->regions[r].kind == ISA_REGION_FUNC || loop) && rp->end - rp->first < 0xffff;
+        for (uint32_t i = rp->first; rp->seq && i < rp->end; i++) {
+            rp->seq = seq_op_ok(&p->insts[i], loop) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
+            rp->calls |= p->insts[i].op == ISA_CALL;
+        }
     }
     /* ...whose every callee is one too (to a fixpoint), and whose order exists. */
     for (bool changed = true; changed;) {
@@ -354,6 +442,37 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
                 changed = true;
             }
         }
+    }
+    /* Loops: each ENTER's index among its frame's ENTERs (the frame's entry
+     * registers); a loop body runs as frames only when its instance can
+     * gather every entry value first (no EXIT of it feeds one of its ENTERs). */
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        if (p->regions[r].kind == ISA_REGION_LOOP)
+            plan->regions[r].n_args = 0;
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (p->insts[i].op == ISA_ENTER)
+            plan->insts[i].arg = (uint16_t)plan->regions[p->insts[i].a].n_args++;
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        if (plan->regions[r].seq && p->regions[r].kind == ISA_REGION_LOOP && exits_feed_enters(p, plan, r))
+            plan->regions[r].seq = false;
+    for (uint32_t r = 0; r < p->n_regions; r++) {
+        if (p->regions[r].kind != ISA_REGION_LOOP)
+            continue;
+        vm_fplan *fp = &plan->frames[r];
+        fp->enters = ut_arena_array(&plan->arena, plan->regions[r].n_args + 1, sizeof(uint32_t));
+        if (!fp->enters)
+            return TFVM_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        const isa_inst *in = &p->insts[i];
+        if (in->op != ISA_ENTER)
+            continue;
+        vm_fplan *fp = &plan->frames[in->a];
+        fp->enters[plan->insts[i].arg] = i;
+        if (in->flags & ISA_FLAG_CONST)
+            fp->const_tokens += in->n_edges;
+        else
+            fp->entry_tokens += in->n_edges;
     }
     for (uint32_t s = 0; s < p->n_sites; s++) {
         vm_splan *sp = &plan->sites[s];
@@ -385,7 +504,8 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
         rp->sinsts = ut_arena_array(&plan->arena, n + 1, sizeof(vm_sinst));
         if (!rp->sinsts)
             return TFVM_ERR_NOMEM;
-        rp->n_args = 0;
+        if (p->regions[r].kind != ISA_REGION_LOOP)
+            rp->n_args = 0;
     }
     for (uint32_t s = 0; s < p->n_sites; s++) {
         vm_rplan *callee = &plan->regions[p->sites[s].callee];
@@ -406,7 +526,7 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
                              .arg = ip->arg, .a = in->a, .b = in->b, .src_at = n_ports, .reg = reg, .inst = i};
             for (uint32_t o = 0; o < 2 && o < isa_outs(in); o++)
                 si->tokens[o] = ip->out_at[o + 1] - ip->out_at[o];
-            reg += isa_outs(in);
+            reg += isa_outs(in) + (in->op == ISA_NEXTITER); /* and the next iteration's */
             n_ports += ip->ports;
         }
         for (uint32_t i = rp->first; i < rp->end; i++)
@@ -416,6 +536,23 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
                 reg += sp->n_call;
             }
         rp->n_regs = reg;
+        if (p->regions[r].kind == ISA_REGION_LOOP) {
+            vm_fplan *fp = &plan->frames[r];
+            rp->keep = ut_arena_array(&plan->arena, reg + 1, 1);
+            fp->nexts = ut_arena_array(&plan->arena, rp->end - rp->first + 1, sizeof(uint32_t));
+            if (!rp->keep || !fp->nexts)
+                return TFVM_ERR_NOMEM;
+            memset(rp->keep, 0, reg + 1);
+            for (uint32_t k = 0; k < rp->n_args; k++)
+                rp->keep[k] = (p->insts[fp->enters[k]].flags & ISA_FLAG_CONST) != 0;
+            fp->n_nexts = 0;
+            for (uint32_t i = rp->first; i < rp->end; i++)
+                if (p->insts[i].op == ISA_NEXTITER) {
+                    uint32_t cur = rp->sinsts[i - rp->first].reg;
+                    fp->nexts[fp->n_nexts++] = cur;
+                    rp->keep[cur] = rp->keep[cur + 1] = 1; /* moved by next_iteration itself */
+                }
+        }
         rp->sports = ut_arena_array(&plan->arena, n_ports + 1, sizeof(vm_sport));
         if (!rp->sports)
             return TFVM_ERR_NOMEM;
@@ -457,8 +594,8 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
                 if (!dr->seq || d->op == ISA_RETURN)
                     continue; /* RETURNs: per site, below */
                 uint32_t src;
-                if (in->op == ISA_CALL)
-                    src = ip->arg;
+                if (in->op == ISA_CALL || in->op == ISA_ENTER)
+                    src = ip->arg; /* the call's argument, the loop's entry value */
                 else if (in->region == d->region)
                     src = plan->regions[in->region].sinsts[i - plan->regions[in->region].first].reg + ed->out;
                 else
@@ -652,6 +789,9 @@ typedef struct seq_frame {
     uint32_t n_regs;
     size_t bytes;
     bool tensors;           /* a register may hold a tensor reference */
+    bool loop;              /* a loop instance's frame (site is unused): one iteration at a time */
+    bool again;             /* loop: a NEXTITER fired in this iteration */
+    uint64_t iter;          /* loop: the iteration running */
     dev_value *v;           /* n_regs */
     uint8_t *has;           /* n_regs: present */
 } seq_frame;
@@ -666,9 +806,15 @@ typedef struct seq_run {
     uint32_t polls;         /* firings since the last look at interrupts */
 } seq_run;
 
+static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region);
+
 static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
 {
-    uint32_t region = s->p->sites[site].callee;
+    return frame_push_region(s, up, site, s->p->sites[site].callee);
+}
+
+static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region)
+{
     const vm_rplan *rp = &s->vm->plan.regions[region];
     size_t n = rp->n_regs;
     size_t bytes = (sizeof(seq_frame) + n * sizeof(dev_value) + (n < 32 ? 32 : n) + 15) & ~(size_t)15;
@@ -692,6 +838,9 @@ static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
     f->n_regs = (uint32_t)n;
     f->bytes = bytes;
     f->tensors = false;
+    f->loop = false;
+    f->again = false;
+    f->iter = 0;
     f->v = (dev_value *)(f + 1);
     f->has = (uint8_t *)(f->v + n);
     if (n <= 32)
@@ -747,8 +896,10 @@ static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t s
             break;
         }
         const seq_frame *g = ring[d % KEEP];
-        int m = snprintf(buf + len, size - len, "%s%s@%u", first ? "" : ", ",
-                         s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id);
+        int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->region].name,
+                                   (unsigned long long)g->iter)
+                        : snprintf(buf + len, size - len, "%s%s@%u", first ? "" : ", ",
+                                   s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id);
         if (m < 0 || (size_t)m >= size - len) {
             fits = false;
             break;
@@ -1017,6 +1168,17 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             next = frame_call(s, f, si->a, si->inst);
         break;
     }
+    case ISA_NEXTITER: /* into the next iteration's register; dead tokens end the chain */
+        if (!dead) {
+            frame_set(f, si->reg + 1, x[0]);
+            s->w->st.tokens += si->tokens[0];
+            f->again = true;
+        }
+        break;
+    case ISA_EXIT: /* out of the loop, into the context that entered it; dead tokens dropped */
+        if (!dead)
+            vm_send(s->w, s->ctx, si->inst, 0, x[0]);
+        break;
     default: { /* compute */
         dev_value out = dev_dead();
         if (!dead && !(si->n_in == 2 && scalar_op(si->op, x[0], x[1], &out))) {
@@ -1038,6 +1200,17 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
     return next;
 }
 
+/* The token on an input fed by registers r (and r2): NULL when none is
+ * there; `two` when both are (a program error the general visit reports). */
+static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2, bool *two)
+{
+    if (f->has[r]) {
+        *two |= r2 != ISA_NONE && f->has[r2];
+        return &f->v[r];
+    }
+    return r2 != ISA_NONE && f->has[r2] ? &f->v[r2] : NULL;
+}
+
 /* One step of f's order; NULL, or a frame to run first. */
 static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan *rp, const vm_sop *op)
 {
@@ -1045,25 +1218,26 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
     uint8_t *has = f->has;
     const dev_value *consts = s->vm->consts;
     const dev_value *x, *y;
+    bool two = false;
     switch (op->kind) {
     case VM_SOP_SKIP:
         return NULL;
     case VM_SOP_BIN_RR:
-        if (!has[op->a] || !has[op->b])
+        x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
+        if (!x || !y)
             return NULL; /* not reached (or a partial match) */
-        x = &v[op->a], y = &v[op->b];
         goto binary;
     case VM_SOP_BIN_RK:
-        if (!has[op->a])
+        if (!(x = pick(f, op->a, op->a2, &two)))
             return NULL;
-        x = &v[op->a], y = &consts[op->b];
+        y = &consts[op->b];
         goto binary;
     case VM_SOP_BIN_KR:
-        if (!has[op->b])
+        if (!(y = pick(f, op->b, op->b2, &two)))
             return NULL;
-        x = &consts[op->a], y = &v[op->b];
+        x = &consts[op->a];
     binary:
-        if (x->dead || y->dead || !scalar_op(op->op, x, y, &v[op->out]))
+        if (two || x->dead || y->dead || !scalar_op(op->op, x, y, &v[op->out]))
             break;
         has[op->out] = 1;
         s->w->st.fired++;
@@ -1071,28 +1245,55 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         s->w->st.tokens += op->tokens;
         return NULL;
     case VM_SOP_BRANCH: {
-        if (!has[op->a])
+        if (!(x = pick(f, op->a, op->a2, &two)))
             return NULL;
         dev_value pred;
-        x = &v[op->a];
-        if (x->dead || !scalar_op(op->op, x, &consts[op->b], &pred))
+        if (two || x->dead || !scalar_op(op->op, x, &consts[op->b], &pred))
             break;
-        const vm_sinst *si = &rp->sinsts[op->local];
         s->w->st.fired++;
-        frame_route(s, f, si, pred.u.b ? 1 : 0, x);
+        frame_route(s, f, &rp->sinsts[op->local], pred.u.b ? 1 : 0, x);
         return NULL;
     }
     case VM_SOP_SWITCH: {
-        if (!has[op->a] || !has[op->b])
+        x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
+        if (!x || !y)
             return NULL;
-        x = &v[op->a], y = &v[op->b];
-        if (x->dead || y->dead || y->is_tensor || y->dtype != TFVM_BOOL)
+        if (two || x->dead || y->dead || y->is_tensor || y->dtype != TFVM_BOOL)
             break;
         s->w->st.fired++;
         s->w->st.matches++;
         frame_route(s, f, &rp->sinsts[op->local], y->u.b ? 1 : 0, x);
         return NULL;
     }
+    case VM_SOP_COPY:
+        if (!(x = pick(f, op->a, op->a2, &two)))
+            return NULL;
+        if (two)
+            break;
+        s->w->st.fired++;
+        frame_out(s, f, &rp->sinsts[op->local], 0, x);
+        return NULL;
+    case VM_SOP_NEXTITER:
+        if (!(x = pick(f, op->a, op->a2, &two)))
+            return NULL;
+        if (two)
+            break;
+        s->w->st.fired++;
+        if (!x->dead) { /* into the next iteration's register; dead tokens end the chain */
+            frame_set(f, op->out + 1, x);
+            s->w->st.tokens += op->tokens;
+            f->again = true;
+        }
+        return NULL;
+    case VM_SOP_EXIT:
+        if (!(x = pick(f, op->a, op->a2, &two)))
+            return NULL;
+        if (two)
+            break;
+        s->w->st.fired++;
+        if (!x->dead) /* out of the loop, into the context that entered it */
+            vm_send(s->w, s->ctx, op->b, 0, x);
+        return NULL;
     case VM_SOP_CONST:
         if (!has[op->a])
             return NULL;
@@ -1135,6 +1336,65 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
     return frame_visit(s, f, rp, op->local);
 }
 
+/* A loop frame's iteration ended with NEXTITER tokens: the next iteration
+ * starts with them (and the `ENTER const` values); everything else of the
+ * last one goes. As the graph does, every iteration is a context. */
+static bool next_iteration(seq_run *s, seq_frame *f)
+{
+    const vm_rplan *rp = &s->vm->plan.regions[f->region];
+    const vm_fplan *fp = &s->vm->plan.frames[f->region];
+    vm_ctx_count_free(s->w);
+    if (!vm_ctx_count_new(s->w)) { /* max_contexts: the run failed */
+        s->failed = true;
+        return false;
+    }
+    if (!f->tensors && fp->n_nexts <= 64) {
+        /* scalars only: nothing to release, so clear the registers in one
+         * go and put the NEXTITER values back */
+        uint64_t moved = 0;
+        for (uint32_t k = 0; k < fp->n_nexts; k++) {
+            uint32_t cur = fp->nexts[k];
+            f->v[cur] = f->v[cur + 1];
+            moved |= (uint64_t)f->has[cur + 1] << k;
+        }
+        for (uint32_t k = 0; k < rp->n_args; k++)
+            f->has[k] &= rp->keep[k];
+        memset(f->has + rp->n_args, 0, f->n_regs - rp->n_args);
+        for (uint32_t k = 0; k < fp->n_nexts; k++)
+            f->has[fp->nexts[k]] = (moved >> k) & 1;
+    } else {
+        for (uint32_t k = 0; k < fp->n_nexts; k++) { /* each NEXTITER's value moves in */
+            uint32_t cur = fp->nexts[k], nxt = cur + 1;
+            if (f->has[cur])
+                dev_value_release(&f->v[cur]);
+            f->has[cur] = f->has[nxt];
+            f->v[cur] = f->v[nxt];
+            f->has[nxt] = 0;
+        }
+        for (uint32_t k = 0; k < f->n_regs; k++) /* the rest goes, but the constant entry values */
+            if (f->has[k] && !rp->keep[k]) {
+                dev_value_release(&f->v[k]);
+                f->has[k] = 0;
+            }
+    }
+    f->pc = 0;
+    f->again = false;
+    f->iter++;
+    s->w->st.tokens += fp->const_tokens;
+    return true;
+}
+
+/* Every 1024 calls or iterations: an interrupt, or the end of the run that
+ * an error on another worker decided, stops the frames. */
+static void seq_poll(seq_run *s)
+{
+    tfvm_vm *vm = s->vm;
+    if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0))
+        vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+    if (atomic_load_explicit(&vm->run.done, memory_order_relaxed))
+        s->failed = true;
+}
+
 /* Runs frames from `top` until it returns (or the run stops). Interrupts
  * and the end of the run are looked at every 1024 calls. */
 static void frames_run(seq_run *s, seq_frame *top)
@@ -1159,17 +1419,17 @@ static void frames_run(seq_run *s, seq_frame *top)
         if (call) {
             f->pc = pc;
             f = call;
-            if ((++s->polls & 1023) == 0) {
-                if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) &&
-                    atomic_exchange(&vm->interrupted, 0))
-                    vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
-                if (atomic_load_explicit(&vm->run.done, memory_order_relaxed))
-                    s->failed = true;
-            }
+            if ((++s->polls & 1023) == 0)
+                seq_poll(s);
             if (!s->failed)
                 continue;
         }
-        if (!s->failed)
+        if (f->loop && f->again && !s->failed && next_iteration(s, f)) {
+            if ((++s->polls & 1023) == 0)
+                seq_poll(s);
+            continue;
+        }
+        if (!s->failed && !f->loop)
             frame_return(s, f);
         seq_frame *up = f->up;
         bool last = f == top;
@@ -1193,4 +1453,23 @@ void vm_seq_call(vm_worker *w, vm_ctx *c, uint32_t site, dev_value *args, bool c
     }
     if (f)
         frames_run(&s, f);
+}
+
+void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry)
+{
+    tfvm_vm *vm = w->vm;
+    seq_run s = {.w = w, .vm = vm, .p = vm->prog, .ctx = c, .counted = false};
+    const vm_fplan *fp = &vm->plan.frames[frame];
+    uint32_t n = vm->plan.regions[frame].n_args;
+    seq_frame *f = frame_push_region(&s, NULL, ISA_NONE, frame);
+    for (uint32_t k = 0; k < n; k++) {
+        if (f)
+            frame_set(f, k, &entry[k]);
+        dev_value_release(&entry[k]);
+    }
+    if (!f)
+        return;
+    f->loop = true;
+    w->st.tokens += fp->entry_tokens + fp->const_tokens;
+    frames_run(&s, f);
 }

@@ -63,13 +63,15 @@ typedef struct vm_sop {
     uint16_t local;       /* the instruction, by index in the region */
     uint16_t tokens;      /* edges of output 0 */
     uint32_t a, b;        /* input registers, or a constant (b for _RK, a for _KR) */
+    uint32_t a2, b2;      /* a second producer of the same input (a loop's entry value and
+                             its NEXTITER's), or ISA_NONE */
     uint32_t out;         /* its first output register */
     uint32_t guard;       /* first step of a run of steps that all depend on one side of a
                              pruned branch: that side's output register (ISA_NONE: none) */
     uint32_t skip;        /* ... and the step after the run: taken when the register is empty */
 } vm_sop;
 enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
-       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST };
+       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT };
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
@@ -91,7 +93,9 @@ typedef struct vm_rplan {
     vm_sop *sops;         /* n_sops steps (the order without its RETURNs) */
     uint32_t n_sops;
     uint32_t n_regs;      /* arguments, outputs, then each local site's arguments */
-    uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments */
+    uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments (a loop: its entry values) */
+    uint8_t *keep;        /* a loop: registers that stay from one iteration to the next */
+    bool calls;           /* it has CALL instructions */
     uint32_t param_slot;  /* calls buffered whole (vm_splan.strict): the first of n_params */
     uint32_t n_params;    /* value slots of a context that hold the arguments */
 } vm_rplan;
@@ -102,6 +106,11 @@ typedef struct vm_fplan {   /* per LOOP region (frame) */
                                ENTERs give; ISA_DEFAULT_PARALLEL when none gives one */
     uint32_t *exits, n_exits;
     uint32_t *const_enters; /* n_const ENTER const instructions, by k */
+    /* a loop body that runs as a frame (seq.c): */
+    uint32_t *enters;       /* every ENTER of the frame, by its entry register (vm_iplan.arg) */
+    uint32_t *nexts, n_nexts; /* each NEXTITER's register (the next iteration's is the one after) */
+    uint64_t const_tokens;  /* tokens the `ENTER const` values make in each iteration */
+    uint64_t entry_tokens;  /* tokens the other ENTERs make in iteration 0 */
 } vm_fplan;
 
 typedef struct vm_splan {   /* per call site */
@@ -181,6 +190,10 @@ struct vm_loop {
     uint32_t n_deferred, cap_deferred;
     vm_loop *next_block;   /* every loop its worker allocated */
     vm_loop *next_free;
+    /* a loop run as a frame (seq.c): its entry values, gathered first */
+    bool seq;
+    dev_value *entry;
+    uint32_t n_entry;
 };
 
 /* An activation: instruction `inst` is ready to fire in `ctx`. Single-input
@@ -414,6 +427,22 @@ static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t c
  * gathered in one). */
 void vm_seq_call(vm_worker *w, vm_ctx *c, uint32_t site, dev_value *args, bool counted);
 void vm_seq_free(vm_worker *w);
+/* Runs an instance of loop `frame` entered from context c with every entry
+ * value (by vm_iplan.arg of its ENTERs; consumed). EXIT tokens go into c. */
+void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry);
+/* Does an instance of loop `frame` entered at `parent` run as a frame? With
+ * several workers only a loop that calls nothing does below VM_SEQ_DEPTH
+ * (its iterations are too small to share; a loop that calls may not be). */
+static inline bool vm_seq_loop_ok(vm_worker *w, const vm_ctx *parent, uint32_t frame)
+{
+    tfvm_vm *vm = w->vm;
+    const vm_rplan *rp = &vm->plan.regions[frame];
+    if (!w->seq_ok || !rp->seq)
+        return false;
+    if (vm->n_workers > 1 && rp->calls && parent->depth < VM_SEQ_DEPTH)
+        return false;
+    return true;
+}
 /* vm_fail with a tag given as text (a sequential frame has no context). */
 void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...) UT_PRINTF(5, 6);
 /* Context accounting for frames: false when max_contexts is exceeded (the run failed). */
