@@ -106,7 +106,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         vm->pool = cfg->pool->pool;
     dev_cpu_set_threads((int)n); /* OpenBLAS threads share the cores with the workers */
     dev_cpu_prepare(vm->prog);
-    tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, &vm->plan);
+    tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, n == 1, &vm->plan);
     if (st == TFVM_OK) {
         vm->w = ut_calloc(&vm->alloc, n, sizeof *vm->w);
         vm->sw = ut_calloc(&vm->alloc, n, sizeof *vm->sw);

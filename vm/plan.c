@@ -8,7 +8,7 @@
 
 static tfvm_status nomem(void) { return TFVM_ERR_NOMEM; }
 
-tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan *out)
+tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, bool seq_tensors, vm_plan *out)
 {
     memset(out, 0, sizeof *out);
     ut_arena_init(&out->arena, a);
@@ -137,7 +137,7 @@ tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan
         }
     }
 
-    if (vm_seq_plan(p, out) != TFVM_OK)
+    if (vm_seq_plan(p, seq_tensors, out) != TFVM_OK)
         goto fail;
 
     /* Context layout: header, value slots, child pointers, matching words. */

@@ -25,7 +25,7 @@
 
 /* ---- Plan ---------------------------------------------------------------------- */
 
-static bool seq_op_ok(const isa_inst *in, bool loop)
+static bool seq_op_ok(const isa_inst *in, bool loop, bool tensors)
 {
     switch ((isa_op)in->op) {
     case ISA_NEXTITER:
@@ -44,7 +44,7 @@ static bool seq_op_ok(const isa_inst *in, bool loop)
         break;
     }
     isa_class c = isa_ops[in->op].cls;
-    return isa_is_compute(c) && c != ISA_CLASS_TENSOR;
+    return isa_is_compute(c) && (c != ISA_CLASS_TENSOR || tensors) && isa_ops[in->op].n_out == 1 && in->n_in <= 5;
 }
 
 /* Topological order of region r's instructions (edges inside r, and each
@@ -393,7 +393,7 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
     return guard;
 }
 
-tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
+tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
 {
     /* each site's CALLs by argument index */
     for (uint32_t s = 0; s < p->n_sites; s++) {
@@ -415,7 +415,7 @@ tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan)
         bool loop = p->regions[r].kind == ISA_REGION_LOOP;
         rp->seq = (p->regions[r].kind == ISA_REGION_FUNC || loop) && rp->end - rp->first < 0xffff;
         for (uint32_t i = rp->first; rp->seq && i < rp->end; i++) {
-            rp->seq = seq_op_ok(&p->insts[i], loop) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
+            rp->seq = seq_op_ok(&p->insts[i], loop, tensors) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
             rp->calls |= p->insts[i].op == ISA_CALL;
         }
     }

@@ -134,7 +134,9 @@ typedef struct vm_plan {
     vm_splan *sites;
 } vm_plan;
 
-tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, vm_plan *out);
+/* `seq_tensors`: bodies with tensor instructions may run as frames too (one
+ * worker: there is no other worker to run their tensor work beside). */
+tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, bool seq_tensors, vm_plan *out);
 void vm_plan_free(vm_plan *plan);
 
 /* ---- Contexts ---------------------------------------------------------------
@@ -419,7 +421,7 @@ void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
  * tag depth >= VM_SEQ_DEPTH, so that the top of a recursion stays dataflow
  * and is shared by stealing. */
 #define VM_SEQ_DEPTH 10
-tfvm_status vm_seq_plan(const isa_program *p, vm_plan *plan);
+tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan);
 static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region);
 /* Runs site `site`'s call from dataflow context c with args (one per CALL of
  * the site, by vm_iplan.arg; consumed). The RETURNs' tokens are sent in c.
