@@ -203,6 +203,50 @@ START_TEST(call_result_meets_another_value)
 }
 END_TEST
 
+/* tfvm_interrupt from another thread stops a run on several workers (the
+ * parked ones too), and the next runs on the same workers are right. */
+typedef struct stopper {
+    tfvm_vm *vm;
+    atomic_int done;
+} stopper;
+
+static void *interrupt_until_done(void *arg)
+{
+    stopper *s = arg;
+    /* again and again: an interrupt before the run has begun is forgotten */
+    while (!atomic_load(&s->done)) {
+        tfvm_interrupt(s->vm);
+        struct timespec t = {0, 2000000};
+        nanosleep(&t, NULL);
+    }
+    return NULL;
+}
+
+START_TEST(interrupt_then_run_again)
+{
+    static const int threads[] = {2, 4};
+    int t = threads[_i];
+    tfvm_program *sum = compile_entry(FIB_SRC, "sum");
+    tfvm_vm *vs = new_vm(sum, t, NULL);
+    for (int k = 0; k < 3; k++) {
+        stopper s = {.vm = vs};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, interrupt_until_done, &s), 0);
+        int64_t r = -1;
+        bool ok = run_i64(vs, INT64_C(1) << 40, &r); /* hours, unless stopped */
+        atomic_store(&s.done, 1);
+        pthread_join(th, NULL);
+        ck_assert(!ok);
+        ck_assert_int_eq(tfvm_last_error(vs)->code, TFVM_ERR_INTERRUPTED);
+        ck_assert_str_eq(tfvm_errmsg(vs), "interrupted");
+        ck_assert_msg(run_i64(vs, 1000, &r), "after interrupt %d: %s", k, tfvm_errmsg(vs));
+        ck_assert_int_eq(r, 500500);
+    }
+    tfvm_vm_free(vs);
+    tfvm_program_free(sum);
+}
+END_TEST
+
 /* ---- Pools -------------------------------------------------------------------------- */
 
 typedef struct user {
@@ -627,6 +671,7 @@ int main(void)
     tcase_add_test(tc, config_sched_chooses_the_policy);
     tcase_add_loop_test(tc, many_runs_in_a_row, 0, 2);
     tcase_add_loop_test(tc, call_result_meets_another_value, 0, 3);
+    tcase_add_loop_test(tc, interrupt_then_run_again, 0, 2);
     tcase_add_loop_test(tc, pool_shared_by_two_vms_on_two_threads, 0, 3);
     tcase_add_test(tc, pool_wider_than_the_vm);
     tcase_add_test(tc, kernel_parallel_loops_match_one_thread);
