@@ -1082,7 +1082,10 @@ static void transpose_block(cc *C, cc_blk *b, void *ud)
         cc_node *x = n->in[0].n;
         int np = const_perm(x, p);
         if (np >= 0 && undoes(p, np, q, nq)) {
-            forward(C, n, 0, cc_resolve(x->in[0]));
+            cc_irval x0 = cc_resolve(x->in[0]);
+            forward(C, n, 0, x0);
+            T->uses[x0.n->id] += T->uses[n->id]; /* n's users now use x0 */
+            T->uses[x->id]--;
             cc_node_unlink(n);
             T->changes++;
         } else if (x->kind == CC_N_OP && isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->blk == b &&
