@@ -8,6 +8,7 @@
 #   make install    PREFIX=/usr/local (DESTDIR honoured)
 #   make bench      benchmarks (ratios against references run in the same run)
 #   make bench-vm   only the VM's: recursion vs C and CPython, per-run costs (PASS/MISS)
+#   make bench-ipf  instructions per firing / call / iteration (valgrind), load-independent
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -72,7 +73,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm check-deps cuda
+.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
 all: $(TFVM) $(LIBA) $(LIBSO) cuda
 
 # The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
@@ -211,6 +212,11 @@ $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 bench-vm: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
+
+# bench-ipf: instructions per firing, per call and per loop iteration on one
+# thread, counted by valgrind (independent of the machine's load).
+bench-ipf: $(TFVM)
+	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
 bench: all $(BENCH_MATMUL)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
