@@ -49,7 +49,9 @@ static const char *const usage_main =
     "  -h, --help             show this help\n"
     "  --version              print the version\n"
     "\n"
-    "Run `tfvm help COMMAND` for a command's options.\n";
+    "Run `tfvm help COMMAND` for a command's options. Every command reads them\n"
+    "the same way: a long option's value follows it or an '=' (--threads 2,\n"
+    "--threads=2), and `--` ends the options.\n";
 
 static const char *const usage_run =
     "usage: tfvm run [options] FILE [ARG...] [NAME=VALUE...]\n"
