@@ -13,13 +13,13 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 [ -x "$TFVM" ] || { echo "bench: $TFVM not built (run make)"; exit 1; }
 
-# best_of PROG THREADS ARGS... -> "wall fired" (THREADS 0: the default)
+# best_of PROG THREADS ARGS... -> "wall fired" (THREADS 0: the default; best of $REPS, default 3)
 best_of() {
     local prog=$1 threads=$2 best='' fired=''
     local topt=(--threads "$threads")
     [ "$threads" = 0 ] && topt=()
     shift 2
-    for _ in 1 2 3; do
+    for _ in $(seq "${REPS:-3}"); do
         "$TFVM" run --stats "${topt[@]}" "$prog" "$@" >/dev/null 2>"$TMP/stats" || { echo "fail"; return; }
         local w f
         w=$(sed -n 's/.*wall \([0-9.]*\) s.*/\1/p' "$TMP/stats")
@@ -118,11 +118,11 @@ echo "per-run targets (issue 13):"
 target "trivial program, one run, default threads (${workers:-1})" "$(run_median_us)" us 20
 us1=$(run_median_us --threads 1)
 printf '  %-56s %9s us  (for comparison)\n' "trivial program, one run, 1 thread" "$us1"
-read -r w f <<<"$(best_of bench/loop100k.tfg 1 100000)"
+read -r w f <<<"$(REPS=7 best_of bench/loop100k.tfg 1 100000)"
 out=$("$TFVM" run --threads 1 bench/loop100k.tfg 100000 2>&1)
 [ "$out" = 199999 ] || echo "  bench/loop100k.tfg 100000: want 199999, got '$out'"
 ns=$(awk -v w="$w" 'BEGIN { if (w > 0) printf "%.1f", w * 1e9 / 100000; else print "-" }')
 target "while loop acc += (i*i) % 7, 100k iterations, 1 thread" "$ns" ns 100
-read -r w f <<<"$(best_of bench/loop100k.tfg 0 100000)"
+read -r w f <<<"$(REPS=7 best_of bench/loop100k.tfg 0 100000)"
 ns=$(awk -v w="$w" 'BEGIN { if (w > 0) printf "%.1f", w * 1e9 / 100000; else print "-" }')
 printf '  %-56s %9s ns  (for comparison)\n' "the same loop, default threads" "$ns"
