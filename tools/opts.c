@@ -57,7 +57,11 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, size_t n,
         const char *a = argv[i], *attached;
         bool file_seen = out->n_pos > 0;
         int k = options_done ? -1 : find(opts, n, a, &attached);
-        if (options_done) {
+        if (options_done && (flags & CLI_ONE_FILE) && file_seen) {
+            rc = cli_usage_error(cmd, "more than one input file ('%s' and '%s')", out->pos[0], a);
+        } else if (options_done && (flags & CLI_NO_FILE)) {
+            rc = cli_usage_error(cmd, "unexpected argument '%s'", a);
+        } else if (options_done) {
             out->pos[out->n_pos++] = argv[i];
         } else if (is_help(a)) {
             fputs(usage, stdout);
@@ -73,7 +77,7 @@ int cli_parse(const char *cmd, const char *usage, const cli_opt *opts, size_t n,
             }
             out->val[k] = v;
             out->hits[out->n_hits++] = (cli_hit){k, a, opts[k].missing ? v : NULL};
-        } else if ((flags & CLI_FILE_ARGS) && strcmp(a, "--") == 0) {
+        } else if (strcmp(a, "--") == 0) {
             options_done = true;
         } else if ((flags & CLI_NO_FILE)) {
             rc = cli_usage_error(cmd, "unexpected argument '%s'", a);
