@@ -55,6 +55,30 @@ for threads in 2 4; do
     done
 done
 
+# Many runs in a row on one VM's persistent workers: `tfvm profile` runs the
+# program 2 + 20 times, then 20 more timing every firing. The counts of a run
+# are the same on any number of threads.
+PROFILES=(
+    "examples/fib.tfg|15|one run: 9866 firings, 14797 tokens, 986 matches, 1974 contexts"
+    "examples/nested_loops.tfg|10 20|one run: 2252 firings, 3343 tokens, 1094 matches, 222 contexts"
+)
+for threads in 2 4; do
+    for r in "${PROFILES[@]}"; do
+        IFS='|' read -r prog args want <<<"$r"
+        # shellcheck disable=SC2086
+        "$TFVM" profile --threads "$threads" --runs 20 --warmup 2 "$prog" $args >"$TMP/prof" 2>"$TMP/err"
+        rc=$?
+        got=$(sed -n 's/^\(one run: .* contexts\) (peak.*/\1/p' "$TMP/prof")
+        if [ $rc != 0 ]; then
+            no "tfvm profile --threads $threads $prog $args: exit $rc: $(cat "$TMP/err")"
+        elif [ "$got" != "$want" ]; then
+            no "tfvm profile --threads $threads $prog $args: want '$want', got '$got'"
+        else
+            n=$((n + 1))
+        fi
+    done
+done
+
 # The example models on their sample inputs (as test/e2e/models.sh), checked
 # against NumPy's outputs through test/e2e/models/check.tfg.
 W=$TMP/weights
