@@ -411,10 +411,17 @@ TFVM_API tfvm_status tfvm_vm_new_ex(const tfvm_program *p, const tfvm_config *cf
 TFVM_API void tfvm_vm_free(tfvm_vm *vm);
 
 /* Runs entry `entry` (NULL = the first entry) with n_args arguments and
- * stores the n_results results (which must equal the entry's counts). On
+ * stores the n_results results (which must equal the entry's counts). Each
+ * argument must fit its parameter's declared type (tfvm_program_entry: dtype,
+ * scalar or tensor, a declared rank and every known dimension), else the run
+ * does not start: TFVM_ERR_ARGUMENT, "argument 2 'w1' of entry 'main':
+ * expected f32[784, ?], got f32[10, 512]" (arguments count from 1). A result
+ * that does not fit its declaration fails the run with TFVM_ERR_TYPE
+ * ("result 0 'y' of entry 'main': declared f32[?, ?], got a rank-4 tensor");
+ * a scalar fits a result declared as a tensor of any rank or of rank 0. On
  * success, tensor results are references owned by the caller. On failure
  * nothing is stored in results and tfvm_last_error(vm) says what happened:
- * the first runtime error, with its instruction and tag. */
+ * the first runtime error, with its instruction, tag and source position. */
 TFVM_API tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args,
                               size_t n_args, tfvm_value *results, size_t n_results);
 
