@@ -101,6 +101,31 @@ START_TEST(test_matmul_hand)
 }
 END_TEST
 
+/* Products big enough to be cut into sgemm tiles (matmul.c), with every
+ * transpose, against a naive sum (exact: small integers). */
+START_TEST(test_matmul_tiled)
+{
+    const int64_t M = 40, K = 300, N = 200;
+    static double want[40 * 200];
+    for (int dt = F32; dt <= F64; dt++)
+        for (uint32_t t = 0; t < 4; t++) {
+            const bool tA = t & ISA_OPT_TRANS_A, tB = t & ISA_OPT_TRANS_B;
+            dev_value a = pattern(dt, 2, tA ? DIMS(K, M) : DIMS(M, K), 1);
+            dev_value b = pattern(dt, 2, tB ? DIMS(N, K) : DIMS(K, N), 2), bias = pattern(dt, 1, DIMS(N), 3);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double sum = elem(&bias, j);
+                    for (int64_t k = 0; k < K; k++)
+                        sum += elem(&a, tA ? k * M + i : i * K + k) * elem(&b, tB ? j * K + k : k * N + j);
+                    want[i * N + j] = act_ref(dt, RELU, sum);
+                }
+            dev_value o;
+            ck_assert_int_eq(C(ISA_FUSED_MATMUL, (int32_t)(t | RELU), &o, a, b, bias), TFVM_OK);
+            expect(&o, dt, 2, DIMS(M, N), want, 0, "tiled fused_matmul");
+        }
+}
+END_TEST
+
 START_TEST(test_matmul_errors)
 {
     FAILS(ISA_FUSED_MATMUL, 0, (T(F32, (2, 3)), T(F32, (3, 2)), T(F32, (3))), SH,
@@ -520,6 +545,7 @@ static Suite *fused_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_matmul_hand);
+    tcase_add_test(tc, test_matmul_tiled);
     tcase_add_test(tc, test_matmul_errors);
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
