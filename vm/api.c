@@ -1,6 +1,7 @@
 /* vm/api.c — the public VM functions of tfvm.h: configuration, VM lifetime,
  * runs, errors and counters. */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "devices/cpu/cpu.h"
@@ -50,6 +51,26 @@ static tfvm_status make_consts(tfvm_vm *vm)
         v->u.t = t;
     }
     return TFVM_OK;
+}
+
+/* A quarter of the memory available when the VM is made, in contexts (or
+ * sequential frames) of its largest region, and at least ten million: far
+ * more than a bounded recursion uses (even(10^7) fits), while an endless
+ * one stops with "recursion too deep" long before the machine runs out. */
+static uint64_t default_bound(const tfvm_vm *vm)
+{
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)4 << 30;
+    size_t biggest = 64;
+    for (uint32_t r = 0; vm->plan.regions && r < vm->prog->n_regions; r++) {
+        const vm_rplan *rp = &vm->plan.regions[r];
+        size_t frame = 96 + (size_t)rp->n_regs * (sizeof(dev_value) + 1);
+        size_t size = (rp->ctx_size > frame ? rp->ctx_size : frame) + 32; /* and the allocator's */
+        if (size > biggest)
+            biggest = size;
+    }
+    uint64_t n = mem / 4 / biggest;
+    return n < 10000000 ? 10000000 : n;
 }
 
 tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_vm **out)
@@ -132,6 +153,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     }
     if (st == TFVM_OK)
         st = make_consts(vm);
+    vm->ctx_bound = cfg->max_contexts ? cfg->max_contexts : default_bound(vm);
     if (st == TFVM_OK)
         st = dev_vm_new(vm->prog, cfg, &vm->alloc, &vm->dev);
     if (st != TFVM_OK) {

@@ -22,7 +22,7 @@ static int64_t live_total(const tfvm_vm *vm)
  * deterministic mode; with several workers max_contexts is checked against the
  * sum of the workers' counts on every creation, and without a limit the peak
  * is sampled. */
-static bool note_created(vm_worker *w)
+static bool note_created(vm_worker *w, const vm_ctx *parent, const char *tag, bool fail)
 {
     tfvm_vm *vm = w->vm;
     int64_t mine = atomic_load_explicit(&w->live, memory_order_relaxed) + 1;
@@ -30,20 +30,36 @@ static bool note_created(vm_worker *w)
     w->st.contexts_created++;
     int64_t total = mine;
     if (vm->multi) {
-        /* a limit is checked on every context; the peak alone is sampled */
-        if (!vm->cfg.max_contexts && w->st.contexts_created % PEAK_SAMPLE)
+        /* the bound is checked every PEAK_SAMPLE contexts (a default bound)
+         * or on every one (max_contexts); the peak alone is sampled */
+        if (w->st.contexts_created % PEAK_SAMPLE && (!vm->cfg.max_contexts))
             return true;
         total = live_total(vm);
     }
     long long peak = atomic_load_explicit(&vm->live_peak, memory_order_relaxed);
     while (total > peak && !atomic_compare_exchange_weak(&vm->live_peak, &peak, total))
         ;
-    if (vm->cfg.max_contexts && (uint64_t)total > vm->cfg.max_contexts) {
+    if ((uint64_t)total <= vm->ctx_bound)
+        return true;
+    if (fail)
+        vm_ctx_bound_fail(vm, parent, tag);
+    return false;
+}
+
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag)
+{
+    if (vm->cfg.max_contexts) {
         vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE, "more than %llu live contexts (max_contexts)",
                 (unsigned long long)vm->cfg.max_contexts);
-        return false;
+    } else { /* the default bound: almost always a recursion without end */
+        char buf[256];
+        if (!tag && parent)
+            tag = vm_tag_str(vm, parent, buf, sizeof buf);
+        vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE,
+                "recursion too deep at %s: more than %llu live contexts (the bound for this machine's memory; "
+                "max_contexts sets another)",
+                tag ? tag : "[]", (unsigned long long)vm->ctx_bound);
     }
-    return true;
 }
 
 static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem)
@@ -79,7 +95,7 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
     if (kind == VM_CTX_CALL)
         vm_ctx_ref(w, parent);
-    if (!note_created(w)) {
+    if (!note_created(w, parent, NULL, true)) {
         vm_ctx_discard(w, c);
         return NULL;
     }
@@ -186,7 +202,7 @@ bool vm_ctx_share(vm_worker *w, vm_ctx *c)
     return true;
 }
 
-bool vm_ctx_count_new(vm_worker *w) { return note_created(w); }
+bool vm_ctx_count_new(vm_worker *w) { return note_created(w, NULL, NULL, false); }
 
 void vm_ctx_count_free(vm_worker *w)
 {

@@ -61,26 +61,44 @@ void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, 
 
 /* ---- Tags -------------------------------------------------------------------- */
 
-void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
+/* The outermost TAG_SHOWN elements of ctx's tag, outermost first, in one
+ * walk up the chain (a ring keeps the last ones passed: the outermost).
+ * Returns how many elements the tag has in all. */
+#define TAG_SHOWN 64
+static size_t tag_elems(const vm_ctx *ctx, const vm_ctx **out, size_t *n_out)
 {
-    const isa_program *p = vm->prog;
+    const vm_ctx *ring[TAG_SHOWN];
     size_t depth = 0;
     for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
-        depth++;
+        ring[depth++ % TAG_SHOWN] = c;
+    size_t n = depth < TAG_SHOWN ? depth : TAG_SHOWN;
+    for (size_t k = 0; k < n; k++) /* ring[(depth-1-k) % SHOWN] is the k-th outermost */
+        out[k] = ring[(depth - 1 - k) % TAG_SHOWN];
+    *n_out = n;
+    return depth;
+}
+
+static int tag_elem(const tfvm_vm *vm, const vm_ctx *c, char *buf, size_t size)
+{
+    const isa_program *p = vm->prog;
+    if (c->kind == VM_CTX_CALL)
+        return snprintf(buf, size, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
+    return snprintf(buf, size, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+}
+
+/* Linear in the tag's depth; a tag deeper than TAG_SHOWN ends in "...". */
+void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
+{
+    const vm_ctx *elems[TAG_SHOWN];
+    size_t n, depth = tag_elems(ctx, elems, &n);
     ut_buf_append(out, "[", 1);
-    /* Outermost first: walk from the root down by repeatedly finding the
-     * ancestor at each depth (tags are short; this keeps no allocation). */
-    for (size_t d = depth; d > 0; d--) {
-        const vm_ctx *c = ctx;
-        for (size_t k = 1; k < d; k++)
-            c = c->parent;
-        if (d != depth)
-            ut_buf_append(out, ", ", 2);
-        if (c->kind == VM_CTX_CALL)
-            ut_buf_printf(out, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
-        else
-            ut_buf_printf(out, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+    for (size_t k = 0; k < n; k++) {
+        char e[160];
+        tag_elem(vm, elems[k], e, sizeof e);
+        ut_buf_printf(out, "%s%s", k ? ", " : "", e);
     }
+    if (depth > n)
+        ut_buf_printf(out, ", ... (%zu more)", depth - n);
     ut_buf_append(out, "]", 1);
 }
 
@@ -107,29 +125,27 @@ const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t s
 {
     if (size == 0)
         return buf;
-    const isa_program *p = vm->prog;
-    size_t depth = 0, len = 0;
+    const vm_ctx *elems[TAG_SHOWN];
+    size_t n, len = 0;
+    size_t depth = tag_elems(ctx, elems, &n);
     buf[0] = '\0';
-    for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
-        depth++;
     bool fits = tag_put(buf, size, &len, "[");
-    for (size_t d = depth; d > 0 && fits; d--) {
-        const vm_ctx *c = ctx;
-        for (size_t k = 1; k < d; k++)
-            c = c->parent;
-        if (d != depth)
-            fits = tag_put(buf, size, &len, ", ");
-        if (!fits)
-            break;
-        if (c->kind == VM_CTX_CALL)
-            fits = tag_put(buf, size, &len, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
-        else
-            fits = tag_put(buf, size, &len, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+    for (size_t k = 0; k < n && fits; k++) {
+        char e[160];
+        tag_elem(vm, elems[k], e, sizeof e);
+        fits = tag_put(buf, size, &len, "%s%s", k ? ", " : "", e);
     }
+    if (fits && depth > n) /* only the outermost are kept: the tag does not fit */
+        fits = false;
     if (fits)
         fits = tag_put(buf, size, &len, "]");
-    if (!fits && size > 4)
+    if (!fits && size > 4) {
+        if (len < size - 1) { /* fill the buffer: the tag is cut, not ended */
+            memset(buf + len, ' ', size - 1 - len);
+            buf[size - 1] = '\0';
+        }
         memcpy(buf + size - 4, "...", 4);
+    }
     return buf;
 }
 
@@ -138,6 +154,11 @@ static int by_serial(const void *a, const void *b)
     const vm_ctx *x = *(const vm_ctx *const *)a, *y = *(const vm_ctx *const *)b;
     return x->serial < y->serial ? -1 : x->serial > y->serial;
 }
+
+/* The diagnosis lists this many partial matches and counts the rest, so
+ * that a stuck run deep in recursion is diagnosed in time linear in its
+ * contexts (each listed tag costs its depth, at most TAG_SHOWN elements). */
+#define DIAG_SHOWN 4
 
 static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
 {
@@ -152,7 +173,9 @@ static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
         if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->need))
             continue;
         char label[128];
-        if ((*n_waiting)++)
+        if ((*n_waiting)++ >= DIAG_SHOWN)
+            continue; /* counted, not listed */
+        if (*n_waiting > 1)
             ut_buf_append(out, "; ", 2);
         ut_buf_printf(out, "%s (%s) at ", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
         vm_format_tag(vm, c, out);
@@ -212,7 +235,11 @@ tfvm_status vm_check_results(tfvm_vm *vm)
         diagnose(vm, &b, &n);
         ut_buf_append(&b, "", 1);
         const char *list = b.failed ? "?" : (const char *)b.data;
-        if (n)
+        if (n > DIAG_SHOWN)
+            vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE,
+                    "run stuck: result %u '%s' never arrived; waiting (%zu, the oldest %d shown): %s", k,
+                    en->results[k].name, n, DIAG_SHOWN, list);
+        else if (n)
             vm_fail(vm, TFVM_ERR_STUCK, NULL, ISA_NONE, "run stuck: result %u '%s' never arrived; waiting: %s", k,
                     en->results[k].name, list);
         else

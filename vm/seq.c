@@ -807,6 +807,16 @@ typedef struct seq_run {
 } seq_run;
 
 static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region);
+static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size);
+
+/* The context bound was exceeded making a frame under `up` (NULL: under the
+ * dataflow context). */
+static void frame_bound_fail(seq_run *s, const seq_frame *up)
+{
+    char tag[256];
+    vm_ctx_bound_fail(s->vm, NULL, up ? frame_tag(s, up, tag, sizeof tag) : vm_tag_str(s->vm, s->ctx, tag, sizeof tag));
+    s->failed = true;
+}
 
 static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
 {
@@ -820,7 +830,8 @@ static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, ui
     size_t bytes = (sizeof(seq_frame) + n * sizeof(dev_value) + (n < 32 ? 32 : n) + 15) & ~(size_t)15;
     bool count = up || !s->counted;
     if (count && !vm_ctx_count_new(s->w)) {
-        s->failed = true;
+        vm_ctx_count_free(s->w);
+        frame_bound_fail(s, up);
         return NULL;
     }
     seq_frame *f = frame_alloc(s->w, bytes);
@@ -1344,8 +1355,8 @@ static bool next_iteration(seq_run *s, seq_frame *f)
     const vm_rplan *rp = &s->vm->plan.regions[f->region];
     const vm_fplan *fp = &s->vm->plan.frames[f->region];
     vm_ctx_count_free(s->w);
-    if (!vm_ctx_count_new(s->w)) { /* max_contexts: the run failed */
-        s->failed = true;
+    if (!vm_ctx_count_new(s->w)) { /* the bound */
+        frame_bound_fail(s, f);
         return false;
     }
     if (!f->tensors && fp->n_nexts <= 64) {

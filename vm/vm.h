@@ -286,6 +286,9 @@ struct tfvm_vm {
     dev_value *consts;          /* per program constant, made once per VM */
     struct dev_vm *dev;         /* devices, placement and memory pools (devices/place.h) */
     atomic_llong live_peak;     /* sampled peak of live contexts (parallel mode) */
+    uint64_t ctx_bound;         /* live contexts allowed: max_contexts, or by default a bound
+                                   from the machine's memory (an endless recursion stops with
+                                   "recursion too deep" instead of exhausting it) */
     tfvm_stats stats;           /* of the last run (sum over workers) */
     double t_start;
 
@@ -447,8 +450,12 @@ static inline bool vm_seq_loop_ok(vm_worker *w, const vm_ctx *parent, uint32_t f
 }
 /* vm_fail with a tag given as text (a sequential frame has no context). */
 void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...) UT_PRINTF(5, 6);
-/* Context accounting for frames: false when max_contexts is exceeded (the run failed). */
+/* Context accounting for frames: false when the context bound is exceeded
+ * (then the caller fails the run with vm_ctx_bound_fail). */
 bool vm_ctx_count_new(vm_worker *w);
+/* Fails the run for the bound: max_contexts's message, or "recursion too
+ * deep at TAG" for the default bound (parent's tag, or `tag` as text). */
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag);
 void vm_ctx_count_free(vm_worker *w);
 
 /* CALL of a site's only CALL, with its token v (not consumed). */

@@ -1034,6 +1034,77 @@ START_TEST(max_contexts_limit)
 }
 END_TEST
 
+/* A recursion without end (f calls itself with its own argument). With no
+ * max_contexts it stops at the VM's default bound (set small here, as the
+ * memory of a smaller machine would): "recursion too deep", with the tag. */
+static const char *ENDLESS = "entry main(x: i32) -> (r: i32) {\n"
+                             "    x  = ARG 0\n"
+                             "    c  = CALL f@1 (x)\n"
+                             "    r  = RETURN f@1 (f.y)\n"
+                             "         RESULT 0 (r)\n"
+                             "}\n"
+                             "func f {\n"
+                             "    n  = IDENTITY (main.c | c2)\n"
+                             "    c2 = CALL f@2 (n)\n"
+                             "    y  = RETURN f@2 (y)\n"
+                             "}\n";
+
+START_TEST(endless_recursion_default_bound)
+{
+    for (int stepped = 0; stepped < 2; stepped++) { /* as frames, and as contexts (a debugger's run) */
+        env e;
+        env_open(&e, ENDLESS, 0);
+        e.vm->ctx_bound = 200;
+        tfvm_value arg = tfvm_i32(1), r;
+        ck_assert_int_eq(vm_begin(e.vm, 0, &arg, 1), TFVM_OK);
+        while (vm_step(e.vm, stepped ? 1000 : 0) == VM_RUNNING)
+            ;
+        tfvm_status st = vm_end(e.vm, &r, 1);
+        ck_assert_int_eq(st, TFVM_ERR_LIMIT);
+        const char *msg = tfvm_errmsg(e.vm);
+        ck_assert_msg(strncmp(msg, "recursion too deep at [f@1, f@2, f@2, ", 38) == 0, "%s", msg);
+        ck_assert_msg(strstr(msg, "...: more than 200 live contexts (the bound for this machine's memory; "
+                                  "max_contexts sets another)") != NULL, "%s", msg);
+        env_close(&e);
+    }
+}
+END_TEST
+
+/* A stuck recursion 100 calls deep: every level holds a partial match. The
+ * diagnosis counts them and lists the oldest 4 (it is linear in the
+ * depth: each listed tag is cut, and nothing is formatted for the others);
+ * 101 ADDs wait for their callee, and the leaf's z for itself. */
+static const char *STUCK_DEEP = "entry main(x: i32) -> (r: i32) {\n"
+                                "    x  = ARG 0\n"
+                                "    c  = CALL f@1 (x)\n"
+                                "    r  = RETURN f@1 (f.y)\n"
+                                "         RESULT 0 (r)\n"
+                                "}\n"
+                                "func f {\n"
+                                "    n  = IDENTITY (main.c | c2)\n"
+                                "    sw = BRANCH EQUAL i32 0 prune_false prune_true (n)\n"
+                                "    m  = SUB (sw, i32 1)\n"
+                                "    c2 = CALL f@2 (m)\n"
+                                "    r2 = RETURN f@2 (y)\n"
+                                "    y  = ADD (n, r2)\n"
+                                "    z  = ADD (sw:1, z)\n"
+                                "}\n";
+
+START_TEST(stuck_deep_recursion_diagnosis_is_capped)
+{
+    env e;
+    env_open(&e, STUCK_DEEP, 0);
+    tfvm_value r;
+    ck_assert_int_eq(run1(&e, tfvm_i32(100), &r), TFVM_ERR_STUCK);
+    const char *msg = tfvm_errmsg(e.vm);
+    const char *want = "run stuck: result 0 'r' never arrived; waiting (102, the oldest 4 shown): "
+                       "y (ADD) at [f@1] has input 0, missing input 1; "
+                       "y (ADD) at [f@1, f@2] has input 0, missing input 1; ";
+    ck_assert_msg(strncmp(msg, want, strlen(want)) == 0, "%s", msg);
+    env_close(&e);
+}
+END_TEST
+
 static const char *FOREVER = "entry main(x: i64) -> (r: i64) {\n"
                              "    x   = ARG 0\n"
                              "    e   = ENTER lp (x)\n"
@@ -1457,6 +1528,8 @@ int main(void)
     tcase_add_test(tc, tensors_through_loop_and_call);
     tcase_add_test(tc, second_token_for_enter_const);
     tcase_add_test(tc, max_contexts_limit);
+    tcase_add_test(tc, endless_recursion_default_bound);
+    tcase_add_test(tc, stuck_deep_recursion_diagnosis_is_capped);
     tcase_add_test(tc, interrupt_from_another_thread);
     tcase_add_test(tc, abandoned_runs_are_released);
     tcase_add_test(tc, max_contexts_sweep);
