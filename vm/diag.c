@@ -81,8 +81,10 @@ static size_t tag_elems(const vm_ctx *ctx, const vm_ctx **out, size_t *n_out)
 static int tag_elem(const tfvm_vm *vm, const vm_ctx *c, char *buf, size_t size)
 {
     const isa_program *p = vm->prog;
-    if (c->kind == VM_CTX_CALL)
-        return snprintf(buf, size, "%s@%u", p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id);
+    if (c->kind == VM_CTX_CALL) {
+        isa_site_label(p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id, buf, size);
+        return (int)strlen(buf);
+    }
     return snprintf(buf, size, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
 }
 

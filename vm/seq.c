@@ -907,10 +907,13 @@ static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t s
             break;
         }
         const seq_frame *g = ring[d % KEEP];
+        char label[160];
+        if (!g->loop)
+            isa_site_label(s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id, label,
+                           sizeof label);
         int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->region].name,
                                    (unsigned long long)g->iter)
-                        : snprintf(buf + len, size - len, "%s%s@%u", first ? "" : ", ",
-                                   s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id);
+                        : snprintf(buf + len, size - len, "%s%s", first ? "" : ", ", label);
         if (m < 0 || (size_t)m >= size - len) {
             fits = false;
             break;
