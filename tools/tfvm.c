@@ -88,6 +88,8 @@ static const char *const usage_run =
     "  --threads N            worker threads (default: one per physical core, or\n"
     "                         the TFVM_THREADS environment variable)\n"
     "  --deterministic        one thread, the same firing order every run\n"
+    "  --sched POLICY         the scheduling policy: workstealing (the default with\n"
+    "                         several threads) or deterministic (one thread)\n"
     "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  --device DEV           where tensor work runs: cpu (default), cuda (the GPU\n"
     "                         wherever it has the kernel; an error without one) or\n"
@@ -557,7 +559,7 @@ static void print_stats(const tfvm_vm *vm)
 }
 
 enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
-       RUN_OVERFLOW };
+       RUN_OVERFLOW, RUN_SCHED };
 static const cli_opt run_opts[] = {
     [RUN_ENTRY] = {"-e", "--entry", "needs an entry name"},
     [RUN_OUT] = {"-o", NULL, "needs NAME=PATH"},
@@ -568,7 +570,18 @@ static const cli_opt run_opts[] = {
     [RUN_DETERMINISTIC] = {NULL, "--deterministic", NULL},
     [RUN_DEVICE] = {NULL, "--device", "takes cpu, cuda or auto"},
     [RUN_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
+    [RUN_SCHED] = {NULL, "--sched", "takes workstealing or deterministic"},
 };
+
+/* A scheduling policy the library has (tfvm_sched_name). */
+static bool sched_known(const char *name)
+{
+    const char *n;
+    for (size_t i = 0; (n = tfvm_sched_name(i, NULL)) != NULL; i++)
+        if (strcmp(n, name) == 0)
+            return true;
+    return false;
+}
 
 static int cmd_run(int argc, char **argv)
 {
@@ -597,6 +610,8 @@ static int cmd_run(int argc, char **argv)
         rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", o.val[RUN_DEVICE]);
     } else if (o.val[RUN_MAX_CONTEXTS] && (!parse_u64(o.val[RUN_MAX_CONTEXTS], &max_contexts) || max_contexts == 0)) {
         rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
+    } else if (o.val[RUN_SCHED] && !sched_known(o.val[RUN_SCHED])) {
+        rc_usage = cli_usage_error("run", "--sched takes workstealing or deterministic, got '%s'", o.val[RUN_SCHED]);
     }
     for (size_t h = 0; h < o.n_hits && !rc_usage; h++) {
         if (o.hits[h].opt != RUN_OUT)
@@ -686,6 +701,7 @@ static int cmd_run(int argc, char **argv)
     cfg.threads = threads;
     cfg.deterministic = deterministic || threads == 1;
     cfg.device = (tfvm_device)device;
+    cfg.sched = o.val[RUN_SCHED];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
