@@ -194,6 +194,8 @@ static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
         op.kind = VM_SOP_CONST, op.a = s0, op.b = si->a;
     } else if (si->op == ISA_CALL && si->ports == 1 && has0 && s0b == ISA_NONE) {
         op.kind = VM_SOP_CALL, op.a = s0, op.b = si->a, op.out = si->arg; /* site, argument */
+    } else if (si->op == ISA_MERGE && si->n_in == 2 && si->ports == 2 && has0 && has1) {
+        op.kind = VM_SOP_MERGE, op.a = s0, op.a2 = s0b, op.b = s1, op.b2 = s1b;
     } else if ((si->op == ISA_IDENTITY || si->op == ISA_LOOPCOND) && si->ports == 1 && has0) {
         op.kind = VM_SOP_COPY, op.a = s0, op.a2 = s0b;
     } else if (si->op == ISA_NEXTITER && si->ports == 1 && has0) {
@@ -1251,7 +1253,11 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             return NULL;
         x = &consts[op->a];
     binary:
-        if (two || x->dead || y->dead || !scalar_op(op->op, x, y, &v[op->out]))
+        if (two)
+            break;
+        if (x->dead || y->dead) /* a dead input: a dead output, no kernel */
+            v[op->out] = dev_dead();
+        else if (!scalar_op(op->op, x, y, &v[op->out]))
             break;
         has[op->out] = 1;
         s->w->st.fired++;
@@ -1262,7 +1268,15 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         if (!(x = pick(f, op->a, op->a2, &two)))
             return NULL;
         dev_value pred;
-        if (two || x->dead || !scalar_op(op->op, x, &consts[op->b], &pred))
+        if (two)
+            break;
+        if (x->dead) { /* both sides hear it */
+            s->w->st.fired++;
+            frame_out(s, f, &rp->sinsts[op->local], 0, x);
+            frame_out(s, f, &rp->sinsts[op->local], 1, x);
+            return NULL;
+        }
+        if (!scalar_op(op->op, x, &consts[op->b], &pred))
             break;
         s->w->st.fired++;
         frame_route(s, f, &rp->sinsts[op->local], pred.u.b ? 1 : 0, x);
@@ -1272,11 +1286,42 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
         if (!x || !y)
             return NULL;
-        if (two || x->dead || y->dead || y->is_tensor || y->dtype != TFVM_BOOL)
+        if (two)
+            break;
+        if (x->dead || y->dead) { /* both outputs dead */
+            dev_value d = dev_dead();
+            s->w->st.fired++;
+            s->w->st.matches++;
+            frame_out(s, f, &rp->sinsts[op->local], 0, &d);
+            frame_out(s, f, &rp->sinsts[op->local], 1, &d);
+            return NULL;
+        }
+        if (y->is_tensor || y->dtype != TFVM_BOOL)
             break;
         s->w->st.fired++;
         s->w->st.matches++;
         frame_route(s, f, &rp->sinsts[op->local], y->u.b ? 1 : 0, x);
+        return NULL;
+    }
+    case VM_SOP_MERGE: { /* two inputs: the live one, or dead once both are dead */
+        x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
+        if (two)
+            break;
+        const dev_value *live = x && !x->dead ? x : y && !y->dead ? y : NULL;
+        if (!live && !(x && y))
+            return NULL; /* no token, or only a dead one so far */
+        const vm_sinst *si = &rp->sinsts[op->local];
+        s->w->st.fired++;
+        s->w->st.matches++;
+        if (live) {
+            dev_value index = {.dtype = TFVM_I32, .u.i32 = live == x ? 0 : 1};
+            frame_out(s, f, si, 0, live);
+            frame_out(s, f, si, 1, &index);
+        } else {
+            dev_value d = dev_dead();
+            frame_out(s, f, si, 0, &d);
+            frame_out(s, f, si, 1, &d);
+        }
         return NULL;
     }
     case VM_SOP_COPY:
@@ -1311,9 +1356,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
     case VM_SOP_CONST:
         if (!has[op->a])
             return NULL;
-        if (v[op->a].dead)
-            break;
-        v[op->out] = consts[op->b];
+        v[op->out] = v[op->a].dead ? dev_dead() : consts[op->b];
         if (v[op->out].is_tensor) {
             dev_value_retain(&v[op->out]);
             f->tensors = true;

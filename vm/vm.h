@@ -71,7 +71,7 @@ typedef struct vm_sop {
     uint32_t skip;        /* ... and the step after the run: taken when the register is empty */
 } vm_sop;
 enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
-       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT };
+       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE };
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
