@@ -31,6 +31,7 @@ static bool seq_op_ok(const isa_inst *in, bool loop, bool tensors)
     case ISA_NEXTITER:
     case ISA_EXIT:
         return loop;
+    case ISA_ENTER: /* a nested loop: runs as a frame of its own (when its body can) */
     case ISA_CONST:
     case ISA_IDENTITY:
     case ISA_LOOPCOND:
@@ -69,6 +70,16 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
         if (in->op == ISA_RETURN) /* after every CALL of its site */
             indeg[i - first] += plan->sites[in->a].n_call;
     }
+    /* a child loop's results come out of its EXITs: their consumers here
+     * wait for every ENTER of that loop */
+    for (uint32_t x = 0; ok && x < p->n_insts; x++) {
+        const isa_inst *in = &p->insts[x];
+        if (in->op != ISA_EXIT || p->regions[in->region].parent != r)
+            continue;
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
+            if (p->insts[p->edges[e].inst].region == r)
+                indeg[p->edges[e].inst - first] += plan->frames[in->region].n_enter;
+    }
     uint32_t head = 0, tail = 0;
     for (uint32_t k = 0; ok && k < n; k++)
         if (!indeg[k])
@@ -81,6 +92,17 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
             for (uint32_t k = 0; k < sp->n_returns; k++)
                 if (--indeg[sp->returns[k] - first] == 0)
                     queue[tail++] = sp->returns[k];
+            continue;
+        }
+        if (in->op == ISA_ENTER) { /* the consumers of its loop's EXITs */
+            const vm_rplan *lr = &plan->regions[in->a];
+            for (uint32_t x = lr->first; x < lr->end; x++)
+                if (p->insts[x].op == ISA_EXIT)
+                    for (uint32_t e = p->insts[x].edge_first; e < p->insts[x].edge_first + p->insts[x].n_edges; e++) {
+                        uint32_t d = p->edges[e].inst;
+                        if (p->insts[d].region == r && --indeg[d - first] == 0)
+                            queue[tail++] = d;
+                    }
             continue;
         }
         for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
@@ -166,7 +188,7 @@ static bool sources(const vm_rplan *rp, const vm_sinst *si, uint32_t k, uint32_t
     return true;
 }
 
-static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
+static vm_sop seq_step(const vm_plan *plan, const vm_rplan *rp, uint32_t local)
 {
     const vm_sinst *si = &rp->sinsts[local];
     vm_sop op = {.kind = VM_SOP_GENERIC, .matched = si->matched, .op = si->op, .local = (uint16_t)local,
@@ -201,7 +223,12 @@ static vm_sop seq_step(const vm_rplan *rp, uint32_t local)
     } else if (si->op == ISA_NEXTITER && si->ports == 1 && has0) {
         op.kind = VM_SOP_NEXTITER, op.a = s0, op.a2 = s0b;
     } else if (si->op == ISA_EXIT && si->ports == 1 && has0) {
-        op.kind = VM_SOP_EXIT, op.a = s0, op.a2 = s0b, op.b = si->inst;
+        /* out of the loop: into the parent's frame (its register there) or,
+         * for a loop entered from the graph, as a token */
+        op.kind = VM_SOP_EXIT, op.a = s0, op.a2 = s0b, op.b = si->inst, op.out = plan->insts[si->inst].preg;
+    } else if (si->op == ISA_ENTER && si->ports == 1 && has0) {
+        op.kind = VM_SOP_ENTER, op.a = s0, op.a2 = s0b, op.b = si->a,
+        op.out = plan->frames[si->a].entry_reg + si->arg;
     }
     return op;
 }
@@ -356,6 +383,9 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
                 indeg[i] += owner[rp->sregs[pt->first + e]] != ISA_NONE;
         }
     }
+    bool nested = false; /* a nested loop's results: their order is seq_order's to keep */
+    for (uint32_t i = 0; i < n; i++)
+        nested |= rp->sinsts[i].op == ISA_ENTER;
     uint32_t n_ready = 0, n_out = 0, last = ISA_NONE;
     for (uint32_t i = 0; i < n; i++)
         if (!indeg[i])
@@ -389,7 +419,7 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
             }
         }
     }
-    if (n_out == n)
+    if (n_out == n && !nested)
         memcpy(rp->order, order, n * sizeof *order);
     free(owner), free(rep), free(indeg), free(ready), free(order);
     return guard;
@@ -417,16 +447,22 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         bool loop = p->regions[r].kind == ISA_REGION_LOOP;
         rp->seq = (p->regions[r].kind == ISA_REGION_FUNC || loop) && rp->end - rp->first < 0xffff;
         for (uint32_t i = rp->first; rp->seq && i < rp->end; i++) {
-            rp->seq = seq_op_ok(&p->insts[i], loop, tensors) && p->insts[i].n_in + p->insts[i].n_ctl <= 0xffff;
+            rp->seq = seq_op_ok(&p->insts[i], loop, tensors) && p->insts[i].n_in + p->insts[i].n_ctl <= 8;
             rp->calls |= p->insts[i].op == ISA_CALL;
         }
     }
+    /* A loop body runs as frames only when its instance can gather every
+     * entry value first (no EXIT of it feeds one of its ENTERs). */
+    for (uint32_t r = 0; r < p->n_regions; r++)
+        if (plan->regions[r].seq && p->regions[r].kind == ISA_REGION_LOOP && exits_feed_enters(p, plan, r))
+            plan->regions[r].seq = false;
     /* ...whose every callee is one too (to a fixpoint), and whose order exists. */
     for (bool changed = true; changed;) {
         changed = false;
         for (uint32_t i = 0; i < p->n_insts; i++) {
             const isa_inst *in = &p->insts[i];
-            if (in->op == ISA_CALL && plan->regions[in->region].seq && !plan->regions[p->sites[in->a].callee].seq) {
+            uint32_t inner = in->op == ISA_CALL ? p->sites[in->a].callee : in->op == ISA_ENTER ? in->a : ISA_NONE;
+            if (inner != ISA_NONE && plan->regions[in->region].seq && !plan->regions[inner].seq) {
                 plan->regions[in->region].seq = false;
                 changed = true;
             }
@@ -439,7 +475,8 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         changed = false;
         for (uint32_t i = 0; i < p->n_insts; i++) {
             const isa_inst *in = &p->insts[i];
-            if (in->op == ISA_CALL && plan->regions[in->region].seq && !plan->regions[p->sites[in->a].callee].seq) {
+            uint32_t inner = in->op == ISA_CALL ? p->sites[in->a].callee : in->op == ISA_ENTER ? in->a : ISA_NONE;
+            if (inner != ISA_NONE && plan->regions[in->region].seq && !plan->regions[inner].seq) {
                 plan->regions[in->region].seq = false;
                 changed = true;
             }
@@ -454,9 +491,6 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
     for (uint32_t i = 0; i < p->n_insts; i++)
         if (p->insts[i].op == ISA_ENTER)
             plan->insts[i].arg = (uint16_t)plan->regions[p->insts[i].a].n_args++;
-    for (uint32_t r = 0; r < p->n_regions; r++)
-        if (plan->regions[r].seq && p->regions[r].kind == ISA_REGION_LOOP && exits_feed_enters(p, plan, r))
-            plan->regions[r].seq = false;
     for (uint32_t r = 0; r < p->n_regions; r++) {
         if (p->regions[r].kind != ISA_REGION_LOOP)
             continue;
@@ -537,6 +571,17 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                 sp->arg_slot = reg;
                 reg += sp->n_call;
             }
+        /* each nested loop: its entry values (gathered before it runs), then
+         * one register per EXIT, where its results land */
+        for (uint32_t i = rp->first; i < rp->end; i++)
+            if (p->insts[i].op == ISA_ENTER && plan->insts[i].arg == 0) {
+                vm_rplan *lr = &plan->regions[p->insts[i].a];
+                plan->frames[p->insts[i].a].entry_reg = reg;
+                reg += lr->n_args;
+                for (uint32_t x = lr->first; x < lr->end; x++)
+                    if (p->insts[x].op == ISA_EXIT)
+                        plan->insts[x].preg = reg++;
+            }
         rp->n_regs = reg;
         if (p->regions[r].kind == ISA_REGION_LOOP) {
             vm_fplan *fp = &plan->frames[r];
@@ -598,6 +643,8 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                 uint32_t src;
                 if (in->op == ISA_CALL || in->op == ISA_ENTER)
                     src = ip->arg; /* the call's argument, the loop's entry value */
+                else if (in->op == ISA_EXIT && p->regions[in->region].parent == d->region)
+                    src = ip->preg; /* a nested loop's result */
                 else if (in->region == d->region)
                     src = plan->regions[in->region].sinsts[i - plan->regions[in->region].first].reg + ed->out;
                 else
@@ -632,6 +679,10 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             for (uint32_t i = callee->first; i < callee->end; i++)
                 for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
                     n += p->edges[e].inst == r;
+            for (uint32_t i = 0; i < p->n_insts; i++) /* the EXITs of loops nested in the callee */
+                if (p->insts[i].op == ISA_EXIT && p->regions[p->insts[i].region].parent == p->sites[s].callee)
+                    for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
+                        n += p->edges[e].inst == r;
             for (uint32_t c = 0; c < sp->n_call; c++) {
                 const isa_inst *in = &p->insts[sp->calls[c]];
                 for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
@@ -649,6 +700,11 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                 for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
                     if (p->edges[e].inst == r)
                         out[n++] = callee->sinsts[i - callee->first].reg + p->edges[e].out;
+            for (uint32_t i = 0; i < p->n_insts; i++)
+                if (p->insts[i].op == ISA_EXIT && p->regions[p->insts[i].region].parent == p->sites[s].callee)
+                    for (uint32_t e = p->insts[i].edge_first; e < p->insts[i].edge_first + p->insts[i].n_edges; e++)
+                        if (p->edges[e].inst == r)
+                            out[n++] = plan->insts[i].preg;
             for (uint32_t c = 0; c < sp->n_call; c++) {
                 const isa_inst *in = &p->insts[sp->calls[c]];
                 for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
@@ -671,12 +727,23 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             rp->order[q] -= rp->first;
         uint32_t *guard = seq_guards(p, plan, rp);
         for (uint32_t q = 0; q < rp->n_order; q++) {
-            vm_sop op = seq_step(rp, rp->order[q]);
+            vm_sop op = seq_step(plan, rp, rp->order[q]);
             op.guard = guard ? guard[rp->order[q]] : ISA_NONE;
             if (op.kind != VM_SOP_SKIP) /* RETURNs: written by their callee's frame */
                 rp->sops[rp->n_sops++] = op;
         }
         free(guard);
+        /* the last ENTER of each nested loop in the order starts it */
+        for (uint32_t q = rp->n_sops; q-- > 0;) {
+            vm_sop *op = &rp->sops[q];
+            if (op->kind != VM_SOP_ENTER)
+                continue;
+            bool later = false;
+            for (uint32_t k = q + 1; k < rp->n_sops && !later; k++)
+                later = rp->sops[k].kind == VM_SOP_ENTER_LAST && rp->sops[k].b == op->b;
+            if (!later)
+                op->kind = VM_SOP_ENTER_LAST;
+        }
         /* the last CALL of each site in the order makes the call */
         for (uint32_t q = rp->n_sops; q-- > 0;) {
             vm_sop *op = &rp->sops[q];
@@ -1216,6 +1283,51 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
     return next;
 }
 
+/* A nested loop's last ENTER fired in f: with every entry value there, a
+ * frame for its iteration 0 (NULL: all dead, the EXITs said so; or an
+ * error). */
+static seq_frame *frame_enter(seq_run *s, seq_frame *f, uint32_t frame, uint32_t inst)
+{
+    const vm_rplan *lr = &s->vm->plan.regions[frame];
+    const vm_fplan *fp = &s->vm->plan.frames[frame];
+    dev_value *entry = &f->v[fp->entry_reg];
+    uint32_t got = 0, dead = 0;
+    for (uint32_t k = 0; k < lr->n_args; k++) {
+        got += f->has[fp->entry_reg + k];
+        dead += f->has[fp->entry_reg + k] && entry[k].dead;
+    }
+    if (got < lr->n_args)
+        return NULL; /* an ENTER not reached: the loop waits forever, as in the graph */
+    if (dead) {
+        if (dead != lr->n_args) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "loop '%s' entered with live and dead tokens at one tag",
+                     s->p->regions[frame].name);
+            frame_fail(s, f, TFVM_ERR_DEADNESS, inst, msg);
+            return NULL;
+        }
+        dev_value d = dev_dead(); /* a dead token never enters a loop: each EXIT says "dead" once */
+        for (uint32_t x = lr->first; x < lr->end; x++)
+            if (s->p->insts[x].op == ISA_EXIT) {
+                frame_set(f, s->vm->plan.insts[x].preg, &d);
+                s->w->st.tokens += s->p->insts[x].n_edges;
+            }
+        return NULL;
+    }
+    seq_frame *g = frame_push_region(s, f, ISA_NONE, frame);
+    if (!g)
+        return NULL;
+    g->loop = true;
+    for (uint32_t k = 0; k < lr->n_args; k++) {
+        frame_set(g, k, &entry[k]);
+        if (f->tensors)
+            dev_value_release(&entry[k]);
+        f->has[fp->entry_reg + k] = 0;
+    }
+    s->w->st.tokens += fp->entry_tokens + fp->const_tokens;
+    return g;
+}
+
 /* The token on an input fed by registers r (and r2): NULL when none is
  * there; `two` when both are (a program error the general visit reports). */
 static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2, bool *two)
@@ -1350,9 +1462,24 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         if (two)
             break;
         s->w->st.fired++;
-        if (!x->dead) /* out of the loop, into the context that entered it */
+        if (x->dead) /* dead tokens are dropped */
+            return NULL;
+        if (f->up) { /* into the parent's frame */
+            frame_set(f->up, op->out, x);
+            s->w->st.tokens += s->p->insts[op->b].n_edges;
+        } else { /* into the context that entered the loop */
             vm_send(s->w, s->ctx, op->b, 0, x);
+        }
         return NULL;
+    case VM_SOP_ENTER:
+    case VM_SOP_ENTER_LAST:
+        if (!(x = pick(f, op->a, op->a2, &two)))
+            return NULL;
+        if (two || has[op->out])
+            break;
+        frame_set(f, op->out, x);
+        s->w->st.fired++;
+        return op->kind == VM_SOP_ENTER_LAST ? frame_enter(s, f, op->b, rp->sinsts[op->local].inst) : NULL;
     case VM_SOP_CONST:
         if (!has[op->a])
             return NULL;

@@ -32,6 +32,7 @@ typedef struct vm_iplan {
     uint8_t matched;      /* goes through matching (several tokens, or MERGE) */
     uint16_t arg;         /* CALL: its index among its site's CALLs */
     uint32_t fpos;        /* in a sequential region (seq.c): its position in the firing order */
+    uint32_t preg;        /* EXIT of a loop nested in a sequential region: its register there */
 } vm_iplan;
 
 /* A sequential region's instructions, compact (seq.c). A frame holds one
@@ -71,7 +72,7 @@ typedef struct vm_sop {
     uint32_t skip;        /* ... and the step after the run: taken when the register is empty */
 } vm_sop;
 enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
-       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE };
+       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE, VM_SOP_ENTER, VM_SOP_ENTER_LAST };
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
@@ -111,6 +112,7 @@ typedef struct vm_fplan {   /* per LOOP region (frame) */
     uint32_t *nexts, n_nexts; /* each NEXTITER's register (the next iteration's is the one after) */
     uint64_t const_tokens;  /* tokens the `ENTER const` values make in each iteration */
     uint64_t entry_tokens;  /* tokens the other ENTERs make in iteration 0 */
+    uint32_t entry_reg;     /* nested in a sequential region: its entry values' registers there */
 } vm_fplan;
 
 typedef struct vm_splan {   /* per call site */
