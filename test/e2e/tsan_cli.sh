@@ -128,5 +128,9 @@ for threads in 2 4; do
     fi
 done
 
-echo "tsan cli: $n runs on 2 and 4 threads right and TSan-clean"
+if [ $status = 0 ]; then
+    echo "tsan cli: $n runs on 2 and 4 threads right and TSan-clean"
+else
+    echo "tsan cli: $n runs right and TSan-clean, the others FAILED (above)"
+fi
 exit $status
