@@ -162,8 +162,8 @@ static bool returns_feed_calls(const isa_program *p, const vm_plan *plan, uint32
                 }
             continue;
         }
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
-            uint32_t d = p->edges[e].inst;
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
+            uint32_t d = p->edges[e].inst; /* (a NEXTITER's token is the next iteration's: another tag) */
             if (p->insts[d].region == r && p->insts[d].op != ISA_RETURN && !seen[d - rp->first]) {
                 seen[d - rp->first] = 1;
                 stack[top++] = d;
@@ -295,8 +295,8 @@ static bool exits_feed_enters(const isa_program *p, const vm_plan *plan, uint32_
                     }
             continue;
         }
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
-            uint32_t d = p->edges[e].inst;
+        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
+            uint32_t d = p->edges[e].inst; /* (a NEXTITER's token is the next iteration's: another tag) */
             if (p->insts[d].region == parent && p->insts[d].op != ISA_RETURN && !seen[d - pp->first]) {
                 seen[d - pp->first] = 1;
                 stack[top++] = d;
