@@ -875,6 +875,26 @@ typedef struct seq_run {
     uint32_t polls;         /* firings since the last look at interrupts */
 } seq_run;
 
+/* A frame is a context for the counters and the bound. On one worker the
+ * count is this worker's alone: inline, no call (ctx.c does the rest). */
+static inline bool count_new(vm_worker *w)
+{
+    tfvm_vm *vm = w->vm;
+    if (vm->multi)
+        return vm_ctx_count_new(w);
+    int64_t live = atomic_load_explicit(&w->live, memory_order_relaxed) + 1;
+    atomic_store_explicit(&w->live, live, memory_order_relaxed);
+    w->st.contexts_created++;
+    if (live > atomic_load_explicit(&vm->live_peak, memory_order_relaxed))
+        atomic_store_explicit(&vm->live_peak, live, memory_order_relaxed);
+    return (uint64_t)live <= vm->ctx_bound;
+}
+
+static inline void count_free(vm_worker *w)
+{
+    atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) - 1, memory_order_relaxed);
+}
+
 static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region);
 static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size);
 
@@ -898,15 +918,15 @@ static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, ui
     size_t n = rp->n_regs;
     size_t bytes = (sizeof(seq_frame) + n * sizeof(dev_value) + (n < 32 ? 32 : n) + 15) & ~(size_t)15;
     bool count = up || !s->counted;
-    if (count && !vm_ctx_count_new(s->w)) {
-        vm_ctx_count_free(s->w);
+    if (count && !count_new(s->w)) {
+        count_free(s->w);
         frame_bound_fail(s, up);
         return NULL;
     }
     seq_frame *f = frame_alloc(s->w, bytes);
     if (!f) {
         if (count)
-            vm_ctx_count_free(s->w);
+            count_free(s->w);
         vm_fail(s->vm, TFVM_ERR_NOMEM, s->ctx, ISA_NONE, "out of memory creating a context");
         s->failed = true;
         return NULL;
@@ -938,7 +958,7 @@ static void frame_pop(seq_run *s, seq_frame *f)
             if (f->has[k])
                 dev_value_release(&f->v[k]);
     if (f->up || !s->counted)
-        vm_ctx_count_free(s->w);
+        count_free(s->w);
     frame_release(s->w, f->bytes);
 }
 
@@ -1527,8 +1547,8 @@ static bool next_iteration(seq_run *s, seq_frame *f)
 {
     const vm_rplan *rp = &s->vm->plan.regions[f->region];
     const vm_fplan *fp = &s->vm->plan.frames[f->region];
-    vm_ctx_count_free(s->w);
-    if (!vm_ctx_count_new(s->w)) { /* the bound */
+    count_free(s->w);
+    if (!count_new(s->w)) { /* the bound */
         frame_bound_fail(s, f);
         return false;
     }
