@@ -680,7 +680,7 @@ static void gen_program(gen *G, uint64_t seed)
         gen_emit(G, "fn f%d(d: i32", i);
         G->n_vars = 0;
         for (int k = 0; k < G->n_consts; k++) {
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "K%d", k);
             gen_push_var(G, name, G->const_type[k]);
         }
@@ -712,7 +712,7 @@ static void gen_program(gen *G, uint64_t seed)
     gen_emit(G, "fn main(x: i32, y: i32) -> i32 ");
     G->n_vars = 0;
     for (int k = 0; k < G->n_consts; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "K%d", k);
         gen_push_var(G, name, G->const_type[k]);
     }
