@@ -246,6 +246,30 @@ vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c)
     return ended ? loop_end(w, l) : NULL;
 }
 
+/* An ENTER token arrives at its loop instance (lock held): counted, and the
+ * deadness rules applied. A dead token never enters a loop: the first makes
+ * each EXIT say "dead" once; live and dead at one instance are an error
+ * (then the lock is released and false returned). */
+static bool enter_arrives(vm_worker *w, const vm_act *a, vm_loop *l, const dev_value *v)
+{
+    tfvm_vm *vm = w->vm;
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    const vm_fplan *f = &vm->plan.frames[in->a];
+    l->arrived++;
+    unsigned char want = v->dead ? VM_ENTERED_DEAD : VM_ENTERED_LIVE;
+    if (l->entered != VM_ENTERED_NONE && l->entered != want) {
+        loop_unlock(w, l);
+        deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+        return false;
+    }
+    bool first_dead = v->dead && l->entered == VM_ENTERED_NONE;
+    l->entered = want;
+    if (first_dead)
+        for (uint32_t k = 0; k < f->n_exits; k++)
+            vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
+    return true;
+}
+
 /* ENTER of a loop run as a frame: the value waits in the instance until
  * every ENTER has arrived; then the whole loop runs (seq.c), its EXIT tokens
  * going into the context that entered it, and the instance ends. */
@@ -256,24 +280,9 @@ static void seq_enter(vm_worker *w, const vm_act *a, vm_loop *l, dev_value *v)
     const vm_fplan *f = &vm->plan.frames[in->a];
     bool run = false, ended = false;
     loop_lock(w, l);
-    l->arrived++;
-    if (v->dead) {
-        if (l->entered == VM_ENTERED_LIVE) {
-            loop_unlock(w, l);
-            deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
-            return;
-        }
-        if (l->entered == VM_ENTERED_NONE) {
-            l->entered = VM_ENTERED_DEAD;
-            for (uint32_t k = 0; k < f->n_exits; k++)
-                vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
-        }
-    } else if (l->entered == VM_ENTERED_DEAD) {
-        loop_unlock(w, l);
-        deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+    if (!enter_arrives(w, a, l, v))
         return;
-    } else {
-        l->entered = VM_ENTERED_LIVE;
+    if (!v->dead) {
         dev_value *slot = &l->entry[vm->plan.insts[a->inst].arg];
         if (slot->dtype || slot->dead) {
             loop_unlock(w, l);
@@ -311,25 +320,9 @@ static void fire_enter(vm_worker *w, const vm_act *a, dev_value *v)
     vm_ctx *to_unref[2] = {NULL, NULL};
     bool ended = false;
     loop_lock(w, l);
-    l->arrived++;
-    if (v->dead) {
-        if (l->entered == VM_ENTERED_LIVE) {
-            loop_unlock(w, l);
-            deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
-            return;
-        }
-        if (l->entered == VM_ENTERED_NONE) {
-            /* A dead token never enters a loop: each EXIT says "dead" once. */
-            l->entered = VM_ENTERED_DEAD;
-            for (uint32_t k = 0; k < f->n_exits; k++)
-                vm_send(w, a->ctx, f->exits[k], 0, &dead_token);
-        }
-    } else if (l->entered == VM_ENTERED_DEAD) {
-        loop_unlock(w, l);
-        deadness_error(w, a->ctx, a->inst, "loop", vm->prog->regions[in->a].name);
+    if (!enter_arrives(w, a, l, v))
         return;
-    } else {
-        l->entered = VM_ENTERED_LIVE;
+    if (!v->dead) {
         if (in->flags & ISA_FLAG_CONST) {
             uint32_t k = vm->plan.insts[a->inst].k;
             if (l->consts[k].dtype) {

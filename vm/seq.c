@@ -127,51 +127,111 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
     return ok;
 }
 
-/* Can a token leave a RETURN of `site` and reach one of its CALLs inside the
- * caller region (through instructions and other sites' calls)? Then the
- * arguments cannot be gathered before the call. */
+/* A walk over one region at one tag: from the instructions marked in
+ * `seen` (and on `stack`), along edges inside the region, through calls
+ * (CALL -> its site's RETURNs) and nested loops (ENTER -> its EXITs'
+ * consumers), never along a NEXTITER's edges (its token is the next
+ * iteration's) or into a RETURN (the caller's). True when it reaches a CALL
+ * of `site` or an ENTER of `frame` (ISA_NONE: none). */
+typedef struct tag_walk {
+    const isa_program *p;
+    const vm_plan *plan;
+    uint32_t region, first;
+    uint8_t *seen;
+    uint32_t *stack, top;
+} tag_walk;
+
+static void walk_push(tag_walk *t, uint32_t i)
+{
+    if (t->p->insts[i].region == t->region && !t->seen[i - t->first]) {
+        t->seen[i - t->first] = 1;
+        t->stack[t->top++] = i;
+    }
+}
+
+/* The consumers of an instruction's tokens at this tag. */
+static void walk_edges(tag_walk *t, uint32_t i)
+{
+    const isa_inst *in = &t->p->insts[i];
+    for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++)
+        if (t->p->insts[t->p->edges[e].inst].op != ISA_RETURN)
+            walk_push(t, t->p->edges[e].inst);
+}
+
+static bool walk_reaches(tag_walk *t, uint32_t site, uint32_t frame)
+{
+    const isa_program *p = t->p;
+    while (t->top) {
+        uint32_t i = t->stack[--t->top];
+        const isa_inst *in = &p->insts[i];
+        if (in->op == ISA_CALL) {
+            if (in->a == site)
+                return true;
+            const vm_splan *o = &t->plan->sites[in->a];
+            for (uint32_t k = 0; k < o->n_returns; k++)
+                walk_push(t, o->returns[k]);
+        } else if (in->op == ISA_ENTER) {
+            if (in->a == frame)
+                return true;
+            const vm_rplan *lr = &t->plan->regions[in->a];
+            for (uint32_t x = lr->first; x < lr->end; x++)
+                if (p->insts[x].op == ISA_EXIT)
+                    walk_edges(t, x);
+        } else {
+            walk_edges(t, i);
+        }
+    }
+    return false;
+}
+
+static bool walk_open(tag_walk *t, const isa_program *p, const vm_plan *plan, uint32_t region)
+{
+    const vm_rplan *rp = &plan->regions[region];
+    *t = (tag_walk){.p = p, .plan = plan, .region = region, .first = rp->first};
+    t->seen = calloc(rp->end - rp->first + 1, 1);
+    t->stack = malloc((rp->end - rp->first + 1) * sizeof *t->stack);
+    return t->seen && t->stack;
+}
+
+static void walk_close(tag_walk *t)
+{
+    free(t->seen);
+    free(t->stack);
+}
+
+/* Can a token leave a RETURN of `site` and reach one of its CALLs at the
+ * same tag? Then the arguments cannot be gathered before the call. */
 static bool returns_feed_calls(const isa_program *p, const vm_plan *plan, uint32_t site)
 {
     const vm_splan *sp = &plan->sites[site];
     if (!sp->n_returns || !sp->n_call)
         return false;
-    uint32_t r = p->insts[sp->calls[0]].region;
-    const vm_rplan *rp = &plan->regions[r];
-    uint32_t n = rp->end - rp->first;
-    uint8_t *seen = calloc(n + 1, 1);
-    uint32_t *stack = malloc((n + 1) * sizeof *stack);
-    bool hit = !seen || !stack; /* no memory: the safe answer */
-    uint32_t top = 0;
-    for (uint32_t k = 0; !hit && k < sp->n_returns; k++) {
-        seen[sp->returns[k] - rp->first] = 1;
-        stack[top++] = sp->returns[k];
+    tag_walk t;
+    bool hit = true; /* no memory: the safe answer */
+    if (walk_open(&t, p, plan, p->insts[sp->calls[0]].region)) {
+        for (uint32_t k = 0; k < sp->n_returns; k++)
+            walk_push(&t, sp->returns[k]);
+        hit = walk_reaches(&t, site, ISA_NONE);
     }
-    while (!hit && top) {
-        uint32_t i = stack[--top];
-        const isa_inst *in = &p->insts[i];
-        if (in->op == ISA_CALL) {
-            if (in->a == site) {
-                hit = true;
-                break;
-            }
-            const vm_splan *o = &plan->sites[in->a];
-            for (uint32_t k = 0; k < o->n_returns; k++)
-                if (!seen[o->returns[k] - rp->first]) {
-                    seen[o->returns[k] - rp->first] = 1;
-                    stack[top++] = o->returns[k];
-                }
-            continue;
-        }
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
-            uint32_t d = p->edges[e].inst; /* (a NEXTITER's token is the next iteration's: another tag) */
-            if (p->insts[d].region == r && p->insts[d].op != ISA_RETURN && !seen[d - rp->first]) {
-                seen[d - rp->first] = 1;
-                stack[top++] = d;
-            }
-        }
+    walk_close(&t);
+    return hit;
+}
+
+/* Can a token leave an EXIT of loop `frame` and reach one of its ENTERs at
+ * the same tag (in the parent region)? Then the instance cannot gather its
+ * entry values before it runs. */
+static bool exits_feed_enters(const isa_program *p, const vm_plan *plan, uint32_t frame)
+{
+    tag_walk t;
+    bool hit = true;
+    if (walk_open(&t, p, plan, p->regions[frame].parent)) {
+        const vm_rplan *fr = &plan->regions[frame];
+        for (uint32_t x = fr->first; x < fr->end; x++)
+            if (p->insts[x].op == ISA_EXIT)
+                walk_edges(&t, x);
+        hit = walk_reaches(&t, ISA_NONE, frame);
     }
-    free(seen);
-    free(stack);
+    walk_close(&t);
     return hit;
 }
 
@@ -241,72 +301,6 @@ static vm_sop seq_step(const vm_plan *plan, const vm_rplan *rp, uint32_t local)
  * from (through instructions of that side); a SWITCH group on one
  * predicate shares one guard. Returns the guards by local index (or NULL:
  * no memory, keep the order as it is). */
-/* Can a token leave an EXIT of loop `frame` and reach one of its ENTERs at
- * the same tag (inside the parent region)? Then the instance cannot gather
- * its entry values before it runs. */
-static bool exits_feed_enters(const isa_program *p, const vm_plan *plan, uint32_t frame)
-{
-    uint32_t parent = p->regions[frame].parent;
-    const vm_rplan *pp = &plan->regions[parent];
-    uint32_t n = pp->end - pp->first;
-    uint8_t *seen = calloc(n + 1, 1);
-    uint32_t *stack = malloc((n + 1) * sizeof *stack);
-    bool hit = !seen || !stack;
-    uint32_t top = 0;
-    const vm_rplan *fr = &plan->regions[frame];
-    for (uint32_t i = fr->first; !hit && i < fr->end; i++) {
-        const isa_inst *in = &p->insts[i];
-        if (in->op != ISA_EXIT)
-            continue;
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++) {
-            uint32_t d = p->edges[e].inst;
-            if (p->insts[d].region == parent && !seen[d - pp->first]) {
-                seen[d - pp->first] = 1;
-                stack[top++] = d;
-            }
-        }
-    }
-    while (!hit && top) {
-        uint32_t i = stack[--top];
-        const isa_inst *in = &p->insts[i];
-        if (in->op == ISA_ENTER && in->a == frame) {
-            hit = true;
-            break;
-        }
-        if (in->op == ISA_CALL) { /* through the call: its site's RETURNs */
-            const vm_splan *o = &plan->sites[in->a];
-            for (uint32_t k = 0; k < o->n_returns; k++)
-                if (!seen[o->returns[k] - pp->first]) {
-                    seen[o->returns[k] - pp->first] = 1;
-                    stack[top++] = o->returns[k];
-                }
-            continue;
-        }
-        if (in->op == ISA_ENTER) { /* through another loop: its EXITs */
-            const vm_rplan *lr = &plan->regions[in->a];
-            for (uint32_t x = lr->first; x < lr->end; x++)
-                if (p->insts[x].op == ISA_EXIT)
-                    for (uint32_t e = p->insts[x].edge_first; e < p->insts[x].edge_first + p->insts[x].n_edges; e++) {
-                        uint32_t d = p->edges[e].inst;
-                        if (p->insts[d].region == parent && !seen[d - pp->first]) {
-                            seen[d - pp->first] = 1;
-                            stack[top++] = d;
-                        }
-                    }
-            continue;
-        }
-        for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges && in->op != ISA_NEXTITER; e++) {
-            uint32_t d = p->edges[e].inst; /* (a NEXTITER's token is the next iteration's: another tag) */
-            if (p->insts[d].region == parent && p->insts[d].op != ISA_RETURN && !seen[d - pp->first]) {
-                seen[d - pp->first] = 1;
-                stack[top++] = d;
-            }
-        }
-    }
-    free(seen);
-    free(stack);
-    return hit;
-}
 
 #define GUARD_UNSET (ISA_NONE - 1) /* no input seen yet (ISA_NONE: no guard) */
 
