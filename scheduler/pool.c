@@ -89,15 +89,17 @@ static void *pool_main(void *arg)
         if (!w)
             return NULL;
         seen = RUN_GEN(w);
-        if (i >= p->n)
-            continue; /* a run with fewer workers than the pool has threads */
-        /* join while the run is open; a closed run is over for us */
+        /* join while the run is open; a closed run is over for us. Only a
+         * joined thread reads the run's fn, ud and n: the caller wrote them
+         * before opening the run and changes them only after every thread
+         * that joined has left. */
         while ((w & RUN_OPEN) && RUN_GEN(w) == seen &&
                !atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
             ;
         if (!(w & RUN_OPEN) || RUN_GEN(w) != seen)
             continue;
-        p->fn(p->ud, i);
+        if (i < p->n) /* (a run may have fewer workers than the pool has threads) */
+            p->fn(p->ud, i);
         atomic_fetch_add_explicit(&p->left, 1, memory_order_release);
     }
 }
