@@ -1,20 +1,19 @@
-/* vm/seq.c — sequential calls: a call of a function body without loops or
- * tensor instructions, made with all its arguments, runs as a frame instead
- * of a context (vm.h, "Sequential calls").
+/* vm/seq.c — sequential frames (docs/frames.md): a call of a function body,
+ * or an instance of a loop, whose instructions are scalar control and
+ * arithmetic (with one worker, tensor work too) runs as a frame of registers
+ * instead of contexts and tokens.
  *
- * The plan gives each such body a fixed firing order in which every producer
- * comes before its consumers (and every call site's RETURNs after its
- * CALLs), and a frame layout: one slot per input port of each instruction.
- * Firing an instruction writes its result straight into its consumers'
- * slots; an instruction whose inputs are all there fires when the order
- * reaches it; one that got none (the untaken side of a pruned branch) is
- * passed over. A site's last CALL pushes the callee's frame, which runs to
- * its end and writes its results into the caller's frame as the site's
- * RETURN tokens; the frames live on a per-worker stack, so recursion depth
- * costs memory, not C stack. It is the graph's own firing rule in an order
- * fixed in advance: the same instructions fire with the same values, and
- * the counters (firings, tokens, matches, contexts) agree with a dataflow
- * run's. */
+ * The plan gives each such body a firing order in which producers come
+ * before consumers (a call site's RETURNs after its CALLs, a nested loop's
+ * results after its ENTERs), compiles it into specialised steps over
+ * registers (one per instruction output), and orders the steps of each side
+ * of a pruned branch contiguously behind a guard register, so a frame jumps
+ * over the side that was not taken. A site's last CALL pushes the callee's
+ * frame on a per-worker stack (recursion depth costs memory, not C stack); a
+ * loop frame runs its iterations one after the other. It is the graph's own
+ * firing rule in an order fixed in advance: the same instructions fire with
+ * the same values, and the counters (firings, tokens, matches, contexts)
+ * agree with a dataflow run's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +50,7 @@ static bool seq_op_ok(const isa_inst *in, bool loop, bool tensors)
 /* Topological order of region r's instructions (edges inside r, and each
  * site's CALLs before its RETURNs). false: a cycle (a RETURN that feeds a
  * CALL of its own site), or no memory. */
-static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uint32_t *site_of_call)
+static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r)
 {
     vm_rplan *rp = &plan->regions[r];
     uint32_t first = rp->first, n = rp->end - rp->first;
@@ -111,7 +110,6 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r, const uin
                 queue[tail++] = d;
         }
     }
-    (void)site_of_call;
     ok = ok && tail == n;
     if (ok) {
         rp->order = ut_arena_array(&plan->arena, n + 1, sizeof(uint32_t));
@@ -235,7 +233,6 @@ static bool exits_feed_enters(const isa_program *p, const vm_plan *plan, uint32_
     return hit;
 }
 
-/* The register that feeds port k of si, when exactly one does (else NONE). */
 /* The registers that feed port k of si when one or two do (a loop variable:
  * its entry value and its NEXTITER's); false when more do. */
 static bool sources(const vm_rplan *rp, const vm_sinst *si, uint32_t k, uint32_t *r, uint32_t *r2)
@@ -463,7 +460,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         }
     }
     for (uint32_t r = 0; r < p->n_regions; r++)
-        if (plan->regions[r].seq && !seq_order(p, plan, r, NULL))
+        if (plan->regions[r].seq && !seq_order(p, plan, r))
             plan->regions[r].seq = false;
     for (bool changed = true; changed;) { /* an order lost may unmake a caller */
         changed = false;

@@ -415,16 +415,17 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
-/* ---- Sequential calls (seq.c) ------------------------------------------------
- * A call of a `seq` region with all its arguments runs as a frame: the body's
- * instructions fire in a fixed order (producers first), their tokens go
- * straight into the frame's input slots, nested calls push frames on a
- * per-worker stack, and results go back as the site's RETURN tokens. The same
- * firings, tokens and contexts as the graph would make (the counters agree),
- * without activations, matching or reference counts. Only in plain runs
- * (not stepped by a debugger, not profiled); with several workers only at
- * tag depth >= VM_SEQ_DEPTH, so that the top of a recursion stays dataflow
- * and is shared by stealing. */
+/* ---- Sequential frames (seq.c, docs/frames.md) ---------------------------------
+ * A call of a `seq` region with all its arguments, or an instance of a `seq`
+ * loop with all its entry values, runs as a frame of registers: the body's
+ * instructions fire in a fixed order (producers first), nested calls and
+ * loops push frames on a per-worker stack, and results go back as the site's
+ * RETURN (or the loop's EXIT) tokens. The same firings, tokens, matches and
+ * contexts as the graph would make (the counters agree), without
+ * activations, matching or reference counts. Only in plain runs (not stepped
+ * by a debugger, not profiled); with several workers a call only at tag
+ * depth >= VM_SEQ_DEPTH, so that the top of a recursion stays dataflow and
+ * is shared by stealing. */
 #define VM_SEQ_DEPTH 10
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan);
 static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region);
