@@ -1350,7 +1350,16 @@ static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2,
     return r2 != ISA_NONE && f->has[r2] ? &f->v[r2] : NULL;
 }
 
-/* One step of f's order; NULL, or a frame to run first. */
+/* What a step that may fail returns: the frame to run first (or NULL), or
+ * SEQ_STOP when the run failed, so the step loop need not look at s->failed
+ * after every step. */
+#define SEQ_STOP ((seq_frame *)1)
+static inline seq_frame *stop_or(const seq_run *s, seq_frame *next)
+{
+    return s->failed ? SEQ_STOP : next;
+}
+
+/* One step of f's order; NULL, a frame to run first, or SEQ_STOP. */
 static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan *rp, const vm_sop *op)
 {
     dev_value *v = f->v;
@@ -1490,7 +1499,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             break;
         frame_set(f, op->out, x);
         s->w->st.fired++;
-        return op->kind == VM_SOP_ENTER_LAST ? frame_enter(s, f, op->b, rp->sinsts[op->local].inst) : NULL;
+        return op->kind == VM_SOP_ENTER_LAST ? stop_or(s, frame_enter(s, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     case VM_SOP_CONST:
         if (!has[op->a])
             return NULL;
@@ -1523,12 +1532,12 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         uint32_t have = 0;
         for (uint32_t k = 0; k < sp->n_call; k++)
             have += has[sp->arg_slot + k];
-        return have == sp->n_call ? frame_call(s, f, op->b, rp->sinsts[op->local].inst) : NULL;
+        return have == sp->n_call ? stop_or(s, frame_call(s, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     }
     default:
         break;
     }
-    return frame_visit(s, f, rp, op->local);
+    return stop_or(s, frame_visit(s, f, rp, op->local));
 }
 
 /* A loop frame's iteration ended with NEXTITER tokens: the next iteration
@@ -1601,7 +1610,7 @@ static void frames_run(seq_run *s, seq_frame *top)
         const vm_sop *ops = rp->sops;
         uint32_t pc = f->pc, n = rp->n_sops;
         seq_frame *call = NULL;
-        while (!s->failed && pc < n) {
+        while (pc < n) {
             const vm_sop *op = &ops[pc];
             if (op->guard != ISA_NONE && !f->has[op->guard]) {
                 pc = op->skip; /* that side of its branch was not taken */
@@ -1611,6 +1620,8 @@ static void frames_run(seq_run *s, seq_frame *top)
             if ((call = frame_step(s, f, rp, op)) != NULL)
                 break;
         }
+        if (call == SEQ_STOP)
+            call = NULL; /* (s->failed is set) */
         if (call) {
             f->pc = pc;
             f = call;
@@ -1622,10 +1633,20 @@ static void frames_run(seq_run *s, seq_frame *top)
         if (f->loop && f->again && !s->failed && next_iteration(s, f)) {
             if ((++s->polls & 1023) == 0)
                 seq_poll(s);
-            continue;
+            if (!s->failed)
+                continue;
         }
         if (!s->failed && !f->loop)
             frame_return(s, f);
+        if (s->failed) { /* every frame of this call goes */
+            for (bool last = false; !last;) {
+                seq_frame *up = f->up;
+                last = f == top;
+                frame_pop(s, f);
+                f = up;
+            }
+            return;
+        }
         seq_frame *up = f->up;
         bool last = f == top;
         frame_pop(s, f);
