@@ -361,7 +361,8 @@ START_TEST(test_asm_round_trip)
     ck_assert_msg(ld_disassemble(&p, &b, &err) == TFVM_OK, "%s", err.message);
     ut_buf_append(&b, "", 1);
     ck_assert_msg(strstr((const char *)b.data, "= FUSED_MATMUL tb relu (a, b, c)\n"), "%s", (const char *)b.data);
-    ck_assert_msg(strstr((const char *)b.data, "= FUSED_CONV2D sigmoid (a, b, i64[9] [1, 1, 0, 0, 0, 0, 1, 1, 1], c)\n"), "%s", (const char *)b.data);
+    ck_assert_msg(strstr((const char *)b.data, "= FUSED_CONV2D sigmoid (a, b, i64[9] [1, 1, 0, 0, 0, 0, 1, 1, 1], c)\n"),
+                  "%s", (const char *)b.data);
     ut_buf_free(&b);
     isa_program_release(&p);
     static const char bad[] = "entry main(a: f32[]) -> (r: f32[]) {\n"
@@ -433,7 +434,8 @@ static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *
     st = dev_cpu_tensor(op, attr, in, (uint32_t)isa_ops[op].n_in, &par, NULL, msg, sizeof msg);
     dev_par_set_runner(NULL);
     ck_assert_msg(st == TFVM_OK, "%s: %s", what, msg);
-    ck_assert_msg(atomic_load(&split_loops) >= 1 && atomic_load(&chunks_run) >= 2, "%s: not split (%d loops, %d chunks)",
+    ck_assert_msg(atomic_load(&split_loops) >= 1 && atomic_load(&chunks_run) >= 2,
+                  "%s: not split (%d loops, %d chunks)",
                   what, atomic_load(&split_loops), atomic_load(&chunks_run));
     same_bits(&par, &serial, what);
 }
@@ -462,10 +464,12 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_MATMUL, RELU, in, "fused_matmul rows");
         release_all(in, 3);
         /* arbitrary floats: the same tiles, the same bits, for any thread count */
-        dev_value fin[3] = {randt(dt, 2, DIMS(96, 256), 7), randt(dt, 2, DIMS(256, 128), 8), randt(dt, 1, DIMS(128), 9)};
+        dev_value fin[3] = {randt(dt, 2, DIMS(96, 256), 7), randt(dt, 2, DIMS(256, 128), 8),
+                            randt(dt, 1, DIMS(128), 9)};
         par_case(ISA_FUSED_MATMUL, TANH, fin, "fused_matmul, arbitrary floats");
         release_all(fin, 3);
-        dev_value xf[4] = {randt(dt, 4, DIMS(1, 16, 20, 20), 7), randt(dt, 4, DIMS(32, 16, 3, 3), 8), IV(1, 1, 1, 1, 1, 1, 1, 1, 1),
+        dev_value xf[4] = {randt(dt, 4, DIMS(1, 16, 20, 20), 7), randt(dt, 4, DIMS(32, 16, 3, 3), 8),
+                           IV(1, 1, 1, 1, 1, 1, 1, 1, 1),
                            randt(dt, 1, DIMS(32), 9)};
         par_case(ISA_FUSED_CONV2D, SIG, xf, "fused_conv2d one image, arbitrary floats");
         release_all(xf, 4);
