@@ -234,12 +234,13 @@ install: all
 	[ ! -f $(CUDA_LIB) ] || install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/libtfvm_cuda.so
 	ln -sf libtfvm.so.0 $(DESTDIR)$(PREFIX)/lib/libtfvm.so
 	install -m 644 include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm.h
+	install -m 644 include/tfvm_debug.h $(DESTDIR)$(PREFIX)/include/tfvm_debug.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define TFVM_VERSION_STRING "\(.*\)"/\1/p' include/tfvm.h)|' \
 	    tfvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/tfvm $(DESTDIR)$(PREFIX)/lib/libtfvm.* $(DESTDIR)$(PREFIX)/lib/libtfvm_cuda.so \
-	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
+	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm_debug.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 clean:
 	rm -rf build

@@ -179,7 +179,11 @@ static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
             continue; /* counted, not listed */
         if (*n_waiting > 1)
             ut_buf_append(out, "; ", 2);
-        ut_buf_printf(out, "%s (%s) at ", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
+        ut_buf_printf(out, "%s (%s)", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
+        char where[160]; /* its source position, as run-time errors give it */
+        if (*isa_inst_where(p, i, where, sizeof where))
+            ut_buf_printf(out, " (%s)", where);
+        ut_buf_printf(out, " at ");
         vm_format_tag(vm, c, out);
         for (int has = 1; has >= 0; has--) {
             ut_buf_printf(out, has ? " has input" : ", missing input");

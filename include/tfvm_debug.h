@@ -1,0 +1,122 @@
+/* tfvm_debug.h — inspecting programs and runs: the one instruction printer,
+ * source positions, runs stepped under a hook, the ready list, live contexts
+ * with their tags, partial matches, value formatting and firing counters.
+ * What `tfvm debug`, `tfvm dot` and `tfvm profile` are built on. */
+#ifndef TFVM_DEBUG_H
+#define TFVM_DEBUG_H
+
+#include "tfvm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Programs ------------------------------------------------------------
+ * Instructions are numbered 0 .. tfvm_program_inst_count() - 1. */
+typedef struct tfvm_inst_info {
+    const char *op;          /* opcode name, "ADD" */
+    const char *name;        /* debug name, or NULL */
+    const char *region;      /* the entry, function or loop body it belongs to */
+    const char *region_kind; /* "entry", "func" or "loop" */
+    uint32_t n_in, n_ctl, n_out;
+    uint32_t line, col;      /* source position; 0 = unknown */
+} tfvm_inst_info;
+
+TFVM_API size_t tfvm_program_inst_count(const tfvm_program *p);
+/* TFVM_ERR_ARGUMENT when i is out of range. Strings live as long as p. */
+TFVM_API tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info *out);
+/* The source file the instructions' line:col refer to, or NULL. */
+TFVM_API const char *tfvm_program_source(const tfvm_program *p);
+/* The one instruction printer (dis, dot, the debugger, errors): instruction
+ * i as `tfvm dis` writes it, "n_sw = SWITCH (n, p) @12:5", into buf (always
+ * terminated when size > 0). Returns the length of the whole text, like
+ * snprintf: a return >= size means it was cut. */
+TFVM_API size_t tfvm_inst_format(const tfvm_program *p, uint32_t i, char *buf, size_t size);
+/* "name" or "%index". Returns buf. */
+TFVM_API const char *tfvm_inst_label(const tfvm_program *p, uint32_t i, char *buf, size_t size);
+/* "fib.tfg:12:39", "12:39" (file unknown) or "" (position unknown). Returns buf. */
+TFVM_API const char *tfvm_inst_where(const tfvm_program *p, uint32_t i, char *buf, size_t size);
+
+/* ---- Runs under control ----------------------------------------------------
+ * Needs a VM with one thread (tfvm_config.threads = 1, deterministic). A
+ * stepped or hooked run fires every instruction through the general dataflow
+ * path, so the hook sees every firing (plain runs execute some function
+ * bodies and loops as sequential frames, which no hook sees). */
+typedef struct tfvm_debug_ctx tfvm_debug_ctx; /* a live context (a tag) */
+
+typedef enum tfvm_debug_state {
+    TFVM_DEBUG_IDLE,    /* no run */
+    TFVM_DEBUG_RUNNING, /* the step count ran out; more to fire */
+    TFVM_DEBUG_PAUSED,  /* the hook paused before a firing (tfvm_debug_paused) */
+    TFVM_DEBUG_DONE,    /* nothing left to fire: finished, or stuck (tfvm_debug_end says) */
+    TFVM_DEBUG_FAILED   /* a run-time error (tfvm_errmsg) */
+} tfvm_debug_state;
+
+/* Called before each firing: instruction inst at context ctx. Returning true
+ * pauses the run before it fires; the next tfvm_debug_step fires it first,
+ * without calling the hook for it again. */
+typedef struct tfvm_debug_hook {
+    bool (*fn)(void *ud, tfvm_vm *vm, uint32_t inst, const tfvm_debug_ctx *ctx);
+    void *ud;
+} tfvm_debug_hook;
+/* The VM keeps the pointer: *hook must live while set. NULL removes it. */
+TFVM_API void tfvm_debug_set_hook(tfvm_vm *vm, const tfvm_debug_hook *hook);
+
+/* Starts a run of entry `entry` (NULL: the first) and fires nothing yet.
+ * TFVM_ERR_ARGUMENT when the VM has several threads or the entry is unknown. */
+TFVM_API tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args);
+/* Fires up to max activations (0: until the hook pauses or the run ends). */
+TFVM_API tfvm_debug_state tfvm_debug_step(tfvm_vm *vm, uint64_t max);
+/* Ends the run (whatever its state): its results when it finished (the
+ * caller releases them), the stuck or failure status otherwise. */
+TFVM_API tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results);
+/* The activation the hook paused before: false when not paused. */
+TFVM_API bool tfvm_debug_paused(const tfvm_vm *vm, uint32_t *inst, const tfvm_debug_ctx **ctx);
+/* Ready activations in firing order (the paused one first); fn may be NULL.
+ * Returns how many. */
+TFVM_API size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx),
+                                 void *ud);
+
+/* ---- Contexts and tags ---------------------------------------------------- */
+/* Every live context, oldest first, into a new array (free it with
+ * tfvm_debug_contexts_free). TFVM_ERR_NOMEM when that fails. */
+TFVM_API tfvm_status tfvm_debug_contexts(const tfvm_vm *vm, const tfvm_debug_ctx ***out, size_t *n);
+TFVM_API void tfvm_debug_contexts_free(const tfvm_vm *vm, const tfvm_debug_ctx **list, size_t n);
+/* The tag: "[]", "[fib@2, fib@0]" (fib@2 is call site 2 of fib, not fib(2)),
+ * "[main_loop#3]" (iteration 3). Long tags are cut in the middle. Returns buf. */
+TFVM_API const char *tfvm_debug_tag(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, char *buf, size_t size);
+/* The enclosing context (the tag without its last element), NULL for the root. */
+TFVM_API const tfvm_debug_ctx *tfvm_debug_parent(const tfvm_debug_ctx *ctx);
+
+/* ---- Matching: which inputs of an instruction arrived in a context --------- */
+typedef enum tfvm_debug_match {
+    TFVM_MATCH_NONE,    /* nothing arrived (or the instruction takes one token) */
+    TFVM_MATCH_WAITING, /* some inputs arrived, some missing: a partial match */
+    TFVM_MATCH_READY,   /* every input arrived: it is on the ready list */
+    TFVM_MATCH_FIRED    /* a MERGE that fired in this context */
+} tfvm_debug_match;
+TFVM_API tfvm_debug_match tfvm_debug_match_state(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst);
+/* Whether input `port` arrived (a constant operand always has). */
+TFVM_API bool tfvm_debug_port_arrived(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port);
+/* The value waiting on an arrived input, formatted as tfvm_value_format does,
+ * into buf; false (buf "") when none is held there. */
+TFVM_API bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port,
+                                    char *buf, size_t size);
+
+/* ---- Values and counters ---------------------------------------------------- */
+/* A value as `tfvm run` prints it: scalars "3", "2.5", "true"; tensors
+ * NumPy-like, "[[1, 2], [3, 4]]", with more than 1000 elements summarised by
+ * their first and last 3 along each axis ("[0, 1, 2, ..., 997, 998, 999]").
+ * Returns the length of the whole text, like snprintf. */
+TFVM_API size_t tfvm_value_format(const tfvm_value *v, char *buf, size_t size);
+/* Per-instruction counters: when on, every firing of the general path is
+ * counted and timed (turning it on again clears them). NOMEM on failure. */
+TFVM_API tfvm_status tfvm_debug_profile(tfvm_vm *vm, bool on);
+/* count[i] firings and ns[i] nanoseconds of instruction i over the runs since
+ * profiling was turned on; both arrays have tfvm_program_inst_count entries. */
+TFVM_API void tfvm_debug_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,305 @@
+/* test/unit/test_debug_api.c — the public inspection interface (tfvm_debug.h)
+ * through public headers only: the instruction printer and positions, stepped
+ * and hooked runs, the ready list, contexts and tags, partial matches, value
+ * formatting, firing counters, and the stuck diagnosis naming positions. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tfvm.h"
+#include "tfvm_debug.h"
+
+/* examples/fib.tfg as the compiler writes it, with its source file named */
+static const char fib_asm[] = "source \"fib.tfg\"\n"
+                              "entry main(n: i32) -> (r0: i32) {\n"
+                              "    n       = ARG 0 @15:9\n"
+                              "    fib_2_n = CALL fib@2 (n) @16:5\n"
+                              "    fib_2   = RETURN fib@2 (fib.add_12_39 | fib.c1) @16:5\n"
+                              "              RESULT 0 (fib_2) @15:4\n"
+                              "}\n"
+                              "func fib {\n"
+                              "    less_equal_12_10 = LESS_EQUAL (main.fib_2_n | fib_0_n | fib_1_n, i32 1) @12:10\n"
+                              "    sub_12_34        = SUB (n_sw, i32 1) @12:34\n"
+                              "    n_sw             = SWITCH prune_false prune_true (main.fib_2_n | fib_0_n | fib_1_n, "
+                              "less_equal_12_10) @12:5\n"
+                              "    fib_0_n          = CALL fib@0 (sub_12_34) @12:28\n"
+                              "    fib_0            = RETURN fib@0 (add_12_39 | c1) @12:28\n"
+                              "    sub_12_47        = SUB (n_sw, i32 2) @12:47\n"
+                              "    fib_1_n          = CALL fib@1 (sub_12_47) @12:41\n"
+                              "    fib_1            = RETURN fib@1 (add_12_39 | c1) @12:41\n"
+                              "    add_12_39        = ADD (fib_0, fib_1) @12:39\n"
+                              "    c1               = CONST i32 1 [n_sw:1] @12:17\n"
+                              "}\n";
+
+static tfvm_program *load(const char *text)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_assemble(text, strlen(text), "t.tfasm", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    return p;
+}
+
+static tfvm_vm *one_thread(const tfvm_program *p)
+{
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.threads = 1;
+    cfg.deterministic = true;
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    return vm;
+}
+
+static uint32_t find(const tfvm_program *p, const char *name)
+{
+    for (uint32_t i = 0; i < tfvm_program_inst_count(p); i++) {
+        tfvm_inst_info in;
+        ck_assert_int_eq(tfvm_program_inst(p, i, &in), TFVM_OK);
+        if (in.name && strcmp(in.name, name) == 0)
+            return i;
+    }
+    ck_abort_msg("no instruction %s", name);
+    return 0;
+}
+
+START_TEST(program_views)
+{
+    tfvm_program *p = load(fib_asm);
+    ck_assert_uint_eq(tfvm_program_inst_count(p), 14);
+    ck_assert_str_eq(tfvm_program_source(p), "fib.tfg");
+    uint32_t sw = find(p, "n_sw");
+    tfvm_inst_info in;
+    ck_assert_int_eq(tfvm_program_inst(p, sw, &in), TFVM_OK);
+    ck_assert_str_eq(in.op, "SWITCH");
+    ck_assert_str_eq(in.region, "fib");
+    ck_assert_str_eq(in.region_kind, "func");
+    ck_assert_uint_eq(in.n_in, 2);
+    ck_assert_uint_eq(in.n_out, 2);
+    ck_assert_uint_eq(in.line, 12);
+    ck_assert_uint_eq(in.col, 5);
+    ck_assert_int_eq(tfvm_program_inst(p, 14, &in), TFVM_ERR_ARGUMENT);
+    char buf[256];
+    const char *want = "n_sw = SWITCH prune_false prune_true (main.fib_2_n | fib_0_n | fib_1_n, less_equal_12_10) @12:5";
+    ck_assert_uint_eq(tfvm_inst_format(p, sw, buf, sizeof buf), strlen(want));
+    ck_assert_str_eq(buf, want);
+    /* cut like snprintf: the whole length comes back */
+    ck_assert_uint_eq(tfvm_inst_format(p, sw, buf, 5), strlen(want));
+    ck_assert_str_eq(buf, "n_sw");
+    ck_assert_str_eq(tfvm_inst_where(p, sw, buf, sizeof buf), "fib.tfg:12:5");
+    ck_assert_str_eq(tfvm_inst_label(p, sw, buf, sizeof buf), "n_sw");
+    ck_assert_str_eq(tfvm_inst_where(p, 99, buf, sizeof buf), "");
+    tfvm_program_free(p);
+}
+END_TEST
+
+typedef struct pause_at {
+    uint32_t inst;
+    unsigned seen, hits;
+} pause_at;
+
+static bool pause_on(void *ud, tfvm_vm *vm, uint32_t inst, const tfvm_debug_ctx *ctx)
+{
+    (void)vm;
+    (void)ctx;
+    pause_at *x = ud;
+    x->seen++;
+    if (inst != x->inst)
+        return false;
+    x->hits++;
+    return true;
+}
+
+static void count_ready(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx)
+{
+    (void)inst;
+    (void)ctx;
+    (*(size_t *)ud)++;
+}
+
+START_TEST(hooked_run)
+{
+    tfvm_program *p = load(fib_asm);
+    tfvm_vm *vm = one_thread(p);
+    uint32_t add = find(p, "add_12_39");
+    pause_at x = {add, 0, 0};
+    tfvm_debug_hook hook = {pause_on, &x};
+    tfvm_debug_set_hook(vm, &hook);
+    tfvm_value arg = tfvm_i32(4);
+    ck_assert_int_eq(tfvm_debug_begin(vm, "main", &arg, 1), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED);
+    ck_assert_uint_eq(x.hits, 1);
+    uint32_t inst;
+    const tfvm_debug_ctx *ctx;
+    ck_assert(tfvm_debug_paused(vm, &inst, &ctx));
+    ck_assert_uint_eq(inst, add);
+    char tag[128];
+    /* the first add: fib(2), called from fib(4) at its site 1 (fib@1 is call
+     * site 1, not fib(1)) */
+    ck_assert_str_eq(tfvm_debug_tag(vm, ctx, tag, sizeof tag), "[fib@2, fib@1]");
+    ck_assert_str_eq(tfvm_debug_tag(vm, tfvm_debug_parent(ctx), tag, sizeof tag), "[fib@2]");
+    ck_assert_str_eq(tfvm_debug_tag(vm, tfvm_debug_parent(tfvm_debug_parent(ctx)), tag, sizeof tag), "[]");
+    ck_assert_ptr_null(tfvm_debug_parent(tfvm_debug_parent(tfvm_debug_parent(ctx))));
+    /* both inputs arrived: it is ready; the values wait in its slots */
+    ck_assert_int_eq(tfvm_debug_match_state(vm, ctx, add), TFVM_MATCH_READY);
+    ck_assert(tfvm_debug_port_arrived(vm, ctx, add, 0));
+    char v[64];
+    ck_assert(tfvm_debug_port_value(vm, ctx, add, 0, v, sizeof v));
+    ck_assert_str_eq(v, "1");
+    ck_assert(tfvm_debug_port_value(vm, ctx, add, 1, v, sizeof v));
+    ck_assert_str_eq(v, "1");
+    ck_assert(!tfvm_debug_port_value(vm, ctx, add, 2, v, sizeof v));
+    ck_assert_str_eq(v, "");
+    /* in fib(4) neither call has answered yet */
+    const tfvm_debug_ctx *outer = tfvm_debug_parent(ctx);
+    ck_assert_int_eq(tfvm_debug_match_state(vm, outer, add), TFVM_MATCH_NONE);
+    size_t n_ready = 0;
+    size_t n = tfvm_debug_ready(vm, count_ready, &n_ready);
+    ck_assert_uint_eq(n, n_ready);
+    ck_assert_uint_ge(n, 1);
+    const tfvm_debug_ctx **all;
+    size_t nc;
+    ck_assert_int_eq(tfvm_debug_contexts(vm, &all, &nc), TFVM_OK);
+    ck_assert_uint_eq(nc, 3); /* fib@0 (fib(3)) is not called yet */
+    ck_assert_str_eq(tfvm_debug_tag(vm, all[0], tag, sizeof tag), "[]");
+    ck_assert_str_eq(tfvm_debug_tag(vm, all[1], tag, sizeof tag), "[fib@2]");
+    ck_assert(all[2] == ctx);
+    tfvm_debug_contexts_free(vm, all, nc);
+    /* step fires the paused one first, without asking the hook again */
+    unsigned seen = x.seen;
+    ck_assert_int_eq(tfvm_debug_step(vm, 1), TFVM_DEBUG_RUNNING);
+    ck_assert_uint_eq(x.seen, seen);
+    /* the next add to pause at: in fib(4) add now holds fib@1's answer only */
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED);
+    ck_assert(tfvm_debug_paused(vm, &inst, &ctx));
+    ck_assert_str_eq(tfvm_debug_tag(vm, ctx, tag, sizeof tag), "[fib@2, fib@0, fib@0]");
+    ck_assert_int_eq(tfvm_debug_match_state(vm, outer, add), TFVM_MATCH_WAITING);
+    ck_assert(!tfvm_debug_port_arrived(vm, outer, add, 0));
+    ck_assert(tfvm_debug_port_arrived(vm, outer, add, 1));
+    ck_assert(tfvm_debug_port_value(vm, outer, add, 1, v, sizeof v));
+    ck_assert_str_eq(v, "2"); /* fib(2) = fib(1) + fib(0) = 1 + 1 */
+    tfvm_debug_set_hook(vm, NULL);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_DONE);
+    ck_assert(!tfvm_debug_paused(vm, NULL, NULL));
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 5);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* step N fires exactly N; the per-instruction counters of a profiled run
+ * (tfvm_run) add up to tfvm_vm_stats' firings */
+START_TEST(stepping_and_counters)
+{
+    tfvm_program *p = load(fib_asm);
+    tfvm_vm *vm = one_thread(p);
+    tfvm_value arg = tfvm_i32(3);
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &arg, 1), TFVM_OK);
+    uint64_t steps = 0;
+    tfvm_debug_state st;
+    while ((st = tfvm_debug_step(vm, 1)) == TFVM_DEBUG_RUNNING)
+        steps++;
+    ck_assert_int_eq(st, TFVM_DEBUG_DONE);
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 3);
+    tfvm_stats s;
+    tfvm_vm_stats(vm, &s);
+    ck_assert_uint_eq(s.fired, steps + 1); /* the last step fired one and found the run over */
+    ck_assert_int_eq(tfvm_debug_profile(vm, true), TFVM_OK);
+    ck_assert_int_eq(tfvm_run(vm, "main", &arg, 1, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 3);
+    tfvm_vm_stats(vm, &s);
+    uint64_t count[14];
+    double ns[14];
+    tfvm_debug_profile_read(vm, count, ns);
+    uint64_t sum = 0;
+    for (int i = 0; i < 14; i++)
+        sum += count[i];
+    ck_assert_uint_eq(sum, s.fired);
+    ck_assert_uint_eq(count[find(p, "add_12_39")], 2); /* fib(3) adds twice: fib(3) and fib(2) */
+    /* errors: an unknown entry, a VM of several threads */
+    ck_assert_int_eq(tfvm_debug_begin(vm, "nosuch", &arg, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "no entry point named 'nosuch'");
+    tfvm_vm_free(vm);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.threads = 2;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &arg, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "debugging needs a VM of one thread (it has 2)");
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+START_TEST(value_format)
+{
+    char buf[256];
+    tfvm_value v = tfvm_i32(-7);
+    ck_assert_uint_eq(tfvm_value_format(&v, buf, sizeof buf), 2);
+    ck_assert_str_eq(buf, "-7");
+    v = tfvm_bool(true);
+    tfvm_value_format(&v, buf, sizeof buf);
+    ck_assert_str_eq(buf, "true");
+    int64_t dims[2] = {2, 2};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I32, 2, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    int32_t *d = tfvm_tensor_data(t);
+    for (int k = 0; k < 4; k++)
+        d[k] = k + 1;
+    v = tfvm_tensor_value(t);
+    tfvm_value_format(&v, buf, sizeof buf);
+    ck_assert_str_eq(buf, "[[1, 2], [3, 4]]");
+    tfvm_tensor_free(t);
+    /* more than 1000 elements: NumPy's summary, 3 at each end */
+    int64_t n = 2000;
+    t = tfvm_tensor_new(TFVM_I32, 1, &n, NULL);
+    d = tfvm_tensor_data(t);
+    for (int k = 0; k < 2000; k++)
+        d[k] = k;
+    v = tfvm_tensor_value(t);
+    tfvm_value_format(&v, buf, sizeof buf);
+    ck_assert_str_eq(buf, "[0, 1, 2, ..., 1997, 1998, 1999]");
+    tfvm_tensor_free(t);
+}
+END_TEST
+
+/* the stuck diagnosis names each waiting instruction's source position */
+START_TEST(stuck_diagnosis_positions)
+{
+    tfvm_program *p = load("source \"t.tfg\"\n"
+                           "entry main(x: i32) -> (r: i32) {\n"
+                           "    x  = ARG 0 @1:1\n"
+                           "    c  = CALL f@3 (x) @2:1\n"
+                           "    r  = RETURN f@3 (f.y) @2:1\n"
+                           "         RESULT 0 (r) @2:1\n"
+                           "}\n"
+                           "func f {\n"
+                           "    n  = IDENTITY (main.c) @4:3\n"
+                           "    y  = ADD (n, y) @5:7\n"
+                           "}\n");
+    tfvm_vm *vm = one_thread(p);
+    tfvm_value arg = tfvm_i32(1), r;
+    ck_assert_int_eq(tfvm_run(vm, "main", &arg, 1, &r, 1), TFVM_ERR_STUCK);
+    ck_assert_str_eq(tfvm_errmsg(vm),
+                     "run stuck: result 0 'r' never arrived; waiting: y (ADD) (t.tfg:5:7) at [f@3] has input 0, missing input 1");
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("debug_api");
+    TCase *tc = tcase_create("debug_api");
+    tcase_add_test(tc, program_views);
+    tcase_add_test(tc, hooked_run);
+    tcase_add_test(tc, stepping_and_counters);
+    tcase_add_test(tc, value_format);
+    tcase_add_test(tc, stuck_diagnosis_positions);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,260 @@
+/* vm/debug_api.c — the public inspection interface (include/tfvm_debug.h):
+ * thin, checked wrappers over the VM's own stepping and read-only walks
+ * (vm/run.c, vm/fire.c, vm/inspect.c) so that tools need no VM internals. */
+#include <stdio.h>
+#include <string.h>
+
+#include "loader/loader.h"
+#include "tfvm_debug.h"
+#include "vm.h"
+
+/* A public context is a vm_ctx; the type stays opaque outside. */
+static const vm_ctx *dbg_ctx(const tfvm_debug_ctx *c) { return (const vm_ctx *)(const void *)c; }
+static const tfvm_debug_ctx *dbg_pub(const vm_ctx *c) { return (const tfvm_debug_ctx *)(const void *)c; }
+
+/* Copies a formatted buffer out like snprintf: the whole length, cut to size. */
+static size_t dbg_copy_out(ut_buf *b, char *buf, size_t size)
+{
+    size_t len = b->failed ? 0 : b->len;
+    if (size) {
+        size_t n = len < size - 1 ? len : size - 1;
+        if (n)
+            memcpy(buf, b->data, n);
+        buf[n] = '\0';
+    }
+    ut_buf_free(b);
+    return len;
+}
+
+/* ---- Programs ------------------------------------------------------------------- */
+
+size_t tfvm_program_inst_count(const tfvm_program *p) { return p ? p->isa.n_insts : 0; }
+
+tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info *out)
+{
+    if (!p || !out || i >= p->isa.n_insts)
+        return TFVM_ERR_ARGUMENT;
+    const isa_inst *in = &p->isa.insts[i];
+    const isa_region *r = &p->isa.regions[in->region];
+    out->op = isa_ops[in->op].name;
+    out->name = in->name;
+    out->region = r->name;
+    out->region_kind = r->kind == ISA_REGION_LOOP ? "loop" : r->kind == ISA_REGION_FUNC ? "func" : "entry";
+    out->n_in = in->n_in;
+    out->n_ctl = in->n_ctl;
+    out->n_out = isa_outs(in);
+    out->line = in->line;
+    out->col = in->col;
+    return TFVM_OK;
+}
+
+const char *tfvm_program_source(const tfvm_program *p) { return p ? p->isa.source : NULL; }
+
+size_t tfvm_inst_format(const tfvm_program *p, uint32_t i, char *buf, size_t size)
+{
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    ld_format_inst(p ? &p->isa : NULL, i, &b);
+    return dbg_copy_out(&b, buf, size);
+}
+
+const char *tfvm_inst_label(const tfvm_program *p, uint32_t i, char *buf, size_t size)
+{
+    if (!p || i >= p->isa.n_insts) {
+        if (size)
+            snprintf(buf, size, "?");
+        return buf;
+    }
+    return isa_inst_label(&p->isa, i, buf, size);
+}
+
+const char *tfvm_inst_where(const tfvm_program *p, uint32_t i, char *buf, size_t size)
+{
+    if (!p || i >= p->isa.n_insts) {
+        if (size)
+            buf[0] = '\0';
+        return buf;
+    }
+    return isa_inst_where(&p->isa, i, buf, size);
+}
+
+/* ---- Runs under control ------------------------------------------------------------ */
+
+static bool dbg_trampoline(void *ud, struct tfvm_vm *vm, const vm_act *a)
+{
+    const tfvm_debug_hook *h = ud;
+    return h->fn(h->ud, vm, a->inst, dbg_pub(a->ctx));
+}
+
+void tfvm_debug_set_hook(tfvm_vm *vm, const tfvm_debug_hook *hook)
+{
+    if (!vm)
+        return;
+    vm->hook = hook && hook->fn ? dbg_trampoline : NULL;
+    vm->hook_ud = hook && hook->fn ? (void *)(uintptr_t)hook : NULL;
+}
+
+tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    if (vm->n_workers != 1) {
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "debugging needs a VM of one thread (it has %u)", vm->n_workers);
+    }
+    uint32_t e = 0;
+    if (entry) {
+        for (e = 0; e < vm->prog->n_entries && strcmp(vm->prog->entries[e].name, entry) != 0; e++)
+            ;
+        if (e == vm->prog->n_entries) {
+            return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no entry point named '%s'", entry);
+        }
+    }
+    return vm_begin(vm, e, args, n_args);
+}
+
+static tfvm_debug_state dbg_state(vm_state s)
+{
+    switch (s) {
+    case VM_RUNNING: return TFVM_DEBUG_RUNNING;
+    case VM_PAUSED: return TFVM_DEBUG_PAUSED;
+    case VM_DONE: return TFVM_DEBUG_DONE;
+    case VM_FAILED: return TFVM_DEBUG_FAILED;
+    default: return TFVM_DEBUG_IDLE;
+    }
+}
+
+tfvm_debug_state tfvm_debug_step(tfvm_vm *vm, uint64_t max)
+{
+    if (!vm)
+        return TFVM_DEBUG_IDLE;
+    return dbg_state(vm_step(vm, max));
+}
+
+tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    return vm_end(vm, results, n_results);
+}
+
+bool tfvm_debug_paused(const tfvm_vm *vm, uint32_t *inst, const tfvm_debug_ctx **ctx)
+{
+    if (!vm || !vm->has_paused || atomic_load(&vm->state) != VM_PAUSED)
+        return false;
+    if (inst)
+        *inst = vm->paused.inst;
+    if (ctx)
+        *ctx = dbg_pub(vm->paused.ctx);
+    return true;
+}
+
+typedef struct dbg_ready {
+    void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx);
+    void *ud;
+} dbg_ready;
+
+static void dbg_ready_one(void *ud, const vm_act *a)
+{
+    const dbg_ready *r = ud;
+    r->fn(r->ud, a->inst, dbg_pub(a->ctx));
+}
+
+size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx), void *ud)
+{
+    if (!vm)
+        return 0;
+    dbg_ready r = {fn, ud};
+    return vm_ready_each(vm, fn ? dbg_ready_one : NULL, &r);
+}
+
+/* ---- Contexts and tags ------------------------------------------------------------------ */
+
+tfvm_status tfvm_debug_contexts(const tfvm_vm *vm, const tfvm_debug_ctx ***out, size_t *n)
+{
+    vm_ctx **all;
+    tfvm_status st = vm_live_contexts(vm, &all, n);
+    *out = (const tfvm_debug_ctx **)(void *)all;
+    return st;
+}
+
+void tfvm_debug_contexts_free(const tfvm_vm *vm, const tfvm_debug_ctx **list, size_t n)
+{
+    if (list)
+        vm_contexts_free(vm, (vm_ctx **)(void *)list, n);
+}
+
+const char *tfvm_debug_tag(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, char *buf, size_t size)
+{
+    return vm_tag_str(vm, dbg_ctx(ctx), buf, size);
+}
+
+const tfvm_debug_ctx *tfvm_debug_parent(const tfvm_debug_ctx *ctx) { return ctx ? dbg_pub(dbg_ctx(ctx)->parent) : NULL; }
+
+/* ---- Matching ----------------------------------------------------------------------------- */
+
+tfvm_debug_match tfvm_debug_match_state(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst)
+{
+    if (!vm || !ctx || inst >= vm->prog->n_insts)
+        return TFVM_MATCH_NONE;
+    switch (vm_match_state(vm, dbg_ctx(ctx), inst)) {
+    case VM_MATCH_WAITING: return TFVM_MATCH_WAITING;
+    case VM_MATCH_READY: return TFVM_MATCH_READY;
+    case VM_MATCH_FIRED: return TFVM_MATCH_FIRED;
+    default: return TFVM_MATCH_NONE;
+    }
+}
+
+bool tfvm_debug_port_arrived(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port)
+{
+    if (!vm || !ctx || inst >= vm->prog->n_insts)
+        return false;
+    return vm_port_arrived(vm, dbg_ctx(ctx), inst, port);
+}
+
+bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port, char *buf,
+                           size_t size)
+{
+    const dev_value *v = NULL;
+    if (vm && ctx && inst < vm->prog->n_insts)
+        v = vm_port_value(vm, dbg_ctx(ctx), inst, port);
+    if (!v || (!v->dtype && !v->dead)) {
+        if (size)
+            buf[0] = '\0';
+        return false;
+    }
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    vm_format_value(v, &b);
+    dbg_copy_out(&b, buf, size);
+    return true;
+}
+
+/* ---- Values and counters ---------------------------------------------------------------- */
+
+size_t tfvm_value_format(const tfvm_value *v, char *buf, size_t size)
+{
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    if (!v) {
+        ut_buf_printf(&b, "?");
+        return dbg_copy_out(&b, buf, size);
+    }
+    dev_value d = {.dtype = (uint8_t)v->dtype};
+    if (v->tensor) {
+        d.is_tensor = 1;
+        d.dtype = (uint8_t)tfvm_tensor_dtype(v->tensor);
+        d.u.t = v->tensor; /* borrowed: vm_format_value only reads it */
+    } else {
+        memcpy(&d.u, &v->as, sizeof v->as);
+    }
+    vm_format_value(&d, &b);
+    return dbg_copy_out(&b, buf, size);
+}
+
+tfvm_status tfvm_debug_profile(tfvm_vm *vm, bool on) { return vm ? vm_profile(vm, on) : TFVM_ERR_ARGUMENT; }
+
+void tfvm_debug_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns)
+{
+    if (vm)
+        vm_profile_read(vm, count, ns);
+}
