@@ -70,8 +70,11 @@ typedef enum bp_kind { BP_BREAK, BP_WATCH } bp_kind;
 typedef struct bp {
     int id;
     bp_kind kind;
-    uint32_t inst;  /* ISA_NONE: every instruction of opcode `op` */
+    uint32_t inst;  /* ISA_NONE: every instruction of opcode `op` (op >= 0), of
+                       source line `line` (line > 0) or every CALL of `func` */
     int op;
+    uint32_t line;  /* break FILE:LINE */
+    uint32_t func;  /* break FUNCTION: its FUNC region, else ISA_NONE */
     pat_elem *pat;  /* NULL: no condition */
     size_t n_pat;
     char *pat_text; /* as written, for listing */
@@ -86,8 +89,8 @@ typedef enum run_state {
     RUN_ENDED   /* stuck or failed: contexts kept for inspection until the next start */
 } run_state;
 
-typedef enum go_mode { GO_CONTINUE, GO_STEP, GO_FINISH } go_mode;
-typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_FINISH } stop_kind;
+typedef enum go_mode { GO_CONTINUE, GO_STEP, GO_FINISH, GO_NEXT } go_mode;
+typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_FINISH, STOP_NEXT } stop_kind;
 
 typedef struct dbg {
     tfvm_program *prog;
@@ -119,6 +122,16 @@ typedef struct dbg {
 
     const vm_ctx **chain; /* scratch: a tag's elements, outermost first */
     size_t cap_chain;
+
+    uint32_t next_line; /* GO_NEXT: the source line being left */
+
+    /* the program's source file (list), read at the first need */
+    const char *file;   /* the program file as given */
+    bool src_tried;
+    char *src;          /* its text, lines NUL-terminated */
+    char **src_line;    /* line k (1-based) at src_line[k - 1] */
+    uint32_t n_src;
+    uint32_t list_next; /* `list` again: the line to go on from (0: around the current one) */
 } dbg;
 
 static volatile sig_atomic_t dbg_sigint;
@@ -292,6 +305,41 @@ static void put_consumers(ut_buf *b, const isa_program *p, uint32_t i, int dead_
         ut_buf_printf(b, " nothing");
 }
 
+/* A scalar as a number, for comparing; false for a tensor, a dead or no value. */
+static bool scalar_num(const dev_value *v, long double *out)
+{
+    if (!v || v->dead || v->is_tensor)
+        return false;
+    switch ((tfvm_dtype)v->dtype) {
+    case TFVM_BOOL: *out = v->u.b; return true;
+    case TFVM_I32: *out = v->u.i32; return true;
+    case TFVM_I64: *out = (long double)v->u.i64; return true;
+    case TFVM_F32: *out = v->u.f32; return true;
+    case TFVM_F64: *out = v->u.f64; return true;
+    case TFVM_U8: *out = v->u.u8; return true;
+    case TFVM_I8: *out = v->u.i8; return true;
+    }
+    return false;
+}
+
+/* Which way a BRANCH goes, `x OP k` as the VM compares them: 1 true, 0
+ * false, -1 unknown (a tensor or dead value: the firing says what happens). */
+static int branch_taken(const dev_value *x, const dev_value *k, isa_op op)
+{
+    long double a, c;
+    if (!scalar_num(x, &a) || !scalar_num(k, &c) || x->dtype != k->dtype)
+        return -1;
+    switch (op) {
+    case ISA_LESS: return a < c;
+    case ISA_LESS_EQUAL: return a <= c;
+    case ISA_GREATER: return a > c;
+    case ISA_GREATER_EQUAL: return a >= c;
+    case ISA_EQUAL: return a == c;
+    case ISA_NOT_EQUAL: return a != c;
+    default: return -1;
+    }
+}
+
 /* One firing (about to happen): instruction, opcode, tag, input values and
  * where its outputs go (with the tag they land at when it changes). */
 static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
@@ -330,6 +378,19 @@ static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
             put_value(b, vm_act_input(d->vm, a, k), true);
         }
     }
+    /* SWITCH and BRANCH: the way the token goes, in words */
+    int dead_out = -1;
+    if (in->op == ISA_SWITCH && !dead) {
+        const dev_value *pred = vm_act_input(d->vm, a, 1);
+        if (pred && !pred->is_tensor && pred->dtype == TFVM_BOOL)
+            dead_out = pred->u.b ? 0 : 1;
+    } else if (in->op == ISA_BRANCH && !dead) {
+        int taken = branch_taken(vm_act_input(d->vm, a, 0), &d->vm->consts[in->b], (isa_op)in->a);
+        if (taken >= 0)
+            dead_out = taken ? 0 : 1;
+    }
+    if (dead_out >= 0)
+        ut_buf_printf(b, "; goes %s", dead_out ? "false" : "true");
     if (!dests)
         return;
     ut_buf_printf(b, " ->");
@@ -377,12 +438,6 @@ static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
         break;
     default:
         break;
-    }
-    int dead_out = -1;
-    if (in->op == ISA_SWITCH && !dead) {
-        const dev_value *pred = vm_act_input(d->vm, a, 1);
-        if (pred && !pred->is_tensor && pred->dtype == TFVM_BOOL)
-            dead_out = pred->u.b ? 0 : 1;
     }
     put_consumers(b, p, a->inst, dead_out);
 }
@@ -480,7 +535,11 @@ static bool resolve(const dbg *d, const char *what, uint32_t *inst, int *op)
 /* "n_sw (SWITCH) in func fib @12:5" or "every ADD" */
 static void put_bp_what(ut_buf *b, const dbg *d, const bp *x)
 {
-    if (x->inst == ISA_NONE) {
+    if (x->line) {
+        ut_buf_printf(b, "line %u of %s", x->line, d->p->source ? d->p->source : "the source");
+    } else if (x->func != ISA_NONE) {
+        ut_buf_printf(b, "every call of function %s", d->p->regions[x->func].name);
+    } else if (x->inst == ISA_NONE) {
         ut_buf_printf(b, "every %s", isa_ops[x->op].name);
     } else {
         const isa_region *r = &d->p->regions[d->p->insts[x->inst].region];
@@ -637,8 +696,19 @@ static bool pat_matches(const isa_program *p, const pat_elem *pe, size_t np, con
 
 static bool bp_matches(dbg *d, const bp *x, const vm_act *a)
 {
-    if (x->inst != ISA_NONE ? a->inst != x->inst : d->p->insts[a->inst].op != x->op)
+    const isa_inst *in = &d->p->insts[a->inst];
+    if (x->inst != ISA_NONE) {
+        if (a->inst != x->inst)
+            return false;
+    } else if (x->line) {
+        if (in->line != x->line)
+            return false;
+    } else if (x->func != ISA_NONE) {
+        if (in->op != ISA_CALL || d->p->sites[in->a].callee != x->func)
+            return false;
+    } else if (in->op != x->op) {
         return false;
+    }
     if (!x->pat)
         return true;
     size_t n = tag_chain(d, a->ctx);
@@ -714,6 +784,10 @@ static bool on_fire(void *ud, tfvm_vm *vm, const vm_act *a)
     }
     if (d->mode == GO_FINISH && finish_reached(d)) {
         d->stop = STOP_FINISH;
+        return true;
+    }
+    if (d->mode == GO_NEXT && d->p->insts[a->inst].line && d->p->insts[a->inst].line != d->next_line) {
+        d->stop = STOP_NEXT;
         return true;
     }
     for (size_t k = 0; k < d->n_bps; k++)
@@ -820,6 +894,73 @@ static void report_done(dbg *d)
     free(res);
 }
 
+/* ---- The source file ---------------------------------------------------------------- */
+
+/* Reads the program's source file once: its name as recorded (relative to
+ * the working directory), else next to the program file. */
+static void source_load(dbg *d)
+{
+    if (d->src_tried)
+        return;
+    d->src_tried = true;
+    const char *name = d->p->source;
+    if (!name)
+        return;
+    FILE *f = fopen(name, "rb");
+    if (!f && name[0] != '/' && strchr(d->file, '/')) {
+        char path[4096];
+        const char *slash = strrchr(d->file, '/');
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - d->file), d->file, name);
+        f = fopen(path, "rb");
+    }
+    if (!f)
+        return;
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ut_buf_append(&b, chunk, got);
+    fclose(f);
+    ut_buf_append(&b, "", 1);
+    if (b.failed) {
+        ut_buf_free(&b);
+        return;
+    }
+    size_t len;
+    d->src = ut_buf_take(&b, &len);
+    uint32_t n = 1;
+    for (size_t k = 0; k + 1 < len; k++)
+        n += d->src[k] == '\n' && k + 2 < len;
+    d->src_line = calloc(n, sizeof *d->src_line);
+    if (!d->src || !d->src_line) {
+        free(d->src);
+        free(d->src_line);
+        d->src = NULL;
+        d->src_line = NULL;
+        return;
+    }
+    char *at = d->src;
+    for (uint32_t k = 0; k < n; k++) {
+        d->src_line[k] = at;
+        char *nl = strchr(at, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        if (nl > at && nl[-1] == '\r')
+            nl[-1] = '\0';
+        at = nl + 1;
+    }
+    d->n_src = n;
+}
+
+/* Line `line` (1-based) of the source, or NULL. */
+static const char *source_line(dbg *d, uint32_t line)
+{
+    source_load(d);
+    return line && line <= d->n_src ? d->src_line[line - 1] : NULL;
+}
+
 static void report_next(dbg *d, const char *prefix)
 {
     ut_buf b;
@@ -860,6 +1001,16 @@ static void report(dbg *d, vm_state st)
             report_next(d, "Next: ");
             break;
         }
+        case STOP_NEXT: {
+            const isa_inst *in = &d->p->insts[d->vm->paused.inst];
+            const char *text = source_line(d, in->line);
+            if (text)
+                printf("%u\t%s\n", in->line, text);
+            else
+                printf("line %u\n", in->line);
+            report_next(d, "Next: ");
+            break;
+        }
         case STOP_STEP:
         case STOP_NONE:
             break;
@@ -881,6 +1032,7 @@ static void go(dbg *d, go_mode mode, uint64_t steps)
 {
     d->mode = mode;
     d->left = steps;
+    d->list_next = 0;
     d->stop = STOP_NONE;
     d->hit = NULL;
     dbg_sigint = 0;
@@ -987,6 +1139,82 @@ static bool cmd_step(dbg *d, char *args)
     return true;
 }
 
+/* next: fire until an instruction of another source line is about to fire
+ * (instructions without a line do not count). */
+static bool cmd_next(dbg *d, char *args)
+{
+    if (!need_args_none("next", args) || !need_active(d, true))
+        return true;
+    d->next_line = d->p->insts[d->vm->paused.inst].line;
+    if (!d->vm->has_paused)
+        d->next_line = 0;
+    go(d, GO_NEXT, 0);
+    return true;
+}
+
+/* list [LINE | FUNCTION]: source lines around the current instruction's line
+ * (or LINE, or the function's first line); `list` again goes on below. */
+#define LIST_LINES 10
+static bool cmd_list(dbg *d, char *args)
+{
+    const isa_program *p = d->p;
+    source_load(d);
+    if (!d->src) {
+        if (!p->source)
+            derr("the program names no source file (compile it from .tfg, .onnx or .pb to have one)");
+        else
+            derr("cannot read the source file %s", p->source);
+        return true;
+    }
+    uint32_t mark = 0, center = 0;
+    if (d->run == RUN_ACTIVE && d->vm->has_paused)
+        mark = p->insts[d->vm->paused.inst].line;
+    if (*args) {
+        uint64_t line;
+        int r = find_region(p, args, strlen(args));
+        if (parse_u64_text(args, &line)) {
+            if (line == 0 || line > d->n_src) {
+                derr("line %" PRIu64 " is out of range: %s has %u lines", line, p->source, d->n_src);
+                return true;
+            }
+            center = (uint32_t)line;
+        } else if (r >= 0) {
+            for (uint32_t i = 0; i < p->n_insts; i++)
+                if (p->insts[i].region == (uint32_t)r && p->insts[i].line && (!center || p->insts[i].line < center))
+                    center = p->insts[i].line;
+            if (!center) {
+                derr("%s %s has no source lines", region_kind_name(p->regions[r].kind), p->regions[r].name);
+                return true;
+            }
+        } else {
+            derr("list takes a line number or a function name, got '%s'", args);
+            return true;
+        }
+    } else if (d->list_next) {
+        if (d->list_next > d->n_src) {
+            derr("line %u is out of range: %s has %u lines", d->list_next, p->source, d->n_src);
+            return true;
+        }
+        center = d->list_next + LIST_LINES / 2;
+    } else if (mark) {
+        center = mark;
+    } else {
+        /* not running: around the first line of the entry */
+        for (uint32_t i = 0; i < p->n_insts; i++)
+            if (p->insts[i].region == p->entries[d->entry].region && p->insts[i].line &&
+                (!center || p->insts[i].line < center))
+                center = p->insts[i].line;
+        if (!center)
+            center = 1;
+    }
+    uint32_t first = center > LIST_LINES / 2 ? center - LIST_LINES / 2 : 1;
+    uint32_t last = first + LIST_LINES - 1 < d->n_src ? first + LIST_LINES - 1 : d->n_src;
+    for (uint32_t k = first; k <= last; k++)
+        printf("%s%-4u %s\n", k == mark ? "=> " : "   ", k, d->src_line[k - 1]);
+    d->list_next = last + 1;
+    return true;
+}
+
 static bool cmd_finish(dbg *d, char *args)
 {
     if (!need_args_none("finish", args) || !need_active(d, false))
@@ -1021,6 +1249,50 @@ static bool cmd_finish(dbg *d, char *args)
     ut_buf_free(&b);
     go(d, GO_FINISH, 0);
     return true;
+}
+
+/* The last path element of a file name. */
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* What a breakpoint stops at: FILE:LINE (or :LINE), a function (every call
+ * of it), else an instruction or an opcode (resolve). */
+static bool resolve_where(const dbg *d, const char *what, bp *x)
+{
+    const isa_program *p = d->p;
+    const char *colon = strrchr(what, ':');
+    uint64_t line;
+    if (colon && parse_u64_text(colon + 1, &line)) {
+        size_t flen = (size_t)(colon - what);
+        const char *src = p->source;
+        if (flen && src && !(strlen(src) == flen && strncmp(src, what, flen) == 0) &&
+            !(strlen(base_name(src)) == flen && strncmp(base_name(src), what, flen) == 0)) {
+            derr("no source file '%.*s' (the program's source is %s)", (int)flen, what, src);
+            return false;
+        }
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < p->n_insts; i++)
+            n += p->insts[i].line == line;
+        if (line == 0 || line > UINT32_MAX || n == 0) {
+            derr("no instruction comes from line %" PRIu64 "%s%s", line, src ? " of " : "", src ? src : "");
+            return false;
+        }
+        x->line = (uint32_t)line;
+        return true;
+    }
+    int r = find_region(p, what, strlen(what));
+    if (r >= 0 && p->regions[r].kind == ISA_REGION_FUNC) {
+        x->func = (uint32_t)r;
+        return true;
+    }
+    if (r >= 0 && p->regions[r].kind == ISA_REGION_ROOT) {
+        derr("%s is an entry point: nothing calls it (break at one of its lines or instructions)", what);
+        return false;
+    }
+    return resolve(d, what, &x->inst, &x->op);
 }
 
 static bp *bp_new(dbg *d)
@@ -1067,7 +1339,10 @@ static void add_bp(dbg *d, char *args, bp_kind kind)
         return;
     }
     x->kind = kind;
-    if (!resolve(d, what, &x->inst, &x->op) || (cond && !parse_pattern(d, cond, x))) {
+    x->func = ISA_NONE;
+    x->inst = ISA_NONE;
+    x->op = -1;
+    if (!resolve_where(d, what, x) || (cond && !parse_pattern(d, cond, x))) {
         bp_free(x);
         return;
     }
@@ -1156,9 +1431,9 @@ static void print_ready(void *ud, const vm_act *a)
     emit(r->b);
 }
 
-static bool cmd_tokens(dbg *d, char *args)
+static bool cmd_ready(dbg *d, char *args)
 {
-    if (!need_args_none("tokens", args) || !need_state(d))
+    if (!need_args_none("ready", args) || !need_state(d))
         return true;
     ut_buf b;
     ut_buf_init(&b, NULL);
@@ -1284,7 +1559,7 @@ static bool cmd_match(dbg *d, char *args)
             ut_buf b;
             ut_buf_init(&b, NULL);
             put_inst(&b, d->p, want);
-            ut_buf_printf(&b, " waits for one token only: it fires as soon as that arrives (see `tokens`)");
+            ut_buf_printf(&b, " waits for one token only: it fires as soon as that arrives (see `ready`)");
             emit(&b);
             ut_buf_free(&b);
             return true;
@@ -1316,6 +1591,61 @@ static bool cmd_match(dbg *d, char *args)
     }
     if (!shown)
         printf(*args ? "No tokens waiting at %s.\n" : "No partial matches.%s\n", *args ? args : "");
+    vm_contexts_free(d->vm, all, n);
+    ut_buf_free(&b);
+    return true;
+}
+
+/* tokens: every token waiting in a partial match (an instruction that has
+ * some inputs and lacks others), oldest context first: what `ready` does not
+ * show, because none of them can fire yet. */
+static bool cmd_tokens(dbg *d, char *args)
+{
+    if (!need_args_none("tokens", args) || !need_state(d))
+        return true;
+    vm_ctx **all;
+    size_t n, shown = 0;
+    if (vm_live_contexts(d->vm, &all, &n) != TFVM_OK) {
+        derr("out of memory");
+        return true;
+    }
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    for (size_t k = 0; k < n; k++) {
+        const vm_rplan *rp = &d->vm->plan.regions[all[k]->region];
+        for (uint32_t i = rp->first; i < rp->end; i++) {
+            if (vm_match_state(d->vm, all[k], i) != VM_MATCH_WAITING)
+                continue;
+            const isa_inst *in = &d->p->insts[i];
+            for (uint32_t port = 0; port < isa_ports(in); port++) {
+                if ((int)port == isa_imm_port(in) || !vm_port_arrived(d->vm, all[k], i, port))
+                    continue;
+                if (!shown++)
+                    printf("Tokens waiting for the other inputs of their instruction (oldest tag first):\n");
+                ut_buf_printf(&b, "  ");
+                put_inst_ref(&b, d->p, i, ISA_NONE);
+                put_port(&b, in, port);
+                ut_buf_printf(&b, " at ");
+                put_tag(&b, d, all[k]);
+                const dev_value *v = vm_port_value(d->vm, all[k], i, port);
+                ut_buf_printf(&b, " = ");
+                if (v)
+                    put_value(&b, v, true);
+                else
+                    ut_buf_printf(&b, "<dead>");
+                const char *sep = ", waits for ";
+                for (uint32_t q = 0; q < isa_ports(in); q++)
+                    if (!vm_port_arrived(d->vm, all[k], i, q)) {
+                        ut_buf_printf(&b, "%s", sep);
+                        sep = ", ";
+                        put_port(&b, in, q);
+                    }
+                emit(&b);
+            }
+        }
+    }
+    if (!shown)
+        printf("No tokens waiting in partial matches (`ready` lists what fires next).\n");
     vm_contexts_free(d->vm, all, n);
     ut_buf_free(&b);
     return true;
@@ -1424,8 +1754,8 @@ static bool cmd_where(dbg *d, char *args)
                 if (p->insts[i].op == ISA_CALL && p->insts[i].a == c->elem)
                     by = i;
             char lab[160];
-            ut_buf_printf(&b, "%s: call of %s from ", isa_site_label(p->regions[s->callee].name, s->id, lab, sizeof lab),
-                          p->regions[s->callee].name);
+            ut_buf_printf(&b, "%s: %s called from its call site %u, ", isa_site_label(p->regions[s->callee].name, s->id, lab, sizeof lab),
+                          p->regions[s->callee].name, s->id);
             if (by != ISA_NONE) {
                 put_inst(&b, p, by);
                 ut_buf_printf(&b, " in ");
@@ -1449,6 +1779,42 @@ static bool cmd_where(dbg *d, char *args)
     }
     ut_buf_free(&b);
     return true;
+}
+
+/* The values waiting on i's inputs now, in full (tensors NumPy-like,
+ * summarised past 1000 elements): in the paused activation when it is i,
+ * else at the innermost enclosing tag of the paused one where i lives. */
+static void print_values(const dbg *d, uint32_t i, ut_buf *b)
+{
+    const isa_inst *in = &d->p->insts[i];
+    if (d->run == RUN_NONE || !d->vm->has_paused || in->n_in == 0)
+        return;
+    const vm_act *a = &d->vm->paused;
+    const vm_ctx *c = a->ctx;
+    while (c && c->region != in->region)
+        c = c->parent;
+    if (!c)
+        return;
+    bool here = a->inst == i;
+    ut_buf_printf(b, "  %s at ", here ? "about to fire" : "now");
+    put_tag(b, d, c);
+    ut_buf_printf(b, ":");
+    emit(b);
+    bool any = false;
+    for (uint32_t k = 0; k < in->n_in; k++) {
+        const dev_value *v = here ? vm_act_input(d->vm, a, k)
+                             : d->vm->plan.insts[i].matched ? vm_port_value(d->vm, c, i, k) : NULL;
+        if (!v)
+            continue;
+        ut_buf_printf(b, "    input %u = ", k);
+        put_value(b, v, false);
+        emit(b);
+        any = true;
+    }
+    if (!any) {
+        ut_buf_printf(b, "    no input values held%s", here ? "" : " (it has not received tokens at this tag)");
+        emit(b);
+    }
 }
 
 static void print_one_inst(const dbg *d, uint32_t i)
@@ -1498,6 +1864,7 @@ static void print_one_inst(const dbg *d, uint32_t i)
             ut_buf_printf(&b, " nothing");
         emit(&b);
     }
+    print_values(d, i, &b);
     ut_buf_free(&b);
 }
 
@@ -1577,16 +1944,19 @@ static const dbg_cmd dbg_cmds[] = {
     {"run", "r", cmd_run, "run", "start from the beginning; stop at a breakpoint or the end"},
     {"continue", "c", cmd_continue, "continue", "go on to the next breakpoint or the end (starts a run)"},
     {"step", "s", cmd_step, "step [N]", "fire the next N instructions (default 1), printing each"},
+    {"next", "n", cmd_next, "next", "run until an instruction of another source line is about to fire"},
     {"finish", "fin", cmd_finish, "finish", "run until the current call returns; print what it returned"},
-    {"break", "b", cmd_break, "break WHAT [if PATTERN]", "stop before WHAT fires (at tags matching PATTERN)"},
+    {"break", "b", cmd_break, "break WHERE [if PATTERN]", "stop before WHERE fires (at tags matching PATTERN)"},
     {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT (at tags matching PATTERN)"},
     {"delete", "d", cmd_delete, "delete [N...]", "delete breakpoints and watchpoints (all without N)"},
     {"breakpoints", "bl", cmd_breakpoints, "breakpoints", "list breakpoints and watchpoints, with hit counts"},
-    {"tokens", "t", cmd_tokens, "tokens", "ready activations (next first), tokens held by a loop bound"},
+    {"ready", "", cmd_ready, "ready", "ready activations (next first), tokens held by a loop bound"},
+    {"tokens", "t", cmd_tokens, "tokens", "tokens waiting in partial matches for their other inputs"},
     {"match", "m", cmd_match, "match [WHAT]", "partial matches: the inputs each waiting instruction has, lacks"},
     {"contexts", "ctx", cmd_contexts, "contexts", "the live tag tree (calls, loops, iterations) with counts"},
     {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations"},
-    {"print", "p", cmd_print, "print WHAT", "disassembly, source location, producers and consumers"},
+    {"print", "p", cmd_print, "print WHAT", "disassembly, source, producers, consumers; values waiting now"},
+    {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)"},
     {"stats", "", cmd_stats, "stats", "counters of the run so far (no times)"},
     {"restart", "", cmd_restart, "restart", "start again and stop before the first firing"},
     {"help", "h ?", cmd_help, "help [COMMAND]", "this list, or one command in full"},
@@ -1640,11 +2010,15 @@ static bool cmd_help(dbg *d, char *args)
         printf("usage: %s\n  %s\n", c->usage, c->help);
         if (*c->aliases)
             printf("  aliases: %s\n", c->aliases);
+        if (c->fn == cmd_break)
+            printf("  WHERE: FILE:LINE (every instruction of that source line), a function\n"
+                   "  (every call of it), or WHAT as for watch.\n");
         if (c->fn == cmd_break || c->fn == cmd_watch)
             printf("  WHAT: an instruction (NAME, REGION.NAME or %%N) or an opcode (ADD, CALL...: every\n"
                    "  instruction of it). PATTERN: [ELEM, ...], ELEM: NAME@SITE (a call) or\n"
                    "  NAME#ITERATION (a loop iteration), either part may be *; * alone is any one\n"
-                   "  element, ... any number of them; [] is the root tag.\n"
+                   "  element, ... any number of them; [] is the root tag. fib@2 is call site 2\n"
+                   "  of fib (one place in the program that calls it), not fib(2).\n"
                    "  e.g.  break add_12_39 if [fib@*, ...]    watch ADD if [..., inner#0]\n");
         return true;
     }
@@ -1656,7 +2030,9 @@ static bool cmd_help(dbg *d, char *args)
         printf("  %-28s %s\n", left, dbg_cmds[k].help);
     }
     printf("WHAT: an instruction (NAME, REGION.NAME or %%N) or an opcode (every instruction of it).\n"
+           "WHERE: WHAT, FILE:LINE or a function (every call of it).\n"
            "PATTERN: a tag pattern, e.g. [fib@*, ...] or [..., inner#0] (`help break`).\n"
+           "Tags: fib@2 is call site 2 of fib (not fib(2)); loop#3 is iteration 3 of loop.\n"
            "Stops are before a firing; Ctrl-C stops a long run.\n");
     return true;
 }
@@ -1895,6 +2271,7 @@ int cli_debug(int argc, char **argv)
 
     dbg d;
     memset(&d, 0, sizeof d);
+    d.file = file;
     d.tty = isatty(STDIN_FILENO);
     int rc = 1;
     tfvm_error err;
@@ -1964,6 +2341,8 @@ out:
         bp_free(&d.bps[k]);
     free(d.bps);
     free(d.chain);
+    free(d.src);
+    free(d.src_line);
     tfvm_vm_free(d.vm);
     if (d.args)
         for (size_t k = 0; k < d.n_args; k++)
