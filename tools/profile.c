@@ -9,10 +9,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "tfvm.h"
+#include "tfvm_debug.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
 #include "tools/profile.h"
-#include "vm/vm.h"
 
 const char *const cli_usage_profile =
     "usage: tfvm profile [options] FILE [ARG...] [NAME=VALUE...]\n"
@@ -109,7 +110,7 @@ int cli_profile(int argc, char **argv)
         [P_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
     };
     cli_args o;
-    int rc = cli_parse("profile", cli_usage_profile, opts, UT_COUNTOF(opts), CLI_FILE_ARGS, argc, argv, &o);
+    int rc = cli_parse("profile", cli_usage_profile, opts, (sizeof opts / sizeof opts[0]), CLI_FILE_ARGS, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     long runs = 5, warmup = 2, top = 10;
@@ -122,7 +123,7 @@ int cli_profile(int argc, char **argv)
         long lo;
     } counts[] = {{P_RUNS, 1}, {P_WARMUP, 0}, {P_TOP, 1}};
     long *num[] = {&runs, &warmup, &top};
-    for (size_t k = 0; k < UT_COUNTOF(counts) && !rc; k++)
+    for (size_t k = 0; k < (sizeof counts / sizeof counts[0]) && !rc; k++)
         if (o.val[counts[k].opt] && !parse_count(o.val[counts[k].opt], counts[k].lo, 1000000, num[k]))
             rc = cli_usage_error("profile", "%s needs a number", opts[counts[k].opt].lng);
     if (!rc) /* --threads, else TFVM_THREADS, as for run */
@@ -142,6 +143,7 @@ int cli_profile(int argc, char **argv)
     uint64_t *count = NULL;
     double *ns = NULL;
     row *rows = NULL;
+    tfvm_inst_info *info = NULL;
     if (cli_load_program(file, entry, outputs, &prog, &err) != TFVM_OK) {
         rc = cli_load_failed(&err);
         goto out;
@@ -194,7 +196,6 @@ int cli_profile(int argc, char **argv)
             sys += s[k].sys;
             kept++;
         }
-    const isa_program *p = &prog->isa;
     printf("tfvm profile: %s", file);
     for (size_t k = 0; k < n_args; k++)
         printf(" %s", arg_text[k]);
@@ -213,33 +214,42 @@ int cli_profile(int argc, char **argv)
            (unsigned long long)st.shared);
 
     /* timed runs */
-    if (vm_profile(vm, true) != TFVM_OK) {
+    if (tfvm_debug_profile(vm, true) != TFVM_OK) {
         fprintf(stderr, "tfvm: out of memory for the profile\n");
         goto out;
     }
     for (long k = 0; k < runs; k++)
         if (!run_once(vm, &e, args, NULL))
             goto out;
-    uint32_t n = p->n_insts;
+    uint32_t n = (uint32_t)tfvm_program_inst_count(prog);
     count = calloc((size_t)n + 1, sizeof *count);
     ns = calloc((size_t)n + 1, sizeof *ns);
-    rows = calloc((size_t)(n > ISA_OP_COUNT ? n : ISA_OP_COUNT) + 1, sizeof *rows);
-    if (!count || !ns || !rows)
+    rows = calloc((size_t)n + 1, sizeof *rows);
+    info = calloc((size_t)n + 1, sizeof *info);
+    if (!count || !ns || !rows || !info)
         goto out;
-    vm_profile_read(vm, count, ns);
+    for (uint32_t i = 0; i < n; i++)
+        tfvm_program_inst(prog, i, &info[i]);
+    tfvm_debug_profile_read(vm, count, ns);
     double total = 0;
     for (uint32_t i = 0; i < n; i++)
         total += ns[i];
     if (total <= 0)
         total = 1;
 
+    /* by opcode: each row keyed by the first instruction of its opcode */
     size_t m = 0;
-    for (uint32_t op = 0; op < ISA_OP_COUNT; op++) {
-        row r = {op, 0, 0};
-        for (uint32_t i = 0; i < n; i++)
-            if (p->insts[i].op == op) {
-                r.count += count[i];
-                r.ns += ns[i];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = 0;
+        while (j < i && strcmp(info[j].op, info[i].op) != 0)
+            j++;
+        if (j < i)
+            continue; /* counted with instruction j */
+        row r = {i, 0, 0};
+        for (uint32_t k = i; k < n; k++)
+            if (strcmp(info[k].op, info[i].op) == 0) {
+                r.count += count[k];
+                r.ns += ns[k];
             }
         if (r.count)
             rows[m++] = r;
@@ -248,7 +258,7 @@ int cli_profile(int argc, char **argv)
     printf("\nby opcode (%ld timed runs; timing every firing adds overhead: compare shares):\n", runs);
     printf("  %-14s %14s %7s %10s\n", "opcode", "firings/run", "share", "ns/firing");
     for (size_t k = 0; k < m; k++)
-        printf("  %-14s %14.0f %6.1f%% %10.1f\n", isa_ops[rows[k].key].name, (double)rows[k].count / (double)runs,
+        printf("  %-14s %14.0f %6.1f%% %10.1f\n", info[rows[k].key].op, (double)rows[k].count / (double)runs,
                100 * rows[k].ns / total, rows[k].ns / (double)rows[k].count);
 
     m = 0;
@@ -260,19 +270,20 @@ int cli_profile(int argc, char **argv)
     printf("  %-28s %-12s %14s %7s %10s  %s\n", "instruction", "opcode", "firings/run", "share", "ns/firing",
            "source");
     for (size_t k = 0; k < m && (long)k < top; k++) {
-        const isa_inst *in = &p->insts[rows[k].key];
+        const tfvm_inst_info *in = &info[rows[k].key];
         char label[160], where[32] = "-";
-        snprintf(label, sizeof label, "%s.", p->regions[in->region].name);
+        snprintf(label, sizeof label, "%s.", in->region);
         size_t len = strlen(label);
-        isa_inst_label(p, rows[k].key, label + len, sizeof label - len);
+        tfvm_inst_label(prog, rows[k].key, label + len, sizeof label - len);
         if (in->line)
             snprintf(where, sizeof where, "%u:%u", in->line, in->col);
-        printf("  %-28s %-12s %14.0f %6.1f%% %10.1f  %s\n", label, isa_ops[in->op].name,
+        printf("  %-28s %-12s %14.0f %6.1f%% %10.1f  %s\n", label, in->op,
                (double)rows[k].count / (double)runs, 100 * rows[k].ns / total, rows[k].ns / (double)rows[k].count,
                where);
     }
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
+    free(info);
     free(rows);
     free(ns);
     free(count);
