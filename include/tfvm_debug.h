@@ -18,13 +18,32 @@ typedef struct tfvm_inst_info {
     const char *name;        /* debug name, or NULL */
     const char *region;      /* the entry, function or loop body it belongs to */
     const char *region_kind; /* "entry", "func" or "loop" */
-    uint32_t n_in, n_ctl, n_out;
+    const char *op_class;    /* "source" (ARG, CONST), "sink" (RESULT), "control"
+                                (routing and tags) or "compute" */
+    uint32_t region_index;   /* tfvm_program_region */
+    uint32_t n_in, n_ctl, n_out;  /* inputs: data ports 0..n_in-1, then control ports */
+    uint32_t n_edges;        /* tfvm_program_edges */
     uint32_t line, col;      /* source position; 0 = unknown */
 } tfvm_inst_info;
 
 TFVM_API size_t tfvm_program_inst_count(const tfvm_program *p);
 /* TFVM_ERR_ARGUMENT when i is out of range. Strings live as long as p. */
 TFVM_API tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info *out);
+/* Regions: an entry's body, a function's, a loop's (inside its parent). */
+typedef struct tfvm_region_info {
+    const char *name;
+    const char *kind;        /* "entry", "func" or "loop" */
+    uint32_t parent;         /* a loop's enclosing region; UINT32_MAX otherwise */
+    int entry;               /* an entry's body: the entry's index; -1 otherwise */
+} tfvm_region_info;
+TFVM_API size_t tfvm_program_region_count(const tfvm_program *p);
+TFVM_API tfvm_status tfvm_program_region(const tfvm_program *p, uint32_t r, tfvm_region_info *out);
+/* Where instruction i's outputs go: output `out` feeds input `port` of
+ * instruction `inst`. Fills up to max edges, returns how many there are. */
+typedef struct tfvm_edge_info {
+    uint32_t out, inst, port;
+} tfvm_edge_info;
+TFVM_API size_t tfvm_program_edges(const tfvm_program *p, uint32_t i, tfvm_edge_info *out, size_t max);
 /* The source file the instructions' line:col refer to, or NULL. */
 TFVM_API const char *tfvm_program_source(const tfvm_program *p);
 /* The one instruction printer (dis, dot, the debugger, errors): instruction

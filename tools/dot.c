@@ -3,18 +3,18 @@
  * instructions are drawn apart from compute, edges are labelled by port. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "devices/value.h"
-#include "isa/isa.h"
-#include "loader/loader.h"
+#include "tfvm.h"
+#include "tfvm_debug.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
-#include "vm/vm.h"
 
 const char *const cli_usage_dot =
     "usage: tfvm dot [options] FILE\n"
@@ -36,185 +36,238 @@ const char *const cli_usage_dot =
     "                         outputs no node consumes)\n"
     "  -h, --help             show this help\n";
 
+/* The dot text, grown as it is written (tools use only public headers, so
+ * not the library's own buffers). `failed` after an allocation failure. */
+typedef struct dot_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} dot_buf;
+
+static void dot_append(dot_buf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *m = realloc(b->data, cap);
+        if (!m) {
+            b->failed = true;
+            return;
+        }
+        b->data = m;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+__attribute__((format(printf, 2, 3))) static void dot_printf(dot_buf *b, const char *fmt, ...)
+{
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->failed = true;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        dot_append(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->failed = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    dot_append(b, big, (size_t)n);
+    free(big);
+}
+
 /* A string inside double quotes, escaped for dot. */
-static void put_escaped(ut_buf *b, const char *s, size_t n)
+static void put_escaped(dot_buf *b, const char *s, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         char c = s[k];
         if (c == '"' || c == '\\')
-            ut_buf_printf(b, "\\%c", c);
+            dot_printf(b, "\\%c", c);
         else if (c == '\n')
-            ut_buf_printf(b, "\\n");
+            dot_printf(b, "\\n");
         else
-            ut_buf_append(b, &c, 1);
+            dot_append(b, &c, 1);
     }
 }
 
-/* A scalar constant as `tfvm run` prints it; a tensor as its type. */
-static void put_const(ut_buf *b, const isa_const *k)
+/* Instruction i as the shared printer writes it (tfvm_inst_format), in a
+ * new string (NULL when out of memory). */
+static char *inst_text(const tfvm_program *p, uint32_t i)
 {
-    if (k->rank) {
-        ut_buf_printf(b, "%s[", tfvm_dtype_name((tfvm_dtype)k->dtype));
-        for (int d = 0; d < k->rank; d++)
-            ut_buf_printf(b, "%s%lld", d ? ", " : "", (long long)k->dims[d]);
-        ut_buf_printf(b, "]");
+    char small[256];
+    size_t n = tfvm_inst_format(p, i, small, sizeof small);
+    char *t = malloc(n + 1);
+    if (t)
+        tfvm_inst_format(p, i, t, n + 1);
+    return t;
+}
+
+#define DOT_LABEL_MAX 40
+
+/* The node's label: its name, then the instruction as dis writes it without
+ * the name and the source position (the full text is the tooltip): the
+ * one instruction printer, as everywhere. */
+static void put_label(dot_buf *b, const tfvm_program *p, uint32_t i, const char *text)
+{
+    char label[160];
+    tfvm_inst_label(p, i, label, sizeof label);
+    put_escaped(b, label, strlen(label));
+    dot_printf(b, "\\n");
+    const char *body = text;
+    size_t ll = strlen(label);
+    if (strncmp(text, label, ll) == 0 && strncmp(text + ll, " = ", 3) == 0)
+        body = text + ll + 3;
+    size_t n = strlen(body);
+    const char *at = strrchr(body, '@');
+    if (at && at > body && at[-1] == ' ' && strspn(at + 1, "0123456789:") == strlen(at + 1))
+        n = (size_t)(at - 1 - body);
+    /* a long operand list (a MERGE of many producers) makes a wide node: the
+     * edges show the operands, the tooltip the whole text */
+    const char *ops = strstr(body, " (");
+    if (n > DOT_LABEL_MAX && ops && (size_t)(ops - body) < n) {
+        put_escaped(b, body, (size_t)(ops - body));
+        dot_printf(b, " (...)");
         return;
     }
-    const unsigned char *p = k->data;
-    dev_value v = {.dtype = k->dtype};
-    switch ((tfvm_dtype)k->dtype) {
-    case TFVM_BOOL: v.u.b = p[0] != 0; break;
-    case TFVM_I32: v.u.i32 = (int32_t)ut_le32(p); break;
-    case TFVM_I64: v.u.i64 = (int64_t)ut_le64(p); break;
-    case TFVM_F32: { uint32_t w = ut_le32(p); memcpy(&v.u.f32, &w, 4); break; }
-    case TFVM_F64: { uint64_t w = ut_le64(p); memcpy(&v.u.f64, &w, 8); break; }
-    case TFVM_U8: v.u.u8 = p[0]; break;
-    case TFVM_I8: v.u.i8 = (int8_t)p[0]; break;
-    }
-    vm_format_value(&v, b);
+    put_escaped(b, body, n);
 }
 
-/* The node's label: name, then opcode and the attribute that says most
- * (the full .tfasm text is the tooltip). */
-static void put_label(ut_buf *b, const isa_program *p, uint32_t i)
+static const char *node_style(const tfvm_inst_info *in)
 {
-    const isa_inst *in = &p->insts[i];
-    char label[160];
-    ut_buf_printf(b, "%s\\n%s", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
-    switch (isa_ops[in->op].attr) {
-    case ISA_ATTR_INDEX: ut_buf_printf(b, " %u", in->a); break;
-    case ISA_ATTR_CONST: ut_buf_printf(b, " "); put_const(b, &p->consts[in->a]); break;
-    case ISA_ATTR_ENTER:
-        ut_buf_printf(b, " %s%s", p->regions[in->a].name, (in->flags & ISA_FLAG_CONST) ? " const" : "");
-        break;
-    case ISA_ATTR_FRAME: ut_buf_printf(b, " %s", p->regions[in->a].name); break;
-    case ISA_ATTR_SITE: {
-        char lab[160];
-        ut_buf_printf(b, " %s", isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
-        break;
-    }
-    case ISA_ATTR_DTYPE: ut_buf_printf(b, " %s", tfvm_dtype_name((tfvm_dtype)in->a)); break;
-    default: break; /* the rest show in the tooltip */
-    }
-    int imm = isa_imm_port(in);
-    if (imm >= 0) { /* a constant operand: "SUB (_, 1)" */
-        ut_buf_printf(b, " (");
-        for (uint32_t k = 0; k < in->n_in; k++) {
-            ut_buf_printf(b, "%s", k ? ", " : "");
-            if ((int)k == imm)
-                put_const(b, &p->consts[in->b]);
-            else
-                ut_buf_printf(b, "_");
-        }
-        ut_buf_printf(b, ")");
-    }
-}
-
-static const char *node_style(const isa_inst *in)
-{
-    switch (isa_ops[in->op].cls) {
-    case ISA_CLASS_SOURCE:
-        return in->op == ISA_ARG ? "shape=invhouse, fillcolor=\"#dbeafe\"" : "fillcolor=\"#f1f5f9\"";
-    case ISA_CLASS_SINK:
+    if (strcmp(in->op_class, "source") == 0)
+        return strcmp(in->op, "ARG") == 0 ? "shape=invhouse, fillcolor=\"#dbeafe\"" : "fillcolor=\"#f1f5f9\"";
+    if (strcmp(in->op_class, "sink") == 0)
         return "shape=house, fillcolor=\"#dbeafe\"";
-    case ISA_CLASS_CONTROL:
-        switch ((isa_op)in->op) {
-        case ISA_CALL:
-        case ISA_RETURN: return "shape=hexagon, fillcolor=\"#fbcfe8\"";
-        case ISA_ENTER:
-        case ISA_EXIT:
-        case ISA_NEXTITER:
-        case ISA_LOOPCOND: return "shape=hexagon, fillcolor=\"#bbf7d0\"";
-        default: return "shape=hexagon, fillcolor=\"#fde68a\"";
-        }
-    default:
-        return "fillcolor=white";
+    if (strcmp(in->op_class, "control") == 0) {
+        if (strcmp(in->op, "CALL") == 0 || strcmp(in->op, "RETURN") == 0)
+            return "shape=hexagon, fillcolor=\"#fbcfe8\"";
+        if (strcmp(in->op, "ENTER") == 0 || strcmp(in->op, "EXIT") == 0 || strcmp(in->op, "NEXTITER") == 0 ||
+            strcmp(in->op, "LOOPCOND") == 0)
+            return "shape=hexagon, fillcolor=\"#bbf7d0\"";
+        return "shape=hexagon, fillcolor=\"#fde68a\"";
     }
+    return "fillcolor=white";
 }
 
-static void put_region(ut_buf *b, const isa_program *p, uint32_t r, int depth)
+static void put_region(dot_buf *b, const tfvm_program *p, uint32_t r, int depth)
 {
-    const isa_region *g = &p->regions[r];
+    tfvm_region_info g;
+    tfvm_program_region(p, r, &g);
     int ind = depth * 2 + 2;
-    ut_buf_printf(b, "%*ssubgraph cluster_%u {\n", ind, "", r);
-    ut_buf_printf(b, "%*slabel=\"", ind + 2, "");
-    if (g->kind == ISA_REGION_ROOT) {
-        const isa_entry *e = NULL;
-        for (uint32_t k = 0; k < p->n_entries; k++)
-            if (p->entries[k].region == r)
-                e = &p->entries[k];
-        ut_buf_printf(b, "entry %s(", e ? e->name : g->name);
+    dot_printf(b, "%*ssubgraph cluster_%u {\n", ind, "", r);
+    dot_printf(b, "%*slabel=\"", ind + 2, "");
+    if (strcmp(g.kind, "entry") == 0) {
+        tfvm_entry_info e;
+        bool has = g.entry >= 0 && tfvm_program_entry(p, (size_t)g.entry, &e) == TFVM_OK;
+        dot_printf(b, "entry %s(", has ? e.name : g.name);
         char ty[160];
-        for (uint32_t k = 0; e && k < e->n_params; k++)
-            ut_buf_printf(b, "%s%s: %s", k ? ", " : "", e->params[k].name, isa_param_type(&e->params[k], ty, sizeof ty));
-        ut_buf_printf(b, ") -> (");
-        for (uint32_t k = 0; e && k < e->n_results; k++)
-            ut_buf_printf(b, "%s%s: %s", k ? ", " : "", e->results[k].name, isa_param_type(&e->results[k], ty, sizeof ty));
-        ut_buf_printf(b, ")\";\n%*sstyle=rounded; color=\"#1e3a8a\";\n", ind + 2, "");
-    } else if (g->kind == ISA_REGION_FUNC) {
-        ut_buf_printf(b, "func %s\";\n%*sstyle=rounded; color=\"#9d174d\";\n", g->name, ind + 2, "");
+        for (size_t k = 0; has && k < e.n_params; k++)
+            dot_printf(b, "%s%s: %s", k ? ", " : "", e.params[k].name, cli_param_type(&e.params[k], ty, sizeof ty));
+        dot_printf(b, ") -> (");
+        for (size_t k = 0; has && k < e.n_results; k++)
+            dot_printf(b, "%s%s: %s", k ? ", " : "", e.results[k].name, cli_param_type(&e.results[k], ty, sizeof ty));
+        dot_printf(b, ")\";\n%*sstyle=rounded; color=\"#1e3a8a\";\n", ind + 2, "");
+    } else if (strcmp(g.kind, "func") == 0) {
+        dot_printf(b, "func %s\";\n%*sstyle=rounded; color=\"#9d174d\";\n", g.name, ind + 2, "");
     } else {
-        ut_buf_printf(b, "loop %s\";\n%*sstyle=\"rounded,dashed,filled\"; color=\"#047857\"; fillcolor=\"#f0fdf4\";\n",
-                      g->name, ind + 2, "");
+        dot_printf(b, "loop %s\";\n%*sstyle=\"rounded,dashed,filled\"; color=\"#047857\"; fillcolor=\"#f0fdf4\";\n",
+                   g.name, ind + 2, "");
     }
-    for (uint32_t i = 0; i < p->n_insts; i++) {
-        const isa_inst *in = &p->insts[i];
-        if (in->region != r)
+    uint32_t n = (uint32_t)tfvm_program_inst_count(p);
+    for (uint32_t i = 0; i < n; i++) {
+        tfvm_inst_info in;
+        tfvm_program_inst(p, i, &in);
+        if (in.region_index != r)
             continue;
-        ut_buf_printf(b, "%*si%u [label=\"", ind + 2, "", i);
-        put_label(b, p, i);
-        ut_buf_printf(b, "\", %s, tooltip=\"", node_style(in));
-        ut_buf t;
-        ut_buf_init(&t, NULL);
-        ld_format_inst(p, i, &t);
-        if (!t.failed)
-            put_escaped(b, (const char *)t.data, t.len);
-        ut_buf_free(&t);
-        ut_buf_printf(b, "\"];\n");
+        char *text = inst_text(p, i);
+        if (!text) {
+            b->failed = true;
+            return;
+        }
+        dot_printf(b, "%*si%u [label=\"", ind + 2, "", i);
+        put_label(b, p, i, text);
+        dot_printf(b, "\", %s, tooltip=\"", node_style(&in));
+        put_escaped(b, text, strlen(text));
+        dot_printf(b, "\"];\n");
+        free(text);
     }
-    for (uint32_t c = 0; c < p->n_regions; c++)
-        if (p->regions[c].kind == ISA_REGION_LOOP && p->regions[c].parent == r)
+    for (uint32_t c = 0; c < tfvm_program_region_count(p); c++) {
+        tfvm_region_info sub;
+        tfvm_program_region(p, c, &sub);
+        if (strcmp(sub.kind, "loop") == 0 && sub.parent == r)
             put_region(b, p, c, depth + 1);
-    ut_buf_printf(b, "%*s}\n", ind, "");
+    }
+    dot_printf(b, "%*s}\n", ind, "");
 }
 
-static void put_graph(ut_buf *b, const isa_program *p)
+static bool op_is(const tfvm_inst_info *in, const char *op) { return strcmp(in->op, op) == 0; }
+
+static void put_graph(dot_buf *b, const tfvm_program *p, const char *name)
 {
-    ut_buf_printf(b, "digraph tfvm {\n  graph [label=\"");
-    put_escaped(b, p->name ? p->name : "program", strlen(p->name ? p->name : "program"));
-    ut_buf_printf(b, "\", labelloc=t, fontname=\"Helvetica\", fontsize=12, newrank=true];\n"
-                     "  node [fontname=\"Helvetica\", fontsize=10, shape=box, style=\"rounded,filled\"];\n"
-                     "  edge [fontname=\"Helvetica\", fontsize=8, arrowsize=0.6];\n");
-    for (uint32_t r = 0; r < p->n_regions; r++)
-        if (p->regions[r].kind != ISA_REGION_LOOP)
+    dot_printf(b, "digraph tfvm {\n  graph [label=\"");
+    put_escaped(b, name, strlen(name));
+    dot_printf(b, "\", labelloc=t, fontname=\"Helvetica\", fontsize=12, newrank=true];\n"
+                  "  node [fontname=\"Helvetica\", fontsize=10, shape=box, style=\"rounded,filled\"];\n"
+                  "  edge [fontname=\"Helvetica\", fontsize=8, arrowsize=0.6];\n");
+    for (uint32_t r = 0; r < tfvm_program_region_count(p); r++) {
+        tfvm_region_info g;
+        tfvm_program_region(p, r, &g);
+        if (strcmp(g.kind, "loop") != 0)
             put_region(b, p, r, 0);
-    for (uint32_t i = 0; i < p->n_insts; i++) {
-        const isa_inst *src = &p->insts[i];
-        for (uint32_t k = src->edge_first; k < src->edge_first + src->n_edges; k++) {
-            const isa_edge *e = &p->edges[k];
-            const isa_inst *dst = &p->insts[e->inst];
-            ut_buf_printf(b, "  i%u -> i%u [label=\"", i, e->inst);
-            if (isa_is_switch(src->op))
-                ut_buf_printf(b, "%s:", e->out ? "T" : "F");
-            else if (src->op == ISA_MERGE)
-                ut_buf_printf(b, "%s:", e->out ? "i" : "v");
-            else if (isa_outs(src) > 1)
-                ut_buf_printf(b, "%u:", e->out);
-            if (e->port < dst->n_in)
-                ut_buf_printf(b, "%u\"", e->port);
-            else if (dst->n_ctl == 1)
-                ut_buf_printf(b, "ctl\", style=dashed");
-            else
-                ut_buf_printf(b, "ctl%u\", style=dashed", e->port - dst->n_in);
-            /* tokens that change tag: calls pink, loops green */
-            if (src->op == ISA_CALL || dst->op == ISA_RETURN)
-                ut_buf_printf(b, ", color=\"#be185d\"");
-            else if (src->op == ISA_ENTER || src->op == ISA_EXIT || src->op == ISA_NEXTITER)
-                ut_buf_printf(b, ", color=\"#047857\"");
-            ut_buf_printf(b, "];\n");
-        }
     }
-    ut_buf_printf(b, "}\n");
+    uint32_t n = (uint32_t)tfvm_program_inst_count(p);
+    for (uint32_t i = 0; i < n && !b->failed; i++) {
+        tfvm_inst_info src;
+        tfvm_program_inst(p, i, &src);
+        tfvm_edge_info *edges = calloc((size_t)src.n_edges + 1, sizeof *edges);
+        if (!edges) {
+            b->failed = true;
+            return;
+        }
+        tfvm_program_edges(p, i, edges, src.n_edges);
+        for (uint32_t k = 0; k < src.n_edges; k++) {
+            const tfvm_edge_info *e = &edges[k];
+            tfvm_inst_info dst;
+            tfvm_program_inst(p, e->inst, &dst);
+            dot_printf(b, "  i%u -> i%u [label=\"", i, e->inst);
+            if (op_is(&src, "SWITCH") || op_is(&src, "BRANCH"))
+                dot_printf(b, "%s:", e->out ? "T" : "F");
+            else if (op_is(&src, "MERGE"))
+                dot_printf(b, "%s:", e->out ? "i" : "v");
+            else if (src.n_out > 1)
+                dot_printf(b, "%u:", e->out);
+            if (e->port < dst.n_in)
+                dot_printf(b, "%u\"", e->port);
+            else if (dst.n_ctl == 1)
+                dot_printf(b, "ctl\", style=dashed");
+            else
+                dot_printf(b, "ctl%u\", style=dashed", e->port - dst.n_in);
+            /* tokens that change tag: calls pink, loops green */
+            if (op_is(&src, "CALL") || op_is(&dst, "RETURN"))
+                dot_printf(b, ", color=\"#be185d\"");
+            else if (op_is(&src, "ENTER") || op_is(&src, "EXIT") || op_is(&src, "NEXTITER"))
+                dot_printf(b, ", color=\"#047857\"");
+            dot_printf(b, "];\n");
+        }
+        free(edges);
+    }
+    dot_printf(b, "}\n");
 }
 
 /* Is `name` an executable file in one of PATH's directories? */
@@ -239,7 +292,7 @@ static bool in_path(const char *name)
 }
 
 /* Pipes the text through `dot -Tsvg` (to `out`, or stdout). */
-static int render_svg(const ut_buf *b, const char *out)
+static int render_svg(const dot_buf *b, const char *out)
 {
     if (!in_path("dot")) {
         fprintf(stderr, "tfvm: --svg needs Graphviz's `dot` in PATH (install graphviz, or leave out --svg and "
@@ -306,7 +359,7 @@ int cli_dot(int argc, char **argv)
         [D_SVG] = {NULL, "--svg", NULL},
     };
     cli_args o;
-    int prc = cli_parse("dot", cli_usage_dot, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    int prc = cli_parse("dot", cli_usage_dot, opts, (sizeof opts / sizeof opts[0]), CLI_ONE_FILE, argc, argv, &o);
     if (prc)
         return prc < 0 ? 0 : prc;
     const char *in = o.pos[0], *out = o.val[D_OUT], *entry = o.val[D_ENTRY], *outputs = o.val[D_OUTPUTS];
@@ -316,20 +369,25 @@ int cli_dot(int argc, char **argv)
     tfvm_program *prog;
     if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK)
         return cli_load_failed(&err);
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    put_graph(&b, &prog->isa);
+    dot_buf b = {0};
+    put_graph(&b, prog, in);
     int rc = 0;
     if (b.failed) {
         fprintf(stderr, "tfvm: out of memory\n");
         rc = 1;
     } else if (svg) {
         rc = render_svg(&b, out);
-    } else if (ut_write_file(out ? out : "-", b.data, b.len, &err) != TFVM_OK) {
-        fprintf(stderr, "tfvm: %s\n", err.message);
-        rc = 1;
+    } else {
+        bool to_stdout = !out || strcmp(out, "-") == 0;
+        FILE *f = to_stdout ? stdout : fopen(out, "wb");
+        if (!f || fwrite(b.data, 1, b.len, f) != b.len || (to_stdout ? fflush(f) : fclose(f)) != 0) {
+            fprintf(stderr, "tfvm: cannot write %s: %s\n", to_stdout ? "the output" : out, strerror(errno));
+            if (f && !to_stdout)
+                fclose(f);
+            rc = 1;
+        }
     }
-    ut_buf_free(&b);
+    free(b.data);
     tfvm_program_free(prog);
     return rc;
 }

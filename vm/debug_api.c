@@ -28,6 +28,8 @@ static size_t dbg_copy_out(ut_buf *b, char *buf, size_t size)
 
 /* ---- Programs ------------------------------------------------------------------- */
 
+static const char *dbg_region_kind(uint8_t kind);
+
 size_t tfvm_program_inst_count(const tfvm_program *p) { return p ? p->isa.n_insts : 0; }
 
 tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info *out)
@@ -39,13 +41,52 @@ tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info 
     out->op = isa_ops[in->op].name;
     out->name = in->name;
     out->region = r->name;
-    out->region_kind = r->kind == ISA_REGION_LOOP ? "loop" : r->kind == ISA_REGION_FUNC ? "func" : "entry";
+    out->region_kind = dbg_region_kind(r->kind);
+    isa_class cls = isa_ops[in->op].cls;
+    out->op_class = cls == ISA_CLASS_SOURCE ? "source" : cls == ISA_CLASS_SINK ? "sink"
+                  : cls == ISA_CLASS_CONTROL ? "control" : "compute";
+    out->region_index = in->region;
+    out->n_edges = in->n_edges;
     out->n_in = in->n_in;
     out->n_ctl = in->n_ctl;
     out->n_out = isa_outs(in);
     out->line = in->line;
     out->col = in->col;
     return TFVM_OK;
+}
+
+static const char *dbg_region_kind(uint8_t kind)
+{
+    return kind == ISA_REGION_LOOP ? "loop" : kind == ISA_REGION_FUNC ? "func" : "entry";
+}
+
+size_t tfvm_program_region_count(const tfvm_program *p) { return p ? p->isa.n_regions : 0; }
+
+tfvm_status tfvm_program_region(const tfvm_program *p, uint32_t r, tfvm_region_info *out)
+{
+    if (!p || !out || r >= p->isa.n_regions)
+        return TFVM_ERR_ARGUMENT;
+    const isa_region *g = &p->isa.regions[r];
+    out->name = g->name;
+    out->kind = dbg_region_kind(g->kind);
+    out->parent = g->kind == ISA_REGION_LOOP ? g->parent : UINT32_MAX;
+    out->entry = -1;
+    for (uint32_t e = 0; e < p->isa.n_entries; e++)
+        if (p->isa.entries[e].region == r)
+            out->entry = (int)e;
+    return TFVM_OK;
+}
+
+size_t tfvm_program_edges(const tfvm_program *p, uint32_t i, tfvm_edge_info *out, size_t max)
+{
+    if (!p || i >= p->isa.n_insts)
+        return 0;
+    const isa_inst *in = &p->isa.insts[i];
+    for (uint32_t k = 0; k < in->n_edges && k < max; k++) {
+        const isa_edge *e = &p->isa.edges[in->edge_first + k];
+        out[k] = (tfvm_edge_info){e->out, e->inst, e->port};
+    }
+    return in->n_edges;
 }
 
 const char *tfvm_program_source(const tfvm_program *p) { return p ? p->isa.source : NULL; }
