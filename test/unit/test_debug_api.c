@@ -89,6 +89,36 @@ START_TEST(program_views)
     ck_assert_str_eq(tfvm_inst_where(p, sw, buf, sizeof buf), "fib.tfg:12:5");
     ck_assert_str_eq(tfvm_inst_label(p, sw, buf, sizeof buf), "n_sw");
     ck_assert_str_eq(tfvm_inst_where(p, 99, buf, sizeof buf), "");
+    ck_assert_str_eq(in.op_class, "control");
+    /* regions: main (entry 0), fib */
+    ck_assert_uint_eq(tfvm_program_region_count(p), 2);
+    tfvm_region_info r;
+    ck_assert_int_eq(tfvm_program_region(p, in.region_index, &r), TFVM_OK);
+    ck_assert_str_eq(r.name, "fib");
+    ck_assert_str_eq(r.kind, "func");
+    ck_assert_int_eq(r.entry, -1);
+    ck_assert_uint_eq(r.parent, UINT32_MAX);
+    ck_assert_int_eq(tfvm_program_region(p, 1 - in.region_index, &r), TFVM_OK);
+    ck_assert_str_eq(r.name, "main");
+    ck_assert_str_eq(r.kind, "entry");
+    ck_assert_int_eq(r.entry, 0);
+    ck_assert_int_eq(tfvm_program_region(p, 2, &r), TFVM_ERR_ARGUMENT);
+    /* edges: n_sw's false output feeds both SUBs' input 0, its true output c1's control input */
+    tfvm_edge_info e[4];
+    ck_assert_uint_eq(in.n_edges, 3);
+    ck_assert_uint_eq(tfvm_program_edges(p, sw, e, 4), 3);
+    uint32_t c1 = find(p, "c1"), s1 = find(p, "sub_12_34"), s2 = find(p, "sub_12_47");
+    unsigned seen = 0;
+    for (int k = 0; k < 3; k++) {
+        if (e[k].inst == c1)
+            seen |= 1, ck_assert(e[k].out == 1 && e[k].port == 0);
+        else if (e[k].inst == s1)
+            seen |= 2, ck_assert(e[k].out == 0 && e[k].port == 0);
+        else if (e[k].inst == s2)
+            seen |= 4, ck_assert(e[k].out == 0 && e[k].port == 0);
+    }
+    ck_assert_uint_eq(seen, 7);
+    ck_assert_uint_eq(tfvm_program_edges(p, sw, e, 1), 3); /* the count, whatever max is */
     tfvm_program_free(p);
 }
 END_TEST
