@@ -110,12 +110,10 @@ START_TEST(program_views)
     uint32_t c1 = find(p, "c1"), s1 = find(p, "sub_12_34"), s2 = find(p, "sub_12_47");
     unsigned seen = 0;
     for (int k = 0; k < 3; k++) {
-        if (e[k].inst == c1)
-            seen |= 1, ck_assert(e[k].out == 1 && e[k].port == 0);
-        else if (e[k].inst == s1)
-            seen |= 2, ck_assert(e[k].out == 0 && e[k].port == 0);
-        else if (e[k].inst == s2)
-            seen |= 4, ck_assert(e[k].out == 0 && e[k].port == 0);
+        unsigned which = e[k].inst == c1 ? 1 : e[k].inst == s1 ? 2 : e[k].inst == s2 ? 4 : 0;
+        ck_assert_uint_eq(e[k].out, which == 1 ? 1 : 0); /* c1 on the true side */
+        ck_assert_uint_eq(e[k].port, 0);
+        seen |= which;
     }
     ck_assert_uint_eq(seen, 7);
     ck_assert_uint_eq(tfvm_program_edges(p, sw, e, 1), 3); /* the count, whatever max is */
