@@ -87,7 +87,8 @@ TFVM_API tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm
 /* Fires up to max activations (0: until the hook pauses or the run ends). */
 TFVM_API tfvm_debug_state tfvm_debug_step(tfvm_vm *vm, uint64_t max);
 /* Ends the run (whatever its state): its results when it finished (the
- * caller releases them), the stuck or failure status otherwise. */
+ * caller releases them), the stuck or failure status otherwise;
+ * TFVM_ERR_ARGUMENT when no run was begun. */
 TFVM_API tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results);
 /* The activation the hook paused before: false when not paused. */
 TFVM_API bool tfvm_debug_paused(const tfvm_vm *vm, uint32_t *inst, const tfvm_debug_ctx **ctx);

@@ -175,6 +175,8 @@ tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
 {
     if (!vm)
         return TFVM_ERR_ARGUMENT;
+    if (atomic_load(&vm->state) == VM_IDLE)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no run to end (tfvm_debug_begin starts one)");
     return vm_end(vm, results, n_results);
 }
 

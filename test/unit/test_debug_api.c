@@ -224,6 +224,9 @@ START_TEST(stepping_and_counters)
     tfvm_program *p = load(fib_asm);
     tfvm_vm *vm = one_thread(p);
     tfvm_value arg = tfvm_i32(3);
+    ck_assert_int_eq(tfvm_debug_step(vm, 1), TFVM_DEBUG_IDLE); /* nothing begun */
+    ck_assert_int_eq(tfvm_debug_end(vm, NULL, 0), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "no run to end (tfvm_debug_begin starts one)");
     ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &arg, 1), TFVM_OK);
     uint64_t steps = 0;
     tfvm_debug_state st;
