@@ -20,6 +20,12 @@ typedef struct tfvm_inst_info {
     const char *region_kind; /* "entry", "func" or "loop" */
     const char *op_class;    /* "source" (ARG, CONST), "sink" (RESULT), "control"
                                 (routing and tags) or "compute" */
+    const char *synopsis;    /* what the opcode does, one line */
+    uint32_t attr;           /* ARG, RESULT: the index; CALL, RETURN: the call site
+                                (tfvm_program_site); ENTER, EXIT: the loop's region */
+    int const_port;          /* the data input that is a constant operand, or -1 */
+    bool enter_const;        /* ENTER const: the value reaches every iteration */
+    bool prune_false, prune_true; /* SWITCH, BRANCH: that output sends no token at all */
     uint32_t region_index;   /* tfvm_program_region */
     uint32_t n_in, n_ctl, n_out;  /* inputs: data ports 0..n_in-1, then control ports */
     uint32_t n_edges;        /* tfvm_program_edges */
@@ -35,6 +41,7 @@ typedef struct tfvm_region_info {
     const char *kind;        /* "entry", "func" or "loop" */
     uint32_t parent;         /* a loop's enclosing region; UINT32_MAX otherwise */
     int entry;               /* an entry's body: the entry's index; -1 otherwise */
+    uint32_t first_inst, end_inst; /* its instructions: first_inst .. end_inst - 1 */
 } tfvm_region_info;
 TFVM_API size_t tfvm_program_region_count(const tfvm_program *p);
 TFVM_API tfvm_status tfvm_program_region(const tfvm_program *p, uint32_t r, tfvm_region_info *out);
@@ -44,6 +51,17 @@ typedef struct tfvm_edge_info {
     uint32_t out, inst, port;
 } tfvm_edge_info;
 TFVM_API size_t tfvm_program_edges(const tfvm_program *p, uint32_t i, tfvm_edge_info *out, size_t max);
+/* Call sites: site s calls function region `callee`; printed "fib@2" (id 2). */
+typedef struct tfvm_site_info {
+    uint32_t id;
+    uint32_t callee;
+} tfvm_site_info;
+TFVM_API size_t tfvm_program_site_count(const tfvm_program *p);
+TFVM_API tfvm_status tfvm_program_site(const tfvm_program *p, uint32_t s, tfvm_site_info *out);
+/* "fib@2": call site 2 of fib, not fib(2). Returns buf. */
+TFVM_API const char *tfvm_site_label(const tfvm_program *p, uint32_t s, char *buf, size_t size);
+/* Opcode names, for completion and lookups: NULL past the last. */
+TFVM_API const char *tfvm_op_name(size_t k);
 /* The source file the instructions' line:col refer to, or NULL. */
 TFVM_API const char *tfvm_program_source(const tfvm_program *p);
 /* The one instruction printer (dis, dot, the debugger, errors): instruction
@@ -62,6 +80,9 @@ TFVM_API const char *tfvm_inst_where(const tfvm_program *p, uint32_t i, char *bu
  * path, so the hook sees every firing (plain runs execute some function
  * bodies and loops as sequential frames, which no hook sees). */
 typedef struct tfvm_debug_ctx tfvm_debug_ctx; /* a live context (a tag) */
+/* An activation: an instruction ready to fire in a context. Valid during a
+ * hook or ready-list callback, and while the run stays paused before it. */
+typedef struct tfvm_debug_act tfvm_debug_act;
 
 typedef enum tfvm_debug_state {
     TFVM_DEBUG_IDLE,    /* no run */
@@ -71,11 +92,10 @@ typedef enum tfvm_debug_state {
     TFVM_DEBUG_FAILED   /* a run-time error (tfvm_errmsg) */
 } tfvm_debug_state;
 
-/* Called before each firing: instruction inst at context ctx. Returning true
- * pauses the run before it fires; the next tfvm_debug_step fires it first,
- * without calling the hook for it again. */
+/* Called before each firing. Returning true pauses the run before it fires;
+ * the next tfvm_debug_step fires it first, without calling the hook again. */
 typedef struct tfvm_debug_hook {
-    bool (*fn)(void *ud, tfvm_vm *vm, uint32_t inst, const tfvm_debug_ctx *ctx);
+    bool (*fn)(void *ud, tfvm_vm *vm, const tfvm_debug_act *act);
     void *ud;
 } tfvm_debug_hook;
 /* The VM keeps the pointer: *hook must live while set. NULL removes it. */
@@ -90,12 +110,33 @@ TFVM_API tfvm_debug_state tfvm_debug_step(tfvm_vm *vm, uint64_t max);
  * caller releases them), the stuck or failure status otherwise;
  * TFVM_ERR_ARGUMENT when no run was begun. */
 TFVM_API tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results);
-/* The activation the hook paused before: false when not paused. */
-TFVM_API bool tfvm_debug_paused(const tfvm_vm *vm, uint32_t *inst, const tfvm_debug_ctx **ctx);
+/* The activation the hook paused before, or NULL when not paused. */
+TFVM_API const tfvm_debug_act *tfvm_debug_paused(const tfvm_vm *vm);
 /* Ready activations in firing order (the paused one first); fn may be NULL.
  * Returns how many. */
-TFVM_API size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx),
-                                 void *ud);
+TFVM_API size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_debug_act *act), void *ud);
+
+/* What an input holds: nothing, a live value, or a dead token. */
+typedef enum tfvm_debug_token { TFVM_TOKEN_NONE, TFVM_TOKEN_LIVE, TFVM_TOKEN_DEAD } tfvm_debug_token;
+
+TFVM_API uint32_t tfvm_debug_act_inst(const tfvm_debug_act *act);
+TFVM_API const tfvm_debug_ctx *tfvm_debug_act_ctx(const tfvm_debug_act *act);
+/* MERGE: the input it fires on. */
+TFVM_API uint32_t tfvm_debug_act_merge_input(const tfvm_debug_act *act);
+/* The value on data input `port` (a MERGE: only its chosen input). *out is
+ * borrowed: valid while the activation is. */
+TFVM_API tfvm_debug_token tfvm_debug_act_input(const tfvm_vm *vm, const tfvm_debug_act *act, uint32_t port,
+                                               tfvm_value *out);
+/* Whether it fires dead (a dead input makes dead outputs). */
+TFVM_API bool tfvm_debug_act_dead(const tfvm_vm *vm, const tfvm_debug_act *act);
+/* SWITCH or BRANCH: the output the token goes to (0 false, 1 true), or -1
+ * (another opcode, dead, or a predicate it will reject). */
+TFVM_API int tfvm_debug_act_way(const tfvm_vm *vm, const tfvm_debug_act *act);
+/* The constant of instruction i: a CONST's value, else its constant
+ * operand's; false when it has none. *out is borrowed from the VM. */
+TFVM_API bool tfvm_debug_inst_const(const tfvm_vm *vm, uint32_t inst, tfvm_value *out);
+/* Result k of the run: NONE until it arrives. *out is borrowed. */
+TFVM_API tfvm_debug_token tfvm_debug_result(const tfvm_vm *vm, uint32_t k, tfvm_value *out);
 
 /* ---- Contexts and tags ---------------------------------------------------- */
 /* Every live context, oldest first, into a new array (free it with
@@ -107,6 +148,35 @@ TFVM_API void tfvm_debug_contexts_free(const tfvm_vm *vm, const tfvm_debug_ctx *
 TFVM_API const char *tfvm_debug_tag(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, char *buf, size_t size);
 /* The enclosing context (the tag without its last element), NULL for the root. */
 TFVM_API const tfvm_debug_ctx *tfvm_debug_parent(const tfvm_debug_ctx *ctx);
+typedef enum tfvm_debug_ctx_kind { TFVM_CTX_ROOT, TFVM_CTX_CALL, TFVM_CTX_ITER } tfvm_debug_ctx_kind;
+typedef struct tfvm_debug_ctx_info {
+    tfvm_debug_ctx_kind kind;
+    uint32_t region;         /* the region whose instructions run in it */
+    uint32_t site;           /* CALL: its call site */
+    uint64_t iter;           /* ITER: its iteration */
+    uint64_t serial;         /* creation order; with tfvm_debug_ctx_alive, its identity */
+} tfvm_debug_ctx_info;
+TFVM_API void tfvm_debug_ctx_get(const tfvm_debug_ctx *ctx, tfvm_debug_ctx_info *out);
+/* Whether ctx is still the live context that had `serial` (contexts are reused). */
+TFVM_API bool tfvm_debug_ctx_alive(const tfvm_debug_ctx *ctx, uint64_t serial);
+/* Contexts and loop instances alive now. */
+TFVM_API void tfvm_debug_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops);
+
+/* Loop instances: the loops a context's region runs have slots 0..n-1; a
+ * slot holds an instance once the loop was entered there. */
+typedef struct tfvm_debug_loop_info {
+    uint32_t frame;          /* the loop's region */
+    uint64_t started;        /* iterations created */
+    uint64_t live;           /* iterations alive */
+    uint32_t deferred;       /* tokens held back by its parallel=N bound */
+    uint32_t parallel;       /* that bound */
+    uint64_t next;           /* the iteration the held tokens wait for */
+} tfvm_debug_loop_info;
+TFVM_API uint32_t tfvm_debug_loop_slots(const tfvm_vm *vm, const tfvm_debug_ctx *ctx);
+TFVM_API bool tfvm_debug_loop(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t slot, tfvm_debug_loop_info *out);
+/* Held token j of a slot's instance: the NEXTITER that sent it, its value. */
+TFVM_API tfvm_debug_token tfvm_debug_loop_deferred(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t slot,
+                                                   uint32_t j, uint32_t *inst, tfvm_value *out);
 
 /* ---- Matching: which inputs of an instruction arrived in a context --------- */
 typedef enum tfvm_debug_match {
@@ -118,6 +188,9 @@ typedef enum tfvm_debug_match {
 TFVM_API tfvm_debug_match tfvm_debug_match_state(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst);
 /* Whether input `port` arrived (a constant operand always has). */
 TFVM_API bool tfvm_debug_port_arrived(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port);
+/* The token waiting on an arrived data input (borrowed); a MERGE keeps none. */
+TFVM_API tfvm_debug_token tfvm_debug_port_get(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst,
+                                              uint32_t port, tfvm_value *out);
 /* The value waiting on an arrived input, formatted as tfvm_value_format does,
  * into buf; false (buf "") when none is held there. */
 TFVM_API bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port,

@@ -45,6 +45,13 @@ tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info 
     isa_class cls = isa_ops[in->op].cls;
     out->op_class = cls == ISA_CLASS_SOURCE ? "source" : cls == ISA_CLASS_SINK ? "sink"
                   : cls == ISA_CLASS_CONTROL ? "control" : "compute";
+    out->synopsis = isa_ops[in->op].synopsis;
+    out->attr = (in->op == ISA_ARG || in->op == ISA_RESULT || in->op == ISA_CALL || in->op == ISA_RETURN ||
+                 in->op == ISA_ENTER || in->op == ISA_EXIT) ? in->a : 0;
+    out->const_port = isa_imm_port(in);
+    out->enter_const = in->op == ISA_ENTER && (in->flags & ISA_FLAG_CONST);
+    out->prune_false = isa_is_switch(in->op) && (in->flags & ISA_FLAG_PRUNE_FALSE);
+    out->prune_true = isa_is_switch(in->op) && (in->flags & ISA_FLAG_PRUNE_TRUE);
     out->region_index = in->region;
     out->n_edges = in->n_edges;
     out->n_in = in->n_in;
@@ -71,6 +78,13 @@ tfvm_status tfvm_program_region(const tfvm_program *p, uint32_t r, tfvm_region_i
     out->kind = dbg_region_kind(g->kind);
     out->parent = g->kind == ISA_REGION_LOOP ? g->parent : UINT32_MAX;
     out->entry = -1;
+    out->first_inst = out->end_inst = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].region == r) { /* a region's instructions are contiguous (verify.c) */
+            if (out->end_inst == 0)
+                out->first_inst = i;
+            out->end_inst = i + 1;
+        }
     for (uint32_t e = 0; e < p->isa.n_entries; e++)
         if (p->isa.entries[e].region == r)
             out->entry = (int)e;
@@ -88,6 +102,30 @@ size_t tfvm_program_edges(const tfvm_program *p, uint32_t i, tfvm_edge_info *out
     }
     return in->n_edges;
 }
+
+size_t tfvm_program_site_count(const tfvm_program *p) { return p ? p->isa.n_sites : 0; }
+
+tfvm_status tfvm_program_site(const tfvm_program *p, uint32_t s, tfvm_site_info *out)
+{
+    if (!p || !out || s >= p->isa.n_sites)
+        return TFVM_ERR_ARGUMENT;
+    out->id = p->isa.sites[s].id;
+    out->callee = p->isa.sites[s].callee;
+    return TFVM_OK;
+}
+
+const char *tfvm_site_label(const tfvm_program *p, uint32_t s, char *buf, size_t size)
+{
+    if (!p || s >= p->isa.n_sites) {
+        if (size)
+            snprintf(buf, size, "?");
+        return buf;
+    }
+    const isa_site *x = &p->isa.sites[s];
+    return isa_site_label(p->isa.regions[x->callee].name, x->id, buf, size);
+}
+
+const char *tfvm_op_name(size_t k) { return k < ISA_OP_COUNT ? isa_ops[k].name : NULL; }
 
 const char *tfvm_program_source(const tfvm_program *p) { return p ? p->isa.source : NULL; }
 
@@ -124,7 +162,7 @@ const char *tfvm_inst_where(const tfvm_program *p, uint32_t i, char *buf, size_t
 static bool dbg_trampoline(void *ud, struct tfvm_vm *vm, const vm_act *a)
 {
     const tfvm_debug_hook *h = ud;
-    return h->fn(h->ud, vm, a->inst, dbg_pub(a->ctx));
+    return h->fn(h->ud, vm, (const tfvm_debug_act *)(const void *)a);
 }
 
 void tfvm_debug_set_hook(tfvm_vm *vm, const tfvm_debug_hook *hook)
@@ -180,29 +218,132 @@ tfvm_status tfvm_debug_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
     return vm_end(vm, results, n_results);
 }
 
-bool tfvm_debug_paused(const tfvm_vm *vm, uint32_t *inst, const tfvm_debug_ctx **ctx)
+static const vm_act *dbg_act(const tfvm_debug_act *a) { return (const vm_act *)(const void *)a; }
+
+const tfvm_debug_act *tfvm_debug_paused(const tfvm_vm *vm)
 {
     if (!vm || !vm->has_paused || atomic_load(&vm->state) != VM_PAUSED)
-        return false;
-    if (inst)
-        *inst = vm->paused.inst;
-    if (ctx)
-        *ctx = dbg_pub(vm->paused.ctx);
-    return true;
+        return NULL;
+    return (const tfvm_debug_act *)(const void *)&vm->paused;
 }
 
 typedef struct dbg_ready {
-    void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx);
+    void (*fn)(void *ud, const tfvm_debug_act *act);
     void *ud;
 } dbg_ready;
 
 static void dbg_ready_one(void *ud, const vm_act *a)
 {
     const dbg_ready *r = ud;
-    r->fn(r->ud, a->inst, dbg_pub(a->ctx));
+    r->fn(r->ud, (const tfvm_debug_act *)(const void *)a);
 }
 
-size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx), void *ud)
+/* A VM value as a public one, borrowed (no reference taken). */
+static tfvm_debug_token dbg_token(const dev_value *v, tfvm_value *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!v || (!v->dtype && !v->dead))
+        return TFVM_TOKEN_NONE;
+    if (v->dead)
+        return TFVM_TOKEN_DEAD;
+    if (out) {
+        out->dtype = (tfvm_dtype)v->dtype;
+        if (v->is_tensor)
+            out->tensor = v->u.t;
+        else
+            memcpy(&out->as, &v->u, sizeof out->as);
+    }
+    return TFVM_TOKEN_LIVE;
+}
+
+uint32_t tfvm_debug_act_inst(const tfvm_debug_act *act) { return dbg_act(act)->inst; }
+const tfvm_debug_ctx *tfvm_debug_act_ctx(const tfvm_debug_act *act) { return dbg_pub(dbg_act(act)->ctx); }
+uint32_t tfvm_debug_act_merge_input(const tfvm_debug_act *act) { return dbg_act(act)->aux; }
+
+tfvm_debug_token tfvm_debug_act_input(const tfvm_vm *vm, const tfvm_debug_act *act, uint32_t port, tfvm_value *out)
+{
+    return dbg_token(vm && act ? vm_act_input(vm, dbg_act(act), port) : NULL, out);
+}
+
+bool tfvm_debug_act_dead(const tfvm_vm *vm, const tfvm_debug_act *act)
+{
+    const vm_act *a = dbg_act(act);
+    const vm_iplan *ip = &vm->plan.insts[a->inst];
+    /* a matched instruction is dead when any port is (MERGE: the chosen value) */
+    if (ip->matched && vm->prog->insts[a->inst].op != ISA_MERGE) {
+        for (uint32_t k = 0; k < ip->ports; k++)
+            if (a->ctx->slots[ip->slot + k].dead)
+                return true;
+        return false;
+    }
+    return a->v.dead;
+}
+
+/* A scalar as a number, for comparing; false for a tensor or no value. */
+static bool dbg_num(const dev_value *v, long double *out)
+{
+    if (!v || v->dead || v->is_tensor)
+        return false;
+    switch ((tfvm_dtype)v->dtype) {
+    case TFVM_BOOL: *out = v->u.b; return true;
+    case TFVM_I32: *out = v->u.i32; return true;
+    case TFVM_I64: *out = (long double)v->u.i64; return true;
+    case TFVM_F32: *out = v->u.f32; return true;
+    case TFVM_F64: *out = v->u.f64; return true;
+    case TFVM_U8: *out = v->u.u8; return true;
+    case TFVM_I8: *out = v->u.i8; return true;
+    }
+    return false;
+}
+
+int tfvm_debug_act_way(const tfvm_vm *vm, const tfvm_debug_act *act)
+{
+    const vm_act *a = dbg_act(act);
+    const isa_inst *in = &vm->prog->insts[a->inst];
+    if (!isa_is_switch(in->op) || tfvm_debug_act_dead(vm, act))
+        return -1;
+    if (in->op == ISA_SWITCH) {
+        const dev_value *pred = vm_act_input(vm, a, 1);
+        return pred && !pred->is_tensor && pred->dtype == TFVM_BOOL ? pred->u.b : -1;
+    }
+    /* BRANCH: data OP constant, as the VM compares them (one dtype) */
+    const dev_value *x = vm_act_input(vm, a, 0), *k = &vm->consts[in->b];
+    long double u, c;
+    if (!dbg_num(x, &u) || !dbg_num(k, &c) || x->dtype != k->dtype)
+        return -1;
+    switch ((isa_op)in->a) {
+    case ISA_LESS: return u < c;
+    case ISA_LESS_EQUAL: return u <= c;
+    case ISA_GREATER: return u > c;
+    case ISA_GREATER_EQUAL: return u >= c;
+    case ISA_EQUAL: return u == c;
+    case ISA_NOT_EQUAL: return u != c;
+    default: return -1;
+    }
+}
+
+bool tfvm_debug_inst_const(const tfvm_vm *vm, uint32_t inst, tfvm_value *out)
+{
+    if (!vm || inst >= vm->prog->n_insts)
+        return false;
+    const isa_inst *in = &vm->prog->insts[inst];
+    if (in->op == ISA_CONST)
+        return dbg_token(&vm->consts[in->a], out) == TFVM_TOKEN_LIVE;
+    if (isa_imm_port(in) >= 0)
+        return dbg_token(&vm->consts[in->b], out) == TFVM_TOKEN_LIVE;
+    return false;
+}
+
+tfvm_debug_token tfvm_debug_result(const tfvm_vm *vm, uint32_t k, tfvm_value *out)
+{
+    if (!vm || !vm->results || !vm->result_set || k >= vm->prog->entries[vm->entry].n_results ||
+        !atomic_load(&vm->result_set[k]))
+        return dbg_token(NULL, out);
+    return dbg_token(&vm->results[k], out);
+}
+
+size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_debug_act *act), void *ud)
 {
     if (!vm)
         return 0;
@@ -233,6 +374,63 @@ const char *tfvm_debug_tag(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, char *b
 
 const tfvm_debug_ctx *tfvm_debug_parent(const tfvm_debug_ctx *ctx) { return ctx ? dbg_pub(dbg_ctx(ctx)->parent) : NULL; }
 
+void tfvm_debug_ctx_get(const tfvm_debug_ctx *ctx, tfvm_debug_ctx_info *out)
+{
+    const vm_ctx *c = dbg_ctx(ctx);
+    memset(out, 0, sizeof *out);
+    out->kind = c->kind == VM_CTX_CALL ? TFVM_CTX_CALL : c->kind == VM_CTX_ITER ? TFVM_CTX_ITER : TFVM_CTX_ROOT;
+    out->region = c->region;
+    out->site = c->kind == VM_CTX_CALL ? c->elem : 0;
+    out->iter = c->kind == VM_CTX_ITER ? c->iter : 0;
+    out->serial = c->serial;
+}
+
+bool tfvm_debug_ctx_alive(const tfvm_debug_ctx *ctx, uint64_t serial) { return vm_ctx_same(dbg_ctx(ctx), serial); }
+
+void tfvm_debug_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops)
+{
+    uint64_t c = 0, l = 0;
+    if (vm)
+        vm_count_live(vm, &c, &l);
+    if (contexts)
+        *contexts = c;
+    if (loops)
+        *loops = l;
+}
+
+uint32_t tfvm_debug_loop_slots(const tfvm_vm *vm, const tfvm_debug_ctx *ctx)
+{
+    return vm && ctx ? vm->plan.regions[dbg_ctx(ctx)->region].n_frames : 0;
+}
+
+bool tfvm_debug_loop(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t slot, tfvm_debug_loop_info *out)
+{
+    const vm_loop *l = vm && ctx ? vm_ctx_loop(vm, dbg_ctx(ctx), slot) : NULL;
+    if (!l)
+        return false;
+    uint64_t live = 0;
+    for (const vm_ctx *it = l->first; it; it = it->next_iter)
+        live++;
+    out->frame = l->frame;
+    out->started = l->next;
+    out->live = live;
+    out->deferred = l->n_deferred;
+    out->parallel = vm->plan.frames[l->frame].parallel;
+    out->next = l->next;
+    return true;
+}
+
+tfvm_debug_token tfvm_debug_loop_deferred(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t slot, uint32_t j,
+                                          uint32_t *inst, tfvm_value *out)
+{
+    const vm_loop *l = vm && ctx ? vm_ctx_loop(vm, dbg_ctx(ctx), slot) : NULL;
+    if (!l || j >= l->n_deferred)
+        return dbg_token(NULL, out);
+    if (inst)
+        *inst = l->deferred[j].inst;
+    return dbg_token(&l->deferred[j].v, out);
+}
+
 /* ---- Matching ----------------------------------------------------------------------------- */
 
 tfvm_debug_match tfvm_debug_match_state(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst)
@@ -252,6 +450,15 @@ bool tfvm_debug_port_arrived(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint3
     if (!vm || !ctx || inst >= vm->prog->n_insts)
         return false;
     return vm_port_arrived(vm, dbg_ctx(ctx), inst, port);
+}
+
+tfvm_debug_token tfvm_debug_port_get(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port,
+                                     tfvm_value *out)
+{
+    const dev_value *v = NULL;
+    if (vm && ctx && inst < vm->prog->n_insts)
+        v = vm_port_value(vm, dbg_ctx(ctx), inst, port);
+    return dbg_token(v, out);
 }
 
 bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port, char *buf,

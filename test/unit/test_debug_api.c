@@ -126,10 +126,10 @@ typedef struct pause_at {
     unsigned seen, hits;
 } pause_at;
 
-static bool pause_on(void *ud, tfvm_vm *vm, uint32_t inst, const tfvm_debug_ctx *ctx)
+static bool pause_on(void *ud, tfvm_vm *vm, const tfvm_debug_act *act)
 {
     (void)vm;
-    (void)ctx;
+    uint32_t inst = tfvm_debug_act_inst(act);
     pause_at *x = ud;
     x->seen++;
     if (inst != x->inst)
@@ -138,10 +138,9 @@ static bool pause_on(void *ud, tfvm_vm *vm, uint32_t inst, const tfvm_debug_ctx 
     return true;
 }
 
-static void count_ready(void *ud, uint32_t inst, const tfvm_debug_ctx *ctx)
+static void count_ready(void *ud, const tfvm_debug_act *act)
 {
-    (void)inst;
-    (void)ctx;
+    (void)act;
     (*(size_t *)ud)++;
 }
 
@@ -157,10 +156,20 @@ START_TEST(hooked_run)
     ck_assert_int_eq(tfvm_debug_begin(vm, "main", &arg, 1), TFVM_OK);
     ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED);
     ck_assert_uint_eq(x.hits, 1);
-    uint32_t inst;
-    const tfvm_debug_ctx *ctx;
-    ck_assert(tfvm_debug_paused(vm, &inst, &ctx));
-    ck_assert_uint_eq(inst, add);
+    const tfvm_debug_act *act = tfvm_debug_paused(vm);
+    ck_assert_ptr_nonnull(act);
+    ck_assert_uint_eq(tfvm_debug_act_inst(act), add);
+    const tfvm_debug_ctx *ctx = tfvm_debug_act_ctx(act);
+    tfvm_value in;
+    ck_assert_int_eq(tfvm_debug_act_input(vm, act, 0, &in), TFVM_TOKEN_LIVE);
+    ck_assert_int_eq(in.dtype, TFVM_I32);
+    ck_assert_int_eq(in.as.i32, 1);
+    ck_assert(!tfvm_debug_act_dead(vm, act));
+    ck_assert_int_eq(tfvm_debug_act_way(vm, act), -1); /* not a SWITCH */
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(ctx, &ci);
+    ck_assert_int_eq(ci.kind, TFVM_CTX_CALL);
+    ck_assert(tfvm_debug_ctx_alive(ctx, ci.serial));
     char tag[128];
     /* the first add: fib(2), called from fib(4) at its site 1 (fib@1 is call
      * site 1, not fib(1)) */
@@ -199,7 +208,8 @@ START_TEST(hooked_run)
     ck_assert_uint_eq(x.seen, seen);
     /* the next add to pause at: in fib(4) add now holds fib@1's answer only */
     ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED);
-    ck_assert(tfvm_debug_paused(vm, &inst, &ctx));
+    act = tfvm_debug_paused(vm);
+    ctx = tfvm_debug_act_ctx(act);
     ck_assert_str_eq(tfvm_debug_tag(vm, ctx, tag, sizeof tag), "[fib@2, fib@0, fib@0]");
     ck_assert_int_eq(tfvm_debug_match_state(vm, outer, add), TFVM_MATCH_WAITING);
     ck_assert(!tfvm_debug_port_arrived(vm, outer, add, 0));
@@ -208,7 +218,9 @@ START_TEST(hooked_run)
     ck_assert_str_eq(v, "2"); /* fib(2) = fib(1) + fib(0) = 1 + 1 */
     tfvm_debug_set_hook(vm, NULL);
     ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_DONE);
-    ck_assert(!tfvm_debug_paused(vm, NULL, NULL));
+    ck_assert_ptr_null(tfvm_debug_paused(vm));
+    ck_assert_int_eq(tfvm_debug_result(vm, 0, &in), TFVM_TOKEN_LIVE);
+    ck_assert_int_eq(in.as.i32, 5);
     tfvm_value r;
     ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
     ck_assert_int_eq(r.as.i32, 5);
