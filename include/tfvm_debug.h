@@ -123,8 +123,8 @@ TFVM_API uint32_t tfvm_debug_act_inst(const tfvm_debug_act *act);
 TFVM_API const tfvm_debug_ctx *tfvm_debug_act_ctx(const tfvm_debug_act *act);
 /* MERGE: the input it fires on. */
 TFVM_API uint32_t tfvm_debug_act_merge_input(const tfvm_debug_act *act);
-/* The value on data input `port` (a MERGE: only its chosen input). *out is
- * borrowed: valid while the activation is. */
+/* The value on data input `port` (a MERGE: only its chosen input; an ARG:
+ * port 0 is its argument). *out is borrowed: valid while the activation is. */
 TFVM_API tfvm_debug_token tfvm_debug_act_input(const tfvm_vm *vm, const tfvm_debug_act *act, uint32_t port,
                                                tfvm_value *out);
 /* Whether it fires dead (a dead input makes dead outputs). */
@@ -137,6 +137,12 @@ TFVM_API int tfvm_debug_act_way(const tfvm_vm *vm, const tfvm_debug_act *act);
 TFVM_API bool tfvm_debug_inst_const(const tfvm_vm *vm, uint32_t inst, tfvm_value *out);
 /* Result k of the run: NONE until it arrives. *out is borrowed. */
 TFVM_API tfvm_debug_token tfvm_debug_result(const tfvm_vm *vm, uint32_t k, tfvm_value *out);
+
+/* Whether instruction i gathers several tokens per context (a partial match
+ * can hold it); false for one that fires on its one token. */
+TFVM_API bool tfvm_debug_inst_matched(const tfvm_vm *vm, uint32_t inst);
+/* The counters of the run so far (tfvm_vm_stats has them once it ended). */
+TFVM_API void tfvm_debug_stats(const tfvm_vm *vm, tfvm_stats *out);
 
 /* ---- Contexts and tags ---------------------------------------------------- */
 /* Every live context, oldest first, into a new array (free it with

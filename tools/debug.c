@@ -1,11 +1,12 @@
 /* tools/debug.c — `tfvm debug`: a gdb-like REPL over one deterministic run.
- * The VM pauses before a firing when the hook says so (vm_hook_fn), so the
+ * The VM pauses before a firing when the hook says so (tfvm_debug.h), so the
  * debugger always stops *before* an activation fires; vm/inspect.c gives the
  * read-only views (ready activations, contexts, partial matches). */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +18,13 @@
 #include <wchar.h>
 #endif
 
-#include "isa/isa.h"
-#include "loader/loader.h"
+#include "tfvm.h"
+#include "tfvm_debug.h"
+#include "tools/buf.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
-#include "vm/vm.h"
+
+#define DBG_NONE UINT32_MAX
 
 const char *const cli_usage_debug =
     "usage: tfvm debug [options] FILE [ARG...] [NAME=VALUE...]\n"
@@ -60,7 +63,7 @@ typedef enum pat_kind {
 
 typedef struct pat_elem {
     pat_kind kind;
-    uint32_t region; /* ISA_NONE: any */
+    uint32_t region; /* DBG_NONE: any */
     bool any_num;
     uint64_t num;
 } pat_elem;
@@ -70,11 +73,11 @@ typedef enum bp_kind { BP_BREAK, BP_WATCH } bp_kind;
 typedef struct bp {
     int id;
     bp_kind kind;
-    uint32_t inst;  /* ISA_NONE: every instruction of opcode `op` (op >= 0), of
+    uint32_t inst;  /* DBG_NONE: every instruction of opcode `op` (not NULL), of
                        source line `line` (line > 0) or every CALL of `func` */
-    int op;
+    const char *op;
     uint32_t line;  /* break FILE:LINE */
-    uint32_t func;  /* break FUNCTION: its FUNC region, else ISA_NONE */
+    uint32_t func;  /* break FUNCTION: its FUNC region, else DBG_NONE */
     pat_elem *pat;  /* NULL: no condition */
     size_t n_pat;
     char *pat_text; /* as written, for listing */
@@ -92,10 +95,20 @@ typedef enum run_state {
 typedef enum go_mode { GO_CONTINUE, GO_STEP, GO_FINISH, GO_NEXT } go_mode;
 typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_FINISH, STOP_NEXT } stop_kind;
 
+typedef enum region_kind { R_ENTRY, R_FUNC, R_LOOP } region_kind;
+
 typedef struct dbg {
     tfvm_program *prog;
-    const isa_program *p;
     tfvm_vm *vm;
+    tfvm_debug_hook hook;
+    /* the program, read once through tfvm_debug.h */
+    uint32_t n_insts, n_regions, n_sites;
+    tfvm_inst_info *ins;
+    tfvm_region_info *reg;
+    region_kind *rkind;
+    tfvm_site_info *site;
+    tfvm_edge_info *edge;  /* every instruction's out-edges: edge[edge_at[i] .. edge_at[i+1]) */
+    uint32_t *edge_at;
     uint32_t entry;
     tfvm_entry_info e;
     tfvm_value *args;
@@ -115,12 +128,13 @@ typedef struct dbg {
     stop_kind stop;
     bp *hit;
     /* GO_FINISH: the call context being finished and what its RETURNs sent */
-    const vm_ctx *fctx;
+    const tfvm_debug_ctx *fctx;
     uint64_t fserial;
     uint32_t fsite, freturned;
-    dev_value *fvals; /* per RETURN of the site (vm_splan.returns order) */
+    char **fvals;     /* per RETURN of the site (program order): what it sent, as printed */
+    uint32_t n_fvals;
 
-    const vm_ctx **chain; /* scratch: a tag's elements, outermost first */
+    const tfvm_debug_ctx **chain; /* scratch: a tag's elements, outermost first */
     size_t cap_chain;
 
     uint32_t next_line; /* GO_NEXT: the source line being left */
@@ -142,7 +156,7 @@ static void on_sigint(int sig)
     dbg_sigint = 1;
 }
 
-UT_PRINTF(1, 2) static void derr(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void derr(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -153,7 +167,7 @@ UT_PRINTF(1, 2) static void derr(const char *fmt, ...)
 }
 
 /* Prints and empties a line buffer (adds the newline). */
-static void emit(ut_buf *b)
+static void emit(tb_buf *b)
 {
     if (b->failed)
         fputs("error: out of memory\n", stdout);
@@ -165,104 +179,183 @@ static void emit(ut_buf *b)
     b->failed = false;
 }
 
+/* ---- The program, read once ----------------------------------------------------------- */
+
+static bool op_is(const dbg *d, uint32_t i, const char *op) { return strcmp(d->ins[i].op, op) == 0; }
+static bool is_switch(const dbg *d, uint32_t i) { return op_is(d, i, "SWITCH") || op_is(d, i, "BRANCH"); }
+static uint32_t n_ports(const dbg *d, uint32_t i) { return d->ins[i].n_in + d->ins[i].n_ctl; }
+static const char *region_name(const dbg *d, uint32_t r) { return d->reg[r].name; }
+
+/* Reads instructions, regions, call sites and edges (tfvm_debug.h). */
+static bool read_program(dbg *d)
+{
+    const tfvm_program *p = d->prog;
+    d->n_insts = (uint32_t)tfvm_program_inst_count(p);
+    d->n_regions = (uint32_t)tfvm_program_region_count(p);
+    d->n_sites = (uint32_t)tfvm_program_site_count(p);
+    d->ins = calloc((size_t)d->n_insts + 1, sizeof *d->ins);
+    d->reg = calloc((size_t)d->n_regions + 1, sizeof *d->reg);
+    d->rkind = calloc((size_t)d->n_regions + 1, sizeof *d->rkind);
+    d->site = calloc((size_t)d->n_sites + 1, sizeof *d->site);
+    d->edge_at = calloc((size_t)d->n_insts + 1, sizeof *d->edge_at);
+    if (!d->ins || !d->reg || !d->rkind || !d->site || !d->edge_at)
+        return false;
+    size_t n_edges = 0;
+    for (uint32_t i = 0; i < d->n_insts; i++) {
+        tfvm_program_inst(p, i, &d->ins[i]);
+        d->edge_at[i] = (uint32_t)n_edges;
+        n_edges += d->ins[i].n_edges;
+    }
+    d->edge_at[d->n_insts] = (uint32_t)n_edges;
+    d->edge = calloc(n_edges + 1, sizeof *d->edge);
+    if (!d->edge)
+        return false;
+    for (uint32_t i = 0; i < d->n_insts; i++)
+        tfvm_program_edges(p, i, d->edge + d->edge_at[i], d->ins[i].n_edges);
+    for (uint32_t r = 0; r < d->n_regions; r++) {
+        tfvm_program_region(p, r, &d->reg[r]);
+        d->rkind[r] = strcmp(d->reg[r].kind, "loop") == 0 ? R_LOOP : strcmp(d->reg[r].kind, "func") == 0 ? R_FUNC : R_ENTRY;
+    }
+    for (uint32_t k = 0; k < d->n_sites; k++)
+        tfvm_program_site(p, k, &d->site[k]);
+    return true;
+}
+
+static void free_program(dbg *d)
+{
+    free(d->ins);
+    free(d->reg);
+    free(d->rkind);
+    free(d->site);
+    free(d->edge);
+    free(d->edge_at);
+}
+
 /* ---- Printing pieces ---------------------------------------------------------------- */
 
-static void put_shape(ut_buf *b, const tfvm_tensor *t)
+static void put_shape(tb_buf *b, const tfvm_tensor *t)
 {
-    ut_buf_printf(b, "%s[", tfvm_dtype_name((tfvm_dtype)t->dtype));
-    for (int k = 0; k < t->rank; k++)
-        ut_buf_printf(b, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
-    ut_buf_printf(b, "]");
+    tb_printf(b, "%s[", tfvm_dtype_name(tfvm_tensor_dtype(t)));
+    for (int k = 0; k < tfvm_tensor_rank(t); k++)
+        tb_printf(b, "%s%lld", k ? ", " : "", (long long)tfvm_tensor_dims(t)[k]);
+    tb_printf(b, "]");
 }
 
-/* A value as `tfvm run` prints it; in one-line views (brief) a long tensor
- * is shown by its dtype and shape. */
-static void put_value(ut_buf *b, const dev_value *v, bool brief)
+static void put_formatted(tb_buf *b, const tfvm_value *v)
 {
-    if (!v || (!v->dtype && !v->dead)) {
-        ut_buf_printf(b, "?");
+    char small[256];
+    size_t n = tfvm_value_format(v, small, sizeof small);
+    if (n < sizeof small) {
+        tb_append(b, small, n);
         return;
     }
-    if (brief && v->is_tensor && !v->dead) {
-        ut_buf t;
-        ut_buf_init(&t, NULL);
-        vm_format_value(v, &t);
+    char *big = malloc(n + 1);
+    if (!big) {
+        b->failed = true;
+        return;
+    }
+    tfvm_value_format(v, big, n + 1);
+    tb_append(b, big, n);
+    free(big);
+}
+
+/* A token as `tfvm run` prints values ("<dead>" for a dead one, "?" for
+ * none); in one-line views (brief) a long tensor is shown by its dtype and
+ * shape. */
+static void put_value(tb_buf *b, tfvm_debug_token tok, const tfvm_value *v, bool brief)
+{
+    if (tok == TFVM_TOKEN_NONE) {
+        tb_printf(b, "?");
+        return;
+    }
+    if (tok == TFVM_TOKEN_DEAD) {
+        tb_printf(b, "<dead>");
+        return;
+    }
+    if (brief && v->tensor) {
+        tb_buf t;
+        tb_init(&t);
+        put_formatted(&t, v);
         if (!t.failed && t.len <= BRIEF_VALUE)
-            ut_buf_append(b, t.data, t.len);
+            tb_append(b, t.data, t.len);
         else
-            put_shape(b, v->u.t);
-        ut_buf_free(&t);
+            put_shape(b, v->tensor);
+        tb_free(&t);
         return;
     }
-    vm_format_value(v, b);
+    put_formatted(b, v);
 }
 
-static const char *region_kind_name(uint8_t kind)
+static const char *region_kind_name(region_kind kind)
 {
-    return kind == ISA_REGION_LOOP ? "loop" : kind == ISA_REGION_FUNC ? "func" : "entry";
+    return kind == R_LOOP ? "loop" : kind == R_FUNC ? "func" : "entry";
 }
 
 /* An instruction's name as seen from region `from`: qualified by its region
  * when it lives elsewhere (as .tfasm writes references); anonymous ones are %N. */
-static void put_inst_ref(ut_buf *b, const isa_program *p, uint32_t i, uint32_t from)
+static void put_inst_ref(tb_buf *b, const dbg *d, uint32_t i, uint32_t from)
 {
     char label[160];
-    if (p->insts[i].region != from && p->insts[i].name)
-        ut_buf_printf(b, "%s.", p->regions[p->insts[i].region].name);
-    ut_buf_printf(b, "%s", isa_inst_label(p, i, label, sizeof label));
+    if (d->ins[i].region_index != from && d->ins[i].name)
+        tb_printf(b, "%s.", region_name(d, d->ins[i].region_index));
+    tb_printf(b, "%s", tfvm_inst_label(d->prog, i, label, sizeof label));
 }
 
 /* Input ports: data ports by number, control ports "ctl" (ctl0, ctl1... when
  * there are several). */
-static void put_port_name(ut_buf *b, const isa_inst *in, uint32_t port)
+static void put_port_name(tb_buf *b, const tfvm_inst_info *in, uint32_t port)
 {
     if (port < in->n_in)
-        ut_buf_printf(b, "%u", port);
+        tb_printf(b, "%u", port);
     else if (in->n_ctl == 1)
-        ut_buf_printf(b, "ctl");
+        tb_printf(b, "ctl");
     else
-        ut_buf_printf(b, "ctl%u", port - in->n_in);
+        tb_printf(b, "ctl%u", port - in->n_in);
 }
 
 /* A consumer's port: "[0]", "[ctl]" */
-static void put_port(ut_buf *b, const isa_inst *in, uint32_t port)
+static void put_port(tb_buf *b, const tfvm_inst_info *in, uint32_t port)
 {
-    ut_buf_printf(b, "[");
+    tb_printf(b, "[");
     put_port_name(b, in, port);
-    ut_buf_printf(b, "]");
+    tb_printf(b, "]");
 }
 
-static void put_loc(ut_buf *b, const isa_inst *in)
+static void put_loc(tb_buf *b, const tfvm_inst_info *in)
 {
     if (in->line)
-        ut_buf_printf(b, " @%u:%u", in->line, in->col);
+        tb_printf(b, " @%u:%u", in->line, in->col);
 }
 
 /* "name (OP)" */
-static void put_inst(ut_buf *b, const isa_program *p, uint32_t i)
+static void put_inst(tb_buf *b, const dbg *d, uint32_t i)
 {
     char label[160];
-    ut_buf_printf(b, "%s (%s)", isa_inst_label(p, i, label, sizeof label), isa_ops[p->insts[i].op].name);
+    tb_printf(b, "%s (%s)", tfvm_inst_label(d->prog, i, label, sizeof label), d->ins[i].op);
 }
 
-static void put_tag(ut_buf *b, const dbg *d, const vm_ctx *c) { vm_format_tag(d->vm, c, b); }
+static void put_tag(tb_buf *b, const dbg *d, const tfvm_debug_ctx *c)
+{
+    char tag[4096];
+    tb_printf(b, "%s", tfvm_debug_tag(d->vm, c, tag, sizeof tag));
+}
 
 /* The tag of c with one more element: "[fib@2, fib@0]". */
-static void put_tag_plus(ut_buf *b, const dbg *d, const vm_ctx *c, const char *elem)
+static void put_tag_plus(tb_buf *b, const dbg *d, const tfvm_debug_ctx *c, const char *elem)
 {
     size_t at = b->len;
     put_tag(b, d, c);
     if (b->failed || b->len == at)
         return;
     b->len--; /* the closing bracket */
-    ut_buf_printf(b, "%s%s]", b->len - at > 1 ? ", " : "", elem);
+    tb_printf(b, "%s%s]", b->len - at > 1 ? ", " : "", elem);
 }
 
-static const char *output_name(const isa_inst *in, uint32_t o, char *buf, size_t size)
+static const char *output_name(const dbg *d, uint32_t i, uint32_t o, char *buf, size_t size)
 {
-    if (isa_is_switch(in->op))
+    if (is_switch(d, i))
         return o ? "true" : "false";
-    if (in->op == ISA_MERGE)
+    if (op_is(d, i, "MERGE"))
         return o ? "index" : "value";
     snprintf(buf, size, "out%u", o);
     return buf;
@@ -271,183 +364,135 @@ static const char *output_name(const isa_inst *in, uint32_t o, char *buf, size_t
 /* The consumers of every output of instruction i: "a[0], b[ctl]", outputs
  * named and separated by "; " when there are several. `dead_out` marks the
  * untaken output of a SWITCH (a dead token, or none when pruned), or -1. */
-static void put_consumers(ut_buf *b, const isa_program *p, uint32_t i, int dead_out)
+static void put_consumers(tb_buf *b, const dbg *d, uint32_t i, int dead_out)
 {
-    const isa_inst *in = &p->insts[i];
-    uint32_t n_out = isa_outs(in);
+    const tfvm_inst_info *in = &d->ins[i];
+    uint32_t n_out = in->n_out;
     bool any = false;
     for (uint32_t o = 0; o < n_out; o++) {
         bool first = true;
-        for (uint32_t k = in->edge_first; k < in->edge_first + in->n_edges; k++) {
-            const isa_edge *e = &p->edges[k];
+        for (uint32_t k = d->edge_at[i]; k < d->edge_at[i + 1]; k++) {
+            const tfvm_edge_info *e = &d->edge[k];
             if (e->out != o)
                 continue;
             if (first) {
                 if (any)
-                    ut_buf_printf(b, ";");
+                    tb_printf(b, ";");
                 if (n_out > 1) {
                     char nb[16];
-                    bool pruned = in->flags & (o ? ISA_FLAG_PRUNE_TRUE : ISA_FLAG_PRUNE_FALSE);
-                    ut_buf_printf(b, " %s%s:", output_name(in, o, nb, sizeof nb),
-                                  (int)o != dead_out ? ""
-                                  : pruned       ? " (no token)"
+                    bool pruned = o ? in->prune_true : in->prune_false;
+                    tb_printf(b, " %s%s:", output_name(d, i, o, nb, sizeof nb),
+                              (int)o != dead_out ? ""
+                              : pruned           ? " (no token)"
                                                  : " (dead)");
                 }
             }
-            ut_buf_printf(b, "%s ", first ? "" : ",");
-            put_inst_ref(b, p, e->inst, in->region);
-            put_port(b, &p->insts[e->inst], e->port);
+            tb_printf(b, "%s ", first ? "" : ",");
+            put_inst_ref(b, d, e->inst, in->region_index);
+            put_port(b, &d->ins[e->inst], e->port);
             first = false;
             any = true;
         }
     }
     if (!any)
-        ut_buf_printf(b, " nothing");
-}
-
-/* A scalar as a number, for comparing; false for a tensor, a dead or no value. */
-static bool scalar_num(const dev_value *v, long double *out)
-{
-    if (!v || v->dead || v->is_tensor)
-        return false;
-    switch ((tfvm_dtype)v->dtype) {
-    case TFVM_BOOL: *out = v->u.b; return true;
-    case TFVM_I32: *out = v->u.i32; return true;
-    case TFVM_I64: *out = (long double)v->u.i64; return true;
-    case TFVM_F32: *out = v->u.f32; return true;
-    case TFVM_F64: *out = v->u.f64; return true;
-    case TFVM_U8: *out = v->u.u8; return true;
-    case TFVM_I8: *out = v->u.i8; return true;
-    }
-    return false;
-}
-
-/* Which way a BRANCH goes, `x OP k` as the VM compares them: 1 true, 0
- * false, -1 unknown (a tensor or dead value: the firing says what happens). */
-static int branch_taken(const dev_value *x, const dev_value *k, isa_op op)
-{
-    long double a, c;
-    if (!scalar_num(x, &a) || !scalar_num(k, &c) || x->dtype != k->dtype)
-        return -1;
-    switch (op) {
-    case ISA_LESS: return a < c;
-    case ISA_LESS_EQUAL: return a <= c;
-    case ISA_GREATER: return a > c;
-    case ISA_GREATER_EQUAL: return a >= c;
-    case ISA_EQUAL: return a == c;
-    case ISA_NOT_EQUAL: return a != c;
-    default: return -1;
-    }
+        tb_printf(b, " nothing");
 }
 
 /* One firing (about to happen): instruction, opcode, tag, input values and
  * where its outputs go (with the tag they land at when it changes). */
-static void put_firing(ut_buf *b, const dbg *d, const vm_act *a, bool dests)
+static void put_firing(tb_buf *b, const dbg *d, const tfvm_debug_act *a, bool dests)
 {
-    const isa_program *p = d->p;
-    const isa_inst *in = &p->insts[a->inst];
-    const vm_iplan *ip = &d->vm->plan.insts[a->inst];
-    put_inst(b, p, a->inst);
-    ut_buf_printf(b, " at ");
-    put_tag(b, d, a->ctx);
-    /* dead: a control port (or, for a matched instruction, any port) is dead */
-    bool dead = false;
-    if (ip->matched && in->op != ISA_MERGE)
-        for (uint32_t k = 0; k < ip->ports; k++)
-            dead |= a->ctx->slots[ip->slot + k].dead;
-    else
-        dead = a->v.dead;
-    if (in->op == ISA_ARG) {
-        ut_buf_printf(b, ": value ");
-        put_value(b, &a->v, true);
-    } else if (in->op == ISA_CONST) {
-        dev_value none = dev_dead();
-        ut_buf_printf(b, ": value ");
-        put_value(b, dead ? &none : &d->vm->consts[in->a], true);
+    uint32_t i = tfvm_debug_act_inst(a);
+    const tfvm_inst_info *in = &d->ins[i];
+    const tfvm_debug_ctx *c = tfvm_debug_act_ctx(a);
+    put_inst(b, d, i);
+    tb_printf(b, " at ");
+    put_tag(b, d, c);
+    bool dead = tfvm_debug_act_dead(d->vm, a);
+    tfvm_value v;
+    tfvm_debug_token tok;
+    if (op_is(d, i, "ARG")) {
+        tb_printf(b, ": value ");
+        tok = tfvm_debug_act_input(d->vm, a, 0, &v);
+        put_value(b, tok, &v, true);
+    } else if (op_is(d, i, "CONST")) {
+        tb_printf(b, ": value ");
         if (dead)
-            ut_buf_printf(b, " (a dead control input)");
-    } else if (in->op == ISA_MERGE) {
-        ut_buf_printf(b, ": in ");
-        put_value(b, &a->v, true);
-        ut_buf_printf(b, " (input %u)", a->aux);
+            put_value(b, TFVM_TOKEN_DEAD, NULL, true);
+        else
+            put_value(b, tfvm_debug_inst_const(d->vm, i, &v) ? TFVM_TOKEN_LIVE : TFVM_TOKEN_NONE, &v, true);
+        if (dead)
+            tb_printf(b, " (a dead control input)");
+    } else if (op_is(d, i, "MERGE")) {
+        uint32_t chosen = tfvm_debug_act_merge_input(a);
+        tb_printf(b, ": in ");
+        tok = tfvm_debug_act_input(d->vm, a, chosen, &v);
+        put_value(b, tok, &v, true);
+        tb_printf(b, " (input %u)", chosen);
     } else if (in->n_in) {
-        ut_buf_printf(b, ": in ");
+        tb_printf(b, ": in ");
         for (uint32_t k = 0; k < in->n_in; k++) {
             if (k)
-                ut_buf_printf(b, ", ");
-            put_value(b, vm_act_input(d->vm, a, k), true);
+                tb_printf(b, ", ");
+            tok = tfvm_debug_act_input(d->vm, a, k, &v);
+            put_value(b, tok, &v, true);
         }
     }
     /* SWITCH and BRANCH: the way the token goes, in words */
-    int dead_out = -1;
-    if (in->op == ISA_SWITCH && !dead) {
-        const dev_value *pred = vm_act_input(d->vm, a, 1);
-        if (pred && !pred->is_tensor && pred->dtype == TFVM_BOOL)
-            dead_out = pred->u.b ? 0 : 1;
-    } else if (in->op == ISA_BRANCH && !dead) {
-        int taken = branch_taken(vm_act_input(d->vm, a, 0), &d->vm->consts[in->b], (isa_op)in->a);
-        if (taken >= 0)
-            dead_out = taken ? 0 : 1;
-    }
-    if (dead_out >= 0)
-        ut_buf_printf(b, "; goes %s", dead_out ? "false" : "true");
+    int way = tfvm_debug_act_way(d->vm, a);
+    int dead_out = way >= 0 ? 1 - way : -1;
+    if (way >= 0)
+        tb_printf(b, "; goes %s", way ? "true" : "false");
     if (!dests)
         return;
-    ut_buf_printf(b, " ->");
-    const vm_ctx *c = a->ctx;
+    tb_printf(b, " ->");
     char lab[160];
-    switch ((isa_op)in->op) {
-    case ISA_RESULT:
-        ut_buf_printf(b, " result %u '%s'", in->a, p->entries[d->entry].results[in->a].name);
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(c, &ci);
+    if (op_is(d, i, "RESULT")) {
+        tb_printf(b, " result %u '%s'", in->attr, d->e.results[in->attr].name);
         return;
-    case ISA_CALL:
+    } else if (op_is(d, i, "CALL")) {
         if (dead) {
-            ut_buf_printf(b, " no call (dead): each RETURN %s answers <dead>",
-                          isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
+            tb_printf(b, " no call (dead): each RETURN %s answers <dead>",
+                      tfvm_site_label(d->prog, in->attr, lab, sizeof lab));
             return;
         }
-        ut_buf_printf(b, " ");
-        put_tag_plus(b, d, c, isa_site_label(p->regions[p->sites[in->a].callee].name, p->sites[in->a].id, lab, sizeof lab));
-        break;
-    case ISA_ENTER:
+        tb_printf(b, " ");
+        put_tag_plus(b, d, c, tfvm_site_label(d->prog, in->attr, lab, sizeof lab));
+    } else if (op_is(d, i, "ENTER")) {
         if (dead) {
-            ut_buf_printf(b, " no loop (dead): each EXIT %s answers <dead>", p->regions[in->a].name);
+            tb_printf(b, " no loop (dead): each EXIT %s answers <dead>", region_name(d, in->attr));
             return;
         }
-        ut_buf_printf(b, " ");
-        snprintf(lab, sizeof lab, "%s#%s", p->regions[in->a].name, (in->flags & ISA_FLAG_CONST) ? "*" : "0");
+        tb_printf(b, " ");
+        snprintf(lab, sizeof lab, "%s#%s", region_name(d, in->attr), in->enter_const ? "*" : "0");
         put_tag_plus(b, d, c, lab);
-        break;
-    case ISA_NEXTITER:
-    case ISA_EXIT:
+    } else if (op_is(d, i, "NEXTITER") || op_is(d, i, "EXIT")) {
         if (dead) {
-            ut_buf_printf(b, " dropped (dead)");
+            tb_printf(b, " dropped (dead)");
             return;
         }
-        ut_buf_printf(b, " ");
-        if (in->op == ISA_EXIT) {
-            put_tag(b, d, c->parent);
+        tb_printf(b, " ");
+        if (op_is(d, i, "EXIT")) {
+            put_tag(b, d, tfvm_debug_parent(c));
         } else {
-            snprintf(lab, sizeof lab, "%s#%" PRIu64, p->regions[c->elem].name, c->iter + 1);
-            put_tag_plus(b, d, c->parent, lab);
+            snprintf(lab, sizeof lab, "%s#%" PRIu64, region_name(d, ci.region), ci.iter + 1);
+            put_tag_plus(b, d, tfvm_debug_parent(c), lab);
         }
-        break;
-    case ISA_RETURN:
-        ut_buf_printf(b, " ");
-        put_tag(b, d, c->parent);
-        break;
-    default:
-        break;
+    } else if (op_is(d, i, "RETURN")) {
+        tb_printf(b, " ");
+        put_tag(b, d, tfvm_debug_parent(c));
     }
-    put_consumers(b, p, a->inst, dead_out);
+    put_consumers(b, d, i, dead_out);
 }
 
 /* ---- Resolving names ------------------------------------------------------------------ */
 
-static int find_region(const isa_program *p, const char *name, size_t len)
+static int find_region(const dbg *d, const char *name, size_t len)
 {
-    for (uint32_t r = 0; r < p->n_regions; r++)
-        if (strlen(p->regions[r].name) == len && memcmp(p->regions[r].name, name, len) == 0)
+    for (uint32_t r = 0; r < d->n_regions; r++)
+        if (strlen(d->reg[r].name) == len && memcmp(d->reg[r].name, name, len) == 0)
             return (int)r;
     return -1;
 }
@@ -466,66 +511,65 @@ static bool parse_u64_text(const char *s, uint64_t *out)
 }
 
 /* WHAT is %N, REGION.NAME, NAME (unique in the program) or an opcode (any
- * case). Sets *inst (ISA_NONE for an opcode) and *op; prints an error and
+ * case). Sets *inst (DBG_NONE for an opcode) and *op; prints an error and
  * returns false when it names nothing, or several instructions. */
-static bool resolve(const dbg *d, const char *what, uint32_t *inst, int *op)
+static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char **op)
 {
-    const isa_program *p = d->p;
-    *inst = ISA_NONE;
-    *op = -1;
+    *inst = DBG_NONE;
+    *op = NULL;
     uint64_t k;
     if (what[0] == '%' && parse_u64_text(what + 1, &k)) {
-        if (k >= p->n_insts) {
-            derr("no instruction %%%" PRIu64 " (the program has %u)", k, p->n_insts);
+        if (k >= d->n_insts) {
+            derr("no instruction %%%" PRIu64 " (the program has %u)", k, d->n_insts);
             return false;
         }
         *inst = (uint32_t)k;
-        *op = p->insts[k].op;
+        *op = d->ins[k].op;
         return true;
     }
     const char *dot = strchr(what, '.');
     if (dot) {
-        int r = find_region(p, what, (size_t)(dot - what));
+        int r = find_region(d, what, (size_t)(dot - what));
         if (r < 0) {
             derr("no region named '%.*s'", (int)(dot - what), what);
             return false;
         }
-        for (uint32_t i = 0; i < p->n_insts; i++)
-            if (p->insts[i].region == (uint32_t)r && p->insts[i].name && strcmp(p->insts[i].name, dot + 1) == 0) {
+        for (uint32_t i = 0; i < d->n_insts; i++)
+            if (d->ins[i].region_index == (uint32_t)r && d->ins[i].name && strcmp(d->ins[i].name, dot + 1) == 0) {
                 *inst = i;
-                *op = p->insts[i].op;
+                *op = d->ins[i].op;
                 return true;
             }
-        derr("no instruction named '%s' in %s %s", dot + 1, region_kind_name(p->regions[r].kind), p->regions[r].name);
+        derr("no instruction named '%s' in %s %s", dot + 1, region_kind_name(d->rkind[r]), region_name(d, (uint32_t)r));
         return false;
     }
-    uint32_t found = 0, first = ISA_NONE;
-    for (uint32_t i = 0; i < p->n_insts; i++)
-        if (p->insts[i].name && strcmp(p->insts[i].name, what) == 0) {
+    uint32_t found = 0, first = DBG_NONE;
+    for (uint32_t i = 0; i < d->n_insts; i++)
+        if (d->ins[i].name && strcmp(d->ins[i].name, what) == 0) {
             if (!found++)
                 first = i;
         }
     if (found == 1) {
         *inst = first;
-        *op = p->insts[first].op;
+        *op = d->ins[first].op;
         return true;
     }
     if (found > 1) {
-        ut_buf b;
-        ut_buf_init(&b, NULL);
-        ut_buf_printf(&b, "error: '%s' names %u instructions:", what, found);
+        tb_buf b;
+        tb_init(&b);
+        tb_printf(&b, "error: '%s' names %u instructions:", what, found);
         uint32_t shown = 0;
-        for (uint32_t i = 0; i < p->n_insts && shown < 6; i++)
-            if (p->insts[i].name && strcmp(p->insts[i].name, what) == 0)
-                ut_buf_printf(&b, "%s %s.%s", shown++ ? "," : "", p->regions[p->insts[i].region].name, what);
-        ut_buf_printf(&b, "%s (write REGION.NAME)", found > shown ? ", ..." : "");
+        for (uint32_t i = 0; i < d->n_insts && shown < 6; i++)
+            if (d->ins[i].name && strcmp(d->ins[i].name, what) == 0)
+                tb_printf(&b, "%s %s.%s", shown++ ? "," : "", region_name(d, d->ins[i].region_index), what);
+        tb_printf(&b, "%s (write REGION.NAME)", found > shown ? ", ..." : "");
         emit(&b);
-        ut_buf_free(&b);
+        tb_free(&b);
         return false;
     }
-    for (int o = 0; o < ISA_OP_COUNT; o++)
-        if (strcasecmp(isa_ops[o].name, what) == 0) {
-            *op = o;
+    for (size_t o = 0; tfvm_op_name(o); o++)
+        if (strcasecmp(tfvm_op_name(o), what) == 0) {
+            *op = tfvm_op_name(o);
             return true;
         }
     derr("no instruction or opcode named '%s'", what);
@@ -533,29 +577,29 @@ static bool resolve(const dbg *d, const char *what, uint32_t *inst, int *op)
 }
 
 /* "n_sw (SWITCH) in func fib @12:5" or "every ADD" */
-static void put_bp_what(ut_buf *b, const dbg *d, const bp *x)
+static void put_bp_what(tb_buf *b, const dbg *d, const bp *x)
 {
+    const char *src = tfvm_program_source(d->prog);
     if (x->line) {
-        ut_buf_printf(b, "line %u of %s", x->line, d->p->source ? d->p->source : "the source");
-    } else if (x->func != ISA_NONE) {
-        ut_buf_printf(b, "every call of function %s", d->p->regions[x->func].name);
-    } else if (x->inst == ISA_NONE) {
-        ut_buf_printf(b, "every %s", isa_ops[x->op].name);
+        tb_printf(b, "line %u of %s", x->line, src ? src : "the source");
+    } else if (x->func != DBG_NONE) {
+        tb_printf(b, "every call of function %s", region_name(d, x->func));
+    } else if (x->inst == DBG_NONE) {
+        tb_printf(b, "every %s", x->op);
     } else {
-        const isa_region *r = &d->p->regions[d->p->insts[x->inst].region];
-        put_inst(b, d->p, x->inst);
-        ut_buf_printf(b, " in %s %s", region_kind_name(r->kind), r->name);
-        put_loc(b, &d->p->insts[x->inst]);
+        uint32_t r = d->ins[x->inst].region_index;
+        put_inst(b, d, x->inst);
+        tb_printf(b, " in %s %s", region_kind_name(d->rkind[r]), region_name(d, r));
+        put_loc(b, &d->ins[x->inst]);
     }
     if (x->pat_text)
-        ut_buf_printf(b, " if %s", x->pat_text);
+        tb_printf(b, " if %s", x->pat_text);
 }
 
 /* Parses "[ELEM, ...]" into b->pat. ELEM: `...`, `*`, NAME@N, NAME#N, where
  * NAME or N may be `*`. */
 static bool parse_pattern(const dbg *d, const char *text, bp *x)
 {
-    const isa_program *p = d->p;
     const char *s = text;
     while (isspace((unsigned char)*s))
         s++;
@@ -596,7 +640,7 @@ static bool parse_pattern(const dbg *d, const char *text, bp *x)
             return false;
         }
         pat_elem *pe = &x->pat[x->n_pat++];
-        pe->region = ISA_NONE;
+        pe->region = DBG_NONE;
         pe->any_num = true;
         if (n == 3 && memcmp(q, "...", 3) == 0) {
             pe->kind = PAT_ANY;
@@ -612,10 +656,10 @@ static bool parse_pattern(const dbg *d, const char *text, bp *x)
             }
             pe->kind = *m == '@' ? PAT_CALL : PAT_ITER;
             if (!(m - q == 1 && *q == '*')) {
-                int r = find_region(p, q, (size_t)(m - q));
-                uint8_t want = pe->kind == PAT_CALL ? ISA_REGION_FUNC : ISA_REGION_LOOP;
-                if (r < 0 || p->regions[r].kind != want) {
-                    derr("no %s named '%.*s' (in tag pattern %s)", want == ISA_REGION_FUNC ? "function" : "loop",
+                int r = find_region(d, q, (size_t)(m - q));
+                region_kind want = pe->kind == PAT_CALL ? R_FUNC : R_LOOP;
+                if (r < 0 || d->rkind[r] != want) {
+                    derr("no %s named '%.*s' (in tag pattern %s)", want == R_FUNC ? "function" : "loop",
                          (int)(m - q), q, x->pat_text);
                     return false;
                 }
@@ -643,76 +687,79 @@ static bool parse_pattern(const dbg *d, const char *text, bp *x)
 }
 
 /* The elements of c's tag, outermost first, into d->chain; returns how many. */
-static size_t tag_chain(dbg *d, const vm_ctx *c)
+static size_t tag_chain(dbg *d, const tfvm_debug_ctx *c)
 {
     size_t n = 0;
-    for (const vm_ctx *x = c; x && x->kind != VM_CTX_ROOT; x = x->parent)
+    for (const tfvm_debug_ctx *x = c; x && tfvm_debug_parent(x); x = tfvm_debug_parent(x))
         n++;
     if (n > d->cap_chain) {
         size_t cap = n * 2;
-        const vm_ctx **m = realloc(d->chain, cap * sizeof *m);
+        const tfvm_debug_ctx **m = realloc(d->chain, cap * sizeof *m);
         if (!m)
             return SIZE_MAX;
         d->chain = m;
         d->cap_chain = cap;
     }
     size_t k = n;
-    for (const vm_ctx *x = c; x && x->kind != VM_CTX_ROOT; x = x->parent)
+    for (const tfvm_debug_ctx *x = c; x && tfvm_debug_parent(x); x = tfvm_debug_parent(x))
         d->chain[--k] = x;
     return n;
 }
 
-static bool elem_matches(const isa_program *p, const pat_elem *pe, const vm_ctx *c)
+static bool elem_matches(const dbg *d, const pat_elem *pe, const tfvm_debug_ctx *c)
 {
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(c, &ci);
     switch (pe->kind) {
     case PAT_ONE:
         return true;
     case PAT_CALL:
-        return c->kind == VM_CTX_CALL && (pe->region == ISA_NONE || p->sites[c->elem].callee == pe->region) &&
-               (pe->any_num || p->sites[c->elem].id == pe->num);
+        return ci.kind == TFVM_CTX_CALL && (pe->region == DBG_NONE || d->site[ci.site].callee == pe->region) &&
+               (pe->any_num || d->site[ci.site].id == pe->num);
     case PAT_ITER:
-        return c->kind == VM_CTX_ITER && (pe->region == ISA_NONE || c->elem == pe->region) &&
-               (pe->any_num || c->iter == pe->num);
+        return ci.kind == TFVM_CTX_ITER && (pe->region == DBG_NONE || ci.region == pe->region) &&
+               (pe->any_num || ci.iter == pe->num);
     case PAT_ANY:
         break;
     }
     return false;
 }
 
-static bool pat_matches(const isa_program *p, const pat_elem *pe, size_t np, const vm_ctx *const *c, size_t nc)
+static bool pat_matches(const dbg *d, const pat_elem *pe, size_t np, const tfvm_debug_ctx *const *c, size_t nc)
 {
     while (np && pe->kind != PAT_ANY) {
-        if (!nc || !elem_matches(p, pe, c[0]))
+        if (!nc || !elem_matches(d, pe, c[0]))
             return false;
         pe++, np--, c++, nc--;
     }
     if (!np)
         return nc == 0;
     for (size_t k = 0; k <= nc; k++) /* `...` takes k elements */
-        if (pat_matches(p, pe + 1, np - 1, c + k, nc - k))
+        if (pat_matches(d, pe + 1, np - 1, c + k, nc - k))
             return true;
     return false;
 }
 
-static bool bp_matches(dbg *d, const bp *x, const vm_act *a)
+static bool bp_matches(dbg *d, const bp *x, const tfvm_debug_act *a)
 {
-    const isa_inst *in = &d->p->insts[a->inst];
-    if (x->inst != ISA_NONE) {
-        if (a->inst != x->inst)
+    uint32_t i = tfvm_debug_act_inst(a);
+    const tfvm_inst_info *in = &d->ins[i];
+    if (x->inst != DBG_NONE) {
+        if (i != x->inst)
             return false;
     } else if (x->line) {
         if (in->line != x->line)
             return false;
-    } else if (x->func != ISA_NONE) {
-        if (in->op != ISA_CALL || d->p->sites[in->a].callee != x->func)
+    } else if (x->func != DBG_NONE) {
+        if (!op_is(d, i, "CALL") || d->site[in->attr].callee != x->func)
             return false;
-    } else if (in->op != x->op) {
+    } else if (strcmp(in->op, x->op) != 0) {
         return false;
     }
     if (!x->pat)
         return true;
-    size_t n = tag_chain(d, a->ctx);
-    return n != SIZE_MAX && pat_matches(d->p, x->pat, x->n_pat, d->chain, n);
+    size_t n = tag_chain(d, tfvm_debug_act_ctx(a));
+    return n != SIZE_MAX && pat_matches(d, x->pat, x->n_pat, d->chain, n);
 }
 
 static void bp_free(bp *x)
@@ -723,28 +770,51 @@ static void bp_free(bp *x)
 
 /* ---- Running ---------------------------------------------------------------------------- */
 
-static void finish_note(dbg *d, const vm_act *a)
+/* The RETURNs of call site s, in program order: which one is i (or DBG_NONE), and how many. */
+static uint32_t return_index(const dbg *d, uint32_t s, uint32_t i, uint32_t *n)
 {
-    const isa_inst *in = &d->p->insts[a->inst];
-    if (in->op != ISA_RETURN || in->a != d->fsite || a->ctx != d->fctx || !vm_ctx_same(d->fctx, d->fserial))
-        return;
-    const vm_splan *sp = &d->vm->plan.sites[d->fsite];
-    for (uint32_t k = 0; k < sp->n_returns; k++)
-        if (sp->returns[k] == a->inst && !d->fvals[k].dtype && !d->fvals[k].dead) {
-            d->fvals[k] = a->v;
-            dev_value_retain(&d->fvals[k]);
-            d->freturned++;
+    uint32_t k = 0, at = DBG_NONE;
+    for (uint32_t j = 0; j < d->n_insts; j++)
+        if (op_is(d, j, "RETURN") && d->ins[j].attr == s) {
+            if (j == i)
+                at = k;
+            k++;
         }
+    if (n)
+        *n = k;
+    return at;
+}
+
+static void finish_note(dbg *d, const tfvm_debug_act *a)
+{
+    uint32_t i = tfvm_debug_act_inst(a);
+    if (!op_is(d, i, "RETURN") || d->ins[i].attr != d->fsite || tfvm_debug_act_ctx(a) != d->fctx ||
+        !tfvm_debug_ctx_alive(d->fctx, d->fserial))
+        return;
+    uint32_t k = return_index(d, d->fsite, i, NULL);
+    if (k == DBG_NONE || k >= d->n_fvals || d->fvals[k])
+        return;
+    tb_buf b;
+    tb_init(&b);
+    tfvm_value v;
+    tfvm_debug_token tok = tfvm_debug_act_input(d->vm, a, 0, &v);
+    put_value(&b, tok, &v, true);
+    if (b.failed) {
+        tb_free(&b);
+        return;
+    }
+    d->fvals[k] = b.data; /* taken */
+    d->freturned++;
 }
 
 static bool finish_reached(const dbg *d)
 {
-    return !vm_ctx_same(d->fctx, d->fserial) || d->freturned >= d->vm->plan.sites[d->fsite].n_returns;
+    return !tfvm_debug_ctx_alive(d->fctx, d->fserial) || d->freturned >= d->n_fvals;
 }
 
 /* A firing that is about to happen and will not be stopped: printed when
  * stepping or watched, and noted for finish. */
-static void observe(dbg *d, const vm_act *a)
+static void observe(dbg *d, const tfvm_debug_act *a)
 {
     bool show = d->mode == GO_STEP;
     bp *watched = NULL;
@@ -755,13 +825,13 @@ static void observe(dbg *d, const vm_act *a)
                 watched = &d->bps[k];
         }
     if (show || watched) {
-        ut_buf b;
-        ut_buf_init(&b, NULL);
+        tb_buf b;
+        tb_init(&b);
         if (watched && !show)
-            ut_buf_printf(&b, "[watch %d] ", watched->id);
+            tb_printf(&b, "[watch %d] ", watched->id);
         put_firing(&b, d, a, true);
         emit(&b);
-        ut_buf_free(&b);
+        tb_free(&b);
     }
     if (d->mode == GO_STEP && d->left)
         d->left--;
@@ -769,7 +839,7 @@ static void observe(dbg *d, const vm_act *a)
         finish_note(d, a);
 }
 
-static bool on_fire(void *ud, tfvm_vm *vm, const vm_act *a)
+static bool on_fire(void *ud, tfvm_vm *vm, const tfvm_debug_act *a)
 {
     (void)vm;
     dbg *d = ud;
@@ -786,7 +856,8 @@ static bool on_fire(void *ud, tfvm_vm *vm, const vm_act *a)
         d->stop = STOP_FINISH;
         return true;
     }
-    if (d->mode == GO_NEXT && d->p->insts[a->inst].line && d->p->insts[a->inst].line != d->next_line) {
+    uint32_t line = d->ins[tfvm_debug_act_inst(a)].line;
+    if (d->mode == GO_NEXT && line && line != d->next_line) {
         d->stop = STOP_NEXT;
         return true;
     }
@@ -804,35 +875,36 @@ static bool on_fire(void *ud, tfvm_vm *vm, const vm_act *a)
 static void finish_clear(dbg *d)
 {
     if (d->fvals) {
-        uint32_t n = d->vm->plan.sites[d->fsite].n_returns;
-        for (uint32_t k = 0; k < n; k++)
-            dev_value_release(&d->fvals[k]);
+        for (uint32_t k = 0; k < d->n_fvals; k++)
+            free(d->fvals[k]);
         free(d->fvals);
         d->fvals = NULL;
+        d->n_fvals = 0;
     }
     d->fctx = NULL;
 }
 
 /* Partial matches held in context c. */
-static size_t waiting_in(const dbg *d, const vm_ctx *c)
+static size_t waiting_in(const dbg *d, const tfvm_debug_ctx *c)
 {
-    const vm_rplan *rp = &d->vm->plan.regions[c->region];
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(c, &ci);
     size_t n = 0;
-    for (uint32_t i = rp->first; i < rp->end; i++)
-        n += vm_match_state(d->vm, c, i) == VM_MATCH_WAITING;
+    for (uint32_t i = d->reg[ci.region].first_inst; i < d->reg[ci.region].end_inst; i++)
+        n += tfvm_debug_match_state(d->vm, c, i) == TFVM_MATCH_WAITING;
     return n;
 }
 
 /* Partial matches in every live context. */
 static size_t count_waiting(const dbg *d)
 {
-    vm_ctx **all;
+    const tfvm_debug_ctx **all;
     size_t n, waiting = 0;
-    if (vm_live_contexts(d->vm, &all, &n) != TFVM_OK)
+    if (tfvm_debug_contexts(d->vm, &all, &n) != TFVM_OK)
         return 0;
     for (size_t k = 0; k < n; k++)
         waiting += waiting_in(d, all[k]);
-    vm_contexts_free(d->vm, all, n);
+    tfvm_debug_contexts_free(d->vm, all, n);
     return waiting;
 }
 
@@ -841,14 +913,14 @@ static size_t count_waiting(const dbg *d)
 static void report_done(dbg *d)
 {
     tfvm_vm *vm = d->vm;
-    const isa_entry *en = &d->p->entries[d->entry];
+    const tfvm_entry_info *en = &d->e;
     for (uint32_t k = 0; k < en->n_results; k++) {
-        bool set = atomic_load(&vm->result_set[k]);
-        if (set && !vm->results[k].dead)
+        tfvm_debug_token got = tfvm_debug_result(vm, k, NULL);
+        if (got == TFVM_TOKEN_LIVE)
             continue;
         d->run = RUN_ENDED;
         d->ended_why = "stuck";
-        if (set) {
+        if (got == TFVM_TOKEN_DEAD) {
             printf("Run stuck: result %u '%s' of entry '%s' received a dead token (no branch produced it)\n", k,
                    en->results[k].name, en->name);
             return;
@@ -867,30 +939,23 @@ static void report_done(dbg *d)
         derr("out of memory");
         return;
     }
-    tfvm_status st = vm_end(vm, res, en->n_results);
+    tfvm_status st = tfvm_debug_end(vm, res, en->n_results);
     d->run = RUN_NONE;
     if (st != TFVM_OK) {
         printf("Run failed: %s\n", tfvm_errmsg(vm));
         free(res);
         return;
     }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "Run finished:");
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "Run finished:");
     for (uint32_t k = 0; k < en->n_results; k++) {
-        dev_value dv = {.dtype = (uint8_t)res[k].dtype};
-        if (res[k].tensor) {
-            dv.is_tensor = 1;
-            dv.u.t = res[k].tensor;
-        } else {
-            memcpy(&dv.u, &res[k].as, sizeof res[k].as);
-        }
-        ut_buf_printf(&b, "%s %s = ", k ? "," : "", en->results[k].name);
-        put_value(&b, &dv, false);
+        tb_printf(&b, "%s %s = ", k ? "," : "", en->results[k].name);
+        put_value(&b, TFVM_TOKEN_LIVE, &res[k], false);
         tfvm_value_release(&res[k]);
     }
     emit(&b);
-    ut_buf_free(&b);
+    tb_free(&b);
     free(res);
 }
 
@@ -903,7 +968,7 @@ static void source_load(dbg *d)
     if (d->src_tried)
         return;
     d->src_tried = true;
-    const char *name = d->p->source;
+    const char *name = tfvm_program_source(d->prog);
     if (!name)
         return;
     FILE *f = fopen(name, "rb");
@@ -915,20 +980,20 @@ static void source_load(dbg *d)
     }
     if (!f)
         return;
-    ut_buf b;
-    ut_buf_init(&b, NULL);
+    tb_buf b;
+    tb_init(&b);
     char chunk[4096];
     size_t got;
     while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ut_buf_append(&b, chunk, got);
+        tb_append(&b, chunk, got);
     fclose(f);
-    ut_buf_append(&b, "", 1);
+    tb_append(&b, "", 1);
     if (b.failed) {
-        ut_buf_free(&b);
+        tb_free(&b);
         return;
     }
-    size_t len;
-    d->src = ut_buf_take(&b, &len);
+    size_t len = b.len;
+    d->src = b.data; /* taken */
     uint32_t n = 1;
     for (size_t k = 0; k + 1 < len; k++)
         n += d->src[k] == '\n' && k + 2 < len;
@@ -963,46 +1028,44 @@ static const char *source_line(dbg *d, uint32_t line)
 
 static void report_next(dbg *d, const char *prefix)
 {
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "%s", prefix);
-    put_firing(&b, d, &d->vm->paused, true);
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "%s", prefix);
+    put_firing(&b, d, tfvm_debug_paused(d->vm), true);
     emit(&b);
-    ut_buf_free(&b);
+    tb_free(&b);
 }
 
-static void report(dbg *d, vm_state st)
+static void report(dbg *d, tfvm_debug_state st)
 {
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    if (st == VM_PAUSED) {
+    tb_buf b;
+    tb_init(&b);
+    if (st == TFVM_DEBUG_PAUSED) {
         switch (d->stop) {
         case STOP_BREAK:
-            ut_buf_printf(&b, "Breakpoint %d, ", d->hit->id);
-            put_firing(&b, d, &d->vm->paused, true);
+            tb_printf(&b, "Breakpoint %d, ", d->hit->id);
+            put_firing(&b, d, tfvm_debug_paused(d->vm), true);
             emit(&b);
             break;
         case STOP_INTERRUPT:
             report_next(d, d->tty ? "\nInterrupted. Next: " : "Interrupted. Next: "); /* after the echoed ^C */
             break;
         case STOP_FINISH: {
-            const vm_splan *sp = &d->vm->plan.sites[d->fsite];
             char lab[160];
-            ut_buf_printf(&b, "Returned from %s:", isa_site_label(d->p->regions[d->p->sites[d->fsite].callee].name,
-                                                                   d->p->sites[d->fsite].id, lab, sizeof lab));
-            for (uint32_t k = 0; k < sp->n_returns; k++) {
-                ut_buf_printf(&b, "%s ", k ? "," : "");
-                if (d->fvals[k].dtype || d->fvals[k].dead)
-                    put_value(&b, &d->fvals[k], true);
+            tb_printf(&b, "Returned from %s:", tfvm_site_label(d->prog, d->fsite, lab, sizeof lab));
+            for (uint32_t k = 0; k < d->n_fvals; k++) {
+                tb_printf(&b, "%s ", k ? "," : "");
+                if (d->fvals[k])
+                    tb_printf(&b, "%s", d->fvals[k]);
                 else
-                    ut_buf_printf(&b, "(no token)");
+                    tb_printf(&b, "(no token)");
             }
             emit(&b);
             report_next(d, "Next: ");
             break;
         }
         case STOP_NEXT: {
-            const isa_inst *in = &d->p->insts[d->vm->paused.inst];
+            const tfvm_inst_info *in = &d->ins[tfvm_debug_act_inst(tfvm_debug_paused(d->vm))];
             const char *text = source_line(d, in->line);
             if (text)
                 printf("%u\t%s\n", in->line, text);
@@ -1015,14 +1078,14 @@ static void report(dbg *d, vm_state st)
         case STOP_NONE:
             break;
         }
-    } else if (st == VM_DONE) {
+    } else if (st == TFVM_DEBUG_DONE) {
         report_done(d);
-    } else if (st == VM_FAILED) {
+    } else if (st == TFVM_DEBUG_FAILED) {
         d->run = RUN_ENDED;
         d->ended_why = "failed";
         printf("Run failed: %s\n", tfvm_errmsg(d->vm));
     }
-    ut_buf_free(&b);
+    tb_free(&b);
     finish_clear(d);
 }
 
@@ -1036,17 +1099,17 @@ static void go(dbg *d, go_mode mode, uint64_t steps)
     d->stop = STOP_NONE;
     d->hit = NULL;
     dbg_sigint = 0;
-    if (d->vm->has_paused)
-        observe(d, &d->vm->paused);
+    if (tfvm_debug_paused(d->vm))
+        observe(d, tfvm_debug_paused(d->vm));
     fflush(stdout);
-    vm_state st = vm_step(d->vm, 0);
+    tfvm_debug_state st = tfvm_debug_step(d->vm, 0);
     report(d, st);
 }
 
 static bool start(dbg *d)
 {
     finish_clear(d);
-    tfvm_status st = vm_begin(d->vm, d->entry, d->args, d->n_args);
+    tfvm_status st = tfvm_debug_begin(d->vm, d->e.name, d->args, d->n_args);
     if (st != TFVM_OK) {
         d->run = RUN_ENDED;
         d->ended_why = "failed";
@@ -1145,9 +1208,8 @@ static bool cmd_next(dbg *d, char *args)
 {
     if (!need_args_none("next", args) || !need_active(d, true))
         return true;
-    d->next_line = d->p->insts[d->vm->paused.inst].line;
-    if (!d->vm->has_paused)
-        d->next_line = 0;
+    const tfvm_debug_act *a = tfvm_debug_paused(d->vm);
+    d->next_line = a ? d->ins[tfvm_debug_act_inst(a)].line : 0;
     go(d, GO_NEXT, 0);
     return true;
 }
@@ -1157,33 +1219,34 @@ static bool cmd_next(dbg *d, char *args)
 #define LIST_LINES 10
 static bool cmd_list(dbg *d, char *args)
 {
-    const isa_program *p = d->p;
+    const char *src = tfvm_program_source(d->prog);
     source_load(d);
     if (!d->src) {
-        if (!p->source)
+        if (!src)
             derr("the program names no source file (compile it from .tfg, .onnx or .pb to have one)");
         else
-            derr("cannot read the source file %s", p->source);
+            derr("cannot read the source file %s", src);
         return true;
     }
     uint32_t mark = 0, center = 0;
-    if (d->run == RUN_ACTIVE && d->vm->has_paused)
-        mark = p->insts[d->vm->paused.inst].line;
+    const tfvm_debug_act *a = tfvm_debug_paused(d->vm);
+    if (d->run == RUN_ACTIVE && a)
+        mark = d->ins[tfvm_debug_act_inst(a)].line;
     if (*args) {
         uint64_t line;
-        int r = find_region(p, args, strlen(args));
+        int r = find_region(d, args, strlen(args));
         if (parse_u64_text(args, &line)) {
             if (line == 0 || line > d->n_src) {
-                derr("line %" PRIu64 " is out of range: %s has %u lines", line, p->source, d->n_src);
+                derr("line %" PRIu64 " is out of range: %s has %u lines", line, src, d->n_src);
                 return true;
             }
             center = (uint32_t)line;
         } else if (r >= 0) {
-            for (uint32_t i = 0; i < p->n_insts; i++)
-                if (p->insts[i].region == (uint32_t)r && p->insts[i].line && (!center || p->insts[i].line < center))
-                    center = p->insts[i].line;
+            for (uint32_t i = 0; i < d->n_insts; i++)
+                if (d->ins[i].region_index == (uint32_t)r && d->ins[i].line && (!center || d->ins[i].line < center))
+                    center = d->ins[i].line;
             if (!center) {
-                derr("%s %s has no source lines", region_kind_name(p->regions[r].kind), p->regions[r].name);
+                derr("%s %s has no source lines", region_kind_name(d->rkind[r]), region_name(d, (uint32_t)r));
                 return true;
             }
         } else {
@@ -1192,7 +1255,7 @@ static bool cmd_list(dbg *d, char *args)
         }
     } else if (d->list_next) {
         if (d->list_next > d->n_src) {
-            derr("line %u is out of range: %s has %u lines", d->list_next, p->source, d->n_src);
+            derr("line %u is out of range: %s has %u lines", d->list_next, src, d->n_src);
             return true;
         }
         center = d->list_next + LIST_LINES / 2;
@@ -1200,10 +1263,10 @@ static bool cmd_list(dbg *d, char *args)
         center = mark;
     } else {
         /* not running: around the first line of the entry */
-        for (uint32_t i = 0; i < p->n_insts; i++)
-            if (p->insts[i].region == p->entries[d->entry].region && p->insts[i].line &&
-                (!center || p->insts[i].line < center))
-                center = p->insts[i].line;
+        for (uint32_t i = 0; i < d->n_insts; i++)
+            if (d->reg[d->ins[i].region_index].entry == (int)d->entry && d->ins[i].line &&
+                (!center || d->ins[i].line < center))
+                center = d->ins[i].line;
         if (!center)
             center = 1;
     }
@@ -1219,34 +1282,39 @@ static bool cmd_finish(dbg *d, char *args)
 {
     if (!need_args_none("finish", args) || !need_active(d, false))
         return true;
-    const vm_ctx *c = d->vm->paused.ctx;
-    while (c && c->kind != VM_CTX_CALL)
-        c = c->parent;
+    const tfvm_debug_ctx *here = tfvm_debug_act_ctx(tfvm_debug_paused(d->vm)), *c = here;
+    tfvm_debug_ctx_info ci;
+    for (; c; c = tfvm_debug_parent(c)) {
+        tfvm_debug_ctx_get(c, &ci);
+        if (ci.kind == TFVM_CTX_CALL)
+            break;
+    }
     if (!c) {
-        ut_buf b;
-        ut_buf_init(&b, NULL);
-        ut_buf_printf(&b, "error: finish: the current tag ");
-        put_tag(&b, d, d->vm->paused.ctx);
-        ut_buf_printf(&b, " is not inside a call");
+        tb_buf b;
+        tb_init(&b);
+        tb_printf(&b, "error: finish: the current tag ");
+        put_tag(&b, d, here);
+        tb_printf(&b, " is not inside a call");
         emit(&b);
-        ut_buf_free(&b);
+        tb_free(&b);
         return true;
     }
     d->fctx = c;
-    d->fserial = c->serial;
-    d->fsite = c->elem;
+    d->fserial = ci.serial;
+    d->fsite = ci.site;
     d->freturned = 0;
-    d->fvals = calloc(d->vm->plan.sites[c->elem].n_returns + 1, sizeof *d->fvals);
+    return_index(d, ci.site, DBG_NONE, &d->n_fvals);
+    d->fvals = calloc(d->n_fvals + 1, sizeof *d->fvals);
     if (!d->fvals) {
         derr("out of memory");
         return true;
     }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "Run till exit from ");
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "Run till exit from ");
     put_tag(&b, d, c);
     emit(&b);
-    ut_buf_free(&b);
+    tb_free(&b);
     go(d, GO_FINISH, 0);
     return true;
 }
@@ -1262,20 +1330,19 @@ static const char *base_name(const char *path)
  * of it), else an instruction or an opcode (resolve). */
 static bool resolve_where(const dbg *d, const char *what, bp *x)
 {
-    const isa_program *p = d->p;
     const char *colon = strrchr(what, ':');
     uint64_t line;
     if (colon && parse_u64_text(colon + 1, &line)) {
         size_t flen = (size_t)(colon - what);
-        const char *src = p->source;
+        const char *src = tfvm_program_source(d->prog);
         if (flen && src && !(strlen(src) == flen && strncmp(src, what, flen) == 0) &&
             !(strlen(base_name(src)) == flen && strncmp(base_name(src), what, flen) == 0)) {
             derr("no source file '%.*s' (the program's source is %s)", (int)flen, what, src);
             return false;
         }
         uint32_t n = 0;
-        for (uint32_t i = 0; i < p->n_insts; i++)
-            n += p->insts[i].line == line;
+        for (uint32_t i = 0; i < d->n_insts; i++)
+            n += d->ins[i].line == line;
         if (line == 0 || line > UINT32_MAX || n == 0) {
             derr("no instruction comes from line %" PRIu64 "%s%s", line, src ? " of " : "", src ? src : "");
             return false;
@@ -1283,12 +1350,12 @@ static bool resolve_where(const dbg *d, const char *what, bp *x)
         x->line = (uint32_t)line;
         return true;
     }
-    int r = find_region(p, what, strlen(what));
-    if (r >= 0 && p->regions[r].kind == ISA_REGION_FUNC) {
+    int r = find_region(d, what, strlen(what));
+    if (r >= 0 && d->rkind[r] == R_FUNC) {
         x->func = (uint32_t)r;
         return true;
     }
-    if (r >= 0 && p->regions[r].kind == ISA_REGION_ROOT) {
+    if (r >= 0 && d->rkind[r] == R_ENTRY) {
         derr("%s is an entry point: nothing calls it (break at one of its lines or instructions)", what);
         return false;
     }
@@ -1339,21 +1406,21 @@ static void add_bp(dbg *d, char *args, bp_kind kind)
         return;
     }
     x->kind = kind;
-    x->func = ISA_NONE;
-    x->inst = ISA_NONE;
-    x->op = -1;
+    x->func = DBG_NONE;
+    x->inst = DBG_NONE;
+    x->op = NULL;
     if (!resolve_where(d, what, x) || (cond && !parse_pattern(d, cond, x))) {
         bp_free(x);
         return;
     }
     x->id = ++d->next_id;
     d->n_bps++;
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "%s %d: ", kind == BP_BREAK ? "Breakpoint" : "Watchpoint", x->id);
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "%s %d: ", kind == BP_BREAK ? "Breakpoint" : "Watchpoint", x->id);
     put_bp_what(&b, d, x);
     emit(&b);
-    ut_buf_free(&b);
+    tb_free(&b);
 }
 
 static bool cmd_break(dbg *d, char *args)
@@ -1404,29 +1471,29 @@ static bool cmd_breakpoints(dbg *d, char *args)
         printf("No breakpoints or watchpoints.\n");
         return true;
     }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
+    tb_buf b;
+    tb_init(&b);
     for (size_t k = 0; k < d->n_bps; k++) {
         const bp *x = &d->bps[k];
-        ut_buf_printf(&b, "%-3d %s  ", x->id, x->kind == BP_BREAK ? "break" : "watch");
+        tb_printf(&b, "%-3d %s  ", x->id, x->kind == BP_BREAK ? "break" : "watch");
         put_bp_what(&b, d, x);
-        ut_buf_printf(&b, "  (hit %" PRIu64 " time%s)", x->hits, x->hits == 1 ? "" : "s");
+        tb_printf(&b, "  (hit %" PRIu64 " time%s)", x->hits, x->hits == 1 ? "" : "s");
         emit(&b);
     }
-    ut_buf_free(&b);
+    tb_free(&b);
     return true;
 }
 
 typedef struct ready_ctx {
     dbg *d;
-    ut_buf *b;
+    tb_buf *b;
     size_t k;
 } ready_ctx;
 
-static void print_ready(void *ud, const vm_act *a)
+static void print_ready(void *ud, const tfvm_debug_act *a)
 {
     ready_ctx *r = ud;
-    ut_buf_printf(r->b, "  %zu. ", ++r->k);
+    tb_printf(r->b, "  %zu. ", ++r->k);
     put_firing(r->b, r->d, a, false);
     emit(r->b);
 }
@@ -1435,154 +1502,168 @@ static bool cmd_ready(dbg *d, char *args)
 {
     if (!need_args_none("ready", args) || !need_state(d))
         return true;
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    size_t n = vm_ready_each(d->vm, NULL, NULL);
+    tb_buf b;
+    tb_init(&b);
+    size_t n = tfvm_debug_ready(d->vm, NULL, NULL);
     printf("Ready to fire (%zu, next first):\n", n);
     if (!n)
         printf("  none\n");
     ready_ctx r = {d, &b, 0};
-    vm_ready_each(d->vm, print_ready, &r);
+    tfvm_debug_ready(d->vm, print_ready, &r);
     /* Tokens held back by a loop's parallel=N bound, by loop instance. */
-    vm_ctx **all;
+    const tfvm_debug_ctx **all;
     size_t nc, deferred = 0;
-    if (vm_live_contexts(d->vm, &all, &nc) != TFVM_OK) {
+    if (tfvm_debug_contexts(d->vm, &all, &nc) != TFVM_OK) {
         derr("out of memory");
-        ut_buf_free(&b);
+        tb_free(&b);
         return true;
     }
     for (size_t k = 0; k < nc; k++)
-        for (uint32_t f = 0; f < d->vm->plan.regions[all[k]->region].n_frames; f++) {
-            const vm_loop *l = vm_ctx_loop(d->vm, all[k], f);
-            for (uint32_t j = 0; l && j < l->n_deferred; j++) {
+        for (uint32_t f = 0; f < tfvm_debug_loop_slots(d->vm, all[k]); f++) {
+            tfvm_debug_loop_info l;
+            if (!tfvm_debug_loop(d->vm, all[k], f, &l))
+                continue;
+            for (uint32_t j = 0; j < l.deferred; j++) {
                 if (!deferred++)
-                    printf("Waiting for the parallel=%u bound of their loop:\n", d->vm->plan.frames[l->frame].parallel);
+                    printf("Waiting for the parallel=%u bound of their loop:\n", l.parallel);
                 char lab[160];
-                snprintf(lab, sizeof lab, "%s#%" PRIu64, d->p->regions[l->frame].name, l->next);
-                ut_buf_printf(&b, "  ");
-                put_inst(&b, d->p, l->deferred[j].inst);
-                ut_buf_printf(&b, " into ");
+                snprintf(lab, sizeof lab, "%s#%" PRIu64, region_name(d, l.frame), l.next);
+                uint32_t inst = 0;
+                tfvm_value v;
+                tfvm_debug_token tok = tfvm_debug_loop_deferred(d->vm, all[k], f, j, &inst, &v);
+                tb_printf(&b, "  ");
+                put_inst(&b, d, inst);
+                tb_printf(&b, " into ");
                 put_tag_plus(&b, d, all[k], lab);
-                ut_buf_printf(&b, ": ");
-                put_value(&b, &l->deferred[j].v, true);
+                tb_printf(&b, ": ");
+                put_value(&b, tok, &v, true);
                 emit(&b);
             }
         }
-    vm_contexts_free(d->vm, all, nc);
-    ut_buf_free(&b);
+    tfvm_debug_contexts_free(d->vm, all, nc);
+    tb_free(&b);
     return true;
 }
 
 /* Producers of input `port` of instruction i, as .tfasm writes them. */
-static void put_producers(ut_buf *b, const dbg *d, uint32_t i, uint32_t port)
+static void put_producers(tb_buf *b, const dbg *d, uint32_t i, uint32_t port)
 {
-    const isa_program *p = d->p;
-    if ((int)port == isa_imm_port(&p->insts[i])) {
-        ut_buf_printf(b, "the constant ");
-        put_value(b, &d->vm->consts[p->insts[i].b], true);
+    if ((int)port == d->ins[i].const_port) {
+        tfvm_value v;
+        tb_printf(b, "the constant ");
+        put_value(b, tfvm_debug_inst_const(d->vm, i, &v) ? TFVM_TOKEN_LIVE : TFVM_TOKEN_NONE, &v, true);
         return;
     }
     bool first = true;
-    for (uint32_t s = 0; s < p->n_insts; s++) {
-        const isa_inst *src = &p->insts[s];
-        for (uint32_t k = src->edge_first; k < src->edge_first + src->n_edges; k++) {
-            const isa_edge *e = &p->edges[k];
+    for (uint32_t s = 0; s < d->n_insts; s++) {
+        for (uint32_t k = d->edge_at[s]; k < d->edge_at[s + 1]; k++) {
+            const tfvm_edge_info *e = &d->edge[k];
             if (e->inst != i || e->port != port)
                 continue;
-            ut_buf_printf(b, "%s", first ? "" : ", ");
+            tb_printf(b, "%s", first ? "" : ", ");
             /* qualified when in another region (a RETURN's producers are in the callee) */
-            put_inst_ref(b, p, s, p->insts[i].region);
+            put_inst_ref(b, d, s, d->ins[i].region_index);
             if (e->out)
-                ut_buf_printf(b, ":%u", e->out);
+                tb_printf(b, ":%u", e->out);
             first = false;
         }
     }
     if (first)
-        ut_buf_printf(b, "nothing");
+        tb_printf(b, "nothing");
+}
+
+/* A waiting input's value; a waiting MERGE keeps none: its inputs are dead. */
+static void put_waiting(tb_buf *b, const dbg *d, const tfvm_debug_ctx *c, uint32_t i, uint32_t port)
+{
+    tfvm_value v;
+    tfvm_debug_token tok = tfvm_debug_port_get(d->vm, c, i, port, &v);
+    put_value(b, tok == TFVM_TOKEN_NONE ? TFVM_TOKEN_DEAD : tok, &v, true);
 }
 
 /* One partial (or complete) match: which ports have arrived, with what, and
  * which are missing, with who would send them. */
-static void put_match(ut_buf *b, const dbg *d, const vm_ctx *c, uint32_t i, vm_match m)
+static void put_match(tb_buf *b, const dbg *d, const tfvm_debug_ctx *c, uint32_t i, tfvm_debug_match m)
 {
-    const isa_program *p = d->p;
-    const isa_inst *in = &p->insts[i];
-    uint32_t ports = isa_ports(in);
-    put_inst(b, p, i);
-    ut_buf_printf(b, " at ");
+    const tfvm_inst_info *in = &d->ins[i];
+    uint32_t ports = n_ports(d, i);
+    put_inst(b, d, i);
+    tb_printf(b, " at ");
     put_tag(b, d, c);
-    if (m == VM_MATCH_FIRED) {
-        ut_buf_printf(b, ": fired at this tag (later tokens are absorbed)");
+    if (m == TFVM_MATCH_FIRED) {
+        tb_printf(b, ": fired at this tag (later tokens are absorbed)");
         return;
     }
-    ut_buf_printf(b, m == VM_MATCH_READY ? ": complete, ready to fire;" : ":");
+    tb_printf(b, m == TFVM_MATCH_READY ? ": complete, ready to fire;" : ":");
     const char *sep = " has ";
     for (uint32_t k = 0; k < ports; k++) {
-        if (!vm_port_arrived(d->vm, c, i, k))
+        if (!tfvm_debug_port_arrived(d->vm, c, i, k))
             continue;
-        ut_buf_printf(b, "%s", sep);
+        tb_printf(b, "%s", sep);
         sep = ", ";
         if (k < in->n_in) {
-            ut_buf_printf(b, "%u = ", k);
-            const dev_value *v = vm_port_value(d->vm, c, i, k);
-            if (v)
-                put_value(b, v, true);
-            else
-                ut_buf_printf(b, "<dead>"); /* a waiting MERGE has only dead inputs */
-            if ((int)k == isa_imm_port(in))
-                ut_buf_printf(b, " (constant)");
+            tb_printf(b, "%u = ", k);
+            put_waiting(b, d, c, i, k);
+            if ((int)k == in->const_port)
+                tb_printf(b, " (constant)");
         } else {
             put_port_name(b, in, k);
         }
     }
     sep = "; missing ";
     for (uint32_t k = 0; k < ports; k++) {
-        if (vm_port_arrived(d->vm, c, i, k))
+        if (tfvm_debug_port_arrived(d->vm, c, i, k))
             continue;
-        ut_buf_printf(b, "%s", sep);
+        tb_printf(b, "%s", sep);
         sep = "; ";
         put_port_name(b, in, k);
-        ut_buf_printf(b, " (from ");
+        tb_printf(b, " (from ");
         put_producers(b, d, i, k);
-        ut_buf_printf(b, ")");
+        tb_printf(b, ")");
     }
+}
+
+static uint32_t ctx_region(const tfvm_debug_ctx *c)
+{
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(c, &ci);
+    return ci.region;
 }
 
 static bool cmd_match(dbg *d, char *args)
 {
-    uint32_t want = ISA_NONE;
-    int op = -1;
+    uint32_t want = DBG_NONE;
+    const char *op = NULL;
     if (*args) {
         if (!resolve(d, args, &want, &op))
             return true;
-        if (want != ISA_NONE && !d->vm->plan.insts[want].matched) {
-            ut_buf b;
-            ut_buf_init(&b, NULL);
-            put_inst(&b, d->p, want);
-            ut_buf_printf(&b, " waits for one token only: it fires as soon as that arrives (see `ready`)");
+        if (want != DBG_NONE && !tfvm_debug_inst_matched(d->vm, want)) {
+            tb_buf b;
+            tb_init(&b);
+            put_inst(&b, d, want);
+            tb_printf(&b, " waits for one token only: it fires as soon as that arrives (see `ready`)");
             emit(&b);
-            ut_buf_free(&b);
+            tb_free(&b);
             return true;
         }
     }
     if (!need_state(d))
         return true;
-    vm_ctx **all;
+    const tfvm_debug_ctx **all;
     size_t n, shown = 0;
-    if (vm_live_contexts(d->vm, &all, &n) != TFVM_OK) {
+    if (tfvm_debug_contexts(d->vm, &all, &n) != TFVM_OK) {
         derr("out of memory");
         return true;
     }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
+    tb_buf b;
+    tb_init(&b);
     for (size_t k = 0; k < n; k++) {
-        const vm_rplan *rp = &d->vm->plan.regions[all[k]->region];
-        for (uint32_t i = rp->first; i < rp->end; i++) {
-            if (want != ISA_NONE ? i != want : op >= 0 && d->p->insts[i].op != op)
+        const tfvm_region_info *rg = &d->reg[ctx_region(all[k])];
+        for (uint32_t i = rg->first_inst; i < rg->end_inst; i++) {
+            if (want != DBG_NONE ? i != want : op && strcmp(d->ins[i].op, op) != 0)
                 continue;
-            vm_match m = vm_match_state(d->vm, all[k], i);
+            tfvm_debug_match m = tfvm_debug_match_state(d->vm, all[k], i);
             /* all: the partial matches; one instruction (or opcode): every state */
-            if (m == VM_MATCH_NONE || (m != VM_MATCH_WAITING && !*args))
+            if (m == TFVM_MATCH_NONE || (m != TFVM_MATCH_WAITING && !*args))
                 continue;
             put_match(&b, d, all[k], i, m);
             emit(&b);
@@ -1591,8 +1672,8 @@ static bool cmd_match(dbg *d, char *args)
     }
     if (!shown)
         printf(*args ? "No tokens waiting at %s.\n" : "No partial matches.%s\n", *args ? args : "");
-    vm_contexts_free(d->vm, all, n);
-    ut_buf_free(&b);
+    tfvm_debug_contexts_free(d->vm, all, n);
+    tb_free(&b);
     return true;
 }
 
@@ -1603,40 +1684,36 @@ static bool cmd_tokens(dbg *d, char *args)
 {
     if (!need_args_none("tokens", args) || !need_state(d))
         return true;
-    vm_ctx **all;
+    const tfvm_debug_ctx **all;
     size_t n, shown = 0;
-    if (vm_live_contexts(d->vm, &all, &n) != TFVM_OK) {
+    if (tfvm_debug_contexts(d->vm, &all, &n) != TFVM_OK) {
         derr("out of memory");
         return true;
     }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
+    tb_buf b;
+    tb_init(&b);
     for (size_t k = 0; k < n; k++) {
-        const vm_rplan *rp = &d->vm->plan.regions[all[k]->region];
-        for (uint32_t i = rp->first; i < rp->end; i++) {
-            if (vm_match_state(d->vm, all[k], i) != VM_MATCH_WAITING)
+        const tfvm_region_info *rg = &d->reg[ctx_region(all[k])];
+        for (uint32_t i = rg->first_inst; i < rg->end_inst; i++) {
+            if (tfvm_debug_match_state(d->vm, all[k], i) != TFVM_MATCH_WAITING)
                 continue;
-            const isa_inst *in = &d->p->insts[i];
-            for (uint32_t port = 0; port < isa_ports(in); port++) {
-                if ((int)port == isa_imm_port(in) || !vm_port_arrived(d->vm, all[k], i, port))
+            const tfvm_inst_info *in = &d->ins[i];
+            for (uint32_t port = 0; port < n_ports(d, i); port++) {
+                if ((int)port == in->const_port || !tfvm_debug_port_arrived(d->vm, all[k], i, port))
                     continue;
                 if (!shown++)
                     printf("Tokens waiting for the other inputs of their instruction (oldest tag first):\n");
-                ut_buf_printf(&b, "  ");
-                put_inst_ref(&b, d->p, i, ISA_NONE);
+                tb_printf(&b, "  ");
+                put_inst_ref(&b, d, i, DBG_NONE);
                 put_port(&b, in, port);
-                ut_buf_printf(&b, " at ");
+                tb_printf(&b, " at ");
                 put_tag(&b, d, all[k]);
-                const dev_value *v = vm_port_value(d->vm, all[k], i, port);
-                ut_buf_printf(&b, " = ");
-                if (v)
-                    put_value(&b, v, true);
-                else
-                    ut_buf_printf(&b, "<dead>");
+                tb_printf(&b, " = ");
+                put_waiting(&b, d, all[k], i, port);
                 const char *sep = ", waits for ";
-                for (uint32_t q = 0; q < isa_ports(in); q++)
-                    if (!vm_port_arrived(d->vm, all[k], i, q)) {
-                        ut_buf_printf(&b, "%s", sep);
+                for (uint32_t q = 0; q < n_ports(d, i); q++)
+                    if (!tfvm_debug_port_arrived(d->vm, all[k], i, q)) {
+                        tb_printf(&b, "%s", sep);
                         sep = ", ";
                         put_port(&b, in, q);
                     }
@@ -1646,75 +1723,81 @@ static bool cmd_tokens(dbg *d, char *args)
     }
     if (!shown)
         printf("No tokens waiting in partial matches (`ready` lists what fires next).\n");
-    vm_contexts_free(d->vm, all, n);
-    ut_buf_free(&b);
+    tfvm_debug_contexts_free(d->vm, all, n);
+    tb_free(&b);
     return true;
 }
 
 typedef struct count_ready {
-    const vm_ctx *c;
+    const tfvm_debug_ctx *c;
     size_t n;
 } count_ready;
 
-static void count_ready_at(void *ud, const vm_act *a)
+static void count_ready_at(void *ud, const tfvm_debug_act *a)
 {
     count_ready *r = ud;
-    r->n += a->ctx == r->c;
+    r->n += tfvm_debug_act_ctx(a) == r->c;
 }
 
-static void print_ctx_tree(dbg *d, vm_ctx **all, size_t n, const vm_ctx *c, int depth, ut_buf *b)
+static void print_ctx_tree(dbg *d, const tfvm_debug_ctx **all, size_t n, const tfvm_debug_ctx *c, int depth,
+                           tb_buf *b)
 {
     count_ready r = {c, 0};
-    vm_ready_each(d->vm, count_ready_at, &r);
-    ut_buf_printf(b, "%*s", depth * 2, "");
+    tfvm_debug_ready(d->vm, count_ready_at, &r);
+    tfvm_debug_ctx_info ci;
+    tfvm_debug_ctx_get(c, &ci);
+    tb_printf(b, "%*s", depth * 2, "");
     put_tag(b, d, c);
-    if (c->kind == VM_CTX_ROOT)
-        ut_buf_printf(b, " entry %s", d->p->entries[d->entry].name);
-    ut_buf_printf(b, ": %zu waiting, %zu ready", waiting_in(d, c), r.n);
+    if (ci.kind == TFVM_CTX_ROOT)
+        tb_printf(b, " entry %s", d->e.name);
+    tb_printf(b, ": %zu waiting, %zu ready", waiting_in(d, c), r.n);
     emit(b);
     /* loop instances, each with its live iterations */
-    for (uint32_t f = 0; f < d->vm->plan.regions[c->region].n_frames; f++) {
-        const vm_loop *l = vm_ctx_loop(d->vm, c, f);
-        if (!l)
+    for (uint32_t f = 0; f < tfvm_debug_loop_slots(d->vm, c); f++) {
+        tfvm_debug_loop_info l;
+        if (!tfvm_debug_loop(d->vm, c, f, &l))
             continue;
-        uint64_t live = 0;
-        for (const vm_ctx *it = l->first; it; it = it->next_iter)
-            live++;
-        ut_buf_printf(b, "%*sloop %s: %" PRIu64 " iteration%s started, %" PRIu64 " live", depth * 2 + 2, "",
-                      d->p->regions[l->frame].name, l->next, l->next == 1 ? "" : "s", live);
-        if (l->n_deferred)
-            ut_buf_printf(b, ", %u token%s deferred", l->n_deferred, l->n_deferred == 1 ? "" : "s");
+        tb_printf(b, "%*sloop %s: %" PRIu64 " iteration%s started, %" PRIu64 " live", depth * 2 + 2, "",
+                  region_name(d, l.frame), l.started, l.started == 1 ? "" : "s", l.live);
+        if (l.deferred)
+            tb_printf(b, ", %u token%s deferred", l.deferred, l.deferred == 1 ? "" : "s");
         emit(b);
-        for (size_t k = 0; k < n; k++)
-            if (all[k]->parent == c && all[k]->kind == VM_CTX_ITER && all[k]->elem == l->frame)
+        for (size_t k = 0; k < n; k++) {
+            tfvm_debug_ctx_info ki;
+            tfvm_debug_ctx_get(all[k], &ki);
+            if (tfvm_debug_parent(all[k]) == c && ki.kind == TFVM_CTX_ITER && ki.region == l.frame)
                 print_ctx_tree(d, all, n, all[k], depth + 2, b);
+        }
     }
-    for (size_t k = 0; k < n; k++)
-        if (all[k]->parent == c && all[k]->kind == VM_CTX_CALL)
+    for (size_t k = 0; k < n; k++) {
+        tfvm_debug_ctx_info ki;
+        tfvm_debug_ctx_get(all[k], &ki);
+        if (tfvm_debug_parent(all[k]) == c && ki.kind == TFVM_CTX_CALL)
             print_ctx_tree(d, all, n, all[k], depth + 1, b);
+    }
 }
 
 static bool cmd_contexts(dbg *d, char *args)
 {
     if (!need_args_none("contexts", args) || !need_state(d))
         return true;
-    vm_ctx **all;
+    const tfvm_debug_ctx **all;
     size_t n;
-    if (vm_live_contexts(d->vm, &all, &n) != TFVM_OK) {
+    if (tfvm_debug_contexts(d->vm, &all, &n) != TFVM_OK) {
         derr("out of memory");
         return true;
     }
     uint64_t n_ctx, n_loops;
-    vm_count_live(d->vm, &n_ctx, &n_loops);
-    ut_buf b;
-    ut_buf_init(&b, NULL);
+    tfvm_debug_live(d->vm, &n_ctx, &n_loops);
+    tb_buf b;
+    tb_init(&b);
     for (size_t k = 0; k < n; k++)
-        if (all[k]->kind == VM_CTX_ROOT)
+        if (!tfvm_debug_parent(all[k]))
             print_ctx_tree(d, all, n, all[k], 0, &b);
     printf("%" PRIu64 " context%s, %" PRIu64 " loop instance%s\n", n_ctx, n_ctx == 1 ? "" : "s", n_loops,
            n_loops == 1 ? "" : "s");
-    ut_buf_free(&b);
-    vm_contexts_free(d->vm, all, n);
+    tb_free(&b);
+    tfvm_debug_contexts_free(d->vm, all, n);
     return true;
 }
 
@@ -1729,143 +1812,166 @@ static bool cmd_where(dbg *d, char *args)
             derr("the program is not running (use run, step or restart)");
         return true;
     }
-    const isa_program *p = d->p;
-    const vm_act *a = &d->vm->paused;
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "#0  ");
-    put_inst(&b, p, a->inst);
-    ut_buf_printf(&b, " at ");
-    put_tag(&b, d, a->ctx);
-    put_loc(&b, &p->insts[a->inst]);
+    const tfvm_debug_act *a = tfvm_debug_paused(d->vm);
+    uint32_t ai = tfvm_debug_act_inst(a);
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "#0  ");
+    put_inst(&b, d, ai);
+    tb_printf(&b, " at ");
+    put_tag(&b, d, tfvm_debug_act_ctx(a));
+    put_loc(&b, &d->ins[ai]);
     emit(&b);
     int depth = 1;
-    for (const vm_ctx *c = a->ctx; c; c = c->parent, depth++) {
-        ut_buf_printf(&b, "#%-2d ", depth);
-        if (c->kind == VM_CTX_ROOT) {
-            ut_buf_printf(&b, "[] entry %s", p->entries[d->entry].name);
+    for (const tfvm_debug_ctx *c = tfvm_debug_act_ctx(a); c; c = tfvm_debug_parent(c), depth++) {
+        tfvm_debug_ctx_info ci;
+        tfvm_debug_ctx_get(c, &ci);
+        tb_printf(&b, "#%-2d ", depth);
+        if (ci.kind == TFVM_CTX_ROOT) {
+            tb_printf(&b, "[] entry %s", d->e.name);
             emit(&b);
             break;
         }
-        uint32_t by = ISA_NONE;
-        if (c->kind == VM_CTX_CALL) {
-            const isa_site *s = &p->sites[c->elem];
-            for (uint32_t i = 0; i < p->n_insts && by == ISA_NONE; i++)
-                if (p->insts[i].op == ISA_CALL && p->insts[i].a == c->elem)
+        uint32_t by = DBG_NONE;
+        if (ci.kind == TFVM_CTX_CALL) {
+            const tfvm_site_info *s = &d->site[ci.site];
+            for (uint32_t i = 0; i < d->n_insts && by == DBG_NONE; i++)
+                if (op_is(d, i, "CALL") && d->ins[i].attr == ci.site)
                     by = i;
             char lab[160];
-            ut_buf_printf(&b, "%s: %s called from its call site %u, ", isa_site_label(p->regions[s->callee].name, s->id, lab, sizeof lab),
-                          p->regions[s->callee].name, s->id);
-            if (by != ISA_NONE) {
-                put_inst(&b, p, by);
-                ut_buf_printf(&b, " in ");
-                put_tag(&b, d, c->parent);
-                put_loc(&b, &p->insts[by]);
+            tb_printf(&b, "%s: %s called from its call site %u, ", tfvm_site_label(d->prog, ci.site, lab, sizeof lab),
+                      region_name(d, s->callee), s->id);
+            if (by != DBG_NONE) {
+                put_inst(&b, d, by);
+                tb_printf(&b, " in ");
+                put_tag(&b, d, tfvm_debug_parent(c));
+                put_loc(&b, &d->ins[by]);
             }
         } else {
             /* where the loop is in the source: its predicate (LOOPCOND), else its first ENTER */
-            for (uint32_t i = 0; i < p->n_insts && by == ISA_NONE; i++)
-                if (p->insts[i].op == ISA_LOOPCOND && p->insts[i].region == c->elem)
+            for (uint32_t i = 0; i < d->n_insts && by == DBG_NONE; i++)
+                if (op_is(d, i, "LOOPCOND") && d->ins[i].region_index == ci.region)
                     by = i;
-            for (uint32_t i = 0; i < p->n_insts && by == ISA_NONE; i++)
-                if (p->insts[i].op == ISA_ENTER && p->insts[i].a == c->elem)
+            for (uint32_t i = 0; i < d->n_insts && by == DBG_NONE; i++)
+                if (op_is(d, i, "ENTER") && d->ins[i].attr == ci.region)
                     by = i;
-            ut_buf_printf(&b, "%s#%" PRIu64 ": iteration %" PRIu64 " of loop %s", p->regions[c->elem].name, c->iter,
-                          c->iter, p->regions[c->elem].name);
-            if (by != ISA_NONE)
-                put_loc(&b, &p->insts[by]);
+            tb_printf(&b, "%s#%" PRIu64 ": iteration %" PRIu64 " of loop %s", region_name(d, ci.region), ci.iter,
+                      ci.iter, region_name(d, ci.region));
+            if (by != DBG_NONE)
+                put_loc(&b, &d->ins[by]);
         }
         emit(&b);
     }
-    ut_buf_free(&b);
+    tb_free(&b);
     return true;
 }
 
 /* The values waiting on i's inputs now, in full (tensors NumPy-like,
  * summarised past 1000 elements): in the paused activation when it is i,
  * else at the innermost enclosing tag of the paused one where i lives. */
-static void print_values(const dbg *d, uint32_t i, ut_buf *b)
+static void print_values(const dbg *d, uint32_t i, tb_buf *b)
 {
-    const isa_inst *in = &d->p->insts[i];
-    if (d->run == RUN_NONE || !d->vm->has_paused || in->n_in == 0)
+    const tfvm_inst_info *in = &d->ins[i];
+    const tfvm_debug_act *a = tfvm_debug_paused(d->vm);
+    if (d->run == RUN_NONE || !a || in->n_in == 0)
         return;
-    const vm_act *a = &d->vm->paused;
-    const vm_ctx *c = a->ctx;
-    while (c && c->region != in->region)
-        c = c->parent;
+    const tfvm_debug_ctx *c = tfvm_debug_act_ctx(a);
+    while (c && ctx_region(c) != in->region_index)
+        c = tfvm_debug_parent(c);
     if (!c)
         return;
-    bool here = a->inst == i;
-    ut_buf_printf(b, "  %s at ", here ? "about to fire" : "now");
+    bool here = tfvm_debug_act_inst(a) == i;
+    tb_printf(b, "  %s at ", here ? "about to fire" : "now");
     put_tag(b, d, c);
-    ut_buf_printf(b, ":");
+    tb_printf(b, ":");
     emit(b);
     bool any = false;
     for (uint32_t k = 0; k < in->n_in; k++) {
-        const dev_value *v = here ? vm_act_input(d->vm, a, k)
-                             : d->vm->plan.insts[i].matched ? vm_port_value(d->vm, c, i, k) : NULL;
-        if (!v)
+        tfvm_value v;
+        tfvm_debug_token tok = here                                 ? tfvm_debug_act_input(d->vm, a, k, &v)
+                               : tfvm_debug_inst_matched(d->vm, i) ? tfvm_debug_port_get(d->vm, c, i, k, &v)
+                                                                   : TFVM_TOKEN_NONE;
+        if (tok == TFVM_TOKEN_NONE)
             continue;
-        ut_buf_printf(b, "    input %u = ", k);
-        put_value(b, v, false);
+        tb_printf(b, "    input %u = ", k);
+        put_value(b, tok, &v, false);
         emit(b);
         any = true;
     }
     if (!any) {
-        ut_buf_printf(b, "    no input values held%s", here ? "" : " (it has not received tokens at this tag)");
+        tb_printf(b, "    no input values held%s", here ? "" : " (it has not received tokens at this tag)");
         emit(b);
     }
 }
 
+/* Instruction i as `tfvm dis` writes it: the one instruction printer. */
+static void put_dis(tb_buf *b, const dbg *d, uint32_t i)
+{
+    char small[256];
+    size_t n = tfvm_inst_format(d->prog, i, small, sizeof small);
+    if (n < sizeof small) {
+        tb_append(b, small, n);
+        return;
+    }
+    char *big = malloc(n + 1);
+    if (!big) {
+        b->failed = true;
+        return;
+    }
+    tfvm_inst_format(d->prog, i, big, n + 1);
+    tb_append(b, big, n);
+    free(big);
+}
+
 static void print_one_inst(const dbg *d, uint32_t i)
 {
-    const isa_program *p = d->p;
-    const isa_inst *in = &p->insts[i];
-    const isa_region *r = &p->regions[in->region];
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ld_format_inst(p, i, &b);
+    const tfvm_inst_info *in = &d->ins[i];
+    uint32_t r = in->region_index;
+    tb_buf b;
+    tb_init(&b);
+    put_dis(&b, d, i);
     emit(&b);
-    ut_buf_printf(&b, "  instruction %%%u in %s %s", i, region_kind_name(r->kind), r->name);
-    if (r->kind == ISA_REGION_LOOP)
-        ut_buf_printf(&b, " (in %s)", p->regions[r->parent].name);
+    tb_printf(&b, "  instruction %%%u in %s %s", i, region_kind_name(d->rkind[r]), region_name(d, r));
+    if (d->rkind[r] == R_LOOP)
+        tb_printf(&b, " (in %s)", region_name(d, d->reg[r].parent));
     if (in->line)
-        ut_buf_printf(&b, ", source line %u column %u", in->line, in->col);
+        tb_printf(&b, ", source line %u column %u", in->line, in->col);
     emit(&b);
-    ut_buf_printf(&b, "  %s: %s", isa_ops[in->op].name, isa_ops[in->op].synopsis);
+    tb_printf(&b, "  %s: %s", in->op, in->synopsis);
     emit(&b);
-    for (uint32_t k = 0; k < isa_ports(in); k++) {
-        ut_buf_printf(&b, "  input ");
+    for (uint32_t k = 0; k < n_ports(d, i); k++) {
+        tb_printf(&b, "  input ");
         put_port_name(&b, in, k);
-        ut_buf_printf(&b, " <- ");
+        tb_printf(&b, " <- ");
         put_producers(&b, d, i, k);
         emit(&b);
     }
-    for (uint32_t e = 0; in->op == ISA_RESULT && e < p->n_entries; e++)
-        if (p->entries[e].region == in->region) {
-            ut_buf_printf(&b, "  output: result %u '%s' of entry %s", in->a, p->entries[e].results[in->a].name,
-                          p->entries[e].name);
+    if (op_is(d, i, "RESULT") && d->reg[r].entry >= 0) {
+        tfvm_entry_info e;
+        if (tfvm_program_entry(d->prog, (size_t)d->reg[r].entry, &e) == TFVM_OK && in->attr < e.n_results) {
+            tb_printf(&b, "  output: result %u '%s' of entry %s", in->attr, e.results[in->attr].name, e.name);
             emit(&b);
         }
-    for (uint32_t o = 0; o < isa_outs(in); o++) {
+    }
+    for (uint32_t o = 0; o < in->n_out; o++) {
         char nb[16];
-        ut_buf_printf(&b, "  %s ->", isa_outs(in) > 1 ? output_name(in, o, nb, sizeof nb) : "output");
+        tb_printf(&b, "  %s ->", in->n_out > 1 ? output_name(d, i, o, nb, sizeof nb) : "output");
         bool any = false;
-        for (uint32_t k = in->edge_first; k < in->edge_first + in->n_edges; k++) {
-            const isa_edge *e = &p->edges[k];
+        for (uint32_t k = d->edge_at[i]; k < d->edge_at[i + 1]; k++) {
+            const tfvm_edge_info *e = &d->edge[k];
             if (e->out != o)
                 continue;
-            ut_buf_printf(&b, "%s ", any ? "," : "");
-            put_inst_ref(&b, p, e->inst, in->region);
-            put_port(&b, &p->insts[e->inst], e->port);
+            tb_printf(&b, "%s ", any ? "," : "");
+            put_inst_ref(&b, d, e->inst, r);
+            put_port(&b, &d->ins[e->inst], e->port);
             any = true;
         }
         if (!any)
-            ut_buf_printf(&b, " nothing");
+            tb_printf(&b, " nothing");
         emit(&b);
     }
     print_values(d, i, &b);
-    ut_buf_free(&b);
+    tb_free(&b);
 }
 
 static bool cmd_print(dbg *d, char *args)
@@ -1875,26 +1981,26 @@ static bool cmd_print(dbg *d, char *args)
         return true;
     }
     uint32_t i;
-    int op;
+    const char *op;
     if (!resolve(d, args, &i, &op))
         return true;
-    if (i != ISA_NONE) {
+    if (i != DBG_NONE) {
         print_one_inst(d, i);
         return true;
     }
     size_t n = 0;
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    for (uint32_t k = 0; k < d->p->n_insts; k++)
-        if (d->p->insts[k].op == op) {
-            ut_buf_printf(&b, "%%%-4u %s %s: ", k, region_kind_name(d->p->regions[d->p->insts[k].region].kind),
-                          d->p->regions[d->p->insts[k].region].name);
-            ld_format_inst(d->p, k, &b);
+    tb_buf b;
+    tb_init(&b);
+    for (uint32_t k = 0; k < d->n_insts; k++)
+        if (strcmp(d->ins[k].op, op) == 0) {
+            uint32_t r = d->ins[k].region_index;
+            tb_printf(&b, "%%%-4u %s %s: ", k, region_kind_name(d->rkind[r]), region_name(d, r));
+            put_dis(&b, d, k);
             emit(&b);
             n++;
         }
-    printf("%zu %s instruction%s\n", n, isa_ops[op].name, n == 1 ? "" : "s");
-    ut_buf_free(&b);
+    printf("%zu %s instruction%s\n", n, op, n == 1 ? "" : "s");
+    tb_free(&b);
     return true;
 }
 
@@ -1903,21 +2009,19 @@ static bool cmd_stats(dbg *d, char *args)
     if (!need_args_none("stats", args))
         return true;
     tfvm_stats s;
-    if (d->run == RUN_NONE) {
+    if (d->run == RUN_NONE)
         tfvm_vm_stats(d->vm, &s); /* the last finished run */
-    } else {
-        s = d->vm->w[0].st;
-        s.contexts_peak = (uint64_t)atomic_load(&d->vm->live_peak);
-    }
+    else
+        tfvm_debug_stats(d->vm, &s);
     printf("fired %" PRIu64 ", tokens %" PRIu64 ", matches %" PRIu64 ", contexts created %" PRIu64
            ", contexts peak %" PRIu64 "\n",
            s.fired, s.tokens, s.matches, s.contexts_created, s.contexts_peak);
     if (d->run != RUN_NONE) {
         uint64_t n_ctx, n_loops;
-        vm_count_live(d->vm, &n_ctx, &n_loops);
+        tfvm_debug_live(d->vm, &n_ctx, &n_loops);
         size_t w = count_waiting(d);
         printf("live now: %" PRIu64 " context%s, %" PRIu64 " loop instance%s, %zu ready, %zu partial match%s\n", n_ctx,
-               n_ctx == 1 ? "" : "s", n_loops, n_loops == 1 ? "" : "s", vm_ready_each(d->vm, NULL, NULL), w,
+               n_ctx == 1 ? "" : "s", n_loops, n_loops == 1 ? "" : "s", tfvm_debug_ready(d->vm, NULL, NULL), w,
                w == 1 ? "" : "es");
     }
     return true;
@@ -1983,12 +2087,12 @@ static bool word_in(const char *word, const char *list)
 static const dbg_cmd *find_cmd(const char *word, bool *ambiguous)
 {
     *ambiguous = false;
-    for (size_t k = 0; k < UT_COUNTOF(dbg_cmds); k++)
+    for (size_t k = 0; k < (sizeof dbg_cmds / sizeof dbg_cmds[0]); k++)
         if (strcmp(dbg_cmds[k].name, word) == 0 || word_in(word, dbg_cmds[k].aliases))
             return &dbg_cmds[k];
     const dbg_cmd *found = NULL;
     size_t n = strlen(word);
-    for (size_t k = 0; k < UT_COUNTOF(dbg_cmds); k++)
+    for (size_t k = 0; k < (sizeof dbg_cmds / sizeof dbg_cmds[0]); k++)
         if (strncmp(dbg_cmds[k].name, word, n) == 0) {
             if (found)
                 *ambiguous = true;
@@ -2023,7 +2127,7 @@ static bool cmd_help(dbg *d, char *args)
         return true;
     }
     printf("Commands (aliases in parentheses; a unique prefix also works):\n");
-    for (size_t k = 0; k < UT_COUNTOF(dbg_cmds); k++) {
+    for (size_t k = 0; k < (sizeof dbg_cmds / sizeof dbg_cmds[0]); k++) {
         char left[64];
         snprintf(left, sizeof left, "%s%s%s%s", dbg_cmds[k].usage, *dbg_cmds[k].aliases ? " (" : "",
                  dbg_cmds[k].aliases, *dbg_cmds[k].aliases ? ")" : "");
@@ -2083,7 +2187,7 @@ typedef struct completion {
     size_t len;
     char common[128]; /* longest common extension so far */
     size_t n;
-    ut_buf list;
+    tb_buf list;
 } completion;
 
 static void offer(completion *c, const char *cand, const char *region)
@@ -2104,7 +2208,7 @@ static void offer(completion *c, const char *cand, const char *region)
         c->common[k] = '\0';
     }
     if (c->list.len < 2000)
-        ut_buf_printf(&c->list, "%s  ", full);
+        tb_printf(&c->list, "%s  ", full);
 }
 
 static unsigned char el_complete(EditLine *el, int ch)
@@ -2120,18 +2224,18 @@ static unsigned char el_complete(EditLine *el, int ch)
     while (first < start && isspace((unsigned char)*first))
         first++;
     completion c = {.word = start, .len = (size_t)(li->cursor - start)};
-    ut_buf_init(&c.list, NULL);
+    tb_init(&c.list);
     if (first == start) {
-        for (size_t k = 0; k < UT_COUNTOF(dbg_cmds); k++)
+        for (size_t k = 0; k < (sizeof dbg_cmds / sizeof dbg_cmds[0]); k++)
             offer(&c, dbg_cmds[k].name, NULL);
     } else if (d) {
-        for (uint32_t i = 0; i < d->p->n_insts; i++)
-            if (d->p->insts[i].name) {
-                offer(&c, d->p->insts[i].name, NULL);
-                offer(&c, d->p->insts[i].name, d->p->regions[d->p->insts[i].region].name);
+        for (uint32_t i = 0; i < d->n_insts; i++)
+            if (d->ins[i].name) {
+                offer(&c, d->ins[i].name, NULL);
+                offer(&c, d->ins[i].name, region_name(d, d->ins[i].region_index));
             }
-        for (int o = 0; o < ISA_OP_COUNT; o++)
-            offer(&c, isa_ops[o].name, NULL);
+        for (size_t o = 0; tfvm_op_name(o); o++)
+            offer(&c, tfvm_op_name(o), NULL);
     }
     unsigned char rc = CC_REFRESH;
     if (c.n == 0) {
@@ -2146,7 +2250,7 @@ static unsigned char el_complete(EditLine *el, int ch)
         fputc('\n', stdout);
         rc = CC_REDISPLAY;
     }
-    ut_buf_free(&c.list);
+    tb_free(&c.list);
     return rc;
 }
 #endif
@@ -2262,7 +2366,7 @@ int cli_debug(int argc, char **argv)
     static const cli_opt opts[] = {{"-e", "--entry", "needs an entry name"},
                                    {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
     cli_args o; /* as for `tfvm run`: options before or after FILE; `--` ends them */
-    int prc = cli_parse("debug", cli_usage_debug, opts, UT_COUNTOF(opts), CLI_FILE_ARGS, argc, argv, &o);
+    int prc = cli_parse("debug", cli_usage_debug, opts, (sizeof opts / sizeof opts[0]), CLI_FILE_ARGS, argc, argv, &o);
     if (prc)
         return prc < 0 ? 0 : prc;
     const char *entry = o.val[0], *file = o.pos[0], *outputs = o.val[1];
@@ -2279,7 +2383,10 @@ int cli_debug(int argc, char **argv)
         cli_args_free(&o);
         return cli_load_failed(&err);
     }
-    d.p = &d.prog->isa;
+    if (!read_program(&d)) {
+        fprintf(stderr, "tfvm: out of memory\n");
+        goto out;
+    }
     int ei = entry ? tfvm_program_find_entry(d.prog, entry) : 0;
     if (ei < 0 || tfvm_program_entry(d.prog, (size_t)ei, &d.e) != TFVM_OK) {
         if (entry)
@@ -2311,8 +2418,8 @@ int cli_debug(int argc, char **argv)
         fprintf(stderr, "tfvm: out of memory creating the VM\n");
         goto out;
     }
-    d.vm->hook = on_fire;
-    d.vm->hook_ud = &d;
+    d.hook = (tfvm_debug_hook){on_fire, &d};
+    tfvm_debug_set_hook(d.vm, &d.hook);
 
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
@@ -2321,16 +2428,16 @@ int cli_debug(int argc, char **argv)
     sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
     sigaction(SIGINT, &sa, &old);
 
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "%s: entry %s(", file, d.e.name);
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "%s: entry %s(", file, d.e.name);
     char ty[160];
     for (size_t k = 0; k < d.e.n_params; k++)
-        ut_buf_printf(&b, cli_param_fmt(d.e.params[k].name), k ? ", " : "", d.e.params[k].name,
+        tb_printf(&b, cli_param_fmt(d.e.params[k].name), k ? ", " : "", d.e.params[k].name,
                       cli_param_type(&d.e.params[k], ty, sizeof ty), "");
-    ut_buf_printf(&b, "), %u instructions in %u regions. Type `help` for the commands.", d.p->n_insts, d.p->n_regions);
+    tb_printf(&b, "), %u instructions in %u regions. Type `help` for the commands.", d.n_insts, d.n_regions);
     emit(&b);
-    ut_buf_free(&b);
+    tb_free(&b);
     fflush(stdout);
     repl(&d);
     sigaction(SIGINT, &old, NULL);
@@ -2348,6 +2455,7 @@ out:
         for (size_t k = 0; k < d.n_args; k++)
             tfvm_value_release(&d.args[k]);
     free(d.args);
+    free_program(&d);
     tfvm_program_free(d.prog);
     free(d.arg_text);
     cli_args_free(&o);

@@ -3,7 +3,6 @@
  * instructions are drawn apart from compute, edges are labelled by port. */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 
 #include "tfvm.h"
 #include "tfvm_debug.h"
+#include "tools/buf.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
 
@@ -36,73 +36,17 @@ const char *const cli_usage_dot =
     "                         outputs no node consumes)\n"
     "  -h, --help             show this help\n";
 
-/* The dot text, grown as it is written (tools use only public headers, so
- * not the library's own buffers). `failed` after an allocation failure. */
-typedef struct dot_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} dot_buf;
-
-static void dot_append(dot_buf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *m = realloc(b->data, cap);
-        if (!m) {
-            b->failed = true;
-            return;
-        }
-        b->data = m;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-__attribute__((format(printf, 2, 3))) static void dot_printf(dot_buf *b, const char *fmt, ...)
-{
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = true;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        dot_append(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->failed = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    dot_append(b, big, (size_t)n);
-    free(big);
-}
-
 /* A string inside double quotes, escaped for dot. */
-static void put_escaped(dot_buf *b, const char *s, size_t n)
+static void put_escaped(tb_buf *b, const char *s, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         char c = s[k];
         if (c == '"' || c == '\\')
-            dot_printf(b, "\\%c", c);
+            tb_printf(b, "\\%c", c);
         else if (c == '\n')
-            dot_printf(b, "\\n");
+            tb_printf(b, "\\n");
         else
-            dot_append(b, &c, 1);
+            tb_append(b, &c, 1);
     }
 }
 
@@ -123,12 +67,12 @@ static char *inst_text(const tfvm_program *p, uint32_t i)
 /* The node's label: its name, then the instruction as dis writes it without
  * the name and the source position (the full text is the tooltip): the
  * one instruction printer, as everywhere. */
-static void put_label(dot_buf *b, const tfvm_program *p, uint32_t i, const char *text)
+static void put_label(tb_buf *b, const tfvm_program *p, uint32_t i, const char *text)
 {
     char label[160];
     tfvm_inst_label(p, i, label, sizeof label);
     put_escaped(b, label, strlen(label));
-    dot_printf(b, "\\n");
+    tb_printf(b, "\\n");
     const char *body = text;
     size_t ll = strlen(label);
     if (strncmp(text, label, ll) == 0 && strncmp(text + ll, " = ", 3) == 0)
@@ -142,7 +86,7 @@ static void put_label(dot_buf *b, const tfvm_program *p, uint32_t i, const char 
     const char *ops = strstr(body, " (");
     if (n > DOT_LABEL_MAX && ops && (size_t)(ops - body) < n) {
         put_escaped(b, body, (size_t)(ops - body));
-        dot_printf(b, " (...)");
+        tb_printf(b, " (...)");
         return;
     }
     put_escaped(b, body, n);
@@ -165,28 +109,28 @@ static const char *node_style(const tfvm_inst_info *in)
     return "fillcolor=white";
 }
 
-static void put_region(dot_buf *b, const tfvm_program *p, uint32_t r, int depth)
+static void put_region(tb_buf *b, const tfvm_program *p, uint32_t r, int depth)
 {
     tfvm_region_info g;
     tfvm_program_region(p, r, &g);
     int ind = depth * 2 + 2;
-    dot_printf(b, "%*ssubgraph cluster_%u {\n", ind, "", r);
-    dot_printf(b, "%*slabel=\"", ind + 2, "");
+    tb_printf(b, "%*ssubgraph cluster_%u {\n", ind, "", r);
+    tb_printf(b, "%*slabel=\"", ind + 2, "");
     if (strcmp(g.kind, "entry") == 0) {
         tfvm_entry_info e;
         bool has = g.entry >= 0 && tfvm_program_entry(p, (size_t)g.entry, &e) == TFVM_OK;
-        dot_printf(b, "entry %s(", has ? e.name : g.name);
+        tb_printf(b, "entry %s(", has ? e.name : g.name);
         char ty[160];
         for (size_t k = 0; has && k < e.n_params; k++)
-            dot_printf(b, "%s%s: %s", k ? ", " : "", e.params[k].name, cli_param_type(&e.params[k], ty, sizeof ty));
-        dot_printf(b, ") -> (");
+            tb_printf(b, "%s%s: %s", k ? ", " : "", e.params[k].name, cli_param_type(&e.params[k], ty, sizeof ty));
+        tb_printf(b, ") -> (");
         for (size_t k = 0; has && k < e.n_results; k++)
-            dot_printf(b, "%s%s: %s", k ? ", " : "", e.results[k].name, cli_param_type(&e.results[k], ty, sizeof ty));
-        dot_printf(b, ")\";\n%*sstyle=rounded; color=\"#1e3a8a\";\n", ind + 2, "");
+            tb_printf(b, "%s%s: %s", k ? ", " : "", e.results[k].name, cli_param_type(&e.results[k], ty, sizeof ty));
+        tb_printf(b, ")\";\n%*sstyle=rounded; color=\"#1e3a8a\";\n", ind + 2, "");
     } else if (strcmp(g.kind, "func") == 0) {
-        dot_printf(b, "func %s\";\n%*sstyle=rounded; color=\"#9d174d\";\n", g.name, ind + 2, "");
+        tb_printf(b, "func %s\";\n%*sstyle=rounded; color=\"#9d174d\";\n", g.name, ind + 2, "");
     } else {
-        dot_printf(b, "loop %s\";\n%*sstyle=\"rounded,dashed,filled\"; color=\"#047857\"; fillcolor=\"#f0fdf4\";\n",
+        tb_printf(b, "loop %s\";\n%*sstyle=\"rounded,dashed,filled\"; color=\"#047857\"; fillcolor=\"#f0fdf4\";\n",
                    g.name, ind + 2, "");
     }
     uint32_t n = (uint32_t)tfvm_program_inst_count(p);
@@ -200,11 +144,11 @@ static void put_region(dot_buf *b, const tfvm_program *p, uint32_t r, int depth)
             b->failed = true;
             return;
         }
-        dot_printf(b, "%*si%u [label=\"", ind + 2, "", i);
+        tb_printf(b, "%*si%u [label=\"", ind + 2, "", i);
         put_label(b, p, i, text);
-        dot_printf(b, "\", %s, tooltip=\"", node_style(&in));
+        tb_printf(b, "\", %s, tooltip=\"", node_style(&in));
         put_escaped(b, text, strlen(text));
-        dot_printf(b, "\"];\n");
+        tb_printf(b, "\"];\n");
         free(text);
     }
     for (uint32_t c = 0; c < tfvm_program_region_count(p); c++) {
@@ -213,16 +157,16 @@ static void put_region(dot_buf *b, const tfvm_program *p, uint32_t r, int depth)
         if (strcmp(sub.kind, "loop") == 0 && sub.parent == r)
             put_region(b, p, c, depth + 1);
     }
-    dot_printf(b, "%*s}\n", ind, "");
+    tb_printf(b, "%*s}\n", ind, "");
 }
 
 static bool op_is(const tfvm_inst_info *in, const char *op) { return strcmp(in->op, op) == 0; }
 
-static void put_graph(dot_buf *b, const tfvm_program *p, const char *name)
+static void put_graph(tb_buf *b, const tfvm_program *p, const char *name)
 {
-    dot_printf(b, "digraph tfvm {\n  graph [label=\"");
+    tb_printf(b, "digraph tfvm {\n  graph [label=\"");
     put_escaped(b, name, strlen(name));
-    dot_printf(b, "\", labelloc=t, fontname=\"Helvetica\", fontsize=12, newrank=true];\n"
+    tb_printf(b, "\", labelloc=t, fontname=\"Helvetica\", fontsize=12, newrank=true];\n"
                   "  node [fontname=\"Helvetica\", fontsize=10, shape=box, style=\"rounded,filled\"];\n"
                   "  edge [fontname=\"Helvetica\", fontsize=8, arrowsize=0.6];\n");
     for (uint32_t r = 0; r < tfvm_program_region_count(p); r++) {
@@ -245,29 +189,29 @@ static void put_graph(dot_buf *b, const tfvm_program *p, const char *name)
             const tfvm_edge_info *e = &edges[k];
             tfvm_inst_info dst;
             tfvm_program_inst(p, e->inst, &dst);
-            dot_printf(b, "  i%u -> i%u [label=\"", i, e->inst);
+            tb_printf(b, "  i%u -> i%u [label=\"", i, e->inst);
             if (op_is(&src, "SWITCH") || op_is(&src, "BRANCH"))
-                dot_printf(b, "%s:", e->out ? "T" : "F");
+                tb_printf(b, "%s:", e->out ? "T" : "F");
             else if (op_is(&src, "MERGE"))
-                dot_printf(b, "%s:", e->out ? "i" : "v");
+                tb_printf(b, "%s:", e->out ? "i" : "v");
             else if (src.n_out > 1)
-                dot_printf(b, "%u:", e->out);
+                tb_printf(b, "%u:", e->out);
             if (e->port < dst.n_in)
-                dot_printf(b, "%u\"", e->port);
+                tb_printf(b, "%u\"", e->port);
             else if (dst.n_ctl == 1)
-                dot_printf(b, "ctl\", style=dashed");
+                tb_printf(b, "ctl\", style=dashed");
             else
-                dot_printf(b, "ctl%u\", style=dashed", e->port - dst.n_in);
+                tb_printf(b, "ctl%u\", style=dashed", e->port - dst.n_in);
             /* tokens that change tag: calls pink, loops green */
             if (op_is(&src, "CALL") || op_is(&dst, "RETURN"))
-                dot_printf(b, ", color=\"#be185d\"");
+                tb_printf(b, ", color=\"#be185d\"");
             else if (op_is(&src, "ENTER") || op_is(&src, "EXIT") || op_is(&src, "NEXTITER"))
-                dot_printf(b, ", color=\"#047857\"");
-            dot_printf(b, "];\n");
+                tb_printf(b, ", color=\"#047857\"");
+            tb_printf(b, "];\n");
         }
         free(edges);
     }
-    dot_printf(b, "}\n");
+    tb_printf(b, "}\n");
 }
 
 /* Is `name` an executable file in one of PATH's directories? */
@@ -292,7 +236,7 @@ static bool in_path(const char *name)
 }
 
 /* Pipes the text through `dot -Tsvg` (to `out`, or stdout). */
-static int render_svg(const dot_buf *b, const char *out)
+static int render_svg(const tb_buf *b, const char *out)
 {
     if (!in_path("dot")) {
         fprintf(stderr, "tfvm: --svg needs Graphviz's `dot` in PATH (install graphviz, or leave out --svg and "
@@ -369,7 +313,8 @@ int cli_dot(int argc, char **argv)
     tfvm_program *prog;
     if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK)
         return cli_load_failed(&err);
-    dot_buf b = {0};
+    tb_buf b;
+    tb_init(&b);
     put_graph(&b, prog, in);
     int rc = 0;
     if (b.failed) {

@@ -263,7 +263,12 @@ uint32_t tfvm_debug_act_merge_input(const tfvm_debug_act *act) { return dbg_act(
 
 tfvm_debug_token tfvm_debug_act_input(const tfvm_vm *vm, const tfvm_debug_act *act, uint32_t port, tfvm_value *out)
 {
-    return dbg_token(vm && act ? vm_act_input(vm, dbg_act(act), port) : NULL, out);
+    if (!vm || !act)
+        return dbg_token(NULL, out);
+    const vm_act *a = dbg_act(act);
+    if (vm->prog->insts[a->inst].op == ISA_ARG) /* no inputs: it carries its argument */
+        return dbg_token(port == 0 ? &a->v : NULL, out);
+    return dbg_token(vm_act_input(vm, a, port), out);
 }
 
 bool tfvm_debug_act_dead(const tfvm_vm *vm, const tfvm_debug_act *act)
@@ -349,6 +354,21 @@ size_t tfvm_debug_ready(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_debug
         return 0;
     dbg_ready r = {fn, ud};
     return vm_ready_each(vm, fn ? dbg_ready_one : NULL, &r);
+}
+
+bool tfvm_debug_inst_matched(const tfvm_vm *vm, uint32_t inst)
+{
+    return vm && inst < vm->prog->n_insts && vm->plan.insts[inst].matched;
+}
+
+void tfvm_debug_stats(const tfvm_vm *vm, tfvm_stats *out)
+{
+    if (!vm || !vm->root) { /* no run going, or ended */
+        tfvm_vm_stats(vm, out);
+        return;
+    }
+    *out = vm->w[0].st; /* one worker: a debugged run */
+    out->contexts_peak = (uint64_t)atomic_load(&vm->live_peak);
 }
 
 /* ---- Contexts and tags ------------------------------------------------------------------ */
