@@ -88,6 +88,21 @@ START_TEST(program_views)
     ck_assert_str_eq(buf, "n_sw");
     ck_assert_str_eq(tfvm_inst_where(p, sw, buf, sizeof buf), "fib.tfg:12:5");
     ck_assert_str_eq(tfvm_inst_label(p, sw, buf, sizeof buf), "n_sw");
+    /* call sites and opcodes */
+    ck_assert_uint_eq(tfvm_program_site_count(p), 3);
+    tfvm_inst_info call;
+    ck_assert_int_eq(tfvm_program_inst(p, find(p, "fib_1_n"), &call), TFVM_OK);
+    ck_assert_str_eq(tfvm_site_label(p, call.attr, buf, sizeof buf), "fib@1");
+    tfvm_site_info site;
+    ck_assert_int_eq(tfvm_program_site(p, call.attr, &site), TFVM_OK);
+    ck_assert_uint_eq(site.id, 1);
+    ck_assert_uint_eq(site.callee, in.region_index);
+    ck_assert_int_eq(tfvm_program_site(p, 3, &site), TFVM_ERR_ARGUMENT);
+    size_t n_ops = 0;
+    bool has_add = false;
+    for (; tfvm_op_name(n_ops); n_ops++)
+        has_add |= strcmp(tfvm_op_name(n_ops), "ADD") == 0;
+    ck_assert(has_add && n_ops > 50);
     ck_assert_str_eq(tfvm_inst_where(p, 99, buf, sizeof buf), "");
     ck_assert_str_eq(in.op_class, "control");
     /* regions: main (entry 0), fib */
@@ -202,6 +217,24 @@ START_TEST(hooked_run)
     ck_assert_str_eq(tfvm_debug_tag(vm, all[1], tag, sizeof tag), "[fib@2]");
     ck_assert(all[2] == ctx);
     tfvm_debug_contexts_free(vm, all, nc);
+    /* the counters so far, and what is alive */
+    tfvm_stats st;
+    tfvm_debug_stats(vm, &st);
+    ck_assert_uint_ge(st.fired, 10);
+    uint64_t live_ctx, live_loops;
+    tfvm_debug_live(vm, &live_ctx, &live_loops);
+    ck_assert_uint_eq(live_ctx, 3);
+    ck_assert_uint_eq(live_loops, 0);
+    ck_assert_uint_eq(tfvm_debug_loop_slots(vm, ctx), 0); /* fib has no loops */
+    ck_assert_int_eq(tfvm_debug_result(vm, 0, NULL), TFVM_TOKEN_NONE);
+    ck_assert(tfvm_debug_inst_matched(vm, add));
+    ck_assert(!tfvm_debug_inst_matched(vm, find(p, "sub_12_34"))); /* one token: its other operand is a constant */
+    /* constants: a CONST's value, a constant operand's */
+    ck_assert(tfvm_debug_inst_const(vm, find(p, "c1"), &in));
+    ck_assert_int_eq(in.as.i32, 1);
+    ck_assert(tfvm_debug_inst_const(vm, find(p, "sub_12_47"), &in));
+    ck_assert_int_eq(in.as.i32, 2);
+    ck_assert(!tfvm_debug_inst_const(vm, add, &in));
     /* step fires the paused one first, without asking the hook again */
     unsigned seen = x.seen;
     ck_assert_int_eq(tfvm_debug_step(vm, 1), TFVM_DEBUG_RUNNING);
