@@ -203,7 +203,9 @@ int cli_profile(int argc, char **argv)
            st.workers == 1 ? " (deterministic)" : "");
     printf("runs: %ld measured after %ld warm-up run%s; %ld dropped as outliers (slower than 1.5x the median)\n",
            runs, warmup, warmup == 1 ? "" : "s", runs - kept);
-    printf("  real %.6f s median (min %.6f, max %.6f)\n", median, s[0].real, s[kept - 1].real);
+    /* nanoseconds shown for runs under a millisecond (a trivial run takes well under one) */
+    int digits = median < 1e-3 ? 9 : 6;
+    printf("  real %.*f s median (min %.*f, max %.*f)\n", digits, median, digits, s[0].real, digits, s[kept - 1].real);
     printf("  user %.6f s, sys %.6f s (mean of the kept runs)\n", user / (double)kept, sys / (double)kept);
     printf("one run: %llu firings, %llu tokens, %llu matches, %llu contexts (peak %llu); %.1f ns per firing\n",
            (unsigned long long)st.fired, (unsigned long long)st.tokens, (unsigned long long)st.matches,
