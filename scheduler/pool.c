@@ -24,7 +24,6 @@
 
 struct sched_pool {
     unsigned threads;            /* the caller's thread included */
-    const sched_topo *topo;
     pthread_t *tids;
     unsigned started;
     _Atomic uint64_t word;       /* generation << 32 | RUN_OPEN | threads joined */
@@ -81,8 +80,6 @@ static void *pool_main(void *arg)
     sched_pool *p = t->pool;
     uint32_t i = t->index;
     free(t);
-    if (p->topo)
-        sched_topo_pin(p->topo, i);
     uint64_t seen = 0;
     for (;;) {
         uint64_t w = await_run(p, seen);
@@ -104,7 +101,7 @@ static void *pool_main(void *arg)
     }
 }
 
-sched_pool *sched_pool_new(unsigned threads, const sched_topo *topo)
+sched_pool *sched_pool_new(unsigned threads)
 {
     if (threads < 1)
         threads = 1;
@@ -112,7 +109,6 @@ sched_pool *sched_pool_new(unsigned threads, const sched_topo *topo)
     if (!p)
         return NULL;
     p->threads = threads;
-    p->topo = topo;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_mutex_init(&p->turn, NULL);

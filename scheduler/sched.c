@@ -10,6 +10,13 @@
 
 #define SPINS_BEFORE_PARK 2000
 
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 bool sched_stack_grow(sched_worker *w, const tfvm_allocator *a)
 {
     if (w->lo_stack) { /* donated from the bottom: slide down first */
@@ -154,8 +161,10 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
                 return false;
             }
         }
-        if (spins < SPINS_BEFORE_PARK)
+        if (spins < SPINS_BEFORE_PARK) {
+            spin_pause(); /* leave the core's other hardware thread its share */
             continue;
+        }
         spins = 0;
         /* Park until a donation wakes us (or a bounded wait passes: a
          * wake-up that raced our going to sleep costs at most that long). */

@@ -45,18 +45,3 @@ unsigned sched_topo_cores(const sched_topo *t)
     return n > 0 ? (unsigned)n : 1;
 }
 
-bool sched_topo_pin(const sched_topo *t, unsigned index)
-{
-    if (!t)
-        return false;
-    hwloc_obj_t core = hwloc_get_obj_by_type(t->topo, HWLOC_OBJ_CORE, index % t->cores);
-    if (!core || !core->cpuset)
-        return false;
-    hwloc_cpuset_t set = hwloc_bitmap_dup(core->cpuset);
-    if (!set)
-        return false;
-    hwloc_bitmap_singlify(set); /* one hardware thread of the core */
-    bool ok = hwloc_set_cpubind(t->topo, set, HWLOC_CPUBIND_THREAD) == 0;
-    hwloc_bitmap_free(set);
-    return ok;
-}

@@ -127,7 +127,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         vm->pool = cfg->pool->pool;
     dev_cpu_set_threads((int)n); /* OpenBLAS threads share the cores with the workers */
     dev_cpu_prepare(vm->prog);
-    tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, n == 1, &vm->plan);
+    tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, true, &vm->plan);
     if (st == TFVM_OK) {
         vm->w = ut_calloc(&vm->alloc, n, sizeof *vm->w);
         vm->sw = ut_calloc(&vm->alloc, n, sizeof *vm->sw);
@@ -268,7 +268,7 @@ tfvm_pool *tfvm_pool_new(int threads)
     }
     if (threads > 1024)
         threads = 1024;
-    if (!(p->pool = sched_pool_new((unsigned)threads, p->topo))) {
+    if (!(p->pool = sched_pool_new((unsigned)threads))) {
         sched_topo_free(p->topo);
         free(p);
         return NULL;

@@ -439,7 +439,7 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
     if (vm->n_workers > 1) {
         /* several workers run to the end (stepping is for one worker) */
         if (!vm->pool) {
-            vm->pool = sched_pool_new(vm->n_workers, vm->topo);
+            vm->pool = sched_pool_new(vm->n_workers);
             vm->own_pool = vm->pool != NULL;
         }
         if (!vm->pool)

@@ -136,8 +136,10 @@ typedef struct vm_plan {
     vm_splan *sites;
 } vm_plan;
 
-/* `seq_tensors`: bodies with tensor instructions may run as frames too (one
- * worker: there is no other worker to run their tensor work beside). */
+/* `seq_tensors`: bodies with tensor instructions may run as frames too (the
+ * VM passes true: a frame's big kernels still share their work out among
+ * idle workers through dev_par_for; what a frame gives up is running two
+ * independent tensor instructions of one iteration side by side). */
 tfvm_status vm_plan_build(const isa_program *p, const tfvm_allocator *a, bool seq_tensors, vm_plan *out);
 void vm_plan_free(vm_plan *plan);
 
