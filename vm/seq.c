@@ -416,6 +416,22 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
     return guard;
 }
 
+/* The last step of `kind` for each key b (a loop, a call site) in the order
+ * becomes `last`: it is the one that finds every entry value or argument. */
+static void mark_last(vm_rplan *rp, uint8_t kind, uint8_t last)
+{
+    for (uint32_t q = rp->n_sops; q-- > 0;) {
+        vm_sop *op = &rp->sops[q];
+        if (op->kind != kind)
+            continue;
+        bool later = false;
+        for (uint32_t k = q + 1; k < rp->n_sops && !later; k++)
+            later = rp->sops[k].kind == last && rp->sops[k].b == op->b;
+        if (!later)
+            op->kind = last;
+    }
+}
+
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
 {
     /* each site's CALLs by argument index */
@@ -724,28 +740,8 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                 rp->sops[rp->n_sops++] = op;
         }
         free(guard);
-        /* the last ENTER of each nested loop in the order starts it */
-        for (uint32_t q = rp->n_sops; q-- > 0;) {
-            vm_sop *op = &rp->sops[q];
-            if (op->kind != VM_SOP_ENTER)
-                continue;
-            bool later = false;
-            for (uint32_t k = q + 1; k < rp->n_sops && !later; k++)
-                later = rp->sops[k].kind == VM_SOP_ENTER_LAST && rp->sops[k].b == op->b;
-            if (!later)
-                op->kind = VM_SOP_ENTER_LAST;
-        }
-        /* the last CALL of each site in the order makes the call */
-        for (uint32_t q = rp->n_sops; q-- > 0;) {
-            vm_sop *op = &rp->sops[q];
-            if (op->kind != VM_SOP_CALL)
-                continue;
-            bool later = false;
-            for (uint32_t k = q + 1; k < rp->n_sops && !later; k++)
-                later = rp->sops[k].kind == VM_SOP_CALL_LAST && rp->sops[k].b == op->b;
-            if (!later)
-                op->kind = VM_SOP_CALL_LAST;
-        }
+        mark_last(rp, VM_SOP_ENTER, VM_SOP_ENTER_LAST); /* a loop's last ENTER starts it */
+        mark_last(rp, VM_SOP_CALL, VM_SOP_CALL_LAST);   /* a site's last CALL makes the call */
         /* runs: the first step of each keeps its guard and where the run ends */
         for (uint32_t q = rp->n_sops; q-- > 0;) {
             vm_sop *op = &rp->sops[q];
