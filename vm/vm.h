@@ -428,7 +428,9 @@ void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
  * by a debugger, not profiled); with several workers a call only at tag
  * depth >= VM_SEQ_DEPTH, so that the top of a recursion stays dataflow and
  * is shared by stealing. */
+#ifndef VM_SEQ_DEPTH
 #define VM_SEQ_DEPTH 10
+#endif
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan);
 static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region);
 /* Runs site `site`'s call from dataflow context c with args (one per CALL of
