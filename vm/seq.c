@@ -116,8 +116,6 @@ static bool seq_order(const isa_program *p, vm_plan *plan, uint32_t r)
         if ((ok = rp->order != NULL)) {
             memcpy(rp->order, queue, n * sizeof *queue);
             rp->n_order = n;
-            for (uint32_t k = 0; k < n; k++)
-                plan->insts[queue[k]].fpos = k;
         }
     }
     free(indeg);
@@ -416,6 +414,23 @@ static uint32_t *seq_guards(const isa_program *p, vm_plan *plan, vm_rplan *rp)
     return guard;
 }
 
+/* A region that calls a function, or enters a loop, whose body does not run
+ * as frames does not either (to a fixpoint). */
+static void unmake_callers(const isa_program *p, vm_plan *plan)
+{
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < p->n_insts; i++) {
+            const isa_inst *in = &p->insts[i];
+            uint32_t inner = in->op == ISA_CALL ? p->sites[in->a].callee : in->op == ISA_ENTER ? in->a : ISA_NONE;
+            if (inner != ISA_NONE && plan->regions[in->region].seq && !plan->regions[inner].seq) {
+                plan->regions[in->region].seq = false;
+                changed = true;
+            }
+        }
+    }
+}
+
 /* The last step of `kind` for each key b (a loop, a call site) in the order
  * becomes `last`: it is the one that finds every entry value or argument. */
 static void mark_last(vm_rplan *rp, uint8_t kind, uint8_t last)
@@ -464,34 +479,13 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         if (plan->regions[r].seq && p->regions[r].kind == ISA_REGION_LOOP && exits_feed_enters(p, plan, r))
             plan->regions[r].seq = false;
     /* ...whose every callee is one too (to a fixpoint), and whose order exists. */
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t i = 0; i < p->n_insts; i++) {
-            const isa_inst *in = &p->insts[i];
-            uint32_t inner = in->op == ISA_CALL ? p->sites[in->a].callee : in->op == ISA_ENTER ? in->a : ISA_NONE;
-            if (inner != ISA_NONE && plan->regions[in->region].seq && !plan->regions[inner].seq) {
-                plan->regions[in->region].seq = false;
-                changed = true;
-            }
-        }
-    }
+    unmake_callers(p, plan);
     for (uint32_t r = 0; r < p->n_regions; r++)
         if (plan->regions[r].seq && !seq_order(p, plan, r))
             plan->regions[r].seq = false;
-    for (bool changed = true; changed;) { /* an order lost may unmake a caller */
-        changed = false;
-        for (uint32_t i = 0; i < p->n_insts; i++) {
-            const isa_inst *in = &p->insts[i];
-            uint32_t inner = in->op == ISA_CALL ? p->sites[in->a].callee : in->op == ISA_ENTER ? in->a : ISA_NONE;
-            if (inner != ISA_NONE && plan->regions[in->region].seq && !plan->regions[inner].seq) {
-                plan->regions[in->region].seq = false;
-                changed = true;
-            }
-        }
-    }
+    unmake_callers(p, plan); /* an order lost may unmake a caller */
     /* Loops: each ENTER's index among its frame's ENTERs (the frame's entry
-     * registers); a loop body runs as frames only when its instance can
-     * gather every entry value first (no EXIT of it feeds one of its ENTERs). */
+     * registers). */
     for (uint32_t r = 0; r < p->n_regions; r++)
         if (p->regions[r].kind == ISA_REGION_LOOP)
             plan->regions[r].n_args = 0;
@@ -1364,8 +1358,6 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
     const dev_value *x, *y;
     bool two = false;
     switch (op->kind) {
-    case VM_SOP_SKIP:
-        return NULL;
     case VM_SOP_BIN_RR:
         x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
         if (!x || !y)
@@ -1491,7 +1483,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
     case VM_SOP_ENTER_LAST:
         if (!(x = pick(f, op->a, op->a2, &two)))
             return NULL;
-        if (two || has[op->out])
+        if (two)
             break;
         frame_set(f, op->out, x);
         s->w->st.fired++;
@@ -1513,9 +1505,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         if (!has[op->a])
             return NULL;
         const vm_splan *sp = &s->vm->plan.sites[op->b];
-        uint32_t arg = sp->arg_slot + op->out;
-        if (has[arg]) /* a second token for the CALL's input at this tag */
-            break;
+        uint32_t arg = sp->arg_slot + op->out; /* (each step fires once a frame: never a second) */
         v[arg] = v[op->a];
         has[arg] = 1;
         if (v[arg].is_tensor) {

@@ -31,8 +31,7 @@ typedef struct vm_iplan {
     uint16_t op;
     uint8_t matched;      /* goes through matching (several tokens, or MERGE) */
     uint16_t arg;         /* CALL: its index among its site's CALLs */
-    uint32_t fpos;        /* in a sequential region (seq.c): its position in the firing order */
-    uint32_t preg;        /* EXIT of a loop nested in a sequential region: its register there */
+    uint32_t preg;        /* EXIT of a loop nested in a sequential region (seq.c): its register there */
 } vm_iplan;
 
 /* A sequential region's instructions, compact (seq.c). A frame holds one
