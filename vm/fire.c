@@ -130,35 +130,9 @@ static UT_INLINE bool fire_scalar(vm_worker *w, vm_act *a, const vm_iplan *ip)
         x = s[0];
         y = s[1];
     }
-    if (x.dead || y.dead || x.is_tensor || y.is_tensor || x.dtype != y.dtype)
+    dev_value r;
+    if (x.dead || y.dead || !vm_scalar_op(ip->op, &x, &y, &r))
         return false;
-    dev_value r = {.dtype = x.dtype};
-    bool cmp = false;
-    switch (x.dtype) {
-#define INT_CASES(T, U, F)                                                                        \
-    switch (ip->op) {                                                                             \
-    case ISA_ADD: r.u.F = (T)((U)x.u.F + (U)y.u.F); break;                                        \
-    case ISA_SUB: r.u.F = (T)((U)x.u.F - (U)y.u.F); break;                                        \
-    case ISA_MUL: r.u.F = (T)((U)x.u.F * (U)y.u.F); break;                                        \
-    case ISA_MIN: r.u.F = x.u.F < y.u.F ? x.u.F : y.u.F; break;                                   \
-    case ISA_MAX: r.u.F = x.u.F > y.u.F ? x.u.F : y.u.F; break;                                   \
-    case ISA_LESS: cmp = true, r.u.b = x.u.F < y.u.F; break;                                      \
-    case ISA_LESS_EQUAL: cmp = true, r.u.b = x.u.F <= y.u.F; break;                               \
-    case ISA_GREATER: cmp = true, r.u.b = x.u.F > y.u.F; break;                                   \
-    case ISA_GREATER_EQUAL: cmp = true, r.u.b = x.u.F >= y.u.F; break;                            \
-    case ISA_EQUAL: cmp = true, r.u.b = x.u.F == y.u.F; break;                                    \
-    case ISA_NOT_EQUAL: cmp = true, r.u.b = x.u.F != y.u.F; break;                                \
-    default: return false;                                                                        \
-    }                                                                                             \
-    break;
-    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
-    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
-#undef INT_CASES
-    default:
-        return false;
-    }
-    if (cmp)
-        r.dtype = TFVM_BOOL;
     if (s)
         s[0] = s[1] = (dev_value){0};
     vm_send(w, a->ctx, a->inst, 0, &r);

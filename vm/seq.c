@@ -1096,46 +1096,6 @@ static seq_frame *frame_call(seq_run *s, seq_frame *f, uint32_t site, uint32_t i
     return g;
 }
 
-/* Scalar arithmetic and comparisons inline (the kernels' results: integers
- * wrap); false: leave it to the kernels. */
-static UT_INLINE bool scalar_op(uint16_t op, const dev_value *x, const dev_value *y, dev_value *r)
-{
-    if (x->is_tensor || y->is_tensor || x->dtype != y->dtype)
-        return false;
-    bool cmp = false;
-    *r = (dev_value){.dtype = x->dtype};
-    switch (x->dtype) {
-#define INT_CASES(T, U, F)                                                        \
-    switch (op) {                                                                 \
-    case ISA_ADD: r->u.F = (T)((U)x->u.F + (U)y->u.F); break;                     \
-    case ISA_SUB: r->u.F = (T)((U)x->u.F - (U)y->u.F); break;                     \
-    case ISA_MUL: r->u.F = (T)((U)x->u.F * (U)y->u.F); break;                     \
-    case ISA_DIV: if (y->u.F == 0 || y->u.F == -1) return false;                  \
-                  r->u.F = x->u.F / y->u.F; break;                                \
-    case ISA_MOD: if (y->u.F == 0 || y->u.F == -1) return false;                  \
-                  r->u.F = x->u.F % y->u.F; break;                                \
-    case ISA_MIN: r->u.F = x->u.F < y->u.F ? x->u.F : y->u.F; break;              \
-    case ISA_MAX: r->u.F = x->u.F > y->u.F ? x->u.F : y->u.F; break;              \
-    case ISA_LESS: cmp = true, r->u.b = x->u.F < y->u.F; break;                   \
-    case ISA_LESS_EQUAL: cmp = true, r->u.b = x->u.F <= y->u.F; break;            \
-    case ISA_GREATER: cmp = true, r->u.b = x->u.F > y->u.F; break;                \
-    case ISA_GREATER_EQUAL: cmp = true, r->u.b = x->u.F >= y->u.F; break;         \
-    case ISA_EQUAL: cmp = true, r->u.b = x->u.F == y->u.F; break;                 \
-    case ISA_NOT_EQUAL: cmp = true, r->u.b = x->u.F != y->u.F; break;             \
-    default: return false;                                                        \
-    }                                                                             \
-    break;
-    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
-    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
-#undef INT_CASES
-    default:
-        return false;
-    }
-    if (cmp)
-        r->dtype = TFVM_BOOL;
-    return true;
-}
-
 /* Visits f's instruction at `local`: fires it if its inputs are there.
  * Returns a frame to run first (a call), or NULL. */
 static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint32_t local)
@@ -1196,7 +1156,7 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             break;
         }
         dev_value pred;
-        if (!scalar_op((uint16_t)si->a, x[0], &vm->consts[si->b], &pred)) {
+        if (!vm_scalar_op((uint16_t)si->a, x[0], &vm->consts[si->b], &pred)) {
             dev_value two[2] = {*x[0], vm->consts[si->b]};
             char msg[256];
             tfvm_status st = dev_cpu_elementwise((isa_op)si->a, 0, two, &pred, &vm->alloc, msg, sizeof msg);
@@ -1265,7 +1225,7 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
         break;
     default: { /* compute */
         dev_value out = dev_dead();
-        if (!dead && !(si->n_in == 2 && scalar_op(si->op, x[0], x[1], &out))) {
+        if (!dead && !(si->n_in == 2 && vm_scalar_op(si->op, x[0], x[1], &out))) {
             dev_value in[5] = {{0}};
             for (uint32_t k = 0; k < si->n_in && k < 5; k++)
                 in[k] = *x[k];
@@ -1377,7 +1337,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             break;
         if (x->dead || y->dead) /* a dead input: a dead output, no kernel */
             v[op->out] = dev_dead();
-        else if (!scalar_op(op->op, x, y, &v[op->out]))
+        else if (!vm_scalar_op(op->op, x, y, &v[op->out]))
             break;
         has[op->out] = 1;
         s->w->st.fired++;
@@ -1396,7 +1356,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             frame_out(s, f, &rp->sinsts[op->local], 1, x);
             return NULL;
         }
-        if (!scalar_op(op->op, x, &consts[op->b], &pred))
+        if (!vm_scalar_op(op->op, x, &consts[op->b], &pred))
             break;
         s->w->st.fired++;
         frame_route(s, f, &rp->sinsts[op->local], pred.u.b ? 1 : 0, x);

@@ -340,6 +340,47 @@ tfvm_status vm_profile(tfvm_vm *vm, bool on);
 void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
 
 /* ---- Internals shared by the vm/ files -------------------------------------- */
+/* Scalar integer arithmetic and comparisons without the kernels, with their
+ * results (integers wrap; division and modulo by 0 or -1 are left to them);
+ * false: leave it to the kernels. */
+static UT_INLINE bool vm_scalar_op(uint16_t op, const dev_value *x, const dev_value *y, dev_value *r)
+{
+    if (x->is_tensor || y->is_tensor || x->dtype != y->dtype)
+        return false;
+    bool cmp = false;
+    *r = (dev_value){.dtype = x->dtype};
+    switch (x->dtype) {
+#define INT_CASES(T, U, F)                                                        \
+    switch (op) {                                                                 \
+    case ISA_ADD: r->u.F = (T)((U)x->u.F + (U)y->u.F); break;                     \
+    case ISA_SUB: r->u.F = (T)((U)x->u.F - (U)y->u.F); break;                     \
+    case ISA_MUL: r->u.F = (T)((U)x->u.F * (U)y->u.F); break;                     \
+    case ISA_DIV: if (y->u.F == 0 || y->u.F == -1) return false;                  \
+                  r->u.F = x->u.F / y->u.F; break;                                \
+    case ISA_MOD: if (y->u.F == 0 || y->u.F == -1) return false;                  \
+                  r->u.F = x->u.F % y->u.F; break;                                \
+    case ISA_MIN: r->u.F = x->u.F < y->u.F ? x->u.F : y->u.F; break;              \
+    case ISA_MAX: r->u.F = x->u.F > y->u.F ? x->u.F : y->u.F; break;              \
+    case ISA_LESS: cmp = true, r->u.b = x->u.F < y->u.F; break;                   \
+    case ISA_LESS_EQUAL: cmp = true, r->u.b = x->u.F <= y->u.F; break;            \
+    case ISA_GREATER: cmp = true, r->u.b = x->u.F > y->u.F; break;                \
+    case ISA_GREATER_EQUAL: cmp = true, r->u.b = x->u.F >= y->u.F; break;         \
+    case ISA_EQUAL: cmp = true, r->u.b = x->u.F == y->u.F; break;                 \
+    case ISA_NOT_EQUAL: cmp = true, r->u.b = x->u.F != y->u.F; break;             \
+    default: return false;                                                        \
+    }                                                                             \
+    break;
+    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
+    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
+#undef INT_CASES
+    default:
+        return false;
+    }
+    if (cmp)
+        r->dtype = TFVM_BOOL;
+    return true;
+}
+
 /* A cycle counter for profiling (nanoseconds where there is none). */
 static inline uint64_t vm_ticks(void)
 {
