@@ -22,7 +22,7 @@ static int64_t live_total(const tfvm_vm *vm)
  * deterministic mode; with several workers max_contexts is checked against the
  * sum of the workers' counts on every creation, and without a limit the peak
  * is sampled. */
-static bool note_created(vm_worker *w, const vm_ctx *parent, const char *tag, bool fail)
+static bool note_created(vm_worker *w, const vm_ctx *parent, bool fail)
 {
     tfvm_vm *vm = w->vm;
     int64_t mine = atomic_load_explicit(&w->live, memory_order_relaxed) + 1;
@@ -32,7 +32,7 @@ static bool note_created(vm_worker *w, const vm_ctx *parent, const char *tag, bo
     if (vm->multi) {
         /* the bound is checked every PEAK_SAMPLE contexts (a default bound)
          * or on every one (max_contexts); the peak alone is sampled */
-        if (w->st.contexts_created % PEAK_SAMPLE && (!vm->cfg.max_contexts))
+        if (w->st.contexts_created % PEAK_SAMPLE && !vm->cfg.max_contexts)
             return true;
         total = live_total(vm);
     }
@@ -42,7 +42,7 @@ static bool note_created(vm_worker *w, const vm_ctx *parent, const char *tag, bo
     if ((uint64_t)total <= vm->ctx_bound)
         return true;
     if (fail)
-        vm_ctx_bound_fail(vm, parent, tag);
+        vm_ctx_bound_fail(vm, parent, NULL);
     return false;
 }
 
@@ -95,7 +95,7 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
     if (kind == VM_CTX_CALL)
         vm_ctx_ref(w, parent);
-    if (!note_created(w, parent, NULL, true)) {
+    if (!note_created(w, parent, true)) {
         vm_ctx_discard(w, c);
         return NULL;
     }
@@ -202,7 +202,7 @@ bool vm_ctx_share(vm_worker *w, vm_ctx *c)
     return true;
 }
 
-bool vm_ctx_count_new(vm_worker *w) { return note_created(w, NULL, NULL, false); }
+bool vm_ctx_count_new(vm_worker *w) { return note_created(w, NULL, false); }
 
 void vm_ctx_count_free(vm_worker *w)
 {
