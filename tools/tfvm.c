@@ -472,25 +472,10 @@ const char *cli_param_fmt(const char *name)
 
 const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
 {
-    const char *dt = tfvm_dtype_name(p->dtype);
-    if (!p->is_tensor || p->rank < 0) {
-        snprintf(buf, size, "%s%s", dt, p->is_tensor ? "[]" : "");
-        return buf;
-    }
-    if (p->rank == 0) {
-        snprintf(buf, size, "%s[()]", dt);
-        return buf;
-    }
-    size_t n = (size_t)snprintf(buf, size, "%s[", dt);
-    for (int k = 0; k < p->rank && n < size; k++) {
-        if (p->dims[k] < 0)
-            n += (size_t)snprintf(buf + n, size - n, "%s?", k ? ", " : "");
-        else
-            n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, k ? ", " : "", p->dims[k]);
-    }
-    if (n < size)
-        snprintf(buf + n, size - n, "]");
-    return buf;
+    isa_param q = {.dtype = (uint8_t)p->dtype, .rank = p->is_tensor ? ISA_RANK_ANY : 0,
+                   .shaped = p->is_tensor && p->rank >= 0, .ndim = (uint8_t)(p->rank > 0 ? p->rank : 0),
+                   .dims = p->dims};
+    return isa_param_type(&q, buf, size);
 }
 
 static void print_signature(const tfvm_entry_info *e, FILE *f)
