@@ -1086,6 +1086,17 @@ static void transfer(an *A, uint32_t i, const isa_fact *in, isa_fact *out)
         return;
     case ISA_RESULT:
         return;
+    case ISA_FEED: /* the declared type; and its number */
+        out[0].dtype = ISA_CHAN_DTYPE(ins->b);
+        out[0].rank = ins->b & ISA_CHAN_TENSOR ? -1 : 0;
+        out[1].dtype = TFVM_I32;
+        out[1].rank = 0;
+        return;
+    case ISA_FETCH:
+        fact_copy(&out[0], &in[0]);
+        out[1].dtype = TFVM_I32;
+        out[1].rank = 0;
+        return;
     case ISA_IDENTITY:
     case ISA_LOOPCOND:
     case ISA_ENTER:

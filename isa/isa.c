@@ -292,3 +292,31 @@ const char *isa_param_type(const isa_param *q, char *buf, size_t size)
         snprintf(buf + n, size - n, "]");
     return buf;
 }
+
+bool isa_chan_ok(const isa_const *c)
+{
+    if (c->dtype != TFVM_U8 || c->rank != 1 || c->nbytes < 1 || c->nbytes > ISA_MAX_CHAN ||
+        c->nbytes != (size_t)c->dims[0])
+        return false;
+    const unsigned char *s = c->data;
+    for (size_t k = 0; k < c->nbytes; k++)
+        if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z') || (s[k] >= '0' && s[k] <= '9') ||
+              (s[k] && strchr("_.:/-", s[k]))))
+            return false;
+    return true;
+}
+
+const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf)
+{
+    const isa_const *c = &p->consts[p->insts[i].a];
+    size_t n = c->nbytes > ISA_MAX_CHAN ? ISA_MAX_CHAN : c->nbytes;
+    memcpy(buf, c->data, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+const char *isa_chan_type(uint32_t b, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s", tfvm_dtype_name((tfvm_dtype)ISA_CHAN_DTYPE(b)), b & ISA_CHAN_TENSOR ? "[]" : "");
+    return buf;
+}

@@ -22,6 +22,7 @@ typedef enum isa_class {
     ISA_CLASS_SOURCE,
     ISA_CLASS_SINK,
     ISA_CLASS_CONTROL,
+    ISA_CLASS_HOST,    /* FEED and FETCH: values to and from the host (docs/coexec.md) */
     ISA_CLASS_BINARY,  /* arithmetic: result dtype = operand dtype       */
     ISA_CLASS_UNARY,
     ISA_CLASS_COMPARE, /* result bool                                     */
@@ -43,7 +44,9 @@ typedef enum isa_attr {
     ISA_ATTR_AXIS,  /* a = axis, an int32 in two's complement, -8..7 (negative
                        counts from the last axis)                          */
     ISA_ATTR_OPTS,  /* a = option bits named by isa_opt_name (ISA_OPT_*)   */
-    ISA_ATTR_CMP    /* a = a COMPARE opcode, b = a scalar constant (BRANCH) */
+    ISA_ATTR_CMP,   /* a = a COMPARE opcode, b = a scalar constant (BRANCH) */
+    ISA_ATTR_CHAN   /* a = constant index of the channel's name (a u8[n] tensor),
+                       b = FEED: the value's type (ISA_CHAN_*); FETCH: 0      */
 } isa_attr;
 
 /* Sets of dtypes (ops.def's `types`): bit d is dtype d. */
@@ -210,6 +213,14 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_UQ_INVERSE 2u
 #define ISA_OPT_UQ_COUNTS 4u
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
+/* FEED's b: the dtype in the low 8 bits, and whether the value is a tensor
+ * (of any rank) or a scalar. */
+#define ISA_CHAN_TENSOR 0x100u
+#define ISA_CHAN_DTYPE(b) ((uint8_t)((b) & 0xFFu))
+/* A channel name (FEED, FETCH): 1 to ISA_MAX_CHAN bytes of letters, digits
+ * and _ . : / - (it is written in quotes in .tfasm and .tfg, and in
+ * messages). */
+#define ISA_MAX_CHAN 64
 
 /* ---- Program model --------------------------------------------------------
  * Names are NUL-terminated strings owned by the program's arena; a NULL
@@ -331,6 +342,13 @@ const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t si
 /* Declares tensor parameter q's shape: ndim (<= TFVM_MAX_RANK) dimensions,
  * -1 for `?`, copied into p's arena. False when memory runs out. */
 bool isa_param_set_shape(isa_program *p, isa_param *q, unsigned ndim, const int64_t *dims);
+/* Whether constant c can name a channel (ISA_MAX_CHAN above). */
+bool isa_chan_ok(const isa_const *c);
+/* The channel name of FEED or FETCH instruction i, NUL-terminated, into buf
+ * (at least ISA_MAX_CHAN + 1 bytes). Returns buf. */
+const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf);
+/* FEED's value type as .tfasm writes it: "f32" or "f32[]". */
+const char *isa_chan_type(uint32_t b, char *buf, size_t size);
 /* A parameter's declared type as .tfasm and messages write it: "i32",
  * "f32[]" (a tensor of any rank), "f32[?, 784]", "f32[()]" (rank 0). */
 const char *isa_param_type(const isa_param *q, char *buf, size_t size);

@@ -731,6 +731,56 @@ static bool parse_const(as_parser *P, as_inst *in)
     return parse_u32(P, "a constant table index after '#'", &in->a);
 }
 
+/* FEED "name" TYPE, FETCH "name": the channel's name becomes a u8[n]
+ * constant (#K instead of the quoted name: entry K of the declared table);
+ * FEED's TYPE is a dtype, with [] for a tensor of any rank. */
+static bool parse_chan(as_parser *P, as_inst *in)
+{
+    as_tok *t = peek(P);
+    if (is_p(t, '#')) {
+        next(P);
+        in->ctab = true;
+        if (!parse_u32(P, "a constant table index after '#'", &in->a))
+            return false;
+    } else if (t->kind == TK_QNAME) {
+        next(P);
+        as_const c;
+        memset(&c, 0, sizeof c);
+        c.dtype = TFVM_U8;
+        c.rank = 1;
+        c.dims[0] = (int64_t)t->len;
+        c.nbytes = t->len;
+        c.off = P->data.len;
+        ut_buf_append(&P->data, t->s, t->len);
+        if (P->data.failed)
+            return nomem(P);
+        isa_const k = {.dtype = TFVM_U8, .rank = 1, .dims = {(int64_t)t->len}, .nbytes = t->len, .data = t->s};
+        if (!isa_chan_ok(&k))
+            return fail(P, t, "a channel name is 1 to %d letters, digits and _.:/-, got %s", ISA_MAX_CHAN, TDESC(t));
+        in->a = (uint32_t)P->consts.n;
+        as_const *slot = vec_push(P, &P->consts);
+        if (!slot)
+            return false;
+        *slot = c;
+    } else {
+        return fail(P, t, "expected the channel's name in quotes after %s (%s \"x\"), got %s", isa_ops[in->op].name,
+                    isa_ops[in->op].name, TDESC(t));
+    }
+    if (in->op != ISA_FEED)
+        return true;
+    uint8_t d = 0;
+    if (!parse_dtype(P, &d))
+        return false;
+    in->b = d;
+    if (is_p(peek(P), '[')) {
+        next(P);
+        if (!expect(P, ']', "after '[' (a FEED of a tensor of any rank is TYPE[])"))
+            return false;
+        in->b |= ISA_CHAN_TENSOR;
+    }
+    return true;
+}
+
 /* const #K = TYPE VALUE (top level): the explicit constant table, for programs
  * whose CONSTs share entries or whose table is not in instruction order. */
 static bool parse_const_decl(as_parser *P)
@@ -1009,6 +1059,8 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
             next(P);
         }
         break;
+    case ISA_ATTR_CHAN:
+        return parse_chan(P, in);
     }
     while (is_kw(peek(P), "prune_false") || is_kw(peek(P), "prune_true")) {
         as_tok *t = next(P);
@@ -1525,7 +1577,7 @@ static bool check_regions(as_parser *P)
 {
     for (uint32_t i = 0; i < P->insts.n; i++) {
         const as_inst *in = INS(i);
-        if (in->op == ISA_CONST && in->ctab && in->a >= P->decls.n)
+        if ((in->op == ISA_CONST || isa_ops[in->op].attr == ISA_ATTR_CHAN) && in->ctab && in->a >= P->decls.n)
             return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->a, P->decls.n);
         if (in->imm_ctab && in->b >= P->decls.n)
             return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->b, P->decls.n);
@@ -1776,7 +1828,7 @@ static bool build(as_parser *P, isa_program *p)
         d->col = in->col;
         if (in->op == ISA_CALL || in->op == ISA_RETURN)
             d->a = P->site_of[P->order[f]];
-        if (in->op == ISA_CONST && !in->ctab) {
+        if ((in->op == ISA_CONST || isa_ops[in->op].attr == ISA_ATTR_CHAN) && !in->ctab) {
             d->a = p->n_consts;
             if (!put_const(P, p, CST(in->a)))
                 return false;

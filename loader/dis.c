@@ -41,7 +41,7 @@ static bool consts_inline(const isa_program *p)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; i < p->n_insts; i++) {
-        if (p->insts[i].op == ISA_CONST && p->insts[i].a != k++)
+        if ((p->insts[i].op == ISA_CONST || isa_ops[p->insts[i].op].attr == ISA_ATTR_CHAN) && p->insts[i].a != k++)
             return false;
         if ((isa_imm_port(&p->insts[i]) >= 0 || p->insts[i].op == ISA_BRANCH) && p->insts[i].b != k++)
             return false;
@@ -416,6 +416,20 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
                 ut_buf_printf(b, " %s", o ? o : "?");
             }
         break;
+    case ISA_ATTR_CHAN: {
+        char name[ISA_MAX_CHAN + 1], t[32];
+        if (c->const_table < 0)
+            c->const_table = !consts_inline(p);
+        if (c->const_table)
+            ut_buf_printf(b, " #%" PRIu32, in->a);
+        else if (in->a < p->n_consts && isa_chan_ok(&p->consts[in->a]))
+            ut_buf_printf(b, " \"%s\"", isa_chan_name(p, i, name));
+        else
+            ut_buf_printf(b, " ?");
+        if (in->op == ISA_FEED)
+            ut_buf_printf(b, " %s", isa_chan_type(in->b, t, sizeof t));
+        break;
+    }
     }
     if (in->flags & ISA_FLAG_PRUNE_FALSE)
         ut_buf_printf(b, " prune_false");

@@ -229,6 +229,21 @@ static int cmp_inst(const vf *v, uint32_t a, uint32_t b)
     return strcmp(x->name, y->name);
 }
 
+/* FEED and FETCH by channel name, then opcode and value type. */
+static int cmp_chan(const vf *v, uint32_t a, uint32_t b)
+{
+    const isa_program *p = v->p;
+    const isa_inst *x = &p->insts[a], *y = &p->insts[b];
+    const isa_const *cx = &p->consts[x->a], *cy = &p->consts[y->a];
+    size_t n = cx->nbytes < cy->nbytes ? cx->nbytes : cy->nbytes;
+    int c = memcmp(cx->data, cy->data, n);
+    if (c || cx->nbytes != cy->nbytes)
+        return c ? c : cx->nbytes < cy->nbytes ? -1 : 1;
+    if (x->op != y->op)
+        return x->op < y->op ? -1 : 1;
+    return x->b < y->b ? -1 : x->b > y->b;
+}
+
 /* ---- Tables --------------------------------------------------------------------- */
 static tfvm_status check_regions(vf *v)
 {
@@ -416,6 +431,34 @@ static tfvm_status check_inst_names(vf *v)
     return TFVM_OK;
 }
 
+/* A channel is fed or fetched, not both, and its FEEDs agree on its type
+ * (after check_inst: the names are valid). */
+static tfvm_status check_channels(vf *v)
+{
+    const isa_program *p = v->p;
+    size_t n = 0;
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (isa_ops[p->insts[i].op].cls == ISA_CLASS_HOST)
+            v->sort_a[n++] = i;
+    vf_sort(v, v->sort_a, v->sort_b, n, cmp_chan);
+    for (size_t k = 1; k < n; k++) {
+        const isa_inst *x = &p->insts[v->sort_a[k - 1]], *y = &p->insts[v->sort_a[k]];
+        const isa_const *cx = &p->consts[x->a], *cy = &p->consts[y->a];
+        if (cx->nbytes != cy->nbytes || memcmp(cx->data, cy->data, cx->nbytes) != 0 || (x->op == y->op && x->b == y->b))
+            continue;
+        vf_label l1, l2;
+        char name[ISA_MAX_CHAN + 1], t1[32], t2[32];
+        isa_chan_name(p, v->sort_a[k], name);
+        if (x->op != y->op)
+            return vbad(v, "channel '%s' is both fed (%s) and fetched (%s)", name, ilabel(v, v->sort_a[k - 1], l1),
+                        ilabel(v, v->sort_a[k], l2));
+        return vbad(v, "the FEEDs of channel '%s' disagree on its type: %s (%s) and %s (%s)", name,
+                    isa_chan_type(x->b, t1, sizeof t1), ilabel(v, v->sort_a[k - 1], l1),
+                    isa_chan_type(y->b, t2, sizeof t2), ilabel(v, v->sort_a[k], l2));
+    }
+    return TFVM_OK;
+}
+
 static tfvm_status check_frame(vf *v, uint32_t i, const char *op, uint32_t f)
 {
     vf_label l;
@@ -473,7 +516,7 @@ static tfvm_status check_inst(vf *v, uint32_t i)
         return vbad(v, "%s: flags 0x%x not allowed on %s", L, in->flags, op);
     if (info->attr == ISA_ATTR_NONE && (in->a || (in->b && imm < 0)))
         return vbad(v, "%s: %s takes no attributes, but a=%" PRIu32 " b=%" PRIu32, L, op, in->a, in->b);
-    if (info->attr != ISA_ATTR_ENTER && info->attr != ISA_ATTR_CMP && in->b && imm < 0)
+    if (info->attr != ISA_ATTR_ENTER && info->attr != ISA_ATTR_CMP && info->attr != ISA_ATTR_CHAN && in->b && imm < 0)
         return vbad(v, "%s: %s has no attribute b, but b=%" PRIu32, L, op, in->b);
     if (in->op == ISA_NEXTITER && reg->kind != ISA_REGION_LOOP)
         return vbad(v, "%s: NEXTITER must be in a LOOP region, not %s region '%s'", L,
@@ -566,6 +609,17 @@ static tfvm_status check_inst(vf *v, uint32_t i)
         for (uint32_t bit = 1; bit; bit <<= 1)
             if ((in->a & bit) && !isa_opt_name((isa_op)in->op, bit))
                 return vbad(v, "%s: %s has no option bit 0x%" PRIx32, L, op, bit);
+        break;
+    case ISA_ATTR_CHAN:
+        if (in->a >= p->n_consts)
+            return vbad(v, "%s: %s channel name: constant %" PRIu32 " does not exist (%" PRIu32 " constant%s)", L, op,
+                        in->a, p->n_consts, p->n_consts == 1 ? "" : "s");
+        if (!isa_chan_ok(&p->consts[in->a]))
+            return vbad(v, "%s: %s channel name: constant %" PRIu32 " is not 1 to %d bytes (u8) of letters, digits "
+                        "and _.:/-", L, op, in->a, ISA_MAX_CHAN);
+        if (in->op == ISA_FETCH ? in->b != 0
+                                : (in->b & ~(ISA_CHAN_TENSOR | 0xFFu)) || !isa_dtype_valid(ISA_CHAN_DTYPE(in->b)))
+            return vbad(v, "%s: %s has a bad value type 0x%" PRIx32, L, op, in->b);
         break;
     }
     return TFVM_OK;
@@ -763,6 +817,8 @@ tfvm_status ld_verify(const isa_program *p, tfvm_error *err)
         st = check_inst_names(&v);
     for (uint32_t i = 0; !st && i < p->n_insts; i++)
         st = check_inst(&v, i);
+    if (!st)
+        st = check_channels(&v);
     if (!st)
         st = check_edges(&v);
     if (!st)

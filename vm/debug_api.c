@@ -44,7 +44,7 @@ tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info 
     out->region_kind = dbg_region_kind(r->kind);
     isa_class cls = isa_ops[in->op].cls;
     out->op_class = cls == ISA_CLASS_SOURCE ? "source" : cls == ISA_CLASS_SINK ? "sink"
-                  : cls == ISA_CLASS_CONTROL ? "control" : "compute";
+                  : cls == ISA_CLASS_CONTROL ? "control" : cls == ISA_CLASS_HOST ? "host" : "compute";
     out->synopsis = isa_ops[in->op].synopsis;
     out->attr = (in->op == ISA_ARG || in->op == ISA_RESULT || in->op == ISA_CALL || in->op == ISA_RETURN ||
                  in->op == ISA_ENTER || in->op == ISA_EXIT) ? in->a : 0;

@@ -8,13 +8,13 @@
 
 static const char *class_name(isa_class c)
 {
-    static const char *const names[] = {"source", "sink", "control", "binary", "unary", "compare", "logic", "select", "tensor"};
+    static const char *const names[] = {"source", "sink", "control", "host", "binary", "unary", "compare", "logic", "select", "tensor"};
     return names[c];
 }
 
 static const char *attr_name(isa_attr a)
 {
-    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype", "axis=N", "options", "op c"};
+    static const char *const names[] = {"", "k", "c", "f [const] [parallel=N]", "f", "s", "dtype", "axis=N", "options", "op c", "\"name\" [T]"};
     return names[a];
 }
 
@@ -73,7 +73,8 @@ START_TEST(rows_are_consistent)
         ck_assert_msg((o->types & ~(uint32_t)ISA_TYPES_ALL) == 0 && o->types, "%s: bad dtype set", n);
         const bool compute = isa_is_compute(o->cls), tensor = o->cls == ISA_CLASS_TENSOR;
         /* only instructions that make values from nothing have no result rule */
-        ck_assert_msg((o->result == ISA_RESULT_NONE) == (o->cls == ISA_CLASS_SOURCE || o->cls == ISA_CLASS_SINK),
+        ck_assert_msg((o->result == ISA_RESULT_NONE) ==
+                          (o->cls == ISA_CLASS_SOURCE || o->cls == ISA_CLASS_SINK || i == ISA_FEED),
                       "%s: result %s", n, isa_result_name(o->result));
         if (o->cls == ISA_CLASS_COMPARE || o->cls == ISA_CLASS_LOGIC)
             ck_assert_msg(o->result == ISA_RESULT_BOOL, "%s: a %s gives bool", n, class_name(o->cls));
@@ -87,7 +88,8 @@ START_TEST(rows_are_consistent)
         /* fails: control never fails; tensor ops always may; DIV0/NEGEXP read
          * operand b of an op that takes integers */
         if (!compute)
-            ck_assert_msg(o->fails == ISA_FAILS_NO, "%s: a control instruction that fails", n);
+            ck_assert_msg(o->fails == (o->cls == ISA_CLASS_HOST ? ISA_FAILS_YES : ISA_FAILS_NO),
+                          "%s: a control instruction that fails, or a host one that cannot", n);
         if (tensor)
             ck_assert_msg(o->fails == ISA_FAILS_YES, "%s: tensor ops may fail on shapes", n);
         if (o->fails == ISA_FAILS_DIV0 || o->fails == ISA_FAILS_NEGEXP)
