@@ -113,6 +113,18 @@ typedef enum cc_ek {
 typedef struct cc_expr cc_expr;
 typedef struct cc_func cc_func;
 
+/* feed<T>("x") and fetch("y", v) (docs/coexec.md): the channel's name as
+ * written, and (feed) the declared type; `chan` is its index in the
+ * program's channel table (cc.chans) once the checker has seen it. */
+typedef struct cc_host {
+    const char *name;
+    cc_pos name_pos;
+    bool feed;
+    bool has_type;        /* feed<T>: the type argument was given */
+    cc_vtype type;        /* feed: T */
+    uint32_t chan;
+} cc_host;
+
 typedef struct cc_let {
     cc_pos pos;
     uint32_t n_names;     /* 1 for `let x = e`, k for `let (a, b) = e` */
@@ -200,6 +212,7 @@ struct cc_expr {
             cc_expr **ops;
             uint32_t attr;
             cc_expr *sugar;    /* indexing: the GATHER chain that computes it */
+            cc_host *host;     /* feed<T>("x") (no arguments), fetch("y", v) (args[0] = v); else NULL */
         } call;
         struct {
             cc_expr *cond;
@@ -212,6 +225,8 @@ struct cc_expr {
             cc_loopvar *vars;
             cc_expr *cond;
             cc_ablock *body;
+            bool bare;          /* a statement loop that assigns no outer variable (n_vars = 0):
+                                   only a loop that feeds or fetches can end */
         } loop;
         struct {
             uint32_t n;
@@ -239,6 +254,8 @@ struct cc_func {
     bool called;          /* by some reachable function */
     bool mentioned;       /* called somewhere (unused-function warnings) */
     bool broken;          /* had a syntax error: not type checked (its errors would echo it) */
+    uint64_t *chans;      /* the channels it feeds or fetches, itself or through calls: a bit
+                             per channel (cc.chans), NULL when the program has none */
     struct cc_ifn *ir;
 };
 
@@ -256,7 +273,9 @@ typedef struct cc_module {
  * loops). If and While nodes own blocks: If has `then` and `else` whose
  * results meet in its outputs; While has a header block (its loop variables
  * and the condition, result 0) and a body block inside the header (results =
- * the next values of the loop variables); its outputs are the final values. */
+ * the next values of the loop variables); its outputs are the final values
+ * (cc_loop_exit: a header may also give, as results 1 + k, the value each
+ * variable exits with). */
 typedef enum cc_nk { CC_N_PARAM, CC_N_CONST, CC_N_OP, CC_N_CALL, CC_N_IF, CC_N_WHILE, CC_N_LVAR } cc_nk;
 typedef enum cc_role { CC_B_TOP, CC_B_THEN, CC_B_ELSE, CC_B_HEAD, CC_B_BODY } cc_role;
 
@@ -320,11 +339,17 @@ struct cc_ifn {
     cc_func *src;
     const char *name;
     cc_blk *top;
-    uint32_t n_params;
+    uint32_t n_params;    /* its source's, then one per hidden channel */
     cc_node **params;
     bool *param_live;     /* after DCE: parameters the body reads */
     uint32_t gate_param;  /* the parameter whose CALL token gates the body */
-    uint32_t n_results;
+    uint32_t n_results;   /* its source's, then one per hidden channel */
+    /* The order tokens of the channels it feeds or fetches (host.c): the
+     * hidden parameter src->n_params + j and the hidden result
+     * src->n_results + j carry channel hidden[j]. The entry has none (its
+     * tokens start at 0) unless it is also called. */
+    uint32_t n_hidden;
+    uint32_t *hidden;
     bool dropped;         /* no call left after optimization */
     /* lowering */
     uint32_t region;
@@ -369,7 +394,21 @@ struct cc {
     size_t warn_len, warn_cap;
     uint32_t n_warnings;
     const char *dir;      /* the source's directory, for load("...") */
+    /* channels of feed and fetch, in the order the source first names them */
+    uint32_t n_chans, cap_chans;
+    struct cc_chan *chans;
 };
+
+/* A channel (host.c): fed or fetched, never both; every feed of it
+ * declares one type. */
+typedef struct cc_chan {
+    const char *name;
+    bool fed;
+    cc_vtype type;        /* fed: the declared type */
+    cc_pos pos;           /* where the source first names it */
+    const char *order;    /* its order token's name in the graph ("x.order") */
+    cc_cval cname;        /* its name as the u8[n] constant of FEED's and FETCH's attribute a */
+} cc_chan;
 
 /* Recursion guards (the C stack is the limit): the parser counts about two
  * units per parenthesis and three per nested block, so 600 allows some 300
@@ -451,8 +490,21 @@ typedef struct cc_builtin {
 const cc_builtin *cc_builtin_find(const char *name);
 /* x[idx] along `axis` (the indexing sugar): a checked GATHER call. */
 cc_expr *cc_gather(cc *C, cc_pos pos, cc_expr *x, cc_expr *idx, int axis);
+/* host.c: after type checking, the channel table, the channels of every
+ * function (a fixpoint over calls), and the errors: a channel both fed and
+ * fetched, fed with two types, a bare loop that touches no channel. */
+void cc_check_channels(cc *C);
+/* The bitset's words (64 channels each), and the channels an expression
+ * (a block) feeds or fetches, itself or through calls, or'ed into set. */
+uint32_t cc_chan_words(const cc *C);
+void cc_chan_uses(cc *C, const cc_expr *e, uint64_t *set);
+void cc_chan_uses_block(cc *C, const cc_ablock *b, uint64_t *set);
 /* ir.c */
 void cc_build_ir(cc *C);
+/* The final value of loop variable k of While w (its output): the variable
+ * itself, or for an order token fed or fetched in the condition, its value
+ * after the condition (then head->res[1 + k]). */
+cc_irval cc_loop_exit(const cc_node *w, uint32_t k);
 cc_irval cc_resolve(cc_irval v);
 cc_node *cc_node_new(cc *C, cc_blk *b, cc_nk kind, uint32_t n_in, uint32_t n_out, cc_pos pos);
 void cc_node_unlink(cc_node *n);

@@ -1,6 +1,7 @@
 /* compiler/ir.c — builds the structured graph IR (compiler.h) from the typed
  * AST: every reachable function becomes a tree of blocks whose nodes are
- * constants, elementwise ops, calls, and If/While nodes owning sub-blocks. */
+ * constants, elementwise ops, calls, and If/While nodes owning sub-blocks.
+ * The order tokens of feed and fetch are threaded here, as hidden vars. */
 #include <string.h>
 
 #include "compiler.h"
@@ -93,11 +94,58 @@ bool cc_op_may_fail(const cc_node *n)
 
 /* ---- Building ---------------------------------------------------------------------- */
 
+/* Order tokens (docs/coexec.md): every channel a function feeds or
+ * fetches has one, threaded like a var that each feed and fetch assigns:
+ * through the branches of an if (an extra result), a loop (an extra loop
+ * variable) and calls (a hidden parameter and result). tok[c] is channel c's
+ * current token, {NULL} where the function has none. */
 typedef struct builder {
     cc *C;
     cc_ifn *fn;
     cc_blk *blk;   /* where new nodes go */
+    cc_irval *tok; /* per channel (C->n_chans) */
 } builder;
+
+cc_irval cc_loop_exit(const cc_node *w, uint32_t k)
+{
+    const cc_blk *h = w->u.loop.head;
+    return k + 1 < h->n_res ? h->res[k + 1] : (cc_irval){w->u.loop.lvars[k], 0};
+}
+
+static bool same_val(cc_irval a, cc_irval b) { return a.n == b.n && a.k == b.k; }
+
+static cc_irval *tok_copy(builder *B)
+{
+    cc_irval *t = cc_array(B->C, B->C->n_chans, sizeof *t);
+    memcpy(t, B->tok, B->C->n_chans * sizeof *t);
+    return t;
+}
+
+/* Gives node n `extra` more outputs (the order tokens an If passes on). */
+static void add_outputs(cc *C, cc_node *n, uint32_t extra)
+{
+    uint32_t m = n->n_out + extra;
+    cc_vtype *types = cc_array(C, m, sizeof *types);
+    const char **names = cc_array(C, m, sizeof *names);
+    if (n->n_out) {
+        memcpy(types, n->types, n->n_out * sizeof *types);
+        memcpy(names, n->names, n->n_out * sizeof *names);
+    }
+    n->types = types;
+    n->names = names;
+    n->n_out = m;
+}
+
+static void add_results(cc *C, cc_blk *b, uint32_t extra)
+{
+    cc_irval *res = cc_array(C, b->n_res + extra, sizeof *res);
+    if (b->n_res)
+        memcpy(res, b->res, b->n_res * sizeof *res);
+    b->res = res;
+    b->n_res += extra;
+}
+
+static const cc_vtype tok_type = {.dtype = TFVM_I32};
 
 static cc_blk *new_blk(builder *B, cc_blk *parent, cc_node *owner, cc_role role)
 {
@@ -154,6 +202,7 @@ static void literal_bytes(const cc_expr *e, uint8_t d, unsigned char *out)
 }
 
 static cc_irval *build(builder *B, const cc_expr *e);
+static cc_irval *one(builder *B, cc_irval v);
 
 static void build_block(builder *B, const cc_ablock *ab, cc_blk *b)
 {
@@ -210,6 +259,29 @@ static cc_irval *one(builder *B, cc_irval v)
     return r;
 }
 
+/* feed<T>("x"): FEED (token) -> (value, token). fetch("y", v): FETCH (v,
+ * token) -> (v, token); the expression's value is v itself, so that what
+ * uses it need not wait for the fetch's turn. The node's attribute is the
+ * channel. */
+static cc_irval *build_host(builder *B, const cc_expr *e)
+{
+    cc *C = B->C;
+    const cc_host *h = e->u.call.host;
+    cc_irval v = {NULL, 0};
+    if (!h->feed)
+        v = build(B, e->u.call.args[0])[0];
+    cc_node *n = cc_node_new(C, B->blk, CC_N_OP, h->feed ? 1 : 2, 2, e->u.call.name_pos);
+    n->op = h->feed ? ISA_FEED : ISA_FETCH;
+    n->attr = h->chan;
+    if (!h->feed)
+        n->in[0] = v;
+    n->in[h->feed ? 0 : 1] = B->tok[h->chan];
+    n->types[0] = e->type.t[0];
+    n->types[1] = tok_type;
+    B->tok[h->chan] = val(n, 1);
+    return one(B, h->feed ? val(n, 0) : v);
+}
+
 static cc_irval *build(builder *B, const cc_expr *e)
 {
     cc *C = B->C;
@@ -257,17 +329,30 @@ static cc_irval *build(builder *B, const cc_expr *e)
     case CC_E_CALL: {
         if (e->u.call.sugar)
             return build(B, e->u.call.sugar);
+        if (e->u.call.host)
+            return build_host(B, e);
         /* a built-in op takes its operands (builtins.c), a function its arguments */
         uint32_t na = e->u.call.fn ? e->u.call.n_args : e->u.call.n_ops;
         cc_expr **src = e->u.call.fn ? e->u.call.args : e->u.call.ops;
-        cc_irval *args = cc_array(C, na + 1, sizeof *args);
+        cc_ifn *g = e->u.call.fn ? e->u.call.fn->ir : NULL;
+        uint32_t nh = g ? g->n_hidden : 0;
+        cc_irval *args = cc_array(C, na + nh + 1, sizeof *args);
         for (uint32_t k = 0; k < na; k++)
             args[k] = build(B, src[k])[0];
         cc_node *n;
-        if (e->u.call.fn) {
-            n = cc_node_new(C, B->blk, CC_N_CALL, na, e->type.n, e->u.call.name_pos);
-            n->u.call.callee = e->u.call.fn->ir;
+        if (g) {
+            /* the callee's order tokens go in after the arguments, and come
+             * back after the results */
+            for (uint32_t j = 0; j < nh; j++)
+                args[na + j] = B->tok[g->hidden[j]];
+            n = cc_node_new(C, B->blk, CC_N_CALL, na + nh, e->type.n + nh, e->u.call.name_pos);
+            n->u.call.callee = g;
             n->u.call.site = e->u.call.site;
+            for (uint32_t j = 0; j < nh; j++) {
+                n->types[e->type.n + j] = tok_type;
+                B->tok[g->hidden[j]] = val(n, e->type.n + j);
+            }
+            na += nh;
         } else {
             n = cc_node_new(C, B->blk, CC_N_OP, na, 1, e->u.call.name_pos);
             n->op = (uint16_t)e->u.call.builtin;
@@ -288,26 +373,61 @@ static cc_irval *build(builder *B, const cc_expr *e)
         n->in[0] = c;
         n->u.cond.then = new_blk(B, B->blk, n, CC_B_THEN);
         n->u.cond.els = new_blk(B, B->blk, n, CC_B_ELSE);
+        cc_irval *before = C->n_chans ? tok_copy(B) : NULL, *after_then = NULL;
         build_block(B, e->u.cond.then, n->u.cond.then);
+        if (before) {
+            after_then = tok_copy(B);
+            memcpy(B->tok, before, C->n_chans * sizeof *before);
+        }
         build_block(B, e->u.cond.els, n->u.cond.els);
         cc_irval *out = cc_array(C, e->type.n, sizeof *out);
         for (uint32_t k = 0; k < e->type.n; k++) {
             n->types[k] = e->type.t[k];
             out[k] = val(n, k);
         }
+        /* a token either branch moved: the If gives the one its taken branch left */
+        uint32_t moved = 0;
+        for (uint32_t ch = 0; before && ch < C->n_chans; ch++)
+            moved += !same_val(after_then[ch], before[ch]) || !same_val(B->tok[ch], before[ch]);
+        if (!moved)
+            return out;
+        uint32_t k = n->n_out;
+        add_outputs(C, n, moved);
+        add_results(C, n->u.cond.then, moved);
+        add_results(C, n->u.cond.els, moved);
+        for (uint32_t ch = 0; ch < C->n_chans; ch++) {
+            if (same_val(after_then[ch], before[ch]) && same_val(B->tok[ch], before[ch]))
+                continue;
+            n->types[k] = tok_type;
+            n->names[k] = C->chans[ch].order;
+            n->u.cond.then->res[k] = after_then[ch];
+            n->u.cond.els->res[k] = B->tok[ch];
+            B->tok[ch] = val(n, k++);
+        }
         return out;
     }
     case CC_E_WHILE: {
-        uint32_t nv = e->u.loop.n_vars;
+        uint32_t nv = e->u.loop.n_vars, nt = 0, *toks = NULL;
         cc_irval *inits = cc_array(C, nv, sizeof *inits);
         for (uint32_t k = 0; k < nv; k++)
             inits[k] = build(B, e->u.loop.vars[k].init)[0];
-        cc_node *n = cc_node_new(C, B->blk, CC_N_WHILE, nv, nv, e->pos);
+        if (C->n_chans) { /* the order tokens of what the loop feeds or fetches are loop variables too */
+            uint64_t *set = cc_array(C, cc_chan_words(C), sizeof *set);
+            cc_chan_uses(C, e->u.loop.cond, set);
+            cc_chan_uses_block(C, e->u.loop.body, set);
+            toks = cc_array(C, C->n_chans, sizeof *toks);
+            for (uint32_t ch = 0; ch < C->n_chans; ch++)
+                if (set[ch / 64] >> (ch % 64) & 1)
+                    toks[nt++] = ch;
+        }
+        cc_node *n = cc_node_new(C, B->blk, CC_N_WHILE, nv + nt, nv + nt, e->pos);
         memcpy(n->in, inits, nv * sizeof *inits);
+        for (uint32_t j = 0; j < nt; j++)
+            n->in[nv + j] = B->tok[toks[j]];
         n->u.loop.label = e->u.loop.label;
         n->u.loop.label_pos = e->u.loop.label_pos;
         cc_blk *head = n->u.loop.head = new_blk(B, B->blk, n, CC_B_HEAD);
-        n->u.loop.lvars = cc_array(C, nv, sizeof(cc_node *));
+        n->u.loop.lvars = cc_array(C, nv + nt, sizeof(cc_node *));
         cc_blk *saved = B->blk;
         B->blk = head;
         for (uint32_t k = 0; k < nv; k++) {
@@ -323,11 +443,34 @@ static cc_irval *build(builder *B, const cc_expr *e)
             lv->var->ir = cc_alloc(C, sizeof(cc_irval));
             *lv->var->ir = val(l, 0);
         }
+        for (uint32_t j = 0; j < nt; j++) {
+            cc_node *l = cc_node_new(C, head, CC_N_LVAR, 0, 1, e->pos);
+            l->u.index = nv + j;
+            l->owner = n;
+            l->types[0] = n->types[nv + j] = tok_type;
+            l->names[0] = n->names[nv + j] = C->chans[toks[j]].order;
+            n->u.loop.lvars[nv + j] = l;
+            B->tok[toks[j]] = val(l, 0);
+        }
         head->n_res = 1;
         head->res = build(B, e->u.loop.cond);
         B->blk = saved;
+        if (nt) {
+            /* a token the condition moved leaves the loop as the condition
+             * left it (the last feed said stop) */
+            add_results(C, head, nv + nt);
+            for (uint32_t k = 0; k < nv + nt; k++)
+                head->res[1 + k] = k < nv ? val(n->u.loop.lvars[k], 0) : B->tok[toks[k - nv]];
+        }
         n->u.loop.body = new_blk(B, head, n, CC_B_BODY);
         build_block(B, e->u.loop.body, n->u.loop.body);
+        if (nt) {
+            add_results(C, n->u.loop.body, nt);
+            for (uint32_t j = 0; j < nt; j++) {
+                n->u.loop.body->res[nv + j] = B->tok[toks[j]];
+                B->tok[toks[j]] = val(n, nv + j);
+            }
+        }
         cc_irval *out = cc_array(C, nv, sizeof *out);
         for (uint32_t k = 0; k < nv; k++)
             out[k] = val(n, k);
@@ -356,10 +499,17 @@ void cc_build_ir(cc *C)
             cc_ifn *fn = cc_alloc(C, sizeof *fn);
             fn->src = f;
             fn->name = f->name;
-            fn->n_params = f->n_params;
-            fn->n_results = f->n_results;
-            fn->params = cc_array(C, f->n_params + 1, sizeof(cc_node *));
-            fn->param_live = cc_array(C, f->n_params + 1, sizeof(bool));
+            /* the entry's tokens start at 0, unless it is called too */
+            if (f->chans && (f != m->entry || f->called)) {
+                fn->hidden = cc_array(C, C->n_chans, sizeof *fn->hidden);
+                for (uint32_t c = 0; c < C->n_chans; c++)
+                    if (f->chans[c / 64] >> (c % 64) & 1)
+                        fn->hidden[fn->n_hidden++] = c;
+            }
+            fn->n_params = f->n_params + fn->n_hidden;
+            fn->n_results = f->n_results + fn->n_hidden;
+            fn->params = cc_array(C, fn->n_params + 1, sizeof(cc_node *));
+            fn->param_live = cc_array(C, fn->n_params + 1, sizeof(bool));
             f->ir = fn;
             C->ifns[C->n_ifns++] = fn;
         }
@@ -369,7 +519,7 @@ void cc_build_ir(cc *C)
     for (uint32_t i = 0; i < C->n_ifns; i++) {
         cc_ifn *fn = C->ifns[i];
         cc_func *f = fn->src;
-        builder B = {C, fn, NULL};
+        builder B = {C, fn, NULL, NULL};
         fn->top = new_blk(&B, NULL, NULL, CC_B_TOP);
         for (uint32_t k = 0; k < f->n_params; k++) {
             cc_node *p = cc_node_new(C, fn->top, CC_N_PARAM, 0, 1, f->params[k].pos);
@@ -380,6 +530,28 @@ void cc_build_ir(cc *C)
             f->params[k].var->ir = cc_alloc(C, sizeof(cc_irval));
             *f->params[k].var->ir = val(p, 0);
         }
+        if (C->n_chans) {
+            B.tok = cc_array(C, C->n_chans, sizeof *B.tok);
+            for (uint32_t j = 0; j < fn->n_hidden; j++) {
+                uint32_t k = f->n_params + j;
+                cc_node *p = cc_node_new(C, fn->top, CC_N_PARAM, 0, 1, f->pos);
+                p->u.index = k;
+                p->types[0] = tok_type;
+                p->names[0] = C->chans[fn->hidden[j]].order;
+                fn->params[k] = p;
+                B.tok[fn->hidden[j]] = val(p, 0);
+            }
+            static const int32_t zero = 0;
+            B.blk = fn->top;
+            for (uint32_t c = 0; c < C->n_chans && !fn->n_hidden; c++)
+                if (f->chans[c / 64] >> (c % 64) & 1)
+                    B.tok[c] = make_const(&B, &tok_type, &zero, sizeof zero, f->pos);
+        }
         build_block(&B, f->body, fn->top);
+        if (fn->n_hidden) { /* the tokens as they end go back to the caller */
+            add_results(C, fn->top, fn->n_hidden);
+            for (uint32_t j = 0; j < fn->n_hidden; j++)
+                fn->top->res[f->n_results + j] = B.tok[fn->hidden[j]];
+        }
     }
 }

@@ -230,7 +230,7 @@ void cc_lex(cc *C)
             kind = CC_T_DOTDOT;
             n = 2;
             break;
-        case '"': /* a string: printable ASCII, no escapes (file names) */
+        case '"': /* a string: printable ASCII, no escapes (file and channel names) */
             while (peekc(&L, n) != '"') {
                 int s = peekc(&L, n);
                 if (s < 0 || s == '\n')

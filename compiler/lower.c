@@ -341,11 +341,14 @@ static lg_ref const_ref(lower *L, lblk *B, const cc_cval *c, cc_pos pos, bool st
 
 static home *homes(cc_node *n) { return n->low; }
 
+/* FEED, FETCH: attribute a is the constant that names the channel. */
+static bool chan_inst(const lg_inst *in) { return in->op != LG_VIRT && isa_ops[in->op].attr == ISA_ATTR_CHAN; }
+
 /* Does the instruction put a constant in the program's table? (A const
  * ENTER keeps its value only to be found again.) */
 static bool has_const(const lg_inst *in)
 {
-    return in->op == ISA_CONST || (in->op != LG_VIRT && (in->flags & ISA_FLAG_IMM_MASK));
+    return in->op == ISA_CONST || (in->op != LG_VIRT && (in->flags & ISA_FLAG_IMM_MASK)) || chan_inst(in);
 }
 
 /* Routes a value living at `h` (strict there) into block B. */
@@ -491,7 +494,7 @@ static lg_ref gate(lower *L, lblk *B)
     switch (B->role) {
     case CC_B_TOP:
         if (is_root_region(L, B->region)) {
-            if (L->fn->n_params && homes(L->fn->params[0])) {
+            if (L->fn->src->n_params && homes(L->fn->params[0])) {
                 g = homes(L->fn->params[0])[0].ref; /* ARG 0 */
             } else {
                 /* a CONST without control input fires once at the start */
@@ -545,10 +548,31 @@ static const char *lower_name(lower *L, uint16_t op)
 
 static void lower_block(lower *L, lblk *B);
 
+/* FEED and FETCH: every input strict (the order token must arrive exactly
+ * where the block runs, live or dead, like a CALL's); the channel's name is
+ * the constant of attribute a, FEED's value type b. */
+static void lower_host(lower *L, lblk *B, cc_node *n, const char *name)
+{
+    const cc_chan *ch = &L->C->chans[n->attr];
+    uint32_t i = new_inst(L, n->op, B->region, n->n_in, 0, name, n->pos);
+    L->insts[i].cval = &ch->cname;
+    L->insts[i].may_fail = true;
+    if (n->op == ISA_FEED)
+        L->insts[i].b = n->types[0].dtype | (n->types[0].tensor ? ISA_CHAN_TENSOR : 0);
+    for (uint32_t k = 0; k < n->n_in; k++)
+        add_ref(L, i, k, import(L, n->in[k], B, true));
+    set_home(L, n, 0, ref(i, 0), B);
+    set_home(L, n, 1, ref(i, 1), B);
+}
+
 static void lower_op(lower *L, lblk *B, cc_node *n)
 {
     const char *name = n->names[0] ? n->names[0]
                                    : fmt_name(L, "%s_%u_%u", lower_name(L, n->op), n->pos.line, n->pos.col);
+    if (isa_ops[n->op].cls == ISA_CLASS_HOST) {
+        lower_host(L, B, n, name);
+        return;
+    }
     uint32_t i = new_inst(L, n->op, B->region, n->n_in, 0, name, n->pos);
     L->insts[i].a = n->attr;
     L->insts[i].may_fail = cc_op_may_fail(n);
@@ -612,17 +636,19 @@ static void emit_call(lower *L, lblk *B, cc_ifn *g, uint32_t site, const lg_ref 
         if (!passes(L, g, k))
             continue;
         uint32_t i = new_inst(L, ISA_CALL, B->region, 1, 0,
-                              fmt_name(L, "%s_%u_%s", g->name, site, g->src->params[k].name), pos);
+                              fmt_name(L, "%s_%u_%s", g->name, site, g->params[k]->names[0]), pos);
         L->insts[i].site = site;
         L->insts[i].callee = g;
         add_ref(L, i, 0, args[k]);
         add_ref(L, g->pvirt[k], 0, ref(i, 0));
     }
     for (uint32_t k = 0; k < g->n_results; k++) {
-        const char *rn = g->src->results[k].name;
-        const char *name = g->n_results == 1 ? fmt_name(L, "%s_%u", g->name, site)
-                           : rn             ? fmt_name(L, "%s_%u_%s", g->name, site, rn)
-                                            : fmt_name(L, "%s_%u_r%u", g->name, site, k);
+        /* a hidden result (an order token) is named after its channel */
+        bool hidden = k >= g->src->n_results;
+        const char *rn = hidden ? L->C->chans[g->hidden[k - g->src->n_results]].order : g->src->results[k].name;
+        const char *name = g->src->n_results == 1 && !hidden ? fmt_name(L, "%s_%u", g->name, site)
+                           : rn                              ? fmt_name(L, "%s_%u_%s", g->name, site, rn)
+                                                             : fmt_name(L, "%s_%u_r%u", g->name, site, k);
         uint32_t r = new_inst(L, ISA_RETURN, B->region, 1, 0, name, pos);
         L->insts[r].site = site;
         L->insts[r].callee = g;
@@ -731,7 +757,8 @@ static void lower_while(lower *L, lblk *B, cc_node *n)
         cc_node *lv = n->u.loop.lvars[k];
         if (lp->vars[k] == ISA_NONE)
             continue;
-        lg_ref sw = body_switch(L, lp, ref(lp->vars[k], 0), 0);
+        cc_irval ex = cc_resolve(cc_loop_exit(n, k));
+        lg_ref sw = body_switch(L, lp, ex.n == lv ? ref(lp->vars[k], 0) : import(L, ex, H, true), 0);
         uint32_t x = new_inst(L, ISA_EXIT, region, 1, 0, fmt_name(L, "%s_out", lv->names[0]), n->pos);
         L->insts[x].a = region;
         add_ref(L, x, 0, sw);
@@ -754,6 +781,15 @@ static void lower_block(lower *L, lblk *B)
 
 /* ---- Functions ---------------------------------------------------------------------------- */
 
+/* The value an entry's order tokens start with. */
+static const cc_cval *token_zero(lower *L)
+{
+    static const int32_t zero = 0;
+    cc_cval *c = cc_alloc(L->C, sizeof *c);
+    *c = (cc_cval){.dtype = TFVM_I32, .nbytes = sizeof zero, .data = &zero};
+    return c;
+}
+
 static void lower_function(lower *L, cc_ifn *fn)
 {
     L->fn = fn;
@@ -761,7 +797,10 @@ static void lower_function(lower *L, cc_ifn *fn)
     bool root = is_root_region(L, fn->region);
     for (uint32_t k = 0; k < fn->n_params; k++) {
         cc_node *p = fn->params[k];
-        if (root) {
+        if (root && k >= fn->src->n_params) {
+            /* an order token of an entry no longer called: it starts at 0 */
+            set_home(L, p, 0, const_ref(L, B, token_zero(L), p->pos, true), B);
+        } else if (root) {
             uint32_t a = new_inst(L, ISA_ARG, fn->region, 0, 0, p->names[0], p->pos);
             L->insts[a].a = k;
             set_home(L, p, 0, ref(a, 0), B);
@@ -773,7 +812,7 @@ static void lower_function(lower *L, cc_ifn *fn)
     lg_ref *res = cc_array(L->C, fn->n_results, sizeof *res);
     for (uint32_t k = 0; k < fn->n_results; k++) {
         res[k] = import(L, B->b->res[k], B, true);
-        if (root) {
+        if (root && k < fn->src->n_results) { /* an entry's final order tokens are dropped */
             uint32_t r = new_inst(L, ISA_RESULT, fn->region, 1, 0, NULL, fn->src->pos);
             L->insts[r].a = k;
             add_ref(L, r, 0, res[k]);
@@ -794,6 +833,10 @@ static void lower_wrapper(lower *L, cc_ifn *fn, uint32_t region)
     B->id = L->next_blk_id++;
     L->fn = fn;
     for (uint32_t k = 0; k < fn->n_params; k++) {
+        if (k >= fn->src->n_params) { /* an order token: the run's start at 0 */
+            args[k] = const_ref(L, B, token_zero(L), fn->src->pos, true);
+            continue;
+        }
         uint32_t a = new_inst(L, ISA_ARG, region, 0, 0, fn->params[k]->names[0], fn->params[k]->pos);
         L->insts[a].a = k;
         args[k] = ref(a, 0);
@@ -804,7 +847,7 @@ static void lower_wrapper(lower *L, cc_ifn *fn, uint32_t region)
     }
     home *outs = cc_array(C, fn->n_results + 1, sizeof *outs);
     emit_call(L, B, fn, L->wrap_site, args, fn->src->pos, outs);
-    for (uint32_t k = 0; k < fn->n_results; k++) {
+    for (uint32_t k = 0; k < fn->src->n_results; k++) {
         uint32_t r = new_inst(L, ISA_RESULT, region, 1, 0, NULL, fn->src->pos);
         L->insts[r].a = k;
         add_ref(L, r, 0, outs[k].ref);
@@ -1083,7 +1126,7 @@ static void emit(lower *L, isa_program *out)
                 cc_nomem(C);
             memcpy(data, c->data, c->nbytes);
             k->data = data;
-            if (in->op == ISA_CONST)
+            if (in->op == ISA_CONST || chan_inst(in))
                 d->a = ci++;
             else
                 d->b = ci++;

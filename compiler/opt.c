@@ -1,7 +1,8 @@
 /* compiler/opt.c — optimizations on the structured IR: constant folding
  * (with the VM's own kernels, so folded and run-time results agree; tensors
  * under a size heuristic) and algebraic simplification, common-subexpression
- * elimination (pure ops and calls of pure functions), fusion of MATMUL/CONV2D
+ * elimination (pure ops and calls of pure functions; a call that feeds or
+ * fetches takes an order token no other call takes), fusion of MATMUL/CONV2D
  * with a bias ADD and an activation, and dead-code elimination, which also
  * finds the parameters a function reads and the functions still called. */
 #include <string.h>
@@ -551,12 +552,26 @@ static bool pure_block(const cc_blk *b)
 
 static void fold_block(cc *C, cc_blk *b, fold_state *S);
 
+/* Whether every variable of While w leaves the loop as itself (not as an
+ * order token its condition moved). */
+static bool exits_are_vars(const cc_node *w)
+{
+    for (uint32_t k = 0; k < w->n_out; k++)
+        if (cc_resolve(cc_loop_exit(w, k)).n != w->u.loop.lvars[k])
+            return false;
+    return true;
+}
+
+/* FEED and FETCH are the program's dialogue with its host: each one is kept
+ * where it is, once (never folded, merged with another, or moved). */
+static bool is_host(const cc_node *n) { return n->kind == CC_N_OP && isa_ops[n->op].cls == ISA_CLASS_HOST; }
+
 static void fold_node(cc *C, cc_node *n, fold_state *S, cc_node **next)
 {
     resolve_inputs(n);
     switch (n->kind) {
     case CC_N_OP:
-        if (fold_op(C, S, n) || simplify_op(C, n)) {
+        if (!is_host(n) && (fold_op(C, S, n) || simplify_op(C, n))) {
             cc_node_unlink(n);
             S->changes++;
         }
@@ -593,7 +608,7 @@ static void fold_node(cc *C, cc_node *n, fold_state *S, cc_node **next)
     case CC_N_WHILE: {
         fold_block(C, n->u.loop.head, S);
         int64_t c;
-        if (const_int(n->u.loop.head->res[0], &c) && c == 0 && pure_block(n->u.loop.head)) {
+        if (const_int(n->u.loop.head->res[0], &c) && c == 0 && pure_block(n->u.loop.head) && exits_are_vars(n)) {
             /* the loop never runs its body: its results are the initial values */
             for (uint32_t k = 0; k < n->n_out; k++)
                 forward(C, n, k, cc_resolve(n->in[k]));
@@ -713,7 +728,7 @@ static void cse_block(cc *C, cse *S, cc_blk *b)
         } else if (n->kind == CC_N_WHILE) {
             cse_block(C, S, n->u.loop.head);
             cse_block(C, S, n->u.loop.body);
-        } else if (n->kind == CC_N_OP || n->kind == CC_N_CALL) {
+        } else if ((n->kind == CC_N_OP && !is_host(n)) || n->kind == CC_N_CALL) {
             uint64_t h = node_hash(n);
             uint32_t bk = (uint32_t)(h & (S->n_buckets - 1));
             cc_node *hit = NULL;
@@ -874,6 +889,7 @@ static void mark_lvar(marker *M, cc_node *w, uint32_t k)
     mark_node(M, w->u.loop.lvars[k]);
     push_val(M, w->in[k]);
     push_val(M, w->u.loop.body->res[k]);
+    push_val(M, cc_loop_exit(w, k));
 }
 
 static void mark_all(marker *M)

@@ -127,6 +127,8 @@ static cc_expr *new_expr(cc *C, cc_ek kind, cc_pos pos)
 static cc_expr *parse_expr(cc *C);
 static cc_ablock *parse_block(cc *C, const char *what);
 static cc_expr *parse_load(cc *C);
+static cc_expr *parse_host(cc *C);
+static bool is_host(const cc_tok *t);
 
 /* `while (i = ...` or `while NAME (i = ...`: the loop expression; anything
  * else after 'while' is the statement form `while COND { ... }`. */
@@ -382,6 +384,18 @@ static cc_expr *parse_primary(cc *C)
         if (t->len == 4 && memcmp(t->text, "load", 4) == 0 && peek(C, 1)->kind == CC_T_LPAREN &&
             peek(C, 2)->kind == CC_T_STRING)
             return parse_load(C);
+        if (is_host(t) && ((peek(C, 1)->kind == CC_T_LPAREN && peek(C, 2)->kind == CC_T_STRING) ||
+                           (peek(C, 1)->kind == CC_T_LT && tok_dtype(peek(C, 2)))))
+            return parse_host(C);
+        if (peek(C, 1)->kind == CC_T_LPAREN && peek(C, 2)->kind == CC_T_STRING) {
+            /* strings name files and channels only */
+            static const char *const takers[] = {"load", "feed", "fetch"};
+            const char *name = tok_str(C, t), *near = cc_suggest(name, takers, 3);
+            if (near)
+                cc_error(C, t->pos, TFVM_ERR_SYNTAX,
+                         "'%s' takes no string (only load, feed and fetch do); did you mean '%s'?", name, near);
+            cc_error(C, t->pos, TFVM_ERR_SYNTAX, "'%s' takes no string (only load, feed and fetch do)", name);
+        }
         /* name(, or name<dtype>( : a call */
         if (peek(C, 1)->kind == CC_T_LPAREN ||
             (peek(C, 1)->kind == CC_T_LT && tok_dtype(peek(C, 2)) && peek(C, 3)->kind == CC_T_GT))
@@ -597,6 +611,46 @@ static cc_expr *parse_load(cc *C)
     expect(C, CC_T_RPAREN, "')' after load's arguments");
     cc_expr *e = new_expr(C, CC_E_TENSOR, n->pos);
     cc_load(C, e, string_value(C, path), path->pos, member, member_pos);
+    return e;
+}
+
+/* ---- feed<T>("x"), fetch("y", v) ------------------------------------------------------------
+ * The channel's name is a string literal; what it may hold, and what the
+ * arguments must be, the checker says (types.c), so that a call written
+ * almost right gets a message about feed or fetch rather than a syntax error. */
+
+static bool is_host(const cc_tok *t)
+{
+    return (t->len == 4 && memcmp(t->text, "feed", 4) == 0) || (t->len == 5 && memcmp(t->text, "fetch", 5) == 0);
+}
+
+static cc_expr *parse_host(cc *C)
+{
+    const cc_tok *n = next(C); /* 'feed' or 'fetch' */
+    cc_expr *e = new_expr(C, CC_E_CALL, n->pos);
+    cc_host *h = cc_alloc(C, sizeof *h);
+    e->u.call.name = tok_str(C, n);
+    e->u.call.name_pos = n->pos;
+    e->u.call.host = h;
+    h->feed = n->len == 4;
+    if (accept(C, CC_T_LT)) {
+        h->has_type = true;
+        h->type = parse_type(C);
+        expect(C, CC_T_GT, "'>' after the type argument");
+    }
+    expect(C, CC_T_LPAREN, "'(' and the channel's name");
+    const cc_tok *s = cur(C);
+    if (s->kind != CC_T_STRING)
+        expected(C, h->feed ? "the channel's name, a string (feed<T>(\"x\"))" : "the channel's name, a string (fetch(\"y\", v))");
+    next(C);
+    h->name = cc_strndup(C, s->text + 1, s->len - 2);
+    h->name_pos = s->pos;
+    uint32_t cap = 0;
+    while (accept(C, CC_T_COMMA)) {
+        e->u.call.args = cc_grow(C, e->u.call.args, e->u.call.n_args, &cap, sizeof(cc_expr *));
+        e->u.call.args[e->u.call.n_args++] = parse_expr(C);
+    }
+    expect(C, CC_T_RPAREN, h->feed ? "')' after the channel's name" : "',' or ')' after an argument");
     return e;
 }
 
@@ -1244,9 +1298,8 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     bool is_for = s->kind == S_FOR, ret = s->returns;
     uint32_t na = s->assigned.n, nr = ret ? fn->n_results : 0;
     uint32_t nv = (is_for ? 1 : 0) + na + (ret ? 1 + nr : 0);
-    if (nv == 0)
-        cc_error(C, s->pos, TFVM_ERR_TYPE,
-                 "this loop assigns no variable declared before it, so its condition can never change");
+    /* nv == 0: a bare loop; only a feed (in it, or in what it calls) can end
+     * it, which the checker knows after the calls are resolved (host.c) */
     if (ret)
         for (uint32_t k = 0; k < nr; k++)
             if (fn->results[k].type.tensor)
@@ -1264,6 +1317,7 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     }
     cc_expr *e = new_expr(C, CC_E_WHILE, s->pos);
     e->u.loop.n_vars = nv;
+    e->u.loop.bare = nv == 0;
     e->u.loop.vars = cc_array(C, nv, sizeof(cc_loopvar));
     const char **names = cc_array(C, nv, sizeof *names);
     cc_expr **tail = cc_array(C, nv, sizeof *tail), **rtail = cc_array(C, nv, sizeof *rtail);

@@ -306,9 +306,9 @@ static void rebuild(cc *C, isa_program *p, const uint8_t *drop, cc_edge *all, si
             continue;
         isa_inst *d = &insts[map[i]];
         *d = p->insts[i];
-        uint32_t *use = d->op == ISA_CONST                                  ? &d->a
-                        : d->op == ISA_BRANCH || isa_imm_port(d) >= 0 ? &d->b
-                                                                          : NULL;
+        uint32_t *use = d->op == ISA_CONST || isa_ops[d->op].attr == ISA_ATTR_CHAN ? &d->a
+                        : d->op == ISA_BRANCH || isa_imm_port(d) >= 0                 ? &d->b
+                                                                                      : NULL;
         if (use) {
             if (cmap[*use] == ISA_NONE)
                 consts[cmap[*use] = nc++] = p->consts[*use];

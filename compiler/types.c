@@ -642,12 +642,50 @@ static void check_index(checker *K, cc_expr *e, const cc_tlist *hint)
     e->type = one_type(C, &cur->type.t[0]);
 }
 
+/* feed<T>("x"): a value of type T; fetch("y", v): v's value. The channel
+ * table and its rules come after the whole program is checked (host.c). */
+static void check_host(checker *K, cc_expr *e, const cc_tlist *hint)
+{
+    cc *C = K->C;
+    cc_host *h = e->u.call.host;
+    size_t len = strlen(h->name);
+    isa_const k = {.dtype = TFVM_U8, .rank = 1, .dims = {(int64_t)len}, .nbytes = len, .data = h->name};
+    if (!isa_chan_ok(&k))
+        cc_error(C, h->name_pos, TFVM_ERR_TYPE, "a channel name is 1 to %d letters, digits and _ . : / -, got \"%s\"",
+                 ISA_MAX_CHAN, h->name);
+    if (h->feed) {
+        if (!h->has_type)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'feed' needs the type of the value: feed<T>(\"%s\")",
+                     h->name);
+        if (e->u.call.n_args)
+            cc_error(C, e->u.call.args[0]->start, TFVM_ERR_TYPE,
+                     "'feed' takes the channel's name only: feed<T>(\"%s\")", h->name);
+        e->u.call.builtin = ISA_FEED;
+        e->type = one_type(C, &h->type);
+        return;
+    }
+    if (h->has_type)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE,
+                 "'fetch' takes no type argument (the value's type is its own): fetch(\"%s\", v)", h->name);
+    if (e->u.call.n_args != 1)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'fetch' takes the channel's name and one value: fetch(\"%s\", v)",
+                 h->name);
+    check_expr(K, e->u.call.args[0], hint);
+    const cc_vtype *t = single(K, e->u.call.args[0], "the fetched value");
+    e->u.call.builtin = ISA_FETCH;
+    e->type = one_type(C, t);
+}
+
 static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
 {
     cc *C = K->C;
     const char *name = e->u.call.name;
     if (e->u.call.n_index) {
         check_index(K, e, hint);
+        return;
+    }
+    if (e->u.call.host) {
+        check_host(K, e, hint);
         return;
     }
     cc_func *f = find_func(C, name);
@@ -678,6 +716,9 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
             e->type.t[k] = f->results[k].type;
         return;
     }
+    if (strcmp(name, "feed") == 0 || strcmp(name, "fetch") == 0)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "the channel's name must be a string: %s",
+                 strcmp(name, "feed") == 0 ? "feed<T>(\"x\")" : "fetch(\"y\", v)");
     const cc_builtin *tensor_op = cc_builtin_find(name);
     if (tensor_op) {
         check_tensor_call(K, e, hint, tensor_op);
@@ -1315,6 +1356,7 @@ void cc_check(cc *C, const char *entry)
         L.w.fn = m->funcs[i];
         walk_block(&L.w, m->funcs[i]->body);
     }
+    cc_check_channels(C);
     const char *en = entry ? entry : "main";
     m->entry = find_func(C, en);
     if (!m->entry) {
