@@ -643,12 +643,14 @@ static void emit_call(lower *L, lblk *B, cc_ifn *g, uint32_t site, const lg_ref 
         add_ref(L, g->pvirt[k], 0, ref(i, 0));
     }
     for (uint32_t k = 0; k < g->n_results; k++) {
-        /* a hidden result (an order token) is named after its channel */
+        /* a hidden result (an order token) is named after its channel: F_S_x_order_ret */
         bool hidden = k >= g->src->n_results;
-        const char *rn = hidden ? L->C->chans[g->hidden[k - g->src->n_results]].order : g->src->results[k].name;
-        const char *name = g->src->n_results == 1 && !hidden ? fmt_name(L, "%s_%u", g->name, site)
-                           : rn                              ? fmt_name(L, "%s_%u_%s", g->name, site, rn)
-                                                             : fmt_name(L, "%s_%u_r%u", g->name, site, k);
+        const char *rn = g->src->results[k].name;
+        const char *name = hidden ? fmt_name(L, "%s_%u_%s_ret", g->name, site,
+                                             L->C->chans[g->hidden[k - g->src->n_results]].order)
+                           : g->src->n_results == 1 ? fmt_name(L, "%s_%u", g->name, site)
+                           : rn                     ? fmt_name(L, "%s_%u_%s", g->name, site, rn)
+                                                    : fmt_name(L, "%s_%u_r%u", g->name, site, k);
         uint32_t r = new_inst(L, ISA_RETURN, B->region, 1, 0, name, pos);
         L->insts[r].site = site;
         L->insts[r].callee = g;

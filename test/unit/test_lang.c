@@ -3,7 +3,8 @@
  * compiled to the same graph as its hand-threaded equivalent: equal firing
  * and instruction counts), short-circuit && ||, bitwise operators, literal
  * typing, --overflow=trap, several errors per compile, warnings, "did you
- * mean", and load() of .npy/.npz constants. */
+ * mean", and load() of .npy/.npz constants; and issue 16's feed and fetch:
+ * the graphs their order tokens make, what the optimizer keeps, the errors. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -591,6 +592,247 @@ START_TEST(allocation_failures)
 }
 END_TEST
 
+/* ---- feed and fetch (issue 16) ------------------------------------------------------------ */
+
+/* The program as `tfvm dis` prints it, NUL-terminated (free it). */
+static char *disassembly(const tfvm_program *p)
+{
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    tfvm_error err;
+    ck_assert_int_eq(ld_disassemble(&p->isa, &b, &err), TFVM_OK);
+    char *text = malloc(b.len + 1);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, b.data, b.len);
+    text[b.len] = '\0';
+    ut_buf_free(&b);
+    return text;
+}
+
+static uint32_t count_op(const tfvm_program *p, isa_op op)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        n += p->isa.insts[i].op == op;
+    return n;
+}
+
+static tfvm_program *compile_level(const char *src, int opt)
+{
+    tfvm_compile_options o;
+    tfvm_compile_options_init(&o);
+    o.opt_level = opt;
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_compile(src, strlen(src), "t.tfg", &o, NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "compile -O%d failed: %s\n%s", opt, err.message, src);
+    return p;
+}
+
+static void expect_dis(const char *src, const char *want)
+{
+    tfvm_program *p = compile(src);
+    char *got = disassembly(p);
+    ck_assert_msg(strcmp(got, want) == 0, "want:\n%s\ngot:\n%s", want, got);
+    free(got);
+    tfvm_program_free(p);
+}
+
+/* A feed and a fetch in a loop: each channel's order token is a loop
+ * variable (x_order, s_order) that starts at 0, goes through its FEED or
+ * FETCH once per iteration and is dropped at the end of the entry; the fed
+ * value is used directly, and the fetched value is s itself. */
+START_TEST(host_loop_graph)
+{
+    expect_dis("fn main(n: i32) -> i32 {\n"
+               "    var s = 0;\n"
+               "    for i in 0..n {\n"
+               "        s += feed<i32>(\"x\");\n"
+               "        fetch(\"s\", s);\n"
+               "    }\n"
+               "    s\n"
+               "}\n",
+               "source \"t.tfg\"\n"
+               "\n"
+               "entry main(n: i32) -> (r0: i32) {\n"
+               "    n             = ARG 0 @1:9\n"
+               "    c0            = CONST i32 0 @3:14\n"
+               "    i_enter       = ENTER main_while1 (c0) @3:9\n"
+               "    s_enter       = ENTER main_while1 (c0) @3:5\n"
+               "    x_order_enter = ENTER main_while1 (c0) @3:5\n"
+               "    s_order_enter = ENTER main_while1 (c0) @3:5\n"
+               "    n_in          = ENTER main_while1 const (n) @3:5\n"
+               "                    RESULT 0 (main_while1.s_out) @1:4\n"
+               "}\n"
+               "\n"
+               "loop main_while1 in main {\n"
+               "    less_3_9         = LESS (i_enter | i_next, n_in) @3:9\n"
+               "    main_while1_cond = LOOPCOND (less_3_9) @3:5\n"
+               "    feed_4_14        = FEED \"x\" i32 (x_order_sw:1) @4:14\n"
+               "    x_order_sw       = SWITCH prune_false (x_order_enter | x_order_next, main_while1_cond) @3:5\n"
+               "    s                = ADD (s_enter | s_next, feed_4_14) @4:11\n"
+               "    fetch_5_9        = FETCH \"s\" (s, s_order_sw:1) @5:9\n"
+               "    s_order_sw       = SWITCH prune_false (s_order_enter | s_order_next, main_while1_cond) @3:5\n"
+               "    add_3_9          = ADD (i_sw:1, i32 1) @3:9\n"
+               "    i_sw             = SWITCH prune_false (i_enter | i_next, main_while1_cond) @3:5\n"
+               "    i_next           = NEXTITER (add_3_9) @3:9\n"
+               "    s_next           = NEXTITER (s) @3:5\n"
+               "    x_order_next     = NEXTITER (feed_4_14:1) @3:5\n"
+               "    s_order_next     = NEXTITER (fetch_5_9:1) @3:5\n"
+               "    s_sw             = SWITCH prune_false (s_enter | s_next, main_while1_cond) @3:5\n"
+               "    s_out            = EXIT main_while1 (s_sw) @3:5\n"
+               "}\n");
+}
+END_TEST
+
+/* Recursion: fib takes the token as a hidden parameter (CALL fib_S_calls_order)
+ * and gives the new one back (RETURN fib_S_calls_order_ret); the second call
+ * takes what the first gave back, so the fetches come in call order. */
+START_TEST(host_recursion_graph)
+{
+    expect_dis("fn fib(n: i32) -> i32 {\n"
+               "    fetch(\"calls\", n);\n"
+               "    if n < 2 { n } else { fib(n - 1) + fib(n - 2) }\n"
+               "}\n"
+               "fn main(n: i32) -> i32 { fib(n) }\n",
+               "source \"t.tfg\"\n"
+               "\n"
+               "entry main(n: i32) -> (r0: i32) {\n"
+               "    n       = ARG 0 @5:9\n"
+               "    c0      = CONST i32 0 @5:4\n"
+               "    fib_2_n = CALL fib@2 (n) @5:26\n"
+               "    fib_2_calls_order = CALL fib@2 (c0) @5:26\n"
+               "    fib_2   = RETURN fib@2 (fib.n_sw:1 | fib.add_3_38) @5:26\n"
+               "              RESULT 0 (fib_2) @5:4\n"
+               "}\n"
+               "\n"
+               "func fib {\n"
+               "    fetch_2_5    = FETCH \"calls\" (main.fib_2_n | fib_0_n | fib_1_n, main.fib_2_calls_order | "
+               "fib_0_calls_order | fib_1_calls_order) @2:5\n"
+               "    less_3_10    = LESS (main.fib_2_n | fib_0_n | fib_1_n, i32 2) @3:10\n"
+               "    sub_3_33     = SUB (n_sw, i32 1) @3:33\n"
+               "    n_sw         = SWITCH prune_false prune_true (main.fib_2_n | fib_0_n | fib_1_n, less_3_10) @3:5\n"
+               "    fetch_2_5_sw = SWITCH prune_false prune_true (fetch_2_5:1, less_3_10) @3:5\n"
+               "    fib_0_n      = CALL fib@0 (sub_3_33) @3:27\n"
+               "    fib_0_calls_order = CALL fib@0 (fetch_2_5_sw) @3:27\n"
+               "    fib_0        = RETURN fib@0 (n_sw:1 | add_3_38) @3:27\n"
+               "    fib_0_calls_order_ret = RETURN fib@0 (fetch_2_5_sw:1 | fib_1_calls_order_ret) @3:27\n"
+               "    sub_3_46     = SUB (n_sw, i32 2) @3:46\n"
+               "    fib_1_n      = CALL fib@1 (sub_3_46) @3:40\n"
+               "    fib_1_calls_order = CALL fib@1 (fib_0_calls_order_ret) @3:40\n"
+               "    fib_1        = RETURN fib@1 (n_sw:1 | add_3_38) @3:40\n"
+               "    fib_1_calls_order_ret = RETURN fib@1 (fetch_2_5_sw:1 | fib_1_calls_order_ret) @3:40\n"
+               "    add_3_38     = ADD (fib_0, fib_1) @3:38\n"
+               "}\n");
+}
+END_TEST
+
+/* What the optimizer may not do to FEED and FETCH: drop an unused one, merge
+ * two alike, or merge two calls of a function that fetches; what it still
+ * may: drop a loop body that never runs. Counts at -O0 and -O1. */
+static const struct {
+    const char *what, *src;
+    uint32_t feeds[2], fetches[2], sites[2];
+} kept[] = {
+    {"alike and unused",
+     "fn main(x: i32) -> i32 {\n    fetch(\"y\", 1);\n    fetch(\"y\", 1);\n    feed<i32>(\"a\");\n"
+     "    feed<i32>(\"a\") + 0;\n    x\n}\n",
+     {2, 2}, {2, 2}, {0, 0}},
+    {"two calls of a function that fetches",
+     "fn f(n: i32) -> i32 { fetch(\"y\", n) }\nfn main(x: i32) -> i32 { f(x) + f(x) }\n", {0, 0}, {1, 1}, {2, 2}},
+    {"two calls of a pure function (merged)",
+     "fn f(n: i32) -> i32 { n * 2 }\nfn main(x: i32) -> i32 { fetch(\"y\", f(x) + f(x)) }\n", {0, 0}, {1, 1},
+     {2, 1}},
+    {"through a call chain",
+     "fn a() -> i32 { b() }\nfn b() -> i32 { feed<i32>(\"x\") }\nfn main() -> i32 { a() + a() }\n", {1, 1}, {0, 0},
+     {3, 3}},
+    {"a branch that is always taken",
+     "fn main(x: i32) -> i32 {\n    if true { fetch(\"y\", x); }\n    x\n}\n", {0, 0}, {1, 1}, {0, 0}},
+    {"a loop that never runs",
+     "fn main(x: i32) -> i32 {\n    let k = while (k = x; false) { fetch(\"y\", k) + 1 };\n    k\n}\n", {0, 0},
+     {1, 0}, {0, 0}},
+    {"fed in the loop condition",
+     "fn main() -> i32 {\n    while feed<bool>(\"go\") { fetch(\"y\", 1); }\n    0\n}\n", {1, 1}, {1, 1}, {0, 0}},
+};
+
+START_TEST(host_kept)
+{
+    for (size_t i = 0; i < UT_COUNTOF(kept); i++) {
+        for (int opt = 0; opt < 2; opt++) {
+            tfvm_program *p = compile_level(kept[i].src, opt);
+            ck_assert_msg(count_op(p, ISA_FEED) == kept[i].feeds[opt] && count_op(p, ISA_FETCH) == kept[i].fetches[opt] &&
+                              p->isa.n_sites == kept[i].sites[opt],
+                          "%s at -O%d: %u FEED, %u FETCH, %u sites; want %u, %u, %u", kept[i].what, opt,
+                          count_op(p, ISA_FEED), count_op(p, ISA_FETCH), p->isa.n_sites, kept[i].feeds[opt],
+                          kept[i].fetches[opt], kept[i].sites[opt]);
+            tfvm_program_free(p);
+        }
+    }
+    /* a tensor of any rank: the FEED's type is the dtype and ISA_CHAN_TENSOR */
+    tfvm_program *p = compile("fn main() -> f32 { reduce_sum(feed<f32[?, 3]>(\"m\")) }\n");
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].op == ISA_FEED)
+            ck_assert_uint_eq(p->isa.insts[i].b, TFVM_F32 | ISA_CHAN_TENSOR);
+    tfvm_program_free(p);
+}
+END_TEST
+
+static const struct {
+    const char *src, *msg;
+} host_bad[] = {
+    {"fn main() -> i32 { feed<i32>(\"a b\") }\n",
+     "bad.tfg:1:30: a channel name is 1 to 64 letters, digits and _ . : / -, got \"a b\"\n"
+     " 1 | fn main() -> i32 { feed<i32>(\"a b\") }\n   |                              ^"},
+    {"fn main(x: i32) -> i32 {\n    let y = feed<i32>(\"x\");\n    fetch(\"x\", y)\n}\n",
+     "bad.tfg:3:5: channel 'x' is both fed and fetched (fed at 2:13)\n 3 |     fetch(\"x\", y)\n   |     ^"},
+    {"fn g(n: i32) -> i32 { fetch(\"x\", n) }\nfn main() -> i32 { g(feed<i32>(\"x\")) }\n",
+     "bad.tfg:2:22: channel 'x' is both fed and fetched (fetched at 1:23)\n"
+     " 2 | fn main() -> i32 { g(feed<i32>(\"x\")) }\n   |                      ^"},
+    {"fn main() -> i32 {\n    let a = feed<i32>(\"x\");\n    let b = feed<f32[?]>(\"x\");\n    a\n}\n",
+     "bad.tfg:3:13: channel 'x' is fed as f32[?] here and as i32 at 2:13\n"
+     " 3 |     let b = feed<f32[?]>(\"x\");\n   |             ^"},
+    {"fn main() -> i32 { feed(\"x\") }\n",
+     "bad.tfg:1:20: 'feed' needs the type of the value: feed<T>(\"x\")\n"
+     " 1 | fn main() -> i32 { feed(\"x\") }\n   |                    ^"},
+    {"fn main() -> i32 { feed<i32>(\"x\", 1) }\n",
+     "bad.tfg:1:35: 'feed' takes the channel's name only: feed<T>(\"x\")\n"
+     " 1 | fn main() -> i32 { feed<i32>(\"x\", 1) }\n   |                                   ^"},
+    {"fn main() -> i32 { fetch<i32>(\"y\", 1) }\n",
+     "bad.tfg:1:20: 'fetch' takes no type argument (the value's type is its own): fetch(\"y\", v)\n"
+     " 1 | fn main() -> i32 { fetch<i32>(\"y\", 1) }\n   |                    ^"},
+    {"fn main() -> i32 { fetch(\"y\") }\n",
+     "bad.tfg:1:20: 'fetch' takes the channel's name and one value: fetch(\"y\", v)\n"
+     " 1 | fn main() -> i32 { fetch(\"y\") }\n   |                    ^"},
+    {"fn main(n: i32) -> i32 { fetch(n, 1) }\n",
+     "bad.tfg:1:26: the channel's name must be a string: fetch(\"y\", v)\n"
+     " 1 | fn main(n: i32) -> i32 { fetch(n, 1) }\n   |                          ^"},
+    {"fn main(n: i32) -> i32 { fech(\"y\", n) }\n",
+     "bad.tfg:1:26: 'fech' takes no string (only load, feed and fetch do); did you mean 'fetch'?\n"
+     " 1 | fn main(n: i32) -> i32 { fech(\"y\", n) }\n   |                          ^"},
+    {"fn main(n: i32) -> i32 { fetch(\"y\", (n, n)) }\n",
+     "bad.tfg:1:37: the fetched value must be a single value, not a tuple of 2\n"
+     " 1 | fn main(n: i32) -> i32 { fetch(\"y\", (n, n)) }\n   |                                     ^"},
+    /* only what it is fed can end a loop that assigns nothing */
+    {"fn main(n: i32) -> i32 {\n    while n > 0 { fetch(\"y\", n); }\n    n\n}\n",
+     "bad.tfg:2:5: this loop assigns no variable declared before it, so its condition can never change\n"
+     " 2 |     while n > 0 { fetch(\"y\", n); }\n   |     ^"},
+};
+
+START_TEST(host_errors)
+{
+    for (size_t i = 0; i < UT_COUNTOF(host_bad); i++) {
+        tfvm_program *p = NULL;
+        tfvm_error err;
+        tfvm_status st =
+            tfvm_program_compile(host_bad[i].src, strlen(host_bad[i].src), "bad.tfg", NULL, NULL, &p, &err);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(st == TFVM_ERR_SYNTAX || st == TFVM_ERR_TYPE, "case %zu: status %s", i, tfvm_status_name(st));
+        ck_assert_msg(strcmp(err.message, host_bad[i].msg) == 0, "case %zu:\nwant: %s\ngot:  %s", i, host_bad[i].msg,
+                      err.message);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lang");
@@ -606,6 +848,10 @@ int main(void)
     tcase_add_test(tc, warnings);
     tcase_add_test(tc, load_constants);
     tcase_add_test(tc, allocation_failures);
+    tcase_add_test(tc, host_loop_graph);
+    tcase_add_test(tc, host_recursion_graph);
+    tcase_add_test(tc, host_kept);
+    tcase_add_test(tc, host_errors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
