@@ -564,8 +564,14 @@ START_TEST(allocation_failures)
         "    (s, reduce_sum(W * x))\n"
         "}\n",
         "fn main(n: i32) -> i32 { let a = n +; let b = c; a }\n",
+        "fn f(n: i32) -> i32 { if n < 2 { fetch(\"y\", n) } else { f(n - 1) + f(n - 2) } }\n"
+        "fn main(n: i32) -> i32 {\n"
+        "    var s = 0;\n"
+        "    while feed<bool>(\"more\") { s += f(feed<i32>(\"x\")); }\n"
+        "    s\n"
+        "}\n",
     };
-    tfvm_status want[] = {TFVM_OK, TFVM_ERR_SYNTAX};
+    tfvm_status want[] = {TFVM_OK, TFVM_ERR_SYNTAX, TFVM_OK};
     for (size_t k = 0; k < UT_COUNTOF(srcs); k++) {
         long n;
         for (n = 0;; n++) {
