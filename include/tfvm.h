@@ -425,6 +425,39 @@ TFVM_API void tfvm_vm_free(tfvm_vm *vm);
 TFVM_API tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args,
                               size_t n_args, tfvm_value *results, size_t n_results);
 
+/* ---- Sessions: the host feeds and fetches while the graph runs ----------
+ * (docs/coexec.md). A session is a run of `entry` on its own thread; the
+ * program's FEED instructions take the values the host feeds, per channel in
+ * tag order, and its FETCH instructions hand copies back, per channel in tag
+ * order. One session (or run) at a time per VM.
+ *
+ * tfvm_feed queues v on channel `name` and never blocks (the session takes
+ * its own reference on a tensor: do not change it afterwards). tfvm_fetch
+ * blocks until the channel's next value; *out is the host's (release it with
+ * tfvm_value_release). A fetch that can never be satisfied returns
+ * TFVM_ERR_STUCK at once, naming the FETCH and what it waits for: the run
+ * ended, or every worker is idle waiting for a feed. The second assumes one
+ * host thread: a host that feeds from another thread may get it while that
+ * thread is late, and may fetch again (the run is not affected, and a fetch
+ * after a feed finds its value). Once the run has failed,
+ * each of these returns its error. tfvm_session_errmsg says what the last
+ * failing call on the session meant (for one host thread; several threads
+ * may feed and fetch at once, but then the message is the latest).
+ * tfvm_session_finish says the host feeds no more (a FEED that still waits,
+ * or waits later, fails the run: "... waits for value #4, but the host feeds
+ * no more values"), waits for the run's end, stores its results as tfvm_run
+ * does (tfvm_last_error(vm) has a failure) and frees the session;
+ * tfvm_session_cancel stops the run and frees it. Values queued and not taken
+ * are freed with the session. */
+typedef struct tfvm_session tfvm_session;
+TFVM_API tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
+                                        tfvm_session **out);
+TFVM_API tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v);
+TFVM_API tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out);
+TFVM_API tfvm_status tfvm_session_finish(tfvm_session *s, tfvm_value *results, size_t n_results);
+TFVM_API void tfvm_session_cancel(tfvm_session *s);
+TFVM_API const char *tfvm_session_errmsg(const tfvm_session *s);
+
 /* Asks a run in progress (from another thread or a signal handler) to stop
  * with TFVM_ERR_INTERRUPTED. Async-signal-safe. */
 TFVM_API void tfvm_interrupt(tfvm_vm *vm);

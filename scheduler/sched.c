@@ -50,6 +50,7 @@ tfvm_status sched_run_init(sched_run *r, sched_worker **workers, uint32_t n, con
 
 void sched_run_fini(sched_run *r)
 {
+    ut_free(r->alloc, r->inbox, r->cap_inbox * sizeof *r->inbox);
     pthread_mutex_destroy(&r->park_lock);
     pthread_cond_destroy(&r->park_cond);
 }
@@ -59,6 +60,8 @@ void sched_run_reset(sched_run *r)
     atomic_store(&r->idle, r->n - 1);
     atomic_store(&r->done, 0);
     atomic_store(&r->job, NULL);
+    atomic_store(&r->held, 0);
+    atomic_store(&r->quiet, 0);
     for (uint32_t i = 0; i < r->n; i++)
         atomic_store(&r->workers[i]->busy, i == 0);
 }
@@ -86,30 +89,134 @@ void sched_run_stop(sched_run *r)
         sched_wake_all(r);
 }
 
+/* ---- The host's inbox --------------------------------------------------------------------- */
+
+bool sched_inject(sched_run *r, const sched_item *it)
+{
+    pthread_mutex_lock(&r->park_lock);
+    if (r->inbox_head && r->n_inbox == r->cap_inbox) { /* slide down first */
+        memmove(r->inbox, r->inbox + r->inbox_head, (r->n_inbox - r->inbox_head) * sizeof *r->inbox);
+        r->n_inbox -= r->inbox_head;
+        r->inbox_head = 0;
+    }
+    if (r->n_inbox == r->cap_inbox) {
+        size_t cap = r->cap_inbox ? 2 * r->cap_inbox : 16;
+        sched_item *a = ut_realloc(r->alloc, r->inbox, r->cap_inbox * sizeof *a, cap * sizeof *a);
+        if (!a) {
+            pthread_mutex_unlock(&r->park_lock);
+            return false;
+        }
+        r->inbox = a;
+        r->cap_inbox = cap;
+    }
+    r->inbox[r->n_inbox++] = *it;
+    atomic_store(&r->quiet, 0);
+    r->wake_seq++;
+    pthread_cond_broadcast(&r->park_cond);
+    pthread_mutex_unlock(&r->park_lock);
+    return true;
+}
+
+void sched_inbox_clear(sched_run *r, void (*drop)(void *ud, const void *item), void *ud)
+{
+    pthread_mutex_lock(&r->park_lock);
+    for (size_t k = r->inbox_head; k < r->n_inbox; k++)
+        drop(ud, &r->inbox[k]);
+    r->inbox_head = r->n_inbox = 0;
+    pthread_mutex_unlock(&r->park_lock);
+}
+
+/* Under park_lock: the oldest injected activation, which ends a hold. An idle
+ * worker (`was_idle`) stops being idle first, so that the run never looks
+ * quiet or over while the activation is in its hands. */
+static bool take_inbox_locked(sched_run *r, sched_worker *w, sched_item *out, bool was_idle)
+{
+    if (r->inbox_head == r->n_inbox)
+        return false;
+    *out = r->inbox[r->inbox_head++];
+    if (r->inbox_head == r->n_inbox)
+        r->inbox_head = r->n_inbox = 0;
+    if (was_idle)
+        atomic_fetch_sub(&r->idle, 1);
+    atomic_store_explicit(&w->busy, 1, memory_order_seq_cst);
+    sched_serve_as(w, memory_order_seq_cst);
+    atomic_fetch_sub(&r->held, 1);
+    return true;
+}
+
+static bool take_inbox(sched_run *r, sched_worker *w, sched_item *out, bool was_idle)
+{
+    if (!atomic_load(&r->held))
+        return false;
+    pthread_mutex_lock(&r->park_lock);
+    bool got = take_inbox_locked(r, w, out, was_idle);
+    pthread_mutex_unlock(&r->park_lock);
+    return got;
+}
+
+/* Every worker is idle: the run is over, unless firings wait for the host;
+ * then it is quiet (and the host hears of it). Returns whether it is over. */
+static bool all_idle(sched_run *r)
+{
+    if (!atomic_load(&r->held)) {
+        atomic_store(&r->done, 1);
+        sched_wake_all(r);
+        return true;
+    }
+    pthread_mutex_lock(&r->park_lock);
+    bool quiet = r->inbox_head == r->n_inbox && atomic_load(&r->idle) == r->n;
+    if (quiet)
+        atomic_store(&r->quiet, 1);
+    pthread_mutex_unlock(&r->park_lock);
+    if (quiet && r->on_quiet)
+        r->on_quiet(r->quiet_ud);
+    return false;
+}
+
 /* ---- Deterministic --------------------------------------------------------------------- */
 
+/* The only worker's stack is empty: nothing is in flight, and the run is
+ * over unless firings wait for the host; then it waits for the host's
+ * activations. */
 static bool serial_find_work(sched_run *r, sched_worker *w, sched_item *out)
 {
-    (void)r, (void)w, (void)out;
-    return false; /* the only worker's stack is empty: nothing is in flight */
+    if (!atomic_load(&r->held))
+        return false;
+    pthread_mutex_lock(&r->park_lock);
+    atomic_fetch_add(&r->sleepers, 1); /* before looking at done: sched_run_stop wakes sleepers */
+    for (;;) {
+        if (take_inbox_locked(r, w, out, false)) {
+            atomic_fetch_sub(&r->sleepers, 1);
+            pthread_mutex_unlock(&r->park_lock);
+            return true;
+        }
+        if (atomic_load(&r->done))
+            break;
+        if (!atomic_load(&r->quiet)) {
+            atomic_store(&r->quiet, 1);
+            pthread_mutex_unlock(&r->park_lock);
+            if (r->on_quiet)
+                r->on_quiet(r->quiet_ud);
+            pthread_mutex_lock(&r->park_lock);
+            continue;
+        }
+        pthread_cond_wait(&r->park_cond, &r->park_lock);
+    }
+    atomic_fetch_sub(&r->sleepers, 1);
+    pthread_mutex_unlock(&r->park_lock);
+    return false;
 }
 
 /* ---- Work stealing ---------------------------------------------------------------------- */
 
 static bool any_work(const sched_run *r)
 {
-    if (atomic_load_explicit(&r->job, memory_order_relaxed))
+    if (atomic_load_explicit(&r->job, memory_order_relaxed) || r->inbox_head != r->n_inbox)
         return true;
     for (uint32_t i = 0; i < r->n; i++)
         if (dq_size(&r->workers[i]->dq) > 0)
             return true;
     return false;
-}
-
-static void finish(sched_run *r)
-{
-    atomic_store(&r->done, 1);
-    sched_wake_all(r);
 }
 
 /* Out of local work: our deque, then steal, help with a kernel's loop, spin,
@@ -125,10 +232,8 @@ static bool steal_find_work(sched_run *r, sched_worker *w, sched_item *out)
     /* Idle: nothing of ours is half-updated, so sharing needs no answer. */
     atomic_store_explicit(&w->busy, 0, memory_order_seq_cst);
     sched_serve(w);
-    if (atomic_fetch_add(&r->idle, 1) + 1 == r->n) {
-        finish(r);
+    if (atomic_fetch_add(&r->idle, 1) + 1 == r->n && all_idle(r))
         return false;
-    }
     return steal_join(r, w, out);
 }
 
@@ -141,6 +246,8 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
             return false;
         if (sched_help_job(r))
             spins = 0;
+        if (take_inbox(r, w, out, true))
+            return true;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t vi = (w->victim + k) % n; /* the last victim first, then the next ones */
             sched_worker *v = r->workers[vi];
@@ -156,10 +263,8 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
                 w->victim = vi;
                 return true;
             }
-            if (atomic_fetch_add(&r->idle, 1) + 1 == n) {
-                finish(r);
+            if (atomic_fetch_add(&r->idle, 1) + 1 == n && all_idle(r))
                 return false;
-            }
         }
         if (spins < SPINS_BEFORE_PARK) {
             spin_pause(); /* leave the core's other hardware thread its share */

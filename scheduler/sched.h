@@ -90,6 +90,16 @@ typedef struct sched_run {
     uint64_t wake_seq;       /* under park_lock */
     _Atomic(sched_job *) job; /* the parallel loop idle workers help with, or NULL */
     atomic_uint job_users;    /* workers looking at `job` right now */
+    /* The host (docs/coexec.md): firings that wait for it hold the run open
+     * (`held`); when every worker is idle and some are held, the run is
+     * `quiet` (on_quiet is called, once each time it becomes so) until the
+     * host hands in, through the inbox, the activation that ends a wait. */
+    atomic_uint held;
+    atomic_int quiet;
+    sched_item *inbox;       /* FIFO: inbox[inbox_head .. n_inbox), under park_lock */
+    size_t inbox_head, n_inbox, cap_inbox;
+    void (*on_quiet)(void *ud);
+    void *quiet_ud;
 } sched_run;
 
 tfvm_status sched_run_init(sched_run *r, sched_worker **workers, uint32_t n, const tfvm_allocator *a);
@@ -101,6 +111,14 @@ void sched_run_reset(sched_run *r);
 void sched_run_stop(sched_run *r);
 void sched_wake_one(sched_run *r);
 void sched_wake_all(sched_run *r);
+/* A firing that waits for the host: the run does not end while it waits
+ * (called by the busy worker that parks it). */
+static inline void sched_hold(sched_run *r) { atomic_fetch_add(&r->held, 1); }
+/* From any thread: hands in an activation that ends one hold; an idle worker
+ * takes it (oldest first). false: no memory (nothing changed). */
+bool sched_inject(sched_run *r, const sched_item *it);
+/* Drops what the inbox holds (after a run): drop(ud, item) for each. */
+void sched_inbox_clear(sched_run *r, void (*drop)(void *ud, const void *item), void *ud);
 
 /* ---- Policies -------------------------------------------------------------------- */
 typedef struct sched_policy {

@@ -156,6 +156,8 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     vm->ctx_bound = cfg->max_contexts ? cfg->max_contexts : default_bound(vm);
     if (st == TFVM_OK)
         st = dev_vm_new(vm->prog, cfg, &vm->alloc, &vm->dev);
+    if (st == TFVM_OK)
+        st = vm_io_new(vm);
     if (st != TFVM_OK) {
         tfvm_vm_free(vm);
         return st;
@@ -211,6 +213,7 @@ void tfvm_vm_free(tfvm_vm *vm)
             dev_value_release(&vm->consts[i]);
         ut_free(&vm->alloc, vm->consts, (vm->prog->n_consts + 1) * sizeof(dev_value));
     }
+    vm_io_free(vm);
     dev_vm_free(vm->dev); /* after every tensor of the VM went back to its pool */
     vm_plan_free(&vm->plan);
     sched_topo_free(vm->topo);
@@ -219,11 +222,9 @@ void tfvm_vm_free(tfvm_vm *vm)
     ut_free(&a, vm, sizeof *vm);
 }
 
-tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
-                     tfvm_value *results, size_t n_results)
+tfvm_status vm_run_prepare(tfvm_vm *vm, const char *entry, size_t n_args, const tfvm_value *args,
+                           uint32_t *entry_index)
 {
-    if (!vm)
-        return TFVM_ERR_ARGUMENT;
     int state = atomic_load(&vm->state);
     if (state == VM_RUNNING || state == VM_PAUSED)
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a run is already in progress on this VM");
@@ -239,6 +240,20 @@ tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, siz
     }
     if (n_args && !args)
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "args is NULL");
+    *entry_index = e;
+    return TFVM_OK;
+}
+
+tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
+                     tfvm_value *results, size_t n_results)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    const isa_program *p = vm->prog;
+    uint32_t e = 0;
+    tfvm_status pst = vm_run_prepare(vm, entry, n_args, args, &e);
+    if (pst != TFVM_OK)
+        return pst;
     if (n_results && !results)
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "results is NULL");
     if (n_results != p->entries[e].n_results)

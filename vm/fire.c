@@ -96,6 +96,9 @@ static void fire_general(vm_worker *w, vm_act *a, const vm_iplan *ip)
     case ISA_CLASS_CONTROL:
         vm_fire_control(w, a, inputs);
         break;
+    case ISA_CLASS_HOST:
+        vm_fire_host(w, a, inputs, dead);
+        break;
     default:
         fire_compute(w, a, inputs, dead);
         break;
@@ -190,6 +193,10 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         vm_route(w, c, a->inst, in->flags, taken, &a->v);
         break;
     }
+    case ISA_FEED:
+        if (!vm_feed_resumed(w, a))
+            fire_general(w, a, ip);
+        break;
     case ISA_CONST:
         if (ip->matched) { /* several control inputs */
             fire_general(w, a, ip);

@@ -65,6 +65,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     }
     atomic_store(&vm->live_peak, 0);
     sched_run_reset(&vm->run);
+    vm_io_begin(vm);
     atomic_store(&vm->state, VM_RUNNING);
     atomic_store(&vm->interrupted, 0);
     vm->has_paused = false;
@@ -188,6 +189,8 @@ static void teardown(tfvm_vm *vm)
         dev_value_release(&vm->paused.v);
         vm->has_paused = false;
     }
+    sched_inbox_clear(&vm->run, drop_act, NULL); /* FEEDs the host completed, not yet fired */
+    vm_io_teardown(vm);
     for (uint32_t i = 0; i < vm->n_workers; i++) {
         vm_worker *w = &vm->w[i];
         for (vm_loop *l = w->loops; l; l = l->next_block)

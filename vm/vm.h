@@ -299,6 +299,8 @@ struct tfvm_vm {
     uint64_t prof_t0, prof_t1;  /* ticks at the start and end of the last run */
     double prof_s0, prof_s1;    /* and seconds */
 
+    struct vm_io *io;           /* channels of FEED and FETCH (io.c), or NULL: none */
+
     vm_hook_fn hook;
     void *hook_ud;
     vm_act paused;              /* the activation a hook paused before */
@@ -515,6 +517,28 @@ void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v);
 vm_ctx *vm_iter_release(vm_worker *w, vm_ctx *c);
 void vm_ctx_recycle(vm_worker *w, vm_ctx *c);
 void vm_loop_destroy(vm_worker *w, vm_loop *l);
+
+/* ---- The host (vm/io.c, docs/coexec.md) ---------------------------------------------- */
+typedef struct vm_io vm_io;
+/* The channels of the program's FEEDs and FETCHes (none: vm->io stays NULL). */
+tfvm_status vm_io_new(tfvm_vm *vm);
+void vm_io_free(tfvm_vm *vm);
+/* Each run starts with empty channels and a host that feeds nothing
+ * (tfvm_session_start opens them); vm_io_end: the run is over (host waits
+ * end); vm_io_teardown: queued values and waiting firings are dropped. */
+void vm_io_begin(tfvm_vm *vm);
+void vm_io_end(tfvm_vm *vm);
+void vm_io_teardown(tfvm_vm *vm);
+/* FEED and FETCH firings; in: the data inputs; dead: one of them is dead. */
+void vm_fire_host(vm_worker *w, const vm_act *a, dev_value *in, bool dead);
+/* A FEED activation the host completed (its value fed): fires it, true; false: not one. */
+bool vm_feed_resumed(vm_worker *w, vm_act *a);
+/* The scheduler's on_quiet hook (sched_run.on_quiet). */
+void vm_io_quiet(void *ud);
+/* tfvm_run's checks before a run (api.c): the VM is idle, the entry exists
+ * (*entry_index), args is given. */
+tfvm_status vm_run_prepare(tfvm_vm *vm, const char *entry, size_t n_args, const tfvm_value *args,
+                           uint32_t *entry_index);
 
 /* ==== Inspection (vm/inspect.c) ===============================================
  * Read-only walks for the debugger over a run that is paused (vm_step

@@ -1,0 +1,422 @@
+/* test_session.c — a host feeding and fetching while the graph runs
+ * (tfvm_session_*, docs/coexec.md): order, waits, every error the host can
+ * meet, cancellation, tensors, on 1 and 2 worker threads. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* sum: n iterations; each takes value i of channel "x", adds it, and
+ * fetches the partial sum on "s". Result: the sum. */
+static const char *const SUM =
+    "entry main(n: i32) -> (s: i32) {\n"
+    "    n     = ARG 0\n"
+    "    zero  = CONST i32 0\n"
+    "    e_i   = ENTER sum (zero)\n"
+    "    e_s   = ENTER sum (zero)\n"
+    "    e_fo  = ENTER sum (zero)\n"
+    "    e_go  = ENTER sum (zero)\n"
+    "    e_n   = ENTER sum const (n)\n"
+    "            RESULT 0 (sum.s_out)\n"
+    "}\n"
+    "loop sum in main {\n"
+    "    i     = MERGE (e_i, i_next)\n"
+    "    s     = MERGE (e_s, s_next)\n"
+    "    fo    = MERGE (e_fo, fo_next)\n"
+    "    go    = MERGE (e_go, go_next)\n"
+    "    lt    = LESS (i, e_n)\n"
+    "    p     = LOOPCOND (lt)\n"
+    "    si    = SWITCH (i, p)\n"
+    "    ss    = SWITCH (s, p)\n"
+    "    sfo   = SWITCH (fo, p)\n"
+    "    sgo   = SWITCH (go, p)\n"
+    "    x     = FEED \"x\" i32 (sfo:1)\n"
+    "    s2    = ADD (ss:1, x)\n"
+    "    f     = FETCH \"s\" (s2, sgo:1)\n"
+    "    one   = CONST i32 1 [si:1]\n"
+    "    i2    = ADD (si:1, one)\n"
+    "    i_next = NEXTITER (i2)\n"
+    "    s_next = NEXTITER (s2)\n"
+    "    fo_next = NEXTITER (x:1)\n"
+    "    go_next = NEXTITER (f:1)\n"
+    "    s_out = EXIT sum (ss)\n"
+    "}\n";
+
+/* train: a Case Select. Each step first takes "stop" (bool); while it is
+ * false, it takes a batch (f32 tensor), adds it to acc and fetches acc. */
+static const char *const TRAIN =
+    "entry main(acc0: f32[]) -> (acc: f32[], steps: i32) {\n"
+    "    a     = ARG 0\n"
+    "    zero  = CONST i32 0\n"
+    "    e_a   = ENTER train (a)\n"
+    "    e_k   = ENTER train (zero)\n"
+    "    e_so  = ENTER train (zero)\n"
+    "    e_bo  = ENTER train (zero)\n"
+    "    e_fo  = ENTER train (zero)\n"
+    "            RESULT 0 (train.a_out)\n"
+    "            RESULT 1 (train.k_out)\n"
+    "}\n"
+    "loop train in main {\n"
+    "    acc   = MERGE (e_a, a_next)\n"
+    "    k     = MERGE (e_k, k_next)\n"
+    "    so    = MERGE (e_so, so_next)\n"
+    "    bo    = MERGE (e_bo, bo_next)\n"
+    "    fo    = MERGE (e_fo, fo_next)\n"
+    "    stop  = FEED \"stop\" bool (so)\n"
+    "    go    = NOT (stop)\n"
+    "    p     = LOOPCOND (go)\n"
+    "    sa    = SWITCH (acc, p)\n"
+    "    sk    = SWITCH (k, p)\n"
+    "    sbo   = SWITCH (bo, p)\n"
+    "    sfo   = SWITCH (fo, p)\n"
+    "    sso   = SWITCH (stop:1, p)\n"
+    "    x     = FEED \"batch\" f32[] (sbo:1)\n"
+    "    a2    = ADD (sa:1, x)\n"
+    "    f     = FETCH \"acc\" (a2, sfo:1)\n"
+    "    one   = CONST i32 1 [sk:1]\n"
+    "    k2    = ADD (sk:1, one)\n"
+    "    a_next = NEXTITER (f)\n"
+    "    k_next = NEXTITER (k2)\n"
+    "    so_next = NEXTITER (sso:1)\n"
+    "    bo_next = NEXTITER (x:1)\n"
+    "    fo_next = NEXTITER (f:1)\n"
+    "    a_out = EXIT train (sa)\n"
+    "    k_out = EXIT train (sk)\n"
+    "}\n";
+
+/* quotient: 100 / a fed value, fetched. */
+static const char *const DIV =
+    "entry main() -> (q: i32) {\n"
+    "    zero  = CONST i32 0\n"
+    "    x     = FEED \"x\" i32 (zero)\n"
+    "    h     = CONST i32 100\n"
+    "    q     = DIV (h, x)\n"
+    "    f     = FETCH \"q\" (q, x:1)\n"
+    "            RESULT 0 (f)\n"
+    "}\n";
+
+static tfvm_program *assemble(const char *text)
+{
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    tfvm_status st = tfvm_program_assemble(text, strlen(text), "session.tfasm", NULL, &p, &err);
+    ck_assert_msg(st == TFVM_OK, "%s", err.message);
+    return p;
+}
+
+static tfvm_vm *new_vm(const tfvm_program *p, int threads)
+{
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.threads = threads;
+    cfg.deterministic = threads == 1;
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    return vm;
+}
+
+static void feed_i32(tfvm_session *s, const char *name, int32_t v)
+{
+    tfvm_value x = tfvm_i32(v);
+    ck_assert_msg(tfvm_feed(s, name, &x) == TFVM_OK, "%s", tfvm_session_errmsg(s));
+}
+
+static int32_t fetch_i32(tfvm_session *s, const char *name)
+{
+    tfvm_value x;
+    ck_assert_msg(tfvm_fetch(s, name, &x) == TFVM_OK, "%s", tfvm_session_errmsg(s));
+    ck_assert_int_eq(x.dtype, TFVM_I32);
+    ck_assert_ptr_null(x.tensor);
+    return x.as.i32;
+}
+
+/* The host feeds everything first, then fetches: values in tag order. */
+START_TEST(feed_ahead_then_fetch)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    for (int round = 0; round < 2; round++) { /* a VM runs one session after another */
+        tfvm_value n = tfvm_i32(100);
+        tfvm_session *s;
+        ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+        for (int k = 1; k <= 100; k++)
+            feed_i32(s, "x", k);
+        for (int k = 1; k <= 100; k++)
+            ck_assert_int_eq(fetch_i32(s, "s"), k * (k + 1) / 2);
+        tfvm_value r;
+        ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+        ck_assert_int_eq(r.as.i32, 5050);
+    }
+    tfvm_value n = tfvm_i32(1), r;
+    tfvm_status st = tfvm_run(vm, NULL, &n, 1, &r, 1); /* a plain run feeds nothing */
+    ck_assert_int_eq(st, TFVM_ERR_STUCK);
+    ck_assert_str_eq(tfvm_errmsg(vm), "x (FEED) at [sum#0]: channel 'x' waits for value #1, but the host feeds no more values");
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Step by step: the host feeds one value and waits for its sum each time,
+ * so the graph waits for the host in every iteration. */
+START_TEST(lockstep)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(2000);
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    int32_t sum = 0;
+    for (int k = 1; k <= 2000; k++) {
+        feed_i32(s, "x", k % 7);
+        sum += k % 7;
+        ck_assert_int_eq(fetch_i32(s, "s"), sum);
+    }
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, sum);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* A feeder thread and the fetching host at once. A fetch that finds the
+ * graph waiting for the feeder says so (the deadlock check assumes one host
+ * thread) and may simply be retried: the run goes on. */
+static atomic_int fed;
+
+static void *feeder(void *ud)
+{
+    tfvm_session *s = ud;
+    for (int k = 1; k <= 3000; k++) {
+        tfvm_value x = tfvm_i32(k);
+        if (tfvm_feed(s, "x", &x) != TFVM_OK)
+            return (void *)1;
+        atomic_store(&fed, k);
+    }
+    return NULL;
+}
+
+START_TEST(feeder_thread)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(3000);
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    pthread_t t;
+    atomic_store(&fed, 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, feeder, s), 0);
+    int64_t sum = 0;
+    for (int k = 1; k <= 3000; k++) {
+        sum += k;
+        tfvm_value x;
+        tfvm_status st;
+        while ((st = tfvm_fetch(s, "s", &x)) == TFVM_ERR_STUCK && atomic_load(&fed) < k)
+            sched_yield();
+        ck_assert_msg(st == TFVM_OK, "%s", tfvm_session_errmsg(s));
+        ck_assert_int_eq(x.as.i32, (int32_t)sum);
+    }
+    void *rc;
+    pthread_join(t, &rc);
+    ck_assert_ptr_null(rc);
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, (int32_t)sum);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* A fetch the graph cannot answer before the host feeds returns at once,
+ * naming both sides; the host may then feed and go on. */
+START_TEST(fetch_while_graph_waits)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(2), x;
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    feed_i32(s, "x", 5);
+    ck_assert_int_eq(fetch_i32(s, "s"), 5);
+    ck_assert_int_eq(tfvm_fetch(s, "s", &x), TFVM_ERR_STUCK);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "FETCH 's' (f) waits for value #2, but the graph waits for the host: "
+                                             "FEED 'x' (x) at [sum#1] waits for value #2");
+    feed_i32(s, "x", 6);
+    ck_assert_int_eq(fetch_i32(s, "s"), 11);
+    ck_assert_int_eq(tfvm_fetch(s, "s", &x), TFVM_ERR_STUCK); /* the run ended */
+    ck_assert_str_eq(tfvm_session_errmsg(s), "FETCH 's' (f) waits for value #3, but the run ended after 2");
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 11);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Finishing while a FEED waits fails the run, naming it. */
+START_TEST(finish_while_feed_waits)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(3), r;
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    feed_i32(s, "x", 1);
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_ERR_STUCK);
+    ck_assert_str_eq(tfvm_errmsg(vm), "x (FEED) at [sum#1]: channel 'x' waits for value #2, but the host feeds no more values");
+    /* the VM is ready for the next run */
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    for (int k = 0; k < 3; k++)
+        feed_i32(s, "x", 2);
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 6);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* What the host can get wrong, each with its message; none harms the run. */
+START_TEST(host_errors)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(1), r, x;
+    tfvm_session *s, *s2;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s2), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "a run is already in progress on this VM");
+    x = tfvm_i32(1);
+    ck_assert_int_eq(tfvm_feed(s, "y", &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "the program has no FEED channel 'y' (it has 'x')");
+    ck_assert_int_eq(tfvm_feed(s, "s", &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 's' is fetched, not fed");
+    ck_assert_int_eq(tfvm_fetch(s, "x", &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 'x' is fed, not fetched");
+    x = tfvm_f32(1.5f);
+    ck_assert_int_eq(tfvm_feed(s, "x", &x), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 'x' takes i32, got f32");
+    int64_t dims[1] = {2};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I32, 1, dims, NULL);
+    x = tfvm_tensor_value(t);
+    ck_assert_int_eq(tfvm_feed(s, "x", &x), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 'x' takes i32, got i32[]");
+    tfvm_tensor_free(t);
+    feed_i32(s, "x", 7);
+    ck_assert_int_eq(fetch_i32(s, "s"), 7);
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 7);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* A run error reaches the host at its next fetch, and at finish. */
+START_TEST(run_error_reaches_host)
+{
+    tfvm_program *p = assemble(DIV);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_session *s;
+    tfvm_value x, r;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, NULL, 0, &s), TFVM_OK);
+    feed_i32(s, "x", 0);
+    ck_assert_int_eq(tfvm_fetch(s, "q", &x), TFVM_ERR_ARITH);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "q (DIV) at []: integer division by zero");
+    x = tfvm_i32(1);
+    ck_assert_int_eq(tfvm_feed(s, "x", &x), TFVM_ERR_ARITH);
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_ERR_ARITH);
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, NULL, 0, &s), TFVM_OK);
+    feed_i32(s, "x", 7);
+    ck_assert_int_eq(fetch_i32(s, "q"), 14);
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 14);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Cancelling a run that waits for the host, one that computes, and one
+ * with values queued both ways frees everything (ASan). */
+START_TEST(cancel)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(1000000);
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    tfvm_session_cancel(s);
+    ck_assert_str_eq(tfvm_errmsg(vm), "session cancelled");
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    for (int k = 0; k < 500; k++)
+        feed_i32(s, "x", k);
+    ck_assert_int_eq(fetch_i32(s, "s"), 0);
+    tfvm_session_cancel(s);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Tensors both ways, and a Case Select: the host decides when to stop. The
+ * fetched tensor is the host's own copy. */
+START_TEST(case_select_tensors)
+{
+    tfvm_program *p = assemble(TRAIN);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    int64_t dims[1] = {3};
+    tfvm_tensor *a0 = tfvm_tensor_new(TFVM_F32, 1, dims, NULL);
+    tfvm_value a = tfvm_tensor_value(a0), x, r[2];
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &a, 1, &s), TFVM_OK);
+    tfvm_tensor_free(a0);
+    float expect = 0;
+    for (int step = 0;; step++) {
+        x = tfvm_bool(step == 5);
+        ck_assert_int_eq(tfvm_feed(s, "stop", &x), TFVM_OK);
+        if (step == 5)
+            break;
+        tfvm_tensor *b = tfvm_tensor_new(TFVM_F32, 1, dims, NULL);
+        float *bd = tfvm_tensor_data(b);
+        for (int k = 0; k < 3; k++)
+            bd[k] = (float)(step + k);
+        x = tfvm_tensor_value(b);
+        ck_assert_int_eq(tfvm_feed(s, "batch", &x), TFVM_OK);
+        tfvm_tensor_free(b);
+        expect += (float)step;
+        ck_assert_int_eq(tfvm_fetch(s, "acc", &x), TFVM_OK);
+        ck_assert_int_eq(x.dtype, TFVM_F32);
+        ck_assert_ptr_nonnull(x.tensor);
+        float *got = tfvm_tensor_data(x.tensor);
+        ck_assert_float_eq(got[0], expect);
+        got[0] = -1000; /* the host's copy: the graph's value stays */
+        tfvm_value_release(&x);
+    }
+    ck_assert_int_eq(tfvm_session_finish(s, r, 2), TFVM_OK);
+    ck_assert_int_eq(r[1].as.i32, 5);
+    const float *acc = tfvm_tensor_cdata(r[0].tensor);
+    ck_assert_float_eq(acc[0], 10);
+    ck_assert_float_eq(acc[2], 20);
+    tfvm_value_release(&r[0]);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("session");
+    TCase *tc = tcase_create("session");
+    tcase_set_timeout(tc, 60);
+    /* each on 1 worker (deterministic) and 2 */
+    tcase_add_loop_test(tc, feed_ahead_then_fetch, 0, 2);
+    tcase_add_loop_test(tc, lockstep, 0, 2);
+    tcase_add_loop_test(tc, feeder_thread, 0, 2);
+    tcase_add_loop_test(tc, fetch_while_graph_waits, 0, 2);
+    tcase_add_loop_test(tc, finish_while_feed_waits, 0, 2);
+    tcase_add_loop_test(tc, host_errors, 0, 2);
+    tcase_add_loop_test(tc, run_error_reaches_host, 0, 2);
+    tcase_add_loop_test(tc, cancel, 0, 2);
+    tcase_add_loop_test(tc, case_select_tensors, 0, 2);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

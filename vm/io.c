@@ -1,0 +1,621 @@
+/* vm/io.c — the host's side of a run (docs/coexec.md): channels, FEED and
+ * FETCH firings, and sessions (tfvm_session_*), in which a host program
+ * feeds and fetches while the graph runs on its own thread.
+ *
+ * One lock (io->lock) guards every channel; its order is before the
+ * scheduler's park_lock (a feed hands a waiting FEED's activation to the
+ * scheduler's inbox while holding it). Workers never wait on the host: a
+ * FEED with nothing queued parks its firing here and holds the run open
+ * (sched_hold); the host's feed completes it through the inbox. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/place.h"
+#include "vm.h"
+
+/* A FEED activation handed back by the host: aux = VM_FEED_RESUMED | its
+ * value's number, v = the value. */
+#define VM_FEED_RESUMED 0x80000000u
+
+typedef struct vm_parked {
+    vm_ctx *ctx; /* holds a reference */
+    uint32_t inst;
+} vm_parked;
+
+typedef struct vm_chan {
+    char name[ISA_MAX_CHAN + 1];
+    bool fetch;         /* fetched by the host (else fed) */
+    uint32_t type;      /* FEED: its value type (isa_inst.b) */
+    uint32_t inst;      /* its first instruction, for messages */
+    dev_value *q;       /* FEED: fed, not yet taken; FETCH: fetched, not yet taken by the host */
+    size_t q_head, q_n, q_cap;
+    vm_parked *wait;    /* FEED firings waiting for a value, oldest first */
+    size_t w_head, w_n, w_cap;
+    uint64_t count;     /* values taken by FEEDs / made by FETCHes */
+    uint64_t host;      /* values fed / taken by the host */
+} vm_chan;
+
+struct vm_io {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;  /* the host's waits: a value fetched, the run ended or quiet */
+    vm_chan *chans;       /* by name */
+    uint32_t n_chans;
+    uint32_t *chan_of;    /* per instruction: its channel (HOST instructions) */
+    bool open;            /* the host may still feed */
+    bool keep;            /* FETCHed values are kept for the host (a session) */
+    bool ended;           /* the run is over */
+};
+
+struct tfvm_session {
+    tfvm_vm *vm;
+    pthread_t thread;
+    tfvm_error err;       /* the last error a call on the session returned */
+};
+
+static int cmp_chan(const void *a, const void *b)
+{
+    return strcmp(((const vm_chan *)a)->name, ((const vm_chan *)b)->name);
+}
+
+tfvm_status vm_io_new(tfvm_vm *vm)
+{
+    const isa_program *p = vm->prog;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        n += isa_ops[p->insts[i].op].cls == ISA_CLASS_HOST;
+    if (!n)
+        return TFVM_OK;
+    vm_io *io = ut_calloc(&vm->alloc, 1, sizeof *io);
+    if (!io)
+        return TFVM_ERR_NOMEM;
+    vm->io = io;
+    pthread_mutex_init(&io->lock, NULL);
+    pthread_cond_init(&io->cond, NULL);
+    io->chans = ut_calloc(&vm->alloc, n, sizeof *io->chans);
+    io->chan_of = ut_calloc(&vm->alloc, p->n_insts, sizeof *io->chan_of);
+    if (!io->chans || !io->chan_of)
+        return TFVM_ERR_NOMEM;
+    /* the distinct names, sorted, then each instruction's */
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        const isa_inst *in = &p->insts[i];
+        if (isa_ops[in->op].cls != ISA_CLASS_HOST)
+            continue;
+        vm_chan *c = &io->chans[io->n_chans];
+        isa_chan_name(p, i, c->name);
+        c->fetch = in->op == ISA_FETCH;
+        c->type = in->b;
+        c->inst = i;
+        if (!bsearch(c, io->chans, io->n_chans, sizeof *c, cmp_chan)) {
+            io->n_chans++;
+            qsort(io->chans, io->n_chans, sizeof *c, cmp_chan);
+        }
+    }
+    for (uint32_t i = 0; i < p->n_insts; i++) {
+        if (isa_ops[p->insts[i].op].cls != ISA_CLASS_HOST)
+            continue;
+        vm_chan key;
+        isa_chan_name(p, i, key.name);
+        io->chan_of[i] = (uint32_t)((vm_chan *)bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan) - io->chans);
+    }
+    return TFVM_OK;
+}
+
+/* Drops every queued value and waiting firing (the run's contexts go with
+ * its teardown). */
+static void io_clear(tfvm_vm *vm)
+{
+    vm_io *io = vm->io;
+    for (uint32_t k = 0; k < io->n_chans; k++) {
+        vm_chan *c = &io->chans[k];
+        for (size_t j = c->q_head; j < c->q_n; j++)
+            dev_value_release(&c->q[j]);
+        c->q_head = c->q_n = c->w_head = c->w_n = 0;
+        c->count = c->host = 0;
+    }
+}
+
+void vm_io_free(tfvm_vm *vm)
+{
+    vm_io *io = vm->io;
+    if (!io)
+        return;
+    if (io->chans) {
+        io_clear(vm);
+        for (uint32_t k = 0; k < io->n_chans; k++) {
+            ut_free(&vm->alloc, io->chans[k].q, io->chans[k].q_cap * sizeof(dev_value));
+            ut_free(&vm->alloc, io->chans[k].wait, io->chans[k].w_cap * sizeof(vm_parked));
+        }
+        ut_free(&vm->alloc, io->chans, (io->n_chans ? io->n_chans : 1) * sizeof *io->chans);
+    }
+    ut_free(&vm->alloc, io->chan_of, vm->prog->n_insts * sizeof *io->chan_of);
+    pthread_mutex_destroy(&io->lock);
+    pthread_cond_destroy(&io->cond);
+    ut_free(&vm->alloc, io, sizeof *io);
+    vm->io = NULL;
+}
+
+/* A FIFO of `size`-byte items: room for one more at *n (false: no memory). */
+static bool fifo_room(const tfvm_allocator *a, void **items, size_t *head, size_t *n, size_t *cap, size_t size)
+{
+    if (*head && *n == *cap) {
+        memmove(*items, (char *)*items + *head * size, (*n - *head) * size);
+        *n -= *head;
+        *head = 0;
+    }
+    if (*n < *cap)
+        return true;
+    size_t c = *cap ? 2 * *cap : 8;
+    void *m = ut_realloc(a, *items, *cap * size, c * size);
+    if (!m)
+        return false;
+    *items = m;
+    *cap = c;
+    return true;
+}
+
+static bool q_push(tfvm_vm *vm, vm_chan *c, const dev_value *v)
+{
+    if (!fifo_room(&vm->alloc, (void **)&c->q, &c->q_head, &c->q_n, &c->q_cap, sizeof *c->q))
+        return false;
+    c->q[c->q_n++] = *v;
+    return true;
+}
+
+static dev_value q_pop(vm_chan *c)
+{
+    dev_value v = c->q[c->q_head++];
+    if (c->q_head == c->q_n)
+        c->q_head = c->q_n = 0;
+    return v;
+}
+
+void vm_io_begin(tfvm_vm *vm)
+{
+    vm_io *io = vm->io;
+    vm->run.on_quiet = NULL;
+    if (!io)
+        return;
+    pthread_mutex_lock(&io->lock);
+    io_clear(vm);
+    io->open = io->keep = io->ended = false;
+    pthread_mutex_unlock(&io->lock);
+    vm->run.on_quiet = vm_io_quiet;
+    vm->run.quiet_ud = vm;
+}
+
+/* A session: the host may feed, and takes what FETCHes make. */
+static void io_open(tfvm_vm *vm)
+{
+    vm_io *io = vm->io;
+    if (!io)
+        return;
+    pthread_mutex_lock(&io->lock);
+    io->open = io->keep = true;
+    pthread_mutex_unlock(&io->lock);
+}
+
+void vm_io_end(tfvm_vm *vm)
+{
+    vm_io *io = vm->io;
+    if (!io)
+        return;
+    pthread_mutex_lock(&io->lock);
+    io->ended = true;
+    io->open = false;
+    pthread_cond_broadcast(&io->cond);
+    pthread_mutex_unlock(&io->lock);
+}
+
+void vm_io_teardown(tfvm_vm *vm)
+{
+    if (!vm->io)
+        return;
+    pthread_mutex_lock(&vm->io->lock);
+    io_clear(vm);
+    pthread_mutex_unlock(&vm->io->lock);
+}
+
+/* ---- Firings (workers) ---------------------------------------------------------------- */
+
+static void send_number(vm_worker *w, vm_ctx *c, uint32_t inst, uint64_t number)
+{
+    dev_value n = {.dtype = TFVM_I32};
+    n.u.i32 = (int32_t)(uint32_t)number;
+    vm_send(w, c, inst, 1, &n);
+}
+
+/* "FEED 'x' ... waits for value #4, but the host feeds no more values": a
+ * waiting firing that the host will never complete. */
+static void fail_unfed(tfvm_vm *vm, const vm_ctx *c, uint32_t inst, const vm_chan *ch, uint64_t number)
+{
+    vm_fail(vm, TFVM_ERR_STUCK, c, inst, "channel '%s' waits for value #%llu, but the host feeds no more values",
+            ch->name, (unsigned long long)number);
+}
+
+void vm_fire_host(vm_worker *w, const vm_act *a, dev_value *in, bool dead)
+{
+    tfvm_vm *vm = w->vm;
+    vm_io *io = vm->io;
+    vm_chan *ch = &io->chans[io->chan_of[a->inst]];
+    vm_ctx *c = a->ctx;
+    if (dead) {
+        dev_value d = dev_dead();
+        vm_send(w, c, a->inst, 0, &d);
+        vm_send(w, c, a->inst, 1, &d);
+        return;
+    }
+    if (vm->prog->insts[a->inst].op == ISA_FETCH) {
+        dev_value copy = in[0];
+        char msg[256];
+        tfvm_status st = TFVM_OK;
+        pthread_mutex_lock(&io->lock);
+        uint64_t number = ++ch->count;
+        if (io->keep) {
+            if (copy.is_tensor) { /* the host's own copy, in host memory */
+                tfvm_tensor *t = copy.u.t, *h = NULL;
+                if (t->device != 0) {
+                    st = dev_vm_copy(vm->dev, t, 0, &h, msg, sizeof msg);
+                } else if (!(h = tfvm_tensor_new((tfvm_dtype)t->dtype, t->rank, t->dims, &vm->alloc))) {
+                    st = TFVM_ERR_NOMEM;
+                    ut_fmt(msg, sizeof msg, "out of memory copying a fetched value");
+                } else {
+                    memcpy(h->data, t->data, t->nbytes);
+                }
+                copy.u.t = h;
+            }
+            if (st == TFVM_OK && !q_push(vm, ch, &copy)) {
+                dev_value_release(&copy);
+                st = TFVM_ERR_NOMEM;
+                ut_fmt(msg, sizeof msg, "out of memory keeping a fetched value");
+            }
+            pthread_cond_broadcast(&io->cond);
+        }
+        pthread_mutex_unlock(&io->lock);
+        if (st != TFVM_OK) {
+            vm_fail(vm, st, c, a->inst, "%s", msg);
+            return;
+        }
+        vm_send(w, c, a->inst, 0, &in[0]);
+        send_number(w, c, a->inst, number);
+        return;
+    }
+    /* FEED: the oldest queued value, or wait for the host */
+    pthread_mutex_lock(&io->lock);
+    if (ch->q_head < ch->q_n) {
+        dev_value v = q_pop(ch);
+        uint64_t number = ++ch->count;
+        pthread_mutex_unlock(&io->lock);
+        vm_send(w, c, a->inst, 0, &v);
+        dev_value_release(&v);
+        send_number(w, c, a->inst, number);
+        return;
+    }
+    if (!io->open) {
+        uint64_t number = ch->count + ch->w_n - ch->w_head + 1;
+        pthread_mutex_unlock(&io->lock);
+        fail_unfed(vm, c, a->inst, ch, number);
+        return;
+    }
+    if (!fifo_room(&vm->alloc, (void **)&ch->wait, &ch->w_head, &ch->w_n, &ch->w_cap, sizeof *ch->wait)) {
+        pthread_mutex_unlock(&io->lock);
+        vm_fail(vm, TFVM_ERR_NOMEM, c, a->inst, "out of memory waiting for the host");
+        return;
+    }
+    vm_ctx_ref(w, c);
+    ch->wait[ch->w_n++] = (vm_parked){c, a->inst};
+    sched_hold(&vm->run);
+    pthread_mutex_unlock(&io->lock);
+}
+
+bool vm_feed_resumed(vm_worker *w, vm_act *a)
+{
+    if (!(a->aux & VM_FEED_RESUMED))
+        return false;
+    vm_send(w, a->ctx, a->inst, 0, &a->v);
+    dev_value_release(&a->v);
+    send_number(w, a->ctx, a->inst, a->aux & ~VM_FEED_RESUMED);
+    return true;
+}
+
+/* The first waiting FEED, or NULL; under the lock. */
+static const vm_chan *first_waiting(const vm_io *io)
+{
+    for (uint32_t k = 0; k < io->n_chans; k++)
+        if (io->chans[k].w_head < io->chans[k].w_n)
+            return &io->chans[k];
+    return NULL;
+}
+
+/* The scheduler's on_quiet: every worker is idle and FEEDs wait. The host
+ * hears of it; if it feeds no more, the first waiting FEED fails the run. */
+void vm_io_quiet(void *ud)
+{
+    tfvm_vm *vm = ud;
+    vm_io *io = vm->io;
+    pthread_mutex_lock(&io->lock);
+    const vm_chan *ch = first_waiting(io);
+    if (!io->open && ch) {
+        const vm_parked *pk = &ch->wait[ch->w_head];
+        fail_unfed(vm, pk->ctx, pk->inst, ch, ch->count + 1);
+    }
+    pthread_cond_broadcast(&io->cond);
+    pthread_mutex_unlock(&io->lock);
+}
+
+/* ---- Sessions (the host) ------------------------------------------------------------------ */
+
+static tfvm_status serr(tfvm_session *s, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
+static tfvm_status serr(tfvm_session *s, tfvm_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s->err.code = code;
+    vsnprintf(s->err.message, sizeof s->err.message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The run's error, once it failed (under the lock). */
+static tfvm_status run_error(tfvm_session *s)
+{
+    tfvm_vm *vm = s->vm;
+    if (atomic_load(&vm->state) != VM_FAILED)
+        return TFVM_OK;
+    pthread_mutex_lock(&vm->err_lock);
+    s->err = vm->err;
+    pthread_mutex_unlock(&vm->err_lock);
+    return s->err.code;
+}
+
+static vm_chan *find_chan(tfvm_session *s, const char *name, bool fetch)
+{
+    vm_io *io = s->vm->io;
+    const char *what = fetch ? "FETCH" : "FEED";
+    if (!name) {
+        serr(s, TFVM_ERR_ARGUMENT, "%s channel name is NULL", what);
+        return NULL;
+    }
+    vm_chan key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    vm_chan *c = io && strlen(name) <= ISA_MAX_CHAN
+                     ? bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan)
+                     : NULL;
+    if (c && c->fetch == fetch)
+        return c;
+    if (c) {
+        serr(s, TFVM_ERR_ARGUMENT, "channel '%s' is %s, not %s", name, c->fetch ? "fetched" : "fed",
+             fetch ? "fetched" : "fed");
+        return NULL;
+    }
+    char list[256] = "";
+    size_t n = 0;
+    for (uint32_t k = 0; io && k < io->n_chans && n < sizeof list; k++)
+        if (io->chans[k].fetch == fetch)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", n ? ", " : "", io->chans[k].name);
+    serr(s, TFVM_ERR_ARGUMENT, "the program has no %s channel '%s' (%s%s)", what, name, n ? "it has " : "it has none",
+         list);
+    return NULL;
+}
+
+static void *session_main(void *ud)
+{
+    tfvm_session *s = ud;
+    vm_step(s->vm, 0);
+    vm_io_end(s->vm);
+    return NULL;
+}
+
+tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
+                               tfvm_session **out)
+{
+    if (!vm || !out)
+        return TFVM_ERR_ARGUMENT;
+    *out = NULL;
+    uint32_t e;
+    tfvm_status st = vm_run_prepare(vm, entry, n_args, args, &e);
+    if (st != TFVM_OK)
+        return st;
+    tfvm_session *s = ut_calloc(&vm->alloc, 1, sizeof *s);
+    if (!s)
+        return ut_err(&vm->err, TFVM_ERR_NOMEM, "out of memory starting a session");
+    s->vm = vm;
+    st = vm_begin(vm, e, args, n_args);
+    if (st == TFVM_OK)
+        io_open(vm);
+    if (st == TFVM_OK && pthread_create(&s->thread, NULL, session_main, s) != 0)
+        st = ut_err(&vm->err, TFVM_ERR_NOMEM, "cannot start the session's thread");
+    if (st != TFVM_OK) {
+        vm_io_end(vm);
+        if (vm->root || vm->results)
+            vm_end(vm, NULL, 0);
+        atomic_store(&vm->state, VM_IDLE);
+        ut_free(&vm->alloc, s, sizeof *s);
+        return st;
+    }
+    *out = s;
+    return TFVM_OK;
+}
+
+static bool scalar_of(dev_value *d, const tfvm_value *v)
+{
+    switch (v->dtype) {
+    case TFVM_BOOL: d->u.b = v->as.b; return true;
+    case TFVM_I32: d->u.i32 = v->as.i32; return true;
+    case TFVM_I64: d->u.i64 = v->as.i64; return true;
+    case TFVM_F32: d->u.f32 = v->as.f32; return true;
+    case TFVM_F64: d->u.f64 = v->as.f64; return true;
+    case TFVM_U8: d->u.u8 = v->as.u8; return true;
+    case TFVM_I8: d->u.i8 = v->as.i8; return true;
+    }
+    return false;
+}
+
+tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
+{
+    if (!s)
+        return TFVM_ERR_ARGUMENT;
+    tfvm_vm *vm = s->vm;
+    vm_chan *ch = find_chan(s, name, false);
+    if (!ch)
+        return s->err.code;
+    if (!v)
+        return serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the value is NULL", name);
+    char want[32], got[32];
+    bool tensor = v->tensor != NULL;
+    tfvm_dtype dt = tensor ? tfvm_tensor_dtype(v->tensor) : v->dtype;
+    dev_value d = {.dtype = (uint8_t)dt};
+    if ((uint8_t)dt != ISA_CHAN_DTYPE(ch->type) || tensor != !!(ch->type & ISA_CHAN_TENSOR) ||
+        (!tensor && !scalar_of(&d, v)))
+        return serr(s, TFVM_ERR_TYPE, "channel '%s' takes %s, got %s", name, isa_chan_type(ch->type, want, sizeof want),
+                    isa_chan_type((uint32_t)dt | (tensor ? ISA_CHAN_TENSOR : 0), got, sizeof got));
+    if (tensor) {
+        d.is_tensor = 1;
+        d.u.t = tfvm_tensor_ref(v->tensor);
+    }
+    vm_io *io = vm->io;
+    tfvm_status st = TFVM_OK;
+    pthread_mutex_lock(&io->lock);
+    if ((st = run_error(s)) != TFVM_OK) {
+    } else if (io->ended || !io->open) {
+        st = serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the run has %s", name,
+                  io->ended ? "ended" : "been finished");
+    } else if (ch->w_head < ch->w_n) { /* a FEED waits for it */
+        vm_parked pk = ch->wait[ch->w_head];
+        vm_act a = {.ctx = pk.ctx, .inst = pk.inst, .aux = VM_FEED_RESUMED | (uint32_t)((ch->count + 1) & 0x7FFFFFFF),
+                    .v = d};
+        sched_item it;
+        memcpy(&it, &a, sizeof it);
+        if (!sched_inject(&vm->run, &it)) {
+            st = serr(s, TFVM_ERR_NOMEM, "out of memory feeding channel '%s'", name);
+        } else {
+            ch->w_head++;
+            ch->count++;
+            d.is_tensor = 0; /* moved */
+        }
+    } else if (!q_push(vm, ch, &d)) {
+        st = serr(s, TFVM_ERR_NOMEM, "out of memory feeding channel '%s'", name);
+    } else {
+        d.is_tensor = 0; /* moved */
+    }
+    if (st == TFVM_OK)
+        ch->host++;
+    pthread_mutex_unlock(&io->lock);
+    dev_value_release(&d);
+    return st;
+}
+
+static void to_api(const dev_value *d, tfvm_value *v)
+{
+    memset(v, 0, sizeof *v);
+    v->dtype = (tfvm_dtype)d->dtype;
+    if (d->is_tensor) {
+        v->tensor = d->u.t;
+        return;
+    }
+    switch (d->dtype) {
+    case TFVM_BOOL: v->as.b = d->u.b; break;
+    case TFVM_I32: v->as.i32 = d->u.i32; break;
+    case TFVM_I64: v->as.i64 = d->u.i64; break;
+    case TFVM_F32: v->as.f32 = d->u.f32; break;
+    case TFVM_F64: v->as.f64 = d->u.f64; break;
+    case TFVM_U8: v->as.u8 = d->u.u8; break;
+    case TFVM_I8: v->as.i8 = d->u.i8; break;
+    }
+}
+
+tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
+{
+    if (!s)
+        return TFVM_ERR_ARGUMENT;
+    if (out)
+        memset(out, 0, sizeof *out);
+    vm_chan *ch = find_chan(s, name, true);
+    if (!ch)
+        return s->err.code;
+    if (!out)
+        return serr(s, TFVM_ERR_ARGUMENT, "fetch of channel '%s': out is NULL", name);
+    tfvm_vm *vm = s->vm;
+    vm_io *io = vm->io;
+    tfvm_status st = TFVM_OK;
+    char lab[96];
+    pthread_mutex_lock(&io->lock);
+    for (;;) {
+        if (ch->q_head < ch->q_n) {
+            dev_value v = q_pop(ch);
+            ch->host++;
+            to_api(&v, out);
+            break;
+        }
+        if ((st = run_error(s)) != TFVM_OK)
+            break;
+        isa_inst_label(vm->prog, ch->inst, lab, sizeof lab);
+        if (io->ended) {
+            st = serr(s, TFVM_ERR_STUCK, "FETCH '%s' (%s) waits for value #%llu, but the run ended after %llu", name,
+                      lab, (unsigned long long)ch->host + 1, (unsigned long long)ch->count);
+            break;
+        }
+        const vm_chan *fw = first_waiting(io);
+        if (atomic_load(&vm->run.quiet) && fw) {
+            char flab[96], tag[256];
+            const vm_parked *pk = &fw->wait[fw->w_head];
+            isa_inst_label(vm->prog, pk->inst, flab, sizeof flab);
+            vm_tag_str(vm, pk->ctx, tag, sizeof tag);
+            st = serr(s, TFVM_ERR_STUCK,
+                      "FETCH '%s' (%s) waits for value #%llu, but the graph waits for the host: FEED '%s' (%s) at %s "
+                      "waits for value #%llu",
+                      name, lab, (unsigned long long)ch->host + 1, fw->name, flab, tag,
+                      (unsigned long long)fw->count + 1);
+            break;
+        }
+        pthread_cond_wait(&io->cond, &io->lock);
+    }
+    pthread_mutex_unlock(&io->lock);
+    return st;
+}
+
+/* Joins the run's thread and frees the session; the run's results. */
+static tfvm_status session_end(tfvm_session *s, tfvm_value *results, size_t n_results)
+{
+    tfvm_vm *vm = s->vm;
+    pthread_join(s->thread, NULL);
+    tfvm_status st = vm_end(vm, results, n_results);
+    vm_io_teardown(vm);
+    vm->run.on_quiet = NULL;
+    ut_free(&vm->alloc, s, sizeof *s);
+    return st;
+}
+
+tfvm_status tfvm_session_finish(tfvm_session *s, tfvm_value *results, size_t n_results)
+{
+    if (!s)
+        return TFVM_ERR_ARGUMENT;
+    tfvm_vm *vm = s->vm;
+    vm_io *io = vm->io;
+    if (io) { /* no more feeds: a FEED that waits now, or later, fails the run */
+        pthread_mutex_lock(&io->lock);
+        io->open = false;
+        pthread_mutex_unlock(&io->lock);
+        if (atomic_load(&vm->run.quiet))
+            vm_io_quiet(vm);
+    }
+    if (n_results && !results) {
+        vm_fail(vm, TFVM_ERR_ARGUMENT, NULL, ISA_NONE, "results is NULL");
+        n_results = 0;
+    }
+    return session_end(s, results, n_results);
+}
+
+void tfvm_session_cancel(tfvm_session *s)
+{
+    if (!s)
+        return;
+    vm_fail(s->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "session cancelled");
+    session_end(s, NULL, 0);
+}
+
+const char *tfvm_session_errmsg(const tfvm_session *s)
+{
+    return s ? s->err.message : "no session";
+}
