@@ -96,6 +96,12 @@ static const char *const usage_run =
     "                         auto (MATMUL and large tensors on the GPU when there\n"
     "                         is one); or the TFVM_DEVICE environment variable.\n"
     "                         Instructions marked `on cpu`/`on cuda` stay there.\n"
+    "  --feed NAME=V1,V2,...  values for the program's FEEDs of channel NAME, in\n"
+    "                         order (docs/coexec.md), each parsed by the channel's\n"
+    "                         type as an ARG is; repeatable, and values add up.\n"
+    "                         A FEED still waiting when they run out fails the run.\n"
+    "                         Each value a FETCH hands out is printed before the\n"
+    "                         results as `fetch NAME: VALUE` (channels by name)\n"
     "  -h, --help             show this help\n"
     "\n"
     "Options may also follow FILE; `--` ends them (then every word is an ARG).\n"
@@ -392,22 +398,22 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
     return 0;
 }
 
-static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
+/* text as a value of p's type; `what` names it in messages ("argument 1 'n'"). */
+static int parse_value(const char *what, const tfvm_param_info *p, const char *text, tfvm_value *v)
 {
-    const tfvm_param_info *p = &e->params[i];
     const char *tname = tfvm_dtype_name(p->dtype);
     memset(v, 0, sizeof *v);
     if (p->is_tensor) {
         if (text[0] != '@')
-            return fail("argument %zu '%s': expected a tensor (@path.npy), got '%s'", i + 1, p->name, text);
+            return fail("%s: expected a tensor (@path.npy), got '%s'", what, text);
         tfvm_error err;
         if (tfvm_npy_load(text + 1, NULL, &v->tensor, &err) != TFVM_OK)
-            return fail("argument %zu '%s': %s", i + 1, p->name, err.message);
+            return fail("%s: %s", what, err.message);
         v->dtype = tfvm_tensor_dtype(v->tensor);
         if (v->dtype != p->dtype) {
             tfvm_tensor_free(v->tensor);
             v->tensor = NULL;
-            return fail("argument %zu '%s': expected a %s tensor, %s holds %s", i + 1, p->name, tname, text + 1,
+            return fail("%s: expected a %s tensor, %s holds %s", what, tname, text + 1,
                         tfvm_dtype_name(v->dtype));
         }
         return 0;
@@ -422,7 +428,7 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
         else if (strcmp(text, "false") == 0)
             v->as.b = false;
         else
-            return fail("argument %zu '%s': expected bool (true or false), got '%s'", i + 1, p->name, text);
+            return fail("%s: expected bool (true or false), got '%s'", what, text);
         return 0;
     case TFVM_I32:
     case TFVM_I64:
@@ -430,13 +436,13 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
     case TFVM_I8: {
         long long x = strtoll(text, &end, 10);
         if (!*text || *end || end == text)
-            return fail("argument %zu '%s': expected %s, got '%s'", i + 1, p->name, tname, text);
+            return fail("%s: expected %s, got '%s'", what, tname, text);
         const long long lo = p->dtype == TFVM_I32 ? INT32_MIN : p->dtype == TFVM_U8 ? 0
                            : p->dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
         const long long hi = p->dtype == TFVM_I32 ? INT32_MAX : p->dtype == TFVM_U8 ? UINT8_MAX
                            : p->dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
         if (errno == ERANGE || x < lo || x > hi)
-            return fail("argument %zu '%s': %s out of range for %s", i + 1, p->name, text, tname);
+            return fail("%s: %s out of range for %s", what, text, tname);
         switch (p->dtype) {
         case TFVM_I32: v->as.i32 = (int32_t)x; break;
         case TFVM_U8: v->as.u8 = (uint8_t)x; break;
@@ -449,7 +455,7 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
     case TFVM_F64: {
         double x = strtod(text, &end);
         if (!*text || *end || end == text)
-            return fail("argument %zu '%s': expected %s, got '%s'", i + 1, p->name, tname, text);
+            return fail("%s: expected %s, got '%s'", what, tname, text);
         if (p->dtype == TFVM_F32)
             v->as.f32 = (float)x;
         else
@@ -457,7 +463,14 @@ static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_
         return 0;
     }
     }
-    return fail("argument %zu '%s': unsupported type", i + 1, p->name);
+    return fail("%s: unsupported type", what);
+}
+
+static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
+{
+    char what[160];
+    snprintf(what, sizeof what, "argument %zu '%s'", i + 1, e->params[i].name);
+    return parse_value(what, &e->params[i], text, v);
 }
 
 /* A parameter's name as .tfasm writes it: quoted unless an identifier
@@ -544,7 +557,7 @@ static void print_stats(const tfvm_vm *vm)
 }
 
 enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
-       RUN_OVERFLOW, RUN_SCHED };
+       RUN_OVERFLOW, RUN_SCHED, RUN_FEED };
 static const cli_opt run_opts[] = {
     [RUN_ENTRY] = {"-e", "--entry", "needs an entry name"},
     [RUN_OUT] = {"-o", NULL, "needs NAME=PATH"},
@@ -556,7 +569,127 @@ static const cli_opt run_opts[] = {
     [RUN_DEVICE] = {NULL, "--device", "takes cpu, cuda or auto"},
     [RUN_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
     [RUN_SCHED] = {NULL, "--sched", "takes workstealing or deterministic"},
+    [RUN_FEED] = {NULL, "--feed", "needs NAME=V1,V2,..."},
 };
+
+/* Prints a value as results are printed; false: stdout failed. */
+static bool print_value(const tfvm_value *v, const char *prefix)
+{
+    dev_value dv = {.dtype = (uint8_t)v->dtype};
+    if (v->tensor) {
+        dv.is_tensor = 1;
+        dv.u.t = v->tensor;
+    } else {
+        memcpy(&dv.u, &v->as, sizeof v->as);
+    }
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    ut_buf_printf(&b, "%s", prefix);
+    vm_format_value(&dv, &b);
+    ut_buf_append(&b, "\n", 1);
+    bool ok = !b.failed && fwrite(b.data, 1, b.len, stdout) == b.len;
+    ut_buf_free(&b);
+    return ok;
+}
+
+/* A channel of the program: FEED (is_feed) or FETCH instruction of that
+ * name, or ISA_NONE. */
+static uint32_t find_chan(const isa_program *p, const char *name, size_t len, bool is_feed)
+{
+    char n[ISA_MAX_CHAN + 1];
+    for (uint32_t i = 0; i < p->n_insts; i++)
+        if (p->insts[i].op == (is_feed ? ISA_FEED : ISA_FETCH) && strlen(isa_chan_name(p, i, n)) == len &&
+            memcmp(n, name, len) == 0)
+            return i;
+    return ISA_NONE;
+}
+
+/* "'a', 'b'" or "none": the channels of one kind, for messages. */
+static const char *chan_list(const isa_program *p, bool is_feed, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    char name[ISA_MAX_CHAN + 1];
+    for (uint32_t i = 0; i < p->n_insts && n < size; i++) {
+        if (p->insts[i].op != (is_feed ? ISA_FEED : ISA_FETCH))
+            continue;
+        isa_chan_name(p, i, name);
+        if (find_chan(p, name, strlen(name), is_feed) == i)
+            n += (size_t)snprintf(buf + n, size - n, "%s'%s'", n ? ", " : "", name);
+    }
+    return n ? buf : "none";
+}
+
+/* A run with a host: every --feed value queued up front, every channel a
+ * FETCH hands values to printed as they come (channels by name), then the
+ * results. */
+static tfvm_status run_session(tfvm_vm *vm, const tfvm_program *prog, const tfvm_entry_info *e, const cli_args *o,
+                               const tfvm_value *args, tfvm_value *results, bool *usage)
+{
+    const isa_program *p = &prog->isa;
+    tfvm_session *s;
+    tfvm_status st = tfvm_session_start(vm, e->name, args, e->n_params, &s);
+    if (st != TFVM_OK)
+        return st;
+    for (size_t h = 0; h < o->n_hits && st == TFVM_OK; h++) {
+        if (o->hits[h].opt != RUN_FEED)
+            continue;
+        const char *v = o->hits[h].value, *eq = strchr(v, '=');
+        uint32_t fi = find_chan(p, v, (size_t)(eq - v), true);
+        char name[ISA_MAX_CHAN + 1], what[ISA_MAX_CHAN + 16];
+        tfvm_param_info q = {.name = isa_chan_name(p, fi, name), .dtype = (tfvm_dtype)ISA_CHAN_DTYPE(p->insts[fi].b),
+                             .is_tensor = (p->insts[fi].b & ISA_CHAN_TENSOR) != 0, .rank = -1};
+        snprintf(what, sizeof what, "--feed %s", name);
+        for (const char *at = eq + 1; st == TFVM_OK;) {
+            size_t len = strcspn(at, ",");
+            char *text = strndup(at, len);
+            tfvm_value x;
+            memset(&x, 0, sizeof x);
+            if (!text || parse_value(what, &q, text, &x) != 0) {
+                st = TFVM_ERR_ARGUMENT;
+            } else if ((st = tfvm_feed(s, name, &x)) != TFVM_OK) {
+                fail("--feed %s: %s", name, tfvm_session_errmsg(s));
+            }
+            tfvm_value_release(&x);
+            free(text);
+            if (!at[len])
+                break;
+            at += len + 1;
+        }
+    }
+    if (st != TFVM_OK) {
+        tfvm_session_cancel(s);
+        *usage = true;
+        return TFVM_ERR_ARGUMENT;
+    }
+    char seen[ISA_MAX_CHAN + 1] = "", name[ISA_MAX_CHAN + 1];
+    for (;;) { /* the FETCH channels in name order */
+        uint32_t next = ISA_NONE;
+        char best[ISA_MAX_CHAN + 1] = "";
+        for (uint32_t i = 0; i < p->n_insts; i++)
+            if (p->insts[i].op == ISA_FETCH && strcmp(isa_chan_name(p, i, name), seen) > 0 &&
+                (next == ISA_NONE || strcmp(name, best) < 0)) {
+                next = i;
+                memcpy(best, name, sizeof best);
+            }
+        if (next == ISA_NONE)
+            break;
+        memcpy(seen, best, sizeof seen);
+        char prefix[ISA_MAX_CHAN + 16];
+        snprintf(prefix, sizeof prefix, "fetch %s: ", best);
+        tfvm_value x;
+        while (tfvm_fetch(s, best, &x) == TFVM_OK) {
+            bool ok = print_value(&x, prefix);
+            tfvm_value_release(&x);
+            if (!ok) {
+                tfvm_session_cancel(s);
+                fail("cannot write results");
+                return TFVM_ERR_IO;
+            }
+        }
+    }
+    return tfvm_session_finish(s, results, e->n_results);
+}
 
 /* A scheduling policy the library has (tfvm_sched_name). */
 static bool sched_known(const char *name)
@@ -599,6 +732,12 @@ static int cmd_run(int argc, char **argv)
         rc_usage = cli_usage_error("run", "--sched takes workstealing or deterministic, got '%s'", o.val[RUN_SCHED]);
     }
     for (size_t h = 0; h < o.n_hits && !rc_usage; h++) {
+        if (o.hits[h].opt == RUN_FEED) {
+            const char *v = o.hits[h].value, *eq = strchr(v, '=');
+            if (!eq || eq == v)
+                rc_usage = cli_usage_error("run", "--feed expects NAME=V1,V2,..., got '%s'", v);
+            continue;
+        }
         if (o.hits[h].opt != RUN_OUT)
             continue;
         char *v = (char *)o.hits[h].value, *eq = strchr(v, '=');
@@ -679,6 +818,19 @@ static int cmd_run(int argc, char **argv)
     for (size_t k = 0; k < e.n_params; k++)
         if (parse_arg(&e, k, bound[k], &args[k]) != 0)
             goto out;
+    bool host = false; /* the program feeds or fetches: a session */
+    for (uint32_t i = 0; i < prog->isa.n_insts; i++)
+        host |= isa_ops[prog->isa.insts[i].op].cls == ISA_CLASS_HOST;
+    for (size_t h = 0; h < o.n_hits; h++) {
+        const char *v = o.hits[h].value, *eq = v ? strchr(v, '=') : NULL;
+        if (o.hits[h].opt == RUN_FEED && find_chan(&prog->isa, v, (size_t)(eq - v), true) == ISA_NONE) {
+            char list[256];
+            fail("--feed %.*s: the program has no FEED channel '%.*s' (its FEED channels: %s)", (int)(eq - v), v,
+                 (int)(eq - v), v, chan_list(&prog->isa, true, list, sizeof list));
+            rc = EXIT_USAGE;
+            goto out;
+        }
+    }
 
     tfvm_config cfg;
     tfvm_config_init(&cfg);
@@ -702,7 +854,14 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     running_vm = vm;
-    tfvm_status st = sigint_seen ? TFVM_ERR_INTERRUPTED : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
+    bool bad_feed = false;
+    tfvm_status st = sigint_seen ? TFVM_ERR_INTERRUPTED
+                     : host      ? run_session(vm, prog, &e, &o, args, results, &bad_feed)
+                                 : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
+    if (bad_feed) { /* a bad --feed value, said */
+        rc = EXIT_USAGE;
+        goto out;
+    }
     running_vm = NULL;
     if (st == TFVM_OK && sigint_seen) { /* came as the run started, and did not stop it */
         for (size_t k = 0; k < e.n_results; k++)
@@ -741,22 +900,10 @@ static int cmd_run(int argc, char **argv)
                 tfvm_tensor_free(t);
             continue;
         }
-        dev_value dv = {.dtype = (uint8_t)results[k].dtype};
-        if (results[k].tensor) {
-            dv.is_tensor = 1;
-            dv.u.t = results[k].tensor;
-        } else {
-            memcpy(&dv.u, &results[k].as, sizeof results[k].as);
-        }
-        ut_buf b;
-        ut_buf_init(&b, NULL);
-        vm_format_value(&dv, &b);
-        ut_buf_append(&b, "\n", 1);
-        if (b.failed || fwrite(b.data, 1, b.len, stdout) != b.len) {
+        if (!print_value(&results[k], "")) {
             fail("cannot write results");
             rc = EXIT_RUN;
         }
-        ut_buf_free(&b);
     }
     if (fflush(stdout) != 0)
         rc = fail("cannot write results: %s", strerror(errno));
