@@ -452,6 +452,27 @@ static bool scalar_of(dev_value *d, const tfvm_value *v)
     return false;
 }
 
+/* v as a value of channel ch (its type checked), into *d (a tensor takes a
+ * reference); false with a message. */
+static bool chan_value(const vm_chan *ch, const tfvm_value *v, dev_value *d, char *msg, size_t size)
+{
+    char want[32], got[32];
+    bool tensor = v->tensor != NULL;
+    tfvm_dtype dt = tensor ? tfvm_tensor_dtype(v->tensor) : v->dtype;
+    *d = (dev_value){.dtype = (uint8_t)dt};
+    if ((uint8_t)dt != ISA_CHAN_DTYPE(ch->type) || tensor != !!(ch->type & ISA_CHAN_TENSOR) ||
+        (!tensor && !scalar_of(d, v))) {
+        snprintf(msg, size, "channel '%s' takes %s, got %s", ch->name, isa_chan_type(ch->type, want, sizeof want),
+                 isa_chan_type((uint32_t)dt | (tensor ? ISA_CHAN_TENSOR : 0), got, sizeof got));
+        return false;
+    }
+    if (tensor) {
+        d->is_tensor = 1;
+        d->u.t = tfvm_tensor_ref(v->tensor);
+    }
+    return true;
+}
+
 tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
 {
     if (!s)
@@ -462,18 +483,10 @@ tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
         return s->err.code;
     if (!v)
         return serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the value is NULL", name);
-    char want[32], got[32];
-    bool tensor = v->tensor != NULL;
-    tfvm_dtype dt = tensor ? tfvm_tensor_dtype(v->tensor) : v->dtype;
-    dev_value d = {.dtype = (uint8_t)dt};
-    if ((uint8_t)dt != ISA_CHAN_DTYPE(ch->type) || tensor != !!(ch->type & ISA_CHAN_TENSOR) ||
-        (!tensor && !scalar_of(&d, v)))
-        return serr(s, TFVM_ERR_TYPE, "channel '%s' takes %s, got %s", name, isa_chan_type(ch->type, want, sizeof want),
-                    isa_chan_type((uint32_t)dt | (tensor ? ISA_CHAN_TENSOR : 0), got, sizeof got));
-    if (tensor) {
-        d.is_tensor = 1;
-        d.u.t = tfvm_tensor_ref(v->tensor);
-    }
+    dev_value d;
+    char msg[160];
+    if (!chan_value(ch, v, &d, msg, sizeof msg))
+        return serr(s, TFVM_ERR_TYPE, "%s", msg);
     vm_io *io = vm->io;
     tfvm_status st = TFVM_OK;
     pthread_mutex_lock(&io->lock);
@@ -618,4 +631,72 @@ void tfvm_session_cancel(tfvm_session *s)
 const char *tfvm_session_errmsg(const tfvm_session *s)
 {
     return s ? s->err.message : "no session";
+}
+
+/* ---- The debugger's view (tools/debug.c through tfvm_debug.h) ---------------------------- */
+
+size_t vm_io_channels(const tfvm_vm *vm) { return vm->io ? vm->io->n_chans : 0; }
+
+bool vm_io_channel(const tfvm_vm *vm, size_t k, vm_chan_view *out)
+{
+    if (!vm->io || k >= vm->io->n_chans)
+        return false;
+    const vm_chan *c = &vm->io->chans[k];
+    *out = (vm_chan_view){.name = c->name, .fetch = c->fetch, .type = c->type, .inst = c->inst,
+                          .queued = c->q_n - c->q_head, .waiting = c->w_n - c->w_head, .count = c->count,
+                          .host = c->host};
+    return true;
+}
+
+const dev_value *vm_io_queued(const tfvm_vm *vm, size_t k, size_t j)
+{
+    if (!vm->io || k >= vm->io->n_chans || j >= vm->io->chans[k].q_n - vm->io->chans[k].q_head)
+        return NULL;
+    return &vm->io->chans[k].q[vm->io->chans[k].q_head + j];
+}
+
+bool vm_io_waiting(const tfvm_vm *vm, size_t k, size_t j, const vm_ctx **ctx, uint32_t *inst)
+{
+    if (!vm->io || k >= vm->io->n_chans || j >= vm->io->chans[k].w_n - vm->io->chans[k].w_head)
+        return false;
+    const vm_parked *p = &vm->io->chans[k].wait[vm->io->chans[k].w_head + j];
+    *ctx = p->ctx;
+    *inst = p->inst;
+    return true;
+}
+
+tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char *msg, size_t size)
+{
+    vm_io *io = vm->io;
+    vm_chan key, *ch = NULL;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    if (io && strlen(name) <= ISA_MAX_CHAN)
+        ch = bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan);
+    if (!ch || ch->fetch) {
+        snprintf(msg, size, "the program has no FEED channel '%s'", name);
+        return TFVM_ERR_ARGUMENT;
+    }
+    dev_value d;
+    if (!chan_value(ch, v, &d, msg, size))
+        return TFVM_ERR_TYPE;
+    pthread_mutex_lock(&io->lock);
+    bool ok = q_push(vm, ch, &d);
+    if (ok)
+        ch->host++;
+    pthread_mutex_unlock(&io->lock);
+    if (!ok) {
+        dev_value_release(&d);
+        snprintf(msg, size, "out of memory");
+        return TFVM_ERR_NOMEM;
+    }
+    return TFVM_OK;
+}
+
+void vm_io_keep(tfvm_vm *vm)
+{
+    if (!vm->io)
+        return;
+    pthread_mutex_lock(&vm->io->lock);
+    vm->io->keep = true;
+    pthread_mutex_unlock(&vm->io->lock);
 }

@@ -535,6 +535,28 @@ void vm_fire_host(vm_worker *w, const vm_act *a, dev_value *in, bool dead);
 bool vm_feed_resumed(vm_worker *w, vm_act *a);
 /* The scheduler's on_quiet hook (sched_run.on_quiet). */
 void vm_io_quiet(void *ud);
+/* The debugger's view, between steps (deterministic mode). Channel k, by
+ * name (k < vm_io_channels): its kind and type, values queued (fed and not
+ * yet taken; fetched and kept), FEED firings waiting, values taken by FEEDs
+ * or made by FETCHes (count), and values the host fed or took. */
+typedef struct vm_chan_view {
+    const char *name;
+    bool fetch;
+    uint32_t type, inst;
+    size_t queued, waiting;
+    uint64_t count, host;
+} vm_chan_view;
+size_t vm_io_channels(const tfvm_vm *vm);
+bool vm_io_channel(const tfvm_vm *vm, size_t k, vm_chan_view *out);
+/* Queued value j of channel k (oldest first), or NULL. */
+const dev_value *vm_io_queued(const tfvm_vm *vm, size_t k, size_t j);
+/* Waiting FEED firing j of channel k: its context and instruction. */
+bool vm_io_waiting(const tfvm_vm *vm, size_t k, size_t j, const vm_ctx **ctx, uint32_t *inst);
+/* Queues v on FEED channel `name` whatever the host's state (the debugger
+ * and the CLI feed before a run goes on); a message on failure. */
+tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char *msg, size_t size);
+/* This run keeps FETCHed values (the debugger shows them). */
+void vm_io_keep(tfvm_vm *vm);
 /* tfvm_run's checks before a run (api.c): the VM is idle, the entry exists
  * (*entry_index), args is given. */
 tfvm_status vm_run_prepare(tfvm_vm *vm, const char *entry, size_t n_args, const tfvm_value *args,
