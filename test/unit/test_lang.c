@@ -783,6 +783,81 @@ START_TEST(host_kept)
 }
 END_TEST
 
+/* Runs through a session (tfvm_feed / tfvm_fetch), at -O0 and -O1, on 1
+ * and 2 threads: every value fed up front, each fetched one in the order a
+ * sequential reading of the program reaches the fetches. */
+static const struct {
+    const char *what, *src;
+    int32_t arg;
+    const char *chan[3];     /* fed channels */
+    uint8_t dtype[3];
+    int n[3];
+    int32_t fed[3][8];
+    const char *out;         /* the fetched channel */
+    int n_out;
+    int32_t want[16];
+    int32_t result;
+} sessions[] = {
+    {"nested loops, lexicographic",
+     "fn main(n: i32) -> i32 {\n    var s = 0;\n    for i in 0..n {\n        for j in 0..i + 1 {\n"
+     "            s += feed<i32>(\"w\") * (10 * i + j);\n            fetch(\"ij\", 10 * i + j);\n        }\n    }\n"
+     "    s\n}\n",
+     3, {"w"}, {TFVM_I32}, {6}, {{1, 2, 3, 4, 5, 6}}, "ij", 6, {0, 10, 11, 20, 21, 22}, 370},
+    {"case select, a fed loop condition, an early return",
+     "fn main(limit: i32) -> i32 {\n    var s = 0;\n    while feed<bool>(\"more\") {\n"
+     "        if feed<bool>(\"double\") { s *= 2; fetch(\"log\", -s); } else { s += feed<i32>(\"add\"); fetch(\"log\", s); }\n"
+     "        if s > limit { return s; }\n    }\n    s\n}\n",
+     100, {"more", "double", "add"}, {TFVM_BOOL, TFVM_BOOL, TFVM_I32}, {4, 3, 2}, {{1, 1, 1, 0}, {0, 1, 0}, {3, 4}},
+     "log", 3, {3, -6, 10}, 10},
+    {"recursion, in call order",
+     "fn fib(n: i32) -> i32 {\n    fetch(\"n\", n);\n    if n < 2 { n } else { fib(n - 1) + fib(n - 2) }\n}\n"
+     "fn main(n: i32) -> i32 { fib(n) }\n",
+     5, {NULL}, {0}, {0}, {{0}}, "n", 15, {5, 4, 3, 2, 1, 0, 1, 2, 1, 0, 3, 2, 1, 0, 1}, 5},
+};
+
+START_TEST(host_sessions)
+{
+    for (size_t i = 0; i < UT_COUNTOF(sessions); i++) {
+        for (int opt = 0; opt < 2; opt++) {
+            tfvm_program *p = compile_level(sessions[i].src, opt);
+            for (int threads = 1; threads <= 2; threads++) {
+                tfvm_config cfg;
+                tfvm_config_init(&cfg);
+                cfg.threads = threads;
+                tfvm_vm *vm;
+                ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+                tfvm_value arg = {TFVM_I32, NULL, {.i32 = sessions[i].arg}};
+                tfvm_session *ss;
+                ck_assert_int_eq(tfvm_session_start(vm, NULL, &arg, 1, &ss), TFVM_OK);
+                for (int c = 0; c < 3 && sessions[i].chan[c]; c++)
+                    for (int k = 0; k < sessions[i].n[c]; k++) {
+                        tfvm_value v = {(tfvm_dtype)sessions[i].dtype[c], NULL, {.i32 = 0}};
+                        if (v.dtype == TFVM_BOOL)
+                            v.as.b = sessions[i].fed[c][k] != 0;
+                        else
+                            v.as.i32 = sessions[i].fed[c][k];
+                        ck_assert_int_eq(tfvm_feed(ss, sessions[i].chan[c], &v), TFVM_OK);
+                    }
+                for (int k = 0; k < sessions[i].n_out; k++) {
+                    tfvm_value got;
+                    tfvm_status st = tfvm_fetch(ss, sessions[i].out, &got);
+                    ck_assert_msg(st == TFVM_OK, "%s: fetch %d: %s", sessions[i].what, k, tfvm_session_errmsg(ss));
+                    ck_assert_msg(got.dtype == TFVM_I32 && got.as.i32 == sessions[i].want[k],
+                                  "%s (-O%d, %d threads): fetch %d is %d, want %d", sessions[i].what, opt, threads, k,
+                                  got.as.i32, sessions[i].want[k]);
+                    tfvm_value_release(&got);
+                }
+                tfvm_value r;
+                ck_assert_msg(tfvm_session_finish(ss, &r, 1) == TFVM_OK, "%s: %s", sessions[i].what, tfvm_errmsg(vm));
+                ck_assert_int_eq(r.as.i32, sessions[i].result);
+                tfvm_vm_free(vm);
+            }
+            tfvm_program_free(p);
+        }
+    }
+}
+END_TEST
+
 static const struct {
     const char *src, *msg;
 } host_bad[] = {
@@ -858,6 +933,7 @@ int main(void)
     tcase_add_test(tc, host_recursion_graph);
     tcase_add_test(tc, host_kept);
     tcase_add_test(tc, host_errors);
+    tcase_add_test(tc, host_sessions);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
