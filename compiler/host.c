@@ -1,9 +1,6 @@
-/* compiler/host.c — the channels of feed<T>("x") and fetch("y", v)
- * (docs/coexec.md): the program's table of them, the channels each function
- * uses itself or through its calls (it takes and gives back their order
- * tokens, ir.c), and the rules the language adds: a channel is fed or
- * fetched, not both; its feeds declare one type; a loop that assigns nothing
- * must feed or fetch, or it could never end. */
+/* compiler/host.c — the channels of feed<T>("x") and fetch("y", v): their
+ * table, the channels each function uses itself or through calls (whose
+ * order tokens it passes on, ir.c), and the language's rules on them. */
 #include <string.h>
 
 #include "compiler.h"

@@ -641,7 +641,8 @@ static cc_expr *parse_host(cc *C)
     expect(C, CC_T_LPAREN, "'(' and the channel's name");
     const cc_tok *s = cur(C);
     if (s->kind != CC_T_STRING)
-        expected(C, h->feed ? "the channel's name, a string (feed<T>(\"x\"))" : "the channel's name, a string (fetch(\"y\", v))");
+        expected(C, h->feed ? "the channel's name, a string (feed<T>(\"x\"))"
+                            : "the channel's name, a string (fetch(\"y\", v))");
     next(C);
     h->name = cc_strndup(C, s->text + 1, s->len - 2);
     h->name_pos = s->pos;

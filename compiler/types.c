@@ -668,8 +668,8 @@ static void check_host(checker *K, cc_expr *e, const cc_tlist *hint)
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE,
                  "'fetch' takes no type argument (the value's type is its own): fetch(\"%s\", v)", h->name);
     if (e->u.call.n_args != 1)
-        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'fetch' takes the channel's name and one value: fetch(\"%s\", v)",
-                 h->name);
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE,
+                 "'fetch' takes the channel's name and one value: fetch(\"%s\", v)", h->name);
     check_expr(K, e->u.call.args[0], hint);
     const cc_vtype *t = single(K, e->u.call.args[0], "the fetched value");
     e->u.call.builtin = ISA_FETCH;

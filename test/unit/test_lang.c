@@ -766,8 +766,8 @@ START_TEST(host_kept)
     for (size_t i = 0; i < UT_COUNTOF(kept); i++) {
         for (int opt = 0; opt < 2; opt++) {
             tfvm_program *p = compile_level(kept[i].src, opt);
-            ck_assert_msg(count_op(p, ISA_FEED) == kept[i].feeds[opt] && count_op(p, ISA_FETCH) == kept[i].fetches[opt] &&
-                              p->isa.n_sites == kept[i].sites[opt],
+            ck_assert_msg(count_op(p, ISA_FEED) == kept[i].feeds[opt] &&
+                              count_op(p, ISA_FETCH) == kept[i].fetches[opt] && p->isa.n_sites == kept[i].sites[opt],
                           "%s at -O%d: %u FEED, %u FETCH, %u sites; want %u, %u, %u", kept[i].what, opt,
                           count_op(p, ISA_FEED), count_op(p, ISA_FETCH), p->isa.n_sites, kept[i].feeds[opt],
                           kept[i].fetches[opt], kept[i].sites[opt]);
@@ -805,7 +805,8 @@ static const struct {
      3, {"w"}, {TFVM_I32}, {6}, {{1, 2, 3, 4, 5, 6}}, "ij", 6, {0, 10, 11, 20, 21, 22}, 370},
     {"case select, a fed loop condition, an early return",
      "fn main(limit: i32) -> i32 {\n    var s = 0;\n    while feed<bool>(\"more\") {\n"
-     "        if feed<bool>(\"double\") { s *= 2; fetch(\"log\", -s); } else { s += feed<i32>(\"add\"); fetch(\"log\", s); }\n"
+     "        if feed<bool>(\"double\") { s *= 2; fetch(\"log\", -s); }\n"
+     "        else { s += feed<i32>(\"add\"); fetch(\"log\", s); }\n"
      "        if s > limit { return s; }\n    }\n    s\n}\n",
      100, {"more", "double", "add"}, {TFVM_BOOL, TFVM_BOOL, TFVM_I32}, {4, 3, 2}, {{1, 1, 1, 0}, {0, 1, 0}, {3, 4}},
      "log", 3, {3, -6, 10}, 10},
