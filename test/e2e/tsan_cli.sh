@@ -25,6 +25,8 @@ RUNS=(
     "examples/asm/even_odd.tfasm|1001|false"
     "bench/fac_loop.tfg|12 300|1966559232"
     "test/e2e/runtime_errors.tfasm|2|error: q (DIV) at [f@1, f@2, f@2]: integer division by zero"
+    "test/e2e/feed_loop.tfg|4 --feed x=5,6,7,8|fetch sum: 5 | fetch sum: 17 | fetch sum: 38 | fetch sum: 70 | 70"
+    "test/e2e/fetch_fib.tfg|4|fetch n: 4 | fetch n: 3 | fetch n: 2 | fetch n: 1 | fetch n: 0 | fetch n: 1 | fetch n: 2 | fetch n: 1 | fetch n: 0 | 3"
 )
 
 for threads in 2 4; do
