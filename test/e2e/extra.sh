@@ -263,4 +263,60 @@ if make -s install PREFIX="$prefix" BUILD="$BUILD" SAN="$SAN" >"$TMP/install.log
 else
     no "make install failed: $(cat "$TMP/install.log")"
 fi
+
+# The co-execution example (issue 16), built the same way against the same
+# install: a training loop whose host feeds batches and a stop flag while the
+# graph runs, and fetches each loss. Exact output on 1 and 2 worker threads
+# (--threads and TFVM_THREADS); its other stops and its errors.
+if [ -f "$prefix/lib/pkgconfig/tfvm.pc" ]; then
+    flags=
+    [ -n "$SAN" ] && flags="-fsanitize=$SAN"
+    if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C examples/coexec -B CFLAGS="$flags" LDFLAGS="$flags" \
+        coexec >"$TMP/coexec.log" 2>&1; then
+        coexec=examples/coexec/coexec
+        expect="step 1: loss 4.531191
+step 2: loss 1.779918
+step 3: loss 0.847482
+step 4: loss 0.354935
+step 5: loss 0.168558
+step 6: loss 0.073168
+step 7: loss 0.036387
+step 8: loss 0.014790
+step 9: loss 0.007280
+step 10: loss 0.003884
+step 11: loss 0.001867
+step 12: loss 0.000977
+stop after step 12: loss below 0.001
+w:        0.494 -1.243  1.985  0.741 -0.495  1.488 -1.986  0.249
+w true:   0.500 -1.250  2.000  0.750 -0.500  1.500 -2.000  0.250"
+        for t in 1 2; do
+            out=$("$coexec" examples/coexec/train.tfg --threads $t 2>&1)
+            [ "$out" = "$expect" ] || no "coexec --threads $t printed '$out'"
+            out=$(TFVM_THREADS=$t "$coexec" examples/coexec/train.tfg 2>&1)
+            [ "$out" = "$expect" ] || no "coexec with TFVM_THREADS=$t printed '$out'"
+        done
+        out=$("$coexec" examples/coexec/train.tfg 3 --threads 2 2>&1 | sed -n 4p)
+        [ "$out" = "stop after step 3: 3 steps" ] || no "coexec for at most 3 steps printed '$out'"
+        # a learning rate 8 times too large: the loss grows, and the host stops it
+        sed 's/2.0f32 \* lr/16.0f32 * lr/' examples/coexec/train.tfg >"$TMP/diverge.tfg"
+        out=$("$coexec" "$TMP/diverge.tfg" --threads 2 2>&1 | sed -n 5p)
+        [ "$out" = "stop after step 4: no better loss than 4.531191 for 3 steps" ] ||
+            no "coexec on a diverging graph printed '$out'"
+        out=$("$coexec" "$TMP/nope.tfg" 2>&1)
+        [ "$out" = "coexec: $TMP/nope.tfg: No such file or directory" ] || no "coexec without its graph printed '$out'"
+        out=$("$coexec" test/e2e/feed_loop.tfg 2>&1)
+        [ "$out" = "coexec: argument 1 'n' of entry 'main': expected i32, got f32" ] ||
+            no "coexec on another graph printed '$out'"
+        out=$(TFVM_THREADS=0 "$coexec" examples/coexec/train.tfg 2>&1)
+        [ "$out" = "coexec: TFVM_THREADS=0: expected an integer from 1 to 1024" ] ||
+            no "coexec with TFVM_THREADS=0 printed '$out'"
+        "$coexec" >/dev/null 2>"$TMP/coexec.err"
+        rc=$?
+        { [ $rc = 2 ] && grep -q "^usage: $coexec GRAPH \[MAX_STEPS\] \[--threads N\]$" "$TMP/coexec.err"; } ||
+            no "coexec without arguments: exit $rc, '$(cat "$TMP/coexec.err")'"
+        rm -f "$coexec"
+    else
+        no "examples/coexec does not build: $(cat "$TMP/coexec.log")"
+    fi
+fi
 exit $status
