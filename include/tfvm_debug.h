@@ -1,6 +1,7 @@
 /* tfvm_debug.h — inspecting programs and runs: the one instruction printer,
  * source positions, runs stepped under a hook, the ready list, live contexts
- * with their tags, partial matches, value formatting and firing counters.
+ * with their tags, partial matches, the FEED/FETCH channels' queues, value
+ * formatting and firing counters.
  * What `tfvm debug`, `tfvm dot` and `tfvm profile` are built on. */
 #ifndef TFVM_DEBUG_H
 #define TFVM_DEBUG_H
@@ -201,6 +202,53 @@ TFVM_API tfvm_debug_token tfvm_debug_port_get(const tfvm_vm *vm, const tfvm_debu
  * into buf; false (buf "") when none is held there. */
 TFVM_API bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port,
                                     char *buf, size_t size);
+
+/* ---- Channels: what a host feeds and fetches (docs/coexec.md) --------------
+ * A program's FEED and FETCH channels are numbered 0 .. tfvm_debug_channels()
+ * - 1, in name order. Their queues belong to the run: empty when
+ * tfvm_debug_begin starts it, readable while it is paused or stopped, dropped
+ * by tfvm_debug_end. A stepped run has no host: a FEED that finds its channel
+ * empty fails the run ("channel 'x' waits for value #2, but the host feeds no
+ * more values"), so its values are queued with tfvm_debug_feed before it
+ * fires. */
+typedef struct tfvm_debug_chan_info {
+    const char *name;        /* lives as long as the VM */
+    bool fetch;              /* FETCH: the graph hands values out; else FEED: it takes them in */
+    tfvm_dtype dtype;        /* FEED: the value type its FEEDs declare; FETCH: 0 (any) */
+    bool is_tensor;          /* FEED: a tensor of dtype, of any rank */
+    uint32_t inst;           /* its first FEED or FETCH instruction */
+    size_t queued;           /* FEED: fed, not yet taken; FETCH: made and kept, not yet taken */
+    size_t waiting;          /* FEED: firings waiting for a value (only in a session) */
+    uint64_t count;          /* values its FEEDs took / its FETCHes made so far */
+    uint64_t host;           /* values the host fed / took so far */
+} tfvm_debug_chan_info;
+TFVM_API size_t tfvm_debug_channels(const tfvm_vm *vm);
+/* TFVM_ERR_ARGUMENT when k is out of range. */
+TFVM_API tfvm_status tfvm_debug_channel(const tfvm_vm *vm, size_t k, tfvm_debug_chan_info *out);
+/* The channel FEED or FETCH instruction i uses, or -1 (another opcode). */
+TFVM_API int tfvm_debug_inst_channel(const tfvm_vm *vm, uint32_t inst);
+/* Queued value j of channel k, oldest first (j < queued). *out is borrowed:
+ * valid until the run fires again or ends. NONE past the end. */
+TFVM_API tfvm_debug_token tfvm_debug_chan_value(const tfvm_vm *vm, size_t k, size_t j, tfvm_value *out);
+/* The same value formatted as tfvm_value_format does, into buf; false (buf
+ * "") past the end. */
+TFVM_API bool tfvm_debug_chan_value_format(const tfvm_vm *vm, size_t k, size_t j, char *buf, size_t size);
+/* FEED firing j waiting on channel k, oldest first (j < waiting): its context
+ * and instruction; false past the end. */
+TFVM_API bool tfvm_debug_chan_waiting(const tfvm_vm *vm, size_t k, size_t j, const tfvm_debug_ctx **ctx,
+                                      uint32_t *inst);
+/* Queues v on FEED channel `name` of the run tfvm_debug_begin started, after
+ * the values queued before it; its FEEDs take them in tag order. A tensor is
+ * taken by reference: do not change it afterwards. TFVM_ERR_ARGUMENT: no run,
+ * no FEED channel of that name ("channel 's' is fetched, not fed"), v NULL;
+ * TFVM_ERR_TYPE: v is not of the channel's type ("channel 'x' takes i32, got
+ * f32"); TFVM_ERR_NOMEM. The message is in tfvm_errmsg, except after the run
+ * failed: then TFVM_ERR_ARGUMENT, and tfvm_errmsg keeps the run's error. */
+TFVM_API tfvm_status tfvm_debug_feed(tfvm_vm *vm, const char *name, const tfvm_value *v);
+/* From now until tfvm_debug_end, the run keeps every value its FETCHes make
+ * as queued values of their channel (with no host they are dropped).
+ * TFVM_ERR_ARGUMENT when no run was begun. */
+TFVM_API tfvm_status tfvm_debug_keep_fetched(tfvm_vm *vm);
 
 /* ---- Values and counters ---------------------------------------------------- */
 /* A value as `tfvm run` prints it: scalars "3", "2.5", "true"; tensors

@@ -1,6 +1,7 @@
 /* vm/debug_api.c — the public inspection interface (include/tfvm_debug.h):
  * thin, checked wrappers over the VM's own stepping and read-only walks
- * (vm/run.c, vm/fire.c, vm/inspect.c) so that tools need no VM internals. */
+ * (vm/run.c, vm/fire.c, vm/inspect.c, vm/io.c) so that tools need no VM
+ * internals. */
 #include <stdio.h>
 #include <string.h>
 
@@ -497,6 +498,113 @@ bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_
     vm_format_value(v, &b);
     dbg_copy_out(&b, buf, size);
     return true;
+}
+
+/* ---- Channels (vm/io.c's view of them) ------------------------------------------------------ */
+
+size_t tfvm_debug_channels(const tfvm_vm *vm) { return vm ? vm_io_channels(vm) : 0; }
+
+tfvm_status tfvm_debug_channel(const tfvm_vm *vm, size_t k, tfvm_debug_chan_info *out)
+{
+    vm_chan_view c;
+    if (!vm || !out || !vm_io_channel(vm, k, &c))
+        return TFVM_ERR_ARGUMENT;
+    *out = (tfvm_debug_chan_info){.name = c.name, .fetch = c.fetch, .inst = c.inst, .queued = c.queued,
+                                  .waiting = c.waiting, .count = c.count, .host = c.host};
+    if (!c.fetch) { /* a FETCH's b is no type: it passes any value on */
+        out->dtype = (tfvm_dtype)ISA_CHAN_DTYPE(c.type);
+        out->is_tensor = (c.type & ISA_CHAN_TENSOR) != 0;
+    }
+    return TFVM_OK;
+}
+
+/* The channel named `name`, or -1. */
+static int dbg_chan_find(const tfvm_vm *vm, const char *name)
+{
+    vm_chan_view c;
+    for (size_t k = 0; vm_io_channel(vm, k, &c); k++)
+        if (strcmp(c.name, name) == 0)
+            return (int)k;
+    return -1;
+}
+
+int tfvm_debug_inst_channel(const tfvm_vm *vm, uint32_t inst)
+{
+    if (!vm || inst >= vm->prog->n_insts || isa_ops[vm->prog->insts[inst].op].cls != ISA_CLASS_HOST)
+        return -1;
+    char name[ISA_MAX_CHAN + 1];
+    return dbg_chan_find(vm, isa_chan_name(vm->prog, inst, name));
+}
+
+tfvm_debug_token tfvm_debug_chan_value(const tfvm_vm *vm, size_t k, size_t j, tfvm_value *out)
+{
+    return dbg_token(vm ? vm_io_queued(vm, k, j) : NULL, out);
+}
+
+bool tfvm_debug_chan_value_format(const tfvm_vm *vm, size_t k, size_t j, char *buf, size_t size)
+{
+    const dev_value *v = vm ? vm_io_queued(vm, k, j) : NULL;
+    if (!v) {
+        if (size)
+            buf[0] = '\0';
+        return false;
+    }
+    ut_buf b;
+    ut_buf_init(&b, NULL);
+    vm_format_value(v, &b);
+    dbg_copy_out(&b, buf, size);
+    return true;
+}
+
+bool tfvm_debug_chan_waiting(const tfvm_vm *vm, size_t k, size_t j, const tfvm_debug_ctx **ctx, uint32_t *inst)
+{
+    const vm_ctx *c = NULL;
+    uint32_t i = 0;
+    if (!vm || !vm_io_waiting(vm, k, j, &c, &i))
+        return false;
+    if (ctx)
+        *ctx = dbg_pub(c);
+    if (inst)
+        *inst = i;
+    return true;
+}
+
+tfvm_status tfvm_debug_feed(tfvm_vm *vm, const char *name, const tfvm_value *v)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    if (atomic_load(&vm->state) == VM_FAILED) /* vm->err holds the run's error: keep it */
+        return TFVM_ERR_ARGUMENT;
+    if (!vm->root) /* vm_io_begin empties the queues: a value fed before it would be lost */
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no run to feed (tfvm_debug_begin starts one)");
+    if (!name || !v)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "feed: the channel name or the value is NULL");
+    int k = dbg_chan_find(vm, name);
+    vm_chan_view c;
+    if (k >= 0 && vm_io_channel(vm, (size_t)k, &c) && c.fetch)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "channel '%s' is fetched, not fed", name);
+    if (k < 0) { /* the session's wording (vm/io.c find_chan) */
+        char list[256] = "";
+        size_t n = 0;
+        for (size_t j = 0; vm_io_channel(vm, j, &c) && n < sizeof list; j++)
+            if (!c.fetch)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", n ? ", " : "", c.name);
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "the program has no FEED channel '%s' (%s%s)", name,
+                      n ? "it has " : "it has none", list);
+    }
+    char msg[256];
+    tfvm_status st = vm_io_queue(vm, name, v, msg, sizeof msg);
+    return st == TFVM_OK ? st : ut_err(&vm->err, st, "%s", msg);
+}
+
+tfvm_status tfvm_debug_keep_fetched(tfvm_vm *vm)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    if (!vm->root) /* vm_io_begin clears the flag */
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no run to keep values of (tfvm_debug_begin starts one)");
+    vm_io_keep(vm);
+    return TFVM_OK;
 }
 
 /* ---- Values and counters ---------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* test/unit/test_debug_api.c — the public inspection interface (tfvm_debug.h)
  * through public headers only: the instruction printer and positions, stepped
  * and hooked runs, the ready list, contexts and tags, partial matches, value
- * formatting, firing counters, and the stuck diagnosis naming positions. */
+ * formatting, firing counters, the stuck diagnosis naming positions, and the
+ * FEED/FETCH channels' queues. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -367,6 +368,237 @@ START_TEST(stuck_diagnosis_positions)
 }
 END_TEST
 
+/* sum: n iterations; each takes value i of channel "x", adds it, and fetches
+ * the partial sum on "s" (test_session.c's SUM). */
+static const char sum_asm[] = "entry main(n: i32) -> (s: i32) {\n"
+                              "    n     = ARG 0\n"
+                              "    zero  = CONST i32 0\n"
+                              "    e_i   = ENTER sum (zero)\n"
+                              "    e_s   = ENTER sum (zero)\n"
+                              "    e_fo  = ENTER sum (zero)\n"
+                              "    e_go  = ENTER sum (zero)\n"
+                              "    e_n   = ENTER sum const (n)\n"
+                              "            RESULT 0 (sum.s_out)\n"
+                              "}\n"
+                              "loop sum in main {\n"
+                              "    i     = MERGE (e_i, i_next)\n"
+                              "    s     = MERGE (e_s, s_next)\n"
+                              "    fo    = MERGE (e_fo, fo_next)\n"
+                              "    go    = MERGE (e_go, go_next)\n"
+                              "    lt    = LESS (i, e_n)\n"
+                              "    p     = LOOPCOND (lt)\n"
+                              "    si    = SWITCH (i, p)\n"
+                              "    ss    = SWITCH (s, p)\n"
+                              "    sfo   = SWITCH (fo, p)\n"
+                              "    sgo   = SWITCH (go, p)\n"
+                              "    x     = FEED \"x\" i32 (sfo:1)\n"
+                              "    s2    = ADD (ss:1, x)\n"
+                              "    f     = FETCH \"s\" (s2, sgo:1)\n"
+                              "    one   = CONST i32 1 [si:1]\n"
+                              "    i2    = ADD (si:1, one)\n"
+                              "    i_next = NEXTITER (i2)\n"
+                              "    s_next = NEXTITER (s2)\n"
+                              "    fo_next = NEXTITER (x:1)\n"
+                              "    go_next = NEXTITER (f:1)\n"
+                              "    s_out = EXIT sum (ss)\n"
+                              "}\n";
+
+static bool pause_at_feed(void *ud, tfvm_vm *vm, const tfvm_debug_act *act)
+{
+    (void)vm;
+    return tfvm_debug_act_inst(act) == *(const uint32_t *)ud;
+}
+
+static int32_t chan_i32(const tfvm_vm *vm, size_t k, size_t j)
+{
+    tfvm_value v;
+    ck_assert_int_eq(tfvm_debug_chan_value(vm, k, j, &v), TFVM_TOKEN_LIVE);
+    ck_assert_int_eq(v.dtype, TFVM_I32);
+    return v.as.i32;
+}
+
+/* channels by name, values queued before and while a stepped run goes, what
+ * FEEDs took and FETCHes made (kept), the errors of feeding, a FEED that finds
+ * its channel empty */
+START_TEST(channels)
+{
+    tfvm_program *p = load(sum_asm);
+    tfvm_vm *vm = one_thread(p);
+    ck_assert_uint_eq(tfvm_debug_channels(vm), 2);
+    tfvm_debug_chan_info s, x;
+    ck_assert_int_eq(tfvm_debug_channel(vm, 0, &s), TFVM_OK); /* name order */
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 2, &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(s.name, "s");
+    ck_assert(s.fetch);
+    ck_assert_uint_eq(s.inst, find(p, "f"));
+    ck_assert_str_eq(x.name, "x");
+    ck_assert(!x.fetch && !x.is_tensor);
+    ck_assert_int_eq(x.dtype, TFVM_I32);
+    ck_assert_uint_eq(x.inst, find(p, "x"));
+    ck_assert_uint_eq(x.queued + x.waiting + x.count + x.host, 0);
+    ck_assert_int_eq(tfvm_debug_inst_channel(vm, find(p, "x")), 1);
+    ck_assert_int_eq(tfvm_debug_inst_channel(vm, find(p, "f")), 0);
+    ck_assert_int_eq(tfvm_debug_inst_channel(vm, find(p, "s2")), -1);
+    ck_assert_int_eq(tfvm_debug_inst_channel(vm, 1000), -1);
+
+    /* no run: nothing to queue on (a start empties the queues) */
+    tfvm_value v = tfvm_i32(10);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "no run to feed (tfvm_debug_begin starts one)");
+    ck_assert_int_eq(tfvm_debug_keep_fetched(vm), TFVM_ERR_ARGUMENT);
+
+    tfvm_value n = tfvm_i32(3);
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &n, 1), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_keep_fetched(vm), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_OK);
+    v = tfvm_i32(20);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "y", &v), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "the program has no FEED channel 'y' (it has 'x')");
+    ck_assert_int_eq(tfvm_debug_feed(vm, "s", &v), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "channel 's' is fetched, not fed");
+    tfvm_value f = tfvm_f32(1.5f);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &f), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_errmsg(vm), "channel 'x' takes i32, got f32");
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", NULL), TFVM_ERR_ARGUMENT);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_uint_eq(x.queued, 2);
+    ck_assert_uint_eq(x.host, 2);
+    ck_assert_uint_eq(x.count, 0);
+    ck_assert_int_eq(chan_i32(vm, 1, 0), 10);
+    char buf[64];
+    ck_assert(tfvm_debug_chan_value_format(vm, 1, 1, buf, sizeof buf));
+    ck_assert_str_eq(buf, "20");
+    ck_assert_int_eq(tfvm_debug_chan_value(vm, 1, 2, &v), TFVM_TOKEN_NONE);
+    ck_assert(!tfvm_debug_chan_value_format(vm, 1, 2, buf, sizeof buf));
+    ck_assert_str_eq(buf, "");
+    ck_assert(!tfvm_debug_chan_waiting(vm, 1, 0, NULL, NULL)); /* only a session's FEEDs wait */
+
+    /* pause before each FEED: the first takes 10, the second 20 */
+    uint32_t feed = find(p, "x");
+    tfvm_debug_hook hook = {pause_at_feed, &feed};
+    tfvm_debug_set_hook(vm, &hook);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_PAUSED); /* fired the first */
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_uint_eq(x.count, 1);
+    ck_assert_uint_eq(x.queued, 1);
+    ck_assert_int_eq(chan_i32(vm, 1, 0), 20);
+    /* fed while paused: the third FEED takes it */
+    v = tfvm_i32(30);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_OK);
+    tfvm_debug_set_hook(vm, NULL);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_DONE);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 0, &s), TFVM_OK);
+    ck_assert_uint_eq(s.count, 3);
+    ck_assert_uint_eq(s.queued, 3); /* kept: nobody takes them */
+    ck_assert_int_eq(chan_i32(vm, 0, 0), 10);
+    ck_assert_int_eq(chan_i32(vm, 0, 1), 30);
+    ck_assert_int_eq(chan_i32(vm, 0, 2), 60);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_uint_eq(x.count, 3);
+    ck_assert_uint_eq(x.queued, 0);
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 60);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 0, &s), TFVM_OK); /* the queues went with the run */
+    ck_assert_uint_eq(s.queued + s.count, 0);
+
+    /* not kept: a FETCH's value is dropped, counted */
+    n = tfvm_i32(1);
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &n, 1), TFVM_OK);
+    v = tfvm_i32(4);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_DONE);
+    ck_assert_int_eq(tfvm_debug_channel(vm, 0, &s), TFVM_OK);
+    ck_assert_uint_eq(s.count, 1);
+    ck_assert_uint_eq(s.queued, 0);
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 4);
+
+    /* nothing fed: the first FEED fails the run; a feed then keeps its error */
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, &n, 1), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_FAILED);
+    const char *want = "x (FEED) at [sum#0]: channel 'x' waits for value #1, but the host feeds no more values";
+    ck_assert_str_eq(tfvm_errmsg(vm), want);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), want);
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_ERR_STUCK);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* a tensor channel: its type, a fed tensor formatted, a scalar refused */
+START_TEST(channel_tensor)
+{
+    tfvm_program *p = load("entry main() -> (t: f32[]) {\n"
+                           "    zero = CONST i32 0\n"
+                           "    t    = FEED \"batch\" f32[] (zero)\n"
+                           "           RESULT 0 (t)\n"
+                           "}\n");
+    tfvm_vm *vm = one_thread(p);
+    tfvm_debug_chan_info c;
+    ck_assert_int_eq(tfvm_debug_channel(vm, 0, &c), TFVM_OK);
+    ck_assert(c.is_tensor && !c.fetch);
+    ck_assert_int_eq(c.dtype, TFVM_F32);
+    ck_assert_int_eq(tfvm_debug_begin(vm, NULL, NULL, 0), TFVM_OK);
+    tfvm_value one = tfvm_f32(1);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "batch", &one), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_errmsg(vm), "channel 'batch' takes f32[], got f32");
+    int64_t dims[2] = {2, 2};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+    ck_assert_ptr_nonnull(t);
+    float *d = tfvm_tensor_data(t);
+    for (int k = 0; k < 4; k++)
+        d[k] = (float)k + 0.5f;
+    tfvm_value v = tfvm_tensor_value(t);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "batch", &v), TFVM_OK);
+    tfvm_tensor_free(t); /* the queue holds its own reference */
+    char buf[64];
+    ck_assert(tfvm_debug_chan_value_format(vm, 0, 0, buf, sizeof buf));
+    ck_assert_str_eq(buf, "[[0.5, 1.5], [2.5, 3.5]]");
+    ck_assert_int_eq(tfvm_debug_chan_value(vm, 0, 0, &v), TFVM_TOKEN_LIVE);
+    ck_assert_ptr_nonnull(v.tensor);
+    ck_assert_int_eq(tfvm_debug_step(vm, 0), TFVM_DEBUG_DONE);
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_debug_end(vm, &r, 1), TFVM_OK);
+    ck_assert_ptr_nonnull(r.tensor);
+    ck_assert_float_eq(((float *)tfvm_tensor_data(r.tensor))[3], 3.5f);
+    tfvm_value_release(&r);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* a session's FEED that waits for the host: its tag and instruction, read
+ * once the run is quiet (tfvm_fetch saw it so, under the channels' lock) */
+START_TEST(channel_waiting)
+{
+    tfvm_program *p = load(sum_asm);
+    tfvm_vm *vm = one_thread(p);
+    tfvm_session *ss;
+    tfvm_value n = tfvm_i32(2), v;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &ss), TFVM_OK);
+    ck_assert_int_eq(tfvm_fetch(ss, "s", &v), TFVM_ERR_STUCK);
+    tfvm_debug_chan_info x;
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_uint_eq(x.waiting, 1);
+    ck_assert_uint_eq(x.queued, 0);
+    const tfvm_debug_ctx *ctx = NULL;
+    uint32_t inst = 0;
+    ck_assert(tfvm_debug_chan_waiting(vm, 1, 0, &ctx, &inst));
+    ck_assert_uint_eq(inst, find(p, "x"));
+    char tag[64];
+    ck_assert_str_eq(tfvm_debug_tag(vm, ctx, tag, sizeof tag), "[sum#0]");
+    ck_assert(!tfvm_debug_chan_waiting(vm, 1, 1, &ctx, &inst));
+    tfvm_session_cancel(ss);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("debug_api");
@@ -376,6 +608,9 @@ int main(void)
     tcase_add_test(tc, stepping_and_counters);
     tcase_add_test(tc, value_format);
     tcase_add_test(tc, stuck_diagnosis_positions);
+    tcase_add_test(tc, channels);
+    tcase_add_test(tc, channel_tensor);
+    tcase_add_test(tc, channel_waiting);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
