@@ -5,6 +5,7 @@
 #define TFVM_CPU_ACT_H
 
 #include <math.h>
+#include <stddef.h>
 
 /* tanh of an f32 through one double exp: glibc's tanhf (expm1f inside) took
  * ~20 ns an element, half of a 64-wide RNN step. In double, (e - 1) / (e + 1)
@@ -22,5 +23,9 @@ static inline float dev_tanhf(float x)
     const double e = exp(2.0 * d);
     return (float)((e - 1.0) / (e + 1.0));
 }
+
+/* o[i] = tanh(x[i]) for n elements (o may be x): act.c, vectorised where the
+ * CPU allows. What TANH on f32, and the fused tanh epilogue, compute. */
+void dev_tanhf_n(float *o, const float *x, size_t n);
 
 #endif

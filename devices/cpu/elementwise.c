@@ -351,6 +351,15 @@ enum {
     U8 = TFVM_U8, I8 = TFVM_I8, NDT = ISA_DTYPE_LAST + 1
 };
 
+/* TANH on f32: a contiguous operand through act.c's vectorised tanh. */
+static int k_tanhv_f32(void *o_, const void *const *in, const ptrdiff_t *st, ptrdiff_t n, ew_fault *f)
+{
+    if (st[0] != 1)
+        return k_tanh_f32(o_, in, st, n, f);
+    dev_tanhf_n(o_, in[0], (size_t)n);
+    return EW_OK;
+}
+
 /* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). A
  * (op, dtype) that ops.def's `types` allows must have one here:
  * test_elementwise's table_kernels checks every one. */
@@ -369,7 +378,7 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_XOR] = {[B] = k_xor},
     [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8,
                     [U8] = k_sel1, [I8] = k_sel1},
-    [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = FLT(k_sigmoid), [ISA_TANH] = FLT(k_tanh),
+    [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = FLT(k_sigmoid), [ISA_TANH] = {[F32] = k_tanhv_f32, [F64] = k_tanh_f64},
     [ISA_EXP] = FLT(k_exp), [ISA_LOG] = FLT(k_log), [ISA_SQRT] = FLT(k_sqrt),
     [ISA_FLOOR] = FLT(k_floor), [ISA_CEIL] = FLT(k_ceil), [ISA_ROUND] = FLT(k_round),
     [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = FLT(k_erf),

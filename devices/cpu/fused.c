@@ -38,7 +38,8 @@
             break;                                                                          \
         case ISA_OPT_ACT_TANH:                                                              \
             for (int64_t j = 0; j < n; j++)                                                 \
-                c[j] = TANH(c[j] + (b ? b[j * bstep] : 0));                                 \
+                c[j] += b ? b[j * bstep] : 0;                                               \
+            TANH(c, n);                                                                     \
             break;                                                                          \
         default:                                                                            \
             if (!b)                                                                         \
@@ -53,12 +54,20 @@
         }                                                                                   \
     } while (0)
 
+/* tanh over n elements in place: f32 as TANH computes it (act.c), f64 libm's */
+static void tanh_f32(float *c, int64_t n) { dev_tanhf_n(c, c, (size_t)n); }
+static void tanh_f64(double *c, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        c[j] = tanh(c[j]);
+}
+
 void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
 {
     if (dtype == TFVM_F32)
-        EPI_LOOP(float, expf, dev_tanhf);
+        EPI_LOOP(float, expf, tanh_f32);
     else
-        EPI_LOOP(double, exp, tanh);
+        EPI_LOOP(double, exp, tanh_f64);
 }
 
 tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
