@@ -45,12 +45,16 @@ const char *const cli_usage_debug =
     "                         the function compiled as the entry (default: main)\n"
     "  --outputs A,B:1        .pb: the tensors that become results (default: the\n"
     "                         outputs no node consumes)\n"
+    "  --feed NAME=V1,V2,...  values for the FEEDs of channel NAME, queued each\n"
+    "                         time the run starts (as for `tfvm run`; repeatable);\n"
+    "                         `feed NAME V` at the prompt queues more\n"
     "  -h, --help             show this help\n"
     "\n"
     "exit status: 0 after quit or the end of input, 1 bad input file, 2 bad usage\n";
 
 #define PROMPT "(tfvm) "
 #define BRIEF_VALUE 48 /* longer tensor values print as their type in one-line views */
+#define QUEUE_SHOWN 8  /* a channel's one-line view lists this many queued values */
 
 /* ---- Breakpoints and tag patterns ------------------------------------------------ */
 
@@ -97,6 +101,13 @@ typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_
 
 typedef enum region_kind { R_ENTRY, R_FUNC, R_LOOP } region_kind;
 
+/* --feed NAME=V1,V2,...: values queued on a FEED channel whenever a run starts. */
+typedef struct feed_arg {
+    const char *name; /* the channel's (lives as long as the VM) */
+    tfvm_value *vals;
+    size_t n;
+} feed_arg;
+
 typedef struct dbg {
     tfvm_program *prog;
     tfvm_vm *vm;
@@ -114,6 +125,8 @@ typedef struct dbg {
     tfvm_value *args;
     const char **arg_text; /* the argument of each parameter, as typed */
     size_t n_args;
+    feed_arg *feeds;       /* --feed, in command-line order */
+    size_t n_feeds;
     run_state run;
     const char *ended_why; /* RUN_ENDED: "stuck" or "failed" */
     bool tty;
@@ -398,6 +411,99 @@ static void put_consumers(tb_buf *b, const dbg *d, uint32_t i, int dead_out)
         tb_printf(b, " nothing");
 }
 
+/* ---- Channels (FEED and FETCH) ----------------------------------------------------------- */
+
+/* "i32", "f32[]": a FEED channel's type. */
+static void put_chan_type(tb_buf *b, const tfvm_debug_chan_info *c)
+{
+    tb_printf(b, "%s%s", tfvm_dtype_name(c->dtype), c->is_tensor ? "[]" : "");
+}
+
+/* Queued value j of channel k, as put_value prints it. */
+static void put_chan_value(tb_buf *b, const dbg *d, size_t k, size_t j, bool brief)
+{
+    tfvm_value v;
+    tfvm_debug_token tok = tfvm_debug_chan_value(d->vm, k, j, &v);
+    put_value(b, tok, &v, brief);
+}
+
+/* The number of channel c's queued value j: a FEED's next value is the one
+ * after those taken and those its waiting firings will take; a FETCH keeps
+ * its last `queued` values. */
+static uint64_t chan_number(const tfvm_debug_chan_info *c, size_t j)
+{
+    return c->fetch ? c->count - c->queued + j + 1 : c->count + c->waiting + j + 1;
+}
+
+/* One channel on one line:
+ *   feed x (i32): 2 queued [3, 4], 1 taken
+ *   feed stop (bool): none queued, 1 waiting: x at [train#2], 1 taken
+ *   fetch s: 3 made [1, 3, 6]
+ * The list stops after QUEUE_SHOWN values ("..."); `list` false leaves it out. */
+static void put_chan(tb_buf *b, const dbg *d, size_t k, bool list)
+{
+    tfvm_debug_chan_info c;
+    if (tfvm_debug_channel(d->vm, k, &c) != TFVM_OK)
+        return;
+    tb_printf(b, "%s %s", c.fetch ? "fetch" : "feed", c.name);
+    if (c.fetch) {
+        if (!c.count)
+            tb_printf(b, ": none made");
+        else
+            tb_printf(b, ": %" PRIu64 " made", c.count);
+        if (c.queued != c.count) /* a host took some (a session) */
+            tb_printf(b, ", %zu kept", c.queued);
+    } else {
+        tb_printf(b, " (");
+        put_chan_type(b, &c);
+        if (!c.queued)
+            tb_printf(b, "): none queued");
+        else
+            tb_printf(b, "): %zu queued", c.queued);
+    }
+    if (list && c.queued) {
+        tb_printf(b, " [");
+        for (size_t j = 0; j < c.queued && j < QUEUE_SHOWN; j++) {
+            tb_printf(b, "%s", j ? ", " : "");
+            put_chan_value(b, d, k, j, true);
+        }
+        tb_printf(b, "%s]", c.queued > QUEUE_SHOWN ? ", ..." : "");
+    }
+    if (c.fetch)
+        return;
+    if (c.waiting) {
+        tb_printf(b, ", %zu waiting", c.waiting);
+        for (size_t j = 0; list && j < c.waiting; j++) {
+            const tfvm_debug_ctx *ctx;
+            uint32_t inst;
+            if (!tfvm_debug_chan_waiting(d->vm, k, j, &ctx, &inst))
+                break;
+            char lab[160];
+            tb_printf(b, "%s%s at ", j ? ", " : ": ", tfvm_inst_label(d->prog, inst, lab, sizeof lab));
+            put_tag(b, d, ctx);
+        }
+    }
+    tb_printf(b, ", %" PRIu64 " taken", c.count);
+}
+
+/* What a FEED or FETCH about to fire does with its channel: "; takes x #2 =
+ * 6", "; x is empty: no value #2 to take" (the run fails), "; makes s #3". */
+static void put_chan_firing(tb_buf *b, const dbg *d, uint32_t i)
+{
+    int k = tfvm_debug_inst_channel(d->vm, i);
+    tfvm_debug_chan_info c;
+    if (k < 0 || tfvm_debug_channel(d->vm, (size_t)k, &c) != TFVM_OK)
+        return;
+    if (c.fetch) {
+        tb_printf(b, "; makes %s #%" PRIu64, c.name, c.count + 1);
+    } else if (c.queued) {
+        tb_printf(b, "; takes %s #%" PRIu64 " = ", c.name, chan_number(&c, 0));
+        put_chan_value(b, d, (size_t)k, 0, true);
+    } else {
+        tb_printf(b, "; %s is empty: no value #%" PRIu64 " to take", c.name, chan_number(&c, 0));
+    }
+}
+
 /* One firing (about to happen): instruction, opcode, tag, input values and
  * where its outputs go (with the tag they land at when it changes). */
 static void put_firing(tb_buf *b, const dbg *d, const tfvm_debug_act *a, bool dests)
@@ -445,6 +551,8 @@ static void put_firing(tb_buf *b, const dbg *d, const tfvm_debug_act *a, bool de
         tb_printf(b, "; goes %s", way ? "true" : "false");
     if (!dests)
         return;
+    if (!dead && strcmp(in->op_class, "host") == 0) /* only the next firing: the ready list's later ones may not */
+        put_chan_firing(b, d, i);
     tb_printf(b, " ->");
     char lab[160];
     tfvm_debug_ctx_info ci;
@@ -768,6 +876,179 @@ static void bp_free(bp *x)
     free(x->pat_text);
 }
 
+/* ---- Feeding ------------------------------------------------------------------------------ */
+
+/* text as a value of FEED channel c, as `tfvm run --feed` parses it (the
+ * rules and messages of tools/tfvm.c parse_value, which debug.h does not
+ * share): true, or false with the reason in msg. */
+static bool parse_chan_value(const tfvm_debug_chan_info *c, const char *text, tfvm_value *v, char *msg, size_t size)
+{
+    const char *tname = tfvm_dtype_name(c->dtype);
+    memset(v, 0, sizeof *v);
+    if (c->is_tensor) {
+        tfvm_error err;
+        if (text[0] != '@') {
+            snprintf(msg, size, "expected a tensor (@path.npy), got '%s'", text);
+            return false;
+        }
+        if (tfvm_npy_load(text + 1, NULL, &v->tensor, &err) != TFVM_OK) {
+            snprintf(msg, size, "%s", err.message);
+            return false;
+        }
+        v->dtype = tfvm_tensor_dtype(v->tensor);
+        if (v->dtype != c->dtype) {
+            snprintf(msg, size, "expected a %s tensor, %s holds %s", tname, text + 1, tfvm_dtype_name(v->dtype));
+            tfvm_value_release(v);
+            return false;
+        }
+        return true;
+    }
+    v->dtype = c->dtype;
+    char *end;
+    errno = 0;
+    switch (c->dtype) {
+    case TFVM_BOOL:
+        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0) {
+            snprintf(msg, size, "expected bool (true or false), got '%s'", text);
+            return false;
+        }
+        v->as.b = text[0] == 't';
+        return true;
+    case TFVM_I32:
+    case TFVM_I64:
+    case TFVM_U8:
+    case TFVM_I8: {
+        long long x = strtoll(text, &end, 10);
+        if (!*text || *end || end == text) {
+            snprintf(msg, size, "expected %s, got '%s'", tname, text);
+            return false;
+        }
+        const long long lo = c->dtype == TFVM_I32 ? INT32_MIN : c->dtype == TFVM_U8 ? 0
+                           : c->dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
+        const long long hi = c->dtype == TFVM_I32 ? INT32_MAX : c->dtype == TFVM_U8 ? UINT8_MAX
+                           : c->dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
+        if (errno == ERANGE || x < lo || x > hi) {
+            snprintf(msg, size, "%s out of range for %s", text, tname);
+            return false;
+        }
+        switch (c->dtype) {
+        case TFVM_I32: v->as.i32 = (int32_t)x; break;
+        case TFVM_U8: v->as.u8 = (uint8_t)x; break;
+        case TFVM_I8: v->as.i8 = (int8_t)x; break;
+        default: v->as.i64 = x; break;
+        }
+        return true;
+    }
+    case TFVM_F32:
+    case TFVM_F64: {
+        double x = strtod(text, &end);
+        if (!*text || *end || end == text) {
+            snprintf(msg, size, "expected %s, got '%s'", tname, text);
+            return false;
+        }
+        if (c->dtype == TFVM_F32)
+            v->as.f32 = (float)x;
+        else
+            v->as.f64 = x;
+        return true;
+    }
+    }
+    snprintf(msg, size, "unsupported type");
+    return false;
+}
+
+/* The FEED channel named by name[0..len), or -1 with *why set: "the program
+ * has no FEED channel 'y' (its FEED channels: 'x')". */
+static int find_feed_chan(const dbg *d, const char *name, size_t len, char *why, size_t size)
+{
+    size_t n = tfvm_debug_channels(d->vm), at = 0;
+    char list[256] = "";
+    for (size_t k = 0; k < n; k++) {
+        tfvm_debug_chan_info c;
+        if (tfvm_debug_channel(d->vm, k, &c) != TFVM_OK || c.fetch)
+            continue;
+        if (strlen(c.name) == len && memcmp(c.name, name, len) == 0)
+            return (int)k;
+        if (at < sizeof list)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s'%s'", at ? ", " : "", c.name);
+    }
+    snprintf(why, size, "the program has no FEED channel '%.*s' (its FEED channels: %s)", (int)len, name,
+             at ? list : "none");
+    return -1;
+}
+
+/* V1,V2,... as values of FEED channel k into f (f->vals owned). false with
+ * the reason in msg ("expected i32, got 'a'"). */
+static bool parse_feed_list(const dbg *d, size_t k, const char *text, feed_arg *f, char *msg, size_t size)
+{
+    tfvm_debug_chan_info c;
+    tfvm_debug_channel(d->vm, k, &c);
+    f->name = c.name;
+    f->n = 1;
+    for (const char *t = text; *t; t++)
+        f->n += *t == ',';
+    f->vals = calloc(f->n, sizeof *f->vals);
+    if (!f->vals) {
+        snprintf(msg, size, "out of memory");
+        return false;
+    }
+    const char *at = text;
+    for (size_t j = 0; j < f->n; j++) {
+        size_t len = strcspn(at, ",");
+        char *item = malloc(len + 1);
+        if (!item) {
+            snprintf(msg, size, "out of memory");
+            return false;
+        }
+        memcpy(item, at, len);
+        item[len] = '\0';
+        bool ok = parse_chan_value(&c, item, &f->vals[j], msg, size);
+        free(item);
+        if (!ok)
+            return false;
+        at += len + (at[len] == ',');
+    }
+    return true;
+}
+
+static void feed_arg_free(feed_arg *f)
+{
+    for (size_t j = 0; f->vals && j < f->n; j++)
+        tfvm_value_release(&f->vals[j]);
+    free(f->vals);
+    f->vals = NULL;
+}
+
+/* --feed NAME=V1,V2,...: each checked and parsed once, before the REPL.
+ * Returns 0, or an exit status after one line on stderr ("tfvm: --feed x:
+ * expected i32, got 'a'"): 2, as `tfvm run` says of a bad --feed. */
+static int parse_feeds(dbg *d, const cli_args *o, int opt)
+{
+    for (size_t h = 0; h < o->n_hits; h++)
+        d->n_feeds += o->hits[h].opt == opt;
+    d->feeds = calloc(d->n_feeds + 1, sizeof *d->feeds);
+    if (!d->feeds) {
+        fprintf(stderr, "tfvm: out of memory\n");
+        return 1;
+    }
+    size_t n = 0;
+    for (size_t h = 0; h < o->n_hits; h++) {
+        if (o->hits[h].opt != opt)
+            continue;
+        const char *v = o->hits[h].value, *eq = strchr(v, '=');
+        if (!eq || eq == v)
+            return cli_usage_error("debug", "--feed expects NAME=V1,V2,..., got '%s'", v);
+        char msg[512];
+        int k = find_feed_chan(d, v, (size_t)(eq - v), msg, sizeof msg);
+        feed_arg *f = &d->feeds[n++];
+        if (k < 0 || !parse_feed_list(d, (size_t)k, eq + 1, f, msg, sizeof msg)) {
+            fprintf(stderr, "tfvm: --feed %.*s: %s\n", (int)(eq - v), v, msg);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* ---- Running ---------------------------------------------------------------------------- */
 
 /* The RETURNs of call site s, in program order: which one is i (or DBG_NONE), and how many. */
@@ -939,6 +1220,18 @@ static void report_done(dbg *d)
         derr("out of memory");
         return;
     }
+    /* the channels' queues go with the run: show what the FETCHes made first,
+     * as `tfvm run` does, and fed values no FEED took */
+    tb_buf f;
+    tb_init(&f);
+    for (size_t k = 0; k < tfvm_debug_channels(vm); k++) {
+        tfvm_debug_chan_info c;
+        if (tfvm_debug_channel(vm, k, &c) == TFVM_OK && (c.fetch || c.queued)) {
+            put_chan(&f, d, k, true);
+            emit(&f);
+        }
+    }
+    tb_free(&f);
     tfvm_status st = tfvm_debug_end(vm, res, en->n_results);
     d->run = RUN_NONE;
     if (st != TFVM_OK) {
@@ -1121,6 +1414,15 @@ static bool start(dbg *d)
     for (size_t k = 0; k < d->n_args; k++)
         printf("%s%s", k ? ", " : "", d->arg_text[k]);
     printf(")\n");
+    /* before the first firing: no FEED can find its channel empty yet */
+    if (tfvm_debug_channels(d->vm) && tfvm_debug_keep_fetched(d->vm) != TFVM_OK)
+        derr("%s", tfvm_errmsg(d->vm));
+    for (size_t f = 0; f < d->n_feeds; f++)
+        for (size_t j = 0; j < d->feeds[f].n; j++)
+            if (tfvm_debug_feed(d->vm, d->feeds[f].name, &d->feeds[f].vals[j]) != TFVM_OK) {
+                derr("--feed %s: %s", d->feeds[f].name, tfvm_errmsg(d->vm));
+                break;
+            }
     return true;
 }
 
@@ -2027,6 +2329,102 @@ static bool cmd_stats(dbg *d, char *args)
     return true;
 }
 
+/* queues [CHANNEL]: every channel on one line (put_chan); one channel in
+ * full: each queued value with its number, each waiting FEED. */
+static bool cmd_queues(dbg *d, char *args)
+{
+    size_t n = tfvm_debug_channels(d->vm);
+    if (!n) {
+        printf("The program feeds and fetches nothing (no FEED or FETCH instructions).\n");
+        return true;
+    }
+    size_t only = SIZE_MAX;
+    if (*args) {
+        for (size_t k = 0; k < n && only == SIZE_MAX; k++) {
+            tfvm_debug_chan_info c;
+            if (tfvm_debug_channel(d->vm, k, &c) == TFVM_OK && strcmp(c.name, args) == 0)
+                only = k;
+        }
+        if (only == SIZE_MAX) {
+            derr("no channel named '%s' (`queues` lists them)", args);
+            return true;
+        }
+    }
+    if (!need_state(d))
+        return true;
+    tb_buf b;
+    tb_init(&b);
+    for (size_t k = 0; k < n; k++) {
+        if (only != SIZE_MAX && k != only)
+            continue;
+        put_chan(&b, d, k, only == SIZE_MAX);
+        emit(&b);
+        tfvm_debug_chan_info c;
+        if (only == SIZE_MAX || tfvm_debug_channel(d->vm, k, &c) != TFVM_OK)
+            continue;
+        for (size_t j = 0; j < c.queued; j++) {
+            tb_printf(&b, "  #%" PRIu64 " = ", chan_number(&c, j));
+            put_chan_value(&b, d, k, j, false);
+            emit(&b);
+        }
+        const tfvm_debug_ctx *ctx;
+        uint32_t inst;
+        for (size_t j = 0; tfvm_debug_chan_waiting(d->vm, k, j, &ctx, &inst); j++) {
+            tb_printf(&b, "  waiting: ");
+            put_inst(&b, d, inst);
+            tb_printf(&b, " at ");
+            put_tag(&b, d, ctx);
+            tb_printf(&b, " for #%" PRIu64, c.count + j + 1);
+            emit(&b);
+        }
+    }
+    tb_free(&b);
+    return true;
+}
+
+/* feed CHANNEL V1[,V2...]: more values for a FEED channel of the paused run
+ * (until it starts again: --feed's values are what a start queues). */
+static bool cmd_feed(dbg *d, char *args)
+{
+    char *name = args, *vals = args;
+    while (*vals && !isspace((unsigned char)*vals))
+        vals++;
+    if (*vals)
+        *vals++ = '\0';
+    while (isspace((unsigned char)*vals))
+        vals++;
+    if (!*name || !*vals) {
+        derr("feed needs a channel and a value: feed CHANNEL V1[,V2...]");
+        return true;
+    }
+    char msg[512];
+    int k = find_feed_chan(d, name, strlen(name), msg, sizeof msg);
+    if (k < 0) {
+        derr("feed %s: %s", name, msg);
+        return true;
+    }
+    if (!need_active(d, false))
+        return true;
+    feed_arg f = {0};
+    if (!parse_feed_list(d, (size_t)k, vals, &f, msg, sizeof msg)) {
+        derr("feed %s: %s", name, msg);
+        feed_arg_free(&f);
+        return true;
+    }
+    for (size_t j = 0; j < f.n; j++)
+        if (tfvm_debug_feed(d->vm, f.name, &f.vals[j]) != TFVM_OK) {
+            derr("feed %s: %s", name, tfvm_errmsg(d->vm));
+            break;
+        }
+    feed_arg_free(&f);
+    tb_buf b;
+    tb_init(&b);
+    put_chan(&b, d, (size_t)k, true);
+    emit(&b);
+    tb_free(&b);
+    return true;
+}
+
 static bool cmd_quit(dbg *d, char *args)
 {
     (void)d;
@@ -2058,6 +2456,8 @@ static const dbg_cmd dbg_cmds[] = {
     {"tokens", "t", cmd_tokens, "tokens", "tokens waiting in partial matches for their other inputs"},
     {"match", "m", cmd_match, "match [WHAT]", "partial matches: the inputs each waiting instruction has, lacks"},
     {"contexts", "ctx", cmd_contexts, "contexts", "the live tag tree (calls, loops, iterations) with counts"},
+    {"queues", "", cmd_queues, "queues [CHANNEL]", "FEED/FETCH channels: values queued, taken, made"},
+    {"feed", "", cmd_feed, "feed CHANNEL V1[,V2...]", "queue more values on a FEED channel of the paused run"},
     {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations"},
     {"print", "p", cmd_print, "print WHAT", "disassembly, source, producers, consumers; values waiting now"},
     {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)"},
@@ -2179,9 +2579,10 @@ static char *el_prompt(EditLine *el)
     return (char *)PROMPT;
 }
 
-/* Tab completes the first word from the command names, later words from
- * instruction names (NAME and REGION.NAME) and opcodes; when nothing can be
- * added and several fit, it lists them. */
+/* Tab completes the first word from the command names, the channel after
+ * `feed` (FEED channels) and `queues`, other later words from instruction
+ * names (NAME and REGION.NAME) and opcodes; when nothing can be added and
+ * several fit, it lists them. */
 typedef struct completion {
     const char *word;
     size_t len;
@@ -2225,9 +2626,29 @@ static unsigned char el_complete(EditLine *el, int ch)
         first++;
     completion c = {.word = start, .len = (size_t)(li->cursor - start)};
     tb_init(&c.list);
+    /* the command's name, for what its arguments complete to */
+    char word[32] = "";
+    const char *w = first;
+    size_t wl = 0;
+    while (w + wl < li->lastchar && !isspace((unsigned char)w[wl]) && wl + 1 < sizeof word)
+        wl++;
+    memcpy(word, w, wl);
+    word[wl] = '\0';
+    bool amb;
+    const dbg_cmd *cmd = first == start ? NULL : find_cmd(word, &amb);
+    /* only the first argument names a channel */
+    bool arg1 = cmd && (cmd->fn == cmd_feed || cmd->fn == cmd_queues);
+    for (const char *q = first + wl; arg1 && q < start; q++)
+        arg1 = isspace((unsigned char)*q);
     if (first == start) {
         for (size_t k = 0; k < (sizeof dbg_cmds / sizeof dbg_cmds[0]); k++)
             offer(&c, dbg_cmds[k].name, NULL);
+    } else if (cmd && (cmd->fn == cmd_feed || cmd->fn == cmd_queues)) {
+        for (size_t k = 0; d && arg1 && k < tfvm_debug_channels(d->vm); k++) {
+            tfvm_debug_chan_info ci;
+            if (tfvm_debug_channel(d->vm, k, &ci) == TFVM_OK && (!ci.fetch || cmd->fn == cmd_queues))
+                offer(&c, ci.name, NULL);
+        }
     } else if (d) {
         for (uint32_t i = 0; i < d->n_insts; i++)
             if (d->ins[i].name) {
@@ -2364,7 +2785,8 @@ static void repl(dbg *d)
 int cli_debug(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"-e", "--entry", "needs an entry name"},
-                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+                                   {NULL, "--feed", "needs NAME=V1,V2,..."}};
     cli_args o; /* as for `tfvm run`: options before or after FILE; `--` ends them */
     int prc = cli_parse("debug", cli_usage_debug, opts, (sizeof opts / sizeof opts[0]), CLI_FILE_ARGS, argc, argv, &o);
     if (prc)
@@ -2418,6 +2840,9 @@ int cli_debug(int argc, char **argv)
         fprintf(stderr, "tfvm: out of memory creating the VM\n");
         goto out;
     }
+    if ((rc = parse_feeds(&d, &o, 2)) != 0)
+        goto out;
+    rc = 1;
     d.hook = (tfvm_debug_hook){on_fire, &d};
     tfvm_debug_set_hook(d.vm, &d.hook);
 
@@ -2447,6 +2872,9 @@ out:
     for (size_t k = 0; k < d.n_bps; k++)
         bp_free(&d.bps[k]);
     free(d.bps);
+    for (size_t k = 0; d.feeds && k < d.n_feeds; k++)
+        feed_arg_free(&d.feeds[k]);
+    free(d.feeds);
     free(d.chain);
     free(d.src);
     free(d.src_line);

@@ -61,6 +61,11 @@ debug examples/fib.tfg x	1	tfvm: argument 1 'n': expected i32, got 'x'
 debug no/such.tfvm	1	tfvm: no/such.tfvm: No such file or directory
 debug -e nope examples/asm/fib.tfasm 1	1	tfvm: examples/asm/fib.tfasm: no entry point named 'nope'
 debug examples/fib.tfg 3	0	
+debug test/debug/feed_loop.tfasm 2 --feed x=1,a	2	tfvm: --feed x: expected i32, got 'a'
+debug test/debug/feed_loop.tfasm 2 --feed sum=1	2	tfvm: --feed sum: the program has no FEED channel 'sum' (its FEED channels: 'x')
+debug test/debug/feed_loop.tfasm 2 --feed x	2	tfvm: --feed expects NAME=V1,V2,..., got 'x' (see 'tfvm debug --help')
+debug examples/fib.tfg 3 --feed x=1	2	tfvm: --feed x: the program has no FEED channel 'x' (its FEED channels: none)
+debug test/debug/feed_loop.tfasm 2 --feed x=1,2	0	
 debug --help	0	
 dot	2	tfvm: missing FILE (see 'tfvm dot --help')
 dot --bogus examples/fib.tfg	2	tfvm: unknown option '--bogus' (see 'tfvm dot --help')

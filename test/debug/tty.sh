@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test/debug/tty.sh TMPDIR — drives `tfvm debug` in a real terminal (a tmux
 # pane on a private server): line editing (Ctrl-A, Backspace), history (Up),
-# Tab completion, Ctrl-C stopping a long `continue` back at the prompt, Ctrl-C
-# at the prompt leaving the session alive, and a clean exit (status 0, which
-# under ASan also means no leak).
+# Tab completion (commands, and channels after `feed` and `queues`), Ctrl-C
+# stopping a long `continue` back at the prompt, Ctrl-C at the prompt leaving
+# the session alive, and a clean exit (status 0, which under ASan also means
+# no leak).
 set -u
 TMP=$1
 TFVM=${TFVM:?}
@@ -70,11 +71,27 @@ wait_for "usage: step [N]" || exit 1
 tm send-keys -t dbg 'step 10' Enter
 wait_for "(NEXTITER)" || exit 1
 tm send-keys -t dbg 'quit' Enter
+# tmux marks the pane dead when its terminal closes, and learns the exit
+# status (or signal) a moment later, when it reaps the process: wait for both
 for ((i = 0; i < 200; i++)); do
-    [ "$(tm list-panes -t dbg -F '#{pane_dead}')" = 1 ] && break
+    case "$(tm list-panes -t dbg -F '#{pane_dead} #{pane_dead_status}#{pane_dead_signal}')" in "1 "?*) break ;; esac
     sleep 0.05
 done
-dead=$(tm list-panes -t dbg -F '#{pane_dead} #{pane_dead_status}')
-[ "$dead" = "1 0" ] || { no "after quit the pane is '$dead' (want dead with status 0)"; screen | grep -v '^$' | tail -20; }
+dead=$(tm list-panes -t dbg -F '#{pane_dead} #{pane_dead_status} #{pane_dead_signal}')
+[ "$dead" = "1 0 " ] || { no "after quit the pane is '$dead' (want dead with status 0)"; screen | grep -v '^$' | tail -20; }
+
+# Completion of the channel commands: "fe" + Tab is "feed ", Tab again the
+# one FEED channel "x "; "queues s" + Tab is "queues sum ".
+tm kill-session -t dbg
+tm new-session -d -s dbg -x 150 -y 60 "$TFVM debug test/debug/feed_loop.tfasm 2 --feed x=1,2" \; \
+    set-option -t dbg remain-on-exit on || { no "tmux new-session (feed)"; exit 1; }
+wait_for "(tfvm)" || exit 1
+tm send-keys -t dbg 'restart' Enter
+wait_for "Next: c0 (CONST)" || exit 1
+tm send-keys -t dbg 'fe' Tab Tab '9' Enter
+wait_for "feed x (i32): 3 queued [1, 2, 9], 0 taken" || exit 1
+tm send-keys -t dbg 'queues s' Tab Enter
+wait_for "fetch sum: none made" || exit 1
+tm send-keys -t dbg 'quit' Enter
 [ $status -eq 0 ] && echo "debug: terminal test passed (editing, history, completion, Ctrl-C)"
 exit $status
