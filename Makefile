@@ -207,6 +207,12 @@ $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# bench/coexec.c: Terra's co-execution (issue 16), a session against serialized runs.
+BENCH_COEXEC := $(BUILD)/bench/coexec
+$(BENCH_COEXEC): bench/coexec.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
 # bench-vm: only the VM's rows (bench/run.sh and bench/sched.sh: recursion
 # against C and CPython, the per-run and per-iteration targets), in a minute.
 bench-vm: $(TFVM)
@@ -218,11 +224,12 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL)
+bench: all $(BENCH_MATMUL) $(BENCH_COEXEC)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
 	@$(BENCH_MATMUL)
+	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
 
