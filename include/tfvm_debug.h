@@ -240,7 +240,8 @@ TFVM_API bool tfvm_debug_chan_waiting(const tfvm_vm *vm, size_t k, size_t j, con
 /* Queues v on FEED channel `name` of the run tfvm_debug_begin started, after
  * the values queued before it; its FEEDs take them in tag order. A tensor is
  * taken by reference: do not change it afterwards. TFVM_ERR_ARGUMENT: no run,
- * no FEED channel of that name ("channel 's' is fetched, not fed"), v NULL;
+ * no FEED channel of that name ("channel 's' is fetched, not fed"), v NULL,
+ * a FEED of the channel waits (a session's: its host feeds with tfvm_feed);
  * TFVM_ERR_TYPE: v is not of the channel's type ("channel 'x' takes i32, got
  * f32"); TFVM_ERR_NOMEM. The message is in tfvm_errmsg, except after the run
  * failed: then TFVM_ERR_ARGUMENT, and tfvm_errmsg keeps the run's error. */

@@ -583,6 +583,11 @@ tfvm_status tfvm_debug_feed(tfvm_vm *vm, const char *name, const tfvm_value *v)
     vm_chan_view c;
     if (k >= 0 && vm_io_channel(vm, (size_t)k, &c) && c.fetch)
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "channel '%s' is fetched, not fed", name);
+    /* vm_io_queue only queues: a parked FEED (a session's) would be passed
+     * over, and take the host's next value out of order */
+    if (k >= 0 && c.waiting)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a FEED of channel '%s' waits for the host: feed it with tfvm_feed",
+                      name);
     if (k < 0) { /* the session's wording (vm/io.c find_chan) */
         char list[256] = "";
         size_t n = 0;

@@ -593,6 +593,12 @@ START_TEST(channel_waiting)
     char tag[64];
     ck_assert_str_eq(tfvm_debug_tag(vm, ctx, tag, sizeof tag), "[sum#0]");
     ck_assert(!tfvm_debug_chan_waiting(vm, 1, 1, &ctx, &inst));
+    /* queueing would pass the waiting FEED over */
+    v = tfvm_i32(1);
+    ck_assert_int_eq(tfvm_debug_feed(vm, "x", &v), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "a FEED of channel 'x' waits for the host: feed it with tfvm_feed");
+    ck_assert_int_eq(tfvm_debug_channel(vm, 1, &x), TFVM_OK);
+    ck_assert_uint_eq(x.queued, 0);
     tfvm_session_cancel(ss);
     tfvm_vm_free(vm);
     tfvm_program_free(p);
