@@ -878,83 +878,11 @@ static void bp_free(bp *x)
 
 /* ---- Feeding ------------------------------------------------------------------------------ */
 
-/* text as a value of FEED channel c, as `tfvm run --feed` parses it (the
- * rules and messages of tools/tfvm.c parse_value, which debug.h does not
- * share): true, or false with the reason in msg. */
+/* text as a value of FEED channel c, as `tfvm run --feed` parses it: true,
+ * or false with the reason in msg. */
 static bool parse_chan_value(const tfvm_debug_chan_info *c, const char *text, tfvm_value *v, char *msg, size_t size)
 {
-    const char *tname = tfvm_dtype_name(c->dtype);
-    memset(v, 0, sizeof *v);
-    if (c->is_tensor) {
-        tfvm_error err;
-        if (text[0] != '@') {
-            snprintf(msg, size, "expected a tensor (@path.npy), got '%s'", text);
-            return false;
-        }
-        if (tfvm_npy_load(text + 1, NULL, &v->tensor, &err) != TFVM_OK) {
-            snprintf(msg, size, "%s", err.message);
-            return false;
-        }
-        v->dtype = tfvm_tensor_dtype(v->tensor);
-        if (v->dtype != c->dtype) {
-            snprintf(msg, size, "expected a %s tensor, %s holds %s", tname, text + 1, tfvm_dtype_name(v->dtype));
-            tfvm_value_release(v);
-            return false;
-        }
-        return true;
-    }
-    v->dtype = c->dtype;
-    char *end;
-    errno = 0;
-    switch (c->dtype) {
-    case TFVM_BOOL:
-        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0) {
-            snprintf(msg, size, "expected bool (true or false), got '%s'", text);
-            return false;
-        }
-        v->as.b = text[0] == 't';
-        return true;
-    case TFVM_I32:
-    case TFVM_I64:
-    case TFVM_U8:
-    case TFVM_I8: {
-        long long x = strtoll(text, &end, 10);
-        if (!*text || *end || end == text) {
-            snprintf(msg, size, "expected %s, got '%s'", tname, text);
-            return false;
-        }
-        const long long lo = c->dtype == TFVM_I32 ? INT32_MIN : c->dtype == TFVM_U8 ? 0
-                           : c->dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
-        const long long hi = c->dtype == TFVM_I32 ? INT32_MAX : c->dtype == TFVM_U8 ? UINT8_MAX
-                           : c->dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
-        if (errno == ERANGE || x < lo || x > hi) {
-            snprintf(msg, size, "%s out of range for %s", text, tname);
-            return false;
-        }
-        switch (c->dtype) {
-        case TFVM_I32: v->as.i32 = (int32_t)x; break;
-        case TFVM_U8: v->as.u8 = (uint8_t)x; break;
-        case TFVM_I8: v->as.i8 = (int8_t)x; break;
-        default: v->as.i64 = x; break;
-        }
-        return true;
-    }
-    case TFVM_F32:
-    case TFVM_F64: {
-        double x = strtod(text, &end);
-        if (!*text || *end || end == text) {
-            snprintf(msg, size, "expected %s, got '%s'", tname, text);
-            return false;
-        }
-        if (c->dtype == TFVM_F32)
-            v->as.f32 = (float)x;
-        else
-            v->as.f64 = x;
-        return true;
-    }
-    }
-    snprintf(msg, size, "unsupported type");
-    return false;
+    return cli_parse_value(c->dtype, c->is_tensor, text, v, msg, size);
 }
 
 /* The FEED channel named by name[0..len), or -1 with *why set: "the program

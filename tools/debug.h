@@ -33,6 +33,10 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
 /* Parses argument i of entry e as `tfvm run` does; on error prints one line
  * "tfvm: ..." to stderr and returns non-zero. */
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v);
+/* text as a value of that type, as `tfvm run` parses arguments and --feed
+ * values (@path.npy for a tensor): true, or false with the reason in msg
+ * ("expected i32, got 'a'"). */
+bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_value *v, char *msg, size_t size);
 /* "tfvm: <message> (see 'tfvm CMD --help')" on stderr; returns the usage exit status. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The printf format of one parameter in a signature, given the separator,

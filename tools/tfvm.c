@@ -398,72 +398,82 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
     return 0;
 }
 
-/* text as a value of p's type; `what` names it in messages ("argument 1 'n'"). */
-static int parse_value(const char *what, const tfvm_param_info *p, const char *text, tfvm_value *v)
+/* Shared with `tfvm debug --feed` (tools/debug.h). */
+bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_value *v, char *msg, size_t size)
 {
-    const char *tname = tfvm_dtype_name(p->dtype);
+#define BAD(...) do { snprintf(msg, size, __VA_ARGS__); return false; } while (0)
+    const char *tname = tfvm_dtype_name(dtype);
     memset(v, 0, sizeof *v);
-    if (p->is_tensor) {
+    if (is_tensor) {
         if (text[0] != '@')
-            return fail("%s: expected a tensor (@path.npy), got '%s'", what, text);
+            BAD("expected a tensor (@path.npy), got '%s'", text);
         tfvm_error err;
         if (tfvm_npy_load(text + 1, NULL, &v->tensor, &err) != TFVM_OK)
-            return fail("%s: %s", what, err.message);
+            BAD("%s", err.message);
         v->dtype = tfvm_tensor_dtype(v->tensor);
-        if (v->dtype != p->dtype) {
+        if (v->dtype != dtype) {
             tfvm_tensor_free(v->tensor);
             v->tensor = NULL;
-            return fail("%s: expected a %s tensor, %s holds %s", what, tname, text + 1,
-                        tfvm_dtype_name(v->dtype));
+            BAD("expected a %s tensor, %s holds %s", tname, text + 1, tfvm_dtype_name(v->dtype));
         }
-        return 0;
+        return true;
     }
-    v->dtype = p->dtype;
+    v->dtype = dtype;
     char *end;
     errno = 0;
-    switch (p->dtype) {
+    switch (dtype) {
     case TFVM_BOOL:
         if (strcmp(text, "true") == 0)
             v->as.b = true;
         else if (strcmp(text, "false") == 0)
             v->as.b = false;
         else
-            return fail("%s: expected bool (true or false), got '%s'", what, text);
-        return 0;
+            BAD("expected bool (true or false), got '%s'", text);
+        return true;
     case TFVM_I32:
     case TFVM_I64:
     case TFVM_U8:
     case TFVM_I8: {
         long long x = strtoll(text, &end, 10);
         if (!*text || *end || end == text)
-            return fail("%s: expected %s, got '%s'", what, tname, text);
-        const long long lo = p->dtype == TFVM_I32 ? INT32_MIN : p->dtype == TFVM_U8 ? 0
-                           : p->dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
-        const long long hi = p->dtype == TFVM_I32 ? INT32_MAX : p->dtype == TFVM_U8 ? UINT8_MAX
-                           : p->dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
+            BAD("expected %s, got '%s'", tname, text);
+        const long long lo = dtype == TFVM_I32 ? INT32_MIN : dtype == TFVM_U8 ? 0
+                           : dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
+        const long long hi = dtype == TFVM_I32 ? INT32_MAX : dtype == TFVM_U8 ? UINT8_MAX
+                           : dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
         if (errno == ERANGE || x < lo || x > hi)
-            return fail("%s: %s out of range for %s", what, text, tname);
-        switch (p->dtype) {
+            BAD("%s out of range for %s", text, tname);
+        switch (dtype) {
         case TFVM_I32: v->as.i32 = (int32_t)x; break;
         case TFVM_U8: v->as.u8 = (uint8_t)x; break;
         case TFVM_I8: v->as.i8 = (int8_t)x; break;
         default: v->as.i64 = x; break;
         }
-        return 0;
+        return true;
     }
     case TFVM_F32:
     case TFVM_F64: {
         double x = strtod(text, &end);
         if (!*text || *end || end == text)
-            return fail("%s: expected %s, got '%s'", what, tname, text);
-        if (p->dtype == TFVM_F32)
+            BAD("expected %s, got '%s'", tname, text);
+        if (dtype == TFVM_F32)
             v->as.f32 = (float)x;
         else
             v->as.f64 = x;
-        return 0;
+        return true;
     }
     }
-    return fail("%s: unsupported type", what);
+    BAD("unsupported type");
+#undef BAD
+}
+
+/* text as a value of p's type; `what` names it in messages ("argument 1 'n'"). */
+static int parse_value(const char *what, const tfvm_param_info *p, const char *text, tfvm_value *v)
+{
+    char msg[512];
+    if (!cli_parse_value(p->dtype, p->is_tensor, text, v, msg, sizeof msg))
+        return fail("%s: %s", what, msg);
+    return 0;
 }
 
 static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)

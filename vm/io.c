@@ -473,6 +473,29 @@ static bool chan_value(const vm_chan *ch, const tfvm_value *v, dev_value *d, cha
     return true;
 }
 
+/* Under the lock: d to the oldest FEED that waits on ch (through the
+ * scheduler's inbox), else to the end of ch's queue; *d is moved (false:
+ * no memory, *d still the caller's). */
+static bool chan_put(tfvm_vm *vm, vm_chan *ch, dev_value *d)
+{
+    if (ch->w_head < ch->w_n) {
+        vm_parked pk = ch->wait[ch->w_head];
+        vm_act a = {.ctx = pk.ctx, .inst = pk.inst, .aux = VM_FEED_RESUMED | (uint32_t)((ch->count + 1) & 0x7FFFFFFF),
+                    .v = *d};
+        sched_item it;
+        memcpy(&it, &a, sizeof it);
+        if (!sched_inject(&vm->run, &it))
+            return false;
+        ch->w_head++;
+        ch->count++;
+    } else if (!q_push(vm, ch, d)) {
+        return false;
+    }
+    d->is_tensor = 0; /* moved */
+    ch->host++;
+    return true;
+}
+
 tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
 {
     if (!s)
@@ -494,26 +517,9 @@ tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
     } else if (io->ended || !io->open) {
         st = serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the run has %s", name,
                   io->ended ? "ended" : "been finished");
-    } else if (ch->w_head < ch->w_n) { /* a FEED waits for it */
-        vm_parked pk = ch->wait[ch->w_head];
-        vm_act a = {.ctx = pk.ctx, .inst = pk.inst, .aux = VM_FEED_RESUMED | (uint32_t)((ch->count + 1) & 0x7FFFFFFF),
-                    .v = d};
-        sched_item it;
-        memcpy(&it, &a, sizeof it);
-        if (!sched_inject(&vm->run, &it)) {
-            st = serr(s, TFVM_ERR_NOMEM, "out of memory feeding channel '%s'", name);
-        } else {
-            ch->w_head++;
-            ch->count++;
-            d.is_tensor = 0; /* moved */
-        }
-    } else if (!q_push(vm, ch, &d)) {
+    } else if (!chan_put(vm, ch, &d)) {
         st = serr(s, TFVM_ERR_NOMEM, "out of memory feeding channel '%s'", name);
-    } else {
-        d.is_tensor = 0; /* moved */
     }
-    if (st == TFVM_OK)
-        ch->host++;
     pthread_mutex_unlock(&io->lock);
     dev_value_release(&d);
     return st;
@@ -680,9 +686,7 @@ tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char
     if (!chan_value(ch, v, &d, msg, size))
         return TFVM_ERR_TYPE;
     pthread_mutex_lock(&io->lock);
-    bool ok = q_push(vm, ch, &d);
-    if (ok)
-        ch->host++;
+    bool ok = chan_put(vm, ch, &d);
     pthread_mutex_unlock(&io->lock);
     if (!ok) {
         dev_value_release(&d);

@@ -552,8 +552,10 @@ bool vm_io_channel(const tfvm_vm *vm, size_t k, vm_chan_view *out);
 const dev_value *vm_io_queued(const tfvm_vm *vm, size_t k, size_t j);
 /* Waiting FEED firing j of channel k: its context and instruction. */
 bool vm_io_waiting(const tfvm_vm *vm, size_t k, size_t j, const vm_ctx **ctx, uint32_t *inst);
-/* Queues v on FEED channel `name` whatever the host's state (the debugger
- * and the CLI feed before a run goes on); a message on failure. */
+
+/* Feeds v on FEED channel `name` whatever the host's state (the debugger
+ * feeds a run that has no host): to a FEED that waits, else queued; a
+ * message on failure. */
 tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char *msg, size_t size);
 /* This run keeps FETCHed values (the debugger shows them). */
 void vm_io_keep(tfvm_vm *vm);
