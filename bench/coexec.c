@@ -188,17 +188,17 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Seconds of host work per batch at `rounds`, median of a few. */
+/* Seconds of host work per batch at `rounds`, median of 21. */
 static double host_seconds(int rounds)
 {
-    double t[5];
-    for (int r = 0; r < 5; r++) {
+    double t[21];
+    for (int r = 0; r < 21; r++) {
         double t0 = now();
         tfvm_tensor *x = read_batch(r, rounds);
         t[r] = now() - t0;
         tfvm_tensor_free(x);
     }
-    return median(t, 5);
+    return median(t, 21);
 }
 
 static int make_vm(const char *entry, tfvm_program **prog, tfvm_vm **vm)
@@ -232,13 +232,13 @@ int main(int argc, char **argv)
 
     /* Calibrate: the graph's step alone (no host work to speak of), then as
      * many LCG rounds per element as make the host's batch cost the same. */
-    double t[3], total;
+    double t[5], total;
     if (serialized(vm_step, 3, 0, &t[0], &total))
         return 1;
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 5; r++)
         if (serialized(vm_step, 20, 0, &t[r], &total))
             return 1;
-    const double graph_step = median(t, 3) / 20 - host_seconds(0);
+    const double graph_step = median(t, 5) / 20 - host_seconds(0);
     int rounds = 8;
     for (int i = 0; i < 4; i++) { /* the cost is not quite linear in rounds */
         rounds = (int)lround(rounds * graph_step / host_seconds(rounds));
