@@ -525,25 +525,6 @@ tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
     return st;
 }
 
-static void to_api(const dev_value *d, tfvm_value *v)
-{
-    memset(v, 0, sizeof *v);
-    v->dtype = (tfvm_dtype)d->dtype;
-    if (d->is_tensor) {
-        v->tensor = d->u.t;
-        return;
-    }
-    switch (d->dtype) {
-    case TFVM_BOOL: v->as.b = d->u.b; break;
-    case TFVM_I32: v->as.i32 = d->u.i32; break;
-    case TFVM_I64: v->as.i64 = d->u.i64; break;
-    case TFVM_F32: v->as.f32 = d->u.f32; break;
-    case TFVM_F64: v->as.f64 = d->u.f64; break;
-    case TFVM_U8: v->as.u8 = d->u.u8; break;
-    case TFVM_I8: v->as.i8 = d->u.i8; break;
-    }
-}
-
 tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
 {
     if (!s)
@@ -564,7 +545,7 @@ tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
         if (ch->q_head < ch->q_n) {
             dev_value v = q_pop(ch);
             ch->host++;
-            to_api(&v, out);
+            vm_value_to_api(&v, out);
             break;
         }
         if ((st = run_error(s)) != TFVM_OK)

@@ -117,7 +117,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     return vm_failed(vm) ? vm->err.code : TFVM_OK;
 }
 
-static void to_api(const dev_value *d, tfvm_value *v)
+void vm_value_to_api(const dev_value *d, tfvm_value *v)
 {
     memset(v, 0, sizeof *v);
     v->dtype = (tfvm_dtype)d->dtype;
@@ -256,7 +256,7 @@ tfvm_status vm_end(tfvm_vm *vm, tfvm_value *results, size_t n_results)
                     en->name, en->n_results, en->n_results == 1 ? "" : "s", n_results);
         if (st == TFVM_OK) {
             for (uint32_t k = 0; k < en->n_results; k++) {
-                to_api(&vm->results[k], &results[k]);
+                vm_value_to_api(&vm->results[k], &results[k]);
                 vm->results[k].is_tensor = 0; /* ownership moved to the caller */
             }
         }

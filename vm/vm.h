@@ -325,6 +325,8 @@ static inline bool vm_failed(const tfvm_vm *vm)
 /* Prints a tag: "[]", "[fib@1, sum_loop#3]". */
 void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out);
 const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size);
+/* A value as the API hands it out (a tensor's reference goes with it). */
+void vm_value_to_api(const dev_value *d, tfvm_value *v);
 /* Prints a value as `tfvm run` does (tensors NumPy-like). */
 void vm_format_value(const dev_value *v, ut_buf *out);
 /* Live contexts and loop instances right now (deterministic mode, or after a run). */
