@@ -482,12 +482,10 @@ tfvm_debug_token tfvm_debug_port_get(const tfvm_vm *vm, const tfvm_debug_ctx *ct
     return dbg_token(v, out);
 }
 
-bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port, char *buf,
-                           size_t size)
+/* v formatted as the debugger prints values into buf; false (and "") when
+ * there is none: NULL, or an empty slot. */
+static bool dbg_format(const dev_value *v, char *buf, size_t size)
 {
-    const dev_value *v = NULL;
-    if (vm && ctx && inst < vm->prog->n_insts)
-        v = vm_port_value(vm, dbg_ctx(ctx), inst, port);
     if (!v || (!v->dtype && !v->dead)) {
         if (size)
             buf[0] = '\0';
@@ -498,6 +496,15 @@ bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_
     vm_format_value(v, &b);
     dbg_copy_out(&b, buf, size);
     return true;
+}
+
+bool tfvm_debug_port_value(const tfvm_vm *vm, const tfvm_debug_ctx *ctx, uint32_t inst, uint32_t port, char *buf,
+                           size_t size)
+{
+    const dev_value *v = NULL;
+    if (vm && ctx && inst < vm->prog->n_insts)
+        v = vm_port_value(vm, dbg_ctx(ctx), inst, port);
+    return dbg_format(v, buf, size);
 }
 
 /* ---- Channels (vm/io.c's view of them) ------------------------------------------------------ */
@@ -543,17 +550,7 @@ tfvm_debug_token tfvm_debug_chan_value(const tfvm_vm *vm, size_t k, size_t j, tf
 
 bool tfvm_debug_chan_value_format(const tfvm_vm *vm, size_t k, size_t j, char *buf, size_t size)
 {
-    const dev_value *v = vm ? vm_io_queued(vm, k, j) : NULL;
-    if (!v) {
-        if (size)
-            buf[0] = '\0';
-        return false;
-    }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    vm_format_value(v, &b);
-    dbg_copy_out(&b, buf, size);
-    return true;
+    return dbg_format(vm ? vm_io_queued(vm, k, j) : NULL, buf, size);
 }
 
 bool tfvm_debug_chan_waiting(const tfvm_vm *vm, size_t k, size_t j, const tfvm_debug_ctx **ctx, uint32_t *inst)
