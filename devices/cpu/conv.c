@@ -3,6 +3,7 @@
  * ONNX's dilations, ceil_mode and count_include_pad). */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/cpu/convf32.h"
 #include "devices/cpu/par.h"
 
 #include <math.h>
@@ -100,6 +101,8 @@ typedef struct conv_job {
     int64_t C, H, W, O, Cg, G, KH, KW, OH, OW;
     bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
     bool split;  /* one item at a time, its product split over the threads */
+    const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
+    int64_t item;     /* split mode with cf: the item whose parts are shared out */
     atomic_bool nomem;
 } conv_job;
 
@@ -187,6 +190,39 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
     }
 }
 
+/* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias and
+ * relu in its stores, other activations after. */
+static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *scratch)
+{
+    const int64_t n = it / j->G, g = it % j->G, Og = j->O / j->G, OHW = j->OH * j->OW;
+    const float *xg = (const float *)(const void *)j->x + (n * j->C + g * j->Cg) * j->H * j->W;
+    float *og = (float *)(void *)j->o + (n * j->O + g * Og) * OHW;
+    const uint32_t act = j->ep ? j->ep->act : 0;
+    const bool inner = act == 0 || act == ISA_OPT_ACT_RELU;
+    dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
+                j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, act == ISA_OPT_ACT_RELU, b, e);
+    if (j->ep && !inner) {
+        /* parts are bands of output rows: 2 per Winograd tile row */
+        const int64_t per = j->cf->kind == DEV_CF_WINO ? 2 : 1;
+        const int64_t h0 = b * per, h1 = e * per < j->OH ? e * per : j->OH;
+        dev_kepi_apply(j->ep, j->o, n * j->O + g * Og, Og, h0 * j->OW, (h1 - h0) * j->OW);
+    }
+}
+
+/* Split mode: parts [b, e) of item j->item, with their own scratch. */
+static void conv_cf_chunk(void *arg, size_t b, size_t e)
+{
+    conv_job *j = arg;
+    const size_t bytes = j->cf->scratch_floats * sizeof(float);
+    char *scratch = ut_alloc(j->alloc, bytes);
+    if (!scratch) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    conv_cf_parts(j, j->item, (int64_t)b, (int64_t)e, scratch);
+    ut_free(j->alloc, scratch, bytes);
+}
+
 /* Items [b, e) (item = n * G + g), with one scratch buffer for the chunk. */
 static void conv_items(void *arg, size_t b, size_t e)
 {
@@ -195,9 +231,10 @@ static void conv_items(void *arg, size_t b, size_t e)
     const bool wide = conv_wide_fits(j);
     const int64_t Hp = j->H + j->p[2] + j->p[4], Wp = j->W + j->p[3] + j->p[5];
     const size_t esz = j->esz;
-    const size_t scratch_bytes = j->direct ? 0
-                                 : wide    ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
-                                           : (size_t)(CKK * OHW) * esz;
+    const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
+                                 : j->direct ? 0
+                                 : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
+                                             : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
     if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
         atomic_store(&j->nomem, true);
@@ -208,6 +245,10 @@ static void conv_items(void *arg, size_t b, size_t e)
         const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
         const char *wg = j->w + (size_t)(g * Og * CKK) * esz;
         char *og = j->o + (size_t)((n * j->O + g * Og) * OHW) * esz;
+        if (j->cf) {
+            conv_cf_parts(j, (int64_t)it, 0, dev_cf_parts(j->cf), col);
+            continue;
+        }
         if (wide) {
             conv_wide_item(j, xg, wg, og, n * j->O + g * Og, col);
             continue;
@@ -310,10 +351,28 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
      * threads run one after another, each product split over the threads */
     const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
     job.split = items < (int64_t)dev_par_width();
-    if (job.split)
+    /* f32 at unit strides and dilations: a kernel without im2col; with
+     * fewer items than threads, each item's parts are shared out */
+    dev_cf cf = {0};
+    if (x->dtype == TFVM_F32 && !job.direct && CKK > 0 && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1) {
+        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, k->alloc);
+        if (planned < 0) {
+            dev_value_release(&r);
+            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+        }
+        if (planned)
+            job.cf = &cf;
+    }
+    if (job.split && job.cf) {
+        const int64_t parts = dev_cf_parts(&cf);
+        for (job.item = 0; job.item < items && !atomic_load(&job.nomem); job.item++)
+            dev_par_for((size_t)parts, dev_kgrain(parts, macs / parts, DEV_KPAR_MACS, 1), conv_cf_chunk, &job);
+    } else if (job.split)
         conv_items(&job, 0, (size_t)items);
     else
         dev_par_for((size_t)items, dev_kgrain(items, macs, DEV_KPAR_MACS, 1), conv_items, &job);
+    if (job.cf)
+        dev_cf_free(&cf, k->alloc);
     if (atomic_load(&job.nomem)) {
         dev_value_release(&r);
         return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");

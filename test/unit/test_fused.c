@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "devices/cpu/act.h"
+#include "devices/cpu/convf32.h"
 #include "devices/cpu/par.h"
 #include "kernutil.h"
 #include "loader/loader.h"
@@ -319,6 +320,67 @@ START_TEST(test_conv_exact)
 }
 END_TEST
 
+/* The f32 kernels without im2col (convf32.c), on AVX-512 where the CPU has it
+ * and on the portable code: Winograd (3x3, >= 8 channels) with odd and even
+ * sizes, rows wider than a vector, channels and outputs that are not whole
+ * vectors, groups; rows (small windows over few channels) with runs of
+ * columns wider than one block. */
+static const struct {
+    int64_t x[4], w[4], p[9];
+} cf_cases[] = {
+    {{2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 17, 13, 15}, {33, 17, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 8, 20, 37}, {5, 8, 3, 3}, {1, 1, 0, 2, 1, 0, 1, 1, 1}},
+    {{3, 16, 9, 9}, {12, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+    {{1, 9, 3, 3}, {4, 9, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 1, 5, 40}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 2, 7, 19}, {9, 2, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
+    {{1, 4, 6, 10}, {6, 2, 3, 3}, {1, 1, 0, 2, 1, 0, 1, 1, 2}},
+};
+
+START_TEST(test_conv_f32_kernels)
+{
+    for (int portable = 0; portable <= 1; portable++) {
+        dev_cf_force_portable(portable);
+        for (size_t ci = 0; ci < UT_COUNTOF(cf_cases); ci++)
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                /* exact on small integers */
+                conv_case(F32, acts[ai], cf_cases[ci].x, cf_cases[ci].w, cf_cases[ci].p);
+                /* arbitrary floats against the double sums, within 1e-5 of the sum of |x w| */
+                dev_value x = randt(F32, 4, cf_cases[ci].x, 11), w = randt(F32, 4, cf_cases[ci].w, 12);
+                dev_value bias = randt(F32, 1, cf_cases[ci].w, 13), o, ax = tf(F64, 4, cf_cases[ci].x, NULL, 0);
+                dev_value aw = tf(F64, 4, cf_cases[ci].w, NULL, 0);
+                for (int64_t i = 0; i < x.u.t->count; i++)
+                    ((double *)ax.u.t->data)[i] = fabs(elem(&x, i));
+                for (int64_t i = 0; i < w.u.t->count; i++)
+                    ((double *)aw.u.t->data)[i] = fabs(elem(&w, i));
+                static double want[16384], bound[16384];
+                double bv[64], zero[64] = {0};
+                for (int64_t i = 0; i < cf_cases[ci].w[0]; i++)
+                    bv[i] = elem(&bias, i);
+                int64_t od[4];
+                conv_ref(&x, &w, cf_cases[ci].p, bv, 0, want, od);
+                conv_ref(&ax, &aw, cf_cases[ci].p, zero, 0, bound, od);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, x, w, ivec(cf_cases[ci].p, 9), bias),
+                                 TFVM_OK);
+                for (int64_t i = 0; i < o.u.t->count; i++) {
+                    const double got = elem(&o, i), sum = want[i], tol = 1e-5 * (bound[i] + fabs(bv[0]) + 1);
+                    /* the activation of the double sum, and of the sums within tol */
+                    const double lo = act_ref(F64, acts[ai], sum - tol), hi = act_ref(F64, acts[ai], sum + tol);
+                    ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
+                                  "case %zu act %u%s: element %lld is %.9g, expected act(%.9g) within %.3g", ci,
+                                  (unsigned)acts[ai], portable ? " (portable)" : "", (long long)i, got, sum, tol);
+                }
+                dev_value_release(&o);
+                dev_value_release(&ax);
+                dev_value_release(&aw);
+            }
+    }
+    dev_cf_force_portable(false);
+}
+END_TEST
+
 START_TEST(test_conv_errors)
 {
     const int64_t P[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
@@ -553,6 +615,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_matmul_errors);
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
+    tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);

@@ -1,0 +1,302 @@
+/* devices/cpu/convf32.c — f32 convolutions at unit strides without im2col
+ * (convf32.h): plans (which kernel, the weights prepared once per
+ * instruction) and the kernels of convf32_body.h for AVX-512 and portably. */
+#include "devices/cpu/vec.h"
+#include "devices/cpu/convf32.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* One instruction set's kernels and their register blocking. */
+typedef struct dev_cf_isa {
+    int64_t vl, pw, ov, mr, nv;
+    void (*wino)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s, const float *bias,
+                 bool relu, int64_t ty0, int64_t ty1);
+    void (*rows)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
+                 bool relu, int64_t oh0, int64_t oh1);
+} dev_cf_isa;
+
+/* ---- Portable: GCC vector extensions, four lanes (SSE2 on x86-64) ---- */
+typedef float cf_v4 __attribute__((vector_size(16)));
+static inline cf_v4 v4_ld(const float *p)
+{
+    cf_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void v4_st(float *p, cf_v4 v) { memcpy(p, &v, sizeof v); }
+static inline void v4_stn(float *p, cf_v4 v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof *p); }
+static inline cf_v4 v4_bc(float s) { return (cf_v4){s, s, s, s}; }
+typedef int32_t cf_i4 __attribute__((vector_size(16)));
+/* x < 0 ? 0 : x: NaN and -0 stay */
+static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)); }
+
+/* d[w*dstride + c] = x[c*cstride + w], c < C, w < W: an x row into channels last */
+static void to_hwc_v4(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
+{
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t w = 0; w < W; w++)
+            d[w * dstride + c] = x[c * cstride + w];
+}
+
+/* d[o*dstride + w] = act(y[w*ystride + o] + bias[o]), o < O, w < W: an output
+ * row back to channels first, with the epilogue (bias NULL: none) */
+static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
+                      const float *bias, bool relu)
+{
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t w = 0; w < W; w++) {
+            float v = y[w * ystride + o];
+            if (bias)
+                v = v + bias[o];
+            if (relu)
+                v = v < 0 ? 0 : v;
+            d[o * dstride + w] = v;
+        }
+}
+
+#define VF cf_v4
+#define VLD v4_ld
+#define VST v4_st
+#define VSTN v4_stn
+#define VBC v4_bc
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#define VZERO ((cf_v4){0, 0, 0, 0})
+#define VRELU v4_relu
+#define CF_VL 4
+#define CF_PW 4
+#define CF_OV 2
+#define CF_MR 4
+#define CF_NV 2
+#define CF_TARGET
+#define CF_SFX(name) name##_v4
+#include "devices/cpu/convf32_body.h"
+#undef VF
+#undef VLD
+#undef VST
+#undef VSTN
+#undef VBC
+#undef VFMA
+#undef VZERO
+#undef VRELU
+#undef CF_VL
+#undef CF_PW
+#undef CF_OV
+#undef CF_MR
+#undef CF_NV
+#undef CF_TARGET
+#undef CF_SFX
+
+static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4};
+
+/* ---- AVX-512 ---- */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define CF_TARGET __attribute__((target("avx512f")))
+static inline __mmask16 v16_mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+CF_TARGET static inline void v16_stn(float *p, __m512 v, int64_t n) { _mm512_mask_storeu_ps(p, v16_mask(n), v); }
+/* max(0, x) returns x when x is NaN, and x = -0 itself: x < 0 ? 0 : x */
+CF_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
+
+/* r[j][i] = r[i][j] */
+CF_TARGET static inline void tr16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+        const __m512d c = _mm512_castps_pd(t[i + 2]), e = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
+CF_TARGET static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
+{
+    for (int64_t c0 = 0; c0 < C; c0 += 16)
+        for (int64_t w0 = 0; w0 < W; w0 += 16) {
+            const __mmask16 m = v16_mask(W - w0);
+            const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nc ? _mm512_maskz_loadu_ps(m, x + (c0 + i) * cstride + w0) : _mm512_setzero_ps();
+            tr16(r);
+            for (int j = 0; j < nw; j++)
+                _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
+        }
+}
+
+CF_TARGET static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
+                                 const float *bias, bool relu)
+{
+    for (int64_t o0 = 0; o0 < O; o0 += 16)
+        for (int64_t w0 = 0; w0 < W; w0 += 16) {
+            const __mmask16 m = v16_mask(O - o0);
+            const int64_t no = O - o0 < 16 ? O - o0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nw ? _mm512_maskz_loadu_ps(m, y + (w0 + i) * ystride + o0) : _mm512_setzero_ps();
+            tr16(r);
+            for (int j = 0; j < no; j++) {
+                __m512 v = r[j];
+                if (bias)
+                    v = _mm512_add_ps(v, _mm512_set1_ps(bias[o0 + j]));
+                if (relu)
+                    v = v16_relu(v);
+                _mm512_mask_storeu_ps(d + (o0 + j) * dstride + w0, v16_mask(nw), v);
+            }
+        }
+}
+#define VF __m512
+#define VLD _mm512_loadu_ps
+#define VST _mm512_storeu_ps
+#define VSTN v16_stn
+#define VBC _mm512_set1_ps
+#define VFMA _mm512_fmadd_ps
+#define VZERO _mm512_setzero_ps()
+#define VRELU v16_relu
+#define CF_VL 16
+#define CF_PW 7
+#define CF_OV 2
+#define CF_MR 8
+#define CF_NV 2
+#define CF_SFX(name) name##_v16
+#include "devices/cpu/convf32_body.h"
+
+static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16};
+
+static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static const dev_cf_isa isa_v16 = {0};
+static bool have_avx512(void) { return false; }
+#endif
+
+static atomic_bool force_portable;
+
+void dev_cf_force_portable(bool on) { atomic_store(&force_portable, on); }
+
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+/* ---- Plans ------------------------------------------------------------------------
+ * Winograd for 3x3 windows over at least 8 input channels (fewer make its
+ * transforms cost more than the products they save); rows for windows of at
+ * most 64 elements over all channels (the first layer of a CNN: one channel,
+ * where im2col's product has K = 9). Both keep their scratch under 1 MiB. */
+#define CF_SCRATCH_MAX (INT64_C(1) << 18)
+
+/* U[g][xi][c][o] = (G w G^T)[xi] of w[g*Og + o][c], G = [1 0 0; 1/2 1/2 1/2;
+ * 1/2 -1/2 1/2; 0 0 1]; o in [Og, Op) stays 0. */
+static void wino_weights(const dev_cf *cf, const float *w)
+{
+    const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op;
+    for (int64_t g = 0; g < cf->G; g++)
+        for (int64_t o = 0; o < Og; o++)
+            for (int64_t c = 0; c < Cg; c++) {
+                const float *k = w + ((g * Og + o) * Cg + c) * 9;
+                float t[4][3], u[4][4];
+                for (int j = 0; j < 3; j++) {
+                    t[0][j] = k[j];
+                    t[1][j] = (k[j] + k[3 + j] + k[6 + j]) * 0.5f;
+                    t[2][j] = (k[j] - k[3 + j] + k[6 + j]) * 0.5f;
+                    t[3][j] = k[6 + j];
+                }
+                for (int r = 0; r < 4; r++) {
+                    u[r][0] = t[r][0];
+                    u[r][1] = (t[r][0] + t[r][1] + t[r][2]) * 0.5f;
+                    u[r][2] = (t[r][0] - t[r][1] + t[r][2]) * 0.5f;
+                    u[r][3] = t[r][2];
+                }
+                float *U = cf->wk + g * (int64_t)cf->wk_floats;
+                for (int xi = 0; xi < 16; xi++)
+                    U[(xi * Cg + c) * Op + o] = u[xi / 4][xi % 4];
+            }
+}
+
+/* wk[g][k][o] = w[g*Og + o][k] (k over c, i, j); o in [Og, Op) stays 0. */
+static void rows_weights(const dev_cf *cf, const float *w)
+{
+    const int64_t K = cf->Cg * cf->KH * cf->KW, Og = cf->Og, Op = cf->Op;
+    for (int64_t g = 0; g < cf->G; g++)
+        for (int64_t o = 0; o < Og; o++)
+            for (int64_t k = 0; k < K; k++)
+                cf->wk[g * (int64_t)cf->wk_floats + k * Op + o] = w[(g * Og + o) * K + k];
+}
+
+int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_allocator *a)
+{
+    const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
+    dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
+                .pt = p[2], .pl = p[3], .G = G};
+    if (OH < 1 || OW < 1 || Og < 1 || Cg < 1 || OH > 4096 || OW > 4096 || Og > 4096 || Cg > 4096)
+        return 0;
+    if (KH == 3 && KW == 3 && Cg >= 8) {
+        c.kind = DEV_CF_WINO;
+        c.Cp = round_up(Cg, isa->vl);
+        c.Op = round_up(Og, isa->vl * isa->ov);
+        c.TH = (OH + 1) / 2;
+        c.TW = (OW + 1) / 2;
+        const int64_t xt = (2 * c.TH + 2) * (2 * c.TW + 2) * c.Cp;
+        c.scratch_floats = (size_t)(xt + 16 * isa->pw * (c.Cp + c.Op) + 4 * c.TH * c.TW * c.Op);
+        c.wk_floats = (size_t)(16 * Cg * c.Op);
+    } else if (Cg * KH * KW <= 64) {
+        c.kind = DEV_CF_ROWS;
+        c.Op = round_up(Og, isa->mr);
+        c.scratch_floats = (size_t)(Cg * (OH + KH - 1) * (OW + KW - 1) + isa->nv * isa->vl);
+        c.wk_floats = (size_t)(Cg * KH * KW * c.Op);
+    } else {
+        return 0;
+    }
+    if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_SCRATCH_MAX)
+        return 0;
+    c.wk = ut_alloc(a, c.wk_floats * (size_t)G * sizeof(float));
+    if (!c.wk)
+        return -1;
+    memset(c.wk, 0, c.wk_floats * (size_t)G * sizeof(float));
+    if (c.kind == DEV_CF_WINO)
+        wino_weights(&c, w);
+    else
+        rows_weights(&c, w);
+    *cf = c;
+    return 1;
+}
+
+int64_t dev_cf_parts(const dev_cf *cf) { return cf->kind == DEV_CF_WINO ? cf->TH : cf->OH; }
+
+void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
+                 bool relu, int64_t b, int64_t e)
+{
+    const float *wk = cf->wk + g * (int64_t)cf->wk_floats;
+    if (bias)
+        bias += g * cf->Og;
+    if (cf->kind == DEV_CF_WINO)
+        cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, b, e);
+    else
+        cf->isa->rows(cf, wk, xg, og, scratch, bias, relu, b, e);
+}
+
+void dev_cf_free(dev_cf *cf, const tfvm_allocator *a)
+{
+    if (cf->wk)
+        ut_free(a, cf->wk, cf->wk_floats * (size_t)cf->G * sizeof(float));
+    cf->wk = NULL;
+}

@@ -1,0 +1,52 @@
+/* devices/cpu/convf32.h — f32 convolutions with unit strides and dilations
+ * without im2col (convf32.c): Winograd F(2x2, 3x3) for 3x3 windows over
+ * several input channels, a direct kernel along output rows for small
+ * windows over few channels. AVX-512 when the CPU has it (checked at run
+ * time), else portable vector code that gives the same sums up to rounding. */
+#ifndef TFVM_CPU_CONVF32_H
+#define TFVM_CPU_CONVF32_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfvm.h"
+
+struct dev_cf_isa;
+
+/* One convolution's plan: its shape (per group), the kernel and the weights
+ * prepared for it (transformed or packed, per group), made once per
+ * instruction and shared by every item (image, group). */
+typedef struct dev_cf {
+    int kind; /* DEV_CF_WINO or DEV_CF_ROWS */
+    const struct dev_cf_isa *isa;
+    int64_t Cg, H, W, Og, KH, KW, OH, OW, pt, pl, G;
+    int64_t Cp, Op;        /* channels rounded up to the kernel's blocks */
+    int64_t TH, TW;        /* Winograd: 2x2 output tiles */
+    float *wk;             /* prepared weights, wk_floats per group */
+    size_t wk_floats, scratch_floats;
+} dev_cf;
+
+enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2 };
+
+/* Plans CONV2D of x [N, G*Cg, H, W] (f32) with w [G*Og, Cg, KH, KW] at unit
+ * strides and dilations, pads p[2..5] = [pt, pl, pb, pr], output OH x OW.
+ * Returns 1 with cf filled, 0 when neither kernel suits this shape (cf
+ * untouched), -1 when the weights' memory cannot be had. */
+int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_allocator *a);
+/* An item (group g of one image) is made of dev_cf_parts(cf) parts (bands
+ * of output rows) that can be computed apart, each element the same way
+ * whichever parts go together: so one image can be split over threads. */
+int64_t dev_cf_parts(const dev_cf *cf);
+/* Parts [b, e) of an item: xg [Cg, H, W] into og [Og, OH, OW], with scratch
+ * of cf->scratch_floats floats; with bias (the instruction's [G*Og], or
+ * NULL) each sum + bias[o], then with relu x < 0 ? 0 : x: what ADD and RELU
+ * would give. */
+void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
+                 bool relu, int64_t b, int64_t e);
+void dev_cf_free(dev_cf *cf, const tfvm_allocator *a);
+/* Tests: plan with the portable code even where AVX-512 is there. */
+void dev_cf_force_portable(bool on);
+
+#endif

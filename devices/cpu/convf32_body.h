@@ -1,0 +1,189 @@
+/* devices/cpu/convf32_body.h — the kernels of convf32.c, included once per
+ * instruction set with its vector type and operations defined:
+ * VF (CF_VL floats), VLD/VST (unaligned), VSTN (the first n lanes), VBC
+ * (broadcast), VFMA(a, b, c) = a*b + c, VZERO, VRELU (x < 0 ? 0 : x per
+ * lane); CF_SFX(to_hwc) and CF_SFX(to_chw), the layout changes; the
+ * register blocking CF_PW x CF_OV (Winograd) and CF_MR x CF_NV (rows);
+ * CF_TARGET, CF_SFX. */
+
+/* ---- Winograd F(2x2, 3x3) ---------------------------------------------------------
+ * x is transposed to [rows][cols][Cp] (channels last, zero padded), so that
+ * the input transform B^T d B runs on vectors of channels; per block of
+ * CF_PW tiles, each of the 16 transformed positions is then a product
+ * [tiles, Cg] x [Cg, Op] held in registers (tiles x CF_OV vectors of
+ * output channels), and the output transform A^T m A gives 2x2 outputs of
+ * CF_OV * CF_VL channels at once, channels last; the last pass transposes
+ * them to [Og, OH, OW]. */
+CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
+                                         const float *bias, bool relu, int64_t ty0, int64_t ty1)
+{
+    const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
+    const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW, T = cf->TH * cf->TW;
+    const int64_t Hx = 2 * cf->TH + 2, Wx = 2 * TW + 2, YW = 2 * TW;
+    float *xt = s, *V = xt + Hx * Wx * Cp, *M = V + 16 * CF_PW * Cp, *Y = M + 16 * CF_PW * Op;
+    memset(xt, 0, (size_t)(Hx * Wx * Cp) * sizeof *xt);
+    /* tile rows [ty0, ty1) read rows [2 ty0, 2 ty1 + 2) of xt */
+    for (int64_t h = 2 * ty0 - cf->pt; h < 2 * ty1 + 2 - cf->pt && h < H; h++)
+        if (h >= 0)
+            CF_SFX(to_hwc)(xg + h * W, H * W, Cg, W, xt + ((h + cf->pt) * Wx + cf->pl) * Cp, Cp);
+    (void)T;
+    const int64_t te = ty1 * TW;
+    for (int64_t tb = ty0 * TW; tb < te; tb += CF_PW) {
+        const int64_t np = te - tb < CF_PW ? te - tb : CF_PW;
+        /* V[xi][p][c] = (B^T d B)[xi] of tile tb + p */
+        for (int64_t p = 0; p < CF_PW; p++) {
+            if (p >= np) {
+                for (int xi = 0; xi < 16; xi++)
+                    memset(V + (xi * CF_PW + p) * Cp, 0, (size_t)Cp * sizeof *V);
+                continue;
+            }
+            const int64_t t = tb + p, ty = t / TW, tx = t % TW;
+            const float *base = xt + (2 * ty * Wx + 2 * tx) * Cp;
+            for (int64_t cv = 0; cv < Cp; cv += CF_VL) {
+                VF d[4][4], u[4][4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                    for (int q = 0; q < 4; q++)
+                        d[r][q] = VLD(base + (r * Wx + q) * Cp + cv);
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    u[0][q] = d[0][q] - d[2][q];
+                    u[1][q] = d[1][q] + d[2][q];
+                    u[2][q] = d[2][q] - d[1][q];
+                    u[3][q] = d[1][q] - d[3][q];
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    float *v = V + (r * 4 * CF_PW + p) * Cp + cv;
+                    VST(v, u[r][0] - u[r][2]);
+                    VST(v + CF_PW * Cp, u[r][1] + u[r][2]);
+                    VST(v + 2 * CF_PW * Cp, u[r][2] - u[r][1]);
+                    VST(v + 3 * CF_PW * Cp, u[r][1] - u[r][3]);
+                }
+            }
+        }
+        /* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o] */
+        for (int xi = 0; xi < 16; xi++) {
+            const float *Ux = U + xi * Cg * Op, *Vx = V + xi * CF_PW * Cp;
+            for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL) {
+                VF acc[CF_PW][CF_OV];
+#pragma GCC unroll 16
+                for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_OV; v++)
+                        acc[p][v] = VZERO;
+                for (int64_t c = 0; c < Cg; c++) {
+                    VF u[CF_OV];
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_OV; v++)
+                        u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
+#pragma GCC unroll 16
+                    for (int p = 0; p < CF_PW; p++) {
+                        const VF b = VBC(Vx[p * Cp + c]);
+#pragma GCC unroll 4
+                        for (int v = 0; v < CF_OV; v++)
+                            acc[p][v] = VFMA(b, u[v], acc[p][v]);
+                    }
+                }
+#pragma GCC unroll 16
+                for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_OV; v++)
+                        VST(M + (xi * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
+            }
+        }
+        /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] */
+        for (int64_t p = 0; p < np; p++) {
+            const int64_t t = tb + p, ty = t / TW, tx = t % TW;
+            float *y = Y + (2 * ty * YW + 2 * tx) * Op;
+            for (int64_t ov = 0; ov < Op; ov += CF_VL) {
+                VF m[4][4], t0[4], t1[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                    for (int q = 0; q < 4; q++)
+                        m[r][q] = VLD(M + ((r * 4 + q) * CF_PW + p) * Op + ov);
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    t0[q] = m[0][q] + m[1][q] + m[2][q];
+                    t1[q] = m[1][q] - m[2][q] - m[3][q];
+                }
+                VST(y + ov, t0[0] + t0[1] + t0[2]);
+                VST(y + Op + ov, t0[1] - t0[2] - t0[3]);
+                VST(y + YW * Op + ov, t1[0] + t1[1] + t1[2]);
+                VST(y + (YW + 1) * Op + ov, t1[1] - t1[2] - t1[3]);
+            }
+        }
+    }
+    for (int64_t h = 2 * ty0; h < 2 * ty1 && h < OH; h++)
+        CF_SFX(to_chw)(Y + h * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);
+}
+
+/* ---- Rows ---------------------------------------------------------------------------
+ * x padded into [Cg][Hp][Wp]; an output row's run of CF_NV vectors of
+ * columns for CF_MR output channels is one register block: each window
+ * element (c, i, j) adds the weights of those channels (wk[k][Op], k = (c*KH
+ * + i)*KW + j) times the run of x it sees, read straight from the padded
+ * row. Lanes past the row's end compute on what follows (in the buffer) and
+ * are not stored. */
+CF_TARGET static void CF_SFX(rows_item)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s,
+                                         const float *bias, bool relu, int64_t oh0, int64_t oh1)
+{
+    const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
+    const int64_t KH = cf->KH, KW = cf->KW, Op = cf->Op, pt = cf->pt, pl = cf->pl;
+    const int64_t Hp = OH + KH - 1, Wp = OW + KW - 1, HWp = Hp * Wp;
+    float *xp = s;
+    memset(xp, 0, (size_t)(Cg * HWp + CF_NV * CF_VL) * sizeof *xp);
+    /* output rows [oh0, oh1) read padded rows [oh0, oh1 + KH - 1) */
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t h = oh0 - pt < 0 ? 0 : oh0 - pt; h < H && h + pt < oh1 + KH - 1; h++)
+            memcpy(xp + c * HWp + (h + pt) * Wp + pl, xg + (c * H + h) * W, (size_t)W * sizeof *xp);
+    for (int64_t oh = oh0; oh < oh1; oh++)
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += CF_NV * CF_VL)
+            for (int64_t ob = 0; ob < Op; ob += CF_MR) {
+                VF acc[CF_MR][CF_NV];
+#pragma GCC unroll 16
+                for (int m = 0; m < CF_MR; m++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_NV; v++)
+                        acc[m][v] = VZERO;
+                const float *wkk = wk + ob;
+                for (int64_t c = 0; c < Cg; c++)
+                    for (int64_t i = 0; i < KH; i++) {
+                        const float *xr = xp + c * HWp + (oh + i) * Wp + ow0;
+                        for (int64_t j = 0; j < KW; j++, wkk += Op) {
+                            VF xv[CF_NV];
+#pragma GCC unroll 4
+                            for (int v = 0; v < CF_NV; v++)
+                                xv[v] = VLD(xr + j + v * CF_VL);
+#pragma GCC unroll 16
+                            for (int m = 0; m < CF_MR; m++) {
+                                const VF b = VBC(wkk[m]);
+#pragma GCC unroll 4
+                                for (int v = 0; v < CF_NV; v++)
+                                    acc[m][v] = VFMA(b, xv[v], acc[m][v]);
+                            }
+                        }
+                    }
+#pragma GCC unroll 16
+                for (int m = 0; m < CF_MR; m++) {
+                    if (ob + m >= Og)
+                        break;
+                    float *d = og + ((ob + m) * OH + oh) * OW + ow0;
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_NV; v++) {
+                        VF y = acc[m][v];
+                        if (bias)
+                            y = y + VBC(bias[ob + m]);
+                        if (relu)
+                            y = VRELU(y);
+                        const int64_t n = OW - ow0 - v * CF_VL;
+                        if (n >= CF_VL)
+                            VST(d + v * CF_VL, y);
+                        else if (n > 0)
+                            VSTN(d + v * CF_VL, y, n);
+                    }
+                }
+            }
+}
