@@ -530,10 +530,63 @@ typedef struct pool2_arg {
     bool avg, f32;
 } pool2_arg;
 
+/* POOL2 on f32 with AVX-512 (checked at run time): 16 outputs at a time from
+ * two rows of 32 inputs, split into even and odd columns; the max picks in
+ * the same order (a later element only when greater) and NaN when the
+ * window holds one, so the results are POOL2's bit for bit. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg *a, size_t b, size_t e)
+{
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512 nan = _mm512_set1_ps(NAN), quarter_div = _mm512_set1_ps(4.0f);
+    const float *xs = (const float *)a->x + b * H * W;
+    float *os = (float *)a->o + b * OH * OW;
+    for (size_t pl_ = b; pl_ < e; pl_++, xs += H * W)
+        for (int64_t oh = 0; oh < OH; oh++, os += OW) {
+            const float *r0 = xs + 2 * oh * W, *r1 = r0 + W;
+            for (int64_t ow = 0; ow < OW; ow += 16) {
+                const int64_t n = OW - ow < 16 ? OW - ow : 16;
+                const __mmask16 lo = (__mmask16)(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
+                const __mmask16 hi = (__mmask16)(n <= 8 ? 0 : n == 16 ? 0xFFFF : (1u << (2 * n - 16)) - 1);
+                const __mmask16 out = (__mmask16)(n == 16 ? 0xFFFF : (1u << n) - 1);
+                const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
+                const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
+                const __m512 x0 = _mm512_permutex2var_ps(a0, even, a1), x1 = _mm512_permutex2var_ps(a0, odd, a1);
+                const __m512 x2 = _mm512_permutex2var_ps(b0, even, b1), x3 = _mm512_permutex2var_ps(b0, odd, b1);
+                __m512 m;
+                if (a->avg) {
+                    m = _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), quarter_div);
+                } else {
+                    m = x0;
+                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, m, _CMP_GT_OQ), m, x1);
+                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x2, m, _CMP_GT_OQ), m, x2);
+                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x3, m, _CMP_GT_OQ), m, x3);
+                    const __mmask16 bad = _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x2, x3, _CMP_UNORD_Q);
+                    m = _mm512_mask_blend_ps(bad, m, nan);
+                }
+                _mm512_mask_storeu_ps(os + ow, out, m);
+            }
+        }
+}
+
+static bool pool2_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static void pool2_f32_avx512(const pool2_arg *a, size_t b, size_t e) { (void)a, (void)b, (void)e; }
+static bool pool2_avx512(void) { return false; }
+#endif
+
 static void pool2_planes(void *arg, size_t b, size_t e)
 {
     const pool2_arg *a = arg;
     const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    if (a->f32 && pool2_avx512()) {
+        pool2_f32_avx512(a, b, e);
+        return;
+    }
     if (a->f32)
         POOL2(float);
     else

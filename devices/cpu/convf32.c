@@ -101,8 +101,8 @@ CF_TARGET static inline void v16_stn(float *p, __m512 v, int64_t n) { _mm512_mas
 /* max(0, x) returns x when x is NaN, and x = -0 itself: x < 0 ? 0 : x */
 CF_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
 
-/* r[j][i] = r[i][j] */
-CF_TARGET static inline void tr16(__m512 r[16])
+/* r[j][i] = r[i][j] (inlined: r stays in registers) */
+CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
 {
     __m512 t[16];
     for (int i = 0; i < 16; i += 2) {
@@ -207,27 +207,28 @@ static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; 
  * 1/2 -1/2 1/2; 0 0 1]; o in [Og, Op) stays 0. */
 static void wino_weights(const dev_cf *cf, const float *w)
 {
-    const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op;
+    const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op, step = Cg * Op;
     for (int64_t g = 0; g < cf->G; g++)
-        for (int64_t o = 0; o < Og; o++)
-            for (int64_t c = 0; c < Cg; c++) {
+        for (int64_t c = 0; c < Cg; c++)
+            for (int64_t o = 0; o < Og; o++) {
                 const float *k = w + ((g * Og + o) * Cg + c) * 9;
-                float t[4][3], u[4][4];
-                for (int j = 0; j < 3; j++) {
-                    t[0][j] = k[j];
-                    t[1][j] = (k[j] + k[3 + j] + k[6 + j]) * 0.5f;
-                    t[2][j] = (k[j] - k[3 + j] + k[6 + j]) * 0.5f;
-                    t[3][j] = k[6 + j];
-                }
-                for (int r = 0; r < 4; r++) {
-                    u[r][0] = t[r][0];
-                    u[r][1] = (t[r][0] + t[r][1] + t[r][2]) * 0.5f;
-                    u[r][2] = (t[r][0] - t[r][1] + t[r][2]) * 0.5f;
-                    u[r][3] = t[r][2];
-                }
-                float *U = cf->wk + g * (int64_t)cf->wk_floats;
+                float *U = cf->wk + g * (int64_t)cf->wk_floats + c * Op + o;
+                /* named scalars, not arrays: GCC's vectoriser turned arrays
+                 * into stores read back wider (a store-forwarding stall each) */
+#define CF_G(x0, x1, x2, y0, y1, y2, y3)                                                   \
+    const float y0 = (x0), y1 = ((x0) + (x1) + (x2)) * 0.5f, y2 = ((x0) - (x1) + (x2)) * 0.5f, y3 = (x2)
+                CF_G(k[0], k[3], k[6], t00, t10, t20, t30);
+                CF_G(k[1], k[4], k[7], t01, t11, t21, t31);
+                CF_G(k[2], k[5], k[8], t02, t12, t22, t32);
+                CF_G(t00, t01, t02, u00, u01, u02, u03);
+                CF_G(t10, t11, t12, u10, u11, u12, u13);
+                CF_G(t20, t21, t22, u20, u21, u22, u23);
+                CF_G(t30, t31, t32, u30, u31, u32, u33);
+#undef CF_G
+                const float u[16] = {u00, u01, u02, u03, u10, u11, u12, u13,
+                                     u20, u21, u22, u23, u30, u31, u32, u33};
                 for (int xi = 0; xi < 16; xi++)
-                    U[(xi * Cg + c) * Op + o] = u[xi / 4][xi % 4];
+                    U[xi * step] = u[xi];
             }
 }
 
