@@ -578,6 +578,51 @@ START_TEST(test_pool2)
 }
 END_TEST
 
+/* The 2x2 stride-2 windows on f32 (AVX-512 where the CPU has it) against
+ * the loop's rules, bit for bit: the first of equal elements (+0 and -0),
+ * NaN when the window holds one, sums in order; odd widths, rows of more
+ * than 16 outputs. */
+START_TEST(test_pool2_f32)
+{
+    static const int64_t shapes[][4] = {{2, 3, 6, 40}, {1, 2, 5, 33}, {1, 1, 4, 4}, {3, 2, 14, 14}, {1, 1, 2, 66}};
+    for (size_t si = 0; si < UT_COUNTOF(shapes); si++)
+        for (int avg = 0; avg <= 1; avg++) {
+            dev_value x = randt(F32, 4, shapes[si], (unsigned)si + 20), o;
+            float *xv = x.u.t->data;
+            for (int64_t i = 0; i < x.u.t->count; i++)
+                if (i % 13 == 5)
+                    xv[i] = NAN;
+                else if (i % 7 == 2)
+                    xv[i] = i % 2 ? -0.0f : 0.0f;
+            const int64_t H = shapes[si][2], W = shapes[si][3], OH = H / 2, OW = W / 2;
+            const int64_t planes = shapes[si][0] * shapes[si][1];
+            static float want[8192];
+            for (int64_t pl = 0; pl < planes; pl++)
+                for (int64_t oh = 0; oh < OH; oh++)
+                    for (int64_t ow = 0; ow < OW; ow++) {
+                        const float *r0 = xv + (pl * H + 2 * oh) * W + 2 * ow, *r1 = r0 + W;
+                        const float x0 = r0[0], x1 = r0[1], x2 = r1[0], x3 = r1[1];
+                        float m = x0;
+                        if (avg) {
+                            m = (((x0 + x1) + x2) + x3) / 4;
+                        } else {
+                            m = x1 > m ? x1 : m;
+                            m = x2 > m ? x2 : m;
+                            m = x3 > m ? x3 : m;
+                            if (isnan(x0) || isnan(x1) || isnan(x2) || isnan(x3))
+                                m = NAN;
+                        }
+                        want[(pl * OH + oh) * OW + ow] = m;
+                    }
+            ck_assert_int_eq(C(avg ? ISA_AVGPOOL : ISA_MAXPOOL, 0, &o, x, IV(2, 2, 2, 2, 0, 0, 0, 0)), TFVM_OK);
+            ck_assert_int_eq(o.u.t->count, planes * OH * OW);
+            ck_assert_msg(memcmp(o.u.t->data, want, (size_t)o.u.t->count * sizeof(float)) == 0,
+                          "shape %zu %s: results differ", si, avg ? "avgpool" : "maxpool");
+            dev_value_release(&o);
+        }
+}
+END_TEST
+
 /* dev_tanhf (TANH on f32, and the fused tanh) against tanh in double: within
  * one ulp of the correctly rounded value everywhere swept, equal to it almost
  * everywhere; the special values exact. */
@@ -620,6 +665,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
     tcase_add_test(tc, test_pool2);
+    tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);
     suite_add_tcase(s, tc);
     return s;
