@@ -561,10 +561,10 @@ __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg 
                 if (a->avg) {
                     m = _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), quarter_div);
                 } else {
-                    m = x0;
-                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x1, m, _CMP_GT_OQ), m, x1);
-                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x2, m, _CMP_GT_OQ), m, x2);
-                    m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x3, m, _CMP_GT_OQ), m, x3);
+                    /* vmaxps a, b is a > b ? a : b: the loop's x1 > m ? x1 : m */
+                    m = _mm512_max_ps(x1, x0);
+                    m = _mm512_max_ps(x2, m);
+                    m = _mm512_max_ps(x3, m);
                     const __mmask16 bad = _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x2, x3, _CMP_UNORD_Q);
                     m = _mm512_mask_blend_ps(bad, m, nan);
                 }

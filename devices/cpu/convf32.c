@@ -9,6 +9,10 @@
 
 #include "util/util.h"
 
+#ifndef CF_PHASE
+#define CF_PHASE
+#endif
+
 /* One instruction set's kernels and their register blocking. */
 typedef struct dev_cf_isa {
     int64_t vl, pw, ov, mr, nv;
@@ -105,10 +109,12 @@ CF_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_
 CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
 {
     __m512 t[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i += 4) {
         const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
         const __m512d c = _mm512_castps_pd(t[i + 2]), e = _mm512_castps_pd(t[i + 3]);
@@ -117,12 +123,14 @@ CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
         r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
         r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 4; i++) {
         t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
         t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
         t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
         t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
     }
+#pragma GCC unroll 16
     for (int i = 0; i < 8; i++) {
         r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
         r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
@@ -130,22 +138,25 @@ CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
 }
 
 /* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
-CF_TARGET static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
+CF_TARGET CF_PHASE static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
 {
     for (int64_t c0 = 0; c0 < C; c0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
             const __mmask16 m = v16_mask(W - w0);
             const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
             __m512 r[16];
+#pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
                 r[i] = i < nc ? _mm512_maskz_loadu_ps(m, x + (c0 + i) * cstride + w0) : _mm512_setzero_ps();
             tr16(r);
-            for (int j = 0; j < nw; j++)
-                _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                if (j < nw)
+                    _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
         }
 }
 
-CF_TARGET static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
+CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
                                  const float *bias, bool relu)
 {
     for (int64_t o0 = 0; o0 < O; o0 += 16)
@@ -153,10 +164,14 @@ CF_TARGET static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int
             const __mmask16 m = v16_mask(O - o0);
             const int64_t no = O - o0 < 16 ? O - o0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
             __m512 r[16];
+#pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
                 r[i] = i < nw ? _mm512_maskz_loadu_ps(m, y + (w0 + i) * ystride + o0) : _mm512_setzero_ps();
             tr16(r);
-            for (int j = 0; j < no; j++) {
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {
+                if (j >= no)
+                    break;
                 __m512 v = r[j];
                 if (bias)
                     v = _mm512_add_ps(v, _mm512_set1_ps(bias[o0 + j]));
@@ -195,6 +210,9 @@ static atomic_bool force_portable;
 void dev_cf_force_portable(bool on) { atomic_store(&force_portable, on); }
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+/* p rounded up to a multiple of 64 bytes (p has 15 floats to spare) */
+static float *cf_align(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 /* ---- Plans ------------------------------------------------------------------------
  * Winograd for 3x3 windows over at least 8 input channels (fewer make its
@@ -267,11 +285,16 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     } else {
         return 0;
     }
+    /* each group's weights and the scratch start on a 64-byte line: a
+     * vector load across two lines costs two */
+    c.wk_floats = (c.wk_floats + 15) / 16 * 16;
+    c.scratch_floats += 16;
     if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_SCRATCH_MAX)
         return 0;
-    c.wk = ut_alloc(a, c.wk_floats * (size_t)G * sizeof(float));
-    if (!c.wk)
+    c.wk_raw = ut_alloc(a, (c.wk_floats * (size_t)G + 16) * sizeof(float));
+    if (!c.wk_raw)
         return -1;
+    c.wk = cf_align(c.wk_raw);
     memset(c.wk, 0, c.wk_floats * (size_t)G * sizeof(float));
     if (c.kind == DEV_CF_WINO)
         wino_weights(&c, w);
@@ -287,6 +310,7 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
                  bool relu, int64_t b, int64_t e)
 {
     const float *wk = cf->wk + g * (int64_t)cf->wk_floats;
+    scratch = cf_align(scratch);
     if (bias)
         bias += g * cf->Og;
     if (cf->kind == DEV_CF_WINO)
@@ -297,7 +321,7 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
 
 void dev_cf_free(dev_cf *cf, const tfvm_allocator *a)
 {
-    if (cf->wk)
-        ut_free(a, cf->wk, cf->wk_floats * (size_t)cf->G * sizeof(float));
-    cf->wk = NULL;
+    if (cf->wk_raw)
+        ut_free(a, cf->wk_raw, (cf->wk_floats * (size_t)cf->G + 16) * sizeof(float));
+    cf->wk = cf->wk_raw = NULL;
 }

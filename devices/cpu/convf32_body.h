@@ -14,11 +14,112 @@
  * output channels), and the output transform A^T m A gives 2x2 outputs of
  * CF_OV * CF_VL channels at once, channels last; the last pass transposes
  * them to [Og, OH, OW]. */
+/* V[xi][p][c] = (B^T d B)[xi] of tiles tb + p, p < np; 0 for p in [np, CF_PW) */
+CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt, int64_t tb, int64_t np, float *V)
+{
+    const int64_t Cp = cf->Cp, TW = cf->TW, Wx = 2 * TW + 2;
+    for (int64_t p = 0; p < CF_PW; p++) {
+        if (p >= np) {
+            for (int xi = 0; xi < 16; xi++)
+                memset(V + (xi * CF_PW + p) * Cp, 0, (size_t)Cp * sizeof *V);
+            continue;
+        }
+        const int64_t t = tb + p, ty = t / TW, tx = t % TW;
+        const float *base = xt + (2 * ty * Wx + 2 * tx) * Cp;
+        for (int64_t cv = 0; cv < Cp; cv += CF_VL) {
+            VF d[4][4], u[4][4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++)
+                    d[r][q] = VLD(base + (r * Wx + q) * Cp + cv);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                u[0][q] = d[0][q] - d[2][q];
+                u[1][q] = d[1][q] + d[2][q];
+                u[2][q] = d[2][q] - d[1][q];
+                u[3][q] = d[1][q] - d[3][q];
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                float *v = V + (r * 4 * CF_PW + p) * Cp + cv;
+                VST(v, u[r][0] - u[r][2]);
+                VST(v + CF_PW * Cp, u[r][1] + u[r][2]);
+                VST(v + 2 * CF_PW * Cp, u[r][2] - u[r][1]);
+                VST(v + 3 * CF_PW * Cp, u[r][1] - u[r][3]);
+            }
+        }
+    }
+}
+
+/* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o]: CF_PW tiles by
+ * CF_OV vectors of output channels in registers */
+CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U, const float *V, float *M)
+{
+    const int64_t Cg = cf->Cg, Cp = cf->Cp, Op = cf->Op;
+    for (int xi = 0; xi < 16; xi++) {
+        const float *Ux = U + xi * Cg * Op, *Vx = V + xi * CF_PW * Cp;
+        for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL) {
+            VF acc[CF_PW][CF_OV];
+#pragma GCC unroll 16
+            for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CF_OV; v++)
+                    acc[p][v] = VZERO;
+            for (int64_t c = 0; c < Cg; c++) {
+                VF u[CF_OV];
+#pragma GCC unroll 4
+                for (int v = 0; v < CF_OV; v++)
+                    u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
+#pragma GCC unroll 16
+                for (int p = 0; p < CF_PW; p++) {
+                    const VF b = VBC(Vx[p * Cp + c]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_OV; v++)
+                        acc[p][v] = VFMA(b, u[v], acc[p][v]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CF_OV; v++)
+                    VST(M + (xi * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
+        }
+    }
+}
+
+/* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] of tiles tb + p, p < np */
+CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tb, int64_t np, float *Y)
+{
+    const int64_t Op = cf->Op, TW = cf->TW, YW = 2 * TW;
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t t = tb + p, ty = t / TW, tx = t % TW;
+        float *y = Y + (2 * ty * YW + 2 * tx) * Op;
+        for (int64_t ov = 0; ov < Op; ov += CF_VL) {
+            VF m[4][4], t0[4], t1[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++)
+                    m[r][q] = VLD(M + ((r * 4 + q) * CF_PW + p) * Op + ov);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                t0[q] = m[0][q] + m[1][q] + m[2][q];
+                t1[q] = m[1][q] - m[2][q] - m[3][q];
+            }
+            VST(y + ov, t0[0] + t0[1] + t0[2]);
+            VST(y + Op + ov, t0[1] - t0[2] - t0[3]);
+            VST(y + YW * Op + ov, t1[0] + t1[1] + t1[2]);
+            VST(y + (YW + 1) * Op + ov, t1[1] - t1[2] - t1[3]);
+        }
+    }
+}
+
 CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
                                          const float *bias, bool relu, int64_t ty0, int64_t ty1)
 {
     const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
-    const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW, T = cf->TH * cf->TW;
+    const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW;
     const int64_t Hx = 2 * cf->TH + 2, Wx = 2 * TW + 2, YW = 2 * TW;
     float *xt = s, *V = xt + Hx * Wx * Cp, *M = V + 16 * CF_PW * Cp, *Y = M + 16 * CF_PW * Op;
     memset(xt, 0, (size_t)(Hx * Wx * Cp) * sizeof *xt);
@@ -26,95 +127,12 @@ CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const 
     for (int64_t h = 2 * ty0 - cf->pt; h < 2 * ty1 + 2 - cf->pt && h < H; h++)
         if (h >= 0)
             CF_SFX(to_hwc)(xg + h * W, H * W, Cg, W, xt + ((h + cf->pt) * Wx + cf->pl) * Cp, Cp);
-    (void)T;
     const int64_t te = ty1 * TW;
     for (int64_t tb = ty0 * TW; tb < te; tb += CF_PW) {
         const int64_t np = te - tb < CF_PW ? te - tb : CF_PW;
-        /* V[xi][p][c] = (B^T d B)[xi] of tile tb + p */
-        for (int64_t p = 0; p < CF_PW; p++) {
-            if (p >= np) {
-                for (int xi = 0; xi < 16; xi++)
-                    memset(V + (xi * CF_PW + p) * Cp, 0, (size_t)Cp * sizeof *V);
-                continue;
-            }
-            const int64_t t = tb + p, ty = t / TW, tx = t % TW;
-            const float *base = xt + (2 * ty * Wx + 2 * tx) * Cp;
-            for (int64_t cv = 0; cv < Cp; cv += CF_VL) {
-                VF d[4][4], u[4][4];
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-                    for (int q = 0; q < 4; q++)
-                        d[r][q] = VLD(base + (r * Wx + q) * Cp + cv);
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    u[0][q] = d[0][q] - d[2][q];
-                    u[1][q] = d[1][q] + d[2][q];
-                    u[2][q] = d[2][q] - d[1][q];
-                    u[3][q] = d[1][q] - d[3][q];
-                }
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++) {
-                    float *v = V + (r * 4 * CF_PW + p) * Cp + cv;
-                    VST(v, u[r][0] - u[r][2]);
-                    VST(v + CF_PW * Cp, u[r][1] + u[r][2]);
-                    VST(v + 2 * CF_PW * Cp, u[r][2] - u[r][1]);
-                    VST(v + 3 * CF_PW * Cp, u[r][1] - u[r][3]);
-                }
-            }
-        }
-        /* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o] */
-        for (int xi = 0; xi < 16; xi++) {
-            const float *Ux = U + xi * Cg * Op, *Vx = V + xi * CF_PW * Cp;
-            for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL) {
-                VF acc[CF_PW][CF_OV];
-#pragma GCC unroll 16
-                for (int p = 0; p < CF_PW; p++)
-#pragma GCC unroll 4
-                    for (int v = 0; v < CF_OV; v++)
-                        acc[p][v] = VZERO;
-                for (int64_t c = 0; c < Cg; c++) {
-                    VF u[CF_OV];
-#pragma GCC unroll 4
-                    for (int v = 0; v < CF_OV; v++)
-                        u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
-#pragma GCC unroll 16
-                    for (int p = 0; p < CF_PW; p++) {
-                        const VF b = VBC(Vx[p * Cp + c]);
-#pragma GCC unroll 4
-                        for (int v = 0; v < CF_OV; v++)
-                            acc[p][v] = VFMA(b, u[v], acc[p][v]);
-                    }
-                }
-#pragma GCC unroll 16
-                for (int p = 0; p < CF_PW; p++)
-#pragma GCC unroll 4
-                    for (int v = 0; v < CF_OV; v++)
-                        VST(M + (xi * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
-            }
-        }
-        /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] */
-        for (int64_t p = 0; p < np; p++) {
-            const int64_t t = tb + p, ty = t / TW, tx = t % TW;
-            float *y = Y + (2 * ty * YW + 2 * tx) * Op;
-            for (int64_t ov = 0; ov < Op; ov += CF_VL) {
-                VF m[4][4], t0[4], t1[4];
-#pragma GCC unroll 4
-                for (int r = 0; r < 4; r++)
-#pragma GCC unroll 4
-                    for (int q = 0; q < 4; q++)
-                        m[r][q] = VLD(M + ((r * 4 + q) * CF_PW + p) * Op + ov);
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    t0[q] = m[0][q] + m[1][q] + m[2][q];
-                    t1[q] = m[1][q] - m[2][q] - m[3][q];
-                }
-                VST(y + ov, t0[0] + t0[1] + t0[2]);
-                VST(y + Op + ov, t0[1] - t0[2] - t0[3]);
-                VST(y + YW * Op + ov, t1[0] + t1[1] + t1[2]);
-                VST(y + (YW + 1) * Op + ov, t1[1] - t1[2] - t1[3]);
-            }
-        }
+        CF_SFX(wino_in)(cf, xt, tb, np, V);
+        CF_SFX(wino_mul)(cf, U, V, M);
+        CF_SFX(wino_out)(cf, M, tb, np, Y);
     }
     for (int64_t h = 2 * ty0; h < 2 * ty1 && h < OH; h++)
         CF_SFX(to_chw)(Y + h * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);
