@@ -155,22 +155,34 @@ static bool take_inbox(sched_run *r, sched_worker *w, sched_item *out, bool was_
 }
 
 /* Every worker is idle: the run is over, unless firings wait for the host;
- * then it is quiet (and the host hears of it). Returns whether it is over. */
+ * then it is quiet (and the host hears of it). Returns whether it is over.
+ * With the host in the run the decision is made under park_lock, where the
+ * inbox is taken from: a worker that takes an activation stops being idle
+ * and ends a hold in one step there, so `idle` and `held` are read as one
+ * state (read apart, the hold could be seen ended and the worker that ended
+ * it still idle: the run would end under it). */
 static bool all_idle(sched_run *r)
 {
-    if (!atomic_load(&r->held)) {
+    if (!r->on_quiet) { /* no host: nothing is ever held */
         atomic_store(&r->done, 1);
         sched_wake_all(r);
         return true;
     }
     pthread_mutex_lock(&r->park_lock);
-    bool quiet = r->inbox_head == r->n_inbox && atomic_load(&r->idle) == r->n;
+    bool still = atomic_load(&r->idle) == r->n;
+    bool over = still && !atomic_load(&r->held);
+    bool quiet = still && !over && r->inbox_head == r->n_inbox;
+    if (over) {
+        atomic_store(&r->done, 1);
+        r->wake_seq++;
+        pthread_cond_broadcast(&r->park_cond);
+    }
     if (quiet)
         atomic_store(&r->quiet, 1);
     pthread_mutex_unlock(&r->park_lock);
-    if (quiet && r->on_quiet)
+    if (quiet)
         r->on_quiet(r->quiet_ud);
-    return false;
+    return over;
 }
 
 /* ---- Deterministic --------------------------------------------------------------------- */
