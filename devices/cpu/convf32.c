@@ -218,8 +218,11 @@ static float *cf_align(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uint
  * Winograd for 3x3 windows over at least 8 input channels (fewer make its
  * transforms cost more than the products they save); rows for windows of at
  * most 64 elements over all channels (the first layer of a CNN: one channel,
- * where im2col's product has K = 9). Both keep their scratch under 1 MiB. */
+ * where im2col's product has K = 9). The scratch of an item stays under 1
+ * MiB: Winograd works in bands of tile rows, rows needs the padded x whole. */
 #define CF_SCRATCH_MAX (INT64_C(1) << 18)
+/* The prepared weights are made once per instruction: up to 16 MiB. */
+#define CF_WEIGHTS_MAX (INT64_C(1) << 22)
 
 /* U[g][xi][c][o] = (G w G^T)[xi] of w[g*Og + o][c], G = [1 0 0; 1/2 1/2 1/2;
  * 1/2 -1/2 1/2; 0 0 1]; o in [Og, Op) stays 0. */
@@ -274,8 +277,15 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
         c.Op = round_up(Og, isa->vl * isa->ov);
         c.TH = (OH + 1) / 2;
         c.TW = (OW + 1) / 2;
-        const int64_t xt = (2 * c.TH + 2) * (2 * c.TW + 2) * c.Cp;
-        c.scratch_floats = (size_t)(xt + 16 * isa->pw * (c.Cp + c.Op) + 4 * c.TH * c.TW * c.Op);
+        /* bands of BT tile rows: as many as keep the scratch in bounds */
+        const int64_t fixed = 16 * isa->pw * (c.Cp + c.Op) + 2 * (2 * c.TW + 2) * c.Cp;
+        const int64_t per = 2 * (2 * c.TW + 2) * c.Cp + 2 * (2 * c.TW) * c.Op; /* per tile row */
+        c.BT = (CF_SCRATCH_MAX - 16 - fixed) / per;
+        if (c.BT < 1)
+            return 0;
+        if (c.BT > c.TH)
+            c.BT = c.TH;
+        c.scratch_floats = (size_t)(fixed + c.BT * per);
         c.wk_floats = (size_t)(16 * Cg * c.Op);
     } else if (Cg * KH * KW <= 64) {
         c.kind = DEV_CF_ROWS;
@@ -289,7 +299,7 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
      * vector load across two lines costs two */
     c.wk_floats = (c.wk_floats + 15) / 16 * 16;
     c.scratch_floats += 16;
-    if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_SCRATCH_MAX)
+    if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_WEIGHTS_MAX)
         return 0;
     c.wk_raw = ut_alloc(a, (c.wk_floats * (size_t)G + 16) * sizeof(float));
     if (!c.wk_raw)

@@ -23,6 +23,7 @@ typedef struct dev_cf {
     int64_t Cg, H, W, Og, KH, KW, OH, OW, pt, pl, G;
     int64_t Cp, Op;        /* channels rounded up to the kernel's blocks */
     int64_t TH, TW;        /* Winograd: 2x2 output tiles */
+    int64_t BT;            /* Winograd: tile rows per band (the scratch holds one band) */
     float *wk;             /* prepared weights, wk_floats per group (64-byte aligned) */
     void *wk_raw;          /* their allocation */
     size_t wk_floats, scratch_floats;

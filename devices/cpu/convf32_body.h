@@ -15,7 +15,8 @@
  * CF_OV * CF_VL channels at once, channels last; the last pass transposes
  * them to [Og, OH, OW]. */
 /* V[xi][p][c] = (B^T d B)[xi] of tiles tb + p, p < np; 0 for p in [np, CF_PW) */
-CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt, int64_t tb, int64_t np, float *V)
+CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt, int64_t tyb, int64_t tb, int64_t np,
+                                               float *V)
 {
     const int64_t Cp = cf->Cp, TW = cf->TW, Wx = 2 * TW + 2;
     for (int64_t p = 0; p < CF_PW; p++) {
@@ -25,7 +26,7 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt
             continue;
         }
         const int64_t t = tb + p, ty = t / TW, tx = t % TW;
-        const float *base = xt + (2 * ty * Wx + 2 * tx) * Cp;
+        const float *base = xt + (2 * (ty - tyb) * Wx + 2 * tx) * Cp;
         for (int64_t cv = 0; cv < Cp; cv += CF_VL) {
             VF d[4][4], u[4][4];
 #pragma GCC unroll 4
@@ -89,12 +90,13 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U
 }
 
 /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] of tiles tb + p, p < np */
-CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tb, int64_t np, float *Y)
+CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tyb, int64_t tb, int64_t np,
+                                                float *Y)
 {
     const int64_t Op = cf->Op, TW = cf->TW, YW = 2 * TW;
     for (int64_t p = 0; p < np; p++) {
         const int64_t t = tb + p, ty = t / TW, tx = t % TW;
-        float *y = Y + (2 * ty * YW + 2 * tx) * Op;
+        float *y = Y + (2 * (ty - tyb) * YW + 2 * tx) * Op;
         for (int64_t ov = 0; ov < Op; ov += CF_VL) {
             VF m[4][4], t0[4], t1[4];
 #pragma GCC unroll 4
@@ -115,27 +117,32 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M
     }
 }
 
+/* Tile rows [ty0, ty1) in bands of at most cf->BT tile rows: xt holds the
+ * 2 BT + 2 rows of x a band reads, Y its 2 BT output rows. */
 CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
                                          const float *bias, bool relu, int64_t ty0, int64_t ty1)
 {
     const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
-    const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW;
-    const int64_t Hx = 2 * cf->TH + 2, Wx = 2 * TW + 2, YW = 2 * TW;
-    float *xt = s, *V = xt + Hx * Wx * Cp, *M = V + 16 * CF_PW * Cp, *Y = M + 16 * CF_PW * Op;
-    memset(xt, 0, (size_t)(Hx * Wx * Cp) * sizeof *xt);
-    /* tile rows [ty0, ty1) read rows [2 ty0, 2 ty1 + 2) of xt */
-    for (int64_t h = 2 * ty0 - cf->pt; h < 2 * ty1 + 2 - cf->pt && h < H; h++)
-        if (h >= 0)
-            CF_SFX(to_hwc)(xg + h * W, H * W, Cg, W, xt + ((h + cf->pt) * Wx + cf->pl) * Cp, Cp);
-    const int64_t te = ty1 * TW;
-    for (int64_t tb = ty0 * TW; tb < te; tb += CF_PW) {
-        const int64_t np = te - tb < CF_PW ? te - tb : CF_PW;
-        CF_SFX(wino_in)(cf, xt, tb, np, V);
-        CF_SFX(wino_mul)(cf, U, V, M);
-        CF_SFX(wino_out)(cf, M, tb, np, Y);
+    const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW, BT = cf->BT;
+    const int64_t Wx = 2 * TW + 2, YW = 2 * TW;
+    float *xt = s, *V = xt + (2 * BT + 2) * Wx * Cp, *M = V + 16 * CF_PW * Cp, *Y = M + 16 * CF_PW * Op;
+    for (int64_t b0 = ty0; b0 < ty1; b0 += BT) {
+        const int64_t b1 = ty1 - b0 < BT ? ty1 : b0 + BT;
+        memset(xt, 0, (size_t)((2 * (b1 - b0) + 2) * Wx * Cp) * sizeof *xt);
+        for (int64_t r = 2 * b0; r < 2 * b1 + 2; r++) {
+            const int64_t h = r - cf->pt;
+            if (h >= 0 && h < H)
+                CF_SFX(to_hwc)(xg + h * W, H * W, Cg, W, xt + ((r - 2 * b0) * Wx + cf->pl) * Cp, Cp);
+        }
+        for (int64_t tb = b0 * TW; tb < b1 * TW; tb += CF_PW) {
+            const int64_t np = b1 * TW - tb < CF_PW ? b1 * TW - tb : CF_PW;
+            CF_SFX(wino_in)(cf, xt, b0, tb, np, V);
+            CF_SFX(wino_mul)(cf, U, V, M);
+            CF_SFX(wino_out)(cf, M, b0, tb, np, Y);
+        }
+        for (int64_t h = 2 * b0; h < 2 * b1 && h < OH; h++)
+            CF_SFX(to_chw)(Y + (h - 2 * b0) * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);
     }
-    for (int64_t h = 2 * ty0; h < 2 * ty1 && h < OH; h++)
-        CF_SFX(to_chw)(Y + h * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);
 }
 
 /* ---- Rows ---------------------------------------------------------------------------

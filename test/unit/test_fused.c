@@ -337,6 +337,8 @@ static const struct {
     {{1, 1, 5, 40}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 2, 7, 19}, {9, 2, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
     {{1, 4, 6, 10}, {6, 2, 3, 3}, {1, 1, 0, 2, 1, 0, 1, 1, 2}},
+    /* wide rows of many channels: the scratch holds bands of tile rows */
+    {{1, 64, 8, 600}, {2, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
 };
 
 START_TEST(test_conv_f32_kernels)
