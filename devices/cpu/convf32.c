@@ -20,6 +20,8 @@ typedef struct dev_cf_isa {
                  bool relu, int64_t ty0, int64_t ty1);
     void (*rows)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t oh0, int64_t oh1);
+    /* the Winograd weights (wino_weights' result); NULL: wino_weights */
+    void (*wino_weights)(const dev_cf *cf, const float *w);
 } dev_cf_isa;
 
 /* ---- Portable: GCC vector extensions, four lanes (SSE2 on x86-64) ---- */
@@ -93,7 +95,7 @@ static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, flo
 #undef CF_TARGET
 #undef CF_SFX
 
-static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4};
+static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, NULL};
 
 /* ---- AVX-512 ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -197,7 +199,46 @@ CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64
 #define CF_SFX(name) name##_v16
 #include "devices/cpu/convf32_body.h"
 
-static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16};
+/* wino_weights for 16 output channels at a time: their 9 weights gathered
+ * (w[o][c] steps by Cg * 9 over o), the same operations in the same order
+ * per lane, so the same values. */
+CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w)
+{
+    const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op, step = Cg * Op;
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)(Cg * 9)));
+    const __m512 half = _mm512_set1_ps(0.5f);
+    for (int64_t g = 0; g < cf->G; g++)
+        for (int64_t o0 = 0; o0 < Og; o0 += 16) {
+            const __mmask16 m = v16_mask(Og - o0);
+            for (int64_t c = 0; c < Cg; c++) {
+                const float *k = w + ((g * Og + o0) * Cg + c) * 9;
+                __m512 x[9];
+#pragma GCC unroll 9
+                for (int j = 0; j < 9; j++)
+                    x[j] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, k + j, 4);
+#define CF_G(x0, x1, x2, y0, y1, y2, y3)                                                   \
+    const __m512 y0 = (x0), y1 = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), half),              \
+                 y2 = _mm512_mul_ps(_mm512_add_ps(_mm512_sub_ps(x0, x1), x2), half), y3 = (x2)
+                CF_G(x[0], x[3], x[6], t00, t10, t20, t30);
+                CF_G(x[1], x[4], x[7], t01, t11, t21, t31);
+                CF_G(x[2], x[5], x[8], t02, t12, t22, t32);
+                CF_G(t00, t01, t02, u00, u01, u02, u03);
+                CF_G(t10, t11, t12, u10, u11, u12, u13);
+                CF_G(t20, t21, t22, u20, u21, u22, u23);
+                CF_G(t30, t31, t32, u30, u31, u32, u33);
+#undef CF_G
+                const __m512 u[16] = {u00, u01, u02, u03, u10, u11, u12, u13,
+                                      u20, u21, u22, u23, u30, u31, u32, u33};
+                float *U = cf->wk + g * (int64_t)cf->wk_floats + c * Op + o0;
+#pragma GCC unroll 16
+                for (int xi = 0; xi < 16; xi++)
+                    _mm512_mask_storeu_ps(U + xi * step, m, u[xi]);
+            }
+        }
+}
+
+static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, wino_weights_v16};
 
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
@@ -307,7 +348,7 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     c.wk = cf_align(c.wk_raw);
     memset(c.wk, 0, c.wk_floats * (size_t)G * sizeof(float));
     if (c.kind == DEV_CF_WINO)
-        wino_weights(&c, w);
+        (isa->wino_weights ? isa->wino_weights : wino_weights)(&c, w);
     else
         rows_weights(&c, w);
     *cf = c;
