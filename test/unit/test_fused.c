@@ -557,6 +557,12 @@ START_TEST(test_parallel_paths)
                             big(dt, 1, DIMS(64), 3)};
         par_case(ISA_FUSED_CONV2D, TANH, one, "fused_conv2d one image");
         release_all(one, 4);
+        /* one image through the f32 row kernel (few channels): bands of rows */
+        dev_value few[4] = {big(dt, 4, DIMS(1, 2, 64, 64), 1), big(dt, 4, DIMS(16, 2, 3, 3), 2), ivec(P, 9),
+                            big(dt, 1, DIMS(16), 3)};
+        par_case(ISA_FUSED_CONV2D, RELU, few, "fused_conv2d one image, two channels");
+        par_case(ISA_FUSED_CONV2D, SIG, few, "fused_conv2d one image, two channels, sigmoid");
+        release_all(few, 4);
         /* pooling planes */
         dev_value pin[2] = {big(dt, 4, DIMS(16, 64, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
         par_case(ISA_MAXPOOL, 0, pin, "maxpool");
