@@ -540,16 +540,47 @@ typedef struct pool2_arg {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+/* The 16 windows whose elements are x0..x3 (in the loop's order). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 pool2_vec(__m512 x0, __m512 x1, __m512 x2,
+                                                                                  __m512 x3, bool avg)
+{
+    if (avg)
+        return _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), _mm512_set1_ps(4.0f));
+    /* vmaxps a, b is a > b ? a : b: the loop's x1 > m ? x1 : m */
+    __m512 m = _mm512_max_ps(x1, x0);
+    m = _mm512_max_ps(x2, m);
+    m = _mm512_max_ps(x3, m);
+    const __mmask16 bad = _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x2, x3, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(bad, m, _mm512_set1_ps(NAN));
+}
+
 __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg *a, size_t b, size_t e)
 {
     const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    const __m512 nan = _mm512_set1_ps(NAN), quarter_div = _mm512_set1_ps(4.0f);
+    /* rows of at most 8 outputs go two at a time: lanes [0, OW) from the
+     * first pair of input rows, [OW, 2 OW) from the next (index 16 on) */
+    const bool pairs = OW <= 8;
+    int32_t e2[16] = {0};
+    for (int64_t j = 0; pairs && j < 2 * OW; j++)
+        e2[j] = (int32_t)(j < OW ? 2 * j : 16 + 2 * (j - OW));
+    const __m512i even2 = _mm512_loadu_si512(e2), odd2 = _mm512_add_epi32(even2, _mm512_set1_epi32(1));
+    const __mmask16 in2 = (__mmask16)(pairs ? (1u << (2 * OW)) - 1 : 0), out2 = in2;
     const float *xs = (const float *)a->x + b * H * W;
     float *os = (float *)a->o + b * OH * OW;
-    for (size_t pl_ = b; pl_ < e; pl_++, xs += H * W)
-        for (int64_t oh = 0; oh < OH; oh++, os += OW) {
+    for (size_t pl_ = b; pl_ < e; pl_++, xs += H * W) {
+        int64_t oh = 0;
+        for (; pairs && oh + 1 < OH; oh += 2, os += 2 * OW) {
+            const float *r0 = xs + 2 * oh * W;
+            const __m512 p0 = _mm512_maskz_loadu_ps(in2, r0), p1 = _mm512_maskz_loadu_ps(in2, r0 + W);
+            const __m512 p2 = _mm512_maskz_loadu_ps(in2, r0 + 2 * W), p3 = _mm512_maskz_loadu_ps(in2, r0 + 3 * W);
+            const __m512 m = pool2_vec(_mm512_permutex2var_ps(p0, even2, p2), _mm512_permutex2var_ps(p0, odd2, p2),
+                                       _mm512_permutex2var_ps(p1, even2, p3), _mm512_permutex2var_ps(p1, odd2, p3),
+                                       a->avg);
+            _mm512_mask_storeu_ps(os, out2, m);
+        }
+        for (; oh < OH; oh++, os += OW) {
             const float *r0 = xs + 2 * oh * W, *r1 = r0 + W;
             for (int64_t ow = 0; ow < OW; ow += 16) {
                 const int64_t n = OW - ow < 16 ? OW - ow : 16;
@@ -558,22 +589,13 @@ __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg 
                 const __mmask16 out = (__mmask16)(n == 16 ? 0xFFFF : (1u << n) - 1);
                 const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
                 const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
-                const __m512 x0 = _mm512_permutex2var_ps(a0, even, a1), x1 = _mm512_permutex2var_ps(a0, odd, a1);
-                const __m512 x2 = _mm512_permutex2var_ps(b0, even, b1), x3 = _mm512_permutex2var_ps(b0, odd, b1);
-                __m512 m;
-                if (a->avg) {
-                    m = _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), quarter_div);
-                } else {
-                    /* vmaxps a, b is a > b ? a : b: the loop's x1 > m ? x1 : m */
-                    m = _mm512_max_ps(x1, x0);
-                    m = _mm512_max_ps(x2, m);
-                    m = _mm512_max_ps(x3, m);
-                    const __mmask16 bad = _mm512_cmp_ps_mask(x0, x1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x2, x3, _CMP_UNORD_Q);
-                    m = _mm512_mask_blend_ps(bad, m, nan);
-                }
+                const __m512 m = pool2_vec(_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                                           _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1),
+                                           a->avg);
                 _mm512_mask_storeu_ps(os + ow, out, m);
             }
         }
+    }
 }
 
 static bool pool2_avx512(void) { return __builtin_cpu_supports("avx512f"); }
