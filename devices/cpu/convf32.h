@@ -1,8 +1,6 @@
-/* devices/cpu/convf32.h — f32 convolutions with unit strides and dilations
- * without im2col (convf32.c): Winograd F(2x2, 3x3) for 3x3 windows over
- * several input channels, a direct kernel along output rows for small
- * windows over few channels. AVX-512 when the CPU has it (checked at run
- * time), else portable vector code that gives the same sums up to rounding. */
+/* devices/cpu/convf32.h — f32 CONV2D at unit strides without im2col: Winograd
+ * F(2x2, 3x3), or a direct kernel along output rows for small windows; AVX-512
+ * when the CPU has it, else portable code (the same sums up to rounding). */
 #ifndef TFVM_CPU_CONVF32_H
 #define TFVM_CPU_CONVF32_H
 
