@@ -587,8 +587,10 @@ __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg 
                 const __mmask16 lo = (__mmask16)(n >= 8 ? 0xFFFF : (1u << (2 * n)) - 1);
                 const __mmask16 hi = (__mmask16)(n <= 8 ? 0 : n == 16 ? 0xFFFF : (1u << (2 * n - 16)) - 1);
                 const __mmask16 out = (__mmask16)(n == 16 ? 0xFFFF : (1u << n) - 1);
-                const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
-                const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
+                const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow);
+                const __m512 a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
+                const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow);
+                const __m512 b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
                 const __m512 m = pool2_vec(_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
                                            _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1),
                                            a->avg);

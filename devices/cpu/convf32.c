@@ -140,7 +140,8 @@ CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
 }
 
 /* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
-CF_TARGET CF_PHASE static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
+CF_TARGET CF_PHASE static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
+                                          int64_t dstride)
 {
     for (int64_t c0 = 0; c0 < C; c0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
@@ -158,8 +159,8 @@ CF_TARGET CF_PHASE static void to_hwc_v16(const float *x, int64_t cstride, int64
         }
 }
 
-CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
-                                 const float *bias, bool relu)
+CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
+                                          int64_t dstride, const float *bias, bool relu)
 {
     for (int64_t o0 = 0; o0 < O; o0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
