@@ -202,10 +202,9 @@ static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *s
     dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
                 j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, act == ISA_OPT_ACT_RELU, b, e);
     if (j->ep && !inner) {
-        /* parts are bands of output rows: 2 per Winograd tile row */
-        const int64_t per = j->cf->kind == DEV_CF_WINO ? 2 : 1;
-        const int64_t h0 = b * per, h1 = e * per < j->OH ? e * per : j->OH;
-        dev_kepi_apply(j->ep, j->o, n * j->O + g * Og, Og, h0 * j->OW, (h1 - h0) * j->OW);
+        int64_t col0, ncols;
+        dev_cf_part_cols(j->cf, b, e, &col0, &ncols);
+        dev_kepi_apply(j->ep, j->o, n * j->O + g * Og, Og, col0, ncols);
     }
 }
 

@@ -22,6 +22,8 @@ typedef struct dev_cf_isa {
                  bool relu, int64_t ty0, int64_t ty1);
     void (*rows)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t oh0, int64_t oh1);
+    void (*flat)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
+                 bool relu, int64_t b, int64_t e);
     /* the Winograd weights (wino_weights' result); NULL: wino_weights */
     void (*wino_weights)(const dev_cf *cf, const float *w);
 } dev_cf_isa;
@@ -37,6 +39,14 @@ static inline cf_v4 v4_ld(const float *p)
 static inline void v4_st(float *p, cf_v4 v) { memcpy(p, &v, sizeof v); }
 static inline void v4_stn(float *p, cf_v4 v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof *p); }
 static inline cf_v4 v4_bc(float s) { return (cf_v4){s, s, s, s}; }
+/* the lanes of bits (bit l: lane l) loaded from p, the others 0 */
+static inline cf_v4 v4_ldz(const float *p, uint32_t bits)
+{
+    typedef int32_t i4 __attribute__((vector_size(16)));
+    const i4 m = {-(int32_t)(bits & 1), -(int32_t)(bits >> 1 & 1), -(int32_t)(bits >> 2 & 1),
+                  -(int32_t)(bits >> 3 & 1)};
+    return (cf_v4)((i4)v4_ld(p) & m);
+}
 typedef int32_t cf_i4 __attribute__((vector_size(16)));
 /* x < 0 ? 0 : x: NaN and -0 stay */
 static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)); }
@@ -70,6 +80,7 @@ static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, flo
 #define VST v4_st
 #define VSTN v4_stn
 #define VBC v4_bc
+#define VLDZ v4_ldz
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VZERO ((cf_v4){0, 0, 0, 0})
 #define VRELU v4_relu
@@ -86,6 +97,7 @@ static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, flo
 #undef VST
 #undef VSTN
 #undef VBC
+#undef VLDZ
 #undef VFMA
 #undef VZERO
 #undef VRELU
@@ -97,7 +109,7 @@ static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, flo
 #undef CF_TARGET
 #undef CF_SFX
 
-static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, NULL};
+static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, flat_item_v4, NULL};
 
 /* ---- AVX-512 ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -191,6 +203,7 @@ CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64
 #define VST _mm512_storeu_ps
 #define VSTN v16_stn
 #define VBC _mm512_set1_ps
+#define VLDZ(p, bits) _mm512_maskz_loadu_ps((__mmask16)(bits), p)
 #define VFMA _mm512_fmadd_ps
 #define VZERO _mm512_setzero_ps()
 #define VRELU v16_relu
@@ -241,7 +254,7 @@ CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w)
         }
 }
 
-static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, wino_weights_v16};
+static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, flat_item_v16, wino_weights_v16};
 
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
@@ -260,10 +273,11 @@ static float *cf_align(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uint
 
 /* ---- Plans ------------------------------------------------------------------------
  * Winograd for 3x3 windows over at least 8 input channels (fewer make its
- * transforms cost more than the products they save); rows for windows of at
- * most 64 elements over all channels (the first layer of a CNN: one channel,
- * where im2col's product has K = 9). The scratch of an item stays under 1
- * MiB: Winograd works in bands of tile rows, rows needs the padded x whole. */
+ * transforms cost more than the products they save); for windows of at most
+ * 64 elements over all channels (the first layer of a CNN: one channel, where
+ * im2col's product has K = 9) flat when the output is as wide as x, else
+ * rows. The scratch of an item stays under 1 MiB: Winograd works in bands of
+ * tile rows, flat and rows need x whole. */
 #define CF_SCRATCH_MAX (INT64_C(1) << 18)
 /* The prepared weights are made once per instruction: up to 16 MiB. */
 #define CF_WEIGHTS_MAX (INT64_C(1) << 22)
@@ -307,6 +321,27 @@ static void rows_weights(const dev_cf *cf, const float *w)
                 cf->wk[g * (int64_t)cf->wk_floats + k * Op + o] = w[(g * Og + o) * K + k];
 }
 
+/* The flat kernel's lane masks, after the weights: bit l of mk[v][j] is set
+ * when output pixel q = v*VL + l exists and its column ow + j - pl is in x. */
+static void flat_masks(dev_cf *cf)
+{
+    const int64_t vl = cf->isa->vl, nvec = cf->nblk * cf->isa->nv, KW = cf->KW, W = cf->W, OHW = cf->OH * cf->OW;
+    uint32_t *mk = (uint32_t *)(void *)(cf->wk + cf->wk_floats * (size_t)cf->G);
+    for (int64_t v = 0, q = 0, ow = 0; v < nvec; v++) {
+        uint32_t bits[64] = {0}; /* KW <= 64: Cg * KH * KW <= 64 */
+        for (int64_t l = 0; l < vl; l++, q++) {
+            for (int64_t j = 0; j < KW && q < OHW; j++)
+                if (ow + j - cf->pl >= 0 && ow + j - cf->pl < W)
+                    bits[j] |= 1u << l;
+            if (++ow == W)
+                ow = 0;
+        }
+        for (int64_t j = 0; j < KW; j++)
+            mk[v * KW + j] = bits[j];
+    }
+    cf->mk = mk;
+}
+
 int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
                 const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_allocator *a)
 {
@@ -331,6 +366,15 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
             c.BT = c.TH;
         c.scratch_floats = (size_t)(fixed + c.BT * per);
         c.wk_floats = (size_t)(16 * Cg * c.Op);
+    } else if (Cg * KH * KW <= 64 && OW == W) {
+        /* as wide as x: the flat kernel, whose vectors run across rows */
+        c.kind = DEV_CF_FLAT;
+        c.Op = round_up(Og, isa->mr);
+        c.CS = (p[2] + H + p[4]) * W + 2 * KW + isa->nv * isa->vl;
+        c.nblk = (OH * OW + isa->nv * isa->vl - 1) / (isa->nv * isa->vl);
+        c.scratch_floats = (size_t)(Cg * c.CS);
+        c.wk_floats = (size_t)(Cg * KH * KW * c.Op);
+        c.mk_count = (size_t)(c.nblk * isa->nv * KW);
     } else if (Cg * KH * KW <= 64) {
         c.kind = DEV_CF_ROWS;
         c.Op = round_up(Og, isa->mr);
@@ -345,11 +389,13 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     c.scratch_floats += 16;
     if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_WEIGHTS_MAX)
         return 0;
-    c.wk_raw = ut_alloc(a, (c.wk_floats * (size_t)G + 16) * sizeof(float));
+    c.wk_raw = ut_alloc(a, (c.wk_floats * (size_t)G + 16 + c.mk_count) * sizeof(float));
     if (!c.wk_raw)
         return -1;
     c.wk = cf_align(c.wk_raw);
     memset(c.wk, 0, c.wk_floats * (size_t)G * sizeof(float));
+    if (c.kind == DEV_CF_FLAT)
+        flat_masks(&c);
     if (c.kind == DEV_CF_WINO)
         (isa->wino_weights ? isa->wino_weights : wino_weights)(&c, w);
     else
@@ -358,7 +404,21 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     return 1;
 }
 
-int64_t dev_cf_parts(const dev_cf *cf) { return cf->kind == DEV_CF_WINO ? cf->TH : cf->OH; }
+int64_t dev_cf_parts(const dev_cf *cf)
+{
+    return cf->kind == DEV_CF_WINO ? cf->TH : cf->kind == DEV_CF_FLAT ? cf->nblk : cf->OH;
+}
+
+void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int64_t *ncols)
+{
+    const int64_t OHW = cf->OH * cf->OW;
+    const int64_t per = cf->kind == DEV_CF_WINO   ? 2 * cf->OW /* a tile row */
+                        : cf->kind == DEV_CF_FLAT ? cf->isa->nv * cf->isa->vl
+                                                  : cf->OW;
+    const int64_t lo = b * per < OHW ? b * per : OHW, hi = e * per < OHW ? e * per : OHW;
+    *col0 = lo;
+    *ncols = hi - lo;
+}
 
 void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
                  bool relu, int64_t b, int64_t e)
@@ -369,6 +429,8 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
         bias += g * cf->Og;
     if (cf->kind == DEV_CF_WINO)
         cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, b, e);
+    else if (cf->kind == DEV_CF_FLAT)
+        cf->isa->flat(cf, wk, xg, og, scratch, bias, relu, b, e);
     else
         cf->isa->rows(cf, wk, xg, og, scratch, bias, relu, b, e);
 }
@@ -376,6 +438,6 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
 void dev_cf_free(dev_cf *cf, const tfvm_allocator *a)
 {
     if (cf->wk_raw)
-        ut_free(a, cf->wk_raw, (cf->wk_floats * (size_t)cf->G + 16) * sizeof(float));
+        ut_free(a, cf->wk_raw, (cf->wk_floats * (size_t)cf->G + 16 + cf->mk_count) * sizeof(float));
     cf->wk = cf->wk_raw = NULL;
 }

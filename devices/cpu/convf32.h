@@ -1,5 +1,5 @@
 /* devices/cpu/convf32.h — f32 CONV2D at unit strides without im2col: Winograd
- * F(2x2, 3x3), or a direct kernel along output rows for small windows; AVX-512
+ * F(2x2, 3x3), or a direct kernel for small windows (flat or by rows); AVX-512
  * when the CPU has it, else portable code (the same sums up to rounding). */
 #ifndef TFVM_CPU_CONVF32_H
 #define TFVM_CPU_CONVF32_H
@@ -16,18 +16,21 @@ struct dev_cf_isa;
  * prepared for it (transformed or packed, per group), made once per
  * instruction and shared by every item (image, group). */
 typedef struct dev_cf {
-    int kind; /* DEV_CF_WINO or DEV_CF_ROWS */
+    int kind; /* DEV_CF_WINO, DEV_CF_ROWS or DEV_CF_FLAT */
     const struct dev_cf_isa *isa;
     int64_t Cg, H, W, Og, KH, KW, OH, OW, pt, pl, G;
     int64_t Cp, Op;        /* channels rounded up to the kernel's blocks */
     int64_t TH, TW;        /* Winograd: 2x2 output tiles */
     int64_t BT;            /* Winograd: tile rows per band (the scratch holds one band) */
+    int64_t CS, nblk;      /* flat: floats per channel's copy of x, runs of output pixels */
+    const uint32_t *mk;    /* flat: lane masks (after the weights, in their allocation) */
+    size_t mk_count;
     float *wk;             /* prepared weights, wk_floats per group (64-byte aligned) */
     void *wk_raw;          /* their allocation */
     size_t wk_floats, scratch_floats;
 } dev_cf;
 
-enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2 };
+enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2, DEV_CF_FLAT = 3 };
 
 /* Plans CONV2D of x [N, G*Cg, H, W] (f32) with w [G*Og, Cg, KH, KW] at unit
  * strides and dilations, pads p[2..5] = [pt, pl, pb, pr], output OH x OW.
@@ -39,6 +42,8 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
  * of output rows) that can be computed apart, each element the same way
  * whichever parts go together: so one image can be split over threads. */
 int64_t dev_cf_parts(const dev_cf *cf);
+/* The output pixels (columns of og's [Og, OH*OW]) that parts [b, e) write. */
+void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int64_t *ncols);
 /* Parts [b, e) of an item: xg [Cg, H, W] into og [Og, OH, OW], with scratch
  * of cf->scratch_floats floats; with bias (the instruction's [G*Og], or
  * NULL) each sum + bias[o], then with relu x < 0 ? 0 : x: what ADD and RELU

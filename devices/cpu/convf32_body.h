@@ -212,3 +212,73 @@ CF_TARGET static void CF_SFX(rows_item)(const dev_cf *cf, const float *wk, const
                 }
             }
 }
+
+/* ---- Flat ---------------------------------------------------------------------------
+ * When the output is as wide as x (unit strides, pl + pr = KW - 1), output
+ * pixel q = oh*W + ow reads x at q + (i - pt)*W + (j - pl) for window element
+ * (i, j): runs of CF_NV vectors of the flat output take every lane, across
+ * row ends. A lane whose column falls outside x (it would wrap into the
+ * previous or next row) loads 0 through its mask; the rows above and below x
+ * are zeros around each channel's copy. Parts are runs of CF_NV*CF_VL
+ * pixels, b to e. */
+CF_TARGET static void CF_SFX(flat_item)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s,
+                                         const float *bias, bool relu, int64_t b, int64_t e)
+{
+    const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OHW = cf->OH * cf->OW;
+    const int64_t KH = cf->KH, KW = cf->KW, Op = cf->Op, pt = cf->pt, pl = cf->pl;
+    const int64_t lead = pt * W + KW, CS = cf->CS, run = CF_NV * CF_VL;
+    const uint32_t *mk = cf->mk; /* [vector][j]: its lanes whose column is inside x */
+    float *xz = s;
+    memset(xz, 0, (size_t)(Cg * CS) * sizeof *xz);
+    for (int64_t c = 0; c < Cg; c++)
+        memcpy(xz + c * CS + lead, xg + c * H * W, (size_t)(H * W) * sizeof *xz);
+    for (int64_t blk = b; blk < e; blk++) {
+        const int64_t q0 = blk * run;
+        const uint32_t *mq = mk + blk * CF_NV * KW;
+        for (int64_t ob = 0; ob < Op; ob += CF_MR) {
+            VF acc[CF_MR][CF_NV];
+#pragma GCC unroll 16
+            for (int m = 0; m < CF_MR; m++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CF_NV; v++)
+                    acc[m][v] = VZERO;
+            const float *wkk = wk + ob;
+            for (int64_t c = 0; c < Cg; c++)
+                for (int64_t i = 0; i < KH; i++) {
+                    const float *xr = xz + c * CS + lead + q0 + (i - pt) * W - pl;
+                    for (int64_t j = 0; j < KW; j++, wkk += Op) {
+                        VF xv[CF_NV];
+#pragma GCC unroll 4
+                        for (int v = 0; v < CF_NV; v++)
+                            xv[v] = VLDZ(xr + j + v * CF_VL, mq[v * KW + j]);
+#pragma GCC unroll 16
+                        for (int m = 0; m < CF_MR; m++) {
+                            const VF bw = VBC(wkk[m]);
+#pragma GCC unroll 4
+                            for (int v = 0; v < CF_NV; v++)
+                                acc[m][v] = VFMA(bw, xv[v], acc[m][v]);
+                        }
+                    }
+                }
+#pragma GCC unroll 16
+            for (int m = 0; m < CF_MR; m++) {
+                if (ob + m >= Og)
+                    break;
+                float *d = og + (ob + m) * OHW + q0;
+#pragma GCC unroll 4
+                for (int v = 0; v < CF_NV; v++) {
+                    VF y = acc[m][v];
+                    if (bias)
+                        y = y + VBC(bias[ob + m]);
+                    if (relu)
+                        y = VRELU(y);
+                    const int64_t n = OHW - q0 - v * CF_VL;
+                    if (n >= CF_VL)
+                        VST(d + v * CF_VL, y);
+                    else if (n > 0)
+                        VSTN(d + v * CF_VL, y, n);
+                }
+            }
+        }
+    }
+}

@@ -323,8 +323,8 @@ END_TEST
 /* The f32 kernels without im2col (convf32.c), on AVX-512 where the CPU has it
  * and on the portable code: Winograd (3x3, >= 8 channels) with odd and even
  * sizes, rows wider than a vector, channels and outputs that are not whole
- * vectors, groups; rows (small windows over few channels) with runs of
- * columns wider than one block. */
+ * vectors, groups; flat and rows (small windows over few channels) with
+ * runs of output wider than one block, uneven pads. */
 static const struct {
     int64_t x[4], w[4], p[9];
 } cf_cases[] = {
@@ -337,6 +337,10 @@ static const struct {
     {{1, 1, 5, 40}, {3, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 2, 7, 19}, {9, 2, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
     {{1, 4, 6, 10}, {6, 2, 3, 3}, {1, 1, 0, 2, 1, 0, 1, 1, 2}},
+    /* narrower than x (rows; the cases above as wide as x run flat) */
+    {{2, 3, 7, 9}, {4, 3, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{1, 2, 6, 11}, {5, 2, 5, 5}, {1, 1, 2, 1, 2, 1, 1, 1, 1}},
+    {{1, 1, 4, 37}, {3, 1, 2, 2}, {1, 1, 1, 0, 0, 0, 1, 1, 1}},
     /* wide rows of many channels: the scratch holds bands of tile rows */
     {{1, 64, 8, 600}, {2, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
 };
