@@ -328,16 +328,17 @@ static void flat_masks(dev_cf *cf)
     const int64_t vl = cf->isa->vl, nvec = cf->nblk * cf->isa->nv, KW = cf->KW, W = cf->W, OHW = cf->OH * cf->OW;
     uint32_t *mk = (uint32_t *)(void *)(cf->wk + cf->wk_floats * (size_t)cf->G);
     for (int64_t v = 0, q = 0, ow = 0; v < nvec; v++) {
-        uint32_t bits[64] = {0}; /* KW <= 64: Cg * KH * KW <= 64 */
-        for (int64_t l = 0; l < vl; l++, q++) {
-            for (int64_t j = 0; j < KW && q < OHW; j++)
-                if (ow + j - cf->pl >= 0 && ow + j - cf->pl < W)
-                    bits[j] |= 1u << l;
+        uint32_t *bits = mk + v * KW;
+        for (int64_t j = 0; j < KW; j++)
+            bits[j] = 0;
+        for (int64_t l = 0; l < vl && q < OHW; l++, q++) {
+            /* columns ow + j - pl in [0, W): j in [pl - ow, W + pl - ow) */
+            const int64_t j0 = cf->pl - ow > 0 ? cf->pl - ow : 0, j1 = W + cf->pl - ow < KW ? W + cf->pl - ow : KW;
+            for (int64_t j = j0; j < j1; j++)
+                bits[j] |= 1u << l;
             if (++ow == W)
                 ow = 0;
         }
-        for (int64_t j = 0; j < KW; j++)
-            mk[v * KW + j] = bits[j];
     }
     cf->mk = mk;
 }
