@@ -219,8 +219,9 @@ typedef struct tfvm_debug_chan_info {
     uint32_t inst;           /* its first FEED or FETCH instruction */
     size_t queued;           /* FEED: fed, not yet taken; FETCH: made and kept, not yet taken */
     size_t waiting;          /* FEED: firings waiting for a value (only in a session) */
-    uint64_t count;          /* values its FEEDs took / its FETCHes made so far */
-    uint64_t host;           /* values the host fed / took so far */
+    uint64_t count;          /* values its FEEDs took / its FETCHes made so far (after a
+                                run ended: in that run, until the next begins) */
+    uint64_t host;           /* values the host fed / took so far (the same) */
 } tfvm_debug_chan_info;
 TFVM_API size_t tfvm_debug_channels(const tfvm_vm *vm);
 /* TFVM_ERR_ARGUMENT when k is out of range. */

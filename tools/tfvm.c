@@ -99,7 +99,8 @@ static const char *const usage_run =
     "  --feed NAME=V1,V2,...  values for the program's FEEDs of channel NAME, in\n"
     "                         order (docs/coexec.md), each parsed by the channel's\n"
     "                         type as an ARG is; repeatable, and values add up.\n"
-    "                         A FEED still waiting when they run out fails the run.\n"
+    "                         A FEED still waiting when they run out fails the run;\n"
+    "                         values never taken are said on stderr.\n"
     "                         Each value a FETCH hands out is printed before the\n"
     "                         results as `fetch NAME: VALUE` (channels by name)\n"
     "  -h, --help             show this help\n"
@@ -698,7 +699,14 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_program *prog, const tfvm
             }
         }
     }
-    return tfvm_session_finish(s, results, e->n_results);
+    st = tfvm_session_finish(s, results, e->n_results);
+    vm_chan_view c;
+    for (size_t k = 0; st == TFVM_OK && vm_io_channel(vm, k, &c); k++) /* nothing lost unsaid */
+        if (!c.fetch && c.host > c.count)
+            fprintf(stderr, "tfvm: warning: --feed %s: %llu of %llu values %s not taken\n", c.name,
+                    (unsigned long long)(c.host - c.count), (unsigned long long)c.host,
+                    c.host - c.count == 1 ? "was" : "were");
+    return st;
 }
 
 /* A scheduling policy the library has (tfvm_sched_name). */

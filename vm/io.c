@@ -103,8 +103,9 @@ tfvm_status vm_io_new(tfvm_vm *vm)
 }
 
 /* Drops every queued value and waiting firing (the run's contexts go with
- * its teardown). */
-static void io_clear(tfvm_vm *vm)
+ * its teardown); the counts too unless `keep_counts` (after a run they say
+ * what it took and what the host fed, until the next run). */
+static void io_clear(tfvm_vm *vm, bool keep_counts)
 {
     vm_io *io = vm->io;
     for (uint32_t k = 0; k < io->n_chans; k++) {
@@ -112,7 +113,8 @@ static void io_clear(tfvm_vm *vm)
         for (size_t j = c->q_head; j < c->q_n; j++)
             dev_value_release(&c->q[j]);
         c->q_head = c->q_n = c->w_head = c->w_n = 0;
-        c->count = c->host = 0;
+        if (!keep_counts)
+            c->count = c->host = 0;
     }
 }
 
@@ -122,7 +124,7 @@ void vm_io_free(tfvm_vm *vm)
     if (!io)
         return;
     if (io->chans) {
-        io_clear(vm);
+        io_clear(vm, false);
         for (uint32_t k = 0; k < io->n_chans; k++) {
             ut_free(&vm->alloc, io->chans[k].q, io->chans[k].q_cap * sizeof(dev_value));
             ut_free(&vm->alloc, io->chans[k].wait, io->chans[k].w_cap * sizeof(vm_parked));
@@ -178,7 +180,7 @@ void vm_io_begin(tfvm_vm *vm)
     if (!io)
         return;
     pthread_mutex_lock(&io->lock);
-    io_clear(vm);
+    io_clear(vm, false);
     io->open = io->keep = io->ended = false;
     pthread_mutex_unlock(&io->lock);
     vm->run.on_quiet = vm_io_quiet;
@@ -213,7 +215,7 @@ void vm_io_teardown(tfvm_vm *vm)
     if (!vm->io)
         return;
     pthread_mutex_lock(&vm->io->lock);
-    io_clear(vm);
+    io_clear(vm, true);
     pthread_mutex_unlock(&vm->io->lock);
 }
 

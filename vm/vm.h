@@ -527,7 +527,8 @@ tfvm_status vm_io_new(tfvm_vm *vm);
 void vm_io_free(tfvm_vm *vm);
 /* Each run starts with empty channels and a host that feeds nothing
  * (tfvm_session_start opens them); vm_io_end: the run is over (host waits
- * end); vm_io_teardown: queued values and waiting firings are dropped. */
+ * end); vm_io_teardown: queued values and waiting firings are dropped, the
+ * counts stay (vm_io_channel: what the run took, what the host fed). */
 void vm_io_begin(tfvm_vm *vm);
 void vm_io_end(tfvm_vm *vm);
 void vm_io_teardown(tfvm_vm *vm);

@@ -19,6 +19,15 @@ if [ -z "$peak" ] || [ "$peak" -ge 1000 ]; then no "fib 25 peak contexts '$peak'
 if [ -z "$SAN" ] && ! awk -v m="$mem" 'BEGIN { exit !(m < 64) }'; then no "fib 25 peak memory $mem MB (want < 64)"; fi
 say "fib(25): peak contexts $peak, peak memory $mem MB"
 
+# --feed values the run never takes are said (stderr), the run still succeeds.
+out=$("$TFVM" run test/e2e/feed_loop.tfg 2 --feed x=1,2,3,4 2>"$TMP/feed.err")
+[ $? = 0 ] && [ "$out" = "$(printf 'fetch sum: 1\nfetch sum: 5\n5')" ] &&
+    [ "$(cat "$TMP/feed.err")" = "tfvm: warning: --feed x: 2 of 4 values were not taken" ] ||
+    no "feed_loop with 2 values too many: '$out', '$(cat "$TMP/feed.err")'"
+out=$("$TFVM" run test/e2e/feed_loop.tfg 2 --feed x=1,2 2>"$TMP/feed.err")
+[ "$out" = "$(printf 'fetch sum: 1\nfetch sum: 5\n5')" ] && [ ! -s "$TMP/feed.err" ] ||
+    no "feed_loop with every value taken: '$out', '$(cat "$TMP/feed.err")'"
+
 # A tensor result written with -o, read back as an argument.
 cat >"$TMP/mk.tfasm" <<'P'
 entry main() -> (t: f32[]) {
