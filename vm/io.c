@@ -236,79 +236,96 @@ static void fail_unfed(tfvm_vm *vm, const vm_ctx *c, uint32_t inst, const vm_cha
             ch->name, (unsigned long long)number);
 }
 
-void vm_fire_host(vm_worker *w, const vm_act *a, dev_value *in, bool dead)
+/* FETCH: v goes on, and the host's own copy (tensors in host memory, made
+ * outside the lock) into the channel's queue when the run keeps them. */
+static void fire_fetch(vm_worker *w, const vm_act *a, vm_chan *ch, const dev_value *v)
 {
     tfvm_vm *vm = w->vm;
     vm_io *io = vm->io;
-    vm_chan *ch = &io->chans[io->chan_of[a->inst]];
-    vm_ctx *c = a->ctx;
-    if (dead) {
-        dev_value d = dev_dead();
-        vm_send(w, c, a->inst, 0, &d);
-        vm_send(w, c, a->inst, 1, &d);
+    pthread_mutex_lock(&io->lock);
+    const bool keep = io->keep; /* set before the run goes on */
+    pthread_mutex_unlock(&io->lock);
+    dev_value copy = *v;
+    char msg[256];
+    tfvm_status st = TFVM_OK;
+    if (keep && copy.is_tensor) {
+        tfvm_tensor *t = copy.u.t, *h = NULL;
+        if (t->device != 0) {
+            st = dev_vm_copy(vm->dev, t, 0, &h, msg, sizeof msg);
+        } else if (!(h = tfvm_tensor_new((tfvm_dtype)t->dtype, t->rank, t->dims, &vm->alloc))) {
+            st = TFVM_ERR_NOMEM;
+            ut_fmt(msg, sizeof msg, "out of memory copying a fetched value");
+        } else {
+            memcpy(h->data, t->data, t->nbytes);
+        }
+        copy.u.t = h;
+    }
+    pthread_mutex_lock(&io->lock);
+    const uint64_t number = ++ch->count;
+    if (keep && st == TFVM_OK) {
+        if (!q_push(vm, ch, &copy)) {
+            dev_value_release(&copy);
+            st = TFVM_ERR_NOMEM;
+            ut_fmt(msg, sizeof msg, "out of memory keeping a fetched value");
+        }
+        pthread_cond_broadcast(&io->cond);
+    }
+    pthread_mutex_unlock(&io->lock);
+    if (st != TFVM_OK) {
+        vm_fail(vm, st, a->ctx, a->inst, "%s", msg);
         return;
     }
-    if (vm->prog->insts[a->inst].op == ISA_FETCH) {
-        dev_value copy = in[0];
-        char msg[256];
-        tfvm_status st = TFVM_OK;
-        pthread_mutex_lock(&io->lock);
-        uint64_t number = ++ch->count;
-        if (io->keep) {
-            if (copy.is_tensor) { /* the host's own copy, in host memory */
-                tfvm_tensor *t = copy.u.t, *h = NULL;
-                if (t->device != 0) {
-                    st = dev_vm_copy(vm->dev, t, 0, &h, msg, sizeof msg);
-                } else if (!(h = tfvm_tensor_new((tfvm_dtype)t->dtype, t->rank, t->dims, &vm->alloc))) {
-                    st = TFVM_ERR_NOMEM;
-                    ut_fmt(msg, sizeof msg, "out of memory copying a fetched value");
-                } else {
-                    memcpy(h->data, t->data, t->nbytes);
-                }
-                copy.u.t = h;
-            }
-            if (st == TFVM_OK && !q_push(vm, ch, &copy)) {
-                dev_value_release(&copy);
-                st = TFVM_ERR_NOMEM;
-                ut_fmt(msg, sizeof msg, "out of memory keeping a fetched value");
-            }
-            pthread_cond_broadcast(&io->cond);
-        }
-        pthread_mutex_unlock(&io->lock);
-        if (st != TFVM_OK) {
-            vm_fail(vm, st, c, a->inst, "%s", msg);
-            return;
-        }
-        vm_send(w, c, a->inst, 0, &in[0]);
-        send_number(w, c, a->inst, number);
-        return;
-    }
-    /* FEED: the oldest queued value, or wait for the host */
+    vm_send(w, a->ctx, a->inst, 0, v);
+    send_number(w, a->ctx, a->inst, number);
+}
+
+/* FEED: the oldest queued value; none: the firing waits for the host
+ * (parked with a reference on its context, holding the run open), or fails
+ * the run when the host feeds no more. */
+static void fire_feed(vm_worker *w, const vm_act *a, vm_chan *ch)
+{
+    tfvm_vm *vm = w->vm;
+    vm_io *io = vm->io;
     pthread_mutex_lock(&io->lock);
     if (ch->q_head < ch->q_n) {
         dev_value v = q_pop(ch);
-        uint64_t number = ++ch->count;
+        const uint64_t number = ++ch->count;
         pthread_mutex_unlock(&io->lock);
-        vm_send(w, c, a->inst, 0, &v);
+        vm_send(w, a->ctx, a->inst, 0, &v);
         dev_value_release(&v);
-        send_number(w, c, a->inst, number);
+        send_number(w, a->ctx, a->inst, number);
         return;
     }
     if (!io->open) {
-        uint64_t number = ch->count + ch->w_n - ch->w_head + 1;
+        const uint64_t number = ch->count + (ch->w_n - ch->w_head) + 1;
         pthread_mutex_unlock(&io->lock);
-        fail_unfed(vm, c, a->inst, ch, number);
+        fail_unfed(vm, a->ctx, a->inst, ch, number);
         return;
     }
     if (!fifo_room(&vm->alloc, (void **)&ch->wait, &ch->w_head, &ch->w_n, &ch->w_cap, sizeof *ch->wait)) {
         pthread_mutex_unlock(&io->lock);
-        vm_fail(vm, TFVM_ERR_NOMEM, c, a->inst, "out of memory waiting for the host");
+        vm_fail(vm, TFVM_ERR_NOMEM, a->ctx, a->inst, "out of memory waiting for the host");
         return;
     }
-    vm_ctx_ref(w, c);
-    ch->wait[ch->w_n++] = (vm_parked){c, a->inst};
+    vm_ctx_ref(w, a->ctx);
+    ch->wait[ch->w_n++] = (vm_parked){a->ctx, a->inst};
     sched_hold(&vm->run);
     pthread_mutex_unlock(&io->lock);
+}
+
+void vm_fire_host(vm_worker *w, const vm_act *a, dev_value *in, bool dead)
+{
+    vm_io *io = w->vm->io;
+    vm_chan *ch = &io->chans[io->chan_of[a->inst]];
+    if (dead) { /* both outputs dead, nothing taken or handed out */
+        dev_value d = dev_dead();
+        vm_send(w, a->ctx, a->inst, 0, &d);
+        vm_send(w, a->ctx, a->inst, 1, &d);
+    } else if (ch->fetch) {
+        fire_fetch(w, a, ch, &in[0]);
+    } else {
+        fire_feed(w, a, ch);
+    }
 }
 
 bool vm_feed_resumed(vm_worker *w, vm_act *a)
