@@ -11,12 +11,13 @@
  * still unclaimed: nothing else runs before the firing ends, so the context
  * stays alive for the rest of it. Not with several workers: the new
  * activation may be stolen and finish first, and the firing still uses ctx. */
-static inline void take_ref(vm_worker *w, vm_ctx *ctx)
+static inline void take_ref(vm_worker *w, vm_ctx *ctx, bool par)
 {
     if (ctx == w->held && w->spare && !w->vm->multi) /* for partial matches: see push for activations */
         w->spare = false;
     else
-        vm_ctx_ref(w, ctx);
+        vm_ctx_ref_as(ctx, par); /* as the delivery decided (vm_ctx_ref_as): asking again could answer
+                                    a sharing request halfway through it */
 }
 
 /* An activation's reference: the firing's own, lent, when the new
@@ -127,7 +128,7 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
         }
     } else if (!partial_before) {
         if (held)
-            take_ref(w, c); /* the partial match holds its context */
+            take_ref(w, c, par); /* the partial match holds its context */
         /* else the token's reference is the partial match's */
     } else if (!held) {
         vm_ctx_unref(w, c);
@@ -244,8 +245,8 @@ static UT_INLINE void deliver(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t p
     uint64_t n = word_add(par, status_word(c, ip), 1) + 1;
     if (n == 1) {
         if (held)
-            take_ref(w, c); /* the partial match holds its context */
-        return;             /* else the token's reference is the partial match's */
+            take_ref(w, c, par); /* the partial match holds its context */
+        return;                  /* else the token's reference is the partial match's */
     }
     if (n == ip->need) {
         w->st.matches++;
