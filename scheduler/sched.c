@@ -209,6 +209,11 @@ static bool serial_find_work(sched_run *r, sched_worker *w, sched_item *out)
             pthread_mutex_unlock(&r->park_lock);
             if (r->on_quiet)
                 r->on_quiet(r->quiet_ud);
+            /* a host that feeds each step feeds soon: look for a while
+             * before sleeping (a wake-up costs tens of microseconds) */
+            for (unsigned spins = 0; spins < SPINS_BEFORE_PARK && atomic_load(&r->quiet) && !atomic_load(&r->done);
+                 spins++)
+                spin_pause();
             pthread_mutex_lock(&r->park_lock);
             continue;
         }

@@ -46,6 +46,8 @@ struct vm_io {
     bool open;            /* the host may still feed */
     bool keep;            /* FETCHed values are kept for the host (a session) */
     bool ended;           /* the run is over */
+    atomic_uint news;     /* bumped with every broadcast of cond: a host about to wait
+                             looks at it for a while first (a wake-up costs tens of µs) */
 };
 
 struct tfvm_session {
@@ -53,6 +55,13 @@ struct tfvm_session {
     pthread_t thread;
     tfvm_error err;       /* the last error a call on the session returned */
 };
+
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 static int cmp_chan(const void *a, const void *b)
 {
@@ -206,6 +215,7 @@ void vm_io_end(tfvm_vm *vm)
     pthread_mutex_lock(&io->lock);
     io->ended = true;
     io->open = false;
+    atomic_fetch_add(&io->news, 1);
     pthread_cond_broadcast(&io->cond);
     pthread_mutex_unlock(&io->lock);
 }
@@ -268,7 +278,8 @@ static void fire_fetch(vm_worker *w, const vm_act *a, vm_chan *ch, const dev_val
             st = TFVM_ERR_NOMEM;
             ut_fmt(msg, sizeof msg, "out of memory keeping a fetched value");
         }
-        pthread_cond_broadcast(&io->cond);
+        atomic_fetch_add(&io->news, 1);
+    pthread_cond_broadcast(&io->cond);
     }
     pthread_mutex_unlock(&io->lock);
     if (st != TFVM_OK) {
@@ -359,6 +370,7 @@ void vm_io_quiet(void *ud)
         const vm_parked *pk = &ch->wait[ch->w_head];
         fail_unfed(vm, pk->ctx, pk->inst, ch, ch->count + 1);
     }
+    atomic_fetch_add(&io->news, 1);
     pthread_cond_broadcast(&io->cond);
     pthread_mutex_unlock(&io->lock);
 }
@@ -559,6 +571,7 @@ tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
     vm_io *io = vm->io;
     tfvm_status st = TFVM_OK;
     char lab[96];
+    bool spun = false;
     pthread_mutex_lock(&io->lock);
     for (;;) {
         if (ch->q_head < ch->q_n) {
@@ -588,6 +601,16 @@ tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
                       (unsigned long long)fw->count + 1);
             break;
         }
+        if (!spun) { /* the graph is about to hand the value out, most often */
+            const unsigned seen = atomic_load(&io->news);
+            pthread_mutex_unlock(&io->lock);
+            for (unsigned k = 0; k < 20000 && atomic_load(&io->news) == seen; k++)
+                spin_pause();
+            pthread_mutex_lock(&io->lock);
+            spun = true;
+            continue;
+        }
+        spun = false;
         pthread_cond_wait(&io->cond, &io->lock);
     }
     pthread_mutex_unlock(&io->lock);
