@@ -42,6 +42,7 @@ struct vm_io {
     pthread_cond_t cond;  /* the host's waits: a value fetched, the run ended or quiet */
     vm_chan *chans;       /* by name */
     uint32_t n_chans;
+    uint32_t n_host;      /* FEED and FETCH instructions: chans has room for that many */
     uint32_t *chan_of;    /* per instruction: its channel (HOST instructions) */
     bool open;            /* the host may still feed */
     bool keep;            /* FETCHed values are kept for the host (a session) */
@@ -68,6 +69,23 @@ static int cmp_chan(const void *a, const void *b)
     return strcmp(((const vm_chan *)a)->name, ((const vm_chan *)b)->name);
 }
 
+static int cmp_chan_inst(const void *a, const void *b)
+{
+    const vm_chan *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->inst < y->inst ? -1 : x->inst > y->inst;
+}
+
+/* The channel called `name`, or NULL (none, or no channels at all). */
+static vm_chan *chan_named(const vm_io *io, const char *name)
+{
+    if (!io || strlen(name) > ISA_MAX_CHAN)
+        return NULL;
+    vm_chan key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    return bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan);
+}
+
 tfvm_status vm_io_new(tfvm_vm *vm)
 {
     const isa_program *p = vm->prog;
@@ -82,25 +100,29 @@ tfvm_status vm_io_new(tfvm_vm *vm)
     vm->io = io;
     pthread_mutex_init(&io->lock, NULL);
     pthread_cond_init(&io->cond, NULL);
+    io->n_host = n;
     io->chans = ut_calloc(&vm->alloc, n, sizeof *io->chans);
     io->chan_of = ut_calloc(&vm->alloc, p->n_insts, sizeof *io->chan_of);
     if (!io->chans || !io->chan_of)
         return TFVM_ERR_NOMEM;
-    /* the distinct names, sorted, then each instruction's */
+    /* every FEED and FETCH, sorted by name (then instruction), one per name
+     * (the first instruction of each), then each instruction's channel */
     for (uint32_t i = 0; i < p->n_insts; i++) {
         const isa_inst *in = &p->insts[i];
         if (isa_ops[in->op].cls != ISA_CLASS_HOST)
             continue;
-        vm_chan *c = &io->chans[io->n_chans];
+        vm_chan *c = &io->chans[io->n_chans++];
         isa_chan_name(p, i, c->name);
         c->fetch = in->op == ISA_FETCH;
         c->type = in->b;
         c->inst = i;
-        if (!bsearch(c, io->chans, io->n_chans, sizeof *c, cmp_chan)) {
-            io->n_chans++;
-            qsort(io->chans, io->n_chans, sizeof *c, cmp_chan);
-        }
     }
+    qsort(io->chans, io->n_chans, sizeof *io->chans, cmp_chan_inst);
+    uint32_t distinct = 0;
+    for (uint32_t k = 0; k < io->n_chans; k++)
+        if (!distinct || strcmp(io->chans[k].name, io->chans[distinct - 1].name) != 0)
+            io->chans[distinct++] = io->chans[k];
+    io->n_chans = distinct;
     for (uint32_t i = 0; i < p->n_insts; i++) {
         if (isa_ops[p->insts[i].op].cls != ISA_CLASS_HOST)
             continue;
@@ -138,7 +160,7 @@ void vm_io_free(tfvm_vm *vm)
             ut_free(&vm->alloc, io->chans[k].q, io->chans[k].q_cap * sizeof(dev_value));
             ut_free(&vm->alloc, io->chans[k].wait, io->chans[k].w_cap * sizeof(vm_parked));
         }
-        ut_free(&vm->alloc, io->chans, (io->n_chans ? io->n_chans : 1) * sizeof *io->chans);
+        ut_free(&vm->alloc, io->chans, io->n_host * sizeof *io->chans);
     }
     ut_free(&vm->alloc, io->chan_of, vm->prog->n_insts * sizeof *io->chan_of);
     pthread_mutex_destroy(&io->lock);
@@ -408,11 +430,7 @@ static vm_chan *find_chan(tfvm_session *s, const char *name, bool fetch)
         serr(s, TFVM_ERR_ARGUMENT, "%s channel name is NULL", what);
         return NULL;
     }
-    vm_chan key;
-    snprintf(key.name, sizeof key.name, "%s", name);
-    vm_chan *c = io && strlen(name) <= ISA_MAX_CHAN
-                     ? bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan)
-                     : NULL;
+    vm_chan *c = chan_named(io, name);
     if (c && c->fetch == fetch)
         return c;
     if (c) {
@@ -624,7 +642,6 @@ static tfvm_status session_end(tfvm_session *s, tfvm_value *results, size_t n_re
     pthread_join(s->thread, NULL);
     tfvm_status st = vm_end(vm, results, n_results);
     vm_io_teardown(vm);
-    vm->run.on_quiet = NULL;
     ut_free(&vm->alloc, s, sizeof *s);
     return st;
 }
@@ -697,10 +714,7 @@ bool vm_io_waiting(const tfvm_vm *vm, size_t k, size_t j, const vm_ctx **ctx, ui
 tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char *msg, size_t size)
 {
     vm_io *io = vm->io;
-    vm_chan key, *ch = NULL;
-    snprintf(key.name, sizeof key.name, "%s", name);
-    if (io && strlen(name) <= ISA_MAX_CHAN)
-        ch = bsearch(&key, io->chans, io->n_chans, sizeof key, cmp_chan);
+    vm_chan *ch = chan_named(io, name);
     if (!ch || ch->fetch) {
         snprintf(msg, size, "the program has no FEED channel '%s'", name);
         return TFVM_ERR_ARGUMENT;

@@ -426,6 +426,37 @@ START_TEST(case_select_tensors)
 }
 END_TEST
 
+/* A VM's channel table (two FEEDs of one channel, a FETCH) and a run that
+ * fails at an unfed FEED give back every byte, each block with its size. */
+START_TEST(channels_freed_exactly)
+{
+    static const char *const TWICE =
+        "entry main() -> (r: i32) {\n"
+        "    zero  = CONST i32 0\n"
+        "    a     = FEED \"x\" i32 (zero)\n"
+        "    b     = FEED \"x\" i32 (a:1)\n"
+        "    s     = ADD (a, b)\n"
+        "    f     = FETCH \"s\" (s, zero)\n"
+        "            RESULT 0 (f)\n"
+        "}\n";
+    tu_alloc counts = {.countdown = -1};
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.allocator = tu_allocator(&counts);
+    cfg.deterministic = true;
+    tfvm_program *p = assemble(TWICE);
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value r;
+    ck_assert_int_eq(tfvm_run(vm, NULL, NULL, 0, &r, 1), TFVM_ERR_STUCK);
+    ck_assert_str_eq(tfvm_errmsg(vm), "a (FEED) at []: channel 'x' waits for value #1, but the host feeds no more values");
+    tfvm_vm_free(vm);
+    ck_assert_int_eq(counts.live, 0);
+    ck_assert_int_eq(counts.blocks, 0);
+    tfvm_program_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("session");
@@ -442,6 +473,7 @@ int main(void)
     tcase_add_loop_test(tc, run_error_reaches_host, 0, 2);
     tcase_add_loop_test(tc, cancel, 0, 2);
     tcase_add_loop_test(tc, case_select_tensors, 0, 2);
+    tcase_add_test(tc, channels_freed_exactly);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
