@@ -603,64 +603,45 @@ static bool print_value(const tfvm_value *v, const char *prefix)
     return ok;
 }
 
-/* A channel of the program: FEED (is_feed) or FETCH instruction of that
- * name, or ISA_NONE. */
-static uint32_t find_chan(const isa_program *p, const char *name, size_t len, bool is_feed)
+/* FEED channel name[0..len) of vm's program (vm/io.c's table, by name)
+ * into *c; false if it has none. */
+static bool feed_chan(const tfvm_vm *vm, const char *name, size_t len, vm_chan_view *c)
 {
-    char n[ISA_MAX_CHAN + 1];
-    for (uint32_t i = 0; i < p->n_insts; i++)
-        if (p->insts[i].op == (is_feed ? ISA_FEED : ISA_FETCH) && strlen(isa_chan_name(p, i, n)) == len &&
-            memcmp(n, name, len) == 0)
-            return i;
-    return ISA_NONE;
-}
-
-/* "'a', 'b'" or "none": the channels of one kind, for messages. */
-static const char *chan_list(const isa_program *p, bool is_feed, char *buf, size_t size)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    char name[ISA_MAX_CHAN + 1];
-    for (uint32_t i = 0; i < p->n_insts && n < size; i++) {
-        if (p->insts[i].op != (is_feed ? ISA_FEED : ISA_FETCH))
-            continue;
-        isa_chan_name(p, i, name);
-        if (find_chan(p, name, strlen(name), is_feed) == i)
-            n += (size_t)snprintf(buf + n, size - n, "%s'%s'", n ? ", " : "", name);
-    }
-    return n ? buf : "none";
+    for (size_t k = 0; vm_io_channel(vm, k, c); k++)
+        if (!c->fetch && strlen(c->name) == len && memcmp(c->name, name, len) == 0)
+            return true;
+    return false;
 }
 
 /* A run with a host: every --feed value queued up front, every channel a
  * FETCH hands values to printed as they come (channels by name), then the
  * results. */
-static tfvm_status run_session(tfvm_vm *vm, const tfvm_program *prog, const tfvm_entry_info *e, const cli_args *o,
-                               const tfvm_value *args, tfvm_value *results, bool *usage)
+static tfvm_status run_session(tfvm_vm *vm, const tfvm_entry_info *e, const cli_args *o, const tfvm_value *args,
+                               tfvm_value *results, bool *usage)
 {
-    const isa_program *p = &prog->isa;
     tfvm_session *s;
     tfvm_status st = tfvm_session_start(vm, e->name, args, e->n_params, &s);
     if (st != TFVM_OK)
         return st;
+    vm_chan_view c;
     for (size_t h = 0; h < o->n_hits && st == TFVM_OK; h++) {
         if (o->hits[h].opt != RUN_FEED)
             continue;
         const char *v = o->hits[h].value, *eq = strchr(v, '=');
-        uint32_t fi = find_chan(p, v, (size_t)(eq - v), true);
-        char name[ISA_MAX_CHAN + 1], what[ISA_MAX_CHAN + 16];
-        tfvm_param_info q = {.name = isa_chan_name(p, fi, name), .dtype = (tfvm_dtype)ISA_CHAN_DTYPE(p->insts[fi].b),
-                             .is_tensor = (p->insts[fi].b & ISA_CHAN_TENSOR) != 0, .rank = -1};
-        snprintf(what, sizeof what, "--feed %s", name);
+        feed_chan(vm, v, (size_t)(eq - v), &c); /* there is one: cmd_run checked */
+        char what[ISA_MAX_CHAN + 16];
+        snprintf(what, sizeof what, "--feed %s", c.name);
+        tfvm_param_info q = {.name = c.name, .dtype = (tfvm_dtype)ISA_CHAN_DTYPE(c.type),
+                             .is_tensor = (c.type & ISA_CHAN_TENSOR) != 0, .rank = -1};
         for (const char *at = eq + 1; st == TFVM_OK;) {
             size_t len = strcspn(at, ",");
             char *text = strndup(at, len);
             tfvm_value x;
             memset(&x, 0, sizeof x);
-            if (!text || parse_value(what, &q, text, &x) != 0) {
+            if (!text || parse_value(what, &q, text, &x) != 0)
                 st = TFVM_ERR_ARGUMENT;
-            } else if ((st = tfvm_feed(s, name, &x)) != TFVM_OK) {
-                fail("--feed %s: %s", name, tfvm_session_errmsg(s));
-            }
+            else if ((st = tfvm_feed(s, c.name, &x)) != TFVM_OK)
+                fail("--feed %s: %s", c.name, tfvm_session_errmsg(s));
             tfvm_value_release(&x);
             free(text);
             if (!at[len])
@@ -673,23 +654,13 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_program *prog, const tfvm
         *usage = true;
         return TFVM_ERR_ARGUMENT;
     }
-    char seen[ISA_MAX_CHAN + 1] = "", name[ISA_MAX_CHAN + 1];
-    for (;;) { /* the FETCH channels in name order */
-        uint32_t next = ISA_NONE;
-        char best[ISA_MAX_CHAN + 1] = "";
-        for (uint32_t i = 0; i < p->n_insts; i++)
-            if (p->insts[i].op == ISA_FETCH && strcmp(isa_chan_name(p, i, name), seen) > 0 &&
-                (next == ISA_NONE || strcmp(name, best) < 0)) {
-                next = i;
-                memcpy(best, name, sizeof best);
-            }
-        if (next == ISA_NONE)
-            break;
-        memcpy(seen, best, sizeof seen);
+    for (size_t k = 0; vm_io_channel(vm, k, &c); k++) { /* the FETCH channels, by name */
+        if (!c.fetch)
+            continue;
         char prefix[ISA_MAX_CHAN + 16];
-        snprintf(prefix, sizeof prefix, "fetch %s: ", best);
+        snprintf(prefix, sizeof prefix, "fetch %s: ", c.name);
         tfvm_value x;
-        while (tfvm_fetch(s, best, &x) == TFVM_OK) {
+        while (tfvm_fetch(s, c.name, &x) == TFVM_OK) {
             bool ok = print_value(&x, prefix);
             tfvm_value_release(&x);
             if (!ok) {
@@ -700,7 +671,6 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_program *prog, const tfvm
         }
     }
     st = tfvm_session_finish(s, results, e->n_results);
-    vm_chan_view c;
     for (size_t k = 0; st == TFVM_OK && vm_io_channel(vm, k, &c); k++) /* nothing lost unsaid */
         if (!c.fetch && c.host > c.count)
             fprintf(stderr, "tfvm: warning: --feed %s: %llu of %llu values %s not taken\n", c.name,
@@ -836,20 +806,6 @@ static int cmd_run(int argc, char **argv)
     for (size_t k = 0; k < e.n_params; k++)
         if (parse_arg(&e, k, bound[k], &args[k]) != 0)
             goto out;
-    bool host = false; /* the program feeds or fetches: a session */
-    for (uint32_t i = 0; i < prog->isa.n_insts; i++)
-        host |= isa_ops[prog->isa.insts[i].op].cls == ISA_CLASS_HOST;
-    for (size_t h = 0; h < o.n_hits; h++) {
-        const char *v = o.hits[h].value, *eq = v ? strchr(v, '=') : NULL;
-        if (o.hits[h].opt == RUN_FEED && find_chan(&prog->isa, v, (size_t)(eq - v), true) == ISA_NONE) {
-            char list[256];
-            fail("--feed %.*s: the program has no FEED channel '%.*s' (its FEED channels: %s)", (int)(eq - v), v,
-                 (int)(eq - v), v, chan_list(&prog->isa, true, list, sizeof list));
-            rc = EXIT_USAGE;
-            goto out;
-        }
-    }
-
     tfvm_config cfg;
     tfvm_config_init(&cfg);
     cfg.max_contexts = max_contexts;
@@ -871,16 +827,31 @@ static int cmd_run(int argc, char **argv)
         fail("%s creating the VM", vst == TFVM_ERR_NOMEM ? "out of memory" : tfvm_status_name(vst));
         goto out;
     }
+    for (size_t h = 0; h < o.n_hits; h++) { /* every --feed names a FEED channel */
+        const char *v = o.hits[h].value, *eq = v ? strchr(v, '=') : NULL;
+        vm_chan_view c;
+        if (o.hits[h].opt != RUN_FEED || feed_chan(vm, v, (size_t)(eq - v), &c))
+            continue;
+        char list[256] = "";
+        size_t n = 0;
+        for (size_t k = 0; vm_io_channel(vm, k, &c) && n < sizeof list; k++)
+            if (!c.fetch)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", n ? ", " : "", c.name);
+        fail("--feed %.*s: the program has no FEED channel '%.*s' (its FEED channels: %s)", (int)(eq - v), v,
+             (int)(eq - v), v, n ? list : "none");
+        rc = EXIT_USAGE;
+        goto out;
+    }
     running_vm = vm;
-    bool bad_feed = false;
-    tfvm_status st = sigint_seen ? TFVM_ERR_INTERRUPTED
-                     : host      ? run_session(vm, prog, &e, &o, args, results, &bad_feed)
-                                 : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
+    bool bad_feed = false; /* the program feeds or fetches: a session */
+    tfvm_status st = sigint_seen          ? TFVM_ERR_INTERRUPTED
+                     : vm_io_channels(vm) ? run_session(vm, &e, &o, args, results, &bad_feed)
+                                          : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
+    running_vm = NULL;
     if (bad_feed) { /* a bad --feed value, said */
         rc = EXIT_USAGE;
         goto out;
     }
-    running_vm = NULL;
     if (st == TFVM_OK && sigint_seen) { /* came as the run started, and did not stop it */
         for (size_t k = 0; k < e.n_results; k++)
             tfvm_value_release(&results[k]);
