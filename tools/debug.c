@@ -878,13 +878,6 @@ static void bp_free(bp *x)
 
 /* ---- Feeding ------------------------------------------------------------------------------ */
 
-/* text as a value of FEED channel c, as `tfvm run --feed` parses it: true,
- * or false with the reason in msg. */
-static bool parse_chan_value(const tfvm_debug_chan_info *c, const char *text, tfvm_value *v, char *msg, size_t size)
-{
-    return cli_parse_value(c->dtype, c->is_tensor, text, v, msg, size);
-}
-
 /* The FEED channel named by name[0..len), or -1 with *why set: "the program
  * has no FEED channel 'y' (its FEED channels: 'x')". */
 static int find_feed_chan(const dbg *d, const char *name, size_t len, char *why, size_t size)
@@ -930,7 +923,7 @@ static bool parse_feed_list(const dbg *d, size_t k, const char *text, feed_arg *
         }
         memcpy(item, at, len);
         item[len] = '\0';
-        bool ok = parse_chan_value(&c, item, &f->vals[j], msg, size);
+        bool ok = cli_parse_value(c.dtype, c.is_tensor, item, &f->vals[j], msg, size); /* as run --feed */
         free(item);
         if (!ok)
             return false;
