@@ -296,6 +296,49 @@ static const char *EXPLICIT =
     "    RESULT 0 (k)\n"
     "}\n";
 
+/* FEED and FETCH: their names become u8 constants, inline or declared (#K),
+ * and both forms round-trip; the verifier's channel rules, word for word. */
+static const char *const CHANNELS =
+    "entry main(n: i32) -> (r: i32) {\n"
+    "    a = ARG 0\n"
+    "    x = FEED \"in.x\" i32 (a)\n"
+    "    t = FEED \"batch/0\" f32[] (x:1)\n"
+    "    f = FETCH \"out\" (x, t:1)\n"
+    "    RESULT 0 (f)\n"
+    "}\n";
+
+START_TEST(channels_round_trip)
+{
+    isa_program p;
+    assemble_ok(CHANNELS, strlen(CHANNELS), "channels.tfasm", &p);
+    ck_assert_uint_eq(p.n_consts, 3);
+    ck_assert_int_eq(p.consts[p.insts[1].a].dtype, TFVM_U8);
+    ck_assert_uint_eq(p.insts[2].b, TFVM_F32 | ISA_CHAN_TENSOR);
+    size_t len;
+    char *d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "x = FEED \"in.x\" i32 (a)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "t = FEED \"batch/0\" f32[] (x:1)\n"), "%s", d);
+    ck_assert_msg(strstr(d, "f = FETCH \"out\" (x, t:1)\n"), "%s", d);
+    free(d);
+    check_round_trip(&p, "channels");
+    isa_program_release(&p);
+    static const char *const TABLE = "const #0 = u8[3] [111, 117, 116]\n" /* "out" */
+                                     "entry main(n: i32) -> (r: i32) {\n"
+                                     "    a = ARG 0\n"
+                                     "    f = FETCH #0 (a, a)\n"
+                                     "    g = FETCH #0 (f, f:1)\n"
+                                     "    RESULT 0 (g)\n"
+                                     "}\n";
+    assemble_ok(TABLE, strlen(TABLE), "table.tfasm", &p);
+    ck_assert_uint_eq(p.n_consts, 1);
+    d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "    g = FETCH #0 (f, f:1)\n"), "%s", d);
+    free(d);
+    check_round_trip(&p, "channel table");
+    isa_program_release(&p);
+}
+END_TEST
+
 START_TEST(explicit_forms_round_trip)
 {
     isa_program p;
@@ -658,6 +701,13 @@ static const bad_case bad_cases[] = {
     {"entry main(n: i33) -> () {\n}\n", "t.tfasm:1:15: unknown type 'i33'"},
     {"entry main(\"a b\": i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
     {"entry main(\"\": i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
+    {HDR "    x = FEED \"x!\" i32 (a)\n" FTR, "t.tfasm:3:14: a channel name is 1 to 64 letters, digits and _.:/-, got 'x!'"},
+    {HDR "    x = FEED x i32 (a)\n" FTR,
+     "t.tfasm:3:14: expected the channel's name in quotes after FEED (FEED \"x\"), got 'x'"},
+    {HDR "    x = FEED \"x\" (a)\n" FTR, "t.tfasm:3:18: expected a type (bool, i32, i64, f32, f64, u8, i8), got '('"},
+    {HDR "    x = FEED \"x\" i32[ (a)\n" FTR,
+     "t.tfasm:3:23: expected ']' after '[' (a FEED of a tensor of any rank is TYPE[]), got '('"},
+    {HDR "    x = FETCH \"y\" i32 (a, a)\n" FTR, "t.tfasm:3:19: expected end of line after the instruction, got 'i32'"},
     {"entry main(\"ab: i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
     {"entry \"main\"() -> () {\n}\n", "t.tfasm:1:7: expected a entry name after 'entry', got 'main'"},
     {HDR "    RESULT 0 (a)\n    e = ENTER lp cnst (a)\n" FTR, "t.tfasm:4:18: unknown ENTER option 'cnst' (expected const or parallel=N)"},
@@ -760,6 +810,28 @@ static const bad_case bad_cases[] = {
     {HDR "    x = BRANCH LESS i32[2] [1, 2] (a)\n" FTR, "t.tfasm:3:21: the constant of BRANCH must be a scalar"},
     {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64, u8, i8), got '('"},
 };
+
+START_TEST(channel_rules)
+{
+    static const char *const cases[][2] = {
+        {HDR "    x = FEED \"x\" i32 (a)\n    y = FETCH \"x\" (a, a)\n    RESULT 0 (a)\n" FTR,
+         "t.tfasm: bad .tfvm file (channel 'x' is both fed (instruction 1 'x') and fetched (instruction 2 'y'))"},
+        {HDR "    x = FEED \"x\" i32 (a)\n    y = FEED \"x\" f32[] (a)\n    RESULT 0 (a)\n" FTR,
+         "t.tfasm: bad .tfvm file (the FEEDs of channel 'x' disagree on its type: i32 (instruction 1 'x') and f32[] "
+         "(instruction 2 'y'))"},
+        {"const #0 = i32[1] [7]\n" HDR "    f = FETCH #0 (a, a)\n    RESULT 0 (f)\n" FTR,
+         "t.tfasm: bad .tfvm file (instruction 1 'f': FETCH channel name: constant 0 is not 1 to 64 bytes (u8) of "
+         "letters, digits and _.:/-)"},
+    };
+    for (size_t i = 0; i < UT_COUNTOF(cases); i++) {
+        isa_program p;
+        tfvm_error err;
+        tfvm_status st = ld_assemble(cases[i][0], strlen(cases[i][0]), "t.tfasm", NULL, &p, &err);
+        ck_assert_msg(st == TFVM_ERR_FORMAT, "case %zu: %s", i, tfvm_status_name(st));
+        ck_assert_str_eq(err.message, cases[i][1]);
+    }
+}
+END_TEST
 
 START_TEST(bad_syntax)
 {
@@ -912,6 +984,8 @@ static Suite *asm_suite(void)
     tcase_add_test(tc, quoted_parameter_names);
     tcase_add_loop_test(tc, bad_syntax, 0, (int)UT_COUNTOF(bad_cases));
     tcase_add_test(tc, long_names);
+    tcase_add_test(tc, channels_round_trip);
+    tcase_add_test(tc, channel_rules);
     tcase_add_test(tc, every_prefix_fails_cleanly);
     tcase_add_test(tc, allocation_failure);
     suite_add_tcase(s, tc);
