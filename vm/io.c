@@ -274,9 +274,7 @@ static void fire_fetch(vm_worker *w, const vm_act *a, vm_chan *ch, const dev_val
 {
     tfvm_vm *vm = w->vm;
     vm_io *io = vm->io;
-    pthread_mutex_lock(&io->lock);
-    const bool keep = io->keep; /* set before the run goes on */
-    pthread_mutex_unlock(&io->lock);
+    const bool keep = io->keep; /* set before the run goes on (io_open, vm_io_keep): no lock */
     dev_value copy = *v;
     char msg[256];
     tfvm_status st = TFVM_OK;
