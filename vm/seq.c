@@ -247,9 +247,11 @@ static vm_sop seq_step(const vm_plan *plan, const vm_rplan *rp, uint32_t local)
 {
     const vm_sinst *si = &rp->sinsts[local];
     vm_sop op = {.kind = VM_SOP_GENERIC, .matched = si->matched, .op = si->op, .local = (uint16_t)local,
-                 .tokens = (uint16_t)(si->tokens[0] > 0xffff ? 0xffff : si->tokens[0]), .out = si->reg,
+                 .tokens = (uint16_t)(si->tokens[0] > 0xffff ? 0xffff : si->tokens[0]),
+                 .tokens1 = (uint16_t)(si->tokens[1] > 0xffff ? 0xffff : si->tokens[1]),
+                 .flags = si->flags & (ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE), .out = si->reg,
                  .a2 = ISA_NONE, .b2 = ISA_NONE};
-    if (si->tokens[0] > 0xffff)
+    if (si->tokens[0] > 0xffff || si->tokens[1] > 0xffff)
         return op;
     isa_class c = isa_ops[si->op].cls;
     uint32_t s0, s0b, s1, s1b;
@@ -284,6 +286,52 @@ static vm_sop seq_step(const vm_plan *plan, const vm_rplan *rp, uint32_t local)
     } else if (si->op == ISA_ENTER && si->ports == 1 && has0) {
         op.kind = VM_SOP_ENTER, op.a = s0, op.a2 = s0b, op.b = si->a,
         op.out = plan->frames[si->a].entry_reg + si->arg;
+    }
+    return op;
+}
+
+/* A step on integer scalars of its own kind (VM_SOP_ARITH, VM_SOP_CMPS),
+ * where its operands come from one register each and its constant is an
+ * i32 or i64 scalar: such a step computes without the general scalar code.
+ * A constant on the left moves to the right (x + K, K < x as x > K). */
+static vm_sop seq_specialise(const isa_program *p, vm_sop op)
+{
+    static const struct { uint16_t op; uint8_t rr; bool cmp; } ints[] = {
+#define ARITH_ROW(N, OP, C) {OP, VM_SOP_##N##_RR, false},
+#define CMP_ROW(N, OP, C) {OP, VM_SOP_##N##_RR, true},
+        VM_SOP_ARITH(ARITH_ROW) VM_SOP_CMPS(CMP_ROW)
+#undef ARITH_ROW
+#undef CMP_ROW
+    };
+    static const uint16_t flipped[][2] = {{ISA_LESS, ISA_GREATER}, {ISA_LESS_EQUAL, ISA_GREATER_EQUAL},
+                                          {ISA_GREATER, ISA_LESS}, {ISA_GREATER_EQUAL, ISA_LESS_EQUAL},
+                                          {ISA_EQUAL, ISA_EQUAL}, {ISA_NOT_EQUAL, ISA_NOT_EQUAL}};
+    if (op.kind == VM_SOP_SWITCH && op.a2 == ISA_NONE && op.b2 == ISA_NONE)
+        op.kind = VM_SOP_SWITCH1;
+    uint16_t code = op.op;
+    uint32_t k = op.kind == VM_SOP_BIN_KR ? op.a : op.b; /* the constant, when there is one */
+    bool int_const = k < p->n_consts && p->consts[k].rank == 0 &&
+                     (p->consts[k].dtype == TFVM_I32 || p->consts[k].dtype == TFVM_I64);
+    if (op.kind == VM_SOP_BIN_KR && op.b2 == ISA_NONE && int_const) {
+        uint32_t swapped = ISA_NONE;
+        for (size_t q = 0; q < sizeof flipped / sizeof flipped[0]; q++)
+            if (flipped[q][0] == code)
+                swapped = flipped[q][1];
+        if (code == ISA_ADD || code == ISA_MUL)
+            swapped = code;
+        if (swapped == ISA_NONE)
+            return op; /* K - x */
+        op.kind = VM_SOP_BIN_RK, op.op = code = (uint16_t)swapped, op.a = op.b, op.b = k;
+    }
+    for (size_t q = 0; q < sizeof ints / sizeof ints[0]; q++) {
+        if (ints[q].op != code)
+            continue;
+        if (op.kind == VM_SOP_BIN_RR && op.a2 == ISA_NONE && op.b2 == ISA_NONE)
+            op.kind = ints[q].rr;
+        else if (op.kind == VM_SOP_BIN_RK && op.a2 == ISA_NONE && int_const)
+            op.kind = (uint8_t)(ints[q].rr + 1);
+        else if (op.kind == VM_SOP_BRANCH && op.a2 == ISA_NONE && int_const && ints[q].cmp)
+            op.kind = (uint8_t)(ints[q].rr + 2);
     }
     return op;
 }
@@ -447,6 +495,45 @@ static void mark_last(vm_rplan *rp, uint8_t kind, uint8_t last)
     }
 }
 
+static uint32_t frame_size(uint32_t n_regs);
+
+/* Each run of steps on one guard (one side of a pruned branch) gets a GUARD
+ * step before it, which jumps past the run when that side was not taken,
+ * and the order an END step. false: no memory. */
+static bool seq_guard_steps(vm_plan *plan, vm_rplan *rp)
+{
+    uint32_t n = rp->n_sops, runs = 0;
+    for (uint32_t q = 0; q < n; q++)
+        runs += rp->sops[q].guard != ISA_NONE && (q == 0 || rp->sops[q - 1].guard != rp->sops[q].guard);
+    vm_sop *out = ut_arena_array(&plan->arena, n + runs + 1, sizeof(vm_sop));
+    uint32_t *at = malloc((n + 1) * sizeof *at); /* each step's new place (its GUARD's, if any) */
+    if (!out || !at) {
+        free(at);
+        return false;
+    }
+    uint32_t w = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        at[q] = w;
+        if (rp->sops[q].guard != ISA_NONE && (q == 0 || rp->sops[q - 1].guard != rp->sops[q].guard)) {
+            uint32_t end = q + 1;
+            while (end < n && rp->sops[end].guard == rp->sops[q].guard)
+                end++;
+            out[w++] = (vm_sop){.kind = VM_SOP_GUARD, .a = rp->sops[q].guard, .skip = end, .local = rp->sops[q].local,
+                                .a2 = ISA_NONE, .b2 = ISA_NONE, .guard = ISA_NONE};
+        }
+        out[w++] = rp->sops[q];
+    }
+    at[n] = w;
+    out[w] = (vm_sop){.kind = VM_SOP_END, .a2 = ISA_NONE, .b2 = ISA_NONE, .guard = ISA_NONE};
+    for (uint32_t q = 0; q < w; q++)
+        if (out[q].kind == VM_SOP_GUARD)
+            out[q].skip = at[out[q].skip];
+    free(at);
+    rp->sops = out;
+    rp->n_sops = w;
+    return true;
+}
+
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
 {
     /* each site's CALLs by argument index */
@@ -584,6 +671,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                         plan->insts[x].preg = reg++;
             }
         rp->n_regs = reg;
+        rp->frame_bytes = frame_size(reg);
         if (p->regions[r].kind == ISA_REGION_LOOP) {
             vm_fplan *fp = &plan->frames[r];
             rp->keep = ut_arena_array(&plan->arena, reg + 1, 1);
@@ -715,7 +803,22 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             sp->rets[k].first = (uint32_t)(out - regs);
         }
         sp->ret_regs = regs;
+        /* the caller's registers of the RETURNs (a caller in the graph sends tokens instead) */
+        const vm_rplan *caller = sp->n_returns ? &plan->regions[p->insts[sp->returns[0]].region] : NULL;
+        if (caller && caller->seq) {
+            sp->ret_out = ut_arena_array(&plan->arena, 2 * sp->n_returns, sizeof(uint32_t));
+            if (!sp->ret_out)
+                return TFVM_ERR_NOMEM;
+            sp->ret_tokens = sp->ret_out + sp->n_returns;
+            for (uint32_t k = 0; k < sp->n_returns; k++) {
+                const vm_sinst *si = &caller->sinsts[sp->returns[k] - caller->first];
+                sp->ret_out[k] = si->reg;
+                sp->ret_tokens[k] = si->tokens[0];
+            }
+        }
     }
+    for (uint32_t s = 0; s < p->n_sites; s++)
+        plan->sites[s].callee = p->sites[s].callee;
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_rplan *rp = &plan->regions[r];
         if (!rp->seq)
@@ -728,7 +831,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             rp->order[q] -= rp->first;
         uint32_t *guard = seq_guards(p, plan, rp);
         for (uint32_t q = 0; q < rp->n_order; q++) {
-            vm_sop op = seq_step(plan, rp, rp->order[q]);
+            vm_sop op = seq_specialise(p, seq_step(plan, rp, rp->order[q]));
             op.guard = guard ? guard[rp->order[q]] : ISA_NONE;
             if (op.kind != VM_SOP_SKIP) /* RETURNs: written by their callee's frame */
                 rp->sops[rp->n_sops++] = op;
@@ -736,20 +839,8 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         free(guard);
         mark_last(rp, VM_SOP_ENTER, VM_SOP_ENTER_LAST); /* a loop's last ENTER starts it */
         mark_last(rp, VM_SOP_CALL, VM_SOP_CALL_LAST);   /* a site's last CALL makes the call */
-        /* runs: the first step of each keeps its guard and where the run ends */
-        for (uint32_t q = rp->n_sops; q-- > 0;) {
-            vm_sop *op = &rp->sops[q];
-            bool starts = op->guard != ISA_NONE && (q == 0 || rp->sops[q - 1].guard != op->guard);
-            if (starts) {
-                uint32_t end = q + 1;
-                while (end < rp->n_sops && rp->sops[end].guard == op->guard)
-                    end++;
-                op->skip = end;
-            }
-        }
-        for (uint32_t q = 0; q < rp->n_sops; q++)
-            if (!rp->sops[q].skip)
-                rp->sops[q].guard = ISA_NONE;
+        if (!seq_guard_steps(plan, rp))
+            return TFVM_ERR_NOMEM;
     }
     return TFVM_OK;
 }
@@ -800,7 +891,7 @@ static void *frame_alloc(vm_worker *w, size_t bytes)
     return n->data;
 }
 
-static void frame_release(vm_worker *w, size_t bytes)
+static inline void frame_release(vm_worker *w, size_t bytes)
 {
     seq_chunk *c = w->seq_mem;
     c->used -= bytes;
@@ -835,9 +926,10 @@ typedef struct seq_frame {
     struct seq_frame *up;   /* the caller's frame; NULL: the caller is context `ctx` */
     uint32_t site;          /* the call this frame runs */
     uint32_t region;
+    const vm_rplan *rp;     /* plan.regions[region] */
     uint32_t pc;            /* next position in the region's order */
     uint32_t n_regs;
-    size_t bytes;
+    uint32_t bytes;
     bool tensors;           /* a register may hold a tensor reference */
     bool loop;              /* a loop instance's frame (site is unused): one iteration at a time */
     bool again;             /* loop: a NEXTITER fired in this iteration */
@@ -845,6 +937,20 @@ typedef struct seq_frame {
     dev_value *v;           /* n_regs */
     uint8_t *has;           /* n_regs: present */
 } seq_frame;
+
+/* A frame's bytes: the header, the values, the present flags (at least 32,
+ * cleared as two constant stores), rounded to 16. */
+static uint32_t frame_size(uint32_t n_regs)
+{
+    return (uint32_t)((sizeof(seq_frame) + n_regs * sizeof(dev_value) + (n_regs < 32 ? 32 : n_regs) + 15) &
+                      ~(size_t)15);
+}
+
+/* The counters of the steps that fire, kept in the step loop's registers
+ * (frames_run adds them to the worker's when it ends). */
+typedef struct seq_count {
+    uint64_t fired, tokens, matches;
+} seq_count;
 
 typedef struct seq_run {
     vm_worker *w;
@@ -890,33 +996,44 @@ static void frame_bound_fail(seq_run *s, const seq_frame *up)
 
 static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
 {
-    return frame_push_region(s, up, site, s->p->sites[site].callee);
+    return frame_push_region(s, up, site, s->vm->plan.sites[site].callee);
 }
 
-static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region)
+/* A frame could not be made: the context bound, or no memory. */
+static seq_frame *frame_push_failed(seq_run *s, seq_frame *up, bool count, bool bound)
 {
-    const vm_rplan *rp = &s->vm->plan.regions[region];
-    size_t n = rp->n_regs;
-    size_t bytes = (sizeof(seq_frame) + n * sizeof(dev_value) + (n < 32 ? 32 : n) + 15) & ~(size_t)15;
-    bool count = up || !s->counted;
-    if (count && !count_new(s->w)) {
+    if (count)
         count_free(s->w);
+    if (bound)
         frame_bound_fail(s, up);
-        return NULL;
-    }
-    seq_frame *f = frame_alloc(s->w, bytes);
-    if (!f) {
-        if (count)
-            count_free(s->w);
+    else {
         vm_fail(s->vm, TFVM_ERR_NOMEM, s->ctx, ISA_NONE, "out of memory creating a context");
         s->failed = true;
-        return NULL;
+    }
+    return NULL;
+}
+
+static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region)
+{
+    const vm_rplan *rp = &s->vm->plan.regions[region];
+    uint32_t n = rp->n_regs, bytes = rp->frame_bytes;
+    bool count = up || !s->counted;
+    if (count && !count_new(s->w))
+        return frame_push_failed(s, up, true, true);
+    seq_chunk *c = s->w->seq_mem;
+    seq_frame *f;
+    if (c && c->used + bytes <= c->size) { /* the common case: the chunk has room */
+        f = (seq_frame *)(c->data + c->used);
+        c->used += bytes;
+    } else if (!(f = frame_alloc(s->w, bytes))) {
+        return frame_push_failed(s, up, count, false);
     }
     f->up = up;
     f->site = site;
     f->region = region;
+    f->rp = rp;
     f->pc = 0;
-    f->n_regs = (uint32_t)n;
+    f->n_regs = n;
     f->bytes = bytes;
     f->tensors = false;
     f->loop = false;
@@ -932,7 +1049,7 @@ static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, ui
 }
 
 /* Frees a frame and the tensor references its registers hold. */
-static void frame_pop(seq_run *s, seq_frame *f)
+static UT_INLINE void frame_pop(seq_run *s, seq_frame *f)
 {
     if (f->tensors)
         for (uint32_t k = 0; k < f->n_regs; k++)
@@ -1032,12 +1149,11 @@ static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uin
 
 /* Frame f's call is over: each RETURN of its site whose producer ran fires,
  * into the caller's frame or, for the first frame, the dataflow context. */
-static void frame_return(seq_run *s, seq_frame *f)
+static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
 {
     const vm_splan *sp = &s->vm->plan.sites[f->site];
     seq_frame *up = f->up;
-    const vm_rplan *urp = up ? &s->vm->plan.regions[up->region] : NULL;
-    for (uint32_t k = 0; k < sp->n_returns && !s->failed; k++) {
+    for (uint32_t k = 0; k < sp->n_returns; k++) {
         const vm_sport *src = &sp->rets[k];
         const dev_value *v = NULL;
         for (uint32_t q = 0; q < src->n; q++) {
@@ -1049,40 +1165,49 @@ static void frame_return(seq_run *s, seq_frame *f)
         }
         if (!v)
             continue; /* no token for this RETURN */
-        uint32_t r = sp->returns[k];
-        s->w->st.fired++;
-        if (up)
-            frame_out(s, up, &urp->sinsts[r - urp->first], 0, v);
-        else
-            vm_send(s->w, s->ctx, r, 0, v);
+        count->fired++;
+        if (up) {
+            frame_set(up, sp->ret_out[k], v);
+            count->tokens += sp->ret_tokens[k];
+        } else {
+            vm_send(s->w, s->ctx, sp->returns[k], 0, v);
+        }
     }
+}
+
+/* A call whose arguments are all dead: nothing runs, its RETURNs send dead
+ * tokens; some dead and some live: an error, as in the graph. */
+static void frame_call_dead(seq_run *s, seq_frame *f, uint32_t site, uint32_t inst, uint32_t dead)
+{
+    const vm_splan *sp = &s->vm->plan.sites[site];
+    const vm_rplan *rp = f->rp;
+    if (dead != sp->n_call) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "call of '%s' entered with live and dead tokens at one tag",
+                 s->p->regions[sp->callee].name);
+        frame_fail(s, f, TFVM_ERR_DEADNESS, inst, msg);
+        return;
+    }
+    dev_value d = dev_dead();
+    for (uint32_t k = 0; k < sp->n_returns; k++)
+        frame_out(s, f, &rp->sinsts[sp->returns[k] - rp->first], 0, &d);
 }
 
 /* The site's call with all its arguments in f's argument registers: every
  * one dead (the RETURNs say so, nothing runs), every one live (a new frame),
  * or both (an error, as in the graph). NULL: no new frame. */
-static seq_frame *frame_call(seq_run *s, seq_frame *f, uint32_t site, uint32_t inst)
+static UT_INLINE seq_frame *frame_call(seq_run *s, seq_count *count, seq_frame *f, uint32_t site, uint32_t inst)
 {
     const vm_splan *sp = &s->vm->plan.sites[site];
-    const vm_rplan *rp = &s->vm->plan.regions[f->region];
-    dev_value *args = &f->v[sp->arg_slot];
+    const dev_value *args = &f->v[sp->arg_slot];
     uint32_t dead = 0;
     for (uint32_t k = 0; k < sp->n_call; k++)
         dead += args[k].dead;
     if (dead) {
-        if (dead != sp->n_call) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "call of '%s' entered with live and dead tokens at one tag",
-                     s->p->regions[s->p->sites[site].callee].name);
-            frame_fail(s, f, TFVM_ERR_DEADNESS, inst, msg);
-            return NULL;
-        }
-        dev_value d = dev_dead();
-        for (uint32_t k = 0; k < sp->n_returns; k++)
-            frame_out(s, f, &rp->sinsts[sp->returns[k] - rp->first], 0, &d);
+        frame_call_dead(s, f, site, inst, dead);
         return NULL;
     }
-    seq_frame *g = frame_push(s, f, site);
+    seq_frame *g = frame_push_region(s, f, site, sp->callee);
     if (g)
         for (uint32_t k = 0; k < sp->n_call; k++) {
             g->v[k] = args[k];
@@ -1092,7 +1217,7 @@ static seq_frame *frame_call(seq_run *s, seq_frame *f, uint32_t site, uint32_t i
                 g->tensors = true;
             }
         }
-    s->w->st.tokens += sp->call_tokens;
+    count->tokens += sp->call_tokens;
     return g;
 }
 
@@ -1208,8 +1333,11 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
         uint32_t have = 0;
         for (uint32_t k = 0; k < sp->n_call; k++)
             have += f->has[sp->arg_slot + k];
-        if (have == sp->n_call)
-            next = frame_call(s, f, si->a, si->inst);
+        if (have == sp->n_call) {
+            seq_count count = {0};
+            next = frame_call(s, &count, f, si->a, si->inst);
+            s->w->st.tokens += count.tokens;
+        }
         break;
     }
     case ISA_NEXTITER: /* into the next iteration's register; dead tokens end the chain */
@@ -1304,20 +1432,105 @@ static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2,
  * SEQ_STOP when the run failed, so the step loop need not look at s->failed
  * after every step. */
 #define SEQ_STOP ((seq_frame *)1)
+#define SEQ_END ((seq_frame *)2) /* the frame's last step is done */
 static inline seq_frame *stop_or(const seq_run *s, seq_frame *next)
 {
     return s->failed ? SEQ_STOP : next;
 }
 
-/* One step of f's order; NULL, a frame to run first, or SEQ_STOP. */
-static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan *rp, const vm_sop *op)
+/* Are x and y live scalars of dtype t? */
+static inline bool int_pair(const dev_value *x, const dev_value *y, uint8_t t)
+{
+    return x->dtype == t && y->dtype == t && !(x->dead | x->is_tensor | y->dead | y->is_tensor);
+}
+
+/* A BRANCH or SWITCH step sends x to its taken side, and a dead token to
+ * the other unless that side is pruned. */
+static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool taken, const dev_value *x)
+{
+    frame_set(f, op->out + taken, x);
+    n->tokens += taken ? op->tokens1 : op->tokens;
+    if (!(op->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+        f->v[op->out + !taken] = dev_dead();
+        f->has[op->out + !taken] = 1;
+        n->tokens += taken ? op->tokens : op->tokens1;
+    }
+}
+
+/* The integer steps (VM_SOP_ARITH, VM_SOP_CMPS): i32 and i64 here, any
+ * other token through the general binary step or BRANCH. */
+#define ARITH_STEPS(N, OP, C)                                                                           \
+    case VM_SOP_##N##_RR:                                                                               \
+        if (!has[op->a] || !has[op->b])                                                                 \
+            return NULL;                                                                                \
+        x = &v[op->a], y = &v[op->b];                                                                   \
+        goto N##_go;                                                                                    \
+    case VM_SOP_##N##_RK:                                                                               \
+        if (!has[op->a])                                                                                \
+            return NULL;                                                                                \
+        x = &v[op->a], y = &consts[op->b];                                                              \
+    N##_go:                                                                                             \
+        if (int_pair(x, y, TFVM_I32))                                                                   \
+            v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)((uint32_t)x->u.i32 C (uint32_t)y->u.i32)}; \
+        else if (int_pair(x, y, TFVM_I64))                                                              \
+            v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = (int64_t)((uint64_t)x->u.i64 C (uint64_t)y->u.i64)}; \
+        else                                                                                            \
+            goto binary;                                                                                \
+        has[op->out] = 1;                                                                               \
+        n->fired++, n->matches += op->matched, n->tokens += op->tokens;                                 \
+        return NULL;
+#define CMP_STEPS(N, OP, C)                                                                             \
+    case VM_SOP_##N##_RR:                                                                               \
+        if (!has[op->a] || !has[op->b])                                                                 \
+            return NULL;                                                                                \
+        x = &v[op->a], y = &v[op->b];                                                                   \
+        goto N##_go;                                                                                    \
+    case VM_SOP_##N##_RK:                                                                               \
+        if (!has[op->a])                                                                                \
+            return NULL;                                                                                \
+        x = &v[op->a], y = &consts[op->b];                                                              \
+    N##_go:                                                                                             \
+        if (int_pair(x, y, TFVM_I32))                                                                   \
+            c = x->u.i32 C y->u.i32;                                                                    \
+        else if (int_pair(x, y, TFVM_I64))                                                              \
+            c = x->u.i64 C y->u.i64;                                                                    \
+        else                                                                                            \
+            goto binary;                                                                                \
+        v[op->out] = (dev_value){.dtype = TFVM_BOOL, .u.b = c};                                         \
+        has[op->out] = 1;                                                                               \
+        n->fired++, n->matches += op->matched, n->tokens += op->tokens;                                 \
+        return NULL;                                                                                    \
+    case VM_SOP_##N##_BR:                                                                               \
+        if (!has[op->a])                                                                                \
+            return NULL;                                                                                \
+        x = &v[op->a], y = &consts[op->b];                                                              \
+        if (int_pair(x, y, TFVM_I32))                                                                   \
+            c = x->u.i32 C y->u.i32;                                                                    \
+        else if (int_pair(x, y, TFVM_I64))                                                              \
+            c = x->u.i64 C y->u.i64;                                                                    \
+        else                                                                                            \
+            goto branch;                                                                                \
+        n->fired++;                                                                                     \
+        step_route(n, f, op, c, x);                                                                     \
+        return NULL;
+
+/* One step of f's order; NULL, a frame to run first, SEQ_STOP or SEQ_END. */
+static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value *consts, seq_frame *f,
+                                       const vm_rplan *rp, const vm_sop *op, uint32_t *pc)
 {
     dev_value *v = f->v;
     uint8_t *has = f->has;
-    const dev_value *consts = s->vm->consts;
     const dev_value *x, *y;
-    bool two = false;
+    bool two = false, c;
     switch (op->kind) {
+    case VM_SOP_GUARD:
+        if (!has[op->a])
+            *pc = op->skip; /* that side of its branch was not taken */
+        return NULL;
+    case VM_SOP_END:
+        return SEQ_END;
+        VM_SOP_ARITH(ARITH_STEPS)
+        VM_SOP_CMPS(CMP_STEPS)
     case VM_SOP_BIN_RR:
         x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
         if (!x || !y)
@@ -1340,47 +1553,55 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         else if (!vm_scalar_op(op->op, x, y, &v[op->out]))
             break;
         has[op->out] = 1;
-        s->w->st.fired++;
-        s->w->st.matches += op->matched;
-        s->w->st.tokens += op->tokens;
+        n->fired++, n->matches += op->matched, n->tokens += op->tokens;
         return NULL;
     case VM_SOP_BRANCH: {
         if (!(x = pick(f, op->a, op->a2, &two)))
             return NULL;
-        dev_value pred;
         if (two)
             break;
+    branch:;
+        dev_value pred;
         if (x->dead) { /* both sides hear it */
-            s->w->st.fired++;
+            n->fired++;
             frame_out(s, f, &rp->sinsts[op->local], 0, x);
             frame_out(s, f, &rp->sinsts[op->local], 1, x);
             return NULL;
         }
         if (!vm_scalar_op(op->op, x, &consts[op->b], &pred))
             break;
-        s->w->st.fired++;
-        frame_route(s, f, &rp->sinsts[op->local], pred.u.b ? 1 : 0, x);
+        n->fired++;
+        step_route(n, f, op, pred.u.b, x);
         return NULL;
     }
+    case VM_SOP_SWITCH1:
+        if (!has[op->a] || !has[op->b])
+            return NULL;
+        x = &v[op->a], y = &v[op->b];
+        if (y->dtype == TFVM_BOOL && !(x->dead | y->dead | y->is_tensor)) {
+            n->fired++, n->matches++;
+            step_route(n, f, op, y->u.b, x);
+            return NULL;
+        }
+        goto switch_general;
     case VM_SOP_SWITCH: {
         x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
         if (!x || !y)
             return NULL;
         if (two)
             break;
+    switch_general:
         if (x->dead || y->dead) { /* both outputs dead */
             dev_value d = dev_dead();
-            s->w->st.fired++;
-            s->w->st.matches++;
+            n->fired++, n->matches++;
             frame_out(s, f, &rp->sinsts[op->local], 0, &d);
             frame_out(s, f, &rp->sinsts[op->local], 1, &d);
             return NULL;
         }
         if (y->is_tensor || y->dtype != TFVM_BOOL)
             break;
-        s->w->st.fired++;
-        s->w->st.matches++;
-        frame_route(s, f, &rp->sinsts[op->local], y->u.b ? 1 : 0, x);
+        n->fired++, n->matches++;
+        step_route(n, f, op, y->u.b, x);
         return NULL;
     }
     case VM_SOP_MERGE: { /* two inputs: the live one, or dead once both are dead */
@@ -1391,8 +1612,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         if (!live && !(x && y))
             return NULL; /* no token, or only a dead one so far */
         const vm_sinst *si = &rp->sinsts[op->local];
-        s->w->st.fired++;
-        s->w->st.matches++;
+        n->fired++, n->matches++;
         if (live) {
             dev_value index = {.dtype = TFVM_I32, .u.i32 = live == x ? 0 : 1};
             frame_out(s, f, si, 0, live);
@@ -1409,7 +1629,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             return NULL;
         if (two)
             break;
-        s->w->st.fired++;
+        n->fired++;
         frame_out(s, f, &rp->sinsts[op->local], 0, x);
         return NULL;
     case VM_SOP_NEXTITER:
@@ -1417,10 +1637,10 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             return NULL;
         if (two)
             break;
-        s->w->st.fired++;
+        n->fired++;
         if (!x->dead) { /* into the next iteration's register; dead tokens end the chain */
             frame_set(f, op->out + 1, x);
-            s->w->st.tokens += op->tokens;
+            n->tokens += op->tokens;
             f->again = true;
         }
         return NULL;
@@ -1429,7 +1649,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             return NULL;
         if (two)
             break;
-        s->w->st.fired++;
+        n->fired++;
         if (x->dead) /* dead tokens are dropped */
             return NULL;
         if (f->up) { /* into the parent's frame */
@@ -1446,7 +1666,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
         if (two)
             break;
         frame_set(f, op->out, x);
-        s->w->st.fired++;
+        n->fired++;
         return op->kind == VM_SOP_ENTER_LAST ? stop_or(s, frame_enter(s, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     case VM_SOP_CONST:
         if (!has[op->a])
@@ -1457,14 +1677,24 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             f->tensors = true;
         }
         has[op->out] = 1;
-        s->w->st.fired++;
-        s->w->st.tokens += op->tokens;
+        n->fired++, n->tokens += op->tokens;
         return NULL;
     case VM_SOP_CALL:
     case VM_SOP_CALL_LAST: {
         if (!has[op->a])
             return NULL;
         const vm_splan *sp = &s->vm->plan.sites[op->b];
+        if (op->kind == VM_SOP_CALL_LAST && sp->n_call == 1 && !(v[op->a].dead | v[op->a].is_tensor)) {
+            /* the common call: one live scalar, straight into the callee's frame */
+            n->fired++;
+            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
+            if (!g)
+                return SEQ_STOP;
+            g->v[0] = v[op->a];
+            g->has[0] = 1;
+            n->tokens += sp->call_tokens;
+            return g;
+        }
         uint32_t arg = sp->arg_slot + op->out; /* (each step fires once a frame: never a second) */
         v[arg] = v[op->a];
         has[arg] = 1;
@@ -1472,13 +1702,27 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_frame *f, const vm_rplan 
             dev_value_retain(&v[arg]);
             f->tensors = true;
         }
-        s->w->st.fired++;
+        n->fired++;
         if (op->kind == VM_SOP_CALL)
             return NULL; /* the site's last CALL makes the call */
-        uint32_t have = 0;
-        for (uint32_t k = 0; k < sp->n_call; k++)
+        uint32_t have = 0, odd = 0;
+        const dev_value *args = &v[sp->arg_slot];
+        for (uint32_t k = 0; k < sp->n_call; k++) {
             have += has[sp->arg_slot + k];
-        return have == sp->n_call ? stop_or(s, frame_call(s, f, op->b, rp->sinsts[op->local].inst)) : NULL;
+            odd |= args[k].dead | args[k].is_tensor;
+        }
+        if (have != sp->n_call)
+            return NULL;
+        if (odd || sp->n_call > 32)
+            return stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst));
+        seq_frame *g = frame_push_region(s, f, op->b, sp->callee); /* live scalars: copied as they are */
+        if (!g)
+            return SEQ_STOP;
+        memcpy(g->v, args, sp->n_call * sizeof *args);
+        for (uint32_t k = 0; k < sp->n_call; k++) /* (a loop: memset is a call) */
+            g->has[k] = 1;
+        n->tokens += sp->call_tokens;
+        return g;
     }
     default:
         break;
@@ -1551,23 +1795,17 @@ static void frames_run(seq_run *s, seq_frame *top)
 {
     tfvm_vm *vm = s->vm;
     seq_frame *f = top;
+    seq_count count = {0};
+    const dev_value *consts = vm->consts;
     while (f) {
-        const vm_rplan *rp = &vm->plan.regions[f->region];
+        const vm_rplan *rp = f->rp;
         const vm_sop *ops = rp->sops;
-        uint32_t pc = f->pc, n = rp->n_sops;
-        seq_frame *call = NULL;
-        while (pc < n) {
-            const vm_sop *op = &ops[pc];
-            if (op->guard != ISA_NONE && !f->has[op->guard]) {
-                pc = op->skip; /* that side of its branch was not taken */
-                continue;
-            }
-            pc++;
-            if ((call = frame_step(s, f, rp, op)) != NULL)
-                break;
-        }
-        if (call == SEQ_STOP)
-            call = NULL; /* (s->failed is set) */
+        uint32_t pc = f->pc;
+        seq_frame *call;
+        while (!(call = frame_step(s, &count, consts, f, rp, &ops[pc++], &pc)))
+            ;
+        if (call == SEQ_STOP || call == SEQ_END)
+            call = NULL; /* (SEQ_STOP: s->failed is set) */
         if (call) {
             f->pc = pc;
             f = call;
@@ -1583,7 +1821,7 @@ static void frames_run(seq_run *s, seq_frame *top)
                 continue;
         }
         if (!s->failed && !f->loop)
-            frame_return(s, f);
+            frame_return(s, &count, f);
         if (s->failed) { /* every frame of this call goes */
             for (bool last = false; !last;) {
                 seq_frame *up = f->up;
@@ -1591,13 +1829,16 @@ static void frames_run(seq_run *s, seq_frame *top)
                 frame_pop(s, f);
                 f = up;
             }
-            return;
+            break;
         }
         seq_frame *up = f->up;
         bool last = f == top;
         frame_pop(s, f);
         f = last ? NULL : up;
     }
+    s->w->st.fired += count.fired;
+    s->w->st.tokens += count.tokens;
+    s->w->st.matches += count.matches;
 }
 
 void vm_seq_call(vm_worker *w, vm_ctx *c, uint32_t site, dev_value *args, bool counted)

@@ -62,16 +62,37 @@ typedef struct vm_sop {
     uint16_t op;          /* the instruction's opcode (BRANCH: its comparison) */
     uint16_t local;       /* the instruction, by index in the region */
     uint16_t tokens;      /* edges of output 0 */
+    uint16_t tokens1;     /* edges of output 1 (BRANCH, SWITCH) */
+    uint16_t flags;       /* the instruction's ISA_FLAG_PRUNE_* */
     uint32_t a, b;        /* input registers, or a constant (b for _RK, a for _KR) */
     uint32_t a2, b2;      /* a second producer of the same input (a loop's entry value and
                              its NEXTITER's), or ISA_NONE */
     uint32_t out;         /* its first output register */
-    uint32_t guard;       /* first step of a run of steps that all depend on one side of a
-                             pruned branch: that side's output register (ISA_NONE: none) */
-    uint32_t skip;        /* ... and the step after the run: taken when the register is empty */
+    uint32_t guard;       /* (planning) the side of a pruned branch the step depends on: that
+                             side's output register (ISA_NONE: none) */
+    uint32_t skip;        /* VM_SOP_GUARD: the step after its run */
 } vm_sop;
+/* The integer operations a step computes itself on i32 and i64 scalars
+ * (X(name, opcode, C operator)): arithmetic wraps, comparisons give a bool.
+ * Each has a step on two registers (_RR) and on a register and a constant
+ * (_RK); a comparison also a BRANCH on it against its constant (_BR). A
+ * token the step does not cover (other dtypes, dead, a tensor) goes on to
+ * the general step of its kind (VM_SOP_BIN_*, VM_SOP_BRANCH). */
+#define VM_SOP_ARITH(X) X(ADD, ISA_ADD, +) X(SUB, ISA_SUB, -) X(MUL, ISA_MUL, *)
+#define VM_SOP_CMPS(X)                                                                                   \
+    X(LT, ISA_LESS, <) X(LE, ISA_LESS_EQUAL, <=) X(GT, ISA_GREATER, >) X(GE, ISA_GREATER_EQUAL, >=)   \
+    X(EQ, ISA_EQUAL, ==) X(NE, ISA_NOT_EQUAL, !=)
 enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
-       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE, VM_SOP_ENTER, VM_SOP_ENTER_LAST };
+       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE, VM_SOP_ENTER,
+       VM_SOP_ENTER_LAST, VM_SOP_SWITCH1 /* a SWITCH whose inputs have one producer each */,
+       VM_SOP_GUARD /* the start of a run on one side of a pruned branch: to `skip` unless register a */,
+       VM_SOP_END /* after the last step */,
+#define VM_SOP_ARITH_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK,
+#define VM_SOP_CMP_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK, VM_SOP_##N##_BR,
+       VM_SOP_ARITH(VM_SOP_ARITH_KINDS) VM_SOP_CMPS(VM_SOP_CMP_KINDS)
+#undef VM_SOP_ARITH_KINDS
+#undef VM_SOP_CMP_KINDS
+};
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
@@ -90,9 +111,11 @@ typedef struct vm_rplan {
     vm_sinst *sinsts;     /* by index in the region (instruction - first) */
     vm_sport *sports;
     uint32_t *sregs;
-    vm_sop *sops;         /* n_sops steps (the order without its RETURNs) */
+    vm_sop *sops;         /* n_sops steps (the order without its RETURNs, a GUARD before each run
+                             on one side of a pruned branch), then VM_SOP_END */
     uint32_t n_sops;
     uint32_t n_regs;      /* arguments, outputs, then each local site's arguments */
+    uint32_t frame_bytes; /* a frame of it (seq.c) */
     uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments (a loop: its entry values) */
     uint8_t *keep;        /* a loop: registers that stay from one iteration to the next */
     bool calls;           /* it has CALL instructions */
@@ -122,6 +145,10 @@ typedef struct vm_splan {   /* per call site */
     vm_sport *rets;         /* callee is sequential: per RETURN, its producers' registers
                                in the callee's frame: ret_regs[first .. first+n) */
     uint32_t *ret_regs;
+    uint32_t *ret_out;      /* caller and callee sequential: per RETURN, its register in the
+                               caller's frame and the tokens it sends (ret_tokens) */
+    uint32_t *ret_tokens;
+    uint32_t callee;        /* its callee region (isa_site.callee) */
     uint64_t call_tokens;   /* the tokens its CALLs send into the callee */
     bool strict;            /* the callee is sequential and no RETURN of the site feeds one
                                of its CALLs: the arguments are gathered before the call */
