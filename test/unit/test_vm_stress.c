@@ -1018,6 +1018,180 @@ START_TEST(second_token_for_enter_const)
 }
 END_TEST
 
+/* ---- The integer steps of frames (vm/seq.c) ----------------------------------
+ * A sequential function with every integer step: ADD/SUB/MUL and the
+ * comparisons on two registers, on a register and a constant, with the
+ * constant on the left (moved right: 3 * a, 5 < a as a > 5, 4 != b; 7 - b
+ * stays general), and a BRANCH on a comparison. %s is the dtype. */
+static const char *INT_STEPS = "entry main(x: %1$s, y: %1$s) -> (add: %1$s, sub: %1$s, ksub: %1$s, kmul: %1$s, "
+                               "mul: %1$s, lt: bool, kgt: bool, ge: bool, eq: bool, kne: bool, le: bool, br: %1$s) {\n"
+                               "    x   = ARG 0\n"
+                               "    y   = ARG 1\n"
+                               "    cx  = CALL f@0 (x)\n"
+                               "    cy  = CALL f@0 (y)\n"
+                               "    r0  = RETURN f@0 (f.add)\n"
+                               "    r1  = RETURN f@0 (f.sub)\n"
+                               "    r2  = RETURN f@0 (f.ksub)\n"
+                               "    r3  = RETURN f@0 (f.kmul)\n"
+                               "    r4  = RETURN f@0 (f.mul)\n"
+                               "    r5  = RETURN f@0 (f.lt)\n"
+                               "    r6  = RETURN f@0 (f.kgt)\n"
+                               "    r7  = RETURN f@0 (f.ge)\n"
+                               "    r8  = RETURN f@0 (f.eq)\n"
+                               "    r9  = RETURN f@0 (f.kne)\n"
+                               "    r10 = RETURN f@0 (f.le)\n"
+                               "    r11 = RETURN f@0 (f.br)\n"
+                               "          RESULT 0 (r0)\n"
+                               "          RESULT 1 (r1)\n"
+                               "          RESULT 2 (r2)\n"
+                               "          RESULT 3 (r3)\n"
+                               "          RESULT 4 (r4)\n"
+                               "          RESULT 5 (r5)\n"
+                               "          RESULT 6 (r6)\n"
+                               "          RESULT 7 (r7)\n"
+                               "          RESULT 8 (r8)\n"
+                               "          RESULT 9 (r9)\n"
+                               "          RESULT 10 (r10)\n"
+                               "          RESULT 11 (r11)\n"
+                               "}\n"
+                               "func f {\n"
+                               "    a    = IDENTITY (main.cx)\n"
+                               "    b    = IDENTITY (main.cy)\n"
+                               "    add  = ADD (a, b)\n"
+                               "    sub  = SUB (a, %1$s 7)\n"
+                               "    ksub = SUB (%1$s 7, b)\n"
+                               "    kmul = MUL (%1$s 3, a)\n"
+                               "    mul  = MUL (a, b)\n"
+                               "    lt   = LESS (a, b)\n"
+                               "    kgt  = LESS (%1$s 5, a)\n"
+                               "    ge   = GREATER_EQUAL (b, %1$s -2)\n"
+                               "    eq   = EQUAL (a, b)\n"
+                               "    kne  = NOT_EQUAL (%1$s 4, b)\n"
+                               "    le   = LESS_EQUAL (a, b)\n"
+                               "    sa   = BRANCH GREATER %1$s 0 prune_false prune_true (a)\n"
+                               "    pos  = ADD (sa:1, %1$s 100)\n"
+                               "    neg  = SUB (sa:0, %1$s 100)\n"
+                               "    br   = MERGE (pos, neg)\n"
+                               "}\n";
+
+/* Runs entry 0 to the end, as frames (a plain run) or as contexts (stepped
+ * as a debugger does: frames are not used then). */
+static tfvm_status run_stepped(env *e, const tfvm_value *args, size_t n_args, tfvm_value *res, size_t n_res,
+                               bool stepped)
+{
+    tfvm_status st = vm_begin(e->vm, 0, args, n_args);
+    if (st == TFVM_OK)
+        while (vm_step(e->vm, stepped ? 1000 : 0) == VM_RUNNING)
+            ;
+    return vm_end(e->vm, st == TFVM_OK ? res : NULL, st == TFVM_OK ? n_res : 0);
+}
+
+START_TEST(integer_steps_as_frames_and_contexts)
+{
+    static const int64_t pairs[][2] = {{0, 0},       {5, 5},          {6, -2},         {-3, 4},
+                                       {INT32_MAX, 1}, {INT32_MIN, -1}, {100000, 70000}, {-7, -7}};
+    for (int wide = 0; wide < 2; wide++) {
+        char text[4096];
+        snprintf(text, sizeof text, INT_STEPS, wide ? "i64" : "i32");
+        env e;
+        env_open(&e, text, 0);
+        for (size_t q = 0; q < sizeof pairs / sizeof pairs[0]; q++) {
+            int64_t x = pairs[q][0], y = pairs[q][1];
+            tfvm_value args[2] = {wide ? tfvm_i64(x) : tfvm_i32((int32_t)x), wide ? tfvm_i64(y) : tfvm_i32((int32_t)y)};
+            tfvm_value r[2][12];
+            tfvm_stats st[2];
+            for (int stepped = 0; stepped < 2; stepped++) {
+                ck_assert_int_eq(run_stepped(&e, args, 2, r[stepped], 12, stepped), TFVM_OK);
+                st[stepped] = stats(&e);
+            }
+            /* what C computes (integers wrap) */
+            int64_t want[5];
+            if (wide) {
+                uint64_t a = (uint64_t)x, b = (uint64_t)y;
+                int64_t w[5] = {(int64_t)(a + b), (int64_t)(a - 7), (int64_t)(7 - b), (int64_t)(3 * a), (int64_t)(a * b)};
+                memcpy(want, w, sizeof w);
+            } else {
+                uint32_t a = (uint32_t)x, b = (uint32_t)y;
+                int64_t w[5] = {(int32_t)(a + b), (int32_t)(a - 7), (int32_t)(7 - b), (int32_t)(3 * a), (int32_t)(a * b)};
+                memcpy(want, w, sizeof w);
+            }
+            bool cmp[6] = {x < y, 5 < x, y >= -2, x == y, 4 != y, x <= y};
+            int64_t br = x > 0 ? x + 100 : x - 100;
+            for (int stepped = 0; stepped < 2; stepped++) {
+                for (int k = 0; k < 5; k++)
+                    ck_assert_msg((wide ? r[stepped][k].as.i64 : r[stepped][k].as.i32) == want[k],
+                                  "%s (%lld, %lld) result %d%s", wide ? "i64" : "i32", (long long)x, (long long)y, k,
+                                  stepped ? " stepped" : "");
+                for (int k = 0; k < 6; k++) {
+                    ck_assert_int_eq(r[stepped][5 + k].dtype, TFVM_BOOL);
+                    ck_assert_msg(r[stepped][5 + k].as.b == cmp[k], "(%lld, %lld) comparison %d%s", (long long)x,
+                                  (long long)y, k, stepped ? " stepped" : "");
+                }
+                ck_assert_int_eq(wide ? r[stepped][11].as.i64 : r[stepped][11].as.i32,
+                                 wide ? br : (int32_t)(uint32_t)(uint64_t)br);
+            }
+            /* a frame fires what the graph fires */
+            ck_assert_uint_eq(st[0].fired, st[1].fired);
+            ck_assert_uint_eq(st[0].tokens, st[1].tokens);
+            ck_assert_uint_eq(st[0].matches, st[1].matches);
+            ck_assert_uint_eq(st[0].contexts_created, st[1].contexts_created);
+        }
+        env_close(&e);
+    }
+}
+END_TEST
+
+/* The integer steps meet tokens they do not compute themselves: f64
+ * scalars (the kernels add them), and dead tokens from a BRANCH that does
+ * not prune (a dead result), each as the graph would. */
+static const char *INT_STEPS_OTHER = "entry main(x: f64, y: f64) -> (s: f64, l: bool, r: f64) {\n"
+                                     "    x   = ARG 0\n"
+                                     "    y   = ARG 1\n"
+                                     "    cx  = CALL f@0 (x)\n"
+                                     "    cy  = CALL f@0 (y)\n"
+                                     "    r0  = RETURN f@0 (f.s)\n"
+                                     "    r1  = RETURN f@0 (f.l)\n"
+                                     "    r2  = RETURN f@0 (f.r)\n"
+                                     "          RESULT 0 (r0)\n"
+                                     "          RESULT 1 (r1)\n"
+                                     "          RESULT 2 (r2)\n"
+                                     "}\n"
+                                     "func f {\n"
+                                     "    a   = IDENTITY (main.cx)\n"
+                                     "    b   = IDENTITY (main.cy)\n"
+                                     "    s   = ADD (a, b)\n"
+                                     "    l   = LESS (a, b)\n"
+                                     "    sa  = BRANCH GREATER f64 0 (a)\n"
+                                     "    d   = ADD (sa:0, sa:0)\n"
+                                     "    u   = MUL (sa:1, b)\n"
+                                     "    r   = MERGE (d, u)\n"
+                                     "}\n";
+
+START_TEST(integer_steps_other_tokens)
+{
+    env e;
+    env_open(&e, INT_STEPS_OTHER, 0);
+    static const double pairs[][2] = {{1.5, 2.25}, {-3.0, 0.5}};
+    for (size_t q = 0; q < 2; q++) {
+        tfvm_value args[2] = {tfvm_f64(pairs[q][0]), tfvm_f64(pairs[q][1])};
+        tfvm_value r[2][3];
+        tfvm_stats st[2];
+        for (int stepped = 0; stepped < 2; stepped++) {
+            ck_assert_int_eq(run_stepped(&e, args, 2, r[stepped], 3, stepped), TFVM_OK);
+            st[stepped] = stats(&e);
+            double a = pairs[q][0], b = pairs[q][1];
+            ck_assert_double_eq(r[stepped][0].as.f64, a + b);
+            ck_assert_int_eq(r[stepped][1].as.b, a < b);
+            ck_assert_double_eq(r[stepped][2].as.f64, a > 0 ? a * b : a + a);
+        }
+        ck_assert_uint_eq(st[0].fired, st[1].fired);
+        ck_assert_uint_eq(st[0].tokens, st[1].tokens);
+        ck_assert_uint_eq(st[0].matches, st[1].matches);
+    }
+    env_close(&e);
+}
+END_TEST
+
 /* ---- Limits, interrupts, abandoned runs ------------------------------------------ */
 
 START_TEST(max_contexts_limit)
@@ -1533,6 +1707,8 @@ int main(void)
     tcase_add_test(tc, stuck_deep_recursion_diagnosis_is_capped);
     tcase_add_test(tc, interrupt_from_another_thread);
     tcase_add_test(tc, abandoned_runs_are_released);
+    tcase_add_test(tc, integer_steps_as_frames_and_contexts);
+    tcase_add_test(tc, integer_steps_other_tokens);
     tcase_add_test(tc, max_contexts_sweep);
     tcase_add_test(tc, stop_at_every_step);
     tcase_add_test(tc, two_vms_share_program_and_tensor);
