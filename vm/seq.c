@@ -1458,8 +1458,10 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
 }
 
 /* The integer steps (VM_SOP_ARITH, VM_SOP_CMPS): i32 and i64 here, any
- * other token through the general binary step or BRANCH. */
-#define ARITH_STEPS(N, OP, C)                                                                           \
+ * other token through the general binary step or BRANCH. INT_OPERANDS reads
+ * a step's two operands (two registers, or a register and a constant) and
+ * goes on at N##_go. */
+#define INT_OPERANDS(N)                                                                                 \
     case VM_SOP_##N##_RR:                                                                               \
         if (!has[op->a] || !has[op->b])                                                                 \
             return NULL;                                                                                \
@@ -1469,7 +1471,9 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
         if (!has[op->a])                                                                                \
             return NULL;                                                                                \
         x = &v[op->a], y = &consts[op->b];                                                              \
-    N##_go:                                                                                             \
+    N##_go:
+#define ARITH_STEPS(N, OP, C)                                                                           \
+    INT_OPERANDS(N)                                                                                     \
         if (int_pair(x, y, TFVM_I32))                                                                   \
             v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)((uint32_t)x->u.i32 C (uint32_t)y->u.i32)}; \
         else if (int_pair(x, y, TFVM_I64))                                                              \
@@ -1480,16 +1484,7 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
         n->fired++, n->matches += op->matched, n->tokens += op->tokens;                                 \
         return NULL;
 #define CMP_STEPS(N, OP, C)                                                                             \
-    case VM_SOP_##N##_RR:                                                                               \
-        if (!has[op->a] || !has[op->b])                                                                 \
-            return NULL;                                                                                \
-        x = &v[op->a], y = &v[op->b];                                                                   \
-        goto N##_go;                                                                                    \
-    case VM_SOP_##N##_RK:                                                                               \
-        if (!has[op->a])                                                                                \
-            return NULL;                                                                                \
-        x = &v[op->a], y = &consts[op->b];                                                              \
-    N##_go:                                                                                             \
+    INT_OPERANDS(N)                                                                                     \
         if (int_pair(x, y, TFVM_I32))                                                                   \
             c = x->u.i32 C y->u.i32;                                                                    \
         else if (int_pair(x, y, TFVM_I64))                                                              \
