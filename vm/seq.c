@@ -303,9 +303,11 @@ static vm_sop seq_specialise(const isa_program *p, vm_sop op)
 #undef ARITH_ROW
 #undef CMP_ROW
     };
-    static const uint16_t flipped[][2] = {{ISA_LESS, ISA_GREATER}, {ISA_LESS_EQUAL, ISA_GREATER_EQUAL},
-                                          {ISA_GREATER, ISA_LESS}, {ISA_GREATER_EQUAL, ISA_LESS_EQUAL},
-                                          {ISA_EQUAL, ISA_EQUAL}, {ISA_NOT_EQUAL, ISA_NOT_EQUAL}};
+    /* K op x as x op' K (SUB has none) */
+    static const uint16_t mirrored[][2] = {{ISA_ADD, ISA_ADD}, {ISA_MUL, ISA_MUL},
+                                           {ISA_LESS, ISA_GREATER}, {ISA_LESS_EQUAL, ISA_GREATER_EQUAL},
+                                           {ISA_GREATER, ISA_LESS}, {ISA_GREATER_EQUAL, ISA_LESS_EQUAL},
+                                           {ISA_EQUAL, ISA_EQUAL}, {ISA_NOT_EQUAL, ISA_NOT_EQUAL}};
     if (op.kind == VM_SOP_SWITCH && op.a2 == ISA_NONE && op.b2 == ISA_NONE)
         op.kind = VM_SOP_SWITCH1;
     uint16_t code = op.op;
@@ -314,16 +316,14 @@ static vm_sop seq_specialise(const isa_program *p, vm_sop op)
                      (p->consts[k].dtype == TFVM_I32 || p->consts[k].dtype == TFVM_I64);
     if (op.kind == VM_SOP_BIN_KR && op.b2 == ISA_NONE && int_const) {
         uint32_t swapped = ISA_NONE;
-        for (size_t q = 0; q < sizeof flipped / sizeof flipped[0]; q++)
-            if (flipped[q][0] == code)
-                swapped = flipped[q][1];
-        if (code == ISA_ADD || code == ISA_MUL)
-            swapped = code;
+        for (size_t q = 0; q < sizeof mirrored / sizeof mirrored[0]; q++)
+            if (mirrored[q][0] == code)
+                swapped = mirrored[q][1];
         if (swapped == ISA_NONE)
             return op; /* K - x */
         op.kind = VM_SOP_BIN_RK, op.op = code = (uint16_t)swapped, op.a = op.b, op.b = k;
     }
-    for (size_t q = 0; q < sizeof ints / sizeof ints[0]; q++) {
+    for (size_t q = 0; q < sizeof ints / sizeof ints[0]; q++) { /* (_RK and _BR follow _RR: vm.h) */
         if (ints[q].op != code)
             continue;
         if (op.kind == VM_SOP_BIN_RR && op.a2 == ISA_NONE && op.b2 == ISA_NONE)
@@ -495,8 +495,6 @@ static void mark_last(vm_rplan *rp, uint8_t kind, uint8_t last)
     }
 }
 
-static uint32_t frame_size(uint32_t n_regs);
-
 /* Each run of steps on one guard (one side of a pruned branch) gets a GUARD
  * step before it, which jumps past the run when that side was not taken,
  * and the order an END step. false: no memory. */
@@ -533,6 +531,8 @@ static bool seq_guard_steps(vm_plan *plan, vm_rplan *rp)
     rp->n_sops = w;
     return true;
 }
+
+static uint32_t frame_size(uint32_t n_regs);
 
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
 {
@@ -857,15 +857,11 @@ typedef struct seq_chunk {
 
 /* Chunks form a list; w->seq_mem is the one frames are taken from now.
  * Frames are freed in the reverse order (frames_run), so a chunk whose last
- * frame goes hands back to the one before it; chunks stay for the next call. */
-static void *frame_alloc(vm_worker *w, size_t bytes)
+ * frame goes hands back to the one before it; chunks stay for the next call.
+ * frame_alloc_next: the current chunk has no room. */
+static void *frame_alloc_next(vm_worker *w, size_t bytes)
 {
     seq_chunk *c = w->seq_mem;
-    if (c && c->used + bytes <= c->size) {
-        void *m = c->data + c->used;
-        c->used += bytes;
-        return m;
-    }
     seq_chunk *n = c ? c->next : NULL;
     if (n && n->size < bytes) { /* too small: drop it and the ones after it */
         while (n) {
@@ -889,6 +885,17 @@ static void *frame_alloc(vm_worker *w, size_t bytes)
     n->used = bytes;
     w->seq_mem = n;
     return n->data;
+}
+
+static inline void *frame_alloc(vm_worker *w, size_t bytes)
+{
+    seq_chunk *c = w->seq_mem;
+    if (c && c->used + bytes <= c->size) {
+        void *m = c->data + c->used;
+        c->used += bytes;
+        return m;
+    }
+    return frame_alloc_next(w, bytes);
 }
 
 static inline void frame_release(vm_worker *w, size_t bytes)
@@ -925,8 +932,7 @@ void vm_seq_free(vm_worker *w)
 typedef struct seq_frame {
     struct seq_frame *up;   /* the caller's frame; NULL: the caller is context `ctx` */
     uint32_t site;          /* the call this frame runs */
-    uint32_t region;
-    const vm_rplan *rp;     /* plan.regions[region] */
+    const vm_rplan *rp;     /* its region's plan */
     uint32_t pc;            /* next position in the region's order */
     uint32_t n_regs;
     uint32_t bytes;
@@ -1020,17 +1026,11 @@ static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_
     bool count = up || !s->counted;
     if (count && !count_new(s->w))
         return frame_push_failed(s, up, true, true);
-    seq_chunk *c = s->w->seq_mem;
-    seq_frame *f;
-    if (c && c->used + bytes <= c->size) { /* the common case: the chunk has room */
-        f = (seq_frame *)(c->data + c->used);
-        c->used += bytes;
-    } else if (!(f = frame_alloc(s->w, bytes))) {
+    seq_frame *f = frame_alloc(s->w, bytes);
+    if (!f)
         return frame_push_failed(s, up, count, false);
-    }
     f->up = up;
     f->site = site;
-    f->region = region;
     f->rp = rp;
     f->pc = 0;
     f->n_regs = n;
@@ -1098,7 +1098,7 @@ static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t s
         if (!g->loop)
             isa_site_label(s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id, label,
                            sizeof label);
-        int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->region].name,
+        int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->rp - s->vm->plan.regions].name,
                                    (unsigned long long)g->iter)
                         : snprintf(buf + len, size - len, "%s%s", first ? "" : ", ", label);
         if (m < 0 || (size_t)m >= size - len) {
@@ -1217,6 +1217,33 @@ static UT_INLINE seq_frame *frame_call(seq_run *s, seq_count *count, seq_frame *
                 g->tensors = true;
             }
         }
+    count->tokens += sp->call_tokens;
+    return g;
+}
+
+/* What a step that may fail returns: the frame to run first (or NULL), or
+ * SEQ_STOP when the run failed, so the step loop need not look at s->failed
+ * after every step. */
+#define SEQ_STOP ((seq_frame *)1)
+#define SEQ_END ((seq_frame *)2) /* the frame's last step is done */
+static inline seq_frame *stop_or(const seq_run *s, seq_frame *next)
+{
+    return s->failed ? SEQ_STOP : next;
+}
+
+/* A call whose n arguments (args) are live scalars: its frame, with them
+ * copied as they are (SEQ_STOP: the bound, or no memory). */
+static UT_INLINE seq_frame *frame_call_scalars(seq_run *s, seq_count *count, seq_frame *f, uint32_t site,
+                                               const dev_value *args, uint32_t n)
+{
+    const vm_splan *sp = &s->vm->plan.sites[site];
+    seq_frame *g = frame_push_region(s, f, site, sp->callee);
+    if (!g)
+        return SEQ_STOP;
+    memcpy(g->v, args, n * sizeof *args);
+    for (uint32_t k = 0; k < n; k++) /* (a loop: memset is a call) */
+        g->has[k] = 1;
+    count->fired++;
     count->tokens += sp->call_tokens;
     return g;
 }
@@ -1426,16 +1453,6 @@ static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2,
         return &f->v[r];
     }
     return r2 != ISA_NONE && f->has[r2] ? &f->v[r2] : NULL;
-}
-
-/* What a step that may fail returns: the frame to run first (or NULL), or
- * SEQ_STOP when the run failed, so the step loop need not look at s->failed
- * after every step. */
-#define SEQ_STOP ((seq_frame *)1)
-#define SEQ_END ((seq_frame *)2) /* the frame's last step is done */
-static inline seq_frame *stop_or(const seq_run *s, seq_frame *next)
-{
-    return s->failed ? SEQ_STOP : next;
 }
 
 /* Are x and y live scalars of dtype t? */
@@ -1679,17 +1696,8 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (!has[op->a])
             return NULL;
         const vm_splan *sp = &s->vm->plan.sites[op->b];
-        if (op->kind == VM_SOP_CALL_LAST && sp->n_call == 1 && !(v[op->a].dead | v[op->a].is_tensor)) {
-            /* the common call: one live scalar, straight into the callee's frame */
-            n->fired++;
-            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
-            if (!g)
-                return SEQ_STOP;
-            g->v[0] = v[op->a];
-            g->has[0] = 1;
-            n->tokens += sp->call_tokens;
-            return g;
-        }
+        if (op->kind == VM_SOP_CALL_LAST && sp->n_call == 1 && !(v[op->a].dead | v[op->a].is_tensor))
+            return frame_call_scalars(s, n, f, op->b, &v[op->a], 1); /* no gathering: straight in */
         uint32_t arg = sp->arg_slot + op->out; /* (each step fires once a frame: never a second) */
         v[arg] = v[op->a];
         has[arg] = 1;
@@ -1697,27 +1705,24 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
             dev_value_retain(&v[arg]);
             f->tensors = true;
         }
-        n->fired++;
-        if (op->kind == VM_SOP_CALL)
+        if (op->kind == VM_SOP_CALL) {
+            n->fired++;
             return NULL; /* the site's last CALL makes the call */
+        }
         uint32_t have = 0, odd = 0;
         const dev_value *args = &v[sp->arg_slot];
         for (uint32_t k = 0; k < sp->n_call; k++) {
             have += has[sp->arg_slot + k];
             odd |= args[k].dead | args[k].is_tensor;
         }
-        if (have != sp->n_call)
+        if (have != sp->n_call) {
+            n->fired++;
             return NULL;
-        if (odd || sp->n_call > 32)
-            return stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst));
-        seq_frame *g = frame_push_region(s, f, op->b, sp->callee); /* live scalars: copied as they are */
-        if (!g)
-            return SEQ_STOP;
-        memcpy(g->v, args, sp->n_call * sizeof *args);
-        for (uint32_t k = 0; k < sp->n_call; k++) /* (a loop: memset is a call) */
-            g->has[k] = 1;
-        n->tokens += sp->call_tokens;
-        return g;
+        }
+        if (!odd)
+            return frame_call_scalars(s, n, f, op->b, args, sp->n_call);
+        n->fired++;
+        return stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst));
     }
     default:
         break;
@@ -1730,8 +1735,8 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
  * last one goes. As the graph does, every iteration is a context. */
 static bool next_iteration(seq_run *s, seq_frame *f)
 {
-    const vm_rplan *rp = &s->vm->plan.regions[f->region];
-    const vm_fplan *fp = &s->vm->plan.frames[f->region];
+    const vm_rplan *rp = f->rp;
+    const vm_fplan *fp = &s->vm->plan.frames[rp - s->vm->plan.regions];
     count_free(s->w);
     if (!count_new(s->w)) { /* the bound */
         frame_bound_fail(s, f);
