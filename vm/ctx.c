@@ -6,8 +6,6 @@
 
 #include "vm.h"
 
-#define PEAK_SAMPLE 1024 /* several workers: sample the live-context total every N creations */
-
 /* ---- Contexts ------------------------------------------------------------------ */
 
 static int64_t live_total(const tfvm_vm *vm)
@@ -21,21 +19,11 @@ static int64_t live_total(const tfvm_vm *vm)
 /* Tracks the peak of live contexts and enforces max_contexts: exactly in the
  * deterministic mode; with several workers max_contexts is checked against the
  * sum of the workers' counts on every creation, and without a limit the peak
- * is sampled. */
-static bool note_created(vm_worker *w, const vm_ctx *parent, bool fail)
+ * is sampled (vm_ctx_note_new comes here every VM_PEAK_SAMPLE creations). */
+bool vm_ctx_count_check(vm_worker *w, const vm_ctx *parent, bool fail)
 {
     tfvm_vm *vm = w->vm;
-    int64_t mine = atomic_load_explicit(&w->live, memory_order_relaxed) + 1;
-    atomic_store_explicit(&w->live, mine, memory_order_relaxed); /* only this thread writes it */
-    w->st.contexts_created++;
-    int64_t total = mine;
-    if (vm->multi) {
-        /* the bound is checked every PEAK_SAMPLE contexts (a default bound)
-         * or on every one (max_contexts); the peak alone is sampled */
-        if (w->st.contexts_created % PEAK_SAMPLE && !vm->cfg.max_contexts)
-            return true;
-        total = live_total(vm);
-    }
+    int64_t total = vm->multi ? live_total(vm) : atomic_load_explicit(&w->live, memory_order_relaxed);
     long long peak = atomic_load_explicit(&vm->live_peak, memory_order_relaxed);
     while (total > peak && !atomic_compare_exchange_weak(&vm->live_peak, &peak, total))
         ;
@@ -95,7 +83,7 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);
     if (kind == VM_CTX_CALL)
         vm_ctx_ref(w, parent);
-    if (!note_created(w, parent, true)) {
+    if (!vm_ctx_note_new(w, parent, true)) {
         vm_ctx_discard(w, c);
         return NULL;
     }
@@ -201,8 +189,6 @@ bool vm_ctx_share(vm_worker *w, vm_ctx *c)
     atomic_store_explicit(&c->owner, VM_CTX_SHARED, memory_order_release);
     return true;
 }
-
-bool vm_ctx_count_new(vm_worker *w) { return note_created(w, NULL, false); }
 
 void vm_ctx_count_free(vm_worker *w)
 {

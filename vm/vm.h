@@ -528,9 +528,23 @@ static inline bool vm_seq_loop_ok(vm_worker *w, const vm_ctx *parent, uint32_t f
 }
 /* vm_fail with a tag given as text (a sequential frame has no context). */
 void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...) UT_PRINTF(5, 6);
-/* Context accounting for frames: false when the context bound is exceeded
- * (then the caller fails the run with vm_ctx_bound_fail). */
-bool vm_ctx_count_new(vm_worker *w);
+/* Context accounting: w counts a new context; false when the context bound
+ * is exceeded (with `fail` the run fails then, at parent's tag; frames pass
+ * false and call vm_ctx_bound_fail with their own tag). With several workers
+ * and no max_contexts the live total is summed (vm_ctx_count_check, ctx.c)
+ * only every VM_PEAK_SAMPLE creations: the count itself is inline. */
+#define VM_PEAK_SAMPLE 1024
+bool vm_ctx_count_check(vm_worker *w, const vm_ctx *parent, bool fail);
+static inline bool vm_ctx_note_new(vm_worker *w, const vm_ctx *parent, bool fail)
+{
+    /* only this thread writes its count */
+    atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) + 1, memory_order_relaxed);
+    w->st.contexts_created++;
+    if (w->vm->multi && !w->vm->cfg.max_contexts && w->st.contexts_created % VM_PEAK_SAMPLE)
+        return true;
+    return vm_ctx_count_check(w, parent, fail);
+}
+static inline bool vm_ctx_count_new(vm_worker *w) { return vm_ctx_note_new(w, NULL, false); }
 /* Fails the run for the bound: max_contexts's message, or "recursion too
  * deep at TAG" for the default bound (parent's tag, or `tag` as text). */
 void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag);
