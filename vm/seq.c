@@ -495,6 +495,49 @@ static void mark_last(vm_rplan *rp, uint8_t kind, uint8_t last)
     }
 }
 
+/* A site whose CALLs are steps on one register each, all on one guard,
+ * calls in one step (VM_SOP_CALLN) at its last CALL's place: the arguments
+ * are read where their producers left them instead of being gathered first
+ * (a CALL's token goes only into its call, so firing it later changes
+ * nothing). false: no memory. */
+static bool seq_call_steps(vm_plan *plan, vm_rplan *rp)
+{
+    for (uint32_t q = 0; q < rp->n_sops; q++) {
+        vm_sop *last = &rp->sops[q];
+        if (last->kind != VM_SOP_CALL_LAST)
+            continue;
+        vm_splan *sp = &plan->sites[last->b];
+        uint32_t steps = 0;
+        bool one_guard = true;
+        for (uint32_t k = 0; k < rp->n_sops; k++) {
+            const vm_sop *op = &rp->sops[k];
+            if ((op->kind == VM_SOP_CALL || op->kind == VM_SOP_CALL_LAST) && op->b == last->b) {
+                steps++;
+                one_guard &= op->guard == last->guard;
+            }
+        }
+        if (steps != sp->n_call || !one_guard)
+            continue; /* a CALL the general visit fires, or CALLs on different sides */
+        if (!(sp->arg_src = ut_arena_array(&plan->arena, sp->n_call, sizeof(uint32_t))))
+            return false;
+        for (uint32_t k = 0; k < rp->n_sops; k++) {
+            vm_sop *op = &rp->sops[k];
+            if ((op->kind == VM_SOP_CALL || op->kind == VM_SOP_CALL_LAST) && op->b == last->b) {
+                sp->arg_src[op->out] = op->a; /* (out: the argument's index) */
+                if (op != last)
+                    op->kind = VM_SOP_SKIP;
+            }
+        }
+        last->kind = sp->n_call == 1 ? VM_SOP_CALL1 : VM_SOP_CALLN; /* (local: the last CALL, for errors) */
+    }
+    uint32_t w = 0;
+    for (uint32_t q = 0; q < rp->n_sops; q++)
+        if (rp->sops[q].kind != VM_SOP_SKIP)
+            rp->sops[w++] = rp->sops[q];
+    rp->n_sops = w;
+    return true;
+}
+
 /* Each run of steps on one guard (one side of a pruned branch) gets a GUARD
  * step before it, which jumps past the run when that side was not taken,
  * and the order an END step. false: no memory. */
@@ -839,7 +882,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         free(guard);
         mark_last(rp, VM_SOP_ENTER, VM_SOP_ENTER_LAST); /* a loop's last ENTER starts it */
         mark_last(rp, VM_SOP_CALL, VM_SOP_CALL_LAST);   /* a site's last CALL makes the call */
-        if (!seq_guard_steps(plan, rp))
+        if (!seq_call_steps(plan, rp) || !seq_guard_steps(plan, rp))
             return TFVM_ERR_NOMEM;
     }
     return TFVM_OK;
@@ -1231,23 +1274,6 @@ static inline seq_frame *stop_or(const seq_run *s, seq_frame *next)
     return s->failed ? SEQ_STOP : next;
 }
 
-/* A call whose n arguments (args) are live scalars: its frame, with them
- * copied as they are (SEQ_STOP: the bound, or no memory). */
-static UT_INLINE seq_frame *frame_call_scalars(seq_run *s, seq_count *count, seq_frame *f, uint32_t site,
-                                               const dev_value *args, uint32_t n)
-{
-    const vm_splan *sp = &s->vm->plan.sites[site];
-    seq_frame *g = frame_push_region(s, f, site, sp->callee);
-    if (!g)
-        return SEQ_STOP;
-    memcpy(g->v, args, n * sizeof *args);
-    for (uint32_t k = 0; k < n; k++) /* (a loop: memset is a call) */
-        g->has[k] = 1;
-    count->fired++;
-    count->tokens += sp->call_tokens;
-    return g;
-}
-
 /* Visits f's instruction at `local`: fires it if its inputs are there.
  * Returns a frame to run first (a call), or NULL. */
 static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint32_t local)
@@ -1453,6 +1479,14 @@ static inline const dev_value *pick(const seq_frame *f, uint32_t r, uint32_t r2,
         return &f->v[r];
     }
     return r2 != ISA_NONE && f->has[r2] ? &f->v[r2] : NULL;
+}
+
+/* A CALL fires: its argument x goes into register k, where the site's
+ * arguments are gathered. */
+static inline void frame_gather(seq_count *n, seq_frame *f, uint32_t k, const dev_value *x)
+{
+    frame_set(f, k, x);
+    n->fired++;
 }
 
 /* Are x and y live scalars of dtype t? */
@@ -1696,33 +1730,54 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (!has[op->a])
             return NULL;
         const vm_splan *sp = &s->vm->plan.sites[op->b];
-        if (op->kind == VM_SOP_CALL_LAST && sp->n_call == 1 && !(v[op->a].dead | v[op->a].is_tensor))
-            return frame_call_scalars(s, n, f, op->b, &v[op->a], 1); /* no gathering: straight in */
-        uint32_t arg = sp->arg_slot + op->out; /* (each step fires once a frame: never a second) */
-        v[arg] = v[op->a];
-        has[arg] = 1;
-        if (v[arg].is_tensor) {
-            dev_value_retain(&v[arg]);
-            f->tensors = true;
-        }
-        if (op->kind == VM_SOP_CALL) {
-            n->fired++;
+        frame_gather(n, f, sp->arg_slot + op->out, &v[op->a]); /* (each step fires once a frame: never a second) */
+        if (op->kind == VM_SOP_CALL)
             return NULL; /* the site's last CALL makes the call */
-        }
-        uint32_t have = 0, odd = 0;
-        const dev_value *args = &v[sp->arg_slot];
-        for (uint32_t k = 0; k < sp->n_call; k++) {
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < sp->n_call; k++)
             have += has[sp->arg_slot + k];
-            odd |= args[k].dead | args[k].is_tensor;
-        }
-        if (have != sp->n_call) {
-            n->fired++;
+        return have == sp->n_call ? stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst)) : NULL;
+    }
+    case VM_SOP_CALL1: {
+        if (!has[op->a])
             return NULL;
+        const vm_splan *sp = &s->vm->plan.sites[op->b];
+        x = &v[op->a];
+        if (!(x->dead | x->is_tensor)) { /* a live scalar: straight into the callee's frame */
+            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
+            if (!g)
+                return SEQ_STOP;
+            g->v[0] = *x;
+            g->has[0] = 1;
+            n->fired++, n->tokens += sp->call_tokens;
+            return g;
         }
-        if (!odd)
-            return frame_call_scalars(s, n, f, op->b, args, sp->n_call);
-        n->fired++;
+        frame_gather(n, f, sp->arg_slot, x);
         return stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst));
+    }
+    case VM_SOP_CALLN: {
+        const vm_splan *sp = &s->vm->plan.sites[op->b];
+        const uint32_t *src = sp->arg_src;
+        uint32_t have = 0, odd = 0;
+        for (uint32_t k = 0; k < sp->n_call; k++)
+            have += has[src[k]];
+        for (uint32_t k = 0; k < sp->n_call && have == sp->n_call; k++)
+            odd |= v[src[k]].dead | v[src[k]].is_tensor;
+        if (have == sp->n_call && !odd) { /* live scalars: straight into the callee's frame */
+            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
+            if (!g)
+                return SEQ_STOP;
+            for (uint32_t k = 0; k < sp->n_call; k++) {
+                g->v[k] = v[src[k]];
+                g->has[k] = 1;
+            }
+            n->fired += sp->n_call, n->tokens += sp->call_tokens;
+            return g;
+        }
+        for (uint32_t k = 0; k < sp->n_call; k++) /* else as the CALLs one by one would */
+            if (has[src[k]])
+                frame_gather(n, f, sp->arg_slot + k, &v[src[k]]);
+        return have == sp->n_call ? stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     }
     default:
         break;

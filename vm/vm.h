@@ -87,6 +87,8 @@ enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR,
        VM_SOP_ENTER_LAST, VM_SOP_SWITCH1 /* a SWITCH whose inputs have one producer each */,
        VM_SOP_GUARD /* the start of a run on one side of a pruned branch: to `skip` unless register a */,
        VM_SOP_END /* after the last step */,
+       VM_SOP_CALLN /* a site's CALLs as one step (b: the site), reading vm_splan.arg_src */,
+       VM_SOP_CALL1 /* the same for a site of one CALL (a: its argument) */,
 #define VM_SOP_ARITH_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK,
 #define VM_SOP_CMP_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK, VM_SOP_##N##_BR,
        VM_SOP_ARITH(VM_SOP_ARITH_KINDS) VM_SOP_CMPS(VM_SOP_CMP_KINDS)
@@ -150,6 +152,8 @@ typedef struct vm_splan {   /* per call site */
     uint32_t *ret_tokens;
     uint32_t callee;        /* its callee region (isa_site.callee) */
     uint64_t call_tokens;   /* the tokens its CALLs send into the callee */
+    uint32_t *arg_src;      /* its CALLs are one step (VM_SOP_CALLN): each argument's register
+                               in the caller's frame; NULL: a step per CALL */
     bool strict;            /* the callee is sequential and no RETURN of the site feeds one
                                of its CALLs: the arguments are gathered before the call */
 } vm_splan;
