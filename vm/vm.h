@@ -82,19 +82,28 @@ typedef struct vm_sop {
 #define VM_SOP_CMPS(X)                                                                                   \
     X(LT, ISA_LESS, <) X(LE, ISA_LESS_EQUAL, <=) X(GT, ISA_GREATER, >) X(GE, ISA_GREATER_EQUAL, >=)   \
     X(EQ, ISA_EQUAL, ==) X(NE, ISA_NOT_EQUAL, !=)
-enum { VM_SOP_GENERIC, VM_SOP_SKIP, VM_SOP_BIN_RR, VM_SOP_BIN_RK, VM_SOP_BIN_KR, VM_SOP_BRANCH, VM_SOP_SWITCH,
-       VM_SOP_CONST, VM_SOP_CALL, VM_SOP_CALL_LAST, VM_SOP_COPY, VM_SOP_NEXTITER, VM_SOP_EXIT, VM_SOP_MERGE, VM_SOP_ENTER,
-       VM_SOP_ENTER_LAST, VM_SOP_SWITCH1 /* a SWITCH whose inputs have one producer each */,
-       VM_SOP_GUARD /* the start of a run on one side of a pruned branch: to `skip` unless register a */,
-       VM_SOP_END /* after the last step */,
-       VM_SOP_CALLN /* a site's CALLs as one step (b: the site), reading vm_splan.arg_src */,
-       VM_SOP_CALL1 /* the same for a site of one CALL (a: its argument) */,
-#define VM_SOP_ARITH_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK,
-#define VM_SOP_CMP_KINDS(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK, VM_SOP_##N##_BR,
-       VM_SOP_ARITH(VM_SOP_ARITH_KINDS) VM_SOP_CMPS(VM_SOP_CMP_KINDS)
-#undef VM_SOP_ARITH_KINDS
-#undef VM_SOP_CMP_KINDS
+/* The step kinds other than the integer ones, once (X(name)); with
+ * VM_SOP_ARITH and VM_SOP_CMPS they make the enum below and the step
+ * loop's dispatch table (seq.c). */
+#define VM_SOP_BASE_KINDS(X)                                                                             \
+    X(GENERIC) /* the instruction's general visit */                                                    \
+    X(SKIP)    /* (planning: a step removed) */                                                         \
+    X(BIN_RR) X(BIN_RK) X(BIN_KR) X(BRANCH) X(SWITCH) X(CONST) X(CALL) X(CALL_LAST) X(COPY) X(NEXTITER)  \
+    X(EXIT) X(MERGE) X(ENTER) X(ENTER_LAST)                                                             \
+    X(SWITCH1) /* a SWITCH whose inputs have one producer each */                                       \
+    X(GUARD)   /* the start of a run on one side of a pruned branch: to `skip` unless register a */     \
+    X(END)     /* after the last step */                                                                \
+    X(CALLN)   /* a site's CALLs as one step (b: the site), reading vm_splan.arg_src */                 \
+    X(CALL1)   /* the same for a site of one CALL (a: its argument) */
+#define VM_SOP_BASE_ENUM(K) VM_SOP_##K,
+#define VM_SOP_ARITH_ENUM(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK,
+#define VM_SOP_CMP_ENUM(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK, VM_SOP_##N##_BR,
+enum {
+    VM_SOP_BASE_KINDS(VM_SOP_BASE_ENUM) VM_SOP_ARITH(VM_SOP_ARITH_ENUM) VM_SOP_CMPS(VM_SOP_CMP_ENUM) VM_SOP_N_KINDS
 };
+#undef VM_SOP_BASE_ENUM
+#undef VM_SOP_ARITH_ENUM
+#undef VM_SOP_CMP_ENUM
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
