@@ -860,8 +860,10 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             }
         }
     }
-    for (uint32_t s = 0; s < p->n_sites; s++)
+    for (uint32_t s = 0; s < p->n_sites; s++) {
         plan->sites[s].callee = p->sites[s].callee;
+        plan->sites[s].callee_plan = &plan->regions[p->sites[s].callee];
+    }
     for (uint32_t r = 0; r < p->n_regions; r++) {
         vm_rplan *rp = &plan->regions[r];
         if (!rp->seq)
@@ -1031,7 +1033,7 @@ static inline void count_free(vm_worker *w)
     atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) - 1, memory_order_relaxed);
 }
 
-static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region);
+static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, const vm_rplan *rp);
 static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size);
 
 /* The context bound was exceeded making a frame under `up` (NULL: under the
@@ -1045,7 +1047,7 @@ static void frame_bound_fail(seq_run *s, const seq_frame *up)
 
 static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
 {
-    return frame_push_region(s, up, site, s->vm->plan.sites[site].callee);
+    return frame_push_region(s, up, site, s->vm->plan.sites[site].callee_plan);
 }
 
 /* A frame could not be made: the context bound, or no memory. */
@@ -1062,9 +1064,8 @@ static seq_frame *frame_push_failed(seq_run *s, seq_frame *up, bool count, bool 
     return NULL;
 }
 
-static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, uint32_t region)
+static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, const vm_rplan *rp)
 {
-    const vm_rplan *rp = &s->vm->plan.regions[region];
     uint32_t n = rp->n_regs, bytes = rp->frame_bytes;
     bool count = up || !s->counted;
     if (count && !count_new(s->w))
@@ -1250,7 +1251,7 @@ static UT_INLINE seq_frame *frame_call(seq_run *s, seq_count *count, seq_frame *
         frame_call_dead(s, f, site, inst, dead);
         return NULL;
     }
-    seq_frame *g = frame_push_region(s, f, site, sp->callee);
+    seq_frame *g = frame_push_region(s, f, site, sp->callee_plan);
     if (g)
         for (uint32_t k = 0; k < sp->n_call; k++) {
             g->v[k] = args[k];
@@ -1456,7 +1457,7 @@ static seq_frame *frame_enter(seq_run *s, seq_frame *f, uint32_t frame, uint32_t
             }
         return NULL;
     }
-    seq_frame *g = frame_push_region(s, f, ISA_NONE, frame);
+    seq_frame *g = frame_push_region(s, f, ISA_NONE, lr);
     if (!g)
         return NULL;
     g->loop = true;
@@ -1562,10 +1563,9 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
 
 /* One step of f's order; NULL, a frame to run first, SEQ_STOP or SEQ_END. */
 static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value *consts, seq_frame *f,
-                                       const vm_rplan *rp, const vm_sop *op, uint32_t *pc)
+                                       dev_value *v, uint8_t *has, const vm_rplan *rp, const vm_sop *op,
+                                       uint32_t *pc)
 {
-    dev_value *v = f->v;
-    uint8_t *has = f->has;
     const dev_value *x, *y;
     bool two = false, c;
     switch (op->kind) {
@@ -1744,7 +1744,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         const vm_splan *sp = &s->vm->plan.sites[op->b];
         x = &v[op->a];
         if (!(x->dead | x->is_tensor)) { /* a live scalar: straight into the callee's frame */
-            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
+            seq_frame *g = frame_push_region(s, f, op->b, sp->callee_plan);
             if (!g)
                 return SEQ_STOP;
             g->v[0] = *x;
@@ -1758,13 +1758,12 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
     case VM_SOP_CALLN: {
         const vm_splan *sp = &s->vm->plan.sites[op->b];
         const uint32_t *src = sp->arg_src;
-        uint32_t have = 0, odd = 0;
+        uint32_t other = 0; /* an argument absent, dead or a tensor (an absent one's value bytes are
+                               stale: read, never used) */
         for (uint32_t k = 0; k < sp->n_call; k++)
-            have += has[src[k]];
-        for (uint32_t k = 0; k < sp->n_call && have == sp->n_call; k++)
-            odd |= v[src[k]].dead | v[src[k]].is_tensor;
-        if (have == sp->n_call && !odd) { /* live scalars: straight into the callee's frame */
-            seq_frame *g = frame_push_region(s, f, op->b, sp->callee);
+            other |= (has[src[k]] ^ 1) | v[src[k]].dead | v[src[k]].is_tensor;
+        if (!other) { /* live scalars: straight into the callee's frame */
+            seq_frame *g = frame_push_region(s, f, op->b, sp->callee_plan);
             if (!g)
                 return SEQ_STOP;
             for (uint32_t k = 0; k < sp->n_call; k++) {
@@ -1774,9 +1773,12 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
             n->fired += sp->n_call, n->tokens += sp->call_tokens;
             return g;
         }
+        uint32_t have = 0;
         for (uint32_t k = 0; k < sp->n_call; k++) /* else as the CALLs one by one would */
-            if (has[src[k]])
+            if (has[src[k]]) {
                 frame_gather(n, f, sp->arg_slot + k, &v[src[k]]);
+                have++;
+            }
         return have == sp->n_call ? stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     }
     default:
@@ -1857,7 +1859,9 @@ static void frames_run(seq_run *s, seq_frame *top)
         const vm_sop *ops = rp->sops;
         uint32_t pc = f->pc;
         seq_frame *call;
-        while (!(call = frame_step(s, &count, consts, f, rp, &ops[pc++], &pc)))
+        dev_value *v = f->v; /* (f->v and f->has once: stores through has would make the steps reload them) */
+        uint8_t *has = f->has;
+        while (!(call = frame_step(s, &count, consts, f, v, has, rp, &ops[pc++], &pc)))
             ;
         if (call == SEQ_STOP || call == SEQ_END)
             call = NULL; /* (SEQ_STOP: s->failed is set) */
@@ -1919,7 +1923,7 @@ void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry)
     seq_run s = {.w = w, .vm = vm, .p = vm->prog, .ctx = c, .counted = false};
     const vm_fplan *fp = &vm->plan.frames[frame];
     uint32_t n = vm->plan.regions[frame].n_args;
-    seq_frame *f = frame_push_region(&s, NULL, ISA_NONE, frame);
+    seq_frame *f = frame_push_region(&s, NULL, ISA_NONE, &vm->plan.regions[frame]);
     for (uint32_t k = 0; k < n; k++) {
         if (f)
             frame_set(f, k, &entry[k]);

@@ -160,6 +160,7 @@ typedef struct vm_splan {   /* per call site */
                                caller's frame and the tokens it sends (ret_tokens) */
     uint32_t *ret_tokens;
     uint32_t callee;        /* its callee region (isa_site.callee) */
+    const vm_rplan *callee_plan; /* regions[callee] */
     uint64_t call_tokens;   /* the tokens its CALLs send into the callee */
     uint32_t *arg_src;      /* its CALLs are one step (VM_SOP_CALLN): each argument's register
                                in the caller's frame; NULL: a step per CALL */
