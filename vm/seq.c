@@ -989,12 +989,12 @@ typedef struct seq_frame {
     uint8_t *has;           /* n_regs: present */
 } seq_frame;
 
-/* A frame's bytes: the header, the values, the present flags (at least 32,
- * cleared as two constant stores), rounded to 16. */
+/* A frame's bytes: the header, the values, the present flags (32 or 64 when
+ * there are at most that many registers), rounded to 16. */
 static uint32_t frame_size(uint32_t n_regs)
 {
-    return (uint32_t)((sizeof(seq_frame) + n_regs * sizeof(dev_value) + (n_regs < 32 ? 32 : n_regs) + 15) &
-                      ~(size_t)15);
+    size_t flags = n_regs <= 32 ? 32 : n_regs <= 64 ? 64 : n_regs; /* cleared in constant sizes (frame_push_region) */
+    return (uint32_t)((sizeof(seq_frame) + n_regs * sizeof(dev_value) + flags + 15) & ~(size_t)15);
 }
 
 /* The counters of the steps that fire, kept in the step loop's registers
@@ -1085,8 +1085,10 @@ static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_
     f->iter = 0;
     f->v = (dev_value *)(f + 1);
     f->has = (uint8_t *)(f->v + n);
-    if (n <= 32)
-        memset(f->has, 0, 32); /* the common small frame: a constant size, stores instead of a call */
+    if (n <= 32) /* small frames: a constant size, stores instead of a call */
+        memset(f->has, 0, 32);
+    else if (n <= 64)
+        memset(f->has, 0, 64);
     else
         memset(f->has, 0, n);
     return f;
