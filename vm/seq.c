@@ -1565,15 +1565,15 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
 
 /* One step of f's order; NULL, a frame to run first, SEQ_STOP or SEQ_END. */
 static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value *consts, seq_frame *f,
-                                       dev_value *v, uint8_t *has, const vm_rplan *rp, const vm_sop *op,
-                                       uint32_t *pc)
+                                       dev_value *v, uint8_t *has, const vm_rplan *rp, const vm_sop **next)
 {
+    const vm_sop *op = (*next)++;
     const dev_value *x, *y;
     bool two = false, c;
     switch (op->kind) {
     case VM_SOP_GUARD:
         if (!has[op->a])
-            *pc = op->skip; /* that side of its branch was not taken */
+            *next = rp->sops + op->skip; /* that side of its branch was not taken */
         return NULL;
     case VM_SOP_END:
         return SEQ_END;
@@ -1783,7 +1783,13 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
             }
         return have == sp->n_call ? stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     }
-    default:
+    case VM_SOP_GENERIC:
+    case VM_SOP_SKIP: /* (never left in an order) */
+        break;
+    default: /* every kind has its case: no range check before the jump */
+#if defined(__GNUC__)
+        __builtin_unreachable();
+#endif
         break;
     }
     return stop_or(s, frame_visit(s, f, rp, op->local));
@@ -1858,17 +1864,16 @@ static void frames_run(seq_run *s, seq_frame *top)
     const dev_value *consts = vm->consts;
     while (f) {
         const vm_rplan *rp = f->rp;
-        const vm_sop *ops = rp->sops;
-        uint32_t pc = f->pc;
+        const vm_sop *next = rp->sops + f->pc;
         seq_frame *call;
         dev_value *v = f->v; /* (f->v and f->has once: stores through has would make the steps reload them) */
         uint8_t *has = f->has;
-        while (!(call = frame_step(s, &count, consts, f, v, has, rp, &ops[pc++], &pc)))
+        while (!(call = frame_step(s, &count, consts, f, v, has, rp, &next)))
             ;
         if (call == SEQ_STOP || call == SEQ_END)
             call = NULL; /* (SEQ_STOP: s->failed is set) */
         if (call) {
-            f->pc = pc;
+            f->pc = (uint32_t)(next - rp->sops);
             f = call;
             if ((++s->polls & 1023) == 0)
                 seq_poll(s);
