@@ -976,7 +976,7 @@ void vm_seq_free(vm_worker *w)
  * caller's frame (or send their tokens into the dataflow context). */
 typedef struct seq_frame {
     struct seq_frame *up;   /* the caller's frame; NULL: the caller is context `ctx` */
-    uint32_t site;          /* the call this frame runs */
+    const vm_splan *sp;     /* the call site this frame runs (a loop's frame: NULL) */
     const vm_rplan *rp;     /* its region's plan */
     uint32_t pc;            /* next position in the region's order */
     uint32_t n_regs;
@@ -1033,7 +1033,7 @@ static inline void count_free(vm_worker *w)
     atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) - 1, memory_order_relaxed);
 }
 
-static seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, const vm_rplan *rp);
+static seq_frame *frame_push_region(seq_run *s, seq_frame *up, const vm_splan *sp, const vm_rplan *rp);
 static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size);
 
 /* The context bound was exceeded making a frame under `up` (NULL: under the
@@ -1047,7 +1047,8 @@ static void frame_bound_fail(seq_run *s, const seq_frame *up)
 
 static seq_frame *frame_push(seq_run *s, seq_frame *up, uint32_t site)
 {
-    return frame_push_region(s, up, site, s->vm->plan.sites[site].callee_plan);
+    const vm_splan *sp = &s->vm->plan.sites[site];
+    return frame_push_region(s, up, sp, sp->callee_plan);
 }
 
 /* A frame could not be made: the context bound, or no memory. */
@@ -1064,7 +1065,7 @@ static seq_frame *frame_push_failed(seq_run *s, seq_frame *up, bool count, bool 
     return NULL;
 }
 
-static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_t site, const vm_rplan *rp)
+static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, const vm_splan *sp, const vm_rplan *rp)
 {
     uint32_t n = rp->n_regs, bytes = rp->frame_bytes;
     bool count = up || !s->counted;
@@ -1074,7 +1075,7 @@ static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, uint32_
     if (!f)
         return frame_push_failed(s, up, count, false);
     f->up = up;
-    f->site = site;
+    f->sp = sp;
     f->rp = rp;
     f->pc = 0;
     f->n_regs = n;
@@ -1142,7 +1143,7 @@ static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t s
         const seq_frame *g = ring[d % KEEP];
         char label[160];
         if (!g->loop)
-            isa_site_label(s->p->regions[s->p->sites[g->site].callee].name, s->p->sites[g->site].id, label,
+            isa_site_label(s->p->regions[g->sp->callee].name, s->p->sites[g->sp - s->vm->plan.sites].id, label,
                            sizeof label);
         int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->rp - s->vm->plan.regions].name,
                                    (unsigned long long)g->iter)
@@ -1197,7 +1198,7 @@ static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uin
  * into the caller's frame or, for the first frame, the dataflow context. */
 static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
 {
-    const vm_splan *sp = &s->vm->plan.sites[f->site];
+    const vm_splan *sp = f->sp;
     seq_frame *up = f->up;
     for (uint32_t k = 0; k < sp->n_returns; k++) {
         const vm_sport *src = &sp->rets[k];
@@ -1253,7 +1254,7 @@ static UT_INLINE seq_frame *frame_call(seq_run *s, seq_count *count, seq_frame *
         frame_call_dead(s, f, site, inst, dead);
         return NULL;
     }
-    seq_frame *g = frame_push_region(s, f, site, sp->callee_plan);
+    seq_frame *g = frame_push_region(s, f, sp, sp->callee_plan);
     if (g)
         for (uint32_t k = 0; k < sp->n_call; k++) {
             g->v[k] = args[k];
@@ -1459,7 +1460,7 @@ static seq_frame *frame_enter(seq_run *s, seq_frame *f, uint32_t frame, uint32_t
             }
         return NULL;
     }
-    seq_frame *g = frame_push_region(s, f, ISA_NONE, lr);
+    seq_frame *g = frame_push_region(s, f, NULL, lr);
     if (!g)
         return NULL;
     g->loop = true;
@@ -1746,7 +1747,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         const vm_splan *sp = &s->vm->plan.sites[op->b];
         x = &v[op->a];
         if (!(x->dead | x->is_tensor)) { /* a live scalar: straight into the callee's frame */
-            seq_frame *g = frame_push_region(s, f, op->b, sp->callee_plan);
+            seq_frame *g = frame_push_region(s, f, sp, sp->callee_plan);
             if (!g)
                 return SEQ_STOP;
             g->v[0] = *x;
@@ -1765,7 +1766,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         for (uint32_t k = 0; k < sp->n_call; k++)
             other |= (has[src[k]] ^ 1) | v[src[k]].dead | v[src[k]].is_tensor;
         if (!other) { /* live scalars: straight into the callee's frame */
-            seq_frame *g = frame_push_region(s, f, op->b, sp->callee_plan);
+            seq_frame *g = frame_push_region(s, f, sp, sp->callee_plan);
             if (!g)
                 return SEQ_STOP;
             for (uint32_t k = 0; k < sp->n_call; k++) {
@@ -1930,7 +1931,7 @@ void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry)
     seq_run s = {.w = w, .vm = vm, .p = vm->prog, .ctx = c, .counted = false};
     const vm_fplan *fp = &vm->plan.frames[frame];
     uint32_t n = vm->plan.regions[frame].n_args;
-    seq_frame *f = frame_push_region(&s, NULL, ISA_NONE, &vm->plan.regions[frame]);
+    seq_frame *f = frame_push_region(&s, NULL, NULL, &vm->plan.regions[frame]);
     for (uint32_t k = 0; k < n; k++) {
         if (f)
             frame_set(f, k, &entry[k]);
