@@ -1512,6 +1512,22 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
     }
 }
 
+/* step_route for a live scalar x (no reference to take), into the step
+ * loop's v and has; both sides pruned (the common case) cost one compare. */
+static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const vm_sop *op, bool taken,
+                                const dev_value *x)
+{
+    v[op->out + taken] = *x;
+    has[op->out + taken] = 1;
+    n->tokens += taken ? op->tokens1 : op->tokens;
+    if (op->flags != (ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE) &&
+        !(op->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+        v[op->out + !taken] = dev_dead();
+        has[op->out + !taken] = 1;
+        n->tokens += taken ? op->tokens : op->tokens1;
+    }
+}
+
 /* The integer steps (VM_SOP_ARITH, VM_SOP_CMPS): i32 and i64 here, any
  * other token through the general binary step or BRANCH. INT_OPERANDS reads
  * a step's two operands (two registers, or a register and a constant) and
@@ -1561,7 +1577,7 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
         else                                                                                            \
             goto branch;                                                                                \
         n->fired++;                                                                                     \
-        step_route(n, f, op, c, x);                                                                     \
+        route_scalar(n, v, has, op, c, x);                                                              \
         return NULL;
 
 /* One step of f's order; NULL, a frame to run first, SEQ_STOP or SEQ_END. */
@@ -1627,9 +1643,9 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (!has[op->a] || !has[op->b])
             return NULL;
         x = &v[op->a], y = &v[op->b];
-        if (y->dtype == TFVM_BOOL && !(x->dead | y->dead | y->is_tensor)) {
+        if (y->dtype == TFVM_BOOL && !(x->dead | x->is_tensor | y->dead | y->is_tensor)) {
             n->fired++, n->matches++;
-            step_route(n, f, op, y->u.b, x);
+            route_scalar(n, v, has, op, y->u.b, x);
             return NULL;
         }
         goto switch_general;
