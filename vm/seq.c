@@ -979,14 +979,12 @@ typedef struct seq_frame {
     const vm_splan *sp;     /* the call site this frame runs (a loop's frame: NULL) */
     const vm_rplan *rp;     /* its region's plan */
     uint32_t pc;            /* next position in the region's order */
-    uint32_t n_regs;
-    uint32_t bytes;
     bool tensors;           /* a register may hold a tensor reference */
-    bool loop;              /* a loop instance's frame (site is unused): one iteration at a time */
+    bool loop;              /* a loop instance's frame (no site): one iteration at a time */
     bool again;             /* loop: a NEXTITER fired in this iteration */
     uint64_t iter;          /* loop: the iteration running */
-    dev_value *v;           /* n_regs */
-    uint8_t *has;           /* n_regs: present */
+    dev_value *v;           /* rp->n_regs values */
+    uint8_t *has;           /* rp->n_regs: present */
 } seq_frame;
 
 /* A frame's bytes: the header, the values, the present flags (32 or 64 when
@@ -1078,12 +1076,12 @@ static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, const v
     f->sp = sp;
     f->rp = rp;
     f->pc = 0;
-    f->n_regs = n;
-    f->bytes = bytes;
     f->tensors = false;
-    f->loop = false;
-    f->again = false;
-    f->iter = 0;
+    f->loop = !sp;
+    if (!sp) { /* a loop's first iteration */
+        f->again = false;
+        f->iter = 0;
+    }
     f->v = (dev_value *)(f + 1);
     f->has = (uint8_t *)(f->v + n);
     if (n <= 32) /* small frames: a constant size, stores instead of a call */
@@ -1099,12 +1097,12 @@ static UT_INLINE seq_frame *frame_push_region(seq_run *s, seq_frame *up, const v
 static UT_INLINE void frame_pop(seq_run *s, seq_frame *f)
 {
     if (f->tensors)
-        for (uint32_t k = 0; k < f->n_regs; k++)
+        for (uint32_t k = 0; k < f->rp->n_regs; k++)
             if (f->has[k])
                 dev_value_release(&f->v[k]);
     if (f->up || !s->counted)
         count_free(s->w);
-    frame_release(s->w, f->bytes);
+    frame_release(s->w, f->rp->frame_bytes);
 }
 
 /* Writes register k of f (taking a reference on a tensor). */
@@ -1463,7 +1461,6 @@ static seq_frame *frame_enter(seq_run *s, seq_frame *f, uint32_t frame, uint32_t
     seq_frame *g = frame_push_region(s, f, NULL, lr);
     if (!g)
         return NULL;
-    g->loop = true;
     for (uint32_t k = 0; k < lr->n_args; k++) {
         frame_set(g, k, &entry[k]);
         if (f->tensors)
@@ -1835,7 +1832,7 @@ static bool next_iteration(seq_run *s, seq_frame *f)
         }
         for (uint32_t k = 0; k < rp->n_args; k++)
             f->has[k] &= rp->keep[k];
-        memset(f->has + rp->n_args, 0, f->n_regs - rp->n_args);
+        memset(f->has + rp->n_args, 0, rp->n_regs - rp->n_args);
         for (uint32_t k = 0; k < fp->n_nexts; k++)
             f->has[fp->nexts[k]] = (moved >> k) & 1;
     } else {
@@ -1847,7 +1844,7 @@ static bool next_iteration(seq_run *s, seq_frame *f)
             f->v[cur] = f->v[nxt];
             f->has[nxt] = 0;
         }
-        for (uint32_t k = 0; k < f->n_regs; k++) /* the rest goes, but the constant entry values */
+        for (uint32_t k = 0; k < rp->n_regs; k++) /* the rest goes, but the constant entry values */
             if (f->has[k] && !rp->keep[k]) {
                 dev_value_release(&f->v[k]);
                 f->has[k] = 0;
@@ -1955,7 +1952,6 @@ void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry)
     }
     if (!f)
         return;
-    f->loop = true;
     w->st.tokens += fp->entry_tokens + fp->const_tokens;
     frames_run(&s, f);
 }
