@@ -1884,6 +1884,14 @@ static void frames_run(seq_run *s, seq_frame *top)
         uint8_t *has = f->has;
         while (!(call = frame_step(s, &count, consts, f, v, has, rp, &next)))
             ;
+        if (call == SEQ_END && !f->loop) { /* a call is over (no step failed: that ends in SEQ_STOP) */
+            frame_return(s, &count, f);
+            seq_frame *up = f->up;
+            bool last = f == top;
+            frame_pop(s, f);
+            f = last ? NULL : up;
+            continue;
+        }
         if (call == SEQ_STOP || call == SEQ_END)
             call = NULL; /* (SEQ_STOP: s->failed is set) */
         if (call) {
@@ -1900,8 +1908,6 @@ static void frames_run(seq_run *s, seq_frame *top)
             if (!s->failed)
                 continue;
         }
-        if (!s->failed && !f->loop)
-            frame_return(s, &count, f);
         if (s->failed) { /* every frame of this call goes */
             for (bool last = false; !last;) {
                 seq_frame *up = f->up;
