@@ -538,6 +538,38 @@ static bool seq_call_steps(vm_plan *plan, vm_rplan *rp)
     return true;
 }
 
+/* Consecutive SWITCH1 steps on one predicate, with one guard and both sides
+ * pruned (the SWITCHes of several variables on one condition), route their
+ * values in one step (VM_SOP_SWITCHN): one look at the predicate, one
+ * dispatch. false: no memory. */
+static bool seq_switch_groups(vm_plan *plan, vm_rplan *rp)
+{
+    const uint16_t both = ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE;
+    uint32_t n_routes = 0, w = 0;
+    for (uint32_t q = 0; q < rp->n_sops;) {
+        const vm_sop *op = &rp->sops[q];
+        uint32_t end = q + 1;
+        while (op->kind == VM_SOP_SWITCH1 && op->flags == both && end < rp->n_sops &&
+               rp->sops[end].kind == VM_SOP_SWITCH1 && rp->sops[end].b == op->b && rp->sops[end].guard == op->guard &&
+               rp->sops[end].flags == both)
+            end++;
+        if (end - q < 2) {
+            rp->sops[w++] = rp->sops[q++];
+            continue;
+        }
+        if (!rp->routes && !(rp->routes = ut_arena_array(&plan->arena, rp->n_sops, sizeof(vm_sroute))))
+            return false;
+        vm_sop group = *op;
+        group.kind = VM_SOP_SWITCHN, group.a = n_routes, group.a2 = end - q;
+        for (; q < end; q++)
+            rp->routes[n_routes++] = (vm_sroute){.src = rp->sops[q].a, .out = rp->sops[q].out, .tokens = rp->sops[q].tokens,
+                                                 .tokens1 = rp->sops[q].tokens1, .local = rp->sops[q].local};
+        rp->sops[w++] = group;
+    }
+    rp->n_sops = w;
+    return true;
+}
+
 /* Each run of steps on one guard (one side of a pruned branch) gets a GUARD
  * step before it, which jumps past the run when that side was not taken,
  * and the order an END step. false: no memory. */
@@ -884,7 +916,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         free(guard);
         mark_last(rp, VM_SOP_ENTER, VM_SOP_ENTER_LAST); /* a loop's last ENTER starts it */
         mark_last(rp, VM_SOP_CALL, VM_SOP_CALL_LAST);   /* a site's last CALL makes the call */
-        if (!seq_call_steps(plan, rp) || !seq_guard_steps(plan, rp))
+        if (!seq_call_steps(plan, rp) || !seq_switch_groups(plan, rp) || !seq_guard_steps(plan, rp))
             return TFVM_ERR_NOMEM;
     }
     return TFVM_OK;
@@ -1490,6 +1522,47 @@ static inline void frame_gather(seq_count *n, seq_frame *f, uint32_t k, const de
     n->fired++;
 }
 
+/* The SWITCHes of a SWITCHN step from route r on, by the general visit (a
+ * predicate or value the step does not route itself). SEQ_STOP: the run
+ * failed. */
+static seq_frame *switch_group_visit(seq_run *s, seq_frame *f, const vm_sroute *r, const vm_sroute *end)
+{
+    for (; r < end; r++) {
+        frame_visit(s, f, f->rp, r->local);
+        if (s->failed)
+            return SEQ_STOP;
+    }
+    return NULL;
+}
+
+/* A SWITCHN step (out of line: the step loop's own code stays as it is for
+ * bodies without one). NULL, or SEQ_STOP when the run failed. */
+static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *n, seq_frame *f, dev_value *v,
+                                                         uint8_t *has, const vm_sop *op)
+{
+    if (!has[op->b])
+        return NULL;
+    const dev_value *y = &v[op->b];
+    const vm_sroute *r = &f->rp->routes[op->a], *end = r + op->a2;
+    if (y->dtype != TFVM_BOOL || (y->dead | y->is_tensor))
+        return switch_group_visit(s, f, r, end);
+    bool taken = y->u.b;
+    for (; r < end; r++) {
+        if (!has[r->src])
+            continue; /* not reached: this SWITCH does not fire */
+        const dev_value *x = &v[r->src];
+        if (x->dead | x->is_tensor) {
+            if (switch_group_visit(s, f, r, r + 1))
+                return SEQ_STOP;
+            continue;
+        }
+        v[r->out + taken] = *x;
+        has[r->out + taken] = 1;
+        n->fired++, n->matches++, n->tokens += taken ? r->tokens1 : r->tokens;
+    }
+    return NULL;
+}
+
 /* Are x and y live scalars of dtype t? */
 static inline bool int_pair(const dev_value *x, const dev_value *y, uint8_t t)
 {
@@ -1797,6 +1870,8 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
             }
         return have == sp->n_call ? stop_or(s, frame_call(s, n, f, op->b, rp->sinsts[op->local].inst)) : NULL;
     }
+    case VM_SOP_SWITCHN:
+        return switch_group(s, n, f, v, has, op);
     case VM_SOP_GENERIC:
     case VM_SOP_SKIP: /* (never left in an order) */
         break;

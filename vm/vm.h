@@ -99,11 +99,17 @@ typedef struct vm_sop {
 #define VM_SOP_ARITH_ENUM(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK,
 #define VM_SOP_CMP_ENUM(N, OP, C) VM_SOP_##N##_RR, VM_SOP_##N##_RK, VM_SOP_##N##_BR,
 enum {
-    VM_SOP_BASE_KINDS(VM_SOP_BASE_ENUM) VM_SOP_ARITH(VM_SOP_ARITH_ENUM) VM_SOP_CMPS(VM_SOP_CMP_ENUM) VM_SOP_N_KINDS
+    VM_SOP_BASE_KINDS(VM_SOP_BASE_ENUM) VM_SOP_ARITH(VM_SOP_ARITH_ENUM) VM_SOP_CMPS(VM_SOP_CMP_ENUM) VM_SOP_SWITCHN, VM_SOP_N_KINDS
 };
 #undef VM_SOP_BASE_ENUM
 #undef VM_SOP_ARITH_ENUM
 #undef VM_SOP_CMP_ENUM
+
+typedef struct vm_sroute { /* one SWITCH of a VM_SOP_SWITCHN step */
+    uint32_t src, out;        /* its value's register, its first output register */
+    uint16_t tokens, tokens1; /* edges of its outputs 0 and 1 */
+    uint16_t local;           /* the instruction, by index in the region */
+} vm_sroute;
 
 typedef struct vm_sport {
     uint32_t first, n;    /* registers sregs[first .. first+n) */
@@ -122,6 +128,7 @@ typedef struct vm_rplan {
     vm_sinst *sinsts;     /* by index in the region (instruction - first) */
     vm_sport *sports;
     uint32_t *sregs;
+    vm_sroute *routes;    /* the SWITCHes of VM_SOP_SWITCHN steps */
     vm_sop *sops;         /* n_sops steps (the order without its RETURNs, a GUARD before each run
                              on one side of a pruned branch), then VM_SOP_END */
     uint32_t n_sops;

@@ -1192,6 +1192,76 @@ START_TEST(integer_steps_other_tokens)
 }
 END_TEST
 
+/* SWITCHes of several values on one predicate run as one step in a frame;
+ * a dead value (from a BRANCH that does not prune) or a tensor among them
+ * takes the general visit's rules. Frames and contexts must agree on the
+ * results, the errors and the counters. */
+static const char *SWITCH_GROUP = "entry main(x: i32, y: i32) -> (a: i32, b: i32, c: i32) {\n"
+                                  "    x  = ARG 0\n"
+                                  "    y  = ARG 1\n"
+                                  "    cx = CALL f@0 (x)\n"
+                                  "    cy = CALL f@0 (y)\n"
+                                  "    ra = RETURN f@0 (f.ma)\n"
+                                  "    rb = RETURN f@0 (f.mb)\n"
+                                  "    rc = RETURN f@0 (f.mc)\n"
+                                  "         RESULT 0 (ra)\n"
+                                  "         RESULT 1 (rb)\n"
+                                  "         RESULT 2 (rc)\n"
+                                  "}\n"
+                                  "func f {\n"
+                                  "    a  = IDENTITY (main.cx)\n"
+                                  "    b  = IDENTITY (main.cy)\n"
+                                  "    sa = BRANCH GREATER i32 0 (a)\n"
+                                  "    p  = LESS (b, i32 10)\n"
+                                  "    s1 = SWITCH prune_false prune_true (sa:1, p)\n"
+                                  "    s2 = SWITCH prune_false prune_true (b, p)\n"
+                                  "    s3 = SWITCH prune_false prune_true (a, p)\n"
+                                  "    ma = MERGE (s1:0, s1:1)\n"
+                                  "    mb = MERGE (s2:0, s2:1)\n"
+                                  "    mc = MERGE (s3:0, s3:1)\n"
+                                  "    u  = ADD (sa:0, i32 1)\n"
+                                  "}\n";
+
+START_TEST(switch_group_as_frames_and_contexts)
+{
+    env e;
+    env_open(&e, SWITCH_GROUP, 0);
+    const vm_rplan *rp = &e.vm->plan.regions[1];
+    uint32_t groups = 0;
+    for (uint32_t q = 0; q < rp->n_sops; q++)
+        groups += rp->sops[q].kind == VM_SOP_SWITCHN;
+    ck_assert_uint_eq(groups, 1); /* s1, s2 and s3 are one step */
+    static const int32_t pairs[][2] = {{5, 3}, {-5, 3}, {5, 20}, {-5, 20}};
+    for (size_t q = 0; q < 4; q++) {
+        tfvm_value args[2] = {tfvm_i32(pairs[q][0]), tfvm_i32(pairs[q][1])}, r[2][3];
+        tfvm_status st[2];
+        tfvm_stats stats_[2];
+        char msg[2][512];
+        for (int stepped = 0; stepped < 2; stepped++) {
+            st[stepped] = run_stepped(&e, args, 2, r[stepped], 3, stepped);
+            snprintf(msg[stepped], sizeof msg[stepped], "%s", tfvm_errmsg(e.vm));
+            stats_[stepped] = stats(&e);
+        }
+        ck_assert_int_eq(st[0], st[1]);
+        ck_assert_str_eq(msg[0], msg[1]);
+        ck_assert_uint_eq(stats_[0].fired, stats_[1].fired);
+        ck_assert_uint_eq(stats_[0].tokens, stats_[1].tokens);
+        ck_assert_uint_eq(stats_[0].matches, stats_[1].matches);
+        if (pairs[q][0] > 0) { /* all live */
+            ck_assert_int_eq(st[0], TFVM_OK);
+            for (int stepped = 0; stepped < 2; stepped++) {
+                ck_assert_int_eq(r[stepped][0].as.i32, pairs[q][0]);
+                ck_assert_int_eq(r[stepped][1].as.i32, pairs[q][1]);
+                ck_assert_int_eq(r[stepped][2].as.i32, pairs[q][0]);
+            }
+        } else { /* s1 routes a dead token: result 0 is dead */
+            ck_assert_int_ne(st[0], TFVM_OK);
+        }
+    }
+    env_close(&e);
+}
+END_TEST
+
 /* ---- Limits, interrupts, abandoned runs ------------------------------------------ */
 
 START_TEST(max_contexts_limit)
@@ -1709,6 +1779,7 @@ int main(void)
     tcase_add_test(tc, abandoned_runs_are_released);
     tcase_add_test(tc, integer_steps_as_frames_and_contexts);
     tcase_add_test(tc, integer_steps_other_tokens);
+    tcase_add_test(tc, switch_group_as_frames_and_contexts);
     tcase_add_test(tc, max_contexts_sweep);
     tcase_add_test(tc, stop_at_every_step);
     tcase_add_test(tc, two_vms_share_program_and_tensor);
