@@ -1547,6 +1547,7 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
     if (y->dtype != TFVM_BOOL || (y->dead | y->is_tensor))
         return switch_group_visit(s, f, r, end);
     bool taken = y->u.b;
+    uint64_t fired = 0, tokens = 0;
     for (; r < end; r++) {
         if (!has[r->src])
             continue; /* not reached: this SWITCH does not fire */
@@ -1558,8 +1559,10 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
         }
         v[r->out + taken] = *x;
         has[r->out + taken] = 1;
-        n->fired++, n->matches++, n->tokens += taken ? r->tokens1 : r->tokens;
+        fired++;
+        tokens += taken ? r->tokens1 : r->tokens;
     }
+    n->fired += fired, n->matches += fired, n->tokens += tokens;
     return NULL;
 }
 
