@@ -1086,6 +1086,15 @@ static tfvm_status run_stepped(env *e, const tfvm_value *args, size_t n_args, tf
     return vm_end(e->vm, st == TFVM_OK ? res : NULL, st == TFVM_OK ? n_res : 0);
 }
 
+/* A frame fires what the graph fires: the counters of a run as frames (a)
+ * and of the same run as contexts (b). */
+static void expect_same_counters(const tfvm_stats *a, const tfvm_stats *b)
+{
+    ck_assert_uint_eq(a->fired, b->fired);
+    ck_assert_uint_eq(a->tokens, b->tokens);
+    ck_assert_uint_eq(a->matches, b->matches);
+}
+
 START_TEST(integer_steps_as_frames_and_contexts)
 {
     static const int64_t pairs[][2] = {{0, 0},       {5, 5},          {6, -2},         {-3, 4},
@@ -1130,10 +1139,7 @@ START_TEST(integer_steps_as_frames_and_contexts)
                 ck_assert_int_eq(wide ? r[stepped][11].as.i64 : r[stepped][11].as.i32,
                                  wide ? br : (int32_t)(uint32_t)(uint64_t)br);
             }
-            /* a frame fires what the graph fires */
-            ck_assert_uint_eq(st[0].fired, st[1].fired);
-            ck_assert_uint_eq(st[0].tokens, st[1].tokens);
-            ck_assert_uint_eq(st[0].matches, st[1].matches);
+            expect_same_counters(&st[0], &st[1]);
             ck_assert_uint_eq(st[0].contexts_created, st[1].contexts_created);
         }
         env_close(&e);
@@ -1184,18 +1190,16 @@ START_TEST(integer_steps_other_tokens)
             ck_assert_int_eq(r[stepped][1].as.b, a < b);
             ck_assert_double_eq(r[stepped][2].as.f64, a > 0 ? a * b : a + a);
         }
-        ck_assert_uint_eq(st[0].fired, st[1].fired);
-        ck_assert_uint_eq(st[0].tokens, st[1].tokens);
-        ck_assert_uint_eq(st[0].matches, st[1].matches);
+        expect_same_counters(&st[0], &st[1]);
     }
     env_close(&e);
 }
 END_TEST
 
 /* SWITCHes of several values on one predicate run as one step in a frame;
- * a dead value (from a BRANCH that does not prune) or a tensor among them
- * takes the general visit's rules. Frames and contexts must agree on the
- * results, the errors and the counters. */
+ * a dead value among them (from a BRANCH that does not prune) takes the
+ * general visit's rules. Frames and contexts must agree on the results, the
+ * errors and the counters. */
 static const char *SWITCH_GROUP = "entry main(x: i32, y: i32) -> (a: i32, b: i32, c: i32) {\n"
                                   "    x  = ARG 0\n"
                                   "    y  = ARG 1\n"
@@ -1244,9 +1248,7 @@ START_TEST(switch_group_as_frames_and_contexts)
         }
         ck_assert_int_eq(st[0], st[1]);
         ck_assert_str_eq(msg[0], msg[1]);
-        ck_assert_uint_eq(stats_[0].fired, stats_[1].fired);
-        ck_assert_uint_eq(stats_[0].tokens, stats_[1].tokens);
-        ck_assert_uint_eq(stats_[0].matches, stats_[1].matches);
+        expect_same_counters(&stats_[0], &stats_[1]);
         if (pairs[q][0] > 0) { /* all live */
             ck_assert_int_eq(st[0], TFVM_OK);
             for (int stepped = 0; stepped < 2; stepped++) {
