@@ -1,7 +1,8 @@
 /* test/unit/test_sched.c — the scheduler through the public API and from
  * inside: the policy table, many runs in a row on persistent workers, pools
- * shared by VMs on several threads, kernels' parallel loops inside runs, and
- * sched_run_parallel_for driven by hand (run under TSan by `make tsan`). */
+ * shared by VMs on several threads, the CPUs a pool's threads may use,
+ * kernels' parallel loops inside runs, and sched_run_parallel_for driven by
+ * hand (run under TSan by `make tsan`). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -297,6 +298,56 @@ START_TEST(pool_shared_by_two_vms_on_two_threads)
     tfvm_pool_free(pool);
     tfvm_program_free(fib);
     tfvm_program_free(sum);
+}
+END_TEST
+
+/* A pool's threads start away from their creator's CPU (so the two do not
+ * share it until the next load balance) and then may run wherever the
+ * creator may: each thread's affinity in a run is the creator's, on all of
+ * its CPUs and on one. */
+enum { AFF_THREADS = 3 };
+typedef struct aff_seen {
+    cpu_set_t cpus[AFF_THREADS];
+    int got[AFF_THREADS];
+    atomic_uint ran;
+} aff_seen;
+
+/* Each thread's affinity; the caller's thread (0) keeps the run open until
+ * the others have joined it (a pool thread that comes late sits a run out). */
+static void record_affinity(void *ud, uint32_t i)
+{
+    aff_seen *a = ud;
+    a->got[i] = pthread_getaffinity_np(pthread_self(), sizeof a->cpus[i], &a->cpus[i]) == 0;
+    atomic_fetch_add(&a->ran, 1);
+    for (int spins = 0; i == 0 && atomic_load(&a->ran) < AFF_THREADS && spins < 10000000; spins++)
+        sched_yield();
+}
+
+START_TEST(pool_threads_keep_the_creators_cpus)
+{
+    cpu_set_t all, one;
+    ck_assert_int_eq(pthread_getaffinity_np(pthread_self(), sizeof all, &all), 0);
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &all))
+            first = c;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    const cpu_set_t *masks[] = {&all, &one};
+    for (int m = 0; m < 2; m++) {
+        ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof *masks[m], masks[m]), 0);
+        sched_pool *p = sched_pool_new(AFF_THREADS);
+        ck_assert_ptr_nonnull(p);
+        aff_seen seen = {0};
+        sched_pool_run(p, AFF_THREADS, record_affinity, &seen);
+        sched_pool_free(p);
+        for (int i = 0; i < AFF_THREADS; i++) {
+            ck_assert_msg(seen.got[i], "mask %d: thread %d did not run", m, i);
+            ck_assert_msg(CPU_EQUAL(&seen.cpus[i], masks[m]), "mask %d: thread %d may run on %d CPUs, the creator on %d",
+                          m, i, CPU_COUNT(&seen.cpus[i]), CPU_COUNT(masks[m]));
+        }
+    }
+    ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof all, &all), 0);
 }
 END_TEST
 
@@ -673,6 +724,7 @@ int main(void)
     tcase_add_loop_test(tc, call_result_meets_another_value, 0, 3);
     tcase_add_loop_test(tc, interrupt_then_run_again, 0, 2);
     tcase_add_loop_test(tc, pool_shared_by_two_vms_on_two_threads, 0, 3);
+    tcase_add_test(tc, pool_threads_keep_the_creators_cpus);
     tcase_add_test(tc, pool_wider_than_the_vm);
     tcase_add_test(tc, kernel_parallel_loops_match_one_thread);
     tcase_add_test(tc, parallel_for_covers_every_index_once);
