@@ -15,6 +15,7 @@
  * the same values, and the counters (firings, tokens, matches, contexts)
  * agree with a dataflow run's. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,8 +563,9 @@ static bool seq_switch_groups(vm_plan *plan, vm_rplan *rp)
         vm_sop group = *op;
         group.kind = VM_SOP_SWITCHN, group.a = n_routes, group.a2 = end - q;
         for (; q < end; q++)
-            rp->routes[n_routes++] = (vm_sroute){.src = rp->sops[q].a, .out = rp->sops[q].out, .tokens = rp->sops[q].tokens,
-                                                 .tokens1 = rp->sops[q].tokens1, .local = rp->sops[q].local};
+            rp->routes[n_routes++] = (vm_sroute){.src = rp->sops[q].a, .out = rp->sops[q].out,
+                                                 .tokens = {rp->sops[q].tokens, rp->sops[q].tokens1},
+                                                 .local = rp->sops[q].local};
         rp->sops[w++] = group;
     }
     rp->n_sops = w;
@@ -1522,6 +1524,19 @@ static inline void frame_gather(seq_count *n, seq_frame *f, uint32_t k, const de
     n->fired++;
 }
 
+/* x's dead and is_tensor flags in one load (they are neighbours): 0 for a
+ * live scalar. */
+static inline uint32_t flags(const dev_value *x)
+{
+    _Static_assert(offsetof(dev_value, is_tensor) == offsetof(dev_value, dead) + 1, "dead, is_tensor: one 16-bit word");
+    uint16_t f;
+    memcpy(&f, &x->dead, sizeof f);
+    return f;
+}
+
+/* Is x a live scalar (neither dead nor a tensor)? */
+static inline bool plain(const dev_value *x) { return flags(x) == 0; }
+
 /* The SWITCHes of a SWITCHN step from route r on, by the general visit (a
  * predicate or value the step does not route itself). SEQ_STOP: the run
  * failed. */
@@ -1544,23 +1559,23 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
         return NULL;
     const dev_value *y = &v[op->b];
     const vm_sroute *r = &f->rp->routes[op->a], *end = r + op->a2;
-    if (y->dtype != TFVM_BOOL || (y->dead | y->is_tensor))
+    if (y->dtype != TFVM_BOOL || !plain(y))
         return switch_group_visit(s, f, r, end);
-    bool taken = y->u.b;
-    uint64_t fired = 0, tokens = 0;
+    unsigned taken = y->u.b;
+    uint32_t fired = 0, tokens = 0;
     for (; r < end; r++) {
-        if (!has[r->src])
+        uint32_t src = r->src, o = r->out + taken;
+        if (!has[src])
             continue; /* not reached: this SWITCH does not fire */
-        const dev_value *x = &v[r->src];
-        if (x->dead | x->is_tensor) {
+        if (!plain(&v[src])) {
             if (switch_group_visit(s, f, r, r + 1))
                 return SEQ_STOP;
             continue;
         }
-        v[r->out + taken] = *x;
-        has[r->out + taken] = 1;
+        v[o] = v[src];
+        has[o] = 1;
         fired++;
-        tokens += taken ? r->tokens1 : r->tokens;
+        tokens += r->tokens[taken];
     }
     n->fired += fired, n->matches += fired, n->tokens += tokens;
     return NULL;
@@ -1569,7 +1584,7 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
 /* Are x and y live scalars of dtype t? */
 static inline bool int_pair(const dev_value *x, const dev_value *y, uint8_t t)
 {
-    return x->dtype == t && y->dtype == t && !(x->dead | x->is_tensor | y->dead | y->is_tensor);
+    return x->dtype == t && y->dtype == t && !(flags(x) | flags(y));
 }
 
 /* A BRANCH or SWITCH step sends x to its taken side, and a dead token to

@@ -107,7 +107,7 @@ enum {
 
 typedef struct vm_sroute { /* one SWITCH of a VM_SOP_SWITCHN step */
     uint32_t src, out;        /* its value's register, its first output register */
-    uint16_t tokens, tokens1; /* edges of its outputs 0 and 1 */
+    uint16_t tokens[2];       /* edges of its outputs 0 and 1 */
     uint16_t local;           /* the instruction, by index in the region */
 } vm_sroute;
 
