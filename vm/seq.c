@@ -1550,8 +1550,35 @@ static seq_frame *switch_group_visit(seq_run *s, seq_frame *f, const vm_sroute *
     return NULL;
 }
 
+/* A SWITCHN step from route r on, once a value there is dead or a tensor
+ * (or, when y is NULL, the predicate is not a live bool): those SWITCHes by
+ * the general visit, live scalars as the step routes them. */
+static __attribute__((noinline)) seq_frame *switch_group_rest(seq_run *s, seq_count *n, seq_frame *f, dev_value *v,
+                                                              uint8_t *has, const vm_sroute *r,
+                                                              const vm_sroute *end, const dev_value *y)
+{
+    if (!y)
+        return switch_group_visit(s, f, r, end);
+    unsigned taken = y->u.b;
+    for (; r < end; r++) {
+        if (!has[r->src])
+            continue;
+        if (!plain(&v[r->src])) {
+            if (switch_group_visit(s, f, r, r + 1))
+                return SEQ_STOP;
+            continue;
+        }
+        v[r->out + taken] = v[r->src];
+        has[r->out + taken] = 1;
+        n->fired++, n->matches++, n->tokens += r->tokens[taken];
+    }
+    return NULL;
+}
+
 /* A SWITCHN step (out of line: the step loop's own code stays as it is for
- * bodies without one). NULL, or SEQ_STOP when the run failed. */
+ * bodies without one; anything but live scalars goes on in
+ * switch_group_rest, so this part needs no registers saved). NULL, or
+ * SEQ_STOP when the run failed. */
 static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *n, seq_frame *f, dev_value *v,
                                                          uint8_t *has, const vm_sop *op)
 {
@@ -1560,25 +1587,22 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
     const dev_value *y = &v[op->b];
     const vm_sroute *r = &f->rp->routes[op->a], *end = r + op->a2;
     if (y->dtype != TFVM_BOOL || !plain(y))
-        return switch_group_visit(s, f, r, end);
+        return switch_group_rest(s, n, f, v, has, r, end, NULL);
     unsigned taken = y->u.b;
     uint32_t fired = 0, tokens = 0;
     for (; r < end; r++) {
         uint32_t src = r->src, o = r->out + taken;
         if (!has[src])
             continue; /* not reached: this SWITCH does not fire */
-        if (!plain(&v[src])) {
-            if (switch_group_visit(s, f, r, r + 1))
-                return SEQ_STOP;
-            continue;
-        }
+        if (!plain(&v[src]))
+            break;
         v[o] = v[src];
         has[o] = 1;
         fired++;
         tokens += r->tokens[taken];
     }
     n->fired += fired, n->matches += fired, n->tokens += tokens;
-    return NULL;
+    return r == end ? NULL : switch_group_rest(s, n, f, v, has, r, end, y);
 }
 
 /* Are x and y live scalars of dtype t? */
