@@ -129,7 +129,10 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
     dev_cpu_prepare(vm->prog);
     tfvm_status st = vm_plan_build(vm->prog, &vm->alloc, true, &vm->plan);
     if (st == TFVM_OK) {
-        vm->w = ut_calloc(&vm->alloc, n, sizeof *vm->w);
+        /* the allocator's alignment may be less than a worker's (a cache line) */
+        vm->w_mem = ut_calloc(&vm->alloc, n + 1, sizeof *vm->w);
+        if (vm->w_mem)
+            vm->w = (vm_worker *)(((uintptr_t)vm->w_mem + _Alignof(vm_worker) - 1) & ~(uintptr_t)(_Alignof(vm_worker) - 1));
         vm->sw = ut_calloc(&vm->alloc, n, sizeof *vm->sw);
         if (!vm->w || !vm->sw)
             st = TFVM_ERR_NOMEM;
@@ -201,7 +204,7 @@ void tfvm_vm_free(tfvm_vm *vm)
     vm_profile(vm, false);
     for (uint32_t i = 0; vm->w && i < vm->n_workers; i++)
         worker_free(vm, &vm->w[i]);
-    ut_free(&vm->alloc, vm->w, vm->n_workers * sizeof *vm->w);
+    ut_free(&vm->alloc, vm->w_mem, (vm->n_workers + 1) * sizeof *vm->w);
     if (vm->sw) {
         sched_run_fini(&vm->run);
         ut_free(&vm->alloc, vm->sw, vm->n_workers * sizeof *vm->sw);

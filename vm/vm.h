@@ -324,7 +324,8 @@ struct tfvm_vm {
     atomic_int interrupted;     /* set by tfvm_interrupt, from any thread or a signal handler */
 
     /* workers: w[0] runs on the thread that calls tfvm_run */
-    vm_worker *w;
+    vm_worker *w;               /* (in w_mem, aligned to a cache line as vm_worker asks) */
+    void *w_mem;
     uint32_t n_workers;
     sched_worker **sw;          /* &w[i].sw, for the scheduler */
     sched_run run;              /* idle count, parking, termination, kernels' loops */
