@@ -107,6 +107,16 @@ $(FAKE_CUDA): test/unit/fake_cuda.c devices/cuda/abi.h devices/cuda/elem.h
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -shared $(LDFLAGS) -o $@ $< -lm
 $(BUILD)/test/test_devices $(BUILD)/test/test_placement: $(FAKE_CUDA)
 
+# debug.o is rebuilt when libedit comes or goes (a build made before
+# .ci/deps.sh installed it would otherwise keep the plain-lines debugger)
+EDIT_STAMP := $(BUILD)/obj/tools/libedit.flags
+$(EDIT_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(EDIT_LIBS)' | cmp -s - $@ || echo '$(EDIT_LIBS)' > $@
+$(BUILD)/obj/tools/debug.o: $(EDIT_STAMP)
+.PHONY: FORCE
+FORCE:
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CPPFLAGS) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
