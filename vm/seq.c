@@ -892,6 +892,11 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
                 sp->ret_out[k] = si->reg;
                 sp->ret_tokens[k] = si->tokens[0];
             }
+            if (sp->n_returns == 1 && (sp->rets[0].n == 1 || sp->rets[0].n == 2)) {
+                sp->ret_one = true;
+                sp->ret1[0] = regs[sp->rets[0].first];
+                sp->ret1[1] = regs[sp->rets[0].first + sp->rets[0].n - 1];
+            }
         }
     }
     for (uint32_t s = 0; s < p->n_sites; s++) {
@@ -1232,6 +1237,15 @@ static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
 {
     const vm_splan *sp = f->sp;
     seq_frame *up = f->up;
+    if (sp->ret_one && up) { /* the common case: one RETURN, one of two producers ran */
+        uint32_t reg = f->has[sp->ret1[0]] ? sp->ret1[0] : sp->ret1[1];
+        if (f->has[reg]) {
+            frame_set(up, sp->ret_out[0], &f->v[reg]);
+            count->fired++;
+            count->tokens += sp->ret_tokens[0];
+        }
+        return;
+    }
     for (uint32_t k = 0; k < sp->n_returns; k++) {
         const vm_sport *src = &sp->rets[k];
         const dev_value *v = NULL;

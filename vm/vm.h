@@ -166,6 +166,9 @@ typedef struct vm_splan {   /* per call site */
     uint32_t *ret_out;      /* caller and callee sequential: per RETURN, its register in the
                                caller's frame and the tokens it sends (ret_tokens) */
     uint32_t *ret_tokens;
+    bool ret_one;           /* caller and callee sequential, one RETURN of one or two producers:
+                               their registers ret1 (the same twice for one) */
+    uint32_t ret1[2];
     uint32_t callee;        /* its callee region (isa_site.callee) */
     const vm_rplan *callee_plan; /* regions[callee] */
     uint64_t call_tokens;   /* the tokens its CALLs send into the callee */
