@@ -2028,8 +2028,9 @@ static void frames_run(seq_run *s, seq_frame *top)
         if (call) {
             f->pc = (uint32_t)(next - rp->sops);
             f = call;
-            if ((++s->polls & 1023) == 0)
-                seq_poll(s);
+            if ((++s->polls & 1023) != 0)
+                continue;
+            seq_poll(s);
             if (!s->failed)
                 continue;
         }
