@@ -1619,12 +1619,6 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
     return r == end ? NULL : switch_group_rest(s, n, f, v, has, r, end, y);
 }
 
-/* Are x and y live scalars of dtype t? */
-static inline bool int_pair(const dev_value *x, const dev_value *y, uint8_t t)
-{
-    return x->dtype == t && y->dtype == t && !(flags(x) | flags(y));
-}
-
 /* A BRANCH or SWITCH step sends x to its taken side, and a dead token to
  * the other unless that side is pruned. */
 static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool taken, const dev_value *x)
@@ -1656,24 +1650,31 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
 
 /* The integer steps (VM_SOP_ARITH, VM_SOP_CMPS): i32 and i64 here, any
  * other token through the general binary step or BRANCH. INT_OPERANDS reads
- * a step's two operands (two registers, or a register and a constant) and
- * goes on at N##_go. */
+ * a step's two operands (two registers, or a register and a constant), goes
+ * to the general step unless they are live scalars of one dtype, and on at
+ * N##_go; a constant is a live i32 or i64 scalar (seq_specialise), so there
+ * only the register's value needs a look, and a BRANCH on it needs no third
+ * case. */
 #define INT_OPERANDS(N)                                                                                 \
     case VM_SOP_##N##_RR:                                                                               \
         if (!has[op->a] || !has[op->b])                                                                 \
             return NULL;                                                                                \
         x = &v[op->a], y = &v[op->b];                                                                   \
+        if (x->dtype != y->dtype || (flags(x) | flags(y)))                                              \
+            goto binary;                                                                                \
         goto N##_go;                                                                                    \
     case VM_SOP_##N##_RK:                                                                               \
         if (!has[op->a])                                                                                \
             return NULL;                                                                                \
         x = &v[op->a], y = &consts[op->b];                                                              \
+        if (x->dtype != y->dtype || flags(x))                                                           \
+            goto binary;                                                                                \
     N##_go:
 #define ARITH_STEPS(N, OP, C)                                                                           \
     INT_OPERANDS(N)                                                                                     \
-        if (int_pair(x, y, TFVM_I32))                                                                   \
+        if (x->dtype == TFVM_I32)                                                                       \
             v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)((uint32_t)x->u.i32 C (uint32_t)y->u.i32)}; \
-        else if (int_pair(x, y, TFVM_I64))                                                              \
+        else if (x->dtype == TFVM_I64)                                                                  \
             v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = (int64_t)((uint64_t)x->u.i64 C (uint64_t)y->u.i64)}; \
         else                                                                                            \
             goto binary;                                                                                \
@@ -1682,9 +1683,9 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         return NULL;
 #define CMP_STEPS(N, OP, C)                                                                             \
     INT_OPERANDS(N)                                                                                     \
-        if (int_pair(x, y, TFVM_I32))                                                                   \
+        if (x->dtype == TFVM_I32)                                                                       \
             c = x->u.i32 C y->u.i32;                                                                    \
-        else if (int_pair(x, y, TFVM_I64))                                                              \
+        else if (x->dtype == TFVM_I64)                                                                  \
             c = x->u.i64 C y->u.i64;                                                                    \
         else                                                                                            \
             goto binary;                                                                                \
@@ -1696,12 +1697,9 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         if (!has[op->a])                                                                                \
             return NULL;                                                                                \
         x = &v[op->a], y = &consts[op->b];                                                              \
-        if (int_pair(x, y, TFVM_I32))                                                                   \
-            c = x->u.i32 C y->u.i32;                                                                    \
-        else if (int_pair(x, y, TFVM_I64))                                                              \
-            c = x->u.i64 C y->u.i64;                                                                    \
-        else                                                                                            \
+        if (x->dtype != y->dtype || flags(x))                                                           \
             goto branch;                                                                                \
+        c = x->dtype == TFVM_I32 ? x->u.i32 C y->u.i32 : x->u.i64 C y->u.i64;                          \
         n->fired++;                                                                                     \
         route_scalar(n, v, has, op, c, x);                                                              \
         return NULL;

@@ -1196,6 +1196,100 @@ START_TEST(integer_steps_other_tokens)
 }
 END_TEST
 
+/* Tensors of the integer steps' dtypes (i32 and i64 vectors) take the
+ * general step: the steps compute on scalars only, and a tensor's register
+ * holds a pointer, not the number. */
+static const char *INT_STEPS_TENSORS = "entry main(x: i32[], y: i64[]) -> (d: i32[], s: i32[], l: bool[], e: i64[]) {\n"
+                                       "    x   = ARG 0\n"
+                                       "    y   = ARG 1\n"
+                                       "    cx  = CALL f@0 (x)\n"
+                                       "    cy  = CALL f@0 (y)\n"
+                                       "    r0  = RETURN f@0 (f.d)\n"
+                                       "    r1  = RETURN f@0 (f.s)\n"
+                                       "    r2  = RETURN f@0 (f.l)\n"
+                                       "    r3  = RETURN f@0 (f.e)\n"
+                                       "          RESULT 0 (r0)\n"
+                                       "          RESULT 1 (r1)\n"
+                                       "          RESULT 2 (r2)\n"
+                                       "          RESULT 3 (r3)\n"
+                                       "}\n"
+                                       "func f {\n"
+                                       "    a   = IDENTITY (main.cx)\n"
+                                       "    b   = IDENTITY (main.cy)\n"
+                                       "    d   = SUB (a, i32 1)\n"
+                                       "    s   = ADD (a, a)\n"
+                                       "    l   = LESS (a, i32 3)\n"
+                                       "    e   = MUL (b, i64 3)\n"
+                                       "}\n";
+
+/* A BRANCH on a comparison of a tensor with a constant: no scalar
+ * predicate, an error in frames as in contexts. */
+static const char *INT_BRANCH_TENSOR = "entry main(x: i32[]) -> (r: i32[]) {\n"
+                                       "    x   = ARG 0\n"
+                                       "    cx  = CALL f@0 (x)\n"
+                                       "    r0  = RETURN f@0 (f.r)\n"
+                                       "          RESULT 0 (r0)\n"
+                                       "}\n"
+                                       "func f {\n"
+                                       "    a   = IDENTITY (main.cx)\n"
+                                       "    sa  = BRANCH LESS i32 3 prune_false prune_true (a)\n"
+                                       "    r   = MERGE (sa:0, sa:1)\n"
+                                       "}\n";
+
+START_TEST(integer_steps_on_tensors)
+{
+    env e;
+    env_open(&e, INT_STEPS_TENSORS, 0);
+    int64_t n = 3;
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_I32, 1, &n, &e.cfg.allocator);
+    ck_assert_ptr_nonnull(x);
+    memcpy(tfvm_tensor_data(x), (int32_t[]){2, 3, -7}, 3 * sizeof(int32_t));
+    tfvm_tensor *y = tensor_i64(&e, 3, (int64_t[]){5, -1, INT64_MAX});
+    tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_tensor_value(y)};
+    tfvm_stats st[2];
+    for (int stepped = 0; stepped < 2; stepped++) {
+        tfvm_value r[4];
+        ck_assert_int_eq(run_stepped(&e, args, 2, r, 4, stepped), TFVM_OK);
+        st[stepped] = stats(&e);
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(r[k].tensor && tfvm_tensor_count(r[k].tensor) == 3, "result %d%s: not a 3-vector", k,
+                          stepped ? " stepped" : "");
+        const int32_t *d = tfvm_tensor_cdata(r[0].tensor), *sum = tfvm_tensor_cdata(r[1].tensor);
+        const bool *l = tfvm_tensor_cdata(r[2].tensor);
+        const int64_t *m = tfvm_tensor_cdata(r[3].tensor);
+        static const int32_t want_d[] = {1, 2, -8}, want_s[] = {4, 6, -14};
+        static const bool want_l[] = {true, false, true};
+        const int64_t want_m[] = {15, -3, (int64_t)((uint64_t)INT64_MAX * 3u)};
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(d[i], want_d[i]);
+            ck_assert_int_eq(sum[i], want_s[i]);
+            ck_assert_int_eq(l[i], want_l[i]);
+            ck_assert_int_eq(m[i], want_m[i]);
+        }
+        for (int k = 0; k < 4; k++)
+            tfvm_value_release(&r[k]);
+    }
+    expect_same_counters(&st[0], &st[1]);
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(y);
+    env_close(&e);
+    env_open(&e, INT_BRANCH_TENSOR, 0);
+    x = tfvm_tensor_new(TFVM_I32, 1, &n, &e.cfg.allocator);
+    ck_assert_ptr_nonnull(x);
+    memset(tfvm_tensor_data(x), 0, 3 * sizeof(int32_t));
+    args[0] = tfvm_tensor_value(x);
+    char msg[2][512];
+    for (int stepped = 0; stepped < 2; stepped++) {
+        tfvm_value r;
+        ck_assert_int_eq(run_stepped(&e, args, 1, &r, 1, stepped), TFVM_ERR_TYPE);
+        snprintf(msg[stepped], sizeof msg[stepped], "%s", tfvm_errmsg(e.vm));
+    }
+    ck_assert_str_eq(msg[0], msg[1]);
+    tfvm_tensor_free(x);
+    env_close(&e);
+}
+END_TEST
+
 /* SWITCHes of several values on one predicate run as one step in a frame;
  * a dead value among them (from a BRANCH that does not prune) takes the
  * general visit's rules. Frames and contexts must agree on the results, the
@@ -1781,6 +1875,7 @@ int main(void)
     tcase_add_test(tc, abandoned_runs_are_released);
     tcase_add_test(tc, integer_steps_as_frames_and_contexts);
     tcase_add_test(tc, integer_steps_other_tokens);
+    tcase_add_test(tc, integer_steps_on_tensors);
     tcase_add_test(tc, switch_group_as_frames_and_contexts);
     tcase_add_test(tc, max_contexts_sweep);
     tcase_add_test(tc, stop_at_every_step);
