@@ -143,6 +143,10 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         vm_worker *w = &vm->w[i];
         w->vm = vm;
         w->id = i;
+        /* the live total: looked at on every creation, or sampled with several
+         * workers and no max_contexts (vm_ctx_note_new) */
+        w->count_every = vm->multi && !cfg->max_contexts ? VM_PEAK_SAMPLE : 1;
+        w->count_left = w->count_every;
         w->sw.id = i;
         vm->sw[i] = &w->sw;
         /* Written on every context made or freed: a cache line of padding on

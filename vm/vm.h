@@ -291,6 +291,8 @@ typedef struct vm_worker {
     _Alignas(64) atomic_llong live;
     char live_pad[56];
     uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
+    uint32_t count_left;     /* contexts to make before the next look at the live total */
+    uint32_t count_every;    /* (vm_ctx_note_new) 1, or VM_PEAK_SAMPLE when that is sampled */
     tfvm_stats st;
     uint64_t inline_runs, shares;
     char pad[64];
@@ -557,7 +559,8 @@ void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, 
  * is exceeded (with `fail` the run fails then, at parent's tag; frames pass
  * false and call vm_ctx_bound_fail with their own tag). With several workers
  * and no max_contexts the live total is summed (vm_ctx_count_check, ctx.c)
- * only every VM_PEAK_SAMPLE creations: the count itself is inline. */
+ * only every VM_PEAK_SAMPLE creations (w->count_every, counted down in
+ * w->count_left): the count itself is inline. */
 #define VM_PEAK_SAMPLE 1024
 bool vm_ctx_count_check(vm_worker *w, const vm_ctx *parent, bool fail);
 static inline bool vm_ctx_note_new(vm_worker *w, const vm_ctx *parent, bool fail)
@@ -565,8 +568,9 @@ static inline bool vm_ctx_note_new(vm_worker *w, const vm_ctx *parent, bool fail
     /* only this thread writes its count */
     atomic_store_explicit(&w->live, atomic_load_explicit(&w->live, memory_order_relaxed) + 1, memory_order_relaxed);
     w->st.contexts_created++;
-    if (w->vm->multi && !w->vm->cfg.max_contexts && w->st.contexts_created % VM_PEAK_SAMPLE)
+    if (--w->count_left) /* (never 0 here: tfvm_vm_new sets it to count_every, at least 1) */
         return true;
+    w->count_left = w->count_every;
     return vm_ctx_count_check(w, parent, fail);
 }
 static inline bool vm_ctx_count_new(vm_worker *w) { return vm_ctx_note_new(w, NULL, false); }
