@@ -78,9 +78,7 @@ tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int ran
     if (!t)
         return NULL;
     tensor_init(t, a, block, dtype, rank, dims, count, nbytes);
-    uintptr_t p = (uintptr_t)(t + 1);
-    p = (p + DEV_TENSOR_ALIGN - 1) & ~(uintptr_t)(DEV_TENSOR_ALIGN - 1);
-    t->data = (void *)p;
+    t->data = ut_align_up(t + 1, DEV_TENSOR_ALIGN);
     return t;
 }
 

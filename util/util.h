@@ -89,6 +89,12 @@ tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_e
 /* ---- Checksum ------------------------------------------------------------ */
 uint32_t ut_crc32(uint32_t crc, const void *data, size_t n);
 
+/* p rounded up to a multiple of `align` (a power of two). */
+static inline void *ut_align_up(void *p, size_t align)
+{
+    return (void *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+}
+
 /* Little-endian loads (no alignment assumptions). */
 static inline uint16_t ut_le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t ut_le32(const unsigned char *p)

@@ -132,7 +132,7 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         /* the allocator's alignment may be less than a worker's (a cache line) */
         vm->w_mem = ut_calloc(&vm->alloc, n + 1, sizeof *vm->w);
         if (vm->w_mem)
-            vm->w = (vm_worker *)(((uintptr_t)vm->w_mem + _Alignof(vm_worker) - 1) & ~(uintptr_t)(_Alignof(vm_worker) - 1));
+            vm->w = ut_align_up(vm->w_mem, _Alignof(vm_worker));
         vm->sw = ut_calloc(&vm->alloc, n, sizeof *vm->sw);
         if (!vm->w || !vm->sw)
             st = TFVM_ERR_NOMEM;

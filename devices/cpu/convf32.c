@@ -269,7 +269,7 @@ void dev_cf_force_portable(bool on) { atomic_store(&force_portable, on); }
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 /* p rounded up to a multiple of 64 bytes (p has 15 floats to spare) */
-static float *cf_align(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+static float *cf_align(float *p) { return ut_align_up(p, 64); }
 
 /* ---- Plans ------------------------------------------------------------------------
  * Winograd for 3x3 windows over at least 8 input channels (fewer make its
