@@ -256,6 +256,7 @@ bench: all $(BENCH_MATMUL) $(BENCH_COEXEC) $(BENCH_MODELRUN)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
+	@MODELRUN=$(BENCH_MODELRUN) bash bench/convnets.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
