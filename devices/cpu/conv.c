@@ -291,11 +291,8 @@ static void dw_chunk(void *arg, size_t b, size_t e)
     }
     dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);
     ut_free(j->alloc, scratch, bytes);
-    if (j->ep && !j->inner) {
-        int64_t p0, np;
-        dev_dw_item_planes(&j->d, (int64_t)b, (int64_t)e, &p0, &np);
-        dev_kepi_apply(j->ep, j->d.o, p0, np, 0, j->d.OH * j->d.OW);
-    }
+    if (j->ep && !j->inner)
+        dev_kepi_apply(j->ep, j->d.o, (int64_t)b, (int64_t)(e - b), 0, j->d.OH * j->d.OW);
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
