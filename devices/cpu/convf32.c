@@ -277,9 +277,9 @@ static float *cf_align(float *p) { return ut_align_up(p, 64); }
  * transforms cost more than the products they save); for windows of at most
  * 64 elements over all channels (the first layer of a CNN: one channel, where
  * im2col's product has K = 9) flat when the output is as wide as x, else
- * rows. The scratch of an item stays under 1 MiB: Winograd works in bands of
+ * rows. The scratch of an item stays under 4 MiB: Winograd works in bands of
  * tile rows, flat and rows need x whole. */
-#define CF_SCRATCH_MAX (INT64_C(1) << 18)
+#define CF_SCRATCH_MAX (INT64_C(1) << 20)
 /* The prepared weights are made once per instruction: up to 16 MiB. */
 #define CF_WEIGHTS_MAX (INT64_C(1) << 22)
 
@@ -375,8 +375,14 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
         c.Op = round_up(Og, isa->vl * isa->ov);
         c.TH = (OH + 1) / 2;
         c.TW = (OW + 1) / 2;
+        /* the product's tiles: enough groups of pw for a band of all tile
+         * rows where half the scratch holds their transforms (U is read
+         * once per product: fewer, larger products read it less) */
+        const int64_t per_group = 16 * isa->pw * (c.Cp + c.Op), all = (c.TH * c.TW + isa->pw - 1) / isa->pw;
+        c.WG = CF_SCRATCH_MAX / 2 / per_group;
+        c.WG = c.WG < 1 ? 1 : c.WG > all ? all : c.WG;
         /* bands of BT tile rows: as many as keep the scratch in bounds */
-        const int64_t fixed = 16 * isa->pw * (c.Cp + c.Op) + 2 * (2 * c.TW + 2) * c.Cp;
+        const int64_t fixed = c.WG * per_group + 2 * (2 * c.TW + 2) * c.Cp;
         const int64_t per = 2 * (2 * c.TW + 2) * c.Cp + 2 * (2 * c.TW) * c.Op; /* per tile row */
         c.BT = (CF_SCRATCH_MAX - 16 - fixed) / per;
         if (c.BT < 1)

@@ -22,6 +22,7 @@ typedef struct dev_cf {
     int64_t Cp, Op;        /* channels rounded up to the kernel's blocks */
     int64_t TH, TW;        /* Winograd: 2x2 output tiles */
     int64_t BT;            /* Winograd: tile rows per band (the scratch holds one band) */
+    int64_t WG;            /* Winograd: groups of the register block's tiles per product */
     int64_t CS, nblk;      /* flat: floats per channel's copy of x, runs of output pixels */
     const uint32_t *mk;    /* flat: lane masks (in raw) */
     size_t mk_count;
