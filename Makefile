@@ -225,7 +225,7 @@ $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
-# bench/modelrun.c: one model's time through tfvm.h (bench/convnets.sh).
+# bench/modelrun.c: one model's time through tfvm.h (bench/ortmodels.sh).
 BENCH_MODELRUN := $(BUILD)/bench/modelrun
 $(BENCH_MODELRUN): bench/modelrun.c $(LIBA)
 	@mkdir -p $(dir $@)
@@ -256,7 +256,8 @@ bench: all $(BENCH_MATMUL) $(BENCH_COEXEC) $(BENCH_MODELRUN)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
-	@MODELRUN=$(BENCH_MODELRUN) bash bench/convnets.sh
+	@SET=conv MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
+	@SET=seq MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/convnets.py — the convolution networks of `make bench`
-(bench/convnets.sh): torchvision architectures and one of our own, built with
+(bench/ortmodels.sh, SET=conv): torchvision architectures and one of our own, built with
 random seeded weights (nothing is downloaded), exported with
 torch.onnx.export, and ONNX Runtime's time and memory on them. Runs inside
 build/bench-venv (torch, torchvision, onnx, onnxruntime, numpy).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/seqnets.py — the transformer and recurrent models of `make bench`
-(bench/convnets.sh with GEN=bench/seqnets.py): a BERT-like encoder
+(bench/ortmodels.sh, SET=seq): a BERT-like encoder
 (transformers' BertModel from a small BertConfig), nn.TransformerEncoder,
 2-layer nn.LSTM and nn.GRU (exported as ONNX LSTM/GRU ops), random seeded
 weights (nothing is downloaded), exported with torch.onnx.export at
