@@ -1080,6 +1080,112 @@ static bool undoes(const int64_t *p, int np, const int64_t *q, int nq)
     return true;
 }
 
+/* The operand of chain op x that is not a constant (the chain's value), or
+ * -1 when x cannot carry a transposition: a unary op, or an arithmetic one
+ * whose other operand is a constant that the transposition only reshapes. */
+#define SINK_MAX 16
+static int chain_operand(const cc_node *x, int r, const int64_t *q)
+{
+    if (x->kind != CC_N_OP || x->n_out != 1)
+        return -1;
+    if (isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->op != ISA_CAST)
+        return 0;
+    if (isa_ops[x->op].cls != ISA_CLASS_BINARY || x->n_in != 2)
+        return -1;
+    int k = is_const(x->in[0]) ? 1 : is_const(x->in[1]) ? 0 : -1;
+    if (k < 0 || is_const(x->in[k]))
+        return -1;
+    /* the constant, expanded to rank r from the left: its dims > 1 must keep
+     * their order under q, so that its data stays as it is */
+    const cc_cval *c = cval(x->in[1 - k]);
+    if (c->rank > r)
+        return -1;
+    int64_t e[TFVM_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        e[i] = i < r - c->rank ? 1 : c->dims[i - (r - c->rank)];
+    int last = -1;
+    for (int i = 0; i < r; i++)
+        if (e[q[i]] != 1) {
+            if (q[i] < last)
+                return -1;
+            last = (int)q[i];
+        }
+    return k;
+}
+
+/* TRANSPOSE n (permutation q) that undoes a TRANSPOSE p a chain of
+ * elementwise ops before it (unary ones, or arithmetic with a constant, as
+ * TensorFlow's NHWC bias, batch norm and activation between NCHW layers):
+ * both transpositions go, the chain computes in p's input's layout, and
+ * each constant gets the dims of that layout (its data unchanged). Every
+ * op of the chain has one use, in block b. */
+static bool sink_chain(cc *C, tp_state *T, cc_blk *b, cc_node *n, const int64_t *q, int nq, cc_node **next)
+{
+    cc_node *chain[SINK_MAX];
+    int len = 0, at[SINK_MAX];
+    cc_node *x = cc_resolve(n->in[0]).n;
+    int64_t p[TFVM_MAX_RANK];
+    for (;;) {
+        if (x->blk != b || T->uses[x->id] != 1)
+            return false;
+        int np = const_perm(x, p);
+        if (np >= 0) {
+            if (len == 0 || !undoes(p, np, q, nq))
+                return false;
+            break;
+        }
+        int k = len < SINK_MAX ? chain_operand(x, nq, q) : -1;
+        if (k < 0)
+            return false;
+        chain[len] = x;
+        at[len++] = k;
+        x = cc_resolve(x->in[k]).n;
+    }
+    cc_node *t = x; /* TRANSPOSE p */
+    for (int j = 0; j < len; j++) {
+        cc_node *y = chain[j];
+        cc_irval *in = cc_array(C, y->n_in, sizeof *in);
+        for (uint32_t i = 0; i < y->n_in; i++)
+            in[i] = cc_resolve(y->in[i]);
+        if (j == len - 1)
+            in[at[j]] = cc_resolve(t->in[0]);
+        if (y->n_in == 2) {
+            const cc_cval *c = cval(in[1 - at[j]]);
+            if (c->rank > 0) {
+                cc_node *k = cc_node_new(C, NULL, CC_N_CONST, 0, 1, y->pos);
+                k->blk = b;
+                cc_cval nc = *c;
+                int64_t e[TFVM_MAX_RANK];
+                for (int i = 0; i < nq; i++)
+                    e[i] = i < nq - c->rank ? 1 : c->dims[i - (nq - c->rank)];
+                nc.rank = (uint8_t)nq;
+                for (int i = 0; i < nq; i++)
+                    nc.dims[i] = e[q[i]];
+                k->u.c = nc;
+                k->types[0] = (cc_vtype){.dtype = c->dtype, .tensor = 1, .rank = (uint8_t)nq};
+                memcpy(k->types[0].dims, nc.dims, sizeof nc.dims);
+                in[1 - at[j]] = (cc_irval){k, 0};
+            }
+        }
+        y->in = in;
+        /* its result in the new layout: what TRANSPOSE q made of it */
+        cc_vtype *ty = &y->types[0];
+        if (ty->tensor && ty->rank != ISA_RANK_ANY && ty->rank == nq) {
+            int64_t d[TFVM_MAX_RANK];
+            for (int i = 0; i < nq; i++)
+                d[i] = ty->dims[q[i]];
+            memcpy(ty->dims, d, sizeof(int64_t) * (size_t)nq);
+        }
+    }
+    forward(C, n, 0, (cc_irval){chain[0], 0});
+    T->uses[chain[0]->id] += T->uses[n->id] - 1;
+    if (*next == t)
+        *next = t->next;
+    cc_node_unlink(t);
+    cc_node_unlink(n);
+    return true;
+}
+
 static void transpose_block(cc *C, cc_blk *b, void *ud)
 {
     tp_state *T = ud;
@@ -1101,26 +1207,8 @@ static void transpose_block(cc *C, cc_blk *b, void *ud)
             T->uses[x->id]--;
             cc_node_unlink(n);
             T->changes++;
-        } else if (x->kind == CC_N_OP && isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->blk == b &&
-                   T->uses[x->id] == 1) {
-            cc_node *t = cc_resolve(x->in[0]).n;
-            np = const_perm(t, p);
-            if (np >= 0 && undoes(p, np, q, nq) && t->blk == b && T->uses[t->id] == 1) {
-                /* n becomes the unary op on t's input; x and t go */
-                cc_irval *in = cc_array(C, 1, sizeof *in);
-                in[0] = cc_resolve(t->in[0]);
-                n->op = x->op;
-                n->attr = x->attr;
-                if (x->names[0]) /* the op's own name (TensorFlow's "Relu") stays */
-                    n->names[0] = x->names[0];
-                n->in = in;
-                n->n_in = 1;
-                if (next == x || next == t)
-                    next = n->next;
-                cc_node_unlink(x);
-                cc_node_unlink(t);
-                T->changes++;
-            }
+        } else if (sink_chain(C, T, b, n, q, nq, &next)) {
+            T->changes++;
         }
         n = next;
     }
