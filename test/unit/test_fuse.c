@@ -216,6 +216,24 @@ START_TEST(tensorflow_convnet)
 }
 END_TEST
 
+/* Keras's NHWC spelling: every conv's BiasAdd, batch norm (MUL, ADD) and
+ * activation between the importer's TRANSPOSEs to NCHW and back. The
+ * transpositions cancel through that chain (its constants reshaped to
+ * NCHW), which leaves the biases to fuse into the convolutions. */
+START_TEST(tensorflow_nhwc_chain)
+{
+    tfvm_program *p = tf_open("convnet_bias", 0);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 10); /* two 4-d ones per conv and pool, two for the filters */
+    tfvm_program_free(p);
+    p = tf_open("convnet_bias", 1);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 2); /* into NCHW once, out of it once */
+    ck_assert_uint_eq(count(p, ISA_FUSED_CONV2D), 2);
+    ck_assert_uint_eq(count(p, ISA_CONV2D), 0);
+    tfvm_program_free(p);
+    tf_same_as_unfused("convnet_bias");
+}
+END_TEST
+
 /* what must not fuse: a product used twice, a bias that would grow the
  * product or whose size is unknown, a bias along W instead of the channels */
 START_TEST(stays_apart)
@@ -285,6 +303,7 @@ int main(void)
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, tensorflow_convnet);
+    tcase_add_test(tc, tensorflow_nhwc_chain);
     tcase_add_test(tc, stays_apart);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
