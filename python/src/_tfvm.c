@@ -217,7 +217,7 @@ static tfvm_tensor *to_tensor(PyObject *obj, tfvm_dtype want)
         tfvm_dtype dt = dtype_of(PyArray_TYPE(a));
         if (!dt) {
             PyObject *s = PyObject_Str((PyObject *)PyArray_DESCR(a));
-            raise_msg(TFVM_ERR_TYPE, "an array of dtype %s: tfvm has bool, int8, uint8, int32, int64, float32 and float64",
+            raise_msg(TFVM_ERR_ARGUMENT, "an array of dtype %s: tfvm has bool, int8, uint8, int32, int64, float32 and float64",
                       s ? PyUnicode_AsUTF8(s) : "?");
             Py_XDECREF(s);
             return NULL;
@@ -242,7 +242,7 @@ static tfvm_tensor *to_tensor(PyObject *obj, tfvm_dtype want)
     tfvm_tensor *t = NULL;
     if (!dt) {
         /* a Python float list gives float64, an int list int64: both are tfvm's */
-        raise_msg(TFVM_ERR_TYPE, "a value tfvm has no dtype for");
+        raise_msg(TFVM_ERR_ARGUMENT, "a value of a type tfvm has no dtype for");
     } else {
         t = wrap_array(c, dt);
     }
@@ -708,7 +708,20 @@ static int collect_args(const tfvm_entry_info *e, PyObject *args, PyObject *kwar
         raise_msg(TFVM_ERR_ARGUMENT, "entry '%s' takes %zu arguments, got %zd", e->name, e->n_params, npos);
         return -1;
     }
-    Py_ssize_t used = 0;
+    if (kwargs) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &k, &v)) {
+            const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : "?";
+            bool known = false;
+            for (size_t j = 0; name && j < e->n_params && !known; j++)
+                known = e->params[j].name && strcmp(e->params[j].name, name) == 0;
+            if (!known) {
+                raise_msg(TFVM_ERR_ARGUMENT, "entry '%s' has no parameter '%s'", e->name, name ? name : "?");
+                return -1;
+            }
+        }
+    }
     size_t i;
     for (i = 0; i < e->n_params; i++) {
         PyObject *v = NULL;
@@ -720,7 +733,6 @@ static int collect_args(const tfvm_entry_info *e, PyObject *args, PyObject *kwar
             }
         } else if (kwargs && e->params[i].name) {
             v = PyDict_GetItemString(kwargs, e->params[i].name);
-            used += v != NULL;
         }
         if (!v) {
             raise_msg(TFVM_ERR_ARGUMENT, "missing argument %zu '%s' of entry '%s'", i + 1,
@@ -729,20 +741,6 @@ static int collect_args(const tfvm_entry_info *e, PyObject *args, PyObject *kwar
         }
         if (to_value(v, &e->params[i], &vals[i]) < 0)
             goto fail;
-    }
-    if (kwargs && used < PyDict_GET_SIZE(kwargs)) {
-        PyObject *k, *v;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(kwargs, &pos, &k, &v)) {
-            const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : "?";
-            bool known = false;
-            for (size_t j = 0; name && j < e->n_params && !known; j++)
-                known = e->params[j].name && strcmp(e->params[j].name, name) == 0;
-            if (!known) {
-                raise_msg(TFVM_ERR_ARGUMENT, "entry '%s' has no parameter '%s'", e->name, name ? name : "?");
-                goto fail;
-            }
-        }
     }
     return 0;
 fail:

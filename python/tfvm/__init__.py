@@ -186,31 +186,65 @@ def _param(t):
 class Session:
     """A run that the host feeds and fetches while it runs (docs/coexec.md);
     made by Program.session(). A context manager: leaving the ``with`` block
-    cancels the run unless finish() was called."""
+    cancels the run unless finish() was called. Several threads may feed and
+    fetch at once."""
 
-    __slots__ = ("_s",)
+    __slots__ = ("_s", "_cv", "_fed", "_feeder")
 
     def __init__(self, s):
         self._s = s
+        self._cv = _threading.Condition()
+        self._fed = 0          # feeds so far
+        self._feeder = None    # the thread of the latest feed
 
     def feed(self, name, value):
         """Queue value on channel name (never blocks). Arrays and NumPy scalars
         keep their dtype; Python bool, int and float are fed as bool, i32 (i64
-        when it does not fit) and f64."""
+        when it does not fit) and f64. An array is read in place: do not
+        change it while the session lives."""
         self._s.feed(name, value)
+        with self._cv:
+            self._fed += 1
+            self._feeder = _threading.get_ident()
+            self._cv.notify_all()
 
-    def fetch(self, name):
-        """The channel's next value; blocks, without the GIL, until it comes."""
-        return self._s.fetch(name)
+    def fetch(self, name, wait=None):
+        """The channel's next value; blocks, without the GIL, until it comes.
+        When the graph cannot go on until the host feeds, tfvm says so
+        (StuckError) instead of waiting forever, as one host thread would. With
+        wait=True the fetch waits for another thread's next feed instead; the
+        default (None) waits once another thread has fed the session."""
+        while True:
+            with self._cv:
+                seen = self._fed
+            try:
+                return self._s.fetch(name)
+            except StuckError as e:
+                if "but the graph waits for the host" not in str(e):
+                    raise
+                with self._cv:
+                    me = _threading.get_ident()
+                    if not (wait or (wait is None and self._feeder not in (None, me))):
+                        raise
+                    while self._fed == seen and self._s.active:
+                        self._cv.wait()
 
     def finish(self):
         """Say that the host feeds no more, wait for the run's end and return its
         results (as Program.run does); the session ends."""
-        return _unpack(self._s.finish())
+        try:
+            return _unpack(self._s.finish())
+        finally:
+            self._wake()
 
     def cancel(self):
         """Stop the run and end the session (no-op once it has ended)."""
         self._s.cancel()
+        self._wake()
+
+    def _wake(self):
+        with self._cv:
+            self._cv.notify_all()
 
     @property
     def active(self):
@@ -221,7 +255,7 @@ class Session:
         return self
 
     def __exit__(self, *exc):
-        self._s.cancel()
+        self.cancel()
         return False
 
 

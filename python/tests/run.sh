@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# python/tests/run.sh PYTHON VENV BUILD — `make pytest`: builds the tfvm Python
+# package into the venv VENV (made with PYTHON -m venv; numpy, pytest and
+# setuptools from PyPI, onnxruntime too when PyPI has it for this Python) and
+# runs its pytest suite. Without venv or PyPI the suite is skipped, saying so;
+# a build or test failure fails.
+set -uo pipefail
+py=${1:-python3}; venv=${2:-build/py-venv}; build=${3:-build}
+cd "$(dirname "$0")/../.."
+skip() { echo "make pytest: SKIPPED: $*"; exit 0; }
+# the package's own make of libtfvm.a must not join the caller's jobserver
+unset MAKEFLAGS MFLAGS MAKELEVEL
+if [ ! -x "$venv/bin/python" ]; then
+    "$py" -m venv "$venv" >/dev/null 2>&1 || { rm -rf "$venv"; skip "'$py -m venv' failed (install python3-venv: .ci/deps.sh)"; }
+fi
+vpy=$venv/bin/python
+if ! "$vpy" -c 'import numpy, pytest, setuptools, sys; from setuptools.command import bdist_wheel; sys.exit(0)' 2>/dev/null; then
+    "$vpy" -m pip install -q --disable-pip-version-check numpy pytest "setuptools>=70.1" ||
+        skip "pip could not install numpy, pytest and setuptools from PyPI into $venv"
+fi
+# onnxruntime, for the parity tests: tried once (its tests skip, saying so, without it)
+if [ ! -e "$venv/.ort-tried" ]; then
+    "$vpy" -m pip install -q --disable-pip-version-check onnxruntime >/dev/null 2>&1 ||
+        echo "make pytest: onnxruntime not installed (PyPI has none for this Python?): its parity tests will skip"
+    touch "$venv/.ort-tried"
+fi
+TFVM_BUILD=$build "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python ||
+    { echo "make pytest: building the tfvm package failed"; exit 1; }
+# from the tests' directory, so that `import tfvm` is the installed package, not python/tfvm
+cd python/tests && exec "../../$vpy" -m pytest -q -p no:cacheprovider .
