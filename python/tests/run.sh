@@ -27,4 +27,4 @@ fi
 TFVM_BUILD=$build "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python ||
     { echo "make pytest: building the tfvm package failed"; exit 1; }
 # from the tests' directory, so that `import tfvm` is the installed package, not python/tfvm
-cd python/tests && exec "../../$vpy" -m pytest -q -p no:cacheprovider .
+cd python/tests && exec "../../$vpy" -m pytest -q -rs -p no:cacheprovider .
