@@ -491,3 +491,18 @@ def test_ctrl_c_interrupts_a_fetch():
     timer.join()
     assert time.monotonic() - start < 10
     s.cancel()
+
+
+# ---- the stubs and __all__ -------------------------------------------------------------------
+
+
+def test_stubs_declare_every_public_name():
+    import re
+    stub = (pathlib.Path(tfvm.__file__).parent / "__init__.pyi").read_text()
+    declared = set(re.findall(r"^(?:class|def) (\w+)", stub, re.M)) | set(re.findall(r"^(\w+):", stub, re.M))
+    public = {n for n, v in vars(tfvm).items()
+              if not n.startswith("_") and not isinstance(v, type(sys)) and n not in ("Any",)} | {"__version__"}
+    assert public - declared == set()
+    assert {n for n in declared if not n.startswith("_")} - public == set()
+    # __all__: every public name but the three that share a builtin's name
+    assert set(tfvm.__all__) == public - {"SyntaxError", "TypeError", "InterruptedError"}

@@ -31,9 +31,10 @@ __all__ = [
     "InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "ModelMetadata",
     "GraphOptimizationLevel", "ExecutionMode", "get_available_providers", "get_all_providers",
     "get_device", "set_default_logger_severity",
-    "Error", "NomemError", "IoError", "FormatError", "SyntaxError", "ArgumentError", "TypeError",
-    "ShapeError", "ArithError", "PortError", "DeadnessError", "StuckError", "LimitError",
-    "InterruptedError", "InternalError", "UnsupportedError", "DeviceError",
+    # not SyntaxError, TypeError, InterruptedError: `from tfvm import *` must not hide the builtins
+    "Error", "NomemError", "IoError", "FormatError", "ArgumentError", "ShapeError", "ArithError",
+    "PortError", "DeadnessError", "StuckError", "LimitError", "InternalError", "UnsupportedError",
+    "DeviceError",
 ]
 
 _builtin_TypeError = TypeError
