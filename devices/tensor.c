@@ -167,6 +167,13 @@ tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t)
     return t;
 }
 
+bool tfvm_tensor_unique(const tfvm_tensor *t)
+{
+    /* acquire: pairs with the release of other holders' tfvm_tensor_free, whose
+     * reads of the data then happen before the caller's writes */
+    return t && atomic_load_explicit(&((tfvm_tensor *)t)->refs, memory_order_acquire) == 1;
+}
+
 void tfvm_tensor_free(tfvm_tensor *t)
 {
     if (!t)
