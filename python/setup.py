@@ -43,6 +43,9 @@ class BuildWithLibtfvm(build_ext):
         jobs = os.environ.get("TFVM_MAKE_JOBS", "2")
         subprocess.run(["make", "-C", ROOT, "-j" + jobs, "BUILD=" + BUILD, os.path.join(BUILD, "lib", "libtfvm.a")],
                        check=True)
+        # always relink: the in-place build keeps python/build/ between builds,
+        # and its extension may come from another TFVM_BUILD or compiler
+        self.force = True
         super().run()
 
 
@@ -52,7 +55,8 @@ ext = Extension(
     include_dirs=[os.path.join(ROOT, "include"), numpy.get_include()],
     extra_objects=[LIBA],
     libraries=pkg_libs("hwloc", "hwloc") + pkg_libs("libprotobuf-c", "protobuf-c") + ["m", "dl"],
-    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wno-missing-field-initializers",
+    extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wvla", "-Wpointer-arith",
+                        "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type", "-pthread"],
     # libtfvm's symbols stay inside the extension
     extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL"],

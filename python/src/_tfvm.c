@@ -347,10 +347,11 @@ static void tensor_capsule_free(PyObject *cap)
     tfvm_tensor_free(PyCapsule_GetPointer(cap, "tfvm.tensor"));
 }
 
-/* An ndarray over the tensor's buffer, owning the reference (read-only: a
- * result may be shared with the program, e.g. a constant). A result over the
- * buffer of one of `ins` (an input passed straight through) is copied, so
- * that it does not change with that input. Steals t. */
+/* An ndarray over the tensor's buffer, owning the reference, writable like
+ * ONNX Runtime's results. The buffer is only handed over when nobody else sees
+ * it: a tensor shared with the program (a constant) or another holder, or
+ * one over the buffer of one of `ins` (an input passed straight through), is
+ * copied instead. Steals t. */
 static PyObject *from_tensor(tfvm_tensor *t, const tfvm_value *ins, size_t n_ins)
 {
     int rank = tfvm_tensor_rank(t);
@@ -361,15 +362,15 @@ static PyObject *from_tensor(tfvm_tensor *t, const tfvm_value *ins, size_t n_ins
     int typenum = npy_of(tfvm_tensor_dtype(t));
     void *data = tfvm_tensor_data(t);
     size_t nbytes = (size_t)tfvm_tensor_count(t) * tfvm_dtype_size(tfvm_tensor_dtype(t));
-    bool alias = false;
-    for (size_t i = 0; i < n_ins && !alias; i++) {
-        if (!ins[i].tensor || !nbytes)
+    bool own = nbytes > 0 && tfvm_tensor_unique(t);
+    for (size_t i = 0; i < n_ins && own; i++) {
+        if (!ins[i].tensor)
             continue;
         const char *b = tfvm_tensor_cdata(ins[i].tensor);
         size_t n = (size_t)tfvm_tensor_count(ins[i].tensor) * tfvm_dtype_size(ins[i].dtype);
-        alias = (const char *)data < b + n && b < (const char *)data + nbytes;
+        own = !((const char *)data < b + n && b < (const char *)data + nbytes);
     }
-    if (nbytes == 0 || alias) {
+    if (!own) {
         PyObject *a = PyArray_SimpleNew(rank, dims, typenum);
         if (a && nbytes)
             memcpy(PyArray_DATA((PyArrayObject *)a), data, nbytes);
@@ -381,8 +382,7 @@ static PyObject *from_tensor(tfvm_tensor *t, const tfvm_value *ins, size_t n_ins
         tfvm_tensor_free(t);
         return NULL;
     }
-    PyObject *a = PyArray_New(&PyArray_Type, rank, dims, typenum, NULL, data, 0,
-                              NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, NULL);
+    PyObject *a = PyArray_New(&PyArray_Type, rank, dims, typenum, NULL, data, 0, NPY_ARRAY_CARRAY, NULL);
     if (!a || PyArray_SetBaseObject((PyArrayObject *)a, cap) < 0) {
         Py_XDECREF(a);
         Py_DECREF(cap);

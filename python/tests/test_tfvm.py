@@ -281,17 +281,18 @@ def test_inputs_are_not_copied():
 def test_results_own_tfvms_buffer_and_outlive_the_program():
     p = tfvm.compile(MATMUL)
     y = p.run(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
-    # no copy: the array is a view of tfvm's tensor, kept by a capsule
+    # no copy: the array is a view of tfvm's tensor, kept by a capsule; writable,
+    # as ONNX Runtime's results are (nobody else sees the tensor)
     assert y.base is not None and type(y.base).__name__ == "PyCapsule"
-    assert not y.flags.writeable and y.flags.c_contiguous
+    assert y.flags.writeable and y.flags.c_contiguous and y.flags.owndata is False
     sess = tfvm.InferenceSession(MODELS / "static.onnx")
     r = sess.run(None, {"x": np.ones((3, 4), np.float32)})[0]
     del p, sess
     gc.collect()
     assert np.array_equal(y, np.full((2, 4), 3, np.float32))
     assert r.shape == (3, 5) and abs(float(r.sum()) - 3.0) < 1e-5
-    with pytest.raises(ValueError):
-        y[0, 0] = 1
+    y[0, 0] = 1
+    assert y.sum() == 22
 
 
 # ---- sessions: feed and fetch ------------------------------------------------------------

@@ -11,7 +11,7 @@ Two surfaces over one library:
   and ``dis``; ``tfvm.devices()``.
 
 Inputs that are C-contiguous arrays of a tfvm dtype are read in place (not
-copied); results are read-only arrays over tfvm's own buffers. Errors raise
+copied); results are arrays over tfvm's own buffers. Errors raise
 subclasses of ``tfvm.Error``, one per ``tfvm_status`` code, with tfvm's
 message. See docs/python.md.
 """
@@ -296,7 +296,7 @@ class Program:
         """Run an entry point (default: the first) with positional and keyword
         arguments (by parameter name): arrays for tensor parameters, numbers
         for scalar ones. Returns None, the one result, or a tuple of results:
-        read-only arrays for tensors, Python numbers for scalars. threads: 0 =
+        arrays for tensors, Python numbers for scalars. threads: 0 =
         one per core; device: "cpu" (default), "cuda" or "auto"."""
         return _unpack(self._p.run(entry, args, kwargs or None, threads, device))
 
