@@ -261,6 +261,7 @@ bench: all $(BENCH_MATMUL) $(BENCH_COEXEC)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
+	@TFVM=$(TFVM) BUILD=$(BUILD) bash bench/python.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

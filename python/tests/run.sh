@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# python/tests/run.sh PYTHON VENV BUILD — `make pytest`: builds the tfvm Python
-# package into the venv VENV (made with PYTHON -m venv; numpy, pytest and
-# setuptools from PyPI, onnxruntime too when PyPI has it for this Python) and
-# runs its pytest suite. Without venv or PyPI the suite is skipped, saying so;
-# a build or test failure fails.
+# python/tests/run.sh PYTHON VENV BUILD [install] — `make pytest`: builds the
+# tfvm Python package into the venv VENV (made with PYTHON -m venv; numpy,
+# pytest and setuptools from PyPI, onnxruntime too when PyPI has it for this
+# Python) and runs its pytest suite (not with `install`: bench/python.sh).
+# Without venv or PyPI the suite is skipped, saying so (exit 0; 2 with
+# `install`); a build or test failure fails.
 set -uo pipefail
-py=${1:-python3}; venv=${2:-build/py-venv}; build=${3:-build}
+py=${1:-python3}; venv=${2:-build/py-venv}; build=${3:-build}; only=${4:-}
 cd "$(dirname "$0")/../.."
-skip() { echo "make pytest: SKIPPED: $*"; exit 0; }
+skip() { echo "make pytest: SKIPPED: $*"; if [ -n "$only" ]; then exit 2; fi; exit 0; }
 # the package's own make of libtfvm.a must not join the caller's jobserver
 unset MAKEFLAGS MFLAGS MAKELEVEL
 if [ ! -x "$venv/bin/python" ]; then
@@ -26,5 +27,6 @@ if [ ! -e "$venv/.ort-tried" ]; then
 fi
 TFVM_BUILD=$build "$vpy" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python ||
     { echo "make pytest: building the tfvm package failed"; exit 1; }
+[ -z "$only" ] || exit 0
 # from the tests' directory, so that `import tfvm` is the installed package, not python/tfvm
 cd python/tests && exec "../../$vpy" -m pytest -q -rs -p no:cacheprovider .
