@@ -86,7 +86,8 @@ static atomic_int defer_scheduled;
 
 static void drain_deferred(void)
 {
-    if (!atomic_load_explicit(&defer_scheduled, memory_order_acquire) && !deferred)
+    /* set, under the lock, whenever the list becomes non-empty */
+    if (!atomic_load_explicit(&defer_scheduled, memory_order_acquire))
         return;
     pthread_mutex_lock(&defer_lock);
     hold *h = deferred;
