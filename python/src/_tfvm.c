@@ -949,20 +949,9 @@ typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t idle;
     int inflight;
-    tfvm_tensor **fed; /* our references to fed tensors, held until the end */
-    size_t n_fed, cap_fed;
 } SessionObject;
 
 static PyTypeObject SessionType;
-
-static void session_release_fed(SessionObject *self)
-{
-    for (size_t i = 0; i < self->n_fed; i++)
-        tfvm_tensor_free(self->fed[i]);
-    PyMem_Free(self->fed);
-    self->fed = NULL;
-    self->n_fed = self->cap_fed = 0;
-}
 
 /* Ends the session (cancel when results is NULL), gives the VM back. */
 static tfvm_status session_end(SessionObject *self, tfvm_value *results, tfvm_error *err)
@@ -986,7 +975,6 @@ static tfvm_status session_end(SessionObject *self, tfvm_value *results, tfvm_er
     sigint_disarm(armed);
     if (st != TFVM_OK && err)
         *err = *tfvm_last_error(self->vm);
-    session_release_fed(self);
     give_vm(self->program, self->vm, self->threads, self->device);
     self->vm = NULL;
     return st;
@@ -1054,8 +1042,6 @@ static PyObject *program_session(ProgramObject *self, PyObject *args)
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->idle, NULL);
     o->inflight = 0;
-    o->fed = NULL;
-    o->n_fed = o->cap_fed = 0;
     return (PyObject *)o;
 }
 
@@ -1094,25 +1080,10 @@ static PyObject *session_feed(SessionObject *self, PyObject *args)
     tfvm_value val;
     if (to_value(v, NULL, &val) < 0)
         return NULL;
-    if (val.tensor && self->n_fed == self->cap_fed) {
-        size_t cap = self->cap_fed ? 2 * self->cap_fed : 16;
-        tfvm_tensor **grown = PyMem_Realloc(self->fed, cap * sizeof *grown);
-        if (!grown) {
-            tfvm_value_release(&val);
-            return PyErr_NoMemory();
-        }
-        self->fed = grown;
-        self->cap_fed = cap;
-    }
-    tfvm_status st = tfvm_feed(self->s, name, &val); /* never blocks */
-    if (st != TFVM_OK) {
-        tfvm_value_release(&val);
+    tfvm_status st = tfvm_feed(self->s, name, &val); /* never blocks; takes its own reference */
+    tfvm_value_release(&val);
+    if (st != TFVM_OK)
         return session_error(self, st);
-    }
-    /* keep our reference while the session lives: the VM never sees the array's
-     * buffer as its own to reuse */
-    if (val.tensor)
-        self->fed[self->n_fed++] = val.tensor;
     Py_RETURN_NONE;
 }
 
