@@ -51,6 +51,19 @@ def test_metadata_of_inputs_and_outputs():
     assert s.get_inputs()[-1].shape == [None, 784] and s.get_outputs()[0].type == "tensor(float)"
 
 
+def test_a_tfvm_program_as_a_session():
+    # .tfvm bytes: no ONNX fields to read, tfvm's own names and shapes (the
+    # importer declares the inputs' shapes; results of any rank: None)
+    data = tfvm.compile(MODELS / "dynamic.onnx").save()
+    s = tfvm.InferenceSession(data)
+    assert [(a.name, a.shape) for a in s.get_inputs() + s.get_outputs()] == [
+        ("x", [None, 8]), ("y", None), ("z", None)]
+    m = s.get_modelmeta()
+    assert (m.producer_name, m.graph_name, m.version, m.custom_metadata_map) == ("", "", 0, {})
+    x = np.ones((2, 8), np.float32)
+    np.testing.assert_allclose(s.run(["z"], {"x": x})[0], dynamic_ref(x)[1], rtol=1e-5, atol=1e-6)
+
+
 def test_modelmeta():
     m = tfvm.InferenceSession(MODELS / "static.onnx").get_modelmeta()
     assert (m.producer_name, m.graph_name, m.domain, m.description, m.graph_description, m.version,

@@ -393,6 +393,35 @@ def test_session_errors():
         assert s3.finish().shape == (8, 1)
 
 
+def test_threads_run_sessions_at_once():
+    p = tfvm.compile(EXAMPLES / "coexec" / "train.tfg")
+    batches = make_batches(10)
+    losses_ref, w_ref = train_reference(0.1, batches)
+    errors = []
+
+    def trainer():
+        try:
+            with p.session(np.float32(0.1), threads=1) as s:
+                losses = []
+                for x, y in batches:
+                    s.feed("stop", False)
+                    s.feed("x", x)
+                    s.feed("y", y)
+                    losses.append(s.fetch("loss"))
+                s.feed("stop", True)
+                w = s.finish()
+            assert np.allclose(losses, losses_ref, rtol=1e-5, atol=1e-6) and np.allclose(w, w_ref, rtol=1e-5, atol=1e-6)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=trainer) for _ in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errors == []
+
+
 def test_cancel_wakes_a_fetch_on_another_thread():
     p = tfvm.compile(EXAMPLES / "coexec" / "train.tfg")
     s = p.session(0.1)

@@ -455,7 +455,9 @@ class ModelMetadata:
 
 def _pb_fields(buf):
     """The fields of a protocol buffer message: a list of (number, value),
-    value an int (varint, fixed) or bytes (length-delimited)."""
+    value an int (varint, fixed) or a memoryview (length-delimited: no copy,
+    so that a model's weights are not copied to read its names)."""
+    buf = memoryview(buf)
     out, i, n = [], 0, len(buf)
     while i < n:
         key, i = _pb_varint(buf, i)
@@ -464,7 +466,7 @@ def _pb_fields(buf):
             val, i = _pb_varint(buf, i)
         elif wire == 2:
             ln, i = _pb_varint(buf, i)
-            val, i = bytes(buf[i:i + ln]), i + ln
+            val, i = buf[i:i + ln], i + ln
         elif wire == 1:
             val, i = int.from_bytes(buf[i:i + 8], "little"), i + 8
         elif wire == 5:
@@ -491,7 +493,7 @@ def _pb_varint(buf, i):
 
 
 def _pb_str(fields, num):
-    return next((v.decode("utf-8", "replace") for k, v in fields if k == num and isinstance(v, bytes)), "")
+    return next((bytes(v).decode("utf-8", "replace") for k, v in fields if k == num and not isinstance(v, int)), "")
 
 
 def _onnx_facts(data):
@@ -522,8 +524,8 @@ def _onnx_dim(d):
     for k, v in d:
         if k == 1 and isinstance(v, int):
             return v - (1 << 64) if v >= 1 << 63 else v
-        if k == 2 and isinstance(v, bytes) and v:
-            return v.decode("utf-8", "replace")
+        if k == 2 and not isinstance(v, int) and len(v):
+            return bytes(v).decode("utf-8", "replace")
     return None
 
 
@@ -580,7 +582,7 @@ class InferenceSession:
         if data is not None and not data.startswith(b"TFVM"):
             try:
                 self._meta, dims = _onnx_facts(data)
-            except (ValueError, IndexError):
+            except (ValueError, IndexError, _builtin_TypeError):  # not a model we can read: no names
                 pass
         self._set_providers(providers)
         self._p = self._program._p
