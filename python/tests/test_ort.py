@@ -200,3 +200,28 @@ def test_an_ort_script_runs_unchanged(model, shapes):
         for a, b in zip(g, w):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_rest_of_the_ort_surface():
+    so = tfvm.SessionOptions()
+    so.add_free_dimension_override_by_name("batch", 4)  # accepted: tfvm takes each run's shapes
+    so.add_free_dimension_override_by_denotation("DATA_BATCH", 4)
+    ro = tfvm.RunOptions()
+    ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    assert ro.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+    s = tfvm.InferenceSession(MODELS / "dynamic.onnx", so)
+    assert s.get_profiling_start_time_ns() == 0
+    s.disable_fallback()
+    s.enable_fallback()
+    s.set_providers(["CPUExecutionProvider"])
+    assert s.get_providers() == ["CPUExecutionProvider"]
+    x = np.ones((6, 8), np.float32)
+    y, z = s.run(None, {"x": x}, ro)
+    assert y.shape == (6, 6) and z.shape == (6,)
+    try:
+        s.run(["w"], {"x": x})
+    except tfvm.Error as e:
+        assert e.message == str(e) == "the model has no output named 'w'"
+        assert (e.code, e.instr, e.tag, e.where) == ("TFVM_ERR_ARGUMENT", "", "", "")
+    else:
+        pytest.fail("no error for an unknown output")
