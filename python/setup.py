@@ -47,6 +47,11 @@ class BuildWithLibtfvm(build_ext):
         # and its extension may come from another TFVM_BUILD or compiler
         self.force = True
         super().run()
+        # the CUDA backend, when make built it (nvcc found): beside the
+        # extension, where libtfvm looks for it first (docs/devices.md)
+        cuda = os.path.join(ROOT, BUILD, "lib", "libtfvm_cuda.so")
+        if os.path.exists(cuda):
+            self.copy_file(cuda, os.path.join(self.build_lib, "tfvm", "libtfvm_cuda.so"))
 
 
 ext = Extension(

@@ -44,6 +44,8 @@ TFVM_BUILD=$build "$vpy" -m pip install -q --disable-pip-version-check --no-buil
     { echo "make pytest: building the tfvm package failed"; exit 1; }
 [ -z "$only" ] || exit 0
 # from the tests' directory, so that `import tfvm` is the installed package, not python/tfvm
+# the host stand-in for the CUDA backend, for test_tfvm.py's device test
+[ ! -f "$build/test/libtfvm_fakecuda.so" ] || export TFVM_TEST_FAKE_CUDA=$PWD/$build/test/libtfvm_fakecuda.so
 cd python/tests || exit 1
 [ -z "$san" ] || echo "make pytest: under SAN=$san (preloading $preload; onnxruntime left out)"
 if [ -n "$preload" ]; then

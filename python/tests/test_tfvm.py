@@ -201,6 +201,30 @@ def test_cuda_device_when_there_is_none():
         raises(tfvm.DeviceError, "cuda: " + tfvm.devices()[1].status, tfvm.compile(DIV).run, 7, 2, device="cuda")
 
 
+def test_cuda_device_on_the_host_stand_in():
+    # test/unit/fake_cuda.c, loaded as the CUDA backend (TFVM_CUDA_LIB) in a
+    # fresh process: tfvm asks for "cuda" once per process
+    import subprocess
+    fake = os.environ.get("TFVM_TEST_FAKE_CUDA")
+    if not fake or not os.path.exists(fake):
+        pytest.skip("no fake CUDA backend (make pytest sets TFVM_TEST_FAKE_CUDA when make has built it)")
+    code = ("import tfvm, numpy as np\n"
+            "print(tfvm.devices()[1].available, tfvm.get_available_providers(), tfvm.get_device())\n"
+            "p = tfvm.compile(%r)\n"
+            "a = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
+            "print(p.run(a, a.T, device='cuda').tolist(), p.run(a, a.T, device='auto').tolist())\n"
+            "s = tfvm.InferenceSession(%r, providers=['CUDAExecutionProvider'])\n"
+            "print(s.get_providers(), s.run(None, {'x': np.ones((3, 4), np.float32)})[0].shape)\n"
+            % (MATMUL, str(MODELS / "static.onnx")))
+    env = dict(os.environ, TFVM_CUDA_LIB=fake)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "True ['CUDAExecutionProvider', 'CPUExecutionProvider'] GPU",
+        "[[5.0, 14.0], [14.0, 50.0]] [[5.0, 14.0], [14.0, 50.0]]",
+        "['CUDAExecutionProvider', 'CPUExecutionProvider'] (3, 5)"]
+
+
 def test_run_several_results_and_threads_option():
     src = "fn main(a: i64, b: i64) -> (q: i64, r: i64) { (a / b, a % b) }\n"
     p = tfvm.compile(src)
