@@ -279,6 +279,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm_debug.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 clean:
-	rm -rf build
+	rm -rf build python/build python/tfvm.egg-info
 
 -include $(DEPS)
