@@ -860,13 +860,14 @@ static PyObject *program_run_feed(ProgramObject *self, PyObject *args)
         return raise_msg(TFVM_ERR_ARGUMENT, "entry '%s': more than %d parameters or results", e.name, MAX_VALUES);
     /* which results, in the order asked for */
     size_t pick[MAX_VALUES], n_pick = 0;
-    if (names == Py_None || (PyList_Check(names) && PyList_GET_SIZE(names) == 0)) {
+    PyObject *seq = names == Py_None ? NULL : PySequence_Fast(names, "output_names must be a list of str");
+    if (names != Py_None && !seq)
+        return NULL;
+    if (!seq || PySequence_Fast_GET_SIZE(seq) == 0) { /* None or empty: every output, as ORT */
+        Py_XDECREF(seq);
         for (size_t i = 0; i < e.n_results; i++)
             pick[n_pick++] = i;
     } else {
-        PyObject *seq = PySequence_Fast(names, "output_names must be a list of str");
-        if (!seq)
-            return NULL;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
         for (Py_ssize_t k = 0; k < n; k++) {
             const char *s = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, k));

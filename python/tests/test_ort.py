@@ -85,6 +85,7 @@ def test_run_all_some_and_reordered_outputs():
         z3, y3 = s.run(["z", "y"], {"x": x}, tfvm.RunOptions())
         assert np.array_equal(z2, z) and np.array_equal(z3, z) and np.array_equal(y3, y)
         assert s.run([], {"x": x})[1].shape == (batch,)
+        assert len(s.run((), {"x": x})) == 2 and np.array_equal(s.run(("y",), {"x": x})[0], y)
 
 
 def test_run_converts_lists_to_the_declared_dtype():
