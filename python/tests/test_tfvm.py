@@ -408,6 +408,11 @@ def test_session_errors():
     raises(tfvm.ArgumentError, "the session has ended", s.fetch, "loss")
     raises(tfvm.ArgumentError, "the session has ended", s.finish)
     s.cancel()  # after the end: no-op
+    # arguments are checked as for a run, before the session starts
+    small = tfvm.compile("fn main(x: f32[2]) -> f32 { reduce_sum(x) }\n")
+    raises(tfvm.ArgumentError, "argument 1 'x' of entry 'main': expected f32[2], got f32[3]",
+           small.session, np.ones(3, np.float32))
+    assert small.session(np.ones(2, np.float32)).finish() == 2.0
     # leaving the with block cancels a session that did not finish; the VM is reused
     with p.session(0.1) as s2:
         s2.feed("stop", False)
