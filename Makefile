@@ -1,6 +1,7 @@
 # tfvm — one hand-written Makefile.
 #   make            build/bin/tfvm, build/lib/libtfvm.a, build/lib/libtfvm.so
-#   make test       build and run every test (unit suites + end-to-end)
+#   make test       build and run every test (unit suites + end-to-end + make pytest)
+#   make pytest     the Python package (python/) in a venv under build/, and its pytest suite
 #   make asan       the whole test suite under AddressSanitizer + UBSan
 #   make tsan       scheduler and VM tests under ThreadSanitizer
 #   make fuzz       libFuzzer on the loader, assembler and .npy reader (FUZZ_SECONDS each)
@@ -73,7 +74,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
+.PHONY: all test unit e2e pytest asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
 all: $(TFVM) $(LIBA) $(LIBSO) cuda
 
 # The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
@@ -179,7 +180,16 @@ test: check-deps all $(UNIT_BIN) $(FAKE_CUDA)
 	@$(RUN_UNIT)
 	@$(RUN_E2E)
 	@$(RUN_DEBUG)
+	@$(MAKE) --no-print-directory pytest
 	@echo "make test: all suites passed ($(BUILD))"
+
+# The Python package (python/, docs/python.md), built into a venv under
+# $(BUILD) with numpy, pytest and setuptools from PyPI, and its pytest suite.
+# Without PyPI or python3's venv it says it skipped. Under SAN (make asan) the
+# extension is instrumented too and the sanitizers' runtimes preloaded.
+PYTHON3 ?= python3
+pytest: $(LIBA)
+	@SAN=$(SAN) CC=$(CC) bash python/tests/run.sh $(PYTHON3) $(BUILD)/py-venv $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined OPT=-O1 test
@@ -258,6 +268,7 @@ bench: all $(BENCH_MATMUL) $(BENCH_COEXEC) $(BENCH_MODELRUN)
 	@TFVM=$(TFVM) bash bench/tf.sh
 	@SET=conv MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 	@SET=seq MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
+	@TFVM=$(TFVM) BUILD=$(BUILD) bash bench/python.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -276,6 +287,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm_debug.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 clean:
-	rm -rf build
+	rm -rf build python/build python/tfvm.egg-info
 
 -include $(DEPS)

@@ -200,6 +200,11 @@ TFVM_API tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t
                                        const tfvm_allocator *alloc);
 TFVM_API tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t); /* +1 reference */
 TFVM_API void tfvm_tensor_free(tfvm_tensor *t);        /* -1 reference */
+/* Whether the caller's reference is the only one, so that nobody else (a
+ * program's constant, a VM, another result) sees the tensor: then the caller
+ * may write its data, e.g. a run's result handed on as a writable array.
+ * False for NULL. Thread-safe. */
+TFVM_API bool tfvm_tensor_unique(const tfvm_tensor *t);
 TFVM_API tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t);
 TFVM_API int tfvm_tensor_rank(const tfvm_tensor *t);
 TFVM_API const int64_t *tfvm_tensor_dims(const tfvm_tensor *t);
