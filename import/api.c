@@ -1,6 +1,6 @@
-/* import/api.c — the public entry points for programs from any source
- * (include/tfvm.h): ONNX and TensorFlow imports from bytes or a file, and
- * tfvm_program_open, which picks the front end by content and file name. */
+/* import/api.c — the public entry points of the importers (include/tfvm.h):
+ * ONNX and TensorFlow models from bytes into a program handle. Files of any
+ * kind are opened a layer above, by front/open.c. */
 #include <string.h>
 
 #include "import/import.h"
@@ -8,9 +8,7 @@
 
 /* ---- Imports --------------------------------------------------------------------- */
 
-/* Runs one importer into a new program handle; `extra` is ONNX's base
- * directory or TensorFlow's outputs. */
-static tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name,
+tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name,
                                const char *extra, int opt_level, const tfvm_config *cfg, tfvm_program **out,
                                tfvm_error *err)
 {
@@ -41,150 +39,4 @@ tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *na
     if (!out || (!data && size))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_tf: NULL argument");
     return imp_program(TFVM_FORMAT_TF, data, size, name ? name : "<pb>", outputs, 1, cfg, out, err);
-}
-
-/* ---- Any file ---------------------------------------------------------------------- */
-
-void tfvm_open_options_init(tfvm_open_options *o)
-{
-    if (o) {
-        o->format = TFVM_FORMAT_AUTO;
-        o->entry = NULL;
-        o->outputs = NULL;
-        o->opt_level = 1;
-        o->overflow_trap = false;
-    }
-}
-
-static bool imp_has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* The .tfvm magic (docs/format.md) decides first, so that bytecode loads
- * whatever its name; then the name. Bytes that are only the start of the
- * magic (an empty or cut-off file) go to the .tfvm reader too, whose message
- * says what is missing. TFVM_FORMAT_AUTO: unknown. */
-static tfvm_format imp_detect(const char *path, const char *data, size_t len)
-{
-    if (ld_has_magic(data, len, false))
-        return TFVM_FORMAT_TFVM;
-    static const struct {
-        const char *suffix;
-        tfvm_format fmt;
-    } by_name[] = {
-        {".tfvm", TFVM_FORMAT_TFVM}, {".tfasm", TFVM_FORMAT_TFASM}, {".tfg", TFVM_FORMAT_TFG},
-        {".onnx", TFVM_FORMAT_ONNX}, {".pb", TFVM_FORMAT_TF},
-    };
-    for (size_t i = 0; i < UT_COUNTOF(by_name); i++)
-        if (imp_has_suffix(path, by_name[i].suffix))
-            return by_name[i].fmt;
-    if (ld_has_magic(data, len, true))
-        return TFVM_FORMAT_TFVM;
-    return TFVM_FORMAT_AUTO;
-}
-
-/* The directory part of path, for external ONNX data: "a/b/m.onnx" -> "a/b",
- * "m.onnx" and "-" -> ".", "/m.onnx" -> "/". NULL when memory runs out;
- * free it with ut_free(a, dir, strlen(dir) + 1). */
-static char *imp_dir_of(const char *path, const tfvm_allocator *a)
-{
-    const char *slash = strrchr(path, '/');
-    const char *src = slash ? path : ".";
-    size_t n = slash && slash > path ? (size_t)(slash - path) : 1;
-    char *d = ut_alloc(a, n + 1);
-    if (d) {
-        memcpy(d, src, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
-/* Reads path with cfg's allocator (so that an allocation-failure test walks
- * the read too) and hands it to the front end of o->format (or the detected
- * one). path is the name in messages. */
-static tfvm_status imp_open(const char *path, const tfvm_open_options *o, const tfvm_config *cfg,
-                            tfvm_program **out, tfvm_error *err)
-{
-    const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
-    char *data;
-    size_t len;
-    tfvm_status st = ut_read_file(path, a, &data, &len, err);
-    if (st != TFVM_OK)
-        return st;
-    tfvm_format fmt = o->format != TFVM_FORMAT_AUTO ? o->format : imp_detect(path, data, len);
-    switch (fmt) {
-    case TFVM_FORMAT_AUTO:
-        st = ut_err(err, TFVM_ERR_FORMAT,
-                    "%s: unknown format (not .tfvm bytecode, and the name does not end in .tfvm, .tfasm, .tfg, "
-                    ".onnx or .pb)",
-                    path);
-        break;
-    case TFVM_FORMAT_TFVM: st = tfvm_program_load_memory(data, len, path, cfg, out, err); break;
-    case TFVM_FORMAT_TFASM: st = tfvm_program_assemble(data, len, path, cfg, out, err); break;
-    case TFVM_FORMAT_TFG: {
-        tfvm_compile_options co;
-        tfvm_compile_options_init(&co);
-        co.entry = o->entry;
-        co.opt_level = o->opt_level;
-        co.overflow_trap = o->overflow_trap;
-        st = tfvm_program_compile(data, len, path, &co, cfg, out, err);
-        break;
-    }
-    case TFVM_FORMAT_ONNX: {
-        char *dir = imp_dir_of(path, a);
-        st = dir ? imp_program(fmt, data, len, path, dir, o->opt_level, cfg, out, err)
-                 : ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", path);
-        if (dir)
-            ut_free(a, dir, strlen(dir) + 1);
-        break;
-    }
-    case TFVM_FORMAT_TF: st = imp_program(fmt, data, len, path, o->outputs, o->opt_level, cfg, out, err); break;
-    }
-    ut_free(a, data, len + 1);
-    return st;
-}
-
-tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts, const tfvm_config *cfg,
-                              tfvm_program **out, tfvm_error *err)
-{
-    if (out)
-        *out = NULL;
-    if (!out || !path)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_open: NULL argument");
-    tfvm_open_options o;
-    tfvm_open_options_init(&o);
-    if (opts)
-        o = *opts;
-    if ((unsigned)o.format > TFVM_FORMAT_TF)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_open: format %d is not a tfvm_format", (int)o.format);
-    return imp_open(path, &o, cfg, out, err);
-}
-
-tfvm_status tfvm_program_import_onnx_file(const char *path, const tfvm_config *cfg, tfvm_program **out,
-                                          tfvm_error *err)
-{
-    if (out)
-        *out = NULL;
-    if (!out || !path)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_onnx_file: NULL argument");
-    tfvm_open_options o;
-    tfvm_open_options_init(&o);
-    o.format = TFVM_FORMAT_ONNX;
-    return imp_open(path, &o, cfg, out, err);
-}
-
-tfvm_status tfvm_program_import_tf_file(const char *path, const char *outputs, const tfvm_config *cfg,
-                                        tfvm_program **out, tfvm_error *err)
-{
-    if (out)
-        *out = NULL;
-    if (!out || !path)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_tf_file: NULL argument");
-    tfvm_open_options o;
-    tfvm_open_options_init(&o);
-    o.format = TFVM_FORMAT_TF;
-    o.outputs = outputs;
-    return imp_open(path, &o, cfg, out, err);
 }
