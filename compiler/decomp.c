@@ -3,6 +3,7 @@
  * the plain formula goes wrong, and which spellings the optimizer's fusions
  * (compiler/opt.c) recognise, so that a change here is not made blindly. */
 #include <math.h>
+#include <string.h>
 
 #include "decomp.h"
 
@@ -24,6 +25,14 @@ static const cc_decomp_info rows[CC_DC_COUNT] = {
 };
 
 const cc_decomp_info *cc_decomp_row(cc_decomp d) { return d < CC_DC_COUNT ? &rows[d] : NULL; }
+
+int cc_decomp_find(const char *name)
+{
+    for (int d = 0; d < CC_DC_COUNT; d++)
+        if (strcmp(rows[d].name, name) == 0)
+            return d;
+    return -1;
+}
 
 /* One row being built: every value has x's type (or that type as bool). */
 typedef struct dc {

@@ -1,7 +1,9 @@
 /* compiler/decomp.h — composite ops (Softplus, GELU, Mish, ...) spelled once
  * in primitive instructions of isa/ops.def, for every front end that builds
  * IR (compiler/build.h): the ONNX and TensorFlow importers map their op
- * names onto these rows, each in one line, so the two cannot disagree.
+ * names onto these rows, each in one line, and .tfg programs call them by
+ * their names here (softplus(x), elu(x, alpha = 0.5)), so no two front ends
+ * can disagree.
  *
  * Every row is elementwise on a float (f32 or f64) scalar or tensor x: the
  * result, and every value in between, has x's type (its dtype, and its shape
@@ -42,6 +44,8 @@ typedef struct cc_decomp_info {
 } cc_decomp_info;
 
 const cc_decomp_info *cc_decomp_row(cc_decomp d);
+/* The row named `name` (as in the comments above), or -1. */
+int cc_decomp_find(const char *name);
 
 /* Builds row d on x in block b; p holds its n_params parameters (NULL: the
  * defaults). Returns the result, typed as x. */
