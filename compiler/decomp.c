@@ -22,6 +22,8 @@ static const cc_decomp_info rows[CC_DC_COUNT] = {
     [CC_DC_SWISH] = {"swish", 1, {"alpha"}, {1.0}},
     [CC_DC_GELU] = {"gelu", 0, {0}, {0}},
     [CC_DC_GELU_TANH] = {"gelu_tanh", 0, {0}, {0}},
+    [CC_DC_EXPM1] = {"expm1", 0, {0}, {0}},
+    [CC_DC_LOG1P] = {"log1p", 0, {0}, {0}},
 };
 
 const cc_decomp_info *cc_decomp_row(cc_decomp d) { return d < CC_DC_COUNT ? &rows[d] : NULL; }
@@ -133,6 +135,31 @@ static cc_irval gelu(dc *D, cc_irval x, bool tanh_form)
     return bin(D, ISA_MUL, x, t);
 }
 
+/* Kahan's expm1: with u = exp(x), (u - 1) * x / log(u), whose rounding
+ * errors cancel (exp(x) - 1 alone loses every digit below 1e-8 in f32);
+ * x itself where u rounds to 1 (-0 kept), -1 where u - 1 does, u where u
+ * is inf. */
+static cc_irval expm1_form(dc *D, cc_irval x)
+{
+    cc_irval e = u(D, ISA_EXP, x), one = k(D, 1);
+    cc_irval m = bin(D, ISA_SUB, e, one);
+    cc_irval r = bin(D, ISA_MUL, m, bin(D, ISA_DIV, x, u(D, ISA_LOG, e)));
+    r = sel(D, cmp(D, ISA_EQUAL, e, k(D, INFINITY)), e, r);
+    r = sel(D, cmp(D, ISA_EQUAL, m, k(D, -1)), m, r);
+    return sel(D, cmp(D, ISA_EQUAL, e, one), x, r);
+}
+
+/* Goldberg's log1p: with w = 1 + x, log(w) * x / (w - 1), exact to a few
+ * ulp (log(1 + x) alone loses every digit below 6e-8 in f32); x itself
+ * where w rounds to 1 (-0 kept), inf at inf (inf / inf is NaN). */
+static cc_irval log1p_form(dc *D, cc_irval x)
+{
+    cc_irval one = k(D, 1), w = bin(D, ISA_ADD, x, one);
+    cc_irval r = bin(D, ISA_MUL, u(D, ISA_LOG, w), bin(D, ISA_DIV, x, bin(D, ISA_SUB, w, one)));
+    r = sel(D, cmp(D, ISA_EQUAL, x, k(D, INFINITY)), x, r);
+    return sel(D, cmp(D, ISA_EQUAL, w, one), x, r);
+}
+
 cc_irval cc_decompose(cc *C, cc_blk *b, cc_decomp d, cc_irval x, const double *p)
 {
     dc D = {.C = C, .b = b, .t = x.n->types[x.k]};
@@ -168,6 +195,8 @@ cc_irval cc_decompose(cc *C, cc_blk *b, cc_decomp d, cc_irval x, const double *p
     }
     case CC_DC_GELU: return gelu(&D, x, false);
     case CC_DC_GELU_TANH: return gelu(&D, x, true);
+    case CC_DC_EXPM1: return expm1_form(&D, x);
+    case CC_DC_LOG1P: return log1p_form(&D, x);
     case CC_DC_COUNT: break;
     }
     return x; /* not reached: d is a row */

@@ -30,6 +30,8 @@ typedef enum cc_decomp {
     CC_DC_SWISH,            /* x * sigmoid(alpha * x); alpha 1 is SiLU */
     CC_DC_GELU,             /* x / 2 * (1 + erf(x / sqrt(2))) */
     CC_DC_GELU_TANH,        /* x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) */
+    CC_DC_EXPM1,            /* exp(x) - 1, to the last bits near 0 */
+    CC_DC_LOG1P,            /* log(1 + x), to the last bits near 0 */
     CC_DC_COUNT
 } cc_decomp;
 

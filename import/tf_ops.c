@@ -944,9 +944,9 @@ static bool more_ops(ctx *X)
         const double p[2] = {1.6732632423543772848170429916717, 1.0507009873554804934193349852946};
         X->out[0] = cc_decompose(X->C, X->b, CC_DC_SELU, x, p);
     } else if (is(X, "Expm1")) {
-        X->out[0] = ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d);
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_EXPM1, x, NULL);
     } else if (is(X, "Log1p")) {
-        X->out[0] = ew1(X, ISA_LOG, ew2(X, ISA_ADD, x, num(X, d, 1), d));
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_LOG1P, x, NULL);
     } else if (is(X, "ClipByValue")) {
         X->out[0] = ew2(X, ISA_MIN, ew2(X, ISA_MAX, x, X->in[1], d), X->in[2], d);
     } else if (is(X, "BroadcastTo")) {
