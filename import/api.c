@@ -1,16 +1,11 @@
 /* import/api.c — the public entry points of the importers (include/tfvm.h):
  * ONNX and TensorFlow models from bytes into a program handle. Files of any
  * kind are opened a layer above, by front/open.c. */
-#include <string.h>
-
 #include "import/import.h"
 #include "loader/loader.h"
 
-/* ---- Imports --------------------------------------------------------------------- */
-
-tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name,
-                               const char *extra, int opt_level, const tfvm_config *cfg, tfvm_program **out,
-                               tfvm_error *err)
+tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
+                        int opt_level, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
 {
     tfvm_program *p = ld_program_new(cfg);
     if (!p)
