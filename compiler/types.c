@@ -563,9 +563,13 @@ static void check_decomp_call(checker *K, cc_expr *e, const cc_tlist *hint, cc_d
     const char *name = e->u.call.name;
     if (e->u.call.has_targ)
         cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes no type argument", name);
-    if (e->u.call.n_args < 1 || e->u.call.n_args > 1 + row->n_params)
-        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes x and %u parameter%s, got %u argument%s", name,
-                 row->n_params, row->n_params == 1 ? "" : "s", e->u.call.n_args, e->u.call.n_args == 1 ? "" : "s");
+    uint32_t na = e->u.call.n_args;
+    if (na < 1 || na > 1 + row->n_params) {
+        if (row->n_params == 0)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes 1 argument, got %u", name, na);
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes x and up to %u parameter%s, got %u argument%s",
+                 name, row->n_params, row->n_params == 1 ? "" : "s", na, na == 1 ? "" : "s");
+    }
     bool given[2] = {false, false};
     for (uint32_t k = 0; k < 2; k++)
         e->u.call.dparams[k] = row->dflt[k];

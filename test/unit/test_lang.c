@@ -422,7 +422,10 @@ static const struct {
     {"fn main(x: f32, a: f32) -> f32 {\n    elu(x, a)\n}\n",
      "bad.tfg:2:12: 'elu': alpha must be a number written out\n 2 |     elu(x, a)\n   |            ^"},
     {"fn main(x: f32) -> f32 {\n    selu(x, 1.0, 2.0, 3.0)\n}\n",
-     "bad.tfg:2:5: 'selu' takes x and 2 parameters, got 4 arguments\n 2 |     selu(x, 1.0, 2.0, 3.0)\n   |     ^"},
+     "bad.tfg:2:5: 'selu' takes x and up to 2 parameters, got 4 arguments\n 2 |     selu(x, 1.0, 2.0, 3.0)\n"
+     "   |     ^"},
+    {"fn main(x: f32) -> f32 {\n    softplus()\n}\n",
+     "bad.tfg:2:5: 'softplus' takes 1 argument, got 0\n 2 |     softplus()\n   |     ^"},
     {"fn main(n: i32) -> f32 {\n    let w = load(\"no_such_file.npy\");\n    w[0]\n}\n",
      "bad.tfg:2:18: load: no_such_file.npy: No such file or directory\n"
      " 2 |     let w = load(\"no_such_file.npy\");\n   |                  ^"},
