@@ -8,6 +8,7 @@
 
 #include "devices/cpu/act.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 #include "kernutil.h"
 #include "loader/loader.h"
@@ -231,6 +232,128 @@ START_TEST(test_same_as_unfused)
 }
 END_TEST
 
+/* f32 MAXPOOL through the depthwise grid (dwconv.c) on each path, against
+ * the f64 pool loops (conv.c): max is exact in either, so every element
+ * must match, NaN where a window holds one and -0 kept. Windows of 3x3 and
+ * 2x3 with strides 1-3, pads, dilation 2, ceil mode. */
+static const struct {
+    int64_t x[4], p[12];
+} mp_cases[] = {
+    {{1, 3, 112, 112}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{2, 5, 13, 9}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{1, 4, 13, 13}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+    {{1, 2, 17, 20}, {2, 3, 3, 2, 1, 2, 0, 1, 2, 2, 0, 0}},
+    {{1, 1, 7, 7}, {7, 7, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+};
+
+START_TEST(test_maxpool_grid)
+{
+    for (int path = 0; path <= 2; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(mp_cases); ci++) {
+            dev_value x = randt(F32, 4, mp_cases[ci].x, 41), xd = tf(F64, 4, mp_cases[ci].x, NULL, 0), o, od;
+            float *xv = x.u.t->data;
+            for (int64_t i = 0; i < x.u.t->count; i += 97)
+                xv[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0f : -INFINITY;
+            for (int64_t i = 0; i < x.u.t->count; i++)
+                ((double *)xd.u.t->data)[i] = xv[i];
+            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+            ck_assert_int_eq(o.u.t->count, od.u.t->count);
+            for (int64_t i = 0; i < o.u.t->count; i++) {
+                const float got = ((float *)o.u.t->data)[i];
+                const double want = ((double *)od.u.t->data)[i];
+                ck_assert_msg(isnan(want) ? isnan(got) : got == want && !signbit(got) == !signbit(want),
+                              "case %zu path %d: element %lld is %.9g, want %.9g", ci, path, (long long)i, (double)got,
+                              want);
+            }
+            dev_value_release(&o);
+            dev_value_release(&od);
+        }
+    }
+    dev_dw_force(0);
+}
+END_TEST
+
+/* ---- Recurrent cells (rnncell.c) ---------------------------------------------------- */
+/* An elementwise op on one or two operands (borrowed), its result new. */
+static dev_value ew(isa_op op, const dev_value *a, const dev_value *b)
+{
+    dev_value in[2] = {*a, b ? *b : NONE}, r;
+    ck_assert_int_eq(dev_cpu_elementwise(op, 0, in, &r, &alloc, msg, sizeof msg), TFVM_OK);
+    return r;
+}
+
+/* Columns [k*H, (k+1)*H) of the [NB, G*H] value g, as a new [NB, H] one. */
+static dev_value gate_of(const dev_value *g, int64_t k, int64_t NB, int64_t H)
+{
+    dev_value r = tf(g->dtype, 2, DIMS(NB, H), NULL, 0);
+    const int64_t G = g->u.t->dims[1] / H;
+    for (int64_t b = 0; b < NB; b++)
+        for (int64_t j = 0; j < H; j++)
+            put(g->dtype, r.u.t->data, b * H + j, elem(g, b * G * H + k * H + j));
+    return r;
+}
+
+/* Each cell against the unfused instructions it replaces (ADD of the two
+ * products, the gates' columns, SIGMOID, TANH, MUL, SUB, ADD), bit for bit. */
+START_TEST(test_rnn_cells_same_as_unfused)
+{
+    const int64_t NB = 3, H = 37; /* tanh's vector path and its tail */
+    for (int dt = F32; dt <= F64; dt++) {
+        dev_value xw = randt(dt, 2, DIMS(NB, 4 * H), 31), hr = randt(dt, 2, DIMS(NB, 4 * H), 32);
+        dev_value c = randt(dt, 2, DIMS(NB, H), 33), ones = tf(dt, 2, DIMS(NB, H), NULL, 0), cn, hn;
+        for (int64_t i = 0; i < NB * H; i++)
+            put(dt, ones.u.t->data, i, 1.0);
+        /* LSTM, gates i o f c */
+        dev_value g = ew(ISA_ADD, &xw, &hr);
+        dev_value gi = gate_of(&g, 0, NB, H), go = gate_of(&g, 1, NB, H), gf = gate_of(&g, 2, NB, H);
+        dev_value gc = gate_of(&g, 3, NB, H);
+        dev_value si = ew(ISA_SIGMOID, &gi, NULL), so = ew(ISA_SIGMOID, &go, NULL), sf = ew(ISA_SIGMOID, &gf, NULL);
+        dev_value tc = ew(ISA_TANH, &gc, NULL), a = ew(ISA_MUL, &sf, &c), b = ew(ISA_MUL, &si, &tc);
+        dev_value want_c = ew(ISA_ADD, &a, &b), tn = ew(ISA_TANH, &want_c, NULL), want_h = ew(ISA_MUL, &so, &tn);
+        ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(xw), ref(hr), ref(c)), TFVM_OK);
+        ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(xw), ref(hr), ref(cn)), TFVM_OK);
+        same_bits(&cn, &want_c, "lstm_cell_c");
+        same_bits(&hn, &want_h, "lstm_cell_h");
+        dev_value *tmp[] = {&g, &gi, &go, &gf, &gc, &si, &so, &sf, &tc, &a, &b, &tn};
+        for (size_t i = 0; i < UT_COUNTOF(tmp); i++)
+            dev_value_release(tmp[i]);
+        /* GRU (linear before reset), gates z r h of the first 3H columns */
+        dev_value gx = gate_of(&xw, 0, NB, 3 * H), gh = gate_of(&hr, 0, NB, 3 * H);
+        dev_value xz = gate_of(&gx, 0, NB, H), xr = gate_of(&gx, 1, NB, H), xh = gate_of(&gx, 2, NB, H);
+        dev_value hz = gate_of(&gh, 0, NB, H), hrr = gate_of(&gh, 1, NB, H), hh = gate_of(&gh, 2, NB, H);
+        dev_value zs = ew(ISA_ADD, &xz, &hz), rs = ew(ISA_ADD, &xr, &hrr);
+        dev_value z = ew(ISA_SIGMOID, &zs, NULL), r = ew(ISA_SIGMOID, &rs, NULL), rh = ew(ISA_MUL, &r, &hh);
+        dev_value ns = ew(ISA_ADD, &xh, &rh), n = ew(ISA_TANH, &ns, NULL), omz = ew(ISA_SUB, &ones, &z);
+        dev_value ga = ew(ISA_MUL, &omz, &n), gb = ew(ISA_MUL, &z, &c), want = ew(ISA_ADD, &ga, &gb), got;
+        ck_assert_int_eq(C(ISA_GRU_CELL, 0, &got, ref(gx), ref(gh), ref(c)), TFVM_OK);
+        same_bits(&got, &want, "gru_cell");
+        dev_value *tmp2[] = {&gx, &gh, &xz, &xr, &xh, &hz, &hrr, &hh, &zs, &rs, &z, &r, &rh, &ns, &n, &omz, &ga, &gb,
+                             &xw, &hr, &c, &ones};
+        for (size_t i = 0; i < UT_COUNTOF(tmp2); i++)
+            dev_value_release(tmp2[i]);
+    }
+}
+END_TEST
+
+START_TEST(test_rnn_cells_errors)
+{
+    FAILS(ISA_LSTM_CELL_C, 0, (T(F32, (1, 8)), T(F32, (1, 8)), T(F32, (1, 3))), SH,
+          "lstm_cell_c: gates [1, 8] must be [1, 12] (4 gates of the state [1, 3])");
+    FAILS(ISA_LSTM_CELL_H, 0, (T(F32, (1, 8)), T(F32, (2, 8)), T(F32, (1, 2))), SH,
+          "lstm_cell_h: gates [2, 8] must be [1, 8] (4 gates of the state [1, 2])");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (1, 8)), T(F32, (1, 8)), T(F32, (1, 2))), SH,
+          "gru_cell: gates [1, 8] must be [1, 6] (3 gates of the state [1, 2])");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (6)), T(F32, (6)), T(F32, (2))), SH,
+          "gru_cell: the state must be [B, H] (rank 2), got [2]");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (1, 6)), T(F64, (1, 6)), T(F32, (1, 2))), TY,
+          "gru_cell: dtype mismatch: f32 [1, 6] and f64 [1, 6]");
+    FAILS(ISA_LSTM_CELL_C, 0, (T(I32, (1, 4)), T(I32, (1, 4)), T(I32, (1, 1))), TY,
+          "lstm_cell_c: not defined on i32 (floats only)");
+}
+END_TEST
+
 /* ---- FUSED_CONV2D ------------------------------------------------------------------ */
 /* Naive convolution of integer-valued operands, then bias and act. */
 static void conv_ref(const dev_value *x, const dev_value *w, const int64_t *p, const double *bias, uint32_t act,
@@ -384,6 +507,55 @@ START_TEST(test_conv_f32_kernels)
             }
     }
     dev_cf_force_portable(false);
+}
+END_TEST
+
+/* Depthwise convolutions (dwconv.c) on each instruction set the CPU has
+ * and the portable code: narrow planes (channels-last blocks, a last block
+ * of fewer channels), wide planes (rows of vectors), strides of 2 and 3,
+ * dilations, uneven pads, two images, two outputs per channel, 1x1 outputs. */
+static const struct {
+    int64_t x[4], w[4], p[9];
+} dw_cases[] = {
+    {{1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
+    {{2, 18, 11, 11}, {18, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 18}},
+    {{1, 4, 20, 60}, {4, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 4}},
+    {{1, 3, 17, 101}, {3, 1, 3, 3}, {2, 2, 1, 0, 0, 1, 1, 1, 3}},
+    {{1, 3, 10, 70}, {6, 1, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 3}},
+    {{1, 5, 6, 50}, {5, 1, 1, 7}, {1, 3, 0, 3, 0, 3, 1, 1, 5}},
+    {{1, 17, 3, 3}, {17, 1, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 17}},
+    {{1, 2, 30, 7}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+};
+
+START_TEST(test_conv_depthwise)
+{
+    for (int path = 0; path <= 2; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(dw_cases); ci++)
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                conv_case(F32, acts[ai], dw_cases[ci].x, dw_cases[ci].w, dw_cases[ci].p);
+                dev_value x = randt(F32, 4, dw_cases[ci].x, 21), w = randt(F32, 4, dw_cases[ci].w, 22);
+                dev_value bias = randt(F32, 1, dw_cases[ci].w, 23), o;
+                static double want[16384];
+                double bv[64];
+                for (int64_t i = 0; i < dw_cases[ci].w[0]; i++)
+                    bv[i] = elem(&bias, i);
+                int64_t od[4];
+                conv_ref(&x, &w, dw_cases[ci].p, bv, 0, want, od);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, x, w, ivec(dw_cases[ci].p, 9), bias),
+                                 TFVM_OK);
+                ck_assert_int_eq(o.u.t->count, od[0] * od[1] * od[2] * od[3]);
+                for (int64_t i = 0; i < o.u.t->count; i++) {
+                    const double got = elem(&o, i), tol = 1e-5 * (fabs(want[i]) + 1);
+                    const double lo = act_ref(F64, acts[ai], want[i] - tol), hi = act_ref(F64, acts[ai], want[i] + tol);
+                    ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
+                                  "case %zu act %u path %d: element %lld is %.9g, expected act(%.9g)", ci,
+                                  (unsigned)acts[ai], path, (long long)i, got, want[i]);
+                }
+                dev_value_release(&o);
+            }
+    }
+    dev_dw_force(0);
 }
 END_TEST
 
@@ -675,6 +847,10 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
     tcase_add_test(tc, test_conv_f32_kernels);
+    tcase_add_test(tc, test_conv_depthwise);
+    tcase_add_test(tc, test_rnn_cells_same_as_unfused);
+    tcase_add_test(tc, test_rnn_cells_errors);
+    tcase_add_test(tc, test_maxpool_grid);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
