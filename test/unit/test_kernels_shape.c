@@ -1,5 +1,7 @@
-/* test/unit/test_kernels2.c — the CPU kernels of issue 10's tensor ops
- * (LOG_SOFTMAX .. STACK_PUT, and the 12-parameter pools): exact outputs
+/* test/unit/test_kernels_shape.c — the CPU kernels of the shape, index and
+ * reduction tensor ops (LOG_SOFTMAX .. STACK_PUT: reductions and scans,
+ * squeeze/expand/tile/slices, gathers, TOPK, ONEHOT, stacks, RESIZE, LRN and
+ * the 12-parameter pools): exact outputs
  * worked out by hand (or with NumPy / ONNX's reference implementation, noted
  * where so), every error message word for word, every allocation failure. */
 #include "kernutil.h"
@@ -724,7 +726,7 @@ static void teardown(void)
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("kernels2");
+    Suite *s = suite_create("kernels_shape");
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
