@@ -9,16 +9,76 @@
 #include <math.h>
 #include <string.h>
 
-/* The activations, the same expressions as the elementwise RELU, SIGMOID and
- * TANH (elementwise.c, act.h), so that a fused instruction gives bit for bit what the
- * three separate ones give. */
-#define EPI_LOOP(T, EXP, TANH)                                                              \
+/* The activations, the same expressions as the elementwise ops they replace
+ * (elementwise.c, act.c; the importers' spellings, docs/isa.md), so that a
+ * fused instruction gives bit for bit what the separate ones give. RELU goes
+ * with the bias; the others run over the row once the bias is in: f32
+ * through act.c's vector code, f64 as the f64 elementwise kernels (libm). */
+#define EPI_MIN(x, y) (((x) < (y) || isnan(x)) ? (x) : (y)) /* MIN, MAX: NaN wins */
+#define EPI_MAX(x, y) (((x) > (y) || isnan(x)) ? (x) : (y))
+
+/* MUL, ADD, MIN, MAX as four ops (separate statements: never contracted to an fma) */
+static inline double hsig_f64(double x)
+{
+    const double t = x * (1.0 / 6);
+    const double u = t + 0.5;
+    return EPI_MAX(EPI_MIN(u, 1.0), 0.0);
+}
+
+static void act_f32(uint32_t act, float *c, int64_t n)
+{
+    switch (act) {
+    case ISA_OPT_ACT_SIGMOID: dev_sigmoidf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_TANH: dev_tanhf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_SILU: dev_siluf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_GELU: dev_geluf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_HARDSIGMOID: dev_hardsigmoidf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_HARDSWISH: dev_hardswishf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_RELU6: dev_relu6f_n(c, c, (size_t)n); break;
+    default: break;
+    }
+}
+
+static void act_f64(uint32_t act, double *c, int64_t n)
+{
+    switch (act) {
+    case ISA_OPT_ACT_SIGMOID:
+    case ISA_OPT_ACT_SILU:
+        for (int64_t j = 0; j < n; j++) {
+            const double x = c[j], s = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+            c[j] = act == ISA_OPT_ACT_SILU ? x * s : s;
+        }
+        break;
+    case ISA_OPT_ACT_TANH:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = tanh(c[j]);
+        break;
+    case ISA_OPT_ACT_GELU:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = (c[j] * (erf(c[j] / M_SQRT2) + 1)) * 0.5;
+        break;
+    case ISA_OPT_ACT_HARDSIGMOID:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = hsig_f64(c[j]);
+        break;
+    case ISA_OPT_ACT_HARDSWISH:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = c[j] * hsig_f64(c[j]);
+        break;
+    case ISA_OPT_ACT_RELU6:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = EPI_MIN(EPI_MAX(c[j], 0.0), 6.0);
+        break;
+    default: break;
+    }
+}
+
+#define EPI_BIAS(T)                                                                         \
     do {                                                                                    \
         T *c = cv;                                                                          \
         const T *b = bv;                                                                    \
         const T b0 = b ? b[0] : 0;                                                          \
-        switch (act) {                                                                      \
-        case ISA_OPT_ACT_RELU:                                                              \
+        if (act == ISA_OPT_ACT_RELU) {                                                      \
             if (b && bstep)                                                                 \
                 for (int64_t j = 0; j < n; j++) {                                           \
                     const T x = c[j] + b[j];                                                \
@@ -29,45 +89,25 @@
                     const T x = c[j] + b0;                                                  \
                     c[j] = x < 0 ? 0 : x;                                                   \
                 }                                                                           \
-            break;                                                                          \
-        case ISA_OPT_ACT_SIGMOID:                                                           \
-            for (int64_t j = 0; j < n; j++) {                                               \
-                const T x = c[j] + (b ? b[j * bstep] : 0);                                  \
-                c[j] = x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x));                  \
-            }                                                                               \
-            break;                                                                          \
-        case ISA_OPT_ACT_TANH:                                                              \
-            for (int64_t j = 0; j < n; j++)                                                 \
-                c[j] += b ? b[j * bstep] : 0;                                               \
-            TANH(c, n);                                                                     \
-            break;                                                                          \
-        default:                                                                            \
-            if (!b)                                                                         \
-                break;                                                                      \
-            if (bstep)                                                                      \
-                for (int64_t j = 0; j < n; j++)                                             \
-                    c[j] += b[j];                                                           \
-            else                                                                            \
-                for (int64_t j = 0; j < n; j++)                                             \
-                    c[j] += b0;                                                             \
-            break;                                                                          \
+            return;                                                                         \
         }                                                                                   \
+        if (b && bstep)                                                                     \
+            for (int64_t j = 0; j < n; j++)                                                 \
+                c[j] += b[j];                                                               \
+        else if (b)                                                                         \
+            for (int64_t j = 0; j < n; j++)                                                 \
+                c[j] += b0;                                                                 \
     } while (0)
-
-/* tanh over n elements in place: f32 as TANH computes it (act.c), f64 libm's */
-static void tanh_f32(float *c, int64_t n) { dev_tanhf_n(c, c, (size_t)n); }
-static void tanh_f64(double *c, int64_t n)
-{
-    for (int64_t j = 0; j < n; j++)
-        c[j] = tanh(c[j]);
-}
 
 void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
 {
-    if (dtype == TFVM_F32)
-        EPI_LOOP(float, expf, tanh_f32);
-    else
-        EPI_LOOP(double, exp, tanh_f64);
+    if (dtype == TFVM_F32) {
+        EPI_BIAS(float);
+        act_f32(act, cv, n);
+    } else {
+        EPI_BIAS(double);
+        act_f64(act, cv, n);
+    }
 }
 
 tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
