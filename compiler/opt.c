@@ -1298,12 +1298,14 @@ static cc_irval conv_bias(cc *C, const fuse_state *S, cc_irval v, int64_t O, cc_
  *   GELU         MUL (MUL (y, ADD (ERF (DIV (y, sqrt2)), 1)), 0.5)     torch.onnx.export
  *   HARDSIGMOID  MAX (MIN (ADD (MUL (y, 1/6), 0.5), 1), 0)            ONNX HardSigmoid as imported,
  *   HARDSWISH    MUL (y, HARDSIGMOID (y))                              with torch's alpha 1/6
- *   RELU6        MIN (MAX (y, 0), 6)                                   ONNX Clip(0, 6) as imported */
+ *   RELU6        MIN (MAX (y, 0), 6)                                   ONNX Clip(0, 6) as imported
+ *   GELU_TANH    MUL (MUL (y, ADD (TANH (MUL (ADD (y, MUL (MUL (y, MUL (y, y)), 0.044715)),
+ *                sqrt(2/pi))), 1)), 0.5)                               torch's GELU(approximate='tanh') */
 typedef struct act_match {
     uint32_t act;
     cc_irval y;         /* the activation's input */
     uint32_t y_uses;    /* how often the pattern uses y */
-    cc_node *inner[6];  /* the pattern's ops but F, removed with the fusion */
+    cc_node *inner[8];  /* the pattern's ops but F, removed with the fusion */
     int n_inner;
 } act_match;
 
@@ -1433,6 +1435,25 @@ static bool match_act(const fuse_state *S, cc_node *F, const cc_blk *b, uint8_t 
         if (q && same_irval(x, y)) {
             *m = (act_match){.act = ISA_OPT_ACT_GELU, .y = y, .y_uses = 2, .inner = {mm, p, e, q}, .n_inner = 4};
             return true;
+        }
+        /* the tanh form: e = TANH (MUL (ADD (y, MUL (MUL (y, MUL (y, y)), k)), c)) */
+        cc_node *t = p ? sole_op(S, ev, ISA_TANH, b) : NULL;
+        cc_irval av, kv;
+        cc_node *mc = t ? op_const(S, t->in[0], ISA_MUL, b, d, 0.7978845608028654, true, &av) : NULL;
+        cc_node *a = mc ? sole_op(S, av, ISA_ADD, b) : NULL;
+        for (int i = 0; a && a->n_in == 2 && i < 2; i++) {
+            if (!same_irval(a->in[i], y))
+                continue;
+            cc_node *mk = op_const(S, a->in[1 - i], ISA_MUL, b, d, 0.044715, true, &kv);
+            cc_node *x3 = mk ? sole_op(S, kv, ISA_MUL, b) : NULL;
+            for (int h = 0; x3 && x3->n_in == 2 && h < 2; h++) {
+                cc_node *x2 = same_irval(x3->in[h], y) ? sole_op(S, x3->in[1 - h], ISA_MUL, b) : NULL;
+                if (x2 && x2->n_in == 2 && same_irval(x2->in[0], y) && same_irval(x2->in[1], y)) {
+                    *m = (act_match){.act = ISA_OPT_ACT_GELU_TANH, .y = y, .y_uses = 5,
+                                     .inner = {mm, p, t, mc, a, mk, x3, x2}, .n_inner = 8};
+                    return true;
+                }
+            }
         }
     }
     return false;

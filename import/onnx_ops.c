@@ -522,16 +522,13 @@ static void op_Gelu(ox_node *N)
         t = ox_ew2(N, ISA_ADD, x, &x3, d);
         t = ox_ew2(N, ISA_MUL, &t, &c, d);
         t = ox_ew1(N, ISA_TANH, &t);
-        t = ox_ew2(N, ISA_ADD, &t, &one, d);
-        t = ox_ew2(N, ISA_MUL, &t, &half, d);
-        N->out[0] = ox_ew2(N, ISA_MUL, x, &t, d);
-        return;
+    } else {
+        ox_val r = ox_fscalar(N, d, M_SQRT2);
+        t = ox_ew2(N, ISA_DIV, x, &r, d);
+        t = ox_ew1(N, ISA_ERF, &t);
     }
-    /* (x * (erf(x / sqrt(2)) + 1)) * 0.5: torch.onnx.export's spelling, which
-     * the optimiser fuses into a product as its GELU activation */
-    ox_val r = ox_fscalar(N, d, M_SQRT2);
-    t = ox_ew2(N, ISA_DIV, x, &r, d);
-    t = ox_ew1(N, ISA_ERF, &t);
+    /* (x * (t + 1)) * 0.5: torch.onnx.export's spelling of both forms, which
+     * the optimiser fuses into a product as its gelu and gelu_tanh */
     t = ox_ew2(N, ISA_ADD, &t, &one, d);
     t = ox_ew2(N, ISA_MUL, x, &t, d);
     N->out[0] = ox_ew2(N, ISA_MUL, &t, &half, d);

@@ -25,6 +25,47 @@ static inline double hsig_f64(double x)
     return EPI_MAX(EPI_MIN(u, 1.0), 0.0);
 }
 
+/* GELU's tanh form as torch.onnx.export spells it, one op per statement (an
+ * expression could be contracted to an fma): (x * (tanh(C * (x + K * (x *
+ * (x * x)))) + 1)) * 0.5, the tanh through act.c as TANH; 256 at a time. */
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_K 0.044715
+static void gelu_tanh_f32(float *c, int64_t n)
+{
+    float u[256];
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+        const int64_t m = n - j0 < 256 ? n - j0 : 256;
+        float *x = c + j0;
+        for (int64_t j = 0; j < m; j++) {
+            const float x2 = x[j] * x[j];
+            const float x3 = x[j] * x2;
+            const float kx3 = x3 * (float)GELU_K;
+            const float a = x[j] + kx3;
+            u[j] = a * (float)GELU_C;
+        }
+        dev_tanhf_n(u, u, (size_t)m);
+        for (int64_t j = 0; j < m; j++) {
+            const float p = u[j] + 1.0f;
+            const float y = x[j] * p;
+            x[j] = y * 0.5f;
+        }
+    }
+}
+
+static void gelu_tanh_f64(double *c, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const double x = c[j], x2 = x * x;
+        const double x3 = x * x2;
+        const double kx3 = x3 * GELU_K;
+        const double a = x + kx3;
+        const double t = tanh(a * GELU_C);
+        const double p = t + 1.0;
+        const double y = x * p;
+        c[j] = y * 0.5;
+    }
+}
+
 static void act_f32(uint32_t act, float *c, int64_t n)
 {
     switch (act) {
@@ -35,6 +76,7 @@ static void act_f32(uint32_t act, float *c, int64_t n)
     case ISA_OPT_ACT_HARDSIGMOID: dev_hardsigmoidf_n(c, c, (size_t)n); break;
     case ISA_OPT_ACT_HARDSWISH: dev_hardswishf_n(c, c, (size_t)n); break;
     case ISA_OPT_ACT_RELU6: dev_relu6f_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f32(c, n); break;
     default: break;
     }
 }
@@ -69,6 +111,7 @@ static void act_f64(uint32_t act, double *c, int64_t n)
         for (int64_t j = 0; j < n; j++)
             c[j] = EPI_MIN(EPI_MAX(c[j], 0.0), 6.0);
         break;
+    case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f64(c, n); break;
     default: break;
     }
 }

@@ -279,6 +279,8 @@ START_TEST(activations)
         {MM "s * max(min(0.5 + 0.16666667 * s, 1.0), 0.0)\n}\n", ISA_OPT_ACT_HARDSWISH, 0},
         {CV "max(min(s * 0.16666667 + 0.5, 1.0), 0.0) * s\n}\n", ISA_OPT_ACT_HARDSWISH, 0},
         {MM "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
+        {MM "(s * (tanh((s + (s * (s * s)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
+        {CV "0.5 * ((1.0 + tanh(0.7978846 * (0.044715 * ((s * s) * s) + s))) * s)\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
         {CV "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
         /* near misses: erf(s * 1/sqrt2) rounds differently; ONNX's default
          * HardSigmoid alpha 0.2; a clip to 5; the sigmoid of another value */
@@ -286,6 +288,8 @@ START_TEST(activations)
         {MM "max(min(s * 0.2 + 0.5, 1.0), 0.0)\n}\n", 0, 4},
         {MM "min(max(s, 0.0), 5.0)\n}\n", 0, 2},
         {MM "s * sigmoid(s + 1.0)\n}\n", 0, 3},
+        /* x^3 as (s * s) * t of another t: the cube must be of the sum */
+        {MM "(s * (tanh((s + (s * (s * b)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", 0, 9},
     };
 #undef MM
 #undef CV

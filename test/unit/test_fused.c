@@ -26,6 +26,8 @@ static void teardown(void)
 #define HSIG ISA_OPT_ACT_HARDSIGMOID
 #define HSWISH ISA_OPT_ACT_HARDSWISH
 #define RELU6 ISA_OPT_ACT_RELU6
+#define GELUT ISA_OPT_ACT_GELU_TANH
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
 
 /* MIN and MAX as elementwise.c spells them (NaN wins) */
 static double fmin_nan(double x, double y) { return (x < y || isnan(x)) ? x : y; }
@@ -64,6 +66,16 @@ static double act_ref(uint8_t dt, uint32_t act, double x)
         case HSIG: return hsigf(f);
         case HSWISH: return f * hsigf(f);
         case RELU6: return (float)fmin_nan(fmax_nan(f, 0), 6);
+        case GELUT: {
+            const float x2 = f * f;
+            const float x3 = f * x2;
+            const float k = x3 * 0.044715f;
+            const float a = f + k;
+            const float t = act1f(dev_tanhf_n, a * (float)GELU_C);
+            const float p = t + 1;
+            const float y = f * p;
+            return y * 0.5f;
+        }
         default: return f;
         }
     }
@@ -77,6 +89,7 @@ static double act_ref(uint8_t dt, uint32_t act, double x)
     case HSIG: return hsig(x);
     case HSWISH: return x * hsig(x);
     case RELU6: return fmin_nan(fmax_nan(x, 0), 6);
+    case GELUT: return (x * (tanh((x + x * (x * x) * 0.044715) * GELU_C) + 1)) * 0.5;
     default: return x;
     }
 }
@@ -193,7 +206,7 @@ START_TEST(test_matmul_errors)
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B), "tb");
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, RELU), "relu");
     ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_TRANS_A));
-    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 1024));
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 2048));
 }
 END_TEST
 
@@ -277,11 +290,21 @@ static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
     case RELU6:
         t = ew(ISA_MAX, s, num(dt, 0));
         return ew(ISA_MIN, t, num(dt, 6));
+    case GELUT:
+        t = ew(ISA_MUL, ref(s), ref(s));
+        t = ew(ISA_MUL, ref(s), t);
+        t = ew(ISA_MUL, t, num(dt, 0.044715));
+        t = ew(ISA_ADD, ref(s), t);
+        t = ew(ISA_MUL, t, num(dt, GELU_C));
+        t = ew(ISA_TANH, t, t);
+        t = ew(ISA_ADD, t, num(dt, 1));
+        t = ew(ISA_MUL, s, t);
+        return ew(ISA_MUL, t, num(dt, 0.5));
     default: return s;
     }
 }
 
-static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6};
+static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6, GELUT};
 
 START_TEST(test_same_as_unfused)
 {
