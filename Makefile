@@ -194,7 +194,7 @@ test: check-deps layers all $(UNIT_BIN) $(FAKE_CUDA)
 # Without PyPI or python3's venv it says it skipped. Under SAN (make asan) the
 # extension is instrumented too and the sanitizers' runtimes preloaded.
 PYTHON3 ?= python3
-pytest: $(LIBA)
+pytest: $(LIBA) $(FAKE_CUDA)
 	@SAN=$(SAN) CC=$(CC) bash python/tests/run.sh $(PYTHON3) $(BUILD)/py-venv $(BUILD)
 
 asan:
