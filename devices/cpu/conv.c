@@ -203,9 +203,10 @@ static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *s
     dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
                 j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, act == ISA_OPT_ACT_RELU, b, e);
     if (j->ep && !inner) {
-        int64_t col0, ncols;
+        int64_t col0, ncols, o0, no;
         dev_cf_part_cols(j->cf, b, e, &col0, &ncols);
-        dev_kepi_apply(j->ep, j->o, n * j->O + g * Og, Og, col0, ncols);
+        dev_cf_part_chans(j->cf, b, e, &o0, &no);
+        dev_kepi_apply(j->ep, j->o, n * j->O + g * Og + o0, no, col0, ncols);
     }
 }
 

@@ -20,7 +20,7 @@
 typedef struct dev_cf_isa {
     int64_t vl, pw, ov, mr, nv;
     void (*wino)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s, const float *bias,
-                 bool relu, int64_t ty0, int64_t ty1);
+                 bool relu, int64_t ty0, int64_t ty1, int64_t o0, int64_t o1);
     void (*rows)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t oh0, int64_t oh1);
     void (*flat)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
@@ -391,6 +391,11 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
             c.BT = c.TH;
         c.scratch_floats = (size_t)(fixed + c.BT * per);
         c.wk_floats = (size_t)(16 * Cg * c.Op);
+        /* few tile rows (7x7 and 14x14 late layers): an image's parts are
+         * blocks of output channels, each reading only its share of U, not
+         * bands of tile rows that each read all of it */
+        c.ob = isa->ov * isa->vl;
+        c.nob = c.TH < 8 && c.Op / c.ob >= 2 ? c.Op / c.ob : 0;
     } else if (Cg * KH * KW <= 64 && OW == W) {
         /* as wide as x: the flat kernel, whose vectors run across rows */
         c.kind = DEV_CF_FLAT;
@@ -438,11 +443,28 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
 
 int64_t dev_cf_parts(const dev_cf *cf)
 {
-    return cf->kind == DEV_CF_WINO ? cf->TH : cf->kind == DEV_CF_FLAT ? cf->nblk : cf->OH;
+    return cf->kind == DEV_CF_WINO ? (cf->nob ? cf->nob : cf->TH) : cf->kind == DEV_CF_FLAT ? cf->nblk : cf->OH;
+}
+
+void dev_cf_part_chans(const dev_cf *cf, int64_t b, int64_t e, int64_t *o0, int64_t *no)
+{
+    if (!cf->nob) {
+        *o0 = 0;
+        *no = cf->Og;
+        return;
+    }
+    const int64_t lo = b * cf->ob < cf->Og ? b * cf->ob : cf->Og, hi = e * cf->ob < cf->Og ? e * cf->ob : cf->Og;
+    *o0 = lo;
+    *no = hi - lo;
 }
 
 void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int64_t *ncols)
 {
+    if (cf->nob) {
+        *col0 = 0;
+        *ncols = cf->OH * cf->OW;
+        return;
+    }
     const int64_t OHW = cf->OH * cf->OW;
     const int64_t per = cf->kind == DEV_CF_WINO   ? 2 * cf->OW /* a tile row */
                         : cf->kind == DEV_CF_FLAT ? cf->isa->nv * cf->isa->vl
@@ -460,7 +482,10 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
     if (bias)
         bias += g * cf->Og;
     if (cf->kind == DEV_CF_WINO)
-        cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, b, e);
+        if (cf->nob)
+            cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, 0, cf->TH, b * cf->ob, e * cf->ob);
+        else
+            cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, b, e, 0, cf->Op);
     else if (cf->kind == DEV_CF_FLAT)
         cf->isa->flat(cf, wk, xg, og, scratch, bias, relu, b, e);
     else

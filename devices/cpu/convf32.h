@@ -23,6 +23,8 @@ typedef struct dev_cf {
     int64_t TH, TW;        /* Winograd: 2x2 output tiles */
     int64_t BT;            /* Winograd: tile rows per band (the scratch holds one band) */
     int64_t WG;            /* Winograd: groups of the register block's tiles per product */
+    int64_t ob, nob;       /* Winograd: output channels per block; parts are nob blocks
+                              of them (0: parts are tile rows) */
     int64_t CS, nblk;      /* flat: floats per channel's copy of x, runs of output pixels */
     const uint32_t *mk;    /* flat: lane masks (in raw) */
     size_t mk_count;
@@ -48,8 +50,10 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
  * of output rows) that can be computed apart, each element the same way
  * whichever parts go together: so one image can be split over threads. */
 int64_t dev_cf_parts(const dev_cf *cf);
-/* The output pixels (columns of og's [Og, OH*OW]) that parts [b, e) write. */
+/* The output pixels (columns of og's [Og, OH*OW]) and channels (its rows)
+ * that parts [b, e) write. */
 void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int64_t *ncols);
+void dev_cf_part_chans(const dev_cf *cf, int64_t b, int64_t e, int64_t *o0, int64_t *no);
 /* Parts [b, e) of an item: xg [Cg, H, W] into og [Og, OH, OW], with scratch
  * of cf->scratch_floats floats; with bias (the instruction's [G*Og], or
  * NULL) each sum + bias[o], then with relu x < 0 ? 0 : x: what ADD and RELU

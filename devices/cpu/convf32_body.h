@@ -60,11 +60,11 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt
  * it is in cache: with few tiles and many channels (7x7 x 512) U is read
  * from memory once per band, not once per CF_PW tiles. */
 CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U, const float *V, float *M,
-                                                int64_t ng, int64_t TS)
+                                                int64_t ng, int64_t TS, int64_t o0, int64_t o1)
 {
     const int64_t Cg = cf->Cg, Cp = cf->Cp, Op = cf->Op;
     for (int xi = 0; xi < 16; xi++)
-        for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL)
+        for (int64_t ob = o0; ob < o1; ob += CF_OV * CF_VL)
             for (int64_t g = 0; g < ng; g++) {
                 const float *Ux = U + xi * Cg * Op, *Vx = V + (xi * TS + g * CF_PW) * Cp;
                 VF acc[CF_PW][CF_OV];
@@ -96,13 +96,13 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U
 
 /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] of tiles tb + p, p < np */
 CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tyb, int64_t tb, int64_t np,
-                                                float *Y, int64_t TS)
+                                                float *Y, int64_t TS, int64_t o0, int64_t o1)
 {
     const int64_t Op = cf->Op, TW = cf->TW, YW = 2 * TW;
     for (int64_t p = 0; p < np; p++) {
         const int64_t t = tb + p, ty = t / TW, tx = t % TW;
         float *y = Y + (2 * (ty - tyb) * YW + 2 * tx) * Op;
-        for (int64_t ov = 0; ov < Op; ov += CF_VL) {
+        for (int64_t ov = o0; ov < o1; ov += CF_VL) {
             VF m[4][4], t0[4], t1[4];
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++)
@@ -122,12 +122,16 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M
     }
 }
 
-/* Tile rows [ty0, ty1) in bands of at most cf->BT tile rows: xt holds the
- * 2 BT + 2 rows of x a band reads, Y its 2 BT output rows. */
+/* Tile rows [ty0, ty1) in bands of at most cf->BT tile rows, output
+ * channels [o0, o1) (whole blocks of CF_OV vectors; those past Og are not
+ * stored): xt holds the 2 BT + 2 rows of x a band reads, Y its 2 BT output
+ * rows. */
 CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
-                                         const float *bias, bool relu, int64_t ty0, int64_t ty1)
+                                         const float *bias, bool relu, int64_t ty0, int64_t ty1, int64_t o0,
+                                         int64_t o1)
 {
     const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
+    const int64_t oc = (o1 < Og ? o1 : Og) - o0; /* the channels stored */
     const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW, BT = cf->BT;
     const int64_t Wx = 2 * TW + 2, YW = 2 * TW, TS = cf->WG * CF_PW;
     float *xt = s, *V = xt + (2 * BT + 2) * Wx * Cp, *M = V + 16 * TS * Cp, *Y = M + 16 * TS * Op;
@@ -145,14 +149,15 @@ CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const 
                 const int64_t np = nt - g * CF_PW < CF_PW ? nt - g * CF_PW : CF_PW;
                 CF_SFX(wino_in)(cf, xt, b0, tb + g * CF_PW, np, V + g * CF_PW * Cp, TS);
             }
-            CF_SFX(wino_mul)(cf, U, V, M, ng, TS);
+            CF_SFX(wino_mul)(cf, U, V, M, ng, TS, o0, o1);
             for (int64_t g = 0; g < ng; g++) {
                 const int64_t np = nt - g * CF_PW < CF_PW ? nt - g * CF_PW : CF_PW;
-                CF_SFX(wino_out)(cf, M + g * CF_PW * Op, b0, tb + g * CF_PW, np, Y, TS);
+                CF_SFX(wino_out)(cf, M + g * CF_PW * Op, b0, tb + g * CF_PW, np, Y, TS, o0, o1);
             }
         }
         for (int64_t h = 2 * b0; h < 2 * b1 && h < OH; h++)
-            CF_SFX(to_chw)(Y + (h - 2 * b0) * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);
+            CF_SFX(to_chw)(Y + (h - 2 * b0) * YW * Op + o0, Op, OW, oc, og + o0 * OH * OW + h * OW, OH * OW,
+                           bias ? bias + o0 : NULL, relu);
     }
 }
 
