@@ -1,0 +1,32 @@
+/* devices/cpu/sgemm.h — tfvm's own packed f32 matrix product (sgemm.c):
+ * register-blocked micro-kernels for AVX-512, AVX2+FMA and portable vector
+ * code, chosen once at run time from what the CPU has. */
+#ifndef TFVM_CPU_SGEMM_H
+#define TFVM_CPU_SGEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum dev_sg_isa {
+    DEV_SG_PORTABLE, /* GCC vector extensions, 4 lanes, no FMA */
+    DEV_SG_AVX2,     /* AVX2 + FMA, 6 x 16 tiles */
+    DEV_SG_AVX512,   /* AVX-512F, 6 x 32 tiles */
+    DEV_SG_N_ISA
+} dev_sg_isa;
+
+/* C[M, N] = op(A) @ op(B), row-major, op(X) = X^T when ta (tb); C is
+ * overwritten (beta 0). Every element is summed in K order, in blocks of
+ * K that depend on K only, so a row or column block of C computed alone has
+ * the bits it has in the whole product. false when the per-thread packing
+ * buffer cannot be allocated; C is then untouched. Thread-safe. */
+bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+               int64_t ldb, float *C, int64_t ldc);
+/* The same on a given instruction set (tests, benchmarks); false also when
+ * the CPU lacks it. */
+bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float *C, int64_t ldc);
+bool dev_sg_have(dev_sg_isa isa);
+dev_sg_isa dev_sg_best(void); /* what dev_sgemm uses */
+const char *dev_sg_name(dev_sg_isa isa);
+
+#endif
