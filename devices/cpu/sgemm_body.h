@@ -9,50 +9,37 @@
  * b steps ldb floats per p and has V * SG_VL readable floats at each. One
  * sum per element, in p order (the same bits in any tile); they stay in
  * registers. A tile cut by the edge of C (nr < V * SG_VL) goes through t,
- * so that nothing past the edge is written, with the same additions. */
-SG_TARGET __attribute__((always_inline)) static inline void SG_SFX(tile)(int64_t kc, const float *restrict a,
-                                                                        const float *restrict b, int64_t ldb,
-                                                                        float *restrict c, int64_t ldc, int64_t nr,
-                                                                        bool add, const int R, const int V)
-{
-    SG_VF acc[SG_MR][SG_W1];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 16
-        for (int v = 0; v < V; v++)
-            acc[i][v] = VZERO();
-    for (int64_t p = 0; p < kc; p++, a += SG_MR, b += ldb) {
-        SG_VF bv[SG_W1];
-#pragma GCC unroll 16
-        for (int v = 0; v < V; v++)
-            bv[v] = VLD(b + v * SG_VL);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++) {
-            const SG_VF ai = VBC(a[i]);
-#pragma GCC unroll 16
-            for (int v = 0; v < V; v++)
-                acc[i][v] = VFMA(ai, bv[v], acc[i][v]);
-        }
+ * so that nothing past the edge is written, with the same additions. A
+ * macro, not an inline function with R and V as arguments: clang keeps an
+ * array sized for the largest tile in memory. */
+#define SG_TILE(R, V)                                                                                          \
+    SG_VF acc[R][V];                                                                                           \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                    \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VZERO();                           \
+    for (int64_t p = 0; p < kc; p++, a += SG_MR, b += ldb) {                                                  \
+        SG_VF bv[V];                                                                                           \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) bv[v] = VLD(b + v * SG_VL);                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
+        {                                                                                                      \
+            const SG_VF ai = VBC(a[i]);                                                                        \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VFMA(ai, bv[v], acc[i][v]);     \
+        }                                                                                                      \
+    }                                                                                                          \
+    if (nr == (V) * SG_VL) {                                                                                   \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++)                                            \
+        {                                                                                                      \
+            float *ci = c + i * ldc + v * SG_VL;                                                               \
+            VST(ci, add ? VADD(VLD(ci), acc[i][v]) : acc[i][v]);                                               \
+        }                                                                                                      \
+        return;                                                                                                \
+    }                                                                                                          \
+    float t[(V) * SG_VL];                                                                                      \
+    for (int i = 0; i < (R); i++) {                                                                            \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) VST(t + v * SG_VL, acc[i][v]);                 \
+        for (int64_t j = 0; j < nr; j++)                                                                       \
+            c[i * ldc + j] = add ? c[i * ldc + j] + t[j] : t[j];                                               \
     }
-    if (nr == V * SG_VL) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; i++)
-#pragma GCC unroll 16
-            for (int v = 0; v < V; v++) {
-                float *ci = c + i * ldc + v * SG_VL;
-                VST(ci, add ? VADD(VLD(ci), acc[i][v]) : acc[i][v]);
-            }
-        return;
-    }
-    float t[SG_W1 * SG_VL];
-    for (int i = 0; i < R; i++) {
-#pragma GCC unroll 16
-        for (int v = 0; v < V; v++)
-            VST(t + v * SG_VL, acc[i][v]);
-        for (int64_t j = 0; j < nr; j++)
-            c[i * ldc + j] = add ? c[i * ldc + j] + t[j] : t[j];
-    }
-}
 
 /* One function per tile shape: SG_SFX(kR) for R rows by SG_NV vectors;
  * with one or two rows, wider tiles keep more sums in flight: SG_SFX(w1)
@@ -61,7 +48,7 @@ SG_TARGET __attribute__((always_inline)) static inline void SG_SFX(tile)(int64_t
     SG_TARGET static void SG_SFX(name)(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, \
                                        float *restrict c, int64_t ldc, int64_t nr, bool add)                   \
     {                                                                                                          \
-        SG_SFX(tile)(kc, a, b, ldb, c, ldc, nr, add, R, V);                                                     \
+        SG_TILE(R, V)                                                                                          \
     }
 SG_DEF(k1, 1, SG_NV)
 SG_DEF(k2, 2, SG_NV)
@@ -78,3 +65,4 @@ SG_DEF(k8, 8, SG_NV)
 SG_DEF(w1, 1, SG_W1)
 SG_DEF(w2, 2, 2 * SG_NV)
 #undef SG_DEF
+#undef SG_TILE
