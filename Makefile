@@ -225,6 +225,12 @@ $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# bench/gemm.c: f32 products of model sizes through the VM against cblas_sgemm, 1 and 2 threads.
+BENCH_GEMM := $(BUILD)/bench/gemm
+$(BENCH_GEMM): bench/gemm.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
 # bench/coexec.c: Terra's co-execution (issue 16), a session against serialized runs.
 BENCH_COEXEC := $(BUILD)/bench/coexec
 $(BENCH_COEXEC): bench/coexec.c $(LIBA)
@@ -242,11 +248,12 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL) $(BENCH_COEXEC)
+bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
 	@$(BENCH_MATMUL)
+	@$(BENCH_GEMM)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
