@@ -231,6 +231,12 @@ $(BENCH_GEMM): bench/gemm.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# bench/modelrun.c: one model's time through tfvm.h (bench/ortmodels.sh).
+BENCH_MODELRUN := $(BUILD)/bench/modelrun
+$(BENCH_MODELRUN): bench/modelrun.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
 # bench/coexec.c: Terra's co-execution (issue 16), a session against serialized runs.
 BENCH_COEXEC := $(BUILD)/bench/coexec
 $(BENCH_COEXEC): bench/coexec.c $(LIBA)
@@ -248,7 +254,7 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC)
+bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
@@ -257,6 +263,8 @@ bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh
+	@SET=conv MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
+	@SET=seq MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

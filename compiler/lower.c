@@ -273,10 +273,7 @@ static bool cval_eq(const cc_cval *a, const cc_cval *b)
 
 static uint64_t cval_hash(const cc_cval *c)
 {
-    uint64_t h = c->dtype * 31u + c->rank;
-    const unsigned char *p = c->data;
-    for (size_t i = 0; i < c->nbytes; i++)
-        h = h * 1099511628211ull ^ p[i];
+    uint64_t h = (c->dtype * 31u + c->rank) ^ ut_hash_bytes(c->data, c->nbytes);
     for (int i = 0; i < c->rank; i++)
         h = mix(h, (uint64_t)c->dims[i]);
     return h;

@@ -769,10 +769,7 @@ typedef struct const_canon {
 
 static uint64_t cval_hash(const cc_cval *c)
 {
-    uint64_t h = hmix(c->dtype, c->rank);
-    const unsigned char *p = c->data;
-    for (size_t i = 0; i < c->nbytes; i++)
-        h = hmix(h, p[i]);
+    uint64_t h = hmix(hmix(c->dtype, c->rank), ut_hash_bytes(c->data, c->nbytes));
     for (int i = 0; i < c->rank; i++)
         h = hmix(h, (uint64_t)c->dims[i]);
     return h;

@@ -57,6 +57,7 @@ static void tensor_init(tfvm_tensor *t, const tfvm_allocator *a, size_t block, t
     t->data = NULL;
     t->pool = NULL;
     atomic_init(&t->mirror, NULL);
+    atomic_init(&t->prep, NULL);
     t->release = NULL;
     t->release_ud = NULL;
 }
@@ -167,6 +168,74 @@ tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t)
     return t;
 }
 
+/* ---- Prepared forms ------------------------------------------------------------------
+ * A list pushed at its head with a compare-and-swap and never shortened
+ * while the tensor lives, so readers walk it without a lock. */
+typedef struct dev_prep {
+    struct dev_prep *next;
+    tfvm_allocator alloc;
+    size_t block;
+    size_t key_len;
+    unsigned char key[DEV_PREP_KEY];
+    void *data; /* 64-byte aligned, inside the block */
+} dev_prep;
+
+static void prep_free_all(dev_prep *p)
+{
+    while (p) {
+        dev_prep *next = p->next;
+        tfvm_allocator a = p->alloc;
+        ut_free(&a, p, p->block);
+        p = next;
+    }
+}
+
+static const dev_prep *prep_find(const dev_prep *p, const void *key, size_t key_len)
+{
+    for (; p; p = p->next)
+        if (p->key_len == key_len && memcmp(p->key, key, key_len) == 0)
+            return p;
+    return NULL;
+}
+
+const void *dev_tensor_prep(const tfvm_tensor *ct, const void *key, size_t key_len, size_t bytes,
+                            void (*make)(void *ctx, void *out), void *ctx)
+{
+    /* the list is the tensor's bookkeeping, not its elements: a const
+     * tensor's list still grows */
+    tfvm_tensor *t = (tfvm_tensor *)(uintptr_t)ct;
+    if (!t || t->device != DEV_CPU || key_len > DEV_PREP_KEY ||
+        atomic_load_explicit(&t->exposed, memory_order_relaxed))
+        return NULL;
+    dev_prep *head = atomic_load_explicit(&t->prep, memory_order_acquire);
+    const dev_prep *found = prep_find(head, key, key_len);
+    if (found)
+        return found->data;
+    size_t block;
+    if (__builtin_add_overflow(sizeof(dev_prep) + 64, bytes, &block))
+        return NULL;
+    dev_prep *p = ut_alloc(&t->alloc, block);
+    if (!p)
+        return NULL;
+    p->alloc = t->alloc;
+    p->block = block;
+    p->key_len = key_len;
+    memcpy(p->key, key, key_len);
+    p->data = ut_align_up((char *)(p + 1), 64);
+    make(ctx, p->data);
+    for (;;) {
+        p->next = head;
+        if (atomic_compare_exchange_weak_explicit(&t->prep, &head, p, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return p->data;
+        /* another thread pushed first: it may have made the same form */
+        if ((found = prep_find(head, key, key_len))) {
+            ut_free(&p->alloc, p, p->block);
+            return found->data;
+        }
+    }
+}
+
 void tfvm_tensor_free(tfvm_tensor *t)
 {
     if (!t)
@@ -178,6 +247,7 @@ void tfvm_tensor_free(tfvm_tensor *t)
     tfvm_tensor *m = atomic_load_explicit(&t->mirror, memory_order_acquire);
     if (m)
         tfvm_tensor_free(m);
+    prep_free_all(atomic_load_explicit(&t->prep, memory_order_acquire));
     if (t->pool)
         dev_pool_put(t->pool, t->data, t->nbytes);
     if (t->release)

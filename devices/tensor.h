@@ -9,6 +9,7 @@
 #include "util/util.h"
 
 struct dev_pool;
+struct dev_prep;
 
 struct tfvm_tensor {
     atomic_uint refs;
@@ -29,6 +30,10 @@ struct tfvm_tensor {
      * the first time a consumer on that side needs it and freed with this
      * tensor; valid because tensors never change once made (devices/place.c). */
     _Atomic(struct tfvm_tensor *) mirror;
+    /* Forms of these elements prepared for a kernel (weights transformed or
+     * packed once for every run: dev_tensor_prep), freed with this tensor;
+     * valid for the same reason. */
+    _Atomic(struct dev_prep *) prep;
     /* tfvm_tensor_wrap: data is the caller's, handed back through release
      * when the last reference goes (block then covers only the header) */
     void (*release)(void *ud, void *data);
@@ -45,6 +50,19 @@ tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int ran
  * (TFVM_ERR_DEVICE). */
 tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, struct dev_pool *pool, tfvm_dtype dtype,
                                  int rank, const int64_t *dims, tfvm_status *st);
+/* Longest key of a prepared form (dev_tensor_prep), in bytes. */
+#define DEV_PREP_KEY 96
+/* The form of t's elements named by key[0, key_len) (which says everything
+ * the form depends on besides the elements: kernel, layout, sizes), `bytes`
+ * long and 64-byte aligned, that make(ctx, out) writes: made the first time
+ * a kernel asks for it and kept with t until t is freed, so that weights are
+ * transformed once, not on every run. Safe from several threads at once
+ * (two may both make it; one copy is kept). NULL when t is on a device, the
+ * API user may write it (exposed), key_len > DEV_PREP_KEY or memory runs
+ * out: the caller then prepares into memory of its own. */
+const void *dev_tensor_prep(const tfvm_tensor *t, const void *key, size_t key_len, size_t bytes,
+                            void (*make)(void *ctx, void *out), void *ctx);
+
 /* Formats a shape as "[2, 3]" ("[]" for rank 0). */
 const char *dev_shape_str(const tfvm_tensor *t, char *buf, size_t size);
 

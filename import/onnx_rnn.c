@@ -1,7 +1,8 @@
 /* import/onnx_rnn.c — RNN, GRU and LSTM as IR While loops over the
  * sequence (one per direction): like ONNX Loop, never a host loop, the
- * steps are iterations of one static loop region whose body is the cell's
- * MATMULs and gates; Y is stacked with STACK_PUT. */
+ * steps are iterations of one static loop region whose body is the
+ * recurrent MATMUL and the gates (the input products of all steps are one
+ * product before the loop); Y is stacked with STACK_PUT. */
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,12 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         snprintf(names[k], sizeof names[k], "rnn%u_%s", id, suffix[k == nvar - 1 ? 3 : k]);
         nm[k] = names[k];
     }
+    /* the input product of every step as one product before the loop
+     * (X [T, batch, I] @ W^T, + Wb): a step then gathers its rows, and only
+     * the recurrent product h @ R^T stays in the loop */
+    ox_val XW = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &I->X, &I->W, d, 3);
+    if (I->has_b)
+        XW = ox_ew2(N, ISA_ADD, &XW, &I->Wb, d);
     cc_node *w = cc_while_new(C, N->b, nvar, iv, ty, nm, label);
     for (uint32_t k = 0; k < nvar; k++)
         lv[k].v = cc_lvar(w, k);
@@ -105,14 +112,11 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         ox_val t1 = ox_ew2(N, ISA_SUB, &I->T, &one, TFVM_I64);
         t = ox_ew2(N, ISA_SUB, &t1, &lv[0], TFVM_I64);
     }
-    ox_val x = ox_op2(N, ISA_GATHER, 0, &I->X, &t, d, 2);
     ox_val h = lv[1], cprev = lv[2];
-    ox_val xw = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &x, &I->W, d, 2);
+    ox_val xw = ox_op2(N, ISA_GATHER, 0, &XW, &t, d, 2);
     ox_val hr = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &h, &I->R, d, 2);
-    if (I->has_b) {
-        xw = ox_ew2(N, ISA_ADD, &xw, &I->Wb, d);
+    if (I->has_b)
         hr = ox_ew2(N, ISA_ADD, &hr, &I->Rb, d);
-    }
     ox_val hn, cn = {0};
     int64_t H = I->H;
     if (I->kind == K_RNN) {

@@ -357,3 +357,24 @@ uint32_t ut_crc32(uint32_t crc, const void *data, size_t n)
     }
     return ~crc;
 }
+
+static uint64_t hash_run(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (; n >= 8; n -= 8, p += 8)
+        h = (h ^ ut_le64(p)) * 0x100000001b3ull + (h >> 29);
+    for (; n; n--, p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t ut_hash_bytes(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    if (n <= 4096)
+        return hash_run(h, p, n);
+    const size_t step = n / 64;
+    for (size_t i = 0; i < 64; i++)
+        h = hash_run(h, p + i * step, 64);
+    return h;
+}

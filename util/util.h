@@ -88,6 +88,11 @@ tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_e
 
 /* ---- Checksum ------------------------------------------------------------ */
 uint32_t ut_crc32(uint32_t crc, const void *data, size_t n);
+/* A hash of n bytes for tables of constants: every byte of up to 4 KiB, of
+ * more a sample of 4 KiB in 64 runs spread over them, and n itself; so a
+ * table of large weight tensors costs no pass over each (equal hashes still
+ * compare the bytes). */
+uint64_t ut_hash_bytes(const void *data, size_t n);
 
 /* p rounded up to a multiple of `align` (a power of two). */
 static inline void *ut_align_up(void *p, size_t align)

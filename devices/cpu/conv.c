@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 
 #include <math.h>
@@ -268,6 +269,32 @@ static void conv_items(void *arg, size_t b, size_t e)
         ut_free(j->alloc, col, scratch_bytes);
 }
 
+/* Depthwise convolutions (dwconv.h): output planes in parallel chunks, each
+ * with its scratch; bias and relu in the kernel's stores, other
+ * activations on the chunk's planes after. */
+typedef struct dw_job {
+    dev_dw d;
+    const dev_kepi *ep;
+    bool inner;
+    const tfvm_allocator *alloc;
+    atomic_bool nomem;
+} dw_job;
+
+static void dw_chunk(void *arg, size_t b, size_t e)
+{
+    dw_job *j = arg;
+    const size_t bytes = (size_t)j->d.scratch * sizeof(float);
+    float *scratch = ut_alloc(j->alloc, bytes);
+    if (!scratch) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);
+    ut_free(j->alloc, scratch, bytes);
+    if (j->ep && !j->inner)
+        dev_kepi_apply(j->ep, j->d.o, (int64_t)b, (int64_t)(e - b), 0, j->d.OH * j->d.OW);
+}
+
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
  * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -350,11 +377,32 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
      * threads run one after another, each product split over the threads */
     const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
     job.split = items < (int64_t)dev_par_width();
+    if (x->dtype == TFVM_F32) {
+        dw_job dj = {.d = {.x = x->data, .w = w->data, .o = o, .N = N, .C = C, .M = Og, .H = H, .W = W, .KH = KH,
+                           .KW = KW, .OH = OH, .OW = OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3],
+                           .dh = p[6], .dw = p[7]},
+                     .ep = ep, .alloc = k->alloc};
+        if (dev_dw_plan(&dj.d, Cg, G)) {
+            const uint32_t act = ep ? ep->act : 0;
+            dj.inner = act == 0 || act == ISA_OPT_ACT_RELU;
+            dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
+            dj.d.relu = act == ISA_OPT_ACT_RELU;
+            atomic_init(&dj.nomem, false);
+            const int64_t dw_items = dev_dw_items(&dj.d), per = N * O * OHW * KH * KW / dw_items;
+            dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+            if (atomic_load(&dj.nomem)) {
+                dev_value_release(&r);
+                return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+            }
+            *out = r;
+            return TFVM_OK;
+        }
+    }
     /* f32 at unit strides and dilations: a kernel without im2col; with
      * fewer items than threads, each item's parts are shared out */
     dev_cf cf = {0};
     if (x->dtype == TFVM_F32 && !job.direct && CKK > 0 && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1) {
-        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, k->alloc);
+        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
         if (planned < 0) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "devices/tensor.h"
 #include "util/util.h"
 
 /* Build with -DCF_PHASE='__attribute__((noinline))' to see the Winograd
@@ -25,7 +26,7 @@ typedef struct dev_cf_isa {
     void (*flat)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t b, int64_t e);
     /* the Winograd weights (wino_weights' result); NULL: wino_weights */
-    void (*wino_weights)(const dev_cf *cf, const float *w);
+    void (*wino_weights)(const dev_cf *cf, const float *w, float *wk);
 } dev_cf_isa;
 
 /* ---- Portable: GCC vector extensions, four lanes (SSE2 on x86-64) ---- */
@@ -218,7 +219,7 @@ CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64
 /* wino_weights for 16 output channels at a time: their 9 weights gathered
  * (w[o][c] steps by Cg * 9 over o), the same operations in the same order
  * per lane, so the same values. */
-CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w)
+CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w, float *wk)
 {
     const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op, step = Cg * Op;
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -246,7 +247,7 @@ CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w)
 #undef CF_G
                 const __m512 u[16] = {u00, u01, u02, u03, u10, u11, u12, u13,
                                       u20, u21, u22, u23, u30, u31, u32, u33};
-                float *U = cf->wk + g * (int64_t)cf->wk_floats + c * Op + o0;
+                float *U = wk + g * (int64_t)cf->wk_floats + c * Op + o0;
 #pragma GCC unroll 16
                 for (int xi = 0; xi < 16; xi++)
                     _mm512_mask_storeu_ps(U + xi * step, m, u[xi]);
@@ -276,22 +277,22 @@ static float *cf_align(float *p) { return ut_align_up(p, 64); }
  * transforms cost more than the products they save); for windows of at most
  * 64 elements over all channels (the first layer of a CNN: one channel, where
  * im2col's product has K = 9) flat when the output is as wide as x, else
- * rows. The scratch of an item stays under 1 MiB: Winograd works in bands of
+ * rows. The scratch of an item stays under 4 MiB: Winograd works in bands of
  * tile rows, flat and rows need x whole. */
-#define CF_SCRATCH_MAX (INT64_C(1) << 18)
+#define CF_SCRATCH_MAX (INT64_C(1) << 20)
 /* The prepared weights are made once per instruction: up to 16 MiB. */
 #define CF_WEIGHTS_MAX (INT64_C(1) << 22)
 
 /* U[g][xi][c][o] = (G w G^T)[xi] of w[g*Og + o][c], G = [1 0 0; 1/2 1/2 1/2;
  * 1/2 -1/2 1/2; 0 0 1]; o in [Og, Op) stays 0. */
-static void wino_weights(const dev_cf *cf, const float *w)
+static void wino_weights(const dev_cf *cf, const float *w, float *wk)
 {
     const int64_t Cg = cf->Cg, Og = cf->Og, Op = cf->Op, step = Cg * Op;
     for (int64_t g = 0; g < cf->G; g++)
         for (int64_t c = 0; c < Cg; c++)
             for (int64_t o = 0; o < Og; o++) {
                 const float *k = w + ((g * Og + o) * Cg + c) * 9;
-                float *U = cf->wk + g * (int64_t)cf->wk_floats + c * Op + o;
+                float *U = wk + g * (int64_t)cf->wk_floats + c * Op + o;
                 /* named scalars, not arrays: GCC's vectoriser turned arrays
                  * into stores read back wider (a store-forwarding stall each) */
 #define CF_G(x0, x1, x2, y0, y1, y2, y3)                                                   \
@@ -312,21 +313,20 @@ static void wino_weights(const dev_cf *cf, const float *w)
 }
 
 /* wk[g][k][o] = w[g*Og + o][k] (k over c, i, j); o in [Og, Op) stays 0. */
-static void rows_weights(const dev_cf *cf, const float *w)
+static void rows_weights(const dev_cf *cf, const float *w, float *wk)
 {
     const int64_t K = cf->Cg * cf->KH * cf->KW, Og = cf->Og, Op = cf->Op;
     for (int64_t g = 0; g < cf->G; g++)
         for (int64_t o = 0; o < Og; o++)
             for (int64_t k = 0; k < K; k++)
-                cf->wk[g * (int64_t)cf->wk_floats + k * Op + o] = w[(g * Og + o) * K + k];
+                wk[g * (int64_t)cf->wk_floats + k * Op + o] = w[(g * Og + o) * K + k];
 }
 
-/* The flat kernel's lane masks, after the weights: bit l of mk[v][j] is set
- * when output pixel q = v*VL + l exists and its column ow + j - pl is in x. */
-static void flat_masks(dev_cf *cf)
+/* The flat kernel's lane masks into mk: bit l of mk[v][j] is set when
+ * output pixel q = v*VL + l exists and its column ow + j - pl is in x. */
+static void flat_masks(dev_cf *cf, uint32_t *mk)
 {
     const int64_t vl = cf->isa->vl, nvec = cf->nblk * cf->isa->nv, KW = cf->KW, W = cf->W, OHW = cf->OH * cf->OW;
-    uint32_t *mk = (uint32_t *)(void *)(cf->wk + cf->wk_floats * (size_t)cf->G);
     for (int64_t v = 0, q = 0, ow = 0; v < nvec; v++) {
         uint32_t *bits = mk + v * KW;
         for (int64_t j = 0; j < KW; j++)
@@ -343,8 +343,26 @@ static void flat_masks(dev_cf *cf)
     cf->mk = mk;
 }
 
+/* What a plan's weights are made from (dev_tensor_prep's make). */
+typedef struct cf_weights_job {
+    const dev_cf *cf;
+    const float *w;
+} cf_weights_job;
+
+static void cf_make_weights(void *ctx, void *out)
+{
+    const cf_weights_job *j = ctx;
+    const dev_cf *cf = j->cf;
+    memset(out, 0, cf->wk_floats * (size_t)cf->G * sizeof(float));
+    if (cf->kind == DEV_CF_WINO)
+        (cf->isa->wino_weights ? cf->isa->wino_weights : wino_weights)(cf, j->w, out);
+    else
+        rows_weights(cf, j->w, out);
+}
+
 int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
-                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_allocator *a)
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
+                const tfvm_allocator *a)
 {
     const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
     dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
@@ -357,8 +375,14 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
         c.Op = round_up(Og, isa->vl * isa->ov);
         c.TH = (OH + 1) / 2;
         c.TW = (OW + 1) / 2;
+        /* the product's tiles: enough groups of pw for a band of all tile
+         * rows where half the scratch holds their transforms (U is read
+         * once per product: fewer, larger products read it less) */
+        const int64_t per_group = 16 * isa->pw * (c.Cp + c.Op), all = (c.TH * c.TW + isa->pw - 1) / isa->pw;
+        c.WG = CF_SCRATCH_MAX / 2 / per_group;
+        c.WG = c.WG < 1 ? 1 : c.WG > all ? all : c.WG;
         /* bands of BT tile rows: as many as keep the scratch in bounds */
-        const int64_t fixed = 16 * isa->pw * (c.Cp + c.Op) + 2 * (2 * c.TW + 2) * c.Cp;
+        const int64_t fixed = c.WG * per_group + 2 * (2 * c.TW + 2) * c.Cp;
         const int64_t per = 2 * (2 * c.TW + 2) * c.Cp + 2 * (2 * c.TW) * c.Op; /* per tile row */
         c.BT = (CF_SCRATCH_MAX - 16 - fixed) / per;
         if (c.BT < 1)
@@ -390,17 +414,24 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     c.scratch_floats += 16;
     if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_WEIGHTS_MAX)
         return 0;
-    c.wk_raw = ut_alloc(a, (c.wk_floats * (size_t)G + 16 + c.mk_count) * sizeof(float));
-    if (!c.wk_raw)
+    /* the weights prepared once, kept with w's tensor (dev_tensor_prep);
+     * where it keeps none, here, in the call's own block after the masks */
+    cf_weights_job job = {&c, w};
+    const struct {
+        int64_t tag, kind, v16, Cg, Og, Op, KH, KW, floats;
+    } key = {0x636630 /* "cf0" */, c.kind, isa == &isa_v16, Cg, Og, c.Op, KH, KW, (int64_t)c.wk_floats};
+    const size_t wk_bytes = c.wk_floats * (size_t)G * sizeof(float);
+    c.wk = dev_tensor_prep(wt, &key, sizeof key, wk_bytes, cf_make_weights, &job);
+    c.raw_bytes = c.mk_count * sizeof(uint32_t) + (c.wk ? 0 : 64 + wk_bytes);
+    if (c.raw_bytes && !(c.raw = ut_alloc(a, c.raw_bytes)))
         return -1;
-    c.wk = cf_align(c.wk_raw);
-    memset(c.wk, 0, c.wk_floats * (size_t)G * sizeof(float));
+    if (!c.wk) {
+        float *wk = cf_align((float *)c.raw + c.mk_count);
+        cf_make_weights(&job, wk);
+        c.wk = wk;
+    }
     if (c.kind == DEV_CF_FLAT)
-        flat_masks(&c);
-    if (c.kind == DEV_CF_WINO)
-        (isa->wino_weights ? isa->wino_weights : wino_weights)(&c, w);
-    else
-        rows_weights(&c, w);
+        flat_masks(&c, c.raw);
     *cf = c;
     return 1;
 }
@@ -438,7 +469,8 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
 
 void dev_cf_free(dev_cf *cf, const tfvm_allocator *a)
 {
-    if (cf->wk_raw)
-        ut_free(a, cf->wk_raw, (cf->wk_floats * (size_t)cf->G + 16 + cf->mk_count) * sizeof(float));
-    cf->wk = cf->wk_raw = NULL;
+    if (cf->raw)
+        ut_free(a, cf->raw, cf->raw_bytes);
+    cf->raw = NULL;
+    cf->wk = NULL;
 }

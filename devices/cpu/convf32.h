@@ -22,11 +22,14 @@ typedef struct dev_cf {
     int64_t Cp, Op;        /* channels rounded up to the kernel's blocks */
     int64_t TH, TW;        /* Winograd: 2x2 output tiles */
     int64_t BT;            /* Winograd: tile rows per band (the scratch holds one band) */
+    int64_t WG;            /* Winograd: groups of the register block's tiles per product */
     int64_t CS, nblk;      /* flat: floats per channel's copy of x, runs of output pixels */
-    const uint32_t *mk;    /* flat: lane masks (after the weights, in their allocation) */
+    const uint32_t *mk;    /* flat: lane masks (in raw) */
     size_t mk_count;
-    float *wk;             /* prepared weights, wk_floats per group (64-byte aligned) */
-    void *wk_raw;          /* their allocation */
+    const float *wk;       /* prepared weights, wk_floats per group (64-byte aligned):
+                              kept with w's tensor, or in raw */
+    void *raw;             /* this plan's own block (NULL: none), raw_bytes long */
+    size_t raw_bytes;
     size_t wk_floats, scratch_floats;
 } dev_cf;
 
@@ -34,10 +37,13 @@ enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2, DEV_CF_FLAT = 3 };
 
 /* Plans CONV2D of x [N, G*Cg, H, W] (f32) with w [G*Og, Cg, KH, KW] at unit
  * strides and dilations, pads p[2..5] = [pt, pl, pb, pr], output OH x OW.
- * Returns 1 with cf filled, 0 when neither kernel suits this shape (cf
- * untouched), -1 when the weights' memory cannot be had. */
+ * The weights are prepared once and kept with their tensor wt
+ * (dev_tensor_prep: every later run finds them), or for this call only when
+ * wt is NULL or keeps none. Returns 1 with cf filled, 0 when neither kernel
+ * suits this shape (cf untouched), -1 when memory cannot be had. */
 int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
-                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_allocator *a);
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
+                const tfvm_allocator *a);
 /* An item (group g of one image) is made of dev_cf_parts(cf) parts (bands
  * of output rows) that can be computed apart, each element the same way
  * whichever parts go together: so one image can be split over threads. */

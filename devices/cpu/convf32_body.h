@@ -14,15 +14,16 @@
  * output channels), and the output transform A^T m A gives 2x2 outputs of
  * CF_OV * CF_VL channels at once, channels last; the last pass transposes
  * them to [Og, OH, OW]. */
-/* V[xi][p][c] = (B^T d B)[xi] of tiles tb + p, p < np; 0 for p in [np, CF_PW) */
+/* V[xi][p][c] = (B^T d B)[xi] of tiles tb + p, p < np; 0 for p in [np,
+ * CF_PW); a position xi's tiles are TS apart */
 CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt, int64_t tyb, int64_t tb, int64_t np,
-                                               float *V)
+                                               float *V, int64_t TS)
 {
     const int64_t Cp = cf->Cp, TW = cf->TW, Wx = 2 * TW + 2;
     for (int64_t p = 0; p < CF_PW; p++) {
         if (p >= np) {
             for (int xi = 0; xi < 16; xi++)
-                memset(V + (xi * CF_PW + p) * Cp, 0, (size_t)Cp * sizeof *V);
+                memset(V + (xi * TS + p) * Cp, 0, (size_t)Cp * sizeof *V);
             continue;
         }
         const int64_t t = tb + p, ty = t / TW, tx = t % TW;
@@ -43,55 +44,59 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt
             }
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                float *v = V + (r * 4 * CF_PW + p) * Cp + cv;
+                float *v = V + (r * 4 * TS + p) * Cp + cv;
                 VST(v, u[r][0] - u[r][2]);
-                VST(v + CF_PW * Cp, u[r][1] + u[r][2]);
-                VST(v + 2 * CF_PW * Cp, u[r][2] - u[r][1]);
-                VST(v + 3 * CF_PW * Cp, u[r][1] - u[r][3]);
+                VST(v + TS * Cp, u[r][1] + u[r][2]);
+                VST(v + 2 * TS * Cp, u[r][2] - u[r][1]);
+                VST(v + 3 * TS * Cp, u[r][1] - u[r][3]);
             }
         }
     }
 }
 
-/* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o]: CF_PW tiles by
- * CF_OV vectors of output channels in registers */
-CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U, const float *V, float *M)
+/* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o] for p < ng CF_PW
+ * (tiles TS apart): CF_PW tiles by CF_OV vectors of output channels in
+ * registers. A block of U (Cg x CF_OV vectors) serves all ng groups while
+ * it is in cache: with few tiles and many channels (7x7 x 512) U is read
+ * from memory once per band, not once per CF_PW tiles. */
+CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U, const float *V, float *M,
+                                                int64_t ng, int64_t TS)
 {
     const int64_t Cg = cf->Cg, Cp = cf->Cp, Op = cf->Op;
-    for (int xi = 0; xi < 16; xi++) {
-        const float *Ux = U + xi * Cg * Op, *Vx = V + xi * CF_PW * Cp;
-        for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL) {
-            VF acc[CF_PW][CF_OV];
+    for (int xi = 0; xi < 16; xi++)
+        for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL)
+            for (int64_t g = 0; g < ng; g++) {
+                const float *Ux = U + xi * Cg * Op, *Vx = V + (xi * TS + g * CF_PW) * Cp;
+                VF acc[CF_PW][CF_OV];
 #pragma GCC unroll 16
-            for (int p = 0; p < CF_PW; p++)
-#pragma GCC unroll 4
-                for (int v = 0; v < CF_OV; v++)
-                    acc[p][v] = VZERO;
-            for (int64_t c = 0; c < Cg; c++) {
-                VF u[CF_OV];
-#pragma GCC unroll 4
-                for (int v = 0; v < CF_OV; v++)
-                    u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
-#pragma GCC unroll 16
-                for (int p = 0; p < CF_PW; p++) {
-                    const VF b = VBC(Vx[p * Cp + c]);
+                for (int p = 0; p < CF_PW; p++)
 #pragma GCC unroll 4
                     for (int v = 0; v < CF_OV; v++)
-                        acc[p][v] = VFMA(b, u[v], acc[p][v]);
-                }
-            }
-#pragma GCC unroll 16
-            for (int p = 0; p < CF_PW; p++)
+                        acc[p][v] = VZERO;
+                for (int64_t c = 0; c < Cg; c++) {
+                    VF u[CF_OV];
 #pragma GCC unroll 4
-                for (int v = 0; v < CF_OV; v++)
-                    VST(M + (xi * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
-        }
-    }
+                    for (int v = 0; v < CF_OV; v++)
+                        u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
+#pragma GCC unroll 16
+                    for (int p = 0; p < CF_PW; p++) {
+                        const VF b = VBC(Vx[p * Cp + c]);
+#pragma GCC unroll 4
+                        for (int v = 0; v < CF_OV; v++)
+                            acc[p][v] = VFMA(b, u[v], acc[p][v]);
+                    }
+                }
+#pragma GCC unroll 16
+                for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < CF_OV; v++)
+                        VST(M + (xi * TS + g * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
+            }
 }
 
 /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] of tiles tb + p, p < np */
 CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tyb, int64_t tb, int64_t np,
-                                                float *Y)
+                                                float *Y, int64_t TS)
 {
     const int64_t Op = cf->Op, TW = cf->TW, YW = 2 * TW;
     for (int64_t p = 0; p < np; p++) {
@@ -103,7 +108,7 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M
             for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++)
-                    m[r][q] = VLD(M + ((r * 4 + q) * CF_PW + p) * Op + ov);
+                    m[r][q] = VLD(M + ((r * 4 + q) * TS + p) * Op + ov);
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 t0[q] = m[0][q] + m[1][q] + m[2][q];
@@ -124,8 +129,8 @@ CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const 
 {
     const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
     const int64_t Cp = cf->Cp, Op = cf->Op, TW = cf->TW, BT = cf->BT;
-    const int64_t Wx = 2 * TW + 2, YW = 2 * TW;
-    float *xt = s, *V = xt + (2 * BT + 2) * Wx * Cp, *M = V + 16 * CF_PW * Cp, *Y = M + 16 * CF_PW * Op;
+    const int64_t Wx = 2 * TW + 2, YW = 2 * TW, TS = cf->WG * CF_PW;
+    float *xt = s, *V = xt + (2 * BT + 2) * Wx * Cp, *M = V + 16 * TS * Cp, *Y = M + 16 * TS * Op;
     for (int64_t b0 = ty0; b0 < ty1; b0 += BT) {
         const int64_t b1 = ty1 - b0 < BT ? ty1 : b0 + BT;
         memset(xt, 0, (size_t)((2 * (b1 - b0) + 2) * Wx * Cp) * sizeof *xt);
@@ -134,11 +139,17 @@ CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const 
             if (h >= 0 && h < H)
                 CF_SFX(to_hwc)(xg + h * W, H * W, Cg, W, xt + ((r - 2 * b0) * Wx + cf->pl) * Cp, Cp);
         }
-        for (int64_t tb = b0 * TW; tb < b1 * TW; tb += CF_PW) {
-            const int64_t np = b1 * TW - tb < CF_PW ? b1 * TW - tb : CF_PW;
-            CF_SFX(wino_in)(cf, xt, b0, tb, np, V);
-            CF_SFX(wino_mul)(cf, U, V, M);
-            CF_SFX(wino_out)(cf, M, b0, tb, np, Y);
+        for (int64_t tb = b0 * TW; tb < b1 * TW; tb += TS) {
+            const int64_t nt = b1 * TW - tb < TS ? b1 * TW - tb : TS, ng = (nt + CF_PW - 1) / CF_PW;
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t np = nt - g * CF_PW < CF_PW ? nt - g * CF_PW : CF_PW;
+                CF_SFX(wino_in)(cf, xt, b0, tb + g * CF_PW, np, V + g * CF_PW * Cp, TS);
+            }
+            CF_SFX(wino_mul)(cf, U, V, M, ng, TS);
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t np = nt - g * CF_PW < CF_PW ? nt - g * CF_PW : CF_PW;
+                CF_SFX(wino_out)(cf, M + g * CF_PW * Op, b0, tb + g * CF_PW, np, Y, TS);
+            }
         }
         for (int64_t h = 2 * b0; h < 2 * b1 && h < OH; h++)
             CF_SFX(to_chw)(Y + (h - 2 * b0) * YW * Op, Op, OW, Og, og + h * OW, OH * OW, bias, relu);

@@ -8,6 +8,7 @@
 
 #include "devices/cpu/act.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 #include "kernutil.h"
 #include "loader/loader.h"
@@ -387,6 +388,55 @@ START_TEST(test_conv_f32_kernels)
 }
 END_TEST
 
+/* Depthwise convolutions (dwconv.c) on each instruction set the CPU has
+ * and the portable code: narrow planes (channels-last blocks, a last block
+ * of fewer channels), wide planes (rows of vectors), strides of 2 and 3,
+ * dilations, uneven pads, two images, two outputs per channel, 1x1 outputs. */
+static const struct {
+    int64_t x[4], w[4], p[9];
+} dw_cases[] = {
+    {{1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
+    {{2, 18, 11, 11}, {18, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 18}},
+    {{1, 4, 20, 60}, {4, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 4}},
+    {{1, 3, 17, 101}, {3, 1, 3, 3}, {2, 2, 1, 0, 0, 1, 1, 1, 3}},
+    {{1, 3, 10, 70}, {6, 1, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 3}},
+    {{1, 5, 6, 50}, {5, 1, 1, 7}, {1, 3, 0, 3, 0, 3, 1, 1, 5}},
+    {{1, 17, 3, 3}, {17, 1, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 17}},
+    {{1, 2, 30, 7}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+};
+
+START_TEST(test_conv_depthwise)
+{
+    for (int path = 0; path <= 2; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(dw_cases); ci++)
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                conv_case(F32, acts[ai], dw_cases[ci].x, dw_cases[ci].w, dw_cases[ci].p);
+                dev_value x = randt(F32, 4, dw_cases[ci].x, 21), w = randt(F32, 4, dw_cases[ci].w, 22);
+                dev_value bias = randt(F32, 1, dw_cases[ci].w, 23), o;
+                static double want[16384];
+                double bv[64];
+                for (int64_t i = 0; i < dw_cases[ci].w[0]; i++)
+                    bv[i] = elem(&bias, i);
+                int64_t od[4];
+                conv_ref(&x, &w, dw_cases[ci].p, bv, 0, want, od);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, x, w, ivec(dw_cases[ci].p, 9), bias),
+                                 TFVM_OK);
+                ck_assert_int_eq(o.u.t->count, od[0] * od[1] * od[2] * od[3]);
+                for (int64_t i = 0; i < o.u.t->count; i++) {
+                    const double got = elem(&o, i), tol = 1e-5 * (fabs(want[i]) + 1);
+                    const double lo = act_ref(F64, acts[ai], want[i] - tol), hi = act_ref(F64, acts[ai], want[i] + tol);
+                    ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
+                                  "case %zu act %u path %d: element %lld is %.9g, expected act(%.9g)", ci,
+                                  (unsigned)acts[ai], path, (long long)i, got, want[i]);
+                }
+                dev_value_release(&o);
+            }
+    }
+    dev_dw_force(0);
+}
+END_TEST
+
 START_TEST(test_conv_errors)
 {
     const int64_t P[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
@@ -675,6 +725,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
     tcase_add_test(tc, test_conv_f32_kernels);
+    tcase_add_test(tc, test_conv_depthwise);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);

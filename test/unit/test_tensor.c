@@ -245,6 +245,127 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* dev_tensor_prep: make writes the form's bytes; count says how often */
+typedef struct prep_ctx {
+    int made;
+    float value;
+} prep_ctx;
+
+static void prep_make(void *ctx, void *out)
+{
+    prep_ctx *c = ctx;
+    c->made++;
+    float *o = out;
+    for (int i = 0; i < 16; i++)
+        o[i] = c->value + (float)i;
+}
+
+START_TEST(test_prep_once_per_key)
+{
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
+    int64_t dims[1] = {4};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 1, dims, &a);
+    prep_ctx c = {0, 10.0f};
+    const int k1 = 1, k2 = 2;
+    const float *f1 = dev_tensor_prep(t, &k1, sizeof k1, 16 * sizeof(float), prep_make, &c);
+    ck_assert_ptr_nonnull(f1);
+    ck_assert_int_eq((int)((uintptr_t)f1 % 64), 0);
+    ck_assert_int_eq(c.made, 1);
+    ck_assert_float_eq(f1[15], 25.0f);
+    /* the same key: the same form, not made again */
+    ck_assert_ptr_eq(dev_tensor_prep(t, &k1, sizeof k1, 16 * sizeof(float), prep_make, &c), f1);
+    ck_assert_int_eq(c.made, 1);
+    /* another key: a form of its own, the first kept */
+    c.value = 100.0f;
+    const float *f2 = dev_tensor_prep(t, &k2, sizeof k2, 16 * sizeof(float), prep_make, &c);
+    ck_assert_ptr_nonnull(f2);
+    ck_assert_ptr_ne(f2, f1);
+    ck_assert_int_eq(c.made, 2);
+    ck_assert_float_eq(f2[0], 100.0f);
+    ck_assert_ptr_eq(dev_tensor_prep(t, &k1, sizeof k1, 16 * sizeof(float), prep_make, &c), f1);
+    ck_assert_float_eq(f1[0], 10.0f);
+    /* a key too long keeps nothing */
+    char longkey[DEV_PREP_KEY + 1] = {0};
+    ck_assert_ptr_null(dev_tensor_prep(t, longkey, sizeof longkey, 16, prep_make, &c));
+    ck_assert_int_eq(c.made, 2);
+    /* the forms go with the tensor, through its allocator */
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.live, 0);
+    ck_assert_int_eq(ta.frees, 3);
+}
+END_TEST
+
+START_TEST(test_prep_refused)
+{
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
+    int64_t dims[1] = {4};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 1, dims, &a);
+    prep_ctx c = {0, 0.0f};
+    const int k = 1;
+    /* the allocation fails: NULL, nothing made, the next call may keep it */
+    ta.countdown = 0;
+    ta.once = true;
+    ck_assert_ptr_null(dev_tensor_prep(t, &k, sizeof k, 64, prep_make, &c));
+    ck_assert_int_eq(c.made, 0);
+    ck_assert_ptr_nonnull(dev_tensor_prep(t, &k, sizeof k, 64, prep_make, &c));
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.live, 0);
+    /* a tensor the API user may write keeps none */
+    tfvm_tensor *u = tfvm_tensor_new(TFVM_F32, 1, dims, &a);
+    atomic_store(&u->exposed, 1);
+    ck_assert_ptr_null(dev_tensor_prep(u, &k, sizeof k, 64, prep_make, &c));
+    ck_assert_int_eq(c.made, 1);
+    tfvm_tensor_free(u);
+    ck_assert_ptr_null(dev_tensor_prep(NULL, &k, sizeof k, 64, prep_make, &c));
+    ck_assert_int_eq(ta.live, 0);
+}
+END_TEST
+
+/* Four threads ask for the same form at once: all get one copy, and
+ * whatever was made twice is freed. */
+typedef struct prep_race {
+    tfvm_tensor *t;
+    const void *got;
+} prep_race;
+
+static void prep_make_plain(void *ctx, void *out)
+{
+    (void)ctx;
+    memset(out, 7, 256);
+}
+
+static void *prep_worker(void *arg)
+{
+    prep_race *r = arg;
+    const int k = 42;
+    r->got = dev_tensor_prep(r->t, &k, sizeof k, 256, prep_make_plain, NULL);
+    return NULL;
+}
+
+START_TEST(test_prep_threads)
+{
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
+    int64_t dims[1] = {4};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 1, dims, &a);
+    pthread_t th[4];
+    prep_race r[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (prep_race){t, NULL};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, prep_worker, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++)
+        ck_assert_ptr_eq(r[i].got, r[0].got);
+    ck_assert_int_eq(((const unsigned char *)r[0].got)[255], 7);
+    tfvm_tensor_free(t);
+    ck_assert_int_eq(ta.live, 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tensor");
@@ -260,6 +381,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_dev_value_refs);
     tcase_add_test(tc, test_shape_str);
     tcase_add_test(tc, test_threads);
+    tcase_add_test(tc, test_prep_once_per_key);
+    tcase_add_test(tc, test_prep_refused);
+    tcase_add_test(tc, test_prep_threads);
     suite_add_tcase(s, tc);
     return s;
 }

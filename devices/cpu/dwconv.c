@@ -1,0 +1,186 @@
+/* devices/cpu/dwconv.c — f32 depthwise convolution (dwconv.h). An input
+ * plane is padded once into scratch, split into stride phases (row phase a,
+ * column phase b: ph[a][b][r][c] = x padded [r*sh + a][c*sw + b]), so that
+ * every window tap reads consecutive elements whatever the stride. Outputs
+ * are computed on a wide grid q = oh*cols + ow (cols >= OW: the phase
+ * planes' width), where tap t reads its phase plane at q + toff[t]: one
+ * contiguous run over the whole plane, four vectors at a time with their
+ * KH*KW taps summed in registers, in tap order; the first OW of every cols
+ * are then copied out with the bias and relu. The grid's extra columns cost
+ * (cols - OW) / cols of the work (2% at 112 wide, 36% for a 5x5 window over
+ * 7x7). MobileNet's and EfficientNet's depthwise layers went through the
+ * grouped-convolution paths before: one product per channel, padded to
+ * eight output channels, or im2col for strides of 2 (~0.7 GMAC/s). */
+#include "devices/cpu/vec.h"
+#include "devices/cpu/dwconv.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define DW_MAXTAPS 1024
+/* The loads of the grid's last block run up to 4 vectors (at most 64
+ * floats) past it, and a garbage column's taps up to cols past its plane:
+ * cols + DW_TAIL zeros after the last plane cover both. */
+#define DW_TAIL 64
+
+static atomic_int forced;
+
+void dev_dw_force(int path) { atomic_store(&forced, path); }
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* A phase plane's width and height: every output's taps and every element
+ * of x fall inside. */
+static int64_t phase_cols(const dev_dw *d)
+{
+    return max64(d->OW + (d->KW - 1) * d->dw / d->sw, (d->W + d->pl + d->sw - 1) / d->sw);
+}
+static int64_t phase_rows(const dev_dw *d)
+{
+    return max64(d->OH + (d->KH - 1) * d->dh / d->sh, (d->H + d->pt + d->sh - 1) / d->sh);
+}
+
+/* The phase planes of one input plane x, every element written once. */
+static void dw_pad(const dev_dw *d, const float *x, float *ph)
+{
+    const int64_t rows = phase_rows(d), cols = phase_cols(d), sh = d->sh, sw = d->sw, W = d->W;
+    for (int64_t a = 0; a < sh; a++)
+        for (int64_t b = 0; b < sw; b++)
+            for (int64_t r = 0; r < rows; r++, ph += cols) {
+                const int64_t h = r * sh + a - d->pt;
+                if (h < 0 || h >= d->H) {
+                    memset(ph, 0, (size_t)cols * sizeof *ph);
+                    continue;
+                }
+                const float *xr = x + h * W;
+                /* phase column c holds x column c*sw + b - pl */
+                int64_t c = 0;
+                for (; c < cols && c * sw + b - d->pl < 0; c++)
+                    ph[c] = 0;
+                if (sw == 1) {
+                    const int64_t n = W < cols - c ? W : cols - c;
+                    memcpy(ph + c, xr + (c - d->pl), (size_t)n * sizeof *ph);
+                    c += n;
+                } else {
+                    for (; c < cols && c * sw + b - d->pl < W; c++)
+                        ph[c] = xr[c * sw + b - d->pl];
+                }
+                for (; c < cols; c++)
+                    ph[c] = 0;
+            }
+}
+
+/* One instruction set's wide grid: VT a vector of VL floats; n grid
+ * elements (a multiple of 4 VL) into wide. */
+#define DW_GRID(SFX, TARGET, VT, VL)                                                        \
+    TARGET static void dw_grid_##SFX(const float *ph, const int64_t *toff, const float *wk, int64_t taps, \
+                                     int64_t n, float *wide)                                \
+    {                                                                                       \
+        for (int64_t q = 0; q < n; q += 4 * VL) {                                           \
+            VT acc[4];                                                                      \
+            for (int a = 0; a < 4; a++)                                                     \
+                for (int l = 0; l < VL; l++)                                                \
+                    acc[a][l] = 0;                                                          \
+            for (int64_t t = 0; t < taps; t++) {                                            \
+                const float wt = wk[t];                                                     \
+                const float *src = ph + toff[t] + q;                                        \
+                _Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)                         \
+                {                                                                           \
+                    VT v;                                                                   \
+                    memcpy(&v, src + a * VL, sizeof v);                                     \
+                    acc[a] += wt * v;                                                       \
+                }                                                                           \
+            }                                                                               \
+            memcpy(wide + q, acc, sizeof acc);                                              \
+        }                                                                                   \
+    }
+
+typedef float dw_v4 __attribute__((vector_size(16)));
+DW_GRID(v4, , dw_v4, 4)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef float dw_v8 __attribute__((vector_size(32)));
+typedef float dw_v16 __attribute__((vector_size(64)));
+DW_GRID(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
+DW_GRID(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16)
+static int best_path(void)
+{
+    return __builtin_cpu_supports("avx512f")                                         ? 0
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                     : 2;
+}
+#else
+static int best_path(void) { return 2; }
+#endif
+
+static const int64_t path_vl[3] = {16, 8, 4};
+
+/* The grid's size, rounded up to whole blocks of 4 VL. */
+static int64_t grid_floats(const dev_dw *d)
+{
+    const int64_t block = 4 * d->vl;
+    return (d->OH * phase_cols(d) + block - 1) / block * block;
+}
+
+bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
+{
+    if (Cg != 1 || G != d->C || G < 2 || d->OH < 1 || d->OW < 1 || d->KH * d->KW > DW_MAXTAPS)
+        return false;
+    const int force = atomic_load(&forced), best = best_path();
+    d->path = force > best ? force : best;
+    d->vl = path_vl[d->path];
+    /* every factor is at most CONV_MAX (conv.c): no overflow */
+    const int64_t rows = phase_rows(d), cols = phase_cols(d);
+    if (rows > 16384 || cols > 16384 || d->sh * d->sw > 64)
+        return false;
+    d->scratch = d->sh * d->sw * rows * cols + (cols + DW_TAIL) + 16 + grid_floats(d) + 16;
+    return d->scratch <= (INT64_C(1) << 24);
+}
+
+int64_t dev_dw_items(const dev_dw *d) { return d->N * d->C * d->M; }
+
+void dev_dw_run(const dev_dw *d, int64_t b, int64_t e, float *scratch)
+{
+    const int64_t CM = d->C * d->M, KK = d->KH * d->KW, rows = phase_rows(d), cols = phase_cols(d);
+    const int64_t OH = d->OH, OW = d->OW, n = grid_floats(d);
+    float *ph = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const int64_t planes_floats = d->sh * d->sw * rows * cols;
+    float *wide = (float *)(((uintptr_t)(ph + planes_floats + (cols + DW_TAIL)) + 63) & ~(uintptr_t)63);
+    memset(ph + planes_floats, 0, (size_t)(cols + DW_TAIL) * sizeof *ph);
+    int64_t toff[DW_MAXTAPS];
+    for (int64_t i = 0; i < d->KH; i++)
+        for (int64_t j = 0; j < d->KW; j++) {
+            const int64_t r = i * d->dh, c = j * d->dw;
+            toff[i * d->KW + j] = ((r % d->sh) * d->sw + c % d->sw) * rows * cols + r / d->sh * cols + c / d->sw;
+        }
+    int64_t padded = -1; /* the input plane now in ph */
+    for (int64_t pl = b; pl < e; pl++) {
+        const int64_t o = pl % CM, in = pl / CM * d->C + o / d->M;
+        if (in != padded) {
+            dw_pad(d, d->x + in * d->H * d->W, ph);
+            padded = in;
+        }
+        const float *wk = d->w + o * KK;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (d->path == 0)
+            dw_grid_v16(ph, toff, wk, KK, n, wide);
+        else if (d->path == 1)
+            dw_grid_v8(ph, toff, wk, KK, n, wide);
+        else
+#endif
+            dw_grid_v4(ph, toff, wk, KK, n, wide);
+        const float bias = d->bias ? d->bias[o] : 0.0f;
+        float *out = d->o + pl * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++, out += OW) {
+            const float *s = wide + oh * cols;
+            if (d->relu)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const float y = s[ow] + bias;
+                    out[ow] = y < 0 ? 0.0f : y;
+                }
+            else
+                for (int64_t ow = 0; ow < OW; ow++)
+                    out[ow] = s[ow] + bias;
+        }
+    }
+}

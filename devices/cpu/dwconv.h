@@ -1,0 +1,41 @@
+/* devices/cpu/dwconv.h — f32 depthwise CONV2D (groups = input channels, one
+ * input channel per group): every window shape, stride, dilation and pad,
+ * four vectors of outputs at a time over the plane; AVX-512, AVX2 or
+ * portable, picked at run time (the same sums in the same order on every
+ * path). */
+#ifndef TFVM_CPU_DWCONV_H
+#define TFVM_CPU_DWCONV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tfvm.h"
+
+/* One depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW] (M output
+ * channels per input channel), p as CONV2D takes it (strides, pads,
+ * dilations; groups = C), out [N, C*M, OH, OW]. */
+typedef struct dev_dw {
+    const float *x, *w, *bias; /* bias: [C*M] or NULL */
+    float *o;
+    int64_t N, C, M, H, W, KH, KW, OH, OW;
+    int64_t sh, sw, pt, pl, dh, dw;
+    bool relu; /* max(sum + bias, 0): what ADD and RELU give */
+    /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
+     * its vector length, the scratch an item needs (floats) */
+    int path;
+    int64_t vl, scratch;
+} dev_dw;
+
+/* True when the depthwise kernel takes d (its sizes filled in; the plan
+ * filled in here): groups G = C > 1, one input channel per group (Cg = 1),
+ * and a scratch of at most 16 Mi floats. */
+bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
+/* Items of work, each computed apart: an output plane (n * C*M + o).
+ * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
+ * d->scratch floats. */
+int64_t dev_dw_items(const dev_dw *d);
+void dev_dw_run(const dev_dw *d, int64_t b, int64_t e, float *scratch);
+/* Tests: 0 the fastest path the CPU has, 1 AVX2 at most, 2 portable. */
+void dev_dw_force(int path);
+
+#endif
