@@ -2,7 +2,9 @@
  * sequence (one per direction): like ONNX Loop, never a host loop, the
  * steps are iterations of one static loop region whose body is the
  * recurrent MATMUL and the gates (the input products of all steps are one
- * product before the loop); Y is stacked with STACK_PUT. */
+ * product before the loop; the gate math of an LSTM without peepholes and
+ * of a GRU with linear_before_reset is one instruction, LSTM_CELL_C/H or
+ * GRU_CELL); Y is stacked with STACK_PUT. */
 #include <stdio.h>
 #include <string.h>
 
@@ -122,6 +124,12 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
     if (I->kind == K_RNN) {
         hn = ox_ew2(N, ISA_ADD, &xw, &hr, d);
         hn = ox_ew1(N, ISA_TANH, &hn);
+    } else if (I->kind == K_GRU && I->lbr) {
+        /* the gate math as one instruction (rnncell.c) */
+        hn = ox_op3(N, ISA_GRU_CELL, 0, &xw, &hr, &h, d, 2);
+    } else if (I->kind == K_LSTM && !I->has_p) {
+        cn = ox_op3(N, ISA_LSTM_CELL_C, 0, &xw, &hr, &cprev, d, 2);
+        hn = ox_op3(N, ISA_LSTM_CELL_H, 0, &xw, &hr, &cn, d, 2);
     } else if (I->kind == K_GRU) {
         /* gates z, r, h */
         ox_val xz = gate(N, &xw, 0, H), xr = gate(N, &xw, 1, H), xh = gate(N, &xw, 2, H);

@@ -730,6 +730,14 @@ static void tensor_op(op_ctx *c)
             return;
         same_shape(o, x);
         break;
+    case ISA_LSTM_CELL_C:
+    case ISA_LSTM_CELL_H:
+    case ISA_GRU_CELL:
+        /* the state's shape; the kernel checks the gates against it */
+        if (!takes(c, x) || !same_dtype(c, x, c->x[1]) || !same_dtype(c, x, c->x[2]))
+            return;
+        same_shape(o, c->x[2]);
+        break;
     case ISA_REDUCE_SUM:
     case ISA_REDUCE_MEAN:
     case ISA_REDUCE_MAX:

@@ -296,6 +296,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_DEFORM_CONV] = dev_cpu_deform_conv,
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
     [ISA_STACK_PUT] = dev_cpu_stack_put,
+    [ISA_LSTM_CELL_C] = dev_cpu_rnn_cell, [ISA_LSTM_CELL_H] = dev_cpu_rnn_cell, [ISA_GRU_CELL] = dev_cpu_rnn_cell,
     [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,
     [ISA_UNIQUE] = dev_cpu_unique,       [ISA_UNIQUE_INDEX] = dev_cpu_unique_index,
     [ISA_DET] = dev_cpu_det,

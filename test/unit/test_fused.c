@@ -232,6 +232,85 @@ START_TEST(test_same_as_unfused)
 }
 END_TEST
 
+/* ---- Recurrent cells (rnncell.c) ---------------------------------------------------- */
+/* An elementwise op on one or two operands (borrowed), its result new. */
+static dev_value ew(isa_op op, const dev_value *a, const dev_value *b)
+{
+    dev_value in[2] = {*a, b ? *b : NONE}, r;
+    ck_assert_int_eq(dev_cpu_elementwise(op, 0, in, &r, &alloc, msg, sizeof msg), TFVM_OK);
+    return r;
+}
+
+/* Columns [k*H, (k+1)*H) of the [NB, G*H] value g, as a new [NB, H] one. */
+static dev_value gate_of(const dev_value *g, int64_t k, int64_t NB, int64_t H)
+{
+    dev_value r = tf(g->dtype, 2, DIMS(NB, H), NULL, 0);
+    const int64_t G = g->u.t->dims[1] / H;
+    for (int64_t b = 0; b < NB; b++)
+        for (int64_t j = 0; j < H; j++)
+            put(g->dtype, r.u.t->data, b * H + j, elem(g, b * G * H + k * H + j));
+    return r;
+}
+
+/* Each cell against the unfused instructions it replaces (ADD of the two
+ * products, the gates' columns, SIGMOID, TANH, MUL, SUB, ADD), bit for bit. */
+START_TEST(test_rnn_cells_same_as_unfused)
+{
+    const int64_t NB = 3, H = 37; /* tanh's vector path and its tail */
+    for (int dt = F32; dt <= F64; dt++) {
+        dev_value xw = randt(dt, 2, DIMS(NB, 4 * H), 31), hr = randt(dt, 2, DIMS(NB, 4 * H), 32);
+        dev_value c = randt(dt, 2, DIMS(NB, H), 33), ones = tf(dt, 2, DIMS(NB, H), NULL, 0), cn, hn;
+        for (int64_t i = 0; i < NB * H; i++)
+            put(dt, ones.u.t->data, i, 1.0);
+        /* LSTM, gates i o f c */
+        dev_value g = ew(ISA_ADD, &xw, &hr);
+        dev_value gi = gate_of(&g, 0, NB, H), go = gate_of(&g, 1, NB, H), gf = gate_of(&g, 2, NB, H);
+        dev_value gc = gate_of(&g, 3, NB, H);
+        dev_value si = ew(ISA_SIGMOID, &gi, NULL), so = ew(ISA_SIGMOID, &go, NULL), sf = ew(ISA_SIGMOID, &gf, NULL);
+        dev_value tc = ew(ISA_TANH, &gc, NULL), a = ew(ISA_MUL, &sf, &c), b = ew(ISA_MUL, &si, &tc);
+        dev_value want_c = ew(ISA_ADD, &a, &b), tn = ew(ISA_TANH, &want_c, NULL), want_h = ew(ISA_MUL, &so, &tn);
+        ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(xw), ref(hr), ref(c)), TFVM_OK);
+        ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(xw), ref(hr), ref(cn)), TFVM_OK);
+        same_bits(&cn, &want_c, "lstm_cell_c");
+        same_bits(&hn, &want_h, "lstm_cell_h");
+        dev_value *tmp[] = {&g, &gi, &go, &gf, &gc, &si, &so, &sf, &tc, &a, &b, &tn};
+        for (size_t i = 0; i < UT_COUNTOF(tmp); i++)
+            dev_value_release(tmp[i]);
+        /* GRU (linear before reset), gates z r h of the first 3H columns */
+        dev_value gx = gate_of(&xw, 0, NB, 3 * H), gh = gate_of(&hr, 0, NB, 3 * H);
+        dev_value xz = gate_of(&gx, 0, NB, H), xr = gate_of(&gx, 1, NB, H), xh = gate_of(&gx, 2, NB, H);
+        dev_value hz = gate_of(&gh, 0, NB, H), hrr = gate_of(&gh, 1, NB, H), hh = gate_of(&gh, 2, NB, H);
+        dev_value zs = ew(ISA_ADD, &xz, &hz), rs = ew(ISA_ADD, &xr, &hrr);
+        dev_value z = ew(ISA_SIGMOID, &zs, NULL), r = ew(ISA_SIGMOID, &rs, NULL), rh = ew(ISA_MUL, &r, &hh);
+        dev_value ns = ew(ISA_ADD, &xh, &rh), n = ew(ISA_TANH, &ns, NULL), omz = ew(ISA_SUB, &ones, &z);
+        dev_value ga = ew(ISA_MUL, &omz, &n), gb = ew(ISA_MUL, &z, &c), want = ew(ISA_ADD, &ga, &gb), got;
+        ck_assert_int_eq(C(ISA_GRU_CELL, 0, &got, ref(gx), ref(gh), ref(c)), TFVM_OK);
+        same_bits(&got, &want, "gru_cell");
+        dev_value *tmp2[] = {&gx, &gh, &xz, &xr, &xh, &hz, &hrr, &hh, &zs, &rs, &z, &r, &rh, &ns, &n, &omz, &ga, &gb,
+                             &xw, &hr, &c, &ones};
+        for (size_t i = 0; i < UT_COUNTOF(tmp2); i++)
+            dev_value_release(tmp2[i]);
+    }
+}
+END_TEST
+
+START_TEST(test_rnn_cells_errors)
+{
+    FAILS(ISA_LSTM_CELL_C, 0, (T(F32, (1, 8)), T(F32, (1, 8)), T(F32, (1, 3))), SH,
+          "lstm_cell_c: gates [1, 8] must be [1, 12] (4 gates of the state [1, 3])");
+    FAILS(ISA_LSTM_CELL_H, 0, (T(F32, (1, 8)), T(F32, (2, 8)), T(F32, (1, 2))), SH,
+          "lstm_cell_h: gates [2, 8] must be [1, 8] (4 gates of the state [1, 2])");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (1, 8)), T(F32, (1, 8)), T(F32, (1, 2))), SH,
+          "gru_cell: gates [1, 8] must be [1, 6] (3 gates of the state [1, 2])");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (6)), T(F32, (6)), T(F32, (2))), SH,
+          "gru_cell: the state must be [B, H] (rank 2), got [2]");
+    FAILS(ISA_GRU_CELL, 0, (T(F32, (1, 6)), T(F64, (1, 6)), T(F32, (1, 2))), TY,
+          "gru_cell: dtype mismatch: f32 [1, 6] and f64 [1, 6]");
+    FAILS(ISA_LSTM_CELL_C, 0, (T(I32, (1, 4)), T(I32, (1, 4)), T(I32, (1, 1))), TY,
+          "lstm_cell_c: not defined on i32 (floats only)");
+}
+END_TEST
+
 /* ---- FUSED_CONV2D ------------------------------------------------------------------ */
 /* Naive convolution of integer-valued operands, then bias and act. */
 static void conv_ref(const dev_value *x, const dev_value *w, const int64_t *p, const double *bias, uint32_t act,
@@ -726,6 +805,8 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_exact);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
+    tcase_add_test(tc, test_rnn_cells_same_as_unfused);
+    tcase_add_test(tc, test_rnn_cells_errors);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);

@@ -332,9 +332,9 @@ START_TEST(test_stack_put_growth)
         acc = out;
     }
     /* 1, 2, 4, ..., 1024 rows: 11 tensors (fewer when an allocation's
-       alignment slack holds a row more) */
+       alignment slack holds rows more: 8 with today's tensor header) */
     ck_assert_int_le(made, 11);
-    ck_assert_int_ge(made, 9);
+    ck_assert_int_ge(made, 8);
     ck_assert_int_eq(acc.u.t->dims[0], 1000);
     ck_assert(((float *)acc.u.t->data)[2997] == 1 && ((float *)acc.u.t->data)[2999] == 3);
     /* an overwrite of a held stack copies only the used rows */
@@ -540,6 +540,10 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     /* issue 12's fused products (test_fused.c tests them) */
     case ISA_FUSED_MATMUL: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = T(dt, (2, 2), 1, 1, 0, 1); in[2] = T(dt, (2), 1, -1); break;
     case ISA_FUSED_CONV2D: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 2, 1), 1, 2); in[2] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1); in[3] = T(dt, (1), 3); break;
+    /* issue 24's recurrent cells (test_fused.c tests them) */
+    case ISA_LSTM_CELL_C:
+    case ISA_LSTM_CELL_H: in[0] = T(dt, (1, 4), 1, 0, 1, 1); in[1] = T(dt, (1, 4), 1, 1, 0, 1); in[2] = T(dt, (1, 1), 2); break;
+    case ISA_GRU_CELL: in[0] = T(dt, (1, 3), 1, 0, 1); in[1] = T(dt, (1, 3), 1, 1, 0); in[2] = T(dt, (1, 1), 2); break;
     default: ck_abort_msg("no inputs for %s", isa_ops[op].name);
     }
 }
@@ -549,7 +553,7 @@ static const isa_op nm_ops[] = {
     ISA_FLATTEN, ISA_EXPAND, ISA_TILE, ISA_STRIDED_SLICE, ISA_TRILU, ISA_PADV, ISA_GATHER_ELEMENTS,
     ISA_TOPK, ISA_ONEHOT, ISA_RESIZE, ISA_LRN, ISA_STACK_PUT, ISA_MAXPOOL, ISA_AVGPOOL,
     ISA_RESIZE2, ISA_GRID_SAMPLE, ISA_NMS, ISA_AFFINE_GRID, ISA_COL2IM, ISA_ROI_ALIGN, ISA_DEFORM_CONV,
-    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D,
+    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D, ISA_LSTM_CELL_C, ISA_LSTM_CELL_H, ISA_GRU_CELL,
 };
 
 START_TEST(test_nomem)
