@@ -53,30 +53,28 @@ bool dev_kgemm_fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
 /* Which code computes an f32 product. Chosen from the dims of the whole
  * product, so that the chunks it is split into (dev_kmm_run) use the same
  * code, and every element has the same bits at any thread count.
- * - One column, or one row of A against B stored transposed: OpenBLAS's
- *   gemv (a dot product per element; packing B would cost 16x the product).
  * - Up to 2^28 multiply-adds: tfvm's own (sgemm.c). On this project's
- *   machine (Zen 4, one thread) it ran 105-113 GFLOP/s from 32x128x128 to
- *   256x512x512 and [1,128]x[128,512] in 3.5 us, where OpenBLAS 0.3.21 ran
- *   94-116 with its own kernel choice and 85-109 under
- *   OPENBLAS_CORETYPE=Haswell, and 4.2 us (15 us) for the row: the table
- *   in docs/devices.md ("Kernel notes").
- * - Larger: OpenBLAS (1024^3: 12-18% faster than ours). */
-typedef enum kgemm_code { KGEMM_OWN, KGEMM_OWN_T, KGEMM_GEMV, KGEMM_BLAS } kgemm_code;
+ *   machine (Zen 4, one thread) it ran 104-111 GFLOP/s from 32x128x128 to
+ *   256x512x512 and [1,128]x[128,512] in 2.7 us, where OpenBLAS 0.3.21 ran
+ *   99-116 with its own kernel choice and 89-109 under
+ *   OPENBLAS_CORETYPE=Haswell, and 2.3 us (14 us) for the row: the table in
+ *   docs/devices.md ("Kernel notes"). One row against B stored transposed
+ *   (x @ W^T, an RNN step), or one dense column of A @ b, is a dot product
+ *   per element over rows read where they lie (packing would cost 16x the
+ *   product); one dense column from A stored transposed is the row C^T =
+ *   op(B)^T @ A, whose B is A as it lies.
+ * - Larger, or a column of C with a stride: OpenBLAS (1024^3: as fast as
+ *   ours or up to 20% faster). */
+typedef enum kgemm_code { KGEMM_OWN, KGEMM_OWN_T, KGEMM_DOTS, KGEMM_DOTS_T, KGEMM_GEMV, KGEMM_BLAS } kgemm_code;
 #define KGEMM_OWN_MAX (INT64_C(1) << 28)
 
 static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t ldc)
 {
     if (M * N * K > KGEMM_OWN_MAX)
         return KGEMM_BLAS;
-    /* One dense column from A stored transposed is the row C^T = op(B)^T @
-     * A, whose B is A as it lies: ours. (OpenBLAS's gemv there gave other
-     * bits to a block of rows than to the whole.) */
-    if (N == 1 && ta && ldc == 1)
-        return KGEMM_OWN_T;
-    if (N == 1 || (M == 1 && tb))
-        return KGEMM_GEMV;
-    return KGEMM_OWN;
+    if (N == 1)
+        return ldc != 1 ? KGEMM_GEMV : ta ? KGEMM_OWN_T : KGEMM_DOTS_T;
+    return M == 1 && tb ? KGEMM_DOTS : KGEMM_OWN;
 }
 
 /* An f32 product by `code`; ours falls back to OpenBLAS when its packing
@@ -84,10 +82,25 @@ static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t
 static void kgemm_f32(kgemm_code code, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float *C, int64_t ldc)
 {
-    if (code == KGEMM_OWN && dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
-        return;
-    if (code == KGEMM_OWN_T && dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M))
-        return;
+    switch (code) {
+    case KGEMM_OWN:
+        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
+            return;
+        break;
+    case KGEMM_OWN_T:
+        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M))
+            return;
+        break;
+    case KGEMM_DOTS: /* C[0][j] = op(A)[0, :] . B[j] */
+        if (dev_sdots(N, K, A, ta ? lda : 1, B, ldb, C))
+            return;
+        break;
+    case KGEMM_DOTS_T: /* C[i][0] = A[i] . op(B)[:, 0] */
+        if (dev_sdots(M, K, B, tb ? 1 : ldb, A, lda, C))
+            return;
+        break;
+    default: break;
+    }
     const dev_blas_fns *blas = dev_blas(); /* loaded: the kernels check dev_kgemm_ready first */
     /* A single row or column is a matrix-vector product; OpenBLAS's gemm
      * does not forward those to gemv itself. The vector op(A)[0, :] steps by

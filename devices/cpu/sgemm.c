@@ -14,6 +14,9 @@ typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restri
 /* Rows [0, 8) x columns [0, kc) of src (row stride ld) into columns
  * [0, 8) of dst (row stride nr): dst[p][j] = src[j][p]. */
 typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, float *dst, int64_t nr);
+/* y[j] = x . R[j], j < n: see sgemm_body.h */
+typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
+                        float *restrict y);
 #define SG_MR_MAX 8
 typedef struct sg_impl {
     int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
@@ -21,6 +24,7 @@ typedef struct sg_impl {
     int64_t w1;                        /* columns of wide[1] */
     sg_kern_fn *wide[3];               /* 1 row by w1 columns, 2 rows by 2 * nr */
     sg_t8_fn *t8;                      /* NULL: packing op(B) = B^T goes element by element */
+    sg_dots_fn *dots;
     const char *name;
 } sg_impl;
 
@@ -47,6 +51,7 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VADD(a, b) ((a) + (b))
 #define VZERO() ((sg_v4){0, 0, 0, 0})
+#define VHSUM(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -61,10 +66,20 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #undef VFMA
 #undef VADD
 #undef VZERO
+#undef VHSUM
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SG_X86 1
+
+/* the 8 lanes' sum: halves, then pairs, then the last two */
+__attribute__((target("avx2"))) static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
 
 /* ---- AVX2 + FMA: 6 x 16 tiles (12 accumulators of the 16 registers) ---- */
 #define SG_VF __m256
@@ -80,6 +95,7 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VADD(a, b) _mm256_add_ps(a, b)
 #define VZERO() _mm256_setzero_ps()
+#define VHSUM(v) hsum8(v)
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -94,6 +110,7 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #undef VFMA
 #undef VADD
 #undef VZERO
+#undef VHSUM
 
 /* Eight rows at a time, 8 x 8 blocks transposed in registers; the last
  * kc % 8 columns one by one. */
@@ -144,6 +161,7 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
+#define VHSUM(v) _mm512_reduce_add_ps(v)
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -158,15 +176,16 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #undef VFMA
 #undef VADD
 #undef VZERO
+#undef VHSUM
 #endif
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
-    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, "portable"},
+    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4, "portable"},
 #ifdef SG_X86
     [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
-                     t8_avx2, "avx2"},
+                     t8_avx2, dots_avx2, "avx2"},
     [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
-                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, "avx512"},
+                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, "avx512"},
 #else
     [DEV_SG_AVX2] = {.name = "avx2"},
     [DEV_SG_AVX512] = {.name = "avx512"},
@@ -387,8 +406,7 @@ bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_
     return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
-bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-               int64_t ldb, float *C, int64_t ldc)
+static const sg_impl *best_impl(void)
 {
     static const sg_impl *best;
     const sg_impl *im = __atomic_load_n(&best, __ATOMIC_RELAXED);
@@ -396,5 +414,46 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
         im = &impls[dev_sg_best()];
         __atomic_store_n(&best, im, __ATOMIC_RELAXED);
     }
-    return sg_run(im, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    return im;
+}
+
+bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+               int64_t ldb, float *C, int64_t ldc)
+{
+    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+/* x is copied when it is strided (into the thread's buffer, as packing) */
+static bool sg_dots(const sg_impl *im, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                    float *y)
+{
+    if (n <= 0)
+        return true;
+    if (K <= 0) {
+        memset(y, 0, (size_t)n * sizeof *y);
+        return true;
+    }
+    if (incx != 1) {
+        float *xc = scratch((size_t)K);
+        if (!xc)
+            return false;
+        for (int64_t p = 0; p < K; p++)
+            xc[p] = x[p * incx];
+        x = xc;
+    }
+    im->dots(n, K, x, R, ldr, y);
+    return true;
+}
+
+bool dev_sdots_on(dev_sg_isa isa, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                  float *y)
+{
+    if (!dev_sg_have(isa))
+        return false;
+    return sg_dots(&impls[isa], n, K, x, incx, R, ldr, y);
+}
+
+bool dev_sdots(int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr, float *y)
+{
+    return sg_dots(best_impl(), n, K, x, incx, R, ldr, y);
 }

@@ -25,6 +25,14 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
  * the CPU lacks it. */
 bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float *C, int64_t ldc);
+/* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
+ * against B stored transposed (x @ B^T) or a column (A @ x), as dot
+ * products of R's rows read where they lie. A row of y has the same bits
+ * whatever n and the rows around it. false when a strided x cannot be
+ * copied (the per-thread buffer); y is then untouched. Thread-safe. */
+bool dev_sdots(int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr, float *y);
+bool dev_sdots_on(dev_sg_isa isa, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                  float *y);
 bool dev_sg_have(dev_sg_isa isa);
 dev_sg_isa dev_sg_best(void); /* what dev_sgemm uses */
 const char *dev_sg_name(dev_sg_isa isa);

@@ -2,7 +2,8 @@
  * per instruction set with SG_VF (a vector of SG_VL floats), VLD/VST
  * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, the
  * tile SG_MR rows x SG_NV vectors, the one-row tile of SG_W1 vectors (at
- * least 2 * SG_NV), SG_TARGET and SG_SFX defined. */
+ * least 2 * SG_NV), VHSUM (the sum of a vector's lanes, in a fixed order),
+ * SG_TARGET and SG_SFX defined. */
 
 /* C[0:R, 0:nr] = (add ? C + : ) sum over p < kc of a[p][i] * b[p][j], for
  * a tile of R rows and V vectors: a is a packed panel (SG_MR floats per p),
@@ -66,3 +67,47 @@ SG_DEF(w1, 1, SG_W1)
 SG_DEF(w2, 2, 2 * SG_NV)
 #undef SG_DEF
 #undef SG_TILE
+
+/* ---- Dot products: y[j] = sum over p < K of x[p] * r[j][p] ---------------------------
+ * One row of A against B stored transposed (and one column, the other way
+ * round): B's rows are read once, where they lie, with no packing. Each dot
+ * product sums lanes of SG_VL partial sums over the first K / SG_VL * SG_VL
+ * terms, then the lanes by VHSUM, then the remaining terms in order. Eight
+ * rows go in lockstep, each with the operations it has alone, so a row has
+ * the same bits wherever it falls. */
+SG_TARGET static inline float SG_SFX(dot_end)(SG_VF acc, const float *x, const float *r, int64_t p, int64_t K)
+{
+    float s = VHSUM(acc);
+    for (; p < K; p++)
+        s += x[p] * r[p];
+    return s;
+}
+
+SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
+                                   float *restrict y)
+{
+    const int64_t kv = K / SG_VL * SG_VL;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const float *r = R + j * ldr;
+        SG_VF acc[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            acc[i] = VZERO();
+        for (int64_t p = 0; p < kv; p += SG_VL) {
+            const SG_VF xv = VLD(x + p);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                acc[i] = VFMA(xv, VLD(r + i * ldr + p), acc[i]);
+        }
+        for (int i = 0; i < 8; i++)
+            y[j + i] = SG_SFX(dot_end)(acc[i], x, r + i * ldr, kv, K);
+    }
+    for (; j < n; j++) {
+        const float *r = R + j * ldr;
+        SG_VF acc = VZERO();
+        for (int64_t p = 0; p < kv; p += SG_VL)
+            acc = VFMA(VLD(x + p), VLD(r + p), acc);
+        y[j] = SG_SFX(dot_end)(acc, x, r, kv, K);
+    }
+}

@@ -171,6 +171,43 @@ START_TEST(test_empty)
 }
 END_TEST
 
+/* ---- Dot products ------------------------------------------------------------------------
+ * y[j] = x . R[j] on each instruction set, x dense or strided, against the
+ * sums in double; each row computed alone has the bits it has among the
+ * others (the first 8 go in lockstep, the rest one by one). */
+START_TEST(test_dots)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t ns[] = {1, 7, 8, 9, 20}, ks[] = {1, 5, 16, 17, 33, 128, 300}, incs[] = {1, 3};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
+            for (size_t c = 0; c < sizeof incs / sizeof *incs; c++) {
+                const int64_t n = ns[a], K = ks[b], inc = incs[c], ldr = K + 2;
+                float *x = matrix(K, inc, 0, (uint32_t)(n + K), false), *R = matrix(n, K, 2, (uint32_t)(n * K), false);
+                float y[21], one;
+                y[n] = CANARY;
+                ck_assert(dev_sdots_on(isa, n, K, x, inc, R, ldr, y));
+                for (int64_t j = 0; j < n; j++) {
+                    double sum = 0, mag = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        const double t = (double)x[p * inc] * (double)R[j * ldr + p];
+                        sum += t, mag += fabs(t);
+                    }
+                    ck_assert_msg(fabs(y[j] - sum) <= (double)(K + 2) * FLT_EPSILON * mag,
+                                  "%s n=%ld K=%ld incx=%ld: y[%ld] = %.9g, expected %.9g", dev_sg_name(isa), (long)n,
+                                  (long)K, (long)inc, (long)j, y[j], sum);
+                    ck_assert(dev_sdots_on(isa, 1, K, x, inc, R + j * ldr, ldr, &one));
+                    ck_assert_msg(memcmp(&one, &y[j], sizeof one) == 0, "%s n=%ld K=%ld: row %ld alone differs",
+                                  dev_sg_name(isa), (long)n, (long)K, (long)j);
+                }
+                ck_assert_msg(y[n] == CANARY, "%s n=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)n, (long)K);
+                free(x), free(R);
+            }
+}
+END_TEST
+
 /* ---- The MATMUL gemm split over threads -----------------------------------------------
  * A runner that runs the chunks of a loop on RUN_THREADS threads; the split
  * product has the serial product's bits, whichever code computes it. */
@@ -213,14 +250,15 @@ static void run_chunks(void *self, size_t n, size_t grain, dev_par_fn fn, void *
 static const dev_par_runner runner = {run_chunks, NULL, RUN_THREADS};
 
 /* by rows, by columns (few rows), one row (ours), one row of a transposed B
- * (gemv), one column (ours as a row, and gemv), and one above our size
- * limit (OpenBLAS) */
+ * (dot products, x dense and strided), one column (ours as a row, and dot
+ * products), and one above our size limit (OpenBLAS) */
 static const struct par_case {
     int64_t M, N, K;
     bool ta, tb;
 } par_cases[] = {
     {200, 96, 300, false, false}, {4, 2000, 300, false, true}, {1, 4096, 200, false, false},
-    {1, 4096, 200, true, true},   {2000, 1, 300, true, false}, {2000, 1, 300, false, true},
+    {1, 4096, 200, true, true},   {1, 4096, 200, false, true}, {2000, 1, 300, true, false},
+    {2000, 1, 300, false, true},  {2000, 1, 300, false, false},
     {700, 700, 600, false, false},
 };
 
@@ -266,6 +304,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_best);
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split_same_bits, 0, (int)(sizeof par_cases / sizeof *par_cases));
     suite_add_tcase(s, tc);
     return s;
