@@ -1,13 +1,16 @@
 /* bench/gemm.c — `make bench`: f32 products of the sizes models have, run as
  * a MATMUL through the VM (tfvm's own kernel below 2^28 multiply-adds,
  * OpenBLAS above) against cblas_sgemm called directly with as many OpenBLAS
- * threads as the VM has workers; 1 and 2 threads, best of interleaved runs.
- * Prints GFLOP/s and tfvm's time over OpenBLAS's (below 1: tfvm faster).
+ * threads as the VM has workers; 1 and 2 threads, best of interleaved runs;
+ * "W^T": b stored transposed ([N, K], MATMUL tb, as ONNX Gemm transB=1 and
+ * the recurrent layers keep their weights). Prints GFLOP/s and tfvm's time
+ * over OpenBLAS's (below 1: tfvm faster).
  *
  *   build/bench/gemm [RUNS]      (default 30; OPENBLAS_CORETYPE as set)
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +23,20 @@ static const char program[] = "entry main(a: f32[], b: f32[]) -> (c: f32[]) {\n"
                               "    b = ARG 1\n"
                               "    c = MATMUL (a, b)\n"
                               "        RESULT 0 (c)\n"
+                              "}\n"
+                              "entry main_tb(a: f32[], b: f32[]) -> (c: f32[]) {\n"
+                              "    a = ARG 0\n"
+                              "    b = ARG 1\n"
+                              "    c = MATMUL tb (a, b)\n"
+                              "        RESULT 0 (c)\n"
                               "}\n";
 
 static const struct shape {
     int M, K, N;
-    const char *what;
+    bool tb;
 } shapes[] = {
-    {1, 128, 512, "RNN/attention step"}, {32, 128, 128, "small batch"}, {64, 784, 512, "MLP batch 64"},
-    {256, 512, 512, "medium"},           {1024, 1024, 1024, "large"},
+    {1, 128, 512, false},   {32, 128, 128, false},     {64, 784, 512, false}, {256, 512, 512, false},
+    {1024, 1024, 1024, false}, {1, 128, 512, true}, {32, 128, 128, true},   {64, 784, 512, true},
 };
 
 static double now(void)
@@ -49,7 +58,7 @@ static int fail(const char *what, const char *why)
 static int measure(const tfvm_program *prog, const struct shape *s, int threads, int runs, double *t_vm,
                    double *t_blas)
 {
-    const int64_t da[2] = {s->M, s->K}, db[2] = {s->K, s->N};
+    const int64_t da[2] = {s->M, s->K}, db[2] = {s->tb ? s->N : s->K, s->tb ? s->K : s->N};
     tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 2, da, NULL), *b = tfvm_tensor_new(TFVM_F32, 2, db, NULL);
     float *c = malloc((size_t)s->M * (size_t)s->N * sizeof *c);
     if (!a || !b || !c)
@@ -75,11 +84,11 @@ static int measure(const tfvm_program *prog, const struct shape *s, int threads,
         openblas_set_num_threads(threads);
         double t0 = now();
         for (int i = 0; i < reps; i++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->M, s->N, s->K, 1.0f, ad, s->K, bd, s->N, 0.0f, c,
-                        s->N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, ad, s->K,
+                        bd, s->tb ? s->K : s->N, 0.0f, c, s->N);
         double t1 = now();
         for (int i = 0; i < reps && !rc; i++) {
-            if (tfvm_run(vm, "main", args, 2, &res, 1) != TFVM_OK)
+            if (tfvm_run(vm, s->tb ? "main_tb" : "main", args, 2, &res, 1) != TFVM_OK)
                 rc = fail("run", tfvm_errmsg(vm));
             else if (i + 1 < reps)
                 tfvm_value_release(&res);
@@ -129,7 +138,7 @@ int main(int argc, char **argv)
                 break;
             const double flop = 2.0 * s->M * (double)s->N * s->K;
             char dims[32];
-            snprintf(dims, sizeof dims, "%dx%dx%d", s->M, s->K, s->N);
+            snprintf(dims, sizeof dims, "%dx%dx%d%s", s->M, s->K, s->N, s->tb ? " W^T" : "");
             printf("  %-18s %7d %10.2f %10.1f %10.1f %11.2fx\n", dims, threads, tv * 1e6, flop / tv * 1e-9,
                    flop / tb * 1e-9, tv / tb);
         }

@@ -8,6 +8,7 @@
 #include "devices/cpu/blas.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/sgemm.h"
+#include "devices/tensor.h"
 #include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -166,6 +167,7 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
 typedef struct kmm_job {
     dev_kmm m;
     kgemm_code code;
+    const float *bp; /* op(B) prepacked (kmm_prepacked), or NULL */
 } kmm_job;
 
 static void kmm_chunk(void *arg, size_t b, size_t e)
@@ -174,32 +176,74 @@ static void kmm_chunk(void *arg, size_t b, size_t e)
     const dev_kmm *m = &j->m;
     const size_t esz = dev_kesize(m->dtype);
     const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
+    float *C = (float *)(void *)m->C;
     if (m->by_cols) {
-        const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
-        kgemm(j->code, m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz,
-              m->ldc);
+        /* a chunk starting inside a panel of the prepacked B computes from B
+         * itself, with the same bits */
+        if (!j->bp || !dev_sgemm_packed(m->M, n, m->K, (const float *)(const void *)m->A, m->lda, j->bp, lo, m->N,
+                                        C + lo, m->ldc)) {
+            const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
+            kgemm(j->code, m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz,
+                  m->ldc);
+        }
         if (m->ep)
             dev_kepi_apply(m->ep, m->ep_base, m->ep_row0, m->M, lo, n);
     } else {
         const char *A = m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz;
-        kgemm(j->code, m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb,
-              m->C + (size_t)(lo * m->ldc) * esz, m->ldc);
+        if (!j->bp || !dev_sgemm_packed(n, m->N, m->K, (const float *)(const void *)A, m->lda, j->bp, 0, m->N,
+                                        C + lo * m->ldc, m->ldc))
+            kgemm(j->code, m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb,
+                  m->C + (size_t)(lo * m->ldc) * esz, m->ldc);
         if (m->ep)
             dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, n, 0, m->N);
     }
 }
 
-void dev_kmm_run(const dev_kmm *m)
+static void kmm_run(const dev_kmm *m, const float *bp)
 {
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
-    kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc)};
+    kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
     /* rows while there are at least 8 per thread, else columns: in blocks
      * of whole tiles of our kernel (8 x 32 with AVX-512) */
     job.m.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
     const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
     const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
+}
+
+void dev_kmm_run(const dev_kmm *m) { kmm_run(m, NULL); }
+
+/* ---- Prepacked weights --------------------------------------------------------------
+ * An f32 product whose op(B) our kernel would pack (B transposed, or more
+ * than a few rows) packs it once and keeps it with B's tensor
+ * (dev_tensor_prep): weights are then packed once, not on every run; a B
+ * that changes every run is packed once per run, as it was. NULL when it
+ * does not apply or the tensor keeps no prepared form. */
+typedef struct kmm_pack_job {
+    bool tb;
+    int64_t N, K, ldb;
+    const float *B;
+} kmm_pack_job;
+
+static void kmm_pack_make(void *ctx, void *out)
+{
+    const kmm_pack_job *j = ctx;
+    dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
+}
+
+static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
+{
+    if (m->dtype != TFVM_F32 || !b->t || m->ta ||
+        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
+        return NULL;
+    const struct {
+        int64_t tag, nr, tb, N, K, ldb, offset;
+    } key = {0x73674230 /* "sgB0" */, dev_sgemm_nr(), m->tb, m->N, m->K, m->ldb,
+             (const char *)b->data - (const char *)b->t->data};
+    kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, (const float *)b->data};
+    return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
+                           kmm_pack_make, &job);
 }
 
 /* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
@@ -341,7 +385,7 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
                             vb ? NULL : ep, c, 0, false};
-        dev_kmm_run(&mm);
+        kmm_run(&mm, kmm_prepacked(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {

@@ -340,8 +340,10 @@ static int64_t even(int64_t n, int64_t most)
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
+/* bpre: op(B) already packed (dev_sgemm_pack, Np columns rounded up to NR),
+ * C's column 0 being its column bj0, a multiple of NR; else B as it lies */
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, float *C, int64_t ldc)
+                   const float *B, int64_t ldb, const float *bpre, int64_t bj0, int64_t Np, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0)
         return true;
@@ -353,20 +355,23 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
     const int64_t MR = im->mr, NR = im->nr;
     const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
     const int64_t nc_step = round_up(even(N, SG_NC), NR);
-    const bool direct = !tb && M <= SG_DIRECT_M;
+    const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
     const int64_t a_floats = round_up(mc_step * kc_step, 16);
-    float *ap = scratch((size_t)(a_floats + (direct ? NR : nc_step) * kc_step));
+    float *ap = scratch((size_t)(a_floats + (bpre ? 0 : direct ? NR : nc_step) * kc_step));
     if (!ap)
         return false;
-    float *bp = ap + a_floats;
+    float *const bbuf = ap + a_floats; /* B's block, packed here unless bpre */
+    const float *bp = bbuf;
     for (int64_t jc = 0; jc < N; jc += nc_step) {
         const int64_t nc = N - jc < nc_step ? N - jc : nc_step, nfull = nc / NR * NR;
         for (int64_t pc = 0; pc < K; pc += kc_step) {
             const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
-            if (!direct)
-                pack_b(tb, B, ldb, pc, kc, jc, nc, NR, bp, im->t8);
+            if (bpre)
+                bp = bpre + pc * Np + (bj0 + jc) * kc;
+            else if (!direct)
+                pack_b(tb, B, ldb, pc, kc, jc, nc, NR, bbuf, im->t8);
             else if (nfull < nc)
-                pack_b(false, B, ldb, pc, kc, jc + nfull, nc - nfull, NR, bp, NULL);
+                pack_b(false, B, ldb, pc, kc, jc + nfull, nc - nfull, NR, bbuf, NULL);
             for (int64_t ic = 0; ic < M; ic += mc_step) {
                 const int64_t mc = M - ic < mc_step ? M - ic : mc_step;
                 pack_a(ta, A, lda, ic, mc, pc, kc, MR, ap, im->t8);
@@ -403,7 +408,7 @@ bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_
 {
     if (!dev_sg_have(isa))
         return false;
-    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
 }
 
 static const sg_impl *best_impl(void)
@@ -420,7 +425,33 @@ static const sg_impl *best_impl(void)
 bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                int64_t ldb, float *C, int64_t ldc)
 {
-    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+}
+
+/* ---- Prepacked B ---------------------------------------------------------------------
+ * op(B) packed whole, as sg_run packs it block by block: for each block of
+ * K (at row pc), its Np / NR panels of kc x NR, at pc * Np floats. */
+int64_t dev_sgemm_nr(void) { return best_impl()->nr; }
+
+bool dev_sgemm_packs_b(bool tb, int64_t M) { return tb || M > SG_DIRECT_M; }
+
+size_t dev_sgemm_packed_floats(int64_t N, int64_t K) { return (size_t)(K * round_up(N, best_impl()->nr)); }
+
+void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out)
+{
+    const sg_impl *im = best_impl();
+    const int64_t kc_step = even(K, SG_KC), Np = round_up(N, im->nr);
+    for (int64_t pc = 0; pc < K; pc += kc_step)
+        pack_b(tb, B, ldb, pc, K - pc < kc_step ? K - pc : kc_step, 0, N, im->nr, out + pc * Np, im->t8);
+}
+
+bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
+                      int64_t Ntot, float *C, int64_t ldc)
+{
+    const sg_impl *im = best_impl();
+    if (j0 % im->nr)
+        return false;
+    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, bp, j0, round_up(Ntot, im->nr), C, ldc);
 }
 
 /* x is copied when it is strided (into the thread's buffer, as packing) */

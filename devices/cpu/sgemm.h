@@ -5,6 +5,7 @@
 #define TFVM_CPU_SGEMM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum dev_sg_isa {
@@ -25,6 +26,21 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
  * the CPU lacks it. */
 bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float *C, int64_t ldc);
+/* op(B) [K, N] packed once for dev_sgemm_packed (weights kept across runs):
+ * dev_sgemm_packed_floats(N, K) floats, written by dev_sgemm_pack. Whether
+ * dev_sgemm would pack op(B) for a product of M rows (else it reads B where
+ * it lies, and packing it first gains nothing); the width of its column
+ * panels. */
+size_t dev_sgemm_packed_floats(int64_t N, int64_t K);
+void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
+bool dev_sgemm_packs_b(bool tb, int64_t M);
+int64_t dev_sgemm_nr(void);
+/* C[M, N] = A @ op(B), A not transposed, op(B) being columns [j0, j0 + N)
+ * of a packed [K, Ntot]; the bits of dev_sgemm. false when j0 is not a
+ * multiple of dev_sgemm_nr() or the packing buffer of A cannot be had; C
+ * is then untouched. */
+bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
+                      int64_t Ntot, float *C, int64_t ldc);
 /* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
  * against B stored transposed (x @ B^T) or a column (A @ x), as dot
  * products of R's rows read where they lie. A row of y has the same bits

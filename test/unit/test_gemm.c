@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/cpu/cpu.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/sgemm.h"
+#include "devices/tensor.h"
 #include "testutil.h"
 
 #define CANARY 12345.0f
@@ -295,6 +297,52 @@ START_TEST(test_split_same_bits)
 }
 END_TEST
 
+/* MATMUL of a tensor B that our kernel would pack: packed once and kept with
+ * the tensor, the second run using that form; the bits of dev_sgemm on each
+ * run, serial and split over the runner's threads. A B read where it lies
+ * (few rows, not transposed) keeps no packed form. */
+static const struct prep_case {
+    int64_t M, K, N;
+    bool tb, packs;
+} prep_cases[] = {
+    {100, 70, 50, false, true}, {3, 40, 300, true, true}, {130, 300, 33, true, true}, {3, 40, 300, false, false},
+};
+
+START_TEST(test_matmul_prepacked)
+{
+    const struct prep_case *pc = &prep_cases[_i];
+    const int64_t M = pc->M, K = pc->K, N = pc->N, ldb = pc->tb ? K : N;
+    const int64_t da[2] = {M, K}, db[2] = {pc->tb ? N : K, pc->tb ? K : N};
+    tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 2, da, NULL), *b = tfvm_tensor_new(TFVM_F32, 2, db, NULL);
+    ck_assert(a && b);
+    uint32_t seed = 21;
+    for (int64_t i = 0; i < M * K; i++)
+        ((float *)a->data)[i] = val(&seed, false);
+    for (int64_t i = 0; i < K * N; i++)
+        ((float *)b->data)[i] = val(&seed, false);
+    float *want = matrix(M, N, 0, 1, false);
+    ck_assert(dev_sgemm(false, pc->tb, M, N, K, a->data, K, b->data, ldb, want, N));
+    const dev_value in[2] = {{.dtype = TFVM_F32, .is_tensor = 1, .u.t = a}, {.dtype = TFVM_F32, .is_tensor = 1, .u.t = b}};
+    char msg[256];
+    for (int round = 0; round < 3; round++) {
+        dev_value out;
+        if (round == 2)
+            dev_par_set_runner(&runner);
+        const tfvm_status st = dev_cpu_tensor(ISA_MATMUL, pc->tb ? ISA_OPT_TRANS_B : 0, in, 2, &out, NULL, msg, sizeof msg);
+        dev_par_set_runner(NULL);
+        ck_assert_msg(st == TFVM_OK, "%s", msg);
+        ck_assert_msg(memcmp(out.u.t->data, want, (size_t)(M * N) * sizeof *want) == 0,
+                      "%ldx%ldx%ld tb=%d, run %d: not dev_sgemm's bits", (long)M, (long)K, (long)N, pc->tb, round);
+        dev_value_release(&out);
+        ck_assert_msg((atomic_load(&b->prep) != NULL) == pc->packs, "%ldx%ldx%ld tb=%d: %s packed form", (long)M,
+                      (long)K, (long)N, pc->tb, pc->packs ? "no" : "a");
+    }
+    free(want);
+    tfvm_tensor_free(a);
+    tfvm_tensor_free(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gemm");
@@ -306,6 +354,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split_same_bits, 0, (int)(sizeof par_cases / sizeof *par_cases));
+    tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
     suite_add_tcase(s, tc);
     return s;
 }
