@@ -1,6 +1,8 @@
 # tfvm — one hand-written Makefile.
 #   make            build/bin/tfvm, build/lib/libtfvm.a, build/lib/libtfvm.so
-#   make test       build and run every test (unit suites + end-to-end)
+#   make test       build and run every test (layers, unit suites, end-to-end, make pytest)
+#   make layers     check that no library layer includes a higher one (test/layers.sh)
+#   make pytest     the Python package (python/) in a venv under build/, and its pytest suite
 #   make asan       the whole test suite under AddressSanitizer + UBSan
 #   make tsan       scheduler and VM tests under ThreadSanitizer
 #   make fuzz       libFuzzer on the loader, assembler and .npy reader (FUZZ_SECONDS each)
@@ -57,7 +59,7 @@ GEN_OBJ    := $(GEN_SRC:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 PBC_CFLAGS := $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
 PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 
-LIB_DIRS := util isa loader compiler import vm scheduler devices devices/cpu devices/cuda
+LIB_DIRS := util isa loader compiler import front vm scheduler devices devices/cpu devices/cuda
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard tools/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)
@@ -73,7 +75,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test unit e2e asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
+.PHONY: all test layers unit e2e pytest asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
 all: $(TFVM) $(LIBA) $(LIBSO) cuda
 
 # The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
@@ -175,11 +177,25 @@ e2e: all $(FAKE_CUDA)
 	@$(RUN_E2E)
 	@$(RUN_DEBUG)
 
-test: check-deps all $(UNIT_BIN) $(FAKE_CUDA)
+# The library's layers point down (docs/architecture.md): a lower one never
+# includes a higher one, beyond the commented exceptions of test/layers.allow.
+layers:
+	@bash test/layers.sh
+
+test: check-deps layers all $(UNIT_BIN) $(FAKE_CUDA)
 	@$(RUN_UNIT)
 	@$(RUN_E2E)
 	@$(RUN_DEBUG)
+	@$(MAKE) --no-print-directory pytest
 	@echo "make test: all suites passed ($(BUILD))"
+
+# The Python package (python/, docs/python.md), built into a venv under
+# $(BUILD) with numpy, pytest and setuptools from PyPI, and its pytest suite.
+# Without PyPI or python3's venv it says it skipped. Under SAN (make asan) the
+# extension is instrumented too and the sanitizers' runtimes preloaded.
+PYTHON3 ?= python3
+pytest: $(LIBA)
+	@SAN=$(SAN) CC=$(CC) bash python/tests/run.sh $(PYTHON3) $(BUILD)/py-venv $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined OPT=-O1 test
@@ -265,6 +281,7 @@ bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN)
 	@TFVM=$(TFVM) bash bench/tf.sh
 	@SET=conv MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 	@SET=seq MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
+	@TFVM=$(TFVM) BUILD=$(BUILD) bash bench/python.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -283,6 +300,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/include/tfvm.h $(DESTDIR)$(PREFIX)/include/tfvm_debug.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/tfvm.pc
 
 clean:
-	rm -rf build
+	rm -rf build python/build python/tfvm.egg-info
 
 -include $(DEPS)

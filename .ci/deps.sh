@@ -4,6 +4,12 @@
 set -euo pipefail
 pkgs=(build-essential clang pkg-config check libhwloc-dev libopenblas-dev libedit-dev tmux graphviz
       protobuf-c-compiler libprotobuf-c-dev libonnx-dev)
+# make pytest builds the Python package (python/) in a venv: python3 needs its
+# venv module and C headers (Debian splits them off; pyenv's python3 has both)
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null ||
+   [ ! -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)/Python.h" ]; then
+    pkgs+=(python3-venv python3-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -212,6 +212,8 @@ struct cc_expr {
             cc_expr **ops;
             uint32_t attr;
             cc_expr *sugar;    /* indexing: the GATHER chain that computes it */
+            int decomp;        /* a composite op (decomp.h) + 1, built by cc_decompose; else 0 */
+            double dparams[2]; /* its parameters */
             cc_host *host;     /* feed<T>("x") (no arguments), fetch("y", v) (args[0] = v); else NULL */
         } call;
         struct {

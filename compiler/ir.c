@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compiler.h"
+#include "decomp.h"
 
 cc_irval cc_resolve(cc_irval v)
 {
@@ -331,6 +332,9 @@ static cc_irval *build(builder *B, const cc_expr *e)
             return build(B, e->u.call.sugar);
         if (e->u.call.host)
             return build_host(B, e);
+        if (e->u.call.decomp)
+            return one(B, cc_decompose(C, B->blk, (cc_decomp)(e->u.call.decomp - 1), build(B, e->u.call.args[0])[0],
+                                       e->u.call.dparams));
         /* a built-in op takes its operands (builtins.c), a function its arguments */
         uint32_t na = e->u.call.fn ? e->u.call.n_args : e->u.call.n_ops;
         cc_expr **src = e->u.call.fn ? e->u.call.args : e->u.call.ops;

@@ -1080,6 +1080,112 @@ static bool undoes(const int64_t *p, int np, const int64_t *q, int nq)
     return true;
 }
 
+/* The operand of chain op x that is not a constant (the chain's value), or
+ * -1 when x cannot carry a transposition: a unary op, or an arithmetic one
+ * whose other operand is a constant that the transposition only reshapes. */
+#define SINK_MAX 16
+static int chain_operand(const cc_node *x, int r, const int64_t *q)
+{
+    if (x->kind != CC_N_OP || x->n_out != 1)
+        return -1;
+    if (isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->op != ISA_CAST)
+        return 0;
+    if (isa_ops[x->op].cls != ISA_CLASS_BINARY || x->n_in != 2)
+        return -1;
+    int k = is_const(x->in[0]) ? 1 : is_const(x->in[1]) ? 0 : -1;
+    if (k < 0 || is_const(x->in[k]))
+        return -1;
+    /* the constant, expanded to rank r from the left: its dims > 1 must keep
+     * their order under q, so that its data stays as it is */
+    const cc_cval *c = cval(x->in[1 - k]);
+    if (c->rank > r)
+        return -1;
+    int64_t e[TFVM_MAX_RANK];
+    for (int i = 0; i < r; i++)
+        e[i] = i < r - c->rank ? 1 : c->dims[i - (r - c->rank)];
+    int last = -1;
+    for (int i = 0; i < r; i++)
+        if (e[q[i]] != 1) {
+            if (q[i] < last)
+                return -1;
+            last = (int)q[i];
+        }
+    return k;
+}
+
+/* TRANSPOSE n (permutation q) that undoes a TRANSPOSE p a chain of
+ * elementwise ops before it (unary ones, or arithmetic with a constant, as
+ * TensorFlow's NHWC bias, batch norm and activation between NCHW layers):
+ * both transpositions go, the chain computes in p's input's layout, and
+ * each constant gets the dims of that layout (its data unchanged). Every
+ * op of the chain has one use, in block b. */
+static bool sink_chain(cc *C, tp_state *T, cc_blk *b, cc_node *n, const int64_t *q, int nq, cc_node **next)
+{
+    cc_node *chain[SINK_MAX];
+    int len = 0, at[SINK_MAX];
+    cc_node *x = cc_resolve(n->in[0]).n;
+    int64_t p[TFVM_MAX_RANK];
+    for (;;) {
+        if (x->blk != b || T->uses[x->id] != 1)
+            return false;
+        int np = const_perm(x, p);
+        if (np >= 0) {
+            if (len == 0 || !undoes(p, np, q, nq))
+                return false;
+            break;
+        }
+        int k = len < SINK_MAX ? chain_operand(x, nq, q) : -1;
+        if (k < 0)
+            return false;
+        chain[len] = x;
+        at[len++] = k;
+        x = cc_resolve(x->in[k]).n;
+    }
+    cc_node *t = x; /* TRANSPOSE p */
+    for (int j = 0; j < len; j++) {
+        cc_node *y = chain[j];
+        cc_irval *in = cc_array(C, y->n_in, sizeof *in);
+        for (uint32_t i = 0; i < y->n_in; i++)
+            in[i] = cc_resolve(y->in[i]);
+        if (j == len - 1)
+            in[at[j]] = cc_resolve(t->in[0]);
+        if (y->n_in == 2) {
+            const cc_cval *c = cval(in[1 - at[j]]);
+            if (c->rank > 0) {
+                cc_node *k = cc_node_new(C, NULL, CC_N_CONST, 0, 1, y->pos);
+                k->blk = b;
+                cc_cval nc = *c;
+                int64_t e[TFVM_MAX_RANK];
+                for (int i = 0; i < nq; i++)
+                    e[i] = i < nq - c->rank ? 1 : c->dims[i - (nq - c->rank)];
+                nc.rank = (uint8_t)nq;
+                for (int i = 0; i < nq; i++)
+                    nc.dims[i] = e[q[i]];
+                k->u.c = nc;
+                k->types[0] = (cc_vtype){.dtype = c->dtype, .tensor = 1, .rank = (uint8_t)nq};
+                memcpy(k->types[0].dims, nc.dims, sizeof nc.dims);
+                in[1 - at[j]] = (cc_irval){k, 0};
+            }
+        }
+        y->in = in;
+        /* its result in the new layout: what TRANSPOSE q made of it */
+        cc_vtype *ty = &y->types[0];
+        if (ty->tensor && ty->rank != ISA_RANK_ANY && ty->rank == nq) {
+            int64_t d[TFVM_MAX_RANK];
+            for (int i = 0; i < nq; i++)
+                d[i] = ty->dims[q[i]];
+            memcpy(ty->dims, d, sizeof(int64_t) * (size_t)nq);
+        }
+    }
+    forward(C, n, 0, (cc_irval){chain[0], 0});
+    T->uses[chain[0]->id] += T->uses[n->id] - 1;
+    if (*next == t)
+        *next = t->next;
+    cc_node_unlink(t);
+    cc_node_unlink(n);
+    return true;
+}
+
 static void transpose_block(cc *C, cc_blk *b, void *ud)
 {
     tp_state *T = ud;
@@ -1101,26 +1207,8 @@ static void transpose_block(cc *C, cc_blk *b, void *ud)
             T->uses[x->id]--;
             cc_node_unlink(n);
             T->changes++;
-        } else if (x->kind == CC_N_OP && isa_ops[x->op].cls == ISA_CLASS_UNARY && x->n_in == 1 && x->blk == b &&
-                   T->uses[x->id] == 1) {
-            cc_node *t = cc_resolve(x->in[0]).n;
-            np = const_perm(t, p);
-            if (np >= 0 && undoes(p, np, q, nq) && t->blk == b && T->uses[t->id] == 1) {
-                /* n becomes the unary op on t's input; x and t go */
-                cc_irval *in = cc_array(C, 1, sizeof *in);
-                in[0] = cc_resolve(t->in[0]);
-                n->op = x->op;
-                n->attr = x->attr;
-                if (x->names[0]) /* the op's own name (TensorFlow's "Relu") stays */
-                    n->names[0] = x->names[0];
-                n->in = in;
-                n->n_in = 1;
-                if (next == x || next == t)
-                    next = n->next;
-                cc_node_unlink(x);
-                cc_node_unlink(t);
-                T->changes++;
-            }
+        } else if (sink_chain(C, T, b, n, q, nq, &next)) {
+            T->changes++;
         }
         n = next;
     }
@@ -1353,12 +1441,126 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
+/* ---- Affine chains after a convolution ---------------------------------------------------
+ * CONV2D with constant weights whose only use is a chain of ADD, SUB (x - c)
+ * and MUL by constants per output channel (a scalar, or dims [.., O, 1, 1]):
+ * a bias and a batch norm in inference form, as TensorFlow spells BiasAdd +
+ * FusedBatchNorm and ONNX an unfolded BatchNormalization. y = conv * a + b
+ * per channel: the MULs go into the weights (w[o] * a[o]) and the chain
+ * becomes one ADD of b[o], which the fusion below then takes as the bias.
+ * Two passes over the output fewer per layer; the products round as with
+ * scaled weights (ONNX Runtime folds the same way). */
+static bool chan_values(const cc_cval *c, uint8_t dtype, int64_t O, double *out)
+{
+    if (c->dtype != dtype)
+        return false;
+    int64_t count = 1;
+    for (int i = 0; i < c->rank; i++)
+        count *= c->dims[i];
+    if (count != 1) {
+        if (c->rank < 3 || c->dims[c->rank - 3] != O)
+            return false;
+        for (int i = 0; i < c->rank; i++)
+            if (i != c->rank - 3 && c->dims[i] != 1)
+                return false;
+    }
+    for (int64_t o = 0; o < O; o++) {
+        const int64_t i = count == 1 ? 0 : o;
+        out[o] = dtype == TFVM_F32 ? ((const float *)c->data)[i] : ((const double *)c->data)[i];
+    }
+    return true;
+}
+
+static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *conv = blk->first; conv; conv = conv->next) {
+        if (conv->kind != CC_N_OP || conv->op != ISA_CONV2D || !is_const(conv->in[1]))
+            continue;
+        const cc_cval *w = cval(conv->in[1]);
+        const uint8_t d = w->dtype;
+        if (!isa_dtype_float(d) || w->rank != 4 || conv->types[0].dtype != d)
+            continue;
+        const int64_t O = w->dims[0], per = w->nbytes / tfvm_dtype_size((tfvm_dtype)d) / (O ? (size_t)O : 1);
+        if (O < 1 || O > 65536)
+            continue;
+        double *a = cc_array(C, (size_t)O, sizeof *a), *b = cc_array(C, (size_t)O, sizeof *b);
+        double *c = cc_array(C, (size_t)O, sizeof *c);
+        for (int64_t o = 0; o < O; o++)
+            a[o] = 1, b[o] = 0;
+        cc_node *chain[16], *cur = conv;
+        int len = 0, muls = 0;
+        while (len < 16 && S->uses[cur->id] == 1) {
+            cc_node *n = S->user[cur->id];
+            if (!n || n->kind != CC_N_OP || n->blk != blk || n->n_in != 2 || n->types[0].dtype != d ||
+                (n->op != ISA_ADD && n->op != ISA_SUB && n->op != ISA_MUL))
+                break;
+            const int k = cc_resolve(n->in[0]).n == cur ? 0 : 1;
+            if (cc_resolve(n->in[k]).n != cur || (n->op == ISA_SUB && k != 0) || !is_const(n->in[1 - k]) ||
+                !chan_values(cval(n->in[1 - k]), d, O, c))
+                break;
+            for (int64_t o = 0; o < O; o++) {
+                if (n->op == ISA_MUL)
+                    a[o] *= c[o], b[o] *= c[o];
+                else
+                    b[o] += n->op == ISA_ADD ? c[o] : -c[o];
+            }
+            muls += n->op == ISA_MUL;
+            chain[len++] = cur = n;
+        }
+        if (!muls)
+            continue;
+        /* the weights scaled per output channel, and the chain's last op the one ADD */
+        const size_t esz = tfvm_dtype_size((tfvm_dtype)d);
+        void *wd = cc_alloc(C, w->nbytes), *bd = cc_alloc(C, (size_t)O * esz);
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < per; i++) {
+                const int64_t j = o * per + i;
+                if (d == TFVM_F32)
+                    ((float *)wd)[j] = (float)(((const float *)w->data)[j] * a[o]);
+                else
+                    ((double *)wd)[j] = ((const double *)w->data)[j] * a[o];
+            }
+        for (int64_t o = 0; o < O; o++) {
+            if (d == TFVM_F32)
+                ((float *)bd)[o] = (float)b[o];
+            else
+                ((double *)bd)[o] = b[o];
+        }
+        cc_node *wn = cc_node_new(C, NULL, CC_N_CONST, 0, 1, conv->pos), *bn = cc_node_new(C, NULL, CC_N_CONST, 0, 1, conv->pos);
+        wn->blk = bn->blk = blk;
+        wn->u.c = *w;
+        wn->u.c.data = wd;
+        wn->types[0] = (cc_vtype){.dtype = d, .tensor = 1, .rank = 4};
+        memcpy(wn->types[0].dims, w->dims, sizeof w->dims);
+        bn->u.c = (cc_cval){.dtype = d, .rank = 3, .dims = {O, 1, 1}, .nbytes = (size_t)O * esz, .data = bd};
+        bn->types[0] = (cc_vtype){.dtype = d, .tensor = 1, .rank = 3, .dims = {O, 1, 1}};
+        cc_irval *cin = cc_array(C, conv->n_in, sizeof *cin);
+        for (uint32_t k = 0; k < conv->n_in; k++)
+            cin[k] = cc_resolve(conv->in[k]);
+        cin[1] = (cc_irval){wn, 0};
+        conv->in = cin;
+        cc_node *last = chain[len - 1];
+        cc_irval *lin = cc_array(C, 2, sizeof *lin);
+        lin[0] = (cc_irval){conv, 0};
+        lin[1] = (cc_irval){bn, 0};
+        last->op = ISA_ADD;
+        last->attr = 0;
+        last->in = lin;
+        for (int j = 0; j < len - 1; j++)
+            cc_node_unlink(chain[j]);
+        S->user[conv->id] = last;
+        S->fused++;
+    }
+}
+
 static void fuse(cc *C, cc_ifn *fn)
 {
     fuse_state S = {0};
     S.uses = cc_array(C, C->next_node_id + 1, sizeof *S.uses);
     S.user = cc_array(C, C->next_node_id + 1, sizeof *S.user);
     each_block(C, fn->top, count_uses, &S);
+    each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, fuse_block, &S);
 }
 

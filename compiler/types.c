@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "compiler.h"
+#include "decomp.h"
 
 /* ---- Types ------------------------------------------------------------------------ */
 
@@ -537,6 +538,73 @@ static void no_keywords(checker *K, const cc_expr *e, const char *why)
             cc_error(K->C, e->u.call.arg_pos[k], TFVM_ERR_TYPE, "'%s' %s", e->u.call.name, why);
 }
 
+/* A number written out: a literal, or - one. */
+static bool lit_number(const cc_expr *a, double *out)
+{
+    if (a->kind == CC_E_UNARY && a->u.op.op == CC_T_MINUS && lit_number(a->u.op.a, out)) {
+        *out = -*out;
+        return true;
+    }
+    if (a->kind == CC_E_INT)
+        *out = a->u.lit.neg ? -(double)a->u.lit.mag : (double)a->u.lit.mag;
+    else if (a->kind == CC_E_FLOAT)
+        *out = a->u.lit.f;
+    else
+        return false;
+    return true;
+}
+
+/* A composite op (decomp.h): x, then its parameters by position or keyword,
+ * each a number written out; x's type is the result's. */
+static void check_decomp_call(checker *K, cc_expr *e, const cc_tlist *hint, cc_decomp d)
+{
+    cc *C = K->C;
+    const cc_decomp_info *row = cc_decomp_row(d);
+    const char *name = e->u.call.name;
+    if (e->u.call.has_targ)
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes no type argument", name);
+    uint32_t na = e->u.call.n_args;
+    if (na < 1 || na > 1 + row->n_params) {
+        if (row->n_params == 0)
+            cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes 1 argument, got %u", name, na);
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' takes x and up to %u parameter%s, got %u argument%s",
+                 name, row->n_params, row->n_params == 1 ? "" : "s", na, na == 1 ? "" : "s");
+    }
+    bool given[2] = {false, false};
+    for (uint32_t k = 0; k < 2; k++)
+        e->u.call.dparams[k] = row->dflt[k];
+    for (uint32_t k = 1; k < e->u.call.n_args; k++) {
+        const char *kw = e->u.call.arg_names ? e->u.call.arg_names[k] : NULL;
+        uint32_t p = k - 1;
+        if (kw) {
+            for (p = 0; p < row->n_params && strcmp(row->param[p], kw) != 0; p++)
+                ;
+            if (p == row->n_params)
+                cc_error(C, e->u.call.arg_pos[k], TFVM_ERR_TYPE, "'%s' has no parameter '%s'", name, kw);
+        }
+        if (given[p])
+            cc_error(C, e->u.call.args[k]->start, TFVM_ERR_TYPE, "'%s': parameter '%s' given twice", name,
+                     row->param[p]);
+        given[p] = true;
+        if (!lit_number(e->u.call.args[k], &e->u.call.dparams[p]))
+            cc_error(C, e->u.call.args[k]->start, TFVM_ERR_TYPE, "'%s': %s must be a number written out", name,
+                     row->param[p]);
+    }
+    if (e->u.call.arg_names && e->u.call.arg_names[0])
+        cc_error(C, e->u.call.arg_pos[0], TFVM_ERR_TYPE, "'%s': x is positional", name);
+    check_operands(K, e->u.call.args, 1, hint, "an argument");
+    cc_vtype t = e->u.call.args[0]->type.t[0];
+    if (!is_float(t.dtype)) {
+        char ta[96];
+        cc_vtype_str(&t, ta, sizeof ta);
+        cc_error(C, e->u.call.name_pos, TFVM_ERR_TYPE, "'%s' needs f32 or f64, got %s", name, ta);
+    }
+    e->type = one_type(C, &t);
+    e->u.call.decomp = (int)d + 1;
+    e->u.call.n_ops = 1;
+    e->u.call.ops = e->u.call.args;
+}
+
 /* A tensor op (builtins.c): binds positional and keyword arguments to its
  * parameters, checks each with the hint its kind asks for, then applies the
  * op's type rule. */
@@ -722,6 +790,11 @@ static void check_call(checker *K, cc_expr *e, const cc_tlist *hint)
     const cc_builtin *tensor_op = cc_builtin_find(name);
     if (tensor_op) {
         check_tensor_call(K, e, hint, tensor_op);
+        return;
+    }
+    int dc = cc_decomp_find(name);
+    if (dc >= 0) {
+        check_decomp_call(K, e, hint, (cc_decomp)dc);
         return;
     }
     int op = strcmp(name, "where") == 0 ? ISA_SELECT : builtin_op(name);

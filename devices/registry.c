@@ -9,7 +9,6 @@
 #include "devices/cpu/blas.h"
 #include "devices/cpu/cpu.h"
 #include "devices/device.h"
-#include "scheduler/sched.h"
 
 static const char *const dev_names[DEV_COUNT] = {[DEV_CPU] = "cpu", [DEV_CUDA] = "cuda"};
 
@@ -60,9 +59,9 @@ static pthread_once_t once[DEV_COUNT] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
 static void init_cpu(void)
 {
     dev_device *d = &devices[DEV_CPU];
-    sched_topo *topo = sched_topo_load();
-    unsigned cores = sched_topo_cores(topo);
-    sched_topo_free(topo);
+    ut_topo *topo = ut_topo_load();
+    unsigned cores = ut_topo_cores(topo);
+    ut_topo_free(topo);
     char blas[64];
     cpu_blas(blas, sizeof blas);
     d->iface = &dev_cpu_iface;

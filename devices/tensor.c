@@ -236,6 +236,13 @@ const void *dev_tensor_prep(const tfvm_tensor *ct, const void *key, size_t key_l
     }
 }
 
+bool tfvm_tensor_unique(const tfvm_tensor *t)
+{
+    /* acquire: pairs with the release of other holders' tfvm_tensor_free, whose
+     * reads of the data then happen before the caller's writes */
+    return t && atomic_load_explicit(&((tfvm_tensor *)t)->refs, memory_order_acquire) == 1;
+}
+
 void tfvm_tensor_free(tfvm_tensor *t)
 {
     if (!t)

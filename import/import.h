@@ -28,4 +28,10 @@ tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char 
 tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
                    const tfvm_allocator *a, isa_program *out, tfvm_error *err);
 
+/* fmt's importer (TFVM_FORMAT_ONNX or _TF) into a new program handle made
+ * with cfg (import/api.c): `extra` is ONNX's base directory or TensorFlow's
+ * outputs. The public imports and front/open.c's files both come here. */
+tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
+                        int opt_level, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err);
+
 #endif

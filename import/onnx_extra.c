@@ -84,11 +84,7 @@ static void op_IsInf(ox_node *N)
 
 static void op_Swish(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val al = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f));
-    ox_val t = ox_ew2(N, ISA_MUL, x, &al, x->dtype);
-    t = ox_ew1(N, ISA_SIGMOID, &t);
-    N->out[0] = ox_ew2(N, ISA_MUL, x, &t, x->dtype);
+    N->out[0] = ox_decompose(N, CC_DC_SWISH, ox_need(N, 0), (double[]){ox_attr_f(N, "alpha", 1.0f)});
 }
 
 /* ---- Normalizations ----------------------------------------------------------------- */

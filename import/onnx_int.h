@@ -6,6 +6,7 @@
 #define TFVM_IMPORT_ONNX_INT_H
 
 #include "compiler/build.h"
+#include "compiler/decomp.h"
 #include "onnx.pb-c.h"
 
 #define OX_MAX_IO 64          /* entries of the per-input/output attributes we read (Scan's axes, Split's sizes) */
@@ -122,6 +123,8 @@ int ox_const_ints(const ox_val *v, int64_t *out, int max);
 ox_val ox_shape_of(ox_node *N, const ox_val *x);
 ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
               uint8_t dtype, int rank);
+/* row d of compiler/decomp.h on x, parameters p (NULL: the row's defaults): x's shape */
+ox_val ox_decompose(ox_node *N, cc_decomp d, const ox_val *x, const double *p);
 void ox_unknown_shape(ox_val *v, int rank);
 ox_val ox_empty_vec(ox_node *N, uint8_t dtype);
 ox_val ox_fscalar(ox_node *N, uint8_t dtype, double f);

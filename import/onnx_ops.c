@@ -390,146 +390,67 @@ static void op_Reciprocal(ox_node *N)
     N->out[0] = ox_ew2(N, ISA_DIV, &one, x, x->dtype);
 }
 
-static void op_Softplus(ox_node *N)
-{
-    ox_val *x = ox_need(N, 0);
-    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1);
-    ox_val s = ox_ew2(N, ISA_ADD, &e, &one, x->dtype);
-    N->out[0] = ox_ew1(N, ISA_LOG, &s);
-}
+/* ---- Composite activations: one row each of compiler/decomp.h --------------------------- */
 
-static void op_Softsign(ox_node *N)
+ox_val ox_decompose(ox_node *N, cc_decomp d, const ox_val *x, const double *p)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val a = ox_ew1(N, ISA_ABS, x), one = ox_fscalar(N, x->dtype, 1);
-    ox_val d = ox_ew2(N, ISA_ADD, &a, &one, x->dtype);
-    N->out[0] = ox_ew2(N, ISA_DIV, x, &d, x->dtype);
-}
-
-static ox_val hard_sigmoid(ox_node *N, const ox_val *x, double alpha, double beta)
-{
-    ox_val al = ox_fscalar(N, x->dtype, alpha), be = ox_fscalar(N, x->dtype, beta);
-    ox_val zero = ox_fscalar(N, x->dtype, 0), one = ox_fscalar(N, x->dtype, 1);
-    ox_val t = ox_ew2(N, ISA_MUL, x, &al, x->dtype);
-    t = ox_ew2(N, ISA_ADD, &t, &be, x->dtype);
-    t = ox_ew2(N, ISA_MIN, &t, &one, x->dtype);
-    return ox_ew2(N, ISA_MAX, &t, &zero, x->dtype);
-}
-
-static void op_HardSigmoid(ox_node *N)
-{
-    N->out[0] = hard_sigmoid(N, ox_need(N, 0), ox_attr_f(N, "alpha", 0.2f), ox_attr_f(N, "beta", 0.5f));
-}
-
-static void op_HardSwish(ox_node *N)
-{
-    ox_val *x = ox_need(N, 0);
-    ox_val h = hard_sigmoid(N, x, 1.0 / 6, 0.5);
-    N->out[0] = ox_ew2(N, ISA_MUL, x, &h, x->dtype);
-}
-
-/* select(x < 0, neg, x) */
-static ox_val where_neg(ox_node *N, const ox_val *x, const ox_val *neg, isa_op cmp)
-{
-    ox_val zero = ox_fscalar(N, x->dtype, 0);
-    ox_val c = ox_ew2(N, cmp, x, &zero, TFVM_BOOL);
-    ox_val r = ox_op3(N, ISA_SELECT, 0, &c, neg, x, x->dtype, -1);
-    bcast_shape(&r, x, neg);
-    r.v.n->types[0] = ox_vtype(&r);
+    ox_val r = *x;
+    r.cdata = NULL;
+    r.v = cc_decompose(N->C, N->b, d, x->v, p);
     return r;
 }
 
-static void op_LeakyRelu(ox_node *N)
+/* Row d on input 0 */
+static void decomposed(ox_node *N, cc_decomp d, const double *p) { N->out[0] = ox_decompose(N, d, ox_need(N, 0), p); }
+
+/* A float attribute, or the row's default parameter k */
+static double param(ox_node *N, cc_decomp d, uint32_t k)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val a = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 0.01f));
-    ox_val m = ox_ew2(N, ISA_MUL, x, &a, x->dtype);
-    N->out[0] = where_neg(N, x, &m, ISA_LESS);
+    return ox_attr_f(N, cc_decomp_row(d)->param[k], (float)cc_decomp_row(d)->dflt[k]);
 }
 
-static void op_PRelu(ox_node *N)
+static void op_Softplus(ox_node *N) { decomposed(N, CC_DC_SOFTPLUS, NULL); }
+static void op_Softsign(ox_node *N) { decomposed(N, CC_DC_SOFTSIGN, NULL); }
+static void op_Mish(ox_node *N) { decomposed(N, CC_DC_MISH, NULL); }
+static void op_HardSwish(ox_node *N) { decomposed(N, CC_DC_HARD_SWISH, NULL); }
+
+static void op_HardSigmoid(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val m = ox_ew2(N, ISA_MUL, x, ox_need(N, 1), x->dtype);
-    N->out[0] = where_neg(N, x, &m, ISA_LESS);
+    decomposed(N, CC_DC_HARD_SIGMOID, (double[]){param(N, CC_DC_HARD_SIGMOID, 0), param(N, CC_DC_HARD_SIGMOID, 1)});
 }
 
-/* alpha * (exp(x) - 1) */
-static ox_val expm1_scaled(ox_node *N, const ox_val *x, double alpha)
-{
-    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1), a = ox_fscalar(N, x->dtype, alpha);
-    ox_val d = ox_ew2(N, ISA_SUB, &e, &one, x->dtype);
-    return ox_ew2(N, ISA_MUL, &d, &a, x->dtype);
-}
-
-static void op_Elu(ox_node *N)
-{
-    ox_val *x = ox_need(N, 0);
-    ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.0f));
-    N->out[0] = where_neg(N, x, &m, ISA_LESS);
-}
+static void op_LeakyRelu(ox_node *N) { decomposed(N, CC_DC_LEAKY_RELU, (double[]){param(N, CC_DC_LEAKY_RELU, 0)}); }
+static void op_Elu(ox_node *N) { decomposed(N, CC_DC_ELU, (double[]){param(N, CC_DC_ELU, 0)}); }
+static void op_Celu(ox_node *N) { decomposed(N, CC_DC_CELU, (double[]){param(N, CC_DC_CELU, 0)}); }
 
 static void op_Selu(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val m = expm1_scaled(N, x, ox_attr_f(N, "alpha", 1.67326319217681884765625f));
-    ox_val s = where_neg(N, x, &m, ISA_LESS_EQUAL);
-    ox_val g = ox_fscalar(N, x->dtype, ox_attr_f(N, "gamma", 1.05070102214813232421875f));
-    N->out[0] = ox_ew2(N, ISA_MUL, &s, &g, x->dtype);
-}
-
-static void op_Celu(ox_node *N)
-{
-    ox_val *x = ox_need(N, 0);
-    double alpha = ox_attr_f(N, "alpha", 1.0f);
-    ox_val a = ox_fscalar(N, x->dtype, alpha), zero = ox_fscalar(N, x->dtype, 0);
-    ox_val xs = ox_ew2(N, ISA_DIV, x, &a, x->dtype);
-    ox_val m = expm1_scaled(N, &xs, alpha);
-    ox_val lo = ox_ew2(N, ISA_MIN, &m, &zero, x->dtype), hi = ox_ew2(N, ISA_MAX, x, &zero, x->dtype);
-    N->out[0] = ox_ew2(N, ISA_ADD, &hi, &lo, x->dtype);
+    decomposed(N, CC_DC_SELU, (double[]){param(N, CC_DC_SELU, 0), param(N, CC_DC_SELU, 1)});
 }
 
 static void op_ThresholdedRelu(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val a = ox_fscalar(N, x->dtype, ox_attr_f(N, "alpha", 1.0f)), zero = ox_fscalar(N, x->dtype, 0);
-    ox_val c = ox_ew2(N, ISA_GREATER, x, &a, TFVM_BOOL);
-    N->out[0] = ox_op3(N, ISA_SELECT, 0, &c, x, &zero, x->dtype, x->rank);
-}
-
-static void op_Mish(ox_node *N)
-{
-    ox_val *x = ox_need(N, 0);
-    ox_val e = ox_ew1(N, ISA_EXP, x), one = ox_fscalar(N, x->dtype, 1);
-    ox_val s = ox_ew2(N, ISA_ADD, &e, &one, x->dtype);
-    s = ox_ew1(N, ISA_LOG, &s);
-    s = ox_ew1(N, ISA_TANH, &s);
-    N->out[0] = ox_ew2(N, ISA_MUL, x, &s, x->dtype);
+    decomposed(N, CC_DC_THRESHOLDED_RELU, (double[]){param(N, CC_DC_THRESHOLDED_RELU, 0)});
 }
 
 static void op_Gelu(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
     char buf[16];
     const char *approx = ox_attr_s(N, "approximate", "none", buf, sizeof buf);
-    uint8_t d = x->dtype;
-    ox_val half = ox_fscalar(N, d, 0.5), one = ox_fscalar(N, d, 1), t;
-    if (strcmp(approx, "tanh") == 0) {
-        ox_val c = ox_fscalar(N, d, sqrt(2 / M_PI)), k = ox_fscalar(N, d, 0.044715);
-        ox_val x3 = ox_ew2(N, ISA_MUL, x, x, d);
-        x3 = ox_ew2(N, ISA_MUL, &x3, x, d);
-        x3 = ox_ew2(N, ISA_MUL, &x3, &k, d);
-        t = ox_ew2(N, ISA_ADD, x, &x3, d);
-        t = ox_ew2(N, ISA_MUL, &t, &c, d);
-        t = ox_ew1(N, ISA_TANH, &t);
-    } else {
-        ox_val r = ox_fscalar(N, d, M_SQRT1_2);
-        t = ox_ew2(N, ISA_MUL, x, &r, d);
-        t = ox_ew1(N, ISA_ERF, &t);
-    }
-    t = ox_ew2(N, ISA_ADD, &t, &one, d);
-    t = ox_ew2(N, ISA_MUL, &t, &half, d);
-    N->out[0] = ox_ew2(N, ISA_MUL, x, &t, d);
+    decomposed(N, strcmp(approx, "tanh") == 0 ? CC_DC_GELU_TANH : CC_DC_GELU, NULL);
+}
+
+/* x < 0 ? x * slope : x, the slope broadcast against x */
+static void op_PRelu(ox_node *N)
+{
+    ox_val *x = ox_need(N, 0);
+    ox_val m = ox_ew2(N, ISA_MUL, x, ox_need(N, 1), x->dtype);
+    ox_val zero = ox_fscalar(N, x->dtype, 0);
+    ox_val c = ox_ew2(N, ISA_LESS, x, &zero, TFVM_BOOL);
+    ox_val r = ox_op3(N, ISA_SELECT, 0, &c, &m, x, x->dtype, -1);
+    bcast_shape(&r, x, &m);
+    r.v.n->types[0] = ox_vtype(&r);
+    N->out[0] = r;
 }
 
 static void op_Shrink(ox_node *N)

@@ -102,10 +102,8 @@ static void op_CausalConvWithState(ox_node *N)
         ox_val bb = os_reshape(N, bias, 2, s2);
         y = ox_ew2(N, ISA_ADD, &y, &bb, d);
     }
-    if (silu) {
-        ox_val s = ox_ew1(N, ISA_SIGMOID, &y);
-        y = ox_ew2(N, ISA_MUL, &y, &s, d);
-    }
+    if (silu)
+        y = ox_decompose(N, CC_DC_SWISH, &y, NULL);
     N->out[0] = y;
     if (N->n_out > 1)
         /* the last k - 1 positions (none when k = 1) */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/decomp.h"
 #include "import/tf.h"
 
 typedef imp_tf_opctx ctx;
@@ -932,23 +933,20 @@ static bool more_ops(ctx *X)
     } else if (is(X, "Reciprocal") || is(X, "Inv")) {
         X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), x, d);
     } else if (is(X, "LeakyRelu")) {
-        cc_irval ax_ = ew2(X, ISA_MUL, x, num(X, d, attr_f(X, "alpha", 0.2f)), d);
-        cc_irval sel[3] = {ew2(X, ISA_GREATER, x, num(X, d, 0), TFVM_BOOL), x, ax_};
-        X->out[0] = op(X, ISA_SELECT, 0, 3, sel, scalar(x) ? cc_scalar_t(d) : ten(d));
-    } else if (is(X, "Softplus")) { /* max(x, 0) + log(1 + exp(-|x|)), stable */
-        cc_irval e = ew1(X, ISA_EXP, ew1(X, ISA_NEG, ew1(X, ISA_ABS, x)));
-        X->out[0] = ew2(X, ISA_ADD, ew1(X, ISA_RELU, x), ew1(X, ISA_LOG, ew2(X, ISA_ADD, e, num(X, d, 1), d)), d);
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_LEAKY_RELU, x, (double[]){attr_f(X, "alpha", 0.2f)});
+    } else if (is(X, "Softplus")) {
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_SOFTPLUS, x, NULL);
     } else if (is(X, "Softsign")) {
-        X->out[0] = ew2(X, ISA_DIV, x, ew2(X, ISA_ADD, ew1(X, ISA_ABS, x), num(X, d, 1), d), d);
-    } else if (is(X, "Selu")) {
-        const double a = 1.6732632423543772848170429916717, sc = 1.0507009873554804934193349852946;
-        cc_irval neg = ew2(X, ISA_MUL, num(X, d, a), ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d), d);
-        cc_irval sel[3] = {ew2(X, ISA_GREATER, x, num(X, d, 0), TFVM_BOOL), x, neg};
-        X->out[0] = ew2(X, ISA_MUL, num(X, d, sc), op(X, ISA_SELECT, 0, 3, sel, ten(d)), d);
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_SOFTSIGN, x, NULL);
+    } else if (is(X, "Addons>Mish")) { /* TensorFlow Addons' op; tf.keras spells mish out in Softplus and Tanh */
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_MISH, x, NULL);
+    } else if (is(X, "Selu")) { /* TF's constants, in double */
+        const double p[2] = {1.6732632423543772848170429916717, 1.0507009873554804934193349852946};
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_SELU, x, p);
     } else if (is(X, "Expm1")) {
-        X->out[0] = ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d);
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_EXPM1, x, NULL);
     } else if (is(X, "Log1p")) {
-        X->out[0] = ew1(X, ISA_LOG, ew2(X, ISA_ADD, x, num(X, d, 1), d));
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_LOG1P, x, NULL);
     } else if (is(X, "ClipByValue")) {
         X->out[0] = ew2(X, ISA_MIN, ew2(X, ISA_MAX, x, X->in[1], d), X->in[2], d);
     } else if (is(X, "BroadcastTo")) {
@@ -1043,7 +1041,7 @@ static const struct {
     {"TensorArrayScatterV3", 4}, {"TensorArraySizeV3", 2}, {"Rsqrt", 1}, {"Square", 1}, {"Relu6", 1},
     {"Elu", 1}, {"Softmax", 1}, {"LogSoftmax", 1}, {"Cast", 1}, {"TensorListSetItem", 3},
     {"TensorListGetItem", 2}, {"AddN", 1}, {"SquaredDifference", 2}, {"Reciprocal", 1}, {"Inv", 1},
-    {"LeakyRelu", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Selu", 1}, {"Expm1", 1}, {"Log1p", 1},
+    {"LeakyRelu", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Addons>Mish", 1}, {"Selu", 1}, {"Expm1", 1}, {"Log1p", 1},
     {"ClipByValue", 3}, {"BroadcastTo", 2}, {"ReverseV2", 2}, {"IsNan", 1}, {"IsFinite", 1}, {"All", 2},
     {"Any", 2}, {"Mod", 2}, {"TruncateMod", 2}, {"TruncateDiv", 2}, {"Pad", 2}, {"PadV2", 3},
     {"MirrorPad", 2}, {"DepthwiseConv2dNative", 2}, {"TopKV2", 2}, {"L2Loss", 1}, {"ResizeBilinear", 2},
@@ -1089,9 +1087,7 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (is(X, "Relu6")) {
         X->out[0] = ew2(X, ISA_MIN, ew1(X, ISA_RELU, x), num(X, d, 6), d);
     } else if (is(X, "Elu")) {
-        cc_irval em1 = ew2(X, ISA_SUB, ew1(X, ISA_EXP, x), num(X, d, 1), d);
-        cc_irval sel[3] = {ew2(X, ISA_GREATER, x, num(X, d, 0), TFVM_BOOL), x, em1};
-        X->out[0] = op(X, ISA_SELECT, 0, 3, sel, scalar(x) ? cc_scalar_t(d) : ten(d));
+        X->out[0] = cc_decompose(X->C, X->b, CC_DC_ELU, x, (double[]){1.0});
     } else if (is(X, "Softmax") || is(X, "LogSoftmax")) {
         X->out[0] = op1(X, is(X, "Softmax") ? ISA_SOFTMAX : ISA_LOG_SOFTMAX, axis_attr(X, -1), x, ten(d));
     } else if (is(X, "Select") || is(X, "SelectV2")) {

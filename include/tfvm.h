@@ -7,7 +7,12 @@
  *   A VM keeps the record of its last failure: tfvm_errmsg(), tfvm_last_error().
  * - Nothing is printed from inside the library; diagnostics go to the log
  *   callback of the configuration (none by default).
- * - There is no global state. Different VMs and programs may be used from
+ * - Process-wide state is set up once and kept for the life of the process:
+ *   the devices (each opened at its first use, tfvm_device_status), OpenBLAS
+ *   (loaded at the first matrix product), and OpenBLAS's thread count, which
+ *   is process-global: it follows the worker count of the VM made last
+ *   (tfvm_vm_new), so VMs of different worker counts running at once share
+ *   one setting. Otherwise different VMs and programs may be used from
  *   different threads at the same time; one VM is used by one thread at a time.
  *   A loaded program is immutable and may be shared by many VMs concurrently.
  */
@@ -89,10 +94,15 @@ TFVM_API const char *tfvm_dtype_name(tfvm_dtype d);
 TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
 
 /* ---- Memory ------------------------------------------------------------
- * One allocation hook, realloc-shaped: fn(ud, NULL, 0, n) allocates,
+ * The allocation hook, realloc-shaped: fn(ud, NULL, 0, n) allocates,
  * fn(ud, p, old, n) resizes, fn(ud, p, old, 0) frees and returns NULL.
  * It must return NULL on failure (the library then reports TFVM_ERR_NOMEM
  * and releases what it had). fn = NULL means the C library's allocator.
+ * Programs, tensors, values, contexts and the compiler's and importers' work
+ * go through it; some memory does not: worker pools and their threads
+ * (tfvm_pool_new), hwloc's topology, the sequential-frame planner's scratch
+ * arrays while tfvm_vm_new plans, and what OpenBLAS and the CUDA backend
+ * allocate for themselves use the C library (or the GPU's allocator).
  * A VM with several worker threads calls it from all of them at once: it
  * must be thread-safe unless the configuration is deterministic. */
 typedef void *(*tfvm_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
@@ -147,7 +157,9 @@ TFVM_API tfvm_status tfvm_device_status(const char *name, char *buf, size_t size
 typedef struct tfvm_pool tfvm_pool;
 
 /* A pool of `threads` workers, the calling thread of each run included (0 =
- * one per physical core), pinned one per core. NULL: out of memory. */
+ * one per physical core). The threads are not pinned to cores: the caller's
+ * own thread may run anywhere, and a helper pinned beside it was measured
+ * slower. NULL: out of memory. */
 TFVM_API tfvm_pool *tfvm_pool_new(int threads);
 TFVM_API void tfvm_pool_free(tfvm_pool *pool);
 
@@ -200,6 +212,11 @@ TFVM_API tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t
                                        const tfvm_allocator *alloc);
 TFVM_API tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t); /* +1 reference */
 TFVM_API void tfvm_tensor_free(tfvm_tensor *t);        /* -1 reference */
+/* Whether the caller's reference is the only one, so that nobody else (a
+ * program's constant, a VM, another result) sees the tensor: then the caller
+ * may write its data, e.g. a run's result handed on as a writable array.
+ * False for NULL. Thread-safe. */
+TFVM_API bool tfvm_tensor_unique(const tfvm_tensor *t);
 TFVM_API tfvm_dtype tfvm_tensor_dtype(const tfvm_tensor *t);
 TFVM_API int tfvm_tensor_rank(const tfvm_tensor *t);
 TFVM_API const int64_t *tfvm_tensor_dims(const tfvm_tensor *t);

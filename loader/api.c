@@ -77,15 +77,6 @@ tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *
     return ld_program_finish(p, ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err), out, err);
 }
 
-/* Every format, as the tfvm command reads it (import/api.c). */
-tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg, tfvm_program **out,
-                                   tfvm_error *err)
-{
-    if (!out || !path)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_file: NULL argument");
-    return tfvm_program_open(path, NULL, cfg, out, err);
-}
-
 tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name, const tfvm_config *cfg,
                                   tfvm_program **out, tfvm_error *err)
 {

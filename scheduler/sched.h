@@ -152,7 +152,6 @@ const sched_policy *sched_policy_at(size_t i);
  * then sleep. A pool serves one run at a time; a VM with its own pool makes
  * one at its first parallel run. */
 typedef struct sched_pool sched_pool;
-typedef struct sched_topo sched_topo;
 
 /* A pool of `threads` workers (the caller's thread included). NULL: out of
  * memory. The threads are not pinned to cores: worker 0 is the caller's own
@@ -173,14 +172,5 @@ void sched_pool_run(sched_pool *p, uint32_t n, void (*fn)(void *ud, uint32_t i),
 void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t grain, dev_par_fn fn, void *arg);
 /* An idle worker's turn at the published loop, if any: true if it ran a chunk. */
 bool sched_help_job(sched_run *r);
-
-/* ---- Topology (hwloc) ---------------------------------------------------------
- * Without hwloc information the VM still runs: the cores then come from
- * sysconf (logical processors). hwloc allocates with the C library (its
- * allocations are outside the hook). */
-sched_topo *sched_topo_load(void);
-void sched_topo_free(sched_topo *t);
-/* Physical cores (at least 1). t may be NULL. */
-unsigned sched_topo_cores(const sched_topo *t);
 
 #endif

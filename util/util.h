@@ -86,6 +86,16 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
                          tfvm_error *err);
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err);
 
+/* ---- The machine (util/topo.c) ------------------------------------------
+ * Physical cores through hwloc; without hwloc information they come from
+ * sysconf (logical processors). hwloc allocates with the C library (its
+ * allocations are outside the hook). */
+typedef struct ut_topo ut_topo;
+ut_topo *ut_topo_load(void);
+void ut_topo_free(ut_topo *t);
+/* Physical cores (at least 1). t may be NULL. */
+unsigned ut_topo_cores(const ut_topo *t);
+
 /* ---- Checksum ------------------------------------------------------------ */
 uint32_t ut_crc32(uint32_t crc, const void *data, size_t n);
 /* A hash of n bytes for tables of constants: every byte of up to 4 KiB, of

@@ -108,13 +108,13 @@ tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_v
         else if (cfg->pool)
             n = sched_pool_threads(cfg->pool->pool);
         else {
-            vm->topo = sched_topo_load();
-            n = sched_topo_cores(vm->topo);
+            vm->topo = ut_topo_load();
+            n = ut_topo_cores(vm->topo);
         }
         if (cfg->pool && n > sched_pool_threads(cfg->pool->pool))
             n = sched_pool_threads(cfg->pool->pool);
         if (n > 1 && !vm->topo && !cfg->pool)
-            vm->topo = sched_topo_load();
+            vm->topo = ut_topo_load();
     }
     if (n > 1024)
         n = 1024;
@@ -223,7 +223,7 @@ void tfvm_vm_free(tfvm_vm *vm)
     vm_io_free(vm);
     dev_vm_free(vm->dev); /* after every tensor of the VM went back to its pool */
     vm_plan_free(&vm->plan);
-    sched_topo_free(vm->topo);
+    ut_topo_free(vm->topo);
     pthread_mutex_destroy(&vm->err_lock);
     tfvm_allocator a = vm->alloc;
     ut_free(&a, vm, sizeof *vm);
@@ -284,14 +284,14 @@ tfvm_pool *tfvm_pool_new(int threads)
     if (!p)
         return NULL;
     if (threads <= 0 || threads > 1) {
-        p->topo = sched_topo_load();
+        p->topo = ut_topo_load();
         if (threads <= 0)
-            threads = (int)sched_topo_cores(p->topo);
+            threads = (int)ut_topo_cores(p->topo);
     }
     if (threads > 1024)
         threads = 1024;
     if (!(p->pool = sched_pool_new((unsigned)threads))) {
-        sched_topo_free(p->topo);
+        ut_topo_free(p->topo);
         free(p);
         return NULL;
     }
@@ -303,7 +303,7 @@ void tfvm_pool_free(tfvm_pool *p)
     if (!p)
         return;
     sched_pool_free(p->pool);
-    sched_topo_free(p->topo);
+    ut_topo_free(p->topo);
     free(p);
 }
 

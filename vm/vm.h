@@ -301,7 +301,7 @@ typedef struct vm_worker {
 /* A pool of worker threads as the public API hands it out (tfvm_pool_new). */
 struct tfvm_pool {
     sched_pool *pool;
-    sched_topo *topo;
+    ut_topo *topo;
 };
 
 /* ---- The VM ---------------------------------------------------------------- */
@@ -319,7 +319,7 @@ struct tfvm_vm {
     const sched_policy *policy; /* who runs what (scheduler/sched.h) */
     bool multi;                 /* the policy runs several workers: a context may be
                                    touched by several threads (vm_ctx_atomic decides) */
-    sched_topo *topo;           /* several workers: cores, for pinning (may be NULL) */
+    ut_topo *topo;              /* several workers: the machine's cores (may be NULL) */
     sched_pool *pool;           /* the threads of its runs: tfvm_config.pool, or its own,
                                    made at the first run that needs one */
     bool own_pool;

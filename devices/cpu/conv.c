@@ -739,6 +739,23 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         *out = r;
         return TFVM_OK;
     }
+    if (x->dtype == TFVM_F32 && !avg) {
+        /* every f32 max pool through the depthwise grid (dwconv.c) */
+        dw_job dj = {.d = {.x = x->data, .o = o, .N = N, .C = C, .M = 1, .H = H, .W = W, .KH = kh, .KW = kw,
+                           .OH = OH, .OW = OW, .sh = sh, .sw = sw, .pt = pt, .pl = pl, .dh = dh, .dw = dw,
+                           .max = true},
+                     .alloc = k->alloc};
+        if (dev_dw_plan(&dj.d, 1, C)) {
+            atomic_init(&dj.nomem, false);
+            dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW * kh * kw, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+            if (atomic_load(&dj.nomem)) {
+                dev_value_release(&r);
+                return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+            }
+            *out = r;
+            return TFVM_OK;
+        }
+    }
     if (dh != 1 || dw != 1 || ceil_mode || cip) {
         switch (x->dtype) {
         case TFVM_U8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;

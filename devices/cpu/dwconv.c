@@ -10,10 +10,13 @@
  * (cols - OW) / cols of the work (2% at 112 wide, 36% for a 5x5 window over
  * 7x7). MobileNet's and EfficientNet's depthwise layers went through the
  * grouped-convolution paths before: one product per channel, padded to
- * eight output channels, or im2col for strides of 2 (~0.7 GMAC/s). */
+ * eight output channels, or im2col for strides of 2 (~0.7 GMAC/s). f32
+ * MAXPOOL runs the same way: -inf pads, the taps' max instead of their
+ * weighted sum. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/dwconv.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -44,19 +47,21 @@ static int64_t phase_rows(const dev_dw *d)
 static void dw_pad(const dev_dw *d, const float *x, float *ph)
 {
     const int64_t rows = phase_rows(d), cols = phase_cols(d), sh = d->sh, sw = d->sw, W = d->W;
+    const float pad = d->max ? -INFINITY : 0.0f;
     for (int64_t a = 0; a < sh; a++)
         for (int64_t b = 0; b < sw; b++)
             for (int64_t r = 0; r < rows; r++, ph += cols) {
                 const int64_t h = r * sh + a - d->pt;
                 if (h < 0 || h >= d->H) {
-                    memset(ph, 0, (size_t)cols * sizeof *ph);
+                    for (int64_t c = 0; c < cols; c++)
+                        ph[c] = pad;
                     continue;
                 }
                 const float *xr = x + h * W;
                 /* phase column c holds x column c*sw + b - pl */
                 int64_t c = 0;
                 for (; c < cols && c * sw + b - d->pl < 0; c++)
-                    ph[c] = 0;
+                    ph[c] = pad;
                 if (sw == 1) {
                     const int64_t n = W < cols - c ? W : cols - c;
                     memcpy(ph + c, xr + (c - d->pl), (size_t)n * sizeof *ph);
@@ -66,7 +71,7 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                         ph[c] = xr[c * sw + b - d->pl];
                 }
                 for (; c < cols; c++)
-                    ph[c] = 0;
+                    ph[c] = pad;
             }
 }
 
@@ -95,14 +100,55 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
         }                                                                                   \
     }
 
+/* MAXPOOL's grid: the taps' max, a later one only when greater (as the
+ * pool loops in conv.c), NaN where a window holds one. VI: VT's lanes as
+ * int32 (the comparisons' type). */
+#define DW_GRID_MAX(SFX, TARGET, VT, VI, VL)                                                \
+    TARGET static void dw_gmax_##SFX(const float *ph, const int64_t *toff, int64_t taps, int64_t n, float *wide) \
+    {                                                                                       \
+        for (int64_t q = 0; q < n; q += 4 * VL) {                                           \
+            VT m[4];                                                                        \
+            VI bad[4];                                                                      \
+            for (int a = 0; a < 4; a++)                                                     \
+                for (int l = 0; l < VL; l++) {                                              \
+                    m[a][l] = -INFINITY;                                                    \
+                    bad[a][l] = 0;                                                          \
+                }                                                                           \
+            for (int64_t t = 0; t < taps; t++) {                                            \
+                const float *src = ph + toff[t] + q;                                        \
+                _Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)                         \
+                {                                                                           \
+                    VT v;                                                                   \
+                    memcpy(&v, src + a * VL, sizeof v);                                     \
+                    const VI gt = v > m[a];                                                 \
+                    bad[a] |= v != v;                                                       \
+                    m[a] = (VT)(((VI)v & gt) | ((VI)m[a] & ~gt));                           \
+                }                                                                           \
+            }                                                                               \
+            for (int a = 0; a < 4; a++) {                                                   \
+                VT nan;                                                                     \
+                for (int l = 0; l < VL; l++)                                                \
+                    nan[l] = NAN;                                                           \
+                m[a] = (VT)(((VI)nan & bad[a]) | ((VI)m[a] & ~bad[a]));                     \
+            }                                                                               \
+            memcpy(wide + q, m, sizeof m);                                                  \
+        }                                                                                   \
+    }
+
 typedef float dw_v4 __attribute__((vector_size(16)));
+typedef int32_t dw_i4 __attribute__((vector_size(16)));
 DW_GRID(v4, , dw_v4, 4)
+DW_GRID_MAX(v4, , dw_v4, dw_i4, 4)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 typedef float dw_v8 __attribute__((vector_size(32)));
 typedef float dw_v16 __attribute__((vector_size(64)));
 DW_GRID(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
 DW_GRID(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16)
+typedef int32_t dw_i8 __attribute__((vector_size(32)));
+typedef int32_t dw_i16 __attribute__((vector_size(64)));
+DW_GRID_MAX(v8, __attribute__((target("avx2,fma"))), dw_v8, dw_i8, 8)
+DW_GRID_MAX(v16, __attribute__((target("avx512f,fma"))), dw_v16, dw_i16, 16)
 static int best_path(void)
 {
     return __builtin_cpu_supports("avx512f")                                         ? 0
@@ -124,7 +170,9 @@ static int64_t grid_floats(const dev_dw *d)
 
 bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
 {
-    if (Cg != 1 || G != d->C || G < 2 || d->OH < 1 || d->OW < 1 || d->KH * d->KW > DW_MAXTAPS)
+    if (d->max ? d->M != 1 : Cg != 1 || G != d->C || G < 2)
+        return false;
+    if (d->OH < 1 || d->OW < 1 || d->KH * d->KW > DW_MAXTAPS)
         return false;
     const int force = atomic_load(&forced), best = best_path();
     d->path = force > best ? force : best;
@@ -160,20 +208,22 @@ void dev_dw_run(const dev_dw *d, int64_t b, int64_t e, float *scratch)
             dw_pad(d, d->x + in * d->H * d->W, ph);
             padded = in;
         }
-        const float *wk = d->w + o * KK;
+        const float *wk = d->max ? NULL : d->w + o * KK;
 #if defined(__x86_64__) && defined(__GNUC__)
         if (d->path == 0)
-            dw_grid_v16(ph, toff, wk, KK, n, wide);
+            d->max ? dw_gmax_v16(ph, toff, KK, n, wide) : dw_grid_v16(ph, toff, wk, KK, n, wide);
         else if (d->path == 1)
-            dw_grid_v8(ph, toff, wk, KK, n, wide);
+            d->max ? dw_gmax_v8(ph, toff, KK, n, wide) : dw_grid_v8(ph, toff, wk, KK, n, wide);
         else
 #endif
-            dw_grid_v4(ph, toff, wk, KK, n, wide);
+            d->max ? dw_gmax_v4(ph, toff, KK, n, wide) : dw_grid_v4(ph, toff, wk, KK, n, wide);
         const float bias = d->bias ? d->bias[o] : 0.0f;
         float *out = d->o + pl * OH * OW;
         for (int64_t oh = 0; oh < OH; oh++, out += OW) {
             const float *s = wide + oh * cols;
-            if (d->relu)
+            if (d->max)
+                memcpy(out, s, (size_t)OW * sizeof *out); /* + 0 would turn -0 into 0 */
+            else if (d->relu)
                 for (int64_t ow = 0; ow < OW; ow++) {
                     const float y = s[ow] + bias;
                     out[ow] = y < 0 ? 0.0f : y;

@@ -20,6 +20,8 @@ typedef struct dev_dw {
     int64_t N, C, M, H, W, KH, KW, OH, OW;
     int64_t sh, sw, pt, pl, dh, dw;
     bool relu; /* max(sum + bias, 0): what ADD and RELU give */
+    bool max;  /* MAXPOOL instead (w, bias, relu unused): the window's max,
+                  NaN where it holds one, M = 1 */
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
      * its vector length, the scratch an item needs (floats) */
     int path;
@@ -27,8 +29,8 @@ typedef struct dev_dw {
 } dev_dw;
 
 /* True when the depthwise kernel takes d (its sizes filled in; the plan
- * filled in here): groups G = C > 1, one input channel per group (Cg = 1),
- * and a scratch of at most 16 Mi floats. */
+ * filled in here): groups G = C > 1, one input channel per group (Cg = 1)
+ * (or d->max), and a scratch of at most 16 Mi floats. */
 bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
 /* Items of work, each computed apart: an output plane (n * C*M + o).
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of

@@ -234,7 +234,10 @@ static size_t stack_capacity(const tfvm_tensor *t)
 static bool stack_unique(const tfvm_tensor *t)
 {
     tfvm_tensor *m = (tfvm_tensor *)t;
-    return t->device == 0 && !t->pool && atomic_load_explicit(&m->refs, memory_order_acquire) == 1 &&
+    /* the data in the tensor's own block: not a caller's buffer (tfvm_tensor_wrap),
+     * which must stay as it was, and whose room stack_capacity cannot know */
+    const bool own_block = (uintptr_t)t->data - (uintptr_t)t < t->block;
+    return own_block && t->device == 0 && !t->pool && atomic_load_explicit(&m->refs, memory_order_acquire) == 1 &&
            !atomic_load_explicit(&m->exposed, memory_order_relaxed) &&
            !atomic_load_explicit(&m->mirror, memory_order_acquire);
 }

@@ -7,8 +7,10 @@ test/tf/fixtures/NAME.pb (a frozen binary GraphDef), NAME.inK.npy (the values
 of the Placeholders, in the file's order), NAME.outK.npy (what TensorFlow
 computed for the fetches) and one line of index.txt: NAME OUTPUTS N_IN N_OUT
 (OUTPUTS = the fetches as `tfvm run --outputs` takes them, '-' = the default).
+Naming fixtures writes only those (their index.txt lines replaced or added),
+leaving the other files as they are.
 
-    python3 test/tf/gen.py
+    python3 test/tf/gen.py [NAME...]
 """
 import os
 import subprocess
@@ -33,18 +35,21 @@ from tensorflow.core.framework import (attr_value_pb2, function_pb2, graph_pb2, 
 
 tf1 = tf.compat.v1
 INDEX = []
+ONLY = set(sys.argv[1:])
 rng = np.random.default_rng(20260101)
 
 
 def save(name, gd, inputs, outputs, expected, spec=None):
     """Writes NAME.pb, its inputs (in Placeholder order) and expected outputs."""
+    INDEX.append("%s %s %d %d" % (name, spec or "-", len(inputs), len(expected)))
+    if ONLY and name not in ONLY:
+        return
     with open(os.path.join(OUT, name + ".pb"), "wb") as f:
         f.write(gd.SerializeToString())
     for k, v in enumerate(inputs):
         np.save(os.path.join(OUT, "%s.in%d.npy" % (name, k)), np.asarray(v))
     for k, v in enumerate(expected):
         np.save(os.path.join(OUT, "%s.out%d.npy" % (name, k)), np.asarray(v))
-    INDEX.append("%s %s %d %d" % (name, spec or "-", len(inputs), len(expected)))
     print("%-16s %5d bytes, %d inputs, %d outputs" % (name, len(gd.SerializeToString()), len(inputs), len(expected)))
 
 
@@ -179,6 +184,25 @@ def mlp():
     b2 = tf.constant(rng.standard_normal(5).astype(np.float32) * 0.1)
     h = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1))
     return tf.nn.softmax(tf.matmul(h, w2) + b2)
+
+
+def convnet_bias():
+    """Keras's spelling: each conv followed by BiasAdd, a batch norm, an
+    activation, all in NHWC (the importer's NCHW transposes must cancel
+    through them)."""
+    x = ph(tf.float32, [2, 10, 10, 3], "x")
+    k1 = tf.constant(rng.standard_normal((3, 3, 3, 8)).astype(np.float32) * 0.3)
+    b1 = tf.constant(rng.standard_normal(8).astype(np.float32))
+    k2 = tf.constant(rng.standard_normal((3, 3, 8, 5)).astype(np.float32) * 0.3)
+    b2 = tf.constant(rng.standard_normal(5).astype(np.float32))
+    h = tf.nn.bias_add(tf.nn.conv2d(x, k1, 1, "SAME"), b1)
+    lin = lambda a, b: tf.constant(np.linspace(a, b, 8).astype(np.float32))  # noqa: E731
+    h, _, _ = tf1.nn.fused_batch_norm(h, lin(0.5, 1.5), lin(-0.1, 0.1), lin(0.0, 0.2), lin(1.0, 2.0),
+                                      is_training=False)
+    h = tf.nn.max_pool2d(tf.nn.relu(h), 2, 2, "VALID")
+    h = tf.nn.relu6(tf.nn.bias_add(tf.nn.conv2d(h, k2, 1, "SAME"), b2) * 2.0)
+    h = tf.nn.avg_pool2d(h, 5, 5, "VALID")
+    return tf.reshape(h, [2, -1])
 
 
 def convnet():
@@ -466,6 +490,13 @@ def ackermann_graph():
     save("ackermann", gd, [np.int32(2), np.int32(3)], [], [np.int32(ack(2, 3))])
 
 
+def write_bad(name, gd):
+    if ONLY and name not in ONLY:
+        return
+    with open(os.path.join(OUT, name + ".pb"), "wb") as fh:
+        fh.write(gd.SerializeToString())
+
+
 def error_graphs():
     """GraphDefs that must fail to import (test_tf.c checks the messages)."""
     f32 = attr_type(types_pb2.DT_FLOAT)
@@ -483,15 +514,13 @@ def error_graphs():
     gd.node.extend([node("x", "Placeholder", [], dtype=f32, shape=shape),
                     node("c", "PartitionedCall", ["x"], f=attr_func("f"), Tin=attr_types([types_pb2.DT_FLOAT]),
                          Tout=attr_types([types_pb2.DT_FLOAT]))])
-    with open(os.path.join(OUT, "bad_function_op.pb"), "wb") as fh:
-        fh.write(gd.SerializeToString())
+    write_bad("bad_function_op", gd)
     # a Merge of two values that are not the sides of one cond
     gd = graph_pb2.GraphDef()
     gd.node.extend([node("x", "Placeholder", [], dtype=f32, shape=shape),
                     node("y", "Placeholder", [], dtype=f32, shape=shape),
                     node("m", "Merge", ["x", "y"], T=f32, N=attr_value_pb2.AttrValue(i=2))])
-    with open(os.path.join(OUT, "bad_merge.pb"), "wb") as fh:
-        fh.write(gd.SerializeToString())
+    write_bad("bad_merge", gd)
 
 
 def main():
@@ -536,8 +565,15 @@ def main():
     fib_graph()
     ackermann_graph()
     error_graphs()
+    v1("convnet_bias", convnet_bias, {"x": rng.standard_normal((2, 10, 10, 3)).astype(f32)})
+    lines = INDEX
+    if ONLY:  # the other lines as they are, these replaced or added
+        with open(os.path.join(OUT, "index.txt")) as f:
+            old = [ln for ln in f.read().splitlines() if ln]
+        mine = {ln.split()[0]: ln for ln in INDEX if ln.split()[0] in ONLY}
+        lines = [mine.pop(ln.split()[0], ln) for ln in old] + list(mine.values())
     with open(os.path.join(OUT, "index.txt"), "w") as f:
-        f.write("\n".join(INDEX) + "\n")
+        f.write("\n".join(lines) + "\n")
 
 
 main()

@@ -1,4 +1,4 @@
-/* test/unit/kernutil.h — what the CPU kernel suites share (test_kernels2,
+/* test/unit/kernutil.h — what the CPU kernel suites share (test_kernels_shape,
  * test_kernels_bits, test_kernels_image): a counting allocator, operands
  * made from literals (T, IV, ...), calls through dev_cpu_tensor, and the OK /
  * FAILS checks of an exact result or an exact message. One copy per suite. */

@@ -2,6 +2,7 @@
  * + activation into FUSED_MATMUL/FUSED_CONV2D, and tensor constant folding
  * under its size bound (compiler/opt.c): exact op counts after compiling,
  * the cases that must stay apart, and results bit for bit those of -O0. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,8 +154,9 @@ static tfvm_program *tf_open(const char *name, int opt)
     return p;
 }
 
-/* Runs a TensorFlow fixture on its input at -O0 and -O1: the same bytes out. */
-static void tf_same_as_unfused(const char *name)
+/* Runs a TensorFlow fixture on its input at -O0 and -O1: -O1's result against -O0's: bit for bit with tol 0, else within tol of
+ * the larger magnitude (folded weights round differently). */
+static void tf_near_unfused(const char *name, double tol)
 {
     char path[128];
     snprintf(path, sizeof path, "test/tf/fixtures/%s.in0.npy", name);
@@ -176,12 +178,21 @@ static void tf_same_as_unfused(const char *name)
         tfvm_program_free(p);
     }
     ck_assert_int_eq(tfvm_tensor_count(res[0]), tfvm_tensor_count(res[1]));
-    ck_assert(memcmp(tfvm_tensor_cdata(res[0]), tfvm_tensor_cdata(res[1]),
-                     (size_t)tfvm_tensor_count(res[0]) * sizeof(float)) == 0);
+    if (tol == 0)
+        ck_assert(memcmp(tfvm_tensor_cdata(res[0]), tfvm_tensor_cdata(res[1]),
+                         (size_t)tfvm_tensor_count(res[0]) * sizeof(float)) == 0);
+    const float *r0 = tfvm_tensor_cdata(res[0]), *r1 = tfvm_tensor_cdata(res[1]);
+    for (int64_t i = 0; i < tfvm_tensor_count(res[0]); i++) {
+        const double m = fabs(r0[i]) > fabs(r1[i]) ? fabs(r0[i]) : fabs(r1[i]);
+        ck_assert_msg(fabs((double)r0[i] - r1[i]) <= tol * (m + 1), "%s: element %lld: -O0 %.9g, -O1 %.9g", name,
+                      (long long)i, (double)r0[i], (double)r1[i]);
+    }
     tfvm_tensor_free(res[0]);
     tfvm_tensor_free(res[1]);
     tfvm_tensor_free(x);
 }
+
+static void tf_same_as_unfused(const char *name) { tf_near_unfused(name, 0); }
 
 /* a TensorFlow graph (MatMul, BiasAdd, Relu; the importer knows only ranks):
  * the product's dims come from its operands */
@@ -213,6 +224,25 @@ START_TEST(tensorflow_convnet)
     ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 2); /* into NCHW once, out of it once */
     tfvm_program_free(p);
     tf_same_as_unfused("convnet");
+}
+END_TEST
+
+/* Keras's NHWC spelling: every conv's BiasAdd, batch norm (MUL, ADD) and
+ * activation between the importer's TRANSPOSEs to NCHW and back. The
+ * transpositions cancel through that chain (its constants reshaped to
+ * NCHW); the batch norm and the ReLU6's scale fold into the weights, and
+ * bias and activation fuse into the convolutions. */
+START_TEST(tensorflow_nhwc_chain)
+{
+    tfvm_program *p = tf_open("convnet_bias", 0);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 10); /* two 4-d ones per conv and pool, two for the filters */
+    tfvm_program_free(p);
+    p = tf_open("convnet_bias", 1);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 2); /* into NCHW once, out of it once */
+    ck_assert_uint_eq(count(p, ISA_FUSED_CONV2D), 2);
+    ck_assert_uint_eq(count(p, ISA_CONV2D) + count(p, ISA_MUL) + count(p, ISA_ADD) + count(p, ISA_RELU), 0);
+    tfvm_program_free(p);
+    tf_near_unfused("convnet_bias", 1e-5);
 }
 END_TEST
 
@@ -285,6 +315,7 @@ int main(void)
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, tensorflow_convnet);
+    tcase_add_test(tc, tensorflow_nhwc_chain);
     tcase_add_test(tc, stays_apart);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);

@@ -232,6 +232,49 @@ START_TEST(test_same_as_unfused)
 }
 END_TEST
 
+/* f32 MAXPOOL through the depthwise grid (dwconv.c) on each path, against
+ * the f64 pool loops (conv.c): max is exact in either, so every element
+ * must match, NaN where a window holds one and -0 kept. Windows of 3x3 and
+ * 2x3 with strides 1-3, pads, dilation 2, ceil mode. */
+static const struct {
+    int64_t x[4], p[12];
+} mp_cases[] = {
+    {{1, 3, 112, 112}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{2, 5, 13, 9}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{1, 4, 13, 13}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
+    {{1, 2, 17, 20}, {2, 3, 3, 2, 1, 2, 0, 1, 2, 2, 0, 0}},
+    {{1, 1, 7, 7}, {7, 7, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+};
+
+START_TEST(test_maxpool_grid)
+{
+    for (int path = 0; path <= 2; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(mp_cases); ci++) {
+            dev_value x = randt(F32, 4, mp_cases[ci].x, 41), xd = tf(F64, 4, mp_cases[ci].x, NULL, 0), o, od;
+            float *xv = x.u.t->data;
+            for (int64_t i = 0; i < x.u.t->count; i += 97)
+                xv[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0f : -INFINITY;
+            for (int64_t i = 0; i < x.u.t->count; i++)
+                ((double *)xd.u.t->data)[i] = xv[i];
+            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+            ck_assert_int_eq(o.u.t->count, od.u.t->count);
+            for (int64_t i = 0; i < o.u.t->count; i++) {
+                const float got = ((float *)o.u.t->data)[i];
+                const double want = ((double *)od.u.t->data)[i];
+                ck_assert_msg(isnan(want) ? isnan(got) : got == want && !signbit(got) == !signbit(want),
+                              "case %zu path %d: element %lld is %.9g, want %.9g", ci, path, (long long)i, (double)got,
+                              want);
+            }
+            dev_value_release(&o);
+            dev_value_release(&od);
+        }
+    }
+    dev_dw_force(0);
+}
+END_TEST
+
 /* ---- Recurrent cells (rnncell.c) ---------------------------------------------------- */
 /* An elementwise op on one or two operands (borrowed), its result new. */
 static dev_value ew(isa_op op, const dev_value *a, const dev_value *b)
@@ -807,6 +850,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_depthwise);
     tcase_add_test(tc, test_rnn_cells_same_as_unfused);
     tcase_add_test(tc, test_rnn_cells_errors);
+    tcase_add_test(tc, test_maxpool_grid);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);

@@ -6,6 +6,7 @@
  * mean", and load() of .npy/.npz constants; and issue 16's feed and fetch:
  * the graphs their order tokens make, what the optimizer keeps, the errors. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,10 +415,54 @@ static const struct {
      "bad.tfg:3:5: 'main' returns i32 but its body gives i64\n 3 |     x\n   |     ^"},
     {"fn main(n: i32) -> i32 {\n    let x = 'a';\n    x\n}\n",
      "bad.tfg:2:13: unexpected character '''\n 2 |     let x = 'a';\n   |             ^"},
+    {"fn main(n: i32) -> i32 {\n    softplus(n)\n}\n",
+     "bad.tfg:2:5: 'softplus' needs f32 or f64, got i32\n 2 |     softplus(n)\n   |     ^"},
+    {"fn main(x: f32) -> f32 {\n    elu(x, beta = 1.0)\n}\n",
+     "bad.tfg:2:12: 'elu' has no parameter 'beta'\n 2 |     elu(x, beta = 1.0)\n   |            ^"},
+    {"fn main(x: f32, a: f32) -> f32 {\n    elu(x, a)\n}\n",
+     "bad.tfg:2:12: 'elu': alpha must be a number written out\n 2 |     elu(x, a)\n   |            ^"},
+    {"fn main(x: f32) -> f32 {\n    selu(x, 1.0, 2.0, 3.0)\n}\n",
+     "bad.tfg:2:5: 'selu' takes x and up to 2 parameters, got 4 arguments\n 2 |     selu(x, 1.0, 2.0, 3.0)\n"
+     "   |     ^"},
+    {"fn main(x: f32) -> f32 {\n    softplus()\n}\n",
+     "bad.tfg:2:5: 'softplus' takes 1 argument, got 0\n 2 |     softplus()\n   |     ^"},
     {"fn main(n: i32) -> f32 {\n    let w = load(\"no_such_file.npy\");\n    w[0]\n}\n",
      "bad.tfg:2:18: load: no_such_file.npy: No such file or directory\n"
      " 2 |     let w = load(\"no_such_file.npy\");\n   |                  ^"},
 };
+
+/* The composite ops of compiler/decomp.h, called by name with parameters by
+ * position or keyword (each row's numerics: test_decomp.c). */
+static const struct {
+    const char *name, *src;
+    double x, want;
+} composites[] = {
+    {"softplus f32 at 100", "fn main(x: f32) -> f32 { softplus(x) }", 100, 100},
+    {"softsign f32", "fn main(x: f32) -> f32 { softsign(x) }", 3, 0.75},
+    {"elu alpha by keyword", "fn main(x: f64) -> f64 { elu(x, alpha = 0.5) }", -1, -0.31606027941427883},
+    {"leaky_relu alpha by position", "fn main(x: f64) -> f64 { leaky_relu(x, 0.25) }", -2, -0.5},
+    {"hard_sigmoid negative beta", "fn main(x: f64) -> f64 { hard_sigmoid(x, beta = -0.25) }", 2, 0.15},
+    {"gelu f64", "fn main(x: f64) -> f64 { gelu(x) }", 1, 0.8413447460685429},
+    {"mish of an expression", "fn main(x: f64) -> f64 { mish(x * 2.0) - 1.0 }", 0.5, -0.13490161173268966},
+    {"a function named like a row hides it", "fn elu(x: f64) -> f64 { x }\nfn main(x: f64) -> f64 { elu(x) }", -1, -1},
+};
+
+START_TEST(composite_ops)
+{
+    for (size_t i = 0; i < UT_COUNTOF(composites); i++) {
+        tfvm_program *p = compile(composites[i].src);
+        bool f32 = strstr(composites[i].src, "f32") != NULL;
+        tfvm_value a = f32 ? tfvm_f32((float)composites[i].x) : tfvm_f64(composites[i].x);
+        run_out o = run(p, &a, 1);
+        ck_assert_msg(o.st == TFVM_OK, "%s: %s", composites[i].name, o.msg);
+        double got = f32 ? o.r[0].as.f32 : o.r[0].as.f64;
+        double want = composites[i].want;
+        ck_assert_msg(fabs(got - want) <= 1e-6 * fmax(1, fabs(want)), "%s: got %.12g, want %.12g", composites[i].name,
+                      got, want);
+        tfvm_program_free(p);
+    }
+}
+END_TEST
 
 START_TEST(compile_errors)
 {
@@ -926,6 +971,7 @@ int main(void)
     tcase_add_test(tc, bitwise);
     tcase_add_test(tc, literal_typing);
     tcase_add_test(tc, overflow_trap);
+    tcase_add_test(tc, composite_ops);
     tcase_add_test(tc, compile_errors);
     tcase_add_test(tc, warnings);
     tcase_add_test(tc, load_constants);

@@ -1,7 +1,8 @@
 /* test/unit/test_onnx.c — the ONNX importer on the small models of
  * test/onnx/models/ (made by test/onnx/make_models.py): an MLP, a CNN, If,
  * Loop (scalar, with scan outputs, nested, with an If inside), Scan,
- * external data, exporters' conventions, and its errors: exact outputs,
+ * external data, exporters' conventions, composite activations against
+ * onnxruntime on extreme inputs, and its errors: exact outputs,
  * exact messages, and every allocation failure ending in NOMEM. */
 #include "onnx_check.h"
 
@@ -249,6 +250,56 @@ START_TEST(truncated_and_garbage)
 }
 END_TEST
 
+/* The composite activations (compiler/decomp.h) against onnxruntime on
+ * extreme inputs (test/onnx/make_act_models.py made act_extreme.out.npy with
+ * it): within 1e-6 + 1e-5 |want| (ORT gets exp(x) right below -17 where
+ * Softplus's stable form rounds to 0), NaN for NaN, infinities exactly;
+ * except where ORT gives NaN and the limit exists: we give the limit. */
+START_TEST(activations_match_ort)
+{
+    static const struct {
+        const char *output;
+        float x, want;
+    } limits[] = {
+        {"softsign", -INFINITY, -1}, {"softsign", INFINITY, 1}, {"mish", -INFINITY, 0},
+    };
+    tfvm_program *p = compile_ok(M "act_extreme.onnx");
+    tfvm_tensor *x, *want;
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load(M "act_extreme.in.npy", NULL, &x, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_msg(tfvm_npy_load(M "act_extreme.out.npy", NULL, &want, &err) == TFVM_OK, "%s", err.message);
+    const isa_entry *e = &p->isa.entries[0];
+    int64_t n = tfvm_tensor_count(x);
+    ck_assert_int_eq(tfvm_tensor_rank(want), 2);
+    ck_assert_int_eq(tfvm_tensor_dims(want)[0], e->n_results);
+    ck_assert_int_eq(tfvm_tensor_dims(want)[1], n);
+    tfvm_value a = tfvm_tensor_value(x), r[16];
+    ck_assert_uint_le(e->n_results, 16);
+    run_main(p, &a, 1, r, e->n_results, 0);
+    const float *xs = tfvm_tensor_cdata(x), *ws = tfvm_tensor_cdata(want);
+    for (uint32_t k = 0; k < e->n_results; k++) {
+        const char *name = e->results[k].name;
+        ck_assert_msg(r[k].tensor && tfvm_tensor_count(r[k].tensor) == n, "%s: not %lld elements", name,
+                      (long long)n);
+        const float *got = tfvm_tensor_cdata(r[k].tensor);
+        for (int64_t i = 0; i < n; i++) {
+            float w = ws[k * n + i];
+            for (size_t j = 0; j < UT_COUNTOF(limits); j++)
+                if (strcmp(limits[j].output, name) == 0 && limits[j].x == xs[i]) {
+                    ck_assert_msg(isnan(w), "%s at %g: ORT now gives %g, not NaN", name, xs[i], w);
+                    w = limits[j].want;
+                }
+            bool ok = isnan(w) ? isnan(got[i]) : isinf(w) ? got[i] == w : fabsf(got[i] - w) <= 1e-6f + 1e-5f * fabsf(w);
+            ck_assert_msg(ok, "%s at x = %.9g: got %.9g, ORT %.9g", name, xs[i], got[i], w);
+        }
+        tfvm_value_release(&r[k]);
+    }
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(want);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(nomem_at_every_allocation)
 {
     static const char *const models[] = {M "mlp.onnx", M "loop_scan.onnx", M "if_in_loop.onnx", M "external.onnx",
@@ -290,6 +341,7 @@ int main(void)
     tcase_add_test(tc, external_data);
     tcase_add_test(tc, unsupported_op);
     tcase_add_test(tc, truncated_and_garbage);
+    tcase_add_test(tc, activations_match_ort);
     tcase_add_test(tc, nomem_at_every_allocation);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -119,10 +119,14 @@ START_TEST(test_refcount_and_allocator)
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(ta.allocs, 1); /* header and data in one block */
     ck_assert(ta.live >= 800);
+    ck_assert(tfvm_tensor_unique(t));
     ck_assert_ptr_eq(tfvm_tensor_ref(t), t);
     ck_assert_uint_eq(atomic_load(&t->refs), 2);
+    ck_assert(!tfvm_tensor_unique(t));
     tfvm_tensor_free(t);
     ck_assert_int_eq(ta.frees, 0);
+    ck_assert(tfvm_tensor_unique(t));
+    ck_assert(!tfvm_tensor_unique(NULL));
     tfvm_tensor_free(t);
     ck_assert_int_eq(ta.frees, 1);
     ck_assert_int_eq(ta.live, 0); /* freed with the size it was allocated with */

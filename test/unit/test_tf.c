@@ -1,7 +1,8 @@
 /* test/unit/test_tf.c — the TensorFlow importer (import/tf*.c): every
  * fixture of test/tf/fixtures (written by test/tf/gen.py with TensorFlow)
  * runs through imp_tf and the VM, deterministic and on 2 threads, and
- * matches TensorFlow's outputs; recursive fib; exact error messages; every
+ * matches TensorFlow's outputs; recursive fib; composite activations at
+ * +-inf, NaN and -0; exact error messages; every
  * allocation failure ends in TFVM_ERR_NOMEM with nothing leaked. */
 #include <math.h>
 #include <stdio.h>
@@ -351,6 +352,51 @@ START_TEST(error_messages)
 }
 END_TEST
 
+/* The composite activations (compiler/decomp.h) on extreme inputs, in a
+ * GraphDef written here (TensorFlow Addons' Mish has no fixture maker):
+ * within 1e-6 + 1e-6 |want| of the float64 values, NaN for NaN, limits
+ * exactly at +-inf. */
+START_TEST(activations_at_extremes)
+{
+    static const char *const ops[] = {"Softplus", "Softsign", "Addons>Mish", "Elu", "Selu", "LeakyRelu"};
+    static const float x[8] = {-INFINITY, -100, -0.0f, 0, 1, 100, INFINITY, NAN};
+    static const double want[6][8] = {
+        {0, 3.7835e-44, 0.6931471806, 0.6931471806, 1.3132616875, 100, INFINITY, NAN},
+        {-1, -0.9900990099, -0.0, 0, 0.5, 0.9900990099, 1, NAN},
+        {0, -3.7835e-42, -0.0, 0, 0.8650983882, 100, INFINITY, NAN},
+        {-1, -1, -0.0, 0, 1, 100, INFINITY, NAN},
+        {-1.7580993408, -1.7580993408, -0.0, 0, 1.0507009874, 105.07009874, INFINITY, NAN},
+        {-INFINITY, -20, -0.0, 0, 1, 100, INFINITY, NAN},
+    };
+    wbuf g = {.n = 0};
+    w_node(&g, "x", "Placeholder", NULL, NULL, true);
+    for (size_t k = 0; k < UT_COUNTOF(ops); k++)
+        w_node(&g, ops[k], ops[k], "x", NULL, true);
+    isa_program p;
+    tfvm_error err;
+    ck_assert_msg(imp_tf(g.b, g.n, "g.pb", "Softplus,Softsign,Addons>Mish,Elu,Selu,LeakyRelu", 1, NULL, &p, &err) ==
+                      TFVM_OK,
+                  "%s", err.message);
+    int64_t dims[1] = {8};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 1, dims, NULL);
+    memcpy(tfvm_tensor_data(t), x, sizeof x);
+    tfvm_value a = tfvm_tensor_value(t), r[6];
+    char msg[256] = "";
+    ck_assert_msg(run_prog(&p, &a, 1, r, 6, true, NULL, msg, sizeof msg) == TFVM_OK, "%s", msg);
+    for (size_t k = 0; k < UT_COUNTOF(ops); k++) {
+        const float *y = tfvm_tensor_cdata(r[k].tensor);
+        for (int i = 0; i < 8; i++) {
+            double w = want[k][i];
+            bool ok = isnan(w) ? isnan(y[i]) : isinf(w) ? y[i] == w : fabs(y[i] - w) <= 1e-6 + 1e-6 * fabs(w);
+            ck_assert_msg(ok, "%s at x = %g: got %.9g, want %.9g", ops[k], x[i], y[i], w);
+        }
+        tfvm_value_release(&r[k]);
+    }
+    tfvm_tensor_free(t);
+    isa_program_release(&p);
+}
+END_TEST
+
 START_TEST(nomem_at_every_allocation)
 {
     char *data;
@@ -389,6 +435,7 @@ int main(void)
     tcase_add_test(tc, recursive_fib_25);
     tcase_add_test(tc, parallel_iterations);
     tcase_add_test(tc, error_messages);
+    tcase_add_test(tc, activations_at_extremes);
     tcase_add_test(tc, nomem_at_every_allocation);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

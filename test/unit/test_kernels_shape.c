@@ -1,5 +1,7 @@
-/* test/unit/test_kernels2.c — the CPU kernels of issue 10's tensor ops
- * (LOG_SOFTMAX .. STACK_PUT, and the 12-parameter pools): exact outputs
+/* test/unit/test_kernels_shape.c — the CPU kernels of the shape, index and
+ * reduction tensor ops (LOG_SOFTMAX .. STACK_PUT: reductions and scans,
+ * squeeze/expand/tile/slices, gathers, TOPK, ONEHOT, stacks, RESIZE, LRN and
+ * the 12-parameter pools): exact outputs
  * worked out by hand (or with NumPy / ONNX's reference implementation, noted
  * where so), every error message word for word, every allocation failure. */
 #include "kernutil.h"
@@ -295,6 +297,20 @@ START_TEST(test_stack_put)
     ck_assert_int_eq(((int32_t *)out.u.t->data)[0], 7);
     dev_value_release(&out);
     dev_value_release(&acc);
+    /* A caller's buffer (tfvm_tensor_wrap) held by nobody else is still copied:
+     * tensors passed to a run are immutable, and the VM cannot know its room. */
+    int32_t buf[4] = {1, 2, 3, 4};
+    int64_t two = 2;
+    acc = (dev_value){.dtype = TFVM_I32, .is_tensor = 1,
+                      .u.t = tfvm_tensor_wrap(TFVM_I32, 1, &two, buf, NULL, NULL, NULL)};
+    ck_assert_ptr_nonnull(acc.u.t);
+    ck_assert_int_eq(C(ISA_STACK_PUT, 0, &out, acc, sc64(2), sc(I32, 7)), TFVM_OK);
+    ck_assert_ptr_ne(out.u.t, acc.u.t);
+    ck_assert(buf[0] == 1 && buf[1] == 2 && buf[2] == 3 && buf[3] == 4);
+    ck_assert_int_eq(out.u.t->dims[0], 3);
+    ck_assert(((int32_t *)out.u.t->data)[0] == 1 && ((int32_t *)out.u.t->data)[1] == 2 &&
+              ((int32_t *)out.u.t->data)[2] == 7);
+    dev_value_release(&out);
     /* The loop a scan makes: acc passed on, held by no one else. 1000 puts
      * make O(log n) tensors (capacity doubles), most of them in place. */
     acc = IV0;
@@ -710,7 +726,7 @@ static void teardown(void)
 
 static Suite *suite(void)
 {
-    Suite *s = suite_create("kernels2");
+    Suite *s = suite_create("kernels_shape");
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);

@@ -1,18 +1,20 @@
-/* scheduler/topology.c — physical cores and thread pinning through hwloc. */
+/* util/topo.c — the machine's physical cores, through hwloc (sysconf
+ * without it): a fact of the machine, asked by the CPU device for its state
+ * line and by the VM and the worker pools for their default size. */
 #include <hwloc.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "sched.h"
+#include "util/util.h"
 
-struct sched_topo {
+struct ut_topo {
     hwloc_topology_t topo;
     unsigned cores;
 };
 
-sched_topo *sched_topo_load(void)
+ut_topo *ut_topo_load(void)
 {
-    sched_topo *t = malloc(sizeof *t);
+    ut_topo *t = malloc(sizeof *t);
     if (!t)
         return NULL;
     if (hwloc_topology_init(&t->topo) != 0) {
@@ -29,7 +31,7 @@ sched_topo *sched_topo_load(void)
     return t;
 }
 
-void sched_topo_free(sched_topo *t)
+void ut_topo_free(ut_topo *t)
 {
     if (!t)
         return;
@@ -37,7 +39,7 @@ void sched_topo_free(sched_topo *t)
     free(t);
 }
 
-unsigned sched_topo_cores(const sched_topo *t)
+unsigned ut_topo_cores(const ut_topo *t)
 {
     if (t)
         return t->cores;
