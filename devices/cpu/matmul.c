@@ -71,7 +71,7 @@ typedef enum kgemm_code { KGEMM_OWN, KGEMM_OWN_T, KGEMM_DOTS, KGEMM_DOTS_T, KGEM
 
 static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t ldc)
 {
-    if (M * N * K > KGEMM_OWN_MAX)
+    if ((double)M * (double)N * (double)K > (double)KGEMM_OWN_MAX) /* each dim may be up to INT_MAX */
         return KGEMM_BLAS;
     if (N == 1)
         return ldc != 1 ? KGEMM_GEMV : ta ? KGEMM_OWN_T : KGEMM_DOTS_T;
@@ -234,7 +234,7 @@ static void kmm_pack_make(void *ctx, void *out)
 
 static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
 {
-    if (m->dtype != TFVM_F32 || !b->t || m->ta ||
+    if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
         kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
         return NULL;
     const struct {
