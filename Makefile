@@ -194,7 +194,7 @@ test: check-deps layers all $(UNIT_BIN) $(FAKE_CUDA)
 # Without PyPI or python3's venv it says it skipped. Under SAN (make asan) the
 # extension is instrumented too and the sanitizers' runtimes preloaded.
 PYTHON3 ?= python3
-pytest: $(LIBA)
+pytest: $(LIBA) $(FAKE_CUDA)
 	@SAN=$(SAN) CC=$(CC) bash python/tests/run.sh $(PYTHON3) $(BUILD)/py-venv $(BUILD)
 
 asan:
@@ -253,6 +253,12 @@ $(BENCH_MODELRUN): bench/modelrun.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# bench/act.c: f32 EXP, SIGMOID, ERF, TANH through the VM against libm loops in-process.
+BENCH_ACT := $(BUILD)/bench/act
+$(BENCH_ACT): bench/act.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
 # bench/coexec.c: Terra's co-execution (issue 16), a session against serialized runs.
 BENCH_COEXEC := $(BUILD)/bench/coexec
 $(BENCH_COEXEC): bench/coexec.c $(LIBA)
@@ -270,12 +276,13 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN)
+bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN) $(BENCH_ACT)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
 	@$(BENCH_MATMUL)
 	@$(BENCH_GEMM)
+	@$(BENCH_ACT)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh
 	@TFVM=$(TFVM) bash bench/tf.sh

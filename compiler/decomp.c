@@ -114,9 +114,10 @@ static cc_irval hard_sigmoid(dc *D, cc_irval x, double alpha, double beta)
     return bin(D, ISA_MAX, t, zero);
 }
 
-/* GELU: MUL(x, MUL(ADD(ERF(MUL(x, 1/sqrt 2)), 1), 1/2)), or with TANH of
- * sqrt(2/pi) (x + 0.044715 x^3): the spellings opt.c's GELU fusion matches.
- * At -inf it is -inf * 0 = NaN (the limit is 0), as ORT's Gelu gives. */
+/* GELU: MUL(MUL(x, ADD(ERF(DIV(x, sqrt 2)), 1)), 1/2), or with TANH of
+ * sqrt(2/pi) (x + 0.044715 x^3): torch.onnx.export's spellings, which
+ * opt.c's gelu and gelu_tanh fusions match. At -inf it is -inf * 0 = NaN
+ * (the limit is 0), as ORT's Gelu gives. */
 static cc_irval gelu(dc *D, cc_irval x, bool tanh_form)
 {
     cc_irval half = k(D, 0.5), one = k(D, 1), t;
@@ -129,12 +130,12 @@ static cc_irval gelu(dc *D, cc_irval x, bool tanh_form)
         t = bin(D, ISA_MUL, t, c);
         t = u(D, ISA_TANH, t);
     } else {
-        t = bin(D, ISA_MUL, x, k(D, M_SQRT1_2));
+        t = bin(D, ISA_DIV, x, k(D, M_SQRT2));
         t = u(D, ISA_ERF, t);
     }
     t = bin(D, ISA_ADD, t, one);
-    t = bin(D, ISA_MUL, t, half);
-    return bin(D, ISA_MUL, x, t);
+    t = bin(D, ISA_MUL, x, t);
+    return bin(D, ISA_MUL, t, half);
 }
 
 /* Kahan's expm1: with u = exp(x), (u - 1) * x / log(u), whose rounding

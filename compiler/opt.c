@@ -5,6 +5,7 @@
  * fetches takes an order token no other call takes), fusion of MATMUL/CONV2D
  * with a bias ADD and an activation, and dead-code elimination, which also
  * finds the parameters a function reads and the functions still called. */
+#include <math.h>
 #include <string.h>
 
 #include "compiler.h"
@@ -1369,11 +1370,186 @@ static cc_irval conv_bias(cc *C, const fuse_state *S, cc_irval v, int64_t O, cc_
     return (cc_irval){NULL, 0};
 }
 
-static uint32_t act_bit(uint16_t op)
+/* ---- Activations after the sum ---------------------------------------------------------- *
+ * The activation is matched backwards from its last op F, as the importers
+ * and exporters spell it, with every op between the sum y and F used once
+ * (y itself only by the pattern), in y's block, and its constants one
+ * element of y's dtype with exactly the value below (-0 is not 0: MAX and
+ * MIN keep the sign of zero as they get it). Only spellings whose every op
+ * the fused kernel repeats in the same order are matched, so that the
+ * result is the same bits (ADD and MUL commute exactly; MIN and MAX do not):
+ *   RELU/SIGMOID/TANH (y)
+ *   SILU         MUL (y, SIGMOID (y))                                 either order
+ *   GELU         MUL (MUL (y, ADD (ERF (DIV (y, sqrt2)), 1)), 0.5)     torch.onnx.export
+ *   HARDSIGMOID  MAX (MIN (ADD (MUL (y, 1/6), 0.5), 1), 0)            ONNX HardSigmoid as imported,
+ *   HARDSWISH    MUL (y, HARDSIGMOID (y))                              with torch's alpha 1/6
+ *   RELU6        MIN (MAX (y, 0), 6)                                   ONNX Clip(0, 6) as imported
+ *   GELU_TANH    MUL (MUL (y, ADD (TANH (MUL (ADD (y, MUL (MUL (y, MUL (y, y)), 0.044715)),
+ *                sqrt(2/pi))), 1)), 0.5)                               torch's GELU(approximate='tanh') */
+typedef struct act_match {
+    uint32_t act;
+    cc_irval y;         /* the activation's input */
+    uint32_t y_uses;    /* how often the pattern uses y */
+    cc_node *inner[8];  /* the pattern's ops but F, removed with the fusion */
+    int n_inner;
+} act_match;
+
+/* Whether c is a constant of one element of dtype d, bit for bit v (as d),
+ * that cannot make an op with y larger than y (scalar, or rank <= y's). */
+static bool const_is(cc_irval c, uint8_t d, double v, cc_irval y)
 {
-    return op == ISA_RELU ? ISA_OPT_ACT_RELU : op == ISA_SIGMOID ? ISA_OPT_ACT_SIGMOID
-                                           : op == ISA_TANH   ? ISA_OPT_ACT_TANH
-                                                              : 0;
+    if (!is_const(c))
+        return false;
+    const cc_cval *k = cval(c);
+    if (k->dtype != d || (d != TFVM_F32 && d != TFVM_F64) || !k->data)
+        return false;
+    for (int i = 0; i < k->rank; i++)
+        if (k->dims[i] != 1)
+            return false;
+    const cc_vtype *t = vtype(y);
+    if (k->rank > 0 && (!known_rank(t) || t->rank < k->rank))
+        return false;
+    if (d == TFVM_F32) {
+        const float want = (float)v;
+        return memcmp(k->data, &want, sizeof want) == 0;
+    }
+    return memcmp(k->data, &v, sizeof v) == 0;
+}
+
+/* A single-use binary op `op` in b producing v, with operand k (0 or 1) the
+ * constant `c`; *x gets its other operand. commute: either operand. */
+static cc_node *op_const(const fuse_state *S, cc_irval v, uint16_t op, const cc_blk *b, uint8_t d, double c,
+                         bool commute, cc_irval *x)
+{
+    cc_node *n = sole_op(S, v, op, b);
+    if (!n || n->n_in != 2)
+        return NULL;
+    for (int k = 1; k >= (commute ? 0 : 1); k--)
+        if (const_is(n->in[k], d, c, n->in[1 - k])) {
+            *x = cc_resolve(n->in[1 - k]);
+            return n;
+        }
+    return NULL;
+}
+
+/* MAX (MIN (ADD (MUL (y, 1/6), 0.5), 1), 0) ending in F (any uses) */
+static bool match_hsig(const fuse_state *S, cc_node *F, const cc_blk *b, uint8_t d, act_match *m)
+{
+    cc_irval u, t, x;
+    if (F->kind != CC_N_OP || F->op != ISA_MAX || F->n_in != 2 || !const_is(F->in[1], d, 0, F->in[0]))
+        return false;
+    cc_node *mn = op_const(S, F->in[0], ISA_MIN, b, d, 1, false, &u);
+    cc_node *ad = mn ? op_const(S, u, ISA_ADD, b, d, 0.5, true, &t) : NULL;
+    cc_node *ml = ad ? op_const(S, t, ISA_MUL, b, d, 1.0 / 6, true, &x) : NULL;
+    if (!ml)
+        return false;
+    m->y = x;
+    m->inner[m->n_inner++] = mn;
+    m->inner[m->n_inner++] = ad;
+    m->inner[m->n_inner++] = ml;
+    return true;
+}
+
+static bool same_irval(cc_irval a, cc_irval b)
+{
+    a = cc_resolve(a);
+    b = cc_resolve(b);
+    return a.n == b.n && a.k == b.k;
+}
+
+/* The activation that ends in F (in block b, dtype d), or false. */
+static bool match_act(const fuse_state *S, cc_node *F, const cc_blk *b, uint8_t d, act_match *m)
+{
+    *m = (act_match){0};
+    if (F->kind != CC_N_OP || F->blk != b)
+        return false;
+    const uint16_t op = F->op;
+    if ((op == ISA_RELU || op == ISA_SIGMOID || op == ISA_TANH) && F->n_in == 1) {
+        m->act = op == ISA_RELU ? ISA_OPT_ACT_RELU : op == ISA_SIGMOID ? ISA_OPT_ACT_SIGMOID : ISA_OPT_ACT_TANH;
+        m->y = cc_resolve(F->in[0]);
+        m->y_uses = 1;
+        return true;
+    }
+    if (F->n_in != 2)
+        return false;
+    if (op == ISA_MAX && match_hsig(S, F, b, d, m)) {
+        m->act = ISA_OPT_ACT_HARDSIGMOID;
+        m->y_uses = 1;
+        return true;
+    }
+    cc_irval x;
+    if (op == ISA_MIN && const_is(F->in[1], d, 6, F->in[0])) {
+        cc_node *mx = op_const(S, F->in[0], ISA_MAX, b, d, 0, false, &x);
+        if (!mx)
+            return false;
+        *m = (act_match){.act = ISA_OPT_ACT_RELU6, .y = x, .y_uses = 1, .inner = {mx}, .n_inner = 1};
+        return true;
+    }
+    if (op != ISA_MUL)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        cc_irval other = cc_resolve(F->in[1 - k]);
+        cc_node *s = sole_op(S, F->in[k], ISA_SIGMOID, b);
+        if (s && same_irval(s->in[0], other)) {
+            *m = (act_match){.act = ISA_OPT_ACT_SILU, .y = other, .y_uses = 2, .inner = {s}, .n_inner = 1};
+            return true;
+        }
+        cc_node *h = sole_op(S, F->in[k], ISA_MAX, b);
+        act_match hm = {0};
+        if (h && match_hsig(S, h, b, d, &hm) && same_irval(hm.y, other)) {
+            *m = hm;
+            m->inner[m->n_inner++] = h;
+            m->act = ISA_OPT_ACT_HARDSWISH;
+            m->y_uses = 2;
+            return true;
+        }
+    }
+    /* GELU: F = MUL (mm, 0.5), mm = MUL (y, p), p = ADD (e, 1), e = ERF (q), q = DIV (y, sqrt2) */
+    cc_irval ev;
+    cc_node *mm = NULL;
+    for (int k = 1; k >= 0 && !mm; k--)
+        if (const_is(F->in[k], d, 0.5, F->in[1 - k]))
+            mm = sole_op(S, F->in[1 - k], ISA_MUL, b);
+    if (!mm || mm->n_in != 2)
+        return false;
+    for (int j = 0; j < 2; j++) {
+        cc_irval y = cc_resolve(mm->in[1 - j]);
+        cc_node *p = op_const(S, mm->in[j], ISA_ADD, b, d, 1, true, &ev);
+        cc_node *e = p ? sole_op(S, ev, ISA_ERF, b) : NULL;
+        cc_node *q = e ? op_const(S, e->in[0], ISA_DIV, b, d, M_SQRT2, false, &x) : NULL;
+        if (q && same_irval(x, y)) {
+            *m = (act_match){.act = ISA_OPT_ACT_GELU, .y = y, .y_uses = 2, .inner = {mm, p, e, q}, .n_inner = 4};
+            return true;
+        }
+        /* the tanh form: e = TANH (MUL (ADD (y, MUL (MUL (y, MUL (y, y)), k)), c)) */
+        cc_node *t = p ? sole_op(S, ev, ISA_TANH, b) : NULL;
+        cc_irval av, kv;
+        cc_node *mc = t ? op_const(S, t->in[0], ISA_MUL, b, d, 0.7978845608028654, true, &av) : NULL;
+        cc_node *a = mc ? sole_op(S, av, ISA_ADD, b) : NULL;
+        for (int i = 0; a && a->n_in == 2 && i < 2; i++) {
+            if (!same_irval(a->in[i], y))
+                continue;
+            cc_node *mk = op_const(S, a->in[1 - i], ISA_MUL, b, d, 0.044715, true, &kv);
+            cc_node *x3 = mk ? sole_op(S, kv, ISA_MUL, b) : NULL;
+            for (int h = 0; x3 && x3->n_in == 2 && h < 2; h++) {
+                cc_node *x2 = same_irval(x3->in[h], y) ? sole_op(S, x3->in[1 - h], ISA_MUL, b) : NULL;
+                if (x2 && x2->n_in == 2 && same_irval(x2->in[0], y) && same_irval(x2->in[1], y)) {
+                    *m = (act_match){.act = ISA_OPT_ACT_GELU_TANH, .y = y, .y_uses = 5,
+                                     .inner = {mm, p, t, mc, a, mk, x3, x2}, .n_inner = 8};
+                    return true;
+                }
+            }
+        }
+    }
+    return false;
+}
+
+/* Unlinks n, moving *next past it first */
+static void unlink_past(cc_node *n, cc_node **next)
+{
+    if (*next == n)
+        *next = n->next;
+    cc_node_unlink(n);
 }
 
 static void fuse_block(cc *C, cc_blk *b, void *ud)
@@ -1408,23 +1584,31 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
             n = next;
             continue;
         }
-        /* the activation that alone uses the sum, if any */
-        cc_node *act = S->uses[n->id] == 1 ? S->user[n->id] : NULL, *target = n;
-        if (act && act->kind == CC_N_OP && act->blk == b && act->n_in == 1 && act_bit(act->op))
+        /* the activation of the sum, if any: its last op is the sum's user,
+         * or a single-use chain of up to 4 ops above it */
+        act_match am = {0};
+        cc_node *act = NULL, *target = n, *u = S->user[n->id];
+        for (int depth = 0; u && depth < 5 && !act; depth++) {
+            if (match_act(S, u, b, d, &am) && same_irval(am.y, (cc_irval){n, 0}) && S->uses[n->id] == am.y_uses)
+                act = u;
+            else
+                u = S->uses[u->id] == 1 ? S->user[u->id] : NULL;
+        }
+        if (act)
             target = act;
-        else
-            act = NULL;
         bool conv = prod->op == ISA_CONV2D;
         cc_irval *in = cc_array(C, conv ? 4 : 3, sizeof *in);
         for (uint32_t k = 0; k < prod->n_in; k++)
             in[k] = cc_resolve(prod->in[k]);
         in[prod->n_in] = bias;
-        if (act) { /* the sum goes with the fusion; the activation's node becomes the fused op */
+        if (act) { /* the sum and the activation's inner ops go; its last op becomes the fused op */
+            for (int k = 0; k < am.n_inner; k++)
+                unlink_past(am.inner[k], &next);
             if (next == act)
                 next = act->next;
             cc_node_unlink(n);
         }
-        target->attr = (conv ? 0 : prod->attr) | (act ? act_bit(act->op) : 0);
+        target->attr = (conv ? 0 : prod->attr) | (act ? am.act : 0);
         target->op = conv ? ISA_FUSED_CONV2D : ISA_FUSED_MATMUL;
         target->in = in;
         target->n_in = prod->n_in + 1;

@@ -34,6 +34,12 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         case ISA_OPT_ACT_RELU: return "relu";
         case ISA_OPT_ACT_SIGMOID: return "sigmoid";
         case ISA_OPT_ACT_TANH: return "tanh";
+        case ISA_OPT_ACT_SILU: return "silu";
+        case ISA_OPT_ACT_GELU: return "gelu";
+        case ISA_OPT_ACT_HARDSIGMOID: return "hardsigmoid";
+        case ISA_OPT_ACT_HARDSWISH: return "hardswish";
+        case ISA_OPT_ACT_RELU6: return "relu6";
+        case ISA_OPT_ACT_GELU_TANH: return "gelu_tanh";
         default: return NULL;
         }
     case ISA_REDUCE_SUM:

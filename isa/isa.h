@@ -160,12 +160,24 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 /* Option bits of ISA_ATTR_OPTS instructions */
 #define ISA_OPT_TRANS_A  1u        /* MATMUL: a's last two dims transposed */
 #define ISA_OPT_TRANS_B  2u        /* MATMUL: b's last two dims transposed */
-/* FUSED_MATMUL, FUSED_CONV2D: the activation applied last (at most one of
- * the three; none: the identity). FUSED_MATMUL also takes ta/tb. */
-#define ISA_OPT_ACT_RELU    4u
-#define ISA_OPT_ACT_SIGMOID 8u
-#define ISA_OPT_ACT_TANH    16u
-#define ISA_OPT_ACT_MASK (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH)
+/* FUSED_MATMUL, FUSED_CONV2D: the activation applied last (at most one;
+ * none: the identity), each exactly the elementwise ops it replaces (docs/
+ * isa.md): SILU x * sigmoid(x); GELU (x * (erf(x / sqrt(2)) + 1)) * 0.5;
+ * HARDSIGMOID max(min(x * (1/6) + 0.5, 1), 0); HARDSWISH x * hardsigmoid(x);
+ * RELU6 min(max(x, 0), 6); GELU_TANH (x * (tanh(sqrt(2/pi) * (x + 0.044715 *
+ * (x * (x * x)))) + 1)) * 0.5. FUSED_MATMUL also takes ta/tb. */
+#define ISA_OPT_ACT_RELU        4u
+#define ISA_OPT_ACT_SIGMOID     8u
+#define ISA_OPT_ACT_TANH        16u
+#define ISA_OPT_ACT_SILU        32u
+#define ISA_OPT_ACT_GELU        64u
+#define ISA_OPT_ACT_HARDSIGMOID 128u
+#define ISA_OPT_ACT_HARDSWISH   256u
+#define ISA_OPT_ACT_RELU6       512u
+#define ISA_OPT_ACT_GELU_TANH   1024u
+#define ISA_OPT_ACT_MASK                                                                                    \
+    (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH | ISA_OPT_ACT_SILU | ISA_OPT_ACT_GELU |       \
+     ISA_OPT_ACT_HARDSIGMOID | ISA_OPT_ACT_HARDSWISH | ISA_OPT_ACT_RELU6 | ISA_OPT_ACT_GELU_TANH)
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
 #define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
 #define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */

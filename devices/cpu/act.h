@@ -5,6 +5,7 @@
 #define TFVM_CPU_ACT_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* tanh of an f32 through one double exp: glibc's tanhf (expm1f inside) took
@@ -24,8 +25,27 @@ static inline float dev_tanhf(float x)
     return (float)((e - 1.0) / (e + 1.0));
 }
 
-/* o[i] = tanh(x[i]) for n elements (o may be x): act.c, vectorised where the
- * CPU allows. What TANH on f32, and the fused tanh epilogue, compute. */
+/* o[i] = f(x[i]) for n elements (o may be x): act.c, vectorised where the
+ * CPU allows. What TANH, EXP, SIGMOID and ERF on f32 compute, and the fused
+ * epilogues (SiLU: x * sigmoid(x), MUL (x, SIGMOID (x)); GELU: (x * (erf(x /
+ * sqrt(2)) + 1)) * 0.5 in that order, as torch.onnx.export spells it). */
 void dev_tanhf_n(float *o, const float *x, size_t n);
+void dev_expf_n(float *o, const float *x, size_t n);
+void dev_sigmoidf_n(float *o, const float *x, size_t n);
+void dev_erff_n(float *o, const float *x, size_t n);
+void dev_siluf_n(float *o, const float *x, size_t n);
+void dev_geluf_n(float *o, const float *x, size_t n);
+/* the fused hardsigmoid (alpha 1/6, beta 0.5), hardswish and relu6: MUL,
+ * ADD, MIN and MAX as the elementwise ops compute them, vectorised */
+void dev_hardsigmoidf_n(float *o, const float *x, size_t n);
+void dev_hardswishf_n(float *o, const float *x, size_t n);
+void dev_relu6f_n(float *o, const float *x, size_t n);
+
+/* Which code computes them: the best the CPU has (AUTO), or one forced for
+ * tests and measurements; false (and nothing changes) when the CPU lacks it.
+ * Process-wide: force only while nothing else runs. */
+typedef enum { DEV_ACT_AUTO, DEV_ACT_PORTABLE, DEV_ACT_AVX2, DEV_ACT_AVX512 } dev_act_isa;
+bool dev_act_force(dev_act_isa isa);
+dev_act_isa dev_act_current(void);
 
 #endif

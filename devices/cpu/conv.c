@@ -289,10 +289,16 @@ static void dw_chunk(void *arg, size_t b, size_t e)
         atomic_store(&j->nomem, true);
         return;
     }
-    dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);
-    ut_free(j->alloc, scratch, bytes);
+    /* an activation the kernel does not apply goes on each plane while it
+     * is in cache */
     if (j->ep && !j->inner)
-        dev_kepi_apply(j->ep, j->d.o, (int64_t)b, (int64_t)(e - b), 0, j->d.OH * j->d.OW);
+        for (size_t p = b; p < e; p++) {
+            dev_dw_run(&j->d, (int64_t)p, (int64_t)p + 1, scratch);
+            dev_kepi_apply(j->ep, j->d.o, (int64_t)p, 1, 0, j->d.OH * j->d.OW);
+        }
+    else
+        dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);
+    ut_free(j->alloc, scratch, bytes);
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];

@@ -32,6 +32,62 @@ void dev_dw_force(int path) { atomic_store(&forced, path); }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* o[c] = x[2c] for c < n, n a multiple of VL, reading x[0, 2n): stride
+ * 2's column phases, VL at a time by one two-source shuffle. Per
+ * instruction set, so that the shuffle is one instruction (vpermt2ps,
+ * vshufps), not lanes through the stack. */
+#ifdef __clang__
+#define DW_EVENS4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define DW_EVENS8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define DW_EVENS16(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#else
+#define DW_EVENS4(a, b) __builtin_shuffle(a, b, (dw_i4x){0, 2, 4, 6})
+#define DW_EVENS8(a, b) __builtin_shuffle(a, b, (dw_i8x){0, 2, 4, 6, 8, 10, 12, 14})
+#define DW_EVENS16(a, b) __builtin_shuffle(a, b, (dw_i16x){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#endif
+#define DW_EVENS_FN(SFX, TARGET, VT, VL, EVENS)                                             \
+    TARGET static void dw_evens_##SFX(float *o, const float *x, int64_t n)                  \
+    {                                                                                       \
+        for (int64_t c = 0; c < n; c += VL) {                                               \
+            VT a, b;                                                                        \
+            memcpy(&a, x + 2 * c, sizeof a);                                                \
+            memcpy(&b, x + 2 * c + VL, sizeof b);                                           \
+            const VT e = EVENS(a, b);                                                       \
+            memcpy(o + c, &e, sizeof e);                                                    \
+        }                                                                                   \
+    }
+typedef float dw_f4x __attribute__((vector_size(16)));
+typedef int32_t dw_i4x __attribute__((vector_size(16)));
+DW_EVENS_FN(v4, , dw_f4x, 4, DW_EVENS4)
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef float dw_f8x __attribute__((vector_size(32)));
+typedef int32_t dw_i8x __attribute__((vector_size(32)));
+typedef float dw_f16x __attribute__((vector_size(64)));
+typedef int32_t dw_i16x __attribute__((vector_size(64)));
+DW_EVENS_FN(v8, __attribute__((target("avx2"))), dw_f8x, 8, DW_EVENS8)
+DW_EVENS_FN(v16, __attribute__((target("avx512f"))), dw_f16x, 16, DW_EVENS16)
+#endif
+
+/* Stride 2's even columns of x from o[0] while all 2n read are in x (n
+ * floats in all), by d's instruction set; the rest by the caller. */
+static int64_t dw_evens(const dev_dw *d, float *o, const float *x, int64_t n)
+{
+    const int64_t vl = d->vl;
+    n = n / vl * vl;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (d->path == 0) {
+        dw_evens_v16(o, x, n);
+        return n;
+    }
+    if (d->path == 1) {
+        dw_evens_v8(o, x, n);
+        return n;
+    }
+#endif
+    dw_evens_v4(o, x, n);
+    return n;
+}
+
 /* A phase plane's width and height: every output's taps and every element
  * of x fall inside. */
 static int64_t phase_cols(const dev_dw *d)
@@ -58,19 +114,29 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                     continue;
                 }
                 const float *xr = x + h * W;
-                /* phase column c holds x column c*sw + b - pl */
-                int64_t c = 0;
-                for (; c < cols && c * sw + b - d->pl < 0; c++)
+                /* phase column c holds x column c*sw + b - pl: those in
+                 * [lo, hi) fall inside x */
+                const int64_t off = b - d->pl;
+                int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw, hi = W - off > 0 ? (W - off + sw - 1) / sw : 0;
+                lo = lo < cols ? lo : cols;
+                hi = hi < lo ? lo : hi < cols ? hi : cols;
+                for (int64_t c = 0; c < lo; c++)
                     ph[c] = pad;
-                if (sw == 1) {
-                    const int64_t n = W < cols - c ? W : cols - c;
-                    memcpy(ph + c, xr + (c - d->pl), (size_t)n * sizeof *ph);
-                    c += n;
-                } else {
-                    for (; c < cols && c * sw + b - d->pl < W; c++)
-                        ph[c] = xr[c * sw + b - d->pl];
+                const float *xo = xr + off;
+                if (sw == 1)
+                    memcpy(ph + lo, xo + lo, (size_t)(hi - lo) * sizeof *ph);
+                else if (sw == 2) {
+                    /* vectors while both they read are in x */
+                    int64_t n = (W - off) / 2 - lo;
+                    n = n < hi - lo ? n : hi - lo;
+                    int64_t c = lo + (n > 0 ? dw_evens(d, ph + lo, xo + 2 * lo, n) : 0);
+                    for (; c < hi; c++)
+                        ph[c] = xo[2 * c];
                 }
-                for (; c < cols; c++)
+                else
+                    for (int64_t c = lo; c < hi; c++)
+                        ph[c] = xo[c * sw];
+                for (int64_t c = hi; c < cols; c++)
                     ph[c] = pad;
             }
 }

@@ -62,9 +62,6 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
  * exp cannot overflow, so large |x| gives 0 or 1 instead of inf/inf. */
 #define X_RELU (x < 0 ? 0 : x)
 #define F_SIGMOID(EXP) (x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x)))
-/* TANH: f64 libm's, f32 act.h's (through one double exp: 4x faster than tanhf) */
-#define EW_TANH tanh
-#define EW_TANHf dev_tanhf
 
 static inline uint64_t ew_upow(uint64_t x, uint64_t e)
 {
@@ -232,17 +229,13 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL1(k_abs_##S, T, T, , fabs##SUF(x))                      \
     EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
     EW_KERNEL1(k_sign_##S, T, T, , F_SIGN(T))                        \
-    EW_KERNEL1(k_sigmoid_##S, T, T, , F_SIGMOID(exp##SUF))           \
-    EW_KERNEL1(k_tanh_##S, T, T, , EW_TANH##SUF(x))                 \
-    EW_KERNEL1(k_exp_##S, T, T, , exp##SUF(x))                       \
     EW_KERNEL1(k_log_##S, T, T, , log##SUF(x))                       \
     EW_KERNEL1(k_sqrt_##S, T, T, , sqrt##SUF(x))                     \
     EW_KERNEL1(k_floor_##S, T, T, , floor##SUF(x))                   \
     EW_KERNEL1(k_ceil_##S, T, T, , ceil##SUF(x))                     \
     EW_KERNEL1(k_round_##S, T, T, , nearbyint##SUF(x))               \
     EW_KERNEL1(k_sin_##S, T, T, , sin##SUF(x))                       \
-    EW_KERNEL1(k_cos_##S, T, T, , cos##SUF(x))                       \
-    EW_KERNEL1(k_erf_##S, T, T, , erf##SUF(x))
+    EW_KERNEL1(k_cos_##S, T, T, , cos##SUF(x))
 
 #define CMP_KERNELS(S, T)                                            \
     EW_KERNEL2(k_lt_##S, T, uint8_t, , (uint8_t)(x < y))             \
@@ -258,6 +251,11 @@ INT_KERNELS(i8, int8_t, uint8_t)
 UINT_KERNELS(u8, uint8_t)
 FLOAT_KERNELS(f32, float, f, ew_floor_modf)
 FLOAT_KERNELS(f64, double, , ew_floor_mod)
+/* f64 SIGMOID, TANH, EXP, ERF through libm; f32 through act.c (below) */
+EW_KERNEL1(k_sigmoid_f64, double, double, , F_SIGMOID(exp))
+EW_KERNEL1(k_tanh_f64, double, double, , tanh(x))
+EW_KERNEL1(k_exp_f64, double, double, , exp(x))
+EW_KERNEL1(k_erf_f64, double, double, , erf(x))
 CMP_KERNELS(b, uint8_t)
 CMP_KERNELS(i32, int32_t)
 CMP_KERNELS(i64, int64_t)
@@ -351,14 +349,37 @@ enum {
     U8 = TFVM_U8, I8 = TFVM_I8, NDT = ISA_DTYPE_LAST + 1
 };
 
-/* TANH on f32: a contiguous operand through act.c's vectorised tanh. */
-static int k_tanhv_f32(void *o_, const void *const *in, const ptrdiff_t *st, ptrdiff_t n, ew_fault *f)
+/* TANH, EXP, SIGMOID and ERF on f32: act.c's array functions (vectorised);
+ * a strided operand is gathered 256 elements at a time, so that every
+ * element gets the same function whatever the layout. */
+static void ew_act_f32(void (*fn)(float *, const float *, size_t), void *o_, const void *const *in,
+                       const ptrdiff_t *st, ptrdiff_t n)
 {
-    if (st[0] != 1)
-        return k_tanh_f32(o_, in, st, n, f);
-    dev_tanhf_n(o_, in[0], (size_t)n);
-    return EW_OK;
+    float *o = o_;
+    const float *a = in[0];
+    if (st[0] == 1) {
+        fn(o, a, (size_t)n);
+        return;
+    }
+    float buf[256];
+    for (ptrdiff_t i = 0; i < n; i += 256) {
+        const ptrdiff_t m = n - i < 256 ? n - i : 256;
+        for (ptrdiff_t j = 0; j < m; j++)
+            buf[j] = a[(i + j) * st[0]];
+        fn(o + i, buf, (size_t)m);
+    }
 }
+#define EW_ACT_F32(NAME, FN)                                                                     \
+    static int NAME(void *o, const void *const *in, const ptrdiff_t *st, ptrdiff_t n, ew_fault *f) \
+    {                                                                                            \
+        (void)f;                                                                                 \
+        ew_act_f32(FN, o, in, st, n);                                                            \
+        return EW_OK;                                                                            \
+    }
+EW_ACT_F32(k_tanhv_f32, dev_tanhf_n)
+EW_ACT_F32(k_expv_f32, dev_expf_n)
+EW_ACT_F32(k_sigmoidv_f32, dev_sigmoidf_n)
+EW_ACT_F32(k_erfv_f32, dev_erff_n)
 
 /* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). A
  * (op, dtype) that ops.def's `types` allows must have one here:
@@ -378,10 +399,11 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_XOR] = {[B] = k_xor},
     [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8,
                     [U8] = k_sel1, [I8] = k_sel1},
-    [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = FLT(k_sigmoid), [ISA_TANH] = {[F32] = k_tanhv_f32, [F64] = k_tanh_f64},
-    [ISA_EXP] = FLT(k_exp), [ISA_LOG] = FLT(k_log), [ISA_SQRT] = FLT(k_sqrt),
+    [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = {[F32] = k_sigmoidv_f32, [F64] = k_sigmoid_f64},
+    [ISA_TANH] = {[F32] = k_tanhv_f32, [F64] = k_tanh_f64}, [ISA_EXP] = {[F32] = k_expv_f32, [F64] = k_exp_f64},
+    [ISA_LOG] = FLT(k_log), [ISA_SQRT] = FLT(k_sqrt),
     [ISA_FLOOR] = FLT(k_floor), [ISA_CEIL] = FLT(k_ceil), [ISA_ROUND] = FLT(k_round),
-    [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = FLT(k_erf),
+    [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = {[F32] = k_erfv_f32, [F64] = k_erf_f64},
     [ISA_SIGN] = NUM(k_sign), [ISA_POW] = NUM(k_pow), [ISA_FLOOR_DIV] = NUM(k_floor_div),
     [ISA_FLOOR_MOD] = NUM(k_floor_mod),
     [ISA_BITAND] = INT(k_bitand), [ISA_BITOR] = INT(k_bitor), [ISA_BITXOR] = INT(k_bitxor),

@@ -9,16 +9,119 @@
 #include <math.h>
 #include <string.h>
 
-/* The activations, the same expressions as the elementwise RELU, SIGMOID and
- * TANH (elementwise.c, act.h), so that a fused instruction gives bit for bit what the
- * three separate ones give. */
-#define EPI_LOOP(T, EXP, TANH)                                                              \
+/* The activations, the same expressions as the elementwise ops they replace
+ * (elementwise.c, act.c; the importers' spellings, docs/isa.md), so that a
+ * fused instruction gives bit for bit what the separate ones give. RELU goes
+ * with the bias; the others run over the row once the bias is in: f32
+ * through act.c's vector code, f64 as the f64 elementwise kernels (libm). */
+#define EPI_MIN(x, y) (((x) < (y) || isnan(x)) ? (x) : (y)) /* MIN, MAX: NaN wins */
+#define EPI_MAX(x, y) (((x) > (y) || isnan(x)) ? (x) : (y))
+
+/* MUL, ADD, MIN, MAX as four ops (separate statements: never contracted to an fma) */
+static inline double hsig_f64(double x)
+{
+    const double t = x * (1.0 / 6);
+    const double u = t + 0.5;
+    return EPI_MAX(EPI_MIN(u, 1.0), 0.0);
+}
+
+/* GELU's tanh form as torch.onnx.export spells it, one op per statement (an
+ * expression could be contracted to an fma): (x * (tanh(C * (x + K * (x *
+ * (x * x)))) + 1)) * 0.5, the tanh through act.c as TANH; 256 at a time. */
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_K 0.044715
+static void gelu_tanh_f32(float *c, int64_t n)
+{
+    float u[256];
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+        const int64_t m = n - j0 < 256 ? n - j0 : 256;
+        float *x = c + j0;
+        for (int64_t j = 0; j < m; j++) {
+            const float x2 = x[j] * x[j];
+            const float x3 = x[j] * x2;
+            const float kx3 = x3 * (float)GELU_K;
+            const float a = x[j] + kx3;
+            u[j] = a * (float)GELU_C;
+        }
+        dev_tanhf_n(u, u, (size_t)m);
+        for (int64_t j = 0; j < m; j++) {
+            const float p = u[j] + 1.0f;
+            const float y = x[j] * p;
+            x[j] = y * 0.5f;
+        }
+    }
+}
+
+static void gelu_tanh_f64(double *c, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const double x = c[j], x2 = x * x;
+        const double x3 = x * x2;
+        const double kx3 = x3 * GELU_K;
+        const double a = x + kx3;
+        const double t = tanh(a * GELU_C);
+        const double p = t + 1.0;
+        const double y = x * p;
+        c[j] = y * 0.5;
+    }
+}
+
+static void act_f32(uint32_t act, float *c, int64_t n)
+{
+    switch (act) {
+    case ISA_OPT_ACT_SIGMOID: dev_sigmoidf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_TANH: dev_tanhf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_SILU: dev_siluf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_GELU: dev_geluf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_HARDSIGMOID: dev_hardsigmoidf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_HARDSWISH: dev_hardswishf_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_RELU6: dev_relu6f_n(c, c, (size_t)n); break;
+    case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f32(c, n); break;
+    default: break;
+    }
+}
+
+static void act_f64(uint32_t act, double *c, int64_t n)
+{
+    switch (act) {
+    case ISA_OPT_ACT_SIGMOID:
+    case ISA_OPT_ACT_SILU:
+        for (int64_t j = 0; j < n; j++) {
+            const double x = c[j], s = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+            c[j] = act == ISA_OPT_ACT_SILU ? x * s : s;
+        }
+        break;
+    case ISA_OPT_ACT_TANH:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = tanh(c[j]);
+        break;
+    case ISA_OPT_ACT_GELU:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = (c[j] * (erf(c[j] / M_SQRT2) + 1)) * 0.5;
+        break;
+    case ISA_OPT_ACT_HARDSIGMOID:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = hsig_f64(c[j]);
+        break;
+    case ISA_OPT_ACT_HARDSWISH:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = c[j] * hsig_f64(c[j]);
+        break;
+    case ISA_OPT_ACT_RELU6:
+        for (int64_t j = 0; j < n; j++)
+            c[j] = EPI_MIN(EPI_MAX(c[j], 0.0), 6.0);
+        break;
+    case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f64(c, n); break;
+    default: break;
+    }
+}
+
+#define EPI_BIAS(T)                                                                         \
     do {                                                                                    \
         T *c = cv;                                                                          \
         const T *b = bv;                                                                    \
         const T b0 = b ? b[0] : 0;                                                          \
-        switch (act) {                                                                      \
-        case ISA_OPT_ACT_RELU:                                                              \
+        if (act == ISA_OPT_ACT_RELU) {                                                      \
             if (b && bstep)                                                                 \
                 for (int64_t j = 0; j < n; j++) {                                           \
                     const T x = c[j] + b[j];                                                \
@@ -29,45 +132,25 @@
                     const T x = c[j] + b0;                                                  \
                     c[j] = x < 0 ? 0 : x;                                                   \
                 }                                                                           \
-            break;                                                                          \
-        case ISA_OPT_ACT_SIGMOID:                                                           \
-            for (int64_t j = 0; j < n; j++) {                                               \
-                const T x = c[j] + (b ? b[j * bstep] : 0);                                  \
-                c[j] = x >= 0 ? 1 / (1 + EXP(-x)) : EXP(x) / (1 + EXP(x));                  \
-            }                                                                               \
-            break;                                                                          \
-        case ISA_OPT_ACT_TANH:                                                              \
-            for (int64_t j = 0; j < n; j++)                                                 \
-                c[j] += b ? b[j * bstep] : 0;                                               \
-            TANH(c, n);                                                                     \
-            break;                                                                          \
-        default:                                                                            \
-            if (!b)                                                                         \
-                break;                                                                      \
-            if (bstep)                                                                      \
-                for (int64_t j = 0; j < n; j++)                                             \
-                    c[j] += b[j];                                                           \
-            else                                                                            \
-                for (int64_t j = 0; j < n; j++)                                             \
-                    c[j] += b0;                                                             \
-            break;                                                                          \
+            return;                                                                         \
         }                                                                                   \
+        if (b && bstep)                                                                     \
+            for (int64_t j = 0; j < n; j++)                                                 \
+                c[j] += b[j];                                                               \
+        else if (b)                                                                         \
+            for (int64_t j = 0; j < n; j++)                                                 \
+                c[j] += b0;                                                                 \
     } while (0)
-
-/* tanh over n elements in place: f32 as TANH computes it (act.c), f64 libm's */
-static void tanh_f32(float *c, int64_t n) { dev_tanhf_n(c, c, (size_t)n); }
-static void tanh_f64(double *c, int64_t n)
-{
-    for (int64_t j = 0; j < n; j++)
-        c[j] = tanh(c[j]);
-}
 
 void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
 {
-    if (dtype == TFVM_F32)
-        EPI_LOOP(float, expf, tanh_f32);
-    else
-        EPI_LOOP(double, exp, tanh_f64);
+    if (dtype == TFVM_F32) {
+        EPI_BIAS(float);
+        act_f32(act, cv, n);
+    } else {
+        EPI_BIAS(double);
+        act_f64(act, cv, n);
+    }
 }
 
 tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,

@@ -3,6 +3,7 @@
  * with keepdims, ARGMAX/ARGMIN, CUMSUM. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/cpu/act.h"
 
 #include <math.h>
 #include <string.h>
@@ -70,7 +71,27 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
         return st;
     const bool log_of = k->op == ISA_LOG_SOFTMAX;
-    if (len > 0) {
+    if (len > 0 && x->dtype == TFVM_F32 && inner == 1 && !log_of) {
+        /* the last axis of f32 (attention's scores, a classifier's logits):
+         * x - max into the row, exp over it with act.c's vector exp (what
+         * EXP gives), the sum in double */
+        const float *xs = x->data;
+        float *os = o;
+        for (int64_t a = 0; a < outer; a++, xs += len, os += len) {
+            float m = xs[0];
+            for (int64_t l = 1; l < len; l++)
+                m = xs[l] > m ? xs[l] : m;
+            for (int64_t l = 0; l < len; l++)
+                os[l] = xs[l] - m;
+            dev_expf_n(os, os, (size_t)len);
+            double sum = 0;
+            for (int64_t l = 0; l < len; l++)
+                sum += (double)os[l];
+            const float scale = (float)(1.0 / sum);
+            for (int64_t l = 0; l < len; l++)
+                os[l] *= scale;
+        }
+    } else if (len > 0) {
         if (x->dtype == TFVM_F32)
             SOFTMAX_LOOP(float, expf, log_of);
         else

@@ -10,53 +10,66 @@
 
 #include <math.h>
 
-/* SIGMOID's expression (elementwise.c): the branch whose exp cannot overflow */
-#define SIG(EXP, x) ((x) >= 0 ? 1 / (1 + EXP(-(x))) : EXP(x) / (1 + EXP(x)))
-
+/* SIGMOID and TANH over n elements in place, as the elementwise ops compute
+ * them: f32 through act.c's vector functions, f64 with libm */
+static void sig_n_f32(float *v, int64_t n) { dev_sigmoidf_n(v, v, (size_t)n); }
 static void tanh_n_f32(float *v, int64_t n) { dev_tanhf_n(v, v, (size_t)n); }
+static void sig_n_f64(double *v, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        v[j] = v[j] >= 0 ? 1 / (1 + exp(-v[j])) : exp(v[j]) / (1 + exp(v[j]));
+}
 static void tanh_n_f64(double *v, int64_t n)
 {
     for (int64_t j = 0; j < n; j++)
         v[j] = tanh(v[j]);
 }
 
-/* One row (batch element) of each op; t is scratch of 2H elements. Gate k
+/* One row (batch element) at a time; t is scratch of 3H elements. Gate k
  * of a row is columns [k*H, (k+1)*H): LSTM i o f c, GRU z r h. */
-#define CELL_ROWS(T, EXP, TANH_N)                                                          \
-    do {                                                                                   \
-        const T *gx = in[0].data, *gh = in[1].data, *sv = in[2].data;                        \
-        T *o = out_data, *t = tmp;                                                         \
-        for (int64_t b = 0; b < B; b++, gx += G * H, gh += G * H, sv += H, o += H) {       \
-            if (k->op == ISA_LSTM_CELL_C) {                                                \
-                for (int64_t j = 0; j < H; j++)                                            \
-                    t[j] = gx[3 * H + j] + gh[3 * H + j];                                  \
-                TANH_N(t, H);                                                              \
-                for (int64_t j = 0; j < H; j++) {                                          \
-                    const T gi = gx[j] + gh[j], gf = gx[2 * H + j] + gh[2 * H + j];        \
-                    const T a = SIG(EXP, gf) * sv[j], c = SIG(EXP, gi) * t[j];             \
-                    o[j] = a + c;                                                          \
-                }                                                                          \
-            } else if (k->op == ISA_LSTM_CELL_H) {                                         \
-                for (int64_t j = 0; j < H; j++)                                            \
-                    t[j] = sv[j];                                                          \
-                TANH_N(t, H);                                                              \
-                for (int64_t j = 0; j < H; j++) {                                          \
-                    const T go = gx[H + j] + gh[H + j];                                    \
-                    o[j] = SIG(EXP, go) * t[j];                                            \
-                }                                                                          \
-            } else {                                                                       \
-                for (int64_t j = 0; j < H; j++) {                                          \
-                    const T gr = gx[H + j] + gh[H + j];                                    \
-                    t[j] = gx[2 * H + j] + SIG(EXP, gr) * gh[2 * H + j];                   \
-                }                                                                          \
-                TANH_N(t, H);                                                              \
-                for (int64_t j = 0; j < H; j++) {                                          \
-                    const T gz = gx[j] + gh[j], z = SIG(EXP, gz);                          \
-                    const T a = (1 - z) * t[j], c = z * sv[j];                             \
-                    o[j] = a + c;                                                          \
-                }                                                                          \
-            }                                                                              \
-        }                                                                                  \
+#define CELL_ROWS(T, SIG_N, TANH_N)                                                         \
+    do {                                                                                    \
+        const T *gx = in[0].data, *gh = in[1].data, *sv = in[2].data;                       \
+        T *o = out_data, *t0 = tmp, *t1 = t0 + H, *t2 = t1 + H;                             \
+        for (int64_t b = 0; b < B; b++, gx += G * H, gh += G * H, sv += H, o += H) {        \
+            if (k->op == ISA_LSTM_CELL_C) {                                                 \
+                for (int64_t j = 0; j < H; j++) {                                           \
+                    t0[j] = gx[j] + gh[j];                  /* i */                         \
+                    t1[j] = gx[2 * H + j] + gh[2 * H + j];  /* f */                         \
+                    t2[j] = gx[3 * H + j] + gh[3 * H + j];  /* c */                         \
+                }                                                                           \
+                SIG_N(t0, H);                                                               \
+                SIG_N(t1, H);                                                               \
+                TANH_N(t2, H);                                                              \
+                for (int64_t j = 0; j < H; j++) {                                           \
+                    const T a = t1[j] * sv[j], c = t0[j] * t2[j];                           \
+                    o[j] = a + c;                                                           \
+                }                                                                           \
+            } else if (k->op == ISA_LSTM_CELL_H) {                                          \
+                for (int64_t j = 0; j < H; j++) {                                           \
+                    t0[j] = gx[H + j] + gh[H + j];          /* o */                         \
+                    t1[j] = sv[j];                                                          \
+                }                                                                           \
+                SIG_N(t0, H);                                                               \
+                TANH_N(t1, H);                                                              \
+                for (int64_t j = 0; j < H; j++)                                             \
+                    o[j] = t0[j] * t1[j];                                                   \
+            } else {                                                                        \
+                for (int64_t j = 0; j < H; j++) {                                           \
+                    t0[j] = gx[j] + gh[j];                  /* z */                         \
+                    t1[j] = gx[H + j] + gh[H + j];          /* r */                         \
+                }                                                                           \
+                SIG_N(t0, H);                                                               \
+                SIG_N(t1, H);                                                               \
+                for (int64_t j = 0; j < H; j++)                                             \
+                    t2[j] = gx[2 * H + j] + t1[j] * gh[2 * H + j];                          \
+                TANH_N(t2, H);                                                              \
+                for (int64_t j = 0; j < H; j++) {                                           \
+                    const T a = (1 - t0[j]) * t2[j], c = t0[j] * sv[j];                     \
+                    o[j] = a + c;                                                           \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
     } while (0)
 
 tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -84,16 +97,16 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
         return s;
     if (B > 0 && H > 0) {
         const size_t esz = dev_kesize(st->dtype);
-        void *tmp = dev_ktemp(k, (size_t)H, esz);
+        void *tmp = dev_ktemp(k, (size_t)(3 * H), esz);
         if (!tmp) {
             dev_value_release(&r);
             return TFVM_ERR_NOMEM;
         }
         if (st->dtype == TFVM_F32)
-            CELL_ROWS(float, expf, tanh_n_f32);
+            CELL_ROWS(float, sig_n_f32, tanh_n_f32);
         else
-            CELL_ROWS(double, exp, tanh_n_f64);
-        dev_ktemp_free(k, tmp, (size_t)H, esz);
+            CELL_ROWS(double, sig_n_f64, tanh_n_f64);
+        dev_ktemp_free(k, tmp, (size_t)(3 * H), esz);
     }
     *out = r;
     return TFVM_OK;

@@ -1,12 +1,16 @@
-/* test_act.c — f32 tanh (devices/cpu/act.c): the vector path (AVX2+FMA where
- * the CPU has them) and the scalar one (dev_tanhf, every CPU) both agree
- * with the correctly rounded tanh but for rare near-ties, at every length
- * (the last 1-3 elements go through the vector path too) and in place. */
+/* test_act.c — the f32 activations of devices/cpu/act.c on each of its
+ * paths (AVX-512, AVX2+FMA, portable; a path the CPU lacks is skipped and
+ * said so): exp, sigmoid and erf within their stated ulps of the exact
+ * value over every 257th float (infinities, NaN, signed zeros, denormals,
+ * huge |x| included), AVX-512 and AVX2 the same bits, every length and in
+ * place; tanh (vector and scalar) correctly rounded but for rare near-ties. */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "devices/cpu/act.h"
+#include "util/util.h"
 #include "testutil.h"
 
 static float from_bits(uint32_t b)
@@ -80,6 +84,209 @@ START_TEST(lengths_and_edges)
 }
 END_TEST
 
+/* ---- exp, sigmoid, erf, SiLU, GELU on every path ------------------------------ */
+static const char *const isa_names[] = {"auto", "portable", "avx2", "avx512"};
+
+/* The distance of r from the exact value `want`, in units of the last place
+ * of the f32 nearest to it (the smallest denormal below 2^-126); 0 when
+ * both are the same infinity or NaN, huge when only one is. */
+static double ulps(float r, double want)
+{
+    if (isnan(want))
+        return isnan(r) ? 0 : 1e30;
+    if (fabs(want) > 0x1.fffffeffffffffp127)
+        return isinf(r) && (r > 0) == (want > 0) ? 0 : 1e30;
+    if (isnan(r) || isinf(r))
+        return 1e30;
+    const float w = (float)want;
+    int e;
+    frexpf(w, &e);
+    const double ulp = fabsf(w) < 0x1p-126f ? 0x1p-149 : ldexp(1.0, e - 24);
+    return fabs((double)r - want) / ulp;
+}
+
+static double ref_sigmoid(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)); }
+
+static const struct {
+    const char *name;
+    void (*fn)(float *, const float *, size_t);
+    double (*ref)(double);
+    double max_ulp; /* stated in act.c; the portable code may round a*b + c twice */
+    double max_ulp_portable;
+} fns[] = {
+    {"exp", dev_expf_n, exp, 1.0, 1.5},
+    {"sigmoid", dev_sigmoidf_n, ref_sigmoid, 2.5, 2.5},
+    {"erf", dev_erff_n, erf, 1.5, 2.0},
+};
+
+/* Every 257th bit pattern, and the values named, against the double
+ * reference; the worst error must be within the bound, and each path must
+ * be within it (an ulp bound that nothing approaches would be no test: the
+ * worst is also at least half the bound) */
+START_TEST(accuracy)
+{
+    enum { N = 4096 };
+    static float in[N], out[N];
+    static const float named[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
+                                  0x1p-126f, 0x1p-30f, 1e-8f, 0.875f, -0.875f, 3.92f, -3.92f, 88.7f, 88.73f, -87.3f,
+                                  -103.0f, -104.5f, 89.0f, -89.0f, 1e30f, -1e30f, 0x1.fffffep127f, -0x1.fffffep127f};
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa)) {
+            printf("test_act: no %s on this CPU, its path skipped\n", isa_names[isa]);
+            continue;
+        }
+        for (size_t f = 0; f < UT_COUNTOF(fns); f++) {
+            const double bound = isa == DEV_ACT_PORTABLE ? fns[f].max_ulp_portable : fns[f].max_ulp;
+            double worst = 0;
+            float worst_x = 0;
+            for (uint64_t b = 0; b < 0x100000000u + (uint64_t)N * 257; b += (uint64_t)N * 257) {
+                int m = N;
+                if (b >= 0x100000000u) { /* the last round: the named values */
+                    m = (int)UT_COUNTOF(named);
+                    memcpy(in, named, sizeof named);
+                } else {
+                    for (int j = 0; j < N; j++)
+                        in[j] = from_bits((uint32_t)(b + (uint64_t)j * 257));
+                }
+                fns[f].fn(out, in, (size_t)m);
+                for (int j = 0; j < m; j++) {
+                    const double u = ulps(out[j], fns[f].ref((double)in[j]));
+                    if (u > worst) {
+                        worst = u;
+                        worst_x = in[j];
+                    }
+                    /* (per element a plain test: check's assertions cost a system call each) */
+                    if (u > bound)
+                        ck_abort_msg("%s %s(%a) = %a, want %a: %.2f ulp", isa_names[isa], fns[f].name,
+                                     (double)in[j], (double)out[j], fns[f].ref((double)in[j]), u);
+                    if (in[j] == 0 && f == 2 && (out[j] != 0 || signbit(out[j]) != signbit(in[j])))
+                        ck_abort_msg("%s erf(%a) = %a", isa_names[isa], (double)in[j], (double)out[j]);
+                }
+            }
+            ck_assert_msg(worst >= bound / 2, "%s %s: worst %.2f ulp, the bound %.1f is loose", isa_names[isa],
+                          fns[f].name, worst, bound);
+            printf("test_act: %s %s: at most %.2f ulp (at %a)\n", isa_names[isa], fns[f].name, worst, (double)worst_x);
+        }
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
+/* AVX-512 and AVX2 compute the same fused operations: the same bits. The
+ * portable path differs at most by the bounds above (checked there). */
+START_TEST(paths_agree)
+{
+    if (!dev_act_force(DEV_ACT_AVX512) || !dev_act_force(DEV_ACT_AVX2)) {
+        printf("test_act: not both AVX-512 and AVX2 on this CPU, paths_agree skipped\n");
+        return;
+    }
+    enum { N = 4096 };
+    static float in[N], a[N], b[N];
+    void (*all[])(float *, const float *, size_t) = {dev_expf_n,        dev_sigmoidf_n,   dev_erff_n,
+                                                     dev_siluf_n,       dev_geluf_n,      dev_tanhf_n,
+                                                     dev_hardsigmoidf_n, dev_hardswishf_n, dev_relu6f_n};
+    for (size_t f = 0; f < UT_COUNTOF(all); f++)
+        for (uint64_t s = 0; s < 0x100000000u; s += (uint64_t)N * 65521) {
+            for (int j = 0; j < N; j++)
+                in[j] = from_bits((uint32_t)(s + (uint64_t)j * 65521));
+            dev_act_force(DEV_ACT_AVX512);
+            all[f](a, in, N);
+            dev_act_force(DEV_ACT_AVX2);
+            all[f](b, in, N);
+            for (int j = 0; j < N; j++)
+                if (memcmp(&a[j], &b[j], sizeof a[j]) != 0 && !(isnan(a[j]) && isnan(b[j])))
+                    ck_abort_msg("function %zu at %a: avx512 %a, avx2 %a", f, (double)in[j], (double)a[j],
+                                 (double)b[j]);
+        }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
+/* Every length 0..40, in place and not, on each path: element i is the same
+ * whatever the length and its position (the tails go through the vector
+ * code), and nothing past n is written. SiLU is x * sigmoid(x) and GELU
+ * (x * (erf(x / sqrt2) + 1)) * 0.5 exactly, in f32. */
+START_TEST(lengths_and_compositions)
+{
+    float x[48], y[48], one[48], sig[48], er[48];
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (size_t f = 0; f < UT_COUNTOF(fns); f++)
+            for (int n = 0; n <= 40; n++) {
+                for (int i = 0; i < 48; i++) {
+                    x[i] = (float)(i - 20) * 0.37f;
+                    y[i] = -7.0f;
+                }
+                for (int i = 0; i < 48; i++)
+                    fns[f].fn(&one[i], &x[i], 1);
+                fns[f].fn(y, x, (size_t)n);
+                for (int i = 0; i < 48; i++)
+                    ck_assert_msg(i < n ? y[i] == one[i] : y[i] == -7.0f, "%s %s n %d element %d", isa_names[isa],
+                                  fns[f].name, n, i);
+                fns[f].fn(x + 3, x + 3, (size_t)n); /* in place, unaligned */
+                for (int i = 3; i < 3 + n; i++)
+                    ck_assert_msg(x[i] == one[i], "%s %s in place n %d element %d", isa_names[isa], fns[f].name, n, i);
+            }
+        for (int i = 0; i < 48; i++) {
+            x[i] = (float)(i - 24) * 0.41f;
+            y[i] = x[i] / 0x1.6a09e6p0f;
+        }
+        dev_sigmoidf_n(sig, x, 48);
+        dev_erff_n(er, y, 48);
+        dev_siluf_n(one, x, 48);
+        for (int i = 0; i < 48; i++)
+            ck_assert_msg(one[i] == x[i] * sig[i], "%s silu(%a)", isa_names[isa], (double)x[i]);
+        dev_geluf_n(one, x, 48);
+        for (int i = 0; i < 48; i++)
+            ck_assert_msg(one[i] == (x[i] * (er[i] + 1)) * 0.5f, "%s gelu(%a)", isa_names[isa], (double)x[i]);
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
+/* hardsigmoid, hardswish and relu6 are MUL, ADD, MIN and MAX as the
+ * elementwise ops compute them (NaN wins, MAX (-0, 0) is +0), bit for bit
+ * on every path, around their corners and on the special values. */
+static float ew_min(float x, float y) { return (x < y || isnan(x)) ? x : y; }
+static float ew_max(float x, float y) { return (x > y || isnan(x)) ? x : y; }
+static float ref_hsig(float x)
+{
+    const float t = x * (float)(1.0 / 6);
+    const float u = t + 0.5f;
+    return ew_max(ew_min(u, 1), 0);
+}
+
+START_TEST(hard_activations)
+{
+    float x[64], got[64];
+    int n = 0;
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 0x1p-149f, -0x1p-149f, 1e30f,
+                                    -1e30f, 3.0f, -3.0f, 6.0f, 0x1.000002p2f, 0x1.fffffep1f, -0x1.fffffep1f};
+    for (size_t i = 0; i < UT_COUNTOF(special); i++)
+        x[n++] = special[i];
+    while (n < 64)
+        x[n] = (float)(n - 40) * 0.23f, n++;
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (int f = 0; f < 3; f++) {
+            (f == 0 ? dev_hardsigmoidf_n : f == 1 ? dev_hardswishf_n : dev_relu6f_n)(got, x, 64);
+            for (int i = 0; i < 64; i++) {
+                const float want = f == 0 ? ref_hsig(x[i]) : f == 1 ? x[i] * ref_hsig(x[i]) : ew_min(ew_max(x[i], 0), 6);
+                ck_assert_msg(memcmp(&want, &got[i], sizeof want) == 0 || (isnan(want) && isnan(got[i])),
+                              "%s function %d (%a) = %a, want %a", isa_names[isa], f, (double)x[i], (double)got[i],
+                              (double)want);
+            }
+        }
+        float z = -0.0f, r;
+        dev_relu6f_n(&r, &z, 1);
+        ck_assert(r == 0 && !signbit(r)); /* MAX (-0, 0) is +0 */
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("act");
@@ -88,5 +295,12 @@ int main(void)
     tcase_add_test(tc, matches_tanh);
     tcase_add_test(tc, lengths_and_edges);
     suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("vector");
+    tcase_set_timeout(tv, 300);
+    tcase_add_test(tv, accuracy);
+    tcase_add_test(tv, paths_agree);
+    tcase_add_test(tv, lengths_and_compositions);
+    tcase_add_test(tv, hard_activations);
+    suite_add_tcase(s, tv);
     return tu_run_suite(s);
 }

@@ -285,6 +285,78 @@ START_TEST(stays_apart)
 }
 END_TEST
 
+/* The activations spelled in primitive ops as the importers and exporters
+ * spell them fuse into the product (one instruction left besides ARGs and
+ * the RESULT), with results bit for bit those of -O0; near misses fuse only
+ * the bias and leave the ops. */
+START_TEST(activations)
+{
+#define MM "fn main(x: f32[?, 6], w: f32[6, 5], b: f32[5]) -> f32[?, 5] {\n    let s = matmul(x, w) + b;\n    "
+#define CV "fn main(x: f32[?, 2, 5, 5], w: f32[3, 2, 3, 3], b: f32[3]) -> f32[?, 3, 5, 5] {\n" \
+           "    let s = conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]);\n    "
+    static const struct {
+        const char *src;
+        uint32_t act;  /* the fused op's activation */
+        uint32_t left; /* instructions left that are neither ARG, CONST, RESULT nor the fused op */
+    } cases[] = {
+        {MM "s * sigmoid(s)\n}\n", ISA_OPT_ACT_SILU, 0},
+        {MM "sigmoid(s) * s\n}\n", ISA_OPT_ACT_SILU, 0},
+        {CV "s * sigmoid(s)\n}\n", ISA_OPT_ACT_SILU, 0},
+        {MM "(s * (erf(s / 1.4142135) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU, 0},
+        {MM "0.5 * ((1.0 + erf(s / 1.4142135)) * s)\n}\n", ISA_OPT_ACT_GELU, 0},
+        {CV "(s * (erf(s / 1.4142135) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU, 0},
+        {MM "max(min(s * 0.16666667 + 0.5, 1.0), 0.0)\n}\n", ISA_OPT_ACT_HARDSIGMOID, 0},
+        {MM "s * max(min(0.5 + 0.16666667 * s, 1.0), 0.0)\n}\n", ISA_OPT_ACT_HARDSWISH, 0},
+        {CV "max(min(s * 0.16666667 + 0.5, 1.0), 0.0) * s\n}\n", ISA_OPT_ACT_HARDSWISH, 0},
+        {MM "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
+        {MM "(s * (tanh((s + (s * (s * s)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
+        {CV "0.5 * ((1.0 + tanh(0.7978846 * (0.044715 * ((s * s) * s) + s))) * s)\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
+        {CV "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
+        /* near misses: erf(s * 1/sqrt2) rounds differently; ONNX's default
+         * HardSigmoid alpha 0.2; a clip to 5; the sigmoid of another value */
+        {MM "(s * (erf(s * 0.70710677) + 1.0)) * 0.5\n}\n", 0, 5},
+        {MM "max(min(s * 0.2 + 0.5, 1.0), 0.0)\n}\n", 0, 4},
+        {MM "min(max(s, 0.0), 5.0)\n}\n", 0, 2},
+        {MM "s * sigmoid(s + 1.0)\n}\n", 0, 3},
+        /* x^3 as (s * s) * t of another t: the cube must be of the sum */
+        {MM "(s * (tanh((s + (s * (s * b)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", 0, 9},
+    };
+#undef MM
+#undef CV
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        const bool conv = strstr(cases[i].src, "conv2d") != NULL;
+        const isa_op fused = conv ? ISA_FUSED_CONV2D : ISA_FUSED_MATMUL;
+        ck_assert_msg(count(p, fused) == 1, "case %zu: %u fused", i, count(p, fused));
+        ck_assert_msg(attr_of(p, fused) == cases[i].act, "case %zu: act 0x%x", i, attr_of(p, fused));
+        uint32_t left = 0;
+        for (uint32_t k = 0; k < p->isa.n_insts; k++) {
+            const isa_op op = p->isa.insts[k].op;
+            left += op != ISA_ARG && op != ISA_CONST && op != ISA_RESULT && op != fused;
+        }
+        ck_assert_msg(left == cases[i].left, "case %zu: %u instructions left", i, left);
+        tfvm_program_free(p);
+        tfvm_tensor *args[3];
+        if (conv) {
+            args[0] = tensor(4, (int64_t[]){2, 2, 5, 5}, 11);
+            args[1] = tensor(4, (int64_t[]){3, 2, 3, 3}, 12);
+            args[2] = tensor(1, (int64_t[]){3}, 13);
+        } else {
+            args[0] = tensor(2, (int64_t[]){7, 6}, 11);
+            args[1] = tensor(2, (int64_t[]){6, 5}, 12);
+            args[2] = tensor(1, (int64_t[]){5}, 13);
+        }
+        /* scale the inputs so that the activations' every part is reached */
+        for (int k = 0; k < 3; k++) {
+            float *d = tfvm_tensor_data(args[k]);
+            for (int64_t j = 0; j < tfvm_tensor_count(args[k]); j++)
+                d[j] *= 3.0f;
+        }
+        same_as_unfused(cases[i].src, args, 3);
+    }
+}
+END_TEST
+
 /* tensor folding: small results and rearranged weights fold, a big fill of
  * a small constant stays a FILL (the size heuristic of compiler/opt.c) */
 START_TEST(folding)
@@ -317,6 +389,7 @@ int main(void)
     tcase_add_test(tc, tensorflow_convnet);
     tcase_add_test(tc, tensorflow_nhwc_chain);
     tcase_add_test(tc, stays_apart);
+    tcase_add_test(tc, activations);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -22,23 +22,75 @@ static void teardown(void)
 #define RELU ISA_OPT_ACT_RELU
 #define SIG ISA_OPT_ACT_SIGMOID
 #define TANH ISA_OPT_ACT_TANH
+#define SILU ISA_OPT_ACT_SILU
+#define GELU ISA_OPT_ACT_GELU
+#define HSIG ISA_OPT_ACT_HARDSIGMOID
+#define HSWISH ISA_OPT_ACT_HARDSWISH
+#define RELU6 ISA_OPT_ACT_RELU6
+#define GELUT ISA_OPT_ACT_GELU_TANH
+#define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
 
-/* The activations as elementwise.c spells them. */
+/* MIN and MAX as elementwise.c spells them (NaN wins) */
+static double fmin_nan(double x, double y) { return (x < y || isnan(x)) ? x : y; }
+static double fmax_nan(double x, double y) { return (x > y || isnan(x)) ? x : y; }
+static float hsigf(float x)
+{
+    const float t = x * (float)(1.0 / 6);
+    const float u = t + 0.5f;
+    return (float)fmax_nan(fmin_nan(u, 1), 0);
+}
+static double hsig(double x)
+{
+    const double t = x * (1.0 / 6);
+    const double u = t + 0.5;
+    return fmax_nan(fmin_nan(u, 1), 0);
+}
+static float act1f(void (*fn)(float *, const float *, size_t), float x)
+{
+    float r;
+    fn(&r, &x, 1);
+    return r;
+}
+
+/* The activations as the elementwise ops they replace compute them (act.c's
+ * functions for f32 SIGMOID, TANH, ERF). */
 static double act_ref(uint8_t dt, uint32_t act, double x)
 {
     if (dt == F32) {
         const float f = (float)x;
         switch (act) {
         case RELU: return f < 0 ? 0 : f;
-        case SIG: return f >= 0 ? 1 / (1 + expf(-f)) : expf(f) / (1 + expf(f));
-        case TANH: return dev_tanhf(f);
+        case SIG: return act1f(dev_sigmoidf_n, f);
+        case TANH: return act1f(dev_tanhf_n, f);
+        case SILU: return f * act1f(dev_sigmoidf_n, f);
+        case GELU: return (f * (act1f(dev_erff_n, f / 0x1.6a09e6p0f) + 1)) * 0.5f;
+        case HSIG: return hsigf(f);
+        case HSWISH: return f * hsigf(f);
+        case RELU6: return (float)fmin_nan(fmax_nan(f, 0), 6);
+        case GELUT: {
+            const float x2 = f * f;
+            const float x3 = f * x2;
+            const float k = x3 * 0.044715f;
+            const float a = f + k;
+            const float t = act1f(dev_tanhf_n, a * (float)GELU_C);
+            const float p = t + 1;
+            const float y = f * p;
+            return y * 0.5f;
+        }
         default: return f;
         }
     }
+    const double s = x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
     switch (act) {
     case RELU: return x < 0 ? 0 : x;
-    case SIG: return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+    case SIG: return s;
     case TANH: return tanh(x);
+    case SILU: return x * s;
+    case GELU: return (x * (erf(x / M_SQRT2) + 1)) * 0.5;
+    case HSIG: return hsig(x);
+    case HSWISH: return x * hsig(x);
+    case RELU6: return fmin_nan(fmax_nan(x, 0), 6);
+    case GELUT: return (x * (tanh((x + x * (x * x) * 0.044715) * GELU_C) + 1)) * 0.5;
     default: return x;
     }
 }
@@ -155,7 +207,7 @@ START_TEST(test_matmul_errors)
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B), "tb");
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, RELU), "relu");
     ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_TRANS_A));
-    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 32));
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 2048));
 }
 END_TEST
 
@@ -190,21 +242,70 @@ static void same_bits(dev_value *out, dev_value *want, const char *what)
     dev_value_release(want);
 }
 
-/* act(ADD(x, bias)) through the elementwise kernels; releases x. */
-static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
+/* op(a, b) through the elementwise kernels; releases a (and b) */
+static dev_value ew(isa_op op, dev_value a, dev_value b)
 {
-    dev_value in[2] = {x, *bias}, s, r;
-    ck_assert_int_eq(dev_cpu_elementwise(ISA_ADD, 0, in, &s, &alloc, msg, sizeof msg), TFVM_OK);
-    dev_value_release(&x);
-    if (!act)
-        return s;
-    const isa_op op = act == RELU ? ISA_RELU : act == SIG ? ISA_SIGMOID : ISA_TANH;
-    ck_assert_int_eq(dev_cpu_elementwise(op, 0, &s, &r, &alloc, msg, sizeof msg), TFVM_OK);
-    dev_value_release(&s);
+    dev_value in[2] = {a, b}, r;
+    const tfvm_status st = dev_cpu_elementwise(op, 0, in, &r, &alloc, msg, sizeof msg);
+    ck_assert_msg(st == TFVM_OK, "%s: %s", isa_ops[op].name, msg);
+    dev_value_release(&a);
+    if (isa_ops[op].n_in == 2)
+        dev_value_release(&b);
     return r;
 }
 
-static const uint32_t acts[] = {0, RELU, SIG, TANH};
+static dev_value num(uint8_t dt, double v) { return sc(dt, v); }
+
+/* hardsigmoid(x) as the ONNX importer spells it; releases x */
+static dev_value unfused_hsig(dev_value x, uint8_t dt)
+{
+    dev_value t = ew(ISA_MUL, x, num(dt, 1.0 / 6));
+    t = ew(ISA_ADD, t, num(dt, 0.5));
+    t = ew(ISA_MIN, t, num(dt, 1));
+    return ew(ISA_MAX, t, num(dt, 0));
+}
+
+/* act(ADD(x, bias)) through the elementwise kernels, in the order of the
+ * spelling the optimiser fuses (compiler/opt.c); releases x. */
+static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
+{
+    const uint8_t dt = x.dtype;
+    dev_value s = ew(ISA_ADD, x, ref(*bias)), t;
+    switch (act) {
+    case RELU: return ew(ISA_RELU, s, s);
+    case SIG: return ew(ISA_SIGMOID, s, s);
+    case TANH: return ew(ISA_TANH, s, s);
+    case SILU:
+        t = ew(ISA_SIGMOID, ref(s), s);
+        return ew(ISA_MUL, s, t);
+    case GELU:
+        t = ew(ISA_DIV, ref(s), num(dt, M_SQRT2));
+        t = ew(ISA_ERF, t, t);
+        t = ew(ISA_ADD, t, num(dt, 1));
+        t = ew(ISA_MUL, s, t);
+        return ew(ISA_MUL, t, num(dt, 0.5));
+    case HSIG: return unfused_hsig(s, dt);
+    case HSWISH:
+        t = unfused_hsig(ref(s), dt);
+        return ew(ISA_MUL, s, t);
+    case RELU6:
+        t = ew(ISA_MAX, s, num(dt, 0));
+        return ew(ISA_MIN, t, num(dt, 6));
+    case GELUT:
+        t = ew(ISA_MUL, ref(s), ref(s));
+        t = ew(ISA_MUL, ref(s), t);
+        t = ew(ISA_MUL, t, num(dt, 0.044715));
+        t = ew(ISA_ADD, ref(s), t);
+        t = ew(ISA_MUL, t, num(dt, GELU_C));
+        t = ew(ISA_TANH, t, t);
+        t = ew(ISA_ADD, t, num(dt, 1));
+        t = ew(ISA_MUL, s, t);
+        return ew(ISA_MUL, t, num(dt, 0.5));
+    default: return s;
+    }
+}
+
+static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6, GELUT};
 
 START_TEST(test_same_as_unfused)
 {
@@ -496,7 +597,8 @@ START_TEST(test_conv_f32_kernels)
                 for (int64_t i = 0; i < o.u.t->count; i++) {
                     const double got = elem(&o, i), sum = want[i], tol = 1e-5 * (bound[i] + fabs(bv[0]) + 1);
                     /* the activation of the double sum, and of the sums within tol */
-                    const double lo = act_ref(F64, acts[ai], sum - tol), hi = act_ref(F64, acts[ai], sum + tol);
+                    const double a0 = act_ref(F64, acts[ai], sum - tol), a1 = act_ref(F64, acts[ai], sum + tol);
+                    const double lo = fmin(a0, a1), hi = fmax(a0, a1); /* silu, gelu, hardswish fall, then rise */
                     ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
                                   "case %zu act %u%s: element %lld is %.9g, expected act(%.9g) within %.3g", ci,
                                   (unsigned)acts[ai], portable ? " (portable)" : "", (long long)i, got, sum, tol);

@@ -1,0 +1,102 @@
+/* devices/cpu/act_body.h — the f32 exp, sigmoid, erf, SiLU and GELU of act.c,
+ * included once per instruction set with its vector type and operations
+ * defined: VF, VSET(c), VADD/VSUB/VMUL/VDIV, VFMA(a, b, c) = a*b + c (fused
+ * where the ISA has it), VMIN/VMAX (either operand when one is NaN: NaN is
+ * put back at the end), VABS, VNEG, VCOPYSIGN(m, x) (m >= 0 with x's sign),
+ * VSEL_LT(a, b, x, y) = a < b ? x : y, VNANFIX(x, r) = x is NaN ? x + x : r,
+ * VPOW2(t) = 2^n for t = 0x1.8p23 + n; ACT_TARGET, ACT_SFX. Every lane is
+ * computed the same way, so an element's result never depends on its
+ * position or the array's length. */
+
+/* exp(x) without the NaN case: x clamped to [-104, 89] (beyond, the f32
+ * result is 0 or inf), x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts,
+ * the first with 13 significant bits so that n ln2hi is exact), exp(r) by a
+ * degree-6 polynomial fitted for relative error (0.05 ulp before rounding),
+ * times 2^n as two factors 2^(n/2) so that a denormal result is rounded once. */
+ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
+{
+    x = VMAX(VMIN(x, VSET(89.0f)), VSET(-104.0f));
+    const VF shift = VSET(0x1.8p23f);
+    const VF t = VFMA(x, VSET(0x1.715476p0f), shift);
+    const VF n = VSUB(t, shift);
+    VF r = VFMA(n, VSET(-0x1.62ep-1f), x);
+    r = VFMA(n, VSET(-0x1.0bfbe8p-15f), r);
+    VF p = VSET(0x1.6a4f52p-10f);
+    p = VFMA(p, r, VSET(0x1.12397cp-7f));
+    p = VFMA(p, r, VSET(0x1.5558aep-5f));
+    p = VFMA(p, r, VSET(0x1.555492p-3f));
+    p = VFMA(p, r, VSET(0x1.fffffcp-2f));
+    p = VFMA(p, r, VSET(1.0f));
+    p = VFMA(p, r, VSET(1.0f));
+    return VPOW2(p, t);
+}
+
+ACT_TARGET static inline VF ACT_SFX(exp)(VF x) { return VNANFIX(x, ACT_SFX(exp_core)(x)); }
+
+/* 1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|) <= 1: never
+ * inf / inf, and the tiny results of large negative x keep their digits. */
+ACT_TARGET static inline VF ACT_SFX(sigmoid)(VF x)
+{
+    const VF e = ACT_SFX(exp_core)(VNEG(VABS(x)));
+    const VF num = VSEL_LT(x, VSET(0.0f), e, VSET(1.0f));
+    return VNANFIX(x, VDIV(num, VADD(VSET(1.0f), e)));
+}
+
+/* erf: below |x| = 0.875, x P(x^2) with P's first coefficient 2/sqrt(pi) in
+ * two parts; up to 3.92, 1 - exp(-x^2) g(1 / (1 + |x|)) with g a degree-5
+ * fit of erfc(x) exp(x^2) (its error, relative to erf, 0.05 ulp); beyond,
+ * +-1 (erfc(3.92) is under half an ulp of 1). Both parts are computed and
+ * one is kept per lane. */
+ACT_TARGET static inline VF ACT_SFX(erf)(VF x)
+{
+    const VF a = VABS(x), u = VMUL(a, a);
+    VF q = VSET(-0x1.46d6d4p-11f);
+    q = VFMA(q, u, VSET(0x1.4a389cp-8f));
+    q = VFMA(q, u, VSET(-0x1.b70930p-6f));
+    q = VFMA(q, u, VSET(0x1.ce22fap-4f));
+    q = VFMA(q, u, VSET(-0x1.81271cp-2f));
+    q = VFMA(q, u, VSET(-0x1.f7ac92p-25f));
+    const VF small = VFMA(a, VSET(0x1.20dd76p0f), VMUL(a, q));
+    const VF t = VDIV(VSET(1.0f), VADD(VSET(1.0f), a));
+    VF g = VSET(0x1.8e5a7ep-2f);
+    g = VFMA(g, t, VSET(-0x1.bb7176p-1f));
+    g = VFMA(g, t, VSET(0x1.49c722p-2f));
+    g = VFMA(g, t, VSET(0x1.3a6282p-1f));
+    g = VFMA(g, t, VSET(0x1.18f726p-1f));
+    g = VFMA(g, t, VSET(0x1.7287fap-10f));
+    const VF e = ACT_SFX(exp_core)(VNEG(u));
+    const VF mid = VFMA(VNEG(e), g, VSET(1.0f));
+    const VF r = VSEL_LT(a, VSET(0.875f), small, VSEL_LT(a, VSET(3.92f), mid, VSET(1.0f)));
+    return VNANFIX(x, VCOPYSIGN(r, x));
+}
+
+/* x * sigmoid(x): MUL (x, SIGMOID (x)) */
+ACT_TARGET static inline VF ACT_SFX(silu)(VF x) { return VMUL(x, ACT_SFX(sigmoid)(x)); }
+
+/* GELU as torch.onnx.export spells it: (x * (erf(x / sqrt(2)) + 1)) * 0.5 */
+ACT_TARGET static inline VF ACT_SFX(gelu)(VF x)
+{
+    const VF e = ACT_SFX(erf)(VDIV(x, VSET(DEV_SQRT2F)));
+    return VMUL(VMUL(x, VADD(e, VSET(1.0f))), VSET(0.5f));
+}
+
+/* MIN (x, c) and MAX (x, c) as the elementwise ops (NaN wins; c not NaN): x
+ * where x < c (x > c) or x is NaN, else c, so MAX (-0, 0) is +0 */
+#define ACT_MINC(x, c) VSEL_NGE(x, VSET(c), x, VSET(c))
+#define ACT_MAXC(x, c) VSEL_NLE(x, VSET(c), x, VSET(c))
+
+/* MAX (MIN (ADD (MUL (x, 1/6), 0.5), 1), 0): four ops, each rounded */
+ACT_TARGET static inline VF ACT_SFX(hardsigmoid)(VF x)
+{
+    const VF u = VADD(VMUL(x, VSET((float)(1.0 / 6))), VSET(0.5f));
+    return ACT_MAXC(ACT_MINC(u, 1.0f), 0.0f);
+}
+
+/* MUL (x, hardsigmoid (x)) */
+ACT_TARGET static inline VF ACT_SFX(hardswish)(VF x) { return VMUL(x, ACT_SFX(hardsigmoid)(x)); }
+
+/* MIN (MAX (x, 0), 6) */
+ACT_TARGET static inline VF ACT_SFX(relu6)(VF x) { return ACT_MINC(ACT_MAXC(x, 0.0f), 6.0f); }
+
+#undef ACT_MINC
+#undef ACT_MAXC
