@@ -4,6 +4,8 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/cpu.h"
 #include "devices/cpu/act.h"
+#include "devices/cpu/kern.h"
+#include "devices/cpu/par.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -641,6 +643,35 @@ static void ew_shape_of(const dev_value *v, char *buf, size_t size)
         snprintf(buf, size, "[]");
 }
 
+/* A float op (whose kernels never fault) over one run, or rows of one run,
+ * in parallel chunks: items are elements (m == 1) or rows (m == 2). */
+typedef struct ew_par {
+    ew_kernel kern;
+    char *o;
+    const char *base[3];
+    size_t isz[3], osz;
+    int n, m;
+    ptrdiff_t inner, outer_st[3], st_inner[3];
+} ew_par;
+
+static void ew_par_chunk(void *arg, size_t b, size_t e)
+{
+    const ew_par *j = arg;
+    ew_fault fault = {0};
+    const void *p[3] = {NULL};
+    if (j->m == 1) {
+        for (int k = 0; k < j->n; k++)
+            p[k] = j->base[k] + (ptrdiff_t)b * j->st_inner[k] * (ptrdiff_t)j->isz[k];
+        (void)j->kern(j->o + b * j->osz, p, j->st_inner, (ptrdiff_t)(e - b), &fault);
+        return;
+    }
+    for (size_t r = b; r < e; r++) {
+        for (int k = 0; k < j->n; k++)
+            p[k] = j->base[k] + (ptrdiff_t)r * j->outer_st[k] * (ptrdiff_t)j->isz[k];
+        (void)j->kern(j->o + r * (size_t)j->inner * j->osz, p, j->st_inner, j->inner, &fault);
+    }
+}
+
 static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int n, dev_value *out,
                              const tfvm_allocator *alloc, char *msg, size_t ms)
 {
@@ -765,6 +796,25 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
     for (int k = 0; k < n; k++)
         st_inner[k] = cs[k][m - 1];
     char *o = t->data;
+    /* floats (no faults) over at most two merged dims: chunks on the VM's
+     * idle workers, each element computed as the serial loop would */
+    bool par_ok = m <= 2 && op != ISA_CAST && isa_dtype_float(rd) && t->count >= (INT64_C(1) << 16) &&
+                  dev_par_width() > 1;
+    for (int k = 0; k < n && par_ok; k++)
+        par_ok = isa_dtype_float(dt[k]) || (op == ISA_SELECT && k == 0);
+    if (par_ok) {
+        ew_par j = {.kern = kern, .o = o, .osz = osz, .n = n, .m = m, .inner = inner};
+        for (int k = 0; k < n; k++) {
+            j.base[k] = base[k];
+            j.isz[k] = isz[k];
+            j.st_inner[k] = st_inner[k];
+            j.outer_st[k] = m == 2 ? cs[k][0] : 0;
+        }
+        const int64_t items = m == 1 ? inner : cd[0], per = m == 1 ? 1 : inner;
+        dev_par_for((size_t)items, dev_kgrain(items, per, INT64_C(1) << 15, m == 1 ? 64 : 1), ew_par_chunk, &j);
+        *out = r;
+        return TFVM_OK;
+    }
     ew_fault fault = {0};
     for (;;) {
         const void *p[3] = {NULL};
