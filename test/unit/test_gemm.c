@@ -253,18 +253,19 @@ static const dev_par_runner runner = {run_chunks, NULL, RUN_THREADS};
 
 /* by rows, by columns (few rows), one row (ours), one row of a transposed B
  * (dot products, x dense and strided), one column (ours as a row, and dot
- * products), and one above our size limit (OpenBLAS) */
+ * products): the serial bits; and one above our size limit, OpenBLAS's,
+ * only the product: its Haswell kernel (OPENBLAS_CORETYPE=Haswell) rounds
+ * a block of rows differently from the whole. */
 static const struct par_case {
     int64_t M, N, K;
-    bool ta, tb;
+    bool ta, tb, same_bits;
 } par_cases[] = {
-    {200, 96, 300, false, false}, {4, 2000, 300, false, true}, {1, 4096, 200, false, false},
-    {1, 4096, 200, true, true},   {1, 4096, 200, false, true}, {2000, 1, 300, true, false},
-    {2000, 1, 300, false, true},  {2000, 1, 300, false, false},
-    {700, 700, 600, false, false},
+    {200, 96, 300, false, false, true}, {4, 2000, 300, false, true, true},  {1, 4096, 200, false, false, true},
+    {1, 4096, 200, true, true, true},   {1, 4096, 200, false, true, true},  {2000, 1, 300, true, false, true},
+    {2000, 1, 300, false, true, true},  {2000, 1, 300, false, false, true}, {700, 700, 600, false, false, false},
 };
 
-START_TEST(test_split_same_bits)
+START_TEST(test_split)
 {
     const struct par_case *pc = &par_cases[_i];
     const int64_t M = pc->M, N = pc->N, K = pc->K, lda = pc->ta ? M : K, ldb = pc->tb ? K : N;
@@ -280,8 +281,8 @@ START_TEST(test_split_same_bits)
     dev_kmm_run(&m);
     dev_par_set_runner(NULL);
     ck_assert_msg(atomic_load(&chunks_run) >= 2, "%ldx%ldx%ld: not split", (long)M, (long)N, (long)K);
-    ck_assert_msg(memcmp(serial, par, (size_t)(M * N) * sizeof *par) == 0, "%ldx%ldx%ld ta=%d tb=%d: split differs",
-                  (long)M, (long)N, (long)K, pc->ta, pc->tb);
+    ck_assert_msg(!pc->same_bits || memcmp(serial, par, (size_t)(M * N) * sizeof *par) == 0,
+                  "%ldx%ldx%ld ta=%d tb=%d: split differs", (long)M, (long)N, (long)K, pc->ta, pc->tb);
     /* and it is the product */
     for (int64_t i = 0; i < M; i += M / 7 + 1)
         for (int64_t j = 0; j < N; j += N / 7 + 1) {
@@ -353,7 +354,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
-    tcase_add_loop_test(tc, test_split_same_bits, 0, (int)(sizeof par_cases / sizeof *par_cases));
+    tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
     tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
     suite_add_tcase(s, tc);
     return s;
