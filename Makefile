@@ -241,6 +241,12 @@ $(BENCH_MATMUL): bench/matmul.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# bench/gemm.c: f32 products of model sizes through the VM against cblas_sgemm, 1 and 2 threads.
+BENCH_GEMM := $(BUILD)/bench/gemm
+$(BENCH_GEMM): bench/gemm.c $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
 # bench/modelrun.c: one model's time through tfvm.h (bench/ortmodels.sh).
 BENCH_MODELRUN := $(BUILD)/bench/modelrun
 $(BENCH_MODELRUN): bench/modelrun.c $(LIBA)
@@ -270,11 +276,12 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL) $(BENCH_COEXEC) $(BENCH_MODELRUN) $(BENCH_ACT)
+bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN) $(BENCH_ACT)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
 	@$(BENCH_MATMUL)
+	@$(BENCH_GEMM)
 	@$(BENCH_ACT)
 	@$(BENCH_COEXEC)
 	@TFVM=$(TFVM) bash bench/onnx.sh

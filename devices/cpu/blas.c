@@ -1,12 +1,9 @@
-/* devices/cpu/blas.c — OpenBLAS loaded on first use (blas.h), and how its
- * threads share the cores with the VM's workers (docs/devices.md, "CPU
- * threads"). */
+/* devices/cpu/blas.c — OpenBLAS loaded on first use (blas.h), on the
+ * calling thread only (docs/devices.md, "CPU threads"). */
 #include "devices/cpu/blas.h"
 
 #include <dlfcn.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,16 +16,6 @@ static dev_blas_fns fns;
 static const dev_blas_fns *loaded; /* written once, under the pthread_once */
 static char error[256];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static atomic_int workers = 1;     /* what the last VM asked for */
-static atomic_int budget, current; /* OpenBLAS's own thread count at load; the one set */
-
-#if defined(__SANITIZE_THREAD__)
-#define CPU_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CPU_TSAN 1
-#endif
-#endif
 
 static bool sym(void *lib, const char *name, void *slot)
 {
@@ -59,32 +46,23 @@ static void load(int flags)
         !sym(lib, "openblas_get_num_threads", &fns.get_num_threads) ||
         !sym(lib, "openblas_get_config", &fns.get_config))
         return; /* the handle stays open: a library once loaded is not unloaded */
-    int mine = fns.get_num_threads();
-    atomic_store(&budget, mine < 1 ? 1 : mine);
     loaded = &fns;
 }
 
 static void load_now(void) { load(RTLD_NOW | RTLD_LOCAL); }
 
 /* ---- Threads --------------------------------------------------------------------
- * The budget is the thread count OpenBLAS has when it is loaded (its default:
- * OPENBLAS_NUM_THREADS or one per core); each VM worker may run a gemm at the
- * same time, so each gets budget / workers threads, at least 1. Under
- * ThreadSanitizer OpenBLAS stays on the calling thread: its own pool
- * synchronises in code TSan cannot see, which it would report as races. */
+ * OpenBLAS runs on the thread that calls it, with no threads of its own: a
+ * VM's threads are its workers (tfvm_config.threads, --threads) and no
+ * more, and a product big enough to share is split over them
+ * (dev_kmm_run). OpenBLAS 0.3.21's thread count is one number for the
+ * process (no per-thread or per-call setting): it is set to 1 when tfvm
+ * loads it, and again before a gemm whenever something else in the
+ * process changed it. Reading it is a load of one global in OpenBLAS. */
 static void apply_threads(const dev_blas_fns *b)
 {
-    int w = atomic_load(&workers);
-#ifdef CPU_TSAN
-    w = INT_MAX;
-#endif
-    int want = w > 1 ? atomic_load(&budget) / w : atomic_load(&budget);
-    if (want < 1)
-        want = 1;
-    /* a load first: this runs before every gemm, and the exchange is a
-     * locked instruction on a line every worker reads */
-    if (atomic_load_explicit(&current, memory_order_relaxed) != want && atomic_exchange(&current, want) != want)
-        b->set_num_threads(want);
+    if (b->get_num_threads() != 1)
+        b->set_num_threads(1);
 }
 
 const dev_blas_fns *dev_blas(void)
@@ -118,7 +96,7 @@ void dev_cpu_prepare(const isa_program *p)
 
 void dev_cpu_set_threads(int vm_workers)
 {
-    atomic_store(&workers, vm_workers < 1 ? 1 : vm_workers);
+    (void)vm_workers; /* OpenBLAS gets one thread, the caller's, with any number of workers */
     const dev_blas_fns *b = dev_blas_if_loaded();
     if (b)
         apply_threads(b);

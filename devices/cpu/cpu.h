@@ -27,12 +27,10 @@ tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, d
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
                            const tfvm_allocator *alloc, char *msg, size_t msg_size);
 
-/* Shares the cores between a VM's workers and OpenBLAS's threads: every
- * worker may run a gemm at once, so OpenBLAS gets max(1, budget / vm_workers)
- * threads, where the budget is OpenBLAS's own thread count when this is first
- * called (OPENBLAS_NUM_THREADS, else one per core). OpenBLAS's setting is
- * process-wide: the VM made last decides it (docs/devices.md, "CPU threads").
- * Thread-safe. */
+/* Called when a VM is made: OpenBLAS, if loaded, gets one thread (the
+ * caller's), whatever the number of workers, so that a VM's threads are its
+ * workers alone. OpenBLAS's setting is process-wide (docs/devices.md, "CPU
+ * threads"). Thread-safe. */
 void dev_cpu_set_threads(int vm_workers);
 /* Loads OpenBLAS now if program p has matrix products (MATMUL, CONV2D): a VM
  * is made before its runs, so the load (a few milliseconds, and the start of

@@ -1,11 +1,14 @@
 /* devices/cpu/matmul.c — MATMUL (NumPy matmul with batch broadcasting and
- * ta/tb transposes), the gemm every CPU kernel uses (OpenBLAS for floats, a
- * wrapping loop for integers), and how OpenBLAS threads share the cores. */
+ * ta/tb transposes) and the gemm every CPU kernel uses: f32 by our own
+ * kernel (sgemm.c) or OpenBLAS by size, f64 by OpenBLAS, integers by a
+ * wrapping loop; a product split over the VM's workers. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include "devices/cpu/blas.h"
 #include "devices/cpu/par.h"
+#include "devices/cpu/sgemm.h"
+#include "devices/tensor.h"
 #include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -48,75 +51,76 @@ bool dev_kgemm_fits(int64_t v) { return v >= 0 && v <= INT_MAX; }
         }                                                                                 \
     } while (0)
 
-/* OpenBLAS (0.3.x, x86-64 with AVX-512) runs an sgemm of at most 100^3
- * multiply-adds with beta 0 in its "small matrix" kernel, without packing
- * A and B; above that it packs them first. On this project's machine the
- * small kernel ran 110-117 GFLOP/s where the packed path ran 93 (an MLP's
- * 64x512x784 and 64x512x512, a CNN's 32x224x144, 256^3, 512^3): so a
- * medium product is cut into tiles that each fit the small kernel, about 64
- * columns wide and a multiple of 8 rows (whole rows when they fit), evenly
- * sized. Above 2^28 multiply-adds (1024^3 lost 7% tiled) and when K is too
- * deep for an 8 x 16 tile, the product goes to OpenBLAS whole. */
-#define KGEMM_SMALL INT64_C(1000000)
-#define KGEMM_TILED_MAX (INT64_C(1) << 28)
+/* Which code computes an f32 product. Chosen from the dims of the whole
+ * product, so that the chunks it is split into (dev_kmm_run) use the same
+ * code, and every element has the same bits at any thread count.
+ * - Up to 2^28 multiply-adds: tfvm's own (sgemm.c). On this project's
+ *   machine (Zen 4, one thread) it ran 104-111 GFLOP/s from 32x128x128 to
+ *   256x512x512 and [1,128]x[128,512] in 2.7 us, where OpenBLAS 0.3.21 ran
+ *   99-116 with its own kernel choice and 89-109 under
+ *   OPENBLAS_CORETYPE=Haswell, and 2.3 us (14 us) for the row: the table in
+ *   docs/devices.md ("Kernel notes"). One row against B stored transposed
+ *   (x @ W^T, an RNN step), or one dense column of A @ b, is a dot product
+ *   per element over rows read where they lie (packing would cost 16x the
+ *   product); one dense column from A stored transposed is the row C^T =
+ *   op(B)^T @ A, whose B is A as it lies.
+ * - Larger, or a column of C with a stride: OpenBLAS (1024^3: as fast as
+ *   ours or up to 20% faster). */
+typedef enum kgemm_code { KGEMM_OWN, KGEMM_OWN_T, KGEMM_DOTS, KGEMM_DOTS_T, KGEMM_GEMV, KGEMM_BLAS } kgemm_code;
+#define KGEMM_OWN_MAX (INT64_C(1) << 28)
 
-/* count pieces of at most `most` (a multiple of `align` when it can be) covering n */
-static int64_t kgemm_piece(int64_t n, int64_t most, int64_t align)
+static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t ldc)
 {
-    if (most >= n)
-        return n;
-    const int64_t pieces = (n + most - 1) / most;
-    int64_t size = (n + pieces - 1) / pieces;
-    const int64_t up = (size + align - 1) / align * align;
-    return up <= most ? up : size;
+    if ((double)M * (double)N * (double)K > (double)KGEMM_OWN_MAX) /* each dim may be up to INT_MAX */
+        return KGEMM_BLAS;
+    if (N == 1)
+        return ldc != 1 ? KGEMM_GEMV : ta ? KGEMM_OWN_T : KGEMM_DOTS_T;
+    return M == 1 && tb ? KGEMM_DOTS : KGEMM_OWN;
 }
 
-/* The tile grid of an f32 product (mt x nt tiles); false when it goes to
- * OpenBLAS whole. The grid depends on the product only, never on the
- * threads, so that every element is computed by the same sgemm call however
- * the tiles are shared out (results do not depend on the thread count). */
-static bool kgemm_grid(int64_t M, int64_t N, int64_t K, int64_t *mt_out, int64_t *nt_out)
+/* An f32 product by `code`; ours falls back to OpenBLAS when its packing
+ * buffer cannot be allocated. */
+static void kgemm_f32(kgemm_code code, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc)
 {
-    const int64_t macs = M * N * K;
-    if (M <= 1 || N <= 1 || macs <= KGEMM_SMALL || macs > KGEMM_TILED_MAX || K * 8 * 16 > KGEMM_SMALL)
-        return false;
-    int64_t nt = N > 64 ? 64 : N, mt = KGEMM_SMALL / (nt * K);
-    if (mt >= M) { /* whole rows: widen the tiles instead */
-        mt = M;
-        nt = kgemm_piece(N, KGEMM_SMALL / (M * K), 16);
-    } else {
-        mt = kgemm_piece(M, mt, 8);
+    switch (code) {
+    case KGEMM_OWN:
+        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
+            return;
+        break;
+    case KGEMM_OWN_T:
+        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M))
+            return;
+        break;
+    case KGEMM_DOTS: /* C[0][j] = op(A)[0, :] . B[j] */
+        if (dev_sdots(N, K, A, ta ? lda : 1, B, ldb, C))
+            return;
+        break;
+    case KGEMM_DOTS_T: /* C[i][0] = A[i] . op(B)[:, 0] */
+        if (dev_sdots(M, K, B, tb ? 1 : ldb, A, lda, C))
+            return;
+        break;
+    default: break;
     }
-    *mt_out = mt;
-    *nt_out = nt;
-    return true;
+    const dev_blas_fns *blas = dev_blas(); /* loaded: the kernels check dev_kgemm_ready first */
+    /* A single row or column is a matrix-vector product; OpenBLAS's gemm
+     * does not forward those to gemv itself. The vector op(A)[0, :] steps by
+     * lda when A is transposed, op(B)[:, 0] by ldb when B is not; C is then
+     * one dense row, or one column of stride ldc. */
+    if (M == 1 && N > 1)
+        blas->sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K), (int)(tb ? K : N), 1.0f, B,
+                    (int)ldb, A, ta ? (int)lda : 1, 0.0f, C, 1);
+    else if (N == 1)
+        blas->sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, (int)(ta ? K : M), (int)(ta ? M : K), 1.0f, A,
+                    (int)lda, B, tb ? 1 : (int)ldb, 0.0f, C, (int)ldc);
+    else
+        blas->sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                    (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
 }
 
-/* Tile (m0, n0) of at most mt x nt of an f32 product. */
-static void kgemm_tile(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float *C, int64_t ldc, int64_t m0, int64_t n0, int64_t mt,
-                       int64_t nt)
-{
-    const int64_t mm = M - m0 < mt ? M - m0 : mt, nn = N - n0 < nt ? N - n0 : nt;
-    dev_blas()->sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)mm,
-                      (int)nn, (int)K, 1.0f, A + (ta ? m0 : m0 * lda), (int)lda, B + (tb ? n0 * ldb : n0), (int)ldb,
-                      0.0f, C + m0 * ldc + n0, (int)ldc);
-}
-
-static bool kgemm_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, float *C, int64_t ldc)
-{
-    int64_t mt, nt;
-    if (!kgemm_grid(M, N, K, &mt, &nt))
-        return false;
-    for (int64_t m0 = 0; m0 < M; m0 += mt)
-        for (int64_t n0 = 0; n0 < N; n0 += nt)
-            kgemm_tile(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, m0, n0, mt, nt);
-    return true;
-}
-
-void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
-               int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
+/* dev_kgemm, with the f32 code chosen by the caller */
+static void kgemm(kgemm_code code, uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                  int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
 {
     if (M == 0 || N == 0)
         return;
@@ -126,27 +130,13 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
             memset((char *)C + (size_t)(i * ldc) * esz, 0, (size_t)N * esz);
         return;
     }
-    const dev_blas_fns *blas = dev_blas(); /* loaded: the kernels check dev_kgemm_ready first */
     const enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-    /* A single row or column is a matrix-vector product; OpenBLAS's gemm
-     * does not forward those to gemv itself. The vector op(A)[0, :] steps by
-     * lda when A is transposed, op(B)[:, 0] by ldb when B is not; C is then
-     * one dense row, or one column of stride ldc. */
     const int xa = ta ? (int)lda : 1, xb = tb ? 1 : (int)ldb;
     switch (dtype) {
-    case TFVM_F32:
-        if (M == 1 && N > 1)
-            blas->sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
-                        (int)(tb ? K : N), 1.0f, B, (int)ldb, A, xa, 0.0f, C, 1);
-        else if (N == 1)
-            blas->sgemv(CblasRowMajor, opa, (int)(ta ? K : M), (int)(ta ? M : K), 1.0f, A,
-                        (int)lda, B, xb, 0.0f, C, (int)ldc);
-        else if (!kgemm_tiled(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
-            blas->sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
-                        (int)ldb, 0.0f, C, (int)ldc);
-        break;
-    case TFVM_F64:
+    case TFVM_F32: kgemm_f32(code, ta, tb, M, N, K, A, lda, B, ldb, C, ldc); break;
+    case TFVM_F64: {
+        const dev_blas_fns *blas = dev_blas();
         if (M == 1 && N > 1)
             blas->dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, (int)(tb ? N : K),
                         (int)(tb ? K : N), 1.0, B, (int)ldb, A, xa, 0.0, C, 1);
@@ -157,73 +147,103 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
             blas->dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
                         (int)ldb, 0.0, C, (int)ldc);
         break;
+    }
     case TFVM_I32: KGEMM_INT(int32_t, uint32_t); break;
     default: KGEMM_INT(int64_t, uint64_t); break;
     }
 }
 
+void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+               int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc)
+{
+    kgemm(kgemm_code_for(ta, tb, M, N, K, ldc), dtype, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
 /* ---- Parallel gemm ------------------------------------------------------------------
  * One product split into row blocks of op(A) (or, when it has few rows,
- * column blocks of op(B)); each chunk runs one single-threaded gemm and then
- * the epilogue of the block it wrote, while that block is in cache. */
+ * column blocks of op(B)); each chunk runs one single-threaded gemm, by the
+ * code chosen for the whole product, and then the epilogue of the block it
+ * wrote, while that block is in cache. */
+typedef struct kmm_job {
+    dev_kmm m;
+    kgemm_code code;
+    const float *bp; /* op(B) prepacked (kmm_prepacked), or NULL */
+} kmm_job;
+
 static void kmm_chunk(void *arg, size_t b, size_t e)
 {
-    const dev_kmm *m = arg;
+    const kmm_job *j = arg;
+    const dev_kmm *m = &j->m;
     const size_t esz = dev_kesize(m->dtype);
     const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
+    float *C = (float *)(void *)m->C;
     if (m->by_cols) {
-        const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
-        dev_kgemm(m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz, m->ldc);
+        /* a chunk starting inside a panel of the prepacked B computes from B
+         * itself, with the same bits */
+        if (!j->bp || !dev_sgemm_packed(m->M, n, m->K, (const float *)(const void *)m->A, m->lda, j->bp, lo, m->N,
+                                        C + lo, m->ldc)) {
+            const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
+            kgemm(j->code, m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz,
+                  m->ldc);
+        }
         if (m->ep)
             dev_kepi_apply(m->ep, m->ep_base, m->ep_row0, m->M, lo, n);
     } else {
         const char *A = m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz;
-        dev_kgemm(m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb, m->C + (size_t)(lo * m->ldc) * esz,
-                  m->ldc);
+        if (!j->bp || !dev_sgemm_packed(n, m->N, m->K, (const float *)(const void *)A, m->lda, j->bp, 0, m->N,
+                                        C + lo * m->ldc, m->ldc))
+            kgemm(j->code, m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb,
+                  m->C + (size_t)(lo * m->ldc) * esz, m->ldc);
         if (m->ep)
             dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, n, 0, m->N);
     }
 }
 
-/* Tiles [b, e) of a tiled product (row-major over the grid), each followed
- * by the epilogue of its block. */
-typedef struct kmm_tiles {
-    const dev_kmm *m;
-    int64_t mt, nt, tiles_n;
-} kmm_tiles;
-
-static void kmm_tile_chunk(void *arg, size_t b, size_t e)
-{
-    const kmm_tiles *t = arg;
-    const dev_kmm *m = t->m;
-    for (size_t i = b; i < e; i++) {
-        const int64_t m0 = (int64_t)i / t->tiles_n * t->mt, n0 = (int64_t)i % t->tiles_n * t->nt;
-        kgemm_tile(m->ta, m->tb, m->M, m->N, m->K, (const float *)(const void *)m->A, m->lda,
-                   (const float *)(const void *)m->B, m->ldb, (float *)(void *)m->C, m->ldc, m0, n0, t->mt, t->nt);
-        if (m->ep)
-            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + m0, m->M - m0 < t->mt ? m->M - m0 : t->mt, n0,
-                           m->N - n0 < t->nt ? m->N - n0 : t->nt);
-    }
-}
-
-void dev_kmm_run(const dev_kmm *m)
+static void kmm_run(const dev_kmm *m, const float *bp)
 {
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
-    kmm_tiles t = {m, 0, 0, 0};
-    if (width > 1 && m->dtype == TFVM_F32 && dev_blas() && kgemm_grid(m->M, m->N, m->K, &t.mt, &t.nt)) {
-        /* the tiles dev_kgemm would run one after another, shared out */
-        t.tiles_n = (m->N + t.nt - 1) / t.nt;
-        const int64_t tiles = (m->M + t.mt - 1) / t.mt * t.tiles_n;
-        dev_par_for((size_t)tiles, dev_kgrain(tiles, t.mt * t.nt * K, DEV_KPAR_MACS, 1), kmm_tile_chunk, &t);
-        return;
-    }
-    dev_kmm job = *m;
-    /* rows while there are at least 8 per thread, else columns in blocks of 16 */
-    job.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
-    const int64_t n = job.by_cols ? m->N : m->M, other = job.by_cols ? m->M : m->N;
-    const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.by_cols ? 16 : 8);
+    kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
+    /* rows while there are at least 8 per thread, else columns: in blocks
+     * of whole tiles of our kernel (8 x 32 with AVX-512) */
+    job.m.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
+    const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
+    const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
+}
+
+void dev_kmm_run(const dev_kmm *m) { kmm_run(m, NULL); }
+
+/* ---- Prepacked weights --------------------------------------------------------------
+ * An f32 product whose op(B) our kernel would pack (B transposed, or more
+ * than a few rows) packs it once and keeps it with B's tensor
+ * (dev_tensor_prep): weights are then packed once, not on every run; a B
+ * that changes every run is packed once per run, as it was. NULL when it
+ * does not apply or the tensor keeps no prepared form. */
+typedef struct kmm_pack_job {
+    bool tb;
+    int64_t N, K, ldb;
+    const float *B;
+} kmm_pack_job;
+
+static void kmm_pack_make(void *ctx, void *out)
+{
+    const kmm_pack_job *j = ctx;
+    dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
+}
+
+static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
+{
+    if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
+        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
+        return NULL;
+    const struct {
+        int64_t tag, nr, tb, N, K, ldb, offset;
+    } key = {0x73674230 /* "sgB0" */, dev_sgemm_nr(), m->tb, m->N, m->K, m->ldb,
+             (const char *)b->data - (const char *)b->t->data};
+    kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, (const float *)b->data};
+    return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
+                           kmm_pack_make, &job);
 }
 
 /* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
@@ -365,7 +385,7 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
                             vb ? NULL : ep, c, 0, false};
-        dev_kmm_run(&mm);
+        kmm_run(&mm, kmm_prepacked(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {

@@ -1,0 +1,490 @@
+/* devices/cpu/sgemm.c — tfvm's own f32 matrix product (sgemm.h): op(A) and
+ * op(B) packed into panels, a register-blocked micro-kernel per instruction
+ * set (sgemm_body.h), blocks sized for the caches (docs/devices.md, "Kernel
+ * notes"). */
+#include "devices/cpu/sgemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One micro-kernel: see sgemm_body.h. */
+typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb,
+                        float *restrict c, int64_t ldc, int64_t nr, bool add);
+/* Rows [0, 8) x columns [0, kc) of src (row stride ld) into columns
+ * [0, 8) of dst (row stride nr): dst[p][j] = src[j][p]. */
+typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, float *dst, int64_t nr);
+/* y[j] = x . R[j], j < n: see sgemm_body.h */
+typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
+                        float *restrict y);
+#define SG_MR_MAX 8
+typedef struct sg_impl {
+    int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
+    sg_kern_fn *kern[SG_MR_MAX + 1];   /* by rows, 1..mr */
+    int64_t w1;                        /* columns of wide[1] */
+    sg_kern_fn *wide[3];               /* 1 row by w1 columns, 2 rows by 2 * nr */
+    sg_t8_fn *t8;                      /* NULL: packing op(B) = B^T goes element by element */
+    sg_dots_fn *dots;
+    const char *name;
+} sg_impl;
+
+/* ---- Portable: GCC vector extensions (SSE2 on x86-64), 4 x 8 tiles ---- */
+typedef float sg_v4 __attribute__((vector_size(16)));
+static inline sg_v4 v4_ld(const float *p)
+{
+    sg_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
+
+#define SG_VF sg_v4
+#define SG_VL 4
+#define SG_MR 4
+#define SG_NV 2
+#define SG_W1 8
+#define SG_TARGET
+#define SG_SFX(n) n##_v4
+#define VLD(p) v4_ld(p)
+#define VST(p, v) v4_st(p, v)
+#define VBC(x) ((sg_v4){(x), (x), (x), (x)})
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#define VADD(a, b) ((a) + (b))
+#define VZERO() ((sg_v4){0, 0, 0, 0})
+#define VHSUM(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
+#include "devices/cpu/sgemm_body.h"
+#undef SG_VF
+#undef SG_VL
+#undef SG_MR
+#undef SG_NV
+#undef SG_W1
+#undef SG_TARGET
+#undef SG_SFX
+#undef VLD
+#undef VST
+#undef VBC
+#undef VFMA
+#undef VADD
+#undef VZERO
+#undef VHSUM
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SG_X86 1
+
+/* the 8 lanes' sum: halves, then pairs, then the last two */
+__attribute__((target("avx2"))) static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- AVX2 + FMA: 6 x 16 tiles (12 accumulators of the 16 registers) ---- */
+#define SG_VF __m256
+#define SG_VL 8
+#define SG_MR 6
+#define SG_NV 2
+#define SG_W1 8
+#define SG_TARGET __attribute__((target("avx2,fma")))
+#define SG_SFX(n) n##_avx2
+#define VLD(p) _mm256_loadu_ps(p)
+#define VST(p, v) _mm256_storeu_ps(p, v)
+#define VBC(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VZERO() _mm256_setzero_ps()
+#define VHSUM(v) hsum8(v)
+#include "devices/cpu/sgemm_body.h"
+#undef SG_VF
+#undef SG_VL
+#undef SG_MR
+#undef SG_NV
+#undef SG_W1
+#undef SG_TARGET
+#undef SG_SFX
+#undef VLD
+#undef VST
+#undef VBC
+#undef VFMA
+#undef VADD
+#undef VZERO
+#undef VHSUM
+
+/* Eight rows at a time, 8 x 8 blocks transposed in registers; the last
+ * kc % 8 columns one by one. */
+__attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld, int64_t kc, float *dst, int64_t nr)
+{
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+        __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            r[j] = _mm256_loadu_ps(src + j * ld + p);
+#pragma GCC unroll 4
+        for (int j = 0; j < 8; j += 2) {
+            t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+            t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+        }
+        u[0] = _mm256_shuffle_ps(t[0], t[2], 0x44);
+        u[1] = _mm256_shuffle_ps(t[0], t[2], 0xEE);
+        u[2] = _mm256_shuffle_ps(t[1], t[3], 0x44);
+        u[3] = _mm256_shuffle_ps(t[1], t[3], 0xEE);
+        u[4] = _mm256_shuffle_ps(t[4], t[6], 0x44);
+        u[5] = _mm256_shuffle_ps(t[4], t[6], 0xEE);
+        u[6] = _mm256_shuffle_ps(t[5], t[7], 0x44);
+        u[7] = _mm256_shuffle_ps(t[5], t[7], 0xEE);
+        /* u[q] holds column q (low half) and q + 4 (high half) of rows 0-3, u[q + 4] of rows 4-7 */
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            _mm256_storeu_ps(dst + (p + q) * nr, _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
+            _mm256_storeu_ps(dst + (p + q + 4) * nr, _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
+        }
+    }
+    for (; p < kc; p++)
+        for (int j = 0; j < 8; j++)
+            dst[p * nr + j] = src[j * ld + p];
+}
+
+/* ---- AVX-512: 8 x 32 tiles (16 accumulators of the 32 registers) ---- */
+#define SG_VF __m512
+#define SG_VL 16
+#define SG_MR 8
+#define SG_NV 2
+#define SG_W1 16
+#define SG_TARGET __attribute__((target("avx512f")))
+#define SG_SFX(n) n##_avx512
+#define VLD(p) _mm512_loadu_ps(p)
+#define VST(p, v) _mm512_storeu_ps(p, v)
+#define VBC(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VZERO() _mm512_setzero_ps()
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#include "devices/cpu/sgemm_body.h"
+#undef SG_VF
+#undef SG_VL
+#undef SG_MR
+#undef SG_NV
+#undef SG_W1
+#undef SG_TARGET
+#undef SG_SFX
+#undef VLD
+#undef VST
+#undef VBC
+#undef VFMA
+#undef VADD
+#undef VZERO
+#undef VHSUM
+#endif
+
+static const sg_impl impls[DEV_SG_N_ISA] = {
+    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4, "portable"},
+#ifdef SG_X86
+    [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
+                     t8_avx2, dots_avx2, "avx2"},
+    [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
+                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, "avx512"},
+#else
+    [DEV_SG_AVX2] = {.name = "avx2"},
+    [DEV_SG_AVX512] = {.name = "avx512"},
+#endif
+};
+
+bool dev_sg_have(dev_sg_isa isa)
+{
+    switch (isa) {
+    case DEV_SG_PORTABLE: return true;
+#ifdef SG_X86
+    case DEV_SG_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case DEV_SG_AVX512: /* its B^T packing is AVX2's */
+        return __builtin_cpu_supports("avx512f") && dev_sg_have(DEV_SG_AVX2);
+#endif
+    default: return false;
+    }
+}
+
+dev_sg_isa dev_sg_best(void)
+{
+    return dev_sg_have(DEV_SG_AVX512) ? DEV_SG_AVX512 : dev_sg_have(DEV_SG_AVX2) ? DEV_SG_AVX2 : DEV_SG_PORTABLE;
+}
+
+const char *dev_sg_name(dev_sg_isa isa) { return (unsigned)isa < DEV_SG_N_ISA ? impls[isa].name : "?"; }
+
+/* ---- Scratch ------------------------------------------------------------------------
+ * The packed panels live in one buffer per thread, kept for the thread's
+ * next product and freed when the thread ends (a VM's workers call this
+ * from every chunk of a split product). */
+typedef struct sg_buf {
+    size_t cap; /* floats */
+    float *data;
+} sg_buf;
+
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static bool buf_ok;
+
+static void buf_free(void *p)
+{
+    sg_buf *b = p;
+    free(b->data);
+    free(b);
+}
+
+static void buf_init(void) { buf_ok = pthread_key_create(&buf_key, buf_free) == 0; }
+
+static float *scratch(size_t floats)
+{
+    pthread_once(&buf_once, buf_init);
+    if (!buf_ok)
+        return NULL;
+    sg_buf *b = pthread_getspecific(buf_key);
+    if (b && b->cap >= floats)
+        return b->data;
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b)))
+            return NULL;
+        if (pthread_setspecific(buf_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    free(b->data);
+    b->cap = 0;
+    if (!(b->data = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)))
+        return NULL;
+    b->cap = floats;
+    return b->data;
+}
+
+/* ---- Packing ------------------------------------------------------------------------
+ * A block of op(A), rows [i0, i0 + mc) x [p0, p0 + kc), as panels of mr
+ * rows: ap[panel][p][i], rows past the end 0. A block of op(B), [p0, p0 +
+ * kc) x columns [j0, j0 + nc), as panels of nr columns: bp[panel][p][j],
+ * columns past the end 0. op(X)[r][c] is X[c][r] when transposed. */
+static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t mr,
+                   float *ap, sg_t8_fn *t8)
+{
+    for (int64_t ir = 0; ir < mc; ir += mr, ap += kc * mr) {
+        const int64_t m = mc - ir < mr ? mc - ir : mr;
+        if (ta) {
+            for (int64_t p = 0; p < kc; p++) {
+                const float *src = A + (p0 + p) * lda + i0 + ir;
+                float *dst = ap + p * mr;
+                for (int64_t i = 0; i < m; i++)
+                    dst[i] = src[i];
+                for (int64_t i = m; i < mr; i++)
+                    dst[i] = 0;
+            }
+            continue;
+        }
+        if (t8 && mr == 8 && m == 8) {
+            t8(A + (i0 + ir) * lda + p0, lda, kc, ap, 8);
+            continue;
+        }
+        for (int64_t i = 0; i < mr; i++) {
+            const float *src = A + (i0 + ir + i) * lda + p0;
+            if (i < m)
+                for (int64_t p = 0; p < kc; p++)
+                    ap[p * mr + i] = src[p];
+            else
+                for (int64_t p = 0; p < kc; p++)
+                    ap[p * mr + i] = 0;
+        }
+    }
+}
+
+static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
+                   float *bp, sg_t8_fn *t8)
+{
+    for (int64_t jr = 0; jr < nc; jr += nr, bp += kc * nr) {
+        const int64_t n = nc - jr < nr ? nc - jr : nr;
+        if (!tb) {
+            for (int64_t p = 0; p < kc; p++) {
+                memcpy(bp + p * nr, B + (p0 + p) * ldb + j0 + jr, (size_t)n * sizeof *bp);
+                for (int64_t j = n; j < nr; j++)
+                    bp[p * nr + j] = 0;
+            }
+            continue;
+        }
+        const float *src = B + (j0 + jr) * ldb + p0;
+        int64_t j = 0;
+        if (t8)
+            for (; j + 8 <= n; j += 8)
+                t8(src + j * ldb, ldb, kc, bp + j, nr);
+        for (; j < nr; j++)
+            for (int64_t p = 0; p < kc; p++)
+                bp[p * nr + j] = j < n ? src[j * ldb + p] : 0;
+    }
+}
+
+/* ---- The product ----------------------------------------------------------------------
+ * Blocks: kc rows of op(B) (a kc x nr panel, 32 KB at most, stays in L1
+ * while the micro-kernel runs down the rows of A), mc x kc of op(A) (in
+ * L2), kc x nc of op(B) (in L3). K is cut into even blocks of at most
+ * SG_KC that depend on K alone (the sums of an element, in order, are then
+ * the same in any row or column block of C). With few rows (at most
+ * SG_DIRECT_M), each panel of B would be read once: the micro-kernel reads
+ * B where it lies instead, and only a last partial panel is packed. */
+#define SG_KC 256
+#define SG_MC 120
+#define SG_NC 2048
+#define SG_DIRECT_M 64
+
+static int64_t even(int64_t n, int64_t most)
+{
+    const int64_t pieces = (n + most - 1) / most;
+    return (n + pieces - 1) / pieces;
+}
+
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+/* bpre: op(B) already packed (dev_sgemm_pack, Np columns rounded up to NR),
+ * C's column 0 being its column bj0, a multiple of NR; else B as it lies */
+static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                   const float *B, int64_t ldb, const float *bpre, int64_t bj0, int64_t Np, float *C, int64_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return true;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+        return true;
+    }
+    const int64_t MR = im->mr, NR = im->nr;
+    const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
+    const int64_t nc_step = round_up(even(N, SG_NC), NR);
+    const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
+    const int64_t a_floats = round_up(mc_step * kc_step, 16);
+    float *ap = scratch((size_t)(a_floats + (bpre ? 0 : direct ? NR : nc_step) * kc_step));
+    if (!ap)
+        return false;
+    float *const bbuf = ap + a_floats; /* B's block, packed here unless bpre */
+    const float *bp = bbuf;
+    for (int64_t jc = 0; jc < N; jc += nc_step) {
+        const int64_t nc = N - jc < nc_step ? N - jc : nc_step, nfull = nc / NR * NR;
+        for (int64_t pc = 0; pc < K; pc += kc_step) {
+            const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
+            if (bpre)
+                bp = bpre + pc * Np + (bj0 + jc) * kc;
+            else if (!direct)
+                pack_b(tb, B, ldb, pc, kc, jc, nc, NR, bbuf, im->t8);
+            else if (nfull < nc)
+                pack_b(false, B, ldb, pc, kc, jc + nfull, nc - nfull, NR, bbuf, NULL);
+            for (int64_t ic = 0; ic < M; ic += mc_step) {
+                const int64_t mc = M - ic < mc_step ? M - ic : mc_step;
+                pack_a(ta, A, lda, ic, mc, pc, kc, MR, ap, im->t8);
+                for (int64_t jr = 0; jr < nc;) {
+                    const int64_t nr = nc - jr < NR ? nc - jr : NR;
+                    float *c = C + ic * ldc + jc + jr;
+                    if (direct && jr < nfull) {
+                        const float *b = B + pc * ldb + jc + jr;
+                        const int64_t wide = mc == 1 ? im->w1 : 2 * NR; /* few rows: more columns */
+                        if (mc <= 2 && jr + wide <= nfull) {
+                            im->wide[mc](kc, ap, b, ldb, c, ldc, wide, pc > 0);
+                            jr += wide;
+                            continue;
+                        }
+                        for (int64_t ir = 0; ir < mc; ir += MR)
+                            im->kern[mc - ir < MR ? mc - ir : MR](kc, ap + ir * kc, b, ldb, c + ir * ldc, ldc, nr,
+                                                                  pc > 0);
+                    } else {
+                        const float *b = direct ? bp : bp + jr * kc;
+                        for (int64_t ir = 0; ir < mc; ir += MR)
+                            im->kern[mc - ir < MR ? mc - ir : MR](kc, ap + ir * kc, b, NR, c + ir * ldc, ldc, nr,
+                                                                  pc > 0);
+                    }
+                    jr += NR;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float *C, int64_t ldc)
+{
+    if (!dev_sg_have(isa))
+        return false;
+    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+}
+
+static const sg_impl *best_impl(void)
+{
+    static const sg_impl *best;
+    const sg_impl *im = __atomic_load_n(&best, __ATOMIC_RELAXED);
+    if (!im) {
+        im = &impls[dev_sg_best()];
+        __atomic_store_n(&best, im, __ATOMIC_RELAXED);
+    }
+    return im;
+}
+
+bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+               int64_t ldb, float *C, int64_t ldc)
+{
+    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+}
+
+/* ---- Prepacked B ---------------------------------------------------------------------
+ * op(B) packed whole, as sg_run packs it block by block: for each block of
+ * K (at row pc), its Np / NR panels of kc x NR, at pc * Np floats. */
+int64_t dev_sgemm_nr(void) { return best_impl()->nr; }
+
+bool dev_sgemm_packs_b(bool tb, int64_t M) { return tb || M > SG_DIRECT_M; }
+
+size_t dev_sgemm_packed_floats(int64_t N, int64_t K) { return (size_t)(K * round_up(N, best_impl()->nr)); }
+
+void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out)
+{
+    const sg_impl *im = best_impl();
+    const int64_t kc_step = even(K, SG_KC), Np = round_up(N, im->nr);
+    for (int64_t pc = 0; pc < K; pc += kc_step)
+        pack_b(tb, B, ldb, pc, K - pc < kc_step ? K - pc : kc_step, 0, N, im->nr, out + pc * Np, im->t8);
+}
+
+bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
+                      int64_t Ntot, float *C, int64_t ldc)
+{
+    const sg_impl *im = best_impl();
+    if (j0 % im->nr)
+        return false;
+    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, bp, j0, round_up(Ntot, im->nr), C, ldc);
+}
+
+/* x is copied when it is strided (into the thread's buffer, as packing) */
+static bool sg_dots(const sg_impl *im, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                    float *y)
+{
+    if (n <= 0)
+        return true;
+    if (K <= 0) {
+        memset(y, 0, (size_t)n * sizeof *y);
+        return true;
+    }
+    if (incx != 1) {
+        float *xc = scratch((size_t)K);
+        if (!xc)
+            return false;
+        for (int64_t p = 0; p < K; p++)
+            xc[p] = x[p * incx];
+        x = xc;
+    }
+    im->dots(n, K, x, R, ldr, y);
+    return true;
+}
+
+bool dev_sdots_on(dev_sg_isa isa, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                  float *y)
+{
+    if (!dev_sg_have(isa))
+        return false;
+    return sg_dots(&impls[isa], n, K, x, incx, R, ldr, y);
+}
+
+bool dev_sdots(int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr, float *y)
+{
+    return sg_dots(best_impl(), n, K, x, incx, R, ldr, y);
+}

@@ -1,0 +1,56 @@
+/* devices/cpu/sgemm.h — tfvm's own packed f32 matrix product (sgemm.c):
+ * register-blocked micro-kernels for AVX-512, AVX2+FMA and portable vector
+ * code, chosen once at run time from what the CPU has. */
+#ifndef TFVM_CPU_SGEMM_H
+#define TFVM_CPU_SGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum dev_sg_isa {
+    DEV_SG_PORTABLE, /* GCC vector extensions, 4 lanes, no FMA */
+    DEV_SG_AVX2,     /* AVX2 + FMA, 6 x 16 tiles */
+    DEV_SG_AVX512,   /* AVX-512F, 6 x 32 tiles */
+    DEV_SG_N_ISA
+} dev_sg_isa;
+
+/* C[M, N] = op(A) @ op(B), row-major, op(X) = X^T when ta (tb); C is
+ * overwritten (beta 0). Every element is summed in K order, in blocks of
+ * K that depend on K only, so a row or column block of C computed alone has
+ * the bits it has in the whole product. false when the per-thread packing
+ * buffer cannot be allocated; C is then untouched. Thread-safe. */
+bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+               int64_t ldb, float *C, int64_t ldc);
+/* The same on a given instruction set (tests, benchmarks); false also when
+ * the CPU lacks it. */
+bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, float *C, int64_t ldc);
+/* op(B) [K, N] packed once for dev_sgemm_packed (weights kept across runs):
+ * dev_sgemm_packed_floats(N, K) floats, written by dev_sgemm_pack. Whether
+ * dev_sgemm would pack op(B) for a product of M rows (else it reads B where
+ * it lies, and packing it first gains nothing); the width of its column
+ * panels. */
+size_t dev_sgemm_packed_floats(int64_t N, int64_t K);
+void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
+bool dev_sgemm_packs_b(bool tb, int64_t M);
+int64_t dev_sgemm_nr(void);
+/* C[M, N] = A @ op(B), A not transposed, op(B) being columns [j0, j0 + N)
+ * of a packed [K, Ntot]; the bits of dev_sgemm. false when j0 is not a
+ * multiple of dev_sgemm_nr() or the packing buffer of A cannot be had; C
+ * is then untouched. */
+bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
+                      int64_t Ntot, float *C, int64_t ldc);
+/* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
+ * against B stored transposed (x @ B^T) or a column (A @ x), as dot
+ * products of R's rows read where they lie. A row of y has the same bits
+ * whatever n and the rows around it. false when a strided x cannot be
+ * copied (the per-thread buffer); y is then untouched. Thread-safe. */
+bool dev_sdots(int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr, float *y);
+bool dev_sdots_on(dev_sg_isa isa, int64_t n, int64_t K, const float *x, int64_t incx, const float *R, int64_t ldr,
+                  float *y);
+bool dev_sg_have(dev_sg_isa isa);
+dev_sg_isa dev_sg_best(void); /* what dev_sgemm uses */
+const char *dev_sg_name(dev_sg_isa isa);
+
+#endif

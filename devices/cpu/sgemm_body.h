@@ -1,0 +1,113 @@
+/* devices/cpu/sgemm_body.h — the micro-kernels of sgemm.c, included once
+ * per instruction set with SG_VF (a vector of SG_VL floats), VLD/VST
+ * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, the
+ * tile SG_MR rows x SG_NV vectors, the one-row tile of SG_W1 vectors (at
+ * least 2 * SG_NV), VHSUM (the sum of a vector's lanes, in a fixed order),
+ * SG_TARGET and SG_SFX defined. */
+
+/* C[0:R, 0:nr] = (add ? C + : ) sum over p < kc of a[p][i] * b[p][j], for
+ * a tile of R rows and V vectors: a is a packed panel (SG_MR floats per p),
+ * b steps ldb floats per p and has V * SG_VL readable floats at each. One
+ * sum per element, in p order (the same bits in any tile); they stay in
+ * registers. A tile cut by the edge of C (nr < V * SG_VL) goes through t,
+ * so that nothing past the edge is written, with the same additions. A
+ * macro, not an inline function with R and V as arguments: clang keeps an
+ * array sized for the largest tile in memory. */
+#define SG_TILE(R, V)                                                                                          \
+    SG_VF acc[R][V];                                                                                           \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                    \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VZERO();                           \
+    for (int64_t p = 0; p < kc; p++, a += SG_MR, b += ldb) {                                                  \
+        SG_VF bv[V];                                                                                           \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) bv[v] = VLD(b + v * SG_VL);                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
+        {                                                                                                      \
+            const SG_VF ai = VBC(a[i]);                                                                        \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VFMA(ai, bv[v], acc[i][v]);     \
+        }                                                                                                      \
+    }                                                                                                          \
+    if (nr == (V) * SG_VL) {                                                                                   \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++)                                            \
+        {                                                                                                      \
+            float *ci = c + i * ldc + v * SG_VL;                                                               \
+            VST(ci, add ? VADD(VLD(ci), acc[i][v]) : acc[i][v]);                                               \
+        }                                                                                                      \
+        return;                                                                                                \
+    }                                                                                                          \
+    float t[(V) * SG_VL];                                                                                      \
+    for (int i = 0; i < (R); i++) {                                                                            \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) VST(t + v * SG_VL, acc[i][v]);                 \
+        for (int64_t j = 0; j < nr; j++)                                                                       \
+            c[i * ldc + j] = add ? c[i * ldc + j] + t[j] : t[j];                                               \
+    }
+
+/* One function per tile shape: SG_SFX(kR) for R rows by SG_NV vectors;
+ * with one or two rows, wider tiles keep more sums in flight: SG_SFX(w1)
+ * one row by SG_W1 vectors, SG_SFX(w2) two rows by 2 * SG_NV. */
+#define SG_DEF(name, R, V)                                                                                     \
+    SG_TARGET static void SG_SFX(name)(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, \
+                                       float *restrict c, int64_t ldc, int64_t nr, bool add)                   \
+    {                                                                                                          \
+        SG_TILE(R, V)                                                                                          \
+    }
+SG_DEF(k1, 1, SG_NV)
+SG_DEF(k2, 2, SG_NV)
+SG_DEF(k3, 3, SG_NV)
+SG_DEF(k4, 4, SG_NV)
+#if SG_MR > 4
+SG_DEF(k5, 5, SG_NV)
+SG_DEF(k6, 6, SG_NV)
+#endif
+#if SG_MR > 6
+SG_DEF(k7, 7, SG_NV)
+SG_DEF(k8, 8, SG_NV)
+#endif
+SG_DEF(w1, 1, SG_W1)
+SG_DEF(w2, 2, 2 * SG_NV)
+#undef SG_DEF
+#undef SG_TILE
+
+/* ---- Dot products: y[j] = sum over p < K of x[p] * r[j][p] ---------------------------
+ * One row of A against B stored transposed (and one column, the other way
+ * round): B's rows are read once, where they lie, with no packing. Each dot
+ * product sums lanes of SG_VL partial sums over the first K / SG_VL * SG_VL
+ * terms, then the lanes by VHSUM, then the remaining terms in order. Eight
+ * rows go in lockstep, each with the operations it has alone, so a row has
+ * the same bits wherever it falls. */
+SG_TARGET static inline float SG_SFX(dot_end)(SG_VF acc, const float *x, const float *r, int64_t p, int64_t K)
+{
+    float s = VHSUM(acc);
+    for (; p < K; p++)
+        s += x[p] * r[p];
+    return s;
+}
+
+SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
+                                   float *restrict y)
+{
+    const int64_t kv = K / SG_VL * SG_VL;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const float *r = R + j * ldr;
+        SG_VF acc[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            acc[i] = VZERO();
+        for (int64_t p = 0; p < kv; p += SG_VL) {
+            const SG_VF xv = VLD(x + p);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                acc[i] = VFMA(xv, VLD(r + i * ldr + p), acc[i]);
+        }
+        for (int i = 0; i < 8; i++)
+            y[j + i] = SG_SFX(dot_end)(acc[i], x, r + i * ldr, kv, K);
+    }
+    for (; j < n; j++) {
+        const float *r = R + j * ldr;
+        SG_VF acc = VZERO();
+        for (int64_t p = 0; p < kv; p += SG_VL)
+            acc = VFMA(VLD(x + p), VLD(r + p), acc);
+        y[j] = SG_SFX(dot_end)(acc, x, r, kv, K);
+    }
+}

@@ -1,0 +1,363 @@
+/* test/unit/test_gemm.c — tfvm's own f32 matrix product (devices/cpu/sgemm.c)
+ * on each instruction set the CPU has, against a plain double-precision
+ * reference: every transpose, edge sizes of each tile and cache block, leading
+ * dims wider than the matrices; the same bits for row and column blocks of a
+ * product as for the whole (what splitting over threads relies on); and the
+ * MATMUL gemm (dev_kmm_run) split over a test runner's threads. */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "devices/cpu/cpu.h"
+#include "devices/cpu/kern.h"
+#include "devices/cpu/par.h"
+#include "devices/cpu/sgemm.h"
+#include "devices/tensor.h"
+#include "testutil.h"
+
+#define CANARY 12345.0f
+
+/* A deterministic pseudo-random float in [-1, 1) (or a small integer when exact). */
+static float val(uint32_t *s, bool exact)
+{
+    *s = *s * 1664525u + 1013904223u;
+    if (exact)
+        return (float)((int)(*s >> 28) - 8); /* -8 .. 7: every sum fits a float exactly */
+    return (float)(*s >> 8) / (float)(1u << 23) - 1.0f;
+}
+
+/* A stored matrix of rows x cols with row stride cols + pad, filled; the pad with CANARY. */
+static float *matrix(int64_t rows, int64_t cols, int64_t pad, uint32_t seed, bool exact)
+{
+    const int64_t ld = cols + pad;
+    float *m = malloc((size_t)(rows * ld + 1) * sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < ld; j++)
+            m[i * ld + j] = j < cols ? val(&seed, exact) : CANARY;
+    return m;
+}
+
+typedef struct gemm_case {
+    int64_t M, N, K;
+} gemm_case;
+
+/* Edges of every tile (8, 6 and 4 rows, 32/16/8 columns, the 1- and 2-row
+ * wide kernels of up to 256 columns), of the direct-B limit (64 rows) and
+ * of the blocks (K past 256 and 512, M past 120, N past 2048). */
+static const gemm_case cases[] = {
+    {1, 1, 1},     {1, 7, 3},      {1, 128, 128},  {1, 129, 17},  {1, 300, 40},   {2, 64, 5},     {2, 65, 70},
+    {3, 33, 9},    {5, 17, 257},   {6, 16, 16},    {7, 31, 1},    {8, 32, 64},    {9, 33, 65},    {13, 100, 300},
+    {16, 48, 520}, {31, 5, 12},    {33, 64, 128},  {64, 96, 33},  {65, 47, 129},  {100, 2, 3},    {121, 70, 31},
+    {130, 129, 2}, {250, 40, 260}, {3, 2100, 20},  {70, 2050, 3},  {1, 1000, 7},
+};
+
+/* op(X)[r][c] of a stored matrix with row stride ld */
+static double at(const float *x, int64_t ld, bool t, int64_t r, int64_t c)
+{
+    return (double)(t ? x[c * ld + r] : x[r * ld + c]);
+}
+
+/* C from dev_sgemm_on against the sums in double; the pad columns of C untouched. */
+static void check_case(dev_sg_isa isa, const gemm_case *g, bool ta, bool tb, bool exact)
+{
+    const int64_t M = g->M, N = g->N, K = g->K, pad = 3;
+    const int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *a = matrix(ar, ac, pad, (uint32_t)(M * 31 + K), exact), *b = matrix(br, bc, pad, (uint32_t)(N * 17 + K), exact);
+    float *c = matrix(M, N, pad, 7, false);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s%ldx%ldx%ld ta=%d tb=%d", dev_sg_name(isa), exact ? "exact " : "", (long)M, (long)N,
+             (long)K, ta, tb);
+    ck_assert_msg(dev_sgemm_on(isa, ta, tb, M, N, K, a, ac + pad, b, bc + pad, c, N + pad), "%s: failed", what);
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double sum = 0, mag = 0;
+            for (int64_t p = 0; p < K; p++) {
+                const double x = at(a, ac + pad, ta, i, p) * at(b, bc + pad, tb, p, j);
+                sum += x;
+                mag += fabs(x);
+            }
+            const double got = c[i * (N + pad) + j];
+            /* float sums in any order stay within K ulps of the magnitude */
+            const double tol = exact ? 0 : (double)(K + 2) * FLT_EPSILON * mag;
+            ck_assert_msg(fabs(got - sum) <= tol, "%s: C[%ld][%ld] = %.9g, expected %.9g (tolerance %.3g)", what,
+                          (long)i, (long)j, got, sum, tol);
+        }
+        for (int64_t j = N; j < N + pad; j++)
+            ck_assert_msg(c[i * (N + pad) + j] == CANARY, "%s: wrote past row %ld", what, (long)i);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* one instruction set (the loop index), every case and transpose */
+START_TEST(test_each_isa)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa)) {
+        printf("test_gemm: %s skipped: this CPU does not have it\n", dev_sg_name(isa));
+        ck_assert(!dev_sgemm_on(isa, false, false, 1, 1, 1, &(float){1}, 1, &(float){1}, 1, &(float){0}, 1));
+        return;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int t = 0; t < 4; t++) {
+            check_case(isa, &cases[i], t & 1, t & 2, false);
+            check_case(isa, &cases[i], t & 1, t & 2, true);
+        }
+}
+END_TEST
+
+/* The best instruction set is what dev_sgemm uses: the same bits. */
+START_TEST(test_best)
+{
+    const gemm_case g = {37, 75, 600};
+    float *a = matrix(g.M, g.K, 0, 1, false), *b = matrix(g.K, g.N, 0, 2, false);
+    float *c1 = matrix(g.M, g.N, 0, 3, false), *c2 = matrix(g.M, g.N, 0, 4, false);
+    ck_assert(dev_sg_have(dev_sg_best()));
+    ck_assert(dev_sgemm(false, false, g.M, g.N, g.K, a, g.K, b, g.N, c1, g.N));
+    ck_assert(dev_sgemm_on(dev_sg_best(), false, false, g.M, g.N, g.K, a, g.K, b, g.N, c2, g.N));
+    ck_assert_msg(memcmp(c1, c2, (size_t)(g.M * g.N) * sizeof *c1) == 0, "dev_sgemm is not %s", dev_sg_name(dev_sg_best()));
+    free(a), free(b), free(c1), free(c2);
+}
+END_TEST
+
+/* Row blocks and column blocks of a product computed alone have the bits of
+ * the whole product (each element summed in the same order), for each
+ * transpose: K spans three blocks, and the blocks cut tiles in the middle. */
+START_TEST(test_blocks_same_bits)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t M = 37, N = 75, K = 600, cut_m = 13, cut_n = 40;
+    for (int t = 0; t < 4; t++) {
+        const bool ta = t & 1, tb = t & 2;
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        float *a = matrix(ta ? K : M, lda, 0, 5, false), *b = matrix(tb ? N : K, ldb, 0, 6, false);
+        float *whole = matrix(M, N, 0, 7, false), *rows = matrix(M, N, 0, 8, false), *cols = matrix(M, N, 0, 9, false);
+        ck_assert(dev_sgemm_on(isa, ta, tb, M, N, K, a, lda, b, ldb, whole, N));
+        for (int64_t r0 = 0; r0 < M; r0 = cut_m * (r0 / cut_m + 1)) {
+            const int64_t r1 = r0 + cut_m < M ? r0 + cut_m : M;
+            ck_assert(dev_sgemm_on(isa, ta, tb, r1 - r0, N, K, a + (ta ? r0 : r0 * lda), lda, b, ldb, rows + r0 * N, N));
+        }
+        ck_assert(dev_sgemm_on(isa, ta, tb, M, cut_n, K, a, lda, b, ldb, cols, N));
+        ck_assert(dev_sgemm_on(isa, ta, tb, M, N - cut_n, K, a, lda, b + (tb ? cut_n * ldb : cut_n), ldb, cols + cut_n, N));
+        for (int64_t i = 0; i < M * N; i++) {
+            ck_assert_msg(memcmp(&rows[i], &whole[i], sizeof *rows) == 0, "%s ta=%d tb=%d: row blocks differ at %ld",
+                          dev_sg_name(isa), ta, tb, (long)i);
+            ck_assert_msg(memcmp(&cols[i], &whole[i], sizeof *cols) == 0, "%s ta=%d tb=%d: column blocks differ at %ld",
+                          dev_sg_name(isa), ta, tb, (long)i);
+        }
+        free(a), free(b), free(whole), free(rows), free(cols);
+    }
+}
+END_TEST
+
+/* K = 0 gives zeros; an empty C is not written. */
+START_TEST(test_empty)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    float c[6] = {1, 2, 3, 4, 5, 6}, x = 1;
+    ck_assert(dev_sgemm_on(isa, false, false, 2, 2, 0, &x, 1, &x, 2, c, 3));
+    const float want[6] = {0, 0, 3, 0, 0, 6};
+    ck_assert(memcmp(c, want, sizeof c) == 0);
+    ck_assert(dev_sgemm_on(isa, true, true, 0, 2, 5, &x, 1, &x, 5, c, 3));
+    ck_assert(dev_sgemm_on(isa, false, false, 2, 0, 5, &x, 5, &x, 1, c, 3));
+    ck_assert(memcmp(c, want, sizeof c) == 0);
+}
+END_TEST
+
+/* ---- Dot products ------------------------------------------------------------------------
+ * y[j] = x . R[j] on each instruction set, x dense or strided, against the
+ * sums in double; each row computed alone has the bits it has among the
+ * others (the first 8 go in lockstep, the rest one by one). */
+START_TEST(test_dots)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t ns[] = {1, 7, 8, 9, 20}, ks[] = {1, 5, 16, 17, 33, 128, 300}, incs[] = {1, 3};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
+            for (size_t c = 0; c < sizeof incs / sizeof *incs; c++) {
+                const int64_t n = ns[a], K = ks[b], inc = incs[c], ldr = K + 2;
+                float *x = matrix(K, inc, 0, (uint32_t)(n + K), false), *R = matrix(n, K, 2, (uint32_t)(n * K), false);
+                float y[21], one;
+                y[n] = CANARY;
+                ck_assert(dev_sdots_on(isa, n, K, x, inc, R, ldr, y));
+                for (int64_t j = 0; j < n; j++) {
+                    double sum = 0, mag = 0;
+                    for (int64_t p = 0; p < K; p++) {
+                        const double t = (double)x[p * inc] * (double)R[j * ldr + p];
+                        sum += t, mag += fabs(t);
+                    }
+                    ck_assert_msg(fabs(y[j] - sum) <= (double)(K + 2) * FLT_EPSILON * mag,
+                                  "%s n=%ld K=%ld incx=%ld: y[%ld] = %.9g, expected %.9g", dev_sg_name(isa), (long)n,
+                                  (long)K, (long)inc, (long)j, y[j], sum);
+                    ck_assert(dev_sdots_on(isa, 1, K, x, inc, R + j * ldr, ldr, &one));
+                    ck_assert_msg(memcmp(&one, &y[j], sizeof one) == 0, "%s n=%ld K=%ld: row %ld alone differs",
+                                  dev_sg_name(isa), (long)n, (long)K, (long)j);
+                }
+                ck_assert_msg(y[n] == CANARY, "%s n=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)n, (long)K);
+                free(x), free(R);
+            }
+}
+END_TEST
+
+/* ---- The MATMUL gemm split over threads -----------------------------------------------
+ * A runner that runs the chunks of a loop on RUN_THREADS threads; the split
+ * product has the serial product's bits, whichever code computes it. */
+#define RUN_THREADS 3
+
+typedef struct run_job {
+    dev_par_fn fn;
+    void *arg;
+    size_t n, grain;
+    atomic_size_t next;
+} run_job;
+
+static atomic_int chunks_run;
+
+static void *run_worker(void *p)
+{
+    run_job *j = p;
+    for (;;) {
+        size_t b = atomic_fetch_add(&j->next, j->grain);
+        if (b >= j->n)
+            break;
+        j->fn(j->arg, b, j->n - b < j->grain ? j->n : b + j->grain);
+        atomic_fetch_add(&chunks_run, 1);
+    }
+    return NULL;
+}
+
+static void run_chunks(void *self, size_t n, size_t grain, dev_par_fn fn, void *arg)
+{
+    (void)self;
+    run_job j = {fn, arg, n, grain, 0};
+    pthread_t t[RUN_THREADS - 1];
+    for (int i = 0; i < RUN_THREADS - 1; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, run_worker, &j), 0);
+    run_worker(&j);
+    for (int i = 0; i < RUN_THREADS - 1; i++)
+        pthread_join(t[i], NULL);
+}
+
+static const dev_par_runner runner = {run_chunks, NULL, RUN_THREADS};
+
+/* by rows, by columns (few rows), one row (ours), one row of a transposed B
+ * (dot products, x dense and strided), one column (ours as a row, and dot
+ * products): the serial bits; and one above our size limit, OpenBLAS's,
+ * only the product: its Haswell kernel (OPENBLAS_CORETYPE=Haswell) rounds
+ * a block of rows differently from the whole. */
+static const struct par_case {
+    int64_t M, N, K;
+    bool ta, tb, same_bits;
+} par_cases[] = {
+    {200, 96, 300, false, false, true}, {4, 2000, 300, false, true, true},  {1, 4096, 200, false, false, true},
+    {1, 4096, 200, true, true, true},   {1, 4096, 200, false, true, true},  {2000, 1, 300, true, false, true},
+    {2000, 1, 300, false, true, true},  {2000, 1, 300, false, false, true}, {700, 700, 600, false, false, false},
+};
+
+START_TEST(test_split)
+{
+    const struct par_case *pc = &par_cases[_i];
+    const int64_t M = pc->M, N = pc->N, K = pc->K, lda = pc->ta ? M : K, ldb = pc->tb ? K : N;
+    float *a = matrix(pc->ta ? K : M, lda, 0, 11, false), *b = matrix(pc->tb ? N : K, ldb, 0, 12, false);
+    float *serial = matrix(M, N, 0, 13, false), *par = matrix(M, N, 0, 14, false);
+    ck_assert_int_eq(dev_kgemm_ready(&(dev_kctx){0}, TFVM_F32), TFVM_OK);
+    dev_kmm m = {TFVM_F32, pc->ta, pc->tb, M, N, K, (const char *)a, lda, (const char *)b, ldb, (char *)serial, N,
+                 NULL, NULL, 0, false};
+    dev_kmm_run(&m);
+    dev_par_set_runner(&runner);
+    atomic_store(&chunks_run, 0);
+    m.C = (char *)par;
+    dev_kmm_run(&m);
+    dev_par_set_runner(NULL);
+    ck_assert_msg(atomic_load(&chunks_run) >= 2, "%ldx%ldx%ld: not split", (long)M, (long)N, (long)K);
+    ck_assert_msg(!pc->same_bits || memcmp(serial, par, (size_t)(M * N) * sizeof *par) == 0,
+                  "%ldx%ldx%ld ta=%d tb=%d: split differs", (long)M, (long)N, (long)K, pc->ta, pc->tb);
+    /* and it is the product */
+    for (int64_t i = 0; i < M; i += M / 7 + 1)
+        for (int64_t j = 0; j < N; j += N / 7 + 1) {
+            double sum = 0, mag = 0;
+            for (int64_t p = 0; p < K; p++) {
+                const double x = at(a, lda, pc->ta, i, p) * at(b, ldb, pc->tb, p, j);
+                sum += x, mag += fabs(x);
+            }
+            ck_assert_msg(fabs(par[i * N + j] - sum) <= (double)(K + 2) * FLT_EPSILON * mag, "%ldx%ldx%ld: C[%ld][%ld]",
+                          (long)M, (long)N, (long)K, (long)i, (long)j);
+        }
+    free(a), free(b), free(serial), free(par);
+}
+END_TEST
+
+/* MATMUL of a tensor B that our kernel would pack: packed once and kept with
+ * the tensor, the second run using that form; the bits of dev_sgemm on each
+ * run, serial and split over the runner's threads. A B read where it lies
+ * (few rows, not transposed) keeps no packed form. */
+static const struct prep_case {
+    int64_t M, K, N;
+    bool tb, packs;
+} prep_cases[] = {
+    {100, 70, 50, false, true}, {3, 40, 300, true, true}, {130, 300, 33, true, true}, {3, 40, 300, false, false},
+};
+
+START_TEST(test_matmul_prepacked)
+{
+    const struct prep_case *pc = &prep_cases[_i];
+    const int64_t M = pc->M, K = pc->K, N = pc->N, ldb = pc->tb ? K : N;
+    const int64_t da[2] = {M, K}, db[2] = {pc->tb ? N : K, pc->tb ? K : N};
+    tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 2, da, NULL), *b = tfvm_tensor_new(TFVM_F32, 2, db, NULL);
+    ck_assert(a && b);
+    uint32_t seed = 21;
+    for (int64_t i = 0; i < M * K; i++)
+        ((float *)a->data)[i] = val(&seed, false);
+    for (int64_t i = 0; i < K * N; i++)
+        ((float *)b->data)[i] = val(&seed, false);
+    float *want = matrix(M, N, 0, 1, false);
+    ck_assert(dev_sgemm(false, pc->tb, M, N, K, a->data, K, b->data, ldb, want, N));
+    const dev_value in[2] = {{.dtype = TFVM_F32, .is_tensor = 1, .u.t = a}, {.dtype = TFVM_F32, .is_tensor = 1, .u.t = b}};
+    char msg[256];
+    for (int round = 0; round < 3; round++) {
+        dev_value out;
+        if (round == 2)
+            dev_par_set_runner(&runner);
+        const tfvm_status st = dev_cpu_tensor(ISA_MATMUL, pc->tb ? ISA_OPT_TRANS_B : 0, in, 2, &out, NULL, msg, sizeof msg);
+        dev_par_set_runner(NULL);
+        ck_assert_msg(st == TFVM_OK, "%s", msg);
+        ck_assert_msg(memcmp(out.u.t->data, want, (size_t)(M * N) * sizeof *want) == 0,
+                      "%ldx%ldx%ld tb=%d, run %d: not dev_sgemm's bits", (long)M, (long)K, (long)N, pc->tb, round);
+        dev_value_release(&out);
+        ck_assert_msg((atomic_load(&b->prep) != NULL) == pc->packs, "%ldx%ldx%ld tb=%d: %s packed form", (long)M,
+                      (long)K, (long)N, pc->tb, pc->packs ? "no" : "a");
+    }
+    free(want);
+    tfvm_tensor_free(a);
+    tfvm_tensor_free(b);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_each_isa, 0, DEV_SG_N_ISA);
+    tcase_add_test(tc, test_best);
+    tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
+    tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run_suite(suite()); }
