@@ -358,11 +358,13 @@ static bool cpu_has(dev_act_isa isa) { return isa == DEV_ACT_PORTABLE || isa == 
 
 typedef void (*act_fn)(float *o, const float *x, size_t n);
 enum { F_EXP, F_SIGMOID, F_ERF, F_SILU, F_GELU, F_TANH, F_HSIG, F_HSWISH, F_RELU6, F_COUNT };
+#define ACT_ROW(p, tanh_n) \
+    {p##_exp_n, p##_sigmoid_n, p##_erf_n, p##_silu_n, p##_gelu_n, tanh_n, p##_hardsigmoid_n, p##_hardswish_n, p##_relu6_n}
 static const act_fn act_fns[][F_COUNT] = {
-    [DEV_ACT_PORTABLE] = {pt_exp_n, pt_sigmoid_n, pt_erf_n, pt_silu_n, pt_gelu_n, pt_tanh_n, pt_hardsigmoid_n, pt_hardswish_n, pt_relu6_n},
+    [DEV_ACT_PORTABLE] = ACT_ROW(pt, pt_tanh_n),
 #if defined(__x86_64__) && defined(__GNUC__)
-    [DEV_ACT_AVX2] = {a2_exp_n, a2_sigmoid_n, a2_erf_n, a2_silu_n, a2_gelu_n, a2_tanh_n, a2_hardsigmoid_n, a2_hardswish_n, a2_relu6_n},
-    [DEV_ACT_AVX512] = {a5_exp_n, a5_sigmoid_n, a5_erf_n, a5_silu_n, a5_gelu_n, a5_tanh_n, a5_hardsigmoid_n, a5_hardswish_n, a5_relu6_n},
+    [DEV_ACT_AVX2] = ACT_ROW(a2, a2_tanh_n),
+    [DEV_ACT_AVX512] = ACT_ROW(a5, a5_tanh_n),
 #endif
 };
 

@@ -273,7 +273,9 @@ START_TEST(hard_activations)
         for (int f = 0; f < 3; f++) {
             (f == 0 ? dev_hardsigmoidf_n : f == 1 ? dev_hardswishf_n : dev_relu6f_n)(got, x, 64);
             for (int i = 0; i < 64; i++) {
-                const float want = f == 0 ? ref_hsig(x[i]) : f == 1 ? x[i] * ref_hsig(x[i]) : ew_min(ew_max(x[i], 0), 6);
+                const float want = f == 0   ? ref_hsig(x[i])
+                                   : f == 1 ? x[i] * ref_hsig(x[i])
+                                            : ew_min(ew_max(x[i], 0), 6);
                 ck_assert_msg(memcmp(&want, &got[i], sizeof want) == 0 || (isnan(want) && isnan(got[i])),
                               "%s function %d (%a) = %a, want %a", isa_names[isa], f, (double)x[i], (double)got[i],
                               (double)want);

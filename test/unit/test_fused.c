@@ -306,29 +306,37 @@ static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
 
 static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6, GELUT};
 
+/* on every path of act.c the CPU has (AVX-512, AVX2, portable) */
 START_TEST(test_same_as_unfused)
 {
-    for (int dt = F32; dt <= F64; dt++)
-        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
-            const uint32_t act = acts[ai];
-            /* an MLP layer, tb, bias [N] */
-            dev_value a = randt(dt, 2, DIMS(5, 7), 1), b = randt(dt, 2, DIMS(6, 7), 2), bias = randt(dt, 1, DIMS(6), 3);
-            dev_value m, f;
-            ck_assert_int_eq(C(ISA_MATMUL, ISA_OPT_TRANS_B, &m, ref(a), ref(b)), TFVM_OK);
-            dev_value want = unfused_tail(m, &bias, act);
-            ck_assert_int_eq(C(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | act, &f, a, b, ref(bias)), TFVM_OK);
-            same_bits(&f, &want, "matmul");
-            dev_value_release(&bias);
-            /* a convolution with groups, stride and padding, bias [O] as [O, 1, 1] */
-            dev_value x = randt(dt, 4, DIMS(2, 4, 6, 5), 4), w = randt(dt, 4, DIMS(6, 2, 3, 2), 5);
-            dev_value cb = randt(dt, 1, DIMS(6), 6), cbr = tf(dt, 3, DIMS(6, 1, 1), NULL, 0);
-            memcpy(cbr.u.t->data, cb.u.t->data, cb.u.t->nbytes);
-            ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), IV(2, 1, 1, 0, 0, 1, 1, 1, 2)), TFVM_OK);
-            want = unfused_tail(m, &cbr, act);
-            ck_assert_int_eq(C(ISA_FUSED_CONV2D, act, &f, x, w, IV(2, 1, 1, 0, 0, 1, 1, 1, 2), cb), TFVM_OK);
-            same_bits(&f, &want, "conv2d");
-            dev_value_release(&cbr);
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (int dt = F32; dt <= F64; dt++) {
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                const uint32_t act = acts[ai];
+                /* an MLP layer, tb, bias [N] */
+                dev_value a = randt(dt, 2, DIMS(5, 7), 1), b = randt(dt, 2, DIMS(6, 7), 2);
+                dev_value bias = randt(dt, 1, DIMS(6), 3);
+                dev_value m, f;
+                ck_assert_int_eq(C(ISA_MATMUL, ISA_OPT_TRANS_B, &m, ref(a), ref(b)), TFVM_OK);
+                dev_value want = unfused_tail(m, &bias, act);
+                ck_assert_int_eq(C(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | act, &f, a, b, ref(bias)), TFVM_OK);
+                same_bits(&f, &want, "matmul");
+                dev_value_release(&bias);
+                /* a convolution with groups, stride and padding, bias [O] as [O, 1, 1] */
+                dev_value x = randt(dt, 4, DIMS(2, 4, 6, 5), 4), w = randt(dt, 4, DIMS(6, 2, 3, 2), 5);
+                dev_value cb = randt(dt, 1, DIMS(6), 6), cbr = tf(dt, 3, DIMS(6, 1, 1), NULL, 0);
+                memcpy(cbr.u.t->data, cb.u.t->data, cb.u.t->nbytes);
+                ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), IV(2, 1, 1, 0, 0, 1, 1, 1, 2)), TFVM_OK);
+                want = unfused_tail(m, &cbr, act);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, act, &f, x, w, IV(2, 1, 1, 0, 0, 1, 1, 1, 2), cb), TFVM_OK);
+                same_bits(&f, &want, "conv2d");
+                dev_value_release(&cbr);
+            }
         }
+    }
+    dev_act_force(DEV_ACT_AUTO);
 }
 END_TEST
 
