@@ -1141,9 +1141,10 @@ static void transposes(cc *C, cc_ifn *fn)
 
 /* ---- Fusion ------------------------------------------------------------------------------ *
  * MATMUL (CONV2D) whose only use is an ADD of a bias, and that ADD's only use
- * an activation (RELU, SIGMOID, TANH; optional), become one FUSED_MATMUL
- * (FUSED_CONV2D): one pass over the result instead of three, and two fewer
- * firings and tensors. The fused op computes exactly what the three did
+ * an activation (RELU, SIGMOID, TANH, or one spelled in several ops: below;
+ * optional), become one FUSED_MATMUL (FUSED_CONV2D): one pass over the
+ * result instead of several, and fewer firings and tensors. The fused op
+ * computes exactly what the ops did
  * (docs/isa.md). Only within one block (moving a product into a branch
  * would change whether its failure can happen), only f32/f64 (the fused
  * kernels' dtypes), and only a bias of the shape the fused op takes: one
