@@ -1226,9 +1226,10 @@ static void transposes(cc *C, cc_ifn *fn)
 
 /* ---- Fusion ------------------------------------------------------------------------------ *
  * MATMUL (CONV2D) whose only use is an ADD of a bias, and that ADD's only use
- * an activation (RELU, SIGMOID, TANH; optional), become one FUSED_MATMUL
- * (FUSED_CONV2D): one pass over the result instead of three, and two fewer
- * firings and tensors. The fused op computes exactly what the three did
+ * an activation (RELU, SIGMOID, TANH, or one spelled in several ops: below;
+ * optional), become one FUSED_MATMUL (FUSED_CONV2D): one pass over the
+ * result instead of several, and fewer firings and tensors. The fused op
+ * computes exactly what the ops did
  * (docs/isa.md). Only within one block (moving a product into a branch
  * would change whether its failure can happen), only f32/f64 (the fused
  * kernels' dtypes), and only a bias of the shape the fused op takes: one
@@ -1385,7 +1386,9 @@ static cc_irval conv_bias(cc *C, const fuse_state *S, cc_irval v, int64_t O, cc_
  *   HARDSWISH    MUL (y, HARDSIGMOID (y))                              with torch's alpha 1/6
  *   RELU6        MIN (MAX (y, 0), 6)                                   ONNX Clip(0, 6) as imported
  *   GELU_TANH    MUL (MUL (y, ADD (TANH (MUL (ADD (y, MUL (MUL (y, MUL (y, y)), 0.044715)),
- *                sqrt(2/pi))), 1)), 0.5)                               torch's GELU(approximate='tanh') */
+ *                sqrt(2/pi))), 1)), 0.5)                               torch's GELU(approximate='tanh')
+ *   GELU_NEW     MUL (MUL (y, 0.5), ADD (TANH (MUL (ADD (y, MUL (POW (y, 3), 0.044715)), sqrt(2/pi))), 1))
+ *                                                                      transformers' NewGELU (GPT-2) */
 typedef struct act_match {
     uint32_t act;
     cc_irval y;         /* the activation's input */
@@ -1502,6 +1505,25 @@ static bool match_act(const fuse_state *S, cc_node *F, const cc_blk *b, uint8_t 
             m->act = ISA_OPT_ACT_HARDSWISH;
             m->y_uses = 2;
             return true;
+        }
+    }
+    /* GELU_NEW: F = MUL (h, p), h = MUL (y, 0.5), p = ADD (TANH (MUL (ADD (y, MUL (POW (y, 3), k)), c)), 1) */
+    for (int k = 0; k < 2; k++) {
+        cc_irval y, tv, av, kv, pv;
+        cc_node *h = op_const(S, F->in[k], ISA_MUL, b, d, 0.5, true, &y);
+        cc_node *p = h ? op_const(S, F->in[1 - k], ISA_ADD, b, d, 1, true, &tv) : NULL;
+        cc_node *t = p ? sole_op(S, tv, ISA_TANH, b) : NULL;
+        cc_node *mc = t ? op_const(S, t->in[0], ISA_MUL, b, d, 0.7978845608028654, true, &av) : NULL;
+        cc_node *a = mc ? sole_op(S, av, ISA_ADD, b) : NULL;
+        for (int i = 0; a && a->n_in == 2 && i < 2; i++) {
+            cc_node *mk = same_irval(a->in[i], y) ? op_const(S, a->in[1 - i], ISA_MUL, b, d, 0.044715, true, &kv)
+                                                  : NULL;
+            cc_node *pw = mk ? op_const(S, kv, ISA_POW, b, d, 3, false, &pv) : NULL;
+            if (pw && same_irval(pv, y)) {
+                *m = (act_match){.act = ISA_OPT_ACT_GELU_NEW, .y = y, .y_uses = 3,
+                                 .inner = {h, p, t, mc, a, mk, pw}, .n_inner = 7};
+                return true;
+            }
         }
     }
     /* GELU: F = MUL (mm, 0.5), mm = MUL (y, p), p = ADD (e, 1), e = ERF (q), q = DIV (y, sqrt2) */

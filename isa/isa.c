@@ -40,6 +40,7 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         case ISA_OPT_ACT_HARDSWISH: return "hardswish";
         case ISA_OPT_ACT_RELU6: return "relu6";
         case ISA_OPT_ACT_GELU_TANH: return "gelu_tanh";
+        case ISA_OPT_ACT_GELU_NEW: return "gelu_new";
         default: return NULL;
         }
     case ISA_REDUCE_SUM:

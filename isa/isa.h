@@ -165,7 +165,9 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
  * isa.md): SILU x * sigmoid(x); GELU (x * (erf(x / sqrt(2)) + 1)) * 0.5;
  * HARDSIGMOID max(min(x * (1/6) + 0.5, 1), 0); HARDSWISH x * hardsigmoid(x);
  * RELU6 min(max(x, 0), 6); GELU_TANH (x * (tanh(sqrt(2/pi) * (x + 0.044715 *
- * (x * (x * x)))) + 1)) * 0.5. FUSED_MATMUL also takes ta/tb. */
+ * (x * (x * x)))) + 1)) * 0.5; GELU_NEW (x * 0.5) * (tanh(sqrt(2/pi) * (x +
+ * pow(x, 3) * 0.044715)) + 1), transformers' NewGELUActivation (GPT-2).
+ * FUSED_MATMUL also takes ta/tb. */
 #define ISA_OPT_ACT_RELU        4u
 #define ISA_OPT_ACT_SIGMOID     8u
 #define ISA_OPT_ACT_TANH        16u
@@ -175,9 +177,11 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_ACT_HARDSWISH   256u
 #define ISA_OPT_ACT_RELU6       512u
 #define ISA_OPT_ACT_GELU_TANH   1024u
+#define ISA_OPT_ACT_GELU_NEW    2048u
 #define ISA_OPT_ACT_MASK                                                                                    \
     (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH | ISA_OPT_ACT_SILU | ISA_OPT_ACT_GELU |       \
-     ISA_OPT_ACT_HARDSIGMOID | ISA_OPT_ACT_HARDSWISH | ISA_OPT_ACT_RELU6 | ISA_OPT_ACT_GELU_TANH)
+     ISA_OPT_ACT_HARDSIGMOID | ISA_OPT_ACT_HARDSWISH | ISA_OPT_ACT_RELU6 | ISA_OPT_ACT_GELU_TANH |          \
+     ISA_OPT_ACT_GELU_NEW)
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
 #define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
 #define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */

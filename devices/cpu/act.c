@@ -1,17 +1,18 @@
 /* devices/cpu/act.c — the f32 activations over arrays: exp, sigmoid, erf,
- * SiLU, GELU, hardsigmoid, hardswish and relu6 computed in f32 by one
+ * log, SiLU, GELU, hardsigmoid, hardswish and relu6 computed in f32 by one
  * algorithm (act_body.h) compiled for AVX-512, AVX2+FMA and portable scalar
  * code, the best the CPU has chosen at run time (dev_act_force pins one);
  * tanh in double (eight lanes of AVX-512 or four of AVX2 and FMA, the same
- * operations and bits, else dev_tanhf per element). The elementwise kernels and the fused epilogues both call these,
- * so that a fused instruction gives bit for bit what the separate ones give.
- * Worst errors against the exact value over every 7th float (test_act
- * states the bounds and checks every 257th on each path): exp 0.89 ulp,
- * sigmoid 2.33, erf 1.14; the portable code, which rounds a*b + c twice,
- * 1.17, 2.33 and 1.78 (a denormal result in units of the smallest denormal).
- * AVX-512 and AVX2 give the same bits. tanh is correctly rounded but for rare
- * near-ties (the vector path differs from (float)tanh((double)x) on 2 of the
- * 2^31 finite floats, the scalar one on as few). */
+ * operations and bits, else dev_tanhf per element). The elementwise kernels
+ * and the fused epilogues both call these, so that a fused instruction
+ * gives bit for bit what the separate ones give. Worst errors against the
+ * exact value over every 7th float (test_act states the bounds and checks
+ * every 257th on each path): exp 0.89 ulp, sigmoid 2.33, erf 1.14, log 0.78;
+ * the portable code, which rounds a*b + c twice: exp 1.17, erf 1.78 (a
+ * denormal result in units of the smallest denormal). AVX-512 and AVX2 give
+ * the same bits. tanh is correctly rounded but for rare near-ties (the
+ * vector path differs from (float)tanh((double)x) on 2 of the 2^31 finite
+ * floats, the scalar one on as few). */
 #include "devices/cpu/act.h"
 
 #include <stdatomic.h>
@@ -43,6 +44,20 @@ static inline float pt_pow2(float p, float t)
     const int32_t n = (int32_t)(pt_f_bits(t) - pt_f_bits(0x1.8p23f)), n1 = n / 2, n2 = n - n1;
     return p * pt_bits_f((uint32_t)(n1 + 127) << 23) * pt_bits_f((uint32_t)(n2 + 127) << 23);
 }
+/* m in [sqrt(1/2), sqrt(2)) and e with x = m 2^e, for x > 0 normal */
+static inline void pt_logsplit(float x, float *m, float *e)
+{
+    const uint32_t b = pt_f_bits(x);
+    int32_t k = (int32_t)(b >> 23) - 127;
+    float mm = pt_bits_f((b & 0x7fffffu) | 0x3f800000u);
+    if (mm > 0x1.6a09e6p0f) {
+        mm *= 0.5f;
+        k++;
+    }
+    *m = mm;
+    *e = (float)k;
+}
+#define VLOGSPLIT(x, m, e) pt_logsplit(x, &(m), &(e))
 #define VF float
 #define VSET(c) (c)
 #define VADD(a, b) ((a) + (b))
@@ -80,6 +95,7 @@ static inline float pt_pow2(float p, float t)
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX
 
@@ -97,6 +113,7 @@ PT_MAP(gelu)
 PT_MAP(hardsigmoid)
 PT_MAP(hardswish)
 PT_MAP(relu6)
+PT_MAP(log)
 
 static void pt_tanh_n(float *o, const float *x, size_t n)
 {
@@ -117,6 +134,17 @@ A2 static inline __m256 a2_pow2(__m256 p, __m256 t)
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, b), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
+A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
+{
+    const __m256i b = _mm256_castps_si256(x);
+    const __m256i k = _mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127));
+    const __m256 mm = _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x3f800000)));
+    const __m256 big = _mm256_cmp_ps(mm, _mm256_set1_ps(0x1.6a09e6p0f), _CMP_GT_OQ);
+    *m = _mm256_blendv_ps(mm, _mm256_mul_ps(mm, _mm256_set1_ps(0.5f)), big);
+    *e = _mm256_add_ps(_mm256_cvtepi32_ps(k), _mm256_and_ps(big, _mm256_set1_ps(1.0f)));
+}
+#define VLOGSPLIT(x, m, e) a2_logsplit(x, &(m), &(e))
 #define VF __m256
 #define VSET(c) _mm256_set1_ps(c)
 #define VADD _mm256_add_ps
@@ -154,6 +182,7 @@ A2 static inline __m256 a2_pow2(__m256 p, __m256 t)
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX
 
@@ -179,6 +208,7 @@ A2_MAP(gelu)
 A2_MAP(hardsigmoid)
 A2_MAP(hardswish)
 A2_MAP(relu6)
+A2_MAP(log)
 
 /* ---- AVX-512: sixteen floats ---------------------------------------------------------- */
 #define A5 __attribute__((target("avx512f,avx512vl,avx2,fma")))
@@ -195,6 +225,17 @@ A5 static inline __m512 a5_bits(__m512 a, uint32_t m, int op)
     const __m512i x = _mm512_castps_si512(a), k = _mm512_set1_epi32((int)m);
     return _mm512_castsi512_ps(op ? _mm512_xor_si512(x, k) : _mm512_and_si512(x, k));
 }
+A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
+{
+    const __m512i b = _mm512_castps_si512(x);
+    const __m512i k = _mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(127));
+    const __m512 mm = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x3f800000)));
+    const __mmask16 big = _mm512_cmp_ps_mask(mm, _mm512_set1_ps(0x1.6a09e6p0f), _CMP_GT_OQ);
+    *m = _mm512_mask_mul_ps(mm, big, mm, _mm512_set1_ps(0.5f));
+    *e = _mm512_mask_add_ps(_mm512_cvtepi32_ps(k), big, _mm512_cvtepi32_ps(k), _mm512_set1_ps(1.0f));
+}
+#define VLOGSPLIT(x, m, e) a5_logsplit(x, &(m), &(e))
 #define VF __m512
 #define VSET(c) _mm512_set1_ps(c)
 #define VADD _mm512_add_ps
@@ -234,6 +275,7 @@ A5 static inline __m512 a5_bits(__m512 a, uint32_t m, int op)
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX
 
@@ -257,6 +299,7 @@ A5_MAP(gelu)
 A5_MAP(hardsigmoid)
 A5_MAP(hardswish)
 A5_MAP(relu6)
+A5_MAP(log)
 
 /* Four tanh: |x| clamped to 9.1 (where the quotient rounds to 1.0f), x = k ln2
  * + r with |r| <= ln2/2 (ln2 in two parts, so k ln2 is exact), exp(r) to r^13
@@ -357,12 +400,15 @@ static bool cpu_has(dev_act_isa isa) { return isa == DEV_ACT_PORTABLE || isa == 
 #endif
 
 typedef void (*act_fn)(float *o, const float *x, size_t n);
-enum { F_EXP, F_SIGMOID, F_ERF, F_SILU, F_GELU, F_TANH, F_HSIG, F_HSWISH, F_RELU6, F_COUNT };
+enum { F_EXP, F_SIGMOID, F_ERF, F_SILU, F_GELU, F_TANH, F_HSIG, F_HSWISH, F_RELU6, F_LOG, F_COUNT };
+#define ACT_ROW(p, tanh_n) \
+    {p##_exp_n, p##_sigmoid_n, p##_erf_n, p##_silu_n, p##_gelu_n, tanh_n, p##_hardsigmoid_n, p##_hardswish_n, \
+     p##_relu6_n, p##_log_n}
 static const act_fn act_fns[][F_COUNT] = {
-    [DEV_ACT_PORTABLE] = {pt_exp_n, pt_sigmoid_n, pt_erf_n, pt_silu_n, pt_gelu_n, pt_tanh_n, pt_hardsigmoid_n, pt_hardswish_n, pt_relu6_n},
+    [DEV_ACT_PORTABLE] = ACT_ROW(pt, pt_tanh_n),
 #if defined(__x86_64__) && defined(__GNUC__)
-    [DEV_ACT_AVX2] = {a2_exp_n, a2_sigmoid_n, a2_erf_n, a2_silu_n, a2_gelu_n, a2_tanh_n, a2_hardsigmoid_n, a2_hardswish_n, a2_relu6_n},
-    [DEV_ACT_AVX512] = {a5_exp_n, a5_sigmoid_n, a5_erf_n, a5_silu_n, a5_gelu_n, a5_tanh_n, a5_hardsigmoid_n, a5_hardswish_n, a5_relu6_n},
+    [DEV_ACT_AVX2] = ACT_ROW(a2, a2_tanh_n),
+    [DEV_ACT_AVX512] = ACT_ROW(a5, a5_tanh_n),
 #endif
 };
 
@@ -403,3 +449,4 @@ void dev_tanhf_n(float *o, const float *x, size_t n) { fn(F_TANH)(o, x, n); }
 void dev_hardsigmoidf_n(float *o, const float *x, size_t n) { fn(F_HSIG)(o, x, n); }
 void dev_hardswishf_n(float *o, const float *x, size_t n) { fn(F_HSWISH)(o, x, n); }
 void dev_relu6f_n(float *o, const float *x, size_t n) { fn(F_RELU6)(o, x, n); }
+void dev_logf_n(float *o, const float *x, size_t n) { fn(F_LOG)(o, x, n); }

@@ -26,13 +26,15 @@ static inline float dev_tanhf(float x)
 }
 
 /* o[i] = f(x[i]) for n elements (o may be x): act.c, vectorised where the
- * CPU allows. What TANH, EXP, SIGMOID and ERF on f32 compute, and the fused
- * epilogues (SiLU: x * sigmoid(x), MUL (x, SIGMOID (x)); GELU: (x * (erf(x /
- * sqrt(2)) + 1)) * 0.5 in that order, as torch.onnx.export spells it). */
+ * CPU allows. What TANH, EXP, SIGMOID, ERF and LOG on f32 compute, and the
+ * fused epilogues (SiLU: x * sigmoid(x), MUL (x, SIGMOID (x)); GELU: (x *
+ * (erf(x / sqrt(2)) + 1)) * 0.5 in that order, as torch.onnx.export spells
+ * it). */
 void dev_tanhf_n(float *o, const float *x, size_t n);
 void dev_expf_n(float *o, const float *x, size_t n);
 void dev_sigmoidf_n(float *o, const float *x, size_t n);
 void dev_erff_n(float *o, const float *x, size_t n);
+void dev_logf_n(float *o, const float *x, size_t n);
 void dev_siluf_n(float *o, const float *x, size_t n);
 void dev_geluf_n(float *o, const float *x, size_t n);
 /* the fused hardsigmoid (alpha 1/6, beta 0.5), hardswish and relu6: MUL,

@@ -100,3 +100,28 @@ ACT_TARGET static inline VF ACT_SFX(relu6)(VF x) { return ACT_MINC(ACT_MAXC(x, 0
 
 #undef ACT_MINC
 #undef ACT_MAXC
+
+/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)) (denormals scaled by 2^23
+ * first), f = m - 1 (exact), s = f / (2 + f), log(1 + f) = f - (f^2/2 -
+ * s (f^2/2 + R(s^2))) with R the atanh series to s^8 (the rest is under
+ * 2^-30 relative), plus e ln2 in two parts; 0 gives -inf, x < 0 NaN. */
+ACT_TARGET static inline VF ACT_SFX(log)(VF x)
+{
+    const VF xs = VSEL_LT(x, VSET(0x1p-126f), VMUL(x, VSET(0x1p23f)), x);
+    VF m, e;
+    VLOGSPLIT(xs, m, e);
+    e = VSUB(e, VSEL_LT(x, VSET(0x1p-126f), VSET(23.0f), VSET(0.0f)));
+    const VF f = VSUB(m, VSET(1.0f)), s = VDIV(f, VADD(VSET(2.0f), f));
+    const VF z = VMUL(s, s), hfsq = VMUL(VMUL(VSET(0.5f), f), f);
+    VF r = VSET((float)(2.0 / 9));
+    r = VFMA(r, z, VSET((float)(2.0 / 7)));
+    r = VFMA(r, z, VSET((float)(2.0 / 5)));
+    r = VFMA(r, z, VSET((float)(2.0 / 3)));
+    r = VMUL(r, z);
+    VF lo = VFMA(e, VSET(0x1.0bfbe8p-15f), VMUL(s, VADD(hfsq, r)));
+    VF y = VADD(VMUL(e, VSET(0x1.62ep-1f)), VSUB(f, VSUB(hfsq, lo)));
+    y = VSEL_LT(x, VSET(0.0f), VSET(NAN), y);
+    y = VSEL_LT(VABS(x), VSET(0x1p-149f), VSET(-INFINITY), y);
+    y = VSEL_LT(x, VSET(INFINITY), y, VSET(INFINITY));
+    return VNANFIX(x, y);
+}

@@ -231,7 +231,6 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL1(k_abs_##S, T, T, , fabs##SUF(x))                      \
     EW_KERNEL1(k_relu_##S, T, T, , X_RELU)                           \
     EW_KERNEL1(k_sign_##S, T, T, , F_SIGN(T))                        \
-    EW_KERNEL1(k_log_##S, T, T, , log##SUF(x))                       \
     EW_KERNEL1(k_sqrt_##S, T, T, , sqrt##SUF(x))                     \
     EW_KERNEL1(k_floor_##S, T, T, , floor##SUF(x))                   \
     EW_KERNEL1(k_ceil_##S, T, T, , ceil##SUF(x))                     \
@@ -253,11 +252,12 @@ INT_KERNELS(i8, int8_t, uint8_t)
 UINT_KERNELS(u8, uint8_t)
 FLOAT_KERNELS(f32, float, f, ew_floor_modf)
 FLOAT_KERNELS(f64, double, , ew_floor_mod)
-/* f64 SIGMOID, TANH, EXP, ERF through libm; f32 through act.c (below) */
+/* f64 SIGMOID, TANH, EXP, ERF, LOG through libm; f32 through act.c (below) */
 EW_KERNEL1(k_sigmoid_f64, double, double, , F_SIGMOID(exp))
 EW_KERNEL1(k_tanh_f64, double, double, , tanh(x))
 EW_KERNEL1(k_exp_f64, double, double, , exp(x))
 EW_KERNEL1(k_erf_f64, double, double, , erf(x))
+EW_KERNEL1(k_log_f64, double, double, , log(x))
 CMP_KERNELS(b, uint8_t)
 CMP_KERNELS(i32, int32_t)
 CMP_KERNELS(i64, int64_t)
@@ -351,9 +351,9 @@ enum {
     U8 = TFVM_U8, I8 = TFVM_I8, NDT = ISA_DTYPE_LAST + 1
 };
 
-/* TANH, EXP, SIGMOID and ERF on f32: act.c's array functions (vectorised);
- * a strided operand is gathered 256 elements at a time, so that every
- * element gets the same function whatever the layout. */
+/* TANH, EXP, SIGMOID, ERF and LOG on f32: act.c's array functions
+ * (vectorised); a strided operand is gathered 256 elements at a time, so
+ * that every element gets the same function whatever the layout. */
 static void ew_act_f32(void (*fn)(float *, const float *, size_t), void *o_, const void *const *in,
                        const ptrdiff_t *st, ptrdiff_t n)
 {
@@ -382,6 +382,7 @@ EW_ACT_F32(k_tanhv_f32, dev_tanhf_n)
 EW_ACT_F32(k_expv_f32, dev_expf_n)
 EW_ACT_F32(k_sigmoidv_f32, dev_sigmoidf_n)
 EW_ACT_F32(k_erfv_f32, dev_erff_n)
+EW_ACT_F32(k_logv_f32, dev_logf_n)
 
 /* Kernel by opcode and operand dtype (SELECT: by the dtype of a and b). A
  * (op, dtype) that ops.def's `types` allows must have one here:
@@ -403,7 +404,7 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
                     [U8] = k_sel1, [I8] = k_sel1},
     [ISA_RELU] = NUM(k_relu), [ISA_SIGMOID] = {[F32] = k_sigmoidv_f32, [F64] = k_sigmoid_f64},
     [ISA_TANH] = {[F32] = k_tanhv_f32, [F64] = k_tanh_f64}, [ISA_EXP] = {[F32] = k_expv_f32, [F64] = k_exp_f64},
-    [ISA_LOG] = FLT(k_log), [ISA_SQRT] = FLT(k_sqrt),
+    [ISA_LOG] = {[F32] = k_logv_f32, [F64] = k_log_f64}, [ISA_SQRT] = FLT(k_sqrt),
     [ISA_FLOOR] = FLT(k_floor), [ISA_CEIL] = FLT(k_ceil), [ISA_ROUND] = FLT(k_round),
     [ISA_SIN] = FLT(k_sin), [ISA_COS] = FLT(k_cos), [ISA_ERF] = {[F32] = k_erfv_f32, [F64] = k_erf_f64},
     [ISA_SIGN] = NUM(k_sign), [ISA_POW] = NUM(k_pow), [ISA_FLOOR_DIV] = NUM(k_floor_div),

@@ -52,6 +52,41 @@ static void gelu_tanh_f32(float *c, int64_t n)
     }
 }
 
+/* GELU as transformers' NewGELUActivation spells it (GPT-2): (x * 0.5) *
+ * (tanh((x + pow(x, 3) * K) * C) + 1), pow as POW computes it (libm's) */
+static void gelu_new_f32(float *c, int64_t n)
+{
+    float u[256];
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+        const int64_t m = n - j0 < 256 ? n - j0 : 256;
+        float *x = c + j0;
+        for (int64_t j = 0; j < m; j++) {
+            const float p = powf(x[j], 3.0f);
+            const float kp = p * (float)GELU_K;
+            const float a = x[j] + kp;
+            u[j] = a * (float)GELU_C;
+        }
+        dev_tanhf_n(u, u, (size_t)m);
+        for (int64_t j = 0; j < m; j++) {
+            const float h = x[j] * 0.5f;
+            const float p = u[j] + 1.0f;
+            x[j] = h * p;
+        }
+    }
+}
+
+static void gelu_new_f64(double *c, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const double x = c[j], p = pow(x, 3.0);
+        const double kp = p * GELU_K;
+        const double a = x + kp;
+        const double t = tanh(a * GELU_C);
+        const double h = x * 0.5;
+        c[j] = h * (t + 1.0);
+    }
+}
+
 static void gelu_tanh_f64(double *c, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
@@ -77,6 +112,7 @@ static void act_f32(uint32_t act, float *c, int64_t n)
     case ISA_OPT_ACT_HARDSWISH: dev_hardswishf_n(c, c, (size_t)n); break;
     case ISA_OPT_ACT_RELU6: dev_relu6f_n(c, c, (size_t)n); break;
     case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f32(c, n); break;
+    case ISA_OPT_ACT_GELU_NEW: gelu_new_f32(c, n); break;
     default: break;
     }
 }
@@ -112,6 +148,7 @@ static void act_f64(uint32_t act, double *c, int64_t n)
             c[j] = EPI_MIN(EPI_MAX(c[j], 0.0), 6.0);
         break;
     case ISA_OPT_ACT_GELU_TANH: gelu_tanh_f64(c, n); break;
+    case ISA_OPT_ACT_GELU_NEW: gelu_new_f64(c, n); break;
     default: break;
     }
 }

@@ -311,6 +311,8 @@ START_TEST(activations)
         {MM "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
         {MM "(s * (tanh((s + (s * (s * s)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
         {CV "0.5 * ((1.0 + tanh(0.7978846 * (0.044715 * ((s * s) * s) + s))) * s)\n}\n", ISA_OPT_ACT_GELU_TANH, 0},
+        {MM "(s * 0.5) * (tanh((s + pow(s, 3.0) * 0.044715) * 0.7978846) + 1.0)\n}\n", ISA_OPT_ACT_GELU_NEW, 0},
+        {CV "(1.0 + tanh(0.7978846 * (0.044715 * pow(s, 3.0) + s))) * (0.5 * s)\n}\n", ISA_OPT_ACT_GELU_NEW, 0},
         {CV "min(max(s, 0.0), 6.0)\n}\n", ISA_OPT_ACT_RELU6, 0},
         /* near misses: erf(s * 1/sqrt2) rounds differently; ONNX's default
          * HardSigmoid alpha 0.2; a clip to 5; the sigmoid of another value */
@@ -320,6 +322,8 @@ START_TEST(activations)
         {MM "s * sigmoid(s + 1.0)\n}\n", 0, 3},
         /* x^3 as (s * s) * t of another t: the cube must be of the sum */
         {MM "(s * (tanh((s + (s * (s * b)) * 0.044715) * 0.7978846) + 1.0)) * 0.5\n}\n", 0, 9},
+        /* pow(s, 2.0): not the cube */
+        {MM "(s * 0.5) * (tanh((s + pow(s, 2.0) * 0.044715) * 0.7978846) + 1.0)\n}\n", 0, 8},
     };
 #undef MM
 #undef CV

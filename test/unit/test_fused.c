@@ -28,6 +28,7 @@ static void teardown(void)
 #define HSWISH ISA_OPT_ACT_HARDSWISH
 #define RELU6 ISA_OPT_ACT_RELU6
 #define GELUT ISA_OPT_ACT_GELU_TANH
+#define GELUN ISA_OPT_ACT_GELU_NEW
 #define GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
 
 /* MIN and MAX as elementwise.c spells them (NaN wins) */
@@ -77,6 +78,14 @@ static double act_ref(uint8_t dt, uint32_t act, double x)
             const float y = f * p;
             return y * 0.5f;
         }
+        case GELUN: {
+            const float p = powf(f, 3.0f);
+            const float k = p * 0.044715f;
+            const float a = f + k;
+            const float t = act1f(dev_tanhf_n, a * (float)GELU_C);
+            const float h = f * 0.5f;
+            return h * (t + 1);
+        }
         default: return f;
         }
     }
@@ -91,6 +100,7 @@ static double act_ref(uint8_t dt, uint32_t act, double x)
     case HSWISH: return x * hsig(x);
     case RELU6: return fmin_nan(fmax_nan(x, 0), 6);
     case GELUT: return (x * (tanh((x + x * (x * x) * 0.044715) * GELU_C) + 1)) * 0.5;
+    case GELUN: return (x * 0.5) * (tanh((x + pow(x, 3.0) * 0.044715) * GELU_C) + 1);
     default: return x;
     }
 }
@@ -207,7 +217,7 @@ START_TEST(test_matmul_errors)
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B), "tb");
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, RELU), "relu");
     ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_TRANS_A));
-    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 2048));
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 4096));
 }
 END_TEST
 
@@ -291,6 +301,16 @@ static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
         t = ew(ISA_ADD, t, num(dt, 1));
         t = ew(ISA_MUL, s, t);
         return ew(ISA_MUL, t, num(dt, 0.5));
+    case GELUN: {
+        dev_value h = ew(ISA_MUL, ref(s), num(dt, 0.5));
+        t = ew(ISA_POW, ref(s), num(dt, 3));
+        t = ew(ISA_MUL, t, num(dt, 0.044715));
+        t = ew(ISA_ADD, s, t);
+        t = ew(ISA_MUL, t, num(dt, GELU_C));
+        t = ew(ISA_TANH, t, t);
+        t = ew(ISA_ADD, t, num(dt, 1));
+        return ew(ISA_MUL, h, t);
+    }
     case HSIG: return unfused_hsig(s, dt);
     case HSWISH:
         t = unfused_hsig(ref(s), dt);
@@ -312,31 +332,39 @@ static dev_value unfused_tail(dev_value x, const dev_value *bias, uint32_t act)
     }
 }
 
-static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6, GELUT};
+static const uint32_t acts[] = {0, RELU, SIG, TANH, SILU, GELU, HSIG, HSWISH, RELU6, GELUT, GELUN};
 
+/* on every path of act.c the CPU has (AVX-512, AVX2, portable) */
 START_TEST(test_same_as_unfused)
 {
-    for (int dt = F32; dt <= F64; dt++)
-        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
-            const uint32_t act = acts[ai];
-            /* an MLP layer, tb, bias [N] */
-            dev_value a = randt(dt, 2, DIMS(5, 7), 1), b = randt(dt, 2, DIMS(6, 7), 2), bias = randt(dt, 1, DIMS(6), 3);
-            dev_value m, f;
-            ck_assert_int_eq(C(ISA_MATMUL, ISA_OPT_TRANS_B, &m, ref(a), ref(b)), TFVM_OK);
-            dev_value want = unfused_tail(m, &bias, act);
-            ck_assert_int_eq(C(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | act, &f, a, b, ref(bias)), TFVM_OK);
-            same_bits(&f, &want, "matmul");
-            dev_value_release(&bias);
-            /* a convolution with groups, stride and padding, bias [O] as [O, 1, 1] */
-            dev_value x = randt(dt, 4, DIMS(2, 4, 6, 5), 4), w = randt(dt, 4, DIMS(6, 2, 3, 2), 5);
-            dev_value cb = randt(dt, 1, DIMS(6), 6), cbr = tf(dt, 3, DIMS(6, 1, 1), NULL, 0);
-            memcpy(cbr.u.t->data, cb.u.t->data, cb.u.t->nbytes);
-            ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), IV(2, 1, 1, 0, 0, 1, 1, 1, 2)), TFVM_OK);
-            want = unfused_tail(m, &cbr, act);
-            ck_assert_int_eq(C(ISA_FUSED_CONV2D, act, &f, x, w, IV(2, 1, 1, 0, 0, 1, 1, 1, 2), cb), TFVM_OK);
-            same_bits(&f, &want, "conv2d");
-            dev_value_release(&cbr);
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (int dt = F32; dt <= F64; dt++) {
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                const uint32_t act = acts[ai];
+                /* an MLP layer, tb, bias [N] */
+                dev_value a = randt(dt, 2, DIMS(5, 7), 1), b = randt(dt, 2, DIMS(6, 7), 2);
+                dev_value bias = randt(dt, 1, DIMS(6), 3);
+                dev_value m, f;
+                ck_assert_int_eq(C(ISA_MATMUL, ISA_OPT_TRANS_B, &m, ref(a), ref(b)), TFVM_OK);
+                dev_value want = unfused_tail(m, &bias, act);
+                ck_assert_int_eq(C(ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | act, &f, a, b, ref(bias)), TFVM_OK);
+                same_bits(&f, &want, "matmul");
+                dev_value_release(&bias);
+                /* a convolution with groups, stride and padding, bias [O] as [O, 1, 1] */
+                dev_value x = randt(dt, 4, DIMS(2, 4, 6, 5), 4), w = randt(dt, 4, DIMS(6, 2, 3, 2), 5);
+                dev_value cb = randt(dt, 1, DIMS(6), 6), cbr = tf(dt, 3, DIMS(6, 1, 1), NULL, 0);
+                memcpy(cbr.u.t->data, cb.u.t->data, cb.u.t->nbytes);
+                ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), IV(2, 1, 1, 0, 0, 1, 1, 1, 2)), TFVM_OK);
+                want = unfused_tail(m, &cbr, act);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, act, &f, x, w, IV(2, 1, 1, 0, 0, 1, 1, 1, 2), cb), TFVM_OK);
+                same_bits(&f, &want, "conv2d");
+                dev_value_release(&cbr);
+            }
         }
+    }
+    dev_act_force(DEV_ACT_AUTO);
 }
 END_TEST
 
