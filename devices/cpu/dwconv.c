@@ -104,41 +104,42 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
 {
     const int64_t rows = phase_rows(d), cols = phase_cols(d), sh = d->sh, sw = d->sw, W = d->W;
     const float pad = d->max ? -INFINITY : 0.0f;
-    for (int64_t a = 0; a < sh; a++)
-        for (int64_t b = 0; b < sw; b++)
-            for (int64_t r = 0; r < rows; r++, ph += cols) {
+    for (int64_t b = 0; b < sw; b++) {
+        /* phase column c holds x column c*sw + b - pl: those in [lo, hi)
+         * fall inside x; stride 2 splits n of them as vectors */
+        const int64_t off = b - d->pl;
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw, hi = W - off > 0 ? (W - off + sw - 1) / sw : 0;
+        lo = lo < cols ? lo : cols;
+        hi = hi < lo ? lo : hi < cols ? hi : cols;
+        int64_t n = (W - off) / 2 - lo;
+        n = n < hi - lo ? n : hi - lo;
+        for (int64_t a = 0; a < sh; a++) {
+            float *p = ph + (a * sw + b) * rows * cols;
+            for (int64_t r = 0; r < rows; r++, p += cols) {
                 const int64_t h = r * sh + a - d->pt;
                 if (h < 0 || h >= d->H) {
                     for (int64_t c = 0; c < cols; c++)
-                        ph[c] = pad;
+                        p[c] = pad;
                     continue;
                 }
-                const float *xr = x + h * W;
-                /* phase column c holds x column c*sw + b - pl: those in
-                 * [lo, hi) fall inside x */
-                const int64_t off = b - d->pl;
-                int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw, hi = W - off > 0 ? (W - off + sw - 1) / sw : 0;
-                lo = lo < cols ? lo : cols;
-                hi = hi < lo ? lo : hi < cols ? hi : cols;
+                const float *xo = x + h * W + off;
                 for (int64_t c = 0; c < lo; c++)
-                    ph[c] = pad;
-                const float *xo = xr + off;
-                if (sw == 1)
-                    memcpy(ph + lo, xo + lo, (size_t)(hi - lo) * sizeof *ph);
-                else if (sw == 2) {
-                    /* vectors while both they read are in x */
-                    int64_t n = (W - off) / 2 - lo;
-                    n = n < hi - lo ? n : hi - lo;
-                    int64_t c = lo + (n > 0 ? dw_evens(d, ph + lo, xo + 2 * lo, n) : 0);
+                    p[c] = pad;
+                if (sw == 1) {
+                    memcpy(p + lo, xo + lo, (size_t)(hi - lo) * sizeof *p);
+                } else if (sw == 2) {
+                    int64_t c = lo + (n > 0 ? dw_evens(d, p + lo, xo + 2 * lo, n) : 0);
                     for (; c < hi; c++)
-                        ph[c] = xo[2 * c];
-                }
-                else
+                        p[c] = xo[2 * c];
+                } else {
                     for (int64_t c = lo; c < hi; c++)
-                        ph[c] = xo[c * sw];
+                        p[c] = xo[c * sw];
+                }
                 for (int64_t c = hi; c < cols; c++)
-                    ph[c] = pad;
+                    p[c] = pad;
             }
+        }
+    }
 }
 
 /* One instruction set's wide grid: VT a vector of VL floats; n grid
