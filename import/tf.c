@@ -1315,6 +1315,12 @@ tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *o
 {
     imp_pb pb;
     imp_pb_init(&pb, a);
+    size_t at;
+    if (!imp_pb_depth_ok(&tfvm_tf__graph_def__descriptor, data, len, &at)) {
+        isa_program_init(out, a);
+        return ut_err(err, TFVM_ERR_FORMAT, "%s: bad GraphDef (messages nested deeper than %d at byte %zu)", name,
+                      IMP_PB_MAX_DEPTH, at);
+    }
     TfvmTf__GraphDef *gd = tfvm_tf__graph_def__unpack(&pb.pa, len, data);
     if (!gd) {
         isa_program_init(out, a);
