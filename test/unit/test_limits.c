@@ -332,6 +332,73 @@ START_TEST(tfg_many_assignments)
 }
 END_TEST
 
+/* external.onnx (test/onnx/models) in a fresh folder, its data file
+ * 'ext.bin' (or, with `sub`, 's/x.bin': same length) made by `make_data`;
+ * the import's status and message. */
+static tfvm_status import_external(bool sub, void (*make_data)(const char *dir), tfvm_error *err)
+{
+    char *data;
+    size_t len;
+    ck_assert_int_eq(ut_read_file("test/onnx/models/external.onnx", NULL, &data, &len, err), TFVM_OK);
+    char *at = memmem(data, len, "ext.bin", 7);
+    ck_assert_ptr_nonnull(at);
+    if (sub)
+        memcpy(at, "s/x.bin", 7);
+    char dir[] = "/tmp/tfvm_extXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    make_data(dir);
+    tfvm_program *p = NULL;
+    tfvm_status st = tfvm_program_import_onnx(data, len, "m.onnx", dir, NULL, &p, err);
+    tfvm_program_free(p);
+    ut_free(NULL, data, len + 1);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    return st;
+}
+
+static void sh(const char *dir, const char *fmt)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, fmt, dir, dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void data_file(const char *d) { sh(d, "cp test/onnx/models/ext.bin %s/ext.bin"); }
+static void data_link(const char *d) { sh(d, "cp test/onnx/models/ext.bin %s/real.bin && ln -s real.bin %s/ext.bin"); }
+static void data_link_out(const char *d) { sh(d, "ln -s /etc/passwd %s/ext.bin"); }
+static void data_fifo(const char *d) { sh(d, "mkfifo %s/ext.bin"); }
+static void data_dir(const char *d) { sh(d, "mkdir %s/ext.bin"); }
+static void data_short(const char *d) { sh(d, "head -c 10 test/onnx/models/ext.bin > %s/ext.bin"); }
+static void data_sub(const char *d) { sh(d, "mkdir %s/s && cp test/onnx/models/ext.bin %s/s/x.bin"); }
+static void data_sub_link(const char *d)
+{
+    sh(d, "mkdir %s/r && cp test/onnx/models/ext.bin %s/r/x.bin && ln -s r %s/s");
+}
+
+/* A symbolic link in the model's folder could hand any file to a tensor
+ * (/etc/passwd, /proc/self/environ), and a FIFO blocked the import forever:
+ * external data is a regular file reached without following a link. */
+START_TEST(external_data_refused)
+{
+    tfvm_error err;
+    ck_assert_int_eq(import_external(false, data_file, &err), TFVM_OK);
+    ck_assert_int_eq(import_external(true, data_sub, &err), TFVM_OK);
+    ck_assert_int_eq(import_external(false, data_link, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 'ext.bin' goes through a symbolic link (refused)");
+    ck_assert_int_eq(import_external(false, data_link_out, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 'ext.bin' goes through a symbolic link (refused)");
+    ck_assert_int_eq(import_external(true, data_sub_link, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 's/x.bin' goes through a symbolic link (refused)");
+    ck_assert_int_eq(import_external(false, data_fifo, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 'ext.bin' is not a regular file (refused)");
+    ck_assert_int_eq(import_external(false, data_dir, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "m.onnx: tensor 'W': external data 'ext.bin' is not a regular file (refused)");
+    ck_assert_int_eq(import_external(false, data_short, &err), TFVM_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err.message, "/ext.bin' is shorter than offset + 16 bytes"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -342,6 +409,7 @@ int main(void)
     tcase_add_test(tc, depth_scan);
     tcase_add_test(tc, onnx_add_chain_100k);
     tcase_add_test(tc, tfg_many_assignments);
+    tcase_add_test(tc, external_data_refused);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
