@@ -399,6 +399,88 @@ START_TEST(external_data_refused)
 }
 END_TEST
 
+/* y = Reshape(x: f32[2], [3, 6148914691236517206]); s = Shape(y): the
+ * target's product wraps to 2, and the optimizer once took the Reshape for
+ * sure to succeed, folded Shape to [3, 6148914691236517206] and dropped the
+ * Reshape (exit 0; UBSan: signed overflow). Now the Reshape is refused. */
+START_TEST(reshape_product_overflow)
+{
+    Onnx__TensorShapeProto__Dimension dim = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, *dims[1] = {&dim};
+    dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    dim.dim_value = 2;
+    Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+    shape.n_dim = 1;
+    shape.dim = dims;
+    Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT, ti = ONNX__TYPE_PROTO__TENSOR__INIT;
+    tt.has_elem_type = ti.has_elem_type = 1;
+    tt.elem_type = 1; /* FLOAT */
+    tt.shape = &shape;
+    ti.elem_type = 7; /* INT64 */
+    Onnx__TypeProto type = ONNX__TYPE_PROTO__INIT, itype = ONNX__TYPE_PROTO__INIT;
+    type.value_case = itype.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    type.tensor_type = &tt;
+    itype.tensor_type = &ti;
+    Onnx__ValueInfoProto in = ONNX__VALUE_INFO_PROTO__INIT, out = ONNX__VALUE_INFO_PROTO__INIT;
+    Onnx__ValueInfoProto *ins[1] = {&in}, *outs[1] = {&out};
+    in.name = "x";
+    in.type = &type;
+    out.name = "s";
+    out.type = &itype;
+    int64_t target[2] = {3, 6148914691236517206LL}, two = 2;
+    Onnx__TensorProto init = ONNX__TENSOR_PROTO__INIT, *inits[1] = {&init};
+    init.name = "target";
+    init.has_data_type = 1;
+    init.data_type = 7;
+    init.n_dims = 1;
+    init.dims = &two;
+    init.n_int64_data = 2;
+    init.int64_data = target;
+    char *rin[2] = {"x", "target"}, *rout[1] = {"y"}, *sin[1] = {"y"}, *sout[1] = {"s"};
+    Onnx__NodeProto rs = ONNX__NODE_PROTO__INIT, sh = ONNX__NODE_PROTO__INIT, *nodes[2] = {&rs, &sh};
+    rs.op_type = "Reshape";
+    rs.n_input = 2;
+    rs.input = rin;
+    rs.n_output = 1;
+    rs.output = rout;
+    sh.op_type = "Shape";
+    sh.n_input = 1;
+    sh.input = sin;
+    sh.n_output = 1;
+    sh.output = sout;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    g.name = "g";
+    g.n_node = 2;
+    g.node = nodes;
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
+    ops.domain = "";
+    ops.has_version = 1;
+    ops.version = 17;
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    m.n_opset_import = 1;
+    m.opset_import = opsp;
+    m.graph = &g;
+    size_t len = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(len);
+    onnx__model_proto__pack(&m, buf);
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    /* refused while compiling, as ONNX Runtime refuses the model */
+    ck_assert_int_eq(tfvm_program_import_onnx(buf, len, "rs.onnx", NULL, NULL, &p, &err), TFVM_ERR_SHAPE);
+    ck_assert_str_eq(err.message, "rs.onnx: reshape_0_0 (RESHAPE): cannot reshape [2] (2 elements) into "
+                                  "[3, 6148914691236517206]");
+    free(buf);
+    tfvm_program_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -410,6 +492,7 @@ int main(void)
     tcase_add_test(tc, onnx_add_chain_100k);
     tcase_add_test(tc, tfg_many_assignments);
     tcase_add_test(tc, external_data_refused);
+    tcase_add_test(tc, reshape_product_overflow);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
