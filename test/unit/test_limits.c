@@ -481,6 +481,95 @@ START_TEST(reshape_product_overflow)
 }
 END_TEST
 
+/* A GraphDef: Placeholder x (f32[]), then n nodes of op `op` (one input,
+ * the node before), the last named "out". Packed bytes (malloc'd). */
+static uint8_t *tf_chain(size_t n, const char *op, size_t *len)
+{
+    TfvmTf__AttrValue dt;
+    tfvm_tf__attr_value__init(&dt);
+    dt.value_case = TFVM_TF__ATTR_VALUE__VALUE_TYPE;
+    dt.type = 1; /* DT_FLOAT */
+    TfvmTf__AttrEntry dte, tte;
+    tfvm_tf__attr_entry__init(&dte);
+    tfvm_tf__attr_entry__init(&tte);
+    TfvmTf__AttrEntry *ph_attrs[1] = {&dte}, *op_attrs[1] = {&tte};
+    dte.key = "dtype";
+    dte.value = &dt;
+    tte.key = "T";
+    tte.value = &dt;
+    TfvmTf__NodeDef *nodes = calloc(n + 1, sizeof *nodes), **np = calloc(n + 1, sizeof *np);
+    char (*names)[16] = calloc(n + 1, sizeof *names);
+    char **inputs = calloc(n + 1, sizeof *inputs);
+    for (size_t k = 0; k <= n; k++) {
+        tfvm_tf__node_def__init(&nodes[k]);
+        if (k == n)
+            snprintf(names[k], sizeof names[k], "out");
+        else
+            snprintf(names[k], sizeof names[k], "n%zu", k);
+        nodes[k].name = names[k];
+        nodes[k].op = k ? (char *)op : "Placeholder";
+        nodes[k].n_attr = 1;
+        nodes[k].attr = k ? op_attrs : ph_attrs;
+        if (k) {
+            inputs[k] = names[k - 1];
+            nodes[k].n_input = 1;
+            nodes[k].input = &inputs[k];
+        }
+        np[k] = &nodes[k];
+    }
+    TfvmTf__GraphDef g;
+    tfvm_tf__graph_def__init(&g);
+    g.n_node = n + 1;
+    g.node = np;
+    *len = tfvm_tf__graph_def__get_packed_size(&g);
+    uint8_t *buf = malloc(*len);
+    tfvm_tf__graph_def__pack(&g, buf);
+    free(nodes);
+    free(np);
+    free(names);
+    free(inputs);
+    return buf;
+}
+
+/* Imports the chain and runs it on x = 2; the result. */
+static float run_tf_chain(size_t n, const char *op)
+{
+    size_t len;
+    uint8_t *g = tf_chain(n, op, &len);
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_msg(tfvm_program_import_tf(g, len, "chain.pb", "out", NULL, &p, &err) == TFVM_OK, "%s", err.message);
+    free(g);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    int64_t one = 1;
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 1, &one, NULL);
+    *(float *)tfvm_tensor_data(x) = 2;
+    tfvm_value a = tfvm_tensor_value(x), r;
+    ck_assert_msg(tfvm_run(vm, NULL, &a, 1, &r, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    ck_assert_ptr_nonnull(r.tensor);
+    const float y = *(const float *)tfvm_tensor_cdata(r.tensor);
+    tfvm_value_release(&r);
+    tfvm_tensor_free(x);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    return y;
+}
+
+/* The TF importer walked dependency chains by recursion: 32,600 chained
+ * nodes (a 1 MB GraphDef) overflowed the 8 MB stack. A chain of 1,000,000
+ * Identity nodes (no instruction each) and one of 50,000 Negs (an
+ * instruction each) now import and run. */
+START_TEST(tf_long_chains)
+{
+    ck_assert_float_eq(run_tf_chain(1000000, "Identity"), 2.0f);
+    ck_assert_float_eq(run_tf_chain(50000, "Neg"), 2.0f);
+    ck_assert_float_eq(run_tf_chain(50001, "Neg"), -2.0f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -493,6 +582,7 @@ int main(void)
     tcase_add_test(tc, tfg_many_assignments);
     tcase_add_test(tc, external_data_refused);
     tcase_add_test(tc, reshape_product_overflow);
+    tcase_add_test(tc, tf_long_chains);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
