@@ -2,9 +2,12 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void *libc_alloc(void *ud, void *p, size_t old, size_t n)
 {
@@ -305,14 +308,29 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
                          tfvm_error *err)
 {
     bool is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f)
-        return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f = stdin;
+    if (!is_stdin) {
+        /* a regular file only: a FIFO blocked the open for ever, a device
+         * (/dev/zero) never ends; O_NONBLOCK lets the open see which it is */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+        struct stat sb = {0};
+        if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            close(fd);
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path,
+                          S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file (refused: it may never end)");
+        }
+        if (!(f = fdopen(fd, "rb"))) {
+            close(fd);
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+        }
+    }
     ut_buf b;
     ut_buf_init(&b, a);
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    while (!b.failed && (n = fread(chunk, 1, sizeof chunk, f)) > 0) /* endless standard input: until memory fails */
         ut_buf_append(&b, chunk, n);
     bool bad = ferror(f);
     int e = errno;

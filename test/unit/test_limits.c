@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "onnx.pb-c.h"
@@ -570,6 +571,31 @@ START_TEST(tf_long_chains)
 }
 END_TEST
 
+/* Every file tfvm reads (programs, models, a .tfg's load) is a regular
+ * file: /dev/zero never ended (the reader went on after memory ran out)
+ * and a FIFO blocked the open for ever. */
+START_TEST(read_file_regular_only)
+{
+    char *data;
+    size_t len;
+    tfvm_error err;
+    ck_assert_int_eq(ut_read_file("/dev/zero", NULL, &data, &len, &err), TFVM_ERR_IO);
+    ck_assert_str_eq(err.message, "/dev/zero: not a regular file (refused: it may never end)");
+    char dir[] = "/tmp/tfvm_fifoXXXXXX", fifo[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/f", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(ut_read_file(fifo, NULL, &data, &len, &err), TFVM_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err.message, "/f: not a regular file (refused: it may never end)"));
+    tfvm_program *p = NULL;
+    ck_assert_int_eq(tfvm_program_open(fifo, NULL, NULL, &p, &err), TFVM_ERR_IO);
+    unlink(fifo);
+    rmdir(dir);
+    ck_assert_int_eq(ut_read_file("/tmp", NULL, &data, &len, &err), TFVM_ERR_IO);
+    ck_assert_str_eq(err.message, "/tmp: Is a directory");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -583,6 +609,7 @@ int main(void)
     tcase_add_test(tc, external_data_refused);
     tcase_add_test(tc, reshape_product_overflow);
     tcase_add_test(tc, tf_long_chains);
+    tcase_add_test(tc, read_file_regular_only);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
