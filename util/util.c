@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,14 +349,45 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
 
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err)
 {
-    bool is_stdout = strcmp(path, "-") == 0;
-    FILE *f = is_stdout ? stdout : fopen(path, "wb");
-    if (!f)
+    if (strcmp(path, "-") == 0) {
+        bool ok = fwrite(data, 1, len, stdout) == len;
+        if (fflush(stdout) != 0 || !ok)
+            return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return TFVM_OK;
+    }
+    /* a temporary file beside it, renamed over it once whole: a write cut
+     * short (Ctrl-C, a full disk) leaves the old file, never half of a new
+     * one. The name is unique per process and call; 0666 minus the umask,
+     * as fopen gives. */
+    static atomic_uint serial;
+    char tmp[4096 + 48];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&serial, 1)) >=
+        (int)sizeof tmp)
+        return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(ENAMETOOLONG));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
         return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok = (is_stdout ? fflush(f) : fclose(f)) == 0 && ok;
-    if (!ok)
-        return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    const unsigned char *p = data;
+    size_t done = 0;
+    int e = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = w < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e)
+        unlink(tmp);
+    if (e)
+        return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(e));
     return TFVM_OK;
 }
 

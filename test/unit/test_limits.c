@@ -1,9 +1,11 @@
 /* test_limits.c — what a hostile or huge model file meets (docs/limits.md):
  * protobuf nesting past IMP_PB_MAX_DEPTH in both importers, and inputs
  * generated here (never committed) at and past each limit. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
@@ -596,6 +598,45 @@ START_TEST(read_file_regular_only)
 }
 END_TEST
 
+/* -o and tfvm_program_save_file wrote in place: a write cut short (Ctrl-C
+ * during 268 MB, a full disk) left a truncated file where the good one was.
+ * Now a temporary file is renamed over it once whole. A file size limit
+ * makes the write fail here. */
+START_TEST(save_is_atomic)
+{
+    static const char src[] = "fn main(n: i32) -> i32 { n * 2 + 1 }\n";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_compile(src, strlen(src), "s.tfg", NULL, NULL, &p, &err), TFVM_OK);
+    char dir[] = "/tmp/tfvm_saveXXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.tfvm", dir);
+    FILE *f = fopen(path, "w");
+    fputs("the old file", f);
+    fclose(f);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, small = {64, 64};
+    getrlimit(RLIMIT_FSIZE, &old);
+    small.rlim_max = old.rlim_max;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
+    ck_assert_int_eq(tfvm_program_save_file(p, path, &err), TFVM_ERR_IO);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ck_assert_ptr_nonnull(strstr(err.message, "/p.tfvm: write failed: File too large"));
+    char buf[64] = "";
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+    fclose(f);
+    ck_assert_str_eq(buf, "the old file");
+    ck_assert_int_eq(tfvm_program_save_file(p, path, &err), TFVM_OK);
+    tfvm_program_free(p);
+    ck_assert_int_eq(tfvm_program_open(path, NULL, NULL, &p, &err), TFVM_OK);
+    tfvm_program_free(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "test $(ls -A %s | wc -l) -eq 1 && rm -r %s", dir, dir); /* no temporary left */
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -610,6 +651,7 @@ int main(void)
     tcase_add_test(tc, reshape_product_overflow);
     tcase_add_test(tc, tf_long_chains);
     tcase_add_test(tc, read_file_regular_only);
+    tcase_add_test(tc, save_is_atomic);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

