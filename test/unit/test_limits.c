@@ -599,6 +599,10 @@ START_TEST(read_file_regular_only)
     ck_assert_ptr_nonnull(strstr(err.message, "/f: not a regular file (refused: it may never end)"));
     tfvm_program *p = NULL;
     ck_assert_int_eq(tfvm_program_open(fifo, NULL, NULL, &p, &err), TFVM_ERR_IO);
+    tfvm_tensor *t = NULL; /* an argument @file.npy */
+    ck_assert_int_eq(tfvm_npy_load(fifo, NULL, &t, &err), TFVM_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err.message, "/f: not a regular file (refused: it may never end)"));
+    ck_assert_int_eq(tfvm_npy_load("/dev/zero", NULL, &t, &err), TFVM_ERR_FORMAT); /* read as far as a header */
     unlink(fifo);
     rmdir(dir);
     ck_assert_int_eq(ut_read_file("/tmp", NULL, &data, &len, &err), TFVM_ERR_IO);
