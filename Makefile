@@ -212,9 +212,11 @@ tsan:
 	    rc=$$?; rm -rf $$tmp; exit $$rc
 
 # Each target: test/fuzz/fuzz_NAME.c, dictionary test/fuzz/NAME.dict (if any),
-# seeds: .tfvm files, .tfasm examples, NumPy-made .npy fixtures. FUZZ_SECONDS each.
+# seeds: .tfvm files, .tfasm examples, NumPy-made .npy fixtures, models (run:
+# imports and runs them; session: drives the session API from host threads).
+# FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= loader asm npy onnx tf
+FUZZ_TARGETS ?= loader asm npy onnx tf run session
 FUZZ_CFLAGS  := $(CPPFLAGS_ALL) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 fuzz: $(GEN_SRC) $(GEN_HDR)
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -222,7 +224,7 @@ fuzz: $(GEN_SRC) $(GEN_HDR)
 	    echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	    clang $(FUZZ_CFLAGS) -o build/fuzz/fuzz_$$t test/fuzz/fuzz_$$t.c $(LIB_SRC) $(GEN_SRC) $(PBC_CFLAGS) $(LDLIBS_ALL); \
 	    dict=; [ -f test/fuzz/$$t.dict ] && dict=-dict=test/fuzz/$$t.dict; \
-	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; *) seeds=;; esac; \
+	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; run) seeds="test/onnx/models test/tf/fixtures";; *) seeds=;; esac; \
 	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
 	done
 

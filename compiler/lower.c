@@ -945,30 +945,44 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 /* Makes instruction names unique within their region: name, name_1, ...
  * Names from imported models ("dense/BiasAdd:0", "input.1") become
- * identifiers first ('_' for every other character), as .tfasm labels must be. */
+ * identifiers first ('_' for every other character), as .tfasm labels must
+ * be. Each base name keeps the next suffix to try, so n instructions named
+ * alike (every Add of an ONNX model) cost n tries, not n^2/2. */
 static const char *unique_name(lower *L, uint32_t region, const char *name)
 {
-    char base[112];
+    char base[112], cand[128];
     ut_fmt(base, sizeof base, "%s%s", name[0] >= '0' && name[0] <= '9' ? "_" : "", name);
     for (char *c = base; *c; c++)
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
             *c = '_';
-    for (uint32_t k = 0;; k++) {
-        const char *cand = k ? fmt_name(L, "%s_%u", base, k) : cc_strndup(L->C, base, strlen(base));
-        /* the hash of the candidate itself: "a_1" made from "a" must collide
-         * with an "a_1" given as is (or sanitized from "a:1") */
-        uint64_t hk = 1469598103934665603ull;
-        for (const char *p = cand; *p; p++)
-            hk = (hk ^ (unsigned char)*p) * 1099511628211ull;
-        /* exact check: the memo stores the first instruction with this hash */
-        uint32_t *slot = memo_slot(L, okey(7, region) ^ ((uint64_t)1 << 60), hk, true);
+    uint32_t *next = memo_slot(L, okey(8, region) ^ ((uint64_t)1 << 60), name_hash(base), true);
+    uint32_t k = *next == ISA_NONE ? 0 : *next;
+    for (;; k++) {
+        if (k)
+            snprintf(cand, sizeof cand, "%s_%u", base, k);
+        else
+            memcpy(cand, base, strlen(base) + 1);
+        /* taken is by the candidate's own hash: "a_1" made from "a" must
+         * collide with an "a_1" given as is (or sanitized from "a:1") */
+        uint32_t *slot = memo_slot(L, okey(7, region) ^ ((uint64_t)1 << 60), name_hash(cand), true);
         if (*slot == ISA_NONE) {
             *slot = 0;
-            return cand;
+            break;
         }
     }
+    /* the insertion above may have moved the table: look the counter up again */
+    *memo_slot(L, okey(8, region) ^ ((uint64_t)1 << 60), name_hash(base), true) = k + 1;
+    return cc_strndup(L->C, cand, strlen(cand));
 }
 
 /* -O0: a parameter is an explicit MERGE with one input per CALL that feeds

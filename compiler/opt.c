@@ -165,17 +165,18 @@ static int sure_dims(cc *C, const fold_state *S, cc_irval v, int64_t *dims, int 
             }
             return m;
         }
+        /* products checked: a target of [3, 6148914691236517206] wraps to 2
+         * elements, which an input of 2 would have matched */
         int64_t count = 1, prod = 1;
         int infer = -1;
         for (int k = 0; k < r; k++)
-            count = count < 0 || a[k] < 0 ? -1 : count * a[k];
+            if (count >= 0 && (a[k] < 0 || __builtin_mul_overflow(count, a[k], &count)))
+                count = -1;
         for (int k = 0; k < m; k++) {
             if (q[k] == -1 && infer < 0)
                 infer = k;
-            else if (q[k] < 0)
+            else if (q[k] < 0 || __builtin_mul_overflow(prod, q[k], &prod))
                 return -1;
-            else
-                prod *= q[k];
             dims[k] = q[k];
         }
         if (count < 0) /* the target alone, when it needs no inference */

@@ -2,6 +2,7 @@
  * expression its list of value types (literals adapt to the type their
  * context expects), numbers the call sites and finds what the entry reaches.
  * Every type error is reported here, before any graph is built. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler.h"
@@ -82,6 +83,21 @@ typedef struct checker {
     uint32_t n_decls, cap_decls;
     bool refix;           /* a use fixed the dtype of a bare-literal let: check the function again */
 } checker;
+
+static bool same_pos(cc_pos a, cc_pos b) { return a.line == b.line && a.col == b.col; }
+
+typedef struct decl_at {
+    cc_var *v;
+    uint32_t index; /* in checker.decls */
+} decl_at;
+
+static int cmp_decl_pos(const void *x, const void *y)
+{
+    const cc_var *a = ((const decl_at *)x)->v, *b = ((const decl_at *)y)->v;
+    if (a->pos.line != b->pos.line)
+        return a->pos.line < b->pos.line ? -1 : 1;
+    return a->pos.col < b->pos.col ? -1 : a->pos.col > b->pos.col;
+}
 
 static cc_var *lookup(checker *K, const char *name)
 {
@@ -1268,16 +1284,24 @@ static void check_func(cc *C, cc_func *f)
         }
         if (C->n_errors != n_err)
             return;
-        /* a declaration checked in several loop passes is one variable */
-        for (uint32_t i = 0; i < K.n_decls; i++) {
-            cc_var *v = K.decls[i];
-            bool used = false;
-            for (uint32_t j = 0; j < K.n_decls && !used; j++)
-                used = K.decls[j]->pos.line == v->pos.line && K.decls[j]->pos.col == v->pos.col &&
-                       K.decls[j]->user_uses > 0;
-            if (!used)
-                cc_warn(C, v->pos, "unused variable '%s'", v->name);
+        /* a declaration checked in several loop passes is one variable:
+         * used if any of its passes used it (sorted by position, not a
+         * scan of every declaration per declaration: 200,000 lets took 23 s) */
+        decl_at *by_pos = cc_array(C, K.n_decls + 1, sizeof *by_pos);
+        bool *used = cc_array(C, K.n_decls + 1, sizeof *used);
+        for (uint32_t i = 0; i < K.n_decls; i++)
+            by_pos[i] = (decl_at){K.decls[i], i};
+        qsort(by_pos, K.n_decls, sizeof *by_pos, cmp_decl_pos);
+        for (uint32_t i = 0, j; i < K.n_decls; i = j) {
+            bool any = false;
+            for (j = i; j < K.n_decls && same_pos(by_pos[j].v->pos, by_pos[i].v->pos); j++)
+                any |= by_pos[j].v->user_uses > 0;
+            for (uint32_t k = i; k < j; k++)
+                used[by_pos[k].index] = any;
         }
+        for (uint32_t i = 0; i < K.n_decls; i++)
+            if (!used[i])
+                cc_warn(C, K.decls[i]->pos, "unused variable '%s'", K.decls[i]->name);
         return;
     }
 }

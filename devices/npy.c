@@ -4,9 +4,11 @@
 #include "devices/npy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "isa/isa.h"
 
@@ -384,9 +386,23 @@ tfvm_status tfvm_npy_load(const char *path, const tfvm_allocator *alloc, tfvm_te
     *out = NULL;
     if (!path)
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_npy_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO is seen (and refused) instead of blocking the open
+     * for ever. A device is read as far as its header says (/dev/null: bad
+     * magic), never to its end. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat fsb;
+    if (fstat(fd, &fsb) != 0 || S_ISFIFO(fsb.st_mode) || S_ISSOCK(fsb.st_mode)) {
+        close(fd);
+        return ut_err(err, TFVM_ERR_IO, "%s: not a regular file (refused: it may never end)", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(e));
+    }
 
     /* Ten bytes is the shortest header (1.0, empty dict); 2.0 and 3.0 have a
      * 4-byte length, so read two more for those. Never read past the header. */

@@ -406,6 +406,10 @@ tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char 
     ProtobufCAllocator *pa = &pb.pa;
     isa_program_init(out, a);
     ut_err_clear(err);
+    size_t at;
+    if (!imp_pb_depth_ok(&onnx__model_proto__descriptor, data, len, &at))
+        return ut_err(err, TFVM_ERR_FORMAT, "%s: bad .onnx file (messages nested deeper than %d at byte %zu)", name,
+                      IMP_PB_MAX_DEPTH, at);
     Onnx__ModelProto *m = onnx__model_proto__unpack(pa, len, data);
     if (!m) {
         if (pb.failed)

@@ -1,9 +1,14 @@
 /* import/onnx_tensor.c — TensorProto to a constant: raw_data (little-endian)
  * or the typed repeated fields, and external data files (data_location
- * EXTERNAL) read relative to the model's directory, never outside it. */
+ * EXTERNAL) read relative to the model's directory, never outside it: no
+ * "..", no absolute path, no symbolic link on the way, a regular file. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "import/onnx_int.h"
 
@@ -15,8 +20,56 @@ _Noreturn static void tfail(ox *X, const Onnx__TensorProto *t, tfvm_status code,
     cc_error(X->C, (cc_pos){0, 0}, code, "tensor '%.80s': %s", t->name ? t->name : "", msg);
 }
 
+/* Opens external data `loc` below X->dir one path component at a time,
+ * none of them a symbolic link (O_NOFOLLOW: a link in the model's folder
+ * could name /etc/passwd), the last a regular file (a FIFO would block, a
+ * device never end: O_NONBLOCK opens without waiting). Its status in *sb. */
+static int open_external(ox *X, const Onnx__TensorProto *t, const char *loc, const char *path, struct stat *sb)
+{
+    int dfd = open(X->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        tfail(X, t, TFVM_ERR_IO, "cannot open external data file '%.200s'", path, 0);
+    char comp[256];
+    const char *p = loc;
+    for (;;) {
+        const char *q = p;
+        while (*q && *q != '/')
+            q++;
+        const size_t n = (size_t)(q - p);
+        const bool last = !*q;
+        if (n >= sizeof comp) {
+            close(dfd);
+            tfail(X, t, TFVM_ERR_IO, "cannot open external data file '%.200s'", path, 0);
+        }
+        memcpy(comp, p, n);
+        comp[n] = 0;
+        p = last ? q : q + 1;
+        if (!last && (n == 0 || (n == 1 && comp[0] == '.')))
+            continue;
+        int fd = openat(dfd, comp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY));
+        /* a link gives ELOOP, or ENOTDIR where a folder is asked for */
+        struct stat ls;
+        const bool link = fd < 0 && (errno == ELOOP || errno == ENOTDIR) &&
+                          fstatat(dfd, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ls.st_mode);
+        close(dfd);
+        if (link)
+            tfail(X, t, TFVM_ERR_FORMAT, "external data '%.100s' goes through a symbolic link (refused)", loc, 0);
+        if (fd < 0)
+            tfail(X, t, TFVM_ERR_IO, "cannot open external data file '%.200s'", path, 0);
+        if (!last) {
+            dfd = fd;
+            continue;
+        }
+        if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+            close(fd);
+            tfail(X, t, TFVM_ERR_FORMAT, "external data '%.100s' is not a regular file (refused)", loc, 0);
+        }
+        return fd;
+    }
+}
+
 /* The bytes of an external tensor: location must be a relative path below
- * dir (no "..", not absolute). */
+ * dir (no "..", not absolute, no link). */
 static const void *read_external(ox *X, const Onnx__TensorProto *t, size_t want)
 {
     const char *loc = NULL;
@@ -54,13 +107,28 @@ static const void *read_external(ox *X, const Onnx__TensorProto *t, size_t want)
     size_t plen = strlen(X->dir) + strlen(loc) + 2;
     char *path = cc_alloc(X->C, plen);
     snprintf(path, plen, "%s/%s", X->dir, loc);
-    unsigned char *buf = cc_alloc(X->C, want ? want : 1); /* before fopen: it may unwind */
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        tfail(X, t, TFVM_ERR_IO, "cannot open external data file '%.200s'", path, 0);
-    bool ok = fseek(f, (long)off, SEEK_SET) == 0 && fread(buf, 1, want, f) == want;
-    fclose(f);
-    if (!ok)
+    /* checked before the buffer is made (a tensor may claim 100 GB of a small
+     * file), then opened again to read: cc_alloc may unwind, and must not
+     * leave a descriptor open */
+    struct stat sb;
+    int fd = open_external(X, t, loc, path, &sb);
+    close(fd);
+    if ((unsigned long long)sb.st_size < (unsigned long long)off || (size_t)(sb.st_size - off) < want)
+        tfail(X, t, TFVM_ERR_IO, "external data file '%.200s' is shorter than offset + %lld bytes", path,
+              (long long)want);
+    unsigned char *buf = cc_alloc(X->C, want ? want : 1);
+    fd = open_external(X, t, loc, path, &sb);
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = pread(fd, buf + got, want - got, (off_t)(off + (long long)got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got < want)
         tfail(X, t, TFVM_ERR_IO, "external data file '%.200s' is shorter than offset + %lld bytes", path,
               (long long)want);
     return buf;

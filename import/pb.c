@@ -39,6 +39,85 @@ void imp_pb_init(imp_pb *pb, const tfvm_allocator *a)
     pb->pa = (ProtobufCAllocator){.alloc = pb_alloc, .free = pb_free, .allocator_data = pb};
 }
 
+/* A varint at *pos (< end); false when it runs past end or 10 bytes. */
+static bool pb_varint(const uint8_t *b, size_t *pos, size_t end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned k = 0; k < 10 && *pos < end; k++) {
+        const uint8_t c = b[(*pos)++];
+        *v |= (uint64_t)(c & 0x7f) << (7 * k);
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+static const ProtobufCFieldDescriptor *pb_field(const ProtobufCMessageDescriptor *d, uint64_t id)
+{
+    for (unsigned k = 0; k < d->n_fields; k++)
+        if (d->fields[k].id == id)
+            return &d->fields[k];
+    return NULL;
+}
+
+bool imp_pb_depth_ok(const ProtobufCMessageDescriptor *d, const void *data, size_t len, size_t *at)
+{
+    struct {
+        const ProtobufCMessageDescriptor *d;
+        size_t end;
+    } st[IMP_PB_MAX_DEPTH + 1];
+    const uint8_t *b = data;
+    size_t depth = 0, pos = 0;
+    st[0].d = d;
+    st[0].end = len;
+    for (;;) {
+        while (depth && pos == st[depth].end)
+            depth--;
+        const size_t end = st[depth].end;
+        if (pos >= end)
+            return true; /* the end, or bad bytes */
+        uint64_t tag, n;
+        const size_t key = pos;
+        if (!pb_varint(b, &pos, end, &tag))
+            return true;
+        switch (tag & 7) {
+        case 0:
+            if (!pb_varint(b, &pos, end, &n))
+                return true;
+            break;
+        case 1:
+            if (end - pos < 8)
+                return true;
+            pos += 8;
+            break;
+        case 5:
+            if (end - pos < 4)
+                return true;
+            pos += 4;
+            break;
+        case 2: {
+            if (!pb_varint(b, &pos, end, &n) || n > end - pos)
+                return true;
+            const ProtobufCFieldDescriptor *f = pb_field(st[depth].d, tag >> 3);
+            if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || !n) {
+                pos += n;
+                break;
+            }
+            if (depth == IMP_PB_MAX_DEPTH) {
+                *at = key;
+                return false;
+            }
+            depth++;
+            st[depth].d = f->descriptor;
+            st[depth].end = pos + n;
+            break;
+        }
+        default: /* groups: protobuf-c refuses them */
+            return true;
+        }
+    }
+}
+
 void imp_one_line(char *s)
 {
     for (; *s; s++)

@@ -18,6 +18,18 @@ typedef struct imp_pb {
 /* a may be NULL (the C library). The struct must not move while in use. */
 void imp_pb_init(imp_pb *pb, const tfvm_allocator *a);
 
+/* Messages nested deeper than this are refused before protobuf-c unpacks
+ * them (it recurses once per level: ~8,700 levels overflow an 8 MB stack).
+ * As protobuf's own default recursion limit; an ONNX subgraph costs 3
+ * levels (NodeProto, AttributeProto, GraphProto). */
+#define IMP_PB_MAX_DEPTH 100
+
+/* Walks the wire format of a message of type d without recursing, and
+ * returns false with *at = the byte offset of the key of the first message nested
+ * deeper than IMP_PB_MAX_DEPTH. Bytes it cannot read are left for the
+ * unpacker to refuse (true). */
+bool imp_pb_depth_ok(const ProtobufCMessageDescriptor *d, const void *data, size_t len, size_t *at);
+
 /* Replaces control characters in s with '?'. */
 void imp_one_line(char *s);
 

@@ -84,6 +84,15 @@ struct imp_tf_inst {
     uint32_t n_frames, n_conds;
     frame **frames;
     cnd **conds;
+    /* node_scope, need and emit walk a graph with this stack, not the C
+     * stack: a chain of 32,600 nodes (a 1 MB GraphDef) overflowed 8 MB. A
+     * walk may start inside another; each pops back to where it began. */
+    struct walk_ent {
+        int32_t node;
+        uint32_t k;
+    } *ws;
+    uint32_t wn, wcap;
+    uint8_t *walking;   /* on emit's walk stack */
 };
 
 static const char *S(const char *s) { return s ? s : ""; }
@@ -706,13 +715,12 @@ static sc *deeper(imp_tf_inst *I, uint32_t n, sc *a, sc *b)
     emit_fail(I, n, "mixes values of two different loop frames or cond branches");
 }
 
-static void frame_parent(imp_tf_inst *I, frame *f, uint32_t at)
+/* A frame's parent scope: the deepest of its Enters' inputs (node_scope's
+ * walk has placed them, and tells a frame entered from inside itself). */
+static void frame_parent(imp_tf_inst *I, frame *f)
 {
     if (f->parent_done)
         return;
-    if (f->busy)
-        emit_fail(I, at, "frame '%s' is entered with values computed inside it", f->name);
-    f->busy = true;
     sc *p = &I->root;
     for (uint32_t j = 0; j < f->n_enters; j++)
         p = deeper(I, f->enters[j], p, ref_scope(I, I->g->nodes[f->enters[j]].in[0]));
@@ -723,13 +731,10 @@ static void frame_parent(imp_tf_inst *I, frame *f, uint32_t at)
     f->busy = false;
 }
 
-static void cond_parent(imp_tf_inst *I, cnd *c, uint32_t at)
+static void cond_parent(imp_tf_inst *I, cnd *c)
 {
     if (c->parent_done)
         return;
-    if (c->busy)
-        emit_fail(I, at, "a cond's Switch takes a value computed inside that cond");
-    c->busy = true;
     sc *p = ref_scope(I, c->pred);
     /* each Switch's own predicate input too: tf.cond's pred_id carries a
      * control input that places the cond in an enclosing loop's body */
@@ -760,13 +765,9 @@ static bool merge_cond(sc *sa, sc *sb, cnd **out, int *a_branch)
     return false;
 }
 
-static void node_scope(imp_tf_inst *I, uint32_t n)
+/* Node n's scope, once every scope it depends on is known (scope_dep). */
+static void node_scope_one(imp_tf_inst *I, uint32_t n)
 {
-    if (I->state[n] == 2)
-        return;
-    if (I->state[n] == 1)
-        emit_fail(I, n, "is on a cycle outside any while loop");
-    I->state[n] = 1;
     const imp_tf_node *nd = &I->g->nodes[n];
     sc *s = &I->root;
     switch (I->kind[n]) {
@@ -774,20 +775,20 @@ static void node_scope(imp_tf_inst *I, uint32_t n)
     case NK_NEXT:
     case NK_LOOPCOND: s = ref_scope(I, nd->in[0]); break;
     case NK_LMERGE:
-        frame_parent(I, I->nframe[n], n);
+        frame_parent(I, I->nframe[n]);
         s = &I->nframe[n]->head;
         break;
     case NK_LSWITCH:
-        frame_parent(I, I->nframe[n], n);
+        frame_parent(I, I->nframe[n]);
         s = &I->nframe[n]->head;
         I->sw1[n] = &I->nframe[n]->body;
         break;
     case NK_EXIT:
-        frame_parent(I, I->nframe[n], n);
+        frame_parent(I, I->nframe[n]);
         s = I->nframe[n]->head.parent;
         break;
     case NK_CSWITCH:
-        cond_parent(I, I->ncond[n], n);
+        cond_parent(I, I->ncond[n]);
         s = &I->ncond[n]->br[0];
         I->sw1[n] = &I->ncond[n]->br[1];
         break;
@@ -815,50 +816,148 @@ static void node_scope(imp_tf_inst *I, uint32_t n)
     I->state[n] = 2;
 }
 
-static void need(imp_tf_inst *I, imp_tf_ref r);
 
-static void need_frame(imp_tf_inst *I, frame *f)
+static void walk_push(imp_tf_inst *I, int32_t node)
 {
-    if (f->needed)
-        return;
-    f->needed = true;
-    for (uint32_t j = 0; j < f->n_merges; j++) {
-        const imp_tf_node *m = &I->g->nodes[f->merges[j]];
-        need(I, (imp_tf_ref){(int32_t)f->merges[j], 0});
-        for (uint32_t k = 0; k < 2; k++)
-            need(I, m->in[k]);
-    }
-    need(I, (imp_tf_ref){f->loopcond, 0});
+    I->ws = cc_grow(I->T->C, I->ws, I->wn, &I->wcap, sizeof *I->ws);
+    I->ws[I->wn++] = (struct walk_ent){node, 0};
 }
 
-static void need(imp_tf_inst *I, imp_tf_ref r)
+/* The k-th value whose scope node n's scope depends on (false: no more):
+ * a pass-through's input, a frame's Enters' inputs, a cond's predicate and
+ * its Switches' inputs, a cond Merge's inputs, else the data and control
+ * inputs. A node < 0 (a function argument, a skipped input) has none. */
+static bool scope_dep(imp_tf_inst *I, uint32_t n, uint32_t k, int32_t *dep)
 {
-    if (r.node < 0 || I->needed[r.node])
-        return;
-    uint32_t n = (uint32_t)r.node;
-    I->needed[n] = true;
-    node_scope(I, n);
     const imp_tf_node *nd = &I->g->nodes[n];
+    switch (I->kind[n]) {
+    case NK_ENTER:
+    case NK_NEXT:
+    case NK_LOOPCOND:
+        if (!nd->n_in)
+            emit_fail(I, n, "needs one input");
+        *dep = nd->in[0].node;
+        return k == 0;
+    case NK_LMERGE:
+    case NK_LSWITCH:
+    case NK_EXIT: {
+        const frame *f = I->nframe[n];
+        if (f->parent_done || k >= f->n_enters)
+            return false;
+        *dep = I->g->nodes[f->enters[k]].in[0].node;
+        return true;
+    }
+    case NK_CSWITCH: {
+        const cnd *c = I->ncond[n];
+        if (c->parent_done || k > 2 * c->n_sw)
+            return false;
+        *dep = k == 0 ? c->pred.node : I->g->nodes[c->sw[(k - 1) / 2]].in[(k - 1) % 2].node;
+        return true;
+    }
+    case NK_CMERGE:
+        *dep = k < 2 ? nd->in[k].node : -1;
+        return k < 2;
+    default:
+        if (k < nd->n_in)
+            *dep = skip_input(nd, k) ? -1 : nd->in[k].node;
+        else if (k < nd->n_in + nd->n_ctl)
+            *dep = (int32_t)nd->ctl[k - nd->n_in];
+        return k < nd->n_in + nd->n_ctl;
+    }
+}
+
+/* Node n goes on node_scope's walk: a node met again before its scope is
+ * known is on a cycle, and a frame or cond met again before its parent
+ * scope is known is entered from inside itself. */
+static void scope_push(imp_tf_inst *I, uint32_t n)
+{
+    if (I->state[n] == 1)
+        emit_fail(I, n, "is on a cycle outside any while loop");
+    I->state[n] = 1;
     switch (I->kind[n]) {
     case NK_LMERGE:
     case NK_LSWITCH:
-    case NK_EXIT:
-        need_frame(I, I->nframe[n]);
-        for (uint32_t j = 0; j < nd->n_in; j++)
-            need(I, nd->in[j]);
+    case NK_EXIT: {
+        frame *f = I->nframe[n];
+        if (!f->parent_done && f->busy)
+            emit_fail(I, n, "frame '%s' is entered with values computed inside it", f->name);
+        f->busy = !f->parent_done;
         break;
-    case NK_CMERGE:
-        need(I, I->ncond[n]->pred);
-        /* fall through */
-    default:
-        for (uint32_t j = 0; j < nd->n_in; j++)
-            if (!skip_input(nd, j))
-                need(I, nd->in[j]);
+    }
+    case NK_CSWITCH: {
+        cnd *c = I->ncond[n];
+        if (!c->parent_done && c->busy)
+            emit_fail(I, n, "a cond's Switch takes a value computed inside that cond");
+        c->busy = !c->parent_done;
         break;
+    }
+    default: break;
+    }
+    walk_push(I, (int32_t)n);
+}
+
+/* The scopes of n and of everything it depends on, deepest first. */
+static void node_scope(imp_tf_inst *I, uint32_t n)
+{
+    if (I->state[n] == 2)
+        return;
+    const uint32_t base = I->wn;
+    scope_push(I, n);
+    while (I->wn > base) {
+        const uint32_t m = (uint32_t)I->ws[I->wn - 1].node;
+        int32_t d = -1;
+        bool pushed = false;
+        while (!pushed && scope_dep(I, m, I->ws[I->wn - 1].k, &d)) {
+            I->ws[I->wn - 1].k++;
+            if (d >= 0 && I->state[d] != 2) {
+                scope_push(I, (uint32_t)d);
+                pushed = true;
+            }
+        }
+        if (pushed)
+            continue;
+        node_scope_one(I, m);
+        I->wn--;
+    }
+}
+
+/* Marks what r needs, depth first in input order (a frame: its Merges,
+ * their inputs and its LoopCond first), each node's scope found. */
+static void need(imp_tf_inst *I, imp_tf_ref r)
+{
+    const uint32_t base = I->wn;
+    walk_push(I, r.node);
+    while (I->wn > base) {
+        const int32_t x = I->ws[--I->wn].node;
+        if (x < 0 || I->needed[x])
+            continue;
+        const uint32_t n = (uint32_t)x;
+        I->needed[n] = true;
+        node_scope(I, n);
+        const imp_tf_node *nd = &I->g->nodes[n];
+        /* pushed last to first: taken first to last */
+        const bool all = I->kind[n] == NK_LMERGE || I->kind[n] == NK_LSWITCH || I->kind[n] == NK_EXIT;
+        for (uint32_t j = nd->n_in; j-- > 0;)
+            if (all || !skip_input(nd, j))
+                walk_push(I, nd->in[j].node);
+        if (I->kind[n] == NK_CMERGE)
+            walk_push(I, I->ncond[n]->pred.node);
+        frame *f = all ? I->nframe[n] : NULL;
+        if (f && !f->needed) {
+            f->needed = true;
+            walk_push(I, f->loopcond);
+            for (uint32_t j = f->n_merges; j-- > 0;) {
+                const imp_tf_node *m = &I->g->nodes[f->merges[j]];
+                walk_push(I, m->in[1].node);
+                walk_push(I, m->in[0].node);
+                walk_push(I, (int32_t)f->merges[j]);
+            }
+        }
     }
 }
 
 static cc_irval emit(imp_tf_inst *I, imp_tf_ref r, uint32_t user);
+static void convert_chain(imp_tf_inst *I, uint32_t n);
 static cc_blk *block_of(imp_tf_inst *I, sc *s);
 
 /* Emits every value from outside scope `unit` that a needed node inside it
@@ -1041,8 +1140,20 @@ static cc_irval emit(imp_tf_inst *I, imp_tf_ref r, uint32_t user)
     }
     default: break;
     }
+    if (!I->vals[n])
+        convert_chain(I, n);
+    if (r.k >= nd->n_out || !I->vals[n][r.k].n)
+        emit_fail(I, user, "reads output %u of '%s' (%s), which has no value here", r.k, nd->name, nd->op);
+    return I->vals[n][r.k];
+}
+
+/* Converts plain node n (its inputs are converted or cheap to reach). */
+static void convert_node(imp_tf_inst *I, uint32_t n)
+{
+    cc *C = I->T->C;
+    const imp_tf_node *nd = &I->g->nodes[n];
     if (!I->needed[n])
-        need(I, r); /* a value reached through an op converter only */
+        need(I, (imp_tf_ref){(int32_t)n, 0}); /* a value reached through an op converter only */
     cc_blk *b = block_of(I, I->scope[n]);
     imp_tf_opctx X = {.T = I->T, .C = C, .I = I, .n = nd, .b = b};
     X.in = cc_array(C, nd->n_in + 1, sizeof *X.in);
@@ -1070,9 +1181,51 @@ static cc_irval emit(imp_tf_inst *I, imp_tf_ref r, uint32_t user)
             X.out[k].n->types[X.out[k].k].dtype != TFVM_U8 && X.out[k].n->types[X.out[k].k].dtype != TFVM_I8)
             emit_fail(I, n, "output %u has an unsupported dtype", k);
     I->vals[n] = X.out;
-    if (r.k >= nd->n_out || !X.out[r.k].n)
-        emit_fail(I, user, "reads output %u of '%s' (%s), which has no value here", r.k, nd->name, nd->op);
-    return X.out[r.k];
+}
+
+/* The plain node an input reads, through Enters, LoopConds and cond
+ * Switches (which pass their input on), or -1. */
+static int32_t plain_source(const imp_tf_inst *I, imp_tf_ref r)
+{
+    for (uint32_t steps = 0; r.node >= 0 && steps <= I->g->n_nodes; steps++) {
+        const uint8_t k = I->kind[r.node];
+        if (k == NK_PLAIN)
+            return r.node;
+        if ((k != NK_ENTER && k != NK_LOOPCOND && k != NK_CSWITCH) || !I->g->nodes[r.node].n_in)
+            return -1;
+        r = I->g->nodes[r.node].in[0];
+    }
+    return -1;
+}
+
+/* Converts plain node n after the plain nodes it reads that are not yet
+ * converted, deepest first, as emit's recursion would, but with the walk
+ * stack: emit then finds each input converted. */
+static void convert_chain(imp_tf_inst *I, uint32_t n)
+{
+    const uint32_t base = I->wn;
+    I->walking[n] = 1;
+    walk_push(I, (int32_t)n);
+    while (I->wn > base) {
+        const uint32_t m = (uint32_t)I->ws[I->wn - 1].node;
+        const imp_tf_node *nd = &I->g->nodes[m];
+        bool pushed = false;
+        while (!pushed && I->ws[I->wn - 1].k < nd->n_in) {
+            const uint32_t j = I->ws[I->wn - 1].k++;
+            const int32_t p = skip_input(nd, j) ? -1 : plain_source(I, nd->in[j]);
+            if (p >= 0 && !I->vals[p] && !I->walking[p]) {
+                I->walking[p] = 1;
+                walk_push(I, p);
+                pushed = true;
+            }
+        }
+        if (pushed)
+            continue;
+        I->wn--;
+        if (!I->vals[m])
+            convert_node(I, m);
+        I->walking[m] = 0;
+    }
 }
 
 static imp_tf_inst *inst_new(imp_tf_st *T, const imp_tf_graph *g, cc_blk *top, const cc_irval *args)
@@ -1095,6 +1248,7 @@ static imp_tf_inst *inst_new(imp_tf_st *T, const imp_tf_graph *g, cc_blk *top, c
     I->var = cc_array(C, n, sizeof *I->var);
     I->needed = cc_array(C, n, sizeof *I->needed);
     I->vals = cc_array(C, n, sizeof *I->vals);
+    I->walking = cc_array(C, n, 1);
     classify(I);
     return I;
 }
@@ -1315,6 +1469,12 @@ tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *o
 {
     imp_pb pb;
     imp_pb_init(&pb, a);
+    size_t at;
+    if (!imp_pb_depth_ok(&tfvm_tf__graph_def__descriptor, data, len, &at)) {
+        isa_program_init(out, a);
+        return ut_err(err, TFVM_ERR_FORMAT, "%s: bad GraphDef (messages nested deeper than %d at byte %zu)", name,
+                      IMP_PB_MAX_DEPTH, at);
+    }
     TfvmTf__GraphDef *gd = tfvm_tf__graph_def__unpack(&pb.pa, len, data);
     if (!gd) {
         isa_program_init(out, a);

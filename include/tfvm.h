@@ -425,6 +425,8 @@ TFVM_API tfvm_status tfvm_vm_new(const tfvm_program *p, const tfvm_config *cfg, 
  * "out of memory making a VM". Same codes; *out is NULL on failure. */
 TFVM_API tfvm_status tfvm_vm_new_ex(const tfvm_program *p, const tfvm_config *cfg, tfvm_vm **out,
                                     tfvm_error *err);
+/* A live session of the VM is cancelled first (as tfvm_session_cancel: calls
+ * on it in other threads return), then freed with the VM. */
 TFVM_API void tfvm_vm_free(tfvm_vm *vm);
 
 /* Runs entry `entry` (NULL = the first entry) with n_args arguments and
@@ -463,9 +465,17 @@ TFVM_API tfvm_status tfvm_run(tfvm_vm *vm, const char *entry, const tfvm_value *
  * tfvm_session_finish says the host feeds no more (a FEED that still waits,
  * or waits later, fails the run: "... waits for value #4, but the host feeds
  * no more values"), waits for the run's end, stores its results as tfvm_run
- * does (tfvm_last_error(vm) has a failure) and frees the session;
- * tfvm_session_cancel stops the run and frees it. Values queued and not taken
- * are freed with the session. */
+ * does (tfvm_last_error(vm) has a failure) and ends the session;
+ * tfvm_session_cancel stops the run and ends it. Values queued and not taken
+ * are freed then. Other threads may be inside tfvm_feed and tfvm_fetch
+ * meanwhile: a fetch blocked in the run gets its value or the run's end
+ * (TFVM_ERR_STUCK, or the run's error: TFVM_ERR_INTERRUPTED "session
+ * cancelled"), and the session ends only after every such call has returned.
+ * A cancel while another thread finishes stops the run and waits for that
+ * finish. The handle belongs to the VM, which gives the same handle to its
+ * next session: after the end, calls on it return TFVM_ERR_ARGUMENT ("feed of
+ * channel 'x': the session has ended"; tfvm_session_cancel does nothing)
+ * until the VM starts another session; tfvm_vm_free frees it. */
 typedef struct tfvm_session tfvm_session;
 TFVM_API tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args,
                                         tfvm_session **out);

@@ -2,9 +2,13 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void *libc_alloc(void *ud, void *p, size_t old, size_t n)
 {
@@ -305,14 +309,29 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
                          tfvm_error *err)
 {
     bool is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f)
-        return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f = stdin;
+    if (!is_stdin) {
+        /* a regular file only: a FIFO blocked the open for ever, a device
+         * (/dev/zero) never ends; O_NONBLOCK lets the open see which it is */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+        struct stat sb = {0};
+        if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            close(fd);
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path,
+                          S_ISDIR(sb.st_mode) ? strerror(EISDIR) : "not a regular file (refused: it may never end)");
+        }
+        if (!(f = fdopen(fd, "rb"))) {
+            close(fd);
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+        }
+    }
     ut_buf b;
     ut_buf_init(&b, a);
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    while (!b.failed && (n = fread(chunk, 1, sizeof chunk, f)) > 0) /* endless standard input: until memory fails */
         ut_buf_append(&b, chunk, n);
     bool bad = ferror(f);
     int e = errno;
@@ -330,14 +349,45 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
 
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err)
 {
-    bool is_stdout = strcmp(path, "-") == 0;
-    FILE *f = is_stdout ? stdout : fopen(path, "wb");
-    if (!f)
+    if (strcmp(path, "-") == 0) {
+        bool ok = fwrite(data, 1, len, stdout) == len;
+        if (fflush(stdout) != 0 || !ok)
+            return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return TFVM_OK;
+    }
+    /* a temporary file beside it, renamed over it once whole: a write cut
+     * short (Ctrl-C, a full disk) leaves the old file, never half of a new
+     * one. The name is unique per process and call; 0666 minus the umask,
+     * as fopen gives. */
+    static atomic_uint serial;
+    char tmp[4096 + 48];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", path, (long)getpid(), atomic_fetch_add(&serial, 1)) >=
+        (int)sizeof tmp)
+        return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(ENAMETOOLONG));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
         return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok = (is_stdout ? fflush(f) : fclose(f)) == 0 && ok;
-    if (!ok)
-        return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    const unsigned char *p = data;
+    size_t done = 0;
+    int e = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = w < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e)
+        unlink(tmp);
+    if (e)
+        return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(e));
     return TFVM_OK;
 }
 

@@ -84,6 +84,8 @@ char *ut_buf_take(ut_buf *b, size_t *len);
  * free with ut_free(a, *data, *len + 1)). Errors: TFVM_ERR_IO "path: reason". */
 tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data, size_t *len,
                          tfvm_error *err);
+/* Writes a whole file ("-" = stdout) through a temporary file beside it,
+ * renamed over path once complete: the old file stays until then. */
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err);
 
 /* ---- The machine (util/topo.c) ------------------------------------------

@@ -200,6 +200,7 @@ void tfvm_vm_free(tfvm_vm *vm)
 {
     if (!vm)
         return;
+    vm_session_free(vm);
     /* A run that was begun and not ended, whatever its state (a run that
      * failed while being stepped is VM_FAILED with its contexts still live). */
     int state = atomic_load(&vm->state);
@@ -233,7 +234,7 @@ tfvm_status vm_run_prepare(tfvm_vm *vm, const char *entry, size_t n_args, const 
                            uint32_t *entry_index)
 {
     int state = atomic_load(&vm->state);
-    if (state == VM_RUNNING || state == VM_PAUSED)
+    if (state == VM_RUNNING || state == VM_PAUSED || vm_session_busy(vm))
         return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a run is already in progress on this VM");
     const isa_program *p = vm->prog;
     uint32_t e = 0;

@@ -51,9 +51,26 @@ struct vm_io {
                              looks at it for a while first (a wake-up costs tens of µs) */
 };
 
+/* A VM's session handle: made at its first tfvm_session_start, reused by
+ * every later one and freed with the VM, so a call on a finished session is
+ * answered, not a use after free. `users` counts host calls inside
+ * tfvm_feed and tfvm_fetch: the run's end waits until they have all left
+ * before it tears the run down. Lock order: io->lock, then lock. */
+typedef enum session_state {
+    S_IDLE,    /* no session: never started, finished or cancelled */
+    S_LIVE,    /* the run goes on; the host feeds and fetches */
+    S_ENDING,  /* finish or cancel waits for the run's end: fetches still answered */
+    S_CLOSING, /* the run is over: no call enters; the ender waits for users to leave */
+} session_state;
+
 struct tfvm_session {
     tfvm_vm *vm;
     pthread_t thread;
+    pthread_mutex_t lock; /* state, users, joined, err */
+    pthread_cond_t cond;  /* users left; the state went back to S_IDLE */
+    session_state state;
+    unsigned users;
+    bool joined;          /* the run's thread is joined: a late cancel no longer stops it */
     tfvm_error err;       /* the last error a call on the session returned */
 };
 
@@ -400,11 +417,15 @@ void vm_io_quiet(void *ud)
 static tfvm_status serr(tfvm_session *s, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
 static tfvm_status serr(tfvm_session *s, tfvm_status code, const char *fmt, ...)
 {
+    char msg[sizeof s->err.message];
     va_list ap;
     va_start(ap, fmt);
-    s->err.code = code;
-    vsnprintf(s->err.message, sizeof s->err.message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    pthread_mutex_lock(&s->lock);
+    s->err.code = code;
+    memcpy(s->err.message, msg, sizeof msg);
+    pthread_mutex_unlock(&s->lock);
     return code;
 }
 
@@ -415,9 +436,32 @@ static tfvm_status run_error(tfvm_session *s)
     if (atomic_load(&vm->state) != VM_FAILED)
         return TFVM_OK;
     pthread_mutex_lock(&vm->err_lock);
-    s->err = vm->err;
+    const tfvm_error e = vm->err;
     pthread_mutex_unlock(&vm->err_lock);
-    return s->err.code;
+    pthread_mutex_lock(&s->lock);
+    s->err = e;
+    pthread_mutex_unlock(&s->lock);
+    return e.code;
+}
+
+/* A host call enters the session (false: it has ended, with an error). */
+static bool session_enter(tfvm_session *s, const char *what, const char *name)
+{
+    pthread_mutex_lock(&s->lock);
+    const bool in = s->state == S_LIVE || s->state == S_ENDING;
+    s->users += in;
+    pthread_mutex_unlock(&s->lock);
+    if (!in)
+        serr(s, TFVM_ERR_ARGUMENT, "%s of channel '%s': the session has ended", what, name ? name : "(null)");
+    return in;
+}
+
+static void session_leave(tfvm_session *s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (--s->users == 0)
+        pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
 }
 
 static vm_chan *find_chan(tfvm_session *s, const char *name, bool fetch)
@@ -464,10 +508,25 @@ tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value 
     tfvm_status st = vm_run_prepare(vm, entry, n_args, args, &e);
     if (st != TFVM_OK)
         return st;
-    tfvm_session *s = ut_calloc(&vm->alloc, 1, sizeof *s);
-    if (!s)
-        return ut_err(&vm->err, TFVM_ERR_NOMEM, "out of memory starting a session");
-    s->vm = vm;
+    tfvm_session *s = vm->session;
+    if (!s) {
+        if (!(s = ut_calloc(&vm->alloc, 1, sizeof *s)))
+            return ut_err(&vm->err, TFVM_ERR_NOMEM, "out of memory starting a session");
+        s->vm = vm;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        vm->session = s;
+    }
+    pthread_mutex_lock(&s->lock);
+    const bool idle = s->state == S_IDLE;
+    if (idle) {
+        s->state = S_LIVE;
+        s->joined = false;
+        memset(&s->err, 0, sizeof s->err);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!idle)
+        return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "a run is already in progress on this VM");
     st = vm_begin(vm, e, args, n_args);
     if (st == TFVM_OK)
         io_open(vm);
@@ -478,7 +537,9 @@ tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value 
         if (vm->root || vm->results)
             vm_end(vm, NULL, 0);
         atomic_store(&vm->state, VM_IDLE);
-        ut_free(&vm->alloc, s, sizeof *s);
+        pthread_mutex_lock(&s->lock);
+        s->state = S_IDLE;
+        pthread_mutex_unlock(&s->lock);
         return st;
     }
     *out = s;
@@ -543,14 +604,25 @@ static bool chan_put(tfvm_vm *vm, vm_chan *ch, dev_value *d)
     return true;
 }
 
+static tfvm_status feed(tfvm_session *s, const char *name, const tfvm_value *v);
+
 tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
 {
     if (!s)
         return TFVM_ERR_ARGUMENT;
+    if (!session_enter(s, "feed", name))
+        return TFVM_ERR_ARGUMENT;
+    tfvm_status st = feed(s, name, v);
+    session_leave(s);
+    return st;
+}
+
+static tfvm_status feed(tfvm_session *s, const char *name, const tfvm_value *v)
+{
     tfvm_vm *vm = s->vm;
     vm_chan *ch = find_chan(s, name, false);
     if (!ch)
-        return s->err.code;
+        return TFVM_ERR_ARGUMENT;
     if (!v)
         return serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the value is NULL", name);
     dev_value d;
@@ -572,15 +644,26 @@ tfvm_status tfvm_feed(tfvm_session *s, const char *name, const tfvm_value *v)
     return st;
 }
 
+static tfvm_status fetch(tfvm_session *s, const char *name, tfvm_value *out);
+
 tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
 {
     if (!s)
         return TFVM_ERR_ARGUMENT;
     if (out)
         memset(out, 0, sizeof *out);
+    if (!session_enter(s, "fetch", name))
+        return TFVM_ERR_ARGUMENT;
+    tfvm_status st = fetch(s, name, out);
+    session_leave(s);
+    return st;
+}
+
+static tfvm_status fetch(tfvm_session *s, const char *name, tfvm_value *out)
+{
     vm_chan *ch = find_chan(s, name, true);
     if (!ch)
-        return s->err.code;
+        return TFVM_ERR_ARGUMENT;
     if (!out)
         return serr(s, TFVM_ERR_ARGUMENT, "fetch of channel '%s': out is NULL", name);
     tfvm_vm *vm = s->vm;
@@ -633,14 +716,26 @@ tfvm_status tfvm_fetch(tfvm_session *s, const char *name, tfvm_value *out)
     return st;
 }
 
-/* Joins the run's thread and frees the session; the run's results. */
+/* The ender's part (state S_ENDING): joins the run's thread, lets no call
+ * enter and waits until every call inside has left (a fetch that blocks
+ * returns once the run has ended: vm_io_end woke it), then collects the
+ * run's results and drops what is queued. The handle stays, S_IDLE. */
 static tfvm_status session_end(tfvm_session *s, tfvm_value *results, size_t n_results)
 {
     tfvm_vm *vm = s->vm;
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->lock);
+    s->joined = true;
+    s->state = S_CLOSING;
+    while (s->users)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     tfvm_status st = vm_end(vm, results, n_results);
     vm_io_teardown(vm);
-    ut_free(&vm->alloc, s, sizeof *s);
+    pthread_mutex_lock(&s->lock);
+    s->state = S_IDLE;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
     return st;
 }
 
@@ -648,6 +743,13 @@ tfvm_status tfvm_session_finish(tfvm_session *s, tfvm_value *results, size_t n_r
 {
     if (!s)
         return TFVM_ERR_ARGUMENT;
+    pthread_mutex_lock(&s->lock);
+    const bool live = s->state == S_LIVE;
+    if (live)
+        s->state = S_ENDING;
+    pthread_mutex_unlock(&s->lock);
+    if (!live)
+        return serr(s, TFVM_ERR_ARGUMENT, "finish: the session has ended");
     tfvm_vm *vm = s->vm;
     vm_io *io = vm->io;
     if (io) { /* no more feeds: a FEED that waits now, or later, fails the run */
@@ -664,12 +766,49 @@ tfvm_status tfvm_session_finish(tfvm_session *s, tfvm_value *results, size_t n_r
     return session_end(s, results, n_results);
 }
 
+/* Stops the run and ends the session; when another call ends it already
+ * (finish, cancel, tfvm_vm_free), stops the run if it still goes on and
+ * waits until that call has ended it. */
 void tfvm_session_cancel(tfvm_session *s)
 {
     if (!s)
         return;
-    vm_fail(s->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "session cancelled");
-    session_end(s, NULL, 0);
+    pthread_mutex_lock(&s->lock);
+    if (s->state == S_LIVE) {
+        s->state = S_ENDING;
+        pthread_mutex_unlock(&s->lock);
+        vm_fail(s->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "session cancelled");
+        session_end(s, NULL, 0);
+        return;
+    }
+    if (s->state != S_IDLE && !s->joined) /* under the lock: the ender has not collected the run yet */
+        vm_fail(s->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "session cancelled");
+    while (s->state != S_IDLE)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void vm_session_free(tfvm_vm *vm)
+{
+    tfvm_session *s = vm->session;
+    if (!s)
+        return;
+    tfvm_session_cancel(s); /* a live session: stopped, every call on it returned */
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    ut_free(&vm->alloc, s, sizeof *s);
+    vm->session = NULL;
+}
+
+bool vm_session_busy(tfvm_vm *vm)
+{
+    tfvm_session *s = vm->session;
+    if (!s)
+        return false;
+    pthread_mutex_lock(&s->lock);
+    const bool busy = s->state != S_IDLE;
+    pthread_mutex_unlock(&s->lock);
+    return busy;
 }
 
 const char *tfvm_session_errmsg(const tfvm_session *s)

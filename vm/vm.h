@@ -354,6 +354,7 @@ struct tfvm_vm {
     double prof_s0, prof_s1;    /* and seconds */
 
     struct vm_io *io;           /* channels of FEED and FETCH (io.c), or NULL: none */
+    struct tfvm_session *session; /* the VM's session handle (io.c), once one was started */
 
     vm_hook_fn hook;
     void *hook_ud;
@@ -632,6 +633,11 @@ bool vm_io_waiting(const tfvm_vm *vm, size_t k, size_t j, const vm_ctx **ctx, ui
 tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char *msg, size_t size);
 /* This run keeps FETCHed values (the debugger shows them). */
 void vm_io_keep(tfvm_vm *vm);
+/* tfvm_vm_free's first step: a live session is cancelled, and every host
+ * call on it has returned, before the handle is freed. */
+void vm_session_free(tfvm_vm *vm);
+/* A session is live or ending: no other run may start. */
+bool vm_session_busy(tfvm_vm *vm);
 /* tfvm_run's checks before a run (api.c): the VM is idle, the entry exists
  * (*entry_index), args is given. */
 tfvm_status vm_run_prepare(tfvm_vm *vm, const char *entry, size_t n_args, const tfvm_value *args,

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -457,6 +459,274 @@ START_TEST(channels_freed_exactly)
 }
 END_TEST
 
+
+/* count: a loop to n that computes a while, then fetches its count on "r";
+ * a fetch of "r" blocks for that while. */
+static const char *const COUNT =
+    "entry main(n: i32) -> (r: i32) {\n"
+    "    n     = ARG 0\n"
+    "    zero  = CONST i32 0\n"
+    "    e_i   = ENTER cnt (zero)\n"
+    "    e_n   = ENTER cnt const (n)\n"
+    "    f     = FETCH \"r\" (cnt.i_out, zero)\n"
+    "            RESULT 0 (f)\n"
+    "}\n"
+    "loop cnt in main {\n"
+    "    i     = MERGE (e_i, i_next)\n"
+    "    lt    = LESS (i, e_n)\n"
+    "    p     = LOOPCOND (lt)\n"
+    "    si    = SWITCH (i, p)\n"
+    "    one   = CONST i32 1 [si:1]\n"
+    "    i2    = ADD (si:1, one)\n"
+    "    i_next = NEXTITER (i2)\n"
+    "    i_out = EXIT cnt (si)\n"
+    "}\n";
+
+/* A host thread that fetches "r" until a call fails other than by
+ * TFVM_ERR_STUCK; what it saw. */
+typedef struct fetcher_log {
+    tfvm_session *s;
+    const char *chan;
+    bool no_msg;       /* the handle may be gone when the fetch returns (tfvm_vm_free) */
+    atomic_int inside; /* 1 once it has called tfvm_fetch */
+    int ok;            /* values fetched */
+    tfvm_status last;
+    char msg[256];
+} fetcher_log;
+
+static void *fetcher(void *ud)
+{
+    fetcher_log *f = ud;
+    for (;;) {
+        tfvm_value v;
+        atomic_store(&f->inside, 1);
+        tfvm_status st = tfvm_fetch(f->s, f->chan, &v);
+        if (st == TFVM_OK) {
+            f->ok++;
+            continue;
+        }
+        if (st == TFVM_ERR_STUCK && !f->no_msg && strstr(tfvm_session_errmsg(f->s), "graph waits for the host")) {
+            sched_yield(); /* a feeder thread is late */
+            continue;
+        }
+        f->last = st;
+        if (!f->no_msg)
+            snprintf(f->msg, sizeof f->msg, "%s", tfvm_session_errmsg(f->s));
+        return NULL;
+    }
+}
+
+static void wait_inside(fetcher_log *f)
+{
+    while (!atomic_load(&f->inside))
+        sched_yield();
+    nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* most often: blocked in tfvm_fetch by now */
+}
+
+/* Cancel while another thread blocks in tfvm_fetch: the fetcher wakes with
+ * the run's error, and the session is freed only after it has left (it
+ * once read the freed session: ASan, about 3 runs in 4). */
+START_TEST(cancel_while_fetching)
+{
+    tfvm_program *p = assemble(COUNT);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    for (int round = 0; round < 20; round++) {
+        tfvm_value n = tfvm_i32(2000000000);
+        fetcher_log f = {.chan = "r"};
+        ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &f.s), TFVM_OK);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, fetcher, &f), 0);
+        wait_inside(&f);
+        tfvm_session_cancel(f.s);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(f.ok, 0);
+        ck_assert_int_eq(f.last, TFVM_ERR_INTERRUPTED);
+        ck_assert_str_eq(f.msg, "session cancelled");
+        ck_assert_str_eq(tfvm_errmsg(vm), "session cancelled");
+    }
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Finish while another thread blocks in tfvm_fetch: the fetcher gets the
+ * value the run makes, then hears that the run ended or the session did. */
+START_TEST(finish_while_fetching)
+{
+    tfvm_program *p = assemble(COUNT);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    for (int round = 0; round < 10; round++) {
+        tfvm_value n = tfvm_i32(20000), r;
+        fetcher_log f = {.chan = "r"};
+        ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &f.s), TFVM_OK);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, fetcher, &f), 0);
+        wait_inside(&f);
+        ck_assert_int_eq(tfvm_session_finish(f.s, &r, 1), TFVM_OK);
+        ck_assert_int_eq(r.as.i32, 20000);
+        pthread_join(t, NULL);
+        ck_assert_int_le(f.ok, 1);
+        if (f.last == TFVM_ERR_STUCK)
+            ck_assert_str_eq(f.msg, "FETCH 'r' (f) waits for value #2, but the run ended after 1");
+        else
+            ck_assert_msg(f.last == TFVM_ERR_ARGUMENT && !strcmp(f.msg, "fetch of channel 'r': the session has ended"),
+                          "%d %s", f.last, f.msg);
+    }
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Calls on a handle after finish or cancel are answered (they were a use
+ * after free): the handle is the VM's until tfvm_vm_free. A second finish
+ * or cancel is harmless, and no run starts beside an unfinished session. */
+START_TEST(calls_after_end)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value n = tfvm_i32(2), r, x = tfvm_i32(1);
+    tfvm_session *s;
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &s), TFVM_OK);
+    feed_i32(s, "x", 1);
+    feed_i32(s, "x", 2);
+    ck_assert_int_eq(fetch_i32(s, "s"), 1);
+    ck_assert_int_eq(fetch_i32(s, "s"), 3);
+    ck_assert_int_eq(tfvm_fetch(s, "s", &x), TFVM_ERR_STUCK); /* the run is over, the session is not */
+    ck_assert_int_eq(tfvm_run(vm, NULL, &n, 1, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "a run is already in progress on this VM");
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert_int_eq(r.as.i32, 3);
+    x = tfvm_i32(1);
+    ck_assert_int_eq(tfvm_feed(s, "x", &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "feed of channel 'x': the session has ended");
+    ck_assert_int_eq(tfvm_fetch(s, "s", &x), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "fetch of channel 's': the session has ended");
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_session_errmsg(s), "finish: the session has ended");
+    tfvm_session_cancel(s);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &n, 1, &r, 1), TFVM_ERR_STUCK); /* the VM runs again */
+    tfvm_session_cancel(s);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* tfvm_vm_free with a live session cancels it: the thread blocked in
+ * tfvm_fetch returns TFVM_ERR_INTERRUPTED, and every byte comes back (it
+ * once freed the VM under the running session). */
+START_TEST(vm_free_with_live_session)
+{
+    tu_alloc counts = {.countdown = -1};
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.allocator = tu_allocator(&counts); /* not thread-safe: one worker */
+    cfg.deterministic = true;
+    tfvm_program *p = assemble(COUNT);
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value n = tfvm_i32(2000000000);
+    fetcher_log f = {.chan = "r", .no_msg = true};
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &f.s), TFVM_OK);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fetcher, &f), 0);
+    wait_inside(&f);
+    nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL); /* it must be inside: the handle dies with the VM */
+    tfvm_vm_free(vm);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(f.last, TFVM_ERR_INTERRUPTED); /* "session cancelled", gone with the VM */
+    ck_assert_int_eq(counts.live, 0);
+    ck_assert_int_eq(counts.blocks, 0);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* Feeders, fetchers with misuse (unknown channel, wrong direction) and a
+ * host that finishes or cancels at a random moment, many times on one VM:
+ * every call returns one of the documented answers, and TSan sees no race
+ * (make tsan). */
+typedef struct storm {
+    tfvm_session *s;
+    unsigned seed;
+    atomic_int fed;
+} storm;
+
+static void *storm_feeder(void *ud)
+{
+    storm *g = ud;
+    for (int k = 0;; k++) {
+        tfvm_value x = tfvm_i32(1);
+        const char *name = rand_r(&g->seed) % 50 == 0 ? "s" : rand_r(&g->seed) % 50 == 0 ? "nope" : "x";
+        tfvm_status st = tfvm_feed(g->s, name, &x);
+        if (name[0] != 'x') {
+            ck_assert_int_eq(st, TFVM_ERR_ARGUMENT);
+            continue;
+        }
+        if (st != TFVM_OK) {
+            ck_assert(st == TFVM_ERR_ARGUMENT || st == TFVM_ERR_INTERRUPTED || st == TFVM_ERR_STUCK);
+            return NULL;
+        }
+        atomic_fetch_add(&g->fed, 1);
+        if (k % 64 == 0)
+            sched_yield();
+    }
+}
+
+static void *storm_fetcher(void *ud)
+{
+    storm *g = ud;
+    for (;;) {
+        tfvm_value v;
+        tfvm_status st = tfvm_fetch(g->s, rand_r(&g->seed) % 100 == 0 ? "x" : "s", &v);
+        if (st == TFVM_OK || st == TFVM_ERR_STUCK) {
+            if (st == TFVM_ERR_STUCK)
+                sched_yield();
+            continue;
+        }
+        ck_assert_msg(st == TFVM_ERR_ARGUMENT || st == TFVM_ERR_INTERRUPTED, "fetch: %d", st);
+        return NULL;
+    }
+}
+
+static void *cancel_thread(void *ud)
+{
+    tfvm_session_cancel(ud);
+    return NULL;
+}
+
+START_TEST(session_storm)
+{
+    tfvm_program *p = assemble(SUM);
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    unsigned seed = 27;
+    for (int round = 0; round < 40; round++) {
+        tfvm_value n = tfvm_i32(1 << 30), r;
+        storm g = {.seed = seed + (unsigned)round};
+        ck_assert_int_eq(tfvm_session_start(vm, NULL, &n, 1, &g.s), TFVM_OK);
+        pthread_t t[4];
+        for (int k = 0; k < 4; k++)
+            ck_assert_int_eq(pthread_create(&t[k], NULL, k < 2 ? storm_feeder : storm_fetcher, &g), 0);
+        int wait = rand_r(&seed) % 200;
+        while (atomic_load(&g.fed) < wait)
+            sched_yield();
+        int how = rand_r(&seed) % 2;
+        if (how == 0) {
+            tfvm_session_cancel(g.s);
+            ck_assert_str_eq(tfvm_errmsg(vm), "session cancelled");
+        } else if (how == 1) { /* the loop never ends: finish waits, a cancel from a thread stops it */
+            pthread_t c;
+            ck_assert_int_eq(pthread_create(&c, NULL, cancel_thread, g.s), 0);
+            tfvm_status st = tfvm_session_finish(g.s, &r, 1);
+            ck_assert(st == TFVM_ERR_INTERRUPTED || st == TFVM_ERR_ARGUMENT || st == TFVM_ERR_STUCK);
+            pthread_join(c, NULL);
+        }
+        for (int k = 0; k < 4; k++)
+            pthread_join(t[k], NULL);
+    }
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("session");
@@ -474,6 +744,11 @@ int main(void)
     tcase_add_loop_test(tc, cancel, 0, 2);
     tcase_add_loop_test(tc, case_select_tensors, 0, 2);
     tcase_add_test(tc, channels_freed_exactly);
+    tcase_add_loop_test(tc, cancel_while_fetching, 0, 2);
+    tcase_add_loop_test(tc, finish_while_fetching, 0, 2);
+    tcase_add_loop_test(tc, calls_after_end, 0, 2);
+    tcase_add_test(tc, vm_free_with_live_session);
+    tcase_add_loop_test(tc, session_storm, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
