@@ -347,12 +347,43 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
     return TFVM_OK;
 }
 
+/* All of data to fd; 0, or the errno that stopped it. */
+static int write_all(int fd, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err)
 {
     if (strcmp(path, "-") == 0) {
         bool ok = fwrite(data, 1, len, stdout) == len;
         if (fflush(stdout) != 0 || !ok)
             return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return TFVM_OK;
+    }
+    /* what is not a regular file (a device such as /dev/null, a FIFO, a
+     * symbolic link) is written in place: renaming a file over it would
+     * replace the device or the link itself */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
+        int e = write_all(fd, data, len);
+        if (close(fd) != 0 && !e)
+            e = errno;
+        if (e)
+            return ut_err(err, TFVM_ERR_IO, "%s: write failed: %s", path, strerror(e));
         return TFVM_OK;
     }
     /* a temporary file beside it, renamed over it once whole: a write cut
@@ -367,19 +398,7 @@ tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_e
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0)
         return ut_err(err, TFVM_ERR_IO, "%s: %s", path, strerror(errno));
-    const unsigned char *p = data;
-    size_t done = 0;
-    int e = 0;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            e = w < 0 ? errno : EIO;
-            break;
-        }
-        done += (size_t)w;
-    }
+    int e = write_all(fd, data, len);
     if (close(fd) != 0 && !e)
         e = errno;
     if (!e && rename(tmp, path) != 0)

@@ -649,6 +649,38 @@ START_TEST(save_is_atomic)
 }
 END_TEST
 
+/* What is not a regular file is written in place: a device stays a device
+ * (a file renamed over /dev/null replaced it for the whole machine), a
+ * symbolic link stays a link and its target gets the bytes. */
+START_TEST(save_in_place_when_not_regular)
+{
+    static const char src[] = "fn main(n: i32) -> i32 { n * 2 + 1 }\n";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_compile(src, strlen(src), "s.tfg", NULL, NULL, &p, &err), TFVM_OK);
+    ck_assert_int_eq(tfvm_program_save_file(p, "/dev/null", &err), TFVM_OK);
+    struct stat st;
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));
+    char dir[] = "/tmp/tfvm_linkXXXXXX", link[64], target[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/l.tfvm", dir);
+    snprintf(target, sizeof target, "%s/t.tfvm", dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_int_eq(tfvm_program_save_file(p, link, &err), TFVM_OK);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert(S_ISREG(st.st_mode) && st.st_size > 0);
+    tfvm_program_free(p);
+    ck_assert_int_eq(tfvm_program_open(link, NULL, NULL, &p, &err), TFVM_OK);
+    tfvm_program_free(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "test $(ls -A %s | wc -l) -eq 2 && rm -r %s", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* Seconds to compile n chained lets (let a1 = a0 + 1; ...). */
 static double compile_lets(size_t n)
 {
@@ -694,6 +726,7 @@ int main(void)
     tcase_add_test(tc, tf_long_chains);
     tcase_add_test(tc, read_file_regular_only);
     tcase_add_test(tc, save_is_atomic);
+    tcase_add_test(tc, save_in_place_when_not_regular);
     tcase_add_test(tc, tfg_many_lets);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
