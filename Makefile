@@ -237,33 +237,19 @@ $(BUILD)/test/test_diff: test/gen/gen.h test/gen/eval.h
 fuzz-compiler: check-deps $(BUILD)/test/test_diff
 	TFVM_DIFF_N=$(FUZZ_N) TFVM_DIFF_SEED=$(FUZZ_SEED) $(BUILD)/test/test_diff
 
-# bench/matmul.c: 1024^3 f32 MATMUL through the VM against cblas_sgemm in-process.
+# The bench programs over the public API, one rule for all:
+#   bench/matmul.c    1024^3 f32 MATMUL through the VM against cblas_sgemm in-process
+#   bench/gemm.c      f32 products of model sizes through the VM against cblas_sgemm, 1 and 2 threads
+#   bench/modelrun.c  one model's time through tfvm.h (bench/ortmodels.sh)
+#   bench/act.c       f32 EXP, SIGMOID, ERF, TANH through the VM against libm loops in-process
+#   bench/coexec.c    Terra's co-execution (issue 16), a session against serialized runs
 BENCH_MATMUL := $(BUILD)/bench/matmul
-$(BENCH_MATMUL): bench/matmul.c $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
-
-# bench/gemm.c: f32 products of model sizes through the VM against cblas_sgemm, 1 and 2 threads.
 BENCH_GEMM := $(BUILD)/bench/gemm
-$(BENCH_GEMM): bench/gemm.c $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
-
-# bench/modelrun.c: one model's time through tfvm.h (bench/ortmodels.sh).
 BENCH_MODELRUN := $(BUILD)/bench/modelrun
-$(BENCH_MODELRUN): bench/modelrun.c $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
-
-# bench/act.c: f32 EXP, SIGMOID, ERF, TANH through the VM against libm loops in-process.
 BENCH_ACT := $(BUILD)/bench/act
-$(BENCH_ACT): bench/act.c $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
-
-# bench/coexec.c: Terra's co-execution (issue 16), a session against serialized runs.
 BENCH_COEXEC := $(BUILD)/bench/coexec
-$(BENCH_COEXEC): bench/coexec.c $(LIBA)
+BENCH_BINS := $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_MODELRUN) $(BENCH_ACT) $(BENCH_COEXEC)
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
 
@@ -278,7 +264,7 @@ bench-vm: $(TFVM)
 bench-ipf: $(TFVM)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/ipf.sh
 
-bench: all $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_COEXEC) $(BENCH_MODELRUN) $(BENCH_ACT)
+bench: all $(BENCH_BINS)
 	@TFVM=$(TFVM) CC=$(CC) bash bench/run.sh
 	@TFVM=$(TFVM) bash bench/sched.sh
 	@TFVM=$(TFVM) CC=$(CC) bash bench/models.sh
