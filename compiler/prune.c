@@ -29,6 +29,10 @@ typedef struct pr {
     /* per site / frame: the CALL / ENTER instructions (CSR) */
     uint32_t *site_first, *site_calls;
     uint32_t *frame_first, *frame_enters;
+    /* per site / frame: the RETURN / EXIT instructions, for each_consumer (a
+     * scan of the program per CALL or ENTER made n loops in a row cubic) */
+    uint32_t *ret_first, *site_rets;
+    uint32_t *exit_first, *frame_exits;
 } pr;
 
 static bool is_member(const pr *P, uint32_t i) { return P->mark[i] == P->stamp; }
@@ -39,15 +43,13 @@ static void each_consumer(const pr *P, uint32_t i, void (*visit)(pr *, uint32_t,
     const isa_program *p = P->p;
     const isa_inst *in = &p->insts[i];
     if (in->op == ISA_CALL) { /* its tokens go into the callee: what comes out is its site's RETURNs */
-        for (uint32_t k = 0; k < p->n_insts; k++)
-            if (p->insts[k].op == ISA_RETURN && p->insts[k].a == in->a)
-                visit(Pm, k, ud);
+        for (uint32_t k = P->ret_first[in->a]; k < P->ret_first[in->a + 1]; k++)
+            visit(Pm, P->site_rets[k], ud);
         return;
     }
     if (in->op == ISA_ENTER) { /* likewise the loop's EXITs */
-        for (uint32_t k = 0; k < p->n_insts; k++)
-            if (p->insts[k].op == ISA_EXIT && p->insts[k].a == in->a)
-                visit(Pm, k, ud);
+        for (uint32_t k = P->exit_first[in->a]; k < P->exit_first[in->a + 1]; k++)
+            visit(Pm, P->frame_exits[k], ud);
         return;
     }
     for (uint32_t e = in->edge_first; e < in->edge_first + in->n_edges; e++)
@@ -228,6 +230,13 @@ void cc_prune_switches(cc *C, isa_program *p)
     }
     P.site_calls = csr(C, p->n_sites, n, site_key, &P.site_first);
     P.frame_enters = csr(C, p->n_regions, n, frame_key, &P.frame_first);
+    /* RETURNs by site, EXITs by frame (in program order, as the scan had them) */
+    for (uint32_t i = 0; i < n; i++) {
+        site_key[i] = p->insts[i].op == ISA_RETURN ? p->insts[i].a : ISA_NONE;
+        frame_key[i] = p->insts[i].op == ISA_EXIT ? p->insts[i].a : ISA_NONE;
+    }
+    P.site_rets = csr(C, p->n_sites, n, site_key, &P.ret_first);
+    P.frame_exits = csr(C, p->n_regions, n, frame_key, &P.exit_first);
 
     /* groups: the SWITCHes of one region whose predicates have the same
      * producers (an if's one SWITCH per value it routes); a BRANCH alone */
