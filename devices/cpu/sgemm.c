@@ -274,8 +274,6 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, int64_t mc,
                 float *dst = ap + p * mr;
                 for (int64_t i = 0; i < m; i++)
                     dst[i] = src[i];
-                for (int64_t i = m; i < mr; i++)
-                    dst[i] = 0;
             }
             continue;
         }
@@ -283,14 +281,13 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, int64_t mc,
             t8(A + (i0 + ir) * lda + p0, lda, kc, ap, 8);
             continue;
         }
-        for (int64_t i = 0; i < mr; i++) {
+        /* rows m..mr of an edge panel are never read (a tile of m rows
+         * reads a[0..m)): no zeros for them, which for M = 1 cost more than
+         * the product */
+        for (int64_t i = 0; i < m; i++) {
             const float *src = A + (i0 + ir + i) * lda + p0;
-            if (i < m)
-                for (int64_t p = 0; p < kc; p++)
-                    ap[p * mr + i] = src[p];
-            else
-                for (int64_t p = 0; p < kc; p++)
-                    ap[p * mr + i] = 0;
+            for (int64_t p = 0; p < kc; p++)
+                ap[p * mr + i] = src[p];
         }
     }
 }
