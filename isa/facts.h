@@ -1,5 +1,5 @@
 /* isa/facts.h — a static analyser on the ISA graph (the TFDeploy report's,
- * ../shared/papers): dtype, shape and value facts per instruction output,
+ * section 2): dtype, shape and value facts per instruction output,
  * propagated forward and backward to a fixpoint through loops and calls,
  * and the definite conflicts they prove (docs/check.md). */
 #ifndef TFVM_ISA_FACTS_H
