@@ -1689,8 +1689,10 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
         if (!isa_dtype_float(d) || w->rank != 4 || conv->types[0].dtype != d)
             continue;
         const int64_t O = w->dims[0], per = w->nbytes / tfvm_dtype_size((tfvm_dtype)d) / (O ? (size_t)O : 1);
-        if (O < 1 || O > 65536)
-            continue;
+        const cc_node *first = S->uses[conv->id] == 1 ? S->user[conv->id] : NULL;
+        if (O < 1 || O > 65536 || !first || first->kind != CC_N_OP ||
+            (first->op != ISA_ADD && first->op != ISA_SUB && first->op != ISA_MUL))
+            continue; /* no chain: nothing to allocate for */
         double *a = cc_array(C, (size_t)O, sizeof *a), *b = cc_array(C, (size_t)O, sizeof *b);
         double *c = cc_array(C, (size_t)O, sizeof *c);
         for (int64_t o = 0; o < O; o++)

@@ -412,14 +412,6 @@ START_TEST(test_maxpool_grid)
 END_TEST
 
 /* ---- Recurrent cells (rnncell.c) ---------------------------------------------------- */
-/* An elementwise op on one or two operands (borrowed), its result new. */
-static dev_value ew_of(isa_op op, const dev_value *a, const dev_value *b)
-{
-    dev_value in[2] = {*a, b ? *b : NONE}, r;
-    ck_assert_int_eq(dev_cpu_elementwise(op, 0, in, &r, &alloc, msg, sizeof msg), TFVM_OK);
-    return r;
-}
-
 /* Columns [k*H, (k+1)*H) of the [NB, G*H] value g, as a new [NB, H] one. */
 static dev_value gate_of(const dev_value *g, int64_t k, int64_t NB, int64_t H)
 {
@@ -442,12 +434,12 @@ START_TEST(test_rnn_cells_same_as_unfused)
         for (int64_t i = 0; i < NB * H; i++)
             put(dt, ones.u.t->data, i, 1.0);
         /* LSTM, gates i o f c */
-        dev_value g = ew_of(ISA_ADD, &xw, &hr);
+        dev_value g = ew(ISA_ADD, ref(xw), ref(hr));
         dev_value gi = gate_of(&g, 0, NB, H), go = gate_of(&g, 1, NB, H), gf = gate_of(&g, 2, NB, H);
         dev_value gc = gate_of(&g, 3, NB, H);
-        dev_value si = ew_of(ISA_SIGMOID, &gi, NULL), so = ew_of(ISA_SIGMOID, &go, NULL), sf = ew_of(ISA_SIGMOID, &gf, NULL);
-        dev_value tc = ew_of(ISA_TANH, &gc, NULL), a = ew_of(ISA_MUL, &sf, &c), b = ew_of(ISA_MUL, &si, &tc);
-        dev_value want_c = ew_of(ISA_ADD, &a, &b), tn = ew_of(ISA_TANH, &want_c, NULL), want_h = ew_of(ISA_MUL, &so, &tn);
+        dev_value si = ew(ISA_SIGMOID, ref(gi), NONE), so = ew(ISA_SIGMOID, ref(go), NONE), sf = ew(ISA_SIGMOID, ref(gf), NONE);
+        dev_value tc = ew(ISA_TANH, ref(gc), NONE), a = ew(ISA_MUL, ref(sf), ref(c)), b = ew(ISA_MUL, ref(si), ref(tc));
+        dev_value want_c = ew(ISA_ADD, ref(a), ref(b)), tn = ew(ISA_TANH, ref(want_c), NONE), want_h = ew(ISA_MUL, ref(so), ref(tn));
         ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(xw), ref(hr), ref(c)), TFVM_OK);
         ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(xw), ref(hr), ref(cn)), TFVM_OK);
         same_bits(&cn, &want_c, "lstm_cell_c");
@@ -459,10 +451,10 @@ START_TEST(test_rnn_cells_same_as_unfused)
         dev_value gx = gate_of(&xw, 0, NB, 3 * H), gh = gate_of(&hr, 0, NB, 3 * H);
         dev_value xz = gate_of(&gx, 0, NB, H), xr = gate_of(&gx, 1, NB, H), xh = gate_of(&gx, 2, NB, H);
         dev_value hz = gate_of(&gh, 0, NB, H), hrr = gate_of(&gh, 1, NB, H), hh = gate_of(&gh, 2, NB, H);
-        dev_value zs = ew_of(ISA_ADD, &xz, &hz), rs = ew_of(ISA_ADD, &xr, &hrr);
-        dev_value z = ew_of(ISA_SIGMOID, &zs, NULL), r = ew_of(ISA_SIGMOID, &rs, NULL), rh = ew_of(ISA_MUL, &r, &hh);
-        dev_value ns = ew_of(ISA_ADD, &xh, &rh), n = ew_of(ISA_TANH, &ns, NULL), omz = ew_of(ISA_SUB, &ones, &z);
-        dev_value ga = ew_of(ISA_MUL, &omz, &n), gb = ew_of(ISA_MUL, &z, &c), want = ew_of(ISA_ADD, &ga, &gb), got;
+        dev_value zs = ew(ISA_ADD, ref(xz), ref(hz)), rs = ew(ISA_ADD, ref(xr), ref(hrr));
+        dev_value z = ew(ISA_SIGMOID, ref(zs), NONE), r = ew(ISA_SIGMOID, ref(rs), NONE), rh = ew(ISA_MUL, ref(r), ref(hh));
+        dev_value ns = ew(ISA_ADD, ref(xh), ref(rh)), n = ew(ISA_TANH, ref(ns), NONE), omz = ew(ISA_SUB, ref(ones), ref(z));
+        dev_value ga = ew(ISA_MUL, ref(omz), ref(n)), gb = ew(ISA_MUL, ref(z), ref(c)), want = ew(ISA_ADD, ref(ga), ref(gb)), got;
         ck_assert_int_eq(C(ISA_GRU_CELL, 0, &got, ref(gx), ref(gh), ref(c)), TFVM_OK);
         same_bits(&got, &want, "gru_cell");
         dev_value *tmp2[] = {&gx, &gh, &xz, &xr, &xh, &hz, &hrr, &hh, &zs, &rs, &z, &r, &rh, &ns, &n, &omz, &ga, &gb,
