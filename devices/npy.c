@@ -188,7 +188,11 @@ static tfvm_status npy_dtype(npy_parser *p, const unsigned char *d, size_t n, tf
 {
     static const struct { const char *code; tfvm_dtype dtype; } kinds[] = {
         {"b1", TFVM_BOOL}, {"i4", TFVM_I32}, {"i8", TFVM_I64}, {"f4", TFVM_F32}, {"f8", TFVM_F64},
-        {"u1", TFVM_U8},   {"i1", TFVM_I8},
+        {"u1", TFVM_U8},   {"i1", TFVM_I8},  {"i2", TFVM_I16}, {"u2", TFVM_U16}, {"u4", TFVM_U32},
+        {"u8", TFVM_U64},  {"f2", TFVM_F16},
+        /* NumPy has no bfloat16; ml_dtypes' (what ONNX, JAX and TF hand out)
+           saves as two raw bytes */
+        {"V2", TFVM_BF16},
     };
     if (n == 3) {
         for (size_t i = 0; i < UT_COUNTOF(kinds); i++) {
@@ -482,7 +486,9 @@ size_t dev_npy_header_write(const tfvm_tensor *t, unsigned char buf[DEV_NPY_WRIT
 {
     static const char *const descr[] = {
         [TFVM_BOOL] = "|b1", [TFVM_I32] = "<i4", [TFVM_I64] = "<i8", [TFVM_F32] = "<f4",
-        [TFVM_F64] = "<f8", [TFVM_U8] = "|u1", [TFVM_I8] = "|i1",
+        [TFVM_F64] = "<f8", [TFVM_U8] = "|u1", [TFVM_I8] = "|i1", [TFVM_I16] = "<i2",
+        [TFVM_U16] = "<u2", [TFVM_U32] = "<u4", [TFVM_U64] = "<u8", [TFVM_F16] = "<f2",
+        [TFVM_BF16] = "<V2",
     };
     char *s = (char *)buf + 10;
     size_t room = DEV_NPY_WRITE_MAX - 10, n = 0;

@@ -18,6 +18,10 @@ typedef struct dev_value {
         double f64;
         uint8_t u8;
         int8_t i8;
+        int16_t i16;
+        uint16_t u16; /* also the bits of an f16 or bf16 */
+        uint32_t u32;
+        uint64_t u64;
         tfvm_tensor *t;
     } u;
 } dev_value;

@@ -79,7 +79,15 @@ typedef enum tfvm_dtype {
     TFVM_F32 = 4,
     TFVM_F64 = 5,
     TFVM_U8 = 6,  /* integers of 8 bits, arithmetic wraps like the wider ones */
-    TFVM_I8 = 7
+    TFVM_I8 = 7,
+    /* Storage dtypes (docs/isa.md, "Storage dtypes"): values, CAST and data
+     * movement; imported graphs compute on them in the wide dtypes. */
+    TFVM_I16 = 8,
+    TFVM_U16 = 9,
+    TFVM_U32 = 10,
+    TFVM_U64 = 11,
+    TFVM_F16 = 12,  /* IEEE binary16; scalars hold its bits (as.u16) */
+    TFVM_BF16 = 13  /* bfloat16 (the top half of an f32); bits in as.u16 */
 } tfvm_dtype;
 
 #define TFVM_MAX_RANK 8
@@ -243,6 +251,10 @@ typedef struct tfvm_value {
         double f64;
         uint8_t u8;
         int8_t i8;
+        int16_t i16;
+        uint16_t u16; /* also the bits of an f16 or bf16 */
+        uint32_t u32;
+        uint64_t u64;
     } as;
 } tfvm_value;
 

@@ -11,6 +11,7 @@
 #include "devices/cpu/cpu.h"
 #include "devices/tensor.h"
 #include "isa/facts.h"
+#include "util/half.h"
 
 #define MAX_IN 8        /* data inputs an op of ops.def takes, at most (MERGE aside) */
 #define MAX_ROUNDS 4    /* TFDeploy saw at most 4 forward/backward rounds on real graphs */
@@ -187,6 +188,12 @@ static void elem_str(uint8_t dtype, const void *p, char *buf, size_t size)
     case TFVM_I8: ut_fmt(buf, size, "%d", (int)*(const int8_t *)p); break;
     case TFVM_F32: { float v; memcpy(&v, p, 4); ut_fmt(buf, size, "%.9g", (double)v); break; }
     case TFVM_F64: { double v; memcpy(&v, p, 8); ut_fmt(buf, size, "%.17g", v); break; }
+    case TFVM_I16: { int16_t v; memcpy(&v, p, 2); ut_fmt(buf, size, "%d", (int)v); break; }
+    case TFVM_U16: { uint16_t v; memcpy(&v, p, 2); ut_fmt(buf, size, "%u", (unsigned)v); break; }
+    case TFVM_U32: { uint32_t v; memcpy(&v, p, 4); ut_fmt(buf, size, "%u", (unsigned)v); break; }
+    case TFVM_U64: { uint64_t v; memcpy(&v, p, 8); ut_fmt(buf, size, "%llu", (unsigned long long)v); break; }
+    case TFVM_F16: { uint16_t v; memcpy(&v, p, 2); ut_fmt(buf, size, "%.5g", (double)ut_f16_to_f32(v)); break; }
+    case TFVM_BF16: { uint16_t v; memcpy(&v, p, 2); ut_fmt(buf, size, "%.4g", (double)ut_bf16_to_f32(v)); break; }
     default: ut_fmt(buf, size, "?");
     }
 }

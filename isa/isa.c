@@ -134,6 +134,12 @@ const char *tfvm_dtype_name(tfvm_dtype d)
     case TFVM_F64: return "f64";
     case TFVM_U8: return "u8";
     case TFVM_I8: return "i8";
+    case TFVM_I16: return "i16";
+    case TFVM_U16: return "u16";
+    case TFVM_U32: return "u32";
+    case TFVM_U64: return "u64";
+    case TFVM_F16: return "f16";
+    case TFVM_BF16: return "bf16";
     }
     return "?";
 }
@@ -148,6 +154,9 @@ size_t tfvm_dtype_size(tfvm_dtype d)
     case TFVM_F64: return 8;
     case TFVM_U8: return 1;
     case TFVM_I8: return 1;
+    case TFVM_I16: case TFVM_U16: case TFVM_F16: case TFVM_BF16: return 2;
+    case TFVM_U32: return 4;
+    case TFVM_U64: return 8;
     }
     return 0;
 }
@@ -155,7 +164,7 @@ size_t tfvm_dtype_size(tfvm_dtype d)
 const char *isa_types_name(uint32_t types)
 {
     static const struct { uint32_t set; const char *name; } names[] = {
-        {ISA_TYPES_ALL, "ALL"}, {ISA_TYPES_NUM, "NUM"}, {ISA_TYPES_INT, "INT"},
+        {ISA_TYPES_ANY, "ANY"}, {ISA_TYPES_ALL, "ALL"}, {ISA_TYPES_NUM, "NUM"}, {ISA_TYPES_INT, "INT"},
         {ISA_TYPES_FLT, "FLT"}, {ISA_TYPES_BOOL, "BOOL"}, {ISA_TYPES_WIDE, "WIDE"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -179,7 +188,8 @@ const char *isa_fails_name(isa_fails f)
 const char *isa_types_list(uint32_t types, char *buf, size_t size)
 {
     /* in the order people read them: bool, integers, floats */
-    static const uint8_t order[] = {TFVM_BOOL, TFVM_I32, TFVM_I64, TFVM_U8, TFVM_I8, TFVM_F32, TFVM_F64};
+    static const uint8_t order[] = {TFVM_BOOL, TFVM_I32, TFVM_I64, TFVM_U8, TFVM_I8, TFVM_I16,
+                                     TFVM_U16, TFVM_U32, TFVM_U64, TFVM_F32, TFVM_F64, TFVM_F16, TFVM_BF16};
     int total = 0, k = 0;
     for (size_t i = 0; i < sizeof order; i++)
         total += (int)(types >> order[i] & 1);

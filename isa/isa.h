@@ -56,6 +56,11 @@ typedef enum isa_attr {
 #define ISA_TYPES_FLT (ISA_DT(TFVM_F32) | ISA_DT(TFVM_F64))
 #define ISA_TYPES_NUM (ISA_TYPES_INT | ISA_TYPES_FLT)
 #define ISA_TYPES_ALL (ISA_TYPES_NUM | ISA_TYPES_BOOL)
+/* the storage dtypes: values, CAST and control flow take them, nothing computes on them */
+#define ISA_TYPES_STORE                                                                                     \
+    (ISA_DT(TFVM_I16) | ISA_DT(TFVM_U16) | ISA_DT(TFVM_U32) | ISA_DT(TFVM_U64) | ISA_DT(TFVM_F16) |       \
+     ISA_DT(TFVM_BF16))
+#define ISA_TYPES_ANY (ISA_TYPES_ALL | ISA_TYPES_STORE)
 /* what the typed tensor kernels of wave 1 take: no 8-bit integers */
 #define ISA_TYPES_WIDE (ISA_DT(TFVM_I32) | ISA_DT(TFVM_I64) | ISA_TYPES_FLT)
 
@@ -106,9 +111,11 @@ const char *isa_opt_name(isa_op op, uint32_t bit);
 static inline bool isa_is_switch(uint32_t op) { return op == ISA_SWITCH || op == ISA_BRANCH; }
 /* Compute instructions: the ones that may carry a device (ISA_FLAG_DEV_*). */
 static inline bool isa_is_compute(isa_class c) { return c >= ISA_CLASS_BINARY; }
-#define ISA_DTYPE_LAST TFVM_I8 /* dtypes are TFVM_BOOL .. ISA_DTYPE_LAST */
+#define ISA_DTYPE_LAST TFVM_BF16 /* dtypes are TFVM_BOOL .. ISA_DTYPE_LAST */
 static inline bool isa_dtype_valid(uint32_t d) { return d >= TFVM_BOOL && d <= ISA_DTYPE_LAST; }
 static inline bool isa_dtype_float(uint32_t d) { return d == TFVM_F32 || d == TFVM_F64; }
+/* f16 and bf16: floats that are stored, not computed on */
+static inline bool isa_dtype_half(uint32_t d) { return d == TFVM_F16 || d == TFVM_BF16; }
 static inline bool isa_dtype_int(uint32_t d) { return (ISA_TYPES_INT >> d & 1) && d <= ISA_DTYPE_LAST; }
 /* Whether op's operands may have dtype d (ops.def's `types`). */
 static inline bool isa_takes(uint32_t op, uint32_t d) { return isa_dtype_valid(d) && (isa_ops[op].types >> d & 1); }

@@ -528,7 +528,7 @@ static bool parse_dtype(as_parser *P, uint8_t *dt)
 {
     as_tok *t = next(P);
     if (t->kind != TK_IDENT)
-        return fail(P, t, "expected a type (bool, i32, i64, f32, f64, u8, i8), got %s", TDESC(t));
+        return fail(P, t, "expected a type (bool, i32, i64, f32, f64, u8, i8, i16, u16, u32, u64, f16, bf16), got %s", TDESC(t));
     tfvm_dtype d = isa_dtype_by_name(t->s, t->len);
     if (!d)
         return fail(P, t, "unknown type %s", TDESC(t));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "util/half.h"
 #include "devices/place.h"
 #include "devices/value.h"
 #include "loader/loader.h"
@@ -434,33 +435,53 @@ bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_va
     case TFVM_I32:
     case TFVM_I64:
     case TFVM_U8:
-    case TFVM_I8: {
+    case TFVM_I8:
+    case TFVM_I16:
+    case TFVM_U16:
+    case TFVM_U32: {
         long long x = strtoll(text, &end, 10);
         if (!*text || *end || end == text)
             BAD("expected %s, got '%s'", tname, text);
-        const long long lo = dtype == TFVM_I32 ? INT32_MIN : dtype == TFVM_U8 ? 0
-                           : dtype == TFVM_I8  ? INT8_MIN  : INT64_MIN;
+        const long long lo = dtype == TFVM_I32 ? INT32_MIN : dtype == TFVM_I8 ? INT8_MIN
+                           : dtype == TFVM_I16 ? INT16_MIN : dtype == TFVM_I64 ? INT64_MIN : 0;
         const long long hi = dtype == TFVM_I32 ? INT32_MAX : dtype == TFVM_U8 ? UINT8_MAX
-                           : dtype == TFVM_I8  ? INT8_MAX  : INT64_MAX;
+                           : dtype == TFVM_I8  ? INT8_MAX  : dtype == TFVM_I16 ? INT16_MAX
+                           : dtype == TFVM_U16 ? UINT16_MAX : dtype == TFVM_U32 ? (long long)UINT32_MAX : INT64_MAX;
         if (errno == ERANGE || x < lo || x > hi)
             BAD("%s out of range for %s", text, tname);
         switch (dtype) {
         case TFVM_I32: v->as.i32 = (int32_t)x; break;
         case TFVM_U8: v->as.u8 = (uint8_t)x; break;
         case TFVM_I8: v->as.i8 = (int8_t)x; break;
+        case TFVM_I16: v->as.i16 = (int16_t)x; break;
+        case TFVM_U16: v->as.u16 = (uint16_t)x; break;
+        case TFVM_U32: v->as.u32 = (uint32_t)x; break;
         default: v->as.i64 = x; break;
         }
         return true;
     }
+    case TFVM_U64: {
+        unsigned long long x = strtoull(text, &end, 10);
+        if (!*text || *end || end == text || text[0] == '-')
+            BAD("expected %s, got '%s'", tname, text);
+        if (errno == ERANGE)
+            BAD("%s out of range for %s", text, tname);
+        v->as.u64 = x;
+        return true;
+    }
     case TFVM_F32:
-    case TFVM_F64: {
+    case TFVM_F64:
+    case TFVM_F16:
+    case TFVM_BF16: {
         double x = strtod(text, &end);
         if (!*text || *end || end == text)
             BAD("expected %s, got '%s'", tname, text);
         if (dtype == TFVM_F32)
             v->as.f32 = (float)x;
-        else
+        else if (dtype == TFVM_F64)
             v->as.f64 = x;
+        else
+            v->as.u16 = dtype == TFVM_F16 ? ut_f64_to_f16(x) : ut_f64_to_bf16(x);
         return true;
     }
     }

@@ -38,6 +38,9 @@ static tfvm_status make_consts(tfvm_vm *vm)
             case TFVM_F64: { uint64_t w = ut_le64(b); memcpy(&v->u.f64, &w, 8); break; }
             case TFVM_U8: v->u.u8 = b[0]; break;
             case TFVM_I8: v->u.i8 = (int8_t)b[0]; break;
+            case TFVM_I16: case TFVM_U16: case TFVM_F16: case TFVM_BF16: v->u.u16 = ut_le16(b); break;
+            case TFVM_U32: v->u.u32 = ut_le32(b); break;
+            case TFVM_U64: v->u.u64 = ut_le64(b); break;
             }
             continue;
         }

@@ -7,6 +7,7 @@
 
 #include "loader/loader.h"
 #include "tfvm_debug.h"
+#include "util/half.h"
 #include "vm.h"
 
 /* A public context is a vm_ctx; the type stays opaque outside. */
@@ -299,6 +300,12 @@ static bool dbg_num(const dev_value *v, long double *out)
     case TFVM_F64: *out = v->u.f64; return true;
     case TFVM_U8: *out = v->u.u8; return true;
     case TFVM_I8: *out = v->u.i8; return true;
+    case TFVM_I16: *out = v->u.i16; return true;
+    case TFVM_U16: *out = v->u.u16; return true;
+    case TFVM_U32: *out = v->u.u32; return true;
+    case TFVM_U64: *out = (long double)v->u.u64; return true;
+    case TFVM_F16: *out = ut_f16_to_f32(v->u.u16); return true;
+    case TFVM_BF16: *out = ut_bf16_to_f32(v->u.u16); return true;
     }
     return false;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/half.h"
 #include "vm.h"
 
 /* Shortest "%.*g" that round-trips; always shows it is a float ("3.0"). */
@@ -50,6 +51,12 @@ static void format_elem(tfvm_dtype dt, const unsigned char *p, ut_buf *out)
     case TFVM_F64: { double v; memcpy(&v, p, 8); format_float(v, false, out); break; }
     case TFVM_U8: ut_buf_printf(out, "%u", (unsigned)*p); break;
     case TFVM_I8: ut_buf_printf(out, "%d", (int)(int8_t)*p); break;
+    case TFVM_I16: { int16_t v; memcpy(&v, p, 2); ut_buf_printf(out, "%d", v); break; }
+    case TFVM_U16: { uint16_t v; memcpy(&v, p, 2); ut_buf_printf(out, "%u", (unsigned)v); break; }
+    case TFVM_U32: { uint32_t v; memcpy(&v, p, 4); ut_buf_printf(out, "%u", (unsigned)v); break; }
+    case TFVM_U64: { uint64_t v; memcpy(&v, p, 8); ut_buf_printf(out, "%llu", (unsigned long long)v); break; }
+    case TFVM_F16: { uint16_t v; memcpy(&v, p, 2); format_float(ut_f16_to_f32(v), true, out); break; }
+    case TFVM_BF16: { uint16_t v; memcpy(&v, p, 2); format_float(ut_bf16_to_f32(v), true, out); break; }
     }
 }
 

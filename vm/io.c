@@ -548,16 +548,10 @@ tfvm_status tfvm_session_start(tfvm_vm *vm, const char *entry, const tfvm_value 
 
 static bool scalar_of(dev_value *d, const tfvm_value *v)
 {
-    switch (v->dtype) {
-    case TFVM_BOOL: d->u.b = v->as.b; return true;
-    case TFVM_I32: d->u.i32 = v->as.i32; return true;
-    case TFVM_I64: d->u.i64 = v->as.i64; return true;
-    case TFVM_F32: d->u.f32 = v->as.f32; return true;
-    case TFVM_F64: d->u.f64 = v->as.f64; return true;
-    case TFVM_U8: d->u.u8 = v->as.u8; return true;
-    case TFVM_I8: d->u.i8 = v->as.i8; return true;
-    }
-    return false;
+    if (!isa_dtype_valid(v->dtype))
+        return false;
+    memcpy(&d->u, &v->as, tfvm_dtype_size(v->dtype)); /* both unions' members start at byte 0 */
+    return true;
 }
 
 /* v as a value of channel ch (its type checked), into *d (a tensor takes a

@@ -28,15 +28,8 @@ static dev_value from_api(const tfvm_value *v)
         d.u.t = tfvm_tensor_ref(v->tensor);
         return d;
     }
-    switch (v->dtype) {
-    case TFVM_BOOL: d.u.b = v->as.b; break;
-    case TFVM_I32: d.u.i32 = v->as.i32; break;
-    case TFVM_I64: d.u.i64 = v->as.i64; break;
-    case TFVM_F32: d.u.f32 = v->as.f32; break;
-    case TFVM_F64: d.u.f64 = v->as.f64; break;
-    case TFVM_U8: d.u.u8 = v->as.u8; break;
-    case TFVM_I8: d.u.i8 = v->as.i8; break;
-    }
+    /* every member of both unions starts at its first byte */
+    memcpy(&d.u, &v->as, tfvm_dtype_size(v->dtype));
     return d;
 }
 
@@ -125,15 +118,7 @@ void vm_value_to_api(const dev_value *d, tfvm_value *v)
         v->tensor = d->u.t;
         return;
     }
-    switch (d->dtype) {
-    case TFVM_BOOL: v->as.b = d->u.b; break;
-    case TFVM_I32: v->as.i32 = d->u.i32; break;
-    case TFVM_I64: v->as.i64 = d->u.i64; break;
-    case TFVM_F32: v->as.f32 = d->u.f32; break;
-    case TFVM_F64: v->as.f64 = d->u.f64; break;
-    case TFVM_U8: v->as.u8 = d->u.u8; break;
-    case TFVM_I8: v->as.i8 = d->u.i8; break;
-    }
+    memcpy(&v->as, &d->u, tfvm_dtype_size((tfvm_dtype)d->dtype));
 }
 
 void vm_count_live(const tfvm_vm *vm, uint64_t *contexts, uint64_t *loops)

@@ -6,6 +6,8 @@
 #include "devices/cpu/act.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
+#include "devices/cpu/half.h"
+#include "util/half.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -135,7 +137,8 @@ static inline float ew_floor_modf(float x, float y)
         return EW_OK;                                                                       \
     }
 
-#define EW_KERNEL1(NAME, TA, TO, PRE, EXPR)                                                 \
+/* x is LD(element) of type TX (LD empty: the element itself) */
+#define EW_KERNEL1X(NAME, TA, TX, TO, LD, PRE, EXPR)                                       \
     static int NAME(void *o_, const void *const *in, const ptrdiff_t *st, ptrdiff_t n,      \
                     ew_fault *f)                                                            \
     {                                                                                       \
@@ -145,19 +148,21 @@ static inline float ew_floor_modf(float x, float y)
         (void)f;                                                                            \
         if (sa == 1) {                                                                      \
             for (ptrdiff_t i = 0; i < n; i++) {                                             \
-                const TA x = a[i];                                                          \
+                const TX x = LD(a[i]);                                                      \
                 PRE;                                                                        \
                 o[i] = (EXPR);                                                              \
             }                                                                               \
         } else {                                                                            \
             for (ptrdiff_t i = 0; i < n; i++) {                                             \
-                const TA x = a[i * sa];                                                     \
+                const TX x = LD(a[i * sa]);                                                 \
                 PRE;                                                                        \
                 o[i] = (EXPR);                                                              \
             }                                                                               \
         }                                                                                   \
         return EW_OK;                                                                       \
     }
+
+#define EW_KERNEL1(NAME, TA, TO, PRE, EXPR) EW_KERNEL1X(NAME, TA, TA, TO, , PRE, EXPR)
 
 #define EW_SELECT(NAME, T)                                                                  \
     static int NAME(void *o_, const void *const *in, const ptrdiff_t *st, ptrdiff_t n,      \
@@ -304,51 +309,87 @@ EW_SELECT(k_sel8, uint64_t)
 
 /* CAST kernels, k_cast_FROM_TO. Integers narrow by wrapping (like NumPy's
  * astype): through the target's unsigned type, which C defines as modular.
- * Floats to integers must fit after truncation toward zero. */
+ * Floats to integers must fit after truncation toward zero. f16 and bf16 go
+ * through f32 (exact), and to them from f64 and the integers through f64 and
+ * ut_f64_to_f32_odd, so that each rounds once. */
 #define F2I_CHECK(FITS)                         \
     if (!(FITS)) {                              \
         f->value = (double)x;                   \
         return EW_CAST;                         \
     }
-#define CAST_FROM_BOOL(S, T) EW_KERNEL1(k_cast_b_##S, uint8_t, T, , (T)(x != 0))
-#define CAST_TO_BOOL(S, T) EW_KERNEL1(k_cast_##S##_b, T, uint8_t, , (uint8_t)(x != 0))
-#define CAST_I2I(FS, FT, TS, TT, TU) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, , (TT)(TU)x)
-#define CAST_PLAIN(FS, FT, TS, TT) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, , (TT)x)
-#define CAST_F2I(FS, FT, TS, TT, FITS) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, F2I_CHECK(FITS), (TT)x)
-/* every cast from integer FS (type FT) */
-#define CASTS_FROM_INT(FS, FT)                                     \
-    CAST_TO_BOOL(FS, FT)                                           \
-    CAST_I2I(FS, FT, i32, int32_t, uint32_t)                       \
-    CAST_I2I(FS, FT, i64, int64_t, uint64_t)                       \
-    CAST_I2I(FS, FT, u8, uint8_t, uint8_t)                         \
-    CAST_I2I(FS, FT, i8, int8_t, uint8_t)                          \
-    CAST_PLAIN(FS, FT, f32, float)                                 \
-    CAST_PLAIN(FS, FT, f64, double)
-#define CASTS_FROM_FLOAT(FS, FT)                                   \
-    CAST_TO_BOOL(FS, FT)                                           \
-    CAST_F2I(FS, FT, i32, int32_t, FITS_I32)                       \
-    CAST_F2I(FS, FT, i64, int64_t, FITS_I64)                       \
-    CAST_F2I(FS, FT, u8, uint8_t, FITS_U8)                         \
-    CAST_F2I(FS, FT, i8, int8_t, FITS_I8)                          \
-    CAST_PLAIN(FS, FT, f32, float)                                 \
-    CAST_PLAIN(FS, FT, f64, double)
-CAST_FROM_BOOL(b, uint8_t)
-CAST_FROM_BOOL(i32, int32_t)
-CAST_FROM_BOOL(i64, int64_t)
-CAST_FROM_BOOL(u8, uint8_t)
-CAST_FROM_BOOL(i8, int8_t)
-CAST_FROM_BOOL(f32, float)
-CAST_FROM_BOOL(f64, double)
+#define FITS_I16 ((double)x > -32769.0 && (double)x < 32768.0)
+#define FITS_U16 ((double)x > -1.0 && (double)x < 65536.0)
+#define FITS_U32 ((double)x > -1.0 && (double)x < 4294967296.0)
+#define FITS_U64 ((double)x > -1.0 && (double)x < 18446744073709551616.0)
+/* the value a source element stands for: a half's f32, else itself */
+#define LD_F16(v) ut_f16_to_f32(v)
+#define LD_BF16(v) ut_bf16_to_f32(v)
+/* to every target from source FS (C type FT, element read as LD(element) of
+ * type XT); I2F is how an element becomes a double for the halves */
+#define CASTS_FROM_INT(FS, FT)                                                                    \
+    EW_KERNEL1(k_cast_##FS##_b, FT, uint8_t, , (uint8_t)(x != 0))                                 \
+    CAST_INTS(FS, FT, FT, , CAST_I2I)                                                             \
+    EW_KERNEL1(k_cast_##FS##_f32, FT, float, , (float)x)                                          \
+    EW_KERNEL1(k_cast_##FS##_f64, FT, double, , (double)x)                                        \
+    EW_KERNEL1(k_cast_##FS##_f16, FT, uint16_t, , ut_f64_to_f16((double)x))                       \
+    EW_KERNEL1(k_cast_##FS##_bf16, FT, uint16_t, , ut_f64_to_bf16((double)x))
+#define CAST_I2I(FS, FT, XT, LD, TS, TT, TU, FITS) EW_KERNEL1(k_cast_##FS##_##TS, FT, TT, , (TT)(TU)x)
+#define CAST_F2I(FS, FT, XT, LD, TS, TT, TU, FITS) \
+    EW_KERNEL1X(k_cast_##FS##_##TS, FT, XT, TT, LD, F2I_CHECK(FITS), (TT)x)
+#define CAST_INTS(FS, FT, XT, LD, M)                     \
+    M(FS, FT, XT, LD, i32, int32_t, uint32_t, FITS_I32)  \
+    M(FS, FT, XT, LD, i64, int64_t, uint64_t, FITS_I64)  \
+    M(FS, FT, XT, LD, u8, uint8_t, uint8_t, FITS_U8)     \
+    M(FS, FT, XT, LD, i8, int8_t, uint8_t, FITS_I8)      \
+    M(FS, FT, XT, LD, i16, int16_t, uint16_t, FITS_I16)  \
+    M(FS, FT, XT, LD, u16, uint16_t, uint16_t, FITS_U16) \
+    M(FS, FT, XT, LD, u32, uint32_t, uint32_t, FITS_U32) \
+    M(FS, FT, XT, LD, u64, uint64_t, uint64_t, FITS_U64)
+/* from a float or half (read as XT through LD); TO_F16/TO_BF16 narrow an XT */
+#define CASTS_FROM_FLOAT(FS, FT, XT, LD, TO_F16, TO_BF16)                                         \
+    EW_KERNEL1X(k_cast_##FS##_b, FT, XT, uint8_t, LD, , (uint8_t)(x != 0))                        \
+    CAST_INTS(FS, FT, XT, LD, CAST_F2I)                                                           \
+    EW_KERNEL1X(k_cast_##FS##_f32, FT, XT, float, LD, , (float)x)                                 \
+    EW_KERNEL1X(k_cast_##FS##_f64, FT, XT, double, LD, , (double)x)                               \
+    EW_KERNEL1X(k_cast_##FS##_f16, FT, XT, uint16_t, LD, , TO_F16(x))                             \
+    EW_KERNEL1X(k_cast_##FS##_bf16, FT, XT, uint16_t, LD, , TO_BF16(x))
+CASTS_FROM_INT(b, uint8_t)
 CASTS_FROM_INT(i32, int32_t)
 CASTS_FROM_INT(i64, int64_t)
 CASTS_FROM_INT(u8, uint8_t)
 CASTS_FROM_INT(i8, int8_t)
-CASTS_FROM_FLOAT(f32, float)
-CASTS_FROM_FLOAT(f64, double)
+CASTS_FROM_INT(i16, int16_t)
+CASTS_FROM_INT(u16, uint16_t)
+CASTS_FROM_INT(u32, uint32_t)
+CASTS_FROM_INT(u64, uint64_t)
+CASTS_FROM_FLOAT(f32, float, float, , ut_f32_to_f16, ut_f32_to_bf16)
+CASTS_FROM_FLOAT(f64, double, double, , ut_f64_to_f16, ut_f64_to_bf16)
+CASTS_FROM_FLOAT(f16, uint16_t, float, LD_F16, ut_f32_to_f16, ut_f32_to_bf16)
+CASTS_FROM_FLOAT(bf16, uint16_t, float, LD_BF16, ut_f32_to_f16, ut_f32_to_bf16)
+/* the casts models are full of, between the halves and f32, vectorised
+ * (devices/cpu/half.c) when the operand is contiguous */
+#define CAST_HALF_VEC(NAME, TA, TO, FN, SCALAR)                                                   \
+    static int NAME(void *o_, const void *const *in, const ptrdiff_t *st, ptrdiff_t n, ew_fault *f) \
+    {                                                                                             \
+        (void)f;                                                                                  \
+        TO *o = o_;                                                                               \
+        const TA *a = in[0];                                                                      \
+        if (st[0] == 1)                                                                           \
+            FN(o, a, (size_t)n);                                                                  \
+        else                                                                                      \
+            for (ptrdiff_t i = 0; i < n; i++)                                                     \
+                o[i] = SCALAR(a[i * st[0]]);                                                      \
+        return EW_OK;                                                                             \
+    }
+CAST_HALF_VEC(k_castv_f16_f32, uint16_t, float, dev_f16_to_f32_n, ut_f16_to_f32)
+CAST_HALF_VEC(k_castv_f32_f16, float, uint16_t, dev_f32_to_f16_n, ut_f32_to_f16)
+CAST_HALF_VEC(k_castv_bf16_f32, uint16_t, float, dev_bf16_to_f32_n, ut_bf16_to_f32)
+CAST_HALF_VEC(k_castv_f32_bf16, float, uint16_t, dev_f32_to_bf16_n, ut_f32_to_bf16)
 
 enum {
     B = TFVM_BOOL, I32 = TFVM_I32, I64 = TFVM_I64, F32 = TFVM_F32, F64 = TFVM_F64,
-    U8 = TFVM_U8, I8 = TFVM_I8, NDT = ISA_DTYPE_LAST + 1
+    U8 = TFVM_U8, I8 = TFVM_I8, I16 = TFVM_I16, U16 = TFVM_U16, U32 = TFVM_U32, U64 = TFVM_U64,
+    F16 = TFVM_F16, BF16 = TFVM_BF16, NDT = ISA_DTYPE_LAST + 1
 };
 
 /* TANH, EXP, SIGMOID, ERF and LOG on f32: act.c's array functions
@@ -417,11 +458,23 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
 #define CASTS_TO(F)                                                                         \
     {[B] = k_cast_##F##_b, [I32] = k_cast_##F##_i32, [I64] = k_cast_##F##_i64,             \
      [F32] = k_cast_##F##_f32, [F64] = k_cast_##F##_f64, [U8] = k_cast_##F##_u8,           \
-     [I8] = k_cast_##F##_i8}
+     [I8] = k_cast_##F##_i8, [I16] = k_cast_##F##_i16, [U16] = k_cast_##F##_u16,           \
+     [U32] = k_cast_##F##_u32, [U64] = k_cast_##F##_u64, [F16] = k_cast_##F##_f16,         \
+     [BF16] = k_cast_##F##_bf16}
 static const ew_kernel ew_casts[NDT][NDT] = {
     [B] = CASTS_TO(b),     [I32] = CASTS_TO(i32), [I64] = CASTS_TO(i64), [F32] = CASTS_TO(f32),
-    [F64] = CASTS_TO(f64), [U8] = CASTS_TO(u8),   [I8] = CASTS_TO(i8),
+    [F64] = CASTS_TO(f64), [U8] = CASTS_TO(u8),   [I8] = CASTS_TO(i8),   [I16] = CASTS_TO(i16),
+    [U16] = CASTS_TO(u16), [U32] = CASTS_TO(u32), [U64] = CASTS_TO(u64), [F16] = CASTS_TO(f16),
+    [BF16] = CASTS_TO(bf16),
 };
+static ew_kernel ew_cast_kernel(uint8_t from, uint8_t to)
+{
+    if (from == F16 && to == F32) return k_castv_f16_f32;
+    if (from == F32 && to == F16) return k_castv_f32_f16;
+    if (from == BF16 && to == F32) return k_castv_bf16_f32;
+    if (from == F32 && to == BF16) return k_castv_f32_bf16;
+    return ew_casts[from][to];
+}
 
 /* ---- Type rules (the one place that decides result dtypes and type errors) ----
  * What an op takes and gives is ops.def's `types` and `result`. */
@@ -569,7 +622,7 @@ static tfvm_status ew_scalar_kernel(isa_op op, uint32_t attr, const dev_value *i
         *out = r;
         return TFVM_OK;
     }
-    ew_kernel kern = op == ISA_CAST ? ew_casts[dt[0]][rd]
+    ew_kernel kern = op == ISA_CAST ? ew_cast_kernel(dt[0], rd)
                                     : ew_kernels[op][op == ISA_SELECT ? dt[1] : dt[0]];
     if (!kern)
         return ut_msg(msg, ms, TFVM_ERR_INTERNAL, "no CPU kernel for %s on %s",
@@ -781,7 +834,7 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
         m = 1;
     }
 
-    ew_kernel kern = op == ISA_CAST ? ew_casts[dt[0]][rd]
+    ew_kernel kern = op == ISA_CAST ? ew_cast_kernel(dt[0], rd)
                                     : ew_kernels[op][op == ISA_SELECT ? dt[1] : dt[0]];
     if (!kern) {
         tfvm_tensor_free(t);

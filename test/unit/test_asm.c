@@ -704,7 +704,7 @@ static const bad_case bad_cases[] = {
     {HDR "    x = FEED \"x!\" i32 (a)\n" FTR, "t.tfasm:3:14: a channel name is 1 to 64 letters, digits and _.:/-, got 'x!'"},
     {HDR "    x = FEED x i32 (a)\n" FTR,
      "t.tfasm:3:14: expected the channel's name in quotes after FEED (FEED \"x\"), got 'x'"},
-    {HDR "    x = FEED \"x\" (a)\n" FTR, "t.tfasm:3:18: expected a type (bool, i32, i64, f32, f64, u8, i8), got '('"},
+    {HDR "    x = FEED \"x\" (a)\n" FTR, "t.tfasm:3:18: expected a type (bool, i32, i64, f32, f64, u8, i8, i16, u16, u32, u64, f16, bf16), got '('"},
     {HDR "    x = FEED \"x\" i32[ (a)\n" FTR,
      "t.tfasm:3:23: expected ']' after '[' (a FEED of a tensor of any rank is TYPE[]), got '('"},
     {HDR "    x = FETCH \"y\" i32 (a, a)\n" FTR, "t.tfasm:3:19: expected end of line after the instruction, got 'i32'"},
@@ -808,7 +808,7 @@ static const bad_case bad_cases[] = {
     {HDR "    x = BRANCH ADD i32 1 (a)\n" FTR,
      "t.tfasm:3:16: expected a comparison (LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL) after BRANCH, got 'ADD'"},
     {HDR "    x = BRANCH LESS i32[2] [1, 2] (a)\n" FTR, "t.tfasm:3:21: the constant of BRANCH must be a scalar"},
-    {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64, u8, i8), got '('"},
+    {HDR "    x = BRANCH LESS (a)\n" FTR, "t.tfasm:3:21: expected a type (bool, i32, i64, f32, f64, u8, i8, i16, u16, u32, u64, f16, bf16), got '('"},
 };
 
 START_TEST(channel_rules)
