@@ -101,8 +101,38 @@ bool ox_dtype(int32_t t, uint8_t *dtype)
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *dtype = TFVM_BOOL; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *dtype = TFVM_U8; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *dtype = TFVM_I8; return true;
+    /* the storage dtypes compute in a wide dtype that holds every value
+       (u64: i64's bits; ox_u64_order keeps orderings right) */
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *dtype = TFVM_I32; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *dtype = TFVM_I64; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *dtype = TFVM_F32; return true;
     default: return false;
     }
+}
+
+uint8_t ox_store_dtype(int32_t t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: return TFVM_I16;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return TFVM_U16;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return TFVM_U32;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return TFVM_U64;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: return TFVM_F16;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: return TFVM_BF16;
+    default: return 0;
+    }
+}
+
+/* A storage dtype's value x (its compute dtype) as the storage dtype holds
+ * it: a wrapped integer, a rounded float. */
+ox_val ox_narrow(ox_node *N, const ox_val *x, uint8_t store)
+{
+    ox_val s = ox_to_dtype(N, x, store), r = ox_to_dtype(N, &s, x->dtype);
+    r.store = store;
+    return r;
 }
 
 const char *ox_onnx_type_name(int32_t t)
@@ -124,6 +154,7 @@ bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v)
     const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
     if (!tt->has_elem_type || !ox_dtype(tt->elem_type, &v->dtype))
         return false;
+    v->store = ox_store_dtype(tt->elem_type);
     if (tt->shape && tt->shape->n_dim <= TFVM_MAX_RANK) {
         v->rank = (int8_t)tt->shape->n_dim;
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
@@ -214,6 +245,97 @@ static void refine_from_value_info(const Onnx__GraphProto *g, const char *name, 
     }
 }
 
+/* ---- Storage dtypes --------------------------------------------------------------
+ * A value of ONNX type u16, f16... computes in its wide dtype (ox_dtype) and
+ * remembers the storage dtype in ox_val.store. What ops need of it: */
+static bool op_is(const ox_node *N, const char *const *names)
+{
+    for (; *names; names++)
+        if (strcmp(N->n->op_type, *names) == 0)
+            return true;
+    return false;
+}
+
+/* ops whose integer results may leave the storage dtype's range: they wrap
+   as the stored value would (i16, u16 and u32; u64 wraps in i64's bits) */
+static const char *const wrapping_ops[] = {"Add", "Sub", "Mul", "Neg", "Abs", "Pow", "BitShift", "BitwiseNot",
+                                           "Sum", "CumSum", "ReduceSum", "ReduceProd", "MatMul", "Gemm",
+                                           "Div", "Einsum", NULL};
+/* ops that order their operands, and those of them whose results are operands */
+static const char *const ordering_ops[] = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min",
+                                           "ReduceMax", "ReduceMin", "TopK", "ArgMax", "ArgMin", "Clip", NULL};
+static const char *const ordered_results[] = {"Max", "Min", "ReduceMax", "ReduceMin", "TopK", "Clip", NULL};
+/* ops whose results are never their operands' element type */
+static const char *const index_ops[] = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Cast", "CastLike", NULL};
+
+static uint8_t node_store(const ox_node *N)
+{
+    for (uint32_t k = 0; k < N->n_in; k++)
+        if (N->in[k] && N->in[k]->store)
+            return N->in[k]->store;
+    return 0;
+}
+
+/* u64 in i64: flipping the sign bit maps unsigned order onto signed order
+   (and back), so an op that orders flipped operands and flips its ordered
+   results gives the unsigned answer */
+static ox_val u64_flip(ox_node *N, const ox_val *x)
+{
+    ox_val m = ox_scalar(N, TFVM_I64, 0, INT64_MIN), r = ox_ew2(N, ISA_BITXOR, x, &m, TFVM_I64);
+    r.store = x->store;
+    return r;
+}
+
+static void u64_before(ox_node *N)
+{
+    if (node_store(N) != TFVM_U64)
+        return;
+    char dir[8];
+    if (op_is(N, (const char *const[]){"Div", "Mod", NULL}) ||
+        (strcmp(N->n->op_type, "BitShift") == 0 && strcmp(ox_attr_s(N, "direction", "", dir, sizeof dir), "RIGHT") == 0))
+        ox_unsupported(N, "u64 operands");
+    if (!op_is(N, ordering_ops))
+        return;
+    /* the ordered operands: every one of a comparison, Max, Min and Clip; the data of the others */
+    const bool all = op_is(N, (const char *const[]){"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min",
+                                                    "Clip", NULL});
+    for (uint32_t k = 0; k < (all ? N->n_in : 1); k++)
+        if (N->in[k] && N->in[k]->dtype == TFVM_I64) {
+            ox_val f = u64_flip(N, N->in[k]);
+            N->in[k] = ox_new_val(N->C, &f);
+        }
+}
+
+/* After the op: its results' storage dtype (an operand's, where the result
+ * has the operand's dtype), wrapped where it may have left the range, and
+ * u64 orderings flipped back. */
+static void store_after(ox_node *N, uint8_t store)
+{
+    if (!store || op_is(N, index_ops))
+        return;
+    for (uint32_t k = 0; k < N->n_out; k++) {
+        ox_val *o = &N->out[k];
+        if (!o->v.n || o->store || (k > 0 && op_is(N, (const char *const[]){"TopK", "Unique", NULL})))
+            continue;
+        bool same = false;
+        for (uint32_t i = 0; i < N->n_in && !same; i++)
+            same = N->in[i] && N->in[i]->store == store && N->in[i]->dtype == o->dtype;
+        if (!same)
+            continue;
+        if (store == TFVM_U64 && op_is(N, ordered_results)) {
+            *o = u64_flip(N, o);
+        } else if (store != TFVM_U64 && !isa_dtype_half(store) && op_is(N, wrapping_ops)) {
+            int8_t rank = o->rank;
+            int64_t dims[TFVM_MAX_RANK];
+            memcpy(dims, o->dims, sizeof dims);
+            *o = ox_narrow(N, o, store);
+            o->rank = rank;
+            memcpy(o->dims, dims, sizeof dims);
+        }
+        o->store = store;
+    }
+}
+
 static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodeProto *n, size_t index, cc_blk *b)
 {
     ox_node *N = cc_alloc(X->C, sizeof *N);
@@ -261,8 +383,10 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
+    u64_before(N);
     if (!ox_try_fold(N))
         h(N);
+    store_after(N, node_store(N));
     for (uint32_t k = 0; k < N->n_out; k++) {
         const char *o = n->output[k];
         if (!o || !o[0])
@@ -378,29 +502,47 @@ static cc_ifn *build_model(cc *C, void *ud)
         }
         pn[np] = vi->name;
         pt[np] = ox_vtype(&pv[np]);
+        if (pv[np].store)
+            pt[np].dtype = pv[np].store;
         np++;
     }
     uint32_t nr = (uint32_t)g->n_output;
     const char **rn = cc_array(C, nr + 1, sizeof *rn);
     cc_vtype *rt = cc_array(C, nr + 1, sizeof *rt);
+    uint8_t *rs = cc_array(C, nr + 1, sizeof *rs);
     for (uint32_t k = 0; k < nr; k++) {
         const Onnx__ValueInfoProto *vi = g->output[k];
         rn[k] = vi && vi->name ? vi->name : "";
         ox_val v;
         if (!ox_value_info(vi, &v))
             v.dtype = TFVM_F32;
+        rs[k] = v.store;
         rt[k] = ox_vtype(&v);
+        if (v.store)
+            rt[k].dtype = v.store;
     }
     cc_ifn *fn = cc_func_new(C, "main", np, pn, pt, nr, rn, rt);
     cc_blk *top = cc_fn_top(fn);
+    ox_node edge = {.X = X, .C = C, .b = top, .id = "(graph)"}; /* the CASTs at the graph's edges */
     for (uint32_t k = 0; k < np; k++) {
         pv[k].v = cc_param_val(fn, k);
+        if (pv[k].store) { /* arrives as stored, computes in its wide dtype */
+            ox_val s = pv[k];
+            s.dtype = s.store;
+            pv[k] = ox_to_dtype(&edge, &s, pv[k].dtype);
+            memcpy(pv[k].dims, s.dims, sizeof s.dims);
+            pv[k].store = s.store;
+        }
         ox_bind(X, pn[k], &pv[k]);
     }
     ox_val **out = cc_array(C, nr + 1, sizeof *out);
     ox_graph_nodes(X, g, top, out);
     cc_irval *res = cc_array(C, nr + 1, sizeof *res);
     for (uint32_t k = 0; k < nr; k++) {
+        if (rs[k] && out[k]->dtype != rs[k]) { /* leaves as stored */
+            ox_val s = ox_to_dtype(&edge, out[k], rs[k]);
+            out[k] = ox_new_val(C, &s);
+        }
         res[k] = out[k]->v;
         fn->src->results[k].type = ox_vtype(out[k]);
         /* The results' signature (checked on every run, vm/signature.c) keeps

@@ -36,9 +36,20 @@ static void op_BitCast(ox_node *N)
     uint8_t d;
     if (!ox_dtype((int32_t)to, &d))
         ox_unsupported(N, "bit-casting to %s", ox_onnx_type_name((int32_t)to));
-    if (tfvm_dtype_size((tfvm_dtype)d) != tfvm_dtype_size((tfvm_dtype)x->dtype))
-        ox_fail(N, TFVM_ERR_TYPE, "%s and %s differ in size", tfvm_dtype_name((tfvm_dtype)x->dtype),
-                tfvm_dtype_name((tfvm_dtype)d));
+    /* sizes and kinds as stored: a u32 computes in i64 */
+    const uint8_t xs = x->store ? x->store : x->dtype, ts = ox_store_dtype((int32_t)to) ? ox_store_dtype((int32_t)to) : d;
+    if (tfvm_dtype_size((tfvm_dtype)ts) != tfvm_dtype_size((tfvm_dtype)xs))
+        ox_fail(N, TFVM_ERR_TYPE, "%s and %s differ in size", tfvm_dtype_name((tfvm_dtype)xs),
+                tfvm_dtype_name((tfvm_dtype)ts));
+    if (isa_dtype_int(d) && isa_dtype_int(x->dtype) && !isa_dtype_half(xs) && !isa_dtype_half(ts)) {
+        /* between integers of one size the bits are the value, wrapped */
+        ox_val s = ox_to_dtype(N, x, ts);
+        N->out[0] = ox_to_dtype(N, &s, d);
+        N->out[0].store = ts == d ? 0 : ts;
+        return;
+    }
+    if (x->store || ts != d)
+        ox_unsupported(N, "bit-casting %s to %s", tfvm_dtype_name((tfvm_dtype)xs), tfvm_dtype_name((tfvm_dtype)ts));
     if (d == x->dtype) {
         N->out[0] = *x;
         return;

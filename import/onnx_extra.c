@@ -404,12 +404,17 @@ static void op_QuantizeLinear(ox_node *N)
     if (ox_attr_i(N, "block_size", 0))
         ox_unblock(N);
     ox_val *x = ox_need(N, 0), *sc = ox_need(N, 1), *zp = ox_opt_in(N, 2);
-    uint8_t out = zp ? zp->dtype : TFVM_U8;
+    uint8_t out = zp ? zp->dtype : TFVM_U8, store = zp ? zp->store : 0;
     const Onnx__AttributeProto *od = ox_attr(N, "output_dtype");
     if (od && od->has_i && od->i && !ox_dtype((int32_t)od->i, &out))
         ox_unsupported(N, "output_dtype %s", ox_onnx_type_name((int32_t)od->i));
-    if (out != TFVM_U8 && out != TFVM_I8)
-        ox_unsupported(N, "quantizing to %s", tfvm_dtype_name((tfvm_dtype)out));
+    if (od && od->has_i && od->i)
+        store = ox_store_dtype((int32_t)od->i);
+    /* the range of the stored integer type: 8 bits, or i16/u16 computed in i32 */
+    const double lo_v = out == TFVM_U8 || store == TFVM_U16 ? 0 : out == TFVM_I8 ? -128 : store == TFVM_I16 ? -32768 : 1;
+    const double hi_v = out == TFVM_U8 ? 255 : out == TFVM_I8 ? 127 : store == TFVM_I16 ? 32767 : 65535;
+    if (out != TFVM_U8 && out != TFVM_I8 && store != TFVM_I16 && store != TFVM_U16)
+        ox_unsupported(N, "quantizing to %s", tfvm_dtype_name((tfvm_dtype)(store ? store : out)));
     uint8_t d = sc->dtype;
     ox_val xf = ox_to_dtype(N, x, d), s = along(N, sc, x);
     ox_val q = ox_ew2(N, ISA_DIV, &xf, &s, d);
@@ -419,10 +424,11 @@ static void op_QuantizeLinear(ox_node *N)
         z = ox_to_dtype(N, &z, d);
         q = ox_ew2(N, ISA_ADD, &q, &z, d);
     }
-    ox_val lo = ox_fscalar(N, d, out == TFVM_U8 ? 0 : -128), hi = ox_fscalar(N, d, out == TFVM_U8 ? 255 : 127);
+    ox_val lo = ox_fscalar(N, d, lo_v), hi = ox_fscalar(N, d, hi_v);
     q = ox_ew2(N, ISA_MAX, &q, &lo, d);
     q = ox_ew2(N, ISA_MIN, &q, &hi, d);
     N->out[0] = ox_to_dtype(N, &q, out);
+    N->out[0].store = store;
 }
 
 

@@ -17,6 +17,8 @@
 typedef struct ox_val {
     cc_irval v;
     uint8_t dtype;
+    uint8_t store; /* the ONNX element type's storage dtype where it is not dtype
+                      (ox_store_dtype: a u16 computed in i32), else 0 */
     int8_t rank;
     int64_t dims[TFVM_MAX_RANK];
     const void *cdata;
@@ -56,6 +58,8 @@ typedef struct ox_node {
 } ox_node;
 
 /* onnx.c */
+uint8_t ox_store_dtype(int32_t onnx_type); /* TFVM_F16 for FLOAT16...; 0: ox_dtype's own */
+ox_val ox_narrow(ox_node *N, const ox_val *x, uint8_t store);
 _Noreturn void ox_fail(ox_node *N, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
 _Noreturn void ox_unsupported(ox_node *N, const char *what, ...) UT_PRINTF(2, 3);
 ox_val *ox_lookup(ox *X, const char *name);

@@ -499,6 +499,20 @@ static void op_Dropout(ox_node *N)
     }
 }
 
+/* Cast to compute dtype d, stored as `store` (0: d itself): through the
+ * storage dtype, which rounds or wraps as the stored value would. */
+static void cast_to(ox_node *N, const ox_val *x, uint8_t d, uint8_t store)
+{
+    if (!store) {
+        N->out[0] = ox_to_dtype(N, x, d);
+        N->out[0].store = 0;
+        return;
+    }
+    ox_val s = ox_to_dtype(N, x, store);
+    N->out[0] = ox_to_dtype(N, &s, d);
+    N->out[0].store = store;
+}
+
 static void op_Cast(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
@@ -506,10 +520,14 @@ static void op_Cast(ox_node *N)
     uint8_t d;
     if (!ox_dtype((int32_t)to, &d))
         ox_unsupported(N, "casting to %s", ox_onnx_type_name((int32_t)to));
-    N->out[0] = ox_to_dtype(N, x, d);
+    cast_to(N, x, d, ox_store_dtype((int32_t)to));
 }
 
-static void op_CastLike(ox_node *N) { N->out[0] = ox_to_dtype(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
+static void op_CastLike(ox_node *N)
+{
+    const ox_val *like = ox_need(N, 1);
+    cast_to(N, ox_need(N, 0), like->dtype, like->store);
+}
 
 static void op_Clip(ox_node *N)
 {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/half.h"
 #include "import/onnx_int.h"
 
 _Noreturn static void tfail(ox *X, const Onnx__TensorProto *t, tfvm_status code, const char *fmt, const char *a,
@@ -134,6 +135,40 @@ static const void *read_external(ox *X, const Onnx__TensorProto *t, size_t want)
     return buf;
 }
 
+/* Element k of a storage-dtype tensor (raw little-endian bytes, or the typed
+ * field ONNX keeps it in: the 16-bit types in int32_data, u32 and u64 in
+ * uint64_data) written into q as its compute dtype. */
+static void widen_elem(uint8_t store, const Onnx__TensorProto *t, size_t k, unsigned char *q)
+{
+    const size_t es = tfvm_dtype_size((tfvm_dtype)store);
+    uint64_t w = 0;
+    if (t->has_raw_data)
+        for (size_t i = 0; i < es; i++)
+            w |= (uint64_t)t->raw_data.data[k * es + i] << (8 * i);
+    else
+        w = es == 2 ? (uint64_t)(uint16_t)t->int32_data[k] : t->uint64_data[k];
+    switch (store) {
+    case TFVM_F16: { float f = ut_f16_to_f32((uint16_t)w); memcpy(q, &f, 4); break; }
+    case TFVM_BF16: { float f = ut_bf16_to_f32((uint16_t)w); memcpy(q, &f, 4); break; }
+    case TFVM_I16: { int32_t i = (int16_t)(uint16_t)w; memcpy(q, &i, 4); break; }
+    case TFVM_U16: { int32_t i = (int32_t)w; memcpy(q, &i, 4); break; }
+    default: memcpy(q, &w, 8); break; /* u32, u64: i64 with the same bits */
+    }
+}
+
+/* A storage-dtype initializer (f16, u16...) in its compute dtype. */
+static const void *widen_const(ox *X, const Onnx__TensorProto *t, uint8_t store, uint8_t dtype, size_t count)
+{
+    const size_t es = tfvm_dtype_size((tfvm_dtype)store), ces = tfvm_dtype_size((tfvm_dtype)dtype);
+    const size_t have = t->has_raw_data ? t->raw_data.len / es : es == 2 ? t->n_int32_data : t->n_uint64_data;
+    if ((t->has_raw_data && t->raw_data.len != count * es) || have != count)
+        tfail(X, t, TFVM_ERR_FORMAT, "%s has %lld elements for its dims", "data", (long long)have);
+    unsigned char *p = cc_alloc(X->C, count ? count * ces : 1);
+    for (size_t k = 0; k < count; k++)
+        widen_elem(store, t, k, p + k * ces);
+    return p;
+}
+
 void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out)
 {
     (void)N;
@@ -157,7 +192,12 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
     size_t nbytes = (size_t)count * es;
     const void *data = NULL;
     bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    if (external) {
+    const uint8_t store = ox_store_dtype(dt);
+    if (store && external)
+        tfail(X, t, TFVM_ERR_UNSUPPORTED, "external data of element type %s is not supported", ox_onnx_type_name(dt), 0);
+    if (store) {
+        data = widen_const(X, t, store, dtype, (size_t)count);
+    } else if (external) {
         data = read_external(X, t, nbytes);
     } else if (t->has_raw_data) {
         if (t->raw_data.len != nbytes)
@@ -216,6 +256,7 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
         }
     }
     out->dtype = dtype;
+    out->store = store;
     out->rank = (int8_t)t->n_dims;
     for (int k = 0; k < TFVM_MAX_RANK; k++)
         out->dims[k] = (size_t)k < t->n_dims ? t->dims[k] : -1;

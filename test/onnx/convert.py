@@ -14,7 +14,17 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-NPY_OK = {np.dtype(t) for t in ("bool", "uint8", "int8", "int32", "int64", "float32", "float64")}
+NPY_OK = {np.dtype(t) for t in ("bool", "uint8", "int8", "int16", "uint16", "uint32", "uint64", "int32", "int64",
+                                 "float16", "float32", "float64")}
+
+
+def bf16_dtype():
+    """ml_dtypes' bfloat16 (saved as '<V2', which tfvm reads as bf16), if installed."""
+    try:
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    except ImportError:
+        return None
 
 
 def ops_of(graph, acc):
@@ -36,7 +46,7 @@ def load_pb(path, vi):
     t = onnx.TensorProto()
     t.ParseFromString(data)
     a = numpy_helper.to_array(t)
-    if a.dtype not in NPY_OK:
+    if a.dtype not in NPY_OK and a.dtype != bf16_dtype():
         return None, "dtype " + str(a.dtype)
     return np.ascontiguousarray(a), None
 

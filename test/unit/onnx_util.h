@@ -13,6 +13,7 @@
 #include "import/import.h"
 #include "loader/loader.h"
 #include "tfvm.h"
+#include "util/half.h"
 
 /* Compiles the .onnx file at path (external data next to it). */
 static inline tfvm_status ou_compile(const char *path, const tfvm_allocator *a, tfvm_program **out,
@@ -89,8 +90,14 @@ static inline bool ou_same(const tfvm_value *v, const tfvm_tensor *want, char *w
         const unsigned char *g = gp + (size_t)i * es, *w = wp + (size_t)i * es;
         bool ok;
         double gv = 0, wv = 0;
-        if (d == TFVM_F32 || d == TFVM_F64) {
-            if (d == TFVM_F32) {
+        if (d == TFVM_F32 || d == TFVM_F64 || d == TFVM_F16 || d == TFVM_BF16) {
+            if (d == TFVM_F16 || d == TFVM_BF16) { /* 8 or 11 significant bits: a few ulps */
+                uint16_t a, b;
+                memcpy(&a, g, 2);
+                memcpy(&b, w, 2);
+                gv = d == TFVM_F16 ? ut_f16_to_f32(a) : ut_bf16_to_f32(a);
+                wv = d == TFVM_F16 ? ut_f16_to_f32(b) : ut_bf16_to_f32(b);
+            } else if (d == TFVM_F32) {
                 float a, b;
                 memcpy(&a, g, 4);
                 memcpy(&b, w, 4);
@@ -100,11 +107,12 @@ static inline bool ou_same(const tfvm_value *v, const tfvm_tensor *want, char *w
                 memcpy(&gv, g, 8);
                 memcpy(&wv, w, 8);
             }
-            ok = (isnan(gv) && isnan(wv)) || gv == wv || fabs(gv - wv) <= 1e-5 + 1e-3 * fabs(wv);
+            const double rtol = d == TFVM_F16 ? 4e-3 : d == TFVM_BF16 ? 2e-2 : 1e-3;
+            ok = (isnan(gv) && isnan(wv)) || gv == wv || fabs(gv - wv) <= 1e-5 + rtol * fabs(wv);
         } else {
             ok = memcmp(g, w, es) == 0;
             if (!ok) {
-                int64_t a = 0, b = 0;
+                int64_t a = 0, b = 0; /* the little-endian low bytes: enough to show */
                 memcpy(&a, g, es);
                 memcpy(&b, w, es);
                 gv = (double)a;
