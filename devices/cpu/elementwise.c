@@ -676,7 +676,7 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
         *out = r;
         return TFVM_OK;
     case ISA_SELECT:
-        if (d != B || in[1].dtype != in[2].dtype || !isa_dtype_valid(in[1].dtype))
+        if (d != B || in[1].dtype != in[2].dtype || !isa_takes(op, in[1].dtype))
             break;
         r.dtype = in[1].dtype;
         r.u = in[0].u.b ? in[1].u : in[2].u;

@@ -329,6 +329,9 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
         const dev_value *x = &in[j];
         if (x->dead || !isa_dtype_valid(x->dtype))
             return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u has no value", j);
+        if (ISA_TYPES_STORE >> x->dtype & 1) /* no tensor kernel computes on them */
+            return dev_kfail(&k, TFVM_ERR_TYPE, "not defined on %s (a storage dtype: CAST it to a wide one)",
+                             tfvm_dtype_name((tfvm_dtype)x->dtype));
         if (!x->is_tensor) {
             v[j] = (dev_kview){.dtype = x->dtype, .count = 1, .data = &x->u};
             continue;

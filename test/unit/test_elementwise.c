@@ -611,9 +611,9 @@ START_TEST(test_bad_op_and_attr)
                      TFVM_ERR_INTERNAL);
     ck_assert_int_eq(dev_cpu_elementwise(ISA_OP_COUNT, 0, in, &out, NULL, msg, sizeof msg),
                      TFVM_ERR_INTERNAL);
-    ck_assert_int_eq(dev_cpu_elementwise(ISA_CAST, 9, in, &out, NULL, msg, sizeof msg),
+    ck_assert_int_eq(dev_cpu_elementwise(ISA_CAST, 14, in, &out, NULL, msg, sizeof msg),
                      TFVM_ERR_INTERNAL);
-    ck_assert_str_eq(msg, "invalid CAST target dtype 9");
+    ck_assert_str_eq(msg, "invalid CAST target dtype 14");
     ck_assert_int_eq(dev_cpu_elementwise(ISA_CAST, 0, in, &out, NULL, msg, sizeof msg),
                      TFVM_ERR_INTERNAL);
     in[1].dtype = 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/half.h"
 #include "devices/npy.h"
 #include "testutil.h"
 
@@ -57,7 +58,8 @@ static const struct { const char *tag; int rank; int64_t dims[3]; } shapes[] = {
 };
 static const struct { const char *name; tfvm_dtype dtype; } dtypes[] = {
     {"bool", TFVM_BOOL}, {"i32", TFVM_I32}, {"i64", TFVM_I64}, {"f32", TFVM_F32}, {"f64", TFVM_F64},
-    {"u8", TFVM_U8},     {"i8", TFVM_I8},
+    {"u8", TFVM_U8},     {"i8", TFVM_I8},   {"i16", TFVM_I16}, {"u16", TFVM_U16}, {"u32", TFVM_U32},
+    {"u64", TFVM_U64},   {"f16", TFVM_F16}, {"bf16", TFVM_BF16},
 };
 
 /* Element k of every good fixture (make_fixtures.py writes the same). */
@@ -72,6 +74,14 @@ static void check_value(const tfvm_tensor *t, int64_t k)
     case TFVM_F64: ck_assert(((const double *)d)[k] == (double)k * 0.25 - 2.0); break;
     case TFVM_U8: ck_assert_int_eq(((const uint8_t *)d)[k], (k * 37 + 250) % 256); break;
     case TFVM_I8: ck_assert_int_eq(((const int8_t *)d)[k], (k * 29 + 100) % 256 - 128); break;
+    case TFVM_I16: ck_assert_int_eq(((const int16_t *)d)[k], k * 517 - 3000); break;
+    case TFVM_U16: ck_assert_int_eq(((const uint16_t *)d)[k], (k * 4099 + 60000) % 65536); break;
+    case TFVM_U32: ck_assert_uint_eq(((const uint32_t *)d)[k], (uint32_t)(k * 2654435761u + 4000000000u)); break;
+    case TFVM_U64:
+        ck_assert_uint_eq(((const uint64_t *)d)[k], (uint64_t)k * ((UINT64_C(1) << 61) + 3) + (UINT64_C(1) << 63));
+        break;
+    case TFVM_F16: ck_assert(ut_f16_to_f32(((const uint16_t *)d)[k]) == (float)k * 0.5f - 3.25f); break;
+    case TFVM_BF16: ck_assert(ut_bf16_to_f32(((const uint16_t *)d)[k]) == (float)k * 0.5f - 3.25f); break;
     }
 }
 
@@ -250,7 +260,6 @@ START_TEST(test_fixture_errors)
         {"fortran.npy", TFVM_ERR_FORMAT, "Fortran-order arrays are not supported"},
         {"bigendian.npy", TFVM_ERR_FORMAT, "big-endian arrays are not supported"},
         {"complex.npy", TFVM_ERR_FORMAT, "unsupported dtype '<c16'"},
-        {"f16.npy", TFVM_ERR_FORMAT, "unsupported dtype '<f2'"},
         {"structured.npy", TFVM_ERR_FORMAT, "structured dtypes are not supported"},
         {"rank9.npy", TFVM_ERR_FORMAT, "arrays of rank 9 are not supported (maximum 8)"},
         {"truncated.npy", TFVM_ERR_FORMAT, "truncated data: expected 48 bytes, found 20"},
@@ -391,8 +400,11 @@ START_TEST(test_header_errors)
                 "big-endian arrays are not supported");
     expect_dict("{'descr': '=f8', 'fortran_order': False, 'shape': ()}", 8, BAD,
                 "unsupported dtype '=f8'");
-    expect_dict("{'descr': '<f2', 'fortran_order': False, 'shape': ()}", 2, BAD,
-                "unsupported dtype '<f2'");
+    expect_dict("{'descr': '<f2', 'fortran_order': False, 'shape': ()}", 2, OK, NULL);
+    expect_dict("{'descr': '<V2', 'fortran_order': False, 'shape': ()}", 2, OK, NULL); /* ml_dtypes' bfloat16 */
+    expect_dict("{'descr': '<V4', 'fortran_order': False, 'shape': ()}", 4, BAD,
+                "unsupported dtype '<V4'");
+    expect_dict("{'descr': '<u8', 'fortran_order': False, 'shape': ()}", 8, OK, NULL);
     expect_dict("{'descr': '', 'fortran_order': False, 'shape': ()}", 0, BAD,
                 "unsupported dtype ''");
     expect_dict("{'descr': '<\x01\x7f', 'fortran_order': False, 'shape': ()}", 0, BAD,

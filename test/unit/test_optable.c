@@ -8,6 +8,7 @@
 
 #include "devices/cpu/cpu.h"
 #include "testutil.h"
+#include "util/half.h"
 
 /* How each operand of a sample is made. */
 enum {
@@ -110,6 +111,12 @@ static void put(uint8_t dt, void *data, int64_t k, double v)
     case TFVM_F64: ((double *)data)[k] = v; break;
     case TFVM_U8: ((uint8_t *)data)[k] = (uint8_t)v; break;
     case TFVM_I8: ((int8_t *)data)[k] = (int8_t)v; break;
+    case TFVM_I16: ((int16_t *)data)[k] = (int16_t)v; break;
+    case TFVM_U16: ((uint16_t *)data)[k] = (uint16_t)v; break;
+    case TFVM_U32: ((uint32_t *)data)[k] = (uint32_t)v; break;
+    case TFVM_U64: ((uint64_t *)data)[k] = (uint64_t)v; break;
+    case TFVM_F16: ((uint16_t *)data)[k] = ut_f64_to_f16(v); break;
+    case TFVM_BF16: ((uint16_t *)data)[k] = ut_f64_to_bf16(v); break;
     }
 }
 

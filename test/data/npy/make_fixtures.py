@@ -32,6 +32,19 @@ def values(dtype, shape):
         v = ((k * 37 + 250) % 256).astype("|u1")
     elif dtype == "i8":
         v = ((k * 29 + 100) % 256 - 128).astype("|i1")
+    elif dtype == "i16":
+        v = (k * 517 - 3000).astype("<i2")
+    elif dtype == "u16":
+        v = ((k * 4099 + 60000) % 65536).astype("<u2")
+    elif dtype == "u32":
+        v = ((k * 2654435761 + 4000000000) % (1 << 32)).astype("<u4")
+    elif dtype == "u64":
+        v = k.astype("<u8") * np.uint64((1 << 61) + 3) + np.uint64(1 << 63)
+    elif dtype == "f16":
+        v = (k * 0.5 - 3.25).astype("<f2")
+    elif dtype == "bf16":  # ml_dtypes' bfloat16, saved as '<V2'
+        import ml_dtypes
+        v = (k * 0.5 - 3.25).astype(np.float32).astype(ml_dtypes.bfloat16)
     elif dtype == "f32":
         v = (k * 0.5 - 3.25).astype("<f4")
     else:
@@ -40,7 +53,7 @@ def values(dtype, shape):
 
 
 SHAPES = {"r0": (), "r1": (5,), "r2": (2, 3), "r3": (2, 3, 4), "e1": (0,), "e3": (2, 0, 3)}
-for dt in ("bool", "i32", "i64", "f32", "f64", "u8", "i8"):
+for dt in ("bool", "i32", "i64", "f32", "f64", "u8", "i8", "i16", "u16", "u32", "u64", "f16", "bf16"):
     for tag, shape in SHAPES.items():
         save(f"{dt}_{tag}.npy", values(dt, shape))
 
@@ -55,7 +68,7 @@ save("bigendian.npy", np.arange(4, dtype=">f4"))
 save("complex.npy", np.array([1 + 2j, 3 - 4j], "<c16"))
 save("structured.npy", np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]))
 save("rank9.npy", np.zeros((1,) * 9, "<i4"))
-save("f16.npy", np.arange(3, dtype="<f2"))
+save("f16.npy", np.arange(3, dtype="<f2"))  # tfvm reads it (npy_args.tfasm: not as f32)
 full = open(os.path.join(D, "f64_r2.npy"), "rb").read()
 hlen = 10 + int.from_bytes(full[8:10], "little")
 open(os.path.join(D, "truncated.npy"), "wb").write(full[: hlen + 20])
