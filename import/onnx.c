@@ -336,6 +336,79 @@ static void store_after(ox_node *N, uint8_t store)
     }
 }
 
+/* The handler of node n (its id for messages), or NULL with why it has none. */
+static ox_handler node_handler(const ox *X, const Onnx__NodeProto *n, const char *id, char *why, size_t size)
+{
+    bool preview = n->domain && strcmp(n->domain, "ai.onnx.preview") == 0 && ox_find_preview_op(n->op_type);
+    bool other = n->domain && ox_find_domain_op(n->domain, n->op_type); /* onnx_bits.c */
+    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 && !preview && !other) {
+        snprintf(why, size, "node %s: op '%.60s' of domain '%.60s' is not supported (only the default domain is)", id,
+                 n->op_type, n->domain);
+        return NULL;
+    }
+    int64_t min_opset = 0;
+    ox_handler h = preview    ? ox_find_preview_op(n->op_type)
+                   : other    ? ox_find_domain_op(n->domain, n->op_type)
+                              : ox_find_op(n->op_type, X->opset, &min_opset);
+    if (!h && min_opset)
+        snprintf(why, size, "node %s: op '%.60s' (opset %lld) is not supported (from opset %lld)", id, n->op_type,
+                 (long long)X->opset, (long long)min_opset);
+    else if (!h)
+        snprintf(why, size, "node %s: op '%.60s' (opset %lld) is not supported", id, n->op_type, (long long)X->opset);
+    return h;
+}
+
+/* Every node of g and its subgraphs without a handler, described into
+ * list (as many as fit; *n counts them all). */
+static void list_unsupported(const ox *X, const Onnx__GraphProto *g, char *list, size_t size, int *n)
+{
+    for (size_t k = 0; g && k < g->n_node; k++) {
+        const Onnx__NodeProto *node = g->node[k];
+        if (!node || !node->op_type)
+            continue;
+        char id[96], why[256], item[256];
+        if (node->name && node->name[0])
+            snprintf(id, sizeof id, "'%.80s'", node->name);
+        else
+            snprintf(id, sizeof id, "#%zu", k);
+        if (!node_handler(X, node, id, why, sizeof why)) {
+            /* the first in full (alone, it is the message); the rest briefly */
+            const bool dom = node->domain && node->domain[0] && strcmp(node->domain, "ai.onnx") != 0;
+            snprintf(item, sizeof item, "node %s: %.60s%s%.60s (opset %lld)", id, dom ? node->domain : "",
+                     dom ? ":" : "", node->op_type, (long long)X->opset);
+            size_t len = strlen(list);
+            if (*n == 0)
+                snprintf(list, size, "%s", why);
+            else if (len + strlen(item) + 8 < size)
+                snprintf(list + len, size - len, "%s%s", *n == 1 ? "; also " : ", ", item);
+            else if (len + 6 < size && strcmp(list + len - 3, "...") != 0)
+                snprintf(list + len, size - len, ", ...");
+            (*n)++;
+        }
+        for (size_t a = 0; a < node->n_attribute; a++) {
+            const Onnx__AttributeProto *at = node->attribute[a];
+            if (!at)
+                continue;
+            list_unsupported(X, at->g, list, size, n);
+            for (size_t j = 0; j < at->n_graphs; j++)
+                list_unsupported(X, at->graphs[j], list, size, n);
+        }
+    }
+}
+
+/* One error for every unsupported op of the model, before translating any. */
+static void check_ops(ox *X, const Onnx__GraphProto *g)
+{
+    char list[440] = "";
+    int n = 0;
+    list_unsupported(X, g, list, sizeof list, &n);
+    if (n == 1)
+        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s", list);
+    if (n > 1)
+        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%d nodes have ops that are not supported: %s", n,
+                 list);
+}
+
 static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodeProto *n, size_t index, cc_blk *b)
 {
     ox_node *N = cc_alloc(X->C, sizeof *N);
@@ -346,24 +419,10 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
     node_id(N, n, index);
     if (!n->op_type)
         ox_fail(N, TFVM_ERR_FORMAT, "no op type");
-    bool preview = n->domain && strcmp(n->domain, "ai.onnx.preview") == 0 && ox_find_preview_op(n->op_type);
-    bool other = n->domain && ox_find_domain_op(n->domain, n->op_type); /* onnx_bits.c */
-    if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0 && !preview && !other)
-        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED,
-                 "node %s: op '%s' of domain '%.60s' is not supported (only the default domain is)", N->id,
-                 n->op_type, n->domain);
-    int64_t min_opset = 0;
-    ox_handler h = preview    ? ox_find_preview_op(n->op_type)
-                   : other    ? ox_find_domain_op(n->domain, n->op_type)
-                              : ox_find_op(n->op_type, X->opset, &min_opset);
-    if (!h) {
-        if (min_opset)
-            cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED,
-                     "node %s: op '%.60s' (opset %lld) is not supported (from opset %lld)", N->id, n->op_type,
-                     (long long)X->opset, (long long)min_opset);
-        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "node %s: op '%.60s' (opset %lld) is not supported",
-                 N->id, n->op_type, (long long)X->opset);
-    }
+    char why[256];
+    ox_handler h = node_handler(X, n, N->id, why, sizeof why);
+    if (!h)
+        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s", why);
     if (n->n_input > UINT32_MAX / 2 || n->n_output > UINT32_MAX / 2)
         ox_fail(N, TFVM_ERR_FORMAT, "too many inputs or outputs");
     N->n_in = (uint32_t)n->n_input;
@@ -479,6 +538,7 @@ static cc_ifn *build_model(cc *C, void *ud)
     if (!g)
         cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "bad .onnx file (no graph)");
 
+    check_ops(X, g);
     uint32_t np = 0;
     size_t n_inits;
     const char **inits = initializer_names(C, g, &n_inits);

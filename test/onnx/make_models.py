@@ -207,6 +207,19 @@ def unsupported():
     save("unsupported.onnx", g)
 
 
+def unsupported_many():
+    # three unsupported ops, one unnamed and one inside an If's branch: all are listed
+    then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
+                          [f32("t", [2, 2])])
+    else_g = H.make_graph([H.make_node("Identity", ["x"], ["e"])], "else", [], [f32("e", [2, 2])])
+    g = H.make_graph([H.make_node("Bernoulli", ["x"], ["b"], name="bern0"),
+                      H.make_node("RandomUniformLike", ["x"], ["u"]),
+                      H.make_node("Add", ["b", "u"], ["s"], name="add"),
+                      H.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)],
+                     "bad", [f32("x", [2, 2]), H.make_tensor_value_info("c", TP.BOOL, [])], [f32("y", [2, 2])])
+    save("unsupported_many.onnx", g)
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     mlp()
@@ -221,4 +234,5 @@ if __name__ == "__main__":
     scan()
     external()
     unsupported()
+    unsupported_many()
     print("make_models.py: models in", OUT)

@@ -228,6 +228,11 @@ START_TEST(unsupported_op)
     tfvm_error err;
     ck_assert_int_eq(ou_compile(M "unsupported.onnx", NULL, &p, &err), TFVM_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.message, "unsupported.onnx: node 'bern0': op 'Bernoulli' (opset 17) is not supported");
+    /* every unsupported node at once, subgraphs' too, before any is translated */
+    ck_assert_int_eq(ou_compile(M "unsupported_many.onnx", NULL, &p, &err), TFVM_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.message, "unsupported_many.onnx: 3 nodes have ops that are not supported: node 'bern0': op "
+                                  "'Bernoulli' (opset 17) is not supported; also node #1: RandomUniformLike (opset "
+                                  "17), node 'noise': RandomNormalLike (opset 17)");
 }
 END_TEST
 
