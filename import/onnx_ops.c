@@ -443,8 +443,23 @@ static void op_Gelu(ox_node *N)
 /* x < 0 ? x * slope : x, the slope broadcast against x */
 static void op_PRelu(ox_node *N)
 {
-    ox_val *x = ox_need(N, 0);
-    ox_val m = ox_ew2(N, ISA_MUL, x, ox_need(N, 1), x->dtype);
+    ox_val *x = ox_need(N, 0), slope = *ox_need(N, 1);
+    /* before opset 7 a vector slope of x's channel count lies along axis 1
+       (what PyTorch's exporter relied on): [C] -> [C, 1, ..., 1] */
+    if (N->X->opset < 7 && slope.rank == 1 && x->rank > 2 && slope.dims[0] != 1) {
+        int64_t shape[TFVM_MAX_RANK];
+        shape[0] = -1;
+        for (int k = 1; k < x->rank - 1; k++)
+            shape[k] = 1;
+        ox_val sv = ox_i64s(N, x->rank - 1, shape);
+        const int64_t c = slope.dims[0];
+        slope = ox_op2(N, ISA_RESHAPE, 0, &slope, &sv, slope.dtype, x->rank - 1);
+        slope.dims[0] = c;
+        for (int k = 1; k < x->rank - 1; k++)
+            slope.dims[k] = 1;
+        slope.v.n->types[0] = ox_vtype(&slope);
+    }
+    ox_val m = ox_ew2(N, ISA_MUL, x, &slope, x->dtype);
     ox_val zero = ox_fscalar(N, x->dtype, 0);
     ox_val c = ox_ew2(N, ISA_LESS, x, &zero, TFVM_BOOL);
     ox_val r = ox_op3(N, ISA_SELECT, 0, &c, &m, x, x->dtype, -1);

@@ -82,24 +82,34 @@ def convert(src, dst):
         f.write("\n".join(meta) + "\n")
 
 
+# The wheel's case folders, and the prefix of their cases' names here: the
+# node cases as they are, the model cases converted from PyTorch after their
+# folder's name ("pytorch-converted.test_Conv3d").
+SUITES = (("node", ""), ("pytorch-converted", "pytorch-converted."), ("pytorch-operator", "pytorch-operator."))
+
+
 def main():
     out = sys.argv[1]
-    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
     os.makedirs(out)
-    n = 0
-    for case in sorted(os.listdir(root)):
-        src = os.path.join(root, case)
-        if not os.path.exists(os.path.join(src, "model.onnx")):
-            continue
-        try:
-            convert(src, os.path.join(out, case))
-        except Exception as e:  # a case this converter cannot read is listed, not fatal
-            d = os.path.join(out, case)
-            os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, "meta.txt"), "w") as f:
-                f.write("skip converter: %s\n" % str(e).splitlines()[0][:200])
-        n += 1
-    print("convert.py: %d cases" % n)
+    counts = []
+    for folder, prefix in SUITES:
+        root = os.path.join(data, folder)
+        n = 0
+        for case in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+            src = os.path.join(root, case)
+            if not os.path.exists(os.path.join(src, "model.onnx")):
+                continue
+            dst = os.path.join(out, prefix + case)
+            try:
+                convert(src, dst)
+            except Exception as e:  # a case this converter cannot read is listed, not fatal
+                os.makedirs(dst, exist_ok=True)
+                with open(os.path.join(dst, "meta.txt"), "w") as f:
+                    f.write("skip converter: %s\n" % str(e).splitlines()[0][:200])
+            n += 1
+        counts.append("%d %s" % (n, folder))
+    print("convert.py: %s cases" % ", ".join(counts))
 
 
 if __name__ == "__main__":

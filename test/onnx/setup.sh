@@ -15,4 +15,4 @@ rm -rf build/onnx-node.tmp
 "$VENV/bin/python" test/onnx/convert.py build/onnx-node.tmp
 rm -rf build/onnx-node
 mv build/onnx-node.tmp build/onnx-node
-echo "setup.sh: $(ls build/onnx-node | wc -l) node cases in build/onnx-node (onnx $ONNX_VERSION)"
+echo "setup.sh: $(ls build/onnx-node | grep -vc '^pytorch-') node cases and $(ls build/onnx-node | grep -c '^pytorch-') PyTorch model cases in build/onnx-node (onnx $ONNX_VERSION)"
