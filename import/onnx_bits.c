@@ -561,13 +561,86 @@ void ox_dropout_training(ox_node *N)
     }
 }
 
-/* x[..] sliced along one axis: [b, e) */
-static ox_val bits_slice(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e)
+/* x[..] sliced along one axis: [b, e) by step */
+static ox_val bits_slice_step(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e, int64_t step)
 {
-    int64_t ax = axis, one = 1;
-    ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e), va = ox_i64s(N, 1, &ax), vs = ox_i64s(N, 1, &one);
+    int64_t ax = axis;
+    ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e), va = ox_i64s(N, 1, &ax), vs = ox_i64s(N, 1, &step);
     const ox_val *in[5] = {x, &vb, &ve, &va, &vs};
     return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+}
+static ox_val bits_slice(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e)
+{
+    return bits_slice_step(N, x, axis, b, e, 1);
+}
+
+/* A 3-d convolution as a sum over its depth taps kd of 2-d convolutions of
+ * depth slices ([N*D', C, H, W]): xp [N, C, D, H, W] of static dims xd (its
+ * depth padded already), w [O, C/g, KD, KH, KW] of dims wd, depth stride sd
+ * and dilation dd, p9 the 2-d convolutions' parameters; gives [N, O, D', H',
+ * W'] of dims out, without bias. */
+static ox_val depth_taps(ox_node *N, const ox_val *xp, const int64_t *xd, const ox_val *w, const int64_t *wd,
+                         int64_t sd, int64_t dd, const int64_t *p9, const int64_t *out)
+{
+    const uint8_t dt = xp->dtype;
+    ox_val p9v = ox_i64s(N, 9, p9);
+    int64_t perm[5] = {0, 2, 1, 3, 4};
+    ox_val permv = ox_i64s(N, 5, perm);
+    int64_t s4x[4] = {xd[0] * out[2], xd[1], xd[3], xd[4]}, s4w[4] = {wd[0], wd[1], wd[3], wd[4]};
+    ox_val acc = {0};
+    for (int64_t kd = 0; kd < wd[2]; kd++) {
+        ox_val xs = bits_slice_step(N, xp, 2, kd * dd, kd * dd + sd * (out[2] - 1) + 1, sd);
+        xs = ox_op2(N, ISA_TRANSPOSE, 0, &xs, &permv, dt, 5);
+        xs = bits_reshape(N, &xs, 4, s4x);
+        ox_val wk = bits_slice(N, w, 2, kd, kd + 1);
+        wk = bits_reshape(N, &wk, 4, s4w);
+        ox_val yk = ox_op3(N, ISA_CONV2D, 0, &xs, &wk, &p9v, dt, 4);
+        acc = kd == 0 ? yk : ox_ew2(N, ISA_ADD, &acc, &yk, dt);
+    }
+    int64_t s5y[5] = {out[0], out[2], out[1], out[3], out[4]};
+    ox_val y = bits_reshape(N, &acc, 5, s5y);
+    y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &permv, dt, 5);
+    return bits_reshape(N, &y, 5, out);
+}
+
+ox_val ox_conv3d(ox_node *N, const ox_val *x, const ox_val *w, const ox_val *bias, const int64_t *s, const int64_t *pb,
+                 const int64_t *pe, const int64_t *d, int64_t group)
+{
+    if (ox_need_rank(N, x) != 5 || w->rank != 5)
+        ox_fail(N, TFVM_ERR_SHAPE, "3-d Conv needs X and W of rank 5");
+    for (int i = 0; i < 5; i++)
+        if (x->dims[i] < 0 || w->dims[i] < 0)
+            ox_unsupported(N, "3 spatial dims with an input or weight of unknown shape");
+    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group)
+        ox_fail(N, TFVM_ERR_SHAPE, "W [%lld, %lld, ...] does not fit X's %lld channels in %lld groups",
+                (long long)w->dims[0], (long long)w->dims[1], (long long)x->dims[1], (long long)group);
+    const uint8_t dt = x->dtype;
+    int64_t xd[5], out[5] = {x->dims[0], w->dims[0]};
+    memcpy(xd, x->dims, sizeof xd);
+    xd[2] += pb[0] + pe[0];
+    for (int j = 0; j < 3; j++) {
+        const int64_t in = j == 0 ? xd[2] : x->dims[2 + j] + pb[j] + pe[j], ke = (w->dims[2 + j] - 1) * d[j] + 1;
+        if (in < ke)
+            ox_fail(N, TFVM_ERR_SHAPE, "the kernel does not fit the padded input along spatial dim %d", j);
+        out[2 + j] = (in - ke) / s[j] + 1;
+    }
+    ox_val xp = *x;
+    if (pb[0] || pe[0]) { /* the depth pads; the 2-d convolutions pad H and W */
+        int64_t cp[10] = {0};
+        cp[2] = pb[0];
+        cp[7] = pe[0];
+        ox_val cpv = ox_i64s(N, 10, cp), z = ox_scalar(N, dt, 0, 0);
+        xp = ox_op3(N, ISA_PADV, 0, x, &cpv, &z, dt, 5);
+    }
+    const int64_t p9[9] = {s[1], s[2], pb[1], pb[2], pe[1], pe[2], d[1], d[2], group};
+    ox_val y = depth_taps(N, &xp, xd, w, w->dims, s[0], d[0], p9, out);
+    if (bias) {
+        ox_val b = ox_per_channel(N, bias, 5);
+        y = ox_ew2(N, ISA_ADD, &y, &b, dt);
+    }
+    memcpy(y.dims, out, sizeof out);
+    y.rank = 5;
+    return y;
 }
 
 /* ConvTranspose with 3 spatial dims: the input with s-1 zeros between
@@ -645,32 +718,18 @@ void ox_convtranspose3d(ox_node *N)
     const ox_val *fin[5] = {&t, &vs, &ve, &va, &vp};
     ox_val ww = ox_op(N, ISA_STRIDED_SLICE, 0, 5, fin, dt, 5);
     /* out[:, :, d] = sum over kd of conv2d(xx[:, :, d + kd*dl0], ww[:, :, kd]) */
-    int64_t nb = x->dims[0], c = x->dims[1], dout = sp[0] - (k[0] - 1) * dl[0], cout = g * coutg;
-    int64_t p9[9] = {1, 1, 0, 0, 0, 0, dl[1], dl[2], g};
-    ox_val p9v = ox_i64s(N, 9, p9);
-    int64_t perm[5] = {0, 2, 1, 3, 4};
-    ox_val permv = ox_i64s(N, 5, perm);
-    int64_t s4x[4] = {nb * dout, c, sp[1], sp[2]}, s4w[4] = {cout, cin / g, k[1], k[2]};
-    ox_val acc = {0};
-    for (int64_t kd = 0; kd < k[0]; kd++) {
-        ox_val xs = bits_slice(N, &xx, 2, kd * dl[0], kd * dl[0] + dout);
-        xs = ox_op2(N, ISA_TRANSPOSE, 0, &xs, &permv, dt, 5);
-        xs = bits_reshape(N, &xs, 4, s4x);
-        ox_val wk = bits_slice(N, &ww, 2, kd, kd + 1);
-        wk = bits_reshape(N, &wk, 4, s4w);
-        ox_val yk = ox_op3(N, ISA_CONV2D, 0, &xs, &wk, &p9v, dt, 4);
-        acc = kd == 0 ? yk : ox_ew2(N, ISA_ADD, &acc, &yk, dt);
-    }
+    int64_t nb = x->dims[0], dout = sp[0] - (k[0] - 1) * dl[0], cout = g * coutg;
     int64_t ho = sp[1] - (k[1] - 1) * dl[1], wo = sp[2] - (k[2] - 1) * dl[2];
-    int64_t s5y[5] = {nb, dout, cout, ho, wo};
-    ox_val y = bits_reshape(N, &acc, 5, s5y);
-    y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &permv, dt, 5);
+    const int64_t p9[9] = {1, 1, 0, 0, 0, 0, dl[1], dl[2], g}, xd[5] = {nb, x->dims[1], sp[0], sp[1], sp[2]};
+    const int64_t wd[5] = {cout, cin / g, k[0], k[1], k[2]}, out[5] = {nb, cout, dout, ho, wo};
+    ox_val y = depth_taps(N, &xx, xd, &ww, wd, 1, dl[0], p9, out);
     if (bias) {
         ox_val b = ox_per_channel(N, bias, 5);
         y = ox_ew2(N, ISA_ADD, &y, &b, dt);
     }
-    int64_t od[5] = {nb, cout, dout, ho, wo};
-    N->out[0] = bits_reshape(N, &y, 5, od);
+    memcpy(y.dims, out, sizeof out);
+    y.rank = 5;
+    N->out[0] = y;
 }
 
 /* ---- ai.onnx.preview.training: Adagrad, Momentum, Adam (opset 1) ------------------------------

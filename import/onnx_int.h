@@ -97,6 +97,9 @@ bool ox_einsum_diag(ox_node *N, const char *eq); /* onnx_bits.c: Einsum '...ii->
 void ox_unblock(ox_node *N);          /* onnx_bits.c: blocked (De)QuantizeLinear's scale, zero point per element */
 void ox_dropout_training(ox_node *N); /* onnx_bits.c: Dropout with a training_mode input */
 void ox_convtranspose3d(ox_node *N);  /* onnx_bits.c: ConvTranspose with 3 spatial dims */
+/* onnx_bits.c: Conv with 3 spatial dims (strides s, pads pb/pe, dilations d) */
+ox_val ox_conv3d(ox_node *N, const ox_val *x, const ox_val *w, const ox_val *bias, const int64_t *s, const int64_t *pb,
+                 const int64_t *pe, const int64_t *d, int64_t group);
 /* onnx_bits.c: ops of domains ai.onnx.preview.training and ai.onnx.ml, NULL if none */
 ox_handler ox_find_domain_op(const char *domain, const char *op_type);
 extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */

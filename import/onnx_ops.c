@@ -446,19 +446,8 @@ static void op_PRelu(ox_node *N)
     ox_val *x = ox_need(N, 0), slope = *ox_need(N, 1);
     /* before opset 7 a vector slope of x's channel count lies along axis 1
        (what PyTorch's exporter relied on): [C] -> [C, 1, ..., 1] */
-    if (N->X->opset < 7 && slope.rank == 1 && x->rank > 2 && slope.dims[0] != 1) {
-        int64_t shape[TFVM_MAX_RANK];
-        shape[0] = -1;
-        for (int k = 1; k < x->rank - 1; k++)
-            shape[k] = 1;
-        ox_val sv = ox_i64s(N, x->rank - 1, shape);
-        const int64_t c = slope.dims[0];
-        slope = ox_op2(N, ISA_RESHAPE, 0, &slope, &sv, slope.dtype, x->rank - 1);
-        slope.dims[0] = c;
-        for (int k = 1; k < x->rank - 1; k++)
-            slope.dims[k] = 1;
-        slope.v.n->types[0] = ox_vtype(&slope);
-    }
+    if (N->X->opset < 7 && slope.rank == 1 && x->rank > 2 && slope.dims[0] != 1)
+        slope = ox_per_channel(N, &slope, x->rank);
     ox_val m = ox_ew2(N, ISA_MUL, x, &slope, x->dtype);
     ox_val zero = ox_fscalar(N, x->dtype, 0);
     ox_val c = ox_ew2(N, ISA_LESS, x, &zero, TFVM_BOOL);
@@ -630,7 +619,7 @@ typedef struct spatial {
     int64_t k[3], s[3], pb[3], pe[3], d[3];
 } spatial;
 
-/* max_nsp: 2 for Conv, 3 for the pools (a 3-d pool is two 2-d ones) */
+/* max_nsp: 3 (a 3-d pool is two 2-d ones, a 3-d Conv a sum of 2-d ones) */
 static void spatial_params(ox_node *N, const ox_val *x, const int64_t *kernel, spatial *S, int max_nsp)
 {
     int r = ox_need_rank(N, x);
@@ -714,8 +703,12 @@ static void op_Conv(ox_node *N)
     if (xr.rank < 0 && w->rank > 0)
         xr.rank = w->rank;
     spatial S;
-    spatial_params(N, &xr, kernel, &S, 2);
+    spatial_params(N, &xr, kernel, &S, 3);
     int64_t group = ox_attr_i(N, "group", 1);
+    if (S.nsp == 3) {
+        N->out[0] = ox_conv3d(N, x, w, bias, S.s, S.pb, S.pe, S.d, group);
+        return;
+    }
     ox_val xx = *x, ww = *w;
     int64_t p[9];
     if (S.nsp == 1) {
