@@ -1091,7 +1091,7 @@ static void op_GatherND(ox_node *N)
  * one-hot [n, rows] of the target rows, its transpose times the updates */
 typedef enum { SC_NONE, SC_ADD, SC_MUL, SC_MAX, SC_MIN } scatter_red;
 
-static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, const ox_val *u, int64_t rows,
+static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, const ox_val *u, const ox_val *rv,
                            scatter_red red)
 {
     uint8_t d = flat->dtype;
@@ -1111,8 +1111,7 @@ static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, co
     oo.dtype = d;
     ox_unknown_shape(&oo, 1);
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)d, 1, &two, onoff, 2 * es, false);
-    ox_val rv = ox_scalar(N, TFVM_I64, 0, rows);
-    ox_val oh = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, lin, &rv, &oo, d, 2);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, lin, rv, &oo, d, 2);
     if (red == SC_MUL || red == SC_MAX || red == SC_MIN) {
         /* every update against every row: [rows, n, R] of the update where
          * it hits and the reduction's identity elsewhere, reduced over n */
@@ -1158,10 +1157,60 @@ static scatter_red scatter_reduction(ox_node *N, const ox_val *data)
     ox_unsupported(N, "reduction '%s'", red);
 }
 
+/* [a, b] from two i64 scalars */
+static ox_val pair_vec(ox_node *N, const ox_val *a, const ox_val *b)
+{
+    int64_t z = 0;
+    ox_val zv = ox_i64s(N, 1, &z);
+    ox_val va = ox_op2(N, ISA_UNSQUEEZE, 0, a, &zv, TFVM_I64, 1), vb = ox_op2(N, ISA_UNSQUEEZE, 0, b, &zv, TFVM_I64, 1);
+    return ox_op2(N, ISA_CONCAT, 0, &va, &vb, TFVM_I64, 1);
+}
+
+/* ScatterND on data whose dims are known only at run time (a buffer
+ * carried through a loop: TorchScript's `toks[step] = tok`), index tuples of
+ * known length k: the rows of data as [prod(dims[:k]), prod(dims[k:])] from
+ * its run-time shape, each tuple's row by Horner's rule. */
+static void scatter_nd_runtime(ox_node *N, const ox_val *data, const ox_val *idx, const ox_val *upd, scatter_red red,
+                               int k)
+{
+    const int r = data->rank;
+    ox_val ds = ox_op1(N, ISA_SHAPE, 0, data, TFVM_I64, 1), iv = ox_to_dtype(N, idx, TFVM_I64);
+    ox_val lin = {0}, rows = {0};
+    for (int j = 0; j < k; j++) {
+        ox_val jv = ox_scalar(N, TFVM_I64, 0, j);
+        ox_val dj = ox_op2(N, ISA_GATHER, 0, &ds, &jv, TFVM_I64, 0);
+        ox_val ij = ox_op2(N, ISA_GATHER, (uint32_t)-1, &iv, &jv, TFVM_I64, idx->rank - 1);
+        ij = ox_ew2(N, ISA_FLOOR_MOD, &ij, &dj, TFVM_I64); /* negative indices count back */
+        if (j == 0) {
+            lin = ij;
+            rows = dj;
+        } else {
+            lin = ox_ew2(N, ISA_MUL, &lin, &dj, TFVM_I64);
+            lin = ox_ew2(N, ISA_ADD, &lin, &ij, TFVM_I64);
+            rows = ox_ew2(N, ISA_MUL, &rows, &dj, TFVM_I64);
+        }
+    }
+    int64_t kk = k, rr = r, m1 = -1;
+    ox_val kv = ox_i64s(N, 1, &kk), rv = ox_i64s(N, 1, &rr), none = ox_i64s(N, 0, NULL), m1v = ox_scalar(N, TFVM_I64, 0, -1);
+    ox_val tail = ox_op3(N, ISA_SLICE, 0, &ds, &kv, &rv, TFVM_I64, 1);
+    ox_val rest = ox_op2(N, ISA_REDUCE_PROD, 0, &tail, &none, TFVM_I64, 0);
+    lin = reshape_to(N, &lin, 1, &m1);
+    ox_val fs = pair_vec(N, &rows, &rest), us = pair_vec(N, &m1v, &rest);
+    ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, &rows, red);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &ds, data->dtype, r);
+    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+}
+
 static void op_ScatterND(ox_node *N)
 {
     ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
     scatter_red add = scatter_reduction(N, data);
+    if (ox_count_of(data) < 0 && ox_need_rank(N, data) > 0 && idx->rank >= 1 && idx->dims[idx->rank - 1] >= 1 &&
+        idx->dims[idx->rank - 1] <= data->rank) {
+        scatter_nd_runtime(N, data, idx, upd, add, (int)idx->dims[idx->rank - 1]);
+        return;
+    }
     int k = nd_setup(N, data, idx, 0), r = data->rank;
     int64_t rows, rest = 1;
     for (int j = k; j < r; j++)
@@ -1170,7 +1219,8 @@ static void op_ScatterND(ox_node *N)
     int64_t m1 = -1, fs[2] = {rows, rest}, us[2] = {-1, rest};
     lin = reshape_to(N, &lin, 1, &m1);
     ox_val flat = reshape_to(N, data, 2, fs), u = reshape_to(N, upd, 2, us);
-    ox_val y = scatter_rows(N, &flat, &lin, &u, rows, add);
+    ox_val rv = ox_scalar(N, TFVM_I64, 0, rows);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, &rv, add);
     N->out[0] = reshape_to(N, &y, r, data->dims);
 }
 
@@ -1209,7 +1259,8 @@ static void op_ScatterElements(ox_node *N)
     int64_t m1 = -1, fs[2] = {st, 1}, us[2] = {-1, 1};
     lin = reshape_to(N, &lin, 1, &m1);
     ox_val flat = reshape_to(N, data, 2, fs), u = reshape_to(N, upd, 2, us);
-    ox_val y = scatter_rows(N, &flat, &lin, &u, st, add);
+    ox_val rows = ox_scalar(N, TFVM_I64, 0, st);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, &rows, add);
     N->out[0] = reshape_to(N, &y, r, data->dims);
 }
 

@@ -236,6 +236,28 @@ START_TEST(unsupported_op)
 }
 END_TEST
 
+/* TorchScript's toks[step] = tok[0] in a scripted loop: ScatterND into a
+ * buffer whose length is the run's n (make_torch_models.py; torch gives
+ * [0, 1, 4, 6, 5] for n = 5) */
+START_TEST(scripted_scatter)
+{
+    tfvm_program *p = compile_ok(M "scripted_scatter.onnx");
+    int64_t xd[1] = {2}, xv[2] = {2, 5};
+    tfvm_tensor *x = tfvm_tensor_new(TFVM_I64, 1, xd, NULL);
+    memcpy(tfvm_tensor_data(x), xv, sizeof xv);
+    static const struct { int64_t n; int64_t want[5]; } runs[] = {{5, {0, 1, 4, 6, 5}}, {3, {0, 1, 4}}, {1, {0}}};
+    for (size_t i = 0; i < UT_COUNTOF(runs); i++)
+        for (int mode = 0; mode < 2; mode++) {
+            tfvm_value args[2] = {tfvm_tensor_value(x), tfvm_i64(runs[i].n)}, res;
+            run_main(p, args, 2, &res, 1, mode);
+            check_value(&res, TFVM_I64, 1, &runs[i].n, runs[i].want);
+            tfvm_value_release(&res);
+        }
+    tfvm_tensor_free(x);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(truncated_and_garbage)
 {
     char *data;
@@ -345,6 +367,7 @@ int main(void)
     tcase_add_test(tc, scan_reversed);
     tcase_add_test(tc, external_data);
     tcase_add_test(tc, unsupported_op);
+    tcase_add_test(tc, scripted_scatter);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
     tcase_add_test(tc, nomem_at_every_allocation);
