@@ -286,16 +286,78 @@ static ox_val u64_flip(ox_node *N, const ox_val *x)
     return r;
 }
 
-static void u64_before(ox_node *N)
+/* x >=u y on u64s held in i64s */
+static ox_val u64_ge(ox_node *N, const ox_val *x, const ox_val *y)
+{
+    ox_val fx = u64_flip(N, x), fy = u64_flip(N, y), ge = ox_ew2(N, ISA_GREATER_EQUAL, &fx, &fy, TFVM_BOOL);
+    return ox_to_dtype(N, &ge, TFVM_I64);
+}
+
+/* x >> s, shifting in zeros (SHR is arithmetic): the sign-filled bits
+   masked off, ~((-1 << (63 - s)) << 1) (0 for s >= 64, as SHL gives 0) */
+static ox_val u64_shr(ox_node *N, const ox_val *x, const ox_val *s)
+{
+    ox_val m1 = ox_scalar(N, TFVM_I64, 0, -1), c63 = ox_scalar(N, TFVM_I64, 0, 63), one = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val k = ox_ew2(N, ISA_SUB, &c63, s, TFVM_I64), m = ox_ew2(N, ISA_SHL, &m1, &k, TFVM_I64);
+    m = ox_ew2(N, ISA_SHL, &m, &one, TFVM_I64);
+    m = ox_ew1(N, ISA_BITNOT, &m);
+    ox_val r = ox_ew2(N, ISA_SHR, x, s, TFVM_I64), big = ox_ew2(N, ISA_GREATER, s, &c63, TFVM_BOOL);
+    ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
+    r = ox_ew2(N, ISA_BITAND, &r, &m, TFVM_I64);
+    return ox_where(N, &big, &zero, &r);
+}
+
+/* a /u b on u64s held in i64s: b >= 2^63 gives a >=u b; else the quotient
+   of a >> 1 (logical, so signed division is right) doubled is the true one
+   or one less, which the remainder tells */
+static ox_val u64_div(ox_node *N, const ox_val *a, const ox_val *b)
+{
+    ox_val zero = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val big = ox_ew2(N, ISA_LESS, b, &zero, TFVM_BOOL), bs = ox_where(N, &big, &one, b);
+    ox_val q = u64_shr(N, a, &one);
+    q = ox_ew2(N, ISA_DIV, &q, &bs, TFVM_I64);
+    q = ox_ew2(N, ISA_SHL, &q, &one, TFVM_I64);
+    ox_val qb = ox_ew2(N, ISA_MUL, &q, &bs, TFVM_I64), r = ox_ew2(N, ISA_SUB, a, &qb, TFVM_I64);
+    ox_val up = u64_ge(N, &r, &bs), big_q = u64_ge(N, a, b);
+    q = ox_ew2(N, ISA_ADD, &q, &up, TFVM_I64);
+    return ox_where(N, &big, &big_q, &q);
+}
+
+/* Div, Mod and right BitShift of u64 operands, which the signed instructions
+   would get wrong: true when done */
+static bool u64_unsigned_op(ox_node *N)
+{
+    char dir[8];
+    const bool div = strcmp(N->n->op_type, "Div") == 0, mod = strcmp(N->n->op_type, "Mod") == 0;
+    const bool shr = strcmp(N->n->op_type, "BitShift") == 0 &&
+                     strcmp(ox_attr_s(N, "direction", "", dir, sizeof dir), "RIGHT") == 0;
+    if (!(div || mod || shr) || N->n_in != 2 || N->n_out != 1 || !N->in[0] || !N->in[1] ||
+        N->in[0]->dtype != TFVM_I64 || N->in[1]->dtype != TFVM_I64)
+        return false;
+    const ox_val *a = N->in[0], *b = N->in[1];
+    if (shr) {
+        N->out[0] = u64_shr(N, a, b);
+    } else {
+        N->out[0] = u64_div(N, a, b);
+        if (mod) { /* unsigned: the remainder, whatever fmod says */
+            ox_val qb = ox_ew2(N, ISA_MUL, &N->out[0], b, TFVM_I64);
+            N->out[0] = ox_ew2(N, ISA_SUB, a, &qb, TFVM_I64);
+        }
+    }
+    N->out[0].store = TFVM_U64;
+    return true;
+}
+
+/* Before the op: u64 operands made to order right; true when the op is done
+   here */
+static bool u64_before(ox_node *N)
 {
     if (node_store(N) != TFVM_U64)
-        return;
-    char dir[8];
-    if (op_is(N, (const char *const[]){"Div", "Mod", NULL}) ||
-        (strcmp(N->n->op_type, "BitShift") == 0 && strcmp(ox_attr_s(N, "direction", "", dir, sizeof dir), "RIGHT") == 0))
-        ox_unsupported(N, "u64 operands");
+        return false;
+    if (u64_unsigned_op(N))
+        return true;
     if (!op_is(N, ordering_ops))
-        return;
+        return false;
     /* the ordered operands: every one of a comparison, Max, Min and Clip; the data of the others */
     const bool all = op_is(N, (const char *const[]){"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min",
                                                     "Clip", NULL});
@@ -304,6 +366,7 @@ static void u64_before(ox_node *N)
             ox_val f = u64_flip(N, N->in[k]);
             N->in[k] = ox_new_val(N->C, &f);
         }
+    return false;
 }
 
 /* After the op: its results' storage dtype (an operand's, where the result
@@ -442,8 +505,7 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
-    u64_before(N);
-    if (!ox_try_fold(N))
+    if (!u64_before(N) && !ox_try_fold(N))
         h(N);
     store_after(N, node_store(N));
     for (uint32_t k = 0; k < N->n_out; k++) {

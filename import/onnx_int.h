@@ -144,6 +144,7 @@ int ox_norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end);
 int ox_need_rank(ox_node *N, const ox_val *x);           /* or UNSUPPORTED */
 /* elementwise with NumPy broadcasting (shape knowledge kept) */
 ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype);
+ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b); /* SELECT, shapes broadcast */
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);
 ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want);
 ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype);

@@ -557,16 +557,17 @@ static void op_Clip(ox_node *N)
     N->out[0] = x;
 }
 
-static void op_Where(ox_node *N)
+ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b)
 {
-    ox_val *c = ox_need(N, 0), *a = ox_need(N, 1), *b = ox_need(N, 2);
     ox_val r = ox_op3(N, ISA_SELECT, 0, c, a, b, a->dtype, -1);
     ox_val t;
     bcast_shape(&t, a, b);
     bcast_shape(&r, c, &t);
     r.v.n->types[0] = ox_vtype(&r);
-    N->out[0] = r;
+    return r;
 }
+
+static void op_Where(ox_node *N) { N->out[0] = ox_where(N, ox_need(N, 0), ox_need(N, 1), ox_need(N, 2)); }
 
 /* ---- Matrix products and convolutions --------------------------------------------- */
 

@@ -207,6 +207,17 @@ def unsupported():
     save("unsupported.onnx", g)
 
 
+def u64_ops():
+    # uint64 computes in i64: Div, Mod, right BitShift, Less and Max of values past 2^63
+    u = lambda n: H.make_tensor_value_info(n, TP.UINT64, [4])
+    nodes = [H.make_node("Div", ["a", "b"], ["q"]), H.make_node("Mod", ["a", "b"], ["r"]),
+             H.make_node("BitShift", ["a", "s"], ["sh"], direction="RIGHT"), H.make_node("Less", ["a", "b"], ["lt"]),
+             H.make_node("Max", ["a", "b"], ["mx"]), H.make_node("Add", ["a", "b"], ["sum"])]
+    g = H.make_graph(nodes, "u64", [u("a"), u("b"), u("s")],
+                     [u("q"), u("r"), u("sh"), H.make_tensor_value_info("lt", TP.BOOL, [4]), u("mx"), u("sum")])
+    save("u64_ops.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -235,4 +246,5 @@ if __name__ == "__main__":
     external()
     unsupported()
     unsupported_many()
+    u64_ops()
     print("make_models.py: models in", OUT)

@@ -258,6 +258,47 @@ START_TEST(scripted_scatter)
 }
 END_TEST
 
+/* uint64 in i64: division, remainder, logical shift, order and wrap of
+ * values past 2^63, against C's own unsigned arithmetic */
+START_TEST(u64_beyond_i64)
+{
+    tfvm_program *p = compile_ok(M "u64_ops.onnx");
+    static const uint64_t a[4] = {UINT64_MAX, (UINT64_C(1) << 63) + 5, 10, UINT64_C(1) << 63};
+    static const uint64_t b[4] = {3, (UINT64_C(1) << 63) + 1, UINT64_MAX - 1, 7}, s[4] = {1, 63, 0, 4};
+    const int64_t d4 = 4;
+    uint64_t q[4], r[4], sh[4], mx[4], sum[4];
+    bool lt[4];
+    for (int i = 0; i < 4; i++) {
+        q[i] = a[i] / b[i];
+        r[i] = a[i] % b[i];
+        sh[i] = a[i] >> s[i];
+        lt[i] = a[i] < b[i];
+        mx[i] = a[i] > b[i] ? a[i] : b[i];
+        sum[i] = a[i] + b[i];
+    }
+    tfvm_tensor *t[3];
+    const uint64_t *src[3] = {a, b, s};
+    tfvm_value args[3], res[6];
+    for (int k = 0; k < 3; k++) {
+        t[k] = tfvm_tensor_new(TFVM_U64, 1, &d4, NULL);
+        memcpy(tfvm_tensor_data(t[k]), src[k], sizeof a);
+        args[k] = tfvm_tensor_value(t[k]);
+    }
+    run_main(p, args, 3, res, 6, 0);
+    check_value(&res[0], TFVM_U64, 1, &d4, q);
+    check_value(&res[1], TFVM_U64, 1, &d4, r);
+    check_value(&res[2], TFVM_U64, 1, &d4, sh);
+    check_value(&res[3], TFVM_BOOL, 1, &d4, lt);
+    check_value(&res[4], TFVM_U64, 1, &d4, mx);
+    check_value(&res[5], TFVM_U64, 1, &d4, sum);
+    for (int k = 0; k < 6; k++)
+        tfvm_value_release(&res[k]);
+    for (int k = 0; k < 3; k++)
+        tfvm_tensor_free(t[k]);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(truncated_and_garbage)
 {
     char *data;
@@ -368,6 +409,7 @@ int main(void)
     tcase_add_test(tc, external_data);
     tcase_add_test(tc, unsupported_op);
     tcase_add_test(tc, scripted_scatter);
+    tcase_add_test(tc, u64_beyond_i64);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
     tcase_add_test(tc, nomem_at_every_allocation);
