@@ -505,6 +505,9 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
+    for (uint32_t k = 0; k < N->n_in; k++)
+        if (N->in[k] && N->in[k]->seq && !ox_is_list_op(n->op_type))
+            ox_unsupported(N, "a sequence as input %u", k);
     if (!u64_before(N) && !ox_try_fold(N))
         h(N);
     store_after(N, node_store(N));
@@ -512,7 +515,7 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         const char *o = n->output[k];
         if (!o || !o[0])
             continue;
-        if (!N->out[k].v.n)
+        if (!N->out[k].v.n && !N->out[k].seq)
             ox_unsupported(N, "output %u", k);
         refine_from_value_info(g, o, &N->out[k]);
         ox_bind(X, o, ox_new_val(X->C, &N->out[k]));
@@ -545,6 +548,9 @@ void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out)
         out[k] = name[0] ? ox_lookup(X, name) : NULL;
         if (!out[k])
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "graph output '%.80s' is not computed by any node", name);
+        if (out[k]->seq)
+            cc_error(C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED,
+                     "graph output '%.80s' is a sequence (sequences are supported inside one graph)", name);
     }
     X->depth--;
 }

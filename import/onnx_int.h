@@ -14,15 +14,25 @@
 
 /* A value: rank -1 = unknown; dims[k] -1 = unknown. cdata: the elements of
  * a constant (C order, the dtype's little-endian layout), else NULL. */
+struct ox_seq;
+
 typedef struct ox_val {
-    cc_irval v;
+    cc_irval v;            /* none for a sequence */
     uint8_t dtype;
     uint8_t store; /* the ONNX element type's storage dtype where it is not dtype
                       (ox_store_dtype: a u16 computed in i32), else 0 */
     int8_t rank;
     int64_t dims[TFVM_MAX_RANK];
     const void *cdata;
+    const struct ox_seq *seq; /* an ONNX sequence (onnx_list.c): its elements, else NULL */
 } ox_val;
+
+/* A sequence the importer holds: n tensors of one dtype */
+typedef struct ox_seq {
+    uint32_t n;
+    uint8_t dtype;
+    ox_val **items;
+} ox_seq;
 
 typedef struct ox_ent {
     const char *name;
@@ -106,6 +116,9 @@ extern const ox_opdef ox_rnn_ops[];   /* onnx_rnn.c: RNN, GRU, LSTM */
 extern const size_t ox_n_rnn_ops;
 extern const ox_opdef ox_seq_ops[];   /* onnx_seq.c: LinearAttention, CausalConvWithState, DFT, STFT */
 extern const size_t ox_n_seq_ops;
+extern const ox_opdef ox_list_ops[];  /* onnx_list.c: SequenceConstruct, SequenceAt, ... */
+extern const size_t ox_n_list_ops;
+bool ox_is_list_op(const char *op_type); /* takes sequences (onnx_list.c's ops and Identity) */
 ox_handler ox_find_preview_op(const char *op_type); /* domain ai.onnx.preview: FlexAttention */
 ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset);
 bool ox_op_supported(const char *op_type);

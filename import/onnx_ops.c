@@ -2025,6 +2025,8 @@ ox_handler ox_find_op(const char *op_type, int64_t opset, int64_t *min_opset)
         h = find_in(ox_seq_ops, ox_n_seq_ops, op_type, opset, min_opset);
     if (!h && !*min_opset)
         h = find_in(ox_bits_ops, ox_n_bits_ops, op_type, opset, min_opset);
+    if (!h && !*min_opset)
+        h = find_in(ox_list_ops, ox_n_list_ops, op_type, opset, min_opset);
     return h;
 }
 

@@ -80,8 +80,37 @@ def linear_attention():
     save("seq_la_unknown_length.onnx", g)
 
 
+def lists():
+    # sequences inside one graph (onnx_list.c): x [6, 4] split [1, 2, 3]; y appended;
+    # the second piece erased (position -3); concatenated: x's rows 0, 3, 4, 5 and y;
+    # its length 3; a run-time position k into (y, z); (y, z) stacked on a new axis 1
+    split = NH.from_array(np.array([1, 2, 3], np.int64), "split")
+    pos = NH.from_array(np.array(-3, np.int64), "pos")
+    nodes = [
+        H.make_node("SplitToSequence", ["x", "split"], ["s"], axis=0),
+        H.make_node("SequenceInsert", ["s", "y"], ["s2"]),
+        H.make_node("SequenceErase", ["s2", "pos"], ["s3"]),
+        H.make_node("ConcatFromSequence", ["s3"], ["c"], axis=0),
+        H.make_node("SequenceLength", ["s3"], ["n"]),
+        H.make_node("SequenceConstruct", ["y", "z"], ["u"]),
+        H.make_node("Identity", ["u"], ["u2"]),
+        H.make_node("SequenceAt", ["u2", "k"], ["d"]),
+        H.make_node("ConcatFromSequence", ["u"], ["st"], axis=1, new_axis=1),
+    ]
+    g = H.make_graph(nodes, "lists", [t("x", TP.FLOAT, [6, 4]), t("y", TP.FLOAT, [1, 4]), t("z", TP.FLOAT, [1, 4]),
+                                      t("k", TP.INT64, [])],
+                     [t("c", TP.FLOAT, [5, 4]), t("n", TP.INT64, []), t("d", TP.FLOAT, [1, 4]),
+                      t("st", TP.FLOAT, [1, 2, 4])], [split, pos])
+    save("seq_lists.onnx", g)
+    # a sequence may not leave its graph
+    g = H.make_graph([H.make_node("SequenceConstruct", ["y"], ["u"])], "out", [t("y", TP.FLOAT, [1, 4])],
+                     [H.make_tensor_sequence_value_info("u", TP.FLOAT, [1, 4])])
+    save("seq_list_out.onnx", g)
+
+
 if __name__ == "__main__":
     causal_conv()
     dft()
     flex()
     linear_attention()
+    lists()

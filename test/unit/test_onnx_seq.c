@@ -104,8 +104,42 @@ START_TEST(linear_attention_recurrence)
 }
 END_TEST
 
+/* ONNX sequences inside one graph (make_seq_models.py's lists(); the values
+ * are onnx.reference's) */
+START_TEST(sequences_in_a_graph)
+{
+    tfvm_program *p = compile_ok(M "seq_lists.onnx");
+    float xv[24], yv[4] = {-1, -2, -3, -4}, zv[4] = {-10, -20, -30, -40};
+    for (int i = 0; i < 24; i++)
+        xv[i] = (float)i;
+    const int64_t xd[2] = {6, 4}, yd[2] = {1, 4}, cd[2] = {5, 4}, sd[3] = {1, 2, 4};
+    tfvm_tensor *x = ftensor(2, xd, xv), *y = ftensor(2, yd, yv), *z = ftensor(2, yd, zv);
+    static const float c[20] = {0, 1, 2, 3, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, -1, -2, -3, -4};
+    static const float st[8] = {-1, -2, -3, -4, -10, -20, -30, -40};
+    static const int64_t ks[3] = {0, 1, -1};
+    for (int i = 0; i < 3; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            tfvm_value args[4] = {tfvm_tensor_value(x), tfvm_tensor_value(y), tfvm_tensor_value(z), tfvm_i64(ks[i])};
+            tfvm_value res[4];
+            run_main(p, args, 4, res, 4, mode);
+            check_f32(&res[0], 2, cd, c);
+            ck_assert(res[1].tensor == NULL && res[1].dtype == TFVM_I64 && res[1].as.i64 == 3);
+            check_f32(&res[2], 2, yd, ks[i] == 0 ? yv : zv);
+            check_f32(&res[3], 3, sd, st);
+            for (int k = 0; k < 4; k++)
+                tfvm_value_release(&res[k]);
+        }
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(y);
+    tfvm_tensor_free(z);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(errors)
 {
+    expect_error(M "seq_list_out.onnx", TFVM_ERR_UNSUPPORTED,
+                 "seq_list_out.onnx: graph output 'u' is a sequence (sequences are supported inside one graph)");
     expect_error(M "seq_bad_activation.onnx", TFVM_ERR_FORMAT,
                  "seq_bad_activation.onnx: node 'cc0' (CausalConvWithState): activation 'gelu' (none, silu or swish are)");
     expect_error(M "seq_la_unknown_length.onnx", TFVM_ERR_UNSUPPORTED,
@@ -120,7 +154,7 @@ END_TEST
 START_TEST(nomem_at_every_allocation)
 {
     static const char *const models[] = {M "seq_causal_conv.onnx", M "seq_rfft.onnx", M "seq_flex.onnx",
-                                         M "seq_linear_attention.onnx"};
+                                         M "seq_linear_attention.onnx", M "seq_lists.onnx"};
     for (size_t m = 0; m < UT_COUNTOF(models); m++) {
         for (long n = 0;; n++) {
             tu_alloc ta = {.countdown = n};
@@ -150,6 +184,7 @@ int main(void)
     tcase_add_test(tc, irfft_inverts_rfft);
     tcase_add_test(tc, flex_attention_score_mod);
     tcase_add_test(tc, linear_attention_recurrence);
+    tcase_add_test(tc, sequences_in_a_graph);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, nomem_at_every_allocation);
     suite_add_tcase(s, tc);
