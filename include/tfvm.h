@@ -265,6 +265,11 @@ static inline tfvm_value tfvm_f32(float v) { tfvm_value x = {TFVM_F32, NULL, {0}
 static inline tfvm_value tfvm_f64(double v) { tfvm_value x = {TFVM_F64, NULL, {0}}; x.as.f64 = v; return x; }
 static inline tfvm_value tfvm_u8(uint8_t v) { tfvm_value x = {TFVM_U8, NULL, {0}}; x.as.u8 = v; return x; }
 static inline tfvm_value tfvm_i8(int8_t v) { tfvm_value x = {TFVM_I8, NULL, {0}}; x.as.i8 = v; return x; }
+/* f16 and bf16 scalars of v (rounded to nearest even), and the value of one
+ * (NaN for any other value). */
+TFVM_API tfvm_value tfvm_f16(double v);
+TFVM_API tfvm_value tfvm_bf16(double v);
+TFVM_API double tfvm_half_value(tfvm_value v);
 /* Borrowing wrapper: the run takes its own reference. */
 static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
 /* Releases the tensor of a result value (no-op for scalars). */

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "util/half.h"
 #include "devices/place.h"
 #include "devices/value.h"
 #include "loader/loader.h"
@@ -481,7 +480,7 @@ bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_va
         else if (dtype == TFVM_F64)
             v->as.f64 = x;
         else
-            v->as.u16 = dtype == TFVM_F16 ? ut_f64_to_f16(x) : ut_f64_to_bf16(x);
+            *v = dtype == TFVM_F16 ? tfvm_f16(x) : tfvm_bf16(x);
         return true;
     }
     }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "util/half.h"
 #include "devices/cpu/cpu.h"
 #include "devices/place.h"
 #include "vm.h"
@@ -343,4 +344,25 @@ void tfvm_vm_stats(const tfvm_vm *vm, tfvm_stats *out)
         return;
     }
     *out = vm->stats;
+}
+
+tfvm_value tfvm_f16(double v)
+{
+    tfvm_value x = {TFVM_F16, NULL, {0}};
+    x.as.u16 = ut_f64_to_f16(v);
+    return x;
+}
+
+tfvm_value tfvm_bf16(double v)
+{
+    tfvm_value x = {TFVM_BF16, NULL, {0}};
+    x.as.u16 = ut_f64_to_bf16(v);
+    return x;
+}
+
+double tfvm_half_value(tfvm_value v)
+{
+    if (v.tensor || (v.dtype != TFVM_F16 && v.dtype != TFVM_BF16))
+        return NAN;
+    return v.dtype == TFVM_F16 ? ut_f16_to_f32(v.as.u16) : ut_bf16_to_f32(v.as.u16);
 }

@@ -116,6 +116,19 @@ START_TEST(test_paths_agree)
 }
 END_TEST
 
+/* The public constructors and reader of half scalars */
+START_TEST(test_api_scalars)
+{
+    tfvm_value h = tfvm_f16(2049), b = tfvm_bf16(1.0 + 0x3p-8);
+    ck_assert_int_eq(h.dtype, TFVM_F16);
+    ck_assert_uint_eq(h.as.u16, 0x6800);
+    ck_assert(tfvm_half_value(h) == 2048.0);
+    ck_assert_int_eq(b.dtype, TFVM_BF16);
+    ck_assert(tfvm_half_value(b) == 1.0 + 0x1p-6);
+    ck_assert(isnan(tfvm_half_value(tfvm_f32(1))));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("half");
@@ -124,6 +137,7 @@ int main(void)
     tcase_add_test(tc, test_bf16_roundings);
     tcase_add_test(tc, test_f16_every_value);
     tcase_add_test(tc, test_paths_agree);
+    tcase_add_test(tc, test_api_scalars);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
