@@ -138,6 +138,12 @@ static int npy_of(tfvm_dtype d)
     case TFVM_F64: return NPY_FLOAT64;
     case TFVM_U8: return NPY_UINT8;
     case TFVM_I8: return NPY_INT8;
+    case TFVM_I16: return NPY_INT16;
+    case TFVM_U16: return NPY_UINT16;
+    case TFVM_U32: return NPY_UINT32;
+    case TFVM_U64: return NPY_UINT64;
+    case TFVM_F16: return NPY_FLOAT16;
+    case TFVM_BF16: break; /* NumPy has none */
     }
     return -1;
 }
@@ -149,8 +155,18 @@ static tfvm_dtype dtype_of(int typenum)
     case NPY_BOOL: return TFVM_BOOL;
     case NPY_INT8: return TFVM_I8;
     case NPY_UINT8: return TFVM_U8;
+    case NPY_INT16: return TFVM_I16;
+    case NPY_UINT16: return TFVM_U16;
+    case NPY_FLOAT16: return TFVM_F16;
     default: break;
     }
+    /* NPY_UINT32 and NPY_UINT64 alias unsigned int, long or long long likewise */
+    size_t usize = typenum == NPY_UINT ? sizeof(unsigned) : typenum == NPY_ULONG ? sizeof(unsigned long)
+                 : typenum == NPY_ULONGLONG ? sizeof(unsigned long long) : 0;
+    if (usize == 4)
+        return TFVM_U32;
+    if (usize == 8)
+        return TFVM_U64;
     /* NPY_INT32 and NPY_INT64 alias int, long or long long, whichever has the size */
     size_t size = typenum == NPY_INT ? sizeof(int) : typenum == NPY_LONG ? sizeof(long)
                 : typenum == NPY_LONGLONG ? sizeof(long long) : 0;
@@ -167,7 +183,7 @@ static tfvm_dtype dtype_of(int typenum)
 
 static tfvm_dtype dtype_by_name(const char *s)
 {
-    for (int d = TFVM_BOOL; d <= TFVM_I8; d++)
+    for (int d = TFVM_BOOL; d <= TFVM_BF16; d++)
         if (strcmp(tfvm_dtype_name((tfvm_dtype)d), s) == 0)
             return (tfvm_dtype)d;
     return (tfvm_dtype)0;
@@ -218,7 +234,7 @@ static tfvm_tensor *to_tensor(PyObject *obj, tfvm_dtype want)
         tfvm_dtype dt = dtype_of(PyArray_TYPE(a));
         if (!dt) {
             PyObject *s = PyObject_Str((PyObject *)PyArray_DESCR(a));
-            raise_msg(TFVM_ERR_ARGUMENT, "an array of dtype %s: tfvm has bool, int8, uint8, int32, int64, float32 and float64",
+            raise_msg(TFVM_ERR_ARGUMENT, "an array of dtype %s: tfvm has bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, float32 and float64",
                       s ? PyUnicode_AsUTF8(s) : "?");
             Py_XDECREF(s);
             return NULL;
@@ -269,11 +285,22 @@ static int to_scalar(PyObject *obj, tfvm_dtype dt, tfvm_value *out)
         *out = tfvm_bool(b != 0);
         return 0;
     }
-    if (dt == TFVM_F32 || dt == TFVM_F64) {
+    if (dt == TFVM_F32 || dt == TFVM_F64 || dt == TFVM_F16 || dt == TFVM_BF16) {
         double v = PyFloat_AsDouble(obj);
         if (v == -1.0 && PyErr_Occurred())
             return -1;
-        *out = dt == TFVM_F32 ? tfvm_f32((float)v) : tfvm_f64(v);
+        *out = dt == TFVM_F32 ? tfvm_f32((float)v) : dt == TFVM_F64 ? tfvm_f64(v) : dt == TFVM_F16 ? tfvm_f16(v) : tfvm_bf16(v);
+        return 0;
+    }
+    if (dt == TFVM_U64) {
+        PyObject *idx = PyNumber_Index(obj);
+        if (!idx)
+            return -1;
+        unsigned long long u = PyLong_AsUnsignedLongLong(idx);
+        Py_DECREF(idx);
+        if (u == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        *out = (tfvm_value){.dtype = TFVM_U64, .as.u64 = u};
         return 0;
     }
     PyObject *idx = PyNumber_Index(obj);
@@ -283,8 +310,10 @@ static int to_scalar(PyObject *obj, tfvm_dtype dt, tfvm_value *out)
     Py_DECREF(idx);
     if (v == -1 && PyErr_Occurred())
         return -1;
-    long long lo = dt == TFVM_I32 ? INT32_MIN : dt == TFVM_U8 ? 0 : dt == TFVM_I8 ? INT8_MIN : INT64_MIN;
-    long long hi = dt == TFVM_I32 ? INT32_MAX : dt == TFVM_U8 ? UINT8_MAX : dt == TFVM_I8 ? INT8_MAX : INT64_MAX;
+    long long lo = dt == TFVM_I32 ? INT32_MIN : dt == TFVM_I8 ? INT8_MIN : dt == TFVM_I16 ? INT16_MIN
+                 : dt == TFVM_I64 ? INT64_MIN : 0;
+    long long hi = dt == TFVM_I32 ? INT32_MAX : dt == TFVM_U8 ? UINT8_MAX : dt == TFVM_I8 ? INT8_MAX
+                 : dt == TFVM_I16 ? INT16_MAX : dt == TFVM_U16 ? UINT16_MAX : dt == TFVM_U32 ? (long long)UINT32_MAX : INT64_MAX;
     if (v < lo || v > hi) {
         raise_msg(TFVM_ERR_ARGUMENT, "%lld does not fit %s", v, tfvm_dtype_name(dt));
         return -1;
@@ -293,6 +322,9 @@ static int to_scalar(PyObject *obj, tfvm_dtype dt, tfvm_value *out)
     case TFVM_I32: *out = tfvm_i32((int32_t)v); break;
     case TFVM_U8: *out = tfvm_u8((uint8_t)v); break;
     case TFVM_I8: *out = tfvm_i8((int8_t)v); break;
+    case TFVM_I16: *out = (tfvm_value){.dtype = TFVM_I16, .as.i16 = (int16_t)v}; break;
+    case TFVM_U16: *out = (tfvm_value){.dtype = TFVM_U16, .as.u16 = (uint16_t)v}; break;
+    case TFVM_U32: *out = (tfvm_value){.dtype = TFVM_U32, .as.u32 = (uint32_t)v}; break;
     default: *out = tfvm_i64((int64_t)v); break;
     }
     return 0;
@@ -361,6 +393,11 @@ static PyObject *from_tensor(tfvm_tensor *t, const tfvm_value *ins, size_t n_ins
     for (int i = 0; i < rank; i++)
         dims[i] = (npy_intp)d[i];
     int typenum = npy_of(tfvm_tensor_dtype(t));
+    if (typenum < 0) {
+        const char *name = tfvm_dtype_name(tfvm_tensor_dtype(t));
+        tfvm_tensor_free(t);
+        return raise_msg(TFVM_ERR_UNSUPPORTED, "a %s result: NumPy has no such dtype", name);
+    }
     void *data = tfvm_tensor_data(t);
     size_t nbytes = (size_t)tfvm_tensor_count(t) * tfvm_dtype_size(tfvm_tensor_dtype(t));
     bool own = nbytes > 0 && tfvm_tensor_unique(t);
@@ -411,6 +448,11 @@ static PyObject *from_value(tfvm_value *v, bool as_array, const tfvm_value *ins,
     case TFVM_F64: s = PyFloat_FromDouble(v->as.f64); break;
     case TFVM_U8: s = PyLong_FromLong(v->as.u8); break;
     case TFVM_I8: s = PyLong_FromLong(v->as.i8); break;
+    case TFVM_I16: s = PyLong_FromLong(v->as.i16); break;
+    case TFVM_U16: s = PyLong_FromLong(v->as.u16); break;
+    case TFVM_U32: s = PyLong_FromUnsignedLong(v->as.u32); break;
+    case TFVM_U64: s = PyLong_FromUnsignedLongLong(v->as.u64); break;
+    case TFVM_F16: case TFVM_BF16: s = PyFloat_FromDouble(tfvm_half_value(*v)); break;
     default: return raise_msg(TFVM_ERR_INTERNAL, "a result of unknown dtype %d", (int)v->dtype);
     }
     if (!as_array || !s)

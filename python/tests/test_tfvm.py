@@ -262,8 +262,9 @@ def test_scalar_results_are_python_numbers():
 
 def test_unsupported_and_odd_inputs():
     p = tfvm.compile(MATMUL)
-    raises(tfvm.ArgumentError, "an array of dtype float16: tfvm has bool, int8, uint8, int32, int64, float32 "
-           "and float64", p.run, np.ones((2, 3), np.float16), np.ones((3, 1), np.float32))
+    raises(tfvm.ArgumentError, "an array of dtype complex64: tfvm has bool, int8, uint8, int16, uint16, int32, uint32, "
+           "int64, uint64, float16, float32 and float64", p.run, np.ones((2, 3), np.complex64),
+           np.ones((3, 1), np.float32))
     raises(tfvm.ArgumentError, "argument 1 'a' of entry 'main': expected f32[?, ?], got f64[2, 3]",
            p.run, np.ones((2, 3)), np.ones((3, 1), np.float32))
     raises(tfvm.ArgumentError, "an array of rank 9: tfvm tensors have at most 8 dimensions",

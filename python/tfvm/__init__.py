@@ -135,10 +135,14 @@ _tfvm.init(_ERRORS, _threading.main_thread().ident)
 # ---- dtypes ----------------------------------------------------------------------
 
 _NP = {"bool": _np.dtype(_np.bool_), "i8": _np.dtype(_np.int8), "u8": _np.dtype(_np.uint8),
+       "i16": _np.dtype(_np.int16), "u16": _np.dtype(_np.uint16), "u32": _np.dtype(_np.uint32),
+       "u64": _np.dtype(_np.uint64), "f16": _np.dtype(_np.float16),
        "i32": _np.dtype(_np.int32), "i64": _np.dtype(_np.int64), "f32": _np.dtype(_np.float32),
-       "f64": _np.dtype(_np.float64)}
+       "f64": _np.dtype(_np.float64)}  # bf16 has no NumPy dtype
 _ORT_TYPE = {"bool": "tensor(bool)", "i8": "tensor(int8)", "u8": "tensor(uint8)", "i32": "tensor(int32)",
-             "i64": "tensor(int64)", "f32": "tensor(float)", "f64": "tensor(double)"}
+             "i64": "tensor(int64)", "f32": "tensor(float)", "f64": "tensor(double)", "i16": "tensor(int16)",
+             "u16": "tensor(uint16)", "u32": "tensor(uint32)", "u64": "tensor(uint64)", "f16": "tensor(float16)",
+             "bf16": "tensor(bfloat16)"}
 _DT_NAME = {v: k for k, v in _NP.items()}
 
 
