@@ -1224,6 +1224,52 @@ static void op_ScatterND(ox_node *N)
     N->out[0] = reshape_to(N, &y, r, data->dims);
 }
 
+/* i64 scalar: element j of the shape vector sh */
+static ox_val shape_at(ox_node *N, const ox_val *sh, int j)
+{
+    ox_val jv = ox_scalar(N, TFVM_I64, 0, j);
+    return ox_op2(N, ISA_GATHER, 0, sh, &jv, TFVM_I64, 0);
+}
+
+/* ScatterElements on data or indices whose dims are known only at run time:
+ * the static lowering below with strides, coordinates and rows from their
+ * run-time shapes */
+static void scatter_elements_runtime(ox_node *N, const ox_val *data, const ox_val *idx, const ox_val *upd,
+                                     scatter_red red, int r, int axis)
+{
+    ox_val ds = ox_op1(N, ISA_SHAPE, 0, data, TFVM_I64, 1), is = ox_op1(N, ISA_SHAPE, 0, idx, TFVM_I64, 1);
+    ox_val none = ox_i64s(N, 0, NULL), z = ox_scalar(N, TFVM_I64, 0, 0), o = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val lin = {0};
+    for (int j = 0; j < r; j++) {
+        int64_t b = j + 1, e = r;
+        ox_val bv = ox_i64s(N, 1, &b), ev = ox_i64s(N, 1, &e);
+        ox_val tail = ox_op3(N, ISA_SLICE, 0, &ds, &bv, &ev, TFVM_I64, 1);
+        ox_val sj = ox_op2(N, ISA_REDUCE_PROD, 0, &tail, &none, TFVM_I64, 0), c;
+        if (j == axis) { /* the index, negative ones counting back */
+            ox_val dj = shape_at(N, &ds, j);
+            c = ox_to_dtype(N, idx, TFVM_I64);
+            c = ox_ew2(N, ISA_FLOOR_MOD, &c, &dj, TFVM_I64);
+        } else { /* the element's own coordinate along j */
+            ox_val n = shape_at(N, &is, j);
+            c = ox_op3(N, ISA_RANGE, 0, &z, &n, &o, TFVM_I64, 1);
+            int64_t shape[TFVM_MAX_RANK];
+            for (int q = 0; q < r; q++)
+                shape[q] = q == j ? -1 : 1;
+            c = reshape_to(N, &c, r, shape);
+        }
+        c = ox_ew2(N, ISA_MUL, &c, &sj, TFVM_I64);
+        lin = j == 0 ? c : ox_ew2(N, ISA_ADD, &lin, &c, TFVM_I64);
+    }
+    int64_t m1 = -1;
+    ox_val rows = ox_op2(N, ISA_REDUCE_PROD, 0, &ds, &none, TFVM_I64, 0), m1v = ox_scalar(N, TFVM_I64, 0, -1);
+    lin = reshape_to(N, &lin, 1, &m1);
+    ox_val fs = pair_vec(N, &rows, &o), us = pair_vec(N, &m1v, &o);
+    ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
+    ox_val y = scatter_rows(N, &flat, &lin, &u, &rows, red);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &ds, data->dtype, r);
+    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+}
+
 /* every element of indices names a row of data (flattened to [count, 1]):
  * its own position with the axis coordinate replaced by the index */
 static void op_ScatterElements(ox_node *N)
@@ -1231,9 +1277,13 @@ static void op_ScatterElements(ox_node *N)
     ox_val *data = ox_need(N, 0), *idx = ox_need(N, 1), *upd = ox_need(N, 2);
     scatter_red add = scatter_reduction(N, data);
     int r = ox_need_rank(N, data);
-    if (ox_count_of(data) < 0 || ox_count_of(idx) < 0 || idx->rank != r)
-        ox_unsupported(N, "data or indices of unknown shape");
+    if (idx->rank >= 0 && idx->rank != r)
+        ox_fail(N, TFVM_ERR_SHAPE, "indices of rank %d for data of rank %d", idx->rank, r);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), r, false);
+    if (ox_count_of(data) < 0 || ox_count_of(idx) < 0) {
+        scatter_elements_runtime(N, data, idx, upd, add, r, axis);
+        return;
+    }
     int64_t strides[TFVM_MAX_RANK], st = 1;
     for (int j = r - 1; j >= 0; j--) {
         strides[j] = st;

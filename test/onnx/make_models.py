@@ -218,6 +218,17 @@ def u64_ops():
     save("u64_ops.onnx", g)
 
 
+def scatter_dynamic():
+    # ScatterElements (axis 1, a negative index) and ScatterND on data whose dims are symbolic
+    i64 = lambda n, s: H.make_tensor_value_info(n, TP.INT64, s)
+    nodes = [H.make_node("ScatterElements", ["x", "ei", "eu"], ["e"], axis=1),
+             H.make_node("ScatterND", ["x", "ni", "nu"], ["s"])]
+    g = H.make_graph(nodes, "scatter", [f32("x", ["n", "m"]), i64("ei", ["a", "b"]), f32("eu", ["a", "b"]),
+                                        i64("ni", ["c", 2]), f32("nu", ["c"])],
+                     [f32("e", ["n", "m"]), f32("s", ["n", "m"])])
+    save("scatter_dynamic.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -247,4 +258,5 @@ if __name__ == "__main__":
     unsupported()
     unsupported_many()
     u64_ops()
+    scatter_dynamic()
     print("make_models.py: models in", OUT)

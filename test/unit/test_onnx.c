@@ -299,6 +299,35 @@ START_TEST(u64_beyond_i64)
 }
 END_TEST
 
+/* ScatterElements and ScatterND on data of symbolic dims ([n, m]): their
+ * rows from the run-time shapes */
+START_TEST(scatter_dynamic_shapes)
+{
+    tfvm_program *p = compile_ok(M "scatter_dynamic.onnx");
+    const int64_t d23[2] = {2, 3}, d22[2] = {2, 2}, d2[1] = {2};
+    static const float x[6] = {0, 1, 2, 3, 4, 5}, eu[4] = {10, 11, 12, 13}, nu[2] = {20, 21};
+    static const int64_t ei[4] = {2, 0, -1, 1}, ni[4] = {1, 0, 0, 2};
+    static const float e[6] = {11, 1, 10, 3, 13, 12}, s[6] = {0, 1, 21, 20, 4, 5};
+    tfvm_tensor *t[5] = {ftensor(2, d23, x), tfvm_tensor_new(TFVM_I64, 2, d22, NULL), ftensor(2, d22, eu),
+                         tfvm_tensor_new(TFVM_I64, 2, d22, NULL), ftensor(1, d2, nu)};
+    memcpy(tfvm_tensor_data(t[1]), ei, sizeof ei);
+    memcpy(tfvm_tensor_data(t[3]), ni, sizeof ni);
+    tfvm_value args[5], res[2];
+    for (int k = 0; k < 5; k++)
+        args[k] = tfvm_tensor_value(t[k]);
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, args, 5, res, 2, mode);
+        check_f32(&res[0], 2, d23, e);
+        check_f32(&res[1], 2, d23, s);
+        tfvm_value_release(&res[0]);
+        tfvm_value_release(&res[1]);
+    }
+    for (int k = 0; k < 5; k++)
+        tfvm_tensor_free(t[k]);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(truncated_and_garbage)
 {
     char *data;
@@ -410,6 +439,7 @@ int main(void)
     tcase_add_test(tc, unsupported_op);
     tcase_add_test(tc, scripted_scatter);
     tcase_add_test(tc, u64_beyond_i64);
+    tcase_add_test(tc, scatter_dynamic_shapes);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
     tcase_add_test(tc, nomem_at_every_allocation);
