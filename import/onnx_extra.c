@@ -1166,6 +1166,20 @@ static ox_val pair_vec(ox_node *N, const ox_val *a, const ox_val *b)
     return ox_op2(N, ISA_CONCAT, 0, &va, &vb, TFVM_I64, 1);
 }
 
+/* The run-time scatters' end: data (of run-time shape ds) as [rows, rest],
+ * the updates as [-1, rest], row lin[i] of it set from update row i */
+static void scatter_runtime_rows(ox_node *N, const ox_val *data, const ox_val *upd, const ox_val *lin, const ox_val *rows,
+                                 const ox_val *rest, const ox_val *ds, scatter_red red)
+{
+    int64_t m1 = -1;
+    ox_val m1v = ox_scalar(N, TFVM_I64, 0, -1), l = reshape_to(N, lin, 1, &m1);
+    ox_val fs = pair_vec(N, rows, rest), us = pair_vec(N, &m1v, rest);
+    ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
+    ox_val y = scatter_rows(N, &flat, &l, &u, rows, red);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, ds, data->dtype, data->rank);
+    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+}
+
 /* ScatterND on data whose dims are known only at run time (a buffer
  * carried through a loop: TorchScript's `toks[step] = tok`), index tuples of
  * known length k: the rows of data as [prod(dims[:k]), prod(dims[k:])] from
@@ -1190,16 +1204,11 @@ static void scatter_nd_runtime(ox_node *N, const ox_val *data, const ox_val *idx
             rows = ox_ew2(N, ISA_MUL, &rows, &dj, TFVM_I64);
         }
     }
-    int64_t kk = k, rr = r, m1 = -1;
-    ox_val kv = ox_i64s(N, 1, &kk), rv = ox_i64s(N, 1, &rr), none = ox_i64s(N, 0, NULL), m1v = ox_scalar(N, TFVM_I64, 0, -1);
+    int64_t kk = k, rr = r;
+    ox_val kv = ox_i64s(N, 1, &kk), rv = ox_i64s(N, 1, &rr), none = ox_i64s(N, 0, NULL);
     ox_val tail = ox_op3(N, ISA_SLICE, 0, &ds, &kv, &rv, TFVM_I64, 1);
     ox_val rest = ox_op2(N, ISA_REDUCE_PROD, 0, &tail, &none, TFVM_I64, 0);
-    lin = reshape_to(N, &lin, 1, &m1);
-    ox_val fs = pair_vec(N, &rows, &rest), us = pair_vec(N, &m1v, &rest);
-    ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
-    ox_val y = scatter_rows(N, &flat, &lin, &u, &rows, red);
-    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &ds, data->dtype, r);
-    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+    scatter_runtime_rows(N, data, upd, &lin, &rows, &rest, &ds, red);
 }
 
 static void op_ScatterND(ox_node *N)
@@ -1260,14 +1269,8 @@ static void scatter_elements_runtime(ox_node *N, const ox_val *data, const ox_va
         c = ox_ew2(N, ISA_MUL, &c, &sj, TFVM_I64);
         lin = j == 0 ? c : ox_ew2(N, ISA_ADD, &lin, &c, TFVM_I64);
     }
-    int64_t m1 = -1;
-    ox_val rows = ox_op2(N, ISA_REDUCE_PROD, 0, &ds, &none, TFVM_I64, 0), m1v = ox_scalar(N, TFVM_I64, 0, -1);
-    lin = reshape_to(N, &lin, 1, &m1);
-    ox_val fs = pair_vec(N, &rows, &o), us = pair_vec(N, &m1v, &o);
-    ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
-    ox_val y = scatter_rows(N, &flat, &lin, &u, &rows, red);
-    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &ds, data->dtype, r);
-    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+    ox_val rows = ox_op2(N, ISA_REDUCE_PROD, 0, &ds, &none, TFVM_I64, 0);
+    scatter_runtime_rows(N, data, upd, &lin, &rows, &o, &ds, red);
 }
 
 /* every element of indices names a row of data (flattened to [count, 1]):
