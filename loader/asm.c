@@ -1,6 +1,7 @@
 /* loader/asm.c — the .tfasm assembler (docs/asm.md): text -> verified isa_program.
  * The text is tokenized, parsed into flat temporary records, and only then
  * resolved (names, regions, sites), so forward references work everywhere. */
+#include "util/half.h"
 #include "loader.h"
 
 #include <math.h>
@@ -454,7 +455,7 @@ static bool tok_uint(const as_tok *t, uint64_t max, uint64_t *v)
     uint64_t x = 0;
     for (uint32_t i = 0; i < t->len; i++) {
         char c = t->s[i];
-        if (!is_digit(c) || x > (UINT64_MAX - 9) / 10)
+        if (!is_digit(c) || x > (UINT64_MAX - (uint64_t)(c - '0')) / 10) /* u64's maximum fits */
             return false;
         x = x * 10 + (uint64_t)(c - '0');
         if (x > max)
@@ -540,6 +541,7 @@ static void put_bits(as_parser *P, uint8_t dt, uint64_t bits)
 {
     switch (tfvm_dtype_size((tfvm_dtype)dt)) {
     case 1: ut_buf_u8(&P->data, (uint8_t)bits); break;
+    case 2: ut_buf_u16(&P->data, (uint16_t)bits); break;
     case 4: ut_buf_u32(&P->data, (uint32_t)bits); break;
     default: ut_buf_u64(&P->data, bits); break;
     }
@@ -569,6 +571,33 @@ static bool parse_nan_bits(as_parser *P, uint8_t dt, uint64_t *bits)
     return expect(P, ')', "after the NaN bit pattern");
 }
 
+/* An f16 or bf16 literal: a number rounded to nearest even (one that
+ * rounds to infinity is out of range), inf or nan. */
+static bool parse_half(as_parser *P, uint8_t dt, const as_tok *t, const as_tok *sign, bool neg)
+{
+    const bool f16 = dt == TFVM_F16;
+    uint16_t bits;
+    if (is_kw(t, "inf")) {
+        bits = f16 ? 0x7c00 : 0x7f80;
+    } else if (is_kw(t, "nan")) {
+        bits = f16 ? 0x7e00 : 0x7fc0;
+    } else if (t->kind == TK_NUM && !(t->len > 1 && (t->s[1] == 'x' || t->s[1] == 'X'))) {
+        char buf[80];
+        if (t->len >= sizeof buf)
+            return fail(P, t, "number %s is too long", TDESC(t));
+        memcpy(buf, t->s, t->len);
+        buf[t->len] = '\0';
+        bits = f16 ? ut_f64_to_f16(strtod(buf, NULL)) : ut_f64_to_bf16(strtod(buf, NULL));
+        if ((bits & 0x7fff) == (f16 ? 0x7c00 : 0x7f80))
+            return fail(P, neg ? sign : t, "number %s%s out of range for %s", neg ? "-" : "", buf,
+                        tfvm_dtype_name((tfvm_dtype)dt));
+    } else {
+        return fail(P, t, "expected a number for %s (or inf, nan), got %s", tfvm_dtype_name((tfvm_dtype)dt), TDESC(t));
+    }
+    put_bits(P, dt, neg ? bits ^ 0x8000u : bits);
+    return true;
+}
+
 static bool parse_scalar(as_parser *P, uint8_t dt)
 {
     as_tok *t = peek(P);
@@ -586,12 +615,16 @@ static bool parse_scalar(as_parser *P, uint8_t dt)
         ut_buf_u8(&P->data, is_kw(t, "true"));
         return true;
     }
-    if (isa_dtype_int(dt)) {
+    if (isa_dtype_int(dt) || (!isa_dtype_float(dt) && !isa_dtype_half(dt))) {
         if (!tok_is_int(t))
             return fail(P, t, "expected an integer for %s, got %s", dn, TDESC(t));
         uint64_t lim = dt == TFVM_I32 ? (neg ? 0x80000000u : 0x7fffffffu)
                      : dt == TFVM_U8  ? (neg ? 0 : 0xffu)
                      : dt == TFVM_I8  ? (neg ? 0x80u : 0x7fu)
+                     : dt == TFVM_I16 ? (neg ? 0x8000u : 0x7fffu)
+                     : dt == TFVM_U16 ? (neg ? 0 : 0xffffu)
+                     : dt == TFVM_U32 ? (neg ? 0 : 0xffffffffu)
+                     : dt == TFVM_U64 ? (neg ? 0 : UINT64_MAX)
                                       : (neg ? 0x8000000000000000u : 0x7fffffffffffffffu);
         uint64_t v = 0;
         if (!tok_uint(t, lim, &v))
@@ -600,6 +633,8 @@ static bool parse_scalar(as_parser *P, uint8_t dt)
         put_bits(P, dt, neg ? 0 - v : v);
         return true;
     }
+    if (isa_dtype_half(dt))
+        return parse_half(P, dt, t, sign, neg);
     /* f32 / f64 */
     bool f32 = dt == TFVM_F32;
     uint64_t bits = 0;

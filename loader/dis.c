@@ -1,6 +1,7 @@
 /* loader/dis.c — the .tfasm disassembler and ld_format_inst, the one printer of
  * an instruction shared by tfvm dis, --trace, error messages and the debugger.
  * Output follows docs/asm.md so that ld_assemble reads it back exactly. */
+#include "util/half.h"
 #include "loader.h"
 
 #include <inttypes.h>
@@ -243,6 +244,18 @@ static void put_scalar(ut_buf *b, uint8_t dtype, const unsigned char *d)
     case TFVM_F64: put_f64(b, ut_le64(d)); break;
     case TFVM_U8: ut_buf_printf(b, "%u", (unsigned)d[0]); break;
     case TFVM_I8: ut_buf_printf(b, "%d", (int)(int8_t)d[0]); break;
+    case TFVM_I16: ut_buf_printf(b, "%d", (int)(int16_t)ut_le16(d)); break;
+    case TFVM_U16: ut_buf_printf(b, "%u", (unsigned)ut_le16(d)); break;
+    case TFVM_U32: ut_buf_printf(b, "%" PRIu32, ut_le32(d)); break;
+    case TFVM_U64: ut_buf_printf(b, "%" PRIu64, ut_le64(d)); break;
+    case TFVM_F16:
+    case TFVM_BF16: { /* its f32 value, which reads back to the same bits (NaN as plain nan) */
+        float f = dtype == TFVM_F16 ? ut_f16_to_f32(ut_le16(d)) : ut_bf16_to_f32(ut_le16(d));
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        put_f32(b, isnan(f) ? (u & 0x80000000u) | 0x7fc00000u : u);
+        break;
+    }
     default: ut_buf_printf(b, "?"); break;
     }
 }
