@@ -179,7 +179,7 @@ static const gm muts[] = {
     {"debug_count.tfvm", 0, 0, 32 + 9 * 24 + 16, 8, 13, "debug table has 13 records for 14 instructions at byte 264"},
     {"string_offset.tfvm", S_REGIONS, 1, 8, 4, 4000,
      "name of region 1: string offset 4000 outside the string table (40 bytes) at byte 416"},
-    {"const_dtype.tfvm", S_CONSTS, 0, 0, 1, 9, "constant 0: bad dtype 9 at byte 316"},
+    {"const_dtype.tfvm", S_CONSTS, 0, 0, 1, 14, "constant 0: bad dtype 14 at byte 316"},
     {"const_dim_beyond_rank.tfvm", S_CONSTS, 0, 16, 8, 1, "constant 0: dimension 1 is beyond its rank 0 but not 0 at byte 332"},
     {"const_data_past_end.tfvm", S_CONSTS, 0, 72, 8, 4, "constant 0: 4 bytes of data at offset 4 run past the constant data (4 bytes) at byte 388"},
     {"params_overrun.tfvm", S_ENTRIES, 0, 12, 4, 0xFFFFFFFF,
