@@ -27,6 +27,7 @@ static void pt_f32_to_bf16(uint16_t *o, const float *x, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HC __attribute__((target("f16c,avx2")))
 
@@ -70,9 +71,13 @@ HC static void hc_f32_to_bf16(uint16_t *o, const float *x, size_t n)
     }
     pt_f32_to_bf16(o + i, x + i, n - i);
 }
+/* F16C by CPUID leaf 1 (not every compiler's __builtin_cpu_supports knows
+   it); AVX2 also says the OS saves the vector registers */
 static bool cpu_has(dev_half_isa isa)
 {
-    return isa != DEV_HALF_F16C || (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"));
+    unsigned a, b, c, d;
+    return isa != DEV_HALF_F16C ||
+           (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C));
 }
 #else
 static bool cpu_has(dev_half_isa isa) { return isa != DEV_HALF_F16C; }
