@@ -10,6 +10,7 @@
 #include "devices/device.h"
 #include "devices/pool.h"
 #include "testutil.h"
+#include "util/half.h"
 
 /* ---- Setup ------------------------------------------------------------------------- */
 
@@ -66,6 +67,12 @@ static void fill(tfvm_tensor *t, bool positive)
         }
         case TFVM_U8: ((uint8_t *)t->data)[i] = (uint8_t)r; break;
         case TFVM_I8: ((int8_t *)t->data)[i] = (int8_t)(uint8_t)r; break;
+        case TFVM_I16: ((int16_t *)t->data)[i] = (int16_t)(uint16_t)r; break;
+        case TFVM_U16: ((uint16_t *)t->data)[i] = (uint16_t)r; break;
+        case TFVM_U32: ((uint32_t *)t->data)[i] = r; break;
+        case TFVM_U64: ((uint64_t *)t->data)[i] = (uint64_t)r << 40 | r; break;
+        case TFVM_F16: ((uint16_t *)t->data)[i] = ut_f64_to_f16(v); break;
+        case TFVM_BF16: ((uint16_t *)t->data)[i] = ut_f64_to_bf16(v); break;
         case TFVM_F32: ((float *)t->data)[i] = r % 23 == 0 ? NAN : r % 19 == 0 ? 0.0f : (float)v; break;
         default: ((double *)t->data)[i] = r % 23 == 0 ? NAN : r % 19 == 0 ? -0.0 : v; break;
         }
