@@ -634,7 +634,7 @@ START_TEST(test_record_errors)
         {S_PARAMS, 2, 0, 4, 500, "name of parameter 2: string offset 500 outside the string table (98 bytes) at byte 902)"},
         {S_DEBUG, 3, 0, 4, 1000, "name of instruction 3: string offset 1000 outside the string table (98 bytes) at byte 2182)"},
         /* constants */
-        {S_CONSTS, 0, 0, 1, 9, "constant 0: bad dtype 9 at byte 434)"},
+        {S_CONSTS, 0, 0, 1, 14, "constant 0: bad dtype 14 at byte 434)"},
         {S_CONSTS, 0, 0, 1, 0, "constant 0: bad dtype 0 at byte 434)"},
         {S_CONSTS, 0, 1, 1, 9, "constant 0: rank 9 exceeds 8 at byte 435)"},
         {S_CONSTS, 0, 5, 1, 1, "nonzero padding at byte 439)"},
@@ -682,7 +682,7 @@ START_TEST(test_verify_errors)
         {S_ENTRIES, 0, 4, 4, 1, "entry 0 'main': region 1 'fib' is a FUNC region, not ROOT)"},
         {S_ENTRIES, 0, 4, 4, 3, "entry 0 'main': region 3 does not exist)"},
         {S_REGIONS, 2, 0, 1, 0, "region 2 'sum_loop': a ROOT region has no parent, but its parent is 0)"},
-        {S_PARAMS, 0, 4, 1, 8, "entry 0 'main': parameter 0 'n': bad dtype 8)"},
+        {S_PARAMS, 0, 4, 1, 14, "entry 0 'main': parameter 0 'n': bad dtype 14)"},
         {S_PARAMS, 2, 5, 1, 2, "entry 0 'main': result 1 's': bad rank 2 (0 for a scalar, 255 for a tensor))"},
         /* constants */
         {S_DATA, 12, 0, 1, 2, "constant 3: bool element 0 is 2, not 0 or 1)"},
