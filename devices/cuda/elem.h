@@ -154,7 +154,9 @@ TC_FLOAT_UNARY(tc_unary_f64, double, )
 TC_INT_UNARY(tc_unary_i32, int32_t, uint32_t)
 TC_INT_UNARY(tc_unary_i64, int64_t, uint64_t)
 
-/* Which (op, dtype) pairs the backend has; libtfvm sends nothing else. */
+/* Which (op, dtype) pairs the backend has; libtfvm sends nothing else. None
+ * of u8, i8 or the storage dtypes (i16, u16, u32, u64, f16, bf16: only CAST,
+ * on the CPU, computes on them). */
 TC_FN int tc_has(int op, int dtype)
 {
     const int flt = dtype == TC_F32 || dtype == TC_F64, num = flt || dtype == TC_I32 || dtype == TC_I64;
