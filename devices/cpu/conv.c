@@ -258,13 +258,10 @@ static void conv_items(void *arg, size_t b, size_t e)
             im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
         const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
                             j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false};
-        if (j->split) {
+        if (j->split)
             dev_kmm_run(&mm);
-        } else {
-            dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
-            if (j->ep)
-                dev_kepi_apply(j->ep, j->o, mm.ep_row0, Og, 0, OHW);
-        }
+        else
+            dev_kmm_one(&mm);
     }
     if (col)
         ut_free(j->alloc, col, scratch_bytes);
@@ -391,9 +388,11 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                      .ep = ep, .alloc = k->alloc};
         if (dev_dw_plan(&dj.d, Cg, G)) {
             const uint32_t act = ep ? ep->act : 0;
-            dj.inner = act == 0 || act == ISA_OPT_ACT_RELU;
+            /* channel blocks apply every activation; planes bias and relu */
+            dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
             dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
             dj.d.relu = act == ISA_OPT_ACT_RELU;
+            dj.d.act = dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
             atomic_init(&dj.nomem, false);
             const int64_t dw_items = dev_dw_items(&dj.d), per = N * O * OHW * KH * KW / dw_items;
             dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);

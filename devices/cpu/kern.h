@@ -165,6 +165,8 @@ typedef struct dev_kmm {
  * dev_par_width() when it is big enough; each block is one single-threaded
  * gemm followed by its epilogue. */
 void dev_kmm_run(const dev_kmm *m);
+/* The same on this thread alone. */
+void dev_kmm_one(const dev_kmm *m);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

@@ -85,11 +85,11 @@ static void kgemm_f32(kgemm_code code, bool ta, bool tb, int64_t M, int64_t N, i
 {
     switch (code) {
     case KGEMM_OWN:
-        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
+        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, NULL))
             return;
         break;
     case KGEMM_OWN_T:
-        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M))
+        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M, NULL))
             return;
         break;
     case KGEMM_DOTS: /* C[0][j] = op(A)[0, :] . B[j] */
@@ -170,33 +170,61 @@ typedef struct kmm_job {
     const float *bp; /* op(B) prepacked (kmm_prepacked), or NULL */
 } kmm_job;
 
+/* The epilogue of a block of C that sgemm has finished: C's (0, 0) is
+ * element (row0, col0) of the result at base. */
+typedef struct kmm_epi {
+    const dev_kepi *ep;
+    void *base;
+    int64_t row0, col0;
+} kmm_epi;
+
+static void kmm_epi_block(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols)
+{
+    const kmm_epi *e = ctx;
+    dev_kepi_apply(e->ep, e->base, e->row0 + row0, nrows, e->col0 + col0, ncols);
+}
+
+/* Rows [lo, lo + M) and columns [col0, col0 + N) of m's product by `code`,
+ * single-threaded (A, B, C already offset to them), and their epilogue:
+ * by our kernel block by block while each is in cache (from op(B) prepacked
+ * when bp, whose column col0 this is), else over the whole block after. */
+static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_t lo, int64_t M, int64_t col0,
+                      int64_t N, const char *A, const char *B, char *C)
+{
+    const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, col0};
+    const dev_sg_epi epi = {kmm_epi_block, &ctx}, *ep = m->ep ? &epi : NULL;
+    const float *fa = (const float *)(const void *)A;
+    float *fc = (float *)(void *)C;
+    if (m->dtype == TFVM_F32 && code == KGEMM_OWN) {
+        /* a block starting inside a panel of the prepacked B computes from
+         * B itself, with the same bits */
+        if (bp && dev_sgemm_packed(M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
+            return;
+        if (dev_sgemm(m->ta, m->tb, M, N, m->K, fa, m->lda, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
+            return;
+    }
+    kgemm(code, m->dtype, m->ta, m->tb, M, N, m->K, A, m->lda, B, m->ldb, C, m->ldc);
+    if (m->ep)
+        dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, M, col0, N);
+}
+
+void dev_kmm_one(const dev_kmm *m)
+{
+    kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), NULL, 0, m->M, 0, m->N, m->A, m->B, m->C);
+}
+
 static void kmm_chunk(void *arg, size_t b, size_t e)
 {
     const kmm_job *j = arg;
     const dev_kmm *m = &j->m;
     const size_t esz = dev_kesize(m->dtype);
     const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
-    float *C = (float *)(void *)m->C;
-    if (m->by_cols) {
-        /* a chunk starting inside a panel of the prepacked B computes from B
-         * itself, with the same bits */
-        if (!j->bp || !dev_sgemm_packed(m->M, n, m->K, (const float *)(const void *)m->A, m->lda, j->bp, lo, m->N,
-                                        C + lo, m->ldc)) {
-            const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
-            kgemm(j->code, m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz,
-                  m->ldc);
-        }
-        if (m->ep)
-            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0, m->M, lo, n);
-    } else {
-        const char *A = m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz;
-        if (!j->bp || !dev_sgemm_packed(n, m->N, m->K, (const float *)(const void *)A, m->lda, j->bp, 0, m->N,
-                                        C + lo * m->ldc, m->ldc))
-            kgemm(j->code, m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb,
-                  m->C + (size_t)(lo * m->ldc) * esz, m->ldc);
-        if (m->ep)
-            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, n, 0, m->N);
-    }
+    if (m->by_cols)
+        kmm_block(m, j->code, j->bp, 0, m->M, lo, n, m->A, m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz,
+                  m->C + (size_t)lo * esz);
+    else
+        kmm_block(m, j->code, j->bp, lo, n, 0, m->N, m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz, m->B,
+                  m->C + (size_t)(lo * m->ldc) * esz);
 }
 
 static void kmm_run(const dev_kmm *m, const float *bp)
@@ -275,13 +303,10 @@ static void mm_batch_chunk(void *arg, size_t b, size_t e)
         one.B += (size_t)ob * esz;
         one.C = cp;
         one.ep_row0 = t * m->M;
-        if (split) {
+        if (split)
             dev_kmm_run(&one);
-        } else {
-            dev_kgemm(m->dtype, m->ta, m->tb, m->M, m->N, m->K, one.A, m->lda, one.B, m->ldb, cp, m->ldc);
-            if (m->ep)
-                dev_kepi_apply(m->ep, m->ep_base, one.ep_row0, m->M, 0, m->N);
-        }
+        else
+            dev_kmm_one(&one);
         for (int d = j->nbat - 1; d >= 0; d--) {
             oa += j->sa[d];
             ob += j->sb[d];

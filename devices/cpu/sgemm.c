@@ -328,6 +328,9 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
 #define SG_MC 120
 #define SG_NC 2048
 #define SG_DIRECT_M 64
+/* With an epilogue, a block of C is at most this many floats (L2-resident
+ * when the epilogue reads it back) */
+#define SG_EPI_FLOATS (INT64_C(1) << 16)
 
 static int64_t even(int64_t n, int64_t most)
 {
@@ -340,18 +343,25 @@ static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; 
 /* bpre: op(B) already packed (dev_sgemm_pack, Np columns rounded up to NR),
  * C's column 0 being its column bj0, a multiple of NR; else B as it lies */
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, const float *bpre, int64_t bj0, int64_t Np, float *C, int64_t ldc)
+                   const float *B, int64_t ldb, const float *bpre, int64_t bj0, int64_t Np, float *C, int64_t ldc,
+                   const dev_sg_epi *epi)
 {
     if (M <= 0 || N <= 0)
         return true;
     if (K <= 0) {
         for (int64_t i = 0; i < M; i++)
             memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+        if (epi)
+            epi->fn(epi->ctx, 0, M, 0, N);
         return true;
     }
     const int64_t MR = im->mr, NR = im->nr;
     const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
-    const int64_t nc_step = round_up(even(N, SG_NC), NR);
+    /* an epilogue reads each finished block of C back: blocks that stay in cache */
+    int64_t nc_most = SG_NC;
+    if (epi && SG_EPI_FLOATS / mc_step < nc_most)
+        nc_most = SG_EPI_FLOATS / mc_step < 4 * NR ? 4 * NR : SG_EPI_FLOATS / mc_step;
+    const int64_t nc_step = round_up(even(N, nc_most), NR);
     const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
     const int64_t a_floats = round_up(mc_step * kc_step, 16);
     float *ap = scratch((size_t)(a_floats + (bpre ? 0 : direct ? NR : nc_step) * kc_step));
@@ -394,6 +404,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                     }
                     jr += NR;
                 }
+                if (epi && pc + kc == K)
+                    epi->fn(epi->ctx, ic, mc, jc, nc);
             }
         }
     }
@@ -405,7 +417,7 @@ bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_
 {
     if (!dev_sg_have(isa))
         return false;
-    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc, NULL);
 }
 
 static const sg_impl *best_impl(void)
@@ -420,9 +432,9 @@ static const sg_impl *best_impl(void)
 }
 
 bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-               int64_t ldb, float *C, int64_t ldc)
+               int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
-    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc, epi);
 }
 
 /* ---- Prepacked B ---------------------------------------------------------------------
@@ -443,12 +455,12 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
 }
 
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
-                      int64_t Ntot, float *C, int64_t ldc)
+                      int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, bp, j0, round_up(Ntot, im->nr), C, ldc);
+    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, bp, j0, round_up(Ntot, im->nr), C, ldc, epi);
 }
 
 /* x is copied when it is strided (into the thread's buffer, as packing) */

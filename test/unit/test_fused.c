@@ -660,8 +660,10 @@ static const struct {
 
 START_TEST(test_conv_depthwise)
 {
-    for (int path = 0; path <= 2; path++) {
+    for (int pl = 0; pl <= 5; pl++) {
+        const int path = pl % 3, layout = 1 + pl / 3;
         dev_dw_force(path);
+        dev_dw_force_layout(layout);
         for (size_t ci = 0; ci < UT_COUNTOF(dw_cases); ci++)
             for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
                 conv_case(F32, acts[ai], dw_cases[ci].x, dw_cases[ci].w, dw_cases[ci].p);
@@ -673,7 +675,8 @@ START_TEST(test_conv_depthwise)
                     bv[i] = elem(&bias, i);
                 int64_t od[4];
                 conv_ref(&x, &w, dw_cases[ci].p, bv, 0, want, od);
-                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, x, w, ivec(dw_cases[ci].p, 9), bias),
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, ref(x), ref(w), ivec(dw_cases[ci].p, 9),
+                                   ref(bias)),
                                  TFVM_OK);
                 ck_assert_int_eq(o.u.t->count, od[0] * od[1] * od[2] * od[3]);
                 for (int64_t i = 0; i < o.u.t->count; i++) {
@@ -682,13 +685,23 @@ START_TEST(test_conv_depthwise)
                     const double a0 = act_ref(F64, acts[ai], want[i] - tol), a1 = act_ref(F64, acts[ai], want[i] + tol);
                     const double lo = a0 < a1 ? a0 : a1, hi = a0 < a1 ? a1 : a0;
                     ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
-                                  "case %zu act %u path %d: element %lld is %.9g, expected act(%.9g)", ci,
-                                  (unsigned)acts[ai], path, (long long)i, got, want[i]);
+                                  "case %zu act %u path %d layout %d: element %lld is %.9g, expected act(%.9g)", ci,
+                                  (unsigned)acts[ai], path, layout, (long long)i, got, want[i]);
                 }
+                /* planes and channel blocks sum in the same order: the same bits */
+                dev_dw_force_layout(3 - layout);
+                dev_value other;
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &other, x, w, ivec(dw_cases[ci].p, 9), bias),
+                                 TFVM_OK);
+                dev_dw_force_layout(layout);
+                ck_assert_msg(memcmp(o.u.t->data, other.u.t->data, (size_t)o.u.t->count * sizeof(float)) == 0,
+                              "case %zu act %u path %d: planes and channel blocks differ", ci, (unsigned)acts[ai], path);
+                dev_value_release(&other);
                 dev_value_release(&o);
             }
     }
     dev_dw_force(0);
+    dev_dw_force_layout(0);
 }
 END_TEST
 
