@@ -104,6 +104,7 @@ typedef struct conv_job {
     bool split;  /* one item at a time, its product split over the threads */
     const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
     int64_t item;     /* split mode with cf: the item whose parts are shared out */
+    const float *ap;  /* w packed for the product (one group), or NULL */
     atomic_bool nomem;
 } conv_job;
 
@@ -174,11 +175,11 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
         for (int64_t i = 0; i < KH; i++)
             for (int64_t jj = 0; jj < KW; jj++, cr += (size_t)N * esz)
                 memcpy(cr, xp + (size_t)(c * Hp * Wp + i * Wp + jj) * esz, (size_t)N * esz);
-    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false};
+    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false, j->ap};
     if (j->split)
         dev_kmm_run(&mm);
     else
-        dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
+        dev_kmm_one(&mm);
     /* out, 16 channels at a time (in cache) */
     for (int64_t o0 = 0; o0 < Og; o0 += 16) {
         const int64_t o1 = o0 + 16 < Og ? o0 + 16 : Og;
@@ -257,7 +258,7 @@ static void conv_items(void *arg, size_t b, size_t e)
         if (!j->direct)
             im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
         const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
-                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false};
+                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false, j->ap};
         if (j->split)
             dev_kmm_run(&mm);
         else
@@ -415,6 +416,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         }
         if (planned)
             job.cf = &cf;
+    }
+    if (!job.cf && G == 1) {
+        /* the weights packed once, kept with their tensor */
+        const bool wide = conv_wide_fits(&job);
+        const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;
+        const dev_kmm mm = {x->dtype, false, false, Og, ncols, CKK, w->data, CKK, NULL, ncols, NULL, ncols,
+                            NULL, NULL, 0, false, NULL};
+        job.ap = dev_kmm_prepack_a(&mm, w);
     }
     if (job.split && job.cf) {
         const int64_t parts = dev_cf_parts(&cf);

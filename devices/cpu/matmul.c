@@ -196,9 +196,12 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
     const float *fa = (const float *)(const void *)A;
     float *fc = (float *)(void *)C;
     if (m->dtype == TFVM_F32 && code == KGEMM_OWN) {
-        /* a block starting inside a panel of the prepacked B computes from
-         * B itself, with the same bits */
+        /* a block starting inside a panel of a prepacked operand computes
+         * from the operand itself, with the same bits */
         if (bp && dev_sgemm_packed(M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
+            return;
+        if (m->ap && !m->tb &&
+            dev_sgemm_apacked(m->ap, lo, m->M, M, N, m->K, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
             return;
         if (dev_sgemm(m->ta, m->tb, M, N, m->K, fa, m->lda, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
             return;
@@ -272,6 +275,31 @@ static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
     kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, (const float *)b->data};
     return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
                            kmm_pack_make, &job);
+}
+
+typedef struct kmm_pack_a_job {
+    int64_t M, K, lda;
+    const float *A;
+} kmm_pack_a_job;
+
+static void kmm_pack_a_make(void *ctx, void *out)
+{
+    const kmm_pack_a_job *j = ctx;
+    dev_sgemm_pack_a(j->M, j->K, j->A, j->lda, out);
+}
+
+const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a)
+{
+    if (m->dtype != TFVM_F32 || !a->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
+        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN)
+        return NULL;
+    const struct {
+        int64_t tag, mr, M, K, lda, offset;
+    } key = {0x73674130 /* "sgA0" */, dev_sgemm_mr(), m->M, m->K, m->lda,
+             (const char *)a->data - (const char *)a->t->data};
+    kmm_pack_a_job job = {m->M, m->K, m->lda, (const float *)a->data};
+    return dev_tensor_prep(a->t, &key, sizeof key, dev_sgemm_packed_a_floats(m->M, m->K) * sizeof(float),
+                           kmm_pack_a_make, &job);
 }
 
 /* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
@@ -409,12 +437,12 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * are the result's rows unless b is a vector (then the epilogue runs
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
-                            vb ? NULL : ep, c, 0, false};
+                            vb ? NULL : ep, c, 0, false, NULL};
         kmm_run(&mm, kmm_prepacked(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {
-        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false},
+        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false, NULL},
                         nbat, {0}, {0}, {0}, batch < (int64_t)dev_par_width()};
         memcpy(job.bd, bd, sizeof bd);
         memcpy(job.sa, sa, sizeof sa);

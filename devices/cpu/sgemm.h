@@ -50,6 +50,17 @@ int64_t dev_sgemm_nr(void);
  * is then untouched. */
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
                       int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* A [M, K] (not transposed) packed once for dev_sgemm_apacked (weights on
+ * the left, as a convolution's): dev_sgemm_packed_a_floats(M, K) floats,
+ * written by dev_sgemm_pack_a; the height of its row panels. Then C[M, N]
+ * = rows [i0, i0 + M) of that A @ B, B [K, N] as it lies; the bits of
+ * dev_sgemm. false when i0 is not a multiple of dev_sgemm_mr() or B's
+ * packing buffer cannot be had; C is then untouched. */
+size_t dev_sgemm_packed_a_floats(int64_t M, int64_t K);
+void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out);
+int64_t dev_sgemm_mr(void);
+bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int64_t N, int64_t K, const float *B,
+                       int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
  * against B stored transposed (x @ B^T) or a column (A @ x), as dot
  * products of R's rows read where they lie. A row of y has the same bits

@@ -169,6 +169,34 @@ START_TEST(test_epilogue_blocks)
 }
 END_TEST
 
+/* A packed once (a convolution's weights): the bits of dev_sgemm, for the
+ * whole product and for row blocks starting at a panel boundary; a block
+ * starting inside a panel is refused. */
+static const gemm_case apack_cases[] = {{1, 40, 300}, {37, 75, 600}, {130, 700, 20}, {96, 1000, 16}};
+
+START_TEST(test_prepacked_a)
+{
+    const gemm_case g = apack_cases[_i];
+    const int64_t M = g.M, N = g.N, K = g.K, mr = dev_sgemm_mr();
+    float *a = matrix(M, K, 0, 15, false), *b = matrix(K, N, 0, 16, false);
+    float *want = matrix(M, N, 0, 17, false), *got = matrix(M, N, 0, 18, false);
+    float *ap = malloc(dev_sgemm_packed_a_floats(M, K) * sizeof *ap);
+    dev_sgemm_pack_a(M, K, a, K, ap);
+    ck_assert(dev_sgemm(false, false, M, N, K, a, K, b, N, want, N, NULL));
+    ck_assert(dev_sgemm_apacked(ap, 0, M, M, N, K, b, N, got, N, NULL));
+    ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "case %d: whole product differs", _i);
+    if (M > mr) {
+        memset(got, 0, (size_t)(M * N) * sizeof *got);
+        ck_assert(dev_sgemm_apacked(ap, mr, M, M - mr, N, K, b, N, got + mr * N, N, NULL));
+        ck_assert_msg(memcmp(got + mr * N, want + mr * N, (size_t)((M - mr) * N) * sizeof *got) == 0,
+                      "case %d: rows from %ld differ", _i, (long)mr);
+        ck_assert_msg(!dev_sgemm_apacked(ap, 1, M, M - 1, N, K, b, N, got, N, NULL),
+                      "case %d: a block inside a panel was taken", _i);
+    }
+    free(a), free(b), free(want), free(got), free(ap);
+}
+END_TEST
+
 /* Row blocks and column blocks of a product computed alone have the bits of
  * the whole product (each element summed in the same order), for each
  * transpose: K spans three blocks, and the blocks cut tiles in the middle. */
@@ -317,7 +345,7 @@ START_TEST(test_split)
     float *serial = matrix(M, N, 0, 13, false), *par = matrix(M, N, 0, 14, false);
     ck_assert_int_eq(dev_kgemm_ready(&(dev_kctx){0}, TFVM_F32), TFVM_OK);
     dev_kmm m = {TFVM_F32, pc->ta, pc->tb, M, N, K, (const char *)a, lda, (const char *)b, ldb, (char *)serial, N,
-                 NULL, NULL, 0, false};
+                 NULL, NULL, 0, false, NULL};
     dev_kmm_run(&m);
     dev_par_set_runner(&runner);
     atomic_store(&chunks_run, 0);
@@ -395,6 +423,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_each_isa, 0, DEV_SG_N_ISA);
     tcase_add_test(tc, test_best);
+    tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
