@@ -1,14 +1,51 @@
-/* devices/cpu/chw.h — f32 layout changes between channels first (a row of
- * each channel's plane) and channels last (each position's channels
- * together), with the bias and relu on the way back: what the convolution
- * kernels that compute channels last (convf32.c, dwconv.c) need at their
- * ends. Portably, and for AVX-512 in 16 x 16 blocks transposed in
- * registers. */
+/* devices/cpu/chw.h — f32 layout changes for the convolution kernels: a
+ * stride of 2's elements gathered by vector shuffles, and rows between
+ * channels first (a row of each channel's plane) and channels last (each
+ * position's channels together), with the bias and relu on the way back,
+ * for the kernels that compute channels last (convf32.c, dwconv.c):
+ * portably, and for AVX-512 in 16 x 16 blocks transposed in registers. */
 #ifndef TFVM_CPU_CHW_H
 #define TFVM_CPU_CHW_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+
+/* o[c] = x[2c] for c < n, n a multiple of VL, reading x[0, 2n): stride
+ * 2's columns (depthwise phases, im2col), VL at a time by one two-source
+ * shuffle. Per instruction set, so that the shuffle is one instruction
+ * (vpermt2ps, vshufps), not lanes through the stack. */
+#ifdef __clang__
+#define CHW_EVENS4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define CHW_EVENS8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define CHW_EVENS16(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#else
+#define CHW_EVENS4(a, b) __builtin_shuffle(a, b, (chw_i4x){0, 2, 4, 6})
+#define CHW_EVENS8(a, b) __builtin_shuffle(a, b, (chw_i8x){0, 2, 4, 6, 8, 10, 12, 14})
+#define CHW_EVENS16(a, b) __builtin_shuffle(a, b, (chw_i16x){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#endif
+#define CHW_EVENS_FN(SFX, TARGET, VT, VL, EVENS)                                             \
+    TARGET static inline void evens_##SFX(float *o, const float *x, int64_t n)                  \
+    {                                                                                       \
+        for (int64_t c = 0; c < n; c += VL) {                                               \
+            VT a, b;                                                                        \
+            memcpy(&a, x + 2 * c, sizeof a);                                                \
+            memcpy(&b, x + 2 * c + VL, sizeof b);                                           \
+            const VT e = EVENS(a, b);                                                       \
+            memcpy(o + c, &e, sizeof e);                                                    \
+        }                                                                                   \
+    }
+typedef float chw_f4x __attribute__((vector_size(16)));
+typedef int32_t chw_i4x __attribute__((vector_size(16)));
+CHW_EVENS_FN(v4, , chw_f4x, 4, CHW_EVENS4)
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef float chw_f8x __attribute__((vector_size(32)));
+typedef int32_t chw_i8x __attribute__((vector_size(32)));
+typedef float chw_f16x __attribute__((vector_size(64)));
+typedef int32_t chw_i16x __attribute__((vector_size(64)));
+CHW_EVENS_FN(v8, __attribute__((target("avx2"))), chw_f8x, 8, CHW_EVENS8)
+CHW_EVENS_FN(v16, __attribute__((target("avx512f"))), chw_f16x, 16, CHW_EVENS16)
+#endif
 
 /* d[w*dstride + c] = x[c*cstride + w], c < C, w < W: an x row into channels last */
 static inline void to_hwc_v4(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)

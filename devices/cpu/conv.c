@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/chw.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 
@@ -70,14 +71,40 @@ static void conv_valid(int64_t off, int64_t stride, int64_t W, int64_t OW, int64
                         if (sw == 1)                                                        \
                             for (int64_t q = 0; q < hi - lo; q++)                           \
                                 o[q] = xr[q];                                               \
-                        else                                                                \
-                            for (int64_t q = 0; q < hi - lo; q++)                           \
+                        else {                                                              \
+                            int64_t q = 0;                                                  \
+                            if (sw == 2 && sizeof(T) == 4)                                  \
+                                q = evens4(o, xr, hi - lo, W - (lo * sw + off));            \
+                            for (; q < hi - lo; q++)                                        \
                                 o[q] = xr[q * sw];                                          \
+                        }                                                                   \
                         for (int64_t ow = hi; ow < OW; ow++)                                \
                             cp[ow] = 0;                                                     \
                     }                                                                       \
                 }                                                                           \
     } while (0)
+
+/* o[q] = x[2q] for the first q < n of 4-byte elements, x[0, avail)
+ * readable: as many as vector shuffles take (chw.h); returns how many. */
+static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
+{
+    int64_t v = n < avail / 2 ? n : avail / 2;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        v = v / 16 * 16;
+        evens_v16(o, x, v);
+        return v;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        v = v / 8 * 8;
+        evens_v8(o, x, v);
+        return v;
+    }
+#endif
+    v = v / 4 * 4;
+    evens_v4(o, x, v);
+    return v;
+}
 
 static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, int64_t KH,
                    int64_t KW, int64_t OH, int64_t OW, const int64_t *p, size_t esz)

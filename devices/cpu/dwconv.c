@@ -37,42 +37,6 @@ void dev_dw_force_layout(int layout) { atomic_store(&forced_layout, layout); }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* o[c] = x[2c] for c < n, n a multiple of VL, reading x[0, 2n): stride
- * 2's column phases, VL at a time by one two-source shuffle. Per
- * instruction set, so that the shuffle is one instruction (vpermt2ps,
- * vshufps), not lanes through the stack. */
-#ifdef __clang__
-#define DW_EVENS4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
-#define DW_EVENS8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
-#define DW_EVENS16(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
-#else
-#define DW_EVENS4(a, b) __builtin_shuffle(a, b, (dw_i4x){0, 2, 4, 6})
-#define DW_EVENS8(a, b) __builtin_shuffle(a, b, (dw_i8x){0, 2, 4, 6, 8, 10, 12, 14})
-#define DW_EVENS16(a, b) __builtin_shuffle(a, b, (dw_i16x){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
-#endif
-#define DW_EVENS_FN(SFX, TARGET, VT, VL, EVENS)                                             \
-    TARGET static void dw_evens_##SFX(float *o, const float *x, int64_t n)                  \
-    {                                                                                       \
-        for (int64_t c = 0; c < n; c += VL) {                                               \
-            VT a, b;                                                                        \
-            memcpy(&a, x + 2 * c, sizeof a);                                                \
-            memcpy(&b, x + 2 * c + VL, sizeof b);                                           \
-            const VT e = EVENS(a, b);                                                       \
-            memcpy(o + c, &e, sizeof e);                                                    \
-        }                                                                                   \
-    }
-typedef float dw_f4x __attribute__((vector_size(16)));
-typedef int32_t dw_i4x __attribute__((vector_size(16)));
-DW_EVENS_FN(v4, , dw_f4x, 4, DW_EVENS4)
-#if defined(__x86_64__) && defined(__GNUC__)
-typedef float dw_f8x __attribute__((vector_size(32)));
-typedef int32_t dw_i8x __attribute__((vector_size(32)));
-typedef float dw_f16x __attribute__((vector_size(64)));
-typedef int32_t dw_i16x __attribute__((vector_size(64)));
-DW_EVENS_FN(v8, __attribute__((target("avx2"))), dw_f8x, 8, DW_EVENS8)
-DW_EVENS_FN(v16, __attribute__((target("avx512f"))), dw_f16x, 16, DW_EVENS16)
-#endif
-
 /* Stride 2's even columns of x from o[0] while all 2n read are in x (n
  * floats in all), by d's instruction set; the rest by the caller. */
 static int64_t dw_evens(const dev_dw *d, float *o, const float *x, int64_t n)
@@ -81,15 +45,15 @@ static int64_t dw_evens(const dev_dw *d, float *o, const float *x, int64_t n)
     n = n / vl * vl;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (d->path == 0) {
-        dw_evens_v16(o, x, n);
+        evens_v16(o, x, n);
         return n;
     }
     if (d->path == 1) {
-        dw_evens_v8(o, x, n);
+        evens_v8(o, x, n);
         return n;
     }
 #endif
-    dw_evens_v4(o, x, n);
+    evens_v4(o, x, n);
     return n;
 }
 

@@ -558,6 +558,12 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* stride 2 on rows wide enough for im2col's vector shuffles (a
+             * 3x3 and a 7x7 stem, pads 1 and 3; a row whose last pair is
+             * cut by the edge; i32 below takes the same macro scalar) */
+            conv_case(dt, acts[ai], DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 3, 20, 51), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 2, 5, 67), DIMS(3, 2, 1, 3), DIMS(1, 2, 0, 0, 0, 0, 1, 1, 1));
             /* no input channels on the wide grid: act(bias) */
             conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }
@@ -567,6 +573,7 @@ START_TEST(test_conv_exact)
         conv_case(dt, 0, DIMS(1, 4, 6, 10), DIMS(6, 2, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 2));
         conv_case(dt, 0, DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
         conv_case(dt, 0, DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+        conv_case(dt, 0, DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
     }
 }
 END_TEST
