@@ -54,64 +54,6 @@ static void split_axis(const dev_kview *x, int axis, int64_t *outer, int64_t *le
             }                                                                              \
     } while (0)
 
-tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
-{
-    const dev_kview *x = &in[0];
-    if (!dev_kfloat(x->dtype))
-        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)",
-                         tfvm_dtype_name((tfvm_dtype)x->dtype));
-    int axis;
-    tfvm_status st = dev_kaxis(k, x, &axis);
-    if (st)
-        return st;
-    int64_t outer, len, inner;
-    split_axis(x, axis, &outer, &len, &inner);
-    dev_value r;
-    void *o;
-    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
-        return st;
-    const bool log_of = k->op == ISA_LOG_SOFTMAX;
-    if (len > 0 && x->dtype == TFVM_F32 && inner == 1 && !log_of) {
-        /* the last axis of f32 (attention's scores, a classifier's logits):
-         * x - max into the row, exp over it with act.c's vector exp (what
-         * EXP gives), the sum in double */
-        const float *xs = x->data;
-        float *os = o;
-        for (int64_t a = 0; a < outer; a++, xs += len, os += len) {
-            float m = xs[0];
-            for (int64_t l = 1; l < len; l++)
-                m = xs[l] > m ? xs[l] : m;
-            for (int64_t l = 0; l < len; l++)
-                os[l] = xs[l] - m;
-            dev_expf_n(os, os, (size_t)len);
-            double sum = 0;
-            for (int64_t l = 0; l < len; l++)
-                sum += (double)os[l];
-            const float scale = (float)(1.0 / sum);
-            for (int64_t l = 0; l < len; l++)
-                os[l] *= scale;
-        }
-    } else if (len > 0) {
-        if (x->dtype == TFVM_F32)
-            SOFTMAX_LOOP(float, expf, log_of);
-        else
-            SOFTMAX_LOOP(double, exp, log_of);
-    }
-    *out = r;
-    return TFVM_OK;
-}
-
-/* ---- REDUCE_SUM / REDUCE_MEAN / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD -------------------------------------------
- * The input is read once in order. Its dims (size 1 dropped) are merged into
- * runs of reduced and kept dims; an odometer walks all runs but the last,
- * which is a tight loop: a reduction into one accumulator, or a kept run
- * added element by element into a row of accumulators. */
-typedef struct red_plan {
-    int m;                      /* runs */
-    int64_t d[TFVM_MAX_RANK];   /* run sizes */
-    int64_t os[TFVM_MAX_RANK];  /* accumulator stride of each run (0 = reduced) */
-} red_plan;
-
 /* The sum of a run, in double: eight partial sums (one vector's worth each
  * way), so the adds do not wait on each other; then their total and the
  * tail. A run of 3136 (a 56x56 plane's global average) took a dependent
@@ -158,6 +100,101 @@ static double sum_run_float(const float *x, int64_t n)
 static double sum_run_float(const float *x, int64_t n) { return sum_f32_v2(x, n); }
 #endif
 SUM_RUN(double)
+/* The largest of x[0, n), n >= 1, by eight running maxima (AVX2 where the
+ * CPU has it; GCC's generic lowering of the comparison without it was a
+ * branch per lane): x - max is then at most 0 wherever it is a number. A
+ * NaN in x makes every exp and so the whole softmax NaN, whichever maximum
+ * it leaves. */
+typedef float red_v8f __attribute__((vector_size(32)));
+typedef int32_t red_v8i __attribute__((vector_size(32)));
+#define MAX_RUN_F32(SFX, TARGET)                                                           \
+    TARGET static float max_f32_##SFX(const float *x, int64_t n)                           \
+    {                                                                                      \
+        float m = x[0];                                                                    \
+        int64_t j = 0;                                                                     \
+        if (n >= 8) {                                                                      \
+            red_v8f v;                                                                     \
+            memcpy(&v, x, sizeof v);                                                       \
+            for (j = 8; j + 8 <= n; j += 8) {                                              \
+                red_v8f u;                                                                 \
+                memcpy(&u, x + j, sizeof u);                                               \
+                const red_v8i gt = u > v;                                                  \
+                v = (red_v8f)(((red_v8i)u & gt) | ((red_v8i)v & ~gt));                     \
+            }                                                                              \
+            for (int l = 0; l < 8; l++)                                                    \
+                m = v[l] > m ? v[l] : m;                                                   \
+        }                                                                                  \
+        for (; j < n; j++)                                                                 \
+            m = x[j] > m ? x[j] : m;                                                       \
+        return m;                                                                          \
+    }
+static float max_run_f32(const float *x, int64_t n)
+{
+    float m = x[0];
+    for (int64_t j = 1; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+MAX_RUN_F32(avx2, __attribute__((target("avx2"))))
+#define MAX_RUN(x, n) (__builtin_cpu_supports("avx2") ? max_f32_avx2(x, n) : max_run_f32(x, n))
+#else
+#define MAX_RUN(x, n) max_run_f32(x, n)
+#endif
+
+tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    if (!dev_kfloat(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)",
+                         tfvm_dtype_name((tfvm_dtype)x->dtype));
+    int axis;
+    tfvm_status st = dev_kaxis(k, x, &axis);
+    if (st)
+        return st;
+    int64_t outer, len, inner;
+    split_axis(x, axis, &outer, &len, &inner);
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
+        return st;
+    const bool log_of = k->op == ISA_LOG_SOFTMAX;
+    if (len > 0 && x->dtype == TFVM_F32 && inner == 1 && !log_of) {
+        /* the last axis of f32 (attention's scores, a classifier's logits):
+         * x - max into the row, exp over it with act.c's vector exp (what
+         * EXP gives), the sum in double */
+        const float *xs = x->data;
+        float *os = o;
+        for (int64_t a = 0; a < outer; a++, xs += len, os += len) {
+            const float m = MAX_RUN(xs, len);
+            for (int64_t l = 0; l < len; l++)
+                os[l] = xs[l] - m;
+            dev_expf_n(os, os, (size_t)len);
+            const float scale = (float)(1.0 / sum_run_float(os, len));
+            for (int64_t l = 0; l < len; l++)
+                os[l] *= scale;
+        }
+    } else if (len > 0) {
+        if (x->dtype == TFVM_F32)
+            SOFTMAX_LOOP(float, expf, log_of);
+        else
+            SOFTMAX_LOOP(double, exp, log_of);
+    }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- REDUCE_SUM / REDUCE_MEAN / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD -------------------------------------------
+ * The input is read once in order. Its dims (size 1 dropped) are merged into
+ * runs of reduced and kept dims; an odometer walks all runs but the last,
+ * which is a tight loop: a reduction into one accumulator, or a kept run
+ * added element by element into a row of accumulators. */
+typedef struct red_plan {
+    int m;                      /* runs */
+    int64_t d[TFVM_MAX_RANK];   /* run sizes */
+    int64_t os[TFVM_MAX_RANK];  /* accumulator stride of each run (0 = reduced) */
+} red_plan;
+
 /* the integer loops name it too, but never call it (RUN is false there) */
 static double sum_run_none(const void *x, int64_t n) { return (void)x, (double)n * 0; }
 #define SUM_RUN_OF(x, n)                                                                   \
