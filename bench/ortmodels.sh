@@ -21,7 +21,7 @@ MODELRUN=${MODELRUN:-build/bench/modelrun}
 . bench/onnx_venv.sh
 SET=${SET:-conv}
 case $SET in
-conv) GEN=bench/convnets.py TITLE="convolution networks" DEF_MODELS="resnet18 mobilenet_v3_small dwsilu"
+conv) GEN=bench/convnets.py TITLE="convolution networks" DEF_MODELS="resnet18 mobilenet_v3_small dwsilu stage4conv"
       DEF_VARIANTS="b1 b8" MODS="torch torchvision" PKGS="torch torchvision" ;;
 seq)  GEN=bench/seqnets.py TITLE="transformers and recurrent layers" DEF_MODELS="bert transformer lstm gru"
       DEF_VARIANTS="s8 s32 s128" MODS="torch transformers" PKGS="torch transformers" ;;
@@ -107,6 +107,17 @@ for m in $MODELS; do
             fi
         done
     done
+done
+# resnet18's last-stage 3x3 convolution alone: 2 * B*512*49*512*9 flops
+for b in $VARIANTS; do
+    tv=${RATIO[stage4conv.$b.1.tv]:-}
+    [ -n "$tv" ] || continue
+    gf=$(awk -v t="$tv" -v b="${b#b}" 'BEGIN { printf "%.0f", 2 * b * 512 * 49 * 512 * 9 / t / 1e9 }')
+    if [ "$gf" -ge 100 ]; then
+        echo "PASS  resnet18 last-stage 3x3 convolution, $b, 1 thr: >= 100 GFLOP/s: $gf"
+    else
+        echo "MISS  resnet18 last-stage 3x3 convolution, $b, 1 thr: >= 100 GFLOP/s: $gf"
+    fi
 done
 one=${RATIO[resnet18.b8.1.tv]:-} two=${RATIO[resnet18.b8.2.tv]:-}
 if [ -n "$one" ] && [ -n "$two" ]; then
