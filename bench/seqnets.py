@@ -75,11 +75,12 @@ def decoder(steps):
             self.wh = nn.Linear(HIDDEN, 3 * HIDDEN)
             self.out = nn.Linear(HIDDEN, 64)
             self.steps = steps
+            self.hidden = HIDDEN
 
         def forward(self, h):
             toks = torch.zeros(self.steps, dtype=torch.long)
             tok = torch.zeros(1, dtype=torch.long)
-            H = HIDDEN
+            H = self.hidden
             for step in range(self.steps):
                 gi = self.wi(self.emb(tok))
                 gh = self.wh(h)
