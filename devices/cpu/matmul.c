@@ -235,9 +235,13 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
     kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
-    /* rows while there are at least 8 per thread, else columns: in blocks
-     * of whole tiles of our kernel (8 x 32 with AVX-512) */
-    job.m.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
+    /* Columns when the product is wider than tall and either has fewer
+     * than 8 rows per thread or a B packed on every call (a convolution's
+     * activations): each chunk then packs only its own columns of B, where
+     * row blocks would each pack all of it; else rows (a prepacked weight B
+     * on the right, an MLP's). In blocks of whole tiles of our kernel (8 x
+     * 32 with AVX-512). */
+    job.m.by_cols = width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !bp);
     const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
     const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
