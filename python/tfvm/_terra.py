@@ -167,46 +167,50 @@ def _concatenate(arrays, axis=0, **kwargs):
 
 
 def _emit_getitem(attrs, args):
-    ranges, ints = attrs
+    sliced, int_axes = attrs
     expr = args[0][0]
-    if any(r is not None for r in ranges):
-        expr = "slice(%s, [%s], [%s])" % (expr, ", ".join(str(r[0] if r else 0) for r in ranges),
-                                          ", ".join(str(r[1] if r else 2 ** 62) for r in ranges))
-    for axis, i in sorted(ints, reverse=True):
-        expr = "gather(%s, %d, axis = %d)" % (expr, i, axis)
+    if sliced:
+        expr = "slice(%s, %s, %s)" % (expr, args[1][0], args[2][0])
+    for k, axis in sorted(enumerate(int_axes), key=lambda t: -t[1]):
+        expr = "gather(%s, %s, axis = %d)" % (expr, args[3 + k][0], axis)
     return expr
 
 
-def _getitem_impl(attrs, v):
-    ranges, ints = attrs
-    idx = [slice(None) if r is None else slice(r[0], r[1]) for r in ranges]
-    for axis, i in ints:
-        idx[axis] = i
+def _getitem_impl(attrs, v, starts, ends, *ints):
+    sliced, int_axes = attrs
+    idx = [slice(int(a), int(b)) for a, b in zip(starts, ends)]
+    for axis, i in zip(int_axes, ints):
+        idx[axis] = int(i)
     return v[tuple(idx)]
 
 
 def _getitem(x, index):
-    """Basic indexing (ints, and slices with step 1) is traced; anything else
-    runs in NumPy on the fetched value."""
+    """Basic indexing (ints, and slices with step 1) is traced, its bounds
+    fed as values (so a bound Python computes does not make a new trace);
+    anything else runs in NumPy on the fetched value."""
     idx = index if isinstance(index, tuple) else (index,)
     if _current is None or len(idx) > x.ndim or not all(
             isinstance(i, (int, np.integer)) and not isinstance(i, bool) or
             isinstance(i, slice) and i.step in (None, 1) for i in idx):
         return _host(np.ndarray.__getitem__, (x, index), {})
-    ranges, ints, shape = [], [], []
+    starts, ends, int_axes, ints, shape = [], [], [], [], []
     for axis, d in enumerate(x.shape):
         i = idx[axis] if axis < len(idx) else slice(None)
         if isinstance(i, slice):
             start, stop, _ = i.indices(d)
             stop = max(stop, start)
-            ranges.append(None if (start, stop) == (0, d) else (start, stop))
             shape.append(stop - start)
         else:
             if not -d <= i < d:
                 return _host(np.ndarray.__getitem__, (x, index), {})
-            ranges.append(None)
-            ints.append((axis, int(i) % d))
-    return _current.op("getitem", (tuple(ranges), tuple(ints)), (x,), [None], x.dtype, tuple(shape),
+            start, stop = 0, d
+            int_axes.append(axis)
+            ints.append(np.int64(int(i) % d))
+        starts.append(start)
+        ends.append(stop)
+    sliced = any((a, b) != (0, d) for a, b, d in zip(starts, ends, x.shape))
+    inputs = (x, np.array(starts, np.int64), np.array(ends, np.int64)) + tuple(ints)
+    return _current.op("getitem", (sliced, tuple(int_axes)), inputs, [None] * len(inputs), x.dtype, tuple(shape),
                        _getitem_impl, _emit_getitem)
 
 
@@ -429,7 +433,9 @@ class _Step:
                 v = np.asarray(v, dtype=dt if dt is not None else getattr(v, "dtype", None))
                 if v.dtype not in tg.TFG_DTYPES:
                     return _host(lambda *a: impl(attrs, *a), inputs, {})
-                sig.append((v.dtype.str, v.ndim))
+                # short i64 vectors (index bounds) keep their length: tfvm's slice needs it
+                sig.append((v.dtype.str, v.ndim, len(v)) if v.dtype == np.int64 and v.ndim == 1 and len(v) <= 8
+                           else (v.dtype.str, v.ndim))
                 refs.append(("v", v))
         dtype = np.dtype(dtype)
         calls, loops = stacks.where()

@@ -25,9 +25,12 @@ class GraphError(Exception):
     producers differ in type); the caller keeps running imperatively."""
 
 
-def tfg_type(dtype, ndim):
-    """The .tfg type of a value: `f32` for a scalar, `f32[?, ?]` for a matrix."""
+def tfg_type(dtype, ndim, length=None):
+    """The .tfg type of a value: `f32` for a scalar, `f32[?, ?]` for a matrix,
+    `i64[3]` for a vector of known length."""
     name = TFG_DTYPES[np.dtype(dtype)]
+    if length is not None:
+        return "%s[%d]" % (name, length)
     return name if ndim == 0 else "%s[%s]" % (name, ", ".join(["?"] * ndim))
 
 
@@ -203,8 +206,7 @@ def _block_lines(g, block, phis, phi_of, var_nodes):
                     (p,) = g.producers[(v, j)]
                     args.append(("n%d" % p, g.by_id[p].dtype))
             else:
-                dtype, ndim = s
-                args.append(("feed<%s>(\"i%d_%d\")" % (tfg_type(dtype, ndim), v, j), np.dtype(dtype)))
+                args.append(("feed<%s>(\"i%d_%d\")" % (tfg_type(*s), v, j), np.dtype(s[0])))
         expr = n.emit(n.attrs, args)
         if v in g.fetched:
             expr = "fetch(\"o%d\", %s)" % (v, expr)
