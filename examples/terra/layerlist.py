@@ -28,7 +28,7 @@ def run(step_fn, steps=100, seed=0, n=16, d=32):
     data = np.random.default_rng(seed)
 
     def dense(act="tanh"):
-        return Dense((data.standard_normal((d, d)) * 0.2).astype(np.float32), act)
+        return Dense((data.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32), act)
     model = [dense(), dense(), dense()]
     x = data.standard_normal((n, d)).astype(np.float32)
     target = data.standard_normal((n, d)).astype(np.float32)
@@ -40,7 +40,7 @@ def run(step_fn, steps=100, seed=0, n=16, d=32):
             model[0].act = "relu"                # a layer changes its activation
         if k == 3 * steps // 4:
             del model[1]                          # and the inserted layer goes again
-        out.append(step_fn(model, x, target, np.float32(0.05)))
+        out.append(step_fn(model, x, target, np.float32(0.01)))
     return out + [np.asarray(model[-1].W)]
 
 

@@ -26,6 +26,7 @@ from ._terra_rewrite import rewrite_function, stacks
 _current = None                  # the step being run (one thread)
 _SKIP_FILES = {__file__}
 _live_functions = weakref.WeakSet()
+FLUSH_GAP_S = 100e-6   # Python time after an operation beyond which its feeds go to the graph at once
 
 
 def _site():
@@ -421,6 +422,31 @@ class _Step:
         self.fetched = {}            # event -> value Python read
         self.path, self.last_run, self.prev, self.selected = [], {}, tg.START, set()
         self.reason = None
+        self.pending, self.go = [], mode == "coexec"   # feeds not yet handed to the session
+        self.t_last = time.perf_counter()
+
+    def flush(self):
+        """Hands the queued feeds to the session, `go` last: a value queued
+        before the graph waits for it costs no wake-up (a tenth of a feed
+        that wakes a waiting graph, on a busy machine)."""
+        s, rec = self.fn.session, self.fn.recording
+        for ch, v in self.pending:
+            s.feed(ch, v)
+        if rec is not None:
+            rec.extend(self.pending)
+        self.pending.clear()
+        if self.go:
+            s.feed("go", True)
+            self.go = False
+
+    def fetch(self, v):
+        self.flush()
+        t = time.perf_counter()
+        val = self.fn.session.fetch("o%d" % v)
+        if self.fn.recording is not None:
+            self.fn.recording.append((None, "o%d" % v))
+        self.fn.stats["python_wait_s"] += time.perf_counter() - t
+        return val
 
     def op(self, name, attrs, inputs, in_dtypes, dtype, shape, impl, emit, site=None):
         sig, refs = [], []
@@ -471,7 +497,7 @@ class _Step:
     def _follow(self, key, refs):
         """Checks the operation against the TraceGraph and wiring of the
         generated graph, and feeds what its node needs."""
-        g, plan, s = self.fn.graph, self.fn.plan, self.fn.session
+        g, plan, fn = self.fn.graph, self.fn.plan, self.fn
         n = g.node(key)
         if n is None:
             raise _Diverged("a new operation")
@@ -485,14 +511,19 @@ class _Step:
                         max(prods, key=lambda p: self.last_run.get(p, -1)) != actual:
                     raise _Diverged("a new data flow")
         for ch, c in plan.select.get((self.prev, n.id), ()):
-            s.feed(ch, np.int32(c))
+            self.pending.append((ch, np.int32(c)))
             self.selected.add(ch)
         for j, (kind, r) in enumerate(refs):
             if kind == "v":
-                s.feed("i%d_%d" % (n.id, j), r[()] if r.ndim == 0 else r)
+                self.pending.append(("i%d_%d" % (n.id, j), r[()] if r.ndim == 0 else r))
+        now = time.perf_counter()
+        fn.gaps[self.prev] = now - self.t_last       # Python's time after the previous operation
+        self.t_last = now
         self.path.append(n.id)
         self.last_run[n.id] = len(self.path) - 1
         self.prev = n.id
+        if fn.gaps.get(n.id, 0.0) > FLUSH_GAP_S:
+            self.flush()      # Python works a while before its next operation: let the graph run meanwhile
 
     def materialize(self, p):
         ev = p._ev
@@ -501,10 +532,7 @@ class _Step:
         if self.mode == "coexec":
             v = self.path[ev]
             if v in self.fn.graph.fetched:
-                t = time.perf_counter()
-                val = np.asarray(self.fn.session.fetch("o%d" % v), dtype=p.dtype)
-                self.fn.stats["python_wait_s"] += time.perf_counter() - t
-                p._val = val
+                p._val = np.asarray(self.fetch(v), dtype=p.dtype)
             else:
                 self.diverge("a new fetch")
         self.fetched[ev] = p._val
@@ -514,6 +542,7 @@ class _Step:
         """Cancels the graph and recomputes the step's operations so far with
         NumPy (values Python already read are kept), then goes on tracing."""
         self.fn.cancel()
+        self.pending.clear()
         self.mode, self.reason = "trace", reason
         self.fn.stats["fallbacks"] += 1
         self.fn.fallback_reasons.append(reason)
@@ -535,7 +564,8 @@ class _Step:
             else:
                 for ch in self.fn.plan.conditional:
                     if ch not in self.selected:
-                        self.fn.session.feed(ch, np.int32(-1))
+                        self.pending.append((ch, np.int32(-1)))
+                self.flush()
 
     def finish(self):
         """Values still referenced are fetched (and will be fetched by the
@@ -548,7 +578,7 @@ class _Step:
             g = self.fn.graph
             for ev, v in enumerate(self.path):      # values nobody read this time
                 if v in g.fetched and ev not in self.fetched:
-                    self.fn.session.fetch("o%d" % v)
+                    self.fetch(v)
             self.fn.stats["coexec_steps"] += 1
         else:
             self.fn.stats["traced_steps"] += 1
@@ -571,6 +601,8 @@ class TerraFunction:
         self.__name__, self.__doc__, self.__wrapped__ = f.__name__, f.__doc__, f
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
+        self.gaps = {}            # node -> Python's time after it, last co-executed step
+        self.recording = None     # a list: each co-executed step's feeds and fetches go there (bench/terra.py)
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
@@ -616,8 +648,6 @@ class TerraFunction:
         step = _Step(self, "coexec" if coexec else "trace")
         _current = step
         try:
-            if coexec:
-                self.session.feed("go", True)
             wrapped = [step.op("arg", (), (a,), [None], a.dtype, a.shape, _identity, _emit_identity, ("arg", i))
                        if isinstance(a, np.ndarray) and a.dtype in tg.TFG_DTYPES else a for i, a in enumerate(args)]
             out = g(*wrapped, **kwargs)
