@@ -31,11 +31,14 @@ FLUSH_GAP_S = 100e-6   # Python time after an operation beyond which its feeds g
 
 def _site():
     """The user's program point that made the operation: the code object and
-    instruction offset of the first frame outside tfvm and NumPy."""
+    line of the first frame outside tfvm and NumPy. (Not the instruction
+    offset: CPython's specialized instructions report another one once they
+    have warmed up; operations on one line are told apart by the occurrence
+    count.)"""
     f = sys._getframe(2)
     while f.f_code.co_filename in _SKIP_FILES or f.f_globals.get("__name__", "").startswith("numpy"):
         f = f.f_back
-    return id(f.f_code), f.f_lasti
+    return id(f.f_code), f.f_lineno
 
 
 # ---------------------------------------------------------------------------
@@ -84,7 +87,7 @@ def _ufunc_types(uf, inputs):
     if key not in _resolved:
         r = None
         try:
-            if None not in key[1:]:
+            if all(d is not None for d in key[1:]):  # (dtype == None holds for float64)
                 dts = uf.resolve_dtypes(key[1:] + (None,))
                 if len(set(dts[:-1])) == 1 and all(d in tg.TFG_DTYPES for d in dts) and \
                         (uf not in _FLOAT_ONLY or dts[0].kind == "f"):
@@ -246,7 +249,7 @@ def _astype(x, dtype):
 
 def _where(cond, a, b):
     dts = [_dtype_of(v) for v in (cond, a, b)]
-    if _current is None or None in dts or dts[0] != np.dtype(bool):
+    if _current is None or any(d is None for d in dts) or dts[0] != np.dtype(bool):
         return _host(np.where, (cond, a, b), {})
     dtype = np.result_type(*dts[1:])
     if dtype not in tg.TFG_DTYPES:
@@ -413,6 +416,20 @@ class _Diverged(Exception):
     pass
 
 
+class _LoopRun:
+    """A folded loop being co-executed: its node, where it sits in the
+    loop-id stack, the iteration and the position in the body."""
+
+    def __init__(self, node, loops):
+        self.node, self.spec = node, node.attrs
+        self.outer, self.lid, self.depth = loops[:-1], loops[-1][0], len(loops) - 1
+        self.iter, self.pos = 1, 0
+
+
+def _feedable(v):
+    return v[()] if v.ndim == 0 else v
+
+
 class _Step:
     def __init__(self, fn, mode):
         self.fn, self.mode = fn, mode
@@ -421,6 +438,8 @@ class _Step:
         self.occurrences = {}
         self.fetched = {}            # event -> value Python read
         self.path, self.last_run, self.prev, self.selected = [], {}, tg.START, set()
+        self.loop, self.loop_done, self.gap_key = None, {}, tg.START   # the loop being run; finished ones' last iteration
+        self.channels, self.taken = {}, {}     # fetch channel -> its events this step; how many taken
         self.reason = None
         self.pending, self.go = [], mode == "coexec"   # feeds not yet handed to the session
         self.t_last = time.perf_counter()
@@ -439,12 +458,12 @@ class _Step:
             s.feed("go", True)
             self.go = False
 
-    def fetch(self, v):
+    def fetch(self, ch):
         self.flush()
         t = time.perf_counter()
-        val = self.fn.session.fetch("o%d" % v)
+        val = self.fn.session.fetch(ch)
         if self.fn.recording is not None:
-            self.fn.recording.append((None, "o%d" % v))
+            self.fn.recording.append((None, ch))
         self.fn.stats["python_wait_s"] += time.perf_counter() - t
         return val
 
@@ -495,48 +514,139 @@ class _Step:
         return p._val if p is not None and p._val is not None else self.fetched[ev]
 
     def _follow(self, key, refs):
-        """Checks the operation against the TraceGraph and wiring of the
-        generated graph, and feeds what its node needs."""
-        g, plan, fn = self.fn.graph, self.fn.plan, self.fn
+        """Checks the operation against the TraceGraph and the wiring of the
+        generated graph, and queues what its node needs (its Python values,
+        the case its path takes, a loop's next iteration)."""
+        lp = self.loop
+        if lp is not None:
+            loops = key[6]
+            if len(loops) == lp.depth + 1 and loops[:-1] == lp.outer and loops[-1][0] == lp.lid:
+                return self._follow_body(key, refs, loops[-1][1])
+            self._exit_loop()
+        g = self.fn.graph
         n = g.node(key)
         if n is None:
+            n = self._enter_loop(key)
+            if n is not None:
+                return self._follow_body(key, refs, 1)
             raise _Diverged("a new operation")
-        if (self.prev, n.id) not in g.edges:
+        self._take_edge(n.id)
+        for j, ref in enumerate(refs):
+            if ref[0] == "n":
+                self._check_input(n.id, j, self.path[ref[1]])
+        for j, ref in enumerate(refs):
+            if ref[0] == "v":
+                self.pending.append(("i%d_%d" % (n.id, j), _feedable(ref[1])))
+        self._ran(n.id, n.id, n.id in g.fetched, "o%d" % n.id)
+
+    def _take_edge(self, v):
+        if (self.prev, v) not in self.fn.graph.edges:
             raise _Diverged("a new path")
-        for j, (kind, r) in enumerate(refs):
-            if kind == "n":
-                prods = g.producers.get((n.id, j), ())
-                actual = self.path[r]
-                if actual not in prods or len(prods) > 1 and \
-                        max(prods, key=lambda p: self.last_run.get(p, -1)) != actual:
-                    raise _Diverged("a new data flow")
-        for ch, c in plan.select.get((self.prev, n.id), ()):
+        for ch, c in self.fn.plan.select.get((self.prev, v), ()):
             self.pending.append((ch, np.int32(c)))
             self.selected.add(ch)
-        for j, (kind, r) in enumerate(refs):
-            if kind == "v":
-                self.pending.append(("i%d_%d" % (n.id, j), r[()] if r.ndim == 0 else r))
-        now = time.perf_counter()
-        fn.gaps[self.prev] = now - self.t_last       # Python's time after the previous operation
-        self.t_last = now
-        self.path.append(n.id)
-        self.last_run[n.id] = len(self.path) - 1
-        self.prev = n.id
-        if fn.gaps.get(n.id, 0.0) > FLUSH_GAP_S:
+        self.prev = v
+
+    def _check_input(self, v, j, actual):
+        """The producer the program reads for input j of node v must be the
+        one Python used: a node, or a finished loop's last iteration."""
+        if len(actual) == 3:
+            if self.loop_done.get(actual[0]) != actual[2]:
+                raise _Diverged("a new data flow")
+            actual = actual[:2]
+        actual = actual[0] if len(actual) == 1 else actual
+        prods = self.fn.graph.producers.get((v, j), ())
+        if actual not in prods or len(prods) > 1 and \
+                max(prods, key=lambda p: self.last_run.get(p, -1)) != actual:
+            raise _Diverged("a new data flow")
+
+    def _ran(self, where, producer, fetched, channel):
+        """Records the event's place (path) and its fetch channel, and flushes
+        the feeds when Python worked a while after it last time."""
+        fn, now = self.fn, time.perf_counter()
+        fn.gaps[self.gap_key] = now - self.t_last       # Python's time after the previous operation
+        self.t_last, self.gap_key = now, producer
+        ev = len(self.path)
+        self.path.append(where if isinstance(where, tuple) else (where,))
+        self.last_run[producer] = ev
+        if fetched:
+            self.channels.setdefault(channel, []).append(ev)
+        if fn.gaps.get(producer, 0.0) > FLUSH_GAP_S:
             self.flush()      # Python works a while before its next operation: let the graph run meanwhile
+
+    def _enter_loop(self, key):
+        loops = key[6]
+        if not loops or loops[-1][1] != 1:
+            return None
+        g = self.fn.graph
+        for L in g.loop_entries.get(tg.norm_key(key), ()):
+            if (self.prev, L) in g.edges:
+                self._take_edge(L)
+                self.loop = _LoopRun(g.by_id[L], loops)
+                self.pending.append(("l%d" % L, True))
+                return g.by_id[L]
+        return None
+
+    def _exit_loop(self):
+        lp, self.loop = self.loop, None
+        if lp.pos != len(lp.spec.entries):
+            raise _Diverged("a new path")          # an iteration left part-way
+        self.pending.append(("l%d" % lp.node.id, False))
+        self.loop_done[lp.node.id] = lp.iter
+        for p in range(len(lp.spec.entries)):
+            self.last_run[(lp.node.id, p)] = len(self.path)
+
+    def _follow_body(self, key, refs, counter):
+        lp, L = self.loop, self.loop.node.id
+        if lp.pos == len(lp.spec.entries) and counter == lp.iter + 1:
+            lp.iter, lp.pos = counter, 0
+            self.pending.append(("l%d" % L, True))
+        if counter != lp.iter or lp.pos == len(lp.spec.entries) or tg.norm_key(key) != lp.spec.keys[lp.pos]:
+            raise _Diverged("a new path")
+        p = lp.pos
+        for k, (ref, pat) in enumerate(zip(refs, lp.spec.entries[p][6])):
+            if pat[0] == "v":
+                self.pending.append(("i%d_%d_%d" % (L, p, k), _feedable(ref[1])))
+                continue
+            actual = self.path[ref[1]]
+            if pat[0] == "in":
+                ok = actual == (L, pat[1], lp.iter)
+            elif pat[0] == "carry" and lp.iter > 1:
+                ok = actual == (L, pat[1], lp.iter - 1)
+            else:
+                self._check_input(L, pat[2] if pat[0] == "carry" else pat[1], actual)
+                ok = True
+            if not ok:
+                raise _Diverged("a new data flow")
+        lp.pos += 1
+        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, "o%d_%d" % (L, p))
 
     def materialize(self, p):
         ev = p._ev
         if ev in self.fetched:
             return self.fetched[ev]
         if self.mode == "coexec":
-            v = self.path[ev]
-            if v in self.fn.graph.fetched:
-                p._val = np.asarray(self.fetch(v), dtype=p.dtype)
+            where = self.path[ev]
+            ch = "o%d" % where[0] if len(where) == 1 else "o%d_%d" % where[:2]
+            if ev in self.channels.get(ch, ()):
+                self.fetch_through(ch, ev)
             else:
                 self.diverge("a new fetch")
         self.fetched[ev] = p._val
         return p._val
+
+    def fetch_through(self, ch, ev):
+        """Takes channel ch's values in order up to event ev's (a loop's
+        channel has one per iteration)."""
+        evs = self.channels[ch]
+        while self.taken.get(ch, 0) <= evs.index(ev):
+            e = evs[self.taken.get(ch, 0)]
+            self.taken[ch] = self.taken.get(ch, 0) + 1
+            val = np.asarray(self.fetch(ch), dtype=self.events[e][4])
+            self.fetched[e] = val
+            q = self.proxies[e]()
+            if q is not None:
+                q._val = val
 
     def diverge(self, reason):
         """Cancels the graph and recomputes the step's operations so far with
@@ -550,7 +660,7 @@ class _Step:
         for ev, e in enumerate(self.events):
             impl, refs = e[8], e[7]
             v = self.fetched[ev] if ev in self.fetched else \
-                np.asarray(impl(e[2], *[vals[r] if kind == "n" else r for kind, r in refs]))
+                np.asarray(impl(e[2], *[vals[r[1]] if r[0] == "n" else r[1] for r in refs]))
             vals.append(v)
             p = self.proxies[ev]()
             if p is not None and p._val is None:
@@ -559,8 +669,13 @@ class _Step:
     def end(self):
         """The function returned: its path must end here in the TraceGraph."""
         if self.mode == "coexec":
-            if (self.prev, tg.END) not in self.fn.graph.edges:
-                self.diverge("a new end")
+            try:
+                if self.loop is not None:
+                    self._exit_loop()
+                if (self.prev, tg.END) not in self.fn.graph.edges:
+                    raise _Diverged("a new end")
+            except _Diverged as e:
+                self.diverge(str(e))
             else:
                 for ch in self.fn.plan.conditional:
                     if ch not in self.selected:
@@ -575,14 +690,16 @@ class _Step:
             if p is not None:
                 p._materialize()
         if self.mode == "coexec":
-            g = self.fn.graph
-            for ev, v in enumerate(self.path):      # values nobody read this time
-                if v in g.fetched and ev not in self.fetched:
-                    self.fetch(v)
+            for ch, evs in self.channels.items():   # values nobody read this time
+                if self.taken.get(ch, 0) < len(evs):
+                    self.fetch_through(ch, evs[-1])
             self.fn.stats["coexec_steps"] += 1
         else:
             self.fn.stats["traced_steps"] += 1
-            if self.fn.graph.merge(self.events, self.fetched):
+            events, fetched = self.events, set(self.fetched)
+            if self.fn.fold_loops:
+                events, fetched = tg.fold_loops(events, fetched)
+            if self.fn.graph.merge(events, fetched):
                 self.fn.dirty = True
 
 
@@ -596,8 +713,8 @@ class TerraFunction:
     for fetches; ``source`` is the current generated program; ``close()``
     ends its session."""
 
-    def __init__(self, f, threads=0):
-        self.f, self.threads = f, threads
+    def __init__(self, f, threads=0, fold_loops=True):
+        self.f, self.threads, self.fold_loops = f, threads, fold_loops
         self.__name__, self.__doc__, self.__wrapped__ = f.__name__, f.__doc__, f
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
@@ -672,12 +789,13 @@ def _emit_identity(attrs, args):
     return args[0][0]
 
 
-def terra(f=None, *, threads=0):
+def terra(f=None, *, threads=0, fold_loops=True):
     """Decorator: runs f's NumPy work as a tfvm graph beside f's Python
-    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)``."""
+    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)``;
+    ``fold_loops=False`` unrolls every loop."""
     if f is None:
-        return lambda f: TerraFunction(f, threads)
-    return TerraFunction(f, threads)
+        return lambda f: TerraFunction(f, threads, fold_loops)
+    return TerraFunction(f, threads, fold_loops)
 
 
 @atexit.register
