@@ -4,6 +4,7 @@ standard library and site-packages, is rewritten so that each call site pushes
 its call id around the call and each loop pushes (loop id, counter) around
 itself and counts its iterations, as the Terra supplement's Figure 1 does."""
 import ast
+import builtins
 import inspect
 import itertools
 import sys
@@ -68,10 +69,17 @@ def _rt(attr, *args):
 
 
 class _Rewriter(ast.NodeTransformer):
+    def __init__(self, globals_):
+        self.globals = globals_
+
     def visit_Call(self, node):
         self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in ("super", "locals", "vars", "eval", "exec"):
-            return node      # these look at the calling frame
+        if isinstance(node.func, ast.Name) and node.func.id in vars(builtins) and node.func.id not in self.globals:
+            # a builtin (len, max, float, ...; super and locals look at the
+            # calling frame) makes no array operation of its own: its operand's
+            # operations are told apart by line and occurrence, and Python-heavy
+            # code does not pay a runtime call per builtin call
+            return node
         return ast.Call(func=_rt("call").func, args=[ast.Constant(next(_ids)), node.func] + node.args,
                         keywords=node.keywords)
 
@@ -108,7 +116,7 @@ def rewrite_function(f):
         fn = tree.body[0] if tree is not None and tree.body else None
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == f.__name__:
             fn.decorator_list = []
-            tree = _Rewriter().visit(tree)
+            tree = _Rewriter(f.__globals__).visit(tree)
             ast.fix_missing_locations(tree)
             ast.increment_lineno(tree, code.co_firstlineno - 1)
             ns = {}
