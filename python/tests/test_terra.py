@@ -284,6 +284,23 @@ def test_proxy_protocols():
     assert t.fallback_reasons == [] and t.stats["coexec_steps"] == 3
 
 
+def joins(a, b):
+    return np.concatenate([np.tanh(a), b], axis=0).sum()
+
+
+def test_graph_failure_falls_back_and_numpy_raises():
+    t = tfvm.terra(joins)
+    try:
+        assert t(X, X) == pytest.approx(joins(X, X), rel=1e-5)
+        assert t(X, X * 2) == pytest.approx(joins(X, X * 2), rel=1e-5)       # co-executed
+        with pytest.raises(ValueError, match="all the input array dimensions except for the concatenation axis"):
+            t(X, X[:, :3])                  # tfvm's concat fails; the fallback's NumPy raises NumPy's error
+    finally:
+        t.close()
+    assert len(t.fallback_reasons) == 1 and t.fallback_reasons[0].startswith("the graph failed: ")
+    assert t.stats["coexec_steps"] == 1
+
+
 def test_proxy_refuses_assignment():
     def assigns(x):
         x[0] = 1.0

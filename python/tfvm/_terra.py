@@ -14,6 +14,7 @@ operations with NumPy, goes on imperatively while tracing, merges the trace
 and regenerates the program for the next step.
 """
 import atexit
+import contextlib
 import sys
 import time
 import weakref
@@ -426,6 +427,18 @@ class _LoopRun:
         self.iter, self.pos = 1, 0
 
 
+@contextlib.contextmanager
+def _graph_failure():
+    """A run that failed (a kernel's error on values NumPy would take
+    otherwise, say) is one more divergence: NumPy recomputes the step and
+    raises what NumPy raises."""
+    from . import Error
+    try:
+        yield
+    except Error as e:
+        raise _Diverged("the graph failed: %s" % str(e).splitlines()[0]) from None
+
+
 def _feedable(v):
     return v[()] if v.ndim == 0 else v
 
@@ -449,19 +462,21 @@ class _Step:
         before the graph waits for it costs no wake-up (a tenth of a feed
         that wakes a waiting graph, on a busy machine)."""
         s, rec = self.fn.session, self.fn.recording
-        for ch, v in self.pending:
-            s.feed(ch, v)
-        if rec is not None:
-            rec.extend(self.pending)
-        self.pending.clear()
-        if self.go:
-            s.feed("go", True)
-            self.go = False
+        with _graph_failure():
+            for ch, v in self.pending:
+                s.feed(ch, v)
+            if rec is not None:
+                rec.extend(self.pending)
+            self.pending.clear()
+            if self.go:
+                s.feed("go", True)
+                self.go = False
 
     def fetch(self, ch):
         self.flush()
         t = time.perf_counter()
-        val = self.fn.session.fetch(ch)
+        with _graph_failure():
+            val = self.fn.session.fetch(ch)
         if self.fn.recording is not None:
             self.fn.recording.append((None, ch))
         self.fn.stats["python_wait_s"] += time.perf_counter() - t
@@ -628,10 +643,12 @@ class _Step:
         if self.mode == "coexec":
             where = self.path[ev]
             ch = "o%d" % where[0] if len(where) == 1 else "o%d_%d" % where[:2]
-            if ev in self.channels.get(ch, ()):
+            try:
+                if ev not in self.channels.get(ch, ()):
+                    raise _Diverged("a new fetch")
                 self.fetch_through(ch, ev)
-            else:
-                self.diverge("a new fetch")
+            except _Diverged as e:
+                self.diverge(str(e))
         self.fetched[ev] = p._val
         return p._val
 
@@ -690,9 +707,13 @@ class _Step:
             if p is not None:
                 p._materialize()
         if self.mode == "coexec":
-            for ch, evs in self.channels.items():   # values nobody read this time
-                if self.taken.get(ch, 0) < len(evs):
-                    self.fetch_through(ch, evs[-1])
+            try:
+                for ch, evs in self.channels.items():   # values nobody read this time
+                    if self.taken.get(ch, 0) < len(evs):
+                        self.fetch_through(ch, evs[-1])
+            except _Diverged as e:
+                self.diverge(str(e))
+        if self.mode == "coexec":
             self.fn.stats["coexec_steps"] += 1
         else:
             self.fn.stats["traced_steps"] += 1
