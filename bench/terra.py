@@ -137,7 +137,8 @@ def jax_rows(py):
     if not have:
         r = subprocess.run([py, "-m", "pip", "install", "-q", "jax"], capture_output=True, text=True)
         if r.returncode != 0:
-            print("  skipped: pip could not install jax into %s (%s)" % (py, (r.stderr.strip().splitlines() or ["?"])[-1]))
+            why = (r.stderr.strip().splitlines() or ["?"])[-1]
+            print("  skipped: pip could not install jax into %s (%s)" % (py, why))
             return
     r = subprocess.run([py, os.path.abspath(__file__), "--jax-only"], capture_output=True, text=True)
     sys.stdout.write(r.stdout if r.returncode == 0 else "  jax check failed: %s\n" % r.stderr.strip()[-300:])
@@ -171,7 +172,8 @@ def main():
           % (WARMUP, a.steps))
     print("  NumPy: its better time of its own BLAS threads and OPENBLAS_NUM_THREADS=1 (both shown)")
     print("  %-10s %9s %9s %9s %7s %9s %10s %10s %10s  %s" % (
-        "program", "NumPy ms", "(1 thr)", "Terra ms", "speedup", "fallbacks", "Py wait ms", "graph ms", "gr wait ms", ""))
+        "program", "NumPy ms", "(1 thr)", "Terra ms", "speedup", "fallbacks", "Py wait ms", "graph ms", "gr wait ms",
+        ""))
     fast = 0
     for name in a.programs:
         t_np, t_t, py_wait, g, f = bench_program(name, a.steps)

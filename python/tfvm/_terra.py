@@ -268,9 +268,11 @@ def _dot(a, b):
     return _host(np.dot, (a, b), {})
 
 
-_FUNCTIONS = {np.concatenate: _concatenate, np.sum: lambda a, axis=None, keepdims=False: _reduce("sum", a, axis, keepdims),
-              np.mean: lambda a, axis=None, keepdims=False: _reduce("mean", a, axis, keepdims),
-              np.max: lambda a, axis=None, keepdims=False: _reduce("max", a, axis, keepdims),
+def _reducer(kind):
+    return lambda a, axis=None, keepdims=False: _reduce(kind, a, axis, keepdims)
+
+
+_FUNCTIONS = {np.concatenate: _concatenate, np.sum: _reducer("sum"), np.mean: _reducer("mean"), np.max: _reducer("max"),
               np.transpose: _transpose, np.reshape: lambda a, shape: _reshape(a, shape), np.where: _where,
               np.dot: _dot}
 
@@ -451,9 +453,9 @@ class _Step:
         self.occurrences = {}
         self.fetched = {}            # event -> value Python read
         self.path, self.last_run, self.prev, self.selected = [], {}, tg.START, set()
-        self.loop, self.loop_done, self.gap_key = None, {}, tg.START   # the loop being run; finished ones' last iteration
+        # the loop being run; finished loops' last iteration; what the last gap is timed for
+        self.loop, self.loop_done, self.gap_key = None, {}, tg.START
         self.channels, self.taken = {}, {}     # fetch channel -> its events this step; how many taken
-        self.reason = None
         self.pending, self.go = [], mode == "coexec"   # feeds not yet handed to the session
         self.t_last = time.perf_counter()
 
@@ -670,7 +672,7 @@ class _Step:
         NumPy (values Python already read are kept), then goes on tracing."""
         self.fn.cancel()
         self.pending.clear()
-        self.mode, self.reason = "trace", reason
+        self.mode = "trace"
         self.fn.stats["fallbacks"] += 1
         self.fn.fallback_reasons.append(reason)
         vals = []
