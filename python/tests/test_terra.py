@@ -185,6 +185,30 @@ def test_call_ids_tell_call_sites_apart():
     assert len(calls_a) == len(calls_b) == 2 and calls_a[0] != calls_b[0] and calls_a[1] == calls_b[1]
 
 
+class Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, h):
+        for _ in range(2):
+            h = np.tanh(h) * self.k
+        return h
+
+
+def layered(x, layers):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def test_callable_objects_are_rewritten():
+    # the loop inside Scale.__call__ is seen: each tanh has both loops on its loop-id stack
+    t = run_both(layered, [(X, [Scale(0.5), Scale(2.0)])] * 3, fold_loops=False)
+    stacks = sorted(n.key[6] for n in t.graph.nodes.values() if n.op == "tanh")
+    assert [[c for _, c in st] for st in stacks] == [[1, 1], [1, 2], [2, 1], [2, 2]]
+    assert t.stats["coexec_steps"] == 2
+
+
 def looped(x, n):
     h = x
     for _ in range(n):

@@ -136,4 +136,8 @@ def rewritten(f):
     if type(f) is types.MethodType and type(f.__func__) is types.FunctionType:
         g = rewrite_function(f.__func__)
         return f if g is f.__func__ else types.MethodType(g, f.__self__)
+    call = getattr(type(f), "__call__", None)
+    if type(call) is types.FunctionType:             # an object called like a function (a layer)
+        g = rewrite_function(call)
+        return f if g is call else types.MethodType(g, f)
     return f
