@@ -246,6 +246,19 @@ def test_loop_is_folded_into_a_tagged_loop():
     assert [e[0] for e in loop.attrs.entries] == ["matmul", "tanh", "concatenate", "sum"]
 
 
+def drift(x, n, k):
+    h = x
+    for _ in range(n):
+        h = np.tanh(h if k < 2 else x) * 0.5        # from step 2 on, no longer carried
+    return h
+
+
+def test_loop_new_data_flow_inside_the_body():
+    t = run_both(drift, [(X, 3, k) for k in range(5)])
+    assert t.fallback_reasons == ["a new data flow"]
+    assert sum(n.op == "loop" for n in t.graph.by_id[2:]) == 2   # one per data flow
+
+
 def test_loop_unrolled_without_folding():
     t = tfvm.terra(rnn, fold_loops=False)
     try:

@@ -595,8 +595,12 @@ class _Step:
         loops = key[6]
         if not loops or loops[-1][1] != 1:
             return None
-        g = self.fn.graph
-        for L in g.loop_entries.get(tg.norm_key(key), ()):
+        g, nk = self.fn.graph, tg.norm_key(key)
+        # loops that start alike differ in their data flow, known only later:
+        # the one that last ran to its end is tried first, then the newest
+        candidates = sorted(g.loop_entries.get(nk, ()), reverse=True)
+        candidates.sort(key=lambda L: L != self.fn.loop_preferred.get(nk))
+        for L in candidates:
             if (self.prev, L) in g.edges:
                 self._take_edge(L)
                 self.loop = _LoopRun(g.by_id[L], loops)
@@ -609,6 +613,7 @@ class _Step:
         if lp.pos != len(lp.spec.entries):
             raise _Diverged("a new path")          # an iteration left part-way
         self.pending.append(("l%d" % lp.node.id, False))
+        self.fn.loop_preferred[lp.spec.keys[0]] = lp.node.id
         self.loop_done[lp.node.id] = lp.iter
         for p in range(len(lp.spec.entries)):
             self.last_run[(lp.node.id, p)] = len(self.path)
@@ -724,6 +729,9 @@ class _Step:
                 events, fetched = tg.fold_loops(events, fetched)
             if self.fn.graph.merge(events, fetched):
                 self.fn.dirty = True
+            for e in events:          # the loops this trace ran are the ones to try first
+                if e[1] == "loop":
+                    self.fn.loop_preferred[e[2].keys[0]] = self.fn.graph.node(e[0]).id
 
 
 # ---------------------------------------------------------------------------
@@ -742,6 +750,7 @@ class TerraFunction:
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
         self.gaps = {}            # node -> Python's time after it, last co-executed step
+        self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
         self.recording = None     # a list: each co-executed step's feeds and fetches go there (bench/terra.py)
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
