@@ -55,7 +55,10 @@ typedef enum cc_tk {
     CC_T_LT, CC_T_LE, CC_T_GT, CC_T_GE, CC_T_EQ, CC_T_NE, CC_T_AND, CC_T_OR, CC_T_NOT,
     /* bitwise; compound assignment; ranges; strings (load("w.npy")) */
     CC_T_BAND, CC_T_BOR, CC_T_XOR, CC_T_SHL, CC_T_SHR, CC_T_TILDE,
-    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ, CC_T_DOTDOT, CC_T_STRING,
+    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ,
+    CC_T_BAND_EQ, CC_T_BOR_EQ, CC_T_XOR_EQ, CC_T_SHL_EQ, CC_T_SHR_EQ, CC_T_DOTDOT, CC_T_STRING,
+    /* loop control */
+    CC_T_BREAK, CC_T_CONTINUE,
     CC_T_COUNT
 } cc_tk;
 

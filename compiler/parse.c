@@ -914,11 +914,24 @@ static ps_stmt *parse_loop_stmt(cc *C)
     return s;
 }
 
-static bool is_compound(cc_tk k)
+/* The operator of a compound assignment (`x <<= k` is `x = x << k`). */
+static const struct {
+    cc_tk assign, op;
+} compound_ops[] = {
+    {CC_T_PLUS_EQ, CC_T_PLUS},   {CC_T_MINUS_EQ, CC_T_MINUS}, {CC_T_STAR_EQ, CC_T_STAR}, {CC_T_SLASH_EQ, CC_T_SLASH},
+    {CC_T_PERCENT_EQ, CC_T_PERCENT}, {CC_T_BAND_EQ, CC_T_BAND}, {CC_T_BOR_EQ, CC_T_BOR}, {CC_T_XOR_EQ, CC_T_XOR},
+    {CC_T_SHL_EQ, CC_T_SHL},     {CC_T_SHR_EQ, CC_T_SHR},
+};
+
+static cc_tk compound_op(cc_tk k)
 {
-    return k == CC_T_ASSIGN || k == CC_T_PLUS_EQ || k == CC_T_MINUS_EQ || k == CC_T_STAR_EQ || k == CC_T_SLASH_EQ ||
-           k == CC_T_PERCENT_EQ;
+    for (size_t i = 0; i < UT_COUNTOF(compound_ops); i++)
+        if (compound_ops[i].assign == k)
+            return compound_ops[i].op;
+    return CC_T_EOF;
 }
+
+static bool is_compound(cc_tk k) { return k == CC_T_ASSIGN || compound_op(k) != CC_T_EOF; }
 
 static cc_expr *if_expr(cc *C, ps_stmt *s);
 
@@ -1000,11 +1013,7 @@ static void parse_item(cc *C, ps_stmt **out, cc_expr **value)
                 x->u.var.synth = true;
                 cc_expr *b = new_expr(C, CC_E_BINARY, op->pos);
                 b->start = t->pos;
-                b->u.op.op = op->kind == CC_T_PLUS_EQ    ? CC_T_PLUS
-                           : op->kind == CC_T_MINUS_EQ   ? CC_T_MINUS
-                           : op->kind == CC_T_STAR_EQ    ? CC_T_STAR
-                           : op->kind == CC_T_SLASH_EQ   ? CC_T_SLASH
-                                                         : CC_T_PERCENT;
+                b->u.op.op = (uint8_t)compound_op((cc_tk)op->kind);
                 b->u.op.a = x;
                 b->u.op.b = v;
                 v = b;
