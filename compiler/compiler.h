@@ -100,6 +100,9 @@ typedef struct cc_var {
     uint8_t flex;         /* loop variable initialised by a bare literal: 1 integer,
                              2 float; its dtype is fixed by its first typed use */
     bool fixed;           /* flex var whose dtype a use just fixed */
+    struct cc_var *flexsrc;/* flex: the variable a fix settles (the let's or loop's variable
+                             that this is a version of; itself, or NULL) */
+    cc_pos fixed_at;      /* the use that fixed its dtype (messages), line 0 = none */
     bool poison;          /* its declaration failed to check: uses are quiet errors */
     struct cc_var *origin;/* the declaration this is a version of (var x; x = ...; loop copies) */
     uint32_t user_uses;   /* uses written by the user (origin's count) */
@@ -142,6 +145,7 @@ typedef struct cc_let {
                              each name keeps its var's type */
     bool synth;           /* made by the compiler (const bindings): never warned about */
     bool flexed;          /* has_type was set because a use fixed a bare literal's dtype */
+    cc_pos fixed_at;      /* flexed: that use */
 } cc_let;
 
 typedef struct cc_ablock {
@@ -158,6 +162,7 @@ typedef struct cc_loopvar {
     cc_vtype type;
     cc_expr *init;
     bool assign;          /* a statement loop's copy of an outer var: keeps its type */
+    cc_pos fixed_at;      /* a use fixed the dtype of its bare literal here (messages) */
     cc_var *var;          /* the variable inside the loop */
 } cc_loopvar;
 
