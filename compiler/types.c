@@ -257,6 +257,18 @@ static uint8_t hint_dtype(const cc_tlist *hint)
 static bool is_int(uint8_t d) { return isa_dtype_int(d); }
 static bool is_float(uint8_t d) { return isa_dtype_float(d); }
 
+/* An integer literal without suffix that does not fit in an i32 (-x too). */
+static bool wide_int_lit(const cc_expr *e)
+{
+    bool neg = false;
+    for (; e->kind == CC_E_UNARY && e->u.op.op == CC_T_MINUS; e = e->u.op.a)
+        neg = !neg;
+    if (e->kind != CC_E_INT || e->u.lit.suffix)
+        return false;
+    neg ^= e->u.lit.neg;
+    return e->u.lit.big || e->u.lit.mag > (neg ? (uint64_t)INT32_MAX + 1 : (uint64_t)INT32_MAX);
+}
+
 /* The dtype an integer literal takes, and the range check. */
 static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
 {
@@ -439,6 +451,11 @@ static void check_operands(checker *K, cc_expr **ops, uint32_t n, const cc_tlist
             anchor = (int)k;
             break;
         }
+    /* all flexible, no context: a literal too wide for i32 is i64, and so
+     * are its siblings (x % 0x8000_0000 with var x = 1) */
+    for (uint32_t k = 0; anchor < 0 && !hint_dtype(hint) && k < n; k++)
+        if (wide_int_lit(ops[k]))
+            anchor = (int)k;
     if (anchor >= 0) {
         check_expr(K, ops[anchor], NULL);
         single(K, ops[anchor], what);
