@@ -1363,6 +1363,20 @@ static cc_expr *and_flag(cc *C, const char *flag, cc_expr *cond)
     return a;
 }
 
+/* Loop variable k of loop e: a bool flag, true at first; its value after
+ * an iteration that goes on, returns, breaks (tails[0..2][k]) is vals[..]. */
+static const char *flag_var(cc *C, cc_expr *e, uint32_t k, const char *what, cc_expr **const tails[3],
+                            const bool vals[3], cc_pos pos)
+{
+    cc_loopvar *v = &e->u.loop.vars[k];
+    v->name = hidden(C, what);
+    v->pos = pos;
+    v->init = bool_lit(C, true, pos);
+    for (int t = 0; t < 3; t++)
+        tails[t][k] = bool_lit(C, vals[t], pos);
+    return v->name;
+}
+
 /* while COND { body } / for i in a..b { body } as a loop expression whose
  * variables are [i,] the outer vars the body assigns [, brk] [, go, returned
  * values]: `brk` is false after a break, `go` after a return, and the
@@ -1427,30 +1441,16 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
         rtail[k] = var_ref(C, v->name, s->pos);
         btail[k] = var_ref(C, v->name, s->pos);
     }
-    if (brk) {
-        bgo = hidden(C, "brk.go");
-        cc_loopvar *v = &e->u.loop.vars[k];
-        v->name = bgo;
-        names[k] = "_";
-        v->pos = s->pos;
-        v->init = bool_lit(C, true, s->pos);
-        tail[k] = bool_lit(C, true, s->pos);
-        rtail[k] = bool_lit(C, true, s->pos);
-        btail[k] = bool_lit(C, false, s->pos);
-        k++;
+    cc_expr **tails[3] = {tail, rtail, btail};
+    if (brk) { /* dropped after the loop */
+        bgo = flag_var(C, e, k, "brk.go", tails, (const bool[3]){true, true, false}, s->pos);
+        names[k++] = "_";
     }
     if (ret) {
-        go = hidden(C, "ret.go");
-        cc_loopvar *v = &e->u.loop.vars[k];
-        v->name = names[k] = go;
-        v->pos = s->pos;
-        v->init = bool_lit(C, true, s->pos);
-        tail[k] = bool_lit(C, true, s->pos);
-        rtail[k] = bool_lit(C, false, s->pos);
-        btail[k] = bool_lit(C, true, s->pos);
+        go = names[k] = flag_var(C, e, k, "ret.go", tails, (const bool[3]){true, false, true}, s->pos);
         k++;
         for (uint32_t j = 0; j < nr; j++, k++) {
-            v = &e->u.loop.vars[k];
+            cc_loopvar *v = &e->u.loop.vars[k];
             v->name = names[k] = hidden(C, "ret.val");
             v->pos = s->pos;
             v->has_type = true;

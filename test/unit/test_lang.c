@@ -781,6 +781,21 @@ START_TEST(warnings)
                              "w.tfg:5:9: warning: unused variable 'k'\n"
                              "w.tfg:1:4: warning: function 'helper' is never used\n");
     tfvm_program_free(p);
+    /* a statement after break or continue never runs */
+    w.text[0] = '\0';
+    w.n = 0;
+    const char *jump = "fn main(n: i32) -> i32 {\n"
+                       "    var s = 0;\n"
+                       "    for i in 0..n {\n"
+                       "        if i > 3 { break; s += 1; } else { continue; }\n"
+                       "        s += i;\n"
+                       "    }\n"
+                       "    s\n"
+                       "}\n";
+    ck_assert_int_eq(tfvm_program_compile(jump, strlen(jump), "j.tfg", NULL, &cfg, &p, &err), TFVM_OK);
+    ck_assert_str_eq(w.text, "j.tfg:4:27: warning: unreachable code\n"
+                             "j.tfg:5:9: warning: unreachable code\n");
+    tfvm_program_free(p);
     /* a clean program warns about nothing; a failed compile prints no warnings */
     w.text[0] = '\0';
     w.n = 0;
