@@ -283,10 +283,16 @@ void cc_lex(cc *C)
         case '-': kind = d == '>' ? (n = 2, CC_T_ARROW) : d == '=' ? (n = 2, CC_T_MINUS_EQ) : CC_T_MINUS; break;
         case '=': kind = d == '=' ? (n = 2, CC_T_EQ) : CC_T_ASSIGN; break;
         case '<':
-            kind = d == '=' ? (n = 2, CC_T_LE) : d != '<' ? CC_T_LT : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHL_EQ) : (n = 2, CC_T_SHL);
+            kind = d == '=' ? (n = 2, CC_T_LE)
+                 : d != '<' ? CC_T_LT
+                 : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHL_EQ)
+                                       : (n = 2, CC_T_SHL);
             break;
         case '>':
-            kind = d == '=' ? (n = 2, CC_T_GE) : d != '>' ? CC_T_GT : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHR_EQ) : (n = 2, CC_T_SHR);
+            kind = d == '=' ? (n = 2, CC_T_GE)
+                 : d != '>' ? CC_T_GT
+                 : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHR_EQ)
+                                       : (n = 2, CC_T_SHR);
             break;
         case '!': kind = d == '=' ? (n = 2, CC_T_NE) : CC_T_NOT; break;
         case '&': kind = d == '&' ? (n = 2, CC_T_AND) : d == '=' ? (n = 2, CC_T_BAND_EQ) : CC_T_BAND; break;

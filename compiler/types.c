@@ -176,8 +176,8 @@ static const char *fixed_note(const cc_var *v, char *buf, size_t size)
 {
     buf[0] = '\0';
     if (v && v->fixed_at.line)
-        ut_fmt(buf, size, "; '%s' is %s because of its use at %u:%u", v->name, tfvm_dtype_name((tfvm_dtype)v->type.dtype),
-               v->fixed_at.line, v->fixed_at.col);
+        ut_fmt(buf, size, "; '%s' is %s because of its use at %u:%u", v->name,
+               tfvm_dtype_name((tfvm_dtype)v->type.dtype), v->fixed_at.line, v->fixed_at.col);
     return buf;
 }
 

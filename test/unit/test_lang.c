@@ -454,8 +454,9 @@ START_TEST(break_continue)
             run_out o = run_threads(p, args, jumps[c].n_args, threads);
             ck_assert_msg(o.st == TFVM_OK, "case %zu, %d threads: %s", c, threads, o.msg);
             for (size_t k = 0; k < jumps[c].n_want; k++)
-                ck_assert_msg(as_int(&o.r[k]) == jumps[c].want[k], "case %zu, %d threads: result %zu is %lld, want %lld",
-                              c, threads, k, (long long)as_int(&o.r[k]), (long long)jumps[c].want[k]);
+                ck_assert_msg(as_int(&o.r[k]) == jumps[c].want[k],
+                              "case %zu, %d threads: result %zu is %lld, want %lld", c, threads, k,
+                              (long long)as_int(&o.r[k]), (long long)jumps[c].want[k]);
         }
         tfvm_program_free(p);
     }
