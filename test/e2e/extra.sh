@@ -19,6 +19,21 @@ if [ -z "$peak" ] || [ "$peak" -ge 1000 ]; then no "fib 25 peak contexts '$peak'
 if [ -z "$SAN" ] && ! awk -v m="$mem" 'BEGIN { exit !(m < 64) }'; then no "fib 25 peak memory $mem MB (want < 64)"; fi
 say "fib(25): peak contexts $peak, peak memory $mem MB"
 
+# An endless recursion under a memory limit (ulimit -v, 4 GB) stops at the
+# default context bound, which the limit lowers, with a message that names
+# the function, the depth and the call's position, on 1 and 2 threads (not
+# under a sanitizer: its shadow memory does not fit such a limit).
+if [ -z "$SAN" ]; then
+    printf 'fn f(n: i32) -> i32 {\n    f(n + 1) + 1\n}\nfn main(n: i32) -> i32 { f(n) }\n' >"$TMP/endless.tfg"
+    for t in 1 2; do
+        err=$( (ulimit -v 4000000 && "$TFVM" run "$TMP/endless.tfg" --threads $t 1) 2>&1 >/dev/null)
+        rc=$?
+        want="tfvm: recursion too deep in 'f' at depth [0-9]* (the call at $TMP/endless.tfg:2:5): more than [0-9]* live"
+        [ $rc = 1 ] && expr "$err" : "$want" >/dev/null || no "endless recursion under ulimit -v, $t threads: rc=$rc '${err:0:300}'"
+    done
+    say "endless recursion under ulimit -v 4000000: ${err:0:90}..."
+fi
+
 # --feed values the run never takes are said (stderr), the run still succeeds.
 out=$("$TFVM" run test/e2e/feed_loop.tfg 2 --feed x=1,2,3,4 2>"$TMP/feed.err")
 [ $? = 0 ] && [ "$out" = "$(printf 'fetch sum: 1\nfetch sum: 5\n5')" ] &&
