@@ -152,14 +152,28 @@ static int read_index(fixture *fx, int max)
     return n;
 }
 
+/* A fixture named NAME_sm is a SavedModel directory (its serving_default). */
+static bool is_saved_model(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && strcmp(name + n - 3, "_sm") == 0;
+}
+
 static void run_fixture(const fixture *fx)
 {
     char path[256];
-    snprintf(path, sizeof path, FIX "%s.pb", fx->name);
     isa_program p;
     tfvm_error err;
+    tfvm_status st;
     const char *outs = strcmp(fx->outputs, "-") == 0 ? NULL : fx->outputs;
-    ck_assert_msg(import_file(path, outs, NULL, &p, &err) == TFVM_OK, "%s: %s", fx->name, err.message);
+    if (is_saved_model(fx->name)) {
+        snprintf(path, sizeof path, FIX "%s", fx->name);
+        st = imp_saved_model(path, NULL, opt_level, NULL, NULL, &p, &err);
+    } else {
+        snprintf(path, sizeof path, FIX "%s.pb", fx->name);
+        st = import_file(path, outs, NULL, &p, &err);
+    }
+    ck_assert_msg(st == TFVM_OK, "%s: %s", fx->name, err.message);
     ck_assert_int_le(fx->n_in, MAX_IO);
     ck_assert_int_le(fx->n_out, MAX_IO);
     tfvm_value args[MAX_IO], want[MAX_IO], got[MAX_IO];
@@ -173,7 +187,7 @@ static void run_fixture(const fixture *fx)
     }
     for (int det = 1; det >= 0; det--) {
         char msg[512] = "";
-        tfvm_status st = run_prog(&p, args, (size_t)fx->n_in, got, (size_t)fx->n_out, det, NULL, msg, sizeof msg);
+        st = run_prog(&p, args, (size_t)fx->n_in, got, (size_t)fx->n_out, det, NULL, msg, sizeof msg);
         ck_assert_msg(st == TFVM_OK, "%s: run failed: %s", fx->name, msg);
         for (int k = 0; k < fx->n_out; k++) {
             char why[200];
