@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "devices/place.h"
 #include "devices/value.h"
@@ -61,7 +62,8 @@ static const char *const usage_run =
     "tensors in NumPy's bracketed form. FILE is .tfvm bytecode (recognised by\n"
     "its content, whatever its name; '-' reads it from stdin), or, compiled in\n"
     "memory: .tfasm text, .tfg source, an ONNX model (.onnx; external data next\n"
-    "to it) or a frozen TensorFlow GraphDef (.pb; see --outputs).\n"
+    "to it), a frozen TensorFlow GraphDef (.pb; see --outputs) or a TensorFlow\n"
+    "SavedModel directory (see --signature).\n"
     "\n"
     "Arguments bind by position (ARG), then by name (NAME=VALUE, NAME a\n"
     "parameter's name, which may hold '.', ':', '/', '-'; x also finds a\n"
@@ -82,6 +84,9 @@ static const char *const usage_run =
     "  --outputs A,B:1        .pb: the tensors that become the results, in order\n"
     "                         (default: every output no node consumes); a usage\n"
     "                         error for any other file\n"
+    "  --signature NAME       a SavedModel directory: the signature to run\n"
+    "                         (default: serving_default); its input and output\n"
+    "                         keys name the parameters and results\n"
     "  --stats                print counters to stderr after the run (and, with\n"
     "                         several threads, the scheduler's steals and parks)\n"
     "  --max-contexts N       fail when more than N tags are alive at once\n"
@@ -148,8 +153,9 @@ static const char *const usage_compile =
     "Compiles FILE into one static dataflow graph, written as .tfvm bytecode or\n"
     "as its .tfasm text. FILE is graph-language source (.tfg, docs/language.md;\n"
     "'-' reads it from stdin), an ONNX model (.onnx, docs/onnx.md; external\n"
-    "data files are read from its directory) or a frozen TensorFlow GraphDef\n"
-    "(.pb, docs/tensorflow.md); .tfasm and .tfvm files are taken too. A\n"
+    "data files are read from its directory), a frozen TensorFlow GraphDef\n"
+    "(.pb, docs/tensorflow.md) or a SavedModel directory; .tfasm and .tfvm\n"
+    "files are taken too. A\n"
     "compiled program has one entry point: main (or -e's function). .tfg\n"
     "errors name FILE:LINE:COL and quote the line with a caret under the column.\n"
     "    tfvm compile model.onnx -o model.tfvm\n"
@@ -166,6 +172,8 @@ static const char *const usage_compile =
     "  --outputs A,B:1        .pb: the tensors that become the results, in order,\n"
     "                         each a node name or NODE:INDEX (default: every\n"
     "                         output no node consumes)\n"
+    "  --signature NAME       a SavedModel directory: the signature compiled\n"
+    "                         (default: serving_default)\n"
     "  -O0                    no optimization (a plain lowering; to compare against)\n"
     "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  -h, --help             show this help\n";
@@ -207,6 +215,8 @@ static bool has_suffix(const char *s, const char *suffix)
  * outputs; any other file refuses it rather than ignore it). */
 /* .tfg: --overflow=trap (run, compile); warnings of the compiler go to stderr */
 static bool cli_overflow_trap;
+/* a SavedModel directory: --signature NAME (run, compile, info) */
+static const char *cli_signature;
 
 static void cli_warning(void *ud, tfvm_log_level level, const char *message)
 {
@@ -229,11 +239,16 @@ static tfvm_status load_program(const char *path, const char *entry, const char 
     if (outputs && !has_suffix(path, ".pb") && format != TFVM_FORMAT_TF)
         return ut_err(err, TFVM_ERR_ARGUMENT, "--outputs %s: only a TensorFlow graph (.pb) takes --outputs, not %s",
                       outputs, path);
+    struct stat sb;
+    if (cli_signature && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return ut_err(err, TFVM_ERR_ARGUMENT,
+                      "--signature %s: only a SavedModel directory takes --signature, not %s", cli_signature, path);
     tfvm_open_options o;
     tfvm_open_options_init(&o);
     o.format = format;
     o.entry = entry;
     o.outputs = outputs;
+    o.signature = cli_signature;
     o.opt_level = opt_level;
     o.overflow_trap = cli_overflow_trap;
     tfvm_config cfg; /* .tfg compile warnings to stderr, as "file:line:col: warning: ..." */
@@ -568,7 +583,7 @@ static void print_stats(const tfvm_vm *vm)
 }
 
 enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
-       RUN_OVERFLOW, RUN_SCHED, RUN_FEED };
+       RUN_OVERFLOW, RUN_SCHED, RUN_FEED, RUN_SIGNATURE };
 static const cli_opt run_opts[] = {
     [RUN_ENTRY] = {"-e", "--entry", "needs an entry name"},
     [RUN_OUT] = {"-o", NULL, "needs NAME=PATH"},
@@ -581,6 +596,7 @@ static const cli_opt run_opts[] = {
     [RUN_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
     [RUN_SCHED] = {NULL, "--sched", "takes workstealing or deterministic"},
     [RUN_FEED] = {NULL, "--feed", "needs NAME=V1,V2,..."},
+    [RUN_SIGNATURE] = {NULL, "--signature", "needs a signature name"},
 };
 
 /* Prints a value as results are printed; false: stdout failed. */
@@ -696,6 +712,7 @@ static int cmd_run(int argc, char **argv)
     if (rc_usage)
         return rc_usage < 0 ? 0 : rc_usage;
     const char *entry = o.val[RUN_ENTRY], *file = o.pos[0], *outputs = o.val[RUN_OUTPUTS];
+    cli_signature = o.val[RUN_SIGNATURE];
     bool stats = o.val[RUN_STATS] != NULL, deterministic = o.val[RUN_DETERMINISTIC] != NULL;
     int threads = 0;
     uint64_t max_contexts = 0;
@@ -1001,6 +1018,8 @@ static char *default_output(const char *in)
 {
     static const char *const sources[] = {".tfg", ".onnx", ".pb", ".tfasm"};
     size_t n = strlen(in), stem = n;
+    while (stem > 1 && in[stem - 1] == '/') /* a SavedModel directory "m/" makes m.tfvm */
+        stem--;
     for (size_t i = 0; i < UT_COUNTOF(sources); i++)
         if (has_suffix(in, sources[i]))
             stem = n - strlen(sources[i]);
@@ -1014,7 +1033,7 @@ static char *default_output(const char *in)
 
 static int cmd_compile(int argc, char **argv)
 {
-    enum { C_OUT, C_ENTRY, C_OUTPUTS, C_EMIT, C_O0, C_O1, C_O, C_OVERFLOW };
+    enum { C_OUT, C_ENTRY, C_OUTPUTS, C_EMIT, C_O0, C_O1, C_O, C_OVERFLOW, C_SIGNATURE };
     static const cli_opt opts[] = {
         [C_OUT] = {"-o", NULL, "needs a file name"},
         [C_ENTRY] = {"-e", "--entry", "needs a function name"},
@@ -1024,12 +1043,14 @@ static int cmd_compile(int argc, char **argv)
         [C_O1] = {"-O1", NULL, NULL},
         [C_O] = {"-O", NULL, NULL},
         [C_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
+        [C_SIGNATURE] = {NULL, "--signature", "needs a signature name"},
     };
     cli_args o;
     int rc = cli_parse("compile", usage_compile, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *out = o.val[C_OUT], *entry = o.val[C_ENTRY], *outputs = o.val[C_OUTPUTS];
+    cli_signature = o.val[C_SIGNATURE];
     bool asm_text = false;
     int opt = 1;
     for (size_t h = 0; h < o.n_hits; h++) { /* the last of -O0/-O1/-O and of --emit wins */
@@ -1105,7 +1126,7 @@ static const char *const usage_info =
     "usage: tfvm info [options] FILE\n"
     "\n"
     "Describes a program (FILE: .tfvm, or, compiled in memory, .tfasm, .tfg,\n"
-    ".onnx or .pb): its size as .tfvm bytecode, the source file its positions\n"
+    ".onnx, .pb or a SavedModel directory): its size as .tfvm bytecode, the source file its positions\n"
     "refer to, its regions, instructions, edges, call sites and constants, and\n"
     "each entry point with its declared signature, e.g.\n"
     "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
@@ -1115,6 +1136,7 @@ static const char *const usage_info =
     "options:\n"
     "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"
     "  --outputs A,B:1        .pb: the tensors that become results (as for run)\n"
+    "  --signature NAME       a SavedModel directory: its signature (as for run)\n"
     "  -h, --help             show this help\n";
 
 static void print_params(const char *open, const isa_param *ps, uint32_t n)
@@ -1131,12 +1153,14 @@ static void print_params(const char *open, const isa_param *ps, uint32_t n)
 static int cmd_info(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
-                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+                                   {NULL, "--signature", "needs a signature name"}};
     cli_args o;
     int rc = cli_parse("info", usage_info, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
+    cli_signature = o.val[2];
     cli_args_free(&o);
     tfvm_error err;
     tfvm_program *prog;

@@ -181,6 +181,41 @@ out=$("$TFVM" run "$TMP/w.tfvm" 10 x=1.5 -o while/Exit_1="$TMP/w1.npy" 2>&1)
 [ "$out" = "10" ] && cmp -s "$TMP/w1.npy" "$F/while_scalar.out1.npy" || no "w.tfvm from .pb: '$out'"
 out=$("$TFVM" run --outputs nope "$F/fib.pb" n=1 2>&1)
 [ $? -eq 2 ] && [ "$out" = "tfvm: $F/fib.pb: output 'nope' names no node" ] || no "--outputs nope: '$out'"
+# TF2 models as users have them (test/tf/gen.py): a Keras LSTM and GRU and a
+# tf.while_loop decoder, each a SavedModel directory (NAME_sm, parameters
+# and results named by serving_default's keys) and a default TF2 freeze
+# (NAME.pb, whose unused_control_flow_input Placeholders are left out with a
+# note); both match TensorFlow's outputs.
+close_to() { "$TFVM" run test/e2e/models/check.tfg "@$1" "@$2" 2>&1 | head -1; }
+for m in keras_lstm keras_gru; do
+    for form in "$F/${m}_sm" "$F/$m.pb"; do
+        "$TFVM" run "$form" x=@"$F/$m.in0.npy" -o 0="$TMP/o.npy" 2>"$TMP/err" &&
+            [ "$(close_to "$TMP/o.npy" "$F/$m.out0.npy")" = true ] || no "$form: $(cat "$TMP/err")"
+    done
+done
+out=$("$TFVM" info "$F/keras_lstm.pb" 2>&1 >/dev/null)
+[ "$out" = "$F/keras_lstm.pb: note: 12 Placeholders that no result depends on are not parameters: 'unused_control_flow_input', 'unused_control_flow_input_1', 'unused_control_flow_input_2', 'unused_control_flow_input_4', ..." ] ||
+    no "keras_lstm.pb note: '$out'"
+out=$("$TFVM" info "$F/keras_lstm_sm" 2>&1 | tail -1)
+[ "$out" = "entry main(x: f32[?, 5, 3]) -> (output_0: f32[])" ] || no "info keras_lstm_sm: '$out'"
+"$TFVM" compile "$F/while_decoder_sm/" -o "$TMP/dec.tfvm" || no "compile while_decoder_sm"
+for prog in "$TMP/dec.tfvm" "$F/while_decoder.pb"; do
+    names="state tokens"
+    [ "$prog" = "$F/while_decoder.pb" ] && names="Identity Identity_1"
+    set -- $names
+    "$TFVM" run "$prog" h0=@"$F/while_decoder.in0.npy" steps=5 -o "$1=$TMP/s.npy" -o "$2=$TMP/t.npy" 2>/dev/null &&
+        [ "$(close_to "$TMP/s.npy" "$F/while_decoder.out0.npy")" = true ] && cmp -s "$TMP/t.npy" "$F/while_decoder.out1.npy" ||
+        no "$prog: the decoder does not match TensorFlow"
+done
+out=$("$TFVM" run "$F/while_decoder_sm/saved_model.pb" 2>&1)
+[ $? -eq 1 ] && [ "$out" = "tfvm: $F/while_decoder_sm/saved_model.pb: a SavedModel's saved_model.pb, not a GraphDef: give its directory (tfvm run DIR), which holds the variables too" ] ||
+    no "run saved_model.pb: '$out'"
+out=$("$TFVM" run --signature nope "$F/while_decoder_sm" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "tfvm: $F/while_decoder_sm: no signature 'nope' (the SavedModel has: serving_default)" ] ||
+    no "--signature nope: '$out'"
+out=$("$TFVM" compile --signature serving_default "$F/fib.pb" -o "$TMP/x.tfvm" 2>&1)
+[ $? -eq 2 ] && [ "$out" = "tfvm: --signature serving_default: only a SavedModel directory takes --signature, not $F/fib.pb" ] ||
+    no "--signature on a .pb: '$out'"
 printf 'garbage' >"$TMP/bad.pb"
 for cmd in run compile dis; do
     out=$("$TFVM" $cmd "$TMP/bad.pb" 2>&1)
