@@ -1120,7 +1120,7 @@ void imp_tf_convert(imp_tf_opctx *X)
         tfvm_dtype to = a ? imp_tf_dtype(a->type) : 0;
         if (!to)
             imp_tf_fail(X, "unsupported destination dtype");
-        X->out[0] = cast(X, x, to);
+        X->out[0] = dt(x) == to ? x : cc_cast_x86(X->C, X->b, x, to); /* NaN to int: what TF gives */
     } else if (is(X, "MatMul") || is(X, "BatchMatMulV2") || is(X, "BatchMatMul") || is(X, "BatchMatMulV3")) {
         bool ta = is(X, "MatMul") ? attr_b(X, "transpose_a", false) : attr_b(X, "adj_x", false);
         bool tb = is(X, "MatMul") ? attr_b(X, "transpose_b", false) : attr_b(X, "adj_y", false);

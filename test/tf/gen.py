@@ -426,6 +426,12 @@ class Decoder(tf.Module):
         return {"tokens": toks.stack(), "state": h}
 
 
+def cast_x86():
+    """Cast of NaN, infinities and out-of-range floats to integers (x86's values, no error)."""
+    x = ph(tf.float32, [12], "x")
+    return [tf.cast(x, d) for d in (tf.int8, tf.uint8, tf.int32, tf.int64)]
+
+
 def models_tf2():
     import keras
     keras_rnn("keras_lstm", keras.layers.LSTM)
@@ -641,6 +647,8 @@ def main():
     error_graphs()
     v1("convnet_bias", convnet_bias, {"x": rng.standard_normal((2, 10, 10, 3)).astype(f32)})
     models_tf2()
+    v1("cast_x86", cast_x86, {"x": np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 300, -129, 2.7, -2.7,
+                                             70000], f32)})
     lines = INDEX
     if ONLY:  # the other lines as they are, these replaced or added
         with open(os.path.join(OUT, "index.txt")) as f:
