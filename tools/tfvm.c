@@ -21,7 +21,6 @@
 #include "tools/debug.h"
 #include "tools/opts.h"
 #include "tools/profile.h"
-#include "vm/signature.h"
 #include "vm/vm.h"
 
 #define EXIT_RUN 1
@@ -89,7 +88,8 @@ static const char *const usage_run =
     "  --save-outputs DIR     write every result (but those of -o) to DIR/NAME.npy\n"
     "                         instead of printing it (DIR made when missing; in\n"
     "                         NAME every character but letters, digits, '.', '-'\n"
-    "                         and '_' becomes '_')\n"
+    "                         and '_' becomes '_'; a name taken by an earlier\n"
+    "                         result gets _K, K its position)\n"
     "  --outputs A,B:1        .pb: the tensors that become the results, in order\n"
     "                         (default: every output no node consumes); a usage\n"
     "                         error for any other file\n"
@@ -437,9 +437,12 @@ static bool npy_scalar(tfvm_dtype dtype, const char *path, tfvm_value *v, char *
     bool ok = tfvm_tensor_dtype(t) == dtype && tfvm_tensor_rank(t) == 0;
     if (ok)
         memcpy(&v->as, tfvm_tensor_cdata(t), tfvm_dtype_size(dtype));
-    else
+    else {
+        isa_param q = {.dtype = (uint8_t)tfvm_tensor_dtype(t), .rank = ISA_RANK_ANY, .shaped = true,
+                       .ndim = (uint8_t)tfvm_tensor_rank(t), .dims = tfvm_tensor_dims(t)};
         snprintf(msg, size, "expected %s (a 0-d array), %s holds %s", tfvm_dtype_name(dtype), path,
-                 vm_value_type(tfvm_tensor_dtype(t), t, ty, sizeof ty));
+                 isa_param_type(&q, ty, sizeof ty));
+    }
     tfvm_tensor_free(t);
     return ok;
 }
@@ -761,11 +764,12 @@ static bool save_result(const tfvm_value *v, const char *path)
 
 /* DIR/NAME.npy for --save-outputs: NAME with every character but letters,
  * digits, '.', '-' and '_' as '_' ("a/b:1" is a_b_1.npy), and a name of
- * dots only as '_'. malloc'd; NULL when memory runs out. */
-static char *output_file(const char *dir, const char *name)
+ * dots only as '_'; NAME_K.npy when k >= 0 (result k, whose name another
+ * result's already took). malloc'd; NULL when memory runs out. */
+static char *output_file(const char *dir, const char *name, long k)
 {
     size_t nd = strlen(dir), nn = strlen(name);
-    char *p = malloc(nd + nn + 7);
+    char *p = malloc(nd + nn + 32);
     if (!p)
         return NULL;
     memcpy(p, dir, nd);
@@ -779,10 +783,29 @@ static char *output_file(const char *dir, const char *name)
         f[i] = safe ? c : '_';
         dots = dots && c == '.';
     }
-    if (dots) /* "", ".", "..": never the directory itself or its parent */
-        memset(f, '_', nn ? nn : 1), nn = nn ? nn : 1;
-    memcpy(f + nn, ".npy", 5);
+    if (dots) { /* "", ".", "..": never a hidden file, the directory or its parent */
+        nn = nn ? nn : 1;
+        memset(f, '_', nn);
+    }
+    snprintf(f + nn, 28, k >= 0 ? "_%ld.npy" : ".npy", k);
     return p;
+}
+
+/* Result k's --save-outputs file: output_file, made unique among the
+ * results before it. */
+static char *result_file(const char *dir, const tfvm_entry_info *e, size_t k)
+{
+    char *f = output_file(dir, e->results[k].name, -1);
+    for (size_t j = 0; f && j < k; j++) {
+        char *o = output_file(dir, e->results[j].name, -1);
+        bool clash = !o || strcmp(o, f) == 0;
+        free(o);
+        if (clash) {
+            free(f);
+            return output_file(dir, e->results[k].name, (long)k);
+        }
+    }
+    return f;
 }
 
 /* The results: each to its -o file, else to save_dir/NAME.npy, else
@@ -800,7 +823,7 @@ static int write_results(const tfvm_entry_info *e, const tfvm_value *results, co
         for (size_t j = 0; j < n_outs; j++)
             if (outs[j].index == (int)k)
                 path = outs[j].path;
-        char *file = !path && save_dir ? output_file(save_dir, e->results[k].name) : NULL;
+        char *file = !path && save_dir ? result_file(save_dir, e, k) : NULL;
         if (!path && save_dir && !file) {
             rc = fail("out of memory");
         } else if (path || file) {
