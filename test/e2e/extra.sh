@@ -127,6 +127,18 @@ out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out:0=$TMP/y.npy" -o 1="$TMP/z1.npy
 [ -z "$out" ] && cmp -s "$TMP/y.npy" "$TMP/u.npy" && cmp -s "$TMP/z1.npy" "$TMP/u.npy" || no "$M -o y/out:0= -o 1=: '$out'"
 out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 -o "y/out=$TMP/y2.npy" 2>&1)
 [ "$out" = "z.plus: [[2.0, 4.0, 6.0], [8.0, 10.0, 13.0]]" ] && cmp -s "$TMP/y2.npy" "$TMP/u.npy" || no "$M -o y/out= (for y/out:0): '$out'"
+# --save-outputs: names that clash once file-safe get _K; ".." never names the parent
+cat >"$TMP/clash.tfasm" <<'P'
+entry main(a: i32) -> ("a/b": i32, a_b: i32, "..": i32) {
+    a = ARG 0
+        RESULT 0 (a)
+        RESULT 1 (a)
+        RESULT 2 (a)
+}
+P
+out=$("$TFVM" run "$TMP/clash.tfasm" 3 --save-outputs "$TMP/clash" 2>&1)
+[ -z "$out" ] && [ "$(ls "$TMP/clash" | paste -sd' ')" = "__.npy a_b.npy a_b_1.npy" ] ||
+    no "--save-outputs with clashing names: '$out' $(ls "$TMP/clash")"
 # --save-outputs: every result as DIR/NAME.npy, names made file-safe (y/out:0 is y_out_0.npy)
 out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 --save-outputs "$TMP/saved" -o "z.plus=$TMP/z2.npy" 2>&1)
 [ -z "$out" ] && [ "$(ls "$TMP/saved")" = "y_out_0.npy" ] && cmp -s "$TMP/saved/y_out_0.npy" "$TMP/u.npy" &&
