@@ -137,7 +137,7 @@ entry main(a: i32) -> ("a/b": i32, a_b: i32, "..": i32) {
 }
 P
 out=$("$TFVM" run "$TMP/clash.tfasm" 3 --save-outputs "$TMP/clash" 2>&1)
-[ -z "$out" ] && [ "$(ls "$TMP/clash" | paste -sd' ')" = "__.npy a_b.npy a_b_1.npy" ] ||
+[ -z "$out" ] && [ "$(LC_ALL=C ls "$TMP/clash" | paste -sd' ')" = "__.npy a_b.npy a_b_1.npy" ] ||
     no "--save-outputs with clashing names: '$out' $(ls "$TMP/clash")"
 # --save-outputs: every result as DIR/NAME.npy, names made file-safe (y/out:0 is y_out_0.npy)
 out=$("$TFVM" run "$M" "@$TMP/t.npy" 2 --save-outputs "$TMP/saved" -o "z.plus=$TMP/z2.npy" 2>&1)
