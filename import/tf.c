@@ -1418,30 +1418,6 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
     return n;
 }
 
-/* Which nodes of the main graph the fetches depend on (data and control
- * inputs): TensorFlow's Session ignores the feeds outside this set. */
-static bool *fetch_deps(cc *C, const imp_tf_graph *g, const fetch *fs, uint32_t nf)
-{
-    bool *dep = cc_array(C, g->n_nodes + 1, sizeof *dep);
-    uint32_t *stack = cc_array(C, g->n_nodes + 1, sizeof *stack), sp = 0;
-    for (uint32_t k = 0; k < nf; k++)
-        if (fs[k].ref.node >= 0 && !dep[fs[k].ref.node]) {
-            dep[fs[k].ref.node] = true;
-            stack[sp++] = (uint32_t)fs[k].ref.node;
-        }
-    while (sp) {
-        const imp_tf_node *n = &g->nodes[stack[--sp]];
-        for (uint32_t j = 0; j < n->n_in + n->n_ctl; j++) {
-            int32_t d = j < n->n_in ? n->in[j].node : (int32_t)n->ctl[j - n->n_in];
-            if (d >= 0 && !dep[d]) {
-                dep[d] = true;
-                stack[sp++] = (uint32_t)d;
-            }
-        }
-    }
-    return dep;
-}
-
 /* The entry parameter a Placeholder becomes: its dtype, and its declared
  * shape (-1 = any size) as the parameter's signature. */
 static cc_vtype placeholder_type(const imp_tf_node *n, tfvm_dtype d)
@@ -1504,7 +1480,11 @@ static cc_ifn *build(cc *C, void *ud)
     imp_tf_inst *I = inst_new(T, g, NULL, NULL);
     fetch *fs;
     uint32_t nr = parse_outputs(T, I, &fs);
-    bool *dep = fetch_deps(C, g, fs, nr);
+    /* what the results need (whole loops included): TensorFlow's Session
+     * ignores feeds outside it, and so do we */
+    for (uint32_t k = 0; k < nr; k++)
+        need(I, fs[k].ref);
+    const bool *dep = I->needed;
     /* Placeholders: the entry's parameters, in the file's order (a
      * signature's: in its order); those no result depends on are left out */
     uint32_t np = T->sig ? T->sig->n_in : 0, n_dropped = 0;
