@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/decomp.h"
 #include "import/onnx_int.h"
 
 /* ---- Building blocks ------------------------------------------------------------- */
@@ -503,17 +504,33 @@ static void op_Dropout(ox_node *N)
     }
 }
 
+/* Cast and CastLike: a NaN or out-of-range float to an integer gives what
+ * ORT gives on x86 (compiler/decomp.h), not an error. */
+static ox_val cast_as_ort(ox_node *N, const ox_val *x, uint8_t d)
+{
+    if (!isa_dtype_float(x->dtype) || !isa_dtype_int(d))
+        return ox_to_dtype(N, x, d);
+    ox_val r = *x;
+    r.dtype = d;
+    r.cdata = NULL;
+    r.v = cc_cast_x86(N->C, N->b, x->v, (tfvm_dtype)d);
+    return r;
+}
+
 /* Cast to compute dtype d, stored as `store` (0: d itself): through the
- * storage dtype, which rounds or wraps as the stored value would. */
+ * storage dtype, which rounds (f16, bf16) or wraps (the integers, after
+ * x86's conversion to the wide one, as ORT's static_cast does) as the stored
+ * value would. */
 static void cast_to(ox_node *N, const ox_val *x, uint8_t d, uint8_t store)
 {
-    if (!store) {
-        N->out[0] = ox_to_dtype(N, x, d);
-        N->out[0].store = 0;
-        return;
+    if (store && isa_dtype_half(store)) {
+        ox_val s = ox_to_dtype(N, x, store);
+        N->out[0] = ox_to_dtype(N, &s, d);
+    } else {
+        N->out[0] = cast_as_ort(N, x, d);
+        if (store)
+            N->out[0] = ox_narrow(N, &N->out[0], store);
     }
-    ox_val s = ox_to_dtype(N, x, store);
-    N->out[0] = ox_to_dtype(N, &s, d);
     N->out[0].store = store;
 }
 
