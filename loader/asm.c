@@ -571,6 +571,21 @@ static bool parse_nan_bits(as_parser *P, uint8_t dt, uint64_t *bits)
     return expect(P, ')', "after the NaN bit pattern");
 }
 
+static bool is_decimal(const as_tok *t)
+{
+    return t->kind == TK_NUM && !(t->len > 1 && (t->s[1] == 'x' || t->s[1] == 'X'));
+}
+
+/* A decimal number's text, for strtod; false (with the error) when it is too long. */
+static bool decimal_text(as_parser *P, const as_tok *t, char *buf, size_t size)
+{
+    if (t->len >= size)
+        return fail(P, t, "number %s is too long", TDESC(t));
+    memcpy(buf, t->s, t->len);
+    buf[t->len] = '\0';
+    return true;
+}
+
 /* An f16 or bf16 literal: a number rounded to nearest even (one that
  * rounds to infinity is out of range), inf or nan. */
 static bool parse_half(as_parser *P, uint8_t dt, const as_tok *t, const as_tok *sign, bool neg)
@@ -581,12 +596,10 @@ static bool parse_half(as_parser *P, uint8_t dt, const as_tok *t, const as_tok *
         bits = f16 ? 0x7c00 : 0x7f80;
     } else if (is_kw(t, "nan")) {
         bits = f16 ? 0x7e00 : 0x7fc0;
-    } else if (t->kind == TK_NUM && !(t->len > 1 && (t->s[1] == 'x' || t->s[1] == 'X'))) {
+    } else if (is_decimal(t)) {
         char buf[80];
-        if (t->len >= sizeof buf)
-            return fail(P, t, "number %s is too long", TDESC(t));
-        memcpy(buf, t->s, t->len);
-        buf[t->len] = '\0';
+        if (!decimal_text(P, t, buf, sizeof buf))
+            return false;
         bits = f16 ? ut_f64_to_f16(strtod(buf, NULL)) : ut_f64_to_bf16(strtod(buf, NULL));
         if ((bits & 0x7fff) == (f16 ? 0x7c00 : 0x7f80))
             return fail(P, neg ? sign : t, "number %s%s out of range for %s", neg ? "-" : "", buf,
@@ -644,12 +657,10 @@ static bool parse_scalar(as_parser *P, uint8_t dt)
         bits = f32 ? 0x7fc00000u : 0x7ff8000000000000u;
         if (is_p(peek(P), '(') && !parse_nan_bits(P, dt, &bits))
             return false;
-    } else if (t->kind == TK_NUM && !(t->len > 1 && (t->s[1] == 'x' || t->s[1] == 'X'))) {
+    } else if (is_decimal(t)) {
         char buf[80];
-        if (t->len >= sizeof buf)
-            return fail(P, t, "number %s is too long", TDESC(t));
-        memcpy(buf, t->s, t->len);
-        buf[t->len] = '\0';
+        if (!decimal_text(P, t, buf, sizeof buf))
+            return false;
         if (f32) {
             float f = strtof(buf, NULL);
             if (isinf(f))
