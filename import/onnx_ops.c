@@ -523,6 +523,11 @@ static ox_val cast_as_ort(ox_node *N, const ox_val *x, uint8_t d)
  * value would. */
 static void cast_to(ox_node *N, const ox_val *x, uint8_t d, uint8_t store)
 {
+    ox_val u;
+    if (x->store == TFVM_U64 && !isa_dtype_int(d)) { /* to a float from the u64 itself, not i64's reading */
+        u = ox_to_dtype(N, x, TFVM_U64);
+        x = &u;
+    }
     if (store && isa_dtype_half(store)) {
         ox_val s = ox_to_dtype(N, x, store);
         N->out[0] = ox_to_dtype(N, &s, d);

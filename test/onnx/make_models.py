@@ -221,9 +221,11 @@ def u64_ops():
     u = lambda n: H.make_tensor_value_info(n, TP.UINT64, [4])
     nodes = [H.make_node("Div", ["a", "b"], ["q"]), H.make_node("Mod", ["a", "b"], ["r"]),
              H.make_node("BitShift", ["a", "s"], ["sh"], direction="RIGHT"), H.make_node("Less", ["a", "b"], ["lt"]),
-             H.make_node("Max", ["a", "b"], ["mx"]), H.make_node("Add", ["a", "b"], ["sum"])]
+             H.make_node("Max", ["a", "b"], ["mx"]), H.make_node("Add", ["a", "b"], ["sum"]),
+             H.make_node("Cast", ["a"], ["f"], to=TP.DOUBLE)]
     g = H.make_graph(nodes, "u64", [u("a"), u("b"), u("s")],
-                     [u("q"), u("r"), u("sh"), H.make_tensor_value_info("lt", TP.BOOL, [4]), u("mx"), u("sum")])
+                     [u("q"), u("r"), u("sh"), H.make_tensor_value_info("lt", TP.BOOL, [4]), u("mx"), u("sum"),
+                      H.make_tensor_value_info("f", TP.DOUBLE, [4])])
     save("u64_ops.onnx", g)
 
 

@@ -267,6 +267,7 @@ START_TEST(u64_beyond_i64)
     static const uint64_t b[4] = {3, (UINT64_C(1) << 63) + 1, UINT64_MAX - 1, 7}, s[4] = {1, 63, 0, 4};
     const int64_t d4 = 4;
     uint64_t q[4], r[4], sh[4], mx[4], sum[4];
+    double f[4];
     bool lt[4];
     for (int i = 0; i < 4; i++) {
         q[i] = a[i] / b[i];
@@ -275,23 +276,25 @@ START_TEST(u64_beyond_i64)
         lt[i] = a[i] < b[i];
         mx[i] = a[i] > b[i] ? a[i] : b[i];
         sum[i] = a[i] + b[i];
+        f[i] = (double)a[i];
     }
     tfvm_tensor *t[3];
     const uint64_t *src[3] = {a, b, s};
-    tfvm_value args[3], res[6];
+    tfvm_value args[3], res[7];
     for (int k = 0; k < 3; k++) {
         t[k] = tfvm_tensor_new(TFVM_U64, 1, &d4, NULL);
         memcpy(tfvm_tensor_data(t[k]), src[k], sizeof a);
         args[k] = tfvm_tensor_value(t[k]);
     }
-    run_main(p, args, 3, res, 6, 0);
+    run_main(p, args, 3, res, 7, 0);
     check_value(&res[0], TFVM_U64, 1, &d4, q);
     check_value(&res[1], TFVM_U64, 1, &d4, r);
     check_value(&res[2], TFVM_U64, 1, &d4, sh);
     check_value(&res[3], TFVM_BOOL, 1, &d4, lt);
     check_value(&res[4], TFVM_U64, 1, &d4, mx);
     check_value(&res[5], TFVM_U64, 1, &d4, sum);
-    for (int k = 0; k < 6; k++)
+    check_value(&res[6], TFVM_F64, 1, &d4, f);
+    for (int k = 0; k < 7; k++)
         tfvm_value_release(&res[k]);
     for (int k = 0; k < 3; k++)
         tfvm_tensor_free(t[k]);
