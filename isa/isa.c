@@ -316,7 +316,7 @@ const char *isa_param_type(const isa_param *q, char *buf, size_t size)
 {
     const char *dt = tfvm_dtype_name((tfvm_dtype)q->dtype);
     if (q->rank == 0 || !q->shaped) {
-        snprintf(buf, size, "%s%s", dt, q->rank == 0 ? "" : "[]");
+        snprintf(buf, size, "%s%s", dt, q->rank == 0 ? "" : "[...]");
         return buf;
     }
     if (q->ndim == 0) {

@@ -386,7 +386,8 @@ const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf);
 /* FEED's value type as .tfasm writes it: "f32" or "f32[]". */
 const char *isa_chan_type(uint32_t b, char *buf, size_t size);
 /* A parameter's declared type as .tfasm and messages write it: "i32",
- * "f32[]" (a tensor of any rank), "f32[?, 784]", "f32[()]" (rank 0). */
+ * "f32[...]" (a tensor of any rank), "f32[?, 784]", "f32[batch, 784]" (a
+ * named dim), "f32[()]" (rank 0). */
 const char *isa_param_type(const isa_param *q, char *buf, size_t size);
 
 #endif

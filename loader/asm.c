@@ -1211,7 +1211,11 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
         if (is_p(peek(P), '[')) {
             next(P);
             rank = ISA_RANK_ANY;
-            if (is_p(peek(P), '(')) { /* f32[()]: a tensor of rank 0 */
+            if (is_p(peek(P), '.')) { /* f32[...]: any rank, as f32[] */
+                for (int k = 0; k < 3; k++)
+                    if (!expect(P, '.', "in f32[...], a tensor of any rank"))
+                        return false;
+            } else if (is_p(peek(P), '(')) { /* f32[()]: a tensor of rank 0 */
                 next(P);
                 if (!expect(P, ')', "in f32[()], a tensor of rank 0"))
                     return false;
@@ -1241,7 +1245,7 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
                     next(P);
                 }
             }
-            if (!expect(P, ']', "after the dimensions (f32[] is any rank, f32[?, 3] a shape)"))
+            if (!expect(P, ']', "after the dimensions (f32[...] is any rank, f32[?, 3] a shape)"))
                 return false;
         }
         pa = PRM(pi);
