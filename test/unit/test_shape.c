@@ -7,8 +7,8 @@
 #include "compiler/shape.h"
 #include "testutil.h"
 
-#define B cc_dim_sym(0)
-#define S cc_dim_sym(1)
+#define B (-2) /* cc_dim_sym(0): checked in dimension_vectors */
+#define S (-3) /* cc_dim_sym(1) */
 #define U CC_DIM_ANY
 
 /* A dimension vector from dims (a symbol or U stays one; a value >= 0 is known) */
@@ -106,6 +106,7 @@ END_TEST
 
 START_TEST(dimension_vectors)
 {
+    ck_assert(cc_dim_sym(0) == B && cc_dim_sym(1) == S && cc_dim_is_sym(S) && !cc_dim_is_sym(U));
     /* torch's Expand pattern: where(shape == -1, 1, shape) keeps the shape */
     int64_t s[] = {B, S}, m1[] = {-1, -1}, ones[] = {1, 1};
     cc_dimvec sv = dv(2, s), eq, w;
