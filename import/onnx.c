@@ -113,12 +113,15 @@ const char *ox_onnx_type_name(int32_t t)
     return t >= 0 && (size_t)t < UT_COUNTOF(names) ? names[t] : "an unknown type";
 }
 
-/* the symbol of dim_param `name` (interned in X), or -1 past OX_MAX_SYMS */
+/* the symbol of dim_param `name` (interned in X), or -1 past OX_MAX_SYMS;
+ * NULL: a new symbol without a name (a dim the model leaves unnamed: `?`,
+ * but equal to itself wherever shape arithmetic carries it) */
 static int64_t dim_symbol(ox *X, const char *name)
 {
     uint32_t k = 0;
-    while (k < X->n_syms && strcmp(X->syms[k], name) != 0)
+    while (name && k < X->n_syms && (!X->syms[k] || strcmp(X->syms[k], name) != 0))
         k++;
+    k = name ? k : X->n_syms;
     if (k == OX_MAX_SYMS)
         return CC_DIM_ANY;
     if (k == X->n_syms)
@@ -148,6 +151,8 @@ bool ox_value_info(ox *X, const Onnx__ValueInfoProto *vi, ox_val *v)
             else if (X && d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
                      isa_dim_name_ok(d->dim_param, strlen(d->dim_param)))
                 v->dims[k] = dim_symbol(X, d->dim_param);
+            else if (X)
+                v->dims[k] = dim_symbol(X, NULL);
         }
     }
     return true;
@@ -359,7 +364,7 @@ static const char **dim_names(ox *X, const ox_val *v)
 {
     const char **names = NULL;
     for (int k = 0; k < v->rank; k++)
-        if (cc_dim_is_sym(v->dims[k]) && cc_dim_sym_id(v->dims[k]) < X->n_syms) {
+        if (cc_dim_is_sym(v->dims[k]) && cc_dim_sym_id(v->dims[k]) < X->n_syms && X->syms[cc_dim_sym_id(v->dims[k])]) {
             if (!names)
                 names = cc_array(X->C, (size_t)v->rank, sizeof *names);
             names[k] = X->syms[cc_dim_sym_id(v->dims[k])];

@@ -76,15 +76,21 @@ static bool is(const ox_node *N, const char *op, uint32_t n_in)
     return strcmp(N->n->op_type, op) == 0 && (n_in == 0 || N->n_in == n_in);
 }
 
+/* a Slice bound (negative: from the end) clamped to [0, n] */
+static int64_t clamp_bound(int64_t i, int64_t n)
+{
+    if (i < 0)
+        return i + n < 0 ? 0 : i + n;
+    return i > n ? n : i;
+}
+
 /* Shape(x): x's dims, sliced by start/end (opset 15) */
 static bool shape_rule(ox_node *N, cc_dimvec *r)
 {
     const ox_val *x = N->in[0];
     if (!x || !cc_dv_of_dims(x->rank, x->dims, r))
         return false;
-    int64_t n = r->n, lo = ox_attr_i(N, "start", 0), hi = ox_attr_i(N, "end", n);
-    lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : (lo > n ? n : lo);
-    hi = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
+    int64_t n = r->n, lo = clamp_bound(ox_attr_i(N, "start", 0), n), hi = clamp_bound(ox_attr_i(N, "end", n), n);
     int m = hi > lo ? (int)(hi - lo) : 0;
     memmove(r->v, r->v + lo, (size_t)m * sizeof *r->v);
     memmove(r->sym, r->sym + lo, (size_t)m * sizeof *r->sym);
@@ -137,9 +143,7 @@ static bool slice_rule(ox_node *N, const cc_dimvec *a, cc_dimvec *r)
         return false;
     if (N->n_in > 4 && N->in[4] && (!ox_dims_of(N->in[4], &st) || st.n != 1 || st.v[0] != 1))
         return false;
-    int64_t lo = s.v[0], hi = e.v[0], n = a->n;
-    lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : (lo > n ? n : lo);
-    hi = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
+    int64_t lo = clamp_bound(s.v[0], a->n), hi = clamp_bound(e.v[0], a->n);
     r->rank = 1;
     r->n = hi > lo ? (int)(hi - lo) : 0;
     memcpy(r->v, a->v + lo, (size_t)r->n * sizeof *r->v);

@@ -48,7 +48,8 @@ typedef struct ox {
     uint32_t n_loops;
     uint32_t depth;         /* subgraph nesting (a guard against hostile depth) */
     /* the symbolic dims (compiler/shape.h) of the graph's inputs and
-     * outputs: their dim_param names (`batch`), in first-seen order */
+     * outputs: their dim_param names (`batch`, NULL for a dim without
+     * one), in first-seen order */
     const char *syms[OX_MAX_SYMS];
     uint32_t n_syms;
 } ox;
