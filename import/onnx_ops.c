@@ -1327,14 +1327,15 @@ static void op_Squeeze(ox_node *N)
     ox_val axes;
     int64_t ax[16];
     int nax = -1;
-    if (!axes_arg(N, &axes, ax, &nax)) {
+    bool given = axes_arg(N, &axes, ax, &nax);
+    if (!given)
         axes = ox_i64s(N, 0, NULL);
-        nax = -1;
-    }
+    else if (nax < 0 && axes.rank == 1 && axes.dims[0] >= 0) /* axes computed at run time, their number known */
+        nax = (int)axes.dims[0];
     int rr = -1;
     if (x->rank >= 0 && nax > 0)
         rr = x->rank - nax;
-    else if (dims_known(x) && nax < 0) {
+    else if (dims_known(x) && !given) { /* no axes: every dim of size 1 goes */
         rr = 0;
         for (int k = 0; k < x->rank; k++)
             rr += x->dims[k] != 1;

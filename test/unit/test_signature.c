@@ -1,6 +1,7 @@
 /* test/unit/test_signature.c — program signatures (issue 14): declared shapes
  * in .tfasm, in the .tfvm 1.1 shape and source tables, in the C API, and the
  * run-time checks of arguments and results (vm/signature.c). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -477,6 +478,19 @@ START_TEST(named_dims_round_trip)
 }
 END_TEST
 
+/* d (n bytes, changed) must fail to load with the message fmt makes */
+static void bad_after(unsigned char *d, size_t n, const char *fmt, ...) UT_PRINTF(3, 4);
+static void bad_after(unsigned char *d, size_t n, const char *fmt, ...)
+{
+    char want[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    fix_crc(d, n);
+    expect_bad(d, n, want);
+}
+
 /* Every check of the dim-name and origin tables, with its exact message. */
 START_TEST(bad_named_tables)
 {
@@ -486,50 +500,30 @@ START_TEST(bad_named_tables)
     tfvm_error err;
     ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
     unsigned char *d = malloc(n);
-    char want[256];
     size_t dn = sec_entry(bytes, 13), org = sec_entry(bytes, 14);
     size_t rec0 = ut_le64((const unsigned char *)bytes + dn + 8), orec0 = ut_le64((const unsigned char *)bytes + org + 8);
 
     memcpy(d, bytes, n); /* as a 1.1 file the new sections are unknown */
     put16(d, 10, 1);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (unknown section 13 at byte %zu)", dn);
-    expect_bad(d, n, want);
-
+    bad_after(d, n, "t.tfvm: bad .tfvm file (unknown section 13 at byte %zu)", dn);
     memcpy(d, bytes, n);
     put64(d, dn + 16, 2);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (dim-name table has 2 records for 3 parameters and results at "
-             "byte %zu)", dn + 16);
-    expect_bad(d, n, want);
-
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table has 2 records for 3 parameters and results at byte %zu)",
+              dn + 16);
     memcpy(d, bytes, n);
     put64(d, org + 16, 2);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (origin table has 2 records for 4 instructions at byte %zu)",
-             org + 16);
-    expect_bad(d, n, want);
-
+    bad_after(d, n, "t.tfvm: bad .tfvm file (origin table has 2 records for 4 instructions at byte %zu)", org + 16);
     memcpy(d, bytes, n); /* the 3rd dim of h is 16, not a '?' */
     memcpy(d + rec0 + 64 + 8, d + rec0, 4);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (dim-name table: parameter 2 dimension 2 is named but is not a "
-             "'?' of its shape at byte %zu)", rec0 + 72);
-    expect_bad(d, n, want);
-
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table: parameter 2 dimension 2 is named but is not a '?' of its "
+              "shape at byte %zu)", rec0 + 72);
     memcpy(d, bytes, n); /* name ids[0] by the origin's "/m/embeddings/Cast_1" */
     memcpy(d + rec0, d + orec0 + 16, 4);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (dim-name table: parameter 0 dimension 0: '/m/embeddings/Cast_1' "
-             "is not a name (a letter or '_', then letters, digits or '_') at byte %zu)", rec0);
-    expect_bad(d, n, want);
-
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table: parameter 0 dimension 0: '/m/embeddings/Cast_1' is not a "
+              "name (a letter or '_', then letters, digits or '_') at byte %zu)", rec0);
     memcpy(d, bytes, n); /* an op type without a node */
     memcpy(d + orec0 + 4, d + orec0 + 16 + 4, 4);
-    fix_crc(d, n);
-    snprintf(want, sizeof want, "t.tfvm: bad .tfvm file (origin of instruction 0 has an op type but no node at byte %zu)",
-             orec0);
-    expect_bad(d, n, want);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (origin of instruction 0 has an op type but no node at byte %zu)", orec0);
 
     free(d);
     tfvm_program_buffer_free(p, bytes, n);

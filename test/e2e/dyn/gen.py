@@ -28,14 +28,17 @@ class Bert(torch.nn.Module):
         return self.m(input_ids=ids).last_hidden_state
 
 
-def main():
-    torch.manual_seed(0)
-    m = Bert().eval()
-    path = os.path.join(HERE, "bert_dyn.onnx")
+def export_dynamic(m, path):
+    """m (ids -> hidden) exported with dynamic axes batch and seq; its onnxruntime session"""
     x = torch.zeros((2, 7), dtype=torch.int64)
     torch.onnx.export(m, (x,), path, input_names=["ids"], output_names=["hidden"], opset_version=17,
                       dynamo=False, dynamic_axes={"ids": {0: "batch", 1: "seq"}, "hidden": {0: "batch", 1: "seq"}})
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+
+def main():
+    torch.manual_seed(0)
+    sess = export_dynamic(Bert().eval(), os.path.join(HERE, "bert_dyn.onnx"))
     rng = np.random.default_rng(0)
     for b, s in PAIRS:
         ids = rng.integers(0, 50, (b, s), dtype=np.int64)
