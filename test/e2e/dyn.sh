@@ -14,6 +14,8 @@ no() { echo "FAIL (dyn): $*"; status=1; }
 want='entry main(ids: i64[batch, seq]) -> (hidden: f32[batch, seq, 16])'
 got=$("$TFVM" info "$TMP/bert.tfvm" | tail -1)
 [ "$got" = "$want" ] || no "info bert.tfvm: want '$want', got '$got'"
+got=$("$TFVM" run "$TMP/bert.tfvm" 2>&1)
+[ "$got" = "tfvm: main(ids: i64[batch, seq]) takes 1 argument, got 0" ] || no "run bert.tfvm without ids: '$got'"
 for pair in 1x5 2x8 3x13; do
     b=${pair%x*} s=${pair#*x}
     if ! "$TFVM" run "$TMP/bert.tfvm" "ids=@$D/bert_$pair.in.npy" -o "hidden=$TMP/bert_$pair.npy" 2>"$TMP/err"; then
