@@ -250,6 +250,7 @@ typedef struct cc_param {
     cc_pos pos;
     cc_vtype type;
     cc_var *var;
+    const char **dim_names; /* NULL, or type.rank names of symbolic dims (NULL = unnamed): the signature's */
 } cc_param;
 
 struct cc_func {
@@ -317,6 +318,13 @@ typedef struct cc_cval {  /* a constant */
     const void *data;
 } cc_cval;
 
+/* The model's node an IR node was made for (an importer's ONNX or TF node:
+ * its name and op type), kept as the instruction's origin (isa_inst). */
+typedef struct cc_origin {
+    const char *node;
+    const char *op;
+} cc_origin;
+
 struct cc_node {
     uint8_t kind;         /* cc_nk */
     bool live;            /* DCE mark */
@@ -331,6 +339,7 @@ struct cc_node {
     cc_irval *fwd;        /* per output: replacement (fwd[k].n != NULL) */
     cc_pos pos;
     const char **names;   /* per output: debug name (a source name), or NULL */
+    const cc_origin *origin; /* the model's node it came from (C->origin when made), or NULL */
     uint32_t id;          /* unique per compilation */
     union {
         uint32_t index;   /* PARAM, LVAR: position */
@@ -396,6 +405,7 @@ struct cc {
     bool entry_wrapped;   /* the entry is also called: ROOT calls it */
     /* options */
     bool overflow_trap;   /* integer + - * check for overflow (ADD_OV ...) */
+    const cc_origin *origin; /* importers: the node being translated (cc_set_origin) */
     /* diagnostics: errors are collected (several per compile), warnings too */
     uint32_t n_errors;
     bool fatal;           /* out of memory or too many errors: recovery points rethrow */

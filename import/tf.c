@@ -1175,7 +1175,10 @@ static void convert_node(imp_tf_inst *I, uint32_t n)
         if (!skip_input(nd, j))
             X.in[j] = emit(I, nd->in[j], n);
     uint32_t first_id = C->next_node_id;
+    const cc_origin *outer = C->origin; /* the instructions' origin: this node */
+    cc_set_origin(C, nd->name, nd->op);
     imp_tf_convert(&X);
+    C->origin = outer;
     /* the node's name on the instructions it made (the lowering makes names
      * unique and identifier-like): errors and `tfvm dis` then speak TF */
     for (uint32_t k = 0; k < nd->n_out; k++) {

@@ -421,6 +421,10 @@ typedef struct tfvm_param_info {
     bool is_tensor;       /* false: a scalar value (tfvm_value.tensor == NULL) */
     const int64_t *dims;  /* rank > 0: the declared dimensions, -1 where any size
                              fits (`?`); NULL otherwise */
+    const char *const *dim_names; /* NULL, or rank entries: the name of a symbolic
+                             dimension (`batch` in `f32[batch, 10]`, an ONNX
+                             dim_param) where dims[k] is -1, else NULL. A named
+                             dim fits any size, like `?` */
 } tfvm_param_info;
 typedef struct tfvm_entry_info {
     const char *name;

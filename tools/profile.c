@@ -273,12 +273,14 @@ int cli_profile(int argc, char **argv)
            "source");
     for (size_t k = 0; k < m && (long)k < top; k++) {
         const tfvm_inst_info *in = &info[rows[k].key];
-        char label[160], where[32] = "-";
+        char label[160], where[256] = "-";
         snprintf(label, sizeof label, "%s.", in->region);
         size_t len = strlen(label);
         tfvm_inst_label(prog, rows[k].key, label + len, sizeof label - len);
         if (in->line)
             snprintf(where, sizeof where, "%u:%u", in->line, in->col);
+        else if (in->origin) /* an imported model's node: name (op type) */
+            snprintf(where, sizeof where, "%.200s (%.40s)", in->origin, in->origin_op ? in->origin_op : "?");
         printf("  %-28s %-12s %14.0f %6.1f%% %10.1f  %s\n", label, in->op,
                (double)rows[k].count / (double)runs, 100 * rows[k].ns / total, rows[k].ns / (double)rows[k].count,
                where);

@@ -568,7 +568,7 @@ const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
 {
     isa_param q = {.dtype = (uint8_t)p->dtype, .rank = p->is_tensor ? ISA_RANK_ANY : 0,
                    .shaped = p->is_tensor && p->rank >= 0, .ndim = (uint8_t)(p->rank > 0 ? p->rank : 0),
-                   .dims = p->dims};
+                   .dims = p->dims, .dim_names = p->dim_names};
     return isa_param_type(&q, buf, size);
 }
 
@@ -1263,8 +1263,9 @@ static const char *const usage_info =
     "refer to, its regions, instructions, edges, call sites and constants, and\n"
     "each entry point with its declared signature, e.g.\n"
     "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
-    "(f32[] is a tensor of any rank, ? a dimension of any size; every run\n"
-    "checks its arguments and results against these).\n"
+    "(f32[...] is a tensor of any rank, ? a dimension of any size, a name such\n"
+    "as batch one of any size that an imported model names; every run checks\n"
+    "its arguments and results against these).\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"

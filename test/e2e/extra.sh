@@ -90,11 +90,11 @@ for f in "$TMP/three.tfasm" "$TMP/three.tfvm"; do
     out=$("$TFVM" run "$f" 7 5 "@$TMP/x=y.npy" -o u="$TMP/u3.npy" 2>&1)
     [ "$out" = "s: 2" ] && cmp -s "$TMP/u3.npy" "$TMP/u.npy" || no "$f by position with -o u=: '$out'"
     out=$("$TFVM" run "$f" 7 2>&1)
-    [ $? -eq 2 ] && [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]) takes 3 arguments, got 1" ] || no "$f 7: '$out'"
+    [ $? -eq 2 ] && [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[...]) takes 3 arguments, got 1" ] || no "$f 7: '$out'"
     out=$("$TFVM" run "$f" 7 t="@$TMP/x=y.npy" 2>&1)
-    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]): no argument for parameter 'b'" ] || no "$f missing b: '$out'"
+    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[...]): no argument for parameter 'b'" ] || no "$f missing b: '$out'"
     out=$("$TFVM" run "$f" a=7 2>&1)
-    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[]): no argument for parameters 'b', 't'" ] || no "$f missing b, t: '$out'"
+    [ "$out" = "tfvm: main(a: i32, b: i32, t: f32[...]): no argument for parameters 'b', 't'" ] || no "$f missing b, t: '$out'"
     out=$("$TFVM" run "$f" 7 5 t="@$TMP/no=such.npy" 2>&1)
     [ "$out" = "tfvm: argument 3 't': $TMP/no=such.npy: No such file or directory" ] || no "$f missing npy: '$out'"
 done
