@@ -18,6 +18,35 @@ typedef enum isa_op {
     ISA_OP_COUNT
 } isa_op;
 
+/* What each comparison instruction computes, one row each: X(short name,
+ * opcode, C operator). The one definition of a scalar comparison: the CPU
+ * kernels' scalar path, the VM's scalar fast paths, both engines' BRANCH and
+ * the sequential frames' comparison steps (vm/vm.h, VM_SOP_CMPS) are made
+ * from it. */
+#define ISA_COMPARISONS(X)                                                                               \
+    X(LT, ISA_LESS, <) X(LE, ISA_LESS_EQUAL, <=) X(GT, ISA_GREATER, >) X(GE, ISA_GREATER_EQUAL, >=)   \
+    X(EQ, ISA_EQUAL, ==) X(NE, ISA_NOT_EQUAL, !=)
+/* isa_compare_S(op, x, y): comparison op on two scalars of C type T (false
+ * for an op that is not a comparison); with a constant op, one compare. */
+#define ISA_COMPARE_CASE(N, OP, C) case OP: return x C y;
+#define ISA_COMPARE_FN(S, T)                                                                             \
+    static inline bool isa_compare_##S(uint16_t op, T x, T y)                                           \
+    {                                                                                                    \
+        switch (op) {                                                                                    \
+            ISA_COMPARISONS(ISA_COMPARE_CASE)                                                            \
+        default: return false;                                                                           \
+        }                                                                                                \
+    }
+ISA_COMPARE_FN(b, bool)
+ISA_COMPARE_FN(i32, int32_t)
+ISA_COMPARE_FN(i64, int64_t)
+ISA_COMPARE_FN(f32, float)
+ISA_COMPARE_FN(f64, double)
+#undef ISA_COMPARE_FN
+#undef ISA_COMPARE_CASE
+/* ISA_COMPARISONS(ISA_COMPARISON_LABEL): a case label for every comparison. */
+#define ISA_COMPARISON_LABEL(N, OP, C) case OP:
+
 typedef enum isa_class {
     ISA_CLASS_SOURCE,
     ISA_CLASS_SINK,

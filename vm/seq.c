@@ -297,7 +297,7 @@ static inline void frame_out(seq_run *s, seq_frame *f, const vm_sinst *si, uint3
 static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t taken, const dev_value *v)
 {
     frame_out(s, f, si, taken, v);
-    if (!(si->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+    if (vm_rule_dead_other(si->flags, taken)) {
         dev_value dead = dev_dead();
         frame_out(s, f, si, 1 - taken, &dead);
     }
@@ -455,38 +455,30 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             frame_out(s, f, si, 1, x[0]);
             break;
         }
-        dev_value pred;
-        if (!vm_scalar_op((uint16_t)si->a, x[0], &vm->consts[si->b], &pred)) {
-            dev_value two[2] = {*x[0], vm->consts[si->b]};
-            char msg[256];
-            tfvm_status st = dev_cpu_elementwise((isa_op)si->a, 0, two, &pred, &vm->alloc, msg, sizeof msg);
-            if (st != TFVM_OK) {
-                frame_fail(s, f, st, si->inst, msg);
-                break;
-            }
-            if (pred.is_tensor) {
-                dev_value_release(&pred);
-                frame_fail(s, f, TFVM_ERR_TYPE, si->inst, "predicate must be a bool scalar, got a bool tensor");
-                break;
-            }
-        }
-        frame_route(s, f, si, pred.u.b ? 1 : 0, x[0]);
+        uint32_t taken;
+        char msg[256];
+        tfvm_status st = vm_branch_predicate(vm, &s->p->insts[si->inst], x[0], &taken, msg, sizeof msg);
+        if (st != TFVM_OK)
+            frame_fail(s, f, st, si->inst, msg);
+        else
+            frame_route(s, f, si, taken, x[0]);
         break;
     }
-    case ISA_SWITCH:
-        if (dead) {
+    case ISA_SWITCH: {
+        vm_route_to to = vm_rule_switch(x[0], x[1]);
+        if (to == VM_ROUTE_DEAD) {
             dev_value d = dev_dead();
             frame_out(s, f, si, 0, &d);
             frame_out(s, f, si, 1, &d);
-        } else if (x[1]->is_tensor || x[1]->dtype != TFVM_BOOL) {
+        } else if (to == VM_ROUTE_BAD) {
             char msg[96];
-            snprintf(msg, sizeof msg, "predicate must be a bool scalar, got %s%s",
-                     tfvm_dtype_name((tfvm_dtype)x[1]->dtype), x[1]->is_tensor ? " tensor" : "");
+            vm_rule_bad_predicate(x[1], msg, sizeof msg);
             frame_fail(s, f, TFVM_ERR_TYPE, si->inst, msg);
         } else {
-            frame_route(s, f, si, x[1]->u.b ? 1 : 0, x[0]);
+            frame_route(s, f, si, to, x[0]);
         }
         break;
+    }
     case ISA_MERGE: {
         uint32_t k = 0;
         while (k < si->n_in && k < 8 && !(x[k] && !x[k]->dead))
@@ -610,19 +602,6 @@ static inline void frame_gather(seq_count *n, seq_frame *f, uint32_t k, const de
     n->fired++;
 }
 
-/* x's dead and is_tensor flags in one load (they are neighbours): 0 for a
- * live scalar. */
-static inline uint32_t flags(const dev_value *x)
-{
-    _Static_assert(offsetof(dev_value, is_tensor) == offsetof(dev_value, dead) + 1, "dead, is_tensor: one 16-bit word");
-    uint16_t f;
-    memcpy(&f, &x->dead, sizeof f);
-    return f;
-}
-
-/* Is x a live scalar (neither dead nor a tensor)? */
-static inline bool plain(const dev_value *x) { return flags(x) == 0; }
-
 /* The SWITCHes of a SWITCHN step from route r on, by the general visit (a
  * predicate or value the step does not route itself). SEQ_STOP: the run
  * failed. */
@@ -649,7 +628,7 @@ static __attribute__((noinline)) seq_frame *switch_group_rest(seq_run *s, seq_co
     for (; r < end; r++) {
         if (!has[r->src])
             continue;
-        if (!plain(&v[r->src])) {
+        if (!vm_plain(&v[r->src])) {
             if (switch_group_visit(s, f, r, r + 1))
                 return SEQ_STOP;
             continue;
@@ -672,7 +651,7 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
         return NULL;
     const dev_value *y = &v[op->b];
     const vm_sroute *r = &f->rp->routes[op->a], *end = r + op->a2;
-    if (y->dtype != TFVM_BOOL || !plain(y))
+    if (vm_rule_predicate(y) > VM_ROUTE_TRUE)
         return switch_group_rest(s, n, f, v, has, r, end, NULL);
     unsigned taken = y->u.b;
     uint32_t fired = 0, tokens = 0;
@@ -680,7 +659,7 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
         uint32_t src = r->src, o = r->out + taken;
         if (!has[src])
             continue; /* not reached: this SWITCH does not fire */
-        if (!plain(&v[src]))
+        if (!vm_plain(&v[src]))
             break;
         v[o] = v[src];
         has[o] = 1;
@@ -697,7 +676,7 @@ static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool
 {
     frame_set(f, op->out + taken, x);
     n->tokens += taken ? op->tokens1 : op->tokens;
-    if (!(op->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+    if (vm_rule_dead_other(op->flags, taken)) {
         f->v[op->out + !taken] = dev_dead();
         f->has[op->out + !taken] = 1;
         n->tokens += taken ? op->tokens : op->tokens1;
@@ -712,8 +691,7 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
     v[op->out + taken] = *x;
     has[op->out + taken] = 1;
     n->tokens += taken ? op->tokens1 : op->tokens;
-    if (op->flags != (ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE) &&
-        !(op->flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+    if (op->flags != (ISA_FLAG_PRUNE_FALSE | ISA_FLAG_PRUNE_TRUE) && vm_rule_dead_other(op->flags, taken)) {
         v[op->out + !taken] = dev_dead();
         has[op->out + !taken] = 1;
         n->tokens += taken ? op->tokens : op->tokens1;
@@ -732,14 +710,14 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         if (!has[op->a] || !has[op->b])                                                                 \
             return NULL;                                                                                \
         x = &v[op->a], y = &v[op->b];                                                                   \
-        if (x->dtype != y->dtype || (flags(x) | flags(y)))                                              \
+        if (x->dtype != y->dtype || (vm_flags(x) | vm_flags(y)))                                           \
             goto binary;                                                                                \
         goto N##_go;                                                                                    \
     case VM_SOP_##N##_RK:                                                                               \
         if (!has[op->a])                                                                                \
             return NULL;                                                                                \
         x = &v[op->a], y = &consts[op->b];                                                              \
-        if (x->dtype != y->dtype || flags(x))                                                           \
+        if (x->dtype != y->dtype || vm_flags(x))                                                        \
             goto binary;                                                                                \
     N##_go:
 #define ARITH_STEPS(N, OP, C)                                                                           \
@@ -769,7 +747,7 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         if (!has[op->a])                                                                                \
             return NULL;                                                                                \
         x = &v[op->a], y = &consts[op->b];                                                              \
-        if (x->dtype != y->dtype || flags(x))                                                           \
+        if (x->dtype != y->dtype || vm_flags(x))                                                        \
             goto branch;                                                                                \
         c = x->dtype == TFVM_I32 ? x->u.i32 C y->u.i32 : x->u.i64 C y->u.i64;                          \
         n->fired++;                                                                                     \
@@ -822,47 +800,49 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (two)
             break;
     branch:;
-        dev_value pred;
         if (x->dead) { /* both sides hear it */
             n->fired++;
             frame_out(s, f, &rp->sinsts[op->local], 0, x);
             frame_out(s, f, &rp->sinsts[op->local], 1, x);
             return NULL;
         }
-        if (!vm_scalar_op(op->op, x, &consts[op->b], &pred))
-            break;
+        vm_route_to to = vm_rule_branch_int(op->op, x, &consts[op->b]);
+        if (to == VM_ROUTE_BAD)
+            break; /* the general visit asks the kernel */
         n->fired++;
-        step_route(n, f, op, pred.u.b, x);
+        step_route(n, f, op, to, x);
         return NULL;
     }
-    case VM_SOP_SWITCH1:
+    case VM_SOP_SWITCH1: {
         if (!has[op->a] || !has[op->b])
             return NULL;
         x = &v[op->a], y = &v[op->b];
-        if (y->dtype == TFVM_BOOL && !(x->dead | x->is_tensor | y->dead | y->is_tensor)) {
+        if (vm_rule_switch_plain(x, y)) { /* no reference to take */
             n->fired++, n->matches++;
             route_scalar(n, v, has, op, y->u.b, x);
             return NULL;
         }
         goto switch_general;
+    }
     case VM_SOP_SWITCH: {
         x = pick(f, op->a, op->a2, &two), y = pick(f, op->b, op->b2, &two);
         if (!x || !y)
             return NULL;
         if (two)
             break;
-    switch_general:
-        if (x->dead || y->dead) { /* both outputs dead */
+    switch_general:;
+        vm_route_to to = vm_rule_switch(x, y);
+        if (to == VM_ROUTE_DEAD) { /* both outputs dead */
             dev_value d = dev_dead();
             n->fired++, n->matches++;
             frame_out(s, f, &rp->sinsts[op->local], 0, &d);
             frame_out(s, f, &rp->sinsts[op->local], 1, &d);
             return NULL;
         }
-        if (y->is_tensor || y->dtype != TFVM_BOOL)
-            break;
+        if (to == VM_ROUTE_BAD)
+            break; /* the general visit fails the run */
         n->fired++, n->matches++;
-        step_route(n, f, op, y->u.b, x);
+        step_route(n, f, op, to, x);
         return NULL;
     }
     case VM_SOP_MERGE: { /* two inputs: the live one, or dead once both are dead */

@@ -536,18 +536,8 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
         }                                                                              \
     } while (0)
 
-#define SCALAR_CMP(F, T)                                                               \
-    do {                                                                               \
-        const T x = in[0].u.F, y = in[1].u.F;                                          \
-        switch (op) {                                                                  \
-        case ISA_LESS: r.u.b = x < y; break;                                           \
-        case ISA_LESS_EQUAL: r.u.b = x <= y; break;                                    \
-        case ISA_GREATER: r.u.b = x > y; break;                                        \
-        case ISA_GREATER_EQUAL: r.u.b = x >= y; break;                                 \
-        case ISA_EQUAL: r.u.b = x == y; break;                                         \
-        default: r.u.b = x != y; break;                                                \
-        }                                                                              \
-    } while (0)
+/* (isa/isa.h: the one definition of each comparison) */
+#define SCALAR_CMP(F) (r.u.b = isa_compare_##F(op, in[0].u.F, in[1].u.F))
 
 /* Any elementwise op on scalars: its kernel on one element. */
 static tfvm_status ew_scalar_kernel(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
@@ -600,17 +590,16 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
         default: break;
         }
         break;
-    case ISA_LESS: case ISA_LESS_EQUAL: case ISA_GREATER: case ISA_GREATER_EQUAL: case ISA_EQUAL:
-    case ISA_NOT_EQUAL:
+    ISA_COMPARISONS(ISA_COMPARISON_LABEL)
         if (in[1].dtype != d)
             break;
         r.dtype = B;
         switch (d) {
-        case B: SCALAR_CMP(b, bool); *out = r; return TFVM_OK;
-        case I32: SCALAR_CMP(i32, int32_t); *out = r; return TFVM_OK;
-        case I64: SCALAR_CMP(i64, int64_t); *out = r; return TFVM_OK;
-        case F32: SCALAR_CMP(f32, float); *out = r; return TFVM_OK;
-        case F64: SCALAR_CMP(f64, double); *out = r; return TFVM_OK;
+        case B: SCALAR_CMP(b); *out = r; return TFVM_OK;
+        case I32: SCALAR_CMP(i32); *out = r; return TFVM_OK;
+        case I64: SCALAR_CMP(i64); *out = r; return TFVM_OK;
+        case F32: SCALAR_CMP(f32); *out = r; return TFVM_OK;
+        case F64: SCALAR_CMP(f64); *out = r; return TFVM_OK;
         default: break;
         }
         break;
