@@ -147,6 +147,11 @@ typedef enum tfvm_device {
  * loads the CUDA backend library (libtfvm_cuda.so) and opens the GPU; devices
  * stay set up for the life of the process. Thread-safe. */
 TFVM_API tfvm_status tfvm_device_status(const char *name, char *buf, size_t size);
+/* The devices by index, "cpu" and "cuda" (NULL past the last); and the
+ * tfvm_config.device that a name asks for: TFVM_DEVICE_CPU, TFVM_DEVICE_CUDA
+ * or TFVM_DEVICE_AUTO for "cpu", "cuda" or "auto", -1 for any other name. */
+TFVM_API const char *tfvm_device_name(size_t i);
+TFVM_API int tfvm_device_by_name(const char *name);
 
 /* ---- Worker pools --------------------------------------------------------
  * The threads a VM's runs use. They persist across runs: a run on an idle
@@ -410,6 +415,9 @@ TFVM_API size_t tfvm_program_entry_count(const tfvm_program *p);
 /* Index of entry `name`, or -1. */
 TFVM_API int tfvm_program_find_entry(const tfvm_program *p, const char *name);
 TFVM_API tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfvm_entry_info *out);
+/* A parameter's type as signatures print it: "i32", "f32[?, 784]",
+ * "f32[]" (a tensor of any rank). Returns buf. */
+TFVM_API const char *tfvm_param_type(const tfvm_param_info *p, char *buf, size_t size);
 
 /* ---- Virtual machines --------------------------------------------------
  * A VM runs entry points of one program, one run at a time. The program must

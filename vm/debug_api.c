@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "devices/cpu/cpu.h"
+#include "devices/place.h"
 #include "loader/loader.h"
 #include "tfvm_debug.h"
 #include "vm.h"
@@ -617,4 +618,19 @@ void tfvm_debug_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns)
 {
     if (vm)
         vm_profile_read(vm, count, ns);
+}
+
+size_t tfvm_debug_device_stats(const tfvm_vm *vm, char *buf, size_t size)
+{
+    if (buf && size)
+        buf[0] = '\0';
+    if (!vm)
+        return 0;
+    dev_vm_stats s;
+    dev_vm_get_stats(vm->dev, &s);
+    if (!(s.pool[DEV_CPU].hits + s.pool[DEV_CPU].misses + s.pool[DEV_CUDA].hits + s.pool[DEV_CUDA].misses))
+        return 0;
+    char line[512];
+    dev_vm_stats_line(vm->dev, line, sizeof line);
+    return (size_t)snprintf(buf, size, "%s", line);
 }
