@@ -2,9 +2,20 @@
  *
  * Conventions (every function follows them):
  * - Handles are opaque. Every *_free(NULL) is a no-op.
- * - Functions that can fail return a tfvm_status; TFVM_OK is 0. Functions
- *   that take a `tfvm_error *err` fill it (when err is not NULL) on failure.
- *   A VM keeps the record of its last failure: tfvm_errmsg(), tfvm_last_error().
+ * - Errors, one convention: a call that can fail returns a tfvm_status
+ *   (TFVM_OK is 0; tfvm_status_name names the others) and puts its message in
+ *   one place, a tfvm_error record (code, message, and for a run's failure
+ *   the instruction, tag and source position):
+ *   - a call without a VM (loading, compiling, importing, saving programs,
+ *     .npy files, tfvm_vm_new_ex) fills the `tfvm_error *err` it takes, when
+ *     err is not NULL;
+ *   - a call on a VM (a run, a session, the debugging calls of tfvm_debug.h)
+ *     leaves it in the VM's record of its last failure, tfvm_last_error()
+ *     (tfvm_errmsg() is its message); a session's calls also keep the last
+ *     one's message in tfvm_session_errmsg() (what it meant to that host);
+ *   - the few calls that take neither (tfvm_vm_new, queries such as
+ *     tfvm_program_entry) return a code whose one meaning their comment gives,
+ *     and tfvm_device_status writes its words into the caller's buffer.
  * - Nothing is printed from inside the library; diagnostics go to the log
  *   callback of the configuration (none by default).
  * - Process-wide state is set up once and kept for the life of the process:
@@ -100,9 +111,10 @@ TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
  * and releases what it had). fn = NULL means the C library's allocator.
  * Programs, tensors, values, contexts and the compiler's and importers' work
  * go through it; some memory does not: worker pools and their threads
- * (tfvm_pool_new), hwloc's topology, the sequential-frame planner's scratch
- * arrays while tfvm_vm_new plans, and what OpenBLAS and the CUDA backend
- * allocate for themselves use the C library (or the GPU's allocator).
+ * (tfvm_pool_new), hwloc's topology, the matrix product's packing buffers
+ * (one per thread that multiplies, kept for the thread's life), and what
+ * OpenBLAS and the CUDA backend allocate for themselves use the C library
+ * (or the GPU's allocator).
  * A VM with several worker threads calls it from all of them at once: it
  * must be thread-safe unless the configuration is deterministic. */
 typedef void *(*tfvm_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
