@@ -23,9 +23,13 @@ typedef enum isa_op {
  * kernels' scalar path, the VM's scalar fast paths, both engines' BRANCH and
  * the sequential frames' comparison steps (vm/vm.h, VM_SOP_CMPS) are made
  * from it. */
-#define ISA_COMPARISONS(X)                                                                               \
-    X(LT, ISA_LESS, <) X(LE, ISA_LESS_EQUAL, <=) X(GT, ISA_GREATER, >) X(GE, ISA_GREATER_EQUAL, >=)   \
-    X(EQ, ISA_EQUAL, ==) X(NE, ISA_NOT_EQUAL, !=)
+#define ISA_COMPARISONS(X) ISA_COMPARISONS_WITH(ISA_COMPARISON_DROP_, X, )
+/* The same rows with two more arguments passed to each: X(N, OP, C, A, B)
+ * (the CPU kernels make one kernel per row and dtype from it). */
+#define ISA_COMPARISONS_WITH(X, A, B)                                                                    \
+    X(LT, ISA_LESS, <, A, B) X(LE, ISA_LESS_EQUAL, <=, A, B) X(GT, ISA_GREATER, >, A, B)               \
+    X(GE, ISA_GREATER_EQUAL, >=, A, B) X(EQ, ISA_EQUAL, ==, A, B) X(NE, ISA_NOT_EQUAL, !=, A, B)
+#define ISA_COMPARISON_DROP_(N, OP, C, X, UNUSED) X(N, OP, C)
 /* isa_compare_S(op, x, y): comparison op on two scalars of C type T (false
  * for an op that is not a comparison); with a constant op, one compare. */
 #define ISA_COMPARE_CASE(N, OP, C) case OP: return x C y;

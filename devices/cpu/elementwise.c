@@ -238,13 +238,9 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL1(k_sin_##S, T, T, , sin##SUF(x))                       \
     EW_KERNEL1(k_cos_##S, T, T, , cos##SUF(x))
 
-#define CMP_KERNELS(S, T)                                            \
-    EW_KERNEL2(k_lt_##S, T, uint8_t, , (uint8_t)(x < y))             \
-    EW_KERNEL2(k_le_##S, T, uint8_t, , (uint8_t)(x <= y))            \
-    EW_KERNEL2(k_gt_##S, T, uint8_t, , (uint8_t)(x > y))             \
-    EW_KERNEL2(k_ge_##S, T, uint8_t, , (uint8_t)(x >= y))            \
-    EW_KERNEL2(k_eq_##S, T, uint8_t, , (uint8_t)(x == y))            \
-    EW_KERNEL2(k_ne_##S, T, uint8_t, , (uint8_t)(x != y))
+/* k_LT_i32 .. k_NE_i8: one kernel per comparison of isa/isa.h's list */
+#define CMP_KERNEL(N, OP, C, S, T) EW_KERNEL2(k_##N##_##S, T, uint8_t, , (uint8_t)(x C y))
+#define CMP_KERNELS(S, T) ISA_COMPARISONS_WITH(CMP_KERNEL, S, T)
 
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
@@ -396,8 +392,8 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_ADD] = NUM(k_add), [ISA_SUB] = NUM(k_sub), [ISA_MUL] = NUM(k_mul),
     [ISA_DIV] = NUM(k_div), [ISA_MOD] = NUM(k_mod), [ISA_MIN] = NUM(k_min),
     [ISA_MAX] = NUM(k_max), [ISA_NEG] = NUM(k_neg), [ISA_ABS] = NUM(k_abs),
-    [ISA_LESS] = ALL(k_lt), [ISA_LESS_EQUAL] = ALL(k_le), [ISA_GREATER] = ALL(k_gt),
-    [ISA_GREATER_EQUAL] = ALL(k_ge), [ISA_EQUAL] = ALL(k_eq), [ISA_NOT_EQUAL] = ALL(k_ne),
+#define CMP_ROW(N, OP, C) [OP] = ALL(k_##N),
+    ISA_COMPARISONS(CMP_ROW)
     [ISA_AND] = {[B] = k_and}, [ISA_OR] = {[B] = k_or}, [ISA_NOT] = {[B] = k_not},
     [ISA_XOR] = {[B] = k_xor},
     [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8,
