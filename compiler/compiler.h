@@ -55,7 +55,10 @@ typedef enum cc_tk {
     CC_T_LT, CC_T_LE, CC_T_GT, CC_T_GE, CC_T_EQ, CC_T_NE, CC_T_AND, CC_T_OR, CC_T_NOT,
     /* bitwise; compound assignment; ranges; strings (load("w.npy")) */
     CC_T_BAND, CC_T_BOR, CC_T_XOR, CC_T_SHL, CC_T_SHR, CC_T_TILDE,
-    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ, CC_T_DOTDOT, CC_T_STRING,
+    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ,
+    CC_T_BAND_EQ, CC_T_BOR_EQ, CC_T_XOR_EQ, CC_T_SHL_EQ, CC_T_SHR_EQ, CC_T_DOTDOT, CC_T_STRING,
+    /* loop control */
+    CC_T_BREAK, CC_T_CONTINUE,
     CC_T_COUNT
 } cc_tk;
 
@@ -97,6 +100,9 @@ typedef struct cc_var {
     uint8_t flex;         /* loop variable initialised by a bare literal: 1 integer,
                              2 float; its dtype is fixed by its first typed use */
     bool fixed;           /* flex var whose dtype a use just fixed */
+    struct cc_var *flexsrc;/* flex: the variable a fix settles (the let's or loop's variable
+                             that this is a version of; itself, or NULL) */
+    cc_pos fixed_at;      /* the use that fixed its dtype (messages), line 0 = none */
     bool poison;          /* its declaration failed to check: uses are quiet errors */
     struct cc_var *origin;/* the declaration this is a version of (var x; x = ...; loop copies) */
     uint32_t user_uses;   /* uses written by the user (origin's count) */
@@ -139,6 +145,7 @@ typedef struct cc_let {
                              each name keeps its var's type */
     bool synth;           /* made by the compiler (const bindings): never warned about */
     bool flexed;          /* has_type was set because a use fixed a bare literal's dtype */
+    cc_pos fixed_at;      /* flexed: that use */
 } cc_let;
 
 typedef struct cc_ablock {
@@ -155,6 +162,7 @@ typedef struct cc_loopvar {
     cc_vtype type;
     cc_expr *init;
     bool assign;          /* a statement loop's copy of an outer var: keeps its type */
+    cc_pos fixed_at;      /* a use fixed the dtype of its bare literal here (messages) */
     cc_var *var;          /* the variable inside the loop */
 } cc_loopvar;
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/decomp.h"
 #include "import/onnx_int.h"
 
 /* ---- Building blocks ------------------------------------------------------------- */
@@ -499,6 +500,19 @@ static void op_Dropout(ox_node *N)
     }
 }
 
+/* Cast and CastLike: a NaN or out-of-range float to an integer gives what
+ * ORT gives on x86 (compiler/decomp.h), not an error. */
+static ox_val cast_as_ort(ox_node *N, const ox_val *x, uint8_t d)
+{
+    if (!isa_dtype_float(x->dtype) || !isa_dtype_int(d))
+        return ox_to_dtype(N, x, d);
+    ox_val r = *x;
+    r.dtype = d;
+    r.cdata = NULL;
+    r.v = cc_cast_x86(N->C, N->b, x->v, (tfvm_dtype)d);
+    return r;
+}
+
 static void op_Cast(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
@@ -506,10 +520,10 @@ static void op_Cast(ox_node *N)
     uint8_t d;
     if (!ox_dtype((int32_t)to, &d))
         ox_unsupported(N, "casting to %s", ox_onnx_type_name((int32_t)to));
-    N->out[0] = ox_to_dtype(N, x, d);
+    N->out[0] = cast_as_ort(N, x, d);
 }
 
-static void op_CastLike(ox_node *N) { N->out[0] = ox_to_dtype(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
+static void op_CastLike(ox_node *N) { N->out[0] = cast_as_ort(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
 
 static void op_Clip(ox_node *N)
 {

@@ -292,6 +292,37 @@ START_TEST(run_checks)
 }
 END_TEST
 
+/* A 0-d tensor is a scalar parameter's argument (.npy files and other
+ * frameworks hold scalars so); its dtype must match, and rank 1 does not fit. */
+START_TEST(scalar_from_0d_tensor)
+{
+    tfvm_program *p;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_load_file("examples/asm/fib.tfasm", NULL, &p, &err), TFVM_OK);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    int64_t one = 1;
+    tfvm_tensor *n = tfvm_tensor_new(TFVM_I32, 0, NULL, NULL), *f = tfvm_tensor_new(TFVM_F32, 0, NULL, NULL),
+                *v = tfvm_tensor_new(TFVM_I32, 1, &one, NULL);
+    *(int32_t *)tfvm_tensor_data(n) = 20;
+    tfvm_value arg = tfvm_tensor_value(n), res;
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_OK);
+    ck_assert_ptr_null(res.tensor);
+    ck_assert_int_eq(res.as.i32, 10946);
+    arg = tfvm_tensor_value(f);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 1 'n' of entry 'main': expected i32, got f32[()]");
+    arg = tfvm_tensor_value(v);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 1 'n' of entry 'main': expected i32, got i32[1]");
+    tfvm_tensor_free(n);
+    tfvm_tensor_free(f);
+    tfvm_tensor_free(v);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* The C API reports declared ranks and dimensions; the .tfg compiler makes
  * them from the declared types, and keeps the source file for positions. */
 START_TEST(api_and_compiler)
@@ -504,6 +535,7 @@ int main(void)
     tcase_add_test(tc, bad_tables);
     tcase_add_test(tc, asm_errors);
     tcase_add_test(tc, run_checks);
+    tcase_add_test(tc, scalar_from_0d_tensor);
     tcase_add_test(tc, api_and_compiler);
     tcase_add_test(tc, labels);
     tcase_add_test(tc, error_position);
