@@ -1167,15 +1167,25 @@ static ox_val pair_vec(ox_node *N, const ox_val *a, const ox_val *b)
 }
 
 /* The run-time scatters' end: data (of run-time shape ds) as [rows, rest],
- * the updates as [-1, rest], row lin[i] of it set from update row i */
+ * the updates as [-1, rest], row lin[i] of it set from update row i. One
+ * update row without a reduction (a scripted loop's toks[step] = tok) is
+ * STACK_PUT's row write, in place when the buffer is the loop's alone,
+ * where the general form multiplies a one-hot matrix of every row. */
 static void scatter_runtime_rows(ox_node *N, const ox_val *data, const ox_val *upd, const ox_val *lin, const ox_val *rows,
-                                 const ox_val *rest, const ox_val *ds, scatter_red red)
+                                 const ox_val *rest, const ox_val *ds, scatter_red red, bool one_row)
 {
     int64_t m1 = -1;
     ox_val m1v = ox_scalar(N, TFVM_I64, 0, -1), l = reshape_to(N, lin, 1, &m1);
     ox_val fs = pair_vec(N, rows, rest), us = pair_vec(N, &m1v, rest);
     ox_val flat = ox_op2(N, ISA_RESHAPE, 0, data, &fs, data->dtype, 2), u = ox_op2(N, ISA_RESHAPE, 0, upd, &us, upd->dtype, 2);
-    ox_val y = scatter_rows(N, &flat, &l, &u, rows, red);
+    ox_val y;
+    if (one_row && red == SC_NONE) {
+        ox_val z = ox_scalar(N, TFVM_I64, 0, 0);
+        ox_val at = ox_op2(N, ISA_GATHER, 0, &l, &z, TFVM_I64, 0), row = ox_op2(N, ISA_GATHER, 0, &u, &z, upd->dtype, 1);
+        y = ox_op3(N, ISA_STACK_PUT, 0, &flat, &at, &row, data->dtype, 2);
+    } else {
+        y = scatter_rows(N, &flat, &l, &u, rows, red);
+    }
     N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, ds, data->dtype, data->rank);
     memcpy(N->out[0].dims, data->dims, sizeof data->dims);
 }
@@ -1208,7 +1218,10 @@ static void scatter_nd_runtime(ox_node *N, const ox_val *data, const ox_val *idx
     ox_val kv = ox_i64s(N, 1, &kk), rv = ox_i64s(N, 1, &rr), none = ox_i64s(N, 0, NULL);
     ox_val tail = ox_op3(N, ISA_SLICE, 0, &ds, &kv, &rv, TFVM_I64, 1);
     ox_val rest = ox_op2(N, ISA_REDUCE_PROD, 0, &tail, &none, TFVM_I64, 0);
-    scatter_runtime_rows(N, data, upd, &lin, &rows, &rest, &ds, red);
+    bool one_row = idx->rank >= 1;
+    for (int j = 0; j + 1 < idx->rank; j++)
+        one_row = one_row && idx->dims[j] == 1;
+    scatter_runtime_rows(N, data, upd, &lin, &rows, &rest, &ds, red, one_row);
 }
 
 static void op_ScatterND(ox_node *N)
@@ -1270,7 +1283,7 @@ static void scatter_elements_runtime(ox_node *N, const ox_val *data, const ox_va
         lin = j == 0 ? c : ox_ew2(N, ISA_ADD, &lin, &c, TFVM_I64);
     }
     ox_val rows = ox_op2(N, ISA_REDUCE_PROD, 0, &ds, &none, TFVM_I64, 0);
-    scatter_runtime_rows(N, data, upd, &lin, &rows, &o, &ds, red);
+    scatter_runtime_rows(N, data, upd, &lin, &rows, &o, &ds, red, false);
 }
 
 /* every element of indices names a row of data (flattened to [count, 1]):
