@@ -158,6 +158,26 @@ START_TEST(depth_scan)
 }
 END_TEST
 
+/* Graph g as a packed ModelProto (opset 17, IR version 8): malloc'd bytes,
+ * *len their size. */
+static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len)
+{
+    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
+    ops.domain = "";
+    ops.has_version = 1;
+    ops.version = 17;
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    m.n_opset_import = 1;
+    m.opset_import = opsp;
+    m.graph = g;
+    *len = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(*len);
+    onnx__model_proto__pack(&m, buf);
+    return buf;
+}
+
 /* An ONNX model of n chained Adds, t_k = t_{k-1} + x (t_0 = x), x: f32[1],
  * the output t_n: packed bytes (malloc'd), *len their size. */
 static uint8_t *onnx_add_chain(size_t n, size_t *len)
@@ -209,19 +229,7 @@ static uint8_t *onnx_add_chain(size_t n, size_t *len)
     g.input = ins;
     g.n_output = 1;
     g.output = outs;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    *len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(*len);
-    onnx__model_proto__pack(&m, buf);
+    uint8_t *buf = pack_model(&g, len);
     free(nodes);
     free(np);
     free(names);
@@ -468,19 +476,8 @@ START_TEST(reshape_product_overflow)
     g.output = outs;
     g.n_initializer = 1;
     g.initializer = inits;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
     tfvm_program *p = NULL;
     tfvm_error err;
     /* refused while compiling, as ONNX Runtime refuses the model */
@@ -759,19 +756,8 @@ static double import_weights_as_inputs(size_t n)
     g.input = inp;
     g.n_output = 1;
     g.output = outs;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
     free(inits);
     free(ip);
     free(ins);
@@ -897,19 +883,8 @@ static tfvm_status import_adds(const char *inputs, const char *inits, const char
     g.input = vip;
     g.n_output = 1;
     g.output = op;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
     for (size_t k = 0; k < n_names; k++)
         free(names[k]);
     *p = NULL;
