@@ -230,7 +230,7 @@ fuzz: $(GEN_SRC) $(GEN_HDR)
 	    echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	    clang $(FUZZ_CFLAGS) -o build/fuzz/fuzz_$$t test/fuzz/fuzz_$$t.c $(LIB_SRC) $(GEN_SRC) $(PBC_CFLAGS) $(LDLIBS_ALL); \
 	    dict=; [ -f test/fuzz/$$t.dict ] && dict=-dict=test/fuzz/$$t.dict; \
-	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; run) seeds="test/onnx/models test/tf/fixtures";; *) seeds=;; esac; \
+	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; run) seeds="test/onnx/models test/tf/fixtures test/fuzz/run_seeds";; *) seeds=;; esac; \
 	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
 	done
 
