@@ -11,6 +11,7 @@
 #   make bench      benchmarks (ratios against references run in the same run)
 #   make bench-vm   only the VM's: recursion vs C and CPython, per-run costs (PASS/MISS)
 #   make bench-ipf  instructions per firing / call / iteration (valgrind), load-independent
+#   make gpu-check  the CUDA backend on a real GPU (one line where there is none)
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -75,7 +76,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 UNIT_SRC := $(wildcard test/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 
-.PHONY: all test layers unit e2e pytest asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda
+.PHONY: all test layers unit e2e pytest asan tsan fuzz fuzz-compiler install uninstall clean bench bench-vm bench-ipf check-deps cuda gpu-check gpu-check-fake
 all: $(TFVM) $(LIBA) $(LIBSO) cuda
 
 # The CUDA backend (docs/devices.md): built whenever nvcc exists (on PATH or
@@ -189,6 +190,7 @@ layers:
 test: check-deps layers all $(UNIT_BIN) $(FAKE_CUDA)
 	@$(RUN_UNIT)
 	@$(RUN_E2E)
+	@$(MAKE) --no-print-directory gpu-check gpu-check-fake
 	@$(RUN_DEBUG)
 	@$(MAKE) --no-print-directory pytest
 	@echo "make test: all suites passed ($(BUILD))"
@@ -228,7 +230,7 @@ fuzz: $(GEN_SRC) $(GEN_HDR)
 	    echo "== fuzz $$t ($(FUZZ_SECONDS) s)"; \
 	    clang $(FUZZ_CFLAGS) -o build/fuzz/fuzz_$$t test/fuzz/fuzz_$$t.c $(LIB_SRC) $(GEN_SRC) $(PBC_CFLAGS) $(LDLIBS_ALL); \
 	    dict=; [ -f test/fuzz/$$t.dict ] && dict=-dict=test/fuzz/$$t.dict; \
-	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; run) seeds="test/onnx/models test/tf/fixtures";; *) seeds=;; esac; \
+	    case $$t in loader) seeds=test/fuzz/seeds;; asm) seeds="examples/asm test/fuzz/asm_seeds";; npy) seeds=test/data/npy;; onnx) seeds=test/onnx/models;; tf) seeds=test/tf/fixtures;; run) seeds="test/onnx/models test/tf/fixtures test/fuzz/run_seeds";; *) seeds=;; esac; \
 	    build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict build/fuzz/corpus-$$t $$seeds; \
 	done
 
@@ -257,6 +259,29 @@ BENCH_BINS := $(BENCH_MATMUL) $(BENCH_GEMM) $(BENCH_MODELRUN) $(BENCH_ACT) $(BEN
 $(BENCH_BINS): $(BUILD)/bench/%: bench/%.c $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS_ALL) $(BLAS_LIBS)
+
+# make gpu-check (docs/devices.md): test/gpu/carry.sh gathers what the check
+# runs into $(BUILD)/gpu-check (< 64 MiB, with the libraries it loads);
+# test/gpu/check.sh runs it: on a machine without a GPU one line, exit 0. On
+# the GPU machine, where nothing is built: bash test/gpu/check.sh.
+# gpu-check-fake runs the whole check on the host stand-in (make test).
+GPU_CHECK_BINS := $(TFVM) $(BUILD)/test/test_devices $(BUILD)/test/test_placement $(BENCH_MODELRUN)
+ifneq ($(NVCC),)
+CUBLAS_SGEMM := $(BUILD)/bench/cublas_sgemm
+$(CUBLAS_SGEMM): bench/cublas_sgemm.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O2 $(NVCC_ARCH) -Xlinker -rpath,$(CUDA_RPATH) -o $@ $< -lcublas
+endif
+$(BUILD)/gpu-check/bin/tfvm: $(GPU_CHECK_BINS) $(FAKE_CUDA) $(CUBLAS_SGEMM) $(wildcard $(CUDA_LIB)) test/gpu/carry.sh
+	@BUILD=$(BUILD) CC=$(CC) bash test/gpu/carry.sh
+gpu-check: cuda $(BUILD)/gpu-check/bin/tfvm
+	@BUILD=$(BUILD) bash test/gpu/check.sh
+gpu-check-fake: cuda $(BUILD)/gpu-check/bin/tfvm $(FAKE_CUDA)
+	@BUILD=$(BUILD) GPU_CHECK_FAKE=$(FAKE_CUDA) GPU_CHECK_OUT=$(BUILD)/gpu-check-fake \
+	    bash test/gpu/check.sh >/dev/null 2>&1; rc=$$?; \
+	    [ $$rc -eq 0 ] || cat $(BUILD)/gpu-check-fake/summary.txt; \
+	    echo "gpu-check on the stand-in: $$(grep -c ' PASS ' $(BUILD)/gpu-check-fake/summary.txt) checks passed, exit $$rc"; \
+	    exit $$rc
 
 # bench-vm: only the VM's rows (bench/run.sh and bench/sched.sh: recursion
 # against C and CPython, the per-run and per-iteration targets), in a minute.

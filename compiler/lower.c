@@ -45,6 +45,7 @@ typedef struct lg_inst {
     const cc_origin *origin; /* the model's node (lower.origin when made) */
     uint32_t site;          /* CALL/RETURN: printed site id */
     const cc_cval *cval;    /* CONST; a compute op's constant operand (flags ISA_FLAG_IMM_*) */
+    const cc_cval *shape;   /* FEED of a declared shape: an i64 vector, the constant after cval */
     bool may_fail;          /* elementwise that can stop a run: never removed */
     bool param;             /* LG_VIRT of a function parameter */
     cc_ifn *callee;         /* CALL/RETURN */
@@ -557,8 +558,15 @@ static void lower_host(lower *L, lblk *B, cc_node *n, const char *name)
     uint32_t i = new_inst(L, n->op, B->region, n->n_in, 0, name, n->pos);
     L->insts[i].cval = &ch->cname;
     L->insts[i].may_fail = true;
+    const cc_vtype *t = &n->types[0];
     if (n->op == ISA_FEED)
-        L->insts[i].b = n->types[0].dtype | (n->types[0].tensor ? ISA_CHAN_TENSOR : 0);
+        L->insts[i].b = t->dtype | (t->tensor ? ISA_CHAN_TENSOR : 0);
+    if (n->op == ISA_FEED && t->tensor && t->rank != ISA_RANK_ANY) { /* checked when fed (vm/io.c) */
+        cc_cval *c = cc_alloc(L->C, sizeof *c);
+        *c = (cc_cval){.dtype = TFVM_I64, .rank = 1, .dims = {t->rank}, .nbytes = t->rank * sizeof(int64_t),
+                       .data = t->dims};
+        L->insts[i].shape = c;
+    }
     for (uint32_t k = 0; k < n->n_in; k++)
         add_ref(L, i, k, import(L, n->in[k], B, true));
     set_home(L, n, 0, ref(i, 0), B);
@@ -1008,6 +1016,20 @@ static void materialize_params(lower *L)
     }
 }
 
+/* Constant c into the program's table entry k (its data copied into ar). */
+static void emit_const(cc *C, ut_arena *ar, isa_const *k, const cc_cval *c)
+{
+    k->dtype = c->dtype;
+    k->rank = c->rank;
+    memcpy(k->dims, c->dims, sizeof k->dims);
+    k->nbytes = c->nbytes;
+    void *data = ut_arena_alloc(ar, c->nbytes ? c->nbytes : 1);
+    if (!data)
+        cc_nomem(C);
+    memcpy(data, c->data, c->nbytes);
+    k->data = data;
+}
+
 static void emit(lower *L, isa_program *out)
 {
     cc *C = L->C;
@@ -1100,7 +1122,7 @@ static void emit(lower *L, isa_program *out)
     OUT_ARRAY(out->insts, n_live);
     uint32_t n_consts = 0;
     for (uint32_t j = 0; j < n_live; j++)
-        n_consts += has_const(&L->insts[order[j]]);
+        n_consts += has_const(&L->insts[order[j]]) + (L->insts[order[j]].shape != NULL);
     out->n_consts = n_consts;
     OUT_ARRAY(out->consts, n_consts);
     out->n_edges = E.n_edges;
@@ -1137,21 +1159,15 @@ static void emit(lower *L, isa_program *out)
         default: break;
         }
         if (has_const(in)) {
-            isa_const *k = &out->consts[ci];
-            const cc_cval *c = in->cval;
-            k->dtype = c->dtype;
-            k->rank = c->rank;
-            memcpy(k->dims, c->dims, sizeof k->dims);
-            k->nbytes = c->nbytes;
-            void *data = ut_arena_alloc(ar, c->nbytes ? c->nbytes : 1);
-            if (!data)
-                cc_nomem(C);
-            memcpy(data, c->data, c->nbytes);
-            k->data = data;
+            emit_const(C, ar, &out->consts[ci], in->cval);
             if (in->op == ISA_CONST || chan_inst(in))
                 d->a = ci++;
             else
                 d->b = ci++;
+        }
+        if (in->shape) { /* right after the channel's name */
+            emit_const(C, ar, &out->consts[ci], in->shape);
+            d->b |= ++ci << ISA_CHAN_SHAPE_SHIFT;
         }
         if (in->name) {
             d->name = ut_arena_strdup(ar, unique_name(L, d->region, in->name));

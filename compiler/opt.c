@@ -347,23 +347,39 @@ static void *fold_alloc_fn(void *ud, void *ptr, size_t old_size, size_t new_size
     return p;
 }
 
-static cc_irval new_tensor_const(cc *C, cc_node *at, const tfvm_tensor *t)
+/* A constant node for c, whose data is already in the arena. */
+static cc_irval new_tensor_const(cc *C, cc_node *at, const cc_cval *c)
 {
     cc_node *n = cc_node_new(C, NULL, CC_N_CONST, 0, 1, at->pos);
     n->blk = at->blk;
-    cc_vtype ty = {.dtype = t->dtype, .tensor = 1, .rank = t->rank};
-    memcpy(ty.dims, t->dims, sizeof(int64_t) * t->rank);
+    cc_vtype ty = {.dtype = c->dtype, .tensor = 1, .rank = c->rank};
+    memcpy(ty.dims, c->dims, sizeof(int64_t) * c->rank);
     n->types[0] = ty;
-    void *p = cc_alloc(C, t->nbytes ? t->nbytes : 1);
-    if (t->nbytes)
-        memcpy(p, t->data, t->nbytes);
-    n->u.c = (cc_cval){.dtype = t->dtype, .rank = t->rank, .nbytes = t->nbytes, .data = p};
-    memcpy(n->u.c.dims, t->dims, sizeof(int64_t) * t->rank);
+    n->u.c = *c;
     return (cc_irval){n, 0};
 }
 
+/* The folded result as a constant: its elements copied into the arena
+ * (false: no memory), its shape and dtype; a scalar's value in *c's place. */
+static bool fold_result(cc *C, const dev_value *out, cc_cval *c)
+{
+    if (!out->is_tensor)
+        return true;
+    const tfvm_tensor *t = out->u.t;
+    void *p = ut_arena_alloc(&C->ar, t->nbytes ? t->nbytes : 1); /* no unwinding: tensors are held */
+    if (!p)
+        return false;
+    if (t->nbytes)
+        memcpy(p, t->data, t->nbytes);
+    *c = (cc_cval){.dtype = t->dtype, .rank = t->rank, .nbytes = t->nbytes, .data = p};
+    memcpy(c->dims, t->dims, sizeof(int64_t) * t->rank);
+    return true;
+}
+
 /* A compute op whose operands are all constants, one of them a tensor: run
- * its kernel under the size bound. */
+ * its kernel under the size bound. The kernel's tensors are not arena
+ * memory, so they are all released before anything that may unwind
+ * (cc_nomem) runs. */
 static bool fold_tensor_op(cc *C, cc_node *n)
 {
     const isa_class cls = isa_ops[n->op].cls;
@@ -394,27 +410,28 @@ static bool fold_tensor_op(cc *C, cc_node *n)
         in[k].u.t = t;
         in_bytes += c->nbytes;
     }
-    bool folded = false;
+    bool folded = false, nomem = false;
+    dev_value out = {0};
+    cc_cval result = {0};
     if (ok) {
         fa.cap = (in_bytes > FOLD_SMALL ? in_bytes : FOLD_SMALL) + FOLD_SLACK;
-        dev_value out = {0};
         char msg[160];
         tfvm_status st = cls == ISA_CLASS_TENSOR
                              ? dev_cpu_tensor((isa_op)n->op, n->attr, in, n->n_in, &out, &alloc, msg, sizeof msg)
                              : dev_cpu_elementwise((isa_op)n->op, n->attr, in, &out, &alloc, msg, sizeof msg);
         if (st == TFVM_OK) {
-            if (!out.is_tensor)
-                forward(C, n, 0, new_const(C, n, &out));
-            else if (out.u.t->nbytes <= fa.cap - FOLD_SLACK)
-                forward(C, n, 0, new_tensor_const(C, n, out.u.t));
             folded = !out.is_tensor || out.u.t->nbytes <= fa.cap - FOLD_SLACK;
-            dev_value_release(&out);
+            nomem = folded && !fold_result(C, &out, &result);
         }
     }
     for (uint32_t j = 0; j < k; j++)
         dev_value_release(&in[j]);
-    if (fa.failed)
+    bool tensor_out = out.is_tensor;
+    dev_value_release(&out); /* a scalar result keeps its value */
+    if (fa.failed || nomem)
         cc_nomem(C);
+    if (folded)
+        forward(C, n, 0, tensor_out ? new_tensor_const(C, n, &result) : new_const(C, n, &out));
     return folded;
 }
 

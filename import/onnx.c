@@ -239,12 +239,13 @@ int ox_attr_ints(const ox_node *N, const char *name, int64_t *out, int max)
 
 /* ---- Graphs and nodes ------------------------------------------------------------ */
 
-static void node_id(ox_node *N, const Onnx__NodeProto *n, size_t index)
+/* How messages name node n, the index-th of its graph: 'name' or #index. */
+static void node_id(const Onnx__NodeProto *n, size_t index, char *buf, size_t size)
 {
     if (n->name && n->name[0])
-        snprintf(N->id, sizeof N->id, "'%.80s'", n->name);
+        snprintf(buf, size, "'%.80s'", n->name);
     else
-        snprintf(N->id, sizeof N->id, "#%zu", index);
+        snprintf(buf, size, "#%zu", index);
 }
 
 /* What the graph's value_info says of an output the op rules left unknown
@@ -500,7 +501,7 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
     N->C = X->C;
     N->b = b;
     N->n = n;
-    node_id(N, n, index);
+    node_id(n, index, N->id, sizeof N->id);
     if (!n->op_type)
         ox_fail(N, TFVM_ERR_FORMAT, "no op type");
     char why[256];
@@ -549,11 +550,67 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
     }
 }
 
+/* A name a graph defines: a graph input, an initializer or a node output,
+ * in that order (seq). */
+typedef struct ox_def {
+    const char *name;
+    enum { DEF_INPUT, DEF_INIT, DEF_OUTPUT } kind;
+    size_t index; /* the input's, initializer's or node's */
+    size_t seq;
+} ox_def;
+
+static int cmp_def(const void *a, const void *b)
+{
+    const ox_def *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* ONNX graphs assign each name once (ONNX Runtime refuses a model that does
+ * not): no two graph inputs, initializers or node outputs of one graph share
+ * a name, but an initializer may share an input's (its default). A sort of
+ * every name, not a lookup per definition: both are linear in the graph. */
+static void check_single_assignment(cc *C, const Onnx__GraphProto *g)
+{
+    size_t n = g->n_input + g->n_initializer, seq = 0;
+    for (size_t k = 0; k < g->n_node; k++)
+        n += g->node[k] ? g->node[k]->n_output : 0;
+    ox_def *d = cc_array(C, n + 1, sizeof *d);
+    for (size_t k = 0; k < g->n_input; k++)
+        if (g->input[k] && g->input[k]->name && g->input[k]->name[0])
+            d[seq] = (ox_def){g->input[k]->name, DEF_INPUT, k, seq}, seq++;
+    for (size_t k = 0; k < g->n_initializer; k++)
+        if (g->initializer[k] && g->initializer[k]->name)
+            d[seq] = (ox_def){g->initializer[k]->name, DEF_INIT, k, seq}, seq++;
+    for (size_t k = 0; k < g->n_node; k++)
+        for (size_t o = 0; g->node[k] && o < g->node[k]->n_output; o++)
+            if (g->node[k]->output[o] && g->node[k]->output[o][0])
+                d[seq] = (ox_def){g->node[k]->output[o], DEF_OUTPUT, k, seq}, seq++;
+    qsort(d, seq, sizeof *d, cmp_def);
+    for (size_t k = 1; k < seq; k++) {
+        const ox_def *a = &d[k - 1], *b = &d[k];
+        if (strcmp(a->name, b->name) != 0 || (a->kind == DEF_INPUT && b->kind == DEF_INIT))
+            continue;
+        if (b->kind == DEF_INPUT)
+            cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "graph input '%.80s' is listed twice", b->name);
+        if (b->kind == DEF_INIT)
+            cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "initializer '%.80s' is defined twice", b->name);
+        const Onnx__NodeProto *nd = g->node[b->index];
+        char id[96];
+        node_id(nd, b->index, id, sizeof id);
+        cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT,
+                 "node %s (%s): output '%.80s' is already defined (by %s; a graph assigns each name once)", id,
+                 nd->op_type ? nd->op_type : "?", b->name,
+                 a->kind == DEF_INPUT ? "a graph input" : a->kind == DEF_INIT ? "an initializer" : "another node");
+    }
+}
+
 void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out)
 {
     cc *C = X->C;
     if (++X->depth > 64)
         cc_error(C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "subgraphs nested more than 64 deep are not supported");
+    check_single_assignment(C, g);
     for (size_t k = 0; k < g->n_initializer; k++) {
         const Onnx__TensorProto *t = g->initializer[k];
         if (!t || !t->name)

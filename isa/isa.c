@@ -369,8 +369,44 @@ const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf)
     return buf;
 }
 
-const char *isa_chan_type(uint32_t b, char *buf, size_t size)
+bool isa_chan_shape_ok(const isa_const *c)
 {
-    snprintf(buf, size, "%s%s", tfvm_dtype_name((tfvm_dtype)ISA_CHAN_DTYPE(b)), b & ISA_CHAN_TENSOR ? "[]" : "");
-    return buf;
+    if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] > TFVM_MAX_RANK ||
+        c->nbytes != (size_t)c->dims[0] * sizeof(int64_t))
+        return false;
+    for (int64_t k = 0; k < c->dims[0]; k++) {
+        int64_t d;
+        memcpy(&d, (const char *)c->data + k * sizeof d, sizeof d);
+        if (d < -1)
+            return false;
+    }
+    return true;
+}
+
+isa_param isa_chan_param(const isa_program *p, uint32_t b, int64_t dims[TFVM_MAX_RANK])
+{
+    isa_param q = {.dtype = ISA_CHAN_DTYPE(b), .rank = b & ISA_CHAN_TENSOR ? ISA_RANK_ANY : 0};
+    if (ISA_CHAN_SHAPE(b)) {
+        const isa_const *c = &p->consts[ISA_CHAN_SHAPE(b) - 1];
+        q.shaped = true;
+        q.ndim = (uint8_t)c->dims[0];
+        memcpy(dims, c->data, q.ndim * sizeof *dims);
+        q.dims = dims;
+    }
+    return q;
+}
+
+const char *isa_chan_type(const isa_program *p, uint32_t b, char *buf, size_t size)
+{
+    int64_t dims[TFVM_MAX_RANK];
+    isa_param q = isa_chan_param(p, b, dims);
+    return isa_param_type(&q, buf, size);
+}
+
+bool isa_chan_type_eq(const isa_program *p, uint32_t b1, uint32_t b2)
+{
+    int64_t dx[TFVM_MAX_RANK], dy[TFVM_MAX_RANK];
+    isa_param x = isa_chan_param(p, b1, dx), y = isa_chan_param(p, b2, dy);
+    return x.dtype == y.dtype && x.rank == y.rank && x.shaped == y.shaped &&
+           (!x.shaped || (x.ndim == y.ndim && memcmp(x.dims, y.dims, x.ndim * sizeof *x.dims) == 0));
 }

@@ -269,10 +269,15 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
 #define ISA_OPT_UQ_INVERSE 2u
 #define ISA_OPT_UQ_COUNTS 4u
 #define ISA_MAX_AXIS 8             /* axis attributes lie in -8..7 */
-/* FEED's b: the dtype in the low 8 bits, and whether the value is a tensor
- * (of any rank) or a scalar. */
+/* FEED's b: the dtype in the low 8 bits, whether the value is a tensor or
+ * a scalar, and for a tensor of a declared shape (bits 12 and up) 1 + the
+ * index of the constant that holds it: an i64 vector of at most
+ * TFVM_MAX_RANK dimensions, -1 for `?` (0: a tensor of any rank). The value
+ * fed is checked against it (vm/io.c). */
 #define ISA_CHAN_TENSOR 0x100u
 #define ISA_CHAN_DTYPE(b) ((uint8_t)((b) & 0xFFu))
+#define ISA_CHAN_SHAPE_SHIFT 12
+#define ISA_CHAN_SHAPE(b) ((uint32_t)(b) >> ISA_CHAN_SHAPE_SHIFT)
 /* A channel name (FEED, FETCH): 1 to ISA_MAX_CHAN bytes of letters, digits
  * and _ . : / - (it is written in quotes in .tfasm and .tfg, and in
  * messages). */
@@ -423,8 +428,17 @@ bool isa_chan_ok(const isa_const *c);
 /* The channel name of FEED or FETCH instruction i, NUL-terminated, into buf
  * (at least ISA_MAX_CHAN + 1 bytes). Returns buf. */
 const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf);
-/* FEED's value type as .tfasm writes it: "f32" or "f32[]". */
-const char *isa_chan_type(uint32_t b, char *buf, size_t size);
+/* Whether constant c can hold a FEED's declared shape (ISA_CHAN_SHAPE). */
+bool isa_chan_shape_ok(const isa_const *c);
+/* FEED value type b of (verified) program p as a declaration, its dims
+ * copied into `dims`. */
+isa_param isa_chan_param(const isa_program *p, uint32_t b, int64_t dims[TFVM_MAX_RANK]);
+/* FEED's value type as .tfasm writes it: "f32", "f32[]" (any rank) or
+ * "f32[?, 8]". */
+const char *isa_chan_type(const isa_program *p, uint32_t b, char *buf, size_t size);
+/* Whether two FEED value types of p declare the same type (their shapes
+ * may be different constants of equal contents). */
+bool isa_chan_type_eq(const isa_program *p, uint32_t b1, uint32_t b2);
 /* A parameter's declared type as .tfasm and messages write it: "i32",
  * "f32[...]" (a tensor of any rank), "f32[?, 784]", "f32[batch, 784]" (a
  * named dim), "f32[()]" (rank 0). */

@@ -72,6 +72,9 @@ typedef struct as_inst {
     uint32_t final;      /* index in the program */
     bool ctab;           /* CONST #K: a = K, an entry of the declared constant table */
     bool imm_ctab;       /* constant operand #K: b = K (else b indexes P->consts) */
+    uint32_t shape;      /* FEED: 1 + its shape's constant (P->consts, or the table when
+                            shape_ctab); 0: none */
+    bool shape_ctab;
     as_tok label;        /* TK_IDENT (a name), TK_LABEL (%N) or TK_EOF (none) */
     as_tok optok;        /* where messages about the instruction point */
     as_tok target;       /* ENTER/EXIT: the frame; CALL/RETURN: the callee */
@@ -779,6 +782,37 @@ static bool parse_const(as_parser *P, as_inst *in)
     return parse_u32(P, "a constant table index after '#'", &in->a);
 }
 
+/* "?, 784" (after '['): up to TFVM_MAX_RANK dimensions, -1 for '?'. */
+/* The dims of f32[?, 784]; with names (a parameter's), f32[batch, 3] too: a
+ * named '?' whose name goes to names[i]. */
+static bool parse_dims(as_parser *P, uint8_t *ndim, int64_t dims[TFVM_MAX_RANK], as_tok *names)
+{
+    for (*ndim = 0;;) {
+        if (*ndim == TFVM_MAX_RANK)
+            return fail(P, peek(P), "a tensor has at most %d dimensions", TFVM_MAX_RANK);
+        uint64_t d = 0;
+        if (is_p(peek(P), '?')) {
+            next(P);
+            dims[(*ndim)++] = -1;
+        } else if (names && peek(P)->kind == TK_IDENT) {
+            if (!isa_dim_name_ok(peek(P)->s, peek(P)->len))
+                return fail(P, peek(P), "a dimension's name is a letter or '_' then up to %d letters, digits or '_'",
+                            ISA_MAX_DIM_NAME - 1);
+            names[*ndim] = *next(P);
+            dims[(*ndim)++] = -1;
+        } else if (parse_uint(P, INT64_MAX,
+                              names ? "a dimension (an integer, '?' or a name)" : "a dimension (an integer or '?')",
+                              &d)) {
+            dims[(*ndim)++] = (int64_t)d;
+        } else {
+            return false;
+        }
+        if (!is_p(peek(P), ','))
+            return true;
+        next(P);
+    }
+}
+
 /* FEED "name" TYPE, FETCH "name": the channel's name becomes a u8[n]
  * constant (#K instead of the quoted name: entry K of the declared table);
  * FEED's TYPE is a dtype, with [] for a tensor of any rank. */
@@ -820,13 +854,39 @@ static bool parse_chan(as_parser *P, as_inst *in)
     if (!parse_dtype(P, &d))
         return false;
     in->b = d;
-    if (is_p(peek(P), '[')) {
+    if (!is_p(peek(P), '['))
+        return true;
+    next(P);
+    in->b |= ISA_CHAN_TENSOR;
+    if (is_p(peek(P), '#')) { /* f32[#K]: the shape is entry K of the declared table */
         next(P);
-        if (!expect(P, ']', "after '[' (a FEED of a tensor of any rank is TYPE[])"))
+        uint32_t k;
+        if (!parse_u32(P, "a constant table index after '#'", &k))
             return false;
-        in->b |= ISA_CHAN_TENSOR;
+        in->shape = k + 1;
+        in->shape_ctab = true;
+    } else if (!is_p(peek(P), ']')) { /* f32[?, 8]: a declared shape, as an i64 constant */
+        uint8_t ndim;
+        int64_t dims[TFVM_MAX_RANK];
+        if (!parse_dims(P, &ndim, dims, NULL))
+            return false;
+        as_const c;
+        memset(&c, 0, sizeof c);
+        c.dtype = TFVM_I64;
+        c.rank = 1;
+        c.dims[0] = ndim;
+        c.nbytes = ndim * sizeof *dims;
+        c.off = P->data.len;
+        ut_buf_append(&P->data, dims, c.nbytes);
+        if (P->data.failed)
+            return nomem(P);
+        in->shape = (uint32_t)P->consts.n + 1;
+        as_const *slot = vec_push(P, &P->consts);
+        if (!slot)
+            return false;
+        *slot = c;
     }
-    return true;
+    return expect(P, ']', "after '[' (a FEED of a tensor of any rank is TYPE[], of a shape TYPE[?, 8])");
 }
 
 /* const #K = TYPE VALUE (top level): the explicit constant table, for programs
@@ -1266,30 +1326,10 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
                 if (!expect(P, ')', "in f32[()], a tensor of rank 0"))
                     return false;
                 shaped = true;
-            } else if (!is_p(peek(P), ']')) { /* f32[?, 784] */
+            } else if (!is_p(peek(P), ']')) {
                 shaped = true;
-                for (;;) {
-                    if (ndim == TFVM_MAX_RANK)
-                        return fail(P, peek(P), "a tensor has at most %d dimensions", TFVM_MAX_RANK);
-                    uint64_t d = 0;
-                    if (is_p(peek(P), '?')) {
-                        next(P);
-                        dims[ndim++] = -1;
-                    } else if (peek(P)->kind == TK_IDENT) { /* f32[batch, 3]: a named '?' */
-                        if (!isa_dim_name_ok(peek(P)->s, peek(P)->len))
-                            return fail(P, peek(P), "a dimension's name is a letter or '_' then up to %d letters, "
-                                        "digits or '_'", ISA_MAX_DIM_NAME - 1);
-                        dnames[ndim] = *next(P);
-                        dims[ndim++] = -1;
-                    } else if (parse_uint(P, INT64_MAX, "a dimension (an integer, '?' or a name)", &d)) {
-                        dims[ndim++] = (int64_t)d;
-                    } else {
-                        return false;
-                    }
-                    if (!is_p(peek(P), ','))
-                        break;
-                    next(P);
-                }
+                if (!parse_dims(P, &ndim, dims, dnames))
+                    return false;
             }
             if (!expect(P, ']', "after the dimensions (f32[...] is any rank, f32[?, 3] a shape)"))
                 return false;
@@ -1650,6 +1690,8 @@ static bool check_regions(as_parser *P)
             return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->a, P->decls.n);
         if (in->imm_ctab && in->b >= P->decls.n)
             return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->b, P->decls.n);
+        if (in->shape_ctab && in->shape - 1 >= P->decls.n)
+            return fail(P, &in->optok, "const #%u is not declared (%zu declared)", in->shape - 1, P->decls.n);
     }
     /* each loop needs a non-const ENTER; each entry result needs its RESULT */
     bool *entered = ut_calloc(P->alloc, P->regions.n ? P->regions.n : 1, sizeof *entered);
@@ -1919,6 +1961,13 @@ static bool build(as_parser *P, isa_program *p)
         if ((in->op == ISA_CONST || isa_ops[in->op].attr == ISA_ATTR_CHAN) && !in->ctab) {
             d->a = p->n_consts;
             if (!put_const(P, p, CST(in->a)))
+                return false;
+        }
+        if (in->shape_ctab) {
+            d->b |= in->shape << ISA_CHAN_SHAPE_SHIFT;
+        } else if (in->shape) {
+            d->b |= (p->n_consts + 1) << ISA_CHAN_SHAPE_SHIFT;
+            if (!put_const(P, p, CST(in->shape - 1)))
                 return false;
         }
         if (((in->flags & ISA_FLAG_IMM_MASK) || in->op == ISA_BRANCH) && !in->imm_ctab) {

@@ -44,6 +44,8 @@ static bool consts_inline(const isa_program *p)
     for (uint32_t i = 0; i < p->n_insts; i++) {
         if ((p->insts[i].op == ISA_CONST || isa_ops[p->insts[i].op].attr == ISA_ATTR_CHAN) && p->insts[i].a != k++)
             return false;
+        if (p->insts[i].op == ISA_FEED && ISA_CHAN_SHAPE(p->insts[i].b) && ISA_CHAN_SHAPE(p->insts[i].b) != ++k)
+            return false; /* its shape, right after its name */
         if ((isa_imm_port(&p->insts[i]) >= 0 || p->insts[i].op == ISA_BRANCH) && p->insts[i].b != k++)
             return false;
     }
@@ -430,7 +432,7 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
             }
         break;
     case ISA_ATTR_CHAN: {
-        char name[ISA_MAX_CHAN + 1], t[32];
+        char name[ISA_MAX_CHAN + 1], t[160];
         if (c->const_table < 0)
             c->const_table = !consts_inline(p);
         if (c->const_table)
@@ -439,8 +441,11 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
             ut_buf_printf(b, " \"%s\"", isa_chan_name(p, i, name));
         else
             ut_buf_printf(b, " ?");
-        if (in->op == ISA_FEED)
-            ut_buf_printf(b, " %s", isa_chan_type(in->b, t, sizeof t));
+        if (in->op == ISA_FEED && c->const_table && ISA_CHAN_SHAPE(in->b))
+            ut_buf_printf(b, " %s[#%" PRIu32 "]", tfvm_dtype_name((tfvm_dtype)ISA_CHAN_DTYPE(in->b)),
+                          ISA_CHAN_SHAPE(in->b) - 1);
+        else if (in->op == ISA_FEED)
+            ut_buf_printf(b, " %s", isa_chan_type(p, in->b, t, sizeof t));
         break;
     }
     }

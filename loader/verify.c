@@ -444,17 +444,18 @@ static tfvm_status check_channels(vf *v)
     for (size_t k = 1; k < n; k++) {
         const isa_inst *x = &p->insts[v->sort_a[k - 1]], *y = &p->insts[v->sort_a[k]];
         const isa_const *cx = &p->consts[x->a], *cy = &p->consts[y->a];
-        if (cx->nbytes != cy->nbytes || memcmp(cx->data, cy->data, cx->nbytes) != 0 || (x->op == y->op && x->b == y->b))
+        if (cx->nbytes != cy->nbytes || memcmp(cx->data, cy->data, cx->nbytes) != 0 ||
+            (x->op == y->op && isa_chan_type_eq(p, x->b, y->b)))
             continue;
         vf_label l1, l2;
-        char name[ISA_MAX_CHAN + 1], t1[32], t2[32];
+        char name[ISA_MAX_CHAN + 1], t1[160], t2[160];
         isa_chan_name(p, v->sort_a[k], name);
         if (x->op != y->op)
             return vbad(v, "channel '%s' is both fed (%s) and fetched (%s)", name, ilabel(v, v->sort_a[k - 1], l1),
                         ilabel(v, v->sort_a[k], l2));
         return vbad(v, "the FEEDs of channel '%s' disagree on its type: %s (%s) and %s (%s)", name,
-                    isa_chan_type(x->b, t1, sizeof t1), ilabel(v, v->sort_a[k - 1], l1),
-                    isa_chan_type(y->b, t2, sizeof t2), ilabel(v, v->sort_a[k], l2));
+                    isa_chan_type(p, x->b, t1, sizeof t1), ilabel(v, v->sort_a[k - 1], l1),
+                    isa_chan_type(p, y->b, t2, sizeof t2), ilabel(v, v->sort_a[k], l2));
     }
     return TFVM_OK;
 }
@@ -618,8 +619,14 @@ static tfvm_status check_inst(vf *v, uint32_t i)
             return vbad(v, "%s: %s channel name: constant %" PRIu32 " is not 1 to %d bytes (u8) of letters, digits "
                         "and _.:/-", L, op, in->a, ISA_MAX_CHAN);
         if (in->op == ISA_FETCH ? in->b != 0
-                                : (in->b & ~(ISA_CHAN_TENSOR | 0xFFu)) || !isa_dtype_valid(ISA_CHAN_DTYPE(in->b)))
+                                : (in->b & ~(ISA_CHAN_TENSOR | 0xFFu | ~0u << ISA_CHAN_SHAPE_SHIFT)) ||
+                                      !isa_dtype_valid(ISA_CHAN_DTYPE(in->b)) ||
+                                      (ISA_CHAN_SHAPE(in->b) && !(in->b & ISA_CHAN_TENSOR)))
             return vbad(v, "%s: %s has a bad value type 0x%" PRIx32, L, op, in->b);
+        if (ISA_CHAN_SHAPE(in->b) && (ISA_CHAN_SHAPE(in->b) > p->n_consts ||
+                                      !isa_chan_shape_ok(&p->consts[ISA_CHAN_SHAPE(in->b) - 1])))
+            return vbad(v, "%s: FEED shape: constant %" PRIu32 " is not a vector of at most %d i64 dimensions "
+                        "(-1 or more)", L, ISA_CHAN_SHAPE(in->b) - 1, TFVM_MAX_RANK);
         break;
     }
     return TFVM_OK;

@@ -162,7 +162,53 @@ static int by_serial(const void *a, const void *b)
 /* The diagnosis lists this many partial matches and counts the rest, so
  * that a stuck run deep in recursion is diagnosed in time linear in its
  * contexts (each listed tag costs its depth, at most TAG_SHOWN elements). */
-#define DIAG_SHOWN 4
+#define DIAG_SHOWN VM_DIAG_SHOWN
+
+/* "y (ADD) (t.tfg:5:7) at ": instruction i's label, op and source position,
+ * after "; " unless it is the first listed. */
+static void append_inst(const isa_program *p, uint32_t i, ut_buf *out, size_t n_waiting)
+{
+    char label[128];
+    if (n_waiting > 1)
+        ut_buf_append(out, "; ", 2);
+    ut_buf_printf(out, "%s (%s)", isa_inst_label(p, i, label, sizeof label), isa_ops[p->insts[i].op].name);
+    char where[160]; /* its source position, as run-time errors give it */
+    if (*isa_inst_where(p, i, where, sizeof where))
+        ut_buf_printf(out, " (%s)", where);
+    ut_buf_printf(out, " at ");
+}
+
+typedef bool (*port_has_fn)(const void *arg, uint32_t port);
+
+/* " has input 0, missing input 1": the ports but a constant operand's. */
+static void append_ports(const vm_iplan *ip, port_has_fn has_fn, const void *arg, ut_buf *out)
+{
+    for (int has = 1; has >= 0; has--) {
+        ut_buf_printf(out, has ? " has input" : ", missing input");
+        const char *sep = " ";
+        for (uint32_t k = 0; k < ip->ports; k++)
+            if ((int)k != ip->imm && has_fn(arg, k) == (has == 1)) {
+                ut_buf_printf(out, "%s%u", sep, k);
+                sep = ", ";
+            }
+    }
+}
+
+typedef struct ctx_ports {
+    vm_ctx *c;
+    const vm_iplan *ip;
+} ctx_ports;
+
+static bool ctx_port_has(const void *arg, uint32_t k)
+{
+    const ctx_ports *cp = arg;
+    return port_claimed(cp->c, cp->ip, k);
+}
+
+static bool mask_port_has(const void *arg, uint32_t k)
+{
+    return k < 64 && (*(const uint64_t *)arg >> k & 1);
+}
 
 static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
 {
@@ -176,31 +222,43 @@ static void diagnose_ctx(tfvm_vm *vm, vm_ctx *c, ut_buf *out, size_t *n_waiting)
         uint64_t s = atomic_load(status_word(c, ip));
         if ((s & ~MERGE_FIRED) == 0 || (s & MERGE_FIRED) || (in->op != ISA_MERGE && (s & ~MERGE_FIRED) >= ip->need))
             continue;
-        char label[128];
         if ((*n_waiting)++ >= DIAG_SHOWN)
             continue; /* counted, not listed */
-        if (*n_waiting > 1)
-            ut_buf_append(out, "; ", 2);
-        ut_buf_printf(out, "%s (%s)", isa_inst_label(p, i, label, sizeof label), isa_ops[in->op].name);
-        char where[160]; /* its source position, as run-time errors give it */
-        if (*isa_inst_where(p, i, where, sizeof where))
-            ut_buf_printf(out, " (%s)", where);
-        ut_buf_printf(out, " at ");
+        append_inst(p, i, out, *n_waiting);
         vm_format_tag(vm, c, out);
-        for (int has = 1; has >= 0; has--) {
-            ut_buf_printf(out, has ? " has input" : ", missing input");
-            const char *sep = " ";
-            for (uint32_t k = 0; k < ip->ports; k++)
-                if ((int)k != ip->imm && port_claimed(c, ip, k) == (has == 1)) {
-                    ut_buf_printf(out, "%s%u", sep, k);
-                    sep = ", ";
-                }
-        }
+        append_ports(ip, ctx_port_has, &(ctx_ports){c, ip}, out);
+    }
+}
+
+void vm_note_waiting(tfvm_vm *vm, uint32_t inst, const char *tag, uint64_t has)
+{
+    pthread_mutex_lock(&vm->err_lock);
+    if (vm->n_seq_waiting < DIAG_SHOWN) {
+        vm_seq_wait *w = &vm->seq_waiting[vm->n_seq_waiting];
+        w->inst = inst;
+        w->has = has;
+        snprintf(w->tag, sizeof w->tag, "%s", tag);
+    }
+    vm->n_seq_waiting++;
+    pthread_mutex_unlock(&vm->err_lock);
+}
+
+/* The partial matches sequential frames noted, after the contexts'. */
+static void diagnose_frames(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
+{
+    for (uint64_t k = 0; k < vm->n_seq_waiting; k++) {
+        if ((*n_waiting)++ >= DIAG_SHOWN || k >= DIAG_SHOWN)
+            continue; /* counted, not listed */
+        const vm_seq_wait *w = &vm->seq_waiting[k];
+        append_inst(vm->prog, w->inst, out, *n_waiting);
+        ut_buf_printf(out, "%s", w->tag);
+        append_ports(&vm->plan.insts[w->inst], mask_port_has, &w->has, out);
     }
 }
 
 /* Names the instructions holding partial matches, for a stuck run: oldest
- * context first, instructions in program order. */
+ * context first, instructions in program order, then those of sequential
+ * frames in the order they were left. */
 static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
 {
     *n_waiting = 0;
@@ -216,12 +274,13 @@ static void diagnose(tfvm_vm *vm, ut_buf *out, size_t *n_waiting)
                 else
                     diagnose_ctx(vm, c, out, n_waiting); /* no memory to sort: any order */
             }
-    if (!all)
-        return;
-    qsort(all, n, sizeof *all, by_serial);
-    for (size_t k = 0; k < n; k++)
-        diagnose_ctx(vm, all[k], out, n_waiting);
-    ut_free(&vm->alloc, all, (n_ctx + 1) * sizeof *all);
+    if (all) {
+        qsort(all, n, sizeof *all, by_serial);
+        for (size_t k = 0; k < n; k++)
+            diagnose_ctx(vm, all[k], out, n_waiting);
+        ut_free(&vm->alloc, all, (n_ctx + 1) * sizeof *all);
+    }
+    diagnose_frames(vm, out, n_waiting);
 }
 
 tfvm_status vm_check_results(tfvm_vm *vm)

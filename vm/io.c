@@ -14,6 +14,7 @@
 
 #include "devices/place.h"
 #include "vm.h"
+#include "vm/signature.h"
 
 /* A FEED activation handed back by the host: aux = VM_FEED_RESUMED | its
  * value's number, v = the value. */
@@ -554,18 +555,21 @@ static bool scalar_of(dev_value *d, const tfvm_value *v)
     return true;
 }
 
-/* v as a value of channel ch (its type checked), into *d (a tensor takes a
- * reference); false with a message. */
-static bool chan_value(const vm_chan *ch, const tfvm_value *v, dev_value *d, char *msg, size_t size)
+/* v as a value of channel ch (its type checked: dtype, scalar or tensor,
+ * and a declared shape's rank and known dimensions), into *d (a tensor
+ * takes a reference); false with a message. */
+static bool chan_value(const tfvm_vm *vm, const vm_chan *ch, const tfvm_value *v, dev_value *d, char *msg,
+                       size_t size)
 {
-    char want[32], got[32];
     bool tensor = v->tensor != NULL;
     tfvm_dtype dt = tensor ? tfvm_tensor_dtype(v->tensor) : v->dtype;
     *d = (dev_value){.dtype = (uint8_t)dt};
-    if ((uint8_t)dt != ISA_CHAN_DTYPE(ch->type) || tensor != !!(ch->type & ISA_CHAN_TENSOR) ||
-        (!tensor && !scalar_of(d, v))) {
-        snprintf(msg, size, "channel '%s' takes %s, got %s", ch->name, isa_chan_type(ch->type, want, sizeof want),
-                 isa_chan_type((uint32_t)dt | (tensor ? ISA_CHAN_TENSOR : 0), got, sizeof got));
+    int64_t dims[TFVM_MAX_RANK];
+    isa_param q = isa_chan_param(vm->prog, ch->type, dims);
+    if (!vm_sig_fits(&q, dt, v->tensor) || (!tensor && !scalar_of(d, v))) {
+        char want[160], got[160];
+        snprintf(msg, size, "channel '%s' takes %s, got %s", ch->name, isa_param_type(&q, want, sizeof want),
+                 vm_value_type(dt, v->tensor, got, sizeof got));
         return false;
     }
     if (tensor) {
@@ -621,7 +625,7 @@ static tfvm_status feed(tfvm_session *s, const char *name, const tfvm_value *v)
         return serr(s, TFVM_ERR_ARGUMENT, "feed of channel '%s': the value is NULL", name);
     dev_value d;
     char msg[160];
-    if (!chan_value(ch, v, &d, msg, sizeof msg))
+    if (!chan_value(vm, ch, v, &d, msg, sizeof msg))
         return serr(s, TFVM_ERR_TYPE, "%s", msg);
     vm_io *io = vm->io;
     tfvm_status st = TFVM_OK;
@@ -851,7 +855,7 @@ tfvm_status vm_io_queue(tfvm_vm *vm, const char *name, const tfvm_value *v, char
         return TFVM_ERR_ARGUMENT;
     }
     dev_value d;
-    if (!chan_value(ch, v, &d, msg, size))
+    if (!chan_value(vm, ch, v, &d, msg, size))
         return TFVM_ERR_TYPE;
     pthread_mutex_lock(&io->lock);
     bool ok = chan_put(vm, ch, &d);

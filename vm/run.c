@@ -210,6 +210,7 @@ static void teardown(tfvm_vm *vm)
         vm->result_set = NULL;
     }
     vm->root = NULL;
+    vm->n_seq_waiting = 0;
 }
 
 static void sum_stats(tfvm_vm *vm)

@@ -313,6 +313,38 @@ static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uin
     }
 }
 
+/* A call ends with a RETURN that got no token, so its caller may wait for
+ * ever; a frame keeps nothing once it ends, so its instructions left with
+ * some inputs but not all are noted now for the diagnosis of a stuck run
+ * (diag.c), as a context's partial matches are found when it is stuck. */
+static __attribute__((noinline)) void frame_note_waiting(seq_run *s, const seq_frame *f)
+{
+    const vm_rplan *rp = f->rp;
+    char tag[256];
+    bool tagged = false;
+    for (uint32_t local = 0; local < rp->end - rp->first; local++) {
+        const vm_sinst *si = &rp->sinsts[local];
+        const vm_sport *ports = &rp->sports[si->src_at];
+        uint32_t got = 0, live = 0, want = si->ports - (si->imm >= 0);
+        uint64_t has = 0;
+        for (uint32_t k = 0; k < si->ports && si->op != ISA_RETURN; k++)
+            for (uint32_t q = 0; q < ports[k].n; q++) {
+                uint32_t reg = rp->sregs[ports[k].first + q];
+                if (f->has[reg]) {
+                    has |= k < 64 ? (uint64_t)1 << k : 0;
+                    got++;
+                    live += !f->v[reg].dead;
+                    break;
+                }
+            }
+        if (!got || got >= want || (si->op == ISA_MERGE && live))
+            continue; /* not reached, fired, or a MERGE that fired */
+        if (!tagged)
+            frame_tag(s, f, tag, sizeof tag), tagged = true;
+        vm_note_waiting(s->vm, si->inst, tag, has);
+    }
+}
+
 /* Frame f's call is over: each RETURN of its site whose producer ran fires,
  * into the caller's frame or, for the first frame, the dataflow context. */
 static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
@@ -325,9 +357,12 @@ static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
             frame_set(up, sp->ret_out[0], &f->v[reg]);
             count->fired++;
             count->tokens += sp->ret_tokens[0];
+        } else {
+            frame_note_waiting(s, f);
         }
         return;
     }
+    bool noted = false;
     for (uint32_t k = 0; k < sp->n_returns; k++) {
         const vm_sport *src = &sp->rets[k];
         const dev_value *v = NULL;
@@ -338,8 +373,12 @@ static UT_INLINE void frame_return(seq_run *s, seq_count *count, seq_frame *f)
                 break;
             }
         }
-        if (!v)
-            continue; /* no token for this RETURN */
+        if (!v) { /* no token for this RETURN */
+            if (!noted)
+                frame_note_waiting(s, f);
+            noted = true;
+            continue;
+        }
         count->fired++;
         if (up) {
             frame_set(up, sp->ret_out[k], v);

@@ -47,6 +47,12 @@ static bool fits(const isa_param *q, tfvm_dtype dt, const tfvm_tensor *t, bool i
     return true;
 }
 
+bool vm_sig_fits(const isa_param *q, tfvm_dtype dt, const tfvm_tensor *t)
+{
+    bool rank_differs;
+    return fits(q, dt, t, false, &rank_differs);
+}
+
 tfvm_status vm_sig_check_args(const isa_entry *en, const tfvm_value *args, size_t n_args, tfvm_error *err)
 {
     if (n_args != en->n_params)

@@ -23,6 +23,11 @@ tfvm_status vm_sig_check_args(const isa_entry *en, const tfvm_value *args, size_
  * shows it, instead of handing the caller a value of another type. */
 tfvm_status vm_sig_check_results(const isa_entry *en, const dev_value *results, tfvm_error *err);
 
+/* Whether an argument of dtype dt (tensor t, or a scalar when t is NULL)
+ * fits declaration q, as vm_sig_check_args checks it (also a FEED's value,
+ * vm/io.c). */
+bool vm_sig_fits(const isa_param *q, tfvm_dtype dt, const tfvm_tensor *t);
+
 /* A value's type as the messages above write it: "i32", "f32[10, 512]". */
 const char *vm_value_type(tfvm_dtype dtype, const tfvm_tensor *t, char *buf, size_t size);
 

@@ -310,6 +310,18 @@ typedef enum vm_state { VM_IDLE, VM_RUNNING, VM_PAUSED, VM_DONE, VM_FAILED } vm_
  * true pauses the run (vm_step returns VM_PAUSED) before the activation fires. */
 typedef bool (*vm_hook_fn)(void *ud, struct tfvm_vm *vm, const vm_act *act);
 
+/* The diagnosis of a stuck run lists this many partial matches and counts
+ * the rest (diag.c). */
+#define VM_DIAG_SHOWN 4
+
+/* A partial match a sequential frame left (seq.c): the instruction, its
+ * frame's tag as text, and the ports that had a token (bit k: port k). */
+typedef struct vm_seq_wait {
+    uint32_t inst;
+    uint64_t has;
+    char tag[256];
+} vm_seq_wait;
+
 struct tfvm_vm {
     const isa_program *prog;
     tfvm_config cfg;
@@ -354,6 +366,13 @@ struct tfvm_vm {
 
     struct vm_io *io;           /* channels of FEED and FETCH (io.c), or NULL: none */
     struct tfvm_session *session; /* the VM's session handle (io.c), once one was started */
+
+    /* partial matches that sequential frames left behind: a frame keeps none
+     * once it ends, so seq.c notes them (vm_note_waiting) when a call ends
+     * with a RETURN that got no token; the stuck run's diagnosis lists them
+     * after the contexts' (diag.c). Guarded by err_lock; cleared per run. */
+    uint64_t n_seq_waiting;
+    vm_seq_wait seq_waiting[VM_DIAG_SHOWN];
 
     vm_hook_fn hook;
     void *hook_ud;
@@ -453,6 +472,9 @@ static inline uint64_t vm_ticks(void)
 /* After a run ended: every result arrived and is live, or the run fails as
  * stuck, naming the instructions that hold partial matches (diag.c). */
 tfvm_status vm_check_results(tfvm_vm *vm);
+/* Notes instruction `inst` of a sequential frame with tag `tag` as waiting
+ * with the ports in `has` (bit k: port k) and no more to come. */
+void vm_note_waiting(tfvm_vm *vm, uint32_t inst, const char *tag, uint64_t has);
 vm_ctx *vm_ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, vm_ctx_kind kind, uint32_t elem);
 /* Gives back a context that was never published (lost a creation race). */
 void vm_ctx_discard(vm_worker *w, vm_ctx *c);

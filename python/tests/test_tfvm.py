@@ -399,7 +399,8 @@ def test_session_errors():
            "FEED 'stop' (feed_7_12) at [main_while1#0] waits for value #1", s.fetch, "loss")
     raises(tfvm.ArgumentError, "the program has no FETCH channel 'nope' (it has 'loss')", s.fetch, "nope")
     raises(tfvm.ArgumentError, "the program has no FEED channel 'nope' (it has 'stop', 'x', 'y')", s.feed, "nope", 1)
-    raises(tfvm.TypeError, "channel 'x' takes f32[], got f64[]", s.feed, "x", np.ones((2, 8)))
+    raises(tfvm.TypeError, "channel 'x' takes f32[?, 8], got f64[2, 8]", s.feed, "x", np.ones((2, 8)))
+    raises(tfvm.TypeError, "channel 'x' takes f32[?, 8], got f32[2, 4]", s.feed, "x", np.ones((2, 4), np.float32))
     raises(tfvm.TypeError, "channel 'stop' takes bool, got i32", s.feed, "stop", 1)
     e = raises(tfvm.StuckError, "feed_7_12 (FEED) at [main_while1#0]: channel 'stop' waits for value #1, but the "
                "host feeds no more values", s.finish)

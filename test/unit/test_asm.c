@@ -336,6 +336,33 @@ START_TEST(channels_round_trip)
     free(d);
     check_round_trip(&p, "channel table");
     isa_program_release(&p);
+    /* a declared shape: an i64 constant after the name, inline or declared */
+    static const char *const SHAPED = "entry main() -> (r: f32[]) {\n"
+                                      "    o = CONST i32 0\n"
+                                      "    m = FEED \"m\" f32[?, 3] (o)\n"
+                                      "    RESULT 0 (m)\n"
+                                      "}\n";
+    assemble_ok(SHAPED, strlen(SHAPED), "shaped.tfasm", &p);
+    ck_assert_uint_eq(p.insts[1].b, TFVM_F32 | ISA_CHAN_TENSOR | 3u << ISA_CHAN_SHAPE_SHIFT);
+    ck_assert(p.consts[2].dtype == TFVM_I64 && p.consts[2].dims[0] == 2);
+    d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "    m = FEED \"m\" f32[?, 3] (o)\n"), "%s", d);
+    free(d);
+    check_round_trip(&p, "shaped channel");
+    isa_program_release(&p);
+    static const char *const SHAPED_TABLE = "const #0 = u8[1] [109]\n" /* "m" */
+                                            "const #1 = i64[2] [-1, 3]\n"
+                                            "entry main() -> (r: f32[]) {\n"
+                                            "    o = CONST #0\n"
+                                            "    m = FEED #0 f32[#1] (o)\n"
+                                            "    RESULT 0 (m)\n"
+                                            "}\n";
+    assemble_ok(SHAPED_TABLE, strlen(SHAPED_TABLE), "shaped_table.tfasm", &p);
+    d = dis_text(&p, &len);
+    ck_assert_msg(strstr(d, "    m = FEED #0 f32[#1] (o)\n"), "%s", d);
+    free(d);
+    check_round_trip(&p, "shaped channel table");
+    isa_program_release(&p);
 }
 END_TEST
 
@@ -706,7 +733,9 @@ static const bad_case bad_cases[] = {
      "t.tfasm:3:14: expected the channel's name in quotes after FEED (FEED \"x\"), got 'x'"},
     {HDR "    x = FEED \"x\" (a)\n" FTR, "t.tfasm:3:18: expected a type (bool, i32, i64, f32, f64, u8, i8, i16, u16, u32, u64, f16, bf16), got '('"},
     {HDR "    x = FEED \"x\" i32[ (a)\n" FTR,
-     "t.tfasm:3:23: expected ']' after '[' (a FEED of a tensor of any rank is TYPE[]), got '('"},
+     "t.tfasm:3:23: expected a dimension (an integer or '?'), got '('"},
+    {HDR "    x = FEED \"x\" i32[2 (a)\n" FTR,
+     "t.tfasm:3:24: expected ']' after '[' (a FEED of a tensor of any rank is TYPE[], of a shape TYPE[?, 8]), got '('"},
     {HDR "    x = FETCH \"y\" i32 (a, a)\n" FTR, "t.tfasm:3:19: expected end of line after the instruction, got 'i32'"},
     {"entry main(\"ab: i32) -> () {\n}\n", "t.tfasm:1:12: a quoted name is '\"' then printable characters (no spaces) then '\"'"},
     {"entry \"main\"() -> () {\n}\n", "t.tfasm:1:7: expected a entry name after 'entry', got 'main'"},
@@ -823,8 +852,16 @@ START_TEST(channel_rules)
         {HDR "    x = FEED \"x\" i32 (a)\n    y = FETCH \"x\" (a, a)\n    RESULT 0 (a)\n" FTR,
          "t.tfasm: bad .tfvm file (channel 'x' is both fed (instruction 1 'x') and fetched (instruction 2 'y'))"},
         {HDR "    x = FEED \"x\" i32 (a)\n    y = FEED \"x\" f32[] (a)\n    RESULT 0 (a)\n" FTR,
-         "t.tfasm: bad .tfvm file (the FEEDs of channel 'x' disagree on its type: i32 (instruction 1 'x') and f32[] "
+         "t.tfasm: bad .tfvm file (the FEEDs of channel 'x' disagree on its type: i32 (instruction 1 'x') and f32[...] "
          "(instruction 2 'y'))"},
+        /* shapes compare by contents (each FEED has its own constant) */
+        {HDR "    x = FEED \"x\" f32[?, 3] (a)\n    y = FEED \"x\" f32[?, 3] (a)\n    z = FEED \"x\" f32[?, 4] (a)\n"
+             "    RESULT 0 (a)\n" FTR,
+         "t.tfasm: bad .tfvm file (the FEEDs of channel 'x' disagree on its type: f32[?, 3] (instruction 2 'y') and "
+         "f32[?, 4] (instruction 3 'z'))"},
+        {"const #0 = u8[1] [120]\n" HDR "    x = FEED #0 f32[#0] (a)\n    RESULT 0 (a)\n" FTR,
+         "t.tfasm: bad .tfvm file (instruction 1 'x': FEED shape: constant 0 is not a vector of at most 8 i64 "
+         "dimensions (-1 or more))"},
         {"const #0 = i32[1] [7]\n" HDR "    f = FETCH #0 (a, a)\n    RESULT 0 (f)\n" FTR,
          "t.tfasm: bad .tfvm file (instruction 1 'f': FETCH channel name: constant 0 is not 1 to 64 bytes (u8) of "
          "letters, digits and _.:/-)"},

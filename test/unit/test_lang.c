@@ -1097,11 +1097,16 @@ START_TEST(host_kept)
             tfvm_program_free(p);
         }
     }
-    /* a tensor of any rank: the FEED's type is the dtype and ISA_CHAN_TENSOR */
+    /* a tensor: the FEED's type is the dtype, ISA_CHAN_TENSOR and its
+     * declared shape, the constant after the channel's name */
     tfvm_program *p = compile("fn main() -> f32 { reduce_sum(feed<f32[?, 3]>(\"m\")) }\n");
     for (uint32_t i = 0; i < p->isa.n_insts; i++)
-        if (p->isa.insts[i].op == ISA_FEED)
-            ck_assert_uint_eq(p->isa.insts[i].b, TFVM_F32 | ISA_CHAN_TENSOR);
+        if (p->isa.insts[i].op == ISA_FEED) {
+            const isa_inst *in = &p->isa.insts[i];
+            ck_assert_uint_eq(in->b, TFVM_F32 | ISA_CHAN_TENSOR | (in->a + 2) << ISA_CHAN_SHAPE_SHIFT);
+            char t[64];
+            ck_assert_str_eq(isa_chan_type(&p->isa, in->b, t, sizeof t), "f32[?, 3]");
+        }
     tfvm_program_free(p);
 }
 END_TEST

@@ -158,6 +158,26 @@ START_TEST(depth_scan)
 }
 END_TEST
 
+/* Graph g as a packed ModelProto (opset 17, IR version 8): malloc'd bytes,
+ * *len their size. */
+static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len)
+{
+    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
+    ops.domain = "";
+    ops.has_version = 1;
+    ops.version = 17;
+    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    m.n_opset_import = 1;
+    m.opset_import = opsp;
+    m.graph = g;
+    *len = onnx__model_proto__get_packed_size(&m);
+    uint8_t *buf = malloc(*len);
+    onnx__model_proto__pack(&m, buf);
+    return buf;
+}
+
 /* An ONNX model of n chained Adds, t_k = t_{k-1} + x (t_0 = x), x: f32[1],
  * the output t_n: packed bytes (malloc'd), *len their size. */
 static uint8_t *onnx_add_chain(size_t n, size_t *len)
@@ -209,19 +229,7 @@ static uint8_t *onnx_add_chain(size_t n, size_t *len)
     g.input = ins;
     g.n_output = 1;
     g.output = outs;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    *len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(*len);
-    onnx__model_proto__pack(&m, buf);
+    uint8_t *buf = pack_model(&g, len);
     free(nodes);
     free(np);
     free(names);
@@ -468,19 +476,8 @@ START_TEST(reshape_product_overflow)
     g.output = outs;
     g.n_initializer = 1;
     g.initializer = inits;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
     tfvm_program *p = NULL;
     tfvm_error err;
     /* refused while compiling, as ONNX Runtime refuses the model */
@@ -759,19 +756,8 @@ static double import_weights_as_inputs(size_t n)
     g.input = inp;
     g.n_output = 1;
     g.output = outs;
-    Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
-    ops.domain = "";
-    ops.has_version = 1;
-    ops.version = 17;
-    Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-    m.has_ir_version = 1;
-    m.ir_version = 8;
-    m.n_opset_import = 1;
-    m.opset_import = opsp;
-    m.graph = &g;
-    size_t len = onnx__model_proto__get_packed_size(&m);
-    uint8_t *buf = malloc(len);
-    onnx__model_proto__pack(&m, buf);
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
     free(inits);
     free(ip);
     free(ins);
@@ -831,6 +817,114 @@ START_TEST(tfg_many_loops)
 }
 END_TEST
 
+/* ---- One definition per name (issue 27 row 11) ------------------------------------ */
+
+/* A model of Add nodes over f32[1] values: inputs "a,b", initializers
+ * (1.0 each) "w", nodes "x+y=z;..." (an Add each), output `out`. */
+static tfvm_status import_adds(const char *inputs, const char *inits, const char *nodes, const char *out,
+                               tfvm_program **p, tfvm_error *err)
+{
+    Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT;
+    tt.has_elem_type = 1;
+    tt.elem_type = 1;
+    Onnx__TypeProto type = ONNX__TYPE_PROTO__INIT;
+    type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    type.tensor_type = &tt;
+    char words[512], *names[32], *save = NULL;
+    size_t n_names = 0;
+    float one = 1;
+    Onnx__ValueInfoProto vis[8], *vip[8];
+    Onnx__TensorProto ts[8], *tsp[8];
+    Onnx__NodeProto ns[8], *nsp[8];
+    size_t n_in = 0, n_init = 0, n_node = 0;
+    snprintf(words, sizeof words, "%s", inputs);
+    for (char *w = strtok_r(words, ",", &save); w; w = strtok_r(NULL, ",", &save), n_in++) {
+        onnx__value_info_proto__init(&vis[n_in]);
+        vis[n_in].name = names[n_names++] = strdup(w);
+        vis[n_in].type = &type;
+        vip[n_in] = &vis[n_in];
+    }
+    snprintf(words, sizeof words, "%s", inits);
+    for (char *w = strtok_r(words, ",", &save); w; w = strtok_r(NULL, ",", &save), n_init++) {
+        onnx__tensor_proto__init(&ts[n_init]);
+        ts[n_init].name = names[n_names++] = strdup(w);
+        ts[n_init].has_data_type = 1;
+        ts[n_init].data_type = 1;
+        ts[n_init].n_float_data = 1;
+        ts[n_init].float_data = &one;
+        tsp[n_init] = &ts[n_init];
+    }
+    char *ios[8][3];
+    snprintf(words, sizeof words, "%s", nodes);
+    for (char *w = strtok_r(words, ";", &save); w; w = strtok_r(NULL, ";", &save), n_node++) {
+        char x[32], y[32], z[32];
+        ck_assert_int_eq(sscanf(w, "%31[^+]+%31[^=]=%31s", x, y, z), 3);
+        onnx__node_proto__init(&ns[n_node]);
+        ns[n_node].op_type = "Add";
+        ios[n_node][0] = names[n_names++] = strdup(x);
+        ios[n_node][1] = names[n_names++] = strdup(y);
+        ios[n_node][2] = names[n_names++] = strdup(z);
+        ns[n_node].n_input = 2;
+        ns[n_node].input = ios[n_node];
+        ns[n_node].n_output = 1;
+        ns[n_node].output = &ios[n_node][2];
+        nsp[n_node] = &ns[n_node];
+    }
+    Onnx__ValueInfoProto o = ONNX__VALUE_INFO_PROTO__INIT, *op[1] = {&o};
+    o.name = (char *)out;
+    o.type = &type;
+    Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+    g.name = "g";
+    g.n_node = n_node;
+    g.node = nsp;
+    g.n_initializer = n_init;
+    g.initializer = tsp;
+    g.n_input = n_in;
+    g.input = vip;
+    g.n_output = 1;
+    g.output = op;
+    size_t len;
+    uint8_t *buf = pack_model(&g, &len);
+    for (size_t k = 0; k < n_names; k++)
+        free(names[k]);
+    *p = NULL;
+    tfvm_status st = tfvm_program_import_onnx(buf, len, "d.onnx", NULL, NULL, p, err);
+    free(buf);
+    return st;
+}
+
+/* ONNX Runtime refuses a graph that defines a name twice; tfvm took the
+ * last definition (a node's output) or made two parameters of one name. */
+START_TEST(onnx_single_assignment)
+{
+    static const struct {
+        const char *inputs, *inits, *nodes, *message;
+    } cases[] = {
+        {"a", "", "a+a=y;y+a=y", "d.onnx: node #1 (Add): output 'y' is already defined (by another node; a graph "
+                                 "assigns each name once)"},
+        {"a", "", "a+a=a", "d.onnx: node #0 (Add): output 'a' is already defined (by a graph input; a graph "
+                           "assigns each name once)"},
+        {"a", "w", "a+a=w;w+a=y", "d.onnx: node #0 (Add): output 'w' is already defined (by an initializer; a "
+                                  "graph assigns each name once)"},
+        {"a,a", "", "a+a=y", "d.onnx: graph input 'a' is listed twice"},
+        {"a", "w,w", "a+w=y", "d.onnx: initializer 'w' is defined twice"},
+    };
+    for (size_t k = 0; k < UT_COUNTOF(cases); k++) {
+        tfvm_program *p;
+        tfvm_error err;
+        tfvm_status st = import_adds(cases[k].inputs, cases[k].inits, cases[k].nodes, "y", &p, &err);
+        ck_assert_msg(st == TFVM_ERR_FORMAT, "case %zu: %s", k, tfvm_status_name(st));
+        ck_assert_msg(strcmp(err.message, cases[k].message) == 0, "case %zu: %s", k, err.message);
+        ck_assert_ptr_null(p);
+    }
+    /* an initializer that shares an input's name is its value */
+    tfvm_program *p;
+    tfvm_error err;
+    ck_assert_int_eq(import_adds("a,w", "w", "a+w=y", "y", &p, &err), TFVM_OK);
+    tfvm_program_free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -850,6 +944,7 @@ int main(void)
     tcase_add_test(tc, tfg_many_lets);
     tcase_add_test(tc, onnx_weights_as_inputs);
     tcase_add_test(tc, tfg_many_loops);
+    tcase_add_test(tc, onnx_single_assignment);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -303,6 +303,50 @@ START_TEST(finish_while_feed_waits)
 }
 END_TEST
 
+/* A fed tensor is checked against the FEED's declared shape when it is fed
+ * (issue 27 row 10): the compiler typed everything after the FEED by it, so
+ * a tensor of another rank or size used to run on and fail later, about
+ * something else, or not at all. */
+START_TEST(fed_shape_checked)
+{
+    tfvm_program *p = assemble("entry main() -> (r: f32) {\n"
+                               "    o = CONST i32 0\n"
+                               "    m = FEED \"m\" f32[?, 3] (o)\n"
+                               "    s = REDUCE_SUM (m, i64[2] [0, 1])\n"
+                               "    RESULT 0 (s)\n"
+                               "}\n");
+    tfvm_vm *vm = new_vm(p, _i + 1);
+    tfvm_value r;
+    tfvm_session *s;
+    static const struct {
+        int rank;
+        int64_t dims[2];
+        const char *message; /* NULL: taken */
+    } cases[] = {
+        {1, {3, 0}, "channel 'm' takes f32[?, 3], got f32[3]"},
+        {2, {3, 2}, "channel 'm' takes f32[?, 3], got f32[3, 2]"},
+        {2, {0, 3}, NULL},
+    };
+    ck_assert_int_eq(tfvm_session_start(vm, NULL, NULL, 0, &s), TFVM_OK);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, cases[k].rank, cases[k].dims, NULL);
+        tfvm_value x = tfvm_tensor_value(t);
+        tfvm_status st = tfvm_feed(s, "m", &x);
+        if (cases[k].message) {
+            ck_assert_msg(st == TFVM_ERR_TYPE, "case %zu: %s", k, tfvm_status_name(st));
+            ck_assert_str_eq(tfvm_session_errmsg(s), cases[k].message);
+        } else {
+            ck_assert_msg(st == TFVM_OK, "case %zu: %s", k, tfvm_session_errmsg(s));
+        }
+        tfvm_tensor_free(t);
+    }
+    ck_assert_int_eq(tfvm_session_finish(s, &r, 1), TFVM_OK);
+    ck_assert(r.dtype == TFVM_F32 && r.as.f32 == 0.0f);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* What the host can get wrong, each with its message; none harms the run. */
 START_TEST(host_errors)
 {
@@ -327,7 +371,7 @@ START_TEST(host_errors)
     tfvm_tensor *t = tfvm_tensor_new(TFVM_I32, 1, dims, NULL);
     x = tfvm_tensor_value(t);
     ck_assert_int_eq(tfvm_feed(s, "x", &x), TFVM_ERR_TYPE);
-    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 'x' takes i32, got i32[]");
+    ck_assert_str_eq(tfvm_session_errmsg(s), "channel 'x' takes i32, got i32[2]");
     tfvm_tensor_free(t);
     feed_i32(s, "x", 7);
     ck_assert_int_eq(fetch_i32(s, "s"), 7);
@@ -740,6 +784,7 @@ int main(void)
     tcase_add_loop_test(tc, fetch_while_graph_waits, 0, 2);
     tcase_add_loop_test(tc, finish_while_feed_waits, 0, 2);
     tcase_add_loop_test(tc, host_errors, 0, 2);
+    tcase_add_loop_test(tc, fed_shape_checked, 0, 2);
     tcase_add_loop_test(tc, run_error_reaches_host, 0, 2);
     tcase_add_loop_test(tc, cancel, 0, 2);
     tcase_add_loop_test(tc, case_select_tensors, 0, 2);

@@ -287,6 +287,35 @@ START_TEST(stuck_run_diagnosis)
                  "}\n",
                  tfvm_i32(1), TFVM_ERR_STUCK,
                  "run stuck: result 0 'r' never arrived; waiting: y (ADD) at [f@3] has input 0, missing input 1");
+    /* Bodies without a cycle run as sequential frames (on one worker
+     * always): g's a waits for the pruned side of s, so f's b waits for g's
+     * RETURN. A frame keeps nothing once it ends, yet the diagnosis names
+     * both, as it does for contexts (issue 27 row 15: "no instruction holds
+     * a partial match"). Contexts list the oldest first; frames in the order
+     * they ended, the innermost first. */
+    expect_error("entry main(x: i32) -> (r: i32) {\n"
+                 "    x  = ARG 0\n"
+                 "    c  = CALL f@0 (x)\n"
+                 "    r  = RETURN f@0 (f.b)\n"
+                 "         RESULT 0 (r)\n"
+                 "}\n"
+                 "func f {\n"
+                 "    n  = IDENTITY (main.c)\n"
+                 "    c  = CALL g@1 (n)\n"
+                 "    r  = RETURN g@1 (g.a)\n"
+                 "    b  = SUB (n, r)\n"
+                 "}\n"
+                 "func g {\n"
+                 "    n  = IDENTITY (f.c)\n"
+                 "    t  = CONST bool false [n]\n"
+                 "    s  = SWITCH prune_true (n, t)\n"
+                 "    a  = ADD (s:1, n)\n"
+                 "}\n",
+                 tfvm_i32(1), TFVM_ERR_STUCK,
+                 _i == 0 ? "run stuck: result 0 'r' never arrived; waiting: a (ADD) at [f@0, g@1] has input 1, missing "
+                           "input 0; b (SUB) at [f@0] has input 0, missing input 1"
+                         : "run stuck: result 0 'r' never arrived; waiting: b (SUB) at [f@0] has input 0, missing "
+                           "input 1; a (ADD) at [f@0, g@1] has input 1, missing input 0");
 }
 END_TEST
 
