@@ -815,7 +815,8 @@ static bool parse_dims(as_parser *P, uint8_t *ndim, int64_t dims[TFVM_MAX_RANK],
 
 /* FEED "name" TYPE, FETCH "name": the channel's name becomes a u8[n]
  * constant (#K instead of the quoted name: entry K of the declared table);
- * FEED's TYPE is a dtype, with [] for a tensor of any rank. */
+ * FEED's TYPE is a dtype, with [...] (or []) for a tensor of any rank,
+ * [?, 8] or [#K] for a declared shape. */
 static bool parse_chan(as_parser *P, as_inst *in)
 {
     as_tok *t = peek(P);
@@ -858,7 +859,11 @@ static bool parse_chan(as_parser *P, as_inst *in)
         return true;
     next(P);
     in->b |= ISA_CHAN_TENSOR;
-    if (is_p(peek(P), '#')) { /* f32[#K]: the shape is entry K of the declared table */
+    if (is_p(peek(P), '.')) { /* f32[...]: any rank, as f32[] */
+        for (int k = 0; k < 3; k++)
+            if (!expect(P, '.', "in f32[...], a tensor of any rank"))
+                return false;
+    } else if (is_p(peek(P), '#')) { /* f32[#K]: the shape is entry K of the declared table */
         next(P);
         uint32_t k;
         if (!parse_u32(P, "a constant table index after '#'", &k))
