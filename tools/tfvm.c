@@ -701,19 +701,13 @@ static int cmd_run(int argc, char **argv)
     uint64_t max_contexts = 0;
     /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
     int device = TFVM_DEVICE_CPU;
-    const char *env_device = getenv("TFVM_DEVICE");
     out_spec outs[16];
     size_t n_outs = 0;
     char **arg_text = o.pos + 1;
     int n_args = (int)o.n_pos - 1;
     if ((rc_usage = cli_threads("run", o.val[RUN_THREADS], &threads)) != 0 ||
-        (rc_usage = cli_overflow("run", o.val[RUN_OVERFLOW])) != 0) {
-    } else if (env_device && *env_device && !o.val[RUN_DEVICE] &&
-               (device = strcmp(env_device, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(env_device)) < 0) {
-        rc_usage = cli_usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
-    } else if (o.val[RUN_DEVICE] && (device = strcmp(o.val[RUN_DEVICE], "auto") == 0
-                                                  ? TFVM_DEVICE_AUTO : dev_by_name(o.val[RUN_DEVICE])) < 0) {
-        rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", o.val[RUN_DEVICE]);
+        (rc_usage = cli_overflow("run", o.val[RUN_OVERFLOW])) != 0 ||
+        (rc_usage = cli_device("run", o.val[RUN_DEVICE], &device)) != 0) {
     } else if (o.val[RUN_MAX_CONTEXTS] && (!parse_u64(o.val[RUN_MAX_CONTEXTS], &max_contexts) || max_contexts == 0)) {
         rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
     } else if (o.val[RUN_SCHED] && !sched_known(o.val[RUN_SCHED])) {

@@ -153,7 +153,10 @@ done
 # 5. Scripted checks that need more than one command.
 bash test/e2e/extra.sh "$TFVM" "$BUILD" "$TMP" && ok || bad "test/e2e/extra.sh"
 
-# 6. The example models (examples/{mlp,cnn,rnn,treernn}.tfg) against NumPy.
+# 6. tfvm profile: the --trace timeline (Trace Event Format), --json, columns.
+bash test/e2e/profile.sh "$TFVM" "$TMP" && ok || bad "test/e2e/profile.sh"
+
+# 7. The example models (examples/{mlp,cnn,rnn,treernn}.tfg) against NumPy.
 bash test/e2e/models.sh "$TFVM" "$TMP" && ok || bad "test/e2e/models.sh"
 
 echo "e2e: $pass passed, $fail failed"
