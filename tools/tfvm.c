@@ -1104,7 +1104,10 @@ static const char *const usage_info =
     "each entry point with its declared signature, e.g.\n"
     "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
     "(f32[] is a tensor of any rank, ? a dimension of any size; every run\n"
-    "checks its arguments and results against these).\n"
+    "checks its arguments and results against these), then the channels a\n"
+    "host feeds and fetches (docs/coexec.md), by name, e.g.\n"
+    "  channel loss: fetched\n"
+    "  channel x: fed f32[] (2 FEEDs)\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"
@@ -1166,6 +1169,15 @@ static int cmd_info(int argc, char **argv)
         printf("entry %s", en->name);
         print_params("(", en->params, en->n_params);
         print_params(" -> (", en->results, en->n_results);
+        putchar('\n');
+    }
+    tfvm_channel_info c;
+    for (size_t k = 0; tfvm_program_channel(prog, k, &c) == TFVM_OK; k++) {
+        printf("channel %s: %s", c.name, c.fetch ? "fetched" : "fed ");
+        if (!c.fetch)
+            printf("%s%s", tfvm_dtype_name(c.dtype), c.is_tensor ? "[]" : "");
+        if (c.uses > 1)
+            printf(" (%u %s)", c.uses, c.fetch ? "FETCHes" : "FEEDs");
         putchar('\n');
     }
     tfvm_program_free(prog);

@@ -485,6 +485,46 @@ static int32_t chan_i32(const tfvm_vm *vm, size_t k, size_t j)
 /* channels by name, values queued before and while a stepped run goes, what
  * FEEDs took and FETCHes made (kept), the errors of feeding, a FEED that finds
  * its channel empty */
+/* The program's channels through tfvm.h: one per name, in name order, with
+ * the FEED's type and how many instructions use each. */
+START_TEST(program_channels)
+{
+    static const char text[] = "entry main(n: i32) -> (r: i32) {\n"
+                               "    a = ARG 0\n"
+                               "    x = FEED \"x\" i32 (a)\n"
+                               "    t = FEED \"batch\" f32[] (x:1)\n"
+                               "    y = FEED \"x\" i32 (t:1)\n"
+                               "    f = FETCH \"out\" (y, y:1)\n"
+                               "    RESULT 0 (f)\n"
+                               "}\n";
+    tfvm_program *p = load(text);
+    ck_assert_uint_eq(tfvm_program_channel_count(p), 3);
+    static const struct {
+        const char *name;
+        bool fetch;
+        tfvm_dtype dtype;
+        bool is_tensor;
+        uint32_t uses;
+    } want[] = {{"batch", false, TFVM_F32, true, 1}, {"out", true, 0, false, 1}, {"x", false, TFVM_I32, false, 2}};
+    for (size_t k = 0; k < 3; k++) {
+        tfvm_channel_info c;
+        ck_assert_int_eq(tfvm_program_channel(p, k, &c), TFVM_OK);
+        ck_assert_str_eq(c.name, want[k].name);
+        ck_assert_msg(c.fetch == want[k].fetch && c.dtype == want[k].dtype && c.is_tensor == want[k].is_tensor &&
+                          c.uses == want[k].uses,
+                      "channel %s", want[k].name);
+    }
+    tfvm_channel_info c;
+    ck_assert_int_eq(tfvm_program_channel(p, 3, &c), TFVM_ERR_ARGUMENT);
+    ck_assert_int_eq(tfvm_program_channel(NULL, 0, &c), TFVM_ERR_ARGUMENT);
+    ck_assert_uint_eq(tfvm_program_channel_count(NULL), 0);
+    tfvm_program_free(p);
+    p = load(fib_asm); /* no channels */
+    ck_assert_uint_eq(tfvm_program_channel_count(p), 0);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(channels)
 {
     tfvm_program *p = load(sum_asm);
@@ -681,6 +721,7 @@ int main(void)
     tcase_add_test(tc, trace_of_firings);
     tcase_add_test(tc, value_format);
     tcase_add_test(tc, stuck_diagnosis_positions);
+    tcase_add_test(tc, program_channels);
     tcase_add_test(tc, channels);
     tcase_add_test(tc, channel_tensor);
     tcase_add_test(tc, channel_waiting);
