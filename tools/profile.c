@@ -14,6 +14,7 @@
 
 #include "tfvm.h"
 #include "tfvm_debug.h"
+#include "tools/buf.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
 #include "tools/profile.h"
@@ -395,25 +396,10 @@ static void print_text(const prof *p)
 
 /* ---- JSON ------------------------------------------------------------------------ */
 
-/* s as a JSON string: quotes, backslashes and control characters escaped. */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_key(FILE *f, const char *sep, const char *key)
 {
     fputs(sep, f);
-    json_str(f, key);
+    tb_json_str(f, key);
     fputc(':', f);
 }
 
@@ -428,15 +414,15 @@ static void print_json(const prof *p)
     const tfvm_stats *st = &p->st;
     char buf[256], src[256];
     json_key(f, "{", "file");
-    json_str(f, p->file);
+    tb_json_str(f, p->file);
     json_key(f, ",", "args");
     for (size_t k = 0; k < p->n_args; k++) {
         fputs(k ? "," : "[", f);
-        json_str(f, p->arg_text[k]);
+        tb_json_str(f, p->arg_text[k]);
     }
     fputs(p->n_args ? "]" : "[]", f);
     json_key(f, ",", "entry");
-    json_str(f, p->e.name);
+    tb_json_str(f, p->e.name);
     fprintf(f, ",\"workers\":%u,\"runs\":%ld,\"warmup\":%ld,\"outliers\":%ld", st->workers, p->runs, p->warmup,
             p->runs - p->kept);
     fprintf(f, ",\"real_s\":{\"median\":%.9g,\"min\":%.9g,\"max\":%.9g,", p->s[p->runs / 2].real, p->s[0].real,
@@ -456,7 +442,7 @@ static void print_json(const prof *p)
     for (size_t k = 0; k < p->n_ops; k++) {
         const row *r = &p->ops[k];
         json_key(f, k ? ",{" : "{", "opcode");
-        json_str(f, p->info[r->key].op);
+        tb_json_str(f, p->info[r->key].op);
         fprintf(f, ",\"firings_per_run\":%.9g,\"share\":%.6f,\"ns_per_firing\":%.6g,\"ns\":{",
                 (double)r->count / (double)p->runs, r->ns / p->total, r->ns / (double)r->count);
         json_pcts(f, r->pct);
@@ -468,11 +454,11 @@ static void print_json(const prof *p)
     for (size_t k = 0; k < p->n_insts; k++) {
         const row *r = &p->insts[k];
         json_key(f, k ? ",{" : "{", "instruction");
-        json_str(f, inst_name(p, r->key, buf, sizeof buf));
+        tb_json_str(f, inst_name(p, r->key, buf, sizeof buf));
         json_key(f, ",", "opcode");
-        json_str(f, p->info[r->key].op);
+        tb_json_str(f, p->info[r->key].op);
         json_key(f, ",", "source");
-        json_str(f, inst_source(p, r->key, src, sizeof src));
+        tb_json_str(f, inst_source(p, r->key, src, sizeof src));
         fprintf(f, ",\"firings_per_run\":%.9g,\"share\":%.6f,\"ns_per_firing\":%.6g}",
                 (double)r->count / (double)p->runs, r->ns / p->total, r->ns / (double)r->count);
     }
@@ -494,21 +480,21 @@ static void trace_event(void *ud, const tfvm_debug_trace_ev *ev)
     fprintf(t->f, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f", ev->worker, ev->start_ns / 1e3,
             ev->dur_ns / 1e3);
     json_key(t->f, ",", "name");
-    json_str(t->f, inst_name(t->p, ev->inst, name, sizeof name));
+    tb_json_str(t->f, inst_name(t->p, ev->inst, name, sizeof name));
     json_key(t->f, ",", "cat");
-    json_str(t->f, t->p->info[ev->inst].op);
+    tb_json_str(t->f, t->p->info[ev->inst].op);
     tfvm_inst_format(t->p->prog, ev->inst, text, sizeof text);
     json_key(t->f, ",", "args");
     json_key(t->f, "{", "instruction");
-    json_str(t->f, text);
+    tb_json_str(t->f, text);
     json_key(t->f, ",", "op");
-    json_str(t->f, t->p->info[ev->inst].op);
+    tb_json_str(t->f, t->p->info[ev->inst].op);
     json_key(t->f, ",", "source");
-    json_str(t->f, inst_source(t->p, ev->inst, src, sizeof src));
+    tb_json_str(t->f, inst_source(t->p, ev->inst, src, sizeof src));
     json_key(t->f, ",", "tag");
-    json_str(t->f, ev->tag);
+    tb_json_str(t->f, ev->tag);
     json_key(t->f, ",", "inputs");
-    json_str(t->f, ev->inputs);
+    tb_json_str(t->f, ev->inputs);
     fputs("}}", t->f);
 }
 
@@ -529,7 +515,7 @@ static bool write_trace(prof *p, const char *path)
           f);
     char title[512];
     snprintf(title, sizeof title, "tfvm %s (entry %s)", p->file, p->e.name);
-    json_str(f, title);
+    tb_json_str(f, title);
     fputs("}}", f);
     for (uint32_t w = 0; w < p->st.workers; w++)
         fprintf(f, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"worker %u\"}}",
