@@ -1,5 +1,6 @@
 /* loader/api.c — the public program functions of tfvm.h: load (.tfvm bytes or
  * .tfasm text), save, entry-point inspection. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "isa/facts.h"
@@ -46,9 +47,13 @@ static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
     return TFVM_OK;
 }
 
+/* While sorting, a channel's `uses` holds its instruction's index: by name,
+ * then program order (each name's first instruction first). */
 static int by_channel_name(const void *a, const void *b)
 {
-    return strcmp(((const tfvm_channel_info *)a)->name, ((const tfvm_channel_info *)b)->name);
+    const tfvm_channel_info *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->uses < y->uses ? -1 : x->uses > y->uses;
 }
 
 /* The public view of the channels, made once as the entries' is: every FEED
@@ -74,21 +79,17 @@ static tfvm_status make_channel_infos(tfvm_program *p, tfvm_error *err)
             return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
         bool fetch = in->op == ISA_FETCH;
         p->channels[p->n_channels++] = (tfvm_channel_info){kept, fetch, fetch ? 0 : (tfvm_dtype)ISA_CHAN_DTYPE(in->b),
-                                                           !fetch && (in->b & ISA_CHAN_TENSOR) != 0, 1};
+                                                           !fetch && (in->b & ISA_CHAN_TENSOR) != 0, i};
     }
-    /* insertion sort: stable, so each name's first instruction stays first */
-    for (size_t k = 1; k < p->n_channels; k++)
-        for (size_t j = k; j > 0 && by_channel_name(&p->channels[j - 1], &p->channels[j]) > 0; j--) {
-            tfvm_channel_info t = p->channels[j];
-            p->channels[j] = p->channels[j - 1];
-            p->channels[j - 1] = t;
-        }
+    qsort(p->channels, p->n_channels, sizeof *p->channels, by_channel_name);
     size_t distinct = 0;
     for (size_t k = 0; k < p->n_channels; k++) {
-        if (distinct && strcmp(p->channels[k].name, p->channels[distinct - 1].name) == 0)
+        if (distinct && strcmp(p->channels[k].name, p->channels[distinct - 1].name) == 0) {
             p->channels[distinct - 1].uses++;
-        else
-            p->channels[distinct++] = p->channels[k];
+        } else {
+            p->channels[distinct] = p->channels[k];
+            p->channels[distinct++].uses = 1;
+        }
     }
     p->n_channels = distinct;
     return TFVM_OK;
