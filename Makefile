@@ -247,6 +247,7 @@ fuzz-compiler: check-deps $(BUILD)/test/test_diff
 #   bench/modelrun.c  one model's time through tfvm.h (bench/ortmodels.sh)
 #   bench/act.c       f32 EXP, SIGMOID, ERF, TANH through the VM against libm loops in-process
 #   bench/coexec.c    Terra's co-execution (issue 16), a session against serialized runs
+# (bench/terra.py, last: tfvm.terra against plain NumPy on examples/terra/, docs/terra.md)
 BENCH_MATMUL := $(BUILD)/bench/matmul
 BENCH_GEMM := $(BUILD)/bench/gemm
 BENCH_MODELRUN := $(BUILD)/bench/modelrun
@@ -281,6 +282,8 @@ bench: all $(BENCH_BINS)
 	@SET=conv MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 	@SET=seq MODELRUN=$(BENCH_MODELRUN) bash bench/ortmodels.sh
 	@TFVM=$(TFVM) BUILD=$(BUILD) bash bench/python.sh
+	@if [ -x $(BUILD)/py-venv/bin/python ]; then $(BUILD)/py-venv/bin/python bench/terra.py --jax-python $${BENCH_VENV:-build/bench-venv}/bin/python; \
+	    else echo "bench: Terra rows skipped: no $(BUILD)/py-venv (make pytest says why)"; fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -5,7 +5,9 @@ random seeded weights (nothing is downloaded), exported with
 torch.onnx.export, and ONNX Runtime's time and memory on them. Runs inside
 build/bench-venv (torch, torchvision, onnx, onnxruntime, numpy).
 
-  convnets.py build DIR [NAME...]   write DIR/NAME_bB.onnx, its input NAME_bB.in.npy
+  convnets.py build DIR [NAME...]   any torchvision model name, dwsilu (ours) or
+                                    stage4conv (resnet18's last 3x3 convolution alone):
+                                    write DIR/NAME_bB.onnx, its input NAME_bB.in.npy
                                     and ORT's output NAME_bB.ort.npy for batch B in
                                     1 and 8; prints the files it wrote
   convnets.py ort FILE.onnx IN.npy T R W
@@ -65,10 +67,19 @@ def dwsilu():
 
 
 def model(name):
+    import torch.nn as nn
     import torchvision.models as tvm
     if name == "dwsilu":
         return dwsilu()
+    if name == "stage4conv":
+        # resnet18's last-stage 3x3 convolution alone (512 -> 512 on 7x7),
+        # whose GFLOP/s the bench prints
+        return nn.Sequential(nn.Conv2d(512, 512, 3, padding=1), nn.ReLU())
     return getattr(tvm, name)(weights=None)
+
+
+def input_shape(name, b):
+    return (b, 512, 7, 7) if name == "stage4conv" else (b, 3, 224, 224)
 
 
 def randomize_bn(m):
@@ -85,7 +96,7 @@ def randomize_bn(m):
             mod.bias.data.copy_(torch.randn(n, generator=g) * 0.1)
 
 
-NAMES = ("resnet18", "mobilenet_v3_small", "dwsilu")
+NAMES = ("resnet18", "mobilenet_v3_small", "dwsilu", "stage4conv")
 
 
 def build(d, names):
@@ -98,7 +109,7 @@ def build(d, names):
         m.eval()
         for b in BATCHES:
             stem = os.path.join(d, f"{name}_b{b}")
-            x = torch.from_numpy(np.random.default_rng(b).standard_normal((b, 3, 224, 224), dtype=np.float32))
+            x = torch.from_numpy(np.random.default_rng(b).standard_normal(input_shape(name, b), dtype=np.float32))
             with torch.no_grad():
                 torch.onnx.export(m, (x,), stem + ".onnx", input_names=["input"], output_names=["output"],
                                   opset_version=17, dynamo=False)

@@ -2,9 +2,12 @@
 """bench/seqnets.py — the transformer and recurrent models of `make bench`
 (bench/ortmodels.sh, SET=seq): a BERT-like encoder
 (transformers' BertModel from a small BertConfig), nn.TransformerEncoder,
-2-layer nn.LSTM and nn.GRU (exported as ONNX LSTM/GRU ops), random seeded
-weights (nothing is downloaded), exported with torch.onnx.export at
-sequence lengths 8, 32 and 128, batch 1. Same commands as bench/convnets.py:
+2-layer nn.LSTM and nn.GRU (exported as ONNX LSTM/GRU ops), and a
+torch.jit.script greedy decoder (a GRU-style cell fed its own argmax token,
+until a stop token or L steps: an ONNX Loop with a data-dependent exit and
+a ScatterND into its token buffer), random seeded weights (nothing is
+downloaded), exported with torch.onnx.export at sequence lengths 8, 32 and
+128, batch 1. Same commands as bench/convnets.py:
 
   seqnets.py build DIR [NAME...]   DIR/NAME_sL.onnx, NAME_sL.in.npy, NAME_sL.ort.npy
   seqnets.py ort FILE.onnx IN.npy T R W
@@ -19,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convnets  # noqa: E402  (ort and same are shared)
 
 LENGTHS = (8, 32, 128)
-NAMES = ("bert", "transformer", "lstm", "gru")
+NAMES = ("bert", "transformer", "lstm", "gru", "decoder")
 HIDDEN = 128
 
 
@@ -57,17 +60,59 @@ def model(name):
     raise SystemExit(f"seqnets.py: no model {name}")
 
 
+def decoder(steps):
+    """The scripted decoder of `steps` steps at most: h [1, HIDDEN] in, the
+    tokens out. (GRUCell and chunk do not export from TorchScript: the gate
+    math is spelled out.)"""
+    import torch
+    import torch.nn as nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(64, HIDDEN)
+            self.wi = nn.Linear(HIDDEN, 3 * HIDDEN)
+            self.wh = nn.Linear(HIDDEN, 3 * HIDDEN)
+            self.out = nn.Linear(HIDDEN, 64)
+            self.steps = steps
+            self.hidden = HIDDEN
+
+        def forward(self, h):
+            toks = torch.zeros(self.steps, dtype=torch.long)
+            tok = torch.zeros(1, dtype=torch.long)
+            H = self.hidden
+            for step in range(self.steps):
+                gi = self.wi(self.emb(tok))
+                gh = self.wh(h)
+                r = torch.sigmoid(gi[:, 0:H] + gh[:, 0:H])
+                z = torch.sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+                c = torch.tanh(gi[:, 2 * H:3 * H] + r * gh[:, 2 * H:3 * H])
+                h = (1 - z) * c + z * h
+                tok = self.out(h).argmax(dim=1)
+                toks[step] = tok[0]
+                if int(tok[0]) == 63:  # the stop token
+                    break
+            return toks
+
+    torch.manual_seed(0)
+    return torch.jit.script(Decoder().eval())
+
+
 def build(d, names):
     import torch
     os.makedirs(d, exist_ok=True)
     for name in names:
         torch.manual_seed(0)
-        m, kind = model(name)
-        m.eval()
+        m, kind = (None, "h") if name == "decoder" else model(name)
+        if m is not None:
+            m.eval()
         for L in LENGTHS:
             stem = os.path.join(d, f"{name}_s{L}")
             rng = np.random.default_rng(L)
-            if kind == "ids":
+            if kind == "h":
+                m = decoder(L)
+                x = rng.standard_normal((1, HIDDEN), dtype=np.float32)
+            elif kind == "ids":
                 x = rng.integers(0, 1000, (1, L), dtype=np.int64)
             else:
                 x = rng.standard_normal((1, L, HIDDEN), dtype=np.float32)

@@ -135,6 +135,18 @@ cc_irval cc_op_new(cc *C, cc_blk *b, isa_op op, uint32_t attr, uint32_t n_in, co
     return (cc_irval){n, 0};
 }
 
+void cc_set_origin(cc *C, const char *node, const char *op)
+{
+    if (!node) {
+        C->origin = NULL;
+        return;
+    }
+    cc_origin *o = cc_alloc(C, sizeof *o);
+    o->node = cc_strndup(C, node, strlen(node));
+    o->op = op ? cc_strndup(C, op, strlen(op)) : NULL;
+    C->origin = o;
+}
+
 cc_node *cc_if_new(cc *C, cc_blk *b, cc_irval cond, uint32_t n_out, const cc_vtype *types, const char *const *names)
 {
     cc_node *n = cc_node_new(C, b, CC_N_IF, 1, n_out, (cc_pos){0, 0});

@@ -61,6 +61,12 @@ cc_irval cc_const_i64s(cc *C, cc_blk *b, uint32_t n, const int64_t *v);
 cc_irval cc_op_new(cc *C, cc_blk *b, isa_op op, uint32_t attr, uint32_t n_in, const cc_irval *in, cc_vtype type,
                    const char *name);
 
+/* The model's node that the instructions made from now on come from: its
+ * name and op type (copied; NULL node = none). Kept in the program as each
+ * instruction's origin (isa_inst, the .tfvm origin table), so run-time
+ * errors, profiles, `tfvm dot` and the debugger name the model's node. */
+void cc_set_origin(cc *C, const char *node, const char *op);
+
 /* An If on a bool scalar: its then and else blocks are n->u.cond.then/els,
  * each must get n_out results (cc_block_results); the If's outputs are
  * cc_out(n, k). */

@@ -55,7 +55,10 @@ typedef enum cc_tk {
     CC_T_LT, CC_T_LE, CC_T_GT, CC_T_GE, CC_T_EQ, CC_T_NE, CC_T_AND, CC_T_OR, CC_T_NOT,
     /* bitwise; compound assignment; ranges; strings (load("w.npy")) */
     CC_T_BAND, CC_T_BOR, CC_T_XOR, CC_T_SHL, CC_T_SHR, CC_T_TILDE,
-    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ, CC_T_DOTDOT, CC_T_STRING,
+    CC_T_PLUS_EQ, CC_T_MINUS_EQ, CC_T_STAR_EQ, CC_T_SLASH_EQ, CC_T_PERCENT_EQ,
+    CC_T_BAND_EQ, CC_T_BOR_EQ, CC_T_XOR_EQ, CC_T_SHL_EQ, CC_T_SHR_EQ, CC_T_DOTDOT, CC_T_STRING,
+    /* loop control */
+    CC_T_BREAK, CC_T_CONTINUE,
     CC_T_COUNT
 } cc_tk;
 
@@ -97,6 +100,9 @@ typedef struct cc_var {
     uint8_t flex;         /* loop variable initialised by a bare literal: 1 integer,
                              2 float; its dtype is fixed by its first typed use */
     bool fixed;           /* flex var whose dtype a use just fixed */
+    struct cc_var *flexsrc;/* flex: the variable a fix settles (the let's or loop's variable
+                             that this is a version of; itself, or NULL) */
+    cc_pos fixed_at;      /* the use that fixed its dtype (messages), line 0 = none */
     bool poison;          /* its declaration failed to check: uses are quiet errors */
     struct cc_var *origin;/* the declaration this is a version of (var x; x = ...; loop copies) */
     uint32_t user_uses;   /* uses written by the user (origin's count) */
@@ -139,6 +145,7 @@ typedef struct cc_let {
                              each name keeps its var's type */
     bool synth;           /* made by the compiler (const bindings): never warned about */
     bool flexed;          /* has_type was set because a use fixed a bare literal's dtype */
+    cc_pos fixed_at;      /* flexed: that use */
 } cc_let;
 
 typedef struct cc_ablock {
@@ -155,6 +162,7 @@ typedef struct cc_loopvar {
     cc_vtype type;
     cc_expr *init;
     bool assign;          /* a statement loop's copy of an outer var: keeps its type */
+    cc_pos fixed_at;      /* a use fixed the dtype of its bare literal here (messages) */
     cc_var *var;          /* the variable inside the loop */
 } cc_loopvar;
 
@@ -242,6 +250,7 @@ typedef struct cc_param {
     cc_pos pos;
     cc_vtype type;
     cc_var *var;
+    const char **dim_names; /* NULL, or type.rank names of symbolic dims (NULL = unnamed): the signature's */
 } cc_param;
 
 struct cc_func {
@@ -309,6 +318,13 @@ typedef struct cc_cval {  /* a constant */
     const void *data;
 } cc_cval;
 
+/* The model's node an IR node was made for (an importer's ONNX or TF node:
+ * its name and op type), kept as the instruction's origin (isa_inst). */
+typedef struct cc_origin {
+    const char *node;
+    const char *op;
+} cc_origin;
+
 struct cc_node {
     uint8_t kind;         /* cc_nk */
     bool live;            /* DCE mark */
@@ -323,6 +339,7 @@ struct cc_node {
     cc_irval *fwd;        /* per output: replacement (fwd[k].n != NULL) */
     cc_pos pos;
     const char **names;   /* per output: debug name (a source name), or NULL */
+    const cc_origin *origin; /* the model's node it came from (C->origin when made), or NULL */
     uint32_t id;          /* unique per compilation */
     union {
         uint32_t index;   /* PARAM, LVAR: position */
@@ -388,6 +405,7 @@ struct cc {
     bool entry_wrapped;   /* the entry is also called: ROOT calls it */
     /* options */
     bool overflow_trap;   /* integer + - * check for overflow (ADD_OV ...) */
+    const cc_origin *origin; /* importers: the node being translated (cc_set_origin) */
     /* diagnostics: errors are collected (several per compile), warnings too */
     uint32_t n_errors;
     bool fatal;           /* out of memory or too many errors: recovery points rethrow */

@@ -204,3 +204,28 @@ cc_irval cc_decompose(cc *C, cc_blk *b, cc_decomp d, cc_irval x, const double *p
     }
     return x; /* not reached: d is a row */
 }
+
+/* SELECT(|x| < 2^31, x, -2^31) (2^63 for i64) keeps every value the CPU
+ * converts exactly (-2^31 itself converts to INT32_MIN either way) and
+ * sends NaN (whose comparison is false), infinities and the rest to the
+ * bound, which CAST converts to INT_MIN exactly; then the integer CAST
+ * between integers wraps, as C's conversion of the i32 result does. */
+cc_irval cc_cast_x86(cc *C, cc_blk *b, cc_irval x, tfvm_dtype to)
+{
+    cc_vtype t = x.n->types[x.k];
+    cc_vtype to_t = t;
+    to_t.dtype = (uint8_t)to;
+    if (!isa_dtype_float(t.dtype) || !isa_dtype_int(to))
+        return cc_op_new(C, b, ISA_CAST, to, 1, &x, to_t, NULL);
+    tfvm_dtype via = to == TFVM_I64 ? TFVM_I64 : TFVM_I32;
+    dc D = {.C = C, .b = b, .t = t};
+    D.tb = D.t;
+    D.tb.dtype = TFVM_BOOL;
+    double bound = via == TFVM_I64 ? 9223372036854775808.0 : 2147483648.0;
+    cc_irval ok = cmp(&D, ISA_LESS, u(&D, ISA_ABS, x), k(&D, bound));
+    cc_irval y = sel(&D, ok, x, k(&D, -bound));
+    cc_vtype via_t = t;
+    via_t.dtype = (uint8_t)via;
+    y = cc_op_new(C, b, ISA_CAST, via, 1, &y, via_t, NULL);
+    return via == to ? y : cc_op_new(C, b, ISA_CAST, to, 1, &y, to_t, NULL);
+}

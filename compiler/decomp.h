@@ -53,4 +53,14 @@ int cc_decomp_find(const char *name);
  * defaults). Returns the result, typed as x. */
 cc_irval cc_decompose(cc *C, cc_blk *b, cc_decomp d, cc_irval x, const double *p);
 
+/* x converted to dtype `to` as an imported model's Cast (ONNX, TensorFlow)
+ * runs in ONNX Runtime and TensorFlow on x86, where the CPU's truncating
+ * conversion (cvttss2si) never fails: a float that is NaN or out of range
+ * of i32 (of i64, for an i64 target) gives the "integer indefinite" value,
+ * INT32_MIN (INT64_MIN), and narrower integer targets are that i32 result
+ * wrapped (300.0 to i8 is 44, NaN is 0). Any other cast (not float to
+ * integer) is one CAST. The ISA's own CAST (and so .tfg's) stays strict:
+ * such a float is a run-time error there. */
+cc_irval cc_cast_x86(cc *C, cc_blk *b, cc_irval x, tfvm_dtype to);
+
 #endif

@@ -25,6 +25,7 @@ cc_node *cc_node_new(cc *C, cc_blk *b, cc_nk kind, uint32_t n_in, uint32_t n_out
     n->types = n_out ? cc_array(C, n_out, sizeof *n->types) : NULL;
     n->names = n_out ? cc_array(C, n_out, sizeof *n->names) : NULL;
     n->pos = pos;
+    n->origin = C->origin;
     n->id = C->next_node_id++;
     if (b) {
         n->prev = b->last;

@@ -21,7 +21,8 @@ static const char *const tk_names[CC_T_COUNT] = {
     [CC_T_CONST] = "'const'", [CC_T_BAND] = "'&'", [CC_T_BOR] = "'|'", [CC_T_XOR] = "'^'", [CC_T_SHL] = "'<<'",
     [CC_T_SHR] = "'>>'", [CC_T_TILDE] = "'~'", [CC_T_PLUS_EQ] = "'+='", [CC_T_MINUS_EQ] = "'-='",
     [CC_T_STAR_EQ] = "'*='", [CC_T_SLASH_EQ] = "'/='", [CC_T_PERCENT_EQ] = "'%='", [CC_T_DOTDOT] = "'..'",
-    [CC_T_STRING] = "string",
+    [CC_T_BAND_EQ] = "'&='", [CC_T_BOR_EQ] = "'|='", [CC_T_XOR_EQ] = "'^='", [CC_T_SHL_EQ] = "'<<='",
+    [CC_T_SHR_EQ] = "'>>='", [CC_T_STRING] = "string", [CC_T_BREAK] = "'break'", [CC_T_CONTINUE] = "'continue'",
 };
 
 const char *cc_tk_name(cc_tk k) { return k < CC_T_COUNT && tk_names[k] ? tk_names[k] : "token"; }
@@ -33,6 +34,7 @@ static const struct {
     {"fn", CC_T_FN}, {"let", CC_T_LET}, {"if", CC_T_IF}, {"else", CC_T_ELSE},
     {"while", CC_T_WHILE}, {"true", CC_T_TRUE}, {"false", CC_T_FALSE}, {"var", CC_T_VAR},
     {"for", CC_T_FOR}, {"in", CC_T_IN}, {"return", CC_T_RETURN}, {"const", CC_T_CONST},
+    {"break", CC_T_BREAK}, {"continue", CC_T_CONTINUE},
 };
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -93,19 +95,91 @@ static uint8_t suffix_of(lexer *L, size_t *n)
     return 0;
 }
 
+/* A run of digits of the given base from offset *n, with '_' between
+ * digits (1_000_000, 0xFFFF_FFFF): *n moves past it; false when a '_' does
+ * not stand between two digits. `lead` allows a '_' right after a prefix. */
+static bool digit_run(const lexer *L, size_t *n, int base, bool lead)
+{
+    bool ok = true, prev_digit = lead;
+    for (;;) {
+        int c = peekc(L, *n);
+        bool digit = base == 16 ? (is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))
+                                : c >= '0' && c < '0' + base;
+        if (c == '_') {
+            ok &= prev_digit;
+            prev_digit = false;
+        } else if (digit) {
+            prev_digit = true;
+        } else {
+            return ok && (prev_digit || *n == 0);
+        }
+        ++*n;
+    }
+}
+
+static int digit_value(char c)
+{
+    return is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* The magnitude of an integer literal's digits (saturating, with t->big). */
+static void int_value(cc_tok *t, const char *s, size_t len, unsigned base)
+{
+    uint64_t v = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (s[k] == '_')
+            continue;
+        unsigned d = (unsigned)digit_value(s[k]);
+        if (v > (UINT64_MAX - d) / base) {
+            t->big = true;
+            v = UINT64_MAX;
+            break;
+        }
+        v = v * base + d;
+    }
+    t->ival = v;
+}
+
+_Noreturn static void bad_number(lexer *L, cc_pos pos, size_t n)
+{
+    while (is_alpha(peekc(L, n)) || is_digit(peekc(L, n)))
+        n++;
+    cc_error(L->C, pos, TFVM_ERR_SYNTAX, "bad number '%.*s'", (int)n, L->C->src + L->i);
+}
+
+/* 0x1F, 0b1010 (with '_' separators): integers only, so a suffix is i32 or i64. */
+static void lex_radix(lexer *L, cc_pos pos)
+{
+    unsigned base = (peekc(L, 1) | 0x20) == 'x' ? 16 : 2;
+    size_t n = 2;
+    if (!digit_run(L, &n, (int)base, true) || n == 2)
+        bad_number(L, pos, n);
+    size_t digits = n;
+    uint8_t suffix = suffix_of(L, &n);
+    if (suffix && isa_dtype_float((tfvm_dtype)suffix))
+        bad_number(L, pos, n);
+    if (is_alpha(peekc(L, n)) || is_digit(peekc(L, n)))
+        bad_number(L, pos, n);
+    cc_tok *t = push(L, CC_T_INT, pos, L->i, n);
+    t->suffix = suffix;
+    int_value(t, L->C->src + L->i + 2, digits - 2, base);
+    advance(L, n);
+}
+
 static void lex_number(lexer *L)
 {
     cc *C = L->C;
     cc_pos pos = here(L);
+    if (peekc(L, 0) == '0' && ((peekc(L, 1) | 0x20) == 'x' || (peekc(L, 1) | 0x20) == 'b')) {
+        lex_radix(L, pos);
+        return;
+    }
     size_t n = 0;
-    bool is_float = false;
-    while (is_digit(peekc(L, n)))
-        n++;
+    bool is_float = false, ok = digit_run(L, &n, 10, false);
     if (peekc(L, n) == '.' && is_digit(peekc(L, n + 1))) {
         is_float = true;
         n++;
-        while (is_digit(peekc(L, n)))
-            n++;
+        ok &= digit_run(L, &n, 10, false);
     }
     if (peekc(L, n) == 'e' || peekc(L, n) == 'E') {
         size_t m = n + 1;
@@ -114,39 +188,28 @@ static void lex_number(lexer *L)
         if (is_digit(peekc(L, m))) {
             is_float = true;
             n = m;
-            while (is_digit(peekc(L, n)))
-                n++;
+            ok &= digit_run(L, &n, 10, false);
         }
     }
     size_t digits = n;
     uint8_t suffix = suffix_of(L, &n);
-    if (is_alpha(peekc(L, n)) || is_digit(peekc(L, n))) {
-        size_t m = n;
-        while (is_alpha(peekc(L, m)) || is_digit(peekc(L, m)))
-            m++;
-        cc_error(C, pos, TFVM_ERR_SYNTAX, "bad number '%.*s'", (int)m, C->src + L->i);
-    }
+    if (!ok || is_alpha(peekc(L, n)) || is_digit(peekc(L, n)))
+        bad_number(L, pos, n);
     cc_tok *t = push(L, is_float ? CC_T_FLOAT : CC_T_INT, pos, L->i, n);
     t->suffix = suffix;
     if (is_float) {
         char buf[128];
-        if (digits >= sizeof buf)
-            cc_error(C, pos, TFVM_ERR_SYNTAX, "number too long");
-        memcpy(buf, C->src + L->i, digits);
-        buf[digits] = '\0';
+        size_t len = 0;
+        for (size_t k = 0; k < digits; k++) /* strtod knows no '_' */
+            if (C->src[L->i + k] != '_') {
+                if (len + 1 >= sizeof buf)
+                    cc_error(C, pos, TFVM_ERR_SYNTAX, "number too long");
+                buf[len++] = C->src[L->i + k];
+            }
+        buf[len] = '\0';
         t->fval = strtod(buf, NULL); /* the build runs in the "C" locale */
     } else {
-        uint64_t v = 0;
-        for (size_t k = 0; k < digits; k++) {
-            unsigned d = (unsigned)(C->src[L->i + k] - '0');
-            if (v > (UINT64_MAX - d) / 10) {
-                t->big = true;
-                v = UINT64_MAX;
-                break;
-            }
-            v = v * 10 + d;
-        }
-        t->ival = v;
+        int_value(t, C->src + L->i, digits, 10);
     }
     advance(L, n);
 }
@@ -212,18 +275,28 @@ void cc_lex(cc *C)
         case ':': kind = CC_T_COLON; break;
         case '?': kind = CC_T_QUESTION; break;
         case '~': kind = CC_T_TILDE; break;
-        case '^': kind = CC_T_XOR; break;
+        case '^': kind = d == '=' ? (n = 2, CC_T_XOR_EQ) : CC_T_XOR; break;
         case '+': kind = d == '=' ? (n = 2, CC_T_PLUS_EQ) : CC_T_PLUS; break;
         case '*': kind = d == '=' ? (n = 2, CC_T_STAR_EQ) : CC_T_STAR; break;
         case '/': kind = d == '=' ? (n = 2, CC_T_SLASH_EQ) : CC_T_SLASH; break;
         case '%': kind = d == '=' ? (n = 2, CC_T_PERCENT_EQ) : CC_T_PERCENT; break;
         case '-': kind = d == '>' ? (n = 2, CC_T_ARROW) : d == '=' ? (n = 2, CC_T_MINUS_EQ) : CC_T_MINUS; break;
         case '=': kind = d == '=' ? (n = 2, CC_T_EQ) : CC_T_ASSIGN; break;
-        case '<': kind = d == '=' ? (n = 2, CC_T_LE) : d == '<' ? (n = 2, CC_T_SHL) : CC_T_LT; break;
-        case '>': kind = d == '=' ? (n = 2, CC_T_GE) : d == '>' ? (n = 2, CC_T_SHR) : CC_T_GT; break;
+        case '<':
+            kind = d == '=' ? (n = 2, CC_T_LE)
+                 : d != '<' ? CC_T_LT
+                 : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHL_EQ)
+                                       : (n = 2, CC_T_SHL);
+            break;
+        case '>':
+            kind = d == '=' ? (n = 2, CC_T_GE)
+                 : d != '>' ? CC_T_GT
+                 : peekc(&L, 2) == '=' ? (n = 3, CC_T_SHR_EQ)
+                                       : (n = 2, CC_T_SHR);
+            break;
         case '!': kind = d == '=' ? (n = 2, CC_T_NE) : CC_T_NOT; break;
-        case '&': kind = d == '&' ? (n = 2, CC_T_AND) : CC_T_BAND; break;
-        case '|': kind = d == '|' ? (n = 2, CC_T_OR) : CC_T_BOR; break;
+        case '&': kind = d == '&' ? (n = 2, CC_T_AND) : d == '=' ? (n = 2, CC_T_BAND_EQ) : CC_T_BAND; break;
+        case '|': kind = d == '|' ? (n = 2, CC_T_OR) : d == '=' ? (n = 2, CC_T_BOR_EQ) : CC_T_BOR; break;
         case '.':
             if (d != '.')
                 cc_error(C, pos, TFVM_ERR_SYNTAX, "unexpected character '.' (a range is a..b)");

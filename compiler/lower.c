@@ -42,6 +42,7 @@ typedef struct lg_inst {
     lg_port *ports;
     const char *name;       /* preferred name; made unique at emission */
     cc_pos pos;
+    const cc_origin *origin; /* the model's node (lower.origin when made) */
     uint32_t site;          /* CALL/RETURN: printed site id */
     const cc_cval *cval;    /* CONST; a compute op's constant operand (flags ISA_FLAG_IMM_*) */
     bool may_fail;          /* elementwise that can stop a run: never removed */
@@ -125,6 +126,7 @@ typedef struct lower {
     pending_ret *rets;
     uint32_t n_rets, cap_rets;
     uint32_t wrap_site;
+    const cc_origin *origin;    /* of the IR node being lowered */
 } lower;
 
 /* ---- Instructions ---------------------------------------------------------------- */
@@ -144,6 +146,7 @@ static uint32_t new_inst(lower *L, uint16_t op, uint32_t region, uint32_t n_in, 
     in->ports = n_in + n_ctl ? cc_array(C, n_in + n_ctl, sizeof(lg_port)) : NULL;
     in->name = name;
     in->pos = pos;
+    in->origin = L->origin;
     return i;
 }
 
@@ -767,7 +770,9 @@ static void lower_while(lower *L, lblk *B, cc_node *n)
 
 static void lower_block(lower *L, lblk *B)
 {
+    const cc_origin *outer = L->origin;
     for (cc_node *n = B->b->first; n; n = n->next) {
+        L->origin = n->origin;
         switch (n->kind) {
         case CC_N_OP: lower_op(L, B, n); break;
         case CC_N_CALL: lower_call(L, B, n); break;
@@ -776,6 +781,7 @@ static void lower_block(lower *L, lblk *B)
         default: break; /* parameters, loop variables: placed by their owner; constants: on use */
         }
     }
+    L->origin = outer;
 }
 
 /* ---- Functions ---------------------------------------------------------------------------- */
@@ -1113,6 +1119,9 @@ static void emit(lower *L, isa_program *out)
         d->b = in->b;
         d->line = in->pos.line;
         d->col = in->pos.col;
+        if (in->origin && (!(d->origin = ut_arena_strdup(ar, in->origin->node)) ||
+                           (in->origin->op && !(d->origin_op = ut_arena_strdup(ar, in->origin->op)))))
+            cc_nomem(C);
         switch ((isa_op)in->op) {
         case ISA_ENTER:
         case ISA_EXIT: d->a = L->regions[in->a].final; break;
@@ -1183,6 +1192,8 @@ static void emit(lower *L, isa_program *out)
         d->rank = p->type.tensor ? ISA_RANK_ANY : 0;
         /* the declared shape, checked on every run (vm/signature.c) */
         if (p->type.tensor && p->type.rank <= TFVM_MAX_RANK && !isa_param_set_shape(out, d, p->type.rank, p->type.dims))
+            cc_nomem(C);
+        if (d->shaped && p->dim_names && !isa_param_set_dim_names(out, d, p->dim_names))
             cc_nomem(C);
     }
     /* the file the @line:col positions refer to (issue 14), when there are

@@ -662,10 +662,12 @@ static uint64_t hmix(uint64_t h, uint64_t x)
     return h * 0xBF58476D1CE4E5B9ull;
 }
 
+/* Ops whose two operands may swap without changing any bit of the result.
+ * Not MIN and MAX: of two zeros of opposite sign they give the second. */
 static bool commutative(uint16_t op)
 {
-    return op == ISA_ADD || op == ISA_MUL || op == ISA_MIN || op == ISA_MAX || op == ISA_EQUAL ||
-           op == ISA_NOT_EQUAL || op == ISA_AND || op == ISA_OR;
+    return op == ISA_ADD || op == ISA_MUL || op == ISA_EQUAL || op == ISA_NOT_EQUAL || op == ISA_AND ||
+           op == ISA_OR;
 }
 
 static uint64_t val_key(cc_irval v) { return (uint64_t)v.n->id << 8 | v.k; }

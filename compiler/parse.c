@@ -657,14 +657,20 @@ static cc_expr *parse_host(cc *C)
 
 /* ---- Statements -------------------------------------------------------------------------
  * A block is a list of statements and an optional value. The statements
- * (var, assignment, if without else, while/for statements, return) are
- * lowered to the expression forms the rest of the compiler knows: an
- * assignment is a `let` of the same name (SSA), a statement `if` or loop
- * gives the new values of the outer variables it assigns as a tuple that a
- * `let` unpacks, and `return` makes the rest of the function the other
- * branch. Nothing new reaches the checker or the graph builder. */
+ * (var, assignment, if without else, while/for statements, return, break,
+ * continue) are lowered to the expression forms the rest of the compiler
+ * knows: an assignment is a `let` of the same name (SSA), a statement `if`
+ * or loop gives the new values of the outer variables it assigns as a
+ * tuple that a `let` unpacks, `return` makes the rest of the function the
+ * other branch, and `break`/`continue` end the loop body's block with the
+ * next values of the loop variables (a break also a false flag that the
+ * loop condition tests). Nothing new reaches the checker or the graph
+ * builder. */
 
-typedef enum { S_LET, S_ASSIGN, S_EXPR, S_IF, S_WHILE, S_FOR, S_RETURN } ps_sk;
+typedef enum { S_LET, S_ASSIGN, S_EXPR, S_IF, S_WHILE, S_FOR, S_RETURN, S_BREAK, S_CONTINUE } ps_sk;
+
+/* The jumps out of a statement: bits of ps_stmt.jumps and .own. */
+enum { J_BRK = 1, J_CONT = 2 };
 
 typedef struct ps_names {
     uint32_t n, cap;
@@ -676,6 +682,8 @@ typedef struct ps_list ps_list;
 typedef struct ps_stmt {
     uint8_t kind;       /* ps_sk */
     bool returns;       /* a `return` inside, at any depth */
+    uint8_t jumps;      /* BREAK, CONTINUE, IF: a break/continue (J_*) inside that leaves it */
+    uint8_t own;        /* WHILE, FOR: the break/continue (J_*) that end it or its iteration */
     bool value;         /* IF: the last item of its block; its branches give the block's value */
     cc_pos pos;
     cc_let let;         /* LET; ASSIGN: names[0] and the new value */
@@ -830,23 +838,27 @@ static ps_stmt *new_stmt(cc *C, ps_sk kind, cc_pos pos)
     return s;
 }
 
-/* A block (list) that cannot fall through its end: every path returns. */
-static bool always_returns(const ps_list *L);
+/* A block (list) that cannot fall through its end: every path returns,
+ * breaks or continues. */
+static bool always_jumps(const ps_list *L);
 
-static bool stmt_always_returns(const ps_stmt *s)
+static bool stmt_always_jumps(const ps_stmt *s)
 {
-    if (s->kind == S_RETURN)
+    if (s->kind == S_RETURN || s->kind == S_BREAK || s->kind == S_CONTINUE)
         return true;
-    return s->kind == S_IF && s->b && always_returns(s->a) && always_returns(s->b);
+    return s->kind == S_IF && s->b && always_jumps(s->a) && always_jumps(s->b);
 }
 
-static bool always_returns(const ps_list *L)
+static bool always_jumps(const ps_list *L)
 {
     for (uint32_t i = 0; i < L->n; i++)
-        if (stmt_always_returns(L->s[i]))
+        if (stmt_always_jumps(L->s[i]))
             return true;
     return false;
 }
+
+/* A return, or a break or continue of a loop outside the statement. */
+static bool jumps_out(const ps_stmt *s) { return s->returns || s->jumps; }
 
 /* Whether a branch ends with a value (or with an if whose branches do). */
 static bool gives_value(const ps_list *L)
@@ -914,10 +926,50 @@ static ps_stmt *parse_loop_stmt(cc *C)
     return s;
 }
 
-static bool is_compound(cc_tk k)
+/* The operator of a compound assignment (`x <<= k` is `x = x << k`). */
+static const struct {
+    cc_tk assign, op;
+} compound_ops[] = {
+    {CC_T_PLUS_EQ, CC_T_PLUS},   {CC_T_MINUS_EQ, CC_T_MINUS}, {CC_T_STAR_EQ, CC_T_STAR}, {CC_T_SLASH_EQ, CC_T_SLASH},
+    {CC_T_PERCENT_EQ, CC_T_PERCENT}, {CC_T_BAND_EQ, CC_T_BAND}, {CC_T_BOR_EQ, CC_T_BOR}, {CC_T_XOR_EQ, CC_T_XOR},
+    {CC_T_SHL_EQ, CC_T_SHL},     {CC_T_SHR_EQ, CC_T_SHR},
+};
+
+static cc_tk compound_op(cc_tk k)
 {
-    return k == CC_T_ASSIGN || k == CC_T_PLUS_EQ || k == CC_T_MINUS_EQ || k == CC_T_STAR_EQ || k == CC_T_SLASH_EQ ||
-           k == CC_T_PERCENT_EQ;
+    for (size_t i = 0; i < UT_COUNTOF(compound_ops); i++)
+        if (compound_ops[i].assign == k)
+            return compound_ops[i].op;
+    return CC_T_EOF;
+}
+
+static bool is_compound(cc_tk k) { return k == CC_T_ASSIGN || compound_op(k) != CC_T_EOF; }
+
+/* `break;` or `continue;`: the innermost loop (a statement while or for)
+ * ends, or goes on with its next iteration; the statements between here
+ * and it learn that a jump leaves them. */
+static ps_stmt *parse_jump(cc *C)
+{
+    ps *P = P_of(C);
+    const cc_tok *t = next(C);
+    bool brk = t->kind == CC_T_BREAK;
+    ps_stmt *s = new_stmt(C, brk ? S_BREAK : S_CONTINUE, t->pos);
+    s->jumps = brk ? J_BRK : J_CONT;
+    const char *word = brk ? "break" : "continue";
+    uint32_t f = P->n_frames;
+    while (f > 0 && !P->frames[f - 1].barrier && P->frames[f - 1].s->kind == S_IF)
+        f--;
+    if (f == 0)
+        cc_error(C, t->pos, TFVM_ERR_SYNTAX, "'%s' outside a loop (it can only be used in a while or for body)",
+                 word);
+    if (P->frames[f - 1].barrier)
+        cc_error(C, t->pos, TFVM_ERR_SYNTAX, "'%s' cannot be used inside an expression (only in a loop's statements)",
+                 word);
+    P->frames[f - 1].s->own |= s->jumps;
+    for (uint32_t k = f; k < P->n_frames; k++)
+        P->frames[k].s->jumps |= s->jumps;
+    expect(C, CC_T_SEMI, brk ? "';' after 'break'" : "';' after 'continue'");
+    return s;
 }
 
 static cc_expr *if_expr(cc *C, ps_stmt *s);
@@ -952,6 +1004,8 @@ static void parse_item(cc *C, ps_stmt **out, cc_expr **value)
         *out = s;
         return;
     }
+    case CC_T_BREAK:
+    case CC_T_CONTINUE: *out = parse_jump(C); return;
     case CC_T_FOR: *out = parse_loop_stmt(C); return;
     case CC_T_WHILE:
         if (!old_while(C)) {
@@ -1000,11 +1054,7 @@ static void parse_item(cc *C, ps_stmt **out, cc_expr **value)
                 x->u.var.synth = true;
                 cc_expr *b = new_expr(C, CC_E_BINARY, op->pos);
                 b->start = t->pos;
-                b->u.op.op = op->kind == CC_T_PLUS_EQ    ? CC_T_PLUS
-                           : op->kind == CC_T_MINUS_EQ   ? CC_T_MINUS
-                           : op->kind == CC_T_STAR_EQ    ? CC_T_STAR
-                           : op->kind == CC_T_SLASH_EQ   ? CC_T_SLASH
-                                                         : CC_T_PERCENT;
+                b->u.op.op = (uint8_t)compound_op((cc_tk)op->kind);
                 b->u.op.a = x;
                 b->u.op.b = v;
                 v = b;
@@ -1109,7 +1159,7 @@ static ps_list *parse_list(cc *C, const char *what)
         }
         L->s = cc_grow(C, L->s, L->n, &L->cap, sizeof *L->s);
         L->s[L->n++] = s;
-        if (stmt_always_returns(s) && !s->value)
+        if (stmt_always_jumps(s) && !s->value)
             dead = true;
     }
     L->end = cur(C)->pos;
@@ -1136,11 +1186,17 @@ typedef struct ps_k {     /* what follows the end of a statement list */
 
 typedef enum { R_NONE, R_FUNC, R_LOOP } ps_rk;
 
-typedef struct ps_r {     /* what `return v` becomes */
+typedef struct ps_jt {    /* what a break or continue gives: a tuple (templates) */
+    cc_expr **tail;
+    uint32_t n;
+} ps_jt;
+
+typedef struct ps_r {     /* what `return v`, `break` and `continue` become */
     uint8_t kind;
     cc_expr **tail;       /* R_LOOP: the loop variables' values before the returned ones */
     uint32_t n_tail;
     uint32_t n_rv;        /* R_LOOP: how many values a return gives */
+    const ps_jt *brk, *cont; /* in a loop body: the block's value for a break, a continue */
 } ps_r;
 
 typedef struct ps_blk {
@@ -1236,6 +1292,13 @@ static void conv_return(cc *C, ps_blk *B, cc_expr *v, cc_pos pos, const ps_r *R)
     B->b->result = tuple_of(C, t, R->n_tail + R->n_rv, pos);
 }
 
+/* `break` or `continue`: the block gives what the loop (or the flagged if
+ * around it, conv_if_flag) takes for it. */
+static void conv_jump(cc *C, ps_blk *B, const ps_jt *j, cc_pos pos)
+{
+    B->b->result = tuple_of(C, clone_tail(C, j->tail, j->n, 0), j->n, pos);
+}
+
 /* The end of a statement list, reached by falling through. */
 static void conv_end(cc *C, ps_blk *B, const ps_list *L, const ps_k *K, const ps_r *R)
 {
@@ -1289,16 +1352,43 @@ static cc_expr *zero_of(cc *C, const cc_vtype *t, cc_pos pos)
     return e;
 }
 
+/* `FLAG && cond` (the loop's own flags: no break happened, no return). */
+static cc_expr *and_flag(cc *C, const char *flag, cc_expr *cond)
+{
+    cc_expr *a = new_expr(C, CC_E_BINARY, cond->start);
+    a->start = cond->start;
+    a->u.op.op = CC_T_AND;
+    a->u.op.a = var_ref(C, flag, cond->start);
+    a->u.op.b = cond;
+    return a;
+}
+
+/* Loop variable k of loop e: a bool flag, true at first; its value after
+ * an iteration that goes on, returns, breaks (tails[0..2][k]) is vals[..]. */
+static const char *flag_var(cc *C, cc_expr *e, uint32_t k, const char *what, cc_expr **const tails[3],
+                            const bool vals[3], cc_pos pos)
+{
+    cc_loopvar *v = &e->u.loop.vars[k];
+    v->name = hidden(C, what);
+    v->pos = pos;
+    v->init = bool_lit(C, true, pos);
+    for (int t = 0; t < 3; t++)
+        tails[t][k] = bool_lit(C, vals[t], pos);
+    return v->name;
+}
+
 /* while COND { body } / for i in a..b { body } as a loop expression whose
- * variables are [i,] the outer vars the body assigns [, go, returned values]. */
+ * variables are [i,] the outer vars the body assigns [, brk] [, go, returned
+ * values]: `brk` is false after a break, `go` after a return, and the
+ * condition tests them first, so the loop leaves by its one EXIT. */
 static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k *K, const ps_r *R)
 {
     const ps_stmt *s = L->s[i];
     ps *P = P_of(C);
     cc_func *fn = P->fn;
-    bool is_for = s->kind == S_FOR, ret = s->returns;
+    bool is_for = s->kind == S_FOR, ret = s->returns, brk = s->own & J_BRK;
     uint32_t na = s->assigned.n, nr = ret ? fn->n_results : 0;
-    uint32_t nv = (is_for ? 1 : 0) + na + (ret ? 1 + nr : 0);
+    uint32_t nv = (is_for ? 1 : 0) + na + (brk ? 1 : 0) + (ret ? 1 + nr : 0);
     /* nv == 0: a bare loop; only a feed (in it, or in what it calls) can end
      * it, which the checker knows after the calls are resolved (host.c) */
     if (ret)
@@ -1322,8 +1412,9 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     e->u.loop.vars = cc_array(C, nv, sizeof(cc_loopvar));
     const char **names = cc_array(C, nv, sizeof *names);
     cc_expr **tail = cc_array(C, nv, sizeof *tail), **rtail = cc_array(C, nv, sizeof *rtail);
+    cc_expr **btail = cc_array(C, nv, sizeof *btail);
     uint32_t k = 0;
-    const char *go = NULL;
+    const char *go = NULL, *bgo = NULL;
     if (is_for) {
         cc_loopvar *v = &e->u.loop.vars[k];
         v->name = s->ivar;
@@ -1337,6 +1428,7 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
         inc->u.op.b->u.lit.mag = 1;
         tail[k] = inc;
         rtail[k] = var_ref(C, s->ivar, s->ivar_pos);
+        btail[k] = var_ref(C, s->ivar, s->ivar_pos);
         k++;
     }
     for (uint32_t j = 0; j < na; j++, k++) {
@@ -1347,24 +1439,25 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
         v->assign = true;
         tail[k] = var_ref(C, v->name, s->pos);
         rtail[k] = var_ref(C, v->name, s->pos);
+        btail[k] = var_ref(C, v->name, s->pos);
+    }
+    cc_expr **tails[3] = {tail, rtail, btail};
+    if (brk) { /* dropped after the loop */
+        bgo = flag_var(C, e, k, "brk.go", tails, (const bool[3]){true, true, false}, s->pos);
+        names[k++] = "_";
     }
     if (ret) {
-        go = hidden(C, "ret.go");
-        cc_loopvar *v = &e->u.loop.vars[k];
-        v->name = names[k] = go;
-        v->pos = s->pos;
-        v->init = bool_lit(C, true, s->pos);
-        tail[k] = bool_lit(C, true, s->pos);
-        rtail[k] = bool_lit(C, false, s->pos);
+        go = names[k] = flag_var(C, e, k, "ret.go", tails, (const bool[3]){true, false, true}, s->pos);
         k++;
         for (uint32_t j = 0; j < nr; j++, k++) {
-            v = &e->u.loop.vars[k];
+            cc_loopvar *v = &e->u.loop.vars[k];
             v->name = names[k] = hidden(C, "ret.val");
             v->pos = s->pos;
             v->has_type = true;
             v->type = fn->results[j].type;
             v->init = zero_of(C, &fn->results[j].type, s->pos);
             tail[k] = var_ref(C, v->name, s->pos);
+            btail[k] = var_ref(C, v->name, s->pos);
         }
     }
     cc_expr *cond;
@@ -1376,18 +1469,20 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     } else {
         cond = cc_clone(C, s->e);
     }
-    if (ret) { /* go && COND: COND is not evaluated after a return */
-        cc_expr *a = new_expr(C, CC_E_BINARY, cond->start);
-        a->start = cond->start;
-        a->u.op.op = CC_T_AND;
-        a->u.op.a = var_ref(C, go, cond->start);
-        a->u.op.b = cond;
-        cond = a;
-    }
+    /* brk && go && COND: COND is not evaluated after a break or a return */
+    if (ret)
+        cond = and_flag(C, go, cond);
+    if (brk)
+        cond = and_flag(C, bgo, cond);
     e->u.loop.cond = cond;
     ps_k bk = {.kind = K_TAIL, .tail = tail, .n_tail = nv};
+    ps_jt jb = {btail, nv}, jc = {tail, nv};
     ps_r br = {.kind = R_LOOP, .tail = rtail, .n_tail = nv - nr, .n_rv = nr};
-    e->u.loop.body = conv(C, s->a, &bk, ret ? &br : R);
+    if (!ret)
+        br = *R;
+    br.brk = brk ? &jb : NULL;
+    br.cont = s->own & J_CONT ? &jc : NULL;
+    e->u.loop.body = conv(C, s->a, &bk, &br);
     push_bind(C, B, names, nv, e, true, s->pos);
     if (!ret) {
         conv_into(C, B, L, i + 1, K, R);
@@ -1408,20 +1503,20 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     B->b->result = sel;
 }
 
-static bool has_return(const ps_list *L)
+static bool has_jump(const ps_list *L)
 {
     for (uint32_t i = 0; L && i < L->n; i++)
-        if (L->s[i]->returns)
+        if (jumps_out(L->s[i]))
             return true;
     return false;
 }
 
-/* A branch that returns on some paths and falls through on others: the
- * rest of the block would have to follow it in two places. */
-static bool partial_return(const ps_stmt *s)
+/* A branch that jumps (returns, breaks, continues) on some paths and falls
+ * through on others: the rest of the block would have to follow it in two
+ * places. */
+static bool partial_jump(const ps_stmt *s)
 {
-    return (has_return(s->a) && !always_returns(s->a)) || (has_return(s->b) && !always_returns(s->b)) ||
-           (has_return(s->a) && has_return(s->b) && !(always_returns(s->a) && always_returns(s->b)));
+    return (has_jump(s->a) && !always_jumps(s->a)) || (has_jump(s->b) && !always_jumps(s->b));
 }
 
 static bool scalar_results(const cc_func *f)
@@ -1432,50 +1527,103 @@ static bool scalar_results(const cc_func *f)
     return f != NULL;
 }
 
-/* `if c { ... return v; ... }` where a branch may fall through: the if
- * gives the outer variables it assigns, a flag and the returned values
- * (as a loop with return does), and the rest of the block runs once, when
- * the flag says no return happened. */
+static cc_expr *i32_lit(cc *C, uint64_t v, cc_pos pos)
+{
+    cc_expr *e = new_expr(C, CC_E_INT, pos);
+    e->u.lit.mag = v;
+    e->u.lit.suffix = TFVM_I32;
+    return e;
+}
+
+/* The jumps out of a flagged if (conv_if_flag), by their code (0 = none). */
+enum { F_RET = 1, F_BRK, F_CONT, F_KINDS };
+
+/* After a flagged if: the block's value for the jump of code `kind`. */
+static void conv_flag_jump(cc *C, ps_blk *B, int kind, cc_expr *retval, cc_pos pos, const ps_r *R)
+{
+    if (kind == F_RET)
+        conv_return(C, B, retval, pos, R);
+    else
+        conv_jump(C, B, kind == F_BRK ? R->brk : R->cont, pos);
+}
+
+/* `if c { ... return v; ... }` (or break, continue) where a branch may fall
+ * through: the if gives the outer variables it assigns, a flag and the
+ * returned values (as a loop with return does), and the rest of the block
+ * runs once, when the flag says no jump happened. The flag is a bool (true:
+ * none) when one kind of jump can happen, else an i32 code (0: none, then
+ * F_RET, F_BRK, F_CONT), which the rest of the block tests in turn. */
 static void conv_if_flag(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k *K, const ps_r *R)
 {
     const ps_stmt *s = L->s[i];
     cc_func *fn = P_of(C)->fn;
-    uint32_t na = s->assigned.n, nr = fn->n_results, nv = na + 1 + nr;
+    bool has[F_KINDS] = {false, s->returns, s->jumps & J_BRK, s->jumps & J_CONT};
+    int n_kinds = has[F_RET] + has[F_BRK] + has[F_CONT];
+    uint32_t na = s->assigned.n, nr = has[F_RET] ? fn->n_results : 0, nv = na + 1 + nr;
     const char **names = cc_array(C, nv, sizeof *names);
-    cc_expr **tail = cc_array(C, nv, sizeof *tail), **rtail = cc_array(C, nv, sizeof *rtail);
+    cc_expr **tail[F_KINDS];
+    for (int j = 0; j < F_KINDS; j++)
+        tail[j] = cc_array(C, nv, sizeof **tail);
     for (uint32_t j = 0; j < na; j++) {
         names[j] = s->assigned.v[j];
-        tail[j] = var_ref(C, names[j], s->pos);
-        rtail[j] = var_ref(C, names[j], s->pos);
+        for (int f = 0; f < F_KINDS; f++)
+            tail[f][j] = var_ref(C, names[j], s->pos);
     }
-    const char *go = names[na] = hidden(C, "ret.go");
-    tail[na] = bool_lit(C, true, s->pos);
-    rtail[na] = bool_lit(C, false, s->pos);
-    for (uint32_t j = 0; j < nr; j++) {
+    const char *flag = names[na] = hidden(C, n_kinds == 1 && has[F_RET] ? "ret.go" : "jump.go");
+    for (int f = 0; f < F_KINDS; f++) {
+        tail[f][na] = n_kinds == 1 ? bool_lit(C, f == 0, s->pos) : i32_lit(C, (uint64_t)f, s->pos);
+        for (uint32_t j = 0; j < nr && f != F_RET; j++) /* no value returned: zeros */
+            tail[f][na + 1 + j] = zero_of(C, &fn->results[j].type, s->pos);
+    }
+    for (uint32_t j = 0; j < nr; j++)
         names[na + 1 + j] = hidden(C, "ret.val");
-        tail[na + 1 + j] = zero_of(C, &fn->results[j].type, s->pos);
-    }
     cc_expr *e = new_expr(C, CC_E_IF, s->pos);
     e->u.cond.cond = cc_clone(C, s->e);
-    ps_k k = {.kind = K_TAIL, .tail = tail, .n_tail = nv};
-    ps_r r = {.kind = R_LOOP, .tail = rtail, .n_tail = na + 1, .n_rv = nr};
+    ps_k k = {.kind = K_TAIL, .tail = tail[0], .n_tail = nv};
+    ps_jt jb = {tail[F_BRK], nv}, jc = {tail[F_CONT], nv};
+    ps_r r = {.kind = R_LOOP, .tail = tail[F_RET], .n_tail = na + 1, .n_rv = nr,
+              .brk = has[F_BRK] ? &jb : NULL, .cont = has[F_CONT] ? &jc : NULL};
     e->u.cond.then = conv(C, s->a, &k, &r);
     e->u.cond.els = conv(C, s->b ? s->b : &empty_list, &k, &r);
     if (!s->b)
         e->u.cond.els->pos = s->pos;
     push_bind(C, B, names, nv, e, true, s->pos);
-    cc_expr *sel = new_expr(C, CC_E_IF, s->pos);
-    sel->u.cond.cond = var_ref(C, go, s->pos);
-    ps_blk Bt = {cc_alloc(C, sizeof(cc_ablock)), 0}, Be = {cc_alloc(C, sizeof(cc_ablock)), 0};
-    Bt.b->pos = Be.b->pos = s->pos;
-    conv_into(C, &Bt, L, i + 1, K, R);
-    cc_expr **rv = cc_array(C, nr, sizeof *rv);
+    cc_expr **rv = cc_array(C, nr ? nr : 1, sizeof *rv);
     for (uint32_t j = 0; j < nr; j++)
         rv[j] = var_ref(C, names[na + 1 + j], s->pos);
-    conv_return(C, &Be, tuple_of(C, rv, nr, s->pos), s->pos, R);
-    sel->u.cond.then = Bt.b;
-    sel->u.cond.els = Be.b;
-    B->b->result = sel;
+    cc_expr *retval = nr ? tuple_of(C, rv, nr, s->pos) : NULL;
+    /* if no jump { rest } else if code == F_RET { return } else if ... */
+    int cases[F_KINDS], n_cases = 0;
+    for (int f = 0; f < F_KINDS; f++)
+        if (f == 0 || has[f])
+            cases[n_cases++] = f;
+    ps_blk at_b = *B;
+    for (int c = 0; c < n_cases; c++) {
+        int f = cases[c];
+        if (c == n_cases - 1) { /* the last case needs no test */
+            conv_flag_jump(C, &at_b, f, retval, s->pos, R);
+            break;
+        }
+        cc_expr *test = var_ref(C, flag, s->pos);
+        if (n_kinds > 1) {
+            test = new_expr(C, CC_E_BINARY, s->pos);
+            test->u.op.op = CC_T_EQ;
+            test->u.op.a = var_ref(C, flag, s->pos);
+            test->u.op.b = i32_lit(C, (uint64_t)f, s->pos);
+        }
+        cc_expr *sel = new_expr(C, CC_E_IF, s->pos);
+        sel->u.cond.cond = test;
+        ps_blk Bt = {cc_alloc(C, sizeof(cc_ablock)), 0}, Be = {cc_alloc(C, sizeof(cc_ablock)), 0};
+        Bt.b->pos = Be.b->pos = s->pos;
+        if (f == 0)
+            conv_into(C, &Bt, L, i + 1, K, R);
+        else
+            conv_flag_jump(C, &Bt, f, retval, s->pos, R);
+        sel->u.cond.then = Bt.b;
+        sel->u.cond.els = Be.b;
+        at_b.b->result = sel;
+        at_b = Be;
+    }
 }
 
 static void conv_into(cc *C, ps_blk *B, const ps_list *L, uint32_t from, const ps_k *K, const ps_r *R)
@@ -1497,16 +1645,18 @@ static void conv_into(cc *C, ps_blk *B, const ps_list *L, uint32_t from, const p
             break;
         }
         case S_RETURN: conv_return(C, B, cc_clone(C, s->e), s->pos, R); return;
+        case S_BREAK: conv_jump(C, B, R->brk, s->pos); return;
+        case S_CONTINUE: conv_jump(C, B, R->cont, s->pos); return;
         case S_WHILE:
         case S_FOR: conv_loop(C, B, L, i, K, R); return;
         case S_IF: {
-            if (!s->value && s->returns && partial_return(s) && scalar_results(P_of(C)->fn)) {
+            if (!s->value && jumps_out(s) && partial_jump(s) && (!s->returns || scalar_results(P_of(C)->fn))) {
                 conv_if_flag(C, B, L, i, K, R);
                 return;
             }
             cc_expr *e = new_expr(C, CC_E_IF, s->pos);
             e->u.cond.cond = cc_clone(C, s->e);
-            if (s->value || s->returns) {
+            if (s->value || jumps_out(s)) {
                 /* the rest of the block goes into both branches (a returning
                  * branch never reaches it) */
                 ps_k rest = {.kind = K_SEQ, .rest = L, .from = i + 1, .up = K};
@@ -1543,9 +1693,9 @@ static void conv_into(cc *C, ps_blk *B, const ps_list *L, uint32_t from, const p
 /* An `if` statement used as an operand (`if a { 1 } else { 2 } + 3`). */
 static cc_expr *if_expr(cc *C, ps_stmt *s)
 {
-    if (s->assigned.n || s->returns)
+    if (s->assigned.n || jumps_out(s))
         cc_error(C, s->pos, TFVM_ERR_SYNTAX,
-                 "an 'if' used as a value cannot assign variables declared outside it or return");
+                 "an 'if' used as a value cannot assign variables declared outside it, return, break or continue");
     s->value = true;
     ps_list L = {.pos = s->pos, .end = s->pos, .n = 1, .cap = 1, .s = &s};
     ps_k k = {.kind = K_VALUE};

@@ -143,20 +143,62 @@ static const char *near_name(checker *K, const char *name, bool funcs_only)
     return cc_suggest(name, cands, k);
 }
 
-/* A use fixed the dtype of a variable first given by a bare literal. A let
- * (var x = 0) then gets that type written out, and its function is checked
- * again; a loop variable is settled by check_while. */
-static void fix_flex(checker *K, cc_var *v, uint8_t d)
+/* A use (at `at`) fixed the dtype of a variable first given by a bare
+ * literal. A let (var x = 0) then gets that type written out, and its
+ * function is checked again; a loop variable is settled by check_while: a
+ * version of either (x after `x = x + 1`) fixes it too, so the order of
+ * the uses in a loop body does not matter. */
+static void fix_one(checker *K, cc_var *v, uint8_t d, cc_pos at)
 {
     v->type.dtype = d;
     v->flex = 0;
     v->fixed = true;
+    v->fixed_at = at;
     if (v->let && !v->let->has_type) {
         v->let->has_type = true;
         v->let->flexed = true;
+        v->let->fixed_at = at;
         v->let->type = (cc_vtype){.dtype = d};
         K->refix = true;
     }
+}
+
+static void fix_flex(checker *K, cc_var *v, uint8_t d, cc_pos at)
+{
+    fix_one(K, v, d, at);
+    if (v->flexsrc && v->flexsrc != v && v->flexsrc->flex)
+        fix_one(K, v->flexsrc, d, at);
+}
+
+/* "; 'x' is i64 because of its use at 4:17": why a variable first given by
+ * a bare literal has the dtype that conflicts (empty when none did). */
+static const char *fixed_note(const cc_var *v, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (v && v->fixed_at.line)
+        ut_fmt(buf, size, "; '%s' is %s because of its use at %u:%u", v->name,
+               tfvm_dtype_name((tfvm_dtype)v->type.dtype), v->fixed_at.line, v->fixed_at.col);
+    return buf;
+}
+
+static const cc_var *expr_var(const cc_expr *e) { return e->kind == CC_E_VAR ? e->u.var.var : NULL; }
+
+/* The errors recorded so far, to forget those of a check that is redone. */
+typedef struct err_mark {
+    uint32_t n;
+    size_t len;
+    tfvm_status st;
+} err_mark;
+
+static err_mark err_save(const cc *C) { return (err_mark){C->n_errors, C->msg_len, C->status}; }
+
+static void err_restore(cc *C, err_mark m)
+{
+    C->n_errors = m.n;
+    C->msg_len = m.len;
+    C->status = m.st;
+    if (C->err)
+        C->err->message[m.n ? m.len : 0] = '\0';
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -214,6 +256,18 @@ static uint8_t hint_dtype(const cc_tlist *hint)
 
 static bool is_int(uint8_t d) { return isa_dtype_int(d); }
 static bool is_float(uint8_t d) { return isa_dtype_float(d); }
+
+/* An integer literal without suffix that does not fit in an i32 (-x too). */
+static bool wide_int_lit(const cc_expr *e)
+{
+    bool neg = false;
+    for (; e->kind == CC_E_UNARY && e->u.op.op == CC_T_MINUS; e = e->u.op.a)
+        neg = !neg;
+    if (e->kind != CC_E_INT || e->u.lit.suffix)
+        return false;
+    neg ^= e->u.lit.neg;
+    return e->u.lit.big || e->u.lit.mag > (neg ? (uint64_t)INT32_MAX + 1 : (uint64_t)INT32_MAX);
+}
 
 /* The dtype an integer literal takes, and the range check. */
 static void check_int_lit(checker *K, cc_expr *e, uint8_t d)
@@ -332,6 +386,16 @@ static const char *op_text(uint8_t tk)
     }
 }
 
+_Noreturn static void operand_mismatch(cc *C, cc_pos pos, const char *what, const cc_vtype *a, const cc_vtype *b,
+                                       const char *note)
+{
+    char ta[96], tb[96];
+    cc_vtype_str(a, ta, sizeof ta);
+    cc_vtype_str(b, tb, sizeof tb);
+    cc_error(C, pos, TFVM_ERR_TYPE, "operands of %s have different types: %s and %s (convert with cast<T>(x))%s", what,
+             ta, tb, note);
+}
+
 /* Elementwise typing shared by operators and built-in ops: `what` names the
  * operation in messages ("'+'", "min"). */
 static cc_vtype elementwise(checker *K, cc_pos pos, const char *what, isa_class cls, uint32_t n,
@@ -350,14 +414,9 @@ static cc_vtype elementwise(checker *K, cc_pos pos, const char *what, isa_class 
             cc_vtype_str(in[0], ta, sizeof ta);
             cc_error(C, pos, TFVM_ERR_TYPE, "the condition of %s must be bool, got %s", what, ta);
         }
-        for (uint32_t k = first + 1; k < n; k++) {
-            if (in[k]->dtype != in[first]->dtype) {
-                cc_vtype_str(in[first], ta, sizeof ta);
-                cc_vtype_str(in[k], tb, sizeof tb);
-                cc_error(C, pos, TFVM_ERR_TYPE,
-                         "operands of %s have different types: %s and %s (convert with cast<T>(x))", what, ta, tb);
-            }
-        }
+        for (uint32_t k = first + 1; k < n; k++)
+            if (in[k]->dtype != in[first]->dtype)
+                operand_mismatch(C, pos, what, in[first], in[k], "");
         if (cls == ISA_CLASS_BINARY && in[0]->dtype == TFVM_BOOL)
             cc_error(C, pos, TFVM_ERR_TYPE, "%s needs numbers, got bool", what);
         if (cls == ISA_CLASS_LOGIC && in[0]->dtype != TFVM_BOOL) {
@@ -392,6 +451,11 @@ static void check_operands(checker *K, cc_expr **ops, uint32_t n, const cc_tlist
             anchor = (int)k;
             break;
         }
+    /* all flexible, no context: a literal too wide for i32 is i64, and so
+     * are its siblings (x % 0x8000_0000 with var x = 1) */
+    for (uint32_t k = 0; anchor < 0 && !hint_dtype(hint) && k < n; k++)
+        if (wide_int_lit(ops[k]))
+            anchor = (int)k;
     if (anchor >= 0) {
         check_expr(K, ops[anchor], NULL);
         single(K, ops[anchor], what);
@@ -510,6 +574,14 @@ static void check_binary(checker *K, cc_expr *e, const cc_tlist *hint)
     cc_expr *ops[2] = {e->u.op.a, e->u.op.b};
     check_operands(K, ops, 2, cls == ISA_CLASS_BINARY ? hint : NULL, "an operand");
     const cc_vtype *in[2] = {&ops[0]->type.t[0], &ops[1]->type.t[0]};
+    if (in[0]->dtype != in[1]->dtype) { /* say which use made a bare literal's variable the other dtype */
+        char note[160];
+        const cc_var *v = expr_var(ops[0]);
+        if (!v || !v->fixed_at.line)
+            v = expr_var(ops[1]);
+        if (*fixed_note(v, note, sizeof note))
+            operand_mismatch(C, e->pos, what, in[0], in[1], note);
+    }
     if (is_bitwise(op)) {
         bool shift = op == CC_T_SHL || op == CC_T_SHR;
         if (in[0]->dtype == TFVM_BOOL && in[1]->dtype == TFVM_BOOL && !shift) {
@@ -965,20 +1037,31 @@ static void check_while(checker *K, cc_expr *e)
     for (uint32_t pass = 0;; pass++) {
         K->n_scope = mark;
         bool changed = false;
+        err_mark em = err_save(C);
         for (uint32_t k = 0; k < n; k++) {
             cc_loopvar *v = &e->u.loop.vars[k];
             v->var = declare(K, v->name, v->pos, &v->type);
             v->var->flex = pass <= n ? flex[k] : 0;
-            if (v->assign && v->init->kind == CC_E_VAR && v->init->u.var.var) /* a statement loop's copy */
-                v->var->origin = v->init->u.var.var->origin;
+            v->var->flexsrc = v->var->flex ? v->var : NULL;
+            v->var->fixed_at = v->fixed_at;
+            const cc_var *outer = v->init->kind == CC_E_VAR ? v->init->u.var.var : NULL;
+            if (v->assign && outer) { /* a statement loop's copy */
+                v->var->origin = outer->origin;
+                if (!v->fixed_at.line)
+                    v->var->fixed_at = outer->fixed_at;
+            }
             types.t[k] = v->type;
         }
         check_cond(K, e->u.loop.cond, "the loop condition");
         check_block(K, e->u.loop.body, &types);
+        /* a use fixed a variable's dtype (in any statement, any version of
+         * it): the body is checked again with that dtype, until none changes
+         * (a fixpoint: each pass fixes one more variable or ends) */
         for (uint32_t k = 0; k < n; k++) {
             cc_loopvar *v = &e->u.loop.vars[k];
             if (v->var->fixed) {
                 v->type.dtype = v->var->type.dtype;
+                v->fixed_at = v->var->fixed_at;
                 cc_tlist h = {1, &v->type};
                 check_expr(K, v->init, &h);
                 flex[k] = 0;
@@ -987,6 +1070,7 @@ static void check_while(checker *K, cc_expr *e)
         }
         if (!changed)
             break;
+        err_restore(C, em); /* that pass's errors came from the dtype it guessed */
     }
     const cc_tlist *got = &e->u.loop.body->result->type;
     if (got->n != n)
@@ -1002,9 +1086,10 @@ static void check_while(checker *K, cc_expr *e)
         if (!ok) {
             cc_vtype_str(&v->type, ta, sizeof ta);
             cc_vtype_str(&got->t[k], tb, sizeof tb);
+            char note[160];
             cc_error(C, e->u.loop.body->result->start, TFVM_ERR_TYPE,
-                     "loop variable '%s' is %s but the body gives %s (declare it: %s: T = ...)", v->name, ta, tb,
-                     v->name);
+                     "loop variable '%s' is %s but the body gives %s (declare it: %s: T = ...)%s", v->name, ta, tb,
+                     v->name, fixed_note(v->var, note, sizeof note));
         }
     }
     K->n_scope = mark;
@@ -1048,7 +1133,7 @@ static void check_expr(checker *K, cc_expr *e, const cc_tlist *hint)
         e->u.var.var = v;
         uint8_t hd = hint_dtype(hint);
         if (v->flex && hd && hd != v->type.dtype && (is_float(hd) || (v->flex == 1 && is_int(hd))))
-            fix_flex(K, v, hd); /* see check_while */
+            fix_flex(K, v, hd, e->pos); /* see check_while */
         e->type = one_type(C, &v->type);
         break;
     }
@@ -1126,13 +1211,15 @@ static void check_let(checker *K, cc_let *l)
                 continue;
             if (o->flex && !got->tensor && !o->type.tensor &&
                 ((o->flex == 1 && is_int(got->dtype)) || is_float(got->dtype))) {
-                fix_flex(K, o, got->dtype);
+                fix_flex(K, o, got->dtype, l->value->start);
                 continue;
             }
             cc_vtype_str(&o->type, ta, sizeof ta);
             cc_vtype_str(got, tb, sizeof tb);
-            cc_error(C, l->value->start, TFVM_ERR_TYPE, "cannot assign %s to '%s' (a var of type %s)", tb,
-                     l->names[k], ta);
+            char note[160];
+            fixed_note(o->fixed_at.line || l->n_names != 1 ? o : expr_var(l->value), note, sizeof note);
+            cc_error(C, l->value->start, TFVM_ERR_TYPE, "cannot assign %s to '%s' (a var of type %s)%s", tb,
+                     l->names[k], ta, note);
         }
     }
     l->vars = cc_array(C, l->n_names, sizeof(cc_var *));
@@ -1153,10 +1240,15 @@ static void check_let(checker *K, cc_let *l)
             v->origin = o->origin;
             v->flex = o->flex;
             v->let = o->let;
+            v->flexsrc = o->flexsrc;
+            v->fixed_at = o->fixed_at;
         } else if (flexible && !t->t[0].tensor && (t->t[0].dtype == TFVM_I32 || t->t[0].dtype == TFVM_F64)) {
             /* a bare literal with its default dtype (a wide one is i64 for good) */
             v->flex = l->value->kind == CC_E_FLOAT || is_float(t->t[0].dtype) ? 2 : 1;
             v->let = l;
+            v->flexsrc = v;
+        } else if (l->flexed) {
+            v->fixed_at = l->fixed_at;
         }
         /* a name of a tuple pattern is often there only to unpack the rest
          * (let (i, s) = while ...): only single names are warned about */
@@ -1269,20 +1361,14 @@ static void check_func(cc *C, cc_func *f)
         Kp->C = C;
         Kp->fn = f;
         f->n_slots = 0;
-        uint32_t n_err = C->n_errors;
-        size_t len = C->msg_len;
-        tfvm_status st = C->status;
+        err_mark em = err_save(C);
         guarded_func(C, f, Kp);
         checker K = *Kp;
         if (K.refix && pass < 8) {
-            C->n_errors = n_err;
-            C->msg_len = len;
-            C->status = st;
-            if (C->err)
-                C->err->message[n_err ? len : 0] = '\0';
+            err_restore(C, em);
             continue;
         }
-        if (C->n_errors != n_err)
+        if (C->n_errors != em.n)
             return;
         /* a declaration checked in several loop passes is one variable:
          * used if any of its passes used it (sorted by position, not a

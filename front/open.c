@@ -3,6 +3,7 @@
  * caller, the .tfvm magic or the name. It sits above the loader, the
  * compiler and the importers, which never call up into it. */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "import/import.h"
 #include "loader/loader.h"
@@ -15,6 +16,7 @@ void tfvm_open_options_init(tfvm_open_options *o)
         o->outputs = NULL;
         o->opt_level = 1;
         o->overflow_trap = false;
+        o->signature = NULL;
     }
 }
 
@@ -70,6 +72,9 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
                             tfvm_program **out, tfvm_error *err)
 {
     const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) /* a SavedModel is a directory */
+        return imp_program_saved_model(path, o->signature, o->opt_level, cfg, out, err);
     char *data;
     size_t len;
     tfvm_status st = ut_read_file(path, a, &data, &len, err);

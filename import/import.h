@@ -28,10 +28,26 @@ tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char 
 tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
                    const tfvm_allocator *a, isa_program *out, tfvm_error *err);
 
+/* imp_tf, with notes (Placeholders that no result depends on, left out of
+ * the parameters) to cfg->log at TFVM_LOG_WARN; cfg may be NULL. */
+tfvm_status imp_tf_logged(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
+                          const tfvm_config *cfg, const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+
+/* A TensorFlow SavedModel directory (tf.saved_model.save): saved_model.pb's
+ * graph with the variables of variables/ (a TensorBundle) as constants; the
+ * entry's parameters and results are signature `signature`'s inputs and
+ * outputs (NULL: serving_default), named by its keys. Errors as imp_tf's. */
+tfvm_status imp_saved_model(const char *dir, const char *signature, int opt_level, const tfvm_config *cfg,
+                            const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+
 /* fmt's importer (TFVM_FORMAT_ONNX or _TF) into a new program handle made
  * with cfg (import/api.c): `extra` is ONNX's base directory or TensorFlow's
  * outputs. The public imports and front/open.c's files both come here. */
 tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
                         int opt_level, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err);
+
+/* imp_saved_model into a new program handle made with cfg (import/api.c). */
+tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, const tfvm_config *cfg,
+                                    tfvm_program **out, tfvm_error *err);
 
 #endif

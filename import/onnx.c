@@ -87,7 +87,7 @@ cc_vtype ox_vtype(const ox_val *v)
     cc_vtype t = cc_tensor_t((tfvm_dtype)v->dtype, v->rank);
     if (v->rank > 0)
         for (int k = 0; k < v->rank; k++)
-            t.dims[k] = v->dims[k];
+            t.dims[k] = v->dims[k] >= 0 ? v->dims[k] : -1; /* the IR has no symbols */
     return t;
 }
 
@@ -113,7 +113,23 @@ const char *ox_onnx_type_name(int32_t t)
     return t >= 0 && (size_t)t < UT_COUNTOF(names) ? names[t] : "an unknown type";
 }
 
-bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v)
+/* the symbol of dim_param `name` (interned in X), or -1 past OX_MAX_SYMS;
+ * NULL: a new symbol without a name (a dim the model leaves unnamed: `?`,
+ * but equal to itself wherever shape arithmetic carries it) */
+static int64_t dim_symbol(ox *X, const char *name)
+{
+    uint32_t k = 0;
+    while (name && k < X->n_syms && (!X->syms[k] || strcmp(X->syms[k], name) != 0))
+        k++;
+    k = name ? k : X->n_syms;
+    if (k == OX_MAX_SYMS)
+        return CC_DIM_ANY;
+    if (k == X->n_syms)
+        X->syms[X->n_syms++] = name;
+    return cc_dim_sym(k);
+}
+
+bool ox_value_info(ox *X, const Onnx__ValueInfoProto *vi, ox_val *v)
 {
     memset(v, 0, sizeof *v);
     v->rank = -1;
@@ -132,6 +148,11 @@ bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v)
             if (d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0 &&
                 d->dim_value <= ((int64_t)1 << 40))
                 v->dims[k] = d->dim_value;
+            else if (X && d && d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+                     isa_dim_name_ok(d->dim_param, strlen(d->dim_param)))
+                v->dims[k] = dim_symbol(X, d->dim_param);
+            else if (X)
+                v->dims[k] = dim_symbol(X, NULL);
         }
     }
     return true;
@@ -206,7 +227,7 @@ static void refine_from_value_info(const Onnx__GraphProto *g, const char *name, 
         if (!vi || !vi->name || strcmp(vi->name, name) != 0)
             continue;
         ox_val t;
-        if (ox_value_info(vi, &t) && t.dtype == v->dtype && t.rank >= 0) {
+        if (ox_value_info(NULL, vi, &t) && t.dtype == v->dtype && t.rank >= 0) {
             v->rank = t.rank;
             memcpy(v->dims, t.dims, sizeof v->dims);
         }
@@ -261,8 +282,14 @@ static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodePro
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
-    if (!ox_try_fold(N))
+    const cc_origin *outer = X->C->origin; /* a subgraph's nodes are inside their If/Loop */
+    cc_set_origin(X->C, n->name && n->name[0] ? n->name : n->output && n->n_output && n->output[0] ? n->output[0] : "?",
+                  n->op_type);
+    if (!ox_try_fold(N)) {
         h(N);
+        ox_keep_facts(N);
+    }
+    X->C->origin = outer;
     for (uint32_t k = 0; k < N->n_out; k++) {
         const char *o = n->output[k];
         if (!o || !o[0])
@@ -332,6 +359,37 @@ static bool is_initializer(const char *const *names, size_t n, const char *name)
     return bsearch(&name, names, n, sizeof *names, cmp_name) != NULL;
 }
 
+/* The names of v's symbolic dims (X's symbols), or NULL when it has none */
+static const char **dim_names(ox *X, const ox_val *v)
+{
+    const char **names = NULL;
+    for (int k = 0; k < v->rank; k++)
+        if (cc_dim_is_sym(v->dims[k]) && cc_dim_sym_id(v->dims[k]) < X->n_syms && X->syms[cc_dim_sym_id(v->dims[k])]) {
+            if (!names)
+                names = cc_array(X->C, (size_t)v->rank, sizeof *names);
+            names[k] = X->syms[cc_dim_sym_id(v->dims[k])];
+        }
+    return names;
+}
+
+/* What a result's signature promises (checked on every run,
+ * vm/signature.c): the graph's declared output type when it has a rank
+ * (exporters write it, symbolic dims named), else the rank the import
+ * found; dims the model does not declare stay `?`. */
+static void result_type(ox *X, const Onnx__ValueInfoProto *vi, const ox_val *got, cc_param *r)
+{
+    ox_val d;
+    r->type = ox_vtype(got);
+    if (!r->type.tensor)
+        return;
+    if (ox_value_info(X, vi, &d) && d.dtype == got->dtype && d.rank > 0 && (got->rank < 0 || got->rank == d.rank)) {
+        r->type = ox_vtype(&d);
+        r->dim_names = dim_names(X, &d);
+        return;
+    }
+    r->type = cc_tensor_t((tfvm_dtype)r->type.dtype, got->rank);
+}
+
 static cc_ifn *build_model(cc *C, void *ud)
 {
     ox_build *B = ud;
@@ -367,7 +425,7 @@ static cc_ifn *build_model(cc *C, void *ud)
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "graph input #%zu has no name", k);
         if (is_initializer(inits, n_inits, vi->name))
             continue; /* exporters list weights as inputs too: they stay constants */
-        if (!ox_value_info(vi, &pv[np])) {
+        if (!ox_value_info(X, vi, &pv[np])) {
             const Onnx__TypeProto *t = vi->type;
             if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type &&
                 t->tensor_type->has_elem_type)
@@ -387,13 +445,14 @@ static cc_ifn *build_model(cc *C, void *ud)
         const Onnx__ValueInfoProto *vi = g->output[k];
         rn[k] = vi && vi->name ? vi->name : "";
         ox_val v;
-        if (!ox_value_info(vi, &v))
+        if (!ox_value_info(X, vi, &v))
             v.dtype = TFVM_F32;
         rt[k] = ox_vtype(&v);
     }
     cc_ifn *fn = cc_func_new(C, "main", np, pn, pt, nr, rn, rt);
     cc_blk *top = cc_fn_top(fn);
     for (uint32_t k = 0; k < np; k++) {
+        fn->src->params[k].dim_names = dim_names(X, &pv[k]);
         pv[k].v = cc_param_val(fn, k);
         ox_bind(X, pn[k], &pv[k]);
     }
@@ -402,12 +461,7 @@ static cc_ifn *build_model(cc *C, void *ud)
     cc_irval *res = cc_array(C, nr + 1, sizeof *res);
     for (uint32_t k = 0; k < nr; k++) {
         res[k] = out[k]->v;
-        fn->src->results[k].type = ox_vtype(out[k]);
-        /* The results' signature (checked on every run, vm/signature.c) keeps
-         * the dtype but not the importer's shape facts, which are not exact
-         * enough to promise (Reshape's 0 dims, negative Squeeze axes). */
-        if (fn->src->results[k].type.tensor)
-            fn->src->results[k].type = cc_tensor_t((tfvm_dtype)fn->src->results[k].type.dtype, -1);
+        result_type(X, g->output[k], out[k], &fn->src->results[k]);
     }
     cc_block_results(C, top, nr, res);
     return fn;

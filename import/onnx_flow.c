@@ -60,7 +60,7 @@ static void bind_input(ox_node *N, const Onnx__GraphProto *g, size_t k, const ox
 static uint8_t output_dtype(const Onnx__GraphProto *g, size_t k)
 {
     ox_val v;
-    return ox_value_info(g->output[k], &v) ? v.dtype : TFVM_F32;
+    return ox_value_info(NULL, g->output[k], &v) ? v.dtype : TFVM_F32;
 }
 
 
@@ -279,6 +279,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
     for (uint32_t k = 0; k < nvar; k++) {
         iv[k] = lv[k].v;
         lv[k].cdata = NULL;
+        lv[k].dv = NULL;
         types[k] = ox_vtype(&lv[k]);
     }
     uint32_t id = X->n_loops++;

@@ -7,19 +7,26 @@
 
 #include "compiler/build.h"
 #include "compiler/decomp.h"
+#include "compiler/shape.h"
 #include "onnx.pb-c.h"
 
 #define OX_MAX_IO 64          /* entries of the per-input/output attributes we read (Scan's axes, Split's sizes) */
 #define OX_MAX_OPSET 27       /* the newest default-domain opset accepted */
+#define OX_MAX_SYMS 64        /* named dims kept as symbols; later names are unknown dims */
 
-/* A value: rank -1 = unknown; dims[k] -1 = unknown. cdata: the elements of
- * a constant (C order, the dtype's little-endian layout), else NULL. */
+/* A value: rank -1 = unknown; dims[k] as compiler/shape.h writes them (-1
+ * unknown, <= -2 a symbol such as `batch`). cdata: the elements of a
+ * constant (C order, the dtype's little-endian layout), else NULL. dv: what
+ * is known of the elements of a small integer value computed from shapes
+ * (onnx_fold.c), else NULL; a handler that makes a new value from a copy
+ * clears both. */
 typedef struct ox_val {
     cc_irval v;
     uint8_t dtype;
     int8_t rank;
     int64_t dims[TFVM_MAX_RANK];
     const void *cdata;
+    const cc_dimvec *dv;
 } ox_val;
 
 typedef struct ox_ent {
@@ -40,6 +47,11 @@ typedef struct ox {
     ox_ent *top;
     uint32_t n_loops;
     uint32_t depth;         /* subgraph nesting (a guard against hostile depth) */
+    /* the symbolic dims (compiler/shape.h) of the graph's inputs and
+     * outputs: their dim_param names (`batch`, NULL for a dim without
+     * one), in first-seen order */
+    const char *syms[OX_MAX_SYMS];
+    uint32_t n_syms;
 } ox;
 
 /* One node being translated: in[k] NULL = absent (""). Handlers set out[k]
@@ -53,6 +65,7 @@ typedef struct ox_node {
     uint32_t n_in, n_out;
     ox_val **in;            /* n_in entries */
     ox_val *out;            /* n_out entries */
+    cc_dimvec *dv;          /* what onnx_fold.c knows of out[0]'s elements, or NULL */
 } ox_node;
 
 /* onnx.c */
@@ -68,8 +81,9 @@ void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out);
 cc_vtype ox_vtype(const ox_val *v);
 bool ox_dtype(int32_t onnx_type, uint8_t *dtype);
 const char *ox_onnx_type_name(int32_t t);
-/* A value's type from a ValueInfoProto (dtype and shape); false if not a tensor. */
-bool ox_value_info(const Onnx__ValueInfoProto *vi, ox_val *v);
+/* A value's type from a ValueInfoProto (dtype and shape, a named dim as
+ * X's symbol of that name; X NULL: unknown); false if not a tensor. */
+bool ox_value_info(ox *X, const Onnx__ValueInfoProto *vi, ox_val *v);
 
 /* onnx_tensor.c: a TensorProto as a constant value in block b (external
  * data read relative to X->dir). */
@@ -147,8 +161,14 @@ ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsi
                     ox_val *inv_out);
 
 /* onnx_fold.c: a node of small integer constants (shape arithmetic)
- * computed now; false when it is not one */
+ * computed now; false when it is not one (then N->dv says what is known of
+ * its result, if anything, and ox_keep_facts gives it to out[0] once the
+ * handler made it). The element facts of a value (dims of `x` when x is a
+ * dimension vector) are in v->dv or, for a constant, in its elements. */
 bool ox_try_fold(ox_node *N);
+void ox_keep_facts(ox_node *N);
+/* what is known of the elements of v (a constant or v->dv), false if nothing */
+bool ox_dims_of(const ox_val *v, cc_dimvec *out);
 
 /* onnx_image.c: Resize in RESIZE2's modes; false when RESIZE does it */
 bool ox_resize2(ox_node *N);

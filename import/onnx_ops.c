@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/decomp.h"
 #include "import/onnx_int.h"
 
 /* ---- Building blocks ------------------------------------------------------------- */
@@ -221,14 +222,8 @@ static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
         ox_unknown_shape(r, -1);
         return;
     }
-    int rk = a->rank > b->rank ? a->rank : b->rank;
-    ox_unknown_shape(r, rk);
-    for (int k = 0; k < rk; k++) {
-        int ka = k - (rk - a->rank), kb = k - (rk - b->rank);
-        int64_t da = ka >= 0 ? a->dims[ka] : 1, db = kb >= 0 ? b->dims[kb] : 1;
-        r->dims[k] = da == 1 ? db : db == 1 ? da : da == db ? da : -1;
-    }
-    r->v.n = r->v.n; /* keep */
+    ox_unknown_shape(r, a->rank > b->rank ? a->rank : b->rank);
+    cc_shape_bcast(a->rank, a->dims, b->rank, b->dims, r->dims);
 }
 
 ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype)
@@ -396,6 +391,7 @@ ox_val ox_decompose(ox_node *N, cc_decomp d, const ox_val *x, const double *p)
 {
     ox_val r = *x;
     r.cdata = NULL;
+    r.dv = NULL;
     r.v = cc_decompose(N->C, N->b, d, x->v, p);
     return r;
 }
@@ -499,6 +495,19 @@ static void op_Dropout(ox_node *N)
     }
 }
 
+/* Cast and CastLike: a NaN or out-of-range float to an integer gives what
+ * ORT gives on x86 (compiler/decomp.h), not an error. */
+static ox_val cast_as_ort(ox_node *N, const ox_val *x, uint8_t d)
+{
+    if (!isa_dtype_float(x->dtype) || !isa_dtype_int(d))
+        return ox_to_dtype(N, x, d);
+    ox_val r = *x;
+    r.dtype = d;
+    r.cdata = NULL;
+    r.v = cc_cast_x86(N->C, N->b, x->v, (tfvm_dtype)d);
+    return r;
+}
+
 static void op_Cast(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
@@ -506,10 +515,10 @@ static void op_Cast(ox_node *N)
     uint8_t d;
     if (!ox_dtype((int32_t)to, &d))
         ox_unsupported(N, "casting to %s", ox_onnx_type_name((int32_t)to));
-    N->out[0] = ox_to_dtype(N, x, d);
+    N->out[0] = cast_as_ort(N, x, d);
 }
 
-static void op_CastLike(ox_node *N) { N->out[0] = ox_to_dtype(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
+static void op_CastLike(ox_node *N) { N->out[0] = cast_as_ort(N, ox_need(N, 0), ox_need(N, 1)->dtype); }
 
 static void op_Clip(ox_node *N)
 {
@@ -1185,6 +1194,25 @@ static void op_Size(ox_node *N)
     N->out[0] = ox_op2(N, ISA_REDUCE_PROD, 0, &s, &e, TFVM_I64, 0);
 }
 
+/* Reshape's result dims from what is known of its shape (compiler/shape.h) */
+static void reshape_dims(ox_node *N, const ox_val *x, bool allowzero)
+{
+    cc_dimvec t;
+    ox_val *y = &N->out[0];
+    if (N->X->opset < 5) {
+        t.rank = 1;
+        t.n = ox_attr_ints(N, "shape", t.v, CC_DV_MAX);
+        memset(t.sym, 0, sizeof t.sym);
+    } else if (!ox_dims_of(ox_need(N, 1), &t)) {
+        return;
+    }
+    if (t.rank != 1 || t.n > TFVM_MAX_RANK)
+        return;
+    ox_unknown_shape(y, t.n);
+    cc_shape_reshape(x->rank, x->dims, &t, allowzero, y->dims);
+    y->v.n->types[y->v.k] = ox_vtype(y);
+}
+
 static void op_Reshape(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
@@ -1220,15 +1248,8 @@ static void op_Reshape(ox_node *N)
             ox_val c = ox_ew2(N, ISA_EQUAL, &s, &zero, TFVM_BOOL);
             sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &s, TFVM_I64, 1);
         }
-        ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
-        bool all = true;
-        for (int k = 0; k < n; k++) {
-            y.dims[k] = sh[k] >= 0 ? sh[k] : -1;
-            all = all && sh[k] >= 0;
-        }
-        (void)all;
-        y.v.n->types[0] = ox_vtype(&y);
-        N->out[0] = y;
+        N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
+        reshape_dims(N, x, allowzero);
         return;
     }
     ox_val *s = ox_need(N, 1);
@@ -1248,6 +1269,7 @@ static void op_Reshape(ox_node *N)
         sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
     }
     N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, rr);
+    reshape_dims(N, x, allowzero);
 }
 
 static void op_Flatten(ox_node *N)
@@ -1319,14 +1341,15 @@ static void op_Squeeze(ox_node *N)
     ox_val axes;
     int64_t ax[16];
     int nax = -1;
-    if (!axes_arg(N, &axes, ax, &nax)) {
+    bool given = axes_arg(N, &axes, ax, &nax);
+    if (!given)
         axes = ox_i64s(N, 0, NULL);
-        nax = -1;
-    }
+    else if (nax < 0 && axes.rank == 1 && axes.dims[0] >= 0) /* axes computed at run time, their number known */
+        nax = (int)axes.dims[0];
     int rr = -1;
     if (x->rank >= 0 && nax > 0)
         rr = x->rank - nax;
-    else if (dims_known(x) && nax < 0) {
+    else if (dims_known(x) && !given) { /* no axes: every dim of size 1 goes */
         rr = 0;
         for (int k = 0; k < x->rank; k++)
             rr += x->dims[k] != 1;
@@ -1519,18 +1542,34 @@ static void op_ConstantOfShape(ox_node *N)
         v = ox_fscalar(N, TFVM_F32, 0);
     }
     ox_val sv = ox_as_i64_vec(N, s);
+    cc_dimvec t;
     int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
-    N->out[0] = ox_op2(N, ISA_FILL, 0, &sv, &v, v.dtype, rr);
+    ox_val y = ox_op2(N, ISA_FILL, 0, &sv, &v, v.dtype, rr);
+    if (ox_dims_of(s, &t) && t.rank == 1 && t.n == rr) {
+        for (int k = 0; k < rr; k++)
+            y.dims[k] = cc_dv_dim(&t, k);
+        y.v.n->types[y.v.k] = ox_vtype(&y);
+    }
+    N->out[0] = y;
 }
 
 static void op_Expand(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *s = ox_need(N, 1);
     ox_val sv = ox_as_i64_vec(N, s);
+    cc_dimvec t;
+    int64_t dims[TFVM_MAX_RANK];
     int rr = -1;
-    if (s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0)
+    if (x->rank >= 0 && ox_dims_of(s, &t) && t.rank == 1)
+        rr = cc_shape_expand(x->rank, x->dims, &t, dims);
+    else if (s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0)
         rr = (int)(s->dims[0] > x->rank ? s->dims[0] : x->rank);
-    N->out[0] = ox_op2(N, ISA_EXPAND, 0, x, &sv, x->dtype, rr);
+    ox_val y = ox_op2(N, ISA_EXPAND, 0, x, &sv, x->dtype, rr);
+    if (rr >= 0 && x->rank >= 0 && ox_dims_of(s, &t) && t.rank == 1) {
+        memcpy(y.dims, dims, (size_t)rr * sizeof *dims);
+        y.v.n->types[y.v.k] = ox_vtype(&y);
+    }
+    N->out[0] = y;
 }
 
 static void op_Tile(ox_node *N)

@@ -19,6 +19,8 @@ struct imp_tf_st {
     cc *C;
     const TfvmTf__GraphDef *gd;
     const char *outputs;
+    const imp_tf_sig *sig;  /* a SavedModel signature's feeds, fetches and variables, or NULL */
+    char note[400];         /* for the log once the import succeeds: the feeds left out */
     uint32_t n_funcs;
     TfvmTf__FunctionDef **funcs;
     cc_ifn **ifns;         /* per function, once made */
@@ -140,6 +142,14 @@ const tf_attr *imp_tf_attr(const tf_nodedef *d, const char *key)
     for (size_t i = 0; i < d->n_attr; i++)
         if (d->attr[i]->key && strcmp(d->attr[i]->key, key) == 0)
             return d->attr[i]->value;
+    return NULL;
+}
+
+const TfvmTf__TensorProto *imp_tf_variable(imp_tf_st *T, const char *name)
+{
+    for (uint32_t k = 0; T->sig && k < T->sig->n_vars; k++)
+        if (strcmp(T->sig->var_nodes[k], name) == 0)
+            return T->sig->var_values[k];
     return NULL;
 }
 
@@ -340,8 +350,10 @@ static imp_tf_graph *graph_new(imp_tf_st *T, const char *what, tf_nodedef *const
         for (uint32_t k = 0; k < g->n_args; k++) {
             g->arg_names[k] = S(sig->input_arg[k]->name);
             g->arg_types[k] = imp_tf_dtype(sig->input_arg[k]->type);
-            /* a TensorList (variant) carries its contents: any dtype; f32 is a hint only */
-            if (sig->input_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT)
+            /* a TensorList (variant) carries its contents, a resource its
+             * variable's value (a SavedModel's): any dtype; f32 is a hint only */
+            if (sig->input_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT ||
+                sig->input_arg[k]->type == TFVM_TF__DATA_TYPE__DT_RESOURCE)
                 g->arg_types[k] = TFVM_F32;
             if (!g->arg_types[k])
                 fail_at(C, g, "argument '%s' has an unsupported type", g->arg_names[k]);
@@ -390,7 +402,8 @@ static imp_tf_graph *graph_new(imp_tf_st *T, const char *what, tf_nodedef *const
             const char *rn = S(sig->output_arg[k]->name);
             g->ret_names[k] = rn;
             g->ret_types[k] = imp_tf_dtype(sig->output_arg[k]->type);
-            if (sig->output_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT)
+            if (sig->output_arg[k]->type == TFVM_TF__DATA_TYPE__DT_VARIANT ||
+                sig->output_arg[k]->type == TFVM_TF__DATA_TYPE__DT_RESOURCE)
                 g->ret_types[k] = TFVM_F32;
             if (!g->ret_types[k])
                 fail_at(C, g, "result '%s' has an unsupported type", rn);
@@ -1162,7 +1175,10 @@ static void convert_node(imp_tf_inst *I, uint32_t n)
         if (!skip_input(nd, j))
             X.in[j] = emit(I, nd->in[j], n);
     uint32_t first_id = C->next_node_id;
+    const cc_origin *outer = C->origin; /* the instructions' origin: this node */
+    cc_set_origin(C, nd->name, nd->op);
     imp_tf_convert(&X);
+    C->origin = outer;
     /* the node's name on the instructions it made (the lowering makes names
      * unique and identifier-like): errors and `tfvm dis` then speak TF */
     for (uint32_t k = 0; k < nd->n_out; k++) {
@@ -1284,7 +1300,13 @@ cc_ifn *imp_tf_function(imp_tf_st *T, const char *name, const imp_tf_node *calle
         pt[k] = cc_tensor_t(g->arg_types[k], -1);
     for (uint32_t k = 0; k < g->n_rets; k++)
         rt[k] = cc_tensor_t(g->ret_types[k], -1);
-    cc_ifn *fn = cc_func_new(C, name, g->n_args, g->arg_names, pt, g->n_rets, g->ret_names, rt);
+    /* a function's name is a tfvm identifier: TF2 names such as
+     * __inference_<lambda>_12 get '_' for the other characters */
+    char *id = cc_strndup(C, name, strlen(name));
+    for (char *c = id; *c; c++)
+        if (!(*c == '_' || (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+            *c = '_';
+    cc_ifn *fn = cc_func_new(C, id, g->n_args, g->arg_names, pt, g->n_rets, g->ret_names, rt);
     T->ifns[f] = fn;
     cc_irval *args = cc_array(C, g->n_args + 1, sizeof *args);
     for (uint32_t k = 0; k < g->n_args; k++)
@@ -1324,6 +1346,21 @@ typedef struct fetch {
     const char *name;
 } fetch;
 
+/* One fetch "node" or "node:k" (len bytes of s), named `name`. */
+static fetch fetch_one(cc *C, const imp_tf_graph *g, const nmap *m, const char *s, size_t len, const char *name)
+{
+    const char *colon = memchr(s, ':', len);
+    size_t nl = colon ? (size_t)(colon - s) : len;
+    uint32_t k = 0;
+    int32_t i = nmap_find(m, s, nl);
+    if (i < 0 || (colon && !parse_uint(colon + 1, len - nl - 1, &k)))
+        imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s' names no node", (int)len, s);
+    if (k >= g->nodes[i].n_out)
+        imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s': node '%s' has %u outputs", (int)len, s,
+                     g->nodes[i].name, g->nodes[i].n_out);
+    return (fetch){(imp_tf_ref){i, k}, name ? name : cc_strndup(C, s, len)};
+}
+
 static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
 {
     const imp_tf_graph *g = I->g;
@@ -1332,7 +1369,13 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
     fetch *f = NULL;
     nmap m;
     nmap_init(C, &m, g->nodes, g->n_nodes);
-    if (T->outputs && T->outputs[0]) {
+    if (T->sig) {
+        for (uint32_t k = 0; k < T->sig->n_out; k++) {
+            f = cc_grow(C, f, n, &cap, sizeof *f);
+            const char *t = T->sig->out_tensors[k];
+            f[n++] = fetch_one(C, g, &m, t, strlen(t), T->sig->out_names[k]);
+        }
+    } else if (T->outputs && T->outputs[0]) {
         const char *s = T->outputs;
         while (*s) {
             const char *e = strchr(s, ',');
@@ -1341,18 +1384,8 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
                 s++, len--;
             while (len && s[len - 1] == ' ')
                 len--;
-            const char *colon = memchr(s, ':', len);
-            size_t nl = colon ? (size_t)(colon - s) : len;
-            uint32_t k = 0;
-            int32_t i = nmap_find(&m, s, nl);
-            if (i < 0 || (colon && !parse_uint(colon + 1, len - nl - 1, &k)))
-                imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s' names no node", (int)len, s);
-            if (k >= g->nodes[i].n_out)
-                imp_tf_error(C, TFVM_ERR_ARGUMENT, "output '%.*s': node '%s' has %u outputs", (int)len,
-                         s, g->nodes[i].name, g->nodes[i].n_out);
             f = cc_grow(C, f, n, &cap, sizeof *f);
-            f[n].ref = (imp_tf_ref){i, k};
-            f[n++].name = cc_strndup(C, s, len);
+            f[n++] = fetch_one(C, g, &m, s, len, NULL);
             s = e ? e + 1 : s + len;
         }
     } else {
@@ -1365,8 +1398,10 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
                 used[g->nodes[i].ctl[j]] = true;
         }
         for (uint32_t i = 0; i < g->n_nodes; i++) {
-            /* values inside a loop or a branch are not results */
-            if (used[i] || ref_scope(I, (imp_tf_ref){(int32_t)i, 0}) != &I->root)
+            /* values inside a loop or a branch are not results; nor are
+             * Placeholders no one reads (TF2 freezes leave many) */
+            if (used[i] || ref_scope(I, (imp_tf_ref){(int32_t)i, 0}) != &I->root ||
+                is_op(&g->nodes[i], "Placeholder"))
                 continue;
             for (uint32_t k = 0; k < g->nodes[i].n_out; k++) {
                 f = cc_grow(C, f, n, &cap, sizeof *f);
@@ -1386,6 +1421,50 @@ static uint32_t parse_outputs(imp_tf_st *T, imp_tf_inst *I, fetch **out)
     return n;
 }
 
+/* The entry parameter a Placeholder becomes: its dtype, and its declared
+ * shape (-1 = any size) as the parameter's signature. */
+static cc_vtype placeholder_type(const imp_tf_node *n, tfvm_dtype d)
+{
+    const tf_attr *sa = imp_tf_attr(n->def, "shape");
+    bool known = sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank;
+    if (known && sa->shape->n_dim == 0)
+        return cc_scalar_t(d);
+    cc_vtype t = cc_tensor_t(d, -1);
+    if (known && sa->shape->n_dim <= TFVM_MAX_RANK) {
+        t.rank = (uint8_t)sa->shape->n_dim;
+        for (size_t k = 0; k < sa->shape->n_dim; k++)
+            t.dims[k] = sa->shape->dim[k]->size < 0 ? -1 : sa->shape->dim[k]->size;
+    }
+    return t;
+}
+
+/* The signature input (a SavedModel's) that feeds Placeholder n, or -1. */
+static int32_t sig_feed(const imp_tf_sig *sig, const char *node)
+{
+    size_t nl = strlen(node);
+    for (uint32_t k = 0; sig && k < sig->n_in; k++) {
+        const char *t = sig->in_tensors[k];
+        if (strncmp(t, node, nl) == 0 && (t[nl] == 0 || strcmp(t + nl, ":0") == 0))
+            return (int32_t)k;
+    }
+    return -1;
+}
+
+/* Notes the Placeholders left out (the first few by name) for the log. */
+static void note_dropped(imp_tf_st *T, const imp_tf_graph *g, const int32_t *dropped, uint32_t n)
+{
+    if (!n)
+        return;
+    size_t at = (size_t)snprintf(T->note, sizeof T->note,
+                                 "note: %u Placeholder%s that no result depends on %s not parameters:", n,
+                                 n == 1 ? "" : "s", n == 1 ? "is" : "are");
+    for (uint32_t k = 0; k < n && k < 4 && at < sizeof T->note; k++)
+        at += (size_t)snprintf(T->note + at, sizeof T->note - at, "%s '%s'", k ? "," : "", g->nodes[dropped[k]].name);
+    if (n > 4 && at < sizeof T->note)
+        snprintf(T->note + at, sizeof T->note - at, ", ...");
+    imp_one_line(T->note);
+}
+
 static cc_ifn *build(cc *C, void *ud)
 {
     imp_tf_st *T = ud;
@@ -1401,11 +1480,20 @@ static cc_ifn *build(cc *C, void *ud)
     T->ifns = cc_array(C, T->n_funcs + 1, sizeof *T->ifns);
     T->graphs = cc_array(C, T->n_funcs + 1, sizeof *T->graphs);
     imp_tf_graph *g = graph_new(T, "graph", gd->node, gd->n_node, false, NULL);
-    /* Placeholders: the entry's parameters, in the file's order */
-    uint32_t np = 0;
-    int32_t *pidx = cc_array(C, g->n_nodes + 1, sizeof *pidx);
-    const char **pn = cc_array(C, g->n_nodes + 1, sizeof *pn);
-    cc_vtype *pt = cc_array(C, g->n_nodes + 1, sizeof *pt);
+    imp_tf_inst *I = inst_new(T, g, NULL, NULL);
+    fetch *fs;
+    uint32_t nr = parse_outputs(T, I, &fs);
+    /* what the results need (whole loops included): TensorFlow's Session
+     * ignores feeds outside it, and so do we */
+    for (uint32_t k = 0; k < nr; k++)
+        need(I, fs[k].ref);
+    const bool *dep = I->needed;
+    /* Placeholders: the entry's parameters, in the file's order (a
+     * signature's: in its order); those no result depends on are left out */
+    uint32_t np = T->sig ? T->sig->n_in : 0, n_dropped = 0;
+    int32_t *pidx = cc_array(C, g->n_nodes + 1, sizeof *pidx), *dropped = cc_array(C, g->n_nodes + 1, sizeof *dropped);
+    const char **pn = cc_array(C, g->n_nodes + np + 1, sizeof *pn);
+    cc_vtype *pt = cc_array(C, g->n_nodes + np + 1, sizeof *pt);
     for (uint32_t i = 0; i < g->n_nodes; i++) {
         const imp_tf_node *n = &g->nodes[i];
         pidx[i] = -1;
@@ -1413,25 +1501,26 @@ static cc_ifn *build(cc *C, void *ud)
             continue;
         const tf_attr *da = imp_tf_attr(n->def, "dtype");
         tfvm_dtype d = da ? imp_tf_dtype(da->type) : 0;
+        int32_t s = sig_feed(T->sig, n->name);
+        if (!dep[i]) {
+            if (d && !T->sig) /* a variant or string nothing reads goes unmentioned */
+                dropped[n_dropped++] = (int32_t)i;
+            if (s < 0)
+                continue;
+        }
         if (!d)
             imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "Placeholder '%s' has an unsupported dtype", n->name);
-        const tf_attr *sa = imp_tf_attr(n->def, "shape");
-        bool scalar = sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank &&
-                      sa->shape->n_dim == 0;
-        pt[np] = scalar ? cc_scalar_t(d) : cc_tensor_t(d, -1);
-        /* a declared shape (-1 = any size) becomes the parameter's signature */
-        if (!scalar && sa && sa->value_case == TFVM_TF__ATTR_VALUE__VALUE_SHAPE && !sa->shape->unknown_rank &&
-            sa->shape->n_dim <= TFVM_MAX_RANK) {
-            pt[np].rank = (uint8_t)sa->shape->n_dim;
-            for (size_t k = 0; k < sa->shape->n_dim; k++)
-                pt[np].dims[k] = sa->shape->dim[k]->size < 0 ? -1 : sa->shape->dim[k]->size;
-        }
-        pn[np] = n->name;
-        pidx[i] = (int32_t)np++;
+        if (T->sig && s < 0)
+            imp_tf_error(C, TFVM_ERR_UNSUPPORTED, "Placeholder '%s' is not an input of the signature", n->name);
+        pidx[i] = T->sig ? s : (int32_t)np++;
+        pt[pidx[i]] = placeholder_type(n, d);
+        pn[pidx[i]] = T->sig ? T->sig->in_names[s] : n->name;
     }
-    imp_tf_inst *I = inst_new(T, g, NULL, NULL);
-    fetch *fs;
-    uint32_t nr = parse_outputs(T, I, &fs);
+    for (uint32_t k = 0; T->sig && k < np; k++)
+        if (!pn[k])
+            imp_tf_error(C, TFVM_ERR_FORMAT, "signature input '%s': '%s' names no Placeholder", T->sig->in_names[k],
+                         T->sig->in_tensors[k]);
+    note_dropped(T, g, dropped, n_dropped);
     const char **rn = cc_array(C, nr + 1, sizeof *rn);
     cc_vtype *rt = cc_array(C, nr + 1, sizeof *rt);
     imp_tf_ref *refs = cc_array(C, nr + 1, sizeof *refs);
@@ -1464,8 +1553,22 @@ static cc_ifn *build(cc *C, void *ud)
     return fn;
 }
 
-tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
-                   const tfvm_allocator *a, isa_program *out, tfvm_error *err)
+tfvm_status imp_tf_graph_def(const TfvmTf__GraphDef *gd, const char *name, const char *outputs, const imp_tf_sig *sig,
+                             int opt_level, const tfvm_config *cfg, const tfvm_allocator *a, isa_program *out,
+                             tfvm_error *err)
+{
+    imp_tf_st T = {.gd = gd, .outputs = outputs, .sig = sig};
+    tfvm_status st = cc_build_program(name, a, opt_level, build, &T, out, err);
+    if (st == TFVM_OK && T.note[0] && cfg && cfg->log) {
+        char line[512];
+        snprintf(line, sizeof line, "%s: %s", name, T.note);
+        cfg->log(cfg->log_ud, TFVM_LOG_WARN, line);
+    }
+    return st;
+}
+
+tfvm_status imp_tf_logged(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
+                          const tfvm_config *cfg, const tfvm_allocator *a, isa_program *out, tfvm_error *err)
 {
     imp_pb pb;
     imp_pb_init(&pb, a);
@@ -1480,10 +1583,20 @@ tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *o
         isa_program_init(out, a);
         if (pb.failed)
             return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory reading the GraphDef", name);
+        if (imp_tf_is_saved_model(data, len))
+            return ut_err(err, TFVM_ERR_FORMAT,
+                          "%s: a SavedModel's saved_model.pb, not a GraphDef: give its directory (tfvm run DIR), "
+                          "which holds the variables too",
+                          name);
         return ut_err(err, TFVM_ERR_FORMAT, "%s: not a binary GraphDef (protobuf parse failed)", name);
     }
-    imp_tf_st T = {.gd = gd, .outputs = outputs};
-    tfvm_status st = cc_build_program(name, a, opt_level, build, &T, out, err);
+    tfvm_status st = imp_tf_graph_def(gd, name, outputs, NULL, opt_level, cfg, a, out, err);
     tfvm_tf__graph_def__free_unpacked(gd, &pb.pa);
     return st;
+}
+
+tfvm_status imp_tf(const void *data, size_t len, const char *name, const char *outputs, int opt_level,
+                   const tfvm_allocator *a, isa_program *out, tfvm_error *err)
+{
+    return imp_tf_logged(data, len, name, outputs, opt_level, NULL, a, out, err);
 }

@@ -89,4 +89,28 @@ int imp_tf_output_index(imp_tf_st *T, const tf_nodedef *d, const char *arg, size
 /* The dtype of output k as the node's attributes say (0 when they do not). */
 tfvm_dtype imp_tf_out_dtype(const tf_nodedef *d, uint32_t k);
 
+/* What a SavedModel signature (import/tf_saved.c) asks of its graph: the
+ * Placeholders it feeds ("x:0") and the tensors it fetches, in order, with
+ * the names the parameters and results take; and the variables' values by
+ * the VarHandleOp node that holds each. */
+typedef struct imp_tf_sig {
+    uint32_t n_in, n_out, n_vars;
+    const char **in_tensors, **in_names;
+    const char **out_tensors, **out_names;
+    const char **var_nodes;
+    const TfvmTf__TensorProto **var_values;
+} imp_tf_sig;
+
+/* A parsed GraphDef into a program (imp_tf's work): sig NULL for a plain
+ * frozen graph (then `outputs` as for imp_tf). Notes (Placeholders left
+ * out) go to cfg->log at TFVM_LOG_WARN when the import succeeds. */
+tfvm_status imp_tf_graph_def(const TfvmTf__GraphDef *gd, const char *name, const char *outputs, const imp_tf_sig *sig,
+                             int opt_level, const tfvm_config *cfg, const tfvm_allocator *a, isa_program *out,
+                             tfvm_error *err);
+/* tf_saved.c: do these bytes parse as a SavedModel (a saved_model.pb)? */
+bool imp_tf_is_saved_model(const void *data, size_t len);
+/* The value of the variable VarHandleOp node `name` holds (a SavedModel's),
+ * or NULL. */
+const TfvmTf__TensorProto *imp_tf_variable(imp_tf_st *T, const char *name);
+
 #endif

@@ -1033,7 +1033,7 @@ static const struct {
     {"BiasAdd", 2}, {"BiasAddV1", 2}, {"Conv2D", 2}, {"MaxPool", 1}, {"AvgPool", 1}, {"FusedBatchNorm", 5},
     {"FusedBatchNormV2", 5}, {"FusedBatchNormV3", 5}, {"Reshape", 2}, {"Shape", 1}, {"Size", 1}, {"Rank", 1},
     {"Pack", 1}, {"Unpack", 1}, {"Split", 2}, {"SplitV", 3}, {"Slice", 3}, {"StridedSlice", 4}, {"GatherV2", 3},
-    {"Gather", 2}, {"Squeeze", 1}, {"ExpandDims", 2}, {"Transpose", 2}, {"Tile", 2}, {"Fill", 2},
+    {"Gather", 2}, {"ResourceGather", 2}, {"Squeeze", 1}, {"ExpandDims", 2}, {"Transpose", 2}, {"Tile", 2}, {"Fill", 2},
     {"ZerosLike", 1}, {"OnesLike", 1}, {"Range", 3}, {"Sum", 2}, {"Mean", 2}, {"Max", 2}, {"Min", 2},
     {"Prod", 2}, {"ArgMax", 2}, {"ArgMin", 2}, {"OneHot", 4}, {"Cumsum", 2}, {"While", 1},
     {"StatelessWhile", 1}, {"If", 1}, {"StatelessIf", 1}, {"Case", 1}, {"StatelessCase", 1},
@@ -1078,6 +1078,14 @@ void imp_tf_convert(imp_tf_opctx *X)
                is(X, "IdentityN") || is(X, "PlaceholderWithDefault") || is(X, "EnsureShape") ||
                is(X, "CheckNumerics")) {
         pass_through(X);
+    } else if (is(X, "VarHandleOp")) {
+        /* a SavedModel's variable: its value is the handle's (inference never assigns) */
+        const TfvmTf__TensorProto *v = imp_tf_variable(X->T, n->name);
+        if (!v)
+            imp_tf_fail(X, "a variable with no value (load the SavedModel directory, or freeze the graph)");
+        X->out[0] = imp_tf_tensor(X, v);
+    } else if (is(X, "ReadVariableOp")) {
+        pass_through(X);
     } else if (is(X, "Placeholder")) {
         imp_tf_fail(X, "a Placeholder inside a function");
     } else if (is(X, "Rsqrt")) {
@@ -1112,7 +1120,7 @@ void imp_tf_convert(imp_tf_opctx *X)
         tfvm_dtype to = a ? imp_tf_dtype(a->type) : 0;
         if (!to)
             imp_tf_fail(X, "unsupported destination dtype");
-        X->out[0] = cast(X, x, to);
+        X->out[0] = dt(x) == to ? x : cc_cast_x86(X->C, X->b, x, to); /* NaN to int: what TF gives */
     } else if (is(X, "MatMul") || is(X, "BatchMatMulV2") || is(X, "BatchMatMul") || is(X, "BatchMatMulV3")) {
         bool ta = is(X, "MatMul") ? attr_b(X, "transpose_a", false) : attr_b(X, "adj_x", false);
         bool tb = is(X, "MatMul") ? attr_b(X, "transpose_b", false) : attr_b(X, "adj_y", false);
@@ -1165,10 +1173,11 @@ void imp_tf_convert(imp_tf_opctx *X)
         slice(X);
     } else if (is(X, "StridedSlice")) {
         strided_slice(X);
-    } else if (is(X, "GatherV2") || is(X, "Gather")) {
+    } else if (is(X, "GatherV2") || is(X, "Gather") || is(X, "ResourceGather")) {
+        /* ResourceGather: rows of a (SavedModel's) variable, whose value its handle is */
         if (attr_i(X, "batch_dims", 0) != 0)
             imp_tf_fail(X, "batch_dims other than 0 is not supported");
-        int64_t axis = is(X, "Gather") ? 0 : static_int(X, 2, "axis");
+        int64_t axis = is(X, "GatherV2") ? static_int(X, 2, "axis") : 0;
         X->out[0] = op2(X, ISA_GATHER, axis_attr(X, axis), x, X->in[1], ten(d));
     } else if (is(X, "Squeeze")) {
         const TfvmTf__AttrValue__ListValue *l = attr_list(X, "squeeze_dims");

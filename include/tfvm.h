@@ -347,6 +347,8 @@ TFVM_API tfvm_status tfvm_program_import_tf_file(const char *path, const char *o
  * a program of it, whatever its format: bytes that start with the .tfvm magic
  * are loaded as .tfvm bytecode; otherwise the name decides: .tfasm is
  * assembled, .tfg compiled, .onnx and .pb imported (above), .tfvm loaded. A
+ * directory holding a saved_model.pb is a TensorFlow SavedModel (its
+ * signature opts->signature, default serving_default; docs/tensorflow.md). A
  * name with none of these endings (standard input included) holding no .tfvm
  * bytes fails with TFVM_ERR_FORMAT "path: unknown format (...)"; set
  * opts->format to say what it is. opts may be NULL (every default); initialise
@@ -373,6 +375,8 @@ typedef struct tfvm_open_options {
                             NULL = the outputs no node consumes. Others ignore it. */
     int opt_level;       /* .tfg, .onnx, .pb: 0 no optimization, 1 all (default) */
     bool overflow_trap;  /* .tfg: as tfvm_compile_options.overflow_trap */
+    const char *signature; /* a SavedModel directory: the signature that becomes
+                            the entry; NULL = serving_default. Others ignore it. */
 } tfvm_open_options;
 TFVM_API void tfvm_open_options_init(tfvm_open_options *opts);
 TFVM_API tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts,
@@ -400,6 +404,10 @@ typedef struct tfvm_param_info {
     bool is_tensor;       /* false: a scalar value (tfvm_value.tensor == NULL) */
     const int64_t *dims;  /* rank > 0: the declared dimensions, -1 where any size
                              fits (`?`); NULL otherwise */
+    const char *const *dim_names; /* NULL, or rank entries: the name of a symbolic
+                             dimension (`batch` in `f32[batch, 10]`, an ONNX
+                             dim_param) where dims[k] is -1, else NULL. A named
+                             dim fits any size, like `?` */
 } tfvm_param_info;
 typedef struct tfvm_entry_info {
     const char *name;

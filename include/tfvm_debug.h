@@ -31,6 +31,14 @@ typedef struct tfvm_inst_info {
     uint32_t n_in, n_ctl, n_out;  /* inputs: data ports 0..n_in-1, then control ports */
     uint32_t n_edges;        /* tfvm_program_edges */
     uint32_t line, col;      /* source position; 0 = unknown */
+    /* The model's node the instruction came from, for a program imported
+     * from ONNX or TensorFlow (kept in the .tfvm file): its name
+     * ("/m/encoder/Cast_1", the ONNX node's name or its first output's when
+     * it has none; the TF NodeDef's name) and op type ("Cast"); NULL when
+     * not known (.tfg and .tfasm programs, instructions the optimizer made
+     * from several nodes). Run-time errors name it first: "node
+     * '/m/encoder/Cast_1' (Cast): cast_0_0_1 (CAST) at []: ...". */
+    const char *origin, *origin_op;
 } tfvm_inst_info;
 
 TFVM_API size_t tfvm_program_inst_count(const tfvm_program *p);

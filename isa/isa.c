@@ -1,6 +1,7 @@
 /* isa/isa.c — the op table, generated from ops.def, and program helpers. */
 #include "isa.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -277,11 +278,45 @@ bool isa_param_set_shape(isa_program *p, isa_param *q, unsigned ndim, const int6
     return true;
 }
 
+bool isa_dim_name_ok(const char *s, size_t len)
+{
+    if (len < 1 || len > ISA_MAX_DIM_NAME || isdigit((unsigned char)s[0]))
+        return false;
+    for (size_t k = 0; k < len; k++)
+        if (!isalnum((unsigned char)s[k]) && s[k] != '_')
+            return false;
+    return true;
+}
+
+bool isa_param_set_dim_names(isa_program *p, isa_param *q, const char *const *names)
+{
+    const char **d = ut_arena_array(&p->arena, q->ndim ? q->ndim : 1, sizeof *d);
+    if (!d)
+        return false;
+    for (unsigned k = 0; k < q->ndim; k++)
+        if (names[k] && q->dims[k] < 0 && !(d[k] = ut_arena_strdup(&p->arena, names[k])))
+            return false;
+    q->dim_names = d;
+    return true;
+}
+
+const char *isa_inst_origin(const isa_program *p, uint32_t i, char *buf, size_t size)
+{
+    const isa_inst *in = &p->insts[i];
+    if (!in->origin)
+        snprintf(buf, size, "%s", "");
+    else if (in->origin_op)
+        snprintf(buf, size, "node '%s' (%s)", in->origin, in->origin_op);
+    else
+        snprintf(buf, size, "node '%s'", in->origin);
+    return buf;
+}
+
 const char *isa_param_type(const isa_param *q, char *buf, size_t size)
 {
     const char *dt = tfvm_dtype_name((tfvm_dtype)q->dtype);
     if (q->rank == 0 || !q->shaped) {
-        snprintf(buf, size, "%s%s", dt, q->rank == 0 ? "" : "[]");
+        snprintf(buf, size, "%s%s", dt, q->rank == 0 ? "" : "[...]");
         return buf;
     }
     if (q->ndim == 0) {
@@ -290,7 +325,9 @@ const char *isa_param_type(const isa_param *q, char *buf, size_t size)
     }
     size_t n = (size_t)snprintf(buf, size, "%s[", dt);
     for (unsigned k = 0; k < q->ndim && n < size; k++) {
-        if (q->dims[k] < 0)
+        if (q->dims[k] < 0 && q->dim_names && q->dim_names[k])
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? ", " : "", q->dim_names[k]);
+        else if (q->dims[k] < 0)
             n += (size_t)snprintf(buf + n, size - n, "%s?", k ? ", " : "");
         else
             n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, k ? ", " : "", q->dims[k]);

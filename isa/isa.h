@@ -265,6 +265,11 @@ typedef struct isa_param {
     bool shaped;
     uint8_t ndim;
     const int64_t *dims;
+    /* when shaped: NULL, or ndim names, the name of a symbolic dimension
+     * (`batch`) where dims[k] is -1 and the model named it, else NULL (the
+     * .tfvm dim-name table; a name is any size, the same name is not checked
+     * to be the same size). */
+    const char *const *dim_names;
 } isa_param;
 
 typedef struct isa_entry {
@@ -304,6 +309,10 @@ typedef struct isa_inst {
                                      (out, inst, port), no duplicates */
     const char *name;  /* debug name or NULL */
     uint32_t line, col;/* debug source location, 0 = unknown */
+    /* The model's node the instruction came from (imported programs; the
+     * .tfvm origin table): its name ("/m/encoder/Cast_1") and op type
+     * ("Cast", may be NULL), or NULL. isa_inst_origin writes them. */
+    const char *origin, *origin_op;
 } isa_inst;
 
 typedef struct isa_program {
@@ -345,6 +354,9 @@ static inline uint32_t isa_outs(const isa_inst *in) { return (uint32_t)isa_ops[i
 
 /* Writes "name" or "%index" for instruction i into buf. */
 const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size);
+/* The model's node of instruction i as messages write it, into buf:
+ * "node '/m/Cast_1' (Cast)", or "" when it has none. Returns buf. */
+const char *isa_inst_origin(const isa_program *p, uint32_t i, char *buf, size_t size);
 /* Where instruction i came from, into buf: "mlp.tfg:10:19" (source file,
  * line, column), "10:19" when the file is unknown, "" when the line is.
  * Returns buf. */
@@ -360,6 +372,14 @@ const char *isa_site_label(const char *callee, uint32_t id, char *buf, size_t si
 /* Declares tensor parameter q's shape: ndim (<= TFVM_MAX_RANK) dimensions,
  * -1 for `?`, copied into p's arena. False when memory runs out. */
 bool isa_param_set_shape(isa_program *p, isa_param *q, unsigned ndim, const int64_t *dims);
+/* Whether s[0..len) can name a symbolic dimension (`batch`): a letter or
+ * '_', then up to ISA_MAX_DIM_NAME - 1 letters, digits or '_' (so .tfasm
+ * reads it back). Front ends leave other names out (the dim stays `?`). */
+#define ISA_MAX_DIM_NAME 64
+bool isa_dim_name_ok(const char *s, size_t len);
+/* Names q's dims (q shaped): names[k] for dim k < q->ndim, NULL = unnamed;
+ * copied into p's arena. False when memory runs out. */
+bool isa_param_set_dim_names(isa_program *p, isa_param *q, const char *const *names);
 /* Whether constant c can name a channel (ISA_MAX_CHAN above). */
 bool isa_chan_ok(const isa_const *c);
 /* The channel name of FEED or FETCH instruction i, NUL-terminated, into buf
@@ -368,7 +388,8 @@ const char *isa_chan_name(const isa_program *p, uint32_t i, char *buf);
 /* FEED's value type as .tfasm writes it: "f32" or "f32[]". */
 const char *isa_chan_type(uint32_t b, char *buf, size_t size);
 /* A parameter's declared type as .tfasm and messages write it: "i32",
- * "f32[]" (a tensor of any rank), "f32[?, 784]", "f32[()]" (rank 0). */
+ * "f32[...]" (a tensor of any rank), "f32[?, 784]", "f32[batch, 784]" (a
+ * named dim), "f32[()]" (rank 0). */
 const char *isa_param_type(const isa_param *q, char *buf, size_t size);
 
 #endif

@@ -56,6 +56,7 @@ typedef struct as_param {
     bool shaped;         /* f32[?, 3] or f32[()]: rank ndim; f32[]: any rank */
     uint8_t ndim;
     int64_t dims[TFVM_MAX_RANK]; /* -1 = ? */
+    as_tok dim_names[TFVM_MAX_RANK]; /* f32[batch, 3]: a symbolic dim's name (len 0 = none) */
     uint32_t seen_line, seen_col; /* results: where its RESULT is (0 = none yet) */
 } as_param;
 
@@ -66,6 +67,7 @@ typedef struct as_inst {
     uint32_t a, b;
     uint32_t site;       /* CALL/RETURN: the printed site id */
     uint32_t line, col;  /* debug location (the @L:C suffix) */
+    as_tok origin, origin_op; /* from "NODE" "OP": the model's node (len 0 = none) */
     uint32_t final;      /* index in the program */
     bool ctab;           /* CONST #K: a = K, an entry of the declared constant table */
     bool imm_ctab;       /* constant operand #K: b = K (else b indexes P->consts) */
@@ -1139,6 +1141,14 @@ static bool parse_inst(as_parser *P, uint32_t r)
             !parse_u32(P, "a column number", &in->col))
             return false;
     }
+    if (is_kw(peek(P), "from")) { /* from "NODE" "OP": the model's node it came from */
+        next(P);
+        if (peek(P)->kind != TK_QNAME)
+            return fail(P, peek(P), "expected the node's quoted name after 'from', got %s", TDESC(peek(P)));
+        in->origin = *next(P);
+        if (peek(P)->kind == TK_QNAME)
+            in->origin_op = *next(P);
+    }
     t = peek(P);
     if (is_kw(t, "on") && isa_is_compute(info->cls))
         return fail(P, t, "'on DEVICE' goes before the inputs, as in %s on cpu (...)", info->name);
@@ -1196,10 +1206,16 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
         bool shaped = false;
         uint8_t ndim = 0;
         int64_t dims[TFVM_MAX_RANK] = {0};
+        as_tok dnames[TFVM_MAX_RANK];
+        memset(dnames, 0, sizeof dnames);
         if (is_p(peek(P), '[')) {
             next(P);
             rank = ISA_RANK_ANY;
-            if (is_p(peek(P), '(')) { /* f32[()]: a tensor of rank 0 */
+            if (is_p(peek(P), '.')) { /* f32[...]: any rank, as f32[] */
+                for (int k = 0; k < 3; k++)
+                    if (!expect(P, '.', "in f32[...], a tensor of any rank"))
+                        return false;
+            } else if (is_p(peek(P), '(')) { /* f32[()]: a tensor of rank 0 */
                 next(P);
                 if (!expect(P, ')', "in f32[()], a tensor of rank 0"))
                     return false;
@@ -1213,7 +1229,13 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
                     if (is_p(peek(P), '?')) {
                         next(P);
                         dims[ndim++] = -1;
-                    } else if (parse_uint(P, INT64_MAX, "a dimension (an integer or '?')", &d)) {
+                    } else if (peek(P)->kind == TK_IDENT) { /* f32[batch, 3]: a named '?' */
+                        if (!isa_dim_name_ok(peek(P)->s, peek(P)->len))
+                            return fail(P, peek(P), "a dimension's name is a letter or '_' then up to %d letters, "
+                                        "digits or '_'", ISA_MAX_DIM_NAME - 1);
+                        dnames[ndim] = *next(P);
+                        dims[ndim++] = -1;
+                    } else if (parse_uint(P, INT64_MAX, "a dimension (an integer, '?' or a name)", &d)) {
                         dims[ndim++] = (int64_t)d;
                     } else {
                         return false;
@@ -1223,7 +1245,7 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
                     next(P);
                 }
             }
-            if (!expect(P, ']', "after the dimensions (f32[] is any rank, f32[?, 3] a shape)"))
+            if (!expect(P, ']', "after the dimensions (f32[...] is any rank, f32[?, 3] a shape)"))
                 return false;
         }
         pa = PRM(pi);
@@ -1233,6 +1255,7 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
         pa->shaped = shaped;
         pa->ndim = ndim;
         memcpy(pa->dims, dims, sizeof dims);
+        memcpy(pa->dim_names, dnames, sizeof dnames);
         ++*count;
         as_tok *t = next(P);
         if (is_p(t, ')'))
@@ -1739,6 +1762,20 @@ static const char *dup_tok(isa_program *p, const as_tok *t)
     return ut_arena_strndup(&p->arena, t->s, t->len);
 }
 
+/* the names of pa's symbolic dims (f32[batch, 3]) into d; false: no memory */
+static bool set_dim_names(isa_program *p, isa_param *d, const as_param *pa)
+{
+    const char *names[TFVM_MAX_RANK] = {0};
+    bool any = false;
+    for (unsigned k = 0; k < pa->ndim; k++)
+        if (pa->dim_names[k].len) {
+            if (!(names[k] = dup_tok(p, &pa->dim_names[k])))
+                return false;
+            any = true;
+        }
+    return !any || isa_param_set_dim_names(p, d, names);
+}
+
 static bool put_const(as_parser *P, isa_program *p, const as_const *c)
 {
     isa_const *dc = &p->consts[p->n_consts++];
@@ -1803,6 +1840,8 @@ static bool build(as_parser *P, isa_program *p)
                 return nomem(P);
             if (pa->shaped && !isa_param_set_shape(p, d, pa->ndim, pa->dims))
                 return nomem(P);
+            if (pa->shaped && !set_dim_names(p, d, pa))
+                return nomem(P);
         }
     }
     if (P->sites.n)
@@ -1826,6 +1865,9 @@ static bool build(as_parser *P, isa_program *p)
         d->b = in->b;
         d->line = in->line;
         d->col = in->col;
+        if ((in->origin.len && !(d->origin = dup_tok(p, &in->origin))) ||
+            (in->origin_op.len && !(d->origin_op = dup_tok(p, &in->origin_op))))
+            return nomem(P);
         if (in->op == ISA_CALL || in->op == ISA_RETURN)
             d->a = P->site_of[P->order[f]];
         if ((in->op == ISA_CONST || isa_ops[in->op].attr == ISA_ATTR_CHAN) && !in->ctab) {

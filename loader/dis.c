@@ -457,6 +457,12 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
     }
     if (in->line || in->col)
         ut_buf_printf(b, " @%" PRIu32 ":%" PRIu32, in->line, in->col);
+    /* the model's node, when .tfasm can quote its name (else it is left out) */
+    if (in->origin && isa_source_ok(in->origin)) {
+        ut_buf_printf(b, " from \"%s\"", in->origin);
+        if (in->origin_op && isa_source_ok(in->origin_op))
+            ut_buf_printf(b, " \"%s\"", in->origin_op);
+    }
     c->local_ok = false; /* `local` goes out of scope */
 }
 

@@ -9,7 +9,7 @@
 
 /* ---- Layout (docs/format.md, "Layout") ------------------------------------ */
 #define FMT_MAJOR 1
-#define FMT_MINOR 1 /* 1.1 added the shape and source tables */
+#define FMT_MINOR 2 /* 1.1 added the shape and source tables, 1.2 the dim-name and origin tables */
 #define FMT_HEADER 32u   /* header bytes in 1.0                         */
 #define FMT_CRC_AT 24u   /* the checksum field                          */
 #define FMT_CRC_FROM 28u /* the checksum covers [28, file_size)         */
@@ -39,7 +39,9 @@ enum {
     SEC_REQUIRED = SEC_DEBUG, /* 1..10 are in every file */
     SEC_SHAPES,               /* 1.1, optional: declared parameter shapes */
     SEC_SOURCE,               /* 1.1, optional: the file debug positions refer to */
-    SEC_LAST = SEC_SOURCE
+    SEC_DIMNAMES,             /* 1.2, optional: names of symbolic dims in the shape table */
+    SEC_ORIGINS,              /* 1.2, optional: the model's node each instruction came from */
+    SEC_LAST = SEC_ORIGINS
 };
 
 /* Record sizes of 1.0; a file of a newer minor may use larger records (the
@@ -60,9 +62,11 @@ static const struct {
     [SEC_DEBUG] = {"debug table", 12},
     [SEC_SHAPES] = {"shape table", 72},
     [SEC_SOURCE] = {"source table", 4},
+    [SEC_DIMNAMES] = {"dim-name table", 4 * TFVM_MAX_RANK},
+    [SEC_ORIGINS] = {"origin table", 8},
 };
 /* The minor version that introduced each section (the rest: 0). */
-static unsigned sec_minor(uint32_t id) { return id > SEC_REQUIRED ? 1 : 0; }
+static unsigned sec_minor(uint32_t id) { return id > SEC_SOURCE ? 2 : id > SEC_REQUIRED ? 1 : 0; }
 
 /* ---- Reader ----------------------------------------------------------------- */
 typedef struct rd_sec {
@@ -248,6 +252,13 @@ static tfvm_status rd_sections(rd *r, uint64_t hs)
         return bad_at(r, r->s[SEC_SHAPES].at + 16,
                       "shape table has %" PRIu64 " records for %" PRIu64 " parameters and results",
                       r->s[SEC_SHAPES].count, r->s[SEC_PARAMS].count);
+    if (seen[SEC_DIMNAMES] && (!seen[SEC_SHAPES] || r->s[SEC_DIMNAMES].count != r->s[SEC_PARAMS].count))
+        return bad_at(r, r->s[SEC_DIMNAMES].at + 16,
+                      "dim-name table has %" PRIu64 " records for %" PRIu64 " parameters and results%s",
+                      r->s[SEC_DIMNAMES].count, r->s[SEC_PARAMS].count, seen[SEC_SHAPES] ? "" : " and no shape table");
+    if (seen[SEC_ORIGINS] && r->s[SEC_ORIGINS].count != r->s[SEC_INSTS].count)
+        return bad_at(r, r->s[SEC_ORIGINS].at + 16, "origin table has %" PRIu64 " records for %" PRIu64 " instructions",
+                      r->s[SEC_ORIGINS].count, r->s[SEC_INSTS].count);
     if (seen[SEC_SOURCE] && r->s[SEC_SOURCE].count != 1)
         return bad_at(r, r->s[SEC_SOURCE].at + 16, "source table has %" PRIu64 " records, expected 1",
                       r->s[SEC_SOURCE].count);
@@ -363,6 +374,34 @@ static tfvm_status rd_regions(rd *r)
     return TFVM_OK;
 }
 
+/* 1.2: the names of symbolic dims, one record per parameter record: a
+ * string (or none) per dim of a shaped tensor whose size is `?`. */
+static tfvm_status rd_dim_names(rd *r, isa_param *all, uint64_t n_par)
+{
+    if (!r->s[SEC_DIMNAMES].off)
+        return TFVM_OK;
+    for (uint64_t i = 0; i < n_par; i++) {
+        uint64_t at = rec_at(r, SEC_DIMNAMES, i);
+        const char *names[TFVM_MAX_RANK];
+        bool any = false;
+        tfvm_status st;
+        for (unsigned k = 0; k < TFVM_MAX_RANK; k++) {
+            if ((st = rd_str(r, at + 4 * k, true, "dim of parameter", i, &names[k])))
+                return st;
+            if (names[k] && (!all[i].shaped || k >= all[i].ndim || all[i].dims[k] >= 0))
+                return bad_at(r, at + 4 * k, "dim-name table: parameter %" PRIu64 " dimension %u is named but is "
+                              "not a '?' of its shape", i, k);
+            if (names[k] && !isa_dim_name_ok(names[k], strlen(names[k])))
+                return bad_at(r, at + 4 * k, "dim-name table: parameter %" PRIu64 " dimension %u: '%.64s' is not "
+                              "a name (a letter or '_', then letters, digits or '_')", i, k, names[k]);
+            any |= names[k] != NULL;
+        }
+        if (any && !isa_param_set_dim_names(r->p, &all[i], names))
+            return nomem(r);
+    }
+    return TFVM_OK;
+}
+
 static tfvm_status rd_entries(rd *r)
 {
     isa_program *p = r->p;
@@ -424,6 +463,21 @@ static tfvm_status rd_entries(rd *r)
             return bad_at(r, at, "shape of parameter %" PRIu64 ": a scalar has rank 0, not %u", i, rank);
         if (all[i].rank != 0 && rank != ISA_RANK_ANY && !isa_param_set_shape(p, &all[i], rank, dims))
             return nomem(r);
+    }
+    return rd_dim_names(r, all, n_par);
+}
+
+static tfvm_status rd_origins(rd *r)
+{
+    isa_program *p = r->p;
+    tfvm_status st;
+    for (uint32_t i = 0; i < p->n_insts && r->s[SEC_ORIGINS].off; i++) {
+        uint64_t at = rec_at(r, SEC_ORIGINS, i);
+        if ((st = rd_str(r, at, true, "origin of instruction", i, &p->insts[i].origin)) ||
+            (st = rd_str(r, at + 4, true, "origin op of instruction", i, &p->insts[i].origin_op)))
+            return st;
+        if (!p->insts[i].origin && p->insts[i].origin_op)
+            return bad_at(r, at, "origin of instruction %" PRIu32 " has an op type but no node", i);
     }
     return TFVM_OK;
 }
@@ -513,6 +567,8 @@ tfvm_status ld_read(const void *data, size_t size, const char *name, const tfvm_
         st = rd_sites(&r);
     if (!st)
         st = rd_insts(&r);
+    if (!st)
+        st = rd_origins(&r);
     if (!st && r.s[SEC_SOURCE].off)
         st = rd_str(&r, r.s[SEC_SOURCE].off, false, "source", 0, &out->source);
     if (!st)
@@ -652,6 +708,30 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     }
     for (uint32_t i = 0; i < p->n_insts && !w.nomem; i++)
         iname[i] = wr_str(&w, p->insts[i].name);
+    /* 1.2's names: of symbolic dims (8 per parameter record) and of each
+     * instruction's origin (node, op) */
+    bool has_dim_names = false, has_origins = false;
+    uint32_t *dname = ut_calloc(&p->alloc, n_par * TFVM_MAX_RANK + 1, sizeof *dname);
+    uint32_t *oname = ut_calloc(&p->alloc, 2 * (size_t)p->n_insts + 1, sizeof *oname);
+    if (!dname || !oname)
+        w.nomem = true;
+    k = 0;
+    for (uint32_t e = 0; e < p->n_entries && !w.nomem; e++) {
+        const isa_entry *en = &p->entries[e];
+        for (uint32_t j = 0; j < en->n_params + en->n_results; j++, k++) {
+            const isa_param *pa = j < en->n_params ? &en->params[j] : &en->results[j - en->n_params];
+            for (unsigned d = 0; d < TFVM_MAX_RANK; d++) {
+                const char *nm = pa->shaped && pa->dim_names && d < pa->ndim ? pa->dim_names[d] : NULL;
+                dname[k * TFVM_MAX_RANK + d] = nm ? wr_str(&w, nm) : FMT_NO_STR;
+                has_dim_names |= nm != NULL;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < p->n_insts && !w.nomem; i++) {
+        oname[2 * i] = p->insts[i].origin ? wr_str(&w, p->insts[i].origin) : FMT_NO_STR;
+        oname[2 * i + 1] = p->insts[i].origin && p->insts[i].origin_op ? wr_str(&w, p->insts[i].origin_op) : FMT_NO_STR;
+        has_origins |= p->insts[i].origin != NULL;
+    }
     /* 1.1's sections only when the program has what they hold, so that a
      * program without them is the same 1.0 file it always was. */
     bool has_shapes = false;
@@ -663,9 +743,12 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     uint32_t source = p->source ? wr_str(&w, p->source) : FMT_NO_STR;
     bool present[SEC_LAST + 1];
     uint32_t n_sec = 0;
+    unsigned minor = 0; /* the oldest that has every section written */
     for (int id = 1; id <= SEC_LAST; id++) {
-        present[id] = id <= SEC_REQUIRED || (id == SEC_SHAPES && has_shapes) || (id == SEC_SOURCE && p->source);
+        present[id] = id <= SEC_REQUIRED || (id == SEC_SHAPES && has_shapes) || (id == SEC_SOURCE && p->source) ||
+                      (id == SEC_DIMNAMES && has_shapes && has_dim_names) || (id == SEC_ORIGINS && has_origins);
         n_sec += present[id];
+        minor = present[id] && sec_minor((uint32_t)id) > minor ? sec_minor((uint32_t)id) : minor;
     }
 
     tfvm_status st = TFVM_OK;
@@ -679,7 +762,7 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     size_t base = out->len;
     ut_buf_append(out, fmt_magic, sizeof fmt_magic);
     ut_buf_u16(out, FMT_MAJOR);
-    ut_buf_u16(out, n_sec > SEC_REQUIRED ? FMT_MINOR : 0);
+    ut_buf_u16(out, (uint16_t)minor);
     ut_buf_u32(out, FMT_HEADER);
     ut_buf_u64(out, 0); /* file size, patched below */
     ut_buf_u32(out, 0); /* checksum, patched below */
@@ -805,6 +888,14 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     count[SEC_SOURCE] = present[SEC_SOURCE];
     if (present[SEC_SOURCE])
         ut_buf_u32(out, source);
+    start[SEC_DIMNAMES] = out->len;
+    count[SEC_DIMNAMES] = present[SEC_DIMNAMES] ? n_par : 0;
+    for (size_t i = 0; i < count[SEC_DIMNAMES] * TFVM_MAX_RANK; i++)
+        ut_buf_u32(out, dname[i]);
+    start[SEC_ORIGINS] = out->len;
+    count[SEC_ORIGINS] = present[SEC_ORIGINS] ? p->n_insts : 0;
+    for (size_t i = 0; i < 2 * count[SEC_ORIGINS]; i++)
+        ut_buf_u32(out, oname[i]);
 
     if (out->failed) {
         st = ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory writing .tfvm file", name);
@@ -828,6 +919,8 @@ done:
     ut_free(&p->alloc, ename, p->n_entries * sizeof *ename);
     ut_free(&p->alloc, pname, n_par * sizeof *pname);
     ut_free(&p->alloc, iname, p->n_insts * sizeof *iname);
+    ut_free(&p->alloc, dname, (n_par * TFVM_MAX_RANK + 1) * sizeof *dname);
+    ut_free(&p->alloc, oname, (2 * (size_t)p->n_insts + 1) * sizeof *oname);
     ut_free(&p->alloc, w.slots, w.n_slots * sizeof *w.slots);
     ut_buf_free(&w.blob);
     return st;

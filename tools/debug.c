@@ -2159,6 +2159,8 @@ static void print_one_inst(const dbg *d, uint32_t i)
         tb_printf(&b, " (in %s)", region_name(d, d->reg[r].parent));
     if (in->line)
         tb_printf(&b, ", source line %u column %u", in->line, in->col);
+    if (in->origin)
+        tb_printf(&b, ", from node '%s' (%s)", in->origin, in->origin_op ? in->origin_op : "?");
     emit(&b);
     tb_printf(&b, "  %s: %s", in->op, in->synopsis);
     emit(&b);

@@ -69,12 +69,20 @@ static char *inst_text(const tfvm_program *p, uint32_t i)
 
 #define DOT_LABEL_MAX 40
 
-/* The node's label: its name, then the instruction as dis writes it without
- * the name and the source position (the full text is the tooltip): the
- * one instruction printer, as everywhere. */
+/* The node's label: the model's node it came from (an imported model's
+ * name and op type), its name, then the instruction as dis writes it
+ * without the name, the source position and the origin (the full text is
+ * the tooltip): the one instruction printer, as everywhere. */
 static void put_label(tb_buf *b, const tfvm_program *p, uint32_t i, const char *text)
 {
     char label[160];
+    tfvm_inst_info in;
+    if (tfvm_program_inst(p, i, &in) == TFVM_OK && in.origin) {
+        put_escaped(b, in.origin, strlen(in.origin));
+        tb_printf(b, " (");
+        put_escaped(b, in.origin_op ? in.origin_op : "?", strlen(in.origin_op ? in.origin_op : "?"));
+        tb_printf(b, ")\\n");
+    }
     tfvm_inst_label(p, i, label, sizeof label);
     put_escaped(b, label, strlen(label));
     tb_printf(b, "\\n");
@@ -82,9 +90,10 @@ static void put_label(tb_buf *b, const tfvm_program *p, uint32_t i, const char *
     size_t ll = strlen(label);
     if (strncmp(text, label, ll) == 0 && strncmp(text + ll, " = ", 3) == 0)
         body = text + ll + 3;
-    size_t n = strlen(body);
+    const char *from = strstr(body, " from \"");
+    size_t n = from ? (size_t)(from - body) : strlen(body);
     const char *at = strrchr(body, '@');
-    if (at && at > body && at[-1] == ' ' && strspn(at + 1, "0123456789:") == strlen(at + 1))
+    if (at && at > body && at < body + n && at[-1] == ' ' && strspn(at + 1, "0123456789:") == (size_t)(body + n - at - 1))
         n = (size_t)(at - 1 - body);
     /* a long operand list (a MERGE of many producers) makes a wide node: the
      * edges show the operands, the tooltip the whole text */

@@ -153,12 +153,15 @@ static double percentile(const double *sorted, size_t n, double p)
 }
 
 /* The source of instruction i as the profile names it: its position
- * ("12:5") or "-". Every report and the trace take it from here. */
+ * ("12:5"), an imported model's node ("/m/encoder/Cast_1 (Cast)"), or "-".
+ * Every report and the trace take it from here. */
 static const char *inst_source(const prof *p, uint32_t i, char *buf, size_t size)
 {
     const tfvm_inst_info *in = &p->info[i];
     if (in->line)
         snprintf(buf, size, "%u:%u", in->line, in->col);
+    else if (in->origin)
+        snprintf(buf, size, "%.200s (%.40s)", in->origin, in->origin_op ? in->origin_op : "?");
     else
         snprintf(buf, size, "-");
     return buf;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "devices/place.h"
 #include "devices/value.h"
@@ -56,12 +57,14 @@ static const char *const usage_main =
 static const char *const usage_run =
     "usage: tfvm run [options] FILE [ARG...] [NAME=VALUE...]\n"
     "\n"
-    "Runs an entry point of FILE and prints each result on its own line:\n"
+    "Runs an entry point of FILE and prints each result on its own line, as\n"
+    "`name: value` when there are several (one result: its value alone):\n"
     "integers in decimal, floats with full precision, bools as true/false,\n"
     "tensors in NumPy's bracketed form. FILE is .tfvm bytecode (recognised by\n"
     "its content, whatever its name; '-' reads it from stdin), or, compiled in\n"
     "memory: .tfasm text, .tfg source, an ONNX model (.onnx; external data next\n"
-    "to it) or a frozen TensorFlow GraphDef (.pb; see --outputs).\n"
+    "to it), a frozen TensorFlow GraphDef (.pb; see --outputs) or a TensorFlow\n"
+    "SavedModel directory (see --signature).\n"
     "\n"
     "Arguments bind by position (ARG), then by name (NAME=VALUE, NAME a\n"
     "parameter's name, which may hold '.', ':', '/', '-'; x also finds a\n"
@@ -72,16 +75,27 @@ static const char *const usage_run =
     "  f32, f64          decimal or hexadecimal float, inf, nan\n"
     "  bool              true or false\n"
     "  tensor            @path.npy\n"
+    "  (a scalar also takes @path.npy holding a 0-d array of its dtype)\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       entry point to run (default: the first); for .tfg,\n"
     "                         the function compiled as the entry (default: main)\n"
-    "  -o NAME=PATH           write result NAME (or its 0-based position) to the\n"
-    "                         .npy file PATH instead of printing it; repeatable.\n"
-    "                         NAME ends at the first '=' (y:0 and a/b work)\n"
+    "  -o NAME=PATH           write result NAME (or its 0-based position, when no\n"
+    "                         result has that name; #N is always position N) to\n"
+    "                         the .npy file PATH instead of printing it;\n"
+    "                         repeatable. NAME ends at the first '=' (y:0 and a/b\n"
+    "                         work)\n"
+    "  --save-outputs DIR     write every result (but those of -o) to DIR/NAME.npy\n"
+    "                         instead of printing it (DIR made when missing; in\n"
+    "                         NAME every character but letters, digits, '.', '-'\n"
+    "                         and '_' becomes '_'; a name taken by an earlier\n"
+    "                         result gets _K, K its position)\n"
     "  --outputs A,B:1        .pb: the tensors that become the results, in order\n"
     "                         (default: every output no node consumes); a usage\n"
     "                         error for any other file\n"
+    "  --signature NAME       a SavedModel directory: the signature to run\n"
+    "                         (default: serving_default); its input and output\n"
+    "                         keys name the parameters and results\n"
     "  --stats                print counters to stderr after the run (and, with\n"
     "                         several threads, the scheduler's steals and parks)\n"
     "  --max-contexts N       fail when more than N tags are alive at once\n"
@@ -148,8 +162,9 @@ static const char *const usage_compile =
     "Compiles FILE into one static dataflow graph, written as .tfvm bytecode or\n"
     "as its .tfasm text. FILE is graph-language source (.tfg, docs/language.md;\n"
     "'-' reads it from stdin), an ONNX model (.onnx, docs/onnx.md; external\n"
-    "data files are read from its directory) or a frozen TensorFlow GraphDef\n"
-    "(.pb, docs/tensorflow.md); .tfasm and .tfvm files are taken too. A\n"
+    "data files are read from its directory), a frozen TensorFlow GraphDef\n"
+    "(.pb, docs/tensorflow.md) or a SavedModel directory; .tfasm and .tfvm\n"
+    "files are taken too. A\n"
     "compiled program has one entry point: main (or -e's function). .tfg\n"
     "errors name FILE:LINE:COL and quote the line with a caret under the column.\n"
     "    tfvm compile model.onnx -o model.tfvm\n"
@@ -166,6 +181,8 @@ static const char *const usage_compile =
     "  --outputs A,B:1        .pb: the tensors that become the results, in order,\n"
     "                         each a node name or NODE:INDEX (default: every\n"
     "                         output no node consumes)\n"
+    "  --signature NAME       a SavedModel directory: the signature compiled\n"
+    "                         (default: serving_default)\n"
     "  -O0                    no optimization (a plain lowering; to compare against)\n"
     "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  -h, --help             show this help\n";
@@ -207,6 +224,8 @@ static bool has_suffix(const char *s, const char *suffix)
  * outputs; any other file refuses it rather than ignore it). */
 /* .tfg: --overflow=trap (run, compile); warnings of the compiler go to stderr */
 static bool cli_overflow_trap;
+/* a SavedModel directory: --signature NAME (run, compile, info) */
+static const char *cli_signature;
 
 static void cli_warning(void *ud, tfvm_log_level level, const char *message)
 {
@@ -229,11 +248,16 @@ static tfvm_status load_program(const char *path, const char *entry, const char 
     if (outputs && !has_suffix(path, ".pb") && format != TFVM_FORMAT_TF)
         return ut_err(err, TFVM_ERR_ARGUMENT, "--outputs %s: only a TensorFlow graph (.pb) takes --outputs, not %s",
                       outputs, path);
+    struct stat sb;
+    if (cli_signature && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return ut_err(err, TFVM_ERR_ARGUMENT,
+                      "--signature %s: only a SavedModel directory takes --signature, not %s", cli_signature, path);
     tfvm_open_options o;
     tfvm_open_options_init(&o);
     o.format = format;
     o.entry = entry;
     o.outputs = outputs;
+    o.signature = cli_signature;
     o.opt_level = opt_level;
     o.overflow_trap = cli_overflow_trap;
     tfvm_config cfg; /* .tfg compile warnings to stderr, as "file:line:col: warning: ..." */
@@ -276,8 +300,9 @@ static void on_sigint(int sig)
 }
 
 typedef struct out_spec {
-    const char *name; /* result name or decimal position */
+    const char *name; /* result name, decimal position, or '#' and a position */
     const char *path;
+    int index;        /* the result it names */
 } out_spec;
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -399,6 +424,29 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
     return 0;
 }
 
+/* The value of the 0-d .npy file at path, which must hold one dtype. */
+static bool npy_scalar(tfvm_dtype dtype, const char *path, tfvm_value *v, char *msg, size_t size)
+{
+    tfvm_tensor *t;
+    tfvm_error err;
+    if (tfvm_npy_load(path, NULL, &t, &err) != TFVM_OK) {
+        snprintf(msg, size, "%s", err.message);
+        return false;
+    }
+    char ty[160];
+    bool ok = tfvm_tensor_dtype(t) == dtype && tfvm_tensor_rank(t) == 0;
+    if (ok)
+        memcpy(&v->as, tfvm_tensor_cdata(t), tfvm_dtype_size(dtype));
+    else {
+        isa_param q = {.dtype = (uint8_t)tfvm_tensor_dtype(t), .rank = ISA_RANK_ANY, .shaped = true,
+                       .ndim = (uint8_t)tfvm_tensor_rank(t), .dims = tfvm_tensor_dims(t)};
+        snprintf(msg, size, "expected %s (a 0-d array), %s holds %s", tfvm_dtype_name(dtype), path,
+                 isa_param_type(&q, ty, sizeof ty));
+    }
+    tfvm_tensor_free(t);
+    return ok;
+}
+
 /* Shared with `tfvm debug --feed` (tools/debug.h). */
 bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_value *v, char *msg, size_t size)
 {
@@ -420,6 +468,8 @@ bool cli_parse_value(tfvm_dtype dtype, bool is_tensor, const char *text, tfvm_va
         return true;
     }
     v->dtype = dtype;
+    if (text[0] == '@') /* a 0-d array, as NumPy, ONNX and TF tools save a scalar */
+        return npy_scalar(dtype, text + 1, v, msg, size);
     char *end;
     errno = 0;
     switch (dtype) {
@@ -498,7 +548,7 @@ const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
 {
     isa_param q = {.dtype = (uint8_t)p->dtype, .rank = p->is_tensor ? ISA_RANK_ANY : 0,
                    .shaped = p->is_tensor && p->rank >= 0, .ndim = (uint8_t)(p->rank > 0 ? p->rank : 0),
-                   .dims = p->dims};
+                   .dims = p->dims, .dim_names = p->dim_names};
     return isa_param_type(&q, buf, size);
 }
 
@@ -528,10 +578,12 @@ void cli_print_signature(const tfvm_entry_info *e, FILE *f) { print_signature(e,
  * position; -1 if neither. */
 static int find_result(const tfvm_entry_info *e, const char *name)
 {
+    uint64_t k;
+    if (name[0] == '#') /* a position, whatever the names are */
+        return parse_u64(name + 1, &k) && k < e->n_results ? (int)k : -1;
     int i = find_named(e, true, name, strlen(name));
     if (i >= 0)
         return i;
-    uint64_t k;
     if (parse_u64(name, &k) && k < e->n_results)
         return (int)k;
     return -1;
@@ -568,7 +620,7 @@ static void print_stats(const tfvm_vm *vm)
 }
 
 enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
-       RUN_OVERFLOW, RUN_SCHED, RUN_FEED };
+       RUN_OVERFLOW, RUN_SCHED, RUN_FEED, RUN_SIGNATURE, RUN_SAVE_OUTPUTS };
 static const cli_opt run_opts[] = {
     [RUN_ENTRY] = {"-e", "--entry", "needs an entry name"},
     [RUN_OUT] = {"-o", NULL, "needs NAME=PATH"},
@@ -581,6 +633,8 @@ static const cli_opt run_opts[] = {
     [RUN_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
     [RUN_SCHED] = {NULL, "--sched", "takes workstealing or deterministic"},
     [RUN_FEED] = {NULL, "--feed", "needs NAME=V1,V2,..."},
+    [RUN_SIGNATURE] = {NULL, "--signature", "needs a signature name"},
+    [RUN_SAVE_OUTPUTS] = {NULL, "--save-outputs", "needs a directory"},
 };
 
 /* Prints a value as results are printed; false: stdout failed. */
@@ -689,6 +743,104 @@ static bool sched_known(const char *name)
     return false;
 }
 
+/* Writes v to the .npy file at path (a scalar as a 0-d array); false
+ * after a message. */
+static bool save_result(const tfvm_value *v, const char *path)
+{
+    tfvm_tensor *t = v->tensor;
+    tfvm_error err;
+    if (!t) {
+        t = tfvm_tensor_new(v->dtype, 0, NULL, NULL);
+        if (t)
+            memcpy(tfvm_tensor_data(t), &v->as, tfvm_dtype_size(v->dtype));
+    }
+    bool ok = t && tfvm_npy_save(path, t, &err) == TFVM_OK;
+    if (!ok)
+        fail("%s", t ? err.message : "out of memory");
+    if (t != v->tensor)
+        tfvm_tensor_free(t);
+    return ok;
+}
+
+/* DIR/NAME.npy for --save-outputs: NAME with every character but letters,
+ * digits, '.', '-' and '_' as '_' ("a/b:1" is a_b_1.npy), and a name of
+ * dots only as '_'; NAME_K.npy when k >= 0 (result k, whose name another
+ * result's already took). malloc'd; NULL when memory runs out. */
+static char *output_file(const char *dir, const char *name, long k)
+{
+    size_t nd = strlen(dir), nn = strlen(name);
+    char *p = malloc(nd + nn + 32);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, nd);
+    p[nd] = '/';
+    char *f = p + nd + 1;
+    bool dots = true;
+    for (size_t i = 0; i < nn; i++) {
+        char c = name[i];
+        bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '-' || c == '_';
+        f[i] = safe ? c : '_';
+        dots = dots && c == '.';
+    }
+    if (dots) { /* "", ".", "..": never a hidden file, the directory or its parent */
+        nn = nn ? nn : 1;
+        memset(f, '_', nn);
+    }
+    snprintf(f + nn, 28, k >= 0 ? "_%ld.npy" : ".npy", k);
+    return p;
+}
+
+/* Result k's --save-outputs file: output_file, made unique among the
+ * results before it. */
+static char *result_file(const char *dir, const tfvm_entry_info *e, size_t k)
+{
+    char *f = output_file(dir, e->results[k].name, -1);
+    for (size_t j = 0; f && j < k; j++) {
+        char *o = output_file(dir, e->results[j].name, -1);
+        bool clash = !o || strcmp(o, f) == 0;
+        free(o);
+        if (clash) {
+            free(f);
+            return output_file(dir, e->results[k].name, (long)k);
+        }
+    }
+    return f;
+}
+
+/* The results: each to its -o file, else to save_dir/NAME.npy, else
+ * printed, as `name: value` when the entry has more than one (a single
+ * result prints as its value alone, as it always has). Returns the exit
+ * status. */
+static int write_results(const tfvm_entry_info *e, const tfvm_value *results, const out_spec *outs, size_t n_outs,
+                         const char *save_dir)
+{
+    int rc = 0;
+    if (save_dir && mkdir(save_dir, 0777) != 0 && errno != EEXIST)
+        return fail("--save-outputs %s: %s", save_dir, strerror(errno));
+    for (size_t k = 0; k < e->n_results; k++) {
+        const char *path = NULL;
+        for (size_t j = 0; j < n_outs; j++)
+            if (outs[j].index == (int)k)
+                path = outs[j].path;
+        char *file = !path && save_dir ? result_file(save_dir, e, k) : NULL;
+        if (!path && save_dir && !file) {
+            rc = fail("out of memory");
+        } else if (path || file) {
+            if (!save_result(&results[k], path ? path : file))
+                rc = EXIT_RUN;
+        } else {
+            char prefix[512] = "";
+            if (e->n_results > 1)
+                snprintf(prefix, sizeof prefix, "%s: ", e->results[k].name);
+            if (!print_value(&results[k], prefix))
+                rc = fail("cannot write results");
+        }
+        free(file);
+    }
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     cli_args o;
@@ -696,12 +848,13 @@ static int cmd_run(int argc, char **argv)
     if (rc_usage)
         return rc_usage < 0 ? 0 : rc_usage;
     const char *entry = o.val[RUN_ENTRY], *file = o.pos[0], *outputs = o.val[RUN_OUTPUTS];
+    cli_signature = o.val[RUN_SIGNATURE];
     bool stats = o.val[RUN_STATS] != NULL, deterministic = o.val[RUN_DETERMINISTIC] != NULL;
     int threads = 0;
     uint64_t max_contexts = 0;
     /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
     int device = TFVM_DEVICE_CPU;
-    out_spec outs[16];
+    out_spec *outs = calloc(o.n_hits + 1, sizeof *outs); /* every -o, however many */
     size_t n_outs = 0;
     char **arg_text = o.pos + 1;
     int n_args = (int)o.n_pos - 1;
@@ -712,6 +865,8 @@ static int cmd_run(int argc, char **argv)
         rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
     } else if (o.val[RUN_SCHED] && !sched_known(o.val[RUN_SCHED])) {
         rc_usage = cli_usage_error("run", "--sched takes workstealing or deterministic, got '%s'", o.val[RUN_SCHED]);
+    } else if (!outs) {
+        rc_usage = fail("out of memory");
     }
     for (size_t h = 0; h < o.n_hits && !rc_usage; h++) {
         if (o.hits[h].opt == RUN_FEED) {
@@ -723,16 +878,15 @@ static int cmd_run(int argc, char **argv)
         if (o.hits[h].opt != RUN_OUT)
             continue;
         char *v = (char *)o.hits[h].value, *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1])
+        if (!eq || eq == v || !eq[1]) {
             rc_usage = cli_usage_error("run", "-o expects NAME=PATH, got '%s'", v);
-        else if (n_outs == UT_COUNTOF(outs))
-            rc_usage = cli_usage_error("run", "at most %zu -o options", UT_COUNTOF(outs));
-        else {
+        } else {
             *eq = '\0';
-            outs[n_outs++] = (out_spec){v, eq + 1};
+            outs[n_outs++] = (out_spec){v, eq + 1, -1};
         }
     }
     if (rc_usage) {
+        free(outs);
         cli_args_free(&o);
         return rc_usage;
     }
@@ -742,6 +896,7 @@ static int cmd_run(int argc, char **argv)
     if (device == TFVM_DEVICE_CUDA) { /* no GPU: say so before anything else */
         char state[256];
         if (tfvm_device_status("cuda", state, sizeof state) != TFVM_OK) {
+            free(outs);
             cli_args_free(&o);
             return fail("cuda: %s", state);
         }
@@ -749,6 +904,7 @@ static int cmd_run(int argc, char **argv)
     tfvm_error err;
     tfvm_program *prog;
     if (load_program(file, entry, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK) {
+        free(outs);
         cli_args_free(&o);
         return cli_load_failed(&err);
     }
@@ -775,17 +931,17 @@ static int cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
         goto out;
     }
-    int out_index[16];
     for (size_t k = 0; k < n_outs; k++) {
-        out_index[k] = find_result(&e, outs[k].name);
+        outs[k].index = find_result(&e, outs[k].name);
         uint64_t pos;
-        if (out_index[k] < 0 && parse_u64(outs[k].name, &pos)) {
-            fail("-o %s: entry '%s' has no result %s (it has %zu, numbered from 0)", outs[k].name, e.name,
-                 outs[k].name, e.n_results);
+        const char *num = outs[k].name + (outs[k].name[0] == '#');
+        if (outs[k].index < 0 && parse_u64(num, &pos)) {
+            fail("-o %s: entry '%s' has no result %s (it has %zu, numbered from 0)", outs[k].name, e.name, num,
+                 e.n_results);
             rc = EXIT_USAGE;
             goto out;
         }
-        if (out_index[k] < 0) {
+        if (outs[k].index < 0) {
             fail("-o %s: entry '%s' has no result named '%s'", outs[k].name, e.name, outs[k].name);
             rc = EXIT_USAGE;
             goto out;
@@ -860,34 +1016,7 @@ static int cmd_run(int argc, char **argv)
         cli_run_failed(vm);
         goto out;
     }
-    rc = 0;
-    for (size_t k = 0; k < e.n_results; k++) {
-        const char *path = NULL;
-        for (size_t j = 0; j < n_outs; j++)
-            if (out_index[j] == (int)k)
-                path = outs[j].path;
-        if (path) {
-            tfvm_tensor *t = results[k].tensor;
-            bool made = false;
-            if (!t) { /* a scalar result becomes a rank-0 array */
-                t = tfvm_tensor_new(results[k].dtype, 0, NULL, NULL);
-                made = true;
-                if (t)
-                    memcpy(tfvm_tensor_data(t), &results[k].as, tfvm_dtype_size(results[k].dtype));
-            }
-            if (!t || tfvm_npy_save(path, t, &err) != TFVM_OK) {
-                fail("%s", t ? err.message : "out of memory");
-                rc = EXIT_RUN;
-            }
-            if (made)
-                tfvm_tensor_free(t);
-            continue;
-        }
-        if (!print_value(&results[k], "")) {
-            fail("cannot write results");
-            rc = EXIT_RUN;
-        }
-    }
+    rc = write_results(&e, results, outs, n_outs, o.val[RUN_SAVE_OUTPUTS]);
     if (fflush(stdout) != 0)
         rc = fail("cannot write results: %s", strerror(errno));
 out:
@@ -902,6 +1031,7 @@ out:
     free(args);
     free(results);
     free(bound);
+    free(outs);
     cli_args_free(&o);
     tfvm_vm_free(vm);
     tfvm_program_free(prog);
@@ -995,6 +1125,8 @@ static char *default_output(const char *in)
 {
     static const char *const sources[] = {".tfg", ".onnx", ".pb", ".tfasm"};
     size_t n = strlen(in), stem = n;
+    while (stem > 1 && in[stem - 1] == '/') /* a SavedModel directory "m/" makes m.tfvm */
+        stem--;
     for (size_t i = 0; i < UT_COUNTOF(sources); i++)
         if (has_suffix(in, sources[i]))
             stem = n - strlen(sources[i]);
@@ -1008,7 +1140,7 @@ static char *default_output(const char *in)
 
 static int cmd_compile(int argc, char **argv)
 {
-    enum { C_OUT, C_ENTRY, C_OUTPUTS, C_EMIT, C_O0, C_O1, C_O, C_OVERFLOW };
+    enum { C_OUT, C_ENTRY, C_OUTPUTS, C_EMIT, C_O0, C_O1, C_O, C_OVERFLOW, C_SIGNATURE };
     static const cli_opt opts[] = {
         [C_OUT] = {"-o", NULL, "needs a file name"},
         [C_ENTRY] = {"-e", "--entry", "needs a function name"},
@@ -1018,12 +1150,14 @@ static int cmd_compile(int argc, char **argv)
         [C_O1] = {"-O1", NULL, NULL},
         [C_O] = {"-O", NULL, NULL},
         [C_OVERFLOW] = {NULL, "--overflow", "takes trap or wrap"},
+        [C_SIGNATURE] = {NULL, "--signature", "needs a signature name"},
     };
     cli_args o;
     int rc = cli_parse("compile", usage_compile, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *out = o.val[C_OUT], *entry = o.val[C_ENTRY], *outputs = o.val[C_OUTPUTS];
+    cli_signature = o.val[C_SIGNATURE];
     bool asm_text = false;
     int opt = 1;
     for (size_t h = 0; h < o.n_hits; h++) { /* the last of -O0/-O1/-O and of --emit wins */
@@ -1099,19 +1233,21 @@ static const char *const usage_info =
     "usage: tfvm info [options] FILE\n"
     "\n"
     "Describes a program (FILE: .tfvm, or, compiled in memory, .tfasm, .tfg,\n"
-    ".onnx or .pb): its size as .tfvm bytecode, the source file its positions\n"
+    ".onnx, .pb or a SavedModel directory): its size as .tfvm bytecode, the source file its positions\n"
     "refer to, its regions, instructions, edges, call sites and constants, and\n"
     "each entry point with its declared signature, e.g.\n"
     "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
-    "(f32[] is a tensor of any rank, ? a dimension of any size; every run\n"
-    "checks its arguments and results against these), then the channels a\n"
-    "host feeds and fetches (docs/coexec.md), by name, e.g.\n"
+    "(f32[...] is a tensor of any rank, ? a dimension of any size, a name such\n"
+    "as batch one of any size that an imported model names; every run checks\n"
+    "its arguments and results against these), then the channels a host feeds\n"
+    "and fetches (docs/coexec.md), by name, e.g.\n"
     "  channel loss: fetched\n"
-    "  channel x: fed f32[] (2 FEEDs)\n"
+    "  channel x: fed f32[...] (2 FEEDs)\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"
     "  --outputs A,B:1        .pb: the tensors that become results (as for run)\n"
+    "  --signature NAME       a SavedModel directory: its signature (as for run)\n"
     "  -h, --help             show this help\n";
 
 static void print_params(const char *open, const isa_param *ps, uint32_t n)
@@ -1128,12 +1264,14 @@ static void print_params(const char *open, const isa_param *ps, uint32_t n)
 static int cmd_info(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
-                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+                                   {NULL, "--signature", "needs a signature name"}};
     cli_args o;
     int rc = cli_parse("info", usage_info, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
+    cli_signature = o.val[2];
     cli_args_free(&o);
     tfvm_error err;
     tfvm_program *prog;
@@ -1175,7 +1313,7 @@ static int cmd_info(int argc, char **argv)
     for (size_t k = 0; tfvm_program_channel(prog, k, &c) == TFVM_OK; k++) {
         printf("channel %s: %s", c.name, c.fetch ? "fetched" : "fed ");
         if (!c.fetch)
-            printf("%s%s", tfvm_dtype_name(c.dtype), c.is_tensor ? "[]" : "");
+            printf("%s%s", tfvm_dtype_name(c.dtype), c.is_tensor ? "[...]" : "");
         if (c.uses > 1)
             printf(" (%u %s)", c.uses, c.fetch ? "FETCHes" : "FEEDs");
         putchar('\n');

@@ -1,6 +1,8 @@
 /* vm/api.c — the public VM functions of tfvm.h: configuration, VM lifetime,
  * runs, errors and counters. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -56,11 +58,32 @@ static tfvm_status make_consts(tfvm_vm *vm)
 /* A quarter of the memory available when the VM is made, in contexts (or
  * sequential frames) of its largest region, and at least ten million: far
  * more than a bounded recursion uses (even(10^7) fits), while an endless
- * one stops with "recursion too deep" long before the machine runs out. */
+ * one stops with "recursion too deep" long before the machine runs out;
+ * under an address-space limit (ulimit -v), at most a quarter of what it
+ * leaves, so that the bound comes before the limit. */
+/* The address space the process may still take under its limit (ulimit -v),
+ * or UINT64_MAX when there is none. */
+static uint64_t address_space_left(long page)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return UINT64_MAX;
+    unsigned long long size = 0; /* the process's size now, in pages (Linux) */
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &size) != 1)
+            size = 0;
+        fclose(f);
+    }
+    uint64_t used = (uint64_t)size * (uint64_t)(page > 0 ? page : 4096);
+    return (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0;
+}
+
 static uint64_t default_bound(const tfvm_vm *vm)
 {
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)4 << 30;
+    uint64_t left = address_space_left(page);
     size_t biggest = 64;
     for (uint32_t r = 0; vm->plan.regions && r < vm->prog->n_regions; r++) {
         const vm_rplan *rp = &vm->plan.regions[r];
@@ -70,7 +93,11 @@ static uint64_t default_bound(const tfvm_vm *vm)
             biggest = size;
     }
     uint64_t n = mem / 4 / biggest;
-    return n < 10000000 ? 10000000 : n;
+    if (n < 10000000)
+        n = 10000000;
+    /* under a memory limit the bound comes first: a quarter of what is left
+     * for the contexts, as the frames' stacks and the matching take more */
+    return left / 4 / biggest < n ? left / 4 / biggest : n;
 }
 
 tfvm_status tfvm_vm_new(const tfvm_program *prog, const tfvm_config *cfg, tfvm_vm **out)

@@ -30,23 +30,48 @@ bool vm_ctx_count_check(vm_worker *w, const vm_ctx *parent, bool fail)
     if ((uint64_t)total <= vm->ctx_bound)
         return true;
     if (fail)
-        vm_ctx_bound_fail(vm, parent, NULL);
+        vm_ctx_bound_fail(vm, parent, NULL, UINT32_MAX, 0);
     return false;
 }
 
-void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag)
+/* "in 'f' at depth 812345 (the call at fib.tfg:3:9)": the function whose
+ * call was being made (the call site's callee), how deep its tag is, and
+ * where the call is in the source (when the program says). */
+static void where_str(const tfvm_vm *vm, uint32_t site, uint64_t depth, char *buf, size_t size)
 {
+    const isa_program *p = vm->prog;
+    if (site >= p->n_sites) {
+        ut_fmt(buf, size, " at depth %llu", (unsigned long long)depth);
+        return;
+    }
+    char pos[160] = "";
+    const vm_splan *sp = &vm->plan.sites[site];
+    if (sp->n_call)
+        isa_inst_where(p, sp->calls[0], pos, sizeof pos);
+    ut_fmt(buf, size, " in '%s' at depth %llu%s%s%s", p->regions[p->sites[site].callee].name,
+           (unsigned long long)depth, pos[0] ? " (the call at " : "", pos, pos[0] ? ")" : "");
+}
+
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag, uint32_t site, uint64_t depth)
+{
+    char buf[256], where[320];
+    if (!tag && parent) {
+        tag = vm_tag_str(vm, parent, buf, sizeof buf);
+        depth = parent->depth;
+        const vm_ctx *c = parent;
+        while (c && c->kind != VM_CTX_CALL)
+            c = c->parent;
+        site = c ? c->elem : UINT32_MAX;
+    }
+    where_str(vm, site, depth, where, sizeof where);
     if (vm->cfg.max_contexts) {
-        vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE, "more than %llu live contexts (max_contexts)",
-                (unsigned long long)vm->cfg.max_contexts);
+        vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE, "more than %llu live contexts (max_contexts)%s",
+                (unsigned long long)vm->cfg.max_contexts, where);
     } else { /* the default bound: almost always a recursion without end */
-        char buf[256];
-        if (!tag && parent)
-            tag = vm_tag_str(vm, parent, buf, sizeof buf);
         vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE,
-                "recursion too deep at %s: more than %llu live contexts (the bound for this machine's memory; "
-                "max_contexts sets another)",
-                tag ? tag : "[]", (unsigned long long)vm->ctx_bound);
+                "recursion too deep%s: more than %llu live contexts (the bound for the memory available; "
+                "max_contexts sets another) at %s",
+                where, (unsigned long long)vm->ctx_bound, tag ? tag : "[]");
     }
 }
 

@@ -60,6 +60,8 @@ tfvm_status tfvm_program_inst(const tfvm_program *p, uint32_t i, tfvm_inst_info 
     out->n_out = isa_outs(in);
     out->line = in->line;
     out->col = in->col;
+    out->origin = in->origin;
+    out->origin_op = in->origin_op;
     return TFVM_OK;
 }
 

@@ -31,8 +31,10 @@ static void fail_v(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, const char 
             vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
         else if (tag)
             ut_fmt(e->tag, sizeof e->tag, "%s", tag);
-        ut_fmt(e->message, sizeof e->message, "%s (%s) at %s: %s", e->instr, isa_ops[vm->prog->insts[inst].op].name,
-               e->tag[0] ? e->tag : "[]", msg);
+        char origin[224];
+        isa_inst_origin(vm->prog, inst, origin, sizeof origin);
+        ut_fmt(e->message, sizeof e->message, "%s%s%s (%s) at %s: %s", origin, origin[0] ? ": " : "", e->instr,
+               isa_ops[vm->prog->insts[inst].op].name, e->tag[0] ? e->tag : "[]", msg);
     } else {
         ut_fmt(e->message, sizeof e->message, "%s", msg);
     }

@@ -19,9 +19,16 @@ static double now_seconds(void)
 
 /* ---- Runs ---------------------------------------------------------------------------- */
 
-static dev_value from_api(const tfvm_value *v)
+/* scalar: the parameter is a scalar, which a 0-d tensor (as .npy files and
+ * other frameworks hold scalars) gives too (vm/signature.c lets it fit). */
+static dev_value from_api(const tfvm_value *v, bool scalar)
 {
     dev_value d = {.dtype = (uint8_t)v->dtype};
+    if (v->tensor && scalar) {
+        d.dtype = (uint8_t)tfvm_tensor_dtype(v->tensor);
+        memcpy(&d.u, tfvm_tensor_cdata(v->tensor), tfvm_dtype_size(tfvm_tensor_dtype(v->tensor)));
+        return d;
+    }
     if (v->tensor) {
         d.is_tensor = 1;
         d.dtype = (uint8_t)tfvm_tensor_dtype(v->tensor);
@@ -108,7 +115,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     for (uint32_t i = rp->first; i < rp->end && !vm_failed(vm); i++) {
         const isa_inst *in = &p->insts[i];
         if (in->op == ISA_ARG) {
-            dev_value v = from_api(&args[in->a]);
+            dev_value v = from_api(&args[in->a], en->params[in->a].rank == 0);
             vm_push(w, vm->root, i, 0, &v, false); /* takes v, even when it fails */
         } else if (in->op == ISA_CONST && in->n_ctl == 0) {
             vm_push(w, vm->root, i, 0, NULL, false);

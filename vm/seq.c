@@ -1078,7 +1078,17 @@ static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t s
 static void frame_bound_fail(seq_run *s, const seq_frame *up)
 {
     char tag[256];
-    vm_ctx_bound_fail(s->vm, NULL, up ? frame_tag(s, up, tag, sizeof tag) : vm_tag_str(s->vm, s->ctx, tag, sizeof tag));
+    if (!up) {
+        vm_ctx_bound_fail(s->vm, s->ctx, NULL, UINT32_MAX, 0);
+    } else { /* the innermost call and the depth, in one walk up the frames */
+        const seq_frame *call = NULL;
+        uint64_t depth = s->ctx ? s->ctx->depth : 0;
+        for (const seq_frame *g = up; g; g = g->up, depth++)
+            if (!call && g->sp)
+                call = g;
+        vm_ctx_bound_fail(s->vm, NULL, frame_tag(s, up, tag, sizeof tag),
+                          call ? (uint32_t)(call->sp - s->vm->plan.sites) : UINT32_MAX, depth);
+    }
     s->failed = true;
 }
 

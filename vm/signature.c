@@ -20,7 +20,8 @@ const char *vm_value_type(tfvm_dtype dtype, const tfvm_tensor *t, char *buf, siz
 /* Whether a value of dtype `dt` (tensor t, or a scalar when t is NULL) fits
  * declaration q; *rank_differs says the declared rank alone is what failed.
  * A result may be a scalar where a tensor of any rank, or of rank 0, is
- * declared: the VM keeps rank-0 values of imported models as scalars. */
+ * declared: the VM keeps rank-0 values of imported models as scalars; and
+ * an argument a 0-d tensor where a scalar is. */
 static bool fits(const isa_param *q, tfvm_dtype dt, const tfvm_tensor *t, bool is_result, bool *rank_differs)
 {
     *rank_differs = false;
@@ -28,6 +29,8 @@ static bool fits(const isa_param *q, tfvm_dtype dt, const tfvm_tensor *t, bool i
         return false;
     if (!t && q->rank != 0 && is_result && (!q->shaped || q->ndim == 0))
         return true;
+    if (!is_result && q->rank == 0 && t && tfvm_tensor_rank(t) == 0)
+        return true; /* a 0-d tensor is an argument's scalar (vm/run.c) */
     if ((q->rank == 0) != !t)
         return false;
     if (!t || !q->shaped)

@@ -597,8 +597,11 @@ static inline bool vm_ctx_note_new(vm_worker *w, const vm_ctx *parent, bool fail
 }
 static inline bool vm_ctx_count_new(vm_worker *w) { return vm_ctx_note_new(w, NULL, false); }
 /* Fails the run for the bound: max_contexts's message, or "recursion too
- * deep at TAG" for the default bound (parent's tag, or `tag` as text). */
-void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag);
+ * deep" for the default bound; both name the function of the innermost call
+ * (call site `site`'s callee), the depth and the call's source position.
+ * With tag NULL all three come from parent (its tag and depth, its innermost
+ * CALL context); a frame gives its tag as text, its site and depth. */
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag, uint32_t site, uint64_t depth);
 void vm_ctx_count_free(vm_worker *w);
 
 /* CALL of a site's only CALL, with its token v (not consumed). */

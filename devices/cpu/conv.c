@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/chw.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 
@@ -70,14 +71,40 @@ static void conv_valid(int64_t off, int64_t stride, int64_t W, int64_t OW, int64
                         if (sw == 1)                                                        \
                             for (int64_t q = 0; q < hi - lo; q++)                           \
                                 o[q] = xr[q];                                               \
-                        else                                                                \
-                            for (int64_t q = 0; q < hi - lo; q++)                           \
+                        else {                                                              \
+                            int64_t q = 0;                                                  \
+                            if (sw == 2 && sizeof(T) == 4)                                  \
+                                q = evens4(o, xr, hi - lo, W - (lo * sw + off));            \
+                            for (; q < hi - lo; q++)                                        \
                                 o[q] = xr[q * sw];                                          \
+                        }                                                                   \
                         for (int64_t ow = hi; ow < OW; ow++)                                \
                             cp[ow] = 0;                                                     \
                     }                                                                       \
                 }                                                                           \
     } while (0)
+
+/* o[q] = x[2q] for the first q < n of 4-byte elements, x[0, avail)
+ * readable: as many as vector shuffles take (chw.h); returns how many. */
+static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
+{
+    int64_t v = n < avail / 2 ? n : avail / 2;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        v = v / 16 * 16;
+        evens_v16(o, x, v);
+        return v;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        v = v / 8 * 8;
+        evens_v8(o, x, v);
+        return v;
+    }
+#endif
+    v = v / 4 * 4;
+    evens_v4(o, x, v);
+    return v;
+}
 
 static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, int64_t KH,
                    int64_t KW, int64_t OH, int64_t OW, const int64_t *p, size_t esz)
@@ -104,6 +131,7 @@ typedef struct conv_job {
     bool split;  /* one item at a time, its product split over the threads */
     const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
     int64_t item;     /* split mode with cf: the item whose parts are shared out */
+    const float *ap;  /* w packed for the product (one group), or NULL */
     atomic_bool nomem;
 } conv_job;
 
@@ -174,11 +202,11 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
         for (int64_t i = 0; i < KH; i++)
             for (int64_t jj = 0; jj < KW; jj++, cr += (size_t)N * esz)
                 memcpy(cr, xp + (size_t)(c * Hp * Wp + i * Wp + jj) * esz, (size_t)N * esz);
-    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false};
+    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false, j->ap};
     if (j->split)
         dev_kmm_run(&mm);
     else
-        dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
+        dev_kmm_one(&mm);
     /* out, 16 channels at a time (in cache) */
     for (int64_t o0 = 0; o0 < Og; o0 += 16) {
         const int64_t o1 = o0 + 16 < Og ? o0 + 16 : Og;
@@ -257,14 +285,11 @@ static void conv_items(void *arg, size_t b, size_t e)
         if (!j->direct)
             im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
         const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
-                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false};
-        if (j->split) {
+                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false, j->ap};
+        if (j->split)
             dev_kmm_run(&mm);
-        } else {
-            dev_kgemm(mm.dtype, false, false, mm.M, mm.N, mm.K, mm.A, mm.lda, mm.B, mm.ldb, mm.C, mm.ldc);
-            if (j->ep)
-                dev_kepi_apply(j->ep, j->o, mm.ep_row0, Og, 0, OHW);
-        }
+        else
+            dev_kmm_one(&mm);
     }
     if (col)
         ut_free(j->alloc, col, scratch_bytes);
@@ -391,9 +416,11 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                      .ep = ep, .alloc = k->alloc};
         if (dev_dw_plan(&dj.d, Cg, G)) {
             const uint32_t act = ep ? ep->act : 0;
-            dj.inner = act == 0 || act == ISA_OPT_ACT_RELU;
+            /* channel blocks apply every activation; planes bias and relu */
+            dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
             dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
             dj.d.relu = act == ISA_OPT_ACT_RELU;
+            dj.d.act = dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
             atomic_init(&dj.nomem, false);
             const int64_t dw_items = dev_dw_items(&dj.d), per = N * O * OHW * KH * KW / dw_items;
             dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
@@ -416,6 +443,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         }
         if (planned)
             job.cf = &cf;
+    }
+    if (!job.cf && G == 1) {
+        /* the weights packed once, kept with their tensor */
+        const bool wide = conv_wide_fits(&job);
+        const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;
+        const dev_kmm mm = {x->dtype, false, false, Og, ncols, CKK, w->data, CKK, NULL, ncols, NULL, ncols,
+                            NULL, NULL, 0, false, NULL};
+        job.ap = dev_kmm_prepack_a(&mm, w);
     }
     if (job.split && job.cf) {
         const int64_t parts = dev_cf_parts(&cf);

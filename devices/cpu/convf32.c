@@ -3,6 +3,7 @@
  * instruction) and the kernels of convf32_body.h for AVX-512 and portably. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/chw.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -52,30 +53,6 @@ typedef int32_t cf_i4 __attribute__((vector_size(16)));
 /* x < 0 ? 0 : x: NaN and -0 stay */
 static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)); }
 
-/* d[w*dstride + c] = x[c*cstride + w], c < C, w < W: an x row into channels last */
-static void to_hwc_v4(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
-{
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t w = 0; w < W; w++)
-            d[w * dstride + c] = x[c * cstride + w];
-}
-
-/* d[o*dstride + w] = act(y[w*ystride + o] + bias[o]), o < O, w < W: an output
- * row back to channels first, with the epilogue (bias NULL: none) */
-static void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
-                      const float *bias, bool relu)
-{
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t w = 0; w < W; w++) {
-            float v = y[w * ystride + o];
-            if (bias)
-                v = v + bias[o];
-            if (relu)
-                v = v < 0 ? 0 : v;
-            d[o * dstride + w] = v;
-        }
-}
-
 #define VF cf_v4
 #define VLD v4_ld
 #define VST v4_st
@@ -117,88 +94,7 @@ static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, fla
 #include <immintrin.h>
 
 #define CF_TARGET __attribute__((target("avx512f")))
-static inline __mmask16 v16_mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 CF_TARGET static inline void v16_stn(float *p, __m512 v, int64_t n) { _mm512_mask_storeu_ps(p, v16_mask(n), v); }
-/* max(0, x) returns x when x is NaN, and x = -0 itself: x < 0 ? 0 : x */
-CF_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
-
-/* r[j][i] = r[i][j] (inlined: r stays in registers) */
-CF_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
-{
-    __m512 t[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 4) {
-        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-        const __m512d c = _mm512_castps_pd(t[i + 2]), e = _mm512_castps_pd(t[i + 3]);
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-    }
-}
-
-/* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
-CF_TARGET CF_PHASE static void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
-                                          int64_t dstride)
-{
-    for (int64_t c0 = 0; c0 < C; c0 += 16)
-        for (int64_t w0 = 0; w0 < W; w0 += 16) {
-            const __mmask16 m = v16_mask(W - w0);
-            const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
-            __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nc ? _mm512_maskz_loadu_ps(m, x + (c0 + i) * cstride + w0) : _mm512_setzero_ps();
-            tr16(r);
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++)
-                if (j < nw)
-                    _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
-        }
-}
-
-CF_TARGET CF_PHASE static void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
-                                          int64_t dstride, const float *bias, bool relu)
-{
-    for (int64_t o0 = 0; o0 < O; o0 += 16)
-        for (int64_t w0 = 0; w0 < W; w0 += 16) {
-            const __mmask16 m = v16_mask(O - o0);
-            const int64_t no = O - o0 < 16 ? O - o0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
-            __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nw ? _mm512_maskz_loadu_ps(m, y + (w0 + i) * ystride + o0) : _mm512_setzero_ps();
-            tr16(r);
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; j++) {
-                if (j >= no)
-                    break;
-                __m512 v = r[j];
-                if (bias)
-                    v = _mm512_add_ps(v, _mm512_set1_ps(bias[o0 + j]));
-                if (relu)
-                    v = v16_relu(v);
-                _mm512_mask_storeu_ps(d + (o0 + j) * dstride + w0, v16_mask(nw), v);
-            }
-        }
-}
 #define VF __m512
 #define VLD _mm512_loadu_ps
 #define VST _mm512_storeu_ps

@@ -22,22 +22,29 @@ typedef struct dev_dw {
     bool relu; /* max(sum + bias, 0): what ADD and RELU give */
     bool max;  /* MAXPOOL instead (w, bias, relu unused): the window's max,
                   NaN where it holds one, M = 1 */
+    uint32_t act; /* channel blocks (cb): an activation after the bias
+                     (ISA_OPT_ACT_*, not relu), applied by the kernel */
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
-     * its vector length, the scratch an item needs (floats) */
+     * its vector length, the scratch an item needs (floats), and the
+     * layout: output planes one by one on a wide grid (cb 0), or blocks of
+     * cb = vl channels interleaved (small planes) */
     int path;
-    int64_t vl, scratch;
+    int64_t vl, scratch, cb;
 } dev_dw;
 
 /* True when the depthwise kernel takes d (its sizes filled in; the plan
  * filled in here): groups G = C > 1, one input channel per group (Cg = 1)
  * (or d->max), and a scratch of at most 16 Mi floats. */
 bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
-/* Items of work, each computed apart: an output plane (n * C*M + o).
+/* Items of work, each computed apart: an output plane (n * C*M + o), or
+ * with cb a block of cb channels (n * ceil(C / cb) + c / cb).
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
 void dev_dw_run(const dev_dw *d, int64_t b, int64_t e, float *scratch);
-/* Tests: 0 the fastest path the CPU has, 1 AVX2 at most, 2 portable. */
+/* Tests: 0 the fastest path the CPU has, 1 AVX2 at most, 2 portable; the
+ * layout: 0 and 2 channel blocks where they apply, 1 planes. */
 void dev_dw_force(int path);
+void dev_dw_force_layout(int layout);
 
 #endif

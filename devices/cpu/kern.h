@@ -160,11 +160,18 @@ typedef struct dev_kmm {
     void *ep_base;
     int64_t ep_row0;
     bool by_cols; /* set by dev_kmm_run */
+    const float *ap; /* f32: A packed once (dev_kmm_prepack_a), or NULL */
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of
  * dev_par_width() when it is big enough; each block is one single-threaded
  * gemm followed by its epilogue. */
 void dev_kmm_run(const dev_kmm *m);
+/* The same on this thread alone. */
+void dev_kmm_one(const dev_kmm *m);
+/* m's A (not transposed: a weight matrix on the left, a convolution's)
+ * packed for our kernel once and kept with its tensor a->t, when our kernel
+ * computes m and a tensor is there to keep it; else NULL. */
+const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

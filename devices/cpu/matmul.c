@@ -85,11 +85,11 @@ static void kgemm_f32(kgemm_code code, bool ta, bool tb, int64_t M, int64_t N, i
 {
     switch (code) {
     case KGEMM_OWN:
-        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc))
+        if (dev_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, NULL))
             return;
         break;
     case KGEMM_OWN_T:
-        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M))
+        if (dev_sgemm(!tb, false, 1, M, K, B, ldb, A, lda, C, M, NULL))
             return;
         break;
     case KGEMM_DOTS: /* C[0][j] = op(A)[0, :] . B[j] */
@@ -170,33 +170,64 @@ typedef struct kmm_job {
     const float *bp; /* op(B) prepacked (kmm_prepacked), or NULL */
 } kmm_job;
 
+/* The epilogue of a block of C that sgemm has finished: C's (0, 0) is
+ * element (row0, col0) of the result at base. */
+typedef struct kmm_epi {
+    const dev_kepi *ep;
+    void *base;
+    int64_t row0, col0;
+} kmm_epi;
+
+static void kmm_epi_block(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols)
+{
+    const kmm_epi *e = ctx;
+    dev_kepi_apply(e->ep, e->base, e->row0 + row0, nrows, e->col0 + col0, ncols);
+}
+
+/* Rows [lo, lo + M) and columns [col0, col0 + N) of m's product by `code`,
+ * single-threaded (A, B, C already offset to them), and their epilogue:
+ * by our kernel block by block while each is in cache (from op(B) prepacked
+ * when bp, whose column col0 this is), else over the whole block after. */
+static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_t lo, int64_t M, int64_t col0,
+                      int64_t N, const char *A, const char *B, char *C)
+{
+    const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, col0};
+    const dev_sg_epi epi = {kmm_epi_block, &ctx}, *ep = m->ep ? &epi : NULL;
+    const float *fa = (const float *)(const void *)A;
+    float *fc = (float *)(void *)C;
+    if (m->dtype == TFVM_F32 && code == KGEMM_OWN) {
+        /* a block starting inside a panel of a prepacked operand computes
+         * from the operand itself, with the same bits */
+        if (bp && dev_sgemm_packed(M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
+            return;
+        if (m->ap && !m->tb &&
+            dev_sgemm_apacked(m->ap, lo, m->M, M, N, m->K, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
+            return;
+        if (dev_sgemm(m->ta, m->tb, M, N, m->K, fa, m->lda, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
+            return;
+    }
+    kgemm(code, m->dtype, m->ta, m->tb, M, N, m->K, A, m->lda, B, m->ldb, C, m->ldc);
+    if (m->ep)
+        dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, M, col0, N);
+}
+
+void dev_kmm_one(const dev_kmm *m)
+{
+    kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), NULL, 0, m->M, 0, m->N, m->A, m->B, m->C);
+}
+
 static void kmm_chunk(void *arg, size_t b, size_t e)
 {
     const kmm_job *j = arg;
     const dev_kmm *m = &j->m;
     const size_t esz = dev_kesize(m->dtype);
     const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
-    float *C = (float *)(void *)m->C;
-    if (m->by_cols) {
-        /* a chunk starting inside a panel of the prepacked B computes from B
-         * itself, with the same bits */
-        if (!j->bp || !dev_sgemm_packed(m->M, n, m->K, (const float *)(const void *)m->A, m->lda, j->bp, lo, m->N,
-                                        C + lo, m->ldc)) {
-            const char *B = m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz;
-            kgemm(j->code, m->dtype, m->ta, m->tb, m->M, n, m->K, m->A, m->lda, B, m->ldb, m->C + (size_t)lo * esz,
-                  m->ldc);
-        }
-        if (m->ep)
-            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0, m->M, lo, n);
-    } else {
-        const char *A = m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz;
-        if (!j->bp || !dev_sgemm_packed(n, m->N, m->K, (const float *)(const void *)A, m->lda, j->bp, 0, m->N,
-                                        C + lo * m->ldc, m->ldc))
-            kgemm(j->code, m->dtype, m->ta, m->tb, n, m->N, m->K, A, m->lda, m->B, m->ldb,
-                  m->C + (size_t)(lo * m->ldc) * esz, m->ldc);
-        if (m->ep)
-            dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, n, 0, m->N);
-    }
+    if (m->by_cols)
+        kmm_block(m, j->code, j->bp, 0, m->M, lo, n, m->A, m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz,
+                  m->C + (size_t)lo * esz);
+    else
+        kmm_block(m, j->code, j->bp, lo, n, 0, m->N, m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz, m->B,
+                  m->C + (size_t)(lo * m->ldc) * esz);
 }
 
 static void kmm_run(const dev_kmm *m, const float *bp)
@@ -204,9 +235,13 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     const unsigned width = dev_par_width();
     const int64_t K = m->K ? m->K : 1;
     kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
-    /* rows while there are at least 8 per thread, else columns: in blocks
-     * of whole tiles of our kernel (8 x 32 with AVX-512) */
-    job.m.by_cols = width > 1 && m->M < 8 * (int64_t)width && m->N > m->M;
+    /* Columns when the product is wider than tall and either has fewer
+     * than 8 rows per thread or a B packed on every call (a convolution's
+     * activations): each chunk then packs only its own columns of B, where
+     * row blocks would each pack all of it; else rows (a prepacked weight B
+     * on the right, an MLP's). In blocks of whole tiles of our kernel (8 x
+     * 32 with AVX-512). */
+    job.m.by_cols = width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !bp);
     const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
     const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
@@ -246,6 +281,31 @@ static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
                            kmm_pack_make, &job);
 }
 
+typedef struct kmm_pack_a_job {
+    int64_t M, K, lda;
+    const float *A;
+} kmm_pack_a_job;
+
+static void kmm_pack_a_make(void *ctx, void *out)
+{
+    const kmm_pack_a_job *j = ctx;
+    dev_sgemm_pack_a(j->M, j->K, j->A, j->lda, out);
+}
+
+const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a)
+{
+    if (m->dtype != TFVM_F32 || !a->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
+        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN)
+        return NULL;
+    const struct {
+        int64_t tag, mr, M, K, lda, offset;
+    } key = {0x73674130 /* "sgA0" */, dev_sgemm_mr(), m->M, m->K, m->lda,
+             (const char *)a->data - (const char *)a->t->data};
+    kmm_pack_a_job job = {m->M, m->K, m->lda, (const float *)a->data};
+    return dev_tensor_prep(a->t, &key, sizeof key, dev_sgemm_packed_a_floats(m->M, m->K) * sizeof(float),
+                           kmm_pack_a_make, &job);
+}
+
 /* A batch of products: matrices [b, e) of it, each at the offsets of its batch index. */
 typedef struct mm_batch {
     dev_kmm mm; /* matrix 0 */
@@ -275,13 +335,10 @@ static void mm_batch_chunk(void *arg, size_t b, size_t e)
         one.B += (size_t)ob * esz;
         one.C = cp;
         one.ep_row0 = t * m->M;
-        if (split) {
+        if (split)
             dev_kmm_run(&one);
-        } else {
-            dev_kgemm(m->dtype, m->ta, m->tb, m->M, m->N, m->K, one.A, m->lda, one.B, m->ldb, cp, m->ldc);
-            if (m->ep)
-                dev_kepi_apply(m->ep, m->ep_base, one.ep_row0, m->M, 0, m->N);
-        }
+        else
+            dev_kmm_one(&one);
         for (int d = j->nbat - 1; d >= 0; d--) {
             oa += j->sa[d];
             ob += j->sb[d];
@@ -384,12 +441,12 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * are the result's rows unless b is a vector (then the epilogue runs
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
-                            vb ? NULL : ep, c, 0, false};
+                            vb ? NULL : ep, c, 0, false, NULL};
         kmm_run(&mm, kmm_prepacked(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {
-        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false},
+        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false, NULL},
                         nbat, {0}, {0}, {0}, batch < (int64_t)dev_par_width()};
         memcpy(job.bd, bd, sizeof bd);
         memcpy(job.sa, sa, sizeof sa);

@@ -328,6 +328,9 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
 #define SG_MC 120
 #define SG_NC 2048
 #define SG_DIRECT_M 64
+/* With an epilogue, a block of C is at most this many floats (L2-resident
+ * when the epilogue reads it back) */
+#define SG_EPI_FLOATS (INT64_C(1) << 16)
 
 static int64_t even(int64_t n, int64_t most)
 {
@@ -337,41 +340,61 @@ static int64_t even(int64_t n, int64_t most)
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
-/* bpre: op(B) already packed (dev_sgemm_pack, Np columns rounded up to NR),
- * C's column 0 being its column bj0, a multiple of NR; else B as it lies */
+/* The prepacked operands of a product, or NULLs: op(B) packed whole
+ * (dev_sgemm_pack, Np columns rounded up to NR), C's column 0 being its
+ * column bj0, a multiple of NR; A packed whole (dev_sgemm_pack_a, Mp rows
+ * rounded up to MR), C's row 0 being its row ai0, a multiple of MR. */
+typedef struct sg_pre {
+    const float *b;
+    int64_t bj0, Np;
+    const float *a;
+    int64_t ai0, Mp;
+} sg_pre;
+
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                   const float *B, int64_t ldb, const float *bpre, int64_t bj0, int64_t Np, float *C, int64_t ldc)
+                   const float *B, int64_t ldb, const sg_pre *pre, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
+    const float *bpre = pre ? pre->b : NULL, *apre = pre ? pre->a : NULL;
     if (M <= 0 || N <= 0)
         return true;
     if (K <= 0) {
         for (int64_t i = 0; i < M; i++)
             memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+        if (epi)
+            epi->fn(epi->ctx, 0, M, 0, N);
         return true;
     }
     const int64_t MR = im->mr, NR = im->nr;
     const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
-    const int64_t nc_step = round_up(even(N, SG_NC), NR);
+    /* an epilogue reads each finished block of C back: blocks that stay in cache */
+    int64_t nc_most = SG_NC;
+    if (epi && SG_EPI_FLOATS / mc_step < nc_most)
+        nc_most = SG_EPI_FLOATS / mc_step < 4 * NR ? 4 * NR : SG_EPI_FLOATS / mc_step;
+    const int64_t nc_step = round_up(even(N, nc_most), NR);
     const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
     const int64_t a_floats = round_up(mc_step * kc_step, 16);
-    float *ap = scratch((size_t)(a_floats + (bpre ? 0 : direct ? NR : nc_step) * kc_step));
-    if (!ap)
+    float *const abuf = scratch((size_t)(a_floats + (bpre ? 0 : direct ? NR : nc_step) * kc_step));
+    if (!abuf)
         return false;
-    float *const bbuf = ap + a_floats; /* B's block, packed here unless bpre */
+    float *const bbuf = abuf + a_floats; /* B's block, packed here unless bpre */
     const float *bp = bbuf;
     for (int64_t jc = 0; jc < N; jc += nc_step) {
         const int64_t nc = N - jc < nc_step ? N - jc : nc_step, nfull = nc / NR * NR;
         for (int64_t pc = 0; pc < K; pc += kc_step) {
             const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
             if (bpre)
-                bp = bpre + pc * Np + (bj0 + jc) * kc;
+                bp = bpre + pc * pre->Np + (pre->bj0 + jc) * kc;
             else if (!direct)
                 pack_b(tb, B, ldb, pc, kc, jc, nc, NR, bbuf, im->t8);
             else if (nfull < nc)
                 pack_b(false, B, ldb, pc, kc, jc + nfull, nc - nfull, NR, bbuf, NULL);
             for (int64_t ic = 0; ic < M; ic += mc_step) {
                 const int64_t mc = M - ic < mc_step ? M - ic : mc_step;
-                pack_a(ta, A, lda, ic, mc, pc, kc, MR, ap, im->t8);
+                const float *ap = abuf;
+                if (apre)
+                    ap = apre + pc * pre->Mp + (pre->ai0 + ic) * kc;
+                else
+                    pack_a(ta, A, lda, ic, mc, pc, kc, MR, abuf, im->t8);
                 for (int64_t jr = 0; jr < nc;) {
                     const int64_t nr = nc - jr < NR ? nc - jr : NR;
                     float *c = C + ic * ldc + jc + jr;
@@ -394,6 +417,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                     }
                     jr += NR;
                 }
+                if (epi && pc + kc == K)
+                    epi->fn(epi->ctx, ic, mc, jc, nc);
             }
         }
     }
@@ -405,7 +430,7 @@ bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_
 {
     if (!dev_sg_have(isa))
         return false;
-    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, NULL);
 }
 
 static const sg_impl *best_impl(void)
@@ -420,9 +445,9 @@ static const sg_impl *best_impl(void)
 }
 
 bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-               int64_t ldb, float *C, int64_t ldc)
+               int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
-    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, 0, 0, C, ldc);
+    return sg_run(best_impl(), ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, epi);
 }
 
 /* ---- Prepacked B ---------------------------------------------------------------------
@@ -443,12 +468,41 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
 }
 
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
-                      int64_t Ntot, float *C, int64_t ldc)
+                      int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, bp, j0, round_up(Ntot, im->nr), C, ldc);
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0};
+    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
+}
+
+/* ---- Prepacked A ---------------------------------------------------------------------
+ * A packed whole, as sg_run packs it block by block: for each block of K
+ * (at column pc), its Mp / MR panels of kc x MR, at pc * Mp floats. */
+size_t dev_sgemm_packed_a_floats(int64_t M, int64_t K) { return (size_t)(K * round_up(M, best_impl()->mr)); }
+
+int64_t dev_sgemm_mr(void) { return best_impl()->mr; }
+
+void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out)
+{
+    const sg_impl *im = best_impl();
+    const int64_t kc_step = even(K, SG_KC), Mp = round_up(M, im->mr);
+    for (int64_t pc = 0; pc < K; pc += kc_step) {
+        const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
+        memset(out + pc * Mp, 0, (size_t)(kc * Mp) * sizeof *out); /* an edge panel's rows past M */
+        pack_a(false, A, lda, 0, M, pc, kc, im->mr, out + pc * Mp, im->t8);
+    }
+}
+
+bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int64_t N, int64_t K, const float *B,
+                       int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi)
+{
+    const sg_impl *im = best_impl();
+    if (i0 % im->mr)
+        return false;
+    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr)};
+    return sg_run(im, false, false, M, N, K, NULL, 0, B, ldb, &pre, C, ldc, epi);
 }
 
 /* x is copied when it is strided (into the thread's buffer, as packing) */

@@ -15,13 +15,22 @@ typedef enum dev_sg_isa {
     DEV_SG_N_ISA
 } dev_sg_isa;
 
+/* Work on C done as each block of it is final, while the block is in cache
+ * (a bias and activation): fn(ctx, row0, nrows, col0, ncols) for rows
+ * [row0, row0 + nrows) and columns [col0, col0 + ncols) of C. Blocks are
+ * disjoint and cover C; each is called once, after its last product. */
+typedef struct dev_sg_epi {
+    void (*fn)(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
+    const void *ctx;
+} dev_sg_epi;
+
 /* C[M, N] = op(A) @ op(B), row-major, op(X) = X^T when ta (tb); C is
  * overwritten (beta 0). Every element is summed in K order, in blocks of
  * K that depend on K only, so a row or column block of C computed alone has
  * the bits it has in the whole product. false when the per-thread packing
  * buffer cannot be allocated; C is then untouched. Thread-safe. */
 bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-               int64_t ldb, float *C, int64_t ldc);
+               int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* The same on a given instruction set (tests, benchmarks); false also when
  * the CPU lacks it. */
 bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -40,7 +49,18 @@ int64_t dev_sgemm_nr(void);
  * multiple of dev_sgemm_nr() or the packing buffer of A cannot be had; C
  * is then untouched. */
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
-                      int64_t Ntot, float *C, int64_t ldc);
+                      int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* A [M, K] (not transposed) packed once for dev_sgemm_apacked (weights on
+ * the left, as a convolution's): dev_sgemm_packed_a_floats(M, K) floats,
+ * written by dev_sgemm_pack_a; the height of its row panels. Then C[M, N]
+ * = rows [i0, i0 + M) of that A @ B, B [K, N] as it lies; the bits of
+ * dev_sgemm. false when i0 is not a multiple of dev_sgemm_mr() or B's
+ * packing buffer cannot be had; C is then untouched. */
+size_t dev_sgemm_packed_a_floats(int64_t M, int64_t K);
+void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out);
+int64_t dev_sgemm_mr(void);
+bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int64_t N, int64_t K, const float *B,
+                       int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
  * against B stored transposed (x @ B^T) or a column (A @ x), as dot
  * products of R's rows read where they lie. A row of y has the same bits

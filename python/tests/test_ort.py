@@ -53,11 +53,12 @@ def test_metadata_of_inputs_and_outputs():
 
 def test_a_tfvm_program_as_a_session():
     # .tfvm bytes: no ONNX fields to read, tfvm's own names and shapes (the
-    # importer declares the inputs' shapes; results of any rank: None)
+    # importer declares the inputs' shapes and the results' the graph's
+    # outputs declare; `batch`, a size of any value, is None)
     data = tfvm.compile(MODELS / "dynamic.onnx").save()
     s = tfvm.InferenceSession(data)
     assert [(a.name, a.shape) for a in s.get_inputs() + s.get_outputs()] == [
-        ("x", [None, 8]), ("y", None), ("z", None)]
+        ("x", [None, 8]), ("y", [None, 6]), ("z", [None])]
     m = s.get_modelmeta()
     assert (m.producer_name, m.graph_name, m.version, m.custom_metadata_map) == ("", "", 0, {})
     x = np.ones((2, 8), np.float32)

@@ -30,7 +30,7 @@ __all__ = [
     "__version__", "compile", "devices", "Program", "Session", "Entry", "Param", "Device",
     "InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "ModelMetadata",
     "GraphOptimizationLevel", "ExecutionMode", "get_available_providers", "get_all_providers",
-    "get_device", "set_default_logger_severity",
+    "get_device", "set_default_logger_severity", "terra", "TerraFunction",
     # not SyntaxError, TypeError, InterruptedError: `from tfvm import *` must not hide the builtins
     "Error", "NomemError", "IoError", "FormatError", "ArgumentError", "ShapeError", "ArithError",
     "PortError", "DeadnessError", "StuckError", "LimitError", "InternalError", "UnsupportedError",
@@ -658,3 +658,7 @@ class InferenceSession:
         """The tfvm Program the session runs."""
         return self._program
 
+
+
+# Terra for NumPy programs (docs/terra.md); imported last: it uses compile()
+from ._terra import TerraFunction, terra  # noqa: E402

@@ -153,6 +153,10 @@ done
 # 5. Scripted checks that need more than one command.
 bash test/e2e/extra.sh "$TFVM" "$BUILD" "$TMP" && ok || bad "test/e2e/extra.sh"
 
+# Models exported with dynamic axes (issue 25).
+bash test/e2e/dyn.sh "$TFVM" "$TMP" && ok || bad "test/e2e/dyn.sh"
+bash test/e2e/t5.sh "$TFVM" "$TMP" && ok || bad "test/e2e/t5.sh"
+
 # 6. tfvm profile: the --trace timeline (Trace Event Format), --json, columns.
 bash test/e2e/profile.sh "$TFVM" "$TMP" && ok || bad "test/e2e/profile.sh"
 

@@ -3,12 +3,16 @@
  * loops (several variables, some unused) and calls inside branches and loop
  * bodies; bitwise operators and short-circuit && || (whose right side may
  * call or divide); and function bodies written as statements: var,
- * assignment and += -= *= /= %=, if with and without else, while and for
- * statements, return anywhere, expression statements; top-level constants
- * (i64 ones by their size too). Every program
+ * assignment and += -= *= /= %= &= |= ^= <<= >>=, if with and without
+ * else, while and for statements with break and continue (in any branch),
+ * return anywhere, expression statements, vars of i64 started by a bare
+ * literal (their dtype comes from a later use, inside loops too); hex,
+ * binary and _-separated literals; top-level constants (i64 ones by their
+ * size too). Every program
  * terminates: each function takes a fuel parameter d, calls only happen
  * where d > 0 and pass d - 1, and every loop counts a variable up to a small
- * literal bound. */
+ * literal bound (a while loop's first statement counts, so that a continue
+ * cannot skip it). */
 #ifndef TFVM_TEST_GEN_H
 #define TFVM_TEST_GEN_H
 
@@ -49,6 +53,7 @@ typedef struct gen {
     int loop_depth;
     int depth;
     int stmt_depth;      /* nesting of statement blocks */
+    int stmt_loops;      /* statement loops around the statements (break, continue) */
     int n_consts;        /* K0, K1, ...: top-level constants */
     int const_type[3];
     const gen_fn *fn;    /* whose body the statements are in (NULL: main) */
@@ -107,10 +112,46 @@ static void gen_literal(gen *G, int t, bool bare_ok)
     else
         v = gen_pick(G, 21) - 10;
     const char *suffix = t == G_I64 && !(bare_ok && gen_chance(G, 40)) ? "i64" : "";
+    unsigned long long mag = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    char digits[80];
+    int form = gen_pick(G, 8);
+    if (form == 0) { /* hex, in groups of 4 with '_' now and then */
+        char hex[20];
+        snprintf(hex, sizeof hex, "%llX", mag);
+        size_t n = strlen(hex), k = 0;
+        bool sep = gen_chance(G, 50);
+        k += (size_t)snprintf(digits, sizeof digits, "0x");
+        for (size_t i = 0; i < n; i++) {
+            if (sep && i && (n - i) % 4 == 0)
+                digits[k++] = '_';
+            digits[k++] = hex[i];
+        }
+        digits[k] = '\0';
+    } else if (form == 1 && mag < 4096) { /* binary */
+        size_t k = (size_t)snprintf(digits, sizeof digits, "0b");
+        int top = 0;
+        while (top < 12 && (mag >> (top + 1)))
+            top++;
+        for (int b = top; b >= 0; b--)
+            digits[k++] = (char)('0' + ((mag >> b) & 1));
+        digits[k] = '\0';
+    } else if (form == 2 && mag >= 1000) { /* 1_000_000 */
+        char dec[24];
+        snprintf(dec, sizeof dec, "%llu", mag);
+        size_t n = strlen(dec), k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && (n - i) % 3 == 0)
+                digits[k++] = '_';
+            digits[k++] = dec[i];
+        }
+        digits[k] = '\0';
+    } else {
+        snprintf(digits, sizeof digits, "%llu", mag);
+    }
     if (v < 0)
-        gen_emit(G, "(%lld%s)", v, suffix);
+        gen_emit(G, "(-%s%s)", digits, suffix);
     else
-        gen_emit(G, "%lld%s", v, suffix);
+        gen_emit(G, "%s%s", digits, suffix);
 }
 
 static const char *gen_new_name(gen *G, const char *prefix, char *buf, size_t size)
@@ -464,11 +505,12 @@ static bool gen_assign(gen *G)
         return false;
     const gen_var *v = &G->vars[hits[gen_pick(G, n)]];
     if (v->type == G_BOOL) {
-        gen_emit(G, "%s = ", v->name);
+        static const char *const bops[] = {"=", "=", "&=", "|=", "^="};
+        gen_emit(G, "%s %s ", v->name, bops[gen_pick(G, 5)]);
         gen_expr(G, G_BOOL, false);
     } else {
-        static const char *const ops[] = {"=", "+=", "-=", "*=", "/=", "%=", "+=", "="};
-        int op = gen_pick(G, 8);
+        static const char *const ops[] = {"=", "+=", "-=", "*=", "/=", "%=", "+=", "=", "&=", "|=", "^=", "<<=", ">>="};
+        int op = gen_pick(G, 13);
         gen_emit(G, "%s %s ", v->name, ops[op]);
         if ((op == 4 || op == 5) && gen_chance(G, 60))
             gen_emit(G, "%d", gen_pick(G, 5) + 1);
@@ -497,12 +539,30 @@ static void gen_stmt(gen *G)
     if (r < 25 || G->stmt_depth > 3) {
         int t = gen_pick(G, 3);
         gen_new_name(G, "m", name, sizeof name);
-        if (t == G_I64 && gen_chance(G, 40))
-            gen_emit(G, "var %s: i64 = ", name);
-        else
-            gen_emit(G, "var %s = ", name);
-        gen_expr(G, t, t == G_I32);
-        gen_emit(G, "; ");
+        if (t == G_I64 && gen_chance(G, 25)) {
+            /* a bare literal: a later use (in a loop, after an assignment:
+             * issue 32) gives the var its dtype, here at once */
+            gen_emit(G, "var %s = %d; ", name, gen_pick(G, 10));
+            if (gen_chance(G, 50)) { /* fixed by a version of the loop variable */
+                char q[16];
+                gen_new_name(G, "q", q, sizeof q);
+                gen_emit(G, "for %s in 0..%d { %s += 1; %s = %s + ", q, gen_pick(G, 3), name, name, name);
+                gen_expr(G, t, false);
+                gen_emit(G, "; }");
+            } else {
+                gen_emit(G, "%s = %s + ", name, name);
+                gen_expr(G, t, false);
+                gen_emit(G, ";");
+            }
+        } else {
+            if (t == G_I64 && gen_chance(G, 40))
+                gen_emit(G, "var %s: i64 = ", name);
+            else
+                gen_emit(G, "var %s = ", name);
+            gen_expr(G, t, t == G_I32);
+            gen_emit(G, ";");
+        }
+        gen_emit(G, " ");
         gen_push_var(G, name, t);
         G->vars[G->n_vars - 1].mut = true;
         return;
@@ -510,6 +570,10 @@ static void gen_stmt(gen *G)
     if (r < 55) {
         if (!gen_assign(G))
             gen_let(G);
+        return;
+    }
+    if (r < 60 && G->stmt_loops > 0) {
+        gen_emit(G, gen_chance(G, 50) ? "break; " : "continue; ");
         return;
     }
     if (r < 72) {
@@ -538,7 +602,9 @@ static void gen_stmt(gen *G)
             gen_emit(G, "for %s in %d..%d ", name, gen_pick(G, 2), bound);
             int saved = G->n_vars;
             gen_push_var(G, name, G_I32);
+            G->stmt_loops++;
             gen_stmt_block(G);
+            G->stmt_loops--;
             G->n_vars = saved;
         } else {
             /* the counter is the generator's: the statements never assign it */
@@ -550,11 +616,13 @@ static void gen_stmt(gen *G)
                 gen_emit(G, gen_chance(G, 50) ? " && " : " || false && ");
                 gen_expr(G, G_BOOL, false);
             }
-            gen_emit(G, " { ");
+            gen_emit(G, " { %s += 1; ", name);
             G->stmt_depth++;
+            G->stmt_loops++;
             gen_stmts(G, 1 + gen_pick(G, 3));
+            G->stmt_loops--;
             G->stmt_depth--;
-            gen_emit(G, "%s += 1; } ", name);
+            gen_emit(G, "} ");
             G->n_vars = saved;
         }
         G->loop_depth--;
@@ -588,6 +656,9 @@ static void gen_stmts(gen *G, int n)
         gen_stmt(G);
         if (G->len > 0 && strncmp(G->buf + G->len - 9, "; return ", 9) == 0)
             break;
+        if ((G->len >= 7 && strcmp(G->buf + G->len - 7, "break; ") == 0) ||
+            (G->len >= 10 && strcmp(G->buf + G->len - 10, "continue; ") == 0))
+            break; /* what follows could not run */
     }
 }
 

@@ -200,6 +200,15 @@ def external():
         f.write(m.SerializeToString())
 
 
+def cast_x86():
+    # Cast of NaN, infinities and out-of-range floats to integers: what ORT
+    # gives on x86 (test/e2e/extra.sh holds ORT's outputs)
+    outs = [("i8", TP.INT8), ("u8", TP.UINT8), ("i32", TP.INT32), ("i64", TP.INT64)]
+    g = H.make_graph([H.make_node("Cast", ["x"], [n], to=t) for n, t in outs], "cast_x86", [f32("x", [12])],
+                     [H.make_tensor_value_info(n, t, [12]) for n, t in outs])
+    save("cast_x86.onnx", g)
+
+
 def unsupported():
     # an op no importer file translates (random sampling)
     g = H.make_graph([H.make_node("Bernoulli", ["x"], ["y"], name="bern0")], "bad", [f32("x", [2, 2])],
@@ -221,4 +230,5 @@ if __name__ == "__main__":
     scan()
     external()
     unsupported()
+    cast_x86()
     print("make_models.py: models in", OUT)

@@ -40,17 +40,20 @@ rng = np.random.default_rng(20260101)
 
 
 def save(name, gd, inputs, outputs, expected, spec=None):
-    """Writes NAME.pb, its inputs (in Placeholder order) and expected outputs."""
+    """Writes NAME.pb (gd None: NAME is a SavedModel directory), its inputs
+    (in Placeholder order) and expected outputs."""
     INDEX.append("%s %s %d %d" % (name, spec or "-", len(inputs), len(expected)))
     if ONLY and name not in ONLY:
         return
-    with open(os.path.join(OUT, name + ".pb"), "wb") as f:
-        f.write(gd.SerializeToString())
+    if gd is not None:
+        with open(os.path.join(OUT, name + ".pb"), "wb") as f:
+            f.write(gd.SerializeToString())
     for k, v in enumerate(inputs):
         np.save(os.path.join(OUT, "%s.in%d.npy" % (name, k)), np.asarray(v))
     for k, v in enumerate(expected):
         np.save(os.path.join(OUT, "%s.out%d.npy" % (name, k)), np.asarray(v))
-    print("%-16s %5d bytes, %d inputs, %d outputs" % (name, len(gd.SerializeToString()), len(inputs), len(expected)))
+    size = len(gd.SerializeToString()) if gd is not None else 0
+    print("%-16s %5d bytes, %d inputs, %d outputs" % (name, size, len(inputs), len(expected)))
 
 
 def placeholders(gd):
@@ -361,6 +364,83 @@ def v2_case():
 
 # ---- recursive functions, assembled as protos --------------------------------------
 
+# ---- TF2 models as users have them: SavedModel directories and default freezes -----
+
+def saved_and_frozen(name, module, fn, inputs):
+    """Saves `module` as the SavedModel directory NAME_sm (serving_default =
+    fn) and fn's concrete function frozen the TF2 way
+    (convert_variables_to_constants_v2, unused_control_flow_input
+    Placeholders and all) as NAME.pb; both with the inputs and TF's outputs."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    import shutil
+    cf = fn.get_concrete_function()
+    res = cf(*[tf.constant(v) for v in inputs])
+    if isinstance(res, dict):  # a signature's outputs, in key order (as the frozen graph's)
+        res = [res[k] for k in sorted(res)]
+    res = [r.numpy() for r in (res if isinstance(res, (list, tuple)) else [res])]
+    frozen = convert_variables_to_constants_v2(cf).graph.as_graph_def()
+    save(name, frozen, inputs, res, res)
+    save(name + "_sm", None, inputs, res, res)
+    if ONLY and name + "_sm" not in ONLY:
+        return
+    d = os.path.join(OUT, name + "_sm")
+    shutil.rmtree(d, ignore_errors=True)
+    tf.saved_model.save(module, d, signatures={"serving_default": cf})
+    for junk in ("fingerprint.pb", "assets"):  # not read; keeps the fixture small
+        p = os.path.join(d, junk)
+        shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+
+
+def keras_rnn(name, layer):
+    """A Keras recurrent layer (hidden 8) with a dense head."""
+    import keras
+    keras.utils.set_random_seed(7)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    m = keras.Sequential([keras.Input((5, 3)), layer(8), keras.layers.Dense(4)])
+    fn = tf.function(lambda x: m(x), input_signature=[tf.TensorSpec([None, 5, 3], tf.float32, name="x")])
+    mod = tf.Module()  # only the variables: the Keras model's own functions would triple the size
+    mod.weights = [w.value for w in m.weights]
+    saved_and_frozen(name, mod, fn, [x])
+
+
+class Decoder(tf.Module):
+    """A greedy decoder: a tf.while_loop feeding argmax tokens back through an
+    embedding and a tanh cell, for n steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = tf.Variable(rng.standard_normal((6, 8)).astype(np.float32) * 0.5)
+        self.w = tf.Variable(rng.standard_normal((8, 8)).astype(np.float32) * 0.5)
+        self.out = tf.Variable(rng.standard_normal((8, 6)).astype(np.float32) * 0.5)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 8], tf.float32, name="h0"),
+                                  tf.TensorSpec([], tf.int32, name="steps")])
+    def decode(self, h0, steps):
+        def body(i, h, tok, toks):
+            h = tf.tanh(tf.matmul(h, self.w) + tf.gather(self.emb, tok))
+            tok = tf.argmax(tf.matmul(h, self.out), axis=-1, output_type=tf.int32)
+            return i + 1, h, tok, toks.write(i, tok)
+        toks = tf.TensorArray(tf.int32, size=steps)
+        tok0 = tf.zeros(tf.shape(h0)[:1], tf.int32)
+        _, h, _, toks = tf.while_loop(lambda i, *_: i < steps, body, [0, h0, tok0, toks])
+        return {"tokens": toks.stack(), "state": h}
+
+
+def cast_x86():
+    """Cast of NaN, infinities and out-of-range floats to integers (x86's values, no error)."""
+    x = ph(tf.float32, [12], "x")
+    return [tf.cast(x, d) for d in (tf.int8, tf.uint8, tf.int32, tf.int64)]
+
+
+def models_tf2():
+    import keras
+    keras_rnn("keras_lstm", keras.layers.LSTM)
+    keras_rnn("keras_gru", keras.layers.GRU)
+    dec = Decoder()
+    saved_and_frozen("while_decoder", dec, dec.decode,
+                     [rng.standard_normal((2, 8)).astype(np.float32), np.int32(5)])
+
+
 def attr_type(t):
     return attr_value_pb2.AttrValue(type=t)
 
@@ -566,6 +646,9 @@ def main():
     ackermann_graph()
     error_graphs()
     v1("convnet_bias", convnet_bias, {"x": rng.standard_normal((2, 10, 10, 3)).astype(f32)})
+    models_tf2()
+    v1("cast_x86", cast_x86, {"x": np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 300, -129, 2.7, -2.7,
+                                             70000], f32)})
     lines = INDEX
     if ONLY:  # the other lines as they are, these replaced or added
         with open(os.path.join(OUT, "index.txt")) as f:

@@ -209,7 +209,7 @@ END_TEST
 /* ---- the exact output of dis -------------------------------------------------- */
 static const char *SMALL =
     "; a little of everything\n"
-    "entry main(n: i32, t: f32[]) -> (r: i32, u: f32[]) {\n"
+    "entry main(n: i32, t: f32[...]) -> (r: i32, u: f32[...]) {\n"
     "  n = ARG 0\n"
     "  t = ARG 1\n"
     "  c = CONST i32 -7 @3:4\n"
@@ -229,7 +229,7 @@ static const char *SMALL =
     "}\n";
 
 static const char *SMALL_DIS =
-    "entry main(n: i32, t: f32[]) -> (r: i32, u: f32[]) {\n"
+    "entry main(n: i32, t: f32[...]) -> (r: i32, u: f32[...]) {\n"
     "    n  = ARG 0\n"
     "    t  = ARG 1\n"
     "    c  = CONST i32 -7 @3:4\n"
@@ -284,7 +284,7 @@ static const char *EXPLICIT =
     "const #0 = f64[2, 2] [[1.5, -0.0], [inf, nan(0x7ff0000000000001)]]\n"
     "const #1 = i64 9223372036854775807\n"
     "const #2 = bool[3] [true, false, true]\n"
-    "entry #1 first() -> (a: f64[], b: f64[]) region first_body {\n"
+    "entry #1 first() -> (a: f64[...], b: f64[...]) region first_body {\n"
     "    x = CONST #0\n"
     "    y = CONST #0\n"
     "    RESULT 0 (x)\n"
@@ -354,7 +354,7 @@ START_TEST(explicit_forms_round_trip)
     size_t len;
     char *d = dis_text(&p, &len);
     ck_assert_msg(strstr(d, "const #0 = f64[2, 2] [[1.5, -0.0], [inf, nan(0x7ff0000000000001)]]\n"), "%s", d);
-    ck_assert_msg(strstr(d, "entry #1 first() -> (a: f64[], b: f64[]) region first_body {\n"), "%s", d);
+    ck_assert_msg(strstr(d, "entry #1 first() -> (a: f64[...], b: f64[...]) region first_body {\n"), "%s", d);
     ck_assert_msg(strstr(d, "    s = CONST #3\n"), "%s", d);
     free(d);
     check_round_trip(&p, "explicit");
@@ -501,7 +501,7 @@ END_TEST
 static const char *OPERANDS =
     "const #0 = i64[1] [1]\n"
     "const #1 = f32 2.5\n"
-    "entry main(x: f32[], n: i64) -> (r: f32[], s: f32[], t: i64, u: f32[]) {\n"
+    "entry main(x: f32[...], n: i64) -> (r: f32[...], s: f32[...], t: i64, u: f32[...]) {\n"
     "    x    = ARG 0\n"
     "    n    = ARG 1\n"
     "    m    = MATMUL ta tb on cuda (x, x)\n"
@@ -596,7 +596,7 @@ END_TEST
 /* Without a declared table every constant operand is printed inline, in the
  * form it was written; in loops and functions too, beside control inputs. */
 static const char *OPERANDS_INLINE =
-    "entry main(n: i32, t: f32[]) -> (r: i32, u: f32[]) {\n"
+    "entry main(n: i32, t: f32[...]) -> (r: i32, u: f32[...]) {\n"
     "    n = ARG 0\n"
     "    t = ARG 1\n"
     "    c = CALL f@1 (n)\n"
@@ -654,7 +654,7 @@ END_TEST
  * "dense/BiasAdd") are quoted in .tfasm; plain identifiers are not. */
 START_TEST(quoted_parameter_names)
 {
-    static const char text[] = "entry main(\"x:0\": f32[], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[]) {\n"
+    static const char text[] = "entry main(\"x:0\": f32[...], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[...]) {\n"
                                "    a = ARG 0\n"
                                "    RESULT 0 (a)\n"
                                "}\n";
@@ -666,7 +666,7 @@ START_TEST(quoted_parameter_names)
     ck_assert_str_eq(p.entries[0].results[0].name, "dense/BiasAdd");
     size_t len;
     char *d = dis_text(&p, &len);
-    ck_assert_msg(strstr(d, "entry main(\"x:0\": f32[], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[]) {\n"),
+    ck_assert_msg(strstr(d, "entry main(\"x:0\": f32[...], \"input.1\": i32, plain: i32) -> (\"dense/BiasAdd\": f32[...]) {\n"),
                   "%s", d);
     free(d);
     check_round_trip(&p, "quoted");

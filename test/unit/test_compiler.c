@@ -784,7 +784,7 @@ static const struct {
     {"fn main(n: i32) -> i32 {\n    let k = while (i = 0; i < n) { (i + 1, 2) };\n    k\n}\n",
      "bad.tfg:2:36: the loop body must give the next values of its 1 loop variable, got 2 values\n 2 |     let k = while (i = 0; i < n) { (i + 1, 2) };\n   |                                    ^"},
     {"fn main(n: i64) -> i64 {\n    let (i, s) = while (i = 0, s: i32 = 0; i < n) { (i + 1, s + i) };\n    s\n}\n",
-     "bad.tfg:2:63: operands of '+' have different types: i32 and i64 (convert with cast<T>(x))\n 2 |     let (i, s) = while (i = 0, s: i32 = 0; i < n) { (i + 1, s + i) };\n   |                                                               ^"},
+     "bad.tfg:2:63: operands of '+' have different types: i32 and i64 (convert with cast<T>(x)); 'i' is i64 because of its use at 2:44\n 2 |     let (i, s) = while (i = 0, s: i32 = 0; i < n) { (i + 1, s + i) };\n   |                                                               ^"},
     {"fn main(n: i32) -> i32 {\n    3000000000\n}\n",
      "bad.tfg:2:5: integer 3000000000 does not fit in i32 (an i64 literal has the suffix i64: 3000000000i64)\n 2 |     3000000000\n   |     ^"},
     {"fn main(n: i32) -> i32 {\n    true + 1\n}\n",

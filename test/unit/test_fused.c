@@ -558,6 +558,12 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* stride 2 on rows wide enough for im2col's vector shuffles (a
+             * 3x3 and a 7x7 stem, pads 1 and 3; a row whose last pair is
+             * cut by the edge; i32 below takes the same macro scalar) */
+            conv_case(dt, acts[ai], DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 3, 20, 51), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 2, 5, 67), DIMS(3, 2, 1, 3), DIMS(1, 2, 0, 0, 0, 0, 1, 1, 1));
             /* no input channels on the wide grid: act(bias) */
             conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }
@@ -567,6 +573,7 @@ START_TEST(test_conv_exact)
         conv_case(dt, 0, DIMS(1, 4, 6, 10), DIMS(6, 2, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 2));
         conv_case(dt, 0, DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
         conv_case(dt, 0, DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+        conv_case(dt, 0, DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
     }
 }
 END_TEST
@@ -660,8 +667,10 @@ static const struct {
 
 START_TEST(test_conv_depthwise)
 {
-    for (int path = 0; path <= 2; path++) {
+    for (int pl = 0; pl <= 5; pl++) {
+        const int path = pl % 3, layout = 1 + pl / 3;
         dev_dw_force(path);
+        dev_dw_force_layout(layout);
         for (size_t ci = 0; ci < UT_COUNTOF(dw_cases); ci++)
             for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
                 conv_case(F32, acts[ai], dw_cases[ci].x, dw_cases[ci].w, dw_cases[ci].p);
@@ -673,7 +682,8 @@ START_TEST(test_conv_depthwise)
                     bv[i] = elem(&bias, i);
                 int64_t od[4];
                 conv_ref(&x, &w, dw_cases[ci].p, bv, 0, want, od);
-                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, x, w, ivec(dw_cases[ci].p, 9), bias),
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &o, ref(x), ref(w), ivec(dw_cases[ci].p, 9),
+                                   ref(bias)),
                                  TFVM_OK);
                 ck_assert_int_eq(o.u.t->count, od[0] * od[1] * od[2] * od[3]);
                 for (int64_t i = 0; i < o.u.t->count; i++) {
@@ -682,13 +692,23 @@ START_TEST(test_conv_depthwise)
                     const double a0 = act_ref(F64, acts[ai], want[i] - tol), a1 = act_ref(F64, acts[ai], want[i] + tol);
                     const double lo = a0 < a1 ? a0 : a1, hi = a0 < a1 ? a1 : a0;
                     ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
-                                  "case %zu act %u path %d: element %lld is %.9g, expected act(%.9g)", ci,
-                                  (unsigned)acts[ai], path, (long long)i, got, want[i]);
+                                  "case %zu act %u path %d layout %d: element %lld is %.9g, expected act(%.9g)", ci,
+                                  (unsigned)acts[ai], path, layout, (long long)i, got, want[i]);
                 }
+                /* planes and channel blocks sum in the same order: the same bits */
+                dev_dw_force_layout(3 - layout);
+                dev_value other;
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &other, x, w, ivec(dw_cases[ci].p, 9), bias),
+                                 TFVM_OK);
+                dev_dw_force_layout(layout);
+                ck_assert_msg(memcmp(o.u.t->data, other.u.t->data, (size_t)o.u.t->count * sizeof(float)) == 0,
+                              "case %zu act %u path %d: planes and channel blocks differ", ci, (unsigned)acts[ai], path);
+                dev_value_release(&other);
                 dev_value_release(&o);
             }
     }
     dev_dw_force(0);
+    dev_dw_force_layout(0);
 }
 END_TEST
 

@@ -118,10 +118,82 @@ START_TEST(test_best)
     float *a = matrix(g.M, g.K, 0, 1, false), *b = matrix(g.K, g.N, 0, 2, false);
     float *c1 = matrix(g.M, g.N, 0, 3, false), *c2 = matrix(g.M, g.N, 0, 4, false);
     ck_assert(dev_sg_have(dev_sg_best()));
-    ck_assert(dev_sgemm(false, false, g.M, g.N, g.K, a, g.K, b, g.N, c1, g.N));
+    ck_assert(dev_sgemm(false, false, g.M, g.N, g.K, a, g.K, b, g.N, c1, g.N, NULL));
     ck_assert(dev_sgemm_on(dev_sg_best(), false, false, g.M, g.N, g.K, a, g.K, b, g.N, c2, g.N));
     ck_assert_msg(memcmp(c1, c2, (size_t)(g.M * g.N) * sizeof *c1) == 0, "dev_sgemm is not %s", dev_sg_name(dev_sg_best()));
     free(a), free(b), free(c1), free(c2);
+}
+END_TEST
+
+/* The epilogue sees each element of C once, after its last product: blocks
+ * that tile C exactly, on shapes with several blocks of rows, columns and
+ * K, with and without packed B. */
+typedef struct epi_seen {
+    const float *c, *want;
+    int64_t ldc;
+    int *count;
+    bool *early;
+} epi_seen;
+
+static void epi_mark(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols)
+{
+    const epi_seen *e = ctx;
+    for (int64_t i = row0; i < row0 + nrows; i++)
+        for (int64_t j = col0; j < col0 + ncols; j++) {
+            e->count[i * e->ldc + j]++;
+            if (e->c[i * e->ldc + j] != e->want[i * e->ldc + j])
+                *e->early = true;
+        }
+}
+
+static const gemm_case epi_cases[] = {{1, 40, 300}, {40, 5000, 20}, {130, 700, 600}, {8, 33, 3}, {5, 9, 0}};
+
+START_TEST(test_epilogue_blocks)
+{
+    const gemm_case g = epi_cases[_i];
+    const int64_t M = g.M, K = g.K, N = g.N;
+    float *a = matrix(M, K ? K : 1, 0, 7, false), *b = matrix(K ? K : 1, N, 0, 8, false);
+    float *want = matrix(M, N, 0, 9, false), *c = matrix(M, N, 0, 10, false);
+    int *count = calloc((size_t)(M * N), sizeof *count);
+    ck_assert(dev_sgemm(false, false, M, N, K, a, K ? K : 1, b, N, want, N, NULL));
+    bool early = false;
+    const epi_seen seen = {c, want, N, count, &early};
+    const dev_sg_epi epi = {epi_mark, &seen};
+    ck_assert(dev_sgemm(false, false, M, N, K, a, K ? K : 1, b, N, c, N, &epi));
+    for (int64_t i = 0; i < M * N; i++)
+        ck_assert_msg(count[i] == 1, "case %d (%ldx%ldx%ld): element %ld seen %d times", _i, (long)M, (long)K,
+                      (long)N, (long)i, count[i]);
+    ck_assert_msg(!early, "case %d: an epilogue block came before its product was final", _i);
+    ck_assert_msg(memcmp(c, want, (size_t)(M * N) * sizeof *c) == 0, "case %d: other bits with an epilogue", _i);
+    free(a), free(b), free(want), free(c), free(count);
+}
+END_TEST
+
+/* A packed once (a convolution's weights): the bits of dev_sgemm, for the
+ * whole product and for row blocks starting at a panel boundary; a block
+ * starting inside a panel is refused. */
+static const gemm_case apack_cases[] = {{1, 40, 300}, {37, 75, 600}, {130, 700, 20}, {96, 1000, 16}};
+
+START_TEST(test_prepacked_a)
+{
+    const gemm_case g = apack_cases[_i];
+    const int64_t M = g.M, N = g.N, K = g.K, mr = dev_sgemm_mr();
+    float *a = matrix(M, K, 0, 15, false), *b = matrix(K, N, 0, 16, false);
+    float *want = matrix(M, N, 0, 17, false), *got = matrix(M, N, 0, 18, false);
+    float *ap = malloc(dev_sgemm_packed_a_floats(M, K) * sizeof *ap);
+    dev_sgemm_pack_a(M, K, a, K, ap);
+    ck_assert(dev_sgemm(false, false, M, N, K, a, K, b, N, want, N, NULL));
+    ck_assert(dev_sgemm_apacked(ap, 0, M, M, N, K, b, N, got, N, NULL));
+    ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "case %d: whole product differs", _i);
+    if (M > mr) {
+        memset(got, 0, (size_t)(M * N) * sizeof *got);
+        ck_assert(dev_sgemm_apacked(ap, mr, M, M - mr, N, K, b, N, got + mr * N, N, NULL));
+        ck_assert_msg(memcmp(got + mr * N, want + mr * N, (size_t)((M - mr) * N) * sizeof *got) == 0,
+                      "case %d: rows from %ld differ", _i, (long)mr);
+        ck_assert_msg(!dev_sgemm_apacked(ap, 1, M, M - 1, N, K, b, N, got, N, NULL),
+                      "case %d: a block inside a panel was taken", _i);
+    }
+    free(a), free(b), free(want), free(got), free(ap);
 }
 END_TEST
 
@@ -273,7 +345,7 @@ START_TEST(test_split)
     float *serial = matrix(M, N, 0, 13, false), *par = matrix(M, N, 0, 14, false);
     ck_assert_int_eq(dev_kgemm_ready(&(dev_kctx){0}, TFVM_F32), TFVM_OK);
     dev_kmm m = {TFVM_F32, pc->ta, pc->tb, M, N, K, (const char *)a, lda, (const char *)b, ldb, (char *)serial, N,
-                 NULL, NULL, 0, false};
+                 NULL, NULL, 0, false, NULL};
     dev_kmm_run(&m);
     dev_par_set_runner(&runner);
     atomic_store(&chunks_run, 0);
@@ -322,7 +394,7 @@ START_TEST(test_matmul_prepacked)
     for (int64_t i = 0; i < K * N; i++)
         ((float *)b->data)[i] = val(&seed, false);
     float *want = matrix(M, N, 0, 1, false);
-    ck_assert(dev_sgemm(false, pc->tb, M, N, K, a->data, K, b->data, ldb, want, N));
+    ck_assert(dev_sgemm(false, pc->tb, M, N, K, a->data, K, b->data, ldb, want, N, NULL));
     const dev_value in[2] = {{.dtype = TFVM_F32, .is_tensor = 1, .u.t = a}, {.dtype = TFVM_F32, .is_tensor = 1, .u.t = b}};
     char msg[256];
     for (int round = 0; round < 3; round++) {
@@ -351,6 +423,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_each_isa, 0, DEV_SG_N_ISA);
     tcase_add_test(tc, test_best);
+    tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
+    tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);

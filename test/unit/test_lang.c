@@ -4,7 +4,10 @@
  * and instruction counts), short-circuit && ||, bitwise operators, literal
  * typing, --overflow=trap, several errors per compile, warnings, "did you
  * mean", and load() of .npy/.npz constants; and issue 16's feed and fetch:
- * the graphs their order tokens make, what the optimizer keeps, the errors. */
+ * the graphs their order tokens make, what the optimizer keeps, the errors;
+ * and issue 32's third pass: break and continue (the hand-threaded graph's
+ * counts; Python's results on 1 and 2 threads), loop-carried dtype
+ * inference in any statement order, the new compound operators and literals. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,13 +42,15 @@ typedef struct run_out {
     char msg[512];
 } run_out;
 
-static run_out run(const tfvm_program *p, const tfvm_value *args, size_t n_args)
+/* threads 0: the deterministic mode */
+static run_out run_threads(const tfvm_program *p, const tfvm_value *args, size_t n_args, int threads)
 {
     run_out o;
     memset(&o, 0, sizeof o);
     tfvm_config cfg;
     tfvm_config_init(&cfg);
-    cfg.deterministic = true;
+    cfg.deterministic = threads == 0;
+    cfg.threads = threads;
     tfvm_vm *vm;
     ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
     tfvm_entry_info e;
@@ -59,6 +64,11 @@ static run_out run(const tfvm_program *p, const tfvm_value *args, size_t n_args)
     o.fired = s.fired;
     tfvm_vm_free(vm);
     return o;
+}
+
+static run_out run(const tfvm_program *p, const tfvm_value *args, size_t n_args)
+{
+    return run_threads(p, args, n_args, 0);
 }
 
 static int64_t as_int(const tfvm_value *v)
@@ -159,6 +169,86 @@ static const struct {
      "    steps\n"
      "}\n",
      {{TFVM_I64, NULL, {.i64 = 27}}}, 1, 111, 1393},
+    /* issue 32: a break is a flag loop variable the condition tests first */
+    {"for with break",
+     "fn main(n: i32, t: i32) -> i32 {\n"
+     "    var s = 0;\n"
+     "    for i in 0..n {\n"
+     "        if i == t { break; }\n"
+     "        s += i;\n"
+     "    }\n"
+     "    s\n"
+     "}\n",
+     "fn main(n: i32, t: i32) -> i32 {\n"
+     "    let (_, s, _) = while (i = 0, s = 0, go = true; go && i < n) {\n"
+     "        if i == t { (i, s, false) } else { (i + 1, s + i, true) }\n"
+     "    };\n"
+     "    s\n"
+     "}\n",
+     {{TFVM_I32, NULL, {.i32 = 100}}, {TFVM_I32, NULL, {.i32 = 10}}}, 2, 45, 217},
+    {"for with break (never taken)", NULL, NULL, {{TFVM_I32, NULL, {.i32 = 20}}, {TFVM_I32, NULL, {.i32 = -1}}},
+     2, 190, 369},
+    {"skip-odd loop with continue",
+     "fn main(n: i32) -> i32 {\n"
+     "    var s = 0;\n"
+     "    for i in 0..n {\n"
+     "        if i % 2 == 1 { continue; }\n"
+     "        s += i;\n"
+     "    }\n"
+     "    s\n"
+     "}\n",
+     "fn main(n: i32) -> i32 {\n"
+     "    let (_, s) = while (i = 0, s = 0; i < n) {\n"
+     "        if i % 2 == 1 { (i + 1, s) } else { (i + 1, s + i) }\n"
+     "    };\n"
+     "    s\n"
+     "}\n",
+     {{TFVM_I32, NULL, {.i32 = 100}}}, 1, 2450, 1472},
+    /* issue 32: a bare-literal var fixed by a use after its assignment */
+    {"loop-carried inference (issue 32's snippet)",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x = 1; var h = n; for i in 0..3 { x = x + 1; h = h + x; }\n"
+     "    h\n"
+     "}\n",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x: i64 = 1; var h = n; for i in 0..3 { x = x + 1; h = h + x; }\n"
+     "    h\n"
+     "}\n",
+     {{TFVM_I64, NULL, {.i64 = 10}}}, 1, 19, 52},
+    {"loop-carried inference, statements swapped",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x = 1; var h = n; for i in 0..3 { h = h + x; x = x + 1; }\n"
+     "    h\n"
+     "}\n",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x: i64 = 1; var h = n; for i in 0..3 { h = h + x; x = x + 1; }\n"
+     "    h\n"
+     "}\n",
+     {{TFVM_I64, NULL, {.i64 = 10}}}, 1, 16, 52},
+    {"loop-carried inference, nested loops and a branch",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x = 1; var h = n;\n"
+     "    for i in 0..3 { for j in 0..4 { if j % 2 == 0 { x = x + 1; } h = h + x; } }\n"
+     "    h\n"
+     "}\n",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x: i64 = 1; var h = n;\n"
+     "    for i in 0..3 { for j in 0..4 { if j % 2 == 0 { x = x + 1; } h = h + x; } }\n"
+     "    h\n"
+     "}\n",
+     {{TFVM_I64, NULL, {.i64 = 10}}}, 1, 64, 309},
+    {"loop-carried inference, while",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x = 1; var h = n; var k = 0;\n"
+     "    while k < 5 { x = x * 3; k += 1; h = h + x; }\n"
+     "    h\n"
+     "}\n",
+     "fn main(n: i64) -> i64 {\n"
+     "    var x: i64 = 1; var h = n; var k: i32 = 0;\n"
+     "    while k < 5 { x = x * 3; k += 1; h = h + x; }\n"
+     "    h\n"
+     "}\n",
+     {{TFVM_I64, NULL, {.i64 = 10}}}, 1, 373, 74},
 };
 
 START_TEST(same_firings_as_hand_threaded)
@@ -251,6 +341,161 @@ START_TEST(statements)
                 "    q\n"
                 "}\n",
                 &n5, 1, (int64_t[]){(35 / 3 + 35 % 3) * 2}, 1);
+}
+END_TEST
+
+/* ---- break and continue (issue 32) --------------------------------------------------------- */
+
+/* search with an early exit from nested loops */
+static const char *SEARCH = "fn main(n: i32, t: i32) -> (i32, i32, i32) {\n"
+                            "    var fi = -1;\n"
+                            "    var fj = -1;\n"
+                            "    var steps = 0;\n"
+                            "    for i in 0..n {\n"
+                            "        for j in 0..n {\n"
+                            "            steps += 1;\n"
+                            "            if i * j == t { fi = i; fj = j; break; }\n"
+                            "        }\n"
+                            "        if fi >= 0 { break; }\n"
+                            "    }\n"
+                            "    (fi, fj, steps)\n"
+                            "}\n";
+/* a while loop that skips odd numbers and stops early */
+static const char *SKIP_ODD = "fn main(n: i32) -> (i32, i32) {\n"
+                              "    var s = 0;\n"
+                              "    var c = 0;\n"
+                              "    var i = 0;\n"
+                              "    while i < n {\n"
+                              "        i += 1;\n"
+                              "        if i % 2 == 1 { continue; }\n"
+                              "        if i > 50 { break; }\n"
+                              "        s += i;\n"
+                              "        c += 1;\n"
+                              "    }\n"
+                              "    (s, c)\n"
+                              "}\n";
+/* continue in the outer for, break and continue in an inner `while true`,
+ * break in an if ... else */
+static const char *INNER_WHILE = "fn main(n: i32) -> (i32, i32) {\n"
+                                 "    var s = 0;\n"
+                                 "    var k = 0;\n"
+                                 "    for i in 0..n {\n"
+                                 "        if i % 3 == 0 { continue; }\n"
+                                 "        var j = 0;\n"
+                                 "        while true {\n"
+                                 "            j += 1;\n"
+                                 "            if j > i { break; }\n"
+                                 "            if j % 2 == 0 { continue; }\n"
+                                 "            s += j;\n"
+                                 "        }\n"
+                                 "        if s > 1000 { k = i; break; } else { k -= 1; }\n"
+                                 "    }\n"
+                                 "    (s, k)\n"
+                                 "}\n";
+/* return, break and continue in one loop, also in one if (the flagged if
+ * of several jumps: an i32 code) */
+static const char *MIXED = "fn m(n: i32) -> i32 {\n"
+                           "    var s = 0;\n"
+                           "    for i in 0..n {\n"
+                           "        if i % 5 == 0 { continue; }\n"
+                           "        if i * i > n * 3 { break; }\n"
+                           "        if s > 200 { return -s; }\n"
+                           "        s += i;\n"
+                           "    }\n"
+                           "    s\n"
+                           "}\n"
+                           "fn p(n: i32) -> i32 {\n"
+                           "    var s = 0;\n"
+                           "    for i in 0..n {\n"
+                           "        if i % 7 == 0 {\n"
+                           "            if i > 40 { break; }\n"
+                           "            if s > 2500 { return -s; }\n"
+                           "            if i % 2 == 0 { continue; }\n"
+                           "            s += 1000;\n"
+                           "        }\n"
+                           "        s += i;\n"
+                           "    }\n"
+                           "    s\n"
+                           "}\n"
+                           "fn main(n: i32) -> (i32, i32) { (m(n), p(n)) }\n";
+
+/* Expected values computed by the same programs in Python. */
+static const struct {
+    const char *const *src;
+    int32_t args[2];
+    size_t n_args;
+    int64_t want[3];
+    size_t n_want;
+} jumps[] = {
+    {&SEARCH, {10, 12}, 2, {2, 6, 27}, 3},
+    {&SEARCH, {10, 7}, 2, {1, 7, 18}, 3},
+    {&SEARCH, {10, 1000}, 2, {-1, -1, 100}, 3},
+    {&SEARCH, {30, 551}, 2, {19, 29, 600}, 3},
+    {&SKIP_ODD, {100}, 1, {650, 25}, 2},
+    {&SKIP_ODD, {7}, 1, {12, 3}, 2},
+    {&SKIP_ODD, {0}, 1, {0, 0}, 2},
+    {&INNER_WHILE, {100}, 1, {1154, 26}, 2},
+    {&INNER_WHILE, {10}, 1, {47, -6}, 2},
+    {&INNER_WHILE, {0}, 1, {0, 0}, 2},
+    {&MIXED, {10}, 1, {10, 1045}, 2},
+    {&MIXED, {30}, 1, {40, 2393}, 2},
+    {&MIXED, {100}, 1, {123, -2553}, 2},
+    {&MIXED, {1000}, 1, {-203, -2553}, 2},
+};
+
+START_TEST(break_continue)
+{
+    for (size_t c = 0; c < UT_COUNTOF(jumps); c++) {
+        tfvm_program *p = compile(*jumps[c].src);
+        tfvm_value args[2];
+        for (size_t k = 0; k < jumps[c].n_args; k++)
+            args[k] = tfvm_i32(jumps[c].args[k]);
+        for (int threads = 1; threads <= 2; threads++) {
+            run_out o = run_threads(p, args, jumps[c].n_args, threads);
+            ck_assert_msg(o.st == TFVM_OK, "case %zu, %d threads: %s", c, threads, o.msg);
+            for (size_t k = 0; k < jumps[c].n_want; k++)
+                ck_assert_msg(as_int(&o.r[k]) == jumps[c].want[k],
+                              "case %zu, %d threads: result %zu is %lld, want %lld", c, threads, k,
+                              (long long)as_int(&o.r[k]), (long long)jumps[c].want[k]);
+        }
+        tfvm_program_free(p);
+    }
+}
+END_TEST
+
+START_TEST(compound_and_literals)
+{
+    tfvm_value n = tfvm_i32(1000);
+    expect_ints("fn main(n: i32) -> (i32, i32, i32, i32, i32) {\n"
+                "    var a = n; a &= 0xF0;\n"
+                "    var b = n; b |= 0b1;\n"
+                "    var c = n; c ^= 1_0;\n"
+                "    var d = n; d <<= 3;\n"
+                "    var e = n; e >>= 2;\n"
+                "    (a, b, c, d, e)\n"
+                "}\n",
+                &n, 1, (int64_t[]){224, 1001, 994, 8000, 250}, 5);
+    /* hex and binary literals are typed like decimal ones: wider than i32 is i64 */
+    tfvm_program *p = compile("fn main() -> (i32, i64, i64, i32, i64, i32) {\n"
+                              "    (0x7FFF_FFFF, 0xFFFFFFFF, 1_000_000_000_000, 0b1010_1010, 0x1i64, 0XaB)\n"
+                              "}\n");
+    run_out o = run(p, NULL, 0);
+    ck_assert_int_eq(o.st, TFVM_OK);
+    ck_assert_int_eq(o.r[0].dtype, TFVM_I32);
+    ck_assert_int_eq(o.r[1].dtype, TFVM_I64);
+    int64_t want[] = {2147483647, 4294967295ll, 1000000000000ll, 170, 1, 171};
+    for (size_t k = 0; k < UT_COUNTOF(want); k++)
+        ck_assert_msg(as_int(&o.r[k]) == want[k], "literal %zu: %lld", k, (long long)as_int(&o.r[k]));
+    tfvm_program_free(p);
+    expect_ints("fn main() -> i64 { let x = 0xFFFFFFFF; x }", NULL, 0, (int64_t[]){4294967295ll}, 1);
+    /* a 10^6-iteration LCG written the natural way (issue 32) */
+    tfvm_value iters = tfvm_i64(1000);
+    expect_ints("fn main(n: i64) -> i64 {\n"
+                "    var s = 12345;\n"
+                "    for i in 0..n { s = (s * 1103515245 + 12345) % 0x8000_0000; }\n"
+                "    s\n"
+                "}\n",
+                &iters, 1, (int64_t[]){1603858065}, 1);
 }
 END_TEST
 
@@ -426,6 +671,24 @@ static const struct {
      "   |     ^"},
     {"fn main(x: f32) -> f32 {\n    softplus()\n}\n",
      "bad.tfg:2:5: 'softplus' takes 1 argument, got 0\n 2 |     softplus()\n   |     ^"},
+    /* issue 32 */
+    {"fn main(n: i32) -> i32 {\n    if n > 0 { break; }\n    n\n}\n",
+     "bad.tfg:2:16: 'break' outside a loop (it can only be used in a while or for body)\n"
+     " 2 |     if n > 0 { break; }\n   |                ^"},
+    {"fn main(n: i32) -> i32 {\n    var s = 0;\n    for i in 0..n { s += if i > 2 { continue; } else { 1 }; }\n    s\n}\n",
+     "bad.tfg:3:37: 'continue' cannot be used inside an expression (only in a loop's statements)\n"
+     " 3 |     for i in 0..n { s += if i > 2 { continue; } else { 1 }; }\n   |                                     ^"},
+    {"fn main(n: i64, m: i32) -> i64 {\n    var x = 1; var h = n; var g = m;\n"
+     "    for i in 0..3 { x = x + 1; h = h + x; g = g + x; }\n    h\n}\n",
+     "bad.tfg:3:49: operands of '+' have different types: i32 and i64 (convert with cast<T>(x)); "
+     "'x' is i64 because of its use at 3:40\n"
+     " 3 |     for i in 0..3 { x = x + 1; h = h + x; g = g + x; }\n   |                                                 ^"},
+    {"fn main(n: i64) -> i64 {\n    var x = 0;\n    var g: i32 = 1;\n    while x < n { x += 1; g = x; }\n    x\n}\n",
+     "bad.tfg:4:31: cannot assign i64 to 'g' (a var of type i32); 'x' is i64 because of its use at 4:11\n"
+     " 4 |     while x < n { x += 1; g = x; }\n   |                               ^"},
+    {"fn main(n: i32) -> i32 {\n    1__000 + n\n}\n", "bad.tfg:2:5: bad number '1__000'\n 2 |     1__000 + n\n   |     ^"},
+    {"fn main(n: i32) -> i32 {\n    n + 0x\n}\n", "bad.tfg:2:9: bad number '0x'\n 2 |     n + 0x\n   |         ^"},
+    {"fn main(n: i32) -> i32 {\n    n + 0b12\n}\n", "bad.tfg:2:9: bad number '0b12'\n 2 |     n + 0b12\n   |         ^"},
     {"fn main(n: i32) -> f32 {\n    let w = load(\"no_such_file.npy\");\n    w[0]\n}\n",
      "bad.tfg:2:18: load: no_such_file.npy: No such file or directory\n"
      " 2 |     let w = load(\"no_such_file.npy\");\n   |                  ^"},
@@ -518,6 +781,21 @@ START_TEST(warnings)
                              "w.tfg:3:9: warning: unused variable 'unused'\n"
                              "w.tfg:5:9: warning: unused variable 'k'\n"
                              "w.tfg:1:4: warning: function 'helper' is never used\n");
+    tfvm_program_free(p);
+    /* a statement after break or continue never runs */
+    w.text[0] = '\0';
+    w.n = 0;
+    const char *jump = "fn main(n: i32) -> i32 {\n"
+                       "    var s = 0;\n"
+                       "    for i in 0..n {\n"
+                       "        if i > 3 { break; s += 1; } else { continue; }\n"
+                       "        s += i;\n"
+                       "    }\n"
+                       "    s\n"
+                       "}\n";
+    ck_assert_int_eq(tfvm_program_compile(jump, strlen(jump), "j.tfg", NULL, &cfg, &p, &err), TFVM_OK);
+    ck_assert_str_eq(w.text, "j.tfg:4:27: warning: unreachable code\n"
+                             "j.tfg:5:9: warning: unreachable code\n");
     tfvm_program_free(p);
     /* a clean program warns about nothing; a failed compile prints no warnings */
     w.text[0] = '\0';
@@ -967,6 +1245,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, same_firings_as_hand_threaded);
     tcase_add_test(tc, statements);
+    tcase_add_test(tc, break_continue);
+    tcase_add_test(tc, compound_and_literals);
     tcase_add_test(tc, short_circuit);
     tcase_add_test(tc, bitwise);
     tcase_add_test(tc, literal_typing);

@@ -1,11 +1,13 @@
 /* test/unit/test_signature.c — program signatures (issue 14): declared shapes
  * in .tfasm, in the .tfvm 1.1 shape and source tables, in the C API, and the
  * run-time checks of arguments and results (vm/signature.c). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "isa/isa.h"
 #include "loader/loader.h"
+#include "tfvm_debug.h"
 #include "testutil.h"
 
 static tfvm_program *assemble(const char *text)
@@ -29,7 +31,7 @@ static char *dis(const tfvm_program *p)
 static void dis_free(char *s) { ut_free(NULL, s, strlen(s) + 1); }
 
 static const char shaped[] = "source \"m.tfg\"\n\n"
-                             "entry main(x: f32[?, 3], s: i32, z: f32[()], a: f32[]) -> (r: f32[?, 3], q: i64[2, ?, 4]) {\n"
+                             "entry main(x: f32[?, 3], s: i32, z: f32[()], a: f32[...]) -> (r: f32[?, 3], q: i64[2, ?, 4]) {\n"
                              "    x = ARG 0 @2:5\n"
                              "    s = ARG 1\n"
                              "    z = ARG 2\n"
@@ -219,10 +221,13 @@ START_TEST(asm_errors)
     static const struct {
         const char *type, *message;
     } cases[] = {
-        {"f32[?, x]", "t.tfasm:1:22: expected a dimension (an integer or '?'), got 'x'"},
+        {"f32[?, -]", "t.tfasm:1:22: expected a dimension (an integer, '?' or a name), got '-'"},
+        {"f32[..]", "t.tfasm:1:21: expected '.' in f32[...], a tensor of any rank, got ']'"},
+        {"f32[b_0123456789012345678901234567890123456789012345678901234567890123]",
+         "t.tfasm:1:19: a dimension's name is a letter or '_' then up to 63 letters, digits or '_'"},
         {"f32[(]", "t.tfasm:1:20: expected ')' in f32[()], a tensor of rank 0, got ']'"},
         {"f32[1, 2, 3, 4, 5, 6, 7, 8, 9]", "t.tfasm:1:43: a tensor has at most 8 dimensions"},
-        {"f32[3 4]", "t.tfasm:1:21: expected ']' after the dimensions (f32[] is any rank, f32[?, 3] a shape), got '4'"},
+        {"f32[3 4]", "t.tfasm:1:21: expected ']' after the dimensions (f32[...] is any rank, f32[?, 3] a shape), got '4'"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char text[256];
@@ -230,8 +235,9 @@ START_TEST(asm_errors)
                  cases[k].type);
         tfvm_program *p = NULL;
         tfvm_error err;
-        ck_assert_int_eq(tfvm_program_assemble(text, strlen(text), "t.tfasm", NULL, &p, &err), TFVM_ERR_SYNTAX);
-        ck_assert_str_eq(err.message, cases[k].message);
+        ck_assert_msg(tfvm_program_assemble(text, strlen(text), "t.tfasm", NULL, &p, &err) == TFVM_ERR_SYNTAX,
+                      "%s: assembled", cases[k].type);
+        ck_assert_msg(strcmp(err.message, cases[k].message) == 0, "%s: got '%s'", cases[k].type, err.message);
     }
 }
 END_TEST
@@ -292,6 +298,37 @@ START_TEST(run_checks)
 }
 END_TEST
 
+/* A 0-d tensor is a scalar parameter's argument (.npy files and other
+ * frameworks hold scalars so); its dtype must match, and rank 1 does not fit. */
+START_TEST(scalar_from_0d_tensor)
+{
+    tfvm_program *p;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_load_file("examples/asm/fib.tfasm", NULL, &p, &err), TFVM_OK);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    int64_t one = 1;
+    tfvm_tensor *n = tfvm_tensor_new(TFVM_I32, 0, NULL, NULL), *f = tfvm_tensor_new(TFVM_F32, 0, NULL, NULL),
+                *v = tfvm_tensor_new(TFVM_I32, 1, &one, NULL);
+    *(int32_t *)tfvm_tensor_data(n) = 20;
+    tfvm_value arg = tfvm_tensor_value(n), res;
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_OK);
+    ck_assert_ptr_null(res.tensor);
+    ck_assert_int_eq(res.as.i32, 10946);
+    arg = tfvm_tensor_value(f);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 1 'n' of entry 'main': expected i32, got f32[()]");
+    arg = tfvm_tensor_value(v);
+    ck_assert_int_eq(tfvm_run(vm, NULL, &arg, 1, &res, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 1 'n' of entry 'main': expected i32, got i32[1]");
+    tfvm_tensor_free(n);
+    tfvm_tensor_free(f);
+    tfvm_tensor_free(v);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* The C API reports declared ranks and dimensions; the .tfg compiler makes
  * them from the declared types, and keeps the source file for positions. */
 START_TEST(api_and_compiler)
@@ -338,7 +375,7 @@ START_TEST(labels)
     char b[32];
     ck_assert_str_eq(isa_site_label("fib", 2, b, sizeof b), "fib@2");
     isa_param q = {.dtype = TFVM_F32, .rank = ISA_RANK_ANY};
-    ck_assert_str_eq(isa_param_type(&q, b, sizeof b), "f32[]");
+    ck_assert_str_eq(isa_param_type(&q, b, sizeof b), "f32[...]");
     q.rank = 0;
     ck_assert_str_eq(isa_param_type(&q, b, sizeof b), "f32");
     ck_assert(isa_source_ok("examples/mlp.tfg"));
@@ -375,9 +412,10 @@ START_TEST(imported_signatures)
     static const struct {
         const char *path, *sig, *bad;
     } cases[] = {
-        {"test/onnx/models/mlp.onnx", "x: f32[2, 4] -> y: f32[]",
+        {"test/onnx/models/mlp.onnx", "x: f32[2, 4] -> y: f32[2, 2]",
          "argument 1 'x' of entry 'main': expected f32[2, 4], got f32[3, 4]"},
-        {"test/tf/fixtures/cond_nested_00.pb", "x: f32[3] -> cond/Merge: f32[]", NULL},
+        {"test/tf/fixtures/cond_nested_00.pb", "x: f32[3] -> cond/Merge: f32[...]", NULL},
+        {"test/e2e/dyn/bert_dyn.onnx", "ids: i64[batch, seq] -> hidden: f32[batch, seq, 16]", NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         tfvm_program *p = NULL;
@@ -386,11 +424,11 @@ START_TEST(imported_signatures)
         const isa_entry *en = &p->isa.entries[0];
         const isa_param *x = NULL;
         for (uint32_t i = 0; i < en->n_params; i++)
-            if (strcmp(en->params[i].name, "x") == 0)
+            if (strncmp(en->params[i].name, cases[k].sig, strlen(en->params[i].name)) == 0)
                 x = &en->params[i];
         ck_assert_ptr_nonnull(x);
         char a[64], b[64], sig[200];
-        snprintf(sig, sizeof sig, "x: %s -> %s: %s", isa_param_type(x, a, sizeof a), en->results[0].name,
+        snprintf(sig, sizeof sig, "%s: %s -> %s: %s", x->name, isa_param_type(x, a, sizeof a), en->results[0].name,
                  isa_param_type(&en->results[0], b, sizeof b));
         ck_assert_str_eq(sig, cases[k].sig);
         if (cases[k].bad) {
@@ -406,6 +444,121 @@ START_TEST(imported_signatures)
         }
         tfvm_program_free(p);
     }
+}
+END_TEST
+
+/* ---- Issue 25: named dims and the model's nodes (.tfvm 1.2) ------------------------ */
+
+static const char named[] = "entry main(ids: i64[batch, seq], m: f32[...]) -> (h: f32[batch, seq, 16]) {\n"
+                            "    ids = ARG 0\n"
+                            "    m   = ARG 1\n"
+                            "    h   = CAST f32 (ids) from \"/m/embeddings/Cast_1\" \"Cast\"\n"
+                            "          RESULT 0 (h)\n"
+                            "}\n";
+
+/* .tfasm -> .tfvm 1.2 -> .tfasm is the identity; the C API and the
+ * signature show the names. */
+START_TEST(named_dims_round_trip)
+{
+    tfvm_program *p = assemble(named);
+    void *bytes;
+    size_t n;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
+    const unsigned char *d = bytes;
+    ck_assert_uint_eq(ut_le16(d + 10), 2);  /* minor 2: the dim-name and origin tables */
+    ck_assert_uint_eq(ut_le32(d + 28), 13); /* shapes, dim names, origins; no source */
+    tfvm_program *q = NULL;
+    ck_assert_msg(tfvm_program_load_memory(bytes, n, "t.tfvm", NULL, &q, &err) == TFVM_OK, "%s", err.message);
+    char *text = dis(q);
+    ck_assert_str_eq(text, named);
+    dis_free(text);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(q, 0, &e), TFVM_OK);
+    ck_assert_int_eq(e.params[0].rank, 2);
+    ck_assert_int_eq(e.params[0].dims[0], -1);
+    ck_assert_str_eq(e.params[0].dim_names[0], "batch");
+    ck_assert_str_eq(e.params[0].dim_names[1], "seq");
+    ck_assert_int_eq(e.params[1].rank, -1);
+    ck_assert_ptr_null(e.params[1].dim_names);
+    ck_assert_int_eq(e.results[0].rank, 3);
+    ck_assert_ptr_null(e.results[0].dim_names[2]);
+    char ty[64];
+    ck_assert_str_eq(isa_param_type(&q->isa.entries[0].results[0], ty, sizeof ty), "f32[batch, seq, 16]");
+    ck_assert_str_eq(isa_param_type(&q->isa.entries[0].params[1], ty, sizeof ty), "f32[...]");
+    tfvm_inst_info in;
+    ck_assert_int_eq(tfvm_program_inst(q, 2, &in), TFVM_OK);
+    ck_assert_str_eq(in.origin, "/m/embeddings/Cast_1");
+    ck_assert_str_eq(in.origin_op, "Cast");
+    ck_assert_int_eq(tfvm_program_inst(q, 0, &in), TFVM_OK);
+    ck_assert_ptr_null(in.origin);
+    /* a named dim fits any size, like '?' */
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new_ex(q, NULL, &vm, &err), TFVM_OK);
+    int64_t dims[2] = {3, 5};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 2, dims, NULL), *m = tfvm_tensor_new(TFVM_F32, 1, dims, NULL);
+    tfvm_value a[2] = {tfvm_tensor_value(t), tfvm_tensor_value(m)}, r;
+    ck_assert_int_eq(tfvm_run(vm, NULL, a, 2, &r, 1), TFVM_ERR_TYPE);
+    ck_assert_str_eq(tfvm_errmsg(vm), "result 0 'h' of entry 'main': declared f32[batch, seq, 16], got a rank-2 tensor");
+    tfvm_tensor_free(t);
+    tfvm_tensor_free(m);
+    tfvm_vm_free(vm);
+    tfvm_program_buffer_free(p, bytes, n);
+    tfvm_program_free(q);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* d (n bytes, changed) must fail to load with the message fmt makes */
+static void bad_after(unsigned char *d, size_t n, const char *fmt, ...) UT_PRINTF(3, 4);
+static void bad_after(unsigned char *d, size_t n, const char *fmt, ...)
+{
+    char want[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(want, sizeof want, fmt, ap);
+    va_end(ap);
+    fix_crc(d, n);
+    expect_bad(d, n, want);
+}
+
+/* Every check of the dim-name and origin tables, with its exact message. */
+START_TEST(bad_named_tables)
+{
+    tfvm_program *p = assemble(named);
+    void *bytes;
+    size_t n;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &n, &err), TFVM_OK);
+    unsigned char *d = malloc(n);
+    size_t dn = sec_entry(bytes, 13), org = sec_entry(bytes, 14);
+    size_t rec0 = ut_le64((const unsigned char *)bytes + dn + 8), orec0 = ut_le64((const unsigned char *)bytes + org + 8);
+
+    memcpy(d, bytes, n); /* as a 1.1 file the new sections are unknown */
+    put16(d, 10, 1);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (unknown section 13 at byte %zu)", dn);
+    memcpy(d, bytes, n);
+    put64(d, dn + 16, 2);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table has 2 records for 3 parameters and results at byte %zu)",
+              dn + 16);
+    memcpy(d, bytes, n);
+    put64(d, org + 16, 2);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (origin table has 2 records for 4 instructions at byte %zu)", org + 16);
+    memcpy(d, bytes, n); /* the 3rd dim of h is 16, not a '?' */
+    memcpy(d + rec0 + 64 + 8, d + rec0, 4);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table: parameter 2 dimension 2 is named but is not a '?' of its "
+              "shape at byte %zu)", rec0 + 72);
+    memcpy(d, bytes, n); /* name ids[0] by the origin's "/m/embeddings/Cast_1" */
+    memcpy(d + rec0, d + orec0 + 16, 4);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (dim-name table: parameter 0 dimension 0: '/m/embeddings/Cast_1' is not a "
+              "name (a letter or '_', then letters, digits or '_') at byte %zu)", rec0);
+    memcpy(d, bytes, n); /* an op type without a node */
+    memcpy(d + orec0 + 4, d + orec0 + 16 + 4, 4);
+    bad_after(d, n, "t.tfvm: bad .tfvm file (origin of instruction 0 has an op type but no node at byte %zu)", orec0);
+
+    free(d);
+    tfvm_program_buffer_free(p, bytes, n);
+    tfvm_program_free(p);
 }
 END_TEST
 
@@ -504,10 +657,13 @@ int main(void)
     tcase_add_test(tc, bad_tables);
     tcase_add_test(tc, asm_errors);
     tcase_add_test(tc, run_checks);
+    tcase_add_test(tc, scalar_from_0d_tensor);
     tcase_add_test(tc, api_and_compiler);
     tcase_add_test(tc, labels);
     tcase_add_test(tc, error_position);
     tcase_add_test(tc, imported_signatures);
+    tcase_add_test(tc, named_dims_round_trip);
+    tcase_add_test(tc, bad_named_tables);
     tcase_add_test(tc, tensor_wrap);
     tcase_add_test(tc, vm_new_ex_and_version);
     tcase_add_test(tc, load_file_any_format);

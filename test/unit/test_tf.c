@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "import/import.h"
 #include "testutil.h"
@@ -152,14 +153,28 @@ static int read_index(fixture *fx, int max)
     return n;
 }
 
+/* A fixture named NAME_sm is a SavedModel directory (its serving_default). */
+static bool is_saved_model(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && strcmp(name + n - 3, "_sm") == 0;
+}
+
 static void run_fixture(const fixture *fx)
 {
     char path[256];
-    snprintf(path, sizeof path, FIX "%s.pb", fx->name);
     isa_program p;
     tfvm_error err;
+    tfvm_status st;
     const char *outs = strcmp(fx->outputs, "-") == 0 ? NULL : fx->outputs;
-    ck_assert_msg(import_file(path, outs, NULL, &p, &err) == TFVM_OK, "%s: %s", fx->name, err.message);
+    if (is_saved_model(fx->name)) {
+        snprintf(path, sizeof path, FIX "%s", fx->name);
+        st = imp_saved_model(path, NULL, opt_level, NULL, NULL, &p, &err);
+    } else {
+        snprintf(path, sizeof path, FIX "%s.pb", fx->name);
+        st = import_file(path, outs, NULL, &p, &err);
+    }
+    ck_assert_msg(st == TFVM_OK, "%s: %s", fx->name, err.message);
     ck_assert_int_le(fx->n_in, MAX_IO);
     ck_assert_int_le(fx->n_out, MAX_IO);
     tfvm_value args[MAX_IO], want[MAX_IO], got[MAX_IO];
@@ -173,7 +188,7 @@ static void run_fixture(const fixture *fx)
     }
     for (int det = 1; det >= 0; det--) {
         char msg[512] = "";
-        tfvm_status st = run_prog(&p, args, (size_t)fx->n_in, got, (size_t)fx->n_out, det, NULL, msg, sizeof msg);
+        st = run_prog(&p, args, (size_t)fx->n_in, got, (size_t)fx->n_out, det, NULL, msg, sizeof msg);
         ck_assert_msg(st == TFVM_OK, "%s: run failed: %s", fx->name, msg);
         for (int k = 0; k < fx->n_out; k++) {
             char why[200];
@@ -424,6 +439,91 @@ START_TEST(nomem_at_every_allocation)
 }
 END_TEST
 
+/* Copies SavedModel fixture `name` to a new directory with its
+ * variables.index cut to `index_len` bytes (SIZE_MAX: whole); returns it. */
+static char *copy_saved_model(const char *name, size_t index_len, char *dir)
+{
+    static const char *const parts[] = {"saved_model.pb", "variables/variables.index",
+                                        "variables/variables.data-00000-of-00001"};
+    strcpy(dir, "/tmp/tfvm_sm_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/variables", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        char from[300], to[300], *data;
+        size_t len;
+        tfvm_error err;
+        snprintf(from, sizeof from, FIX "%s/%s", name, parts[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, parts[i]);
+        ck_assert_int_eq(ut_read_file(from, NULL, &data, &len, &err), TFVM_OK);
+        FILE *f = fopen(to, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(data, 1, i == 1 && index_len < len ? index_len : len, f);
+        fclose(f);
+        ut_free(NULL, data, len + 1);
+    }
+    return dir;
+}
+
+static void remove_saved_model(const char *dir)
+{
+    char path[300];
+    static const char *const parts[] = {"saved_model.pb", "variables/variables.index",
+                                        "variables/variables.data-00000-of-00001", "variables", ""};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, parts[i]);
+        remove(path);
+    }
+}
+
+/* SavedModel directories: exact messages for what is missing or broken,
+ * and every allocation failure ends in TFVM_ERR_NOMEM with nothing leaked. */
+START_TEST(saved_model_errors)
+{
+    static const struct {
+        const char *dir, *sig;
+        size_t cut; /* variables.index cut to this many bytes (0: not copied) */
+        tfvm_status st;
+        const char *msg; /* after the directory's name */
+    } cases[] = {
+        {FIX "nope_sm", NULL, 0, TFVM_ERR_IO, ": not a SavedModel directory (no saved_model.pb)"},
+        {FIX "while_decoder_sm", "encode", 0, TFVM_ERR_ARGUMENT,
+         ": no signature 'encode' (the SavedModel has: serving_default)"},
+        {"while_decoder_sm", NULL, 20, TFVM_ERR_FORMAT,
+         "/variables/variables.index: not a TensorBundle index (shorter than its footer)"},
+        {"while_decoder_sm", NULL, 100, TFVM_ERR_FORMAT,
+         "/variables/variables.index: not a TensorBundle index (no table magic)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char tmp[64], want[400];
+        const char *dir = cases[i].cut ? copy_saved_model(cases[i].dir, cases[i].cut, tmp) : cases[i].dir;
+        isa_program p;
+        tfvm_error err;
+        tfvm_status st = imp_saved_model(dir, cases[i].sig, 1, NULL, NULL, &p, &err);
+        snprintf(want, sizeof want, "%s%s", dir, cases[i].msg);
+        if (cases[i].cut)
+            remove_saved_model(dir);
+        ck_assert_msg(st == cases[i].st, "case %zu: %s", i, err.message);
+        ck_assert_str_eq(err.message, want);
+    }
+    for (long n = 0;; n++) {
+        tu_alloc ta = {.countdown = n};
+        tfvm_allocator a = tu_allocator(&ta);
+        isa_program p;
+        tfvm_error err;
+        tfvm_status st = imp_saved_model(FIX "while_decoder_sm", NULL, 1, NULL, &a, &p, &err);
+        if (st == TFVM_OK) {
+            isa_program_release(&p);
+            ck_assert_int_eq(ta.live, 0);
+            break;
+        }
+        ck_assert_msg(st == TFVM_ERR_NOMEM, "allocation %ld: %s", n, err.message);
+        ck_assert_int_eq(ta.live, 0);
+    }
+}
+END_TEST
+
 int main(void)
 {
     n_fixtures = read_index(fixtures, 64);
@@ -437,6 +537,7 @@ int main(void)
     tcase_add_test(tc, error_messages);
     tcase_add_test(tc, activations_at_extremes);
     tcase_add_test(tc, nomem_at_every_allocation);
+    tcase_add_test(tc, saved_model_errors);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -1,0 +1,162 @@
+/* devices/cpu/chw.h — f32 layout changes for the convolution kernels: a
+ * stride of 2's elements gathered by vector shuffles, and rows between
+ * channels first (a row of each channel's plane) and channels last (each
+ * position's channels together), with the bias and relu on the way back,
+ * for the kernels that compute channels last (convf32.c, dwconv.c):
+ * portably, and for AVX-512 in 16 x 16 blocks transposed in registers. */
+#ifndef TFVM_CPU_CHW_H
+#define TFVM_CPU_CHW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* o[c] = x[2c] for c < n, n a multiple of VL, reading x[0, 2n): stride
+ * 2's columns (depthwise phases, im2col), VL at a time by one two-source
+ * shuffle. Per instruction set, so that the shuffle is one instruction
+ * (vpermt2ps, vshufps), not lanes through the stack. */
+#ifdef __clang__
+#define CHW_EVENS4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define CHW_EVENS8(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#define CHW_EVENS16(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#else
+#define CHW_EVENS4(a, b) __builtin_shuffle(a, b, (chw_i4x){0, 2, 4, 6})
+#define CHW_EVENS8(a, b) __builtin_shuffle(a, b, (chw_i8x){0, 2, 4, 6, 8, 10, 12, 14})
+#define CHW_EVENS16(a, b) __builtin_shuffle(a, b, (chw_i16x){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#endif
+#define CHW_EVENS_FN(SFX, TARGET, VT, VL, EVENS)                                             \
+    TARGET static inline void evens_##SFX(float *o, const float *x, int64_t n)                  \
+    {                                                                                       \
+        for (int64_t c = 0; c < n; c += VL) {                                               \
+            VT a, b;                                                                        \
+            memcpy(&a, x + 2 * c, sizeof a);                                                \
+            memcpy(&b, x + 2 * c + VL, sizeof b);                                           \
+            const VT e = EVENS(a, b);                                                       \
+            memcpy(o + c, &e, sizeof e);                                                    \
+        }                                                                                   \
+    }
+typedef float chw_f4x __attribute__((vector_size(16)));
+typedef int32_t chw_i4x __attribute__((vector_size(16)));
+CHW_EVENS_FN(v4, , chw_f4x, 4, CHW_EVENS4)
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef float chw_f8x __attribute__((vector_size(32)));
+typedef int32_t chw_i8x __attribute__((vector_size(32)));
+typedef float chw_f16x __attribute__((vector_size(64)));
+typedef int32_t chw_i16x __attribute__((vector_size(64)));
+CHW_EVENS_FN(v8, __attribute__((target("avx2"))), chw_f8x, 8, CHW_EVENS8)
+CHW_EVENS_FN(v16, __attribute__((target("avx512f"))), chw_f16x, 16, CHW_EVENS16)
+#endif
+
+/* d[w*dstride + c] = x[c*cstride + w], c < C, w < W: an x row into channels last */
+static inline void to_hwc_v4(const float *x, int64_t cstride, int64_t C, int64_t W, float *d, int64_t dstride)
+{
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t w = 0; w < W; w++)
+            d[w * dstride + c] = x[c * cstride + w];
+}
+
+/* d[o*dstride + w] = act(y[w*ystride + o] + bias[o]), o < O, w < W: an output
+ * row back to channels first, with the epilogue (bias NULL: none) */
+static inline void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
+                      const float *bias, bool relu)
+{
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t w = 0; w < W; w++) {
+            float v = y[w * ystride + o];
+            if (bias)
+                v = v + bias[o];
+            if (relu)
+                v = v < 0 ? 0 : v;
+            d[o * dstride + w] = v;
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define CHW_TARGET __attribute__((target("avx512f")))
+static inline __mmask16 v16_mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+/* max(0, x) returns x when x is NaN, and x = -0 itself: x < 0 ? 0 : x */
+CHW_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
+
+/* r[j][i] = r[i][j] (inlined: r stays in registers) */
+CHW_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
+{
+    __m512 t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i += 4) {
+        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+        const __m512d c = _mm512_castps_pd(t[i + 2]), e = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
+CHW_TARGET static inline void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
+                                          int64_t dstride)
+{
+    for (int64_t c0 = 0; c0 < C; c0 += 16)
+        for (int64_t w0 = 0; w0 < W; w0 += 16) {
+            const __mmask16 m = v16_mask(W - w0);
+            const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nc ? _mm512_maskz_loadu_ps(m, x + (c0 + i) * cstride + w0) : _mm512_setzero_ps();
+            tr16(r);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++)
+                if (j < nw)
+                    _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
+        }
+}
+
+CHW_TARGET static inline void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
+                                          int64_t dstride, const float *bias, bool relu)
+{
+    for (int64_t o0 = 0; o0 < O; o0 += 16)
+        for (int64_t w0 = 0; w0 < W; w0 += 16) {
+            const __mmask16 m = v16_mask(O - o0);
+            const int64_t no = O - o0 < 16 ? O - o0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nw ? _mm512_maskz_loadu_ps(m, y + (w0 + i) * ystride + o0) : _mm512_setzero_ps();
+            tr16(r);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {
+                if (j >= no)
+                    break;
+                __m512 v = r[j];
+                if (bias)
+                    v = _mm512_add_ps(v, _mm512_set1_ps(bias[o0 + j]));
+                if (relu)
+                    v = v16_relu(v);
+                _mm512_mask_storeu_ps(d + (o0 + j) * dstride + w0, v16_mask(nw), v);
+            }
+        }
+}
+#undef CHW_TARGET
+#endif
+
+#endif
