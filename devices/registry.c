@@ -22,6 +22,16 @@ int dev_by_name(const char *name)
     return -1;
 }
 
+_Static_assert((int)DEV_CPU == (int)TFVM_DEVICE_CPU && (int)DEV_CUDA == (int)TFVM_DEVICE_CUDA,
+               "a device's id is its tfvm_device");
+
+const char *tfvm_device_name(size_t i) { return i < DEV_COUNT ? dev_names[i] : NULL; }
+
+int tfvm_device_by_name(const char *name)
+{
+    return name && strcmp(name, "auto") == 0 ? TFVM_DEVICE_AUTO : dev_by_name(name);
+}
+
 /* ---- The CPU device ----------------------------------------------------------- */
 static tfvm_status cpu_run(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
                            uint32_t n_in, dev_value *out, char *msg, size_t msg_size)

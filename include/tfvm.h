@@ -2,9 +2,20 @@
  *
  * Conventions (every function follows them):
  * - Handles are opaque. Every *_free(NULL) is a no-op.
- * - Functions that can fail return a tfvm_status; TFVM_OK is 0. Functions
- *   that take a `tfvm_error *err` fill it (when err is not NULL) on failure.
- *   A VM keeps the record of its last failure: tfvm_errmsg(), tfvm_last_error().
+ * - Errors, one convention: a call that can fail returns a tfvm_status
+ *   (TFVM_OK is 0; tfvm_status_name names the others) and puts its message in
+ *   one place, a tfvm_error record (code, message, and for a run's failure
+ *   the instruction, tag and source position):
+ *   - a call without a VM (loading, compiling, importing, saving programs,
+ *     .npy files, tfvm_vm_new_ex) fills the `tfvm_error *err` it takes, when
+ *     err is not NULL;
+ *   - a call on a VM (a run, a session, the debugging calls of tfvm_debug.h)
+ *     leaves it in the VM's record of its last failure, tfvm_last_error()
+ *     (tfvm_errmsg() is its message); a session's calls also keep the last
+ *     one's message in tfvm_session_errmsg() (what it meant to that host);
+ *   - the few calls that take neither (tfvm_vm_new, queries such as
+ *     tfvm_program_entry) return a code whose one meaning their comment gives,
+ *     and tfvm_device_status writes its words into the caller's buffer.
  * - Nothing is printed from inside the library; diagnostics go to the log
  *   callback of the configuration (none by default).
  * - Process-wide state is set up once and kept for the life of the process:
@@ -100,9 +111,10 @@ TFVM_API size_t tfvm_dtype_size(tfvm_dtype d);
  * and releases what it had). fn = NULL means the C library's allocator.
  * Programs, tensors, values, contexts and the compiler's and importers' work
  * go through it; some memory does not: worker pools and their threads
- * (tfvm_pool_new), hwloc's topology, the sequential-frame planner's scratch
- * arrays while tfvm_vm_new plans, and what OpenBLAS and the CUDA backend
- * allocate for themselves use the C library (or the GPU's allocator).
+ * (tfvm_pool_new), hwloc's topology, the matrix product's packing buffers
+ * (one per thread that multiplies, kept for the thread's life), and what
+ * OpenBLAS and the CUDA backend allocate for themselves use the C library
+ * (or the GPU's allocator).
  * A VM with several worker threads calls it from all of them at once: it
  * must be thread-safe unless the configuration is deterministic. */
 typedef void *(*tfvm_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
@@ -147,6 +159,11 @@ typedef enum tfvm_device {
  * loads the CUDA backend library (libtfvm_cuda.so) and opens the GPU; devices
  * stay set up for the life of the process. Thread-safe. */
 TFVM_API tfvm_status tfvm_device_status(const char *name, char *buf, size_t size);
+/* The devices by index, "cpu" and "cuda" (NULL past the last); and the
+ * tfvm_config.device that a name asks for: TFVM_DEVICE_CPU, TFVM_DEVICE_CUDA
+ * or TFVM_DEVICE_AUTO for "cpu", "cuda" or "auto", -1 for any other name. */
+TFVM_API const char *tfvm_device_name(size_t i);
+TFVM_API int tfvm_device_by_name(const char *name);
 
 /* ---- Worker pools --------------------------------------------------------
  * The threads a VM's runs use. They persist across runs: a run on an idle
@@ -418,6 +435,9 @@ TFVM_API size_t tfvm_program_entry_count(const tfvm_program *p);
 /* Index of entry `name`, or -1. */
 TFVM_API int tfvm_program_find_entry(const tfvm_program *p, const char *name);
 TFVM_API tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfvm_entry_info *out);
+/* A parameter's type as signatures print it: "i32", "f32[?, 784]",
+ * "f32[]" (a tensor of any rank). Returns buf. */
+TFVM_API const char *tfvm_param_type(const tfvm_param_info *p, char *buf, size_t size);
 
 /* Channels (docs/coexec.md): the names a program's FEEDs take values from
  * (tfvm_feed) and its FETCHes hand values to (tfvm_fetch), one per name, in

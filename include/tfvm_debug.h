@@ -82,6 +82,16 @@ TFVM_API size_t tfvm_inst_format(const tfvm_program *p, uint32_t i, char *buf, s
 TFVM_API const char *tfvm_inst_label(const tfvm_program *p, uint32_t i, char *buf, size_t size);
 /* "fib.tfg:12:39", "12:39" (file unknown) or "" (position unknown). Returns buf. */
 TFVM_API const char *tfvm_inst_where(const tfvm_program *p, uint32_t i, char *buf, size_t size);
+/* The whole program as .tfasm text, as `tfvm dis` writes it: *text holds
+ * *len bytes and a NUL; free it with tfvm_program_buffer_free(p, *text,
+ * *len). */
+TFVM_API tfvm_status tfvm_program_disassemble(const tfvm_program *p, char **text, size_t *len, tfvm_error *err);
+/* The same text written to path ("-": standard output), as
+ * tfvm_program_save_file writes: a file is replaced only once whole. */
+TFVM_API tfvm_status tfvm_program_disassemble_file(const tfvm_program *p, const char *path, tfvm_error *err);
+/* The program's constants: how many, and (when bytes is not NULL) the bytes
+ * of their data. */
+TFVM_API size_t tfvm_program_const_count(const tfvm_program *p, size_t *bytes);
 
 /* ---- Runs under control ----------------------------------------------------
  * Needs a VM with one thread (tfvm_config.threads = 1, deterministic). A
@@ -266,6 +276,10 @@ TFVM_API tfvm_status tfvm_debug_keep_fetched(tfvm_vm *vm);
  * their first and last 3 along each axis ("[0, 1, 2, ..., 997, 998, 999]").
  * Returns the length of the whole text, like snprintf. */
 TFVM_API size_t tfvm_value_format(const tfvm_value *v, char *buf, size_t size);
+/* `tfvm run --stats`'s line on the VM's memory pools and the copies between
+ * devices, "devices: host pool 10 hits, 2 misses, 0.1 MB cached; ...", into
+ * buf like snprintf; 0 (buf "") while no tensor work has used a pool. */
+TFVM_API size_t tfvm_debug_device_stats(const tfvm_vm *vm, char *buf, size_t size);
 /* Per-instruction counters: when on, every firing of the general path is
  * counted and timed (turning it on again clears them). NOMEM on failure. */
 TFVM_API tfvm_status tfvm_debug_profile(tfvm_vm *vm, bool on);

@@ -18,6 +18,39 @@ typedef enum isa_op {
     ISA_OP_COUNT
 } isa_op;
 
+/* What each comparison instruction computes, one row each: X(short name,
+ * opcode, C operator). The one definition of a scalar comparison: the CPU
+ * kernels' scalar path, the VM's scalar fast paths, both engines' BRANCH and
+ * the sequential frames' comparison steps (vm/vm.h, VM_SOP_CMPS) are made
+ * from it. */
+#define ISA_COMPARISONS(X) ISA_COMPARISONS_WITH(ISA_COMPARISON_DROP_, X, )
+/* The same rows with two more arguments passed to each: X(N, OP, C, A, B)
+ * (the CPU kernels make one kernel per row and dtype from it). */
+#define ISA_COMPARISONS_WITH(X, A, B)                                                                    \
+    X(LT, ISA_LESS, <, A, B) X(LE, ISA_LESS_EQUAL, <=, A, B) X(GT, ISA_GREATER, >, A, B)               \
+    X(GE, ISA_GREATER_EQUAL, >=, A, B) X(EQ, ISA_EQUAL, ==, A, B) X(NE, ISA_NOT_EQUAL, !=, A, B)
+#define ISA_COMPARISON_DROP_(N, OP, C, X, UNUSED) X(N, OP, C)
+/* isa_compare_S(op, x, y): comparison op on two scalars of C type T (false
+ * for an op that is not a comparison); with a constant op, one compare. */
+#define ISA_COMPARE_CASE(N, OP, C) case OP: return x C y;
+#define ISA_COMPARE_FN(S, T)                                                                             \
+    static inline bool isa_compare_##S(uint16_t op, T x, T y)                                           \
+    {                                                                                                    \
+        switch (op) {                                                                                    \
+            ISA_COMPARISONS(ISA_COMPARE_CASE)                                                            \
+        default: return false;                                                                           \
+        }                                                                                                \
+    }
+ISA_COMPARE_FN(b, bool)
+ISA_COMPARE_FN(i32, int32_t)
+ISA_COMPARE_FN(i64, int64_t)
+ISA_COMPARE_FN(f32, float)
+ISA_COMPARE_FN(f64, double)
+#undef ISA_COMPARE_FN
+#undef ISA_COMPARE_CASE
+/* ISA_COMPARISONS(ISA_COMPARISON_LABEL): a case label for every comparison. */
+#define ISA_COMPARISON_LABEL(N, OP, C) case OP:
+
 typedef enum isa_class {
     ISA_CLASS_SOURCE,
     ISA_CLASS_SINK,

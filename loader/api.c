@@ -216,3 +216,51 @@ tfvm_status tfvm_program_channel(const tfvm_program *p, size_t index, tfvm_chann
     *out = p->channels[index];
     return TFVM_OK;
 }
+
+const char *tfvm_param_type(const tfvm_param_info *p, char *buf, size_t size)
+{
+    isa_param q = {.dtype = (uint8_t)p->dtype, .rank = p->is_tensor ? ISA_RANK_ANY : 0,
+                   .shaped = p->is_tensor && p->rank >= 0, .ndim = (uint8_t)(p->rank > 0 ? p->rank : 0),
+                   .dims = p->dims, .dim_names = p->dim_names};
+    return isa_param_type(&q, buf, size);
+}
+
+tfvm_status tfvm_program_disassemble(const tfvm_program *p, char **text, size_t *len, tfvm_error *err)
+{
+    if (!p || !text || !len)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_disassemble: NULL argument");
+    ut_buf b;
+    ut_buf_init(&b, &p->alloc);
+    tfvm_status st = ld_disassemble(&p->isa, &b, err);
+    if (st != TFVM_OK) {
+        ut_buf_free(&b);
+        return st;
+    }
+    if (!(*text = ut_buf_take(&b, len))) /* (it frees b) */
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory disassembling", p->isa.name ? p->isa.name : "program");
+    return TFVM_OK;
+}
+
+tfvm_status tfvm_program_disassemble_file(const tfvm_program *p, const char *path, tfvm_error *err)
+{
+    if (!path)
+        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_disassemble_file: NULL path");
+    char *text;
+    size_t len;
+    tfvm_status st = tfvm_program_disassemble(p, &text, &len, err);
+    if (st != TFVM_OK)
+        return st;
+    st = ut_write_file(path, text, len, err);
+    tfvm_program_buffer_free(p, text, len);
+    return st;
+}
+
+size_t tfvm_program_const_count(const tfvm_program *p, size_t *bytes)
+{
+    size_t n = 0;
+    for (uint32_t k = 0; p && k < p->isa.n_consts; k++)
+        n += p->isa.consts[k].nbytes;
+    if (bytes)
+        *bytes = n;
+    return p ? p->isa.n_consts : 0;
+}

@@ -121,12 +121,8 @@ int cli_device(const char *cmd, const char *given, int *device)
     *device = TFVM_DEVICE_CPU;
     if (!s)
         return 0;
-    static const char *const names[] = {[TFVM_DEVICE_CPU] = "cpu", [TFVM_DEVICE_CUDA] = "cuda",
-                                        [TFVM_DEVICE_AUTO] = "auto"};
-    int d = 0;
-    while (d < (int)(sizeof names / sizeof names[0]) && strcmp(s, names[d]) != 0)
-        d++;
-    if (d == (int)(sizeof names / sizeof names[0])) {
+    int d = tfvm_device_by_name(s);
+    if (d < 0) {
         if (given)
             return cli_usage_error(cmd, "--device takes cpu, cuda or auto, got '%s'", s);
         return cli_usage_error(cmd, "TFVM_DEVICE=%s: expected cpu, cuda or auto", s);

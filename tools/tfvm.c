@@ -7,21 +7,23 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "devices/place.h"
-#include "devices/value.h"
-#include "loader/loader.h"
 #include "tfvm.h"
+#include "tfvm_debug.h"
 #include "tools/check.h"
 #include "tools/debug.h"
 #include "tools/opts.h"
 #include "tools/profile.h"
-#include "vm/vm.h"
+
+#define COUNTOF(a) (sizeof(a) / sizeof((a)[0]))
+/* Room for a channel's name (at most 64 bytes, docs/isa.md) and a prefix. */
+#define CHAN_TEXT 96
 
 #define EXIT_RUN 1
 #define EXIT_USAGE 2
@@ -187,7 +189,7 @@ static const char *const usage_compile =
     "  --overflow=trap        .tfg: integer + - * that overflow stop the run (default: wrap)\n"
     "  -h, --help             show this help\n";
 
-UT_PRINTF(1, 2) static int fail(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -242,16 +244,28 @@ static int cli_overflow(const char *cmd, const char *v)
     return 0;
 }
 
+/* A usage error of the command's own, as the library reports its errors:
+ * TFVM_ERR_ARGUMENT and the message in *err. */
+__attribute__((format(printf, 2, 3))) static tfvm_status cli_err(tfvm_error *err, const char *fmt, ...)
+{
+    memset(err, 0, sizeof *err);
+    err->code = TFVM_ERR_ARGUMENT;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return err->code;
+}
+
 static tfvm_status load_program(const char *path, const char *entry, const char *outputs, int opt_level,
                                 tfvm_format format, tfvm_program **out, tfvm_error *err)
 {
     if (outputs && !has_suffix(path, ".pb") && format != TFVM_FORMAT_TF)
-        return ut_err(err, TFVM_ERR_ARGUMENT, "--outputs %s: only a TensorFlow graph (.pb) takes --outputs, not %s",
-                      outputs, path);
+        return cli_err(err, "--outputs %s: only a TensorFlow graph (.pb) takes --outputs, not %s", outputs, path);
     struct stat sb;
     if (cli_signature && (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        return ut_err(err, TFVM_ERR_ARGUMENT,
-                      "--signature %s: only a SavedModel directory takes --signature, not %s", cli_signature, path);
+        return cli_err(err, "--signature %s: only a SavedModel directory takes --signature, not %s", cli_signature,
+                       path);
     tfvm_open_options o;
     tfvm_open_options_init(&o);
     o.format = format;
@@ -366,7 +380,7 @@ static size_t named_len(const char *text)
 static void print_signature(const tfvm_entry_info *e, FILE *f);
 
 /* "tfvm: main(n: i32)<what>" on stderr; returns the usage exit status. */
-UT_PRINTF(2, 3) static int sig_error(const tfvm_entry_info *e, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int sig_error(const tfvm_entry_info *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -438,10 +452,10 @@ static bool npy_scalar(tfvm_dtype dtype, const char *path, tfvm_value *v, char *
     if (ok)
         memcpy(&v->as, tfvm_tensor_cdata(t), tfvm_dtype_size(dtype));
     else {
-        isa_param q = {.dtype = (uint8_t)tfvm_tensor_dtype(t), .rank = ISA_RANK_ANY, .shaped = true,
-                       .ndim = (uint8_t)tfvm_tensor_rank(t), .dims = tfvm_tensor_dims(t)};
+        tfvm_param_info q = {.dtype = tfvm_tensor_dtype(t), .is_tensor = true, .rank = tfvm_tensor_rank(t),
+                             .dims = tfvm_tensor_dims(t)};
         snprintf(msg, size, "expected %s (a 0-d array), %s holds %s", tfvm_dtype_name(dtype), path,
-                 isa_param_type(&q, ty, sizeof ty));
+                 tfvm_param_type(&q, ty, sizeof ty));
     }
     tfvm_tensor_free(t);
     return ok;
@@ -546,10 +560,7 @@ const char *cli_param_fmt(const char *name)
 
 const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
 {
-    isa_param q = {.dtype = (uint8_t)p->dtype, .rank = p->is_tensor ? ISA_RANK_ANY : 0,
-                   .shaped = p->is_tensor && p->rank >= 0, .ndim = (uint8_t)(p->rank > 0 ? p->rank : 0),
-                   .dims = p->dims, .dim_names = p->dim_names};
-    return isa_param_type(&q, buf, size);
+    return tfvm_param_type(p, buf, size);
 }
 
 static void print_signature(const tfvm_entry_info *e, FILE *f)
@@ -609,14 +620,10 @@ static void print_stats(const tfvm_vm *vm)
         fprintf(stderr, "scheduler: %u workers, steals %llu, parks %llu, inline runs %llu, contexts shared %llu\n",
                 s.workers, (unsigned long long)s.steals, (unsigned long long)s.parks,
                 (unsigned long long)s.inline_runs, (unsigned long long)s.shared);
-    /* Memory pools and copies, once there was tensor work (devices/place.h) */
-    dev_vm_stats ds;
-    dev_vm_get_stats(vm->dev, &ds);
-    if (ds.pool[DEV_CPU].hits + ds.pool[DEV_CPU].misses + ds.pool[DEV_CUDA].hits + ds.pool[DEV_CUDA].misses) {
-        char line[512];
-        dev_vm_stats_line(vm->dev, line, sizeof line);
+    /* Memory pools and copies, once there was tensor work */
+    char line[512];
+    if (tfvm_debug_device_stats(vm, line, sizeof line))
         fprintf(stderr, "%s\n", line);
-    }
 }
 
 enum { RUN_ENTRY, RUN_OUT, RUN_OUTPUTS, RUN_STATS, RUN_MAX_CONTEXTS, RUN_THREADS, RUN_DETERMINISTIC, RUN_DEVICE,
@@ -640,28 +647,20 @@ static const cli_opt run_opts[] = {
 /* Prints a value as results are printed; false: stdout failed. */
 static bool print_value(const tfvm_value *v, const char *prefix)
 {
-    dev_value dv = {.dtype = (uint8_t)v->dtype};
-    if (v->tensor) {
-        dv.is_tensor = 1;
-        dv.u.t = v->tensor;
-    } else {
-        memcpy(&dv.u, &v->as, sizeof v->as);
-    }
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    ut_buf_printf(&b, "%s", prefix);
-    vm_format_value(&dv, &b);
-    ut_buf_append(&b, "\n", 1);
-    bool ok = !b.failed && fwrite(b.data, 1, b.len, stdout) == b.len;
-    ut_buf_free(&b);
+    size_t n = tfvm_value_format(v, NULL, 0);
+    char *text = malloc(n + 1);
+    if (!text)
+        return false;
+    tfvm_value_format(v, text, n + 1);
+    bool ok = fputs(prefix, stdout) >= 0 && fwrite(text, 1, n, stdout) == n && putchar('\n') != EOF;
+    free(text);
     return ok;
 }
 
-/* FEED channel name[0..len) of vm's program (vm/io.c's table, by name)
- * into *c; false if it has none. */
-static bool feed_chan(const tfvm_vm *vm, const char *name, size_t len, vm_chan_view *c)
+/* FEED channel name[0..len) of vm's program into *c; false if it has none. */
+static bool feed_chan(const tfvm_vm *vm, const char *name, size_t len, tfvm_debug_chan_info *c)
 {
-    for (size_t k = 0; vm_io_channel(vm, k, c); k++)
+    for (size_t k = 0; tfvm_debug_channel(vm, k, c) == TFVM_OK; k++)
         if (!c->fetch && strlen(c->name) == len && memcmp(c->name, name, len) == 0)
             return true;
     return false;
@@ -677,16 +676,15 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_entry_info *e, const cli_
     tfvm_status st = tfvm_session_start(vm, e->name, args, e->n_params, &s);
     if (st != TFVM_OK)
         return st;
-    vm_chan_view c;
+    tfvm_debug_chan_info c;
     for (size_t h = 0; h < o->n_hits && st == TFVM_OK; h++) {
         if (o->hits[h].opt != RUN_FEED)
             continue;
         const char *v = o->hits[h].value, *eq = strchr(v, '=');
         feed_chan(vm, v, (size_t)(eq - v), &c); /* there is one: cmd_run checked */
-        char what[ISA_MAX_CHAN + 16];
+        char what[CHAN_TEXT];
         snprintf(what, sizeof what, "--feed %s", c.name);
-        tfvm_param_info q = {.name = c.name, .dtype = (tfvm_dtype)ISA_CHAN_DTYPE(c.type),
-                             .is_tensor = (c.type & ISA_CHAN_TENSOR) != 0, .rank = -1};
+        tfvm_param_info q = {.name = c.name, .dtype = c.dtype, .is_tensor = c.is_tensor, .rank = -1};
         for (const char *at = eq + 1; st == TFVM_OK;) {
             size_t len = strcspn(at, ",");
             char *text = strndup(at, len);
@@ -708,10 +706,10 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_entry_info *e, const cli_
         *usage = true;
         return TFVM_ERR_ARGUMENT;
     }
-    for (size_t k = 0; vm_io_channel(vm, k, &c); k++) { /* the FETCH channels, by name */
+    for (size_t k = 0; tfvm_debug_channel(vm, k, &c) == TFVM_OK; k++) { /* the FETCH channels, by name */
         if (!c.fetch)
             continue;
-        char prefix[ISA_MAX_CHAN + 16];
+        char prefix[CHAN_TEXT];
         snprintf(prefix, sizeof prefix, "fetch %s: ", c.name);
         tfvm_value x;
         while (tfvm_fetch(s, c.name, &x) == TFVM_OK) {
@@ -725,7 +723,7 @@ static tfvm_status run_session(tfvm_vm *vm, const tfvm_entry_info *e, const cli_
         }
     }
     st = tfvm_session_finish(s, results, e->n_results);
-    for (size_t k = 0; st == TFVM_OK && vm_io_channel(vm, k, &c); k++) /* nothing lost unsaid */
+    for (size_t k = 0; st == TFVM_OK && tfvm_debug_channel(vm, k, &c) == TFVM_OK; k++) /* nothing lost unsaid */
         if (!c.fetch && c.host > c.count)
             fprintf(stderr, "tfvm: warning: --feed %s: %llu of %llu values %s not taken\n", c.name,
                     (unsigned long long)(c.host - c.count), (unsigned long long)c.host,
@@ -844,7 +842,7 @@ static int write_results(const tfvm_entry_info *e, const tfvm_value *results, co
 static int cmd_run(int argc, char **argv)
 {
     cli_args o;
-    int rc_usage = cli_parse("run", usage_run, run_opts, UT_COUNTOF(run_opts), CLI_FILE_ARGS, argc, argv, &o);
+    int rc_usage = cli_parse("run", usage_run, run_opts, COUNTOF(run_opts), CLI_FILE_ARGS, argc, argv, &o);
     if (rc_usage)
         return rc_usage < 0 ? 0 : rc_usage;
     const char *entry = o.val[RUN_ENTRY], *file = o.pos[0], *outputs = o.val[RUN_OUTPUTS];
@@ -979,12 +977,12 @@ static int cmd_run(int argc, char **argv)
     }
     for (size_t h = 0; h < o.n_hits; h++) { /* every --feed names a FEED channel */
         const char *v = o.hits[h].value, *eq = v ? strchr(v, '=') : NULL;
-        vm_chan_view c;
+        tfvm_debug_chan_info c;
         if (o.hits[h].opt != RUN_FEED || feed_chan(vm, v, (size_t)(eq - v), &c))
             continue;
         char list[256] = "";
         size_t n = 0;
-        for (size_t k = 0; vm_io_channel(vm, k, &c) && n < sizeof list; k++)
+        for (size_t k = 0; tfvm_debug_channel(vm, k, &c) == TFVM_OK && n < sizeof list; k++)
             if (!c.fetch)
                 n += (size_t)snprintf(list + n, sizeof list - n, "%s'%s'", n ? ", " : "", c.name);
         fail("--feed %.*s: the program has no FEED channel '%.*s' (its FEED channels: %s)", (int)(eq - v), v,
@@ -995,7 +993,7 @@ static int cmd_run(int argc, char **argv)
     running_vm = vm;
     bool bad_feed = false; /* the program feeds or fetches: a session */
     tfvm_status st = sigint_seen          ? TFVM_ERR_INTERRUPTED
-                     : vm_io_channels(vm) ? run_session(vm, &e, &o, args, results, &bad_feed)
+                     : tfvm_debug_channels(vm) ? run_session(vm, &e, &o, args, results, &bad_feed)
                                           : tfvm_run(vm, e.name, args, e.n_params, results, e.n_results);
     running_vm = NULL;
     if (bad_feed) { /* a bad --feed value, said */
@@ -1080,18 +1078,14 @@ static int cmd_asm(int argc, char **argv)
         out = default_out;
     }
     tfvm_error err;
-    char *text;
-    size_t len;
+    tfvm_open_options opts;
+    tfvm_open_options_init(&opts);
+    opts.format = TFVM_FORMAT_TFASM;
     tfvm_program *prog = NULL;
     rc = 0;
-    if (ut_read_file(in, NULL, &text, &len, &err) != TFVM_OK) {
+    if (tfvm_program_open(in, &opts, NULL, &prog, &err) != TFVM_OK ||
+        tfvm_program_save_file(prog, out, &err) != TFVM_OK)
         rc = fail("%s", err.message);
-    } else {
-        if (tfvm_program_assemble(text, len, in, NULL, &prog, &err) != TFVM_OK ||
-            tfvm_program_save_file(prog, out, &err) != TFVM_OK)
-            rc = fail("%s", err.message);
-        free(text);
-    }
     tfvm_program_free(prog);
     free(default_out);
     return rc;
@@ -1107,15 +1101,8 @@ static int cmd_dis(int argc, char **argv)
     tfvm_program *prog;
     if (load_program(in, NULL, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK)
         return cli_load_failed(&err);
-    ut_buf b;
-    ut_buf_init(&b, NULL);
-    if (ld_disassemble(&prog->isa, &b, &err) != TFVM_OK)
+    if (tfvm_program_disassemble_file(prog, out ? out : "-", &err) != TFVM_OK)
         rc = fail("%s", err.message);
-    else if (b.failed)
-        rc = fail("out of memory");
-    else if (ut_write_file(out ? out : "-", b.data, b.len, &err) != TFVM_OK)
-        rc = fail("%s", err.message);
-    ut_buf_free(&b);
     tfvm_program_free(prog);
     return rc;
 }
@@ -1127,7 +1114,7 @@ static char *default_output(const char *in)
     size_t n = strlen(in), stem = n;
     while (stem > 1 && in[stem - 1] == '/') /* a SavedModel directory "m/" makes m.tfvm */
         stem--;
-    for (size_t i = 0; i < UT_COUNTOF(sources); i++)
+    for (size_t i = 0; i < COUNTOF(sources); i++)
         if (has_suffix(in, sources[i]))
             stem = n - strlen(sources[i]);
     char *o = malloc(stem + 6);
@@ -1153,7 +1140,7 @@ static int cmd_compile(int argc, char **argv)
         [C_SIGNATURE] = {NULL, "--signature", "needs a signature name"},
     };
     cli_args o;
-    int rc = cli_parse("compile", usage_compile, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    int rc = cli_parse("compile", usage_compile, opts, COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *out = o.val[C_OUT], *entry = o.val[C_ENTRY], *outputs = o.val[C_OUTPUTS];
@@ -1193,15 +1180,8 @@ static int cmd_compile(int argc, char **argv)
     if (load_program(in, entry, outputs, opt, format, &prog, &err) != TFVM_OK) {
         rc = cli_load_failed(&err);
     } else if (asm_text) {
-        ut_buf b;
-        ut_buf_init(&b, NULL);
-        if (ld_disassemble(&prog->isa, &b, &err) != TFVM_OK)
+        if (tfvm_program_disassemble_file(prog, out, &err) != TFVM_OK)
             rc = fail("%s", err.message);
-        else if (b.failed)
-            rc = fail("out of memory");
-        else if (ut_write_file(out, b.data, b.len, &err) != TFVM_OK)
-            rc = fail("%s", err.message);
-        ut_buf_free(&b);
     } else if (tfvm_program_save_file(prog, out, &err) != TFVM_OK) {
         rc = fail("%s", err.message);
     }
@@ -1219,10 +1199,11 @@ static int cmd_devices(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     cli_args_free(&o);
-    for (int id = 0; id < DEV_COUNT; id++) {
+    const char *name;
+    for (size_t i = 0; (name = tfvm_device_name(i)) != NULL; i++) {
         char state[256];
-        tfvm_device_status(dev_name((dev_id)id), state, sizeof state);
-        printf("%s: %s\n", dev_name((dev_id)id), state);
+        tfvm_device_status(name, state, sizeof state);
+        printf("%s: %s\n", name, state);
     }
     return fflush(stdout) == 0 ? 0 : fail("cannot write: %s", strerror(errno));
 }
@@ -1250,13 +1231,13 @@ static const char *const usage_info =
     "  --signature NAME       a SavedModel directory: its signature (as for run)\n"
     "  -h, --help             show this help\n";
 
-static void print_params(const char *open, const isa_param *ps, uint32_t n)
+static void print_params(const char *open, const tfvm_param_info *ps, size_t n)
 {
     char ty[160];
     fputs(open, stdout);
-    for (uint32_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n; k++) {
         printf(k ? ", " : "");
-        printf(cli_param_fmt(ps[k].name), "", ps[k].name, isa_param_type(&ps[k], ty, sizeof ty), "");
+        printf(cli_param_fmt(ps[k].name), "", ps[k].name, tfvm_param_type(&ps[k], ty, sizeof ty), "");
     }
     fputs(")", stdout);
 }
@@ -1267,7 +1248,7 @@ static int cmd_info(int argc, char **argv)
                                    {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
                                    {NULL, "--signature", "needs a signature name"}};
     cli_args o;
-    int rc = cli_parse("info", usage_info, opts, UT_COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
+    int rc = cli_parse("info", usage_info, opts, COUNTOF(opts), CLI_ONE_FILE, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
@@ -1277,7 +1258,6 @@ static int cmd_info(int argc, char **argv)
     tfvm_program *prog;
     if (load_program(in, entry, outputs, 1, TFVM_FORMAT_AUTO, &prog, &err) != TFVM_OK)
         return cli_load_failed(&err);
-    const isa_program *p = &prog->isa;
     void *bytes = NULL;
     size_t size = 0;
     if (tfvm_program_save_memory(prog, &bytes, &size, &err) != TFVM_OK) {
@@ -1286,27 +1266,30 @@ static int cmd_info(int argc, char **argv)
     }
     unsigned minor = size >= 12 ? ((const unsigned char *)bytes)[10] : 0;
     tfvm_program_buffer_free(prog, bytes, size);
-    uint32_t loops = 0, funcs = 0;
-    for (uint32_t r = 0; r < p->n_regions; r++) {
-        loops += p->regions[r].kind == ISA_REGION_LOOP;
-        funcs += p->regions[r].kind == ISA_REGION_FUNC;
+    size_t n_regions = tfvm_program_region_count(prog), loops = 0, funcs = 0;
+    for (uint32_t r = 0; r < n_regions; r++) {
+        tfvm_region_info ri;
+        tfvm_program_region(prog, r, &ri);
+        loops += strcmp(ri.kind, "loop") == 0;
+        funcs += strcmp(ri.kind, "func") == 0;
     }
-    size_t cbytes = 0;
-    for (uint32_t k = 0; k < p->n_consts; k++)
-        cbytes += p->consts[k].nbytes;
+    size_t n_insts = tfvm_program_inst_count(prog), n_edges = 0, n_sites = tfvm_program_site_count(prog);
+    for (uint32_t i = 0; i < n_insts; i++)
+        n_edges += tfvm_program_edges(prog, i, NULL, 0);
+    size_t cbytes, n_consts = tfvm_program_const_count(prog, &cbytes);
     printf("file:         %s (%zu bytes as .tfvm 1.%u)\n", in, size, minor);
-    if (p->source)
-        printf("source:       %s\n", p->source);
-    printf("instructions: %" PRIu32 " in %" PRIu32 " region%s (%" PRIu32 " loop%s, %" PRIu32 " function%s), %" PRIu32
-           " edges, %" PRIu32 " call site%s\n",
-           p->n_insts, p->n_regions, p->n_regions == 1 ? "" : "s", loops, loops == 1 ? "" : "s", funcs,
-           funcs == 1 ? "" : "s", p->n_edges, p->n_sites, p->n_sites == 1 ? "" : "s");
-    printf("constants:    %" PRIu32 " (%zu bytes of data)\n", p->n_consts, cbytes);
-    for (uint32_t e = 0; e < p->n_entries; e++) {
-        const isa_entry *en = &p->entries[e];
-        printf("entry %s", en->name);
-        print_params("(", en->params, en->n_params);
-        print_params(" -> (", en->results, en->n_results);
+    if (tfvm_program_source(prog))
+        printf("source:       %s\n", tfvm_program_source(prog));
+    printf("instructions: %zu in %zu region%s (%zu loop%s, %zu function%s), %zu edges, %zu call site%s\n", n_insts,
+           n_regions, n_regions == 1 ? "" : "s", loops, loops == 1 ? "" : "s", funcs, funcs == 1 ? "" : "s", n_edges,
+           n_sites, n_sites == 1 ? "" : "s");
+    printf("constants:    %zu (%zu bytes of data)\n", n_consts, cbytes);
+    for (size_t k = 0; k < tfvm_program_entry_count(prog); k++) {
+        tfvm_entry_info en;
+        tfvm_program_entry(prog, k, &en);
+        printf("entry %s", en.name);
+        print_params("(", en.params, en.n_params);
+        print_params(" -> (", en.results, en.n_results);
         putchar('\n');
     }
     tfvm_channel_info c;
@@ -1345,7 +1328,7 @@ static const command commands[] = {
 
 static const char *usage_of(const char *name)
 {
-    for (size_t i = 0; i < UT_COUNTOF(commands); i++)
+    for (size_t i = 0; i < COUNTOF(commands); i++)
         if (strcmp(commands[i].name, name) == 0)
             return *commands[i].usage;
     return NULL;
@@ -1379,7 +1362,7 @@ int main(int argc, char **argv)
         fputs(u, stdout);
         return 0;
     }
-    for (size_t i = 0; i < UT_COUNTOF(commands); i++)
+    for (size_t i = 0; i < COUNTOF(commands); i++)
         if (strcmp(commands[i].name, cmd) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "tfvm: no command '%s' (see 'tfvm --help')\n", cmd);

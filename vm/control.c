@@ -11,7 +11,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "devices/cpu/cpu.h"
+#include "devices/place.h"
 #include "vm.h"
 
 static const dev_value dead_token = {.dead = 1};
@@ -459,7 +459,33 @@ void vm_fire_call(vm_worker *w, const vm_act *a, dev_value *v)
     vm_ctx_unref(w, callee);
 }
 
-/* BRANCH: a SWITCH whose predicate is the data compared with a constant. */
+tfvm_status vm_branch_predicate(tfvm_vm *vm, const isa_inst *branch, const dev_value *x, uint32_t *taken, char *msg,
+                                size_t size)
+{
+    const dev_value *k = &vm->consts[branch->b];
+    vm_route_to to = vm_rule_branch_int((uint16_t)branch->a, x, k);
+    if (to != VM_ROUTE_BAD) {
+        *taken = to;
+        return TFVM_OK;
+    }
+    /* the comparison as an instruction of its own, on the device that
+     * placement picks for it (a tensor x may live on a GPU) */
+    isa_inst cmp = {.op = (uint16_t)branch->a, .flags = branch->flags & ISA_FLAG_DEV_MASK, .region = branch->region,
+                    .n_in = 2, .edge_first = ISA_NONE, .line = branch->line, .col = branch->col};
+    dev_value in[2] = {*x, *k}, pred = dev_dead();
+    tfvm_status st = dev_vm_fire(vm->dev, &cmp, in, &pred, msg, size);
+    if (st != TFVM_OK)
+        return st;
+    if (pred.is_tensor) {
+        dev_value_release(&pred);
+        return ut_msg(msg, size, TFVM_ERR_TYPE, "predicate must be a bool scalar, got a bool tensor");
+    }
+    *taken = pred.u.b;
+    return TFVM_OK;
+}
+
+/* BRANCH: a SWITCH whose predicate is the data compared with a constant.
+ * (fire() does a live integer against its constant itself.) */
 void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v)
 {
     tfvm_vm *vm = w->vm;
@@ -470,20 +496,13 @@ void vm_fire_branch(vm_worker *w, const vm_act *a, dev_value *v)
         vm_send(w, c, a->inst, 1, &dead_token);
         return;
     }
-    /* (fire() does a live i32 against an i32 constant itself) */
-    dev_value in[2] = {*v, vm->consts[inst->b]}, pred = dev_dead();
+    uint32_t taken;
     char msg[256];
-    tfvm_status st = dev_cpu_elementwise((isa_op)inst->a, 0, in, &pred, &vm->alloc, msg, sizeof msg);
+    tfvm_status st = vm_branch_predicate(vm, inst, v, &taken, msg, sizeof msg);
     if (st != TFVM_OK) {
         vm_fail(vm, st, c, a->inst, "%s", msg);
         return;
     }
-    if (pred.is_tensor) {
-        dev_value_release(&pred);
-        vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "predicate must be a bool scalar, got a bool tensor");
-        return;
-    }
-    bool taken = pred.u.b;
     vm_route(w, c, a->inst, inst->flags, taken, v);
 }
 
@@ -501,17 +520,17 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
         vm_fire_branch(w, a, &in[0]);
         break;
     case ISA_SWITCH: {
-        if (in[0].dead || in[1].dead) {
+        vm_route_to to = vm_rule_switch(&in[0], &in[1]);
+        if (to == VM_ROUTE_DEAD) {
             vm_send(w, c, a->inst, 0, &dead_token);
             vm_send(w, c, a->inst, 1, &dead_token);
-            break;
+        } else if (to == VM_ROUTE_BAD) {
+            char msg[96];
+            vm_rule_bad_predicate(&in[1], msg, sizeof msg);
+            vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "%s", msg);
+        } else {
+            vm_route(w, c, a->inst, inst->flags, to, &in[0]);
         }
-        if (in[1].is_tensor || in[1].dtype != TFVM_BOOL) {
-            vm_fail(vm, TFVM_ERR_TYPE, c, a->inst, "predicate must be a bool scalar, got %s%s",
-                    tfvm_dtype_name((tfvm_dtype)in[1].dtype), in[1].is_tensor ? " tensor" : "");
-            break;
-        }
-        vm_route(w, c, a->inst, inst->flags, in[1].u.b ? 1 : 0, &in[0]);
         break;
     }
     case ISA_MERGE:

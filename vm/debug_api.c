@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/cpu/cpu.h"
+#include "devices/place.h"
 #include "loader/loader.h"
 #include "tfvm_debug.h"
 #include "vm.h"
@@ -288,47 +290,26 @@ bool tfvm_debug_act_dead(const tfvm_vm *vm, const tfvm_debug_act *act)
     return a->v.dead;
 }
 
-/* A scalar as a number, for comparing; false for a tensor or no value. */
-static bool dbg_num(const dev_value *v, long double *out)
-{
-    if (!v || v->dead || v->is_tensor)
-        return false;
-    switch ((tfvm_dtype)v->dtype) {
-    case TFVM_BOOL: *out = v->u.b; return true;
-    case TFVM_I32: *out = v->u.i32; return true;
-    case TFVM_I64: *out = (long double)v->u.i64; return true;
-    case TFVM_F32: *out = v->u.f32; return true;
-    case TFVM_F64: *out = v->u.f64; return true;
-    case TFVM_U8: *out = v->u.u8; return true;
-    case TFVM_I8: *out = v->u.i8; return true;
-    }
-    return false;
-}
-
 int tfvm_debug_act_way(const tfvm_vm *vm, const tfvm_debug_act *act)
 {
     const vm_act *a = dbg_act(act);
     const isa_inst *in = &vm->prog->insts[a->inst];
     if (!isa_is_switch(in->op) || tfvm_debug_act_dead(vm, act))
         return -1;
-    if (in->op == ISA_SWITCH) {
+    if (in->op == ISA_SWITCH) { /* the engines' rule (vm/rules.h) */
         const dev_value *pred = vm_act_input(vm, a, 1);
-        return pred && !pred->is_tensor && pred->dtype == TFVM_BOOL ? pred->u.b : -1;
+        vm_route_to to = pred ? vm_rule_predicate(pred) : VM_ROUTE_BAD;
+        return to <= VM_ROUTE_TRUE ? (int)to : -1;
     }
-    /* BRANCH: data OP constant, as the VM compares them (one dtype) */
-    const dev_value *x = vm_act_input(vm, a, 0), *k = &vm->consts[in->b];
-    long double u, c;
-    if (!dbg_num(x, &u) || !dbg_num(k, &c) || x->dtype != k->dtype)
+    /* BRANCH: data OP constant, by the comparison's kernel on scalars (no
+     * allocation); a tensor's predicate is not a bool scalar */
+    const dev_value *x = vm_act_input(vm, a, 0);
+    if (!x || x->is_tensor)
         return -1;
-    switch ((isa_op)in->a) {
-    case ISA_LESS: return u < c;
-    case ISA_LESS_EQUAL: return u <= c;
-    case ISA_GREATER: return u > c;
-    case ISA_GREATER_EQUAL: return u >= c;
-    case ISA_EQUAL: return u == c;
-    case ISA_NOT_EQUAL: return u != c;
-    default: return -1;
-    }
+    dev_value args[2] = {*x, vm->consts[in->b]}, pred;
+    if (dev_cpu_elementwise((isa_op)in->a, 0, args, &pred, &vm->alloc, NULL, 0) != TFVM_OK || pred.is_tensor)
+        return -1;
+    return pred.u.b;
 }
 
 bool tfvm_debug_inst_const(const tfvm_vm *vm, uint32_t inst, tfvm_value *out)
@@ -658,4 +639,19 @@ size_t tfvm_debug_trace_read(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_
         return 0;
     }
     return vm_trace_read(vm, fn, ud, dropped);
+}
+
+size_t tfvm_debug_device_stats(const tfvm_vm *vm, char *buf, size_t size)
+{
+    if (buf && size)
+        buf[0] = '\0';
+    if (!vm)
+        return 0;
+    dev_vm_stats s;
+    dev_vm_get_stats(vm->dev, &s);
+    if (!(s.pool[DEV_CPU].hits + s.pool[DEV_CPU].misses + s.pool[DEV_CUDA].hits + s.pool[DEV_CUDA].misses))
+        return 0;
+    char line[512];
+    dev_vm_stats_line(vm->dev, line, sizeof line);
+    return (size_t)snprintf(buf, size, "%s", line);
 }

@@ -172,25 +172,15 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
         dev_value_release(&a->v);
         break;
     case ISA_BRANCH: {
-        /* the commonest case inline: a live i32 against an i32 constant */
+        /* the commonest case inline: a live integer against its constant */
         const isa_inst *in = &vm->prog->insts[a->inst];
-        const dev_value *k = &vm->consts[in->b];
-        if (a->v.dead || a->v.is_tensor || a->v.dtype != TFVM_I32 || k->dtype != TFVM_I32) {
+        vm_route_to to = vm_rule_branch_int((uint16_t)in->a, &a->v, &vm->consts[in->b]);
+        if (to == VM_ROUTE_BAD) {
             vm_fire_branch(w, a, &a->v);
             dev_value_release(&a->v);
             break;
         }
-        int32_t x = a->v.u.i32, y = k->u.i32;
-        bool taken;
-        switch ((isa_op)in->a) {
-        case ISA_LESS: taken = x < y; break;
-        case ISA_LESS_EQUAL: taken = x <= y; break;
-        case ISA_GREATER: taken = x > y; break;
-        case ISA_GREATER_EQUAL: taken = x >= y; break;
-        case ISA_EQUAL: taken = x == y; break;
-        default: taken = x != y; break;
-        }
-        vm_route(w, c, a->inst, in->flags, taken, &a->v);
+        vm_route(w, c, a->inst, in->flags, to, &a->v);
         break;
     }
     case ISA_FEED:
@@ -209,13 +199,12 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
     case ISA_SWITCH: {
         dev_value *s = &c->slots[ip->slot];
         dev_value d = s[0], p = s[1];
-        if (ip->ports != 2 || d.dead || p.dead || p.is_tensor || p.dtype != TFVM_BOOL) {
+        if (ip->ports != 2 || d.dead || vm_rule_predicate(&p) > VM_ROUTE_TRUE) {
             fire_general(w, a, ip); /* dead, a bad predicate, or control inputs */
             break;
         }
         s[0] = s[1] = (dev_value){0};
-        uint32_t taken = p.u.b ? 1 : 0;
-        vm_route(w, c, a->inst, vm->prog->insts[a->inst].flags, taken, &d);
+        vm_route(w, c, a->inst, vm->prog->insts[a->inst].flags, p.u.b, &d);
         dev_value_release(&d);
         break;
     }
@@ -224,12 +213,7 @@ static UT_INLINE void fire(vm_worker *w, vm_act *a)
     case ISA_MUL:
     case ISA_MIN:
     case ISA_MAX:
-    case ISA_LESS:
-    case ISA_LESS_EQUAL:
-    case ISA_GREATER:
-    case ISA_GREATER_EQUAL:
-    case ISA_EQUAL:
-    case ISA_NOT_EQUAL:
+    ISA_COMPARISONS(ISA_COMPARISON_LABEL)
         if (!fire_scalar(w, a, ip))
             fire_general(w, a, ip);
         break;

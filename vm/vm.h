@@ -11,6 +11,7 @@
 
 #include "devices/value.h"
 #include "isa/isa.h"
+#include "rules.h"
 #include "scheduler/deque.h"
 #include "scheduler/sched.h"
 
@@ -79,9 +80,7 @@ typedef struct vm_sop {
  * token the step does not cover (other dtypes, dead, a tensor) goes on to
  * the general step of its kind (VM_SOP_BIN_*, VM_SOP_BRANCH). */
 #define VM_SOP_ARITH(X) X(ADD, ISA_ADD, +) X(SUB, ISA_SUB, -) X(MUL, ISA_MUL, *)
-#define VM_SOP_CMPS(X)                                                                                   \
-    X(LT, ISA_LESS, <) X(LE, ISA_LESS_EQUAL, <=) X(GT, ISA_GREATER, >) X(GE, ISA_GREATER_EQUAL, >=)   \
-    X(EQ, ISA_EQUAL, ==) X(NE, ISA_NOT_EQUAL, !=)
+#define VM_SOP_CMPS(X) ISA_COMPARISONS(X)
 /* The step kinds other than the integer ones, once (X(name)); with
  * VM_SOP_ARITH and VM_SOP_CMPS they make the enum below and the step
  * loop's dispatch table (seq.c). */
@@ -430,7 +429,10 @@ static UT_INLINE bool vm_scalar_op(uint16_t op, const dev_value *x, const dev_va
     bool cmp = false;
     *r = (dev_value){.dtype = x->dtype};
     switch (x->dtype) {
+#define CMP_CASE(N, OP, C) case OP: cmp = true, r->u.b = xv C yv; break;
 #define INT_CASES(T, U, F)                                                        \
+    {                                                                             \
+    const T xv = x->u.F, yv = y->u.F;                                             \
     switch (op) {                                                                 \
     case ISA_ADD: r->u.F = (T)((U)x->u.F + (U)y->u.F); break;                     \
     case ISA_SUB: r->u.F = (T)((U)x->u.F - (U)y->u.F); break;                     \
@@ -441,18 +443,15 @@ static UT_INLINE bool vm_scalar_op(uint16_t op, const dev_value *x, const dev_va
                   r->u.F = x->u.F % y->u.F; break;                                \
     case ISA_MIN: r->u.F = x->u.F < y->u.F ? x->u.F : y->u.F; break;              \
     case ISA_MAX: r->u.F = x->u.F > y->u.F ? x->u.F : y->u.F; break;              \
-    case ISA_LESS: cmp = true, r->u.b = x->u.F < y->u.F; break;                   \
-    case ISA_LESS_EQUAL: cmp = true, r->u.b = x->u.F <= y->u.F; break;            \
-    case ISA_GREATER: cmp = true, r->u.b = x->u.F > y->u.F; break;                \
-    case ISA_GREATER_EQUAL: cmp = true, r->u.b = x->u.F >= y->u.F; break;         \
-    case ISA_EQUAL: cmp = true, r->u.b = x->u.F == y->u.F; break;                 \
-    case ISA_NOT_EQUAL: cmp = true, r->u.b = x->u.F != y->u.F; break;             \
+    ISA_COMPARISONS(CMP_CASE) /* (isa/isa.h: each comparison's one row) */        \
     default: return false;                                                        \
+    }                                                                             \
     }                                                                             \
     break;
     case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
     case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
 #undef INT_CASES
+#undef CMP_CASE
     default:
         return false;
     }
@@ -526,7 +525,7 @@ static inline void vm_route(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint16_t f
                             const dev_value *v)
 {
     vm_send(w, ctx, inst, taken, v);
-    if (!(flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE))) {
+    if (vm_rule_dead_other(flags, taken)) {
         dev_value dead = dev_dead();
         vm_send(w, ctx, inst, 1 - taken, &dead);
     }
@@ -537,6 +536,11 @@ bool vm_push(vm_worker *w, vm_ctx *ctx, uint32_t inst, uint32_t aux, const dev_v
 /* Control instructions (vm/control.c). The activation's reference on its
  * context is released by the caller after these return. */
 void vm_fire_control(vm_worker *w, const vm_act *act, dev_value *in);
+/* BRANCH `branch`'s predicate on its live input x: *taken, the side its
+ * value goes to (vm/rules.h: vm_rule_branch_int, else the comparison where
+ * placement puts it). Else the run's error, with msg. Both engines' BRANCH. */
+tfvm_status vm_branch_predicate(tfvm_vm *vm, const isa_inst *branch, const dev_value *x, uint32_t *taken, char *msg,
+                                size_t size);
 /* ---- Sequential frames (seq.c, docs/frames.md) ---------------------------------
  * A call of a `seq` region with all its arguments, or an instance of a `seq`
  * loop with all its entry values, runs as a frame of registers: the body's

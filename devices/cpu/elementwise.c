@@ -238,13 +238,9 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL1(k_sin_##S, T, T, , sin##SUF(x))                       \
     EW_KERNEL1(k_cos_##S, T, T, , cos##SUF(x))
 
-#define CMP_KERNELS(S, T)                                            \
-    EW_KERNEL2(k_lt_##S, T, uint8_t, , (uint8_t)(x < y))             \
-    EW_KERNEL2(k_le_##S, T, uint8_t, , (uint8_t)(x <= y))            \
-    EW_KERNEL2(k_gt_##S, T, uint8_t, , (uint8_t)(x > y))             \
-    EW_KERNEL2(k_ge_##S, T, uint8_t, , (uint8_t)(x >= y))            \
-    EW_KERNEL2(k_eq_##S, T, uint8_t, , (uint8_t)(x == y))            \
-    EW_KERNEL2(k_ne_##S, T, uint8_t, , (uint8_t)(x != y))
+/* k_LT_i32 .. k_NE_i8: one kernel per comparison of isa/isa.h's list */
+#define CMP_KERNEL(N, OP, C, S, T) EW_KERNEL2(k_##N##_##S, T, uint8_t, , (uint8_t)(x C y))
+#define CMP_KERNELS(S, T) ISA_COMPARISONS_WITH(CMP_KERNEL, S, T)
 
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(i64, int64_t, uint64_t)
@@ -396,8 +392,8 @@ static const ew_kernel ew_kernels[ISA_OP_COUNT][NDT] = {
     [ISA_ADD] = NUM(k_add), [ISA_SUB] = NUM(k_sub), [ISA_MUL] = NUM(k_mul),
     [ISA_DIV] = NUM(k_div), [ISA_MOD] = NUM(k_mod), [ISA_MIN] = NUM(k_min),
     [ISA_MAX] = NUM(k_max), [ISA_NEG] = NUM(k_neg), [ISA_ABS] = NUM(k_abs),
-    [ISA_LESS] = ALL(k_lt), [ISA_LESS_EQUAL] = ALL(k_le), [ISA_GREATER] = ALL(k_gt),
-    [ISA_GREATER_EQUAL] = ALL(k_ge), [ISA_EQUAL] = ALL(k_eq), [ISA_NOT_EQUAL] = ALL(k_ne),
+#define CMP_ROW(N, OP, C) [OP] = ALL(k_##N),
+    ISA_COMPARISONS(CMP_ROW)
     [ISA_AND] = {[B] = k_and}, [ISA_OR] = {[B] = k_or}, [ISA_NOT] = {[B] = k_not},
     [ISA_XOR] = {[B] = k_xor},
     [ISA_SELECT] = {[B] = k_sel1, [I32] = k_sel4, [I64] = k_sel8, [F32] = k_sel4, [F64] = k_sel8,
@@ -536,18 +532,8 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
         }                                                                              \
     } while (0)
 
-#define SCALAR_CMP(F, T)                                                               \
-    do {                                                                               \
-        const T x = in[0].u.F, y = in[1].u.F;                                          \
-        switch (op) {                                                                  \
-        case ISA_LESS: r.u.b = x < y; break;                                           \
-        case ISA_LESS_EQUAL: r.u.b = x <= y; break;                                    \
-        case ISA_GREATER: r.u.b = x > y; break;                                        \
-        case ISA_GREATER_EQUAL: r.u.b = x >= y; break;                                 \
-        case ISA_EQUAL: r.u.b = x == y; break;                                         \
-        default: r.u.b = x != y; break;                                                \
-        }                                                                              \
-    } while (0)
+/* (isa/isa.h: the one definition of each comparison) */
+#define SCALAR_CMP(F) (r.u.b = isa_compare_##F(op, in[0].u.F, in[1].u.F))
 
 /* Any elementwise op on scalars: its kernel on one element. */
 static tfvm_status ew_scalar_kernel(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
@@ -600,17 +586,16 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
         default: break;
         }
         break;
-    case ISA_LESS: case ISA_LESS_EQUAL: case ISA_GREATER: case ISA_GREATER_EQUAL: case ISA_EQUAL:
-    case ISA_NOT_EQUAL:
+    ISA_COMPARISONS(ISA_COMPARISON_LABEL)
         if (in[1].dtype != d)
             break;
         r.dtype = B;
         switch (d) {
-        case B: SCALAR_CMP(b, bool); *out = r; return TFVM_OK;
-        case I32: SCALAR_CMP(i32, int32_t); *out = r; return TFVM_OK;
-        case I64: SCALAR_CMP(i64, int64_t); *out = r; return TFVM_OK;
-        case F32: SCALAR_CMP(f32, float); *out = r; return TFVM_OK;
-        case F64: SCALAR_CMP(f64, double); *out = r; return TFVM_OK;
+        case B: SCALAR_CMP(b); *out = r; return TFVM_OK;
+        case I32: SCALAR_CMP(i32); *out = r; return TFVM_OK;
+        case I64: SCALAR_CMP(i64); *out = r; return TFVM_OK;
+        case F32: SCALAR_CMP(f32); *out = r; return TFVM_OK;
+        case F64: SCALAR_CMP(f64); *out = r; return TFVM_OK;
         default: break;
         }
         break;

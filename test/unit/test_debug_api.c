@@ -160,6 +160,74 @@ static void count_ready(void *ud, const tfvm_debug_act *act)
     (*(size_t *)ud)++;
 }
 
+/* What `tfvm info`, `tfvm dis`, `tfvm devices` and `tfvm run --stats` read
+ * through the public headers: the program's text, its constants, parameter
+ * types, device names and the devices' statistics line. */
+START_TEST(program_text_and_names)
+{
+    static const char text[] = "entry main(x: f32[?, 4], n: i32) -> (r: f32[]) {\n"
+                               "    x = ARG 0\n"
+                               "    n = ARG 1\n"
+                               "    m = MUL (x, f32[4] [1, 2, 3, 4])\n"
+                               "        RESULT 0 (m)\n"
+                               "}\n";
+    tfvm_program *p = load(text);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    char ty[64];
+    ck_assert_str_eq(tfvm_param_type(&e.params[0], ty, sizeof ty), "f32[?, 4]");
+    ck_assert_str_eq(tfvm_param_type(&e.params[1], ty, sizeof ty), "i32");
+    ck_assert_str_eq(tfvm_param_type(&e.results[0], ty, sizeof ty), "f32[...]");
+    size_t bytes = 0;
+    ck_assert_uint_eq(tfvm_program_const_count(p, &bytes), 1);
+    ck_assert_uint_eq(bytes, 16);
+    /* the text assembles into a program whose text is the same */
+    char *t1, *t2;
+    size_t n1, n2;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_disassemble(p, &t1, &n1, &err), TFVM_OK);
+    ck_assert_uint_eq(strlen(t1), n1);
+    tfvm_program *q = load(t1);
+    ck_assert_int_eq(tfvm_program_disassemble(q, &t2, &n2, &err), TFVM_OK);
+    ck_assert_str_eq(t1, t2);
+    ck_assert_msg(strstr(t1, "m = MUL (x, f32[4] [1.0, 2.0, 3.0, 4.0])") != NULL, "%s", t1);
+    tfvm_program_buffer_free(q, t2, n2);
+    tfvm_program_buffer_free(p, t1, n1);
+    ck_assert_int_eq(tfvm_program_disassemble_file(p, "/nonexistent-dir/x.tfasm", &err), TFVM_ERR_IO);
+    ck_assert_str_eq(err.message, "/nonexistent-dir/x.tfasm: No such file or directory");
+    /* devices by index and by name */
+    static const struct {
+        const char *name;
+        int want;
+    } names[] = {{"cpu", TFVM_DEVICE_CPU}, {"cuda", TFVM_DEVICE_CUDA}, {"auto", TFVM_DEVICE_AUTO}, {"gpu", -1},
+                 {"", -1}, {NULL, -1}};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        ck_assert_msg(tfvm_device_by_name(names[k].name) == names[k].want, "case %zu (%s)", k,
+                      names[k].name ? names[k].name : "NULL");
+    ck_assert_str_eq(tfvm_device_name(0), "cpu");
+    ck_assert_str_eq(tfvm_device_name(1), "cuda");
+    ck_assert_ptr_null(tfvm_device_name(2));
+    /* the statistics line appears once tensor work used a pool */
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    char line[256] = "x";
+    ck_assert_uint_eq(tfvm_debug_device_stats(vm, line, sizeof line), 0);
+    ck_assert_str_eq(line, "");
+    int64_t dims[2] = {1, 4};
+    tfvm_tensor *t = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+    tfvm_value args[2] = {tfvm_tensor_value(t), tfvm_i32(0)}, r;
+    ck_assert_int_eq(tfvm_run(vm, "main", args, 2, &r, 1), TFVM_OK);
+    tfvm_value_release(&r);
+    tfvm_tensor_free(t);
+    size_t n = tfvm_debug_device_stats(vm, line, sizeof line);
+    ck_assert_uint_eq(n, strlen(line));
+    ck_assert_msg(strncmp(line, "devices: host pool ", 19) == 0, "%s", line);
+    tfvm_vm_free(vm);
+    tfvm_program_free(q);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(hooked_run)
 {
     tfvm_program *p = load(fib_asm);
@@ -716,6 +784,7 @@ int main(void)
     Suite *s = suite_create("debug_api");
     TCase *tc = tcase_create("debug_api");
     tcase_add_test(tc, program_views);
+    tcase_add_test(tc, program_text_and_names);
     tcase_add_test(tc, hooked_run);
     tcase_add_test(tc, stepping_and_counters);
     tcase_add_test(tc, trace_of_firings);

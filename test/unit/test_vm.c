@@ -422,6 +422,38 @@ START_TEST(branch)
                           tfvm_i32(1), &r, msg, sizeof msg, NULL),
                      TFVM_ERR_TYPE);
     ck_assert_str_eq(msg, "b (BRANCH) at []: dtype mismatch: i32 and i64");
+    /* a tensor's comparison is a bool tensor, not a predicate: in the graph,
+     * and in a function (a sequential frame with one thread) */
+    static const struct {
+        const char *text, *want;
+    } tensor_cases[] = {
+        {"entry main(n: i32) -> (r: i32[]) {\n"
+         "    n = ARG 0\n"
+         "    t = MUL (i32[2] [1, 2], n)\n"
+         "    b = BRANCH LESS i32 3 (t)\n"
+         "    m = MERGE (b:0, b:1)\n"
+         "        RESULT 0 (m)\n"
+         "}\n",
+         "b (BRANCH) at []: predicate must be a bool scalar, got a bool tensor"},
+        {"entry main(n: i32) -> (r: i32[]) {\n"
+         "    n = ARG 0\n"
+         "    c = CALL f@1 (n)\n"
+         "    r = RETURN f@1 (f.m)\n"
+         "        RESULT 0 (r)\n"
+         "}\n"
+         "func f {\n"
+         "    a = IDENTITY (main.c)\n"
+         "    t = MUL (i32[2] [1, 2], a)\n"
+         "    b = BRANCH LESS i32 3 (t)\n"
+         "    m = MERGE (b:0, b:1)\n"
+         "}\n",
+         "b (BRANCH) at [f@1]: predicate must be a bool scalar, got a bool tensor"},
+    };
+    for (size_t k = 0; k < sizeof tensor_cases / sizeof tensor_cases[0]; k++) {
+        tfvm_status st = run1(tensor_cases[k].text, tfvm_i32(1), &r, msg, sizeof msg, NULL);
+        ck_assert_msg(st == TFVM_ERR_TYPE, "case %zu: %s", k, tfvm_status_name(st));
+        ck_assert_msg(strcmp(msg, tensor_cases[k].want) == 0, "case %zu: %s", k, msg);
+    }
 }
 END_TEST
 
