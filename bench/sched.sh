@@ -50,7 +50,7 @@ best_of() {
     echo "    out = EXIT chain (s:0)"
     echo "}"
 } >"$TMP/chain.tfasm"
-# sum 1..n: the one-op body of ISA.md's loop pattern
+# sum 1..n: the one-op body of the loop pattern (docs/isa.md, "Loops")
 cat >"$TMP/loop.tfasm" <<'P'
 entry main(n: i64) -> (r: i64) {
     n  = ARG 0

@@ -456,6 +456,20 @@ TFVM_API tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfv
  * "f32[]" (a tensor of any rank). Returns buf. */
 TFVM_API const char *tfvm_param_type(const tfvm_param_info *p, char *buf, size_t size);
 
+/* Channels (docs/coexec.md): the names a program's FEEDs take values from
+ * (tfvm_feed) and its FETCHes hand values to (tfvm_fetch), one per name, in
+ * name order. Pointers stay valid for the program's lifetime. */
+typedef struct tfvm_channel_info {
+    const char *name;
+    bool fetch;           /* FETCH: the graph hands values out; else FEED: it takes them in */
+    tfvm_dtype dtype;     /* FEED: the value type its FEEDs declare; FETCH: 0 (any value) */
+    bool is_tensor;       /* FEED: a tensor of dtype, of any rank; false: a scalar */
+    uint32_t uses;        /* how many FEED (or FETCH) instructions name it */
+} tfvm_channel_info;
+TFVM_API size_t tfvm_program_channel_count(const tfvm_program *p);
+/* TFVM_ERR_ARGUMENT when index is out of range (or p or out is NULL). */
+TFVM_API tfvm_status tfvm_program_channel(const tfvm_program *p, size_t index, tfvm_channel_info *out);
+
 /* ---- Virtual machines --------------------------------------------------
  * A VM runs entry points of one program, one run at a time. The program must
  * outlive the VM. */

@@ -286,6 +286,25 @@ TFVM_API tfvm_status tfvm_debug_profile(tfvm_vm *vm, bool on);
 /* count[i] firings and ns[i] nanoseconds of instruction i over the runs since
  * profiling was turned on; both arrays have tfvm_program_inst_count entries. */
 TFVM_API void tfvm_debug_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
+/* A timeline of firings (`tfvm profile --trace`): while profiling is on,
+ * each worker also records every firing, up to max_events per worker (0:
+ * off; later firings are counted as dropped). Calling it drops the records
+ * kept so far. TFVM_ERR_ARGUMENT for a NULL vm (a worker whose buffer cannot
+ * grow drops the firings it cannot record). */
+typedef struct tfvm_debug_trace_ev {
+    uint32_t worker;         /* the worker thread that fired it, 0 .. workers - 1 */
+    uint32_t inst;           /* the instruction */
+    double start_ns;         /* from the earliest firing recorded */
+    double dur_ns;
+    const char *tag;         /* its context's tag, "[main_loop#3]" (cut in the middle when long) */
+    const char *inputs;      /* its data inputs' types, "f32[2, 4], i32" ("-": not held, a MERGE's others) */
+} tfvm_debug_trace_ev;
+TFVM_API tfvm_status tfvm_debug_trace(tfvm_vm *vm, size_t max_events);
+/* Hands every recorded firing to fn (worker by worker, in firing order; the
+ * strings live during the call), and returns how many there are; *dropped
+ * (may be NULL): the firings not recorded. */
+TFVM_API size_t tfvm_debug_trace_read(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_debug_trace_ev *ev),
+                                      void *ud, uint64_t *dropped);
 
 #ifdef __cplusplus
 }

@@ -380,6 +380,8 @@ struct tfvm_program {
     isa_program isa;
     tfvm_allocator alloc;     /* what allocated this handle */
     tfvm_entry_info *entries; /* public view of isa.entries (loader/api.c) */
+    struct tfvm_channel_info *channels; /* its FEED and FETCH channels, by name (loader/api.c) */
+    size_t n_channels;
 };
 
 /* Empty program whose arena uses `alloc` (may be NULL). */

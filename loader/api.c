@@ -1,5 +1,6 @@
 /* loader/api.c — the public program functions of tfvm.h: load (.tfvm bytes or
  * .tfasm text), save, entry-point inspection. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "isa/facts.h"
@@ -12,6 +13,8 @@ tfvm_program *ld_program_new(const tfvm_config *cfg)
     if (p) {
         p->alloc = a ? *a : (tfvm_allocator){0};
         p->entries = NULL;
+        p->channels = NULL;
+        p->n_channels = 0;
         isa_program_init(&p->isa, &p->alloc);
     }
     return p;
@@ -45,6 +48,54 @@ static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
     return TFVM_OK;
 }
 
+/* While sorting, a channel's `uses` holds its instruction's index: by name,
+ * then program order (each name's first instruction first). */
+static int by_channel_name(const void *a, const void *b)
+{
+    const tfvm_channel_info *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->uses < y->uses ? -1 : x->uses > y->uses;
+}
+
+/* The public view of the channels, made once as the entries' is: every FEED
+ * and FETCH, sorted by name (a stable order: the first instruction of each
+ * name first), then one per name with its count. */
+static tfvm_status make_channel_infos(tfvm_program *p, tfvm_error *err)
+{
+    isa_program *ip = &p->isa;
+    size_t n = 0;
+    for (uint32_t i = 0; i < ip->n_insts; i++)
+        n += isa_ops[ip->insts[i].op].cls == ISA_CLASS_HOST;
+    p->n_channels = 0;
+    p->channels = ut_arena_array(&ip->arena, n + 1, sizeof *p->channels);
+    if (!p->channels)
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+    for (uint32_t i = 0; i < ip->n_insts; i++) {
+        const isa_inst *in = &ip->insts[i];
+        if (isa_ops[in->op].cls != ISA_CLASS_HOST)
+            continue;
+        char name[ISA_MAX_CHAN + 1];
+        const char *kept = ut_arena_strdup(&ip->arena, isa_chan_name(ip, i, name));
+        if (!kept)
+            return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", ip->name ? ip->name : "program");
+        bool fetch = in->op == ISA_FETCH;
+        p->channels[p->n_channels++] = (tfvm_channel_info){kept, fetch, fetch ? 0 : (tfvm_dtype)ISA_CHAN_DTYPE(in->b),
+                                                           !fetch && (in->b & ISA_CHAN_TENSOR) != 0, i};
+    }
+    qsort(p->channels, p->n_channels, sizeof *p->channels, by_channel_name);
+    size_t distinct = 0;
+    for (size_t k = 0; k < p->n_channels; k++) {
+        if (distinct && strcmp(p->channels[k].name, p->channels[distinct - 1].name) == 0) {
+            p->channels[distinct - 1].uses++;
+        } else {
+            p->channels[distinct] = p->channels[k];
+            p->channels[distinct++].uses = 1;
+        }
+    }
+    p->n_channels = distinct;
+    return TFVM_OK;
+}
+
 static void program_dealloc(tfvm_program *p)
 {
     tfvm_allocator a = p->alloc;
@@ -58,6 +109,8 @@ tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **ou
         st = isa_facts_check(&p->isa, &p->alloc, err);
     if (st == TFVM_OK)
         st = make_entry_infos(p, err);
+    if (st == TFVM_OK)
+        st = make_channel_infos(p, err);
     if (st != TFVM_OK) {
         program_dealloc(p);
         return st;
@@ -151,6 +204,16 @@ tfvm_status tfvm_program_entry(const tfvm_program *p, size_t index, tfvm_entry_i
     if (!p || !out || index >= p->isa.n_entries)
         return TFVM_ERR_ARGUMENT;
     *out = p->entries[index];
+    return TFVM_OK;
+}
+
+size_t tfvm_program_channel_count(const tfvm_program *p) { return p ? p->n_channels : 0; }
+
+tfvm_status tfvm_program_channel(const tfvm_program *p, size_t index, tfvm_channel_info *out)
+{
+    if (!p || !out || index >= p->n_channels)
+        return TFVM_ERR_ARGUMENT;
+    *out = p->channels[index];
     return TFVM_OK;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct tb_buf {
     char *data;  /* NUL-terminated once anything was written */
@@ -16,5 +17,8 @@ void tb_init(tb_buf *b);
 void tb_append(tb_buf *b, const char *s, size_t n);
 void tb_printf(tb_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tb_free(tb_buf *b);
+/* s as a JSON string: quotes, backslashes and control characters escaped,
+ * and '<' (so that it may sit inside an HTML <script>). */
+void tb_json_str(FILE *f, const char *s);
 
 #endif

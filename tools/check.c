@@ -63,23 +63,55 @@ static tfvm_status ck_open_unchecked(const char *path, const char *entry, const 
     return st;
 }
 
+/* Instruction i's outputs' facts, "f32[2, ?]; i32 = 5", or "-" (no outputs). */
+static const char *ck_fact_line(const isa_program *p, const isa_facts *F, uint32_t i, char *line, size_t size)
+{
+    char f[160], v[512];
+    size_t n = 0;
+    line[0] = '\0';
+    uint32_t no = isa_outs(&p->insts[i]);
+    for (uint32_t k = 0; k < no && n + 1 < size; k++) {
+        const isa_fact *x = isa_facts_of(F, i, k);
+        isa_fact_value_str(x, v, sizeof v);
+        n += (size_t)snprintf(line + n, size - n, "%s%s%s%s", k ? "; " : "", isa_fact_str(x, f, sizeof f),
+                              v[0] ? " = " : "", v);
+    }
+    return no ? line : "-";
+}
+
 static void ck_print(const isa_program *p, const isa_facts *F)
 {
     for (uint32_t i = 0; i < p->n_insts; i++) {
-        const isa_inst *in = &p->insts[i];
-        char label[96], line[1024], f[160], v[512];
+        char label[96], line[1024];
         isa_inst_label(p, i, label, sizeof label);
-        size_t n = 0;
-        line[0] = '\0';
-        uint32_t no = isa_outs(in);
-        for (uint32_t k = 0; k < no && n + 1 < sizeof line; k++) {
-            const isa_fact *x = isa_facts_of(F, i, k);
-            isa_fact_value_str(x, v, sizeof v);
-            n += (size_t)snprintf(line + n, sizeof line - n, "%s%s%s%s", k ? "; " : "", isa_fact_str(x, f, sizeof f),
-                                  v[0] ? " = " : "", v);
-        }
-        printf("%-24s %-14s %s\n", label, isa_ops[in->op].name, no ? line : "-");
+        printf("%-24s %-14s %s\n", label, isa_ops[p->insts[i].op].name, ck_fact_line(p, F, i, line, sizeof line));
     }
+}
+
+char **cli_facts(const tfvm_program *prog)
+{
+    const isa_program *p = &prog->isa;
+    isa_facts F;
+    tfvm_error err;
+    if (isa_facts_analyse(p, NULL, &F, &err) != TFVM_OK)
+        return NULL;
+    char **lines = calloc((size_t)p->n_insts + 1, sizeof *lines);
+    for (uint32_t i = 0; lines && i < p->n_insts; i++) {
+        char line[1024];
+        if (!(lines[i] = strdup(ck_fact_line(p, &F, i, line, sizeof line)))) {
+            cli_facts_free(lines, i);
+            lines = NULL;
+        }
+    }
+    isa_facts_free(&F);
+    return lines;
+}
+
+void cli_facts_free(char **lines, size_t n)
+{
+    for (size_t i = 0; lines && i < n; i++)
+        free(lines[i]);
+    free(lines);
 }
 
 int cli_check(int argc, char **argv)

@@ -2363,31 +2363,104 @@ struct dbg_cmd {
     cmd_fn fn;
     const char *usage;
     const char *help;
+    const char *more; /* `help COMMAND`: the command in full, lines ending in \n */
 };
 
 static const dbg_cmd dbg_cmds[] = {
-    {"run", "r", cmd_run, "run", "start from the beginning; stop at a breakpoint or the end"},
-    {"continue", "c", cmd_continue, "continue", "go on to the next breakpoint or the end (starts a run)"},
-    {"step", "s", cmd_step, "step [N]", "fire the next N instructions (default 1), printing each"},
-    {"next", "n", cmd_next, "next", "run until an instruction of another source line is about to fire"},
-    {"finish", "fin", cmd_finish, "finish", "run until the current call returns; print what it returned"},
-    {"break", "b", cmd_break, "break WHERE [if PATTERN]", "stop before WHERE fires (at tags matching PATTERN)"},
-    {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT (at tags matching PATTERN)"},
-    {"delete", "d", cmd_delete, "delete [N...]", "delete breakpoints and watchpoints (all without N)"},
-    {"breakpoints", "bl", cmd_breakpoints, "breakpoints", "list breakpoints and watchpoints, with hit counts"},
-    {"ready", "", cmd_ready, "ready", "ready activations (next first), tokens held by a loop bound"},
-    {"tokens", "t", cmd_tokens, "tokens", "tokens waiting in partial matches for their other inputs"},
-    {"match", "m", cmd_match, "match [WHAT]", "partial matches: the inputs each waiting instruction has, lacks"},
-    {"contexts", "ctx", cmd_contexts, "contexts", "the live tag tree (calls, loops, iterations) with counts"},
-    {"queues", "", cmd_queues, "queues [CHANNEL]", "FEED/FETCH channels: values queued, taken, made"},
-    {"feed", "", cmd_feed, "feed CHANNEL V1[,V2...]", "queue more values on a FEED channel of the paused run"},
-    {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations"},
-    {"print", "p", cmd_print, "print WHAT", "disassembly, source, producers, consumers; values waiting now"},
-    {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)"},
-    {"stats", "", cmd_stats, "stats", "counters of the run so far (no times)"},
-    {"restart", "", cmd_restart, "restart", "start again and stop before the first firing"},
-    {"help", "h ?", cmd_help, "help [COMMAND]", "this list, or one command in full"},
-    {"quit", "q exit", cmd_quit, "quit", "leave the debugger (also Ctrl-D)"},
+    {"run", "r", cmd_run, "run", "start from the beginning; stop at a breakpoint or the end",
+         "Starts the run from the beginning (again, if one is going): queues the\n"
+         "--feed values, then fires until a breakpoint, the end, a stuck run or an\n"
+         "error. A run that finishes prints its results (Run finished: r0 = 5) and\n"
+         "is gone; a stuck or failed one is kept for match, contexts, tokens, ready\n"
+         "and stats.\n"},
+    {"continue", "c", cmd_continue, "continue", "go on to the next breakpoint or the end (starts a run)",
+         "Goes on to the next breakpoint or the end; starts the run when none is\n"
+         "going. Watchpoints print their firings on the way. An empty line repeats\n"
+         "it.\n"},
+    {"step", "s", cmd_step, "step [N]", "fire the next N instructions (default 1), printing each",
+         "Fires the next N activations (default 1), printing each firing in the\n"
+         "one-line format (name (OP) at [tag]: in VALUES -> consumers); stops early\n"
+         "at a breakpoint. An empty line repeats it.\n"},
+    {"next", "n", cmd_next, "next", "run until an instruction of another source line is about to fire",
+         "Runs until an instruction of another source line is about to fire\n"
+         "(instructions without a line do not count) and prints that line and the\n"
+         "firing. Unlike gdb's next it may stop inside a call made from the line:\n"
+         "firings of many tags interleave.\n"},
+    {"finish", "fin", cmd_finish, "finish", "run until the current call returns; print what it returned",
+         "Runs until the call the current tag is in has returned (all its RETURNs\n"
+         "fired, or its context is gone) and prints the returned values. An empty\n"
+         "line repeats it.\n"},
+    {"break", "b", cmd_break, "break WHERE [if PATTERN]", "stop before WHERE fires (at tags matching PATTERN)",
+         "Stops before WHERE fires, at tags matching PATTERN. WHERE is WHAT,\n"
+         "FILE:LINE (every instruction compiled from that source line; FILE is the\n"
+         "program's source file, its whole name or its last part), or a function\n"
+         "name (every CALL of it: the firing shows the argument values and the new\n"
+         "tag).\n"},
+    {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT (at tags matching PATTERN)",
+         "Prints every firing of WHAT ([watch N] ...) at tags matching PATTERN, and\n"
+         "goes on.\n"},
+    {"delete", "d", cmd_delete, "delete [N...]", "delete breakpoints and watchpoints (all without N)",
+         "Deletes breakpoints and watchpoints by number (as breakpoints lists them);\n"
+         "all of them without N.\n"},
+    {"breakpoints", "bl", cmd_breakpoints, "breakpoints", "list breakpoints and watchpoints, with hit counts",
+         "Lists breakpoints and watchpoints with their numbers, patterns and how\n"
+         "often each was hit.\n"},
+    {"ready", "", cmd_ready, "ready", "ready activations (next first), tokens held by a loop bound",
+         "The ready activations in the order they would fire (the current one\n"
+         "first), and the tokens a loop's parallel=N bound holds back.\n"},
+    {"tokens", "t", cmd_tokens, "tokens", "tokens waiting in partial matches for their other inputs",
+         "The tokens waiting in partial matches, one per line: fib.add_12_39[1] at\n"
+         "[fib@2] = 2, waits for [0] (the instruction and input port, the tag, the\n"
+         "value, the inputs still missing). They cannot fire yet, so ready does not\n"
+         "list them.\n"},
+    {"match", "m", cmd_match, "match [WHAT]", "partial matches: the inputs each waiting instruction has, lacks",
+         "Partial matches: for each waiting instruction and tag, the inputs it has\n"
+         "(with values) and those it is missing (with their producers); with WHAT,\n"
+         "only that instruction's, complete matches too.\n"},
+    {"contexts", "ctx", cmd_contexts, "contexts", "the live tag tree (calls, loops, iterations) with counts",
+         "The live tag tree: calls, loop instances (iterations started, live, tokens\n"
+         "deferred) and iterations, each with its counts of partial matches and\n"
+         "ready activations.\n"},
+    {"queues", "", cmd_queues, "queues [CHANNEL]", "FEED/FETCH channels: values queued, taken, made",
+         "The FEED and FETCH channels in name order, one line each: feed x (i32): 1\n"
+         "queued [7], 2 taken; fetch sum: 2 made [5, 17]. With CHANNEL, that one\n"
+         "with each queued value in full (#3 = 7) and each FEED waiting. Needs a run\n"
+         "(going, paused, stuck or failed).\n"},
+    {"feed", "", cmd_feed, "feed CHANNEL V1[,V2...]", "queue more values on a FEED channel of the paused run",
+         "Queues more values on a FEED channel while the run is paused, parsed as\n"
+         "--feed parses them (by the channel's type; tensors as @file.npy), after\n"
+         "those queued before; prints the channel's queues line. They last until the\n"
+         "run starts again.\n"},
+    {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations",
+         "The current tag as a chain of calls and iterations, innermost first, each\n"
+         "with the instruction that made it and its source position.\n"},
+    {"print", "p", cmd_print, "print WHAT", "disassembly, source, producers, consumers; values waiting now",
+         "The instruction's .tfasm text, region, source position, opcode synopsis,\n"
+         "the producers of each input and the consumers of each output. While a run\n"
+         "is paused, also the values on its inputs in full: in the current\n"
+         "activation when WHAT is the one about to fire (about to fire at [tag]:),\n"
+         "else those waiting at the innermost tag around the current one where WHAT\n"
+         "lives (now at [tag]:). Tensors print NumPy-like, past 1000 elements\n"
+         "summarised by their first and last three along each axis. For an opcode,\n"
+         "every instruction of it.\n"},
+    {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)",
+         "Ten lines of the program's source file around the current instruction's\n"
+         "line (marked =>), around LINE, or from a function's first line; list again\n"
+         "shows the next ten. The file is the one the program names (source\n"
+         "\"examples/fib.tfg\"), read relative to the working directory, else next to\n"
+         "the program file.\n"},
+    {"stats", "", cmd_stats, "stats", "counters of the run so far (no times)",
+         "Counters of the run so far: fired, tokens, matches, contexts created and\n"
+         "peak, and what is live now (no times, so transcripts stay stable).\n"},
+    {"restart", "", cmd_restart, "restart", "start again and stop before the first firing",
+         "Starts the run again (the --feed values queued anew) and stops before its\n"
+         "first firing.\n"},
+    {"help", "h ?", cmd_help, "help [COMMAND]", "this list, or one command in full",
+         "Lists the commands, or explains COMMAND (a name, an alias or a unique\n"
+         "prefix) in full.\n"},
+    {"quit", "q exit", cmd_quit, "quit", "leave the debugger (also Ctrl-D)",
+         "Leaves the debugger, whatever the run's state; Ctrl-D and the end of input\n"
+         "do too (exit status 0).\n"},
 };
 
 static bool word_in(const char *word, const char *list)
@@ -2434,12 +2507,14 @@ static bool cmd_help(dbg *d, char *args)
             derr("no command '%s'%s", args, amb ? " (ambiguous)" : "");
             return true;
         }
-        printf("usage: %s\n  %s\n", c->usage, c->help);
+        printf("usage: %s\n", c->usage); /* then the command in full (its summary is in `help`) */
+        for (const char *l = c->more; *l;) { /* indented like the rest */
+            const char *e = strchr(l, '\n');
+            printf("  %.*s\n", (int)(e - l), l);
+            l = e + 1;
+        }
         if (*c->aliases)
             printf("  aliases: %s\n", c->aliases);
-        if (c->fn == cmd_break)
-            printf("  WHERE: FILE:LINE (every instruction of that source line), a function\n"
-                   "  (every call of it), or WHAT as for watch.\n");
         if (c->fn == cmd_break || c->fn == cmd_watch)
             printf("  WHAT: an instruction (NAME, REGION.NAME or %%N) or an opcode (ADD, CALL...: every\n"
                    "  instruction of it). PATTERN: [ELEM, ...], ELEM: NAME@SITE (a call) or\n"

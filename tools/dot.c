@@ -14,6 +14,7 @@
 #include "tfvm_debug.h"
 #include "tools/buf.h"
 #include "tools/debug.h"
+#include "tools/dot_html.h"
 #include "tools/opts.h"
 
 const char *const cli_usage_dot =
@@ -31,6 +32,10 @@ const char *const cli_usage_dot =
     "options:\n"
     "  -o OUT                 output file (default: stdout)\n"
     "  --svg                  render to SVG through Graphviz's `dot` (must be in PATH)\n"
+    "  --html FILE            write one self-contained page to FILE: the SVG, a panel\n"
+    "                         showing the node clicked (opcode, instruction, dtype and\n"
+    "                         shape, source, inputs, consumers) and buttons that fold\n"
+    "                         each function and loop cluster (needs `dot` too)\n"
     "  -e, --entry NAME       for .tfg: the function compiled as the entry (default: main)\n"
     "  --outputs A,B:1        for .pb: the tensors that become results (default: the\n"
     "                         outputs no node consumes)\n"
@@ -302,14 +307,42 @@ static int render_svg(const tb_buf *b, const char *out)
     return 0;
 }
 
+/* The SVG of the graph as a string (free it), through a temporary file;
+ * NULL after a message. */
+static char *svg_text(const tb_buf *b)
+{
+    char tmp[] = "/tmp/tfvm-dot-XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "tfvm: cannot make a temporary file: %s\n", strerror(errno));
+        return NULL;
+    }
+    close(fd);
+    char *svg = NULL;
+    if (render_svg(b, tmp) == 0) {
+        FILE *f = fopen(tmp, "rb");
+        long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (svg = malloc((size_t)n + 1)) != NULL) {
+            svg[fread(svg, 1, (size_t)n, f)] = '\0';
+        } else {
+            fprintf(stderr, "tfvm: cannot read dot's SVG\n");
+        }
+        if (f)
+            fclose(f);
+    }
+    unlink(tmp);
+    return svg;
+}
+
 int cli_dot(int argc, char **argv)
 {
-    enum { D_OUT, D_ENTRY, D_OUTPUTS, D_SVG };
+    enum { D_OUT, D_ENTRY, D_OUTPUTS, D_SVG, D_HTML };
     static const cli_opt opts[] = {
         [D_OUT] = {"-o", NULL, "needs a file name"},
         [D_ENTRY] = {"-e", "--entry", "needs a function name"},
         [D_OUTPUTS] = {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
         [D_SVG] = {NULL, "--svg", NULL},
+        [D_HTML] = {NULL, "--html", "needs a file name"},
     };
     cli_args o;
     int prc = cli_parse("dot", cli_usage_dot, opts, (sizeof opts / sizeof opts[0]), CLI_ONE_FILE, argc, argv, &o);
@@ -317,6 +350,7 @@ int cli_dot(int argc, char **argv)
         return prc < 0 ? 0 : prc;
     const char *in = o.pos[0], *out = o.val[D_OUT], *entry = o.val[D_ENTRY], *outputs = o.val[D_OUTPUTS];
     bool svg = o.val[D_SVG] != NULL;
+    const char *html = o.val[D_HTML];
     cli_args_free(&o); /* the strings live in argv */
     tfvm_error err;
     tfvm_program *prog;
@@ -329,6 +363,10 @@ int cli_dot(int argc, char **argv)
     if (b.failed) {
         fprintf(stderr, "tfvm: out of memory\n");
         rc = 1;
+    } else if (html) {
+        char *text = svg_text(&b);
+        rc = text ? cli_dot_html(prog, in, text, html) : 1;
+        free(text);
     } else if (svg) {
         rc = render_svg(&b, out);
     } else {

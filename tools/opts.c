@@ -113,3 +113,20 @@ int cli_threads(const char *cmd, const char *given, int *threads)
     *threads = (int)v;
     return 0;
 }
+
+int cli_device(const char *cmd, const char *given, int *device)
+{
+    const char *env = getenv("TFVM_DEVICE");
+    const char *s = given ? given : env && *env ? env : NULL;
+    *device = TFVM_DEVICE_CPU;
+    if (!s)
+        return 0;
+    int d = tfvm_device_by_name(s);
+    if (d < 0) {
+        if (given)
+            return cli_usage_error(cmd, "--device takes cpu, cuda or auto, got '%s'", s);
+        return cli_usage_error(cmd, "TFVM_DEVICE=%s: expected cpu, cuda or auto", s);
+    }
+    *device = d;
+    return 0;
+}

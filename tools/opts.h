@@ -51,5 +51,9 @@ void cli_args_free(cli_args *a);
  * else 0 (one per core). Returns 0, or the usage exit status after a message
  * ("--threads needs an integer from 1 to 1024"). */
 int cli_threads(const char *cmd, const char *given, int *threads);
+/* Where tensor work runs (a tfvm_device): the --device value when given,
+ * else TFVM_DEVICE, else the CPU. Returns 0, or the usage exit status after
+ * a message ("--device takes cpu, cuda or auto, got 'x'"). */
+int cli_device(const char *cmd, const char *given, int *device);
 
 #endif

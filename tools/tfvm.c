@@ -872,18 +872,13 @@ static int cmd_run(int argc, char **argv)
     uint64_t max_contexts = 0;
     /* where tensor work runs: --device, else TFVM_DEVICE, else the CPU */
     int device = TFVM_DEVICE_CPU;
-    const char *env_device = getenv("TFVM_DEVICE");
     out_spec *outs = calloc(o.n_hits + 1, sizeof *outs); /* every -o, however many */
     size_t n_outs = 0;
     char **arg_text = o.pos + 1;
     int n_args = (int)o.n_pos - 1;
     if ((rc_usage = cli_threads("run", o.val[RUN_THREADS], &threads)) != 0 ||
-        (rc_usage = cli_overflow("run", o.val[RUN_OVERFLOW])) != 0) {
-    } else if (env_device && *env_device && !o.val[RUN_DEVICE] &&
-               (device = tfvm_device_by_name(env_device)) < 0) {
-        rc_usage = cli_usage_error("run", "TFVM_DEVICE=%s: expected cpu, cuda or auto", env_device);
-    } else if (o.val[RUN_DEVICE] && (device = tfvm_device_by_name(o.val[RUN_DEVICE])) < 0) {
-        rc_usage = cli_usage_error("run", "--device takes cpu, cuda or auto, got '%s'", o.val[RUN_DEVICE]);
+        (rc_usage = cli_overflow("run", o.val[RUN_OVERFLOW])) != 0 ||
+        (rc_usage = cli_device("run", o.val[RUN_DEVICE], &device)) != 0) {
     } else if (o.val[RUN_MAX_CONTEXTS] && (!parse_u64(o.val[RUN_MAX_CONTEXTS], &max_contexts) || max_contexts == 0)) {
         rc_usage = cli_usage_error("run", "--max-contexts needs a positive integer");
     } else if (o.val[RUN_SCHED] && !sched_known(o.val[RUN_SCHED])) {
@@ -1245,7 +1240,10 @@ static const char *const usage_info =
     "  entry main(w1: f32[784, 512], x: f32[?, 784]) -> (logits: f32[?, 10])\n"
     "(f32[...] is a tensor of any rank, ? a dimension of any size, a name such\n"
     "as batch one of any size that an imported model names; every run checks\n"
-    "its arguments and results against these).\n"
+    "its arguments and results against these), then the channels a host feeds\n"
+    "and fetches (docs/coexec.md), by name, e.g.\n"
+    "  channel loss: fetched\n"
+    "  channel x: fed f32[...] (2 FEEDs)\n"
     "\n"
     "options:\n"
     "  -e, --entry NAME       .tfg: the function compiled as the entry (default: main)\n"
@@ -1312,6 +1310,15 @@ static int cmd_info(int argc, char **argv)
         printf("entry %s", en.name);
         print_params("(", en.params, en.n_params);
         print_params(" -> (", en.results, en.n_results);
+        putchar('\n');
+    }
+    tfvm_channel_info c;
+    for (size_t k = 0; tfvm_program_channel(prog, k, &c) == TFVM_OK; k++) {
+        printf("channel %s: %s", c.name, c.fetch ? "fetched" : "fed ");
+        if (!c.fetch)
+            printf("%s%s", tfvm_dtype_name(c.dtype), c.is_tensor ? "[...]" : "");
+        if (c.uses > 1)
+            printf(" (%u %s)", c.uses, c.fetch ? "FETCHes" : "FEEDs");
         putchar('\n');
     }
     tfvm_program_free(prog);

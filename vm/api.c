@@ -238,6 +238,7 @@ void tfvm_vm_free(tfvm_vm *vm)
     if (vm->w && (vm->root || vm->results || state == VM_RUNNING || state == VM_PAUSED || state == VM_DONE))
         vm_end(vm, NULL, 0);
     vm_profile(vm, false);
+    vm_trace(vm, 0);
     for (uint32_t i = 0; vm->w && i < vm->n_workers; i++)
         worker_free(vm, &vm->w[i]);
     ut_free(&vm->alloc, vm->w_mem, (vm->n_workers + 1) * sizeof *vm->w);

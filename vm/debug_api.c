@@ -622,6 +622,25 @@ void tfvm_debug_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns)
         vm_profile_read(vm, count, ns);
 }
 
+tfvm_status tfvm_debug_trace(tfvm_vm *vm, size_t max_events)
+{
+    if (!vm)
+        return TFVM_ERR_ARGUMENT;
+    vm_trace(vm, max_events);
+    return TFVM_OK;
+}
+
+size_t tfvm_debug_trace_read(const tfvm_vm *vm, void (*fn)(void *ud, const tfvm_debug_trace_ev *ev), void *ud,
+                             uint64_t *dropped)
+{
+    if (!vm) {
+        if (dropped)
+            *dropped = 0;
+        return 0;
+    }
+    return vm_trace_read(vm, fn, ud, dropped);
+}
+
 size_t tfvm_debug_device_stats(const tfvm_vm *vm, char *buf, size_t size)
 {
     if (buf && size)

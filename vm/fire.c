@@ -289,10 +289,16 @@ static UT_INLINE void fire_maybe_timed(vm_worker *w, vm_act *a, bool timed)
         return;
     }
     uint32_t i = a->inst;
+    vm_trace_ev *ev = w->vm->trace_max ? vm_trace_open(w, a) : NULL;
     uint64_t t = vm_ticks();
     fire(w, a);
+    uint64_t d = vm_ticks() - t;
     w->prof[2 * i]++;
-    w->prof[2 * i + 1] += vm_ticks() - t;
+    w->prof[2 * i + 1] += d;
+    if (ev) {
+        ev->t0 = t;
+        ev->ticks = d;
+    }
 }
 
 /* The run loop of every worker, whatever the policy: the worker's own work

@@ -387,27 +387,71 @@ bool vm_feed_resumed(vm_worker *w, vm_act *a)
     return true;
 }
 
-/* The first waiting FEED, or NULL; under the lock. */
-static const vm_chan *first_waiting(const vm_io *io)
+/* Whether context a comes before b in the run: a context before those
+ * inside it, an earlier iteration of a loop before a later one, a call from
+ * an earlier site before one from a later; otherwise by creation (<0, 0 or
+ * >0). Walks the tags, not serials: those count per worker. */
+static int ctx_cmp(const vm_ctx *a, const vm_ctx *b)
 {
-    for (uint32_t k = 0; k < io->n_chans; k++)
-        if (io->chans[k].w_head < io->chans[k].w_n)
-            return &io->chans[k];
-    return NULL;
+    int deeper = 0;
+    while (a->depth > b->depth) {
+        a = a->parent;
+        deeper = 1;
+    }
+    while (b->depth > a->depth) {
+        b = b->parent;
+        deeper = -1;
+    }
+    if (a == b)
+        return deeper;
+    while (a->parent != b->parent) {
+        a = a->parent;
+        b = b->parent;
+    }
+    if (a->kind == VM_CTX_ITER && b->kind == VM_CTX_ITER && a->elem == b->elem && a->iter != b->iter)
+        return a->iter < b->iter ? -1 : 1;
+    if (a->kind == VM_CTX_CALL && b->kind == VM_CTX_CALL && a->elem != b->elem)
+        return a->elem < b->elem ? -1 : 1;
+    return a->serial < b->serial ? -1 : a->serial > b->serial;
+}
+
+/* The waiting FEED whose value is missing first, or NULL; under the lock.
+ * That is the one in the earliest context (then the first in the program):
+ * a later iteration's FEED waits only because an earlier one went on
+ * without its value ("x" #1 of iteration 0 is missing, not "stop" #2 of
+ * iteration 1, which exists only because "stop" #1 came). *number: the
+ * value it waits for. */
+static const vm_parked *first_missing(const vm_io *io, const vm_chan **chan, uint64_t *number)
+{
+    const vm_parked *best = NULL;
+    for (uint32_t k = 0; k < io->n_chans; k++) {
+        const vm_chan *ch = &io->chans[k];
+        for (size_t j = ch->w_head; j < ch->w_n; j++) {
+            const vm_parked *pk = &ch->wait[j];
+            int order = best ? ctx_cmp(pk->ctx, best->ctx) : -1;
+            if (order < 0 || (order == 0 && pk->inst < best->inst)) {
+                best = pk;
+                *chan = ch;
+                *number = ch->count + (j - ch->w_head) + 1;
+            }
+        }
+    }
+    return best;
 }
 
 /* The scheduler's on_quiet: every worker is idle and FEEDs wait. The host
- * hears of it; if it feeds no more, the first waiting FEED fails the run. */
+ * hears of it; if it feeds no more, the FEED whose value is missing first
+ * fails the run. */
 void vm_io_quiet(void *ud)
 {
     tfvm_vm *vm = ud;
     vm_io *io = vm->io;
     pthread_mutex_lock(&io->lock);
-    const vm_chan *ch = first_waiting(io);
-    if (!io->open && ch) {
-        const vm_parked *pk = &ch->wait[ch->w_head];
-        fail_unfed(vm, pk->ctx, pk->inst, ch, ch->count + 1);
-    }
+    const vm_chan *ch = NULL;
+    uint64_t number = 0;
+    const vm_parked *pk = io->open ? NULL : first_missing(io, &ch, &number);
+    if (pk)
+        fail_unfed(vm, pk->ctx, pk->inst, ch, number);
     atomic_fetch_add(&io->news, 1);
     pthread_cond_broadcast(&io->cond);
     pthread_mutex_unlock(&io->lock);
@@ -685,17 +729,17 @@ static tfvm_status fetch(tfvm_session *s, const char *name, tfvm_value *out)
                       lab, (unsigned long long)ch->host + 1, (unsigned long long)ch->count);
             break;
         }
-        const vm_chan *fw = first_waiting(io);
-        if (atomic_load(&vm->run.quiet) && fw) {
+        const vm_chan *fw = NULL;
+        uint64_t number = 0;
+        const vm_parked *pk = first_missing(io, &fw, &number);
+        if (atomic_load(&vm->run.quiet) && pk) {
             char flab[96], tag[256];
-            const vm_parked *pk = &fw->wait[fw->w_head];
             isa_inst_label(vm->prog, pk->inst, flab, sizeof flab);
             vm_tag_str(vm, pk->ctx, tag, sizeof tag);
             st = serr(s, TFVM_ERR_STUCK,
                       "FETCH '%s' (%s) waits for value #%llu, but the graph waits for the host: FEED '%s' (%s) at %s "
                       "waits for value #%llu",
-                      name, lab, (unsigned long long)ch->host + 1, fw->name, flab, tag,
-                      (unsigned long long)fw->count + 1);
+                      name, lab, (unsigned long long)ch->host + 1, fw->name, flab, tag, (unsigned long long)number);
             break;
         }
         if (!spun) { /* the graph is about to hand the value out, most often */

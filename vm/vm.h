@@ -267,6 +267,14 @@ _Static_assert(sizeof(vm_act) == sizeof(sched_item), "an activation is one deque
  * One per thread. Everything here is touched only by its own thread during a
  * run (the scheduler's deque top and sharing handshake excepted), so counters
  * and free lists need no atomics. */
+/* One traced firing (trace.c). */
+typedef struct vm_trace_ev {
+    uint64_t t0, ticks;      /* when it started, how long it took */
+    uint32_t inst;
+    char tag[60];            /* vm_tag_str, cut in the middle when long */
+    char inputs[64];         /* its data inputs' types: "f32[2, 3], i32" */
+} vm_trace_ev;
+
 typedef struct vm_worker {
     sched_worker sw;         /* queues, stealing, the sharing handshake (scheduler/sched.h) */
     struct tfvm_vm *vm;
@@ -290,6 +298,9 @@ typedef struct vm_worker {
     _Alignas(64) atomic_llong live;
     char live_pad[56];
     uint64_t *prof;          /* profiling: per instruction, firings and ticks (2 words) */
+    vm_trace_ev *trace;      /* tracing: this worker's firings, n_trace of cap_trace */
+    size_t n_trace, cap_trace;
+    uint64_t trace_dropped;  /* firings past trace_max, not recorded */
     uint32_t count_left;     /* contexts to make before the next look at the live total */
     uint32_t count_every;    /* (vm_ctx_note_new) 1, or VM_PEAK_SAMPLE when that is sampled */
     tfvm_stats st;
@@ -363,6 +374,7 @@ struct tfvm_vm {
     bool profiling;             /* time every firing (vm_profile); never on otherwise */
     uint64_t prof_t0, prof_t1;  /* ticks at the start and end of the last run */
     double prof_s0, prof_s1;    /* and seconds */
+    size_t trace_max;           /* tracing (with profiling): firings kept per worker; 0 = off */
 
     struct vm_io *io;           /* channels of FEED and FETCH (io.c), or NULL: none */
     struct tfvm_session *session; /* the VM's session handle (io.c), once one was started */
@@ -415,6 +427,15 @@ vm_loop *vm_any_live_loop(const tfvm_vm *vm);
  * run since. */
 tfvm_status vm_profile(tfvm_vm *vm, bool on);
 void vm_profile_read(const tfvm_vm *vm, uint64_t *count, double *ns);
+/* Tracing (trace.c): while profiling, each timed firing is also recorded,
+ * up to max_events per worker (0: off); calling it drops what was kept.
+ * vm_trace_open starts the record of the firing of a (NULL past the bound),
+ * vm_trace_read hands each record to fn (tfvm_debug_trace_read). */
+struct tfvm_debug_trace_ev;
+void vm_trace(tfvm_vm *vm, size_t max_events);
+vm_trace_ev *vm_trace_open(vm_worker *w, const vm_act *a);
+size_t vm_trace_read(const tfvm_vm *vm, void (*fn)(void *ud, const struct tfvm_debug_trace_ev *ev), void *ud,
+                     uint64_t *dropped);
 
 /* ---- Internals shared by the vm/ files -------------------------------------- */
 /* Scalar integer arithmetic and comparisons without the kernels, with their

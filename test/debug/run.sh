@@ -101,6 +101,7 @@ if command -v dot >/dev/null; then
         "$TFVM" dot --svg examples/nested_loops.tfg >"$TMP/nl.svg" && grep -q 'cluster_2' "$TMP/nl.svg"; then ok; else
         bad "tfvm dot --svg"
     fi
+    if bash test/debug/dot_html.sh "$TFVM" "$TMP"; then ok; else bad "test/debug/dot_html.sh"; fi
 else
     echo "debug: SKIP rendering with Graphviz (dot not installed; .ci/deps.sh installs graphviz)"
 fi

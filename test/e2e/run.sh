@@ -157,7 +157,10 @@ bash test/e2e/extra.sh "$TFVM" "$BUILD" "$TMP" && ok || bad "test/e2e/extra.sh"
 bash test/e2e/dyn.sh "$TFVM" "$TMP" && ok || bad "test/e2e/dyn.sh"
 bash test/e2e/t5.sh "$TFVM" "$TMP" && ok || bad "test/e2e/t5.sh"
 
-# 6. The example models (examples/{mlp,cnn,rnn,treernn}.tfg) against NumPy.
+# 6. tfvm profile: the --trace timeline (Trace Event Format), --json, columns.
+bash test/e2e/profile.sh "$TFVM" "$TMP" && ok || bad "test/e2e/profile.sh"
+
+# 7. The example models (examples/{mlp,cnn,rnn,treernn}.tfg) against NumPy.
 bash test/e2e/models.sh "$TFVM" "$TMP" && ok || bad "test/e2e/models.sh"
 
 echo "e2e: $pass passed, $fail failed"

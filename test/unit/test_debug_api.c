@@ -380,6 +380,71 @@ START_TEST(stepping_and_counters)
 }
 END_TEST
 
+/* Collects a trace's events: their instructions, tags and inputs. */
+typedef struct trace_seen {
+    size_t n;
+    uint32_t inst[64];
+    char tag[64][64], inputs[64][64];
+    double last_start;
+    bool ordered, one_worker;
+} trace_seen;
+
+static void seen_ev(void *ud, const tfvm_debug_trace_ev *ev)
+{
+    trace_seen *t = ud;
+    t->ordered &= ev->start_ns >= t->last_start && ev->dur_ns >= 0;
+    t->one_worker &= ev->worker == 0;
+    t->last_start = ev->start_ns;
+    if (t->n < 64) {
+        t->inst[t->n] = ev->inst;
+        snprintf(t->tag[t->n], sizeof t->tag[0], "%s", ev->tag);
+        snprintf(t->inputs[t->n], sizeof t->inputs[0], "%s", ev->inputs);
+    }
+    t->n++;
+}
+
+START_TEST(trace_of_firings)
+{
+    tfvm_program *p = load(fib_asm);
+    tfvm_vm *vm = one_thread(p);
+    tfvm_value arg = tfvm_i32(3), r;
+    tfvm_stats s;
+    ck_assert_int_eq(tfvm_debug_profile(vm, true), TFVM_OK);
+    ck_assert_int_eq(tfvm_debug_trace(vm, 1000), TFVM_OK);
+    ck_assert_int_eq(tfvm_run(vm, "main", &arg, 1, &r, 1), TFVM_OK);
+    tfvm_vm_stats(vm, &s);
+    trace_seen t = {.ordered = true, .one_worker = true};
+    uint64_t dropped = 1;
+    ck_assert_uint_eq(tfvm_debug_trace_read(vm, seen_ev, &t, &dropped), s.fired);
+    ck_assert_uint_eq(t.n, s.fired);
+    ck_assert_uint_eq(dropped, 0);
+    ck_assert(t.ordered && t.one_worker);
+    /* fib(3) adds twice: fib(2)'s sum inside it first, then its own */
+    const char *adds[2][2] = {{"[fib@2, fib@0]", "i32, i32"}, {"[fib@2]", "i32, i32"}};
+    size_t k = 0;
+    for (size_t i = 0; i < t.n && i < 64; i++)
+        if (t.inst[i] == find(p, "add_12_39")) {
+            ck_assert_uint_lt(k, 2);
+            ck_assert_str_eq(t.tag[i], adds[k][0]);
+            ck_assert_str_eq(t.inputs[i], adds[k][1]);
+            k++;
+        }
+    ck_assert_uint_eq(k, 2);
+    /* a bound: the rest are counted, not kept; turning it on again clears */
+    ck_assert_int_eq(tfvm_debug_trace(vm, 3), TFVM_OK);
+    ck_assert_int_eq(tfvm_run(vm, "main", &arg, 1, &r, 1), TFVM_OK);
+    ck_assert_uint_eq(tfvm_debug_trace_read(vm, NULL, NULL, &dropped), 3);
+    ck_assert_uint_eq(dropped, s.fired - 3);
+    ck_assert_int_eq(tfvm_debug_trace(vm, 0), TFVM_OK); /* off */
+    ck_assert_int_eq(tfvm_run(vm, "main", &arg, 1, &r, 1), TFVM_OK);
+    ck_assert_uint_eq(tfvm_debug_trace_read(vm, NULL, NULL, &dropped), 0);
+    ck_assert_uint_eq(dropped, 0);
+    ck_assert_int_eq(tfvm_debug_trace(NULL, 1), TFVM_ERR_ARGUMENT);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(value_format)
 {
     char buf[256];
@@ -488,6 +553,46 @@ static int32_t chan_i32(const tfvm_vm *vm, size_t k, size_t j)
 /* channels by name, values queued before and while a stepped run goes, what
  * FEEDs took and FETCHes made (kept), the errors of feeding, a FEED that finds
  * its channel empty */
+/* The program's channels through tfvm.h: one per name, in name order, with
+ * the FEED's type and how many instructions use each. */
+START_TEST(program_channels)
+{
+    static const char text[] = "entry main(n: i32) -> (r: i32) {\n"
+                               "    a = ARG 0\n"
+                               "    x = FEED \"x\" i32 (a)\n"
+                               "    t = FEED \"batch\" f32[] (x:1)\n"
+                               "    y = FEED \"x\" i32 (t:1)\n"
+                               "    f = FETCH \"out\" (y, y:1)\n"
+                               "    RESULT 0 (f)\n"
+                               "}\n";
+    tfvm_program *p = load(text);
+    ck_assert_uint_eq(tfvm_program_channel_count(p), 3);
+    static const struct {
+        const char *name;
+        bool fetch;
+        tfvm_dtype dtype;
+        bool is_tensor;
+        uint32_t uses;
+    } want[] = {{"batch", false, TFVM_F32, true, 1}, {"out", true, 0, false, 1}, {"x", false, TFVM_I32, false, 2}};
+    for (size_t k = 0; k < 3; k++) {
+        tfvm_channel_info c;
+        ck_assert_int_eq(tfvm_program_channel(p, k, &c), TFVM_OK);
+        ck_assert_str_eq(c.name, want[k].name);
+        ck_assert_msg(c.fetch == want[k].fetch && c.dtype == want[k].dtype && c.is_tensor == want[k].is_tensor &&
+                          c.uses == want[k].uses,
+                      "channel %s", want[k].name);
+    }
+    tfvm_channel_info c;
+    ck_assert_int_eq(tfvm_program_channel(p, 3, &c), TFVM_ERR_ARGUMENT);
+    ck_assert_int_eq(tfvm_program_channel(NULL, 0, &c), TFVM_ERR_ARGUMENT);
+    ck_assert_uint_eq(tfvm_program_channel_count(NULL), 0);
+    tfvm_program_free(p);
+    p = load(fib_asm); /* no channels */
+    ck_assert_uint_eq(tfvm_program_channel_count(p), 0);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(channels)
 {
     tfvm_program *p = load(sum_asm);
@@ -682,8 +787,10 @@ int main(void)
     tcase_add_test(tc, program_text_and_names);
     tcase_add_test(tc, hooked_run);
     tcase_add_test(tc, stepping_and_counters);
+    tcase_add_test(tc, trace_of_firings);
     tcase_add_test(tc, value_format);
     tcase_add_test(tc, stuck_diagnosis_positions);
+    tcase_add_test(tc, program_channels);
     tcase_add_test(tc, channels);
     tcase_add_test(tc, channel_tensor);
     tcase_add_test(tc, channel_waiting);
