@@ -436,7 +436,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
      * fewer items than threads, each item's parts are shared out */
     dev_cf cf = {0};
     if (x->dtype == TFVM_F32 && !job.direct && CKK > 0 && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1) {
-        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
+        const int planned = dev_cf_plan(&cf, N, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
         if (planned < 0) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
