@@ -132,6 +132,8 @@ typedef struct conv_job {
     const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
     int64_t item;     /* split mode with cf: the item whose parts are shared out */
     const float *ap;  /* w packed for the product (one group), or NULL */
+    const float *bt;  /* tprod: w^T packed as the product's B, or NULL */
+    bool tprod;       /* few output positions: the product transposed (below) */
     atomic_bool nomem;
 } conv_job;
 
@@ -219,6 +221,49 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
     }
 }
 
+/* ---- Few output positions: the product transposed ---------------------------------
+ * A 7x7 output (resnet's last stage at batch 1) gives the product w [Og, CKK]
+ * @ col [CKK, 49] only 49 columns: a 32-wide tile of our kernel is then a
+ * third empty. Computed as y [49, Og] = col^T @ w^T instead, the 49 become
+ * rows (6 tiles of 8 and one row) and Og the columns, whole tiles, with w^T
+ * packed once and kept with its tensor (j->bt); y is transposed back into
+ * the result while it is in cache, then the bias and activation. f32 only. */
+static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        to_chw_v16(y, cols, rows, cols, d, rows, NULL, false);
+        return;
+    }
+#endif
+    to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
+}
+
+static void to_hwc_f32(const float *x, int64_t rows, int64_t cols, float *d)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        to_hwc_v16(x, cols, rows, cols, d, rows);
+        return;
+    }
+#endif
+    to_hwc_v4(x, cols, rows, cols, d, rows);
+}
+
+static void conv_tprod_item(const conv_job *j, const char *xg, const char *wg, char *og, int64_t row0, char *scratch)
+{
+    const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
+    float *col = (float *)(void *)scratch, *colt = col + CKK * OHW, *y = colt + CKK * OHW;
+    im2col((char *)col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, j->esz);
+    to_hwc_f32(col, CKK, OHW, colt); /* colt [OHW, CKK] */
+    const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, (const char *)colt, CKK, wg, CKK, (char *)y, Og,
+                        NULL, NULL, 0, false, NULL};
+    dev_kmm_packed(&mm, j->bt, j->split);
+    to_chw_f32(y, OHW, Og, (float *)(void *)og);
+    if (j->ep)
+        dev_kepi_apply(j->ep, j->o, row0, Og, 0, OHW);
+}
+
 /* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias and
  * relu in its stores, other activations after. */
 static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *scratch)
@@ -263,6 +308,7 @@ static void conv_items(void *arg, size_t b, size_t e)
     const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
                                  : j->direct ? 0
                                  : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
+                                 : j->tprod  ? (size_t)(2 * CKK * OHW + OHW * Og) * esz
                                              : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
     if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
@@ -280,6 +326,10 @@ static void conv_items(void *arg, size_t b, size_t e)
         }
         if (wide) {
             conv_wide_item(j, xg, wg, og, n * j->O + g * Og, col);
+            continue;
+        }
+        if (j->tprod) {
+            conv_tprod_item(j, xg, wg, og, n * j->O + g * Og, col);
             continue;
         }
         if (!j->direct)
@@ -436,7 +486,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
      * fewer items than threads, each item's parts are shared out */
     dev_cf cf = {0};
     if (x->dtype == TFVM_F32 && !job.direct && CKK > 0 && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1) {
-        const int planned = dev_cf_plan(&cf, N, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
+        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
         if (planned < 0) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
@@ -444,7 +494,15 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         if (planned)
             job.cf = &cf;
     }
-    if (!job.cf && G == 1) {
+    /* few output positions against many output channels: the transposed product */
+    job.tprod = x->dtype == TFVM_F32 && !job.cf && G == 1 && !job.direct && !conv_wide_fits(&job) && OHW < 64 &&
+                Og >= 64 && CKK >= 64;
+    if (job.tprod) {
+        const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, NULL, CKK, w->data, CKK, NULL, Og,
+                            NULL, NULL, 0, false, NULL};
+        job.bt = dev_kmm_prepack_b(&mm, w);
+    }
+    if (!job.cf && G == 1 && !job.tprod) {
         /* the weights packed once, kept with their tensor */
         const bool wide = conv_wide_fits(&job);
         const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;

@@ -256,8 +256,8 @@ static void cf_make_weights(void *ctx, void *out)
         rows_weights(cf, j->w, out);
 }
 
-int dev_cf_plan(dev_cf *cf, int64_t N, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH,
-                int64_t KW, const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
+int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
                 const tfvm_allocator *a)
 {
     const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
@@ -266,12 +266,12 @@ int dev_cf_plan(dev_cf *cf, int64_t N, int64_t Cg, int64_t H, int64_t W, int64_t
     if (OH < 1 || OW < 1 || Og < 1 || Cg < 1 || OH > 4096 || OW > 4096 || Og > 4096 || Cg > 4096)
         return 0;
     /* Winograd reads its transformed weights (16 Cg x Og floats, 1.8x the
-     * plain ones) once per image: with few tiles in the whole batch to
-     * share them (one 7x7 output has 16) the weights' traffic outweighs the
-     * 2.25x fewer multiplies, and im2col with the weights packed once runs
-     * faster (resnet18's last 3x3 layers at batch 1: 3.5 -> 3.0 ms; at
-     * batch 8 Winograd is the faster, 21 against 24) */
-    const bool few_tiles = N * ((OH + 1) / 2) * ((OW + 1) / 2) < 32 && 16 * Cg * Og > (INT64_C(1) << 20);
+     * plain ones) once per image: with few tiles to share them (a 7x7
+     * output has 16) the weights' traffic outweighs the 2.25x fewer
+     * multiplies, and the transposed product of conv.c (weights packed
+     * once, whole tiles) runs faster: resnet18's last 3x3 layer 3.5 -> 2.5
+     * ms at batch 1, 27 -> ~21 at batch 8 */
+    const bool few_tiles = ((OH + 1) / 2) * ((OW + 1) / 2) < 32 && 16 * Cg * Og > (INT64_C(1) << 20);
     if (KH == 3 && KW == 3 && Cg >= 8 && !few_tiles) {
         c.kind = DEV_CF_WINO;
         c.Cp = round_up(Cg, isa->vl);

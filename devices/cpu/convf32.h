@@ -43,8 +43,8 @@ enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2, DEV_CF_FLAT = 3 };
  * (dev_tensor_prep: every later run finds them), or for this call only when
  * wt is NULL or keeps none. Returns 1 with cf filled, 0 when neither kernel
  * suits this shape (cf untouched), -1 when memory cannot be had. */
-int dev_cf_plan(dev_cf *cf, int64_t N, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH,
-                int64_t KW, const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
+int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
                 const tfvm_allocator *a);
 /* An item (group g of one image) is made of dev_cf_parts(cf) parts (bands
  * of output rows) that can be computed apart, each element the same way

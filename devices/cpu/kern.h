@@ -172,6 +172,10 @@ void dev_kmm_one(const dev_kmm *m);
  * packed for our kernel once and kept with its tensor a->t, when our kernel
  * computes m and a tensor is there to keep it; else NULL. */
 const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a);
+/* The same for m's op(B) (a weight matrix on the right), and m run from it
+ * (bp NULL: as dev_kmm_run / dev_kmm_one), split over the threads or not. */
+const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b);
+void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

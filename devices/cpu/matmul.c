@@ -249,6 +249,14 @@ static void kmm_run(const dev_kmm *m, const float *bp)
 
 void dev_kmm_run(const dev_kmm *m) { kmm_run(m, NULL); }
 
+void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split)
+{
+    if (split)
+        kmm_run(m, bp);
+    else
+        kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp, 0, m->M, 0, m->N, m->A, m->B, m->C);
+}
+
 /* ---- Prepacked weights --------------------------------------------------------------
  * An f32 product whose op(B) our kernel would pack (B transposed, or more
  * than a few rows) packs it once and keeps it with B's tensor
@@ -291,6 +299,8 @@ static void kmm_pack_a_make(void *ctx, void *out)
     const kmm_pack_a_job *j = ctx;
     dev_sgemm_pack_a(j->M, j->K, j->A, j->lda, out);
 }
+
+const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b) { return kmm_prepacked(m, b); }
 
 const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a)
 {

@@ -519,7 +519,7 @@ static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t
     /* integers: CONV2D itself (the same paths; FUSED_CONV2D takes floats only) */
     const bool fused = dev_kfloat(dt);
     dev_value x = pattern(dt, 4, xd, 1), w = pattern(dt, 4, wd, 2), bias = tf(dt, 1, wd, NULL, 0);
-    double bv[64];
+    double bv[512];
     for (int64_t o = 0; o < wd[0]; o++) {
         bv[o] = fused ? (double)(o % 5) - 2 : 0;
         put(dt, bias.u.t->data, o, bv[o]);
@@ -564,6 +564,11 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 3, 20, 51), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 2, 5, 67), DIMS(3, 2, 1, 3), DIMS(1, 2, 0, 0, 0, 0, 1, 1, 1));
+            /* few output positions, many channels: the transposed product
+             * (7x7 outputs at stride 2; 256 channels on 7x7, where
+             * Winograd's weights would outweigh its tiles) */
+            conv_case(dt, acts[ai], DIMS(1, 8, 13, 13), DIMS(64, 8, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 256, 7, 7), DIMS(256, 256, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             /* no input channels on the wide grid: act(bias) */
             conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }
