@@ -11,43 +11,10 @@
 #include <string.h>
 
 #include "tfvm.h"
+#include "test/unit/sum_feed.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* n iterations, each takes one value of "x" and fetches the partial sum on "s". */
-static const char SUM[] = "entry main(n: i32) -> (s: i32) {\n"
-                          "    n     = ARG 0\n"
-                          "    zero  = CONST i32 0\n"
-                          "    e_i   = ENTER sum (zero)\n"
-                          "    e_s   = ENTER sum (zero)\n"
-                          "    e_fo  = ENTER sum (zero)\n"
-                          "    e_go  = ENTER sum (zero)\n"
-                          "    e_n   = ENTER sum const (n)\n"
-                          "            RESULT 0 (sum.s_out)\n"
-                          "}\n"
-                          "loop sum in main {\n"
-                          "    i     = MERGE (e_i, i_next)\n"
-                          "    s     = MERGE (e_s, s_next)\n"
-                          "    fo    = MERGE (e_fo, fo_next)\n"
-                          "    go    = MERGE (e_go, go_next)\n"
-                          "    lt    = LESS (i, e_n)\n"
-                          "    p     = LOOPCOND (lt)\n"
-                          "    si    = SWITCH (i, p)\n"
-                          "    ss    = SWITCH (s, p)\n"
-                          "    sfo   = SWITCH (fo, p)\n"
-                          "    sgo   = SWITCH (go, p)\n"
-                          "    x     = FEED \"x\" i32 (sfo:1)\n"
-                          "    s2    = ADD (ss:1, x)\n"
-                          "    f     = FETCH \"s\" (s2, sgo:1)\n"
-                          "    one   = CONST i32 1 [si:1]\n"
-                          "    i2    = ADD (si:1, one)\n"
-                          "    i_next = NEXTITER (i2)\n"
-                          "    s_next = NEXTITER (s2)\n"
-                          "    fo_next = NEXTITER (x:1)\n"
-                          "    go_next = NEXTITER (f:1)\n"
-                          "    s_out = EXIT sum (ss)\n"
-                          "}\n";
 
 static tfvm_program *prog;
 static tfvm_vm *vm;
@@ -60,7 +27,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     tfvm_config cfg;
     tfvm_config_init(&cfg);
     cfg.threads = 2;
-    if (tfvm_program_assemble(SUM, strlen(SUM), "sum.tfasm", NULL, &prog, &err) != TFVM_OK ||
+    if (tfvm_program_assemble(SUM_FEED, strlen(SUM_FEED), "sum.tfasm", NULL, &prog, &err) != TFVM_OK ||
         tfvm_vm_new(prog, &cfg, &vm) != TFVM_OK)
         abort();
     return 0;

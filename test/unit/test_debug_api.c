@@ -10,6 +10,7 @@
 #include "testutil.h"
 #include "tfvm.h"
 #include "tfvm_debug.h"
+#include "test/unit/sum_feed.h"
 
 /* examples/fib.tfg as the compiler writes it, with its source file named */
 static const char fib_asm[] = "source \"fib.tfg\"\n"
@@ -501,40 +502,6 @@ START_TEST(stuck_diagnosis_positions)
 }
 END_TEST
 
-/* sum: n iterations; each takes value i of channel "x", adds it, and fetches
- * the partial sum on "s" (test_session.c's SUM). */
-static const char sum_asm[] = "entry main(n: i32) -> (s: i32) {\n"
-                              "    n     = ARG 0\n"
-                              "    zero  = CONST i32 0\n"
-                              "    e_i   = ENTER sum (zero)\n"
-                              "    e_s   = ENTER sum (zero)\n"
-                              "    e_fo  = ENTER sum (zero)\n"
-                              "    e_go  = ENTER sum (zero)\n"
-                              "    e_n   = ENTER sum const (n)\n"
-                              "            RESULT 0 (sum.s_out)\n"
-                              "}\n"
-                              "loop sum in main {\n"
-                              "    i     = MERGE (e_i, i_next)\n"
-                              "    s     = MERGE (e_s, s_next)\n"
-                              "    fo    = MERGE (e_fo, fo_next)\n"
-                              "    go    = MERGE (e_go, go_next)\n"
-                              "    lt    = LESS (i, e_n)\n"
-                              "    p     = LOOPCOND (lt)\n"
-                              "    si    = SWITCH (i, p)\n"
-                              "    ss    = SWITCH (s, p)\n"
-                              "    sfo   = SWITCH (fo, p)\n"
-                              "    sgo   = SWITCH (go, p)\n"
-                              "    x     = FEED \"x\" i32 (sfo:1)\n"
-                              "    s2    = ADD (ss:1, x)\n"
-                              "    f     = FETCH \"s\" (s2, sgo:1)\n"
-                              "    one   = CONST i32 1 [si:1]\n"
-                              "    i2    = ADD (si:1, one)\n"
-                              "    i_next = NEXTITER (i2)\n"
-                              "    s_next = NEXTITER (s2)\n"
-                              "    fo_next = NEXTITER (x:1)\n"
-                              "    go_next = NEXTITER (f:1)\n"
-                              "    s_out = EXIT sum (ss)\n"
-                              "}\n";
 
 static bool pause_at_feed(void *ud, tfvm_vm *vm, const tfvm_debug_act *act)
 {
@@ -595,7 +562,7 @@ END_TEST
 
 START_TEST(channels)
 {
-    tfvm_program *p = load(sum_asm);
+    tfvm_program *p = load(SUM_FEED);
     tfvm_vm *vm = one_thread(p);
     ck_assert_uint_eq(tfvm_debug_channels(vm), 2);
     tfvm_debug_chan_info s, x;
@@ -750,7 +717,7 @@ END_TEST
  * once the run is quiet (tfvm_fetch saw it so, under the channels' lock) */
 START_TEST(channel_waiting)
 {
-    tfvm_program *p = load(sum_asm);
+    tfvm_program *p = load(SUM_FEED);
     tfvm_vm *vm = one_thread(p);
     tfvm_session *ss;
     tfvm_value n = tfvm_i32(2), v;

@@ -9,42 +9,8 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "test/unit/sum_feed.h"
 
-/* sum: n iterations; each takes value i of channel "x", adds it, and
- * fetches the partial sum on "s". Result: the sum. */
-static const char *const SUM =
-    "entry main(n: i32) -> (s: i32) {\n"
-    "    n     = ARG 0\n"
-    "    zero  = CONST i32 0\n"
-    "    e_i   = ENTER sum (zero)\n"
-    "    e_s   = ENTER sum (zero)\n"
-    "    e_fo  = ENTER sum (zero)\n"
-    "    e_go  = ENTER sum (zero)\n"
-    "    e_n   = ENTER sum const (n)\n"
-    "            RESULT 0 (sum.s_out)\n"
-    "}\n"
-    "loop sum in main {\n"
-    "    i     = MERGE (e_i, i_next)\n"
-    "    s     = MERGE (e_s, s_next)\n"
-    "    fo    = MERGE (e_fo, fo_next)\n"
-    "    go    = MERGE (e_go, go_next)\n"
-    "    lt    = LESS (i, e_n)\n"
-    "    p     = LOOPCOND (lt)\n"
-    "    si    = SWITCH (i, p)\n"
-    "    ss    = SWITCH (s, p)\n"
-    "    sfo   = SWITCH (fo, p)\n"
-    "    sgo   = SWITCH (go, p)\n"
-    "    x     = FEED \"x\" i32 (sfo:1)\n"
-    "    s2    = ADD (ss:1, x)\n"
-    "    f     = FETCH \"s\" (s2, sgo:1)\n"
-    "    one   = CONST i32 1 [si:1]\n"
-    "    i2    = ADD (si:1, one)\n"
-    "    i_next = NEXTITER (i2)\n"
-    "    s_next = NEXTITER (s2)\n"
-    "    fo_next = NEXTITER (x:1)\n"
-    "    go_next = NEXTITER (f:1)\n"
-    "    s_out = EXIT sum (ss)\n"
-    "}\n";
 
 /* train: a Case Select. Each step first takes "stop" (bool); while it is
  * false, it takes a batch (f32 tensor), adds it to acc and fetches acc. */
@@ -137,7 +103,7 @@ static int32_t fetch_i32(tfvm_session *s, const char *name)
 /* The host feeds everything first, then fetches: values in tag order. */
 START_TEST(feed_ahead_then_fetch)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     for (int round = 0; round < 2; round++) { /* a VM runs one session after another */
         tfvm_value n = tfvm_i32(100);
@@ -164,7 +130,7 @@ END_TEST
  * so the graph waits for the host in every iteration. */
 START_TEST(lockstep)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(2000);
     tfvm_session *s;
@@ -189,7 +155,7 @@ END_TEST
  * (bench: a stress loop); this makes 240,000. */
 START_TEST(lockstep_many)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     for (int round = 0; round < 400; round++) { /* a new VM: new workers, each joining late */
         tfvm_vm *vm = new_vm(p, 2);
         tfvm_value n = tfvm_i32(600), r;
@@ -226,7 +192,7 @@ static void *feeder(void *ud)
 
 START_TEST(feeder_thread)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(3000);
     tfvm_session *s;
@@ -259,7 +225,7 @@ END_TEST
  * naming both sides; the host may then feed and go on. */
 START_TEST(fetch_while_graph_waits)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(2), x;
     tfvm_session *s;
@@ -284,7 +250,7 @@ END_TEST
 /* Finishing while a FEED waits fails the run, naming it. */
 START_TEST(finish_while_feed_waits)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(3), r;
     tfvm_session *s;
@@ -350,7 +316,7 @@ END_TEST
 /* What the host can get wrong, each with its message; none harms the run. */
 START_TEST(host_errors)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(1), r, x;
     tfvm_session *s, *s2;
@@ -410,7 +376,7 @@ END_TEST
  * with values queued both ways frees everything (ASan). */
 START_TEST(cancel)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(1000000);
     tfvm_session *s;
@@ -626,7 +592,7 @@ END_TEST
  * or cancel is harmless, and no run starts beside an unfinished session. */
 START_TEST(calls_after_end)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     tfvm_value n = tfvm_i32(2), r, x = tfvm_i32(1);
     tfvm_session *s;
@@ -739,7 +705,7 @@ static void *cancel_thread(void *ud)
 
 START_TEST(session_storm)
 {
-    tfvm_program *p = assemble(SUM);
+    tfvm_program *p = assemble(SUM_FEED);
     tfvm_vm *vm = new_vm(p, _i + 1);
     unsigned seed = 27;
     for (int round = 0; round < 40; round++) {
