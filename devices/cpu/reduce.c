@@ -107,28 +107,7 @@ SUM_RUN(double)
  * it leaves. */
 typedef float red_v8f __attribute__((vector_size(32)));
 typedef int32_t red_v8i __attribute__((vector_size(32)));
-#define MAX_RUN_F32(SFX, TARGET)                                                           \
-    TARGET static float max_f32_##SFX(const float *x, int64_t n)                           \
-    {                                                                                      \
-        float m = x[0];                                                                    \
-        int64_t j = 0;                                                                     \
-        if (n >= 8) {                                                                      \
-            red_v8f v;                                                                     \
-            memcpy(&v, x, sizeof v);                                                       \
-            for (j = 8; j + 8 <= n; j += 8) {                                              \
-                red_v8f u;                                                                 \
-                memcpy(&u, x + j, sizeof u);                                               \
-                const red_v8i gt = u > v;                                                  \
-                v = (red_v8f)(((red_v8i)u & gt) | ((red_v8i)v & ~gt));                     \
-            }                                                                              \
-            for (int l = 0; l < 8; l++)                                                    \
-                m = v[l] > m ? v[l] : m;                                                   \
-        }                                                                                  \
-        for (; j < n; j++)                                                                 \
-            m = x[j] > m ? x[j] : m;                                                       \
-        return m;                                                                          \
-    }
-static float max_run_f32(const float *x, int64_t n)
+static float max_f32_scalar(const float *x, int64_t n)
 {
     float m = x[0];
     for (int64_t j = 1; j < n; j++)
@@ -136,10 +115,32 @@ static float max_run_f32(const float *x, int64_t n)
     return m;
 }
 #if defined(__x86_64__) && defined(__GNUC__)
-MAX_RUN_F32(avx2, __attribute__((target("avx2"))))
-#define MAX_RUN(x, n) (__builtin_cpu_supports("avx2") ? max_f32_avx2(x, n) : max_run_f32(x, n))
+__attribute__((target("avx2"))) static float max_f32_avx2(const float *x, int64_t n)
+{
+    float m = x[0];
+    int64_t j = 0;
+    if (n >= 8) {
+        red_v8f v;
+        memcpy(&v, x, sizeof v);
+        for (j = 8; j + 8 <= n; j += 8) {
+            red_v8f u;
+            memcpy(&u, x + j, sizeof u);
+            const red_v8i gt = u > v;
+            v = (red_v8f)(((red_v8i)u & gt) | ((red_v8i)v & ~gt));
+        }
+        for (int l = 0; l < 8; l++)
+            m = v[l] > m ? v[l] : m;
+    }
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+static float max_run_f32(const float *x, int64_t n)
+{
+    return __builtin_cpu_supports("avx2") ? max_f32_avx2(x, n) : max_f32_scalar(x, n);
+}
 #else
-#define MAX_RUN(x, n) max_run_f32(x, n)
+static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
 #endif
 
 tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -166,7 +167,7 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
         const float *xs = x->data;
         float *os = o;
         for (int64_t a = 0; a < outer; a++, xs += len, os += len) {
-            const float m = MAX_RUN(xs, len);
+            const float m = max_run_f32(xs, len);
             for (int64_t l = 0; l < len; l++)
                 os[l] = xs[l] - m;
             dev_expf_n(os, os, (size_t)len);
