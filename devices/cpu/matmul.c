@@ -167,7 +167,7 @@ void dev_kgemm(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
 typedef struct kmm_job {
     dev_kmm m;
     kgemm_code code;
-    const float *bp; /* op(B) prepacked (kmm_prepacked), or NULL */
+    const float *bp; /* op(B) prepacked (dev_kmm_prepack_b), or NULL */
 } kmm_job;
 
 /* The epilogue of a block of C that sgemm has finished: C's (0, 0) is
@@ -211,10 +211,6 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
         dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, M, col0, N);
 }
 
-void dev_kmm_one(const dev_kmm *m)
-{
-    kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), NULL, 0, m->M, 0, m->N, m->A, m->B, m->C);
-}
 
 static void kmm_chunk(void *arg, size_t b, size_t e)
 {
@@ -247,8 +243,6 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
 }
 
-void dev_kmm_run(const dev_kmm *m) { kmm_run(m, NULL); }
-
 void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split)
 {
     if (split)
@@ -256,6 +250,10 @@ void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split)
     else
         kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp, 0, m->M, 0, m->N, m->A, m->B, m->C);
 }
+
+void dev_kmm_run(const dev_kmm *m) { dev_kmm_packed(m, NULL, true); }
+
+void dev_kmm_one(const dev_kmm *m) { dev_kmm_packed(m, NULL, false); }
 
 /* ---- Prepacked weights --------------------------------------------------------------
  * An f32 product whose op(B) our kernel would pack (B transposed, or more
@@ -275,7 +273,7 @@ static void kmm_pack_make(void *ctx, void *out)
     dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
 }
 
-static const float *kmm_prepacked(const dev_kmm *m, const dev_kview *b)
+const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b)
 {
     if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
         kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
@@ -299,8 +297,6 @@ static void kmm_pack_a_make(void *ctx, void *out)
     const kmm_pack_a_job *j = ctx;
     dev_sgemm_pack_a(j->M, j->K, j->A, j->lda, out);
 }
-
-const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b) { return kmm_prepacked(m, b); }
 
 const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a)
 {
@@ -452,7 +448,7 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
                             vb ? NULL : ep, c, 0, false, NULL};
-        kmm_run(&mm, kmm_prepacked(&mm, b));
+        kmm_run(&mm, dev_kmm_prepack_b(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {
