@@ -12,6 +12,14 @@
 #include <stdatomic.h>
 #include <string.h>
 
+/* Whether this CPU runs the AVX-512 code below (im2col's shuffles, the
+ * transposed product's layout changes, 2x2 pooling). */
+#if defined(__x86_64__) && defined(__GNUC__)
+static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static bool have_avx512(void) { return false; }
+#endif
+
 /* Parameters and spatial dims are bounded so that no size arithmetic below
  * can overflow an int64. */
 #define CONV_MAX (INT64_C(1) << 30)
@@ -90,7 +98,7 @@ static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
 {
     int64_t v = n < avail / 2 ? n : avail / 2;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
+    if (have_avx512()) {
         v = v / 16 * 16;
         evens_v16(o, x, v);
         return v;
@@ -231,7 +239,7 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
 static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
+    if (have_avx512()) {
         to_chw_v16(y, cols, rows, cols, d, rows, NULL, false);
         return;
     }
@@ -242,7 +250,7 @@ static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
 static void to_hwc_f32(const float *x, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
+    if (have_avx512()) {
         to_hwc_v16(x, cols, rows, cols, d, rows);
         return;
     }
@@ -747,17 +755,15 @@ __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg 
     }
 }
 
-static bool pool2_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
 static void pool2_f32_avx512(const pool2_arg *a, size_t b, size_t e) { (void)a, (void)b, (void)e; }
-static bool pool2_avx512(void) { return false; }
 #endif
 
 static void pool2_planes(void *arg, size_t b, size_t e)
 {
     const pool2_arg *a = arg;
     const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
-    if (a->f32 && pool2_avx512()) {
+    if (a->f32 && have_avx512()) {
         pool2_f32_avx512(a, b, e);
         return;
     }
