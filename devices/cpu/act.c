@@ -212,14 +212,10 @@ A2_MAP(log)
 
 /* ---- AVX-512: sixteen floats ---------------------------------------------------------- */
 #define A5 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-A5 static inline __m512 a5_pow2(__m512 p, __m512 t)
-{
-    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(_mm512_set1_ps(0x1.8p23f)));
-    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), b = _mm512_set1_epi32(127);
-    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, b), 23));
-    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, b), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-}
+/* p 2^n for t = 0x1.8p23 + n: vscalefps rounds p 2^n once, as the two
+ * factors of AVX2's a2_pow2 do (p 2^(n/2) is exact), so both give the same
+ * bits, denormal results and n = 128 included, in one instruction */
+A5 static inline __m512 a5_pow2(__m512 p, __m512 t) { return _mm512_scalef_ps(p, _mm512_sub_ps(t, _mm512_set1_ps(0x1.8p23f))); }
 A5 static inline __m512 a5_bits(__m512 a, uint32_t m, int op)
 {
     const __m512i x = _mm512_castps_si512(a), k = _mm512_set1_epi32((int)m);
