@@ -668,6 +668,11 @@ static const struct {
     {{1, 5, 6, 50}, {5, 1, 1, 7}, {1, 3, 0, 3, 0, 3, 1, 1, 5}},
     {{1, 17, 3, 3}, {17, 1, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 17}},
     {{1, 2, 30, 7}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+    /* wide rows: channel blocks go a few output rows at a time (strips of
+     * 1 to 18 rows, by path), pads at the first and last strip */
+    {{1, 2, 24, 300}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+    {{1, 2, 30, 250}, {2, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 2}},
+    {{1, 2, 20, 400}, {2, 1, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 2}},
 };
 
 START_TEST(test_conv_depthwise)
