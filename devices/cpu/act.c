@@ -115,6 +115,17 @@ PT_MAP(hardswish)
 PT_MAP(relu6)
 PT_MAP(log)
 
+/* c[i] = f(c[i] + bias), the bias b[i] (vec) or b[0]: a fused epilogue in
+ * one pass, the same two roundings as ADD then the activation */
+#define PT_BMAP(f)                                                              \
+    static void pt_##f##_b(float *c, size_t n, const float *b, bool vec)        \
+    {                                                                           \
+        for (size_t i = 0; i < n; i++)                                          \
+            c[i] = pt_##f(c[i] + b[vec ? i : 0]);                               \
+    }
+#define BIAS_FNS(M) M(id) M(relu) M(sigmoid) M(silu) M(gelu) M(hardsigmoid) M(hardswish) M(relu6)
+BIAS_FNS(PT_BMAP)
+
 static void pt_tanh_n(float *o, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -210,6 +221,26 @@ A2_MAP(hardswish)
 A2_MAP(relu6)
 A2_MAP(log)
 
+#define A2_BMAP(f)                                                                        \
+    A2 static void a2_##f##_b(float *c, size_t n, const float *b, bool vec)              \
+    {                                                                                     \
+        size_t i = 0;                                                                     \
+        const __m256 b0 = _mm256_set1_ps(b[0]);                                           \
+        for (; i + 8 <= n; i += 8)                                                        \
+            _mm256_storeu_ps(c + i, a2_##f(_mm256_add_ps(_mm256_loadu_ps(c + i),           \
+                                                         vec ? _mm256_loadu_ps(b + i) : b0))); \
+        if (i < n) {                                                                      \
+            float in[8] = {0}, bt[8] = {0}, out[8];                                       \
+            memcpy(in, c + i, (n - i) * sizeof *in);                                      \
+            if (vec)                                                                      \
+                memcpy(bt, b + i, (n - i) * sizeof *bt);                                  \
+            const __m256 bv = vec ? _mm256_loadu_ps(bt) : b0;                             \
+            _mm256_storeu_ps(out, a2_##f(_mm256_add_ps(_mm256_loadu_ps(in), bv)));        \
+            memcpy(c + i, out, (n - i) * sizeof *out);                                    \
+        }                                                                                 \
+    }
+BIAS_FNS(A2_BMAP)
+
 /* ---- AVX-512: sixteen floats ---------------------------------------------------------- */
 #define A5 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 /* p 2^n for t = 0x1.8p23 + n: vscalefps rounds p 2^n once, as the two
@@ -296,6 +327,22 @@ A5_MAP(hardsigmoid)
 A5_MAP(hardswish)
 A5_MAP(relu6)
 A5_MAP(log)
+
+#define A5_BMAP(f)                                                                          \
+    A5 static void a5_##f##_b(float *c, size_t n, const float *b, bool vec)                \
+    {                                                                                       \
+        size_t i = 0;                                                                       \
+        const __m512 b0 = _mm512_set1_ps(b[0]);                                             \
+        for (; i + 16 <= n; i += 16)                                                        \
+            _mm512_storeu_ps(c + i, a5_##f(_mm512_add_ps(_mm512_loadu_ps(c + i),             \
+                                                         vec ? _mm512_loadu_ps(b + i) : b0))); \
+        if (i < n) {                                                                        \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
+            const __m512 bv = vec ? _mm512_maskz_loadu_ps(m, b + i) : b0;                   \
+            _mm512_mask_storeu_ps(c + i, m, a5_##f(_mm512_add_ps(_mm512_maskz_loadu_ps(m, c + i), bv))); \
+        }                                                                                   \
+    }
+BIAS_FNS(A5_BMAP)
 
 /* Four tanh: |x| clamped to 9.1 (where the quotient rounds to 1.0f), x = k ln2
  * + r with |r| <= ln2/2 (ln2 in two parts, so k ln2 is exact), exp(r) to r^13
@@ -435,6 +482,24 @@ dev_act_isa dev_act_current(void)
 }
 
 static act_fn fn(int f) { return act_fns[dev_act_current()][f]; }
+
+typedef void (*bias_fn)(float *c, size_t n, const float *b, bool vec);
+#define BIAS_ROW(p)                                                                                       \
+    {[DEV_BA_ID] = p##_id_b, [DEV_BA_RELU] = p##_relu_b, [DEV_BA_SIGMOID] = p##_sigmoid_b,               \
+     [DEV_BA_SILU] = p##_silu_b, [DEV_BA_GELU] = p##_gelu_b, [DEV_BA_HARDSIGMOID] = p##_hardsigmoid_b,   \
+     [DEV_BA_HARDSWISH] = p##_hardswish_b, [DEV_BA_RELU6] = p##_relu6_b}
+static const bias_fn bias_fns[][DEV_BA_COUNT] = {
+    [DEV_ACT_PORTABLE] = BIAS_ROW(pt),
+#if defined(__x86_64__) && defined(__GNUC__)
+    [DEV_ACT_AVX2] = BIAS_ROW(a2),
+    [DEV_ACT_AVX512] = BIAS_ROW(a5),
+#endif
+};
+
+void dev_bias_actf_n(dev_bias_act a, float *c, size_t n, const float *b, bool vec)
+{
+    bias_fns[dev_act_current()][a](c, n, b, vec);
+}
 
 void dev_expf_n(float *o, const float *x, size_t n) { fn(F_EXP)(o, x, n); }
 void dev_sigmoidf_n(float *o, const float *x, size_t n) { fn(F_SIGMOID)(o, x, n); }

@@ -98,6 +98,11 @@ ACT_TARGET static inline VF ACT_SFX(hardswish)(VF x) { return VMUL(x, ACT_SFX(ha
 /* MIN (MAX (x, 0), 6) */
 ACT_TARGET static inline VF ACT_SFX(relu6)(VF x) { return ACT_MINC(ACT_MAXC(x, 0.0f), 6.0f); }
 
+/* the epilogues' plain bias (no activation) and RELU: x < 0 ? 0 : x, so NaN
+ * and -0 stay */
+ACT_TARGET static inline VF ACT_SFX(id)(VF x) { return x; }
+ACT_TARGET static inline VF ACT_SFX(relu)(VF x) { return VSEL_LT(x, VSET(0.0f), VSET(0.0f), x); }
+
 #undef ACT_MINC
 #undef ACT_MAXC
 
