@@ -853,7 +853,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
                      .alloc = k->alloc};
         if (dev_dw_plan(&dj.d, 1, C)) {
             atomic_init(&dj.nomem, false);
-            dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW * kh * kw, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+            const int64_t items = dev_dw_items(&dj.d), per = planes * OH * OW * kh * kw / items;
+            dev_par_for((size_t)items, dev_kgrain(items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
             if (atomic_load(&dj.nomem)) {
                 dev_value_release(&r);
                 return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
