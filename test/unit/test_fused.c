@@ -564,6 +564,11 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* column matrices past conv.c's CONV_PANEL_FLOATS: im2col by panels of
+             * output rows (a resnet-like 7x7 stride-2 stem; two images of two
+             * groups, the last panel shorter) */
+            conv_case(dt, acts[ai], DIMS(1, 3, 61, 61), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(2, 4, 73, 73), DIMS(4, 2, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 2));
             /* stride 2 on rows wide enough for im2col's vector shuffles (a
              * 3x3 and a 7x7 stem, pads 1 and 3; a row whose last pair is
              * cut by the edge; i32 below takes the same macro scalar) */
