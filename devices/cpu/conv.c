@@ -249,23 +249,47 @@ static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
     to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
 }
 
-static void to_hwc_f32(const float *x, int64_t rows, int64_t cols, float *d)
+/* colt [OHW, CKK]: row p the window of output position p, in w's (c, i,
+ * j) order; pads 0. Built directly: im2col and a transposition of its
+ * [CKK, OHW] result took 9% of resnet's last 3x3 layer. */
+static void im2row(float *colt, const float *x, const conv_job *j)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx512()) {
-        to_hwc_v16(x, cols, rows, cols, d, rows);
-        return;
-    }
-#endif
-    to_hwc_v4(x, cols, rows, cols, d, rows);
+    const int64_t C = j->Cg, H = j->H, W = j->W, KH = j->KH, KW = j->KW;
+    const int64_t sh = j->p[0], sw = j->p[1], pt = j->p[2], pl = j->p[3], dh = j->p[6], dw = j->p[7];
+    for (int64_t oh = 0; oh < j->OH; oh++)
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            const int64_t w0 = ow * sw - pl;
+            const bool cols_in = w0 >= 0 && w0 + (KW - 1) * dw < W; /* the window's columns inside x */
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t i = 0; i < KH; i++, colt += KW) {
+                    const int64_t h = oh * sh - pt + i * dh;
+                    if (h < 0 || h >= H) {
+                        for (int64_t q = 0; q < KW; q++)
+                            colt[q] = 0.0f;
+                        continue;
+                    }
+                    const float *xr = x + (c * H + h) * W;
+                    if (cols_in && KW == 3 && dw == 1) { /* the usual window, unrolled */
+                        colt[0] = xr[w0];
+                        colt[1] = xr[w0 + 1];
+                        colt[2] = xr[w0 + 2];
+                    } else if (cols_in)
+                        for (int64_t q = 0; q < KW; q++)
+                            colt[q] = xr[w0 + q * dw];
+                    else
+                        for (int64_t q = 0; q < KW; q++) {
+                            const int64_t w = w0 + q * dw;
+                            colt[q] = w >= 0 && w < W ? xr[w] : 0.0f;
+                        }
+                }
+        }
 }
 
 static void conv_tprod_item(const conv_job *j, const char *xg, const char *wg, char *og, int64_t row0, char *scratch)
 {
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
-    float *col = (float *)(void *)scratch, *colt = col + CKK * OHW, *y = colt + CKK * OHW;
-    im2col((char *)col, xg, j->Cg, j->H, j->W, j->KH, j->KW, 0, j->OH, j->OW, j->p, j->esz);
-    to_hwc_f32(col, CKK, OHW, colt); /* colt [OHW, CKK] */
+    float *colt = (float *)(void *)scratch, *y = colt + CKK * OHW;
+    im2row(colt, (const float *)(const void *)xg, j);
     const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, (const char *)colt, CKK, wg, CKK, (char *)y, Og,
                         NULL, NULL, 0, false, NULL, 0};
     dev_kmm_packed(&mm, j->bt, j->split);
@@ -352,7 +376,7 @@ static void conv_items(void *arg, size_t b, size_t e)
     const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
                                  : j->direct ? 0
                                  : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
-                                 : j->tprod  ? (size_t)(2 * CKK * OHW + OHW * Og) * esz
+                                 : j->tprod  ? (size_t)(CKK * OHW + OHW * Og) * esz
                                              : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
     if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
