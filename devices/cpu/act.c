@@ -69,6 +69,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #define VMAX(a, b) ((a) > (b) ? (a) : (b))
 #define VABS(a) fabsf(a)
 #define VNEG(a) (-(a))
+#define VNABS(a) (-fabsf(a))
 #define VCOPYSIGN(m, x) copysignf(m, x)
 #define VSEL_LT(a, b, x, y) ((a) < (b) ? (x) : (y))
 #define VSEL_NGE(a, b, x, y) (!((a) >= (b)) ? (x) : (y))
@@ -89,6 +90,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
@@ -167,6 +169,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #define VMAX _mm256_max_ps
 #define VABS(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a)
 #define VNEG(a) _mm256_xor_ps(a, _mm256_set1_ps(-0.0f))
+#define VNABS(a) _mm256_or_ps(a, _mm256_set1_ps(-0.0f))
 #define VCOPYSIGN(m, x) _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
 #define VSEL_LT(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ))
 #define VSEL_NGE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NGE_UQ))
@@ -187,6 +190,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
@@ -274,6 +278,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #define VMAX _mm512_max_ps
 #define VABS(a) a5_bits(a, 0x7fffffffu, 0)
 #define VNEG(a) a5_bits(a, 0x80000000u, 1)
+#define VNABS(a) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
 #define VCOPYSIGN(m, x)                                                                                \
     _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(m),                                       \
                                         _mm512_castps_si512(a5_bits(x, 0x80000000u, 0))))
@@ -296,6 +301,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
