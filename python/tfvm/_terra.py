@@ -856,7 +856,7 @@ class TerraFunction:
             self.dirty = False
             self.stats["compiles"] += 1
         if self.session is None:
-            self.session = self.program.session(threads=self.threads)
+            self.session = self.program.session(threads=self.threads or _default_threads())
         return True
 
     def live_session(self):
@@ -915,6 +915,16 @@ class TerraFunction:
         return out
 
 
+def _default_threads():
+    """Workers for the graph: one core fewer than the machine has (at least
+    one), as the Python interpreter that co-executes is busy on its own:
+    a worker more than the cores left waits for the interpreter's core, and
+    a product split across workers waits for its slowest part."""
+    import os
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, n - 1)
+
+
 def _identity(attrs, v):
     return v
 
@@ -925,7 +935,8 @@ def _emit_identity(attrs, args):
 
 def terra(f=None, *, threads=0, fold_loops=True):
     """Decorator: runs f's NumPy work as a tfvm graph beside f's Python
-    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)``;
+    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)`` (default:
+    one worker fewer than the cores, at least one);
     ``fold_loops=False`` unrolls every loop."""
     if f is None:
         return lambda f: TerraFunction(f, threads, fold_loops)
