@@ -107,6 +107,7 @@ typedef struct fold_state {
 } fold_state;
 
 static bool proven_safe(cc *C, const fold_state *S, const cc_node *n);
+static int const_perm(const cc_node *n, int64_t *p);
 
 /* ---- Shapes the run guarantees ----------------------------------------------------------- *
  * A SHAPE whose operand's dims are all known is a constant, and so is what
@@ -1039,6 +1040,21 @@ static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
         return true;
     if (n->op != ISA_TRANSPOSE && n->op != ISA_RESHAPE)
         return false;
+    if (n->op == ISA_TRANSPOSE) {
+        /* a permutation of its input's rank, which its type says (a FEED's
+         * type is checked when the value comes), cannot fail */
+        cc_irval x = cc_resolve(n->in[0]);
+        const cc_vtype *t = &x.n->types[x.k];
+        int64_t p[TFVM_MAX_RANK];
+        if (t->tensor && t->rank != ISA_RANK_ANY && const_perm(n, p) == (int)t->rank) {
+            bool seen[TFVM_MAX_RANK] = {false};
+            int k = 0;
+            while (k < (int)t->rank && !seen[p[k]])
+                seen[p[k++]] = true;
+            if (k == (int)t->rank)
+                return true;
+        }
+    }
     int r = sure_dims(C, S, n->in[0], d, 32);
     if (r < 0)
         return false;
