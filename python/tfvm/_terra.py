@@ -481,6 +481,8 @@ class _Step:
             if self.go:
                 s.feed("go", True)
                 self.go = False
+                if rec is not None:
+                    rec.append(("go", True))
 
     def fetch(self, ch):
         lag = self.fn.lagged
@@ -491,8 +493,6 @@ class _Step:
         t = time.perf_counter()
         with _graph_failure():
             val = self.fn.live_session().fetch(ch)
-        if self.fn.recording is not None:
-            self.fn.recording.append((None, ch))
         self.fn.stats["python_wait_s"] += time.perf_counter() - t
         return val
 
@@ -833,7 +833,7 @@ class TerraFunction:
         self.lost = None          # why the session ended under a co-executed step
         self.gaps = {}            # node -> Python's time after it, last co-executed step
         self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
-        self.recording = None     # a list: each co-executed step's feeds and fetches go there (bench/terra.py)
+        self.recording = None     # a list: co-executed steps' feeds go there, in order (bench/terra.py)
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
