@@ -66,6 +66,7 @@ _UNARY = {np.negative: "neg({0})", np.absolute: "abs({0})", np.tanh: "tanh({0})"
           np.log: "log({0})", np.sqrt: "sqrt({0})", np.positive: "{0}"}
 _FLOAT_ONLY = {np.tanh, np.exp, np.log, np.sqrt, np.matmul}
 _EMIT = {uf: _emit_template(t) for uf, t in list(_BINARY.items()) + list(_UNARY.items())}
+_UFUNC_IMPL = {uf: (lambda uf: lambda attrs, *v: uf(*v))(uf) for uf in _EMIT}
 _resolved = {}
 
 
@@ -99,24 +100,42 @@ def _ufunc_types(uf, inputs):
     return _resolved[key]
 
 
-def _ufunc(uf, inputs):
+_typed = {}   # (ufunc, input dtypes and shapes) -> (attrs, input dtypes, result dtype, shape), or None
+
+
+def _ufunc_typed(uf, inputs):
+    """What a traced ufunc call is, worked out once per ufunc and input
+    types and shapes (None: NumPy computes it)."""
+    key = (uf,) + tuple((_dtype_of(x), _shape_of(x)) for x in inputs)
+    if key in _typed:
+        return _typed[key]
+    r = None
     types = _ufunc_types(uf, inputs)
-    if types is None or _current is None:
+    if types is not None:
+        ct, out = types
+        shapes = [_shape_of(x) for x in inputs]
+        shape = None
+        if uf is np.matmul:
+            a, b = shapes
+            if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2]:
+                shape = np.broadcast_shapes(a[:-2], b[:-2]) + (a[-2], b[-1])
+        else:
+            try:
+                shape = np.broadcast_shapes(*shapes)
+            except ValueError:
+                pass
+        if shape is not None:
+            r = (ct.str,), [ct] * len(inputs), out, shape
+    _typed[key] = r
+    return r
+
+
+def _ufunc(uf, inputs):
+    typed = _ufunc_typed(uf, inputs) if _current is not None else None
+    if typed is None:
         return _host(uf, inputs, {})
-    ct, out = types
-    shapes = [_shape_of(x) for x in inputs]
-    if uf is np.matmul:
-        a, b = shapes
-        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-            return _host(uf, inputs, {})
-        shape = np.broadcast_shapes(a[:-2], b[:-2]) + (a[-2], b[-1])
-    else:
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            return _host(uf, inputs, {})
-    return _current.op(uf.__name__, (ct.str,), inputs, [ct] * len(inputs), out, shape,
-                       lambda attrs, *v: uf(*v), _EMIT[uf])
+    attrs, in_dtypes, out, shape = typed
+    return _current.op(uf.__name__, attrs, inputs, in_dtypes, out, shape, _UFUNC_IMPL[uf], _EMIT[uf])
 
 
 def _norm_axes(axis, ndim):
@@ -448,6 +467,18 @@ def _graph_failure():
         raise _Diverged("the graph failed: %s" % str(e).splitlines()[0]) from None
 
 
+_channels = {}
+
+
+def _channel(fmt, *ids):
+    """A channel's name, made once."""
+    key = (fmt,) + ids
+    name = _channels.get(key)
+    if name is None:
+        name = _channels[key] = fmt % ids
+    return name
+
+
 def _feedable(v):
     return v[()] if v.ndim == 0 else v
 
@@ -511,7 +542,8 @@ class _Step:
                 sig.append((v.dtype.str, v.ndim, len(v)) if v.dtype == np.int64 and v.ndim == 1 and len(v) <= 8
                            else (v.dtype.str, v.ndim))
                 refs.append(("v", v))
-        dtype = np.dtype(dtype)
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
         calls, loops = stacks.where()
         base = (name, attrs, tuple(sig), dtype.str, len(shape), calls, loops, site or _site())
         k = self.occurrences.get(base, 0)
@@ -565,8 +597,8 @@ class _Step:
                 self._check_input(n.id, j, self.path[ref[1]])
         for j, ref in enumerate(refs):
             if ref[0] == "v":
-                self.pending.append(("i%d_%d" % (n.id, j), _feedable(ref[1])))
-        self._ran(n.id, n.id, n.id in g.fetched, "o%d" % n.id)
+                self.pending.append((_channel("i%d_%d", n.id, j), _feedable(ref[1])))
+        self._ran(n.id, n.id, n.id in g.fetched, _channel("o%d", n.id))
 
     def _take_edge(self, v):
         if (self.prev, v) not in self.fn.graph.edges:
@@ -634,13 +666,13 @@ class _Step:
         lp, L = self.loop, self.loop.node.id
         if lp.pos == len(lp.spec.entries) and counter == lp.iter + 1:
             lp.iter, lp.pos = counter, 0
-            self.pending.append(("l%d" % L, True))
+            self.pending.append((_channel("l%d", L), True))
         if counter != lp.iter or lp.pos == len(lp.spec.entries) or tg.norm_key(key) != lp.spec.keys[lp.pos]:
             raise _Diverged("a new path")
         p = lp.pos
         for k, (ref, pat) in enumerate(zip(refs, lp.spec.entries[p][6])):
             if pat[0] == "v":
-                self.pending.append(("i%d_%d_%d" % (L, p, k), _feedable(ref[1])))
+                self.pending.append((_channel("i%d_%d_%d", L, p, k), _feedable(ref[1])))
                 continue
             actual = self.path[ref[1]]
             if pat[0] == "in":
@@ -653,7 +685,7 @@ class _Step:
             if not ok:
                 raise _Diverged("a new data flow")
         lp.pos += 1
-        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, "o%d_%d" % (L, p))
+        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, _channel("o%d_%d", L, p))
 
     def materialize(self, p):
         ev = p._ev
