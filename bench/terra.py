@@ -18,7 +18,8 @@ graph's own time, the latter measured by running the same graph on a
 recording of the last round's feeds, all queued before it starts). Then which
 programs jax.jit compiles unchanged (np swapped for jax.numpy, the rest of
 the program as written), run by PY (the bench venv, where jax is installed
-from PyPI if pip can).
+from PyPI if pip can). Terra's results are checked against NumPy's, every
+round (floats and arrays within 1e-5 relative, the rest equal).
 """
 import os
 
@@ -51,19 +52,37 @@ SIZES = {
 PROGRAMS = list(SIZES)
 
 
-def timed(m, step_fn, steps):
+def timed(m, step_fn, steps, results=None):
     """(wall s, CPU s) per step of one run of `steps` steps: from the end of
     its first step to the end of its last (the program's own work between
-    steps included; its setup before the first step not)."""
+    steps included; its setup before the first step not). The run's results
+    go to the list `results`."""
     marks = []
 
     def step(*args, **kwargs):
         out = step_fn(*args, **kwargs)
         marks.append((time.perf_counter(), time.process_time()))
         return out
-    m.run(step, steps=steps, **SIZES[m.__name__])
+    out = m.run(step, steps=steps, **SIZES[m.__name__])
+    if results is not None:
+        results.append(out)
     n = len(marks) - 1
     return (marks[-1][0] - marks[0][0]) / n, (marks[-1][1] - marks[0][1]) / n
+
+
+def mismatch(a, b):
+    """Where two runs' results differ (floats and arrays beyond 1e-5
+    relative, anything else unequal), or None."""
+    import numpy as np
+    if isinstance(a, (list, tuple)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return "%r against %r" % (a, b)
+        return next((m for m in map(mismatch, a, b) if m), None)
+    if isinstance(a, (float, np.ndarray)):
+        ok = np.allclose(a, b, rtol=1e-5, atol=1e-7)
+    else:
+        ok = a == b
+    return None if ok else "%r against %r" % (a, b)
 
 
 def graph_alone(f, record):
@@ -90,20 +109,21 @@ def bench_program(name, steps, rounds):
     f = tfvm.terra(m.step)
     m.run(f, steps=steps, **SIZES[name])          # traces every path the run takes, compiles
     f.stats["fallbacks_warmup"] = f.stats["fallbacks"]
-    t_np, t_t = [], []
+    t_np, t_t, res_np, res_t = [], [], [], []
     record = []
     wait0 = (f.stats["python_wait_s"], f.stats["coexec_steps"])
     for r in range(rounds):
-        t_np.append(timed(m, m.step, steps))
+        t_np.append(timed(m, m.step, steps, res_np))
         if r == rounds - 1:
             f.recording, before = record, f.stats["fallbacks"]   # the last round's feeds, for graph_alone
-        t_t.append(timed(m, f, steps))
+        t_t.append(timed(m, f, steps, res_t))
     if f.stats["fallbacks"] != before:
         record.clear()                            # feeds of two programs: no recording
     f.recording = None
     coexec = f.stats["coexec_steps"] - wait0[1]
     py_wait = (f.stats["python_wait_s"] - wait0[0]) / max(coexec, 1)
     f.close()
+    f.mismatch = next((m for m in map(mismatch, res_t, res_np) if m), None)
     g = graph_alone(f, record) if record and f.program else (float("nan"), float("nan"))
 
     def med(ts, i):
@@ -192,7 +212,7 @@ def main():
     print("  %-10s %9s %7s %9s %9s %7s %8s %5s %8s %8s %7s %8s %6s" % (
         "program", "NumPy ms", "CPU ms", "(threads)", "Terra ms", "CPU ms", "speedup", "fallb",
         "Py wait", "graph ms", "CPU ms", "gr wait", "bound"))
-    fast = 0
+    fast = wrong = 0
     for name in a.programs:
         (np_w, np_c), (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds)
         np_thr = np_threads.get(name, float("inf"))
@@ -207,7 +227,11 @@ def main():
             name, np_w * 1e3, np_c * 1e3, np_thr * 1e3, t_w * 1e3, t_c * 1e3, ratio, late, py_wait * 1e3,
             g_w * 1e3, g_c * 1e3, max(t_w - g_w, 0.0) * 1e3, bound, "PASS" if ratio >= 1.3 else "MISS"),
             flush=True)
-    print("  %d of %d programs >= 1.3x (target: 4): %s" % (fast, len(a.programs), "PASS" if fast >= 4 else "MISS"))
+        if f.mismatch:
+            print("  %-10s Terra's results differ from NumPy's: %s" % (name, f.mismatch[:200]))
+            wrong += 1
+    print("  %d of %d programs >= 1.3x (target: 4): %s; Terra's results %s NumPy's (1e-5 relative)" % (
+        fast, len(a.programs), "PASS" if fast >= 4 else "MISS", "match" if not wrong else "DIFFER from"))
     print("  fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
           " graph alone on the recorded feeds; gr wait: Terra ms less graph ms; bound: NumPy CPU ms / max(graph CPU"
           " ms, NumPy CPU ms - graph CPU ms), the most that overlapping the graph with Python can gain with these"
