@@ -22,10 +22,11 @@ from PyPI if pip can). Terra's results are checked against NumPy's, every
 round (floats and arrays within 1e-5 relative, the rest equal).
 """
 import os
+import sys
 
 # before NumPy loads: its wheel's OpenBLAS threads spin, and on a loaded
 # machine lose up to 8x; the threaded NumPy runs in a subprocess without this
-if "--numpy-threads" not in os.sys.argv:
+if "--numpy-threads" not in sys.argv:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import argparse  # noqa: E402
@@ -33,7 +34,6 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import types  # noqa: E402
 
