@@ -1,27 +1,41 @@
 """bench/terra.py — `make bench`: Terra (tfvm.terra, docs/terra.md) against
 plain NumPy on the six programs of examples/terra/, in one run.
 
-    python bench/terra.py [--steps N] [--jax-python PY]
+    python bench/terra.py [--steps N] [--rounds R] [--jax-python PY] [PROGRAM...]
 
-Per program: the mean time per step of plain NumPy and of Terra over the
-same steps (after WARMUP steps each, which include Terra's tracing and first
-compile), their ratio (target: >= 1.3x on four of the six), Terra's
-fallbacks, and the overlap of Figure 6 of the Terra paper: per co-executed
-step, how long Python waited for the graph (blocked in fetch) and how long
-the graph waited for Python (the step's time less the graph's own time, the
-latter measured by running the same graph on a recording of the step's
-feeds, all queued before it starts). Then which programs jax.jit compiles
-unchanged (np swapped for jax.numpy, the rest of the program as written), run
-by PY (the bench venv, where jax is installed from PyPI if pip can).
+Per program: Terra traces and compiles over one warm-up run, then ROUNDS
+rounds each run the program for STEPS steps with plain NumPy and then with
+Terra (interleaved, so that the load of a shared machine falls on both
+alike); per step, the medians over the rounds of the wall time and of the
+process's CPU time (every thread's: the graph's workers too). NumPy runs
+with one BLAS thread here (OPENBLAS_NUM_THREADS=1, set before NumPy loads)
+and, in a subprocess, with its own BLAS threads; the better wall time counts
+for the speedup (target: >= 1.3x on four of the six). Then Terra's
+fallbacks after the warm-up and the overlap of Figure 6 of the Terra paper:
+per co-executed step, how long Python waited for the graph (blocked in
+fetch) and how long the graph waited for Python (the step's time less the
+graph's own time, the latter measured by running the same graph on a
+recording of the last round's feeds, all queued before it starts). Then which
+programs jax.jit compiles unchanged (np swapped for jax.numpy, the rest of
+the program as written), run by PY (the bench venv, where jax is installed
+from PyPI if pip can). Terra's results are checked against NumPy's, every
+round (floats and arrays within 1e-5 relative, the rest equal).
 """
-import argparse
-import importlib
-import json
 import os
-import subprocess
 import sys
-import time
-import types
+
+# before NumPy loads: its wheel's OpenBLAS threads spin, and on a loaded
+# machine lose up to 8x; the threaded NumPy runs in a subprocess without this
+if "--numpy-threads" not in sys.argv:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "terra"))
@@ -36,64 +50,85 @@ SIZES = {
     "mlp": {"n": 512, "d": 256, "hidden": 1024},
 }
 PROGRAMS = list(SIZES)
-WARMUP = 10
 
 
-def timed(m, step_fn, steps):
-    """Seconds per step after WARMUP steps, and the run's results."""
+def timed(m, step_fn, steps, results=None):
+    """(wall s, CPU s) per step of one run of `steps` steps: from the end of
+    its first step to the end of its last (the program's own work between
+    steps included; its setup before the first step not). The run's results
+    go to the list `results`."""
     marks = []
 
     def step(*args, **kwargs):
         out = step_fn(*args, **kwargs)
-        marks.append(time.perf_counter())
+        marks.append((time.perf_counter(), time.process_time()))
         return out
-    t0 = time.perf_counter()
-    m.run(step, steps=steps, **SIZES[m.__name__])
-    marks.insert(0, t0)
-    return (marks[-1] - marks[WARMUP]) / (len(marks) - 1 - WARMUP)
+    out = m.run(step, steps=steps, **SIZES[m.__name__])
+    if results is not None:
+        results.append(out)
+    n = len(marks) - 1
+    return (marks[-1][0] - marks[0][0]) / n, (marks[-1][1] - marks[0][1]) / n
 
 
-def graph_alone(f, record, rounds=20):
-    """Seconds per step of f's graph on a recorded step: every feed queued
-    before the graph starts, then the fetches in the step's order."""
-    s = f.program.session()
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        for ch, v in record:
-            if ch is not None:
-                s.feed(ch, v)
-        s.feed("go", True)
-        for ch, name in record:
-            if ch is None:
-                s.fetch(name)
-    dt = (time.perf_counter() - t0) / rounds
+def mismatch(a, b):
+    """Where two runs' results differ (floats and arrays beyond 1e-5
+    relative, anything else unequal), or None."""
+    import numpy as np
+    if isinstance(a, (list, tuple)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return "%r against %r" % (a, b)
+        return next((m for m in map(mismatch, a, b) if m), None)
+    if isinstance(a, (float, np.ndarray)):
+        ok = np.allclose(a, b, rtol=1e-5, atol=1e-7)
+    else:
+        ok = a == b
+    return None if ok else "%r against %r" % (a, b)
+
+
+def graph_alone(f, record):
+    """(wall s, CPU s) per step of f's graph on recorded steps: every feed of
+    every step queued before the graph starts, then the run's end awaited
+    (the values it fetches are queued and dropped, as Python would take
+    them); the CPU time is the process's, nearly all of it the workers'."""
+    from tfvm import _terra
+    s = f.program.session(threads=f.threads or _terra._default_threads())
+    t0, c0 = time.perf_counter(), time.process_time()
+    for ch, v in record:
+        s.feed(ch, v)
     s.feed("go", False)
     s.finish()
-    return dt
+    n = max(sum(ch == "go" for ch, _ in record), 1)
+    return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
 
-def bench_program(name, steps):
+def bench_program(name, steps, rounds):
+    """Medians per step: NumPy (wall, CPU), Terra (wall, CPU); Python's wait
+    per co-executed step, the graph's own time per step, Terra's function."""
     import tfvm
     m = importlib.import_module(name)
-    t_np = timed(m, m.step, steps)
     f = tfvm.terra(m.step)
-    wait0 = [0.0, 0]
-
-    def counting(*args, **kwargs):
-        if f.stats["coexec_steps"] == WARMUP:
-            wait0[:] = [f.stats["python_wait_s"], f.stats["coexec_steps"]]
-            f.recording = []
-        elif f.recording:
-            record[:] = f.recording
-            f.recording = []
-        return f(*args, **kwargs)
+    m.run(f, steps=steps, **SIZES[name])          # traces every path the run takes, compiles
+    f.stats["fallbacks_warmup"] = f.stats["fallbacks"]
+    t_np, t_t, res_np, res_t = [], [], [], []
     record = []
-    t_terra = timed(m, counting, steps)
+    wait0 = (f.stats["python_wait_s"], f.stats["coexec_steps"])
+    for r in range(rounds):
+        t_np.append(timed(m, m.step, steps, res_np))
+        if r == rounds - 1:
+            f.recording, before = record, f.stats["fallbacks"]   # the last round's feeds, for graph_alone
+        t_t.append(timed(m, f, steps, res_t))
+    if f.stats["fallbacks"] != before:
+        record.clear()                            # feeds of two programs: no recording
+    f.recording = None
     coexec = f.stats["coexec_steps"] - wait0[1]
     py_wait = (f.stats["python_wait_s"] - wait0[0]) / max(coexec, 1)
     f.close()
-    g = graph_alone(f, record) if record and f.program else float("nan")
-    return t_np, t_terra, py_wait, g, f
+    f.mismatch = next((m for m in map(mismatch, res_t, res_np) if m), None)
+    g = graph_alone(f, record) if record and f.program else (float("nan"), float("nan"))
+
+    def med(ts, i):
+        return statistics.median(t[i] for t in ts)
+    return (med(t_np, 0), med(t_np, 1)), (med(t_t, 0), med(t_t, 1)), py_wait, g, f
 
 
 def jax_check(name):
@@ -146,44 +181,61 @@ def jax_rows(py):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--jax-python", default=None)
     ap.add_argument("--jax-only", action="store_true")
-    ap.add_argument("--numpy-only", action="store_true")
+    ap.add_argument("--numpy-threads", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("programs", nargs="*", default=PROGRAMS)
     a = ap.parse_args()
-    if a.numpy_only:
-        print(json.dumps({name: timed(importlib.import_module(name), importlib.import_module(name).step, a.steps)
-                          for name in a.programs}))
+    if a.numpy_threads:
+        out = {}
+        for name in a.programs:
+            m = importlib.import_module(name)
+            out[name] = statistics.median(timed(m, m.step, a.steps)[0] for _ in range(a.rounds))
+        print(json.dumps(out))
         return
-    # NumPy's wheel runs its own OpenBLAS threads, which spin and lose badly on
-    # a loaded machine: NumPy is timed both ways and its better time counts
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-only", "--steps", str(a.steps)]
-                       + a.programs, capture_output=True, text=True, env=env)
-    np1 = json.loads(r.stdout) if r.returncode == 0 else {}
     if a.jax_only:
         import jax
         print("  jax %s" % jax.__version__)
         for name in a.programs:
             print("  %-10s %s" % (name, jax_check(name)))
         return
-    print("Terra (tfvm.terra) vs plain NumPy, ms per step after %d warm-up steps of %d; overlap per co-executed step:"
-          % (WARMUP, a.steps))
-    print("  NumPy: its better time of its own BLAS threads and OPENBLAS_NUM_THREADS=1 (both shown)")
-    print("  %-10s %9s %9s %9s %7s %9s %10s %10s %10s  %s" % (
-        "program", "NumPy ms", "(1 thr)", "Terra ms", "speedup", "fallbacks", "Py wait ms", "graph ms", "gr wait ms",
-        ""))
-    fast = 0
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-threads", "--steps", str(a.steps),
+                        "--rounds", str(a.rounds)] + a.programs, capture_output=True, text=True, env=env)
+    np_threads = json.loads(r.stdout) if r.returncode == 0 else {}
+    print("Terra (tfvm.terra) vs plain NumPy, ms per step: medians of %d interleaved rounds of %d steps, "
+          "after a warm-up run;" % (a.rounds, a.steps))
+    print("  wall and process CPU time (all threads); NumPy with 1 BLAS thread, and with its own BLAS threads "
+          "(wall; a run of its own); the better NumPy wall time counts. Overlap per co-executed step.")
+    print("  %-10s %9s %7s %9s %9s %7s %8s %5s %8s %8s %7s %8s %6s" % (
+        "program", "NumPy ms", "CPU ms", "(threads)", "Terra ms", "CPU ms", "speedup", "fallb",
+        "Py wait", "graph ms", "CPU ms", "gr wait", "bound"))
+    fast = wrong = 0
     for name in a.programs:
-        t_np, t_t, py_wait, g, f = bench_program(name, a.steps)
-        t_np1 = np1.get(name, float("inf"))
-        r = min(t_np, t_np1) / t_t
-        fast += r >= 1.3
-        print("  %-10s %9.3f %9.3f %9.3f %6.2fx %9d %10.3f %10.3f %10.3f  %s" % (
-            name, t_np * 1e3, t_np1 * 1e3, t_t * 1e3, r, f.stats["fallbacks"], py_wait * 1e3, g * 1e3,
-            max(t_t - g, 0.0) * 1e3, "PASS" if r >= 1.3 else "MISS"))
-    print("  %d of %d programs >= 1.3x (target: 4): %s" % (fast, len(a.programs), "PASS" if fast >= 4 else "MISS"))
+        (np_w, np_c), (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds)
+        np_thr = np_threads.get(name, float("inf"))
+        ratio = min(np_w, np_thr) / t_w
+        fast += ratio >= 1.3
+        late = f.stats["fallbacks"] - f.stats["fallbacks_warmup"]
+        # the best any co-execution with these kernels could do, given a core
+        # each: NumPy's CPU time over the larger of the graph's share of it
+        # (its CPU time alone) and the rest (Python's own work)
+        bound = np_c / max(g_c, np_c - g_c)
+        print("  %-10s %9.3f %7.3f %9.3f %9.3f %7.3f %7.2fx %5d %8.3f %8.3f %7.3f %8.3f %5.2fx  %s" % (
+            name, np_w * 1e3, np_c * 1e3, np_thr * 1e3, t_w * 1e3, t_c * 1e3, ratio, late, py_wait * 1e3,
+            g_w * 1e3, g_c * 1e3, max(t_w - g_w, 0.0) * 1e3, bound, "PASS" if ratio >= 1.3 else "MISS"),
+            flush=True)
+        if f.mismatch:
+            print("  %-10s Terra's results differ from NumPy's: %s" % (name, f.mismatch[:200]))
+            wrong += 1
+    print("  %d of %d programs >= 1.3x (target: 4): %s; Terra's results %s NumPy's (1e-5 relative)" % (
+        fast, len(a.programs), "PASS" if fast >= 4 else "MISS", "match" if not wrong else "DIFFER from"))
+    print("  fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
+          " graph alone on the recorded feeds; gr wait: Terra ms less graph ms; bound: NumPy CPU ms / max(graph CPU"
+          " ms, NumPy CPU ms - graph CPU ms), the most that overlapping the graph with Python can gain with these"
+          " kernels")
     jax_rows(a.jax_python)
 
 

@@ -2,7 +2,8 @@
  * (with the VM's own kernels, so folded and run-time results agree; tensors
  * under a size heuristic) and algebraic simplification, common-subexpression
  * elimination (pure ops and calls of pure functions; a call that feeds or
- * fetches takes an order token no other call takes), fusion of MATMUL/CONV2D
+ * fetches takes an order token no other call takes), transpositions that
+ * cancel or that a product can read with its ta/tb, fusion of MATMUL/CONV2D
  * with a bias ADD and an activation, and dead-code elimination, which also
  * finds the parameters a function reads and the functions still called. */
 #include <math.h>
@@ -106,6 +107,7 @@ typedef struct fold_state {
 } fold_state;
 
 static bool proven_safe(cc *C, const fold_state *S, const cc_node *n);
+static int const_perm(const cc_node *n, int64_t *p);
 
 /* ---- Shapes the run guarantees ----------------------------------------------------------- *
  * A SHAPE whose operand's dims are all known is a constant, and so is what
@@ -1038,6 +1040,21 @@ static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
         return true;
     if (n->op != ISA_TRANSPOSE && n->op != ISA_RESHAPE)
         return false;
+    if (n->op == ISA_TRANSPOSE) {
+        /* a permutation of its input's rank, which its type says (a FEED's
+         * type is checked when the value comes), cannot fail */
+        cc_irval x = cc_resolve(n->in[0]);
+        const cc_vtype *t = &x.n->types[x.k];
+        int64_t p[TFVM_MAX_RANK];
+        if (t->tensor && t->rank != ISA_RANK_ANY && const_perm(n, p) == (int)t->rank) {
+            bool seen[TFVM_MAX_RANK] = {false};
+            int k = 0;
+            while (k < (int)t->rank && !seen[p[k]])
+                seen[p[k++]] = true;
+            if (k == (int)t->rank)
+                return true;
+        }
+    }
     int r = sure_dims(C, S, n->in[0], d, 32);
     if (r < 0)
         return false;
@@ -1235,6 +1252,41 @@ static void transpose_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
+/* A product of a TRANSPOSE that swaps its operand's last two dims (x.T @ w,
+ * the backward passes' h.T @ g) reads the TRANSPOSE's input with MATMUL's
+ * ta/tb instead: the kernel packs the operand either way, and the transposed
+ * copy (a strided pass over the whole operand) is gone once nothing else
+ * reads it (dead-code elimination). Within one block only, as sink_chain. */
+static bool swaps_last_two(const int64_t *p, int n)
+{
+    if (n < 2 || p[n - 2] != n - 1 || p[n - 1] != n - 2)
+        return false;
+    for (int i = 0; i < n - 2; i++)
+        if (p[i] != i)
+            return false;
+    return true;
+}
+
+static void transposed_operands_block(cc *C, cc_blk *b, void *ud)
+{
+    (void)C;
+    tp_state *T = ud;
+    for (cc_node *n = b->first; n; n = n->next) {
+        if (n->kind != CC_N_OP || (n->op != ISA_MATMUL && n->op != ISA_FUSED_MATMUL))
+            continue;
+        for (uint32_t k = 0; k < 2; k++) {
+            cc_node *x = cc_resolve(n->in[k]).n;
+            int64_t p[TFVM_MAX_RANK];
+            int np = const_perm(x, p);
+            if (x->blk != b || !swaps_last_two(p, np))
+                continue;
+            n->in[k] = cc_resolve(x->in[0]);
+            n->attr ^= k == 0 ? ISA_OPT_TRANS_A : ISA_OPT_TRANS_B;
+            T->changes++;
+        }
+    }
+}
+
 static void transposes(cc *C, cc_ifn *fn)
 {
     tp_state T = {0};
@@ -1242,6 +1294,7 @@ static void transposes(cc *C, cc_ifn *fn)
     each_block(C, fn->top, count_uses_tp, &T);
     each_block(C, fn->top, transpose_block, &T);
     each_block(C, fn->top, resolve_block, NULL);
+    each_block(C, fn->top, transposed_operands_block, &T);
 }
 
 /* ---- Fusion ------------------------------------------------------------------------------ *

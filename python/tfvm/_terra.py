@@ -66,6 +66,7 @@ _UNARY = {np.negative: "neg({0})", np.absolute: "abs({0})", np.tanh: "tanh({0})"
           np.log: "log({0})", np.sqrt: "sqrt({0})", np.positive: "{0}"}
 _FLOAT_ONLY = {np.tanh, np.exp, np.log, np.sqrt, np.matmul}
 _EMIT = {uf: _emit_template(t) for uf, t in list(_BINARY.items()) + list(_UNARY.items())}
+_UFUNC_IMPL = {uf: (lambda uf: lambda attrs, *v: uf(*v))(uf) for uf in _EMIT}
 _resolved = {}
 
 
@@ -99,24 +100,42 @@ def _ufunc_types(uf, inputs):
     return _resolved[key]
 
 
-def _ufunc(uf, inputs):
+_typed = {}   # (ufunc, input dtypes and shapes) -> (attrs, input dtypes, result dtype, shape), or None
+
+
+def _ufunc_typed(uf, inputs):
+    """What a traced ufunc call is, worked out once per ufunc and input
+    types and shapes (None: NumPy computes it)."""
+    key = (uf,) + tuple((_dtype_of(x), _shape_of(x)) for x in inputs)
+    if key in _typed:
+        return _typed[key]
+    r = None
     types = _ufunc_types(uf, inputs)
-    if types is None or _current is None:
+    if types is not None:
+        ct, out = types
+        shapes = [_shape_of(x) for x in inputs]
+        shape = None
+        if uf is np.matmul:
+            a, b = shapes
+            if len(a) >= 2 and len(b) >= 2 and a[-1] == b[-2]:
+                shape = np.broadcast_shapes(a[:-2], b[:-2]) + (a[-2], b[-1])
+        else:
+            try:
+                shape = np.broadcast_shapes(*shapes)
+            except ValueError:
+                pass
+        if shape is not None:
+            r = (ct.str,), [ct] * len(inputs), out, shape
+    _typed[key] = r
+    return r
+
+
+def _ufunc(uf, inputs):
+    typed = _ufunc_typed(uf, inputs) if _current is not None else None
+    if typed is None:
         return _host(uf, inputs, {})
-    ct, out = types
-    shapes = [_shape_of(x) for x in inputs]
-    if uf is np.matmul:
-        a, b = shapes
-        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-            return _host(uf, inputs, {})
-        shape = np.broadcast_shapes(a[:-2], b[:-2]) + (a[-2], b[-1])
-    else:
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:
-            return _host(uf, inputs, {})
-    return _current.op(uf.__name__, (ct.str,), inputs, [ct] * len(inputs), out, shape,
-                       lambda attrs, *v: uf(*v), _EMIT[uf])
+    attrs, in_dtypes, out, shape = typed
+    return _current.op(uf.__name__, attrs, inputs, in_dtypes, out, shape, _UFUNC_IMPL[uf], _EMIT[uf])
 
 
 def _norm_axes(axis, ndim):
@@ -165,6 +184,9 @@ def _concatenate(arrays, axis=0, **kwargs):
     if dtype not in tg.TFG_DTYPES or nd == 0 or any(len(s) != nd for s in shapes):
         return _host(np.concatenate, (arrays,), {"axis": axis})
     axis %= nd
+    if any(s[:axis] + s[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:] for s in shapes):
+        # NumPy's error, where NumPy raises it (the graph would fail later)
+        return _host(np.concatenate, (arrays,), {"axis": axis})
     shape = list(shapes[0])
     shape[axis] = sum(s[axis] for s in shapes)
     return _current.op("concatenate", (dtype.str, axis), arrays, [dtype] * len(arrays), dtype, tuple(shape),
@@ -313,8 +335,12 @@ class TArray:
     T = property(lambda self: _transpose(self))
 
     def _materialize(self):
-        if self._step is not None and self._step is _current:
-            return self._step.materialize(self)
+        step = self._step
+        if step is not None and (step is _current or self._val is None):
+            # this step's value (a traced step records that Python read it),
+            # or one an earlier co-executed step left in the graph, taken
+            # when first read: the graph runs ahead of Python
+            return step.materialize(self)
         return self._val
 
     def __array__(self, dtype=None, copy=None):
@@ -441,6 +467,18 @@ def _graph_failure():
         raise _Diverged("the graph failed: %s" % str(e).splitlines()[0]) from None
 
 
+_channels = {}
+
+
+def _channel(fmt, *ids):
+    """A channel's name, made once."""
+    key = (fmt,) + ids
+    name = _channels.get(key)
+    if name is None:
+        name = _channels[key] = fmt % ids
+    return name
+
+
 def _feedable(v):
     return v[()] if v.ndim == 0 else v
 
@@ -452,6 +490,7 @@ class _Step:
         self.proxies = []            # weakref per event
         self.occurrences = {}
         self.fetched = {}            # event -> value Python read
+        self.errors = {}             # event -> NumPy's error, for an ended step whose graph failed
         self.path, self.last_run, self.prev, self.selected = [], {}, tg.START, set()
         # the loop being run; finished loops' last iteration; what the last gap is timed for
         self.loop, self.loop_done, self.gap_key = None, {}, tg.START
@@ -463,24 +502,28 @@ class _Step:
         """Hands the queued feeds to the session, `go` last: a value queued
         before the graph waits for it costs no wake-up (a tenth of a feed
         that wakes a waiting graph, on a busy machine)."""
-        s, rec = self.fn.session, self.fn.recording
+        s, rec = self.fn.live_session(), self.fn.recording
         with _graph_failure():
             for ch, v in self.pending:
-                s.feed(ch, v)
+                s.feed(ch, v)        # the extension's own session: one host thread needs no lock
             if rec is not None:
                 rec.extend(self.pending)
             self.pending.clear()
             if self.go:
                 s.feed("go", True)
                 self.go = False
+                if rec is not None:
+                    rec.append(("go", True))
 
     def fetch(self, ch):
-        self.flush()
+        lag = self.fn.lagged
+        if lag is not None and lag is not self:
+            lag.take_channel(ch)     # the earlier step's values on ch come first
+        if self.go or self.pending:
+            self.flush()
         t = time.perf_counter()
         with _graph_failure():
-            val = self.fn.session.fetch(ch)
-        if self.fn.recording is not None:
-            self.fn.recording.append((None, ch))
+            val = self.fn.live_session().fetch(ch)
         self.fn.stats["python_wait_s"] += time.perf_counter() - t
         return val
 
@@ -499,7 +542,8 @@ class _Step:
                 sig.append((v.dtype.str, v.ndim, len(v)) if v.dtype == np.int64 and v.ndim == 1 and len(v) <= 8
                            else (v.dtype.str, v.ndim))
                 refs.append(("v", v))
-        dtype = np.dtype(dtype)
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
         calls, loops = stacks.where()
         base = (name, attrs, tuple(sig), dtype.str, len(shape), calls, loops, site or _site())
         k = self.occurrences.get(base, 0)
@@ -553,8 +597,8 @@ class _Step:
                 self._check_input(n.id, j, self.path[ref[1]])
         for j, ref in enumerate(refs):
             if ref[0] == "v":
-                self.pending.append(("i%d_%d" % (n.id, j), _feedable(ref[1])))
-        self._ran(n.id, n.id, n.id in g.fetched, "o%d" % n.id)
+                self.pending.append((_channel("i%d_%d", n.id, j), _feedable(ref[1])))
+        self._ran(n.id, n.id, n.id in g.fetched, _channel("o%d", n.id))
 
     def _take_edge(self, v):
         if (self.prev, v) not in self.fn.graph.edges:
@@ -622,13 +666,13 @@ class _Step:
         lp, L = self.loop, self.loop.node.id
         if lp.pos == len(lp.spec.entries) and counter == lp.iter + 1:
             lp.iter, lp.pos = counter, 0
-            self.pending.append(("l%d" % L, True))
+            self.pending.append((_channel("l%d", L), True))
         if counter != lp.iter or lp.pos == len(lp.spec.entries) or tg.norm_key(key) != lp.spec.keys[lp.pos]:
             raise _Diverged("a new path")
         p = lp.pos
         for k, (ref, pat) in enumerate(zip(refs, lp.spec.entries[p][6])):
             if pat[0] == "v":
-                self.pending.append(("i%d_%d_%d" % (L, p, k), _feedable(ref[1])))
+                self.pending.append((_channel("i%d_%d_%d", L, p, k), _feedable(ref[1])))
                 continue
             actual = self.path[ref[1]]
             if pat[0] == "in":
@@ -641,23 +685,66 @@ class _Step:
             if not ok:
                 raise _Diverged("a new data flow")
         lp.pos += 1
-        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, "o%d_%d" % (L, p))
+        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, _channel("o%d_%d", L, p))
 
     def materialize(self, p):
         ev = p._ev
         if ev in self.fetched:
             return self.fetched[ev]
+        if self is not _current:
+            return self.drain_one(p)
         if self.mode == "coexec":
-            where = self.path[ev]
-            ch = "o%d" % where[0] if len(where) == 1 else "o%d_%d" % where[:2]
             try:
-                if ev not in self.channels.get(ch, ()):
-                    raise _Diverged("a new fetch")
-                self.fetch_through(ch, ev)
+                self.fetch_through(self._channel_of(ev), ev)
             except _Diverged as e:
                 self.diverge(str(e))
         self.fetched[ev] = p._val
         return p._val
+
+    def _channel_of(self, ev):
+        """The fetch channel that has event ev's value."""
+        where = self.path[ev]
+        ch = "o%d" % where[0] if len(where) == 1 else "o%d_%d" % where[:2]
+        if ev not in self.channels.get(ch, ()):
+            raise _Diverged("a new fetch")
+        return ch
+
+    def take_channel(self, ch):
+        """Takes this (ended) step's values on ch that Python has not read."""
+        evs = self.channels.get(ch)
+        if evs and self.taken.get(ch, 0) < len(evs):
+            self._lagged_take(lambda: self.fetch_through(ch, evs[-1]))
+
+    def drain_one(self, p):
+        """The value of p, made by this step, which has ended: the graph's
+        (taken from its channel now) or NumPy's if the graph failed."""
+        ev = p._ev
+        if p._val is None and ev not in self.errors:
+            self._lagged_take(lambda: self.fetch_through(self._channel_of(ev), ev))
+        if ev in self.errors:
+            raise self.errors[ev]
+        return p._val
+
+    def drain(self):
+        """Takes every value of this ended step that is still owed."""
+        for ch in list(self.channels):
+            self.take_channel(ch)
+
+    def _lagged_take(self, take):
+        """Runs take() for an ended step; if the graph failed, NumPy
+        recomputes the step's values (NumPy's own error, if any, is raised
+        here, where the value is read) and the session is gone."""
+        try:
+            take()
+        except _Diverged as e:
+            fn = self.fn
+            if fn.lagged is self:
+                fn.lagged = None
+            fn.cancel(reason=str(e))
+            fn.stats["fallbacks"] += 1
+            fn.fallback_reasons.append(str(e))
+            self.channels.clear()
+            self.recompute(defer=True)
 
     def fetch_through(self, ch, ev):
         """Takes channel ch's values in order up to event ev's (a loop's
@@ -675,16 +762,34 @@ class _Step:
     def diverge(self, reason):
         """Cancels the graph and recomputes the step's operations so far with
         NumPy (values Python already read are kept), then goes on tracing."""
+        self.fn.drain_lagged()
         self.fn.cancel()
         self.pending.clear()
         self.mode = "trace"
         self.fn.stats["fallbacks"] += 1
         self.fn.fallback_reasons.append(reason)
+        self.recompute()
+
+    def recompute(self, defer=False):
+        """NumPy computes every operation of the step whose value Python
+        has not read, from the recorded inputs. defer (an ended step): an
+        operation NumPy refuses keeps its error, raised when its value, or
+        one computed from it, is read."""
         vals = []
         for ev, e in enumerate(self.events):
             impl, refs = e[8], e[7]
-            v = self.fetched[ev] if ev in self.fetched else \
-                np.asarray(impl(e[2], *[vals[r[1]] if r[0] == "n" else r[1] for r in refs]))
+            if ev in self.fetched:
+                v = self.fetched[ev]
+            else:
+                failed = [self.errors[r[1]] for r in refs if r[0] == "n" and r[1] in self.errors]
+                try:
+                    if failed:
+                        raise failed[0]
+                    v = np.asarray(impl(e[2], *[vals[r[1]] if r[0] == "n" else r[1] for r in refs]))
+                except Exception as exc:  # noqa: BLE001 - NumPy's own error, kept for the reader
+                    if not defer:
+                        raise
+                    self.errors[ev], v = exc, None
             vals.append(v)
             p = self.proxies[ev]()
             if p is not None and p._val is None:
@@ -707,22 +812,29 @@ class _Step:
                 self.flush()
 
     def finish(self):
-        """Values still referenced are fetched (and will be fetched by the
-        graph from now on); a traced step is merged into the TraceGraph."""
-        for ev, r in enumerate(self.proxies):
-            p = r()
-            if p is not None:
-                p._materialize()
+        """Values still referenced stay in the graph, which runs on: each
+        must have a fetch channel (else the graph will fetch it from now
+        on), and they are taken when Python reads them or at the end of the
+        next step (so the graph is at most a step behind Python). A traced
+        step's values are all NumPy's; its trace is merged into the
+        TraceGraph."""
         if self.mode == "coexec":
             try:
-                for ch, evs in self.channels.items():   # values nobody read this time
-                    if self.taken.get(ch, 0) < len(evs):
-                        self.fetch_through(ch, evs[-1])
+                for ev, r in enumerate(self.proxies):
+                    p = r()
+                    if p is not None and p._val is None:
+                        self._channel_of(ev)
             except _Diverged as e:
                 self.diverge(str(e))
+        self.fn.drain_lagged()
         if self.mode == "coexec":
             self.fn.stats["coexec_steps"] += 1
+            self.fn.lagged = self
         else:
+            for ev, r in enumerate(self.proxies):
+                p = r()
+                if p is not None:
+                    p._materialize()
             self.fn.stats["traced_steps"] += 1
             events, fetched = self.events, set(self.fetched)
             if self.fn.fold_loops:
@@ -749,9 +861,11 @@ class TerraFunction:
         self.__name__, self.__doc__, self.__wrapped__ = f.__name__, f.__doc__, f
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
+        self.lagged = None        # the last co-executed step, while the graph owes Python its values
+        self.lost = None          # why the session ended under a co-executed step
         self.gaps = {}            # node -> Python's time after it, last co-executed step
         self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
-        self.recording = None     # a list: each co-executed step's feeds and fetches go there (bench/terra.py)
+        self.recording = None     # a list: co-executed steps' feeds go there, in order (bench/terra.py)
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
@@ -763,6 +877,7 @@ class TerraFunction:
     def _prepare(self):
         from . import compile as tfvm_compile, Error
         if self.dirty or self.plan is None:
+            self.drain_lagged()
             self.cancel()
             try:
                 self.plan = tg.generate(self.graph)
@@ -773,16 +888,32 @@ class TerraFunction:
             self.dirty = False
             self.stats["compiles"] += 1
         if self.session is None:
-            self.session = self.program.session(threads=self.threads)
+            self.session = self.program.session(threads=self.threads or _default_threads())
         return True
 
-    def cancel(self):
+    def live_session(self):
+        """The session's extension object (Terra feeds and fetches from one
+        thread: no lock needed), or a divergence when it is gone."""
+        if self.session is None:
+            raise _Diverged(self.lost or "the graph failed: the session has ended")
+        return self.session._s
+
+    def drain_lagged(self):
+        """Takes the values the graph owes from the last co-executed step."""
+        lag, self.lagged = self.lagged, None
+        if lag is not None:
+            lag.drain()
+
+    def cancel(self, reason=None):
+        self.lost = reason
         if self.session is not None:
             s, self.session = self.session, None
             s.cancel()
 
     def close(self):
-        """Ends the session (the graph's loop stops)."""
+        """Ends the session (the graph's loop stops), once every value it
+        owes Python has been taken."""
+        self.drain_lagged()
         if self.session is not None:
             s, self.session = self.session, None
             s.feed("go", False)
@@ -806,11 +937,24 @@ class TerraFunction:
             step.finish()
         except BaseException:
             if step.mode == "coexec":
-                self.cancel()
+                try:
+                    self.drain_lagged()      # the earlier step's values may still be read
+                finally:
+                    self.cancel()
             raise
         finally:
             _current = None
         return out
+
+
+def _default_threads():
+    """Workers for the graph: one core fewer than the machine has (at least
+    one), as the Python interpreter that co-executes is busy on its own:
+    a worker more than the cores left waits for the interpreter's core, and
+    a product split across workers waits for its slowest part."""
+    import os
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, n - 1)
 
 
 def _identity(attrs, v):
@@ -823,7 +967,8 @@ def _emit_identity(attrs, args):
 
 def terra(f=None, *, threads=0, fold_loops=True):
     """Decorator: runs f's NumPy work as a tfvm graph beside f's Python
-    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)``;
+    (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)`` (default:
+    one worker fewer than the cores, at least one);
     ``fold_loops=False`` unrolls every loop."""
     if f is None:
         return lambda f: TerraFunction(f, threads, fold_loops)

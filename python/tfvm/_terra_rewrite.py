@@ -27,9 +27,12 @@ class Stacks:
     def __init__(self):
         self.calls = []
         self.loops = []          # [loop id, counter]
+        self.now = None          # where() since the last change (many operations share one place)
 
     def where(self):
-        return tuple(self.calls), tuple(tuple(p) for p in self.loops)
+        if self.now is None:
+            self.now = tuple(self.calls), tuple(tuple(p) for p in self.loops)
+        return self.now
 
 
 stacks = Stacks()
@@ -38,22 +41,27 @@ stacks = Stacks()
 def _call(cid, f, *args, **kwargs):
     g = rewritten(f)
     stacks.calls.append(cid)
+    stacks.now = None
     try:
         return g(*args, **kwargs)
     finally:
         stacks.calls.pop()
+        stacks.now = None
 
 
 def _loop_enter(lid):
     stacks.loops.append([lid, 0])
+    stacks.now = None
 
 
 def _loop_tick(lid):
     stacks.loops[-1][1] += 1
+    stacks.now = None
 
 
 def _loop_exit():
     stacks.loops.pop()
+    stacks.now = None
 
 
 class _Runtime:

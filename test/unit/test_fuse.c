@@ -114,6 +114,47 @@ START_TEST(mlp)
 }
 END_TEST
 
+/* Products of transposed operands (a backward pass's x.T @ g and g @ w.T,
+ * a batched swap) read the operands with MATMUL's ta/tb; a transposition
+ * that also has another use stays for it, and one that is not a swap of
+ * the last two dims is left alone. */
+static const char *TRANSPOSED =
+    "fn main(x: f32[4, 6], g: f32[4, 3], w: f32[5, 3], a: f32[2, 3, 4], b: f32[2, 3, 5]) -> f32[?] {\n"
+    "    let dw = matmul(transpose(x, [1, 0]), g);\n"            /* [6, 3] */
+    "    let dx = matmul(g, transpose(w, [1, 0]));\n"            /* [4, 5] */
+    "    let ab = matmul(transpose(a, [0, 2, 1]), b);\n"         /* [2, 4, 5] */
+    "    let gt = transpose(g, [1, 0]);\n"
+    "    let gg = matmul(gt, g) + reduce_sum(gt, [0, 1], keepdims = false);\n"  /* gt read twice */
+    "    let sw = transpose(a, [1, 0, 2]);\n"                   /* not a swap of the last two */
+    "    let dxab = matmul(dx, transpose(reduce_sum(ab, [0], keepdims = false), [1, 0]));\n"  /* [4, 4] */
+    "    concat(concat(reshape(dw, [18]), reshape(dxab, [16]), axis = 0),\n"
+    "           concat(reshape(gg, [9]), reshape(sw, [24]), axis = 0), axis = 0)\n"
+    "}\n";
+
+START_TEST(transposed_operands)
+{
+    tfvm_program *p = compile_opt(TRANSPOSED, 0);
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 6);
+    tfvm_program_free(p);
+    p = compile_opt(TRANSPOSED, 1);
+    /* left: gt (a sum reads it too) and the [1, 0, 2] one; the others go, as
+     * a permutation of its operand's known rank cannot fail */
+    ck_assert_uint_eq(count(p, ISA_TRANSPOSE), 2);
+    uint32_t flags[4] = {0};
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].op == ISA_MATMUL || p->isa.insts[i].op == ISA_FUSED_MATMUL)
+            flags[p->isa.insts[i].a & (ISA_OPT_TRANS_A | ISA_OPT_TRANS_B)]++;
+    /* ta: dw, ab, gg (fused with its bias); tb: dx, dxab */
+    ck_assert_uint_eq(flags[ISA_OPT_TRANS_A], 3);
+    ck_assert_uint_eq(flags[ISA_OPT_TRANS_B], 2);
+    tfvm_program_free(p);
+    tfvm_tensor *args[5] = {tensor(2, (int64_t[]){4, 6}, 9), tensor(2, (int64_t[]){4, 3}, 10),
+                            tensor(2, (int64_t[]){5, 3}, 11), tensor(3, (int64_t[]){2, 3, 4}, 12),
+                            tensor(3, (int64_t[]){2, 3, 5}, 13)};
+    same_as_unfused(TRANSPOSED, args, 5);
+}
+END_TEST
+
 static const char *CNN = "fn main(x: f32[?, 2, 5, 5], w: f32[3, 2, 3, 3], b: f32[3]) -> f32[?, 3, 5, 5] {\n"
                          "    tanh(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]))\n"
                          "}\n";
@@ -389,6 +430,7 @@ int main(void)
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
+    tcase_add_test(tc, transposed_operands);
     tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, tensorflow_convnet);
     tcase_add_test(tc, tensorflow_nhwc_chain);
