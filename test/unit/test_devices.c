@@ -197,7 +197,8 @@ static const shape singles[] = {{2, {2, 3}}, {1, {7}}, {1, {0}}, {5, {2, 1, 2, 1
  * table so that a new row is tested without touching this file. */
 static bool cuda_elementwise(isa_op op)
 {
-    return strcmp(isa_ops[op].cuda, "NONE") != 0 && strcmp(isa_ops[op].cuda, "GEMM") != 0;
+    return isa_ops[op].cls != ISA_CLASS_TENSOR && strcmp(isa_ops[op].cuda, "NONE") != 0 &&
+           strcmp(isa_ops[op].cuda, "CAST") != 0;
 }
 
 /* Compares op on d with the CPU for these operands; returns whether d took it. */
@@ -441,7 +442,7 @@ START_TEST(test_load_errors)
     /* a library that is not a backend: libm has no entry point */
     dev_cuda_open("libm.so.6", &d);
     ck_assert(!d.ready);
-    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 2");
+    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 3");
 }
 END_TEST
 
@@ -465,7 +466,8 @@ START_TEST(test_fits)
     ck_assert_int_eq(f->fits(d, ISA_EXP, 0, &i23, 1), DEV_FIT_INVALID); /* the CPU says why */
     ck_assert_int_eq(f->fits(d, ISA_POW, 0, (dev_value[]){i23, i23}, 2), DEV_FIT_NO); /* b < 0 must fail */
     ck_assert_int_eq(f->fits(d, ISA_FLOOR_DIV, 0, (dev_value[]){f23, f23}, 2), DEV_FIT_OK);
-    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &f23, 1), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &f23, 1), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F16, &f23, 1), DEV_FIT_NO); /* a storage dtype */
     ck_assert_int_eq(f->fits(d, ISA_SELECT, 0, (dev_value[]){b23, f23, f23}, 3), DEV_FIT_NO);
     ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){t0, s}, 2), DEV_FIT_NO); /* rank 0 result */
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, f34}, 2), DEV_FIT_OK);
@@ -474,7 +476,12 @@ START_TEST(test_fits)
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){i23, i34}, 2), DEV_FIT_NO);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, i34}, 2), DEV_FIT_INVALID);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, s}, 2), DEV_FIT_INVALID);
-    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &f23, 1), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &f23, 1), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 2, &f23, 1), DEV_FIT_INVALID); /* axis 2 of a matrix */
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &i23, 1), DEV_FIT_INVALID); /* floats only */
+    ck_assert_int_eq(f->fits(d, ISA_REDUCE_PROD, 0, (dev_value[]){f23, f4}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 0, (dev_value[]){f23, f34}, 2), DEV_FIT_INVALID); /* [2, 3] and [3, 4] */
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 1, (dev_value[]){f23, f23}, 2), DEV_FIT_OK);
     dev_value all[] = {f23, f4, i23, b23, f34, f43, i34, t0};
     for (size_t i = 0; i < UT_COUNTOF(all); i++)
         dev_value_release(&all[i]);
