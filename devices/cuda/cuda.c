@@ -178,6 +178,15 @@ static bool cu_broadcast(const dev_value *in, uint32_t n, int *R, int64_t *D)
 
 /* The rules of the CPU kernels' type check (ops.def's `types`): what they
  * would reject is DEV_FIT_INVALID, so the CPU reports it. */
+/* Shape arithmetic stays on the host: integer vectors of at most this many
+ * elements (a shape, axes, a perm) are what the GPU's kernels read there as
+ * parameters, so computing them on the GPU would cost a copy back each. */
+#define CU_SHAPE_MAX 16
+static bool cu_shape_like(int dtype, int rank, const int64_t *dims)
+{
+    return (dtype == TFVM_I32 || dtype == TFVM_I64) && rank == 1 && dims[0] <= CU_SHAPE_MAX;
+}
+
 static dev_fit cu_fits_elem(isa_op op, const dev_value *in, uint32_t n)
 {
     const int tc = cu_tc[op];
@@ -193,7 +202,7 @@ static dev_fit cu_fits_elem(isa_op op, const dev_value *in, uint32_t n)
     if (!cu_broadcast(in, n, &R, D))
         return DEV_FIT_INVALID;
     /* A rank-0 result is a host scalar: not worth a trip to the GPU. */
-    return R == 0 ? DEV_FIT_NO : DEV_FIT_OK;
+    return R == 0 || cu_shape_like(dt, R, D) ? DEV_FIT_NO : DEV_FIT_OK;
 }
 
 static tfvm_status cu_fail(char *msg, size_t ms, tfvm_status code, const char *what)
@@ -531,13 +540,15 @@ static dev_fit cu_fits_tensor(isa_op op, uint32_t attr, const dev_value *in, uin
     for (uint32_t k = 0; k < n; k++)
         if ((host >> k & 1) && in[k].is_tensor && in[k].u.t->device != DEV_CPU)
             return DEV_FIT_NO; /* a parameter vector made on the GPU: the CPU's */
-    if (cu_tc[op] == TC_GATHER)
-        return cu_gather_plan(attr, in, sh);
+    if (cu_tc[op] == TC_GATHER) {
+        dev_fit f = cu_gather_plan(attr, in, sh);
+        return f == DEV_FIT_OK && cu_shape_like(sh->dtype, sh->rank, sh->dims) ? DEV_FIT_NO : f;
+    }
     char why[256];
     if (dev_cpu_tensor_shape(op, attr, in, n, host, &sh->dtype, &sh->rank, sh->dims, why, sizeof why) != TFVM_OK)
         return DEV_FIT_INVALID;
-    if (sh->rank == 0)
-        return DEV_FIT_NO; /* a host scalar */
+    if (sh->rank == 0 || cu_shape_like(sh->dtype, sh->rank, sh->dims))
+        return DEV_FIT_NO; /* a host scalar, shape arithmetic */
     return cu_tensor_has(op, attr, in, sh) ? DEV_FIT_OK : DEV_FIT_NO;
 }
 
@@ -546,7 +557,8 @@ static dev_fit cu_fits_cast(uint32_t attr, const dev_value *in, uint32_t n)
 {
     if (n != 1 || !isa_dtype_valid(attr) || !isa_takes(ISA_CAST, in[0].dtype))
         return DEV_FIT_INVALID;
-    if (!cu_gpu_dtype(in[0].dtype) || !cu_gpu_dtype((int)attr) || !in[0].is_tensor || in[0].u.t->rank == 0)
+    if (!cu_gpu_dtype(in[0].dtype) || !cu_gpu_dtype((int)attr) || !in[0].is_tensor || in[0].u.t->rank == 0 ||
+        cu_shape_like((int)attr, in[0].u.t->rank, in[0].u.t->dims))
         return DEV_FIT_NO;
     return DEV_FIT_OK;
 }

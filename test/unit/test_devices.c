@@ -637,6 +637,15 @@ START_TEST(test_fits)
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){i23, i34}, 2), DEV_FIT_NO);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, i34}, 2), DEV_FIT_INVALID);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, s}, 2), DEV_FIT_INVALID);
+    /* shape arithmetic (integer vectors of up to 16) stays on the host */
+    dev_value l3 = make_value(TFVM_I64, 1, (int64_t[]){3}, false), l17 = make_value(TFVM_I64, 1, (int64_t[]){17}, false);
+    ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){l3, l3}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){l17, l17}, 2), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 0, (dev_value[]){l3, l3}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_I64, &f4, 1), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &l3, 1), DEV_FIT_OK);
+    dev_value_release(&l3);
+    dev_value_release(&l17);
     ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &f23, 1), DEV_FIT_OK);
     ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 2, &f23, 1), DEV_FIT_INVALID); /* axis 2 of a matrix */
     ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &i23, 1), DEV_FIT_INVALID); /* floats only */
