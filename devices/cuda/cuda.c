@@ -707,16 +707,23 @@ static int cu_reduce(const dev_device *d, isa_op op, const dev_value *in, tfvm_t
     return cu_backend(d)->reduce(cu_red_op(op), X->dtype, &r, X->data, y->data, why, ws);
 }
 
+/* x's dims before and after an axis, as outer and inner element counts */
+static void cu_split(const tfvm_tensor *x, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        *inner *= x->dims[i];
+}
+
 static int cu_softmax(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why,
                       size_t ws)
 {
     const tfvm_tensor *X = in[0].u.t;
     const int axis = cu_axis((int32_t)attr, X->rank);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++)
-        outer *= X->dims[i];
-    for (int i = axis + 1; i < X->rank; i++)
-        inner *= X->dims[i];
+    int64_t outer, inner;
+    cu_split(X, axis, &outer, &inner);
     return cu_backend(d)->softmax(X->dtype, op == ISA_LOG_SOFTMAX, outer, X->dims[axis], inner, X->data, y->data,
                                   why, ws);
 }
@@ -741,11 +748,8 @@ static int cu_copy(const dev_device *d, isa_op op, uint32_t attr, const dev_valu
     }
     if (op == ISA_CONCAT) {
         const int axis = cu_axis((int32_t)attr, X->rank);
-        int64_t outer = 1, inner = 1;
-        for (int i = 0; i < axis; i++)
-            outer *= X->dims[i];
-        for (int i = axis + 1; i < X->rank; i++)
-            inner *= X->dims[i];
+        int64_t outer, inner;
+        cu_split(X, axis, &outer, &inner);
         const int64_t row = y->dims[axis] * inner;
         int64_t done = 0; /* elements of a row already written */
         int rc = 0;
@@ -765,11 +769,8 @@ static int cu_gather(const dev_device *d, uint32_t attr, const dev_value *in, tf
 {
     const tfvm_tensor *X = in[0].u.t, *ix = in[1].u.t;
     const int axis = cu_axis((int32_t)attr, X->rank);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++)
-        outer *= X->dims[i];
-    for (int i = axis + 1; i < X->rank; i++)
-        inner *= X->dims[i];
+    int64_t outer, inner;
+    cu_split(X, axis, &outer, &inner);
     return cu_backend(d)->gather((int)tfvm_dtype_size((tfvm_dtype)X->dtype), ix->dtype, outer, X->dims[axis], inner,
                                  ix->count, X->data, ix->data, y->data, why, ws);
 }
