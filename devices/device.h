@@ -88,6 +88,9 @@ const char *dev_name(dev_id id);
  * that exists (path NULL) or `path`, and initialises the GPU; d->ready says
  * whether it worked and d->state why not ("unavailable: no device found"). */
 void dev_cuda_open(const char *path, dev_device *d);
+/* The most bytes of im2col columns a convolution makes at once (256 MiB; a
+ * convolution over more images goes in chunks of images). Tests lower it. */
+extern int64_t dev_cuda_col_bytes;
 
 /* ---- The CPU device (devices/registry.c) ---------------------------------- */
 extern const dev_iface dev_cpu_iface;

@@ -622,7 +622,7 @@ static void cu_strides(int rank, const int64_t *dims, int64_t *s)
  * col_g [K, OH*OW] for each image, K = C/G * KH * KW, col the im2col of
  * the image (x itself for a 1x1 window at stride 1 without padding), as one
  * strided-batched GEMM over a chunk of images; then the bias and activation. */
-#define CU_COL_MAX ((int64_t)256 << 20) /* bytes of columns at once */
+int64_t dev_cuda_col_bytes = (int64_t)256 << 20;
 static int cu_conv(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
                    tfvm_tensor *y, char *why, size_t ws)
 {
@@ -641,7 +641,7 @@ static int cu_conv(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t at
     int64_t chunk = c.N;
     tfvm_tensor *col = NULL;
     if (!direct && K > 0) {
-        chunk = CU_COL_MAX / (img * (int64_t)es);
+        chunk = dev_cuda_col_bytes / (img * (int64_t)es);
         chunk = chunk < 1 ? 1 : chunk > c.N ? c.N : chunk;
         char m[160];
         const int64_t n = chunk * img;

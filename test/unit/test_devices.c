@@ -677,6 +677,11 @@ START_TEST(test_fake_tensor_ops)
 {
     int ran = compare_tensor_ops(load_fake());
     ck_assert_int_gt(ran, 150);
+    /* convolutions over images in chunks: columns for one image at a time */
+    const int64_t saved = dev_cuda_col_bytes;
+    dev_cuda_col_bytes = 1;
+    ck_assert_int_eq(compare_tensor_ops(load_fake()), ran);
+    dev_cuda_col_bytes = saved;
 }
 END_TEST
 
