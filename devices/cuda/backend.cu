@@ -239,6 +239,16 @@ __global__ void tc_cast_kernel(int from, int to, int64_t count, const void *x, v
     }
 }
 
+/* A kernel's arguments zeroed, with the shape it runs over. */
+template <typename A> void tc_shape(A &a, int rank, const int64_t *dims, int64_t count)
+{
+    memset(&a, 0, sizeof a);
+    a.rank = rank;
+    a.count = count;
+    for (int j = 0; j < rank; j++)
+        a.dims[j] = dims[j];
+}
+
 bool tc_contiguous(const tc_operand *o, int rank, const int64_t *dims)
 {
     int64_t acc = 1;
@@ -344,12 +354,8 @@ int tc_elementwise(int op, int dtype, int rank, const int64_t *dims, int64_t cou
     if (count == 0)
         return 0;
     tc_args p;
-    memset(&p, 0, sizeof p);
+    tc_shape(p, rank, dims, count);
     p.op = op;
-    p.rank = rank;
-    p.count = count;
-    for (int j = 0; j < rank; j++)
-        p.dims[j] = dims[j];
     p.a = *a;
     p.b = *b;
     p.contiguous_a = tc_contiguous(a, rank, dims);
@@ -441,12 +447,8 @@ int tc_bias_act(int dtype, int act, int rank, const int64_t *dims, int64_t count
     if (count == 0)
         return 0;
     tc_bias_args a;
-    memset(&a, 0, sizeof a);
+    tc_shape(a, rank, dims, count);
     a.act = act;
-    a.rank = rank;
-    a.count = count;
-    for (int j = 0; j < rank; j++)
-        a.dims[j] = dims[j];
     a.b = *bias;
     if (dtype == TC_F32)
         tc_bias_act_kernel<float><<<tc_blocks(count), tc_threads, 0, g.stream>>>(a, (float *)y);
