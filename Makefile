@@ -161,6 +161,11 @@ $(BUILD)/test/%: test/unit/%.c test/unit/testutil.h test/unit/kernutil.h test/un
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CHECK_CFLAGS) $(CFLAGS_ALL) -fvisibility=default -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS_ALL) $(BLAS_LIBS)
 
+# test_blas_pool checks OpenBLAS as libtfvm loads it (dlopen): not linked
+$(BUILD)/test/test_blas_pool: test/unit/test_blas_pool.c test/unit/testutil.h $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CHECK_CFLAGS) $(CFLAGS_ALL) -fvisibility=default -o $@ $< $(LIBA) $(CHECK_LIBS) $(LDLIBS_ALL)
+
 check-deps:
 	@pkg-config --exists check || { echo "make: the unit tests need Check (apt-get install check)"; exit 1; }
 

@@ -69,6 +69,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #define VMAX(a, b) ((a) > (b) ? (a) : (b))
 #define VABS(a) fabsf(a)
 #define VNEG(a) (-(a))
+#define VNABS(a) (-fabsf(a))
 #define VCOPYSIGN(m, x) copysignf(m, x)
 #define VSEL_LT(a, b, x, y) ((a) < (b) ? (x) : (y))
 #define VSEL_NGE(a, b, x, y) (!((a) >= (b)) ? (x) : (y))
@@ -89,6 +90,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
@@ -114,6 +116,17 @@ PT_MAP(hardsigmoid)
 PT_MAP(hardswish)
 PT_MAP(relu6)
 PT_MAP(log)
+
+/* c[i] = f(c[i] + bias), the bias b[i] (vec) or b[0]: a fused epilogue in
+ * one pass, the same two roundings as ADD then the activation */
+#define PT_BMAP(f)                                                              \
+    static void pt_##f##_b(float *c, size_t n, const float *b, bool vec)        \
+    {                                                                           \
+        for (size_t i = 0; i < n; i++)                                          \
+            c[i] = pt_##f(c[i] + b[vec ? i : 0]);                               \
+    }
+#define BIAS_FNS(M) M(id) M(relu) M(sigmoid) M(silu) M(gelu) M(hardsigmoid) M(hardswish) M(relu6)
+BIAS_FNS(PT_BMAP)
 
 static void pt_tanh_n(float *o, const float *x, size_t n)
 {
@@ -156,6 +169,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #define VMAX _mm256_max_ps
 #define VABS(a) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a)
 #define VNEG(a) _mm256_xor_ps(a, _mm256_set1_ps(-0.0f))
+#define VNABS(a) _mm256_or_ps(a, _mm256_set1_ps(-0.0f))
 #define VCOPYSIGN(m, x) _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
 #define VSEL_LT(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ))
 #define VSEL_NGE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NGE_UQ))
@@ -176,6 +190,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
@@ -210,16 +225,32 @@ A2_MAP(hardswish)
 A2_MAP(relu6)
 A2_MAP(log)
 
+#define A2_BMAP(f)                                                                        \
+    A2 static void a2_##f##_b(float *c, size_t n, const float *b, bool vec)              \
+    {                                                                                     \
+        size_t i = 0;                                                                     \
+        const __m256 b0 = _mm256_set1_ps(b[0]);                                           \
+        for (; i + 8 <= n; i += 8)                                                        \
+            _mm256_storeu_ps(c + i, a2_##f(_mm256_add_ps(_mm256_loadu_ps(c + i),           \
+                                                         vec ? _mm256_loadu_ps(b + i) : b0))); \
+        if (i < n) {                                                                      \
+            float in[8] = {0}, bt[8] = {0}, out[8];                                       \
+            memcpy(in, c + i, (n - i) * sizeof *in);                                      \
+            if (vec)                                                                      \
+                memcpy(bt, b + i, (n - i) * sizeof *bt);                                  \
+            const __m256 bv = vec ? _mm256_loadu_ps(bt) : b0;                             \
+            _mm256_storeu_ps(out, a2_##f(_mm256_add_ps(_mm256_loadu_ps(in), bv)));        \
+            memcpy(c + i, out, (n - i) * sizeof *out);                                    \
+        }                                                                                 \
+    }
+BIAS_FNS(A2_BMAP)
+
 /* ---- AVX-512: sixteen floats ---------------------------------------------------------- */
 #define A5 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-A5 static inline __m512 a5_pow2(__m512 p, __m512 t)
-{
-    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(_mm512_set1_ps(0x1.8p23f)));
-    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), b = _mm512_set1_epi32(127);
-    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, b), 23));
-    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, b), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-}
+/* p 2^n for t = 0x1.8p23 + n: vscalefps rounds p 2^n once, as the two
+ * factors of AVX2's a2_pow2 do (p 2^(n/2) is exact), so both give the same
+ * bits, denormal results and n = 128 included, in one instruction */
+A5 static inline __m512 a5_pow2(__m512 p, __m512 t) { return _mm512_scalef_ps(p, _mm512_sub_ps(t, _mm512_set1_ps(0x1.8p23f))); }
 A5 static inline __m512 a5_bits(__m512 a, uint32_t m, int op)
 {
     const __m512i x = _mm512_castps_si512(a), k = _mm512_set1_epi32((int)m);
@@ -247,6 +278,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #define VMAX _mm512_max_ps
 #define VABS(a) a5_bits(a, 0x7fffffffu, 0)
 #define VNEG(a) a5_bits(a, 0x80000000u, 1)
+#define VNABS(a) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)))
 #define VCOPYSIGN(m, x)                                                                                \
     _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(m),                                       \
                                         _mm512_castps_si512(a5_bits(x, 0x80000000u, 0))))
@@ -269,6 +301,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #undef VMAX
 #undef VABS
 #undef VNEG
+#undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VSEL_NGE
@@ -300,6 +333,22 @@ A5_MAP(hardsigmoid)
 A5_MAP(hardswish)
 A5_MAP(relu6)
 A5_MAP(log)
+
+#define A5_BMAP(f)                                                                          \
+    A5 static void a5_##f##_b(float *c, size_t n, const float *b, bool vec)                \
+    {                                                                                       \
+        size_t i = 0;                                                                       \
+        const __m512 b0 = _mm512_set1_ps(b[0]);                                             \
+        for (; i + 16 <= n; i += 16)                                                        \
+            _mm512_storeu_ps(c + i, a5_##f(_mm512_add_ps(_mm512_loadu_ps(c + i),             \
+                                                         vec ? _mm512_loadu_ps(b + i) : b0))); \
+        if (i < n) {                                                                        \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                           \
+            const __m512 bv = vec ? _mm512_maskz_loadu_ps(m, b + i) : b0;                   \
+            _mm512_mask_storeu_ps(c + i, m, a5_##f(_mm512_add_ps(_mm512_maskz_loadu_ps(m, c + i), bv))); \
+        }                                                                                   \
+    }
+BIAS_FNS(A5_BMAP)
 
 /* Four tanh: |x| clamped to 9.1 (where the quotient rounds to 1.0f), x = k ln2
  * + r with |r| <= ln2/2 (ln2 in two parts, so k ln2 is exact), exp(r) to r^13
@@ -439,6 +488,24 @@ dev_act_isa dev_act_current(void)
 }
 
 static act_fn fn(int f) { return act_fns[dev_act_current()][f]; }
+
+typedef void (*bias_fn)(float *c, size_t n, const float *b, bool vec);
+#define BIAS_ROW(p)                                                                                       \
+    {[DEV_BA_ID] = p##_id_b, [DEV_BA_RELU] = p##_relu_b, [DEV_BA_SIGMOID] = p##_sigmoid_b,               \
+     [DEV_BA_SILU] = p##_silu_b, [DEV_BA_GELU] = p##_gelu_b, [DEV_BA_HARDSIGMOID] = p##_hardsigmoid_b,   \
+     [DEV_BA_HARDSWISH] = p##_hardswish_b, [DEV_BA_RELU6] = p##_relu6_b}
+static const bias_fn bias_fns[][DEV_BA_COUNT] = {
+    [DEV_ACT_PORTABLE] = BIAS_ROW(pt),
+#if defined(__x86_64__) && defined(__GNUC__)
+    [DEV_ACT_AVX2] = BIAS_ROW(a2),
+    [DEV_ACT_AVX512] = BIAS_ROW(a5),
+#endif
+};
+
+void dev_bias_actf_n(dev_bias_act a, float *c, size_t n, const float *b, bool vec)
+{
+    bias_fns[dev_act_current()][a](c, n, b, vec);
+}
 
 void dev_expf_n(float *o, const float *x, size_t n) { fn(F_EXP)(o, x, n); }
 void dev_sigmoidf_n(float *o, const float *x, size_t n) { fn(F_SIGMOID)(o, x, n); }

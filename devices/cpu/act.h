@@ -43,6 +43,22 @@ void dev_hardsigmoidf_n(float *o, const float *x, size_t n);
 void dev_hardswishf_n(float *o, const float *x, size_t n);
 void dev_relu6f_n(float *o, const float *x, size_t n);
 
+/* c[i] = act(c[i] + b[i]) (vec) or act(c[i] + b[0]): a fused epilogue's
+ * bias and activation in one pass over c, with the same two roundings as
+ * the bias added first and the activation after (fused.c) */
+typedef enum {
+    DEV_BA_ID, /* the bias alone */
+    DEV_BA_RELU,
+    DEV_BA_SIGMOID,
+    DEV_BA_SILU,
+    DEV_BA_GELU,
+    DEV_BA_HARDSIGMOID,
+    DEV_BA_HARDSWISH,
+    DEV_BA_RELU6,
+    DEV_BA_COUNT
+} dev_bias_act;
+void dev_bias_actf_n(dev_bias_act a, float *c, size_t n, const float *b, bool vec);
+
 /* Which code computes them: the best the CPU has (AUTO), or one forced for
  * tests and measurements; false (and nothing changes) when the CPU lacks it.
  * Process-wide: force only while nothing else runs. */

@@ -2,7 +2,8 @@
  * included once per instruction set with its vector type and operations
  * defined: VF, VSET(c), VADD/VSUB/VMUL/VDIV, VFMA(a, b, c) = a*b + c (fused
  * where the ISA has it), VMIN/VMAX (either operand when one is NaN: NaN is
- * put back at the end), VABS, VNEG, VCOPYSIGN(m, x) (m >= 0 with x's sign),
+ * put back at the end), VABS, VNEG, VNABS (-|x|), VCOPYSIGN(m, x) (m >= 0 with
+ * x's sign),
  * VSEL_LT(a, b, x, y) = a < b ? x : y, VNANFIX(x, r) = x is NaN ? x + x : r,
  * VPOW2(t) = 2^n for t = 0x1.8p23 + n; ACT_TARGET, ACT_SFX. Every lane is
  * computed the same way, so an element's result never depends on its
@@ -13,9 +14,8 @@
  * the first with 13 significant bits so that n ln2hi is exact), exp(r) by a
  * degree-6 polynomial fitted for relative error (0.05 ulp before rounding),
  * times 2^n as two factors 2^(n/2) so that a denormal result is rounded once. */
-ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
+ACT_TARGET static inline VF ACT_SFX(exp_clamped)(VF x)
 {
-    x = VMAX(VMIN(x, VSET(89.0f)), VSET(-104.0f));
     const VF shift = VSET(0x1.8p23f);
     const VF t = VFMA(x, VSET(0x1.715476p0f), shift);
     const VF n = VSUB(t, shift);
@@ -31,13 +31,22 @@ ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
     return VPOW2(p, t);
 }
 
+ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
+{
+    return ACT_SFX(exp_clamped)(VMAX(VMIN(x, VSET(89.0f)), VSET(-104.0f)));
+}
+
+/* exp_core of x <= 0 (or NaN, whose result the caller replaces): only the
+ * lower clamp can apply */
+ACT_TARGET static inline VF ACT_SFX(exp_core_neg)(VF x) { return ACT_SFX(exp_clamped)(VMAX(x, VSET(-104.0f))); }
+
 ACT_TARGET static inline VF ACT_SFX(exp)(VF x) { return VNANFIX(x, ACT_SFX(exp_core)(x)); }
 
 /* 1 / (1 + e) for x >= 0, e / (1 + e) below, e = exp(-|x|) <= 1: never
  * inf / inf, and the tiny results of large negative x keep their digits. */
 ACT_TARGET static inline VF ACT_SFX(sigmoid)(VF x)
 {
-    const VF e = ACT_SFX(exp_core)(VNEG(VABS(x)));
+    const VF e = ACT_SFX(exp_core_neg)(VNABS(x));
     const VF num = VSEL_LT(x, VSET(0.0f), e, VSET(1.0f));
     return VNANFIX(x, VDIV(num, VADD(VSET(1.0f), e)));
 }
@@ -97,6 +106,11 @@ ACT_TARGET static inline VF ACT_SFX(hardswish)(VF x) { return VMUL(x, ACT_SFX(ha
 
 /* MIN (MAX (x, 0), 6) */
 ACT_TARGET static inline VF ACT_SFX(relu6)(VF x) { return ACT_MINC(ACT_MAXC(x, 0.0f), 6.0f); }
+
+/* the epilogues' plain bias (no activation) and RELU: x < 0 ? 0 : x, so NaN
+ * and -0 stay */
+ACT_TARGET static inline VF ACT_SFX(id)(VF x) { return x; }
+ACT_TARGET static inline VF ACT_SFX(relu)(VF x) { return VSEL_LT(x, VSET(0.0f), VSET(0.0f), x); }
 
 #undef ACT_MINC
 #undef ACT_MAXC

@@ -1,4 +1,4 @@
-/* devices/cpu/blas.c — OpenBLAS loaded on first use (blas.h), on the
+/* devices/cpu/blas.c — OpenBLAS loaded on first use (blas.h), without its thread pool, on the
  * calling thread only (docs/devices.md, "CPU threads"). */
 #include "devices/cpu/blas.h"
 
@@ -28,9 +28,31 @@ static bool sym(void *lib, const char *name, void *slot)
     return true;
 }
 
+/* OpenBLAS starts its thread pool when it loads, and each of those threads
+ * spins (sched_yield) for about 2^28 cycles before it sleeps: on a 2-core
+ * machine one took a core from the VM's second worker for the first ~0.1 s
+ * of every process that loads it, longer than a whole benchmark of a small
+ * model. tfvm gives OpenBLAS one thread, so the pool never gets work: when
+ * the library was not in the process before (nobody else can be using it),
+ * its pool is shut down at once (blas_thread_shutdown_, what OpenBLAS does
+ * before a fork; a later threaded call by someone else starts it again). */
+static void stop_pool(void *lib, bool was_loaded)
+{
+    void (*shutdown)(void);
+    void *p = dlsym(lib, "blas_thread_shutdown_");
+    if (was_loaded || !p)
+        return;
+    memcpy(&shutdown, &p, sizeof p);
+    fns.set_num_threads(1);
+    shutdown();
+}
+
 static void load(int flags)
 {
     const char *path = getenv("TFVM_BLAS_LIB");
+    void *before = dlopen(path && *path ? path : BLAS_LIB, RTLD_NOW | RTLD_NOLOAD);
+    if (before)
+        dlclose(before);
     void *lib = dlopen(path && *path ? path : BLAS_LIB, flags);
     if (!lib) {
         if (!(flags & RTLD_NOLOAD)) {
@@ -46,6 +68,7 @@ static void load(int flags)
         !sym(lib, "openblas_get_num_threads", &fns.get_num_threads) ||
         !sym(lib, "openblas_get_config", &fns.get_config))
         return; /* the handle stays open: a library once loaded is not unloaded */
+    stop_pool(lib, before != NULL);
     loaded = &fns;
 }
 

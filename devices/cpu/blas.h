@@ -2,7 +2,8 @@
  * Linking it would start its thread pool in every process at load time, and
  * those threads spin for a while before they sleep: on a 2-core machine that
  * took a core from the VM's second worker in programs without any matrix
- * product. dlopen defers that to the first gemm. */
+ * product. dlopen defers that to the first program with a product, and
+ * tfvm then shuts the pool down (blas.c: it never gets work). */
 #ifndef TFVM_CPU_BLAS_H
 #define TFVM_CPU_BLAS_H
 

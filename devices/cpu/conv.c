@@ -64,7 +64,7 @@ static void conv_valid(int64_t off, int64_t stride, int64_t W, int64_t OW, int64
                     int64_t lo, hi;                                                         \
                     const int64_t off = j * dw - pl;                                        \
                     conv_valid(off, sw, W, OW, &lo, &hi);                                   \
-                    for (int64_t oh = 0; oh < OH; oh++, cp += OW) {                         \
+                    for (int64_t oh = oh0; oh < oh1; oh++, cp += OW) {                      \
                         const int64_t h = oh * sh - pt + i * dh;                            \
                         if (h < 0 || h >= H || lo >= hi) {                                  \
                             for (int64_t ow = 0; ow < OW; ow++)                             \
@@ -114,8 +114,9 @@ static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
     return v;
 }
 
-static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, int64_t KH,
-                   int64_t KW, int64_t OH, int64_t OW, const int64_t *p, size_t esz)
+/* The column matrix of output rows [oh0, oh1): CKK rows of (oh1 - oh0) * OW */
+static void im2col(char *col, const char *x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t oh0,
+                   int64_t oh1, int64_t OW, const int64_t *p, size_t esz)
 {
     const int64_t sh = p[0], sw = p[1], pt = p[2], pl = p[3], dh = p[6], dw = p[7];
     if (esz == 4)
@@ -142,6 +143,7 @@ typedef struct conv_job {
     const float *ap;  /* w packed for the product (one group), or NULL */
     const float *bt;  /* tprod: w^T packed as the product's B, or NULL */
     bool tprod;       /* few output positions: the product transposed (below) */
+    int64_t prows, panels; /* a big column matrix: panels of prows output rows (below), or 0 */
     atomic_bool nomem;
 } conv_job;
 
@@ -212,7 +214,7 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
         for (int64_t i = 0; i < KH; i++)
             for (int64_t jj = 0; jj < KW; jj++, cr += (size_t)N * esz)
                 memcpy(cr, xp + (size_t)(c * Hp * Wp + i * Wp + jj) * esz, (size_t)N * esz);
-    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false, j->ap};
+    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false, j->ap, 0};
     if (j->split)
         dev_kmm_run(&mm);
     else
@@ -247,25 +249,49 @@ static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
     to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
 }
 
-static void to_hwc_f32(const float *x, int64_t rows, int64_t cols, float *d)
+/* colt [OHW, CKK]: row p the window of output position p, in w's (c, i,
+ * j) order; pads 0. Built directly: im2col and a transposition of its
+ * [CKK, OHW] result took 9% of resnet's last 3x3 layer. */
+static void im2row(float *colt, const float *x, const conv_job *j)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx512()) {
-        to_hwc_v16(x, cols, rows, cols, d, rows);
-        return;
-    }
-#endif
-    to_hwc_v4(x, cols, rows, cols, d, rows);
+    const int64_t C = j->Cg, H = j->H, W = j->W, KH = j->KH, KW = j->KW;
+    const int64_t sh = j->p[0], sw = j->p[1], pt = j->p[2], pl = j->p[3], dh = j->p[6], dw = j->p[7];
+    for (int64_t oh = 0; oh < j->OH; oh++)
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            const int64_t w0 = ow * sw - pl;
+            const bool cols_in = w0 >= 0 && w0 + (KW - 1) * dw < W; /* the window's columns inside x */
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t i = 0; i < KH; i++, colt += KW) {
+                    const int64_t h = oh * sh - pt + i * dh;
+                    if (h < 0 || h >= H) {
+                        for (int64_t q = 0; q < KW; q++)
+                            colt[q] = 0.0f;
+                        continue;
+                    }
+                    const float *xr = x + (c * H + h) * W;
+                    if (cols_in && KW == 3 && dw == 1) { /* the usual window, unrolled */
+                        colt[0] = xr[w0];
+                        colt[1] = xr[w0 + 1];
+                        colt[2] = xr[w0 + 2];
+                    } else if (cols_in)
+                        for (int64_t q = 0; q < KW; q++)
+                            colt[q] = xr[w0 + q * dw];
+                    else
+                        for (int64_t q = 0; q < KW; q++) {
+                            const int64_t w = w0 + q * dw;
+                            colt[q] = w >= 0 && w < W ? xr[w] : 0.0f;
+                        }
+                }
+        }
 }
 
 static void conv_tprod_item(const conv_job *j, const char *xg, const char *wg, char *og, int64_t row0, char *scratch)
 {
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
-    float *col = (float *)(void *)scratch, *colt = col + CKK * OHW, *y = colt + CKK * OHW;
-    im2col((char *)col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, j->esz);
-    to_hwc_f32(col, CKK, OHW, colt); /* colt [OHW, CKK] */
+    float *colt = (float *)(void *)scratch, *y = colt + CKK * OHW;
+    im2row(colt, (const float *)(const void *)xg, j);
     const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, (const char *)colt, CKK, wg, CKK, (char *)y, Og,
-                        NULL, NULL, 0, false, NULL};
+                        NULL, NULL, 0, false, NULL, 0};
     dev_kmm_packed(&mm, j->bt, j->split);
     to_chw_f32(y, OHW, Og, (float *)(void *)og);
     if (j->ep)
@@ -305,6 +331,40 @@ static void conv_cf_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
+/* ---- Big column matrices: panels --------------------------------------------------
+ * A column matrix bigger than a core's L2 (resnet's 7x7 stem: 147 x 12544,
+ * 7.4 MB) went to memory and back between im2col and the product. It is
+ * made instead a panel of output rows at a time (CONV_PANEL_FLOATS at
+ * most), each multiplied while it is in cache into its columns of the
+ * result; the panels of all (image, group) items are the parallel items,
+ * so im2col runs on every thread too. The sums of an element do not depend
+ * on the columns around it: the same bits. */
+#define CONV_PANEL_FLOATS (INT64_C(1) << 16)
+
+static void conv_panels(void *arg, size_t b, size_t e)
+{
+    conv_job *j = arg;
+    const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
+    const size_t esz = j->esz, bytes = (size_t)(CKK * j->prows * j->OW) * esz;
+    char *col = ut_alloc(j->alloc, bytes);
+    if (!col) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    for (size_t it = b; it < e; it++) {
+        const int64_t item = (int64_t)it / j->panels, oh0 = (int64_t)it % j->panels * j->prows;
+        const int64_t oh1 = oh0 + j->prows < j->OH ? oh0 + j->prows : j->OH, ncols = (oh1 - oh0) * j->OW;
+        const int64_t n = item / j->G, g = item % j->G;
+        const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
+        im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, oh0, oh1, j->OW, j->p, esz);
+        const dev_kmm mm = {j->dtype, false, false, Og, ncols, CKK, j->w + (size_t)(g * Og * CKK) * esz, CKK,
+                            col, ncols, j->o + (size_t)((n * j->O + g * Og) * OHW + oh0 * j->OW) * esz, OHW,
+                            j->ep, j->o, n * j->O + g * Og, false, j->ap, oh0 * j->OW};
+        dev_kmm_one(&mm);
+    }
+    ut_free(j->alloc, col, bytes);
+}
+
 /* Items [b, e) (item = n * G + g), with one scratch buffer for the chunk. */
 static void conv_items(void *arg, size_t b, size_t e)
 {
@@ -316,7 +376,7 @@ static void conv_items(void *arg, size_t b, size_t e)
     const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
                                  : j->direct ? 0
                                  : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
-                                 : j->tprod  ? (size_t)(2 * CKK * OHW + OHW * Og) * esz
+                                 : j->tprod  ? (size_t)(CKK * OHW + OHW * Og) * esz
                                              : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
     if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
@@ -341,9 +401,9 @@ static void conv_items(void *arg, size_t b, size_t e)
             continue;
         }
         if (!j->direct)
-            im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, j->OH, j->OW, j->p, esz);
+            im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, 0, j->OH, j->OW, j->p, esz);
         const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
-                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false, j->ap};
+                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false, j->ap, 0};
         if (j->split)
             dev_kmm_run(&mm);
         else
@@ -507,7 +567,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                 Og >= 64 && CKK >= 64;
     if (job.tprod) {
         const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, NULL, CKK, w->data, CKK, NULL, Og,
-                            NULL, NULL, 0, false, NULL};
+                            NULL, NULL, 0, false, NULL, 0};
         job.bt = dev_kmm_prepack_b(&mm, w);
     }
     if (!job.cf && G == 1 && !job.tprod) {
@@ -515,10 +575,16 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         const bool wide = conv_wide_fits(&job);
         const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;
         const dev_kmm mm = {x->dtype, false, false, Og, ncols, CKK, w->data, CKK, NULL, ncols, NULL, ncols,
-                            NULL, NULL, 0, false, NULL};
+                            NULL, NULL, 0, false, NULL, 0};
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
-    if (job.split && job.cf) {
+    /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
+    if (!job.cf && !job.tprod && !job.direct && !conv_wide_fits(&job) && CKK * OHW > 2 * CONV_PANEL_FLOATS) {
+        job.prows = CONV_PANEL_FLOATS / (CKK * OW) > 1 ? CONV_PANEL_FLOATS / (CKK * OW) : 1;
+        job.panels = (OH + job.prows - 1) / job.prows;
+        const int64_t pitems = items * job.panels;
+        dev_par_for((size_t)pitems, dev_kgrain(pitems, macs / job.panels, DEV_KPAR_MACS, 1), conv_panels, &job);
+    } else if (job.split && job.cf) {
         const int64_t parts = dev_cf_parts(&cf);
         for (job.item = 0; job.item < items && !atomic_load(&job.nomem); job.item++)
             dev_par_for((size_t)parts, dev_kgrain(parts, macs / parts, DEV_KPAR_MACS, 1), conv_cf_chunk, &job);
@@ -853,7 +919,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
                      .alloc = k->alloc};
         if (dev_dw_plan(&dj.d, 1, C)) {
             atomic_init(&dj.nomem, false);
-            dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW * kh * kw, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+            const int64_t items = dev_dw_items(&dj.d), per = planes * OH * OW * kh * kw / items;
+            dev_par_for((size_t)items, dev_kgrain(items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
             if (atomic_load(&dj.nomem)) {
                 dev_value_release(&r);
                 return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");

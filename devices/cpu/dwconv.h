@@ -27,9 +27,9 @@ typedef struct dev_dw {
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
      * its vector length, the scratch an item needs (floats), and the
      * layout: output planes one by one on a wide grid (cb 0), or blocks of
-     * cb = vl channels interleaved (small planes) */
+     * cb = vl channels interleaved, `strip` output rows at a time */
     int path;
-    int64_t vl, scratch, cb;
+    int64_t vl, scratch, cb, strip;
 } dev_dw;
 
 /* True when the depthwise kernel takes d (its sizes filled in; the plan

@@ -179,8 +179,32 @@ static void act_f64(uint32_t act, double *c, int64_t n)
                 c[j] += b0;                                                                 \
     } while (0)
 
+/* The f32 activations whose bias and activation go in one vector pass
+ * (act.h), or DEV_BA_COUNT */
+static dev_bias_act bias_act(uint32_t act)
+{
+    switch (act) {
+    case 0: return DEV_BA_ID;
+    case ISA_OPT_ACT_RELU: return DEV_BA_RELU;
+    case ISA_OPT_ACT_SIGMOID: return DEV_BA_SIGMOID;
+    case ISA_OPT_ACT_SILU: return DEV_BA_SILU;
+    case ISA_OPT_ACT_GELU: return DEV_BA_GELU;
+    case ISA_OPT_ACT_HARDSIGMOID: return DEV_BA_HARDSIGMOID;
+    case ISA_OPT_ACT_HARDSWISH: return DEV_BA_HARDSWISH;
+    case ISA_OPT_ACT_RELU6: return DEV_BA_RELU6;
+    default: return DEV_BA_COUNT;
+    }
+}
+
 void dev_kepilogue(uint8_t dtype, uint32_t act, void *cv, int64_t n, const void *bv, int64_t bstep)
 {
+    static const float zero = 0.0f;
+    const dev_bias_act ba = dtype == TFVM_F32 ? bias_act(act) : DEV_BA_COUNT;
+    /* RELU without a bias adds 0 all the same (-0 becomes 0), as below */
+    if (ba != DEV_BA_COUNT && (bv || act == ISA_OPT_ACT_RELU)) {
+        dev_bias_actf_n(ba, cv, (size_t)n, bv ? bv : &zero, bv && bstep);
+        return;
+    }
     if (dtype == TFVM_F32) {
         EPI_BIAS(float);
         act_f32(act, cv, n);

@@ -167,6 +167,7 @@ typedef struct dev_kmm {
     int64_t ep_row0;
     bool by_cols; /* set by dev_kmm_run */
     const float *ap; /* f32: A packed once (dev_kmm_prepack_a), or NULL */
+    int64_t ep_col0; /* the epilogue's column of C's column 0 (a panel of a wider result) */
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of
  * dev_par_width() when it is big enough; each block is one single-threaded

@@ -191,7 +191,7 @@ static void kmm_epi_block(const void *ctx, int64_t row0, int64_t nrows, int64_t 
 static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_t lo, int64_t M, int64_t col0,
                       int64_t N, const char *A, const char *B, char *C)
 {
-    const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, col0};
+    const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, m->ep_col0 + col0};
     const dev_sg_epi epi = {kmm_epi_block, &ctx}, *ep = m->ep ? &epi : NULL;
     const float *fa = (const float *)(const void *)A;
     float *fc = (float *)(void *)C;
@@ -208,7 +208,7 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
     }
     kgemm(code, m->dtype, m->ta, m->tb, M, N, m->K, A, m->lda, B, m->ldb, C, m->ldc);
     if (m->ep)
-        dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, M, col0, N);
+        dev_kepi_apply(m->ep, m->ep_base, m->ep_row0 + lo, M, m->ep_col0 + col0, N);
 }
 
 
@@ -447,12 +447,12 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * are the result's rows unless b is a vector (then the epilogue runs
          * once at the end, over the [batch * M] result). */
         const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
-                            vb ? NULL : ep, c, 0, false, NULL};
+                            vb ? NULL : ep, c, 0, false, NULL, 0};
         kmm_run(&mm, dev_kmm_prepack_b(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {
-        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false, NULL},
+        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false, NULL, 0},
                         nbat, {0}, {0}, {0}, batch < (int64_t)dev_par_width()};
         memcpy(job.bd, bd, sizeof bd);
         memcpy(job.sa, sa, sizeof sa);

@@ -36,7 +36,7 @@
         return;                                                                                                \
     }                                                                                                          \
     float t[(V) * SG_VL];                                                                                      \
-    for (int i = 0; i < (R); i++) {                                                                            \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                                                   \
         _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) VST(t + v * SG_VL, acc[i][v]);                 \
         for (int64_t j = 0; j < nr; j++)                                                                       \
             c[i * ldc + j] = add ? c[i * ldc + j] + t[j] : t[j];                                               \

@@ -295,6 +295,49 @@ START_TEST(hard_activations)
 }
 END_TEST
 
+/* A fused epilogue's bias and activation in one pass (dev_bias_actf_n):
+ * the bits of the bias added first and the activation after, on each path,
+ * every length 0..40 (tails), the bias per element or one for all, in
+ * place, with NaN, infinities and -0 among the values; nothing past n
+ * written. */
+static float relu_ref(float x) { return x < 0 ? 0.0f : x; }
+
+START_TEST(bias_then_activation)
+{
+    static const char *const names[] = {"id", "relu", "sigmoid", "silu", "gelu", "hardsigmoid", "hardswish", "relu6"};
+    void (*const act[])(float *, const float *, size_t) = {NULL, NULL, dev_sigmoidf_n, dev_siluf_n,
+                                                            dev_geluf_n, dev_hardsigmoidf_n, dev_hardswishf_n,
+                                                            dev_relu6f_n};
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3.0f, -3.0f, 1e-40f, -90.0f, 88.0f};
+    float c[48], want[48], b[48];
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (int a = 0; a < DEV_BA_COUNT; a++)
+            for (int vec = 0; vec <= 1; vec++)
+                for (size_t n = 0; n <= 40; n++) {
+                    for (size_t i = 0; i < 48; i++) {
+                        c[i] = i % 7 == 3 ? special[i % UT_COUNTOF(special)] : (float)((int)(i * 37 % 23) - 11) * 0.37f;
+                        b[i] = i % 5 == 1 ? -0.0f : (float)((int)(i * 11 % 13) - 6) * 0.21f;
+                    }
+                    for (size_t i = 0; i < 48; i++)
+                        want[i] = i < n ? c[i] + b[vec ? i : 0] : c[i];
+                    if (a == DEV_BA_RELU)
+                        for (size_t i = 0; i < n; i++)
+                            want[i] = relu_ref(want[i]);
+                    else if (act[a])
+                        act[a](want, want, n);
+                    dev_bias_actf_n((dev_bias_act)a, c, n, b, vec);
+                    for (size_t i = 0; i < 48; i++)
+                        ck_assert_msg(same(c[i], want[i]), "%s %s, bias %s, n %zu: element %zu is %a, want %a",
+                                      isa_names[isa], names[a], vec ? "per element" : "one", n, i, (double)c[i],
+                                      (double)want[i]);
+                }
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("act");
@@ -309,6 +352,7 @@ int main(void)
     tcase_add_test(tv, paths_agree);
     tcase_add_test(tv, lengths_and_compositions);
     tcase_add_test(tv, hard_activations);
+    tcase_add_test(tv, bias_then_activation);
     suite_add_tcase(s, tv);
     return tu_run_suite(s);
 }

@@ -368,10 +368,12 @@ START_TEST(test_same_as_unfused)
 }
 END_TEST
 
-/* f32 MAXPOOL through the depthwise grid (dwconv.c) on each path, against
+/* f32 MAXPOOL through the depthwise kernels (dwconv.c) on each path and
+ * both layouts (planes on the wide grid, channel blocks by strips), against
  * the f64 pool loops (conv.c): max is exact in either, so every element
  * must match, NaN where a window holds one and -0 kept. Windows of 3x3 and
- * 2x3 with strides 1-3, pads, dilation 2, ceil mode. */
+ * 2x3 with strides 1-3, pads, dilation 2, ceil mode, a last block of fewer
+ * channels, rows wide enough for several strips. */
 static const struct {
     int64_t x[4], p[12];
 } mp_cases[] = {
@@ -380,12 +382,15 @@ static const struct {
     {{1, 4, 13, 13}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
     {{1, 2, 17, 20}, {2, 3, 3, 2, 1, 2, 0, 1, 2, 2, 0, 0}},
     {{1, 1, 7, 7}, {7, 7, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+    {{1, 18, 40, 300}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
 };
 
 START_TEST(test_maxpool_grid)
 {
-    for (int path = 0; path <= 2; path++) {
+    for (int pl = 0; pl <= 5; pl++) {
+        const int path = pl % 3, layout = 1 + pl / 3;
         dev_dw_force(path);
+        dev_dw_force_layout(layout);
         for (size_t ci = 0; ci < UT_COUNTOF(mp_cases); ci++) {
             dev_value x = randt(F32, 4, mp_cases[ci].x, 41), xd = tf(F64, 4, mp_cases[ci].x, NULL, 0), o, od;
             float *xv = x.u.t->data;
@@ -400,14 +405,15 @@ START_TEST(test_maxpool_grid)
                 const float got = ((float *)o.u.t->data)[i];
                 const double want = ((double *)od.u.t->data)[i];
                 ck_assert_msg(isnan(want) ? isnan(got) : got == want && !signbit(got) == !signbit(want),
-                              "case %zu path %d: element %lld is %.9g, want %.9g", ci, path, (long long)i, (double)got,
-                              want);
+                              "case %zu path %d layout %d: element %lld is %.9g, want %.9g", ci, path, layout,
+                              (long long)i, (double)got, want);
             }
             dev_value_release(&o);
             dev_value_release(&od);
         }
     }
     dev_dw_force(0);
+    dev_dw_force_layout(0);
 }
 END_TEST
 
@@ -558,6 +564,11 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* column matrices past conv.c's CONV_PANEL_FLOATS: im2col by panels of
+             * output rows (a resnet-like 7x7 stride-2 stem; two images of two
+             * groups, the last panel shorter) */
+            conv_case(dt, acts[ai], DIMS(1, 3, 61, 61), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(2, 4, 73, 73), DIMS(4, 2, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 2));
             /* stride 2 on rows wide enough for im2col's vector shuffles (a
              * 3x3 and a 7x7 stem, pads 1 and 3; a row whose last pair is
              * cut by the edge; i32 below takes the same macro scalar) */
@@ -668,6 +679,11 @@ static const struct {
     {{1, 5, 6, 50}, {5, 1, 1, 7}, {1, 3, 0, 3, 0, 3, 1, 1, 5}},
     {{1, 17, 3, 3}, {17, 1, 3, 3}, {1, 1, 0, 0, 0, 0, 1, 1, 17}},
     {{1, 2, 30, 7}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+    /* wide rows: channel blocks go a few output rows at a time (strips of
+     * 1 to 18 rows, by path), pads at the first and last strip */
+    {{1, 2, 24, 300}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
+    {{1, 2, 30, 250}, {2, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 2}},
+    {{1, 2, 20, 400}, {2, 1, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 2}},
 };
 
 START_TEST(test_conv_depthwise)
