@@ -93,7 +93,7 @@ CUDA_RPATH := $(patsubst %/bin/nvcc,%,$(NVCC))/lib64
 ifneq ($(NVCC),)
 cuda: $(CUDA_LIB)
 $(BUILD)/obj/devices/cuda/cuda.o: CPPFLAGS += -DTFVM_CUDA_BUILT
-$(CUDA_LIB): $(CUDA_SRC) devices/cuda/abi.h devices/cuda/elem.h
+$(CUDA_LIB): $(CUDA_SRC) devices/cuda/abi.h devices/cuda/elem.h devices/cuda/tens.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O2 -I. -Iinclude $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
 	    -shared -cudart shared -Xlinker -rpath,$(CUDA_RPATH) -o $@ $(CUDA_SRC) -lcublas
@@ -105,7 +105,7 @@ endif
 # A host stand-in for libtfvm_cuda.so (test/unit/fake_cuda.c) that the device
 # tests load through TFVM_CUDA_LIB, so placement and copies are tested without a GPU.
 FAKE_CUDA := $(BUILD)/test/libtfvm_fakecuda.so
-$(FAKE_CUDA): test/unit/fake_cuda.c devices/cuda/abi.h devices/cuda/elem.h
+$(FAKE_CUDA): test/unit/fake_cuda.c devices/cuda/abi.h devices/cuda/elem.h devices/cuda/tens.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -shared $(LDFLAGS) -o $@ $< -lm
 $(BUILD)/test/test_devices $(BUILD)/test/test_placement: $(FAKE_CUDA)

@@ -40,9 +40,14 @@ typedef struct dev_iface {
     /* NULL = every op (the CPU). Inputs are live; tensors may be on any device
      * (only dtypes and shapes are looked at). */
     dev_fit (*fits)(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in);
+    /* The inputs of op the device's kernel reads on the host (bit k: input
+     * k), such as parameter vectors: the VM leaves them there. NULL = none. */
+    uint32_t (*host_inputs)(const dev_device *d, isa_op op);
     /* The kernel table by opcode, behind one entry point: the contract of
      * dev_cpu_elementwise / dev_cpu_tensor (devices/cpu/cpu.h), except that
-     * tensor inputs are on this device (the VM copies, never the kernels) and
+     * tensor inputs are on this device but those of host_inputs, which are
+     * on the host (the VM copies, never the kernels, but to find the CPU's
+     * words for bad data) and
      * tensor results are made on it. A result of rank 0 is a host scalar. */
     tfvm_status (*run)(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
                        uint32_t n_in, dev_value *out, char *msg, size_t msg_size);
@@ -83,6 +88,9 @@ const char *dev_name(dev_id id);
  * that exists (path NULL) or `path`, and initialises the GPU; d->ready says
  * whether it worked and d->state why not ("unavailable: no device found"). */
 void dev_cuda_open(const char *path, dev_device *d);
+/* The most bytes of im2col columns a convolution makes at once (256 MiB; a
+ * convolution over more images goes in chunks of images). Tests lower it. */
+extern int64_t dev_cuda_col_bytes;
 
 /* ---- The CPU device (devices/registry.c) ---------------------------------- */
 extern const dev_iface dev_cpu_iface;

@@ -177,17 +177,20 @@ tfvm_status dev_vm_fire_placed(dev_vm *d, const isa_inst *in, const dev_value *i
     dev_value args[PLACE_MAX_IN] = {{0}};
     tfvm_tensor *held[PLACE_MAX_IN] = {NULL};
     tfvm_status st = TFVM_OK;
+    /* the device's kernel reads these on the host (parameter vectors) */
+    const uint32_t host = target != DEV_CPU && d->cuda->iface->host_inputs ? d->cuda->iface->host_inputs(d->cuda, op) : 0;
     for (uint32_t k = 0; k < n && st == TFVM_OK; k++) {
         args[k] = inputs[k];
-        if (!args[k].is_tensor || args[k].u.t->device == target)
+        const dev_id want = (host >> k & 1) ? DEV_CPU : target;
+        if (!args[k].is_tensor || args[k].u.t->device == want)
             continue;
         uint32_t j = 0; /* the same tensor twice (x + x): one copy */
         while (j < k && !(inputs[j].is_tensor && inputs[j].u.t == inputs[k].u.t))
             j++;
-        if (j < k)
+        if (j < k && held[j] && held[j]->device == want)
             held[k] = tfvm_tensor_ref(held[j]);
         else
-            st = dev_vm_copy(d, args[k].u.t, target, &held[k], msg, ms);
+            st = dev_vm_copy(d, args[k].u.t, want, &held[k], msg, ms);
         args[k].u.t = held[k];
     }
     if (st == TFVM_OK) {

@@ -27,6 +27,15 @@ tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, d
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
                            const tfvm_allocator *alloc, char *msg, size_t msg_size);
 
+/* The dtype and shape of the result dev_cpu_tensor would give for these
+ * inputs, after all of its checks, without computing it (for the devices
+ * that run the op: docs/devices.md). Tensors may live on a device, except
+ * the inputs in host_mask (bit k: input k), whose values the checks read:
+ * those must be host tensors (TFVM_ERR_INTERNAL otherwise). Not for ops
+ * whose checks read the data of other inputs (GATHER reads its indices). */
+tfvm_status dev_cpu_tensor_shape(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, uint32_t host_mask,
+                                 uint8_t *dtype, int *rank, int64_t *dims, char *msg, size_t msg_size);
+
 /* Called when a VM is made: OpenBLAS, if loaded, gets one thread (the
  * caller's), whatever the number of workers, so that a VM's threads are its
  * workers alone. OpenBLAS's setting is process-wide (docs/devices.md, "CPU

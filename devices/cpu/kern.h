@@ -29,6 +29,12 @@ typedef struct dev_kctx {
     char *msg;
     size_t msg_size;
     char name[24]; /* the op in lower case, the first word of every message */
+    /* dev_cpu_tensor_shape: dev_kresult records the result here and stops
+     * the kernel instead of allocating it */
+    bool shape_only, shaped;
+    uint8_t shape_dtype;
+    int shape_rank;
+    int64_t shape_dims[TFVM_MAX_RANK];
 } dev_kctx;
 
 /* Room for "f64 [" + 8 dims of up to 20 characters + "]". */

@@ -95,6 +95,13 @@ tfvm_status dev_kaxis(dev_kctx *k, const dev_kview *v, int *axis)
 tfvm_status dev_kresult(dev_kctx *k, uint8_t dtype, int rank, const int64_t *dims, dev_value *r,
                         void **data)
 {
+    if (k->shape_only) { /* the kernel stops here: its checks are done */
+        k->shaped = true;
+        k->shape_dtype = dtype;
+        k->shape_rank = rank;
+        memcpy(k->shape_dims, dims, (size_t)rank * sizeof *dims);
+        return TFVM_ERR_INTERNAL;
+    }
     if (rank == 0) {
         *r = (dev_value){.dtype = dtype};
         *data = &r->u;
@@ -308,38 +315,42 @@ static const bool table_gated[ISA_OP_COUNT] = {
     [ISA_FUSED_MATMUL] = true, [ISA_FUSED_CONV2D] = true,
 };
 
-tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
-                           const tfvm_allocator *alloc, char *msg, size_t msg_size)
+/* dev_cpu_tensor and dev_cpu_tensor_shape: k set up, views made, the kernel
+ * called. Device tensors are refused but in shape-only mode, where their
+ * data is NULL (inputs of host_mask must be on the host even then). */
+static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, uint32_t host_mask, dev_value *out)
 {
-    dev_kctx k = {.op = op, .attr = attr, .alloc = alloc, .msg = msg, .msg_size = msg_size};
+    const isa_op op = k->op;
     if ((unsigned)op >= ISA_OP_COUNT || !kernels[op]) {
-        snprintf(k.name, sizeof k.name, "tensor");
-        return dev_kfail(&k, TFVM_ERR_INTERNAL, "op %u is not a tensor op", (unsigned)op);
+        snprintf(k->name, sizeof k->name, "tensor");
+        return dev_kfail(k, TFVM_ERR_INTERNAL, "op %u is not a tensor op", (unsigned)op);
     }
     size_t i = 0;
-    for (const char *s = isa_ops[op].name; *s && i + 1 < sizeof k.name; s++)
-        k.name[i++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
-    k.name[i] = '\0';
+    for (const char *s = isa_ops[op].name; *s && i + 1 < sizeof k->name; s++)
+        k->name[i++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    k->name[i] = '\0';
     if (n_in != (uint32_t)isa_ops[op].n_in)
-        return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
+        return dev_kfail(k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
     dev_kview v[DEV_KMAX_IN];
     if (n_in > DEV_KMAX_IN)
-        return dev_kfail(&k, TFVM_ERR_INTERNAL, "takes %u inputs, at most %d supported", n_in, DEV_KMAX_IN);
+        return dev_kfail(k, TFVM_ERR_INTERNAL, "takes %u inputs, at most %d supported", n_in, DEV_KMAX_IN);
     for (uint32_t j = 0; j < n_in; j++) {
         const dev_value *x = &in[j];
         if (x->dead || !isa_dtype_valid(x->dtype))
-            return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u has no value", j);
+            return dev_kfail(k, TFVM_ERR_INTERNAL, "input %u has no value", j);
         if (ISA_TYPES_STORE >> x->dtype & 1) /* no tensor kernel computes on them */
-            return dev_kfail(&k, TFVM_ERR_TYPE, "not defined on %s (a storage dtype: CAST it to a wide one)",
+            return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (a storage dtype: CAST it to a wide one)",
                              tfvm_dtype_name((tfvm_dtype)x->dtype));
         if (!x->is_tensor) {
             v[j] = (dev_kview){.dtype = x->dtype, .count = 1, .data = &x->u};
             continue;
         }
         const tfvm_tensor *t = x->u.t;
-        if (t->device != 0) /* placement copies device data to the host first */
-            return dev_kfail(&k, TFVM_ERR_INTERNAL, "input %u lives on a device, not the host", j);
-        v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count, .data = t->data, .t = t};
+        /* placement copies device data to the host first */
+        if (t->device != 0 && (!k->shape_only || (host_mask >> j & 1)))
+            return dev_kfail(k, TFVM_ERR_INTERNAL, "input %u lives on a device, not the host", j);
+        v[j] = (dev_kview){.dtype = t->dtype, .rank = t->rank, .count = t->count,
+                           .data = t->device ? NULL : t->data, .t = t};
         memcpy(v[j].dims, t->dims, sizeof v[j].dims);
     }
     /* ops.def's types gate input 0's dtype for the kernels whose dtype switch
@@ -347,11 +358,36 @@ tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32
      * others check every operand's dtype themselves, with their own messages,
      * and may take more dtypes than the table lets the compiler through. */
     if (table_gated[op] && !isa_takes(op, v[0].dtype))
-        return dev_kfail(&k, TFVM_ERR_TYPE, "not defined on %s%s", tfvm_dtype_name((tfvm_dtype)v[0].dtype),
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s%s", tfvm_dtype_name((tfvm_dtype)v[0].dtype),
                          isa_ops[op].types == ISA_TYPES_FLT ? " (floats only)" : "");
     dev_value r;
-    tfvm_status st = kernels[op](&k, v, &r);
+    tfvm_status st = kernels[op](k, v, &r);
     if (st == TFVM_OK)
         *out = r;
     return st;
+}
+
+tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
+                           const tfvm_allocator *alloc, char *msg, size_t msg_size)
+{
+    dev_kctx k = {.op = op, .attr = attr, .alloc = alloc, .msg = msg, .msg_size = msg_size};
+    return tensor_call(&k, in, n_in, 0, out);
+}
+
+tfvm_status dev_cpu_tensor_shape(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, uint32_t host_mask,
+                                 uint8_t *dtype, int *rank, int64_t *dims, char *msg, size_t msg_size)
+{
+    dev_kctx k = {.op = op, .attr = attr, .msg = msg, .msg_size = msg_size, .shape_only = true};
+    dev_value r;
+    tfvm_status st = tensor_call(&k, in, n_in, host_mask, &r);
+    if (st == TFVM_OK) { /* a kernel that made no result (none should) */
+        dev_value_release(&r);
+        return ut_msg(msg, msg_size, TFVM_ERR_INTERNAL, "%s: no result shape", isa_ops[op].name);
+    }
+    if (!k.shaped)
+        return st;
+    *dtype = k.shape_dtype;
+    *rank = k.shape_rank;
+    memcpy(dims, k.shape_dims, (size_t)k.shape_rank * sizeof *dims);
+    return TFVM_OK;
 }

@@ -1,5 +1,7 @@
 /* devices/cuda/backend.cu — libtfvm_cuda.so: GPU memory, copies, elementwise
- * kernels and cuBLAS GEMM behind the table of devices/cuda/abi.h. GPU 0, one
+ * and tensor kernels and cuBLAS GEMM behind the table of devices/cuda/abi.h.
+ * What an element computes is elem.h's and tens.h's (shared with the host
+ * stand-in the tests run); the kernels here are grid-stride loops over them. GPU 0, one
  * stream (work runs in queue order); every CUDA call's error is returned as text. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -8,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "devices/cuda/elem.h"
+#include "devices/cuda/tens.h"
 
 namespace {
 
@@ -16,6 +18,8 @@ struct tc_state {
     cudaStream_t stream;
     cublasHandle_t blas;
     pthread_mutex_t blas_lock; /* a cuBLAS handle is not meant for several threads at once */
+    int *flag;                 /* device memory: set by a kernel that meets bad data */
+    pthread_mutex_t flag_lock; /* one kernel at a time uses it */
     cudaDeviceProp prop;
     int runtime_version;
 };
@@ -102,14 +106,19 @@ __global__ void tc_kernel(tc_args p, R *out)
     }
 }
 
+/* Threads per block, and blocks for n elements of a grid-stride loop (at
+ * most 2^18 blocks: the loop covers the rest). */
+const int tc_threads = 256;
+unsigned tc_blocks(int64_t n)
+{
+    int64_t blocks = (n + tc_threads - 1) / tc_threads;
+    return (unsigned)(blocks > 65535 * 4 ? 65535 * 4 : blocks < 1 ? 1 : blocks);
+}
+
 template <typename T, typename R, int KIND>
 int tc_launch(const tc_args &p, void *out, char *msg, size_t msg_size)
 {
-    const int threads = 256;
-    int64_t blocks = (p.count + threads - 1) / threads;
-    if (blocks > 65535 * 4)
-        blocks = 65535 * 4;
-    tc_kernel<T, R, KIND><<<(unsigned)blocks, threads, 0, g.stream>>>(p, static_cast<R *>(out));
+    tc_kernel<T, R, KIND><<<tc_blocks(p.count), tc_threads, 0, g.stream>>>(p, static_cast<R *>(out));
     TC_CHECK(cudaGetLastError(), "kernel launch");
     return 0;
 }
@@ -122,6 +131,122 @@ int tc_dispatch(int kind, const tc_args &p, void *out, char *msg, size_t msg_siz
     case TC_K_COMPARE: return tc_launch<T, uint8_t, TC_K_COMPARE>(p, out, msg, msg_size);
     default: return tc_launch<T, T, TC_K_UNARY>(p, out, msg, msg_size);
     }
+}
+
+/* ---- The tensor kernels: grid-stride loops over tens.h ------------------------------- */
+#define TC_FOR(i, n)                                                                                  \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)blockDim.x * gridDim.x)
+
+struct tc_copy_args {
+    int rank;
+    int64_t count;
+    int64_t dims[TC_MAX_RANK], ds[TC_MAX_RANK], ss[TC_MAX_RANK];
+};
+
+template <typename T> __global__ void tc_copy_kernel(tc_copy_args a, T *dst, const T *src)
+{
+    TC_FOR(i, a.count)
+    dst[tc_offset(i, a.rank, a.dims, a.ds)] = src[tc_offset(i, a.rank, a.dims, a.ss)];
+}
+
+struct tc_bias_args {
+    int act, rank;
+    int64_t count;
+    int64_t dims[TC_MAX_RANK];
+    tc_operand b;
+};
+
+__device__ __forceinline__ float tc_act_one(int act, float y) { return tc_act_f32(act, y); }
+__device__ __forceinline__ double tc_act_one(int act, double y) { return tc_act_f64(act, y); }
+
+template <typename T> __global__ void tc_bias_act_kernel(tc_bias_args a, T *y)
+{
+    TC_FOR(i, a.count)
+    {
+        const T b = a.b.data ? static_cast<const T *>(a.b.data)[tc_offset(i, a.rank, a.dims, a.b.strides)]
+                             : tc_scalar<T>(a.b);
+        y[i] = tc_act_one(a.act, y[i] + b);
+    }
+}
+
+template <typename T> __global__ void tc_im2col_kernel(tc_conv c, int64_t n0, int64_t count, const T *x, T *col)
+{
+    TC_FOR(i, count)
+    {
+        const int64_t off = tc_im2col_src(&c, n0, i);
+        col[i] = off < 0 ? (T)0 : x[off];
+    }
+}
+
+__device__ __forceinline__ float tc_pool_one(const tc_pool *p, const float *x, int64_t i) { return tc_pool_f32(p, x, i); }
+__device__ __forceinline__ double tc_pool_one(const tc_pool *p, const double *x, int64_t i) { return tc_pool_f64(p, x, i); }
+__device__ __forceinline__ int32_t tc_pool_one(const tc_pool *p, const int32_t *x, int64_t i) { return tc_pool_i32(p, x, i); }
+__device__ __forceinline__ int64_t tc_pool_one(const tc_pool *p, const int64_t *x, int64_t i) { return tc_pool_i64(p, x, i); }
+
+template <typename T> __global__ void tc_pool_kernel(tc_pool p, int64_t count, const T *x, T *y)
+{
+    TC_FOR(i, count)
+    y[i] = tc_pool_one(&p, x, i);
+}
+
+__device__ __forceinline__ uint8_t tc_red_one(int op, const tc_reduce *r, const uint8_t *x, int64_t o) { return tc_reduce_b(op, r, x, o); }
+__device__ __forceinline__ int32_t tc_red_one(int op, const tc_reduce *r, const int32_t *x, int64_t o) { return tc_reduce_i32(op, r, x, o); }
+__device__ __forceinline__ int64_t tc_red_one(int op, const tc_reduce *r, const int64_t *x, int64_t o) { return tc_reduce_i64(op, r, x, o); }
+__device__ __forceinline__ float tc_red_one(int op, const tc_reduce *r, const float *x, int64_t o) { return tc_reduce_f32(op, r, x, o); }
+__device__ __forceinline__ double tc_red_one(int op, const tc_reduce *r, const double *x, int64_t o) { return tc_reduce_f64(op, r, x, o); }
+
+/* one thread per output element, folding its elements in order */
+template <typename T> __global__ void tc_reduce_kernel(int op, tc_reduce r, const T *x, T *y)
+{
+    TC_FOR(o, r.kept)
+    y[o] = tc_red_one(op, &r, x, o);
+}
+
+__device__ __forceinline__ void tc_softmax_one(int l, int64_t n, int64_t in, const float *x, float *y, int64_t j) { tc_softmax_f32(l, n, in, x, y, j); }
+__device__ __forceinline__ void tc_softmax_one(int l, int64_t n, int64_t in, const double *x, double *y, int64_t j) { tc_softmax_f64(l, n, in, x, y, j); }
+
+/* one thread per row */
+template <typename T>
+__global__ void tc_softmax_kernel(int log_of, int64_t rows, int64_t n, int64_t inner, const T *x, T *y)
+{
+    TC_FOR(j, rows)
+    tc_softmax_one(log_of, n, inner, x, y, j);
+}
+
+/* *bad is set (to 1) by any thread that meets an index out of range */
+template <typename T>
+__global__ void tc_gather_kernel(int idx_dtype, int64_t d, int64_t inner, int64_t nidx, int64_t count, const T *x,
+                                 const void *idx, T *y, int *bad)
+{
+    TC_FOR(i, count)
+    {
+        const int64_t off = tc_gather_src(idx_dtype, d, inner, nidx, idx, i);
+        if (off < 0)
+            *bad = 1;
+        else
+            y[i] = x[off];
+    }
+}
+
+__global__ void tc_cast_kernel(int from, int to, int64_t count, const void *x, void *y, int *bad)
+{
+    TC_FOR(i, count)
+    {
+        int b = 0;
+        tc_cast_one(from, to, x, y, i, &b);
+        if (b)
+            *bad = 1;
+    }
+}
+
+/* A kernel's arguments zeroed, with the shape it runs over. */
+template <typename A> void tc_shape(A &a, int rank, const int64_t *dims, int64_t count)
+{
+    memset(&a, 0, sizeof a);
+    a.rank = rank;
+    a.count = count;
+    for (int j = 0; j < rank; j++)
+        a.dims[j] = dims[j];
 }
 
 bool tc_contiguous(const tc_operand *o, int rank, const int64_t *dims)
@@ -170,6 +295,8 @@ int tc_init(char *msg, size_t msg_size)
         return tc_blas_error(msg, msg_size, "cublasSetStream", s);
     }
     pthread_mutex_init(&g.blas_lock, NULL);
+    pthread_mutex_init(&g.flag_lock, NULL);
+    TC_CHECK(cudaMalloc((void **)&g.flag, sizeof(int)), "cudaMalloc");
     return 0;
 }
 
@@ -227,12 +354,8 @@ int tc_elementwise(int op, int dtype, int rank, const int64_t *dims, int64_t cou
     if (count == 0)
         return 0;
     tc_args p;
-    memset(&p, 0, sizeof p);
+    tc_shape(p, rank, dims, count);
     p.op = op;
-    p.rank = rank;
-    p.count = count;
-    for (int j = 0; j < rank; j++)
-        p.dims[j] = dims[j];
     p.a = *a;
     p.b = *b;
     p.contiguous_a = tc_contiguous(a, rank, dims);
@@ -281,9 +404,194 @@ int tc_gemm(int dtype, int trans_a, int trans_b, int m, int n, int k, const void
     return 0;
 }
 
+/* ---- The tensor kernels' entry points ---------------------------------------------------- */
+int tc_bad_args(char *msg, size_t msg_size, const char *what)
+{
+    snprintf(msg, msg_size, "%s: bad arguments", what);
+    return 1;
+}
+
+int tc_copy(int esize, int rank, const int64_t *dims, int64_t count, void *dst, const int64_t *dst_strides,
+            const void *src, const int64_t *src_strides, char *msg, size_t msg_size)
+{
+    if (rank < 0 || rank > TC_MAX_RANK)
+        return tc_bad_args(msg, msg_size, "copy");
+    if (count == 0)
+        return 0;
+    tc_copy_args a;
+    memset(&a, 0, sizeof a);
+    a.rank = rank;
+    a.count = count;
+    for (int j = 0; j < rank; j++) {
+        a.dims[j] = dims[j];
+        a.ds[j] = dst_strides[j];
+        a.ss[j] = src_strides[j];
+    }
+    const unsigned b = tc_blocks(count);
+    switch (esize) {
+    case 1: tc_copy_kernel<uint8_t><<<b, tc_threads, 0, g.stream>>>(a, (uint8_t *)dst, (const uint8_t *)src); break;
+    case 2: tc_copy_kernel<uint16_t><<<b, tc_threads, 0, g.stream>>>(a, (uint16_t *)dst, (const uint16_t *)src); break;
+    case 4: tc_copy_kernel<uint32_t><<<b, tc_threads, 0, g.stream>>>(a, (uint32_t *)dst, (const uint32_t *)src); break;
+    case 8: tc_copy_kernel<uint64_t><<<b, tc_threads, 0, g.stream>>>(a, (uint64_t *)dst, (const uint64_t *)src); break;
+    default: return tc_bad_args(msg, msg_size, "copy");
+    }
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+int tc_bias_act(int dtype, int act, int rank, const int64_t *dims, int64_t count, void *y, const tc_operand *bias,
+                char *msg, size_t msg_size)
+{
+    if ((dtype != TC_F32 && dtype != TC_F64) || act < 0 || act >= TC_ACT_COUNT || rank < 0 || rank > TC_MAX_RANK)
+        return tc_bad_args(msg, msg_size, "bias_act");
+    if (count == 0)
+        return 0;
+    tc_bias_args a;
+    tc_shape(a, rank, dims, count);
+    a.act = act;
+    a.b = *bias;
+    if (dtype == TC_F32)
+        tc_bias_act_kernel<float><<<tc_blocks(count), tc_threads, 0, g.stream>>>(a, (float *)y);
+    else
+        tc_bias_act_kernel<double><<<tc_blocks(count), tc_threads, 0, g.stream>>>(a, (double *)y);
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+int tc_im2col(int dtype, const tc_conv *c, int64_t n0, int64_t nimg, const void *x, void *col, char *msg,
+              size_t msg_size)
+{
+    const int64_t count = nimg * c->C * c->KH * c->KW * c->OH * c->OW;
+    if (count == 0)
+        return 0;
+    if (dtype == TC_F32)
+        tc_im2col_kernel<float><<<tc_blocks(count), tc_threads, 0, g.stream>>>(*c, n0, count, (const float *)x, (float *)col);
+    else if (dtype == TC_F64)
+        tc_im2col_kernel<double><<<tc_blocks(count), tc_threads, 0, g.stream>>>(*c, n0, count, (const double *)x, (double *)col);
+    else
+        return tc_bad_args(msg, msg_size, "im2col");
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+int tc_pool_run(int dtype, const tc_pool *p, const void *x, void *y, char *msg, size_t msg_size)
+{
+    const int64_t count = p->N * p->C * p->OH * p->OW;
+    if (count == 0)
+        return 0;
+    const unsigned b = tc_blocks(count);
+    switch (dtype) {
+    case TC_I32: tc_pool_kernel<int32_t><<<b, tc_threads, 0, g.stream>>>(*p, count, (const int32_t *)x, (int32_t *)y); break;
+    case TC_I64: tc_pool_kernel<int64_t><<<b, tc_threads, 0, g.stream>>>(*p, count, (const int64_t *)x, (int64_t *)y); break;
+    case TC_F32: tc_pool_kernel<float><<<b, tc_threads, 0, g.stream>>>(*p, count, (const float *)x, (float *)y); break;
+    case TC_F64: tc_pool_kernel<double><<<b, tc_threads, 0, g.stream>>>(*p, count, (const double *)x, (double *)y); break;
+    default: return tc_bad_args(msg, msg_size, "pool");
+    }
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+int tc_reduce_run(int op, int dtype, const tc_reduce *r, const void *x, void *y, char *msg, size_t msg_size)
+{
+    if (!tc_reduce_has(op, dtype) || r->nk < 0 || r->nk > TC_MAX_RANK || r->nr < 0 || r->nr > TC_MAX_RANK)
+        return tc_bad_args(msg, msg_size, "reduce");
+    if (r->kept == 0)
+        return 0;
+    const unsigned b = tc_blocks(r->kept);
+    switch (dtype) {
+    case TC_BOOL: tc_reduce_kernel<uint8_t><<<b, tc_threads, 0, g.stream>>>(op, *r, (const uint8_t *)x, (uint8_t *)y); break;
+    case TC_I32: tc_reduce_kernel<int32_t><<<b, tc_threads, 0, g.stream>>>(op, *r, (const int32_t *)x, (int32_t *)y); break;
+    case TC_I64: tc_reduce_kernel<int64_t><<<b, tc_threads, 0, g.stream>>>(op, *r, (const int64_t *)x, (int64_t *)y); break;
+    case TC_F32: tc_reduce_kernel<float><<<b, tc_threads, 0, g.stream>>>(op, *r, (const float *)x, (float *)y); break;
+    default: tc_reduce_kernel<double><<<b, tc_threads, 0, g.stream>>>(op, *r, (const double *)x, (double *)y); break;
+    }
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+int tc_softmax_run(int dtype, int log_of, int64_t outer, int64_t n, int64_t inner, const void *x, void *y, char *msg,
+                   size_t msg_size)
+{
+    const int64_t rows = outer * inner;
+    if (rows == 0 || n == 0)
+        return 0;
+    if (dtype == TC_F32)
+        tc_softmax_kernel<float><<<tc_blocks(rows), tc_threads, 0, g.stream>>>(log_of, rows, n, inner, (const float *)x, (float *)y);
+    else if (dtype == TC_F64)
+        tc_softmax_kernel<double><<<tc_blocks(rows), tc_threads, 0, g.stream>>>(log_of, rows, n, inner, (const double *)x, (double *)y);
+    else
+        return tc_bad_args(msg, msg_size, "softmax");
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
+/* The flag's protocol: cleared, the kernel queued, the flag read back (which
+ * waits for the kernel). Returns TC_DATA_ERROR when the kernel set it. */
+int tc_flag_begin(char *msg, size_t msg_size)
+{
+    pthread_mutex_lock(&g.flag_lock);
+    cudaError_t e = cudaMemsetAsync(g.flag, 0, sizeof(int), g.stream);
+    if (e != cudaSuccess) {
+        pthread_mutex_unlock(&g.flag_lock);
+        return tc_cuda_error(msg, msg_size, "cudaMemset", e);
+    }
+    return 0;
+}
+
+int tc_flag_end(char *msg, size_t msg_size)
+{
+    int bad = 0;
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(&bad, g.flag, sizeof bad, cudaMemcpyDeviceToHost, g.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(g.stream);
+    pthread_mutex_unlock(&g.flag_lock);
+    if (e != cudaSuccess)
+        return tc_cuda_error(msg, msg_size, "kernel launch", e);
+    return bad ? TC_DATA_ERROR : 0;
+}
+
+int tc_gather(int esize, int idx_dtype, int64_t outer, int64_t d, int64_t inner, int64_t nidx, const void *x,
+              const void *idx, void *y, char *msg, size_t msg_size)
+{
+    const int64_t count = outer * nidx * inner;
+    if ((idx_dtype != TC_I32 && idx_dtype != TC_I64) || (esize != 1 && esize != 2 && esize != 4 && esize != 8))
+        return tc_bad_args(msg, msg_size, "gather");
+    if (count == 0)
+        return 0;
+    if (tc_flag_begin(msg, msg_size))
+        return 1;
+    const unsigned b = tc_blocks(count);
+    switch (esize) {
+    case 1: tc_gather_kernel<uint8_t><<<b, tc_threads, 0, g.stream>>>(idx_dtype, d, inner, nidx, count, (const uint8_t *)x, idx, (uint8_t *)y, g.flag); break;
+    case 2: tc_gather_kernel<uint16_t><<<b, tc_threads, 0, g.stream>>>(idx_dtype, d, inner, nidx, count, (const uint16_t *)x, idx, (uint16_t *)y, g.flag); break;
+    case 4: tc_gather_kernel<uint32_t><<<b, tc_threads, 0, g.stream>>>(idx_dtype, d, inner, nidx, count, (const uint32_t *)x, idx, (uint32_t *)y, g.flag); break;
+    default: tc_gather_kernel<uint64_t><<<b, tc_threads, 0, g.stream>>>(idx_dtype, d, inner, nidx, count, (const uint64_t *)x, idx, (uint64_t *)y, g.flag); break;
+    }
+    return tc_flag_end(msg, msg_size);
+}
+
+int tc_cast(int from, int to, int64_t count, const void *x, void *y, char *msg, size_t msg_size)
+{
+    if (from < TC_BOOL || from > TC_F64 || to < TC_BOOL || to > TC_F64)
+        return tc_bad_args(msg, msg_size, "cast");
+    if (count == 0)
+        return 0;
+    const bool checked = (from == TC_F32 || from == TC_F64) && (to == TC_I32 || to == TC_I64);
+    if (checked && tc_flag_begin(msg, msg_size))
+        return 1;
+    tc_cast_kernel<<<tc_blocks(count), tc_threads, 0, g.stream>>>(from, to, count, x, y, g.flag);
+    if (checked)
+        return tc_flag_end(msg, msg_size);
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
 const tc_backend tc_table = {
     TC_ABI_VERSION, sizeof(tc_backend), tc_init,        tc_describe, tc_alloc, tc_release, tc_to_device,
-    tc_to_host,     tc_sync,            tc_elementwise, tc_gemm,
+    tc_to_host,     tc_sync,            tc_elementwise, tc_gemm,  tc_copy,    tc_bias_act,  tc_im2col,
+    tc_pool_run,    tc_reduce_run,      tc_softmax_run, tc_gather, tc_cast,
 };
 
 } // namespace

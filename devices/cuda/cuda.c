@@ -1,6 +1,9 @@
 /* devices/cuda/cuda.c — the CUDA device in libtfvm: loads libtfvm_cuda.so with
  * dlopen (libtfvm never links CUDA) and implements the device vtable on its
- * raw functions: shapes, broadcasting, MATMUL's mapping onto cuBLAS. */
+ * raw functions: shapes, broadcasting, MATMUL's mapping onto cuBLAS, the
+ * convolutions as im2col and cuBLAS, the other tensor ops' plans. A tensor
+ * op's checks and result shape are the CPU kernel's own
+ * (dev_cpu_tensor_shape), so the GPU takes exactly what the CPU would. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devices/cpu/cpu.h"
 #include "devices/cuda/abi.h"
-#include "devices/cuda/elem.h"
+#include "devices/cuda/tens.h"
 #include "devices/device.h"
 #include "devices/pool.h"
 
@@ -128,9 +132,15 @@ static tfvm_status cu_sync(const dev_device *d, char *msg, size_t ms)
 }
 
 /* ---- Elementwise ------------------------------------------------------------------ */
-/* The libtfvm_cuda.so kernel of each op: ops.def's `cuda` column. NONE and
- * GEMM are this file's own (never sent to the library as an op id). */
-enum { TC_NONE = -1, TC_GEMM = -2 };
+/* The libtfvm_cuda.so kernel of each op: ops.def's `cuda` column. The
+ * elementwise ones are the library's op ids; the others are this file's own
+ * (never sent to the library as an op id): GEMM (cuBLAS), CONV (im2col and
+ * cuBLAS), POOL, REDUCE, SOFTMAX, COPY (the layout ops: copies with strides),
+ * GATHER and CAST, the library's functions of those names. */
+enum {
+    TC_NONE = -1, TC_GEMM = -2, TC_CONV = -3, TC_POOL = -4, TC_REDUCE = -5, TC_SOFTMAX = -6, TC_COPY = -7,
+    TC_GATHER = -8, TC_CAST = -9
+};
 static const int cu_tc[ISA_OP_COUNT] = {
 #define OP(name, cls, in, out, attrs, types, res, fails, cuda, syn) [ISA_##name] = TC_##cuda,
 #include "isa/ops.def"
@@ -168,6 +178,15 @@ static bool cu_broadcast(const dev_value *in, uint32_t n, int *R, int64_t *D)
 
 /* The rules of the CPU kernels' type check (ops.def's `types`): what they
  * would reject is DEV_FIT_INVALID, so the CPU reports it. */
+/* Shape arithmetic stays on the host: integer vectors of at most this many
+ * elements (a shape, axes, a perm) are what the GPU's kernels read there as
+ * parameters, so computing them on the GPU would cost a copy back each. */
+#define CU_SHAPE_MAX 16
+static bool cu_shape_like(int dtype, int rank, const int64_t *dims)
+{
+    return (dtype == TFVM_I32 || dtype == TFVM_I64) && rank == 1 && dims[0] <= CU_SHAPE_MAX;
+}
+
 static dev_fit cu_fits_elem(isa_op op, const dev_value *in, uint32_t n)
 {
     const int tc = cu_tc[op];
@@ -183,7 +202,7 @@ static dev_fit cu_fits_elem(isa_op op, const dev_value *in, uint32_t n)
     if (!cu_broadcast(in, n, &R, D))
         return DEV_FIT_INVALID;
     /* A rank-0 result is a host scalar: not worth a trip to the GPU. */
-    return R == 0 ? DEV_FIT_NO : DEV_FIT_OK;
+    return R == 0 || cu_shape_like(dt, R, D) ? DEV_FIT_NO : DEV_FIT_OK;
 }
 
 static tfvm_status cu_fail(char *msg, size_t ms, tfvm_status code, const char *what)
@@ -408,11 +427,413 @@ static tfvm_status cu_run_matmul(const dev_device *d, const dev_ctx *x, uint32_t
     return TFVM_OK;
 }
 
-/* ---- The vtable ------------------------------------------------------------------------ */
-static dev_fit cu_fits(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, uint32_t n)
+
+/* ---- Tensor ops ------------------------------------------------------------------------ */
+/* The inputs a kernel reads on the host (bit k: input k): the parameter
+ * vectors (CONV2D's p, the pools' p, axes, shapes, perms). Placement leaves
+ * them there (dev_iface.host_inputs). */
+static uint32_t cu_host_mask(isa_op op)
+{
+    switch (cu_tc[op]) {
+    case TC_CONV: return 1u << 2;
+    case TC_POOL: case TC_REDUCE: return 1u << 1;
+    case TC_COPY: return op == ISA_CONCAT || op == ISA_FLATTEN ? 0 : 1u << 1;
+    default: return 0;
+    }
+}
+
+static uint32_t cu_host_inputs(const dev_device *d, isa_op op)
 {
     (void)d;
-    if (cu_tc[op] == TC_GEMM) {
+    return cu_host_mask(op);
+}
+
+/* The elements of a host i64 vector the CPU's checks have accepted. */
+static int cu_vec(const dev_value *v, int64_t *out, int max)
+{
+    const tfvm_tensor *t = v->u.t;
+    int n = t->count < max ? (int)t->count : max;
+    memcpy(out, t->data, (size_t)n * sizeof *out);
+    return n;
+}
+
+static int cu_axis(int32_t a, int rank) { return a < 0 ? a + rank : a; }
+
+static bool cu_gpu_dtype(int dt) { return dt >= TFVM_BOOL && dt <= TFVM_F64; }
+static bool cu_float(int dt) { return dt == TFVM_F32 || dt == TFVM_F64; }
+
+static int cu_act(uint32_t attr)
+{
+    static const uint32_t bits[TC_ACT_COUNT] = {
+        0, ISA_OPT_ACT_RELU, ISA_OPT_ACT_SIGMOID, ISA_OPT_ACT_TANH, ISA_OPT_ACT_SILU, ISA_OPT_ACT_GELU,
+        ISA_OPT_ACT_HARDSIGMOID, ISA_OPT_ACT_HARDSWISH, ISA_OPT_ACT_RELU6, ISA_OPT_ACT_GELU_TANH, ISA_OPT_ACT_GELU_NEW};
+    for (int a = 1; a < TC_ACT_COUNT; a++)
+        if ((attr & ISA_OPT_ACT_MASK) == bits[a])
+            return a;
+    return TC_ACT_NONE;
+}
+
+static int cu_red_op(isa_op op)
+{
+    switch (op) {
+    case ISA_REDUCE_SUM: return TC_RED_SUM;
+    case ISA_REDUCE_MEAN: return TC_RED_MEAN;
+    case ISA_REDUCE_MAX: return TC_RED_MAX;
+    default: return TC_RED_MIN;
+    }
+}
+
+/* A tensor op's result: its dtype and shape by the CPU kernel's checks. */
+typedef struct cu_shape {
+    uint8_t dtype;
+    int rank;
+    int64_t dims[TFVM_MAX_RANK];
+} cu_shape;
+
+/* GATHER: the CPU's checks read the indices, which are on the GPU; these
+ * are its checks but the index range (the kernel reports that). */
+static dev_fit cu_gather_plan(uint32_t attr, const dev_value *in, cu_shape *sh)
+{
+    if (!in[0].is_tensor || !in[1].is_tensor)
+        return DEV_FIT_NO; /* a scalar x or index: the CPU's */
+    const tfvm_tensor *x = in[0].u.t, *ix = in[1].u.t;
+    const int axis = cu_axis((int32_t)attr, x->rank);
+    if (axis < 0 || axis >= x->rank || (ix->dtype != TFVM_I32 && ix->dtype != TFVM_I64) ||
+        x->rank - 1 + ix->rank > TFVM_MAX_RANK || (ISA_TYPES_STORE >> x->dtype & 1))
+        return DEV_FIT_INVALID;
+    sh->dtype = x->dtype;
+    sh->rank = 0;
+    for (int i = 0; i < axis; i++)
+        sh->dims[sh->rank++] = x->dims[i];
+    for (int i = 0; i < ix->rank; i++)
+        sh->dims[sh->rank++] = ix->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        sh->dims[sh->rank++] = x->dims[i];
+    return sh->rank == 0 ? DEV_FIT_NO : DEV_FIT_OK;
+}
+
+/* Whether the kernel takes what the CPU's checks accepted. */
+static bool cu_tensor_has(isa_op op, uint32_t attr, const dev_value *in, const cu_shape *sh)
+{
+    const int dt = in[0].dtype;
+    switch (cu_tc[op]) {
+    case TC_GEMM: /* FUSED_MATMUL: the product as MATMUL's */ {
+        cu_mm p;
+        return cu_mm_plan(attr & (ISA_OPT_TRANS_A | ISA_OPT_TRANS_B), in, &p) == DEV_FIT_OK;
+    }
+    case TC_CONV: {
+        const tfvm_tensor *w = in[1].u.t;
+        const int64_t groups = in[2].u.t->count == 9 ? ((const int64_t *)in[2].u.t->data)[8] : 1;
+        const int64_t K = w->dims[1] * w->dims[2] * w->dims[3], P = sh->dims[2] * sh->dims[3];
+        return cu_float(dt) && K <= INT_MAX && P <= INT_MAX && w->dims[0] / groups <= INT_MAX;
+    }
+    case TC_POOL: return op == ISA_AVGPOOL ? cu_float(dt) : dt >= TFVM_I32 && dt <= TFVM_F64;
+    case TC_REDUCE: return tc_reduce_has(cu_red_op(op), dt);
+    case TC_SOFTMAX: return cu_float(dt);
+    default: return true; /* COPY and GATHER move elements of any size */
+    }
+}
+
+static dev_fit cu_fits_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n, cu_shape *sh)
+{
+    const uint32_t host = cu_host_mask(op);
+    for (uint32_t k = 0; k < n; k++)
+        if ((host >> k & 1) && in[k].is_tensor && in[k].u.t->device != DEV_CPU)
+            return DEV_FIT_NO; /* a parameter vector made on the GPU: the CPU's */
+    if (cu_tc[op] == TC_GATHER) {
+        dev_fit f = cu_gather_plan(attr, in, sh);
+        return f == DEV_FIT_OK && cu_shape_like(sh->dtype, sh->rank, sh->dims) ? DEV_FIT_NO : f;
+    }
+    char why[256];
+    if (dev_cpu_tensor_shape(op, attr, in, n, host, &sh->dtype, &sh->rank, sh->dims, why, sizeof why) != TFVM_OK)
+        return DEV_FIT_INVALID;
+    if (sh->rank == 0 || cu_shape_like(sh->dtype, sh->rank, sh->dims))
+        return DEV_FIT_NO; /* a host scalar, shape arithmetic */
+    return cu_tensor_has(op, attr, in, sh) ? DEV_FIT_OK : DEV_FIT_NO;
+}
+
+/* CAST between the GPU dtypes. */
+static dev_fit cu_fits_cast(uint32_t attr, const dev_value *in, uint32_t n)
+{
+    if (n != 1 || !isa_dtype_valid(attr) || !isa_takes(ISA_CAST, in[0].dtype))
+        return DEV_FIT_INVALID;
+    if (!cu_gpu_dtype(in[0].dtype) || !cu_gpu_dtype((int)attr) || !in[0].is_tensor || in[0].u.t->rank == 0 ||
+        cu_shape_like((int)attr, in[0].u.t->rank, in[0].u.t->dims))
+        return DEV_FIT_NO;
+    return DEV_FIT_OK;
+}
+
+/* What a backend call's failure becomes: the message, the result freed. */
+static tfvm_status cu_failed(tfvm_tensor *t, const char *why, char *msg, size_t ms)
+{
+    tfvm_tensor_free(t);
+    snprintf(msg, ms, "cuda: %s", why);
+    return TFVM_ERR_DEVICE;
+}
+
+/* A kernel found bad data (TC_DATA_ERROR): the CPU runs the instruction on
+ * host copies of the inputs to say what is wrong, in its words. */
+static tfvm_status cu_cpu_says(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, uint32_t n,
+                               char *msg, size_t ms)
+{
+    dev_value h[5];
+    tfvm_status st = TFVM_OK;
+    uint32_t k = 0;
+    for (; k < n && st == TFVM_OK; k++) {
+        h[k] = in[k];
+        if (!in[k].is_tensor || in[k].u.t->device == DEV_CPU) {
+            if (in[k].is_tensor)
+                tfvm_tensor_ref(in[k].u.t);
+            continue;
+        }
+        const tfvm_tensor *t = in[k].u.t;
+        h[k].u.t = dev_tensor_alloc(NULL, (tfvm_dtype)t->dtype, t->rank, t->dims);
+        if (!h[k].u.t)
+            st = cu_fail(msg, ms, TFVM_ERR_NOMEM, "out of memory");
+        else if (t->nbytes)
+            st = cu_copy_out(d, h[k].u.t->data, t->data, t->nbytes, msg, ms);
+    }
+    if (st == TFVM_OK) {
+        dev_value out = {0};
+        st = isa_ops[op].cls == ISA_CLASS_TENSOR ? dev_cpu_tensor(op, attr, h, n, &out, NULL, msg, ms)
+                                                 : dev_cpu_elementwise(op, attr, h, &out, NULL, msg, ms);
+        if (st == TFVM_OK) {
+            dev_value_release(&out);
+            st = cu_fail(msg, ms, TFVM_ERR_INTERNAL, "cuda: the GPU found bad data where the CPU found none");
+        }
+    }
+    for (uint32_t j = 0; j < k; j++)
+        if (h[j].is_tensor && h[j].u.t)
+            tfvm_tensor_free(h[j].u.t);
+    return st;
+}
+
+/* C-order element strides */
+static void cu_strides(int rank, const int64_t *dims, int64_t *s)
+{
+    int64_t acc = 1;
+    for (int j = rank - 1; j >= 0; j--) {
+        s[j] = acc;
+        acc *= dims[j];
+    }
+}
+
+/* CONV2D and FUSED_CONV2D: per group, y_g [O/G, OH*OW] = w_g [O/G, K] @
+ * col_g [K, OH*OW] for each image, K = C/G * KH * KW, col the im2col of
+ * the image (x itself for a 1x1 window at stride 1 without padding), as one
+ * strided-batched GEMM over a chunk of images; then the bias and activation. */
+int64_t dev_cuda_col_bytes = (int64_t)256 << 20;
+static int cu_conv(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
+                   tfvm_tensor *y, char *why, size_t ws)
+{
+    const tc_backend *be = cu_backend(d);
+    const tfvm_tensor *X = in[0].u.t, *w = in[1].u.t;
+    int64_t p[9];
+    cu_vec(&in[2], p, 9);
+    const int dt = X->dtype;
+    const size_t es = tfvm_dtype_size((tfvm_dtype)dt);
+    const tc_conv c = {.N = X->dims[0], .C = X->dims[1], .H = X->dims[2], .W = X->dims[3], .KH = w->dims[2],
+                       .KW = w->dims[3], .OH = y->dims[2], .OW = y->dims[3], .sh = p[0], .sw = p[1], .pt = p[2],
+                       .pl = p[3], .dh = p[6], .dw = p[7]};
+    const int64_t G = p[8], O = w->dims[0], Og = O / G, Cg = c.C / G, K = Cg * c.KH * c.KW, P = c.OH * c.OW;
+    const bool direct = c.KH == 1 && c.KW == 1 && c.sh == 1 && c.sw == 1 && !p[2] && !p[3] && !p[4] && !p[5];
+    const int64_t img = c.C * c.KH * c.KW * P; /* column elements of one image */
+    int64_t chunk = c.N;
+    tfvm_tensor *col = NULL;
+    if (!direct && K > 0) {
+        chunk = dev_cuda_col_bytes / (img * (int64_t)es);
+        chunk = chunk < 1 ? 1 : chunk > c.N ? c.N : chunk;
+        char m[160];
+        const int64_t n = chunk * img;
+        if (cu_new_tensor(x, (tfvm_dtype)dt, 1, &n, &col, m, sizeof m) != TFVM_OK) {
+            snprintf(why, ws, "%s", m + (strncmp(m, "cuda: ", 6) == 0 ? 6 : 0));
+            return 1;
+        }
+    }
+    int rc = 0;
+    for (int64_t n0 = 0; n0 < c.N && rc == 0; n0 += chunk) {
+        const int64_t nimg = c.N - n0 < chunk ? c.N - n0 : chunk;
+        const char *src = direct ? (const char *)X->data + n0 * c.C * P * (int64_t)es : col ? col->data : NULL;
+        if (col)
+            rc = be->im2col(dt, &c, n0, nimg, X->data, col->data, why, ws);
+        for (int64_t g = 0; g < G && rc == 0; g++)
+            rc = be->gemm(dt, 0, 0, (int)P, (int)Og, (int)K, src ? src + g * K * P * (int64_t)es : NULL, (int)P,
+                          direct ? c.C * P : img, (const char *)w->data + g * Og * K * (int64_t)es,
+                          K > 1 ? (int)K : 1, 0, (char *)y->data + (n0 * O + g * Og) * P * (int64_t)es, (int)P,
+                          O * P, (int)nimg, why, ws);
+    }
+    tfvm_tensor_free(col);
+    if (rc == 0 && op == ISA_FUSED_CONV2D) {
+        const int64_t dims[3] = {c.N, O, P};
+        tc_operand b = {.data = in[3].u.t->data, .strides = {0, 1, 0}};
+        rc = be->bias_act(dt, cu_act(attr), 3, dims, y->count, y->data, &b, why, ws);
+    }
+    return rc;
+}
+
+static int cu_pool(const dev_device *d, isa_op op, const dev_value *in, tfvm_tensor *y, char *why, size_t ws)
+{
+    const tfvm_tensor *X = in[0].u.t;
+    int64_t p[12] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0};
+    cu_vec(&in[1], p, 12);
+    const tc_pool q = {.N = X->dims[0], .C = X->dims[1], .H = X->dims[2], .W = X->dims[3], .OH = y->dims[2],
+                       .OW = y->dims[3], .kh = p[0], .kw = p[1], .sh = p[2], .sw = p[3], .pt = p[4], .pl = p[5],
+                       .pb = p[6], .pr = p[7], .dh = p[8], .dw = p[9], .avg = op == ISA_AVGPOOL,
+                       .count_include_pad = (int32_t)p[11]};
+    return cu_backend(d)->pool(X->dtype, &q, X->data, y->data, why, ws);
+}
+
+static int cu_reduce(const dev_device *d, isa_op op, const dev_value *in, tfvm_tensor *y, char *why, size_t ws)
+{
+    const tfvm_tensor *X = in[0].u.t;
+    int64_t axes[TFVM_MAX_RANK], xs[TFVM_MAX_RANK];
+    const int na = cu_vec(&in[1], axes, TFVM_MAX_RANK);
+    bool red[TFVM_MAX_RANK] = {false};
+    for (int i = 0; i < na; i++)
+        red[axes[i] < 0 ? axes[i] + X->rank : axes[i]] = true;
+    cu_strides(X->rank, X->dims, xs);
+    tc_reduce r = {.kept = 1, .rcount = 1};
+    for (int i = 0; i < X->rank; i++) {
+        if (na == 0 || red[i]) {
+            r.rdims[r.nr] = X->dims[i];
+            r.rstrides[r.nr++] = xs[i];
+            r.rcount *= X->dims[i];
+        } else {
+            r.kdims[r.nk] = X->dims[i];
+            r.kstrides[r.nk++] = xs[i];
+            r.kept *= X->dims[i];
+        }
+    }
+    return cu_backend(d)->reduce(cu_red_op(op), X->dtype, &r, X->data, y->data, why, ws);
+}
+
+/* x's dims before and after an axis, as outer and inner element counts */
+static void cu_split(const tfvm_tensor *x, int axis, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        *inner *= x->dims[i];
+}
+
+static int cu_softmax(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why,
+                      size_t ws)
+{
+    const tfvm_tensor *X = in[0].u.t;
+    const int axis = cu_axis((int32_t)attr, X->rank);
+    int64_t outer, inner;
+    cu_split(X, axis, &outer, &inner);
+    return cu_backend(d)->softmax(X->dtype, op == ISA_LOG_SOFTMAX, outer, X->dims[axis], inner, X->data, y->data,
+                                  why, ws);
+}
+
+/* The layout ops: RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE copy the elements as
+ * they are; TRANSPOSE reads x through permuted strides; CONCAT copies a and b
+ * into their parts of each outer row. */
+static int cu_copy(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why,
+                   size_t ws)
+{
+    const tc_backend *be = cu_backend(d);
+    const tfvm_tensor *X = in[0].u.t;
+    const int es = (int)tfvm_dtype_size((tfvm_dtype)X->dtype);
+    if (op == ISA_TRANSPOSE) {
+        int64_t perm[TFVM_MAX_RANK], xs[TFVM_MAX_RANK], ss[TFVM_MAX_RANK], ds[TFVM_MAX_RANK];
+        const int n = cu_vec(&in[1], perm, TFVM_MAX_RANK);
+        cu_strides(X->rank, X->dims, xs);
+        for (int i = 0; i < n; i++)
+            ss[i] = xs[perm[i] < 0 ? perm[i] + n : perm[i]];
+        cu_strides(y->rank, y->dims, ds);
+        return be->copy(es, y->rank, y->dims, y->count, y->data, ds, X->data, ss, why, ws);
+    }
+    if (op == ISA_CONCAT) {
+        const int axis = cu_axis((int32_t)attr, X->rank);
+        int64_t outer, inner;
+        cu_split(X, axis, &outer, &inner);
+        const int64_t row = y->dims[axis] * inner;
+        int64_t done = 0; /* elements of a row already written */
+        int rc = 0;
+        for (int k = 0; k < 2 && rc == 0; k++) {
+            const tfvm_tensor *t = in[k].u.t;
+            const int64_t part = t->dims[axis] * inner, dims[2] = {outer, part}, ds[2] = {row, 1}, ss[2] = {part, 1};
+            rc = be->copy(es, 2, dims, outer * part, (char *)y->data + done * es, ds, t->data, ss, why, ws);
+            done += part;
+        }
+        return rc;
+    }
+    const int64_t one = 1;
+    return be->copy(es, 1, &y->count, y->count, y->data, &one, X->data, &one, why, ws);
+}
+
+static int cu_gather(const dev_device *d, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why, size_t ws)
+{
+    const tfvm_tensor *X = in[0].u.t, *ix = in[1].u.t;
+    const int axis = cu_axis((int32_t)attr, X->rank);
+    int64_t outer, inner;
+    cu_split(X, axis, &outer, &inner);
+    return cu_backend(d)->gather((int)tfvm_dtype_size((tfvm_dtype)X->dtype), ix->dtype, outer, X->dims[axis], inner,
+                                 ix->count, X->data, ix->data, y->data, why, ws);
+}
+
+/* Runs a tensor op (or CAST) whose fit is OK on the GPU. */
+static tfvm_status cu_run_tensor(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
+                                 uint32_t n, const cu_shape *sh, dev_value *out, char *msg, size_t ms)
+{
+    if (cu_tc[op] == TC_GEMM) { /* FUSED_MATMUL: the product, then bias and activation in place */
+        tfvm_status st = cu_run_matmul(d, x, attr & (ISA_OPT_TRANS_A | ISA_OPT_TRANS_B), in, out, msg, ms);
+        if (st != TFVM_OK)
+            return st;
+        tfvm_tensor *t = out->u.t;
+        tc_operand b;
+        cu_operand(&in[2], t->rank, t->dims, &b);
+        char why[200];
+        if (cu_backend(d)->bias_act(t->dtype, cu_act(attr), t->rank, t->dims, t->count, t->data, &b, why,
+                                    sizeof why) != 0) {
+            *out = (dev_value){0};
+            return cu_failed(t, why, msg, ms);
+        }
+        return TFVM_OK;
+    }
+    tfvm_tensor *t;
+    tfvm_status st = cu_new_tensor(x, (tfvm_dtype)sh->dtype, sh->rank, sh->dims, &t, msg, ms);
+    if (st)
+        return st;
+    char why[200];
+    int rc = 0;
+    if (t->count > 0) {
+        switch (cu_tc[op]) {
+        case TC_CONV: rc = cu_conv(d, x, op, attr, in, t, why, sizeof why); break;
+        case TC_POOL: rc = cu_pool(d, op, in, t, why, sizeof why); break;
+        case TC_REDUCE: rc = cu_reduce(d, op, in, t, why, sizeof why); break;
+        case TC_SOFTMAX: rc = cu_softmax(d, op, attr, in, t, why, sizeof why); break;
+        case TC_COPY: rc = cu_copy(d, op, attr, in, t, why, sizeof why); break;
+        case TC_GATHER: rc = cu_gather(d, attr, in, t, why, sizeof why); break;
+        default: rc = cu_backend(d)->cast(in[0].dtype, (int)attr, t->count, in[0].u.t->data, t->data, why, sizeof why);
+        }
+    }
+    if (rc == TC_DATA_ERROR) {
+        tfvm_tensor_free(t);
+        return cu_cpu_says(d, op, attr, in, n, msg, ms);
+    }
+    if (rc != 0)
+        return cu_failed(t, why, msg, ms);
+    *out = (dev_value){.dtype = sh->dtype, .is_tensor = 1, .u.t = t};
+    return TFVM_OK;
+}
+
+/* ---- The vtable ------------------------------------------------------------------------ */
+static dev_fit cu_fits_shape(isa_op op, uint32_t attr, const dev_value *in, uint32_t n, cu_shape *sh)
+{
+    if (op == ISA_CAST) {
+        dev_fit f = cu_fits_cast(attr, in, n);
+        if (f == DEV_FIT_OK) {
+            sh->dtype = (uint8_t)attr;
+            sh->rank = in[0].u.t->rank;
+            memcpy(sh->dims, in[0].u.t->dims, (size_t)sh->rank * sizeof *sh->dims);
+        }
+        return f;
+    }
+    if (cu_tc[op] == TC_GEMM && op == ISA_MATMUL) {
         cu_mm p;
         return n == 2 ? cu_mm_plan(attr, in, &p) : DEV_FIT_INVALID;
     }
@@ -420,25 +841,39 @@ static dev_fit cu_fits(const dev_device *d, isa_op op, uint32_t attr, const dev_
         return DEV_FIT_NO;
     if ((int)n != isa_ops[op].n_in)
         return DEV_FIT_INVALID;
+    if (isa_ops[op].cls == ISA_CLASS_TENSOR)
+        return cu_fits_tensor(op, attr, in, n, sh);
     return cu_fits_elem(op, in, n);
+}
+
+static dev_fit cu_fits(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, uint32_t n)
+{
+    (void)d;
+    cu_shape sh;
+    return cu_fits_shape(op, attr, in, n, &sh);
 }
 
 static tfvm_status cu_run(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t attr, const dev_value *in,
                           uint32_t n, dev_value *out, char *msg, size_t ms)
 {
-    if (cu_fits(d, op, attr, in, n) != DEV_FIT_OK)
+    cu_shape sh;
+    if (cu_fits_shape(op, attr, in, n, &sh) != DEV_FIT_OK)
         return cu_fail(msg, ms, TFVM_ERR_UNSUPPORTED, "cuda: no kernel for these operands");
+    const uint32_t host = cu_host_mask(op);
     for (uint32_t k = 0; k < n; k++)
-        if (in[k].is_tensor && in[k].u.t->device != DEV_CUDA)
-            return cu_fail(msg, ms, TFVM_ERR_INTERNAL, "cuda: an input is not in device memory");
-    if (cu_tc[op] == TC_GEMM)
+        if (in[k].is_tensor && in[k].u.t->device != ((host >> k & 1) ? DEV_CPU : DEV_CUDA))
+            return cu_fail(msg, ms, TFVM_ERR_INTERNAL, "cuda: an input is not where the kernel reads it");
+    if (op == ISA_MATMUL)
         return cu_run_matmul(d, x, attr, in, out, msg, ms);
+    if (op == ISA_CAST || isa_ops[op].cls == ISA_CLASS_TENSOR)
+        return cu_run_tensor(d, x, op, attr, in, n, &sh, out, msg, ms);
     return cu_run_elem(d, x, op, in, n, out, msg, ms);
 }
 
 static const dev_iface cuda_iface = {
     .name = "cuda",
     .fits = cu_fits,
+    .host_inputs = cu_host_inputs,
     .run = cu_run,
     .alloc = cu_alloc,
     .free = cu_free,

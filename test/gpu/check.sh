@@ -14,7 +14,8 @@
 #      (bench/cublas_sgemm.cu), and the host<->device copies per iteration
 #      of that loop; the model bench's resnet18 and BERT-like encoder at
 #      batch 1 and 32 (bench/gpu_models.py, when python3 has torch) on the
-#      GPU against PyTorch CUDA eager and against tfvm on the CPU
+#      GPU against PyTorch CUDA eager and against tfvm on the CPU, and the
+#      copies one run makes (weights and input in, the result out)
 #   4. $BUILD/gpu-check/out/summary.txt (or $GPU_CHECK_OUT): one line per
 #      check, and the numbers; log.txt beside it has the details
 # Exit status 1 when a check failed. GPU_CHECK_FAKE=LIB runs all of it on a
@@ -209,6 +210,12 @@ for model in "$MD"/*.onnx; do
         continue
     fi
     line="cuda $gpu_ms ms, cpu ($threads threads) $cpu_ms ms"
+    # what one run copies: the weights and the input in, the result out,
+    # when every instruction runs on the GPU (more: some fell back to the CPU)
+    if "$TFVM" run --device cuda --stats "$model" "@$in" --save-outputs "$OUT/$stem.out" >"$OUT/$stem.stats" 2>&1; then
+        line="$line; one run copies in $(stat in "$OUT/$stem.stats"), out $(stat out "$OUT/$stem.stats")"
+    fi
+    cat "$OUT/$stem.stats" >>"$LOG"
     if [ -n "$torch" ]; then
         t=$(python3 bench/gpu_models.py torch "$MD" "$stem" "$r" "$w" 2>>"$LOG")
         [ -n "$t" ] && line="$line, PyTorch CUDA eager $(calc "%.2f" "${t%% *} * 1000") ms"

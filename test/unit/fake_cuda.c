@@ -3,8 +3,8 @@
  * device layer is tested where no GPU exists. */
 /* Its "device pointers" have bit 62 set: the CPU touching one faults at once,
  * and every function checks that it got device and host pointers where it
- * should. Elements are computed by devices/cuda/elem.h, as on the GPU; GEMM
- * is cuBLAS's column-major contract, argument checks included.
+ * should. Elements are computed by devices/cuda/elem.h and tens.h, as on
+ * the GPU; GEMM is cuBLAS's column-major contract, argument checks included.
  *   FAKE_CUDA_NODEVICE=1   init fails with "no device found"
  *   FAKE_CUDA_MEM=N        at most N bytes of device memory at once */
 #include <stdatomic.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/cuda/elem.h"
+#include "devices/cuda/tens.h"
 
 #define FAKE_TAG ((uintptr_t)1 << 62)
 
@@ -179,6 +179,165 @@ static int fake_gemm(int dtype, int trans_a, int trans_b, int m, int n, int k, c
     return 0;
 }
 
+/* ---- The tensor kernels: tens.h's elements in plain loops ---------------------------- */
+static bool fake_esize_ok(int esize) { return esize == 1 || esize == 2 || esize == 4 || esize == 8; }
+
+static int fake_copy(int esize, int rank, const int64_t *dims, int64_t count, void *dst, const int64_t *dst_strides,
+                     const void *src, const int64_t *src_strides, char *msg, size_t ms)
+{
+    if (!fake_esize_ok(esize) || rank < 0 || rank > TC_MAX_RANK)
+        return fail(msg, ms, "copy: bad arguments");
+    if (count == 0)
+        return 0;
+    if (!is_dev(dst) || !is_dev(src))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    char *d = host_of(dst);
+    const char *s = host_of(src);
+    for (int64_t i = 0; i < count; i++)
+        memcpy(d + tc_offset(i, rank, dims, dst_strides) * esize, s + tc_offset(i, rank, dims, src_strides) * esize,
+               (size_t)esize);
+    return 0;
+}
+
+static int fake_bias_act(int dtype, int act, int rank, const int64_t *dims, int64_t count, void *y,
+                         const tc_operand *bias, char *msg, size_t ms)
+{
+    if ((dtype != TC_F32 && dtype != TC_F64) || act < 0 || act >= TC_ACT_COUNT || rank < 0 || rank > TC_MAX_RANK)
+        return fail(msg, ms, "bias_act: bad arguments");
+    if (count == 0)
+        return 0;
+    if (!is_dev(y) || (bias->data && !is_dev(bias->data)))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    const tc_operand *b = bias;
+    for (int64_t i = 0; i < count; i++) {
+        if (dtype == TC_F32) {
+            float *o = host_of(y);
+            o[i] = tc_act_f32(act, o[i] + FAKE_LOAD(float, f32, b, i));
+        } else {
+            double *o = host_of(y);
+            o[i] = tc_act_f64(act, o[i] + FAKE_LOAD(double, f64, b, i));
+        }
+    }
+    return 0;
+}
+
+static int fake_im2col(int dtype, const tc_conv *c, int64_t n0, int64_t nimg, const void *x, void *col, char *msg,
+                       size_t ms)
+{
+    if (dtype != TC_F32 && dtype != TC_F64)
+        return fail(msg, ms, "im2col: bad dtype");
+    const int64_t count = nimg * c->C * c->KH * c->KW * c->OH * c->OW;
+    if (count == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(col))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t off = tc_im2col_src(c, n0, i);
+        if (dtype == TC_F32)
+            ((float *)host_of(col))[i] = off < 0 ? 0.0f : ((const float *)host_of(x))[off];
+        else
+            ((double *)host_of(col))[i] = off < 0 ? 0.0 : ((const double *)host_of(x))[off];
+    }
+    return 0;
+}
+
+static int fake_pool(int dtype, const tc_pool *p, const void *x, void *y, char *msg, size_t ms)
+{
+    if (dtype < TC_I32 || dtype > TC_F64 || (p->avg && dtype != TC_F32 && dtype != TC_F64))
+        return fail(msg, ms, "pool: bad dtype");
+    const int64_t count = p->N * p->C * p->OH * p->OW;
+    if (count == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(y))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    const void *xs = host_of(x);
+    void *ys = host_of(y);
+    for (int64_t i = 0; i < count; i++) {
+        switch (dtype) {
+        case TC_I32: ((int32_t *)ys)[i] = tc_pool_i32(p, xs, i); break;
+        case TC_I64: ((int64_t *)ys)[i] = tc_pool_i64(p, xs, i); break;
+        case TC_F32: ((float *)ys)[i] = tc_pool_f32(p, xs, i); break;
+        default: ((double *)ys)[i] = tc_pool_f64(p, xs, i); break;
+        }
+    }
+    return 0;
+}
+
+static int fake_reduce(int op, int dtype, const tc_reduce *r, const void *x, void *y, char *msg, size_t ms)
+{
+    if (!tc_reduce_has(op, dtype) || r->nk < 0 || r->nk > TC_MAX_RANK || r->nr < 0 || r->nr > TC_MAX_RANK)
+        return fail(msg, ms, "reduce: bad arguments");
+    if (r->kept == 0)
+        return 0;
+    if (!is_dev(y) || (r->rcount > 0 && !is_dev(x)))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    const void *xs = host_of(x);
+    void *ys = host_of(y);
+    for (int64_t o = 0; o < r->kept; o++) {
+        switch (dtype) {
+        case TC_BOOL: ((uint8_t *)ys)[o] = tc_reduce_b(op, r, xs, o); break;
+        case TC_I32: ((int32_t *)ys)[o] = tc_reduce_i32(op, r, xs, o); break;
+        case TC_I64: ((int64_t *)ys)[o] = tc_reduce_i64(op, r, xs, o); break;
+        case TC_F32: ((float *)ys)[o] = tc_reduce_f32(op, r, xs, o); break;
+        default: ((double *)ys)[o] = tc_reduce_f64(op, r, xs, o); break;
+        }
+    }
+    return 0;
+}
+
+static int fake_softmax(int dtype, int log_of, int64_t outer, int64_t n, int64_t inner, const void *x, void *y,
+                        char *msg, size_t ms)
+{
+    if (dtype != TC_F32 && dtype != TC_F64)
+        return fail(msg, ms, "softmax: bad dtype");
+    if (outer * n * inner == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(y))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    for (int64_t j = 0; j < outer * inner; j++) {
+        if (dtype == TC_F32)
+            tc_softmax_f32(log_of, n, inner, host_of(x), host_of(y), j);
+        else
+            tc_softmax_f64(log_of, n, inner, host_of(x), host_of(y), j);
+    }
+    return 0;
+}
+
+static int fake_gather(int esize, int idx_dtype, int64_t outer, int64_t d, int64_t inner, int64_t nidx,
+                       const void *x, const void *idx, void *y, char *msg, size_t ms)
+{
+    if (!fake_esize_ok(esize) || (idx_dtype != TC_I32 && idx_dtype != TC_I64))
+        return fail(msg, ms, "gather: bad arguments");
+    const int64_t count = outer * nidx * inner;
+    if (count == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(idx) || !is_dev(y))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    int bad = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t off = tc_gather_src(idx_dtype, d, inner, nidx, host_of(idx), i);
+        if (off < 0)
+            bad = 1;
+        else
+            memcpy((char *)host_of(y) + i * esize, (const char *)host_of(x) + off * esize, (size_t)esize);
+    }
+    return bad ? TC_DATA_ERROR : 0;
+}
+
+static int fake_cast(int from, int to, int64_t count, const void *x, void *y, char *msg, size_t ms)
+{
+    if (from < TC_BOOL || from > TC_F64 || to < TC_BOOL || to > TC_F64)
+        return fail(msg, ms, "cast: bad dtypes");
+    if (count == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(y))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    int bad = 0;
+    for (int64_t i = 0; i < count; i++)
+        tc_cast_one(from, to, host_of(x), host_of(y), i, &bad);
+    return bad ? TC_DATA_ERROR : 0;
+}
+
 static const tc_backend fake_table = {
     .abi_version = TC_ABI_VERSION,
     .size = sizeof(tc_backend),
@@ -191,6 +350,14 @@ static const tc_backend fake_table = {
     .sync = fake_sync,
     .elementwise = fake_elementwise,
     .gemm = fake_gemm,
+    .copy = fake_copy,
+    .bias_act = fake_bias_act,
+    .im2col = fake_im2col,
+    .pool = fake_pool,
+    .reduce = fake_reduce,
+    .softmax = fake_softmax,
+    .gather = fake_gather,
+    .cast = fake_cast,
 };
 
 __attribute__((visibility("default"))) const tc_backend *tfvm_cuda_backend_v1(void) { return &fake_table; }

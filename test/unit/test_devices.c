@@ -102,10 +102,12 @@ static tfvm_status run_on(const dev_device *d, dev_pool *pool, isa_op op, uint32
                           uint32_t n, dev_value *out, char *msg, size_t ms)
 {
     dev_ctx x = {.host = NULL, .pool = pool};
-    dev_value args[3] = {{0}};
+    dev_value args[4] = {{0}};
+    /* parameter vectors stay on the host, as the VM leaves them */
+    const uint32_t host = d->iface->host_inputs ? d->iface->host_inputs(d, op) : 0;
     for (uint32_t k = 0; k < n; k++) {
         args[k] = in[k];
-        if (!in[k].is_tensor)
+        if (!in[k].is_tensor || (host >> k & 1))
             continue;
         tfvm_status st;
         const tfvm_tensor *h = in[k].u.t;
@@ -118,7 +120,7 @@ static tfvm_status run_on(const dev_device *d, dev_pool *pool, isa_op op, uint32
     }
     tfvm_status st = d->iface->run(d, &x, op, attr, args, n, out, msg, ms);
     for (uint32_t k = 0; k < n; k++)
-        if (args[k].is_tensor)
+        if (args[k].is_tensor && !(host >> k & 1))
             tfvm_tensor_free(args[k].u.t);
     if (st != TFVM_OK || !out->is_tensor)
         return st;
@@ -197,7 +199,8 @@ static const shape singles[] = {{2, {2, 3}}, {1, {7}}, {1, {0}}, {5, {2, 1, 2, 1
  * table so that a new row is tested without touching this file. */
 static bool cuda_elementwise(isa_op op)
 {
-    return strcmp(isa_ops[op].cuda, "NONE") != 0 && strcmp(isa_ops[op].cuda, "GEMM") != 0;
+    return isa_ops[op].cls != ISA_CLASS_TENSOR && strcmp(isa_ops[op].cuda, "NONE") != 0 &&
+           strcmp(isa_ops[op].cuda, "CAST") != 0;
 }
 
 /* Compares op on d with the CPU for these operands; returns whether d took it. */
@@ -395,6 +398,165 @@ static int compare_matmul(const dev_device *d)
     return ran;
 }
 
+
+/* ---- Tensor ops (and CAST) against the CPU ------------------------------------------------ */
+/* One input of a case: 'x' random data of the dtype under test, 'p' an i64
+ * vector of the values v, 'i' / 'j' an i64 / i32 index tensor of dims
+ * holding the values v in turn. */
+typedef struct tk_in {
+    char kind;
+    int rank;
+    int64_t dims[4];
+    int n;
+    int64_t v[12];
+} tk_in;
+
+typedef struct tk_case {
+    const char *what;
+    isa_op op;
+    uint32_t attr;
+    int n;
+    tk_in in[4];
+} tk_case;
+
+#define X(...) {'x', sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, 0, {0}}
+#define P(...) {'p', 1, {sizeof((int64_t[]){__VA_ARGS__}) / 8}, sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}}
+#define EMPTY {'p', 1, {0}, 0, {0}}
+static const tk_case tk_cases[] = {
+    {"conv 3x2", ISA_CONV2D, 0, 3, {X(2, 3, 7, 6), X(4, 3, 3, 2), P(1, 1, 0, 0, 0, 0, 1, 1, 1)}},
+    {"conv strides pads dilations groups", ISA_CONV2D, 0, 3, {X(1, 4, 9, 8), X(6, 2, 3, 3), P(2, 1, 1, 2, 0, 1, 2, 1, 2)}},
+    {"conv 1x1", ISA_CONV2D, 0, 3, {X(2, 4, 5, 5), X(3, 4, 1, 1), P(1, 1, 0, 0, 0, 0, 1, 1, 1)}},
+    {"conv depthwise", ISA_CONV2D, 0, 3, {X(1, 3, 6, 6), X(3, 1, 3, 3), P(1, 1, 1, 1, 1, 1, 1, 1, 3)}},
+    {"conv no channels", ISA_CONV2D, 0, 3, {X(1, 0, 4, 4), X(2, 0, 3, 3), P(1, 1, 0, 0, 0, 0, 1, 1, 1)}},
+    {"fused conv relu", ISA_FUSED_CONV2D, ISA_OPT_ACT_RELU, 4,
+     {X(2, 3, 7, 6), X(4, 3, 3, 3), P(2, 2, 1, 1, 1, 1, 1, 1, 1), X(4)}},
+    {"fused conv 1x1 gelu", ISA_FUSED_CONV2D, ISA_OPT_ACT_GELU, 4,
+     {X(2, 4, 3, 3), X(5, 4, 1, 1), P(1, 1, 0, 0, 0, 0, 1, 1, 1), X(5)}},
+    {"fused conv", ISA_FUSED_CONV2D, 0, 4, {X(1, 2, 5, 5), X(2, 2, 2, 2), P(1, 1, 0, 0, 0, 0, 1, 1, 1), X(2)}},
+    {"fused matmul gelu", ISA_FUSED_MATMUL, ISA_OPT_ACT_GELU, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul tb sigmoid", ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | ISA_OPT_ACT_SIGMOID, 3, {X(3, 5), X(4, 5), X(3, 1)}},
+    {"fused matmul batched hardswish", ISA_FUSED_MATMUL, ISA_OPT_ACT_HARDSWISH, 3, {X(2, 3, 5), X(5, 4), X(4)}},
+    {"fused matmul silu", ISA_FUSED_MATMUL, ISA_OPT_ACT_SILU, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul tanh", ISA_FUSED_MATMUL, ISA_OPT_ACT_TANH, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul hardsigmoid", ISA_FUSED_MATMUL, ISA_OPT_ACT_HARDSIGMOID, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul relu6", ISA_FUSED_MATMUL, ISA_OPT_ACT_RELU6, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul gelu_tanh", ISA_FUSED_MATMUL, ISA_OPT_ACT_GELU_TANH, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"fused matmul gelu_new", ISA_FUSED_MATMUL, ISA_OPT_ACT_GELU_NEW, 3, {X(3, 5), X(5, 4), X(4)}},
+    {"maxpool", ISA_MAXPOOL, 0, 2, {X(2, 3, 7, 6), P(3, 3, 2, 2, 1, 1, 1, 1)}},
+    {"maxpool dilated ceil", ISA_MAXPOOL, 0, 2, {X(1, 2, 7, 8), P(2, 3, 2, 2, 0, 1, 1, 0, 2, 1, 1, 0)}},
+    {"avgpool", ISA_AVGPOOL, 0, 2, {X(2, 3, 7, 6), P(3, 3, 2, 2, 1, 1, 1, 1)}},
+    {"avgpool count_include_pad ceil", ISA_AVGPOOL, 0, 2, {X(1, 2, 7, 8), P(3, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1)}},
+    {"reduce_sum", ISA_REDUCE_SUM, 0, 2, {X(2, 3, 4), P(1)}},
+    {"reduce_mean keepdims", ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, 2, {X(2, 3, 4), P(2, 0)}},
+    {"reduce_mean global pool", ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, 2, {X(2, 3, 4, 5), P(2, 3)}},
+    {"reduce_max", ISA_REDUCE_MAX, 0, 2, {X(2, 3, 4), P(-1)}},
+    {"reduce_min all keepdims", ISA_REDUCE_MIN, ISA_OPT_KEEPDIMS, 2, {X(2, 3, 4), EMPTY}},
+    {"reduce_sum empty axis", ISA_REDUCE_SUM, 0, 2, {X(2, 0, 4), P(1)}},
+    {"softmax last", ISA_SOFTMAX, 2, 1, {X(2, 3, 5)}},
+    {"softmax middle", ISA_SOFTMAX, 1, 1, {X(2, 3, 5)}},
+    {"softmax first", ISA_SOFTMAX, (uint32_t)-3, 1, {X(2, 3, 5)}},
+    {"log_softmax", ISA_LOG_SOFTMAX, 1, 1, {X(2, 3, 5)}},
+    {"reshape", ISA_RESHAPE, 0, 2, {X(2, 3, 4), P(4, -1)}},
+    {"flatten", ISA_FLATTEN, 2, 1, {X(2, 3, 4)}},
+    {"squeeze", ISA_SQUEEZE, 0, 2, {X(2, 1, 3), P(1)}},
+    {"unsqueeze", ISA_UNSQUEEZE, 0, 2, {X(2, 3), P(0, 3)}},
+    {"transpose", ISA_TRANSPOSE, 0, 2, {X(2, 3, 4), P(2, 0, 1)}},
+    {"transpose heads", ISA_TRANSPOSE, 0, 2, {X(2, 3, 4, 5), P(0, 2, -1, 1)}},
+    {"concat", ISA_CONCAT, 1, 2, {X(2, 3, 4), X(2, 5, 4)}},
+    {"concat last", ISA_CONCAT, (uint32_t)-1, 2, {X(2, 3, 4), X(2, 3, 1)}},
+    {"concat first", ISA_CONCAT, 0, 2, {X(2, 3), X(1, 3)}},
+    {"gather", ISA_GATHER, 0, 2, {X(5, 3), {'i', 2, {2, 2}, 4, {0, -1, 4, 2}}}},
+    {"gather i32 middle", ISA_GATHER, 1, 2, {X(2, 5, 3), {'j', 1, {4}, 4, {1, -5, 3, 0}}}},
+    {"gather bad index", ISA_GATHER, 0, 2, {X(5, 3), {'i', 1, {2}, 2, {1, 5}}}},
+    {"cast to bool", ISA_CAST, TFVM_BOOL, 1, {X(2, 3)}},
+    {"cast to i32", ISA_CAST, TFVM_I32, 1, {X(4, 5)}},
+    {"cast to i64", ISA_CAST, TFVM_I64, 1, {X(4, 5)}},
+    {"cast to f32", ISA_CAST, TFVM_F32, 1, {X(2, 3)}},
+    {"cast to f64", ISA_CAST, TFVM_F64, 1, {X(2, 3)}},
+};
+#undef X
+#undef P
+#undef EMPTY
+
+static dev_value tk_value(const tk_in *t, tfvm_dtype dt)
+{
+    if (t->kind == 'x')
+        return make_value(dt, t->rank, t->dims, false);
+    const tfvm_dtype it = t->kind == 'j' ? TFVM_I32 : TFVM_I64;
+    dev_value v = {.dtype = (uint8_t)it, .is_tensor = 1, .u.t = tfvm_tensor_new(it, t->rank, t->dims, NULL)};
+    for (int64_t e = 0; e < v.u.t->count; e++) {
+        if (it == TFVM_I32)
+            ((int32_t *)v.u.t->data)[e] = (int32_t)t->v[e % t->n];
+        else
+            ((int64_t *)v.u.t->data)[e] = t->v[e % t->n];
+    }
+    return v;
+}
+
+/* A finite float x (a case whose floats must all be numbers) */
+static void tk_no_nan(dev_value *v)
+{
+    if (!v->is_tensor)
+        return;
+    for (int64_t e = 0; e < v->u.t->count; e++) {
+        if (v->dtype == TFVM_F32 && isnan(((float *)v->u.t->data)[e]))
+            ((float *)v->u.t->data)[e] = 0.25f;
+        if (v->dtype == TFVM_F64 && isnan(((double *)v->u.t->data)[e]))
+            ((double *)v->u.t->data)[e] = 0.25;
+    }
+}
+
+/* Every case on every GPU dtype the device takes, against the CPU: the same
+ * result, or the same error (bad data found on the GPU is said by the CPU).
+ * Each case must run on at least one dtype. Returns the comparisons. */
+static int compare_tensor_ops(const dev_device *d)
+{
+    dev_pool *pool;
+    ck_assert_int_eq(dev_pool_new(NULL, d, &pool), TFVM_OK);
+    int ran = 0, failed = 0;
+    for (size_t c = 0; c < UT_COUNTOF(tk_cases); c++) {
+        const tk_case *k = &tk_cases[c];
+        int ran_case = 0;
+        for (int dt = TFVM_BOOL; dt <= TFVM_F64; dt++) {
+            for (int finite = 0; finite < 2; finite++) {
+                dev_value in[4];
+                for (int j = 0; j < k->n; j++) {
+                    in[j] = tk_value(&k->in[j], (tfvm_dtype)dt);
+                    if (finite)
+                        tk_no_nan(&in[j]);
+                }
+                char what[160], msg[256], cmsg[256];
+                snprintf(what, sizeof what, "%s %s%s", k->what, tfvm_dtype_name((tfvm_dtype)dt),
+                         finite ? " (no NaN)" : "");
+                if (d->iface->fits(d, k->op, k->attr, in, (uint32_t)k->n) == DEV_FIT_OK) {
+                    dev_value want = {0}, got = {0};
+                    tfvm_status cst = isa_ops[k->op].cls == ISA_CLASS_TENSOR
+                                          ? dev_cpu_tensor(k->op, k->attr, in, (uint32_t)k->n, &want, NULL, cmsg, sizeof cmsg)
+                                          : dev_cpu_elementwise(k->op, k->attr, in, &want, NULL, cmsg, sizeof cmsg);
+                    tfvm_status st = run_on(d, pool, k->op, k->attr, in, (uint32_t)k->n, &got, msg, sizeof msg);
+                    ck_assert_msg(st == cst, "%s: status %d, the CPU's %d (%s)", what, st, cst, st ? msg : cmsg);
+                    if (st == TFVM_OK) {
+                        check_same(what, want.u.t, got.u.t, want.dtype == TFVM_F32 ? 2e-5 : 1e-12);
+                        dev_value_release(&want);
+                        dev_value_release(&got);
+                    } else {
+                        ck_assert_str_eq(msg, cmsg);
+                        failed++;
+                    }
+                    ran_case++;
+                }
+                for (int j = 0; j < k->n; j++)
+                    dev_value_release(&in[j]);
+            }
+        }
+        ck_assert_msg(ran_case > 0, "%s: %s runs it on no dtype", k->what, d->state);
+        ran += ran_case;
+    }
+    dev_pool_close(pool);
+    printf("test_devices: %s: %d tensor op comparisons, %d of them the same error\n", d->state, ran, failed);
+    return ran;
+}
+
 /* ---- Tests --------------------------------------------------------------------------- */
 START_TEST(test_registry)
 {
@@ -441,7 +603,7 @@ START_TEST(test_load_errors)
     /* a library that is not a backend: libm has no entry point */
     dev_cuda_open("libm.so.6", &d);
     ck_assert(!d.ready);
-    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 2");
+    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 3");
 }
 END_TEST
 
@@ -465,7 +627,8 @@ START_TEST(test_fits)
     ck_assert_int_eq(f->fits(d, ISA_EXP, 0, &i23, 1), DEV_FIT_INVALID); /* the CPU says why */
     ck_assert_int_eq(f->fits(d, ISA_POW, 0, (dev_value[]){i23, i23}, 2), DEV_FIT_NO); /* b < 0 must fail */
     ck_assert_int_eq(f->fits(d, ISA_FLOOR_DIV, 0, (dev_value[]){f23, f23}, 2), DEV_FIT_OK);
-    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &f23, 1), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &f23, 1), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F16, &f23, 1), DEV_FIT_NO); /* a storage dtype */
     ck_assert_int_eq(f->fits(d, ISA_SELECT, 0, (dev_value[]){b23, f23, f23}, 3), DEV_FIT_NO);
     ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){t0, s}, 2), DEV_FIT_NO); /* rank 0 result */
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, f34}, 2), DEV_FIT_OK);
@@ -474,7 +637,21 @@ START_TEST(test_fits)
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){i23, i34}, 2), DEV_FIT_NO);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, i34}, 2), DEV_FIT_INVALID);
     ck_assert_int_eq(f->fits(d, ISA_MATMUL, 0, (dev_value[]){f23, s}, 2), DEV_FIT_INVALID);
-    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &f23, 1), DEV_FIT_NO);
+    /* shape arithmetic (integer vectors of up to 16) stays on the host */
+    dev_value l3 = make_value(TFVM_I64, 1, (int64_t[]){3}, false), l17 = make_value(TFVM_I64, 1, (int64_t[]){17}, false);
+    ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){l3, l3}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_ADD, 0, (dev_value[]){l17, l17}, 2), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 0, (dev_value[]){l3, l3}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_I64, &f4, 1), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CAST, TFVM_F64, &l3, 1), DEV_FIT_OK);
+    dev_value_release(&l3);
+    dev_value_release(&l17);
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &f23, 1), DEV_FIT_OK);
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 2, &f23, 1), DEV_FIT_INVALID); /* axis 2 of a matrix */
+    ck_assert_int_eq(f->fits(d, ISA_SOFTMAX, 0, &i23, 1), DEV_FIT_INVALID); /* floats only */
+    ck_assert_int_eq(f->fits(d, ISA_REDUCE_PROD, 0, (dev_value[]){f23, f4}, 2), DEV_FIT_NO);
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 0, (dev_value[]){f23, f34}, 2), DEV_FIT_INVALID); /* [2, 3] and [3, 4] */
+    ck_assert_int_eq(f->fits(d, ISA_CONCAT, 1, (dev_value[]){f23, f23}, 2), DEV_FIT_OK);
     dev_value all[] = {f23, f4, i23, b23, f34, f43, i34, t0};
     for (size_t i = 0; i < UT_COUNTOF(all); i++)
         dev_value_release(&all[i]);
@@ -493,6 +670,18 @@ START_TEST(test_fake_matmul)
 {
     int ran = compare_matmul(load_fake());
     ck_assert_int_eq(ran, (int)UT_COUNTOF(mm_cases) * 2);
+}
+END_TEST
+
+START_TEST(test_fake_tensor_ops)
+{
+    int ran = compare_tensor_ops(load_fake());
+    ck_assert_int_gt(ran, 150);
+    /* convolutions over images in chunks: columns for one image at a time */
+    const int64_t saved = dev_cuda_col_bytes;
+    dev_cuda_col_bytes = 1;
+    ck_assert_int_eq(compare_tensor_ops(load_fake()), ran);
+    dev_cuda_col_bytes = saved;
 }
 END_TEST
 
@@ -523,6 +712,7 @@ START_TEST(test_cuda_kernels)
     }
     int ran = compare_elementwise(d);
     ran += compare_matmul(d);
+    ran += compare_tensor_ops(d);
     printf("test_devices: %s: %d comparisons with the CPU\n", d->state, ran);
 }
 END_TEST
@@ -540,6 +730,7 @@ int main(void)
     tcase_add_test(tc, test_fits);
     tcase_add_test(tc, test_fake_elementwise);
     tcase_add_test(tc, test_fake_matmul);
+    tcase_add_test(tc, test_fake_tensor_ops);
     tcase_add_test(tc, test_fake_memory);
     tcase_add_test(tc, test_cuda_kernels);
     suite_add_tcase(s, tc);

@@ -100,11 +100,20 @@ START_TEST(rows_are_consistent)
                           isa_fails_name(o->fails));
         if (o->fails == ISA_FAILS_F2I)
             ck_assert_msg(o->result == ISA_RESULT_ATTR, "%s: F2I is CAST's", n);
-        /* a CUDA kernel: an elementwise one of one or two inputs, or GEMM */
+        /* a CUDA kernel: an elementwise one of one or two inputs, GEMM, CAST's,
+         * or a tensor kernel (devices/cuda/cuda.c) */
+        static const char *const tensor_kernels[] = {"CONV", "POOL", "REDUCE", "SOFTMAX", "COPY", "GATHER"};
+        bool tensor_kernel = false;
+        for (size_t k = 0; k < UT_COUNTOF(tensor_kernels); k++)
+            tensor_kernel |= strcmp(o->cuda, tensor_kernels[k]) == 0;
         if (strcmp(o->cuda, "NONE") != 0) {
             ck_assert_msg(compute, "%s: a control instruction on CUDA", n);
             if (strcmp(o->cuda, "GEMM") == 0)
-                ck_assert_msg(i == ISA_MATMUL, "%s: GEMM is MATMUL's", n);
+                ck_assert_msg(i == ISA_MATMUL || i == ISA_FUSED_MATMUL, "%s: GEMM is MATMUL's", n);
+            else if (strcmp(o->cuda, "CAST") == 0)
+                ck_assert_msg(i == ISA_CAST, "%s: CAST is CAST's", n);
+            else if (tensor_kernel)
+                ck_assert_msg(tensor, "%s: the CUDA tensor kernels are for tensor ops", n);
             else
                 ck_assert_msg(!tensor && (o->n_in == 1 || o->n_in == 2) && o->attr == ISA_ATTR_NONE,
                               "%s: CUDA elementwise kernels take one or two operands and no attribute", n);

@@ -79,6 +79,21 @@ static const char *EW_PLACED =
     "        RESULT 1 (z)\n"
     "}\n";
 
+/* Tensor ops whose parameter vectors (perm, axes, shape) the GPU's kernels
+ * read on the host: y = mean over the last axis of softmax(x^T), reshaped. */
+static const char *TENSOR_OPS =
+    "entry main(x: f32[]) -> (y: f32[]) {\n"
+    "    x = ARG 0\n"
+    "    perm = CONST i64[2] [1, 0]\n"
+    "    axes = CONST i64[1] [-1]\n"
+    "    shape = CONST i64[2] [1, -1]\n"
+    "    t = TRANSPOSE (x, perm)\n"
+    "    s = SOFTMAX axis=0 (t)\n"
+    "    m = REDUCE_MEAN keepdims (s, axes)\n"
+    "    y = RESHAPE (m, shape)\n"
+    "        RESULT 0 (y)\n"
+    "}\n";
+
 typedef struct env {
     tfvm_program *p;
     tfvm_vm *vm;
@@ -329,6 +344,39 @@ static void expect_error(const char *src, tfvm_device device, tfvm_status code, 
     env_close(&e);
 }
 
+START_TEST(test_tensor_ops_on_cuda)
+{
+    /* on the GPU the same numbers as on the CPU; only x goes in and y out:
+     * the parameter vectors stay on the host */
+    float want[3], got[3];
+    const float xv[6] = {1, -2, 0.5f, 3, 0, -1};
+    for (int dev = 0; dev < 2; dev++) {
+        env e;
+        env_open(&e, TENSOR_OPS, dev ? TFVM_DEVICE_CUDA : TFVM_DEVICE_CPU, 1);
+        int64_t dims[2] = {2, 3};
+        tfvm_tensor *x = tfvm_tensor_new(TFVM_F32, 2, dims, NULL);
+        memcpy(tfvm_tensor_data(x), xv, sizeof xv);
+        tfvm_value a = tfvm_tensor_value(x), r;
+        ck_assert_int_eq(tfvm_run(e.vm, NULL, &a, 1, &r, 1), TFVM_OK);
+        ck_assert_int_eq(tfvm_tensor_rank(r.tensor), 2);
+        ck_assert_int_eq(tfvm_tensor_dims(r.tensor)[1], 3);
+        memcpy(dev ? got : want, tfvm_tensor_cdata(r.tensor), sizeof want);
+        if (dev) {
+            dev_vm_stats s = stats(&e);
+            ck_assert_uint_eq(s.copies[DEV_CUDA], 1);
+            ck_assert_uint_eq(s.copies[DEV_CPU], 1);
+        }
+        tfvm_value_release(&r);
+        tfvm_tensor_free(x);
+        env_close(&e);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(fabsf(want[i] - got[i]) < 1e-6f, "y[%d]: cpu %g, cuda %g", i, want[i], got[i]);
+    /* each column of s sums to 1, so the means of s's rows sum to 1 too */
+    ck_assert_float_eq_tol(want[0] + want[1] + want[2], 1.0f, 1e-6f);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
     /* bad operands on the GPU's path: the CPU reports them, in its words */
@@ -340,17 +388,18 @@ START_TEST(test_errors)
                                    "}\n";
     expect_error(BAD_SHAPE, TFVM_DEVICE_CPU, TFVM_ERR_SHAPE, "y (ADD) at []: shapes [3] and [2, 2] do not broadcast");
     expect_error(BAD_SHAPE, TFVM_DEVICE_CUDA, TFVM_ERR_SHAPE, "y (ADD) at []: shapes [3] and [2, 2] do not broadcast");
-    /* no kernel on the GPU for an instruction placed there */
-    static const char *CAST = "entry main(x: f32[]) -> (y: f64[]) {\n"
+    /* no kernel on the GPU for an instruction placed there (f16 is a
+     * storage dtype, which no CUDA kernel writes) */
+    static const char *CAST = "entry main(x: f32[]) -> (y: f16[]) {\n"
                               "    x = ARG 0\n"
-                              "    y = CAST f64 on cuda (x)\n"
+                              "    y = CAST f16 on cuda (x)\n"
                               "        RESULT 0 (y)\n"
                               "}\n";
     expect_error(CAST, TFVM_DEVICE_CPU, TFVM_ERR_UNSUPPORTED, "y (CAST) at []: cuda has no CAST kernel for f32 [3]");
     /* ...but one merely allowed there runs on the CPU */
-    static const char *CAST2 = "entry main(x: f32[]) -> (y: f64[]) {\n"
+    static const char *CAST2 = "entry main(x: f32[]) -> (y: f16[]) {\n"
                                "    x = ARG 0\n"
-                               "    y = CAST f64 (x)\n"
+                               "    y = CAST f16 (x)\n"
                                "        RESULT 0 (y)\n"
                                "}\n";
     env e;
@@ -359,7 +408,7 @@ START_TEST(test_errors)
     tfvm_tensor *x = vec(3, xv);
     tfvm_value a = tfvm_tensor_value(x), r;
     ck_assert_int_eq(tfvm_run(e.vm, NULL, &a, 1, &r, 1), TFVM_OK);
-    ck_assert_double_eq(((const double *)tfvm_tensor_cdata(r.tensor))[1], 2);
+    ck_assert_uint_eq(((const uint16_t *)tfvm_tensor_cdata(r.tensor))[1], 0x4000); /* 2.0 */
     tfvm_value_release(&r);
     tfvm_tensor_free(x);
     env_close(&e);
@@ -536,6 +585,7 @@ int main(void)
     tcase_add_test(tc, test_auto_large);
     tcase_add_test(tc, test_flags);
     tcase_add_test(tc, test_results_are_the_callers);
+    tcase_add_test(tc, test_tensor_ops_on_cuda);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_allocation_failures);
     tcase_add_test(tc, test_threads);
