@@ -417,7 +417,21 @@ struct cc {
     /* channels of feed and fetch, in the order the source first names them */
     uint32_t n_chans, cap_chans;
     struct cc_chan *chans;
+    /* source variables and the values they name (cc_add_var), for the
+     * program's variable table */
+    uint32_t n_vars, cap_vars;
+    struct cc_srcvar *vars;
 };
+
+/* A source variable: a .tfg let, var, parameter or loop variable, an
+ * imported model's tensor; the lowering finds the output that carries v. */
+typedef struct cc_srcvar {
+    cc_irval v;
+    const char *name;
+} cc_srcvar;
+/* Records that v is the value of source variable `name` (not copied: it
+ * lives as long as C). Names the program cannot keep are dropped later. */
+void cc_add_var(cc *C, cc_irval v, const char *name);
 
 /* A channel (host.c): fed or fetched, never both; every feed of it
  * declares one type. */

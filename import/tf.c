@@ -1196,6 +1196,11 @@ static void convert_node(imp_tf_inst *I, uint32_t n)
         if (X.out[k].n && !isa_dtype_valid(X.out[k].n->types[X.out[k].k].dtype) &&
             X.out[k].n->types[X.out[k].k].dtype != TFVM_U8 && X.out[k].n->types[X.out[k].k].dtype != TFVM_I8)
             emit_fail(I, n, "output %u has an unsupported dtype", k);
+    for (uint32_t k = 0; k < nd->n_out; k++) { /* the tensors' names, for the debugger */
+        char *nm = cc_alloc(C, strlen(nd->name) + 16);
+        sprintf(nm, k ? "%s:%u" : "%s", nd->name, k);
+        cc_add_var(C, X.out[k], nm);
+    }
     I->vals[n] = X.out;
 }
 
