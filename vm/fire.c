@@ -244,6 +244,38 @@ static inline bool take_local(vm_worker *w, vm_act *a)
     return sched_stack_pop(&w->sw, (sched_item *)(void *)a);
 }
 
+/* The debugger's firing order (stepped runs only): LIFO, except that a
+ * NEXTITER waits at the bottom while anything else is ready. Depth first, a
+ * loop's counter would run ahead to the last iteration before any body work
+ * of iteration 0 fired, so the first stop in a loop body was at its last
+ * iteration; this way iterations run in order, 0 first. Moves `next` onto
+ * the stack, so the order the stack shows (tfvm_debug_ready) is the one
+ * that fires. False when memory runs out (the run has failed). */
+static bool stepped_order(vm_worker *w)
+{
+    if (w->has_next) {
+        if (!sched_stack_push(&w->sw, &w->vm->alloc, (const sched_item *)(const void *)&w->next)) {
+            vm_fail(w->vm, TFVM_ERR_NOMEM, w->next.ctx, w->next.inst, "out of memory queueing an activation");
+            return false;
+        }
+        w->has_next = false;
+    }
+    vm_act *st = (vm_act *)(void *)w->sw.stack;
+    const isa_inst *insts = w->vm->prog->insts;
+    size_t low = w->sw.lo_stack; /* where the next NEXTITER goes: a stable partition */
+    for (size_t k = w->sw.lo_stack; k < w->sw.n_stack; k++) {
+        if (insts[st[k].inst].op != ISA_NEXTITER)
+            continue;
+        if (k != low) {
+            vm_act t = st[k];
+            memmove(&st[low + 1], &st[low], (k - low) * sizeof *st);
+            st[low] = t;
+        }
+        low++;
+    }
+    return true;
+}
+
 /* ---- Profiling ------------------------------------------------------------------------ */
 
 tfvm_status vm_profile(tfvm_vm *vm, bool on)
@@ -345,6 +377,8 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             } else {
                 if (stepped && max && n == max)
                     return;
+                if (stepped && !stepped_order(w))
+                    return;
                 if (!take_local(w, &a)) {
                     if (atomic_load_explicit(&run->done, memory_order_relaxed) ||
                         !pol->find_work(run, &w->sw, (sched_item *)(void *)&a))
@@ -360,7 +394,7 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             fire_maybe_timed(w, &a, timed);
             if (stepped) {
                 n++;
-                if (vm_failed(vm))
+                if (vm_failed(vm) || !stepped_order(w))
                     return;
             }
             vm_serve_shares(w);
