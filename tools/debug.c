@@ -2546,8 +2546,7 @@ static const dbg_cmd dbg_cmds[] = {
          "program's source file, its whole name or its last part), or a function\n"
          "name (every CALL of it: the firing shows the argument values and the new\n"
          "tag).\n"},
-    {"watch", "w", cmd_watch, "watch NAME | WHAT [if PATTERN]",
-         "stop when variable NAME gets a value; or print every firing of WHAT",
+    {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT; a variable: stop when it changes",
          "watch NAME, a source variable: stops when a value of it arrives at a tag\n"
          "(the first token at each tag, or one that differs from the last), before\n"
          "the instruction it arrives at fires: Watchpoint 2: i = 1 at\n"
@@ -2588,8 +2587,7 @@ static const dbg_cmd dbg_cmds[] = {
     {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations",
          "The current tag as a chain of calls and iterations, innermost first, each\n"
          "with the instruction that made it and its source position.\n"},
-    {"print", "p", cmd_print, "print NAME[@TAG] | WHAT",
-         "a source variable's value; an instruction: disassembly, producers, consumers",
+    {"print", "p", cmd_print, "print WHAT[@TAG]", "a variable's value; an instruction's text, producers, consumers",
          "print NAME, a source variable (a .tfg let, var, parameter or loop\n"
          "variable; an ONNX or TensorFlow tensor): its value at the current tag, or\n"
          "at the innermost enclosing tag where it lives (i = 3 (at [])); NAME@TAG:\n"

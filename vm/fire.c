@@ -260,18 +260,20 @@ static bool stepped_order(vm_worker *w)
         }
         w->has_next = false;
     }
+    /* the stack, bottom to top: the NEXTITERs, newest first (so the oldest
+     * fires first once nothing else is ready), then the rest; a NEXTITER
+     * pushed since goes to the bottom */
     vm_act *st = (vm_act *)(void *)w->sw.stack;
     const isa_inst *insts = w->vm->prog->insts;
-    size_t low = w->sw.lo_stack; /* where the next NEXTITER goes: a stable partition */
-    for (size_t k = w->sw.lo_stack; k < w->sw.n_stack; k++) {
+    size_t lo = w->sw.lo_stack, end = lo;
+    while (end < w->sw.n_stack && insts[st[end].inst].op == ISA_NEXTITER)
+        end++;
+    for (size_t k = end; k < w->sw.n_stack; k++) {
         if (insts[st[k].inst].op != ISA_NEXTITER)
             continue;
-        if (k != low) {
-            vm_act t = st[k];
-            memmove(&st[low + 1], &st[low], (k - low) * sizeof *st);
-            st[low] = t;
-        }
-        low++;
+        vm_act t = st[k];
+        memmove(&st[lo + 1], &st[lo], (k - lo) * sizeof *st);
+        st[lo] = t;
     }
     return true;
 }
