@@ -231,6 +231,7 @@ struct cc_expr {
         struct {
             const char *label;  /* NULL = automatic name */
             cc_pos label_pos;
+            const char *for_var; /* `for i in ...`: its counter, which the automatic name uses */
             uint32_t n_vars;
             cc_loopvar *vars;
             cc_expr *cond;
@@ -347,6 +348,7 @@ struct cc_node {
         struct { cc_ifn *callee; uint32_t site; } call;
         struct { cc_blk *then, *els; } cond;
         struct { cc_blk *head, *body; cc_node **lvars; const char *label; cc_pos label_pos;
+                 const char *for_var; /* `for i in ...`: its counter */
                  uint32_t parallel; /* ENTER parallel=N of its variables; 0 = the default */ } loop;
     } u;
     cc_node *owner;       /* LVAR: its While */

@@ -449,6 +449,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
             n->in[nv + j] = B->tok[toks[j]];
         n->u.loop.label = e->u.loop.label;
         n->u.loop.label_pos = e->u.loop.label_pos;
+        n->u.loop.for_var = e->u.loop.for_var;
         cc_blk *head = n->u.loop.head = new_blk(B, B->blk, n, CC_B_HEAD);
         n->u.loop.lvars = cc_array(C, nv + nt, sizeof(cc_node *));
         cc_blk *saved = B->blk;

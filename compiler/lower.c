@@ -710,6 +710,14 @@ static const char *loop_name(lower *L, cc_node *n)
 {
     if (n->u.loop.label && !region_name_taken(L, n->u.loop.label))
         return n->u.loop.label;
+    /* `for i in ...`: after its function and counter, main_for_i (then
+     * main_for_i_2, ... for more loops of the same counter) */
+    for (uint32_t k = 1; n->u.loop.for_var; k++) {
+        const char *name = k == 1 ? fmt_name(L, "%s_for_%s", L->fn->name, n->u.loop.for_var)
+                                  : fmt_name(L, "%s_for_%s_%u", L->fn->name, n->u.loop.for_var, k);
+        if (!region_name_taken(L, name))
+            return name;
+    }
     for (;;) {
         const char *name = fmt_name(L, "%s_while%u", L->fn->name, ++L->fn->n_loops);
         if (!region_name_taken(L, name))

@@ -136,6 +136,10 @@ typedef struct tfvm_debug_hook {
 TFVM_API void tfvm_debug_set_hook(tfvm_vm *vm, const tfvm_debug_hook *hook);
 
 /* Starts a run of entry `entry` (NULL: the first) and fires nothing yet.
+ * Its firings follow the deterministic order (depth first), except that a
+ * NEXTITER waits while anything else is ready and waiting NEXTITERs fire
+ * oldest first: loops run iteration by iteration, 0 first, rather than a
+ * loop's counter running ahead to its last iteration (tfvm_run's order).
  * TFVM_ERR_ARGUMENT when the VM has several threads or the entry is unknown. */
 TFVM_API tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args);
 /* Fires up to max activations (0: until the hook pauses or the run ends). */

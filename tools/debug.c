@@ -2091,6 +2091,18 @@ static bool cmd_contexts(dbg *d, char *args)
     return true;
 }
 
+/* A call's (or the entry's) arguments, when the variable table names them:
+ * "; args: x = 2, y = 3". */
+static void put_args(tb_buf *b, dbg *d, const tfvm_debug_ctx *c)
+{
+    tb_buf a;
+    tb_init(&a);
+    dv_call_args(d->vars, d->vm, c, &a);
+    if (a.len)
+        tb_printf(b, "; args: %s", a.data);
+    tb_free(&a);
+}
+
 static bool cmd_where(dbg *d, char *args)
 {
     if (!need_args_none("where", args))
@@ -2119,6 +2131,7 @@ static bool cmd_where(dbg *d, char *args)
         tb_printf(&b, "#%-2d ", depth);
         if (ci.kind == TFVM_CTX_ROOT) {
             tb_printf(&b, "[] entry %s", d->e.name);
+            put_args(&b, d, c);
             emit(&b);
             break;
         }
@@ -2137,6 +2150,7 @@ static bool cmd_where(dbg *d, char *args)
                 put_tag(&b, d, tfvm_debug_parent(c));
                 put_loc(&b, &d->ins[by]);
             }
+            put_args(&b, d, c);
         } else {
             /* where the loop is in the source: its predicate (LOOPCOND), else its first ENTER */
             for (uint32_t i = 0; i < d->n_insts && by == DBG_NONE; i++)
@@ -2586,7 +2600,9 @@ static const dbg_cmd dbg_cmds[] = {
          "run starts again.\n"},
     {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations",
          "The current tag as a chain of calls and iterations, innermost first, each\n"
-         "with the instruction that made it and its source position.\n"},
+         "with the instruction that made it and its source position; a call (and\n"
+         "the entry) with its arguments' values when the program names them (its\n"
+         "variable table): ; args: x = 2.\n"},
     {"print", "p", cmd_print, "print WHAT[@TAG]", "a variable's value; an instruction's text, producers, consumers",
          "print NAME, a source variable (a .tfg let, var, parameter or loop\n"
          "variable; an ONNX or TensorFlow tensor): its value at the current tag, or\n"

@@ -332,6 +332,13 @@ static char *waiting_value(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *c, si
             return NULL;
         tfvm_program_edges(s->p, s->var[j].inst, e, ne);
         char *text = NULL;
+        tfvm_inst_info in;
+        if (tfvm_program_inst(s->p, s->var[j].inst, &in) == TFVM_OK && strcmp(in.op, "ARG") == 0) {
+            /* an ARG not fired yet holds its argument (port 0) */
+            find_ready f = {vm, c, s->var[j].inst, 0, NULL};
+            tfvm_debug_ready(vm, ready_value, &f);
+            text = f.text;
+        }
         for (size_t q = 0; q < ne && !text; q++) {
             tfvm_value v;
             tfvm_debug_token tok;
@@ -505,7 +512,7 @@ void dv_call_args(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *c, tb_buf *out
         if (!is_arg(s, k, c))
             continue;
         char *text = value_at(s, vm, c, k);
-        tb_printf(out, "%s%s = %s", first ? "" : ", ", s->names[k].name, text ? text : "?");
+        tb_printf(out, "%s%s = %s", first ? "" : ", ", s->names[k].name, text ? text : "<no value yet>");
         free(text);
         first = false;
     }

@@ -214,7 +214,9 @@ tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *a
             return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no entry point named '%s'", entry);
         }
     }
-    return vm_begin(vm, e, args, n_args);
+    tfvm_status st = vm_begin(vm, e, args, n_args);
+    vm->iter_order = st == TFVM_OK; /* loops stop first at iteration 0 (fire.c) */
+    return st;
 }
 
 static tfvm_debug_state dbg_state(vm_state s)

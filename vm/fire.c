@@ -244,7 +244,7 @@ static inline bool take_local(vm_worker *w, vm_act *a)
     return sched_stack_pop(&w->sw, (sched_item *)(void *)a);
 }
 
-/* The debugger's firing order (stepped runs only): LIFO, except that a
+/* The debugger's firing order (stepped runs of tfvm_debug_begin): LIFO, except that a
  * NEXTITER waits at the bottom while anything else is ready. Depth first, a
  * loop's counter would run ahead to the last iteration before any body work
  * of iteration 0 fired, so the first stop in a loop body was at its last
@@ -260,20 +260,23 @@ static bool stepped_order(vm_worker *w)
         }
         w->has_next = false;
     }
-    /* the stack, bottom to top: the NEXTITERs, newest first (so the oldest
-     * fires first once nothing else is ready), then the rest; a NEXTITER
-     * pushed since goes to the bottom */
+    /* the stack, bottom to top: the NEXTITERs, those of the newest contexts
+     * first (so the oldest iteration's fire first once nothing else is
+     * ready), then the rest in their order: an insertion sort, as only the
+     * few activations pushed by the last firing are out of place */
     vm_act *st = (vm_act *)(void *)w->sw.stack;
     const isa_inst *insts = w->vm->prog->insts;
-    size_t lo = w->sw.lo_stack, end = lo;
-    while (end < w->sw.n_stack && insts[st[end].inst].op == ISA_NEXTITER)
-        end++;
-    for (size_t k = end; k < w->sw.n_stack; k++) {
+    size_t lo = w->sw.lo_stack, end = lo; /* st[lo .. end): the NEXTITERs, sorted */
+    for (size_t k = lo; k < w->sw.n_stack; k++) {
         if (insts[st[k].inst].op != ISA_NEXTITER)
             continue;
         vm_act t = st[k];
-        memmove(&st[lo + 1], &st[lo], (k - lo) * sizeof *st);
-        st[lo] = t;
+        size_t at = end;
+        while (at > lo && st[at - 1].ctx->serial < t.ctx->serial)
+            at--;
+        memmove(&st[at + 1], &st[at], (k - at) * sizeof *st);
+        st[at] = t;
+        end++;
     }
     return true;
 }
@@ -379,7 +382,7 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             } else {
                 if (stepped && max && n == max)
                     return;
-                if (stepped && !stepped_order(w))
+                if (stepped && vm->iter_order && !stepped_order(w))
                     return;
                 if (!take_local(w, &a)) {
                     if (atomic_load_explicit(&run->done, memory_order_relaxed) ||
@@ -396,7 +399,7 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             fire_maybe_timed(w, &a, timed);
             if (stepped) {
                 n++;
-                if (vm_failed(vm) || !stepped_order(w))
+                if (vm_failed(vm) || (vm->iter_order && !stepped_order(w)))
                     return;
             }
             vm_serve_shares(w);
