@@ -2564,7 +2564,7 @@ static const dbg_cmd dbg_cmds[] = {
          "watch NAME, a source variable: stops when a value of it arrives at a tag\n"
          "(the first token at each tag, or one that differs from the last), before\n"
          "the instruction it arrives at fires: Watchpoint 2: i = 1 at\n"
-         "[main_while1#1]. watch WHAT, an instruction or opcode: prints every firing\n"
+         "[main_for_i#1]. watch WHAT, an instruction or opcode: prints every firing\n"
          "of WHAT ([watch N] ...) at tags matching PATTERN, and goes on.\n"},
     {"delete", "d", cmd_delete, "delete [N...]", "delete breakpoints and watchpoints (all without N)",
          "Deletes breakpoints and watchpoints by number (as breakpoints lists them);\n"
@@ -2607,7 +2607,7 @@ static const dbg_cmd dbg_cmds[] = {
          "print NAME, a source variable (a .tfg let, var, parameter or loop\n"
          "variable; an ONNX or TensorFlow tensor): its value at the current tag, or\n"
          "at the innermost enclosing tag where it lives (i = 3 (at [])); NAME@TAG:\n"
-         "its value at that tag, [main_while1#0], as long as the debugger keeps it\n"
+         "its value at that tag, [main_for_i#0], as long as the debugger keeps it\n"
          "(the newest 1024 tags per variable). A variable's name comes before an\n"
          "instruction's: REGION.NAME or %N reaches the instruction.\n"
          "print WHAT, an instruction or opcode: the instruction's .tfasm text, region, source position, opcode synopsis,\n"
