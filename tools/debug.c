@@ -2782,6 +2782,11 @@ static void offer(completion *c, const char *cand, const char *region)
         snprintf(full, sizeof full, "%s", cand);
     if (strncmp(full, c->word, c->len) != 0)
         return;
+    for (const char *at = c->list.data; at && (at = strstr(at, full));) { /* offered already (a variable */
+        if ((at == c->list.data || at[-1] == ' ') && at[strlen(full)] == ' ') /* named like an instruction) */
+            return;
+        at += strlen(full);
+    }
     if (c->n++ == 0) {
         snprintf(c->common, sizeof c->common, "%s", full + c->len);
     } else {
@@ -2831,7 +2836,17 @@ static unsigned char el_complete(EditLine *el, int ch)
             if (tfvm_debug_channel(d->vm, k, &ci) == TFVM_OK && (!ci.fetch || cmd->fn == cmd_queues))
                 offer(&c, ci.name, NULL);
         }
+    } else if (cmd && cmd->fn == cmd_info) {
+        offer(&c, "locals", NULL);
+        offer(&c, "args", NULL);
+    } else if (d && cmd && cmd->fn == cmd_display) {
+        for (size_t k = 0; k < dv_count(d->vars); k++)
+            offer(&c, dv_name(d->vars, k), NULL);
     } else if (d) {
+        /* print and watch take a source variable too, and every command an
+         * instruction or an opcode */
+        for (size_t k = 0; cmd && (cmd->fn == cmd_print || cmd->fn == cmd_watch) && k < dv_count(d->vars); k++)
+            offer(&c, dv_name(d->vars, k), NULL);
         for (uint32_t i = 0; i < d->n_insts; i++)
             if (d->ins[i].name) {
                 offer(&c, d->ins[i].name, NULL);
