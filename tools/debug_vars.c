@@ -40,7 +40,6 @@ struct dv_state {
     dv_port *ports;     /* sorted by (inst, port, name) */
     uint32_t *port_at;  /* instruction i's: ports[port_at[i] .. port_at[i + 1]) */
     uint32_t n_insts;
-    char *last_text, *last_tag;
 };
 
 static int str_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -232,26 +231,36 @@ static uint32_t region_of(const tfvm_debug_ctx *c)
     return ci.region;
 }
 
-/* Keeps text (taken) as nm's value in context `serial`; whether it is new. */
-static bool keep(dv_var *nm, uint64_t serial, char *tag, char *text)
+/* nm's kept value in the context of `serial`, or NULL. */
+static dv_val *kept(const dv_var *nm, uint64_t serial)
 {
     for (size_t j = nm->n; j-- > 0;)
-        if (nm->vals[j].serial == serial) {
-            bool changed = strcmp(nm->vals[j].text, text) != 0;
-            free(nm->vals[j].text);
-            free(tag);
-            nm->vals[j].text = text;
-            return changed;
-        }
-    if (nm->n == DV_KEEP) {
+        if (nm->vals[j].serial == serial)
+            return &nm->vals[j];
+    return NULL;
+}
+
+/* Keeps text (taken) as nm's value in context c; whether it is new there
+ * (the first, or one that differs from the last). */
+static bool keep(dv_var *nm, tfvm_vm *vm, const tfvm_debug_ctx *c, char *text)
+{
+    dv_val *old = kept(nm, serial_of(c));
+    if (old) {
+        bool changed = strcmp(old->text, text) != 0;
+        free(old->text);
+        old->text = text;
+        return changed;
+    }
+    if (nm->n == DV_KEEP) { /* forget the oldest context's */
         free(nm->vals[0].tag);
         free(nm->vals[0].text);
         memmove(nm->vals, nm->vals + 1, (nm->n - 1) * sizeof *nm->vals);
         nm->n--;
     }
+    char *tag = tag_text(vm, c);
     if (nm->n == nm->cap) {
         size_t cap = nm->cap ? nm->cap * 2 : 8;
-        dv_val *m = realloc(nm->vals, cap * sizeof *m);
+        dv_val *m = tag ? realloc(nm->vals, cap * sizeof *m) : NULL;
         if (!m) {
             free(tag);
             free(text);
@@ -260,7 +269,7 @@ static bool keep(dv_var *nm, uint64_t serial, char *tag, char *text)
         nm->vals = m;
         nm->cap = cap;
     }
-    nm->vals[nm->n++] = (dv_val){serial, tag, text};
+    nm->vals[nm->n++] = (dv_val){serial_of(c), tag, text};
     return true;
 }
 
@@ -274,31 +283,15 @@ const char *dv_record(dv_state *s, tfvm_vm *vm, const tfvm_debug_act *a, const c
     for (uint32_t k = s->port_at[i]; k < s->port_at[i + 1]; k++) {
         tfvm_value v;
         tfvm_debug_token tok = tfvm_debug_act_input(vm, a, s->ports[k].port, &v);
-        if (tok == TFVM_TOKEN_NONE)
-            continue;
-        char *text = value_text(tok, &v), *t = tag_text(vm, c);
-        if (!text || !t) {
-            free(text);
-            free(t);
-            continue;
-        }
+        char *text = tok == TFVM_TOKEN_NONE ? NULL : value_text(tok, &v);
         dv_var *nm = &s->names[s->ports[k].name];
-        if (keep(nm, serial_of(c), t, text) && nm->watched && !hit) {
+        if (text && keep(nm, vm, c, text) && nm->watched && !hit) {
+            const dv_val *now = kept(nm, serial_of(c));
             hit = nm->name;
-            free(s->last_text);
-            free(s->last_tag);
-            s->last_text = strdup(nm->vals[nm->n - 1].text);
-            s->last_tag = tag_text(vm, c);
-            for (size_t j = nm->n; j-- > 0;) /* the entry may be an older one, updated */
-                if (nm->vals[j].serial == serial_of(c)) {
-                    free(s->last_text);
-                    s->last_text = strdup(nm->vals[j].text);
-                    break;
-                }
+            *value = now->text;
+            *tag = now->tag;
         }
     }
-    *value = s->last_text ? s->last_text : "";
-    *tag = s->last_tag ? s->last_tag : "";
     return hit;
 }
 
@@ -365,12 +358,8 @@ static char *waiting_value(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *c, si
  * when it has none (yet). The caller frees it. */
 static char *value_at(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *c, size_t k)
 {
-    const dv_var *nm = &s->names[k];
-    uint64_t serial = serial_of(c);
-    for (size_t j = nm->n; j-- > 0;)
-        if (nm->vals[j].serial == serial)
-            return strdup(nm->vals[j].text);
-    return waiting_value(s, vm, c, k);
+    const dv_val *v = kept(&s->names[k], serial_of(c));
+    return v ? strdup(v->text) : waiting_value(s, vm, c, k);
 }
 
 static bool lives_in(const dv_state *s, size_t k, uint32_t region)

@@ -24,8 +24,8 @@ void dv_reset(dv_state *s);
 void dv_watch(dv_state *s, const char *name, int delta);
 /* Called before activation a fires: keeps the values of variables on its
  * inputs. Returns the name of a watched variable that got a new value at
- * a tag (its text in *value, its tag in *tag, valid until the next call),
- * or NULL. */
+ * a tag (its text in *value, its tag in *tag, valid until the next call or
+ * dv_reset), or NULL (*value and *tag untouched). */
 const char *dv_record(dv_state *s, tfvm_vm *vm, const tfvm_debug_act *a, const char **value, const char **tag);
 /* `print NAME` (tag NULL: at cur or the innermost enclosing tag where the
  * variable lives) or `print NAME@TAG`: "i = 3" into out; false with the
