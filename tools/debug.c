@@ -628,7 +628,9 @@ static bool parse_u64_text(const char *s, uint64_t *out)
 /* WHAT is %N, REGION.NAME, NAME (unique in the program) or an opcode (any
  * case). Sets *inst (DBG_NONE for an opcode) and *op; prints an error and
  * returns false when it names nothing, or several instructions. */
-static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char **op)
+/* vars: WHAT could have been a source variable too (print, watch), which
+ * the message says. */
+static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char **op, bool vars)
 {
     *inst = DBG_NONE;
     *op = NULL;
@@ -687,7 +689,7 @@ static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char *
             *op = tfvm_op_name(o);
             return true;
         }
-    derr("no instruction or opcode named '%s'", what);
+    derr("no %sinstruction or opcode named '%s'", vars && dv_count(d->vars) ? "variable, " : "", what);
     return false;
 }
 
@@ -1630,7 +1632,7 @@ static bool resolve_where(const dbg *d, const char *what, bp *x)
         derr("%s is an entry point: nothing calls it (break at one of its lines or instructions)", what);
         return false;
     }
-    return resolve(d, what, &x->inst, &x->op);
+    return resolve(d, what, &x->inst, &x->op, x->kind == BP_WATCH);
 }
 
 static bp *bp_new(dbg *d)
@@ -1924,7 +1926,7 @@ static bool cmd_match(dbg *d, char *args)
     uint32_t want = DBG_NONE;
     const char *op = NULL;
     if (*args) {
-        if (!resolve(d, args, &want, &op))
+        if (!resolve(d, args, &want, &op, false))
             return true;
         if (want != DBG_NONE && !tfvm_debug_inst_matched(d->vm, want)) {
             tb_buf b;
@@ -2319,7 +2321,7 @@ static bool cmd_print(dbg *d, char *args)
         return true;
     uint32_t i;
     const char *op;
-    if (!resolve(d, args, &i, &op))
+    if (!resolve(d, args, &i, &op, true))
         return true;
     if (i != DBG_NONE) {
         print_one_inst(d, i);
