@@ -2292,7 +2292,7 @@ static const tfvm_debug_ctx *current_ctx(const dbg *d)
 /* print NAME or NAME@TAG of a source variable; false when args is none. */
 static bool print_var(dbg *d, char *args)
 {
-    char *at = strchr(args, '@');
+    char *at = strstr(args, "@["); /* a model's tensor name may hold an '@' */
     if (at)
         *at = '\0';
     bool is = dv_is_var(d->vars, args);
@@ -2392,6 +2392,26 @@ static bool cmd_display(dbg *d, char *args)
         tb_printf(&b, "%s (shown at every stop)", args);
     emit(&b);
     tb_free(&b);
+    return true;
+}
+
+static bool cmd_undisplay(dbg *d, char *args)
+{
+    if (!*args) {
+        printf("Deleted all displays (%zu)\n", d->n_displays);
+        while (d->n_displays)
+            free(d->displays[--d->n_displays]);
+        return true;
+    }
+    uint64_t k;
+    if (!parse_u64_text(args, &k) || k == 0 || k > d->n_displays) {
+        derr("no display %s (display lists them)", args);
+        return true;
+    }
+    printf("Deleted display %" PRIu64 ": %s\n", k, d->displays[k - 1]);
+    free(d->displays[k - 1]);
+    memmove(&d->displays[k - 1], &d->displays[k], (d->n_displays - k) * sizeof *d->displays);
+    d->n_displays--;
     return true;
 }
 
@@ -2628,7 +2648,11 @@ static const dbg_cmd dbg_cmds[] = {
          "(programs compiled from .tfg, ONNX or TensorFlow have one).\n"},
     {"display", "disp", cmd_display, "display [NAME]", "show variable NAME at every stop (without NAME: now)",
          "Adds NAME, a source variable, to the list shown after every stop, as\n"
-         "print NAME shows it (K: i = 3); without NAME, shows the list now.\n"},
+         "print NAME shows it (K: i = 3); without NAME, shows the list now.\n"
+         "undisplay N removes one.\n"},
+    {"undisplay", "", cmd_undisplay, "undisplay [N]", "stop showing display N (all without N)",
+         "Removes display N (its number as display shows it; those after it move\n"
+         "up one), or every display without N.\n"},
     {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)",
          "Ten lines of the program's source file around the current instruction's\n"
          "line (marked =>), around LINE, or from a function's first line; list again\n"
