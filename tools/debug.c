@@ -2630,7 +2630,7 @@ static const dbg_cmd dbg_cmds[] = {
          "variable; an ONNX or TensorFlow tensor): its value at the current tag, or\n"
          "at the innermost enclosing tag where it lives (i = 3 (at [])); NAME@TAG:\n"
          "its value at that tag, [main_for_i#0], as long as the debugger keeps it\n"
-         "(the newest 1024 tags per variable). A variable's name comes before an\n"
+         "(the newest 1024 tags per variable; after the run ended too). A variable's name comes before an\n"
          "instruction's: REGION.NAME or %N reaches the instruction.\n"
          "print WHAT, an instruction or opcode: the instruction's .tfasm text, region, source position, opcode synopsis,\n"
          "the producers of each input and the consumers of each output. While a run\n"

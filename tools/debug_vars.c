@@ -403,7 +403,7 @@ static bool print_at_tag(dv_state *s, tfvm_vm *vm, size_t k, const char *tag, tb
     const tfvm_debug_ctx **all = NULL;
     size_t n = 0;
     bool found = false;
-    if (tfvm_debug_contexts(vm, &all, &n) == TFVM_OK) {
+    if (vm && tfvm_debug_contexts(vm, &all, &n) == TFVM_OK) {
         for (size_t q = 0; q < n && !found; q++) {
             char *t = tag_text(vm, all[q]), *text = t && same_tag(t, tag) ? waiting_value(s, vm, all[q], k) : NULL;
             if (text) {
@@ -428,12 +428,13 @@ bool dv_print(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *cur, const char *n
         tb_printf(out, "no variable named '%s'", name);
         return false;
     }
+    if (tag) /* kept values outlive the run; waiting ones need it paused */
+        return print_at_tag(s, cur ? vm : NULL, (size_t)k, tag, out);
     if (!vm || !cur) {
-        tb_printf(out, "the program is not running: '%s' has no value (use run, step or restart)", name);
+        tb_printf(out, "the program is not running: '%s' has no value (use run, step or restart; NAME@TAG "
+                  "shows what the last run kept)", name);
         return false;
     }
-    if (tag)
-        return print_at_tag(s, vm, (size_t)k, tag, out);
     const tfvm_debug_ctx *c = cur;
     while (c && !lives_in(s, (size_t)k, region_of(c)))
         c = tfvm_debug_parent(c);

@@ -28,8 +28,8 @@ void dv_watch(dv_state *s, const char *name, int delta);
  * dv_reset), or NULL (*value and *tag untouched). */
 const char *dv_record(dv_state *s, tfvm_vm *vm, const tfvm_debug_act *a, const char **value, const char **tag);
 /* `print NAME` (tag NULL: at cur or the innermost enclosing tag where the
- * variable lives) or `print NAME@TAG`: "i = 3" into out; false with the
- * error's text in out. */
+ * variable lives) or `print NAME@TAG` (also when cur is NULL: what the
+ * last run kept): "i = 3" into out; false with the error's text in out. */
 bool dv_print(dv_state *s, tfvm_vm *vm, const tfvm_debug_ctx *cur, const char *name, const char *tag, tb_buf *out);
 /* `info locals` (the variables of cur's region) or `info args` (the
  * arguments of the call cur is in, or the entry's): lines into out. */
