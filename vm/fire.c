@@ -244,13 +244,14 @@ static inline bool take_local(vm_worker *w, vm_act *a)
     return sched_stack_pop(&w->sw, (sched_item *)(void *)a);
 }
 
-/* The debugger's firing order (stepped runs of tfvm_debug_begin): LIFO, except that a
- * NEXTITER waits at the bottom while anything else is ready. Depth first, a
- * loop's counter would run ahead to the last iteration before any body work
- * of iteration 0 fired, so the first stop in a loop body was at its last
- * iteration; this way iterations run in order, 0 first. Moves `next` onto
- * the stack, so the order the stack shows (tfvm_debug_ready) is the one
- * that fires. False when memory runs out (the run has failed). */
+/* The debugger's firing order (stepped runs of tfvm_debug_begin): LIFO,
+ * except that a NEXTITER waits while anything else is ready, and waiting
+ * NEXTITERs fire oldest context first. Depth first alone, a loop's counter
+ * ran ahead to the last iteration before any body work of iteration 0
+ * fired, so the first stop in a loop body was at its last iteration; this
+ * way iterations run in order, 0 first. Moves `next` onto the stack, so the
+ * order the stack shows (tfvm_debug_ready) is the one that fires. False
+ * when memory runs out (the run has failed). Plain runs never call it. */
 static bool stepped_order(vm_worker *w)
 {
     if (w->has_next) {
