@@ -157,7 +157,7 @@ dv_state *dv_new(const tfvm_program *p)
 
 void dv_reset(dv_state *s)
 {
-    for (size_t k = 0; k < s->n_names; k++) {
+    for (size_t k = 0; s && k < s->n_names; k++) {
         dv_var *nm = &s->names[k];
         for (size_t j = 0; j < nm->n; j++) {
             free(nm->vals[j].tag);
