@@ -610,6 +610,11 @@ START_TEST(variable_table)
     memcpy(d, bytes, n);
     put32(d, rec0 + 8, 1);
     bad_after(d, n, "t.tfvm: bad .tfvm file (variable 0 'n': instruction 0 'n' has no output 1 (ARG has 1))");
+    memcpy(d, bytes, n); /* "k" becomes " " */
+    size_t strs = ut_le64(d0 + sec_entry(bytes, 1) + 8);
+    d[strs + ut_le32(d0 + rec0 + 12)] = ' ';
+    bad_after(d, n, "t.tfvm: bad .tfvm file (variable 1: name ' ' is not a variable name (printable ASCII without "
+              "spaces or '\"'))");
     memcpy(d, bytes, n); /* k and m swapped */
     memcpy(d + rec0 + 12, d0 + rec0 + 24, 4);
     memcpy(d + rec0 + 24, d0 + rec0 + 12, 4);
