@@ -231,6 +231,7 @@ struct cc_expr {
         struct {
             const char *label;  /* NULL = automatic name */
             cc_pos label_pos;
+            const char *for_var; /* `for i in ...`: its counter, which the automatic name uses */
             uint32_t n_vars;
             cc_loopvar *vars;
             cc_expr *cond;
@@ -347,6 +348,7 @@ struct cc_node {
         struct { cc_ifn *callee; uint32_t site; } call;
         struct { cc_blk *then, *els; } cond;
         struct { cc_blk *head, *body; cc_node **lvars; const char *label; cc_pos label_pos;
+                 const char *for_var; /* `for i in ...`: its counter */
                  uint32_t parallel; /* ENTER parallel=N of its variables; 0 = the default */ } loop;
     } u;
     cc_node *owner;       /* LVAR: its While */
@@ -417,7 +419,21 @@ struct cc {
     /* channels of feed and fetch, in the order the source first names them */
     uint32_t n_chans, cap_chans;
     struct cc_chan *chans;
+    /* source variables and the values they name (cc_add_var), for the
+     * program's variable table */
+    uint32_t n_vars, cap_vars;
+    struct cc_srcvar *vars;
 };
+
+/* A source variable: a .tfg let, var, parameter or loop variable, an
+ * imported model's tensor; the lowering finds the output that carries v. */
+typedef struct cc_srcvar {
+    cc_irval v;
+    const char *name;
+} cc_srcvar;
+/* Records that v is the value of source variable `name` (not copied: it
+ * lives as long as C). Names the program cannot keep are dropped later. */
+void cc_add_var(cc *C, cc_irval v, const char *name);
 
 /* A channel (host.c): fed or fetched, never both; every feed of it
  * declares one type. */

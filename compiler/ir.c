@@ -14,6 +14,23 @@ cc_irval cc_resolve(cc_irval v)
     return v;
 }
 
+/* .tfg names: identifiers; the desugarings' own ("for.end.1") are not. */
+static void add_src_var(cc *C, cc_irval v, const char *name)
+{
+    for (const char *c = name; c && *c; c++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (c > name && *c >= '0' && *c <= '9')))
+            return;
+    cc_add_var(C, v, name);
+}
+
+void cc_add_var(cc *C, cc_irval v, const char *name)
+{
+    if (!v.n || !name)
+        return;
+    C->vars = cc_grow(C, C->vars, C->n_vars, &C->cap_vars, sizeof *C->vars);
+    C->vars[C->n_vars++] = (cc_srcvar){v, name};
+}
+
 cc_node *cc_node_new(cc *C, cc_blk *b, cc_nk kind, uint32_t n_in, uint32_t n_out, cc_pos pos)
 {
     cc_node *n = cc_alloc(C, sizeof *n);
@@ -217,6 +234,7 @@ static void build_block(builder *B, const cc_ablock *ab, cc_blk *b)
             if (!l->vars[k])
                 continue;
             l->vars[k]->ir = &v[k];
+            add_src_var(B->C, v[k], l->names[k]);
             cc_irval r = cc_resolve(v[k]);
             if (!r.n->names[r.k] && r.n->kind != CC_N_CONST)
                 r.n->names[r.k] = l->names[k];
@@ -431,6 +449,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
             n->in[nv + j] = B->tok[toks[j]];
         n->u.loop.label = e->u.loop.label;
         n->u.loop.label_pos = e->u.loop.label_pos;
+        n->u.loop.for_var = e->u.loop.for_var;
         cc_blk *head = n->u.loop.head = new_blk(B, B->blk, n, CC_B_HEAD);
         n->u.loop.lvars = cc_array(C, nv + nt, sizeof(cc_node *));
         cc_blk *saved = B->blk;
@@ -442,6 +461,7 @@ static cc_irval *build(builder *B, const cc_expr *e)
             l->owner = n;
             l->types[0] = lv->type;
             l->names[0] = lv->name;
+            add_src_var(C, val(l, 0), lv->name);
             n->u.loop.lvars[k] = l;
             n->types[k] = lv->type;
             n->names[k] = lv->name;
@@ -531,6 +551,7 @@ void cc_build_ir(cc *C)
             p->u.index = k;
             p->types[0] = f->params[k].type;
             p->names[0] = f->params[k].name;
+            add_src_var(C, val(p, 0), f->params[k].name);
             fn->params[k] = p;
             f->params[k].var->ir = cc_alloc(C, sizeof(cc_irval));
             *f->params[k].var->ir = val(p, 0);

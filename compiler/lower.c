@@ -128,6 +128,7 @@ typedef struct lower {
     uint32_t n_rets, cap_rets;
     uint32_t wrap_site;
     const cc_origin *origin;    /* of the IR node being lowered */
+    uint32_t cap_vars;          /* of the variable table being gathered */
 } lower;
 
 /* ---- Instructions ---------------------------------------------------------------- */
@@ -709,6 +710,14 @@ static const char *loop_name(lower *L, cc_node *n)
 {
     if (n->u.loop.label && !region_name_taken(L, n->u.loop.label))
         return n->u.loop.label;
+    /* `for i in ...`: after its function and counter, main_for_i (then
+     * main_for_i_2, ... for more loops of the same counter) */
+    for (uint32_t k = 1; n->u.loop.for_var; k++) {
+        const char *name = k == 1 ? fmt_name(L, "%s_for_%s", L->fn->name, n->u.loop.for_var)
+                                  : fmt_name(L, "%s_for_%s_%u", L->fn->name, n->u.loop.for_var, k);
+        if (!region_name_taken(L, name))
+            return name;
+    }
     for (;;) {
         const char *name = fmt_name(L, "%s_while%u", L->fn->name, ++L->fn->n_loops);
         if (!region_name_taken(L, name))
@@ -1030,6 +1039,58 @@ static void emit_const(cc *C, ut_arena *ar, isa_const *k, const cc_cval *c)
     k->data = data;
 }
 
+/* A name the variable table can keep: 1 to 127 printable characters
+ * without spaces or '"' (what .tfasm quotes), not a compiler's own
+ * (an order token, "x.order", is the only dotted .tfg name). */
+static bool var_name_ok(const cc *C, const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 127 || !isa_source_ok(s))
+        return false;
+    for (uint32_t c = 0; c < C->n_chans; c++)
+        if (strcmp(C->chans[c].order, s) == 0)
+            return false;
+    return true;
+}
+
+/* The instructions that carry r once placeholders are resolved: r itself,
+ * or each producer a placeholder stands for (a loop variable's ENTER and
+ * NEXTITER, a parameter's CALLs); removed ones carry nothing. */
+static void add_var_refs(lower *L, isa_program *out, const char *name, lg_ref r, uint32_t depth)
+{
+    const lg_inst *s = &L->insts[r.inst];
+    if (s->op == LG_VIRT) {
+        for (uint32_t k = 0; depth < 4 && k < s->ports[0].n; k++)
+            add_var_refs(L, out, name, s->ports[0].refs[k], depth + 1);
+        return;
+    }
+    if (s->removed)
+        return;
+    out->vars = cc_grow(L->C, out->vars, out->n_vars, &L->cap_vars, sizeof *out->vars);
+    out->vars[out->n_vars++] = (isa_var){name, s->final, r.out};
+}
+
+/* The variable table: each source variable whose value was lowered (a
+ * folded or unused one has no home), at the outputs that carry it. */
+static void emit_vars(lower *L, isa_program *out)
+{
+    cc *C = L->C;
+    for (uint32_t j = 0; j < C->n_vars; j++) {
+        cc_irval v = cc_resolve(C->vars[j].v);
+        if (!v.n || !v.n->low || !homes(v.n)[v.k].blk || !var_name_ok(C, C->vars[j].name))
+            continue;
+        add_var_refs(L, out, C->vars[j].name, homes(v.n)[v.k].ref, 0);
+    }
+    isa_var *vars = out->vars;
+    out->vars = out->n_vars ? ut_arena_array(&out->arena, out->n_vars, sizeof *vars) : NULL;
+    if (out->n_vars && !out->vars)
+        cc_nomem(C);
+    for (uint32_t j = 0; j < out->n_vars; j++)
+        if (!(out->vars[j] = vars[j], out->vars[j].name = ut_arena_strdup(&out->arena, vars[j].name)))
+            cc_nomem(C);
+    isa_vars_sort(out);
+}
+
 static void emit(lower *L, isa_program *out)
 {
     cc *C = L->C;
@@ -1220,6 +1281,7 @@ static void emit(lower *L, isa_program *out)
     if (lines && C->name[0] != '<' && strcmp(C->name, "-") != 0 && isa_source_ok(C->name) &&
         !(out->source = ut_arena_strdup(ar, C->name)))
         cc_nomem(C);
+    emit_vars(L, out);
 #undef OUT_ARRAY
 }
 

@@ -1409,6 +1409,7 @@ static void conv_loop(cc *C, ps_blk *B, const ps_list *L, uint32_t i, const ps_k
     cc_expr *e = new_expr(C, CC_E_WHILE, s->pos);
     e->u.loop.n_vars = nv;
     e->u.loop.bare = nv == 0;
+    e->u.loop.for_var = is_for ? s->ivar : NULL;
     e->u.loop.vars = cc_array(C, nv, sizeof(cc_loopvar));
     const char **names = cc_array(C, nv, sizeof *names);
     cc_expr **tail = cc_array(C, nv, sizeof *tail), **rtail = cc_array(C, nv, sizeof *rtail);

@@ -286,6 +286,34 @@ int cc_edge_cmp(const void *a, const void *b)
     return x->port < y->port ? -1 : x->port > y->port;
 }
 
+/* The variable table without the dropped instructions: a variable on a
+ * dropped one (an elided MERGE) moves to the producers of its inputs, which
+ * now feed its consumers; numbered by map. */
+static void rebuild_vars(cc *C, isa_program *p, const uint8_t *drop, const uint32_t *map)
+{
+    size_t cap = 0;
+    for (uint32_t j = 0; j < p->n_vars; j++)
+        cap += drop[p->vars[j].inst] ? p->n_edges : 1;
+    isa_var *vars = ut_arena_array(&p->arena, cap + 1, sizeof *vars);
+    if (!vars)
+        cc_nomem(C);
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < p->n_vars; j++) {
+        const isa_var *v = &p->vars[j];
+        if (!drop[v->inst]) {
+            vars[n++] = (isa_var){v->name, map[v->inst], v->out};
+            continue;
+        }
+        for (uint32_t s = 0; s < p->n_insts; s++)
+            for (uint32_t e = p->insts[s].edge_first; !drop[s] && e < p->insts[s].edge_first + p->insts[s].n_edges; e++)
+                if (p->edges[e].inst == v->inst)
+                    vars[n++] = (isa_var){v->name, map[s], p->edges[e].out};
+    }
+    p->vars = vars;
+    p->n_vars = n;
+    isa_vars_sort(p);
+}
+
 /* Rebuilds p without the instructions marked in drop[], with the edges
  * all[0..m) (numbered as before; none may touch a dropped instruction), and
  * its constants renumbered in the order instructions first use them (what
@@ -333,6 +361,7 @@ static void rebuild(cc *C, isa_program *p, const uint8_t *drop, cc_edge *all, si
     for (uint32_t c = 0; c < p->n_consts; c++) /* unused ones keep their place after the rest */
         if (cmap[c] == ISA_NONE)
             consts[cmap[c] = nc++] = p->consts[c];
+    rebuild_vars(C, p, drop, map);
     p->insts = insts;
     p->n_insts = nn;
     p->edges = edges;

@@ -54,6 +54,7 @@ ox_val *ox_lookup(ox *X, const char *name)
 
 void ox_bind(ox *X, const char *name, ox_val *v)
 {
+    cc_add_var(X->C, v->v, name); /* the tensor's name, for the debugger */
     ox_ent *e = cc_alloc(X->C, sizeof *e);
     e->name = name;
     e->val = v;

@@ -1196,6 +1196,11 @@ static void convert_node(imp_tf_inst *I, uint32_t n)
         if (X.out[k].n && !isa_dtype_valid(X.out[k].n->types[X.out[k].k].dtype) &&
             X.out[k].n->types[X.out[k].k].dtype != TFVM_U8 && X.out[k].n->types[X.out[k].k].dtype != TFVM_I8)
             emit_fail(I, n, "output %u has an unsupported dtype", k);
+    for (uint32_t k = 0; k < nd->n_out; k++) { /* the tensors' names, for the debugger */
+        char *nm = cc_alloc(C, strlen(nd->name) + 16);
+        sprintf(nm, k ? "%s:%u" : "%s", nd->name, k);
+        cc_add_var(C, X.out[k], nm);
+    }
     I->vals[n] = X.out;
 }
 
@@ -1309,8 +1314,10 @@ cc_ifn *imp_tf_function(imp_tf_st *T, const char *name, const imp_tf_node *calle
     cc_ifn *fn = cc_func_new(C, id, g->n_args, g->arg_names, pt, g->n_rets, g->ret_names, rt);
     T->ifns[f] = fn;
     cc_irval *args = cc_array(C, g->n_args + 1, sizeof *args);
-    for (uint32_t k = 0; k < g->n_args; k++)
+    for (uint32_t k = 0; k < g->n_args; k++) {
         args[k] = cc_param_val(fn, k);
+        cc_add_var(C, args[k], g->arg_names[k]); /* for the debugger */
+    }
     imp_tf_inst *I = inst_new(T, g, cc_fn_top(fn), args);
     cc_irval *res = cc_array(C, g->n_rets + 1, sizeof *res);
     inst_results(I, g->n_rets, g->rets, g->ret_names, res);
@@ -1532,8 +1539,10 @@ static cc_ifn *build(cc *C, void *ud)
     }
     cc_ifn *fn = cc_func_new(C, "main", np, pn, pt, nr, rn, rt);
     cc_irval *args = cc_array(C, np + 1, sizeof *args);
-    for (uint32_t k = 0; k < np; k++)
+    for (uint32_t k = 0; k < np; k++) {
         args[k] = cc_param_val(fn, k);
+        cc_add_var(C, args[k], pn[k]); /* for the debugger */
+    }
     I->top = cc_fn_top(fn);
     I->args = args;
     for (uint32_t i = 0; i < g->n_nodes; i++)

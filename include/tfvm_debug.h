@@ -60,6 +60,21 @@ typedef struct tfvm_edge_info {
     uint32_t out, inst, port;
 } tfvm_edge_info;
 TFVM_API size_t tfvm_program_edges(const tfvm_program *p, uint32_t i, tfvm_edge_info *out, size_t max);
+/* Source variables (the .tfvm variable table, docs/format.md): output `out`
+ * of instruction `inst` carries values of the source's variable `name` (a
+ * .tfg let, var, parameter or loop variable; an ONNX or TensorFlow tensor).
+ * A name may have several records (each definition; a loop variable's ENTER
+ * and NEXTITER). Its tokens live in region `region`: the callee for a CALL,
+ * the loop for an ENTER, the loop's parent for an EXIT, else the
+ * instruction's own. Records are in instruction order. */
+typedef struct tfvm_var_info {
+    const char *name;        /* lives as long as the program */
+    uint32_t inst, out;
+    uint32_t region;
+} tfvm_var_info;
+TFVM_API size_t tfvm_program_var_count(const tfvm_program *p);
+/* TFVM_ERR_ARGUMENT when j is out of range. */
+TFVM_API tfvm_status tfvm_program_var(const tfvm_program *p, size_t j, tfvm_var_info *out);
 /* Call sites: site s calls function region `callee`; printed "fib@2" (id 2). */
 typedef struct tfvm_site_info {
     uint32_t id;
@@ -121,6 +136,10 @@ typedef struct tfvm_debug_hook {
 TFVM_API void tfvm_debug_set_hook(tfvm_vm *vm, const tfvm_debug_hook *hook);
 
 /* Starts a run of entry `entry` (NULL: the first) and fires nothing yet.
+ * Its firings follow the deterministic order (depth first), except that a
+ * NEXTITER waits while anything else is ready and waiting NEXTITERs fire
+ * oldest first: loops run iteration by iteration, 0 first, rather than a
+ * loop's counter running ahead to its last iteration (tfvm_run's order).
  * TFVM_ERR_ARGUMENT when the VM has several threads or the entry is unknown. */
 TFVM_API tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *args, size_t n_args);
 /* Fires up to max activations (0: until the hook pauses or the run ends). */

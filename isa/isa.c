@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const isa_op_info isa_ops[ISA_OP_COUNT] = {
@@ -234,6 +235,41 @@ void isa_program_release(isa_program *p)
 {
     ut_arena_free(&p->arena);
     memset(p, 0, sizeof *p);
+}
+
+static int var_cmp(const void *a, const void *b)
+{
+    const isa_var *x = a, *y = b;
+    if (x->inst != y->inst)
+        return x->inst < y->inst ? -1 : 1;
+    if (x->out != y->out)
+        return x->out < y->out ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+void isa_vars_sort(isa_program *p)
+{
+    if (!p->n_vars)
+        return;
+    qsort(p->vars, p->n_vars, sizeof *p->vars, var_cmp);
+    uint32_t n = 1;
+    for (uint32_t j = 1; j < p->n_vars; j++)
+        if (var_cmp(&p->vars[n - 1], &p->vars[j]) != 0)
+            p->vars[n++] = p->vars[j];
+    p->n_vars = n;
+}
+
+uint32_t isa_vars_of(const isa_program *p, uint32_t i)
+{
+    uint32_t lo = 0, hi = p->n_vars;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p->vars[mid].inst < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_vars && p->vars[lo].inst == i ? lo : p->n_vars;
 }
 
 const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size)

@@ -360,6 +360,17 @@ typedef struct isa_inst {
     const char *origin, *origin_op;
 } isa_inst;
 
+/* A source variable (the .tfvm variable table): output `out` of instruction
+ * `inst` carries the values of the source's variable `name` (a .tfg `let`,
+ * `var`, parameter or loop variable; an ONNX or TensorFlow tensor). One name
+ * may have several records: each definition of it, each producer of a loop
+ * variable (its ENTER and NEXTITER). Sorted by (inst, out, name), no
+ * duplicates. */
+typedef struct isa_var {
+    const char *name;
+    uint32_t inst, out;
+} isa_var;
+
 typedef struct isa_program {
     ut_arena arena;    /* owns every array and string below */
     tfvm_allocator alloc;
@@ -373,6 +384,8 @@ typedef struct isa_program {
     isa_const *consts;
     isa_site *sites;   /* sorted by id */
     isa_entry *entries;
+    uint32_t n_vars;   /* the variable table (debug info; 0 when none) */
+    isa_var *vars;
 } isa_program;
 
 /* The public handle is a verified program. */
@@ -396,6 +409,13 @@ static inline int isa_imm_port(const isa_inst *in)
     return (int)((in->flags & ISA_FLAG_IMM_MASK) >> ISA_FLAG_IMM_SHIFT) - 1;
 }
 static inline uint32_t isa_outs(const isa_inst *in) { return (uint32_t)isa_ops[in->op].n_out; }
+
+/* Sorts p's variable table by (inst, out, name) and drops repeated records,
+ * as the .tfvm format wants them (the compiler and the assembler call it). */
+void isa_vars_sort(isa_program *p);
+/* The index of the first variable record of instruction i (p's table
+ * sorted), or p->n_vars when it has none: its records follow it. */
+uint32_t isa_vars_of(const isa_program *p, uint32_t i);
 
 /* Writes "name" or "%index" for instruction i into buf. */
 const char *isa_inst_label(const isa_program *p, uint32_t i, char *buf, size_t size);

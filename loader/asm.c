@@ -23,6 +23,12 @@ typedef struct as_tok {
     uint32_t line, col;
 } as_tok;
 
+/* A source variable an instruction's output carries: `var "i"`, `var "x":1`. */
+typedef struct as_var {
+    uint32_t inst, out;  /* parse index of the instruction, its output */
+    as_tok name;
+} as_var;
+
 /* A growable array of fixed-size records, allocated through the user's hook. */
 typedef struct as_vec {
     void *data;
@@ -117,6 +123,7 @@ typedef struct as_parser {
     as_vec toks, regions, params, insts, ports, refs, consts, uses, edges, sites;
     as_vec decls;        /* declared constant table: `const #K` -> index into consts */
     as_vec names;        /* as_name, sorted by index_names() */
+    as_vec vars;         /* as_var: `var "NAME"[:OUT]` suffixes */
     ut_buf data;         /* constant element bytes */
     uint32_t *order;     /* final index -> parse index */
     uint32_t *site_of;   /* parse index of a CALL/RETURN -> site index */
@@ -1200,6 +1207,26 @@ static bool parse_attrs(as_parser *P, as_inst *in, uint32_t r)
     return true;
 }
 
+/* var "NAME"[:OUT]: output OUT (default 0) of instruction ii carries the
+ * source variable NAME (the .tfvm variable table). */
+static bool parse_var(as_parser *P, size_t ii)
+{
+    next(P);
+    if (peek(P)->kind != TK_QNAME)
+        return fail(P, peek(P), "expected the variable's quoted name after 'var', got %s", TDESC(peek(P)));
+    as_var v = {(uint32_t)ii, 0, *next(P)};
+    if (is_p(peek(P), ':')) {
+        next(P);
+        if (!parse_u32(P, "an output number after ':'", &v.out))
+            return false;
+    }
+    as_var *slot = vec_push(P, &P->vars);
+    if (!slot)
+        return false;
+    *slot = v;
+    return true;
+}
+
 static bool parse_inst(as_parser *P, uint32_t r)
 {
     as_inst *in = vec_push(P, &P->insts);
@@ -1260,6 +1287,9 @@ static bool parse_inst(as_parser *P, uint32_t r)
         if (peek(P)->kind == TK_QNAME)
             in->origin_op = *next(P);
     }
+    while (is_kw(peek(P), "var"))
+        if (!parse_var(P, ii))
+            return false;
     t = peek(P);
     if (is_kw(t, "on") && isa_is_compute(info->cls))
         return fail(P, t, "'on DEVICE' goes before the inputs, as in %s on cpu (...)", info->name);
@@ -1855,6 +1885,27 @@ static const char *dup_tok(isa_program *p, const as_tok *t)
     return ut_arena_strndup(&p->arena, t->s, t->len);
 }
 
+/* The variable table: each `var` suffix at its instruction's final index,
+ * sorted; an output the instruction does not have is the verifier's to
+ * report. */
+static bool build_vars(as_parser *P, isa_program *p)
+{
+    if (!P->vars.n)
+        return true;
+    p->vars = ut_arena_array(&p->arena, P->vars.n, sizeof *p->vars);
+    if (!p->vars)
+        return nomem(P);
+    for (size_t k = 0; k < P->vars.n; k++) {
+        const as_var *v = VEC_AT(P->vars, as_var, k);
+        p->vars[k] = (isa_var){dup_tok(p, &v->name), INS(v->inst)->final, v->out};
+        if (!p->vars[k].name)
+            return nomem(P);
+    }
+    p->n_vars = (uint32_t)P->vars.n;
+    isa_vars_sort(p);
+    return true;
+}
+
 /* the names of pa's symbolic dims (f32[batch, 3]) into d; false: no memory */
 static bool set_dim_names(isa_program *p, isa_param *d, const as_param *pa)
 {
@@ -1991,7 +2042,7 @@ static bool build(as_parser *P, isa_program *p)
     }
     p->n_insts = (uint32_t)ni;
     p->n_edges = (uint32_t)ne;
-    return true;
+    return build_vars(P, p);
 }
 
 tfvm_status ld_assemble(const char *text, size_t len, const char *name, const tfvm_allocator *a,
@@ -2019,6 +2070,7 @@ tfvm_status ld_assemble(const char *text, size_t len, const char *name, const tf
     vec_init(&P.sites, sizeof(isa_site));
     vec_init(&P.decls, sizeof(uint32_t));
     vec_init(&P.names, sizeof(as_name));
+    vec_init(&P.vars, sizeof(as_var));
     ut_buf_init(&P.data, P.alloc);
 
     bool ok = lex(&P) && parse_file(&P) && index_names(&P) && resolve_regions(&P) && resolve_attrs(&P) && order_insts(&P) &&
@@ -2035,7 +2087,7 @@ tfvm_status ld_assemble(const char *text, size_t len, const char *name, const tf
     ut_free(P.alloc, P.site_of, (P.insts.n ? P.insts.n : 1) * sizeof *P.site_of);
     ut_buf_free(&P.data);
     as_vec *vecs[] = {&P.toks, &P.regions, &P.params, &P.insts, &P.ports, &P.refs, &P.consts, &P.uses, &P.edges,
-                       &P.sites, &P.decls, &P.names};
+                       &P.sites, &P.decls, &P.names, &P.vars};
     for (size_t k = 0; k < UT_COUNTOF(vecs); k++)
         vec_free(&P, vecs[k]);
 

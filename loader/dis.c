@@ -481,6 +481,12 @@ static void put_body(dis_ctx *c, uint32_t i, ut_buf *b)
         if (in->origin_op && isa_source_ok(in->origin_op))
             ut_buf_printf(b, " \"%s\"", in->origin_op);
     }
+    /* the source variables its outputs carry (the variable table) */
+    for (uint32_t j = isa_vars_of(p, i); j < p->n_vars && p->vars[j].inst == i; j++) {
+        ut_buf_printf(b, " var \"%s\"", p->vars[j].name);
+        if (p->vars[j].out)
+            ut_buf_printf(b, ":%" PRIu32, p->vars[j].out);
+    }
     c->local_ok = false; /* `local` goes out of scope */
 }
 

@@ -9,7 +9,8 @@
 
 /* ---- Layout (docs/format.md, "Layout") ------------------------------------ */
 #define FMT_MAJOR 1
-#define FMT_MINOR 2 /* 1.1 added the shape and source tables, 1.2 the dim-name and origin tables */
+#define FMT_MINOR 3 /* 1.1 added the shape and source tables, 1.2 the dim-name and origin tables, 1.3 the
+                      variable table */
 #define FMT_HEADER 32u   /* header bytes in 1.0                         */
 #define FMT_CRC_AT 24u   /* the checksum field                          */
 #define FMT_CRC_FROM 28u /* the checksum covers [28, file_size)         */
@@ -41,7 +42,8 @@ enum {
     SEC_SOURCE,               /* 1.1, optional: the file debug positions refer to */
     SEC_DIMNAMES,             /* 1.2, optional: names of symbolic dims in the shape table */
     SEC_ORIGINS,              /* 1.2, optional: the model's node each instruction came from */
-    SEC_LAST = SEC_ORIGINS
+    SEC_VARS,                 /* 1.3, optional: the source variables the outputs carry */
+    SEC_LAST = SEC_VARS
 };
 
 /* Record sizes of 1.0; a file of a newer minor may use larger records (the
@@ -64,9 +66,13 @@ static const struct {
     [SEC_SOURCE] = {"source table", 4},
     [SEC_DIMNAMES] = {"dim-name table", 4 * TFVM_MAX_RANK},
     [SEC_ORIGINS] = {"origin table", 8},
+    [SEC_VARS] = {"variable table", 12},
 };
 /* The minor version that introduced each section (the rest: 0). */
-static unsigned sec_minor(uint32_t id) { return id > SEC_SOURCE ? 2 : id > SEC_REQUIRED ? 1 : 0; }
+static unsigned sec_minor(uint32_t id)
+{
+    return id > SEC_ORIGINS ? 3 : id > SEC_SOURCE ? 2 : id > SEC_REQUIRED ? 1 : 0;
+}
 
 /* ---- Reader ----------------------------------------------------------------- */
 typedef struct rd_sec {
@@ -482,6 +488,25 @@ static tfvm_status rd_origins(rd *r)
     return TFVM_OK;
 }
 
+/* The variable table: names and outputs; the verifier checks the outputs
+ * exist and the order. */
+static tfvm_status rd_vars(rd *r)
+{
+    isa_program *p = r->p;
+    tfvm_status st = rd_array(r, r->s[SEC_VARS].count, sizeof *p->vars, (void **)&p->vars);
+    if (st)
+        return st;
+    p->n_vars = (uint32_t)r->s[SEC_VARS].count;
+    for (uint32_t j = 0; j < p->n_vars; j++) {
+        uint64_t at = rec_at(r, SEC_VARS, j);
+        if ((st = rd_str(r, at, false, "variable", j, &p->vars[j].name)))
+            return st;
+        p->vars[j].inst = u32_at(r, at + 4);
+        p->vars[j].out = u32_at(r, at + 8);
+    }
+    return TFVM_OK;
+}
+
 static tfvm_status rd_sites(rd *r)
 {
     isa_program *p = r->p;
@@ -569,6 +594,8 @@ tfvm_status ld_read(const void *data, size_t size, const char *name, const tfvm_
         st = rd_insts(&r);
     if (!st)
         st = rd_origins(&r);
+    if (!st)
+        st = rd_vars(&r);
     if (!st && r.s[SEC_SOURCE].off)
         st = rd_str(&r, r.s[SEC_SOURCE].off, false, "source", 0, &out->source);
     if (!st)
@@ -741,12 +768,18 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
             has_shapes |= (j < en->n_params ? &en->params[j] : &en->results[j - en->n_params])->shaped;
         }
     uint32_t source = p->source ? wr_str(&w, p->source) : FMT_NO_STR;
+    uint32_t *vname = ut_calloc(&p->alloc, (size_t)p->n_vars + 1, sizeof *vname);
+    if (!vname)
+        w.nomem = true;
+    for (uint32_t j = 0; j < p->n_vars && !w.nomem; j++)
+        vname[j] = wr_str(&w, p->vars[j].name);
     bool present[SEC_LAST + 1];
     uint32_t n_sec = 0;
     unsigned minor = 0; /* the oldest that has every section written */
     for (int id = 1; id <= SEC_LAST; id++) {
         present[id] = id <= SEC_REQUIRED || (id == SEC_SHAPES && has_shapes) || (id == SEC_SOURCE && p->source) ||
-                      (id == SEC_DIMNAMES && has_shapes && has_dim_names) || (id == SEC_ORIGINS && has_origins);
+                      (id == SEC_DIMNAMES && has_shapes && has_dim_names) || (id == SEC_ORIGINS && has_origins) ||
+                      (id == SEC_VARS && p->n_vars);
         n_sec += present[id];
         minor = present[id] && sec_minor((uint32_t)id) > minor ? sec_minor((uint32_t)id) : minor;
     }
@@ -896,6 +929,13 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     count[SEC_ORIGINS] = present[SEC_ORIGINS] ? p->n_insts : 0;
     for (size_t i = 0; i < 2 * count[SEC_ORIGINS]; i++)
         ut_buf_u32(out, oname[i]);
+    start[SEC_VARS] = out->len;
+    count[SEC_VARS] = p->n_vars;
+    for (uint32_t j = 0; j < p->n_vars; j++) {
+        ut_buf_u32(out, vname[j]);
+        ut_buf_u32(out, p->vars[j].inst);
+        ut_buf_u32(out, p->vars[j].out);
+    }
 
     if (out->failed) {
         st = ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory writing .tfvm file", name);
@@ -921,6 +961,7 @@ done:
     ut_free(&p->alloc, iname, p->n_insts * sizeof *iname);
     ut_free(&p->alloc, dname, (n_par * TFVM_MAX_RANK + 1) * sizeof *dname);
     ut_free(&p->alloc, oname, (2 * (size_t)p->n_insts + 1) * sizeof *oname);
+    ut_free(&p->alloc, vname, ((size_t)p->n_vars + 1) * sizeof *vname);
     ut_free(&p->alloc, w.slots, w.n_slots * sizeof *w.slots);
     ut_buf_free(&w.blob);
     return st;

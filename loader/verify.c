@@ -114,7 +114,7 @@ static tfvm_status vname(vf *v, const char *name, const char *ctx)
  * by, and models made elsewhere name them freely ("input.1", "x:0",
  * "dense/BiasAdd"): any printable ASCII but space and '"' (so that .tfasm can
  * quote them without escapes), at most 127 characters. */
-static tfvm_status vpname(vf *v, const char *name, const char *ctx)
+static tfvm_status vpname(vf *v, const char *name, const char *ctx, const char *what)
 {
     char q[160];
     if (!name)
@@ -128,8 +128,8 @@ static tfvm_status vpname(vf *v, const char *name, const char *ctx)
             break;
     }
     if (i == 0 || name[i])
-        return vbad(v, "%s: name %s is not a parameter name (printable ASCII without spaces or '\"')", ctx,
-                    quote(name, q, sizeof q));
+        return vbad(v, "%s: name %s is not %s (printable ASCII without spaces or '\"')", ctx,
+                    quote(name, q, sizeof q), what);
     return TFVM_OK;
 }
 
@@ -281,7 +281,7 @@ static tfvm_status check_params(vf *v, uint32_t e, const isa_param *pa, uint32_t
     tfvm_status st;
     for (uint32_t j = 0; j < n; j++) {
         snprintf(ctx, sizeof ctx, "entry %" PRIu32 " '%s': %s %" PRIu32, e, en, what, j);
-        if ((st = vpname(v, pa[j].name, ctx)))
+        if ((st = vpname(v, pa[j].name, ctx, "a parameter name")))
             return st;
         if (!isa_dtype_valid(pa[j].dtype))
             return vbad(v, "%s '%s': bad dtype %u", ctx, pa[j].name, pa[j].dtype);
@@ -792,6 +792,37 @@ static tfvm_status check_totals(vf *v)
     return TFVM_OK;
 }
 
+/* The variable table: each record names a source variable (as freely as a
+ * parameter: models name tensors "x:0", "/m/Add_output_0") and an output
+ * that exists; records strictly ascending by (inst, out, name), so each
+ * binding is listed once and the table has one valid order. */
+static tfvm_status check_vars(vf *v)
+{
+    const isa_program *p = v->p;
+    vf_label l;
+    char ctx[48];
+    for (uint32_t j = 0; j < p->n_vars; j++) {
+        const isa_var *x = &p->vars[j];
+        snprintf(ctx, sizeof ctx, "variable %" PRIu32, j);
+        tfvm_status st = vpname(v, x->name, ctx, "a variable name");
+        if (st)
+            return st;
+        if (x->inst >= p->n_insts)
+            return vbad(v, "variable %" PRIu32 " '%s': instruction %" PRIu32 " does not exist (%" PRIu32
+                        " instructions)", j, x->name, x->inst, p->n_insts);
+        if (x->out >= isa_outs(&p->insts[x->inst]))
+            return vbad(v, "variable %" PRIu32 " '%s': %s has no output %" PRIu32 " (%s has %u)", j, x->name,
+                        ilabel(v, x->inst, l), x->out, isa_ops[p->insts[x->inst].op].name,
+                        isa_outs(&p->insts[x->inst]));
+        const isa_var *y = j ? &p->vars[j - 1] : NULL;
+        if (y && (y->inst > x->inst || (y->inst == x->inst && (y->out > x->out ||
+                                                               (y->out == x->out && strcmp(y->name, x->name) >= 0)))))
+            return vbad(v, "variable %" PRIu32 " '%s': out of order or repeated (after '%s' of %s, output %" PRIu32
+                        ")", j, x->name, y->name, ilabel(v, y->inst, l), y->out);
+    }
+    return TFVM_OK;
+}
+
 tfvm_status ld_verify(const isa_program *p, tfvm_error *err)
 {
     vf v = {.p = p, .err = err, .name = p->name ? p->name : "(program)"};
@@ -832,6 +863,8 @@ tfvm_status ld_verify(const isa_program *p, tfvm_error *err)
         st = check_ports(&v);
     if (!st)
         st = check_totals(&v);
+    if (!st)
+        st = check_vars(&v);
     vf_release(&v);
     return st;
 }

@@ -22,6 +22,7 @@
 #include "tfvm_debug.h"
 #include "tools/buf.h"
 #include "tools/debug.h"
+#include "tools/debug_vars.h"
 #include "tools/opts.h"
 
 #define DBG_NONE UINT32_MAX
@@ -85,6 +86,7 @@ typedef struct bp {
     pat_elem *pat;  /* NULL: no condition */
     size_t n_pat;
     char *pat_text; /* as written, for listing */
+    char *var;      /* watch NAME of a source variable: stop when its value arrives */
     uint64_t hits;
 } bp;
 
@@ -97,7 +99,7 @@ typedef enum run_state {
 } run_state;
 
 typedef enum go_mode { GO_CONTINUE, GO_STEP, GO_FINISH, GO_NEXT } go_mode;
-typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_FINISH, STOP_NEXT } stop_kind;
+typedef enum stop_kind { STOP_NONE, STOP_STEP, STOP_BREAK, STOP_INTERRUPT, STOP_FINISH, STOP_NEXT, STOP_VAR } stop_kind;
 
 typedef enum region_kind { R_ENTRY, R_FUNC, R_LOOP } region_kind;
 
@@ -159,6 +161,11 @@ typedef struct dbg {
     char **src_line;    /* line k (1-based) at src_line[k - 1] */
     uint32_t n_src;
     uint32_t list_next; /* `list` again: the line to go on from (0: around the current one) */
+
+    dv_state *vars;     /* the source variables and the values they had */
+    const char *var_value, *var_tag; /* STOP_VAR: the value that arrived, and where */
+    char **displays;    /* display NAME: shown at every stop */
+    size_t n_displays;
 } dbg;
 
 static volatile sig_atomic_t dbg_sigint;
@@ -621,7 +628,9 @@ static bool parse_u64_text(const char *s, uint64_t *out)
 /* WHAT is %N, REGION.NAME, NAME (unique in the program) or an opcode (any
  * case). Sets *inst (DBG_NONE for an opcode) and *op; prints an error and
  * returns false when it names nothing, or several instructions. */
-static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char **op)
+/* vars: WHAT could have been a source variable too (print, watch), which
+ * the message says. */
+static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char **op, bool vars)
 {
     *inst = DBG_NONE;
     *op = NULL;
@@ -680,7 +689,7 @@ static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char *
             *op = tfvm_op_name(o);
             return true;
         }
-    derr("no instruction or opcode named '%s'", what);
+    derr("no %sinstruction or opcode named '%s'", vars && dv_count(d->vars) ? "variable, " : "", what);
     return false;
 }
 
@@ -688,7 +697,9 @@ static bool resolve(const dbg *d, const char *what, uint32_t *inst, const char *
 static void put_bp_what(tb_buf *b, const dbg *d, const bp *x)
 {
     const char *src = tfvm_program_source(d->prog);
-    if (x->line) {
+    if (x->var) {
+        tb_printf(b, "variable %s (stops when a value of it arrives)", x->var);
+    } else if (x->line) {
         tb_printf(b, "line %u of %s", x->line, src ? src : "the source");
     } else if (x->func != DBG_NONE) {
         tb_printf(b, "every call of function %s", region_name(d, x->func));
@@ -852,7 +863,9 @@ static bool bp_matches(dbg *d, const bp *x, const tfvm_debug_act *a)
 {
     uint32_t i = tfvm_debug_act_inst(a);
     const tfvm_inst_info *in = &d->ins[i];
-    if (x->inst != DBG_NONE) {
+    if (x->var) { /* a variable's watchpoint: dv_record decides */
+        return false;
+    } else if (x->inst != DBG_NONE) {
         if (i != x->inst)
             return false;
     } else if (x->line) {
@@ -872,6 +885,7 @@ static bool bp_matches(dbg *d, const bp *x, const tfvm_debug_act *a)
 
 static void bp_free(bp *x)
 {
+    free(x->var);
     free(x->pat);
     free(x->pat_text);
 }
@@ -1041,10 +1055,25 @@ static void observe(dbg *d, const tfvm_debug_act *a)
         finish_note(d, a);
 }
 
+/* watch NAME: the watchpoint of variable `name`, if one is set. */
+static bp *var_watch(dbg *d, const char *name)
+{
+    for (size_t k = 0; name && k < d->n_bps; k++)
+        if (d->bps[k].var && strcmp(d->bps[k].var, name) == 0)
+            return &d->bps[k];
+    return NULL;
+}
+
 static bool on_fire(void *ud, tfvm_vm *vm, const tfvm_debug_act *a)
 {
-    (void)vm;
     dbg *d = ud;
+    bp *w = var_watch(d, dv_record(d->vars, vm, a, &d->var_value, &d->var_tag));
+    if (w) {
+        w->hits++;
+        d->hit = w;
+        d->stop = STOP_VAR;
+        return true;
+    }
     if (dbg_sigint) {
         dbg_sigint = 0;
         d->stop = STOP_INTERRUPT;
@@ -1250,6 +1279,20 @@ static void report_next(dbg *d, const char *prefix)
     tb_free(&b);
 }
 
+/* display NAME...: each, at the current tag, after every stop. */
+static void show_displays(dbg *d)
+{
+    const tfvm_debug_act *a = tfvm_debug_paused(d->vm);
+    for (size_t k = 0; a && k < d->n_displays; k++) {
+        tb_buf b;
+        tb_init(&b);
+        tb_printf(&b, "%zu: ", k + 1);
+        dv_print(d->vars, d->vm, tfvm_debug_act_ctx(a), d->displays[k], NULL, &b);
+        emit(&b);
+        tb_free(&b);
+    }
+}
+
 static void report(dbg *d, tfvm_debug_state st)
 {
     tb_buf b;
@@ -1288,10 +1331,16 @@ static void report(dbg *d, tfvm_debug_state st)
             report_next(d, "Next: ");
             break;
         }
+        case STOP_VAR:
+            tb_printf(&b, "Watchpoint %d: %s = %s at %s", d->hit->id, d->hit->var, d->var_value, d->var_tag);
+            emit(&b);
+            report_next(d, "Next: ");
+            break;
         case STOP_STEP:
         case STOP_NONE:
             break;
         }
+        show_displays(d);
     } else if (st == TFVM_DEBUG_DONE) {
         report_done(d);
     } else if (st == TFVM_DEBUG_FAILED) {
@@ -1331,6 +1380,7 @@ static bool start(dbg *d)
         return false;
     }
     d->run = RUN_ACTIVE;
+    dv_reset(d->vars);
     printf("Starting %s(", d->e.name);
     for (size_t k = 0; k < d->n_args; k++)
         printf("%s%s", k ? ", " : "", d->arg_text[k]);
@@ -1582,7 +1632,7 @@ static bool resolve_where(const dbg *d, const char *what, bp *x)
         derr("%s is an entry point: nothing calls it (break at one of its lines or instructions)", what);
         return false;
     }
-    return resolve(d, what, &x->inst, &x->op);
+    return resolve(d, what, &x->inst, &x->op, x->kind == BP_WATCH);
 }
 
 static bp *bp_new(dbg *d)
@@ -1632,7 +1682,21 @@ static void add_bp(dbg *d, char *args, bp_kind kind)
     x->func = DBG_NONE;
     x->inst = DBG_NONE;
     x->op = NULL;
-    if (!resolve_where(d, what, x) || (cond && !parse_pattern(d, cond, x))) {
+    if (kind == BP_WATCH && dv_is_var(d->vars, what)) { /* a source variable: stop when its value arrives */
+        if (cond) {
+            derr("watch %s: a variable's watchpoint takes no 'if PATTERN'", what);
+            return;
+        }
+        if (var_watch(d, what)) {
+            derr("watch %s: watchpoint %d watches it already", what, var_watch(d, what)->id);
+            return;
+        }
+        if (!(x->var = strdup(what))) {
+            derr("out of memory");
+            return;
+        }
+        dv_watch(d->vars, what, 1);
+    } else if (!resolve_where(d, what, x) || (cond && !parse_pattern(d, cond, x))) {
         bp_free(x);
         return;
     }
@@ -1662,8 +1726,11 @@ static bool cmd_delete(dbg *d, char *args)
 {
     if (!*args) {
         size_t n = d->n_bps;
-        for (size_t k = 0; k < d->n_bps; k++)
+        for (size_t k = 0; k < d->n_bps; k++) {
+            if (d->bps[k].var)
+                dv_watch(d->vars, d->bps[k].var, -1);
             bp_free(&d->bps[k]);
+        }
         d->n_bps = 0;
         printf("Deleted all breakpoints and watchpoints (%zu)\n", n);
         return true;
@@ -1679,6 +1746,8 @@ static bool cmd_delete(dbg *d, char *args)
             return true;
         }
         printf("Deleted %s %" PRIu64 "\n", d->bps[k].kind == BP_BREAK ? "breakpoint" : "watchpoint", id);
+        if (d->bps[k].var)
+            dv_watch(d->vars, d->bps[k].var, -1);
         bp_free(&d->bps[k]);
         memmove(&d->bps[k], &d->bps[k + 1], (d->n_bps - k - 1) * sizeof *d->bps);
         d->n_bps--;
@@ -1857,7 +1926,7 @@ static bool cmd_match(dbg *d, char *args)
     uint32_t want = DBG_NONE;
     const char *op = NULL;
     if (*args) {
-        if (!resolve(d, args, &want, &op))
+        if (!resolve(d, args, &want, &op, false))
             return true;
         if (want != DBG_NONE && !tfvm_debug_inst_matched(d->vm, want)) {
             tb_buf b;
@@ -2024,6 +2093,18 @@ static bool cmd_contexts(dbg *d, char *args)
     return true;
 }
 
+/* A call's (or the entry's) arguments, when the variable table names them:
+ * "; args: x = 2, y = 3". */
+static void put_args(tb_buf *b, dbg *d, const tfvm_debug_ctx *c)
+{
+    tb_buf a;
+    tb_init(&a);
+    dv_call_args(d->vars, d->vm, c, &a);
+    if (a.len)
+        tb_printf(b, "; args: %s", a.data);
+    tb_free(&a);
+}
+
 static bool cmd_where(dbg *d, char *args)
 {
     if (!need_args_none("where", args))
@@ -2052,6 +2133,7 @@ static bool cmd_where(dbg *d, char *args)
         tb_printf(&b, "#%-2d ", depth);
         if (ci.kind == TFVM_CTX_ROOT) {
             tb_printf(&b, "[] entry %s", d->e.name);
+            put_args(&b, d, c);
             emit(&b);
             break;
         }
@@ -2070,6 +2152,7 @@ static bool cmd_where(dbg *d, char *args)
                 put_tag(&b, d, tfvm_debug_parent(c));
                 put_loc(&b, &d->ins[by]);
             }
+            put_args(&b, d, c);
         } else {
             /* where the loop is in the source: its predicate (LOOPCOND), else its first ENTER */
             for (uint32_t i = 0; i < d->n_insts && by == DBG_NONE; i++)
@@ -2199,15 +2282,46 @@ static void print_one_inst(const dbg *d, uint32_t i)
     tb_free(&b);
 }
 
+/* The context the paused run is at, or NULL. */
+static const tfvm_debug_ctx *current_ctx(const dbg *d)
+{
+    const tfvm_debug_act *a = d->run == RUN_ACTIVE ? tfvm_debug_paused(d->vm) : NULL;
+    return a ? tfvm_debug_act_ctx(a) : NULL;
+}
+
+/* print NAME or NAME@TAG of a source variable; false when args is none. */
+static bool print_var(dbg *d, char *args)
+{
+    char *at = strstr(args, "@["); /* a model's tensor name may hold an '@' */
+    if (at)
+        *at = '\0';
+    bool is = dv_is_var(d->vars, args);
+    if (!is && at)
+        *at = '@';
+    if (!is)
+        return false;
+    tb_buf b;
+    tb_init(&b);
+    if (!dv_print(d->vars, d->vm, current_ctx(d), args, at ? at + 1 : NULL, &b))
+        derr("%s", b.data ? b.data : "out of memory");
+    else
+        emit(&b);
+    tb_free(&b);
+    return true;
+}
+
 static bool cmd_print(dbg *d, char *args)
 {
     if (!*args) {
-        derr("print needs an instruction or an opcode: print WHAT (NAME, REGION.NAME, %%N or OPCODE)");
+        derr("print needs a variable, an instruction or an opcode: print NAME[@TAG] or print WHAT (NAME, "
+             "REGION.NAME, %%N or OPCODE)");
         return true;
     }
+    if (print_var(d, args))
+        return true;
     uint32_t i;
     const char *op;
-    if (!resolve(d, args, &i, &op))
+    if (!resolve(d, args, &i, &op, true))
         return true;
     if (i != DBG_NONE) {
         print_one_inst(d, i);
@@ -2226,6 +2340,78 @@ static bool cmd_print(dbg *d, char *args)
         }
     printf("%zu %s instruction%s\n", n, op, n == 1 ? "" : "s");
     tb_free(&b);
+    return true;
+}
+
+static bool cmd_info(dbg *d, char *args)
+{
+    bool args_ = strcmp(args, "args") == 0;
+    if (!args_ && strcmp(args, "locals") != 0) {
+        derr("info needs what to show: info locals or info args");
+        return true;
+    }
+    if (!current_ctx(d)) {
+        derr("the program is not running (use run, step or restart)");
+        return true;
+    }
+    tb_buf b;
+    tb_init(&b);
+    dv_info(d->vars, d->vm, current_ctx(d), args_, &b);
+    emit(&b);
+    tb_free(&b);
+    return true;
+}
+
+static bool cmd_display(dbg *d, char *args)
+{
+    if (!*args) {
+        show_displays(d);
+        if (!d->n_displays)
+            printf("No displays.\n");
+        return true;
+    }
+    if (!dv_is_var(d->vars, args)) {
+        derr("no variable named '%s'", args);
+        return true;
+    }
+    char **m = realloc(d->displays, (d->n_displays + 1) * sizeof *m);
+    if (!m || !(m[d->n_displays] = strdup(args))) {
+        if (m)
+            d->displays = m;
+        derr("out of memory");
+        return true;
+    }
+    d->displays = m;
+    d->n_displays++;
+    tb_buf b;
+    tb_init(&b);
+    tb_printf(&b, "%zu: ", d->n_displays);
+    if (current_ctx(d))
+        dv_print(d->vars, d->vm, current_ctx(d), args, NULL, &b);
+    else
+        tb_printf(&b, "%s (shown at every stop)", args);
+    emit(&b);
+    tb_free(&b);
+    return true;
+}
+
+static bool cmd_undisplay(dbg *d, char *args)
+{
+    if (!*args) {
+        printf("Deleted all displays (%zu)\n", d->n_displays);
+        while (d->n_displays)
+            free(d->displays[--d->n_displays]);
+        return true;
+    }
+    uint64_t k;
+    if (!parse_u64_text(args, &k) || k == 0 || k > d->n_displays) {
+        derr("no display %s (display lists them)", args);
+        return true;
+    }
+    printf("Deleted display %" PRIu64 ": %s\n", k, d->displays[k - 1]);
+    free(d->displays[k - 1]);
+    memmove(&d->displays[k - 1], &d->displays[k], (d->n_displays - k) * sizeof *d->displays);
+    d->n_displays--;
     return true;
 }
 
@@ -2396,9 +2582,12 @@ static const dbg_cmd dbg_cmds[] = {
          "program's source file, its whole name or its last part), or a function\n"
          "name (every CALL of it: the firing shows the argument values and the new\n"
          "tag).\n"},
-    {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT (at tags matching PATTERN)",
-         "Prints every firing of WHAT ([watch N] ...) at tags matching PATTERN, and\n"
-         "goes on.\n"},
+    {"watch", "w", cmd_watch, "watch WHAT [if PATTERN]", "print every firing of WHAT; a variable: stop when it changes",
+         "watch NAME, a source variable: stops when a value of it arrives at a tag\n"
+         "(the first token at each tag, or one that differs from the last), before\n"
+         "the instruction it arrives at fires: Watchpoint 2: i = 1 at\n"
+         "[main_for_i#1]. watch WHAT, an instruction or opcode: prints every firing\n"
+         "of WHAT ([watch N] ...) at tags matching PATTERN, and goes on.\n"},
     {"delete", "d", cmd_delete, "delete [N...]", "delete breakpoints and watchpoints (all without N)",
          "Deletes breakpoints and watchpoints by number (as breakpoints lists them);\n"
          "all of them without N.\n"},
@@ -2433,16 +2622,37 @@ static const dbg_cmd dbg_cmds[] = {
          "run starts again.\n"},
     {"where", "bt backtrace", cmd_where, "where", "the current tag as a chain of calls and iterations",
          "The current tag as a chain of calls and iterations, innermost first, each\n"
-         "with the instruction that made it and its source position.\n"},
-    {"print", "p", cmd_print, "print WHAT", "disassembly, source, producers, consumers; values waiting now",
-         "The instruction's .tfasm text, region, source position, opcode synopsis,\n"
-         "the producers of each input and the consumers of each output. While a run\n"
-         "is paused, also the values on its inputs in full: in the current\n"
-         "activation when WHAT is the one about to fire (about to fire at [tag]:),\n"
-         "else those waiting at the innermost tag around the current one where WHAT\n"
-         "lives (now at [tag]:). Tensors print NumPy-like, past 1000 elements\n"
-         "summarised by their first and last three along each axis. For an opcode,\n"
-         "every instruction of it.\n"},
+         "with the instruction that made it and its source position; a call (and\n"
+         "the entry) with its arguments' values when the program names them (its\n"
+         "variable table): ; args: x = 2.\n"},
+    {"print", "p", cmd_print, "print WHAT[@TAG]", "a variable's value; an instruction's text, producers, consumers",
+         "print NAME, a source variable (a .tfg let, var, parameter or loop variable;\n"
+         "an ONNX or TensorFlow tensor): its value at the current tag, or at the\n"
+         "innermost enclosing tag where it lives (i = 3 (at [])); NAME@TAG: its value\n"
+         "at that tag, [main_for_i#0], as long as the debugger keeps it (the newest\n"
+         "1024 tags per variable; after the run ended too). A variable's name comes\n"
+         "before an instruction's: REGION.NAME or %N reaches the instruction.\n"
+         "print WHAT, an instruction or opcode: the instruction's .tfasm text,\n"
+         "region, source position, opcode synopsis, the producers of each input and\n"
+         "the consumers of each output. While a run is paused, also the values on its\n"
+         "inputs in full: in the current activation when WHAT is the one about to\n"
+         "fire (about to fire at [tag]:), else those waiting at the innermost tag\n"
+         "around the current one where WHAT lives (now at [tag]:). Tensors print\n"
+         "NumPy-like, past 1000 elements summarised by their first and last three\n"
+         "along each axis. For an opcode, every instruction of it.\n"},
+    {"info", "i", cmd_info, "info locals|args", "the source variables here, or the call's arguments",
+         "info locals: every source variable of the current tag's function or loop\n"
+         "body with its value at that tag (<no value yet> before one arrives); info\n"
+         "args: the arguments of the call the current tag is in (the entry's at the\n"
+         "root), as the CALLs passed them. Needs the program's variable table\n"
+         "(programs compiled from .tfg, ONNX or TensorFlow have one).\n"},
+    {"display", "disp", cmd_display, "display [NAME]", "show variable NAME at every stop (without NAME: now)",
+         "Adds NAME, a source variable, to the list shown after every stop, as\n"
+         "print NAME shows it (K: i = 3); without NAME, shows the list now.\n"
+         "undisplay N removes one.\n"},
+    {"undisplay", "", cmd_undisplay, "undisplay [N]", "stop showing display N (all without N)",
+         "Removes display N (its number as display shows it; those after it move\n"
+         "up one), or every display without N.\n"},
     {"list", "l", cmd_list, "list [LINE|FUNCTION]", "source lines around the current one (again: the next ones)",
          "Ten lines of the program's source file around the current instruction's\n"
          "line (marked =>), around LINE, or from a function's first line; list again\n"
@@ -2598,6 +2808,11 @@ static void offer(completion *c, const char *cand, const char *region)
         snprintf(full, sizeof full, "%s", cand);
     if (strncmp(full, c->word, c->len) != 0)
         return;
+    for (const char *at = c->list.data; at && (at = strstr(at, full));) { /* offered already (a variable */
+        if ((at == c->list.data || at[-1] == ' ') && at[strlen(full)] == ' ') /* named like an instruction) */
+            return;
+        at += strlen(full);
+    }
     if (c->n++ == 0) {
         snprintf(c->common, sizeof c->common, "%s", full + c->len);
     } else {
@@ -2647,7 +2862,17 @@ static unsigned char el_complete(EditLine *el, int ch)
             if (tfvm_debug_channel(d->vm, k, &ci) == TFVM_OK && (!ci.fetch || cmd->fn == cmd_queues))
                 offer(&c, ci.name, NULL);
         }
+    } else if (cmd && cmd->fn == cmd_info) {
+        offer(&c, "locals", NULL);
+        offer(&c, "args", NULL);
+    } else if (d && cmd && cmd->fn == cmd_display) {
+        for (size_t k = 0; k < dv_count(d->vars); k++)
+            offer(&c, dv_name(d->vars, k), NULL);
     } else if (d) {
+        /* print and watch take a source variable too, and every command an
+         * instruction or an opcode */
+        for (size_t k = 0; cmd && (cmd->fn == cmd_print || cmd->fn == cmd_watch) && k < dv_count(d->vars); k++)
+            offer(&c, dv_name(d->vars, k), NULL);
         for (uint32_t i = 0; i < d->n_insts; i++)
             if (d->ins[i].name) {
                 offer(&c, d->ins[i].name, NULL);
@@ -2803,7 +3028,7 @@ int cli_debug(int argc, char **argv)
         cli_args_free(&o);
         return cli_load_failed(&err);
     }
-    if (!read_program(&d)) {
+    if (!read_program(&d) || !(d.vars = dv_new(d.prog))) {
         fprintf(stderr, "tfvm: out of memory\n");
         goto out;
     }
@@ -2882,6 +3107,10 @@ out:
             tfvm_value_release(&d.args[k]);
     free(d.args);
     free_program(&d);
+    dv_free(d.vars);
+    for (size_t k = 0; k < d.n_displays; k++)
+        free(d.displays[k]);
+    free(d.displays);
     tfvm_program_free(d.prog);
     free(d.arg_text);
     cli_args_free(&o);

@@ -72,6 +72,27 @@ static const char *dbg_region_kind(uint8_t kind)
     return kind == ISA_REGION_LOOP ? "loop" : kind == ISA_REGION_FUNC ? "func" : "entry";
 }
 
+size_t tfvm_program_var_count(const tfvm_program *p) { return p ? p->isa.n_vars : 0; }
+
+tfvm_status tfvm_program_var(const tfvm_program *p, size_t j, tfvm_var_info *out)
+{
+    if (!p || !out || j >= p->isa.n_vars)
+        return TFVM_ERR_ARGUMENT;
+    const isa_program *g = &p->isa;
+    const isa_var *v = &g->vars[j];
+    const isa_inst *in = &g->insts[v->inst];
+    out->name = v->name;
+    out->inst = v->inst;
+    out->out = v->out;
+    switch ((isa_op)in->op) { /* where the output's tokens land (verify.c's rule) */
+    case ISA_ENTER: out->region = in->a; break;
+    case ISA_EXIT: out->region = g->regions[in->a].parent; break;
+    case ISA_CALL: out->region = g->sites[in->a].callee; break;
+    default: out->region = in->region; break;
+    }
+    return TFVM_OK;
+}
+
 size_t tfvm_program_region_count(const tfvm_program *p) { return p ? p->isa.n_regions : 0; }
 
 tfvm_status tfvm_program_region(const tfvm_program *p, uint32_t r, tfvm_region_info *out)
@@ -193,7 +214,9 @@ tfvm_status tfvm_debug_begin(tfvm_vm *vm, const char *entry, const tfvm_value *a
             return ut_err(&vm->err, TFVM_ERR_ARGUMENT, "no entry point named '%s'", entry);
         }
     }
-    return vm_begin(vm, e, args, n_args);
+    tfvm_status st = vm_begin(vm, e, args, n_args);
+    vm->iter_order = st == TFVM_OK; /* loops stop first at iteration 0 (fire.c) */
+    return st;
 }
 
 static tfvm_debug_state dbg_state(vm_state s)

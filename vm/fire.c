@@ -244,6 +244,44 @@ static inline bool take_local(vm_worker *w, vm_act *a)
     return sched_stack_pop(&w->sw, (sched_item *)(void *)a);
 }
 
+/* The debugger's firing order (stepped runs of tfvm_debug_begin): LIFO,
+ * except that a NEXTITER waits while anything else is ready, and waiting
+ * NEXTITERs fire oldest context first. Depth first alone, a loop's counter
+ * ran ahead to the last iteration before any body work of iteration 0
+ * fired, so the first stop in a loop body was at its last iteration; this
+ * way iterations run in order, 0 first. Moves `next` onto the stack, so the
+ * order the stack shows (tfvm_debug_ready) is the one that fires. False
+ * when memory runs out (the run has failed). Plain runs never call it. */
+static bool stepped_order(vm_worker *w)
+{
+    if (w->has_next) {
+        if (!sched_stack_push(&w->sw, &w->vm->alloc, (const sched_item *)(const void *)&w->next)) {
+            vm_fail(w->vm, TFVM_ERR_NOMEM, w->next.ctx, w->next.inst, "out of memory queueing an activation");
+            return false;
+        }
+        w->has_next = false;
+    }
+    /* the stack, bottom to top: the NEXTITERs, those of the newest contexts
+     * first (so the oldest iteration's fire first once nothing else is
+     * ready), then the rest in their order: an insertion sort, as only the
+     * few activations pushed by the last firing are out of place */
+    vm_act *st = (vm_act *)(void *)w->sw.stack;
+    const isa_inst *insts = w->vm->prog->insts;
+    size_t lo = w->sw.lo_stack, end = lo; /* st[lo .. end): the NEXTITERs, sorted */
+    for (size_t k = lo; k < w->sw.n_stack; k++) {
+        if (insts[st[k].inst].op != ISA_NEXTITER)
+            continue;
+        vm_act t = st[k];
+        size_t at = end;
+        while (at > lo && st[at - 1].ctx->serial < t.ctx->serial)
+            at--;
+        memmove(&st[at + 1], &st[at], (k - at) * sizeof *st);
+        st[at] = t;
+        end++;
+    }
+    return true;
+}
+
 /* ---- Profiling ------------------------------------------------------------------------ */
 
 tfvm_status vm_profile(tfvm_vm *vm, bool on)
@@ -345,6 +383,8 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             } else {
                 if (stepped && max && n == max)
                     return;
+                if (stepped && vm->iter_order && !stepped_order(w))
+                    return;
                 if (!take_local(w, &a)) {
                     if (atomic_load_explicit(&run->done, memory_order_relaxed) ||
                         !pol->find_work(run, &w->sw, (sched_item *)(void *)&a))
@@ -360,7 +400,7 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
             fire_maybe_timed(w, &a, timed);
             if (stepped) {
                 n++;
-                if (vm_failed(vm))
+                if (vm_failed(vm) || (vm->iter_order && !stepped_order(w)))
                     return;
             }
             vm_serve_shares(w);

@@ -58,6 +58,7 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     if (run_in_progress(vm))
         teardown(vm);
     ut_err_clear(&vm->err);
+    vm->iter_order = false;
     memset(&vm->stats, 0, sizeof vm->stats);
     for (uint32_t i = 0; i < vm->n_workers; i++) {
         memset(&vm->w[i].st, 0, sizeof vm->w[i].st);

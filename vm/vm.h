@@ -390,6 +390,10 @@ struct tfvm_vm {
     void *hook_ud;
     vm_act paused;              /* the activation a hook paused before */
     bool has_paused;
+    /* the debugger's order (tfvm_debug_begin): in a stepped run a NEXTITER
+     * waits while other work is ready, so loops run iteration by iteration
+     * (fire.c, stepped_order); vm_begin clears it */
+    bool iter_order;
 };
 
 /* Resumable runs (tfvm_run = begin, step until done, end). Stepping is for

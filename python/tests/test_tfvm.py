@@ -168,7 +168,7 @@ def test_entries_and_signature():
 def test_dis_prints_every_instruction():
     text = tfvm.compile(EXAMPLES / "fib.tfg").dis()
     lines = text.splitlines()
-    assert lines[0] == "n = ARG 0 @15:9"
+    assert lines[0] == 'n = ARG 0 @15:9 var "n"'  # the source variable it carries
     assert "RESULT 0 (fib_2) @15:4" in lines
     assert text.endswith("\n") and all(lines)
 

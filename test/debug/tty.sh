@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test/debug/tty.sh TMPDIR — drives `tfvm debug` in a real terminal (a tmux
 # pane on a private server): line editing (Ctrl-A, Backspace), history (Up),
-# Tab completion (commands, and channels after `feed` and `queues`), Ctrl-C
+# Tab completion (commands, channels after `feed` and `queues`, variables
+# after `display` and `info`), Ctrl-C
 # stopping a long `continue` back at the prompt, Ctrl-C at the prompt leaving
 # the session alive, and a clean exit (status 0, which under ASan also means
 # no leak).
@@ -13,7 +14,7 @@ tm() { tmux -S "$SOCK" "$@"; }
 trap 'tm kill-server 2>/dev/null' EXIT
 status=0
 no() { echo "FAIL (debug tty): $*"; status=1; }
-screen() { tm capture-pane -p -t dbg -S -200; }
+screen() { tm capture-pane -p -t "${PANE:-dbg}" -S -200; } # PANE: the session shown
 # wait_for TEXT [SECONDS]: until the pane shows TEXT (fixed string)
 wait_for() {
     local i
@@ -93,5 +94,22 @@ wait_for "feed x (i32): 3 queued [1, 2, 9], 0 taken" || exit 1
 tm send-keys -t dbg 'queues s' Tab Enter
 wait_for "fetch sum: none made" || exit 1
 tm send-keys -t dbg 'quit' Enter
+
+# Completion of source variables: "info l" + Tab is "info locals ";
+# "disp" + Tab, "i" + Tab is "display i " (variables only: no instruction
+# named i...). A second session is made before the first is killed (the
+# server ends with its last session).
+tm new-session -d -s vars -x 150 -y 60 "$TFVM debug test/debug/vars.tfg 3" \; \
+    set-option -t vars remain-on-exit on || { no "tmux new-session (vars)"; exit 1; }
+tm kill-session -t dbg
+PANE=vars
+wait_for "(tfvm)" || exit 1
+tm send-keys -t vars 'break sq' Enter 'run' Enter
+wait_for "Breakpoint 1, sq_0_x" || exit 1
+tm send-keys -t vars 'info l' Tab Enter
+wait_for "d = <no value yet>" || exit 1
+tm send-keys -t vars 'disp' Tab 'i' Tab Enter
+wait_for "1: i = 0" || exit 1
+tm send-keys -t vars 'quit' Enter
 [ $status -eq 0 ] && echo "debug: terminal test passed (editing, history, completion, Ctrl-C)"
 exit $status

@@ -299,6 +299,39 @@ START_TEST(zero_parameters_and_results)
 }
 END_TEST
 
+/* The variable table (issue 30): each let, var, parameter and loop variable
+ * at the outputs that carry it, as dis writes them; for loops are named
+ * after their counter. */
+START_TEST(source_variables)
+{
+    const char *src = "fn sq(x: i32) -> i32 {\n"
+                      "    let d = x * x;\n"
+                      "    d + 1\n"
+                      "}\n"
+                      "fn main(n: i32) -> i32 {\n"
+                      "    var s = 0;\n"
+                      "    for i in 0..n { s += sq(i); }\n"
+                      "    for i in 0..n { s += 1; }\n"
+                      "    s\n"
+                      "}\n";
+    tfvm_program *p = compile(src);
+    ck_assert_int_ge(region_of(&p->isa, "main_for_i"), 0);
+    ck_assert_int_ge(region_of(&p->isa, "main_for_i_2"), 0);
+    /* name@instruction:output, in table order */
+    char got[1024] = "";
+    for (uint32_t j = 0; j < p->isa.n_vars; j++) {
+        const isa_var *v = &p->isa.vars[j];
+        char one[96];
+        snprintf(one, sizeof one, "%s%s@%s:%u", j ? " " : "", v->name,
+                 p->isa.insts[v->inst].name ? p->isa.insts[v->inst].name : "?", v->out);
+        strncat(got, one, sizeof got - strlen(got) - 1);
+    }
+    ck_assert_str_eq(got, "n@n:0 i@i_enter:0 s@s_enter:0 i@i_enter_1:0 s@s_enter_1:0 x@sq_0_x:0 s@s:0 "
+                          "i@i_next:0 s@s_next:0 s@s_out:0 s@s:0 i@i_next:0 s@s_next:0 s@s_out:0 d@d:0");
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(debug_names_and_locations)
 {
     const char *src = "fn main(x: i32, y: i32) -> i32 {\n"
@@ -1063,6 +1096,7 @@ int main(void)
     tcase_add_test(tc, recursive_entry_is_wrapped);
     tcase_add_test(tc, zero_parameters_and_results);
     tcase_add_test(tc, debug_names_and_locations);
+    tcase_add_test(tc, source_variables);
     tcase_add_test(tc, tensors);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, tensor_op_types);
