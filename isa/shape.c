@@ -148,8 +148,7 @@ int64_t isa_dim_bcast(int64_t a, int64_t b)
     return ISA_DIM_ANY;
 }
 
-/* NumPy broadcasting of n shapes into o; false when two known sizes (not 1) differ. */
-static bool bcast(const isa_shape *const *x, uint32_t n, isa_shape *o)
+bool isa_shape_bcast(const isa_shape *const *x, uint32_t n, isa_shape *o)
 {
     int r = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -161,18 +160,20 @@ static bool bcast(const isa_shape *const *x, uint32_t n, isa_shape *o)
             r = x[k]->rank;
     }
     o->rank = (int8_t)r;
+    bool ok = true;
     for (int d = 0; d < r; d++) {
         int64_t e = 1;
+        bool differ = false;
         for (uint32_t k = 0; k < n; k++) {
             int j = d - (r - x[k]->rank);
             int64_t v = j >= 0 ? x[k]->dims[j] : 1;
-            if (e >= 0 && v >= 0 && e != 1 && v != 1 && e != v)
-                return false;
+            differ = differ || (e >= 0 && v >= 0 && e != 1 && v != 1 && e != v);
             e = isa_dim_bcast(e, v);
         }
-        o->dims[d] = e;
+        o->dims[d] = differ ? ISA_DIM_ANY : e;
+        ok = ok && !differ;
     }
-    return true;
+    return ok;
 }
 
 /* ---- Elementwise -------------------------------------------------------------------------- */
@@ -180,7 +181,7 @@ static bool bcast(const isa_shape *const *x, uint32_t n, isa_shape *o)
 static tfvm_status rule_elementwise(rule *c)
 {
     const isa_shape *x[3] = {&c->x[0], c->n > 1 ? &c->x[1] : NULL, c->n > 2 ? &c->x[2] : NULL};
-    if (bcast(x, c->n, c->o))
+    if (isa_shape_bcast(x, c->n, c->o))
         return TFVM_OK;
     sbuf s[3];
     if (c->n == 2)
@@ -222,7 +223,7 @@ static tfvm_status matmul_shape(rule *c, const isa_shape *a, const isa_shape *b,
     memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
     memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
     const isa_shape *xs[2] = {&ba, &bb};
-    if (!bcast(xs, 2, o))
+    if (!isa_shape_bcast(xs, 2, o))
         return fail(c, "batch dims do not broadcast: %s and %s", str(a, s[0]), str(b, s[1]));
     if (ar >= 2)
         o->dims[o->rank++] = m;
@@ -242,7 +243,7 @@ static tfvm_status rule_fused_matmul(rule *c)
     const isa_shape *bias = &c->x[2], *o = c->o;
     isa_shape t = {.rank = -1};
     const isa_shape *xs[2] = {o, bias};
-    bool ok = bcast(xs, 2, &t);
+    bool ok = isa_shape_bcast(xs, 2, &t);
     bool grows = ok && t.rank >= 0 && o->rank >= 0 && t.rank != o->rank;
     for (int k = 0; ok && !grows && k < t.rank && o->rank >= 0; k++)
         grows = o->dims[k] >= 0 && t.dims[k] != o->dims[k];
@@ -650,7 +651,7 @@ static tfvm_status rule_expand(rule *c)
     for (int k = 0; k < t.rank; k++)
         t.dims[k] = val_dim(sh, k);
     const isa_shape *xs[2] = {x, &t};
-    if (bcast(xs, 2, c->o))
+    if (isa_shape_bcast(xs, 2, c->o))
         return TFVM_OK;
     sbuf s[2];
     return fail(c, "shapes %s and %s do not broadcast", dstr(x, s[0]), dstr(&t, s[1]));

@@ -55,6 +55,10 @@ bool isa_shape_grows(uint32_t op);
  * ISA_DIM_ANY when it cannot be told. Not checked: see isa_shape_rule. */
 int64_t isa_dim_bcast(int64_t a, int64_t b);
 
+/* NumPy broadcasting of n shapes into *o (isa_dim_bcast per dim); false when
+ * two known sizes other than 1 differ (those dims ISA_DIM_ANY). */
+bool isa_shape_bcast(const isa_shape *const *x, uint32_t n, isa_shape *o);
+
 /* "f32[64, ?]", "i32" (a scalar), "f32[..]" (unknown rank), "?" (nothing
  * known); a symbol prints as "?". */
 const char *isa_shape_str(const isa_shape *s, char *buf, size_t size);
