@@ -502,7 +502,7 @@ static tfvm_status rule_reshape(rule *c)
     int nv = sh->n_vals;
     int64_t prod = 1;
     int infer = -1;
-    bool bad = false, all_known = true;
+    bool bad = false, all_known = true, overflow = false;
     o->rank = (int8_t)nv;
     for (int k = 0; k < nv; k++) {
         if (sh->syms && sh->syms[k]) {
@@ -515,19 +515,24 @@ static tfvm_status rule_reshape(rule *c)
         bad = bad || v < -1 || (v == -1 && infer >= 0);
         if (v == -1)
             infer = k;
-        else if (v >= 0 && prod <= INT64_MAX / (v ? v : 1))
-            prod *= v;
+        else if (v >= 0)
+            overflow = overflow || __builtin_mul_overflow(prod, v, &prod);
     }
-    if (bad)
+    /* products checked: a target of [3, 6148914691236517206] wraps to 2
+     * elements, which an input of 2 would match */
+    if (bad || (all_known && overflow))
         return fails_silently(c);
     int64_t n = count_of(x);
     sbuf s[2];
     if (infer >= 0) {
         o->dims[infer] = ISA_DIM_ANY;
-        if (all_known && n >= 0)
-            o->dims[infer] = prod > 0 && n % prod == 0 ? n / prod : ISA_DIM_ANY;
-        else if (x->rank >= 0)
+        if (all_known && n >= 0) {
+            if (prod == 0 || n % prod)
+                return fails_silently(c);
+            o->dims[infer] = n / prod;
+        } else if (x->rank >= 0) {
             o->dims[infer] = infer_with_symbols(x, o, infer);
+        }
     } else if (all_known && n >= 0 && prod != n) {
         return fail(c, "cannot reshape %s (%lld elements) into %s", dstr(x, s[0]), (long long)n, dstr(o, s[1]));
     }
