@@ -681,9 +681,9 @@ static tfvm_status rule_pad(rule *c)
     const isa_shape *x = &c->x[0];
     int64_t v[16];
     int nv = ints(&c->x[1], v, 16);
+    unknown_dims(c->o, x->rank);
     if (x->rank < 0 || nv != 2 * x->rank)
         return TFVM_OK;
-    c->o->rank = x->rank;
     for (int k = 0; k < x->rank; k++) {
         int64_t d = x->dims[k] >= 0 ? x->dims[k] + v[k] + v[k + x->rank] : ISA_DIM_ANY;
         c->o->dims[k] = d >= 0 ? d : ISA_DIM_ANY; /* a negative size: the kernel says what is wrong */
@@ -691,8 +691,36 @@ static tfvm_status rule_pad(rule *c)
     return TFVM_OK;
 }
 
-/* SLICE, STRIDED_SLICE: x's rank. */
+/* NumPy's slice bounds: negative from the end, clamped to [0, d]. */
+static int64_t clamp_bound(int64_t v, int64_t d)
+{
+    if (v < 0)
+        v += d;
+    return v < 0 ? 0 : v > d ? d : v;
+}
+
+/* SLICE (x, starts, ends): per axis, NumPy's bounds. */
 static tfvm_status rule_slice(rule *c)
+{
+    const isa_shape *x = &c->x[0];
+    if (x->rank < 0)
+        return TFVM_OK;
+    unknown_dims(c->o, x->rank);
+    int64_t s[TFVM_MAX_RANK], e[TFVM_MAX_RANK];
+    if (ints(&c->x[1], s, TFVM_MAX_RANK) != x->rank || ints(&c->x[2], e, TFVM_MAX_RANK) != x->rank)
+        return TFVM_OK;
+    for (int k = 0; k < x->rank; k++) {
+        int64_t d = x->dims[k];
+        if (d < 0)
+            continue;
+        int64_t lo = clamp_bound(s[k], d), hi = clamp_bound(e[k], d);
+        c->o->dims[k] = hi > lo ? hi - lo : 0;
+    }
+    return TFVM_OK;
+}
+
+/* STRIDED_SLICE: x's rank. */
+static tfvm_status rule_strided_slice(rule *c)
 {
     if (c->x[0].rank >= 0)
         unknown_dims(c->o, c->x[0].rank);
@@ -762,7 +790,7 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_PAD] = rule_pad,
     [ISA_GATHER] = rule_gather,
     [ISA_SLICE] = rule_slice,
-    [ISA_STRIDED_SLICE] = rule_slice,
+    [ISA_STRIDED_SLICE] = rule_strided_slice,
     [ISA_DET] = rule_det,
     [ISA_RANGE] = rule_range,
 };
