@@ -518,12 +518,16 @@ static tfvm_status rule_reshape(rule *c)
         else if (v >= 0)
             overflow = overflow || __builtin_mul_overflow(prod, v, &prod);
     }
-    /* products checked: a target of [3, 6148914691236517206] wraps to 2
-     * elements, which an input of 2 would match */
-    if (bad || (all_known && overflow))
+    if (bad)
         return fails_silently(c);
     int64_t n = count_of(x);
     sbuf s[2];
+    /* products checked: a target of [3, 6148914691236517206] wraps to 2
+     * elements, which an input of 2 would match */
+    if (all_known && overflow && n >= 0 && infer < 0)
+        return fail(c, "cannot reshape %s (%lld elements) into %s", dstr(x, s[0]), (long long)n, dstr(o, s[1]));
+    if (all_known && overflow)
+        return fails_silently(c);
     if (infer >= 0) {
         o->dims[infer] = ISA_DIM_ANY;
         if (all_known && n >= 0) {
