@@ -1,6 +1,7 @@
 /* compiler/api.c — tfvm_program_compile (include/tfvm.h): .tfg source to a
  * verified, immutable program handle. */
 #include "compiler/compiler.h"
+#include "analysis/facts.h"
 #include "loader/loader.h"
 
 /* Compile warnings go to the configuration's log at TFVM_LOG_WARN. */
@@ -34,5 +35,5 @@ tfvm_status tfvm_program_compile(const char *src, size_t len, const char *name, 
     if (!p)
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", nm);
     cc_options co = {o.entry, o.opt_level, o.overflow_trap, cfg && cfg->log ? api_warn : NULL, (void *)cfg};
-    return ld_program_finish(p, cc_compile(src, len, nm, &co, &p->alloc, &p->isa, err), out, err);
+    return an_program_finish(p, cc_compile(src, len, nm, &co, &p->alloc, &p->isa, err), out, err);
 }

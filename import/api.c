@@ -2,6 +2,7 @@
  * ONNX and TensorFlow models from bytes into a program handle. Files of any
  * kind are opened a layer above, by front/open.c. */
 #include "import/import.h"
+#include "analysis/facts.h"
 #include "loader/loader.h"
 
 tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
@@ -14,7 +15,7 @@ tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const ch
     tfvm_status st = fmt == TFVM_FORMAT_ONNX ? imp_onnx(d, size, name, extra, opt_level, &p->alloc, &p->isa, err)
                                              : imp_tf_logged(d, size, name, extra, opt_level, cfg, &p->alloc,
                                                              &p->isa, err);
-    return ld_program_finish(p, st, out, err);
+    return an_program_finish(p, st, out, err);
 }
 
 tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, const tfvm_config *cfg,
@@ -23,7 +24,7 @@ tfvm_status imp_program_saved_model(const char *dir, const char *signature, int 
     tfvm_program *p = ld_program_new(cfg);
     if (!p)
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", dir);
-    return ld_program_finish(p, imp_saved_model(dir, signature, opt_level, cfg, &p->alloc, &p->isa, err), out, err);
+    return an_program_finish(p, imp_saved_model(dir, signature, opt_level, cfg, &p->alloc, &p->isa, err), out, err);
 }
 
 tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *name, const char *base_dir,

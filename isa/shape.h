@@ -1,7 +1,7 @@
 /* isa/shape.h — the shape rule of every instruction, in one table beside
  * isa/ops.def: what an op's result shape is, given what is known of its
  * operands' shapes, its shape operands' values (axes, permutations, targets,
- * parameter vectors) and its attribute. The analyser (isa/facts.c), the
+ * parameter vectors) and its attribute. The analyser (analysis/facts.c), the
  * compiler's guaranteed shapes (compiler/opt.c), the .tfg type checker
  * (compiler/builtins.c) and the importers' shape helpers (compiler/shape.c)
  * all ask it; test_oprules checks it against the CPU kernels' results.

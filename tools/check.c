@@ -1,13 +1,13 @@
-/* tools/check.c — `tfvm check FILE`: the static analyser's facts (isa/facts.h)
+/* tools/check.c — `tfvm check FILE`: the static analyser's facts (analysis/facts.h)
  * per instruction, one line each, and every definite conflict it proves, one
  * line each on stderr with exit status 1 (docs/check.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/facts.h"
 #include "compiler/compiler.h"
 #include "import/import.h"
-#include "isa/facts.h"
 #include "loader/loader.h"
 #include "tools/check.h"
 #include "tools/debug.h"
@@ -34,7 +34,7 @@ static bool ck_suffix(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* The front ends without the load-time conflict check (loader/api.c), so
+/* The front ends without the load-time conflict check (an_program_finish), so
  * that a program the loader refuses still shows its facts and every conflict. */
 static tfvm_status ck_open_unchecked(const char *path, const char *entry, const char *outputs, isa_program *out,
                                      tfvm_error *err)

@@ -1,10 +1,10 @@
-/* test/unit/test_facts.c — the static analyser (isa/facts.h): exact facts of
+/* test/unit/test_facts.c — the static analyser (analysis/facts.h): exact facts of
  * small assembled programs (straight-line tensor code, a loop, recursion),
  * exact conflict messages, the load-time check, and memory failures. */
 #include <stdio.h>
 #include <string.h>
 
-#include "isa/facts.h"
+#include "analysis/facts.h"
 #include "loader/loader.h"
 #include "testutil.h"
 

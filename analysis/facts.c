@@ -1,4 +1,4 @@
-/* isa/facts.c — the static analyser of isa/facts.h: per-output dtype, shape
+/* analysis/facts.c — the static analyser of analysis/facts.h: per-output dtype, shape
  * and value facts, a forward least fixpoint (joins over producers: loop
  * variables over iterations, parameters over call sites) and backward
  * requirements of consumers, in rounds, then the conflicts the forward facts
@@ -10,7 +10,7 @@
 
 #include "devices/cpu/cpu.h"
 #include "devices/tensor.h"
-#include "isa/facts.h"
+#include "analysis/facts.h"
 #include "isa/shape.h"
 #include "util/half.h"
 
@@ -1032,4 +1032,11 @@ tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_
     }
     isa_facts_free(&F);
     return st;
+}
+
+tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err)
+{
+    if (st == TFVM_OK) /* shapes that conflict wherever the program runs: refused now, not mid-run */
+        st = isa_facts_check(&p->isa, &p->alloc, err);
+    return ld_program_finish(p, st, out, err);
 }
