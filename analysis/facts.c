@@ -1034,9 +1034,9 @@ tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_
     return st;
 }
 
-tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err)
+tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, bool check, tfvm_program **out, tfvm_error *err)
 {
-    if (st == TFVM_OK) /* shapes that conflict wherever the program runs: refused now, not mid-run */
+    if (st == TFVM_OK && check) /* shapes that conflict wherever the program runs: refused now, not mid-run */
         st = isa_facts_check(&p->isa, &p->alloc, err);
     return ld_program_finish(p, st, out, err);
 }

@@ -74,8 +74,9 @@ const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size);
 tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_error *err);
 
 /* Every front end's last step (.tfvm and .tfasm in front/load.c, .tfg in
- * compiler/api.c, the importers in import/api.c): when st is TFVM_OK the
- * load-time check (isa_facts_check), then ld_program_finish. */
-tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err);
+ * compiler/api.c, the importers in import/api.c): when st is TFVM_OK and
+ * `check`, the load-time check (isa_facts_check), then ld_program_finish.
+ * (check false: tfvm_open_options.unchecked, for `tfvm check`.) */
+tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, bool check, tfvm_program **out, tfvm_error *err);
 
 #endif
