@@ -412,26 +412,17 @@ static void g_expand(gen *g, uint32_t op)
     add_i64s(g, rt, t);
 }
 
-static void g_tile(gen *g, uint32_t op)
+/* x, and a vector of `per` values 0 .. max per axis: TILE's repeats (1, 3),
+ * PAD's befores and afters (2, 2). */
+static void g_per_axis(gen *g, uint32_t op)
 {
-    (void)op;
-    int64_t d[4], rep[4];
+    int per = op == ISA_PAD ? 2 : 1, max = op == ISA_PAD ? 2 : 3;
+    int64_t d[4], v[8];
     int r = shape(g, 0, 4, 0, 3, d);
     add_x(g, r, d);
-    for (int k = 0; k < r; k++)
-        rep[k] = rnd(g, 0, 3);
-    add_i64s(g, r, rep);
-}
-
-static void g_pad(gen *g, uint32_t op)
-{
-    (void)op;
-    int64_t d[4], pads[8];
-    int r = shape(g, 0, 4, 0, 3, d);
-    add_x(g, r, d);
-    for (int k = 0; k < 2 * r; k++)
-        pads[k] = rnd(g, 0, 2);
-    add_i64s(g, 2 * r, pads);
+    for (int k = 0; k < per * r; k++)
+        v[k] = rnd(g, 0, max);
+    add_i64s(g, per * r, v);
 }
 
 static void g_gather(gen *g, uint32_t op)
@@ -513,8 +504,8 @@ static const row rows[] = {
     {ISA_CONCAT, g_concat, EXACT},          {ISA_SHAPE, g_shape, EXACT},
     {ISA_FILL, g_fill, EXACT},              {ISA_FLATTEN, g_flatten, EXACT},
     {ISA_UNSQUEEZE, g_unsqueeze, EXACT},    {ISA_SQUEEZE, g_squeeze, PARTIAL},
-    {ISA_EXPAND, g_expand, EXACT},          {ISA_TILE, g_tile, EXACT},
-    {ISA_PAD, g_pad, EXACT},                {ISA_GATHER, g_gather, EXACT},
+    {ISA_EXPAND, g_expand, EXACT},          {ISA_TILE, g_per_axis, EXACT},
+    {ISA_PAD, g_per_axis, EXACT},                {ISA_GATHER, g_gather, EXACT},
     {ISA_SLICE, g_slice, EXACT},            {ISA_STRIDED_SLICE, g_slice, PARTIAL},
     {ISA_DET, g_det, EXACT},                {ISA_RANGE, g_range, PARTIAL_FLOAT},
 };
