@@ -60,7 +60,7 @@ GEN_OBJ    := $(GEN_SRC:$(GEN)/%.c=$(BUILD)/obj/gen/%.o)
 PBC_CFLAGS := $(shell pkg-config --cflags libprotobuf-c 2>/dev/null)
 PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 
-LIB_DIRS := util isa loader compiler import front vm scheduler devices devices/cpu devices/cuda
+LIB_DIRS := util isa loader analysis compiler import front vm scheduler devices devices/cpu devices/cuda
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRC  := $(wildcard tools/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(GEN_OBJ)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compiler.h"
+#include "isa/shape.h"
 
 /* ---- Helpers ------------------------------------------------------------------------- */
 
@@ -42,6 +43,48 @@ static void set_ops(cc *C, cc_expr *e, uint32_t n, cc_expr *a, cc_expr *b, cc_ex
     e->u.call.n_ops = n;
     e->u.call.ops = cc_array(C, n, sizeof(cc_expr *));
     memcpy(e->u.call.ops, all, n * sizeof(cc_expr *));
+}
+
+/* What the instruction's shape rule (isa/shape.h) knows of an operand: its
+ * type, and its values when it is an integer literal or a list of them. */
+static isa_shape operand_shape(const cc_expr *a, int64_t *vals, int max)
+{
+    const cc_vtype *t = &a->type.t[0];
+    isa_shape s = {.dtype = t->dtype, .rank = (int8_t)(t->tensor ? t->rank : 0), .n_vals = -1, .vals = vals};
+    memcpy(s.dims, t->dims, sizeof(int64_t) * s.rank);
+    if (a->kind == CC_E_INT) {
+        vals[0] = a->u.lit.neg ? (int64_t)(0 - a->u.lit.mag) : (int64_t)a->u.lit.mag;
+        s.n_vals = 1;
+    } else if (a->kind == CC_E_TENSOR && a->u.tensor.rank == 1 && a->u.tensor.n <= (uint32_t)max) {
+        s.n_vals = (int)a->u.tensor.n;
+        for (uint32_t i = 0; i < a->u.tensor.n && s.n_vals >= 0; i++) {
+            const cc_expr *x = a->u.tensor.elems[i];
+            if (x->kind != CC_E_INT)
+                s.n_vals = -1;
+            else
+                vals[i] = x->u.lit.neg ? (int64_t)(0 - x->u.lit.mag) : (int64_t)x->u.lit.mag;
+        }
+    }
+    return s;
+}
+
+/* The call's result: dtype, and the shape its instruction's rule gives on
+ * the operands and attribute set (set_ops). The checks before it have said
+ * in the language's words what would fail; the rule's shape is the one the
+ * analyser and the kernels agree on. */
+static void rule_result(cc *C, const cc_builtin *b, cc_expr *e, uint8_t dtype)
+{
+    isa_shape x[3], o;
+    int64_t vals[3][16];
+    uint32_t n = e->u.call.n_ops;
+    for (uint32_t k = 0; k < n; k++)
+        x[k] = operand_shape(e->u.call.ops[k], vals[k], 16);
+    char msg[1];
+    isa_shape_rule(b->op, e->u.call.attr, x, n, &o, msg, sizeof msg);
+    cc_vtype t = {.dtype = dtype, .tensor = o.rank > 0, .rank = (uint8_t)(o.rank > 0 ? o.rank : 0)};
+    for (int i = 0; i < o.rank; i++)
+        t.dims[i] = o.dims[i];
+    set_result(C, e, t);
 }
 
 static cc_expr *new_int(cc *C, cc_pos pos, uint8_t dtype, int64_t v)
@@ -273,35 +316,31 @@ static void rule_matmul(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
         cc_error(C, e->pos, TFVM_ERR_TYPE, "matmul: needs f32 or f64 operands, got %s and %s", tstr(ta, sa),
                  tstr(tb, sb));
     int ra = ta->rank, rb = tb->rank;
-    int64_t m = ta->dims[ra - (tra ? 1 : 2)], k = ta->dims[ra - (tra ? 2 : 1)];
-    int64_t k2 = tb->dims[rb - (trb ? 1 : 2)], n = tb->dims[rb - (trb ? 2 : 1)];
+    int64_t k = ta->dims[ra - (tra ? 2 : 1)], k2 = tb->dims[rb - (trb ? 1 : 2)];
     if (k >= 0 && k2 >= 0 && k != k2)
         cc_error(C, e->pos, TFVM_ERR_TYPE, "matmul: inner dimensions differ: %s and %s%s", tstr(ta, sa), tstr(tb, sb),
                  tra && trb ? " (ta, tb)" : tra ? " (ta)" : trb ? " (tb)" : "");
     /* batch dimensions broadcast as in NumPy */
     int r = (ra > rb ? ra : rb) - 2;
-    int64_t dims[TFVM_MAX_RANK];
     for (int i = 0; i < r; i++) {
         int ia = i - (r - (ra - 2)), ib = i - (r - (rb - 2));
         int64_t da = ia >= 0 ? ta->dims[ia] : 1, db = ib >= 0 ? tb->dims[ib] : 1;
         if (da >= 0 && db >= 0 && da != db && da != 1 && db != 1)
             cc_error(C, e->pos, TFVM_ERR_TYPE, "matmul: batch dimensions do not broadcast: %s and %s", tstr(ta, sa),
                      tstr(tb, sb));
-        dims[i] = da == 1 ? db : db == 1 ? da : da >= 0 ? da : db;
     }
-    dims[r] = m;
-    dims[r + 1] = n;
-    set_result(C, e, result(ta->dtype, r + 2, dims));
     set_ops(C, e, 2, x[0], x[1], NULL);
     e->u.call.attr = (tra ? ISA_OPT_TRANS_A : 0) | (trb ? ISA_OPT_TRANS_B : 0);
+    rule_result(C, b, e, ta->dtype);
 }
 
-/* Output extent of a window: -1 when unknown; an error when the window does not fit. */
-static int64_t window(cc *C, const cc_builtin *b, cc_pos pos, int64_t in, int64_t k, int64_t lo, int64_t hi,
-                      int64_t stride, int64_t dil, const cc_vtype *x, const cc_vtype *w)
+/* An error when a window does not fit its padded input (the extent itself is
+ * the instruction's rule). */
+static void window(cc *C, const cc_builtin *b, cc_pos pos, int64_t in, int64_t k, int64_t lo, int64_t hi,
+                      int64_t dil, const cc_vtype *x, const cc_vtype *w)
 {
     if (in < 0 || k < 0)
-        return -1;
+        return;
     int64_t padded = in + lo + hi, span = k > 0 ? mul_dims(dil, k - 1) : 0;
     if (span < 0 || padded < span + 1) {
         tbuf sx, sw;
@@ -311,7 +350,6 @@ static int64_t window(cc *C, const cc_builtin *b, cc_pos pos, int64_t in, int64_
         cc_error(C, pos, TFVM_ERR_TYPE, "%s: the %lld-wide window is larger than the padded input %s", b->name,
                  (long long)k, tstr(x, sx));
     }
-    return (padded - span - 1) / stride + 1;
 }
 
 static void rule_conv2d(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -339,12 +377,11 @@ static void rule_conv2d(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
     if (o >= 0 && o % g)
         cc_error(C, e->pos, TFVM_ERR_TYPE, "conv2d: %lld output channels (%s) do not split into %lld groups",
                  (long long)o, tstr(tw, sw), (long long)g);
-    int64_t dims[4] = {tx->dims[0], o, 0, 0};
     for (int i = 0; i < 2; i++)
-        dims[2 + i] = window(C, b, e->pos, tx->dims[2 + i], tw->dims[2 + i], pad[i], pad[2 + i], s[i], d[i], tx, tw);
-    set_result(C, e, result(tx->dtype, 4, dims));
+        window(C, b, e->pos, tx->dims[2 + i], tw->dims[2 + i], pad[i], pad[2 + i], d[i], tx, tw);
     int64_t p[9] = {s[0], s[1], pad[0], pad[1], pad[2], pad[3], d[0], d[1], g};
     set_ops(C, e, 3, x[0], x[1], int_vec(C, e->pos, p, 9));
+    rule_result(C, b, e, tx->dtype);
 }
 
 /* maxpool / avgpool (x, kernel, stride = kernel, padding = 0) */
@@ -362,12 +399,11 @@ static void rule_pool(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
     lit_pair(C, b, "kernel", x[1], 1, 1, k);
     lit_pair(C, b, "stride", x[2] ? x[2] : x[1], 1, 1, s);
     lit_pads(C, b, x[3], pad);
-    int64_t dims[4] = {tx->dims[0], tx->dims[1], 0, 0};
     for (int i = 0; i < 2; i++)
-        dims[2 + i] = window(C, b, e->pos, tx->dims[2 + i], k[i], pad[i], pad[2 + i], s[i], 1, tx, NULL);
-    set_result(C, e, result(tx->dtype, 4, dims));
+        window(C, b, e->pos, tx->dims[2 + i], k[i], pad[i], pad[2 + i], 1, tx, NULL);
     int64_t p[8] = {k[0], k[1], s[0], s[1], pad[0], pad[1], pad[2], pad[3]};
     set_ops(C, e, 2, x[0], int_vec(C, e->pos, p, 8), NULL);
+    rule_result(C, b, e, tx->dtype);
 }
 
 /* ---- Along axes ---------------------------------------------------------------------- */
@@ -377,9 +413,9 @@ static void rule_softmax(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const 
     const cc_vtype *t = need_tensor(C, b, x[0], "x");
     need_float(C, b, x[0]);
     int64_t ax = axis_of(C, b, x[1], -1, t, e->pos);
-    set_result(C, e, *t);
     set_ops(C, e, 1, x[0], NULL, NULL);
     e->u.call.attr = (uint32_t)(int32_t)ax;
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_reduce(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -408,21 +444,10 @@ static void rule_reduce(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
         if (n == 0)
             cc_error(C, x[1]->start, TFVM_ERR_TYPE, "%s: axes is empty (leave it out to reduce over every axis)",
                      b->name);
-    } else {
-        for (int i = 0; i < t->rank; i++)
-            red[i] = true;
     }
-    int64_t dims[TFVM_MAX_RANK];
-    int r = 0;
-    for (int i = 0; i < t->rank; i++) {
-        if (!red[i])
-            dims[r++] = t->dims[i];
-        else if (keep)
-            dims[r++] = 1;
-    }
-    set_result(C, e, result(t->dtype, r, dims));
     set_ops(C, e, 2, x[0], x[1] ? int_vec(C, x[1]->start, axes, n) : int_vec(C, e->pos, NULL, 0), NULL);
     e->u.call.attr = keep ? ISA_OPT_KEEPDIMS : 0;
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_argmax(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -430,14 +455,9 @@ static void rule_argmax(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
     const cc_vtype *t = need_tensor(C, b, x[0], "x");
     need_number(C, b, x[0]);
     int64_t ax = axis_of(C, b, x[1], -1, t, e->pos);
-    int64_t a = norm_axis(ax, t->rank), dims[TFVM_MAX_RANK];
-    int r = 0;
-    for (int i = 0; i < t->rank; i++)
-        if (i != a)
-            dims[r++] = t->dims[i];
-    set_result(C, e, result(TFVM_I64, r, dims));
     set_ops(C, e, 1, x[0], NULL, NULL);
     e->u.call.attr = (uint32_t)(int32_t)ax;
+    rule_result(C, b, e, TFVM_I64);
 }
 
 static void rule_concat(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -448,20 +468,13 @@ static void rule_concat(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
     if (ta->rank != tb->rank)
         cc_error(C, e->pos, TFVM_ERR_TYPE, "concat: ranks differ: %s and %s", tstr(ta, sa), tstr(tb, sb));
     int64_t ax = axis_of(C, b, x[2], 0, ta, e->pos), a = norm_axis(ax, ta->rank);
-    cc_vtype t = *ta;
-    for (int i = 0; i < ta->rank; i++) {
-        int64_t da = ta->dims[i], db = tb->dims[i];
-        if (i == a)
-            t.dims[i] = da >= 0 && db >= 0 ? da + db : -1;
-        else if (da >= 0 && db >= 0 && da != db)
+    for (int i = 0; i < ta->rank; i++)
+        if (i != a && ta->dims[i] >= 0 && tb->dims[i] >= 0 && ta->dims[i] != tb->dims[i])
             cc_error(C, e->pos, TFVM_ERR_TYPE, "concat: dimensions differ outside axis %lld: %s and %s",
                      (long long)ax, tstr(ta, sa), tstr(tb, sb));
-        else
-            t.dims[i] = da >= 0 ? da : db;
-    }
-    set_result(C, e, t);
     set_ops(C, e, 2, x[0], x[1], NULL);
     e->u.call.attr = (uint32_t)(int32_t)ax;
+    rule_result(C, b, e, ta->dtype);
 }
 
 /* gather(x, idx, axis): x.dims[:axis] + idx.dims + x.dims[axis+1:] */
@@ -484,17 +497,9 @@ static void gather_type(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *xe, cc_
     if (ie->kind == CC_E_INT && d >= 0 && (lit_int(ie) >= d || lit_int(ie) < -d))
         cc_error(C, ie->start, TFVM_ERR_TYPE, "%s: index %lld is out of range for axis %lld of %s", b->name,
                  (long long)lit_int(ie), (long long)a, tstr(t, s));
-    int64_t dims[2 * TFVM_MAX_RANK];
-    int r = 0;
-    for (int i = 0; i < a; i++)
-        dims[r++] = t->dims[i];
-    for (int i = 0; i < ti->rank; i++)
-        dims[r++] = ti->dims[i];
-    for (int i = (int)a + 1; i < t->rank; i++)
-        dims[r++] = t->dims[i];
-    set_result(C, e, result(t->dtype, r, dims));
     set_ops(C, e, 2, xe, ie, NULL);
     e->u.call.attr = (uint32_t)(int32_t)ax;
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_gather(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -507,11 +512,9 @@ static void rule_gather(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *
 static void rule_reshape(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
 {
     const cc_vtype *t = ty(x[0]);
-    int64_t v[TFVM_MAX_RANK], dims[TFVM_MAX_RANK];
+    int64_t v[TFVM_MAX_RANK];
     bool lit;
     uint32_t n = shape_arg(C, b, "the shape", x[1], TFVM_MAX_RANK, v, &lit);
-    for (uint32_t i = 0; i < n; i++)
-        dims[i] = -1;
     if (lit) {
         char sv[160];
         tbuf s;
@@ -525,7 +528,6 @@ static void rule_reshape(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const 
                 infer = (int)i;
             else
                 known = mul_dims(known, v[i]);
-            dims[i] = v[i];
         }
         for (int i = 0; i < t->rank; i++)
             total = mul_dims(total, t->dims[i]);
@@ -534,15 +536,12 @@ static void rule_reshape(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const 
         if (total >= 0 && infer < 0 && known != total)
             cc_error(C, e->pos, TFVM_ERR_TYPE, "reshape: %s has %lld element%s, the shape %s has %lld", tstr(t, s),
                      (long long)total, total == 1 ? "" : "s", sv, (long long)known);
-        if (total >= 0 && infer >= 0) {
-            if (known == 0 || total % known)
-                cc_error(C, e->pos, TFVM_ERR_TYPE, "reshape: %s (%lld element%s) does not fit the shape %s",
-                         tstr(t, s), (long long)total, total == 1 ? "" : "s", sv);
-            dims[infer] = total / known;
-        }
+        if (total >= 0 && infer >= 0 && (known == 0 || total % known))
+            cc_error(C, e->pos, TFVM_ERR_TYPE, "reshape: %s (%lld element%s) does not fit the shape %s", tstr(t, s),
+                     (long long)total, total == 1 ? "" : "s", sv);
     }
-    set_result(C, e, result(t->dtype, (int)n, dims));
     set_ops(C, e, 2, x[0], x[1], NULL);
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_transpose(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -568,19 +567,8 @@ static void rule_transpose(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *cons
                      t->rank, tstr(t, s));
         }
     }
-    cc_vtype r = *t;
-    for (uint32_t i = 0; i < n; i++)
-        r.dims[i] = t->dims[perm[i]];
-    set_result(C, e, r);
     set_ops(C, e, 2, x[0], int_vec(C, x[1] ? x[1]->start : e->pos, perm, n), NULL);
-}
-
-/* NumPy's slice bounds: negative from the end, clamped to [0, d]. */
-static int64_t clamp_bound(int64_t v, int64_t d)
-{
-    if (v < 0)
-        v += d;
-    return v < 0 ? 0 : v > d ? d : v;
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_slice(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -598,18 +586,8 @@ static void rule_slice(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x
             cc_error(C, x[1 + k]->start, TFVM_ERR_TYPE, "slice: %s has %u value%s but %s has %d ax%s", names[k], n,
                      n == 1 ? "" : "s", tstr(t, sb), t->rank, t->rank == 1 ? "is" : "es");
     }
-    cc_vtype r = *t;
-    for (int i = 0; i < t->rank; i++) {
-        int64_t d = t->dims[i];
-        if (d < 0 || !ls || !le) {
-            r.dims[i] = -1;
-            continue;
-        }
-        int64_t lo = clamp_bound(s[i], d), hi = clamp_bound(en[i], d);
-        r.dims[i] = hi > lo ? hi - lo : 0;
-    }
-    set_result(C, e, r);
     set_ops(C, e, 3, x[0], x[1], x[2]);
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_pad(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
@@ -622,27 +600,23 @@ static void rule_pad(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
     if (n != 2u * t->rank)
         cc_error(C, x[1]->start, TFVM_ERR_TYPE, "pad: pads needs %d values (before and after each axis of %s), got %u",
                  2 * t->rank, tstr(t, s), n);
-    cc_vtype r = *t;
-    for (int i = 0; i < t->rank; i++) {
+    for (int i = 0; i < t->rank; i++)
         if (lit && (v[i] < 0 || v[t->rank + i] < 0))
             cc_error(C, x[1]->start, TFVM_ERR_TYPE, "pad: padding must be at least 0, got %lld",
                      (long long)(v[i] < 0 ? v[i] : v[t->rank + i]));
-        r.dims[i] = lit && t->dims[i] >= 0 ? t->dims[i] + v[i] + v[t->rank + i] : -1;
-    }
-    set_result(C, e, r);
     set_ops(C, e, 2, x[0], x[1], NULL);
+    rule_result(C, b, e, t->dtype);
 }
 
 static void rule_shape(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
 {
-    (void)b;
-    set_result(C, e, result(TFVM_I64, 1, (int64_t[]){ty(x[0])->rank}));
     set_ops(C, e, 1, x[0], NULL, NULL);
+    rule_result(C, b, e, TFVM_I64);
 }
 
 static void rule_fill(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
 {
-    int64_t v[TFVM_MAX_RANK], dims[TFVM_MAX_RANK];
+    int64_t v[TFVM_MAX_RANK];
     bool lit;
     tbuf s;
     uint32_t n = shape_arg(C, b, "the shape", x[0], TFVM_MAX_RANK, v, &lit);
@@ -655,10 +629,9 @@ static void rule_fill(cc *C, const cc_builtin *b, cc_expr *e, cc_expr *const *x)
             vec_str(v, n, sv, sizeof sv);
             cc_error(C, x[0]->start, TFVM_ERR_TYPE, "fill: bad shape %s (sizes must be at least 0)", sv);
         }
-        dims[i] = lit ? v[i] : -1;
     }
-    set_result(C, e, result(tv->dtype, (int)n, dims));
     set_ops(C, e, 2, x[0], x[1], NULL);
+    rule_result(C, b, e, tv->dtype);
 }
 
 static bool lit_num(const cc_expr *a, double *out)

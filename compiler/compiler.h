@@ -26,6 +26,10 @@ typedef struct cc_options {
 } cc_options;
 tfvm_status cc_compile(const char *src, size_t len, const char *name, const cc_options *o,
                        const tfvm_allocator *a, isa_program *out, tfvm_error *err);
+/* tfvm_program_compile, with the load-time check (an_program_finish) only
+ * when `check` (compiler/api.c; front/open.c's files come here). */
+tfvm_status cc_program(const char *src, size_t len, const char *name, const tfvm_compile_options *opts, bool check,
+                       const tfvm_config *cfg, tfvm_program **out, tfvm_error *err);
 
 /* The front end alone, for tools and tests that walk the typed AST (the
  * reference evaluator of test/unit/test_diff.c): lexes, parses and checks

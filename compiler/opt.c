@@ -12,6 +12,7 @@
 #include "compiler.h"
 #include "devices/cpu/cpu.h"
 #include "devices/tensor.h"
+#include "isa/shape.h"
 
 /* Visits every block of a function, parents before children. */
 typedef void (*blk_fn)(cc *C, cc_blk *b, void *ud);
@@ -109,6 +110,25 @@ typedef struct fold_state {
 static bool proven_safe(cc *C, const fold_state *S, const cc_node *n);
 static int const_perm(const cc_node *n, int64_t *p);
 
+#define MAX_SURE_IN 4
+
+/* The ops whose guaranteed shapes follow from their operands': the
+ * elementwise ones and what exporters put between a parameter and a SHAPE. */
+static bool sure_rule(uint32_t op)
+{
+    switch (isa_ops[op].cls) {
+    case ISA_CLASS_BINARY:
+    case ISA_CLASS_UNARY:
+    case ISA_CLASS_COMPARE:
+    case ISA_CLASS_LOGIC:
+    case ISA_CLASS_SELECT:
+        return true;
+    default:
+        return op == ISA_TRANSPOSE || op == ISA_RESHAPE || op == ISA_MATMUL || op == ISA_FUSED_MATMUL ||
+               op == ISA_CONV2D || op == ISA_FUSED_CONV2D || op == ISA_MAXPOOL || op == ISA_AVGPOOL;
+    }
+}
+
 /* ---- Shapes the run guarantees ----------------------------------------------------------- *
  * A SHAPE whose operand's dims are all known is a constant, and so is what
  * exporters compute from it (TensorFlow's SAME padding, ONNX's Shape ->
@@ -140,155 +160,27 @@ static int sure_dims(cc *C, const fold_state *S, cc_irval v, int64_t *dims, int 
         memcpy(dims, t->dims, sizeof(int64_t) * t->rank);
         return t->rank;
     }
-    if (n->kind != CC_N_OP)
+    if (n->kind != CC_N_OP || n->n_in > MAX_SURE_IN || !sure_rule(n->op))
         return -1;
-    const isa_class cls = isa_ops[n->op].cls;
-    int64_t a[TFVM_MAX_RANK], b[TFVM_MAX_RANK];
-    if (n->op == ISA_TRANSPOSE || n->op == ISA_RESHAPE) {
-        int r = sure_dims(C, S, n->in[0], a, depth - 1);
-        if (r < 0 || !is_const(n->in[1]))
-            return -1;
-        const cc_cval *c = cval(n->in[1]);
-        if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] > TFVM_MAX_RANK)
-            return -1;
-        int m = (int)c->dims[0];
-        int64_t q[TFVM_MAX_RANK];
-        memcpy(q, c->data, sizeof(int64_t) * (size_t)m);
-        if (n->op == ISA_TRANSPOSE) {
-            bool seen[TFVM_MAX_RANK] = {false};
-            if (m != r)
-                return -1;
-            for (int k = 0; k < m; k++) {
-                int64_t j = q[k] < 0 ? q[k] + r : q[k];
-                if (j < 0 || j >= r || seen[j])
-                    return -1;
-                seen[j] = true;
-                dims[k] = a[j];
-            }
-            return m;
-        }
-        /* products checked: a target of [3, 6148914691236517206] wraps to 2
-         * elements, which an input of 2 would have matched */
-        int64_t count = 1, prod = 1;
-        int infer = -1;
-        for (int k = 0; k < r; k++)
-            if (count >= 0 && (a[k] < 0 || __builtin_mul_overflow(count, a[k], &count)))
-                count = -1;
-        for (int k = 0; k < m; k++) {
-            if (q[k] == -1 && infer < 0)
-                infer = k;
-            else if (q[k] < 0 || __builtin_mul_overflow(prod, q[k], &prod))
-                return -1;
-            dims[k] = q[k];
-        }
-        if (count < 0) /* the target alone, when it needs no inference */
-            return infer < 0 ? m : -1;
-        if (infer >= 0) {
-            if (prod == 0 || count % prod)
-                return -1;
-            dims[infer] = count / prod;
-        } else if (prod != count) {
-            return -1;
-        }
-        return m;
-    }
-    if (n->op == ISA_MATMUL || n->op == ISA_FUSED_MATMUL) {
-        int ra = sure_dims(C, S, n->in[0], a, depth - 1), rb = sure_dims(C, S, n->in[1], b, depth - 1);
-        if (ra < 2 || rb < 2)
-            return -1;
-        bool ta = n->attr & ISA_OPT_TRANS_A, tb = n->attr & ISA_OPT_TRANS_B;
-        int64_t m = a[ta ? ra - 1 : ra - 2], ka = a[ta ? ra - 2 : ra - 1], kb = b[tb ? rb - 1 : rb - 2],
-                nn = b[tb ? rb - 2 : rb - 1];
-        if (ka >= 0 && kb >= 0 && ka != kb)
-            return -1;
-        int r = ra > rb ? ra : rb;
-        for (int k = 0; k < r - 2; k++) {
-            int ia = k - (r - ra), ib = k - (r - rb);
-            int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-            dims[k] = da == 1 ? db : db == 1 ? da : da == db ? da : -1;
-            if (da >= 0 && db >= 0 && da != 1 && db != 1 && da != db)
-                return -1;
-            if (da < 0 || db < 0)
-                dims[k] = -1;
-        }
-        dims[r - 2] = m;
-        dims[r - 1] = nn;
-        return r;
-    }
-    if (n->op == ISA_CONV2D || n->op == ISA_FUSED_CONV2D || n->op == ISA_MAXPOOL || n->op == ISA_AVGPOOL) {
-        /* docs/isa.md's output sizes, for constant parameters; a window that
-         * does not fit fails the op, and then nothing after it runs */
-        bool conv = n->op == ISA_CONV2D || n->op == ISA_FUSED_CONV2D;
-        cc_irval pv = n->in[conv ? 2 : 1];
-        if (sure_dims(C, S, n->in[0], a, depth - 1) != 4 || !is_const(pv))
-            return -1;
-        const cc_cval *c = cval(pv);
-        int np = c->rank == 1 ? (int)c->dims[0] : 0;
-        if (c->dtype != TFVM_I64 || (conv ? np != 9 : np != 8 && np != 12))
-            return -1;
-        int64_t q[12], k[2], st[2], pad[2], dil[2] = {1, 1};
-        memcpy(q, c->data, sizeof(int64_t) * (size_t)np);
-        dims[0] = a[0];
-        if (conv) {
-            if (sure_dims(C, S, n->in[1], b, depth - 1) != 4 || q[8] < 1 || a[1] < 0 || b[1] < 0 ||
-                a[1] != q[8] * b[1])
-                return -1;
-            dims[1] = b[0];
-            for (int j = 0; j < 2; j++) {
-                k[j] = b[2 + j];
-                st[j] = q[j];
-                pad[j] = q[2 + j] + q[4 + j];
-                dil[j] = q[6 + j];
-            }
-        } else {
-            if (np == 12 && q[10] != 0)
-                return -1; /* ceil mode: left to the run */
-            dims[1] = a[1];
-            for (int j = 0; j < 2; j++) {
-                k[j] = q[j];
-                st[j] = q[2 + j];
-                pad[j] = q[4 + j] + q[6 + j];
-                dil[j] = np == 12 ? q[8 + j] : 1;
-            }
-        }
-        for (int j = 0; j < 2; j++) {
-            int64_t span = dil[j] * (k[j] - 1) + 1, h = a[2 + j];
-            if (k[j] < 1 || st[j] < 1 || dil[j] < 1 || pad[j] < 0 || h < 0 || h + pad[j] < span)
-                return -1;
-            dims[2 + j] = (h + pad[j] - span) / st[j] + 1;
-        }
-        return 4;
-    }
-    if (cls != ISA_CLASS_BINARY && cls != ISA_CLASS_UNARY && cls != ISA_CLASS_COMPARE && cls != ISA_CLASS_LOGIC &&
-        cls != ISA_CLASS_SELECT)
-        return -1;
-    /* elementwise: NumPy broadcasting of the operands' dims */
-    int r = 0;
-    int64_t d[4][TFVM_MAX_RANK];
-    int rk[4];
-    if (n->n_in > 4)
-        return -1;
+    /* the op's rule (isa/shape.h) on its operands' guaranteed dims and the
+     * values of its constant i64 operands (permutations, targets, parameters);
+     * a rule that proves a failure gives nothing */
+    isa_shape x[MAX_SURE_IN], o;
+    int64_t vals[MAX_SURE_IN][16];
     for (uint32_t k = 0; k < n->n_in; k++) {
-        if ((rk[k] = sure_dims(C, S, n->in[k], d[k], depth - 1)) < 0)
-            return -1;
-        if (rk[k] > r)
-            r = rk[k];
-    }
-    for (int j = 0; j < r; j++) {
-        int64_t e = 1;
-        for (uint32_t k = 0; k < n->n_in; k++) {
-            int i = j - (r - rk[k]);
-            int64_t x = i >= 0 ? d[k][i] : 1;
-            if (x < 0)
-                e = -1;
-            else if (x != 1 && e >= 0 && e != 1 && e != x)
-                return -1;
-            else if (x != 1 && e >= 0)
-                e = x;
+        x[k] = (isa_shape){.n_vals = -1, .vals = vals[k]};
+        x[k].rank = (int8_t)sure_dims(C, S, n->in[k], x[k].dims, depth - 1);
+        const cc_cval *c = is_const(n->in[k]) ? cval(n->in[k]) : NULL;
+        if (c && c->dtype == TFVM_I64 && c->rank <= 1 && c->nbytes <= sizeof vals[k]) {
+            x[k].n_vals = (int)(c->nbytes / sizeof(int64_t));
+            memcpy(vals[k], c->data, c->nbytes);
         }
-        dims[j] = e;
     }
-    return r;
+    char msg[1];
+    if (isa_shape_rule(n->op, n->attr, x, n->n_in, &o, msg, sizeof msg) != TFVM_OK || o.rank < 0)
+        return -1;
+    memcpy(dims, o.dims, sizeof(int64_t) * (size_t)o.rank);
+    return o.rank;
 }
 
 /* SHAPE of a value whose dims the run guarantees: an i64 vector constant. */
@@ -1055,6 +947,9 @@ static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
                 return true;
         }
     }
+    const cc_cval *c = is_const(n->in[1]) ? cval(n->in[1]) : NULL;
+    if (!c || c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] > TFVM_MAX_RANK)
+        return false; /* the rule knows the permutation or target */
     int r = sure_dims(C, S, n->in[0], d, 32);
     if (r < 0)
         return false;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "compiler/shape.h"
+#include "isa/isa.h"
 
 bool cc_dv_known(const cc_dimvec *a)
 {
@@ -130,90 +131,56 @@ bool cc_dv_where(const cc_dimvec *c, const cc_dimvec *a, const cc_dimvec *b, cc_
     return true;
 }
 
-int64_t cc_dim_bcast(int64_t a, int64_t b)
+/* ---- Shape rules: the instructions' own (isa/shape.h) -------------------------------------- */
+
+static isa_shape dims_shape(int rank, const int64_t *dims)
 {
-    if (a == 1)
-        return b;
-    if (b == 1 || a == b)
-        return a;
-    /* a known size other than 1 wins over a symbol or an unknown dim (the
-     * other must be 1 or equal, or the run fails) */
-    if (a >= 0 && b < 0)
-        return a;
-    if (b >= 0 && a < 0)
-        return b;
-    return CC_DIM_ANY;
+    isa_shape s = {.rank = (int8_t)rank, .n_vals = -1};
+    if (rank > 0)
+        memcpy(s.dims, dims, sizeof(int64_t) * (size_t)rank);
+    return s;
 }
+
+/* A dimension vector as a shape operand's values (its encoding is isa_shape's). */
+static isa_shape dv_shape(const cc_dimvec *t)
+{
+    return (isa_shape){.rank = 1, .dims = {t->n}, .n_vals = t->n, .vals = t->v, .syms = t->sym};
+}
+
+int64_t cc_dim_bcast(int64_t a, int64_t b) { return isa_dim_bcast(a, b); }
 
 int cc_shape_bcast(int ra, const int64_t *a, int rb, const int64_t *b, int64_t *out)
 {
-    int rk = ra > rb ? ra : rb;
-    for (int k = 0; k < rk; k++) {
-        int ka = k - (rk - ra), kb = k - (rk - rb);
-        out[k] = cc_dim_bcast(ka >= 0 ? a[ka] : 1, kb >= 0 ? b[kb] : 1);
-    }
-    return rk;
+    isa_shape x[2] = {dims_shape(ra, a), dims_shape(rb, b)}, o;
+    const isa_shape *xs[2] = {&x[0], &x[1]};
+    isa_shape_bcast(xs, 2, &o);
+    memcpy(out, o.dims, sizeof(int64_t) * (size_t)o.rank);
+    return o.rank;
 }
 
 void cc_shape_reshape(int rx, const int64_t *x, const cc_dimvec *t, bool allowzero, int64_t *out)
 {
-    int infer = -1;
-    for (int k = 0; k < t->n; k++) {
-        bool known = t->sym[k] == CC_EL_KNOWN;
-        if (known && t->v[k] == 0 && !allowzero)
-            out[k] = rx >= 0 && k < rx ? x[k] : CC_DIM_ANY;
-        else if (known && t->v[k] == -1)
-            out[k] = CC_DIM_ANY, infer = k;
-        else
-            out[k] = cc_dv_dim(t, k);
-    }
-    if (infer < 0 || rx < 0)
-        return;
-    /* -1: the known part of x's size over the known part of the others,
-     * when the rest (symbols) cancel out one for one */
-    int64_t num = 1, den = 1;
-    int64_t syms[2 * TFVM_MAX_RANK + CC_DV_MAX];
-    int ns = 0;
-    for (int k = 0; k < rx; k++) {
-        if (x[k] >= 0)
-            num *= x[k];
-        else if (cc_dim_is_sym(x[k]))
-            syms[ns++] = x[k];
-        else
-            return;
-    }
-    for (int k = 0; k < t->n; k++) {
-        if (k == infer)
-            continue;
-        if (out[k] >= 0) {
-            den *= out[k];
-            continue;
+    /* ONNX's 0 copies x's dim (unless allowzero): then it is RESHAPE's rule */
+    cc_dimvec u = *t;
+    for (int k = 0; k < t->n; k++)
+        if (t->sym[k] == CC_EL_KNOWN && t->v[k] == 0 && !allowzero) {
+            int64_t d = rx >= 0 && k < rx ? x[k] : CC_DIM_ANY;
+            u.v[k] = d >= 0 ? d : 0;
+            u.sym[k] = d >= 0 ? CC_EL_KNOWN : d;
         }
-        if (!cc_dim_is_sym(out[k]))
-            return;
-        int j = 0;
-        while (j < ns && syms[j] != out[k])
-            j++;
-        if (j == ns)
-            return;
-        syms[j] = syms[--ns];
-    }
-    if (ns == 0 && den > 0 && num % den == 0)
-        out[infer] = num / den;
-    else if (ns == 1 && den == num)
-        out[infer] = syms[0];
+    isa_shape in[2] = {dims_shape(rx, x), dv_shape(&u)}, o;
+    char msg[1];
+    isa_shape_rule(ISA_RESHAPE, 0, in, 2, &o, msg, sizeof msg);
+    for (int k = 0; k < t->n; k++)
+        out[k] = o.rank == t->n ? o.dims[k] : cc_dv_dim(&u, k);
 }
 
 int cc_shape_expand(int rx, const int64_t *x, const cc_dimvec *t, int64_t *out)
 {
-    int rk = rx > t->n ? rx : t->n;
-    if (rk > TFVM_MAX_RANK)
-        return -1;
-    for (int k = 0; k < rk; k++) {
-        int kx = k - (rk - rx), kt = k - (rk - t->n);
-        int64_t dx = kx >= 0 ? x[kx] : 1;
-        int64_t dt = kt >= 0 ? cc_dv_dim(t, kt) : 1;
-        out[k] = cc_dim_bcast(dx, dt);
-    }
-    return rk;
+    isa_shape in[2] = {dims_shape(rx, x), dv_shape(t)}, o;
+    char msg[1];
+    isa_shape_rule(ISA_EXPAND, 0, in, 2, &o, msg, sizeof msg);
+    if (o.rank > 0)
+        memcpy(out, o.dims, sizeof(int64_t) * (size_t)o.rank);
+    return o.rank;
 }

@@ -1,7 +1,7 @@
-/* compiler/shape.h — what a front end knows of shapes, and the shape rules
- * that use it: one home for the rules that symbolic dimensions pass
- * through (issue 28 wants every op's rule here; today the .tfg checker's
- * rules are still in builtins.c and the analyser's in isa/facts.c).
+/* compiler/shape.h — what a front end knows of shapes: symbolic dimensions,
+ * the dimension vectors computed from them, and the front ends' entries to
+ * the instructions' shape rules (isa/shape.h, where the rules themselves
+ * live: broadcasting, RESHAPE's -1, EXPAND).
  *
  * A dimension is an int64_t: >= 0 its size, CC_DIM_ANY (-1) unknown, and
  * <= -2 a symbol: a size fixed for the run but known only by name (an ONNX
@@ -18,9 +18,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "isa/shape.h"
 #include "tfvm.h"
 
-#define CC_DIM_ANY (-1)
+#define CC_DIM_ANY ISA_DIM_ANY
 #define CC_DV_MAX 64 /* elements: shapes, not data */
 
 static inline int64_t cc_dim_sym(uint32_t id) { return -2 - (int64_t)id; }

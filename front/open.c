@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "compiler/compiler.h"
+#include "front/front.h"
 #include "import/import.h"
 #include "loader/loader.h"
 
@@ -17,6 +19,7 @@ void tfvm_open_options_init(tfvm_open_options *o)
         o->opt_level = 1;
         o->overflow_trap = false;
         o->signature = NULL;
+        o->unchecked = false;
     }
 }
 
@@ -74,13 +77,14 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
     const tfvm_allocator *a = cfg ? &cfg->allocator : NULL;
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) /* a SavedModel is a directory */
-        return imp_program_saved_model(path, o->signature, o->opt_level, cfg, out, err);
+        return imp_program_saved_model(path, o->signature, o->opt_level, !o->unchecked, cfg, out, err);
     char *data;
     size_t len;
     tfvm_status st = ut_read_file(path, a, &data, &len, err);
     if (st != TFVM_OK)
         return st;
     tfvm_format fmt = o->format != TFVM_FORMAT_AUTO ? o->format : fr_detect(path, data, len);
+    const bool check = !o->unchecked;
     switch (fmt) {
     case TFVM_FORMAT_AUTO:
         st = ut_err(err, TFVM_ERR_FORMAT,
@@ -88,26 +92,28 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
                     ".onnx or .pb)",
                     path);
         break;
-    case TFVM_FORMAT_TFVM: st = tfvm_program_load_memory(data, len, path, cfg, out, err); break;
-    case TFVM_FORMAT_TFASM: st = tfvm_program_assemble(data, len, path, cfg, out, err); break;
+    case TFVM_FORMAT_TFVM: st = fr_load(data, len, path, check, cfg, out, err); break;
+    case TFVM_FORMAT_TFASM: st = fr_assemble(data, len, path, check, cfg, out, err); break;
     case TFVM_FORMAT_TFG: {
         tfvm_compile_options co;
         tfvm_compile_options_init(&co);
         co.entry = o->entry;
         co.opt_level = o->opt_level;
         co.overflow_trap = o->overflow_trap;
-        st = tfvm_program_compile(data, len, path, &co, cfg, out, err);
+        st = cc_program(data, len, path, &co, check, cfg, out, err);
         break;
     }
     case TFVM_FORMAT_ONNX: {
         char *dir = fr_dir_of(path, a);
-        st = dir ? imp_program(fmt, data, len, path, dir, o->opt_level, cfg, out, err)
+        st = dir ? imp_program(fmt, data, len, path, dir, o->opt_level, check, cfg, out, err)
                  : ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", path);
         if (dir)
             ut_free(a, dir, strlen(dir) + 1);
         break;
     }
-    case TFVM_FORMAT_TF: st = imp_program(fmt, data, len, path, o->outputs, o->opt_level, cfg, out, err); break;
+    case TFVM_FORMAT_TF:
+        st = imp_program(fmt, data, len, path, o->outputs, o->opt_level, check, cfg, out, err);
+        break;
     }
     ut_free(a, data, len + 1);
     return st;

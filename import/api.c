@@ -2,10 +2,11 @@
  * ONNX and TensorFlow models from bytes into a program handle. Files of any
  * kind are opened a layer above, by front/open.c. */
 #include "import/import.h"
+#include "analysis/facts.h"
 #include "loader/loader.h"
 
 tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
-                        int opt_level, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
+                        int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
 {
     tfvm_program *p = ld_program_new(cfg);
     if (!p)
@@ -14,16 +15,17 @@ tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const ch
     tfvm_status st = fmt == TFVM_FORMAT_ONNX ? imp_onnx(d, size, name, extra, opt_level, &p->alloc, &p->isa, err)
                                              : imp_tf_logged(d, size, name, extra, opt_level, cfg, &p->alloc,
                                                              &p->isa, err);
-    return ld_program_finish(p, st, out, err);
+    return an_program_finish(p, st, check, out, err);
 }
 
-tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, const tfvm_config *cfg,
-                                    tfvm_program **out, tfvm_error *err)
+tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, bool check,
+                                    const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
 {
     tfvm_program *p = ld_program_new(cfg);
     if (!p)
         return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", dir);
-    return ld_program_finish(p, imp_saved_model(dir, signature, opt_level, cfg, &p->alloc, &p->isa, err), out, err);
+    tfvm_status st = imp_saved_model(dir, signature, opt_level, cfg, &p->alloc, &p->isa, err);
+    return an_program_finish(p, st, check, out, err);
 }
 
 tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *name, const char *base_dir,
@@ -33,7 +35,7 @@ tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *
         *out = NULL;
     if (!out || (!data && size))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_onnx: NULL argument");
-    return imp_program(TFVM_FORMAT_ONNX, data, size, name ? name : "<onnx>", base_dir, 1, cfg, out, err);
+    return imp_program(TFVM_FORMAT_ONNX, data, size, name ? name : "<onnx>", base_dir, 1, true, cfg, out, err);
 }
 
 tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *name, const char *outputs,
@@ -43,5 +45,5 @@ tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *na
         *out = NULL;
     if (!out || (!data && size))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_tf: NULL argument");
-    return imp_program(TFVM_FORMAT_TF, data, size, name ? name : "<pb>", outputs, 1, cfg, out, err);
+    return imp_program(TFVM_FORMAT_TF, data, size, name ? name : "<pb>", outputs, 1, true, cfg, out, err);
 }

@@ -146,7 +146,9 @@ const char *ox_attr_s(const ox_node *N, const char *name, const char *def, char 
 /* an ints attribute: count (-1 when absent), up to max into out */
 int ox_attr_ints(const ox_node *N, const char *name, int64_t *out, int max);
 
-/* Building blocks (onnx_ops.c) */
+/* Building blocks (onnx_ops.c). ox_op: an instruction on the operands'
+ * values; dtype 0 and rank -1 ask the instruction's rules, and the dims of
+ * the result are the shape rule's (isa/shape.h) wherever it knows them. */
 ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank);
 ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, uint8_t dtype, int rank);
 ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, uint8_t dtype, int rank);

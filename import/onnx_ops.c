@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compiler/decomp.h"
+#include "isa/shape.h"
 #include "import/onnx_int.h"
 
 /* ---- Building blocks ------------------------------------------------------------- */
@@ -18,6 +19,37 @@ void ox_unknown_shape(ox_val *v, int rank)
         v->dims[k] = -1;
 }
 
+/* What the instruction's own rules (isa/ops.def, isa/shape.h) say of its
+ * result: the dtype when the caller leaves it 0, the rank when the caller's
+ * is -1, and the dims the shape rule knows (symbols too) where it agrees
+ * with the caller's rank. */
+static void ask_rules(isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, ox_val *r)
+{
+    isa_shape x[8], o;
+    cc_dimvec dv[8];
+    uint8_t dt[8] = {0};
+    for (uint32_t k = 0; k < n; k++) {
+        const ox_val *v = in[k];
+        x[k] = (isa_shape){.dtype = v->dtype, .rank = v->rank, .n_vals = -1};
+        if (v->rank > 0)
+            memcpy(x[k].dims, v->dims, sizeof(int64_t) * (size_t)v->rank);
+        dt[k] = v->dtype;
+        if (v->dtype != TFVM_BOOL && ox_dims_of(v, &dv[k])) {
+            x[k].n_vals = dv[k].n;
+            x[k].vals = dv[k].v;
+            x[k].syms = dv[k].sym;
+        }
+    }
+    if (!r->dtype)
+        r->dtype = isa_result_dtype(op, dt, attr);
+    char msg[1];
+    isa_shape_rule(op, attr, x, n, &o, msg, sizeof msg); /* a failure is the run's to report */
+    if (o.rank < 0 || (r->rank >= 0 && o.rank != r->rank))
+        return;
+    r->rank = o.rank;
+    memcpy(r->dims, o.dims, sizeof(int64_t) * (size_t)o.rank);
+}
+
 ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank)
 {
     cc_irval iv[8];
@@ -26,6 +58,7 @@ ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *con
     ox_val r = {0};
     r.dtype = dtype;
     ox_unknown_shape(&r, rank);
+    ask_rules(op, attr, n, in, &r);
     r.v = cc_op_new(N->C, N->b, op, attr, n, iv, ox_vtype(&r), NULL);
     return r;
 }

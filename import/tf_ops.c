@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compiler/decomp.h"
+#include "isa/shape.h"
 #include "import/tf.h"
 
 typedef imp_tf_opctx ctx;
@@ -185,9 +186,43 @@ static tfvm_dtype dt(cc_irval v) { return (tfvm_dtype)v.n->types[v.k].dtype; }
 static bool scalar(cc_irval v) { return !v.n->types[v.k].tensor; }
 static cc_vtype ten(tfvm_dtype d) { return cc_tensor_t(d, -1); }
 
+static int const_ints(cc_irval v, int64_t *out, int max);
+
+/* What the instruction's own rules (isa/ops.def, isa/shape.h) say of its
+ * result: the dtype when t's is 0, the rank when t's is unknown, and the
+ * dims the shape rule knows where it agrees with t's rank. */
+static cc_vtype ask_rules(isa_op o, uint32_t a, uint32_t n, const cc_irval *in, cc_vtype t)
+{
+    isa_shape x[8], r;
+    int64_t vals[8][16];
+    uint8_t dts[8] = {0};
+    for (uint32_t k = 0; k < n && k < 8; k++) {
+        const cc_vtype *v = &in[k].n->types[in[k].k];
+        int rank = !v->tensor ? 0 : v->rank == ISA_RANK_ANY ? -1 : v->rank;
+        x[k] = (isa_shape){.dtype = v->dtype, .rank = (int8_t)rank, .vals = vals[k]};
+        if (rank > 0)
+            memcpy(x[k].dims, v->dims, sizeof(int64_t) * (size_t)rank);
+        x[k].n_vals = rank <= 1 ? const_ints(in[k], vals[k], 16) : -1;
+        dts[k] = v->dtype;
+    }
+    if (!t.dtype)
+        t.dtype = isa_result_dtype(o, dts, a);
+    char msg[1];
+    if (n > 8 || isa_shape_rule(o, a, x, n, &r, msg, sizeof msg) != TFVM_OK || r.rank < 0)
+        return t; /* a failure is the run's to report */
+    int want = !t.tensor ? 0 : t.rank == ISA_RANK_ANY ? -1 : t.rank;
+    if (want >= 0 && r.rank != want)
+        return t;
+    t.tensor = r.rank > 0;
+    t.rank = (uint8_t)r.rank;
+    for (int k = 0; k < r.rank; k++)
+        t.dims[k] = r.dims[k] >= 0 ? r.dims[k] : -1; /* the IR has no symbols */
+    return t;
+}
+
 static cc_irval op(ctx *X, isa_op o, uint32_t a, uint32_t n, const cc_irval *in, cc_vtype t)
 {
-    return cc_op_new(X->C, X->b, o, a, n, in, t, NULL);
+    return cc_op_new(X->C, X->b, o, a, n, in, ask_rules(o, a, n, in, t), NULL);
 }
 
 static cc_irval op1(ctx *X, isa_op o, uint32_t a, cc_irval x, cc_vtype t) { return op(X, o, a, 1, &x, t); }

@@ -411,6 +411,9 @@ typedef struct tfvm_open_options {
     bool overflow_trap;  /* .tfg: as tfvm_compile_options.overflow_trap */
     const char *signature; /* a SavedModel directory: the signature that becomes
                             the entry; NULL = serving_default. Others ignore it. */
+    bool unchecked;      /* skip the load-time check (docs/check.md, "At load
+                            time"): a program whose shapes conflict wherever it
+                            runs opens anyway (tfvm check shows its conflicts) */
 } tfvm_open_options;
 TFVM_API void tfvm_open_options_init(tfvm_open_options *opts);
 TFVM_API tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts,

@@ -108,6 +108,23 @@ TFVM_API tfvm_status tfvm_program_disassemble_file(const tfvm_program *p, const 
  * of their data. */
 TFVM_API size_t tfvm_program_const_count(const tfvm_program *p, size_t *bytes);
 
+/* ---- The static analyser (docs/check.md) -----------------------------------
+ * What every live token of each instruction output has in common (dtype,
+ * shape, value), and the definite conflicts: instructions that fail whenever
+ * they fire. tfvm_program_facts analyses p (TFVM_ERR_NOMEM when memory runs
+ * out; conflicts are results, not errors); free with tfvm_facts_free. A
+ * program the load-time check refuses opens with tfvm_open_options.unchecked. */
+typedef struct tfvm_facts tfvm_facts;
+TFVM_API tfvm_status tfvm_program_facts(const tfvm_program *p, tfvm_facts **out, tfvm_error *err);
+TFVM_API void tfvm_facts_free(tfvm_facts *f);
+/* Instruction i's outputs' facts as `tfvm check` prints them: "f32[2, ?]",
+ * "i32 = 5", one per output joined by "; ", "-" for no outputs. */
+TFVM_API const char *tfvm_facts_line(const tfvm_facts *f, uint32_t i, char *buf, size_t size);
+/* The conflicts, in instruction order: how many, and conflict k's
+ * instruction (its message into *message, valid as long as f). */
+TFVM_API size_t tfvm_facts_conflict_count(const tfvm_facts *f);
+TFVM_API uint32_t tfvm_facts_conflict(const tfvm_facts *f, size_t k, const char **message);
+
 /* ---- Runs under control ----------------------------------------------------
  * Needs a VM with one thread (tfvm_config.threads = 1, deterministic). A
  * stepped or hooked run fires every instruction through the general dataflow

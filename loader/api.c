@@ -1,9 +1,11 @@
-/* loader/api.c — the public program functions of tfvm.h: load (.tfvm bytes or
- * .tfasm text), save, entry-point inspection. */
+/* loader/api.c — the program handle every front end makes (ld_program_new,
+ * ld_program_finish), and the public program functions of tfvm.h that need
+ * no more than the loader: save, disassemble, entry-point inspection. (Loading
+ * .tfvm bytes and .tfasm text is front/load.c's: it runs the analyser's
+ * load-time check, a layer above.) */
 #include <stdlib.h>
 #include <string.h>
 
-#include "isa/facts.h"
 #include "loader.h"
 
 tfvm_program *ld_program_new(const tfvm_config *cfg)
@@ -105,8 +107,6 @@ static void program_dealloc(tfvm_program *p)
 
 tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **out, tfvm_error *err)
 {
-    if (st == TFVM_OK) /* shapes that conflict wherever the program runs: refused now, not mid-run */
-        st = isa_facts_check(&p->isa, &p->alloc, err);
     if (st == TFVM_OK)
         st = make_entry_infos(p, err);
     if (st == TFVM_OK)
@@ -117,31 +117,6 @@ tfvm_status ld_program_finish(tfvm_program *p, tfvm_status st, tfvm_program **ou
     }
     *out = p;
     return TFVM_OK;
-}
-
-tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name, const tfvm_config *cfg,
-                                     tfvm_program **out, tfvm_error *err)
-{
-    if (!out || (!data && size))
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_load_memory: NULL argument");
-    *out = NULL;
-    tfvm_program *p = ld_program_new(cfg);
-    if (!p)
-        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<memory>");
-    return ld_program_finish(p, ld_read(data, size, name ? name : "<memory>", &p->alloc, &p->isa, err), out, err);
-}
-
-tfvm_status tfvm_program_assemble(const char *text, size_t len, const char *name, const tfvm_config *cfg,
-                                  tfvm_program **out, tfvm_error *err)
-{
-    if (!out || (!text && len))
-        return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_assemble: NULL argument");
-    *out = NULL;
-    tfvm_program *p = ld_program_new(cfg);
-    if (!p)
-        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name ? name : "<text>");
-    const char *nm = name ? name : "<text>";
-    return ld_program_finish(p, ld_assemble(text ? text : "", len, nm, &p->alloc, &p->isa, err), out, err);
 }
 
 tfvm_status tfvm_program_save_memory(const tfvm_program *p, void **data, size_t *size, tfvm_error *err)

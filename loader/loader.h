@@ -22,10 +22,11 @@ bool ld_has_magic(const void *data, size_t len, bool partial);
 tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err);
 
 /* The public program handle around an isa_program, shared by every front end
- * (loader/api.c, compiler/api.c, import/api.c), so that they all make it the
+ * (front/load.c, compiler/api.c, import/api.c), so that they all make it the
  * same way: ld_program_new gives an empty handle whose program uses cfg's
  * allocator (NULL if that fails); the front end fills p->isa; then
- * ld_program_finish(p, its status, out, err) makes the public entry view and
+ * ld_program_finish(p, its status, out, err) (through an_program_finish, which
+ * runs the analyser's load-time check first) makes the public entry view and
  * stores p in *out, or, when st (or that) fails, releases p->isa and p and
  * returns the failure. */
 tfvm_program *ld_program_new(const tfvm_config *cfg);

@@ -18,10 +18,11 @@ declare -A MAY=(
     [devices]="util isa"
     [scheduler]="util isa devices"
     [loader]="util isa"
+    [analysis]="util isa devices loader"
     [vm]="util isa devices scheduler loader"
-    [compiler]="util isa devices loader"
-    [import]="util isa loader compiler gen"
-    [front]="util isa loader compiler import"
+    [compiler]="util isa devices loader analysis"
+    [import]="util isa loader analysis compiler gen"
+    [front]="util isa loader analysis compiler import"
     [tools]=""
 )
 
@@ -33,6 +34,7 @@ layer_of() { # a path relative to the repository root -> its layer (or "")
     devices/*) echo devices ;;
     scheduler/*) echo scheduler ;;
     loader/*) echo loader ;;
+    analysis/*) echo analysis ;;
     vm/*) echo vm ;;
     compiler/*) echo compiler ;;
     import/*) echo import ;;

@@ -1,12 +1,13 @@
-/* test/unit/test_facts.c — the static analyser (isa/facts.h): exact facts of
+/* test/unit/test_facts.c — the static analyser (analysis/facts.h): exact facts of
  * small assembled programs (straight-line tensor code, a loop, recursion),
  * exact conflict messages, the load-time check, and memory failures. */
 #include <stdio.h>
 #include <string.h>
 
-#include "isa/facts.h"
+#include "analysis/facts.h"
 #include "loader/loader.h"
 #include "testutil.h"
+#include "tfvm_debug.h"
 
 static isa_program prog;
 static isa_facts facts;
@@ -305,6 +306,43 @@ START_TEST(load_time)
 }
 END_TEST
 
+/* The public checking call (tfvm_debug.h): a program the load-time check
+ * refuses opens unchecked, and shows the same lines and conflict as tfvm check. */
+START_TEST(public_call)
+{
+    const char *path = "test/e2e/check/conflict.tfasm";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_open(path, NULL, NULL, &p, &err), TFVM_ERR_SHAPE);
+    ck_assert_str_eq(err.message, "test/e2e/check/conflict.tfasm: mm (MATMUL): inner dims differ: f32[?, 784] @ "
+                                  "f32[2, 3]");
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    o.unchecked = true;
+    ck_assert_int_eq(tfvm_program_open(path, &o, NULL, &p, &err), TFVM_OK);
+    tfvm_facts *f;
+    ck_assert_int_eq(tfvm_program_facts(p, &f, &err), TFVM_OK);
+    static const char *const lines[] = {"f32[?, 784]", "f32[2, 3] = [[1, 2, 3], [4, 5, 6]]", "f32[..]",
+                                        "i64[2] = [2, 3]", "-"};
+    ck_assert_uint_eq(tfvm_program_inst_count(p), 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        char buf[200];
+        ck_assert_msg(strcmp(tfvm_facts_line(f, i, buf, sizeof buf), lines[i]) == 0, "instruction %u: %s, want %s",
+                      i, buf, lines[i]);
+    }
+    ck_assert_uint_eq(tfvm_facts_conflict_count(f), 1);
+    const char *msg;
+    ck_assert_uint_eq(tfvm_facts_conflict(f, 0, &msg), 2);
+    ck_assert_str_eq(msg, "inner dims differ: f32[?, 784] @ f32[2, 3]");
+    ck_assert_uint_eq(tfvm_facts_conflict(f, 1, &msg), UINT32_MAX);
+    ck_assert_ptr_null(msg);
+    tfvm_facts_free(f);
+    tfvm_program_free(p);
+    ck_assert_int_eq(tfvm_program_facts(NULL, &f, &err), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(err.message, "tfvm_program_facts: NULL argument");
+}
+END_TEST
+
 START_TEST(nomem)
 {
     const char *text = "entry main(n: i64) -> (s: i64) {\n"
@@ -349,6 +387,7 @@ int main(void)
     tcase_add_test(tc, known_branch);
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, load_time);
+    tcase_add_test(tc, public_call);
     tcase_add_test(tc, nomem);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

@@ -1,12 +1,15 @@
-/* isa/facts.h — a static analyser on the ISA graph (the TFDeploy report's,
- * section 2): dtype, shape and value facts per instruction output,
+/* analysis/facts.h — a static analyser on the ISA graph (the TFDeploy
+ * report's, section 2): dtype, shape and value facts per instruction output,
  * propagated forward and backward to a fixpoint through loops and calls,
- * and the definite conflicts they prove (docs/check.md). */
-#ifndef TFVM_ISA_FACTS_H
-#define TFVM_ISA_FACTS_H
+ * and the definite conflicts they prove (docs/check.md). It computes known
+ * values with the CPU kernels, so it sits above devices/ and loader/, and
+ * every front end finishes its program through it (an_program_finish). */
+#ifndef TFVM_ANALYSIS_FACTS_H
+#define TFVM_ANALYSIS_FACTS_H
 
 #include "devices/value.h"
 #include "isa/isa.h"
+#include "loader/loader.h"
 
 /* What is known of every live token an output sends. Unknown parts are
  * "top"; an output that never sends a live token (a SWITCH side a known
@@ -69,5 +72,11 @@ const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size);
  * as TFVM_ERR_SHAPE "NAME: LABEL (OP): message"; TFVM_OK when there is none
  * (a program is never rejected for what it might do). */
 tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_error *err);
+
+/* Every front end's last step (.tfvm and .tfasm in front/load.c, .tfg in
+ * compiler/api.c, the importers in import/api.c): when st is TFVM_OK and
+ * `check`, the load-time check (isa_facts_check), then ld_program_finish.
+ * (check false: tfvm_open_options.unchecked, for `tfvm check`.) */
+tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, bool check, tfvm_program **out, tfvm_error *err);
 
 #endif

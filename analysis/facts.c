@@ -1,4 +1,4 @@
-/* isa/facts.c — the static analyser of isa/facts.h: per-output dtype, shape
+/* analysis/facts.c — the static analyser of analysis/facts.h: per-output dtype, shape
  * and value facts, a forward least fixpoint (joins over producers: loop
  * variables over iterations, parameters over call sites) and backward
  * requirements of consumers, in rounds, then the conflicts the forward facts
@@ -10,7 +10,8 @@
 
 #include "devices/cpu/cpu.h"
 #include "devices/tensor.h"
-#include "isa/facts.h"
+#include "analysis/facts.h"
+#include "isa/shape.h"
 #include "util/half.h"
 
 #define MAX_IN 8        /* data inputs an op of ops.def takes, at most (MERGE aside) */
@@ -139,23 +140,15 @@ static void fact_meet(isa_fact *f, const isa_fact *r)
     }
 }
 
-/* "[64, ?]" */
-static const char *dims_str(const isa_fact *f, char *buf, size_t size)
+static int ints_of(const isa_fact *f, int64_t *out, int max);
+
+/* What the shape rules (isa/shape.h) know of a fact; vals holds its integers. */
+static isa_shape shape_of(const isa_fact *f, int64_t vals[ISA_FACTS_MAX_VALUE])
 {
-    if (f->rank < 0) {
-        ut_fmt(buf, size, "[..]");
-        return buf;
-    }
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < f->rank && n + 24 < size; i++) {
-        if (f->dims[i] < 0)
-            n += (size_t)snprintf(buf + n, size - n, "%s?", i ? ", " : "[");
-        else
-            n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? ", " : "[", (long long)f->dims[i]);
-    }
-    snprintf(buf + n, size - n, "%s", f->rank ? "]" : "[]");
-    return buf;
+    isa_shape s = {.dtype = f->dtype, .rank = f->rank, .vals = vals};
+    memcpy(s.dims, f->dims, sizeof s.dims);
+    s.n_vals = ints_of(f, vals, ISA_FACTS_MAX_VALUE);
+    return s;
 }
 
 const char *isa_fact_str(const isa_fact *f, char *buf, size_t size)
@@ -164,18 +157,9 @@ const char *isa_fact_str(const isa_fact *f, char *buf, size_t size)
         ut_fmt(buf, size, "none");
         return buf;
     }
-    const char *d = f->dtype ? tfvm_dtype_name((tfvm_dtype)f->dtype) : "?";
-    if (f->rank == 0) {
-        ut_fmt(buf, size, "%s", d);
-        return buf;
-    }
-    if (f->rank < 0 && !f->dtype) {
-        ut_fmt(buf, size, "?");
-        return buf;
-    }
-    char dims[160];
-    ut_fmt(buf, size, "%s%s", d, dims_str(f, dims, sizeof dims));
-    return buf;
+    isa_shape s = {.dtype = f->dtype, .rank = f->rank};
+    memcpy(s.dims, f->dims, sizeof s.dims);
+    return isa_shape_str(&s, buf, size);
 }
 
 static void elem_str(uint8_t dtype, const void *p, char *buf, size_t size)
@@ -366,7 +350,6 @@ typedef struct op_ctx {
     isa_fact *out; /* output 0 */
 } op_ctx;
 
-static const char *fs(const isa_fact *f, char *buf, size_t size) { return isa_fact_str(f, buf, size); }
 
 static void lower_name(uint32_t op, char *buf, size_t size)
 {
@@ -417,49 +400,6 @@ static bool evaluate(op_ctx *c)
     return true;
 }
 
-/* NumPy broadcasting of facts; false on a definite mismatch (reported). */
-static bool broadcast(op_ctx *c, const isa_fact *const *x, uint32_t n, isa_fact *o)
-{
-    int r = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        if (x[k]->rank < 0) {
-            o->rank = -1;
-            return true;
-        }
-        if (x[k]->rank > r)
-            r = x[k]->rank;
-    }
-    o->rank = (int8_t)r;
-    for (int d = 0; d < r; d++) {
-        int64_t known = -1;
-        bool unknown = false;
-        for (uint32_t k = 0; k < n; k++) {
-            int j = d - (r - x[k]->rank);
-            if (j < 0)
-                continue;
-            int64_t e = x[k]->dims[j];
-            if (e < 0) {
-                unknown = true;
-            } else if (e != 1) {
-                if (known >= 0 && known != e) {
-                    char s[3][96];
-                    if (n == 2)
-                        conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
-                                 dims_str(x[0], s[0], sizeof s[0]), dims_str(x[1], s[1], sizeof s[1]));
-                    else
-                        conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
-                                 dims_str(x[0], s[0], sizeof s[0]), dims_str(x[1], s[1], sizeof s[1]),
-                                 dims_str(x[2], s[2], sizeof s[2]));
-                    return false;
-                }
-                known = e;
-            }
-        }
-        o->dims[d] = known >= 0 ? known : unknown ? -1 : 1;
-    }
-    return true;
-}
-
 /* A dtype the op takes, else a definite type conflict. Only the elementwise
  * ops' `types` are exactly what their kernels take; a tensor op's kernel may
  * take more (docs/isa.md), so there only a kernel that fails on known values
@@ -483,6 +423,8 @@ static bool same_dtype(op_ctx *c, const isa_fact *a, const isa_fact *b)
              tfvm_dtype_name((tfvm_dtype)b->dtype));
     return false;
 }
+
+static bool shape_rule(op_ctx *c);
 
 static void elementwise(op_ctx *c)
 {
@@ -509,155 +451,56 @@ static void elementwise(op_ctx *c)
         o->dtype = isa_result_dtype(in->op, dt, in->a);
     else
         o->dtype = dt[first];
-    if (!broadcast(c, c->x, in->n_in, o))
+    if (!shape_rule(c))
         return;
     evaluate(c);
 }
 
-/* MATMUL's rule (and FUSED_MATMUL's product): batch + [M, N]. */
-static bool matmul_shape(op_ctx *c, const isa_fact *a, const isa_fact *b, uint32_t opts, isa_fact *o)
+/* The op's shape rule (isa/shape.h) on the facts of its operands: false
+ * when it proves a conflict (reported). */
+static bool shape_rule(op_ctx *c)
 {
-    if (a->rank < 0 || b->rank < 0) {
-        o->rank = -1;
-        return true;
-    }
-    char s[2][96];
-    if (a->rank == 0 || b->rank == 0) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "operands need rank >= 1, got %s and %s", fs(a, s[0], sizeof s[0]),
-                 fs(b, s[1], sizeof s[1]));
+    const isa_inst *in = c->in;
+    isa_shape x[MAX_IN], o;
+    int64_t vals[MAX_IN][ISA_FACTS_MAX_VALUE];
+    for (uint32_t k = 0; k < in->n_in; k++)
+        x[k] = shape_of(c->x[k], vals[k]);
+    char msg[sizeof c->A->F->conflicts->msg];
+    tfvm_status st = isa_shape_rule(in->op, in->a, x, in->n_in, &o, msg, sizeof msg);
+    c->out->rank = o.rank;
+    memcpy(c->out->dims, o.dims, sizeof o.dims);
+    if (st != TFVM_OK && msg[0]) {
+        conflict(c->A, c->i, st, "%s", msg);
         return false;
     }
-    int ar = a->rank, br = b->rank;
-    int64_t m = 1, ka, kb, n = 1;
-    bool ta = (opts & ISA_OPT_TRANS_A) && ar >= 2, tb = (opts & ISA_OPT_TRANS_B) && br >= 2;
-    if (ar == 1) {
-        ka = a->dims[0];
-    } else {
-        m = ta ? a->dims[ar - 1] : a->dims[ar - 2];
-        ka = ta ? a->dims[ar - 2] : a->dims[ar - 1];
-    }
-    if (br == 1) {
-        kb = b->dims[0];
-    } else {
-        kb = tb ? b->dims[br - 1] : b->dims[br - 2];
-        n = tb ? b->dims[br - 2] : b->dims[br - 1];
-    }
-    if (ka >= 0 && kb >= 0 && ka != kb) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "inner dims differ: %s%s @ %s%s", fs(a, s[0], sizeof s[0]),
-                 ta ? " (transposed)" : "", fs(b, s[1], sizeof s[1]), tb ? " (transposed)" : "");
-        return false;
-    }
-    /* batch dims broadcast */
-    isa_fact ba = fact_top(), bb = fact_top(), bo = fact_top();
-    ba.rank = (int8_t)(ar > 2 ? ar - 2 : 0);
-    bb.rank = (int8_t)(br > 2 ? br - 2 : 0);
-    memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
-    memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
-    const isa_fact *xs[2] = {&ba, &bb};
-    bool quiet = c->A->record;
-    c->A->record = false; /* the batch message names the whole operands */
-    bool ok = broadcast(c, xs, 2, &bo);
-    c->A->record = quiet;
-    if (!ok) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "batch dims do not broadcast: %s and %s", fs(a, s[0], sizeof s[0]),
-                 fs(b, s[1], sizeof s[1]));
-        return false;
-    }
-    int r = bo.rank;
-    o->rank = (int8_t)r;
-    memcpy(o->dims, bo.dims, sizeof(int64_t) * (size_t)r);
-    if (ar >= 2)
-        o->dims[o->rank++] = m;
-    if (br >= 2)
-        o->dims[o->rank++] = n;
-    return true;
+    return true; /* a failure only the kernel can name: evaluating says it */
 }
 
-/* CONV2D's rule (and FUSED_CONV2D's): [N, O, OH, OW]. */
-static bool conv_shape(op_ctx *c, const isa_fact *x, const isa_fact *w, const isa_fact *p, isa_fact *o)
+/* The operands beyond x that must have x's dtype (bit k: operand k). */
+static uint32_t same_dtype_operands(uint32_t op)
 {
-    char s[2][96];
-    if ((x->rank >= 0 && x->rank != 4) || (w->rank >= 0 && w->rank != 4)) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s and w %s must both have rank 4", fs(x, s[0], sizeof s[0]),
-                 fs(w, s[1], sizeof s[1]));
-        return false;
+    switch (op) {
+    case ISA_MATMUL:
+    case ISA_CONV2D:
+    case ISA_CONCAT:
+        return 1u << 1;
+    case ISA_FUSED_MATMUL:
+    case ISA_LSTM_CELL_C:
+    case ISA_LSTM_CELL_H:
+    case ISA_GRU_CELL:
+        return 1u << 1 | 1u << 2;
+    case ISA_FUSED_CONV2D:
+        return 1u << 1 | 1u << 3;
+    default:
+        return 0;
     }
-    o->rank = 4;
-    for (int k = 0; k < 4; k++)
-        o->dims[k] = -1;
-    o->dims[0] = x->rank == 4 ? x->dims[0] : -1;
-    o->dims[1] = w->rank == 4 ? w->dims[0] : -1;
-    int64_t q[9];
-    if (ints_of(p, q, 9) != 9)
-        return true;
-    int64_t g = q[8];
-    if (x->rank == 4 && w->rank == 4 && g >= 1 && x->dims[1] >= 0 && w->dims[1] >= 0 && x->dims[1] != g * w->dims[1]) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s has %lld channels, w %s takes %lld (groups %lld)",
-                 fs(x, s[0], sizeof s[0]), (long long)x->dims[1], fs(w, s[1], sizeof s[1]),
-                 (long long)(g * w->dims[1]), (long long)g);
-        return false;
-    }
-    if (x->rank != 4 || w->rank != 4 || q[0] < 1 || q[1] < 1 || q[6] < 1 || q[7] < 1)
-        return true;
-    for (int k = 0; k < 2; k++) {
-        int64_t h = x->dims[2 + k], kk = w->dims[2 + k];
-        if (h < 0 || kk < 0)
-            continue;
-        int64_t span = q[6 + k] * (kk - 1) + 1, padded = h + q[2 + k] + q[4 + k];
-        if (padded >= span)
-            o->dims[2 + k] = (padded - span) / q[k] + 1;
-    }
-    return true;
 }
 
-static bool pool_shape(op_ctx *c, const isa_fact *x, const isa_fact *p, isa_fact *o)
-{
-    char s[96];
-    if (x->rank >= 0 && x->rank != 4) {
-        conflict(c->A, c->i, TFVM_ERR_SHAPE, "x %s must have rank 4", fs(x, s, sizeof s));
-        return false;
-    }
-    o->rank = 4;
-    for (int k = 0; k < 4; k++)
-        o->dims[k] = x->rank == 4 && k < 2 ? x->dims[k] : -1;
-    int64_t q[12];
-    int n = ints_of(p, q, 12);
-    if (x->rank != 4 || (n != 8 && n != 12))
-        return true;
-    bool ceil = n == 12 && q[10] == 1;
-    for (int k = 0; k < 2; k++) {
-        int64_t h = x->dims[2 + k], dil = n == 12 ? q[8 + k] : 1;
-        if (h < 0 || q[k] < 1 || q[2 + k] < 1 || dil < 1 || ceil)
-            continue;
-        int64_t span = dil * (q[k] - 1) + 1, padded = h + q[4 + k] + q[6 + k];
-        if (padded >= span)
-            o->dims[2 + k] = (padded - span) / q[2 + k] + 1;
-    }
-    return true;
-}
-
-/* An axis attribute (two's complement in a) against rank r; -1 if out of range. */
-static int axis_of(uint32_t a, int r)
-{
-    int ax = (int)(int32_t)a;
-    if (ax < 0)
-        ax += r;
-    return ax >= 0 && ax < r ? ax : -1;
-}
-
-static void same_shape(isa_fact *o, const isa_fact *x)
-{
-    o->rank = x->rank;
-    memcpy(o->dims, x->dims, sizeof o->dims);
-}
-
-/* Shape rules of the tensor ops; ops without one give an unknown shape. */
 static void tensor_op(op_ctx *c)
 {
     const isa_inst *in = c->in;
     isa_fact *o = c->out;
     const isa_fact *x = c->x[0];
-    char s[2][96];
     uint8_t dt[MAX_IN] = {0};
     for (uint32_t k = 0; k < in->n_in && k < MAX_IN; k++)
         dt[k] = c->x[k]->dtype;
@@ -665,395 +508,32 @@ static void tensor_op(op_ctx *c)
     if ((rr == ISA_RESULT_SAME && dt[0]) || (rr == ISA_RESULT_IN1 && dt[1]) || (rr == ISA_RESULT_IN2 && dt[2]) ||
         rr == ISA_RESULT_I64 || rr == ISA_RESULT_ATTR || rr == ISA_RESULT_BOOL)
         o->dtype = isa_result_dtype(in->op, dt, in->a);
-    bool expanding = false; /* the result may be far larger than the inputs */
-    int64_t v[16];
-    int nv;
-    switch (in->op) {
-    case ISA_MATMUL:
-    case ISA_FUSED_MATMUL:
-        if (!takes(c, x) || !same_dtype(c, x, c->x[1]))
+    uint32_t same = same_dtype_operands(in->op);
+    for (uint32_t k = 1; k < in->n_in; k++)
+        if ((same >> k & 1) && !same_dtype(c, x, c->x[k]))
             return;
-        if (!matmul_shape(c, x, c->x[1], in->a, o))
-            return;
-        if (in->op == ISA_FUSED_MATMUL) {
-            const isa_fact *bias = c->x[2];
-            if (!same_dtype(c, x, bias))
-                return;
-            isa_fact t = fact_top();
-            const isa_fact *xs[2] = {o, bias};
-            bool quiet = c->A->record;
-            c->A->record = false;
-            bool ok = broadcast(c, xs, 2, &t);
-            c->A->record = quiet;
-            bool grows = ok && t.rank >= 0 && o->rank >= 0 && t.rank != o->rank;
-            for (int k = 0; ok && !grows && k < t.rank && o->rank >= 0; k++)
-                grows = o->dims[k] >= 0 && t.dims[k] != o->dims[k];
-            if (!ok || grows) {
-                conflict(c->A, c->i, TFVM_ERR_SHAPE, "bias %s does not broadcast to the product %s",
-                         dims_str(bias, s[0], sizeof s[0]), dims_str(o, s[1], sizeof s[1]));
-                return;
-            }
-        }
-        break;
-    case ISA_CONV2D:
-    case ISA_FUSED_CONV2D:
-        if (!takes(c, x) || !same_dtype(c, x, c->x[1]) || !conv_shape(c, x, c->x[1], c->x[2], o))
-            return;
-        if (in->op == ISA_FUSED_CONV2D) {
-            const isa_fact *bias = c->x[3];
-            if (!same_dtype(c, x, bias))
-                return;
-            if (bias->rank >= 0 && (bias->rank != 1 || (bias->dims[0] >= 0 && o->dims[1] >= 0 &&
-                                                        bias->dims[0] != o->dims[1]))) {
-                conflict(c->A, c->i, TFVM_ERR_SHAPE, "bias must be [%lld] (the output channels of w %s), got %s",
-                         (long long)o->dims[1], dims_str(c->x[1], s[0], sizeof s[0]),
-                         dims_str(bias, s[1], sizeof s[1]));
-                return;
-            }
-        }
-        expanding = true;
-        break;
-    case ISA_MAXPOOL:
-    case ISA_AVGPOOL:
-        if (!takes(c, x) || !pool_shape(c, x, c->x[1], o))
-            return;
-        break;
-    case ISA_SOFTMAX:
-    case ISA_LOG_SOFTMAX:
-        if (!takes(c, x))
-            return;
-        if (x->rank >= 0 && axis_of(in->a, x->rank) < 0) {
-            conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
-                     dims_str(x, s[0], sizeof s[0]));
-            return;
-        }
-        same_shape(o, x);
-        break;
-    case ISA_CUMSUM:
-    case ISA_TRILU:
-    case ISA_LRN:
-    case ISA_BITCAST:
-        if (!takes(c, x))
-            return;
-        same_shape(o, x);
-        break;
-    case ISA_LSTM_CELL_C:
-    case ISA_LSTM_CELL_H:
-    case ISA_GRU_CELL:
-        /* the state's shape; the kernel checks the gates against it */
-        if (!takes(c, x) || !same_dtype(c, x, c->x[1]) || !same_dtype(c, x, c->x[2]))
-            return;
-        same_shape(o, c->x[2]);
-        break;
-    case ISA_REDUCE_SUM:
-    case ISA_REDUCE_MEAN:
-    case ISA_REDUCE_MAX:
-    case ISA_REDUCE_MIN:
-    case ISA_REDUCE_PROD: {
-        if (!takes(c, x))
-            return;
-        bool keep = in->a & ISA_OPT_KEEPDIMS;
-        nv = ints_of(c->x[1], v, 16);
-        if (x->rank < 0 || nv < 0) {
-            if (keep)
-                o->rank = x->rank;
-            break;
-        }
-        bool red[TFVM_MAX_RANK] = {false};
-        for (int k = 0; k < nv; k++) {
-            int64_t ax = v[k] < 0 ? v[k] + x->rank : v[k];
-            if (ax < 0 || ax >= x->rank) {
-                conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %lld out of range for shape %s", (long long)v[k],
-                         dims_str(x, s[0], sizeof s[0]));
-                return;
-            }
-            red[ax] = true;
-        }
-        o->rank = 0;
-        for (int k = 0; k < x->rank; k++) {
-            bool r = nv == 0 || red[k];
-            if (!r)
-                o->dims[o->rank++] = x->dims[k];
-            else if (keep)
-                o->dims[o->rank++] = 1;
-        }
-        break;
-    }
-    case ISA_ARGMAX:
-    case ISA_ARGMIN: {
-        if (x->rank < 0)
-            break;
-        int ax = axis_of(in->a, x->rank);
-        if (ax < 0) {
-            conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
-                     dims_str(x, s[0], sizeof s[0]));
-            return;
-        }
-        o->rank = 0;
-        for (int k = 0; k < x->rank; k++)
-            if (k != ax)
-                o->dims[o->rank++] = x->dims[k];
-        break;
-    }
-    case ISA_RESHAPE: {
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (nv < 0) {
-            const isa_fact *sh = c->x[1];
-            if (sh->rank == 1 && sh->dims[0] >= 0 && sh->dims[0] <= TFVM_MAX_RANK) {
-                o->rank = (int8_t)sh->dims[0];
-                for (int k = 0; k < o->rank; k++)
-                    o->dims[k] = -1;
-            }
-            break;
-        }
-        int64_t n = count_of(x), prod = 1;
-        int infer = -1;
-        bool bad = false; /* the kernel's own message says what is wrong */
-        o->rank = (int8_t)nv;
-        for (int k = 0; k < nv; k++) {
-            o->dims[k] = v[k] < -1 ? -1 : v[k];
-            bad = bad || v[k] < -1 || (v[k] == -1 && infer >= 0);
-            if (v[k] == -1)
-                infer = k;
-            else if (v[k] >= 0 && prod <= INT64_MAX / (v[k] ? v[k] : 1))
-                prod *= v[k];
-        }
-        if (infer >= 0) {
-            o->dims[infer] = n >= 0 && prod > 0 && n % prod == 0 ? n / prod : -1;
-        } else if (n >= 0 && prod != n && !bad) {
-            conflict(c->A, c->i, TFVM_ERR_SHAPE, "cannot reshape %s (%lld elements) into %s",
-                     dims_str(x, s[0], sizeof s[0]), (long long)n, dims_str(o, s[1], sizeof s[1]));
-            return;
-        }
-        break;
-    }
-    case ISA_TRANSPOSE:
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (x->rank < 0 || nv < 0) {
-            o->rank = nv >= 0 ? (int8_t)nv : x->rank;
-            for (int k = 0; k < o->rank; k++)
-                o->dims[k] = -1;
-            break;
-        }
-        if (nv != x->rank) {
-            conflict(c->A, c->i, TFVM_ERR_SHAPE, "perm of %d axes for shape %s", nv, dims_str(x, s[0], sizeof s[0]));
-            return;
-        }
-        o->rank = x->rank;
-        for (int k = 0; k < nv; k++) {
-            int64_t j = v[k] < 0 ? v[k] + x->rank : v[k];
-            o->dims[k] = j >= 0 && j < x->rank ? x->dims[j] : -1;
-        }
-        break;
-    case ISA_CONCAT: {
-        const isa_fact *b = c->x[1];
-        if (!same_dtype(c, x, b))
-            return;
-        int r = x->rank >= 0 ? x->rank : b->rank;
-        if (r < 0)
-            break;
-        if (x->rank >= 0 && b->rank >= 0 && x->rank != b->rank) {
-            conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s differ in rank", dims_str(x, s[0], sizeof s[0]),
-                     dims_str(b, s[1], sizeof s[1]));
-            return;
-        }
-        int ax = axis_of(in->a, r);
-        if (ax < 0)
-            break;
-        o->rank = (int8_t)r;
-        for (int k = 0; k < r; k++) {
-            int64_t da = x->rank >= 0 ? x->dims[k] : -1, db = b->rank >= 0 ? b->dims[k] : -1;
-            if (k == ax) {
-                o->dims[k] = da >= 0 && db >= 0 ? da + db : -1;
-            } else if (da >= 0 && db >= 0 && da != db) {
-                conflict(c->A, c->i, TFVM_ERR_SHAPE, "shapes %s and %s differ outside axis %d",
-                         dims_str(x, s[0], sizeof s[0]), dims_str(b, s[1], sizeof s[1]), ax);
-                return;
-            } else {
-                o->dims[k] = da >= 0 ? da : db;
-            }
-        }
-        break;
-    }
-    case ISA_SHAPE:
-        o->rank = 1;
-        o->dims[0] = x->rank;
-        if (count_of(x) >= 0 || (x->rank >= 0 && x->rank <= TFVM_MAX_RANK)) {
-            bool all = true;
-            for (int k = 0; k < x->rank; k++)
-                all = all && x->dims[k] >= 0;
-            if (all) { /* the value from the shape alone: no need of x's value */
-                int64_t d1 = x->rank;
-                tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, &d1, &c->A->F->alloc);
-                if (!t) {
-                    c->A->nomem = true;
-                    return;
-                }
-                if (x->rank)
-                    memcpy(t->data, x->dims, sizeof(int64_t) * (size_t)x->rank);
-                fact_release(o);
-                o->value = (dev_value){.dtype = TFVM_I64, .is_tensor = 1, .u.t = t};
-                return;
-            }
-        }
+    if (!shape_rule(c))
         return;
-    case ISA_FILL:
-        nv = ints_of(c->x[0], v, TFVM_MAX_RANK);
-        if (c->x[0]->rank == 1 && c->x[0]->dims[0] >= 0 && c->x[0]->dims[0] <= TFVM_MAX_RANK) {
-            o->rank = (int8_t)c->x[0]->dims[0];
-            for (int k = 0; k < o->rank; k++)
-                o->dims[k] = nv == o->rank ? v[k] : -1;
-        }
-        expanding = true;
-        break;
-    case ISA_FLATTEN:
-        if (x->rank >= 0) {
-            int ax = (int)(int32_t)in->a;
-            if (ax < 0)
-                ax += x->rank;
-            if (ax < 0 || ax > x->rank) {
-                conflict(c->A, c->i, TFVM_ERR_SHAPE, "axis %d out of range for shape %s", (int)(int32_t)in->a,
-                         dims_str(x, s[0], sizeof s[0]));
+    if (in->op == ISA_SHAPE) { /* the value from x's dims alone, when all are known */
+        if (x->rank < 0)
+            return;
+        for (int k = 0; k < x->rank; k++)
+            if (x->dims[k] < 0)
                 return;
-            }
-            int64_t d0 = 1, d1 = 1;
-            for (int k = 0; k < x->rank; k++) {
-                int64_t *d = k < ax ? &d0 : &d1;
-                *d = (*d < 0 || x->dims[k] < 0) ? -1 : *d * x->dims[k];
-            }
-            o->rank = 2;
-            o->dims[0] = d0;
-            o->dims[1] = d1;
-        } else {
-            o->rank = 2;
-            o->dims[0] = o->dims[1] = -1;
+        int64_t d1 = x->rank;
+        tfvm_tensor *t = tfvm_tensor_new(TFVM_I64, 1, &d1, &c->A->F->alloc);
+        if (!t) {
+            c->A->nomem = true;
+            return;
         }
-        break;
-    case ISA_UNSQUEEZE:
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (x->rank >= 0 && nv >= 0 && x->rank + nv <= TFVM_MAX_RANK) {
-            int r = x->rank + nv, j = 0;
-            bool ins[TFVM_MAX_RANK] = {false};
-            for (int k = 0; k < nv; k++) {
-                int64_t ax = v[k] < 0 ? v[k] + r : v[k];
-                if (ax >= 0 && ax < r)
-                    ins[ax] = true;
-            }
-            o->rank = (int8_t)r;
-            for (int k = 0; k < r; k++)
-                o->dims[k] = ins[k] ? 1 : j < x->rank ? x->dims[j++] : -1;
-        }
-        break;
-    case ISA_SQUEEZE:
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (x->rank >= 0 && nv > 0) {
-            bool drop[TFVM_MAX_RANK] = {false};
-            for (int k = 0; k < nv; k++) {
-                int64_t ax = v[k] < 0 ? v[k] + x->rank : v[k];
-                if (ax >= 0 && ax < x->rank)
-                    drop[ax] = true;
-            }
-            o->rank = 0;
-            for (int k = 0; k < x->rank; k++)
-                if (!drop[k])
-                    o->dims[o->rank++] = x->dims[k];
-        }
-        break;
-    case ISA_EXPAND:
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (x->rank >= 0 && nv >= 0) {
-            isa_fact t = fact_top();
-            t.rank = (int8_t)nv;
-            memcpy(t.dims, v, sizeof(int64_t) * (size_t)nv);
-            const isa_fact *xs[2] = {x, &t};
-            if (!broadcast(c, xs, 2, o))
-                return;
-        }
-        expanding = true;
-        break;
-    case ISA_TILE:
-        nv = ints_of(c->x[1], v, TFVM_MAX_RANK);
-        if (x->rank >= 0 && nv == x->rank) {
-            o->rank = x->rank;
-            for (int k = 0; k < nv; k++)
-                o->dims[k] = x->dims[k] >= 0 && v[k] >= 0 ? x->dims[k] * v[k] : -1;
-        }
-        expanding = true;
-        break;
-    case ISA_PAD:
-        nv = ints_of(c->x[1], v, 16);
-        if (x->rank >= 0 && nv == 2 * x->rank) {
-            o->rank = x->rank;
-            for (int k = 0; k < x->rank; k++)
-                o->dims[k] = x->dims[k] >= 0 ? x->dims[k] + v[k] + v[k + x->rank] : -1;
-        }
-        expanding = true;
-        break;
-    case ISA_GATHER: {
-        const isa_fact *idx = c->x[1];
-        if (x->rank < 0 || idx->rank < 0)
-            break;
-        int ax = axis_of(in->a, x->rank);
-        if (ax < 0 || x->rank - 1 + idx->rank > TFVM_MAX_RANK)
-            break;
-        o->rank = 0;
-        for (int k = 0; k < ax; k++)
-            o->dims[o->rank++] = x->dims[k];
-        for (int k = 0; k < idx->rank; k++)
-            o->dims[o->rank++] = idx->dims[k];
-        for (int k = ax + 1; k < x->rank; k++)
-            o->dims[o->rank++] = x->dims[k];
-        break;
+        if (x->rank)
+            memcpy(t->data, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        fact_release(o);
+        o->value = (dev_value){.dtype = TFVM_I64, .is_tensor = 1, .u.t = t};
+        return;
     }
-    case ISA_SLICE:
-    case ISA_STRIDED_SLICE:
-        if (x->rank >= 0) {
-            o->rank = x->rank;
-            for (int k = 0; k < x->rank; k++)
-                o->dims[k] = -1;
-        }
-        break;
-    case ISA_DET:
-        if (x->rank >= 2) {
-            o->rank = (int8_t)(x->rank - 2);
-            memcpy(o->dims, x->dims, sizeof(int64_t) * (size_t)o->rank);
-        }
-        break;
-    case ISA_RANGE: {
-        /* the count from known scalars, so that a huge range is never evaluated */
-        int64_t a0, a1, a2;
-        if (ints_of(c->x[0], &a0, 1) == 1 && ints_of(c->x[1], &a1, 1) == 1 && ints_of(c->x[2], &a2, 1) == 1 &&
-            a2 != 0) {
-            int64_t n = a2 > 0 ? (a1 - a0 + a2 - 1) / a2 : (a0 - a1 - a2 - 1) / -a2;
-            o->rank = 1;
-            o->dims[0] = n > 0 ? n : 0;
-        } else {
-            o->rank = 1;
-            o->dims[0] = -1;
-        }
-        expanding = true;
-        break;
-    }
-    case ISA_PADV:
-    case ISA_ONEHOT:
-    case ISA_RESIZE:
-    case ISA_RESIZE2:
-    case ISA_STACK_PUT:
-    case ISA_COL2IM:
-    case ISA_AFFINE_GRID:
-    case ISA_GRID_SAMPLE:
-    case ISA_ROI_ALIGN:
-    case ISA_DEFORM_CONV:
-        expanding = true;
-        break;
-    default:
-        break;
-    }
-    for (int k = 0; k < o->rank; k++)
-        if (o->dims[k] < 0) /* a negative parameter: the kernel says what is wrong */
-            o->dims[k] = -1;
     int64_t n = count_of(o);
-    if (!expanding || (n >= 0 && n <= ISA_FACTS_MAX_VALUE))
+    if (!isa_shape_grows(in->op) || (n >= 0 && n <= ISA_FACTS_MAX_VALUE))
         evaluate(c);
 }
 
@@ -1552,4 +1032,11 @@ tfvm_status isa_facts_check(const isa_program *p, const tfvm_allocator *a, tfvm_
     }
     isa_facts_free(&F);
     return st;
+}
+
+tfvm_status an_program_finish(tfvm_program *p, tfvm_status st, bool check, tfvm_program **out, tfvm_error *err)
+{
+    if (st == TFVM_OK && check) /* shapes that conflict wherever the program runs: refused now, not mid-run */
+        st = isa_facts_check(&p->isa, &p->alloc, err);
+    return ld_program_finish(p, st, out, err);
 }
