@@ -413,10 +413,12 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
             vm->pool = sched_pool_new(vm->n_workers);
             vm->own_pool = vm->pool != NULL;
         }
-        if (!vm->pool)
+        if (!vm->pool) {
             vm_fail(vm, TFVM_ERR_NOMEM, NULL, ISA_NONE, "out of memory starting worker threads");
-        else
+        } else {
+            atomic_store_explicit(&vm->run.pool, vm->pool, memory_order_relaxed);
             sched_pool_run(vm->pool, vm->n_workers, worker_body, vm);
+        }
     } else if (vm->hook || vm->has_paused || max) {
         work_as(w, false, true, max, false);
         if (atomic_load(&vm->state) == VM_PAUSED || (max && !vm_failed(vm) && (w->has_next || w->sw.n_stack)))
