@@ -545,7 +545,12 @@ TFVM_API void tfvm_session_cancel(tfvm_session *s);
 TFVM_API const char *tfvm_session_errmsg(const tfvm_session *s);
 
 /* Asks a run in progress (from another thread or a signal handler) to stop
- * with TFVM_ERR_INTERRUPTED. Async-signal-safe. */
+ * with TFVM_ERR_INTERRUPTED. Async-signal-safe. The error says where the run
+ * was: "interrupted at i_1 (LESS_EQUAL) in 'main' at depth 0, iteration #41
+ * of loop 'sum_loop'" (the instruction next to fire, the innermost call's
+ * function and how many calls deep, the innermost loop and its iteration),
+ * with that instruction's `instr`, `where` and `tag` in tfvm_error; plain
+ * "interrupted" when the worker that stopped had nothing in hand. */
 TFVM_API void tfvm_interrupt(tfvm_vm *vm);
 
 TFVM_API const char *tfvm_errmsg(const tfvm_vm *vm);

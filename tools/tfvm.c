@@ -1025,8 +1025,11 @@ static int cmd_run(int argc, char **argv)
             tfvm_value_release(&results[k]);
         st = TFVM_ERR_INTERRUPTED;
     }
-    if (st == TFVM_ERR_INTERRUPTED) {
-        fail("interrupted");
+    if (st == TFVM_ERR_INTERRUPTED) { /* where the run was, when it had started */
+        if (tfvm_last_error(vm)->code == TFVM_ERR_INTERRUPTED)
+            cli_run_failed(vm);
+        else
+            fail("interrupted");
         rc = EXIT_SIGINT;
         goto out;
     }

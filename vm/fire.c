@@ -301,6 +301,25 @@ static UT_INLINE void fire_maybe_timed(vm_worker *w, vm_act *a, bool timed)
     }
 }
 
+/* The run was interrupted: it fails where this worker is, at its next
+ * activation (`have` one, or one taken from its own work, which the caller
+ * gives back), or without a place when it has none. Returns whether it has
+ * one. */
+static bool interrupted_at(vm_worker *w, vm_act *a, bool have)
+{
+    if (!have)
+        have = take_local(w, a);
+    if (!have) {
+        vm_fail(w->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+        return false;
+    }
+    vm_tag_walk t;
+    vm_tag_walk_init(&t);
+    vm_tag_walk_ctx(&t, a->ctx);
+    vm_fail_interrupted(w->vm, &t, a->inst);
+    return true;
+}
+
 /* The run loop of every worker, whatever the policy: the worker's own work
  * first (its `next` slot, then its private stack), and when that runs out,
  * the policy's find_work (the deterministic policy: the run is over; work
@@ -330,9 +349,10 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
         /* every 1024 firings (and before the first): an interrupt, or the
          * end of the run that another worker or an error decided */
         if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0))
-            vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+            have = interrupted_at(w, &a, have);
         if (atomic_load_explicit(&run->done, memory_order_relaxed)) {
-            if (have) /* a joining worker's first activation, stolen: give it back */
+            if (have) /* a joining worker's first activation, stolen, or the one an
+                         interrupt named: give it back */
                 w->has_next = (w->next = a, true);
             return;
         }

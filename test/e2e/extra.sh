@@ -24,15 +24,21 @@ peak=$("$TFVM" run --stats --threads 2 examples/asm/fib.tfasm 1 2>&1 >/dev/null 
 
 # An endless recursion under a memory limit (ulimit -v, 4 GB) stops at the
 # default context bound, which the limit lowers, with a message that names
-# the function, the depth and the call's position, on 1 and 2 threads (not
-# under a sanitizer: its shadow memory does not fit such a limit).
+# the function, the depth and the call's position, and gives the tag's two
+# ends (the counts vary with the memory: N here, the tag's 32 shown and N
+# more making the depth), on 1 and 2 threads (not under a sanitizer: its
+# shadow memory does not fit such a limit).
 if [ -z "$SAN" ]; then
     printf 'fn f(n: i32) -> i32 {\n    f(n + 1) + 1\n}\nfn main(n: i32) -> i32 { f(n) }\n' >"$TMP/endless.tfg"
     for t in 1 2; do
         err=$( (ulimit -v 4000000 && "$TFVM" run "$TMP/endless.tfg" --threads $t 1) 2>&1 >/dev/null)
         rc=$?
-        want="tfvm: recursion too deep in 'f' at depth [0-9]* (the call at $TMP/endless.tfg:2:5): more than [0-9]* live"
-        [ $rc = 1 ] && expr "$err" : "$want" >/dev/null || no "endless recursion under ulimit -v, $t threads: rc=$rc '${err:0:300}'"
+        f15=$(printf ', f@0%.0s' $(seq 15))
+        want="tfvm: recursion too deep in 'f' at depth N (the call at $TMP/endless.tfg:2:5): more than N live contexts (the bound for the memory available; max_contexts sets another) at [f@1$f15, ... N more ...$f15, f@0]"
+        got=$(echo "$err" | sed -E 's/depth [0-9]+/depth N/; s/more than [0-9]+/more than N/; s/\.\.\. [0-9]+ more/... N more/')
+        depth=$(echo "$err" | sed -E 's/.* at depth ([0-9]+) .*/\1/') more=$(echo "$err" | sed -E 's/.*\.\.\. ([0-9]+) more.*/\1/')
+        [ $rc = 1 ] && [ "$got" = "$want" ] && [ "$depth" = $((more + 32)) ] ||
+            no "endless recursion under ulimit -v, $t threads: rc=$rc '${err:0:400}'"
     done
     say "endless recursion under ulimit -v 4000000: ${err:0:90}..."
 fi
@@ -323,15 +329,28 @@ out=$(TFVM_THREADS=1 "$TFVM" profile --runs 1 --warmup 0 examples/asm/fib.tfasm 
 [ "$out" = "tfvm profile: examples/asm/fib.tfasm 3 (entry main), 1 worker thread (deterministic)" ] ||
     no "profile with TFVM_THREADS=1: '$out'"
 
-# Ctrl-C stops a run: "tfvm: interrupted", exit status 130
-"$TFVM" run examples/sum_loop.tfg 100000000000 2>"$TMP/sigint.err" &
-pid=$!
-sleep 1
-kill -INT "$pid"
-wait "$pid"
-rc=$?
-[ "$rc" = 130 ] && [ "$(tail -n 1 "$TMP/sigint.err")" = "tfvm: interrupted" ] ||
-    no "SIGINT during a run: exit $rc, stderr '$(cat "$TMP/sigint.err")'"
+# Ctrl-C stops a run, exit status 130, and says where the run was: the
+# instruction next to fire and its line, the function and how many calls
+# deep, the innermost loop and its iteration (which varies: #N here); on 1
+# and 2 threads (a loop's frame either way).
+printf 'fn spin(n: i64) -> i64 {\n    let (i, s) = while forever (i = n, s = 0i64; i >= 0) {\n        (i + 1, s + i)\n    };\n    s\n}\nfn main(n: i64) -> i64 { spin(n) + 1 }\n' >"$TMP/spin.tfg"
+for t in 1 2; do
+    for prog in examples/sum_loop.tfg:100000000000 "$TMP/spin.tfg:0"; do
+        "$TFVM" run --threads $t "${prog%:*}" "${prog##*:}" 2>"$TMP/sigint.err" &
+        pid=$!
+        sleep 1
+        kill -INT "$pid"
+        wait "$pid"
+        rc=$?
+        case $prog in
+        examples/*) want="tfvm: examples/sum_loop.tfg:11:50: interrupted at less_equal_11_50 (LESS_EQUAL) in 'main' at depth 0, iteration #N of loop 'sum_loop'" ;;
+        *) want="tfvm: $TMP/spin.tfg:2:52: interrupted at greater_equal_2_52 (GREATER_EQUAL) in 'spin' at depth 1, iteration #N of loop 'forever'" ;;
+        esac
+        got=$(tail -n 1 "$TMP/sigint.err" | sed 's/#[0-9][0-9]*/#N/g')
+        [ "$rc" = 130 ] && [ "$got" = "$want" ] ||
+            no "SIGINT during ${prog%:*} on $t threads: exit $rc, stderr '$(cat "$TMP/sigint.err")'"
+    done
+done
 
 # The embedding example, built against `make install` through pkg-config.
 prefix="$TMP/prefix"
