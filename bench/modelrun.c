@@ -10,6 +10,9 @@
  * and exits 1 when they differ. TFVM_DEVICE=cpu|cuda|auto picks the
  * placement (make gpu-check).
  *
+ * Parameters after the IN.npy files take their defaults (an ONNX model's
+ * overridable initializers).
+ *
  *   build/bench/modelrun MODEL T R W [-o OUT.npy] [-c REF.npy] IN.npy...
  */
 #include <math.h>
@@ -118,6 +121,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelrun: no entry point with 1 to %d results\n", MAX_IN);
         return 1;
     }
+    while (n < info.n_params && n < MAX_IN) /* inputs not given: their defaults (overridable initializers) */
+        args[n++] = tfvm_default();
     double *t = calloc((size_t)runs, sizeof *t);
     if (!t)
         return 1;

@@ -26,7 +26,8 @@ int cli_run_failed(const tfvm_vm *vm);
  * ones first, then NAME=VALUE ones (NAME: [A-Za-z_][A-Za-z0-9_.:/-]*, a
  * parameter's name; "x" also names "x:0"). bound (e->n_params slots) gets
  * parameter k's text in bound[k] (the VALUE of a named one; pointers into
- * texts). Returns 0, or prints one line "tfvm: main(a: i32, b: i32) ..." on
+ * texts; NULL for a parameter with a default left out, which
+ * cli_parse_arg makes tfvm_default()). Returns 0, or prints one line "tfvm: main(a: i32, b: i32) ..." on
  * stderr (wrong count, unknown name, a parameter given twice or missing) and
  * returns the usage exit status. */
 int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound);

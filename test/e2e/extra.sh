@@ -196,6 +196,30 @@ out=$("$TFVM" run test/onnx/models/loop_scan.onnx n=3 x=@"$TMP/x2.npy" 2>&1 | pa
 out=$("$TFVM" run test/onnx/models/loop_scan.onnx "@$TMP/x2.npy" 3 -o stack="$TMP/st.npy" 2>&1)
 out2=$("$TFVM" run "$TMP/twice.tfasm" "@$TMP/st.npy" 2>&1)
 [ "$out" = "xf: [4.0, 5.0]" ] && [ "$out2" = "[[0.0, 0.0], [6.0, 8.0], [16.0, 20.0]]" ] || no "loop_scan.onnx -o stack=: '$out' '$out2'"
+# An initializer named like a graph input (mlp.onnx, IR 8: W1) is the
+# input's default: `tfvm info` says so; left out, the initializer is used,
+# fed, the fed value; through a compiled .tfvm too (issue 27 row 11).
+cat >"$TMP/mk3.tfasm" <<'P'
+entry main() -> (x: f32[], w: f32[]) {
+    x = CONST f32[2, 4] [[1, 2, 3, 4], [-1, 0, 1, 2]]
+    w = CONST f32[4, 3] [[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1]]
+        RESULT 0 (x)
+        RESULT 1 (w)
+}
+P
+"$TFVM" run "$TMP/mk3.tfasm" -o x="$TMP/x24.npy" -o w="$TMP/w43.npy" || no "mk3"
+out=$("$TFVM" info test/onnx/models/mlp.onnx | grep '^entry')
+[ "$out" = "entry main(x: f32[2, 4], W1: f32[4, 3] = default) -> (y: f32[2, 2])" ] || no "info mlp.onnx: '$out'"
+"$TFVM" compile test/onnx/models/mlp.onnx -o "$TMP/mlp.tfvm" || no "compile mlp.onnx"
+for m in test/onnx/models/mlp.onnx "$TMP/mlp.tfvm"; do
+    out=$("$TFVM" run "$m" "@$TMP/x24.npy" 2>&1)
+    [ "$out" = "[[44.5, 50.5], [36.5, 34.5]]" ] || no "$m with W1 left to its default: '$out'"
+    out=$("$TFVM" run "$m" "@$TMP/x24.npy" "W1=@$TMP/w43.npy" 2>&1)
+    [ "$out" = "[[24.5, 20.5], [8.5, 4.5]]" ] || no "$m with W1 fed: '$out'"
+    out=$("$TFVM" run "$m" "W1=@$TMP/w43.npy" 2>&1)
+    [ "$out" = "tfvm: main(x: f32[2, 4], W1: f32[4, 3] = default): no argument for parameter 'x'" ] ||
+        no "$m without x: '$out'"
+done
 abs_tfvm=$(cd "$(dirname "$TFVM")" && pwd)/$(basename "$TFVM")
 out=$(cd "$TMP" && "$abs_tfvm" run "$OLDPWD/test/onnx/models/external.onnx" x=@x12.npy 2>&1)
 [ "$out" = "[[4.0, 6.0]]" ] || no "external.onnx from another directory printed '$out'"

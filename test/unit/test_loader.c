@@ -386,8 +386,8 @@ START_TEST(test_layout)
 }
 END_TEST
 
-/* A 1.3 file: bigger header, bigger instruction records, an unknown section.
- * A 1.2 reader must accept it and ignore the additions; as 1.0 it is bad. */
+/* A 1.4 file: bigger header, bigger instruction records, an unknown section.
+ * A 1.3 reader must accept it and ignore the additions; as 1.0 it is bad. */
 static unsigned char *future_image(const unsigned char *d, size_t n, uint16_t minor, size_t *out_len)
 {
     const uint32_t extra_hdr = 8, extra_rec = 4;
@@ -433,7 +433,7 @@ START_TEST(test_newer_minor)
 {
     size_t n, m;
     unsigned char *d = fib_image(&n);
-    unsigned char *f = future_image(d, n, 3, &m);
+    unsigned char *f = future_image(d, n, 4, &m);
     isa_program p, q;
     tfvm_error err;
     ck_assert_int_eq(ld_read(d, n, "a", NULL, &p, &err), TFVM_OK);
@@ -447,7 +447,7 @@ START_TEST(test_newer_minor)
     f = future_image(d, n, 0, &m);
     expect_read(f, m, TFVM_ERR_FORMAT, "t.tfvm: bad .tfvm file (header size 40, expected 32 at byte 12)");
     put32(f, 12, HDR + 8);
-    put16(f, 10, 3);
+    put16(f, 10, 4);
     size_t unk = HDR + 8 + 10 * SECENT; /* the unknown section's table entry */
     put32(f, unk + 4, 0);
     fix_crc(f, m);
