@@ -392,6 +392,8 @@ __attribute__((format(printf, 2, 3))) static int sig_error(const tfvm_entry_info
     return EXIT_USAGE;
 }
 
+const char cli_default_arg[] = "default";
+
 int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound)
 {
     for (size_t k = 0; k < e->n_params; k++)
@@ -438,6 +440,9 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
         fputc('\n', stderr);
         return EXIT_USAGE;
     }
+    for (size_t k = 0; k < e->n_params; k++)
+        if (!bound[k])
+            bound[k] = cli_default_arg;
     return 0;
 }
 
@@ -564,11 +569,11 @@ static int parse_value(const char *what, const tfvm_param_info *p, const char *t
     return 0;
 }
 
-/* text NULL: the parameter was left out (cli_bind_args allows that only
- * for one with a default), and the run takes its default. */
+/* text cli_default_arg: the parameter was left out (cli_bind_args allows
+ * that only for one with a default), and the run takes its default. */
 static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
 {
-    if (!text) {
+    if (text == cli_default_arg) {
         *v = tfvm_default();
         return 0;
     }
