@@ -116,8 +116,8 @@ static int tag_elem(const tfvm_vm *vm, const vm_tag_elem *e, char *buf, size_t s
     return snprintf(buf, size, "%s#%llu", p->regions[e->id].name, (unsigned long long)e->iter);
 }
 
-/* The k-th element from the outside (k < VM_TAG_ENDS) and the j-th from the
- * inside (j < VM_TAG_ENDS) of a walked tag. */
+/* The k-th element from the outside of a walked tag (k < VM_TAG_ENDS; the
+ * j-th from the inside is t->inner[j]). */
 static const vm_tag_elem *outer_elem(const vm_tag_walk *t, uint64_t k)
 {
     return &t->outer[(t->depth - 1 - k) % VM_TAG_ENDS];
