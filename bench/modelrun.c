@@ -1,6 +1,7 @@
 /* bench/modelrun.c — `make bench`: one model's time through the public API
  * (include/tfvm.h), in-process and warm, as an embedder sees it: load (and
- * import) once, a VM with T worker threads, W warm-up runs, then R timed runs
+ * import) once, a VM with T worker threads (0: the default, one per core),
+ * W warm-up runs, then R timed runs
  * of tfvm_run. Prints "MEDIAN MIN PEAK_RSS_KB" (seconds; the process's peak
  * resident set, loading included) and, with -o, writes the first result;
  * with -c, compares it with REF.npy (f32: within 1e-4 + 1e-3 |ref|, as
@@ -8,6 +9,9 @@
  * them; other dtypes: equal), prints "max abs diff D"
  * and exits 1 when they differ. TFVM_DEVICE=cpu|cuda|auto picks the
  * placement (make gpu-check).
+ *
+ * Parameters after the IN.npy files take their defaults (an ONNX model's
+ * overridable initializers).
  *
  *   build/bench/modelrun MODEL T R W [-o OUT.npy] [-c REF.npy] IN.npy...
  */
@@ -79,7 +83,7 @@ int main(int argc, char **argv)
     const char *ref = NULL;
     for (; a + 1 < argc && (strcmp(argv[a], "-o") == 0 || strcmp(argv[a], "-c") == 0); a += 2)
         *(argv[a][1] == 'o' ? &out : &ref) = argv[a + 1];
-    if (runs < 1 || threads < 1 || argc - a > MAX_IN) {
+    if (runs < 1 || threads < 0 || argc - a > MAX_IN) {
         fprintf(stderr, "modelrun: bad arguments\n");
         return 2;
     }
@@ -117,6 +121,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelrun: no entry point with 1 to %d results\n", MAX_IN);
         return 1;
     }
+    while (n < info.n_params && n < MAX_IN) /* inputs not given: their defaults (overridable initializers) */
+        args[n++] = tfvm_default();
     double *t = calloc((size_t)runs, sizeof *t);
     if (!t)
         return 1;

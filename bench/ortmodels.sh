@@ -5,7 +5,8 @@
 # mobilenet_v3_small and a depthwise/SiLU network of our own at batch 1 and
 # 8 (issue 23); SET=seq: bench/seqnets.py's BERT-like encoder,
 # nn.TransformerEncoder, LSTM, GRU and a scripted greedy decoder at sequence lengths 8, 32, 128
-# (issue 24). Both are
+# (issue 24), then the decoder on the default threads against --threads 1
+# (issue 30: a small graph must not be slower on the default). Both are
 # timed in-process and warm: tfvm around tfvm_run (bench/modelrun.c), ORT
 # around session.run; ROUNDS rounds alternate the two so that both see the
 # same machine, and each side's best median counts. Peak RSS is each
@@ -119,6 +120,38 @@ for b in $VARIANTS; do
         echo "MISS  resnet18 last-stage 3x3 convolution, $b, 1 thr: >= 100 GFLOP/s: $gf"
     fi
 done
+# The decoder on the default threads (one per core) against --threads 1,
+# alternating, many runs each: a run of a few microseconds that no second
+# worker can help must cost the same on both (issue 30). 5% is this shared
+# machine's noise between two alternating medians.
+defrow() {
+    local f=$1 b=$2 runs=$3 one='' def='' line med t
+    for _ in $(seq "$((ROUNDS + 2))"); do
+        for t in 1 0; do
+            line=$("$MODELRUN" "$f.onnx" "$t" "$runs" 20 "$f.in.npy" 2>"$TMP/err") || {
+                echo "bench: decoder $b on $t threads: $(tail -1 "$TMP/err")"
+                return
+            }
+            read -r med _ <<<"$line"
+            if [ "$t" = 1 ]; then one=$(best "$one" "$med"); else def=$(best "$def" "$med"); fi
+        done
+    done
+    local r us
+    r=$(awk -v a="$def" -v b="$one" 'BEGIN { printf "%.2f", a / b }')
+    us=$(awk -v a="$def" -v b="$one" 'BEGIN { printf "%.0f vs %.0f us", a * 1e6, b * 1e6 }')
+    if awk -v r="$r" 'BEGIN { exit !(r <= 1.05) }'; then
+        echo "PASS  decoder $b: default threads no slower than --threads 1 (<= 1.05x): ${r}x ($us)"
+    else
+        echo "MISS  decoder $b: default threads no slower than --threads 1 (<= 1.05x): ${r}x ($us)"
+    fi
+}
+case " $MODELS " in
+*" decoder "*)
+    echo "default threads ($(nproc) CPUs; one worker per core) vs --threads 1 (issue 30), medians of 600 (s128) to 2000 (s8) runs, best of $((ROUNDS + 2)) alternating rounds:"
+    for b in $VARIANTS; do
+        [ -f "$DIR/decoder_$b.onnx" ] && defrow "$DIR/decoder_$b" "$b" "$(($(runs_for "$b") * 100))"
+    done ;;
+esac
 one=${RATIO[resnet18.b8.1.tv]:-} two=${RATIO[resnet18.b8.2.tv]:-}
 if [ -n "$one" ] && [ -n "$two" ]; then
     s=$(awk -v a="$one" -v b="$two" 'BEGIN { printf "%.2f", a / b }')

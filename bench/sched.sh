@@ -5,8 +5,10 @@
 # run's wall time from --stats, best of 3. Then issue 13's per-run targets,
 # PASS/MISS: the median time of one in-process run of a trivial program
 # (`tfvm profile`, default threads and 1 thread), and ns per iteration of
-# bench/loop100k.tfg (acc += (i*i) % 7, 100k iterations). (The 2-thread
-# speed-ups and the CPython ratios are in bench/run.sh's table.)
+# bench/loop100k.tfg (acc += (i*i) % 7, 100k iterations); last, the CPU
+# time per level of an endless recursion stopped by "recursion too deep" at
+# two depths (issue 30: linear in the depth). (The 2-thread speed-ups and the
+# CPython ratios are in bench/run.sh's table.)
 set -u
 TFVM=${TFVM:-build/bin/tfvm}
 TMP=$(mktemp -d)
@@ -126,3 +128,32 @@ target "while loop acc += (i*i) % 7, 100k iterations, 1 thread" "$ns" ns 100
 read -r w f <<<"$(REPS=7 best_of bench/loop100k.tfg 0 100000)"
 ns=$(awk -v w="$w" 'BEGIN { if (w > 0) printf "%.1f", w * 1e9 / 100000; else print "-" }')
 printf '  %-56s %9s ns  (for comparison)\n' "the same loop, default threads" "$ns"
+
+# "recursion too deep" in time proportional to the depth reached (issue 30:
+# 3.9 s once): an endless recursion under two address-space limits (ulimit
+# -v 1 and 4 GB; the default bound follows the limit), CPU seconds (user +
+# sys, this shared machine's load aside) per level reached, best of 3. The
+# deeper run must cost at most 1.5x as much per level as the shallower.
+printf 'fn f(n: i32) -> i32 {\n    f(n + 1) + 1\n}\nfn main(n: i32) -> i32 { f(n) }\n' >"$TMP/endless.tfg"
+# deep_ns KB: "depth ns-per-level" of the endless recursion under ulimit -v KB
+deep_ns() {
+    local best='' depth=''
+    for _ in 1 2 3; do
+        local line d t
+        line=$( (ulimit -v "$1" && TIMEFORMAT='%U %S' && time "$TFVM" run --threads 1 "$TMP/endless.tfg" 1 >/dev/null 2>"$TMP/deep.err") 2>&1)
+        d=$(sed -n 's/.* at depth \([0-9]*\) .*/\1/p' "$TMP/deep.err")
+        [ -n "$d" ] || { echo "- -"; return; }
+        t=$(awk -v l="$line" -v d="$d" 'BEGIN { split(l, a, " "); printf "%.1f", (a[1] + a[2]) * 1e9 / d }')
+        if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
+        depth=$d
+    done
+    echo "$depth $best"
+}
+read -r d1 n1 <<<"$(deep_ns 1000000)"
+read -r d4 n4 <<<"$(deep_ns 4000000)"
+echo "recursion too deep (issue 30), 1 thread: depth $d1 at $n1 ns CPU per level, depth $d4 at $n4 ns"
+if [ "$n1" != - ] && [ "$n4" != - ] && awk -v a="$n4" -v b="$n1" 'BEGIN { exit !(a <= 1.5 * b) }'; then
+    echo "PASS  recursion too deep: reported in time proportional to the depth (per level at depth $d4 <= 1.5x at $d1)"
+else
+    echo "MISS  recursion too deep: reported in time proportional to the depth (per level at depth $d4 <= 1.5x at $d1)"
+fi

@@ -256,6 +256,8 @@ typedef struct cc_param {
     cc_vtype type;
     cc_var *var;
     const char **dim_names; /* NULL, or type.rank names of symbolic dims (NULL = unnamed): the signature's */
+    const struct cc_cval *dflt; /* an entry's parameter: NULL, or its default value (a run that leaves it out
+                               takes this constant; ONNX: an initializer named like a graph input) */
 } cc_param;
 
 struct cc_func {

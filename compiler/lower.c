@@ -1184,6 +1184,9 @@ static void emit(lower *L, isa_program *out)
     uint32_t n_consts = 0;
     for (uint32_t j = 0; j < n_live; j++)
         n_consts += has_const(&L->insts[order[j]]) + (L->insts[order[j]].shape != NULL);
+    const cc_func *ef = C->entry_ifn->src;
+    for (uint32_t k = 0; k < ef->n_params; k++) /* parameters' defaults: after the instructions' */
+        n_consts += ef->params[k].dflt != NULL;
     out->n_consts = n_consts;
     OUT_ARRAY(out->consts, n_consts);
     out->n_edges = E.n_edges;
@@ -1272,6 +1275,11 @@ static void emit(lower *L, isa_program *out)
             cc_nomem(C);
         if (d->shaped && p->dim_names && !isa_param_set_dim_names(out, d, p->dim_names))
             cc_nomem(C);
+        if (!is_res && p->dflt) {
+            emit_const(C, ar, &out->consts[ci], p->dflt);
+            d->has_default = true;
+            d->dflt = ci++;
+        }
     }
     /* the file the @line:col positions refer to (issue 14), when there are
      * some (imported models have none) and .tfasm can spell its name */

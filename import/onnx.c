@@ -616,6 +616,8 @@ void ox_graph_nodes(ox *X, const Onnx__GraphProto *g, cc_blk *b, ox_val **out)
         const Onnx__TensorProto *t = g->initializer[k];
         if (!t || !t->name)
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "initializer #%zu has no name", k);
+        if (X->depth == 1 && ox_lookup(X, t->name))
+            continue; /* the main graph's input of that name: the initializer is its default (build_model) */
         ox_val v;
         ox_tensor_const(X, NULL, b, t, &v);
         ox_bind(X, t->name, ox_new_val(C, &v));
@@ -647,25 +649,59 @@ typedef struct ox_build {
     const Onnx__ModelProto *m;
 } ox_build;
 
-static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
-/* The graph's initializer names, sorted (for is_initializer), *n of them. */
-static const char **initializer_names(cc *C, const Onnx__GraphProto *g, size_t *n)
+static int cmp_init(const void *a, const void *b)
 {
-    const char **names = cc_array(C, g->n_initializer + 1, sizeof *names);
+    return strcmp((*(const Onnx__TensorProto *const *)a)->name, (*(const Onnx__TensorProto *const *)b)->name);
+}
+
+/* The graph's named initializers, sorted by name (for find_initializer), *n
+ * of them. */
+static const Onnx__TensorProto **sorted_initializers(cc *C, const Onnx__GraphProto *g, size_t *n)
+{
+    const Onnx__TensorProto **inits = cc_array(C, g->n_initializer + 1, sizeof *inits);
     *n = 0;
     for (size_t k = 0; k < g->n_initializer; k++)
         if (g->initializer[k] && g->initializer[k]->name)
-            names[(*n)++] = g->initializer[k]->name;
-    qsort(names, *n, sizeof *names, cmp_name);
-    return names;
+            inits[(*n)++] = g->initializer[k];
+    qsort(inits, *n, sizeof *inits, cmp_init);
+    return inits;
 }
 
-/* A binary search, not a scan per input: an exporter that lists 50,000
- * weights as inputs too took 6.8 s of strcmp. */
-static bool is_initializer(const char *const *names, size_t n, const char *name)
+/* The initializer called name, or NULL. A binary search, not a scan per
+ * input: an exporter that lists 50,000 weights as inputs too took 6.8 s of
+ * strcmp. */
+static const Onnx__TensorProto *find_initializer(const Onnx__TensorProto *const *inits, size_t n, const char *name)
 {
-    return bsearch(&name, names, n, sizeof *names, cmp_name) != NULL;
+    Onnx__TensorProto key; /* only its name is read */
+    key.name = (char *)name;
+    const Onnx__TensorProto *kp = &key, *const *hit = bsearch(&kp, inits, n, sizeof *inits, cmp_init);
+    return hit ? *hit : NULL;
+}
+
+/* An initializer named like graph input k is the input's default (ONNX IR
+ * version 4 and later, as ONNX Runtime has it: the caller may feed the input
+ * or leave it out): its value as the parameter's default, which must fit the
+ * input's declared type. */
+static const cc_cval *input_default(ox *X, const Onnx__TensorProto *t, const ox_val *input, const char *name)
+{
+    ox_val v;
+    cc_cval *c = cc_alloc(X->C, sizeof *c);
+    c->nbytes = ox_tensor_value(X, t, &v);
+    bool fits = v.dtype == input->dtype && (v.rank == 0) == (input->rank == 0) &&
+                (input->rank < 0 || input->rank == v.rank); /* (a rank-0 input is a scalar parameter) */
+    for (int k = 0; fits && input->rank > 0 && k < v.rank; k++)
+        fits = input->dims[k] < 0 || input->dims[k] == v.dims[k]; /* (a symbolic dim is negative) */
+    if (!fits)
+        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_FORMAT,
+                 "graph input '%.80s': its initializer (%s, rank %d) does not fit the input's declared type "
+                 "(%s, rank %d)", name, tfvm_dtype_name((tfvm_dtype)v.dtype), v.rank,
+                 tfvm_dtype_name((tfvm_dtype)input->dtype), input->rank);
+    c->dtype = v.dtype;
+    c->rank = (uint8_t)v.rank;
+    for (int k = 0; k < TFVM_MAX_RANK; k++)
+        c->dims[k] = k < v.rank ? v.dims[k] : 0;
+    c->data = v.cdata;
+    return c;
 }
 
 /* The names of v's symbolic dims (X's symbols), or NULL when it has none */
@@ -727,7 +763,9 @@ static cc_ifn *build_model(cc *C, void *ud)
     check_ops(X, g);
     uint32_t np = 0;
     size_t n_inits;
-    const char **inits = initializer_names(C, g, &n_inits);
+    const Onnx__TensorProto **inits = sorted_initializers(C, g, &n_inits);
+    const bool overridable = m->has_ir_version && m->ir_version >= 4;
+    const Onnx__TensorProto **defaults = cc_array(C, g->n_input + 1, sizeof *defaults);
     const char **pn = cc_array(C, g->n_input + 1, sizeof *pn);
     cc_vtype *pt = cc_array(C, g->n_input + 1, sizeof *pt);
     ox_val *pv = cc_array(C, g->n_input + 1, sizeof *pv);
@@ -735,8 +773,11 @@ static cc_ifn *build_model(cc *C, void *ud)
         const Onnx__ValueInfoProto *vi = g->input[k];
         if (!vi || !vi->name || !vi->name[0])
             cc_error(C, (cc_pos){0, 0}, TFVM_ERR_FORMAT, "graph input #%zu has no name", k);
-        if (is_initializer(inits, n_inits, vi->name))
-            continue; /* exporters list weights as inputs too: they stay constants */
+        const Onnx__TensorProto *init = find_initializer(inits, n_inits, vi->name);
+        if (init && (!overridable || ox_store_dtype(init->has_data_type ? init->data_type : 0)))
+            continue; /* before IR 4 exporters list weights as inputs too: they stay constants (and f16
+                         or other storage dtypes' defaults, which arrive widened, too) */
+        defaults[np] = init;
         if (!ox_value_info(X, vi, &pv[np])) {
             const Onnx__TypeProto *t = vi->type;
             if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type &&
@@ -780,6 +821,8 @@ static cc_ifn *build_model(cc *C, void *ud)
             memcpy(pv[k].dims, s.dims, sizeof s.dims);
             pv[k].store = s.store;
         }
+        if (defaults[k])
+            fn->src->params[k].dflt = input_default(X, defaults[k], &pv[k], pn[k]);
         ox_bind(X, pn[k], &pv[k]);
     }
     ox_val **out = cc_array(C, nr + 1, sizeof *out);

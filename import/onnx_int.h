@@ -102,6 +102,9 @@ bool ox_value_info(ox *X, const Onnx__ValueInfoProto *vi, ox_val *v);
 /* onnx_tensor.c: a TensorProto as a constant value in block b (external
  * data read relative to X->dir). */
 void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out);
+/* A TensorProto's value without making a constant: out's dtype, rank, dims
+ * and cdata; returns its bytes. */
+size_t ox_tensor_value(ox *X, const Onnx__TensorProto *t, ox_val *out);
 
 /* onnx_ops.c (the ops of issue 10) and onnx_extra.c (the long tail): one
  * row per op type, its first opset and its translation */

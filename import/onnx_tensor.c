@@ -169,9 +169,8 @@ static const void *widen_const(ox *X, const Onnx__TensorProto *t, uint8_t store,
     return p;
 }
 
-void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out)
+size_t ox_tensor_value(ox *X, const Onnx__TensorProto *t, ox_val *out)
 {
-    (void)N;
     cc *C = X->C;
     memset(out, 0, sizeof *out);
     int32_t dt = t->has_data_type ? t->data_type : 0;
@@ -264,5 +263,12 @@ void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, o
     if (!nbytes)
         data = &none; /* an empty tensor's data may be NULL in the message */
     out->cdata = data;
-    out->v = cc_const_new(C, b, (tfvm_dtype)dtype, (int)t->n_dims, t->dims, data, nbytes, true);
+    return nbytes;
+}
+
+void ox_tensor_const(ox *X, ox_node *N, cc_blk *b, const Onnx__TensorProto *t, ox_val *out)
+{
+    (void)N;
+    size_t nbytes = ox_tensor_value(X, t, out);
+    out->v = cc_const_new(X->C, b, (tfvm_dtype)out->dtype, (int)t->n_dims, t->dims, out->cdata, nbytes, true);
 }

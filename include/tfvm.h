@@ -289,6 +289,10 @@ TFVM_API tfvm_value tfvm_bf16(double v);
 TFVM_API double tfvm_half_value(tfvm_value v);
 /* Borrowing wrapper: the run takes its own reference. */
 static inline tfvm_value tfvm_tensor_value(tfvm_tensor *t) { tfvm_value x = {tfvm_tensor_dtype(t), t, {0}}; return x; }
+/* An argument left out: its parameter's default (tfvm_param_info.has_default)
+ * is used. A parameter without one refuses it (TFVM_ERR_ARGUMENT). */
+static inline tfvm_value tfvm_default(void) { tfvm_value x = {(tfvm_dtype)0, NULL, {0}}; return x; }
+static inline bool tfvm_is_default(const tfvm_value *v) { return v->dtype == 0 && !v->tensor; }
 /* Releases the tensor of a result value (no-op for scalars). */
 TFVM_API void tfvm_value_release(tfvm_value *v);
 
@@ -445,6 +449,10 @@ typedef struct tfvm_param_info {
                              dimension (`batch` in `f32[batch, 10]`, an ONNX
                              dim_param) where dims[k] is -1, else NULL. A named
                              dim fits any size, like `?` */
+    bool has_default;     /* a parameter that may be left out (tfvm_default()):
+                             the run then takes the program's default value
+                             for it (an ONNX initializer named like a graph
+                             input, docs/onnx.md; `= #K` in .tfasm) */
 } tfvm_param_info;
 typedef struct tfvm_entry_info {
     const char *name;
@@ -499,6 +507,8 @@ TFVM_API void tfvm_vm_free(tfvm_vm *vm);
  * expected f32[784, ?], got f32[10, 512]" (arguments count from 1). A result
  * that does not fit its declaration fails the run with TFVM_ERR_TYPE
  * ("result 0 'y' of entry 'main': declared f32[?, ?], got a rank-4 tensor");
+ * an argument tfvm_default() takes its parameter's default, where it has one
+ * ("argument 2 'w' of entry 'main' has no default: give a value");
  * a scalar fits a result declared as a tensor of any rank or of rank 0. On
  * success, tensor results are references owned by the caller. On failure
  * nothing is stored in results and tfvm_last_error(vm) says what happened:
@@ -548,7 +558,12 @@ TFVM_API void tfvm_session_cancel(tfvm_session *s);
 TFVM_API const char *tfvm_session_errmsg(const tfvm_session *s);
 
 /* Asks a run in progress (from another thread or a signal handler) to stop
- * with TFVM_ERR_INTERRUPTED. Async-signal-safe. */
+ * with TFVM_ERR_INTERRUPTED. Async-signal-safe. The error says where the run
+ * was: "interrupted at i_1 (LESS_EQUAL) in 'main' at depth 0, iteration #41
+ * of loop 'sum_loop'" (the instruction next to fire, the innermost call's
+ * function and how many calls deep, the innermost loop and its iteration),
+ * with that instruction's `instr`, `where` and `tag` in tfvm_error; plain
+ * "interrupted" when the worker that stopped had nothing in hand. */
 TFVM_API void tfvm_interrupt(tfvm_vm *vm);
 
 TFVM_API const char *tfvm_errmsg(const tfvm_vm *vm);

@@ -315,6 +315,11 @@ typedef struct isa_param {
      * .tfvm dim-name table; a name is any size, the same name is not checked
      * to be the same size). */
     const char *const *dim_names;
+    /* A parameter only (the .tfvm default table): when has_default, constant
+     * dflt is its value in a run not given this argument (an ONNX initializer
+     * named like a graph input, IR >= 4: an overridable default). */
+    bool has_default;
+    uint32_t dflt;
 } isa_param;
 
 typedef struct isa_entry {

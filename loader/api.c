@@ -44,6 +44,7 @@ static tfvm_status make_entry_infos(tfvm_program *p, tfvm_error *err)
             ps[k].rank = q->rank == 0 ? 0 : q->shaped ? q->ndim : -1;
             ps[k].dims = q->shaped && q->ndim ? q->dims : NULL;
             ps[k].dim_names = q->shaped && q->ndim ? q->dim_names : NULL;
+            ps[k].has_default = q->has_default;
         }
         p->entries[i] = (tfvm_entry_info){e->name, e->n_params, e->n_results, ps, ps + e->n_params};
     }

@@ -65,6 +65,9 @@ typedef struct as_param {
     int64_t dims[TFVM_MAX_RANK]; /* -1 = ? */
     as_tok dim_names[TFVM_MAX_RANK]; /* f32[batch, 3]: a symbolic dim's name (len 0 = none) */
     uint32_t seen_line, seen_col; /* results: where its RESULT is (0 = none yet) */
+    bool has_default;    /* w: f32[2] = #K: a parameter's default, declared constant K */
+    uint32_t dflt;
+    as_tok dflt_tok;
 } as_param;
 
 typedef struct as_inst {
@@ -1318,7 +1321,7 @@ static bool parse_inst(as_parser *P, uint32_t r)
 }
 
 /* ---- Blocks ------------------------------------------------------------------------------ */
-static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
+static bool parse_params(as_parser *P, bool results, uint32_t *first, uint32_t *count)
 {
     next(P); /* ( */
     *first = (uint32_t)P->params.n;
@@ -1369,7 +1372,20 @@ static bool parse_params(as_parser *P, uint32_t *first, uint32_t *count)
             if (!expect(P, ']', "after the dimensions (f32[...] is any rank, f32[?, 3] a shape)"))
                 return false;
         }
+        as_tok dtok = no_tok;
+        uint32_t dflt = 0;
+        if (is_p(peek(P), '=')) { /* = #K: the default, a declared constant */
+            dtok = *next(P);
+            if (results)
+                return fail(P, &dtok, "a result has no default (only a parameter has: w: f32[2] = #0)");
+            if (!expect(P, '#', "after '=' (a parameter's default is a declared constant: w: f32[2] = #0)") ||
+                !parse_u32(P, "a constant table index after '#'", &dflt))
+                return false;
+        }
         pa = PRM(pi);
+        pa->has_default = dtok.len != 0;
+        pa->dflt = dflt;
+        pa->dflt_tok = dtok;
         pa->name = name;
         pa->dtype = dt;
         pa->rank = rank;
@@ -1442,14 +1458,14 @@ static bool parse_block(as_parser *P, uint32_t enclosing)
         if (!is_p(peek(P), '('))
             return fail(P, peek(P), "expected '(' and the parameters after entry '%.*s', got %s", (int)g.name.len,
                         g.name.s, TDESC(peek(P)));
-        if (!parse_params(P, &g.param_first, &g.n_params))
+        if (!parse_params(P, false, &g.param_first, &g.n_params))
             return false;
         g.result_first = (uint32_t)P->params.n;
         if (peek(P)->kind == TK_ARROW) {
             next(P);
             if (!is_p(peek(P), '('))
                 return fail(P, peek(P), "expected '(' and the results after '->', got %s", TDESC(peek(P)));
-            if (!parse_params(P, &g.result_first, &g.n_results))
+            if (!parse_params(P, true, &g.result_first, &g.n_results))
                 return false;
         }
         if (is_kw(peek(P), "region")) {
@@ -1986,6 +2002,11 @@ static bool build(as_parser *P, isa_program *p)
                 return nomem(P);
             if (pa->shaped && !set_dim_names(p, d, pa))
                 return nomem(P);
+            if (pa->has_default && pa->dflt >= P->decls.n)
+                return fail(P, &pa->dflt_tok, "default #%" PRIu32 " of '%.*s' is not a declared constant (%zu declared)",
+                            pa->dflt, (int)pa->name.len, pa->name.s, P->decls.n);
+            d->has_default = pa->has_default;
+            d->dflt = pa->dflt;
         }
     }
     if (P->sites.n)

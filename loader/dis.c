@@ -529,6 +529,8 @@ static void put_type(ut_buf *b, const isa_param *pa)
         ident = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_';
     char ty[160];
     ut_buf_printf(b, ident ? "%s: %s" : "\"%s\": %s", n, isa_param_type(pa, ty, sizeof ty));
+    if (pa->has_default) /* a constant of the table, which is then printed (consts_inline) */
+        ut_buf_printf(b, " = #%" PRIu32, pa->dflt);
 }
 
 static void put_header(ut_buf *b, const isa_program *p, uint32_t r, const isa_entry *e, uint32_t ei,

@@ -10,12 +10,13 @@
 /* ---- Layout (docs/format.md, "Layout") ------------------------------------ */
 #define FMT_MAJOR 1
 #define FMT_MINOR 3 /* 1.1 added the shape and source tables, 1.2 the dim-name and origin tables, 1.3 the
-                      variable table */
+                      variable and default tables */
 #define FMT_HEADER 32u   /* header bytes in 1.0                         */
 #define FMT_CRC_AT 24u   /* the checksum field                          */
 #define FMT_CRC_FROM 28u /* the checksum covers [28, file_size)         */
 #define FMT_SECENT 24u   /* one section-table entry                     */
 #define FMT_NO_STR UINT32_MAX
+#define FMT_NO_CONST UINT32_MAX /* the default table: no default */
 
 static const unsigned char fmt_magic[8] = {'T', 'F', 'V', 'M', '\r', '\n', 0x1a, '\n'};
 
@@ -43,7 +44,8 @@ enum {
     SEC_DIMNAMES,             /* 1.2, optional: names of symbolic dims in the shape table */
     SEC_ORIGINS,              /* 1.2, optional: the model's node each instruction came from */
     SEC_VARS,                 /* 1.3, optional: the source variables the outputs carry */
-    SEC_LAST = SEC_VARS
+    SEC_DEFAULTS,             /* 1.3, optional: parameters' default values (constants) */
+    SEC_LAST = SEC_DEFAULTS
 };
 
 /* Record sizes of 1.0; a file of a newer minor may use larger records (the
@@ -67,6 +69,7 @@ static const struct {
     [SEC_DIMNAMES] = {"dim-name table", 4 * TFVM_MAX_RANK},
     [SEC_ORIGINS] = {"origin table", 8},
     [SEC_VARS] = {"variable table", 12},
+    [SEC_DEFAULTS] = {"default table", 4},
 };
 /* The minor version that introduced each section (the rest: 0). */
 static unsigned sec_minor(uint32_t id)
@@ -265,6 +268,9 @@ static tfvm_status rd_sections(rd *r, uint64_t hs)
     if (seen[SEC_ORIGINS] && r->s[SEC_ORIGINS].count != r->s[SEC_INSTS].count)
         return bad_at(r, r->s[SEC_ORIGINS].at + 16, "origin table has %" PRIu64 " records for %" PRIu64 " instructions",
                       r->s[SEC_ORIGINS].count, r->s[SEC_INSTS].count);
+    if (seen[SEC_DEFAULTS] && r->s[SEC_DEFAULTS].count != r->s[SEC_PARAMS].count)
+        return bad_at(r, r->s[SEC_DEFAULTS].at + 16, "default table has %" PRIu64 " records for %" PRIu64
+                      " parameter records", r->s[SEC_DEFAULTS].count, r->s[SEC_PARAMS].count);
     if (seen[SEC_SOURCE] && r->s[SEC_SOURCE].count != 1)
         return bad_at(r, r->s[SEC_SOURCE].at + 16, "source table has %" PRIu64 " records, expected 1",
                       r->s[SEC_SOURCE].count);
@@ -442,6 +448,11 @@ static tfvm_status rd_entries(rd *r)
             return st;
         all[i].dtype = r->d[at + 4];
         all[i].rank = r->d[at + 5];
+        if (r->s[SEC_DEFAULTS].off) { /* 1.3; the verifier checks the constant against the parameter */
+            uint32_t k = u32_at(r, rec_at(r, SEC_DEFAULTS, i));
+            all[i].has_default = k != FMT_NO_CONST;
+            all[i].dflt = k;
+        }
     }
     /* 1.1: declared shapes, one record per parameter record. The verifier
      * checks them against the parameters' dtypes and ranks. */
@@ -761,7 +772,10 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     }
     /* 1.1's sections only when the program has what they hold, so that a
      * program without them is the same 1.0 file it always was. */
-    bool has_shapes = false;
+    bool has_shapes = false, has_defaults = false;
+    for (uint32_t e = 0; e < p->n_entries; e++)
+        for (uint32_t j = 0; j < p->entries[e].n_params; j++)
+            has_defaults |= p->entries[e].params[j].has_default;
     for (uint32_t e = 0; e < p->n_entries; e++)
         for (uint32_t j = 0; j < p->entries[e].n_params + p->entries[e].n_results; j++) {
             const isa_entry *en = &p->entries[e];
@@ -779,7 +793,8 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
     for (int id = 1; id <= SEC_LAST; id++) {
         present[id] = id <= SEC_REQUIRED || (id == SEC_SHAPES && has_shapes) || (id == SEC_SOURCE && p->source) ||
                       (id == SEC_DIMNAMES && has_shapes && has_dim_names) || (id == SEC_ORIGINS && has_origins) ||
-                      (id == SEC_VARS && p->n_vars);
+                      (id == SEC_VARS && p->n_vars) ||
+                      (id == SEC_DEFAULTS && has_defaults);
         n_sec += present[id];
         minor = present[id] && sec_minor((uint32_t)id) > minor ? sec_minor((uint32_t)id) : minor;
     }
@@ -935,6 +950,15 @@ tfvm_status ld_write(const isa_program *p, ut_buf *out, tfvm_error *err)
         ut_buf_u32(out, vname[j]);
         ut_buf_u32(out, p->vars[j].inst);
         ut_buf_u32(out, p->vars[j].out);
+    }
+    start[SEC_DEFAULTS] = out->len;
+    count[SEC_DEFAULTS] = present[SEC_DEFAULTS] ? n_par : 0;
+    for (uint32_t e = 0; e < p->n_entries && present[SEC_DEFAULTS]; e++) {
+        const isa_entry *en = &p->entries[e];
+        for (uint32_t j = 0; j < en->n_params + en->n_results; j++) {
+            const isa_param *pa = j < en->n_params ? &en->params[j] : NULL;
+            ut_buf_u32(out, pa && pa->has_default ? pa->dflt : FMT_NO_CONST);
+        }
     }
 
     if (out->failed) {

@@ -274,6 +274,26 @@ static tfvm_status check_regions(vf *v)
     return TFVM_OK;
 }
 
+/* A parameter's default is a constant of its type (a result has none). */
+static tfvm_status check_default(vf *v, const isa_param *pa, const char *ctx, const char *what)
+{
+    if (strcmp(what, "parameter") != 0)
+        return vbad(v, "%s '%s': a %s has no default", ctx, pa->name, what);
+    if (pa->dflt >= v->p->n_consts)
+        return vbad(v, "%s '%s': default constant %" PRIu32 " does not exist", ctx, pa->name, pa->dflt);
+    const isa_const *k = &v->p->consts[pa->dflt];
+    bool fits = k->dtype == pa->dtype && (pa->rank == 0) == (k->rank == 0) && (!pa->shaped || pa->ndim == k->rank);
+    for (unsigned d = 0; fits && pa->shaped && d < pa->ndim; d++)
+        fits = pa->dims[d] < 0 || pa->dims[d] == k->dims[d];
+    if (!fits) {
+        char want[160];
+        isa_param_type(pa, want, sizeof want);
+        return vbad(v, "%s '%s': default constant %" PRIu32 " is not a value of type %s", ctx, pa->name, pa->dflt,
+                    want);
+    }
+    return TFVM_OK;
+}
+
 static tfvm_status check_params(vf *v, uint32_t e, const isa_param *pa, uint32_t n, const char *what)
 {
     const char *en = v->p->entries[e].name;
@@ -293,6 +313,8 @@ static tfvm_status check_params(vf *v, uint32_t e, const isa_param *pa, uint32_t
         for (unsigned k = 0; pa[j].shaped && k < pa[j].ndim; k++)
             if (pa[j].dims[k] < -1)
                 return vbad(v, "%s '%s': dimension %u is %" PRId64, ctx, pa[j].name, k, pa[j].dims[k]);
+        if (pa[j].has_default && (st = check_default(v, &pa[j], ctx, what)))
+            return st;
     }
     return TFVM_OK;
 }

@@ -1,13 +1,20 @@
 /* scheduler/pool.c — worker threads that persist across runs, and kernels'
  * parallel loops on a run's idle workers.
  *
- * A run is announced in one word: its generation, an "open" bit and the
- * number of pool threads that joined it. A thread joins by a CAS that keeps
- * the bit set; the caller closes the run by clearing the bit, which also
- * tells it how many joined, and waits for exactly those to leave. A thread
- * that wakes late finds the run closed and does nothing, so a run never
- * waits for a thread that is still asleep: workers start a run idle, and
- * one that never shows up cannot delay its end.
+ * A run is announced in one word: its generation, an "open" bit, a "wanted"
+ * bit and the number of pool threads that joined it. A thread joins by a
+ * CAS that keeps the bits set; the caller closes the run by clearing the
+ * open bit, which also tells it how many joined, and waits for exactly
+ * those to leave. A thread that wakes late finds the run closed and does
+ * nothing, so a run never waits for a thread that is still asleep: workers
+ * start a run idle, and one that never shows up cannot delay its end.
+ *
+ * Threads join only a run that wants them (sched_pool_want: the run has
+ * work to share, its first offer or parallel loop). A run that never shares
+ * runs on the caller's thread alone: no thread wakes for it, spins beside it
+ * or has to leave before it ends, so a tiny run on the default threads
+ * costs what it costs on one (a small decoder's run took 1.3x as long with
+ * an idle second worker in it, that worker's wake-ups and its exit).
  *
  * A new thread is started away from its creator's CPU and then given the
  * creator's CPUs back: Linux may put a new thread on the CPU of the thread
@@ -21,7 +28,8 @@
 #include <time.h>
 
 #define RUN_OPEN (1ull << 31)
-#define RUN_JOINED (RUN_OPEN - 1)
+#define RUN_WANTED (1ull << 30)
+#define RUN_JOINED (RUN_WANTED - 1)
 #define RUN_GEN(w) ((w) >> 32)
 /* How long a thread stays awake after a run for the next one, in spins of
  * about 20-50 ns: back-to-back runs (an embedder's loop, `tfvm profile`)
@@ -77,23 +85,29 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Waits for a run it has not seen: spins a while, then sleeps. Returns the
- * run's word, or 0 when the pool is stopping. */
+/* A run this thread has not seen, open and wanting threads. */
+static inline bool joinable(uint64_t w, uint64_t seen_gen)
+{
+    return RUN_GEN(w) != seen_gen && (w & RUN_OPEN) && (w & RUN_WANTED);
+}
+
+/* Waits for a run it has not seen that wants threads: spins a while, then
+ * sleeps. Returns the run's word, or 0 when the pool is stopping. */
 static uint64_t await_run(sched_pool *p, uint64_t seen_gen)
 {
     for (unsigned spins = 0;; spins++) {
         uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
         if (atomic_load_explicit(&p->stop, memory_order_acquire))
             return 0;
-        if (RUN_GEN(w) != seen_gen && (w & RUN_OPEN))
+        if (joinable(w, seen_gen))
             return w;
         if (spins < IDLE_SPINS) {
             cpu_relax();
             continue;
         }
         pthread_mutex_lock(&p->lock);
-        atomic_fetch_add(&p->sleeping, 1); /* seq_cst: the caller's store of word, then its look at sleeping */
-        while (!atomic_load(&p->stop) && RUN_GEN(atomic_load(&p->word)) == RUN_GEN(w))
+        atomic_fetch_add(&p->sleeping, 1); /* seq_cst: sched_pool_want's change of word, then its look at sleeping */
+        while (!atomic_load(&p->stop) && !joinable(atomic_load(&p->word), seen_gen))
             pthread_cond_wait(&p->wake, &p->lock);
         atomic_fetch_sub(&p->sleeping, 1);
         pthread_mutex_unlock(&p->lock);
@@ -199,12 +213,7 @@ void sched_pool_run(sched_pool *p, uint32_t n, void (*fn)(void *ud, uint32_t i),
     p->n = n;
     atomic_store_explicit(&p->left, 0, memory_order_relaxed);
     uint64_t gen = RUN_GEN(atomic_load(&p->word)) + 1;
-    atomic_store(&p->word, gen << 32 | RUN_OPEN); /* seq_cst: then the look at sleeping */
-    if (n > 1 && atomic_load(&p->sleeping)) {
-        pthread_mutex_lock(&p->lock);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->lock);
-    }
+    atomic_store(&p->word, gen << 32 | RUN_OPEN); /* no thread joins before sched_pool_want */
     fn(ud, 0);
     /* close: no thread joins from now on; wait for those that did */
     uint64_t w = atomic_load(&p->word);
@@ -217,6 +226,19 @@ void sched_pool_run(sched_pool *p, uint32_t n, void (*fn)(void *ud, uint32_t i),
         else
             sched_yield();
     pthread_mutex_unlock(&p->turn);
+}
+
+void sched_pool_want(sched_pool *p)
+{
+    if (!p || (atomic_load_explicit(&p->word, memory_order_relaxed) & RUN_WANTED))
+        return;
+    /* (on a closed run the bit is harmless: the next run writes a new word) */
+    atomic_fetch_or(&p->word, RUN_WANTED); /* seq_cst: then the look at sleeping */
+    if (atomic_load(&p->sleeping)) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 /* ---- Parallel loops ------------------------------------------------------------------ */
@@ -272,6 +294,7 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
         fn(arg, 0, n); /* nobody to help, or another loop has the board */
         return;
     }
+    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
     if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
         sched_wake_all(r);
     size_t c;

@@ -114,6 +114,7 @@ bool sched_inject(sched_run *r, const sched_item *it)
     r->wake_seq++;
     pthread_cond_broadcast(&r->park_cond);
     pthread_mutex_unlock(&r->park_lock);
+    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
     return true;
 }
 
@@ -323,6 +324,7 @@ static void steal_offer(sched_run *r, sched_worker *w)
         return; /* no memory for the deque: keep it */
     if (++w->lo_stack == w->n_stack)
         w->lo_stack = w->n_stack = 0;
+    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
     if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
         sched_wake_one(r);
 }

@@ -77,6 +77,7 @@ static inline bool sched_stack_pop(sched_worker *w, sched_item *it)
 
 /* ---- A run, as the scheduler sees it ------------------------------------------- */
 typedef struct sched_job sched_job; /* a kernel's parallel loop (pool.c) */
+typedef struct sched_pool sched_pool;
 
 typedef struct sched_run {
     sched_worker **workers;  /* n of them; [0] runs on the caller's thread */
@@ -100,6 +101,10 @@ typedef struct sched_run {
     size_t inbox_head, n_inbox, cap_inbox;
     void (*on_quiet)(void *ud);
     void *quiet_ud;
+    /* The pool whose threads run workers 1.. (NULL: none). They join only
+     * once the run has work to share: an offer, a parallel loop, an
+     * activation from the host (sched_pool_want). */
+    _Atomic(sched_pool *) pool;
 } sched_run;
 
 tfvm_status sched_run_init(sched_run *r, sched_worker **workers, uint32_t n, const tfvm_allocator *a);
@@ -151,8 +156,6 @@ const sched_policy *sched_policy_at(size_t i);
  * between runs spin a little (a run right after a run finds them awake) and
  * then sleep. A pool serves one run at a time; a VM with its own pool makes
  * one at its first parallel run. */
-typedef struct sched_pool sched_pool;
-
 /* A pool of `threads` workers (the caller's thread included). NULL: out of
  * memory. The threads are not pinned to cores: worker 0 is the caller's own
  * thread, which may run on any core, and a helper pinned to the core it
@@ -161,9 +164,16 @@ typedef struct sched_pool sched_pool;
 sched_pool *sched_pool_new(unsigned threads);
 void sched_pool_free(sched_pool *p);
 unsigned sched_pool_threads(const sched_pool *p);
-/* Runs fn(ud, i) for i in [0, n) (n <= threads) and returns when every call
- * has returned. Calls by several threads at once take turns. */
+/* Runs fn(ud, 0) on the caller's thread and fn(ud, i) for i in [1, n)
+ * (n <= threads) on the pool threads that join the run, and returns when
+ * every call has returned. Threads join only after sched_pool_want (a run
+ * that never shares work is the caller's alone), and a thread still asleep
+ * then may miss the run: fn's workers start idle. Calls by several threads
+ * at once take turns. */
 void sched_pool_run(sched_pool *p, uint32_t n, void (*fn)(void *ud, uint32_t i), void *ud);
+/* The current run has work for the pool's threads: they join it (a thread
+ * asleep is woken). From any thread; cheap once said; NULL: nothing. */
+void sched_pool_want(sched_pool *p);
 
 /* Kernels' parallel loops (devices/cpu/par.h) on a run's workers: the calling
  * worker publishes the loop, idle workers of the run take chunks of it from

@@ -26,10 +26,12 @@ int cli_run_failed(const tfvm_vm *vm);
  * ones first, then NAME=VALUE ones (NAME: [A-Za-z_][A-Za-z0-9_.:/-]*, a
  * parameter's name; "x" also names "x:0"). bound (e->n_params slots) gets
  * parameter k's text in bound[k] (the VALUE of a named one; pointers into
- * texts). Returns 0, or prints one line "tfvm: main(a: i32, b: i32) ..." on
+ * texts; cli_default_arg itself, "default", for a parameter with a default
+ * left out, which cli_parse_arg makes tfvm_default()). Returns 0, or prints one line "tfvm: main(a: i32, b: i32) ..." on
  * stderr (wrong count, unknown name, a parameter given twice or missing) and
  * returns the usage exit status. */
 int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound);
+extern const char cli_default_arg[];
 /* Parses argument i of entry e as `tfvm run` does; on error prints one line
  * "tfvm: ..." to stderr and returns non-zero. */
 int cli_parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v);

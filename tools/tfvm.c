@@ -392,6 +392,8 @@ __attribute__((format(printf, 2, 3))) static int sig_error(const tfvm_entry_info
     return EXIT_USAGE;
 }
 
+const char cli_default_arg[] = "default";
+
 int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const char **bound)
 {
     for (size_t k = 0; k < e->n_params; k++)
@@ -408,7 +410,10 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
             positional++;
         }
     }
-    if (positional > e->n_params || (!named && positional != e->n_params))
+    bool defaults = false; /* then the parameters left out are named below */
+    for (size_t k = 0; k < e->n_params; k++)
+        defaults |= e->params[k].has_default;
+    if (positional > e->n_params || (!named && !defaults && positional != e->n_params))
         return sig_error(e, " takes %zu argument%s, got %zu", e->n_params, e->n_params == 1 ? "" : "s", n);
     for (size_t i = 0; i < positional; i++)
         bound[i] = texts[i];
@@ -422,19 +427,22 @@ int cli_bind_args(const tfvm_entry_info *e, char *const *texts, size_t n, const 
                              (size_t)k < positional ? " (by position and by name)" : "");
         bound[k] = texts[i] + len + 1;
     }
-    size_t missing = 0;
+    size_t missing = 0; /* a parameter with a default may be left out (parse_arg) */
     for (size_t k = 0; k < e->n_params; k++)
-        missing += !bound[k];
+        missing += !bound[k] && !e->params[k].has_default;
     if (missing) {
         fputs("tfvm: ", stderr);
         print_signature(e, stderr);
         fprintf(stderr, ": no argument for parameter%s ", missing == 1 ? "" : "s");
         for (size_t k = 0, m = 0; k < e->n_params; k++)
-            if (!bound[k])
+            if (!bound[k] && !e->params[k].has_default)
                 fprintf(stderr, "%s'%s'", m++ ? ", " : "", e->params[k].name);
         fputc('\n', stderr);
         return EXIT_USAGE;
     }
+    for (size_t k = 0; k < e->n_params; k++)
+        if (!bound[k])
+            bound[k] = cli_default_arg;
     return 0;
 }
 
@@ -561,8 +569,14 @@ static int parse_value(const char *what, const tfvm_param_info *p, const char *t
     return 0;
 }
 
+/* text cli_default_arg: the parameter was left out (cli_bind_args allows
+ * that only for one with a default), and the run takes its default. */
 static int parse_arg(const tfvm_entry_info *e, size_t i, const char *text, tfvm_value *v)
 {
+    if (text == cli_default_arg) {
+        *v = tfvm_default();
+        return 0;
+    }
     char what[160];
     snprintf(what, sizeof what, "argument %zu '%s'", i + 1, e->params[i].name);
     return parse_value(what, &e->params[i], text, v);
@@ -583,14 +597,22 @@ const char *cli_param_type(const tfvm_param_info *p, char *buf, size_t size)
     return tfvm_param_type(p, buf, size);
 }
 
-static void print_signature(const tfvm_entry_info *e, FILE *f)
+/* "(x: f32[2, 4], W1: f32[4, 3] = default)": after `open`, a parameter with
+ * a default says so (it may be left out). */
+static void print_params(FILE *f, const char *open, const tfvm_param_info *ps, size_t n)
 {
     char ty[160];
-    fprintf(f, "%s(", e->name);
-    for (size_t i = 0; i < e->n_params; i++)
-        fprintf(f, cli_param_fmt(e->params[i].name), i ? ", " : "", e->params[i].name,
-                cli_param_type(&e->params[i], ty, sizeof ty), "");
-    fprintf(f, ")");
+    fputs(open, f);
+    for (size_t k = 0; k < n; k++)
+        fprintf(f, cli_param_fmt(ps[k].name), k ? ", " : "", ps[k].name, cli_param_type(&ps[k], ty, sizeof ty),
+                ps[k].has_default ? " = default" : "");
+    fputs(")", f);
+}
+
+static void print_signature(const tfvm_entry_info *e, FILE *f)
+{
+    fputs(e->name, f);
+    print_params(f, "(", e->params, e->n_params);
 }
 
 /* Shared with `tfvm debug`, `tfvm dot` and `tfvm profile` (tools/debug.h). */
@@ -1025,8 +1047,11 @@ static int cmd_run(int argc, char **argv)
             tfvm_value_release(&results[k]);
         st = TFVM_ERR_INTERRUPTED;
     }
-    if (st == TFVM_ERR_INTERRUPTED) {
-        fail("interrupted");
+    if (st == TFVM_ERR_INTERRUPTED) { /* where the run was, when it had started */
+        if (tfvm_last_error(vm)->code == TFVM_ERR_INTERRUPTED)
+            cli_run_failed(vm);
+        else
+            fail("interrupted");
         rc = EXIT_SIGINT;
         goto out;
     }
@@ -1251,17 +1276,6 @@ static const char *const usage_info =
     "  --signature NAME       a SavedModel directory: its signature (as for run)\n"
     "  -h, --help             show this help\n";
 
-static void print_params(const char *open, const tfvm_param_info *ps, size_t n)
-{
-    char ty[160];
-    fputs(open, stdout);
-    for (size_t k = 0; k < n; k++) {
-        printf(k ? ", " : "");
-        printf(cli_param_fmt(ps[k].name), "", ps[k].name, tfvm_param_type(&ps[k], ty, sizeof ty), "");
-    }
-    fputs(")", stdout);
-}
-
 static int cmd_info(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
@@ -1308,8 +1322,8 @@ static int cmd_info(int argc, char **argv)
         tfvm_entry_info en;
         tfvm_program_entry(prog, k, &en);
         printf("entry %s", en.name);
-        print_params("(", en.params, en.n_params);
-        print_params(" -> (", en.results, en.n_results);
+        print_params(stdout, "(", en.params, en.n_params);
+        print_params(stdout, " -> (", en.results, en.n_results);
         putchar('\n');
     }
     tfvm_channel_info c;

@@ -29,19 +29,24 @@ bool vm_ctx_count_check(vm_worker *w, const vm_ctx *parent, bool fail)
         ;
     if ((uint64_t)total <= vm->ctx_bound)
         return true;
-    if (fail)
-        vm_ctx_bound_fail(vm, parent, NULL, UINT32_MAX, 0);
+    if (fail) {
+        vm_tag_walk t;
+        vm_tag_walk_init(&t);
+        vm_tag_walk_ctx(&t, parent);
+        vm_ctx_bound_fail(vm, &t);
+    }
     return false;
 }
 
 /* "in 'f' at depth 812345 (the call at fib.tfg:3:9)": the function whose
- * call was being made (the call site's callee), how deep its tag is, and
- * where the call is in the source (when the program says). */
-static void where_str(const tfvm_vm *vm, uint32_t site, uint64_t depth, char *buf, size_t size)
+ * call was being made (the innermost call site's callee), how deep the tag
+ * is, and where the call is in the source (when the program says). */
+static void where_str(const tfvm_vm *vm, const vm_tag_walk *t, char *buf, size_t size)
 {
     const isa_program *p = vm->prog;
+    uint32_t site = t->call_site;
     if (site >= p->n_sites) {
-        ut_fmt(buf, size, " at depth %llu", (unsigned long long)depth);
+        ut_fmt(buf, size, " at depth %llu", (unsigned long long)t->depth);
         return;
     }
     char pos[160] = "";
@@ -49,29 +54,22 @@ static void where_str(const tfvm_vm *vm, uint32_t site, uint64_t depth, char *bu
     if (sp->n_call)
         isa_inst_where(p, sp->calls[0], pos, sizeof pos);
     ut_fmt(buf, size, " in '%s' at depth %llu%s%s%s", p->regions[p->sites[site].callee].name,
-           (unsigned long long)depth, pos[0] ? " (the call at " : "", pos, pos[0] ? ")" : "");
+           (unsigned long long)t->depth, pos[0] ? " (the call at " : "", pos, pos[0] ? ")" : "");
 }
 
-void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag, uint32_t site, uint64_t depth)
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_tag_walk *t)
 {
-    char buf[256], where[320];
-    if (!tag && parent) {
-        tag = vm_tag_str(vm, parent, buf, sizeof buf);
-        depth = parent->depth;
-        const vm_ctx *c = parent;
-        while (c && c->kind != VM_CTX_CALL)
-            c = c->parent;
-        site = c ? c->elem : UINT32_MAX;
-    }
-    where_str(vm, site, depth, where, sizeof where);
+    char where[320];
+    where_str(vm, t, where, sizeof where);
     if (vm->cfg.max_contexts) {
         vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE, "more than %llu live contexts (max_contexts)%s",
                 (unsigned long long)vm->cfg.max_contexts, where);
     } else { /* the default bound: almost always a recursion without end */
+        char tag[200];
         vm_fail(vm, TFVM_ERR_LIMIT, NULL, ISA_NONE,
                 "recursion too deep%s: more than %llu live contexts (the bound for the memory available; "
                 "max_contexts sets another) at %s",
-                where, (unsigned long long)vm->ctx_bound, tag ? tag : "[]");
+                where, (unsigned long long)vm->ctx_bound, vm_tag_walk_str(vm, t, tag, sizeof tag));
     }
 }
 

@@ -10,9 +10,11 @@
 
 /* ---- Errors ------------------------------------------------------------------ */
 
-/* The first error of a run wins; its tag is ctx's, or `tag` as text. */
-static void fail_v(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, const char *tag, uint32_t inst, const char *fmt,
-                   va_list ap)
+/* The first error of a run wins; its tag is ctx's, or `tag` as text. The
+ * message names the instruction first ("y (ADD) at [f@1]: ..."), unless
+ * `plain` (it says where itself). */
+static void fail_v(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, const char *tag, uint32_t inst, bool plain,
+                   const char *fmt, va_list ap)
 {
     pthread_mutex_lock(&vm->err_lock);
     if (atomic_load(&vm->state) == VM_FAILED) {
@@ -31,6 +33,8 @@ static void fail_v(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, const char 
             vm_tag_str(vm, ctx, e->tag, sizeof e->tag);
         else if (tag)
             ut_fmt(e->tag, sizeof e->tag, "%s", tag);
+    }
+    if (inst != ISA_NONE && !plain) {
         char origin[224];
         isa_inst_origin(vm->prog, inst, origin, sizeof origin);
         ut_fmt(e->message, sizeof e->message, "%s%s%s (%s) at %s: %s", origin, origin[0] ? ": " : "", e->instr,
@@ -49,7 +53,7 @@ void vm_fail(tfvm_vm *vm, tfvm_status code, const vm_ctx *ctx, uint32_t inst, co
 {
     va_list ap;
     va_start(ap, fmt);
-    fail_v(vm, code, ctx, NULL, inst, fmt, ap);
+    fail_v(vm, code, ctx, NULL, inst, false, fmt, ap);
     va_end(ap);
 }
 
@@ -57,100 +61,123 @@ void vm_fail_tag(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, 
 {
     va_list ap;
     va_start(ap, fmt);
-    fail_v(vm, code, NULL, tag, inst, fmt, ap);
+    fail_v(vm, code, NULL, tag, inst, false, fmt, ap);
     va_end(ap);
+}
+
+static void fail_plain(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...)
+    UT_PRINTF(5, 6);
+static void fail_plain(tfvm_vm *vm, tfvm_status code, const char *tag, uint32_t inst, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(vm, code, NULL, tag, inst, true, fmt, ap);
+    va_end(ap);
+}
+
+/* "interrupted at node 'n' (Add): y (ADD) in 'f' at depth 3, iteration #41
+ * of loop 'f_while1'": the instruction next to fire (its source position goes
+ * to the error's `where`), the innermost call's function (the entry's when
+ * there is none) and how many calls deep, the innermost loop and its
+ * iteration. */
+void vm_fail_interrupted(tfvm_vm *vm, const vm_tag_walk *t, uint32_t inst)
+{
+    const isa_program *p = vm->prog;
+    char at[400] = "", loop[160] = "", tag[256];
+    if (inst != ISA_NONE) {
+        char origin[224], label[128];
+        isa_inst_origin(p, inst, origin, sizeof origin);
+        ut_fmt(at, sizeof at, " at %s%s%s (%s)", origin, origin[0] ? ": " : "", isa_inst_label(p, inst, label, sizeof label),
+               isa_ops[p->insts[inst].op].name);
+    }
+    if (t->loop != UINT32_MAX)
+        ut_fmt(loop, sizeof loop, ", iteration #%llu of loop '%s'", (unsigned long long)t->iter, p->regions[t->loop].name);
+    const char *fn = t->call_site != UINT32_MAX ? p->regions[p->sites[t->call_site].callee].name
+                                                : p->entries[vm->entry].name;
+    fail_plain(vm, TFVM_ERR_INTERRUPTED, vm_tag_walk_str(vm, t, tag, sizeof tag), inst,
+               "interrupted%s in '%s' at depth %llu%s", at, fn, (unsigned long long)t->calls, loop);
 }
 
 /* ---- Tags -------------------------------------------------------------------- */
 
-/* The outermost TAG_SHOWN elements of ctx's tag, outermost first, in one
- * walk up the chain (a ring keeps the last ones passed: the outermost).
- * Returns how many elements the tag has in all. */
-#define TAG_SHOWN 64
-static size_t tag_elems(const vm_ctx *ctx, const vm_ctx **out, size_t *n_out)
+void vm_tag_walk_ctx(vm_tag_walk *t, const vm_ctx *ctx)
 {
-    const vm_ctx *ring[TAG_SHOWN];
-    size_t depth = 0;
     for (const vm_ctx *c = ctx; c && c->kind != VM_CTX_ROOT; c = c->parent)
-        ring[depth++ % TAG_SHOWN] = c;
-    size_t n = depth < TAG_SHOWN ? depth : TAG_SHOWN;
-    for (size_t k = 0; k < n; k++) /* ring[(depth-1-k) % SHOWN] is the k-th outermost */
-        out[k] = ring[(depth - 1 - k) % TAG_SHOWN];
-    *n_out = n;
-    return depth;
+        vm_tag_walk_add(t, c->kind == VM_CTX_CALL, c->elem, c->iter);
 }
 
-static int tag_elem(const tfvm_vm *vm, const vm_ctx *c, char *buf, size_t size)
+static int tag_elem(const tfvm_vm *vm, const vm_tag_elem *e, char *buf, size_t size)
 {
     const isa_program *p = vm->prog;
-    if (c->kind == VM_CTX_CALL) {
-        isa_site_label(p->regions[p->sites[c->elem].callee].name, p->sites[c->elem].id, buf, size);
+    if (e->call) {
+        isa_site_label(p->regions[p->sites[e->id].callee].name, p->sites[e->id].id, buf, size);
         return (int)strlen(buf);
     }
-    return snprintf(buf, size, "%s#%llu", p->regions[c->elem].name, (unsigned long long)c->iter);
+    return snprintf(buf, size, "%s#%llu", p->regions[e->id].name, (unsigned long long)e->iter);
 }
 
-/* Linear in the tag's depth; a tag deeper than TAG_SHOWN ends in "...". */
-void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
+/* The k-th element from the outside of a walked tag (k < VM_TAG_ENDS; the
+ * j-th from the inside is t->inner[j]). */
+static const vm_tag_elem *outer_elem(const vm_tag_walk *t, uint64_t k)
 {
-    const vm_ctx *elems[TAG_SHOWN];
-    size_t n, depth = tag_elems(ctx, elems, &n);
-    ut_buf_append(out, "[", 1);
-    for (size_t k = 0; k < n; k++) {
-        char e[160];
-        tag_elem(vm, elems[k], e, sizeof e);
-        ut_buf_printf(out, "%s%s", k ? ", " : "", e);
-    }
-    if (depth > n)
-        ut_buf_printf(out, ", ... (%zu more)", depth - n);
-    ut_buf_append(out, "]", 1);
+    return &t->outer[(t->depth - 1 - k) % VM_TAG_ENDS];
 }
 
-/* Appends the text of a printf format to buf[*len..size); false once it no
- * longer fits (then buf holds what fitted). */
-static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...) UT_PRINTF(4, 5);
-static bool tag_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+static size_t marker_len(uint64_t left)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= size - *len) {
-        *len = size - 1;
-        return false;
-    }
-    *len += (size_t)n;
-    return true;
+    char m[48];
+    return (size_t)snprintf(m, sizeof m, "... %llu more ..., ", (unsigned long long)left);
 }
 
 /* Formats straight into buf, without allocating: it runs inside vm_fail,
- * also when memory has run out. A tag that does not fit ends in "...". */
-const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size)
+ * also when memory has run out. Outer and inner elements are taken in turn
+ * while they fit, so a long tag keeps both its ends. */
+const char *vm_tag_walk_str(const tfvm_vm *vm, const vm_tag_walk *t, char *buf, size_t size)
 {
     if (size == 0)
         return buf;
-    const vm_ctx *elems[TAG_SHOWN];
-    size_t n, len = 0;
-    size_t depth = tag_elems(ctx, elems, &n);
-    buf[0] = '\0';
-    bool fits = tag_put(buf, size, &len, "[");
-    for (size_t k = 0; k < n && fits; k++) {
-        char e[160];
-        tag_elem(vm, elems[k], e, sizeof e);
-        fits = tag_put(buf, size, &len, "%s%s", k ? ", " : "", e);
+    char outer[VM_TAG_ENDS][96], inner[VM_TAG_ENDS][96];
+    size_t n_out = 0, n_in = 0, len = 2; /* "[" and "]" */
+    uint64_t n = t->depth, max_out = n < VM_TAG_ENDS ? n : VM_TAG_ENDS, max_in = max_out;
+    for (bool out_side = true; n_out + n_in < n; out_side = !out_side) {
+        bool can_out = n_out < max_out, can_in = n_in < max_in;
+        if (!can_out && !can_in)
+            break;
+        bool take_out = out_side ? can_out : !can_in;
+        char *e = take_out ? outer[n_out] : inner[n_in];
+        size_t cost = (size_t)tag_elem(vm, take_out ? outer_elem(t, n_out) : &t->inner[n_in], e, 96) + 2;
+        uint64_t left = n - n_out - n_in - 1;
+        if (len + cost + (left ? marker_len(left) : 0) + 1 > size)
+            break;
+        len += cost;
+        *(take_out ? &n_out : &n_in) += 1;
     }
-    if (fits && depth > n) /* only the outermost are kept: the tag does not fit */
-        fits = false;
-    if (fits)
-        fits = tag_put(buf, size, &len, "]");
-    if (!fits && size > 4) {
-        if (len < size - 1) { /* fill the buffer: the tag is cut, not ended */
-            memset(buf + len, ' ', size - 1 - len);
-            buf[size - 1] = '\0';
-        }
-        memcpy(buf + size - 4, "...", 4);
-    }
+    uint64_t left = n - n_out - n_in;
+    size_t at = 0;
+    at += (size_t)snprintf(buf + at, size - at, "[");
+    for (size_t k = 0; k < n_out && at < size; k++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", k ? ", " : "", outer[k]);
+    if (left && at < size)
+        at += (size_t)snprintf(buf + at, size - at, "%s... %llu more ...", n_out ? ", " : "", (unsigned long long)left);
+    for (size_t j = n_in; j-- > 0 && at < size;)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", at > 1 ? ", " : "", inner[j]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
     return buf;
+}
+
+void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out)
+{
+    char buf[512];
+    ut_buf_printf(out, "%s", vm_tag_str(vm, ctx, buf, sizeof buf));
+}
+
+const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size)
+{
+    vm_tag_walk t;
+    vm_tag_walk_init(&t);
+    vm_tag_walk_ctx(&t, ctx);
+    return vm_tag_walk_str(vm, &t, buf, size);
 }
 
 static int by_serial(const void *a, const void *b)

@@ -339,6 +339,25 @@ static UT_INLINE void fire_maybe_timed(vm_worker *w, vm_act *a, bool timed)
     }
 }
 
+/* The run was interrupted: it fails where this worker is, at its next
+ * activation (`have` one, or one taken from its own work, which the caller
+ * gives back), or without a place when it has none. Returns whether it has
+ * one. */
+static bool interrupted_at(vm_worker *w, vm_act *a, bool have)
+{
+    if (!have)
+        have = take_local(w, a);
+    if (!have) {
+        vm_fail(w->vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+        return false;
+    }
+    vm_tag_walk t;
+    vm_tag_walk_init(&t);
+    vm_tag_walk_ctx(&t, a->ctx);
+    vm_fail_interrupted(w->vm, &t, a->inst);
+    return true;
+}
+
 /* The run loop of every worker, whatever the policy: the worker's own work
  * first (its `next` slot, then its private stack), and when that runs out,
  * the policy's find_work (the deterministic policy: the run is over; work
@@ -368,9 +387,10 @@ static UT_INLINE void work_as(vm_worker *w, bool timed, bool stepped, uint64_t m
         /* every 1024 firings (and before the first): an interrupt, or the
          * end of the run that another worker or an error decided */
         if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0))
-            vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+            have = interrupted_at(w, &a, have);
         if (atomic_load_explicit(&run->done, memory_order_relaxed)) {
-            if (have) /* a joining worker's first activation, stolen: give it back */
+            if (have) /* a joining worker's first activation, stolen, or the one an
+                         interrupt named: give it back */
                 w->has_next = (w->next = a, true);
             return;
         }
@@ -453,10 +473,12 @@ vm_state vm_step(tfvm_vm *vm, uint64_t max)
             vm->pool = sched_pool_new(vm->n_workers);
             vm->own_pool = vm->pool != NULL;
         }
-        if (!vm->pool)
+        if (!vm->pool) {
             vm_fail(vm, TFVM_ERR_NOMEM, NULL, ISA_NONE, "out of memory starting worker threads");
-        else
+        } else {
+            atomic_store_explicit(&vm->run.pool, vm->pool, memory_order_relaxed);
             sched_pool_run(vm->pool, vm->n_workers, worker_body, vm);
+        }
     } else if (vm->hook || vm->has_paused || max) {
         work_as(w, false, true, max, false);
         if (atomic_load(&vm->state) == VM_PAUSED || (max && !vm_failed(vm) && (w->has_next || w->sw.n_stack)))

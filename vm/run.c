@@ -109,7 +109,14 @@ tfvm_status vm_begin(tfvm_vm *vm, uint32_t entry, const tfvm_value *args, size_t
     for (uint32_t i = rp->first; i < rp->end && !vm_failed(vm); i++) {
         const isa_inst *in = &p->insts[i];
         if (in->op == ISA_ARG) {
-            dev_value v = from_api(&args[in->a], en->params[in->a].rank == 0);
+            const isa_param *q = &en->params[in->a];
+            dev_value v;
+            if (tfvm_is_default(&args[in->a])) { /* its default (checked above): the VM's constant */
+                v = vm->consts[q->dflt];
+                dev_value_retain(&v);
+            } else {
+                v = from_api(&args[in->a], q->rank == 0);
+            }
             vm_push(w, vm->root, i, 0, &v, false); /* takes v, even when it fails */
         } else if (in->op == ISA_CONST && in->n_ctl == 0) {
             vm_push(w, vm->root, i, 0, NULL, false);

@@ -143,24 +143,29 @@ static inline void count_free(vm_worker *w)
 }
 
 static seq_frame *frame_push_region(seq_run *s, seq_frame *up, const vm_splan *sp, const vm_rplan *rp);
-static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size);
+
+/* Walks the tag of frame f (NULL: of the dataflow context alone): one
+ * element per frame, innermost first, then the context's. */
+static void frame_walk(const seq_run *s, const seq_frame *f, vm_tag_walk *t)
+{
+    vm_tag_walk_init(t);
+    for (const seq_frame *g = f; g; g = g->up) {
+        if (g->loop)
+            vm_tag_walk_add(t, false, (uint32_t)(g->rp - s->vm->plan.regions), g->iter);
+        else
+            vm_tag_walk_add(t, true, (uint32_t)(g->sp - s->vm->plan.sites), 0);
+    }
+    vm_tag_walk_ctx(t, s->ctx);
+}
 
 /* The context bound was exceeded making a frame under `up` (NULL: under the
- * dataflow context). */
+ * dataflow context): the depth, the innermost call and the tag's ends, in
+ * one walk up the frames. */
 static void frame_bound_fail(seq_run *s, const seq_frame *up)
 {
-    char tag[256];
-    if (!up) {
-        vm_ctx_bound_fail(s->vm, s->ctx, NULL, UINT32_MAX, 0);
-    } else { /* the innermost call and the depth, in one walk up the frames */
-        const seq_frame *call = NULL;
-        uint64_t depth = s->ctx ? s->ctx->depth : 0;
-        for (const seq_frame *g = up; g; g = g->up, depth++)
-            if (!call && g->sp)
-                call = g;
-        vm_ctx_bound_fail(s->vm, NULL, frame_tag(s, up, tag, sizeof tag),
-                          call ? (uint32_t)(call->sp - s->vm->plan.sites) : UINT32_MAX, depth);
-    }
+    vm_tag_walk t;
+    frame_walk(s, up, &t);
+    vm_ctx_bound_fail(s->vm, &t);
     s->failed = true;
 }
 
@@ -238,54 +243,12 @@ static inline void frame_set(seq_frame *f, uint32_t k, const dev_value *v)
 }
 
 /* The tag of frame f as text, as vm_tag_str writes a context's: the
- * dataflow context's elements, then one per frame, outermost first; a tag
- * that does not fit ends in "...". Only the outermost frames can fit, so
- * one walk up the chain keeps the last 64 it passes (the outermost). */
-static const char *frame_tag(seq_run *s, const seq_frame *f, char *buf, size_t size)
+ * dataflow context's elements, then one per frame, outermost first. */
+static const char *frame_tag(const seq_run *s, const seq_frame *f, char *buf, size_t size)
 {
-    vm_tag_str(s->vm, s->ctx, buf, size);
-    size_t len = strlen(buf);
-    if (len < 2 || buf[len - 1] != ']' || len + 1 >= size)
-        return buf;
-    len--; /* drop the ']' */
-    enum { KEEP = 64 };
-    const seq_frame *ring[KEEP];
-    size_t depth = 0;
-    for (const seq_frame *g = f; g; g = g->up)
-        ring[depth++ % KEEP] = g;
-    bool first = len == 1, fits = true;
-    for (size_t d = depth; d-- > 0 && fits;) { /* outermost first */
-        if (depth - d > KEEP) {
-            fits = false; /* more frames than can fit */
-            break;
-        }
-        const seq_frame *g = ring[d % KEEP];
-        char label[160];
-        if (!g->loop)
-            isa_site_label(s->p->regions[g->sp->callee].name, s->p->sites[g->sp - s->vm->plan.sites].id, label,
-                           sizeof label);
-        int m = g->loop ? snprintf(buf + len, size - len, "%s%s#%llu", first ? "" : ", ", s->p->regions[g->rp - s->vm->plan.regions].name,
-                                   (unsigned long long)g->iter)
-                        : snprintf(buf + len, size - len, "%s%s", first ? "" : ", ", label);
-        if (m < 0 || (size_t)m >= size - len) {
-            fits = false;
-            break;
-        }
-        len += (size_t)m;
-        first = false;
-    }
-    if (fits && len + 1 < size) {
-        buf[len] = ']';
-        buf[len + 1] = '\0';
-    } else if (size > 4) {
-        size_t end = strlen(buf);
-        if (end < size - 1) { /* fill the buffer, as vm_tag_str does */
-            memset(buf + end, ' ', size - 1 - end);
-            buf[size - 1] = '\0';
-        }
-        memcpy(buf + size - 4, "...", 4);
-    }
-    return buf;
+    vm_tag_walk t;
+    frame_walk(s, f, &t);
+    return vm_tag_walk_str(s->vm, &t, buf, size);
 }
 
 static void frame_fail(seq_run *s, const seq_frame *f, tfvm_status code, uint32_t inst, const char *msg)
@@ -1088,12 +1051,18 @@ static bool next_iteration(seq_run *s, seq_frame *f)
 }
 
 /* Every 1024 calls or iterations: an interrupt, or the end of the run that
- * an error on another worker decided, stops the frames. */
-static void seq_poll(seq_run *s)
+ * an error on another worker decided, stops the frames. An interrupt says
+ * where: frame f (a call's first step or an iteration's) and its tag. */
+static void seq_poll(seq_run *s, const seq_frame *f)
 {
     tfvm_vm *vm = s->vm;
-    if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0))
-        vm_fail(vm, TFVM_ERR_INTERRUPTED, NULL, ISA_NONE, "interrupted");
+    if (atomic_load_explicit(&vm->interrupted, memory_order_relaxed) && atomic_exchange(&vm->interrupted, 0)) {
+        vm_tag_walk t;
+        frame_walk(s, f, &t);
+        const vm_rplan *rp = f->rp;
+        uint32_t pc = f->pc < rp->n_sops ? f->pc : 0;
+        vm_fail_interrupted(vm, &t, rp->n_sops ? rp->sinsts[rp->sops[pc].local].inst : ISA_NONE);
+    }
     if (atomic_load_explicit(&vm->run.done, memory_order_relaxed))
         s->failed = true;
 }
@@ -1129,13 +1098,13 @@ static void frames_run(seq_run *s, seq_frame *top)
             f = call;
             if ((++s->polls & 1023) != 0)
                 continue;
-            seq_poll(s);
+            seq_poll(s, f);
             if (!s->failed)
                 continue;
         }
         if (f->loop && f->again && !s->failed && next_iteration(s, f)) {
             if ((++s->polls & 1023) == 0)
-                seq_poll(s);
+                seq_poll(s, f);
             if (!s->failed)
                 continue;
         }

@@ -60,6 +60,12 @@ tfvm_status vm_sig_check_args(const isa_entry *en, const tfvm_value *args, size_
                       en->n_params, en->n_params == 1 ? "" : "s", n_args);
     for (size_t i = 0; i < n_args; i++) {
         const tfvm_value *v = &args[i];
+        if (tfvm_is_default(v)) {
+            if (en->params[i].has_default)
+                continue;
+            return ut_err(err, TFVM_ERR_ARGUMENT, "argument %zu '%s' of entry '%s' has no default: give a value", i + 1,
+                          en->params[i].name, en->name);
+        }
         tfvm_dtype dt = v->tensor ? tfvm_tensor_dtype(v->tensor) : v->dtype;
         bool rank_differs;
         if (fits(&en->params[i], dt, v->tensor, false, &rank_differs))

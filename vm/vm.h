@@ -271,7 +271,7 @@ _Static_assert(sizeof(vm_act) == sizeof(sched_item), "an activation is one deque
 typedef struct vm_trace_ev {
     uint64_t t0, ticks;      /* when it started, how long it took */
     uint32_t inst;
-    char tag[60];            /* vm_tag_str, cut in the middle when long */
+    char tag[60];            /* vm_tag_str: its ends, when long */
     char inputs[64];         /* its data inputs' types: "f32[2, 3], i32" */
 } vm_trace_ev;
 
@@ -411,9 +411,61 @@ static inline bool vm_failed(const tfvm_vm *vm)
 {
     return atomic_load_explicit(&vm->state, memory_order_relaxed) == VM_FAILED;
 }
-/* Prints a tag: "[]", "[fib@1, sum_loop#3]". */
+/* ---- Tags as text (diag.c) ----------------------------------------------------
+ * A tag's elements are collected innermost first in one walk up a chain (a
+ * context's, or a sequential run's frames and then its context): the
+ * innermost and the outermost VM_TAG_ENDS of them, nothing formatted, so a
+ * tag 20 million calls deep costs one pass over its chain. The walk also
+ * notes where the run is: the innermost call and loop, and the calls in all.
+ * As text a tag keeps both ends, as many elements of each as fit, and counts
+ * the rest: "[]", "[fib@1, sum_loop#3]", "[f@1, f@2, ... 812340 more ...,
+ * f@2, f@2]". */
+#define VM_TAG_ENDS 16
+typedef struct vm_tag_elem {
+    uint32_t id;     /* a call's site, or a loop's region */
+    bool call;
+    uint64_t iter;   /* a loop's iteration */
+} vm_tag_elem;
+typedef struct vm_tag_walk {
+    vm_tag_elem inner[VM_TAG_ENDS]; /* the innermost elements, innermost first */
+    vm_tag_elem outer[VM_TAG_ENDS]; /* a ring of the last ones added: the outermost */
+    uint64_t depth;                 /* elements in all */
+    uint64_t calls;                 /* of them calls */
+    uint32_t call_site;             /* the innermost call's site, or UINT32_MAX */
+    uint32_t loop;                  /* the innermost loop's region, or UINT32_MAX */
+    uint64_t iter;                  /* and its iteration */
+} vm_tag_walk;
+static inline void vm_tag_walk_init(vm_tag_walk *t)
+{
+    t->depth = t->calls = t->iter = 0;
+    t->call_site = t->loop = UINT32_MAX;
+}
+/* Adds the next element out. */
+static inline void vm_tag_walk_add(vm_tag_walk *t, bool call, uint32_t id, uint64_t iter)
+{
+    vm_tag_elem e = {.id = id, .call = call, .iter = iter};
+    if (t->depth < VM_TAG_ENDS)
+        t->inner[t->depth] = e;
+    t->outer[t->depth % VM_TAG_ENDS] = e;
+    t->depth++;
+    if (call) {
+        if (t->call_site == UINT32_MAX)
+            t->call_site = id;
+        t->calls++;
+    } else if (t->loop == UINT32_MAX) {
+        t->loop = id;
+        t->iter = iter;
+    }
+}
+/* Adds ctx's elements, from ctx out. */
+void vm_tag_walk_ctx(vm_tag_walk *t, const vm_ctx *ctx);
+const char *vm_tag_walk_str(const tfvm_vm *vm, const vm_tag_walk *t, char *buf, size_t size);
 void vm_format_tag(const tfvm_vm *vm, const vm_ctx *ctx, ut_buf *out);
 const char *vm_tag_str(const tfvm_vm *vm, const vm_ctx *ctx, char *buf, size_t size);
+/* Fails the run as interrupted where a walked tag and the instruction next
+ * to fire say it was: "interrupted at i (ADD) in 'f' at depth 3, iteration
+ * #41 of loop 'f_while1'" (the error's where, instr and tag filled too). */
+void vm_fail_interrupted(tfvm_vm *vm, const vm_tag_walk *t, uint32_t inst);
 /* A value as the API hands it out (a tensor's reference goes with it). */
 void vm_value_to_api(const dev_value *d, tfvm_value *v);
 /* Prints a value as `tfvm run` does (tensors NumPy-like). */
@@ -626,12 +678,12 @@ static inline bool vm_ctx_note_new(vm_worker *w, const vm_ctx *parent, bool fail
     return vm_ctx_count_check(w, parent, fail);
 }
 static inline bool vm_ctx_count_new(vm_worker *w) { return vm_ctx_note_new(w, NULL, false); }
-/* Fails the run for the bound: max_contexts's message, or "recursion too
- * deep" for the default bound; both name the function of the innermost call
- * (call site `site`'s callee), the depth and the call's source position.
- * With tag NULL all three come from parent (its tag and depth, its innermost
- * CALL context); a frame gives its tag as text, its site and depth. */
-void vm_ctx_bound_fail(tfvm_vm *vm, const vm_ctx *parent, const char *tag, uint32_t site, uint64_t depth);
+/* Fails the run for the bound, exceeded at a walked tag (a context's, or a
+ * frame's and its context's): max_contexts's message, or "recursion too
+ * deep" for the default bound; both name the function of the innermost call,
+ * the depth and the call's source position, and the default's the tag's
+ * two ends. */
+void vm_ctx_bound_fail(tfvm_vm *vm, const vm_tag_walk *t);
 void vm_ctx_count_free(vm_worker *w);
 
 /* CALL of a site's only CALL, with its token v (not consumed). */

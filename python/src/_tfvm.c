@@ -624,8 +624,8 @@ static PyObject *param_tuple(const tfvm_param_info *p)
     }
     if (!dims)
         return NULL;
-    return Py_BuildValue("(ssNO)", p->name ? p->name : "", tfvm_dtype_name(p->dtype), dims,
-                         p->is_tensor ? Py_True : Py_False);
+    return Py_BuildValue("(ssNOO)", p->name ? p->name : "", tfvm_dtype_name(p->dtype), dims,
+                         p->is_tensor ? Py_True : Py_False, p->has_default ? Py_True : Py_False);
 }
 
 static PyObject *params_list(const tfvm_param_info *ps, size_t n)
@@ -642,7 +642,7 @@ static PyObject *params_list(const tfvm_param_info *ps, size_t n)
     return l;
 }
 
-/* [(name, [(param, dtype, shape, is_tensor)...], [results...]), ...] */
+/* [(name, [(param, dtype, shape, is_tensor, has_default)...], [results...]), ...] */
 static PyObject *program_entries(ProgramObject *self, PyObject *unused)
 {
     (void)unused;
@@ -776,6 +776,10 @@ static int collect_args(const tfvm_entry_info *e, PyObject *args, PyObject *kwar
             }
         } else if (kwargs && e->params[i].name) {
             v = PyDict_GetItemString(kwargs, e->params[i].name);
+        }
+        if (!v && e->params[i].has_default) { /* left to its default */
+            vals[i] = tfvm_default();
+            continue;
         }
         if (!v) {
             raise_msg(TFVM_ERR_ARGUMENT, "missing argument %zu '%s' of entry '%s'", i + 1,
@@ -927,9 +931,14 @@ static PyObject *program_run_feed(ProgramObject *self, PyObject *args)
         Py_DECREF(seq);
     }
     tfvm_value vals[MAX_VALUES], res[MAX_VALUES];
-    size_t i;
+    size_t i, fed = 0;
     for (i = 0; i < e.n_params; i++) {
         PyObject *v = e.params[i].name ? PyDict_GetItemString(feed, e.params[i].name) : NULL;
+        fed += v != NULL;
+        if (!v && e.params[i].has_default) { /* an overridable initializer not fed: its value */
+            vals[i] = tfvm_default();
+            continue;
+        }
         if (!v) {
             raise_msg(TFVM_ERR_ARGUMENT, "input '%s' is missing from the feed", e.params[i].name ? e.params[i].name : "");
             release_values(vals, i);
@@ -940,7 +949,7 @@ static PyObject *program_run_feed(ProgramObject *self, PyObject *args)
             return NULL;
         }
     }
-    if ((size_t)PyDict_GET_SIZE(feed) > e.n_params) {
+    if ((size_t)PyDict_GET_SIZE(feed) > fed) { /* a name that is no input's */
         PyObject *k, *v;
         Py_ssize_t pos = 0;
         while (PyDict_Next(feed, &pos, &k, &v)) {

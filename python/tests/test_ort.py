@@ -227,3 +227,21 @@ def test_the_rest_of_the_ort_surface():
         assert (e.code, e.instr, e.tag, e.where) == ("TFVM_ERR_ARGUMENT", "", "", "")
     else:
         pytest.fail("no error for an unknown output")
+
+
+def test_overridable_initializer():
+    # test/onnx/models/mlp.onnx (IR 8) lists its weight W1 as an input too:
+    # as in ONNX Runtime, W1 is an overridable initializer, not an input; fed,
+    # its value is used, left out, the initializer's
+    s = tfvm.InferenceSession(pathlib.Path(__file__).resolve().parents[2] / "test" / "onnx" / "models" / "mlp.onnx")
+    assert [i.name for i in s.get_inputs()] == ["x"]
+    assert [(i.name, i.shape) for i in s.get_overridable_initializers()] == [("W1", [4, 3])]
+    x = np.array([[1, 2, 3, 4], [-1, 0, 1, 2]], np.float32)
+    np.testing.assert_array_equal(s.run(None, {"x": x})[0], [[44.5, 50.5], [36.5, 34.5]])
+    np.testing.assert_array_equal(s.run(None, {"x": x, "W1": np.ones((4, 3), np.float32)})[0],
+                                  [[24.5, 20.5], [8.5, 4.5]])
+    with pytest.raises(tfvm.ArgumentError, match="the model has no input named 'w1'"):
+        s.run(None, {"x": x, "w1": np.ones((4, 3), np.float32)})
+    p = tfvm.compile(str(pathlib.Path(__file__).resolve().parents[2] / "test" / "onnx" / "models" / "mlp.onnx"))
+    assert [(q.name, q.has_default) for q in p.signature.params] == [("x", False), ("W1", True)]
+    np.testing.assert_array_equal(p.run(x), [[44.5, 50.5], [36.5, 34.5]])

@@ -152,11 +152,14 @@ _DT_NAME = {v: k for k, v in _NP.items()}
 class Param(_NamedTuple):
     """A parameter or result of an entry point: its name, NumPy dtype, shape
     (a tuple with None where any size fits; None for a tensor of any rank; ()
-    for a scalar) and whether it is a tensor (False: a scalar value)."""
+    for a scalar), whether it is a tensor (False: a scalar value), and
+    whether a parameter has a default that a call may leave it to (an ONNX
+    initializer named like a graph input)."""
     name: str
     dtype: _np.dtype
     shape: tuple
     is_tensor: bool
+    has_default: bool = False
 
 
 class Entry(_NamedTuple):
@@ -184,8 +187,8 @@ def devices():
 
 
 def _param(t):
-    name, dt, shape, is_tensor = t
-    return Param(name, _NP[dt], shape, is_tensor)
+    name, dt, shape, is_tensor, has_default = t
+    return Param(name, _NP[dt], shape, is_tensor, has_default)
 
 
 class Session:
@@ -591,7 +594,10 @@ class InferenceSession:
         self._set_providers(providers)
         self._p = self._program._p
         sig = self._program.signature
-        self._inputs = [self._node_arg(p, dims) for p in sig.params]
+        # as ONNX Runtime: an input with a default (an initializer of that
+        # name) is an overridable initializer, not an input; both may be fed
+        self._inputs = [self._node_arg(p, dims) for p in sig.params if not p.has_default]
+        self._overridable = [self._node_arg(p, dims) for p in sig.params if p.has_default]
         self._outputs = [self._node_arg(r, dims) for r in sig.results]
         self._provider_options = provider_options
 
@@ -628,7 +634,7 @@ class InferenceSession:
         return list(self._outputs)
 
     def get_overridable_initializers(self):
-        return []
+        return list(self._overridable)
 
     def get_providers(self):
         return list(self._providers)

@@ -43,6 +43,7 @@ class Param(NamedTuple):
     dtype: np.dtype[Any]
     shape: tuple[int | None, ...] | None
     is_tensor: bool
+    has_default: bool = ...
 
 class Entry(NamedTuple):
     name: str

@@ -426,6 +426,34 @@ START_TEST(constants_round_trip)
 }
 END_TEST
 
+/* A parameter's default (`= #K`, a declared constant) survives dis -> asm
+ * and the .tfvm file, and must be a value of the parameter's type. */
+START_TEST(param_defaults_round_trip)
+{
+    static const char *text = "const #0 = f32[2] [1, 2]\n"
+                              "entry main(x: f32[2], w: f32[2] = #0) -> (y: f32[...]) {\n"
+                              "    x = ARG 0\n"
+                              "    w = ARG 1\n"
+                              "    y = ADD (x, w)\n"
+                              "        RESULT 0 (y)\n"
+                              "}\n";
+    round_trip_text(text, "defaults");
+    isa_program p;
+    assemble_ok(text, strlen(text), "d.tfasm", &p);
+    ck_assert(!p.entries[0].params[0].has_default && p.entries[0].params[1].has_default);
+    ck_assert_uint_eq(p.entries[0].params[1].dflt, 0);
+    isa_program_release(&p);
+    static const char *bad = "const #0 = f32[3] [1, 2, 3]\n"
+                             "entry main(w: f32[2] = #0) -> () {\n"
+                             "    w = ARG 0\n"
+                             "}\n";
+    tfvm_error err;
+    ck_assert_int_eq(ld_assemble(bad, strlen(bad), "d.tfasm", NULL, &p, &err), TFVM_ERR_FORMAT);
+    ck_assert_str_eq(err.message, "d.tfasm: bad .tfvm file (entry 0 'main': parameter 0 'w': default constant 0 is "
+                                  "not a value of type f32[2])");
+}
+END_TEST
+
 /* Random bit patterns (NaN payloads, subnormals, -0) survive dis -> asm. */
 START_TEST(float_bits_round_trip)
 {
@@ -710,6 +738,9 @@ typedef struct bad_case {
 #define FTR "}\n"
 
 static const bad_case bad_cases[] = {
+    {"entry main(w: f32[2] = #0) -> () {\n}\n", "t.tfasm:1:22: default #0 of 'w' is not a declared constant (0 declared)"},
+    {"entry main() -> (r: i32 = #0) {\n}\n",
+     "t.tfasm:1:25: a result has no default (only a parameter has: w: f32[2] = #0)"},
     {HDR "    x = ADDD (a, a)\n" FTR, "t.tfasm:3:9: unknown instruction 'ADDD'"},
     {HDR "    x = ADD (a, a x\n" FTR, "t.tfasm:3:19: expected ')' after inputs, got 'x'"},
     {HDR "    x = ADD (a, foo)\n    RESULT 0 (x)\n" FTR, "t.tfasm:3:17: 'foo' is not defined in region 'main' or its parents"},
@@ -1019,6 +1050,7 @@ static Suite *asm_suite(void)
     tcase_add_test(tc, dis_format);
     tcase_add_test(tc, explicit_forms_round_trip);
     tcase_add_test(tc, constants_round_trip);
+    tcase_add_test(tc, param_defaults_round_trip);
     tcase_add_test(tc, float_bits_round_trip);
     tcase_add_test(tc, names_and_attributes_round_trip);
     tcase_add_test(tc, empty_and_minimal);

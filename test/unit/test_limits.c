@@ -158,9 +158,9 @@ START_TEST(depth_scan)
 }
 END_TEST
 
-/* Graph g as a packed ModelProto (opset 17, IR version 8): malloc'd bytes,
- * *len their size. */
-static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len)
+/* Graph g as a packed ModelProto (opset 17, IR version ir): malloc'd
+ * bytes, *len their size. */
+static uint8_t *pack_model_ir(Onnx__GraphProto *g, int64_t ir, size_t *len)
 {
     Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[1] = {&ops};
     ops.domain = "";
@@ -168,7 +168,7 @@ static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len)
     ops.version = 17;
     Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
     m.has_ir_version = 1;
-    m.ir_version = 8;
+    m.ir_version = ir;
     m.n_opset_import = 1;
     m.opset_import = opsp;
     m.graph = g;
@@ -177,6 +177,8 @@ static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len)
     onnx__model_proto__pack(&m, buf);
     return buf;
 }
+
+static uint8_t *pack_model(Onnx__GraphProto *g, size_t *len) { return pack_model_ir(g, 8, len); }
 
 /* An ONNX model of n chained Adds, t_k = t_{k-1} + x (t_0 = x), x: f32[1],
  * the output t_n: packed bytes (malloc'd), *len their size. */
@@ -709,7 +711,8 @@ START_TEST(tfg_many_lets)
 END_TEST
 
 /* An ONNX model whose n scalar weights w0.. are initializers listed as
- * graph inputs too (as old exporters write), y = w0 + w1: seconds to import. */
+ * graph inputs too (as exporters wrote before IR version 4, when that was
+ * the rule: they stay constants), y = w0 + w1: seconds to import. */
 static double import_weights_as_inputs(size_t n)
 {
     Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT;
@@ -757,7 +760,7 @@ static double import_weights_as_inputs(size_t n)
     g.n_output = 1;
     g.output = outs;
     size_t len;
-    uint8_t *buf = pack_model(&g, &len);
+    uint8_t *buf = pack_model_ir(&g, 3, &len);
     free(inits);
     free(ip);
     free(ins);
@@ -819,9 +822,9 @@ END_TEST
 
 /* ---- One definition per name (issue 27 row 11) ------------------------------------ */
 
-/* A model of Add nodes over f32[1] values: inputs "a,b", initializers
- * (1.0 each) "w", nodes "x+y=z;..." (an Add each), output `out`. */
-static tfvm_status import_adds(const char *inputs, const char *inits, const char *nodes, const char *out,
+/* A model (IR version ir) of Add nodes over f32[1] values: inputs "a,b",
+ * initializers (1.0 each) "w", nodes "x+y=z;..." (an Add each), output `out`. */
+static tfvm_status import_adds(int64_t ir, const char *inputs, const char *inits, const char *nodes, const char *out,
                                tfvm_program **p, tfvm_error *err)
 {
     Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT;
@@ -833,6 +836,7 @@ static tfvm_status import_adds(const char *inputs, const char *inits, const char
     char words[512], *names[32], *save = NULL;
     size_t n_names = 0;
     float one = 1;
+    int64_t dim1 = 1;
     Onnx__ValueInfoProto vis[8], *vip[8];
     Onnx__TensorProto ts[8], *tsp[8];
     Onnx__NodeProto ns[8], *nsp[8];
@@ -852,6 +856,8 @@ static tfvm_status import_adds(const char *inputs, const char *inits, const char
         ts[n_init].data_type = 1;
         ts[n_init].n_float_data = 1;
         ts[n_init].float_data = &one;
+        ts[n_init].n_dims = 1;
+        ts[n_init].dims = &dim1;
         tsp[n_init] = &ts[n_init];
     }
     char *ios[8][3];
@@ -884,7 +890,7 @@ static tfvm_status import_adds(const char *inputs, const char *inits, const char
     g.n_output = 1;
     g.output = op;
     size_t len;
-    uint8_t *buf = pack_model(&g, &len);
+    uint8_t *buf = pack_model_ir(&g, ir, &len);
     for (size_t k = 0; k < n_names; k++)
         free(names[k]);
     *p = NULL;
@@ -912,15 +918,82 @@ START_TEST(onnx_single_assignment)
     for (size_t k = 0; k < UT_COUNTOF(cases); k++) {
         tfvm_program *p;
         tfvm_error err;
-        tfvm_status st = import_adds(cases[k].inputs, cases[k].inits, cases[k].nodes, "y", &p, &err);
+        tfvm_status st = import_adds(8, cases[k].inputs, cases[k].inits, cases[k].nodes, "y", &p, &err);
         ck_assert_msg(st == TFVM_ERR_FORMAT, "case %zu: %s", k, tfvm_status_name(st));
         ck_assert_msg(strcmp(err.message, cases[k].message) == 0, "case %zu: %s", k, err.message);
         ck_assert_ptr_null(p);
     }
-    /* an initializer that shares an input's name is its value */
+}
+END_TEST
+
+/* y = a + w, run with a = 2 and w fed (5) or left out: y[0], or the error. */
+static float add_with_default(tfvm_program *p, bool feed_w, char *msg, size_t size)
+{
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    int64_t one = 1;
+    tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 1, &one, NULL), *w = tfvm_tensor_new(TFVM_F32, 1, &one, NULL);
+    *(float *)tfvm_tensor_data(a) = 2;
+    *(float *)tfvm_tensor_data(w) = 5;
+    tfvm_value args[2] = {tfvm_tensor_value(a), feed_w ? tfvm_tensor_value(w) : tfvm_default()}, r;
+    float y = -1;
+    msg[0] = '\0';
+    if (tfvm_run(vm, NULL, args, 2, &r, 1) == TFVM_OK) {
+        y = *(const float *)tfvm_tensor_cdata(r.tensor);
+        tfvm_value_release(&r);
+    } else {
+        snprintf(msg, size, "%s", tfvm_errmsg(vm));
+    }
+    tfvm_tensor_free(a);
+    tfvm_tensor_free(w);
+    tfvm_vm_free(vm);
+    return y;
+}
+
+/* An initializer that shares an input's name (ONNX IR version 4 and later)
+ * is the input's default, as in ONNX Runtime: the input stays a parameter;
+ * fed, its value is used, left out (tfvm_default()), the initializer's; the
+ * .tfvm file keeps the default. Before IR 4 it is a constant. */
+START_TEST(onnx_initializer_is_a_default)
+{
     tfvm_program *p;
     tfvm_error err;
-    ck_assert_int_eq(import_adds("a,w", "w", "a+w=y", "y", &p, &err), TFVM_OK);
+    char msg[256];
+    ck_assert_msg(import_adds(8, "a,w", "w", "a+w=y", "y", &p, &err) == TFVM_OK, "%s", err.message);
+    for (int saved = 0; saved < 2; saved++) {
+        tfvm_entry_info e;
+        ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+        ck_assert_uint_eq(e.n_params, 2);
+        ck_assert(!e.params[0].has_default && e.params[1].has_default);
+        ck_assert_str_eq(e.params[1].name, "w");
+        ck_assert(add_with_default(p, true, msg, sizeof msg) == 7); /* fed: the fed value */
+        ck_assert(add_with_default(p, false, msg, sizeof msg) == 3); /* not fed: the initializer's 1 */
+        if (saved)
+            break;
+        void *bytes;
+        size_t len;
+        ck_assert_int_eq(tfvm_program_save_memory(p, &bytes, &len, &err), TFVM_OK);
+        tfvm_program *q;
+        ck_assert_msg(tfvm_program_load_memory(bytes, len, "d.tfvm", NULL, &q, &err) == TFVM_OK, "%s", err.message);
+        tfvm_program_buffer_free(p, bytes, len);
+        tfvm_program_free(p);
+        p = q;
+    }
+    tfvm_program_free(p);
+    /* a parameter without a default cannot be left out */
+    ck_assert_int_eq(import_adds(8, "w,a", "w", "a+w=y", "y", &p, &err), TFVM_OK);
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    tfvm_value args[2] = {tfvm_default(), tfvm_default()}, r;
+    ck_assert_int_eq(tfvm_run(vm, NULL, args, 2, &r, 1), TFVM_ERR_ARGUMENT);
+    ck_assert_str_eq(tfvm_errmsg(vm), "argument 2 'a' of entry 'main' has no default: give a value");
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    /* IR 3: every initializer was listed as an input; it stays a constant */
+    ck_assert_int_eq(import_adds(3, "a,w", "w", "a+w=y", "y", &p, &err), TFVM_OK);
+    tfvm_entry_info e;
+    ck_assert_int_eq(tfvm_program_entry(p, 0, &e), TFVM_OK);
+    ck_assert_uint_eq(e.n_params, 1);
     tfvm_program_free(p);
 }
 END_TEST
@@ -945,6 +1018,7 @@ int main(void)
     tcase_add_test(tc, onnx_weights_as_inputs);
     tcase_add_test(tc, tfg_many_loops);
     tcase_add_test(tc, onnx_single_assignment);
+    tcase_add_test(tc, onnx_initializer_is_a_default);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }

@@ -11,20 +11,27 @@
 START_TEST(mlp)
 {
     tfvm_program *p = compile_ok(M "mlp.onnx");
-    /* W1 is a graph input and an initializer: it stays a constant */
-    ck_assert_uint_eq(p->isa.entries[0].n_params, 1);
+    /* W1 is a graph input and an initializer (IR 8): an overridable default */
+    ck_assert_uint_eq(p->isa.entries[0].n_params, 2);
     ck_assert_str_eq(p->isa.entries[0].params[0].name, "x");
+    ck_assert_str_eq(p->isa.entries[0].params[1].name, "W1");
+    ck_assert(!p->isa.entries[0].params[0].has_default && p->isa.entries[0].params[1].has_default);
     ck_assert_str_eq(p->isa.entries[0].results[0].name, "y");
-    int64_t d[2] = {2, 4};
-    float x[8] = {1, 2, 3, 4, -1, 0, 1, 2};
-    tfvm_tensor *t = ftensor(2, d, x);
-    tfvm_value a = tfvm_tensor_value(t), r;
-    for (int mode = 0; mode < 2; mode++) {
-        run_main(p, &a, 1, &r, 1, mode);
-        check_f32(&r, 2, (int64_t[]){2, 2}, (float[]){44.5f, 50.5f, 36.5f, 34.5f});
+    int64_t d[2] = {2, 4}, dw[2] = {4, 3};
+    float x[8] = {1, 2, 3, 4, -1, 0, 1, 2}, ones[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    tfvm_tensor *t = ftensor(2, d, x), *w = ftensor(2, dw, ones);
+    tfvm_value a[2] = {tfvm_tensor_value(t), tfvm_default()}, r;
+    for (int mode = 0; mode < 4; mode++) {
+        a[1] = mode < 2 ? tfvm_default() : tfvm_tensor_value(w); /* left out: W1's initializer; fed: ones */
+        run_main(p, a, 2, &r, 1, mode % 2);
+        if (mode < 2)
+            check_f32(&r, 2, (int64_t[]){2, 2}, (float[]){44.5f, 50.5f, 36.5f, 34.5f});
+        else
+            check_f32(&r, 2, (int64_t[]){2, 2}, (float[]){24.5f, 20.5f, 8.5f, 4.5f});
         tfvm_value_release(&r);
     }
     tfvm_tensor_free(t);
+    tfvm_tensor_free(w);
     tfvm_program_free(p);
 }
 END_TEST

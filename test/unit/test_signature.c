@@ -436,8 +436,8 @@ START_TEST(imported_signatures)
             ck_assert_int_eq(tfvm_vm_new_ex(p, NULL, &vm, &err), TFVM_OK);
             int64_t d[2] = {3, 4};
             tfvm_tensor *t = tensor(2, d);
-            tfvm_value v = tfvm_tensor_value(t), r;
-            ck_assert_int_eq(tfvm_run(vm, NULL, &v, 1, &r, 1), TFVM_ERR_ARGUMENT);
+            tfvm_value v[2] = {tfvm_tensor_value(t), tfvm_default()}, r; /* (mlp's W1 has a default) */
+            ck_assert_int_eq(tfvm_run(vm, NULL, v, en->n_params, &r, 1), TFVM_ERR_ARGUMENT);
             ck_assert_str_eq(tfvm_errmsg(vm), cases[k].bad);
             tfvm_tensor_free(t);
             tfvm_vm_free(vm);

@@ -852,15 +852,23 @@ START_TEST(error_deep_in_recursion_releases_everything)
     expect_msg(&e, run(&e, (tfvm_value[]){tfvm_tensor_value(bad), tfvm_i64(5)}, 2, &r, 1), TFVM_ERR_ARITH,
                "q (DIV) at [f@0, f@1, f@1, f@1, f@1, f@1]: integer division by zero");
 
-    /* 300 calls deep: the tag is cut to fit, the run still ends cleanly */
+    /* 300 calls deep: the tag keeps its 16 outermost and 16 innermost
+     * elements and counts the rest; the run still ends cleanly */
     tfvm_status st = run(&e, (tfvm_value[]){tfvm_tensor_value(deep), tfvm_i64(300)}, 2, &r, 1);
     ck_assert_int_eq(st, TFVM_ERR_ARITH);
     const tfvm_error *err = tfvm_last_error(e.vm);
     ck_assert_str_eq(err->instr, "q");
-    ck_assert_uint_eq(strlen(err->tag), sizeof err->tag - 1);
-    ck_assert_str_eq(err->tag + sizeof err->tag - 4, "...");
-    ck_assert_int_eq(strncmp(err->tag, "[f@0, f@1, f@1, ", 16), 0);
-    ck_assert_int_eq(strncmp(err->message, "q (DIV) at [f@0, f@1, ", 22), 0);
+    char want[512] = "[f@0";
+    for (int k = 0; k < 15; k++)
+        strcat(want, ", f@1");
+    strcat(want, ", ... 269 more ..."); /* 301 deep: main's call and 300 more */
+    for (int k = 0; k < 16; k++)
+        strcat(want, ", f@1");
+    strcat(want, "]");
+    ck_assert_str_eq(err->tag, want);
+    char msg[600];
+    snprintf(msg, sizeof msg, "q (DIV) at %s: integer division by zero", want);
+    ck_assert_str_eq(err->message, msg);
     ck_assert_uint_ge(stats(&e).contexts_peak, 301);
 
     /* the VM works again, with the same answers */
@@ -1470,6 +1478,40 @@ static const char *FOREVER = "entry main(x: i64) -> (r: i64) {\n"
                              "          RESULT 0 (r)\n"
                              "}\n";
 
+/* An interrupt says where the run was: the instruction next to fire (a
+ * debugger's stepped run: activations, in a fixed order), the innermost
+ * call's function and how many calls deep, the innermost loop and its
+ * iteration; the error's tag keeps both ends of a deep one. */
+START_TEST(interrupt_says_where)
+{
+    const struct {
+        const char *name, *text, *message, *tag;
+    } cases[] = {
+        {"loop", FOREVER, "interrupted at v2 (ADD) in 'main' at depth 0, iteration #124 of loop 'lp'",
+         "[lp#124]"},
+        {"recursion", ENDLESS, "interrupted at n (IDENTITY) in 'f' at depth 500",
+         "[f@1, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, ... 468 more ..., f@2, "
+         "f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2, f@2]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        env e;
+        env_open(&e, cases[i].text, 0);
+        tfvm_value arg = tfvm_i64(0), r;
+        if (cases[i].text == ENDLESS)
+            arg = tfvm_i32(1);
+        ck_assert_int_eq(vm_begin(e.vm, 0, &arg, 1), TFVM_OK);
+        ck_assert_int_eq(vm_step(e.vm, 1000), VM_RUNNING);
+        tfvm_interrupt(e.vm);
+        ck_assert_int_eq(vm_step(e.vm, 0), VM_FAILED);
+        ck_assert_int_eq(vm_end(e.vm, &r, 1), TFVM_ERR_INTERRUPTED);
+        const tfvm_error *err = tfvm_last_error(e.vm);
+        ck_assert_msg(strcmp(err->message, cases[i].message) == 0, "%s: %s", cases[i].name, err->message);
+        ck_assert_msg(strcmp(err->tag, cases[i].tag) == 0, "%s: %s", cases[i].name, err->tag);
+        env_close(&e);
+    }
+}
+END_TEST
+
 typedef struct interrupter {
     tfvm_vm *vm;
     atomic_int done;
@@ -1486,6 +1528,23 @@ static void *interrupt_thread(void *arg)
     return NULL;
 }
 
+/* msg with each iteration number ("#5120") written "#N": where a run
+ * interrupted from another thread stops varies. */
+static const char *iterations_as_n(const char *msg, char *buf, size_t size)
+{
+    size_t n = 0;
+    for (const char *c = msg; *c && n + 2 < size; c++) {
+        buf[n++] = *c;
+        if (*c == '#' && c[1] >= '0' && c[1] <= '9') {
+            buf[n++] = 'N';
+            while (c[1] >= '0' && c[1] <= '9')
+                c++;
+        }
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 START_TEST(interrupt_from_another_thread)
 {
     env e;
@@ -1499,7 +1558,10 @@ START_TEST(interrupt_from_another_thread)
         tfvm_status st = tfvm_run(e.vm, "main", &a, 1, &r, 1);
         atomic_store(&it.done, 1);
         pthread_join(t, NULL);
-        expect_msg(&e, st, TFVM_ERR_INTERRUPTED, "interrupted");
+        ck_assert_int_eq(st, TFVM_ERR_INTERRUPTED);
+        char msg[512]; /* a frame of the loop's iterations, at its first step */
+        ck_assert_str_eq(iterations_as_n(tfvm_errmsg(e.vm), msg, sizeof msg),
+                         "interrupted at v (MERGE) in 'main' at depth 0, iteration #N of loop 'lp'");
         ck_assert_uint_le(stats(&e).contexts_peak, 1 + 10);
         ck_assert_uint_eq(live_contexts(e.vm), 0);
         /* the VM is usable again */
@@ -1648,7 +1710,7 @@ START_TEST(stop_at_every_step)
                 tfvm_interrupt(e.vm);
                 ck_assert_int_eq(vm_step(e.vm, 0), VM_FAILED);
                 ck_assert_int_eq(vm_end(e.vm, r, progs[i].n_res), TFVM_ERR_INTERRUPTED);
-                ck_assert_str_eq(tfvm_errmsg(e.vm), "interrupted");
+                ck_assert_msg(strncmp(tfvm_errmsg(e.vm), "interrupted at ", 15) == 0, "%s", tfvm_errmsg(e.vm));
             } else {
                 ck_assert_int_eq(vm_end(e.vm, r, progs[i].n_res), TFVM_ERR_INTERRUPTED);
                 ck_assert_str_eq(tfvm_errmsg(e.vm), "run abandoned before it finished");
@@ -1876,6 +1938,7 @@ int main(void)
     tcase_add_test(tc, endless_recursion_default_bound);
     tcase_add_test(tc, stuck_deep_recursion_diagnosis_is_capped);
     tcase_add_test(tc, interrupt_from_another_thread);
+    tcase_add_test(tc, interrupt_says_where);
     tcase_add_test(tc, abandoned_runs_are_released);
     tcase_add_test(tc, integer_steps_as_frames_and_contexts);
     tcase_add_test(tc, integer_steps_other_tokens);
