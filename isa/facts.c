@@ -745,6 +745,13 @@ static void tensor_op(op_ctx *c)
             return;
         same_shape(o, c->x[2]);
         break;
+    case ISA_LSTM_STEP:
+    case ISA_GRU_STEP:
+        /* the state's shape; the kernel checks the rest against it */
+        if (!takes(c, x) || !same_dtype(c, x, c->x[2]) || !same_dtype(c, x, c->x[3]) || !same_dtype(c, x, c->x[4]))
+            return;
+        same_shape(o, c->x[2]);
+        break;
     case ISA_REDUCE_SUM:
     case ISA_REDUCE_MEAN:
     case ISA_REDUCE_MAX:
