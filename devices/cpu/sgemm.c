@@ -19,7 +19,7 @@ typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const flo
                         float *restrict y);
 /* y[j] = x @ op(B) packed whole: see sgemm_body.h */
 typedef void sg_gemv_fn(int64_t N, int64_t K, int64_t kc_step, const float *restrict x, const float *restrict b,
-                        float *restrict y);
+                        float *restrict y, int64_t c0, int64_t c1);
 #define SG_MR_MAX 8
 typedef struct sg_impl {
     int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
@@ -509,12 +509,26 @@ void dev_sgemv_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
     gemv_pack(im, im->gv, tb, N, K, B, ldb, out);
 }
 
-void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y)
+int64_t dev_sgemv_chunks(int64_t N)
+{
+    const sg_impl *im = best_impl();
+    int64_t n = 0;
+    for (int64_t j0 = 0, Np = round_up(N, im->nr); j0 < Np; n++)
+        j0 += gemv_chunk(Np - j0, im->gv, im->nr);
+    return n;
+}
+
+void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp, float *y, int64_t c0, int64_t c1)
 {
     if (N > 0 && K > 0)
-        best_impl()->gemv(N, K, even(K, SG_KC), x, bp, y);
-    else if (N > 0)
+        best_impl()->gemv(N, K, even(K, SG_KC), x, bp, y, c0, c1);
+    else if (N > 0 && c0 == 0)
         memset(y, 0, (size_t)N * sizeof *y);
+}
+
+void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y)
+{
+    dev_sgemv_packed_part(N, K, x, bp, y, 0, INT64_MAX);
 }
 
 bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb, float *y)
@@ -531,7 +545,7 @@ bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x,
     if (!bp)
         return false;
     gemv_pack(im, im->gv, tb, N, K, B, ldb, bp);
-    im->gemv(N, K, even(K, SG_KC), x, bp, y);
+    im->gemv(N, K, even(K, SG_KC), x, bp, y, 0, INT64_MAX);
     free(bp);
     return true;
 }

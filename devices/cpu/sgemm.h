@@ -58,6 +58,11 @@ bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t l
 size_t dev_sgemv_packed_floats(int64_t N, int64_t K);
 void dev_sgemv_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
 void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y);
+/* The packing's column chunks, and the columns of chunks [c0, c1) alone (a
+ * part of the product split over threads, with its bits): y's other
+ * columns are not written. */
+int64_t dev_sgemv_chunks(int64_t N);
+void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp, float *y, int64_t c0, int64_t c1);
 /* The same on a given instruction set from op(B) as it lies, packed here
  * for that set (tests); false when the CPU lacks it or memory is short. */
 bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,

@@ -115,7 +115,8 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
 /* ---- One row against op(B): y[j] = sum over p < K of x[p] * op(B)[p][j] ---------------
  * b is op(B) packed for it (sgemm.c, gemv_pack): column chunks of G panels
  * of SG_NR columns (G = SG_GV while that many remain, then 4, then 1), each
- * chunk [K][G * SG_NR] contiguous, so that the weights stream in order. The
+ * chunk [K][G * SG_NR] contiguous, so that the weights stream in order;
+ * chunks [c0, c1) of them (a part of a split product). The
  * chunk's sums stay in registers, many FMA chains in flight; each element is
  * summed in p order within a block of K (kc_step high) and the blocks' sums
  * added in order: the bits of SG_TILE's one-row tile over the same blocks
@@ -144,20 +145,23 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
         _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) VST(t + g * SG_NR + v * SG_VL, tot[g][v]);
 
 SG_TARGET static void SG_SFX(gemv)(int64_t N, int64_t K, int64_t kc_step, const float *restrict x,
-                                   const float *restrict b, float *restrict y)
+                                   const float *restrict b, float *restrict y, int64_t c0, int64_t c1)
 {
     const int64_t Np = (N + SG_NR - 1) / SG_NR * SG_NR;
     float t[SG_GV * SG_NR];
-    for (int64_t j0 = 0; j0 < Np;) {
+    for (int64_t j0 = 0, c = 0; j0 < Np && c < c1; c++) {
         const int64_t w = gemv_chunk(Np - j0, SG_GV, SG_NR);
-        if (w == SG_GV * SG_NR) {
+        if (c < c0) {
+            /* a chunk of another part */
+        } else if (w == SG_GV * SG_NR) {
             SG_GEMV_CHUNK(SG_GV)
         } else if (w == 4 * SG_NR) {
             SG_GEMV_CHUNK(4)
         } else {
             SG_GEMV_CHUNK(1)
         }
-        memcpy(y + j0, t, (size_t)(N - j0 < w ? N - j0 : w) * sizeof *y);
+        if (c >= c0)
+            memcpy(y + j0, t, (size_t)(N - j0 < w ? N - j0 : w) * sizeof *y);
         j0 += w;
         b += K * w;
     }

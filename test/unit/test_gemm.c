@@ -285,7 +285,8 @@ END_TEST
 /* ---- One row's product ----------------------------------------------------------------
  * dev_sgemv_on on each instruction set: dev_sgemm_on's one-row product bit
  * for bit (B as it lies or transposed; widths that take each chunk size of
- * the packing, K in one block and in two), and nothing written past y. */
+ * the packing, K in one block and in two), and nothing written past y; on
+ * the best set, the prepacked product chunk by chunk gives the same. */
 START_TEST(test_gemv)
 {
     const dev_sg_isa isa = (dev_sg_isa)_i;
@@ -307,6 +308,16 @@ START_TEST(test_gemv)
                                   "%s N=%ld K=%ld tb=%d: y[%ld] = %.9g, the gemm's %.9g", dev_sg_name(isa), (long)N,
                                   (long)K, tb, (long)j, got[j], want[j]);
                 ck_assert_msg(got[N] == CANARY, "%s N=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)N, (long)K);
+                if (isa == dev_sg_best()) { /* the product chunk by chunk (split over threads), with its bits */
+                    float *bp = malloc(dev_sgemv_packed_floats(N, K) * sizeof *bp);
+                    dev_sgemv_pack(tb, N, K, B, ldb, bp);
+                    memset(got, 0, (size_t)N * sizeof *got);
+                    for (int64_t c = 0; c < dev_sgemv_chunks(N); c++)
+                        dev_sgemv_packed_part(N, K, x, bp, got, c, c + 1);
+                    ck_assert_msg(memcmp(got, want, (size_t)N * sizeof *got) == 0 && got[N] == CANARY,
+                                  "%s N=%ld K=%ld tb=%d: chunk by chunk differs", dev_sg_name(isa), (long)N, (long)K, tb);
+                    free(bp);
+                }
                 free(x), free(B), free(got), free(want);
             }
 }
