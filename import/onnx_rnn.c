@@ -131,7 +131,8 @@ static void step_ops(ox_node *N, const rnn_in *I, const ox_val *xw, const ox_val
 
 /* One direction: returns Y [T, batch, H], and the last h (and c). The loop
  * carries t, the state and Y's stack: the state is h, h and c (an LSTM
- * spelled out), or [h, c] stacked (LSTM_STEP). */
+ * spelled out), or [h, c] stacked (LSTM_STEP, whose states the stack then
+ * holds whole, growing in place: Y is their h half, taken once after). */
 static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox_val *cT)
 {
     cc *C = N->C;
@@ -201,11 +202,6 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         step_ops(N, I, &xw, &s, &lv[2], &hn, &cn);
     }
     ox_val yv = hn;
-    if (hc) {
-        /* Y stacks h alone: its rows are copied as the stack grows */
-        ox_val i0 = ox_scalar(N, TFVM_I64, 0, 0);
-        yv = ox_op2(N, ISA_GATHER, 0, &hn, &i0, d, 2);
-    }
     if (I->has_lens) {
         /* past a sequence's length its state holds and its output is 0
          * ([batch, 1] against [batch, H] or [2, batch, H]) */
@@ -213,12 +209,12 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         int64_t ax1 = 1;
         ox_val a1 = ox_i64s(N, 1, &ax1), z = ox_fscalar(N, d, 0);
         live = ox_op2(N, ISA_UNSQUEEZE, 0, &live, &a1, TFVM_BOOL, 2);
-        yv = ox_op3(N, ISA_SELECT, 0, &live, &yv, &z, d, 2);
+        yv = ox_op3(N, ISA_SELECT, 0, &live, &hn, &z, d, hc ? 3 : 2);
         hn = ox_op3(N, ISA_SELECT, 0, &live, &hn, &s, d, hc ? 3 : 2);
         if (lstm && !fused)
             cn = ox_op3(N, ISA_SELECT, 0, &live, &cn, &lv[2], d, 2);
     }
-    ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, d, 3);
+    ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, d, hc ? 4 : 3);
     cc_irval next[4];
     next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
     next[1] = hn.v;
@@ -227,11 +223,12 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
     next[nvar - 1] = put.v;
     cc_block_results(C, w->u.loop.body, nvar, next);
     N->b = outer;
-    *Y = plainv(cc_out(w, nvar - 1), d, 3);
+    *Y = plainv(cc_out(w, nvar - 1), d, hc ? 4 : 3);
     *hT = plainv(cc_out(w, 1), d, hc ? 3 : 2);
     if (hc) {
-        /* the last state [2, batch, H]: its h and c halves */
+        /* Y [T, 2, batch, H] and the last state [2, batch, H]: their h and c halves */
         ox_val i0 = ox_scalar(N, TFVM_I64, 0, 0), i1 = ox_scalar(N, TFVM_I64, 0, 1), sT = *hT;
+        *Y = ox_op2(N, ISA_GATHER, 1, Y, &i0, d, 3);
         *hT = ox_op2(N, ISA_GATHER, 0, &sT, &i0, d, 2);
         *cT = ox_op2(N, ISA_GATHER, 0, &sT, &i1, d, 2);
     } else if (lstm) {
