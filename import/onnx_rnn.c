@@ -3,8 +3,8 @@
  * steps are iterations of one static loop region whose body is the
  * recurrent MATMUL and the gates (the input products of all steps are one
  * product before the loop; the gate math of an LSTM without peepholes and
- * of a GRU with linear_before_reset is one instruction, LSTM_CELL_C/H or
- * GRU_CELL); Y is stacked with STACK_PUT. */
+ * of a GRU with linear_before_reset, with the recurrent product, is one
+ * instruction, LSTM_STEP or GRU_STEP); Y is stacked with STACK_PUT. */
 #include <stdio.h>
 #include <string.h>
 
@@ -66,15 +66,87 @@ typedef struct rnn_in {
     bool has_b, has_p, has_lens, reverse, lbr;
 } rnn_in;
 
-/* One direction: returns Y [T, batch, H], and the last h (and c). */
+/* Whether a step is one instruction: LSTM_STEP for an LSTM without
+ * peepholes (its state h and c stacked, [2, batch, H]), GRU_STEP for a GRU
+ * with linear_before_reset */
+static bool fused_step(const rnn_in *I) { return (I->kind == K_LSTM && !I->has_p) || (I->kind == K_GRU && I->lbr); }
+
+/* The step's gates spelled out in instructions (the RNN, a GRU that resets
+ * before its product, an LSTM with peepholes): the new h (and c) from the
+ * step's input product xw, the previous h and c. */
+static void step_ops(ox_node *N, const rnn_in *I, const ox_val *xw, const ox_val *h, const ox_val *cprev,
+                     ox_val *hn, ox_val *cn)
+{
+    uint8_t d = I->d;
+    int64_t H = I->H;
+    ox_val hr = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, h, &I->R, d, 2);
+    if (I->has_b)
+        hr = ox_ew2(N, ISA_ADD, &hr, &I->Rb, d);
+    if (I->kind == K_RNN) {
+        ox_val a = ox_ew2(N, ISA_ADD, xw, &hr, d);
+        *hn = ox_ew1(N, ISA_TANH, &a);
+    } else if (I->kind == K_GRU) {
+        /* gates z, r, h; (r * h) @ Rh^T + Rbh */
+        ox_val xz = gate(N, xw, 0, H), xr = gate(N, xw, 1, H), xh = gate(N, xw, 2, H);
+        ox_val hz = gate(N, &hr, 0, H), hrr = gate(N, &hr, 1, H);
+        ox_val z = ox_ew2(N, ISA_ADD, &xz, &hz, d), r = ox_ew2(N, ISA_ADD, &xr, &hrr, d);
+        z = ox_ew1(N, ISA_SIGMOID, &z);
+        r = ox_ew1(N, ISA_SIGMOID, &r);
+        ox_val rh = ox_ew2(N, ISA_MUL, &r, h, d);
+        int64_t st = 2 * H, en = 3 * H, ax0 = 0;
+        ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax0), sp = ox_empty_vec(N, TFVM_I64);
+        const ox_val *in[5] = {&I->R, &vs, &ve, &va, &sp};
+        ox_val Rh = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, d, 2);
+        ox_val m = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &rh, &Rh, d, 2);
+        if (I->has_b) {
+            ox_val rbh = slice1(N, &I->Rb, 2 * H, 3 * H);
+            m = ox_ew2(N, ISA_ADD, &m, &rbh, d);
+        }
+        ox_val cand = ox_ew2(N, ISA_ADD, &xh, &m, d);
+        cand = ox_ew1(N, ISA_TANH, &cand);
+        ox_val on = ox_fscalar(N, d, 1);
+        ox_val omz = ox_ew2(N, ISA_SUB, &on, &z, d);
+        ox_val a = ox_ew2(N, ISA_MUL, &omz, &cand, d), b = ox_ew2(N, ISA_MUL, &z, h, d);
+        *hn = ox_ew2(N, ISA_ADD, &a, &b, d);
+    } else {
+        /* gates i, o, f, c, with peepholes */
+        ox_val g = ox_ew2(N, ISA_ADD, xw, &hr, d);
+        ox_val gi = gate(N, &g, 0, H), go = gate(N, &g, 1, H), gf = gate(N, &g, 2, H), gc = gate(N, &g, 3, H);
+        ox_val pi = slice1(N, &I->P, 0, H), po = slice1(N, &I->P, H, 2 * H), pf = slice1(N, &I->P, 2 * H, 3 * H);
+        ox_val a = ox_ew2(N, ISA_MUL, &pi, cprev, d), b = ox_ew2(N, ISA_MUL, &pf, cprev, d);
+        gi = ox_ew2(N, ISA_ADD, &gi, &a, d);
+        gf = ox_ew2(N, ISA_ADD, &gf, &b, d);
+        gi = ox_ew1(N, ISA_SIGMOID, &gi);
+        gf = ox_ew1(N, ISA_SIGMOID, &gf);
+        gc = ox_ew1(N, ISA_TANH, &gc);
+        ox_val fc = ox_ew2(N, ISA_MUL, &gf, cprev, d), ic = ox_ew2(N, ISA_MUL, &gi, &gc, d);
+        *cn = ox_ew2(N, ISA_ADD, &fc, &ic, d);
+        ox_val pc = ox_ew2(N, ISA_MUL, &po, cn, d);
+        go = ox_ew2(N, ISA_ADD, &go, &pc, d);
+        go = ox_ew1(N, ISA_SIGMOID, &go);
+        ox_val tc = ox_ew1(N, ISA_TANH, cn);
+        *hn = ox_ew2(N, ISA_MUL, &go, &tc, d);
+    }
+}
+
+/* One direction: returns Y [T, batch, H], and the last h (and c). The loop
+ * carries t, the state and Y's stack: the state is h, h and c (an LSTM
+ * spelled out), or [h, c] stacked (LSTM_STEP, whose states the stack then
+ * holds whole, growing in place: Y is their h half, taken once after). */
 static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox_val *cT)
 {
     cc *C = N->C;
     uint8_t d = I->d;
-    bool lstm = I->kind == K_LSTM;
-    uint32_t nvar = lstm ? 4 : 3;
+    bool lstm = I->kind == K_LSTM, fused = fused_step(I), hc = lstm && fused;
+    uint32_t nvar = lstm && !fused ? 4 : 3;
     int64_t zero = 0;
-    ox_val init[4] = {ox_scalar(N, TFVM_I64, 0, 0), I->h0, lstm ? I->c0 : I->h0, I->h0};
+    ox_val s0 = I->h0;
+    if (hc) {
+        ox_val a0 = ox_i64s(N, 1, &zero);
+        ox_val h1 = ox_op2(N, ISA_UNSQUEEZE, 0, &I->h0, &a0, d, 3), c1 = ox_op2(N, ISA_UNSQUEEZE, 0, &I->c0, &a0, d, 3);
+        s0 = ox_op2(N, ISA_CONCAT, 0, &h1, &c1, d, 3);
+    }
+    ox_val init[4] = {ox_scalar(N, TFVM_I64, 0, 0), s0, I->c0, I->h0};
     ox_val acc = plainv(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
     init[nvar - 1] = acc;
     cc_irval iv[4];
@@ -82,7 +154,7 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
     ox_val lv[4];
     for (uint32_t k = 0; k < nvar; k++) {
         iv[k] = init[k].v;
-        lv[k] = plainv(iv[k], init[k].dtype, k == 0 ? 0 : k == nvar - 1 ? -1 : 2);
+        lv[k] = plainv(iv[k], init[k].dtype, k == 0 ? 0 : k == nvar - 1 ? -1 : hc ? 3 : 2);
         ty[k] = ox_vtype(&lv[k]);
     }
     uint32_t id = N->X->n_loops++;
@@ -91,15 +163,21 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
     const char *nm[4];
     static const char *const suffix[4] = {"t", "h", "c", "y"};
     for (uint32_t k = 0; k < nvar; k++) {
-        snprintf(names[k], sizeof names[k], "rnn%u_%s", id, suffix[k == nvar - 1 ? 3 : k]);
+        snprintf(names[k], sizeof names[k], "rnn%u_%s", id, k == nvar - 1 ? "y" : k == 1 && hc ? "s" : suffix[k]);
         nm[k] = names[k];
     }
     /* the input product of every step as one product before the loop
-     * (X [T, batch, I] @ W^T, + Wb): a step then gathers its rows, and only
+     * (X [T, batch, I] @ W^T, + Wb): a step then reads its rows, and only
      * the recurrent product h @ R^T stays in the loop */
     ox_val XW = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &I->X, &I->W, d, 3);
     if (I->has_b)
         XW = ox_ew2(N, ISA_ADD, &XW, &I->Wb, d);
+    ox_val Rb = I->Rb;
+    if (fused && !I->has_b) {
+        int64_t n = (lstm ? 4 : 3) * I->H;
+        ox_val sh = ox_i64s(N, 1, &n), zf = ox_fscalar(N, d, 0);
+        Rb = ox_op2(N, ISA_FILL, 0, &sh, &zf, d, 1);
+    }
     cc_node *w = cc_while_new(C, N->b, nvar, iv, ty, nm, label);
     for (uint32_t k = 0; k < nvar; k++)
         lv[k].v = cc_lvar(w, k);
@@ -114,102 +192,48 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         ox_val t1 = ox_ew2(N, ISA_SUB, &I->T, &one, TFVM_I64);
         t = ox_ew2(N, ISA_SUB, &t1, &lv[0], TFVM_I64);
     }
-    ox_val h = lv[1], cprev = lv[2];
-    ox_val xw = ox_op2(N, ISA_GATHER, 0, &XW, &t, d, 2);
-    ox_val hr = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &h, &I->R, d, 2);
-    if (I->has_b)
-        hr = ox_ew2(N, ISA_ADD, &hr, &I->Rb, d);
-    ox_val hn, cn = {0};
-    int64_t H = I->H;
-    if (I->kind == K_RNN) {
-        hn = ox_ew2(N, ISA_ADD, &xw, &hr, d);
-        hn = ox_ew1(N, ISA_TANH, &hn);
-    } else if (I->kind == K_GRU && I->lbr) {
-        /* the gate math as one instruction (rnncell.c) */
-        hn = ox_op3(N, ISA_GRU_CELL, 0, &xw, &hr, &h, d, 2);
-    } else if (I->kind == K_LSTM && !I->has_p) {
-        cn = ox_op3(N, ISA_LSTM_CELL_C, 0, &xw, &hr, &cprev, d, 2);
-        hn = ox_op3(N, ISA_LSTM_CELL_H, 0, &xw, &hr, &cn, d, 2);
-    } else if (I->kind == K_GRU) {
-        /* gates z, r, h */
-        ox_val xz = gate(N, &xw, 0, H), xr = gate(N, &xw, 1, H), xh = gate(N, &xw, 2, H);
-        ox_val hz = gate(N, &hr, 0, H), hrr = gate(N, &hr, 1, H), hh = gate(N, &hr, 2, H);
-        ox_val z = ox_ew2(N, ISA_ADD, &xz, &hz, d), r = ox_ew2(N, ISA_ADD, &xr, &hrr, d);
-        z = ox_ew1(N, ISA_SIGMOID, &z);
-        r = ox_ew1(N, ISA_SIGMOID, &r);
-        ox_val cand;
-        if (I->lbr) {
-            ox_val rh = ox_ew2(N, ISA_MUL, &r, &hh, d);
-            cand = ox_ew2(N, ISA_ADD, &xh, &rh, d);
-        } else {
-            /* (r * h) @ Rh^T + Rbh */
-            ox_val rh = ox_ew2(N, ISA_MUL, &r, &h, d);
-            int64_t st = 2 * H, en = 3 * H, ax0 = 0;
-            ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax0), sp = ox_empty_vec(N, TFVM_I64);
-            const ox_val *in[5] = {&I->R, &vs, &ve, &va, &sp};
-            ox_val Rh = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, d, 2);
-            ox_val m = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &rh, &Rh, d, 2);
-            if (I->has_b) {
-                ox_val rbh = slice1(N, &I->Rb, 2 * H, 3 * H);
-                m = ox_ew2(N, ISA_ADD, &m, &rbh, d);
-            }
-            cand = ox_ew2(N, ISA_ADD, &xh, &m, d);
-        }
-        cand = ox_ew1(N, ISA_TANH, &cand);
-        ox_val on = ox_fscalar(N, d, 1);
-        ox_val omz = ox_ew2(N, ISA_SUB, &on, &z, d);
-        ox_val a = ox_ew2(N, ISA_MUL, &omz, &cand, d), b = ox_ew2(N, ISA_MUL, &z, &h, d);
-        hn = ox_ew2(N, ISA_ADD, &a, &b, d);
+    ox_val s = lv[1], hn, cn = {0};
+    if (fused) {
+        /* the whole step as one instruction (rnncell.c) */
+        const ox_val *in[5] = {&XW, &t, &s, &I->R, &Rb};
+        hn = ox_op(N, lstm ? ISA_LSTM_STEP : ISA_GRU_STEP, 0, 5, in, d, hc ? 3 : 2);
     } else {
-        /* gates i, o, f, c */
-        ox_val g = ox_ew2(N, ISA_ADD, &xw, &hr, d);
-        ox_val gi = gate(N, &g, 0, H), go = gate(N, &g, 1, H), gf = gate(N, &g, 2, H), gc = gate(N, &g, 3, H);
-        if (I->has_p) {
-            ox_val pi = slice1(N, &I->P, 0, H), po = slice1(N, &I->P, H, 2 * H), pf = slice1(N, &I->P, 2 * H, 3 * H);
-            ox_val a = ox_ew2(N, ISA_MUL, &pi, &cprev, d), b = ox_ew2(N, ISA_MUL, &pf, &cprev, d);
-            gi = ox_ew2(N, ISA_ADD, &gi, &a, d);
-            gf = ox_ew2(N, ISA_ADD, &gf, &b, d);
-            (void)po;
-        }
-        gi = ox_ew1(N, ISA_SIGMOID, &gi);
-        gf = ox_ew1(N, ISA_SIGMOID, &gf);
-        gc = ox_ew1(N, ISA_TANH, &gc);
-        ox_val a = ox_ew2(N, ISA_MUL, &gf, &cprev, d), b = ox_ew2(N, ISA_MUL, &gi, &gc, d);
-        cn = ox_ew2(N, ISA_ADD, &a, &b, d);
-        if (I->has_p) {
-            ox_val po = slice1(N, &I->P, H, 2 * H);
-            ox_val pc = ox_ew2(N, ISA_MUL, &po, &cn, d);
-            go = ox_ew2(N, ISA_ADD, &go, &pc, d);
-        }
-        go = ox_ew1(N, ISA_SIGMOID, &go);
-        ox_val tc = ox_ew1(N, ISA_TANH, &cn);
-        hn = ox_ew2(N, ISA_MUL, &go, &tc, d);
+        ox_val xw = ox_op2(N, ISA_GATHER, 0, &XW, &t, d, 2);
+        step_ops(N, I, &xw, &s, &lv[2], &hn, &cn);
     }
     ox_val yv = hn;
     if (I->has_lens) {
-        /* past a sequence's length its state holds and its output is 0 */
+        /* past a sequence's length its state holds and its output is 0
+         * ([batch, 1] against [batch, H] or [2, batch, H]) */
         ox_val live = ox_ew2(N, ISA_LESS, &t, &I->lens, TFVM_BOOL);
         int64_t ax1 = 1;
         ox_val a1 = ox_i64s(N, 1, &ax1), z = ox_fscalar(N, d, 0);
         live = ox_op2(N, ISA_UNSQUEEZE, 0, &live, &a1, TFVM_BOOL, 2);
-        yv = ox_op3(N, ISA_SELECT, 0, &live, &hn, &z, d, 2);
-        hn = ox_op3(N, ISA_SELECT, 0, &live, &hn, &h, d, 2);
-        if (lstm)
-            cn = ox_op3(N, ISA_SELECT, 0, &live, &cn, &cprev, d, 2);
+        yv = ox_op3(N, ISA_SELECT, 0, &live, &hn, &z, d, hc ? 3 : 2);
+        hn = ox_op3(N, ISA_SELECT, 0, &live, &hn, &s, d, hc ? 3 : 2);
+        if (lstm && !fused)
+            cn = ox_op3(N, ISA_SELECT, 0, &live, &cn, &lv[2], d, 2);
     }
-    ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, d, 3);
+    ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, d, hc ? 4 : 3);
     cc_irval next[4];
     next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
     next[1] = hn.v;
-    if (lstm)
+    if (nvar == 4)
         next[2] = cn.v;
     next[nvar - 1] = put.v;
     cc_block_results(C, w->u.loop.body, nvar, next);
     N->b = outer;
-    *Y = plainv(cc_out(w, nvar - 1), d, 3);
-    *hT = plainv(cc_out(w, 1), d, 2);
-    if (lstm)
+    *Y = plainv(cc_out(w, nvar - 1), d, hc ? 4 : 3);
+    *hT = plainv(cc_out(w, 1), d, hc ? 3 : 2);
+    if (hc) {
+        /* Y [T, 2, batch, H] and the last state [2, batch, H]: their h and c halves */
+        ox_val i0 = ox_scalar(N, TFVM_I64, 0, 0), i1 = ox_scalar(N, TFVM_I64, 0, 1), sT = *hT;
+        *Y = ox_op2(N, ISA_GATHER, 1, Y, &i0, d, 3);
+        *hT = ox_op2(N, ISA_GATHER, 0, &sT, &i0, d, 2);
+        *cT = ox_op2(N, ISA_GATHER, 0, &sT, &i1, d, 2);
+    } else if (lstm) {
         *cT = plainv(cc_out(w, 2), d, 2);
+    }
 }
 
 static void rnn(ox_node *N, rnn_kind kind)

@@ -267,9 +267,25 @@ static inline void frame_out(seq_run *s, seq_frame *f, const vm_sinst *si, uint3
     s->w->st.tokens += si->tokens[out];
 }
 
+/* The side of a SWITCH or BRANCH that sends v along n edges: with none, no
+ * step reads the register's value (guards look only at whether it is set),
+ * so it keeps no reference: a loop's stack that the loop variable's SWITCH
+ * passes to a side without consumers stays the STACK_PUT's alone, which
+ * then grows it in place instead of copying it on every step. */
+static inline void frame_side(seq_frame *f, uint32_t k, uint32_t n, const dev_value *v)
+{
+    if (n == 0 && v->is_tensor) {
+        f->v[k] = (dev_value){.dtype = v->dtype};
+        f->has[k] = 1;
+    } else {
+        frame_set(f, k, v);
+    }
+}
+
 static inline void frame_route(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t taken, const dev_value *v)
 {
-    frame_out(s, f, si, taken, v);
+    frame_side(f, si->reg + taken, si->tokens[taken], v);
+    s->w->st.tokens += si->tokens[taken];
     if (vm_rule_dead_other(si->flags, taken)) {
         dev_value dead = dev_dead();
         frame_out(s, f, si, 1 - taken, &dead);
@@ -536,8 +552,12 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             dev_value in[5] = {{0}};
             for (uint32_t k = 0; k < si->n_in && k < 5; k++)
                 in[k] = *x[k];
+            if (si->hold0)
+                dev_value_retain(&in[0]);
             char msg[256];
             tfvm_status st = dev_vm_fire(vm->dev, &s->p->insts[si->inst], in, &out, msg, sizeof msg);
+            if (si->hold0)
+                dev_value_release(&in[0]);
             if (st != TFVM_OK) {
                 frame_fail(s, f, st, si->inst, msg);
                 break;
@@ -686,7 +706,7 @@ static __attribute__((noinline)) seq_frame *switch_group(seq_run *s, seq_count *
  * the other unless that side is pruned. */
 static inline void step_route(seq_count *n, seq_frame *f, const vm_sop *op, bool taken, const dev_value *x)
 {
-    frame_set(f, op->out + taken, x);
+    frame_side(f, op->out + taken, taken ? op->tokens1 : op->tokens, x);
     n->tokens += taken ? op->tokens1 : op->tokens;
     if (vm_rule_dead_other(op->flags, taken)) {
         f->v[op->out + !taken] = dev_dead();

@@ -614,6 +614,56 @@ static bool seq_guard_steps(vm_plan *plan, vm_rplan *rp)
 }
 
 
+/* A STACK_PUT grows its stack in place when the stack is its own (one
+ * reference): in a frame, its register's. A step later in the order that
+ * reads that register would then see the grown stack: such a STACK_PUT
+ * holds a reference of its own while it fires (vm_sinst.hold0), as one on a
+ * loop's invariant (every iteration reads it). Steps whose place the order
+ * does not show count as later. false: no memory. */
+static bool seq_holds(vm_plan *plan, vm_rplan *rp)
+{
+    const uint32_t n = rp->end - rp->first;
+    bool any = false;
+    for (uint32_t l = 0; l < n; l++)
+        any |= rp->sinsts[l].op == ISA_STACK_PUT;
+    if (!any)
+        return true;
+    uint32_t *at = words(plan, n + 1); /* each instruction's step, + 1 (0: none) */
+    if (!at)
+        return false;
+    for (uint32_t q = 0; q < rp->n_sops; q++) {
+        const vm_sop *op = &rp->sops[q];
+        if (op->kind == VM_SOP_SWITCHN)
+            for (uint32_t k = 0; k < op->a2; k++)
+                at[rp->routes[op->a + k].local] = q + 1;
+        else if (op->kind != VM_SOP_GUARD && op->kind != VM_SOP_END)
+            at[op->local] = q + 1;
+    }
+    for (uint32_t l = 0; l < n; l++) {
+        vm_sinst *si = &rp->sinsts[l];
+        if (si->op != ISA_STACK_PUT)
+            continue;
+        const vm_sport *stack = &rp->sports[si->src_at];
+        for (uint32_t b = 0; b < stack->n && rp->keep; b++) { /* a loop's invariant: every iteration reads it */
+            const uint32_t reg = rp->sregs[stack->first + b];
+            si->hold0 |= reg < rp->n_args && rp->keep[reg];
+        }
+        for (uint32_t j = 0; j < n && !si->hold0; j++) {
+            if (j == l || (at[j] && at[j] < at[l]))
+                continue;
+            const vm_sinst *sj = &rp->sinsts[j];
+            for (uint32_t k = 0; k < sj->ports && !si->hold0; k++) {
+                const vm_sport *pt = &rp->sports[sj->src_at + k];
+                for (uint32_t a = 0; a < pt->n; a++)
+                    for (uint32_t b = 0; b < stack->n; b++)
+                        si->hold0 |= rp->sregs[pt->first + a] == rp->sregs[stack->first + b];
+            }
+        }
+    }
+    words_free(plan, at, n + 1);
+    return true;
+}
+
 tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
 {
     /* each site's CALLs by argument index */
@@ -926,7 +976,8 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         guards_free(plan, rp, guard);
         mark_last(rp, VM_SOP_ENTER, VM_SOP_ENTER_LAST); /* a loop's last ENTER starts it */
         mark_last(rp, VM_SOP_CALL, VM_SOP_CALL_LAST);   /* a site's last CALL makes the call */
-        if (!seq_call_steps(plan, rp) || !seq_switch_groups(plan, rp) || !seq_guard_steps(plan, rp))
+        if (!seq_call_steps(plan, rp) || !seq_switch_groups(plan, rp) || !seq_guard_steps(plan, rp) ||
+            !seq_holds(plan, rp))
             return TFVM_ERR_NOMEM;
     }
     return TFVM_OK;

@@ -50,6 +50,9 @@ typedef struct vm_sinst {
     uint32_t reg;         /* its first output register */
     uint32_t tokens[2];   /* edges of outputs 0 and 1: the tokens the graph would make */
     uint32_t inst;        /* the program's index */
+    bool hold0;           /* a STACK_PUT whose stack's register a later step reads: the firing
+                             holds a reference of its own, so that the kernel copies the stack
+                             rather than growing it in place under that reader (seq_plan.c) */
 } vm_sinst;
 
 /* The firing order of a sequential region as specialised steps: scalar

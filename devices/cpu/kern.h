@@ -225,6 +225,8 @@ tfvm_status dev_cpu_deform_conv(dev_kctx *k, const dev_kview *in, dev_value *out
 tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* LSTM_CELL_C, LSTM_CELL_H, GRU_CELL (rnncell.c) */
 tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out);
+/* LSTM_STEP, GRU_STEP (rnncell.c) */
+tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* bits.c (ONNX long tail) */
 tfvm_status dev_cpu_bitcast(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_nonzero(dev_kctx *k, const dev_kview *in, dev_value *out);

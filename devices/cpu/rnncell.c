@@ -1,14 +1,21 @@
 /* devices/cpu/rnncell.c — LSTM_CELL_C, LSTM_CELL_H and GRU_CELL: a recurrent
  * step's gate math in one pass over its gates, g = xw + hr (the input
- * product, hoisted out of the loop, and the recurrent one). The same
- * expressions, in the same order, as the elementwise ops they replace
- * (ADD, SIGMOID, TANH, MUL, SUB: elementwise.c, act.h), so a fused step
- * gives what the separate instructions give. */
+ * product, hoisted out of the loop, and the recurrent one); LSTM_STEP and
+ * GRU_STEP: a whole step, the recurrent product of the state with the
+ * weights packed once (sgemm.h) and then that gate math, so that a step of
+ * a loop is one instruction. The same expressions, in the same order, as
+ * the elementwise ops they replace (ADD, SIGMOID, TANH, MUL, SUB:
+ * elementwise.c, act.h), so a fused step gives what the separate
+ * instructions give. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/act.h"
+#include "devices/cpu/par.h"
+#include "devices/cpu/sgemm.h"
+#include "devices/tensor.h"
 
 #include <math.h>
+#include <string.h>
 
 /* SIGMOID and TANH over n elements in place, as the elementwise ops compute
  * them: f32 through act.c's vector functions, f64 with libm */
@@ -25,52 +32,83 @@ static void tanh_n_f64(double *v, int64_t n)
         v[j] = tanh(v[j]);
 }
 
-/* One row (batch element) at a time; t is scratch of 3H elements. Gate k
- * of a row is columns [k*H, (k+1)*H): LSTM i o f c, GRU z r h. */
-#define CELL_ROWS(T, SIG_N, TANH_N)                                                         \
-    do {                                                                                    \
-        const T *gx = in[0].data, *gh = in[1].data, *sv = in[2].data;                       \
-        T *o = out_data, *t0 = tmp, *t1 = t0 + H, *t2 = t1 + H;                             \
-        for (int64_t b = 0; b < B; b++, gx += G * H, gh += G * H, sv += H, o += H) {        \
-            if (k->op == ISA_LSTM_CELL_C) {                                                 \
-                for (int64_t j = 0; j < H; j++) {                                           \
-                    t0[j] = gx[j] + gh[j];                  /* i */                         \
-                    t1[j] = gx[2 * H + j] + gh[2 * H + j];  /* f */                         \
-                    t2[j] = gx[3 * H + j] + gh[3 * H + j];  /* c */                         \
-                }                                                                           \
-                SIG_N(t0, H);                                                               \
-                SIG_N(t1, H);                                                               \
-                TANH_N(t2, H);                                                              \
-                for (int64_t j = 0; j < H; j++) {                                           \
-                    const T a = t1[j] * sv[j], c = t0[j] * t2[j];                           \
-                    o[j] = a + c;                                                           \
-                }                                                                           \
-            } else if (k->op == ISA_LSTM_CELL_H) {                                          \
-                for (int64_t j = 0; j < H; j++) {                                           \
-                    t0[j] = gx[H + j] + gh[H + j];          /* o */                         \
-                    t1[j] = sv[j];                                                          \
-                }                                                                           \
-                SIG_N(t0, H);                                                               \
-                TANH_N(t1, H);                                                              \
-                for (int64_t j = 0; j < H; j++)                                             \
-                    o[j] = t0[j] * t1[j];                                                   \
-            } else {                                                                        \
-                for (int64_t j = 0; j < H; j++) {                                           \
-                    t0[j] = gx[j] + gh[j];                  /* z */                         \
-                    t1[j] = gx[H + j] + gh[H + j];          /* r */                         \
-                }                                                                           \
-                SIG_N(t0, H);                                                               \
-                SIG_N(t1, H);                                                               \
-                for (int64_t j = 0; j < H; j++)                                             \
-                    t2[j] = gx[2 * H + j] + t1[j] * gh[2 * H + j];                          \
-                TANH_N(t2, H);                                                              \
-                for (int64_t j = 0; j < H; j++) {                                           \
-                    const T a = (1 - t0[j]) * t2[j], c = t0[j] * sv[j];                     \
-                    o[j] = a + c;                                                           \
-                }                                                                           \
-            }                                                                               \
-        }                                                                                   \
-    } while (0)
+/* The gate math of one row (batch element), per dtype: gx, gh its gates
+ * (gate k columns [k*H, (k+1)*H): LSTM i o f c, GRU z r h), s its state, o
+ * where the result goes, t scratch of 3H elements. */
+#define CELL_ROW_FNS(T, SFX, SIG_N, TANH_N)                                                        \
+    /* LSTM_CELL_C: the new cell state from the previous one, s */                                 \
+    static void lstm_c_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)          \
+    {                                                                                              \
+        T *t0 = t, *t1 = t + H, *t2 = t + 2 * H;                                                   \
+        for (int64_t j = 0; j < H; j++) {                                                          \
+            t0[j] = gx[j] + gh[j];                 /* i */                                         \
+            t1[j] = gx[2 * H + j] + gh[2 * H + j]; /* f */                                         \
+            t2[j] = gx[3 * H + j] + gh[3 * H + j]; /* c */                                         \
+        }                                                                                          \
+        SIG_N(t0, H);                                                                              \
+        SIG_N(t1, H);                                                                              \
+        TANH_N(t2, H);                                                                             \
+        for (int64_t j = 0; j < H; j++) {                                                          \
+            const T a = t1[j] * s[j], c = t0[j] * t2[j];                                           \
+            o[j] = a + c;                                                                          \
+        }                                                                                          \
+    }                                                                                              \
+    /* LSTM_CELL_H: the output from the new cell state, s */                                       \
+    static void lstm_h_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)          \
+    {                                                                                              \
+        T *t0 = t, *t1 = t + H;                                                                    \
+        for (int64_t j = 0; j < H; j++) {                                                          \
+            t0[j] = gx[H + j] + gh[H + j]; /* o */                                                 \
+            t1[j] = s[j];                                                                          \
+        }                                                                                          \
+        SIG_N(t0, H);                                                                              \
+        TANH_N(t1, H);                                                                             \
+        for (int64_t j = 0; j < H; j++)                                                            \
+            o[j] = t0[j] * t1[j];                                                                  \
+    }                                                                                              \
+    /* GRU_CELL: the new output from the previous one, s */                                        \
+    static void gru_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)             \
+    {                                                                                              \
+        T *t0 = t, *t1 = t + H, *t2 = t + 2 * H;                                                   \
+        for (int64_t j = 0; j < H; j++) {                                                          \
+            t0[j] = gx[j] + gh[j];         /* z */                                                 \
+            t1[j] = gx[H + j] + gh[H + j]; /* r */                                                 \
+        }                                                                                          \
+        SIG_N(t0, H);                                                                              \
+        SIG_N(t1, H);                                                                              \
+        for (int64_t j = 0; j < H; j++)                                                            \
+            t2[j] = gx[2 * H + j] + t1[j] * gh[2 * H + j];                                         \
+        TANH_N(t2, H);                                                                             \
+        for (int64_t j = 0; j < H; j++) {                                                          \
+            const T a = (1 - t0[j]) * t2[j], c = t0[j] * s[j];                                     \
+            o[j] = a + c;                                                                          \
+        }                                                                                          \
+    }
+CELL_ROW_FNS(float, f32, sig_n_f32, tanh_n_f32)
+CELL_ROW_FNS(double, f64, sig_n_f64, tanh_n_f64)
+#undef CELL_ROW_FNS
+
+typedef void cell_row_f32(const float *gx, const float *gh, const float *s, float *o, float *t, int64_t H);
+typedef void cell_row_f64(const double *gx, const double *gh, const double *s, double *o, double *t, int64_t H);
+
+/* B rows of one cell op: gates gx, gh [B, G*H] (gx's rows gx_ld apart), states
+ * s [B, H], results o [B, H]; t scratch of 3H elements */
+static void cell_rows(uint8_t dtype, isa_op op, int64_t B, int64_t H, const void *gx, int64_t gx_ld, const void *gh,
+                      const void *s, void *o, void *t)
+{
+    const int64_t G = op == ISA_GRU_CELL ? 3 : 4;
+    if (dtype == TFVM_F32) {
+        cell_row_f32 *fn = op == ISA_LSTM_CELL_C ? lstm_c_f32 : op == ISA_LSTM_CELL_H ? lstm_h_f32 : gru_f32;
+        for (int64_t b = 0; b < B; b++)
+            fn((const float *)gx + b * gx_ld, (const float *)gh + b * G * H, (const float *)s + b * H,
+               (float *)o + b * H, t, H);
+    } else {
+        cell_row_f64 *fn = op == ISA_LSTM_CELL_C ? lstm_c_f64 : op == ISA_LSTM_CELL_H ? lstm_h_f64 : gru_f64;
+        for (int64_t b = 0; b < B; b++)
+            fn((const double *)gx + b * gx_ld, (const double *)gh + b * G * H, (const double *)s + b * H,
+               (double *)o + b * H, t, H);
+    }
+}
 
 tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
@@ -102,11 +140,205 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
             dev_value_release(&r);
             return TFVM_ERR_NOMEM;
         }
-        if (st->dtype == TFVM_F32)
-            CELL_ROWS(float, sig_n_f32, tanh_n_f32);
-        else
-            CELL_ROWS(double, sig_n_f64, tanh_n_f64);
+        cell_rows(st->dtype, k->op, B, H, xw->data, G * H, in[1].data, st->data, out_data, tmp);
         dev_ktemp_free(k, tmp, (size_t)(3 * H), esz);
+    }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- LSTM_STEP, GRU_STEP ----------------------------------------------------------
+ * hr = h @ r^T + rb, then the cells of rows t of xw. f32: r^T packed once
+ * and kept with r's tensor (dev_tensor_prep; packed into scratch on every
+ * step when r has no tensor of its own), one row streamed through
+ * dev_sgemv_packed or several through dev_sgemm_packed (each packed its
+ * way; the same bits per row); f64: the sums in order, as they come. */
+/* A row's product of at least this many multiply-adds is split over
+ * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
+ * core's own cache in half the time */
+#define STEP_SPLIT_MACS (INT64_C(1) << 15)
+
+typedef struct step_pack {
+    bool row; /* for dev_sgemv_packed (one row), else dev_sgemm_packed */
+    int64_t N, K;
+    const float *r;
+} step_pack;
+
+static void step_pack_make(void *ctx, void *out)
+{
+    const step_pack *p = ctx;
+    if (p->row)
+        dev_sgemv_pack(true, p->N, p->K, p->r, p->K, out);
+    else
+        dev_sgemm_pack(true, p->N, p->K, p->r, p->K, out);
+}
+
+/* One row's product split over the VM's idle workers by the packing's
+ * column chunks, when there are several and the product is worth it */
+typedef struct step_row_job {
+    int64_t N, K;
+    const float *x, *bp;
+    float *y;
+} step_row_job;
+
+static void step_row_chunks(void *arg, size_t b, size_t e)
+{
+    const step_row_job *j = arg;
+    dev_sgemv_packed_part(j->N, j->K, j->x, j->bp, j->y, (int64_t)b, (int64_t)e);
+}
+
+static void step_row_product(int64_t N, int64_t K, const float *x, const float *bp, float *y)
+{
+    step_row_job job = {N, K, x, bp, y};
+    const int64_t chunks = dev_sgemv_chunks(N);
+    if (dev_par_width() > 1 && chunks > 1 && N * K >= STEP_SPLIT_MACS)
+        dev_par_for((size_t)chunks, 1, step_row_chunks, &job);
+    else
+        dev_sgemv_packed(N, K, x, bp, y);
+}
+
+/* hr [B, N] = h [B, K] @ r^T, r [N, K]; false when memory runs out */
+static bool step_product_f32(dev_kctx *k, const dev_kview *rv, int64_t B, int64_t N, int64_t K, const float *h,
+                             float *hr)
+{
+    const bool row = B == 1;
+    const struct {
+        int64_t tag, nr, row, N, K, offset;
+    } key = {0x726e5230 /* "rnR0" */, dev_sgemm_nr(), row, N, K,
+             rv->t ? (const char *)rv->data - (const char *)rv->t->data : 0};
+    step_pack job = {row, N, K, rv->data};
+    const size_t floats = row ? dev_sgemv_packed_floats(N, K) : dev_sgemm_packed_floats(N, K);
+    const float *bp = rv->t ? dev_tensor_prep(rv->t, &key, sizeof key, floats * sizeof(float), step_pack_make, &job)
+                            : NULL;
+    float *own = NULL;
+    if (!bp) {
+        if (!(own = dev_ktemp(k, floats, sizeof(float))))
+            return false;
+        step_pack_make(&job, own);
+        bp = own;
+    }
+    bool ok = true;
+    if (row)
+        step_row_product(N, K, h, bp, hr);
+    else if (!dev_sgemm_packed(B, N, K, h, K, bp, 0, N, hr, N, NULL)) {
+        dev_kfail(k, TFVM_ERR_NOMEM, "out of memory (the product's packing buffer)");
+        ok = false;
+    }
+    if (own)
+        dev_ktemp_free(k, own, floats, sizeof(float));
+    return ok;
+}
+
+static void step_product_f64(int64_t B, int64_t N, int64_t K, const double *h, const double *r, double *hr)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < K; p++)
+                acc += h[b * K + p] * r[j * K + p];
+            hr[b * N + j] = acc;
+        }
+}
+
+/* hr [B, N] += rb [N], as FUSED_MATMUL's bias */
+static void step_bias(uint8_t dtype, int64_t B, int64_t N, const void *rb, void *hr)
+{
+    if (dtype == TFVM_F32) {
+        float *h = hr;
+        const float *b = rb;
+        for (int64_t i = 0; i < B; i++, h += N)
+            for (int64_t j = 0; j < N; j++)
+                h[j] = h[j] + b[j];
+    } else {
+        double *h = hr;
+        const double *b = rb;
+        for (int64_t i = 0; i < B; i++, h += N)
+            for (int64_t j = 0; j < N; j++)
+                h[j] = h[j] + b[j];
+    }
+}
+
+/* The operands' shapes against the state's (B, H from it) */
+static tfvm_status step_check(dev_kctx *k, const dev_kview *in, int64_t G, int64_t *t)
+{
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    const dev_kview *xw = &in[0], *st = &in[2], *r = &in[3], *rb = &in[4];
+    const bool lstm = k->op == ISA_LSTM_STEP;
+    if (!dev_kfloat(xw->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)", tfvm_dtype_name((tfvm_dtype)xw->dtype));
+    for (int i = 2; i < 5; i++)
+        if (in[i].dtype != xw->dtype)
+            return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(xw, s1), dev_kdesc(&in[i], s2));
+    tfvm_status s = dev_kscalar_i64(k, &in[1], "the step", false, t);
+    if (s)
+        return s;
+    if (st->rank != (lstm ? 3 : 2) || (lstm && st->dims[0] != 2))
+        return dev_kfail(k, TFVM_ERR_SHAPE, "the state must be %s, got %s", lstm ? "[2, B, H] (h and c)" : "[B, H]",
+                         dev_kshape(st, s1));
+    const int64_t B = st->dims[st->rank - 2], H = st->dims[st->rank - 1];
+    if (xw->rank != 3 || xw->dims[1] != B || xw->dims[2] != G * H)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "input gates %s must be [T, %lld, %lld] (%lld gates of the state %s)",
+                         dev_kshape(xw, s1), (long long)B, (long long)(G * H), (long long)G, dev_kshape(st, s2));
+    if (r->rank != 2 || r->dims[0] != G * H || r->dims[1] != H)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "weights %s must be [%lld, %lld] (%lld gates of the state %s)",
+                         dev_kshape(r, s1), (long long)(G * H), (long long)H, (long long)G, dev_kshape(st, s2));
+    if (rb->rank != 1 || rb->dims[0] != G * H)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "bias %s must be [%lld] (%lld gates of the state %s)", dev_kshape(rb, s1),
+                         (long long)(G * H), (long long)G, dev_kshape(st, s2));
+    if (*t < 0 || *t >= xw->dims[0])
+        return dev_kfail(k, TFVM_ERR_SHAPE, "step %lld out of range for input gates %s", (long long)*t,
+                         dev_kshape(xw, s1));
+    return TFVM_OK;
+}
+
+tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const bool lstm = k->op == ISA_LSTM_STEP;
+    const int64_t G = lstm ? 4 : 3;
+    int64_t t;
+    tfvm_status s = step_check(k, in, G, &t);
+    if (s)
+        return s;
+    const dev_kview *st = &in[2];
+    const uint8_t dt = st->dtype;
+    const int64_t B = st->dims[st->rank - 2], H = st->dims[st->rank - 1], N = G * H;
+    dev_value r;
+    void *o;
+    if ((s = dev_kresult(k, dt, st->rank, st->dims, &r, &o)))
+        return s;
+    if (B == 0 || H == 0) {
+        *out = r;
+        return TFVM_OK;
+    }
+    const size_t esz = dev_kesize(dt), nt = (size_t)(B * N + 3 * H);
+    char *hr = dev_ktemp(k, nt, esz);
+    if (!hr) {
+        dev_value_release(&r);
+        return TFVM_ERR_NOMEM;
+    }
+    char *tmp = hr + (size_t)(B * N) * esz;
+    bool ok = true;
+    if (dt == TFVM_F32)
+        ok = step_product_f32(k, &in[3], B, N, H, st->data, (float *)(void *)hr);
+    else
+        step_product_f64(B, N, H, st->data, in[3].data, (double *)(void *)hr);
+    if (ok) {
+        step_bias(dt, B, N, in[4].data, hr);
+        const char *gx = (const char *)in[0].data + (size_t)(t * B * N) * esz;
+        if (lstm) {
+            /* s' = [h', c']: the cell state first, then the output from it */
+            char *c_new = (char *)o + (size_t)(B * H) * esz;
+            cell_rows(dt, ISA_LSTM_CELL_C, B, H, gx, N, hr, (const char *)st->data + (size_t)(B * H) * esz, c_new,
+                      tmp);
+            cell_rows(dt, ISA_LSTM_CELL_H, B, H, gx, N, hr, c_new, o, tmp);
+        } else {
+            cell_rows(dt, ISA_GRU_CELL, B, H, gx, N, hr, st->data, o, tmp);
+        }
+    }
+    dev_ktemp_free(k, hr, nt, esz);
+    if (!ok) {
+        dev_value_release(&r);
+        return TFVM_ERR_NOMEM;
     }
     *out = r;
     return TFVM_OK;

@@ -50,6 +50,23 @@ int64_t dev_sgemm_nr(void);
  * is then untouched. */
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
                       int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* One row's product, y [N] = x [K] @ op(B) (a recurrent step's): op(B)
+ * packed once for it, dev_sgemv_packed_floats(N, K) floats written by
+ * dev_sgemv_pack, then streamed in order with many sums in flight. A row of
+ * dev_sgemm_packed's product with its bits (the sums of each block of K in
+ * order, the blocks' sums added in order). */
+size_t dev_sgemv_packed_floats(int64_t N, int64_t K);
+void dev_sgemv_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
+void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y);
+/* The packing's column chunks, and the columns of chunks [c0, c1) alone (a
+ * part of the product split over threads, with its bits): y's other
+ * columns are not written. */
+int64_t dev_sgemv_chunks(int64_t N);
+void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp, float *y, int64_t c0, int64_t c1);
+/* The same on a given instruction set from op(B) as it lies, packed here
+ * for that set (tests); false when the CPU lacks it or memory is short. */
+bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,
+                  float *y);
 /* A [M, K] (not transposed) packed once for dev_sgemm_apacked (weights on
  * the left, as a convolution's): dev_sgemm_packed_a_floats(M, K) floats,
  * written by dev_sgemm_pack_a; the height of its row panels. Then C[M, N]

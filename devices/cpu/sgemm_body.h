@@ -2,7 +2,7 @@
  * per instruction set with SG_VF (a vector of SG_VL floats), VLD/VST
  * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, the
  * tile SG_MR rows x SG_NV vectors, the one-row tile of SG_W1 vectors (at
- * least 2 * SG_NV), VHSUM (the sum of a vector's lanes, in a fixed order),
+ * least 2 * SG_NV), SG_GV (the panels a row's product, gemv, sums at once), VHSUM (the sum of a vector's lanes, in a fixed order),
  * SG_TARGET and SG_SFX defined. */
 
 /* C[0:R, 0:nr] = (add ? C + : ) sum over p < kc of a[p][i] * b[p][j], for
@@ -111,3 +111,60 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
         y[j] = SG_SFX(dot_end)(acc, x, r, kv, K);
     }
 }
+
+/* ---- One row against op(B): y[j] = sum over p < K of x[p] * op(B)[p][j] ---------------
+ * b is op(B) packed for it (sgemm.c, gemv_pack): column chunks of G panels
+ * of SG_NR columns (G = SG_GV while that many remain, then 4, then 1), each
+ * chunk [K][G * SG_NR] contiguous, so that the weights stream in order;
+ * chunks [c0, c1) of them (a part of a split product). The
+ * chunk's sums stay in registers, many FMA chains in flight; each element is
+ * summed in p order within a block of K (kc_step high) and the blocks' sums
+ * added in order: the bits of SG_TILE's one-row tile over the same blocks
+ * (sg_run). */
+#define SG_NR (SG_NV * SG_VL)
+#define SG_GEMV_CHUNK(G)                                                                                       \
+    SG_VF acc[G][SG_NV], tot[G][SG_NV];                                                                        \
+    _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                     \
+        _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) tot[g][v] = VZERO();                           \
+    for (int64_t pc = 0; pc < K; pc += kc_step) {                                                              \
+        const int64_t kc = K - pc < kc_step ? K - pc : kc_step;                                                \
+        _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                 \
+            _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) acc[g][v] = VZERO();                       \
+        for (int64_t p = pc; p < pc + kc; p++) {                                                               \
+            const SG_VF xv = VBC(x[p]);                                                                        \
+            const float *bq = b + p * (G) * SG_NR;                                                             \
+            _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                             \
+                _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++)                                        \
+                    acc[g][v] = VFMA(xv, VLD(bq + g * SG_NR + v * SG_VL), acc[g][v]);                          \
+        }                                                                                                      \
+        _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                 \
+            _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++)                                            \
+                tot[g][v] = pc == 0 ? acc[g][v] : VADD(tot[g][v], acc[g][v]);                                  \
+    }                                                                                                          \
+    _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                     \
+        _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) VST(t + g * SG_NR + v * SG_VL, tot[g][v]);
+
+SG_TARGET static void SG_SFX(gemv)(int64_t N, int64_t K, int64_t kc_step, const float *restrict x,
+                                   const float *restrict b, float *restrict y, int64_t c0, int64_t c1)
+{
+    const int64_t Np = (N + SG_NR - 1) / SG_NR * SG_NR;
+    float t[SG_GV * SG_NR];
+    for (int64_t j0 = 0, c = 0; j0 < Np && c < c1; c++) {
+        const int64_t w = gemv_chunk(Np - j0, SG_GV, SG_NR);
+        if (c < c0) {
+            /* a chunk of another part */
+        } else if (w == SG_GV * SG_NR) {
+            SG_GEMV_CHUNK(SG_GV)
+        } else if (w == 4 * SG_NR) {
+            SG_GEMV_CHUNK(4)
+        } else {
+            SG_GEMV_CHUNK(1)
+        }
+        if (c >= c0)
+            memcpy(y + j0, t, (size_t)(N - j0 < w ? N - j0 : w) * sizeof *y);
+        j0 += w;
+        b += K * w;
+    }
+}
+#undef SG_GEMV_CHUNK
+#undef SG_NR

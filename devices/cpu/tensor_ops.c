@@ -304,6 +304,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
     [ISA_STACK_PUT] = dev_cpu_stack_put,
     [ISA_LSTM_CELL_C] = dev_cpu_rnn_cell, [ISA_LSTM_CELL_H] = dev_cpu_rnn_cell, [ISA_GRU_CELL] = dev_cpu_rnn_cell,
+    [ISA_LSTM_STEP] = dev_cpu_rnn_step, [ISA_GRU_STEP] = dev_cpu_rnn_step,
     [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,
     [ISA_UNIQUE] = dev_cpu_unique,       [ISA_UNIQUE_INDEX] = dev_cpu_unique_index,
     [ISA_DET] = dev_cpu_det,

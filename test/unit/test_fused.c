@@ -10,6 +10,7 @@
 #include "devices/cpu/convf32.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
+#include "devices/cpu/sgemm.h"
 #include "kernutil.h"
 #include "loader/loader.h"
 
@@ -471,6 +472,111 @@ START_TEST(test_rnn_cells_same_as_unfused)
 }
 END_TEST
 
+/* h @ r^T + rb row by row as the steps define it: f32 with FMA in order
+ * within the blocks of H that sgemm.c cuts (even pieces of at most 256), the
+ * blocks' sums added in order; f64 in order; then the bias. */
+static dev_value step_hr(const dev_value *h, const dev_value *r, const dev_value *rb, int64_t NB, int64_t N, int64_t K)
+{
+    dev_value hr = tf(h->dtype, 2, DIMS(NB, N), NULL, 0);
+    const int64_t step = (K + (K + 255) / 256 - 1) / ((K + 255) / 256);
+    for (int64_t b = 0; b < NB; b++)
+        for (int64_t j = 0; j < N; j++) {
+            double sum;
+            if (h->dtype == F32) {
+                const float *x = (const float *)h->u.t->data + b * K, *w = (const float *)r->u.t->data + j * K;
+                float tot = 0;
+                for (int64_t pc = 0; pc < K; pc += step) {
+                    float acc = 0;
+                    for (int64_t p = pc; p < pc + step && p < K; p++)
+                        acc = fmaf(x[p], w[p], acc);
+                    tot = pc == 0 ? acc : tot + acc;
+                }
+                sum = (float)(tot + ((const float *)rb->u.t->data)[j]);
+            } else {
+                const double *x = (const double *)h->u.t->data + b * K, *w = (const double *)r->u.t->data + j * K;
+                double acc = 0;
+                for (int64_t p = 0; p < K; p++)
+                    acc += x[p] * w[p];
+                sum = acc + ((const double *)rb->u.t->data)[j];
+            }
+            put(h->dtype, hr.u.t->data, b * N + j, sum);
+        }
+    return hr;
+}
+
+/* Row t of xw [T, NB, n] as a new [NB, n] value. */
+static dev_value rows_at(const dev_value *xw, int64_t t)
+{
+    const int64_t NB = xw->u.t->dims[1], n = xw->u.t->dims[2];
+    dev_value r = tf(xw->dtype, 2, DIMS(NB, n), NULL, 0);
+    memcpy(r.u.t->data, (const char *)xw->u.t->data + (size_t)(t * NB * n) * tfvm_dtype_size((tfvm_dtype)xw->dtype),
+           r.u.t->nbytes);
+    return r;
+}
+
+/* LSTM_STEP and GRU_STEP against the product as they define it and the
+ * cells, bit for bit: one row (the row product) and several (the packed
+ * gemm), a hidden size whose 4H columns take every chunk size of the
+ * packing, one of more than 256 (two blocks of the sum), and again on the
+ * weights' kept packed form. Exact on f32 where the products use FMA. */
+START_TEST(test_rnn_steps_same_as_cells)
+{
+    static const struct {
+        int64_t NB, H;
+    } cases[] = {{1, 37}, {3, 37}, {1, 130}, {2, 5}, {1, 300}};
+    const bool fma_paths = dev_sg_best() != DEV_SG_PORTABLE;
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++)
+        for (int dt = F32; dt <= F64; dt++)
+            for (int lstm = 0; lstm < 2; lstm++) {
+                const int64_t NB = cases[ci].NB, H = cases[ci].H, G = lstm ? 4 : 3, T = 3, t = 2;
+                char what[64];
+                snprintf(what, sizeof what, "%s B=%lld H=%lld %s", lstm ? "lstm_step" : "gru_step", (long long)NB,
+                         (long long)H, dt == F32 ? "f32" : "f64");
+                dev_value xw = randt(dt, 3, DIMS(T, NB, G * H), 41), r = randt(dt, 2, DIMS(G * H, H), 42);
+                dev_value rb = randt(dt, 1, DIMS(G * H), 43), h = randt(dt, 2, DIMS(NB, H), 44);
+                dev_value c = randt(dt, 2, DIMS(NB, H), 45);
+                for (int64_t i = 0; i < r.u.t->count; i++) /* weights of a trained layer's size */
+                    put(dt, r.u.t->data, i, elem(&r, i) / 16);
+                dev_value hr = step_hr(&h, &r, &rb, NB, G * H, H), x = rows_at(&xw, t), want, s;
+                if (lstm) {
+                    dev_value cn, hn;
+                    ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(x), ref(hr), ref(c)), TFVM_OK);
+                    ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(x), ref(hr), ref(cn)), TFVM_OK);
+                    want = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
+                    s = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
+                    const size_t half = hn.u.t->nbytes;
+                    memcpy(want.u.t->data, hn.u.t->data, half);
+                    memcpy((char *)want.u.t->data + half, cn.u.t->data, half);
+                    memcpy(s.u.t->data, h.u.t->data, half);
+                    memcpy((char *)s.u.t->data + half, c.u.t->data, half);
+                    dev_value_release(&cn);
+                    dev_value_release(&hn);
+                } else {
+                    ck_assert_int_eq(C(ISA_GRU_CELL, 0, &want, ref(x), ref(hr), ref(h)), TFVM_OK);
+                    s = ref(h);
+                }
+                for (int again = 0; again < 2; again++) { /* the second time from r's kept packed form */
+                    dev_value got, w2 = ref(want);
+                    ck_assert_int_eq(C(lstm ? ISA_LSTM_STEP : ISA_GRU_STEP, 0, &got, ref(xw), sc64(t), ref(s), ref(r),
+                                       ref(rb)),
+                                     TFVM_OK);
+                    if (fma_paths || dt == F64) {
+                        same_bits(&got, &w2, what);
+                    } else {
+                        for (int64_t i = 0; i < got.u.t->count; i++)
+                            ck_assert_msg(fabs(elem(&got, i) - elem(&w2, i)) <= 1e-5, "%s: element %lld", what,
+                                          (long long)i);
+                        dev_value_release(&got);
+                        dev_value_release(&w2);
+                    }
+                }
+                dev_value *tmp[] = {&xw, &r, &rb, &h, &c, &hr, &x, &want, &s};
+                for (size_t i = 0; i < UT_COUNTOF(tmp); i++)
+                    dev_value_release(tmp[i]);
+            }
+}
+END_TEST
+
 START_TEST(test_rnn_cells_errors)
 {
     FAILS(ISA_LSTM_CELL_C, 0, (T(F32, (1, 8)), T(F32, (1, 8)), T(F32, (1, 3))), SH,
@@ -485,6 +591,25 @@ START_TEST(test_rnn_cells_errors)
           "gru_cell: dtype mismatch: f32 [1, 6] and f64 [1, 6]");
     FAILS(ISA_LSTM_CELL_C, 0, (T(I32, (1, 4)), T(I32, (1, 4)), T(I32, (1, 1))), TY,
           "lstm_cell_c: not defined on i32 (floats only)");
+    /* the steps: xw [T, B, G*H], t, s, r [G*H, H], rb [G*H] */
+    FAILS(ISA_LSTM_STEP, 0, (T(F32, (3, 1, 8)), sc64(3), T(F32, (2, 1, 2)), T(F32, (8, 2)), T(F32, (8))), SH,
+          "lstm_step: step 3 out of range for input gates [3, 1, 8]");
+    FAILS(ISA_LSTM_STEP, 0, (T(F32, (3, 1, 8)), sc64(-1), T(F32, (2, 1, 2)), T(F32, (8, 2)), T(F32, (8))), SH,
+          "lstm_step: step -1 out of range for input gates [3, 1, 8]");
+    FAILS(ISA_LSTM_STEP, 0, (T(F32, (3, 1, 8)), sc64(0), T(F32, (1, 2)), T(F32, (8, 2)), T(F32, (8))), SH,
+          "lstm_step: the state must be [2, B, H] (h and c), got [1, 2]");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 6)), sc64(0), T(F32, (2, 1, 2)), T(F32, (6, 2)), T(F32, (6))), SH,
+          "gru_step: the state must be [B, H], got [2, 1, 2]");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 8)), sc64(0), T(F32, (1, 2)), T(F32, (6, 2)), T(F32, (6))), SH,
+          "gru_step: input gates [3, 1, 8] must be [T, 1, 6] (3 gates of the state [1, 2])");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 6)), sc64(0), T(F32, (1, 2)), T(F32, (6, 3)), T(F32, (6))), SH,
+          "gru_step: weights [6, 3] must be [6, 2] (3 gates of the state [1, 2])");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 6)), sc64(0), T(F32, (1, 2)), T(F32, (6, 2)), T(F32, (3))), SH,
+          "gru_step: bias [3] must be [6] (3 gates of the state [1, 2])");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 6)), sc64(0), T(F32, (1, 2)), T(F64, (6, 2)), T(F32, (6))), TY,
+          "gru_step: dtype mismatch: f32 [3, 1, 6] and f64 [6, 2]");
+    FAILS(ISA_GRU_STEP, 0, (T(F32, (3, 1, 6)), T(F32, (1), 0), T(F32, (1, 2)), T(F32, (6, 2)), T(F32, (6))), TY,
+          "gru_step: the step must be an integer scalar, got f32 [1]");
 }
 END_TEST
 
@@ -929,6 +1054,13 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_CONV2D, RELU, few, "fused_conv2d one image, two channels");
         par_case(ISA_FUSED_CONV2D, SIG, few, "fused_conv2d one image, two channels, sigmoid");
         release_all(few, 4);
+        /* a recurrent step of one row: its product by column chunks (f32) */
+        if (dt == F32) {
+            dev_value rin[5] = {randt(dt, 3, DIMS(2, 1, 512), 1), sc64(1), randt(dt, 3, DIMS(2, 1, 128), 2),
+                                randt(dt, 2, DIMS(512, 128), 3), randt(dt, 1, DIMS(512), 4)};
+            par_case(ISA_LSTM_STEP, 0, rin, "lstm_step one row");
+            release_all(rin, 5);
+        }
         /* pooling planes */
         dev_value pin[2] = {big(dt, 4, DIMS(16, 64, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
         par_case(ISA_MAXPOOL, 0, pin, "maxpool");
@@ -1058,6 +1190,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
     tcase_add_test(tc, test_rnn_cells_same_as_unfused);
+    tcase_add_test(tc, test_rnn_steps_same_as_cells);
     tcase_add_test(tc, test_rnn_cells_errors);
     tcase_add_test(tc, test_maxpool_grid);
     tcase_add_test(tc, test_conv_errors);

@@ -560,6 +560,8 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_LSTM_CELL_C:
     case ISA_LSTM_CELL_H: in[0] = T(dt, (1, 4), 1, 0, 1, 1); in[1] = T(dt, (1, 4), 1, 1, 0, 1); in[2] = T(dt, (1, 1), 2); break;
     case ISA_GRU_CELL: in[0] = T(dt, (1, 3), 1, 0, 1); in[1] = T(dt, (1, 3), 1, 1, 0); in[2] = T(dt, (1, 1), 2); break;
+    case ISA_LSTM_STEP: in[0] = T(dt, (1, 1, 4), 1, 0, 1, 1); in[1] = sc64(0); in[2] = T(dt, (2, 1, 1), 1, 2); in[3] = T(dt, (4, 1), 1, 0, 1, 1); in[4] = T(dt, (4), 0, 1, 0, 1); break;
+    case ISA_GRU_STEP: in[0] = T(dt, (1, 1, 3), 1, 0, 1); in[1] = sc64(0); in[2] = T(dt, (1, 1), 2); in[3] = T(dt, (3, 1), 1, 0, 1); in[4] = T(dt, (3), 0, 1, 0); break;
     default: ck_abort_msg("no inputs for %s", isa_ops[op].name);
     }
 }
@@ -569,7 +571,7 @@ static const isa_op nm_ops[] = {
     ISA_FLATTEN, ISA_EXPAND, ISA_TILE, ISA_STRIDED_SLICE, ISA_TRILU, ISA_PADV, ISA_GATHER_ELEMENTS,
     ISA_TOPK, ISA_ONEHOT, ISA_RESIZE, ISA_LRN, ISA_STACK_PUT, ISA_MAXPOOL, ISA_AVGPOOL,
     ISA_RESIZE2, ISA_GRID_SAMPLE, ISA_NMS, ISA_AFFINE_GRID, ISA_COL2IM, ISA_ROI_ALIGN, ISA_DEFORM_CONV,
-    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D, ISA_LSTM_CELL_C, ISA_LSTM_CELL_H, ISA_GRU_CELL,
+    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D, ISA_LSTM_CELL_C, ISA_LSTM_CELL_H, ISA_GRU_CELL, ISA_LSTM_STEP, ISA_GRU_STEP,
 };
 
 START_TEST(test_nomem)

@@ -290,6 +290,22 @@ static void g_cell(gen *g, uint32_t op)
     add_x(g, 2, st);
 }
 
+/* LSTM_STEP and GRU_STEP: (xw [T, B, G*H], the step t < T, the state (LSTM's
+ * [2, B, H], GRU's [B, H]), r [G*H, H], rb [G*H]) */
+static void g_step(gen *g, uint32_t op)
+{
+    const int64_t G = op == ISA_GRU_STEP ? 3 : 4, T = rnd(g, 1, 3), b = rnd(g, 1, 3), h = rnd(g, 1, 3);
+    const int64_t xw[3] = {T, b, G * h}, st[3] = {2, b, h}, r[2] = {G * h, h}, rb[1] = {G * h};
+    add_x(g, 3, xw);
+    add_scalar(g, TFVM_I64, rnd(g, 0, (int)T - 1));
+    if (op == ISA_LSTM_STEP)
+        add_x(g, 3, st);
+    else
+        add_x(g, 2, st + 1);
+    add_x(g, 2, r);
+    add_x(g, 1, rb);
+}
+
 static void g_reduce(gen *g, uint32_t op)
 {
     (void)op;
@@ -496,7 +512,8 @@ static const row rows[] = {
     {ISA_CUMSUM, g_cumsum, EXACT},          {ISA_TRILU, g_trilu, EXACT},
     {ISA_LRN, g_lrn, EXACT},                {ISA_BITCAST, g_bitcast, EXACT},
     {ISA_LSTM_CELL_C, g_cell, EXACT},       {ISA_LSTM_CELL_H, g_cell, EXACT},
-    {ISA_GRU_CELL, g_cell, EXACT},          {ISA_REDUCE_SUM, g_reduce, EXACT},
+    {ISA_GRU_CELL, g_cell, EXACT},          {ISA_LSTM_STEP, g_step, EXACT},
+    {ISA_GRU_STEP, g_step, EXACT},          {ISA_REDUCE_SUM, g_reduce, EXACT},
     {ISA_REDUCE_MEAN, g_reduce, EXACT},     {ISA_REDUCE_MAX, g_reduce, EXACT},
     {ISA_REDUCE_MIN, g_reduce, EXACT},      {ISA_REDUCE_PROD, g_reduce, EXACT},
     {ISA_ARGMAX, g_axis, EXACT},            {ISA_ARGMIN, g_axis, EXACT},

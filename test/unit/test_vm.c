@@ -186,6 +186,55 @@ static const char *COND =
     "    res  = MERGE (base, sum)\n"
     "}\n";
 
+/* A loop's stack (STACK_PUT) that a later step of the same iteration reads
+ * again: a_{i+1} = CONCAT(a_i, STACK_PUT(a_i, i, i)). The STACK_PUT may grow
+ * a stack in place only when nothing reads it after: here the CONCAT must
+ * see a_i as it was (a sum of 3 for n = 3, 9 for n = 4; with a_i grown
+ * under it, 4 and 12). The loop variable's SWITCH sends it, while looping,
+ * to a side without consumers. */
+static const char *STACK_REREAD =
+    "entry main(n: i64) -> (r: i64) {\n"
+    "    n    = ARG 0\n"
+    "    zero = CONST i64 0\n"
+    "    one  = CONST i64 1\n"
+    "    acc  = CONST i64[0] []\n"
+    "    ei   = ENTER L (zero)\n"
+    "    ea   = ENTER L (acc)\n"
+    "    en   = ENTER L const (n)\n"
+    "    e1   = ENTER L const (one)\n"
+    "    all  = CONST i64[1] [0]\n"
+    "    r    = REDUCE_SUM (L.out, all)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "loop L in main {\n"
+    "    p    = LESS (ei | ni, en)\n"
+    "    c    = LOOPCOND (p)\n"
+    "    si   = SWITCH (ei | ni, c)\n"
+    "    put  = STACK_PUT (ea | na, si:1, si:1)\n"
+    "    late = CONCAT axis=0 (ea | na, put)\n"
+    "    i2   = ADD (si:1, e1)\n"
+    "    ni   = NEXTITER (i2)\n"
+    "    na   = NEXTITER (late)\n"
+    "    sa   = SWITCH (ea | na, c)\n"
+    "    out  = EXIT L (sa:0)\n"
+    "}\n";
+
+START_TEST(stack_reread_after_put)
+{
+    use_policy(_i);
+    const int64_t want[][2] = {{0, 0}, {1, 0}, {2, 1}, {3, 3}, {4, 9}};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        tfvm_value r;
+        char msg[256];
+        ck_assert_msg(run1(STACK_REREAD, tfvm_i64(want[k][0]), &r, msg, sizeof msg, NULL) == TFVM_OK, "n=%lld: %s",
+                      (long long)want[k][0], msg);
+        ck_assert_int_eq(r.dtype, TFVM_I64);
+        ck_assert_msg(r.as.i64 == want[k][1], "n=%lld: sum %lld, want %lld", (long long)want[k][0],
+                      (long long)r.as.i64, (long long)want[k][1]);
+    }
+}
+END_TEST
+
 START_TEST(deadness_skips_loops_and_calls)
 {
     use_policy(_i);
@@ -756,6 +805,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, fib_recursion, 0, 2);
     tcase_add_loop_test(tc, loop_sum_and_parallel_bound, 0, 2);
+    tcase_add_loop_test(tc, stack_reread_after_put, 0, 2);
     tcase_add_loop_test(tc, deadness_skips_loops_and_calls, 0, 2);
     tcase_add_loop_test(tc, runtime_errors_name_instruction_and_tag, 0, 2);
     tcase_add_loop_test(tc, stuck_run_diagnosis, 0, 2);
