@@ -214,7 +214,8 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
         for (int64_t i = 0; i < KH; i++)
             for (int64_t jj = 0; jj < KW; jj++, cr += (size_t)N * esz)
                 memcpy(cr, xp + (size_t)(c * Hp * Wp + i * Wp + jj) * esz, (size_t)N * esz);
-    const dev_kmm mm = {j->dtype, false, false, Og, N, CKK, wg, CKK, col, N, wide, N, NULL, NULL, 0, false, j->ap, 0};
+    const dev_kmm mm = {.dtype = j->dtype, .M = Og, .N = N, .K = CKK, .A = wg, .lda = CKK, .B = col, .ldb = N,
+                        .C = wide, .ldc = N, .ap = j->ap};
     if (j->split)
         dev_kmm_run(&mm);
     else
@@ -290,8 +291,8 @@ static void conv_tprod_item(const conv_job *j, const char *xg, const char *wg, c
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
     float *colt = (float *)(void *)scratch, *y = colt + CKK * OHW;
     im2row(colt, (const float *)(const void *)xg, j);
-    const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, (const char *)colt, CKK, wg, CKK, (char *)y, Og,
-                        NULL, NULL, 0, false, NULL, 0};
+    const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = Og, .K = CKK, .A = (const char *)colt,
+                        .lda = CKK, .B = wg, .ldb = CKK, .C = (char *)y, .ldc = Og};
     dev_kmm_packed(&mm, j->bt, j->split);
     to_chw_f32(y, OHW, Og, (float *)(void *)og);
     if (j->ep)
@@ -357,9 +358,11 @@ static void conv_panels(void *arg, size_t b, size_t e)
         const int64_t n = item / j->G, g = item % j->G;
         const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
         im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, oh0, oh1, j->OW, j->p, esz);
-        const dev_kmm mm = {j->dtype, false, false, Og, ncols, CKK, j->w + (size_t)(g * Og * CKK) * esz, CKK,
-                            col, ncols, j->o + (size_t)((n * j->O + g * Og) * OHW + oh0 * j->OW) * esz, OHW,
-                            j->ep, j->o, n * j->O + g * Og, false, j->ap, oh0 * j->OW};
+        const dev_kmm mm = {.dtype = j->dtype, .M = Og, .N = ncols, .K = CKK,
+                            .A = j->w + (size_t)(g * Og * CKK) * esz, .lda = CKK, .B = col, .ldb = ncols,
+                            .C = j->o + (size_t)((n * j->O + g * Og) * OHW + oh0 * j->OW) * esz, .ldc = OHW,
+                            .ep = j->ep, .ep_base = j->o, .ep_row0 = n * j->O + g * Og, .ap = j->ap,
+                            .ep_col0 = oh0 * j->OW};
         dev_kmm_one(&mm);
     }
     ut_free(j->alloc, col, bytes);
@@ -402,8 +405,9 @@ static void conv_items(void *arg, size_t b, size_t e)
         }
         if (!j->direct)
             im2col(col, xg, j->Cg, j->H, j->W, j->KH, j->KW, 0, j->OH, j->OW, j->p, esz);
-        const dev_kmm mm = {j->dtype, false, false, Og, OHW, CKK, wg, CKK,
-                            j->direct ? xg : col, OHW, og, OHW, j->ep, j->o, n * j->O + g * Og, false, j->ap, 0};
+        const dev_kmm mm = {.dtype = j->dtype, .M = Og, .N = OHW, .K = CKK, .A = wg, .lda = CKK,
+                            .B = j->direct ? xg : col, .ldb = OHW, .C = og, .ldc = OHW, .ep = j->ep, .ep_base = j->o,
+                            .ep_row0 = n * j->O + g * Og, .ap = j->ap};
         if (j->split)
             dev_kmm_run(&mm);
         else
@@ -566,16 +570,16 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     job.tprod = x->dtype == TFVM_F32 && !job.cf && G == 1 && !job.direct && !conv_wide_fits(&job) && OHW < 64 &&
                 Og >= 64 && CKK >= 64;
     if (job.tprod) {
-        const dev_kmm mm = {TFVM_F32, false, true, OHW, Og, CKK, NULL, CKK, w->data, CKK, NULL, Og,
-                            NULL, NULL, 0, false, NULL, 0};
+        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = Og, .K = CKK, .lda = CKK, .B = w->data,
+                            .ldb = CKK, .ldc = Og};
         job.bt = dev_kmm_prepack_b(&mm, w);
     }
     if (!job.cf && G == 1 && !job.tprod) {
         /* the weights packed once, kept with their tensor */
         const bool wide = conv_wide_fits(&job);
         const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;
-        const dev_kmm mm = {x->dtype, false, false, Og, ncols, CKK, w->data, CKK, NULL, ncols, NULL, ncols,
-                            NULL, NULL, 0, false, NULL, 0};
+        const dev_kmm mm = {.dtype = x->dtype, .M = Og, .N = ncols, .K = CKK, .A = w->data, .lda = CKK, .B = NULL,
+                            .ldb = ncols, .ldc = ncols};
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
     /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */

@@ -446,13 +446,14 @@ tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out)
          * one gemm of [batch * M, K] @ [K, N] (an MLP's hot case). Its rows
          * are the result's rows unless b is a vector (then the epilogue runs
          * once at the end, over the [batch * M] result). */
-        const dev_kmm mm = {a->dtype, false, tb, batch * M, N, K, a->data, ac, b->data, bc, c, N,
-                            vb ? NULL : ep, c, 0, false, NULL, 0};
+        const dev_kmm mm = {.dtype = a->dtype, .tb = tb, .M = batch * M, .N = N, .K = K, .A = a->data, .lda = ac,
+                            .B = b->data, .ldb = bc, .C = c, .ldc = N, .ep = vb ? NULL : ep, .ep_base = c};
         kmm_run(&mm, dev_kmm_prepack_b(&mm, b));
         if (ep && vb)
             dev_kepi_apply(ep, c, 0, epi_all, 0, ep->len);
     } else if (batch > 0) {
-        mm_batch job = {{a->dtype, ta, tb, M, N, K, a->data, ac, b->data, bc, c, N, va || vb ? NULL : ep, c, 0, false, NULL, 0},
+        mm_batch job = {{.dtype = a->dtype, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .A = a->data, .lda = ac,
+                         .B = b->data, .ldb = bc, .C = c, .ldc = N, .ep = va || vb ? NULL : ep, .ep_base = c},
                         nbat, {0}, {0}, {0}, batch < (int64_t)dev_par_width()};
         memcpy(job.bd, bd, sizeof bd);
         memcpy(job.sa, sa, sizeof sa);

@@ -385,8 +385,8 @@ START_TEST(test_split)
     float *a = matrix(pc->ta ? K : M, lda, 0, 11, false), *b = matrix(pc->tb ? N : K, ldb, 0, 12, false);
     float *serial = matrix(M, N, 0, 13, false), *par = matrix(M, N, 0, 14, false);
     ck_assert_int_eq(dev_kgemm_ready(&(dev_kctx){0}, TFVM_F32), TFVM_OK);
-    dev_kmm m = {TFVM_F32, pc->ta, pc->tb, M, N, K, (const char *)a, lda, (const char *)b, ldb, (char *)serial, N,
-                 NULL, NULL, 0, false, NULL, 0};
+    dev_kmm m = {.dtype = TFVM_F32, .ta = pc->ta, .tb = pc->tb, .M = M, .N = N, .K = K, .A = (const char *)a,
+                 .lda = lda, .B = (const char *)b, .ldb = ldb, .C = (char *)serial, .ldc = N};
     dev_kmm_run(&m);
     dev_par_set_runner(&runner);
     atomic_store(&chunks_run, 0);
