@@ -1190,6 +1190,21 @@ static void scatter_runtime_rows(ox_node *N, const ox_val *data, const ox_val *u
     memcpy(N->out[0].dims, data->dims, sizeof data->dims);
 }
 
+/* One index tuple naming one element (TorchScript's toks[step] = tok, the
+ * index tuple as long as data's rank): data flattened (when it has more than
+ * one dimension), that element set by one STACK_PUT (in place when the buffer
+ * is the loop's alone) and the shape put back. The rows machinery below
+ * took some twenty instructions a step of a scripted decoder for it. */
+static void scatter_one_element(ox_node *N, const ox_val *data, const ox_val *upd, const ox_val *lin, const ox_val *ds)
+{
+    int64_t m1 = -1;
+    const ox_val flat = data->rank == 1 ? *data : reshape_to(N, data, 1, &m1);
+    const ox_val u = reshape_to(N, upd, 0, NULL);
+    ox_val y = ox_op3(N, ISA_STACK_PUT, 0, &flat, lin, &u, data->dtype, 1);
+    N->out[0] = data->rank == 1 ? y : ox_op2(N, ISA_RESHAPE, 0, &y, ds, data->dtype, data->rank);
+    memcpy(N->out[0].dims, data->dims, sizeof data->dims);
+}
+
 /* ScatterND on data whose dims are known only at run time (a buffer
  * carried through a loop: TorchScript's `toks[step] = tok`), index tuples of
  * known length k: the rows of data as [prod(dims[:k]), prod(dims[k:])] from
@@ -1214,13 +1229,17 @@ static void scatter_nd_runtime(ox_node *N, const ox_val *data, const ox_val *idx
             rows = ox_ew2(N, ISA_MUL, &rows, &dj, TFVM_I64);
         }
     }
+    bool one_row = idx->rank >= 1;
+    for (int j = 0; j + 1 < idx->rank; j++)
+        one_row = one_row && idx->dims[j] == 1;
+    if (one_row && k == r && red == SC_NONE) {
+        scatter_one_element(N, data, upd, &lin, &ds);
+        return;
+    }
     int64_t kk = k, rr = r;
     ox_val kv = ox_i64s(N, 1, &kk), rv = ox_i64s(N, 1, &rr), none = ox_i64s(N, 0, NULL);
     ox_val tail = ox_op3(N, ISA_SLICE, 0, &ds, &kv, &rv, TFVM_I64, 1);
     ox_val rest = ox_op2(N, ISA_REDUCE_PROD, 0, &tail, &none, TFVM_I64, 0);
-    bool one_row = idx->rank >= 1;
-    for (int j = 0; j + 1 < idx->rank; j++)
-        one_row = one_row && idx->dims[j] == 1;
     scatter_runtime_rows(N, data, upd, &lin, &rows, &rest, &ds, red, one_row);
 }
 
