@@ -240,6 +240,14 @@ def scatter_dynamic():
     save("scatter_dynamic.onnx", g)
 
 
+def scatter_one():
+    # ScatterND of one element (an index tuple as long as data's rank) into data of symbolic dims
+    g = H.make_graph([H.make_node("ScatterND", ["x", "i", "u"], ["y"])], "scatter_one",
+                     [f32("x", ["n", "m"]), H.make_tensor_value_info("i", TP.INT64, [1, 2]), f32("u", [1])],
+                     [f32("y", ["n", "m"])])
+    save("scatter_one.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -270,5 +278,6 @@ if __name__ == "__main__":
     unsupported_many()
     u64_ops()
     scatter_dynamic()
+    scatter_one()
     cast_x86()
     print("make_models.py: models in", OUT)

@@ -338,6 +338,37 @@ START_TEST(scatter_dynamic_shapes)
 }
 END_TEST
 
+/* ScatterND of one element (an index tuple as long as data's rank) into data
+ * of symbolic dims: one STACK_PUT on the data flattened, the shape put back;
+ * a negative index counts from the end */
+START_TEST(scatter_one_element)
+{
+    tfvm_program *p = compile_ok(M "scatter_one.onnx");
+    const int64_t d23[2] = {2, 3}, d12[2] = {1, 2}, d1[1] = {1};
+    static const float x[6] = {0, 1, 2, 3, 4, 5}, u[1] = {9};
+    static const struct {
+        int64_t at[2];
+        float want[6];
+    } cases[] = {{{1, 2}, {0, 1, 2, 3, 4, 9}}, {{0, 0}, {9, 1, 2, 3, 4, 5}}, {{-1, -3}, {0, 1, 2, 9, 4, 5}}};
+    /* the caller's x is never written: the same tensor serves every run */
+    tfvm_tensor *t[3] = {ftensor(2, d23, x), tfvm_tensor_new(TFVM_I64, 2, d12, NULL), ftensor(1, d1, u)};
+    for (size_t c = 0; c < UT_COUNTOF(cases); c++)
+        for (int mode = 0; mode < 2; mode++) {
+            memcpy(tfvm_tensor_data(t[1]), cases[c].at, sizeof cases[c].at);
+            tfvm_value args[3], res;
+            for (int k = 0; k < 3; k++)
+                args[k] = tfvm_tensor_value(t[k]);
+            run_main(p, args, 3, &res, 1, mode);
+            check_f32(&res, 2, d23, cases[c].want);
+            tfvm_value_release(&res);
+            ck_assert(memcmp(tfvm_tensor_cdata(t[0]), x, sizeof x) == 0);
+        }
+    for (int k = 0; k < 3; k++)
+        tfvm_tensor_free(t[k]);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(truncated_and_garbage)
 {
     char *data;
@@ -450,6 +481,7 @@ int main(void)
     tcase_add_test(tc, scripted_scatter);
     tcase_add_test(tc, u64_beyond_i64);
     tcase_add_test(tc, scatter_dynamic_shapes);
+    tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
     tcase_add_test(tc, nomem_at_every_allocation);
