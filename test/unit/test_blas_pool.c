@@ -11,14 +11,7 @@
 
 /* ThreadSanitizer's runtime starts threads of its own as others come and
  * go: the count says nothing there (make tsan runs this suite too). */
-#if defined(__SANITIZE_THREAD__)
-#define TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TSAN 1
-#endif
-#endif
-#ifdef TSAN
+#ifdef TU_TSAN
 #define SAME_THREADS(before) ((void)(before))
 #else
 #define SAME_THREADS(before) ck_assert_int_eq(threads(), before)

@@ -707,13 +707,6 @@ END_TEST
 
 /* OpenBLAS gets one thread, the caller's, with any number of VM workers,
  * and again after something else in the process changed its count. */
-#if defined(__SANITIZE_THREAD__)
-#define TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TSAN 1
-#endif
-#endif
 START_TEST(test_threads)
 {
     const int workers[] = {1, 2, 5, 0};
@@ -776,7 +769,7 @@ static Suite *suite(void)
 
 int main(void)
 {
-#ifdef TSAN
+#ifdef TU_TSAN
     dev_cpu_set_threads(1); /* BLAS on the calling thread before any kernel runs */
 #endif
     return tu_run_suite(suite());

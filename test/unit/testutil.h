@@ -9,6 +9,15 @@
 
 #include "tfvm.h"
 
+/* TU_TSAN: built with ThreadSanitizer (make tsan), gcc's spelling or clang's */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+
 /* Runs one suite and exits with its verdict; each test file's main calls it. */
 static inline int tu_run_suite(Suite *s)
 {
