@@ -111,19 +111,26 @@ CHW_TARGET __attribute__((always_inline)) static inline void tr16(__m512 r[16])
     }
 }
 
+/* r: the block of nr rows (stride ss) by nc columns at s, transposed (row j
+ * of r is column j of the block), zeros past its edges */
+CHW_TARGET static inline void tr16_load(const float *s, int64_t ss, int64_t nr, int64_t nc, __m512 r[16])
+{
+    const __mmask16 m = v16_mask(nc);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        r[i] = i < nr ? _mm512_maskz_loadu_ps(m, s + i * ss) : _mm512_setzero_ps();
+    tr16(r);
+}
+
 /* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
 CHW_TARGET static inline void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
                                           int64_t dstride)
 {
     for (int64_t c0 = 0; c0 < C; c0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
-            const __mmask16 m = v16_mask(W - w0);
             const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
             __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nc ? _mm512_maskz_loadu_ps(m, x + (c0 + i) * cstride + w0) : _mm512_setzero_ps();
-            tr16(r);
+            tr16_load(x + c0 * cstride + w0, cstride, nc, nw, r);
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++)
                 if (j < nw)
@@ -136,13 +143,9 @@ CHW_TARGET static inline void to_chw_v16(const float *y, int64_t ystride, int64_
 {
     for (int64_t o0 = 0; o0 < O; o0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
-            const __mmask16 m = v16_mask(O - o0);
             const int64_t no = O - o0 < 16 ? O - o0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
             __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nw ? _mm512_maskz_loadu_ps(m, y + (w0 + i) * ystride + o0) : _mm512_setzero_ps();
-            tr16(r);
+            tr16_load(y + w0 * ystride + o0, ystride, nw, no, r);
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) {
                 if (j >= no)
