@@ -1092,6 +1092,24 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_CONV2D, RELU, few, "fused_conv2d one image, two channels");
         par_case(ISA_FUSED_CONV2D, SIG, few, "fused_conv2d one image, two channels, sigmoid");
         release_all(few, 4);
+        /* f32, few output positions: the transposed product of one image
+         * (windows as rows built in parallel; by rows, and by columns
+         * against weights bigger than a core's L2) and stacks of images */
+        if (dt == F32) {
+            const int64_t P0[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
+            dev_value t1[4] = {randt(dt, 4, DIMS(1, 256, 7, 7), 1), randt(dt, 4, DIMS(512, 256, 1, 1), 2), ivec(P0, 9),
+                               randt(dt, 1, DIMS(512), 3)};
+            par_case(ISA_FUSED_CONV2D, RELU, t1, "transposed product, 1x1, one image");
+            release_all(t1, 4);
+            dev_value t3[4] = {randt(dt, 4, DIMS(1, 64, 13, 13), 1), randt(dt, 4, DIMS(512, 64, 3, 3), 2),
+                               IV(2, 2, 1, 1, 1, 1, 1, 1, 1), randt(dt, 1, DIMS(512), 3)};
+            par_case(ISA_FUSED_CONV2D, SIG, t3, "transposed product, 3x3 stride 2, one image, big weights");
+            release_all(t3, 4);
+            dev_value ts[4] = {randt(dt, 4, DIMS(11, 64, 5, 5), 1), randt(dt, 4, DIMS(64, 64, 1, 1), 2), ivec(P0, 9),
+                               randt(dt, 1, DIMS(64), 3)};
+            par_case(ISA_FUSED_CONV2D, TANH, ts, "transposed product, stacks of images");
+            release_all(ts, 4);
+        }
         /* a recurrent step of one row: its product by column chunks (f32) */
         if (dt == F32) {
             dev_value rin[5] = {randt(dt, 3, DIMS(2, 1, 512), 1), sc64(1), randt(dt, 3, DIMS(2, 1, 128), 2),
