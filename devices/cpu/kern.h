@@ -183,6 +183,10 @@ const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a);
  * (bp NULL: as dev_kmm_run / dev_kmm_one), split over the threads or not. */
 const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b);
 void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split);
+/* The most rows an f32 product with N columns and depth K may have and
+ * still run on tfvm's own kernel (at least 1): callers that choose how
+ * many rows to put in one product stay on it. */
+int64_t dev_kmm_own_rows(int64_t N, int64_t K);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

@@ -78,6 +78,13 @@ static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t
     return M == 1 && tb ? KGEMM_DOTS : KGEMM_OWN;
 }
 
+int64_t dev_kmm_own_rows(int64_t N, int64_t K)
+{
+    const double per_row = (double)(N > 0 ? N : 1) * (double)(K > 0 ? K : 1);
+    const double rows = (double)KGEMM_OWN_MAX / per_row;
+    return rows < 1 ? 1 : rows > (double)INT32_MAX ? INT32_MAX : (int64_t)rows;
+}
+
 /* An f32 product by `code`; ours falls back to OpenBLAS when its packing
  * buffer cannot be allocated. */
 static void kgemm_f32(kgemm_code code, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
