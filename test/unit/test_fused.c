@@ -754,6 +754,11 @@ START_TEST(test_conv_tprod_stacks)
         dev_value_release(&w);
         dev_value_release(&bias);
     }
+    /* a stack's rows stay on our own kernel: 2^28 multiply-adds at most */
+    ck_assert_int_eq(dev_kmm_own_rows(512, 4608), 113);
+    ck_assert_int_eq(dev_kmm_own_rows(64, 64), 65536);
+    ck_assert_int_eq(dev_kmm_own_rows(INT64_C(1) << 20, INT64_C(1) << 20), 1);
+    ck_assert_int_eq(dev_kmm_own_rows(0, 0), INT64_C(1) << 28);
 }
 END_TEST
 
