@@ -390,13 +390,13 @@ static void fill(float *p, int64_t n, float v)
         p[i] = v;
 }
 
-/* Channel blocks [b, e) (block = n * blocks per image + channels / VL),
+/* Channel blocks [b, e) (block = channels / VL * N + n),
  * each a strip of d->strip output rows at a time: the strip's input rows
  * go in (to_hwc), the taps run, its outputs go back (to_chw), all on
  * d->strip's few rows, which stay in the core's cache. */
 static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
 {
-    const int64_t VL = d->cb, per = (d->C + VL - 1) / VL, KK = d->KH * d->KW;
+    const int64_t VL = d->cb, KK = d->KH * d->KW;
     const int64_t S = d->strip, Wp = cb_cols(d), H = d->H, W = d->W, OH = d->OH, OW = d->OW, OHW = OH * OW;
     float *xi = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *yo = xi + strip_rows(d, S) * Wp * VL, *wv = yo + S * OW * VL, *bv = wv + KK * VL;
@@ -406,14 +406,19 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
     const int64_t c0 = d->pl < Wp ? d->pl : Wp, c1 = W + d->pl < Wp ? W + d->pl : Wp;
     const float pad = d->max ? -INFINITY : 0.0f;
     fill(xi, strip_rows(d, S) * Wp * VL, pad);
+    int64_t loaded = -1; /* the channel block whose weights are in wv */
     for (int64_t blk = b; blk < e; blk++) {
-        const int64_t n = blk / per, ch0 = blk % per * VL, nl = d->C - ch0 < VL ? d->C - ch0 : VL;
-        memset(wv, 0, (size_t)((KK + 1) * VL) * sizeof *wv);
-        for (int64_t l = 0; l < nl && !d->max; l++) {
-            const int64_t ch = ch0 + l;
-            for (int64_t t = 0; t < KK; t++)
-                wv[t * VL + l] = d->w[ch * KK + t];
-            bv[l] = d->bias ? d->bias[ch] : 0.0f;
+        /* a block's images one after another: its weights interleaved once */
+        const int64_t n = blk % d->N, ch0 = blk / d->N * VL, nl = d->C - ch0 < VL ? d->C - ch0 : VL;
+        if (ch0 != loaded && !d->max) {
+            memset(wv, 0, (size_t)((KK + 1) * VL) * sizeof *wv);
+            for (int64_t l = 0; l < nl; l++) {
+                const int64_t ch = ch0 + l;
+                for (int64_t t = 0; t < KK; t++)
+                    wv[t * VL + l] = d->w[ch * KK + t];
+                bv[l] = d->bias ? d->bias[ch] : 0.0f;
+            }
+            loaded = ch0;
         }
         const float *x = d->x + (n * d->C + ch0) * H * W;
         float *out = d->o + (n * d->C + ch0) * OHW;

@@ -37,7 +37,8 @@ typedef struct dev_dw {
  * (or d->max), and a scratch of at most 16 Mi floats. */
 bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
 /* Items of work, each computed apart: an output plane (n * C*M + o), or
- * with cb a block of cb channels (n * ceil(C / cb) + c / cb).
+ * with cb a block of cb channels (c / cb * N + n: a block's images one
+ * after another).
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
