@@ -90,8 +90,7 @@ def graph_alone(f, record):
     every step queued before the graph starts, then the run's end awaited
     (the values it fetches are queued and dropped, as Python would take
     them); the CPU time is the process's, nearly all of it the workers'."""
-    from tfvm import _terra
-    s = f.program.session(threads=f.threads or _terra._default_threads())
+    s = f.program.session(threads=f.workers())
     t0, c0 = time.perf_counter(), time.process_time()
     for ch, v in record:
         s.feed(ch, v)

@@ -406,3 +406,25 @@ def test_proxy_refuses_assignment():
     with pytest.raises(TypeError, match="tfvm.terra arrays cannot be assigned to"):
         t(X)
     t.close()
+
+
+def test_default_workers_follow_the_traced_steps_and_the_load(monkeypatch):
+    from tfvm import _terra
+    monkeypatch.setattr(_terra, "_cores", lambda: 4)
+    load = [0.5]
+    monkeypatch.setattr(_terra, "_load", lambda: load[0])
+    f = tfvm.terra(branchy)
+    try:
+        f(X, 1)                                   # a traced step: its array work and its whole time are measured
+        assert 0 < f.traced_work_s <= f.traced_step_s
+    finally:
+        f.close()
+    f.traced_work_s, f.traced_step_s = 3.0, 4.0   # the graph is the critical path: every core
+    assert f.workers() == 4
+    load[0] = 4.5                                 # unless other processes hold the cores
+    assert f.workers() == 3
+    load[0], f.traced_work_s = 0.5, 1.0           # Python's own work is the critical path: one core for it
+    assert f.workers() == 3
+    monkeypatch.setattr(_terra, "_cores", lambda: 1)
+    assert f.workers() == 1
+    assert tfvm.terra(branchy, threads=2).workers() == 2
