@@ -871,6 +871,7 @@ class TerraFunction:
         self.recording = None     # a list: co-executed steps' feeds go there, in order (bench/terra.py)
         self.traced_work_s = 0.0  # traced steps: NumPy's time in the traced operations,
         self.traced_step_s = 0.0  # and the steps' whole time
+        self.session_threads = 0  # the last session's workers
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
@@ -893,7 +894,8 @@ class TerraFunction:
             self.dirty = False
             self.stats["compiles"] += 1
         if self.session is None:
-            self.session = self.program.session(threads=self.workers())
+            self.session_threads = self.workers()
+            self.session = self.program.session(threads=self.session_threads)
         return True
 
     def workers(self):
