@@ -234,8 +234,8 @@ def main():
             wrong += 1
     print("  %d of %d programs >= 1.3x (target: 4): %s; Terra's results %s NumPy's (1e-5 relative)" % (
         fast, len(a.programs), "PASS" if fast >= 4 else "MISS", "match" if not wrong else "DIFFER from"))
-    print("  wk: the graph's workers (docs/terra.md: every core when the graph is the critical path and the load"
-          " average leaves the cores free); fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
+    print("  wk: the graph's workers (docs/terra.md: the cores other processes leave free when the graph is the"
+          " critical path); fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
           " graph alone on the recorded feeds; gr wait: Terra ms less graph ms; bound: NumPy CPU ms / max(graph CPU"
           " ms, NumPy CPU ms - graph CPU ms), the most that overlapping the graph with Python can gain with these"
           " kernels")

@@ -409,23 +409,31 @@ def test_proxy_refuses_assignment():
     t.close()
 
 
-def test_default_workers_follow_the_traced_steps_and_the_load(monkeypatch):
+def test_default_workers_follow_the_traced_steps_and_the_free_cores(monkeypatch):
     from tfvm import _terra
     monkeypatch.setattr(_terra, "_cores", lambda: 4)
-    load = [0.5]
-    monkeypatch.setattr(_terra, "_load", lambda: load[0])
+    free = [3.8]
+    monkeypatch.setattr(_terra, "_free_cores", lambda cores: free[0])
     f = tfvm.terra(branchy)
     try:
         f(X, 1)                                   # a traced step: its array work and its whole time are measured
         assert 0 < f.traced_work_s <= f.traced_step_s
     finally:
         f.close()
-    f.traced_work_s, f.traced_step_s = 3.0, 4.0   # the graph is the critical path: every core
+    f.traced_work_s, f.traced_step_s = 3.0, 4.0   # the graph is the critical path: every free core
     assert f.workers() == 4
-    load[0] = 4.5                                 # unless other processes hold the cores
-    assert f.workers() == 3
-    load[0], f.traced_work_s = 0.5, 1.0           # Python's own work is the critical path: one core for it
+    free[0] = 2.2                                 # other processes hold nearly two
+    assert f.workers() == 2
+    free[0] = 0.1
+    assert f.workers() == 1
+    free[0], f.traced_work_s = 3.8, 1.0           # Python's own work is the critical path: one core for it
     assert f.workers() == 3
     monkeypatch.setattr(_terra, "_cores", lambda: 1)
     assert f.workers() == 1
     assert tfvm.terra(branchy, threads=2).workers() == 2
+
+
+def test_free_cores_reads_the_machines_idle_time():
+    from tfvm import _terra
+    free = _terra._free_cores(2, window_s=0.02)
+    assert 0.0 <= free <= 2.0

@@ -899,19 +899,19 @@ class TerraFunction:
         return True
 
     def workers(self):
-        """The session's worker count: `threads`, or by default every core
-        when the array work was at least half of the traced steps' time (the
-        graph is the step's critical path, and the interpreter mostly waits
-        for it) and the machine's load average leaves the cores free; else
-        one core fewer (at least one). Python's own work is the critical path
-        in the one case, and a worker sharing its core slows it; in the
-        other, a product split across workers waits for the part whose
-        worker another process holds."""
+        """The session's worker count: `threads`, or by default, when the
+        array work was at least half of the traced steps' time (the graph is
+        the step's critical path, and the interpreter mostly waits for it),
+        one per core that other processes leave free now (at least one): a
+        product split across workers waits for the part whose worker another
+        process holds. Otherwise one core fewer than the machine has (at
+        least one): Python's own work is the critical path, and a worker
+        sharing its core slows it."""
         if self.threads:
             return self.threads
         cores = _cores()
-        if self.traced_work_s >= 0.5 * self.traced_step_s and _load() < cores:
-            return cores
+        if self.traced_work_s >= 0.5 * self.traced_step_s:
+            return max(1, min(cores, round(_free_cores(cores))))
         return max(1, cores - 1)
 
     def live_session(self):
@@ -977,13 +977,28 @@ def _cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _load():
-    """The machine's load average over the last minute (0 where the system
-    does not say)."""
+def _cpu_times():
+    """(idle, total) clock ticks of every CPU since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks[:8])     # idle + iowait; user .. steal
+
+
+def _free_cores(cores, window_s=0.1):
+    """How many of the cores other processes leave idle now: /proc/stat's
+    idle time over `window_s` while this thread sleeps (the load average
+    lags by a minute); where there is no /proc/stat, the cores less the
+    load average."""
     try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
+        idle0, total0 = _cpu_times()
+        time.sleep(window_s)
+        idle1, total1 = _cpu_times()
+        return cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        try:
+            return max(cores - os.getloadavg()[0], 0.0)
+        except (AttributeError, OSError):
+            return cores
 
 
 def _identity(attrs, v):
@@ -997,7 +1012,8 @@ def _emit_identity(attrs, args):
 def terra(f=None, *, threads=0, fold_loops=True):
     """Decorator: runs f's NumPy work as a tfvm graph beside f's Python
     (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)`` (default:
-    every core when the traced steps were mostly array work, else one fewer);
+    the free cores when the traced steps were mostly array work, else one
+    fewer than the cores);
     ``fold_loops=False`` unrolls every loop."""
     if f is None:
         return lambda f: TerraFunction(f, threads, fold_loops)
