@@ -910,7 +910,7 @@ class TerraFunction:
         if self.threads:
             return self.threads
         cores = _cores()
-        if self.traced_work_s >= 0.5 * self.traced_step_s:
+        if cores > 1 and self.traced_work_s >= 0.5 * self.traced_step_s:
             return max(1, min(cores, round(_free_cores(cores))))
         return max(1, cores - 1)
 
