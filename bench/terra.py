@@ -1,7 +1,7 @@
 """bench/terra.py — `make bench`: Terra (tfvm.terra, docs/terra.md) against
 plain NumPy on the six programs of examples/terra/, in one run.
 
-    python bench/terra.py [--steps N] [--rounds R] [--jax-python PY] [PROGRAM...]
+    python bench/terra.py [--steps N] [--rounds R] [--threads T] [--jax-python PY] [PROGRAM...]
 
 Per program: Terra traces and compiles over one warm-up run, then ROUNDS
 rounds each run the program for STEPS steps with plain NumPy and then with
@@ -10,7 +10,8 @@ alike); per step, the medians over the rounds of the wall time and of the
 process's CPU time (every thread's: the graph's workers too). NumPy runs
 with one BLAS thread here (OPENBLAS_NUM_THREADS=1, set before NumPy loads)
 and, in a subprocess, with its own BLAS threads; the better wall time counts
-for the speedup (target: >= 1.3x on four of the six). Then Terra's
+for the speedup (target: >= 1.3x on four of the six). The graph runs on
+tfvm.terra's choice of workers (printed), or T with --threads. Then Terra's
 fallbacks after the warm-up and the overlap of Figure 6 of the Terra paper:
 per co-executed step, how long Python waited for the graph (blocked in
 fetch) and how long the graph waited for Python (the step's time less the
@@ -90,8 +91,7 @@ def graph_alone(f, record):
     every step queued before the graph starts, then the run's end awaited
     (the values it fetches are queued and dropped, as Python would take
     them); the CPU time is the process's, nearly all of it the workers'."""
-    from tfvm import _terra
-    s = f.program.session(threads=f.threads or _terra._default_threads())
+    s = f.program.session(threads=f.session_threads)
     t0, c0 = time.perf_counter(), time.process_time()
     for ch, v in record:
         s.feed(ch, v)
@@ -101,12 +101,12 @@ def graph_alone(f, record):
     return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
 
-def bench_program(name, steps, rounds):
+def bench_program(name, steps, rounds, threads=0):
     """Medians per step: NumPy (wall, CPU), Terra (wall, CPU); Python's wait
     per co-executed step, the graph's own time per step, Terra's function."""
     import tfvm
     m = importlib.import_module(name)
-    f = tfvm.terra(m.step)
+    f = tfvm.terra(m.step, threads=threads)
     m.run(f, steps=steps, **SIZES[name])          # traces every path the run takes, compiles
     f.stats["fallbacks_warmup"] = f.stats["fallbacks"]
     t_np, t_t, res_np, res_t = [], [], [], []
@@ -183,6 +183,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="the graph's workers (default: tfvm.terra's choice)")
     ap.add_argument("--jax-python", default=None)
     ap.add_argument("--jax-only", action="store_true")
     ap.add_argument("--numpy-threads", action="store_true", help=argparse.SUPPRESS)
@@ -209,12 +210,12 @@ def main():
           "after a warm-up run;" % (a.rounds, a.steps))
     print("  wall and process CPU time (all threads); NumPy with 1 BLAS thread, and with its own BLAS threads "
           "(wall; a run of its own); the better NumPy wall time counts. Overlap per co-executed step.")
-    print("  %-10s %9s %7s %9s %9s %7s %8s %5s %8s %8s %7s %8s %6s" % (
-        "program", "NumPy ms", "CPU ms", "(threads)", "Terra ms", "CPU ms", "speedup", "fallb",
+    print("  %-10s %9s %7s %9s %9s %7s %3s %8s %5s %8s %8s %7s %8s %6s" % (
+        "program", "NumPy ms", "CPU ms", "(threads)", "Terra ms", "CPU ms", "wk", "speedup", "fallb",
         "Py wait", "graph ms", "CPU ms", "gr wait", "bound"))
     fast = wrong = 0
     for name in a.programs:
-        (np_w, np_c), (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds)
+        (np_w, np_c), (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds, a.threads)
         np_thr = np_threads.get(name, float("inf"))
         ratio = min(np_w, np_thr) / t_w
         fast += ratio >= 1.3
@@ -223,8 +224,9 @@ def main():
         # each: NumPy's CPU time over the larger of the graph's share of it
         # (its CPU time alone) and the rest (Python's own work)
         bound = np_c / max(g_c, np_c - g_c)
-        print("  %-10s %9.3f %7.3f %9.3f %9.3f %7.3f %7.2fx %5d %8.3f %8.3f %7.3f %8.3f %5.2fx  %s" % (
-            name, np_w * 1e3, np_c * 1e3, np_thr * 1e3, t_w * 1e3, t_c * 1e3, ratio, late, py_wait * 1e3,
+        print("  %-10s %9.3f %7.3f %9.3f %9.3f %7.3f %3d %7.2fx %5d %8.3f %8.3f %7.3f %8.3f %5.2fx  %s" % (
+            name, np_w * 1e3, np_c * 1e3, np_thr * 1e3, t_w * 1e3, t_c * 1e3, f.session_threads, ratio, late,
+            py_wait * 1e3,
             g_w * 1e3, g_c * 1e3, max(t_w - g_w, 0.0) * 1e3, bound, "PASS" if ratio >= 1.3 else "MISS"),
             flush=True)
         if f.mismatch:
@@ -232,7 +234,8 @@ def main():
             wrong += 1
     print("  %d of %d programs >= 1.3x (target: 4): %s; Terra's results %s NumPy's (1e-5 relative)" % (
         fast, len(a.programs), "PASS" if fast >= 4 else "MISS", "match" if not wrong else "DIFFER from"))
-    print("  fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
+    print("  wk: the graph's workers (docs/terra.md: the cores other processes leave free when the graph is the"
+          " critical path); fallb: Terra's fallbacks after the warm-up run; Py wait: Python blocked in fetch; graph ms / CPU ms: the"
           " graph alone on the recorded feeds; gr wait: Terra ms less graph ms; bound: NumPy CPU ms / max(graph CPU"
           " ms, NumPy CPU ms - graph CPU ms), the most that overlapping the graph with Python can gain with these"
           " kernels")

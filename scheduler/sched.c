@@ -110,6 +110,7 @@ bool sched_inject(sched_run *r, const sched_item *it)
         r->cap_inbox = cap;
     }
     r->inbox[r->n_inbox++] = *it;
+    atomic_fetch_add(&r->inboxed, 1);
     atomic_store(&r->quiet, 0);
     r->wake_seq++;
     pthread_cond_broadcast(&r->park_cond);
@@ -124,6 +125,7 @@ void sched_inbox_clear(sched_run *r, void (*drop)(void *ud, const void *item), v
     for (size_t k = r->inbox_head; k < r->n_inbox; k++)
         drop(ud, &r->inbox[k]);
     r->inbox_head = r->n_inbox = 0;
+    atomic_store(&r->inboxed, 0);
     pthread_mutex_unlock(&r->park_lock);
 }
 
@@ -135,6 +137,7 @@ static bool take_inbox_locked(sched_run *r, sched_worker *w, sched_item *out, bo
     if (r->inbox_head == r->n_inbox)
         return false;
     *out = r->inbox[r->inbox_head++];
+    atomic_fetch_sub(&r->inboxed, 1);
     if (r->inbox_head == r->n_inbox)
         r->inbox_head = r->n_inbox = 0;
     if (was_idle)
@@ -145,9 +148,13 @@ static bool take_inbox_locked(sched_run *r, sched_worker *w, sched_item *out, bo
     return true;
 }
 
+/* An idle worker looks here on every round of its spinning: the lock only
+ * when something is there (taking it each round made two spinning workers
+ * of a session waiting for its host contend for it with each other and the
+ * host's feeds). */
 static bool take_inbox(sched_run *r, sched_worker *w, sched_item *out, bool was_idle)
 {
-    if (!atomic_load(&r->held))
+    if (!atomic_load(&r->held) || !atomic_load_explicit(&r->inboxed, memory_order_acquire))
         return false;
     pthread_mutex_lock(&r->park_lock);
     bool got = take_inbox_locked(r, w, out, was_idle);
@@ -294,6 +301,7 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
         pthread_mutex_lock(&r->park_lock);
         atomic_fetch_add(&r->sleepers, 1);
         uint64_t seq = r->wake_seq;
+        bool timed_out = false;
         if (!any_work(r) && !atomic_load(&r->done)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -304,11 +312,19 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
             }
             w->parks++;
             while (seq == r->wake_seq && !atomic_load(&r->done))
-                if (pthread_cond_timedwait(&r->park_cond, &r->park_lock, &until) != 0)
+                if (pthread_cond_timedwait(&r->park_cond, &r->park_lock, &until) != 0) {
+                    timed_out = seq == r->wake_seq;
                     break;
+                }
         }
         atomic_fetch_sub(&r->sleepers, 1);
         pthread_mutex_unlock(&r->park_lock);
+        /* Nobody woke us: look once, then park again without spinning. A
+         * run that waits long for its host (a session between steps) would
+         * otherwise spin a few tens of microseconds every millisecond on
+         * each worker, beside the host's own work. */
+        if (timed_out)
+            spins = SPINS_BEFORE_PARK;
     }
 }
 

@@ -99,6 +99,7 @@ typedef struct sched_run {
     atomic_int quiet;
     sched_item *inbox;       /* FIFO: inbox[inbox_head .. n_inbox), under park_lock */
     size_t inbox_head, n_inbox, cap_inbox;
+    atomic_size_t inboxed;   /* n_inbox - inbox_head, for looking without the lock */
     void (*on_quiet)(void *ud);
     void *quiet_ud;
     /* The pool whose threads run workers 1.. (NULL: none). They join only

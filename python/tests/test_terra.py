@@ -181,8 +181,9 @@ def test_call_ids_tell_call_sites_apart():
     tanhs = [n for n in t.graph.nodes.values() if n.op == "tanh"]
     assert len(tanhs) == 2
     (calls_a, _), (calls_b, _) = sorted((n.key[5], n.key[6]) for n in tanhs)
-    # (the call of helper, the call of np.tanh in it): the first differs
-    assert len(calls_a) == len(calls_b) == 2 and calls_a[0] != calls_b[0] and calls_a[1] == calls_b[1]
+    # the call of helper (np.tanh in it, a callee written in C, is called
+    # without a push of its own): the sites differ
+    assert len(calls_a) == len(calls_b) == 1 and calls_a != calls_b
 
 
 class Scale:
@@ -406,3 +407,33 @@ def test_proxy_refuses_assignment():
     with pytest.raises(TypeError, match="tfvm.terra arrays cannot be assigned to"):
         t(X)
     t.close()
+
+
+def test_default_workers_follow_the_traced_steps_and_the_free_cores(monkeypatch):
+    from tfvm import _terra
+    monkeypatch.setattr(_terra, "_cores", lambda: 4)
+    free = [3.8]
+    monkeypatch.setattr(_terra, "_free_cores", lambda cores: free[0])
+    f = tfvm.terra(branchy)
+    try:
+        f(X, 1)                                   # a traced step: its array work and its whole time are measured
+        assert 0 < f.traced_work_s <= f.traced_step_s
+    finally:
+        f.close()
+    f.traced_work_s, f.traced_step_s = 3.0, 4.0   # the graph is the critical path: every free core
+    assert f.workers() == 4
+    free[0] = 2.2                                 # other processes hold nearly two
+    assert f.workers() == 2
+    free[0] = 0.1
+    assert f.workers() == 1
+    free[0], f.traced_work_s = 3.8, 1.0           # Python's own work is the critical path: one core for it
+    assert f.workers() == 3
+    monkeypatch.setattr(_terra, "_cores", lambda: 1)
+    assert f.workers() == 1
+    assert tfvm.terra(branchy, threads=2).workers() == 2
+
+
+def test_free_cores_reads_the_machines_idle_time():
+    from tfvm import _terra
+    free = _terra._free_cores(2, window_s=0.02)
+    assert 0.0 <= free <= 2.0

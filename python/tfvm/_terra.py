@@ -15,6 +15,7 @@ and regenerates the program for the next step.
 """
 import atexit
 import contextlib
+import os
 import sys
 import time
 import weakref
@@ -557,8 +558,10 @@ class _Step:
             except _Diverged as e:
                 self.diverge(str(e))
         if self.mode == "trace":
+            t = time.perf_counter()
             val = impl(attrs, *[self.value(r) if kind == "n" else r for kind, r in refs])
             val = np.asarray(val)
+            self.fn.traced_work_s += time.perf_counter() - t
             if val.dtype != dtype or val.shape != tuple(shape):
                 # the result type rule did not hold: this operation stays NumPy's
                 for kind, r in refs:
@@ -866,6 +869,9 @@ class TerraFunction:
         self.gaps = {}            # node -> Python's time after it, last co-executed step
         self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
         self.recording = None     # a list: co-executed steps' feeds go there, in order (bench/terra.py)
+        self.traced_work_s = 0.0  # traced steps: NumPy's time in the traced operations,
+        self.traced_step_s = 0.0  # and the steps' whole time
+        self.session_threads = 0  # the last session's workers
         self.fallback_reasons = []
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
@@ -888,8 +894,25 @@ class TerraFunction:
             self.dirty = False
             self.stats["compiles"] += 1
         if self.session is None:
-            self.session = self.program.session(threads=self.threads or _default_threads())
+            self.session_threads = self.workers()
+            self.session = self.program.session(threads=self.session_threads)
         return True
+
+    def workers(self):
+        """The session's worker count: `threads`, or by default, when the
+        array work was at least half of the traced steps' time (the graph is
+        the step's critical path, and the interpreter mostly waits for it),
+        one per core that other processes leave free now (at least one): a
+        product split across workers waits for the part whose worker another
+        process holds. Otherwise one core fewer than the machine has (at
+        least one): Python's own work is the critical path, and a worker
+        sharing its core slows it."""
+        if self.threads:
+            return self.threads
+        cores = _cores()
+        if cores > 1 and self.traced_work_s >= 0.5 * self.traced_step_s:
+            return max(1, min(cores, round(_free_cores(cores))))
+        return max(1, cores - 1)
 
     def live_session(self):
         """The session's extension object (Terra feeds and fetches from one
@@ -927,6 +950,7 @@ class TerraFunction:
         coexec = self.graph.traces > 0 and not self.disabled and self._prepare()
         step = _Step(self, "coexec" if coexec else "trace")
         _current = step
+        t0 = time.perf_counter()
         try:
             wrapped = [step.op("arg", (), (a,), [None], a.dtype, a.shape, _identity, _emit_identity, ("arg", i))
                        if isinstance(a, np.ndarray) and a.dtype in tg.TFG_DTYPES else a for i, a in enumerate(args)]
@@ -934,6 +958,8 @@ class TerraFunction:
             del wrapped
             step.end()
             out = _to_numpy(out)
+            if step.mode == "trace":
+                self.traced_step_s += time.perf_counter() - t0
             step.finish()
         except BaseException:
             if step.mode == "coexec":
@@ -947,14 +973,32 @@ class TerraFunction:
         return out
 
 
-def _default_threads():
-    """Workers for the graph: one core fewer than the machine has (at least
-    one), as the Python interpreter that co-executes is busy on its own:
-    a worker more than the cores left waits for the interpreter's core, and
-    a product split across workers waits for its slowest part."""
-    import os
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, n - 1)
+def _cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _cpu_times():
+    """(idle, total) clock ticks of every CPU since boot, from /proc/stat."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:]]
+    return ticks[3] + ticks[4], sum(ticks[:8])     # idle + iowait; user .. steal
+
+
+def _free_cores(cores, window_s=0.1):
+    """How many of the cores other processes leave idle now: /proc/stat's
+    idle time over `window_s` while this thread sleeps (the load average
+    lags by a minute); where there is no /proc/stat, the cores less the
+    load average."""
+    try:
+        idle0, total0 = _cpu_times()
+        time.sleep(window_s)
+        idle1, total1 = _cpu_times()
+        return cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        try:
+            return max(cores - os.getloadavg()[0], 0.0)
+        except (AttributeError, OSError):
+            return cores
 
 
 def _identity(attrs, v):
@@ -968,7 +1012,8 @@ def _emit_identity(attrs, args):
 def terra(f=None, *, threads=0, fold_loops=True):
     """Decorator: runs f's NumPy work as a tfvm graph beside f's Python
     (docs/terra.md). ``@tfvm.terra`` or ``@tfvm.terra(threads=2)`` (default:
-    one worker fewer than the cores, at least one);
+    the free cores when the traced steps were mostly array work, else one
+    fewer than the cores);
     ``fold_loops=False`` unrolls every loop."""
     if f is None:
         return lambda f: TerraFunction(f, threads, fold_loops)

@@ -12,6 +12,8 @@ import sysconfig
 import textwrap
 import types
 
+import numpy as np
+
 RT_NAME = "__tfvm_terra_rt__"
 
 _ids = itertools.count(1)        # call and loop ids, unique in the process
@@ -38,7 +40,18 @@ class Stacks:
 stacks = Stacks()
 
 
+# callees written in C (NumPy's functions and ufuncs, a Random's methods, a
+# list's append, a class): called straight, without the push and pop, as a
+# builtin's call site is (their array operations are told apart by line and
+# occurrence); a Python loop that calls them each iteration (drawing a mask
+# with random.random) would otherwise pay the runtime's call each time
+_C_CALLABLES = {types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
+                types.WrapperDescriptorType, types.MethodDescriptorType, type}
+
+
 def _call(cid, f, *args, **kwargs):
+    if type(f) in _C_CALLABLES or isinstance(f, np.ufunc):
+        return f(*args, **kwargs)
     g = rewritten(f)
     stacks.calls.append(cid)
     stacks.now = None
@@ -50,13 +63,14 @@ def _call(cid, f, *args, **kwargs):
 
 
 def _loop_enter(lid):
-    stacks.loops.append([lid, 0])
+    """Pushes loop lid's [id, counter]; the rewritten loop keeps the list in
+    a local and counts each iteration in it (and clears `stacks.now`) with
+    two statements, not a call: a Python loop that draws a mask element by
+    element runs its body thousands of times a step."""
+    entry = [lid, 0]
+    stacks.loops.append(entry)
     stacks.now = None
-
-
-def _loop_tick(lid):
-    stacks.loops[-1][1] += 1
-    stacks.now = None
+    return entry
 
 
 def _loop_exit():
@@ -67,8 +81,8 @@ def _loop_exit():
 class _Runtime:
     call = staticmethod(_call)
     loop_enter = staticmethod(_loop_enter)
-    loop_tick = staticmethod(_loop_tick)
     loop_exit = staticmethod(_loop_exit)
+    stacks = stacks
 
 
 def _rt(attr, *args):
@@ -94,8 +108,14 @@ class _Rewriter(ast.NodeTransformer):
     def _loop(self, node):
         self.generic_visit(node)
         lid = next(_ids)
-        node.body.insert(0, ast.Expr(_rt("loop_tick", ast.Constant(lid))))
-        return [ast.Expr(_rt("loop_enter", ast.Constant(lid))),
+        entry = "__tfvm_terra_loop%d" % lid
+        rt_stacks = ast.Attribute(value=ast.Name(id=RT_NAME, ctx=ast.Load()), attr="stacks", ctx=ast.Load())
+        node.body[:0] = [
+            ast.AugAssign(target=ast.Subscript(value=ast.Name(id=entry, ctx=ast.Load()), slice=ast.Constant(1),
+                                               ctx=ast.Store()), op=ast.Add(), value=ast.Constant(1)),
+            ast.Assign(targets=[ast.Attribute(value=rt_stacks, attr="now", ctx=ast.Store())],
+                       value=ast.Constant(None))]
+        return [ast.Assign(targets=[ast.Name(id=entry, ctx=ast.Store())], value=_rt("loop_enter", ast.Constant(lid))),
                 ast.Try(body=[node], handlers=[], orelse=[], finalbody=[ast.Expr(_rt("loop_exit"))])]
 
     visit_For = visit_While = visit_AsyncFor = _loop
