@@ -32,54 +32,54 @@ static void tanh_n_f64(double *v, int64_t n)
         v[j] = tanh(v[j]);
 }
 
-/* The gate math of one row (batch element), per dtype: gx, gh its gates
- * (gate k columns [k*H, (k+1)*H): LSTM i o f c, GRU z r h), s its state, o
- * where the result goes, t scratch of 3H elements. */
+/* The gate math of n units of one row (batch element), per dtype: gate k
+ * of unit j at gx[k * xs + j] and gh[k * hs + j] (LSTM i o f c, GRU z r
+ * h), s the state, o where the result goes, t scratch of 3n elements. */
 #define CELL_ROW_FNS(T, SFX, SIG_N, TANH_N)                                                        \
     /* LSTM_CELL_C: the new cell state from the previous one, s */                                 \
-    static void lstm_c_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)          \
+    static void lstm_c_##SFX(const T *gx, int64_t xs, const T *gh, int64_t hs, const T *s, T *o, T *t, int64_t n) \
     {                                                                                              \
-        T *t0 = t, *t1 = t + H, *t2 = t + 2 * H;                                                   \
-        for (int64_t j = 0; j < H; j++) {                                                          \
-            t0[j] = gx[j] + gh[j];                 /* i */                                         \
-            t1[j] = gx[2 * H + j] + gh[2 * H + j]; /* f */                                         \
-            t2[j] = gx[3 * H + j] + gh[3 * H + j]; /* c */                                         \
+        T *t0 = t, *t1 = t + n, *t2 = t + 2 * n;                                                   \
+        for (int64_t j = 0; j < n; j++) {                                                          \
+            t0[j] = gx[j] + gh[j];                   /* i */                                       \
+            t1[j] = gx[2 * xs + j] + gh[2 * hs + j]; /* f */                                       \
+            t2[j] = gx[3 * xs + j] + gh[3 * hs + j]; /* c */                                       \
         }                                                                                          \
-        SIG_N(t0, H);                                                                              \
-        SIG_N(t1, H);                                                                              \
-        TANH_N(t2, H);                                                                             \
-        for (int64_t j = 0; j < H; j++) {                                                          \
+        SIG_N(t0, n);                                                                              \
+        SIG_N(t1, n);                                                                              \
+        TANH_N(t2, n);                                                                             \
+        for (int64_t j = 0; j < n; j++) {                                                          \
             const T a = t1[j] * s[j], c = t0[j] * t2[j];                                           \
             o[j] = a + c;                                                                          \
         }                                                                                          \
     }                                                                                              \
     /* LSTM_CELL_H: the output from the new cell state, s */                                       \
-    static void lstm_h_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)          \
+    static void lstm_h_##SFX(const T *gx, int64_t xs, const T *gh, int64_t hs, const T *s, T *o, T *t, int64_t n) \
     {                                                                                              \
-        T *t0 = t, *t1 = t + H;                                                                    \
-        for (int64_t j = 0; j < H; j++) {                                                          \
-            t0[j] = gx[H + j] + gh[H + j]; /* o */                                                 \
+        T *t0 = t, *t1 = t + n;                                                                    \
+        for (int64_t j = 0; j < n; j++) {                                                          \
+            t0[j] = gx[xs + j] + gh[hs + j]; /* o */                                               \
             t1[j] = s[j];                                                                          \
         }                                                                                          \
-        SIG_N(t0, H);                                                                              \
-        TANH_N(t1, H);                                                                             \
-        for (int64_t j = 0; j < H; j++)                                                            \
+        SIG_N(t0, n);                                                                              \
+        TANH_N(t1, n);                                                                             \
+        for (int64_t j = 0; j < n; j++)                                                            \
             o[j] = t0[j] * t1[j];                                                                  \
     }                                                                                              \
     /* GRU_CELL: the new output from the previous one, s */                                        \
-    static void gru_##SFX(const T *gx, const T *gh, const T *s, T *o, T *t, int64_t H)             \
+    static void gru_##SFX(const T *gx, int64_t xs, const T *gh, int64_t hs, const T *s, T *o, T *t, int64_t n) \
     {                                                                                              \
-        T *t0 = t, *t1 = t + H, *t2 = t + 2 * H;                                                   \
-        for (int64_t j = 0; j < H; j++) {                                                          \
-            t0[j] = gx[j] + gh[j];         /* z */                                                 \
-            t1[j] = gx[H + j] + gh[H + j]; /* r */                                                 \
+        T *t0 = t, *t1 = t + n, *t2 = t + 2 * n;                                                   \
+        for (int64_t j = 0; j < n; j++) {                                                          \
+            t0[j] = gx[j] + gh[j];           /* z */                                               \
+            t1[j] = gx[xs + j] + gh[hs + j]; /* r */                                               \
         }                                                                                          \
-        SIG_N(t0, H);                                                                              \
-        SIG_N(t1, H);                                                                              \
-        for (int64_t j = 0; j < H; j++)                                                            \
-            t2[j] = gx[2 * H + j] + t1[j] * gh[2 * H + j];                                         \
-        TANH_N(t2, H);                                                                             \
-        for (int64_t j = 0; j < H; j++) {                                                          \
+        SIG_N(t0, n);                                                                              \
+        SIG_N(t1, n);                                                                              \
+        for (int64_t j = 0; j < n; j++)                                                            \
+            t2[j] = gx[2 * xs + j] + t1[j] * gh[2 * hs + j];                                       \
+        TANH_N(t2, n);                                                                             \
+        for (int64_t j = 0; j < n; j++) {                                                          \
             const T a = (1 - t0[j]) * t2[j], c = t0[j] * s[j];                                     \
             o[j] = a + c;                                                                          \
         }                                                                                          \
@@ -88,8 +88,10 @@ CELL_ROW_FNS(float, f32, sig_n_f32, tanh_n_f32)
 CELL_ROW_FNS(double, f64, sig_n_f64, tanh_n_f64)
 #undef CELL_ROW_FNS
 
-typedef void cell_row_f32(const float *gx, const float *gh, const float *s, float *o, float *t, int64_t H);
-typedef void cell_row_f64(const double *gx, const double *gh, const double *s, double *o, double *t, int64_t H);
+typedef void cell_row_f32(const float *gx, int64_t xs, const float *gh, int64_t hs, const float *s, float *o, float *t,
+                          int64_t n);
+typedef void cell_row_f64(const double *gx, int64_t xs, const double *gh, int64_t hs, const double *s, double *o,
+                          double *t, int64_t n);
 
 /* B rows of one cell op: gates gx, gh [B, G*H] (gx's rows gx_ld apart), states
  * s [B, H], results o [B, H]; t scratch of 3H elements */
@@ -100,12 +102,12 @@ static void cell_rows(uint8_t dtype, isa_op op, int64_t B, int64_t H, const void
     if (dtype == TFVM_F32) {
         cell_row_f32 *fn = op == ISA_LSTM_CELL_C ? lstm_c_f32 : op == ISA_LSTM_CELL_H ? lstm_h_f32 : gru_f32;
         for (int64_t b = 0; b < B; b++)
-            fn((const float *)gx + b * gx_ld, (const float *)gh + b * G * H, (const float *)s + b * H,
+            fn((const float *)gx + b * gx_ld, H, (const float *)gh + b * G * H, H, (const float *)s + b * H,
                (float *)o + b * H, t, H);
     } else {
         cell_row_f64 *fn = op == ISA_LSTM_CELL_C ? lstm_c_f64 : op == ISA_LSTM_CELL_H ? lstm_h_f64 : gru_f64;
         for (int64_t b = 0; b < B; b++)
-            fn((const double *)gx + b * gx_ld, (const double *)gh + b * G * H, (const double *)s + b * H,
+            fn((const double *)gx + b * gx_ld, H, (const double *)gh + b * G * H, H, (const double *)s + b * H,
                (double *)o + b * H, t, H);
     }
 }
@@ -148,19 +150,22 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
 }
 
 /* ---- LSTM_STEP, GRU_STEP ----------------------------------------------------------
- * hr = h @ r^T + rb, then the cells of rows t of xw. f32: r^T packed once
+ * hr = h @ r^T + rb, then the cells of rows t of xw. f32: r packed once
  * and kept with r's tensor (dev_tensor_prep; packed into scratch on every
- * step when r has no tensor of its own), one row streamed through
- * dev_sgemv_packed or several through dev_sgemm_packed (each packed its
- * way; the same bits per row); f64: the sums in order, as they come. */
+ * step when r has no tensor of its own). One row: r packed by blocks of
+ * units (dev_sgemv_gates_pack), each block's product followed at once by
+ * its units' gate math, while its gates are in cache; the blocks split over
+ * the VM's idle workers, each worker's part a product and its gate math,
+ * with the bits of the whole. Several rows: r^T packed for
+ * dev_sgemm_packed, then the cells. f64: the sums in order, as they come. */
 /* A row's product of at least this many multiply-adds is split over
  * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
  * core's own cache in half the time */
 #define STEP_SPLIT_MACS (INT64_C(1) << 15)
 
 typedef struct step_pack {
-    bool row; /* for dev_sgemv_packed (one row), else dev_sgemm_packed */
-    int64_t N, K;
+    bool row; /* for dev_sgemv_gates_part (one row), else dev_sgemm_packed */
+    int64_t G, H;
     const float *r;
 } step_pack;
 
@@ -168,62 +173,83 @@ static void step_pack_make(void *ctx, void *out)
 {
     const step_pack *p = ctx;
     if (p->row)
-        dev_sgemv_pack(true, p->N, p->K, p->r, p->K, out);
+        dev_sgemv_gates_pack(p->G, p->H, p->H, p->r, out);
     else
-        dev_sgemm_pack(true, p->N, p->K, p->r, p->K, out);
+        dev_sgemm_pack(true, p->G * p->H, p->H, p->r, p->H, out);
 }
 
-/* One row's product split over the VM's idle workers by the packing's
- * column chunks, when there are several and the product is worth it */
+/* r [G * H, H] packed for one row or several: the form kept with its
+ * tensor, else packed into *own (scratch of *floats); NULL when memory
+ * runs out */
+static const float *step_packed(dev_kctx *k, const dev_kview *rv, bool row, int64_t G, int64_t H, float **own,
+                                size_t *floats)
+{
+    const struct {
+        int64_t tag, nr, row, G, H, offset;
+    } key = {0x726e5231 /* "rnR1" */, dev_sgemm_nr(), row, G, H,
+             rv->t ? (const char *)rv->data - (const char *)rv->t->data : 0};
+    step_pack job = {row, G, H, rv->data};
+    *own = NULL;
+    *floats = row ? dev_sgemv_gates_floats(G, H, H) : dev_sgemm_packed_floats(G * H, H);
+    const float *bp =
+        rv->t ? dev_tensor_prep(rv->t, &key, sizeof key, *floats * sizeof(float), step_pack_make, &job) : NULL;
+    if (!bp && (*own = dev_ktemp(k, *floats, sizeof(float)))) {
+        step_pack_make(&job, *own);
+        bp = *own;
+    }
+    return bp;
+}
+
+/* One row's step over blocks of units: each block's product, its bias,
+ * its gate math */
 typedef struct step_row_job {
-    int64_t N, K;
-    const float *x, *bp;
-    float *y;
+    bool lstm;
+    int64_t G, H;
+    const float *h, *c, *bp, *rb, *gx; /* c: the previous cell state (LSTM) */
+    float *oh, *oc;                     /* the new h (and c) */
 } step_row_job;
 
-static void step_row_chunks(void *arg, size_t b, size_t e)
+static void step_row_blocks(void *arg, size_t b0, size_t b1)
 {
+    enum { U = DEV_SG_GATE_UNITS };
     const step_row_job *j = arg;
-    dev_sgemv_packed_part(j->N, j->K, j->x, j->bp, j->y, (int64_t)b, (int64_t)e);
+    float hr[4 * U], t[3 * U];
+    for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
+        const int64_t u0 = b * U, n = j->H - u0 < U ? j->H - u0 : U;
+        dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, b, b + 1);
+        for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
+            for (int64_t u = 0; u < n; u++)
+                hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + u];
+        if (j->lstm) {
+            lstm_c_f32(j->gx + u0, j->H, hr, U, j->c + u0, j->oc + u0, t, n);
+            lstm_h_f32(j->gx + u0, j->H, hr, U, j->oc + u0, j->oh + u0, t, n);
+        } else {
+            gru_f32(j->gx + u0, j->H, hr, U, j->h + u0, j->oh + u0, t, n);
+        }
+    }
 }
 
-static void step_row_product(int64_t N, int64_t K, const float *x, const float *bp, float *y)
+static void step_row(const step_row_job *job)
 {
-    step_row_job job = {N, K, x, bp, y};
-    const int64_t chunks = dev_sgemv_chunks(N);
-    if (dev_par_width() > 1 && chunks > 1 && N * K >= STEP_SPLIT_MACS)
-        dev_par_for((size_t)chunks, 1, step_row_chunks, &job);
+    const int64_t nb = dev_sgemv_gates_blocks(job->H);
+    const unsigned width = dev_par_width();
+    if (width > 1 && nb > 1 && job->G * job->H * job->H >= STEP_SPLIT_MACS)
+        dev_par_for((size_t)nb, (size_t)(nb + width - 1) / width, step_row_blocks, (void *)job);
     else
-        dev_sgemv_packed(N, K, x, bp, y);
+        step_row_blocks((void *)job, 0, (size_t)nb);
 }
 
-/* hr [B, N] = h [B, K] @ r^T, r [N, K]; false when memory runs out */
-static bool step_product_f32(dev_kctx *k, const dev_kview *rv, int64_t B, int64_t N, int64_t K, const float *h,
+/* hr [B, N] = h [B, K] @ r^T, r [N, K], several rows; false when memory
+ * runs out */
+static bool step_product_f32(dev_kctx *k, const dev_kview *rv, int64_t B, int64_t G, int64_t H, const float *h,
                              float *hr)
 {
-    const bool row = B == 1;
-    const struct {
-        int64_t tag, nr, row, N, K, offset;
-    } key = {0x726e5230 /* "rnR0" */, dev_sgemm_nr(), row, N, K,
-             rv->t ? (const char *)rv->data - (const char *)rv->t->data : 0};
-    step_pack job = {row, N, K, rv->data};
-    const size_t floats = row ? dev_sgemv_packed_floats(N, K) : dev_sgemm_packed_floats(N, K);
-    const float *bp = rv->t ? dev_tensor_prep(rv->t, &key, sizeof key, floats * sizeof(float), step_pack_make, &job)
-                            : NULL;
-    float *own = NULL;
-    if (!bp) {
-        if (!(own = dev_ktemp(k, floats, sizeof(float))))
-            return false;
-        step_pack_make(&job, own);
-        bp = own;
-    }
-    bool ok = true;
-    if (row)
-        step_row_product(N, K, h, bp, hr);
-    else if (!dev_sgemm_packed(B, N, K, h, K, bp, 0, N, hr, N, NULL)) {
+    float *own;
+    size_t floats;
+    const float *bp = step_packed(k, rv, false, G, H, &own, &floats);
+    bool ok = bp && dev_sgemm_packed(B, G * H, H, h, H, bp, 0, G * H, hr, G * H, NULL);
+    if (bp && !ok)
         dev_kfail(k, TFVM_ERR_NOMEM, "out of memory (the product's packing buffer)");
-        ok = false;
-    }
     if (own)
         dev_ktemp_free(k, own, floats, sizeof(float));
     return ok;
@@ -291,6 +317,23 @@ static tfvm_status step_check(dev_kctx *k, const dev_kview *in, int64_t G, int64
     return TFVM_OK;
 }
 
+/* An f32 step of one row into o; false when memory runs out */
+static bool step_row_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, float *o)
+{
+    const int64_t G = lstm ? 4 : 3, H = in[2].dims[in[2].rank - 1];
+    const float *h = in[2].data;
+    float *own;
+    size_t floats;
+    const step_row_job job = {lstm, G, H, h, h + H, step_packed(k, &in[3], true, G, H, &own, &floats), in[4].data,
+                              (const float *)in[0].data + t * G * H, o, o + H};
+    if (!job.bp)
+        return false;
+    step_row(&job);
+    if (own)
+        dev_ktemp_free(k, own, floats, sizeof(float));
+    return true;
+}
+
 tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const bool lstm = k->op == ISA_LSTM_STEP;
@@ -310,6 +353,14 @@ tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
         *out = r;
         return TFVM_OK;
     }
+    if (dt == TFVM_F32 && B == 1) {
+        if (!step_row_f32(k, in, lstm, t, o)) {
+            dev_value_release(&r);
+            return TFVM_ERR_NOMEM;
+        }
+        *out = r;
+        return TFVM_OK;
+    }
     const size_t esz = dev_kesize(dt), nt = (size_t)(B * N + 3 * H);
     char *hr = dev_ktemp(k, nt, esz);
     if (!hr) {
@@ -319,7 +370,7 @@ tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
     char *tmp = hr + (size_t)(B * N) * esz;
     bool ok = true;
     if (dt == TFVM_F32)
-        ok = step_product_f32(k, &in[3], B, N, H, st->data, (float *)(void *)hr);
+        ok = step_product_f32(k, &in[3], B, G, H, st->data, (float *)(void *)hr);
     else
         step_product_f64(B, N, H, st->data, in[3].data, (double *)(void *)hr);
     if (ok) {

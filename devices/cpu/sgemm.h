@@ -67,6 +67,24 @@ void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp
  * for that set (tests); false when the CPU lacks it or memory is short. */
 bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,
                   float *y);
+/* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
+ * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by blocks of
+ * DEV_SG_GATE_UNITS units with the G gates of a block together, so that a
+ * block's gate math can follow its product at once (and blocks split over
+ * threads): gate g of unit b * DEV_SG_GATE_UNITS + u at y[(b * G + g) *
+ * DEV_SG_GATE_UNITS + u], dev_sgemv_gates_floats(G, H, 1) floats of y
+ * (units past H give 0). R packed once, dev_sgemv_gates_floats(G, H, K)
+ * floats written by dev_sgemv_gates_pack; blocks [b0, b1) of the product
+ * alone, block b0 first in y. Each element has the bits of
+ * dev_sgemv_packed's. */
+#define DEV_SG_GATE_UNITS 32
+int64_t dev_sgemv_gates_blocks(int64_t H);
+size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K);
+void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float *out);
+void dev_sgemv_gates_part(int64_t G, int64_t K, const float *x, const float *bp, float *y, int64_t b0, int64_t b1);
+/* The same on a given instruction set, every block, R packed here for
+ * that set (tests); false when the CPU lacks it or memory is short. */
+bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const float *x, const float *R, float *y);
 /* A [M, K] (not transposed) packed once for dev_sgemm_apacked (weights on
  * the left, as a convolution's): dev_sgemm_packed_a_floats(M, K) floats,
  * written by dev_sgemm_pack_a; the height of its row panels. Then C[M, N]

@@ -166,5 +166,43 @@ SG_TARGET static void SG_SFX(gemv)(int64_t N, int64_t K, int64_t kc_step, const 
         b += K * w;
     }
 }
+
+/* A recurrent step's product by blocks of units (sgemm.c, gates_pack): a
+ * block of DEV_SG_GATE_UNITS units is sub-blocks of SG_NR units, each a
+ * chunk [K][G * SG_NR] (gate g's columns at g * SG_NR), streamed as
+ * SG_GEMV_CHUNK(G) streams a chunk of G panels, with its bits. Gate g of
+ * unit u of block b0 + i lands at y[(i * G + g) * DEV_SG_GATE_UNITS + u]:
+ * the same place on every instruction set. Blocks [b0, b1) of b. */
+SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t K, int64_t kc_step, const float *restrict x,
+                                         const float *restrict b, float *restrict y, int64_t b0, int64_t b1)
+{
+    enum { SUBS = DEV_SG_GATE_UNITS / SG_NR };
+    float t[4 * SG_NR];
+    const int64_t sub = K * G * SG_NR; /* floats of a sub-block */
+    b += b0 * SUBS * sub;
+    for (int64_t blk = b0; blk < b1; blk++, y += G * DEV_SG_GATE_UNITS)
+        for (int s = 0; s < SUBS; s++, b += sub) {
+            switch (G) {
+            case 1: {
+                SG_GEMV_CHUNK(1)
+                break;
+            }
+            case 2: {
+                SG_GEMV_CHUNK(2)
+                break;
+            }
+            case 3: {
+                SG_GEMV_CHUNK(3)
+                break;
+            }
+            default: {
+                SG_GEMV_CHUNK(4)
+                break;
+            }
+            }
+            for (int64_t g = 0; g < G; g++)
+                memcpy(y + g * DEV_SG_GATE_UNITS + s * SG_NR, t + g * SG_NR, SG_NR * sizeof *y);
+        }
+}
 #undef SG_GEMV_CHUNK
 #undef SG_NR

@@ -323,6 +323,50 @@ START_TEST(test_gemv)
 }
 END_TEST
 
+/* ---- A recurrent step's product by blocks of units ------------------------------------
+ * dev_sgemv_gates_on on each instruction set: each gate of each unit where
+ * the blocked layout puts it, with dev_sgemm_on's one-row bits (G 1 to 4;
+ * H within one sub-block, one block, over a block's edge; K in one block
+ * of the sum and in two); 0 for the units past H, nothing past the
+ * blocks; on the best set, the prepacked product block by block gives the
+ * same. */
+START_TEST(test_gemv_gates)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t hs[] = {1, 7, 32, 45, 128}, ks[] = {1, 37, 300};
+    for (int64_t G = 1; G <= 4; G++)
+        for (size_t a = 0; a < sizeof hs / sizeof *hs; a++)
+            for (size_t b = 0; b < sizeof ks / sizeof *ks; b++) {
+                const int64_t H = hs[a], K = ks[b], U = DEV_SG_GATE_UNITS, ny = (int64_t)dev_sgemv_gates_floats(G, H, 1);
+                float *x = matrix(1, K, 0, (uint32_t)(H + K), false), *R = matrix(G * H, K, 0, (uint32_t)(G * H * K), false);
+                float *got = malloc((size_t)(ny + 1) * sizeof *got), *want = malloc((size_t)(G * H) * sizeof *want);
+                got[ny] = CANARY;
+                ck_assert(dev_sgemv_gates_on(isa, G, H, K, x, R, got));
+                ck_assert(dev_sgemm_on(isa, false, true, 1, G * H, K, x, K, R, K, want, G * H));
+                for (int64_t i = 0; i < ny; i++) {
+                    const int64_t blk = i / (G * U), g = i / U % G, unit = blk * U + i % U;
+                    const float w = unit < H ? want[g * H + unit] : 0;
+                    ck_assert_msg(memcmp(&got[i], &w, sizeof w) == 0, "%s G=%ld H=%ld K=%ld: gate %ld of unit %ld = %.9g, not %.9g",
+                                  dev_sg_name(isa), (long)G, (long)H, (long)K, (long)g, (long)unit, got[i], w);
+                }
+                ck_assert_msg(got[ny] == CANARY, "%s G=%ld H=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)G, (long)H,
+                              (long)K);
+                if (isa == dev_sg_best()) {
+                    float *bp = malloc(dev_sgemv_gates_floats(G, H, K) * sizeof *bp), *part = malloc((size_t)ny * sizeof *part);
+                    dev_sgemv_gates_pack(G, H, K, R, bp);
+                    for (int64_t blk = dev_sgemv_gates_blocks(H) - 1; blk >= 0; blk--)
+                        dev_sgemv_gates_part(G, K, x, bp, part + blk * G * U, blk, blk + 1);
+                    ck_assert_msg(memcmp(part, got, (size_t)ny * sizeof *got) == 0, "%s G=%ld H=%ld K=%ld: block by block differs",
+                                  dev_sg_name(isa), (long)G, (long)H, (long)K);
+                    free(bp), free(part);
+                }
+                free(x), free(R), free(got), free(want);
+            }
+}
+END_TEST
+
 /* ---- The MATMUL gemm split over threads -----------------------------------------------
  * A runner that runs the chunks of a loop on RUN_THREADS threads; the split
  * product has the serial product's bits, whichever code computes it. */
@@ -470,6 +514,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_gemv, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_gemv_gates, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
     tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
     suite_add_tcase(s, tc);
