@@ -117,11 +117,16 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
  * of SG_NR columns (G = SG_GV while that many remain, then 4, then 1), each
  * chunk [K][G * SG_NR] contiguous, so that the weights stream in order;
  * chunks [c0, c1) of them (a part of a split product). The
- * chunk's sums stay in registers, many FMA chains in flight; each element is
+ * chunk's sums stay in registers, many FMA chains in flight, the lines
+ * ahead prefetched; each element is
  * summed in p order within a block of K (kc_step high) and the blocks' sums
  * added in order: the bits of SG_TILE's one-row tile over the same blocks
  * (sg_run). */
 #define SG_NR (SG_NV * SG_VL)
+/* The weights stream from L2 at its bandwidth only with each line asked
+ * for this far (floats, 2 KB) ahead of its use: the hardware prefetcher
+ * alone leaves some 7% of it unused (measured on Zen 4) */
+#define SG_GEMV_AHEAD 512
 #define SG_GEMV_CHUNK(G)                                                                                       \
     SG_VF acc[G][SG_NV], tot[G][SG_NV];                                                                        \
     _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                     \
@@ -133,6 +138,8 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
         for (int64_t p = pc; p < pc + kc; p++) {                                                               \
             const SG_VF xv = VBC(x[p]);                                                                        \
             const float *bq = b + p * (G) * SG_NR;                                                             \
+            _Pragma("GCC unroll 16") for (int l = 0; l < (G) * SG_NR / 16; l++)                                \
+                __builtin_prefetch(bq + SG_GEMV_AHEAD + l * 16);                                               \
             _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                             \
                 _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++)                                        \
                     acc[g][v] = VFMA(xv, VLD(bq + g * SG_NR + v * SG_VL), acc[g][v]);                          \
@@ -205,4 +212,5 @@ SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t K, int64_t kc_step, 
         }
 }
 #undef SG_GEMV_CHUNK
+#undef SG_GEMV_AHEAD
 #undef SG_NR
