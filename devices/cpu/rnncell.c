@@ -76,8 +76,10 @@ static void tanh_n_f64(double *v, int64_t n)
         }                                                                                          \
         SIG_N(t0, n);                                                                              \
         SIG_N(t1, n);                                                                              \
-        for (int64_t j = 0; j < n; j++)                                                            \
-            t2[j] = gx[2 * xs + j] + t1[j] * gh[2 * hs + j];                                       \
+        for (int64_t j = 0; j < n; j++) {                                                          \
+            const T rg = t1[j] * gh[2 * hs + j]; /* apart: never contracted into an FMA */         \
+            t2[j] = gx[2 * xs + j] + rg;                                                           \
+        }                                                                                          \
         TANH_N(t2, n);                                                                             \
         for (int64_t j = 0; j < n; j++) {                                                          \
             const T a = (1 - t0[j]) * t2[j], c = t0[j] * s[j];                                     \
@@ -209,14 +211,81 @@ typedef struct step_row_job {
     float *oh, *oc;                     /* the new h (and c) */
 } step_row_job;
 
+/* A whole block's gate math, DEV_SG_GATE_UNITS units, 4 lanes at a time:
+ * the cell functions' expressions in their order (the bias added to the
+ * product first, as FUSED_MATMUL's), the sigmoids of a block in one call
+ * and its tanhs in another, so the same bits. gx: the block's first unit
+ * of the input gates (gate stride H), hr its product (gate stride U). */
+enum { U = DEV_SG_GATE_UNITS, LN = 4 };
+typedef float rv4 __attribute__((vector_size(LN * sizeof(float))));
+static inline rv4 rv4_ld(const float *p)
+{
+    rv4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void rv4_st(float *p, rv4 v) { memcpy(p, &v, sizeof v); }
+/* the input gate plus the biased product of gate g, lanes [j, j + 4) */
+static inline rv4 gate_pre(const step_row_job *jb, const float *gx, const float *hr, int64_t u0, int g, int j)
+{
+    const rv4 gh = rv4_ld(hr + g * U + j) + rv4_ld(jb->rb + g * jb->H + u0 + j);
+    return rv4_ld(gx + g * jb->H + j) + gh;
+}
+
+static void lstm_block(const step_row_job *jb, int64_t u0, const float *hr)
+{
+    const float *gx = jb->gx + u0, *c = jb->c + u0;
+    float sg[3 * U], tg[U]; /* sigmoid(i f o), then tanh(c gate), then tanh(c') */
+    for (int j = 0; j < U; j += LN) {
+        rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));         /* i */
+        rv4_st(sg + U + j, gate_pre(jb, gx, hr, u0, 2, j));     /* f */
+        rv4_st(sg + 2 * U + j, gate_pre(jb, gx, hr, u0, 1, j)); /* o */
+        rv4_st(tg + j, gate_pre(jb, gx, hr, u0, 3, j));         /* c */
+    }
+    dev_sigmoidf_n(sg, sg, 3 * U);
+    dev_tanhf_n(tg, tg, U);
+    for (int j = 0; j < U; j += LN) {
+        const rv4 a = rv4_ld(sg + U + j) * rv4_ld(c + j), b = rv4_ld(sg + j) * rv4_ld(tg + j), cn = a + b;
+        rv4_st(jb->oc + u0 + j, cn);
+        rv4_st(tg + j, cn);
+    }
+    dev_tanhf_n(tg, tg, U);
+    for (int j = 0; j < U; j += LN)
+        rv4_st(jb->oh + u0 + j, rv4_ld(sg + 2 * U + j) * rv4_ld(tg + j));
+}
+
+static void gru_block(const step_row_job *jb, int64_t u0, const float *hr)
+{
+    const float *gx = jb->gx + u0, *h = jb->h + u0;
+    float sg[2 * U], tg[U]; /* sigmoid(z r), tanh(h gate) */
+    for (int j = 0; j < U; j += LN) {
+        rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));     /* z */
+        rv4_st(sg + U + j, gate_pre(jb, gx, hr, u0, 1, j)); /* r */
+    }
+    dev_sigmoidf_n(sg, sg, 2 * U);
+    for (int j = 0; j < U; j += LN) {
+        const rv4 gh = rv4_ld(hr + 2 * U + j) + rv4_ld(jb->rb + 2 * jb->H + u0 + j), rg = rv4_ld(sg + U + j) * gh;
+        rv4_st(tg + j, rv4_ld(gx + 2 * jb->H + j) + rg);
+    }
+    dev_tanhf_n(tg, tg, U);
+    for (int j = 0; j < U; j += LN) {
+        const rv4 z = rv4_ld(sg + j), a = (1 - z) * rv4_ld(tg + j), b = z * rv4_ld(h + j);
+        rv4_st(jb->oh + u0 + j, a + b);
+    }
+}
+
 static void step_row_blocks(void *arg, size_t b0, size_t b1)
 {
-    enum { U = DEV_SG_GATE_UNITS };
     const step_row_job *j = arg;
     float hr[4 * U], t[3 * U];
     for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
         const int64_t u0 = b * U, n = j->H - u0 < U ? j->H - u0 : U;
         dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, b, b + 1);
+        if (n == U) {
+            (j->lstm ? lstm_block : gru_block)(j, u0, hr);
+            continue;
+        }
+        /* the last units of a state of H % U: the cells' code, in place */
         for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
             for (int64_t u = 0; u < n; u++)
                 hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + u];
