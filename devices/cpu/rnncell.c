@@ -15,6 +15,7 @@
 #include "devices/tensor.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* SIGMOID and TANH over n elements in place, as the elementwise ops compute
@@ -153,14 +154,15 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
 
 /* ---- LSTM_STEP, GRU_STEP ----------------------------------------------------------
  * hr = h @ r^T + rb, then the cells of rows t of xw. f32: r packed once
- * and kept with r's tensor (dev_tensor_prep; packed into scratch on every
- * step when r has no tensor of its own). One row: r packed by blocks of
- * units (dev_sgemv_gates_pack), each block's product followed at once by
- * its units' gate math, while its gates are in cache; the blocks split over
- * the VM's idle workers, each worker's part a product and its gate math,
- * with the bits of the whole. Several rows: r^T packed for
- * dev_sgemm_packed, then the cells. f64: the sums in order, as they come. */
-/* A row's product of at least this many multiply-adds is split over
+ * by blocks of units (sgemm.h, DEV_SG_GATE_UNITS) and kept with r's tensor
+ * (dev_tensor_prep; packed into scratch on every step when r has no tensor
+ * of its own), one row's for dev_sgemv_gates_part, several rows' for
+ * dev_sgemm_packed; each block's product followed at once by its units'
+ * gate math, while its gates are in cache; the blocks split over the VM's
+ * idle workers, each worker's part a product and its gate math, with the
+ * bits of the whole. f64: the sums in order, as they come, then the
+ * cells. */
+/* A step's product of at least this many multiply-adds is split over
  * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
  * core's own cache in half the time */
 #define STEP_SPLIT_MACS (INT64_C(1) << 15)
@@ -177,7 +179,7 @@ static void step_pack_make(void *ctx, void *out)
     if (p->row)
         dev_sgemv_gates_pack(p->G, p->H, p->H, p->r, out);
     else
-        dev_sgemm_pack(true, p->G * p->H, p->H, p->r, p->H, out);
+        dev_sgemm_pack_gates(p->G, p->H, p->H, p->r, out);
 }
 
 /* r [G * H, H] packed for one row or several: the form kept with its
@@ -192,7 +194,7 @@ static const float *step_packed(dev_kctx *k, const dev_kview *rv, bool row, int6
              rv->t ? (const char *)rv->data - (const char *)rv->t->data : 0};
     step_pack job = {row, G, H, rv->data};
     *own = NULL;
-    *floats = row ? dev_sgemv_gates_floats(G, H, H) : dev_sgemm_packed_floats(G * H, H);
+    *floats = row ? dev_sgemv_gates_floats(G, H, H) : dev_sgemm_packed_floats((int64_t)dev_sgemv_gates_floats(G, H, 1), H);
     const float *bp =
         rv->t ? dev_tensor_prep(rv->t, &key, sizeof key, *floats * sizeof(float), step_pack_make, &job) : NULL;
     if (!bp && (*own = dev_ktemp(k, *floats, sizeof(float)))) {
@@ -202,20 +204,24 @@ static const float *step_packed(dev_kctx *k, const dev_kview *rv, bool row, int6
     return bp;
 }
 
-/* One row's step over blocks of units: each block's product, its bias,
- * its gate math */
-typedef struct step_row_job {
+/* An f32 step over blocks of units: each block's product, its bias, its
+ * gate math, row by row. Row b's h, c (the previous cell state, LSTM), the
+ * new h and c at b * H, its input gates at b * G * H; several rows'
+ * product into hr [B, Np] (the blocked order, Np columns). */
+typedef struct step_job {
     bool lstm;
-    int64_t G, H;
-    const float *h, *c, *bp, *rb, *gx; /* c: the previous cell state (LSTM) */
-    float *oh, *oc;                     /* the new h (and c) */
-} step_row_job;
+    int64_t B, G, H, Np;
+    const float *h, *c, *bp, *rb, *gx;
+    float *oh, *oc, *hr;
+    atomic_bool nomem; /* a part's gemm could not have its packing buffer */
+} step_job;
 
-/* A whole block's gate math, DEV_SG_GATE_UNITS units, 4 lanes at a time:
- * the cell functions' expressions in their order (the bias added to the
- * product first, as FUSED_MATMUL's), the sigmoids of a block in one call
- * and its tanhs in another, so the same bits. gx: the block's first unit
- * of the input gates (gate stride H), hr its product (gate stride U). */
+/* A whole block's gate math for one row, DEV_SG_GATE_UNITS units, 4 lanes
+ * at a time: the cell functions' expressions in their order (the bias
+ * added to the product first, as FUSED_MATMUL's), the sigmoids of a block
+ * in one call and its tanhs in another, so the same bits. gx: the block's
+ * first unit of the row's input gates (gate stride H), hr its product
+ * (gate stride U). */
 enum { U = DEV_SG_GATE_UNITS, LN = 4 };
 typedef float rv4 __attribute__((vector_size(LN * sizeof(float))));
 static inline rv4 rv4_ld(const float *p)
@@ -226,15 +232,17 @@ static inline rv4 rv4_ld(const float *p)
 }
 static inline void rv4_st(float *p, rv4 v) { memcpy(p, &v, sizeof v); }
 /* the input gate plus the biased product of gate g, lanes [j, j + 4) */
-static inline rv4 gate_pre(const step_row_job *jb, const float *gx, const float *hr, int64_t u0, int g, int j)
+static inline rv4 gate_pre(const step_job *jb, const float *gx, const float *hr, int64_t u0, int g, int j)
 {
     const rv4 gh = rv4_ld(hr + g * U + j) + rv4_ld(jb->rb + g * jb->H + u0 + j);
     return rv4_ld(gx + g * jb->H + j) + gh;
 }
 
-static void lstm_block(const step_row_job *jb, int64_t u0, const float *hr)
+/* row b's units [u0, u0 + U) */
+static void lstm_block(const step_job *jb, int64_t b, int64_t u0, const float *hr)
 {
-    const float *gx = jb->gx + u0, *c = jb->c + u0;
+    const int64_t at = b * jb->H + u0;
+    const float *gx = jb->gx + b * jb->G * jb->H + u0, *c = jb->c + at;
     float sg[3 * U], tg[U]; /* sigmoid(i f o), then tanh(c gate), then tanh(c') */
     for (int j = 0; j < U; j += LN) {
         rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));         /* i */
@@ -245,18 +253,19 @@ static void lstm_block(const step_row_job *jb, int64_t u0, const float *hr)
     dev_sigmoidf_n(sg, sg, 3 * U);
     dev_tanhf_n(tg, tg, U);
     for (int j = 0; j < U; j += LN) {
-        const rv4 a = rv4_ld(sg + U + j) * rv4_ld(c + j), b = rv4_ld(sg + j) * rv4_ld(tg + j), cn = a + b;
-        rv4_st(jb->oc + u0 + j, cn);
+        const rv4 a = rv4_ld(sg + U + j) * rv4_ld(c + j), e = rv4_ld(sg + j) * rv4_ld(tg + j), cn = a + e;
+        rv4_st(jb->oc + at + j, cn);
         rv4_st(tg + j, cn);
     }
     dev_tanhf_n(tg, tg, U);
     for (int j = 0; j < U; j += LN)
-        rv4_st(jb->oh + u0 + j, rv4_ld(sg + 2 * U + j) * rv4_ld(tg + j));
+        rv4_st(jb->oh + at + j, rv4_ld(sg + 2 * U + j) * rv4_ld(tg + j));
 }
 
-static void gru_block(const step_row_job *jb, int64_t u0, const float *hr)
+static void gru_block(const step_job *jb, int64_t b, int64_t u0, const float *hr)
 {
-    const float *gx = jb->gx + u0, *h = jb->h + u0;
+    const int64_t at = b * jb->H + u0;
+    const float *gx = jb->gx + b * jb->G * jb->H + u0, *h = jb->h + at;
     float sg[2 * U], tg[U]; /* sigmoid(z r), tanh(h gate) */
     for (int j = 0; j < U; j += LN) {
         rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));     /* z */
@@ -269,59 +278,83 @@ static void gru_block(const step_row_job *jb, int64_t u0, const float *hr)
     }
     dev_tanhf_n(tg, tg, U);
     for (int j = 0; j < U; j += LN) {
-        const rv4 z = rv4_ld(sg + j), a = (1 - z) * rv4_ld(tg + j), b = z * rv4_ld(h + j);
-        rv4_st(jb->oh + u0 + j, a + b);
+        const rv4 z = rv4_ld(sg + j), a = (1 - z) * rv4_ld(tg + j), e = z * rv4_ld(h + j);
+        rv4_st(jb->oh + at + j, a + e);
     }
 }
 
-static void step_row_blocks(void *arg, size_t b0, size_t b1)
+/* Row b's gate math of block blk, its product at hr (written over) */
+static void step_block_cells(const step_job *j, int64_t b, int64_t blk, float *hr)
 {
-    const step_row_job *j = arg;
-    float hr[4 * U], t[3 * U];
-    for (int64_t b = (int64_t)b0; b < (int64_t)b1; b++) {
-        const int64_t u0 = b * U, n = j->H - u0 < U ? j->H - u0 : U;
-        dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, b, b + 1);
-        if (n == U) {
-            (j->lstm ? lstm_block : gru_block)(j, u0, hr);
-            continue;
-        }
-        /* the last units of a state of H % U: the cells' code, in place */
-        for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
-            for (int64_t u = 0; u < n; u++)
-                hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + u];
-        if (j->lstm) {
-            lstm_c_f32(j->gx + u0, j->H, hr, U, j->c + u0, j->oc + u0, t, n);
-            lstm_h_f32(j->gx + u0, j->H, hr, U, j->oc + u0, j->oh + u0, t, n);
-        } else {
-            gru_f32(j->gx + u0, j->H, hr, U, j->h + u0, j->oh + u0, t, n);
-        }
+    const int64_t u0 = blk * U, n = j->H - u0 < U ? j->H - u0 : U, at = b * j->H + u0;
+    if (n == U) {
+        (j->lstm ? lstm_block : gru_block)(j, b, u0, hr);
+        return;
+    }
+    /* the last units of a state of H % U: the cells' code, in place */
+    float t[3 * U];
+    const float *gx = j->gx + b * j->G * j->H + u0;
+    for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
+        for (int64_t u = 0; u < n; u++)
+            hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + u];
+    if (j->lstm) {
+        lstm_c_f32(gx, j->H, hr, U, j->c + at, j->oc + at, t, n);
+        lstm_h_f32(gx, j->H, hr, U, j->oc + at, j->oh + at, t, n);
+    } else {
+        gru_f32(gx, j->H, hr, U, j->h + at, j->oh + at, t, n);
     }
 }
 
-static void step_row(const step_row_job *job)
+static void step_blocks(void *arg, size_t b0, size_t b1)
 {
-    const int64_t nb = dev_sgemv_gates_blocks(job->H);
-    const unsigned width = dev_par_width();
-    if (width > 1 && nb > 1 && job->G * job->H * job->H >= STEP_SPLIT_MACS)
-        dev_par_for((size_t)nb, (size_t)(nb + width - 1) / width, step_row_blocks, (void *)job);
-    else
-        step_row_blocks((void *)job, 0, (size_t)nb);
+    step_job *j = arg;
+    if (j->B == 1) {
+        float hr[4 * U];
+        for (int64_t blk = (int64_t)b0; blk < (int64_t)b1; blk++) {
+            dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, blk, blk + 1);
+            step_block_cells(j, 0, blk, hr);
+        }
+        return;
+    }
+    const int64_t c0 = (int64_t)b0 * j->G * U, w = (int64_t)(b1 - b0) * j->G * U;
+    if (!dev_sgemm_packed(j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np, NULL)) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    for (int64_t b = 0; b < j->B; b++)
+        for (int64_t blk = (int64_t)b0; blk < (int64_t)b1; blk++)
+            step_block_cells(j, b, blk, j->hr + b * j->Np + blk * j->G * U);
 }
 
-/* hr [B, N] = h [B, K] @ r^T, r [N, K], several rows; false when memory
- * runs out */
-static bool step_product_f32(dev_kctx *k, const dev_kview *rv, int64_t B, int64_t G, int64_t H, const float *h,
-                             float *hr)
+/* An f32 step into o; false when memory runs out */
+static bool step_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, float *o)
 {
+    const int64_t G = lstm ? 4 : 3, B = in[2].dims[in[2].rank - 2], H = in[2].dims[in[2].rank - 1];
+    const int64_t nb = dev_sgemv_gates_blocks(H), Np = nb * G * U;
+    const float *h = in[2].data;
     float *own;
     size_t floats;
-    const float *bp = step_packed(k, rv, false, G, H, &own, &floats);
-    bool ok = bp && dev_sgemm_packed(B, G * H, H, h, H, bp, 0, G * H, hr, G * H, NULL);
-    if (bp && !ok)
-        dev_kfail(k, TFVM_ERR_NOMEM, "out of memory (the product's packing buffer)");
+    const float *bp = step_packed(k, &in[3], B == 1, G, H, &own, &floats);
+    float *hr = bp && B > 1 ? dev_ktemp(k, (size_t)(B * Np), sizeof(float)) : NULL;
+    if (!bp || (B > 1 && !hr)) {
+        if (own)
+            dev_ktemp_free(k, own, floats, sizeof(float));
+        return false;
+    }
+    step_job job = {lstm, B, G, H, Np, h, h + B * H, bp, in[4].data, (const float *)in[0].data + t * B * G * H,
+                    o, o + B * H, hr, false};
+    const unsigned width = dev_par_width();
+    if (width > 1 && nb > 1 && B * G * H * H >= STEP_SPLIT_MACS)
+        dev_par_for((size_t)nb, (size_t)(nb + width - 1) / width, step_blocks, &job);
+    else
+        step_blocks(&job, 0, (size_t)nb);
+    if (hr)
+        dev_ktemp_free(k, hr, (size_t)(B * Np), sizeof(float));
     if (own)
         dev_ktemp_free(k, own, floats, sizeof(float));
-    return ok;
+    if (atomic_load(&job.nomem))
+        dev_kfail(k, TFVM_ERR_NOMEM, "out of memory (the product's packing buffer)");
+    return !atomic_load(&job.nomem);
 }
 
 static void step_product_f64(int64_t B, int64_t N, int64_t K, const double *h, const double *r, double *hr)
@@ -336,21 +369,11 @@ static void step_product_f64(int64_t B, int64_t N, int64_t K, const double *h, c
 }
 
 /* hr [B, N] += rb [N], as FUSED_MATMUL's bias */
-static void step_bias(uint8_t dtype, int64_t B, int64_t N, const void *rb, void *hr)
+static void step_bias_f64(int64_t B, int64_t N, const double *rb, double *hr)
 {
-    if (dtype == TFVM_F32) {
-        float *h = hr;
-        const float *b = rb;
-        for (int64_t i = 0; i < B; i++, h += N)
-            for (int64_t j = 0; j < N; j++)
-                h[j] = h[j] + b[j];
-    } else {
-        double *h = hr;
-        const double *b = rb;
-        for (int64_t i = 0; i < B; i++, h += N)
-            for (int64_t j = 0; j < N; j++)
-                h[j] = h[j] + b[j];
-    }
+    for (int64_t i = 0; i < B; i++, hr += N)
+        for (int64_t j = 0; j < N; j++)
+            hr[j] = hr[j] + rb[j];
 }
 
 /* The operands' shapes against the state's (B, H from it) */
@@ -386,23 +409,6 @@ static tfvm_status step_check(dev_kctx *k, const dev_kview *in, int64_t G, int64
     return TFVM_OK;
 }
 
-/* An f32 step of one row into o; false when memory runs out */
-static bool step_row_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, float *o)
-{
-    const int64_t G = lstm ? 4 : 3, H = in[2].dims[in[2].rank - 1];
-    const float *h = in[2].data;
-    float *own;
-    size_t floats;
-    const step_row_job job = {lstm, G, H, h, h + H, step_packed(k, &in[3], true, G, H, &own, &floats), in[4].data,
-                              (const float *)in[0].data + t * G * H, o, o + H};
-    if (!job.bp)
-        return false;
-    step_row(&job);
-    if (own)
-        dev_ktemp_free(k, own, floats, sizeof(float));
-    return true;
-}
-
 tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const bool lstm = k->op == ISA_LSTM_STEP;
@@ -422,44 +428,34 @@ tfvm_status dev_cpu_rnn_step(dev_kctx *k, const dev_kview *in, dev_value *out)
         *out = r;
         return TFVM_OK;
     }
-    if (dt == TFVM_F32 && B == 1) {
-        if (!step_row_f32(k, in, lstm, t, o)) {
+    if (dt == TFVM_F32) {
+        if (!step_f32(k, in, lstm, t, o)) {
             dev_value_release(&r);
             return TFVM_ERR_NOMEM;
         }
         *out = r;
         return TFVM_OK;
     }
-    const size_t esz = dev_kesize(dt), nt = (size_t)(B * N + 3 * H);
-    char *hr = dev_ktemp(k, nt, esz);
+    /* f64 */
+    const size_t nt = (size_t)(B * N + 3 * H);
+    double *hr = dev_ktemp(k, nt, sizeof *hr);
     if (!hr) {
         dev_value_release(&r);
         return TFVM_ERR_NOMEM;
     }
-    char *tmp = hr + (size_t)(B * N) * esz;
-    bool ok = true;
-    if (dt == TFVM_F32)
-        ok = step_product_f32(k, &in[3], B, G, H, st->data, (float *)(void *)hr);
-    else
-        step_product_f64(B, N, H, st->data, in[3].data, (double *)(void *)hr);
-    if (ok) {
-        step_bias(dt, B, N, in[4].data, hr);
-        const char *gx = (const char *)in[0].data + (size_t)(t * B * N) * esz;
-        if (lstm) {
-            /* s' = [h', c']: the cell state first, then the output from it */
-            char *c_new = (char *)o + (size_t)(B * H) * esz;
-            cell_rows(dt, ISA_LSTM_CELL_C, B, H, gx, N, hr, (const char *)st->data + (size_t)(B * H) * esz, c_new,
-                      tmp);
-            cell_rows(dt, ISA_LSTM_CELL_H, B, H, gx, N, hr, c_new, o, tmp);
-        } else {
-            cell_rows(dt, ISA_GRU_CELL, B, H, gx, N, hr, st->data, o, tmp);
-        }
+    const double *h = st->data;
+    step_product_f64(B, N, H, h, in[3].data, hr);
+    step_bias_f64(B, N, in[4].data, hr);
+    const double *gx = (const double *)in[0].data + t * B * N;
+    if (lstm) {
+        /* s' = [h', c']: the cell state first, then the output from it */
+        double *c_new = (double *)o + B * H;
+        cell_rows(dt, ISA_LSTM_CELL_C, B, H, gx, N, hr, h + B * H, c_new, hr + B * N);
+        cell_rows(dt, ISA_LSTM_CELL_H, B, H, gx, N, hr, c_new, o, hr + B * N);
+    } else {
+        cell_rows(dt, ISA_GRU_CELL, B, H, gx, N, hr, h, o, hr + B * N);
     }
-    dev_ktemp_free(k, hr, nt, esz);
-    if (!ok) {
-        dev_value_release(&r);
-        return TFVM_ERR_NOMEM;
-    }
+    dev_ktemp_free(k, hr, nt, sizeof *hr);
     *out = r;
     return TFVM_OK;
 }

@@ -587,6 +587,22 @@ void dev_sgemv_gates_part(int64_t G, int64_t K, const float *x, const float *bp,
         memset(y, 0, (size_t)((b1 - b0) * G * DEV_SG_GATE_UNITS) * sizeof *y);
 }
 
+void dev_sgemm_pack_gates(int64_t G, int64_t H, int64_t K, const float *R, float *out)
+{
+    const sg_impl *im = best_impl();
+    const int64_t kc_step = even(K, SG_KC), U = DEV_SG_GATE_UNITS, Np = dev_sgemv_gates_blocks(H) * G * U;
+    for (int64_t pc = 0; pc < K; pc += kc_step) {
+        const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
+        float *o = out + pc * Np;
+        for (int64_t u0 = 0; u0 < H; u0 += U)
+            for (int64_t g = 0; g < G; g++, o += kc * U) {
+                const int64_t n = H - u0 < U ? H - u0 : U, packed = round_up(n, im->nr) * kc;
+                pack_b(true, R + (g * H + u0) * K, K, pc, kc, 0, n, im->nr, o, im->t8);
+                memset(o + packed, 0, (size_t)(kc * U - packed) * sizeof *o); /* panels past H */
+            }
+    }
+}
+
 bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const float *x, const float *R, float *y)
 {
     if (!dev_sg_have(isa))

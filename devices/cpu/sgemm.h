@@ -82,6 +82,13 @@ int64_t dev_sgemv_gates_blocks(int64_t H);
 size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K);
 void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float *out);
 void dev_sgemv_gates_part(int64_t G, int64_t K, const float *x, const float *bp, float *y, int64_t b0, int64_t b1);
+/* R packed for several rows' product (dev_sgemm_packed) in the same
+ * order: column (b * G + g) * DEV_SG_GATE_UNITS + u of op(B) is row g * H
+ * + b * DEV_SG_GATE_UNITS + u of R (0 past H), of Ntot =
+ * dev_sgemv_gates_floats(G, H, 1) columns, dev_sgemm_packed_floats(Ntot,
+ * K) floats; blocks [b0, b1) are its columns from b0 * G *
+ * DEV_SG_GATE_UNITS on. */
+void dev_sgemm_pack_gates(int64_t G, int64_t H, int64_t K, const float *R, float *out);
 /* The same on a given instruction set, every block, R packed here for
  * that set (tests); false when the CPU lacks it or memory is short. */
 bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const float *x, const float *R, float *y);

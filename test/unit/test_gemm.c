@@ -329,7 +329,8 @@ END_TEST
  * H within one sub-block, one block, over a block's edge; K in one block
  * of the sum and in two); 0 for the units past H, nothing past the
  * blocks; on the best set, the prepacked product block by block gives the
- * same. */
+ * same, and so does the product of several rows from R packed for the
+ * gemm in that order. */
 START_TEST(test_gemv_gates)
 {
     const dev_sg_isa isa = (dev_sg_isa)_i;
@@ -360,7 +361,23 @@ START_TEST(test_gemv_gates)
                         dev_sgemv_gates_part(G, K, x, bp, part + blk * G * U, blk, blk + 1);
                     ck_assert_msg(memcmp(part, got, (size_t)ny * sizeof *got) == 0, "%s G=%ld H=%ld K=%ld: block by block differs",
                                   dev_sg_name(isa), (long)G, (long)H, (long)K);
-                    free(bp), free(part);
+                    /* several rows: the same order from the gemm, whole and by blocks, with dev_sgemm's bits */
+                    enum { M = 3 };
+                    float *A = matrix(M, K, 0, (uint32_t)(G + K), false), *rows = malloc((size_t)(M * G * H) * sizeof *rows);
+                    float *gp = malloc(dev_sgemm_packed_floats(ny, K) * sizeof *gp), *c = malloc((size_t)(M * ny) * sizeof *c);
+                    dev_sgemm_pack_gates(G, H, K, R, gp);
+                    ck_assert(dev_sgemm(false, true, M, G * H, K, A, K, R, K, rows, G * H, NULL));
+                    for (int64_t blk = 0; blk < dev_sgemv_gates_blocks(H); blk++)
+                        ck_assert(dev_sgemm_packed(M, G * U, K, A, K, gp, blk * G * U, ny, c + blk * G * U, ny, NULL));
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t i = 0; i < ny; i++) {
+                            const int64_t blk = i / (G * U), g = i / U % G, unit = blk * U + i % U;
+                            const float w = unit < H ? rows[m * G * H + g * H + unit] : 0;
+                            ck_assert_msg(memcmp(&c[m * ny + i], &w, sizeof w) == 0,
+                                          "G=%ld H=%ld K=%ld: row %ld, gate %ld of unit %ld = %.9g, not %.9g", (long)G,
+                                          (long)H, (long)K, (long)m, (long)g, (long)unit, c[m * ny + i], w);
+                        }
+                    free(bp), free(part), free(A), free(rows), free(gp), free(c);
                 }
                 free(x), free(R), free(got), free(want);
             }
