@@ -194,7 +194,8 @@ static const float *step_packed(dev_kctx *k, const dev_kview *rv, bool row, int6
              rv->t ? (const char *)rv->data - (const char *)rv->t->data : 0};
     step_pack job = {row, G, H, rv->data};
     *own = NULL;
-    *floats = row ? dev_sgemv_gates_floats(G, H, H) : dev_sgemm_packed_floats((int64_t)dev_sgemv_gates_floats(G, H, 1), H);
+    *floats = row ? dev_sgemv_gates_floats(G, H, H)
+                  : dev_sgemm_packed_floats((int64_t)dev_sgemv_gates_floats(G, H, 1), H);
     const float *bp =
         rv->t ? dev_tensor_prep(rv->t, &key, sizeof key, *floats * sizeof(float), step_pack_make, &job) : NULL;
     if (!bp && (*own = dev_ktemp(k, *floats, sizeof(float)))) {

@@ -202,12 +202,14 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #endif
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
-    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_v4, 4, gemv_gates_v4, "portable"},
+    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_v4, 4,
+                         gemv_gates_v4, "portable"},
 #ifdef SG_X86
     [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
                      t8_avx2, dots_avx2, gemv_avx2, 6, gemv_gates_avx2, "avx2"},
     [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
-                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_avx512, 8, gemv_gates_avx512, "avx512"},
+                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_avx512, 8, gemv_gates_avx512,
+                       "avx512"},
 #else
     [DEV_SG_AVX2] = {.name = "avx2"},
     [DEV_SG_AVX512] = {.name = "avx512"},

@@ -68,8 +68,9 @@ void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp
 bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,
                   float *y);
 /* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
- * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by blocks of
- * DEV_SG_GATE_UNITS units with the G gates of a block together, so that a
+ * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by
+ * dev_sgemv_gates_blocks(H) blocks of DEV_SG_GATE_UNITS units, the G gates
+ * of a block together, so that a
  * block's gate math can follow its product at once (and blocks split over
  * threads): gate g of unit b * DEV_SG_GATE_UNITS + u at y[(b * G + g) *
  * DEV_SG_GATE_UNITS + u], dev_sgemv_gates_floats(G, H, 1) floats of y

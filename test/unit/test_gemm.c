@@ -340,8 +340,10 @@ START_TEST(test_gemv_gates)
     for (int64_t G = 1; G <= 4; G++)
         for (size_t a = 0; a < sizeof hs / sizeof *hs; a++)
             for (size_t b = 0; b < sizeof ks / sizeof *ks; b++) {
-                const int64_t H = hs[a], K = ks[b], U = DEV_SG_GATE_UNITS, ny = (int64_t)dev_sgemv_gates_floats(G, H, 1);
-                float *x = matrix(1, K, 0, (uint32_t)(H + K), false), *R = matrix(G * H, K, 0, (uint32_t)(G * H * K), false);
+                const int64_t H = hs[a], K = ks[b], U = DEV_SG_GATE_UNITS,
+                              ny = (int64_t)dev_sgemv_gates_floats(G, H, 1);
+                float *x = matrix(1, K, 0, (uint32_t)(H + K), false),
+                      *R = matrix(G * H, K, 0, (uint32_t)(G * H * K), false);
                 float *got = malloc((size_t)(ny + 1) * sizeof *got), *want = malloc((size_t)(G * H) * sizeof *want);
                 got[ny] = CANARY;
                 ck_assert(dev_sgemv_gates_on(isa, G, H, K, x, R, got));
@@ -349,22 +351,27 @@ START_TEST(test_gemv_gates)
                 for (int64_t i = 0; i < ny; i++) {
                     const int64_t blk = i / (G * U), g = i / U % G, unit = blk * U + i % U;
                     const float w = unit < H ? want[g * H + unit] : 0;
-                    ck_assert_msg(memcmp(&got[i], &w, sizeof w) == 0, "%s G=%ld H=%ld K=%ld: gate %ld of unit %ld = %.9g, not %.9g",
-                                  dev_sg_name(isa), (long)G, (long)H, (long)K, (long)g, (long)unit, got[i], w);
+                    ck_assert_msg(memcmp(&got[i], &w, sizeof w) == 0,
+                                  "%s G=%ld H=%ld K=%ld: gate %ld of unit %ld = %.9g, not %.9g", dev_sg_name(isa),
+                                  (long)G, (long)H, (long)K, (long)g, (long)unit, got[i], w);
                 }
-                ck_assert_msg(got[ny] == CANARY, "%s G=%ld H=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)G, (long)H,
-                              (long)K);
+                ck_assert_msg(got[ny] == CANARY, "%s G=%ld H=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)G,
+                              (long)H, (long)K);
                 if (isa == dev_sg_best()) {
-                    float *bp = malloc(dev_sgemv_gates_floats(G, H, K) * sizeof *bp), *part = malloc((size_t)ny * sizeof *part);
+                    float *bp = malloc(dev_sgemv_gates_floats(G, H, K) * sizeof *bp),
+                          *part = malloc((size_t)ny * sizeof *part);
                     dev_sgemv_gates_pack(G, H, K, R, bp);
                     for (int64_t blk = dev_sgemv_gates_blocks(H) - 1; blk >= 0; blk--)
                         dev_sgemv_gates_part(G, K, x, bp, part + blk * G * U, blk, blk + 1);
-                    ck_assert_msg(memcmp(part, got, (size_t)ny * sizeof *got) == 0, "%s G=%ld H=%ld K=%ld: block by block differs",
-                                  dev_sg_name(isa), (long)G, (long)H, (long)K);
+                    ck_assert_msg(memcmp(part, got, (size_t)ny * sizeof *got) == 0,
+                                  "%s G=%ld H=%ld K=%ld: block by block differs", dev_sg_name(isa), (long)G, (long)H,
+                                  (long)K);
                     /* several rows: the same order from the gemm, whole and by blocks, with dev_sgemm's bits */
                     enum { M = 3 };
-                    float *A = matrix(M, K, 0, (uint32_t)(G + K), false), *rows = malloc((size_t)(M * G * H) * sizeof *rows);
-                    float *gp = malloc(dev_sgemm_packed_floats(ny, K) * sizeof *gp), *c = malloc((size_t)(M * ny) * sizeof *c);
+                    float *A = matrix(M, K, 0, (uint32_t)(G + K), false),
+                          *rows = malloc((size_t)(M * G * H) * sizeof *rows);
+                    float *gp = malloc(dev_sgemm_packed_floats(ny, K) * sizeof *gp),
+                          *c = malloc((size_t)(M * ny) * sizeof *c);
                     dev_sgemm_pack_gates(G, H, K, R, gp);
                     ck_assert(dev_sgemm(false, true, M, G * H, K, A, K, R, K, rows, G * H, NULL));
                     for (int64_t blk = 0; blk < dev_sgemv_gates_blocks(H); blk++)
