@@ -135,7 +135,7 @@ typedef struct conv_job {
     const tfvm_allocator *alloc;
     uint8_t dtype;
     size_t esz;
-    int64_t C, H, W, O, Cg, G, KH, KW, OH, OW;
+    int64_t N, C, H, W, O, Cg, G, KH, KW, OH, OW;
     bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
     bool split;  /* one item at a time, its product split over the threads */
     const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
@@ -143,6 +143,7 @@ typedef struct conv_job {
     const float *ap;  /* w packed for the product (one group), or NULL */
     const float *bt;  /* tprod: w^T packed as the product's B, or NULL */
     bool tprod;       /* few output positions: the product transposed (below) */
+    int64_t timgs;    /* tprod: images stacked in one product */
     int64_t prows, panels; /* a big column matrix: panels of prows output rows (below), or 0 */
     atomic_bool nomem;
 } conv_job;
@@ -233,12 +234,18 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
 }
 
 /* ---- Few output positions: the product transposed ---------------------------------
- * A 7x7 output (resnet's last stage at batch 1) gives the product w [Og, CKK]
- * @ col [CKK, 49] only 49 columns: a 32-wide tile of our kernel is then a
- * third empty. Computed as y [49, Og] = col^T @ w^T instead, the 49 become
- * rows (6 tiles of 8 and one row) and Og the columns, whole tiles, with w^T
- * packed once and kept with its tensor (j->bt); y is transposed back into
- * the result while it is in cache, then the bias and activation. f32 only. */
+ * A 7x7 output (the last stage of resnets and mobile nets) gives the
+ * product w [Og, CKK] @ col [CKK, 49] only 49 columns: a 32-wide tile of our
+ * kernel is then a quarter empty. Computed as y [rows, Og] = col^T @ w^T
+ * instead, the positions become rows, and the positions of several images
+ * (j->timgs) are stacked in one product: whole tiles of 8 rows (batch 8 at
+ * 7x7: 196 rows a product, not 8 products of 49 columns). w^T is packed
+ * once and kept with its tensor (j->bt); y is transposed back into each
+ * image's result while it is in cache, then the bias and activation. An
+ * element's sum does not depend on the rows around it: the same bits at
+ * any batch and thread count. f32 only. */
+#define TPROD_ROWS 256
+
 static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -250,53 +257,114 @@ static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
     to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
 }
 
-/* colt [OHW, CKK]: row p the window of output position p, in w's (c, i,
- * j) order; pads 0. Built directly: im2col and a transposition of its
- * [CKK, OHW] result took 9% of resnet's last 3x3 layer. */
-static void im2row(float *colt, const float *x, const conv_job *j)
+/* Rows [q0, q1) of colt [OHW, CKK]: row p the window of output position p,
+ * in w's (c, i, j) order; pads 0. Built directly: im2col and a transposition of its
+ * [CKK, OHW] result took 9% of resnet's last 3x3 layer. A 1x1 window with
+ * unit strides and no pads is x transposed. */
+static void im2row(float *colt, const float *x, const conv_job *j, int64_t q0, int64_t q1)
 {
     const int64_t C = j->Cg, H = j->H, W = j->W, KH = j->KH, KW = j->KW;
     const int64_t sh = j->p[0], sw = j->p[1], pt = j->p[2], pl = j->p[3], dh = j->p[6], dw = j->p[7];
-    for (int64_t oh = 0; oh < j->OH; oh++)
-        for (int64_t ow = 0; ow < j->OW; ow++) {
-            const int64_t w0 = ow * sw - pl;
-            const bool cols_in = w0 >= 0 && w0 + (KW - 1) * dw < W; /* the window's columns inside x */
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t i = 0; i < KH; i++, colt += KW) {
-                    const int64_t h = oh * sh - pt + i * dh;
-                    if (h < 0 || h >= H) {
-                        for (int64_t q = 0; q < KW; q++)
-                            colt[q] = 0.0f;
-                        continue;
-                    }
-                    const float *xr = x + (c * H + h) * W;
-                    if (cols_in && KW == 3 && dw == 1) { /* the usual window, unrolled */
-                        colt[0] = xr[w0];
-                        colt[1] = xr[w0 + 1];
-                        colt[2] = xr[w0 + 2];
-                    } else if (cols_in)
-                        for (int64_t q = 0; q < KW; q++)
-                            colt[q] = xr[w0 + q * dw];
-                    else
-                        for (int64_t q = 0; q < KW; q++) {
-                            const int64_t w = w0 + q * dw;
-                            colt[q] = w >= 0 && w < W ? xr[w] : 0.0f;
-                        }
-                }
+    if (j->direct) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (have_avx512()) {
+            to_hwc_v16(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
+            return;
         }
+#endif
+        to_hwc_v4(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
+        return;
+    }
+    colt += q0 * C * KH * KW;
+    for (int64_t pos = q0; pos < q1; pos++) {
+        const int64_t oh = pos / j->OW, w0 = pos % j->OW * sw - pl;
+        const bool cols_in = w0 >= 0 && w0 + (KW - 1) * dw < W; /* the window's columns inside x */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < KH; i++, colt += KW) {
+                const int64_t h = oh * sh - pt + i * dh;
+                if (h < 0 || h >= H) {
+                    for (int64_t q = 0; q < KW; q++)
+                        colt[q] = 0.0f;
+                    continue;
+                }
+                const float *xr = x + (c * H + h) * W;
+                if (cols_in && KW == 3 && dw == 1) { /* the usual window, unrolled */
+                    colt[0] = xr[w0];
+                    colt[1] = xr[w0 + 1];
+                    colt[2] = xr[w0 + 2];
+                } else if (cols_in)
+                    for (int64_t q = 0; q < KW; q++)
+                        colt[q] = xr[w0 + q * dw];
+                else
+                    for (int64_t q = 0; q < KW; q++) {
+                        const int64_t w = w0 + q * dw;
+                        colt[q] = w >= 0 && w < W ? xr[w] : 0.0f;
+                    }
+            }
+    }
 }
 
-static void conv_tprod_item(const conv_job *j, const char *xg, const char *wg, char *og, int64_t row0, char *scratch)
+/* Rows [b, e) of a stack's colt: im2row in parallel chunks (split mode) */
+typedef struct tprod_rows {
+    const conv_job *j;
+    const float *x; /* the stack's first image */
+    float *colt;
+} tprod_rows;
+
+static void tprod_rows_chunk(void *arg, size_t b, size_t e)
 {
-    const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
-    float *colt = (float *)(void *)scratch, *y = colt + CKK * OHW;
-    im2row(colt, (const float *)(const void *)xg, j);
-    const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = Og, .K = CKK, .A = (const char *)colt,
-                        .lda = CKK, .B = wg, .ldb = CKK, .C = (char *)y, .ldc = Og};
+    const tprod_rows *t = arg;
+    const conv_job *j = t->j;
+    const int64_t OHW = j->OH * j->OW, CKK = j->Cg * j->KH * j->KW, HWC = j->C * j->H * j->W;
+    for (int64_t r = (int64_t)b; r < (int64_t)e;) {
+        const int64_t n = r / OHW, q0 = r % OHW, q1 = (int64_t)e - n * OHW < OHW ? (int64_t)e - n * OHW : OHW;
+        im2row(t->colt + n * OHW * CKK, t->x + n * HWC, j, q0, q1);
+        r = n * OHW + q1;
+    }
+}
+
+/* The scratch of one stacked product: colt and y */
+static size_t tprod_floats(const conv_job *j)
+{
+    return (size_t)(j->timgs * j->OH * j->OW * (j->Cg * j->KH * j->KW + j->O));
+}
+
+/* Images [n0, n1) (G = 1) as one product, split over the threads when j->split */
+static void conv_tprod_imgs(const conv_job *j, int64_t n0, int64_t n1, float *scratch)
+{
+    const int64_t O = j->O, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW, rows = (n1 - n0) * OHW;
+    const float *x = (const float *)(const void *)j->x;
+    float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + rows * CKK;
+    tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
+    if (j->split)
+        dev_par_for((size_t)rows, dev_kgrain(rows, CKK, DEV_KPAR_MACS / 4, 1), tprod_rows_chunk, &tr);
+    else
+        tprod_rows_chunk(&tr, 0, (size_t)rows);
+    const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = rows, .N = O, .K = CKK, .A = (const char *)colt,
+                        .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)y, .ldc = O};
     dev_kmm_packed(&mm, j->bt, j->split);
-    to_chw_f32(y, OHW, Og, (float *)(void *)og);
-    if (j->ep)
-        dev_kepi_apply(j->ep, j->o, row0, Og, 0, OHW);
+    for (int64_t n = n0; n < n1; n++) {
+        to_chw_f32(y + (n - n0) * OHW * O, OHW, O, o + n * O * OHW);
+        if (j->ep)
+            dev_kepi_apply(j->ep, j->o, n * O, O, 0, OHW);
+    }
+}
+
+/* Stacks [b, e) of j->timgs images, with one scratch for the chunk */
+static void conv_tprod_chunk(void *arg, size_t b, size_t e)
+{
+    conv_job *j = arg;
+    const size_t bytes = tprod_floats(j) * sizeof(float);
+    float *scratch = ut_alloc(j->alloc, bytes);
+    if (!scratch) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    for (size_t it = b; it < e; it++) {
+        const int64_t n0 = (int64_t)it * j->timgs, n1 = n0 + j->timgs < j->N ? n0 + j->timgs : j->N;
+        conv_tprod_imgs(j, n0, n1, scratch);
+    }
+    ut_free(j->alloc, scratch, bytes);
 }
 
 /* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias and
@@ -379,7 +447,6 @@ static void conv_items(void *arg, size_t b, size_t e)
     const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
                                  : j->direct ? 0
                                  : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
-                                 : j->tprod  ? (size_t)(CKK * OHW + OHW * Og) * esz
                                              : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
     if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
@@ -397,10 +464,6 @@ static void conv_items(void *arg, size_t b, size_t e)
         }
         if (wide) {
             conv_wide_item(j, xg, wg, og, n * j->O + g * Og, col);
-            continue;
-        }
-        if (j->tprod) {
-            conv_tprod_item(j, xg, wg, og, n * j->O + g * Og, col);
             continue;
         }
         if (!j->direct)
@@ -522,7 +585,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         return TFVM_OK;
     }
     conv_job job = {.x = x->data, .w = w->data, .o = o, .p = p, .ep = ep, .alloc = k->alloc,
-                    .dtype = x->dtype, .esz = dev_kesize(x->dtype), .C = C, .H = H, .W = W, .O = O,
+                    .dtype = x->dtype, .esz = dev_kesize(x->dtype), .N = N, .C = C, .H = H, .W = W, .O = O,
                     .Cg = Cg, .G = G, .KH = KH, .KW = KW, .OH = OH, .OW = OW};
     /* A 1x1 window with unit stride and no padding reads x as it is. */
     job.direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
@@ -567,11 +630,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             job.cf = &cf;
     }
     /* few output positions against many output channels: the transposed product */
-    job.tprod = x->dtype == TFVM_F32 && !job.cf && G == 1 && !job.direct && !conv_wide_fits(&job) && OHW < 64 &&
-                Og >= 64 && CKK >= 64;
+    job.tprod = x->dtype == TFVM_F32 && !job.cf && G == 1 && !conv_wide_fits(&job) && OHW < 64 && Og >= 64 &&
+                CKK >= 64;
     if (job.tprod) {
-        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = Og, .K = CKK, .lda = CKK, .B = w->data,
-                            .ldb = CKK, .ldc = Og};
+        /* the fewest stacks of at most TPROD_ROWS rows, their images evened out */
+        const int64_t stacks = (N * OHW + TPROD_ROWS - 1) / TPROD_ROWS;
+        job.timgs = (N + stacks - 1) / stacks;
+        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = job.timgs * OHW, .N = Og, .K = CKK, .lda = CKK,
+                            .B = w->data, .ldb = CKK, .ldc = Og};
         job.bt = dev_kmm_prepack_b(&mm, w);
     }
     if (!job.cf && G == 1 && !job.tprod) {
@@ -583,7 +649,15 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
     /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
-    if (!job.cf && !job.tprod && !job.direct && !conv_wide_fits(&job) && CKK * OHW > 2 * CONV_PANEL_FLOATS) {
+    if (job.tprod) {
+        const int64_t stacks = (N + job.timgs - 1) / job.timgs;
+        job.split = stacks < (int64_t)dev_par_width();
+        if (job.split)
+            conv_tprod_chunk(&job, 0, (size_t)stacks);
+        else
+            dev_par_for((size_t)stacks, dev_kgrain(stacks, macs * job.timgs, DEV_KPAR_MACS, 1), conv_tprod_chunk,
+                        &job);
+    } else if (!job.cf && !job.direct && !conv_wide_fits(&job) && CKK * OHW > 2 * CONV_PANEL_FLOATS) {
         job.prows = CONV_PANEL_FLOATS / (CKK * OW) > 1 ? CONV_PANEL_FLOATS / (CKK * OW) : 1;
         job.panels = (OH + job.prows - 1) / job.prows;
         const int64_t pitems = items * job.panels;

@@ -226,6 +226,12 @@ static void kmm_chunk(void *arg, size_t b, size_t e)
                   m->C + (size_t)(lo * m->ldc) * esz);
 }
 
+/* A prepacked B bigger than this many floats (1 MiB, a core's L2) is split
+ * by columns too: by rows every thread streamed all of it from L3 against
+ * its few rows (resnet18's last 3x3 layers, 49 rows against 9 MiB of
+ * weights, ran 1.55-1.63x faster on 2 threads than on 1) */
+#define KMM_SHARED_B (INT64_C(1) << 18)
+
 static void kmm_run(const dev_kmm *m, const float *bp)
 {
     const unsigned width = dev_par_width();
@@ -237,7 +243,7 @@ static void kmm_run(const dev_kmm *m, const float *bp)
      * row blocks would each pack all of it; else rows (a prepacked weight B
      * on the right, an MLP's). In blocks of whole tiles of our kernel (8 x
      * 32 with AVX-512). */
-    job.m.by_cols = width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !bp);
+    job.m.by_cols = width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !bp || m->N * K > KMM_SHARED_B);
     const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
     const size_t grain = dev_kgrain(n, other * K, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);

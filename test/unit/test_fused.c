@@ -655,7 +655,7 @@ static void conv_case(uint8_t dt, uint32_t act, const int64_t *xd, const int64_t
         bv[o] = fused ? (double)(o % 5) - 2 : 0;
         put(dt, bias.u.t->data, o, bv[o]);
     }
-    static double want[16384];
+    static double want[32768];
     int64_t od[4];
     conv_ref(&x, &w, p, bv, act, want, od);
     dev_value o;
@@ -715,6 +715,44 @@ START_TEST(test_conv_exact)
         conv_case(dt, 0, DIMS(1, 4, 7, 6), DIMS(6, 2, 2, 3), DIMS(2, 1, 1, 0, 2, 1, 2, 1, 2));
         conv_case(dt, 0, DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
         conv_case(dt, 0, DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+    }
+}
+END_TEST
+
+/* Few output positions: the transposed product stacks the positions of
+ * several images in one product (conv.c, TPROD_ROWS): 11 images of 5x5
+ * outputs make two stacks (6 and 5 images), through a 1x1 convolution (x
+ * transposed) and a 3x3 stride-2 one (windows as rows). Exact on small
+ * integers, and on arbitrary floats every image gets the bits it gets
+ * alone. */
+START_TEST(test_conv_tprod_stacks)
+{
+    static const struct {
+        int64_t x[4], w[4], p[9];
+    } cases[] = {
+        {{11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+        {{11, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    };
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
+        const int64_t *xd = cases[ci].x, one[4] = {1, xd[1], xd[2], xd[3]};
+        conv_case(F32, RELU, xd, cases[ci].w, cases[ci].p);
+        dev_value x = randt(F32, 4, xd, 31), w = randt(F32, 4, cases[ci].w, 32);
+        dev_value bias = randt(F32, 1, cases[ci].w, 33), all;
+        ck_assert_int_eq(C(ISA_FUSED_CONV2D, RELU, &all, ref(x), ref(w), ivec(cases[ci].p, 9), ref(bias)), TFVM_OK);
+        const int64_t in = xd[1] * xd[2] * xd[3], out = all.u.t->count / xd[0];
+        for (int64_t n = 0; n < xd[0]; n++) {
+            dev_value x1 = tf(F32, 4, one, NULL, 0), o1;
+            memcpy(x1.u.t->data, (const float *)x.u.t->data + n * in, (size_t)in * sizeof(float));
+            ck_assert_int_eq(C(ISA_FUSED_CONV2D, RELU, &o1, x1, ref(w), ivec(cases[ci].p, 9), ref(bias)), TFVM_OK);
+            ck_assert_int_eq(o1.u.t->count, out);
+            ck_assert_msg(memcmp(o1.u.t->data, (const float *)all.u.t->data + n * out, (size_t)out * sizeof(float)) == 0,
+                          "case %zu: image %lld differs from its result alone", ci, (long long)n);
+            dev_value_release(&o1);
+        }
+        dev_value_release(&all);
+        dev_value_release(&x);
+        dev_value_release(&w);
+        dev_value_release(&bias);
     }
 }
 END_TEST
@@ -1054,6 +1092,24 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_CONV2D, RELU, few, "fused_conv2d one image, two channels");
         par_case(ISA_FUSED_CONV2D, SIG, few, "fused_conv2d one image, two channels, sigmoid");
         release_all(few, 4);
+        /* f32, few output positions: the transposed product of one image
+         * (windows as rows built in parallel; by rows, and by columns
+         * against weights bigger than a core's L2) and stacks of images */
+        if (dt == F32) {
+            const int64_t P0[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
+            dev_value t1[4] = {randt(dt, 4, DIMS(1, 256, 7, 7), 1), randt(dt, 4, DIMS(512, 256, 1, 1), 2), ivec(P0, 9),
+                               randt(dt, 1, DIMS(512), 3)};
+            par_case(ISA_FUSED_CONV2D, RELU, t1, "transposed product, 1x1, one image");
+            release_all(t1, 4);
+            dev_value t3[4] = {randt(dt, 4, DIMS(1, 64, 13, 13), 1), randt(dt, 4, DIMS(512, 64, 3, 3), 2),
+                               IV(2, 2, 1, 1, 1, 1, 1, 1, 1), randt(dt, 1, DIMS(512), 3)};
+            par_case(ISA_FUSED_CONV2D, SIG, t3, "transposed product, 3x3 stride 2, one image, big weights");
+            release_all(t3, 4);
+            dev_value ts[4] = {randt(dt, 4, DIMS(11, 64, 5, 5), 1), randt(dt, 4, DIMS(64, 64, 1, 1), 2), ivec(P0, 9),
+                               randt(dt, 1, DIMS(64), 3)};
+            par_case(ISA_FUSED_CONV2D, TANH, ts, "transposed product, stacks of images");
+            release_all(ts, 4);
+        }
         /* a recurrent step of one row and of several: its product and gate math by blocks of units (f32) */
         if (dt == F32) {
             dev_value rin[5] = {randt(dt, 3, DIMS(2, 1, 512), 1), sc64(1), randt(dt, 3, DIMS(2, 1, 128), 2),
@@ -1195,6 +1251,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_matmul_errors);
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
+    tcase_add_test(tc, test_conv_tprod_stacks);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
     tcase_add_test(tc, test_rnn_cells_same_as_unfused);
