@@ -217,13 +217,14 @@ typedef struct step_job {
     atomic_bool nomem; /* a part's gemm could not have its packing buffer */
 } step_job;
 
-/* A whole block's gate math for one row, DEV_SG_GATE_UNITS units, 4 lanes
- * at a time: the cell functions' expressions in their order (the bias
- * added to the product first, as FUSED_MATMUL's), the sigmoids of a block
- * in one call and its tanhs in another, so the same bits. gx: the block's
- * first unit of the row's input gates (gate stride H), hr its product
- * (gate stride U). */
-enum { U = DEV_SG_GATE_UNITS, LN = 4 };
+/* The gate math of nb whole blocks of one row (nb * DEV_SG_GATE_UNITS
+ * units, nb <= CELL_BLOCKS), 4 lanes at a time: the cell functions'
+ * expressions in their order (the bias added to the product first, as
+ * FUSED_MATMUL's), all their sigmoids in one call and their tanhs in
+ * another (several vectors in flight), so the same bits. gx: the first
+ * unit's input gates (gate stride H), hr the blocks' product (gate stride
+ * U, blocks G * U apart). */
+enum { U = DEV_SG_GATE_UNITS, LN = 4, CELL_BLOCKS = 4 };
 typedef float rv4 __attribute__((vector_size(LN * sizeof(float))));
 static inline rv4 rv4_ld(const float *p)
 {
@@ -232,72 +233,81 @@ static inline rv4 rv4_ld(const float *p)
     return v;
 }
 static inline void rv4_st(float *p, rv4 v) { memcpy(p, &v, sizeof v); }
-/* the input gate plus the biased product of gate g, lanes [j, j + 4) */
-static inline rv4 gate_pre(const step_job *jb, const float *gx, const float *hr, int64_t u0, int g, int j)
+/* the input gate plus the biased product of gate g, unit u (4 lanes) */
+static inline rv4 gate_pre(const step_job *jb, const float *gx, const float *hr, int64_t u0, int g, int64_t u)
 {
-    const rv4 gh = rv4_ld(hr + g * U + j) + rv4_ld(jb->rb + g * jb->H + u0 + j);
-    return rv4_ld(gx + g * jb->H + j) + gh;
+    const rv4 gh = rv4_ld(hr + u / U * jb->G * U + g * U + u % U) + rv4_ld(jb->rb + g * jb->H + u0 + u);
+    return rv4_ld(gx + g * jb->H + u) + gh;
 }
 
-/* row b's units [u0, u0 + U) */
-static void lstm_block(const step_job *jb, int64_t b, int64_t u0, const float *hr)
+/* row b's units [u0, u0 + n) */
+static void lstm_blocks(const step_job *jb, int64_t b, int64_t u0, int64_t n, const float *hr)
 {
     const int64_t at = b * jb->H + u0;
     const float *gx = jb->gx + b * jb->G * jb->H + u0, *c = jb->c + at;
-    float sg[3 * U], tg[U]; /* sigmoid(i f o), then tanh(c gate), then tanh(c') */
-    for (int j = 0; j < U; j += LN) {
-        rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));         /* i */
-        rv4_st(sg + U + j, gate_pre(jb, gx, hr, u0, 2, j));     /* f */
-        rv4_st(sg + 2 * U + j, gate_pre(jb, gx, hr, u0, 1, j)); /* o */
-        rv4_st(tg + j, gate_pre(jb, gx, hr, u0, 3, j));         /* c */
+    /* sigmoid(i f o), then tanh(c gate), then tanh(c') */
+    _Alignas(64) float sg[3 * CELL_BLOCKS * U], tg[CELL_BLOCKS * U];
+    if (n <= 0)
+        return;
+    for (int64_t u = 0; u < n; u += LN) {
+        rv4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));         /* i */
+        rv4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 2, u));     /* f */
+        rv4_st(sg + 2 * n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* o */
+        rv4_st(tg + u, gate_pre(jb, gx, hr, u0, 3, u));         /* c */
     }
-    dev_sigmoidf_n(sg, sg, 3 * U);
-    dev_tanhf_n(tg, tg, U);
-    for (int j = 0; j < U; j += LN) {
-        const rv4 a = rv4_ld(sg + U + j) * rv4_ld(c + j), e = rv4_ld(sg + j) * rv4_ld(tg + j), cn = a + e;
-        rv4_st(jb->oc + at + j, cn);
-        rv4_st(tg + j, cn);
+    dev_sigmoidf_n(sg, sg, (size_t)(3 * n));
+    dev_tanhf_n(tg, tg, (size_t)n);
+    for (int64_t u = 0; u < n; u += LN) {
+        const rv4 a = rv4_ld(sg + n + u) * rv4_ld(c + u), e = rv4_ld(sg + u) * rv4_ld(tg + u), cn = a + e;
+        rv4_st(jb->oc + at + u, cn);
+        rv4_st(tg + u, cn);
     }
-    dev_tanhf_n(tg, tg, U);
-    for (int j = 0; j < U; j += LN)
-        rv4_st(jb->oh + at + j, rv4_ld(sg + 2 * U + j) * rv4_ld(tg + j));
+    dev_tanhf_n(tg, tg, (size_t)n);
+    for (int64_t u = 0; u < n; u += LN)
+        rv4_st(jb->oh + at + u, rv4_ld(sg + 2 * n + u) * rv4_ld(tg + u));
 }
 
-static void gru_block(const step_job *jb, int64_t b, int64_t u0, const float *hr)
+static void gru_blocks(const step_job *jb, int64_t b, int64_t u0, int64_t n, const float *hr)
 {
     const int64_t at = b * jb->H + u0;
     const float *gx = jb->gx + b * jb->G * jb->H + u0, *h = jb->h + at;
-    float sg[2 * U], tg[U]; /* sigmoid(z r), tanh(h gate) */
-    for (int j = 0; j < U; j += LN) {
-        rv4_st(sg + j, gate_pre(jb, gx, hr, u0, 0, j));     /* z */
-        rv4_st(sg + U + j, gate_pre(jb, gx, hr, u0, 1, j)); /* r */
+    _Alignas(64) float sg[2 * CELL_BLOCKS * U], tg[CELL_BLOCKS * U]; /* sigmoid(z r), tanh(h gate) */
+    if (n <= 0)
+        return;
+    for (int64_t u = 0; u < n; u += LN) {
+        rv4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));     /* z */
+        rv4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* r */
     }
-    dev_sigmoidf_n(sg, sg, 2 * U);
-    for (int j = 0; j < U; j += LN) {
-        const rv4 gh = rv4_ld(hr + 2 * U + j) + rv4_ld(jb->rb + 2 * jb->H + u0 + j), rg = rv4_ld(sg + U + j) * gh;
-        rv4_st(tg + j, rv4_ld(gx + 2 * jb->H + j) + rg);
+    dev_sigmoidf_n(sg, sg, (size_t)(2 * n));
+    for (int64_t u = 0; u < n; u += LN) {
+        const rv4 gh = rv4_ld(hr + u / U * 3 * U + 2 * U + u % U) + rv4_ld(jb->rb + 2 * jb->H + u0 + u);
+        const rv4 rg = rv4_ld(sg + n + u) * gh;
+        rv4_st(tg + u, rv4_ld(gx + 2 * jb->H + u) + rg);
     }
-    dev_tanhf_n(tg, tg, U);
-    for (int j = 0; j < U; j += LN) {
-        const rv4 z = rv4_ld(sg + j), a = (1 - z) * rv4_ld(tg + j), e = z * rv4_ld(h + j);
-        rv4_st(jb->oh + at + j, a + e);
+    dev_tanhf_n(tg, tg, (size_t)n);
+    for (int64_t u = 0; u < n; u += LN) {
+        const rv4 z = rv4_ld(sg + u), a = (1 - z) * rv4_ld(tg + u), e = z * rv4_ld(h + u);
+        rv4_st(jb->oh + at + u, a + e);
     }
 }
 
-/* Row b's gate math of block blk, its product at hr (written over) */
-static void step_block_cells(const step_job *j, int64_t b, int64_t blk, float *hr)
+/* Row b's gate math of blocks [blk, blk + nb), nb <= CELL_BLOCKS, their
+ * product at hr (written over) */
+static void step_cells(const step_job *j, int64_t b, int64_t blk, int64_t nb, float *hr)
 {
-    const int64_t u0 = blk * U, n = j->H - u0 < U ? j->H - u0 : U, at = b * j->H + u0;
-    if (n == U) {
-        (j->lstm ? lstm_block : gru_block)(j, b, u0, hr);
+    const int64_t u0 = blk * U, left = j->H - u0, whole = left < nb * U ? left / U : nb;
+    if (whole)
+        (j->lstm ? lstm_blocks : gru_blocks)(j, b, u0, whole * U, hr);
+    if (whole == nb)
         return;
-    }
     /* the last units of a state of H % U: the cells' code, in place */
     float t[3 * U];
-    const float *gx = j->gx + b * j->G * j->H + u0;
+    const int64_t n = left - whole * U, at = b * j->H + u0 + whole * U;
+    const float *gx = j->gx + b * j->G * j->H + u0 + whole * U;
+    hr += whole * j->G * U;
     for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
         for (int64_t u = 0; u < n; u++)
-            hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + u];
+            hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + whole * U + u];
     if (j->lstm) {
         lstm_c_f32(gx, j->H, hr, U, j->c + at, j->oc + at, t, n);
         lstm_h_f32(gx, j->H, hr, U, j->oc + at, j->oh + at, t, n);
@@ -310,10 +320,11 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
 {
     step_job *j = arg;
     if (j->B == 1) {
-        float hr[4 * U];
-        for (int64_t blk = (int64_t)b0; blk < (int64_t)b1; blk++) {
-            dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, blk, blk + 1);
-            step_block_cells(j, 0, blk, hr);
+        _Alignas(64) float hr[CELL_BLOCKS * 4 * U];
+        for (int64_t blk = (int64_t)b0, nb; blk < (int64_t)b1; blk += nb) {
+            nb = (int64_t)b1 - blk < CELL_BLOCKS ? (int64_t)b1 - blk : CELL_BLOCKS;
+            dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, blk, blk + nb);
+            step_cells(j, 0, blk, nb, hr);
         }
         return;
     }
@@ -323,8 +334,10 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
         return;
     }
     for (int64_t b = 0; b < j->B; b++)
-        for (int64_t blk = (int64_t)b0; blk < (int64_t)b1; blk++)
-            step_block_cells(j, b, blk, j->hr + b * j->Np + blk * j->G * U);
+        for (int64_t blk = (int64_t)b0, nb; blk < (int64_t)b1; blk += nb) {
+            nb = (int64_t)b1 - blk < CELL_BLOCKS ? (int64_t)b1 - blk : CELL_BLOCKS;
+            step_cells(j, b, blk, nb, j->hr + b * j->Np + blk * j->G * U);
+        }
 }
 
 /* An f32 step into o; false when memory runs out */
