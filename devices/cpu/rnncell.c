@@ -157,10 +157,10 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
  * by blocks of units (sgemm.h, DEV_SG_GATE_UNITS) and kept with r's tensor
  * (dev_tensor_prep; packed into scratch on every step when r has no tensor
  * of its own), one row's for dev_sgemv_gates_part, several rows' for
- * dev_sgemm_packed; each block's product followed at once by its units'
- * gate math, while its gates are in cache; the blocks split over the VM's
- * idle workers, each worker's part a product and its gate math, with the
- * bits of the whole. f64: the sums in order, as they come, then the
+ * dev_sgemm_packed; the product of a few blocks followed at once by
+ * their units' gate math, while their gates are in cache; the blocks split
+ * over the VM's idle workers, each worker's part a product and its gate
+ * math, with the bits of the whole. f64: the sums in order, as they come, then the
  * cells. */
 /* A step's product of at least this many multiply-adds is split over
  * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
