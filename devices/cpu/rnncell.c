@@ -300,19 +300,19 @@ static void step_cells(const step_job *j, int64_t b, int64_t blk, int64_t nb, fl
         (j->lstm ? lstm_blocks : gru_blocks)(j, b, u0, whole * U, hr);
     if (whole == nb)
         return;
-    /* the last units of a state of H % U: the cells' code, in place */
+    /* the last n = H % U units (gate stride n): the cells' code, in place */
     float t[3 * U];
     const int64_t n = left - whole * U, at = b * j->H + u0 + whole * U;
     const float *gx = j->gx + b * j->G * j->H + u0 + whole * U;
     hr += whole * j->G * U;
     for (int64_t g = 0; g < j->G; g++) /* as FUSED_MATMUL's bias */
         for (int64_t u = 0; u < n; u++)
-            hr[g * U + u] = hr[g * U + u] + j->rb[g * j->H + u0 + whole * U + u];
+            hr[g * n + u] = hr[g * n + u] + j->rb[g * j->H + u0 + whole * U + u];
     if (j->lstm) {
-        lstm_c_f32(gx, j->H, hr, U, j->c + at, j->oc + at, t, n);
-        lstm_h_f32(gx, j->H, hr, U, j->oc + at, j->oh + at, t, n);
+        lstm_c_f32(gx, j->H, hr, n, j->c + at, j->oc + at, t, n);
+        lstm_h_f32(gx, j->H, hr, n, j->oc + at, j->oh + at, t, n);
     } else {
-        gru_f32(gx, j->H, hr, U, j->h + at, j->oh + at, t, n);
+        gru_f32(gx, j->H, hr, n, j->h + at, j->oh + at, t, n);
     }
 }
 
@@ -323,12 +323,12 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
         _Alignas(64) float hr[CELL_BLOCKS * 4 * U];
         for (int64_t blk = (int64_t)b0, nb; blk < (int64_t)b1; blk += nb) {
             nb = (int64_t)b1 - blk < CELL_BLOCKS ? (int64_t)b1 - blk : CELL_BLOCKS;
-            dev_sgemv_gates_part(j->G, j->H, j->h, j->bp, hr, blk, blk + nb);
+            dev_sgemv_gates_part(j->G, j->H, j->H, j->h, j->bp, hr, blk, blk + nb);
             step_cells(j, 0, blk, nb, hr);
         }
         return;
     }
-    const int64_t c0 = (int64_t)b0 * j->G * U, w = (int64_t)(b1 - b0) * j->G * U;
+    const int64_t c0 = (int64_t)b0 * j->G * U, w = ((int64_t)b1 * U < j->H ? (int64_t)b1 * j->G * U : j->Np) - c0;
     if (!dev_sgemm_packed(j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np, NULL)) {
         atomic_store(&j->nomem, true);
         return;
@@ -344,7 +344,7 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
 static bool step_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, float *o)
 {
     const int64_t G = lstm ? 4 : 3, B = in[2].dims[in[2].rank - 2], H = in[2].dims[in[2].rank - 1];
-    const int64_t nb = dev_sgemv_gates_blocks(H), Np = nb * G * U;
+    const int64_t nb = dev_sgemv_gates_blocks(H), Np = (int64_t)dev_sgemv_gates_floats(G, H, 1);
     const float *h = in[2].data;
     float *own;
     size_t floats;

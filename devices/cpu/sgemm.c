@@ -21,8 +21,8 @@ typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const flo
 typedef void sg_gemv_fn(int64_t N, int64_t K, int64_t kc_step, const float *restrict x, const float *restrict b,
                         float *restrict y, int64_t c0, int64_t c1);
 /* a recurrent step's product by blocks of units: see sgemm_body.h */
-typedef void sg_gates_fn(int64_t G, int64_t K, int64_t kc_step, const float *restrict x, const float *restrict b,
-                         float *restrict y, int64_t b0, int64_t b1);
+typedef void sg_gates_fn(int64_t G, int64_t H, int64_t K, int64_t kc_step, const float *restrict x,
+                         const float *restrict b, float *restrict y, int64_t b0, int64_t b1);
 #define SG_MR_MAX 8
 typedef struct sg_impl {
     int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
@@ -557,23 +557,47 @@ bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x,
 }
 
 /* ---- A recurrent step's product by blocks of units -----------------------------------
- * Block after block, each DEV_SG_GATE_UNITS / nr sub-blocks [K][G * nr]:
- * column g * nr + j is row g * H + unit of R, the unit's columns past H 0. */
+ * Whole block after whole block, each DEV_SG_GATE_UNITS / nr sub-blocks
+ * [K][G * nr] (column g * nr + j is row g * H + unit of R), then a last
+ * block of n < DEV_SG_GATE_UNITS units as one chunk [K][W], W = G * n
+ * rounded up to nr, column g * n + u row g * H + unit (a GRU of 200 units
+ * streams 3% more weights than it has, not 12%); columns past those 0. */
 int64_t dev_sgemv_gates_blocks(int64_t H) { return (H + DEV_SG_GATE_UNITS - 1) / DEV_SG_GATE_UNITS; }
 
+/* The first column of block b (b <= blocks), its last block's columns
+ * rounded up to `round` */
+static int64_t gates_col(int64_t G, int64_t H, int64_t b, int64_t round)
+{
+    const int64_t U = DEV_SG_GATE_UNITS, whole = H / U;
+    return b <= whole ? b * G * U : whole * G * U + round_up(G * (H - whole * U), round);
+}
+
+/* rounded up to the widest panel, so that y's size is the same on every
+ * instruction set */
 size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K)
 {
-    return (size_t)(dev_sgemv_gates_blocks(H) * G * DEV_SG_GATE_UNITS * K);
+    return (size_t)(gates_col(G, H, dev_sgemv_gates_blocks(H), 32) * K);
+}
+
+/* op(B)[p][q] of the last block's chunk: gate q / n of its unit q % n */
+static float gates_last(int64_t G, int64_t H, int64_t K, const float *R, int64_t p, int64_t q)
+{
+    const int64_t u0 = H / DEV_SG_GATE_UNITS * DEV_SG_GATE_UNITS, n = H - u0;
+    return q < G * n ? R[(q / n * H + u0 + q % n) * K + p] : 0;
 }
 
 static void gates_pack(int64_t nr, int64_t G, int64_t H, int64_t K, const float *R, float *out)
 {
-    const int64_t units = dev_sgemv_gates_blocks(H) * DEV_SG_GATE_UNITS;
+    const int64_t whole = H / DEV_SG_GATE_UNITS, units = whole * DEV_SG_GATE_UNITS;
+    const int64_t W = gates_col(G, H, dev_sgemv_gates_blocks(H), nr) - gates_col(G, H, whole, nr);
     for (int64_t u0 = 0; u0 < units; u0 += nr)
         for (int64_t p = 0; p < K; p++)
             for (int64_t g = 0; g < G; g++)
                 for (int64_t j = 0; j < nr; j++)
-                    *out++ = u0 + j < H ? R[(g * H + u0 + j) * K + p] : 0;
+                    *out++ = R[(g * H + u0 + j) * K + p];
+    for (int64_t p = 0; p < K; p++)
+        for (int64_t q = 0; q < W; q++)
+            *out++ = gates_last(G, H, K, R, p, q);
 }
 
 void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float *out)
@@ -581,27 +605,30 @@ void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float
     gates_pack(best_impl()->nr, G, H, K, R, out);
 }
 
-void dev_sgemv_gates_part(int64_t G, int64_t K, const float *x, const float *bp, float *y, int64_t b0, int64_t b1)
+void dev_sgemv_gates_part(int64_t G, int64_t H, int64_t K, const float *x, const float *bp, float *y, int64_t b0,
+                          int64_t b1)
 {
     if (K > 0)
-        best_impl()->gemv_gates(G, K, even(K, SG_KC), x, bp, y, b0, b1);
+        best_impl()->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, b0, b1);
     else if (b1 > b0)
-        memset(y, 0, (size_t)((b1 - b0) * G * DEV_SG_GATE_UNITS) * sizeof *y);
+        memset(y, 0, (size_t)(gates_col(G, H, b1, 32) - gates_col(G, H, b0, 32)) * sizeof *y);
 }
 
 void dev_sgemm_pack_gates(int64_t G, int64_t H, int64_t K, const float *R, float *out)
 {
     const sg_impl *im = best_impl();
-    const int64_t kc_step = even(K, SG_KC), U = DEV_SG_GATE_UNITS, Np = dev_sgemv_gates_blocks(H) * G * U;
+    const int64_t U = DEV_SG_GATE_UNITS, nb = dev_sgemv_gates_blocks(H), Np = gates_col(G, H, nb, 32);
+    const int64_t kc_step = even(K, SG_KC), c_last = gates_col(G, H, H / U, 32);
     for (int64_t pc = 0; pc < K; pc += kc_step) {
         const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
         float *o = out + pc * Np;
-        for (int64_t u0 = 0; u0 < H; u0 += U)
-            for (int64_t g = 0; g < G; g++, o += kc * U) {
-                const int64_t n = H - u0 < U ? H - u0 : U, packed = round_up(n, im->nr) * kc;
-                pack_b(true, R + (g * H + u0) * K, K, pc, kc, 0, n, im->nr, o, im->t8);
-                memset(o + packed, 0, (size_t)(kc * U - packed) * sizeof *o); /* panels past H */
-            }
+        for (int64_t u0 = 0; u0 + U <= H; u0 += U)
+            for (int64_t g = 0; g < G; g++, o += kc * U)
+                pack_b(true, R + (g * H + u0) * K, K, pc, kc, 0, U, im->nr, o, im->t8);
+        for (int64_t j0 = c_last; j0 < Np; j0 += im->nr, o += kc * im->nr) /* the last block's panels */
+            for (int64_t p = 0; p < kc; p++)
+                for (int64_t j = 0; j < im->nr; j++)
+                    o[p * im->nr + j] = gates_last(G, H, K, R, pc + p, j0 - c_last + j);
     }
 }
 
@@ -619,7 +646,7 @@ bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const f
     if (!bp)
         return false;
     gates_pack(im->nr, G, H, K, R, bp);
-    im->gemv_gates(G, K, even(K, SG_KC), x, bp, y, 0, nb);
+    im->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, 0, nb);
     free(bp);
     return true;
 }
