@@ -67,6 +67,32 @@ void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp
  * for that set (tests); false when the CPU lacks it or memory is short. */
 bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,
                   float *y);
+/* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
+ * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by
+ * dev_sgemv_gates_blocks(H) blocks of DEV_SG_GATE_UNITS units (U), the G
+ * gates of a block together, so that a block's gate math can follow its
+ * product at once (and blocks split over threads): gate g of unit b * U +
+ * u of a whole block at y[(b * G + g) * U + u]; a last block of n = H % U
+ * units follows the whole ones, its gate g of unit u at g * n + u (what
+ * lies after it up to dev_sgemv_gates_floats(G, H, 1), y's size, is
+ * unspecified). R packed once,
+ * dev_sgemv_gates_floats(G, H, K) floats written by dev_sgemv_gates_pack;
+ * blocks [b0, b1) of the product alone, block b0 first in y. Each element
+ * has the bits of dev_sgemv_packed's. */
+#define DEV_SG_GATE_UNITS 32
+int64_t dev_sgemv_gates_blocks(int64_t H);
+size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K);
+void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float *out);
+void dev_sgemv_gates_part(int64_t G, int64_t H, int64_t K, const float *x, const float *bp, float *y, int64_t b0,
+                          int64_t b1);
+/* R packed for several rows' product (dev_sgemm_packed) in the same
+ * order (op(B)'s columns where y has the gates), Ntot =
+ * dev_sgemv_gates_floats(G, H, 1) columns, dev_sgemm_packed_floats(Ntot,
+ * K) floats; block b's columns start at b * G * DEV_SG_GATE_UNITS. */
+void dev_sgemm_pack_gates(int64_t G, int64_t H, int64_t K, const float *R, float *out);
+/* The same on a given instruction set, every block, R packed here for
+ * that set (tests); false when the CPU lacks it or memory is short. */
+bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const float *x, const float *R, float *y);
 /* A [M, K] (not transposed) packed once for dev_sgemm_apacked (weights on
  * the left, as a convolution's): dev_sgemm_packed_a_floats(M, K) floats,
  * written by dev_sgemm_pack_a; the height of its row panels. Then C[M, N]

@@ -1115,12 +1115,20 @@ START_TEST(test_parallel_paths)
             par_case(ISA_FUSED_CONV2D, TANH, ts, "transposed product, stacks of images");
             release_all(ts, 4);
         }
-        /* a recurrent step of one row: its product by column chunks (f32) */
+        /* a recurrent step of one row and of several: its product and gate math by blocks of units (f32) */
         if (dt == F32) {
             dev_value rin[5] = {randt(dt, 3, DIMS(2, 1, 512), 1), sc64(1), randt(dt, 3, DIMS(2, 1, 128), 2),
                                 randt(dt, 2, DIMS(512, 128), 3), randt(dt, 1, DIMS(512), 4)};
             par_case(ISA_LSTM_STEP, 0, rin, "lstm_step one row");
             release_all(rin, 5);
+            dev_value gin[5] = {randt(dt, 3, DIMS(2, 1, 480), 1), sc64(1), randt(dt, 2, DIMS(1, 160), 2),
+                                randt(dt, 2, DIMS(480, 160), 3), randt(dt, 1, DIMS(480), 4)};
+            par_case(ISA_GRU_STEP, 0, gin, "gru_step one row");
+            release_all(gin, 5);
+            dev_value bin4[5] = {randt(dt, 3, DIMS(2, 4, 400), 1), sc64(0), randt(dt, 3, DIMS(2, 4, 100), 2),
+                                 randt(dt, 2, DIMS(400, 100), 3), randt(dt, 1, DIMS(400), 4)};
+            par_case(ISA_LSTM_STEP, 0, bin4, "lstm_step four rows");
+            release_all(bin4, 5);
         }
         /* pooling planes */
         dev_value pin[2] = {big(dt, 4, DIMS(16, 64, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};

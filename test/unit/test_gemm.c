@@ -323,6 +323,97 @@ START_TEST(test_gemv)
 }
 END_TEST
 
+/* ---- A recurrent step's product by blocks of units ------------------------------------
+ * dev_sgemv_gates_on on each instruction set: each gate of each unit where
+ * the blocked layout puts it, with dev_sgemm_on's one-row bits (G 1 to 4;
+ * H within one sub-block, one block, over a block's edge; a last block
+ * whose gates take 1 to 4 panels; K in one block of the sum and in two);
+ * nothing past y; on the best set, the prepacked product block by block gives the
+ * same, and so does the product of several rows from R packed for the
+ * gemm in that order. */
+/* Element i of the blocked order: gate *g of unit *unit, or false past them */
+static bool gate_at(int64_t G, int64_t H, int64_t i, int64_t *g, int64_t *unit)
+{
+    const int64_t U = DEV_SG_GATE_UNITS, whole = H / U, n = H - whole * U, q = i - whole * G * U;
+    if (q < 0) {
+        *g = i / U % G;
+        *unit = i / (G * U) * U + i % U;
+        return true;
+    }
+    if (q >= G * n)
+        return false;
+    *g = q / n;
+    *unit = whole * U + q % n;
+    return true;
+}
+
+START_TEST(test_gemv_gates)
+{
+    const dev_sg_isa isa = (dev_sg_isa)_i;
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t hs[] = {1, 7, 32, 45, 128, 159}, ks[] = {1, 37, 300};
+    for (int64_t G = 1; G <= 4; G++)
+        for (size_t a = 0; a < sizeof hs / sizeof *hs; a++)
+            for (size_t b = 0; b < sizeof ks / sizeof *ks; b++) {
+                const int64_t H = hs[a], K = ks[b], U = DEV_SG_GATE_UNITS,
+                              ny = (int64_t)dev_sgemv_gates_floats(G, H, 1);
+                float *x = matrix(1, K, 0, (uint32_t)(H + K), false),
+                      *R = matrix(G * H, K, 0, (uint32_t)(G * H * K), false);
+                float *got = malloc((size_t)(ny + 1) * sizeof *got), *want = malloc((size_t)(G * H) * sizeof *want);
+                got[ny] = CANARY;
+                ck_assert(dev_sgemv_gates_on(isa, G, H, K, x, R, got));
+                ck_assert(dev_sgemm_on(isa, false, true, 1, G * H, K, x, K, R, K, want, G * H));
+                for (int64_t i = 0; i < ny; i++) {
+                    int64_t g = -1, unit = -1;
+                    if (!gate_at(G, H, i, &g, &unit))
+                        continue; /* unspecified */
+                    const float w = want[g * H + unit];
+                    ck_assert_msg(memcmp(&got[i], &w, sizeof w) == 0,
+                                  "%s G=%ld H=%ld K=%ld: gate %ld of unit %ld = %.9g, not %.9g", dev_sg_name(isa),
+                                  (long)G, (long)H, (long)K, (long)g, (long)unit, got[i], w);
+                }
+                ck_assert_msg(got[ny] == CANARY, "%s G=%ld H=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)G,
+                              (long)H, (long)K);
+                if (isa == dev_sg_best()) {
+                    float *bp = malloc(dev_sgemv_gates_floats(G, H, K) * sizeof *bp),
+                          *part = malloc((size_t)ny * sizeof *part);
+                    dev_sgemv_gates_pack(G, H, K, R, bp);
+                    for (int64_t blk = dev_sgemv_gates_blocks(H) - 1; blk >= 0; blk--)
+                        dev_sgemv_gates_part(G, H, K, x, bp, part + blk * G * U, blk, blk + 1);
+                    for (int64_t i = 0, g, unit; i < ny; i++)
+                        ck_assert_msg(!gate_at(G, H, i, &g, &unit) || memcmp(&part[i], &got[i], sizeof *got) == 0,
+                                      "%s G=%ld H=%ld K=%ld: block by block differs at %ld", dev_sg_name(isa), (long)G,
+                                      (long)H, (long)K, (long)i);
+                    /* several rows: the same order from the gemm, whole and by blocks, with dev_sgemm's bits */
+                    enum { M = 3 };
+                    float *A = matrix(M, K, 0, (uint32_t)(G + K), false),
+                          *rows = malloc((size_t)(M * G * H) * sizeof *rows);
+                    float *gp = malloc(dev_sgemm_packed_floats(ny, K) * sizeof *gp),
+                          *c = malloc((size_t)(M * ny) * sizeof *c);
+                    dev_sgemm_pack_gates(G, H, K, R, gp);
+                    ck_assert(dev_sgemm(false, true, M, G * H, K, A, K, R, K, rows, G * H, NULL));
+                    for (int64_t blk = 0; blk < dev_sgemv_gates_blocks(H); blk++) {
+                        const int64_t c0 = blk * G * U, w = (blk + 1) * U < H ? G * U : ny - c0;
+                        ck_assert(dev_sgemm_packed(M, w, K, A, K, gp, c0, ny, c + c0, ny, NULL));
+                    }
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t i = 0; i < ny; i++) {
+                            int64_t g = -1, unit = -1;
+                            if (!gate_at(G, H, i, &g, &unit))
+                                continue;
+                            const float w = rows[m * G * H + g * H + unit];
+                            ck_assert_msg(memcmp(&c[m * ny + i], &w, sizeof w) == 0,
+                                          "G=%ld H=%ld K=%ld: row %ld, gate %ld of unit %ld = %.9g, not %.9g", (long)G,
+                                          (long)H, (long)K, (long)m, (long)g, (long)unit, c[m * ny + i], w);
+                        }
+                    free(bp), free(part), free(A), free(rows), free(gp), free(c);
+                }
+                free(x), free(R), free(got), free(want);
+            }
+}
+END_TEST
+
 /* ---- The MATMUL gemm split over threads -----------------------------------------------
  * A runner that runs the chunks of a loop on RUN_THREADS threads; the split
  * product has the serial product's bits, whichever code computes it. */
@@ -470,6 +561,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_gemv, 0, DEV_SG_N_ISA);
+    tcase_add_loop_test(tc, test_gemv_gates, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
     tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
     suite_add_tcase(s, tc);
