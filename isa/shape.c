@@ -366,6 +366,10 @@ static tfvm_status rule_reduce(rule *c)
     bool keep = c->a & ISA_OPT_KEEPDIMS;
     int64_t v[16];
     int nv = ints(&c->x[1], v, 16);
+    if (nv == 0 && !keep) { /* every axis: a scalar, whatever x's rank */
+        o->rank = 0;
+        return TFVM_OK;
+    }
     if (x->rank < 0 || nv < 0) {
         if (keep)
             unknown_dims(o, x->rank);
