@@ -235,7 +235,7 @@ static void op_TensorScatter(ox_node *N)
     ox_val sc = ox_op3(N, ISA_SELECT, 0, &ok, &s, &z);
     ox_val ps = ox_shape_of(N, past);
     ox_val idx = ox_op2(N, ISA_EXPAND, 0, &sc, &ps);
-    ox_val g = ox_op_rank(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, 2, (const ox_val *const[]){upd, &idx}, r);
+    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, upd, &idx);
     ox_val y = ox_op3(N, ISA_SELECT, 0, &ok, &g, past);
     memcpy(y.dims, past->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
@@ -281,7 +281,7 @@ static void op_MaxUnpool(ox_node *N)
         float of[2] = {0, 1};
         onoff.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &two, of, sizeof of, false);
     }
-    ox_val oh = ox_op_rank(N, ISA_ONEHOT, 1, 3, (const ox_val *const[]){&iflat, &total, &onoff}, 2);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 1, &iflat, &total, &onoff);
     ox_val xr = bits_reshape(N, x, 2, row);
     ox_val y = ox_op2(N, ISA_MATMUL, 0, &xr, &oh);
     y = bits_reshape(N, &y, r, d);
@@ -629,7 +629,7 @@ ox_val ox_conv3d(ox_node *N, const ox_val *x, const ox_val *w, const ox_val *bia
         cp[2] = pb[0];
         cp[7] = pe[0];
         ox_val cpv = ox_i64s(N, 10, cp), z = ox_scalar(N, dt, 0, 0);
-        xp = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){x, &cpv, &z}, 5);
+        xp = ox_op3(N, ISA_PADV, 0, x, &cpv, &z);
     }
     const int64_t p9[9] = {s[1], s[2], pb[1], pb[2], pe[1], pe[2], d[1], d[2], group};
     ox_val y = depth_taps(N, &xp, xd, w, w->dims, s[0], d[0], p9, out);
@@ -691,7 +691,7 @@ void ox_convtranspose3d(ox_node *N)
         pv8[8 + 7] = s[2] - 1;
         ox_val av = ox_i64s(N, 3, ax), pv = ox_i64s(N, 16, pv8), z = ox_scalar(N, dt, 0, 0);
         ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av);
-        t = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&t, &pv, &z}, 8);
+        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z);
         int64_t sh[5] = {x->dims[0], x->dims[1], x->dims[2] * s[0], x->dims[3] * s[1], x->dims[4] * s[2]};
         xx = bits_reshape(N, &t, 5, sh);
     }
@@ -705,7 +705,7 @@ void ox_convtranspose3d(ox_node *N)
             ox_fail(N, TFVM_ERR_SHAPE, "pads leave no output along spatial dim %d", j);
     }
     ox_val cpv = ox_i64s(N, 10, cp), zz = ox_scalar(N, dt, 0, 0);
-    xx = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&xx, &cpv, &zz}, 5);
+    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &zz);
     /* w [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...] -> [Cout, Cin/g, k...], flipped */
     int64_t s6[6] = {g, cin / g, coutg, k[0], k[1], k[2]}, p6[6] = {0, 2, 1, 3, 4, 5};
     int64_t s5[5] = {g * coutg, cin / g, k[0], k[1], k[2]};
@@ -1071,13 +1071,13 @@ static void op_TreeEnsemble(ox_node *N)
     ox_val tv = ox_i64s(N, 1, &ntrees);
     ox_val bsh = ox_op3(N, ISA_SLICE, 0, &xs, &z1, &o1);
     bsh = ox_op2(N, ISA_CONCAT, 0, &bsh, &tv); /* [rows, trees], rows known at run time */
-    ox_val cur = ox_op_rank(N, ISA_EXPAND, 0, 2, (const ox_val *const[]){&roots, &bsh}, 2);
+    ox_val cur = ox_op2(N, ISA_EXPAND, 0, &roots, &bsh);
     ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
     for (int64_t step = 0; step < maxd; step++) {
         ox_val leafy = ox_ew2(N, ISA_LESS, &cur, &zero);
         ox_val at_ = ox_ew2(N, ISA_MAX, &cur, &zero);
         ox_val f = ox_op2(N, ISA_GATHER, 0, &vfeat, &at_);
-        ox_val xv = ox_op_rank(N, ISA_GATHER_ELEMENTS, 1, 2, (const ox_val *const[]){x, &f}, 2);
+        ox_val xv = ox_op2(N, ISA_GATHER_ELEMENTS, 1, x, &f);
         ox_val sp = ox_op2(N, ISA_GATHER, 0, &vsplit, &at_);
         ox_val md = ox_op2(N, ISA_GATHER, 0, &vmode, &at_);
         static const isa_op cmp[6] = {ISA_LESS_EQUAL, ISA_LESS, ISA_GREATER_EQUAL, ISA_GREATER, ISA_EQUAL, ISA_NOT_EQUAL};
@@ -1132,7 +1132,7 @@ static void op_TreeEnsemble(ox_node *N)
     int64_t two = 2;
     ox_val onoff = bits_f_const(N, d, 1, &two, 2, oo);
     ox_val ntv = ox_scalar(N, TFVM_I64, 0, nt);
-    ox_val oh = ox_op_rank(N, ISA_ONEHOT, 2, 3, (const ox_val *const[]){&lt, &ntv, &onoff}, 3);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 2, &lt, &ntv, &onoff);
     int64_t s3[3] = {b, ntrees, 1};
     ox_val w3 = bits_reshape(N, &lwv, 3, s3);
     ox_val contrib = ox_ew2(N, ISA_MUL, &oh, &w3);

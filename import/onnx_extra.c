@@ -201,7 +201,7 @@ static ox_val nll(ox_node *N, const ox_val *in, const ox_val *target, const ox_v
     int64_t one = 1;
     ox_val a1 = ox_i64s(N, 1, &one);
     ox_val tu = ox_op2(N, ISA_UNSQUEEZE, 0, &t, &a1);
-    ox_val g = ox_op_rank(N, ISA_GATHER_ELEMENTS, 1, 2, (const ox_val *const[]){in, &tu}, in->rank);
+    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, 1, in, &tu);
     g = ox_op2(N, ISA_SQUEEZE, 0, &g, &a1);
     ox_val loss = ox_ew1(N, ISA_NEG, &g), w = {0};
     bool have_w = false;
@@ -268,7 +268,7 @@ static ox_val hardmax_axis(ox_node *N, const ox_val *x, int axis)
     oo.dtype = x->dtype;
     ox_unknown_shape(&oo, 1);
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)x->dtype, 1, &two, onoff, 2 * es, false);
-    return ox_op_rank(N, ISA_ONEHOT, (uint32_t)axis, 3, (const ox_val *const[]){&idx, &depth, &oo}, x->rank);
+    return ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &idx, &depth, &oo);
 }
 
 static void op_Hardmax(ox_node *N)
@@ -365,7 +365,7 @@ static void op_Upsample(ox_node *N)
         sc = ox_to_dtype(N, ox_need(N, 1), TFVM_F32);
     }
     ox_val sz = ox_empty_vec(N, TFVM_I64);
-    N->out[0] = ox_op_rank(N, ISA_RESIZE, opts, 3, (const ox_val *const[]){x, &sc, &sz}, x->rank);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz);
 }
 
 /* ---- Quantization ------------------------------------------------------------------------- */
@@ -519,7 +519,7 @@ static void op_Attention(ox_node *N)
         ox_val zs = ox_i64s(N, 2 * mr - 1, (const int64_t[16]){0});
         ox_val pads = ox_op2(N, ISA_CONCAT, 0, &zs, &pwv);
         ox_val pval = m.dtype == TFVM_BOOL ? ox_scalar(N, TFVM_BOOL, 0, 0) : ninf;
-        m = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&m, &pads, &pval}, mr);
+        m = ox_op3(N, ISA_PADV, 0, &m, &pads, &pval);
         if (m.dtype == TFVM_BOOL)
             m = ox_op3(N, ISA_SELECT, 0, &m, &zero, &ninf);
         bias = m;
@@ -706,7 +706,7 @@ static void op_CenterCropPad(ox_node *N)
     pe = ox_spread_axes(N, &pe, &axv, r, TFVM_I64);
     ox_val pads = ox_op2(N, ISA_CONCAT, 0, &pb, &pe);
     ox_val v0 = ox_scalar(N, x->dtype, 0, 0);
-    N->out[0] = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&y, &pads, &v0}, r);
+    N->out[0] = ox_op3(N, ISA_PADV, 0, &y, &pads, &v0);
 }
 
 /* ---- CumProd, integer and dynamic quantization ---------------------------------------------- */
@@ -896,7 +896,7 @@ static void op_ConvTranspose(ox_node *N)
         pads[6 + 5] = s[1] - 1;
         ox_val av = ox_i64s(N, 2, ax), pv = ox_i64s(N, 12, pads), z = ox_scalar(N, dt, 0, 0);
         ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av);
-        t = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&t, &pv, &z}, 6);
+        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z);
         ox_val sh = ox_op1(N, ISA_SHAPE, 0, &xx);
         int64_t a0 = 0, a2 = 2, a4 = 4;
         ox_val v0 = ox_i64s(N, 1, &a0), v2 = ox_i64s(N, 1, &a2), v4 = ox_i64s(N, 1, &a4);
@@ -915,7 +915,7 @@ static void op_ConvTranspose(ox_node *N)
         cp[6 + j] = kd - 1 - pe[j] + op[j] - (s[j] - 1);
     }
     ox_val cpv = ox_i64s(N, 8, cp), z = ox_scalar(N, dt, 0, 0);
-    xx = ox_op_rank(N, ISA_PADV, 0, 3, (const ox_val *const[]){&xx, &cpv, &z}, 4);
+    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &z);
     /* w [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped */
     if (w->rank != r || w->dims[0] < 0 || w->dims[1] < 0)
         ox_unsupported(N, "a weight of unknown shape");
@@ -1014,8 +1014,8 @@ static void op_ReverseSequence(ox_node *N)
     ox_val rv = ox_ew2(N, ISA_SUB, &lm1, &tt);
     ox_val in = ox_ew2(N, ISA_LESS, &tt, &l);
     ox_val idx = ox_op3(N, ISA_SELECT, 0, &in, &rv, &tt);
-    idx = ox_op_rank(N, ISA_EXPAND, 0, 2, (const ox_val *const[]){&idx, &xs}, r);
-    N->out[0] = ox_op_rank(N, ISA_GATHER_ELEMENTS, (uint32_t)ta, 2, (const ox_val *const[]){x, &idx}, r);
+    idx = ox_op2(N, ISA_EXPAND, 0, &idx, &xs);
+    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)ta, x, &idx);
 }
 
 /* ---- GatherND, ScatterND ------------------------------------------------------------------- */
@@ -1110,7 +1110,7 @@ static ox_val scatter_rows(ox_node *N, const ox_val *flat, const ox_val *lin, co
     oo.dtype = d;
     ox_unknown_shape(&oo, 1);
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)d, 1, &two, onoff, 2 * es, false);
-    ox_val oh = ox_op_rank(N, ISA_ONEHOT, (uint32_t)-1, 3, (const ox_val *const[]){lin, rv, &oo}, 2);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, lin, rv, &oo);
     if (red == SC_MUL || red == SC_MAX || red == SC_MIN) {
         /* every update against every row: [rows, n, R] of the update where
          * it hits and the reduction's identity elsewhere, reduced over n */
@@ -1181,7 +1181,7 @@ static void scatter_runtime_rows(ox_node *N, const ox_val *data, const ox_val *u
     if (one_row && red == SC_NONE) {
         ox_val z = ox_scalar(N, TFVM_I64, 0, 0);
         ox_val at = ox_op2(N, ISA_GATHER, 0, &l, &z), row = ox_op2(N, ISA_GATHER, 0, &u, &z);
-        y = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *const[]){&flat, &at, &row}, 2);
+        y = ox_op3(N, ISA_STACK_PUT, 0, &flat, &at, &row);
     } else {
         y = scatter_rows(N, &flat, &l, &u, rows, red);
     }
@@ -1199,7 +1199,7 @@ static void scatter_one_element(ox_node *N, const ox_val *data, const ox_val *up
     int64_t m1 = -1;
     const ox_val flat = data->rank == 1 ? *data : reshape_to(N, data, 1, &m1);
     const ox_val u = reshape_to(N, upd, 0, NULL);
-    ox_val y = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *const[]){&flat, lin, &u}, 1);
+    ox_val y = ox_op3(N, ISA_STACK_PUT, 0, &flat, lin, &u);
     N->out[0] = data->rank == 1 ? y : ox_op2(N, ISA_RESHAPE, 0, &y, ds);
     memcpy(N->out[0].dims, data->dims, sizeof data->dims);
 }

@@ -209,8 +209,7 @@ void ox_op_loop(ox_node *N)
         if (v->dtype != init[2 + nv + k].dtype)
             stack_init(N, outer, w, 2 + nv + k, v->dtype);
         lv[2 + nv + k].dtype = v->dtype;
-        ox_val put = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[2 + nv + k], &lv[0], v},
-                                 v->rank >= 0 ? v->rank + 1 : -1);
+        ox_val put = ox_op3(N, ISA_STACK_PUT, 0, &lv[2 + nv + k], &lv[0], v);
         next[2 + nv + k] = put.v;
     }
     cc_block_results(C, body, nvar, next);
@@ -325,8 +324,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         if (v->dtype != lv[1 + nst + k].dtype)
             stack_init(N, outer, w, 1 + nst + k, v->dtype);
         lv[1 + nst + k].dtype = v->dtype;
-        ox_val put = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + nst + k], &lv[0], v},
-                                 v->rank >= 0 ? v->rank + 1 : -1);
+        ox_val put = ox_op3(N, ISA_STACK_PUT, 0, &lv[1 + nst + k], &lv[0], v);
         next[1 + nst + k] = put.v;
     }
     cc_block_results(C, body, nvar, next);
@@ -446,8 +444,7 @@ void ox_op_scan(ox_node *N)
         if (res[k].dtype != lv[1 + k].dtype)
             stack_init(N, outer, w, 1 + k, res[k].dtype);
         lv[1 + k].dtype = res[k].dtype;
-        next[1 + k] = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + k], &lv[0], &res[k]},
-                                 res[k].rank >= 0 ? res[k].rank + 1 : -1)
+        next[1 + k] = ox_op3(N, ISA_STACK_PUT, 0, &lv[1 + k], &lv[0], &res[k])
                           .v;
     }
     cc_block_results(C, w->u.loop.body, nvar, next);

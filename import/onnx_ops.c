@@ -320,7 +320,7 @@ ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, ui
     ox_unknown_shape(&oo, 1);
     oo.dims[0] = 2;
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)dtype, 1, &two, onoff, 2 * es, false);
-    ox_val m = ox_op_rank(N, ISA_ONEHOT, (uint32_t)-1, 3, (const ox_val *const[]){&ax, &rv, &oo}, 2);
+    ox_val m = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo);
     ox_val vv = ox_to_dtype(N, v, dtype);
     return ox_op2(N, ISA_MATMUL, 0, &vv, &m);
 }
@@ -1476,7 +1476,7 @@ static void op_GatherElements(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
-    ox_val y = ox_op_rank(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, 2, (const ox_val *const[]){x, idx}, idx->rank);
+    ox_val y = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, idx);
     memcpy(y.dims, idx->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -1706,7 +1706,7 @@ static void op_Pad(ox_node *N)
             }
         }
     }
-    N->out[0] = ox_op_rank(N, ISA_PADV, opts, 3, (const ox_val *const[]){x, &pads, &v}, x->rank);
+    N->out[0] = ox_op3(N, ISA_PADV, opts, x, &pads, &v);
 }
 
 static void op_Einsum(ox_node *N)
@@ -1892,8 +1892,8 @@ static void op_TopK(ox_node *N)
         k = ox_as_i64_scalar(N, ox_need(N, 1));
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), x->rank, false);
     ox_val largest = ox_scalar(N, TFVM_BOOL, 0, ox_attr_i(N, "largest", 1) != 0);
-    ox_val idx = ox_op_rank(N, ISA_TOPK, (uint32_t)axis, 3, (const ox_val *const[]){x, &k, &largest}, x->rank);
-    N->out[0] = ox_op_rank(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, 2, (const ox_val *const[]){x, &idx}, x->rank);
+    ox_val idx = ox_op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest);
+    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, &idx);
     if (N->n_out > 1)
         N->out[1] = idx;
 }
@@ -1913,7 +1913,7 @@ static void op_CumSum(ox_node *N)
     ox_val *x = ox_need(N, 0);
     ox_val a = ox_as_i64_scalar(N, ox_need(N, 1));
     uint32_t opts = (ox_attr_i(N, "exclusive", 0) ? ISA_OPT_EXCLUSIVE : 0) | (ox_attr_i(N, "reverse", 0) ? ISA_OPT_REVERSE : 0);
-    ox_val y = ox_op_rank(N, ISA_CUMSUM, opts, 2, (const ox_val *const[]){x, &a}, x->rank);
+    ox_val y = ox_op2(N, ISA_CUMSUM, opts, x, &a);
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
 }
@@ -1926,7 +1926,7 @@ static void op_OneHot(ox_node *N)
     dep = ox_as_i64_scalar(N, &dep);
     int rr = ind->rank >= 0 ? ind->rank + 1 : -1;
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), rr, false);
-    N->out[0] = ox_op_rank(N, ISA_ONEHOT, (uint32_t)axis, 3, (const ox_val *const[]){&i, &dep, vals}, rr);
+    N->out[0] = ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals);
 }
 
 static void op_Resize(ox_node *N)
@@ -2007,7 +2007,7 @@ static void op_Resize(ox_node *N)
             sz = ox_ew2(N, ISA_ADD, &xs, &d);
         }
     }
-    N->out[0] = ox_op_rank(N, ISA_RESIZE, opts, 3, (const ox_val *const[]){x, &sc, &sz}, x->rank);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz);
 }
 
 static void op_Constant(ox_node *N)

@@ -214,7 +214,7 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
         if (lstm && !fused)
             cn = ox_op3(N, ISA_SELECT, 0, &live, &cn, &lv[2]);
     }
-    ox_val put = ox_op_rank(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[nvar - 1], &t, &yv}, hc ? 4 : 3);
+    ox_val put = ox_op3(N, ISA_STACK_PUT, 0, &lv[nvar - 1], &t, &yv);
     cc_irval next[4];
     next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one).v;
     next[1] = hn.v;
