@@ -77,18 +77,16 @@ static inline bool vm_rule_dead_other(uint16_t flags, uint32_t taken)
 
 /* MERGE(x0, x1, ...) fires on its first live input, or once every input
  * is in when all are dead; a token after that is absorbed (a MERGE fires
- * once per tag). Does it fire with `live` live inputs of the `arrived` so
- * far, of `ports`? */
-static inline bool vm_rule_merge_fires(uint32_t live, uint32_t arrived, uint32_t ports)
-{
-    return live > 0 || arrived >= ports;
-}
+ * once per tag). Does it fire, with a live input among those in, or all in?
+ * A macro, so that `all_in` is only evaluated when needed (as a function of
+ * two bools it cost the two-input MERGE step an instruction a firing). */
+#define VM_RULE_MERGE_FIRES(a_live_one, all_in) ((a_live_one) || (all_in))
 
 /* Does an instruction with `got` of its `want` input tokens in, `live` of
  * them live, fire? MERGE by its rule; every other when all are in. */
 static inline bool vm_rule_fires(uint32_t op, uint32_t live, uint32_t got, uint32_t want)
 {
-    return op == ISA_MERGE ? vm_rule_merge_fires(live, got, want) : got >= want;
+    return op == ISA_MERGE ? VM_RULE_MERGE_FIRES(live > 0, got >= want) : got >= want;
 }
 
 /* MERGE's output 1 when input k's live value is output 0 (both outputs are

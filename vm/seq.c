@@ -752,12 +752,12 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         if (x->dtype != y->dtype || vm_flags(x))                                                        \
             goto binary;                                                                                \
     N##_go:
-#define ARITH_STEPS(N, OP, C)                                                                           \
+#define ARITH_STEPS(N, OP, E) /* (E: isa/isa.h, ISA_INT_ARITH) */                                     \
     INT_OPERANDS(N)                                                                                     \
         if (x->dtype == TFVM_I32)                                                                       \
-            v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)((uint32_t)x->u.i32 C (uint32_t)y->u.i32)}; \
+            v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = E(int32_t, uint32_t, x->u.i32, y->u.i32)}; \
         else if (x->dtype == TFVM_I64)                                                                  \
-            v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = (int64_t)((uint64_t)x->u.i64 C (uint64_t)y->u.i64)}; \
+            v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = E(int64_t, uint64_t, x->u.i64, y->u.i64)}; \
         else                                                                                            \
             goto binary;                                                                                \
         has[op->out] = 1;                                                                               \
@@ -882,7 +882,7 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (two)
             break;
         const dev_value *live = x && !x->dead ? x : y && !y->dead ? y : NULL;
-        if (!vm_rule_merge_fires(live != NULL, (x != NULL) + (y != NULL), 2))
+        if (!VM_RULE_MERGE_FIRES(live, x && y))
             return NULL; /* no token, or only a dead one so far */
         const vm_sinst *si = &rp->sinsts[op->local];
         n->fired++, n->matches++;
