@@ -7,6 +7,7 @@
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/half.h"
+#include "isa/shape.h"
 #include "util/half.h"
 
 #include <math.h>
@@ -659,14 +660,6 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
 }
 
 /* ---- Tensors ------------------------------------------------------------------------ */
-static void ew_shape_of(const dev_value *v, char *buf, size_t size)
-{
-    if (v->is_tensor)
-        dev_shape_str(v->u.t, buf, size);
-    else
-        snprintf(buf, size, "[]");
-}
-
 /* A float op (whose kernels never fault) over one run, or rows of one run,
  * in parallel chunks: items are elements (m == 1) or rows (m == 2). */
 typedef struct ew_par {
@@ -730,29 +723,17 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
         return TFVM_OK;
     }
 
-    /* NumPy broadcasting: align shapes on the right; each output dimension is
-     * the inputs' common size, where size 1 stretches (and 0 stays 0). */
-    int64_t D[TFVM_MAX_RANK];
-    for (int j = 0; j < R; j++) {
-        D[j] = 1;
-        for (int k = 0; k < n; k++) {
-            int jj = j - (R - rank[k]);
-            if (jj < 0 || dims[k][jj] == 1)
-                continue;
-            if (D[j] == 1) {
-                D[j] = dims[k][jj];
-            } else if (D[j] != dims[k][jj]) {
-                char s[3][200]; /* rank 8 of 19-digit dims fits */
-                for (int i = 0; i < n; i++)
-                    ew_shape_of(&in[i], s[i], sizeof s[i]);
-                if (n == 2)
-                    return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
-                                   s[0], s[1]);
-                return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
-                               s[0], s[1], s[2]);
-            }
-        }
+    /* NumPy broadcasting, by the op's shape rule (isa/shape.h): its result
+     * shape, or its message when the shapes do not broadcast. */
+    isa_shape xs[3], bc;
+    for (int k = 0; k < n; k++) {
+        xs[k] = (isa_shape){.dtype = dt[k], .rank = (int8_t)rank[k], .n_vals = -1};
+        if (rank[k])
+            memcpy(xs[k].dims, dims[k], sizeof(int64_t) * (size_t)rank[k]);
     }
+    if (isa_shape_rule(op, attr, xs, (uint32_t)n, &bc, msg, ms) != TFVM_OK)
+        return TFVM_ERR_SHAPE;
+    const int64_t *D = bc.dims;
     tfvm_tensor *t = dev_tensor_alloc(alloc, (tfvm_dtype)rd, R, D);
     if (!t)
         return ut_msg(msg, ms, TFVM_ERR_NOMEM, "out of memory");
