@@ -156,9 +156,11 @@ ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *con
 ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a);
 ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b);
 ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c);
-/* ox_op for an instruction without a shape rule (NONZERO, UNIQUE and
- * UNIQUE_INDEX, NMS, RESIZE2, GRID_SAMPLE, AFFINE_GRID, COL2IM, ROI_ALIGN,
- * DEFORM_CONV) whose result's rank the caller knows. */
+/* ox_op where the caller knows the result's rank and the shape rule cannot:
+ * an instruction without one (NONZERO, UNIQUE and UNIQUE_INDEX, NMS,
+ * RESIZE2, GRID_SAMPLE, AFFINE_GRID, COL2IM, ROI_ALIGN, DEFORM_CONV), or
+ * operands the rule cannot see through (a Reshape target rebuilt at run
+ * time, Squeeze's run-time axes). */
 ox_val ox_op_rank(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, int rank);
 ox_val ox_i64s(ox_node *N, int n, const int64_t *v);
 ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i);

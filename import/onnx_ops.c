@@ -1325,7 +1325,9 @@ static void op_Reshape(ox_node *N)
         ox_val c = ox_ew2(N, ISA_EQUAL, &sv, &zero);
         sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &sv);
     }
-    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv);
+    /* the target's length is s's, which the SELECT's shape no longer shows */
+    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
+    N->out[0] = ox_op_rank(N, ISA_RESHAPE, 0, 2, (const ox_val *const[]){x, &sv}, rr);
     reshape_dims(N, x, allowzero);
 }
 
@@ -1411,7 +1413,8 @@ static void op_Squeeze(ox_node *N)
         for (int k = 0; k < x->rank; k++)
             rr += x->dims[k] != 1;
     }
-    N->out[0] = ox_op2(N, ISA_SQUEEZE, 0, x, &axes);
+    /* axes unknown to the rule (computed at run time, or none given) */
+    N->out[0] = ox_op_rank(N, ISA_SQUEEZE, 0, 2, (const ox_val *const[]){x, &axes}, rr);
 }
 
 static void op_Unsqueeze(ox_node *N)
