@@ -1,7 +1,8 @@
 /* front/front.h — the front door's own loaders (front/load.c), with the
- * analyser's load-time check only when `check`: tfvm_program_load_memory
- * and tfvm_program_assemble pass true, tfvm_program_open passes
- * !opts->unchecked. */
+ * analyser's load-time check only when `check`: tfvm_program_assemble
+ * passes true, tfvm_program_load_memory false (bytecode is verified, not
+ * analysed), tfvm_program_open !opts->unchecked (and for .tfvm
+ * opts->check_bytecode). */
 #ifndef TFVM_FRONT_H
 #define TFVM_FRONT_H
 

@@ -1,7 +1,7 @@
 /* front/load.c — tfvm_program_load_memory and tfvm_program_assemble
- * (include/tfvm.h): .tfvm bytes and .tfasm text through the loader, then the
- * analyser's load-time check (analysis/facts.h), which a program of any
- * other front end gets too. */
+ * (include/tfvm.h): .tfvm bytes and .tfasm text through the loader; .tfasm
+ * then gets the analyser's load-time check (analysis/facts.h), as every
+ * program compiled from source does, .tfvm bytes only when asked. */
 #include "analysis/facts.h"
 #include "front/front.h"
 #include "loader/loader.h"
@@ -9,7 +9,7 @@
 tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name, const tfvm_config *cfg,
                                      tfvm_program **out, tfvm_error *err)
 {
-    return fr_load(data, size, name, true, cfg, out, err);
+    return fr_load(data, size, name, false, cfg, out, err); /* bytecode: verified, not analysed */
 }
 
 tfvm_status fr_load(const void *data, size_t size, const char *name, bool check, const tfvm_config *cfg,

@@ -20,6 +20,7 @@ void tfvm_open_options_init(tfvm_open_options *o)
         o->overflow_trap = false;
         o->signature = NULL;
         o->unchecked = false;
+        o->check_bytecode = false;
     }
 }
 
@@ -92,7 +93,7 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
                     ".onnx or .pb)",
                     path);
         break;
-    case TFVM_FORMAT_TFVM: st = fr_load(data, len, path, check, cfg, out, err); break;
+    case TFVM_FORMAT_TFVM: st = fr_load(data, len, path, check && o->check_bytecode, cfg, out, err); break;
     case TFVM_FORMAT_TFASM: st = fr_assemble(data, len, path, check, cfg, out, err); break;
     case TFVM_FORMAT_TFG: {
         tfvm_compile_options co;

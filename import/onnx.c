@@ -304,7 +304,7 @@ static uint8_t node_store(const ox_node *N)
    results gives the unsigned answer */
 static ox_val u64_flip(ox_node *N, const ox_val *x)
 {
-    ox_val m = ox_scalar(N, TFVM_I64, 0, INT64_MIN), r = ox_ew2(N, ISA_BITXOR, x, &m, TFVM_I64);
+    ox_val m = ox_scalar(N, TFVM_I64, 0, INT64_MIN), r = ox_ew2(N, ISA_BITXOR, x, &m);
     r.store = x->store;
     return r;
 }
@@ -312,7 +312,7 @@ static ox_val u64_flip(ox_node *N, const ox_val *x)
 /* x >=u y on u64s held in i64s */
 static ox_val u64_ge(ox_node *N, const ox_val *x, const ox_val *y)
 {
-    ox_val fx = u64_flip(N, x), fy = u64_flip(N, y), ge = ox_ew2(N, ISA_GREATER_EQUAL, &fx, &fy, TFVM_BOOL);
+    ox_val fx = u64_flip(N, x), fy = u64_flip(N, y), ge = ox_ew2(N, ISA_GREATER_EQUAL, &fx, &fy);
     return ox_to_dtype(N, &ge, TFVM_I64);
 }
 
@@ -321,12 +321,12 @@ static ox_val u64_ge(ox_node *N, const ox_val *x, const ox_val *y)
 static ox_val u64_shr(ox_node *N, const ox_val *x, const ox_val *s)
 {
     ox_val m1 = ox_scalar(N, TFVM_I64, 0, -1), c63 = ox_scalar(N, TFVM_I64, 0, 63), one = ox_scalar(N, TFVM_I64, 0, 1);
-    ox_val k = ox_ew2(N, ISA_SUB, &c63, s, TFVM_I64), m = ox_ew2(N, ISA_SHL, &m1, &k, TFVM_I64);
-    m = ox_ew2(N, ISA_SHL, &m, &one, TFVM_I64);
+    ox_val k = ox_ew2(N, ISA_SUB, &c63, s), m = ox_ew2(N, ISA_SHL, &m1, &k);
+    m = ox_ew2(N, ISA_SHL, &m, &one);
     m = ox_ew1(N, ISA_BITNOT, &m);
-    ox_val r = ox_ew2(N, ISA_SHR, x, s, TFVM_I64), big = ox_ew2(N, ISA_GREATER, s, &c63, TFVM_BOOL);
+    ox_val r = ox_ew2(N, ISA_SHR, x, s), big = ox_ew2(N, ISA_GREATER, s, &c63);
     ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
-    r = ox_ew2(N, ISA_BITAND, &r, &m, TFVM_I64);
+    r = ox_ew2(N, ISA_BITAND, &r, &m);
     return ox_where(N, &big, &zero, &r);
 }
 
@@ -336,13 +336,13 @@ static ox_val u64_shr(ox_node *N, const ox_val *x, const ox_val *s)
 static ox_val u64_div(ox_node *N, const ox_val *a, const ox_val *b)
 {
     ox_val zero = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1);
-    ox_val big = ox_ew2(N, ISA_LESS, b, &zero, TFVM_BOOL), bs = ox_where(N, &big, &one, b);
+    ox_val big = ox_ew2(N, ISA_LESS, b, &zero), bs = ox_where(N, &big, &one, b);
     ox_val q = u64_shr(N, a, &one);
-    q = ox_ew2(N, ISA_DIV, &q, &bs, TFVM_I64);
-    q = ox_ew2(N, ISA_SHL, &q, &one, TFVM_I64);
-    ox_val qb = ox_ew2(N, ISA_MUL, &q, &bs, TFVM_I64), r = ox_ew2(N, ISA_SUB, a, &qb, TFVM_I64);
+    q = ox_ew2(N, ISA_DIV, &q, &bs);
+    q = ox_ew2(N, ISA_SHL, &q, &one);
+    ox_val qb = ox_ew2(N, ISA_MUL, &q, &bs), r = ox_ew2(N, ISA_SUB, a, &qb);
     ox_val up = u64_ge(N, &r, &bs), big_q = u64_ge(N, a, b);
-    q = ox_ew2(N, ISA_ADD, &q, &up, TFVM_I64);
+    q = ox_ew2(N, ISA_ADD, &q, &up);
     return ox_where(N, &big, &big_q, &q);
 }
 
@@ -363,8 +363,8 @@ static bool u64_unsigned_op(ox_node *N)
     } else {
         N->out[0] = u64_div(N, a, b);
         if (mod) { /* unsigned: the remainder, whatever fmod says */
-            ox_val qb = ox_ew2(N, ISA_MUL, &N->out[0], b, TFVM_I64);
-            N->out[0] = ox_ew2(N, ISA_SUB, a, &qb, TFVM_I64);
+            ox_val qb = ox_ew2(N, ISA_MUL, &N->out[0], b);
+            N->out[0] = ox_ew2(N, ISA_SUB, a, &qb);
         }
     }
     N->out[0].store = TFVM_U64;

@@ -10,9 +10,9 @@
 
 #include "import/onnx_int.h"
 
-static void op_BitwiseAnd(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITAND, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype); }
-static void op_BitwiseOr(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITOR, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype); }
-static void op_BitwiseXor(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITXOR, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype); }
+static void op_BitwiseAnd(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITAND, ox_need(N, 0), ox_need(N, 1)); }
+static void op_BitwiseOr(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITOR, ox_need(N, 0), ox_need(N, 1)); }
+static void op_BitwiseXor(ox_node *N) { N->out[0] = ox_ew2(N, ISA_BITXOR, ox_need(N, 0), ox_need(N, 1)); }
 static void op_BitwiseNot(ox_node *N) { N->out[0] = ox_ew1(N, ISA_BITNOT, ox_need(N, 0)); }
 
 static void op_BitShift(ox_node *N)
@@ -26,7 +26,7 @@ static void op_BitShift(ox_node *N)
         op = ISA_SHR;
     else
         ox_fail(N, TFVM_ERR_FORMAT, "direction '%s' is not LEFT or RIGHT", dir);
-    N->out[0] = ox_ew2(N, op, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype);
+    N->out[0] = ox_ew2(N, op, ox_need(N, 0), ox_need(N, 1));
 }
 
 static void op_BitCast(ox_node *N)
@@ -54,7 +54,7 @@ static void op_BitCast(ox_node *N)
         N->out[0] = *x;
         return;
     }
-    ox_val y = ox_op1(N, ISA_BITCAST, d, x, d, x->rank);
+    ox_val y = ox_op1(N, ISA_BITCAST, d, x);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -63,7 +63,7 @@ static void op_BitCast(ox_node *N)
 static void op_NonZero(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
-    ox_val y = ox_op1(N, ISA_NONZERO, 0, x, TFVM_I64, 2);
+    ox_val y = ox_op_rank(N, ISA_NONZERO, 0, 1, (const ox_val *const[]){x}, 2);
     if (x->rank >= 0) {
         y.dims[0] = x->rank;
         y.v.n->types[0] = ox_vtype(&y);
@@ -79,17 +79,17 @@ static void op_Compress(ox_node *N)
     int64_t m1 = -1;
     ox_val flat = ox_i64s(N, 1, &m1);
     ox_val cb = c->dtype == TFVM_BOOL ? *c : ox_to_dtype(N, c, TFVM_BOOL);
-    ox_val nz = ox_op1(N, ISA_NONZERO, 0, &cb, TFVM_I64, 2);
-    ox_val idx = ox_op2(N, ISA_RESHAPE, 0, &nz, &flat, TFVM_I64, 1);
+    ox_val nz = ox_op_rank(N, ISA_NONZERO, 0, 1, (const ox_val *const[]){&cb}, 2);
+    ox_val idx = ox_op2(N, ISA_RESHAPE, 0, &nz, &flat);
     const Onnx__AttributeProto *ax = ox_attr(N, "axis");
     if (!ax) {
-        ox_val xf = ox_op2(N, ISA_RESHAPE, 0, x, &flat, x->dtype, 1);
-        N->out[0] = ox_op2(N, ISA_GATHER, 0, &xf, &idx, x->dtype, 1);
+        ox_val xf = ox_op2(N, ISA_RESHAPE, 0, x, &flat);
+        N->out[0] = ox_op2(N, ISA_GATHER, 0, &xf, &idx);
         return;
     }
     int r = ox_need_rank(N, x);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), r, false);
-    ox_val y = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, &idx, x->dtype, r);
+    ox_val y = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, &idx);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.dims[axis] = -1;
     y.v.n->types[0] = ox_vtype(&y);
@@ -109,7 +109,7 @@ static void op_Unique(ox_node *N)
     } else {
         int64_t m1 = -1;
         ox_val flat = ox_i64s(N, 1, &m1);
-        src = ox_op2(N, ISA_RESHAPE, 0, x, &flat, x->dtype, 1);
+        src = ox_op2(N, ISA_RESHAPE, 0, x, &flat);
     }
     ox_val av = ox_scalar(N, TFVM_I64, 0, axis);
     static const uint32_t which[4] = {0, 0, ISA_OPT_UQ_INVERSE, ISA_OPT_UQ_COUNTS};
@@ -117,9 +117,9 @@ static void op_Unique(ox_node *N)
         if (!N->n->output[k] || !N->n->output[k][0])
             continue;
         if (k == 0)
-            N->out[0] = ox_op2(N, ISA_UNIQUE, sorted, &src, &av, x->dtype, r);
+            N->out[0] = ox_op_rank(N, ISA_UNIQUE, sorted, 2, (const ox_val *const[]){&src, &av}, r);
         else
-            N->out[k] = ox_op2(N, ISA_UNIQUE_INDEX, sorted | which[k], &src, &av, TFVM_I64, 1);
+            N->out[k] = ox_op_rank(N, ISA_UNIQUE_INDEX, sorted | which[k], 2, (const ox_val *const[]){&src, &av}, 1);
     }
 }
 
@@ -129,7 +129,7 @@ static void op_Det(ox_node *N)
     int r = ox_need_rank(N, x);
     if (r < 2)
         ox_fail(N, TFVM_ERR_SHAPE, "input of rank %d: Det needs matrices", r);
-    ox_val y = ox_op1(N, ISA_DET, 0, x, x->dtype, r - 2);
+    ox_val y = ox_op1(N, ISA_DET, 0, x);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -151,18 +151,18 @@ void ox_bn_training(ox_node *N)
         if (i != 1)
             ax[na++] = i;
     ox_val axes = ox_i64s(N, na, ax);
-    ox_val bm = ox_op2(N, ISA_REDUCE_MEAN, 0, x, &axes, d, 1);
+    ox_val bm = ox_op2(N, ISA_REDUCE_MEAN, 0, x, &axes);
     ox_val mk = ox_per_channel(N, &bm, r);
-    ox_val c = ox_ew2(N, ISA_SUB, x, &mk, d);
-    ox_val sq = ox_ew2(N, ISA_MUL, &c, &c, d);
-    ox_val bv = ox_op2(N, ISA_REDUCE_MEAN, 0, &sq, &axes, d, 1);
+    ox_val c = ox_ew2(N, ISA_SUB, x, &mk);
+    ox_val sq = ox_ew2(N, ISA_MUL, &c, &c);
+    ox_val bv = ox_op2(N, ISA_REDUCE_MEAN, 0, &sq, &axes);
     ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
-    ox_val t = ox_ew2(N, ISA_ADD, &bv, &eps, d);
+    ox_val t = ox_ew2(N, ISA_ADD, &bv, &eps);
     t = ox_ew1(N, ISA_SQRT, &t);
-    ox_val inv = ox_ew2(N, ISA_DIV, scale, &t, d);
+    ox_val inv = ox_ew2(N, ISA_DIV, scale, &t);
     ox_val iv = ox_per_channel(N, &inv, r), bb = ox_per_channel(N, b, r);
-    ox_val y = ox_ew2(N, ISA_MUL, &c, &iv, d);
-    y = ox_ew2(N, ISA_ADD, &y, &bb, d);
+    ox_val y = ox_ew2(N, ISA_MUL, &c, &iv);
+    y = ox_ew2(N, ISA_ADD, &y, &bb);
     y.rank = (int8_t)r;
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
@@ -172,8 +172,8 @@ void ox_bn_training(ox_node *N)
     for (uint32_t k = 1; k < N->n_out && k < 3; k++) {
         if (!N->n->output[k] || !N->n->output[k][0])
             continue;
-        ox_val a = ox_ew2(N, ISA_MUL, run[k - 1], &m, d), e = ox_ew2(N, ISA_MUL, cur[k - 1], &m1, d);
-        N->out[k] = ox_ew2(N, ISA_ADD, &a, &e, d);
+        ox_val a = ox_ew2(N, ISA_MUL, run[k - 1], &m), e = ox_ew2(N, ISA_MUL, cur[k - 1], &m1);
+        N->out[k] = ox_ew2(N, ISA_ADD, &a, &e);
     }
 }
 
@@ -182,7 +182,7 @@ void ox_bn_training(ox_node *N)
 static ox_val bits_reshape(ox_node *N, const ox_val *x, int n, const int64_t *shape)
 {
     ox_val sv = ox_i64s(N, n, shape);
-    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
+    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &sv);
     for (int k = 0; k < n; k++)
         y.dims[k] = shape[k] >= 0 ? shape[k] : -1;
     y.v.n->types[0] = ox_vtype(&y);
@@ -214,7 +214,7 @@ static void op_TensorScatter(ox_node *N)
         return;
     }
     ox_val z = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1), mx = ox_scalar(N, TFVM_I64, 0, maxs);
-    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &mx, &one, TFVM_I64, 1);
+    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &mx, &one);
     int64_t shape[TFVM_MAX_RANK];
     for (int i = 0; i < r; i++)
         shape[i] = i == axis ? maxs : 1;
@@ -225,18 +225,18 @@ static void op_TensorScatter(ox_node *N)
         for (int i = 0; i < r; i++)
             shape[i] = i == 0 ? -1 : 1;
         w = bits_reshape(N, &w, r, shape);
-        s = ox_ew2(N, ISA_SUB, &j, &w, TFVM_I64);
+        s = ox_ew2(N, ISA_SUB, &j, &w);
     }
     if (circular)
-        s = ox_ew2(N, ISA_FLOOR_MOD, &s, &mx, TFVM_I64);
+        s = ox_ew2(N, ISA_FLOOR_MOD, &s, &mx);
     ox_val sq = ox_scalar(N, TFVM_I64, 0, seq);
-    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &s, &z, TFVM_BOOL), lt = ox_ew2(N, ISA_LESS, &s, &sq, TFVM_BOOL);
-    ox_val ok = ox_ew2(N, ISA_AND, &ge, &lt, TFVM_BOOL);
-    ox_val sc = ox_op3(N, ISA_SELECT, 0, &ok, &s, &z, TFVM_I64, r);
+    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &s, &z), lt = ox_ew2(N, ISA_LESS, &s, &sq);
+    ox_val ok = ox_ew2(N, ISA_AND, &ge, &lt);
+    ox_val sc = ox_op3(N, ISA_SELECT, 0, &ok, &s, &z);
     ox_val ps = ox_shape_of(N, past);
-    ox_val idx = ox_op2(N, ISA_EXPAND, 0, &sc, &ps, TFVM_I64, r);
-    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, upd, &idx, past->dtype, r);
-    ox_val y = ox_op3(N, ISA_SELECT, 0, &ok, &g, past, past->dtype, r);
+    ox_val idx = ox_op2(N, ISA_EXPAND, 0, &sc, &ps);
+    ox_val g = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, upd, &idx);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &ok, &g, past);
     memcpy(y.dims, past->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -266,7 +266,7 @@ static void op_MaxUnpool(ox_node *N)
      * gets zeros after it (as ONNX's reference) */
     ox_val shape = ox_i64s(N, r, d);
     ox_val ax0 = ox_empty_vec(N, TFVM_I64);
-    ox_val total = ox_op2(N, ISA_REDUCE_PROD, 0, &shape, &ax0, TFVM_I64, 0);
+    ox_val total = ox_op2(N, ISA_REDUCE_PROD, 0, &shape, &ax0);
     int64_t m1 = -1, row[2] = {1, -1};
     ox_val iflat = ox_to_dtype(N, ind, TFVM_I64);
     iflat = bits_reshape(N, &iflat, 1, &m1);
@@ -281,16 +281,16 @@ static void op_MaxUnpool(ox_node *N)
         float of[2] = {0, 1};
         onoff.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &two, of, sizeof of, false);
     }
-    ox_val oh = ox_op3(N, ISA_ONEHOT, 1, &iflat, &total, &onoff, x->dtype, 2);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 1, &iflat, &total, &onoff);
     ox_val xr = bits_reshape(N, x, 2, row);
-    ox_val y = ox_op2(N, ISA_MATMUL, 0, &xr, &oh, x->dtype, 2);
+    ox_val y = ox_op2(N, ISA_MATMUL, 0, &xr, &oh);
     y = bits_reshape(N, &y, r, d);
     if (osh) {
         ox_val want = ox_as_i64_vec(N, osh);
-        ox_val extra = ox_ew2(N, ISA_SUB, &want, &shape, TFVM_I64);
+        ox_val extra = ox_ew2(N, ISA_SUB, &want, &shape);
         ox_val zs = ox_i64s(N, r, (const int64_t[TFVM_MAX_RANK]){0});
-        ox_val pads2 = ox_op2(N, ISA_CONCAT, 0, &zs, &extra, TFVM_I64, 1);
-        y = ox_op2(N, ISA_PAD, 0, &y, &pads2, x->dtype, r);
+        ox_val pads2 = ox_op2(N, ISA_CONCAT, 0, &zs, &extra);
+        y = ox_op2(N, ISA_PAD, 0, &y, &pads2);
     }
     N->out[0] = y;
 }
@@ -372,24 +372,24 @@ void ox_maxpool_indices(ox_node *N)
     int64_t s2[2] = {nc, S}, col[2] = {nc, 1};
     ox_val xs = bits_reshape(N, x, 2, s2);
     ox_val cs = ox_i64s(N, 2, col), ninf = ox_fscalar(N, d, -INFINITY);
-    ox_val pad = ox_op2(N, ISA_FILL, 0, &cs, &ninf, d, 2);
-    xs = ox_op2(N, ISA_CONCAT, 1, &xs, &pad, d, 2);
-    ox_val g = ox_op2(N, ISA_GATHER, 1, &xs, &tpos, d, 2);
+    ox_val pad = ox_op2(N, ISA_FILL, 0, &cs, &ninf);
+    xs = ox_op2(N, ISA_CONCAT, 1, &xs, &pad);
+    ox_val g = ox_op2(N, ISA_GATHER, 1, &xs, &tpos);
     int64_t s3[3] = {nc, P, K};
     g = bits_reshape(N, &g, 3, s3);
     ox_val ax2 = ox_i64s(N, 1, (const int64_t[]){2});
-    ox_val y = ox_op2(N, ISA_REDUCE_MAX, 0, &g, &ax2, d, 2);
-    ox_val am = ox_op1(N, ISA_ARGMAX, 2, &g, TFVM_I64, 2);
+    ox_val y = ox_op2(N, ISA_REDUCE_MAX, 0, &g, &ax2);
+    ox_val am = ox_op1(N, ISA_ARGMAX, 2, &g);
     ox_val zero = ox_scalar(N, TFVM_I64, 0, 0), one = ox_scalar(N, TFVM_I64, 0, 1), pv = ox_scalar(N, TFVM_I64, 0, P);
     ox_val kv = ox_scalar(N, TFVM_I64, 0, K), sv = ox_scalar(N, TFVM_I64, 0, S), ncv = ox_scalar(N, TFVM_I64, 0, nc);
-    ox_val pr = ox_op3(N, ISA_RANGE, 0, &zero, &pv, &one, TFVM_I64, 1);
-    pr = ox_ew2(N, ISA_MUL, &pr, &kv, TFVM_I64);
-    ox_val sel = ox_ew2(N, ISA_ADD, &am, &pr, TFVM_I64);
-    ox_val idx = ox_op2(N, ISA_GATHER, 0, &tflat, &sel, TFVM_I64, 2);
-    ox_val base = ox_op3(N, ISA_RANGE, 0, &zero, &ncv, &one, TFVM_I64, 1);
-    base = ox_ew2(N, ISA_MUL, &base, &sv, TFVM_I64);
+    ox_val pr = ox_op3(N, ISA_RANGE, 0, &zero, &pv, &one);
+    pr = ox_ew2(N, ISA_MUL, &pr, &kv);
+    ox_val sel = ox_ew2(N, ISA_ADD, &am, &pr);
+    ox_val idx = ox_op2(N, ISA_GATHER, 0, &tflat, &sel);
+    ox_val base = ox_op3(N, ISA_RANGE, 0, &zero, &ncv, &one);
+    base = ox_ew2(N, ISA_MUL, &base, &sv);
     base = bits_reshape(N, &base, 2, col);
-    idx = ox_ew2(N, ISA_ADD, &idx, &base, TFVM_I64);
+    idx = ox_ew2(N, ISA_ADD, &idx, &base);
     int64_t od[TFVM_MAX_RANK] = {x->dims[0], x->dims[1]};
     for (int i = 0; i < ns; i++)
         od[i + 2] = out[i];
@@ -439,10 +439,10 @@ bool ox_einsum_diag(ox_node *N, const char *eq)
     ev.rank = 2;
     ev.dims[0] = ev.dims[1] = m;
     ev.v = cc_const_new(N->C, N->b, (tfvm_dtype)x->dtype, 2, dims, eye, (size_t)(m * m) * es, false);
-    ox_val t = ox_ew2(N, ISA_MUL, x, &ev, x->dtype);
+    ox_val t = ox_ew2(N, ISA_MUL, x, &ev);
     int64_t last = r - 1;
     ox_val ax = ox_i64s(N, 1, &last);
-    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &t, &ax, x->dtype, r - 1);
+    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &t, &ax);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -478,7 +478,7 @@ void ox_unblock(ox_node *N)
             continue;
         if (v->rank != r)
             ox_fail(N, TFVM_ERR_SHAPE, "blocked quantization: input %u has rank %d, x %d", k, v->rank, r);
-        ox_val g = ox_op2(N, ISA_GATHER, (uint32_t)axis, v, &iv, v->dtype, r);
+        ox_val g = ox_op2(N, ISA_GATHER, (uint32_t)axis, v, &iv);
         memcpy(g.dims, v->dims, sizeof g.dims);
         g.dims[axis] = len;
         g.v.n->types[0] = ox_vtype(&g);
@@ -490,8 +490,8 @@ void ox_unblock(ox_node *N)
 static ox_val bits_lsr(ox_node *N, const ox_val *z, int k)
 {
     ox_val kv = ox_scalar(N, TFVM_I64, 0, k), m = ox_scalar(N, TFVM_I64, 0, (int64_t)(UINT64_MAX >> k));
-    ox_val t = ox_ew2(N, ISA_SHR, z, &kv, TFVM_I64);
-    return ox_ew2(N, ISA_BITAND, &t, &m, TFVM_I64);
+    ox_val t = ox_ew2(N, ISA_SHR, z, &kv);
+    return ox_ew2(N, ISA_BITAND, &t, &m);
 }
 
 /* Dropout with a training_mode input (run-time or true): each element is
@@ -510,51 +510,51 @@ void ox_dropout_training(ox_node *N)
     ox_val ratio = rv ? ox_to_dtype(N, rv, TFVM_F64) : ox_fscalar(N, TFVM_F64, 0.5);
     if (rv && rv->rank > 0) {
         ox_val noax = ox_empty_vec(N, TFVM_I64);
-        ratio = ox_op2(N, ISA_RESHAPE, 0, &ratio, &noax, TFVM_F64, 0);
+        ratio = ox_op2(N, ISA_RESHAPE, 0, &ratio, &noax);
     }
     ox_val train = tm->dtype == TFVM_BOOL ? *tm : ox_to_dtype(N, tm, TFVM_BOOL);
     if (tm->rank > 0) {
         ox_val noax = ox_empty_vec(N, TFVM_I64);
-        train = ox_op2(N, ISA_RESHAPE, 0, &train, &noax, TFVM_BOOL, 0);
+        train = ox_op2(N, ISA_RESHAPE, 0, &train, &noax);
     }
     ox_val sh = ox_shape_of(N, x), all = ox_empty_vec(N, TFVM_I64);
-    ox_val cnt = ox_op2(N, ISA_REDUCE_PROD, 0, &sh, &all, TFVM_I64, 0);
+    ox_val cnt = ox_op2(N, ISA_REDUCE_PROD, 0, &sh, &all);
     int64_t seed = ox_attr_i(N, "seed", 0);
     ox_val lo = ox_scalar(N, TFVM_I64, 0, (int64_t)((uint64_t)seed + 1)), step = ox_scalar(N, TFVM_I64, 0, 1);
-    ox_val end = ox_ew2(N, ISA_ADD, &cnt, &lo, TFVM_I64);
-    ox_val z = ox_op3(N, ISA_RANGE, 0, &lo, &end, &step, TFVM_I64, 1);
-    z = ox_op2(N, ISA_RESHAPE, 0, &z, &sh, TFVM_I64, r);
+    ox_val end = ox_ew2(N, ISA_ADD, &cnt, &lo);
+    ox_val z = ox_op3(N, ISA_RANGE, 0, &lo, &end, &step);
+    z = ox_op2(N, ISA_RESHAPE, 0, &z, &sh);
     static const uint64_t mul[3] = {0x9E3779B97F4A7C15u, 0xBF58476D1CE4E5B9u, 0x94D049BB133111EBu};
     static const int sft[3] = {30, 27, 31};
     ox_val g = ox_scalar(N, TFVM_I64, 0, (int64_t)mul[0]);
-    z = ox_ew2(N, ISA_MUL, &z, &g, TFVM_I64);
+    z = ox_ew2(N, ISA_MUL, &z, &g);
     for (int i = 0; i < 3; i++) {
         ox_val t = bits_lsr(N, &z, sft[i]);
-        z = ox_ew2(N, ISA_BITXOR, &z, &t, TFVM_I64);
+        z = ox_ew2(N, ISA_BITXOR, &z, &t);
         if (i < 2) {
             ox_val m = ox_scalar(N, TFVM_I64, 0, (int64_t)mul[i + 1]);
-            z = ox_ew2(N, ISA_MUL, &z, &m, TFVM_I64);
+            z = ox_ew2(N, ISA_MUL, &z, &m);
         }
     }
     ox_val top = bits_lsr(N, &z, 11);
     ox_val u = ox_to_dtype(N, &top, TFVM_F64), ulp = ox_fscalar(N, TFVM_F64, 0x1p-53);
-    u = ox_ew2(N, ISA_MUL, &u, &ulp, TFVM_F64);
-    ox_val keep = ox_ew2(N, ISA_GREATER_EQUAL, &u, &ratio, TFVM_BOOL);
+    u = ox_ew2(N, ISA_MUL, &u, &ulp);
+    ox_val keep = ox_ew2(N, ISA_GREATER_EQUAL, &u, &ratio);
     ox_val one = ox_fscalar(N, TFVM_F64, 1), zero = ox_fscalar(N, TFVM_F64, 0);
-    ox_val rest = ox_ew2(N, ISA_SUB, &one, &ratio, TFVM_F64);
-    ox_val scale = ox_ew2(N, ISA_DIV, &one, &rest, TFVM_F64);
-    ox_val lt1 = ox_ew2(N, ISA_LESS, &ratio, &one, TFVM_BOOL);
-    scale = ox_op3(N, ISA_SELECT, 0, &lt1, &scale, &zero, TFVM_F64, 0);
+    ox_val rest = ox_ew2(N, ISA_SUB, &one, &ratio);
+    ox_val scale = ox_ew2(N, ISA_DIV, &one, &rest);
+    ox_val lt1 = ox_ew2(N, ISA_LESS, &ratio, &one);
+    scale = ox_op3(N, ISA_SELECT, 0, &lt1, &scale, &zero);
     scale = ox_to_dtype(N, &scale, d);
-    ox_val xs = ox_ew2(N, ISA_MUL, x, &scale, d), zd = ox_fscalar(N, d, 0);
-    ox_val kept = ox_op3(N, ISA_SELECT, 0, &keep, &xs, &zd, d, r);
-    ox_val y = ox_op3(N, ISA_SELECT, 0, &train, &kept, x, d, r);
+    ox_val xs = ox_ew2(N, ISA_MUL, x, &scale), zd = ox_fscalar(N, d, 0);
+    ox_val kept = ox_op3(N, ISA_SELECT, 0, &keep, &xs, &zd);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &train, &kept, x);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
     if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
         ox_val nt = ox_ew1(N, ISA_NOT, &train);
-        ox_val mk = ox_ew2(N, ISA_OR, &keep, &nt, TFVM_BOOL);
+        ox_val mk = ox_ew2(N, ISA_OR, &keep, &nt);
         memcpy(mk.dims, x->dims, sizeof mk.dims);
         mk.rank = (int8_t)r;
         N->out[1] = mk;
@@ -567,7 +567,7 @@ static ox_val bits_slice_step(ox_node *N, const ox_val *x, int axis, int64_t b, 
     int64_t ax = axis;
     ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e), va = ox_i64s(N, 1, &ax), vs = ox_i64s(N, 1, &step);
     const ox_val *in[5] = {x, &vb, &ve, &va, &vs};
-    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
 }
 static ox_val bits_slice(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e)
 {
@@ -582,7 +582,6 @@ static ox_val bits_slice(ox_node *N, const ox_val *x, int axis, int64_t b, int64
 static ox_val depth_taps(ox_node *N, const ox_val *xp, const int64_t *xd, const ox_val *w, const int64_t *wd,
                          int64_t sd, int64_t dd, const int64_t *p9, const int64_t *out)
 {
-    const uint8_t dt = xp->dtype;
     ox_val p9v = ox_i64s(N, 9, p9);
     int64_t perm[5] = {0, 2, 1, 3, 4};
     ox_val permv = ox_i64s(N, 5, perm);
@@ -590,16 +589,16 @@ static ox_val depth_taps(ox_node *N, const ox_val *xp, const int64_t *xd, const 
     ox_val acc = {0};
     for (int64_t kd = 0; kd < wd[2]; kd++) {
         ox_val xs = bits_slice_step(N, xp, 2, kd * dd, kd * dd + sd * (out[2] - 1) + 1, sd);
-        xs = ox_op2(N, ISA_TRANSPOSE, 0, &xs, &permv, dt, 5);
+        xs = ox_op2(N, ISA_TRANSPOSE, 0, &xs, &permv);
         xs = bits_reshape(N, &xs, 4, s4x);
         ox_val wk = bits_slice(N, w, 2, kd, kd + 1);
         wk = bits_reshape(N, &wk, 4, s4w);
-        ox_val yk = ox_op3(N, ISA_CONV2D, 0, &xs, &wk, &p9v, dt, 4);
-        acc = kd == 0 ? yk : ox_ew2(N, ISA_ADD, &acc, &yk, dt);
+        ox_val yk = ox_op3(N, ISA_CONV2D, 0, &xs, &wk, &p9v);
+        acc = kd == 0 ? yk : ox_ew2(N, ISA_ADD, &acc, &yk);
     }
     int64_t s5y[5] = {out[0], out[2], out[1], out[3], out[4]};
     ox_val y = bits_reshape(N, &acc, 5, s5y);
-    y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &permv, dt, 5);
+    y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &permv);
     return bits_reshape(N, &y, 5, out);
 }
 
@@ -630,13 +629,13 @@ ox_val ox_conv3d(ox_node *N, const ox_val *x, const ox_val *w, const ox_val *bia
         cp[2] = pb[0];
         cp[7] = pe[0];
         ox_val cpv = ox_i64s(N, 10, cp), z = ox_scalar(N, dt, 0, 0);
-        xp = ox_op3(N, ISA_PADV, 0, x, &cpv, &z, dt, 5);
+        xp = ox_op3(N, ISA_PADV, 0, x, &cpv, &z);
     }
     const int64_t p9[9] = {s[1], s[2], pb[1], pb[2], pe[1], pe[2], d[1], d[2], group};
     ox_val y = depth_taps(N, &xp, xd, w, w->dims, s[0], d[0], p9, out);
     if (bias) {
         ox_val b = ox_per_channel(N, bias, 5);
-        y = ox_ew2(N, ISA_ADD, &y, &b, dt);
+        y = ox_ew2(N, ISA_ADD, &y, &b);
     }
     memcpy(y.dims, out, sizeof out);
     y.rank = 5;
@@ -691,8 +690,8 @@ void ox_convtranspose3d(ox_node *N)
         pv8[8 + 5] = s[1] - 1;
         pv8[8 + 7] = s[2] - 1;
         ox_val av = ox_i64s(N, 3, ax), pv = ox_i64s(N, 16, pv8), z = ox_scalar(N, dt, 0, 0);
-        ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av, dt, 8);
-        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z, dt, 8);
+        ox_val t = ox_op2(N, ISA_UNSQUEEZE, 0, &xx, &av);
+        t = ox_op3(N, ISA_PADV, 0, &t, &pv, &z);
         int64_t sh[5] = {x->dims[0], x->dims[1], x->dims[2] * s[0], x->dims[3] * s[1], x->dims[4] * s[2]};
         xx = bits_reshape(N, &t, 5, sh);
     }
@@ -706,17 +705,17 @@ void ox_convtranspose3d(ox_node *N)
             ox_fail(N, TFVM_ERR_SHAPE, "pads leave no output along spatial dim %d", j);
     }
     ox_val cpv = ox_i64s(N, 10, cp), zz = ox_scalar(N, dt, 0, 0);
-    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &zz, dt, 5);
+    xx = ox_op3(N, ISA_PADV, 0, &xx, &cpv, &zz);
     /* w [Cin, Cout/g, k...] -> [g, Cin/g, Cout/g, k...] -> [Cout, Cin/g, k...], flipped */
     int64_t s6[6] = {g, cin / g, coutg, k[0], k[1], k[2]}, p6[6] = {0, 2, 1, 3, 4, 5};
     int64_t s5[5] = {g * coutg, cin / g, k[0], k[1], k[2]};
     ox_val t = bits_reshape(N, w, 6, s6), pv = ox_i64s(N, 6, p6);
-    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv, dt, 6);
+    t = ox_op2(N, ISA_TRANSPOSE, 0, &t, &pv);
     t = bits_reshape(N, &t, 5, s5);
     int64_t st[3] = {-1, -1, -1}, en[3] = {INT64_MIN, INT64_MIN, INT64_MIN}, fa[3] = {2, 3, 4}, fs[3] = {-1, -1, -1};
     ox_val vs = ox_i64s(N, 3, st), ve = ox_i64s(N, 3, en), va = ox_i64s(N, 3, fa), vp = ox_i64s(N, 3, fs);
     const ox_val *fin[5] = {&t, &vs, &ve, &va, &vp};
-    ox_val ww = ox_op(N, ISA_STRIDED_SLICE, 0, 5, fin, dt, 5);
+    ox_val ww = ox_op(N, ISA_STRIDED_SLICE, 0, 5, fin);
     /* out[:, :, d] = sum over kd of conv2d(xx[:, :, d + kd*dl0], ww[:, :, kd]) */
     int64_t nb = x->dims[0], dout = sp[0] - (k[0] - 1) * dl[0], cout = g * coutg;
     int64_t ho = sp[1] - (k[1] - 1) * dl[1], wo = sp[2] - (k[2] - 1) * dl[2];
@@ -725,7 +724,7 @@ void ox_convtranspose3d(ox_node *N)
     ox_val y = depth_taps(N, &xx, xd, &ww, wd, 1, dl[0], p9, out);
     if (bias) {
         ox_val b = ox_per_channel(N, bias, 5);
-        y = ox_ew2(N, ISA_ADD, &y, &b, dt);
+        y = ox_ew2(N, ISA_ADD, &y, &b);
     }
     memcpy(y.dims, out, sizeof out);
     y.rank = 5;
@@ -746,8 +745,8 @@ static int bits_train_n(ox_node *N, int kinds)
 static ox_val bits_reg(ox_node *N, const ox_val *x, const ox_val *g)
 {
     ox_val nc = ox_fscalar(N, x->dtype, ox_attr_f(N, "norm_coefficient", 0));
-    ox_val t = ox_ew2(N, ISA_MUL, x, &nc, x->dtype);
-    return ox_ew2(N, ISA_ADD, &t, g, x->dtype);
+    ox_val t = ox_ew2(N, ISA_MUL, x, &nc);
+    return ox_ew2(N, ISA_ADD, &t, g);
 }
 
 static void op_Adagrad(ox_node *N)
@@ -758,18 +757,18 @@ static void op_Adagrad(ox_node *N)
         uint8_t d = x->dtype;
         ox_val r = ox_to_dtype(N, ox_need(N, 0), d), t = ox_to_dtype(N, ox_need(N, 1), d);
         ox_val df = ox_fscalar(N, d, ox_attr_f(N, "decay_factor", 0)), one = ox_fscalar(N, d, 1);
-        ox_val den = ox_ew2(N, ISA_MUL, &t, &df, d);
-        den = ox_ew2(N, ISA_ADD, &den, &one, d);
-        r = ox_ew2(N, ISA_DIV, &r, &den, d);
+        ox_val den = ox_ew2(N, ISA_MUL, &t, &df);
+        den = ox_ew2(N, ISA_ADD, &den, &one);
+        r = ox_ew2(N, ISA_DIV, &r, &den);
         ox_val gr = bits_reg(N, x, g);
-        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr, d);
-        ox_val hn = ox_ew2(N, ISA_ADD, h, &g2, d);
+        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr);
+        ox_val hn = ox_ew2(N, ISA_ADD, h, &g2);
         ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 0));
         ox_val ha = ox_ew1(N, ISA_SQRT, &hn);
-        ha = ox_ew2(N, ISA_ADD, &ha, &eps, d);
-        ox_val step = ox_ew2(N, ISA_MUL, &r, &gr, d);
-        step = ox_ew2(N, ISA_DIV, &step, &ha, d);
-        N->out[i] = ox_ew2(N, ISA_SUB, x, &step, d);
+        ha = ox_ew2(N, ISA_ADD, &ha, &eps);
+        ox_val step = ox_ew2(N, ISA_MUL, &r, &gr);
+        step = ox_ew2(N, ISA_DIV, &step, &ha);
+        N->out[i] = ox_ew2(N, ISA_SUB, x, &step);
         N->out[n + i] = hn;
     }
 }
@@ -788,18 +787,18 @@ static void op_Momentum(ox_node *N)
         ox_val r = ox_to_dtype(N, ox_need(N, 0), d), t = ox_to_dtype(N, ox_need(N, 1), d);
         ox_val al = ox_fscalar(N, d, ox_attr_f(N, "alpha", 0)), be = ox_fscalar(N, d, ox_attr_f(N, "beta", 0));
         ox_val zero = ox_fscalar(N, d, 0), one = ox_fscalar(N, d, 1);
-        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero, TFVM_BOOL);
-        ox_val ba = ox_op3(N, ISA_SELECT, 0, &pos, &be, &one, d, 0);
+        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero);
+        ox_val ba = ox_op3(N, ISA_SELECT, 0, &pos, &be, &one);
         ox_val gr = bits_reg(N, x, g);
-        ox_val a = ox_ew2(N, ISA_MUL, &al, v, d), b = ox_ew2(N, ISA_MUL, &ba, &gr, d);
-        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b, d);
+        ox_val a = ox_ew2(N, ISA_MUL, &al, v), b = ox_ew2(N, ISA_MUL, &ba, &gr);
+        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b);
         ox_val dir = vn;
         if (nesterov) {
-            ox_val av = ox_ew2(N, ISA_MUL, &al, &vn, d);
-            dir = ox_ew2(N, ISA_ADD, &gr, &av, d);
+            ox_val av = ox_ew2(N, ISA_MUL, &al, &vn);
+            dir = ox_ew2(N, ISA_ADD, &gr, &av);
         }
-        ox_val step = ox_ew2(N, ISA_MUL, &r, &dir, d);
-        N->out[i] = ox_ew2(N, ISA_SUB, x, &step, d);
+        ox_val step = ox_ew2(N, ISA_MUL, &r, &dir);
+        N->out[i] = ox_ew2(N, ISA_SUB, x, &step);
         N->out[n + i] = vn;
     }
 }
@@ -817,28 +816,28 @@ static void op_Adam(ox_node *N)
         ox_val al1 = ox_fscalar(N, d, 1 - alpha), be1 = ox_fscalar(N, d, 1 - beta);
         ox_val zero = ox_fscalar(N, d, 0), one = ox_fscalar(N, d, 1);
         ox_val gr = bits_reg(N, x, g);
-        ox_val a = ox_ew2(N, ISA_MUL, &al, v, d), b = ox_ew2(N, ISA_MUL, &al1, &gr, d);
-        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b, d);
-        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr, d);
-        ox_val c = ox_ew2(N, ISA_MUL, &be, h, d), e = ox_ew2(N, ISA_MUL, &be1, &g2, d);
-        ox_val hn = ox_ew2(N, ISA_ADD, &c, &e, d);
+        ox_val a = ox_ew2(N, ISA_MUL, &al, v), b = ox_ew2(N, ISA_MUL, &al1, &gr);
+        ox_val vn = ox_ew2(N, ISA_ADD, &a, &b);
+        ox_val g2 = ox_ew2(N, ISA_MUL, &gr, &gr);
+        ox_val c = ox_ew2(N, ISA_MUL, &be, h), e = ox_ew2(N, ISA_MUL, &be1, &g2);
+        ox_val hn = ox_ew2(N, ISA_ADD, &c, &e);
         ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-6f));
         ox_val hs = ox_ew1(N, ISA_SQRT, &hn);
-        hs = ox_ew2(N, ISA_ADD, &hs, &eps, d);
+        hs = ox_ew2(N, ISA_ADD, &hs, &eps);
         /* R * sqrt(1 - beta^T) / (1 - alpha^T) once T > 0 */
-        ox_val bt = ox_ew2(N, ISA_POW, &be, &t, d), at = ox_ew2(N, ISA_POW, &al, &t, d);
-        bt = ox_ew2(N, ISA_SUB, &one, &bt, d);
+        ox_val bt = ox_ew2(N, ISA_POW, &be, &t), at = ox_ew2(N, ISA_POW, &al, &t);
+        bt = ox_ew2(N, ISA_SUB, &one, &bt);
         bt = ox_ew1(N, ISA_SQRT, &bt);
-        at = ox_ew2(N, ISA_SUB, &one, &at, d);
-        ox_val ra = ox_ew2(N, ISA_MUL, &r, &bt, d);
-        ra = ox_ew2(N, ISA_DIV, &ra, &at, d);
-        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero, TFVM_BOOL);
-        ra = ox_op3(N, ISA_SELECT, 0, &pos, &ra, &r, d, 0);
-        ox_val q = ox_ew2(N, ISA_DIV, &vn, &hs, d);
-        q = ox_ew2(N, ISA_MUL, &ra, &q, d);
-        ox_val xn = ox_ew2(N, ISA_SUB, x, &q, d);
+        at = ox_ew2(N, ISA_SUB, &one, &at);
+        ox_val ra = ox_ew2(N, ISA_MUL, &r, &bt);
+        ra = ox_ew2(N, ISA_DIV, &ra, &at);
+        ox_val pos = ox_ew2(N, ISA_GREATER, &t, &zero);
+        ra = ox_op3(N, ISA_SELECT, 0, &pos, &ra, &r);
+        ox_val q = ox_ew2(N, ISA_DIV, &vn, &hs);
+        q = ox_ew2(N, ISA_MUL, &ra, &q);
+        ox_val xn = ox_ew2(N, ISA_SUB, x, &q);
         ox_val post = ox_fscalar(N, d, 1 - (double)ox_attr_f(N, "norm_coefficient_post", 0));
-        N->out[i] = ox_ew2(N, ISA_MUL, &xn, &post, d);
+        N->out[i] = ox_ew2(N, ISA_MUL, &xn, &post);
         N->out[n + i] = vn;
         N->out[2 * n + i] = hn;
     }
@@ -853,7 +852,7 @@ static void op_Binarizer(ox_node *N)
     ox_val th = ox_fscalar(N, x->dtype, ox_attr_f(N, "threshold", 0));
     if (!isa_dtype_float(x->dtype))
         th = ox_scalar(N, x->dtype, 0, (int64_t)ox_attr_f(N, "threshold", 0));
-    ox_val gt = ox_ew2(N, ISA_GREATER, x, &th, TFVM_BOOL);
+    ox_val gt = ox_ew2(N, ISA_GREATER, x, &th);
     N->out[0] = ox_to_dtype(N, &gt, x->dtype);
 }
 
@@ -873,7 +872,7 @@ static void op_ArrayFeatureExtractor(ox_node *N)
     int64_t m1 = -1;
     ox_val iv = ox_to_dtype(N, idx, TFVM_I64);
     iv = bits_reshape(N, &iv, 1, &m1);
-    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)(r - 1), &xx, &iv, x->dtype, r);
+    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)(r - 1), &xx, &iv);
 }
 
 /* ---- ai.onnx.ml TreeEnsemble (opset 5) -------------------------------------------------------- */
@@ -1070,17 +1069,17 @@ static void op_TreeEnsemble(ox_node *N)
     roots = bits_reshape(N, &roots, 2, rs);
     ox_val xs = ox_shape_of(N, x), z1 = ox_i64s(N, 1, (const int64_t[]){0}), o1 = ox_i64s(N, 1, (const int64_t[]){1});
     ox_val tv = ox_i64s(N, 1, &ntrees);
-    ox_val bsh = ox_op3(N, ISA_SLICE, 0, &xs, &z1, &o1, TFVM_I64, 1);
-    bsh = ox_op2(N, ISA_CONCAT, 0, &bsh, &tv, TFVM_I64, 1); /* [rows, trees], rows known at run time */
-    ox_val cur = ox_op2(N, ISA_EXPAND, 0, &roots, &bsh, TFVM_I64, 2);
+    ox_val bsh = ox_op3(N, ISA_SLICE, 0, &xs, &z1, &o1);
+    bsh = ox_op2(N, ISA_CONCAT, 0, &bsh, &tv); /* [rows, trees], rows known at run time */
+    ox_val cur = ox_op2(N, ISA_EXPAND, 0, &roots, &bsh);
     ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
     for (int64_t step = 0; step < maxd; step++) {
-        ox_val leafy = ox_ew2(N, ISA_LESS, &cur, &zero, TFVM_BOOL);
-        ox_val at_ = ox_ew2(N, ISA_MAX, &cur, &zero, TFVM_I64);
-        ox_val f = ox_op2(N, ISA_GATHER, 0, &vfeat, &at_, TFVM_I64, 2);
-        ox_val xv = ox_op2(N, ISA_GATHER_ELEMENTS, 1, x, &f, d, 2);
-        ox_val sp = ox_op2(N, ISA_GATHER, 0, &vsplit, &at_, d, 2);
-        ox_val md = ox_op2(N, ISA_GATHER, 0, &vmode, &at_, TFVM_I64, 2);
+        ox_val leafy = ox_ew2(N, ISA_LESS, &cur, &zero);
+        ox_val at_ = ox_ew2(N, ISA_MAX, &cur, &zero);
+        ox_val f = ox_op2(N, ISA_GATHER, 0, &vfeat, &at_);
+        ox_val xv = ox_op2(N, ISA_GATHER_ELEMENTS, 1, x, &f);
+        ox_val sp = ox_op2(N, ISA_GATHER, 0, &vsplit, &at_);
+        ox_val md = ox_op2(N, ISA_GATHER, 0, &vmode, &at_);
         static const isa_op cmp[6] = {ISA_LESS_EQUAL, ISA_LESS, ISA_GREATER_EQUAL, ISA_GREATER, ISA_EQUAL, ISA_NOT_EQUAL};
         ox_val cond = {0};
         bool have = false;
@@ -1092,34 +1091,34 @@ static void op_TreeEnsemble(ox_node *N)
                 continue;
             ox_val c;
             if (m < 6) {
-                c = ox_ew2(N, cmp[m], &xv, &sp, TFVM_BOOL);
+                c = ox_ew2(N, cmp[m], &xv, &sp);
             } else {
-                ox_val row = ox_op2(N, ISA_GATHER, 0, &vrow, &at_, TFVM_I64, 2);
-                ox_val set = ox_op2(N, ISA_GATHER, 0, &vsets, &row, d, 3);
+                ox_val row = ox_op2(N, ISA_GATHER, 0, &vrow, &at_);
+                ox_val set = ox_op2(N, ISA_GATHER, 0, &vsets, &row);
                 int64_t s3[3] = {b, ntrees, 1};
                 ox_val x3 = bits_reshape(N, &xv, 3, s3);
-                ox_val eq = ox_ew2(N, ISA_EQUAL, &set, &x3, TFVM_BOOL);
+                ox_val eq = ox_ew2(N, ISA_EQUAL, &set, &x3);
                 int64_t two = 2;
                 ox_val a2 = ox_i64s(N, 1, &two);
-                c = ox_op2(N, ISA_REDUCE_MAX, 0, &eq, &a2, TFVM_BOOL, 2);
+                c = ox_op2(N, ISA_REDUCE_MAX, 0, &eq, &a2);
             }
             if (!have) {
                 cond = c;
                 have = true;
             } else {
                 ox_val mv_ = ox_scalar(N, TFVM_I64, 0, m);
-                ox_val is = ox_ew2(N, ISA_EQUAL, &md, &mv_, TFVM_BOOL);
-                cond = ox_op3(N, ISA_SELECT, 0, &is, &c, &cond, TFVM_BOOL, 2);
+                ox_val is = ox_ew2(N, ISA_EQUAL, &md, &mv_);
+                cond = ox_op3(N, ISA_SELECT, 0, &is, &c, &cond);
             }
         }
-        ox_val tn = ox_op2(N, ISA_GATHER, 0, &vt, &at_, TFVM_I64, 2), fn = ox_op2(N, ISA_GATHER, 0, &vf, &at_, TFVM_I64, 2);
-        ox_val next = ox_op3(N, ISA_SELECT, 0, &cond, &tn, &fn, TFVM_I64, 2);
-        cur = ox_op3(N, ISA_SELECT, 0, &leafy, &cur, &next, TFVM_I64, 2);
+        ox_val tn = ox_op2(N, ISA_GATHER, 0, &vt, &at_), fn = ox_op2(N, ISA_GATHER, 0, &vf, &at_);
+        ox_val next = ox_op3(N, ISA_SELECT, 0, &cond, &tn, &fn);
+        cur = ox_op3(N, ISA_SELECT, 0, &leafy, &cur, &next);
     }
     /* leaves: -(cur + 1); weights to their targets */
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
     ox_val leaf = ox_ew1(N, ISA_NEG, &cur);
-    leaf = ox_ew2(N, ISA_SUB, &leaf, &one, TFVM_I64);
+    leaf = ox_ew2(N, ISA_SUB, &leaf, &one);
     int64_t *tg = cc_alloc(N->C, (nl ? nl : 1) * sizeof *tg);
     for (size_t i = 0; i < nl; i++) {
         if (alt->ints[i] < 0 || alt->ints[i] >= nt)
@@ -1128,21 +1127,21 @@ static void op_TreeEnsemble(ox_node *N)
     }
     int64_t dl1 = (int64_t)nl;
     ox_val vtg = bits_i64_const(N, nl, tg), vw = bits_f_const(N, d, 1, &dl1, nl, lw);
-    ox_val lt = ox_op2(N, ISA_GATHER, 0, &vtg, &leaf, TFVM_I64, 2), lwv = ox_op2(N, ISA_GATHER, 0, &vw, &leaf, d, 2);
+    ox_val lt = ox_op2(N, ISA_GATHER, 0, &vtg, &leaf), lwv = ox_op2(N, ISA_GATHER, 0, &vw, &leaf);
     double oo[2] = {0, 1};
     int64_t two = 2;
     ox_val onoff = bits_f_const(N, d, 1, &two, 2, oo);
     ox_val ntv = ox_scalar(N, TFVM_I64, 0, nt);
-    ox_val oh = ox_op3(N, ISA_ONEHOT, 2, &lt, &ntv, &onoff, d, 3);
+    ox_val oh = ox_op3(N, ISA_ONEHOT, 2, &lt, &ntv, &onoff);
     int64_t s3[3] = {b, ntrees, 1};
     ox_val w3 = bits_reshape(N, &lwv, 3, s3);
-    ox_val contrib = ox_ew2(N, ISA_MUL, &oh, &w3, d);
+    ox_val contrib = ox_ew2(N, ISA_MUL, &oh, &w3);
     int64_t a1 = 1;
     ox_val ax1 = ox_i64s(N, 1, &a1);
-    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &contrib, &ax1, d, 2);
+    ox_val y = ox_op2(N, ISA_REDUCE_SUM, 0, &contrib, &ax1);
     if (agg == 0) {
         ox_val nv = ox_fscalar(N, d, (double)ntrees);
-        y = ox_ew2(N, ISA_DIV, &y, &nv, d);
+        y = ox_ew2(N, ISA_DIV, &y, &nv);
     }
     int64_t od[2] = {b, nt};
     N->out[0] = bits_reshape(N, &y, 2, od);
@@ -1235,29 +1234,29 @@ static void op_TfIdfVectorizer(ox_node *N)
                 pt.rank = 3;
                 memcpy(pt.dims, pd, sizeof pd);
                 pt.v = cc_const_new(N->C, N->b, TFVM_I64, 3, pd, pv, (size_t)g * sizeof *pv, false);
-                ox_val e = ox_ew2(N, ISA_EQUAL, &sl, &pt, TFVM_BOOL);
-                m = j == 0 ? e : ox_ew2(N, ISA_AND, &m, &e, TFVM_BOOL);
+                ox_val e = ox_ew2(N, ISA_EQUAL, &sl, &pt);
+                m = j == 0 ? e : ox_ew2(N, ISA_AND, &m, &e);
             }
             ox_val mf = ox_to_dtype(N, &m, TFVM_F32);
             int64_t one = 1;
             ox_val a1 = ox_i64s(N, 1, &one);
-            ox_val s = ox_op2(N, ISA_REDUCE_SUM, 0, &mf, &a1, TFVM_F32, 2);
-            cnt = have ? ox_ew2(N, ISA_ADD, &cnt, &s, TFVM_F32) : s;
+            ox_val s = ox_op2(N, ISA_REDUCE_SUM, 0, &mf, &a1);
+            cnt = have ? ox_ew2(N, ISA_ADD, &cnt, &s) : s;
             have = true;
         }
         if (!have) { /* a length outside [min, max] or longer than the input: zeros */
             int64_t zd[2] = {rows, g};
             ox_val zs = ox_i64s(N, 2, zd), z = ox_fscalar(N, TFVM_F32, 0);
-            cnt = ox_op2(N, ISA_FILL, 0, &zs, &z, TFVM_F32, 2);
+            cnt = ox_op2(N, ISA_FILL, 0, &zs, &z);
         }
-        all = seen == 0 ? cnt : ox_op2(N, ISA_CONCAT, 1, &all, &cnt, TFVM_F32, 2);
+        all = seen == 0 ? cnt : ox_op2(N, ISA_CONCAT, 1, &all, &cnt);
         seen += (size_t)g;
     }
     if (seen != ng)
         ox_fail(N, TFVM_ERR_FORMAT, "the pool has %zu n-grams, ngram_indexes %zu", seen, ng);
     if (md == 1) {
         ox_val one = ox_fscalar(N, TFVM_F32, 1);
-        all = ox_ew2(N, ISA_MIN, &all, &one, TFVM_F32);
+        all = ox_ew2(N, ISA_MIN, &all, &one);
     }
     size_t cells = (size_t)ng * (size_t)vcols;
     float *map = cc_alloc(N->C, (cells ? cells : 1) * sizeof *map);
@@ -1269,7 +1268,7 @@ static void op_TfIdfVectorizer(ox_node *N)
     mv.rank = 2;
     memcpy(mv.dims, md2, sizeof md2);
     mv.v = cc_const_new(N->C, N->b, TFVM_F32, 2, md2, map, cells * sizeof *map, false);
-    ox_val y = ox_op2(N, ISA_MATMUL, 0, &all, &mv, TFVM_F32, 2);
+    ox_val y = ox_op2(N, ISA_MATMUL, 0, &all, &mv);
     int64_t od[2] = {rows, vcols};
     N->out[0] = r == 2 ? bits_reshape(N, &y, 2, od) : bits_reshape(N, &y, 1, &vcols);
 }

@@ -22,7 +22,7 @@ static ox_val scalar_of(ox_node *N, const ox_val *v)
     if (v->rank == 0)
         return *v;
     ox_val e = ox_i64s(N, 0, NULL);
-    return ox_op2(N, ISA_RESHAPE, 0, v, &e, v->dtype, 0);
+    return ox_op2(N, ISA_RESHAPE, 0, v, &e);
 }
 
 static bool count_of1(const ox_val *v)
@@ -197,7 +197,7 @@ void ox_op_loop(ox_node *N)
      * routing another variable (one token less per iteration) */
     cc_irval *next = cc_array(C, nvar, sizeof *next);
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
-    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one).v;
     ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
     ox_graph_nodes(X, g, body, out);
     ox_scope_pop(X, mark);
@@ -209,8 +209,7 @@ void ox_op_loop(ox_node *N)
         if (v->dtype != init[2 + nv + k].dtype)
             stack_init(N, outer, w, 2 + nv + k, v->dtype);
         lv[2 + nv + k].dtype = v->dtype;
-        ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[2 + nv + k], &lv[0], v}, v->dtype,
-                           v->rank >= 0 ? v->rank + 1 : -1);
+        ox_val put = ox_op3(N, ISA_STACK_PUT, 0, &lv[2 + nv + k], &lv[0], v);
         next[2 + nv + k] = put.v;
     }
     cc_block_results(C, body, nvar, next);
@@ -224,8 +223,8 @@ void ox_op_loop(ox_node *N)
     bool cond_fixed = init_true && out[0]->v.n == lv[1].v.n && out[0]->v.k == lv[1].v.k;
     ox_val c = lv[1];
     if (N->in[0]) {
-        ox_val lt = ox_op2(N, ISA_LESS, 0, &lv[0], &M, TFVM_BOOL, 0);
-        c = cond_fixed ? lt : ox_op2(N, ISA_AND, 0, &lt, &c, TFVM_BOOL, 0);
+        ox_val lt = ox_op2(N, ISA_LESS, 0, &lv[0], &M);
+        c = cond_fixed ? lt : ox_op2(N, ISA_AND, 0, &lt, &c);
     }
     cc_block_results(C, w->u.loop.head, 1, &c.v);
     N->b = outer;
@@ -260,9 +259,9 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
     if (a0 >= 0 && s0->rank > a0 && s0->dims[a0] >= 0) {
         T = ox_scalar(N, TFVM_I64, 0, s0->dims[a0]);
     } else {
-        ox_val sh = ox_op1(N, ISA_SHAPE, 0, s0, TFVM_I64, 1);
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, s0);
         ox_val ai = ox_scalar(N, TFVM_I64, 0, in_axes[0]);
-        T = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
+        T = ox_op2(N, ISA_GATHER, 0, &sh, &ai);
     }
     uint32_t nvar = 1 + nst + nso;
     ox_val *lv = cc_array(C, nvar, sizeof *lv);
@@ -290,7 +289,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         lv[k].v = cc_lvar(w, k);
     cc_blk *outer = N->b;
     N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &T, TFVM_BOOL, 0);
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &T);
     cc_block_results(C, w->u.loop.head, 1, &c.v);
 
     cc_blk *body = w->u.loop.body;
@@ -305,16 +304,16 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         ox_val idx = lv[0];
         if (in_dirs[j]) {
             if (!rev.v.n) {
-                ox_val t1 = ox_op2(N, ISA_SUB, 0, &T, &one, TFVM_I64, 0);
-                rev = ox_op2(N, ISA_SUB, 0, &t1, &lv[0], TFVM_I64, 0);
+                ox_val t1 = ox_op2(N, ISA_SUB, 0, &T, &one);
+                rev = ox_op2(N, ISA_SUB, 0, &t1, &lv[0]);
             }
             idx = rev;
         }
-        ox_val e = ox_op2(N, ISA_GATHER, (uint32_t)in_axes[j], x, &idx, x->dtype, x->rank > 0 ? x->rank - 1 : -1);
+        ox_val e = ox_op2(N, ISA_GATHER, (uint32_t)in_axes[j], x, &idx);
         bind_input(N, g, nst + j, &e);
     }
     cc_irval *next = cc_array(C, nvar, sizeof *next);
-    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v; /* first: see ox_op_loop */
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one).v; /* first: see ox_op_loop */
     ox_val **out = cc_array(C, g->n_output + 1, sizeof *out);
     ox_graph_nodes(X, g, body, out);
     ox_scope_pop(X, mark);
@@ -325,8 +324,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         if (v->dtype != lv[1 + nst + k].dtype)
             stack_init(N, outer, w, 1 + nst + k, v->dtype);
         lv[1 + nst + k].dtype = v->dtype;
-        ox_val put = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + nst + k], &lv[0], v}, v->dtype,
-                           v->rank >= 0 ? v->rank + 1 : -1);
+        ox_val put = ox_op3(N, ISA_STACK_PUT, 0, &lv[1 + nst + k], &lv[0], v);
         next[1 + nst + k] = put.v;
     }
     cc_block_results(C, body, nvar, next);
@@ -340,7 +338,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
         if (out_dirs[k]) {
             int64_t st = -1, en = INT64_MIN, ax = 0, sp = -1;
             ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax), vp = ox_i64s(N, 1, &sp);
-            y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, (const ox_val *[]){&y, &vs, &ve, &va, &vp}, e->dtype, r);
+            y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, (const ox_val *[]){&y, &vs, &ve, &va, &vp});
         }
         int64_t a = out_axes[k];
         if (a != 0) {
@@ -354,7 +352,7 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
             for (int d = 0; d < r; d++)
                 perm[d] = d < a ? d + 1 : d == a ? 0 : d;
             ox_val pv = ox_i64s(N, r, perm);
-            y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, e->dtype, r);
+            y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv);
         }
         outv[nst + k] = y;
     }
@@ -404,8 +402,8 @@ void ox_op_scan(ox_node *N)
     cc *C = N->C;
     uint32_t nout = nst + nso, nvar = 1 + nout;
     const ox_val *b0 = N->in[first];
-    ox_val sh = ox_op1(N, ISA_SHAPE, 0, b0, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
-    ox_val B = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, b0), z = ox_scalar(N, TFVM_I64, 0, 0);
+    ox_val B = ox_op2(N, ISA_GATHER, 0, &sh, &z);
     ox_val *lv = cc_array(C, nvar, sizeof *lv);
     cc_irval *iv = cc_array(C, nvar, sizeof *iv);
     cc_vtype *types = cc_array(C, nvar, sizeof *types);
@@ -427,13 +425,13 @@ void ox_op_scan(ox_node *N)
         lv[k].v = cc_lvar(w, k);
     cc_blk *outer = N->b;
     N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &B, TFVM_BOOL, 0);
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &B);
     cc_block_results(C, w->u.loop.head, 1, &c.v);
     N->b = w->u.loop.body;
     ox_val **rows = cc_array(C, nst + nsi + 1, sizeof *rows);
     for (uint32_t k = 0; k < nst + nsi; k++) {
         const ox_val *x = N->in[first + k];
-        ox_val r = ox_op2(N, ISA_GATHER, 0, x, &lv[0], x->dtype, x->rank > 0 ? x->rank - 1 : -1);
+        ox_val r = ox_op2(N, ISA_GATHER, 0, x, &lv[0]);
         rows[k] = ox_new_val(C, &r);
     }
     S.in = rows;
@@ -441,13 +439,13 @@ void ox_op_scan(ox_node *N)
     scan_core(N, g, &S, res);
     cc_irval *next = cc_array(C, nvar, sizeof *next);
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
-    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one, TFVM_I64, 0).v;
+    next[0] = ox_op2(N, ISA_ADD, 0, &lv[0], &one).v;
     for (uint32_t k = 0; k < nout; k++) {
         if (res[k].dtype != lv[1 + k].dtype)
             stack_init(N, outer, w, 1 + k, res[k].dtype);
         lv[1 + k].dtype = res[k].dtype;
-        next[1 + k] = ox_op(N, ISA_STACK_PUT, 0, 3, (const ox_val *[]){&lv[1 + k], &lv[0], &res[k]}, res[k].dtype,
-                            res[k].rank >= 0 ? res[k].rank + 1 : -1).v;
+        next[1 + k] = ox_op3(N, ISA_STACK_PUT, 0, &lv[1 + k], &lv[0], &res[k])
+                          .v;
     }
     cc_block_results(C, w->u.loop.body, nvar, next);
     N->b = outer;

@@ -105,15 +105,15 @@ bool ox_resize2(ox_node *N)
         /* scales or sizes for the listed axes only: the others keep their size */
         if (scales) {
             ox_val one = ox_fscalar(N, TFVM_F32, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
+            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one);
             d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
-            sc = ox_ew2(N, ISA_ADD, &d, &one, TFVM_F32);
+            sc = ox_ew2(N, ISA_ADD, &d, &one);
         } else if (sizes) {
-            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
-            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v, TFVM_I64, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
+            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v);
+            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old);
             d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
-            sz = ox_ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
+            sz = ox_ew2(N, ISA_ADD, &xs, &d);
         }
     }
     /* params: cubic_coeff_a, extrapolation_value, then the roi of every axis
@@ -137,21 +137,21 @@ bool ox_resize2(ox_node *N)
                 hi[j] = na + j;
             }
             ox_val li = ox_i64s(N, na, lo), hii = ox_i64s(N, na, hi);
-            ox_val s0 = ox_op2(N, ISA_GATHER, 0, &rf, &li, TFVM_F32, 1);
-            ox_val e0 = ox_op2(N, ISA_GATHER, 0, &rf, &hii, TFVM_F32, 1);
+            ox_val s0 = ox_op2(N, ISA_GATHER, 0, &rf, &li);
+            ox_val e0 = ox_op2(N, ISA_GATHER, 0, &rf, &hii);
             ox_val one = ox_fscalar(N, TFVM_F32, 1);
             ox_val st = ox_spread_axes(N, &s0, &axes_v, r, TFVM_F32);
-            ox_val ed = ox_ew2(N, ISA_SUB, &e0, &one, TFVM_F32);
+            ox_val ed = ox_ew2(N, ISA_SUB, &e0, &one);
             ed = ox_spread_axes(N, &ed, &axes_v, r, TFVM_F32);
-            ed = ox_ew2(N, ISA_ADD, &ed, &one, TFVM_F32);
-            rf = ox_op2(N, ISA_CONCAT, 0, &st, &ed, TFVM_F32, 1);
+            ed = ox_ew2(N, ISA_ADD, &ed, &one);
+            rf = ox_op2(N, ISA_CONCAT, 0, &st, &ed);
         }
-        p = ox_op2(N, ISA_CONCAT, 0, &p, &rf, TFVM_F32, 1);
+        p = ox_op2(N, ISA_CONCAT, 0, &p, &rf);
     } else if (opts & ISA_OPT_TF_CROP_AND_RESIZE) {
         ox_fail(N, TFVM_ERR_FORMAT, "tf_crop_and_resize needs a roi input");
     }
     const ox_val *in4[4] = {x, &sc, &sz, &p};
-    N->out[0] = ox_op(N, ISA_RESIZE2, opts, 4, in4, x->dtype, x->rank);
+    N->out[0] = ox_op_rank(N, ISA_RESIZE2, opts, 4, in4, x->rank);
     return true;
 }
 
@@ -180,7 +180,7 @@ static void op_GridSample(ox_node *N)
     if (x->dtype != TFVM_F32 && x->dtype != TFVM_F64)
         ox_unsupported(N, "input dtype %s (f32 and f64 only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
     ox_val gg = ox_to_dtype(N, g, x->dtype == TFVM_F64 && g->dtype == TFVM_F64 ? TFVM_F64 : TFVM_F32);
-    ox_val y = ox_op2(N, ISA_GRID_SAMPLE, opts, x, &gg, x->dtype, x->rank);
+    ox_val y = ox_op_rank(N, ISA_GRID_SAMPLE, opts, 2, (const ox_val *const[]){x, &gg}, x->rank);
     if (x->rank >= 0 && g->rank == x->rank) {
         y.dims[0] = x->dims[0];
         y.dims[1] = x->dims[1];
@@ -203,7 +203,7 @@ static void op_NonMaxSuppression(ox_node *N)
     ox_val sv = st ? ox_to_dtype(N, st, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
     const ox_val *in5[5] = {bx, &s, &mv, &iv, &sv};
     uint32_t opts = ox_attr_i(N, "center_point_box", 0) ? ISA_OPT_CENTER_POINT_BOX : 0;
-    ox_val y = ox_op(N, ISA_NMS, opts, 5, in5, TFVM_I64, 2);
+    ox_val y = ox_op_rank(N, ISA_NMS, opts, 5, in5, 2);
     y.dims[1] = 3;
     N->out[0] = y;
 }
@@ -219,7 +219,7 @@ static void op_AffineGrid(ox_node *N)
     /* the result [N, D1..Dk, k] has as many axes as size has entries, k + 2 */
     int rank = n == 4 || n == 5 ? (int)n : th->rank == 3 && (th->dims[1] == 2 || th->dims[1] == 3) ? (int)th->dims[1] + 2 : -1;
     uint32_t opts = ox_attr_i(N, "align_corners", 0) ? ISA_OPT_AG_ALIGN_CORNERS : 0;
-    N->out[0] = ox_op2(N, ISA_AFFINE_GRID, opts, th, &sz, th->dtype, rank);
+    N->out[0] = ox_op_rank(N, ISA_AFFINE_GRID, opts, 2, (const ox_val *const[]){th, &sz}, rank);
 }
 
 /* Col2Im-18: COL2IM, the attributes as one i64 vector (defaults: 1, 0, 1). */
@@ -244,7 +244,7 @@ static void op_Col2Im(ox_node *N)
     }
     ox_val pv = ox_i64s(N, 4 * (int)k, p);
     const ox_val *in4[4] = {x, &img, &blk, &pv};
-    N->out[0] = ox_op(N, ISA_COL2IM, 0, 4, in4, x->dtype, (int)k + 2);
+    N->out[0] = ox_op_rank(N, ISA_COL2IM, 0, 4, in4, (int)k + 2);
 }
 
 /* RoiAlign-10/16: ROI_ALIGN (opset 10 has no coordinate_transformation_mode:
@@ -286,7 +286,7 @@ static void op_RoiAlign(ox_node *N)
     p.dims[0] = 4;
     p.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &four, pp, 4 * sizeof(float), false);
     const ox_val *in4[4] = {x, &ro, &bi, &p};
-    ox_val y = ox_op(N, ISA_ROI_ALIGN, opts, 4, in4, x->dtype, 4);
+    ox_val y = ox_op_rank(N, ISA_ROI_ALIGN, opts, 4, in4, 4);
     y.dims[2] = oh;
     y.dims[3] = ow;
     N->out[0] = y;
@@ -319,11 +319,11 @@ static void op_DeformConv(ox_node *N)
     ox_val wv = ox_to_dtype(N, w, x->dtype), ov = ox_to_dtype(N, of, x->dtype);
     ox_val mv = m ? ox_to_dtype(N, m, x->dtype) : ox_empty_vec(N, x->dtype);
     const ox_val *in5[5] = {x, &wv, &ov, &mv, &pv};
-    ox_val y = ox_op(N, ISA_DEFORM_CONV, 0, 5, in5, x->dtype, 4);
+    ox_val y = ox_op_rank(N, ISA_DEFORM_CONV, 0, 5, in5, 4);
     if (b) {
         ox_val bv = ox_to_dtype(N, b, x->dtype);
         bv = ox_per_channel(N, &bv, 4);
-        y = ox_ew2(N, ISA_ADD, &y, &bv, x->dtype);
+        y = ox_ew2(N, ISA_ADD, &y, &bv);
     }
     N->out[0] = y;
 }

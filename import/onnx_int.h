@@ -150,18 +150,23 @@ const char *ox_attr_s(const ox_node *N, const char *name, const char *def, char 
 int ox_attr_ints(const ox_node *N, const char *name, int64_t *out, int max);
 
 /* Building blocks (onnx_ops.c). ox_op: an instruction on the operands'
- * values; dtype 0 and rank -1 ask the instruction's rules, and the dims of
- * the result are the shape rule's (isa/shape.h) wherever it knows them. */
-ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank);
-ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, uint8_t dtype, int rank);
-ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, uint8_t dtype, int rank);
+ * values, its result's dtype and shape what the instruction's rules say
+ * (isa/ops.def, isa/shape.h: symbolic dims included). */
+ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in);
+ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a);
+ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b);
+ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c);
+/* ox_op where the caller knows the result's rank and the shape rule cannot:
+ * an instruction without one (NONZERO, UNIQUE and UNIQUE_INDEX, NMS,
+ * RESIZE2, GRID_SAMPLE, AFFINE_GRID, COL2IM, ROI_ALIGN, DEFORM_CONV), or
+ * operands the rule cannot see through (a Reshape target rebuilt at run
+ * time, Squeeze's run-time axes). */
+ox_val ox_op_rank(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, int rank);
 ox_val ox_i64s(ox_node *N, int n, const int64_t *v);
 ox_val ox_scalar(ox_node *N, uint8_t dtype, double f, int64_t i);
 /* the elements of a constant integer value (i32/i64), or -1 when not constant */
 int ox_const_ints(const ox_val *v, int64_t *out, int max);
 ox_val ox_shape_of(ox_node *N, const ox_val *x);
-ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
-              uint8_t dtype, int rank);
 /* row d of compiler/decomp.h on x, parameters p (NULL: the row's defaults): x's shape */
 ox_val ox_decompose(ox_node *N, cc_decomp d, const ox_val *x, const double *p);
 void ox_unknown_shape(ox_val *v, int rank);
@@ -175,7 +180,7 @@ ox_val *ox_opt_in(ox_node *N, uint32_t k);               /* input k or NULL */
 int ox_norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end);
 int ox_need_rank(ox_node *N, const ox_val *x);           /* or UNSUPPORTED */
 /* elementwise with NumPy broadcasting (shape knowledge kept) */
-ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype);
+ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b);
 ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b); /* SELECT, shapes broadcast */
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);
 ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want);

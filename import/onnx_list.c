@@ -128,8 +128,8 @@ static ox_val stack(ox_node *N, const ox_seq *s, int axis)
     for (uint32_t k = 0; k < s->n; k++) {
         const ox_val *e = s->items[k];
         ox_val av = ox_i64s(N, 1, &ax);
-        ox_val u = ox_op2(N, ISA_UNSQUEEZE, 0, e, &av, e->dtype, e->rank < 0 ? -1 : e->rank + 1);
-        acc = k == 0 ? u : ox_op2(N, ISA_CONCAT, (uint32_t)axis, &acc, &u, e->dtype, u.rank);
+        ox_val u = ox_op2(N, ISA_UNSQUEEZE, 0, e, &av);
+        acc = k == 0 ? u : ox_op2(N, ISA_CONCAT, (uint32_t)axis, &acc, &u);
     }
     return acc;
 }
@@ -153,8 +153,8 @@ static void op_SequenceAt(ox_node *N)
             ox_unsupported(N, "a run-time position into elements of different or unknown shapes");
     ox_val st = stack(N, s, 0), n = ox_scalar(N, TFVM_I64, 0, s->n);
     ox_val pos = ox_to_dtype(N, ox_need(N, 1), TFVM_I64);
-    pos = ox_ew2(N, ISA_FLOOR_MOD, &pos, &n, TFVM_I64); /* negative positions count back */
-    ox_val y = ox_op2(N, ISA_GATHER, 0, &st, &pos, e0->dtype, e0->rank);
+    pos = ox_ew2(N, ISA_FLOOR_MOD, &pos, &n); /* negative positions count back */
+    ox_val y = ox_op2(N, ISA_GATHER, 0, &st, &pos);
     memcpy(y.dims, e0->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -176,7 +176,7 @@ static void op_ConcatFromSequence(ox_node *N)
     }
     ox_val acc = *s->items[0];
     for (uint32_t k = 1; k < s->n; k++)
-        acc = ox_op2(N, ISA_CONCAT, (uint32_t)axis, &acc, s->items[k], acc.dtype, r);
+        acc = ox_op2(N, ISA_CONCAT, (uint32_t)axis, &acc, s->items[k]);
     N->out[0] = acc;
 }
 
@@ -186,11 +186,11 @@ static ox_val piece(ox_node *N, const ox_val *x, int axis, int64_t b, int64_t e,
     int64_t ax = axis, one = 1;
     ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e), va = ox_i64s(N, 1, &ax), vs = ox_i64s(N, 1, &one);
     const ox_val *in[5] = {x, &vb, &ve, &va, &vs};
-    ox_val y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+    ox_val y = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
     memcpy(y.dims, x->dims, sizeof y.dims);
     y.dims[axis] = e - b;
     if (squeeze) {
-        y = ox_op2(N, ISA_SQUEEZE, 0, &y, &va, x->dtype, x->rank - 1);
+        y = ox_op2(N, ISA_SQUEEZE, 0, &y, &va);
         for (int k = 0; k < x->rank - 1; k++)
             y.dims[k] = x->dims[k < axis ? k : k + 1];
     }

@@ -20,9 +20,8 @@ void ox_unknown_shape(ox_val *v, int rank)
 }
 
 /* What the instruction's own rules (isa/ops.def, isa/shape.h) say of its
- * result: the dtype when the caller leaves it 0, the rank when the caller's
- * is -1, and the dims the shape rule knows (symbols too) where it agrees
- * with the caller's rank. */
+ * result: the dtype, the rank when r's is -1, and the dims the shape rule
+ * knows (symbols too) where it agrees with r's rank. */
 static void ask_rules(isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, ox_val *r)
 {
     isa_shape x[8], o;
@@ -40,8 +39,7 @@ static void ask_rules(isa_op op, uint32_t attr, uint32_t n, const ox_val *const 
             x[k].syms = dv[k].sym;
         }
     }
-    if (!r->dtype)
-        r->dtype = isa_result_dtype(op, dt, attr);
+    r->dtype = isa_result_dtype(op, dt, attr);
     char msg[1];
     isa_shape_rule(op, attr, x, n, &o, msg, sizeof msg); /* a failure is the run's to report */
     if (o.rank < 0 || (r->rank >= 0 && o.rank != r->rank))
@@ -50,36 +48,46 @@ static void ask_rules(isa_op op, uint32_t attr, uint32_t n, const ox_val *const 
     memcpy(r->dims, o.dims, sizeof(int64_t) * (size_t)o.rank);
 }
 
-ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, uint8_t dtype, int rank)
+/* The instruction on its operands, its result typed by the rules; rank -1
+ * leaves the rank to them too. */
+static ox_val build(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, int rank)
 {
     cc_irval iv[8];
     for (uint32_t k = 0; k < n; k++)
         iv[k] = in[k]->v;
     ox_val r = {0};
-    r.dtype = dtype;
     ox_unknown_shape(&r, rank);
     ask_rules(op, attr, n, in, &r);
     r.v = cc_op_new(N->C, N->b, op, attr, n, iv, ox_vtype(&r), NULL);
     return r;
 }
 
-ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, uint8_t dtype, int rank)
+ox_val ox_op(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in)
+{
+    return build(N, op, attr, n, in, -1);
+}
+
+ox_val ox_op_rank(ox_node *N, isa_op op, uint32_t attr, uint32_t n, const ox_val *const *in, int rank)
+{
+    return build(N, op, attr, n, in, rank);
+}
+
+ox_val ox_op1(ox_node *N, isa_op op, uint32_t attr, const ox_val *a)
 {
     const ox_val *in[1] = {a};
-    return ox_op(N, op, attr, 1, in, dtype, rank);
+    return build(N, op, attr, 1, in, -1);
 }
 
-ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, uint8_t dtype, int rank)
+ox_val ox_op2(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b)
 {
     const ox_val *in[2] = {a, b};
-    return ox_op(N, op, attr, 2, in, dtype, rank);
+    return build(N, op, attr, 2, in, -1);
 }
 
-ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c,
-                  uint8_t dtype, int rank)
+ox_val ox_op3(ox_node *N, isa_op op, uint32_t attr, const ox_val *a, const ox_val *b, const ox_val *c)
 {
     const ox_val *in[3] = {a, b, c};
-    return ox_op(N, op, attr, 3, in, dtype, rank);
+    return build(N, op, attr, 3, in, -1);
 }
 
 ox_val ox_i64s(ox_node *N, int n, const int64_t *v)
@@ -184,7 +192,7 @@ ox_val ox_shape_of(ox_node *N, const ox_val *x)
 {
     if (dims_known(x))
         return ox_i64s(N, x->rank, x->dims);
-    ox_val r = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val r = ox_op1(N, ISA_SHAPE, 0, x);
     r.dims[0] = x->rank;
     return r;
 }
@@ -197,10 +205,10 @@ ox_val ox_as_i64_scalar(ox_node *N, const ox_val *v)
         return ox_scalar(N, TFVM_I64, 0, c[0]);
     ox_val r = *v;
     if (r.dtype != TFVM_I64)
-        r = ox_op1(N, ISA_CAST, TFVM_I64, &r, TFVM_I64, r.rank);
+        r = ox_op1(N, ISA_CAST, TFVM_I64, &r);
     if (r.rank != 0) {
         ox_val e = ox_i64s(N, 0, NULL);
-        r = ox_op2(N, ISA_RESHAPE, 0, &r, &e, TFVM_I64, 0);
+        r = ox_op2(N, ISA_RESHAPE, 0, &r, &e);
     }
     return r;
 }
@@ -214,7 +222,7 @@ ox_val ox_as_i64_vec(ox_node *N, const ox_val *v)
     int n = ox_const_ints(v, c, 64);
     if (n >= 0)
         return ox_i64s(N, n, c);
-    return ox_op1(N, ISA_CAST, TFVM_I64, v, TFVM_I64, 1);
+    return ox_op1(N, ISA_CAST, TFVM_I64, v);
 }
 
 ox_val *ox_need(ox_node *N, uint32_t k)
@@ -259,9 +267,9 @@ static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
     cc_shape_bcast(a->rank, a->dims, b->rank, b->dims, r->dims);
 }
 
-ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t dtype)
+ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b)
 {
-    ox_val r = ox_op2(N, op, 0, a, b, dtype, -1);
+    ox_val r = ox_op2(N, op, 0, a, b);
     cc_irval keep = r.v;
     bcast_shape(&r, a, b);
     r.v = keep;
@@ -271,7 +279,7 @@ ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b, uint8_t d
 
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a)
 {
-    ox_val r = ox_op1(N, op, 0, a, a->dtype, a->rank);
+    ox_val r = ox_op1(N, op, 0, a);
     memcpy(r.dims, a->dims, sizeof r.dims);
     r.v.n->types[0] = ox_vtype(&r);
     return r;
@@ -282,7 +290,7 @@ ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want)
 {
     if (v->dtype == want)
         return *v;
-    ox_val r = ox_op1(N, ISA_CAST, want, v, want, v->rank);
+    ox_val r = ox_op1(N, ISA_CAST, want, v);
     memcpy(r.dims, v->dims, sizeof r.dims);
     return r;
 }
@@ -294,7 +302,7 @@ ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, ui
 {
     ox_val rv = ox_scalar(N, TFVM_I64, 0, r);
     ox_val ax = ox_as_i64_vec(N, axes);
-    ax = ox_ew2(N, ISA_FLOOR_MOD, &ax, &rv, TFVM_I64);
+    ax = ox_ew2(N, ISA_FLOOR_MOD, &ax, &rv);
     unsigned char onoff[16] = {0};
     size_t es = tfvm_dtype_size((tfvm_dtype)dtype);
     if (dtype == TFVM_F32) {
@@ -312,9 +320,9 @@ ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, ui
     ox_unknown_shape(&oo, 1);
     oo.dims[0] = 2;
     oo.v = cc_const_new(N->C, N->b, (tfvm_dtype)dtype, 1, &two, onoff, 2 * es, false);
-    ox_val m = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo, dtype, 2);
+    ox_val m = ox_op3(N, ISA_ONEHOT, (uint32_t)-1, &ax, &rv, &oo);
     ox_val vv = ox_to_dtype(N, v, dtype);
-    return ox_op2(N, ISA_MATMUL, 0, &vv, &m, dtype, 1);
+    return ox_op2(N, ISA_MATMUL, 0, &vv, &m);
 }
 
 /* ---- Elementwise ------------------------------------------------------------------ */
@@ -331,7 +339,7 @@ static void same_dtype(ox_node *N, const ox_val *a, const ox_val *b)
     static void op_##NAME(ox_node *N)                                                                             \
     {                                                                                                             \
         same_dtype(N, ox_need(N, 0), ox_need(N, 1));                                                              \
-        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), ox_need(N, 0)->dtype);                            \
+        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1));                            \
     }
 BIN(Add, ISA_ADD)
 BIN(Sub, ISA_SUB)
@@ -345,7 +353,7 @@ BIN(Xor, ISA_XOR)
     static void op_##NAME(ox_node *N)                                                                             \
     {                                                                                                             \
         same_dtype(N, ox_need(N, 0), ox_need(N, 1));                                                              \
-        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1), TFVM_BOOL);                                       \
+        N->out[0] = ox_ew2(N, OP, ox_need(N, 0), ox_need(N, 1));                                       \
     }
 CMP(Equal, ISA_EQUAL)
 CMP(Less, ISA_LESS)
@@ -376,7 +384,7 @@ static void op_Pow(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
     ox_val y = ox_to_dtype(N, ox_need(N, 1), x->dtype);
-    N->out[0] = ox_ew2(N, ISA_POW, x, &y, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_POW, x, &y);
 }
 
 static void op_Mod(ox_node *N)
@@ -385,7 +393,7 @@ static void op_Mod(ox_node *N)
     bool fmod = ox_attr_i(N, "fmod", 0) != 0;
     bool flt = a->dtype == TFVM_F32 || a->dtype == TFVM_F64;
     same_dtype(N, a, ox_need(N, 1));
-    N->out[0] = ox_ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, ox_need(N, 1), a->dtype);
+    N->out[0] = ox_ew2(N, fmod || flt ? ISA_MOD : ISA_FLOOR_MOD, a, ox_need(N, 1));
 }
 
 static void variadic(ox_node *N, isa_op op)
@@ -395,7 +403,7 @@ static void variadic(ox_node *N, isa_op op)
     ox_val acc = *ox_need(N, 0);
     for (uint32_t k = 1; k < N->n_in; k++) {
         same_dtype(N, &acc, ox_need(N, k));
-        acc = ox_ew2(N, op, &acc, ox_need(N, k), acc.dtype);
+        acc = ox_ew2(N, op, &acc, ox_need(N, k));
     }
     N->out[0] = acc;
 }
@@ -408,14 +416,14 @@ static void op_Mean(ox_node *N)
 {
     variadic(N, ISA_ADD);
     ox_val n = ox_fscalar(N, N->out[0].dtype, (double)N->n_in);
-    N->out[0] = ox_ew2(N, ISA_DIV, &N->out[0], &n, N->out[0].dtype);
+    N->out[0] = ox_ew2(N, ISA_DIV, &N->out[0], &n);
 }
 
 static void op_Reciprocal(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
     ox_val one = ox_fscalar(N, x->dtype, 1);
-    N->out[0] = ox_ew2(N, ISA_DIV, &one, x, x->dtype);
+    N->out[0] = ox_ew2(N, ISA_DIV, &one, x);
 }
 
 /* ---- Composite activations: one row each of compiler/decomp.h --------------------------- */
@@ -477,10 +485,10 @@ static void op_PRelu(ox_node *N)
        (what PyTorch's exporter relied on): [C] -> [C, 1, ..., 1] */
     if (N->X->opset < 7 && slope.rank == 1 && x->rank > 2 && slope.dims[0] != 1)
         slope = ox_per_channel(N, &slope, x->rank);
-    ox_val m = ox_ew2(N, ISA_MUL, x, &slope, x->dtype);
+    ox_val m = ox_ew2(N, ISA_MUL, x, &slope);
     ox_val zero = ox_fscalar(N, x->dtype, 0);
-    ox_val c = ox_ew2(N, ISA_LESS, x, &zero, TFVM_BOOL);
-    ox_val r = ox_op3(N, ISA_SELECT, 0, &c, &m, x, x->dtype, -1);
+    ox_val c = ox_ew2(N, ISA_LESS, x, &zero);
+    ox_val r = ox_op3(N, ISA_SELECT, 0, &c, &m, x);
     bcast_shape(&r, x, &m);
     r.v.n->types[0] = ox_vtype(&r);
     N->out[0] = r;
@@ -492,16 +500,16 @@ static void op_Shrink(ox_node *N)
     uint8_t d = x->dtype;
     double l = ox_attr_f(N, "lambd", 0.5f), bias = ox_attr_f(N, "bias", 0.0f);
     ox_val nl = ox_fscalar(N, d, -l), pl = ox_fscalar(N, d, l), b = ox_fscalar(N, d, bias), zero = ox_fscalar(N, d, 0);
-    ox_val lo = ox_ew2(N, ISA_LESS, x, &nl, TFVM_BOOL), hi = ox_ew2(N, ISA_GREATER, x, &pl, TFVM_BOOL);
-    ox_val xp = ox_ew2(N, ISA_ADD, x, &b, d), xm = ox_ew2(N, ISA_SUB, x, &b, d);
-    ox_val inner = ox_op3(N, ISA_SELECT, 0, &hi, &xm, &zero, d, x->rank);
-    N->out[0] = ox_op3(N, ISA_SELECT, 0, &lo, &xp, &inner, d, x->rank);
+    ox_val lo = ox_ew2(N, ISA_LESS, x, &nl), hi = ox_ew2(N, ISA_GREATER, x, &pl);
+    ox_val xp = ox_ew2(N, ISA_ADD, x, &b), xm = ox_ew2(N, ISA_SUB, x, &b);
+    ox_val inner = ox_op3(N, ISA_SELECT, 0, &hi, &xm, &zero);
+    N->out[0] = ox_op3(N, ISA_SELECT, 0, &lo, &xp, &inner);
 }
 
 static void op_IsNaN(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
-    N->out[0] = ox_ew2(N, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
+    N->out[0] = ox_ew2(N, ISA_NOT_EQUAL, x, x);
 }
 
 static void op_Identity(ox_node *N) { N->out[0] = *ox_need(N, 0); }
@@ -527,7 +535,7 @@ static void op_Dropout(ox_node *N)
     N->out[0] = *x;
     if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
         ox_val s = ox_shape_of(N, x), t = ox_scalar(N, TFVM_BOOL, 1, 1);
-        N->out[1] = ox_op2(N, ISA_FILL, 0, &s, &t, TFVM_BOOL, x->rank);
+        N->out[1] = ox_op2(N, ISA_FILL, 0, &s, &t);
         memcpy(N->out[1].dims, x->dims, sizeof x->dims);
     }
 }
@@ -601,15 +609,15 @@ static void op_Clip(ox_node *N)
         phi = ox_opt_in(N, 2);
     }
     if (plo)
-        x = ox_ew2(N, ISA_MAX, &x, plo, x.dtype);
+        x = ox_ew2(N, ISA_MAX, &x, plo);
     if (phi)
-        x = ox_ew2(N, ISA_MIN, &x, phi, x.dtype);
+        x = ox_ew2(N, ISA_MIN, &x, phi);
     N->out[0] = x;
 }
 
 ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b)
 {
-    ox_val r = ox_op3(N, ISA_SELECT, 0, c, a, b, a->dtype, -1);
+    ox_val r = ox_op3(N, ISA_SELECT, 0, c, a, b);
     ox_val t;
     bcast_shape(&t, a, b);
     bcast_shape(&r, c, &t);
@@ -621,23 +629,10 @@ static void op_Where(ox_node *N) { N->out[0] = ox_where(N, ox_need(N, 0), ox_nee
 
 /* ---- Matrix products and convolutions --------------------------------------------- */
 
-static int matmul_rank(const ox_val *a, const ox_val *b)
-{
-    if (a->rank < 0 || b->rank < 0)
-        return -1;
-    if (a->rank == 1 && b->rank == 1)
-        return 0;
-    if (a->rank == 1)
-        return b->rank - 1;
-    if (b->rank == 1)
-        return a->rank - 1;
-    return a->rank > b->rank ? a->rank : b->rank;
-}
-
 static void op_MatMul(ox_node *N)
 {
     ox_val *a = ox_need(N, 0), *b = ox_need(N, 1);
-    N->out[0] = ox_op2(N, ISA_MATMUL, 0, a, b, a->dtype, matmul_rank(a, b));
+    N->out[0] = ox_op2(N, ISA_MATMUL, 0, a, b);
 }
 
 static void op_Gemm(ox_node *N)
@@ -646,18 +641,18 @@ static void op_Gemm(ox_node *N)
     uint32_t opts = (ox_attr_i(N, "transA", 0) ? ISA_OPT_TRANS_A : 0) | (ox_attr_i(N, "transB", 0) ? ISA_OPT_TRANS_B : 0);
     double alpha = ox_attr_f(N, "alpha", 1.0f), beta = ox_attr_f(N, "beta", 1.0f);
     uint8_t d = a->dtype;
-    ox_val y = ox_op2(N, ISA_MATMUL, opts, a, b, d, 2);
+    ox_val y = ox_op2(N, ISA_MATMUL, opts, a, b);
     if (alpha != 1) {
         ox_val s = ox_fscalar(N, d, alpha);
-        y = ox_ew2(N, ISA_MUL, &y, &s, d);
+        y = ox_ew2(N, ISA_MUL, &y, &s);
     }
     if (c && beta != 0) {
         ox_val cv = *c;
         if (beta != 1) {
             ox_val s = ox_fscalar(N, d, beta);
-            cv = ox_ew2(N, ISA_MUL, c, &s, d);
+            cv = ox_ew2(N, ISA_MUL, c, &s);
         }
-        y = ox_ew2(N, ISA_ADD, &y, &cv, d);
+        y = ox_ew2(N, ISA_ADD, &y, &cv);
     }
     y.rank = 2;
     N->out[0] = y;
@@ -728,14 +723,14 @@ static ox_val unsq2(ox_node *N, const ox_val *x)
 {
     int64_t ax = 2;
     ox_val a = ox_i64s(N, 1, &ax);
-    return ox_op2(N, ISA_UNSQUEEZE, 0, x, &a, x->dtype, x->rank < 0 ? -1 : x->rank + 1);
+    return ox_op2(N, ISA_UNSQUEEZE, 0, x, &a);
 }
 
 static ox_val sq2(ox_node *N, const ox_val *y)
 {
     int64_t ax = 2;
     ox_val a = ox_i64s(N, 1, &ax);
-    return ox_op2(N, ISA_SQUEEZE, 0, y, &a, y->dtype, 3);
+    return ox_op2(N, ISA_SQUEEZE, 0, y, &a);
 }
 
 static void op_Conv(ox_node *N)
@@ -772,14 +767,14 @@ static void op_Conv(ox_node *N)
         memcpy(p, q, sizeof p);
     }
     ox_val pv = ox_i64s(N, 9, p);
-    ox_val y = ox_op3(N, ISA_CONV2D, 0, &xx, &ww, &pv, x->dtype, 4);
+    ox_val y = ox_op3(N, ISA_CONV2D, 0, &xx, &ww, &pv);
     if (S.nsp == 1)
         y = sq2(N, &y);
     if (bias) {
         int64_t shp[3] = {-1, 1, 1};
         ox_val s = ox_i64s(N, S.nsp + 1, shp);
-        ox_val bb = ox_op2(N, ISA_RESHAPE, 0, bias, &s, bias->dtype, S.nsp + 1);
-        y = ox_op2(N, ISA_ADD, 0, &y, &bb, x->dtype, S.nsp + 2);
+        ox_val bb = ox_op2(N, ISA_RESHAPE, 0, bias, &s);
+        y = ox_op2(N, ISA_ADD, 0, &y, &bb);
     }
     N->out[0] = y;
 }
@@ -795,9 +790,9 @@ static ox_val centered_i32(ox_node *N, const ox_val *q, const ox_val *zp, const 
         /* per output channel of a weight [M, C, k...]: [M] as [M, 1, 1, ...] */
         int64_t s[TFVM_MAX_RANK] = {-1, 1, 1, 1, 1, 1, 1, 1};
         ox_val sv = ox_i64s(N, like->rank, s);
-        z = ox_op2(N, ISA_RESHAPE, 0, &z, &sv, TFVM_I32, like->rank);
+        z = ox_op2(N, ISA_RESHAPE, 0, &z, &sv);
     }
-    return ox_ew2(N, ISA_SUB, &a, &z, TFVM_I32);
+    return ox_ew2(N, ISA_SUB, &a, &z);
 }
 
 /* Conv's lowering on other operands: the node's inputs swapped for a while */
@@ -843,17 +838,17 @@ static void op_QLinearConv(ox_node *N)
     ox_val wsv = *ws;
     if (ws->rank == 1 && x->rank > 2)
         wsv = ox_per_channel(N, ws, x->rank);
-    ox_val sc = ox_ew2(N, ISA_MUL, xs, &wsv, f);
-    sc = ox_ew2(N, ISA_DIV, &sc, ys, f);
-    af = ox_ew2(N, ISA_MUL, &af, &sc, f);
+    ox_val sc = ox_ew2(N, ISA_MUL, xs, &wsv);
+    sc = ox_ew2(N, ISA_DIV, &sc, ys);
+    af = ox_ew2(N, ISA_MUL, &af, &sc);
     ox_val q = ox_ew1(N, ISA_ROUND, &af);
     if (yz) {
         ox_val z = ox_to_dtype(N, yz, f);
-        q = ox_ew2(N, ISA_ADD, &q, &z, f);
+        q = ox_ew2(N, ISA_ADD, &q, &z);
     }
     ox_val lo = ox_fscalar(N, f, out == TFVM_U8 ? 0 : -128), hi = ox_fscalar(N, f, out == TFVM_U8 ? 255 : 127);
-    q = ox_ew2(N, ISA_MAX, &q, &lo, f);
-    q = ox_ew2(N, ISA_MIN, &q, &hi, f);
+    q = ox_ew2(N, ISA_MAX, &q, &lo);
+    q = ox_ew2(N, ISA_MIN, &q, &hi);
     N->out[0] = ox_to_dtype(N, &q, out);
 }
 
@@ -864,7 +859,7 @@ static void pool_p(ox_node *N, isa_op op, double lp)
     ox_val *x = ox_need(N, 0), xp;
     if (lp > 0) {
         ox_val a = ox_ew1(N, ISA_ABS, x), pe = ox_fscalar(N, x->dtype, lp);
-        xp = ox_ew2(N, ISA_POW, &a, &pe, x->dtype);
+        xp = ox_ew2(N, ISA_POW, &a, &pe);
         x = &xp;
     }
     if (N->n_out > 1 && N->n->output[1] && N->n->output[1][0]) {
@@ -892,35 +887,35 @@ static void pool_p(ox_node *N, isa_op op, double lp)
         /* separable: the window over (H, W) on [N, C*D, H, W], then over D
          * on [N, C, D, H'*W'] (a max, or an average of a box of valid
          * elements, factors over the dims) */
-        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
         int64_t a0 = 0, a1 = 1, a2 = 2, a3 = 3, a5 = 5, m1 = -1;
         ox_val v0 = ox_i64s(N, 1, &a0), v1 = ox_i64s(N, 1, &a1), v2 = ox_i64s(N, 1, &a2), v3 = ox_i64s(N, 1, &a3);
         ox_val v5 = ox_i64s(N, 1, &a5), vm = ox_i64s(N, 1, &m1);
-        ox_val n0 = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v1, TFVM_I64, 1);
-        ox_val hw = ox_op3(N, ISA_SLICE, 0, &xs, &v3, &v5, TFVM_I64, 1);
-        ox_val s1 = ox_op2(N, ISA_CONCAT, 0, &n0, &vm, TFVM_I64, 1);
-        s1 = ox_op2(N, ISA_CONCAT, 0, &s1, &hw, TFVM_I64, 1);
-        ox_val t = ox_op2(N, ISA_RESHAPE, 0, x, &s1, x->dtype, 4);
+        ox_val n0 = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v1);
+        ox_val hw = ox_op3(N, ISA_SLICE, 0, &xs, &v3, &v5);
+        ox_val s1 = ox_op2(N, ISA_CONCAT, 0, &n0, &vm);
+        s1 = ox_op2(N, ISA_CONCAT, 0, &s1, &hw);
+        ox_val t = ox_op2(N, ISA_RESHAPE, 0, x, &s1);
         int64_t q1[12] = {S.k[1], S.k[2], S.s[1], S.s[2], S.pb[1], S.pb[2], S.pe[1], S.pe[2], S.d[1], S.d[2],
                           ceil_mode, cip};
         ox_val pv1 = ox_i64s(N, 12, q1);
-        t = ox_op2(N, op, 0, &t, &pv1, x->dtype, 4);
-        ox_val ts = ox_op1(N, ISA_SHAPE, 0, &t, TFVM_I64, 1);
-        ox_val hw2 = ox_op3(N, ISA_SLICE, 0, &ts, &v2, &v5, TFVM_I64, 1);
-        ox_val ncd = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v3, TFVM_I64, 1);
-        ox_val s2 = ox_op2(N, ISA_CONCAT, 0, &ncd, &vm, TFVM_I64, 1);
-        t = ox_op2(N, ISA_RESHAPE, 0, &t, &s2, x->dtype, 4);
+        t = ox_op2(N, op, 0, &t, &pv1);
+        ox_val ts = ox_op1(N, ISA_SHAPE, 0, &t);
+        ox_val hw2 = ox_op3(N, ISA_SLICE, 0, &ts, &v2, &v5);
+        ox_val ncd = ox_op3(N, ISA_SLICE, 0, &xs, &v0, &v3);
+        ox_val s2 = ox_op2(N, ISA_CONCAT, 0, &ncd, &vm);
+        t = ox_op2(N, ISA_RESHAPE, 0, &t, &s2);
         int64_t q2[12] = {S.k[0], 1, S.s[0], 1, S.pb[0], 0, S.pe[0], 0, S.d[0], 1, ceil_mode, cip};
         ox_val pv2 = ox_i64s(N, 12, q2);
-        t = ox_op2(N, op, 0, &t, &pv2, x->dtype, 4);
-        ox_val ts2 = ox_op1(N, ISA_SHAPE, 0, &t, TFVM_I64, 1);
-        ox_val ncd2 = ox_op3(N, ISA_SLICE, 0, &ts2, &v0, &v3, TFVM_I64, 1);
-        ox_val s3 = ox_op2(N, ISA_CONCAT, 0, &ncd2, &hw2, TFVM_I64, 1);
-        ox_val y = ox_op2(N, ISA_RESHAPE, 0, &t, &s3, x->dtype, 5);
+        t = ox_op2(N, op, 0, &t, &pv2);
+        ox_val ts2 = ox_op1(N, ISA_SHAPE, 0, &t);
+        ox_val ncd2 = ox_op3(N, ISA_SLICE, 0, &ts2, &v0, &v3);
+        ox_val s3 = ox_op2(N, ISA_CONCAT, 0, &ncd2, &hw2);
+        ox_val y = ox_op2(N, ISA_RESHAPE, 0, &t, &s3);
         if (lp > 0) {
             ox_val wv = ox_fscalar(N, x->dtype, (double)(S.k[0] * S.k[1] * S.k[2])), inv = ox_fscalar(N, x->dtype, 1 / lp);
-            y = ox_ew2(N, ISA_MUL, &y, &wv, x->dtype);
-            y = ox_ew2(N, ISA_POW, &y, &inv, x->dtype);
+            y = ox_ew2(N, ISA_MUL, &y, &wv);
+            y = ox_ew2(N, ISA_POW, &y, &inv);
         }
         N->out[0] = narrow ? ox_to_dtype(N, &y, ox_need(N, 0)->dtype) : y;
         return;
@@ -935,7 +930,7 @@ static void pool_p(ox_node *N, isa_op op, double lp)
         memcpy(p, q, sizeof p);
     }
     ox_val pv = ox_i64s(N, 12, p);
-    ox_val y = ox_op2(N, op, 0, &xx, &pv, x->dtype, 4);
+    ox_val y = ox_op2(N, op, 0, &xx, &pv);
     if (S.nsp == 1)
         y = sq2(N, &y);
     if (lp > 0) {
@@ -943,8 +938,8 @@ static void pool_p(ox_node *N, isa_op op, double lp)
         for (int i = 0; i < S.nsp; i++)
             win *= (double)S.k[i];
         ox_val w = ox_fscalar(N, x->dtype, win), inv = ox_fscalar(N, x->dtype, 1 / lp);
-        y = ox_ew2(N, ISA_MUL, &y, &w, x->dtype);
-        y = ox_ew2(N, ISA_POW, &y, &inv, x->dtype);
+        y = ox_ew2(N, ISA_MUL, &y, &w);
+        y = ox_ew2(N, ISA_POW, &y, &inv);
     }
     N->out[0] = narrow ? ox_to_dtype(N, &y, ox_need(N, 0)->dtype) : y;
 }
@@ -966,7 +961,7 @@ static void global_pool(ox_node *N, isa_op op)
     ox_val *x = ox_need(N, 0);
     int r = ox_need_rank(N, x);
     ox_val ax = ox_spatial_axes(N, r);
-    ox_val y = ox_op2(N, op, ISA_OPT_KEEPDIMS, x, &ax, x->dtype, r);
+    ox_val y = ox_op2(N, op, ISA_OPT_KEEPDIMS, x, &ax);
     y.dims[0] = x->dims[0];
     y.dims[1] = x->dims[1];
     for (int i = 2; i < r; i++)
@@ -983,7 +978,7 @@ ox_val ox_per_channel(ox_node *N, const ox_val *v, int r)
 {
     int64_t s[8] = {-1, 1, 1, 1, 1, 1, 1, 1};
     ox_val sv = ox_i64s(N, r - 1, s);
-    return ox_op2(N, ISA_RESHAPE, 0, v, &sv, v->dtype, r - 1);
+    return ox_op2(N, ISA_RESHAPE, 0, v, &sv);
 }
 
 static void op_BatchNormalization(ox_node *N)
@@ -999,13 +994,13 @@ static void op_BatchNormalization(ox_node *N)
     int r = ox_need_rank(N, x);
     uint8_t d = x->dtype;
     ox_val eps = ox_fscalar(N, d, ox_attr_f(N, "epsilon", 1e-5f));
-    ox_val t = ox_ew2(N, ISA_ADD, var, &eps, d);
+    ox_val t = ox_ew2(N, ISA_ADD, var, &eps);
     t = ox_ew1(N, ISA_SQRT, &t);
-    ox_val inv = ox_ew2(N, ISA_DIV, scale, &t, d);
+    ox_val inv = ox_ew2(N, ISA_DIV, scale, &t);
     ox_val m = ox_per_channel(N, mean, r), iv = ox_per_channel(N, &inv, r), bb = ox_per_channel(N, b, r);
-    ox_val y = ox_ew2(N, ISA_SUB, x, &m, d);
-    y = ox_ew2(N, ISA_MUL, &y, &iv, d);
-    y = ox_ew2(N, ISA_ADD, &y, &bb, d);
+    ox_val y = ox_ew2(N, ISA_SUB, x, &m);
+    y = ox_ew2(N, ISA_MUL, &y, &iv);
+    y = ox_ew2(N, ISA_ADD, &y, &bb);
     y.rank = (int8_t)r;
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
@@ -1016,19 +1011,19 @@ ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsi
                         ox_val *inv_out)
 {
     uint8_t d = x->dtype;
-    ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes, d, x->rank);
-    ox_val c = ox_ew2(N, ISA_SUB, x, &mean, d);
-    ox_val sq = ox_ew2(N, ISA_MUL, &c, &c, d);
-    ox_val var = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, axes, d, x->rank);
+    ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes);
+    ox_val c = ox_ew2(N, ISA_SUB, x, &mean);
+    ox_val sq = ox_ew2(N, ISA_MUL, &c, &c);
+    ox_val var = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &sq, axes);
     ox_val eps = ox_fscalar(N, d, epsilon), one = ox_fscalar(N, d, 1);
-    ox_val s = ox_ew2(N, ISA_ADD, &var, &eps, d);
+    ox_val s = ox_ew2(N, ISA_ADD, &var, &eps);
     s = ox_ew1(N, ISA_SQRT, &s);
-    ox_val inv = ox_ew2(N, ISA_DIV, &one, &s, d);
+    ox_val inv = ox_ew2(N, ISA_DIV, &one, &s);
     if (mean_out)
         *mean_out = mean;
     if (inv_out)
         *inv_out = inv;
-    ox_val y = ox_ew2(N, ISA_MUL, &c, &inv, d);
+    ox_val y = ox_ew2(N, ISA_MUL, &c, &inv);
     y.rank = x->rank;
     memcpy(y.dims, x->dims, sizeof y.dims);
     return y;
@@ -1041,8 +1036,8 @@ static void op_InstanceNormalization(ox_node *N)
     ox_val ax = ox_spatial_axes(N, r);
     ox_val y = ox_normalize(N, x, &ax, ox_attr_f(N, "epsilon", 1e-5f), NULL, NULL);
     ox_val sc = ox_per_channel(N, scale, r), bb = ox_per_channel(N, b, r);
-    y = ox_ew2(N, ISA_MUL, &y, &sc, x->dtype);
-    N->out[0] = ox_ew2(N, ISA_ADD, &y, &bb, x->dtype);
+    y = ox_ew2(N, ISA_MUL, &y, &sc);
+    N->out[0] = ox_ew2(N, ISA_ADD, &y, &bb);
 }
 
 static void op_LayerNormalization(ox_node *N)
@@ -1056,9 +1051,9 @@ static void op_LayerNormalization(ox_node *N)
     ox_val axes = ox_i64s(N, r - axis, ax);
     ox_val mean, inv;
     ox_val y = ox_normalize(N, x, &axes, ox_attr_f(N, "epsilon", 1e-5f), &mean, &inv);
-    y = ox_ew2(N, ISA_MUL, &y, scale, x->dtype);
+    y = ox_ew2(N, ISA_MUL, &y, scale);
     if (b)
-        y = ox_ew2(N, ISA_ADD, &y, b, x->dtype);
+        y = ox_ew2(N, ISA_ADD, &y, b);
     N->out[0] = y;
     if (N->n_out > 1)
         N->out[1] = mean;
@@ -1075,7 +1070,7 @@ static void op_LRN(ox_node *N)
     ox_val pv = {0};
     pv.v = cc_const_new(N->C, N->b, TFVM_F32, 1, &four, p, sizeof p, false);
     pv.dtype = TFVM_F32;
-    N->out[0] = ox_op2(N, ISA_LRN, 0, x, &pv, x->dtype, x->rank);
+    N->out[0] = ox_op2(N, ISA_LRN, 0, x, &pv);
 }
 
 /* ---- Softmax, arg and reductions ------------------------------------------------- */
@@ -1085,20 +1080,20 @@ static void softmax(ox_node *N, isa_op op)
     ox_val *x = ox_need(N, 0);
     if (N->X->opset >= 13) {
         int64_t axis = ox_attr_i(N, "axis", -1);
-        N->out[0] = ox_op1(N, op, (uint32_t)ox_norm_axis(N, axis, x->rank, false), x, x->dtype, x->rank);
+        N->out[0] = ox_op1(N, op, (uint32_t)ox_norm_axis(N, axis, x->rank, false), x);
         return;
     }
     /* before opset 13: x as 2-d [prod(dims[:axis]), prod(dims[axis:])] */
     int r = ox_need_rank(N, x);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 1), r, false);
     if (axis == r - 1) {
-        N->out[0] = ox_op1(N, op, (uint32_t)axis, x, x->dtype, r);
+        N->out[0] = ox_op1(N, op, (uint32_t)axis, x);
         return;
     }
     ox_val s = ox_shape_of(N, x);
-    ox_val f = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x, x->dtype, 2);
-    ox_val y = ox_op1(N, op, 1, &f, x->dtype, 2);
-    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &s, x->dtype, r);
+    ox_val f = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x);
+    ox_val y = ox_op1(N, op, 1, &f);
+    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, &y, &s);
 }
 
 static void op_Softmax(ox_node *N) { softmax(N, ISA_SOFTMAX); }
@@ -1109,28 +1104,27 @@ static void arg(ox_node *N, isa_op op)
     ox_val *x = ox_need(N, 0);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
     bool keep = ox_attr_i(N, "keepdims", 1) != 0;
-    int rr = x->rank < 0 ? -1 : x->rank - 1;
     ox_val y;
     if (ox_attr_i(N, "select_last_index", 0)) {
         /* the first best of x reversed along the axis, counted from the end */
         int64_t st = -1, en = INT64_MIN, ax = axis, step = -1;
         ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en), va = ox_i64s(N, 1, &ax), vp = ox_i64s(N, 1, &step);
         const ox_val *in[5] = {x, &vs, &ve, &va, &vp};
-        ox_val rev = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
-        ox_val ri = ox_op1(N, op, (uint32_t)axis, &rev, TFVM_I64, rr);
-        ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        ox_val rev = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
+        ox_val ri = ox_op1(N, op, (uint32_t)axis, &rev);
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, x);
         ox_val ai = ox_scalar(N, TFVM_I64, 0, axis);
-        ox_val dim = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 0);
+        ox_val dim = ox_op2(N, ISA_GATHER, 0, &sh, &ai);
         ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
-        ox_val last = ox_ew2(N, ISA_SUB, &dim, &one, TFVM_I64);
-        y = ox_op2(N, ISA_SUB, 0, &last, &ri, TFVM_I64, rr);
+        ox_val last = ox_ew2(N, ISA_SUB, &dim, &one);
+        y = ox_op2(N, ISA_SUB, 0, &last, &ri);
     } else {
-        y = ox_op1(N, op, (uint32_t)axis, x, TFVM_I64, rr);
+        y = ox_op1(N, op, (uint32_t)axis, x);
     }
     if (keep) {
         int64_t a = axis;
         ox_val av = ox_i64s(N, 1, &a);
-        y = ox_op2(N, ISA_UNSQUEEZE, 0, &y, &av, TFVM_I64, x->rank);
+        y = ox_op2(N, ISA_UNSQUEEZE, 0, &y, &av);
     }
     N->out[0] = y;
 }
@@ -1176,9 +1170,9 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
      * the right shape, zeros) plus -inf (+inf) */
     if ((op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN) && ox_count_of(&x) == 0 &&
         (x.dtype == TFVM_F32 || x.dtype == TFVM_F64)) {
-        ox_val z = ox_op2(N, ISA_REDUCE_SUM, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes, x.dtype, -1);
+        ox_val z = ox_op2(N, ISA_REDUCE_SUM, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes);
         ox_val v = ox_fscalar(N, x.dtype, op == ISA_REDUCE_MAX ? -INFINITY : INFINITY);
-        N->out[0] = ox_ew2(N, ISA_ADD, &z, &v, x.dtype);
+        N->out[0] = ox_ew2(N, ISA_ADD, &z, &v);
         return;
     }
     /* max and min of bools are any and all: computed on i32 */
@@ -1186,14 +1180,13 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
     bool bool_minmax = x.dtype == TFVM_BOOL && (op == ISA_REDUCE_MAX || op == ISA_REDUCE_MIN);
     if (bool_minmax)
         x = ox_to_dtype(N, &x, TFVM_I32);
-    uint8_t d = x.dtype;
     cc_node *noop_if = NULL;
     cc_blk *outer = N->b;
     if (have_axes && noop) {
         /* empty axes at run time leave x as it is: an If on len(axes) == 0 */
-        ox_val sh = ox_op1(N, ISA_SHAPE, 0, &axes, TFVM_I64, 1), z = ox_scalar(N, TFVM_I64, 0, 0);
-        ox_val len = ox_op2(N, ISA_GATHER, 0, &sh, &z, TFVM_I64, 0);
-        ox_val c = ox_ew2(N, ISA_EQUAL, &len, &z, TFVM_BOOL);
+        ox_val sh = ox_op1(N, ISA_SHAPE, 0, &axes), z = ox_scalar(N, TFVM_I64, 0, 0);
+        ox_val len = ox_op2(N, ISA_GATHER, 0, &sh, &z);
+        ox_val c = ox_ew2(N, ISA_EQUAL, &len, &z);
         cc_vtype t = cc_tensor_t((tfvm_dtype)x0.dtype, -1);
         noop_if = cc_if_new(N->C, N->b, c.v, 1, &t, NULL);
         cc_block_results(N->C, noop_if->u.cond.then, 1, &x0.v);
@@ -1202,13 +1195,10 @@ static void reduce(ox_node *N, isa_op op, reduce_kind kind, int64_t axes_input_s
     if (kind == R_L1)
         x = ox_ew1(N, ISA_ABS, &x);
     else if (kind == R_L2 || kind == R_SUMSQ)
-        x = ox_ew2(N, ISA_MUL, &x, &x, d);
+        x = ox_ew2(N, ISA_MUL, &x, &x);
     else if (kind == R_LOGSUMEXP)
         x = ox_ew1(N, ISA_EXP, &x);
-    int rr = -1;
-    if (x.rank >= 0 && !have_axes)
-        rr = keep ? x.rank : nax == 0 ? 0 : x.rank - nax;
-    ox_val y = ox_op2(N, op, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes, d, rr);
+    ox_val y = ox_op2(N, op, keep ? ISA_OPT_KEEPDIMS : 0, &x, &axes);
     if (kind == R_L2)
         y = ox_ew1(N, ISA_SQRT, &y);
     else if (kind == R_LOGSUM || kind == R_LOGSUMEXP)
@@ -1245,7 +1235,7 @@ static void op_Shape(ox_node *N)
     if (as || ae) {
         int64_t st = ox_attr_i(N, "start", 0), en = ox_attr_i(N, "end", INT64_MAX);
         ox_val vs = ox_i64s(N, 1, &st), ve = ox_i64s(N, 1, &en);
-        s = ox_op3(N, ISA_SLICE, 0, &s, &vs, &ve, TFVM_I64, 1);
+        s = ox_op3(N, ISA_SLICE, 0, &s, &vs, &ve);
     }
     N->out[0] = s;
 }
@@ -1258,8 +1248,8 @@ static void op_Size(ox_node *N)
         N->out[0] = ox_scalar(N, TFVM_I64, 0, n);
         return;
     }
-    ox_val s = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1), e = ox_i64s(N, 0, NULL);
-    N->out[0] = ox_op2(N, ISA_REDUCE_PROD, 0, &s, &e, TFVM_I64, 0);
+    ox_val s = ox_op1(N, ISA_SHAPE, 0, x), e = ox_i64s(N, 0, NULL);
+    N->out[0] = ox_op2(N, ISA_REDUCE_PROD, 0, &s, &e);
 }
 
 /* Reshape's result dims from what is known of its shape (compiler/shape.h) */
@@ -1309,34 +1299,35 @@ static void op_Reshape(ox_node *N)
         } else {
             /* 0 = copy the dim: select(shape == 0, shape(x)[:n], shape) */
             ox_val s = ox_i64s(N, n, sh), zero = ox_scalar(N, TFVM_I64, 0, 0);
-            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
             int64_t b0 = 0, e0 = n;
             ox_val vb = ox_i64s(N, 1, &b0), ve = ox_i64s(N, 1, &e0);
-            xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
-            ox_val c = ox_ew2(N, ISA_EQUAL, &s, &zero, TFVM_BOOL);
-            sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &s, TFVM_I64, 1);
+            xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve);
+            ox_val c = ox_ew2(N, ISA_EQUAL, &s, &zero);
+            sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &s);
         }
-        N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, n);
+        N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv);
         reshape_dims(N, x, allowzero);
         return;
     }
     ox_val *s = ox_need(N, 1);
     sv = ox_as_i64_vec(N, s);
-    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
     if (!allowzero) {
         /* a shape computed at run time may hold 0s too: select(shape == 0,
          * (shape(x) + zeros)[:len(shape)], shape) */
         ox_val zero = ox_scalar(N, TFVM_I64, 0, 0);
-        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
         int64_t pads[2] = {0, TFVM_MAX_RANK}, b0 = 0;
         ox_val pv = ox_i64s(N, 2, pads), vb = ox_i64s(N, 1, &b0);
-        xs = ox_op2(N, ISA_PAD, 0, &xs, &pv, TFVM_I64, 1);
-        ox_val ve = ox_op1(N, ISA_SHAPE, 0, &sv, TFVM_I64, 1);
-        xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve, TFVM_I64, 1);
-        ox_val c = ox_ew2(N, ISA_EQUAL, &sv, &zero, TFVM_BOOL);
-        sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &sv, TFVM_I64, 1);
+        xs = ox_op2(N, ISA_PAD, 0, &xs, &pv);
+        ox_val ve = ox_op1(N, ISA_SHAPE, 0, &sv);
+        xs = ox_op3(N, ISA_SLICE, 0, &xs, &vb, &ve);
+        ox_val c = ox_ew2(N, ISA_EQUAL, &sv, &zero);
+        sv = ox_op3(N, ISA_SELECT, 0, &c, &xs, &sv);
     }
-    N->out[0] = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, rr);
+    /* the target's length is s's, which the SELECT's shape no longer shows */
+    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
+    N->out[0] = ox_op_rank(N, ISA_RESHAPE, 0, 2, (const ox_val *const[]){x, &sv}, rr);
     reshape_dims(N, x, allowzero);
 }
 
@@ -1349,9 +1340,9 @@ static void op_Flatten(ox_node *N)
     if (axis == r) {
         int64_t s[2] = {-1, 1};
         ox_val sv = ox_i64s(N, 2, s);
-        y = ox_op2(N, ISA_RESHAPE, 0, x, &sv, x->dtype, 2);
+        y = ox_op2(N, ISA_RESHAPE, 0, x, &sv);
     } else {
-        y = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x, x->dtype, 2);
+        y = ox_op1(N, ISA_FLATTEN, (uint32_t)axis, x);
     }
     int64_t a = 1, b = 1;
     for (int k = 0; k < r; k++) {
@@ -1377,7 +1368,7 @@ static void op_Transpose(ox_node *N)
         n = r;
     }
     ox_val pv = ox_i64s(N, n, perm);
-    ox_val y = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv, x->dtype, n);
+    ox_val y = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv);
     if (x->rank == n)
         for (int k = 0; k < n; k++)
             y.dims[k] = perm[k] >= 0 && perm[k] < n ? x->dims[perm[k]] : -1;
@@ -1422,7 +1413,8 @@ static void op_Squeeze(ox_node *N)
         for (int k = 0; k < x->rank; k++)
             rr += x->dims[k] != 1;
     }
-    N->out[0] = ox_op2(N, ISA_SQUEEZE, 0, x, &axes, x->dtype, rr);
+    /* axes unknown to the rule (computed at run time, or none given) */
+    N->out[0] = ox_op_rank(N, ISA_SQUEEZE, 0, 2, (const ox_val *const[]){x, &axes}, rr);
 }
 
 static void op_Unsqueeze(ox_node *N)
@@ -1434,7 +1426,7 @@ static void op_Unsqueeze(ox_node *N)
     if (!axes_arg(N, &axes, ax, &nax))
         ox_fail(N, TFVM_ERR_FORMAT, "no axes");
     int rr = x->rank >= 0 && nax >= 0 ? x->rank + nax : -1;
-    ox_val y = ox_op2(N, ISA_UNSQUEEZE, 0, x, &axes, x->dtype, rr);
+    ox_val y = ox_op2(N, ISA_UNSQUEEZE, 0, x, &axes);
     if (rr >= 0 && rr <= TFVM_MAX_RANK) {
         bool ins[8] = {0};
         bool ok = true;
@@ -1464,7 +1456,7 @@ static void op_Concat(ox_node *N)
         ox_val *b = ox_need(N, k);
         int r = acc.rank >= 0 ? acc.rank : b->rank;
         int ax = ox_norm_axis(N, axis, r, false);
-        ox_val y = ox_op2(N, ISA_CONCAT, (uint32_t)ax, &acc, b, acc.dtype, r);
+        ox_val y = ox_op2(N, ISA_CONCAT, (uint32_t)ax, &acc, b);
         if (r > 0 && acc.rank == r && b->rank == r && ax >= 0) {
             /* the dims along the axis add up (what Reshape's shape length needs) */
             memcpy(y.dims, acc.dims, sizeof y.dims);
@@ -1480,15 +1472,14 @@ static void op_Gather(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
-    int rr = x->rank >= 0 && idx->rank >= 0 ? x->rank - 1 + idx->rank : -1;
-    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, idx, x->dtype, rr);
+    N->out[0] = ox_op2(N, ISA_GATHER, (uint32_t)axis, x, idx);
 }
 
 static void op_GatherElements(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *idx = ox_need(N, 1);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", 0), x->rank, false);
-    ox_val y = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, idx, x->dtype, idx->rank);
+    ox_val y = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, idx);
     memcpy(y.dims, idx->dims, sizeof y.dims);
     y.v.n->types[0] = ox_vtype(&y);
     N->out[0] = y;
@@ -1515,7 +1506,7 @@ static void op_Slice(ox_node *N)
         sp = ox_opt_in(N, 4) ? ox_as_i64_vec(N, ox_opt_in(N, 4)) : ox_empty_vec(N, TFVM_I64);
     }
     const ox_val *in[5] = {x, &st, &en, &ax, &sp};
-    N->out[0] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+    N->out[0] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
 }
 
 static void op_Split(ox_node *N)
@@ -1531,17 +1522,17 @@ static void op_Split(ox_node *N)
         if (ns < 0) {
             /* part k is [sum(split[:k]), sum(split[:k+1])) */
             ox_val sp0 = ox_as_i64_vec(N, ox_opt_in(N, 1)), zax = ox_scalar(N, TFVM_I64, 0, 0);
-            ox_val ex = ox_op2(N, ISA_CUMSUM, ISA_OPT_EXCLUSIVE, &sp0, &zax, TFVM_I64, 1);
-            ox_val in_ = ox_op2(N, ISA_CUMSUM, 0, &sp0, &zax, TFVM_I64, 1);
+            ox_val ex = ox_op2(N, ISA_CUMSUM, ISA_OPT_EXCLUSIVE, &sp0, &zax);
+            ox_val in_ = ox_op2(N, ISA_CUMSUM, 0, &sp0, &zax);
             int64_t a0 = axis;
             ox_val av0 = ox_i64s(N, 1, &a0), st0 = ox_empty_vec(N, TFVM_I64);
             for (uint32_t k = 0; k < N->n_out; k++) {
                 int64_t kk = k;
                 ox_val ki = ox_i64s(N, 1, &kk);
-                ox_val vb = ox_op2(N, ISA_GATHER, 0, &ex, &ki, TFVM_I64, 1);
-                ox_val ve = ox_op2(N, ISA_GATHER, 0, &in_, &ki, TFVM_I64, 1);
+                ox_val vb = ox_op2(N, ISA_GATHER, 0, &ex, &ki);
+                ox_val ve = ox_op2(N, ISA_GATHER, 0, &in_, &ki);
                 const ox_val *in[5] = {x, &vb, &ve, &av0, &st0};
-                N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+                N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
             }
             return;
         }
@@ -1560,7 +1551,7 @@ static void op_Split(ox_node *N)
             int64_t b = off, e = off + split[k];
             ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e);
             const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
-            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
             off = e;
         }
         return;
@@ -1573,21 +1564,21 @@ static void op_Split(ox_node *N)
             int64_t b = k * chunk, e = (k + 1) * chunk;
             ox_val vb = ox_i64s(N, 1, &b), ve = ox_i64s(N, 1, &e);
             const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
-            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+            N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
         }
         return;
     }
-    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
+    ox_val sh = ox_op1(N, ISA_SHAPE, 0, x);
     ox_val ai = ox_i64s(N, 1, &a);
-    ox_val d = ox_op2(N, ISA_GATHER, 0, &sh, &ai, TFVM_I64, 1);
+    ox_val d = ox_op2(N, ISA_GATHER, 0, &sh, &ai);
     ox_val nm1 = ox_scalar(N, TFVM_I64, 0, n - 1), nn = ox_scalar(N, TFVM_I64, 0, n);
-    ox_val chunk = ox_ew2(N, ISA_ADD, &d, &nm1, TFVM_I64);
-    chunk = ox_ew2(N, ISA_FLOOR_DIV, &chunk, &nn, TFVM_I64);
+    ox_val chunk = ox_ew2(N, ISA_ADD, &d, &nm1);
+    chunk = ox_ew2(N, ISA_FLOOR_DIV, &chunk, &nn);
     for (int k = 0; k < n; k++) {
         ox_val kb = ox_scalar(N, TFVM_I64, 0, k), ke = ox_scalar(N, TFVM_I64, 0, k + 1);
-        ox_val vb = ox_ew2(N, ISA_MUL, &chunk, &kb, TFVM_I64), ve = ox_ew2(N, ISA_MUL, &chunk, &ke, TFVM_I64);
+        ox_val vb = ox_ew2(N, ISA_MUL, &chunk, &kb), ve = ox_ew2(N, ISA_MUL, &chunk, &ke);
         const ox_val *in[5] = {x, &vb, &ve, &av, &sp};
-        N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+        N->out[k] = ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
     }
 }
 
@@ -1604,17 +1595,16 @@ static void op_ConstantOfShape(ox_node *N)
         v = t;
         if (t.rank != 0) {
             ox_val e = ox_i64s(N, 0, NULL);
-            v = ox_op2(N, ISA_RESHAPE, 0, &t, &e, t.dtype, 0);
+            v = ox_op2(N, ISA_RESHAPE, 0, &t, &e);
         }
     } else {
         v = ox_fscalar(N, TFVM_F32, 0);
     }
     ox_val sv = ox_as_i64_vec(N, s);
     cc_dimvec t;
-    int rr = s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1;
-    ox_val y = ox_op2(N, ISA_FILL, 0, &sv, &v, v.dtype, rr);
-    if (ox_dims_of(s, &t) && t.rank == 1 && t.n == rr) {
-        for (int k = 0; k < rr; k++)
+    ox_val y = ox_op2(N, ISA_FILL, 0, &sv, &v);
+    if (ox_dims_of(s, &t) && t.rank == 1 && t.n == y.rank) {
+        for (int k = 0; k < y.rank; k++)
             y.dims[k] = cc_dv_dim(&t, k);
         y.v.n->types[y.v.k] = ox_vtype(&y);
     }
@@ -1632,7 +1622,7 @@ static void op_Expand(ox_node *N)
         rr = cc_shape_expand(x->rank, x->dims, &t, dims);
     else if (s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0)
         rr = (int)(s->dims[0] > x->rank ? s->dims[0] : x->rank);
-    ox_val y = ox_op2(N, ISA_EXPAND, 0, x, &sv, x->dtype, rr);
+    ox_val y = ox_op2(N, ISA_EXPAND, 0, x, &sv);
     if (rr >= 0 && x->rank >= 0 && ox_dims_of(s, &t) && t.rank == 1) {
         memcpy(y.dims, dims, (size_t)rr * sizeof *dims);
         y.v.n->types[y.v.k] = ox_vtype(&y);
@@ -1644,7 +1634,7 @@ static void op_Tile(ox_node *N)
 {
     ox_val *x = ox_need(N, 0);
     ox_val r = ox_as_i64_vec(N, ox_need(N, 1));
-    N->out[0] = ox_op2(N, ISA_TILE, 0, x, &r, x->dtype, x->rank);
+    N->out[0] = ox_op2(N, ISA_TILE, 0, x, &r);
 }
 
 static void op_Range(ox_node *N)
@@ -1654,10 +1644,10 @@ static void op_Range(ox_node *N)
         v[k] = *ox_need(N, k);
         if (v[k].rank != 0) {
             ox_val e = ox_i64s(N, 0, NULL);
-            v[k] = ox_op2(N, ISA_RESHAPE, 0, ox_need(N, k), &e, v[k].dtype, 0);
+            v[k] = ox_op2(N, ISA_RESHAPE, 0, ox_need(N, k), &e);
         }
     }
-    N->out[0] = ox_op3(N, ISA_RANGE, 0, &v[0], &v[1], &v[2], v[0].dtype, 1);
+    N->out[0] = ox_op3(N, ISA_RANGE, 0, &v[0], &v[1], &v[2]);
 }
 
 static void op_Pad(ox_node *N)
@@ -1689,7 +1679,7 @@ static void op_Pad(ox_node *N)
             v = *cv;
             if (cv->rank != 0) {
                 ox_val e = ox_i64s(N, 0, NULL);
-                v = ox_op2(N, ISA_RESHAPE, 0, cv, &e, cv->dtype, 0);
+                v = ox_op2(N, ISA_RESHAPE, 0, cv, &e);
             }
         } else {
             v = ox_scalar(N, x->dtype, 0, 0);
@@ -1708,18 +1698,18 @@ static void op_Pad(ox_node *N)
                 pads = ox_i64s(N, 2 * r, full);
             } else {
                 /* begins = pads[:len(axes)], ends = pads[len(axes):], each spread */
-                ox_val la = ox_op1(N, ISA_SHAPE, 0, axv, TFVM_I64, 1);
+                ox_val la = ox_op1(N, ISA_SHAPE, 0, axv);
                 int64_t z = 0, big = INT64_MAX;
                 ox_val vz = ox_i64s(N, 1, &z), vbig = ox_i64s(N, 1, &big);
-                ox_val b = ox_op3(N, ISA_SLICE, 0, &pads, &vz, &la, TFVM_I64, 1);
-                ox_val e = ox_op3(N, ISA_SLICE, 0, &pads, &la, &vbig, TFVM_I64, 1);
+                ox_val b = ox_op3(N, ISA_SLICE, 0, &pads, &vz, &la);
+                ox_val e = ox_op3(N, ISA_SLICE, 0, &pads, &la, &vbig);
                 b = ox_spread_axes(N, &b, axv, r, TFVM_I64);
                 e = ox_spread_axes(N, &e, axv, r, TFVM_I64);
-                pads = ox_op2(N, ISA_CONCAT, 0, &b, &e, TFVM_I64, 1);
+                pads = ox_op2(N, ISA_CONCAT, 0, &b, &e);
             }
         }
     }
-    N->out[0] = ox_op3(N, ISA_PADV, opts, x, &pads, &v, x->dtype, x->rank);
+    N->out[0] = ox_op3(N, ISA_PADV, opts, x, &pads, &v);
 }
 
 static void op_Einsum(ox_node *N)
@@ -1795,7 +1785,7 @@ static void op_Einsum(ox_node *N)
         lt[k][j] = 0;
         if (na) {
             ox_val av = ox_i64s(N, na, ax);
-            x = ox_op2(N, ISA_REDUCE_SUM, 0, &x, &av, x.dtype, j);
+            x = ox_op2(N, ISA_REDUCE_SUM, 0, &x, &av);
         }
         ops[k] = x;
     }
@@ -1843,7 +1833,7 @@ static void op_Einsum(ox_node *N)
             }
             if (!id) {
                 ox_val pv = ox_i64s(N, w, perm);
-                ops[k] = ox_op2(N, ISA_TRANSPOSE, 0, &ops[k], &pv, ops[k].dtype, w);
+                ops[k] = ox_op2(N, ISA_TRANSPOSE, 0, &ops[k], &pv);
             }
             int64_t ins[2];
             int ni = 0;
@@ -1856,17 +1846,17 @@ static void op_Einsum(ox_node *N)
             }
             if (ni) {
                 ox_val iv = ox_i64s(N, ni, ins);
-                ops[k] = ox_op2(N, ISA_UNSQUEEZE, 0, &ops[k], &iv, ops[k].dtype, nb + 2);
+                ops[k] = ox_op2(N, ISA_UNSQUEEZE, 0, &ops[k], &iv);
             }
         }
-        y = ox_op2(N, ISA_MATMUL, 0, &ops[0], &ops[1], ops[0].dtype, nb + 2);
+        y = ox_op2(N, ISA_MATMUL, 0, &ops[0], &ops[1]);
         int64_t sq[2];
         int ns = 0;
         if (!nm) sq[ns++] = nb;
         if (!nnn) sq[ns++] = nb + 1;
         if (ns) {
             ox_val sv = ox_i64s(N, ns, sq);
-            y = ox_op2(N, ISA_SQUEEZE, 0, &y, &sv, y.dtype, nb + 2 - ns);
+            y = ox_op2(N, ISA_SQUEEZE, 0, &y, &sv);
         }
         int c = 0;
         for (int i = 0; i < nb; i++)
@@ -1889,7 +1879,7 @@ static void op_Einsum(ox_node *N)
     }
     if (!id) {
         ox_val pv = ox_i64s(N, ro, perm);
-        y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv, y.dtype, ro);
+        y = ox_op2(N, ISA_TRANSPOSE, 0, &y, &pv);
     }
     y.rank = (int8_t)ro;
     N->out[0] = y;
@@ -1905,8 +1895,8 @@ static void op_TopK(ox_node *N)
         k = ox_as_i64_scalar(N, ox_need(N, 1));
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), x->rank, false);
     ox_val largest = ox_scalar(N, TFVM_BOOL, 0, ox_attr_i(N, "largest", 1) != 0);
-    ox_val idx = ox_op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest, TFVM_I64, x->rank);
-    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, &idx, x->dtype, x->rank);
+    ox_val idx = ox_op3(N, ISA_TOPK, (uint32_t)axis, x, &k, &largest);
+    N->out[0] = ox_op2(N, ISA_GATHER_ELEMENTS, (uint32_t)axis, x, &idx);
     if (N->n_out > 1)
         N->out[1] = idx;
 }
@@ -1916,7 +1906,7 @@ static void op_Trilu(ox_node *N)
     ox_val *x = ox_need(N, 0);
     ox_val k = ox_opt_in(N, 1) ? ox_as_i64_scalar(N, ox_opt_in(N, 1)) : ox_scalar(N, TFVM_I64, 0, 0);
     uint32_t opts = ox_attr_i(N, "upper", 1) ? ISA_OPT_UPPER : 0;
-    ox_val y = ox_op2(N, ISA_TRILU, opts, x, &k, x->dtype, x->rank);
+    ox_val y = ox_op2(N, ISA_TRILU, opts, x, &k);
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
 }
@@ -1926,7 +1916,7 @@ static void op_CumSum(ox_node *N)
     ox_val *x = ox_need(N, 0);
     ox_val a = ox_as_i64_scalar(N, ox_need(N, 1));
     uint32_t opts = (ox_attr_i(N, "exclusive", 0) ? ISA_OPT_EXCLUSIVE : 0) | (ox_attr_i(N, "reverse", 0) ? ISA_OPT_REVERSE : 0);
-    ox_val y = ox_op2(N, ISA_CUMSUM, opts, x, &a, x->dtype, x->rank);
+    ox_val y = ox_op2(N, ISA_CUMSUM, opts, x, &a);
     memcpy(y.dims, x->dims, sizeof y.dims);
     N->out[0] = y;
 }
@@ -1939,7 +1929,7 @@ static void op_OneHot(ox_node *N)
     dep = ox_as_i64_scalar(N, &dep);
     int rr = ind->rank >= 0 ? ind->rank + 1 : -1;
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), rr, false);
-    N->out[0] = ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals, vals->dtype, rr);
+    N->out[0] = ox_op3(N, ISA_ONEHOT, (uint32_t)axis, &i, &dep, vals);
 }
 
 static void op_Resize(ox_node *N)
@@ -2009,18 +1999,18 @@ static void op_Resize(ox_node *N)
         int r = ox_need_rank(N, x);
         if (scales) {
             ox_val one = ox_fscalar(N, TFVM_F32, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one, TFVM_F32);
+            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one);
             d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
-            sc = ox_ew2(N, ISA_ADD, &d, &one, TFVM_F32);
+            sc = ox_ew2(N, ISA_ADD, &d, &one);
         } else if (sizes) {
-            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x, TFVM_I64, 1);
-            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v, TFVM_I64, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old, TFVM_I64);
+            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
+            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v);
+            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old);
             d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
-            sz = ox_ew2(N, ISA_ADD, &xs, &d, TFVM_I64);
+            sz = ox_ew2(N, ISA_ADD, &xs, &d);
         }
     }
-    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz, x->dtype, x->rank);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz);
 }
 
 static void op_Constant(ox_node *N)

@@ -19,29 +19,29 @@ static ox_val os_slice(ox_node *N, const ox_val *x, int64_t axis, int64_t lo, in
     int64_t one = 1;
     ox_val s = ox_i64s(N, 1, &lo), e = ox_i64s(N, 1, &hi), a = ox_i64s(N, 1, &axis), st = ox_i64s(N, 1, &one);
     const ox_val *in[5] = {x, &s, &e, &a, &st};
-    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in, x->dtype, x->rank);
+    return ox_op(N, ISA_STRIDED_SLICE, 0, 5, in);
 }
 
 static ox_val os_perm(ox_node *N, const ox_val *x, int r, const int64_t *perm)
 {
     ox_val p = ox_i64s(N, r, perm);
-    return ox_op2(N, ISA_TRANSPOSE, 0, x, &p, x->dtype, r);
+    return ox_op2(N, ISA_TRANSPOSE, 0, x, &p);
 }
 
 static ox_val os_reshape(ox_node *N, const ox_val *x, int r, const int64_t *shape)
 {
     ox_val s = ox_i64s(N, r, shape);
-    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &s, x->dtype, r);
+    ox_val y = ox_op2(N, ISA_RESHAPE, 0, x, &s);
     for (int k = 0; k < r; k++)
         y.dims[k] = shape[k];
     y.v.n->types[0] = ox_vtype(&y);
     return y;
 }
 
-static ox_val os_axis_op(ox_node *N, isa_op op, const ox_val *x, int64_t axis, int rank)
+static ox_val os_axis_op(ox_node *N, isa_op op, const ox_val *x, int64_t axis)
 {
     ox_val a = ox_i64s(N, 1, &axis);
-    return ox_op2(N, op, 0, x, &a, x->dtype, rank);
+    return ox_op2(N, op, 0, x, &a);
 }
 
 /* [B, H, S, E] with each head repeated `rep` times in place (NumPy's
@@ -50,13 +50,13 @@ static ox_val os_repeat_heads(ox_node *N, const ox_val *x, int64_t rep)
 {
     if (rep == 1)
         return *x;
-    ox_val u = os_axis_op(N, ISA_UNSQUEEZE, x, 2, 5);
+    ox_val u = os_axis_op(N, ISA_UNSQUEEZE, x, 2);
     int64_t reps[5] = {1, 1, rep, 1, 1}, mul[4] = {1, rep, 1, 1};
     ox_val rv = ox_i64s(N, 5, reps);
-    u = ox_op2(N, ISA_TILE, 0, &u, &rv, x->dtype, 5);
+    u = ox_op2(N, ISA_TILE, 0, &u, &rv);
     ox_val s = ox_shape_of(N, x), m = ox_i64s(N, 4, mul);
-    s = ox_ew2(N, ISA_MUL, &s, &m, TFVM_I64);
-    return ox_op2(N, ISA_RESHAPE, 0, &u, &s, x->dtype, 4);
+    s = ox_ew2(N, ISA_MUL, &s, &m);
+    return ox_op2(N, ISA_RESHAPE, 0, &u, &s);
 }
 
 /* [B, T, H*D] -> [B, H, T, D] (all dims known) */
@@ -82,25 +82,24 @@ static void op_CausalConvWithState(ox_node *N)
     int64_t c = x->dims[1] >= 0 ? x->dims[1] : w->dims[0], k = w->dims[2];
     if (c < 1 || k < 1)
         ox_unsupported(N, "an input of unknown channel count or kernel size");
-    uint8_t d = x->dtype;
     ox_val padded;
     if (past) {
-        padded = ox_op2(N, ISA_CONCAT, 2, past, x, d, 3);
+        padded = ox_op2(N, ISA_CONCAT, 2, past, x);
     } else {
         int64_t pads[6] = {0, 0, k - 1, 0, 0, 0};
         ox_val pv = ox_i64s(N, 6, pads);
-        padded = ox_op2(N, ISA_PAD, 0, x, &pv, d, 3);
+        padded = ox_op2(N, ISA_PAD, 0, x, &pv);
     }
     /* depthwise: one group per channel, valid padding */
-    ox_val x4 = os_axis_op(N, ISA_UNSQUEEZE, &padded, 2, 4), w4 = os_axis_op(N, ISA_UNSQUEEZE, w, 2, 4);
+    ox_val x4 = os_axis_op(N, ISA_UNSQUEEZE, &padded, 2), w4 = os_axis_op(N, ISA_UNSQUEEZE, w, 2);
     int64_t p[9] = {1, 1, 0, 0, 0, 0, 1, 1, c};
     ox_val pv = ox_i64s(N, 9, p);
-    ox_val y = ox_op3(N, ISA_CONV2D, 0, &x4, &w4, &pv, d, 4);
-    y = os_axis_op(N, ISA_SQUEEZE, &y, 2, 3);
+    ox_val y = ox_op3(N, ISA_CONV2D, 0, &x4, &w4, &pv);
+    y = os_axis_op(N, ISA_SQUEEZE, &y, 2);
     if (bias) {
         int64_t s2[2] = {-1, 1};
         ox_val bb = os_reshape(N, bias, 2, s2);
-        y = ox_ew2(N, ISA_ADD, &y, &bb, d);
+        y = ox_ew2(N, ISA_ADD, &y, &bb);
     }
     if (silu)
         y = ox_decompose(N, CC_DC_SWISH, &y, NULL);
@@ -162,12 +161,12 @@ static void op_FlexAttention(ox_node *N)
     /* sqrt(scale) on each side, rounded to float first as the reference does */
     ox_val sq = ox_fscalar(N, d, (double)sqrtf((float)scale));
     ox_val kr = os_repeat_heads(N, k, hq / hkv), vr = os_repeat_heads(N, v, hq / hkv);
-    ox_val qs = ox_ew2(N, ISA_MUL, q, &sq, d), ks = ox_ew2(N, ISA_MUL, &kr, &sq, d);
-    ox_val s = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &qs, &ks, d, 4);
+    ox_val qs = ox_ew2(N, ISA_MUL, q, &sq), ks = ox_ew2(N, ISA_MUL, &kr, &sq);
+    ox_val s = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_B, &qs, &ks);
     s = os_mod_graph(N, "score_mod", &s);
-    ox_val p = ox_op1(N, ISA_SOFTMAX, 3, &s, d, 4);
+    ox_val p = ox_op1(N, ISA_SOFTMAX, 3, &s);
     p = os_mod_graph(N, "prob_mod", &p);
-    N->out[0] = ox_op2(N, ISA_MATMUL, 0, &p, &vr, d, 4);
+    N->out[0] = ox_op2(N, ISA_MATMUL, 0, &p, &vr);
 }
 
 /* ---- LinearAttention ------------------------------------------------------------------ */
@@ -220,7 +219,7 @@ static void op_LinearAttention(ox_node *N)
         state = ox_to_dtype(N, past, TFVM_F32);
     } else {
         ox_val sv = ox_i64s(N, 4, sdims), z = ox_fscalar(N, d, 0);
-        state = ox_op2(N, ISA_FILL, 0, &sv, &z, d, 4);
+        state = ox_op2(N, ISA_FILL, 0, &sv, &z);
     }
     const Onnx__AttributeProto *sa = ox_attr(N, "scale");
     double scale = sa && sa->has_f && sa->f != 0 ? sa->f : 1.0 / sqrt((double)dk);
@@ -234,22 +233,22 @@ static void op_LinearAttention(ox_node *N)
             ox_val gt = os_slice(N, &g4, 2, i, i + 1);
             gt = os_perm(N, &gt, 4, swap);
             gt = ox_ew1(N, ISA_EXP, &gt);
-            state = ox_ew2(N, ISA_MUL, &state, &gt, d);
+            state = ox_ew2(N, ISA_MUL, &state, &gt);
         }
         if (delta) {
             /* v <- beta * (v - k @ state) */
-            ox_val rt = ox_op2(N, ISA_MATMUL, 0, &kt, &state, d, 4);
+            ox_val rt = ox_op2(N, ISA_MATMUL, 0, &kt, &state);
             ox_val bt = os_slice(N, &b4, 2, i, i + 1);
-            vt = ox_ew2(N, ISA_SUB, &vt, &rt, d);
-            vt = ox_ew2(N, ISA_MUL, &bt, &vt, d);
+            vt = ox_ew2(N, ISA_SUB, &vt, &rt);
+            vt = ox_ew2(N, ISA_MUL, &bt, &vt);
         }
         /* state += k^T v (an outer product: one term per element, exact) */
-        ox_val kv = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_A, &kt, &vt, d, 4);
-        state = ox_ew2(N, ISA_ADD, &state, &kv, d);
+        ox_val kv = ox_op2(N, ISA_MATMUL, ISA_OPT_TRANS_A, &kt, &vt);
+        state = ox_ew2(N, ISA_ADD, &state, &kv);
         ox_val rd = os_repeat_heads(N, &state, hq / hkv);
-        ox_val ot = ox_op2(N, ISA_MATMUL, 0, &qt, &rd, d, 4);
-        ot = ox_ew2(N, ISA_MUL, &sc, &ot, d);
-        out = i == 0 ? ot : ox_op2(N, ISA_CONCAT, 2, &out, &ot, d, 4);
+        ox_val ot = ox_op2(N, ISA_MATMUL, 0, &qt, &rd);
+        ot = ox_ew2(N, ISA_MUL, &sc, &ot);
+        out = i == 0 ? ot : ox_op2(N, ISA_CONCAT, 2, &out, &ot);
     }
     int64_t perm[4] = {0, 2, 1, 3}, os[3] = {b, t, hq * dv};
     out = os_perm(N, &out, 4, perm);
@@ -273,22 +272,22 @@ static ox_val os_dft(ox_node *N, const ox_val *x, int R, int64_t c, const ox_val
 {
     uint8_t d = x->dtype, f = TFVM_F64;
     ox_val n = ox_shape_of(N, x), ri = os_i64(N, R - 2);
-    n = ox_op2(N, ISA_GATHER, 0, &n, &ri, TFVM_I64, 0);
+    n = ox_op2(N, ISA_GATHER, 0, &n, &ri);
     ox_val z = os_i64(N, 0), one = os_i64(N, 1), two = os_i64(N, 2);
     bool irfft = inverse && onesided;
     ox_val kn = *m;
     if (onesided && !inverse) {
-        kn = ox_ew2(N, ISA_FLOOR_DIV, m, &two, TFVM_I64);
-        kn = ox_ew2(N, ISA_ADD, &kn, &one, TFVM_I64);
+        kn = ox_ew2(N, ISA_FLOOR_DIV, m, &two);
+        kn = ox_ew2(N, ISA_ADD, &kn, &one);
     }
-    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &n, &one, TFVM_I64, 1);
-    ox_val kk = ox_op3(N, ISA_RANGE, 0, &z, &kn, &one, TFVM_I64, 1);
-    j = os_axis_op(N, ISA_UNSQUEEZE, &j, 1, 2);
-    ox_val jk = ox_ew2(N, ISA_MUL, &j, &kk, TFVM_I64);
-    jk = ox_ew2(N, ISA_FLOOR_MOD, &jk, m, TFVM_I64);
+    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &n, &one);
+    ox_val kk = ox_op3(N, ISA_RANGE, 0, &z, &kn, &one);
+    j = os_axis_op(N, ISA_UNSQUEEZE, &j, 1);
+    ox_val jk = ox_ew2(N, ISA_MUL, &j, &kk);
+    jk = ox_ew2(N, ISA_FLOOR_MOD, &jk, m);
     ox_val mf = ox_to_dtype(N, m, f), jkf = ox_to_dtype(N, &jk, f), tp = ox_fscalar(N, f, 2 * M_PI);
-    ox_val th = ox_ew2(N, ISA_MUL, &jkf, &tp, f);
-    th = ox_ew2(N, ISA_DIV, &th, &mf, f);
+    ox_val th = ox_ew2(N, ISA_MUL, &jkf, &tp);
+    th = ox_ew2(N, ISA_DIV, &th, &mf);
     ox_val wr = ox_ew1(N, ISA_COS, &th), wi = ox_ew1(N, ISA_SIN, &th);
     if (!inverse)
         wi = ox_ew1(N, ISA_NEG, &wi);
@@ -296,39 +295,39 @@ static ox_val os_dft(ox_node *N, const ox_val *x, int R, int64_t c, const ox_val
      * bins 1 .. ceil(m/2)-1 stand for their mirror images too (weight 2) */
     ox_val w;
     if (irfft) {
-        ox_val j2 = ox_ew2(N, ISA_MUL, &j, &two, TFVM_I64);
-        ox_val in = ox_ew2(N, ISA_LESS_EQUAL, &j2, m, TFVM_BOOL);
-        ox_val edge = ox_ew2(N, ISA_EQUAL, &j2, m, TFVM_BOOL), j0 = ox_ew2(N, ISA_EQUAL, &j, &z, TFVM_BOOL);
-        edge = ox_ew2(N, ISA_OR, &edge, &j0, TFVM_BOOL);
+        ox_val j2 = ox_ew2(N, ISA_MUL, &j, &two);
+        ox_val in = ox_ew2(N, ISA_LESS_EQUAL, &j2, m);
+        ox_val edge = ox_ew2(N, ISA_EQUAL, &j2, m), j0 = ox_ew2(N, ISA_EQUAL, &j, &z);
+        edge = ox_ew2(N, ISA_OR, &edge, &j0);
         ox_val f0 = ox_fscalar(N, f, 0), f1 = ox_fscalar(N, f, 1), f2 = ox_fscalar(N, f, 2);
-        w = ox_op3(N, ISA_SELECT, 0, &edge, &f1, &f2, f, 2);
-        w = ox_op3(N, ISA_SELECT, 0, &in, &w, &f0, f, 2);
+        w = ox_op3(N, ISA_SELECT, 0, &edge, &f1, &f2);
+        w = ox_op3(N, ISA_SELECT, 0, &in, &w, &f0);
     } else {
-        ox_val in = ox_ew2(N, ISA_LESS, &j, m, TFVM_BOOL);
+        ox_val in = ox_ew2(N, ISA_LESS, &j, m);
         w = ox_to_dtype(N, &in, f);
     }
     if (inverse)
-        w = ox_ew2(N, ISA_DIV, &w, &mf, f);
-    wr = ox_ew2(N, ISA_MUL, &wr, &w, f);
-    wi = ox_ew2(N, ISA_MUL, &wi, &w, f);
+        w = ox_ew2(N, ISA_DIV, &w, &mf);
+    wr = ox_ew2(N, ISA_MUL, &wr, &w);
+    wi = ox_ew2(N, ISA_MUL, &wi, &w);
     /* (a + ib)(wr + i wi) = (a wr - b wi) + i (a wi + b wr) */
     ox_val xf = ox_to_dtype(N, x, f);
     ox_val a = c == 1 ? xf : os_slice(N, &xf, R - 1, 0, 1);
-    a = os_axis_op(N, ISA_SQUEEZE, &a, R - 1, R - 1);
-    ox_val re = ox_op2(N, ISA_MATMUL, 0, &a, &wr, f, R - 1);
-    ox_val im = ox_op2(N, ISA_MATMUL, 0, &a, &wi, f, R - 1);
+    a = os_axis_op(N, ISA_SQUEEZE, &a, R - 1);
+    ox_val re = ox_op2(N, ISA_MATMUL, 0, &a, &wr);
+    ox_val im = ox_op2(N, ISA_MATMUL, 0, &a, &wi);
     if (c == 2) {
         ox_val bb = os_slice(N, &xf, R - 1, 1, 2);
-        bb = os_axis_op(N, ISA_SQUEEZE, &bb, R - 1, R - 1);
-        ox_val bi = ox_op2(N, ISA_MATMUL, 0, &bb, &wi, f, R - 1), br = ox_op2(N, ISA_MATMUL, 0, &bb, &wr, f, R - 1);
-        re = ox_ew2(N, ISA_SUB, &re, &bi, f);
-        im = ox_ew2(N, ISA_ADD, &im, &br, f);
+        bb = os_axis_op(N, ISA_SQUEEZE, &bb, R - 1);
+        ox_val bi = ox_op2(N, ISA_MATMUL, 0, &bb, &wi), br = ox_op2(N, ISA_MATMUL, 0, &bb, &wr);
+        re = ox_ew2(N, ISA_SUB, &re, &bi);
+        im = ox_ew2(N, ISA_ADD, &im, &br);
     }
-    re = os_axis_op(N, ISA_UNSQUEEZE, &re, R - 1, R);
+    re = os_axis_op(N, ISA_UNSQUEEZE, &re, R - 1);
     ox_val y = re;
     if (!irfft) {
-        im = os_axis_op(N, ISA_UNSQUEEZE, &im, R - 1, R);
-        y = ox_op2(N, ISA_CONCAT, (uint32_t)(R - 1), &re, &im, f, R);
+        im = os_axis_op(N, ISA_UNSQUEEZE, &im, R - 1);
+        y = ox_op2(N, ISA_CONCAT, (uint32_t)(R - 1), &re, &im);
     }
     return ox_to_dtype(N, &y, d);
 }
@@ -358,28 +357,28 @@ static void op_DFT(ox_node *N)
         ax = ox_as_i64_scalar(N, axin);
     }
     ox_val rr = os_i64(N, R);
-    ax = ox_ew2(N, ISA_FLOOR_MOD, &ax, &rr, TFVM_I64);
+    ax = ox_ew2(N, ISA_FLOOR_MOD, &ax, &rr);
     /* the axis swapped with R-2 (its own inverse) */
     ox_val z = os_i64(N, 0), one = os_i64(N, 1), r2 = os_i64(N, R - 2);
-    ox_val idx = ox_op3(N, ISA_RANGE, 0, &z, &rr, &one, TFVM_I64, 1);
-    ox_val is_a = ox_ew2(N, ISA_EQUAL, &idx, &ax, TFVM_BOOL), is_l = ox_ew2(N, ISA_EQUAL, &idx, &r2, TFVM_BOOL);
-    ox_val perm = ox_op3(N, ISA_SELECT, 0, &is_l, &ax, &idx, TFVM_I64, 1);
-    perm = ox_op3(N, ISA_SELECT, 0, &is_a, &r2, &perm, TFVM_I64, 1);
-    ox_val xt = ox_op2(N, ISA_TRANSPOSE, 0, x, &perm, x->dtype, R);
+    ox_val idx = ox_op3(N, ISA_RANGE, 0, &z, &rr, &one);
+    ox_val is_a = ox_ew2(N, ISA_EQUAL, &idx, &ax), is_l = ox_ew2(N, ISA_EQUAL, &idx, &r2);
+    ox_val perm = ox_op3(N, ISA_SELECT, 0, &is_l, &ax, &idx);
+    perm = ox_op3(N, ISA_SELECT, 0, &is_a, &r2, &perm);
+    ox_val xt = ox_op2(N, ISA_TRANSPOSE, 0, x, &perm);
     ox_val m;
     if (len) {
         m = ox_as_i64_scalar(N, len);
     } else {
         ox_val n = ox_shape_of(N, &xt);
-        m = ox_op2(N, ISA_GATHER, 0, &n, &r2, TFVM_I64, 0);
+        m = ox_op2(N, ISA_GATHER, 0, &n, &r2);
         if (inverse && onesided) {
             ox_val two = os_i64(N, 2);
-            m = ox_ew2(N, ISA_SUB, &m, &one, TFVM_I64);
-            m = ox_ew2(N, ISA_MUL, &m, &two, TFVM_I64);
+            m = ox_ew2(N, ISA_SUB, &m, &one);
+            m = ox_ew2(N, ISA_MUL, &m, &two);
         }
     }
     ox_val y = os_dft(N, &xt, R, c, &m, inverse, onesided);
-    N->out[0] = ox_op2(N, ISA_TRANSPOSE, 0, &y, &perm, x->dtype, R);
+    N->out[0] = ox_op2(N, ISA_TRANSPOSE, 0, &y, &perm);
 }
 
 static void op_STFT(ox_node *N)
@@ -404,26 +403,26 @@ static void op_STFT(ox_node *N)
         /* the window's length, else the whole signal */
         fl = ox_shape_of(N, win ? win : sig);
         ox_val at = win ? z : one;
-        fl = ox_op2(N, ISA_GATHER, 0, &fl, &at, TFVM_I64, 0);
+        fl = ox_op2(N, ISA_GATHER, 0, &fl, &at);
     }
     ox_val st = ox_as_i64_scalar(N, step);
     /* frames = (L - fl) / step + 1; frame f takes samples f*step + [0, fl) */
     ox_val l = ox_shape_of(N, sig);
-    l = ox_op2(N, ISA_GATHER, 0, &l, &one, TFVM_I64, 0);
-    ox_val nf = ox_ew2(N, ISA_SUB, &l, &fl, TFVM_I64);
-    nf = ox_ew2(N, ISA_FLOOR_DIV, &nf, &st, TFVM_I64);
-    nf = ox_ew2(N, ISA_ADD, &nf, &one, TFVM_I64);
-    ox_val fi = ox_op3(N, ISA_RANGE, 0, &z, &nf, &one, TFVM_I64, 1);
-    ox_val ti = ox_op3(N, ISA_RANGE, 0, &z, &fl, &one, TFVM_I64, 1);
-    fi = ox_ew2(N, ISA_MUL, &fi, &st, TFVM_I64);
-    fi = os_axis_op(N, ISA_UNSQUEEZE, &fi, 1, 2);
-    ox_val idx = ox_ew2(N, ISA_ADD, &fi, &ti, TFVM_I64);
-    ox_val fr = ox_op2(N, ISA_GATHER, 1, sig, &idx, d, 4); /* [B, F, fl, c] */
+    l = ox_op2(N, ISA_GATHER, 0, &l, &one);
+    ox_val nf = ox_ew2(N, ISA_SUB, &l, &fl);
+    nf = ox_ew2(N, ISA_FLOOR_DIV, &nf, &st);
+    nf = ox_ew2(N, ISA_ADD, &nf, &one);
+    ox_val fi = ox_op3(N, ISA_RANGE, 0, &z, &nf, &one);
+    ox_val ti = ox_op3(N, ISA_RANGE, 0, &z, &fl, &one);
+    fi = ox_ew2(N, ISA_MUL, &fi, &st);
+    fi = os_axis_op(N, ISA_UNSQUEEZE, &fi, 1);
+    ox_val idx = ox_ew2(N, ISA_ADD, &fi, &ti);
+    ox_val fr = ox_op2(N, ISA_GATHER, 1, sig, &idx); /* [B, F, fl, c] */
     if (win) {
         int64_t s2[2] = {-1, 1};
         ox_val wv = ox_to_dtype(N, win, d);
         wv = os_reshape(N, &wv, 2, s2);
-        fr = ox_ew2(N, ISA_MUL, &fr, &wv, d);
+        fr = ox_ew2(N, ISA_MUL, &fr, &wv);
     }
     N->out[0] = os_dft(N, &fr, 4, c, &fl, false, onesided);
 }
@@ -432,7 +431,7 @@ static void op_STFT(ox_node *N)
 
 static ox_val os_scalar_as(ox_node *N, const ox_val *v, uint8_t d)
 {
-    ox_val s = ox_count_of(v) == 1 && v->rank == 1 ? os_axis_op(N, ISA_SQUEEZE, v, 0, 0) : *v;
+    ox_val s = ox_count_of(v) == 1 && v->rank == 1 ? os_axis_op(N, ISA_SQUEEZE, v, 0) : *v;
     return ox_to_dtype(N, &s, d);
 }
 
@@ -441,14 +440,14 @@ static ox_val os_mel(ox_node *N, const ox_val *hz)
 {
     uint8_t f = TFVM_F32;
     ox_val h = os_scalar_as(N, hz, f), c700 = ox_fscalar(N, f, 700), one = ox_fscalar(N, f, 1);
-    h = ox_ew2(N, ISA_DIV, &h, &c700, f);
-    h = ox_ew2(N, ISA_ADD, &one, &h, f);
+    h = ox_ew2(N, ISA_DIV, &h, &c700);
+    h = ox_ew2(N, ISA_ADD, &one, &h);
     h = ox_to_dtype(N, &h, TFVM_F64);
     h = ox_ew1(N, ISA_LOG, &h);
     ox_val l10 = ox_fscalar(N, TFVM_F64, log(10.0)), k = ox_fscalar(N, f, 2595);
-    h = ox_ew2(N, ISA_DIV, &h, &l10, TFVM_F64);
+    h = ox_ew2(N, ISA_DIV, &h, &l10);
     h = ox_to_dtype(N, &h, f);
-    return ox_ew2(N, ISA_MUL, &k, &h, f);
+    return ox_ew2(N, ISA_MUL, &k, &h);
 }
 
 /* triangular filters over the bins of a one-sided spectrum: column i rises
@@ -463,56 +462,56 @@ static void op_MelWeightMatrix(ox_node *N)
     ox_val m = ox_as_i64_scalar(N, nm), n = ox_as_i64_scalar(N, dl), rate = ox_as_i64_scalar(N, sr);
     ox_val z = os_i64(N, 0), one = os_i64(N, 1), two = os_i64(N, 2);
     ox_val lm = os_mel(N, lo), hm = os_mel(N, hi);
-    ox_val m2 = ox_ew2(N, ISA_ADD, &m, &two, i64);
-    ox_val step = ox_ew2(N, ISA_SUB, &hm, &lm, TFVM_F32), m2f = ox_to_dtype(N, &m2, TFVM_F32);
-    step = ox_ew2(N, ISA_DIV, &step, &m2f, TFVM_F32);
+    ox_val m2 = ox_ew2(N, ISA_ADD, &m, &two);
+    ox_val step = ox_ew2(N, ISA_SUB, &hm, &lm), m2f = ox_to_dtype(N, &m2, TFVM_F32);
+    step = ox_ew2(N, ISA_DIV, &step, &m2f);
     /* edges in double: 700 (10^(mel/2595) - 1), then floor((n+1) hz / rate) */
-    ox_val b = ox_op3(N, ISA_RANGE, 0, &z, &m2, &one, i64, 1);
+    ox_val b = ox_op3(N, ISA_RANGE, 0, &z, &m2, &one);
     b = ox_to_dtype(N, &b, f);
     ox_val sd = ox_to_dtype(N, &step, f), ld = ox_to_dtype(N, &lm, f);
-    b = ox_ew2(N, ISA_MUL, &b, &sd, f);
-    b = ox_ew2(N, ISA_ADD, &b, &ld, f);
+    b = ox_ew2(N, ISA_MUL, &b, &sd);
+    b = ox_ew2(N, ISA_ADD, &b, &ld);
     ox_val c2595 = ox_fscalar(N, f, 2595), ten = ox_fscalar(N, f, 10), fone = ox_fscalar(N, f, 1);
     ox_val c700 = ox_fscalar(N, f, 700);
-    b = ox_ew2(N, ISA_DIV, &b, &c2595, f);
-    b = ox_ew2(N, ISA_POW, &ten, &b, f);
-    b = ox_ew2(N, ISA_SUB, &b, &fone, f);
-    b = ox_ew2(N, ISA_MUL, &c700, &b, f);
-    ox_val n1 = ox_ew2(N, ISA_ADD, &n, &one, i64);
+    b = ox_ew2(N, ISA_DIV, &b, &c2595);
+    b = ox_ew2(N, ISA_POW, &ten, &b);
+    b = ox_ew2(N, ISA_SUB, &b, &fone);
+    b = ox_ew2(N, ISA_MUL, &c700, &b);
+    ox_val n1 = ox_ew2(N, ISA_ADD, &n, &one);
     n1 = ox_to_dtype(N, &n1, f);
     ox_val rf = ox_to_dtype(N, &rate, f);
-    b = ox_ew2(N, ISA_MUL, &n1, &b, f);
-    b = ox_ew2(N, ISA_DIV, &b, &rf, f);
+    b = ox_ew2(N, ISA_MUL, &n1, &b);
+    b = ox_ew2(N, ISA_DIV, &b, &rf);
     b = ox_ew1(N, ISA_FLOOR, &b);
     b = ox_to_dtype(N, &b, i64);
     /* lo, c, hi as [1, M] rows; the bin j as a [nb, 1] column */
-    ox_val nb = ox_ew2(N, ISA_FLOOR_DIV, &n, &two, i64);
-    nb = ox_ew2(N, ISA_ADD, &nb, &one, i64);
-    ox_val mp1 = ox_ew2(N, ISA_ADD, &m, &one, i64);
-    ox_val iv = ox_op3(N, ISA_RANGE, 0, &z, &m, &one, i64, 1);
-    ox_val iv1 = ox_op3(N, ISA_RANGE, 0, &one, &mp1, &one, i64, 1);
-    ox_val iv2 = ox_op3(N, ISA_RANGE, 0, &two, &m2, &one, i64, 1);
-    ox_val bl = ox_op2(N, ISA_GATHER, 0, &b, &iv, i64, 1), bc = ox_op2(N, ISA_GATHER, 0, &b, &iv1, i64, 1);
-    ox_val bh = ox_op2(N, ISA_GATHER, 0, &b, &iv2, i64, 1);
-    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &nb, &one, i64, 1);
-    j = os_axis_op(N, ISA_UNSQUEEZE, &j, 1, 2);
+    ox_val nb = ox_ew2(N, ISA_FLOOR_DIV, &n, &two);
+    nb = ox_ew2(N, ISA_ADD, &nb, &one);
+    ox_val mp1 = ox_ew2(N, ISA_ADD, &m, &one);
+    ox_val iv = ox_op3(N, ISA_RANGE, 0, &z, &m, &one);
+    ox_val iv1 = ox_op3(N, ISA_RANGE, 0, &one, &mp1, &one);
+    ox_val iv2 = ox_op3(N, ISA_RANGE, 0, &two, &m2, &one);
+    ox_val bl = ox_op2(N, ISA_GATHER, 0, &b, &iv), bc = ox_op2(N, ISA_GATHER, 0, &b, &iv1);
+    ox_val bh = ox_op2(N, ISA_GATHER, 0, &b, &iv2);
+    ox_val j = ox_op3(N, ISA_RANGE, 0, &z, &nb, &one);
+    j = os_axis_op(N, ISA_UNSQUEEZE, &j, 1);
     ox_val jf = ox_to_dtype(N, &j, f), blf = ox_to_dtype(N, &bl, f), bcf = ox_to_dtype(N, &bc, f);
     ox_val bhf = ox_to_dtype(N, &bh, f), f0 = ox_fscalar(N, f, 0);
     /* rising edge (or 1 at the centre when it has no width) */
-    ox_val up = ox_ew2(N, ISA_SUB, &jf, &blf, f), w1 = ox_ew2(N, ISA_SUB, &bcf, &blf, f);
-    up = ox_ew2(N, ISA_DIV, &up, &w1, f);
-    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bl, TFVM_BOOL), le = ox_ew2(N, ISA_LESS_EQUAL, &j, &bc, TFVM_BOOL);
-    ox_val inr = ox_ew2(N, ISA_AND, &ge, &le, TFVM_BOOL);
-    up = ox_op3(N, ISA_SELECT, 0, &inr, &up, &f0, f, 2);
-    ox_val flat = ox_ew2(N, ISA_EQUAL, &bc, &bl, TFVM_BOOL), atc = ox_ew2(N, ISA_EQUAL, &j, &bc, TFVM_BOOL);
+    ox_val up = ox_ew2(N, ISA_SUB, &jf, &blf), w1 = ox_ew2(N, ISA_SUB, &bcf, &blf);
+    up = ox_ew2(N, ISA_DIV, &up, &w1);
+    ox_val ge = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bl), le = ox_ew2(N, ISA_LESS_EQUAL, &j, &bc);
+    ox_val inr = ox_ew2(N, ISA_AND, &ge, &le);
+    up = ox_op3(N, ISA_SELECT, 0, &inr, &up, &f0);
+    ox_val flat = ox_ew2(N, ISA_EQUAL, &bc, &bl), atc = ox_ew2(N, ISA_EQUAL, &j, &bc);
     ox_val atcf = ox_to_dtype(N, &atc, f);
-    up = ox_op3(N, ISA_SELECT, 0, &flat, &atcf, &up, f, 2);
+    up = ox_op3(N, ISA_SELECT, 0, &flat, &atcf, &up);
     /* falling edge, written over the rising one where it applies */
-    ox_val dn = ox_ew2(N, ISA_SUB, &bhf, &jf, f), w2 = ox_ew2(N, ISA_SUB, &bhf, &bcf, f);
-    dn = ox_ew2(N, ISA_DIV, &dn, &w2, f);
-    ox_val gc = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bc, TFVM_BOOL), lh = ox_ew2(N, ISA_LESS, &j, &bh, TFVM_BOOL);
-    ox_val infall = ox_ew2(N, ISA_AND, &gc, &lh, TFVM_BOOL);
-    ox_val y = ox_op3(N, ISA_SELECT, 0, &infall, &dn, &up, f, 2);
+    ox_val dn = ox_ew2(N, ISA_SUB, &bhf, &jf), w2 = ox_ew2(N, ISA_SUB, &bhf, &bcf);
+    dn = ox_ew2(N, ISA_DIV, &dn, &w2);
+    ox_val gc = ox_ew2(N, ISA_GREATER_EQUAL, &j, &bc), lh = ox_ew2(N, ISA_LESS, &j, &bh);
+    ox_val infall = ox_ew2(N, ISA_AND, &gc, &lh);
+    ox_val y = ox_op3(N, ISA_SELECT, 0, &infall, &dn, &up);
     N->out[0] = ox_to_dtype(N, &y, od);
 }
 

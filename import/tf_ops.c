@@ -189,9 +189,8 @@ static cc_vtype ten(tfvm_dtype d) { return cc_tensor_t(d, -1); }
 static int const_ints(cc_irval v, int64_t *out, int max);
 
 /* What the instruction's own rules (isa/ops.def, isa/shape.h) say of its
- * result: the dtype when t's is 0, the rank when t's is unknown, and the
- * dims the shape rule knows where it agrees with t's rank. */
-static cc_vtype ask_rules(isa_op o, uint32_t a, uint32_t n, const cc_irval *in, cc_vtype t)
+ * result: its dtype, and its rank and the dims the shape rule knows. */
+static cc_vtype ask_rules(isa_op o, uint32_t a, uint32_t n, const cc_irval *in)
 {
     isa_shape x[8], r;
     int64_t vals[8][16];
@@ -205,14 +204,10 @@ static cc_vtype ask_rules(isa_op o, uint32_t a, uint32_t n, const cc_irval *in, 
         x[k].n_vals = rank <= 1 ? const_ints(in[k], vals[k], 16) : -1;
         dts[k] = v->dtype;
     }
-    if (!t.dtype)
-        t.dtype = isa_result_dtype(o, dts, a);
+    cc_vtype t = cc_tensor_t(isa_result_dtype(o, dts, a), -1);
     char msg[1];
     if (n > 8 || isa_shape_rule(o, a, x, n, &r, msg, sizeof msg) != TFVM_OK || r.rank < 0)
         return t; /* a failure is the run's to report */
-    int want = !t.tensor ? 0 : t.rank == ISA_RANK_ANY ? -1 : t.rank;
-    if (want >= 0 && r.rank != want)
-        return t;
     t.tensor = r.rank > 0;
     t.rank = (uint8_t)r.rank;
     for (int k = 0; k < r.rank; k++)
@@ -220,26 +215,24 @@ static cc_vtype ask_rules(isa_op o, uint32_t a, uint32_t n, const cc_irval *in, 
     return t;
 }
 
-static cc_irval op(ctx *X, isa_op o, uint32_t a, uint32_t n, const cc_irval *in, cc_vtype t)
+/* The instruction on its operands, its result typed by the rules. */
+static cc_irval op(ctx *X, isa_op o, uint32_t a, uint32_t n, const cc_irval *in)
 {
-    return cc_op_new(X->C, X->b, o, a, n, in, ask_rules(o, a, n, in, t), NULL);
+    return cc_op_new(X->C, X->b, o, a, n, in, ask_rules(o, a, n, in), NULL);
 }
 
-static cc_irval op1(ctx *X, isa_op o, uint32_t a, cc_irval x, cc_vtype t) { return op(X, o, a, 1, &x, t); }
+static cc_irval op1(ctx *X, isa_op o, uint32_t a, cc_irval x) { return op(X, o, a, 1, &x); }
 
-static cc_irval op2(ctx *X, isa_op o, uint32_t a, cc_irval x, cc_irval y, cc_vtype t)
+static cc_irval op2(ctx *X, isa_op o, uint32_t a, cc_irval x, cc_irval y)
 {
     cc_irval in[2] = {x, y};
-    return op(X, o, a, 2, in, t);
+    return op(X, o, a, 2, in);
 }
 
-/* Elementwise: the result is a scalar when every operand is. */
-static cc_irval ew2(ctx *X, isa_op o, cc_irval x, cc_irval y, tfvm_dtype d)
-{
-    return op2(X, o, 0, x, y, scalar(x) && scalar(y) ? cc_scalar_t(d) : ten(d));
-}
+/* Elementwise: the result is a scalar when every operand is (the rules). */
+static cc_irval ew2(ctx *X, isa_op o, cc_irval x, cc_irval y) { return op2(X, o, 0, x, y); }
 
-static cc_irval ew1(ctx *X, isa_op o, cc_irval x) { return op1(X, o, 0, x, scalar(x) ? cc_scalar_t(dt(x)) : ten(dt(x))); }
+static cc_irval ew1(ctx *X, isa_op o, cc_irval x) { return op1(X, o, 0, x); }
 
 static cc_irval num(ctx *X, tfvm_dtype d, double v)
 {
@@ -301,10 +294,10 @@ static cc_irval vec64(ctx *X, cc_irval v)
     if (n >= 0)
         return i64s(X, (uint32_t)n, buf);
     if (dt(v) != TFVM_I64)
-        v = op1(X, ISA_CAST, TFVM_I64, v, scalar(v) ? cc_scalar_t(TFVM_I64) : ten(TFVM_I64));
+        v = op1(X, ISA_CAST, TFVM_I64, v);
     if (scalar(v)) {
         int64_t m1 = -1;
-        v = op2(X, ISA_RESHAPE, 0, v, i64s(X, 1, &m1), ten(TFVM_I64));
+        v = op2(X, ISA_RESHAPE, 0, v, i64s(X, 1, &m1));
     }
     return v;
 }
@@ -315,12 +308,12 @@ static cc_irval cast(ctx *X, cc_irval v, tfvm_dtype d)
         imp_tf_fail(X, "unsupported dtype");
     if (dt(v) == d)
         return v;
-    return op1(X, ISA_CAST, d, v, scalar(v) ? cc_scalar_t(d) : ten(d));
+    return op1(X, ISA_CAST, d, v);
 }
 
 static cc_irval transpose(ctx *X, cc_irval v, const int64_t *perm, uint32_t n)
 {
-    return op2(X, ISA_TRANSPOSE, 0, v, i64s(X, n, perm), ten(dt(v)));
+    return op2(X, ISA_TRANSPOSE, 0, v, i64s(X, n, perm));
 }
 
 static uint32_t axis_attr(ctx *X, int64_t a)
@@ -340,18 +333,15 @@ static cc_irval same_pads(ctx *X, cc_irval x, cc_irval keff, const int64_t *stri
 {
     int64_t s2[1] = {2}, e4[1] = {4};
     cc_irval st = i64s(X, 2, strides);
-    cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), i64s(X, 1, s2), i64s(X, 1, e4)};
-    cc_irval hw = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+    cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, x), i64s(X, 1, s2), i64s(X, 1, e4)};
+    cc_irval hw = op(X, ISA_SLICE, 0, 3, in3);
     cc_irval one = i64s(X, 2, (int64_t[]){1, 1});
-    cc_irval out = op2(X, ISA_FLOOR_DIV, 0, op2(X, ISA_SUB, 0, op2(X, ISA_ADD, 0, hw, st, ten(TFVM_I64)), one,
-                                                 ten(TFVM_I64)), st, ten(TFVM_I64));
-    cc_irval need = op2(X, ISA_SUB, 0,
-                        op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, out, one, ten(TFVM_I64)), st,
-                                               ten(TFVM_I64)), keff, ten(TFVM_I64)), hw, ten(TFVM_I64));
-    cc_irval total = op2(X, ISA_MAX, 0, need, i64s(X, 2, (int64_t[]){0, 0}), ten(TFVM_I64));
-    cc_irval before = op2(X, ISA_FLOOR_DIV, 0, total, i64s(X, 2, (int64_t[]){2, 2}), ten(TFVM_I64));
-    cc_irval after = op2(X, ISA_SUB, 0, total, before, ten(TFVM_I64));
-    return op2(X, ISA_CONCAT, 0, before, after, ten(TFVM_I64));
+    cc_irval out = op2(X, ISA_FLOOR_DIV, 0, op2(X, ISA_SUB, 0, op2(X, ISA_ADD, 0, hw, st), one), st);
+    cc_irval need = op2(X, ISA_SUB, 0, op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, out, one), st), keff), hw);
+    cc_irval total = op2(X, ISA_MAX, 0, need, i64s(X, 2, (int64_t[]){0, 0}));
+    cc_irval before = op2(X, ISA_FLOOR_DIV, 0, total, i64s(X, 2, (int64_t[]){2, 2}));
+    cc_irval after = op2(X, ISA_SUB, 0, total, before);
+    return op2(X, ISA_CONCAT, 0, before, after);
 }
 
 /* strides/ksize/dilations attributes as (h, w) for the layout */
@@ -371,9 +361,9 @@ static void hw_attr(ctx *X, const char *k, int64_t dflt, int64_t *out)
 /* p = [a0, a1] ++ pads ++ tail (a constant when the padding is). */
 static cc_irval params(ctx *X, const int64_t *head, cc_irval pads, const int64_t *tail, uint32_t n_tail)
 {
-    cc_irval p = op2(X, ISA_CONCAT, 0, i64s(X, 2, head), pads, ten(TFVM_I64));
+    cc_irval p = op2(X, ISA_CONCAT, 0, i64s(X, 2, head), pads);
     if (n_tail)
-        p = op2(X, ISA_CONCAT, 0, p, i64s(X, n_tail, tail), ten(TFVM_I64));
+        p = op2(X, ISA_CONCAT, 0, p, i64s(X, n_tail, tail));
     return p;
 }
 
@@ -400,11 +390,10 @@ static void conv2d(ctx *X)
     cc_irval pads;
     if (attr_is(X, "padding", "SAME", false)) {
         int64_t k0[1] = {0}, k2[1] = {2};
-        cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, k0), i64s(X, 1, k2)};
-        cc_irval k = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+        cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1]), i64s(X, 1, k0), i64s(X, 1, k2)};
+        cc_irval k = op(X, ISA_SLICE, 0, 3, in3);
         cc_irval dd = i64s(X, 2, d), one = i64s(X, 2, (int64_t[]){1, 1});
-        cc_irval keff = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, k, one, ten(TFVM_I64)), dd,
-                                               ten(TFVM_I64)), one, ten(TFVM_I64));
+        cc_irval keff = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, k, one), dd), one);
         pads = same_pads(X, x, keff, s);
     } else if (attr_is(X, "padding", "EXPLICIT", false)) {
         pads = explicit_pads(X);
@@ -413,13 +402,12 @@ static void conv2d(ctx *X)
     }
     /* groups = C / the filter's in-channels (TF2 grouped convolutions), at run time */
     int64_t a1[1] = {1}, a2[1] = {2}, a3[1] = {3};
-    cc_irval xc[3] = {op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), i64s(X, 1, a1), i64s(X, 1, a2)};
-    cc_irval wc[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, a2), i64s(X, 1, a3)};
-    cc_irval groups = op2(X, ISA_FLOOR_DIV, 0, op(X, ISA_SLICE, 0, 3, xc, ten(TFVM_I64)),
-                          op(X, ISA_SLICE, 0, 3, wc, ten(TFVM_I64)), ten(TFVM_I64));
-    cc_irval p = op2(X, ISA_CONCAT, 0, params(X, s, pads, d, 2), groups, ten(TFVM_I64));
+    cc_irval xc[3] = {op1(X, ISA_SHAPE, 0, x), i64s(X, 1, a1), i64s(X, 1, a2)};
+    cc_irval wc[3] = {op1(X, ISA_SHAPE, 0, X->in[1]), i64s(X, 1, a2), i64s(X, 1, a3)};
+    cc_irval groups = op2(X, ISA_FLOOR_DIV, 0, op(X, ISA_SLICE, 0, 3, xc), op(X, ISA_SLICE, 0, 3, wc));
+    cc_irval p = op2(X, ISA_CONCAT, 0, params(X, s, pads, d, 2), groups);
     cc_irval in3[3] = {x, w, p};
-    X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, in3, ten(dt(X->in[0]))));
+    X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, in3));
 }
 
 static void pool(ctx *X, isa_op o)
@@ -430,8 +418,8 @@ static void pool(ctx *X, isa_op o)
     cc_irval x = to_nchw(X, X->in[0]);
     cc_irval pads = attr_is(X, "padding", "SAME", false) ? same_pads(X, x, i64s(X, 2, k), s)
                                                           : i64s(X, 4, (int64_t[]){0, 0, 0, 0});
-    cc_irval p = op2(X, ISA_CONCAT, 0, i64s(X, 4, (int64_t[]){k[0], k[1], s[0], s[1]}), pads, ten(TFVM_I64));
-    X->out[0] = from_nchw(X, op2(X, o, 0, x, p, ten(dt(X->in[0]))));
+    cc_irval p = op2(X, ISA_CONCAT, 0, i64s(X, 4, (int64_t[]){k[0], k[1], s[0], s[1]}), pads);
+    X->out[0] = from_nchw(X, op2(X, o, 0, x, p));
 }
 
 /* A per-channel vector made to broadcast against x of the node's layout. */
@@ -439,7 +427,7 @@ static cc_irval channel(ctx *X, cc_irval v)
 {
     if (!nchw(X))
         return v;
-    return op2(X, ISA_RESHAPE, 0, v, i64s(X, 3, (int64_t[]){-1, 1, 1}), ten(dt(v)));
+    return op2(X, ISA_RESHAPE, 0, v, i64s(X, 3, (int64_t[]){-1, 1, 1}));
 }
 
 static void batchnorm(ctx *X)
@@ -448,12 +436,12 @@ static void batchnorm(ctx *X)
         imp_tf_fail(X, "is_training=true is not supported (inference graphs only)");
     tfvm_dtype d = dt(X->in[0]);
     cc_irval eps = num(X, dt(X->in[4]), attr_f(X, "epsilon", 1e-4f));
-    cc_irval inv = ew1(X, ISA_SQRT, ew2(X, ISA_ADD, X->in[4], eps, dt(X->in[4])));
-    cc_irval scale = ew2(X, ISA_DIV, X->in[1], inv, dt(X->in[1]));
-    cc_irval shift = ew2(X, ISA_SUB, X->in[2], ew2(X, ISA_MUL, X->in[3], scale, dt(X->in[1])), dt(X->in[1]));
+    cc_irval inv = ew1(X, ISA_SQRT, ew2(X, ISA_ADD, X->in[4], eps));
+    cc_irval scale = ew2(X, ISA_DIV, X->in[1], inv);
+    cc_irval shift = ew2(X, ISA_SUB, X->in[2], ew2(X, ISA_MUL, X->in[3], scale));
     scale = cast(X, channel(X, scale), d);
     shift = cast(X, channel(X, shift), d);
-    X->out[0] = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, X->in[0], scale, ten(d)), shift, ten(d));
+    X->out[0] = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, X->in[0], scale), shift);
     for (uint32_t k = 1; k < X->n->n_out; k++)
         X->out[k] = k == 1 ? X->in[3] : k == 2 ? X->in[4] : X->in[3];
 }
@@ -462,38 +450,38 @@ static void batchnorm(ctx *X)
 
 static cc_irval unsqueeze(ctx *X, cc_irval v, int64_t axis)
 {
-    return op2(X, ISA_UNSQUEEZE, 0, v, i64s(X, 1, &axis), ten(dt(v)));
+    return op2(X, ISA_UNSQUEEZE, 0, v, i64s(X, 1, &axis));
 }
 
 static cc_irval concat_all(ctx *X, const cc_irval *v, uint32_t n, int64_t axis)
 {
     cc_irval r = v[0];
     for (uint32_t i = 1; i < n; i++)
-        r = op2(X, ISA_CONCAT, axis_attr(X, axis), r, v[i], ten(dt(v[0])));
+        r = op2(X, ISA_CONCAT, axis_attr(X, axis), r, v[i]);
     return r;
 }
 
 static cc_irval dim_of(ctx *X, cc_irval x, int64_t axis)
 {
-    cc_irval shp = op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64));
-    return op2(X, ISA_GATHER, 0, shp, num(X, TFVM_I64, (double)axis), cc_scalar_t(TFVM_I64));
+    cc_irval shp = op1(X, ISA_SHAPE, 0, x);
+    return op2(X, ISA_GATHER, 0, shp, num(X, TFVM_I64, (double)axis));
 }
 
 /* x[start:end] along axis (STRIDED_SLICE with one axis, step 1). */
 static cc_irval slice_axis(ctx *X, cc_irval x, cc_irval start, cc_irval end, int64_t axis)
 {
     cc_irval in[5] = {x, start, end, i64s(X, 1, &axis), i64s(X, 1, (int64_t[]){1})};
-    return op(X, ISA_STRIDED_SLICE, 0, 5, in, ten(dt(x)));
+    return op(X, ISA_STRIDED_SLICE, 0, 5, in);
 }
 
 static void split(ctx *X, uint32_t xi, int64_t axis, const int64_t *sizes, int n)
 {
     cc_irval x = X->in[xi];
     if (!sizes) { /* equal parts: dim / n each, at run time */
-        cc_irval part = op2(X, ISA_FLOOR_DIV, 0, dim_of(X, x, axis), num(X, TFVM_I64, n), cc_scalar_t(TFVM_I64));
+        cc_irval part = op2(X, ISA_FLOOR_DIV, 0, dim_of(X, x, axis), num(X, TFVM_I64, n));
         for (int i = 0; i < n; i++) {
-            cc_irval a = op2(X, ISA_MUL, 0, part, num(X, TFVM_I64, i), cc_scalar_t(TFVM_I64));
-            cc_irval b = op2(X, ISA_MUL, 0, part, num(X, TFVM_I64, i + 1), cc_scalar_t(TFVM_I64));
+            cc_irval a = op2(X, ISA_MUL, 0, part, num(X, TFVM_I64, i));
+            cc_irval b = op2(X, ISA_MUL, 0, part, num(X, TFVM_I64, i + 1));
             X->out[i] = slice_axis(X, x, unsqueeze(X, a, 0), unsqueeze(X, b, 0), axis);
         }
         return;
@@ -596,34 +584,33 @@ static void strided_slice(ctx *X)
                                                                                    TFVM_BOOL);
         cc_irval shv = cast(X, i64s(X, (uint32_t)n, shm), TFVM_BOOL);
         cc_irval sel1[3] = {bmv, i64s(X, (uint32_t)n, bfill), bv};
-        st = op(X, ISA_SELECT, 0, 3, sel1, ten(TFVM_I64));
-        cc_irval bp1 = op2(X, ISA_ADD, 0, bv, one, ten(TFVM_I64));
+        st = op(X, ISA_SELECT, 0, 3, sel1);
+        cc_irval bp1 = op2(X, ISA_ADD, 0, bv, one);
         cc_irval lastrow = op2(X, ISA_EQUAL, 0, bv, i64s(X, (uint32_t)n, (int64_t[16]){-1, -1, -1, -1, -1, -1, -1,
                                                                                         -1, -1, -1, -1, -1, -1, -1,
-                                                                                        -1, -1}),
-                               ten(TFVM_BOOL));
+                                                                                        -1, -1}));
         int64_t big[16];
         for (int i = 0; i < 16; i++)
             big[i] = INT64_MAX;
         cc_irval sel2[3] = {lastrow, i64s(X, (uint32_t)n, big), bp1};
-        cc_irval shend = op(X, ISA_SELECT, 0, 3, sel2, ten(TFVM_I64));
+        cc_irval shend = op(X, ISA_SELECT, 0, 3, sel2);
         cc_irval sel3[3] = {emv, i64s(X, (uint32_t)n, efill), ev};
-        en = op(X, ISA_SELECT, 0, 3, sel3, ten(TFVM_I64));
+        en = op(X, ISA_SELECT, 0, 3, sel3);
         cc_irval sel4[3] = {shv, shend, en};
-        en = op(X, ISA_SELECT, 0, 3, sel4, ten(TFVM_I64));
+        en = op(X, ISA_SELECT, 0, 3, sel4);
         for (int i = 0; i < n; i++)
             if (sh >> i & 1)
                 steps[i] = 1;
     }
     cc_irval in5[5] = {x, st, en, i64s(X, (uint32_t)na_n, axes), i64s(X, (uint32_t)na_n, steps)};
-    x = op(X, ISA_STRIDED_SLICE, 0, 5, in5, ten(dt(x)));
+    x = op(X, ISA_STRIDED_SLICE, 0, 5, in5);
     if (nsq) {
         /* squeeze by position among the remaining axes: negative axes stay
          * valid as long as no later axis is squeezed before them */
-        x = op2(X, ISA_SQUEEZE, 0, x, i64s(X, (uint32_t)nsq, squeeze), ten(dt(x)));
+        x = op2(X, ISA_SQUEEZE, 0, x, i64s(X, (uint32_t)nsq, squeeze));
     }
     if (nnew)
-        x = op2(X, ISA_UNSQUEEZE, 0, x, i64s(X, (uint32_t)nnew, newax), ten(dt(x)));
+        x = op2(X, ISA_UNSQUEEZE, 0, x, i64s(X, (uint32_t)nnew, newax));
     X->out[0] = x;
 }
 
@@ -638,13 +625,13 @@ static void slice(ctx *X)
             sv[i] = sv[i] < 0 ? INT64_MAX : sat_add(bv[i], sv[i]);
         end = i64s(X, (uint32_t)nb, sv);
     } else {
-        cc_irval neg = op2(X, ISA_LESS, 0, sz, num(X, TFVM_I64, 0), ten(TFVM_BOOL));
-        cc_irval sel[3] = {neg, num(X, TFVM_I64, 0), op2(X, ISA_ADD, 0, b, sz, ten(TFVM_I64))};
+        cc_irval neg = op2(X, ISA_LESS, 0, sz, num(X, TFVM_I64, 0));
+        cc_irval sel[3] = {neg, num(X, TFVM_I64, 0), op2(X, ISA_ADD, 0, b, sz)};
         sel[1] = cc_const_scalar(X->C, X->b, TFVM_I64, 0, INT64_MAX);
-        end = op(X, ISA_SELECT, 0, 3, sel, ten(TFVM_I64));
+        end = op(X, ISA_SELECT, 0, 3, sel);
     }
     cc_irval in3[3] = {X->in[0], b, end};
-    X->out[0] = op(X, ISA_SLICE, 0, 3, in3, ten(dt(X->in[0])));
+    X->out[0] = op(X, ISA_SLICE, 0, 3, in3);
 }
 
 static void reduce(ctx *X, isa_op o)
@@ -656,7 +643,7 @@ static void reduce(ctx *X, isa_op o)
         X->out[0] = X->in[0];
         return;
     }
-    X->out[0] = op2(X, o, keep ? ISA_OPT_KEEPDIMS : 0, X->in[0], vec64(X, X->in[1]), ten(dt(X->in[0])));
+    X->out[0] = op2(X, o, keep ? ISA_OPT_KEEPDIMS : 0, X->in[0], vec64(X, X->in[1]));
 }
 
 /* ---- Control flow (functional) and calls ----------------------------------------------- */
@@ -665,7 +652,7 @@ static cc_irval truth(ctx *X, cc_irval c)
 {
     if (dt(c) == TFVM_BOOL)
         return c;
-    return ew2(X, ISA_NOT_EQUAL, c, num(X, dt(c), 0), TFVM_BOOL);
+    return ew2(X, ISA_NOT_EQUAL, c, num(X, dt(c), 0));
 }
 
 static cc_vtype *out_types(ctx *X)
@@ -779,7 +766,7 @@ static void fn_case(ctx *X)
     for (uint32_t i = 0; i + 1 < nb; i++) {
         ctx Y = *X;
         Y.b = b;
-        cc_irval c = ew2(&Y, ISA_EQUAL, idx, num(&Y, TFVM_I32, i), TFVM_BOOL);
+        cc_irval c = ew2(&Y, ISA_EQUAL, idx, num(&Y, TFVM_I32, i));
         cc_node *x = cc_if_new(X->C, b, c, nr, out_types(X), NULL);
         cc_irval *r = cc_array(X->C, nr + 1, sizeof *r);
         Y.b = x->u.cond.then;
@@ -842,7 +829,7 @@ static cc_irval pads_of(ctx *X, cc_irval p)
 {
     cc_irval t = transpose(X, cast(X, p, TFVM_I64), (int64_t[]){1, 0}, 2);
     int64_t m1 = -1;
-    return op2(X, ISA_RESHAPE, 0, t, i64s(X, 1, &m1), ten(TFVM_I64));
+    return op2(X, ISA_RESHAPE, 0, t, i64s(X, 1, &m1));
 }
 
 static void depthwise(ctx *X)
@@ -853,19 +840,17 @@ static void depthwise(ctx *X)
     cc_irval x = to_nchw(X, X->in[0]);
     /* filter [H, W, C, M] -> [H, W, 1, C*M] -> OIHW [C*M, 1, H, W], groups = C */
     int64_t z[1] = {0}, t2[1] = {2};
-    cc_irval hw3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, z), i64s(X, 1, t2)};
-    cc_irval fshape = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, hw3, ten(TFVM_I64)),
-                          i64s(X, 2, (int64_t[]){1, -1}), ten(TFVM_I64));
-    cc_irval f = op2(X, ISA_RESHAPE, 0, X->in[1], fshape, ten(dt(X->in[1])));
+    cc_irval hw3[3] = {op1(X, ISA_SHAPE, 0, X->in[1]), i64s(X, 1, z), i64s(X, 1, t2)};
+    cc_irval fshape = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, hw3), i64s(X, 2, (int64_t[]){1, -1}));
+    cc_irval f = op2(X, ISA_RESHAPE, 0, X->in[1], fshape);
     f = transpose(X, f, (int64_t[]){3, 2, 0, 1}, 4);
     cc_irval pads;
     if (attr_is(X, "padding", "SAME", false)) {
         int64_t k0[1] = {0}, k2[1] = {2};
-        cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, k0), i64s(X, 1, k2)};
-        cc_irval k = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+        cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1]), i64s(X, 1, k0), i64s(X, 1, k2)};
+        cc_irval k = op(X, ISA_SLICE, 0, 3, in3);
         cc_irval dd = i64s(X, 2, d), one = i64s(X, 2, (int64_t[]){1, 1});
-        cc_irval keff = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, k, one, ten(TFVM_I64)), dd,
-                                               ten(TFVM_I64)), one, ten(TFVM_I64));
+        cc_irval keff = op2(X, ISA_ADD, 0, op2(X, ISA_MUL, 0, op2(X, ISA_SUB, 0, k, one), dd), one);
         pads = same_pads(X, x, keff, s);
     } else if (attr_is(X, "padding", "EXPLICIT", false)) {
         pads = explicit_pads(X);
@@ -874,20 +859,20 @@ static void depthwise(ctx *X)
     }
     /* groups: the input's channels (dim 2 of the filter), known at run time */
     int64_t two[1] = {2}, three[1] = {3};
-    cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), i64s(X, 1, two), i64s(X, 1, three)};
-    cc_irval groups = op(X, ISA_SLICE, 0, 3, in3, ten(TFVM_I64));
+    cc_irval in3[3] = {op1(X, ISA_SHAPE, 0, X->in[1]), i64s(X, 1, two), i64s(X, 1, three)};
+    cc_irval groups = op(X, ISA_SLICE, 0, 3, in3);
     cc_irval p = params(X, s, pads, d, 2);
-    p = op2(X, ISA_CONCAT, 0, p, groups, ten(TFVM_I64));
+    p = op2(X, ISA_CONCAT, 0, p, groups);
     cc_irval c3[3] = {x, f, p};
-    X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, c3, ten(dt(X->in[0]))));
+    X->out[0] = from_nchw(X, op(X, ISA_CONV2D, 0, 3, c3));
 }
 
 static void topk(ctx *X)
 {
     cc_irval x = X->in[0];
     cc_irval in3[3] = {x, X->in[1], cc_const_scalar(X->C, X->b, TFVM_BOOL, 1, 1)};
-    cc_irval idx = op(X, ISA_TOPK, axis_attr(X, -1), 3, in3, ten(TFVM_I64));
-    X->out[0] = op2(X, ISA_GATHER_ELEMENTS, axis_attr(X, -1), x, idx, ten(dt(x)));
+    cc_irval idx = op(X, ISA_TOPK, axis_attr(X, -1), 3, in3);
+    X->out[0] = op2(X, ISA_GATHER_ELEMENTS, axis_attr(X, -1), x, idx);
     const tf_attr *a = attr(X, "index_type");
     X->out[1] = cast(X, idx, a ? imp_tf_dtype(a->type) : TFVM_I32);
 }
@@ -902,7 +887,7 @@ static void bool_reduce(ctx *X, isa_op o)
         X->out[0] = X->in[0];
         return;
     }
-    cc_irval r = op2(X, o, keep ? ISA_OPT_KEEPDIMS : 0, x, vec64(X, X->in[1]), ten(TFVM_I32));
+    cc_irval r = op2(X, o, keep ? ISA_OPT_KEEPDIMS : 0, x, vec64(X, X->in[1]));
     X->out[0] = cast(X, r, TFVM_BOOL);
 }
 
@@ -921,7 +906,7 @@ static void reverse(ctx *X)
         st[i] = -1, en[i] = INT64_MIN, sp[i] = -1;
     cc_irval in5[5] = {X->in[0], i64s(X, (uint32_t)n, st), i64s(X, (uint32_t)n, en), i64s(X, (uint32_t)n, ax),
                        i64s(X, (uint32_t)n, sp)};
-    X->out[0] = op(X, ISA_STRIDED_SLICE, 0, 5, in5, ten(dt(X->in[0])));
+    X->out[0] = op(X, ISA_STRIDED_SLICE, 0, 5, in5);
 }
 
 /* ResizeBilinear / ResizeNearestNeighbor on NHWC: RESIZE to sizes
@@ -940,15 +925,14 @@ static void resize(ctx *X, bool linear)
         o |= linear ? 0 : ISA_OPT_TF_HALF_PIXEL_NN | ISA_OPT_NEAREST_FLOOR;
     else
         o |= ISA_OPT_ASYMMETRIC | (linear ? 0 : ISA_OPT_NEAREST_FLOOR);
-    cc_irval shp = op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64));
+    cc_irval shp = op1(X, ISA_SHAPE, 0, x);
     int64_t a0[1] = {0}, a1[1] = {1}, a3[1] = {3}, a4[1] = {4};
     cc_irval n3[3] = {shp, i64s(X, 1, a0), i64s(X, 1, a1)}, c3[3] = {shp, i64s(X, 1, a3), i64s(X, 1, a4)};
-    cc_irval sizes = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, n3, ten(TFVM_I64)), vec64(X, X->in[1]),
-                         ten(TFVM_I64));
-    sizes = op2(X, ISA_CONCAT, 0, sizes, op(X, ISA_SLICE, 0, 3, c3, ten(TFVM_I64)), ten(TFVM_I64));
+    cc_irval sizes = op2(X, ISA_CONCAT, 0, op(X, ISA_SLICE, 0, 3, n3), vec64(X, X->in[1]));
+    sizes = op2(X, ISA_CONCAT, 0, sizes, op(X, ISA_SLICE, 0, 3, c3));
     int64_t zero = 0;
     cc_irval in3[3] = {x, cc_const_new(X->C, X->b, TFVM_F32, 1, &zero, NULL, 0, false), sizes};
-    X->out[0] = op(X, ISA_RESIZE, o, 3, in3, ten(dt(x)));
+    X->out[0] = op(X, ISA_RESIZE, o, 3, in3);
 }
 
 /* Returns true when it converted the node. */
@@ -960,13 +944,13 @@ static bool more_ops(ctx *X)
     if (is(X, "AddN")) {
         cc_irval r = x;
         for (uint32_t i = 1; i < n->n_in; i++)
-            r = ew2(X, ISA_ADD, r, X->in[i], d);
+            r = ew2(X, ISA_ADD, r, X->in[i]);
         X->out[0] = r;
     } else if (is(X, "SquaredDifference")) {
-        cc_irval t = ew2(X, ISA_SUB, x, X->in[1], d);
-        X->out[0] = ew2(X, ISA_MUL, t, t, d);
+        cc_irval t = ew2(X, ISA_SUB, x, X->in[1]);
+        X->out[0] = ew2(X, ISA_MUL, t, t);
     } else if (is(X, "Reciprocal") || is(X, "Inv")) {
-        X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), x, d);
+        X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), x);
     } else if (is(X, "LeakyRelu")) {
         X->out[0] = cc_decompose(X->C, X->b, CC_DC_LEAKY_RELU, x, (double[]){attr_f(X, "alpha", 0.2f)});
     } else if (is(X, "Softplus")) {
@@ -983,33 +967,33 @@ static bool more_ops(ctx *X)
     } else if (is(X, "Log1p")) {
         X->out[0] = cc_decompose(X->C, X->b, CC_DC_LOG1P, x, NULL);
     } else if (is(X, "ClipByValue")) {
-        X->out[0] = ew2(X, ISA_MIN, ew2(X, ISA_MAX, x, X->in[1], d), X->in[2], d);
+        X->out[0] = ew2(X, ISA_MIN, ew2(X, ISA_MAX, x, X->in[1]), X->in[2]);
     } else if (is(X, "BroadcastTo")) {
-        X->out[0] = op2(X, ISA_EXPAND, 0, x, vec64(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_EXPAND, 0, x, vec64(X, X->in[1]));
     } else if (is(X, "ReverseV2")) {
         reverse(X);
     } else if (is(X, "IsNan")) {
-        X->out[0] = ew2(X, ISA_NOT_EQUAL, x, x, TFVM_BOOL);
+        X->out[0] = ew2(X, ISA_NOT_EQUAL, x, x);
     } else if (is(X, "IsFinite")) {
-        X->out[0] = ew2(X, ISA_LESS, ew1(X, ISA_ABS, x), num(X, d, INFINITY), TFVM_BOOL);
+        X->out[0] = ew2(X, ISA_LESS, ew1(X, ISA_ABS, x), num(X, d, INFINITY));
     } else if (is(X, "All")) {
         bool_reduce(X, ISA_REDUCE_MIN);
     } else if (is(X, "Any")) {
         bool_reduce(X, ISA_REDUCE_MAX);
     } else if (is(X, "Mod") || is(X, "TruncateMod")) {
-        X->out[0] = ew2(X, ISA_MOD, x, X->in[1], d);
+        X->out[0] = ew2(X, ISA_MOD, x, X->in[1]);
     } else if (is(X, "TruncateDiv")) {
-        X->out[0] = ew2(X, ISA_DIV, x, X->in[1], d);
+        X->out[0] = ew2(X, ISA_DIV, x, X->in[1]);
     } else if (is(X, "Pad")) {
-        X->out[0] = op2(X, ISA_PAD, 0, x, pads_of(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_PAD, 0, x, pads_of(X, X->in[1]));
     } else if (is(X, "PadV2")) {
         cc_irval in3[3] = {x, pads_of(X, X->in[1]), X->in[2]};
-        X->out[0] = op(X, ISA_PADV, 0, 3, in3, ten(d));
+        X->out[0] = op(X, ISA_PADV, 0, 3, in3);
     } else if (is(X, "MirrorPad")) {
         if (!attr_is(X, "mode", "REFLECT", false))
             imp_tf_fail(X, "only mode REFLECT is supported");
         cc_irval in3[3] = {x, pads_of(X, X->in[1]), num(X, d, 0)};
-        X->out[0] = op(X, ISA_PADV, ISA_OPT_REFLECT, 3, in3, ten(d));
+        X->out[0] = op(X, ISA_PADV, ISA_OPT_REFLECT, 3, in3);
     } else if (is(X, "DepthwiseConv2dNative")) {
         depthwise(X);
     } else if (is(X, "TopKV2")) {
@@ -1021,11 +1005,11 @@ static bool more_ops(ctx *X)
         float p[4] = {size, attr_f(X, "alpha", 1.0f) * size, attr_f(X, "beta", 0.5f), attr_f(X, "bias", 1.0f)};
         int64_t four = 4;
         cc_irval pv = cc_const_new(X->C, X->b, TFVM_F32, 1, &four, p, sizeof p, false);
-        X->out[0] = from_nchw(X, op2(X, ISA_LRN, 0, to_nchw(X, x), pv, ten(d)));
+        X->out[0] = from_nchw(X, op2(X, ISA_LRN, 0, to_nchw(X, x), pv));
     } else if (is(X, "L2Loss")) {
-        cc_irval sq = ew2(X, ISA_MUL, x, x, d);
-        cc_irval s = op2(X, ISA_REDUCE_SUM, 0, sq, i64s(X, 0, NULL), cc_scalar_t(d));
-        X->out[0] = ew2(X, ISA_DIV, s, num(X, d, 2), d);
+        cc_irval sq = ew2(X, ISA_MUL, x, x);
+        cc_irval s = op2(X, ISA_REDUCE_SUM, 0, sq, i64s(X, 0, NULL));
+        X->out[0] = ew2(X, ISA_DIV, s, num(X, d, 2));
     } else {
         return false;
     }
@@ -1099,7 +1083,7 @@ void imp_tf_convert(imp_tf_opctx *X)
         if (s->kind == 1 || s->kind == 4)
             X->out[0] = ew1(X, s->op, X->in[0]);
         else
-            X->out[0] = ew2(X, s->op, X->in[0], X->in[1], s->kind == 3 ? TFVM_BOOL : dt(X->in[0]));
+            X->out[0] = ew2(X, s->op, X->in[0], X->in[1]);
         return;
     }
     cc_irval x = n->n_in ? X->in[0] : (cc_irval){NULL, 0};
@@ -1124,15 +1108,15 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (is(X, "Placeholder")) {
         imp_tf_fail(X, "a Placeholder inside a function");
     } else if (is(X, "Rsqrt")) {
-        X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), ew1(X, ISA_SQRT, x), d);
+        X->out[0] = ew2(X, ISA_DIV, num(X, d, 1), ew1(X, ISA_SQRT, x));
     } else if (is(X, "Square")) {
-        X->out[0] = ew2(X, ISA_MUL, x, x, d);
+        X->out[0] = ew2(X, ISA_MUL, x, x);
     } else if (is(X, "Relu6")) {
-        X->out[0] = ew2(X, ISA_MIN, ew1(X, ISA_RELU, x), num(X, d, 6), d);
+        X->out[0] = ew2(X, ISA_MIN, ew1(X, ISA_RELU, x), num(X, d, 6));
     } else if (is(X, "Elu")) {
         X->out[0] = cc_decompose(X->C, X->b, CC_DC_ELU, x, (double[]){1.0});
     } else if (is(X, "Softmax") || is(X, "LogSoftmax")) {
-        X->out[0] = op1(X, is(X, "Softmax") ? ISA_SOFTMAX : ISA_LOG_SOFTMAX, axis_attr(X, -1), x, ten(d));
+        X->out[0] = op1(X, is(X, "Softmax") ? ISA_SOFTMAX : ISA_LOG_SOFTMAX, axis_attr(X, -1), x);
     } else if (is(X, "Select") || is(X, "SelectV2")) {
         cc_irval c = X->in[0];
         bool sc = scalar(c) && scalar(X->in[1]) && scalar(X->in[2]);
@@ -1140,16 +1124,15 @@ void imp_tf_convert(imp_tf_opctx *X)
             /* v1 Select: a vector condition picks rows of higher-rank operands.
              * Reshaping it to shape(c) ++ [1] * (rank(x) - rank(c)) makes every
              * case (scalar, same shape, rows) an ordinary broadcast. */
-            cc_irval rx = op1(X, ISA_SHAPE, 0, op1(X, ISA_SHAPE, 0, X->in[1], ten(TFVM_I64)), ten(TFVM_I64));
-            cc_irval sc_ = op1(X, ISA_SHAPE, 0, c, ten(TFVM_I64));
-            cc_irval rc = op1(X, ISA_SHAPE, 0, sc_, ten(TFVM_I64));
-            cc_irval ones = op2(X, ISA_FILL, 0, op2(X, ISA_SUB, 0, rx, rc, ten(TFVM_I64)), num(X, TFVM_I64, 1),
-                                ten(TFVM_I64));
-            cc_irval shp = op2(X, ISA_CONCAT, 0, sc_, ones, ten(TFVM_I64));
-            c = op2(X, ISA_RESHAPE, 0, c, shp, ten(TFVM_BOOL));
+            cc_irval rx = op1(X, ISA_SHAPE, 0, op1(X, ISA_SHAPE, 0, X->in[1]));
+            cc_irval sc_ = op1(X, ISA_SHAPE, 0, c);
+            cc_irval rc = op1(X, ISA_SHAPE, 0, sc_);
+            cc_irval ones = op2(X, ISA_FILL, 0, op2(X, ISA_SUB, 0, rx, rc), num(X, TFVM_I64, 1));
+            cc_irval shp = op2(X, ISA_CONCAT, 0, sc_, ones);
+            c = op2(X, ISA_RESHAPE, 0, c, shp);
         }
         cc_irval sel[3] = {c, X->in[1], X->in[2]};
-        X->out[0] = op(X, ISA_SELECT, 0, 3, sel, sc ? cc_scalar_t(dt(X->in[1])) : ten(dt(X->in[1])));
+        X->out[0] = op(X, ISA_SELECT, 0, 3, sel);
     } else if (is(X, "Cast")) {
         const tf_attr *a = attr(X, "DstT");
         tfvm_dtype to = a ? imp_tf_dtype(a->type) : 0;
@@ -1159,9 +1142,9 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (is(X, "MatMul") || is(X, "BatchMatMulV2") || is(X, "BatchMatMul") || is(X, "BatchMatMulV3")) {
         bool ta = is(X, "MatMul") ? attr_b(X, "transpose_a", false) : attr_b(X, "adj_x", false);
         bool tb = is(X, "MatMul") ? attr_b(X, "transpose_b", false) : attr_b(X, "adj_y", false);
-        X->out[0] = op2(X, ISA_MATMUL, (ta ? ISA_OPT_TRANS_A : 0) | (tb ? ISA_OPT_TRANS_B : 0), x, X->in[1], ten(d));
+        X->out[0] = op2(X, ISA_MATMUL, (ta ? ISA_OPT_TRANS_A : 0) | (tb ? ISA_OPT_TRANS_B : 0), x, X->in[1]);
     } else if (is(X, "BiasAdd") || is(X, "BiasAddV1")) {
-        X->out[0] = op2(X, ISA_ADD, 0, x, channel(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_ADD, 0, x, channel(X, X->in[1]));
     } else if (is(X, "Conv2D")) {
         conv2d(X);
     } else if (is(X, "MaxPool")) {
@@ -1171,16 +1154,16 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (is(X, "FusedBatchNorm") || is(X, "FusedBatchNormV2") || is(X, "FusedBatchNormV3")) {
         batchnorm(X);
     } else if (is(X, "Reshape")) {
-        X->out[0] = op2(X, ISA_RESHAPE, 0, x, vec64(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_RESHAPE, 0, x, vec64(X, X->in[1]));
     } else if (is(X, "Shape")) {
-        X->out[0] = cast(X, op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), imp_tf_out_dtype(n->def, 0));
+        X->out[0] = cast(X, op1(X, ISA_SHAPE, 0, x), imp_tf_out_dtype(n->def, 0));
     } else if (is(X, "Size")) {
-        cc_irval s = op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64));
-        s = op2(X, ISA_REDUCE_PROD, 0, s, i64s(X, 0, NULL), cc_scalar_t(TFVM_I64));
+        cc_irval s = op1(X, ISA_SHAPE, 0, x);
+        s = op2(X, ISA_REDUCE_PROD, 0, s, i64s(X, 0, NULL));
         X->out[0] = cast(X, s, imp_tf_out_dtype(n->def, 0));
     } else if (is(X, "Rank")) {
-        cc_irval s = op1(X, ISA_SHAPE, 0, op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), ten(TFVM_I64));
-        s = op2(X, ISA_REDUCE_SUM, 0, s, i64s(X, 0, NULL), cc_scalar_t(TFVM_I64));
+        cc_irval s = op1(X, ISA_SHAPE, 0, op1(X, ISA_SHAPE, 0, x));
+        s = op2(X, ISA_REDUCE_SUM, 0, s, i64s(X, 0, NULL));
         X->out[0] = cast(X, s, TFVM_I32);
     } else if (is(X, "Pack")) {
         int64_t axis = attr_i(X, "axis", 0);
@@ -1191,7 +1174,7 @@ void imp_tf_convert(imp_tf_opctx *X)
     } else if (is(X, "Unpack")) {
         int64_t axis = attr_i(X, "axis", 0);
         for (uint32_t i = 0; i < n->n_out; i++)
-            X->out[i] = op2(X, ISA_GATHER, axis_attr(X, axis), x, num(X, TFVM_I64, i), ten(d));
+            X->out[i] = op2(X, ISA_GATHER, axis_attr(X, axis), x, num(X, TFVM_I64, i));
     } else if (is(X, "ConcatV2")) {
         if (n->n_in < 2)
             imp_tf_fail(X, "needs values and an axis");
@@ -1213,23 +1196,23 @@ void imp_tf_convert(imp_tf_opctx *X)
         if (attr_i(X, "batch_dims", 0) != 0)
             imp_tf_fail(X, "batch_dims other than 0 is not supported");
         int64_t axis = is(X, "GatherV2") ? static_int(X, 2, "axis") : 0;
-        X->out[0] = op2(X, ISA_GATHER, axis_attr(X, axis), x, X->in[1], ten(d));
+        X->out[0] = op2(X, ISA_GATHER, axis_attr(X, axis), x, X->in[1]);
     } else if (is(X, "Squeeze")) {
         const TfvmTf__AttrValue__ListValue *l = attr_list(X, "squeeze_dims");
-        X->out[0] = op2(X, ISA_SQUEEZE, 0, x, i64s(X, l ? (uint32_t)l->n_i : 0, l ? l->i : NULL), ten(d));
+        X->out[0] = op2(X, ISA_SQUEEZE, 0, x, i64s(X, l ? (uint32_t)l->n_i : 0, l ? l->i : NULL));
     } else if (is(X, "ExpandDims")) {
-        X->out[0] = op2(X, ISA_UNSQUEEZE, 0, x, vec64(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_UNSQUEEZE, 0, x, vec64(X, X->in[1]));
     } else if (is(X, "Transpose")) {
-        X->out[0] = op2(X, ISA_TRANSPOSE, 0, x, vec64(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_TRANSPOSE, 0, x, vec64(X, X->in[1]));
     } else if (is(X, "Tile")) {
-        X->out[0] = op2(X, ISA_TILE, 0, x, vec64(X, X->in[1]), ten(d));
+        X->out[0] = op2(X, ISA_TILE, 0, x, vec64(X, X->in[1]));
     } else if (is(X, "Fill")) {
-        X->out[0] = op2(X, ISA_FILL, 0, vec64(X, x), X->in[1], ten(dt(X->in[1])));
+        X->out[0] = op2(X, ISA_FILL, 0, vec64(X, x), X->in[1]);
     } else if (is(X, "ZerosLike") || is(X, "OnesLike")) {
         cc_irval v = num(X, d, is(X, "OnesLike") ? 1 : 0);
-        X->out[0] = scalar(x) ? v : op2(X, ISA_FILL, 0, op1(X, ISA_SHAPE, 0, x, ten(TFVM_I64)), v, ten(d));
+        X->out[0] = scalar(x) ? v : op2(X, ISA_FILL, 0, op1(X, ISA_SHAPE, 0, x), v);
     } else if (is(X, "Range")) {
-        X->out[0] = op(X, ISA_RANGE, 0, 3, X->in, ten(d));
+        X->out[0] = op(X, ISA_RANGE, 0, 3, X->in);
     } else if (is(X, "Sum")) {
         reduce(X, ISA_REDUCE_SUM);
     } else if (is(X, "Mean")) {
@@ -1242,21 +1225,20 @@ void imp_tf_convert(imp_tf_opctx *X)
         reduce(X, ISA_REDUCE_PROD);
     } else if (is(X, "ArgMax") || is(X, "ArgMin")) {
         int64_t axis = static_int(X, 1, "dimension");
-        cc_irval r = op1(X, is(X, "ArgMax") ? ISA_ARGMAX : ISA_ARGMIN, axis_attr(X, axis), x, ten(TFVM_I64));
+        cc_irval r = op1(X, is(X, "ArgMax") ? ISA_ARGMAX : ISA_ARGMIN, axis_attr(X, axis), x);
         X->out[0] = cast(X, r, imp_tf_out_dtype(n->def, 0));
     } else if (is(X, "OneHot")) {
-        cc_irval vals = op2(X, ISA_CONCAT, 0, unsqueeze(X, X->in[3], 0), unsqueeze(X, X->in[2], 0),
-                            ten(dt(X->in[2])));
+        cc_irval vals = op2(X, ISA_CONCAT, 0, unsqueeze(X, X->in[3], 0), unsqueeze(X, X->in[2], 0));
         /* TF: a negative index is out of range (all off); tfvm counts it back */
         cc_irval depth = cast(X, X->in[1], d);
-        cc_irval sel[3] = {ew2(X, ISA_LESS, x, num(X, d, 0), TFVM_BOOL), depth, x};
-        cc_irval idx = op(X, ISA_SELECT, 0, 3, sel, ten(d));
+        cc_irval sel[3] = {ew2(X, ISA_LESS, x, num(X, d, 0)), depth, x};
+        cc_irval idx = op(X, ISA_SELECT, 0, 3, sel);
         cc_irval in3[3] = {idx, X->in[1], vals};
-        X->out[0] = op(X, ISA_ONEHOT, axis_attr(X, attr_i(X, "axis", -1)), 3, in3, ten(dt(X->in[2])));
+        X->out[0] = op(X, ISA_ONEHOT, axis_attr(X, attr_i(X, "axis", -1)), 3, in3);
     } else if (is(X, "Cumsum")) {
         uint32_t o = (attr_b(X, "exclusive", false) ? ISA_OPT_EXCLUSIVE : 0) |
                      (attr_b(X, "reverse", false) ? ISA_OPT_REVERSE : 0);
-        X->out[0] = op2(X, ISA_CUMSUM, o, x, X->in[1], ten(d));
+        X->out[0] = op2(X, ISA_CUMSUM, o, x, X->in[1]);
     } else if (is(X, "NoOp") || is(X, "Assert") || is(X, "TensorArrayCloseV3")) {
         /* no outputs */
     } else if (is(X, "While") || is(X, "StatelessWhile")) {
@@ -1271,11 +1253,11 @@ void imp_tf_convert(imp_tf_opctx *X)
         tensor_array(X);
     } else if (is(X, "TensorArrayWriteV3")) { /* (handle, index, value, flow) */
         cc_irval in3[3] = {X->in[3], X->in[1], X->in[2]};
-        X->out[0] = op(X, ISA_STACK_PUT, 0, 3, in3, ten(dt(X->in[2])));
+        X->out[0] = op(X, ISA_STACK_PUT, 0, 3, in3);
     } else if (is(X, "TensorArrayReadV3")) { /* (handle, index, flow) */
-        X->out[0] = op2(X, ISA_GATHER, 0, X->in[2], X->in[1], ten(dt(X->in[2])));
+        X->out[0] = op2(X, ISA_GATHER, 0, X->in[2], X->in[1]);
     } else if (is(X, "TensorArrayGatherV3")) { /* (handle, indices, flow) */
-        X->out[0] = op2(X, ISA_GATHER, 0, X->in[2], X->in[1], ten(dt(X->in[2])));
+        X->out[0] = op2(X, ISA_GATHER, 0, X->in[2], X->in[1]);
     } else if (is(X, "TensorArrayScatterV3")) { /* (handle, indices, value, flow): rows in order */
         X->out[0] = X->in[2];
     } else if (is(X, "TensorArraySizeV3")) { /* (handle, flow) */
@@ -1289,9 +1271,9 @@ void imp_tf_convert(imp_tf_opctx *X)
         X->out[0] = cc_const_new(X->C, X->b, ed, 1, &zero, NULL, 0, false);
     } else if (is(X, "TensorListSetItem")) { /* (list, index, item) */
         cc_irval in3[3] = {X->in[0], X->in[1], X->in[2]};
-        X->out[0] = op(X, ISA_STACK_PUT, 0, 3, in3, ten(dt(X->in[2])));
+        X->out[0] = op(X, ISA_STACK_PUT, 0, 3, in3);
     } else if (is(X, "TensorListGetItem")) { /* (list, index, element_shape) */
-        X->out[0] = op2(X, ISA_GATHER, 0, x, X->in[1], ten(d));
+        X->out[0] = op2(X, ISA_GATHER, 0, x, X->in[1]);
     } else if (is(X, "TensorListStack") || is(X, "TensorListFromTensor")) {
         X->out[0] = x;
     } else if (is(X, "TensorListLength")) {

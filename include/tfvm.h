@@ -307,6 +307,9 @@ typedef struct tfvm_program tfvm_program;
  * bytes (by content), .tfasm text, .tfg source (entry main), .onnx, .pb. */
 TFVM_API tfvm_status tfvm_program_load_file(const char *path, const tfvm_config *cfg,
                                             tfvm_program **out, tfvm_error *err);
+/* .tfvm bytes: verified (above), not analysed: bytecode had the load-time
+ * shape check (docs/check.md) when it was compiled or assembled, so loading
+ * it runs no analysis (tfvm_open_options.check_bytecode asks for one). */
 TFVM_API tfvm_status tfvm_program_load_memory(const void *data, size_t size, const char *name,
                                               const tfvm_config *cfg, tfvm_program **out,
                                               tfvm_error *err);
@@ -418,6 +421,9 @@ typedef struct tfvm_open_options {
     bool unchecked;      /* skip the load-time check (docs/check.md, "At load
                             time"): a program whose shapes conflict wherever it
                             runs opens anyway (tfvm check shows its conflicts) */
+    bool check_bytecode; /* .tfvm: run the load-time check too (by default a
+                            .tfvm is verified only: it was checked when it was
+                            compiled or assembled). unchecked wins. */
 } tfvm_open_options;
 TFVM_API void tfvm_open_options_init(tfvm_open_options *opts);
 TFVM_API tfvm_status tfvm_program_open(const char *path, const tfvm_open_options *opts,

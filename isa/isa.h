@@ -51,6 +51,49 @@ ISA_COMPARE_FN(f64, double)
 /* ISA_COMPARISONS(ISA_COMPARISON_LABEL): a case label for every comparison. */
 #define ISA_COMPARISON_LABEL(N, OP, C) case OP:
 
+/* What each integer arithmetic instruction computes on two signed integers
+ * x and y of type T (U: its unsigned twin), one row each: X(short name,
+ * opcode, E), E(T, U, x, y) the expression. Overflow wraps (computed in U,
+ * converted back: modular on every compiler tfvm supports); DIV and MOD by
+ * -1 are spelled out, since INT_MIN / -1 traps on x86; a division by zero
+ * is the caller's to refuse first. The one definition of scalar integer
+ * arithmetic: the CPU kernels (tensor and scalar), the VM's scalar fast path
+ * (vm_scalar_op) and the sequential frames' steps (VM_SOP_ARITH) are made
+ * from it. */
+#define ISA_IADD(T, U, x, y) ((T)((U)(x) + (U)(y)))
+#define ISA_ISUB(T, U, x, y) ((T)((U)(x) - (U)(y)))
+#define ISA_IMUL(T, U, x, y) ((T)((U)(x) * (U)(y)))
+#define ISA_IDIV(T, U, x, y) ((y) == -1 ? (T)(0 - (U)(x)) : (T)((x) / (y)))
+#define ISA_IMOD(T, U, x, y) ((y) == -1 ? (T)0 : (T)((x) % (y)))
+#define ISA_IMIN(T, U, x, y) ((x) < (y) ? (x) : (y))
+#define ISA_IMAX(T, U, x, y) ((x) > (y) ? (x) : (y))
+#define ISA_INT_ARITH(X)                                                                                 \
+    X(ADD, ISA_ADD, ISA_IADD) X(SUB, ISA_SUB, ISA_ISUB) X(MUL, ISA_MUL, ISA_IMUL) X(DIV, ISA_DIV, ISA_IDIV) \
+    X(MOD, ISA_MOD, ISA_IMOD) X(MIN, ISA_MIN, ISA_IMIN) X(MAX, ISA_MAX, ISA_IMAX)
+/* isa_arith_S(op, x, y, &r): r = op of ISA_INT_ARITH on two scalars of C
+ * type T; false for another op, and for DIV or MOD by 0 (r untouched). */
+/* ISA_INT_ARITH(ISA_ARITH_CASE) in a scope with types T and U and values
+ * x, y: a case per row that sets *r, or returns false for a division by 0. */
+#define ISA_ARITH_CASE(N, OP, E)                                                                         \
+    case OP:                                                                                             \
+        if (((OP) == ISA_DIV || (OP) == ISA_MOD) && y == 0)                                              \
+            return false;                                                                                \
+        *r = E(T, U, x, y);                                                                              \
+        return true;
+#define ISA_ARITH_FN(S, TT, UU)                                                                          \
+    static inline bool isa_arith_##S(uint16_t op, TT x, TT y, TT *r)                                     \
+    {                                                                                                    \
+        typedef TT T;                                                                                    \
+        typedef UU U;                                                                                    \
+        switch (op) {                                                                                    \
+            ISA_INT_ARITH(ISA_ARITH_CASE)                                                                \
+        default: return false;                                                                           \
+        }                                                                                                \
+    }
+ISA_ARITH_FN(i32, int32_t, uint32_t)
+ISA_ARITH_FN(i64, int64_t, uint64_t)
+#undef ISA_ARITH_FN
+
 typedef enum isa_class {
     ISA_CLASS_SOURCE,
     ISA_CLASS_SINK,

@@ -366,6 +366,10 @@ static tfvm_status rule_reduce(rule *c)
     bool keep = c->a & ISA_OPT_KEEPDIMS;
     int64_t v[16];
     int nv = ints(&c->x[1], v, 16);
+    if (nv == 0 && !keep) { /* every axis: a scalar, whatever x's rank */
+        o->rank = 0;
+        return TFVM_OK;
+    }
     if (x->rank < 0 || nv < 0) {
         if (keep)
             unknown_dims(o, x->rank);
@@ -654,11 +658,13 @@ static tfvm_status rule_squeeze(rule *c)
 static tfvm_status rule_expand(rule *c)
 {
     const isa_shape *x = &c->x[0], *sh = &c->x[1];
-    if (x->rank < 0 || sh->n_vals < 0 || sh->n_vals > TFVM_MAX_RANK)
+    bool vals = sh->n_vals >= 0 && sh->n_vals <= TFVM_MAX_RANK;
+    bool len = sh->rank == 1 && sh->dims[0] >= 0 && sh->dims[0] <= TFVM_MAX_RANK;
+    if (x->rank < 0 || (!vals && !len))
         return TFVM_OK;
-    isa_shape t = {.rank = (int8_t)sh->n_vals};
+    isa_shape t = {.rank = (int8_t)(vals ? sh->n_vals : sh->dims[0])}; /* the target, its values if known */
     for (int k = 0; k < t.rank; k++)
-        t.dims[k] = val_dim(sh, k);
+        t.dims[k] = vals ? val_dim(sh, k) : ISA_DIM_ANY;
     const isa_shape *xs[2] = {x, &t};
     if (isa_shape_bcast(xs, 2, c->o))
         return TFVM_OK;
@@ -671,15 +677,18 @@ static tfvm_status rule_tile(rule *c)
     const isa_shape *x = &c->x[0];
     int64_t v[TFVM_MAX_RANK];
     int nv = ints(&c->x[1], v, TFVM_MAX_RANK);
-    if (x->rank < 0 || nv != x->rank)
+    if (x->rank < 0)
         return TFVM_OK;
-    c->o->rank = x->rank;
+    unknown_dims(c->o, x->rank); /* one repeat per axis, or the kernel fails */
+    if (nv != x->rank)
+        return TFVM_OK;
     for (int k = 0; k < nv; k++)
         c->o->dims[k] = x->dims[k] >= 0 && v[k] >= 0 ? x->dims[k] * v[k] : ISA_DIM_ANY;
     return TFVM_OK;
 }
 
-/* PAD (x, pads): before and after each axis. */
+/* PAD (x, pads), PADV (x, pads, v): before and after each axis (negative
+ * pads crop). */
 static tfvm_status rule_pad(rule *c)
 {
     const isa_shape *x = &c->x[0];
@@ -692,6 +701,69 @@ static tfvm_status rule_pad(rule *c)
         int64_t d = x->dims[k] >= 0 ? x->dims[k] + v[k] + v[k + x->rank] : ISA_DIM_ANY;
         c->o->dims[k] = d >= 0 ? d : ISA_DIM_ANY; /* a negative size: the kernel says what is wrong */
     }
+    return TFVM_OK;
+}
+
+/* GATHER_ELEMENTS (x, idx): idx's shape. */
+static tfvm_status rule_gather_elements(rule *c)
+{
+    same_shape(c->o, &c->x[1]);
+    return TFVM_OK;
+}
+
+/* TOPK (x, k, largest): x's dims, k of them along the axis. A bad axis or k
+ * is the kernel's to report. */
+static tfvm_status rule_topk(rule *c)
+{
+    const isa_shape *x = &c->x[0];
+    int ax = x->rank >= 0 ? axis_of(c->a, x->rank) : -1;
+    if (ax < 0)
+        return TFVM_OK;
+    same_shape(c->o, x);
+    int64_t k;
+    c->o->dims[ax] = ints(&c->x[1], &k, 1) == 1 && k >= 0 ? k : ISA_DIM_ANY;
+    return TFVM_OK;
+}
+
+/* ONEHOT (indices, depth, [off, on]): indices' dims, depth inserted at the axis. */
+static tfvm_status rule_onehot(rule *c)
+{
+    const isa_shape *ix = &c->x[0];
+    if (ix->rank < 0 || ix->rank + 1 > TFVM_MAX_RANK)
+        return TFVM_OK;
+    int r = ix->rank + 1, ax = axis_of(c->a, r);
+    if (ax < 0)
+        return TFVM_OK;
+    int64_t depth;
+    bool known = ints(&c->x[1], &depth, 1) == 1 && depth >= 0;
+    c->o->rank = (int8_t)r;
+    for (int k = 0, j = 0; k < r; k++)
+        c->o->dims[k] = k == ax ? (known ? depth : ISA_DIM_ANY) : ix->dims[j++];
+    return TFVM_OK;
+}
+
+/* RESIZE (x, scales, sizes): x's rank; the sizes when given. */
+static tfvm_status rule_resize(rule *c)
+{
+    const isa_shape *x = &c->x[0];
+    if (x->rank < 0)
+        return TFVM_OK;
+    unknown_dims(c->o, x->rank);
+    int64_t v[TFVM_MAX_RANK];
+    if (ints(&c->x[2], v, TFVM_MAX_RANK) == x->rank)
+        for (int k = 0; k < x->rank; k++)
+            c->o->dims[k] = v[k] >= 0 ? v[k] : ISA_DIM_ANY;
+    return TFVM_OK;
+}
+
+/* STACK_PUT (acc, i, v): a stack of rows like v (how many: acc's and i's). */
+static tfvm_status rule_stack_put(rule *c)
+{
+    const isa_shape *v = &c->x[2];
+    if (v->rank < 0 || v->rank + 1 > TFVM_MAX_RANK)
+        return TFVM_OK;
+    unknown_dims(c->o, v->rank + 1);
+    memcpy(c->o->dims + 1, v->dims, sizeof(int64_t) * (size_t)v->rank);
     return TFVM_OK;
 }
 
@@ -799,6 +871,12 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_STRIDED_SLICE] = rule_strided_slice,
     [ISA_DET] = rule_det,
     [ISA_RANGE] = rule_range,
+    [ISA_GATHER_ELEMENTS] = rule_gather_elements,
+    [ISA_TOPK] = rule_topk,
+    [ISA_ONEHOT] = rule_onehot,
+    [ISA_RESIZE] = rule_resize,
+    [ISA_PADV] = rule_pad,
+    [ISA_STACK_PUT] = rule_stack_put,
 };
 
 /* Elementwise ops (every compute class but TENSOR) broadcast their operands. */

@@ -538,7 +538,7 @@ void vm_fire_control(vm_worker *w, const vm_act *a, dev_value *in)
             vm_send(w, c, a->inst, 0, &dead_token);
             vm_send(w, c, a->inst, 1, &dead_token);
         } else {
-            dev_value index = {.dtype = TFVM_I32, .u.i32 = (int32_t)a->aux};
+            dev_value index = vm_rule_merge_index(a->aux);
             vm_send(w, c, a->inst, 0, &in[0]);
             vm_send(w, c, a->inst, 1, &index);
         }

@@ -1,7 +1,8 @@
 /* vm/rules.h — the token rules of the routing instructions (docs/isa.md),
  * once, for both engines: the dataflow one (fire.c, control.c) and the
  * sequential frames (seq.c). Each engine moves tokens its own way (sends into
- * contexts, or registers of a frame); what goes where is decided here.
+ * contexts, or registers of a frame); what goes where, and when MERGE
+ * fires, is decided here.
  * Inline: these run on the hottest paths of both. */
 #ifndef TFVM_VM_RULES_H
 #define TFVM_VM_RULES_H
@@ -72,6 +73,27 @@ static inline void vm_rule_bad_predicate(const dev_value *pred, char *msg, size_
 static inline bool vm_rule_dead_other(uint16_t flags, uint32_t taken)
 {
     return !(flags & (taken ? ISA_FLAG_PRUNE_FALSE : ISA_FLAG_PRUNE_TRUE));
+}
+
+/* MERGE(x0, x1, ...) fires on its first live input, or once every input
+ * is in when all are dead; a token after that is absorbed (a MERGE fires
+ * once per tag). Does it fire, with a live input among those in, or all in?
+ * A macro, so that `all_in` is only evaluated when needed (as a function of
+ * two bools it cost the two-input MERGE step an instruction a firing). */
+#define VM_RULE_MERGE_FIRES(a_live_one, all_in) ((a_live_one) || (all_in))
+
+/* Does an instruction with `got` of its `want` input tokens in, `live` of
+ * them live, fire? MERGE by its rule; every other when all are in. */
+static inline bool vm_rule_fires(uint32_t op, uint32_t live, uint32_t got, uint32_t want)
+{
+    return op == ISA_MERGE ? VM_RULE_MERGE_FIRES(live > 0, got >= want) : got >= want;
+}
+
+/* MERGE's output 1 when input k's live value is output 0 (both outputs are
+ * dead tokens when every input was). */
+static inline dev_value vm_rule_merge_index(uint32_t k)
+{
+    return (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)k};
 }
 
 /* BRANCH(x) against its constant k with comparison op, when both are live

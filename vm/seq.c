@@ -316,8 +316,8 @@ static __attribute__((noinline)) void frame_note_waiting(seq_run *s, const seq_f
                     break;
                 }
             }
-        if (!got || got >= want || (si->op == ISA_MERGE && live))
-            continue; /* not reached, fired, or a MERGE that fired */
+        if (!got || vm_rule_fires(si->op, live, got, want))
+            continue; /* not reached, or fired */
         if (!tagged)
             frame_tag(s, f, tag, sizeof tag), tagged = true;
         vm_note_waiting(s->vm, si->inst, tag, has);
@@ -460,7 +460,7 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             live += !v->dead;
         }
     }
-    if (si->op == ISA_MERGE ? !live && got < want : got < want)
+    if (!vm_rule_fires(si->op, live, got, want))
         return NULL; /* no token (not reached), or a partial match that waits forever */
     if (si->imm >= 0 && si->imm < 8)
         x[si->imm] = &vm->consts[si->b];
@@ -516,7 +516,7 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             frame_out(s, f, si, 0, &d);
             frame_out(s, f, si, 1, &d);
         } else {
-            dev_value index = {.dtype = TFVM_I32, .u.i32 = (int32_t)k};
+            dev_value index = vm_rule_merge_index(k);
             frame_out(s, f, si, 0, x[k]);
             frame_out(s, f, si, 1, &index);
         }
@@ -752,12 +752,12 @@ static inline void route_scalar(seq_count *n, dev_value *v, uint8_t *has, const 
         if (x->dtype != y->dtype || vm_flags(x))                                                        \
             goto binary;                                                                                \
     N##_go:
-#define ARITH_STEPS(N, OP, C)                                                                           \
+#define ARITH_STEPS(N, OP, E) /* (E: isa/isa.h, ISA_INT_ARITH) */                                     \
     INT_OPERANDS(N)                                                                                     \
         if (x->dtype == TFVM_I32)                                                                       \
-            v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = (int32_t)((uint32_t)x->u.i32 C (uint32_t)y->u.i32)}; \
+            v[op->out] = (dev_value){.dtype = TFVM_I32, .u.i32 = E(int32_t, uint32_t, x->u.i32, y->u.i32)}; \
         else if (x->dtype == TFVM_I64)                                                                  \
-            v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = (int64_t)((uint64_t)x->u.i64 C (uint64_t)y->u.i64)}; \
+            v[op->out] = (dev_value){.dtype = TFVM_I64, .u.i64 = E(int64_t, uint64_t, x->u.i64, y->u.i64)}; \
         else                                                                                            \
             goto binary;                                                                                \
         has[op->out] = 1;                                                                               \
@@ -882,12 +882,12 @@ static UT_INLINE seq_frame *frame_step(seq_run *s, seq_count *n, const dev_value
         if (two)
             break;
         const dev_value *live = x && !x->dead ? x : y && !y->dead ? y : NULL;
-        if (!live && !(x && y))
+        if (!VM_RULE_MERGE_FIRES(live, x && y))
             return NULL; /* no token, or only a dead one so far */
         const vm_sinst *si = &rp->sinsts[op->local];
         n->fired++, n->matches++;
         if (live) {
-            dev_value index = {.dtype = TFVM_I32, .u.i32 = live == x ? 0 : 1};
+            dev_value index = vm_rule_merge_index(live == x ? 0 : 1);
             frame_out(s, f, si, 0, live);
             frame_out(s, f, si, 1, &index);
         } else {

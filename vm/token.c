@@ -103,7 +103,7 @@ static void merge_arrive(vm_worker *w, vm_ctx *c, uint32_t inst, uint32_t port, 
     uint64_t s = atomic_load_explicit(st, memory_order_relaxed), ns;
     for (;;) {
         ns = s + 1;
-        if (!(s & MERGE_FIRED) && (!v.dead || ((s & ~MERGE_FIRED) + 1 == ip->ports)))
+        if (!(s & MERGE_FIRED) && VM_RULE_MERGE_FIRES(!v.dead, (s & ~MERGE_FIRED) + 1 == ip->ports))
             ns |= MERGE_FIRED;
         if (!par) {
             atomic_store_explicit(st, ns, memory_order_relaxed);

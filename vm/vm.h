@@ -82,7 +82,7 @@ typedef struct vm_sop {
  * (_RK); a comparison also a BRANCH on it against its constant (_BR). A
  * token the step does not cover (other dtypes, dead, a tensor) goes on to
  * the general step of its kind (VM_SOP_BIN_*, VM_SOP_BRANCH). */
-#define VM_SOP_ARITH(X) X(ADD, ISA_ADD, +) X(SUB, ISA_SUB, -) X(MUL, ISA_MUL, *)
+#define VM_SOP_ARITH(X) X(ADD, ISA_ADD, ISA_IADD) X(SUB, ISA_SUB, ISA_ISUB) X(MUL, ISA_MUL, ISA_IMUL)
 #define VM_SOP_CMPS(X) ISA_COMPARISONS(X)
 /* The step kinds other than the integer ones, once (X(name)); with
  * VM_SOP_ARITH and VM_SOP_CMPS they make the enum below and the step
@@ -497,45 +497,38 @@ size_t vm_trace_read(const tfvm_vm *vm, void (*fn)(void *ud, const struct tfvm_d
                      uint64_t *dropped);
 
 /* ---- Internals shared by the vm/ files -------------------------------------- */
-/* Scalar integer arithmetic and comparisons without the kernels, with their
- * results (integers wrap; division and modulo by 0 or -1 are left to them);
- * false: leave it to the kernels. */
+/* Scalar integer arithmetic and comparisons without the kernels (isa/isa.h:
+ * ISA_INT_ARITH and ISA_COMPARISONS, their one definition), with their
+ * results; false: leave it to the kernels (other dtypes or ops, a division
+ * by zero, whose error they report). */
+#define VM_SCALAR_CMP(N, OP, C) case OP: v->dtype = TFVM_BOOL, v->u.b = x C y; return true;
+/* One switch per dtype, a case per row of both lists. */
+#define VM_SCALAR_FN(F, TT, UU)                                                                      \
+    static UT_INLINE bool vm_scalar_##F(uint16_t op, TT x, TT y, dev_value *v)                        \
+    {                                                                                                \
+        typedef TT T;                                                                                \
+        typedef UU U;                                                                                \
+        T *r = &v->u.F;                                                                              \
+        switch (op) {                                                                                \
+            ISA_COMPARISONS(VM_SCALAR_CMP)                                                           \
+            ISA_INT_ARITH(ISA_ARITH_CASE)                                                            \
+        default: return false;                                                                       \
+        }                                                                                            \
+    }
+VM_SCALAR_FN(i32, int32_t, uint32_t)
+VM_SCALAR_FN(i64, int64_t, uint64_t)
+#undef VM_SCALAR_FN
+#undef VM_SCALAR_CMP
 static UT_INLINE bool vm_scalar_op(uint16_t op, const dev_value *x, const dev_value *y, dev_value *r)
 {
     if (x->is_tensor || y->is_tensor || x->dtype != y->dtype)
         return false;
-    bool cmp = false;
     *r = (dev_value){.dtype = x->dtype};
     switch (x->dtype) {
-#define CMP_CASE(N, OP, C) case OP: cmp = true, r->u.b = xv C yv; break;
-#define INT_CASES(T, U, F)                                                        \
-    {                                                                             \
-    const T xv = x->u.F, yv = y->u.F;                                             \
-    switch (op) {                                                                 \
-    case ISA_ADD: r->u.F = (T)((U)x->u.F + (U)y->u.F); break;                     \
-    case ISA_SUB: r->u.F = (T)((U)x->u.F - (U)y->u.F); break;                     \
-    case ISA_MUL: r->u.F = (T)((U)x->u.F * (U)y->u.F); break;                     \
-    case ISA_DIV: if (y->u.F == 0 || y->u.F == -1) return false;                  \
-                  r->u.F = x->u.F / y->u.F; break;                                \
-    case ISA_MOD: if (y->u.F == 0 || y->u.F == -1) return false;                  \
-                  r->u.F = x->u.F % y->u.F; break;                                \
-    case ISA_MIN: r->u.F = x->u.F < y->u.F ? x->u.F : y->u.F; break;              \
-    case ISA_MAX: r->u.F = x->u.F > y->u.F ? x->u.F : y->u.F; break;              \
-    ISA_COMPARISONS(CMP_CASE) /* (isa/isa.h: each comparison's one row) */        \
-    default: return false;                                                        \
-    }                                                                             \
-    }                                                                             \
-    break;
-    case TFVM_I32: INT_CASES(int32_t, uint32_t, i32)
-    case TFVM_I64: INT_CASES(int64_t, uint64_t, i64)
-#undef INT_CASES
-#undef CMP_CASE
-    default:
-        return false;
+    case TFVM_I32: return vm_scalar_i32(op, x->u.i32, y->u.i32, r);
+    case TFVM_I64: return vm_scalar_i64(op, x->u.i64, y->u.i64, r);
+    default: return false;
     }
-    if (cmp)
-        r->dtype = TFVM_BOOL;
-    return true;
 }
 
 /* A cycle counter for profiling (nanoseconds where there is none). */

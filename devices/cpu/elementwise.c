@@ -7,6 +7,7 @@
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/half.h"
+#include "isa/shape.h"
 #include "util/half.h"
 
 #include <math.h>
@@ -34,11 +35,11 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
  * modular on every compiler tfvm supports. DIV and MOD by -1 are spelled out
  * because INT_MIN / -1 traps on x86. Division by zero is checked before.
  * Unsigned types (u8) get their own forms: x < 0 is never true there. */
-#define I_ADD(T, U) ((T)((U)x + (U)y))
-#define I_SUB(T, U) ((T)((U)x - (U)y))
-#define I_MUL(T, U) ((T)((U)x * (U)y))
-#define I_DIV(T, U) (y == -1 ? (T)(0 - (U)x) : (T)(x / y))
-#define I_MOD(T, U) (y == -1 ? (T)0 : (T)(x % y))
+#define I_ADD(T, U) ISA_IADD(T, U, x, y) /* (isa/isa.h: ISA_INT_ARITH, their one definition) */
+#define I_SUB(T, U) ISA_ISUB(T, U, x, y)
+#define I_MUL(T, U) ISA_IMUL(T, U, x, y)
+#define I_DIV(T, U) ISA_IDIV(T, U, x, y)
+#define I_MOD(T, U) ISA_IMOD(T, U, x, y)
 #define I_NEG(T, U) ((T)(0 - (U)x))
 #define I_ABS(T, U) (x < 0 ? (T)(0 - (U)x) : x)
 #define I_SIGN(T) ((T)((x > 0) - (x < 0)))
@@ -50,8 +51,8 @@ static const char *ew_name(unsigned d) { return tfvm_dtype_name((tfvm_dtype)d); 
 /* x ** y for y >= 0 by squaring, modulo 2^64: the low bits of T are right. */
 #define I_POW(T) ((T)ew_upow((uint64_t)x, (uint64_t)y))
 #define U_NEG(T) ((T)(0u - (unsigned)x))
-#define X_MIN (x < y ? x : y)
-#define X_MAX (x > y ? x : y)
+#define X_MIN ISA_IMIN(, , x, y)
+#define X_MAX ISA_IMAX(, , x, y)
 /* NumPy minimum/maximum: a NaN operand wins; equal operands give y. */
 #define F_MIN ((x < y || isnan(x)) ? x : y)
 #define F_MAX ((x > y || isnan(x)) ? x : y)
@@ -549,26 +550,11 @@ static tfvm_status ew_fault_msg(int fault, const ew_fault *f, unsigned from, uns
  * The hot path: every operand a scalar, so no allocation and no loops. The
  * arithmetic, comparisons and logic of the wide dtypes are written out; every
  * other op and dtype runs its tensor kernel on one element. */
-#define SCALAR_INT(F, T, U)                                                            \
+/* (isa/isa.h: isa_arith_S, ISA_INT_ARITH; false only for DIV or MOD by 0) */
+#define SCALAR_INT(F)                                                                  \
     do {                                                                               \
-        const T x = in[0].u.F, y = in[1].u.F;                                          \
-        switch (op) {                                                                  \
-        case ISA_ADD: r.u.F = I_ADD(T, U); break;                                      \
-        case ISA_SUB: r.u.F = I_SUB(T, U); break;                                      \
-        case ISA_MUL: r.u.F = I_MUL(T, U); break;                                      \
-        case ISA_DIV:                                                                  \
-            if (y == 0)                                                                \
-                return ew_fault_msg(EW_DIV0, NULL, 0, 0, msg, ms);                     \
-            r.u.F = I_DIV(T, U);                                                       \
-            break;                                                                     \
-        case ISA_MOD:                                                                  \
-            if (y == 0)                                                                \
-                return ew_fault_msg(EW_MOD0, NULL, 0, 0, msg, ms);                     \
-            r.u.F = I_MOD(T, U);                                                       \
-            break;                                                                     \
-        case ISA_MIN: r.u.F = X_MIN; break;                                            \
-        default: r.u.F = X_MAX; break;                                                 \
-        }                                                                              \
+        if (!isa_arith_##F(op, in[0].u.F, in[1].u.F, &r.u.F))                          \
+            return ew_fault_msg(op == ISA_DIV ? EW_DIV0 : EW_MOD0, NULL, 0, 0, msg, ms); \
     } while (0)
 
 #define SCALAR_FLOAT(F, T, FMOD)                                                       \
@@ -632,8 +618,8 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
         if (in[1].dtype != d)
             break;
         switch (d) {
-        case I32: SCALAR_INT(i32, int32_t, uint32_t); *out = r; return TFVM_OK;
-        case I64: SCALAR_INT(i64, int64_t, uint64_t); *out = r; return TFVM_OK;
+        case I32: SCALAR_INT(i32); *out = r; return TFVM_OK;
+        case I64: SCALAR_INT(i64); *out = r; return TFVM_OK;
         case F32: SCALAR_FLOAT(f32, float, fmodf); *out = r; return TFVM_OK;
         case F64: SCALAR_FLOAT(f64, double, fmod); *out = r; return TFVM_OK;
         default: break;
@@ -674,14 +660,6 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
 }
 
 /* ---- Tensors ------------------------------------------------------------------------ */
-static void ew_shape_of(const dev_value *v, char *buf, size_t size)
-{
-    if (v->is_tensor)
-        dev_shape_str(v->u.t, buf, size);
-    else
-        snprintf(buf, size, "[]");
-}
-
 /* A float op (whose kernels never fault) over one run, or rows of one run,
  * in parallel chunks: items are elements (m == 1) or rows (m == 2). */
 typedef struct ew_par {
@@ -745,29 +723,17 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
         return TFVM_OK;
     }
 
-    /* NumPy broadcasting: align shapes on the right; each output dimension is
-     * the inputs' common size, where size 1 stretches (and 0 stays 0). */
-    int64_t D[TFVM_MAX_RANK];
-    for (int j = 0; j < R; j++) {
-        D[j] = 1;
-        for (int k = 0; k < n; k++) {
-            int jj = j - (R - rank[k]);
-            if (jj < 0 || dims[k][jj] == 1)
-                continue;
-            if (D[j] == 1) {
-                D[j] = dims[k][jj];
-            } else if (D[j] != dims[k][jj]) {
-                char s[3][200]; /* rank 8 of 19-digit dims fits */
-                for (int i = 0; i < n; i++)
-                    ew_shape_of(&in[i], s[i], sizeof s[i]);
-                if (n == 2)
-                    return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast",
-                                   s[0], s[1]);
-                return ut_msg(msg, ms, TFVM_ERR_SHAPE, "shapes %s, %s and %s do not broadcast",
-                               s[0], s[1], s[2]);
-            }
-        }
+    /* NumPy broadcasting, by the op's shape rule (isa/shape.h): its result
+     * shape, or its message when the shapes do not broadcast. */
+    isa_shape xs[3], bc;
+    for (int k = 0; k < n; k++) {
+        xs[k] = (isa_shape){.dtype = dt[k], .rank = (int8_t)rank[k], .n_vals = -1};
+        if (rank[k])
+            memcpy(xs[k].dims, dims[k], sizeof(int64_t) * (size_t)rank[k]);
     }
+    if (isa_shape_rule(op, attr, xs, (uint32_t)n, &bc, msg, ms) != TFVM_OK)
+        return TFVM_ERR_SHAPE;
+    const int64_t *D = bc.dims;
     tfvm_tensor *t = dev_tensor_alloc(alloc, (tfvm_dtype)rd, R, D);
     if (!t)
         return ut_msg(msg, ms, TFVM_ERR_NOMEM, "out of memory");

@@ -82,6 +82,15 @@ tfvm_status dev_kscalar_i64(dev_kctx *k, const dev_kview *v, const char *what, b
  * tensor, TFVM_ERR_SHAPE when it is longer than max. */
 tfvm_status dev_kvec(dev_kctx *k, const dev_kview *v, const char *what, int64_t *out, int max,
                      int *n);
+/* The op's shape rule (isa/shape.h) on the n operands (their shapes, and
+ * the values of the small integer vectors of vals, bit i: operand i, which
+ * must be host data as for the kernel's own reads): TFVM_ERR_SHAPE with the rule's
+ * message ("concat: shapes [2, 3] and [2, 3, 1] differ in rank") when it
+ * proves the op fails, so that the kernel and the analyser word one error
+ * alike; else TFVM_OK (a failure the rule leaves to the kernel too), and
+ * the rule's result shape into *o when o is not NULL. */
+struct isa_shape;
+tfvm_status dev_krule(dev_kctx *k, const dev_kview *in, uint32_t n, uint32_t vals, struct isa_shape *o);
 /* Resolves axis attribute k->attr (an int32, negative from the end) against
  * rank; TFVM_ERR_SHAPE naming `v` when it is out of range. */
 tfvm_status dev_kaxis(dev_kctx *k, const dev_kview *v, int *axis);

@@ -3,6 +3,7 @@
  * reflect, edge, wrap; negative pads crop). Byte-size generic: every dtype. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "isa/shape.h"
 
 #include <string.h>
 
@@ -14,7 +15,7 @@
 tfvm_status dev_cpu_expand(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
-    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    char s1[DEV_KSHAPE];
     int64_t sh[TFVM_MAX_RANK];
     int n;
     tfvm_status st = dev_kvec(k, &in[1], "shape", sh, TFVM_MAX_RANK, &n);
@@ -23,17 +24,16 @@ tfvm_status dev_cpu_expand(dev_kctx *k, const dev_kview *in, dev_value *out)
     for (int i = 0; i < n; i++)
         if (sh[i] < 0)
             return dev_kfail(k, TFVM_ERR_ARGUMENT, "bad shape %s: dims must be >= 0", dev_kdims(n, sh, s1));
-    const int R = n > x->rank ? n : x->rank;
-    int64_t od[TFVM_MAX_RANK], ss[TFVM_MAX_RANK], xs[TFVM_MAX_RANK], ds[TFVM_MAX_RANK], count;
+    isa_shape bc; /* x broadcast with the target both ways, by the rule */
+    if ((st = dev_krule(k, in, 2, 1u << 1, &bc)))
+        return st;
+    const int R = bc.rank;
+    int64_t ss[TFVM_MAX_RANK], xs[TFVM_MAX_RANK], ds[TFVM_MAX_RANK], count;
+    const int64_t *od = bc.dims;
     dev_kstrides(x->rank, x->dims, xs);
     for (int i = 0; i < R; i++) {
-        const int xi = i - (R - x->rank), si = i - (R - n);
-        const int64_t a = xi >= 0 ? x->dims[xi] : 1, b = si >= 0 ? sh[si] : 1;
-        if (a != b && a != 1 && b != 1)
-            return dev_kfail(k, TFVM_ERR_SHAPE, "shapes %s and %s do not broadcast", dev_kshape(x, s1),
-                             dev_kdims(n, sh, s2));
-        od[i] = a == 1 ? b : a;
-        ss[i] = a == 1 || xi < 0 ? 0 : xs[xi];
+        const int xi = i - (R - x->rank);
+        ss[i] = xi < 0 || x->dims[xi] == 1 ? 0 : xs[xi];
     }
     if (!dev_kcount(R, od, &count))
         return dev_kfail(k, TFVM_ERR_SHAPE, "result %s is too large", dev_kdims(R, od, s1));

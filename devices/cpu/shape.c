@@ -192,12 +192,8 @@ tfvm_status dev_cpu_concat(dev_kctx *k, const dev_kview *in, dev_value *out)
     tfvm_status st = dev_kaxis(k, a, &axis);
     if (st)
         return st;
-    bool same = a->rank == b->rank;
-    for (int i = 0; same && i < a->rank; i++)
-        same = i == axis || a->dims[i] == b->dims[i];
-    if (!same)
-        return dev_kfail(k, TFVM_ERR_SHAPE, "shapes %s and %s differ outside axis %d",
-                         dev_kshape(a, s1), dev_kshape(b, s2), axis);
+    if ((st = dev_krule(k, in, 2, 0, NULL))) /* ranks, and dims outside the axis */
+        return st;
     int64_t od[TFVM_MAX_RANK], outer = 1, inner = 1;
     for (int i = 0; i < a->rank; i++) {
         od[i] = i == axis ? a->dims[i] + b->dims[i] : a->dims[i];

@@ -3,6 +3,7 @@
  * share (devices/cpu/kern.h): messages, results, scratch memory, nd copies. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "isa/shape.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +77,29 @@ tfvm_status dev_kvec(dev_kctx *k, const dev_kview *v, const char *what, int64_t 
     if (v->count)
         memcpy(out, v->data, (size_t)v->count * sizeof(int64_t));
     *n = (int)v->count;
+    return TFVM_OK;
+}
+
+tfvm_status dev_krule(dev_kctx *k, const dev_kview *in, uint32_t n, uint32_t vals_of, isa_shape *o)
+{
+    isa_shape x[DEV_KMAX_IN], r;
+    int64_t vals[DEV_KMAX_IN][16];
+    for (uint32_t i = 0; i < n && i < DEV_KMAX_IN; i++) {
+        const dev_kview *v = &in[i];
+        x[i] = (isa_shape){.dtype = v->dtype, .rank = (int8_t)v->rank, .n_vals = -1, .vals = vals[i]};
+        memcpy(x[i].dims, v->dims, sizeof(int64_t) * (size_t)v->rank);
+        bool ints = v->dtype == TFVM_I32 || v->dtype == TFVM_I64;
+        if ((vals_of >> i & 1) && ints && v->rank <= 1 && v->count <= 16) {
+            x[i].n_vals = (int)v->count;
+            for (int64_t e = 0; e < v->count; e++)
+                dev_kget_i64(v, e, &vals[i][e]);
+        }
+    }
+    char why[200];
+    if (n <= DEV_KMAX_IN && isa_shape_rule(k->op, k->attr, x, n, &r, why, sizeof why) != TFVM_OK && why[0])
+        return dev_kfail(k, TFVM_ERR_SHAPE, "%s", why);
+    if (o)
+        *o = r;
     return TFVM_OK;
 }
 

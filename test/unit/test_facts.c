@@ -2,7 +2,9 @@
  * small assembled programs (straight-line tensor code, a loop, recursion),
  * exact conflict messages, the load-time check, and memory failures. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/facts.h"
 #include "loader/loader.h"
@@ -343,6 +345,54 @@ START_TEST(public_call)
 }
 END_TEST
 
+/* Bytecode is verified on load, not analysed: the conflicting program's
+ * .tfvm bytes load (the run would fail at mm), and the load-time check runs
+ * only when asked (tfvm_open_options.check_bytecode; unchecked wins). */
+START_TEST(bytecode_not_analysed)
+{
+    tfvm_open_options o;
+    tfvm_open_options_init(&o);
+    ck_assert(!o.check_bytecode);
+    o.unchecked = true;
+    tfvm_program *p = NULL, *q = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_open("test/e2e/check/conflict.tfasm", &o, NULL, &p, &err), TFVM_OK);
+    void *data;
+    size_t size;
+    ck_assert_int_eq(tfvm_program_save_memory(p, &data, &size, &err), TFVM_OK);
+    ck_assert_int_eq(tfvm_program_load_memory(data, size, "conflict.tfvm", NULL, &q, &err), TFVM_OK);
+    ck_assert_uint_eq(tfvm_program_inst_count(q), 5);
+    tfvm_program_free(q);
+    char path[] = "/tmp/test_facts_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, size), (ssize_t)size);
+    close(fd);
+    tfvm_program_buffer_free(p, data, size);
+    tfvm_program_free(p);
+    struct {
+        bool check, unchecked;
+        tfvm_status want;
+    } cases[] = {{false, false, TFVM_OK}, {true, false, TFVM_ERR_SHAPE}, {true, true, TFVM_OK}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tfvm_open_options_init(&o);
+        o.check_bytecode = cases[k].check;
+        o.unchecked = cases[k].unchecked;
+        q = NULL;
+        tfvm_status st = tfvm_program_open(path, &o, NULL, &q, &err);
+        ck_assert_msg(st == cases[k].want, "case %zu (check_bytecode %d, unchecked %d): status %d, want %d: %s", k,
+                      cases[k].check, cases[k].unchecked, st, cases[k].want, st ? err.message : "");
+        if (st == TFVM_ERR_SHAPE) {
+            char want[160];
+            snprintf(want, sizeof want, "%s: mm (MATMUL): inner dims differ: f32[?, 784] @ f32[2, 3]", path);
+            ck_assert_str_eq(err.message, want);
+        }
+        tfvm_program_free(q);
+    }
+    unlink(path);
+}
+END_TEST
+
 START_TEST(nomem)
 {
     const char *text = "entry main(n: i64) -> (s: i64) {\n"
@@ -388,6 +438,7 @@ int main(void)
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, load_time);
     tcase_add_test(tc, public_call);
+    tcase_add_test(tc, bytecode_not_analysed);
     tcase_add_test(tc, nomem);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);

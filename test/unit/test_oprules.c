@@ -428,17 +428,91 @@ static void g_expand(gen *g, uint32_t op)
     add_i64s(g, rt, t);
 }
 
-/* x, and a vector of `per` values 0 .. max per axis: TILE's repeats (1, 3),
- * PAD's befores and afters (2, 2). */
+/* x, and a vector of `per` values per axis: TILE's repeats (1, 0 .. 3),
+ * PAD's befores and afters (2, 0 .. 2), PADV's (2, -1 .. 2: crops too, and
+ * the value). */
 static void g_per_axis(gen *g, uint32_t op)
 {
-    int per = op == ISA_PAD ? 2 : 1, max = op == ISA_PAD ? 2 : 3;
+    bool pad = op == ISA_PAD || op == ISA_PADV;
+    int per = pad ? 2 : 1, max = pad ? 2 : 3;
     int64_t d[4], v[8];
-    int r = shape(g, 0, 4, 0, 3, d);
+    int r = shape(g, 0, 4, op == ISA_PADV ? 1 : 0, 3, d);
     add_x(g, r, d);
     for (int k = 0; k < per * r; k++)
-        v[k] = rnd(g, 0, max);
+        v[k] = rnd(g, op == ISA_PADV ? -1 : 0, max);
+    for (int k = 0; pad && k < r; k++)
+        if (d[k] + v[k] + v[k + r] < 0)
+            v[k + r] = 0; /* no more cropped than the axis holds */
     add_i64s(g, per * r, v);
+    if (op == ISA_PADV)
+        add_scalar(g, g->dt, 1);
+}
+
+/* GATHER_ELEMENTS: idx of x's rank, no larger off the axis, values in range. */
+static void g_gather_elements(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4], di[4];
+    int r = shape(g, 1, 3, 1, 3, d), ax = axis(g, r), a = ax < 0 ? ax + r : ax;
+    for (int k = 0; k < r; k++)
+        di[k] = k == a ? rnd(g, 0, 3) : rnd(g, 1, (int)d[k]);
+    add_x(g, r, d);
+    add_t(g, TFVM_I64, r, di);
+    tfvm_tensor *t = g->in[1].u.t;
+    for (int64_t i = 0; i < t->count; i++)
+        ((int64_t *)t->data)[i] = rnd(g, (int)-d[a], (int)d[a] - 1);
+    g->attr = (uint32_t)ax;
+}
+
+static void g_topk(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4];
+    int r = shape(g, 1, 3, 0, 3, d), ax = axis(g, r);
+    add_x(g, r, d);
+    add_scalar(g, TFVM_I64, rnd(g, 0, (int)d[ax < 0 ? ax + r : ax]));
+    add_scalar(g, TFVM_BOOL, rnd(g, 0, 1));
+    g->attr = (uint32_t)ax;
+}
+
+static void g_onehot(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4], two = 2;
+    int r = shape(g, 0, 3, 0, 3, d);
+    add_x(g, r, d);
+    add_scalar(g, TFVM_I64, rnd(g, 0, 3));
+    add_t(g, g->dt, 1, &two);
+    g->attr = (uint32_t)(rnd(g, 0, r) - (rnd(g, 0, 1) ? r + 1 : 0));
+}
+
+/* RESIZE by sizes (nearest: any dtype). */
+static void g_resize(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4], sz[4], none = 0;
+    int r = shape(g, 1, 3, 1, 3, d);
+    for (int k = 0; k < r; k++)
+        sz[k] = rnd(g, 1, 4);
+    add_x(g, r, d);
+    add_t(g, TFVM_F32, 1, &none);
+    add_i64s(g, r, sz);
+}
+
+/* STACK_PUT: a row into a fresh stack or one of rows like it. */
+static void g_stack_put(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4], a[4], none = 0;
+    int r = shape(g, 0, 2, 0, 3, d);
+    a[0] = rnd(g, 0, 2);
+    memcpy(a + 1, d, sizeof(int64_t) * (size_t)r);
+    if (a[0] == 0)
+        add_t(g, g->dt, 1, &none);
+    else
+        add_x(g, r + 1, a);
+    add_scalar(g, TFVM_I64, rnd(g, 0, 3));
+    add_x(g, r, d);
 }
 
 static void g_gather(gen *g, uint32_t op)
@@ -525,6 +599,9 @@ static const row rows[] = {
     {ISA_PAD, g_per_axis, EXACT},                {ISA_GATHER, g_gather, EXACT},
     {ISA_SLICE, g_slice, EXACT},            {ISA_STRIDED_SLICE, g_slice, PARTIAL},
     {ISA_DET, g_det, EXACT},                {ISA_RANGE, g_range, PARTIAL_FLOAT},
+    {ISA_GATHER_ELEMENTS, g_gather_elements, EXACT}, {ISA_TOPK, g_topk, EXACT},
+    {ISA_ONEHOT, g_onehot, EXACT},          {ISA_RESIZE, g_resize, EXACT},
+    {ISA_PADV, g_per_axis, EXACT},          {ISA_STACK_PUT, g_stack_put, PARTIAL},
 };
 
 /* The elementwise classes share one generator each. */
