@@ -17,9 +17,6 @@ typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, float *dst, int6
 /* y[j] = x . R[j], j < n: see sgemm_body.h */
 typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
                         float *restrict y);
-/* y[j] = x @ op(B) packed whole: see sgemm_body.h */
-typedef void sg_gemv_fn(int64_t N, int64_t K, int64_t kc_step, const float *restrict x, const float *restrict b,
-                        float *restrict y, int64_t c0, int64_t c1);
 /* a recurrent step's product by blocks of units: see sgemm_body.h */
 typedef void sg_gates_fn(int64_t G, int64_t H, int64_t K, int64_t kc_step, const float *restrict x,
                          const float *restrict b, float *restrict y, int64_t b0, int64_t b1);
@@ -31,18 +28,9 @@ typedef struct sg_impl {
     sg_kern_fn *wide[3];               /* 1 row by w1 columns, 2 rows by 2 * nr */
     sg_t8_fn *t8;                      /* NULL: packing op(B) = B^T goes element by element */
     sg_dots_fn *dots;
-    sg_gemv_fn *gemv;
-    int64_t gv; /* gemv's panels at a time (SG_GV) */
     sg_gates_fn *gemv_gates;
     const char *name;
 } sg_impl;
-
-/* The columns of the gemv chunk at a column with `left` (padded) columns
- * left: gv panels of nr while that many remain, then 4, then 1. */
-static inline int64_t gemv_chunk(int64_t left, int64_t gv, int64_t nr)
-{
-    return left >= gv * nr ? gv * nr : left >= 4 * nr ? 4 * nr : nr;
-}
 
 /* ---- Portable: GCC vector extensions (SSE2 on x86-64), 4 x 8 tiles ---- */
 typedef float sg_v4 __attribute__((vector_size(16)));
@@ -58,7 +46,6 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #define SG_VL 4
 #define SG_MR 4
 #define SG_NV 2
-#define SG_GV 4 /* panels of a row's product (gemv) at a time */
 #define SG_W1 8
 #define SG_TARGET
 #define SG_SFX(n) n##_v4
@@ -75,7 +62,6 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #undef SG_MR
 #undef SG_NV
 #undef SG_W1
-#undef SG_GV
 #undef SG_TARGET
 #undef SG_SFX
 #undef VLD
@@ -104,7 +90,6 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 #define SG_VL 8
 #define SG_MR 6
 #define SG_NV 2
-#define SG_GV 6 /* panels of a row's product (gemv) at a time */
 #define SG_W1 8
 #define SG_TARGET __attribute__((target("avx2,fma")))
 #define SG_SFX(n) n##_avx2
@@ -121,7 +106,6 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 #undef SG_MR
 #undef SG_NV
 #undef SG_W1
-#undef SG_GV
 #undef SG_TARGET
 #undef SG_SFX
 #undef VLD
@@ -172,7 +156,6 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #define SG_VL 16
 #define SG_MR 8
 #define SG_NV 2
-#define SG_GV 8 /* panels of a row's product (gemv) at a time */
 #define SG_W1 16
 #define SG_TARGET __attribute__((target("avx512f")))
 #define SG_SFX(n) n##_avx512
@@ -189,7 +172,6 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #undef SG_MR
 #undef SG_NV
 #undef SG_W1
-#undef SG_GV
 #undef SG_TARGET
 #undef SG_SFX
 #undef VLD
@@ -202,13 +184,13 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #endif
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
-    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_v4, 4,
+    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4,
                          gemv_gates_v4, "portable"},
 #ifdef SG_X86
     [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
-                     t8_avx2, dots_avx2, gemv_avx2, 6, gemv_gates_avx2, "avx2"},
+                     t8_avx2, dots_avx2, gemv_gates_avx2, "avx2"},
     [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
-                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_avx512, 8, gemv_gates_avx512,
+                       256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_gates_avx512,
                        "avx512"},
 #else
     [DEV_SG_AVX2] = {.name = "avx2"},
@@ -489,71 +471,6 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
     const int64_t kc_step = even(K, SG_KC), Np = round_up(N, im->nr);
     for (int64_t pc = 0; pc < K; pc += kc_step)
         pack_b(tb, B, ldb, pc, K - pc < kc_step ? K - pc : kc_step, 0, N, im->nr, out + pc * Np, im->t8);
-}
-
-/* ---- One row's product --------------------------------------------------------------
- * op(B) in gemv's chunks (sgemm_body.h): chunk after chunk, each [K][w]
- * with its columns past N 0. */
-static void gemv_pack(const sg_impl *im, int64_t gv, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb,
-                      float *out)
-{
-    const int64_t Np = round_up(N, im->nr);
-    for (int64_t j0 = 0; j0 < Np;) {
-        const int64_t w = gemv_chunk(Np - j0, gv, im->nr);
-        for (int64_t p = 0; p < K; p++, out += w)
-            for (int64_t j = 0; j < w; j++)
-                out[j] = j0 + j >= N ? 0 : tb ? B[(j0 + j) * ldb + p] : B[p * ldb + j0 + j];
-        j0 += w;
-    }
-}
-
-size_t dev_sgemv_packed_floats(int64_t N, int64_t K) { return (size_t)(K * round_up(N, best_impl()->nr)); }
-
-void dev_sgemv_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out)
-{
-    const sg_impl *im = best_impl();
-    gemv_pack(im, im->gv, tb, N, K, B, ldb, out);
-}
-
-int64_t dev_sgemv_chunks(int64_t N)
-{
-    const sg_impl *im = best_impl();
-    int64_t n = 0;
-    for (int64_t j0 = 0, Np = round_up(N, im->nr); j0 < Np; n++)
-        j0 += gemv_chunk(Np - j0, im->gv, im->nr);
-    return n;
-}
-
-void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp, float *y, int64_t c0, int64_t c1)
-{
-    if (N > 0 && K > 0)
-        best_impl()->gemv(N, K, even(K, SG_KC), x, bp, y, c0, c1);
-    else if (N > 0 && c0 == 0)
-        memset(y, 0, (size_t)N * sizeof *y);
-}
-
-void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y)
-{
-    dev_sgemv_packed_part(N, K, x, bp, y, 0, INT64_MAX);
-}
-
-bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb, float *y)
-{
-    if (!dev_sg_have(isa))
-        return false;
-    const sg_impl *im = &impls[isa];
-    if (N <= 0 || K <= 0) {
-        if (N > 0)
-            memset(y, 0, (size_t)N * sizeof *y);
-        return true;
-    }
-    float *bp = malloc((size_t)(K * round_up(N, im->nr)) * sizeof *bp);
-    if (!bp)
-        return false;
-    gemv_pack(im, im->gv, tb, N, K, B, ldb, bp);
-    im->gemv(N, K, even(K, SG_KC), x, bp, y, 0, INT64_MAX);
-    free(bp);
-    return true;
 }
 
 /* ---- A recurrent step's product by blocks of units -----------------------------------

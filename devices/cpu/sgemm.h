@@ -50,23 +50,6 @@ int64_t dev_sgemm_nr(void);
  * is then untouched. */
 bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
                       int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
-/* One row's product, y [N] = x [K] @ op(B) (a recurrent step's): op(B)
- * packed once for it, dev_sgemv_packed_floats(N, K) floats written by
- * dev_sgemv_pack, then streamed in order with many sums in flight. A row of
- * dev_sgemm_packed's product with its bits (the sums of each block of K in
- * order, the blocks' sums added in order). */
-size_t dev_sgemv_packed_floats(int64_t N, int64_t K);
-void dev_sgemv_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
-void dev_sgemv_packed(int64_t N, int64_t K, const float *x, const float *bp, float *y);
-/* The packing's column chunks, and the columns of chunks [c0, c1) alone (a
- * part of the product split over threads, with its bits): y's other
- * columns are not written. */
-int64_t dev_sgemv_chunks(int64_t N);
-void dev_sgemv_packed_part(int64_t N, int64_t K, const float *x, const float *bp, float *y, int64_t c0, int64_t c1);
-/* The same on a given instruction set from op(B) as it lies, packed here
- * for that set (tests); false when the CPU lacks it or memory is short. */
-bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x, const float *B, int64_t ldb,
-                  float *y);
 /* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
  * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by
  * dev_sgemv_gates_blocks(H) blocks of DEV_SG_GATE_UNITS units (U), the G
@@ -78,7 +61,8 @@ bool dev_sgemv_on(dev_sg_isa isa, bool tb, int64_t N, int64_t K, const float *x,
  * unspecified). R packed once,
  * dev_sgemv_gates_floats(G, H, K) floats written by dev_sgemv_gates_pack;
  * blocks [b0, b1) of the product alone, block b0 first in y. Each element
- * has the bits of dev_sgemv_packed's. */
+ * has dev_sgemm's bits for that one row (the sums of each block of K in
+ * order, the blocks' sums added in order). */
 #define DEV_SG_GATE_UNITS 32
 int64_t dev_sgemv_gates_blocks(int64_t H);
 size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K);

@@ -2,7 +2,7 @@
  * per instruction set with SG_VF (a vector of SG_VL floats), VLD/VST
  * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, the
  * tile SG_MR rows x SG_NV vectors, the one-row tile of SG_W1 vectors (at
- * least 2 * SG_NV), SG_GV (the panels a row's product, gemv, sums at once), VHSUM (the sum of a vector's lanes, in a fixed order),
+ * least 2 * SG_NV), VHSUM (the sum of a vector's lanes, in a fixed order),
  * SG_TARGET and SG_SFX defined. */
 
 /* C[0:R, 0:nr] = (add ? C + : ) sum over p < kc of a[p][i] * b[p][j], for
@@ -112,24 +112,18 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
     }
 }
 
-/* ---- One row against op(B): y[j] = sum over p < K of x[p] * op(B)[p][j] ---------------
- * b is op(B) packed for it (sgemm.c, gemv_pack): column chunks of G panels
- * of SG_NR columns (G = SG_GV while that many remain, then 4, then 1), each
- * chunk [K][G * SG_NR] contiguous, so that the weights stream in order;
- * chunks [c0, c1) of them (a part of a split product). The
- * chunk's sums stay in registers, many FMA chains in flight, the lines
- * ahead prefetched; each element is
- * summed in p order within a block of K (kc_step high) and the blocks' sums
- * added in order: the bits of SG_TILE's one-row tile over the same blocks
- * (sg_run). */
+/* ---- One row against a chunk of G panels: t[j] = sum over p < K of x[p] * chunk[p][j] ---
+ * The chunk's rows are ld floats apart, G * SG_NR columns each, so that the
+ * weights stream in order. Its sums stay in registers, many FMA chains in
+ * flight, the lines ahead prefetched; each element is summed in p order
+ * within a block of K (kc_step high) and the blocks' sums added in order:
+ * the bits of SG_TILE's one-row tile over the same blocks (sg_run). */
 #define SG_NR (SG_NV * SG_VL)
 /* The weights stream from L2 at its bandwidth only with each line asked
  * for this far (floats, 2 KB) ahead of its use: the hardware prefetcher
  * alone leaves some 7% of it unused (measured on Zen 4) */
 #define SG_GEMV_AHEAD 512
-#define SG_GEMV_CHUNK(G) SG_GEMV_CHUNKW(G, b, (G) * SG_NR)
-/* G panels at base of a chunk whose rows are ld floats apart */
-#define SG_GEMV_CHUNKW(G, base, ld)                                                                            \
+#define SG_GEMV_CHUNK(G, base, ld)                                                                             \
     SG_VF acc[G][SG_NV], tot[G][SG_NV];                                                                        \
     _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                     \
         _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) tot[g][v] = VZERO();                           \
@@ -153,33 +147,10 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
     _Pragma("GCC unroll 16") for (int g = 0; g < (G); g++)                                                     \
         _Pragma("GCC unroll 4") for (int v = 0; v < SG_NV; v++) VST(t + g * SG_NR + v * SG_VL, tot[g][v]);
 
-SG_TARGET static void SG_SFX(gemv)(int64_t N, int64_t K, int64_t kc_step, const float *restrict x,
-                                   const float *restrict b, float *restrict y, int64_t c0, int64_t c1)
-{
-    const int64_t Np = (N + SG_NR - 1) / SG_NR * SG_NR;
-    float t[SG_GV * SG_NR];
-    for (int64_t j0 = 0, c = 0; j0 < Np && c < c1; c++) {
-        const int64_t w = gemv_chunk(Np - j0, SG_GV, SG_NR);
-        if (c < c0) {
-            /* a chunk of another part */
-        } else if (w == SG_GV * SG_NR) {
-            SG_GEMV_CHUNK(SG_GV)
-        } else if (w == 4 * SG_NR) {
-            SG_GEMV_CHUNK(4)
-        } else {
-            SG_GEMV_CHUNK(1)
-        }
-        if (c >= c0)
-            memcpy(y + j0, t, (size_t)(N - j0 < w ? N - j0 : w) * sizeof *y);
-        j0 += w;
-        b += K * w;
-    }
-}
-
 /* A recurrent step's product by blocks of units (sgemm.c, gates_pack): a
  * whole block of DEV_SG_GATE_UNITS units is sub-blocks of SG_NR units, each
- * a chunk [K][G * SG_NR] (gate g's columns at g * SG_NR), streamed as
- * SG_GEMV_CHUNK(G) streams a chunk of G panels, with its bits; a last
+ * a chunk [K][G * SG_NR] (gate g's columns at g * SG_NR) that
+ * SG_GEMV_CHUNK streams whole (G <= 4); a last
  * block of n < DEV_SG_GATE_UNITS units is one chunk [K][W] with gate g of
  * unit u in column g * n + u (W: G * n rounded up to whole panels, streamed
  * 4 panels at a time). Gate g of unit u of whole block b0 + i lands at y[(i * G + g) *
@@ -187,7 +158,7 @@ SG_TARGET static void SG_SFX(gemv)(int64_t N, int64_t K, int64_t kc_step, const 
  * + u: the same places on every instruction set. Blocks [b0, b1) of b. */
 #define SG_GATES_CASE(G)                                                                                       \
     case G: {                                                                                                  \
-        SG_GEMV_CHUNKW(G, b + c0 * SG_NR, ld)                                                                  \
+        SG_GEMV_CHUNK(G, b + c0 * SG_NR, ld)                                                                   \
         break;                                                                                                 \
     }
 SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t H, int64_t K, int64_t kc_step, const float *restrict x,
@@ -221,6 +192,5 @@ SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t H, int64_t K, int64_
 }
 #undef SG_GATES_CASE
 #undef SG_GEMV_CHUNK
-#undef SG_GEMV_CHUNKW
 #undef SG_GEMV_AHEAD
 #undef SG_NR

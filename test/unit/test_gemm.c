@@ -282,47 +282,6 @@ START_TEST(test_dots)
 }
 END_TEST
 
-/* ---- One row's product ----------------------------------------------------------------
- * dev_sgemv_on on each instruction set: dev_sgemm_on's one-row product bit
- * for bit (B as it lies or transposed; widths that take each chunk size of
- * the packing, K in one block and in two), and nothing written past y; on
- * the best set, the prepacked product chunk by chunk gives the same. */
-START_TEST(test_gemv)
-{
-    const dev_sg_isa isa = (dev_sg_isa)_i;
-    if (!dev_sg_have(isa))
-        return;
-    const int64_t ns[] = {1, 7, 33, 100, 520, 600}, ks[] = {1, 5, 128, 300};
-    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
-        for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
-            for (int tb = 0; tb < 2; tb++) {
-                const int64_t N = ns[a], K = ks[b], ldb = (tb ? K : N) + 3;
-                float *x = matrix(1, K, 0, (uint32_t)(N + K), false);
-                float *B = tb ? matrix(N, K, 3, (uint32_t)(N * K), false) : matrix(K, N, 3, (uint32_t)(N * K), false);
-                float *got = malloc((size_t)(N + 1) * sizeof *got), *want = malloc((size_t)N * sizeof *want);
-                got[N] = CANARY;
-                ck_assert(dev_sgemv_on(isa, tb, N, K, x, B, ldb, got));
-                ck_assert(dev_sgemm_on(isa, false, tb, 1, N, K, x, K, B, ldb, want, N));
-                for (int64_t j = 0; j < N; j++)
-                    ck_assert_msg(memcmp(&got[j], &want[j], sizeof *got) == 0,
-                                  "%s N=%ld K=%ld tb=%d: y[%ld] = %.9g, the gemm's %.9g", dev_sg_name(isa), (long)N,
-                                  (long)K, tb, (long)j, got[j], want[j]);
-                ck_assert_msg(got[N] == CANARY, "%s N=%ld K=%ld: wrote past y", dev_sg_name(isa), (long)N, (long)K);
-                if (isa == dev_sg_best()) { /* the product chunk by chunk (split over threads), with its bits */
-                    float *bp = malloc(dev_sgemv_packed_floats(N, K) * sizeof *bp);
-                    dev_sgemv_pack(tb, N, K, B, ldb, bp);
-                    memset(got, 0, (size_t)N * sizeof *got);
-                    for (int64_t c = 0; c < dev_sgemv_chunks(N); c++)
-                        dev_sgemv_packed_part(N, K, x, bp, got, c, c + 1);
-                    ck_assert_msg(memcmp(got, want, (size_t)N * sizeof *got) == 0 && got[N] == CANARY,
-                                  "%s N=%ld K=%ld tb=%d: chunk by chunk differs", dev_sg_name(isa), (long)N, (long)K, tb);
-                    free(bp);
-                }
-                free(x), free(B), free(got), free(want);
-            }
-}
-END_TEST
-
 /* ---- A recurrent step's product by blocks of units ------------------------------------
  * dev_sgemv_gates_on on each instruction set: each gate of each unit where
  * the blocked layout puts it, with dev_sgemm_on's one-row bits (G 1 to 4;
@@ -560,7 +519,6 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
-    tcase_add_loop_test(tc, test_gemv, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_gemv_gates, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
     tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
