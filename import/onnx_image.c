@@ -93,29 +93,9 @@ bool ox_resize2(ox_node *N)
         for (int j = 0; j < (na < 0 ? r : na); j++)
             opts |= ISA_OPT_KEEP_AXIS0 << (na < 0 ? j : ax[j]);
     }
-    ox_val *scales = ox_opt_in(N, 2), *sizes = ox_opt_in(N, 3), *roi = ox_opt_in(N, 1);
-    if (scales && scales->rank == 1 && scales->dims[0] == 0)
-        scales = NULL;
-    if (sizes && sizes->rank == 1 && sizes->dims[0] == 0)
-        sizes = NULL;
-    ox_val sc = scales ? ox_to_dtype(N, scales, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
-    ox_val sz = sizes ? ox_as_i64_vec(N, sizes) : ox_empty_vec(N, TFVM_I64);
+    ox_val *roi = ox_opt_in(N, 1), sc, sz;
     ox_val axes_v = na >= 0 ? ox_i64s(N, na, ax) : (ox_val){0};
-    if (na >= 0) {
-        /* scales or sizes for the listed axes only: the others keep their size */
-        if (scales) {
-            ox_val one = ox_fscalar(N, TFVM_F32, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one);
-            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
-            sc = ox_ew2(N, ISA_ADD, &d, &one);
-        } else if (sizes) {
-            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
-            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v);
-            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old);
-            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
-            sz = ox_ew2(N, ISA_ADD, &xs, &d);
-        }
-    }
+    ox_resize_targets(N, x, ox_opt_in(N, 2), ox_opt_in(N, 3), na >= 0 ? &axes_v : NULL, r, &sc, &sz);
     /* params: cubic_coeff_a, extrapolation_value, then the roi of every axis
      * (starts, ends) for tf_crop_and_resize */
     const float head[2] = {ox_attr_f(N, "cubic_coeff_a", -0.75f), ox_attr_f(N, "extrapolation_value", 0)};

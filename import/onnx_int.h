@@ -185,6 +185,11 @@ ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b); 
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);
 ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want);
 ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype);
+/* Resize's scales and sizes (an empty input counts as absent) as RESIZE takes
+ * them, f32 scales and i64 sizes; with axes (not NULL, x of rank r) the
+ * listed axes' values spread over all r, the other axes keeping their size. */
+void ox_resize_targets(ox_node *N, const ox_val *x, const ox_val *scales, const ox_val *sizes, const ox_val *axes_v,
+                       int r, ox_val *sc, ox_val *sz);
 ox_val ox_spatial_axes(ox_node *N, int r);               /* [2, ..., r-1] */
 ox_val ox_per_channel(ox_node *N, const ox_val *v, int r); /* [C] as [C, 1, ...] */
 /* (x - mean) / sqrt(var + eps) over axes (keepdims); the mean and 1/sqrt(var + eps) */

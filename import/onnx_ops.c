@@ -1988,29 +1988,35 @@ static void op_Resize(ox_node *N)
         scales = ox_opt_in(N, 2);
         sizes = ox_opt_in(N, 3);
     }
+    ox_val sc, sz;
+    ox_resize_targets(N, x, scales, sizes, have_axes ? &axes_v : NULL, have_axes ? ox_need_rank(N, x) : 0, &sc, &sz);
+    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz);
+}
+
+void ox_resize_targets(ox_node *N, const ox_val *x, const ox_val *scales, const ox_val *sizes, const ox_val *axes_v,
+                       int r, ox_val *sc, ox_val *sz)
+{
     if (scales && scales->rank == 1 && scales->dims[0] == 0)
         scales = NULL;
     if (sizes && sizes->rank == 1 && sizes->dims[0] == 0)
         sizes = NULL;
-    ox_val sc = scales ? ox_to_dtype(N, scales, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
-    ox_val sz = sizes ? ox_as_i64_vec(N, sizes) : ox_empty_vec(N, TFVM_I64);
-    if (have_axes) {
-        /* scales or sizes for the listed axes only: the others keep their size */
-        int r = ox_need_rank(N, x);
-        if (scales) {
-            ox_val one = ox_fscalar(N, TFVM_F32, 1);
-            ox_val d = ox_ew2(N, ISA_SUB, &sc, &one);
-            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_F32);
-            sc = ox_ew2(N, ISA_ADD, &d, &one);
-        } else if (sizes) {
-            ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
-            ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, &axes_v);
-            ox_val d = ox_ew2(N, ISA_SUB, &sz, &old);
-            d = ox_spread_axes(N, &d, &axes_v, r, TFVM_I64);
-            sz = ox_ew2(N, ISA_ADD, &xs, &d);
-        }
+    *sc = scales ? ox_to_dtype(N, scales, TFVM_F32) : ox_empty_vec(N, TFVM_F32);
+    *sz = sizes ? ox_as_i64_vec(N, sizes) : ox_empty_vec(N, TFVM_I64);
+    if (!axes_v)
+        return;
+    /* scales or sizes for the listed axes only: the others keep their size */
+    if (scales) {
+        ox_val one = ox_fscalar(N, TFVM_F32, 1);
+        ox_val d = ox_ew2(N, ISA_SUB, sc, &one);
+        d = ox_spread_axes(N, &d, axes_v, r, TFVM_F32);
+        *sc = ox_ew2(N, ISA_ADD, &d, &one);
+    } else if (sizes) {
+        ox_val xs = ox_op1(N, ISA_SHAPE, 0, x);
+        ox_val old = ox_op2(N, ISA_GATHER, 0, &xs, axes_v);
+        ox_val d = ox_ew2(N, ISA_SUB, sz, &old);
+        d = ox_spread_axes(N, &d, axes_v, r, TFVM_I64);
+        *sz = ox_ew2(N, ISA_ADD, &xs, &d);
     }
-    N->out[0] = ox_op3(N, ISA_RESIZE, opts, x, &sc, &sz);
 }
 
 static void op_Constant(ox_node *N)
