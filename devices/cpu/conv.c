@@ -652,8 +652,8 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                             .ldb = ncols, .ldc = ncols};
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
-    /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
     if (job.tprod) {
+        /* stacks of images in parallel, or one stack's product split */
         const int64_t stacks = (N + job.timgs - 1) / job.timgs;
         job.split = stacks < (int64_t)dev_par_width();
         if (job.split)
@@ -662,6 +662,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             dev_par_for((size_t)stacks, dev_kgrain(stacks, macs * job.timgs, DEV_KPAR_MACS, 1), conv_tprod_chunk,
                         &job);
     } else if (!job.cf && !job.direct && !conv_wide_fits(&job) && CKK * OHW > 2 * CONV_PANEL_FLOATS) {
+        /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
         job.prows = CONV_PANEL_FLOATS / (CKK * OW) > 1 ? CONV_PANEL_FLOATS / (CKK * OW) : 1;
         job.panels = (OH + job.prows - 1) / job.prows;
         const int64_t pitems = items * job.panels;
