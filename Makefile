@@ -31,7 +31,10 @@ CFLAGS  ?= $(OPT) -g
 BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CPPFLAGS_ALL := -I. -Iinclude -D_GNU_SOURCE $(BLAS_CFLAGS) -I$(BUILD)/gen
-CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -pthread
+# -ffp-contract=off: a * b + c rounds twice with every compiler (GCC's ISO C
+# mode already does; clang would fuse it into an FMA, and its results then
+# differed in the last digit: the coexec example's training loss).
+CFLAGS_ALL   := -std=c11 $(WARN) $(CFLAGS) -ffp-contract=off -fPIC -fvisibility=hidden -pthread
 LDLIBS_ALL   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -pthread -lm -ldl
 
 # The debugger's line editing (tfvm debug): libedit when pkg-config finds it;
