@@ -179,7 +179,7 @@ ox_val *ox_need(ox_node *N, uint32_t k);                 /* input k, or a FORMAT
 ox_val *ox_opt_in(ox_node *N, uint32_t k);               /* input k or NULL */
 int ox_norm_axis(ox_node *N, int64_t axis, int rank, bool allow_end);
 int ox_need_rank(ox_node *N, const ox_val *x);           /* or UNSUPPORTED */
-/* elementwise with NumPy broadcasting (shape knowledge kept) */
+/* elementwise with NumPy broadcasting: ox_op2, whose shape rule broadcasts */
 ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b);
 ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b); /* SELECT, shapes broadcast */
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);

@@ -267,15 +267,7 @@ static void bcast_shape(ox_val *r, const ox_val *a, const ox_val *b)
     cc_shape_bcast(a->rank, a->dims, b->rank, b->dims, r->dims);
 }
 
-ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b)
-{
-    ox_val r = ox_op2(N, op, 0, a, b);
-    cc_irval keep = r.v;
-    bcast_shape(&r, a, b);
-    r.v = keep;
-    keep.n->types[0] = ox_vtype(&r);
-    return r;
-}
+ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b) { return ox_op2(N, op, 0, a, b); }
 
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a)
 {
