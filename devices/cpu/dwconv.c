@@ -227,6 +227,70 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
         }                                                                                   \
     }
 
+/* Channel blocks for the usual windows (3 or 5 wide, stride 1 or 2, no
+ * dilation): R outputs of a row at a time (DW_ROW with AVX-512's 32
+ * registers, 4 with 16), each input vector of a
+ * window row loaded once and multiplied into every output whose window
+ * holds it (a 3x3 at stride 1: 13 loads for 24 multiply-adds, where
+ * dw_cblock loads 30). Each output still sums its taps from zero in (i, j)
+ * order, the bias after: the same bits. A row's last outputs go with a
+ * whole R: xi's rows are wide enough (cb_cols), the extra columns
+ * pads, their outputs not stored. */
+#define DW_ROW 8
+/* One load per input vector: GCC would fold a load into every multiply
+ * that uses it otherwise (as many loads as taps). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DW_IN_REGISTER(v) __asm__("" : "+v"(v))
+#else
+#define DW_IN_REGISTER(v) (void)0
+#endif
+#define DW_ROWS(SFX, TARGET, VT, VL, KWC, SWC, R)                                              \
+    TARGET static void dw_rows_##SFX##_##KWC##_##SWC(const dev_dw *d, const float *xi, int64_t Wp, int64_t rows, \
+                                                     const float *wv, const float *bias, float *yo) \
+    {                                                                                       \
+        const int64_t KH = d->KH, OW = d->OW, rstep = d->dh * Wp * VL;                      \
+        VT b;                                                                               \
+        memcpy(&b, bias, sizeof b);                                                         \
+        for (int64_t oh = 0; oh < rows; oh++) {                                             \
+            const float *row = xi + oh * d->sh * Wp * VL;                                   \
+            float *y = yo + oh * OW * VL;                                                   \
+            for (int64_t ow = 0; ow < OW; ow += R) {                                   \
+                VT acc[R] = {0};                                                       \
+                for (int64_t i = 0; i < KH; i++) {                                          \
+                    const float *src = row + i * rstep + ow * SWC * VL;                     \
+                    VT w[KWC];                                                              \
+                    _Pragma("GCC unroll 8") for (int j = 0; j < KWC; j++)                   \
+                        memcpy(&w[j], wv + (i * KWC + j) * VL, sizeof w[j]);                \
+                    _Pragma("GCC unroll 32") for (int c = 0; c < (R - 1) * SWC + KWC; c++) \
+                    {                                                                       \
+                        VT v;                                                               \
+                        memcpy(&v, src + c * VL, sizeof v);                                 \
+                        DW_IN_REGISTER(v);                                                  \
+                        _Pragma("GCC unroll 8") for (int j = 0; j < KWC; j++) if (c >= j && (c - j) % SWC == 0 && \
+                                                                                   (c - j) / SWC < R) \
+                            acc[(c - j) / SWC] += w[j] * v;                                 \
+                    }                                                                       \
+                }                                                                           \
+                const int64_t n = OW - ow < R ? OW - ow : R;                      \
+                _Pragma("GCC unroll 8") for (int a = 0; a < R; a++) if (a < n)         \
+                {                                                                           \
+                    acc[a] += b;                                                            \
+                    memcpy(y + (ow + a) * VL, &acc[a], sizeof acc[a]);                      \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+#define DW_ROWS_ALL(SFX, TARGET, VT, VL, R)                                                    \
+    DW_ROWS(SFX, TARGET, VT, VL, 3, 1, R)                                                      \
+    DW_ROWS(SFX, TARGET, VT, VL, 3, 2, R)                                                      \
+    DW_ROWS(SFX, TARGET, VT, VL, 5, 1, R)                                                      \
+    DW_ROWS(SFX, TARGET, VT, VL, 5, 2, R)                                                      \
+    static dw_rows_fn *const dw_rows_##SFX[2][2] = {{dw_rows_##SFX##_3_1, dw_rows_##SFX##_3_2}, \
+                                                    {dw_rows_##SFX##_5_1, dw_rows_##SFX##_5_2}};
+
+typedef void dw_rows_fn(const dev_dw *d, const float *xi, int64_t Wp, int64_t rows, const float *wv,
+                        const float *bias, float *yo);
+
 /* MAXPOOL over channel blocks: each output the max of its window's taps
  * in dw_cblock's layout (the pads -inf), in the plane path's tap order and
  * with its rule (a NaN in the window wins; of equal values, -0 and 0, the
@@ -279,6 +343,7 @@ typedef float dw_v4 __attribute__((vector_size(16)));
 typedef int32_t dw_i4 __attribute__((vector_size(16)));
 DW_GRID(v4, , dw_v4, 4)
 DW_CBLOCK(v4, , dw_v4, 4)
+DW_ROWS_ALL(v4, , dw_v4, 4, 4)
 DW_CBMAX(v4, , dw_v4, dw_i4, 4)
 DW_GRID_MAX(v4, , dw_v4, dw_i4, 4)
 
@@ -289,6 +354,8 @@ DW_GRID(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
 DW_GRID(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16)
 DW_CBLOCK(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
 DW_CBLOCK(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16)
+DW_ROWS_ALL(v8, __attribute__((target("avx2,fma"))), dw_v8, 8, 4)
+DW_ROWS_ALL(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16, DW_ROW)
 typedef int32_t dw_i8 __attribute__((vector_size(32)));
 typedef int32_t dw_i16 __attribute__((vector_size(64)));
 DW_GRID_MAX(v8, __attribute__((target("avx2,fma"))), dw_v8, dw_i8, 8)
@@ -317,7 +384,12 @@ static int64_t grid_floats(const dev_dw *d)
 /* Channel blocks' padded input extent: the rows that `rows` output rows'
  * windows read, and the columns a row's windows read. */
 static int64_t strip_rows(const dev_dw *d, int64_t rows) { return (rows - 1) * d->sh + (d->KH - 1) * d->dh + 1; }
-static int64_t cb_cols(const dev_dw *d) { return (d->OW - 1) * d->sw + (d->KW - 1) * d->dw + 1; }
+/* (whole DW_ROWs of outputs: dw_rows reads a row's last one's window) */
+static int64_t cb_cols(const dev_dw *d)
+{
+    const int64_t ow = (d->OW + DW_ROW - 1) / DW_ROW * DW_ROW;
+    return (ow - 1) * d->sw + (d->KW - 1) * d->dw + 1;
+}
 
 /* Output rows per strip: as many as keep the strip's input rows within
  * DW_STRIP_BYTES, at least one. Whole planes of 16 channels (1.6 MB at
@@ -371,6 +443,15 @@ int64_t dev_dw_items(const dev_dw *d) { return d->cb ? d->N * ((d->C + d->cb - 1
 static void block_taps(const dev_dw *d, const float *xi, int64_t Wp, int64_t rows, const float *wv, const float *bv,
                        float *yo)
 {
+    if (!d->max && d->dw == 1 && (d->KW == 3 || d->KW == 5) && (d->sw == 1 || d->sw == 2)) {
+        const int kw = d->KW == 5, sw = d->sw == 2;
+#if defined(__x86_64__) && defined(__GNUC__)
+        (d->path == 0 ? dw_rows_v16 : d->path == 1 ? dw_rows_v8 : dw_rows_v4)[kw][sw](d, xi, Wp, rows, wv, bv, yo);
+#else
+        dw_rows_v4[kw][sw](d, xi, Wp, rows, wv, bv, yo);
+#endif
+        return;
+    }
 #if defined(__x86_64__) && defined(__GNUC__)
     if (d->path == 0) {
         d->max ? dw_cbmax_v16(d, xi, Wp, rows, yo) : dw_cblock_v16(d, xi, Wp, rows, wv, bv, yo);

@@ -852,6 +852,11 @@ static const struct {
     {{1, 2, 24, 300}, {2, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}},
     {{1, 2, 30, 250}, {2, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 2}},
     {{1, 2, 20, 400}, {2, 1, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 2}},
+    /* the usual windows by whole rows of outputs (dw_rows): 5x5 at stride
+     * 1, rows shorter than one row block, a last block of a few outputs */
+    {{1, 20, 7, 7}, {20, 1, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 20}},
+    {{1, 33, 14, 14}, {33, 1, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 33}},
+    {{2, 16, 14, 15}, {16, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 16}},
 };
 
 START_TEST(test_conv_depthwise)
