@@ -265,11 +265,6 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
     (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH | ISA_OPT_ACT_SILU | ISA_OPT_ACT_GELU |       \
      ISA_OPT_ACT_HARDSIGMOID | ISA_OPT_ACT_HARDSWISH | ISA_OPT_ACT_RELU6 | ISA_OPT_ACT_GELU_TANH |          \
      ISA_OPT_ACT_GELU_NEW)
-/* CONV2D's and FUSED_CONV2D's optional 10th parameter, the layout: x as
- * [N, H, W, C] instead of [N, C, H, W], the result as [N, OH, OW, O]
- * instead of [N, O, OH, OW], or both (the optimizer's channels-last chains) */
-#define ISA_CONV_X_NHWC 1
-#define ISA_CONV_Y_NHWC 2
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
 #define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
 #define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */

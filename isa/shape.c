@@ -253,9 +253,7 @@ static tfvm_status rule_fused_matmul(rule *c)
     return TFVM_OK;
 }
 
-/* CONV2D's rule (and FUSED_CONV2D's): [N, O, OH, OW], or [N, OH, OW, O]
- * with the layout ISA_CONV_Y_NHWC (p[9]; ISA_CONV_X_NHWC: x [N, H, W, C]).
- * Without p's values, only N and O when p has NCHW's 9 entries. */
+/* CONV2D's rule (and FUSED_CONV2D's): [N, O, OH, OW]. */
 static tfvm_status rule_conv2d(rule *c)
 {
     const isa_shape *x = &c->x[0], *w = &c->x[1];
@@ -264,35 +262,24 @@ static tfvm_status rule_conv2d(rule *c)
     if ((x->rank >= 0 && x->rank != 4) || (w->rank >= 0 && w->rank != 4))
         return fail(c, "x %s and w %s must both have rank 4", str(x, s[0]), str(w, s[1]));
     unknown_dims(o, 4);
-    int64_t q[10];
-    const int nq = ints(&c->x[2], q, 10);
-    if (nq != 9 && nq != 10) {
-        if (c->x[2].rank == 1 && c->x[2].dims[0] == 9) { /* p's values unknown, NCHW's count */
-            o->dims[0] = x->rank == 4 ? x->dims[0] : ISA_DIM_ANY;
-            o->dims[1] = w->rank == 4 ? w->dims[0] : ISA_DIM_ANY;
-        }
-        return TFVM_OK;
-    }
-    const int64_t layout = nq == 10 ? q[9] : 0;
-    if (layout < 0 || layout > (ISA_CONV_X_NHWC | ISA_CONV_Y_NHWC))
-        return fail(c, "bad layout %lld: 0 (NCHW), 1 (x NHWC), 2 (result NHWC) or 3 (both)", (long long)layout);
-    const int xc = layout & ISA_CONV_X_NHWC ? 3 : 1, xh = layout & ISA_CONV_X_NHWC ? 1 : 2;
-    const int oc = layout & ISA_CONV_Y_NHWC ? 3 : 1, oh = layout & ISA_CONV_Y_NHWC ? 1 : 2;
     o->dims[0] = x->rank == 4 ? x->dims[0] : ISA_DIM_ANY;
-    o->dims[oc] = w->rank == 4 ? w->dims[0] : ISA_DIM_ANY;
+    o->dims[1] = w->rank == 4 ? w->dims[0] : ISA_DIM_ANY;
+    int64_t q[9];
+    if (ints(&c->x[2], q, 9) != 9)
+        return TFVM_OK;
     int64_t g = q[8];
-    if (x->rank == 4 && w->rank == 4 && g >= 1 && x->dims[xc] >= 0 && w->dims[1] >= 0 && x->dims[xc] != g * w->dims[1])
-        return fail(c, "x %s has %lld channels, w %s takes %lld (groups %lld)", str(x, s[0]), (long long)x->dims[xc],
+    if (x->rank == 4 && w->rank == 4 && g >= 1 && x->dims[1] >= 0 && w->dims[1] >= 0 && x->dims[1] != g * w->dims[1])
+        return fail(c, "x %s has %lld channels, w %s takes %lld (groups %lld)", str(x, s[0]), (long long)x->dims[1],
                     str(w, s[1]), (long long)(g * w->dims[1]), (long long)g);
     if (x->rank != 4 || w->rank != 4 || q[0] < 1 || q[1] < 1 || q[6] < 1 || q[7] < 1)
         return TFVM_OK;
     for (int k = 0; k < 2; k++) {
-        int64_t h = x->dims[xh + k], kk = w->dims[2 + k];
+        int64_t h = x->dims[2 + k], kk = w->dims[2 + k];
         if (h < 0 || kk < 0)
             continue;
         int64_t span = q[6 + k] * (kk - 1) + 1, padded = h + q[2 + k] + q[4 + k];
         if (padded >= span)
-            o->dims[oh + k] = (padded - span) / q[k] + 1;
+            o->dims[2 + k] = (padded - span) / q[k] + 1;
     }
     return TFVM_OK;
 }
@@ -303,8 +290,8 @@ static tfvm_status rule_fused_conv2d(rule *c)
     tfvm_status st = rule_conv2d(c);
     if (st != TFVM_OK)
         return st;
-    const isa_shape *bias = &c->x[3], *w = &c->x[1];
-    const int64_t oc = w->rank == 4 ? w->dims[0] : ISA_DIM_ANY;
+    const isa_shape *bias = &c->x[3];
+    const int64_t oc = c->o->dims[1];
     sbuf s[2];
     if (bias->rank >= 0 && (bias->rank != 1 || (bias->dims[0] >= 0 && oc >= 0 && bias->dims[0] != oc)))
         return fail(c, "bias must be [%lld] (the output channels of w %s), got %s", (long long)oc,

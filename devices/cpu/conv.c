@@ -145,8 +145,6 @@ typedef struct conv_job {
     bool tprod;       /* few output positions: the product transposed (below) */
     int64_t timgs;    /* tprod: images stacked in one product */
     int64_t prows, panels; /* a big column matrix: panels of prows output rows (below), or 0 */
-    bool x_nhwc;      /* x as [N, H, W, C] (p[9]) */
-    int64_t rrows;    /* a channels-last result: rows (positions) of one product (below) */
     atomic_bool nomem;
 } conv_job;
 
@@ -259,7 +257,7 @@ static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
     to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
 }
 
-/* Rows [q0, q1) of colt [OHW, CKK] (colt: row q0): row p the window of output position p,
+/* Rows [q0, q1) of colt [OHW, CKK]: row p the window of output position p,
  * in w's (c, i, j) order; pads 0. Built directly: im2col and a transposition of its
  * [CKK, OHW] result took 9% of resnet's last 3x3 layer. A 1x1 window with
  * unit strides and no pads is x transposed. */
@@ -270,13 +268,14 @@ static void im2row(float *colt, const float *x, const conv_job *j, int64_t q0, i
     if (j->direct) {
 #if defined(__x86_64__) && defined(__GNUC__)
         if (have_avx512()) {
-            to_hwc_v16(x + q0, H * W, C, q1 - q0, colt, C);
+            to_hwc_v16(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
             return;
         }
 #endif
-        to_hwc_v4(x + q0, H * W, C, q1 - q0, colt, C);
+        to_hwc_v4(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
         return;
     }
+    colt += q0 * C * KH * KW;
     for (int64_t pos = q0; pos < q1; pos++) {
         const int64_t oh = pos / j->OW, w0 = pos % j->OW * sw - pl;
         const bool cols_in = w0 >= 0 && w0 + (KW - 1) * dw < W; /* the window's columns inside x */
@@ -319,7 +318,7 @@ static void tprod_rows_chunk(void *arg, size_t b, size_t e)
     const int64_t OHW = j->OH * j->OW, CKK = j->Cg * j->KH * j->KW, HWC = j->C * j->H * j->W;
     for (int64_t r = (int64_t)b; r < (int64_t)e;) {
         const int64_t n = r / OHW, q0 = r % OHW, q1 = (int64_t)e - n * OHW < OHW ? (int64_t)e - n * OHW : OHW;
-        im2row(t->colt + r * CKK, t->x + n * HWC, j, q0, q1);
+        im2row(t->colt + n * OHW * CKK, t->x + n * HWC, j, q0, q1);
         r = n * OHW + q1;
     }
 }
@@ -366,128 +365,6 @@ static void conv_tprod_chunk(void *arg, size_t b, size_t e)
         conv_tprod_imgs(j, n0, n1, scratch);
     }
     ut_free(j->alloc, scratch, bytes);
-}
-
-/* ---- Channels-last results ----------------------------------------------------------
- * The optimizer keeps chains of depthwise and 1x1 convolutions channels-last
- * (compiler/layout.c, p[9]): there the batch's N * OH * OW positions are the
- * rows of one product, y [rows, O] = windows [rows, CKK] @ w^T, w^T packed
- * once (j->bt), in chunks of j->rrows rows that may span images, and the
- * result is written where it lies: no transposition back. The windows come
- * from an NCHW x by im2row; a channels-last x (1x1 windows only) is the
- * window matrix itself at unit strides, else a copy of each position's
- * channels. The bias and activation go on each chunk while it is in cache.
- * An element's sum does not depend on the rows around it. */
-static void rows_fill(const conv_job *j, float *colt, int64_t r0, int64_t r1)
-{
-    const int64_t OHW = j->OH * j->OW, CKK = j->Cg * j->KH * j->KW;
-    const float *x = (const float *)(const void *)j->x;
-    for (int64_t r = r0; r < r1;) {
-        const int64_t n = r / OHW, q0 = r % OHW, q1 = r1 - n * OHW < OHW ? r1 - n * OHW : OHW;
-        float *dst = colt + (r - r0) * CKK;
-        if (!j->x_nhwc)
-            im2row(dst, x + n * j->C * j->H * j->W, j, q0, q1);
-        else
-            for (int64_t q = q0; q < q1; q++, dst += CKK) {
-                const int64_t h = q / j->OW * j->p[0] - j->p[2], w = q % j->OW * j->p[1] - j->p[3];
-                if (h >= 0 && h < j->H && w >= 0 && w < j->W)
-                    memcpy(dst, x + ((n * j->H + h) * j->W + w) * CKK, (size_t)CKK * sizeof *dst);
-                else
-                    memset(dst, 0, (size_t)CKK * sizeof *dst);
-            }
-        r = n * OHW + q1;
-    }
-}
-
-static void conv_rows_part(const conv_job *j, int64_t r0, int64_t r1, float *colt)
-{
-    const int64_t O = j->O, CKK = j->Cg * j->KH * j->KW;
-    const float *a = (const float *)(const void *)j->x + r0 * CKK;
-    if (colt) {
-        rows_fill(j, colt, r0, r1);
-        a = colt;
-    }
-    float *o = (float *)(void *)j->o;
-    const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = r1 - r0, .N = O, .K = CKK, .A = (const char *)a,
-                        .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)(o + r0 * O), .ldc = O};
-    dev_kmm_packed(&mm, j->bt, j->split);
-    if (j->ep)
-        dev_kepi_apply(j->ep, j->o, r0, r1 - r0, 0, O);
-}
-
-/* Chunks [b, e) of j->rrows rows, with one window matrix for the chunk */
-static void conv_rows_chunk(void *arg, size_t b, size_t e)
-{
-    conv_job *j = arg;
-    const int64_t total = j->N * j->OH * j->OW;
-    const size_t bytes = j->x_nhwc && j->direct ? 0 : (size_t)(j->rrows * j->Cg * j->KH * j->KW) * sizeof(float);
-    float *colt = NULL;
-    if (bytes && !(colt = ut_alloc(j->alloc, bytes))) {
-        atomic_store(&j->nomem, true);
-        return;
-    }
-    for (size_t it = b; it < e; it++) {
-        const int64_t r0 = (int64_t)it * j->rrows, r1 = r0 + j->rrows < total ? r0 + j->rrows : total;
-        conv_rows_part(j, r0, r1, colt);
-    }
-    if (colt)
-        ut_free(j->alloc, colt, bytes);
-}
-
-/* A layout no path below takes (a grouped convolution, a window over a
- * channels-last x, a result in NCHW from one, other dtypes): the
- * convolution of NCHW copies, the same sums. */
-static tfvm_status conv_relayout(dev_kctx *k, const dev_kview *in, dev_value *out, const int64_t *p, int64_t layout,
-                                 const int64_t *od)
-{
-    const dev_kview *x = &in[0];
-    const size_t esz = dev_kesize(x->dtype);
-    dev_value r;
-    void *o;
-    tfvm_status st = dev_kresult(k, x->dtype, 4, od, &r, &o);
-    if (st || r.u.t->count == 0) {
-        if (!st)
-            *out = r;
-        return st;
-    }
-    dev_kview v[4];
-    memcpy(v, in, (size_t)(k->op == ISA_FUSED_CONV2D ? 4 : 3) * sizeof *v);
-    void *xt = NULL;
-    if (layout & ISA_CONV_X_NHWC) {
-        const int64_t N = x->dims[0], H = x->dims[1], W = x->dims[2], C = x->dims[3];
-        const int64_t nchw[4] = {N, C, H, W}, ss[4] = {H * W * C, 1, W * C, C};
-        int64_t ds[4];
-        if (!(xt = dev_ktemp(k, (size_t)x->count, esz))) {
-            dev_value_release(&r);
-            return TFVM_ERR_NOMEM;
-        }
-        dev_kstrides(4, nchw, ds);
-        dev_kcopy(xt, ds, x->data, ss, 4, nchw, esz);
-        memcpy(v[0].dims, nchw, sizeof nchw);
-        v[0].data = xt;
-        v[0].t = NULL;
-    }
-    int64_t q[9];
-    memcpy(q, p, sizeof q);
-    v[2] = (dev_kview){.dtype = TFVM_I64, .rank = 1, .dims = {9}, .count = 9, .data = q};
-    dev_value y;
-    st = dev_cpu_conv2d(k, v, &y);
-    if (xt)
-        dev_ktemp_free(k, xt, (size_t)x->count, esz);
-    if (st) {
-        dev_value_release(&r);
-        return st;
-    }
-    if (layout & ISA_CONV_Y_NHWC) {
-        const int64_t O = od[3], OH = od[1], OW = od[2], ss[4] = {O * OH * OW, OW, 1, OH * OW};
-        int64_t ds[4];
-        dev_kstrides(4, od, ds);
-        dev_kcopy(o, ds, y.u.t->data, ss, 4, od, esz);
-    } else
-        memcpy(o, y.u.t->data, (size_t)r.u.t->count * esz);
-    dev_value_release(&y);
-    *out = r;
-    return TFVM_OK;
 }
 
 /* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias and
@@ -636,26 +513,20 @@ static void dw_chunk(void *arg, size_t b, size_t e)
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
- * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups] and optionally the layout
- * (ISA_CONV_X_NHWC: x [N, H, W, C]; ISA_CONV_Y_NHWC: [N, OH, OW, O]). */
+ * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0], *w = &in[1];
     char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
-    int64_t p[10];
+    int64_t p[9];
     int np;
-    tfvm_status st = dev_kvec(k, &in[2], "parameters", p, 10, &np);
+    tfvm_status st = dev_kvec(k, &in[2], "parameters", p, 9, &np);
     if (st)
         return st;
-    if (np != 9 && np != 10)
+    if (np != 9)
         return dev_kfail(k, TFVM_ERR_SHAPE,
-                         "parameters must be [sh, sw, pt, pl, pb, pr, dh, dw, groups] and optionally a layout, got %d entries",
+                         "parameters must be [sh, sw, pt, pl, pb, pr, dh, dw, groups], got %d entries",
                          np);
-    const int64_t layout = np == 10 ? p[9] : 0;
-    if (layout < 0 || layout > (ISA_CONV_X_NHWC | ISA_CONV_Y_NHWC))
-        return dev_kfail(k, TFVM_ERR_ARGUMENT,
-                         "bad layout %lld: 0 (NCHW), 1 (x NHWC), 2 (result NHWC) or 3 (both)", (long long)layout);
-    const bool x_nhwc = layout & ISA_CONV_X_NHWC, y_nhwc = layout & ISA_CONV_Y_NHWC;
     if (x->dtype != w->dtype)
         return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(x, s1),
                          dev_kdesc(w, s2));
@@ -665,16 +536,15 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (ready)
         return ready;
     if (x->rank != 4 || w->rank != 4)
-        return dev_kfail(k, TFVM_ERR_SHAPE, "x must be %s and w OIHW (rank 4), got %s and %s",
-                         x_nhwc ? "NHWC" : "NCHW", dev_kshape(x, s1), dev_kshape(w, s2));
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x must be NCHW and w OIHW (rank 4), got %s and %s",
+                         dev_kshape(x, s1), dev_kshape(w, s2));
     if (!conv_in(p[0], 1) || !conv_in(p[1], 1) || !conv_in(p[2], 0) || !conv_in(p[3], 0) ||
         !conv_in(p[4], 0) || !conv_in(p[5], 0) || !conv_in(p[6], 1) || !conv_in(p[7], 1) ||
         !conv_in(p[8], 1))
         return dev_kfail(k, TFVM_ERR_ARGUMENT,
                          "bad parameters %s: strides, dilations and groups must be >= 1, pads >= 0",
                          dev_kdims(9, p, s1));
-    const int64_t N = x->dims[0], C = x->dims[x_nhwc ? 3 : 1], H = x->dims[x_nhwc ? 1 : 2],
-                  W = x->dims[x_nhwc ? 2 : 3];
+    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     const int64_t O = w->dims[0], Cg = w->dims[1], KH = w->dims[2], KW = w->dims[3], G = p[8];
     if (C != Cg * G)
         return dev_kfail(k, TFVM_ERR_SHAPE, "x %s has %lld channels, w %s takes %lld (groups %lld)",
@@ -693,25 +563,19 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (!dev_kgemm_fits(Og) || !dev_kgemm_fits(CKK) || !dev_kgemm_fits(OHW))
         return dev_kfail(k, TFVM_ERR_SHAPE, "too large for BLAS: x %s, w %s", dev_kshape(x, s1),
                          dev_kshape(w, s2));
-    const int64_t od[4] = {N, y_nhwc ? OH : O, y_nhwc ? OW : OH, y_nhwc ? O : OW};
-    /* FUSED_CONV2D: the result as [N, O, OH*OW] with bias [O, 1], or
-     * channels-last as [N*OH*OW, O] with bias [O] */
+    const int64_t od[4] = {N, O, OH, OW};
+    /* FUSED_CONV2D: the result as [N, O, OH*OW] with bias [O, 1] */
     dev_kepi epi, *ep = NULL;
     if (k->op == ISA_FUSED_CONV2D) {
         const dev_kview *bias = &in[3];
         if (bias->rank != 1 || bias->dims[0] != O)
             return dev_kfail(k, TFVM_ERR_SHAPE, "bias must be [%lld] (the output channels of w %s), got %s",
                              (long long)O, dev_kshape(w, s1), dev_kshape(bias, s2));
-        const int64_t rd[3] = {N, O, OH * OW}, bd[2] = {O, 1}, rdl[2] = {N * OH * OW, O};
-        if ((st = y_nhwc ? dev_kepi_init(k, &epi, x, bias, 1, bd, 2, rdl) : dev_kepi_init(k, &epi, x, bias, 2, bd, 3, rd)))
+        const int64_t rd[3] = {N, O, OH * OW}, bd[2] = {O, 1};
+        if ((st = dev_kepi_init(k, &epi, x, bias, 2, bd, 3, rd)))
             return st;
         ep = &epi;
     }
-    /* the layouts' own paths: f32 depthwise channel blocks, and channels-last
-     * results of ungrouped convolutions (1x1 windows over a channels-last x) */
-    const bool dw_like = Cg == 1 && G == C && O == C && G > 1;
-    if (layout && (x->dtype != TFVM_F32 || !(dw_like || (G == 1 && y_nhwc && (!x_nhwc || (KH == 1 && KW == 1))))))
-        return conv_relayout(k, in, out, p, layout, od);
     dev_value r;
     void *o;
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
@@ -735,9 +599,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                            .KW = KW, .OH = OH, .OW = OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3],
                            .dh = p[6], .dw = p[7]},
                      .ep = ep, .alloc = k->alloc};
-        dj.d.x_nhwc = x_nhwc;
-        dj.d.y_nhwc = y_nhwc;
-        if (dev_dw_plan(&dj.d, Cg, G) && (!layout || dj.d.cb)) {
+        if (dev_dw_plan(&dj.d, Cg, G)) {
             const uint32_t act = ep ? ep->act : 0;
             /* channel blocks apply every activation; planes bias and relu */
             dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
@@ -754,31 +616,6 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             *out = r;
             return TFVM_OK;
         }
-    }
-    if (layout && !(G == 1 && y_nhwc)) { /* planes: the depthwise kernel's scratch would be too big */
-        dev_value_release(&r);
-        return conv_relayout(k, in, out, p, layout, od);
-    }
-    if (layout) {
-        job.x_nhwc = x_nhwc;
-        const int64_t own = dev_kmm_own_rows(O, CKK), total = N * OHW;
-        job.rrows = own < TPROD_ROWS ? own : TPROD_ROWS;
-        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = job.rrows, .N = O, .K = CKK, .lda = CKK,
-                            .B = w->data, .ldb = CKK, .ldc = O};
-        job.bt = dev_kmm_prepack_b(&mm, w);
-        const int64_t chunks = (total + job.rrows - 1) / job.rrows;
-        job.split = chunks < (int64_t)dev_par_width();
-        if (job.split)
-            conv_rows_chunk(&job, 0, (size_t)chunks);
-        else
-            dev_par_for((size_t)chunks, dev_kgrain(chunks, job.rrows * O * CKK, DEV_KPAR_MACS, 1), conv_rows_chunk,
-                        &job);
-        if (atomic_load(&job.nomem)) {
-            dev_value_release(&r);
-            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
-        }
-        *out = r;
-        return TFVM_OK;
     }
     /* f32 at unit strides and dilations: a kernel without im2col; with
      * fewer items than threads, each item's parts are shared out */

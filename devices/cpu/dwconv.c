@@ -501,8 +501,8 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
             }
             loaded = ch0;
         }
-        const float *x = d->x + (n * d->C + ch0) * H * W, *xn = d->x + n * H * W * d->C + ch0;
-        float *out = d->o + (n * d->C + ch0) * OHW, *yn = d->o + n * OHW * d->C + ch0;
+        const float *x = d->x + (n * d->C + ch0) * H * W;
+        float *out = d->o + (n * d->C + ch0) * OHW;
         for (int64_t oh0 = 0; oh0 < OH; oh0 += S) {
             const int64_t rows = OH - oh0 < S ? OH - oh0 : S, in_rows = strip_rows(d, rows);
             for (int64_t i = 0; i < in_rows; i++) {
@@ -513,14 +513,8 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
                 }
                 if (c0 >= c1)
                     continue;
-                float *dst = xi + (i * Wp + c0) * VL;
-                if (d->x_nhwc) { /* the block's channels of each position, as they lie */
-                    const float *src = xn + (r * W + c0 - d->pl) * d->C;
-                    for (int64_t c = c0; c < c1; c++, src += d->C, dst += VL)
-                        memcpy(dst, src, (size_t)nl * sizeof *dst);
-                    continue;
-                }
                 const float *src = x + r * W + c0 - d->pl;
+                float *dst = xi + (i * Wp + c0) * VL;
 #if defined(__x86_64__) && defined(__GNUC__)
                 if (VL == 16)
                     to_hwc_v16(src, H * W, nl, c1 - c0, dst, VL);
@@ -531,15 +525,6 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
             block_taps(d, xi, Wp, rows, wv, bv, yo);
             if (d->act)
                 dev_kepilogue(TFVM_F32, d->act, yo, rows * OW * VL, NULL, 0);
-            if (d->y_nhwc) {
-                float *dst = yn + oh0 * OW * d->C;
-                for (int64_t q = 0; q < rows * OW; q++, dst += d->C)
-                    for (int64_t l = 0; l < nl; l++) {
-                        const float v = yo[q * VL + l];
-                        dst[l] = d->relu && v < 0 ? 0 : v; /* to_chw's relu */
-                    }
-                continue;
-            }
 #if defined(__x86_64__) && defined(__GNUC__)
             if (VL == 16)
                 to_chw_v16(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, d->relu);

@@ -24,8 +24,6 @@ typedef struct dev_dw {
                   NaN where it holds one, M = 1 */
     uint32_t act; /* channel blocks (cb): an activation after the bias
                      (ISA_OPT_ACT_*, not relu), applied by the kernel */
-    /* channel blocks only: x as [N, H, W, C], out as [N, OH, OW, C*M] */
-    bool x_nhwc, y_nhwc;
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
      * its vector length, the scratch an item needs (floats), and the
      * layout: output planes one by one on a wide grid (cb 0), or blocks of

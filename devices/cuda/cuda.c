@@ -523,9 +523,7 @@ static bool cu_tensor_has(isa_op op, uint32_t attr, const dev_value *in, const c
     }
     case TC_CONV: {
         const tfvm_tensor *w = in[1].u.t;
-        const int64_t *p = in[2].u.t->data, groups = in[2].u.t->count >= 9 ? p[8] : 1;
-        if (in[2].u.t->count == 10 && p[9] != 0)
-            return false; /* channels-last layouts: the CPU's (conv.c) */
+        const int64_t groups = in[2].u.t->count == 9 ? ((const int64_t *)in[2].u.t->data)[8] : 1;
         const int64_t K = w->dims[1] * w->dims[2] * w->dims[3], P = sh->dims[2] * sh->dims[3];
         return cu_float(dt) && K <= INT_MAX && P <= INT_MAX && w->dims[0] / groups <= INT_MAX;
     }

@@ -906,90 +906,6 @@ START_TEST(test_conv_depthwise)
 }
 END_TEST
 
-/* Channels-last layouts (p[9]): x as NHWC, the result as NHWC, or both,
- * against the same convolution in NCHW. Depthwise channel blocks and the
- * NCHW copies of other layouts make the same sums in the same order (the
- * same bits); a channels-last result of an ungrouped convolution is a
- * product whose rows are positions (within rounding). */
-static dev_value relayout(const dev_value *v, bool to_nhwc)
-{
-    const int64_t *d = v->u.t->dims, N = d[0];
-    const int64_t C = to_nhwc ? d[1] : d[3], H = to_nhwc ? d[2] : d[1], W = to_nhwc ? d[3] : d[2];
-    const int64_t nd[4] = {N, to_nhwc ? H : C, to_nhwc ? W : H, to_nhwc ? C : W};
-    dev_value r = tf(v->dtype, 4, nd, NULL, 0);
-    const size_t esz = tfvm_dtype_size((tfvm_dtype)v->dtype);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t hw = 0; hw < H * W; hw++) {
-                const int64_t chw = (n * C + c) * H * W + hw, hwc = (n * H * W + hw) * C + c;
-                memcpy((char *)r.u.t->data + (to_nhwc ? hwc : chw) * esz,
-                       (const char *)v->u.t->data + (to_nhwc ? chw : hwc) * esz, esz);
-            }
-    return r;
-}
-
-static const struct {
-    int64_t x[4], w[4], p[9];
-    bool exact; /* every layout the same bits */
-} layout_cases[] = {
-    {{2, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}, true},     /* depthwise */
-    {{1, 18, 11, 11}, {18, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 18}, true},    /* depthwise 5x5 stride 2 */
-    {{2, 24, 7, 9}, {40, 24, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, false},     /* 1x1 */
-    {{1, 16, 9, 9}, {24, 16, 1, 1}, {2, 2, 0, 0, 0, 0, 1, 1, 1}, false},     /* 1x1 stride 2 */
-    {{1, 16, 8, 8}, {24, 16, 1, 1}, {1, 1, 1, 0, 1, 0, 1, 1, 1}, false},     /* 1x1 padded */
-    {{1, 3, 17, 15}, {16, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}, false},     /* 3x3 stride 2 (a stem) */
-    {{1, 8, 6, 7}, {12, 4, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 2}, true},       /* grouped: NCHW copies */
-    {{1, 6, 10, 10}, {12, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 6}, true},     /* two outputs a channel: copies */
-};
-
-START_TEST(test_conv_layouts)
-{
-    const uint8_t dts[] = {F32, F64, I32};
-    for (size_t di = 0; di < UT_COUNTOF(dts); di++)
-        for (size_t ci = 0; ci < UT_COUNTOF(layout_cases); ci++) {
-            const uint8_t dt = dts[di];
-            const bool fused = dev_kfloat(dt);
-            const int64_t *xd = layout_cases[ci].x, *wd = layout_cases[ci].w;
-            dev_value x = randt(dt, 4, xd, 31), w = randt(dt, 4, wd, 32), bias = randt(dt, 1, wd, 33), want;
-            const uint32_t act = fused ? HSWISH : 0;
-            int64_t p[10];
-            memcpy(p, layout_cases[ci].p, 9 * sizeof *p);
-            ck_assert_int_eq(fused ? C(ISA_FUSED_CONV2D, (int32_t)act, &want, ref(x), ref(w), ivec(p, 9), ref(bias))
-                                   : C(ISA_CONV2D, 0, &want, ref(x), ref(w), ivec(p, 9)),
-                             TFVM_OK);
-            for (p[9] = 1; p[9] <= 3; p[9]++) {
-                dev_value xin = p[9] & ISA_CONV_X_NHWC ? relayout(&x, true) : ref(x), got;
-                const tfvm_status st = fused ? C(ISA_FUSED_CONV2D, (int32_t)act, &got, xin, ref(w), ivec(p, 10),
-                                                 ref(bias))
-                                             : C(ISA_CONV2D, 0, &got, xin, ref(w), ivec(p, 10));
-                ck_assert_msg(st == TFVM_OK, "case %zu layout %lld: %s", ci, (long long)p[9], msg);
-                if (p[9] & ISA_CONV_Y_NHWC) {
-                    dev_value back = relayout(&got, false);
-                    dev_value_release(&got);
-                    got = back;
-                }
-                const bool exact = layout_cases[ci].exact || dt != F32 || !(p[9] & ISA_CONV_Y_NHWC);
-                ck_assert_int_eq(got.u.t->count, want.u.t->count);
-                for (int64_t i = 0; i < got.u.t->count; i++) {
-                    const double g = elem(&got, i), e = elem(&want, i);
-                    ck_assert_msg(exact ? g == e || (g != g && e != e) : fabs(g - e) <= 1e-5 * (fabs(e) + 1),
-                                  "case %zu dtype %d layout %lld: element %lld is %.9g, NCHW gives %.9g", ci, dt,
-                                  (long long)p[9], (long long)i, g, e);
-                }
-                dev_value_release(&got);
-            }
-            dev_value_release(&want);
-            dev_value_release(&x);
-            dev_value_release(&w);
-            dev_value_release(&bias);
-        }
-    /* a bad layout, and a result shape that says which dims are which */
-    int64_t p[10] = {1, 1, 0, 0, 0, 0, 1, 1, 1, 4};
-    FAILS(ISA_CONV2D, 0, (T(F32, (1, 2, 3, 3)), T(F32, (4, 2, 1, 1)), ivec(p, 10)), AR,
-          "conv2d: bad layout 4: 0 (NCHW), 1 (x NHWC), 2 (result NHWC) or 3 (both)");
-}
-END_TEST
-
 START_TEST(test_conv_errors)
 {
     const int64_t P[9] = {1, 1, 0, 0, 0, 0, 1, 1, 1};
@@ -1345,7 +1261,6 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_matmul_errors);
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
-    tcase_add_test(tc, test_conv_layouts);
     tcase_add_test(tc, test_conv_tprod_stacks);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
