@@ -567,7 +567,8 @@ int cli_profile(int argc, char **argv)
     long *num[] = {&p.runs, &p.warmup, &p.top};
     for (size_t k = 0; k < (sizeof counts / sizeof counts[0]) && !rc; k++)
         if (o.val[counts[k].opt] && !parse_count(o.val[counts[k].opt], counts[k].lo, 1000000, num[k]))
-            rc = cli_usage_error("profile", "%s needs a number", opts[counts[k].opt].lng);
+            rc = cli_usage_error("profile", "%s needs a whole number from %ld to 1000000", opts[counts[k].opt].lng,
+                                 counts[k].lo);
     if (!rc) /* --threads, else TFVM_THREADS, as for run; --device likewise */
         rc = cli_threads("profile", o.val[P_THREADS], &threads);
     if (!rc)
