@@ -600,6 +600,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                            .dh = p[6], .dw = p[7]},
                      .ep = ep, .alloc = k->alloc};
         if (dev_dw_plan(&dj.d, Cg, G)) {
+            dj.d.wpk = dev_dw_pack(&dj.d, w->t);
             const uint32_t act = ep ? ep->act : 0;
             /* channel blocks apply every activation; planes bias and relu */
             dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;

@@ -20,6 +20,7 @@
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/chw.h"
 #include "devices/cpu/kern.h"
+#include "devices/tensor.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -439,6 +440,41 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
 
 int64_t dev_dw_items(const dev_dw *d) { return d->cb ? d->N * ((d->C + d->cb - 1) / d->cb) : d->N * d->C * d->M; }
 
+typedef struct dw_pack_job {
+    const dev_dw *d;
+} dw_pack_job;
+
+/* Block b's weights into wv: KK vectors of VL lanes */
+static void interleave(const dev_dw *d, int64_t ch0, float *wv)
+{
+    const int64_t VL = d->cb, KK = d->KH * d->KW, nl = d->C - ch0 < VL ? d->C - ch0 : VL;
+    memset(wv, 0, (size_t)(KK * VL) * sizeof *wv);
+    for (int64_t l = 0; l < nl; l++)
+        for (int64_t t = 0; t < KK; t++)
+            wv[t * VL + l] = d->w[(ch0 + l) * KK + t];
+}
+
+static void dw_pack_make(void *ctx, void *out)
+{
+    const dev_dw *d = ((const dw_pack_job *)ctx)->d;
+    float *o = out;
+    for (int64_t ch0 = 0; ch0 < d->C; ch0 += d->cb, o += d->KH * d->KW * d->cb)
+        interleave(d, ch0, o);
+}
+
+const float *dev_dw_pack(const dev_dw *d, const struct tfvm_tensor *wt)
+{
+    if (!d->cb || d->max || !wt)
+        return NULL;
+    const struct {
+        int64_t tag, vl, C, KK, offset;
+    } key = {0x64774230 /* "dwB0" */, d->cb, d->C, d->KH * d->KW, (const char *)d->w - (const char *)wt->data};
+    const int64_t blocks = (d->C + d->cb - 1) / d->cb;
+    dw_pack_job job = {d};
+    return dev_tensor_prep(wt, &key, sizeof key, (size_t)(blocks * d->KH * d->KW * d->cb) * sizeof(float),
+                           dw_pack_make, &job);
+}
+
 /* A strip's taps on d's path: the weighted sums, or the max */
 static void block_taps(const dev_dw *d, const float *xi, int64_t Wp, int64_t rows, const float *wv, const float *bv,
                        float *yo)
@@ -486,21 +522,28 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
      * there, computed and never stored. */
     const int64_t c0 = d->pl < Wp ? d->pl : Wp, c1 = W + d->pl < Wp ? W + d->pl : Wp;
     const float pad = d->max ? -INFINITY : 0.0f;
-    fill(xi, strip_rows(d, S) * Wp * VL, pad);
+    /* the pad columns (rows are written, or filled as pads, strip by strip);
+     * all of xi when a last block leaves lanes unwritten */
+    if (d->C % VL)
+        fill(xi, strip_rows(d, S) * Wp * VL, pad);
+    else
+        for (int64_t i = 0; i < strip_rows(d, S); i++) {
+            fill(xi + i * Wp * VL, c0 * VL, pad);
+            fill(xi + (i * Wp + c1) * VL, (Wp - c1) * VL, pad);
+        }
     int64_t loaded = -1; /* the channel block whose weights are in wv */
     for (int64_t blk = b; blk < e; blk++) {
         /* a block's images one after another: its weights interleaved once */
         const int64_t n = blk % d->N, ch0 = blk / d->N * VL, nl = d->C - ch0 < VL ? d->C - ch0 : VL;
         if (ch0 != loaded && !d->max) {
-            memset(wv, 0, (size_t)((KK + 1) * VL) * sizeof *wv);
-            for (int64_t l = 0; l < nl; l++) {
-                const int64_t ch = ch0 + l;
-                for (int64_t t = 0; t < KK; t++)
-                    wv[t * VL + l] = d->w[ch * KK + t];
-                bv[l] = d->bias ? d->bias[ch] : 0.0f;
-            }
+            if (!d->wpk)
+                interleave(d, ch0, wv);
+            memset(bv, 0, (size_t)VL * sizeof *bv);
+            for (int64_t l = 0; l < nl && d->bias; l++)
+                bv[l] = d->bias[ch0 + l];
             loaded = ch0;
         }
+        const float *wb = d->wpk ? d->wpk + ch0 / VL * KK * VL : wv;
         const float *x = d->x + (n * d->C + ch0) * H * W;
         float *out = d->o + (n * d->C + ch0) * OHW;
         for (int64_t oh0 = 0; oh0 < OH; oh0 += S) {
@@ -522,7 +565,7 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
 #endif
                     to_hwc_v4(src, H * W, nl, c1 - c0, dst, VL);
             }
-            block_taps(d, xi, Wp, rows, wv, bv, yo);
+            block_taps(d, xi, Wp, rows, wb, bv, yo);
             if (d->act)
                 dev_kepilogue(TFVM_F32, d->act, yo, rows * OW * VL, NULL, 0);
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -24,6 +24,7 @@ typedef struct dev_dw {
                   NaN where it holds one, M = 1 */
     uint32_t act; /* channel blocks (cb): an activation after the bias
                      (ISA_OPT_ACT_*, not relu), applied by the kernel */
+    const float *wpk; /* channel blocks: w interleaved (dev_dw_pack), or NULL */
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
      * its vector length, the scratch an item needs (floats), and the
      * layout: output planes one by one on a wide grid (cb 0), or blocks of
@@ -42,6 +43,11 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
+/* Channel blocks' weights, each block's KH*KW vectors of cb lanes (zeros past
+ * the last channel), made once and kept with w's tensor wt (w its data, or
+ * a view into it); NULL without channel blocks or a tensor to keep them
+ * with: each chunk then interleaves its blocks' own. */
+const float *dev_dw_pack(const dev_dw *d, const struct tfvm_tensor *wt);
 void dev_dw_run(const dev_dw *d, int64_t b, int64_t e, float *scratch);
 /* Tests: 0 the fastest path the CPU has, 1 AVX2 at most, 2 portable; the
  * layout: 0 and 2 channel blocks where they apply, 1 planes. */
