@@ -260,6 +260,23 @@ def test_loop_new_data_flow_inside_the_body():
     assert sum(n.op == "loop" for n in t.graph.by_id[2:]) == 2   # one per data flow
 
 
+def switches(x, n, k):
+    h = x
+    for i in range(n):
+        h = np.tanh(h) if i < 2 or k < 2 else np.exp(h) * 0.1    # from step 2 on, iteration 3 changes operation
+    return h
+
+
+def test_loop_body_that_changes_mid_loop_falls_back():
+    # step 2 leaves the tagged loop's body at its third iteration: the step
+    # is finished by NumPy, the loop unrolls as a second case, and steps 3
+    # and 4 co-execute on it
+    t = run_both(switches, [(X, 4, k) for k in range(5)])
+    assert t.fallback_reasons == ["a new path"]
+    assert (t.stats["traced_steps"], t.stats["coexec_steps"]) == (2, 3)
+    assert 'while feed<bool>("l' in t.source and "exp(" in t.source
+
+
 def test_loop_unrolled_without_folding():
     t = tfvm.terra(rnn, fold_loops=False)
     try:
