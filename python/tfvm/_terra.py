@@ -29,6 +29,7 @@ _current = None                  # the step being run (one thread)
 _SKIP_FILES = {__file__}
 _live_functions = weakref.WeakSet()
 FLUSH_GAP_S = 100e-6   # Python time after an operation beyond which its feeds go to the graph at once
+CAUGHT_UP_S = 500e-6   # a fetch that waited longer: the graph has run out of work (the next operation's feeds go at once)
 
 
 def _site():
@@ -533,7 +534,10 @@ class _Step:
         t = time.perf_counter()
         with _graph_failure():
             val = self.fn.live_session().fetch(ch)
-        self.fn.stats["python_wait_s"] += time.perf_counter() - t
+        waited = time.perf_counter() - t
+        self.fn.stats["python_wait_s"] += waited
+        if waited > CAUGHT_UP_S:
+            self.fn.caught_up = True
         return val
 
     def op(self, name, attrs, inputs, in_dtypes, dtype, shape, impl, emit, site=None):
@@ -646,8 +650,12 @@ class _Step:
         self.last_run[producer] = ev
         if fetched:
             self.channels.setdefault(channel, []).append(ev)
-        if fn.gaps.get(producer, 0.0) > FLUSH_GAP_S:
-            self.flush()      # Python works a while before its next operation: let the graph run meanwhile
+        if fn.caught_up or fn.gaps.get(producer, 0.0) > FLUSH_GAP_S:
+            # the graph waits for this operation (Python just waited for the
+            # graph a while), or Python works a while before its next one:
+            # let the graph run meanwhile
+            fn.caught_up = False
+            self.flush()
 
     def _enter_loop(self, key):
         loops = key[6]
@@ -882,6 +890,7 @@ class TerraFunction:
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
         self.lagged = None        # the last co-executed step, while the graph owes Python its values
+        self.caught_up = False    # Python's last fetch waited long for the graph (_Step.fetch)
         self.lost = None          # why the session ended under a co-executed step
         self.gaps = {}            # node -> Python's time after it, last co-executed step
         self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
