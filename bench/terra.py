@@ -4,13 +4,14 @@ plain NumPy on the six programs of examples/terra/, in one run.
     python bench/terra.py [--steps N] [--rounds R] [--threads T] [--jax-python PY] [PROGRAM...]
 
 Per program: Terra traces and compiles over one warm-up run, then ROUNDS
-rounds each run the program for STEPS steps with plain NumPy and then with
-Terra (interleaved, so that the load of a shared machine falls on both
-alike); per step, the medians over the rounds of the wall time and of the
-process's CPU time (every thread's: the graph's workers too). NumPy runs
-with one BLAS thread here (OPENBLAS_NUM_THREADS=1, set before NumPy loads)
-and, in a subprocess, with its own BLAS threads; the better wall time counts
-for the speedup (target: >= 1.3x on four of the six). The graph runs on
+rounds each run the program for STEPS steps with plain NumPy (one BLAS
+thread, here: OPENBLAS_NUM_THREADS=1, set before NumPy loads), with plain
+NumPy on its wheel's own BLAS threads (in a subprocess that runs a round
+when asked) and then with Terra, interleaved so that the load of a shared
+machine falls on all three alike; per step, the medians over the rounds of
+the wall time and, here, of the process's CPU time (every thread's: the
+graph's workers too). The better NumPy wall time counts for the speedup
+(target: >= 1.3x on four of the six). The graph runs on
 tfvm.terra's choice of workers (printed), or T with --threads. Then Terra's
 fallbacks after the warm-up and the overlap of Figure 6 of the Terra paper:
 per co-executed step, how long Python waited for the graph (blocked in
@@ -32,7 +33,6 @@ if "--numpy-threads" not in sys.argv:
 
 import argparse  # noqa: E402
 import importlib  # noqa: E402
-import json  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -101,19 +101,56 @@ def graph_alone(f, record):
     return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
 
-def bench_program(name, steps, rounds, threads=0):
-    """Medians per step: NumPy (wall, CPU), Terra (wall, CPU); Python's wait
-    per co-executed step, the graph's own time per step, Terra's function."""
+class ThreadedNumPy:
+    """NumPy with its wheel's own BLAS threads, in a subprocess (this process
+    set OPENBLAS_NUM_THREADS=1 before NumPy loaded) that runs one round of a
+    program when asked, so that its rounds interleave with the others."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--numpy-threads"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def round(self, name, steps):
+        """Wall s per step of one run, or inf if the subprocess failed."""
+        try:
+            self.p.stdin.write("%s %d\n" % (name, steps))
+            self.p.stdin.flush()
+            return float(self.p.stdout.readline())
+        except (OSError, ValueError):
+            return float("inf")
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def numpy_threads_serve():
+    """The subprocess of ThreadedNumPy: a line 'PROGRAM STEPS' in, one
+    round's wall s per step out."""
+    for line in sys.stdin:
+        name, steps = line.split()
+        m = importlib.import_module(name)
+        wall = timed(m, m.step, int(steps))[0]
+        time.sleep(0.2)    # OpenBLAS's idle threads spin for about 0.1 s (a core's CPU): not into the next round
+        print(wall, flush=True)
+
+
+def bench_program(name, steps, rounds, threads=0, threaded=None):
+    """Medians per step: NumPy (wall, CPU), NumPy with its BLAS threads
+    (wall; inf without `threaded`), Terra (wall, CPU); Python's wait per
+    co-executed step, the graph's own time per step, Terra's function."""
     import tfvm
     m = importlib.import_module(name)
     f = tfvm.terra(m.step, threads=threads)
     m.run(f, steps=steps, **SIZES[name])          # traces every path the run takes, compiles
     f.stats["fallbacks_warmup"] = f.stats["fallbacks"]
-    t_np, t_t, res_np, res_t = [], [], [], []
+    t_np, t_thr, t_t, res_np, res_t = [], [], [], [], []
     record = []
     wait0 = (f.stats["python_wait_s"], f.stats["coexec_steps"])
     for r in range(rounds):
         t_np.append(timed(m, m.step, steps, res_np))
+        t_thr.append((threaded.round(name, steps) if threaded else float("inf"),))
         if r == rounds - 1:
             f.recording, before = record, f.stats["fallbacks"]   # the last round's feeds, for graph_alone
         t_t.append(timed(m, f, steps, res_t))
@@ -128,7 +165,7 @@ def bench_program(name, steps, rounds, threads=0):
 
     def med(ts, i):
         return statistics.median(t[i] for t in ts)
-    return (med(t_np, 0), med(t_np, 1)), (med(t_t, 0), med(t_t, 1)), py_wait, g, f
+    return (med(t_np, 0), med(t_np, 1)), med(t_thr, 0), (med(t_t, 0), med(t_t, 1)), py_wait, g, f
 
 
 def jax_check(name):
@@ -190,11 +227,7 @@ def main():
     ap.add_argument("programs", nargs="*", default=PROGRAMS)
     a = ap.parse_args()
     if a.numpy_threads:
-        out = {}
-        for name in a.programs:
-            m = importlib.import_module(name)
-            out[name] = statistics.median(timed(m, m.step, a.steps)[0] for _ in range(a.rounds))
-        print(json.dumps(out))
+        numpy_threads_serve()
         return
     if a.jax_only:
         import jax
@@ -202,21 +235,18 @@ def main():
         for name in a.programs:
             print("  %-10s %s" % (name, jax_check(name)))
         return
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--numpy-threads", "--steps", str(a.steps),
-                        "--rounds", str(a.rounds)] + a.programs, capture_output=True, text=True, env=env)
-    np_threads = json.loads(r.stdout) if r.returncode == 0 else {}
+    threaded = ThreadedNumPy()
     print("Terra (tfvm.terra) vs plain NumPy, ms per step: medians of %d interleaved rounds of %d steps, "
           "after a warm-up run;" % (a.rounds, a.steps))
     print("  wall and process CPU time (all threads); NumPy with 1 BLAS thread, and with its own BLAS threads "
-          "(wall; a run of its own); the better NumPy wall time counts. Overlap per co-executed step.")
+          "(wall; in a subprocess, interleaved); the better NumPy wall time counts. Overlap per co-executed step.")
     print("  %-10s %9s %7s %9s %9s %7s %3s %8s %5s %8s %8s %7s %8s %6s" % (
         "program", "NumPy ms", "CPU ms", "(threads)", "Terra ms", "CPU ms", "wk", "speedup", "fallb",
         "Py wait", "graph ms", "CPU ms", "gr wait", "bound"))
     fast = wrong = 0
     for name in a.programs:
-        (np_w, np_c), (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds, a.threads)
-        np_thr = np_threads.get(name, float("inf"))
+        (np_w, np_c), np_thr, (t_w, t_c), py_wait, (g_w, g_c), f = bench_program(name, a.steps, a.rounds, a.threads,
+                                                                                threaded)
         ratio = min(np_w, np_thr) / t_w
         fast += ratio >= 1.3
         late = f.stats["fallbacks"] - f.stats["fallbacks_warmup"]
@@ -232,6 +262,7 @@ def main():
         if f.mismatch:
             print("  %-10s Terra's results differ from NumPy's: %s" % (name, f.mismatch[:200]))
             wrong += 1
+    threaded.close()
     print("  %d of %d programs >= 1.3x (target: 4): %s; Terra's results %s NumPy's (1e-5 relative)" % (
         fast, len(a.programs), "PASS" if fast >= 4 else "MISS", "match" if not wrong else "DIFFER from"))
     print("  wk: the graph's workers (docs/terra.md: the cores other processes leave free when the graph is the"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tfvm
-from tfvm import _terra_graph as tg
+from tfvm import _terra, _terra_graph as tg
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "terra")
 sys.path.insert(0, EXAMPLES)
@@ -260,6 +260,23 @@ def test_loop_new_data_flow_inside_the_body():
     assert sum(n.op == "loop" for n in t.graph.by_id[2:]) == 2   # one per data flow
 
 
+def switches(x, n, k):
+    h = x
+    for i in range(n):
+        h = np.tanh(h) if i < 2 or k < 2 else np.exp(h) * 0.1    # from step 2 on, iteration 3 changes operation
+    return h
+
+
+def test_loop_body_that_changes_mid_loop_falls_back():
+    # step 2 leaves the tagged loop's body at its third iteration: the step
+    # is finished by NumPy, the loop unrolls as a second case, and steps 3
+    # and 4 co-execute on it
+    t = run_both(switches, [(X, 4, k) for k in range(5)])
+    assert t.fallback_reasons == ["a new path"]
+    assert (t.stats["traced_steps"], t.stats["coexec_steps"]) == (2, 3)
+    assert 'while feed<bool>("l' in t.source and "exp(" in t.source
+
+
 def test_loop_unrolled_without_folding():
     t = tfvm.terra(rnn, fold_loops=False)
     try:
@@ -380,6 +397,30 @@ def test_values_that_outlive_a_step_stay_in_the_graph():
 
 def keeps_powers(a, b, state):
     state["p"] = np.power(a, b)
+
+
+def feeds_after_a_fetch(x, queued):
+    h = np.tanh(x)
+    total = float(h.sum())                        # Python waits for the graph here
+    y = h * 3.0                                   # 3.0 is a Python value to feed
+    queued.append(len(getattr(_terra._current, "pending", ())))   # feeds not yet handed to the graph
+    return y + total
+
+
+@pytest.mark.parametrize("caught_up_s,queued", [(-1.0, [0, 0]), (float("inf"), [1, 1])],
+                         ids=["fetch-waited", "fetch-did-not-wait"])
+def test_after_a_fetch_that_waited_the_next_operation_is_fed_at_once(monkeypatch, caught_up_s, queued):
+    # a fetch that waited longer than CAUGHT_UP_S means the graph has run out
+    # of work: the next operation's feeds go to it at once, not at the next
+    # fetch or the step's end (the MLP's graph waited 0.4 ms a step for them)
+    monkeypatch.setattr(_terra, "CAUGHT_UP_S", caught_up_s)
+    t, seen = tfvm.terra(feeds_after_a_fetch), []
+    try:
+        for _ in range(3):
+            same(t(X, seen), feeds_after_a_fetch(X, []))
+    finally:
+        t.close()
+    assert t.stats["coexec_steps"] == 2 and seen[1:] == queued     # step 0 traced
 
 
 def test_graph_failure_in_a_step_that_has_ended():

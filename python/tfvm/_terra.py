@@ -29,6 +29,7 @@ _current = None                  # the step being run (one thread)
 _SKIP_FILES = {__file__}
 _live_functions = weakref.WeakSet()
 FLUSH_GAP_S = 100e-6   # Python time after an operation beyond which its feeds go to the graph at once
+CAUGHT_UP_S = 500e-6   # a fetch that waited longer: the graph has run out of work (the next operation's feeds go at once)
 
 
 def _site():
@@ -38,9 +39,18 @@ def _site():
     have warmed up; operations on one line are told apart by the occurrence
     count.)"""
     f = sys._getframe(2)
-    while f.f_code.co_filename in _SKIP_FILES or f.f_globals.get("__name__", "").startswith("numpy"):
+    while True:
+        code = f.f_code
+        skip = _skip_code.get(code)
+        if skip is None:
+            skip = _skip_code[code] = code.co_filename in _SKIP_FILES or \
+                f.f_globals.get("__name__", "").startswith("numpy")
+        if not skip:
+            return id(code), f.f_lineno
         f = f.f_back
-    return id(f.f_code), f.f_lineno
+
+
+_skip_code = {}   # code object -> whether its frames are tfvm's or NumPy's (asked once per code object)
 
 
 # ---------------------------------------------------------------------------
@@ -83,6 +93,14 @@ def _shape_of(x):
     return x.shape if isinstance(x, (TArray, np.ndarray, np.generic)) else ()
 
 
+def _type_key(x):
+    """(dtype, shape) of an operand, arrays first (the common case)."""
+    t = type(x)
+    if t is TArray or t is np.ndarray:
+        return x.dtype, x.shape
+    return _dtype_of(x), _shape_of(x)
+
+
 def _ufunc_types(uf, inputs):
     """(compute dtype, result dtype) of ufunc uf on inputs, or None when tfvm
     cannot compute it (a dtype it lacks, a mixed-type loop)."""
@@ -107,9 +125,10 @@ _typed = {}   # (ufunc, input dtypes and shapes) -> (attrs, input dtypes, result
 def _ufunc_typed(uf, inputs):
     """What a traced ufunc call is, worked out once per ufunc and input
     types and shapes (None: NumPy computes it)."""
-    key = (uf,) + tuple((_dtype_of(x), _shape_of(x)) for x in inputs)
-    if key in _typed:
-        return _typed[key]
+    key = (uf,) + tuple(map(_type_key, inputs))
+    r = _typed.get(key, _typed)
+    if r is not _typed:
+        return r
     r = None
     types = _ufunc_types(uf, inputs)
     if types is not None:
@@ -329,7 +348,8 @@ class TArray:
 
     def __init__(self, step, ev, val, shape, dtype):
         self._step, self._ev, self._val = step, ev, val
-        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape)))
@@ -450,8 +470,9 @@ class _LoopRun:
     """A folded loop being co-executed: its node, where it sits in the
     loop-id stack, the iteration and the position in the body."""
 
-    def __init__(self, node, loops):
-        self.node, self.spec = node, node.attrs
+    def __init__(self, node, loops, wiring):
+        self.node, self.spec, self.wiring = node, node.attrs, wiring
+        self.go = "l%d" % node.id            # the channel that starts an iteration (true) or ends the loop
         self.outer, self.lid, self.depth = loops[:-1], loops[-1][0], len(loops) - 1
         self.iter, self.pos = 1, 0
 
@@ -466,18 +487,6 @@ def _graph_failure():
         yield
     except Error as e:
         raise _Diverged("the graph failed: %s" % str(e).splitlines()[0]) from None
-
-
-_channels = {}
-
-
-def _channel(fmt, *ids):
-    """A channel's name, made once."""
-    key = (fmt,) + ids
-    name = _channels.get(key)
-    if name is None:
-        name = _channels[key] = fmt % ids
-    return name
 
 
 def _feedable(v):
@@ -525,13 +534,16 @@ class _Step:
         t = time.perf_counter()
         with _graph_failure():
             val = self.fn.live_session().fetch(ch)
-        self.fn.stats["python_wait_s"] += time.perf_counter() - t
+        waited = time.perf_counter() - t
+        self.fn.stats["python_wait_s"] += waited
+        if waited > CAUGHT_UP_S:
+            self.fn.caught_up = True
         return val
 
     def op(self, name, attrs, inputs, in_dtypes, dtype, shape, impl, emit, site=None):
         sig, refs = [], []
         for x, dt in zip(inputs, in_dtypes):
-            if isinstance(x, TArray) and x._step is self:
+            if type(x) is TArray and x._step is self:
                 sig.append("n")
                 refs.append(("n", x._ev))
             else:
@@ -543,10 +555,11 @@ class _Step:
                 sig.append((v.dtype.str, v.ndim, len(v)) if v.dtype == np.int64 and v.ndim == 1 and len(v) <= 8
                            else (v.dtype.str, v.ndim))
                 refs.append(("v", v))
-        if type(dtype) is not np.dtype:
+        if not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         calls, loops = stacks.where()
-        base = (name, attrs, tuple(sig), dtype.str, len(shape), calls, loops, site or _site())
+        sig = tuple(sig)
+        base = (name, attrs, sig, dtype.str, len(shape), calls, loops, site or _site())
         k = self.occurrences.get(base, 0)
         self.occurrences[base] = k + 1
         key = base + (k,)
@@ -568,7 +581,7 @@ class _Step:
                     if kind == "n":
                         self.fetched.setdefault(r, self.value(r))
                 return val
-        self.events.append((key, name, attrs, tuple(sig), dtype, len(shape), emit, refs, impl))
+        self.events.append((key, name, attrs, sig, dtype, len(shape), emit, refs, impl))
         p = TArray(self, ev, val, shape, dtype)
         self.proxies.append(weakref.ref(p))
         return p
@@ -594,14 +607,16 @@ class _Step:
             if n is not None:
                 return self._follow_body(key, refs, 1)
             raise _Diverged("a new operation")
-        self._take_edge(n.id)
+        v = n.id
+        self._take_edge(v)
+        feeds, fetched, out = self.fn.wiring(v)
         for j, ref in enumerate(refs):
             if ref[0] == "n":
-                self._check_input(n.id, j, self.path[ref[1]])
+                self._check_input(v, j, self.path[ref[1]])
         for j, ref in enumerate(refs):
             if ref[0] == "v":
-                self.pending.append((_channel("i%d_%d", n.id, j), _feedable(ref[1])))
-        self._ran(n.id, n.id, n.id in g.fetched, _channel("o%d", n.id))
+                self.pending.append((feeds[j], _feedable(ref[1])))
+        self._ran(v, v, fetched, out)
 
     def _take_edge(self, v):
         if (self.prev, v) not in self.fn.graph.edges:
@@ -635,8 +650,12 @@ class _Step:
         self.last_run[producer] = ev
         if fetched:
             self.channels.setdefault(channel, []).append(ev)
-        if fn.gaps.get(producer, 0.0) > FLUSH_GAP_S:
-            self.flush()      # Python works a while before its next operation: let the graph run meanwhile
+        if fn.caught_up or fn.gaps.get(producer, 0.0) > FLUSH_GAP_S:
+            # the graph waits for this operation (Python just waited for the
+            # graph a while), or Python works a while before its next one:
+            # let the graph run meanwhile
+            fn.caught_up = False
+            self.flush()
 
     def _enter_loop(self, key):
         loops = key[6]
@@ -650,8 +669,8 @@ class _Step:
         for L in candidates:
             if (self.prev, L) in g.edges:
                 self._take_edge(L)
-                self.loop = _LoopRun(g.by_id[L], loops)
-                self.pending.append(("l%d" % L, True))
+                self.loop = _LoopRun(g.by_id[L], loops, self.fn.loop_wiring(L))
+                self.pending.append((self.loop.go, True))
                 return g.by_id[L]
         return None
 
@@ -659,7 +678,7 @@ class _Step:
         lp, self.loop = self.loop, None
         if lp.pos != len(lp.spec.entries):
             raise _Diverged("a new path")          # an iteration left part-way
-        self.pending.append(("l%d" % lp.node.id, False))
+        self.pending.append((lp.go, False))
         self.fn.loop_preferred[lp.spec.keys[0]] = lp.node.id
         self.loop_done[lp.node.id] = lp.iter
         for p in range(len(lp.spec.entries)):
@@ -667,15 +686,21 @@ class _Step:
 
     def _follow_body(self, key, refs, counter):
         lp, L = self.loop, self.loop.node.id
-        if lp.pos == len(lp.spec.entries) and counter == lp.iter + 1:
+        n = len(lp.wiring)
+        if lp.pos == n and counter == lp.iter + 1:
             lp.iter, lp.pos = counter, 0
-            self.pending.append((_channel("l%d", L), True))
-        if counter != lp.iter or lp.pos == len(lp.spec.entries) or tg.norm_key(key) != lp.spec.keys[lp.pos]:
-            raise _Diverged("a new path")
+            self.pending.append((lp.go, True))
         p = lp.pos
-        for k, (ref, pat) in enumerate(zip(refs, lp.spec.entries[p][6])):
+        if counter != lp.iter or p == n:
+            raise _Diverged("a new path")
+        # the key is the body's normalized key but for this loop's counter,
+        # which the caller checked: compare the rest without building it
+        head, tail, pats, feeds, producer, fetched, out = lp.wiring[p]
+        if key[:6] != head or key[7:] != tail:
+            raise _Diverged("a new path")
+        for k, (ref, pat) in enumerate(zip(refs, pats)):
             if pat[0] == "v":
-                self.pending.append((_channel("i%d_%d_%d", L, p, k), _feedable(ref[1])))
+                self.pending.append((feeds[k], _feedable(ref[1])))
                 continue
             actual = self.path[ref[1]]
             if pat[0] == "in":
@@ -688,7 +713,7 @@ class _Step:
             if not ok:
                 raise _Diverged("a new data flow")
         lp.pos += 1
-        self._ran((L, p, lp.iter), (L, p), (L, p) in self.fn.graph.fetched, _channel("o%d_%d", L, p))
+        self._ran((L, p, lp.iter), producer, fetched, out)
 
     def materialize(self, p):
         ev = p._ev
@@ -865,6 +890,7 @@ class TerraFunction:
         self.graph, self.plan, self.program, self.session = tg.TraceGraph(), None, None, None
         self.dirty, self.disabled = False, None
         self.lagged = None        # the last co-executed step, while the graph owes Python its values
+        self.caught_up = False    # Python's last fetch waited long for the graph (_Step.fetch)
         self.lost = None          # why the session ended under a co-executed step
         self.gaps = {}            # node -> Python's time after it, last co-executed step
         self.loop_preferred = {}  # a loop body's first key -> the loop node that last ran to its end
@@ -873,6 +899,7 @@ class TerraFunction:
         self.traced_step_s = 0.0  # and the steps' whole time
         self.session_threads = 0  # the last session's workers
         self.fallback_reasons = []
+        self._wiring = {}         # node id -> wiring(node id), for the current program
         self.stats = {"traced_steps": 0, "coexec_steps": 0, "fallbacks": 0, "compiles": 0, "python_wait_s": 0.0}
         _live_functions.add(self)
 
@@ -880,13 +907,36 @@ class TerraFunction:
     def source(self):
         return self.plan.source if self.plan else None
 
+    def loop_wiring(self, L):
+        """Per body position of loop node L: its normalized key but for the
+        loop-id stack (before and after it), the inputs' data flow, the feed
+        channel per input, its producer, whether the program fetches it and
+        its fetch channel: worked out once per program."""
+        w = self._wiring.get(("loop", L))
+        if w is None:
+            spec, fetched = self.graph.by_id[L].attrs, self.graph.fetched
+            w = self._wiring[("loop", L)] = [
+                (k[:6], k[7:], e[6], tuple("i%d_%d_%d" % (L, p, j) for j in range(len(e[6]))), (L, p),
+                 (L, p) in fetched, "o%d_%d" % (L, p)) for p, (k, e) in enumerate(zip(spec.keys, spec.entries))]
+        return w
+
+    def wiring(self, v):
+        """Node v's feed channel per input, whether the program fetches it,
+        and its fetch channel: worked out once per program."""
+        w = self._wiring.get(v)
+        if w is None:
+            n = self.graph.by_id[v]
+            w = self._wiring[v] = (tuple("i%d_%d" % (v, j) for j in range(len(n.sig))), v in self.graph.fetched,
+                                   "o%d" % v)
+        return w
+
     def _prepare(self):
         from . import compile as tfvm_compile, Error
         if self.dirty or self.plan is None:
             self.drain_lagged()
             self.cancel()
             try:
-                self.plan = tg.generate(self.graph)
+                self.plan, self._wiring = tg.generate(self.graph), {}
                 self.program = tfvm_compile(self.plan.source, name="terra_%s.tfg" % self.__name__)
             except (tg.GraphError, Error) as e:
                 self.disabled, self.plan = str(e), None
