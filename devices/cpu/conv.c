@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/convplan.h"
 #include "devices/cpu/chw.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
@@ -13,7 +14,7 @@
 #include <string.h>
 
 /* Whether this CPU runs the AVX-512 code below (im2col's shuffles, the
- * transposed product's layout changes, 2x2 pooling). */
+ * transposed product's layout changes; 2x2 pooling asks convplan.c). */
 #if defined(__x86_64__) && defined(__GNUC__)
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
@@ -137,12 +138,12 @@ typedef struct conv_job {
     size_t esz;
     int64_t N, C, H, W, O, Cg, G, KH, KW, OH, OW;
     bool direct; /* 1x1, stride 1, no padding: x is the column matrix */
+    bool wide;   /* unit strides: the product on the wide grid (below) */
     bool split;  /* one item at a time, its product split over the threads */
     const dev_cf *cf; /* an f32 kernel without im2col (convf32.h), or NULL */
     int64_t item;     /* split mode with cf: the item whose parts are shared out */
     const float *ap;  /* w packed for the product (one group), or NULL */
     const float *bt;  /* tprod: w^T packed as the product's B, or NULL */
-    bool tprod;       /* few output positions: the product transposed (below) */
     int64_t timgs;    /* tprod: images stacked in one product */
     int64_t prows, panels; /* a big column matrix: panels of prows output rows (below), or 0 */
     atomic_bool nomem;
@@ -156,13 +157,8 @@ typedef struct conv_job {
  * runs of OW (3x3 on 14x14: 15x fewer copies); the product is (KW-1)/OW
  * wider, and its first OW of every Wp columns are the result, which the
  * epilogue copies out (with the bias and activation) while they are hot.
- * The last KW-1 elements of xp are zeros read only by discarded columns. */
-static bool conv_wide_fits(const conv_job *j)
-{
-    const int64_t *p = j->p;
-    return !j->direct && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1 && (j->KW - 1) * 4 <= j->OW;
-}
-
+ * The last KW-1 elements of xp are zeros read only by discarded columns.
+ * Taken (convplan.c) where output rows are at least 4x the window's width. */
 #define PADROWS(T)                                                                          \
     do {                                                                                    \
         T *d = (T *)(void *)xp;                                                             \
@@ -243,9 +239,9 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
  * once and kept with its tensor (j->bt); y is transposed back into each
  * image's result while it is in cache, then the bias and activation. An
  * element's sum does not depend on the rows around it: the same bits at
- * any batch and thread count. f32 only. */
-#define TPROD_ROWS 256
-
+ * any batch and thread count. f32 only; taken (convplan.c) below 64 output
+ * positions against at least 64 output channels and 64 column rows, stacks
+ * of at most 256 rows. */
 static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -335,6 +331,8 @@ static void conv_tprod_imgs(const conv_job *j, int64_t n0, int64_t n1, float *sc
     const int64_t O = j->O, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW, rows = (n1 - n0) * OHW;
     const float *x = (const float *)(const void *)j->x;
     float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + rows * CKK;
+    if (n0 == 0)
+        dev_conv_took(DEV_CONV_TPROD);
     tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
     if (j->split)
         dev_par_for((size_t)rows, dev_kgrain(rows, CKK, DEV_KPAR_MACS / 4, 1), tprod_rows_chunk, &tr);
@@ -396,6 +394,8 @@ static void conv_cf_chunk(void *arg, size_t b, size_t e)
         atomic_store(&j->nomem, true);
         return;
     }
+    if (j->item == 0 && b == 0)
+        dev_conv_took(DEV_CONV_F32);
     conv_cf_parts(j, j->item, (int64_t)b, (int64_t)e, scratch);
     ut_free(j->alloc, scratch, bytes);
 }
@@ -403,13 +403,11 @@ static void conv_cf_chunk(void *arg, size_t b, size_t e)
 /* ---- Big column matrices: panels --------------------------------------------------
  * A column matrix bigger than a core's L2 (resnet's 7x7 stem: 147 x 12544,
  * 7.4 MB) went to memory and back between im2col and the product. It is
- * made instead a panel of output rows at a time (CONV_PANEL_FLOATS at
- * most), each multiplied while it is in cache into its columns of the
+ * made instead a panel of output rows at a time (64 Ki elements at most:
+ * convplan.c), each multiplied while it is in cache into its columns of the
  * result; the panels of all (image, group) items are the parallel items,
  * so im2col runs on every thread too. The sums of an element do not depend
  * on the columns around it: the same bits. */
-#define CONV_PANEL_FLOATS (INT64_C(1) << 16)
-
 static void conv_panels(void *arg, size_t b, size_t e)
 {
     conv_job *j = arg;
@@ -420,6 +418,8 @@ static void conv_panels(void *arg, size_t b, size_t e)
         atomic_store(&j->nomem, true);
         return;
     }
+    if (b == 0)
+        dev_conv_took(DEV_CONV_PANELS);
     for (size_t it = b; it < e; it++) {
         const int64_t item = (int64_t)it / j->panels, oh0 = (int64_t)it % j->panels * j->prows;
         const int64_t oh1 = oh0 + j->prows < j->OH ? oh0 + j->prows : j->OH, ncols = (oh1 - oh0) * j->OW;
@@ -441,7 +441,7 @@ static void conv_items(void *arg, size_t b, size_t e)
 {
     conv_job *j = arg;
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
-    const bool wide = conv_wide_fits(j);
+    const bool wide = j->wide;
     const int64_t Hp = j->H + j->p[2] + j->p[4], Wp = j->W + j->p[3] + j->p[5];
     const size_t esz = j->esz;
     const size_t scratch_bytes = j->cf       ? j->cf->scratch_floats * sizeof(float)
@@ -453,6 +453,8 @@ static void conv_items(void *arg, size_t b, size_t e)
         atomic_store(&j->nomem, true);
         return;
     }
+    if (b == 0)
+        dev_conv_took(j->cf ? DEV_CONV_F32 : wide ? DEV_CONV_WIDE : j->direct ? DEV_CONV_DIRECT : DEV_CONV_IM2COL);
     for (size_t it = b; it < e; it++) {
         const int64_t n = (int64_t)it / j->G, g = (int64_t)it % j->G;
         const char *xg = j->x + (size_t)((n * j->C + g * j->Cg) * j->H * j->W) * esz;
@@ -500,6 +502,8 @@ static void dw_chunk(void *arg, size_t b, size_t e)
         atomic_store(&j->nomem, true);
         return;
     }
+    if (b == 0 && !j->d.max)
+        dev_conv_took(DEV_CONV_DEPTHWISE);
     /* an activation the kernel does not apply goes on each plane while it
      * is in cache */
     if (j->ep && !j->inner)
@@ -580,93 +584,77 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     void *o;
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
         return st;
-    if (r.u.t->count == 0) {
+    dev_conv_shape shape = {.dtype = x->dtype, .N = N, .C = C, .H = H, .W = W, .O = O, .Cg = Cg, .KH = KH,
+                            .KW = KW, .OH = OH, .OW = OW};
+    memcpy(shape.p, p, sizeof shape.p);
+    dev_conv_plan plan;
+    dev_conv_plan_make(&shape, dev_par_width(), &plan);
+    if (plan.kernel == DEV_CONV_EMPTY) {
+        dev_conv_took(DEV_CONV_EMPTY);
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_CONV_DEPTHWISE) {
+        dw_job dj = {.d = plan.dw, .ep = ep, .alloc = k->alloc};
+        dj.d.x = x->data;
+        dj.d.w = w->data;
+        dj.d.o = o;
+        dj.d.wpk = dev_dw_pack(&dj.d, w->t);
+        const uint32_t act = ep ? ep->act : 0;
+        /* channel blocks apply every activation; planes bias and relu */
+        dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
+        dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
+        dj.d.relu = act == ISA_OPT_ACT_RELU;
+        dj.d.act = dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
+        atomic_init(&dj.nomem, false);
+        const int64_t dw_items = plan.items, per = N * O * OHW * KH * KW / dw_items;
+        dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+        if (atomic_load(&dj.nomem)) {
+            dev_value_release(&r);
+            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+        }
         *out = r;
         return TFVM_OK;
     }
     conv_job job = {.x = x->data, .w = w->data, .o = o, .p = p, .ep = ep, .alloc = k->alloc,
                     .dtype = x->dtype, .esz = dev_kesize(x->dtype), .N = N, .C = C, .H = H, .W = W, .O = O,
-                    .Cg = Cg, .G = G, .KH = KH, .KW = KW, .OH = OH, .OW = OW};
-    /* A 1x1 window with unit stride and no padding reads x as it is. */
-    job.direct = KH == 1 && KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
+                    .Cg = Cg, .G = G, .KH = KH, .KW = KW, .OH = OH, .OW = OW, .split = plan.split,
+                    .direct = plan.kernel == DEV_CONV_DIRECT, .wide = plan.kernel == DEV_CONV_WIDE,
+                    .timgs = plan.timgs, .prows = plan.prows, .panels = plan.panels};
     atomic_init(&job.nomem, false);
-    /* (image, group) pairs in parallel chunks (dev_kgrain); fewer pairs than
-     * threads run one after another, each product split over the threads */
     const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
-    job.split = items < (int64_t)dev_par_width();
-    if (x->dtype == TFVM_F32) {
-        dw_job dj = {.d = {.x = x->data, .w = w->data, .o = o, .N = N, .C = C, .M = Og, .H = H, .W = W, .KH = KH,
-                           .KW = KW, .OH = OH, .OW = OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3],
-                           .dh = p[6], .dw = p[7]},
-                     .ep = ep, .alloc = k->alloc};
-        if (dev_dw_plan(&dj.d, Cg, G)) {
-            dj.d.wpk = dev_dw_pack(&dj.d, w->t);
-            const uint32_t act = ep ? ep->act : 0;
-            /* channel blocks apply every activation; planes bias and relu */
-            dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
-            dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
-            dj.d.relu = act == ISA_OPT_ACT_RELU;
-            dj.d.act = dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
-            atomic_init(&dj.nomem, false);
-            const int64_t dw_items = dev_dw_items(&dj.d), per = N * O * OHW * KH * KW / dw_items;
-            dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
-            if (atomic_load(&dj.nomem)) {
-                dev_value_release(&r);
-                return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
-            }
-            *out = r;
-            return TFVM_OK;
-        }
-    }
-    /* f32 at unit strides and dilations: a kernel without im2col; with
-     * fewer items than threads, each item's parts are shared out */
-    dev_cf cf = {0};
-    if (x->dtype == TFVM_F32 && !job.direct && CKK > 0 && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1) {
-        const int planned = dev_cf_plan(&cf, Cg, H, W, G, Og, KH, KW, p, OH, OW, w->data, w->t, k->alloc);
-        if (planned < 0) {
+    /* f32 at unit strides and dilations: a kernel without im2col, its
+     * weights prepared once */
+    dev_cf cf = plan.cf;
+    if (plan.kernel == DEV_CONV_F32) {
+        if (!dev_cf_prepare(&cf, w->data, w->t, k->alloc)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
         }
-        if (planned)
-            job.cf = &cf;
+        job.cf = &cf;
     }
-    /* few output positions against many output channels: the transposed product */
-    job.tprod = x->dtype == TFVM_F32 && !job.cf && G == 1 && !conv_wide_fits(&job) && OHW < 64 && Og >= 64 &&
-                CKK >= 64;
-    if (job.tprod) {
-        /* the fewest stacks of at most TPROD_ROWS rows, their images evened
-         * out; a stack stays on our kernel (stacks of 4 images of resnet's
-         * last 3x3 layers would have gone to OpenBLAS, 11% slower) */
-        const int64_t own = dev_kmm_own_rows(Og, CKK) / OHW, most = own < 1 ? 1 : own;
-        const int64_t rows = TPROD_ROWS / OHW < most ? TPROD_ROWS : most * OHW;
-        const int64_t stacks = (N * OHW + rows - 1) / rows;
-        job.timgs = (N + stacks - 1) / stacks;
+    if (plan.kernel == DEV_CONV_TPROD) {
+        /* w^T packed once, kept with its tensor */
         const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = job.timgs * OHW, .N = Og, .K = CKK, .lda = CKK,
                             .B = w->data, .ldb = CKK, .ldc = Og};
         job.bt = dev_kmm_prepack_b(&mm, w);
-    }
-    if (!job.cf && G == 1 && !job.tprod) {
+    } else if (!job.cf && G == 1) {
         /* the weights packed once, kept with their tensor */
-        const bool wide = conv_wide_fits(&job);
-        const int64_t ncols = wide ? OH * (W + p[3] + p[5]) : OHW;
+        const int64_t ncols = job.wide ? OH * (W + p[3] + p[5]) : OHW;
         const dev_kmm mm = {.dtype = x->dtype, .M = Og, .N = ncols, .K = CKK, .A = w->data, .lda = CKK, .B = NULL,
                             .ldb = ncols, .ldc = ncols};
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
-    if (job.tprod) {
+    if (plan.kernel == DEV_CONV_TPROD) {
         /* stacks of images in parallel, or one stack's product split */
-        const int64_t stacks = (N + job.timgs - 1) / job.timgs;
-        job.split = stacks < (int64_t)dev_par_width();
+        const int64_t stacks = plan.items;
         if (job.split)
             conv_tprod_chunk(&job, 0, (size_t)stacks);
         else
             dev_par_for((size_t)stacks, dev_kgrain(stacks, macs * job.timgs, DEV_KPAR_MACS, 1), conv_tprod_chunk,
                         &job);
-    } else if (!job.cf && !job.direct && !conv_wide_fits(&job) && CKK * OHW > 2 * CONV_PANEL_FLOATS) {
-        /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
-        job.prows = CONV_PANEL_FLOATS / (CKK * OW) > 1 ? CONV_PANEL_FLOATS / (CKK * OW) : 1;
-        job.panels = (OH + job.prows - 1) / job.prows;
-        const int64_t pitems = items * job.panels;
+    } else if (plan.kernel == DEV_CONV_PANELS) {
+        const int64_t pitems = plan.items;
         dev_par_for((size_t)pitems, dev_kgrain(pitems, macs / job.panels, DEV_KPAR_MACS, 1), conv_panels, &job);
     } else if (job.split && job.cf) {
         const int64_t parts = dev_cf_parts(&cf);
@@ -835,7 +823,7 @@ typedef struct pool2_arg {
     const void *x;
     void *o;
     int64_t H, W, OH, OW;
-    bool avg, f32;
+    bool avg, avx512, f32; /* avx512: the plan's AVX-512 code (f32) */
 } pool2_arg;
 
 /* POOL2 on f32 with AVX-512 (checked at run time): 16 outputs at a time from
@@ -913,7 +901,7 @@ static void pool2_planes(void *arg, size_t b, size_t e)
 {
     const pool2_arg *a = arg;
     const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
-    if (a->f32 && have_avx512()) {
+    if (a->avx512) {
         pool2_f32_avx512(a, b, e);
         return;
     }
@@ -987,33 +975,35 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
         return st;
     const int64_t planes = N * C;
-    if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
-        dev_kfloat(x->dtype)) {
-        pool2_arg a = {x->data, o, H, W, OH, OW, avg, x->dtype == TFVM_F32};
+    dev_pool_plan plan;
+    dev_pool_plan_make(x->dtype, avg, x->dims, p, OH, OW, &plan);
+    if (plan.kernel == DEV_POOL_EMPTY) {
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_POOL_2X2) {
+        pool2_arg a = {x->data, o, H, W, OH, OW, avg, plan.avx512, x->dtype == TFVM_F32};
         /* planes in chunks of at least 4K output elements (~1.5-3 us) */
         dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW, 4096, 1), pool2_planes, &a);
         *out = r;
         return TFVM_OK;
     }
-    if (x->dtype == TFVM_F32 && !avg) {
-        /* every f32 max pool through the depthwise grid (dwconv.c) */
-        dw_job dj = {.d = {.x = x->data, .o = o, .N = N, .C = C, .M = 1, .H = H, .W = W, .KH = kh, .KW = kw,
-                           .OH = OH, .OW = OW, .sh = sh, .sw = sw, .pt = pt, .pl = pl, .dh = dh, .dw = dw,
-                           .max = true},
-                     .alloc = k->alloc};
-        if (dev_dw_plan(&dj.d, 1, C)) {
-            atomic_init(&dj.nomem, false);
-            const int64_t items = dev_dw_items(&dj.d), per = planes * OH * OW * kh * kw / items;
-            dev_par_for((size_t)items, dev_kgrain(items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
-            if (atomic_load(&dj.nomem)) {
-                dev_value_release(&r);
-                return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
-            }
-            *out = r;
-            return TFVM_OK;
+    if (plan.kernel == DEV_POOL_GRID) {
+        /* f32 max pools through the depthwise grid (dwconv.c) */
+        dw_job dj = {.d = plan.dw, .alloc = k->alloc};
+        dj.d.x = x->data;
+        dj.d.o = o;
+        atomic_init(&dj.nomem, false);
+        const int64_t items = dev_dw_items(&dj.d), per = planes * OH * OW * kh * kw / items;
+        dev_par_for((size_t)items, dev_kgrain(items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+        if (atomic_load(&dj.nomem)) {
+            dev_value_release(&r);
+            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
         }
+        *out = r;
+        return TFVM_OK;
     }
-    if (dh != 1 || dw != 1 || ceil_mode || cip) {
+    if (plan.kernel == DEV_POOL_GENERAL) {
         switch (x->dtype) {
         case TFVM_U8: POOL_GENERAL(uint8_t, 0, POOL_NO_NAN); break;
         case TFVM_I8: POOL_GENERAL(int8_t, INT8_MIN, POOL_NO_NAN); break;

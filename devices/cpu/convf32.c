@@ -256,15 +256,14 @@ static void cf_make_weights(void *ctx, void *out)
         rows_weights(cf, j->w, out);
 }
 
-int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
-                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
-                const tfvm_allocator *a)
+bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                   const int64_t *p, int64_t OH, int64_t OW)
 {
     const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
     dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
                 .pt = p[2], .pl = p[3], .G = G};
     if (OH < 1 || OW < 1 || Og < 1 || Cg < 1 || OH > 4096 || OW > 4096 || Og > 4096 || Cg > 4096)
-        return 0;
+        return false;
     /* Winograd reads its transformed weights (16 Cg x Og floats, 1.8x the
      * plain ones) once per image: with few tiles to share them (a 7x7
      * output has 16) the weights' traffic outweighs the 2.25x fewer
@@ -289,7 +288,7 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
         const int64_t per = 2 * (2 * c.TW + 2) * c.Cp + 2 * (2 * c.TW) * c.Op; /* per tile row */
         c.BT = (CF_SCRATCH_MAX - 16 - fixed) / per;
         if (c.BT < 1)
-            return 0;
+            return false;
         if (c.BT > c.TH)
             c.BT = c.TH;
         c.scratch_floats = (size_t)(fixed + c.BT * per);
@@ -314,25 +313,32 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
         c.scratch_floats = (size_t)(Cg * (OH + KH - 1) * (OW + KW - 1) + isa->nv * isa->vl);
         c.wk_floats = (size_t)(Cg * KH * KW * c.Op);
     } else {
-        return 0;
+        return false;
     }
     /* each group's weights and the scratch start on a 64-byte line: a
      * vector load across two lines costs two */
     c.wk_floats = (c.wk_floats + 15) / 16 * 16;
     c.scratch_floats += 16;
     if (c.scratch_floats > (size_t)CF_SCRATCH_MAX || c.wk_floats * (size_t)G > (size_t)CF_WEIGHTS_MAX)
-        return 0;
+        return false;
+    *cf = c;
+    return true;
+}
+
+bool dev_cf_prepare(dev_cf *cf, const float *w, const tfvm_tensor *wt, const tfvm_allocator *a)
+{
+    dev_cf c = *cf;
     /* the weights prepared once, kept with w's tensor (dev_tensor_prep);
      * where it keeps none, here, in the call's own block after the masks */
     cf_weights_job job = {&c, w};
     const struct {
         int64_t tag, kind, v16, Cg, Og, Op, KH, KW, floats;
-    } key = {0x636630 /* "cf0" */, c.kind, isa == &isa_v16, Cg, Og, c.Op, KH, KW, (int64_t)c.wk_floats};
-    const size_t wk_bytes = c.wk_floats * (size_t)G * sizeof(float);
+    } key = {0x636630 /* "cf0" */, c.kind, c.isa == &isa_v16, c.Cg, c.Og, c.Op, c.KH, c.KW, (int64_t)c.wk_floats};
+    const size_t wk_bytes = c.wk_floats * (size_t)c.G * sizeof(float);
     c.wk = dev_tensor_prep(wt, &key, sizeof key, wk_bytes, cf_make_weights, &job);
     c.raw_bytes = c.mk_count * sizeof(uint32_t) + (c.wk ? 0 : 64 + wk_bytes);
     if (c.raw_bytes && !(c.raw = ut_alloc(a, c.raw_bytes)))
-        return -1;
+        return false;
     if (!c.wk) {
         float *wk = cf_align((float *)c.raw + c.mk_count);
         cf_make_weights(&job, wk);
@@ -341,8 +347,10 @@ int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t
     if (c.kind == DEV_CF_FLAT)
         flat_masks(&c, c.raw);
     *cf = c;
-    return 1;
+    return true;
 }
+
+const char *dev_cf_isa_name(const dev_cf *cf) { return cf->isa == &isa_v16 ? "AVX-512" : "portable"; }
 
 int64_t dev_cf_parts(const dev_cf *cf)
 {

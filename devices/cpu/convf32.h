@@ -37,15 +37,19 @@ typedef struct dev_cf {
 
 enum { DEV_CF_WINO = 1, DEV_CF_ROWS = 2, DEV_CF_FLAT = 3 };
 
-/* Plans CONV2D of x [N, G*Cg, H, W] (f32) with w [G*Og, Cg, KH, KW] at unit
- * strides and dilations, pads p[2..5] = [pt, pl, pb, pr], output OH x OW.
- * The weights are prepared once and kept with their tensor wt
+/* Chooses the kernel for CONV2D of x [N, G*Cg, H, W] (f32) with w [G*Og, Cg,
+ * KH, KW] at unit strides and dilations, pads p[2..5] = [pt, pl, pb, pr],
+ * output OH x OW, on this CPU: true with cf's kind and sizes filled (its
+ * weights not yet prepared), false when no kernel here suits this shape (cf
+ * untouched). Pure: devices/cpu/convplan.c asks it for `tfvm check` too. */
+bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
+                   const int64_t *p, int64_t OH, int64_t OW);
+/* Prepares a chosen plan's weights from w: once, kept with their tensor wt
  * (dev_tensor_prep: every later run finds them), or for this call only when
- * wt is NULL or keeps none. Returns 1 with cf filled, 0 when neither kernel
- * suits this shape (cf untouched), -1 when memory cannot be had. */
-int dev_cf_plan(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
-                const int64_t *p, int64_t OH, int64_t OW, const float *w, const tfvm_tensor *wt,
-                const tfvm_allocator *a);
+ * wt is NULL or keeps none. False when memory cannot be had (cf untouched). */
+bool dev_cf_prepare(dev_cf *cf, const float *w, const tfvm_tensor *wt, const tfvm_allocator *a);
+/* The instruction set of a plan's code: "AVX-512" or "portable". */
+const char *dev_cf_isa_name(const dev_cf *cf);
 /* An item (group g of one image) is made of dev_cf_parts(cf) parts (bands
  * of output rows) that can be computed apart, each element the same way
  * whichever parts go together: so one image can be split over threads. */

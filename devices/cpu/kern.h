@@ -196,6 +196,11 @@ void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split);
  * still run on tfvm's own kernel (at least 1): callers that choose how
  * many rows to put in one product stay on it. */
 int64_t dev_kmm_own_rows(int64_t N, int64_t K);
+/* Which code computes a product of these dims (the choice dev_kgemm and
+ * dev_kmm_run make, by dtype and size): tfvm's own f32 kernel, OpenBLAS (f64,
+ * and f32 above its size threshold), or the wrapping integer loop. */
+typedef enum dev_kmm_code { DEV_KMM_OWN, DEV_KMM_BLAS, DEV_KMM_LOOP } dev_kmm_code;
+dev_kmm_code dev_kmm_who(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t ldc);
 
 /* The kernels, by file. */
 tfvm_status dev_cpu_matmul(dev_kctx *k, const dev_kview *in, dev_value *out);

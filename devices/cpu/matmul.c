@@ -78,6 +78,16 @@ static kgemm_code kgemm_code_for(bool ta, bool tb, int64_t M, int64_t N, int64_t
     return M == 1 && tb ? KGEMM_DOTS : KGEMM_OWN;
 }
 
+dev_kmm_code dev_kmm_who(uint8_t dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t ldc)
+{
+    if (!dev_kfloat(dtype))
+        return DEV_KMM_LOOP;
+    if (dtype != TFVM_F32)
+        return DEV_KMM_BLAS;
+    const kgemm_code code = kgemm_code_for(ta, tb, M, N, K, ldc);
+    return code == KGEMM_BLAS || code == KGEMM_GEMV ? DEV_KMM_BLAS : DEV_KMM_OWN;
+}
+
 int64_t dev_kmm_own_rows(int64_t N, int64_t K)
 {
     const double per_row = (double)(N > 0 ? N : 1) * (double)(K > 0 ? K : 1);

@@ -1,0 +1,322 @@
+/* devices/cpu/convplan.c — the one place that decides how the CPU backend
+ * computes a convolution or a pool (convplan.h): the kernels of conv.c ask
+ * it, and so does `tfvm check`. The thresholds are measured ones; the
+ * comments say where. */
+#include "devices/cpu/convplan.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static bool have_avx512(void) { return false; }
+#endif
+
+/* ---- Convolutions ---------------------------------------------------------------- */
+
+/* The transposed product's rows per stack, at most (conv.c: "Few output
+ * positions"). */
+#define TPROD_ROWS 256
+/* A column matrix of more than twice this many elements is made in panels
+ * of output rows of at most this many (conv.c: "Big column matrices"). */
+#define CONV_PANEL_FLOATS (INT64_C(1) << 16)
+
+/* Unit strides and dilations, not 1x1-direct, and output rows at least 4x
+ * the window's width: the product on the wide grid (conv.c: "Unit strides") */
+static bool wide_fits(const dev_conv_shape *s, bool direct)
+{
+    const int64_t *p = s->p;
+    return !direct && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1 && (s->KW - 1) * 4 <= s->OW;
+}
+
+static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
+{
+    const int64_t *p = s->p, G = p[8];
+    dev_dw d = {.N = s->N, .C = s->C, .M = s->O / G, .H = s->H, .W = s->W, .KH = s->KH, .KW = s->KW, .OH = s->OH,
+                .OW = s->OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3], .dh = p[6], .dw = p[7]};
+    if (s->dtype != TFVM_F32 || !dev_dw_plan(&d, s->Cg, G))
+        return false;
+    plan->kernel = DEV_CONV_DEPTHWISE;
+    plan->dw = d;
+    plan->items = dev_dw_items(&d);
+    return true;
+}
+
+/* f32 at unit strides and dilations: a kernel without im2col (convf32.h) */
+static bool plan_f32(const dev_conv_shape *s, bool direct, dev_conv_plan *plan)
+{
+    const int64_t *p = s->p, G = p[8];
+    if (s->dtype != TFVM_F32 || direct || s->Cg * s->KH * s->KW == 0 || p[0] != 1 || p[1] != 1 || p[6] != 1 ||
+        p[7] != 1)
+        return false;
+    if (!dev_cf_choose(&plan->cf, s->Cg, s->H, s->W, G, s->O / G, s->KH, s->KW, p, s->OH, s->OW))
+        return false;
+    plan->kernel = DEV_CONV_F32;
+    return true;
+}
+
+/* Few output positions against many output channels: the transposed
+ * product, images stacked */
+static bool plan_tprod(const dev_conv_shape *s, bool wide, dev_conv_plan *plan)
+{
+    const int64_t G = s->p[8], Og = s->O / G, CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
+    if (s->dtype != TFVM_F32 || G != 1 || wide || OHW >= 64 || Og < 64 || CKK < 64)
+        return false;
+    /* the fewest stacks of at most TPROD_ROWS rows, their images evened
+     * out; a stack stays on our kernel (stacks of 4 images of resnet's
+     * last 3x3 layers would have gone to OpenBLAS, 11% slower) */
+    const int64_t own = dev_kmm_own_rows(Og, CKK) / OHW, most = own < 1 ? 1 : own;
+    const int64_t rows = TPROD_ROWS / OHW < most ? TPROD_ROWS : most * OHW;
+    const int64_t stacks = (s->N * OHW + rows - 1) / rows;
+    plan->kernel = DEV_CONV_TPROD;
+    plan->timgs = (s->N + stacks - 1) / stacks;
+    plan->items = (s->N + plan->timgs - 1) / plan->timgs;
+    plan->split = plan->items < (int64_t)plan->threads;
+    plan->gemm = dev_kmm_who(TFVM_F32, false, true, plan->timgs * OHW, Og, CKK, Og);
+    return true;
+}
+
+/* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
+static bool plan_panels(const dev_conv_shape *s, bool direct, bool wide, dev_conv_plan *plan)
+{
+    const int64_t G = s->p[8], CKK = s->Cg * s->KH * s->KW, OW = s->OW;
+    if (direct || wide || CKK * s->OH * OW <= 2 * CONV_PANEL_FLOATS)
+        return false;
+    plan->kernel = DEV_CONV_PANELS;
+    plan->prows = CONV_PANEL_FLOATS / (CKK * OW) > 1 ? CONV_PANEL_FLOATS / (CKK * OW) : 1;
+    plan->panels = (s->OH + plan->prows - 1) / plan->prows;
+    plan->items = s->N * G * plan->panels;
+    plan->gemm = dev_kmm_who(s->dtype, false, false, s->O / G, plan->prows * OW, CKK, s->OH * OW);
+    return true;
+}
+
+void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->threads = threads ? threads : 1;
+    const int64_t *p = s->p, G = p[8];
+    if (s->N == 0 || s->O == 0 || s->OH == 0 || s->OW == 0) {
+        plan->kernel = DEV_CONV_EMPTY;
+        return;
+    }
+    /* (image, group) pairs in parallel; fewer pairs than threads run one
+     * after another, each product split over the threads */
+    plan->items = s->N * G;
+    plan->split = plan->items < (int64_t)plan->threads;
+    /* A 1x1 window with unit stride and no padding reads x as it is. */
+    const bool direct = s->KH == 1 && s->KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
+    const bool wide = wide_fits(s, direct);
+    if (plan_depthwise(s, plan) || plan_f32(s, direct, plan) || plan_tprod(s, wide, plan) ||
+        plan_panels(s, direct, wide, plan))
+        return;
+    plan->kernel = direct ? DEV_CONV_DIRECT : wide ? DEV_CONV_WIDE : DEV_CONV_IM2COL;
+    const int64_t ncols = wide ? s->OH * (s->W + p[3] + p[5]) : s->OH * s->OW;
+    plan->gemm = dev_kmm_who(s->dtype, false, false, s->O / G, ncols, s->Cg * s->KH * s->KW, ncols);
+}
+
+/* ---- Pools ------------------------------------------------------------------------- */
+
+void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
+                        dev_pool_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    const int64_t N = xdims[0], C = xdims[1], H = xdims[2], W = xdims[3];
+    const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5], pb = p[6], pr = p[7];
+    const int64_t dh = p[8], dw = p[9];
+    const bool ceil_mode = p[10], cip = p[11];
+    if (N == 0 || C == 0 || OH == 0 || OW == 0) {
+        plan->kernel = DEV_POOL_EMPTY;
+        return;
+    }
+    if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
+        dev_kfloat(dtype)) {
+        plan->kernel = DEV_POOL_2X2;
+        plan->avx512 = dtype == TFVM_F32 && have_avx512();
+        return;
+    }
+    if (dtype == TFVM_F32 && !avg) {
+        /* every f32 max pool through the depthwise grid (dwconv.c) */
+        dev_dw d = {.N = N, .C = C, .M = 1, .H = H, .W = W, .KH = kh, .KW = kw, .OH = OH, .OW = OW, .sh = sh,
+                    .sw = sw, .pt = pt, .pl = pl, .dh = dh, .dw = dw, .max = true};
+        if (dev_dw_plan(&d, 1, C)) {
+            plan->kernel = DEV_POOL_GRID;
+            plan->dw = d;
+            return;
+        }
+    }
+    plan->kernel = dh != 1 || dw != 1 || ceil_mode || cip ? DEV_POOL_GENERAL : DEV_POOL_WINDOWS;
+}
+
+/* ---- In words ---------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *buf;
+    size_t size, len;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) UT_PRINTF(2, 3);
+static void put(sbuf *b, const char *fmt, ...)
+{
+    if (b->len >= b->size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(b->buf + b->len, b->size - b->len, fmt, ap);
+    va_end(ap);
+    b->len = n < 0 ? b->size : b->len + (size_t)n > b->size ? b->size : b->len + (size_t)n;
+}
+
+static const char *dw_path_name(const dev_dw *d)
+{
+    static const char *const names[3] = {"AVX-512", "AVX2", "portable"};
+    return names[d->path >= 0 && d->path < 3 ? d->path : 2];
+}
+
+static const char *gemm_name(dev_kmm_code c)
+{
+    return c == DEV_KMM_OWN ? "own kernel" : c == DEV_KMM_BLAS ? "OpenBLAS" : "integer loop";
+}
+
+static void dw_words(sbuf *b, const dev_dw *d)
+{
+    if (d->cb)
+        put(b, "channel blocks of %lld, %s", (long long)d->cb, dw_path_name(d));
+    else
+        put(b, "plane by plane on a wide grid, %s", dw_path_name(d));
+}
+
+/* What one F32 plan's parts of an image are (dev_cf_parts) */
+static const char *cf_parts_name(const dev_cf *cf)
+{
+    return cf->kind == DEV_CF_WINO ? (cf->nob ? "output channel blocks" : "tile rows")
+           : cf->kind == DEV_CF_FLAT ? "pixel runs"
+                                     : "output rows";
+}
+
+static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known)
+{
+    const int64_t G = s->p[8];
+    switch (plan->kernel) {
+    case DEV_CONV_EMPTY: put(b, "empty result, nothing to compute"); return;
+    case DEV_CONV_DEPTHWISE:
+        put(b, "depthwise, ");
+        dw_words(b, &plan->dw);
+        return;
+    case DEV_CONV_F32:
+        put(b, "%s, %s", plan->cf.kind == DEV_CF_WINO ? "Winograd F(2x2, 3x3)"
+                         : plan->cf.kind == DEV_CF_FLAT ? "direct f32 kernel, flat"
+                                                        : "direct f32 kernel by rows",
+            dev_cf_isa_name(&plan->cf));
+        break;
+    case DEV_CONV_TPROD:
+        if (batch_known)
+            put(b, "transposed product y = col^T @ w^T, %lld image%s a product", (long long)plan->timgs,
+                plan->timgs == 1 ? "" : "s");
+        else
+            put(b, "transposed product y = col^T @ w^T, images stacked");
+        break;
+    case DEV_CONV_PANELS:
+        put(b, "im2col in panels of %lld output row%s", (long long)plan->prows, plan->prows == 1 ? "" : "s");
+        break;
+    case DEV_CONV_DIRECT: put(b, "1x1 product w @ x"); break;
+    case DEV_CONV_WIDE:
+        put(b, "wide product w @ col on %lld x %lld", (long long)s->OH, (long long)(s->W + s->p[3] + s->p[5]));
+        break;
+    default: put(b, "im2col, w @ col"); break;
+    }
+    if (plan->kernel != DEV_CONV_F32)
+        put(b, ", %s", gemm_name(plan->gemm));
+    if (G > 1)
+        put(b, ", %lld groups", (long long)G);
+}
+
+static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s)
+{
+    const long long items = (long long)plan->items;
+    if (plan->threads == 1) {
+        put(b, "; 1 thread");
+        return;
+    }
+    put(b, "; %u threads: ", plan->threads);
+    const char *what = s->p[8] > 1 ? "image-group pairs" : "images";
+    switch (plan->kernel) {
+    case DEV_CONV_DEPTHWISE:
+        put(b, "%lld %s in parallel", items, plan->dw.cb ? "channel blocks of an image" : "output planes");
+        break;
+    case DEV_CONV_F32:
+        if (plan->split)
+            put(b, "each image's %lld %s shared out", (long long)dev_cf_parts(&plan->cf), cf_parts_name(&plan->cf));
+        else
+            put(b, "%lld %s in parallel", items, what);
+        break;
+    case DEV_CONV_TPROD:
+        if (plan->split)
+            put(b, "each product split");
+        else
+            put(b, "%lld products in parallel", items);
+        break;
+    case DEV_CONV_PANELS: put(b, "%lld panels in parallel", items); break;
+    default:
+        if (plan->split)
+            put(b, "each product split");
+        else
+            put(b, "%lld %s in parallel", items, what);
+        break;
+    }
+}
+
+const char *dev_conv_plan_str(const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known, char *buf,
+                              size_t size)
+{
+    sbuf b = {buf, size, 0};
+    if (size)
+        buf[0] = '\0';
+    conv_kernel_words(&b, plan, s, batch_known);
+    if (batch_known && plan->kernel != DEV_CONV_EMPTY)
+        conv_thread_words(&b, plan, s);
+    return buf;
+}
+
+const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
+{
+    sbuf b = {buf, size, 0};
+    if (size)
+        buf[0] = '\0';
+    switch (plan->kernel) {
+    case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
+    case DEV_POOL_2X2:
+        put(&b, "2x2 windows at stride 2, %s; planes in parallel", plan->avx512 ? "AVX-512" : "two rows at a time");
+        break;
+    case DEV_POOL_GRID:
+        put(&b, "depthwise max, ");
+        dw_words(&b, &plan->dw);
+        put(&b, "; in parallel");
+        break;
+    case DEV_POOL_GENERAL: put(&b, "general window loop; 1 thread"); break;
+    default: put(&b, "window loop; 1 thread"); break;
+    }
+    return buf;
+}
+
+/* ---- Counting, for tests ------------------------------------------------------------ */
+
+static atomic_bool counting;
+static atomic_uint_least64_t counts[DEV_CONV_KERNELS];
+
+void dev_conv_count(bool on)
+{
+    for (int k = 0; k < DEV_CONV_KERNELS; k++)
+        atomic_store(&counts[k], 0);
+    atomic_store(&counting, on);
+}
+
+uint64_t dev_conv_counted(dev_conv_kernel k) { return atomic_load(&counts[k]); }
+
+void dev_conv_took(dev_conv_kernel k)
+{
+    if (atomic_load_explicit(&counting, memory_order_relaxed))
+        atomic_fetch_add(&counts[k], 1);
+}

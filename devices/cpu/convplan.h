@@ -1,0 +1,94 @@
+/* devices/cpu/convplan.h — which kernel and layout the CPU backend runs for
+ * a convolution or a pool, and how it splits the work over threads: decided
+ * here alone, from the shapes, the dtype, this CPU's instruction set and the
+ * thread count. The kernels (conv.c) follow the plan; `tfvm check` prints it
+ * (analysis, tfvm_facts_kernel), so the two cannot disagree. docs/check.md
+ * describes each kernel and when it is chosen. */
+#ifndef TFVM_CPU_CONVPLAN_H
+#define TFVM_CPU_CONVPLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices/cpu/convf32.h"
+#include "devices/cpu/dwconv.h"
+#include "devices/cpu/kern.h"
+
+/* A convolution's operands, as the kernel has checked them: x [N, C, H, W],
+ * w [O, Cg, KH, KW], p = [sh, sw, pt, pl, pb, pr, dh, dw, groups], the
+ * output OH x OW. */
+typedef struct dev_conv_shape {
+    uint8_t dtype;
+    int64_t N, C, H, W, O, Cg, KH, KW, OH, OW;
+    int64_t p[9];
+} dev_conv_shape;
+
+/* The kernels of conv.c. The gemm-based ones compute products w @ col
+ * (per image and group) by plan.gemm's code. */
+typedef enum dev_conv_kernel {
+    DEV_CONV_EMPTY,     /* an empty result: nothing to compute */
+    DEV_CONV_DEPTHWISE, /* dwconv.h, plan.dw: channel blocks or planes on a wide grid */
+    DEV_CONV_F32,       /* convf32.h, plan.cf: Winograd F(2x2, 3x3), flat or by rows */
+    DEV_CONV_TPROD,     /* few output positions: y = col^T @ w^T, timgs images a product */
+    DEV_CONV_PANELS,    /* a big column matrix: im2col in panels of prows output rows */
+    DEV_CONV_DIRECT,    /* 1x1, unit strides, no pads: x is the column matrix */
+    DEV_CONV_WIDE,      /* unit strides: the product on the wide grid OH x (W + pads) */
+    DEV_CONV_IM2COL,    /* the column matrix of an image, then the product */
+    DEV_CONV_KERNELS
+} dev_conv_kernel;
+
+typedef struct dev_conv_plan {
+    dev_conv_kernel kernel;
+    dev_kmm_code gemm;  /* who computes the products (not DEPTHWISE, F32) */
+    bool split;         /* fewer items (images x groups, or stacks) than threads:
+                           one at a time, each split over the threads */
+    unsigned threads;
+    int64_t items;      /* what runs in parallel: images x groups, depthwise
+                           items, stacks or panels of every item */
+    int64_t timgs;      /* TPROD: images stacked in one product */
+    int64_t prows;      /* PANELS: output rows per panel */
+    int64_t panels;     /* PANELS: panels per image and group */
+    dev_dw dw;          /* DEPTHWISE: its layout and path (sizes, no data) */
+    dev_cf cf;          /* F32: its kind and sizes (weights not prepared) */
+} dev_conv_plan;
+
+/* The plan for s on `threads` threads (dev_par_width() in a kernel). */
+void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan *plan);
+
+/* The kernels of dev_cpu_pool. */
+typedef enum dev_pool_kernel {
+    DEV_POOL_EMPTY,   /* an empty result */
+    DEV_POOL_2X2,     /* 2x2 windows at stride 2, no pads, floats: two rows at a time */
+    DEV_POOL_GRID,    /* f32 MAXPOOL through the depthwise kernel (plan.dw) */
+    DEV_POOL_GENERAL, /* dilations, ceil mode or count_include_pad: the general loop */
+    DEV_POOL_WINDOWS, /* the window loop, 2x2 and 3x3 unrolled */
+    DEV_POOL_KERNELS
+} dev_pool_kernel;
+
+typedef struct dev_pool_plan {
+    dev_pool_kernel kernel;
+    bool avx512; /* 2X2 on f32: the AVX-512 code */
+    dev_dw dw;   /* GRID */
+} dev_pool_plan;
+
+/* x [N, C, H, W] pooled by p = [kh, kw, sh, sw, pt, pl, pb, pr, dh, dw,
+ * ceil_mode, count_include_pad] into OH x OW, as dev_cpu_pool has checked. */
+void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
+                        dev_pool_plan *plan);
+
+/* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
+ * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With
+ * batch_known false (the batch dim is `?`) what depends on it is left out. */
+const char *dev_conv_plan_str(const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known, char *buf,
+                              size_t size);
+const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size);
+
+/* Tests (test_fused): counting what the kernels of conv.c take. While on,
+ * each CONV2D adds 1 to the count of the kernel that computed its first
+ * item (dev_conv_took, called by that kernel); dev_conv_count resets. */
+void dev_conv_count(bool on);
+uint64_t dev_conv_counted(dev_conv_kernel k);
+void dev_conv_took(dev_conv_kernel k);
+
+#endif
