@@ -61,6 +61,23 @@ const char *tfvm_facts_line(const tfvm_facts *f, uint32_t i, char *buf, size_t s
     return buf;
 }
 
+const char *tfvm_facts_kernel(const tfvm_facts *f, uint32_t i, int threads, char *buf, size_t size)
+{
+    if (!size)
+        return buf;
+    buf[0] = '\0';
+    if (!f || i >= f->F.p->n_insts)
+        return buf;
+    unsigned n = threads > 0 ? (unsigned)threads : 1;
+    if (threads <= 0) {
+        /* one per physical core, as a VM's tfvm_config.threads 0 */
+        ut_topo *t = ut_topo_load();
+        n = ut_topo_cores(t);
+        ut_topo_free(t);
+    }
+    return an_kernel_plan(&f->F, i, n > 1024 ? 1024 : n, buf, size);
+}
+
 size_t tfvm_facts_conflict_count(const tfvm_facts *f) { return f ? f->F.n_conflicts : 0; }
 
 uint32_t tfvm_facts_conflict(const tfvm_facts *f, size_t k, const char **message)

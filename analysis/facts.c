@@ -687,6 +687,28 @@ static void input_facts(an *A, uint32_t i, isa_fact *in)
     }
 }
 
+void isa_facts_input(const isa_facts *F, uint32_t i, uint32_t k, isa_fact *out)
+{
+    const isa_program *p = F->p;
+    const isa_inst *ins = &p->insts[i];
+    if ((int)k == isa_imm_port(ins)) {
+        an A = {.F = (isa_facts *)F, .p = p};
+        *out = const_fact(&A, &p->consts[ins->b]);
+        return;
+    }
+    *out = fact_none();
+    for (uint32_t j = 0; j < p->n_insts; j++) {
+        const isa_inst *src = &p->insts[j];
+        for (uint32_t e = src->edge_first; e < src->edge_first + src->n_edges; e++)
+            if (p->edges[e].inst == i && p->edges[e].port == k)
+                fact_join(out, &F->out[F->first[j] + p->edges[e].out]);
+    }
+}
+
+void isa_fact_release(isa_fact *f) { fact_release(f); }
+
+int isa_fact_ints(const isa_fact *f, int64_t *out, int max) { return ints_of(f, out, max); }
+
 static uint32_t max_ports(const isa_program *p)
 {
     uint32_t m = 0;

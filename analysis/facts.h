@@ -61,11 +61,27 @@ static inline const isa_fact *isa_facts_of(const isa_facts *F, uint32_t i, uint3
     return &F->out[F->first[i] + k];
 }
 
+/* The fact of instruction i's input port k: the join of its producers'
+ * outputs (a constant operand: that constant's). Release it with
+ * isa_fact_release. */
+void isa_facts_input(const isa_facts *F, uint32_t i, uint32_t k, isa_fact *out);
+void isa_fact_release(isa_fact *f);
+/* The integers of f's known value (a scalar or a vector of at most max):
+ * how many, or -1 when it is unknown or not integers. */
+int isa_fact_ints(const isa_fact *f, int64_t *out, int max);
+
 /* "f32[64, ?]", "i32" (a scalar), "f32[..]" (unknown rank), "?" (nothing
  * known), "none" (never live). */
 const char *isa_fact_str(const isa_fact *f, char *buf, size_t size);
 /* The known value in NumPy's form ("[1, 8, 1, 1]", "3", "2.5"), "" if none. */
 const char *isa_fact_value_str(const isa_fact *f, char *buf, size_t size);
+
+/* How the CPU backend computes instruction i, a CONV2D, FUSED_CONV2D,
+ * MAXPOOL or AVGPOOL without a conflict whose operands' shapes are known (a
+ * batch dim may not be), on `threads` threads: the kernels' own plan
+ * (devices/cpu/convplan.h) in words into buf; "" for any other instruction.
+ * analysis/plan.c. Returns buf. */
+const char *an_kernel_plan(const isa_facts *F, uint32_t i, unsigned threads, char *buf, size_t size);
 
 /* The load-time check (loader/api.c, after verification): the first conflict
  * of an instruction that runs unconditionally and whose shapes conflict,

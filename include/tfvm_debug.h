@@ -120,6 +120,14 @@ TFVM_API void tfvm_facts_free(tfvm_facts *f);
 /* Instruction i's outputs' facts as `tfvm check` prints them: "f32[2, ?]",
  * "i32 = 5", one per output joined by "; ", "-" for no outputs. */
 TFVM_API const char *tfvm_facts_line(const tfvm_facts *f, uint32_t i, char *buf, size_t size);
+/* How the CPU backend will compute instruction i when it is a CONV2D,
+ * FUSED_CONV2D, MAXPOOL or AVGPOOL whose operands' shapes are known: the
+ * kernel and layout its kernels choose, and how they split the work over
+ * `threads` threads (0: one per physical core, as tfvm_config.threads),
+ * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel"
+ * (docs/check.md lists them); "" for other instructions or unknown shapes.
+ * Returns buf. */
+TFVM_API const char *tfvm_facts_kernel(const tfvm_facts *f, uint32_t i, int threads, char *buf, size_t size);
 /* The conflicts, in instruction order: how many, and conflict k's
  * instruction (its message into *message, valid as long as f). */
 TFVM_API size_t tfvm_facts_conflict_count(const tfvm_facts *f);

@@ -19,20 +19,28 @@ const char *const cli_usage_check =
     "conflict, an instruction that fails whenever it runs, one line on stderr\n"
     "(\"tfvm: FILE: matmul_10_19 (MATMUL): inner dims differ: f32[64, 784] @\n"
     "f32[512, 10]\"), and exit status 1. FILE is any format `tfvm run` takes.\n"
+    "A convolution or pool whose shapes are known ends with how the CPU backend\n"
+    "computes it: \"cpu: Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in\n"
+    "parallel\" (docs/check.md lists the kernels).\n"
     "\n"
     "options:\n"
     "  --entry NAME     .tfg: the function compiled as the entry point (default main)\n"
     "  --outputs LIST   .pb: the results (a,b:1)\n"
+    "  --threads N      the threads the CPU plans are for (default: one per physical\n"
+    "                   core, or TFVM_THREADS, as `tfvm run`)\n"
     "  -h, --help       show this help\n";
 
-static void ck_print(const tfvm_program *p, const tfvm_facts *F)
+static void ck_print(const tfvm_program *p, const tfvm_facts *F, int threads)
 {
     for (uint32_t i = 0; i < tfvm_program_inst_count(p); i++) {
-        char label[96], line[1024];
+        char label[96], line[1024], plan[256];
         tfvm_inst_info info;
         tfvm_program_inst(p, i, &info);
-        printf("%-24s %-14s %s\n", tfvm_inst_label(p, i, label, sizeof label), info.op,
+        printf("%-24s %-14s %s", tfvm_inst_label(p, i, label, sizeof label), info.op,
                tfvm_facts_line(F, i, line, sizeof line));
+        if (*tfvm_facts_kernel(F, i, threads, plan, sizeof plan))
+            printf("  cpu: %s", plan);
+        putchar('\n');
     }
 }
 
@@ -65,13 +73,18 @@ void cli_facts_free(char **lines, size_t n)
 int cli_check(int argc, char **argv)
 {
     static const cli_opt opts[] = {{"-e", "--entry", "needs a function name"},
-                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"}};
+                                   {NULL, "--outputs", "needs a list of tensor names (a,b:1)"},
+                                   {NULL, "--threads", "needs an integer from 1 to 1024"}};
     cli_args o;
     int prc = cli_parse("check", cli_usage_check, opts, sizeof opts / sizeof opts[0], CLI_ONE_FILE, argc, argv, &o);
     if (prc)
         return prc < 0 ? 0 : prc;
     const char *in = o.pos[0], *entry = o.val[0], *outputs = o.val[1];
+    int threads;
+    prc = cli_threads("check", o.val[2], &threads);
     cli_args_free(&o); /* the strings live in argv */
+    if (prc)
+        return prc;
     tfvm_error err;
     tfvm_program *prog = NULL;
     if (cli_load_program(in, entry, outputs, &prog, &err) != TFVM_OK) {
@@ -92,7 +105,7 @@ int cli_check(int argc, char **argv)
         fprintf(stderr, "tfvm: %s\n", err.message);
         rc = 1;
     } else {
-        ck_print(prog, F);
+        ck_print(prog, F, threads);
         fflush(stdout);
         for (size_t k = 0; k < tfvm_facts_conflict_count(F); k++) {
             const char *msg;

@@ -976,7 +976,7 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         return st;
     const int64_t planes = N * C;
     dev_pool_plan plan;
-    dev_pool_plan_make(x->dtype, avg, x->dims, p, OH, OW, &plan);
+    dev_pool_plan_make(x->dtype, avg, x->dims, p, OH, OW, dev_par_width(), &plan);
     if (plan.kernel == DEV_POOL_EMPTY) {
         *out = r;
         return TFVM_OK;

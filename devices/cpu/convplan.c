@@ -120,9 +120,10 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
 /* ---- Pools ------------------------------------------------------------------------- */
 
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
-                        dev_pool_plan *plan)
+                        unsigned threads, dev_pool_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
+    plan->threads = threads ? threads : 1;
     const int64_t N = xdims[0], C = xdims[1], H = xdims[2], W = xdims[3];
     const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5], pb = p[6], pr = p[7];
     const int64_t dh = p[8], dw = p[9];
@@ -287,17 +288,22 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         buf[0] = '\0';
     switch (plan->kernel) {
     case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
-    case DEV_POOL_2X2:
-        put(&b, "2x2 windows at stride 2, %s; planes in parallel", plan->avx512 ? "AVX-512" : "two rows at a time");
-        break;
+    case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "two rows at a time"); break;
     case DEV_POOL_GRID:
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);
-        put(&b, "; in parallel");
         break;
-    case DEV_POOL_GENERAL: put(&b, "general window loop; 1 thread"); break;
-    default: put(&b, "window loop; 1 thread"); break;
+    case DEV_POOL_GENERAL: put(&b, "general window loop"); break;
+    default: put(&b, "window loop"); break;
     }
+    const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_GRID;
+    if (plan->kernel == DEV_POOL_EMPTY)
+        return buf;
+    if (plan->threads == 1 || !parallel)
+        put(&b, "; 1 thread");
+    else
+        put(&b, "; %u threads: %s in parallel", plan->threads,
+            plan->kernel == DEV_POOL_GRID && plan->dw.cb ? "channel blocks" : "planes");
     return buf;
 }
 

@@ -69,13 +69,15 @@ typedef enum dev_pool_kernel {
 typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
     bool avx512; /* 2X2 on f32: the AVX-512 code */
+    unsigned threads;
     dev_dw dw;   /* GRID */
 } dev_pool_plan;
 
 /* x [N, C, H, W] pooled by p = [kh, kw, sh, sw, pt, pl, pb, pr, dh, dw,
- * ceil_mode, count_include_pad] into OH x OW, as dev_cpu_pool has checked. */
+ * ceil_mode, count_include_pad] into OH x OW, as dev_cpu_pool has checked,
+ * on `threads` threads. */
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
-                        dev_pool_plan *plan);
+                        unsigned threads, dev_pool_plan *plan);
 
 /* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
  * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With
