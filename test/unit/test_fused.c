@@ -8,6 +8,7 @@
 
 #include "devices/cpu/act.h"
 #include "devices/cpu/convf32.h"
+#include "devices/cpu/convplan.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/sgemm.h"
@@ -689,7 +690,7 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 8, 9, 10), DIMS(8, 8, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 9, 7, 6), DIMS(10, 9, 3, 3), DIMS(1, 1, 0, 2, 1, 0, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(12, 8, 6, 6), DIMS(8, 8, 3, 3), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
-            /* column matrices past conv.c's CONV_PANEL_FLOATS: im2col by panels of
+            /* column matrices past convplan.c's CONV_PANEL_FLOATS: im2col by panels of
              * output rows (a resnet-like 7x7 stride-2 stem; two images of two
              * groups, the last panel shorter) */
             conv_case(dt, acts[ai], DIMS(1, 3, 61, 61), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
@@ -720,7 +721,7 @@ START_TEST(test_conv_exact)
 END_TEST
 
 /* Few output positions: the transposed product stacks the positions of
- * several images in one product (conv.c, TPROD_ROWS): 11 images of 5x5
+ * several images in one product (convplan.c, TPROD_ROWS): 11 images of 5x5
  * outputs make two stacks (6 and 5 images), through a 1x1 convolution (x
  * transposed) and a 3x3 stride-2 one (windows as rows). Exact on small
  * integers, and on arbitrary floats every image gets the bits it gets
@@ -1163,6 +1164,70 @@ START_TEST(test_parallel_paths)
 }
 END_TEST
 
+/* The planner's choice (convplan.c) is the kernel that runs: a convolution
+ * of each kind, on one thread and under the runner (where fewer images than
+ * threads split each one), counts one first item in the kernel it planned
+ * and none in any other. */
+static const struct {
+    const char *name;
+    dev_conv_kernel kernel;
+    uint8_t dt;
+    int64_t x[4], w[4], p[9];
+} plan_cases[] = {
+    {"empty batch", DEV_CONV_EMPTY, F32, {0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"depthwise", DEV_CONV_DEPTHWISE, F32, {1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
+    {"winograd", DEV_CONV_F32, F32, {2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"flat", DEV_CONV_F32, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"tprod 1x1", DEV_CONV_TPROD, F32, {11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {"tprod 3x3 /2", DEV_CONV_TPROD, F32, {2, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {"panels", DEV_CONV_PANELS, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
+    {"1x1", DEV_CONV_DIRECT, F32, {2, 3, 4, 4}, {5, 3, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {"wide 5x5", DEV_CONV_WIDE, F32, {1, 8, 7, 16}, {3, 8, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
+    {"wide f64", DEV_CONV_WIDE, F64, {2, 3, 9, 10}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"wide i32", DEV_CONV_WIDE, I32, {2, 3, 9, 10}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"im2col /2", DEV_CONV_IM2COL, F32, {1, 3, 11, 70}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {"im2col groups", DEV_CONV_IM2COL, F64, {1, 4, 7, 6}, {6, 2, 2, 3}, {2, 1, 1, 0, 2, 1, 2, 1, 2}},
+};
+
+static int64_t out_dim(int64_t in, int64_t p0, int64_t p1, int64_t k, int64_t d, int64_t s)
+{
+    return (in + p0 + p1 - (d * (k - 1) + 1)) / s + 1;
+}
+
+START_TEST(test_conv_plan_taken)
+{
+    for (int threaded = 0; threaded <= 1; threaded++)
+        for (size_t ci = 0; ci < UT_COUNTOF(plan_cases); ci++) {
+            const int64_t *xd = plan_cases[ci].x, *wd = plan_cases[ci].w, *p = plan_cases[ci].p;
+            dev_conv_shape sh = {.dtype = plan_cases[ci].dt, .N = xd[0], .C = xd[1], .H = xd[2], .W = xd[3],
+                                 .O = wd[0], .Cg = wd[1], .KH = wd[2], .KW = wd[3],
+                                 .OH = out_dim(xd[2], p[2], p[4], wd[2], p[6], p[0]),
+                                 .OW = out_dim(xd[3], p[3], p[5], wd[3], p[7], p[1])};
+            memcpy(sh.p, p, sizeof sh.p);
+            if (threaded)
+                dev_par_set_runner(&runner);
+            dev_conv_plan plan;
+            dev_conv_plan_make(&sh, dev_par_width(), &plan);
+            ck_assert_msg(plan.kernel == plan_cases[ci].kernel, "%s%s: planned kernel %d, want %d",
+                          plan_cases[ci].name, threaded ? " (threads)" : "", (int)plan.kernel,
+                          (int)plan_cases[ci].kernel);
+            dev_value in[3] = {big(sh.dtype, 4, xd, 1), big(sh.dtype, 4, wd, 2), ivec(p, 9)}, o;
+            dev_conv_count(true);
+            const tfvm_status st = dev_cpu_tensor(ISA_CONV2D, 0, in, 3, &o, NULL, msg, sizeof msg);
+            dev_par_set_runner(NULL);
+            ck_assert_msg(st == TFVM_OK, "%s: %s", plan_cases[ci].name, msg);
+            for (int k = 0; k < DEV_CONV_KERNELS; k++)
+                ck_assert_msg(dev_conv_counted((dev_conv_kernel)k) == (k == (int)plan.kernel),
+                              "%s%s: kernel %d ran %llu times (planned %d)", plan_cases[ci].name,
+                              threaded ? " (threads)" : "", k,
+                              (unsigned long long)dev_conv_counted((dev_conv_kernel)k), (int)plan.kernel);
+            dev_conv_count(false);
+            dev_value_release(&o);
+            release_all(in, 3);
+        }
+}
+END_TEST
+
 /* The 2x2 stride-2 pooling path against the general one (a 12-entry p with
  * explicit dilation 1 takes the same shape through the general loop only
  * when ceil_mode is set, so compare with hand values instead). */
@@ -1271,6 +1336,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
+    tcase_add_test(tc, test_conv_plan_taken);
     tcase_add_test(tc, test_pool2);
     tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);
