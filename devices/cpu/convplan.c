@@ -245,7 +245,7 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
     const char *what = s->p[8] > 1 ? "image-group pairs" : "images";
     switch (plan->kernel) {
     case DEV_CONV_DEPTHWISE:
-        put(b, "%lld %s in parallel", items, plan->dw.cb ? "channel blocks of an image" : "output planes");
+        put(b, "%lld %s in parallel", items, plan->dw.cb ? "channel blocks" : "output planes");
         break;
     case DEV_CONV_F32:
         if (plan->split)
@@ -288,7 +288,7 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         buf[0] = '\0';
     switch (plan->kernel) {
     case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
-    case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "two rows at a time"); break;
+    case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
     case DEV_POOL_GRID:
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);

@@ -458,4 +458,16 @@ w true:   0.500 -1.250  2.000  0.750 -0.500  1.500 -2.000  0.250"
         no "examples/coexec does not build: $(cat "$TMP/coexec.log")"
     fi
 fi
+# `tfvm check` ends each convolution's and pool's line with the CPU
+# backend's plan (docs/check.md): one of each kind, on 2 threads, exactly as
+# expected but for the instruction set and its vector length, the machine's.
+# Where the batch is `?` (examples/cnn.tfg) the plan says nothing of it.
+isa() { sed -E 's/AVX-512|AVX2|portable/ISA/g; s/channel blocks of [0-9]+/channel blocks of VL/g'; }
+got=$("$TFVM" check --threads 2 test/e2e/check/convs.tfg | isa)
+[ "$got" = "$(cat test/e2e/check/convs.expected)" ] ||
+    no "tfvm check convs.tfg: $(echo "$got" | diff - test/e2e/check/convs.expected)"
+got=$("$TFVM" check --threads 2 examples/cnn.tfg | grep '^c2 ' | isa)
+[ "$got" = "c2                       FUSED_CONV2D   f32[?, 16, 14, 14]  cpu: Winograd F(2x2, 3x3), ISA" ] ||
+    no "tfvm check examples/cnn.tfg: '$got'"
+
 exit $status
