@@ -345,6 +345,80 @@ START_TEST(public_call)
 }
 END_TEST
 
+/* The CPU backend's plan (tfvm_facts_kernel, docs/check.md): for a
+ * convolution or pool whose shapes are known, on the threads asked for, the
+ * batch's part left out where it is `?`; nothing for other instructions, a
+ * convolution of unknown shapes or one that conflicts (an_kernel_plan, and
+ * the public call). f64, so that no line depends on the CPU's instruction
+ * set. */
+START_TEST(kernel_plans)
+{
+    analyse("entry main(x: f64[2, 3, 9, 10], u: f64[?, 3, 9, 10], w: f64[4, 3, 3, 3], v: f64[...]) "
+            "-> (a: f64[], b: f64[], c: f64[], d: f64[], e: f64[]) {\n"
+            "    x  = ARG 0\n"
+            "    u  = ARG 1\n"
+            "    w  = ARG 2\n"
+            "    v  = ARG 3\n"
+            "    p  = CONST i64[9] [1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            "    s2 = CONST i64[9] [2, 2, 1, 1, 1, 1, 1, 1, 1]\n"
+            "    pp = CONST i64[8] [3, 3, 1, 1, 1, 1, 1, 1]\n"
+            "    c1 = CONV2D (x, w, p)\n"
+            "    c2 = CONV2D (u, w, s2)\n"
+            "    c3 = CONV2D (x, v, p)\n"
+            "    c4 = CONV2D (c1, w, p)\n"
+            "    ap = AVGPOOL (x, pp)\n"
+            "         RESULT 0 (c1)\n"
+            "         RESULT 1 (c2)\n"
+            "         RESULT 2 (c3)\n"
+            "         RESULT 3 (c4)\n"
+            "         RESULT 4 (ap)\n"
+            "}\n");
+    static const struct {
+        const char *name;
+        unsigned threads;
+        const char *want;
+    } cases[] = {
+        {"c1", 1, "wide product w @ col on 9 x 12, OpenBLAS; 1 thread"},
+        {"c1", 2, "wide product w @ col on 9 x 12, OpenBLAS; 2 threads: 2 images in parallel"},
+        {"c1", 3, "wide product w @ col on 9 x 12, OpenBLAS; 3 threads: each product split"},
+        {"c2", 2, "im2col, w @ col, OpenBLAS"},
+        {"c3", 1, ""}, /* w of unknown rank */
+        {"c4", 1, ""}, /* 4 channels into a convolution over 3: a conflict */
+        {"ap", 2, "window loop; 1 thread"},
+        {"x", 1, ""},
+        {"p", 1, ""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char buf[256];
+        an_kernel_plan(&facts, inst(cases[k].name), cases[k].threads, buf, sizeof buf);
+        ck_assert_msg(strcmp(buf, cases[k].want) == 0, "%s on %u threads: '%s', want '%s'", cases[k].name,
+                      cases[k].threads, buf, cases[k].want);
+    }
+    done();
+    /* through the public header, cut to the buffer */
+    static const char one[] = "entry main(x: f64[2, 3, 9, 10], w: f64[4, 3, 3, 3]) -> (a: f64[]) {\n"
+                              "    x  = ARG 0\n"
+                              "    w  = ARG 1\n"
+                              "    p  = CONST i64[9] [1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+                              "    c1 = CONV2D (x, w, p)\n"
+                              "         RESULT 0 (c1)\n"
+                              "}\n";
+    tfvm_program *p = NULL;
+    tfvm_error err;
+    ck_assert_int_eq(tfvm_program_assemble(one, strlen(one), "one.tfasm", NULL, &p, &err), TFVM_OK);
+    tfvm_facts *f;
+    ck_assert_int_eq(tfvm_program_facts(p, &f, &err), TFVM_OK);
+    char buf[256], tiny[8];
+    ck_assert_str_eq(tfvm_facts_kernel(f, 3, 2, buf, sizeof buf),
+                     "wide product w @ col on 9 x 12, OpenBLAS; 2 threads: 2 images in parallel");
+    ck_assert_str_eq(tfvm_facts_kernel(f, 3, 1, tiny, sizeof tiny), "wide pr");
+    ck_assert_str_eq(tfvm_facts_kernel(f, 0, 1, buf, sizeof buf), "");
+    ck_assert_str_eq(tfvm_facts_kernel(f, 99, 1, buf, sizeof buf), "");
+    tfvm_facts_free(f);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* Bytecode is verified on load, not analysed: the conflicting program's
  * .tfvm bytes load (the run would fail at mm), and the load-time check runs
  * only when asked (tfvm_open_options.check_bytecode; unchecked wins). */
@@ -438,6 +512,7 @@ int main(void)
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, load_time);
     tcase_add_test(tc, public_call);
+    tcase_add_test(tc, kernel_plans);
     tcase_add_test(tc, bytecode_not_analysed);
     tcase_add_test(tc, nomem);
     suite_add_tcase(s, tc);
