@@ -619,7 +619,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     conv_job job = {.x = x->data, .w = w->data, .o = o, .p = p, .ep = ep, .alloc = k->alloc,
                     .dtype = x->dtype, .esz = dev_kesize(x->dtype), .N = N, .C = C, .H = H, .W = W, .O = O,
                     .Cg = Cg, .G = G, .KH = KH, .KW = KW, .OH = OH, .OW = OW, .split = plan.split,
-                    .direct = plan.kernel == DEV_CONV_DIRECT, .wide = plan.kernel == DEV_CONV_WIDE,
+                    .direct = plan.direct, .wide = plan.kernel == DEV_CONV_WIDE,
                     .timgs = plan.timgs, .prows = plan.prows, .panels = plan.panels};
     atomic_init(&job.nomem, false);
     const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);

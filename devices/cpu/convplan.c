@@ -109,6 +109,7 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
     /* A 1x1 window with unit stride and no padding reads x as it is. */
     const bool direct = s->KH == 1 && s->KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
     const bool wide = wide_fits(s, direct);
+    plan->direct = direct;
     if (plan_depthwise(s, plan) || plan_f32(s, direct, plan) || plan_tprod(s, wide, plan) ||
         plan_panels(s, direct, wide, plan))
         return;

@@ -41,6 +41,8 @@ typedef enum dev_conv_kernel {
 typedef struct dev_conv_plan {
     dev_conv_kernel kernel;
     dev_kmm_code gemm;  /* who computes the products (not DEPTHWISE, F32) */
+    bool direct;        /* a 1x1 window, unit strides, no pads: x is the column
+                           matrix as it lies (DIRECT; TPROD transposes it) */
     bool split;         /* fewer items (images x groups, or stacks) than threads:
                            one at a time, each split over the threads */
     unsigned threads;
