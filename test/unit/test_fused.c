@@ -375,7 +375,8 @@ END_TEST
  * the f64 pool loops (conv.c): max is exact in either, so every element
  * must match, NaN where a window holds one and -0 kept. Windows of 3x3 and
  * 2x3 with strides 1-3, pads, dilation 2, ceil mode, a last block of fewer
- * channels, rows wide enough for several strips. */
+ * channels, rows wide enough for several strips; an empty batch (the grid's
+ * work per item once divided by its 0 items: SIGFPE). */
 static const struct {
     int64_t x[4], p[12];
 } mp_cases[] = {
@@ -385,6 +386,7 @@ static const struct {
     {{1, 2, 17, 20}, {2, 3, 3, 2, 1, 2, 0, 1, 2, 2, 0, 0}},
     {{1, 1, 7, 7}, {7, 7, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
     {{1, 18, 40, 300}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
+    {{0, 3, 9, 9}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
 };
 
 START_TEST(test_maxpool_grid)
