@@ -491,6 +491,8 @@ static uint32_t same_dtype_operands(uint32_t op)
         return 1u << 1 | 1u << 2;
     case ISA_FUSED_CONV2D:
         return 1u << 1 | 1u << 3;
+    case ISA_FUSED_CONV2D_ADD:
+        return 1u << 1 | 1u << 3 | 1u << 4;
     case ISA_LSTM_STEP:
     case ISA_GRU_STEP:
         return 1u << 2 | 1u << 3 | 1u << 4;

@@ -86,7 +86,8 @@ const char *an_kernel_plan(const isa_facts *F, uint32_t i, unsigned threads, cha
         return buf;
     buf[0] = '\0';
     const uint32_t op = F->p->insts[i].op;
-    const bool conv = op == ISA_CONV2D || op == ISA_FUSED_CONV2D, pool = op == ISA_MAXPOOL || op == ISA_AVGPOOL;
+    const bool conv = op == ISA_CONV2D || op == ISA_FUSED_CONV2D || op == ISA_FUSED_CONV2D_ADD;
+    const bool pool = op == ISA_MAXPOOL || op == ISA_AVGPOOL;
     if ((!conv && !pool) || has_conflict(F, i))
         return buf;
     isa_fact in[3];

@@ -125,7 +125,8 @@ static bool sure_rule(uint32_t op)
         return true;
     default:
         return op == ISA_TRANSPOSE || op == ISA_RESHAPE || op == ISA_MATMUL || op == ISA_FUSED_MATMUL ||
-               op == ISA_CONV2D || op == ISA_FUSED_CONV2D || op == ISA_MAXPOOL || op == ISA_AVGPOOL;
+               op == ISA_CONV2D || op == ISA_FUSED_CONV2D || op == ISA_FUSED_CONV2D_ADD || op == ISA_MAXPOOL ||
+               op == ISA_AVGPOOL;
     }
 }
 
@@ -1542,6 +1543,19 @@ static void unlink_past(cc_node *n, cc_node **next)
     cc_node_unlink(n);
 }
 
+/* The activation of sum n (whose dtype is d), if any: its last op is n's
+ * user, or a single-use chain of up to 4 ops above it; NULL when none. */
+static cc_node *sum_activation(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am)
+{
+    cc_node *u = S->user[n->id];
+    for (int depth = 0; u && depth < 5; depth++) {
+        if (match_act(S, u, b, d, am) && same_irval(am->y, (cc_irval){n, 0}) && S->uses[n->id] == am->y_uses)
+            return u;
+        u = S->uses[u->id] == 1 ? S->user[u->id] : NULL;
+    }
+    return NULL;
+}
+
 static void fuse_block(cc *C, cc_blk *b, void *ud)
 {
     fuse_state *S = ud;
@@ -1574,18 +1588,8 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
             n = next;
             continue;
         }
-        /* the activation of the sum, if any: its last op is the sum's user,
-         * or a single-use chain of up to 4 ops above it */
         act_match am = {0};
-        cc_node *act = NULL, *target = n, *u = S->user[n->id];
-        for (int depth = 0; u && depth < 5 && !act; depth++) {
-            if (match_act(S, u, b, d, &am) && same_irval(am.y, (cc_irval){n, 0}) && S->uses[n->id] == am.y_uses)
-                act = u;
-            else
-                u = S->uses[u->id] == 1 ? S->user[u->id] : NULL;
-        }
-        if (act)
-            target = act;
+        cc_node *act = sum_activation(S, n, b, d, &am), *target = act ? act : n;
         bool conv = prod->op == ISA_CONV2D;
         cc_irval *in = cc_array(C, conv ? 4 : 3, sizeof *in);
         for (uint32_t k = 0; k < prod->n_in; k++)
@@ -1610,6 +1614,62 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
                 next = reshape->next;
             cc_node_unlink(reshape);
         }
+        S->fused++;
+        n = next;
+    }
+}
+
+/* ---- Residual sums -----------------------------------------------------------------------
+ * A FUSED_CONV2D without an activation whose only use is an ADD of a value
+ * of exactly its type (a ResNet block's shortcut, an inverted residual's
+ * input), and that sum's activation if any (as above), become one
+ * FUSED_CONV2D_ADD: the shortcut and the activation go in the product's
+ * epilogue, while each block of the result is in cache, instead of two
+ * more passes over it. The same bits: the epilogue adds the bias, then r,
+ * then applies the activation, each rounded as the ops were. */
+static bool same_type_known(const cc_vtype *a, const cc_vtype *t)
+{
+    if (!a->tensor || !t->tensor || a->dtype != t->dtype || a->rank != 4 || t->rank != 4)
+        return false;
+    for (int k = 0; k < 4; k++)
+        if (a->dims[k] == ISA_DIM_ANY || a->dims[k] != t->dims[k])
+            return false;
+    return true;
+}
+
+static void fuse_residual_block(cc *C, cc_blk *b, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *n = b->first; n;) {
+        cc_node *next = n->next, *conv = NULL;
+        const uint8_t d = n->n_out ? n->types[0].dtype : 0;
+        cc_irval r = {NULL, 0};
+        for (uint32_t k = 0; k < 2 && !conv && n->kind == CC_N_OP && n->op == ISA_ADD && n->n_in == 2; k++) {
+            cc_node *c = sole_op(S, n->in[k], ISA_FUSED_CONV2D, b);
+            r = cc_resolve(n->in[1 - k]);
+            if (c && !(c->attr & ISA_OPT_ACT_MASK) && r.n != c && same_type_known(&r.n->types[r.k], &c->types[0]))
+                conv = c;
+        }
+        if (!conv) {
+            n = next;
+            continue;
+        }
+        act_match am = {0};
+        cc_node *act = sum_activation(S, n, b, d, &am), *target = act ? act : n;
+        cc_irval *in = cc_array(C, 5, sizeof *in);
+        for (uint32_t k = 0; k < 4; k++)
+            in[k] = cc_resolve(conv->in[k]);
+        in[4] = r;
+        if (act) { /* the sum and the activation's inner ops go; its last op becomes the fused op */
+            for (int k = 0; k < am.n_inner; k++)
+                unlink_past(am.inner[k], &next);
+            unlink_past(n, &next);
+        }
+        target->op = ISA_FUSED_CONV2D_ADD;
+        target->attr = act ? am.act : 0;
+        target->in = in;
+        target->n_in = 5;
+        unlink_past(conv, &next);
         S->fused++;
         n = next;
     }
@@ -1738,6 +1798,12 @@ static void fuse(cc *C, cc_ifn *fn)
     each_block(C, fn->top, count_uses, &S);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, fuse_block, &S);
+    /* the sums' uses again: fusion made nodes */
+    fuse_state R = {0};
+    R.uses = cc_array(C, C->next_node_id + 1, sizeof *R.uses);
+    R.user = cc_array(C, C->next_node_id + 1, sizeof *R.user);
+    each_block(C, fn->top, count_uses, &R);
+    each_block(C, fn->top, fuse_residual_block, &R);
 }
 
 void cc_optimize(cc *C)

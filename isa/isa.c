@@ -30,6 +30,7 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         return bit == ISA_OPT_TRANS_A ? "ta" : bit == ISA_OPT_TRANS_B ? "tb" : NULL;
     case ISA_FUSED_MATMUL:
     case ISA_FUSED_CONV2D:
+    case ISA_FUSED_CONV2D_ADD:
         switch (bit) {
         case ISA_OPT_TRANS_A: return op == ISA_FUSED_MATMUL ? "ta" : NULL;
         case ISA_OPT_TRANS_B: return op == ISA_FUSED_MATMUL ? "tb" : NULL;

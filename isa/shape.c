@@ -299,6 +299,26 @@ static tfvm_status rule_fused_conv2d(rule *c)
     return TFVM_OK;
 }
 
+/* act(CONV2D(x, w, p) + bias[o] + r): r of the result's shape (where known). */
+static tfvm_status rule_fused_conv2d_add(rule *c)
+{
+    tfvm_status st = rule_fused_conv2d(c);
+    if (st != TFVM_OK)
+        return st;
+    const isa_shape *r = &c->x[4], *o = c->o;
+    bool ok = r->rank < 0 || r->rank == 4;
+    for (int k = 0; ok && r->rank == 4 && k < 4; k++)
+        ok = r->dims[k] < 0 || o->dims[k] < 0 || r->dims[k] == o->dims[k];
+    sbuf s[2];
+    if (!ok)
+        return fail(c, "r %s must have the result's shape %s", dstr(r, s[0]), dstr(o, s[1]));
+    /* a dim (or symbol) r knows and the convolution's rule does not */
+    for (int k = 0; r->rank == 4 && k < 4; k++)
+        if (o->dims[k] == ISA_DIM_ANY)
+            c->o->dims[k] = r->dims[k];
+    return TFVM_OK;
+}
+
 /* MAXPOOL, AVGPOOL: p = [kh, kw, sh, sw, pt, pl, pb, pr] (+ [dh, dw, ceil, _]). */
 static tfvm_status rule_pool(rule *c)
 {
@@ -835,6 +855,7 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_FUSED_MATMUL] = rule_fused_matmul,
     [ISA_CONV2D] = rule_conv2d,
     [ISA_FUSED_CONV2D] = rule_fused_conv2d,
+    [ISA_FUSED_CONV2D_ADD] = rule_fused_conv2d_add,
     [ISA_MAXPOOL] = rule_pool,
     [ISA_AVGPOOL] = rule_pool,
     [ISA_SOFTMAX] = rule_along_axis,
@@ -910,6 +931,7 @@ bool isa_shape_grows(uint32_t op)
     switch (op) {
     case ISA_CONV2D:
     case ISA_FUSED_CONV2D:
+    case ISA_FUSED_CONV2D_ADD:
     case ISA_FILL:
     case ISA_EXPAND:
     case ISA_TILE:

@@ -111,7 +111,7 @@ void dev_cpu_prepare(const isa_program *p)
 {
     for (uint32_t i = 0; i < p->n_insts; i++)
         if (p->insts[i].op == ISA_MATMUL || p->insts[i].op == ISA_CONV2D || p->insts[i].op == ISA_FUSED_MATMUL ||
-            p->insts[i].op == ISA_FUSED_CONV2D) {
+            p->insts[i].op == ISA_FUSED_CONV2D || p->insts[i].op == ISA_FUSED_CONV2D_ADD) {
             dev_blas(); /* a failure is reported by the kernel that needs it */
             return;
         }

@@ -373,9 +373,10 @@ static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *s
     const float *xg = (const float *)(const void *)j->x + (n * j->C + g * j->Cg) * j->H * j->W;
     float *og = (float *)(void *)j->o + (n * j->O + g * Og) * OHW;
     const uint32_t act = j->ep ? j->ep->act : 0;
-    const bool inner = act == 0 || act == ISA_OPT_ACT_RELU;
+    const bool inner = (act == 0 || act == ISA_OPT_ACT_RELU) && !(j->ep && j->ep->res);
     dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
-                j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, act == ISA_OPT_ACT_RELU, b, e);
+                j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, inner && act == ISA_OPT_ACT_RELU, b,
+                e);
     if (j->ep && !inner) {
         int64_t col0, ncols, o0, no;
         dev_cf_part_cols(j->cf, b, e, &col0, &ncols);
@@ -482,16 +483,29 @@ static void conv_items(void *arg, size_t b, size_t e)
         ut_free(j->alloc, col, scratch_bytes);
 }
 
-/* Depthwise convolutions (dwconv.h): output planes in parallel chunks, each
- * with its scratch; bias and relu in the kernel's stores, other
- * activations on the chunk's planes after. */
+/* Depthwise convolutions (dwconv.h): output planes (or channel blocks) in
+ * parallel chunks, each with its scratch; the bias and an activation in the
+ * kernel (planes: relu only), and what the kernel does not apply (`after`:
+ * another activation, or FUSED_CONV2D_ADD's r and its activation) on each
+ * item's planes as soon as they are made, while they are in cache. */
 typedef struct dw_job {
     dev_dw d;
-    const dev_kepi *ep;
-    bool inner;
+    const dev_kepi *after; /* or NULL */
     const tfvm_allocator *alloc;
     atomic_bool nomem;
 } dw_job;
+
+/* The output planes of item p: rows [*row0, *row0 + *n) of [N * C*M, OHW] */
+static void dw_item_rows(const dev_dw *d, int64_t p, int64_t *row0, int64_t *n)
+{
+    if (!d->cb) {
+        *row0 = p, *n = 1;
+        return;
+    }
+    const int64_t ch0 = p / d->N * d->cb;
+    *row0 = p % d->N * d->C + ch0;
+    *n = d->C - ch0 < d->cb ? d->C - ch0 : d->cb;
+}
 
 static void dw_chunk(void *arg, size_t b, size_t e)
 {
@@ -504,17 +518,19 @@ static void dw_chunk(void *arg, size_t b, size_t e)
     }
     if (b == 0 && !j->d.max)
         dev_conv_took(DEV_CONV_DEPTHWISE);
-    /* an activation the kernel does not apply goes on each plane while it
-     * is in cache */
-    if (j->ep && !j->inner)
+    if (j->after)
         for (size_t p = b; p < e; p++) {
+            int64_t row0, n;
             dev_dw_run(&j->d, (int64_t)p, (int64_t)p + 1, scratch);
-            dev_kepi_apply(j->ep, j->d.o, (int64_t)p, 1, 0, j->d.OH * j->d.OW);
+            dw_item_rows(&j->d, (int64_t)p, &row0, &n);
+            dev_kepi_apply(j->after, j->d.o, row0, n, 0, j->d.OH * j->d.OW);
         }
     else
         dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);
     ut_free(j->alloc, scratch, bytes);
 }
+
+static bool epi_res(const dev_kepi *ep) { return ep && ep->res; }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
  * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
@@ -568,9 +584,10 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "too large for BLAS: x %s, w %s", dev_kshape(x, s1),
                          dev_kshape(w, s2));
     const int64_t od[4] = {N, O, OH, OW};
-    /* FUSED_CONV2D: the result as [N, O, OH*OW] with bias [O, 1] */
+    /* FUSED_CONV2D: the result as [N, O, OH*OW] with bias [O, 1];
+     * FUSED_CONV2D_ADD's r added after it, in the result's layout */
     dev_kepi epi, *ep = NULL;
-    if (k->op == ISA_FUSED_CONV2D) {
+    if (k->op == ISA_FUSED_CONV2D || k->op == ISA_FUSED_CONV2D_ADD) {
         const dev_kview *bias = &in[3];
         if (bias->rank != 1 || bias->dims[0] != O)
             return dev_kfail(k, TFVM_ERR_SHAPE, "bias must be [%lld] (the output channels of w %s), got %s",
@@ -579,6 +596,15 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         if ((st = dev_kepi_init(k, &epi, x, bias, 2, bd, 3, rd)))
             return st;
         ep = &epi;
+    }
+    if (k->op == ISA_FUSED_CONV2D_ADD) {
+        const dev_kview *res = &in[4];
+        if (res->dtype != x->dtype)
+            return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and r %s", dev_kdesc(x, s1), dev_kdesc(res, s2));
+        if (res->rank != 4 || memcmp(res->dims, od, sizeof od) != 0)
+            return dev_kfail(k, TFVM_ERR_SHAPE, "r %s must have the result's shape %s", dev_kshape(res, s1),
+                             dev_kdims(4, od, s2));
+        epi.res = res->data;
     }
     dev_value r;
     void *o;
@@ -595,17 +621,22 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         return TFVM_OK;
     }
     if (plan.kernel == DEV_CONV_DEPTHWISE) {
-        dw_job dj = {.d = plan.dw, .ep = ep, .alloc = k->alloc};
+        dw_job dj = {.d = plan.dw, .alloc = k->alloc};
         dj.d.x = x->data;
         dj.d.w = w->data;
         dj.d.o = o;
         dj.d.wpk = dev_dw_pack(&dj.d, w->t);
+        /* channel blocks apply every activation, planes relu; with r, the
+         * bias alone, then r and the activation after */
         const uint32_t act = ep ? ep->act : 0;
-        /* channel blocks apply every activation; planes bias and relu */
-        dj.inner = dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU;
-        dj.d.bias = ep && dj.inner ? (const float *)(const void *)ep->bias : NULL;
-        dj.d.relu = act == ISA_OPT_ACT_RELU;
-        dj.d.act = dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
+        const bool res = epi_res(ep), inner = !res && (dj.d.cb || act == 0 || act == ISA_OPT_ACT_RELU);
+        dev_kepi after = ep ? *ep : (dev_kepi){0};
+        dj.d.bias = ep && (inner || res) ? (const float *)(const void *)ep->bias : NULL;
+        dj.d.relu = inner && act == ISA_OPT_ACT_RELU;
+        dj.d.act = inner && dj.d.cb && act != ISA_OPT_ACT_RELU ? act : 0;
+        if (res)
+            after.bias = NULL; /* added by the kernel */
+        dj.after = ep && !inner ? &after : NULL;
         atomic_init(&dj.nomem, false);
         const int64_t dw_items = plan.items, per = N * O * OHW * KH * KW / dw_items;
         dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);

@@ -258,9 +258,17 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
         rest = ep->dims[j] ? rest / ep->dims[j] : 0;
         boff += idx[j] * ep->bstr[j];
     }
-    char *cp = (char *)c + (size_t)(row0 * ep->len + col0) * esz;
+    const size_t at = (size_t)(row0 * ep->len + col0) * esz;
+    char *cp = (char *)c + at;
+    const char *rp = ep->res ? ep->res + at : NULL;
     for (int64_t row = 0; row < nrows; row++, cp += (size_t)ep->len * esz) {
-        dev_kepilogue(ep->dtype, ep->act, cp, ncols, ep->bias + (size_t)boff * esz, step);
+        if (rp) { /* the residual: an elementwise "bias" after the bias (if not added already) */
+            if (ep->bias)
+                dev_kepilogue(ep->dtype, 0, cp, ncols, ep->bias + (size_t)boff * esz, step);
+            dev_kepilogue(ep->dtype, ep->act, cp, ncols, rp, 1);
+            rp += (size_t)ep->len * esz;
+        } else
+            dev_kepilogue(ep->dtype, ep->act, cp, ncols, ep->bias + (size_t)boff * esz, step);
         for (int j = r - 2; j >= 0; j--) {
             boff += ep->bstr[j];
             if (++idx[j] < ep->dims[j])

@@ -139,6 +139,8 @@ typedef struct dev_kepi {
     int64_t dims[TFVM_MAX_RANK];
     int64_t bstr[TFVM_MAX_RANK]; /* the bias's element strides over dims, 0 where broadcast */
     const char *bias;
+    const char *res; /* a tensor of the result's layout added after the bias, before the
+                        activation (FUSED_CONV2D_ADD's r), or NULL */
 } dev_kepi;
 /* Checks k->attr's activation bits (at most one: TFVM_ERR_ARGUMENT), the
  * bias dtype (x's: TFVM_ERR_TYPE) and its dims (TFVM_ERR_SHAPE, "bias [5]
@@ -146,7 +148,8 @@ typedef struct dev_kepi {
 tfvm_status dev_kepi_init(dev_kctx *k, dev_kepi *ep, const dev_kview *x, const dev_kview *bias,
                           int brank, const int64_t *bdims, int rank, const int64_t *dims);
 /* Applies the epilogue to columns [col0, col0 + ncols) of rows [row0, row0 +
- * nrows) of the result at c. */
+ * nrows) of the result at c: act(c + bias), or act((c + bias) + res), the
+ * roundings of ADD, ADD and the activation. */
 void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
 
 /* Intra-op parallelism (par.h): a parallel chunk is worth at least this many

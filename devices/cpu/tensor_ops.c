@@ -333,11 +333,12 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_UNIQUE] = dev_cpu_unique,       [ISA_UNIQUE_INDEX] = dev_cpu_unique_index,
     [ISA_DET] = dev_cpu_det,
     [ISA_FUSED_MATMUL] = dev_cpu_matmul, [ISA_FUSED_CONV2D] = dev_cpu_conv2d,
+    [ISA_FUSED_CONV2D_ADD] = dev_cpu_conv2d,
 };
 
 static const bool table_gated[ISA_OP_COUNT] = {
     [ISA_MATMUL] = true, [ISA_CONV2D] = true, [ISA_RANGE] = true,
-    [ISA_FUSED_MATMUL] = true, [ISA_FUSED_CONV2D] = true,
+    [ISA_FUSED_MATMUL] = true, [ISA_FUSED_CONV2D] = true, [ISA_FUSED_CONV2D_ADD] = true,
 };
 
 /* dev_cpu_tensor and dev_cpu_tensor_shape: k set up, views made, the kernel

@@ -181,6 +181,46 @@ START_TEST(cnn)
 }
 END_TEST
 
+/* A residual block: relu(conv(x) + bias + shortcut) is one FUSED_CONV2D_ADD
+ * relu, in either order of the sum; the same bits as -O0. Only where the
+ * shortcut's dims are known to be the result's (no broadcasting): an
+ * unknown batch, or a broadcast shortcut, stays an ADD. */
+static const char *RESBLOCK = "fn main(x: f32[2, 3, 5, 5], w: f32[3, 3, 3, 3], b: f32[3], v: f32[3, 3, 1, 1]) -> f32[2, 3, 5, 5] {\n"
+                              "    let y = relu(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]) + x);\n"
+                              "    y + (conv2d(y, v) + reshape(b, [1, 3, 1, 1]))\n"
+                              "}\n";
+
+START_TEST(residual)
+{
+    tfvm_program *p = compile_opt(RESBLOCK, 1);
+    ck_assert_uint_eq(count(p, ISA_FUSED_CONV2D_ADD), 2);
+    ck_assert_uint_eq(count(p, ISA_CONV2D) + count(p, ISA_FUSED_CONV2D) + count(p, ISA_ADD) + count(p, ISA_RELU), 0);
+    uint32_t acts = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        acts += p->isa.insts[i].op == ISA_FUSED_CONV2D_ADD && p->isa.insts[i].a == ISA_OPT_ACT_RELU;
+    ck_assert_uint_eq(acts, 1);
+    tfvm_program_free(p);
+    tfvm_tensor *args[4] = {tensor(4, (int64_t[]){2, 3, 5, 5}, 21), tensor(4, (int64_t[]){3, 3, 3, 3}, 22),
+                            tensor(1, (int64_t[]){3}, 23), tensor(4, (int64_t[]){3, 3, 1, 1}, 24)};
+    same_as_unfused(RESBLOCK, args, 4);
+    static const char *const apart[] = {
+        /* the batch unknown */
+        "fn main(x: f32[?, 3, 5, 5], w: f32[3, 3, 3, 3], b: f32[3]) -> f32[?, 3, 5, 5] {\n"
+        "    relu(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]) + x)\n"
+        "}\n",
+        /* a shortcut that broadcasts */
+        "fn main(x: f32[2, 3, 5, 5], w: f32[3, 3, 3, 3], b: f32[3], s: f32[1, 3, 5, 5]) -> f32[2, 3, 5, 5] {\n"
+        "    relu(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]) + s)\n"
+        "}\n",
+    };
+    for (size_t i = 0; i < UT_COUNTOF(apart); i++) {
+        p = compile_opt(apart[i], 1);
+        ck_assert_msg(count(p, ISA_FUSED_CONV2D_ADD) == 0 && count(p, ISA_FUSED_CONV2D) == 1, "case %zu", i);
+        tfvm_program_free(p);
+    }
+}
+END_TEST
+
 /* A TensorFlow fixture compiled at level opt. */
 static tfvm_program *tf_open(const char *name, int opt)
 {
@@ -430,6 +470,7 @@ int main(void)
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
+    tcase_add_test(tc, residual);
     tcase_add_test(tc, transposed_operands);
     tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, tensorflow_convnet);

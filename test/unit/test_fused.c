@@ -370,6 +370,54 @@ START_TEST(test_same_as_unfused)
 }
 END_TEST
 
+/* FUSED_CONV2D_ADD against FUSED_CONV2D, an ADD of r and the activation,
+ * bit for bit, on every path of act.c and every kind of convolution kernel
+ * (the residual goes in each one's epilogue): grouped products, Winograd
+ * (3x3), a 1x1 x as the column matrix, the transposed product (7x7, 64
+ * channels), a depthwise layer (the grouped products then), im2col panels
+ * (a 7x7 stem), the wide grid (5x5). */
+static const struct {
+    int64_t x[4], w[4], p[9];
+} res_cases[] = {
+    {{2, 4, 6, 5}, {6, 2, 3, 2}, {1, 1, 0, 0, 1, 1, 1, 1, 2}},
+    {{1, 8, 10, 9}, {8, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{2, 16, 6, 7}, {24, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{2, 64, 7, 7}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{1, 16, 9, 9}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 16}},
+    {{1, 3, 130, 130}, {8, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
+    {{1, 4, 12, 24}, {6, 4, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
+};
+
+START_TEST(test_conv_residual)
+{
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (int dt = F32; dt <= F64; dt++)
+            for (size_t ci = 0; ci < UT_COUNTOF(res_cases); ci++)
+                for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                    const int64_t *xd = res_cases[ci].x, *wd = res_cases[ci].w, *p = res_cases[ci].p;
+                    dev_value x = randt(dt, 4, xd, 51), w = randt(dt, 4, wd, 52), b = randt(dt, 1, wd, 53), t, f;
+                    ck_assert_int_eq(C(ISA_FUSED_CONV2D, 0, &t, ref(x), ref(w), ivec(p, 9), ref(b)), TFVM_OK);
+                    dev_value r = randt(dt, 4, t.u.t->dims, 54);
+                    dev_value want = unfused_tail(t, &r, acts[ai]);
+                    ck_assert_int_eq(C(ISA_FUSED_CONV2D_ADD, (int32_t)acts[ai], &f, x, w, ivec(p, 9), b, r), TFVM_OK);
+                    char what[64];
+                    snprintf(what, sizeof what, "case %zu act %u dtype %d", ci, (unsigned)acts[ai], dt);
+                    same_bits(&f, &want, what);
+                }
+    }
+    dev_act_force(DEV_ACT_AUTO);
+    /* r of another shape or dtype */
+    FAILS(ISA_FUSED_CONV2D_ADD, 0,
+          (T(F32, (1, 2, 4, 4)), T(F32, (2, 2, 1, 1)), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), T(F32, (2)), T(F32, (1, 2, 4, 3))),
+          SH, "fused_conv2d_add: r [1, 2, 4, 3] must have the result's shape [1, 2, 4, 4]");
+    FAILS(ISA_FUSED_CONV2D_ADD, 0,
+          (T(F32, (1, 2, 4, 4)), T(F32, (2, 2, 1, 1)), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), T(F32, (2)), T(F64, (1, 2, 4, 4))),
+          TY, "fused_conv2d_add: dtype mismatch: f32 [1, 2, 4, 4] and r f64 [1, 2, 4, 4]");
+}
+END_TEST
+
 /* f32 MAXPOOL through the depthwise kernels (dwconv.c) on each path and
  * both layouts (planes on the wide grid, channel blocks by strips), against
  * the f64 pool loops (conv.c): max is exact in either, so every element
@@ -1328,6 +1376,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_matmul_errors);
     tcase_add_test(tc, test_same_as_unfused);
     tcase_add_test(tc, test_conv_exact);
+    tcase_add_test(tc, test_conv_residual);
     tcase_add_test(tc, test_conv_tprod_stacks);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);

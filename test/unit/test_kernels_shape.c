@@ -556,6 +556,7 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     /* issue 12's fused products (test_fused.c tests them) */
     case ISA_FUSED_MATMUL: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = T(dt, (2, 2), 1, 1, 0, 1); in[2] = T(dt, (2), 1, -1); break;
     case ISA_FUSED_CONV2D: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 2, 1), 1, 2); in[2] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1); in[3] = T(dt, (1), 3); break;
+    case ISA_FUSED_CONV2D_ADD: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 2, 1), 1, 2); in[2] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1); in[3] = T(dt, (1), 3); in[4] = T(dt, (1, 1, 1, 2), -4, 1); break;
     /* issue 24's recurrent cells (test_fused.c tests them) */
     case ISA_LSTM_CELL_C:
     case ISA_LSTM_CELL_H: in[0] = T(dt, (1, 4), 1, 0, 1, 1); in[1] = T(dt, (1, 4), 1, 1, 0, 1); in[2] = T(dt, (1, 1), 2); break;
@@ -571,7 +572,7 @@ static const isa_op nm_ops[] = {
     ISA_FLATTEN, ISA_EXPAND, ISA_TILE, ISA_STRIDED_SLICE, ISA_TRILU, ISA_PADV, ISA_GATHER_ELEMENTS,
     ISA_TOPK, ISA_ONEHOT, ISA_RESIZE, ISA_LRN, ISA_STACK_PUT, ISA_MAXPOOL, ISA_AVGPOOL,
     ISA_RESIZE2, ISA_GRID_SAMPLE, ISA_NMS, ISA_AFFINE_GRID, ISA_COL2IM, ISA_ROI_ALIGN, ISA_DEFORM_CONV,
-    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D, ISA_LSTM_CELL_C, ISA_LSTM_CELL_H, ISA_GRU_CELL, ISA_LSTM_STEP, ISA_GRU_STEP,
+    ISA_FUSED_MATMUL, ISA_FUSED_CONV2D, ISA_FUSED_CONV2D_ADD, ISA_LSTM_CELL_C, ISA_LSTM_CELL_H, ISA_GRU_CELL, ISA_LSTM_STEP, ISA_GRU_STEP,
 };
 
 START_TEST(test_nomem)

@@ -207,8 +207,14 @@ static void g_conv(gen *g, uint32_t op)
     add_x(g, 4, x);
     add_x(g, 4, w);
     add_i64s(g, 9, p);
-    if (op == ISA_FUSED_CONV2D)
+    if (op == ISA_FUSED_CONV2D || op == ISA_FUSED_CONV2D_ADD)
         add_x(g, 1, &o);
+    if (op == ISA_FUSED_CONV2D_ADD) { /* r: the result's shape */
+        int64_t r[4] = {x[0], o, 0, 0};
+        for (int k = 0; k < 2; k++)
+            r[2 + k] = (x[2 + k] + p[2 + k] + p[4 + k] - (p[6 + k] * (w[2 + k] - 1) + 1)) / p[k] + 1;
+        add_x(g, 4, r);
+    }
 }
 
 static void g_pool(gen *g, uint32_t op)
@@ -581,6 +587,7 @@ typedef struct row {
 static const row rows[] = {
     {ISA_MATMUL, g_matmul, EXACT},          {ISA_FUSED_MATMUL, g_matmul, EXACT},
     {ISA_CONV2D, g_conv, EXACT},            {ISA_FUSED_CONV2D, g_conv, EXACT},
+    {ISA_FUSED_CONV2D_ADD, g_conv, EXACT},
     {ISA_MAXPOOL, g_pool, EXACT},           {ISA_AVGPOOL, g_pool, EXACT},
     {ISA_SOFTMAX, g_axis, EXACT},           {ISA_LOG_SOFTMAX, g_axis, EXACT},
     {ISA_CUMSUM, g_cumsum, EXACT},          {ISA_TRILU, g_trilu, EXACT},

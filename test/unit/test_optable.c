@@ -100,6 +100,8 @@ static const sample samples[] = {
     {ISA_ROI_ALIGN, 0, {X(4, 1, 1, 2, 2), {S_X, 2, {1, 4}, 4, {0, 0, 1, 1}}, IV(1, 0), FV(4, 1, 1, 0, 1)}},
     {ISA_FUSED_MATMUL, ISA_OPT_ACT_RELU, {X(2, 2, 3), X(2, 3, 2), X(1, 2)}},
     {ISA_FUSED_CONV2D, ISA_OPT_ACT_TANH, {X(4, 1, 1, 3, 3), X(4, 1, 1, 2, 2), IV(9, 1, 1, 0, 0, 0, 0, 1, 1, 1), X(1, 1)}},
+    {ISA_FUSED_CONV2D_ADD, ISA_OPT_ACT_RELU,
+     {X(4, 1, 1, 3, 3), X(4, 1, 1, 2, 2), IV(9, 1, 1, 0, 0, 0, 0, 1, 1, 1), X(1, 1), X(4, 1, 1, 2, 2)}},
     {ISA_DEFORM_CONV, 0, {X(4, 1, 1, 2, 2), X(4, 1, 1, 1, 1), X(4, 1, 2, 2, 2), {S_X, 1, {0}, 0, {0}}, IV(10, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)}},
 };
 
