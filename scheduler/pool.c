@@ -274,6 +274,8 @@ bool sched_help_job(sched_run *r)
         while ((c = atomic_fetch_add(&j->next, 1)) < j->chunks) {
             run_chunk(j, c);
             ran = true;
+            if (c + 1 >= j->chunks) /* the last: no other to take (the publisher waits for us to leave) */
+                break;
         }
     }
     atomic_fetch_sub(&r->job_users, 1);
