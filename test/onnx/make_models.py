@@ -195,6 +195,25 @@ def stacked_lstm():
     np.save(os.path.join(OUT, "stacked_lstm.out.npy"), y.astype(np.float32))
 
 
+def embed_linear():
+    # a token's embedding through a linear layer and a ReLU: the optimizer gathers rows of the table's
+    # product (embed_linear.onnx, E an initializer); embed_linear_param.onnx lists E as an input with
+    # that default, which keeps the product: the test compares the two bit for bit
+    rng = np.random.default_rng(11)
+    V, K, N = 6, 37, 19
+    E = rng.standard_normal((V, K)).astype(np.float32)
+    W = rng.standard_normal((N, K)).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    for name, inputs in (("embed_linear.onnx", []), ("embed_linear_param.onnx", [f32("E", [V, K])])):
+        g = H.make_graph(
+            [H.make_node("Gather", ["E", "idx"], ["e"], axis=0),
+             H.make_node("Gemm", ["e", "W", "b"], ["h"], transB=1), H.make_node("Relu", ["h"], ["y"])],
+            "embed_linear", [H.make_tensor_value_info("idx", TP.INT64, [1])] + inputs, [f32("y", [1, N])],
+            [init("E", E), init("W", W), init("b", b)])
+        save(name, g)
+    np.save(os.path.join(OUT, "embed_linear.E.npy"), E)
+
+
 def scan():
     # running sum of the rows of x [3, 2], rows read in reverse; outputs the final sum and the sums
     body = H.make_graph([H.make_node("Add", ["s_in", "row"], ["s_out"]), H.make_node("Identity", ["s_out"], ["o"])],
@@ -299,6 +318,7 @@ if __name__ == "__main__":
     loop_in_if()
     reshape_chain()
     stacked_lstm()
+    embed_linear()
     scan()
     external()
     unsupported()

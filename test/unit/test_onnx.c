@@ -213,6 +213,40 @@ START_TEST(stacked_lstm_shapes_folded)
 }
 END_TEST
 
+/* a token's embedding through a linear layer: with the table constant the
+ * optimizer gathers rows of the table's product, computed as the one-row
+ * product of each row, so the same bits as the product of the row gathered
+ * at run time (the model whose table is a parameter keeps that product) */
+START_TEST(embedding_product_rows)
+{
+    tfvm_program *p = compile_ok(M "embed_linear.onnx"), *q = compile_ok(M "embed_linear_param.onnx");
+    tfvm_tensor *E;
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load(M "embed_linear.E.npy", NULL, &E, &err) == TFVM_OK, "%s", err.message);
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        uint16_t op = p->isa.insts[i].op;
+        ck_assert_msg(op != ISA_MATMUL && op != ISA_FUSED_MATMUL, "instruction %u is %s", i, isa_ops[op].name);
+    }
+    for (int64_t v = 0; v < 6; v++) {
+        tfvm_tensor *idx = tfvm_tensor_new(TFVM_I64, 1, (int64_t[]){1}, NULL);
+        *(int64_t *)tfvm_tensor_data(idx) = v;
+        tfvm_value a[2] = {tfvm_tensor_value(idx), tfvm_tensor_value(E)}, got, want;
+        run_main(p, a, 1, &got, 1, 0);
+        run_main(q, a, 2, &want, 1, 0);
+        ck_assert_int_eq(tfvm_tensor_count(got.tensor), 19);
+        ck_assert_int_eq(tfvm_tensor_count(want.tensor), 19);
+        ck_assert_msg(memcmp(tfvm_tensor_cdata(got.tensor), tfvm_tensor_cdata(want.tensor), 19 * sizeof(float)) == 0,
+                      "row %lld differs from the product at run time", (long long)v);
+        tfvm_value_release(&got);
+        tfvm_value_release(&want);
+        tfvm_tensor_free(idx);
+    }
+    tfvm_tensor_free(E);
+    tfvm_program_free(p);
+    tfvm_program_free(q);
+}
+END_TEST
+
 START_TEST(scan_reversed)
 {
     tfvm_program *p = compile_ok(M "scan.onnx");
@@ -499,6 +533,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, stacked_lstm_shapes_folded);
+    tcase_add_test(tc, embedding_product_rows);
     tcase_add_test(tc, if_branches);
     tcase_add_test(tc, loop_scalar_100);
     tcase_add_test(tc, loop_scan_outputs);
