@@ -1833,10 +1833,13 @@ static void fuse(cc *C, cc_ifn *fn)
     each_block(C, fn->top, count_uses, &S);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, fuse_block, &S);
-    /* counted again: the fusion replaced products and their users */
-    memset(S.uses, 0, (C->next_node_id + 1) * sizeof *S.uses);
-    each_block(C, fn->top, count_uses, &S);
-    each_block(C, fn->top, gather_first_block, &S);
+    /* counted again (the fusion replaced products and their users, and made
+     * nodes: arrays of the ids there are now) */
+    fuse_state R = {0};
+    R.uses = cc_array(C, C->next_node_id + 1, sizeof *R.uses);
+    R.user = cc_array(C, C->next_node_id + 1, sizeof *R.user);
+    each_block(C, fn->top, count_uses, &R);
+    each_block(C, fn->top, gather_first_block, &R);
 }
 
 void cc_optimize(cc *C)
