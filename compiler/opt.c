@@ -271,63 +271,78 @@ static bool fold_result(cc *C, const dev_value *out, cc_cval *c)
     return true;
 }
 
-/* A compute op whose operands are all constants, one of them a tensor: run
- * its kernel under the size bound. The kernel's tensors are not arena
- * memory, so they are all released before anything that may unwind
- * (cc_nomem) runs. */
-static bool fold_tensor_op(cc *C, cc_node *n)
+/* Compute op `op` on constants c[0..n) (at most 8), at least one a tensor:
+ * its kernel run under the size bound (the result at most max(the inputs'
+ * bytes, FOLD_SMALL)); true with the result in *result (arena memory), false
+ * when the kernel fails or the result would be larger. The kernel's tensors
+ * are not arena memory, so they are all released before anything that may
+ * unwind (cc_nomem) runs. *scalar is the result when it is not a tensor
+ * (scalar->is_tensor then 0), else scalar->is_tensor is 1. */
+static bool fold_eval(cc *C, uint16_t op, uint32_t attr, const cc_cval *const *c, uint32_t n, cc_cval *result,
+                      dev_value *scalar)
 {
-    const isa_class cls = isa_ops[n->op].cls;
-    if (!isa_is_compute(cls) || n->n_in > 8 || n->n_out != 1)
-        return false;
+    const isa_class cls = isa_ops[op].cls;
     dev_value in[8];
     uint32_t k = 0;
     size_t in_bytes = 0;
     bool ok = true;
     fold_alloc fa = {.base = &C->ar.alloc};
     tfvm_allocator alloc = {.fn = fold_alloc_fn, .ud = &fa};
-    for (; k < n->n_in && ok; k++) {
-        const cc_cval *c = cval(n->in[k]);
-        in[k] = (dev_value){.dtype = c->dtype};
-        if (!c->rank) {
-            memcpy(&in[k].u, c->data, c->nbytes);
+    for (; k < n && ok; k++) {
+        in[k] = (dev_value){.dtype = c[k]->dtype};
+        if (!c[k]->rank) {
+            memcpy(&in[k].u, c[k]->data, c[k]->nbytes);
             continue;
         }
         fa.cap = SIZE_MAX;
-        tfvm_tensor *t = dev_tensor_alloc(&alloc, (tfvm_dtype)c->dtype, c->rank, c->dims);
+        tfvm_tensor *t = dev_tensor_alloc(&alloc, (tfvm_dtype)c[k]->dtype, c[k]->rank, c[k]->dims);
         if (!t) {
             ok = false;
             break;
         }
-        if (c->nbytes)
-            memcpy(t->data, c->data, c->nbytes);
+        if (c[k]->nbytes)
+            memcpy(t->data, c[k]->data, c[k]->nbytes);
         in[k].is_tensor = 1;
         in[k].u.t = t;
-        in_bytes += c->nbytes;
+        in_bytes += c[k]->nbytes;
     }
     bool folded = false, nomem = false;
     dev_value out = {0};
-    cc_cval result = {0};
     if (ok) {
         fa.cap = (in_bytes > FOLD_SMALL ? in_bytes : FOLD_SMALL) + FOLD_SLACK;
         char msg[160];
         tfvm_status st = cls == ISA_CLASS_TENSOR
-                             ? dev_cpu_tensor((isa_op)n->op, n->attr, in, n->n_in, &out, &alloc, msg, sizeof msg)
-                             : dev_cpu_elementwise((isa_op)n->op, n->attr, in, &out, &alloc, msg, sizeof msg);
+                             ? dev_cpu_tensor((isa_op)op, attr, in, n, &out, &alloc, msg, sizeof msg)
+                             : dev_cpu_elementwise((isa_op)op, attr, in, &out, &alloc, msg, sizeof msg);
         if (st == TFVM_OK) {
             folded = !out.is_tensor || out.u.t->nbytes <= fa.cap - FOLD_SLACK;
-            nomem = folded && !fold_result(C, &out, &result);
+            nomem = folded && !fold_result(C, &out, result);
         }
     }
     for (uint32_t j = 0; j < k; j++)
         dev_value_release(&in[j]);
-    bool tensor_out = out.is_tensor;
+    *scalar = out.is_tensor ? (dev_value){.is_tensor = 1} : out;
     dev_value_release(&out); /* a scalar result keeps its value */
     if (fa.failed || nomem)
         cc_nomem(C);
-    if (folded)
-        forward(C, n, 0, tensor_out ? new_tensor_const(C, n, &result) : new_const(C, n, &out));
     return folded;
+}
+
+/* A compute op whose operands are all constants, one of them a tensor:
+ * folded by fold_eval into a constant its uses take instead. */
+static bool fold_tensor_op(cc *C, cc_node *n)
+{
+    if (!isa_is_compute(isa_ops[n->op].cls) || n->n_in > 8 || n->n_out != 1)
+        return false;
+    const cc_cval *c[8];
+    for (uint32_t k = 0; k < n->n_in; k++)
+        c[k] = cval(n->in[k]);
+    cc_cval result = {0};
+    dev_value scalar = {0};
+    if (!fold_eval(C, n->op, n->attr, c, n->n_in, &result, &scalar))
+        return false;
+    forward(C, n, 0, scalar.is_tensor ? new_tensor_const(C, n, &result) : new_const(C, n, &scalar));
+    return true;
 }
 
 /* Folds an op on constants; kernel failures (division by zero,
@@ -1790,6 +1805,86 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
     }
 }
 
+/* ---- Rows of a table through a product ---------------------------------------------------
+ * A product (MATMUL, FUSED_MATMUL: its bias and activation act row by row)
+ * of rows GATHERed from a constant table E [V, K] by a run-time index, with
+ * constant weights, is the GATHER of those rows of E's product: an
+ * embedding and the linear layer after it (a decoder's token, fed back
+ * each step). The table's rows are computed here, each as the product of
+ * that one row of the shape the GATHER gives (the kernel a one-row product
+ * takes, so the same bits), and the step's product becomes a copy of a
+ * row. Only for a table of at most FOLD_TABLE_MACS multiply-adds whose
+ * result is no larger than its inputs (fold_eval's bound), the GATHER
+ * along axis 0, its only use the product, in the product's block. */
+#define FOLD_TABLE_MACS (INT64_C(1) << 24)
+
+static bool table_rows(cc *C, cc_node *f, const cc_cval *E, const cc_vtype *row_t, cc_cval *T)
+{
+    const cc_vtype *ft = &f->types[0];
+    if (!known_rank(row_t) || !known_rank(ft) || row_t->rank < 1 || ft->rank != row_t->rank)
+        return false;
+    const int64_t V = E->dims[0], K = E->dims[1], N = ft->dims[ft->rank - 1];
+    /* one row: the index's dims, where the type knows them, all 1 (an
+     * index the type does not size is taken as one element: a bigger one
+     * gets the same values, each row with the one-row product's rounding) */
+    int64_t dims[TFVM_MAX_RANK];
+    for (int k = 0; k < row_t->rank - 1; k++) {
+        if (row_t->dims[k] > 1)
+            return false;
+        dims[k] = 1;
+    }
+    dims[row_t->rank - 1] = K;
+    const size_t esz = tfvm_dtype_size((tfvm_dtype)E->dtype);
+    if (row_t->dims[row_t->rank - 1] != K || N < 1 || V < 1 || (double)V * K * N > FOLD_TABLE_MACS)
+        return false;
+    char *out = ut_arena_alloc(&C->ar, (size_t)(V * N) * esz);
+    if (!out)
+        cc_nomem(C);
+    const cc_cval *c[8];
+    for (uint32_t k = 1; k < f->n_in; k++)
+        c[k] = cval(f->in[k]);
+    for (int64_t v = 0; v < V; v++) {
+        cc_cval row = {.dtype = E->dtype, .rank = row_t->rank, .nbytes = (size_t)K * esz,
+                       .data = (const char *)E->data + (size_t)(v * K) * esz};
+        memcpy(row.dims, dims, sizeof(int64_t) * row_t->rank);
+        c[0] = &row;
+        cc_cval r = {0};
+        dev_value scalar;
+        if (!fold_eval(C, f->op, f->attr, c, f->n_in, &r, &scalar) || r.nbytes != (size_t)N * esz)
+            return false;
+        memcpy(out + (size_t)(v * N) * esz, r.data, r.nbytes);
+    }
+    *T = (cc_cval){.dtype = E->dtype, .rank = 2, .dims = {V, N}, .nbytes = (size_t)(V * N) * esz, .data = out};
+    return true;
+}
+
+static void gather_first_block(cc *C, cc_blk *b, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *f = b->first; f;) {
+        cc_node *next = f->next, *g;
+        bool all_const = f->kind == CC_N_OP && f->n_in >= 2 && f->n_in <= 8;
+        for (uint32_t k = 1; all_const && k < f->n_in; k++)
+            all_const = is_const(f->in[k]);
+        if (!all_const || (f->op != ISA_MATMUL && f->op != ISA_FUSED_MATMUL) || (f->attr & ISA_OPT_TRANS_A) ||
+            f->n_out != 1 || !isa_dtype_float(f->types[0].dtype) || !(g = sole_op(S, f->in[0], ISA_GATHER, b)) ||
+            !is_const(g->in[0]) || cval(g->in[0])->rank != 2 || ((int32_t)g->attr != 0 && (int32_t)g->attr != -2) ||
+            cval(g->in[0])->dtype != f->types[0].dtype) {
+            f = next;
+            continue;
+        }
+        cc_cval T;
+        if (table_rows(C, f, cval(g->in[0]), &g->types[0], &T)) {
+            /* the GATHER takes the table's rows and stands for the product */
+            g->in[0] = new_tensor_const(C, g, &T);
+            g->types[0] = f->types[0];
+            forward(C, f, 0, (cc_irval){g, 0});
+            cc_node_unlink(f);
+        }
+        f = next;
+    }
+}
+
 static void fuse(cc *C, cc_ifn *fn)
 {
     fuse_state S = {0};
@@ -1798,12 +1893,14 @@ static void fuse(cc *C, cc_ifn *fn)
     each_block(C, fn->top, count_uses, &S);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, fuse_block, &S);
-    /* the sums' uses again: fusion made nodes */
+    /* counted again (the fusion replaced products and their users, and made
+     * nodes: arrays of the ids there are now) */
     fuse_state R = {0};
     R.uses = cc_array(C, C->next_node_id + 1, sizeof *R.uses);
     R.user = cc_array(C, C->next_node_id + 1, sizeof *R.user);
     each_block(C, fn->top, count_uses, &R);
-    each_block(C, fn->top, fuse_residual_block, &R);
+    each_block(C, fn->top, fuse_residual_block, &R); /* (makes no nodes) */
+    each_block(C, fn->top, gather_first_block, &R);
 }
 
 void cc_optimize(cc *C)

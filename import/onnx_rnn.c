@@ -225,6 +225,16 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
     N->b = outer;
     *Y = plainv(cc_out(w, nvar - 1), d, hc ? 4 : 3);
     *hT = plainv(cc_out(w, 1), d, hc ? 3 : 2);
+    /* what the importer knows of their shapes, so that what the graph
+     * computes from them (a next layer's zero state, its length) folds:
+     * the state keeps the initial state's, Y stacks T of it (a loop that
+     * ran no step fails in the GATHER below) */
+    if (I->X.rank == 3) {
+        const int64_t sd[3] = {2, I->X.dims[1], I->H};
+        memcpy(hT->dims, hc ? sd : sd + 1, (size_t)hT->rank * sizeof *sd);
+        Y->dims[0] = I->X.dims[0];
+        memcpy(Y->dims + 1, hT->dims, (size_t)hT->rank * sizeof *sd);
+    }
     if (hc) {
         /* Y [T, 2, batch, H] and the last state [2, batch, H]: their h and c halves */
         ox_val i0 = ox_scalar(N, TFVM_I64, 0, 0), i1 = ox_scalar(N, TFVM_I64, 0, 1), sT = *hT;
@@ -260,19 +270,26 @@ static void rnn(ox_node *N, rnn_kind kind)
     ox_val pv3 = ox_i64s(N, 3, p3);
     if (batchwise)
         I.X = ox_op2(N, ISA_TRANSPOSE, 0, x, &pv3);
-    ox_val xs = ox_op1(N, ISA_SHAPE, 0, &I.X);
+    /* the length and the batch: constants where X's shape says them (a
+     * layer after another one then runs without computing them) */
+    const bool known = I.X.rank == 3 && I.X.dims[0] >= 0 && I.X.dims[1] >= 0;
+    ox_val xs = known ? ox_i64s(N, 3, I.X.dims) : ox_op1(N, ISA_SHAPE, 0, &I.X);
     ox_val z0 = ox_scalar(N, TFVM_I64, 0, 0);
-    I.T = ox_op2(N, ISA_GATHER, 0, &xs, &z0);
+    I.T = known ? ox_scalar(N, TFVM_I64, 0, I.X.dims[0]) : ox_op2(N, ISA_GATHER, 0, &xs, &z0);
     if (lens) {
         I.lens = ox_to_dtype(N, lens, TFVM_I64);
         I.has_lens = true;
     }
-    /* zeros [batch, H] for absent initial states */
     int64_t one = 1, two = 2, hh = H;
     ox_val v1 = ox_i64s(N, 1, &one), v2 = ox_i64s(N, 1, &two), vh = ox_i64s(N, 1, &hh);
-    ox_val bdim = ox_op3(N, ISA_SLICE, 0, &xs, &v1, &v2);
-    ox_val zs = ox_op2(N, ISA_CONCAT, 0, &bdim, &vh), zf = ox_fscalar(N, d, 0);
-    ox_val zeros = ox_op2(N, ISA_FILL, 0, &zs, &zf);
+    ox_val zeros = {0};
+    if (!h0 || (kind == K_LSTM && !c0)) {
+        /* zeros [batch, H] for absent initial states */
+        const int64_t bh[2] = {I.X.dims[1], H};
+        ox_val bdim = known ? v1 : ox_op3(N, ISA_SLICE, 0, &xs, &v1, &v2);
+        ox_val zs = known ? ox_i64s(N, 2, bh) : ox_op2(N, ISA_CONCAT, 0, &bdim, &vh), zf = ox_fscalar(N, d, 0);
+        zeros = ox_op2(N, ISA_FILL, 0, &zs, &zf);
+    }
     ox_val Ys[2], hs[2], cs[2];
     for (int k = 0; k < ndir; k++) {
         I.reverse = rev || k == 1;

@@ -274,6 +274,8 @@ bool sched_help_job(sched_run *r)
         while ((c = atomic_fetch_add(&j->next, 1)) < j->chunks) {
             run_chunk(j, c);
             ran = true;
+            if (c + 1 >= j->chunks) /* the last: no other to take (the publisher waits for us to leave) */
+                break;
         }
     }
     atomic_fetch_sub(&r->job_users, 1);
@@ -287,7 +289,10 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
     size_t chunk = (n + 4 * (size_t)r->n - 1) / (4 * (size_t)r->n);
     if (chunk < grain)
         chunk = grain;
-    sched_job j = {.fn = fn, .arg = arg, .n = n, .chunk = chunk, .chunks = (n + chunk - 1) / chunk};
+    /* chunk 0 is the caller's before any helper looks: a loop that runs
+     * again and again (a recurrent layer's steps) keeps its first part on
+     * the caller's core, with the caches that hold that part's data */
+    sched_job j = {.fn = fn, .arg = arg, .n = n, .chunk = chunk, .chunks = (n + chunk - 1) / chunk, .next = 1};
     sched_job *none = NULL;
     if (j.chunks < 2 || atomic_load_explicit(&r->idle, memory_order_relaxed) == 0 ||
         !atomic_compare_exchange_strong(&r->job, &none, &j)) {
@@ -297,6 +302,7 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
     sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
     if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
         sched_wake_all(r);
+    run_chunk(&j, 0);
     size_t c;
     while ((c = atomic_fetch_add(&j.next, 1)) < j.chunks)
         run_chunk(&j, c);

@@ -169,6 +169,51 @@ def reshape_chain():
     save("reshape_chain.onnx", g)
 
 
+def stacked_lstm():
+    # two LSTM layers as exporters stack them (Y squeezed into the next one, no initial states): the
+    # second layer's length and zero state come from the first one's Y, whose shape the importer
+    # knows; the expected output from onnx's reference evaluator
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(7)
+    T, I, Hd = 4, 2, 3
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / 2).astype(np.float32)
+
+    g = H.make_graph(
+        [H.make_node("LSTM", ["x", "W0", "R0", "B0"], ["y0"], hidden_size=Hd),
+         const("ax1", np.array([1], np.int64)), H.make_node("Squeeze", ["y0", "ax1"], ["x1"]),
+         H.make_node("LSTM", ["x1", "W1", "R1", "B1"], ["y1", "h1", "c1"], hidden_size=Hd),
+         H.make_node("Squeeze", ["y1", "ax1"], ["y"])],
+        "stacked_lstm", [f32("x", [T, 1, I])], [f32("y", [T, 1, Hd])],
+        [init("W0", w(1, 4 * Hd, I)), init("R0", w(1, 4 * Hd, Hd)), init("B0", w(1, 8 * Hd)),
+         init("W1", w(1, 4 * Hd, Hd)), init("R1", w(1, 4 * Hd, Hd)), init("B1", w(1, 8 * Hd))])
+    save("stacked_lstm.onnx", g)
+    x = w(T, 1, I)
+    np.save(os.path.join(OUT, "stacked_lstm.in.npy"), x)
+    y = ReferenceEvaluator(os.path.join(OUT, "stacked_lstm.onnx")).run(None, {"x": x})[0]
+    np.save(os.path.join(OUT, "stacked_lstm.out.npy"), y.astype(np.float32))
+
+
+def embed_linear():
+    # a token's embedding through a linear layer and a ReLU: the optimizer gathers rows of the table's
+    # product (embed_linear.onnx, E an initializer); embed_linear_param.onnx lists E as an input with
+    # that default, which keeps the product: the test compares the two bit for bit
+    rng = np.random.default_rng(11)
+    V, K, N = 6, 37, 19
+    E = rng.standard_normal((V, K)).astype(np.float32)
+    W = rng.standard_normal((N, K)).astype(np.float32)
+    b = rng.standard_normal(N).astype(np.float32)
+    for name, inputs in (("embed_linear.onnx", []), ("embed_linear_param.onnx", [f32("E", [V, K])])):
+        g = H.make_graph(
+            [H.make_node("Gather", ["E", "idx"], ["e"], axis=0),
+             H.make_node("Gemm", ["e", "W", "b"], ["h"], transB=1), H.make_node("Relu", ["h"], ["y"])],
+            "embed_linear", [H.make_tensor_value_info("idx", TP.INT64, [1])] + inputs, [f32("y", [1, N])],
+            [init("E", E), init("W", W), init("b", b)])
+        save(name, g)
+    np.save(os.path.join(OUT, "embed_linear.E.npy"), E)
+
+
 def scan():
     # running sum of the rows of x [3, 2], rows read in reverse; outputs the final sum and the sums
     body = H.make_graph([H.make_node("Add", ["s_in", "row"], ["s_out"]), H.make_node("Identity", ["s_out"], ["o"])],
@@ -272,6 +317,8 @@ if __name__ == "__main__":
     if_in_loop()
     loop_in_if()
     reshape_chain()
+    stacked_lstm()
+    embed_linear()
     scan()
     external()
     unsupported()

@@ -183,6 +183,70 @@ START_TEST(shape_chain_folded)
 }
 END_TEST
 
+/* stacked LSTM layers: the second one's length and zero state are
+ * constants (its input's shape is the first one's Y's, which the importer
+ * knows), so no SHAPE or FILL runs; the output is onnx's reference's */
+START_TEST(stacked_lstm_shapes_folded)
+{
+    tfvm_program *p = compile_ok(M "stacked_lstm.onnx");
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        uint16_t op = p->isa.insts[i].op;
+        ck_assert_msg(op != ISA_SHAPE && op != ISA_FILL, "instruction %u is %s", i, isa_ops[op].name);
+    }
+    tfvm_tensor *x, *want;
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load(M "stacked_lstm.in.npy", NULL, &x, &err) == TFVM_OK, "%s", err.message);
+    ck_assert_msg(tfvm_npy_load(M "stacked_lstm.out.npy", NULL, &want, &err) == TFVM_OK, "%s", err.message);
+    tfvm_value a = tfvm_tensor_value(x), r;
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, &a, 1, &r, 1, mode);
+        ck_assert_int_eq(tfvm_tensor_count(r.tensor), tfvm_tensor_count(want));
+        const float *got = tfvm_tensor_cdata(r.tensor), *w = tfvm_tensor_cdata(want);
+        for (int64_t i = 0; i < tfvm_tensor_count(want); i++)
+            ck_assert_msg(fabsf(got[i] - w[i]) <= 1e-6f + 1e-5f * fabsf(w[i]), "mode %d, y[%lld] = %.9g, not %.9g",
+                          mode, (long long)i, got[i], w[i]);
+        tfvm_value_release(&r);
+    }
+    tfvm_tensor_free(x);
+    tfvm_tensor_free(want);
+    tfvm_program_free(p);
+}
+END_TEST
+
+/* a token's embedding through a linear layer: with the table constant the
+ * optimizer gathers rows of the table's product, computed as the one-row
+ * product of each row, so the same bits as the product of the row gathered
+ * at run time (the model whose table is a parameter keeps that product) */
+START_TEST(embedding_product_rows)
+{
+    tfvm_program *p = compile_ok(M "embed_linear.onnx"), *q = compile_ok(M "embed_linear_param.onnx");
+    tfvm_tensor *E;
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load(M "embed_linear.E.npy", NULL, &E, &err) == TFVM_OK, "%s", err.message);
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        uint16_t op = p->isa.insts[i].op;
+        ck_assert_msg(op != ISA_MATMUL && op != ISA_FUSED_MATMUL, "instruction %u is %s", i, isa_ops[op].name);
+    }
+    for (int64_t v = 0; v < 6; v++) {
+        tfvm_tensor *idx = tfvm_tensor_new(TFVM_I64, 1, (int64_t[]){1}, NULL);
+        *(int64_t *)tfvm_tensor_data(idx) = v;
+        tfvm_value a[2] = {tfvm_tensor_value(idx), tfvm_tensor_value(E)}, got, want;
+        run_main(p, a, 1, &got, 1, 0);
+        run_main(q, a, 2, &want, 1, 0);
+        ck_assert_int_eq(tfvm_tensor_count(got.tensor), 19);
+        ck_assert_int_eq(tfvm_tensor_count(want.tensor), 19);
+        ck_assert_msg(memcmp(tfvm_tensor_cdata(got.tensor), tfvm_tensor_cdata(want.tensor), 19 * sizeof(float)) == 0,
+                      "row %lld differs from the product at run time", (long long)v);
+        tfvm_value_release(&got);
+        tfvm_value_release(&want);
+        tfvm_tensor_free(idx);
+    }
+    tfvm_tensor_free(E);
+    tfvm_program_free(p);
+    tfvm_program_free(q);
+}
+END_TEST
+
 START_TEST(scan_reversed)
 {
     tfvm_program *p = compile_ok(M "scan.onnx");
@@ -468,6 +532,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
+    tcase_add_test(tc, stacked_lstm_shapes_folded);
+    tcase_add_test(tc, embedding_product_rows);
     tcase_add_test(tc, if_branches);
     tcase_add_test(tc, loop_scalar_100);
     tcase_add_test(tc, loop_scan_outputs);

@@ -520,6 +520,7 @@ typedef struct loop_arg {
     atomic_uint nested_calls;  /* calls of the nested loops' fn */
     atomic_uint nested_bad;    /* a nested loop that was not run whole by its caller */
     bool wait_for_helper;      /* the test thread's first chunk waits until a helper ran one */
+    atomic_int first_by;       /* the worker that ran the chunk at 0 */
 } loop_arg;
 
 static void *helper_main(void *arg)
@@ -573,6 +574,8 @@ static void loop_fn(void *arg, size_t begin, size_t end)
     loop_arg *a = arg;
     atomic_fetch_add(&a->calls, 1);
     atomic_fetch_add(&a->by_worker[my_worker], 1);
+    if (begin == 0)
+        atomic_store(&a->first_by, my_worker);
     if (begin >= end || end > a->n || end - begin > a->max_len)
         atomic_fetch_add(&a->bad, 1);
     for (size_t i = begin; i < end && i < a->n; i++)
@@ -624,6 +627,9 @@ static void check_loop(fake_run *f, loop_arg *a, size_t n, size_t grain, size_t 
         ck_assert_msg(ldc(&a->hits[i]) == 1, "n %zu grain %zu: item %zu run %u times", n, grain, i,
                       ldc(&a->hits[i]));
     ck_assert_uint_eq(ld(&a->calls), chunks);
+    /* the first chunk is always the caller's (a loop run again keeps it on one core) */
+    ck_assert_msg(atomic_load(&a->first_by) == 0, "n %zu grain %zu: chunk 0 ran on worker %d", n, grain,
+                  atomic_load(&a->first_by));
     ck_assert_uint_eq(ld(&a->nested_calls), nested ? chunks : 0);
     ck_assert_uint_eq(ld(&a->nested_bad), 0);
     /* The loop is off the board. A helper that saw it there just before
