@@ -663,10 +663,17 @@ static int cu_conv(const dev_device *d, const dev_ctx *x, isa_op op, uint32_t at
                           O * P, (int)nimg, why, ws);
     }
     tfvm_tensor_free(col);
-    if (rc == 0 && op == ISA_FUSED_CONV2D) {
-        const int64_t dims[3] = {c.N, O, P};
+    /* the bias and activation; FUSED_CONV2D_ADD's r between them (an
+     * elementwise "bias" of the result's strides), the CPU's roundings */
+    const int64_t dims[3] = {c.N, O, P};
+    if (rc == 0 && (op == ISA_FUSED_CONV2D || op == ISA_FUSED_CONV2D_ADD)) {
         tc_operand b = {.data = in[3].u.t->data, .strides = {0, 1, 0}};
-        rc = be->bias_act(dt, cu_act(attr), 3, dims, y->count, y->data, &b, why, ws);
+        rc = be->bias_act(dt, op == ISA_FUSED_CONV2D ? cu_act(attr) : TC_ACT_NONE, 3, dims, y->count, y->data, &b,
+                          why, ws);
+    }
+    if (rc == 0 && op == ISA_FUSED_CONV2D_ADD) {
+        tc_operand r = {.data = in[4].u.t->data, .strides = {O * P, P, 1}};
+        rc = be->bias_act(dt, cu_act(attr), 3, dims, y->count, y->data, &r, why, ws);
     }
     return rc;
 }

@@ -416,7 +416,7 @@ typedef struct tk_case {
     isa_op op;
     uint32_t attr;
     int n;
-    tk_in in[4];
+    tk_in in[5];
 } tk_case;
 
 #define X(...) {'x', sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, 0, {0}}
@@ -433,6 +433,10 @@ static const tk_case tk_cases[] = {
     {"fused conv 1x1 gelu", ISA_FUSED_CONV2D, ISA_OPT_ACT_GELU, 4,
      {X(2, 4, 3, 3), X(5, 4, 1, 1), P(1, 1, 0, 0, 0, 0, 1, 1, 1), X(5)}},
     {"fused conv", ISA_FUSED_CONV2D, 0, 4, {X(1, 2, 5, 5), X(2, 2, 2, 2), P(1, 1, 0, 0, 0, 0, 1, 1, 1), X(2)}},
+    {"fused conv add relu", ISA_FUSED_CONV2D_ADD, ISA_OPT_ACT_RELU, 5,
+     {X(2, 3, 7, 6), X(4, 3, 3, 3), P(2, 2, 1, 1, 1, 1, 1, 1, 1), X(4), X(2, 4, 4, 3)}},
+    {"fused conv add", ISA_FUSED_CONV2D_ADD, 0, 5,
+     {X(1, 4, 5, 5), X(4, 4, 1, 1), P(1, 1, 0, 0, 0, 0, 1, 1, 1), X(4), X(1, 4, 5, 5)}},
     {"fused matmul gelu", ISA_FUSED_MATMUL, ISA_OPT_ACT_GELU, 3, {X(3, 5), X(5, 4), X(4)}},
     {"fused matmul tb sigmoid", ISA_FUSED_MATMUL, ISA_OPT_TRANS_B | ISA_OPT_ACT_SIGMOID, 3, {X(3, 5), X(4, 5), X(3, 1)}},
     {"fused matmul batched hardswish", ISA_FUSED_MATMUL, ISA_OPT_ACT_HARDSWISH, 3, {X(2, 3, 5), X(5, 4), X(4)}},
@@ -519,7 +523,7 @@ static int compare_tensor_ops(const dev_device *d)
         int ran_case = 0;
         for (int dt = TFVM_BOOL; dt <= TFVM_F64; dt++) {
             for (int finite = 0; finite < 2; finite++) {
-                dev_value in[4];
+                dev_value in[5];
                 for (int j = 0; j < k->n; j++) {
                     in[j] = tk_value(&k->in[j], (tfvm_dtype)dt);
                     if (finite)
