@@ -97,12 +97,16 @@ static dev_value make_value(tfvm_dtype dt, int rank, const int64_t *dims, bool p
     return v;
 }
 
+/* Most inputs of the ops compared here (FUSED_CONV2D_ADD's) */
+#define TK_MAX_IN 5
+
 /* Runs op on device d: tensor inputs copied in, the result copied back. */
 static tfvm_status run_on(const dev_device *d, dev_pool *pool, isa_op op, uint32_t attr, const dev_value *in,
                           uint32_t n, dev_value *out, char *msg, size_t ms)
 {
     dev_ctx x = {.host = NULL, .pool = pool};
-    dev_value args[4] = {{0}};
+    dev_value args[TK_MAX_IN] = {{0}};
+    ck_assert_uint_le(n, TK_MAX_IN);
     /* parameter vectors stay on the host, as the VM leaves them */
     const uint32_t host = d->iface->host_inputs ? d->iface->host_inputs(d, op) : 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -416,7 +420,7 @@ typedef struct tk_case {
     isa_op op;
     uint32_t attr;
     int n;
-    tk_in in[5];
+    tk_in in[TK_MAX_IN];
 } tk_case;
 
 #define X(...) {'x', sizeof((int64_t[]){__VA_ARGS__}) / 8, {__VA_ARGS__}, 0, {0}}
@@ -523,7 +527,7 @@ static int compare_tensor_ops(const dev_device *d)
         int ran_case = 0;
         for (int dt = TFVM_BOOL; dt <= TFVM_F64; dt++) {
             for (int finite = 0; finite < 2; finite++) {
-                dev_value in[5];
+                dev_value in[TK_MAX_IN];
                 for (int j = 0; j < k->n; j++) {
                     in[j] = tk_value(&k->in[j], (tfvm_dtype)dt);
                     if (finite)
