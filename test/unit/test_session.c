@@ -205,8 +205,12 @@ START_TEST(feeder_thread)
         sum += k;
         tfvm_value x;
         tfvm_status st;
-        while ((st = tfvm_fetch(s, "s", &x)) == TFVM_ERR_STUCK && atomic_load(&fed) < k)
+        for (;;) { /* stuck only while value k was not yet fed when the fetch began */
+            const int before = atomic_load(&fed);
+            if ((st = tfvm_fetch(s, "s", &x)) != TFVM_ERR_STUCK || before >= k)
+                break;
             sched_yield();
+        }
         ck_assert_msg(st == TFVM_OK, "%s", tfvm_session_errmsg(s));
         ck_assert_int_eq(x.as.i32, (int32_t)sum);
     }
