@@ -1657,9 +1657,9 @@ static void fuse_residual_block(cc *C, cc_blk *b, void *ud)
     fuse_state *S = ud;
     for (cc_node *n = b->first; n;) {
         cc_node *next = n->next, *conv = NULL;
-        const uint8_t d = n->n_out ? n->types[0].dtype : 0;
         cc_irval r = {NULL, 0};
-        for (uint32_t k = 0; k < 2 && !conv && n->kind == CC_N_OP && n->op == ISA_ADD && n->n_in == 2; k++) {
+        const bool sum = n->kind == CC_N_OP && n->op == ISA_ADD && n->n_in == 2;
+        for (uint32_t k = 0; k < 2 && sum && !conv; k++) {
             cc_node *c = sole_op(S, n->in[k], ISA_FUSED_CONV2D, b);
             r = cc_resolve(n->in[1 - k]);
             if (c && !(c->attr & ISA_OPT_ACT_MASK) && r.n != c && same_type_known(&r.n->types[r.k], &c->types[0]))
@@ -1670,7 +1670,7 @@ static void fuse_residual_block(cc *C, cc_blk *b, void *ud)
             continue;
         }
         act_match am = {0};
-        cc_node *act = sum_activation(S, n, b, d, &am), *target = act ? act : n;
+        cc_node *act = sum_activation(S, n, b, n->types[0].dtype, &am), *target = act ? act : n;
         cc_irval *in = cc_array(C, 5, sizeof *in);
         for (uint32_t k = 0; k < 4; k++)
             in[k] = cc_resolve(conv->in[k]);

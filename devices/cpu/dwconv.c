@@ -230,13 +230,12 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
 
 /* Channel blocks for the usual windows (3 or 5 wide, stride 1 or 2, no
  * dilation): R outputs of a row at a time (DW_ROW with AVX-512's 32
- * registers, 4 with 16), each input vector of a
- * window row loaded once and multiplied into every output whose window
- * holds it (a 3x3 at stride 1: 13 loads for 24 multiply-adds, where
- * dw_cblock loads 30). Each output still sums its taps from zero in (i, j)
- * order, the bias after: the same bits. A row's last outputs go with a
- * whole R: xi's rows are wide enough (cb_cols), the extra columns
- * pads, their outputs not stored. */
+ * registers, 4 with 16), each input vector of a window row loaded once and
+ * multiplied into every output whose window holds it (a 3x3 at stride 1:
+ * 13 loads for 24 multiply-adds, where dw_cblock loads 30). Each output
+ * still sums its taps from zero in (i, j) order, the bias after: the same
+ * bits. A row's last outputs go with a whole R: xi's rows are wide enough
+ * (cb_cols), the extra columns pads, their outputs not stored. */
 #define DW_ROW 8
 /* One load per input vector: GCC would fold a load into every multiply
  * that uses it otherwise (as many loads as taps). */
@@ -245,7 +244,7 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
 #else
 #define DW_IN_REGISTER(v) (void)0
 #endif
-#define DW_ROWS(SFX, TARGET, VT, VL, KWC, SWC, R)                                              \
+#define DW_ROWS(SFX, TARGET, VT, VL, KWC, SWC, R)                                           \
     TARGET static void dw_rows_##SFX##_##KWC##_##SWC(const dev_dw *d, const float *xi, int64_t Wp, int64_t rows, \
                                                      const float *wv, const float *bias, float *yo) \
     {                                                                                       \
@@ -255,14 +254,14 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
         for (int64_t oh = 0; oh < rows; oh++) {                                             \
             const float *row = xi + oh * d->sh * Wp * VL;                                   \
             float *y = yo + oh * OW * VL;                                                   \
-            for (int64_t ow = 0; ow < OW; ow += R) {                                   \
-                VT acc[R] = {0};                                                       \
+            for (int64_t ow = 0; ow < OW; ow += R) {                                        \
+                VT acc[R] = {0};                                                            \
                 for (int64_t i = 0; i < KH; i++) {                                          \
                     const float *src = row + i * rstep + ow * SWC * VL;                     \
                     VT w[KWC];                                                              \
                     _Pragma("GCC unroll 8") for (int j = 0; j < KWC; j++)                   \
                         memcpy(&w[j], wv + (i * KWC + j) * VL, sizeof w[j]);                \
-                    _Pragma("GCC unroll 32") for (int c = 0; c < (R - 1) * SWC + KWC; c++) \
+                    _Pragma("GCC unroll 32") for (int c = 0; c < (R - 1) * SWC + KWC; c++)  \
                     {                                                                       \
                         VT v;                                                               \
                         memcpy(&v, src + c * VL, sizeof v);                                 \
@@ -272,8 +271,8 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                             acc[(c - j) / SWC] += w[j] * v;                                 \
                     }                                                                       \
                 }                                                                           \
-                const int64_t n = OW - ow < R ? OW - ow : R;                      \
-                _Pragma("GCC unroll 8") for (int a = 0; a < R; a++) if (a < n)         \
+                const int64_t n = OW - ow < R ? OW - ow : R;                                \
+                _Pragma("GCC unroll 8") for (int a = 0; a < R; a++) if (a < n)              \
                 {                                                                           \
                     acc[a] += b;                                                            \
                     memcpy(y + (ow + a) * VL, &acc[a], sizeof acc[a]);                      \
@@ -281,11 +280,11 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
             }                                                                               \
         }                                                                                   \
     }
-#define DW_ROWS_ALL(SFX, TARGET, VT, VL, R)                                                    \
-    DW_ROWS(SFX, TARGET, VT, VL, 3, 1, R)                                                      \
-    DW_ROWS(SFX, TARGET, VT, VL, 3, 2, R)                                                      \
-    DW_ROWS(SFX, TARGET, VT, VL, 5, 1, R)                                                      \
-    DW_ROWS(SFX, TARGET, VT, VL, 5, 2, R)                                                      \
+#define DW_ROWS_ALL(SFX, TARGET, VT, VL, R)                                                 \
+    DW_ROWS(SFX, TARGET, VT, VL, 3, 1, R)                                                   \
+    DW_ROWS(SFX, TARGET, VT, VL, 3, 2, R)                                                   \
+    DW_ROWS(SFX, TARGET, VT, VL, 5, 1, R)                                                   \
+    DW_ROWS(SFX, TARGET, VT, VL, 5, 2, R)                                                   \
     static dw_rows_fn *const dw_rows_##SFX[2][2] = {{dw_rows_##SFX##_3_1, dw_rows_##SFX##_3_2}, \
                                                     {dw_rows_##SFX##_5_1, dw_rows_##SFX##_5_2}};
 

@@ -374,11 +374,15 @@ END_TEST
  * bit for bit, on every path of act.c and every kind of convolution kernel
  * (the residual goes in each one's epilogue): grouped products, Winograd
  * (3x3), a 1x1 x as the column matrix, the transposed product (7x7, 64
- * channels), a depthwise layer (the grouped products then), im2col panels
- * (a 7x7 stem), the wide grid (5x5). */
-static const struct {
+ * channels), a depthwise layer (its kernel adds the bias, the epilogue r
+ * and the activation), im2col panels (a 7x7 stem), the wide grid (5x5). */
+
+/* A convolution case of the tables below: x's dims, w's dims and p. */
+typedef struct conv_dims {
     int64_t x[4], w[4], p[9];
-} res_cases[] = {
+} conv_dims;
+
+static const conv_dims res_cases[] = {
     {{2, 4, 6, 5}, {6, 2, 3, 2}, {1, 1, 0, 0, 1, 1, 1, 1, 2}},
     {{1, 8, 10, 9}, {8, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{2, 16, 6, 7}, {24, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
@@ -778,9 +782,7 @@ END_TEST
  * alone. */
 START_TEST(test_conv_tprod_stacks)
 {
-    static const struct {
-        int64_t x[4], w[4], p[9];
-    } cases[] = {
+    static const conv_dims cases[] = {
         {{11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
         {{11, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
     };
@@ -818,9 +820,7 @@ END_TEST
  * sizes, rows wider than a vector, channels and outputs that are not whole
  * vectors, groups; flat and rows (small windows over few channels) with
  * runs of output wider than one block, uneven pads. */
-static const struct {
-    int64_t x[4], w[4], p[9];
-} cf_cases[] = {
+static const conv_dims cf_cases[] = {
     {{2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 17, 13, 15}, {33, 17, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 8, 20, 37}, {5, 8, 3, 3}, {1, 1, 0, 2, 1, 0, 1, 1, 1}},
@@ -887,9 +887,7 @@ END_TEST
  * and the portable code: narrow planes (channels-last blocks, a last block
  * of fewer channels), wide planes (rows of vectors), strides of 2 and 3,
  * dilations, uneven pads, two images, two outputs per channel, 1x1 outputs. */
-static const struct {
-    int64_t x[4], w[4], p[9];
-} dw_cases[] = {
+static const conv_dims dw_cases[] = {
     {{1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
     {{2, 18, 11, 11}, {18, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 18}},
     {{1, 4, 20, 60}, {4, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 4}},
