@@ -123,19 +123,28 @@ CHW_TARGET static inline void tr16_load(const float *s, int64_t ss, int64_t nr, 
 }
 
 /* to_hwc_v4 and to_chw_v4 in 16 x 16 blocks transposed in registers */
-CHW_TARGET static inline void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
-                                          int64_t dstride)
+CHW_TARGET static inline void to_hwc_v16_pf(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
+                                             int64_t dstride, int64_t ahead)
 {
     for (int64_t c0 = 0; c0 < C; c0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
             const int64_t nc = C - c0 < 16 ? C - c0 : 16, nw = W - w0 < 16 ? W - w0 : 16;
             __m512 r[16];
+            if (ahead)
+                for (int64_t i = 0; i < nc; i++)
+                    __builtin_prefetch(x + (c0 + i) * cstride + w0 + ahead, 0, 3);
             tr16_load(x + c0 * cstride + w0, cstride, nc, nw, r);
 #pragma GCC unroll 16
             for (int j = 0; j < 16; j++)
                 if (j < nw)
                     _mm512_mask_storeu_ps(d + (w0 + j) * dstride + c0, v16_mask(nc), r[j]);
         }
+}
+
+CHW_TARGET static inline void to_hwc_v16(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
+                                          int64_t dstride)
+{
+    to_hwc_v16_pf(x, cstride, C, W, d, dstride, 0);
 }
 
 CHW_TARGET static inline void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
