@@ -530,6 +530,42 @@ static void dw_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
+/* Few input channels (fewch.h): bands of output rows in parallel chunks,
+ * each band's bias and activation (and FUSED_CONV2D_ADD's r) as soon as it
+ * is made, while it is in cache */
+typedef struct fc_job {
+    const dev_fc *f;
+    const float *x, *wk;
+    float *o;
+    const dev_kepi *ep;
+    const tfvm_allocator *alloc;
+    atomic_bool nomem;
+} fc_job;
+
+static void fc_chunk(void *arg, size_t b, size_t e)
+{
+    fc_job *j = arg;
+    const dev_fc *f = j->f;
+    const size_t bytes = (size_t)f->scratch * sizeof(float);
+    float *scratch = ut_alloc(j->alloc, bytes);
+    if (!scratch) {
+        atomic_store(&j->nomem, true);
+        return;
+    }
+    if (b == 0)
+        dev_conv_took(DEV_CONV_FEWCH);
+    const int64_t bands = (f->OH + f->rows - 1) / f->rows;
+    for (size_t it = b; it < e; it++) {
+        dev_fc_run(f, j->x, j->wk, j->o, (int64_t)it, (int64_t)it + 1, scratch);
+        if (j->ep) {
+            const int64_t n = (int64_t)it / bands, oh0 = (int64_t)it % bands * f->rows;
+            const int64_t rows = f->OH - oh0 < f->rows ? f->OH - oh0 : f->rows;
+            dev_kepi_apply(j->ep, j->o, n * f->O, f->O, oh0 * f->OW, rows * f->OW);
+        }
+    }
+    ut_free(j->alloc, scratch, bytes);
+}
+
 static bool epi_res(const dev_kepi *ep) { return ep && ep->res; }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
@@ -641,6 +677,28 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         const int64_t dw_items = plan.items, per = N * O * OHW * KH * KW / dw_items;
         dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
         if (atomic_load(&dj.nomem)) {
+            dev_value_release(&r);
+            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+        }
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_CONV_FEWCH) {
+        /* the weights packed once, kept with their tensor (else packed here) */
+        const size_t wk_floats = dev_fc_wk_floats(&plan.fc);
+        const float *wk = dev_fc_pack_kept(&plan.fc, w->data, w->t);
+        float *own = NULL;
+        if (!wk && (own = dev_ktemp(k, wk_floats, sizeof(float))))
+            dev_fc_pack(&plan.fc, w->data, own);
+        fc_job fj = {.f = &plan.fc, .x = x->data, .wk = wk ? wk : own, .o = o, .ep = ep, .alloc = k->alloc};
+        atomic_init(&fj.nomem, !fj.wk);
+        const int64_t fitems = plan.items;
+        if (fj.wk)
+            dev_par_for((size_t)fitems, dev_kgrain(fitems, N * O * OHW * CKK / fitems, DEV_KPAR_MACS, 1), fc_chunk,
+                        &fj);
+        if (own)
+            dev_ktemp_free(k, own, wk_floats, sizeof(float));
+        if (atomic_load(&fj.nomem)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
         }

@@ -13,6 +13,7 @@
 
 #include "devices/cpu/convf32.h"
 #include "devices/cpu/dwconv.h"
+#include "devices/cpu/fewch.h"
 #include "devices/cpu/kern.h"
 
 /* A convolution's operands, as the kernel has checked them: x [N, C, H, W],
@@ -35,6 +36,7 @@ typedef enum dev_conv_kernel {
     DEV_CONV_DIRECT,    /* 1x1, unit strides, no pads: x is the column matrix */
     DEV_CONV_WIDE,      /* unit strides: the product on the wide grid OH x (W + pads) */
     DEV_CONV_IM2COL,    /* the column matrix of an image, then the product */
+    DEV_CONV_FEWCH,     /* fewch.h, plan.fc: few input channels, bands of output rows */
     DEV_CONV_KERNELS
 } dev_conv_kernel;
 
@@ -53,6 +55,7 @@ typedef struct dev_conv_plan {
     int64_t panels;     /* PANELS: panels per image and group */
     dev_dw dw;          /* DEPTHWISE: its layout and path (sizes, no data) */
     dev_cf cf;          /* F32: its kind and sizes (weights not prepared) */
+    dev_fc fc;          /* FEWCH: its path and sizes (no data) */
 } dev_conv_plan;
 
 /* The plan for s on `threads` threads (dev_par_width() in a kernel). */

@@ -10,6 +10,7 @@
 #include "devices/cpu/convf32.h"
 #include "devices/cpu/convplan.h"
 #include "devices/cpu/dwconv.h"
+#include "devices/cpu/fewch.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/sgemm.h"
 #include "kernutil.h"
@@ -754,6 +755,9 @@ START_TEST(test_conv_exact)
              * cut by the edge; i32 below takes the same macro scalar) */
             conv_case(dt, acts[ai], DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 3, 20, 51), DIMS(2, 3, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            /* (f32 with 3 channels takes fewch.c: these keep im2col's shuffles and panels on f32) */
+            conv_case(dt, acts[ai], DIMS(1, 5, 11, 70), DIMS(4, 5, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(1, 5, 61, 61), DIMS(2, 5, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 2, 5, 67), DIMS(3, 2, 1, 3), DIMS(1, 2, 0, 0, 0, 0, 1, 1, 1));
             /* few output positions, many channels: the transposed product
              * (7x7 outputs at stride 2; 256 channels on 7x7, where
@@ -952,6 +956,82 @@ START_TEST(test_conv_depthwise)
     }
     dev_dw_force(0);
     dev_dw_force_layout(0);
+}
+END_TEST
+
+/* Few input channels (fewch.c) on each instruction set the CPU has and the
+ * portable code: stems of 3 channels (3x3 and 7x7, stride 2), 1 to 4
+ * channels at strides 1 to 3, a dilation, uneven pads, windows wider than
+ * tall, output channels not a whole block, rows not a whole vector, two
+ * images, bands cut short by the last output row. Exact on small integers;
+ * on arbitrary floats CONV2D gives the bits of the sums in w's order with
+ * the gemm's multiply-add on that path (fused but on the portable code),
+ * im2col's zeros at the pads included. Rows narrower than a vector are not
+ * taken. */
+static const conv_dims fc_cases[] = {
+    {{2, 3, 33, 70}, {16, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 3, 40, 41}, {20, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
+    {{1, 1, 20, 37}, {5, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 4, 15, 50}, {9, 4, 3, 2}, {3, 3, 0, 2, 1, 0, 1, 1, 1}},
+    {{2, 2, 18, 40}, {6, 2, 3, 3}, {1, 2, 2, 2, 2, 2, 2, 2, 1}},
+    {{1, 3, 21, 40}, {33, 3, 1, 5}, {1, 1, 0, 2, 0, 2, 1, 1, 1}},
+};
+
+START_TEST(test_conv_fewch)
+{
+    for (int force = 0; force <= 2; force++) {
+        dev_fc_force(force);
+        for (size_t ci = 0; ci < UT_COUNTOF(fc_cases); ci++) {
+            const int64_t *xd = fc_cases[ci].x, *wd = fc_cases[ci].w, *p = fc_cases[ci].p;
+            dev_conv_shape sh = {.dtype = F32, .N = xd[0], .C = xd[1], .H = xd[2], .W = xd[3], .O = wd[0],
+                                 .Cg = wd[1], .KH = wd[2], .KW = wd[3],
+                                 .OH = (xd[2] + p[2] + p[4] - p[6] * (wd[2] - 1) - 1) / p[0] + 1,
+                                 .OW = (xd[3] + p[3] + p[5] - p[7] * (wd[3] - 1) - 1) / p[1] + 1};
+            memcpy(sh.p, p, sizeof sh.p);
+            dev_conv_plan plan;
+            dev_conv_plan_make(&sh, 1, &plan);
+            ck_assert_msg(plan.kernel == DEV_CONV_FEWCH, "case %zu path %d: planned kernel %d", ci, force,
+                          (int)plan.kernel);
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++)
+                conv_case(F32, acts[ai], xd, wd, p);
+            dev_value x = randt(F32, 4, xd, 41), w = randt(F32, 4, wd, 42), o;
+            ck_assert_int_eq(C(ISA_CONV2D, 0, &o, ref(x), ref(w), ivec(p, 9)), TFVM_OK);
+            const bool fused = plan.fc.path != 2;
+            const float *xv = x.u.t->data, *wv = w.u.t->data, *ov = o.u.t->data;
+            int64_t q = 0;
+            for (int64_t n = 0; n < sh.N; n++)
+                for (int64_t oc = 0; oc < sh.O; oc++)
+                    for (int64_t oh = 0; oh < sh.OH; oh++)
+                        for (int64_t ow = 0; ow < sh.OW; ow++, q++) {
+                            float acc = 0.0f;
+                            for (int64_t c = 0, k = 0; c < sh.C; c++)
+                                for (int64_t i = 0; i < sh.KH; i++)
+                                    for (int64_t j = 0; j < sh.KW; j++, k++) {
+                                        const int64_t h = oh * p[0] - p[2] + i * p[6];
+                                        const int64_t ww = ow * p[1] - p[3] + j * p[7];
+                                        const float a = wv[oc * sh.C * sh.KH * sh.KW + k];
+                                        const float b = h >= 0 && h < sh.H && ww >= 0 && ww < sh.W
+                                                            ? xv[((n * sh.C + c) * sh.H + h) * sh.W + ww]
+                                                            : 0.0f;
+                                        acc = fused ? fmaf(a, b, acc) : a * b + acc;
+                                    }
+                            ck_assert_msg(memcmp(&acc, &ov[q], sizeof acc) == 0,
+                                          "case %zu path %d: element %lld is %.9g, the sums in order %.9g", ci,
+                                          plan.fc.path, (long long)q, (double)ov[q], (double)acc);
+                        }
+            dev_value_release(&o);
+            dev_value_release(&x);
+            dev_value_release(&w);
+        }
+        /* rows narrower than the path's vector: another kernel */
+        const int64_t narrow = force == 0 && dev_sg_best() == DEV_SG_AVX512 ? 15 : force <= 1 ? 7 : 3;
+        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = 3, .H = 9, .W = narrow, .O = 8, .Cg = 3, .KH = 3, .KW = 3,
+                             .OH = 9, .OW = narrow, .p = {1, 1, 1, 1, 1, 1, 1, 1, 1}};
+        dev_conv_plan plan;
+        dev_conv_plan_make(&sh, 1, &plan);
+        ck_assert_int_ne(plan.kernel, DEV_CONV_FEWCH);
+    }
+    dev_fc_force(0);
 }
 END_TEST
 
@@ -1225,15 +1305,17 @@ static const struct {
     {"empty batch", DEV_CONV_EMPTY, F32, {0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {"depthwise", DEV_CONV_DEPTHWISE, F32, {1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
     {"winograd", DEV_CONV_F32, F32, {2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-    {"flat", DEV_CONV_F32, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"flat", DEV_CONV_F32, F32, {1, 5, 28, 28}, {16, 5, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"few channels", DEV_CONV_FEWCH, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"few channels /2", DEV_CONV_FEWCH, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {"tprod 1x1", DEV_CONV_TPROD, F32, {11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {"tprod 3x3 /2", DEV_CONV_TPROD, F32, {2, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
-    {"panels", DEV_CONV_PANELS, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
+    {"panels", DEV_CONV_PANELS, F32, {1, 5, 61, 61}, {2, 5, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {"1x1", DEV_CONV_DIRECT, F32, {2, 3, 4, 4}, {5, 3, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {"wide 5x5", DEV_CONV_WIDE, F32, {1, 8, 7, 16}, {3, 8, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
     {"wide f64", DEV_CONV_WIDE, F64, {2, 3, 9, 10}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {"wide i32", DEV_CONV_WIDE, I32, {2, 3, 9, 10}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-    {"im2col /2", DEV_CONV_IM2COL, F32, {1, 3, 11, 70}, {4, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {"im2col /2", DEV_CONV_IM2COL, F32, {1, 5, 11, 70}, {4, 5, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
     {"im2col groups", DEV_CONV_IM2COL, F64, {1, 4, 7, 6}, {6, 2, 2, 3}, {2, 1, 1, 0, 2, 1, 2, 1, 2}},
 };
 
@@ -1378,6 +1460,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_tprod_stacks);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
+    tcase_add_test(tc, test_conv_fewch);
     tcase_add_test(tc, test_rnn_cells_same_as_unfused);
     tcase_add_test(tc, test_rnn_steps_same_as_cells);
     tcase_add_test(tc, test_rnn_cells_errors);
