@@ -24,6 +24,7 @@ typedef void sg_gates_fn(int64_t G, int64_t H, int64_t K, int64_t kc_step, const
 typedef struct sg_impl {
     int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
     sg_kern_fn *kern[SG_MR_MAX + 1];   /* by rows, 1..mr */
+    sg_kern_fn *half[SG_MR_MAX + 1];   /* by rows, one vector wide (nr / 2 columns) */
     int64_t w1;                        /* columns of wide[1] */
     sg_kern_fn *wide[3];               /* 1 row by w1 columns, 2 rows by 2 * nr */
     sg_t8_fn *t8;                      /* NULL: packing op(B) = B^T goes element by element */
@@ -184,12 +185,14 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #endif
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
-    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, 32, {NULL, w1_v4, w2_v4}, NULL, dots_v4,
-                         gemv_gates_v4, "portable"},
+    [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, {NULL, h1_v4, h2_v4, h3_v4, h4_v4}, 32,
+                         {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_gates_v4, "portable"},
 #ifdef SG_X86
-    [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
+    [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2},
+                     {NULL, h1_avx2, h2_avx2, h3_avx2, h4_avx2, h5_avx2, h6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
                      t8_avx2, dots_avx2, gemv_gates_avx2, "avx2"},
     [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
+                       {NULL, h1_avx512, h2_avx512, h3_avx512, h4_avx512, h5_avx512, h6_avx512, h7_avx512, h8_avx512},
                        256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_gates_avx512,
                        "avx512"},
 #else
@@ -380,7 +383,7 @@ static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const floa
     if (direct && whole)
         im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc);
     else
-        im->kern[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc);
+        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc);
 }
 
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,

@@ -77,6 +77,21 @@ SG_DEF(k6, 6, SG_NV, 1)
 SG_DEF(k7, 7, SG_NV, 1)
 SG_DEF(k8, 8, SG_NV, 1)
 #endif
+/* half-wide tiles (one vector) for the last panel of B when it holds at
+ * most that many columns: a 196-column product's last 4 cost a whole
+ * 32-wide tile before (20% of [288, 48] x [48, 196]) */
+SG_DEF(h1, 1, 1, 1)
+SG_DEF(h2, 2, 1, 1)
+SG_DEF(h3, 3, 1, 1)
+SG_DEF(h4, 4, 1, 1)
+#if SG_MR > 4
+SG_DEF(h5, 5, 1, 1)
+SG_DEF(h6, 6, 1, 1)
+#endif
+#if SG_MR > 6
+SG_DEF(h7, 7, 1, 1)
+SG_DEF(h8, 8, 1, 1)
+#endif
 SG_DEF(w1, 1, SG_W1, 0)
 SG_DEF(w2, 2, 2 * SG_NV, 0)
 #undef SG_DEF
