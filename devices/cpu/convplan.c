@@ -47,15 +47,19 @@ static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
 
 /* f32, one group, few input channels (a CNN's first layer): bands of
  * output rows without im2col (fewch.h). Before the unit-stride kernels
- * too: against them (3 channels, 3x3, 16 to 64 output channels, 56x56 to
- * 224x224) 0.70-0.95x the time but for one shape (64 channels at 56x56,
- * 1.07x: its rows end in a half-empty vector) */
+ * too where rows are 4 vectors or more and windows 27 taps or more:
+ * against them (3 channels, 3x3, 16 to 64 output channels, 64x64 to
+ * 224x224) 0.70-0.91x the time; on shorter rows or fewer taps 0.95-1.07x */
 static bool plan_fewch(const dev_conv_shape *s, dev_conv_plan *plan)
 {
     const int64_t *p = s->p;
     dev_fc f = {.N = s->N, .C = s->C, .H = s->H, .W = s->W, .O = s->O, .KH = s->KH, .KW = s->KW, .OH = s->OH,
                 .OW = s->OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3], .dh = p[6], .dw = p[7]};
     if (s->dtype != TFVM_F32 || p[8] != 1 || !dev_fc_plan(&f))
+        return false;
+    /* at unit strides the kernels below win with few taps or short rows
+     * (a 1-channel 3x3 over 28x28, MNIST's first layer: 6% slower here) */
+    if (p[0] == 1 && p[1] == 1 && (s->C * s->KH * s->KW < 27 || s->OW < 4 * f.vl))
         return false;
 
     plan->kernel = DEV_CONV_FEWCH;

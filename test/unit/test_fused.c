@@ -971,10 +971,11 @@ END_TEST
 static const conv_dims fc_cases[] = {
     {{2, 3, 33, 70}, {16, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 3, 40, 41}, {20, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
-    {{1, 1, 20, 37}, {5, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 3, 6, 70}, {5, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 4, 15, 50}, {9, 4, 3, 2}, {3, 3, 0, 2, 1, 0, 1, 1, 1}},
     {{2, 2, 18, 40}, {6, 2, 3, 3}, {1, 2, 2, 2, 2, 2, 2, 2, 1}},
-    {{1, 3, 21, 40}, {33, 3, 1, 5}, {1, 1, 0, 2, 0, 2, 1, 1, 1}},
+    {{1, 3, 12, 70}, {33, 3, 1, 9}, {1, 1, 0, 2, 0, 2, 1, 1, 1}},
+    {{1, 1, 30, 70}, {8, 1, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
 };
 
 START_TEST(test_conv_fewch)
@@ -1023,10 +1024,10 @@ START_TEST(test_conv_fewch)
             dev_value_release(&x);
             dev_value_release(&w);
         }
-        /* rows narrower than the path's vector: another kernel */
+        /* rows narrower than the path's vector (stride 2): another kernel */
         const int64_t narrow = force == 0 && dev_sg_best() == DEV_SG_AVX512 ? 15 : force <= 1 ? 7 : 3;
         dev_conv_shape sh = {.dtype = F32, .N = 1, .C = 3, .H = 9, .W = narrow, .O = 8, .Cg = 3, .KH = 3, .KW = 3,
-                             .OH = 9, .OW = narrow, .p = {1, 1, 1, 1, 1, 1, 1, 1, 1}};
+                             .OH = 9, .OW = narrow, .p = {2, 2, 1, 1, 1, 1, 1, 1, 1}};
         dev_conv_plan plan;
         dev_conv_plan_make(&sh, 1, &plan);
         ck_assert_int_ne(plan.kernel, DEV_CONV_FEWCH);
@@ -1306,7 +1307,8 @@ static const struct {
     {"depthwise", DEV_CONV_DEPTHWISE, F32, {1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}},
     {"winograd", DEV_CONV_F32, F32, {2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {"flat", DEV_CONV_F32, F32, {1, 5, 28, 28}, {16, 5, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
-    {"few channels", DEV_CONV_FEWCH, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"few channels", DEV_CONV_FEWCH, F32, {1, 3, 8, 66}, {16, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {"few channels, few taps", DEV_CONV_F32, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {"few channels /2", DEV_CONV_FEWCH, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {"tprod 1x1", DEV_CONV_TPROD, F32, {11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {"tprod 3x3 /2", DEV_CONV_TPROD, F32, {2, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
