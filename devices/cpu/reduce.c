@@ -4,6 +4,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/act.h"
+#include "devices/cpu/par.h"
 
 #include <math.h>
 #include <string.h>
@@ -278,6 +279,28 @@ static double sum_run_none(const void *x, int64_t n) { return (void)x, (double)n
         }                                                                                  \
     } while (0)
 
+/* Float sums of whole rows [rows, n] split over threads past this many
+ * elements: each row is summed as RED_LOOP_RUN sums it (the same bits) */
+#define RED_PAR_ELEMS (INT64_C(1) << 16)
+typedef struct red_rows {
+    const void *x;
+    double *acc;
+    int64_t n;
+    bool f32;
+} red_rows;
+
+static void red_rows_chunk(void *arg, size_t b, size_t e)
+{
+    const red_rows *j = arg;
+    for (size_t r = b; r < e; r++) {
+        const double s = j->f32 ? sum_run_float((const float *)j->x + (int64_t)r * j->n, j->n)
+                                : sum_run_double((const double *)j->x + (int64_t)r * j->n, j->n);
+        double a = 0;
+        a += s;
+        j->acc[r] = a;
+    }
+}
+
 tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
@@ -360,14 +383,22 @@ tfvm_status dev_cpu_reduce(dev_kctx *k, const dev_kview *in, dev_value *out)
         dev_value_release(&r);
         return TFVM_ERR_NOMEM;
     }
-    switch (dt) {
-    case TFVM_BOOL: RED_INT(uint8_t, 0, 1); break;
-    case TFVM_U8: RED_INT(uint8_t, 0, UINT8_MAX); break;
-    case TFVM_I8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
-    case TFVM_I32: RED_INT(int32_t, INT32_MIN, INT32_MAX); break;
-    case TFVM_I64: RED_INT(int64_t, INT64_MIN, INT64_MAX); break;
-    case TFVM_F32: RED_FLOAT(float); break;
-    default: RED_FLOAT(double); break;
+    const bool sum = op == ISA_REDUCE_SUM || op == ISA_REDUCE_MEAN;
+    if (sum && dev_kfloat(dt) && pl.m == 2 && pl.os[0] == 1 && pl.os[1] == 0 && kept > 1 &&
+        kept * pl.d[1] >= RED_PAR_ELEMS && dev_par_width() > 1) {
+        /* rows of x (a global average pool's planes) on the VM's idle workers */
+        red_rows job = {.x = x->data, .acc = accbuf, .n = pl.d[1], .f32 = dt == TFVM_F32};
+        dev_par_for((size_t)kept, dev_kgrain(kept, pl.d[1], RED_PAR_ELEMS / 2, 1), red_rows_chunk, &job);
+    } else {
+        switch (dt) {
+        case TFVM_BOOL: RED_INT(uint8_t, 0, 1); break;
+        case TFVM_U8: RED_INT(uint8_t, 0, UINT8_MAX); break;
+        case TFVM_I8: RED_INT(int8_t, INT8_MIN, INT8_MAX); break;
+        case TFVM_I32: RED_INT(int32_t, INT32_MIN, INT32_MAX); break;
+        case TFVM_I64: RED_INT(int64_t, INT64_MIN, INT64_MAX); break;
+        case TFVM_F32: RED_FLOAT(float); break;
+        default: RED_FLOAT(double); break;
+        }
     }
     if (f32acc) {
         const double *acc = accbuf;

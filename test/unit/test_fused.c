@@ -1206,6 +1206,13 @@ START_TEST(test_parallel_paths)
                            randt(dt, 1, DIMS(32), 9)};
         par_case(ISA_FUSED_CONV2D, SIG, xf, "fused_conv2d one image, arbitrary floats");
         release_all(xf, 4);
+        /* a global average pool's planes (reduce.c's rows) and a sum over the last axis */
+        dev_value planes[2] = {randt(dt, 4, DIMS(2, 40, 33, 33), 5), IV(2, 3)};
+        par_case(ISA_REDUCE_MEAN, 0, planes, "reduce_mean of planes, arbitrary floats");
+        release_all(planes, 2);
+        dev_value rows[2] = {randt(dt, 2, DIMS(300, 700), 6), IV(-1)};
+        par_case(ISA_REDUCE_SUM, 0, rows, "reduce_sum of rows, arbitrary floats");
+        release_all(rows, 2);
         /* columns of N (few rows), ta and tb */
         dev_value cin[3] = {big(dt, 2, DIMS(512, 4), 1), big(dt, 2, DIMS(1024, 512), 2), big(dt, 2, DIMS(4, 1), 3)};
         par_case(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B | TANH, cin, "fused_matmul columns");
