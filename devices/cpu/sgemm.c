@@ -339,9 +339,11 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
  * tiles first (the classic order, which keeps a kc x nr panel of B in L1)
  * writes mc streams at once: where C does not fit in the caches (a 1x1
  * convolution's [96, 12544] result at batch 8) that took up to twice as
- * long (36 against 62 GFLOP/s for K = 16), and never less; this core reads
- * B's block from L2 or L3 as fast as the micro-kernel uses it. Each tile
- * is the same call in either order: the same bits. */
+ * long (37 against 85 GFLOP/s for K = 16), and never less on the shapes
+ * tried; this core reads B's block from L2 or L3 as fast as the
+ * micro-kernel uses it. Each tile is the same call in either order: the
+ * same bits. The last partial panel of a packed B goes through half-wide
+ * tiles when it holds at most half a tile's columns. */
 #define SG_KC 256
 #define SG_MC 120
 #define SG_NC 2048
