@@ -24,6 +24,9 @@
  * split input (17 rows x 2 phases x 3 channels) and its output rows (16
  * channels) stay in L1/L2 */
 #define FC_ROWS 8
+/* A band's split input at most (floats; rows of millions of columns go to
+ * im2col's panels instead) */
+#define FC_MAX_SCRATCH (INT64_C(1) << 24)
 
 static atomic_int forced;
 
@@ -63,7 +66,7 @@ bool dev_fc_plan(dev_fc *f)
      * past it by the window's reach in its phase */
     f->wq = (f->OW + f->vl - 1) / f->vl * f->vl + (f->KW - 1) * f->dw / f->sw + 1;
     f->scratch = f->C * band_in_rows(f, f->rows) * f->sw * f->wq;
-    return true;
+    return f->scratch <= FC_MAX_SCRATCH;
 }
 
 int64_t dev_fc_items(const dev_fc *f) { return f->N * ((f->OH + f->rows - 1) / f->rows); }

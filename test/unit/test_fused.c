@@ -1031,6 +1031,13 @@ START_TEST(test_conv_fewch)
         dev_conv_plan plan;
         dev_conv_plan_make(&sh, 1, &plan);
         ck_assert_int_ne(plan.kernel, DEV_CONV_FEWCH);
+        /* rows so long that a band's split input would pass 16 Mi floats: another kernel */
+        sh.W = 3000000, sh.OW = 1500000;
+        dev_conv_plan_make(&sh, 1, &plan);
+        ck_assert_int_ne(plan.kernel, DEV_CONV_FEWCH);
+        sh.W = 300000, sh.OW = 150000;
+        dev_conv_plan_make(&sh, 1, &plan);
+        ck_assert_int_eq(plan.kernel, DEV_CONV_FEWCH);
     }
     dev_fc_force(0);
 }
