@@ -32,11 +32,20 @@ const char *const cli_usage_check =
 
 static void ck_print(const tfvm_program *p, const tfvm_facts *F, int threads)
 {
+    /* the opcode column as wide as the longest opcode here (FUSED_CONV2D_ADD
+     * pushed its line's shapes out of line in a column of 14) */
+    int opw = 14;
+    for (uint32_t i = 0; i < tfvm_program_inst_count(p); i++) {
+        tfvm_inst_info info;
+        tfvm_program_inst(p, i, &info);
+        const int n = (int)strlen(info.op);
+        opw = n > opw ? n : opw;
+    }
     for (uint32_t i = 0; i < tfvm_program_inst_count(p); i++) {
         char label[96], line[1024], plan[256];
         tfvm_inst_info info;
         tfvm_program_inst(p, i, &info);
-        printf("%-24s %-14s %s", tfvm_inst_label(p, i, label, sizeof label), info.op,
+        printf("%-24s %-*s %s", tfvm_inst_label(p, i, label, sizeof label), opw, info.op,
                tfvm_facts_line(F, i, line, sizeof line));
         if (*tfvm_facts_kernel(F, i, threads, plan, sizeof plan))
             printf("  cpu: %s", plan);

@@ -469,5 +469,11 @@ got=$("$TFVM" check --threads 2 test/e2e/check/convs.tfg | isa)
 got=$("$TFVM" check --threads 2 examples/cnn.tfg | grep '^c2 ' | isa)
 [ "$got" = "c2                       FUSED_CONV2D   f32[?, 16, 14, 14]  cpu: Winograd F(2x2, 3x3), ISA" ] ||
     no "tfvm check examples/cnn.tfg: '$got'"
+# the opcode column is as wide as the listing's longest opcode (FUSED_CONV2D_ADD): every line's
+# shape starts in column 43
+got=$("$TFVM" check --threads 1 test/e2e/check/residual.tfg)
+cols=$(echo "$got" | awk '{ print index($0, $3) }' | sort -u)
+echo "$got" | grep -q ' FUSED_CONV2D_ADD f32\[1, 4, 8, 8\]  cpu: ' && [ "$cols" = 43 ] ||
+    no "tfvm check residual.tfg: columns $cols: '$got'"
 
 exit $status
