@@ -2,6 +2,7 @@
  * (convf32.h): plans (which kernel, the weights prepared once per
  * instruction) and the kernels of convf32_body.h for AVX-512 and portably. */
 #include "devices/cpu/vec.h"
+#include "devices/cpu/f4.h"
 #include "devices/cpu/convf32.h"
 #include "devices/cpu/chw.h"
 
@@ -31,14 +32,7 @@ typedef struct dev_cf_isa {
 } dev_cf_isa;
 
 /* ---- Portable: GCC vector extensions, four lanes (SSE2 on x86-64) ---- */
-typedef float cf_v4 __attribute__((vector_size(16)));
-static inline cf_v4 v4_ld(const float *p)
-{
-    cf_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void v4_st(float *p, cf_v4 v) { memcpy(p, &v, sizeof v); }
+typedef dev_f4 cf_v4;
 static inline void v4_stn(float *p, cf_v4 v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof *p); }
 static inline cf_v4 v4_bc(float s) { return (cf_v4){s, s, s, s}; }
 /* the lanes of bits (bit l: lane l) loaded from p, the others 0 */
@@ -47,15 +41,15 @@ static inline cf_v4 v4_ldz(const float *p, uint32_t bits)
     typedef int32_t i4 __attribute__((vector_size(16)));
     const i4 m = {-(int32_t)(bits & 1), -(int32_t)(bits >> 1 & 1), -(int32_t)(bits >> 2 & 1),
                   -(int32_t)(bits >> 3 & 1)};
-    return (cf_v4)((i4)v4_ld(p) & m);
+    return (cf_v4)((i4)dev_f4_ld(p) & m);
 }
 typedef int32_t cf_i4 __attribute__((vector_size(16)));
 /* x < 0 ? 0 : x: NaN and -0 stay */
 static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)); }
 
 #define VF cf_v4
-#define VLD v4_ld
-#define VST v4_st
+#define VLD dev_f4_ld
+#define VST dev_f4_st
 #define VSTN v4_stn
 #define VBC v4_bc
 #define VLDZ v4_ldz

@@ -10,6 +10,7 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/fewch.h"
 #include "devices/cpu/chw.h"
+#include "devices/cpu/f4.h"
 #include "devices/cpu/sgemm.h"
 #include "devices/tensor.h"
 
@@ -184,17 +185,9 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
         }                                                                                                        \
     }
 
-typedef float fc_v4 __attribute__((vector_size(16)));
-static inline fc_v4 v4_ld(const float *p)
-{
-    fc_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void v4_st(float *p, fc_v4 v) { memcpy(p, &v, sizeof v); }
-#define V4_BC(w) ((fc_v4){(w), (w), (w), (w)})
+#define V4_BC(w) ((dev_f4){(w), (w), (w), (w)})
 #define V4_FMA(a, b, c) ((a) * (b) + (c)) /* the portable gemm's: not fused */
-FC_BAND(v4, , fc_v4, 4, 8, ((fc_v4){0, 0, 0, 0}), V4_BC, v4_ld, v4_st, V4_FMA)
+FC_BAND(v4, , dev_f4, 4, 8, ((dev_f4){0, 0, 0, 0}), V4_BC, dev_f4_ld, dev_f4_st, V4_FMA)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 FC_BAND(v8, __attribute__((target("avx2,fma"))), __m256, 8, 8, _mm256_setzero_ps(), _mm256_set1_ps, _mm256_loadu_ps,

@@ -8,6 +8,7 @@
  * elementwise.c, act.h), so a fused step gives what the separate
  * instructions give. */
 #include "devices/cpu/vec.h"
+#include "devices/cpu/f4.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/act.h"
 #include "devices/cpu/par.h"
@@ -225,19 +226,12 @@ typedef struct step_job {
  * unit's input gates (gate stride H), hr the blocks' product (gate stride
  * U, blocks G * U apart). */
 enum { U = DEV_SG_GATE_UNITS, LN = 4, CELL_BLOCKS = 4 };
-typedef float rv4 __attribute__((vector_size(LN * sizeof(float))));
-static inline rv4 rv4_ld(const float *p)
-{
-    rv4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void rv4_st(float *p, rv4 v) { memcpy(p, &v, sizeof v); }
+typedef dev_f4 rv4; /* LN lanes */
 /* the input gate plus the biased product of gate g, unit u (4 lanes) */
 static inline rv4 gate_pre(const step_job *jb, const float *gx, const float *hr, int64_t u0, int g, int64_t u)
 {
-    const rv4 gh = rv4_ld(hr + u / U * jb->G * U + g * U + u % U) + rv4_ld(jb->rb + g * jb->H + u0 + u);
-    return rv4_ld(gx + g * jb->H + u) + gh;
+    const rv4 gh = dev_f4_ld(hr + u / U * jb->G * U + g * U + u % U) + dev_f4_ld(jb->rb + g * jb->H + u0 + u);
+    return dev_f4_ld(gx + g * jb->H + u) + gh;
 }
 
 /* row b's units [u0, u0 + n) */
@@ -250,21 +244,21 @@ static void lstm_blocks(const step_job *jb, int64_t b, int64_t u0, int64_t n, co
     if (n <= 0)
         return;
     for (int64_t u = 0; u < n; u += LN) {
-        rv4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));         /* i */
-        rv4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 2, u));     /* f */
-        rv4_st(sg + 2 * n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* o */
-        rv4_st(tg + u, gate_pre(jb, gx, hr, u0, 3, u));         /* c */
+        dev_f4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));         /* i */
+        dev_f4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 2, u));     /* f */
+        dev_f4_st(sg + 2 * n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* o */
+        dev_f4_st(tg + u, gate_pre(jb, gx, hr, u0, 3, u));         /* c */
     }
     dev_sigmoidf_n(sg, sg, (size_t)(3 * n));
     dev_tanhf_n(tg, tg, (size_t)n);
     for (int64_t u = 0; u < n; u += LN) {
-        const rv4 a = rv4_ld(sg + n + u) * rv4_ld(c + u), e = rv4_ld(sg + u) * rv4_ld(tg + u), cn = a + e;
-        rv4_st(jb->oc + at + u, cn);
-        rv4_st(tg + u, cn);
+        const rv4 a = dev_f4_ld(sg + n + u) * dev_f4_ld(c + u), e = dev_f4_ld(sg + u) * dev_f4_ld(tg + u), cn = a + e;
+        dev_f4_st(jb->oc + at + u, cn);
+        dev_f4_st(tg + u, cn);
     }
     dev_tanhf_n(tg, tg, (size_t)n);
     for (int64_t u = 0; u < n; u += LN)
-        rv4_st(jb->oh + at + u, rv4_ld(sg + 2 * n + u) * rv4_ld(tg + u));
+        dev_f4_st(jb->oh + at + u, dev_f4_ld(sg + 2 * n + u) * dev_f4_ld(tg + u));
 }
 
 static void gru_blocks(const step_job *jb, int64_t b, int64_t u0, int64_t n, const float *hr)
@@ -275,19 +269,19 @@ static void gru_blocks(const step_job *jb, int64_t b, int64_t u0, int64_t n, con
     if (n <= 0)
         return;
     for (int64_t u = 0; u < n; u += LN) {
-        rv4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));     /* z */
-        rv4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* r */
+        dev_f4_st(sg + u, gate_pre(jb, gx, hr, u0, 0, u));     /* z */
+        dev_f4_st(sg + n + u, gate_pre(jb, gx, hr, u0, 1, u)); /* r */
     }
     dev_sigmoidf_n(sg, sg, (size_t)(2 * n));
     for (int64_t u = 0; u < n; u += LN) {
-        const rv4 gh = rv4_ld(hr + u / U * 3 * U + 2 * U + u % U) + rv4_ld(jb->rb + 2 * jb->H + u0 + u);
-        const rv4 rg = rv4_ld(sg + n + u) * gh;
-        rv4_st(tg + u, rv4_ld(gx + 2 * jb->H + u) + rg);
+        const rv4 gh = dev_f4_ld(hr + u / U * 3 * U + 2 * U + u % U) + dev_f4_ld(jb->rb + 2 * jb->H + u0 + u);
+        const rv4 rg = dev_f4_ld(sg + n + u) * gh;
+        dev_f4_st(tg + u, dev_f4_ld(gx + 2 * jb->H + u) + rg);
     }
     dev_tanhf_n(tg, tg, (size_t)n);
     for (int64_t u = 0; u < n; u += LN) {
-        const rv4 z = rv4_ld(sg + u), a = (1 - z) * rv4_ld(tg + u), e = z * rv4_ld(h + u);
-        rv4_st(jb->oh + at + u, a + e);
+        const rv4 z = dev_f4_ld(sg + u), a = (1 - z) * dev_f4_ld(tg + u), e = z * dev_f4_ld(h + u);
+        dev_f4_st(jb->oh + at + u, a + e);
     }
 }
 

@@ -3,6 +3,7 @@
  * set (sgemm_body.h), blocks sized for the caches (docs/devices.md, "Kernel
  * notes"). */
 #include "devices/cpu/sgemm.h"
+#include "devices/cpu/f4.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -34,14 +35,7 @@ typedef struct sg_impl {
 } sg_impl;
 
 /* ---- Portable: GCC vector extensions (SSE2 on x86-64), 4 x 8 tiles ---- */
-typedef float sg_v4 __attribute__((vector_size(16)));
-static inline sg_v4 v4_ld(const float *p)
-{
-    sg_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
+typedef dev_f4 sg_v4;
 
 #define SG_VF sg_v4
 #define SG_VL 4
@@ -50,8 +44,8 @@ static inline void v4_st(float *p, sg_v4 v) { memcpy(p, &v, sizeof v); }
 #define SG_W1 8
 #define SG_TARGET
 #define SG_SFX(n) n##_v4
-#define VLD(p) v4_ld(p)
-#define VST(p, v) v4_st(p, v)
+#define VLD(p) dev_f4_ld(p)
+#define VST(p, v) dev_f4_st(p, v)
 #define VBC(x) ((sg_v4){(x), (x), (x), (x)})
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VADD(a, b) ((a) + (b))
