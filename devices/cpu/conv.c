@@ -554,13 +554,12 @@ static void fc_chunk(void *arg, size_t b, size_t e)
     }
     if (b == 0)
         dev_conv_took(DEV_CONV_FEWCH);
-    const int64_t bands = (f->OH + f->rows - 1) / f->rows;
     for (size_t it = b; it < e; it++) {
         dev_fc_run(f, j->x, j->wk, j->o, (int64_t)it, (int64_t)it + 1, scratch);
         if (j->ep) {
-            const int64_t n = (int64_t)it / bands, oh0 = (int64_t)it % bands * f->rows;
-            const int64_t rows = f->OH - oh0 < f->rows ? f->OH - oh0 : f->rows;
-            dev_kepi_apply(j->ep, j->o, n * f->O, f->O, oh0 * f->OW, rows * f->OW);
+            int64_t n, oh0, oh1;
+            dev_fc_band(f, (int64_t)it, &n, &oh0, &oh1);
+            dev_kepi_apply(j->ep, j->o, n * f->O, f->O, oh0 * f->OW, (oh1 - oh0) * f->OW);
         }
     }
     ut_free(j->alloc, scratch, bytes);

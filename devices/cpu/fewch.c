@@ -70,7 +70,17 @@ bool dev_fc_plan(dev_fc *f)
     return f->scratch <= FC_MAX_SCRATCH;
 }
 
-int64_t dev_fc_items(const dev_fc *f) { return f->N * ((f->OH + f->rows - 1) / f->rows); }
+static int64_t fc_bands(const dev_fc *f) { return (f->OH + f->rows - 1) / f->rows; }
+
+int64_t dev_fc_items(const dev_fc *f) { return f->N * fc_bands(f); }
+
+void dev_fc_band(const dev_fc *f, int64_t item, int64_t *n, int64_t *oh0, int64_t *oh1)
+{
+    const int64_t bands = fc_bands(f);
+    *n = item / bands;
+    *oh0 = item % bands * f->rows;
+    *oh1 = *oh0 + f->rows < f->OH ? *oh0 + f->rows : f->OH;
+}
 
 size_t dev_fc_wk_floats(const dev_fc *f)
 {
@@ -198,11 +208,11 @@ FC_BAND(v16, __attribute__((target("avx512f"))), __m512, 16, 16, _mm512_setzero_
 
 void dev_fc_run(const dev_fc *f, const float *x, const float *wk, float *o, int64_t b, int64_t e, float *scratch)
 {
-    const int64_t bands = (f->OH + f->rows - 1) / f->rows;
     int64_t toff[DEV_FC_MAX_TAPS];
     for (int64_t it = b; it < e; it++) {
-        const int64_t n = it / bands, oh0 = it % bands * f->rows;
-        const int64_t oh1 = oh0 + f->rows < f->OH ? oh0 + f->rows : f->OH, nrows = band_in_rows(f, oh1 - oh0);
+        int64_t n, oh0, oh1;
+        dev_fc_band(f, it, &n, &oh0, &oh1);
+        const int64_t nrows = band_in_rows(f, oh1 - oh0);
         /* the band's input rows, each in sw phases; rows above and below x zeros */
         for (int64_t c = 0; c < f->C; c++)
             for (int64_t r = 0; r < nrows; r++) {

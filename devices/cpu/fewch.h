@@ -35,8 +35,10 @@ typedef struct dev_fc {
 #define DEV_FC_MAX_C 4
 #define DEV_FC_MAX_TAPS 256
 bool dev_fc_plan(dev_fc *f);
-/* Items of work: bands of f->rows output rows, n * bands + band. */
+/* Items of work: bands of f->rows output rows, n * bands + band; item's
+image n and output rows [oh0, oh1). */
 int64_t dev_fc_items(const dev_fc *f);
+void dev_fc_band(const dev_fc *f, int64_t item, int64_t *n, int64_t *oh0, int64_t *oh1);
 /* w packed by output channel blocks (each block's taps, ob lanes a tap,
  * zeros past the last channel): dev_fc_wk_floats(f) floats, made once and
  * kept with w's tensor wt; NULL without a tensor to keep them with. */

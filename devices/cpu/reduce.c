@@ -295,7 +295,7 @@ static void red_rows_chunk(void *arg, size_t b, size_t e)
     for (size_t r = b; r < e; r++) {
         const double s = j->f32 ? sum_run_float((const float *)j->x + (int64_t)r * j->n, j->n)
                                 : sum_run_double((const double *)j->x + (int64_t)r * j->n, j->n);
-        double a = 0;
+        double a = 0; /* 0 + s, as the loop adds a run to its accumulator (-0 becomes +0 there too) */
         a += s;
         j->acc[r] = a;
     }
