@@ -8,10 +8,24 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The first word of k's messages: its op in lower case ("tensor" for an op
+ * without a kernel), written only when a message is, not on every call. */
+static const char *kname(const dev_kctx *k, char buf[24])
+{
+    if (!k->has_kernel)
+        return "tensor";
+    size_t i = 0;
+    for (const char *s = isa_ops[k->op].name; *s && i + 1 < 24; s++)
+        buf[i++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+    buf[i] = '\0';
+    return buf;
+}
+
 tfvm_status dev_kfail(dev_kctx *k, tfvm_status code, const char *fmt, ...)
 {
     if (k->msg && k->msg_size) {
-        int n = snprintf(k->msg, k->msg_size, "%s: ", k->name);
+        char name[24];
+        int n = snprintf(k->msg, k->msg_size, "%s: ", kname(k, name));
         if (n >= 0 && (size_t)n < k->msg_size) {
             va_list ap;
             va_start(ap, fmt);
@@ -347,14 +361,9 @@ static const bool table_gated[ISA_OP_COUNT] = {
 static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, uint32_t host_mask, dev_value *out)
 {
     const isa_op op = k->op;
-    if ((unsigned)op >= ISA_OP_COUNT || !kernels[op]) {
-        snprintf(k->name, sizeof k->name, "tensor");
+    if ((unsigned)op >= ISA_OP_COUNT || !kernels[op])
         return dev_kfail(k, TFVM_ERR_INTERNAL, "op %u is not a tensor op", (unsigned)op);
-    }
-    size_t i = 0;
-    for (const char *s = isa_ops[op].name; *s && i + 1 < sizeof k->name; s++)
-        k->name[i++] = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
-    k->name[i] = '\0';
+    k->has_kernel = true;
     if (n_in != (uint32_t)isa_ops[op].n_in)
         return dev_kfail(k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
     dev_kview v[DEV_KMAX_IN];
