@@ -1,6 +1,8 @@
 /* devices/pool.h — per-VM memory pools, one per device: freed blocks wait on
  * size-class free lists, so a run in steady state calls neither malloc nor
- * cudaMalloc for its tensors. Thread-safe (the VM's workers share a pool). */
+ * cudaMalloc for its tensors; large host blocks are reused by recency, the
+ * block given back last first, so that what a layer writes lands in memory
+ * still in the caches (pool.c). Thread-safe (the VM's workers share a pool). */
 #ifndef TFVM_POOL_H
 #define TFVM_POOL_H
 
@@ -15,7 +17,8 @@ tfvm_status dev_pool_new(const tfvm_allocator *under, const dev_device *dev, dev
  * still out (tensors a caller holds) are freed when they come back, and the
  * pool itself with the last of them. NULL is a no-op. */
 void dev_pool_close(dev_pool *p);
-/* n bytes (n > 0; rounded up to a size class); NULL when memory runs out.
+/* n bytes (n > 0; rounded up to a size class; a host block above 64 KiB may
+ * be up to twice that); NULL when memory runs out.
  * A device pool that cannot get memory frees its cache and tries once more. */
 void *dev_pool_get(dev_pool *p, size_t n);
 /* Gives back a block of dev_pool_get(p, n). */

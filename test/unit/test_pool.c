@@ -1,5 +1,5 @@
 /* test/unit/test_pool.c — the per-device memory pools: size classes, reuse,
- * the allocation hook, closing with blocks still out, failures, and many
+ * large blocks by recency, the allocation hook, closing with blocks still out, failures, and many
  * threads at once (run under TSan by `make tsan`). */
 #include <pthread.h>
 #include <string.h>
@@ -141,6 +141,69 @@ START_TEST(test_out_of_memory)
 }
 END_TEST
 
+/* Host blocks above 64 KiB go by recency: a request takes the block given
+ * back last among its class and the four above it (at most twice its
+ * size), and the block goes back to its own class whatever it served. */
+START_TEST(test_near_blocks)
+{
+    tu_alloc ta = {.countdown = -1};
+    tfvm_allocator a = tu_allocator(&ta);
+    dev_pool *p;
+    ck_assert_int_eq(dev_pool_new(&a, NULL, &p), TFVM_OK);
+    const size_t small = 300 << 10, mid = 500 << 10, big = 700 << 10; /* classes 320, 512, 768 KiB */
+    ck_assert_uint_eq(dev_pool_class_size(small), 320 << 10);
+    ck_assert_uint_eq(dev_pool_class_size(mid), 512 << 10);
+    ck_assert_uint_eq(dev_pool_class_size(big), 768 << 10);
+    char *x = dev_pool_get(p, small), *y = dev_pool_get(p, mid), *z = dev_pool_get(p, big);
+    memset(x, 1, 320 << 10);
+    memset(y, 2, 512 << 10);
+    memset(z, 3, 768 << 10);
+    dev_pool_put(p, x, small);
+    dev_pool_put(p, y, mid);
+    /* y was given back last and is at most twice the request: it serves it */
+    ck_assert_ptr_eq(dev_pool_get(p, small), y);
+    ck_assert_ptr_eq(dev_pool_get(p, small), x); /* then the one of its own class */
+    dev_pool_stats s;
+    dev_pool_get_stats(p, &s);
+    ck_assert_uint_eq(s.cached, 0);
+    /* y goes back to its own class, as its own size, though it served 300 KiB */
+    dev_pool_put(p, y, small);
+    dev_pool_get_stats(p, &s);
+    ck_assert_uint_eq(s.cached, 512 << 10);
+    ck_assert_ptr_eq(dev_pool_get(p, mid), y);
+    /* z, five classes up (2.4 times the request), is not taken even when newest */
+    dev_pool_put(p, z, big);
+    long allocs = ta.allocs; /* (z's class has its free list now) */
+    char *w = dev_pool_get(p, small);
+    ck_assert_ptr_ne(w, z);
+    ck_assert_int_eq(ta.allocs, allocs + 1);
+    ck_assert_ptr_eq(dev_pool_get(p, big), z);
+    /* below 64 KiB, classes stay apart: a newer larger block does not serve */
+    char *u = dev_pool_get(p, 40 << 10), *v = dev_pool_get(p, 50 << 10);
+    dev_pool_put(p, u, 40 << 10);
+    dev_pool_put(p, v, 50 << 10);
+    ck_assert_ptr_eq(dev_pool_get(p, 40 << 10), u);
+    dev_pool_put(p, u, 40 << 10);
+    /* the hook resizes in place within the block's room: y (512 KiB) served
+     * 300 KiB, so 450 KiB fits; 200 KiB is five classes down and moves */
+    tfvm_allocator h = dev_pool_allocator(p);
+    dev_pool_put(p, y, mid);
+    char *r = ut_alloc(&h, small);
+    ck_assert_ptr_eq(r, y);
+    ck_assert_ptr_eq(ut_realloc(&h, r, small, 450 << 10), y);
+    char *q = ut_realloc(&h, r, 450 << 10, 200 << 10);
+    ck_assert_ptr_ne(q, y);
+    ck_assert_int_eq(q[0], 2); /* the contents moved with it */
+    ut_free(&h, q, 200 << 10);
+    dev_pool_put(p, x, small);
+    dev_pool_put(p, w, small);
+    dev_pool_put(p, z, big);
+    dev_pool_close(p);
+    ck_assert_int_eq(ta.live, 0); /* headers and all */
+    ck_assert_int_eq(ta.blocks, 0);
+}
+END_TEST
+
 /* Several threads take and give back blocks of mixed sizes, some freed by
  * another thread than the one that took them. */
 typedef struct pool_job {
@@ -164,7 +227,8 @@ static void *pool_worker(void *arg)
             dev_pool_put(j->p, mine[k], size[k]);
             mine[k] = NULL;
         } else {
-            size[k] = 1 + (s >> 8) % 9000;
+            /* one slot in 16 holds large blocks, which go by recency */
+            size[k] = k ? 1 + (s >> 8) % 9000 : ((size_t)60 << 10) + (s >> 8) % (200 << 10);
             mine[k] = dev_pool_get(j->p, size[k]);
             ck_assert_ptr_nonnull(mine[k]);
             memset(mine[k], (int)k, size[k]);
@@ -212,6 +276,7 @@ int main(void)
     tcase_add_test(tc, test_close_with_blocks_out);
     tcase_add_test(tc, test_allocator_hook);
     tcase_add_test(tc, test_out_of_memory);
+    tcase_add_test(tc, test_near_blocks);
     tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
