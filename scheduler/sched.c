@@ -9,6 +9,16 @@
 #include <time.h>
 
 #define SPINS_BEFORE_PARK 2000
+/* An idle worker of a run with several and no host looks this many rounds
+ * (a pause of some 25 ns each, ~0.7 ms in all) before it parks: layers
+ * that leave the second core idle for 0.1-0.5 ms (a global pool, a
+ * classifier, the serial ops of a squeeze-excite) had it park 4-11 times a
+ * run at 2000 rounds, and each wake-up costs the next parallel loop its
+ * helper (mobilenet_v3_small and efficientnet_b0 at batch 1 on 2 threads:
+ * 0.87-0.91x the time with the longer look). With a host in the run (a
+ * session), whose thread needs a core while the graph waits for it, the
+ * workers look SPINS_BEFORE_PARK rounds. */
+#define SPINS_IN_RUN 20000
 
 static inline void spin_pause(void)
 {
@@ -266,6 +276,7 @@ static bool steal_find_work(sched_run *r, sched_worker *w, sched_item *out)
 static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
 {
     uint32_t n = r->n;
+    const unsigned look = r->on_quiet ? SPINS_BEFORE_PARK : SPINS_IN_RUN;
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&r->done, memory_order_acquire))
             return false;
@@ -291,7 +302,7 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
             if (atomic_fetch_add(&r->idle, 1) + 1 == n && all_idle(r))
                 return false;
         }
-        if (spins < SPINS_BEFORE_PARK) {
+        if (spins < look) {
             spin_pause(); /* leave the core's other hardware thread its share */
             continue;
         }
@@ -324,7 +335,7 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
          * otherwise spin a few tens of microseconds every millisecond on
          * each worker, beside the host's own work. */
         if (timed_out)
-            spins = SPINS_BEFORE_PARK;
+            spins = look;
     }
 }
 
