@@ -495,18 +495,6 @@ typedef struct dw_job {
     atomic_bool nomem;
 } dw_job;
 
-/* The output planes of item p: rows [*row0, *row0 + *n) of [N * C*M, OHW] */
-static void dw_item_rows(const dev_dw *d, int64_t p, int64_t *row0, int64_t *n)
-{
-    if (!d->cb) {
-        *row0 = p, *n = 1;
-        return;
-    }
-    const int64_t ch0 = p / d->N * d->cb;
-    *row0 = p % d->N * d->C + ch0;
-    *n = d->C - ch0 < d->cb ? d->C - ch0 : d->cb;
-}
-
 static void dw_chunk(void *arg, size_t b, size_t e)
 {
     dw_job *j = arg;
@@ -520,10 +508,10 @@ static void dw_chunk(void *arg, size_t b, size_t e)
         dev_conv_took(DEV_CONV_DEPTHWISE);
     if (j->after)
         for (size_t p = b; p < e; p++) {
-            int64_t row0, n;
+            int64_t row0, n, col0, ncols;
             dev_dw_run(&j->d, (int64_t)p, (int64_t)p + 1, scratch);
-            dw_item_rows(&j->d, (int64_t)p, &row0, &n);
-            dev_kepi_apply(j->after, j->d.o, row0, n, 0, j->d.OH * j->d.OW);
+            dev_dw_item_span(&j->d, (int64_t)p, &row0, &n, &col0, &ncols);
+            dev_kepi_apply(j->after, j->d.o, row0, n, col0, ncols);
         }
     else
         dev_dw_run(&j->d, (int64_t)b, (int64_t)e, scratch);

@@ -37,7 +37,7 @@ static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
     const int64_t *p = s->p, G = p[8];
     dev_dw d = {.N = s->N, .C = s->C, .M = s->O / G, .H = s->H, .W = s->W, .KH = s->KH, .KW = s->KW, .OH = s->OH,
                 .OW = s->OW, .sh = p[0], .sw = p[1], .pt = p[2], .pl = p[3], .dh = p[6], .dw = p[7]};
-    if (s->dtype != TFVM_F32 || !dev_dw_plan(&d, s->Cg, G))
+    if (s->dtype != TFVM_F32 || !dev_dw_plan(&d, s->Cg, G, plan->threads))
         return false;
     plan->kernel = DEV_CONV_DEPTHWISE;
     plan->dw = d;
@@ -166,7 +166,7 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         /* every f32 max pool through the depthwise grid (dwconv.c) */
         dev_dw d = {.N = N, .C = C, .M = 1, .H = H, .W = W, .KH = kh, .KW = kw, .OH = OH, .OW = OW, .sh = sh,
                     .sw = sw, .pt = pt, .pl = pl, .dh = dh, .dw = dw, .max = true};
-        if (dev_dw_plan(&d, 1, C)) {
+        if (dev_dw_plan(&d, 1, C, plan->threads)) {
             plan->kernel = DEV_POOL_GRID;
             plan->dw = d;
             return;
@@ -273,7 +273,8 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
     const char *what = s->p[8] > 1 ? "image-group pairs" : "images";
     switch (plan->kernel) {
     case DEV_CONV_DEPTHWISE:
-        put(b, "%lld %s in parallel", items, plan->dw.cb ? "channel blocks" : "output planes");
+        put(b, "%lld %s in parallel", items,
+            plan->dw.strips ? "row strips of channel blocks" : plan->dw.cb ? "channel blocks" : "output planes");
         break;
     case DEV_CONV_F32:
         if (plan->split)
@@ -332,7 +333,10 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         put(&b, "; 1 thread");
     else
         put(&b, "; %u threads: %s in parallel", plan->threads,
-            plan->kernel == DEV_POOL_GRID && plan->dw.cb ? "channel blocks" : "planes");
+            plan->kernel != DEV_POOL_GRID ? "planes"
+            : plan->dw.strips            ? "row strips of channel blocks"
+            : plan->dw.cb                ? "channel blocks"
+                                         : "planes");
     return buf;
 }
 

@@ -409,7 +409,7 @@ static int64_t cb_strip(const dev_dw *d, int64_t cols)
  * layers (112x112 to 7x7, 3x3 and 5x5 windows, strides 1 and 2), most on
  * small planes, where the wide grid's rounding to blocks of 4 VL and the
  * per-plane work (padding, tap offsets, copying out) weigh most. */
-bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
+bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads)
 {
     if (d->max ? d->M != 1 : Cg != 1 || G != d->C || G < 2)
         return false;
@@ -419,6 +419,7 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
     d->path = force > best ? force : best;
     d->vl = path_vl[d->path];
     d->cb = 0;
+    d->strips = false;
     if (d->M == 1 && layout != 1) {
         /* every factor is at most CONV_MAX (conv.c): no overflow */
         const int64_t cols = cb_cols(d);
@@ -426,7 +427,14 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
         const int64_t rows = strip_rows(d, d->strip);
         d->scratch = (rows * cols + d->strip * d->OW + d->KH * d->KW + 1) * d->vl + 16;
         if (rows <= 16384 && cols <= 16384 && d->scratch <= (INT64_C(1) << 24)) {
+            /* Fewer blocks than threads (16 or 32 channels of 112x112, the
+             * first depthwise layers of mobile networks, at batch 1): each
+             * strip an item, so that the layer still splits. Not with more:
+             * a block a thread streams its planes whole (48 channels at
+             * 112x112, 3 blocks on 2 threads: 1.12x the time by strips;
+             * 16 channels, one block: 0.65-0.75x) */
             d->cb = d->vl;
+            d->strips = d->N * ((d->C + d->cb - 1) / d->cb) < (int64_t)threads;
             return true;
         }
     }
@@ -437,7 +445,31 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G)
     return d->scratch <= (INT64_C(1) << 24);
 }
 
-int64_t dev_dw_items(const dev_dw *d) { return d->cb ? d->N * ((d->C + d->cb - 1) / d->cb) : d->N * d->C * d->M; }
+/* A channel block's items: its row strips, or the whole block */
+static int64_t cb_strips(const dev_dw *d) { return d->strips ? (d->OH + d->strip - 1) / d->strip : 1; }
+
+int64_t dev_dw_items(const dev_dw *d)
+{
+    return d->cb ? d->N * ((d->C + d->cb - 1) / d->cb) * cb_strips(d) : d->N * d->C * d->M;
+}
+
+void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, int64_t *col0, int64_t *ncols)
+{
+    if (!d->cb) {
+        *row0 = it, *n = 1, *col0 = 0, *ncols = d->OH * d->OW;
+        return;
+    }
+    const int64_t blk = it / cb_strips(d), ch0 = blk / d->N * d->cb;
+    *row0 = blk % d->N * d->C + ch0;
+    *n = d->C - ch0 < d->cb ? d->C - ch0 : d->cb;
+    if (!d->strips) {
+        *col0 = 0, *ncols = d->OH * d->OW;
+        return;
+    }
+    const int64_t oh0 = it % cb_strips(d) * d->strip;
+    *col0 = oh0 * d->OW;
+    *ncols = (d->OH - oh0 < d->strip ? d->OH - oh0 : d->strip) * d->OW;
+}
 
 typedef struct dw_pack_job {
     const dev_dw *d;
@@ -506,10 +538,11 @@ static void fill(float *p, int64_t n, float v)
         p[i] = v;
 }
 
-/* Channel blocks [b, e) (block = channels / VL * N + n),
- * each a strip of d->strip output rows at a time: the strip's input rows
- * go in (to_hwc), the taps run, its outputs go back (to_chw), all on
- * d->strip's few rows, which stay in the core's cache. */
+/* Items [b, e): channel blocks (block = channels / VL * N + n), or with
+ * d->strips their row strips (item = block * strips + strip), each strip
+ * of d->strip output rows at a time: its input rows go in (to_hwc), the
+ * taps run, its outputs go back (to_chw), all on a few rows, which stay in
+ * the core's cache. */
 static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
 {
     const int64_t VL = d->cb, KK = d->KH * d->KW;
@@ -537,8 +570,10 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
      * 3% slower with it */
     const int64_t ahead = d->N * d->C * H * W > (INT64_C(1) << 18) && W >= 32 ? W : 0;
     int64_t loaded = -1; /* the channel block whose weights are in wv */
-    for (int64_t blk = b; blk < e; blk++) {
-        /* a block's images one after another: its weights interleaved once */
+    const int64_t per = cb_strips(d);
+    for (int64_t it = b; it < e; it++) {
+        /* a block's strips and images one after another: its weights interleaved once */
+        const int64_t blk = it / per, s0 = d->strips ? it % per : 0, s1 = d->strips ? s0 + 1 : (OH + S - 1) / S;
         const int64_t n = blk % d->N, ch0 = blk / d->N * VL, nl = d->C - ch0 < VL ? d->C - ch0 : VL;
         if (ch0 != loaded && !d->max) {
             if (!d->wpk)
@@ -551,7 +586,7 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
         const float *wb = d->wpk ? d->wpk + ch0 / VL * KK * VL : wv;
         const float *x = d->x + (n * d->C + ch0) * H * W;
         float *out = d->o + (n * d->C + ch0) * OHW;
-        for (int64_t oh0 = 0; oh0 < OH; oh0 += S) {
+        for (int64_t oh0 = s0 * S; oh0 < OH && oh0 < s1 * S; oh0 += S) {
             const int64_t rows = OH - oh0 < S ? OH - oh0 : S, in_rows = strip_rows(d, rows);
             for (int64_t i = 0; i < in_rows; i++) {
                 const int64_t r = oh0 * d->sh + i - d->pt; /* x's row, or a pad */

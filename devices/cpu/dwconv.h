@@ -31,18 +31,24 @@ typedef struct dev_dw {
      * cb = vl channels interleaved, `strip` output rows at a time */
     int path;
     int64_t vl, scratch, cb, strip;
+    bool strips; /* cb: each strip of a block is an item (fewer blocks than threads) */
 } dev_dw;
 
 /* True when the depthwise kernel takes d (its sizes filled in; the plan
- * filled in here): groups G = C > 1, one input channel per group (Cg = 1)
- * (or d->max), and a scratch of at most 16 Mi floats. */
-bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G);
+ * filled in here, for `threads` threads): groups G = C > 1, one input
+ * channel per group (Cg = 1) (or d->max), and a scratch of at most 16 Mi
+ * floats. */
+bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads);
 /* Items of work, each computed apart: an output plane (n * C*M + o), or
- * with cb a block of cb channels (c / cb * N + n: a block's images one
- * after another).
+ * with cb a block of cb channels (block = c / cb * N + n: a block's
+ * images one after another), with d->strips each strip of d->strip output
+ * rows of a block (block * strips + strip).
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
+/* What item `it` writes: rows [*row0, *row0 + *n) of the output as [N *
+ * C*M, OH*OW], columns [*col0, *col0 + *ncols) of them. */
+void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, int64_t *col0, int64_t *ncols);
 /* Channel blocks' weights, each block's KH*KW vectors of cb lanes (zeros past
  * the last channel), made once and kept with w's tensor wt (w its data, or
  * a view into it); NULL without channel blocks or a tensor to keep them

@@ -1294,6 +1294,14 @@ START_TEST(test_parallel_paths)
             par_case(ISA_FUSED_CONV2D, SIG, din, "depthwise, sigmoid per plane");
             par_case(ISA_FUSED_CONV2D, RELU, din, "depthwise, relu");
             release_all(din, 4);
+            /* one channel block an image (16 channels): its row strips split;
+             * with a residual, each strip's epilogue on its own rows */
+            dev_value sin[5] = {randt(dt, 4, DIMS(1, 16, 112, 112), 4), randt(dt, 4, DIMS(16, 1, 3, 3), 5),
+                                IV(1, 1, 1, 1, 1, 1, 1, 1, 16), randt(dt, 1, DIMS(16), 6),
+                                randt(dt, 4, DIMS(1, 16, 112, 112), 7)};
+            par_case(ISA_FUSED_CONV2D, SIG, sin, "depthwise, one channel block, sigmoid");
+            par_case(ISA_FUSED_CONV2D_ADD, RELU, sin, "depthwise, one channel block, + r, relu");
+            release_all(sin, 5);
         }
         /* elementwise on floats: one run, and rows of a per-channel broadcast */
         dev_value ein[2] = {randt(dt, 2, DIMS(64, 2048), 1), randt(dt, 2, DIMS(64, 2048), 2)};
@@ -1371,6 +1379,52 @@ START_TEST(test_conv_plan_taken)
             dev_value_release(&o);
             release_all(in, 3);
         }
+}
+END_TEST
+
+/* Depthwise layers with fewer channel blocks than threads split by row
+ * strips (each strip an item), the others by blocks; either way the items'
+ * spans cover the output once. */
+START_TEST(test_dw_strips)
+{
+    static const struct {
+        int64_t N, C;
+        unsigned threads;
+        bool strips;
+    } cases[] = {{1, 16, 1, false}, {1, 16, 2, true}, {1, 32, 2, false}, {1, 32, 4, true},
+                 {2, 16, 2, false}, {1, 40, 4, true}, {1, 48, 2, false}};
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
+        const int64_t N = cases[ci].N, C = cases[ci].C;
+        dev_conv_shape sh = {.dtype = F32, .N = N, .C = C, .H = 112, .W = 112, .O = C, .Cg = 1, .KH = 3, .KW = 3,
+                             .OH = 112, .OW = 112, .p = {1, 1, 1, 1, 1, 1, 1, 1, C}};
+        dev_conv_plan plan;
+        dev_conv_plan_make(&sh, cases[ci].threads, &plan);
+        ck_assert_int_eq(plan.kernel, DEV_CONV_DEPTHWISE);
+        if (!plan.dw.cb)
+            continue; /* (a layout forced elsewhere) */
+        ck_assert_msg(plan.dw.strips == cases[ci].strips, "case %zu: strips %d", ci, (int)plan.dw.strips);
+        const int64_t blocks = N * ((C + plan.dw.cb - 1) / plan.dw.cb);
+        const int64_t per = cases[ci].strips ? (112 + plan.dw.strip - 1) / plan.dw.strip : 1;
+        ck_assert_int_eq(plan.items, blocks * per);
+        char buf[256];
+        dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
+        if (cases[ci].threads > 1)
+            ck_assert_msg(strstr(buf, cases[ci].strips ? "row strips of channel blocks in parallel"
+                                                        : " channel blocks in parallel") != NULL,
+                          "case %zu: %s", ci, buf);
+        /* every output element in exactly one item's span */
+        static unsigned char seen[2 * 48 * 112 * 112];
+        memset(seen, 0, sizeof seen);
+        for (int64_t it = 0; it < plan.items; it++) {
+            int64_t row0, n, col0, ncols;
+            dev_dw_item_span(&plan.dw, it, &row0, &n, &col0, &ncols);
+            for (int64_t r = row0; r < row0 + n; r++)
+                for (int64_t c = col0; c < col0 + ncols; c++)
+                    seen[r * 112 * 112 + c]++;
+        }
+        for (int64_t i = 0; i < N * C * 112 * 112; i++)
+            ck_assert_msg(seen[i] == 1, "case %zu: element %lld in %d items", ci, (long long)i, seen[i]);
+    }
 }
 END_TEST
 
@@ -1485,6 +1539,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
     tcase_add_test(tc, test_conv_plan_taken);
+    tcase_add_test(tc, test_dw_strips);
     tcase_add_test(tc, test_pool2);
     tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);
