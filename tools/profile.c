@@ -30,6 +30,8 @@ const char *const cli_usage_profile =
     "time, measured over --runs further runs in which every firing is timed\n"
     "(that adds overhead: compare the shares, not the absolute times), with the\n"
     "50th, 90th and 99th percentiles of a run's time and of a firing's per opcode.\n"
+    "Counts include dead firings (dead inputs, no work: docs/isa.md), so the\n"
+    "instructions of a loop's body fire once more per loop than it iterates.\n"
     "  --runs N          measured runs (default 5)\n"
     "  --warmup N        runs before them, not measured (default 2)\n"
     "  --threads N       worker threads (default: one per core, or the TFVM_THREADS\n"
