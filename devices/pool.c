@@ -12,7 +12,7 @@
  * run before; a layer that writes megabytes into such a block waits for
  * each line to come from memory first (a 1x1 convolution's 2.4 MB result
  * in mnasnet took 540 us against 300 us into a block used just before;
- * whole convolution networks ran 2-10% faster, in less memory). Such a
+ * whole convolution networks ran up to 9% faster, in less memory). Such a
  * block carries its class in a header (POOL_HEAD bytes, so that the data
  * stays 64-byte aligned), since it may serve a request of a smaller
  * class and must go back to its own. Device blocks are not touched from
@@ -113,7 +113,7 @@ static bool pool_near(const dev_pool *p, size_t size)
     return !p->dev && size > POOL_NEAR_MIN && size <= ((size_t)1 << POOL_MAX_SHIFT);
 }
 
-/* A block of class c (size bytes) */
+/* A block of class c, n bytes (the class's size) */
 static void *pool_raw_alloc(dev_pool *p, int c, size_t n)
 {
     if (pool_near(p, n)) {
