@@ -205,6 +205,12 @@ static const char *gemm_name(dev_kmm_code c)
     return c == DEV_KMM_OWN ? "own kernel" : c == DEV_KMM_BLAS ? "OpenBLAS" : "integer loop";
 }
 
+/* What a depthwise plan's items are (dev_dw_items), `planes` on the wide grid */
+static const char *dw_items_words(const dev_dw *d, const char *planes)
+{
+    return d->strips ? "row strips of channel blocks" : d->cb ? "channel blocks" : planes;
+}
+
 static void dw_words(sbuf *b, const dev_dw *d)
 {
     if (d->cb)
@@ -273,8 +279,7 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
     const char *what = s->p[8] > 1 ? "image-group pairs" : "images";
     switch (plan->kernel) {
     case DEV_CONV_DEPTHWISE:
-        put(b, "%lld %s in parallel", items,
-            plan->dw.strips ? "row strips of channel blocks" : plan->dw.cb ? "channel blocks" : "output planes");
+        put(b, "%lld %s in parallel", items, dw_items_words(&plan->dw, "output planes"));
         break;
     case DEV_CONV_F32:
         if (plan->split)
@@ -333,10 +338,7 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         put(&b, "; 1 thread");
     else
         put(&b, "; %u threads: %s in parallel", plan->threads,
-            plan->kernel != DEV_POOL_GRID ? "planes"
-            : plan->dw.strips            ? "row strips of channel blocks"
-            : plan->dw.cb                ? "channel blocks"
-                                         : "planes");
+            plan->kernel == DEV_POOL_GRID ? dw_items_words(&plan->dw, "planes") : "planes");
     return buf;
 }
 
