@@ -319,6 +319,16 @@ static void tprod_rows_chunk(void *arg, size_t b, size_t e)
     }
 }
 
+/* A parallel chunk's scratch of `bytes`; NULL, with the job's nomem set,
+ * when memory runs out (the chunk then does nothing) */
+static void *chunk_scratch(const tfvm_allocator *alloc, size_t bytes, atomic_bool *nomem)
+{
+    void *s = ut_alloc(alloc, bytes);
+    if (!s)
+        atomic_store(nomem, true);
+    return s;
+}
+
 /* The scratch of one stacked product: colt and y */
 static size_t tprod_floats(const conv_job *j)
 {
@@ -353,11 +363,9 @@ static void conv_tprod_chunk(void *arg, size_t b, size_t e)
 {
     conv_job *j = arg;
     const size_t bytes = tprod_floats(j) * sizeof(float);
-    float *scratch = ut_alloc(j->alloc, bytes);
-    if (!scratch) {
-        atomic_store(&j->nomem, true);
+    float *scratch = chunk_scratch(j->alloc, bytes, &j->nomem);
+    if (!scratch)
         return;
-    }
     for (size_t it = b; it < e; it++) {
         const int64_t n0 = (int64_t)it * j->timgs, n1 = n0 + j->timgs < j->N ? n0 + j->timgs : j->N;
         conv_tprod_imgs(j, n0, n1, scratch);
@@ -390,11 +398,9 @@ static void conv_cf_chunk(void *arg, size_t b, size_t e)
 {
     conv_job *j = arg;
     const size_t bytes = j->cf->scratch_floats * sizeof(float);
-    char *scratch = ut_alloc(j->alloc, bytes);
-    if (!scratch) {
-        atomic_store(&j->nomem, true);
+    char *scratch = chunk_scratch(j->alloc, bytes, &j->nomem);
+    if (!scratch)
         return;
-    }
     if (j->item == 0 && b == 0)
         dev_conv_took(DEV_CONV_F32);
     conv_cf_parts(j, j->item, (int64_t)b, (int64_t)e, scratch);
@@ -414,11 +420,9 @@ static void conv_panels(void *arg, size_t b, size_t e)
     conv_job *j = arg;
     const int64_t Og = j->O / j->G, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW;
     const size_t esz = j->esz, bytes = (size_t)(CKK * j->prows * j->OW) * esz;
-    char *col = ut_alloc(j->alloc, bytes);
-    if (!col) {
-        atomic_store(&j->nomem, true);
+    char *col = chunk_scratch(j->alloc, bytes, &j->nomem);
+    if (!col)
         return;
-    }
     if (b == 0)
         dev_conv_took(DEV_CONV_PANELS);
     for (size_t it = b; it < e; it++) {
@@ -450,10 +454,8 @@ static void conv_items(void *arg, size_t b, size_t e)
                                  : wide      ? (size_t)(j->Cg * Hp * Wp + j->KW + (CKK + Og) * j->OH * Wp) * esz
                                              : (size_t)(CKK * OHW) * esz;
     char *col = NULL;
-    if (scratch_bytes && !(col = ut_alloc(j->alloc, scratch_bytes))) {
-        atomic_store(&j->nomem, true);
+    if (scratch_bytes && !(col = chunk_scratch(j->alloc, scratch_bytes, &j->nomem)))
         return;
-    }
     if (b == 0)
         dev_conv_took(j->cf ? DEV_CONV_F32 : wide ? DEV_CONV_WIDE : j->direct ? DEV_CONV_DIRECT : DEV_CONV_IM2COL);
     for (size_t it = b; it < e; it++) {
@@ -499,11 +501,9 @@ static void dw_chunk(void *arg, size_t b, size_t e)
 {
     dw_job *j = arg;
     const size_t bytes = (size_t)j->d.scratch * sizeof(float);
-    float *scratch = ut_alloc(j->alloc, bytes);
-    if (!scratch) {
-        atomic_store(&j->nomem, true);
+    float *scratch = chunk_scratch(j->alloc, bytes, &j->nomem);
+    if (!scratch)
         return;
-    }
     if (b == 0 && !j->d.max)
         dev_conv_took(DEV_CONV_DEPTHWISE);
     if (j->after)
@@ -535,11 +535,9 @@ static void fc_chunk(void *arg, size_t b, size_t e)
     fc_job *j = arg;
     const dev_fc *f = j->f;
     const size_t bytes = (size_t)f->scratch * sizeof(float);
-    float *scratch = ut_alloc(j->alloc, bytes);
-    if (!scratch) {
-        atomic_store(&j->nomem, true);
+    float *scratch = chunk_scratch(j->alloc, bytes, &j->nomem);
+    if (!scratch)
         return;
-    }
     if (b == 0)
         dev_conv_took(DEV_CONV_FEWCH);
     for (size_t it = b; it < e; it++) {
