@@ -459,14 +459,14 @@ void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, in
         *row0 = it, *n = 1, *col0 = 0, *ncols = d->OH * d->OW;
         return;
     }
-    const int64_t blk = it / cb_strips(d), ch0 = blk / d->N * d->cb;
+    const int64_t per = cb_strips(d), blk = it / per, ch0 = blk / d->N * d->cb;
     *row0 = blk % d->N * d->C + ch0;
     *n = d->C - ch0 < d->cb ? d->C - ch0 : d->cb;
     if (!d->strips) {
         *col0 = 0, *ncols = d->OH * d->OW;
         return;
     }
-    const int64_t oh0 = it % cb_strips(d) * d->strip;
+    const int64_t oh0 = it % per * d->strip;
     *col0 = oh0 * d->OW;
     *ncols = (d->OH - oh0 < d->strip ? d->OH - oh0 : d->strip) * d->OW;
 }

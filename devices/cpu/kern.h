@@ -28,7 +28,6 @@ typedef struct dev_kctx {
     const tfvm_allocator *alloc;
     char *msg;
     size_t msg_size;
-    bool has_kernel; /* op has a kernel: messages start with its name (else "tensor") */
     /* dev_cpu_tensor_shape: dev_kresult records the result here and stops
      * the kernel instead of allocating it */
     bool shape_only, shaped;

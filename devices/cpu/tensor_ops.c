@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
+static const dev_kernel kernels[ISA_OP_COUNT];
+
 /* The first word of k's messages: its op in lower case ("tensor" for an op
  * without a kernel), written only when a message is, not on every call. */
 static const char *kname(const dev_kctx *k, char buf[24])
 {
-    if (!k->has_kernel)
+    if ((unsigned)k->op >= ISA_OP_COUNT || !kernels[k->op])
         return "tensor";
     size_t i = 0;
     for (const char *s = isa_ops[k->op].name; *s && i + 1 < 24; s++)
@@ -363,7 +365,6 @@ static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, 
     const isa_op op = k->op;
     if ((unsigned)op >= ISA_OP_COUNT || !kernels[op])
         return dev_kfail(k, TFVM_ERR_INTERNAL, "op %u is not a tensor op", (unsigned)op);
-    k->has_kernel = true;
     if (n_in != (uint32_t)isa_ops[op].n_in)
         return dev_kfail(k, TFVM_ERR_INTERNAL, "takes %d inputs, got %u", isa_ops[op].n_in, n_in);
     dev_kview v[DEV_KMAX_IN];
