@@ -246,8 +246,12 @@ void sched_pool_want(sched_pool *p)
 struct sched_job {
     dev_par_fn fn;
     void *arg;
-    size_t n, chunk, chunks;
-    atomic_size_t next, done;
+    size_t n, chunk;
+    /* the chunks not yet taken, [front, back), as front << 32 | back: the
+     * caller takes them from the front, helpers from the back */
+    _Atomic uint64_t ends;
+    atomic_size_t done;
+    size_t chunks;
 };
 
 static void run_chunk(sched_job *j, size_t c)
@@ -255,6 +259,24 @@ static void run_chunk(sched_job *j, size_t c)
     size_t begin = c * j->chunk, end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
     j->fn(j->arg, begin, end);
     atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
+}
+
+/* The next chunk from the front (or the back), or SIZE_MAX when none is
+ * left. The caller's chunks are then one run from the start of the loop and
+ * a helper's one run from its end, the same parts from one loop to the
+ * next: a layer's result that one thread wrote, the next layer split the
+ * same way reads from that thread's cache, not the other core's. */
+static size_t take_chunk(sched_job *j, bool back)
+{
+    uint64_t w = atomic_load_explicit(&j->ends, memory_order_relaxed);
+    for (;;) {
+        const uint64_t front = w >> 32, end = w & UINT32_MAX;
+        if (front >= end)
+            return SIZE_MAX;
+        const uint64_t next = back ? (front << 32 | (end - 1)) : ((front + 1) << 32 | end);
+        if (atomic_compare_exchange_weak_explicit(&j->ends, &w, next, memory_order_relaxed, memory_order_relaxed))
+            return (size_t)(back ? end - 1 : front);
+    }
 }
 
 /* Helpers count themselves in job_users before they look at the job, and
@@ -269,15 +291,11 @@ bool sched_help_job(sched_run *r)
     bool ran = false;
     atomic_fetch_add(&r->job_users, 1);
     sched_job *j = atomic_load(&r->job);
-    if (j) {
-        size_t c;
-        while ((c = atomic_fetch_add(&j->next, 1)) < j->chunks) {
+    if (j)
+        for (size_t c; (c = take_chunk(j, true)) != SIZE_MAX;) {
             run_chunk(j, c);
             ran = true;
-            if (c + 1 >= j->chunks) /* the last: no other to take (the publisher waits for us to leave) */
-                break;
         }
-    }
     atomic_fetch_sub(&r->job_users, 1);
     return ran;
 }
@@ -292,7 +310,10 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
     /* chunk 0 is the caller's before any helper looks: a loop that runs
      * again and again (a recurrent layer's steps) keeps its first part on
      * the caller's core, with the caches that hold that part's data */
-    sched_job j = {.fn = fn, .arg = arg, .n = n, .chunk = chunk, .chunks = (n + chunk - 1) / chunk, .next = 1};
+    const size_t chunks = (n + chunk - 1) / chunk;
+    sched_job j = {.fn = fn, .arg = arg, .n = n, .chunk = chunk, .chunks = chunks};
+    atomic_init(&j.ends, (uint64_t)1 << 32 | chunks); /* (chunks <= 4 * r->n) */
+    atomic_init(&j.done, 0);
     sched_job *none = NULL;
     if (j.chunks < 2 || atomic_load_explicit(&r->idle, memory_order_relaxed) == 0 ||
         !atomic_compare_exchange_strong(&r->job, &none, &j)) {
@@ -303,8 +324,7 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
     if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
         sched_wake_all(r);
     run_chunk(&j, 0);
-    size_t c;
-    while ((c = atomic_fetch_add(&j.next, 1)) < j.chunks)
+    for (size_t c; (c = take_chunk(&j, false)) != SIZE_MAX;)
         run_chunk(&j, c);
     for (unsigned spins = 0; atomic_load_explicit(&j.done, memory_order_acquire) != j.chunks; spins++) {
         sched_serve(self); /* a helper may wait for us to share a context */

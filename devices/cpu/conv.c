@@ -659,8 +659,9 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             after.bias = NULL; /* added by the kernel */
         dj.after = ep && !inner ? &after : NULL;
         atomic_init(&dj.nomem, false);
-        const int64_t dw_items = plan.items, per = N * O * OHW * KH * KW / dw_items;
-        dev_par_for((size_t)dw_items, dev_kgrain(dw_items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+        const int64_t dw_items = plan.items;
+        dev_par_for((size_t)dw_items, dev_kgrain(dw_items, dev_dw_item_cost(&dj.d), DEV_KPAR_MACS, 1), dw_chunk,
+                    &dj);
         if (atomic_load(&dj.nomem)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
@@ -1068,8 +1069,8 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         dj.d.x = x->data;
         dj.d.o = o;
         atomic_init(&dj.nomem, false);
-        const int64_t items = dev_dw_items(&dj.d), per = planes * OH * OW * kh * kw / items;
-        dev_par_for((size_t)items, dev_kgrain(items, per, DEV_KPAR_MACS, 1), dw_chunk, &dj);
+        const int64_t items = dev_dw_items(&dj.d);
+        dev_par_for((size_t)items, dev_kgrain(items, dev_dw_item_cost(&dj.d), DEV_KPAR_MACS, 1), dw_chunk, &dj);
         if (atomic_load(&dj.nomem)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");

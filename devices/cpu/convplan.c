@@ -211,6 +211,13 @@ static const char *dw_items_words(const dev_dw *d, const char *planes)
     return d->strips ? "row strips of channel blocks" : d->cb ? "channel blocks" : planes;
 }
 
+/* Whether conv.c's loop over a depthwise plan's items splits at all on
+ * `threads` threads (a small layer runs whole on one) */
+static bool dw_splits(const dev_dw *d, unsigned threads)
+{
+    return dev_kpieces(dev_dw_items(d), dev_dw_item_cost(d), DEV_KPAR_MACS, threads) > 1;
+}
+
 static void dw_words(sbuf *b, const dev_dw *d)
 {
     if (d->cb)
@@ -275,6 +282,10 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, "; 1 thread");
         return;
     }
+    if (plan->kernel == DEV_CONV_DEPTHWISE && !dw_splits(&plan->dw, plan->threads)) {
+        put(b, "; 1 of %u threads: too little work to split", plan->threads);
+        return;
+    }
     put(b, "; %u threads: ", plan->threads);
     const char *what = s->p[8] > 1 ? "image-group pairs" : "images";
     switch (plan->kernel) {
@@ -336,6 +347,8 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         return buf;
     if (plan->threads == 1 || !parallel)
         put(&b, "; 1 thread");
+    else if (plan->kernel == DEV_POOL_GRID && !dw_splits(&plan->dw, plan->threads))
+        put(&b, "; 1 of %u threads: too little work to split", plan->threads);
     else
         put(&b, "; %u threads: %s in parallel", plan->threads,
             plan->kernel == DEV_POOL_GRID ? dw_items_words(&plan->dw, "planes") : "planes");

@@ -46,6 +46,10 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads);
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
+/* One item's work in multiply-adds, for splitting the layer over threads:
+ * its taps, and its elements read and written, which cost more than the
+ * taps on small windows and at stride 2 (their transpositions in and out). */
+int64_t dev_dw_item_cost(const dev_dw *d);
 /* What item `it` writes: rows [*row0, *row0 + *n) of the output as [N *
  * C*M, OH*OW], columns [*col0, *col0 + *ncols) of them. */
 void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, int64_t *col0, int64_t *ncols);

@@ -279,19 +279,24 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
     }
 }
 
-size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align)
+int64_t dev_kpieces(int64_t n, int64_t cost, int64_t least, unsigned width)
 {
-    const int64_t width = (int64_t)dev_par_width();
     if (n <= 1 || width <= 1)
-        return n < 1 ? 1 : (size_t)n;
+        return 1;
     const double total = (double)n * (double)(cost > 0 ? cost : 1);
-    int64_t pieces = 4 * width;
+    int64_t pieces = 4 * (int64_t)width;
     if (total / (double)pieces < (double)least)
         pieces = (int64_t)(total / (double)least);
     if (pieces > n)
         pieces = n;
+    return pieces < 2 ? 1 : pieces;
+}
+
+size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align)
+{
+    const int64_t pieces = dev_kpieces(n, cost, least, dev_par_width());
     if (pieces < 2)
-        return (size_t)n;
+        return n < 1 ? 1 : (size_t)n;
     int64_t grain = (n + pieces - 1) / pieces;
     if (align > 1)
         grain = (grain + align - 1) / align * align;

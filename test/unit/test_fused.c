@@ -1382,6 +1382,39 @@ START_TEST(test_conv_plan_taken)
 }
 END_TEST
 
+/* A depthwise layer splits over threads when its work, taps and elements
+ * moved both counted, is worth two chunks: 72 channels of 56x56 at stride
+ * 2 (0.5 M taps, 45 us on one thread) split; counted by taps alone it ran
+ * whole. 16 channels of 7x7 do not, and `tfvm check` says so. */
+START_TEST(test_dw_split)
+{
+    static const struct {
+        int64_t C, H, s;
+        const char *words;
+    } cases[] = {{72, 56, 2, "2 threads: 5 channel blocks in parallel"},
+                 {16, 7, 1, "1 of 2 threads: too little work to split"}};
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
+        const int64_t C = cases[ci].C, H = cases[ci].H, s = cases[ci].s, OH = (H - 1) / s + 1;
+        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = C, .H = H, .W = H, .O = C, .Cg = 1, .KH = 3, .KW = 3,
+                             .OH = OH, .OW = OH, .p = {s, s, 1, 1, 1, 1, 1, 1, C}};
+        dev_conv_plan plan;
+        dev_conv_plan_make(&sh, 2, &plan);
+        ck_assert_int_eq(plan.kernel, DEV_CONV_DEPTHWISE);
+        if (plan.dw.cb != 16)
+            continue; /* (the words count blocks of 16: AVX-512) */
+        const int64_t taps = C * OH * OH * 9, cost = dev_dw_item_cost(&plan.dw) * plan.items;
+        ck_assert_msg(cost > taps, "case %zu: cost %lld", ci, (long long)cost);
+        char buf[256];
+        dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
+        ck_assert_msg(strstr(buf, cases[ci].words) != NULL, "case %zu: %s", ci, buf);
+    }
+    ck_assert_int_eq(dev_kpieces(5, 101606, DEV_KPAR_MACS, 2), 1); /* the taps alone, 72 channels */
+    ck_assert_int_eq(dev_kpieces(5, 600000, DEV_KPAR_MACS, 2), 5);
+    ck_assert_int_eq(dev_kpieces(100, 1 << 20, DEV_KPAR_MACS, 2), 8);
+    ck_assert_int_eq(dev_kpieces(100, 1 << 20, DEV_KPAR_MACS, 1), 1);
+}
+END_TEST
+
 /* Depthwise layers with fewer channel blocks than threads split by row
  * strips (each strip an item), the others by blocks; either way the items'
  * spans cover the output once. */
@@ -1540,6 +1573,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_parallel_paths);
     tcase_add_test(tc, test_conv_plan_taken);
     tcase_add_test(tc, test_dw_strips);
+    tcase_add_test(tc, test_dw_split);
     tcase_add_test(tc, test_pool2);
     tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);

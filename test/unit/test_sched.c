@@ -512,6 +512,7 @@ typedef struct loop_arg {
     fake_run *f;
     size_t n;
     atomic_uchar hits[MAXN];
+    atomic_uchar owner[MAXN]; /* the worker that ran each item */
     atomic_uint calls;
     atomic_uint by_worker[NW];
     atomic_uint bad;           /* a range outside [0, n), empty, or a hit twice */
@@ -578,9 +579,11 @@ static void loop_fn(void *arg, size_t begin, size_t end)
         atomic_store(&a->first_by, my_worker);
     if (begin >= end || end > a->n || end - begin > a->max_len)
         atomic_fetch_add(&a->bad, 1);
-    for (size_t i = begin; i < end && i < a->n; i++)
+    for (size_t i = begin; i < end && i < a->n; i++) {
         if (atomic_fetch_add(&a->hits[i], 1) != 0)
             atomic_fetch_add(&a->bad, 1);
+        atomic_store(&a->owner[i], (unsigned char)my_worker);
+    }
     if (a->nested) /* a loop inside a loop: the board is taken, it runs here whole */
         sched_run_parallel_for(&a->f->run, &a->f->w[my_worker], a->nested, 1, nested_fn, a);
     if (my_worker == 0 && a->wait_for_helper) { /* helpers never read the flag */
@@ -630,6 +633,15 @@ static void check_loop(fake_run *f, loop_arg *a, size_t n, size_t grain, size_t 
     /* the first chunk is always the caller's (a loop run again keeps it on one core) */
     ck_assert_msg(atomic_load(&a->first_by) == 0, "n %zu grain %zu: chunk 0 ran on worker %d", n, grain,
                   atomic_load(&a->first_by));
+    /* the caller's chunks are one run from the start, the helpers' one from
+     * the end: the same parts of a loop and of the next one like it stay on
+     * the caller's core */
+    size_t mine = 0;
+    while (mine < n && ldc(&a->owner[mine]) == 0)
+        mine++;
+    for (size_t i = mine; i < n; i++)
+        ck_assert_msg(ldc(&a->owner[i]) != 0, "n %zu grain %zu: item %zu ran on the caller after item %zu on worker %u", n,
+                      grain, i, mine, ldc(&a->owner[mine]));
     ck_assert_uint_eq(ld(&a->nested_calls), nested ? chunks : 0);
     ck_assert_uint_eq(ld(&a->nested_bad), 0);
     /* The loop is off the board. A helper that saw it there just before
