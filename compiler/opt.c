@@ -1720,6 +1720,19 @@ static bool chan_values(const cc_cval *c, uint8_t dtype, int64_t O, double *out)
     return true;
 }
 
+/* Whether n, a MUL, begins a HARDSIGMOID (match_hsig) that the fusion
+ * below takes whole: folded into the weights, its MUL and ADD would leave
+ * the MIN and MAX as ops of their own after the product */
+static bool hsig_begins(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d)
+{
+    cc_node *f = n;
+    for (int k = 0; k < 3; k++)
+        if (S->uses[f->id] != 1 || !(f = S->user[f->id]))
+            return false;
+    act_match m = {0};
+    return match_hsig(S, f, b, d, &m) && m.inner[2] == n;
+}
+
 static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
 {
     fuse_state *S = ud;
@@ -1748,7 +1761,7 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
                 break;
             const int k = cc_resolve(n->in[0]).n == cur ? 0 : 1;
             if (cc_resolve(n->in[k]).n != cur || (n->op == ISA_SUB && k != 0) || !is_const(n->in[1 - k]) ||
-                !chan_values(cval(n->in[1 - k]), d, O, c))
+                !chan_values(cval(n->in[1 - k]), d, O, c) || (n->op == ISA_MUL && hsig_begins(S, n, blk, d)))
                 break;
             for (int64_t o = 0; o < O; o++) {
                 if (n->op == ISA_MUL)

@@ -239,7 +239,8 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
  * once and kept with its tensor (j->bt); y is transposed back into each
  * image's result while it is in cache, then the bias and activation. An
  * element's sum does not depend on the rows around it: the same bits at
- * any batch and thread count. f32 only; taken (convplan.c) below 64 output
+ * any batch and thread count, but for images of one output position, whose
+ * product alone is one row (matmul.c's dot products, another order). f32 only; taken (convplan.c) below 64 output
  * positions against at least 64 output channels and 64 column rows, stacks
  * of at most 256 rows. */
 static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
@@ -343,6 +344,17 @@ static void conv_tprod_imgs(const conv_job *j, int64_t n0, int64_t n1, float *sc
     float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + rows * CKK;
     if (n0 == 0)
         dev_conv_took(DEV_CONV_TPROD);
+    if (OHW == 1 && j->direct) {
+        /* 1x1 in and out (squeeze-excite's products): x's images are the
+         * rows of colt and y's rows are the results, as they lie */
+        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = n1 - n0, .N = O, .K = CKK,
+                            .A = (const char *)(x + n0 * CKK), .lda = CKK, .B = j->w, .ldb = CKK,
+                            .C = (char *)(o + n0 * O), .ldc = O};
+        dev_kmm_packed(&mm, j->bt, j->split);
+        for (int64_t n = n0; n < n1 && j->ep; n++)
+            dev_kepi_apply(j->ep, j->o, n * O, O, 0, 1);
+        return;
+    }
     tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
     if (j->split)
         dev_par_for((size_t)rows, dev_kgrain(rows, CKK, DEV_KPAR_MACS / 4, 1), tprod_rows_chunk, &tr);

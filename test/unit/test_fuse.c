@@ -181,6 +181,49 @@ START_TEST(cnn)
 }
 END_TEST
 
+/* A HardSigmoid after a convolution with constant weights (squeeze-excite's
+ * second product, as torch exports it): the affine folding leaves its
+ * x * 1/6 + 0.5 to the activation, so that the whole HardSigmoid fuses
+ * (folded into the weights, the MIN and MAX were left as ops of their own);
+ * a batch norm's scale before it still folds. The same bits as -O0 without
+ * the scale. */
+START_TEST(conv_hardsigmoid)
+{
+    static const struct {
+        const char *src;
+        uint32_t muls; /* MULs by a constant left in the program */
+    } cases[] = {
+        {"fn main(x: f32[?, 2, 1, 1]) -> f32[?, 3, 1, 1] {\n"
+         "    let s = conv2d(x, cast<f32>([[[[0.5]], [[-1.5]]], [[[2.0]], [[0.25]]], [[[-0.75]], [[1.0]]]])) + [[[0.5]], [[-1.0]], [[2.0]]];\n"
+         "    max(min(s * 0.16666667 + 0.5, 1.0), 0.0)\n"
+         "}\n",
+         0},
+        {"fn main(x: f32[?, 2, 1, 1]) -> f32[?, 3, 1, 1] {\n"
+         "    let c = conv2d(x, cast<f32>([[[[0.5]], [[-1.5]]], [[[2.0]], [[0.25]]], [[[-0.75]], [[1.0]]]]));\n"
+         "    let s = c * [[[3.0]], [[0.5]], [[-2.0]]] + [[[0.5]], [[-1.0]], [[2.0]]];\n"
+         "    max(min(s * 0.16666667 + 0.5, 1.0), 0.0)\n"
+         "}\n",
+         0},
+    };
+    for (size_t i = 0; i < UT_COUNTOF(cases); i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        ck_assert_msg(count(p, ISA_FUSED_CONV2D) == 1, "case %zu", i);
+        ck_assert_msg(attr_of(p, ISA_FUSED_CONV2D) == ISA_OPT_ACT_HARDSIGMOID, "case %zu: act 0x%x", i,
+                      attr_of(p, ISA_FUSED_CONV2D));
+        ck_assert_msg(count(p, ISA_MIN) + count(p, ISA_MAX) + count(p, ISA_ADD) + count(p, ISA_MUL) == cases[i].muls,
+                      "case %zu: %u MIN, %u MAX, %u ADD, %u MUL left", i, count(p, ISA_MIN), count(p, ISA_MAX),
+                      count(p, ISA_ADD), count(p, ISA_MUL));
+        tfvm_program_free(p);
+    }
+    /* with no scale folded, the same bits as the ops one by one */
+    tfvm_tensor *x = tensor(4, (int64_t[]){4, 2, 1, 1}, 31);
+    float *d = tfvm_tensor_data(x);
+    for (int64_t j = 0; j < 8; j++)
+        d[j] *= 4.0f; /* both clamps and the slope between */
+    same_as_unfused(cases[0].src, &x, 1);
+}
+END_TEST
+
 /* A residual block: relu(conv(x) + bias + shortcut) is one FUSED_CONV2D_ADD
  * relu, in either order of the sum; the same bits as -O0. Only where the
  * shortcut's dims are known to be the result's (no broadcasting): an
@@ -471,6 +514,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, residual);
+    tcase_add_test(tc, conv_hardsigmoid);
     tcase_add_test(tc, transposed_operands);
     tcase_add_test(tc, tensorflow_mlp);
     tcase_add_test(tc, tensorflow_convnet);
