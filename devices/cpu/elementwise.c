@@ -660,6 +660,8 @@ static tfvm_status ew_scalar(isa_op op, uint32_t attr, const dev_value *in, dev_
 }
 
 /* ---- Tensors ------------------------------------------------------------------------ */
+#define EW_PAR_ELEMS (INT64_C(1) << 13) /* (ew_tensor: where float ops split) */
+
 /* A float op (whose kernels never fault) over one run, or rows of one run,
  * in parallel chunks: items are elements (m == 1) or rows (m == 2). */
 typedef struct ew_par {
@@ -802,8 +804,13 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
         st_inner[k] = cs[k][m - 1];
     char *o = t->data;
     /* floats (no faults) over at most two merged dims: chunks on the VM's
-     * idle workers, each element computed as the serial loop would */
-    bool par_ok = m <= 2 && op != ISA_CAST && isa_dtype_float(rd) && t->count >= (INT64_C(1) << 16) &&
+     * idle workers, each element computed as the serial loop would. From 8K
+     * elements (chunks of 4K at least, ~1 us): squeeze-excite's scale of
+     * 576 channels of 7x7 (28K, 6 us) had run on one thread while the
+     * other waited (mobilenet_v3_small at batch 1 on 2 threads: the scale,
+     * the mean and the products of its squeeze-excite blocks together 0.93x;
+     * from 64K before) */
+    bool par_ok = m <= 2 && op != ISA_CAST && isa_dtype_float(rd) && t->count >= EW_PAR_ELEMS &&
                   dev_par_width() > 1;
     for (int k = 0; k < n && par_ok; k++)
         par_ok = isa_dtype_float(dt[k]) || (op == ISA_SELECT && k == 0);
@@ -816,7 +823,7 @@ static tfvm_status ew_tensor(isa_op op, uint32_t attr, const dev_value *in, int 
             j.outer_st[k] = m == 2 ? cs[k][0] : 0;
         }
         const int64_t items = m == 1 ? inner : cd[0], per = m == 1 ? 1 : inner;
-        dev_par_for((size_t)items, dev_kgrain(items, per, INT64_C(1) << 15, m == 1 ? 64 : 1), ew_par_chunk, &j);
+        dev_par_for((size_t)items, dev_kgrain(items, per, EW_PAR_ELEMS / 2, m == 1 ? 64 : 1), ew_par_chunk, &j);
         *out = r;
         return TFVM_OK;
     }

@@ -1317,6 +1317,21 @@ START_TEST(test_parallel_paths)
         dev_value cin2[2] = {randt(dt, 4, DIMS(1, 64, 32, 32), 1), randt(dt, 3, DIMS(64, 1, 1), 2)};
         par_case_ew(ISA_MUL, cin2, "mul by a per-channel vector");
         release_all(cin2, 2);
+        /* squeeze-excite at 7x7, small work that still splits: its mean,
+         * its products (one row against weights streamed from memory), its
+         * scale */
+        dev_value sm[2] = {randt(dt, 4, DIMS(1, 576, 7, 7), 1), IV(2, 3)};
+        par_case(ISA_REDUCE_MEAN, 0, sm, "squeeze-excite's mean");
+        dev_value ss[2] = {sm[0], randt(dt, 4, DIMS(1, 576, 1, 1), 2)};
+        par_case_ew(ISA_MUL, ss, "squeeze-excite's scale");
+        release_all(sm, 2);
+        dev_value_release(&ss[1]);
+        if (dt == F32) { /* (f64 products are OpenBLAS's, by rows) */
+            dev_value sf[4] = {randt(dt, 4, DIMS(1, 144, 1, 1), 3), randt(dt, 4, DIMS(576, 144, 1, 1), 4),
+                               IV(1, 1, 0, 0, 0, 0, 1, 1, 1), randt(dt, 1, DIMS(576), 5)};
+            par_case(ISA_FUSED_CONV2D, RELU, sf, "squeeze-excite's product");
+            release_all(sf, 4);
+        }
     }
 }
 END_TEST
