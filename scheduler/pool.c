@@ -307,6 +307,8 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
     size_t chunk = (n + 4 * (size_t)r->n - 1) / (4 * (size_t)r->n);
     if (chunk < grain)
         chunk = grain;
+    /* whole grains (a product's column chunks start on a panel of its packed weights) */
+    chunk = grain ? (chunk + grain - 1) / grain * grain : chunk;
     /* chunk 0 is the caller's before any helper looks: a loop that runs
      * again and again (a recurrent layer's steps) keeps its first part on
      * the caller's core, with the caches that hold that part's data */

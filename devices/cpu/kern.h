@@ -7,6 +7,8 @@
 
 #include "devices/cpu/cpu.h"
 
+#include <stdatomic.h>
+
 /* An operand as a dense C-order array; a scalar points at its dev_value. */
 typedef struct dev_kview {
     uint8_t dtype;
@@ -182,6 +184,10 @@ typedef struct dev_kmm {
     bool by_cols; /* set by dev_kmm_run */
     const float *ap; /* f32: A packed once (dev_kmm_prepack_a), or NULL */
     int64_t ep_col0; /* the epilogue's column of C's column 0 (a panel of a wider result) */
+    /* Non-NULL where op(B) is there only in its packed form
+     * (dev_kmm_prepack_b_taps; B unused): where that form cannot be used
+     * (out of memory) *failed is set and the block of C left as it is */
+    atomic_bool *failed;
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of
  * dev_par_width() when it is big enough; each block is one single-threaded
@@ -197,6 +203,10 @@ const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a);
  * (bp NULL: as dev_kmm_run / dev_kmm_one), split over the threads or not. */
 const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b);
 void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split);
+/* dev_kmm_prepack_b for op(B) = b^T, b [N, K] a convolution's weights (K =
+ * C * T, T taps a channel), with K reordered tap-major (dev_sgemm_pack_taps):
+ * the product's A must then hold each row's taps in that order. */
+const float *dev_kmm_prepack_b_taps(const dev_kmm *m, const dev_kview *b, int64_t C, int64_t T);
 /* The most rows an f32 product with N columns and depth K may have and
  * still run on tfvm's own kernel (at least 1): callers that choose how
  * many rows to put in one product stay on it. */

@@ -217,6 +217,10 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
          * from the operand itself, with the same bits */
         if (bp && dev_sgemm_packed(M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
             return;
+        if (m->failed) { /* op(B) is there only packed */
+            atomic_store(m->failed, true);
+            return;
+        }
         if (m->ap && !m->tb &&
             dev_sgemm_apacked(m->ap, lo, m->M, M, N, m->K, (const float *)(const void *)B, m->ldb, fc, m->ldc, ep))
             return;
@@ -301,10 +305,16 @@ static void kmm_pack_make(void *ctx, void *out)
     dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
 }
 
+/* Whether our kernel computes m with op(B) packed (dev_kmm_prepack_b) */
+static bool packs_b(const dev_kmm *m, const dev_kview *b)
+{
+    return m->dtype == TFVM_F32 && b->t && !m->ta && m->M && m->N && m->K &&
+           kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) == KGEMM_OWN && dev_sgemm_packs_b(m->tb, m->M);
+}
+
 const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b)
 {
-    if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
-        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
+    if (!packs_b(m, b))
         return NULL;
     const struct {
         int64_t tag, nr, tb, N, K, ldb, offset;
@@ -313,6 +323,29 @@ const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b)
     kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, (const float *)b->data};
     return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
                            kmm_pack_make, &job);
+}
+
+typedef struct kmm_taps_job {
+    int64_t N, C, T;
+    const float *W;
+} kmm_taps_job;
+
+static void kmm_taps_make(void *ctx, void *out)
+{
+    const kmm_taps_job *j = ctx;
+    dev_sgemm_pack_taps(j->N, j->C, j->T, j->W, out);
+}
+
+const float *dev_kmm_prepack_b_taps(const dev_kmm *m, const dev_kview *b, int64_t C, int64_t T)
+{
+    if (!m->tb || m->K != C * T || m->ldb != m->K || !packs_b(m, b))
+        return NULL;
+    const struct {
+        int64_t tag, nr, N, C, T, offset;
+    } key = {0x73674254 /* "sgBT" */, dev_sgemm_nr(), m->N, C, T, (const char *)b->data - (const char *)b->t->data};
+    kmm_taps_job job = {m->N, C, T, (const float *)b->data};
+    return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
+                           kmm_taps_make, &job);
 }
 
 typedef struct kmm_pack_a_job {

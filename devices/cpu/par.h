@@ -11,9 +11,9 @@
 /* Work on items [begin, end) of a parallel loop. */
 typedef void (*dev_par_fn)(void *arg, size_t begin, size_t end);
 
-/* What the VM provides: runs fn over [0, n) in chunks of at least `grain`
- * items, on the calling thread and any idle worker, and returns when every
- * chunk is done. `self` is the runner's own state. */
+/* What the VM provides: runs fn over [0, n) in chunks of whole multiples of
+ * `grain` items (but the last), on the calling thread and any idle worker,
+ * and returns when every chunk is done. `self` is the runner's own state. */
 typedef struct dev_par_runner {
     void (*run)(void *self, size_t n, size_t grain, dev_par_fn fn, void *arg);
     void *self;

@@ -505,6 +505,22 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
         pack_b(tb, B, ldb, pc, K - pc < kc_step ? K - pc : kc_step, 0, N, im->nr, out + pc * Np, im->t8);
 }
 
+void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out)
+{
+    const sg_impl *im = best_impl();
+    const int64_t K = C * T, nr = im->nr, kc_step = even(K, SG_KC), Np = round_up(N, nr);
+    for (int64_t pc = 0; pc < K; pc += kc_step) {
+        const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
+        float *bp = out + pc * Np;
+        for (int64_t jr = 0; jr < Np; jr += nr, bp += kc * nr)
+            for (int64_t p = 0; p < kc; p++) {
+                const int64_t k = pc + p, col = k % C * T + k / C; /* W's column of packed row k */
+                for (int64_t j = 0; j < nr; j++)
+                    bp[p * nr + j] = jr + j < N ? W[(jr + j) * K + col] : 0;
+            }
+    }
+}
+
 /* ---- A recurrent step's product by blocks of units -----------------------------------
  * Whole block after whole block, each DEV_SG_GATE_UNITS / nr sub-blocks
  * [K][G * nr] (column g * nr + j is row g * H + unit of R), then a last

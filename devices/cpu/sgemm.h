@@ -42,6 +42,11 @@ bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_
  * panels. */
 size_t dev_sgemm_packed_floats(int64_t N, int64_t K);
 void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
+/* The same for B^T = W [N, K] (a convolution's weights, K = C * T: channel
+ * c's T taps together) with K reordered tap-major: packed row t * C + c is
+ * W's column c * T + t (so that a row of the column matrix is T runs of C
+ * channels, each one copy). */
+void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out);
 bool dev_sgemm_packs_b(bool tb, int64_t M);
 int64_t dev_sgemm_nr(void);
 /* C[M, N] = A @ op(B), A not transposed, op(B) being columns [j0, j0 + N)

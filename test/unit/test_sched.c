@@ -515,8 +515,9 @@ typedef struct loop_arg {
     atomic_uchar owner[MAXN]; /* the worker that ran each item */
     atomic_uint calls;
     atomic_uint by_worker[NW];
-    atomic_uint bad;           /* a range outside [0, n), empty, or a hit twice */
+    atomic_uint bad;           /* a range outside [0, n), empty, not on a grain, or a hit twice */
     size_t max_len;            /* longest range a call may get */
+    size_t grain;              /* every range starts on a multiple of it */
     size_t nested;             /* > 0: each call runs a nested loop of this many */
     atomic_uint nested_calls;  /* calls of the nested loops' fn */
     atomic_uint nested_bad;    /* a nested loop that was not run whole by its caller */
@@ -577,7 +578,7 @@ static void loop_fn(void *arg, size_t begin, size_t end)
     atomic_fetch_add(&a->by_worker[my_worker], 1);
     if (begin == 0)
         atomic_store(&a->first_by, my_worker);
-    if (begin >= end || end > a->n || end - begin > a->max_len)
+    if (begin >= end || end > a->n || end - begin > a->max_len || (a->grain && begin % a->grain))
         atomic_fetch_add(&a->bad, 1);
     for (size_t i = begin; i < end && i < a->n; i++) {
         if (atomic_fetch_add(&a->hits[i], 1) != 0)
@@ -609,6 +610,7 @@ static size_t expected_chunks(size_t n, size_t grain, size_t *len)
     size_t chunk = (n + 4 * NW - 1) / (4 * NW);
     if (chunk < grain)
         chunk = grain;
+    chunk = (chunk + grain - 1) / grain * grain; /* whole grains */
     size_t chunks = (n + chunk - 1) / chunk;
     *len = chunks < 2 ? n : chunk;
     return chunks < 2 ? 1 : chunks;
@@ -623,6 +625,7 @@ static void check_loop(fake_run *f, loop_arg *a, size_t n, size_t grain, size_t 
     a->wait_for_helper = wait;
     size_t len, chunks = expected_chunks(n, grain, &len);
     a->max_len = len;
+    a->grain = grain;
     sched_run_parallel_for(&f->run, &f->w[0], n, grain, loop_fn, a);
     ck_assert_msg(ld(&a->bad) == 0, "n %zu grain %zu: %u bad ranges or double hits", n, grain,
                   ld(&a->bad));
