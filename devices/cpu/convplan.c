@@ -275,6 +275,21 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, ", %lld groups", (long long)G);
 }
 
+/* Whether a plan that splits each product (conv.c: a stack of transposed
+ * rows against packed weights, or w @ columns) splits it at all: a small
+ * product runs whole on one thread */
+static bool product_splits(const dev_conv_plan *plan, const dev_conv_shape *s)
+{
+    const int64_t G = s->p[8], Og = s->O / G, CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
+    dev_kmm mm = {.dtype = s->dtype, .M = Og, .N = OHW, .K = CKK};
+    bool packed = false;
+    if (plan->kernel == DEV_CONV_TPROD)
+        mm = (dev_kmm){.dtype = s->dtype, .tb = true, .M = plan->timgs * OHW, .N = Og, .K = CKK}, packed = true;
+    else if (plan->kernel == DEV_CONV_WIDE)
+        mm.N = s->OH * (s->W + s->p[3] + s->p[5]);
+    return dev_kmm_splits(&mm, packed, plan->threads);
+}
+
 static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s)
 {
     const long long items = (long long)plan->items;
@@ -282,7 +297,10 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, "; 1 thread");
         return;
     }
-    if (plan->kernel == DEV_CONV_DEPTHWISE && !dw_splits(&plan->dw, plan->threads)) {
+    const bool product = plan->split && plan->kernel != DEV_CONV_F32 && plan->kernel != DEV_CONV_DEPTHWISE &&
+                         plan->kernel != DEV_CONV_PANELS && plan->kernel != DEV_CONV_FEWCH;
+    if ((plan->kernel == DEV_CONV_DEPTHWISE && !dw_splits(&plan->dw, plan->threads)) ||
+        (product && !product_splits(plan, s))) {
         put(b, "; 1 of %u threads: too little work to split", plan->threads);
         return;
     }

@@ -203,6 +203,10 @@ const float *dev_kmm_prepack_a(const dev_kmm *m, const dev_kview *a);
  * (bp NULL: as dev_kmm_run / dev_kmm_one), split over the threads or not. */
 const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b);
 void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split);
+/* Whether m, split (its B prepacked or not), splits at all on `width`
+ * threads (a small product runs whole on its caller); for plans that say
+ * how they split. */
+bool dev_kmm_splits(const dev_kmm *m, bool packed_b, unsigned width);
 /* dev_kmm_prepack_b for op(B) = b^T, b [N, K] a convolution's weights (K =
  * C * T, T taps a channel), with K reordered tap-major (dev_sgemm_pack_taps):
  * the product's A must then hold each row's taps in that order. */

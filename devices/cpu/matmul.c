@@ -253,24 +253,40 @@ static void kmm_chunk(void *arg, size_t b, size_t e)
  * weights, ran 1.55-1.63x faster on 2 threads than on 1) */
 #define KMM_SHARED_B (INT64_C(1) << 18)
 
+/* How a product splits over `width` threads: by columns (true) or rows, n
+ * of them at `cost` work units each. Columns when the product is wider than
+ * tall and either has fewer than 8 rows per thread or a B packed on every
+ * call (a convolution's activations): each chunk then packs only its own
+ * columns of B, where row blocks would each pack all of it; else rows (a
+ * prepacked weight B on the right, an MLP's). By columns, each column of B
+ * is read by one chunk alone: with fewer than 8 rows that read, not the
+ * multiply-adds, is the work (a squeeze-excite product, [1, 144] @ [144,
+ * 576] from L3: 15-24 us for 83K multiply-adds, which counted as such ran
+ * on one thread). */
+static bool kmm_axis(const dev_kmm *m, bool packed_b, unsigned width, int64_t *n, int64_t *cost)
+{
+    const int64_t K = m->K ? m->K : 1;
+    const bool by_cols =
+        width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !packed_b || m->N * K > KMM_SHARED_B);
+    const int64_t other = by_cols ? m->M : m->N;
+    *n = by_cols ? m->N : m->M;
+    *cost = (by_cols && other < 8 ? 8 : other) * K;
+    return by_cols;
+}
+
+bool dev_kmm_splits(const dev_kmm *m, bool packed_b, unsigned width)
+{
+    int64_t n, cost;
+    kmm_axis(m, packed_b, width, &n, &cost);
+    return dev_kpieces(n, cost, DEV_KPAR_MACS, width) > 1;
+}
+
 static void kmm_run(const dev_kmm *m, const float *bp)
 {
-    const unsigned width = dev_par_width();
-    const int64_t K = m->K ? m->K : 1;
     kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
-    /* Columns when the product is wider than tall and either has fewer
-     * than 8 rows per thread or a B packed on every call (a convolution's
-     * activations): each chunk then packs only its own columns of B, where
-     * row blocks would each pack all of it; else rows (a prepacked weight B
-     * on the right, an MLP's). In blocks of whole tiles of our kernel (8 x
-     * 32 with AVX-512). */
-    job.m.by_cols = width > 1 && m->N > m->M && (m->M < 8 * (int64_t)width || !bp || m->N * K > KMM_SHARED_B);
-    const int64_t n = job.m.by_cols ? m->N : m->M, other = job.m.by_cols ? m->M : m->N;
-    /* By columns, each column of B is read by one chunk alone: with fewer
-     * than 8 rows that read, not the multiply-adds, is the work (a
-     * squeeze-excite product, [1, 144] @ [144, 576] from L3: 15-24 us for
-     * 83K multiply-adds, which counted as such ran on one thread) */
-    const int64_t cost = (job.m.by_cols && other < 8 ? 8 : other) * K;
+    int64_t n, cost;
+    job.m.by_cols = kmm_axis(m, bp != NULL, dev_par_width(), &n, &cost);
+    /* in blocks of whole tiles of our kernel (8 x 32 with AVX-512) */
     const size_t grain = dev_kgrain(n, cost, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
 }

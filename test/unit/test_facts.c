@@ -380,7 +380,7 @@ START_TEST(kernel_plans)
     } cases[] = {
         {"c1", 1, "wide product w @ col on 9 x 12, OpenBLAS; 1 thread"},
         {"c1", 2, "wide product w @ col on 9 x 12, OpenBLAS; 2 threads: 2 images in parallel"},
-        {"c1", 3, "wide product w @ col on 9 x 12, OpenBLAS; 3 threads: each product split"},
+        {"c1", 3, "wide product w @ col on 9 x 12, OpenBLAS; 1 of 3 threads: too little work to split"},
         {"c2", 2, "im2col, w @ col, OpenBLAS"},
         {"c3", 1, ""}, /* w of unknown rank */
         {"c4", 1, ""}, /* 4 channels into a convolution over 3: a conflict */

@@ -1436,6 +1436,34 @@ START_TEST(test_dw_split)
 }
 END_TEST
 
+/* A plan that splits each product says so only where the product splits
+ * at all (matmul.c's rule, dev_kmm_splits): squeeze-excite's 16 -> 8 on 1x1
+ * runs whole on one thread; 16 -> 72 on 56x56 splits. */
+START_TEST(test_product_split_words)
+{
+    static const struct {
+        int64_t C, O, H;
+        const char *words;
+    } cases[] = {{16, 8, 1, "1 of 2 threads: too little work to split"},
+                 {16, 72, 56, "2 threads: each product split"}};
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
+        const int64_t H = cases[ci].H;
+        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = cases[ci].C, .H = H, .W = H, .O = cases[ci].O, .Cg = cases[ci].C,
+                             .KH = 1, .KW = 1, .OH = H, .OW = H, .p = {1, 1, 0, 0, 0, 0, 1, 1, 1}};
+        dev_conv_plan plan;
+        dev_conv_plan_make(&sh, 2, &plan);
+        ck_assert_int_eq(plan.kernel, DEV_CONV_DIRECT);
+        char buf[256];
+        dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
+        ck_assert_msg(strstr(buf, cases[ci].words) != NULL, "case %zu: %s", ci, buf);
+    }
+    const dev_kmm small = {.dtype = F32, .M = 8, .N = 1, .K = 16}, big = {.dtype = F32, .M = 72, .N = 3136, .K = 16};
+    ck_assert(!dev_kmm_splits(&small, false, 2));
+    ck_assert(dev_kmm_splits(&big, false, 2));
+    ck_assert(!dev_kmm_splits(&big, false, 1));
+}
+END_TEST
+
 /* Depthwise layers with fewer channel blocks than threads split by row
  * strips (each strip an item), the others by blocks; either way the items'
  * spans cover the output once. */
@@ -1595,6 +1623,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_plan_taken);
     tcase_add_test(tc, test_dw_strips);
     tcase_add_test(tc, test_dw_split);
+    tcase_add_test(tc, test_product_split_words);
     tcase_add_test(tc, test_pool2);
     tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);
