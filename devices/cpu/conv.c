@@ -241,9 +241,9 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
  * image's result while it is in cache, then the bias and activation. An
  * element's sum does not depend on the rows around it: the same bits at
  * any batch and thread count, but for images of one output position, whose
- * product alone is one row (matmul.c's dot products, another order). f32 only; taken (convplan.c) below 64 output
- * positions against at least 64 output channels and 64 column rows, stacks
- * of at most 256 rows. */
+ * product alone is one row (matmul.c's dot products, another order). f32
+ * only; taken (convplan.c) below 64 output positions against at least 64
+ * output channels and 64 column rows, stacks of at most 256 rows. */
 static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -413,9 +413,9 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
     else
         tprod_rows_chunk(&tr, 0, (size_t)rows);
     /* (tap-major, B is there only packed: where that cannot be used, the
-     * product fails as out of memory) */
+     * product fails as out of memory rather than read w in its own order) */
     const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = rows, .N = O, .K = CKK, .A = (const char *)colt,
-                        .lda = CKK, .B = j->taps ? NULL : j->w, .ldb = CKK, .C = (char *)y, .ldc = O,
+                        .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)y, .ldc = O,
                         .failed = j->taps ? &j->nomem : NULL};
     dev_kmm_packed(&mm, j->bt, j->split);
     for (int64_t n = n0; n < n1; n++) {

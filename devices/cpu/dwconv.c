@@ -461,9 +461,9 @@ int64_t dev_dw_items(const dev_dw *d)
 #define DW_ELEM_MACS 8
 int64_t dev_dw_item_cost(const dev_dw *d)
 {
-    const int64_t outs = d->N * d->C * d->M * d->OH * d->OW, ins = d->N * d->C * d->H * d->W;
+    const int64_t outs = d->N * d->C * d->M * d->OH * d->OW, ins = d->N * d->C * d->H * d->W, items = dev_dw_items(d);
     /* (a max pool's compare counts as a multiply-add) */
-    return (outs * d->KH * d->KW + DW_ELEM_MACS * (outs + ins)) / dev_dw_items(d);
+    return items > 0 ? (outs * d->KH * d->KW + DW_ELEM_MACS * (outs + ins)) / items : 0;
 }
 
 void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, int64_t *col0, int64_t *ncols)

@@ -184,9 +184,10 @@ typedef struct dev_kmm {
     bool by_cols; /* set by dev_kmm_run */
     const float *ap; /* f32: A packed once (dev_kmm_prepack_a), or NULL */
     int64_t ep_col0; /* the epilogue's column of C's column 0 (a panel of a wider result) */
-    /* Non-NULL where op(B) is there only in its packed form
-     * (dev_kmm_prepack_b_taps; B unused): where that form cannot be used
-     * (out of memory) *failed is set and the block of C left as it is */
+    /* Non-NULL where op(B) counts only in its packed form
+     * (dev_kmm_prepack_b_taps: B, in another order, is not read): where
+     * that form cannot be used (out of memory) *failed is set and the block
+     * of C left as it is */
     atomic_bool *failed;
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of

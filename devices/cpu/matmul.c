@@ -309,59 +309,42 @@ void dev_kmm_one(const dev_kmm *m) { dev_kmm_packed(m, NULL, false); }
  * (dev_tensor_prep): weights are then packed once, not on every run; a B
  * that changes every run is packed once per run, as it was. NULL when it
  * does not apply or the tensor keeps no prepared form. */
+/* op(B) packed as it lies, or (T > 0: B^T a convolution's weights [N, C *
+ * T]) with K reordered tap-major */
 typedef struct kmm_pack_job {
     bool tb;
-    int64_t N, K, ldb;
+    int64_t N, K, ldb, C, T;
     const float *B;
 } kmm_pack_job;
 
 static void kmm_pack_make(void *ctx, void *out)
 {
     const kmm_pack_job *j = ctx;
-    dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
+    if (j->T)
+        dev_sgemm_pack_taps(j->N, j->C, j->T, j->B, out);
+    else
+        dev_sgemm_pack(j->tb, j->N, j->K, j->B, j->ldb, out);
 }
 
-/* Whether our kernel computes m with op(B) packed (dev_kmm_prepack_b) */
-static bool packs_b(const dev_kmm *m, const dev_kview *b)
+static const float *prepack_b(const dev_kmm *m, const dev_kview *b, int64_t C, int64_t T)
 {
-    return m->dtype == TFVM_F32 && b->t && !m->ta && m->M && m->N && m->K &&
-           kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) == KGEMM_OWN && dev_sgemm_packs_b(m->tb, m->M);
-}
-
-const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b)
-{
-    if (!packs_b(m, b))
+    if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
+        kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN || !dev_sgemm_packs_b(m->tb, m->M))
         return NULL;
     const struct {
-        int64_t tag, nr, tb, N, K, ldb, offset;
-    } key = {0x73674230 /* "sgB0" */, dev_sgemm_nr(), m->tb, m->N, m->K, m->ldb,
+        int64_t tag, nr, tb, N, K, ldb, C, T, offset;
+    } key = {0x73674230 /* "sgB0" */, dev_sgemm_nr(), m->tb, m->N, m->K, m->ldb, C, T,
              (const char *)b->data - (const char *)b->t->data};
-    kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, (const float *)b->data};
+    kmm_pack_job job = {m->tb, m->N, m->K, m->ldb, C, T, (const float *)b->data};
     return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
                            kmm_pack_make, &job);
 }
 
-typedef struct kmm_taps_job {
-    int64_t N, C, T;
-    const float *W;
-} kmm_taps_job;
-
-static void kmm_taps_make(void *ctx, void *out)
-{
-    const kmm_taps_job *j = ctx;
-    dev_sgemm_pack_taps(j->N, j->C, j->T, j->W, out);
-}
+const float *dev_kmm_prepack_b(const dev_kmm *m, const dev_kview *b) { return prepack_b(m, b, 0, 0); }
 
 const float *dev_kmm_prepack_b_taps(const dev_kmm *m, const dev_kview *b, int64_t C, int64_t T)
 {
-    if (!m->tb || m->K != C * T || m->ldb != m->K || !packs_b(m, b))
-        return NULL;
-    const struct {
-        int64_t tag, nr, N, C, T, offset;
-    } key = {0x73674254 /* "sgBT" */, dev_sgemm_nr(), m->N, C, T, (const char *)b->data - (const char *)b->t->data};
-    kmm_taps_job job = {m->N, C, T, (const float *)b->data};
-    return dev_tensor_prep(b->t, &key, sizeof key, dev_sgemm_packed_floats(m->N, m->K) * sizeof(float),
-                           kmm_taps_make, &job);
+    return m->tb && T > 0 && m->K == C * T && m->ldb == m->K ? prepack_b(m, b, C, T) : NULL;
 }
 
 typedef struct kmm_pack_a_job {

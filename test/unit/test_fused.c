@@ -1403,28 +1403,37 @@ START_TEST(test_conv_plan_taken)
 }
 END_TEST
 
-/* A depthwise layer splits over threads when its work, taps and elements
- * moved both counted, is worth two chunks: 72 channels of 56x56 at stride
- * 2 (0.5 M taps, 45 us on one thread) split; counted by taps alone it ran
- * whole. 16 channels of 7x7 do not, and `tfvm check` says so. */
-START_TEST(test_dw_split)
+/* What `tfvm check` says of a layer on 2 threads is what its loop does:
+ * a depthwise layer splits when its work, taps and elements moved both
+ * counted, is worth two chunks (72 channels of 56x56 at stride 2: 0.5 M
+ * taps, 45 us on one thread; counted by taps alone it ran whole), 16
+ * channels of 7x7 do not; a split product only where it splits at all
+ * (matmul.c's rule): squeeze-excite's 16 -> 8 on 1x1 runs whole, 16 -> 72
+ * on 56x56 splits. */
+START_TEST(test_split_words)
 {
     static const struct {
-        int64_t C, H, s;
+        int64_t C, O, H, K, s, G;
+        dev_conv_kernel kernel;
         const char *words;
-    } cases[] = {{72, 56, 2, "2 threads: 5 channel blocks in parallel"},
-                 {16, 7, 1, "1 of 2 threads: too little work to split"}};
+    } cases[] = {{72, 72, 56, 3, 2, 72, DEV_CONV_DEPTHWISE, "2 threads: 5 channel blocks in parallel"},
+                 {16, 16, 7, 3, 1, 16, DEV_CONV_DEPTHWISE, "1 of 2 threads: too little work to split"},
+                 {16, 8, 1, 1, 1, 1, DEV_CONV_DIRECT, "1 of 2 threads: too little work to split"},
+                 {16, 72, 56, 1, 1, 1, DEV_CONV_DIRECT, "2 threads: each product split"}};
     for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
-        const int64_t C = cases[ci].C, H = cases[ci].H, s = cases[ci].s, OH = (H - 1) / s + 1;
-        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = C, .H = H, .W = H, .O = C, .Cg = 1, .KH = 3, .KW = 3,
-                             .OH = OH, .OW = OH, .p = {s, s, 1, 1, 1, 1, 1, 1, C}};
+        const int64_t C = cases[ci].C, H = cases[ci].H, K = cases[ci].K, s = cases[ci].s, pad = K / 2;
+        const int64_t OH = (H + 2 * pad - K) / s + 1;
+        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = C, .H = H, .W = H, .O = cases[ci].O, .Cg = C / cases[ci].G,
+                             .KH = K, .KW = K, .OH = OH, .OW = OH, .p = {s, s, pad, pad, pad, pad, 1, 1, cases[ci].G}};
         dev_conv_plan plan;
         dev_conv_plan_make(&sh, 2, &plan);
-        ck_assert_int_eq(plan.kernel, DEV_CONV_DEPTHWISE);
-        if (plan.dw.cb != 16)
-            continue; /* (the words count blocks of 16: AVX-512) */
-        const int64_t taps = C * OH * OH * 9, cost = dev_dw_item_cost(&plan.dw) * plan.items;
-        ck_assert_msg(cost > taps, "case %zu: cost %lld", ci, (long long)cost);
+        ck_assert_int_eq(plan.kernel, cases[ci].kernel);
+        if (plan.kernel == DEV_CONV_DEPTHWISE) {
+            if (plan.dw.cb != 16)
+                continue; /* (the words count blocks of 16: AVX-512) */
+            const int64_t taps = C * OH * OH * K * K, cost = dev_dw_item_cost(&plan.dw) * plan.items;
+            ck_assert_msg(cost > taps, "case %zu: cost %lld", ci, (long long)cost);
+        }
         char buf[256];
         dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
         ck_assert_msg(strstr(buf, cases[ci].words) != NULL, "case %zu: %s", ci, buf);
@@ -1433,30 +1442,6 @@ START_TEST(test_dw_split)
     ck_assert_int_eq(dev_kpieces(5, 600000, DEV_KPAR_MACS, 2), 5);
     ck_assert_int_eq(dev_kpieces(100, 1 << 20, DEV_KPAR_MACS, 2), 8);
     ck_assert_int_eq(dev_kpieces(100, 1 << 20, DEV_KPAR_MACS, 1), 1);
-}
-END_TEST
-
-/* A plan that splits each product says so only where the product splits
- * at all (matmul.c's rule, dev_kmm_splits): squeeze-excite's 16 -> 8 on 1x1
- * runs whole on one thread; 16 -> 72 on 56x56 splits. */
-START_TEST(test_product_split_words)
-{
-    static const struct {
-        int64_t C, O, H;
-        const char *words;
-    } cases[] = {{16, 8, 1, "1 of 2 threads: too little work to split"},
-                 {16, 72, 56, "2 threads: each product split"}};
-    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
-        const int64_t H = cases[ci].H;
-        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = cases[ci].C, .H = H, .W = H, .O = cases[ci].O, .Cg = cases[ci].C,
-                             .KH = 1, .KW = 1, .OH = H, .OW = H, .p = {1, 1, 0, 0, 0, 0, 1, 1, 1}};
-        dev_conv_plan plan;
-        dev_conv_plan_make(&sh, 2, &plan);
-        ck_assert_int_eq(plan.kernel, DEV_CONV_DIRECT);
-        char buf[256];
-        dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
-        ck_assert_msg(strstr(buf, cases[ci].words) != NULL, "case %zu: %s", ci, buf);
-    }
     const dev_kmm small = {.dtype = F32, .M = 8, .N = 1, .K = 16}, big = {.dtype = F32, .M = 72, .N = 3136, .K = 16};
     ck_assert(!dev_kmm_splits(&small, false, 2));
     ck_assert(dev_kmm_splits(&big, false, 2));
@@ -1622,8 +1607,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_parallel_paths);
     tcase_add_test(tc, test_conv_plan_taken);
     tcase_add_test(tc, test_dw_strips);
-    tcase_add_test(tc, test_dw_split);
-    tcase_add_test(tc, test_product_split_words);
+    tcase_add_test(tc, test_split_words);
     tcase_add_test(tc, test_pool2);
     tcase_add_test(tc, test_pool2_f32);
     tcase_add_test(tc, test_tanhf);
