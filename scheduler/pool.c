@@ -304,11 +304,9 @@ void sched_run_parallel_for(sched_run *r, sched_worker *self, size_t n, size_t g
 {
     /* about four chunks per worker: enough to even out, few enough that a
      * chunk is still a big piece of work */
-    size_t chunk = (n + 4 * (size_t)r->n - 1) / (4 * (size_t)r->n);
-    if (chunk < grain)
-        chunk = grain;
-    /* whole grains (a product's column chunks start on a panel of its packed weights) */
-    chunk = grain ? (chunk + grain - 1) / grain * grain : chunk;
+    /* (in whole grains: a product's column chunks start on a panel of its packed weights) */
+    const size_t quarter = (n + 4 * (size_t)r->n - 1) / (4 * (size_t)r->n), g = grain ? grain : 1;
+    const size_t chunk = (quarter + g - 1) / g * g;
     /* chunk 0 is the caller's before any helper looks: a loop that runs
      * again and again (a recurrent layer's steps) keeps its first part on
      * the caller's core, with the caches that hold that part's data */

@@ -275,11 +275,15 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, ", %lld groups", (long long)G);
 }
 
-/* Whether a plan that splits each product (conv.c: a stack of transposed
- * rows against packed weights, or w @ columns) splits it at all: a small
- * product runs whole on one thread */
+/* Whether a plan that splits each image splits it at all: its product (a
+ * stack of transposed rows against packed weights, or w @ columns) by
+ * matmul.c's rule, a small one running whole on one thread; the other
+ * kernels' parts and bands always (conv.c) */
 static bool product_splits(const dev_conv_plan *plan, const dev_conv_shape *s)
 {
+    if (plan->kernel != DEV_CONV_TPROD && plan->kernel != DEV_CONV_DIRECT && plan->kernel != DEV_CONV_WIDE &&
+        plan->kernel != DEV_CONV_IM2COL)
+        return true;
     const int64_t G = s->p[8], Og = s->O / G, CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
     dev_kmm mm = {.dtype = s->dtype, .M = Og, .N = OHW, .K = CKK};
     bool packed = false;
@@ -297,10 +301,8 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, "; 1 thread");
         return;
     }
-    const bool product = plan->split && plan->kernel != DEV_CONV_F32 && plan->kernel != DEV_CONV_DEPTHWISE &&
-                         plan->kernel != DEV_CONV_PANELS && plan->kernel != DEV_CONV_FEWCH;
-    if ((plan->kernel == DEV_CONV_DEPTHWISE && !dw_splits(&plan->dw, plan->threads)) ||
-        (product && !product_splits(plan, s))) {
+    if (plan->kernel == DEV_CONV_DEPTHWISE ? !dw_splits(&plan->dw, plan->threads)
+                                           : plan->split && !product_splits(plan, s)) {
         put(b, "; 1 of %u threads: too little work to split", plan->threads);
         return;
     }

@@ -250,7 +250,7 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
         return;
     const int r = ep->rank;
     const size_t esz = dev_kesize(ep->dtype);
-    const int64_t step = r ? ep->bstr[r - 1] : 0;
+    int64_t step = r ? ep->bstr[r - 1] : 0;
     /* the coordinates of row0 over the leading dims, and its bias offset */
     int64_t idx[TFVM_MAX_RANK] = {0}, boff = col0 * step, rest = row0;
     for (int j = r - 2; j >= 0; j--) {
@@ -263,16 +263,9 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
     const char *rp = ep->res ? ep->res + at : NULL;
     if (ep->len == 1 && r >= 2 && idx[r - 2] + nrows <= ep->dims[r - 2] && ep->bstr[r - 2] <= 1) {
         /* rows of one element (a convolution's 1x1 output, the channels of
-         * squeeze-excite): the rows, consecutive, along one dim, as one
-         * row, not a call each */
-        const int64_t bstep = ep->bstr[r - 2];
-        if (rp) {
-            if (ep->bias)
-                dev_kepilogue(ep->dtype, 0, cp, nrows, ep->bias + (size_t)boff * esz, bstep);
-            dev_kepilogue(ep->dtype, ep->act, cp, nrows, rp, 1);
-        } else
-            dev_kepilogue(ep->dtype, ep->act, cp, nrows, ep->bias ? ep->bias + (size_t)boff * esz : NULL, bstep);
-        return;
+         * squeeze-excite), consecutive along one dim: one row of them, not
+         * a call each */
+        ncols = nrows, nrows = 1, step = ep->bstr[r - 2];
     }
     for (int64_t row = 0; row < nrows; row++, cp += (size_t)ep->len * esz) {
         if (rp) { /* the residual: an elementwise "bias" after the bias (if not added already) */
