@@ -505,6 +505,8 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
         pack_b(tb, B, ldb, pc, K - pc < kc_step ? K - pc : kc_step, 0, N, im->nr, out + pc * Np, im->t8);
 }
 
+/* dev_sgemm_pack's layout (blocks of K, panels of nr columns), written
+ * element by element: once per model, at load */
 void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out)
 {
     const sg_impl *im = best_impl();
