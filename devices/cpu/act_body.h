@@ -1,4 +1,4 @@
-/* devices/cpu/act_body.h — the f32 exp, sigmoid, erf, SiLU and GELU of act.c,
+/* devices/cpu/act_body.h — the f32 exp, sigmoid, erf, tanh, SiLU and GELU of act.c,
  * included once per instruction set with its vector type and operations
  * defined: VF, VSET(c), VADD/VSUB/VMUL/VDIV, VFMA(a, b, c) = a*b + c (fused
  * where the ISA has it), VMIN/VMAX (either operand when one is NaN: NaN is
@@ -77,6 +77,25 @@ ACT_TARGET static inline VF ACT_SFX(erf)(VF x)
     const VF mid = VFMA(VNEG(e), g, VSET(1.0f));
     const VF r = VSEL_LT(a, VSET(0.875f), small, VSEL_LT(a, VSET(3.92f), mid, VSET(1.0f)));
     return VNANFIX(x, VCOPYSIGN(r, x));
+}
+
+/* tanh: below |x| = 0.75, x + x^3 P(x^2) with P a degree-5 fit for
+ * relative error (2e-9 before rounding); above, 1 - 2 / (exp(2|x|) + 1),
+ * |x| clamped to 9.1 (from there the result rounds to 1); x's sign. Both
+ * parts are computed and one is kept per lane; -0 stays -0. */
+ACT_TARGET static inline VF ACT_SFX(tanh)(VF x)
+{
+    const VF a = VABS(x), u = VMUL(a, a);
+    VF p = VSET(0x1.c753c4p-10f);
+    p = VFMA(p, u, VSET(-0x1.f5d36ap-8f));
+    p = VFMA(p, u, VSET(0x1.5f785ap-6f));
+    p = VFMA(p, u, VSET(-0x1.b97d3cp-5f));
+    p = VFMA(p, u, VSET(0x1.110db8p-3f));
+    p = VFMA(p, u, VSET(-0x1.55554ap-2f));
+    const VF small = VFMA(VMUL(a, u), p, a);
+    const VF e = ACT_SFX(exp_clamped)(VMUL(VMIN(a, VSET(9.1f)), VSET(2.0f)));
+    const VF big = VSUB(VSET(1.0f), VDIV(VSET(2.0f), VADD(e, VSET(1.0f))));
+    return VNANFIX(x, VCOPYSIGN(VSEL_LT(a, VSET(0.75f), small, big), x));
 }
 
 /* x * sigmoid(x): MUL (x, SIGMOID (x)) */
