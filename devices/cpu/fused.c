@@ -303,7 +303,9 @@ size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align)
     const int64_t pieces = dev_kpieces(n, cost, least, dev_par_width());
     if (pieces < 2)
         return n < 1 ? 1 : (size_t)n;
-    int64_t grain = (n + pieces - 1) / pieces;
+    /* the runner's chunks shrink toward the loop's end down to this grain
+     * (scheduler/pool.c): a quarter of a piece */
+    int64_t grain = (n + 4 * pieces - 1) / (4 * pieces);
     if (align > 1)
         grain = (grain + align - 1) / align * align;
     return (size_t)grain;

@@ -156,11 +156,13 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
 /* Intra-op parallelism (par.h): a parallel chunk is worth at least this many
  * multiply-adds (~3 us), so that taking it pays for waking a worker. */
 #define DEV_KPAR_MACS (INT64_C(1) << 18)
-/* The grain for dev_par_for over n items of `cost` work units each: evenly
- * sized chunks of at least `least` units, up to 4 per thread of
- * dev_par_width() (a thread that is slow to join, or busy, then costs at
- * most a small chunk), rounded up to a multiple of align items. n when the
- * loop is not worth splitting. */
+/* The grain for dev_par_for over n items of `cost` work units each: the
+ * loop is cut into pieces of at least `least` units, up to 4 per thread of
+ * dev_par_width(), and the grain is a quarter of a piece, rounded up to a
+ * multiple of align items; the runner's chunks, large at first, shrink to
+ * a grain near the loop's end, so that a thread that joined late or ran
+ * slower costs the others at most about a grain. n when the loop is not
+ * worth splitting. */
 size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align);
 /* How many chunks dev_kgrain cuts such a loop into on `width` threads (1:
  * it runs whole on its caller); for plans that say how they split. */
