@@ -77,7 +77,7 @@ static const char *pool_plan(bool avg, const isa_fact *in, const isa_fact *out, 
         return buf;
     dev_pool_plan plan;
     dev_pool_plan_make(in[0].dtype, avg, xd, p, out->dims[2], out->dims[3], threads, &plan);
-    return dev_pool_plan_str(&plan, buf, size);
+    return dev_pool_plan_str(&plan, batch_known, buf, size);
 }
 
 const char *an_kernel_plan(const isa_facts *F, uint32_t i, unsigned threads, char *buf, size_t size)

@@ -745,10 +745,10 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             dev_fc_pack(&plan.fc, w->data, own);
         fc_job fj = {.f = &plan.fc, .x = x->data, .wk = wk ? wk : own, .o = o, .ep = ep, .alloc = k->alloc};
         atomic_init(&fj.nomem, !fj.wk);
-        const int64_t fitems = plan.items;
+        int64_t fitems, cost, least;
+        dev_conv_par_loop(&plan, &shape, &fitems, &cost, &least);
         if (fj.wk)
-            dev_par_for((size_t)fitems, dev_kgrain(fitems, N * O * OHW * CKK / fitems, DEV_KPAR_MACS, 1), fc_chunk,
-                        &fj);
+            dev_par_for((size_t)fitems, dev_kgrain(fitems, cost, least, 1), fc_chunk, &fj);
         if (own)
             dev_ktemp_free(k, own, wk_floats, sizeof(float));
         if (atomic_load(&fj.nomem)) {
@@ -764,7 +764,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                     .direct = plan.direct, .wide = plan.kernel == DEV_CONV_WIDE,
                     .timgs = plan.timgs, .prows = plan.prows, .panels = plan.panels};
     atomic_init(&job.nomem, false);
-    const int64_t items = N * G, macs = Og * OHW * (CKK ? CKK : 1);
+    const int64_t items = N * G;
     /* f32 at unit strides and dilations: a kernel without im2col, its
      * weights prepared once */
     dev_cf cf = plan.cf;
@@ -790,28 +790,23 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                             .ldb = ncols, .ldc = ncols};
         job.ap = dev_kmm_prepack_a(&mm, w);
     }
-    if (plan.kernel == DEV_CONV_TPROD) {
-        /* stacks of images in parallel, or one stack's product split */
-        const int64_t stacks = plan.items;
-        if (job.split)
-            conv_tprod_chunk(&job, 0, (size_t)stacks);
-        else
-            dev_par_for((size_t)stacks, dev_kgrain(stacks, macs * job.timgs, DEV_KPAR_MACS, 1), conv_tprod_chunk,
-                        &job);
-    } else if (plan.kernel == DEV_CONV_PANELS) {
-        const int64_t pitems = plan.items;
-        dev_par_for((size_t)pitems, dev_kgrain(pitems, macs / job.panels, DEV_KPAR_MACS, 1), conv_panels, &job);
-    } else if (job.split && job.cf) {
-        const int64_t parts = dev_cf_parts(&cf);
+    /* stacks of images, panels, images or an image's parts in parallel (one
+     * stack's or image's product split instead where there are fewer than
+     * threads) */
+    int64_t pn, cost, least;
+    dev_conv_par_loop(&plan, &shape, &pn, &cost, &least);
+    const size_t grain = dev_kgrain(pn, cost, least, 1);
+    if (plan.kernel == DEV_CONV_TPROD)
+        job.split ? conv_tprod_chunk(&job, 0, (size_t)pn) : dev_par_for((size_t)pn, grain, conv_tprod_chunk, &job);
+    else if (plan.kernel == DEV_CONV_PANELS)
+        dev_par_for((size_t)pn, grain, conv_panels, &job);
+    else if (job.split && job.cf)
         for (job.item = 0; job.item < items && !atomic_load(&job.nomem); job.item++)
-            dev_par_for((size_t)parts, dev_kgrain(parts, macs / parts, DEV_KPAR_MACS, 1), conv_cf_chunk, &job);
-    } else if (job.split)
+            dev_par_for((size_t)pn, grain, conv_cf_chunk, &job);
+    else if (job.split)
         conv_items(&job, 0, (size_t)items);
     else
-        /* the f32 kernels run an image's multiply-adds some 2x faster than
-         * the gemm (Winograd does fewer): half the gemm's least per chunk */
-        dev_par_for((size_t)items, dev_kgrain(items, macs, job.cf ? DEV_KPAR_MACS / 2 : DEV_KPAR_MACS, 1),
-                    conv_items, &job);
+        dev_par_for((size_t)pn, grain, conv_items, &job);
     if (job.cf)
         dev_cf_free(&cf, k->alloc);
     if (atomic_load(&job.nomem)) {
@@ -1128,8 +1123,7 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     }
     if (plan.kernel == DEV_POOL_2X2) {
         pool2_arg a = {x->data, o, H, W, OH, OW, avg, plan.avx512, x->dtype == TFVM_F32};
-        /* planes in chunks of at least 4K output elements (~1.5-3 us) */
-        dev_par_for((size_t)planes, dev_kgrain(planes, OH * OW, 4096, 1), pool2_planes, &a);
+        dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), pool2_planes, &a);
         *out = r;
         return TFVM_OK;
     }

@@ -160,6 +160,8 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         dev_kfloat(dtype)) {
         plan->kernel = DEV_POOL_2X2;
         plan->avx512 = dtype == TFVM_F32 && have_avx512();
+        plan->planes = N * C;
+        plan->plane = OH * OW;
         return;
     }
     if (dtype == TFVM_F32 && !avg) {
@@ -275,6 +277,28 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, ", %lld groups", (long long)G);
 }
 
+void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64_t *n, int64_t *cost, int64_t *least)
+{
+    const int64_t G = s->p[8], CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
+    const int64_t macs = s->O / G * OHW * (CKK ? CKK : 1);
+    *n = plan->items;
+    *least = DEV_KPAR_MACS;
+    switch (plan->kernel) {
+    case DEV_CONV_FEWCH: *cost = s->N * s->O * OHW * CKK / (*n ? *n : 1); break;
+    case DEV_CONV_TPROD: *cost = macs * plan->timgs; break;
+    case DEV_CONV_PANELS: *cost = macs / plan->panels; break;
+    case DEV_CONV_F32:
+        /* the f32 kernels run an image's multiply-adds some 2x faster than
+         * the gemm (Winograd does fewer): half the gemm's least per chunk */
+        if (plan->split)
+            *n = dev_cf_parts(&plan->cf), *cost = macs / *n;
+        else
+            *cost = macs, *least = DEV_KPAR_MACS / 2;
+        break;
+    default: *cost = macs; break;
+    }
+}
+
 /* Whether a plan that splits each image splits it at all: its product (a
  * stack of transposed rows against packed weights, or w @ columns) by
  * matmul.c's rule, a small one running whole on one thread; the other
@@ -301,8 +325,12 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, "; 1 thread");
         return;
     }
-    if (plan->kernel == DEV_CONV_DEPTHWISE ? !dw_splits(&plan->dw, plan->threads)
-                                           : plan->split && !product_splits(plan, s)) {
+    int64_t n, cost, least;
+    dev_conv_par_loop(plan, s, &n, &cost, &least);
+    const bool whole = plan->kernel == DEV_CONV_DEPTHWISE ? !dw_splits(&plan->dw, plan->threads)
+                       : plan->split && plan->kernel != DEV_CONV_F32 ? !product_splits(plan, s)
+                                                                     : dev_kpieces(n, cost, least, plan->threads) < 2;
+    if (whole) {
         put(b, "; 1 of %u threads: too little work to split", plan->threads);
         return;
     }
@@ -347,7 +375,7 @@ const char *dev_conv_plan_str(const dev_conv_plan *plan, const dev_conv_shape *s
     return buf;
 }
 
-const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
+const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char *buf, size_t size)
 {
     sbuf b = {buf, size, 0};
     if (size)
@@ -367,7 +395,10 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size)
         return buf;
     if (plan->threads == 1 || !parallel)
         put(&b, "; 1 thread");
-    else if (plan->kernel == DEV_POOL_GRID && !dw_splits(&plan->dw, plan->threads))
+    else if (!batch_known)
+        ; /* how it splits depends on the batch */
+    else if (plan->kernel == DEV_POOL_GRID ? !dw_splits(&plan->dw, plan->threads)
+                                           : dev_kpieces(plan->planes, plan->plane, DEV_POOL2_LEAST, plan->threads) < 2)
         put(&b, "; 1 of %u threads: too little work to split", plan->threads);
     else
         put(&b, "; %u threads: %s in parallel", plan->threads,

@@ -61,6 +61,12 @@ typedef struct dev_conv_plan {
 /* The plan for s on `threads` threads (dev_par_width() in a kernel). */
 void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan *plan);
 
+/* The parallel loop a plan runs (not DEPTHWISE, nor a split product): its
+ * n items, each worth `cost` multiply-adds, pieces of at least `least`
+ * (conv.c passes them to dev_kgrain; tfvm check to dev_kpieces). A split
+ * F32 plan's loop is over one item's dev_cf_parts parts. */
+void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64_t *n, int64_t *cost, int64_t *least);
+
 /* The kernels of dev_cpu_pool. */
 typedef enum dev_pool_kernel {
     DEV_POOL_EMPTY,   /* an empty result */
@@ -75,8 +81,11 @@ typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
     bool avx512; /* 2X2 on f32: the AVX-512 code */
     unsigned threads;
+    int64_t planes, plane; /* 2X2: N x C planes in parallel, OH x OW each */
     dev_dw dw;   /* GRID */
 } dev_pool_plan;
+/* 2X2: planes go in chunks of at least this many output elements (~1.5-3 us) */
+#define DEV_POOL2_LEAST 4096
 
 /* x [N, C, H, W] pooled by p = [kh, kw, sh, sw, pt, pl, pb, pr, dh, dw,
  * ceil_mode, count_include_pad] into OH x OW, as dev_cpu_pool has checked,
@@ -89,7 +98,7 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
  * batch_known false (the batch dim is `?`) what depends on it is left out. */
 const char *dev_conv_plan_str(const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known, char *buf,
                               size_t size);
-const char *dev_pool_plan_str(const dev_pool_plan *plan, char *buf, size_t size);
+const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char *buf, size_t size);
 
 /* Tests (test_fused): counting what the kernels of conv.c take. While on,
  * each CONV2D adds 1 to the count of the kernel that computed its first

@@ -466,8 +466,9 @@ isa() { sed -E 's/AVX-512|AVX2|portable/ISA/g; s/channel blocks of [0-9]+/channe
 got=$("$TFVM" check --threads 2 test/e2e/check/convs.tfg | isa)
 [ "$got" = "$(cat test/e2e/check/convs.expected)" ] ||
     no "tfvm check convs.tfg: $(echo "$got" | diff - test/e2e/check/convs.expected)"
-got=$("$TFVM" check --threads 2 examples/cnn.tfg | grep '^c2 ' | isa)
-[ "$got" = "c2                       FUSED_CONV2D   f32[?, 16, 14, 14]  cpu: Winograd F(2x2, 3x3), ISA" ] ||
+got=$("$TFVM" check --threads 2 examples/cnn.tfg | grep -E '^(c2|p2) ' | isa)
+[ "$got" = "c2                       FUSED_CONV2D   f32[?, 16, 14, 14]  cpu: Winograd F(2x2, 3x3), ISA
+p2                       MAXPOOL        f32[?, 16, 7, 7]  cpu: 2x2 windows at stride 2, ISA" ] ||
     no "tfvm check examples/cnn.tfg: '$got'"
 # the opcode column is as wide as the listing's longest opcode (FUSED_CONV2D_ADD): every line's
 # shape starts in column 43

@@ -1421,17 +1421,22 @@ END_TEST
 START_TEST(test_split_words)
 {
     static const struct {
-        int64_t C, O, H, K, s, G;
+        int64_t N, C, O, H, K, s, G;
         dev_conv_kernel kernel;
         const char *words;
-    } cases[] = {{72, 72, 56, 3, 2, 72, DEV_CONV_DEPTHWISE, "2 threads: 5 channel blocks in parallel"},
-                 {16, 16, 7, 3, 1, 16, DEV_CONV_DEPTHWISE, "1 of 2 threads: too little work to split"},
-                 {16, 8, 1, 1, 1, 1, DEV_CONV_DIRECT, "1 of 2 threads: too little work to split"},
-                 {16, 72, 56, 1, 1, 1, DEV_CONV_DIRECT, "2 threads: each product split"}};
+    } cases[] = {{1, 72, 72, 56, 3, 2, 72, DEV_CONV_DEPTHWISE, "2 threads: 5 channel blocks in parallel"},
+                 {1, 16, 16, 7, 3, 1, 16, DEV_CONV_DEPTHWISE, "1 of 2 threads: too little work to split"},
+                 {1, 16, 8, 1, 1, 1, 1, DEV_CONV_DIRECT, "1 of 2 threads: too little work to split"},
+                 {1, 16, 72, 56, 1, 1, 1, DEV_CONV_DIRECT, "2 threads: each product split"},
+                 /* images in parallel, when each is worth a piece */
+                 {4, 64, 64, 56, 1, 1, 1, DEV_CONV_DIRECT, "2 threads: 4 images in parallel"},
+                 {4, 8, 8, 6, 1, 1, 1, DEV_CONV_DIRECT, "1 of 2 threads: too little work to split"},
+                 {4, 64, 64, 28, 3, 1, 1, DEV_CONV_F32, "2 threads: 4 images in parallel"},
+                 {4, 4, 4, 8, 3, 1, 1, DEV_CONV_F32, "1 of 2 threads: too little work to split"}};
     for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
         const int64_t C = cases[ci].C, H = cases[ci].H, K = cases[ci].K, s = cases[ci].s, pad = K / 2;
         const int64_t OH = (H + 2 * pad - K) / s + 1;
-        dev_conv_shape sh = {.dtype = F32, .N = 1, .C = C, .H = H, .W = H, .O = cases[ci].O, .Cg = C / cases[ci].G,
+        dev_conv_shape sh = {.dtype = F32, .N = cases[ci].N, .C = C, .H = H, .W = H, .O = cases[ci].O, .Cg = C / cases[ci].G,
                              .KH = K, .KW = K, .OH = OH, .OW = OH, .p = {s, s, pad, pad, pad, pad, 1, 1, cases[ci].G}};
         dev_conv_plan plan;
         dev_conv_plan_make(&sh, 2, &plan);
