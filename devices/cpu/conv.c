@@ -726,9 +726,9 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             after.bias = NULL; /* added by the kernel */
         dj.after = ep && !inner ? &after : NULL;
         atomic_init(&dj.nomem, false);
-        const int64_t dw_items = plan.items;
-        dev_par_for((size_t)dw_items, dev_kgrain(dw_items, dev_dw_item_cost(&dj.d), DEV_KPAR_MACS, 1), dw_chunk,
-                    &dj);
+        int64_t dw_items, cost, least;
+        dev_conv_par_loop(&plan, &shape, &dw_items, &cost, &least);
+        dev_par_for((size_t)dw_items, dev_kgrain(dw_items, cost, least, 1), dw_chunk, &dj);
         if (atomic_load(&dj.nomem)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
@@ -796,8 +796,10 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     int64_t pn, cost, least;
     dev_conv_par_loop(&plan, &shape, &pn, &cost, &least);
     const size_t grain = dev_kgrain(pn, cost, least, 1);
-    if (plan.kernel == DEV_CONV_TPROD)
-        job.split ? conv_tprod_chunk(&job, 0, (size_t)pn) : dev_par_for((size_t)pn, grain, conv_tprod_chunk, &job);
+    if (plan.kernel == DEV_CONV_TPROD && job.split)
+        conv_tprod_chunk(&job, 0, (size_t)pn);
+    else if (plan.kernel == DEV_CONV_TPROD)
+        dev_par_for((size_t)pn, grain, conv_tprod_chunk, &job);
     else if (plan.kernel == DEV_CONV_PANELS)
         dev_par_for((size_t)pn, grain, conv_panels, &job);
     else if (job.split && job.cf)

@@ -284,6 +284,7 @@ void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64
     *n = plan->items;
     *least = DEV_KPAR_MACS;
     switch (plan->kernel) {
+    case DEV_CONV_DEPTHWISE: *cost = dev_dw_item_cost(&plan->dw); break;
     case DEV_CONV_FEWCH: *cost = s->N * s->O * OHW * CKK / (*n ? *n : 1); break;
     case DEV_CONV_TPROD: *cost = macs * plan->timgs; break;
     case DEV_CONV_PANELS: *cost = macs / plan->panels; break;
@@ -299,15 +300,17 @@ void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64
     }
 }
 
-/* Whether a plan that splits each image splits it at all: its product (a
- * stack of transposed rows against packed weights, or w @ columns) by
- * matmul.c's rule, a small one running whole on one thread; the other
- * kernels' parts and bands always (conv.c) */
-static bool product_splits(const dev_conv_plan *plan, const dev_conv_shape *s)
+/* Whether the plan's work splits over its threads at all (a small layer
+ * runs whole on the thread that fires it): a gemm plan that splits each
+ * image, its product by matmul.c's rule; any other, its parallel loop by
+ * dev_kgrain's (conv.c runs both) */
+static bool plan_splits(const dev_conv_plan *plan, const dev_conv_shape *s)
 {
-    if (plan->kernel != DEV_CONV_TPROD && plan->kernel != DEV_CONV_DIRECT && plan->kernel != DEV_CONV_WIDE &&
-        plan->kernel != DEV_CONV_IM2COL)
-        return true;
+    if (!plan->split || plan->kernel == DEV_CONV_F32) {
+        int64_t n, cost, least;
+        dev_conv_par_loop(plan, s, &n, &cost, &least);
+        return dev_kpieces(n, cost, least, plan->threads) > 1;
+    }
     const int64_t G = s->p[8], Og = s->O / G, CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
     dev_kmm mm = {.dtype = s->dtype, .M = Og, .N = OHW, .K = CKK};
     bool packed = false;
@@ -325,12 +328,7 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, "; 1 thread");
         return;
     }
-    int64_t n, cost, least;
-    dev_conv_par_loop(plan, s, &n, &cost, &least);
-    const bool whole = plan->kernel == DEV_CONV_DEPTHWISE ? !dw_splits(&plan->dw, plan->threads)
-                       : plan->split && plan->kernel != DEV_CONV_F32 ? !product_splits(plan, s)
-                                                                     : dev_kpieces(n, cost, least, plan->threads) < 2;
-    if (whole) {
+    if (!plan_splits(plan, s)) {
         put(b, "; 1 of %u threads: too little work to split", plan->threads);
         return;
     }
@@ -393,12 +391,16 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
     const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_GRID;
     if (plan->kernel == DEV_POOL_EMPTY)
         return buf;
-    if (plan->threads == 1 || !parallel)
+    if (plan->threads == 1 || !parallel) {
         put(&b, "; 1 thread");
-    else if (!batch_known)
-        ; /* how it splits depends on the batch */
-    else if (plan->kernel == DEV_POOL_GRID ? !dw_splits(&plan->dw, plan->threads)
-                                           : dev_kpieces(plan->planes, plan->plane, DEV_POOL2_LEAST, plan->threads) < 2)
+        return buf;
+    }
+    if (!batch_known) /* how it splits depends on the batch */
+        return buf;
+    const bool splits = plan->kernel == DEV_POOL_GRID
+                            ? dw_splits(&plan->dw, plan->threads)
+                            : dev_kpieces(plan->planes, plan->plane, DEV_POOL2_LEAST, plan->threads) > 1;
+    if (!splits)
         put(&b, "; 1 of %u threads: too little work to split", plan->threads);
     else
         put(&b, "; %u threads: %s in parallel", plan->threads,

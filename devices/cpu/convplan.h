@@ -61,7 +61,7 @@ typedef struct dev_conv_plan {
 /* The plan for s on `threads` threads (dev_par_width() in a kernel). */
 void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan *plan);
 
-/* The parallel loop a plan runs (not DEPTHWISE, nor a split product): its
+/* The parallel loop a plan runs (not a gemm plan's split product): its
  * n items, each worth `cost` multiply-adds, pieces of at least `least`
  * (conv.c passes them to dev_kgrain; tfvm check to dev_kpieces). A split
  * F32 plan's loop is over one item's dev_cf_parts parts. */

@@ -164,7 +164,7 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
  * slower costs the others at most about a grain. n when the loop is not
  * worth splitting. */
 size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align);
-/* How many chunks dev_kgrain cuts such a loop into on `width` threads (1:
+/* How many pieces dev_kgrain counts such a loop as on `width` threads (1:
  * it runs whole on its caller); for plans that say how they split. */
 int64_t dev_kpieces(int64_t n, int64_t cost, int64_t least, unsigned width);
 /* A product C = op(A) @ op(B) as dev_kgemm takes it, and the epilogue of its
