@@ -244,15 +244,16 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
  * product alone is one row (matmul.c's dot products, another order). f32
  * only; taken (convplan.c) below 64 output positions against at least 64
  * output channels and 64 column rows, stacks of at most 256 rows. */
-static void to_chw_f32(const float *y, int64_t rows, int64_t cols, float *d)
+/* d[c * rows + r] = y[r * ystride + c], r < rows, c < cols */
+static void to_chw_f32(const float *y, int64_t ystride, int64_t rows, int64_t cols, float *d)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (have_avx512()) {
-        to_chw_v16(y, cols, rows, cols, d, rows, NULL, false);
+        to_chw_v16(y, ystride, rows, cols, d, rows, NULL, false);
         return;
     }
 #endif
-    to_chw_v4(y, cols, rows, cols, d, rows, NULL, false);
+    to_chw_v4(y, ystride, rows, cols, d, rows, NULL, false);
 }
 
 /* Rows [q0, q1) of colt [OHW, CKK]: row p the window of output position p,
@@ -382,12 +383,60 @@ static size_t tprod_floats(const conv_job *j)
     return (size_t)(j->timgs * (j->OH * j->OW * (j->Cg * j->KH * j->KW + j->O) + xt));
 }
 
+/* Channels [b, e) of a stack's y [rows, O] into the images' results, then
+ * the epilogue there when the product did not apply it (parallel chunks in
+ * split mode: a layer of 1152 channels of 7x7 spent a tenth of its time in
+ * these passes, on one thread while the other waited) */
+typedef struct tprod_out {
+    const conv_job *j;
+    const float *y;
+    int64_t n0, n1;
+    bool epi; /* the epilogue is still to be applied */
+} tprod_out;
+
+/* An element transposed and given its epilogue costs about this many
+ * multiply-adds (0.3-0.6 ns against the product's ~0.01 ns each) */
+#define TPROD_OUT_COST 32
+
+static void tprod_out_chunk(void *arg, size_t b, size_t e)
+{
+    const tprod_out *t = arg;
+    const conv_job *j = t->j;
+    const int64_t O = j->O, OHW = j->OH * j->OW, c0 = (int64_t)b, nc = (int64_t)(e - b);
+    float *o = (float *)(void *)j->o;
+    for (int64_t n = t->n0; n < t->n1; n++) {
+        to_chw_f32(t->y + (n - t->n0) * OHW * O + c0, O, OHW, nc, o + (n * O + c0) * OHW);
+        if (t->epi)
+            dev_kepi_apply(j->ep, j->o, n * O + c0, nc, 0, OHW);
+    }
+}
+
+/* y transposed into the results, and the epilogue if still due: over the
+ * threads by channels in split mode */
+static void tprod_finish(const conv_job *j, const tprod_out *t)
+{
+    const int64_t OHW = j->OH * j->OW;
+    if (j->split)
+        dev_par_for((size_t)j->O, dev_kgrain(j->O, (t->n1 - t->n0) * OHW * TPROD_OUT_COST, DEV_KPAR_MACS, 16),
+                    tprod_out_chunk, (void *)t);
+    else
+        tprod_out_chunk((void *)t, 0, (size_t)j->O);
+}
+
 /* Images [n0, n1) (G = 1) as one product, split over the threads when j->split */
 static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
 {
     const int64_t O = j->O, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW, rows = (n1 - n0) * OHW;
     const float *x = (const float *)(const void *)j->x;
     float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + rows * CKK;
+    /* The bias and activation in the product's blocks while they are in
+     * cache (y's columns are the output channels: a bias per column, the
+     * same additions and activation), unless a residual, which lies in the
+     * result's layout, comes first */
+    const bool in_product = j->ep && j->ep->bias && !j->ep->res;
+    const dev_kepi ep_y = {.dtype = TFVM_F32, .act = in_product ? j->ep->act : 0, .rank = 2, .len = O,
+                           .dims = {rows, O}, .bstr = {0, 1}, .bias = in_product ? j->ep->bias : NULL};
+    const tprod_out out = {j, y, n0, n1, j->ep && !in_product};
     if (n0 == 0)
         dev_conv_took(DEV_CONV_TPROD);
     if (OHW == 1 && j->direct) {
@@ -399,6 +448,17 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
         dev_kmm_packed(&mm, j->bt, j->split);
         for (int64_t n = n0; n < n1 && j->ep; n++)
             dev_kepi_apply(j->ep, j->o, n * O, O, 0, 1);
+        return;
+    }
+    if (j->direct && n1 - n0 == 1) {
+        /* one image of a 1x1 window: the product's rows are x's columns,
+         * packed straight from x (a transposition into colt and the
+         * packing's own were two passes over it) */
+        const dev_kmm mm = {.dtype = TFVM_F32, .ta = true, .tb = true, .M = OHW, .N = O, .K = CKK,
+                            .A = (const char *)(x + n0 * CKK * OHW), .lda = OHW, .B = j->w, .ldb = CKK,
+                            .C = (char *)y, .ldc = O, .ep = in_product ? &ep_y : NULL, .ep_base = y};
+        dev_kmm_packed(&mm, j->bt, j->split);
+        tprod_finish(j, &out);
         return;
     }
     tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
@@ -415,14 +475,10 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
     /* (tap-major, B is there only packed: where that cannot be used, the
      * product fails as out of memory rather than read w in its own order) */
     const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = rows, .N = O, .K = CKK, .A = (const char *)colt,
-                        .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)y, .ldc = O,
-                        .failed = j->taps ? &j->nomem : NULL};
+                        .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)y, .ldc = O, .ep = in_product ? &ep_y : NULL,
+                        .ep_base = y, .failed = j->taps ? &j->nomem : NULL};
     dev_kmm_packed(&mm, j->bt, j->split);
-    for (int64_t n = n0; n < n1; n++) {
-        to_chw_f32(y + (n - n0) * OHW * O, OHW, O, o + n * O * OHW);
-        if (j->ep)
-            dev_kepi_apply(j->ep, j->o, n * O, O, 0, OHW);
-    }
+    tprod_finish(j, &out);
 }
 
 /* Stacks [b, e) of j->timgs images, with one scratch for the chunk */

@@ -215,7 +215,7 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
     if (m->dtype == TFVM_F32 && code == KGEMM_OWN) {
         /* a block starting inside a panel of a prepacked operand computes
          * from the operand itself, with the same bits */
-        if (bp && dev_sgemm_packed(M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
+        if (bp && dev_sgemm_packed(m->ta, M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
             return;
         if (m->failed) { /* op(B) is there only packed */
             atomic_store(m->failed, true);

@@ -323,7 +323,7 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
         return;
     }
     const int64_t c0 = (int64_t)b0 * j->G * U, w = ((int64_t)b1 * U < j->H ? (int64_t)b1 * j->G * U : j->Np) - c0;
-    if (!dev_sgemm_packed(j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np, NULL)) {
+    if (!dev_sgemm_packed(false, j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np, NULL)) {
         atomic_store(&j->nomem, true);
         return;
     }

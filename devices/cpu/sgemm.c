@@ -272,12 +272,14 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, int64_t mc,
     for (int64_t ir = 0; ir < mc; ir += mr, ap += kc * mr) {
         const int64_t m = mc - ir < mr ? mc - ir : mr;
         if (ta) {
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = A + (p0 + p) * lda + i0 + ir;
-                float *dst = ap + p * mr;
-                for (int64_t i = 0; i < m; i++)
-                    dst[i] = src[i];
-            }
+            const float *src = A + p0 * lda + i0 + ir;
+            if (m == 8) /* a whole panel of AVX-512's: one 32-byte copy a row (a convolution's image as A) */
+                for (int64_t p = 0; p < kc; p++, src += lda)
+                    memcpy(ap + p * mr, src, 8 * sizeof *src);
+            else
+                for (int64_t p = 0; p < kc; p++, src += lda)
+                    for (int64_t i = 0; i < m; i++)
+                        ap[p * mr + i] = src[i];
             continue;
         }
         if (t8 && mr == 8 && m == 8) {
@@ -618,14 +620,14 @@ bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const f
     return true;
 }
 
-bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
-                      int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
+bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp,
+                      int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
     const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0};
-    return sg_run(im, false, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
+    return sg_run(im, ta, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
 }
 
 /* ---- Prepacked A ---------------------------------------------------------------------

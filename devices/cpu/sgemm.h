@@ -49,12 +49,12 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
 void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out);
 bool dev_sgemm_packs_b(bool tb, int64_t M);
 int64_t dev_sgemm_nr(void);
-/* C[M, N] = A @ op(B), A not transposed, op(B) being columns [j0, j0 + N)
- * of a packed [K, Ntot]; the bits of dev_sgemm. false when j0 is not a
- * multiple of dev_sgemm_nr() or the packing buffer of A cannot be had; C
- * is then untouched. */
-bool dev_sgemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp, int64_t j0,
-                      int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* C[M, N] = op(A) @ op(B), op(A) = A^T when ta, op(B) being columns [j0,
+ * j0 + N) of a packed [K, Ntot]; the bits of dev_sgemm. false when j0 is
+ * not a multiple of dev_sgemm_nr() or the packing buffer of A cannot be
+ * had; C is then untouched. */
+bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp,
+                      int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
  * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by
  * dev_sgemv_gates_blocks(H) blocks of DEV_SG_GATE_UNITS units (U), the G

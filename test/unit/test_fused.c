@@ -396,6 +396,7 @@ static const conv_dims res_cases[] = {
     {{1, 8, 10, 9}, {8, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{2, 16, 6, 7}, {24, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {{2, 64, 7, 7}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{1, 64, 7, 7}, {96, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {{1, 16, 9, 9}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 16}},
     {{1, 3, 130, 130}, {8, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {{1, 4, 12, 24}, {6, 4, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
@@ -774,6 +775,10 @@ START_TEST(test_conv_exact)
              * Winograd's weights would outweigh its tiles) */
             conv_case(dt, acts[ai], DIMS(1, 8, 13, 13), DIMS(64, 8, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 256, 7, 7), DIMS(256, 256, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+            /* one image of a 1x1 window there: its rows packed straight
+             * from x, the bias of each column and the activation in the
+             * product's blocks */
+            conv_case(dt, acts[ai], DIMS(1, 64, 7, 7), DIMS(96, 64, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
             /* no input channels on the wide grid: act(bias) */
             conv_case(dt, acts[ai], DIMS(1, 0, 4, 8), DIMS(2, 0, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
         }

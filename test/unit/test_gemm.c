@@ -197,6 +197,31 @@ START_TEST(test_prepacked_a)
 }
 END_TEST
 
+/* B packed once, A stored transposed (a convolution's image [C, H*W], whose
+ * columns are the product's rows): the bits of dev_sgemm, whole and from a
+ * panel of columns on; C past its columns untouched. */
+START_TEST(test_packed_b_ta)
+{
+    const int64_t M = 49, N = 75, K = 70, nr = dev_sgemm_nr();
+    float *a = matrix(K, M, 0, 21, false), *b = matrix(K, N, 0, 22, false);
+    float *want = matrix(M, N, 0, 23, false), *got = matrix(M, N, 1, 24, false);
+    float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+    ck_assert_ptr_nonnull(bp);
+    dev_sgemm_pack(false, N, K, b, N, bp);
+    ck_assert(dev_sgemm(true, false, M, N, K, a, M, b, N, want, N, NULL));
+    ck_assert(dev_sgemm_packed(true, M, N, K, a, M, bp, 0, N, got, N + 1, NULL));
+    for (int64_t i = 0; i < M; i++) {
+        ck_assert_msg(memcmp(got + i * (N + 1), want + i * N, (size_t)N * sizeof *got) == 0, "row %ld differs", (long)i);
+        ck_assert_msg(got[i * (N + 1) + N] == CANARY, "wrote past row %ld", (long)i);
+    }
+    ck_assert(dev_sgemm_packed(true, M, N - nr, K, a, M, bp, nr, N, got, N + 1, NULL));
+    for (int64_t i = 0; i < M; i++)
+        ck_assert_msg(memcmp(got + i * (N + 1), want + i * N + nr, (size_t)(N - nr) * sizeof *got) == 0,
+                      "row %ld from column %ld differs", (long)i, (long)nr);
+    free(a), free(b), free(want), free(got), free(bp);
+}
+END_TEST
+
 /* Row blocks and column blocks of a product computed alone have the bits of
  * the whole product (each element summed in the same order), for each
  * transpose: K spans three blocks, and the blocks cut tiles in the middle. */
@@ -354,7 +379,7 @@ START_TEST(test_gemv_gates)
                     ck_assert(dev_sgemm(false, true, M, G * H, K, A, K, R, K, rows, G * H, NULL));
                     for (int64_t blk = 0; blk < dev_sgemv_gates_blocks(H); blk++) {
                         const int64_t c0 = blk * G * U, w = (blk + 1) * U < H ? G * U : ny - c0;
-                        ck_assert(dev_sgemm_packed(M, w, K, A, K, gp, c0, ny, c + c0, ny, NULL));
+                        ck_assert(dev_sgemm_packed(false, M, w, K, A, K, gp, c0, ny, c + c0, ny, NULL));
                     }
                     for (int64_t m = 0; m < M; m++)
                         for (int64_t i = 0; i < ny; i++) {
@@ -516,6 +541,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_best);
     tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
+    tcase_add_test(tc, test_packed_b_ta);
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
