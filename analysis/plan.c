@@ -41,18 +41,24 @@ static bool known_nchw(const isa_fact *x, int64_t *dims, bool *batch_known)
     return in_range(dims + 1, 3, 0);
 }
 
-static const char *conv_plan(const isa_fact *in, const isa_fact *out, unsigned threads, char *buf, size_t size)
+/* lay: FUSED_CONV2D's channels-last options (x's and out's dims in that order) */
+static const char *conv_plan(const isa_fact *in, const isa_fact *out, uint32_t lay, unsigned threads, char *buf,
+                             size_t size)
 {
-    dev_conv_shape s = {.dtype = in[0].dtype};
+    dev_conv_shape s = {.dtype = in[0].dtype, .lay = lay};
     int64_t xd[4];
     bool batch_known;
+    const int oh = lay & ISA_OPT_NHWC_OUT ? 1 : 2;
     if (!known_nchw(&in[0], xd, &batch_known) || in[1].none || in[1].rank != 4 || !in_range(in[1].dims, 4, 0) ||
         in[1].dtype != s.dtype || !s.dtype || s.dtype == TFVM_BOOL || isa_fact_ints(&in[2], s.p, 9) != 9 ||
-        !in_range(s.p, 9, 0) || out->rank != 4 || !in_range(out->dims + 2, 2, 0))
+        !in_range(s.p, 9, 0) || out->rank != 4 || !in_range(out->dims + oh, 2, 0))
         return buf;
-    s.N = xd[0], s.C = xd[1], s.H = xd[2], s.W = xd[3];
+    if (lay & ISA_OPT_NHWC_IN)
+        s.N = xd[0], s.C = xd[3], s.H = xd[1], s.W = xd[2];
+    else
+        s.N = xd[0], s.C = xd[1], s.H = xd[2], s.W = xd[3];
     s.O = in[1].dims[0], s.Cg = in[1].dims[1], s.KH = in[1].dims[2], s.KW = in[1].dims[3];
-    s.OH = out->dims[2], s.OW = out->dims[3];
+    s.OH = out->dims[oh], s.OW = out->dims[oh + 1];
     const int64_t G = s.p[8];
     if (s.p[0] < 1 || s.p[1] < 1 || s.p[6] < 1 || s.p[7] < 1 || G < 1 || s.KH < 1 || s.KW < 1 || s.O % G || (double)s.Cg * (double)s.KH * (double)s.KW > (double)PLAN_GEMM_MAX ||
         (double)s.OH * (double)s.OW > (double)PLAN_GEMM_MAX)
@@ -96,7 +102,9 @@ const char *an_kernel_plan(const isa_facts *F, uint32_t i, unsigned threads, cha
         isa_facts_input(F, i, k, &in[k]);
     const isa_fact *out = isa_facts_of(F, i, 0);
     if (conv)
-        conv_plan(in, out, threads, buf, size);
+        conv_plan(in, out,
+                  op == ISA_FUSED_CONV2D ? F->p->insts[i].a & (ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT) : 0, threads, buf,
+                  size);
     else
         pool_plan(op == ISA_AVGPOOL, in, out, threads, buf, size);
     for (uint32_t k = 0; k < n; k++)

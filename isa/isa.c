@@ -44,6 +44,8 @@ const char *isa_opt_name(isa_op op, uint32_t bit)
         case ISA_OPT_ACT_RELU6: return "relu6";
         case ISA_OPT_ACT_GELU_TANH: return "gelu_tanh";
         case ISA_OPT_ACT_GELU_NEW: return "gelu_new";
+        case ISA_OPT_NHWC_IN: return op == ISA_FUSED_CONV2D ? "nhwc_in" : NULL;
+        case ISA_OPT_NHWC_OUT: return op == ISA_FUSED_CONV2D ? "nhwc_out" : NULL;
         default: return NULL;
         }
     case ISA_REDUCE_SUM:

@@ -265,6 +265,12 @@ const char *isa_types_list(uint32_t types, char *buf, size_t size);
     (ISA_OPT_ACT_RELU | ISA_OPT_ACT_SIGMOID | ISA_OPT_ACT_TANH | ISA_OPT_ACT_SILU | ISA_OPT_ACT_GELU |       \
      ISA_OPT_ACT_HARDSIGMOID | ISA_OPT_ACT_HARDSWISH | ISA_OPT_ACT_RELU6 | ISA_OPT_ACT_GELU_TANH |          \
      ISA_OPT_ACT_GELU_NEW)
+/* FUSED_CONV2D: x is [N, H, W, C] (channels last) instead of NCHW; the
+ * result is [N, OH, OW, O]. The optimizer sets them on a 1x1 convolution
+ * whose only use is a depthwise one (docs/isa.md): the pair then passes its
+ * activations channels last, as the depthwise kernel reads them. */
+#define ISA_OPT_NHWC_IN  4096u
+#define ISA_OPT_NHWC_OUT 8192u
 #define ISA_OPT_KEEPDIMS 1u        /* REDUCE_*: reduced axes stay, size 1 */
 #define ISA_OPT_UPPER 1u           /* TRILU: the upper triangle */
 #define ISA_OPT_EXCLUSIVE 1u       /* CUMSUM: element i sums the ones before it */

@@ -284,14 +284,47 @@ static tfvm_status rule_conv2d(rule *c)
     return TFVM_OK;
 }
 
-/* act(CONV2D(x, w, p) + bias[o]): a bias of one value per output channel. */
+/* [a, b, c, d] -> [a, d, b, c] (channels last to first), or back */
+static isa_shape nhwc_to_nchw(const isa_shape *s)
+{
+    isa_shape t = *s;
+    if (s->rank == 4) {
+        t.dims[1] = s->dims[3];
+        t.dims[2] = s->dims[1];
+        t.dims[3] = s->dims[2];
+    }
+    return t;
+}
+
+static isa_shape nchw_to_nhwc(const isa_shape *s)
+{
+    isa_shape t = *s;
+    if (s->rank == 4) {
+        t.dims[1] = s->dims[2];
+        t.dims[2] = s->dims[3];
+        t.dims[3] = s->dims[1];
+    }
+    return t;
+}
+
+/* act(CONV2D(x, w, p) + bias[o]): a bias of one value per output channel;
+ * x and the result channels last with nhwc_in and nhwc_out. */
 static tfvm_status rule_fused_conv2d(rule *c)
 {
-    tfvm_status st = rule_conv2d(c);
+    isa_shape xs[5];
+    rule cc = *c;
+    if (c->a & ISA_OPT_NHWC_IN && c->n >= 1 && c->n <= 5) {
+        memcpy(xs, c->x, c->n * sizeof *xs);
+        xs[0] = nhwc_to_nchw(&c->x[0]);
+        cc.x = xs;
+    }
+    tfvm_status st = rule_conv2d(&cc);
     if (st != TFVM_OK)
         return st;
+    if (c->a & ISA_OPT_NHWC_OUT)
+        *c->o = nchw_to_nhwc(c->o);
     const isa_shape *bias = &c->x[3];
-    const int64_t oc = c->o->dims[1];
+    const int64_t oc = c->o->dims[c->a & ISA_OPT_NHWC_OUT ? 3 : 1];
     sbuf s[2];
     if (bias->rank >= 0 && (bias->rank != 1 || (bias->dims[0] >= 0 && oc >= 0 && bias->dims[0] != oc)))
         return fail(c, "bias must be [%lld] (the output channels of w %s), got %s", (long long)oc,

@@ -676,6 +676,90 @@ static void fc_chunk(void *arg, size_t b, size_t e)
 
 static bool epi_res(const dev_kepi *ep) { return ep && ep->res; }
 
+/* ---- Channels last (FUSED_CONV2D's nhwc_in, nhwc_out) ----------------------------------
+ * A 1x1 convolution whose only use is a depthwise one (the optimizer's
+ * pairs) writes its result channels last straight from its product, whose
+ * rows are the positions (x's images packed as A transposed; the bias of
+ * each column and the activation in the product's blocks), and the
+ * depthwise kernel's channel blocks copy each position's channels from it
+ * where they transposed planes (dwconv.c). Any other convolution given
+ * either option computes in NCHW between transpositions (conv_relayout). */
+
+/* dst[n][b][a] = src[n][a][b] for elements of esz bytes */
+static void swap_inner(const char *src, char *dst, int64_t N, int64_t A, int64_t B, size_t esz)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t b = 0; b < B; b++)
+                memcpy(dst + (size_t)((n * B + b) * A + a) * esz, src + (size_t)((n * A + a) * B + b) * esz, esz);
+}
+
+tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out);
+
+/* The convolution in NCHW, x transposed into that layout first (nhwc_in)
+ * and the result into channels last after it (nhwc_out) */
+static tfvm_status conv_relayout(dev_kctx *k, const dev_kview *in, dev_value *out, uint32_t lay)
+{
+    const dev_kview *x = &in[0];
+    const size_t esz = dev_kesize(x->dtype);
+    dev_kview v[4];
+    memcpy(v, in, sizeof v);
+    dev_value xt = {0}, r;
+    tfvm_status st;
+    if (lay & ISA_OPT_NHWC_IN) {
+        const int64_t d[4] = {x->dims[0], x->dims[3], x->dims[1], x->dims[2]};
+        void *data;
+        if ((st = dev_kresult(k, x->dtype, 4, d, &xt, &data)))
+            return st;
+        swap_inner(x->data, data, d[0], d[2] * d[3], d[1], esz);
+        v[0].data = data;
+        v[0].t = NULL;
+        memcpy(v[0].dims, d, sizeof d);
+    }
+    dev_kctx nchw = *k;
+    nchw.attr &= ~(uint32_t)(ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT);
+    st = dev_cpu_conv2d(&nchw, v, &r);
+    dev_value_release(&xt);
+    if (st != TFVM_OK || !(lay & ISA_OPT_NHWC_OUT)) {
+        if (st == TFVM_OK)
+            *out = r;
+        return st;
+    }
+    const tfvm_tensor *t = r.u.t;
+    const int64_t d[4] = {t->dims[0], t->dims[2], t->dims[3], t->dims[1]};
+    dev_value o;
+    void *data;
+    if ((st = dev_kresult(k, x->dtype, 4, d, &o, &data)) == TFVM_OK) {
+        swap_inner(t->data, data, d[0], d[3], d[1] * d[2], esz);
+        *out = o;
+    }
+    dev_value_release(&r);
+    return st;
+}
+
+/* Images [b, e) of a 1x1 convolution with its result channels last, each
+ * image one product (split over the threads when the job is) */
+typedef struct nhwc_job {
+    const float *x, *bt;
+    const char *w;
+    float *o;
+    const dev_kepi *ep; /* the result's [N * OH*OW, O] rows */
+    int64_t C, O, HW;
+    bool split;
+} nhwc_job;
+
+static void nhwc_chunk(void *arg, size_t b, size_t e)
+{
+    const nhwc_job *j = arg;
+    for (int64_t n = (int64_t)b; n < (int64_t)e; n++) {
+        const dev_kmm mm = {.dtype = TFVM_F32, .ta = true, .tb = true, .M = j->HW, .N = j->O, .K = j->C,
+                            .A = (const char *)(j->x + n * j->C * j->HW), .lda = j->HW, .B = j->w, .ldb = j->C,
+                            .C = (char *)(j->o + n * j->HW * j->O), .ldc = j->O, .ep = j->ep, .ep_base = j->o,
+                            .ep_row0 = n * j->HW};
+        dev_kmm_packed(&mm, j->bt, j->split);
+    }
+}
+
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
  * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -708,7 +792,10 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_ARGUMENT,
                          "bad parameters %s: strides, dilations and groups must be >= 1, pads >= 0",
                          dev_kdims(9, p, s1));
-    const int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    /* channels last in or out: FUSED_CONV2D's options (verify.c lets no other op have them) */
+    const uint32_t lay = k->op == ISA_FUSED_CONV2D ? k->attr & (ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT) : 0;
+    const bool xl = lay & ISA_OPT_NHWC_IN;
+    const int64_t N = x->dims[0], C = x->dims[xl ? 3 : 1], H = x->dims[xl ? 1 : 2], W = x->dims[xl ? 2 : 3];
     const int64_t O = w->dims[0], Cg = w->dims[1], KH = w->dims[2], KW = w->dims[3], G = p[8];
     if (C != Cg * G)
         return dev_kfail(k, TFVM_ERR_SHAPE, "x %s has %lld channels, w %s takes %lld (groups %lld)",
@@ -750,15 +837,38 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
                              dev_kdims(4, od, s2));
         epi.res = res->data;
     }
-    dev_value r;
-    void *o;
-    if ((st = dev_kresult(k, x->dtype, 4, od, &r, &o)))
-        return st;
     dev_conv_shape shape = {.dtype = x->dtype, .N = N, .C = C, .H = H, .W = W, .O = O, .Cg = Cg, .KH = KH,
-                            .KW = KW, .OH = OH, .OW = OW};
+                            .KW = KW, .OH = OH, .OW = OW, .lay = lay};
     memcpy(shape.p, p, sizeof shape.p);
     dev_conv_plan plan;
     dev_conv_plan_make(&shape, dev_par_width(), &plan);
+    /* the layouts the kernels read and write themselves; others go through NCHW */
+    const bool out_last = plan.kernel == DEV_CONV_TPROD && lay == ISA_OPT_NHWC_OUT;
+    const bool in_last = lay == ISA_OPT_NHWC_IN && plan.kernel == DEV_CONV_DEPTHWISE && plan.dw.cb;
+    if (lay && !out_last && !in_last && !k->shape_only)
+        return conv_relayout(k, in, out, lay);
+    const int64_t odl[4] = {N, OH, OW, O};
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, 4, lay & ISA_OPT_NHWC_OUT ? odl : od, &r, &o)))
+        return st;
+    if (out_last) {
+        const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = O, .K = C, .lda = C, .B = w->data,
+                            .ldb = C};
+        const dev_kepi ep_y = {.dtype = TFVM_F32, .act = ep->act, .rank = 2, .len = O, .dims = {N * OHW, O},
+                               .bstr = {0, 1}, .bias = ep->bias};
+        const nhwc_job nj = {x->data, dev_kmm_prepack_b(&mm, w), w->data, o, &ep_y, C, O, OHW,
+                             N < (int64_t)dev_par_width()};
+        dev_conv_took(DEV_CONV_TPROD);
+        int64_t imgs, cost, least;
+        dev_conv_par_loop(&plan, &shape, &imgs, &cost, &least);
+        if (nj.split)
+            nhwc_chunk((void *)&nj, 0, (size_t)N);
+        else
+            dev_par_for((size_t)imgs, dev_kgrain(imgs, cost, least, 1), nhwc_chunk, (void *)&nj);
+        *out = r;
+        return TFVM_OK;
+    }
     if (plan.kernel == DEV_CONV_EMPTY) {
         dev_conv_took(DEV_CONV_EMPTY);
         *out = r;
@@ -770,6 +880,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         dj.d.w = w->data;
         dj.d.o = o;
         dj.d.wpk = dev_dw_pack(&dj.d, w->t);
+        dj.d.nhwc = in_last;
         /* channel blocks apply every activation, planes relu; with r, the
          * bias alone, then r and the activation after */
         const uint32_t act = ep ? ep->act : 0;

@@ -102,6 +102,21 @@ static bool plan_tprod(const dev_conv_shape *s, bool wide, dev_conv_plan *plan)
     return true;
 }
 
+/* A 1x1 layer whose result is wanted channels last (nhwc_out): the
+ * positions of each image as the product's rows, written as they come */
+static bool plan_nhwc_out(const dev_conv_shape *s, bool direct, dev_conv_plan *plan)
+{
+    if (s->lay != ISA_OPT_NHWC_OUT || s->dtype != TFVM_F32 || s->p[8] != 1 || !direct)
+        return false;
+    const int64_t OHW = s->OH * s->OW;
+    plan->kernel = DEV_CONV_TPROD;
+    plan->timgs = 1;
+    plan->items = s->N;
+    plan->split = plan->items < (int64_t)plan->threads;
+    plan->gemm = dev_kmm_who(TFVM_F32, true, true, OHW, s->O, s->C, s->O);
+    return true;
+}
+
 /* im2col's column matrix past CONV_PANEL_FLOATS: panels of output rows */
 static bool plan_panels(const dev_conv_shape *s, bool direct, bool wide, dev_conv_plan *plan)
 {
@@ -133,8 +148,8 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
     const bool direct = s->KH == 1 && s->KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
     const bool wide = wide_fits(s, direct);
     plan->direct = direct;
-    if (plan_depthwise(s, plan) || plan_fewch(s, plan) || plan_f32(s, direct, plan) || plan_tprod(s, wide, plan) ||
-        plan_panels(s, direct, wide, plan))
+    if (plan_nhwc_out(s, direct, plan) || plan_depthwise(s, plan) || plan_fewch(s, plan) ||
+        plan_f32(s, direct, plan) || plan_tprod(s, wide, plan) || plan_panels(s, direct, wide, plan))
         return;
     plan->kernel = direct ? DEV_CONV_DIRECT : wide ? DEV_CONV_WIDE : DEV_CONV_IM2COL;
     const int64_t ncols = wide ? s->OH * (s->W + p[3] + p[5]) : s->OH * s->OW;
@@ -236,6 +251,19 @@ static const char *cf_parts_name(const dev_cf *cf)
                                      : "output rows";
 }
 
+/* FUSED_CONV2D's channels-last options: whether the kernel reads or writes that layout itself */
+static void layout_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s)
+{
+    if (s->lay & ISA_OPT_NHWC_IN)
+        put(b, s->lay == ISA_OPT_NHWC_IN && plan->kernel == DEV_CONV_DEPTHWISE && plan->dw.cb
+                   ? "; x channels last, read as it lies"
+                   : "; x channels last, transposed first");
+    if (s->lay & ISA_OPT_NHWC_OUT)
+        put(b, s->lay == ISA_OPT_NHWC_OUT && plan->kernel == DEV_CONV_TPROD
+                   ? "; result channels last, as the product writes it"
+                   : "; result transposed to channels last");
+}
+
 static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known)
 {
     const int64_t G = s->p[8];
@@ -244,6 +272,7 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
     case DEV_CONV_DEPTHWISE:
         put(b, "depthwise, ");
         dw_words(b, &plan->dw);
+        layout_words(b, plan, s);
         return;
     case DEV_CONV_FEWCH:
         put(b, "few input channels, bands of %lld output rows, %s", (long long)plan->fc.rows,
@@ -256,7 +285,9 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
             dev_cf_isa_name(&plan->cf));
         break;
     case DEV_CONV_TPROD:
-        if (batch_known)
+        if (s->lay == ISA_OPT_NHWC_OUT)
+            put(b, "transposed product y = x^T @ w^T, 1 image a product");
+        else if (batch_known)
             put(b, "transposed product y = col^T @ w^T, %lld image%s a product", (long long)plan->timgs,
                 plan->timgs == 1 ? "" : "s");
         else
@@ -275,6 +306,7 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         put(b, ", %s", gemm_name(plan->gemm));
     if (G > 1)
         put(b, ", %lld groups", (long long)G);
+    layout_words(b, plan, s);
 }
 
 void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64_t *n, int64_t *cost, int64_t *least)

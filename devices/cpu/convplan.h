@@ -23,6 +23,7 @@ typedef struct dev_conv_shape {
     uint8_t dtype;
     int64_t N, C, H, W, O, Cg, KH, KW, OH, OW;
     int64_t p[9];
+    uint32_t lay; /* FUSED_CONV2D's ISA_OPT_NHWC_IN / _OUT (the dims above are NCHW's all the same) */
 } dev_conv_shape;
 
 /* The kernels of conv.c. The gemm-based ones compute products w @ col

@@ -597,7 +597,7 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
             loaded = ch0;
         }
         const float *wb = d->wpk ? d->wpk + ch0 / VL * KK * VL : wv;
-        const float *x = d->x + (n * d->C + ch0) * H * W;
+        const float *x = d->nhwc ? d->x + n * H * W * d->C + ch0 : d->x + (n * d->C + ch0) * H * W;
         float *out = d->o + (n * d->C + ch0) * OHW;
         for (int64_t oh0 = s0 * S; oh0 < OH && oh0 < s1 * S; oh0 += S) {
             const int64_t rows = OH - oh0 < S ? OH - oh0 : S, in_rows = strip_rows(d, rows);
@@ -609,8 +609,18 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
                 }
                 if (c0 >= c1)
                     continue;
-                const float *src = x + r * W + c0 - d->pl;
                 float *dst = xi + (i * Wp + c0) * VL;
+                if (d->nhwc) { /* the block's channels of each position: one copy each, no transposition */
+                    const float *src = x + (r * W + c0 - d->pl) * d->C;
+                    if (nl == 16) /* (a constant size: a vector copy, not a call) */
+                        for (int64_t q = 0; q < c1 - c0; q++)
+                            memcpy(dst + q * VL, src + q * d->C, 16 * sizeof *dst);
+                    else
+                        for (int64_t q = 0; q < c1 - c0; q++)
+                            memcpy(dst + q * VL, src + q * d->C, (size_t)nl * sizeof *dst);
+                    continue;
+                }
+                const float *src = x + r * W + c0 - d->pl;
 #if defined(__x86_64__) && defined(__GNUC__)
                 if (VL == 16 && ahead) /* (apart: the plain one, without the prefetch's branch, was 3% faster) */
                     to_hwc_v16_pf(src, H * W, nl, c1 - c0, dst, VL, ahead);

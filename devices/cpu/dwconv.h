@@ -25,6 +25,7 @@ typedef struct dev_dw {
     uint32_t act; /* channel blocks (cb): an activation after the bias
                      (ISA_OPT_ACT_*, not relu), applied by the kernel */
     const float *wpk; /* channel blocks: w interleaved (dev_dw_pack), or NULL */
+    bool nhwc; /* channel blocks: x is [N, H, W, C] (channels last), read as it lies */
     /* dev_dw_plan's: the instruction set (0 AVX-512, 1 AVX2, 2 portable),
      * its vector length, the scratch an item needs (floats), and the
      * layout: output planes one by one on a wide grid (cb 0), or blocks of

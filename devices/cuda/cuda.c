@@ -522,6 +522,8 @@ static bool cu_tensor_has(isa_op op, uint32_t attr, const dev_value *in, const c
         return cu_mm_plan(attr & (ISA_OPT_TRANS_A | ISA_OPT_TRANS_B), in, &p) == DEV_FIT_OK;
     }
     case TC_CONV: {
+        if (attr & (ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT))
+            return false; /* channels last: the CPU's kernels alone */
         const tfvm_tensor *w = in[1].u.t;
         const int64_t groups = in[2].u.t->count == 9 ? ((const int64_t *)in[2].u.t->data)[8] : 1;
         const int64_t K = w->dims[1] * w->dims[2] * w->dims[3], P = sh->dims[2] * sh->dims[3];

@@ -155,6 +155,75 @@ START_TEST(transposed_operands)
 }
 END_TEST
 
+/* The options of the program's `most` FUSED_CONV2Ds, in order (there are that many) */
+static void conv_opts(const tfvm_program *p, uint32_t *opts, uint32_t most)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        if (p->isa.insts[i].op == ISA_FUSED_CONV2D && n < most)
+            opts[n++] = p->isa.insts[i].a;
+    ck_assert_uint_eq(n, most);
+}
+
+/* A 1x1 convolution whose only use is a depthwise one passes its result
+ * channels last (nhwc_out, nhwc_in), with the bits of the program without
+ * them; not with another use of it, nor with channels not a multiple of 16
+ * or past an image of 2^17 floats between them. */
+static const char *PAIR = "fn main(x: f32[?, 8, 6, 6], w1: f32[32, 8, 1, 1], b1: f32[32], w2: f32[32, 1, 3, 3],\n"
+                          "        b2: f32[32]) -> f32[?, 32, 6, 6] {\n"
+                          "    let e = relu(conv2d(x, w1) + reshape(b1, [1, 32, 1, 1]));\n"
+                          "    relu(conv2d(e, w2, padding = 1, groups = 32) + reshape(b2, [1, 32, 1, 1]))\n"
+                          "}\n";
+
+/* PAIR with C channels on an S x S image, compiled: the two convolutions' options */
+static void pair_opts(int C, int S, uint32_t *o)
+{
+    char src[1024];
+    snprintf(src, sizeof src,
+             "fn main(x: f32[1, 8, %d, %d], w1: f32[%d, 8, 1, 1], b1: f32[%d], w2: f32[%d, 1, 3, 3]) -> f32[?, ?, ?, ?] {\n"
+             "    let e = relu(conv2d(x, w1) + reshape(b1, [1, %d, 1, 1]));\n"
+             "    relu(conv2d(e, w2, padding = 1, groups = %d) + reshape(b1, [1, %d, 1, 1]))\n"
+             "}\n",
+             S, S, C, C, C, C, C, C);
+    tfvm_program *p = compile_opt(src, 1);
+    conv_opts(p, o, 2);
+    tfvm_program_free(p);
+}
+
+START_TEST(channels_last_pair)
+{
+    uint32_t o[2];
+    tfvm_program *p = compile_opt(PAIR, 1);
+    conv_opts(p, o, 2);
+    ck_assert_uint_eq(o[0], ISA_OPT_ACT_RELU | ISA_OPT_NHWC_OUT);
+    ck_assert_uint_eq(o[1], ISA_OPT_ACT_RELU | ISA_OPT_NHWC_IN);
+    tfvm_program_free(p);
+    tfvm_tensor *args[5] = {tensor(4, (int64_t[]){2, 8, 6, 6}, 21), tensor(4, (int64_t[]){32, 8, 1, 1}, 22),
+                            tensor(1, (int64_t[]){32}, 23), tensor(4, (int64_t[]){32, 1, 3, 3}, 24),
+                            tensor(1, (int64_t[]){32}, 25)};
+    same_as_unfused(PAIR, args, 5);
+    /* e used twice */
+    const char *two = "fn main(x: f32[1, 8, 6, 6], w1: f32[32, 8, 1, 1], w2: f32[32, 1, 3, 3]) -> f32[1, 32, 6, 6] {\n"
+                      "    let e = conv2d(x, w1);\n"
+                      "    conv2d(e, w2, padding = 1, groups = 32) + e\n"
+                      "}\n";
+    p = compile_opt(two, 1);
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        ck_assert_uint_eq(p->isa.insts[i].a & (ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT), 0);
+    tfvm_program_free(p);
+    /* 64 channels of 46 x 46 (135,424 floats) between them: not; of 45 x 45 (129,600): yes; 24 channels: not */
+    pair_opts(64, 46, o);
+    ck_assert_uint_eq(o[0], ISA_OPT_ACT_RELU);
+    ck_assert_uint_eq(o[1], ISA_OPT_ACT_RELU);
+    pair_opts(64, 45, o);
+    ck_assert_uint_eq(o[0], ISA_OPT_ACT_RELU | ISA_OPT_NHWC_OUT);
+    ck_assert_uint_eq(o[1], ISA_OPT_ACT_RELU | ISA_OPT_NHWC_IN);
+    pair_opts(24, 6, o);
+    ck_assert_uint_eq(o[0], ISA_OPT_ACT_RELU);
+    ck_assert_uint_eq(o[1], ISA_OPT_ACT_RELU);
+}
+END_TEST
+
 static const char *CNN = "fn main(x: f32[?, 2, 5, 5], w: f32[3, 2, 3, 3], b: f32[3]) -> f32[?, 3, 5, 5] {\n"
                          "    tanh(conv2d(x, w, padding = 1) + reshape(b, [1, 3, 1, 1]))\n"
                          "}\n";
@@ -513,6 +582,7 @@ int main(void)
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
+    tcase_add_test(tc, channels_last_pair);
     tcase_add_test(tc, residual);
     tcase_add_test(tc, conv_hardsigmoid);
     tcase_add_test(tc, transposed_operands);

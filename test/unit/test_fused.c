@@ -229,6 +229,10 @@ START_TEST(test_matmul_errors)
     ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, RELU), "relu");
     ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_TRANS_A));
     ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, 4096));
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_NHWC_IN), "nhwc_in");
+    ck_assert_str_eq(isa_opt_name(ISA_FUSED_CONV2D, ISA_OPT_NHWC_OUT), "nhwc_out");
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_CONV2D_ADD, ISA_OPT_NHWC_IN));
+    ck_assert_ptr_null(isa_opt_name(ISA_FUSED_MATMUL, ISA_OPT_NHWC_OUT));
 }
 END_TEST
 
@@ -790,6 +794,92 @@ START_TEST(test_conv_exact)
         conv_case(dt, 0, DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
         conv_case(dt, 0, DIMS(1, 3, 11, 70), DIMS(4, 3, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
     }
+}
+END_TEST
+
+/* ---- Channels last (nhwc_in, nhwc_out) ---------------------------------------------------- */
+/* v [N, C, H, W] as [N, H, W, C] (to_last) or back; v released */
+static dev_value relayout(dev_value v, bool to_last)
+{
+    const tfvm_tensor *t = v.u.t;
+    const int64_t N = t->dims[0], outer = to_last ? t->dims[1] : t->dims[1] * t->dims[2];
+    const int64_t inner = to_last ? t->dims[2] * t->dims[3] : t->dims[3];
+    const int64_t d[4] = {N, to_last ? t->dims[2] : t->dims[3], to_last ? t->dims[3] : t->dims[1],
+                          to_last ? t->dims[1] : t->dims[2]};
+    dev_value o = tf(v.dtype, 4, d, NULL, 0);
+    const size_t esz = tfvm_dtype_size((tfvm_dtype)v.dtype);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t a = 0; a < outer; a++)
+            for (int64_t b = 0; b < inner; b++)
+                memcpy((char *)o.u.t->data + ((n * inner + b) * outer + a) * esz,
+                       (const char *)t->data + ((n * outer + a) * inner + b) * esz, esz);
+    dev_value_release(&v);
+    return o;
+}
+
+/* FUSED_CONV2D with x and/or the result channels last: the bits of the
+ * NCHW instruction on the transposed x, transposed. A 1x1 layer's result
+ * straight from its product (one image split, several in parallel), a
+ * depthwise layer reading its channel blocks from x (strides 1 and 2, a
+ * last block of 8 channels), each activation; and what no kernel reads or
+ * writes that way (a 3x3 or grouped layer, both options, f64) through NCHW. */
+START_TEST(test_conv_channels_last)
+{
+    static const struct {
+        int64_t x[4], w[4], p[9];
+        uint32_t lay;
+        uint8_t dt;
+    } cases[] = {
+        {{1, 24, 14, 14}, {72, 24, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_OUT, F32},
+        {{3, 16, 9, 7}, {40, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_OUT, F32},
+        {{1, 40, 15, 15}, {40, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 40}, ISA_OPT_NHWC_IN, F32},
+        {{2, 72, 14, 13}, {72, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 72}, ISA_OPT_NHWC_IN, F32},
+        {{1, 8, 9, 9}, {16, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, ISA_OPT_NHWC_OUT, F32},
+        {{1, 8, 9, 9}, {16, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 2}, ISA_OPT_NHWC_IN, F32},
+        {{2, 8, 6, 6}, {8, 8, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT, F32},
+        {{1, 16, 7, 7}, {32, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_OUT, F64},
+        {{1, 16, 7, 7}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 16}, ISA_OPT_NHWC_IN, F64},
+    };
+    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++)
+        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+            const uint8_t dt = cases[ci].dt;
+            const uint32_t lay = cases[ci].lay, act = acts[ai];
+            dev_value x = randt(dt, 4, cases[ci].x, 61), w = randt(dt, 4, cases[ci].w, 62);
+            dev_value b = randt(dt, 1, cases[ci].w, 63), want, got;
+            ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)act, &want, ref(x), ref(w), ivec(cases[ci].p, 9), ref(b)),
+                             TFVM_OK);
+            if (lay & ISA_OPT_NHWC_OUT)
+                want = relayout(want, true);
+            if (lay & ISA_OPT_NHWC_IN)
+                x = relayout(x, true);
+            ck_assert_msg(C(ISA_FUSED_CONV2D, (int32_t)(act | lay), &got, x, w, ivec(cases[ci].p, 9), b) == TFVM_OK,
+                          "%s", msg);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu act %u", ci, (unsigned)act);
+            same_bits(&got, &want, what);
+        }
+    /* the kernels the plan names: the product for a 1x1 result channels
+     * last, channel blocks for a depthwise x */
+    dev_conv_count(true);
+    dev_value out;
+    ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_OUT, &out, randt(F32, 4, DIMS(1, 24, 14, 14), 1),
+                       randt(F32, 4, DIMS(72, 24, 1, 1), 2), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), randt(F32, 1, DIMS(72), 3)),
+                     TFVM_OK);
+    ck_assert_int_eq(out.u.t->dims[3], 72);
+    dev_value_release(&out);
+    ck_assert_uint_eq(dev_conv_counted(DEV_CONV_TPROD), 1);
+    ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_IN, &out, randt(F32, 4, DIMS(1, 14, 14, 72), 1),
+                       randt(F32, 4, DIMS(72, 1, 3, 3), 2), IV(1, 1, 1, 1, 1, 1, 1, 1, 72), randt(F32, 1, DIMS(72), 3)),
+                     TFVM_OK);
+    ck_assert_int_eq(out.u.t->dims[1], 72);
+    dev_value_release(&out);
+    ck_assert_uint_eq(dev_conv_counted(DEV_CONV_DEPTHWISE), 1);
+    dev_conv_count(false);
+    /* x's channels are its last dim: the message names them */
+    ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_IN, &out, randt(F32, 4, DIMS(1, 72, 14, 14), 1),
+                       randt(F32, 4, DIMS(72, 1, 3, 3), 2), IV(1, 1, 1, 1, 1, 1, 1, 1, 72), randt(F32, 1, DIMS(72), 3)),
+                     TFVM_ERR_SHAPE);
+    ck_assert_str_eq(msg, "fused_conv2d: x [1, 72, 14, 14] has 14 channels, w [72, 1, 3, 3] takes 72 (groups 72)");
 }
 END_TEST
 
@@ -1587,6 +1677,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_conv_exact);
     tcase_add_test(tc, test_conv_residual);
     tcase_add_test(tc, test_conv_tprod_stacks);
+    tcase_add_test(tc, test_conv_channels_last);
     tcase_add_test(tc, test_conv_f32_kernels);
     tcase_add_test(tc, test_conv_depthwise);
     tcase_add_test(tc, test_conv_fewch);
