@@ -284,26 +284,13 @@ static tfvm_status rule_conv2d(rule *c)
     return TFVM_OK;
 }
 
-/* [a, b, c, d] -> [a, d, b, c] (channels last to first), or back */
-static isa_shape nhwc_to_nchw(const isa_shape *s)
+/* A rank-4 shape's dims 1..3 rotated: [N, H, W, C] -> [N, C, H, W] when
+ * to_first (channels last to first), else back */
+static isa_shape rotate_channels(const isa_shape *s, bool to_first)
 {
     isa_shape t = *s;
-    if (s->rank == 4) {
-        t.dims[1] = s->dims[3];
-        t.dims[2] = s->dims[1];
-        t.dims[3] = s->dims[2];
-    }
-    return t;
-}
-
-static isa_shape nchw_to_nhwc(const isa_shape *s)
-{
-    isa_shape t = *s;
-    if (s->rank == 4) {
-        t.dims[1] = s->dims[2];
-        t.dims[2] = s->dims[3];
-        t.dims[3] = s->dims[1];
-    }
+    for (int k = 1; s->rank == 4 && k < 4; k++)
+        t.dims[k] = s->dims[to_first ? (k + 1) % 3 + 1 : k % 3 + 1];
     return t;
 }
 
@@ -315,14 +302,14 @@ static tfvm_status rule_fused_conv2d(rule *c)
     rule cc = *c;
     if (c->a & ISA_OPT_NHWC_IN && c->n >= 1 && c->n <= 5) {
         memcpy(xs, c->x, c->n * sizeof *xs);
-        xs[0] = nhwc_to_nchw(&c->x[0]);
+        xs[0] = rotate_channels(&c->x[0], true);
         cc.x = xs;
     }
     tfvm_status st = rule_conv2d(&cc);
     if (st != TFVM_OK)
         return st;
     if (c->a & ISA_OPT_NHWC_OUT)
-        *c->o = nchw_to_nhwc(c->o);
+        *c->o = rotate_channels(c->o, false);
     const isa_shape *bias = &c->x[3];
     const int64_t oc = c->o->dims[c->a & ISA_OPT_NHWC_OUT ? 3 : 1];
     sbuf s[2];

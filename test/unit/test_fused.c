@@ -860,21 +860,26 @@ START_TEST(test_conv_channels_last)
         }
     /* the kernels the plan names: the product for a 1x1 result channels
      * last, channel blocks for a depthwise x */
-    dev_conv_count(true);
+    static const struct {
+        uint32_t lay;
+        int64_t x[4], w[4], p[9];
+        int chans; /* the result's channel dim */
+        dev_conv_kernel took;
+    } kernels[] = {
+        {ISA_OPT_NHWC_OUT, {1, 24, 14, 14}, {72, 24, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, 3, DEV_CONV_TPROD},
+        {ISA_OPT_NHWC_IN, {1, 14, 14, 72}, {72, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 72}, 1, DEV_CONV_DEPTHWISE},
+    };
     dev_value out;
-    ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_OUT, &out, randt(F32, 4, DIMS(1, 24, 14, 14), 1),
-                       randt(F32, 4, DIMS(72, 24, 1, 1), 2), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), randt(F32, 1, DIMS(72), 3)),
-                     TFVM_OK);
-    ck_assert_int_eq(out.u.t->dims[3], 72);
-    dev_value_release(&out);
-    ck_assert_uint_eq(dev_conv_counted(DEV_CONV_TPROD), 1);
-    ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_IN, &out, randt(F32, 4, DIMS(1, 14, 14, 72), 1),
-                       randt(F32, 4, DIMS(72, 1, 3, 3), 2), IV(1, 1, 1, 1, 1, 1, 1, 1, 72), randt(F32, 1, DIMS(72), 3)),
-                     TFVM_OK);
-    ck_assert_int_eq(out.u.t->dims[1], 72);
-    dev_value_release(&out);
-    ck_assert_uint_eq(dev_conv_counted(DEV_CONV_DEPTHWISE), 1);
-    dev_conv_count(false);
+    for (size_t ki = 0; ki < UT_COUNTOF(kernels); ki++) {
+        dev_conv_count(true);
+        ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)kernels[ki].lay, &out, randt(F32, 4, kernels[ki].x, 1),
+                           randt(F32, 4, kernels[ki].w, 2), ivec(kernels[ki].p, 9), randt(F32, 1, DIMS(72), 3)),
+                         TFVM_OK);
+        ck_assert_int_eq(out.u.t->dims[kernels[ki].chans], 72);
+        dev_value_release(&out);
+        ck_assert_uint_eq(dev_conv_counted(kernels[ki].took), 1);
+        dev_conv_count(false);
+    }
     /* x's channels are its last dim: the message names them */
     ck_assert_int_eq(C(ISA_FUSED_CONV2D, ISA_OPT_NHWC_IN, &out, randt(F32, 4, DIMS(1, 72, 14, 14), 1),
                        randt(F32, 4, DIMS(72, 1, 3, 3), 2), IV(1, 1, 1, 1, 1, 1, 1, 1, 72), randt(F32, 1, DIMS(72), 3)),
