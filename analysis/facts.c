@@ -373,9 +373,18 @@ static bool evaluate(op_ctx *c)
     dev_value r = {0};
     char msg[200];
     const isa_class cls = isa_ops[in->op].cls;
+    /* held for the call: a kernel changes an input only one reference
+     * holds (STACK_PUT's row, a reshape's dims), and the facts keep theirs */
+    dev_value held[MAX_IN];
+    for (uint32_t k = 0; k < in->n_in; k++) {
+        held[k] = v[k];
+        dev_value_retain(&held[k]);
+    }
     tfvm_status st = cls == ISA_CLASS_TENSOR
                          ? dev_cpu_tensor((isa_op)in->op, in->a, v, in->n_in, &r, &c->A->F->alloc, msg, sizeof msg)
                          : dev_cpu_elementwise((isa_op)in->op, in->a, v, &r, &c->A->F->alloc, msg, sizeof msg);
+    for (uint32_t k = 0; k < in->n_in; k++)
+        dev_value_release(&held[k]);
     if (st == TFVM_ERR_NOMEM) {
         c->A->nomem = true;
         return false;

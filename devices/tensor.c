@@ -236,6 +236,15 @@ const void *dev_tensor_prep(const tfvm_tensor *ct, const void *key, size_t key_l
     }
 }
 
+bool dev_tensor_mine(const tfvm_tensor *t)
+{
+    tfvm_tensor *m = (tfvm_tensor *)(uintptr_t)t;
+    const bool own_block = (uintptr_t)t->data - (uintptr_t)t < t->block;
+    return own_block && t->device == DEV_CPU && !t->pool && atomic_load_explicit(&m->refs, memory_order_acquire) == 1 &&
+           !atomic_load_explicit(&m->exposed, memory_order_relaxed) &&
+           !atomic_load_explicit(&m->mirror, memory_order_acquire);
+}
+
 bool tfvm_tensor_unique(const tfvm_tensor *t)
 {
     /* acquire: pairs with the release of other holders' tfvm_tensor_free, whose

@@ -50,6 +50,12 @@ tfvm_tensor *dev_tensor_alloc(const tfvm_allocator *a, tfvm_dtype dtype, int ran
  * (TFVM_ERR_DEVICE). */
 tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, struct dev_pool *pool, tfvm_dtype dtype,
                                  int rank, const int64_t *dims, tfvm_status *st);
+/* Whether the caller may change t unseen: it holds the only reference (a
+ * kernel's input whose token the VM consumed), t's data lies on the host in
+ * t's own block (not a caller's buffer: tfvm_tensor_wrap), and neither the
+ * API user (exposed) nor a device copy (mirror) can see it. STACK_PUT
+ * writes its row in place then, and the reshapes relabel the dims. */
+bool dev_tensor_mine(const tfvm_tensor *t);
 /* Longest key of a prepared form (dev_tensor_prep), in bytes. */
 #define DEV_PREP_KEY 96
 /* The form of t's elements named by key[0, key_len) (which says everything

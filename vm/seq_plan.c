@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "devices/cpu/cpu.h"
 #include "seq.h"
 
 /* ---- Plan ---------------------------------------------------------------------- */
@@ -615,17 +616,18 @@ static bool seq_guard_steps(vm_plan *plan, vm_rplan *rp)
 
 
 /* A STACK_PUT grows its stack in place when the stack is its own (one
- * reference): in a frame, its register's. A step later in the order that
- * reads that register would then see the grown stack: such a STACK_PUT
- * holds a reference of its own while it fires (vm_sinst.hold0), as one on a
- * loop's invariant (every iteration reads it). Steps whose place the order
- * does not show count as later. false: no memory. */
+ * reference), and a reshape relabels its input's dims (dev_cpu_in_place):
+ * in a frame, that register's value. A step later in the order that reads
+ * that register would then see the change: such an instruction holds a
+ * reference of its own while it fires (vm_sinst.hold0), as one on a loop's
+ * invariant (every iteration reads it). Steps whose place the order does
+ * not show count as later. false: no memory. */
 static bool seq_holds(vm_plan *plan, vm_rplan *rp)
 {
     const uint32_t n = rp->end - rp->first;
     bool any = false;
     for (uint32_t l = 0; l < n; l++)
-        any |= rp->sinsts[l].op == ISA_STACK_PUT;
+        any |= dev_cpu_in_place((isa_op)rp->sinsts[l].op);
     if (!any)
         return true;
     uint32_t *at = words(plan, n + 1); /* each instruction's step, + 1 (0: none) */
@@ -641,7 +643,7 @@ static bool seq_holds(vm_plan *plan, vm_rplan *rp)
     }
     for (uint32_t l = 0; l < n; l++) {
         vm_sinst *si = &rp->sinsts[l];
-        if (si->op != ISA_STACK_PUT)
+        if (!dev_cpu_in_place((isa_op)si->op))
             continue;
         const vm_sport *stack = &rp->sports[si->src_at];
         for (uint32_t b = 0; b < stack->n && rp->keep; b++) { /* a loop's invariant: every iteration reads it */

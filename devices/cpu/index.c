@@ -225,21 +225,10 @@ tfvm_status dev_cpu_onehot(dev_kctx *k, const dev_kview *in, dev_value *out)
  * the row is written in place, so a loop of n puts copies O(n) rows. */
 #define STACK_MAX_ROWS (INT64_C(1) << 40)
 
-/* Bytes the tensor's block holds from its data on. */
+/* Bytes the tensor's block holds from its data on (dev_tensor_mine: its own block). */
 static size_t stack_capacity(const tfvm_tensor *t)
 {
     return t->block - (size_t)((const char *)t->data - (const char *)t);
-}
-
-static bool stack_unique(const tfvm_tensor *t)
-{
-    tfvm_tensor *m = (tfvm_tensor *)t;
-    /* the data in the tensor's own block: not a caller's buffer (tfvm_tensor_wrap),
-     * which must stay as it was, and whose room stack_capacity cannot know */
-    const bool own_block = (uintptr_t)t->data - (uintptr_t)t < t->block;
-    return own_block && t->device == 0 && !t->pool && atomic_load_explicit(&m->refs, memory_order_acquire) == 1 &&
-           !atomic_load_explicit(&m->exposed, memory_order_relaxed) &&
-           !atomic_load_explicit(&m->mirror, memory_order_acquire);
 }
 
 tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -278,7 +267,7 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "stack %s is too large", dev_kdims(v->rank + 1, od, s1));
 
     tfvm_tensor *t = (tfvm_tensor *)acc->t; /* NULL only for a scalar acc, rejected above */
-    if (!fresh && stack_unique(t) && (row == 0 || (uint64_t)rows <= stack_capacity(t) / row)) {
+    if (!fresh && dev_tensor_mine(t) && (row == 0 || (uint64_t)rows <= stack_capacity(t) / row)) {
         /* Ours alone: nobody can observe the change. */
         if (rows > n)
             memset((char *)t->data + (size_t)n * row, 0, (size_t)(rows - n) * row);

@@ -1,12 +1,15 @@
 /* devices/cpu/shape.c — the ops that move elements without arithmetic:
  * RESHAPE (and its kin SQUEEZE, UNSQUEEZE, FLATTEN), TRANSPOSE, CONCAT, SLICE,
  * GATHER, PAD, SHAPE, and the makers FILL and RANGE. Tensors are immutable
- * and own their data (no views), so each result is a fresh copy. */
+ * and own their data (no views), so each result is a fresh copy, but for a
+ * reshape of a tensor nobody else can see, which it relabels. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 
 #include <math.h>
 #include <string.h>
+
+static tfvm_status reshaped(dev_kctx *k, const dev_kview *x, int rank, const int64_t *dims, dev_value *out);
 
 /* ---- RESHAPE ------------------------------------------------------------------------ */
 tfvm_status dev_cpu_reshape(dev_kctx *k, const dev_kview *in, dev_value *out)
@@ -42,20 +45,23 @@ tfvm_status dev_cpu_reshape(dev_kctx *k, const dev_kview *in, dev_value *out)
         return dev_kfail(k, TFVM_ERR_SHAPE, "cannot reshape %s (%lld elements) into %s",
                          dev_kshape(x, s1), (long long)x->count, dev_kdims(n, d, s2));
     }
-    dev_value r;
-    void *o;
-    if ((st = dev_kresult(k, x->dtype, n, d, &r, &o)))
-        return st;
-    if (x->count)
-        memcpy(o, x->data, (size_t)x->count * dev_kesize(x->dtype));
-    *out = r;
-    return TFVM_OK;
+    return reshaped(k, x, n, d, out);
 }
 
 /* ---- SQUEEZE / UNSQUEEZE / FLATTEN ------------------------------------------------------
- * New dims for the same elements in the same order: a copy, as RESHAPE. */
+ * New dims for the same elements in the same order, as RESHAPE: x's own
+ * tensor with the new dims where nobody else can see it (dev_tensor_mine:
+ * its token was consumed; an RNN's stacked outputs, squeezed and unsqueezed
+ * on their way out, were copied each time), else a copy. */
 static tfvm_status reshaped(dev_kctx *k, const dev_kview *x, int rank, const int64_t *dims, dev_value *out)
 {
+    tfvm_tensor *t = (tfvm_tensor *)(uintptr_t)x->t;
+    if (!k->shape_only && rank > 0 && t && x->data == t->data && x->count == t->count && dev_tensor_mine(t)) {
+        t->rank = rank;
+        memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+        *out = (dev_value){.dtype = t->dtype, .is_tensor = 1, .u.t = tfvm_tensor_ref(t)};
+        return TFVM_OK;
+    }
     dev_value r;
     void *o;
     tfvm_status st = dev_kresult(k, x->dtype, rank, dims, &r, &o);

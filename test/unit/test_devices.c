@@ -538,9 +538,18 @@ static int compare_tensor_ops(const dev_device *d)
                          finite ? " (no NaN)" : "");
                 if (d->iface->fits(d, k->op, k->attr, in, (uint32_t)k->n) == DEV_FIT_OK) {
                     dev_value want = {0}, got = {0};
+                    /* held for the CPU's call, which may change an input only one
+                     * reference holds (a reshape relabels it): the device reads them next */
+                    dev_value held[TK_MAX_IN];
+                    for (int j = 0; j < k->n; j++) {
+                        held[j] = in[j];
+                        dev_value_retain(&held[j]);
+                    }
                     tfvm_status cst = isa_ops[k->op].cls == ISA_CLASS_TENSOR
                                           ? dev_cpu_tensor(k->op, k->attr, in, (uint32_t)k->n, &want, NULL, cmsg, sizeof cmsg)
                                           : dev_cpu_elementwise(k->op, k->attr, in, &want, NULL, cmsg, sizeof cmsg);
+                    for (int j = 0; j < k->n; j++)
+                        dev_value_release(&held[j]);
                     tfvm_status st = run_on(d, pool, k->op, k->attr, in, (uint32_t)k->n, &got, msg, sizeof msg);
                     ck_assert_msg(st == cst, "%s: status %d, the CPU's %d (%s)", what, st, cst, st ? msg : cmsg);
                     if (st == TFVM_OK) {

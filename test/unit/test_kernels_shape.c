@@ -106,6 +106,42 @@ START_TEST(test_squeeze_unsqueeze_flatten)
 }
 END_TEST
 
+/* A reshape of a tensor nobody else holds relabels it (no allocation, the
+ * same data); one another token still holds is copied, and that one keeps
+ * its dims and values. */
+START_TEST(test_reshape_in_place)
+{
+    static const struct {
+        isa_op op;
+        int32_t attr;
+    } ops[] = {{ISA_RESHAPE, 0}, {ISA_SQUEEZE, 0}, {ISA_UNSQUEEZE, 0}, {ISA_FLATTEN, 1}};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        const isa_op op = ops[i].op;
+        dev_value x = T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), out;
+        dev_value arg = op == ISA_RESHAPE ? IV(3, 2) : op == ISA_SQUEEZE ? IV(1) : op == ISA_UNSQUEEZE ? IV(0) : NONE;
+        const void *data = x.u.t->data;
+        const long a0 = ta.allocs;
+        dev_value_retain(&arg);
+        ck_assert_int_eq(C(op, ops[i].attr, &out, x, arg), TFVM_OK);
+        ck_assert_msg(out.u.t->data == data && ta.allocs == a0, "%s: not in place", isa_ops[op].name);
+        ck_assert_int_eq(out.u.t->count, 6);
+        ck_assert(((float *)out.u.t->data)[5] == 6);
+        dev_value_release(&out);
+        x = T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6);
+        dev_value_retain(&x);
+        ck_assert_int_eq(C(op, ops[i].attr, &out, x, arg), TFVM_OK);
+        ck_assert_msg(out.u.t->data != x.u.t->data, "%s: a held tensor changed", isa_ops[op].name);
+        ck_assert_int_eq(x.u.t->rank, 3);
+        ck_assert_int_eq(x.u.t->dims[1], 1);
+        ck_assert(((float *)out.u.t->data)[5] == 6);
+        dev_value_release(&out);
+        dev_value_release(&x);
+    }
+    /* the result's dims, as each op defines them */
+    OK(ISA_RESHAPE, 0, (T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), IV(3, -1)), F32, (3, 2), 1, 2, 3, 4, 5, 6);
+}
+END_TEST
+
 /* ---- Layout ------------------------------------------------------------------------------ */
 START_TEST(test_expand_tile)
 {
@@ -578,13 +614,18 @@ static const isa_op nm_ops[] = {
 START_TEST(test_nomem)
 {
     const isa_op op = nm_ops[_i];
+    /* the reshapes relabel an input nobody else holds: held here, it is copied */
+    const bool relabels = op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN;
     for (long n = 0;; n++) {
         dev_value in[DEV_KMAX_IN], out;
         ta.countdown = -1;
         nm_inputs(op, F32, in);
+        dev_value held = relabels ? in[0] : NONE;
+        dev_value_retain(&held);
         ta.countdown = n;
         tfvm_status st = callv(op, 0, in, &out);
         ta.countdown = -1;
+        dev_value_release(&held);
         if (st == TFVM_OK) {
             ck_assert_msg(n > 0, "%s allocates nothing", isa_ops[op].name);
             dev_value_release(&out);
@@ -738,6 +779,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_argmin);
     tcase_add_test(tc, test_cumsum);
     tcase_add_test(tc, test_squeeze_unsqueeze_flatten);
+    tcase_add_test(tc, test_reshape_in_place);
     tcase_add_test(tc, test_expand_tile);
     tcase_add_test(tc, test_strided_slice);
     tcase_add_test(tc, test_trilu);

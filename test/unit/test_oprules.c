@@ -672,10 +672,17 @@ static void check_case(const row *r, gen *g)
     const char *name = isa_ops[r->op].name, *dname = tfvm_dtype_name((tfvm_dtype)g->dt);
     char ops[400], msg[240], kmsg[240];
     operands_str(g, ops, sizeof ops);
-    dev_value out = {0};
+    dev_value out = {0}, held[MAX_OPS];
+    /* held for the call, which may relabel an input only one reference holds (dev_cpu_in_place) */
+    for (uint32_t k = 0; k < g->n; k++) {
+        held[k] = g->in[k];
+        dev_value_retain(&held[k]);
+    }
     tfvm_status ks = isa_ops[r->op].cls == ISA_CLASS_TENSOR
                          ? dev_cpu_tensor((isa_op)r->op, g->attr, g->in, g->n, &out, &alloc, kmsg, sizeof kmsg)
                          : dev_cpu_elementwise((isa_op)r->op, g->attr, g->in, &out, &alloc, kmsg, sizeof kmsg);
+    for (uint32_t k = 0; k < g->n; k++)
+        dev_value_release(&held[k]);
     ck_assert_msg(ks == TFVM_OK, "%s on %s: the kernel fails on valid operands (%s, attr %u): %s", name, dname, ops,
                   g->attr, kmsg);
     isa_shape x[MAX_OPS], o;
