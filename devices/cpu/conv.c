@@ -694,8 +694,6 @@ static void swap_inner(const char *src, char *dst, int64_t N, int64_t A, int64_t
                 memcpy(dst + (size_t)((n * B + b) * A + a) * esz, src + (size_t)((n * A + a) * B + b) * esz, esz);
 }
 
-tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out);
-
 /* The convolution in NCHW, x transposed into that layout first (nhwc_in)
  * and the result into channels last after it (nhwc_out) */
 static tfvm_status conv_relayout(dev_kctx *k, const dev_kview *in, dev_value *out, uint32_t lay)
