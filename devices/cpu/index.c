@@ -269,8 +269,8 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
     tfvm_tensor *t = (tfvm_tensor *)acc->t; /* NULL only for a scalar acc, rejected above */
     if (!fresh && dev_tensor_mine(t) && (row == 0 || (uint64_t)rows <= stack_capacity(t) / row)) {
         /* Ours alone: nobody can observe the change. */
-        if (rows > n)
-            memset((char *)t->data + (size_t)n * row, 0, (size_t)(rows - n) * row);
+        if (i > n) /* the rows between (row i itself is written next) */
+            memset((char *)t->data + (size_t)n * row, 0, (size_t)(i - n) * row);
         memcpy((char *)t->data + (size_t)i * row, v->data, row);
         t->dims[0] = rows;
         t->count = total;
@@ -296,8 +296,8 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
     char *d = nt->data;
     if (n)
         memcpy(d, acc->data, (size_t)n * row);
-    if (rows > n)
-        memset(d + (size_t)n * row, 0, (size_t)(rows - n) * row);
+    if (i > n)
+        memset(d + (size_t)n * row, 0, (size_t)(i - n) * row);
     if (row)
         memcpy(d + (size_t)i * row, v->data, row);
     *out = (dev_value){.dtype = nt->dtype, .is_tensor = 1, .u.t = nt};
