@@ -841,16 +841,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     dev_conv_plan plan;
     dev_conv_plan_make(&shape, dev_par_width(), &plan);
     /* the layouts the kernels read and write themselves; others go through NCHW */
-    const bool out_last = plan.kernel == DEV_CONV_TPROD && lay == ISA_OPT_NHWC_OUT;
-    const bool in_last = lay == ISA_OPT_NHWC_IN && plan.kernel == DEV_CONV_DEPTHWISE && plan.dw.cb;
-    if (lay && !out_last && !in_last && !k->shape_only)
+    if (lay && !plan.out_last && !plan.x_last && !k->shape_only)
         return conv_relayout(k, in, out, lay);
     const int64_t odl[4] = {N, OH, OW, O};
     dev_value r;
     void *o;
     if ((st = dev_kresult(k, x->dtype, 4, lay & ISA_OPT_NHWC_OUT ? odl : od, &r, &o)))
         return st;
-    if (out_last) {
+    if (plan.out_last) {
         const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = O, .K = C, .lda = C, .B = w->data,
                             .ldb = C};
         const dev_kepi ep_y = {.dtype = TFVM_F32, .act = ep->act, .rank = 2, .len = O, .dims = {N * OHW, O},
@@ -878,7 +876,7 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         dj.d.w = w->data;
         dj.d.o = o;
         dj.d.wpk = dev_dw_pack(&dj.d, w->t);
-        dj.d.nhwc = in_last;
+        dj.d.nhwc = plan.x_last;
         /* channel blocks apply every activation, planes relu; with r, the
          * bias alone, then r and the activation after */
         const uint32_t act = ep ? ep->act : 0;

@@ -42,6 +42,7 @@ static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
     plan->kernel = DEV_CONV_DEPTHWISE;
     plan->dw = d;
     plan->items = dev_dw_items(&d);
+    plan->x_last = s->lay == ISA_OPT_NHWC_IN && d.cb;
     return true;
 }
 
@@ -110,6 +111,7 @@ static bool plan_nhwc_out(const dev_conv_shape *s, bool direct, dev_conv_plan *p
         return false;
     const int64_t OHW = s->OH * s->OW;
     plan->kernel = DEV_CONV_TPROD;
+    plan->out_last = true;
     plan->timgs = 1;
     plan->items = s->N;
     plan->split = plan->items < (int64_t)plan->threads;
@@ -255,13 +257,10 @@ static const char *cf_parts_name(const dev_cf *cf)
 static void layout_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s)
 {
     if (s->lay & ISA_OPT_NHWC_IN)
-        put(b, s->lay == ISA_OPT_NHWC_IN && plan->kernel == DEV_CONV_DEPTHWISE && plan->dw.cb
-                   ? "; x channels last, read as it lies"
-                   : "; x channels last, transposed first");
+        put(b, plan->x_last ? "; x channels last, read as it lies" : "; x channels last, transposed first");
     if (s->lay & ISA_OPT_NHWC_OUT)
-        put(b, s->lay == ISA_OPT_NHWC_OUT && plan->kernel == DEV_CONV_TPROD
-                   ? "; result channels last, as the product writes it"
-                   : "; result transposed to channels last");
+        put(b, plan->out_last ? "; result channels last, as the product writes it"
+                              : "; result transposed to channels last");
 }
 
 static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv_shape *s, bool batch_known)
@@ -285,7 +284,7 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
             dev_cf_isa_name(&plan->cf));
         break;
     case DEV_CONV_TPROD:
-        if (s->lay == ISA_OPT_NHWC_OUT)
+        if (plan->out_last)
             put(b, "transposed product y = x^T @ w^T, 1 image a product");
         else if (batch_known)
             put(b, "transposed product y = col^T @ w^T, %lld image%s a product", (long long)plan->timgs,

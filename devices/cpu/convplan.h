@@ -57,6 +57,10 @@ typedef struct dev_conv_plan {
     dev_dw dw;          /* DEPTHWISE: its layout and path (sizes, no data) */
     dev_cf cf;          /* F32: its kind and sizes (weights not prepared) */
     dev_fc fc;          /* FEWCH: its path and sizes (no data) */
+    /* s->lay's layouts that the kernel reads (x_last: DEPTHWISE's channel
+     * blocks) or writes (out_last: TPROD, a 1x1 layer) itself; any other
+     * option goes through NCHW, transposed before and after (conv.c) */
+    bool x_last, out_last;
 } dev_conv_plan;
 
 /* The plan for s on `threads` threads (dev_par_width() in a kernel). */

@@ -835,6 +835,8 @@ START_TEST(test_conv_channels_last)
         {{1, 40, 15, 15}, {40, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 40}, ISA_OPT_NHWC_IN, F32},
         {{2, 72, 14, 13}, {72, 1, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 72}, ISA_OPT_NHWC_IN, F32},
         {{1, 8, 9, 9}, {16, 8, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, ISA_OPT_NHWC_OUT, F32},
+        /* a 3x3 layer the transposed product takes (7x7, 320 channels): not the 1x1 kernel */
+        {{1, 320, 7, 7}, {320, 320, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, ISA_OPT_NHWC_OUT, F32},
         {{1, 8, 9, 9}, {16, 4, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 2}, ISA_OPT_NHWC_IN, F32},
         {{2, 8, 6, 6}, {8, 8, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_IN | ISA_OPT_NHWC_OUT, F32},
         {{1, 16, 7, 7}, {32, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_OUT, F64},
