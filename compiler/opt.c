@@ -1962,26 +1962,27 @@ static void channels_last_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
-static void fuse(cc *C, cc_ifn *fn)
+/* The uses of every node of fn as they are now (arrays sized for the ids there are) */
+static fuse_state counted_uses(cc *C, cc_ifn *fn)
 {
     fuse_state S = {0};
     S.uses = cc_array(C, C->next_node_id + 1, sizeof *S.uses);
     S.user = cc_array(C, C->next_node_id + 1, sizeof *S.user);
     each_block(C, fn->top, count_uses, &S);
+    return S;
+}
+
+static void fuse(cc *C, cc_ifn *fn)
+{
+    fuse_state S = counted_uses(C, fn);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, fuse_block, &S);
-    /* counted again (the fusion replaced products and their users, and made
-     * nodes: arrays of the ids there are now) */
-    fuse_state R = {0};
-    R.uses = cc_array(C, C->next_node_id + 1, sizeof *R.uses);
-    R.user = cc_array(C, C->next_node_id + 1, sizeof *R.user);
-    each_block(C, fn->top, count_uses, &R);
+    /* counted again: the fusion replaced products and their users, and made nodes */
+    fuse_state R = counted_uses(C, fn);
     each_block(C, fn->top, fuse_residual_block, &R); /* (makes no nodes) */
     each_block(C, fn->top, gather_first_block, &R);
-    fuse_state L = {0};
-    L.uses = cc_array(C, C->next_node_id + 1, sizeof *L.uses);
-    L.user = cc_array(C, C->next_node_id + 1, sizeof *L.user);
-    each_block(C, fn->top, count_uses, &L);
+    /* and again: the residual sums took convolutions into their ADDs */
+    fuse_state L = counted_uses(C, fn);
     each_block(C, fn->top, channels_last_block, &L);
 }
 

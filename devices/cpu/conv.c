@@ -423,6 +423,27 @@ static void tprod_finish(const conv_job *j, const tprod_out *t)
         tprod_out_chunk((void *)t, 0, (size_t)j->O);
 }
 
+/* The epilogue of a product [rows, O] whose columns are the output
+ * channels: ep's bias, one per column, and its activation (the same
+ * additions and activation as on the result's planes) */
+static dev_kepi epi_by_columns(const dev_kepi *ep, int64_t rows, int64_t O)
+{
+    return (dev_kepi){.dtype = TFVM_F32, .act = ep->act, .rank = 2, .len = O, .dims = {rows, O}, .bstr = {0, 1},
+                      .bias = ep->bias};
+}
+
+/* One image x [C, HW] of a 1x1 layer as y [HW, O] = x^T @ w^T (row stride
+ * O), the product's rows packed straight from x (no transposition into a
+ * row matrix first); epilogue ep (or NULL) on rows ep_row0... of ep_base */
+static void image_rows_product(const float *x, int64_t C, int64_t HW, const conv_job *j, const float *bt, float *y,
+                               const dev_kepi *ep, void *ep_base, int64_t ep_row0, bool split)
+{
+    const dev_kmm mm = {.dtype = TFVM_F32, .ta = true, .tb = true, .M = HW, .N = j->O, .K = C, .A = (const char *)x,
+                        .lda = HW, .B = j->w, .ldb = C, .C = (char *)y, .ldc = j->O, .ep = ep, .ep_base = ep_base,
+                        .ep_row0 = ep_row0};
+    dev_kmm_packed(&mm, bt, split);
+}
+
 /* Images [n0, n1) (G = 1) as one product, split over the threads when j->split */
 static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
 {
@@ -434,8 +455,7 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
      * same additions and activation), unless a residual, which lies in the
      * result's layout, comes first */
     const bool in_product = j->ep && j->ep->bias && !j->ep->res;
-    const dev_kepi ep_y = {.dtype = TFVM_F32, .act = in_product ? j->ep->act : 0, .rank = 2, .len = O,
-                           .dims = {rows, O}, .bstr = {0, 1}, .bias = in_product ? j->ep->bias : NULL};
+    const dev_kepi ep_y = in_product ? epi_by_columns(j->ep, rows, O) : (dev_kepi){0};
     const tprod_out out = {j, y, n0, n1, j->ep && !in_product};
     if (n0 == 0)
         dev_conv_took(DEV_CONV_TPROD);
@@ -451,13 +471,9 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
         return;
     }
     if (j->direct && n1 - n0 == 1) {
-        /* one image of a 1x1 window: the product's rows are x's columns,
-         * packed straight from x (a transposition into colt and the
+        /* one image of a 1x1 window (a transposition into colt and the
          * packing's own were two passes over it) */
-        const dev_kmm mm = {.dtype = TFVM_F32, .ta = true, .tb = true, .M = OHW, .N = O, .K = CKK,
-                            .A = (const char *)(x + n0 * CKK * OHW), .lda = OHW, .B = j->w, .ldb = CKK,
-                            .C = (char *)y, .ldc = O, .ep = in_product ? &ep_y : NULL, .ep_base = y};
-        dev_kmm_packed(&mm, j->bt, j->split);
+        image_rows_product(x + n0 * CKK * OHW, CKK, OHW, j, j->bt, y, in_product ? &ep_y : NULL, y, 0, j->split);
         tprod_finish(j, &out);
         return;
     }
@@ -736,26 +752,21 @@ static tfvm_status conv_relayout(dev_kctx *k, const dev_kview *in, dev_value *ou
 }
 
 /* Images [b, e) of a 1x1 convolution with its result channels last, each
- * image one product (split over the threads when the job is) */
+ * image one product (split over the threads when the plan is) */
 typedef struct nhwc_job {
-    const float *x, *bt;
-    const char *w;
-    float *o;
+    const conv_job *j;
+    const float *bt;
     const dev_kepi *ep; /* the result's [N * OH*OW, O] rows */
-    int64_t C, O, HW;
-    bool split;
 } nhwc_job;
 
 static void nhwc_chunk(void *arg, size_t b, size_t e)
 {
-    const nhwc_job *j = arg;
-    for (int64_t n = (int64_t)b; n < (int64_t)e; n++) {
-        const dev_kmm mm = {.dtype = TFVM_F32, .ta = true, .tb = true, .M = j->HW, .N = j->O, .K = j->C,
-                            .A = (const char *)(j->x + n * j->C * j->HW), .lda = j->HW, .B = j->w, .ldb = j->C,
-                            .C = (char *)(j->o + n * j->HW * j->O), .ldc = j->O, .ep = j->ep, .ep_base = j->o,
-                            .ep_row0 = n * j->HW};
-        dev_kmm_packed(&mm, j->bt, j->split);
-    }
+    const nhwc_job *nj = arg;
+    const conv_job *j = nj->j;
+    const int64_t HW = j->H * j->W;
+    for (int64_t n = (int64_t)b; n < (int64_t)e; n++)
+        image_rows_product((const float *)(const void *)j->x + n * j->C * HW, j->C, HW, j, nj->bt,
+                           (float *)(void *)j->o + n * HW * j->O, nj->ep, j->o, n * HW, j->split);
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
@@ -851,17 +862,18 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (plan.out_last) {
         const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = OHW, .N = O, .K = C, .lda = C, .B = w->data,
                             .ldb = C};
-        const dev_kepi ep_y = {.dtype = TFVM_F32, .act = ep->act, .rank = 2, .len = O, .dims = {N * OHW, O},
-                               .bstr = {0, 1}, .bias = ep->bias};
-        const nhwc_job nj = {x->data, dev_kmm_prepack_b(&mm, w), w->data, o, &ep_y, C, O, OHW,
-                             N < (int64_t)dev_par_width()};
+        const conv_job cj = {.x = x->data, .w = w->data, .o = o, .N = N, .C = C, .H = H, .W = W, .O = O,
+                             .split = plan.split};
+        const dev_kepi ep_y = epi_by_columns(ep, N * OHW, O);
+        const nhwc_job nj = {&cj, dev_kmm_prepack_b(&mm, w), &ep_y};
         dev_conv_took(DEV_CONV_TPROD);
-        int64_t imgs, cost, least;
-        dev_conv_par_loop(&plan, &shape, &imgs, &cost, &least);
-        if (nj.split)
+        if (plan.split) {
             nhwc_chunk((void *)&nj, 0, (size_t)N);
-        else
+        } else {
+            int64_t imgs, cost, least;
+            dev_conv_par_loop(&plan, &shape, &imgs, &cost, &least);
             dev_par_for((size_t)imgs, dev_kgrain(imgs, cost, least, 1), nhwc_chunk, (void *)&nj);
+        }
         *out = r;
         return TFVM_OK;
     }
