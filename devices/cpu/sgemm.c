@@ -12,9 +12,10 @@
 /* One micro-kernel: see sgemm_body.h. */
 typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb,
                         float *restrict c, int64_t ldc, int64_t nr, bool add);
-/* Rows [0, 8) x columns [0, kc) of src (row stride ld) into columns
- * [0, 8) of dst (row stride nr): dst[p][j] = src[j][p]. */
-typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, float *dst, int64_t nr);
+/* Rows [0, m) x columns [0, kc) of src (row stride ld, 0 < m <= 8) into
+ * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
+ * [m, 8) holding row m - 1 again. */
+typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, int64_t m, float *dst, int64_t nr);
 /* y[j] = x . R[j], j < n: see sgemm_body.h */
 typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
                         float *restrict y);
@@ -113,14 +114,18 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 
 /* Eight rows at a time, 8 x 8 blocks transposed in registers; the last
  * kc % 8 columns one by one. */
-__attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld, int64_t kc, float *dst, int64_t nr)
+__attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld, int64_t kc, int64_t m, float *dst,
+                                                    int64_t nr)
 {
+    const float *row[8];
+    for (int j = 0; j < 8; j++)
+        row[j] = src + (j < m ? j : m - 1) * ld;
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
         __m256 r[8], t[8], u[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++)
-            r[j] = _mm256_loadu_ps(src + j * ld + p);
+            r[j] = _mm256_loadu_ps(row[j] + p);
 #pragma GCC unroll 4
         for (int j = 0; j < 8; j += 2) {
             t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
@@ -143,7 +148,7 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
     }
     for (; p < kc; p++)
         for (int j = 0; j < 8; j++)
-            dst[p * nr + j] = src[j * ld + p];
+            dst[p * nr + j] = row[j][p];
 }
 
 /* ---- AVX-512: 8 x 32 tiles (16 accumulators of the 32 registers) ---- */
@@ -266,24 +271,43 @@ static float *scratch(size_t floats)
  * rows: ap[panel][p][i], rows past the end 0. A block of op(B), [p0, p0 +
  * kc) x columns [j0, j0 + nc), as panels of nr columns: bp[panel][p][j],
  * columns past the end 0. op(X)[r][c] is X[c][r] when transposed. */
-static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int64_t mr,
-                   float *ap, sg_t8_fn *t8)
+/* The row panels of a block of mc rows of op(A): with `even`,
+ * ceil(mc / mr) panels whose heights differ by one at most (49 rows as 7
+ * of 7, not 6 of 8 and one of 1, whose tile keeps too few sums in flight
+ * to hide the multiply-adds' latency: resnet's 7x7 layers spent 6% of
+ * their time in it); else mr rows each (a prepacked A's), the last
+ * shorter. Panel i starts at row panel_row(q, i) and is stored at i * kc
+ * * mr of the packed block. */
+typedef struct sg_panels {
+    int64_t n, base, extra, mc;
+} sg_panels;
+
+static sg_panels panels_of(int64_t mc, int64_t mr, bool even)
 {
-    for (int64_t ir = 0; ir < mc; ir += mr, ap += kc * mr) {
-        const int64_t m = mc - ir < mr ? mc - ir : mr;
-        if (ta) {
+    const int64_t n = (mc + mr - 1) / mr;
+    return even && n > 0 ? (sg_panels){n, mc / n, mc % n, mc} : (sg_panels){n, mr, 0, mc};
+}
+
+static int64_t panel_row(const sg_panels *q, int64_t i)
+{
+    const int64_t r = i * q->base + (i < q->extra ? i : q->extra);
+    return r < q->mc ? r : q->mc;
+}
+
+/* Panels [pa, pb) of q (ap: panel pa's place) */
+static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, const sg_panels *q, int64_t pa, int64_t pb,
+                   int64_t p0, int64_t kc, int64_t mr, float *ap, sg_t8_fn *t8)
+{
+    for (int64_t pi = pa; pi < pb; pi++, ap += kc * mr) {
+        const int64_t ir = panel_row(q, pi), m = panel_row(q, pi + 1) - ir;
+        if (ta) { /* (a whole panel of AVX-512's: one 32-byte copy a row: a convolution's image as A) */
             const float *src = A + p0 * lda + i0 + ir;
-            if (m == 8) /* a whole panel of AVX-512's: one 32-byte copy a row (a convolution's image as A) */
-                for (int64_t p = 0; p < kc; p++, src += lda)
-                    memcpy(ap + p * mr, src, 8 * sizeof *src);
-            else
-                for (int64_t p = 0; p < kc; p++, src += lda)
-                    for (int64_t i = 0; i < m; i++)
-                        ap[p * mr + i] = src[i];
+            for (int64_t p = 0; p < kc; p++, src += lda)
+                memcpy(ap + p * mr, src, (size_t)m * sizeof *src);
             continue;
         }
-        if (t8 && mr == 8 && m == 8) {
-            t8(A + (i0 + ir) * lda + p0, lda, kc, ap, 8);
+        if (t8 && mr == 8 && m >= 4) {
+            t8(A + (i0 + ir) * lda + p0, lda, kc, m, ap, 8);
             continue;
         }
         /* rows m..mr of an edge panel are never read (a tile of m rows
@@ -314,7 +338,7 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
         int64_t j = 0;
         if (t8)
             for (; j + 8 <= n; j += 8)
-                t8(src + j * ldb, ldb, kc, bp + j, nr);
+                t8(src + j * ldb, ldb, kc, 8, bp + j, nr);
         for (; j < nr; j++)
             for (int64_t p = 0; p < kc; p++)
                 bp[p * nr + j] = j < n ? src[j * ldb + p] : 0;
@@ -367,6 +391,7 @@ typedef struct sg_pre {
     int64_t bj0, Np;
     const float *a;
     int64_t ai0, Mp;
+    bool a_even; /* A's panels even in each block of rows, as sg_run packs them (ai0 0, M all of A) */
 } sg_pre;
 
 /* The tile of mr rows (ap: their packed A) and the nr <= NR columns of C
@@ -388,6 +413,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                    const float *B, int64_t ldb, const sg_pre *pre, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     const float *bpre = pre ? pre->b : NULL, *apre = pre ? pre->a : NULL;
+    const bool a_even = !apre || pre->a_even;
     if (M <= 0 || N <= 0)
         return true;
     if (K <= 0) {
@@ -424,10 +450,11 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
             for (int64_t ic = 0; ic < M; ic += mc_step) {
                 const int64_t mc = M - ic < mc_step ? M - ic : mc_step;
                 const float *ap = abuf;
+                const sg_panels q = panels_of(mc, MR, a_even);
                 if (apre)
                     ap = apre + pc * pre->Mp + (pre->ai0 + ic) * kc;
                 else
-                    pack_a(ta, A, lda, ic, mc, pc, kc, MR, abuf, im->t8);
+                    pack_a(ta, A, lda, ic, &q, 0, q.n, pc, kc, MR, abuf, im->t8);
                 if (direct) { /* B where it lies: a column of tiles at a time, wide ones for 1 or 2 rows */
                     for (int64_t jr = 0; jr < nc;) {
                         const int64_t wide = mc == 1 ? im->w1 : 2 * NR;
@@ -437,9 +464,11 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                             jr += wide;
                             continue;
                         }
-                        for (int64_t ir = 0; ir < mc; ir += MR)
-                            sg_tile(im, kc, mc - ir < MR ? mc - ir : MR, ap + ir * kc, true, jr < nfull,
+                        for (int64_t pi = 0; pi < q.n; pi++) {
+                            const int64_t ir = panel_row(&q, pi);
+                            sg_tile(im, kc, panel_row(&q, pi + 1) - ir, ap + pi * MR * kc, true, jr < nfull,
                                     B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                        }
                         jr += NR;
                     }
                     if (epi && pc + kc == K)
@@ -449,10 +478,10 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 /* the epilogue by rows of tiles, or once for a block that stays in L1 anyway
                  * (a squeeze-excite's [576, 1] took 5% longer by rows: a call per 8 elements) */
                 const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
-                for (int64_t ir = 0; ir < mc; ir += MR) {
-                    const int64_t mr = mc - ir < MR ? mc - ir : MR;
+                for (int64_t pi = 0; pi < q.n; pi++) {
+                    const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
                     for (int64_t jr = 0; jr < nc; jr += NR)
-                        sg_tile(im, kc, mr, ap + ir * kc, false, false, NULL, 0, bp, jr, nc,
+                        sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
                                 C + (ic + ir) * ldc + jc, ldc, pc > 0);
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
@@ -626,7 +655,7 @@ bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, 
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0};
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0, false};
     return sg_run(im, ta, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
 }
 
@@ -637,15 +666,39 @@ size_t dev_sgemm_packed_a_floats(int64_t M, int64_t K) { return (size_t)(K * rou
 
 int64_t dev_sgemm_mr(void) { return best_impl()->mr; }
 
-void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out)
+void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
+                             int64_t p1, float *out)
 {
     const sg_impl *im = best_impl();
-    const int64_t kc_step = even(K, SG_KC), Mp = round_up(M, im->mr);
+    const int64_t MR = im->mr, kc_step = even(K, SG_KC), Mp = round_up(M, MR);
+    const int64_t mc_step = balanced ? round_up(even(M, SG_MC), MR) : Mp, per = mc_step / MR;
     for (int64_t pc = 0; pc < K; pc += kc_step) {
         const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
-        memset(out + pc * Mp, 0, (size_t)(kc * Mp) * sizeof *out); /* an edge panel's rows past M */
-        pack_a(false, A, lda, 0, M, pc, kc, im->mr, out + pc * Mp, im->t8);
+        for (int64_t b = p0 / per; b * per < p1; b++) { /* blocks of rows as sg_run's */
+            const int64_t ic = b * mc_step, mc = M - ic < mc_step ? M - ic : mc_step;
+            const int64_t pa = p0 > b * per ? p0 - b * per : 0, pb = p1 < (b + 1) * per ? p1 - b * per : per;
+            const sg_panels q = panels_of(mc, MR, balanced);
+            float *o = out + pc * Mp + (ic + pa * MR) * kc;
+            if (!balanced) /* an edge panel's rows past M, as prepacked weights have them (a product never reads them) */
+                memset(o, 0, (size_t)(kc * (pb < q.n ? pb : q.n) - kc * pa) * MR * sizeof *out);
+            pack_a(ta, A, lda, ic, &q, pa, pb < q.n ? pb : q.n, pc, kc, MR, o, im->t8);
+        }
     }
+}
+
+void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out)
+{
+    dev_sgemm_pack_a_panels(false, false, M, K, A, lda, 0, (M + best_impl()->mr - 1) / best_impl()->mr, out);
+}
+
+bool dev_sgemm_abpacked(const float *ap, int64_t M, const float *bp, int64_t j0, int64_t Ntot, int64_t N, int64_t K,
+                        float *C, int64_t ldc, const dev_sg_epi *epi)
+{
+    const sg_impl *im = best_impl();
+    if (j0 % im->nr)
+        return false;
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), ap, 0, round_up(M, im->mr), true};
+    return sg_run(im, false, false, M, N, K, NULL, 0, NULL, 0, &pre, C, ldc, epi);
 }
 
 bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int64_t N, int64_t K, const float *B,
@@ -654,7 +707,7 @@ bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int
     const sg_impl *im = best_impl();
     if (i0 % im->mr)
         return false;
-    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr)};
+    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr), false};
     return sg_run(im, false, false, M, N, K, NULL, 0, B, ldb, &pre, C, ldc, epi);
 }
 

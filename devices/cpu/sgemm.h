@@ -93,6 +93,20 @@ void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *
 int64_t dev_sgemm_mr(void);
 bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int64_t N, int64_t K, const float *B,
                        int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* Panels [p0, p1) of op(A) (A^T when ta) packed for dev_sgemm_apacked
+ * (balanced false) or dev_sgemm_abpacked (true: in each block of rows the
+ * product takes, panels whose heights differ by one at most), so that
+ * threads can pack a shared A's panels in parallel:
+ * ceil(M / dev_sgemm_mr()) panels, dev_sgemm_packed_a_floats(M, K) floats
+ * in all. */
+void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
+                             int64_t p1, float *out);
+/* C[M, N] = op(A) packed balanced (dev_sgemm_pack_a_panels, all M rows)
+ * @ columns [j0, j0 + N) of a packed op(B) of Ntot columns
+ * (dev_sgemm_pack); the bits of dev_sgemm. false when j0 is not a
+ * multiple of dev_sgemm_nr(); C is then untouched. */
+bool dev_sgemm_abpacked(const float *ap, int64_t M, const float *bp, int64_t j0, int64_t Ntot, int64_t N, int64_t K,
+                        float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* y[j] = sum over p < K of x[p * incx] * R[j * ldr + p], j < n: a row
  * against B stored transposed (x @ B^T) or a column (A @ x), as dot
  * products of R's rows read where they lie. A row of y has the same bits

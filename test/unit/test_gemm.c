@@ -222,6 +222,41 @@ START_TEST(test_packed_b_ta)
 }
 END_TEST
 
+/* Both operands packed for one call (a product split by columns, its rows
+ * packed once for every block): op(A) packed in two runs of panels, its
+ * last panels of a block of rows evened out (49 rows as 7 of 7), each
+ * transpose of A; the bits of dev_sgemm, whole and from a panel of
+ * columns on; C past its columns untouched. */
+static const int64_t abpack_rows[] = {1, 7, 9, 17, 49, 57, 121, 130, 196};
+
+START_TEST(test_abpacked)
+{
+    const int64_t M = abpack_rows[_i / 2], N = 75, K = 300, nr = dev_sgemm_nr(), mr = dev_sgemm_mr();
+    const bool ta = _i % 2;
+    const int64_t panels = (M + mr - 1) / mr, lda = ta ? M : K;
+    float *a = matrix(ta ? K : M, lda, 0, 31, false), *b = matrix(N, K, 0, 32, false);
+    float *want = matrix(M, N, 0, 33, false), *got = matrix(M, N, 1, 34, false);
+    float *ap = malloc(dev_sgemm_packed_a_floats(M, K) * sizeof *ap), *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+    ck_assert(ap && bp);
+    dev_sgemm_pack_a_panels(ta, true, M, K, a, lda, 0, panels / 2, ap);
+    dev_sgemm_pack_a_panels(ta, true, M, K, a, lda, panels / 2, panels, ap);
+    dev_sgemm_pack(true, N, K, b, K, bp);
+    ck_assert(dev_sgemm(ta, true, M, N, K, a, lda, b, K, want, N, NULL));
+    ck_assert(dev_sgemm_abpacked(ap, M, bp, 0, N, N, K, got, N + 1, NULL));
+    for (int64_t i = 0; i < M; i++) {
+        ck_assert_msg(memcmp(got + i * (N + 1), want + i * N, (size_t)N * sizeof *got) == 0, "M %ld ta %d: row %ld differs",
+                      (long)M, ta, (long)i);
+        ck_assert_msg(got[i * (N + 1) + N] == CANARY, "M %ld: wrote past row %ld", (long)M, (long)i);
+    }
+    ck_assert(dev_sgemm_abpacked(ap, M, bp, nr, N, N - nr, K, got, N + 1, NULL));
+    for (int64_t i = 0; i < M; i++)
+        ck_assert_msg(memcmp(got + i * (N + 1), want + i * N + nr, (size_t)(N - nr) * sizeof *got) == 0,
+                      "M %ld ta %d: row %ld from column %ld differs", (long)M, ta, (long)i, (long)nr);
+    ck_assert_msg(!dev_sgemm_abpacked(ap, M, bp, 1, N, N - 1, K, got, N + 1, NULL), "a block inside a panel was taken");
+    free(a), free(b), free(want), free(got), free(ap), free(bp);
+}
+END_TEST
+
 /* Row blocks and column blocks of a product computed alone have the bits of
  * the whole product (each element summed in the same order), for each
  * transpose: K spans three blocks, and the blocks cut tiles in the middle. */
@@ -486,6 +521,33 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* A prepacked B split by columns (a convolution's transposed product):
+ * the rows packed once for all the blocks, each transpose of A, and 49
+ * rows (7x7 positions); the serial bits. */
+START_TEST(test_split_shared_a)
+{
+    const int64_t M = _i < 2 ? 49 : 17, N = 512, K = 600;
+    const bool ta = _i % 2;
+    const int64_t lda = ta ? M : K;
+    float *a = matrix(ta ? K : M, lda, 0, 41, false), *b = matrix(N, K, 0, 42, false);
+    float *want = matrix(M, N, 0, 43, false), *par = matrix(M, N, 0, 44, false);
+    float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+    ck_assert_ptr_nonnull(bp);
+    dev_sgemm_pack(true, N, K, b, K, bp);
+    ck_assert(dev_sgemm(ta, true, M, N, K, a, lda, b, K, want, N, NULL));
+    ck_assert_int_eq(dev_kgemm_ready(&(dev_kctx){0}, TFVM_F32), TFVM_OK);
+    const dev_kmm m = {.dtype = TFVM_F32, .ta = ta, .tb = true, .M = M, .N = N, .K = K, .A = (const char *)a,
+                       .lda = lda, .B = (const char *)b, .ldb = K, .C = (char *)par, .ldc = N};
+    dev_par_set_runner(&runner);
+    atomic_store(&chunks_run, 0);
+    dev_kmm_packed(&m, bp, true);
+    dev_par_set_runner(NULL);
+    ck_assert_msg(atomic_load(&chunks_run) >= 2, "%ld rows: not split", (long)M);
+    ck_assert_msg(memcmp(par, want, (size_t)(M * N) * sizeof *par) == 0, "%ld rows ta=%d: split differs", (long)M, ta);
+    free(a), free(b), free(want), free(par), free(bp);
+}
+END_TEST
+
 /* MATMUL of a tensor B that our kernel would pack: packed once and kept with
  * the tensor, the second run using that form; the bits of dev_sgemm on each
  * run, serial and split over the runner's threads. A B read where it lies
@@ -542,11 +604,13 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
     tcase_add_test(tc, test_packed_b_ta);
+    tcase_add_loop_test(tc, test_abpacked, 0, (int)(2 * sizeof abpack_rows / sizeof *abpack_rows));
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_gemv_gates, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_split, 0, (int)(sizeof par_cases / sizeof *par_cases));
+    tcase_add_loop_test(tc, test_split_shared_a, 0, 4);
     tcase_add_loop_test(tc, test_matmul_prepacked, 0, (int)(sizeof prep_cases / sizeof *prep_cases));
     suite_add_tcase(s, tc);
     return s;
