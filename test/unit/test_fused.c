@@ -779,6 +779,10 @@ START_TEST(test_conv_exact)
              * Winograd's weights would outweigh its tiles) */
             conv_case(dt, acts[ai], DIMS(1, 8, 13, 13), DIMS(64, 8, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 256, 7, 7), DIMS(256, 256, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+            /* at stride 2 up to 256 positions: 14x14 (rows in panels of
+             * 7 and 8), two images of 9x9 from uneven pads */
+            conv_case(dt, acts[ai], DIMS(1, 8, 27, 27), DIMS(64, 8, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
+            conv_case(dt, acts[ai], DIMS(2, 8, 18, 17), DIMS(64, 8, 3, 3), DIMS(2, 2, 1, 1, 0, 1, 1, 1, 1));
             /* one image of a 1x1 window there: its rows packed straight
              * from x, the bias of each column and the activation in the
              * product's blocks */
@@ -1408,6 +1412,12 @@ START_TEST(test_parallel_paths)
             dev_value din[4] = {randt(dt, 4, DIMS(1, 64, 112, 112), 1), randt(dt, 4, DIMS(64, 1, 3, 3), 2),
                                 IV(2, 2, 1, 1, 1, 1, 1, 1, 64), randt(dt, 1, DIMS(64), 3)};
             par_case(ISA_FUSED_CONV2D, SIG, din, "depthwise, sigmoid per plane");
+            /* one image's transposed product split by columns, its rows
+             * packed once for both (a 3x3 stride-2 layer onto 14x14) */
+            dev_value tin[4] = {randt(dt, 4, DIMS(1, 128, 28, 28), 1), randt(dt, 4, DIMS(256, 128, 3, 3), 2),
+                                IV(2, 2, 1, 1, 1, 1, 1, 1, 1), randt(dt, 1, DIMS(256), 3)};
+            par_case(ISA_FUSED_CONV2D, RELU, tin, "transposed product, one image split");
+            release_all(tin, 4);
             par_case(ISA_FUSED_CONV2D, RELU, din, "depthwise, relu");
             release_all(din, 4);
             /* one channel block an image (16 channels): its row strips split;
@@ -1465,6 +1475,8 @@ static const struct {
     {"few channels /2", DEV_CONV_FEWCH, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {"tprod 1x1", DEV_CONV_TPROD, F32, {11, 64, 5, 5}, {64, 64, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {"tprod 3x3 /2", DEV_CONV_TPROD, F32, {2, 8, 9, 9}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {"tprod 3x3 /2, 256 positions", DEV_CONV_TPROD, F32, {1, 8, 32, 32}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
+    {"im2col 3x3 /2, 289 positions", DEV_CONV_IM2COL, F32, {1, 8, 34, 34}, {64, 8, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 1}},
     {"panels", DEV_CONV_PANELS, F32, {1, 5, 61, 61}, {2, 5, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},
     {"1x1", DEV_CONV_DIRECT, F32, {2, 3, 4, 4}, {5, 3, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     {"wide 5x5", DEV_CONV_WIDE, F32, {1, 8, 7, 16}, {3, 8, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
