@@ -308,11 +308,12 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     /* Column blocks of a prepacked B against an A packed on every call
      * (a convolution's rows): the threads pack A's panels once, together,
      * where each block's product packed all of A (a sixth of a 2-thread
-     * run of resnet's 7x7 layers at batch 1) */
+     * run of resnet's 7x7 layers at batch 1), into the calling thread's
+     * kept buffer (dev_sgemm_a_take) */
     float *ap = NULL;
     if (job.m.by_cols && bp && !m->ap && m->dtype == TFVM_F32 && job.code == KGEMM_OWN &&
         dev_kpieces(n, cost, DEV_KPAR_MACS, width) > 1) {
-        if ((ap = aligned_alloc(64, (dev_sgemm_packed_a_floats(m->M, m->K) * sizeof(float) + 63) / 64 * 64))) {
+        if ((ap = dev_sgemm_a_take(dev_sgemm_packed_a_floats(m->M, m->K)))) {
             const int64_t mr = dev_sgemm_mr(), panels = (m->M + mr - 1) / mr;
             kmm_pack_rows pr = {m, ap};
             dev_par_for((size_t)panels, dev_kgrain(panels, mr * m->K, DEV_KPAR_MACS / 4, 1), kmm_pack_rows_chunk,
@@ -322,7 +323,8 @@ static void kmm_run(const dev_kmm *m, const float *bp)
         }
     }
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
-    free(ap);
+    if (ap)
+        dev_sgemm_a_give(ap);
 }
 
 void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split)

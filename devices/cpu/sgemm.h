@@ -101,6 +101,12 @@ bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int
  * in all. */
 void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
                              int64_t p1, float *out);
+/* A buffer of `floats` for an op(A) packed once and read by every thread of
+ * one split product: the calling thread's, kept for its next product, or
+ * (while that one is lent out, or NULL when memory is short) a new one;
+ * dev_sgemm_a_give returns it, on the thread that took it. */
+float *dev_sgemm_a_take(size_t floats);
+void dev_sgemm_a_give(float *p);
 /* C[M, N] = op(A) packed balanced (dev_sgemm_pack_a_panels, all M rows)
  * @ columns [j0, j0 + N) of a packed op(B) of Ntot columns
  * (dev_sgemm_pack); the bits of dev_sgemm. false when j0 is not a
