@@ -87,11 +87,13 @@ static bool plan_f32(const dev_conv_shape *s, bool direct, dev_conv_plan *plan)
 static bool plan_tprod(const dev_conv_shape *s, bool wide, dev_conv_plan *plan)
 {
     const int64_t G = s->p[8], Og = s->O / G, CKK = s->Cg * s->KH * s->KW, OHW = s->OH * s->OW;
-    /* strided: up to a stack's rows (resnet's 3x3 stride-2 layer onto
-     * 14x14, 256 channels: 1.1 -> 0.85 ms at batch 1, 9.3 -> 6.9 ms at
-     * batch 8 against im2col's panels of 56 columns; onto 28x28 (784
-     * rows) no better at batch 1, worse at 8) */
-    const bool strided = s->p[0] > 1 || s->p[1] > 1;
+    /* a strided window (not 1x1): up to a stack's rows (resnet's 3x3
+     * stride-2 layers onto 14x14: 128 -> 256 channels 1.1 -> 0.85 ms at
+     * batch 1, 9.3 -> 6.9 ms at batch 8, 256 -> 256 2.35 -> 1.54 ms,
+     * against im2col's panels; onto 28x28, 784 rows, no better at batch 1
+     * and worse at 8; a 1x1 stride-2 layer onto 14x14, 512 -> 1024
+     * channels, 15% slower: its im2col is a light gather) */
+    const bool strided = (s->p[0] > 1 || s->p[1] > 1) && s->KH * s->KW > 1;
     if (s->dtype != TFVM_F32 || G != 1 || wide || OHW >= (strided ? TPROD_ROWS + 1 : 64) || Og < 64 || CKK < 64)
         return false;
     /* the fewest stacks of at most TPROD_ROWS rows, their images evened
