@@ -28,4 +28,29 @@ unsigned dev_par_width(void);
  * loop has more than one grain, else fn(arg, 0, n) here. */
 void dev_par_for(size_t n, size_t grain, dev_par_fn fn, void *arg);
 
+/* A repeated loop split or run whole, chosen by timing both (a recurrent
+ * layer's step: where a handoff between cores costs about what a split
+ * saves, a 2-thread step took 3-10% longer split than whole; on another
+ * machine the split had paid). The loop's `key` (its weights' tensor, say)
+ * names it across calls: its first DEV_PAR_TUNE_TRIALS calls each way
+ * alternate, timed, then the way with the lower median is kept. Both ways
+ * must give the same bits. A key that finds no free slot (of a fixed few)
+ * splits, untimed. Thread-safe. */
+#define DEV_PAR_TUNE_TRIALS 16
+typedef struct dev_par_trial {
+    void *slot; /* NULL: not timed */
+    int way;    /* 1: split */
+    long long t0;
+} dev_par_trial;
+/* Whether to split this call of the loop `key`; dev_par_tune_done(tr) after it */
+int dev_par_tune_split(const void *key, dev_par_trial *tr);
+void dev_par_tune_done(const dev_par_trial *tr);
+/* A timing of `ns` for one way of `key`'s loop, as dev_par_tune_done
+ * records it (tests give their own) */
+void dev_par_tune_record(const void *key, int way, long long ns);
+/* Tests: every key's way from now on (0 whole, 1 split), or (-1) timed again */
+void dev_par_tune_force(int way);
+/* The way with the lower median of n timings each (ties: whole, 0) */
+int dev_par_tune_pick(const long long *whole, const long long *split, unsigned n);
+
 #endif

@@ -163,9 +163,10 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
  * over the VM's idle workers, each worker's part a product and its gate
  * math, with the bits of the whole. f64: the sums in order, as they come, then the
  * cells. */
-/* A step's product of at least this many multiply-adds is split over
+/* A step's product of at least this many multiply-adds may be split over
  * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
- * core's own cache in half the time */
+ * core's own cache in half the time, where the handoff between cores costs
+ * less than that saves (timed: dev_par_tune_split) */
 #define STEP_SPLIT_MACS (INT64_C(1) << 15)
 
 typedef struct step_pack {
@@ -351,11 +352,19 @@ static bool step_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, flo
     }
     step_job job = {lstm, B, G, H, Np, h, h + B * H, bp, in[4].data, (const float *)in[0].data + t * B * G * H,
                     o, o + B * H, hr, false};
+    /* split or whole as timed on this machine (par.h), per weights: the
+     * bits are the same */
     const unsigned width = dev_par_width();
-    if (width > 1 && nb > 1 && B * G * H * H >= STEP_SPLIT_MACS)
-        dev_par_for((size_t)nb, (size_t)(nb + width - 1) / width, step_blocks, &job);
-    else
+    dev_par_trial trial;
+    if (width > 1 && nb > 1 && B * G * H * H >= STEP_SPLIT_MACS) {
+        if (dev_par_tune_split(in[3].t, &trial))
+            dev_par_for((size_t)nb, (size_t)(nb + width - 1) / width, step_blocks, &job);
+        else
+            step_blocks(&job, 0, (size_t)nb);
+        dev_par_tune_done(&trial);
+    } else {
         step_blocks(&job, 0, (size_t)nb);
+    }
     if (hr)
         dev_ktemp_free(k, hr, (size_t)(B * Np), sizeof(float));
     if (own)

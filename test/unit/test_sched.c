@@ -766,6 +766,76 @@ START_TEST(dev_par_for_through_a_runner)
 }
 END_TEST
 
+/* Split or whole, timed (par.h): the median decides, not the mean (one
+ * slow timing, a preemption, does not flip it); a key's first calls
+ * alternate, split first, and once each way has its timings the choice
+ * stays; another key keeps its own; a key without a slot splits. */
+START_TEST(par_tune_picks_the_faster_way)
+{
+    const long long whole[5] = {100, 101, 99, 100, 102}, split[5] = {90, 95, 9000, 91, 92}; /* mean 1874 */
+    ck_assert_int_eq(dev_par_tune_pick(whole, split, 5), 1);
+    ck_assert_int_eq(dev_par_tune_pick(split, whole, 5), 0);
+    ck_assert_int_eq(dev_par_tune_pick(whole, whole, 5), 0); /* ties: whole */
+    ck_assert_int_eq(dev_par_tune_pick(whole, split, 0), 0);
+    static const char a, b;
+    dev_par_trial tr;
+    /* alternating until each way has DEV_PAR_TUNE_TRIALS timings */
+    for (int i = 0; i < 2 * DEV_PAR_TUNE_TRIALS; i++) {
+        const int way = dev_par_tune_split(&a, &tr);
+        ck_assert_int_eq(way, i % 2 == 0);
+        ck_assert_ptr_nonnull(tr.slot);
+        /* a: splitting is slower; b, below: faster */
+        dev_par_tune_record(&a, way, way ? 2000 + i : 1000 + i);
+    }
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(dev_par_tune_split(&a, &tr), 0);
+        ck_assert_ptr_null(tr.slot); /* decided: not timed any more */
+        dev_par_tune_done(&tr);
+    }
+    for (int i = 0; i < 2 * DEV_PAR_TUNE_TRIALS; i++)
+        dev_par_tune_record(&b, i % 2, i % 2 ? 1000 : 2000);
+    ck_assert_int_eq(dev_par_tune_split(&b, &tr), 1);
+    ck_assert_int_eq(dev_par_tune_split(&a, &tr), 0);
+    ck_assert_int_eq(dev_par_tune_split(NULL, &tr), 1);
+    ck_assert_ptr_null(tr.slot);
+    dev_par_tune_force(1); /* tests' way, whatever the timings said */
+    ck_assert_int_eq(dev_par_tune_split(&a, &tr), 1);
+    dev_par_tune_force(0);
+    ck_assert_int_eq(dev_par_tune_split(&b, &tr), 0);
+    dev_par_tune_force(-1);
+    ck_assert_int_eq(dev_par_tune_split(&a, &tr), 0);
+}
+END_TEST
+
+/* Several threads timing one key at once (TSan: no race), one choice after */
+static const char tune_key;
+
+static void *tune_thread(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 200; i++) {
+        dev_par_trial tr;
+        dev_par_tune_split(&tune_key, &tr);
+        dev_par_tune_done(&tr);
+    }
+    return NULL;
+}
+
+START_TEST(par_tune_from_threads)
+{
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, tune_thread, NULL), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    dev_par_trial tr;
+    const int way = dev_par_tune_split(&tune_key, &tr);
+    ck_assert_ptr_null(tr.slot);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(dev_par_tune_split(&tune_key, &tr), way);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sched");
@@ -782,6 +852,8 @@ int main(void)
     tcase_add_test(tc, kernel_parallel_loops_match_one_thread);
     tcase_add_test(tc, parallel_for_covers_every_index_once);
     tcase_add_test(tc, dev_par_for_through_a_runner);
+    tcase_add_test(tc, par_tune_picks_the_faster_way);
+    tcase_add_test(tc, par_tune_from_threads);
     suite_add_tcase(s, tc);
     return tu_run_suite(s);
 }
