@@ -307,13 +307,14 @@ void dev_sgemm_a_give(float *p)
 
 /* ---- Packing ------------------------------------------------------------------------
  * A block of op(A), rows [i0, i0 + mc) x [p0, p0 + kc), as panels of mr
- * rows: ap[panel][p][i], rows past the end 0. A block of op(B), [p0, p0 +
+ * rows: ap[panel][p][i] (an edge panel's rows past the end are never read;
+ * a prepacked A has them 0). A block of op(B), [p0, p0 +
  * kc) x columns [j0, j0 + nc), as panels of nr columns: bp[panel][p][j],
  * columns past the end 0. op(X)[r][c] is X[c][r] when transposed. */
 /* The row panels of a block of mc rows of op(A): with `even`,
  * ceil(mc / mr) panels whose heights differ by one at most (49 rows as 7
  * of 7, not 6 of 8 and one of 1, whose tile keeps too few sums in flight
- * to hide the multiply-adds' latency: resnet's 7x7 layers spent 6% of
+ * to hide the multiply-adds' latency: resnet's 7x7 layers spent 5% of
  * their time in it); else mr rows each (a prepacked A's), the last
  * shorter. Panel i starts at row panel_row(q, i) and is stored at i * kc
  * * mr of the packed block. */
