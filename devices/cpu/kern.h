@@ -191,7 +191,6 @@ typedef struct dev_kmm {
      * that form cannot be used (out of memory) *failed is set and the block
      * of C left as it is */
     atomic_bool *failed;
-    bool ap_shared; /* ap is op(A) packed for this call alone (dev_kmm_run), B prepacked */
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of
  * dev_par_width() when it is big enough; each block is one single-threaded

@@ -186,6 +186,7 @@ typedef struct kmm_job {
     dev_kmm m;
     kgemm_code code;
     const float *bp; /* op(B) prepacked (dev_kmm_prepack_b), or NULL */
+    const float *abp; /* with bp, column blocks: op(A) packed for this call (dev_sgemm_abpacked), or NULL */
 } kmm_job;
 
 /* The epilogue of a block of C that sgemm has finished: C's (0, 0) is
@@ -205,8 +206,10 @@ static void kmm_epi_block(const void *ctx, int64_t row0, int64_t nrows, int64_t 
 /* Rows [lo, lo + M) and columns [col0, col0 + N) of m's product by `code`,
  * single-threaded (A, B, C already offset to them), and their epilogue:
  * by our kernel block by block while each is in cache (from op(B) prepacked
- * when bp, whose column col0 this is), else over the whole block after. */
-static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_t lo, int64_t M, int64_t col0,
+ * when bp, whose column col0 this is, and then from op(A) packed for the
+ * call when abp: rows [0, m->M) only), else over the whole block after. */
+static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, const float *abp, int64_t lo, int64_t M,
+                      int64_t col0,
                       int64_t N, const char *A, const char *B, char *C)
 {
     const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, m->ep_col0 + col0};
@@ -216,7 +219,7 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, int64_
     if (m->dtype == TFVM_F32 && code == KGEMM_OWN) {
         /* a block starting inside a panel of a prepacked operand computes
          * from the operand itself, with the same bits */
-        if (bp && m->ap && m->ap_shared && dev_sgemm_abpacked(m->ap, M, bp, col0, m->N, N, m->K, fc, m->ldc, ep))
+        if (abp && dev_sgemm_abpacked(abp, M, bp, col0, m->N, N, m->K, fc, m->ldc, ep))
             return;
         if (bp && dev_sgemm_packed(m->ta, M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
             return;
@@ -243,10 +246,10 @@ static void kmm_chunk(void *arg, size_t b, size_t e)
     const size_t esz = dev_kesize(m->dtype);
     const int64_t lo = (int64_t)b, n = (int64_t)(e - b);
     if (m->by_cols)
-        kmm_block(m, j->code, j->bp, 0, m->M, lo, n, m->A, m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz,
+        kmm_block(m, j->code, j->bp, j->abp, 0, m->M, lo, n, m->A, m->B + (size_t)(m->tb ? lo * m->ldb : lo) * esz,
                   m->C + (size_t)lo * esz);
     else
-        kmm_block(m, j->code, j->bp, lo, n, 0, m->N, m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz, m->B,
+        kmm_block(m, j->code, j->bp, NULL, lo, n, 0, m->N, m->A + (size_t)(m->ta ? lo : lo * m->lda) * esz, m->B,
                   m->C + (size_t)(lo * m->ldc) * esz);
 }
 
@@ -299,7 +302,7 @@ static void kmm_pack_rows_chunk(void *arg, size_t b, size_t e)
 
 static void kmm_run(const dev_kmm *m, const float *bp)
 {
-    kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp};
+    kmm_job job = {*m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp, NULL};
     const unsigned width = dev_par_width();
     int64_t n, cost;
     job.m.by_cols = kmm_axis(m, bp != NULL, width, &n, &cost);
@@ -312,15 +315,12 @@ static void kmm_run(const dev_kmm *m, const float *bp)
      * kept buffer (dev_sgemm_a_take) */
     float *ap = NULL;
     if (job.m.by_cols && bp && !m->ap && m->dtype == TFVM_F32 && job.code == KGEMM_OWN &&
-        dev_kpieces(n, cost, DEV_KPAR_MACS, width) > 1) {
-        if ((ap = dev_sgemm_a_take(dev_sgemm_packed_a_floats(m->M, m->K)))) {
-            const int64_t mr = dev_sgemm_mr(), panels = (m->M + mr - 1) / mr;
-            kmm_pack_rows pr = {m, ap};
-            dev_par_for((size_t)panels, dev_kgrain(panels, mr * m->K, DEV_KPAR_MACS / 4, 1), kmm_pack_rows_chunk,
-                        &pr);
-            job.m.ap = ap;
-            job.m.ap_shared = true;
-        }
+        dev_kpieces(n, cost, DEV_KPAR_MACS, width) > 1 &&
+        (ap = dev_sgemm_a_take(dev_sgemm_packed_a_floats(m->M, m->K)))) {
+        const int64_t mr = dev_sgemm_mr(), panels = (m->M + mr - 1) / mr;
+        kmm_pack_rows pr = {m, ap};
+        dev_par_for((size_t)panels, dev_kgrain(panels, mr * m->K, DEV_KPAR_MACS / 4, 1), kmm_pack_rows_chunk, &pr);
+        job.abp = ap;
     }
     dev_par_for((size_t)n, grain, kmm_chunk, &job);
     if (ap)
@@ -332,7 +332,8 @@ void dev_kmm_packed(const dev_kmm *m, const float *bp, bool split)
     if (split)
         kmm_run(m, bp);
     else
-        kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp, 0, m->M, 0, m->N, m->A, m->B, m->C);
+        kmm_block(m, kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc), bp, NULL, 0, m->M, 0, m->N, m->A, m->B,
+                  m->C);
 }
 
 void dev_kmm_run(const dev_kmm *m) { dev_kmm_packed(m, NULL, true); }
