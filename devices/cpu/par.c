@@ -29,7 +29,7 @@ void dev_par_for(size_t n, size_t grain, dev_par_fn fn, void *arg)
 /* ---- Split or whole, timed --------------------------------------------------------- */
 #define TUNE_SLOTS 64
 
-typedef struct tune_slot {
+typedef struct dev_par_slot {
     _Atomic(const void *) key;
     atomic_uint trials[2];                        /* timings begun each way */
     _Atomic long long ns[2][DEV_PAR_TUNE_TRIALS]; /* in the order they began */
@@ -107,10 +107,10 @@ int dev_par_tune_split(const void *key, dev_par_trial *tr)
     return tr->way;
 }
 
-void dev_par_tune_record(const void *key, int way, long long ns)
+/* A timing of one way of s's loop; the choice once both ways have theirs */
+static void tune_record(tune_slot *s, int way, long long ns)
 {
-    tune_slot *s = key ? tune_slot_of(key) : NULL;
-    if (!s || atomic_load_explicit(&s->choice, memory_order_relaxed))
+    if (atomic_load_explicit(&s->choice, memory_order_relaxed))
         return;
     const unsigned i = atomic_fetch_add(&s->trials[way != 0], 1);
     if (i < DEV_PAR_TUNE_TRIALS)
@@ -127,9 +127,15 @@ void dev_par_tune_record(const void *key, int way, long long ns)
     atomic_compare_exchange_strong(&s->choice, &none, dev_par_tune_pick(t[0], t[1], DEV_PAR_TUNE_TRIALS) ? 2 : 1);
 }
 
+void dev_par_tune_record(const void *key, int way, long long ns)
+{
+    tune_slot *s = key ? tune_slot_of(key) : NULL;
+    if (s)
+        tune_record(s, way, ns);
+}
+
 void dev_par_tune_done(const dev_par_trial *tr)
 {
     if (tr->slot)
-        dev_par_tune_record(atomic_load_explicit(&((tune_slot *)tr->slot)->key, memory_order_relaxed), tr->way,
-                            now_ns() - tr->t0);
+        tune_record(tr->slot, tr->way, now_ns() - tr->t0);
 }

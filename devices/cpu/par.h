@@ -38,7 +38,7 @@ void dev_par_for(size_t n, size_t grain, dev_par_fn fn, void *arg);
  * splits, untimed. Thread-safe. */
 #define DEV_PAR_TUNE_TRIALS 16
 typedef struct dev_par_trial {
-    void *slot; /* NULL: not timed */
+    struct dev_par_slot *slot; /* NULL: not timed */
     int way;    /* 1: split */
     long long t0;
 } dev_par_trial;
