@@ -244,9 +244,9 @@ static void conv_wide_item(const conv_job *j, const char *xg, const char *wg, ch
  * product alone is one row (matmul.c's dot products, another order). f32
  * only; taken (convplan.c) below 64 output positions (a window larger
  * than 1x1 at strides above 1: up to 256) against at least 64 output
- * channels and 64 column rows,
- * stacks of at most 256 rows. Split by columns over the threads, the
- * product packs its rows once for all of them (matmul.c). */
+ * channels and 64 column rows, stacks of at most 256 rows. Split by
+ * columns over the threads, the product packs its rows once for all of
+ * them (matmul.c). */
 /* d[c * rows + r] = y[r * ystride + c], r < rows, c < cols */
 static void to_chw_f32(const float *y, int64_t ystride, int64_t rows, int64_t cols, float *d)
 {

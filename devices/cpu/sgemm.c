@@ -716,19 +716,19 @@ void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const
         const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
         for (int64_t b = p0 / per; b * per < p1; b++) { /* blocks of rows as sg_run's */
             const int64_t ic = b * mc_step, mc = M - ic < mc_step ? M - ic : mc_step;
-            const int64_t pa = p0 > b * per ? p0 - b * per : 0, pb = p1 < (b + 1) * per ? p1 - b * per : per;
             const sg_panels q = panels_of(mc, MR, balanced);
+            const int64_t pa = p0 > b * per ? p0 - b * per : 0, pb = p1 - b * per < q.n ? p1 - b * per : q.n;
             float *o = out + pc * Mp + (ic + pa * MR) * kc;
-            if (!balanced) /* an edge panel's rows past M, as prepacked weights have them (a product never reads them) */
-                memset(o, 0, (size_t)(kc * (pb < q.n ? pb : q.n) - kc * pa) * MR * sizeof *out);
-            pack_a(ta, A, lda, ic, &q, pa, pb < q.n ? pb : q.n, pc, kc, MR, o, im->t8);
+            if (!balanced) /* an edge panel's rows past M, as prepacked weights have them (never read) */
+                memset(o, 0, (size_t)((pb - pa) * kc * MR) * sizeof *out);
+            pack_a(ta, A, lda, ic, &q, pa, pb, pc, kc, MR, o, im->t8);
         }
     }
 }
 
 void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out)
 {
-    dev_sgemm_pack_a_panels(false, false, M, K, A, lda, 0, (M + best_impl()->mr - 1) / best_impl()->mr, out);
+    dev_sgemm_pack_a_panels(false, false, M, K, A, lda, 0, (M + dev_sgemm_mr() - 1) / dev_sgemm_mr(), out);
 }
 
 bool dev_sgemm_abpacked(const float *ap, int64_t M, const float *bp, int64_t j0, int64_t Ntot, int64_t N, int64_t K,
