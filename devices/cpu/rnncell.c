@@ -161,8 +161,12 @@ tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out)
  * dev_sgemm_packed; the product of a few blocks followed at once by
  * their units' gate math, while their gates are in cache; the blocks split
  * over the VM's idle workers, each worker's part a product and its gate
- * math, with the bits of the whole. f64: the sums in order, as they come, then the
- * cells. */
+ * math, with the bits of the whole. Odd steps run the blocks last first:
+ * a step then starts on the weights the step before read last, still in
+ * cache, where weights larger than a cache level (an LSTM of 512 units
+ * has 4 MB of them) would otherwise all stream from the level below on
+ * every step (measured: such a layer's steps 25-30% faster; the same
+ * bits). f64: the sums in order, as they come, then the cells. */
 /* A step's product of at least this many multiply-adds may be split over
  * threads: its weights (256 KB for [1, 128] x [128, 512]) stream from each
  * core's own cache in half the time, where the handoff between cores costs
@@ -212,7 +216,7 @@ static const float *step_packed(dev_kctx *k, const dev_kview *rv, bool row, int6
  * new h and c at b * H, its input gates at b * G * H; several rows'
  * product into hr [B, Np] (the blocked order, Np columns). */
 typedef struct step_job {
-    bool lstm;
+    bool lstm, down; /* down: the blocks last first (odd steps) */
     int64_t B, G, H, Np;
     const float *h, *c, *bp, *rb, *gx;
     float *oh, *oc, *hr;
@@ -315,16 +319,20 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
 {
     step_job *j = arg;
     if (j->B == 1) {
+        /* every other step last block first (dev_sgemv_gates_part) */
         _Alignas(64) float hr[CELL_BLOCKS * 4 * U];
-        for (int64_t blk = (int64_t)b0, nb; blk < (int64_t)b1; blk += nb) {
-            nb = (int64_t)b1 - blk < CELL_BLOCKS ? (int64_t)b1 - blk : CELL_BLOCKS;
-            dev_sgemv_gates_part(j->G, j->H, j->H, j->h, j->bp, hr, blk, blk + nb);
+        for (int64_t done = 0, nb; done < (int64_t)(b1 - b0); done += nb) {
+            nb = (int64_t)(b1 - b0) - done < CELL_BLOCKS ? (int64_t)(b1 - b0) - done : CELL_BLOCKS;
+            const int64_t blk = j->down ? (int64_t)b1 - done - nb : (int64_t)b0 + done;
+            dev_sgemv_gates_part(j->G, j->H, j->H, j->h, j->bp, hr, blk, blk + nb, j->down);
             step_cells(j, 0, blk, nb, hr);
         }
         return;
     }
+    /* several rows: the product (every other step last block first), then the gate math */
     const int64_t c0 = (int64_t)b0 * j->G * U, w = ((int64_t)b1 * U < j->H ? (int64_t)b1 * j->G * U : j->Np) - c0;
-    if (!dev_sgemm_packed(false, j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np, NULL)) {
+    if (!dev_sgemm_packed_down(j->down, false, j->B, w, j->H, j->h, j->H, j->bp, c0, j->Np, j->hr + c0, j->Np,
+                               NULL)) {
         atomic_store(&j->nomem, true);
         return;
     }
@@ -350,7 +358,7 @@ static bool step_f32(dev_kctx *k, const dev_kview *in, bool lstm, int64_t t, flo
             dev_ktemp_free(k, own, floats, sizeof(float));
         return false;
     }
-    step_job job = {lstm, B, G, H, Np, h, h + B * H, bp, in[4].data, (const float *)in[0].data + t * B * G * H,
+    step_job job = {lstm, t & 1, B, G, H, Np, h, h + B * H, bp, in[4].data, (const float *)in[0].data + t * B * G * H,
                     o, o + B * H, hr, false};
     /* split or whole as timed on this machine (par.h), per weights: the
      * bits are the same */

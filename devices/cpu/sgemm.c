@@ -21,7 +21,7 @@ typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const flo
                         float *restrict y);
 /* a recurrent step's product by blocks of units: see sgemm_body.h */
 typedef void sg_gates_fn(int64_t G, int64_t H, int64_t K, int64_t kc_step, const float *restrict x,
-                         const float *restrict b, float *restrict y, int64_t b0, int64_t b1);
+                         const float *restrict b, float *restrict y, int64_t b0, int64_t b1, bool down);
 #define SG_MR_MAX 8
 typedef struct sg_impl {
     int64_t mr, nr;                    /* the tile: rows of op(A) x columns of op(B) */
@@ -407,6 +407,7 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
 #define SG_KC 256
 #define SG_MC 120
 #define SG_NC 2048
+#define SG_STEP_NC 128
 #define SG_DIRECT_M 64
 /* With an epilogue, a direct product's block of C is at most this many
  * floats (L2-resident when the epilogue reads it back) */
@@ -432,6 +433,7 @@ typedef struct sg_pre {
     const float *a;
     int64_t ai0, Mp;
     bool a_even; /* A's panels even in each block of rows, as sg_run packs them (ai0 0, M all of A) */
+    bool steps, down; /* steps of a loop (dev_sgemm_packed_down); down: B's blocks and panels last first */
 } sg_pre;
 
 /* The tile of mr rows (ap: their packed A) and the nr <= NR columns of C
@@ -453,7 +455,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                    const float *B, int64_t ldb, const sg_pre *pre, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     const float *bpre = pre ? pre->b : NULL, *apre = pre ? pre->a : NULL;
-    const bool a_even = !apre || pre->a_even;
+    const bool a_even = !apre || pre->a_even, steps = pre && pre->steps, down = steps && pre->down;
     if (M <= 0 || N <= 0)
         return true;
     if (K <= 0) {
@@ -467,7 +469,10 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
     const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
     const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
     /* an epilogue reads a direct product's finished block of C back: blocks that stay in cache */
-    int64_t nc_most = SG_NC;
+    /* a loop's steps that alternate their direction start on the blocks of
+     * B the step before read last, still in cache, when a block is B's
+     * columns over all of K: blocks of SG_STEP_NC columns when K is blocked */
+    int64_t nc_most = steps && K > kc_step ? SG_STEP_NC : SG_NC;
     if (epi && direct && SG_EPI_FLOATS / mc_step < nc_most)
         nc_most = SG_EPI_FLOATS / mc_step < 4 * NR ? 4 * NR : SG_EPI_FLOATS / mc_step;
     const int64_t nc_step = round_up(even(N, nc_most), NR);
@@ -477,8 +482,9 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
         return false;
     float *const bbuf = abuf + a_floats; /* B's block, packed here unless bpre */
     const float *bp = bbuf;
-    for (int64_t jc = 0; jc < N; jc += nc_step) {
-        const int64_t nc = N - jc < nc_step ? N - jc : nc_step, nfull = nc / NR * NR;
+    for (int64_t jb = 0, nb = (N + nc_step - 1) / nc_step; jb < nb; jb++) {
+        const int64_t jc = (down ? nb - 1 - jb : jb) * nc_step, nc = N - jc < nc_step ? N - jc : nc_step,
+                      nfull = nc / NR * NR;
         for (int64_t pc = 0; pc < K; pc += kc_step) {
             const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
             if (bpre)
@@ -520,9 +526,9 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
                 for (int64_t pi = 0; pi < q.n; pi++) {
                     const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
-                    for (int64_t jr = 0; jr < nc; jr += NR)
-                        sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++)
+                        sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, (down ? nt - 1 - jt : jt) * NR,
+                                nc, C + (ic + ir) * ldc + jc, ldc, pc > 0);
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
                 }
@@ -644,10 +650,10 @@ void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float
 }
 
 void dev_sgemv_gates_part(int64_t G, int64_t H, int64_t K, const float *x, const float *bp, float *y, int64_t b0,
-                          int64_t b1)
+                          int64_t b1, bool down)
 {
     if (K > 0)
-        best_impl()->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, b0, b1);
+        best_impl()->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, b0, b1, down);
     else if (b1 > b0)
         memset(y, 0, (size_t)(gates_col(G, H, b1, 32) - gates_col(G, H, b0, 32)) * sizeof *y);
 }
@@ -684,19 +690,32 @@ bool dev_sgemv_gates_on(dev_sg_isa isa, int64_t G, int64_t H, int64_t K, const f
     if (!bp)
         return false;
     gates_pack(im->nr, G, H, K, R, bp);
-    im->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, 0, nb);
+    im->gemv_gates(G, H, K, even(K, SG_KC), x, bp, y, 0, nb, false);
     free(bp);
     return true;
+}
+
+/* dev_sgemm_packed, as a loop's step (steps: see sg_run) */
+static bool packed(bool steps, bool down, bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                   const float *bp, int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
+{
+    const sg_impl *im = best_impl();
+    if (j0 % im->nr)
+        return false;
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0, false, steps, down};
+    return sg_run(im, ta, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
 }
 
 bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp,
                       int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
-    const sg_impl *im = best_impl();
-    if (j0 % im->nr)
-        return false;
-    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0, false};
-    return sg_run(im, ta, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
+    return packed(false, false, ta, M, N, K, A, lda, bp, j0, Ntot, C, ldc, epi);
+}
+
+bool dev_sgemm_packed_down(bool down, bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *bp, int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
+{
+    return packed(true, down, ta, M, N, K, A, lda, bp, j0, Ntot, C, ldc, epi);
 }
 
 /* ---- Prepacked A ---------------------------------------------------------------------
@@ -737,7 +756,7 @@ bool dev_sgemm_abpacked(const float *ap, int64_t M, const float *bp, int64_t j0,
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), ap, 0, round_up(M, im->mr), true};
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), ap, 0, round_up(M, im->mr), true, false, false};
     return sg_run(im, false, false, M, N, K, NULL, 0, NULL, 0, &pre, C, ldc, epi);
 }
 
@@ -747,7 +766,7 @@ bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int
     const sg_impl *im = best_impl();
     if (i0 % im->mr)
         return false;
-    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr), false};
+    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr), false, false, false};
     return sg_run(im, false, false, M, N, K, NULL, 0, B, ldb, &pre, C, ldc, epi);
 }
 

@@ -55,6 +55,13 @@ int64_t dev_sgemm_nr(void);
  * had; C is then untouched. */
 bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp,
                       int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* The same as a step of a loop that calls it with down alternating:
+ * the columns' tiles last first when down (the same C; see
+ * dev_sgemv_gates_part), B's blocks then narrow enough to stay in cache
+ * from one step to the next when K is blocked */
+bool dev_sgemm_packed_down(bool down, bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *bp, int64_t j0, int64_t Ntot, float *C, int64_t ldc,
+                           const dev_sg_epi *epi /* or NULL */);
 /* A recurrent step's product, y = x [K] @ R^T for R [G * H, K] (G gates of
  * H units, G <= 4, rows as ONNX's LSTM and GRU have them), by
  * dev_sgemv_gates_blocks(H) blocks of DEV_SG_GATE_UNITS units (U), the G
@@ -67,13 +74,17 @@ bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, 
  * dev_sgemv_gates_floats(G, H, K) floats written by dev_sgemv_gates_pack;
  * blocks [b0, b1) of the product alone, block b0 first in y. Each element
  * has dev_sgemm's bits for that one row (the sums of each block of K in
- * order, the blocks' sums added in order). */
+ * order, the blocks' sums added in order). down computes the blocks last
+ * first, with the same results: a loop that alternates the direction step
+ * by step starts each step on the weights the step before read last, the
+ * ones still in cache (weights larger than a cache level stream from the
+ * next one down otherwise: all of them, every step). */
 #define DEV_SG_GATE_UNITS 32
 int64_t dev_sgemv_gates_blocks(int64_t H);
 size_t dev_sgemv_gates_floats(int64_t G, int64_t H, int64_t K);
 void dev_sgemv_gates_pack(int64_t G, int64_t H, int64_t K, const float *R, float *out);
 void dev_sgemv_gates_part(int64_t G, int64_t H, int64_t K, const float *x, const float *bp, float *y, int64_t b0,
-                          int64_t b1);
+                          int64_t b1, bool down);
 /* R packed for several rows' product (dev_sgemm_packed) in the same
  * order (op(B)'s columns where y has the gates), Ntot =
  * dev_sgemv_gates_floats(G, H, 1) columns, dev_sgemm_packed_floats(Ntot,

@@ -184,25 +184,30 @@ SG_TARGET static void SG_SFX(dots)(int64_t n, int64_t K, const float *restrict x
  * unit u in column g * n + u (W: G * n rounded up to whole panels, streamed
  * 4 panels at a time). Gate g of unit u of whole block b0 + i lands at y[(i * G + g) *
  * DEV_SG_GATE_UNITS + u], of the last block after the whole ones at g * n
- * + u: the same places on every instruction set. Blocks [b0, b1) of b. */
+ * + u: the same places on every instruction set. Blocks [b0, b1) of bp,
+ * the last one first when down (and a block's sub-blocks last first): the
+ * same results in the same places; the order only decides which weights
+ * are still in cache from the step before (see dev_sgemv_gates_part). */
 #define SG_GATES_CASE(G)                                                                                       \
     case G: {                                                                                                  \
-        SG_GEMV_CHUNK(G, b + c0 * SG_NR, ld)                                                                   \
+        SG_GEMV_CHUNK(G, b + s * sub + c0 * SG_NR, ld)                                                         \
         break;                                                                                                 \
     }
 SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t H, int64_t K, int64_t kc_step, const float *restrict x,
-                                         const float *restrict b, float *restrict y, int64_t b0, int64_t b1)
+                                         const float *restrict bp, float *restrict y0, int64_t b0, int64_t b1,
+                                         bool down)
 {
     enum { U = DEV_SG_GATE_UNITS, SUBS = U / SG_NR };
     float t[4 * SG_NR];
     const int64_t sub = K * G * SG_NR; /* floats of a sub-block */
-    b += b0 * SUBS * sub;
-    for (int64_t blk = b0; blk < b1; blk++, y += G * U) {
-        const int64_t n = H - blk * U;
+    for (int64_t i = 0; i < b1 - b0; i++) {
+        const int64_t blk = down ? b1 - 1 - i : b0 + i, n = H - blk * U;
+        const float *b = bp + blk * SUBS * sub;
+        float *y = y0 + (blk - b0) * G * U;
         /* a chunk of `panels` panels at b, rows ld floats apart */
         const int64_t panels = n < U ? (G * n + SG_NR - 1) / SG_NR : G, ld = panels * SG_NR;
-        for (int64_t s = 0; s < (n < U ? 1 : SUBS); s++, b += sub)
-            for (int64_t c0 = 0; c0 < panels; c0 += 4) {
+        for (int64_t si = 0, subs = n < U ? 1 : SUBS; si < subs; si++)
+            for (int64_t c0 = 0, s = down ? subs - 1 - si : si; c0 < panels; c0 += 4) {
                 const int64_t np = panels - c0 < 4 ? panels - c0 : 4;
                 switch (np) {
                     SG_GATES_CASE(1)

@@ -589,62 +589,65 @@ static dev_value rows_at(const dev_value *xw, int64_t t)
  * cells, bit for bit: one row (the row product) and several (the packed
  * gemm), a hidden size whose 4H columns take every chunk size of the
  * packing, one of more than 256 (two blocks of the sum), and again on the
- * weights' kept packed form. Exact on f32 where the products use FMA. */
+ * weights' kept packed form; at an even step and at an odd one (whose
+ * product runs its blocks last first). Exact on f32 where the products use
+ * FMA. */
 START_TEST(test_rnn_steps_same_as_cells)
 {
     static const struct {
         int64_t NB, H;
-    } cases[] = {{1, 37}, {3, 37}, {1, 130}, {2, 5}, {1, 300}};
+    } cases[] = {{1, 37}, {3, 37}, {1, 130}, {2, 5}, {1, 300}, {3, 300}};
     const bool fma_paths = dev_sg_best() != DEV_SG_PORTABLE;
     for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++)
         for (int dt = F32; dt <= F64; dt++)
-            for (int lstm = 0; lstm < 2; lstm++) {
-                const int64_t NB = cases[ci].NB, H = cases[ci].H, G = lstm ? 4 : 3, T = 3, t = 2;
-                char what[64];
-                snprintf(what, sizeof what, "%s B=%lld H=%lld %s", lstm ? "lstm_step" : "gru_step", (long long)NB,
-                         (long long)H, dt == F32 ? "f32" : "f64");
-                dev_value xw = randt(dt, 3, DIMS(T, NB, G * H), 41), r = randt(dt, 2, DIMS(G * H, H), 42);
-                dev_value rb = randt(dt, 1, DIMS(G * H), 43), h = randt(dt, 2, DIMS(NB, H), 44);
-                dev_value c = randt(dt, 2, DIMS(NB, H), 45);
-                for (int64_t i = 0; i < r.u.t->count; i++) /* weights of a trained layer's size */
-                    put(dt, r.u.t->data, i, elem(&r, i) / 16);
-                dev_value hr = step_hr(&h, &r, &rb, NB, G * H, H), x = rows_at(&xw, t), want, s;
-                if (lstm) {
-                    dev_value cn, hn;
-                    ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(x), ref(hr), ref(c)), TFVM_OK);
-                    ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(x), ref(hr), ref(cn)), TFVM_OK);
-                    want = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
-                    s = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
-                    const size_t half = hn.u.t->nbytes;
-                    memcpy(want.u.t->data, hn.u.t->data, half);
-                    memcpy((char *)want.u.t->data + half, cn.u.t->data, half);
-                    memcpy(s.u.t->data, h.u.t->data, half);
-                    memcpy((char *)s.u.t->data + half, c.u.t->data, half);
-                    dev_value_release(&cn);
-                    dev_value_release(&hn);
-                } else {
-                    ck_assert_int_eq(C(ISA_GRU_CELL, 0, &want, ref(x), ref(hr), ref(h)), TFVM_OK);
-                    s = ref(h);
-                }
-                for (int again = 0; again < 2; again++) { /* the second time from r's kept packed form */
-                    dev_value got, w2 = ref(want);
-                    ck_assert_int_eq(C(lstm ? ISA_LSTM_STEP : ISA_GRU_STEP, 0, &got, ref(xw), sc64(t), ref(s), ref(r),
-                                       ref(rb)),
-                                     TFVM_OK);
-                    if (fma_paths || dt == F64) {
-                        same_bits(&got, &w2, what);
+            for (int lstm = 0; lstm < 2; lstm++)
+                for (int64_t t = 1; t <= 2; t++) {
+                    const int64_t NB = cases[ci].NB, H = cases[ci].H, G = lstm ? 4 : 3, T = 3;
+                    char what[64];
+                    snprintf(what, sizeof what, "%s B=%lld H=%lld t=%lld %s", lstm ? "lstm_step" : "gru_step",
+                             (long long)NB, (long long)H, (long long)t, dt == F32 ? "f32" : "f64");
+                    dev_value xw = randt(dt, 3, DIMS(T, NB, G * H), 41), r = randt(dt, 2, DIMS(G * H, H), 42);
+                    dev_value rb = randt(dt, 1, DIMS(G * H), 43), h = randt(dt, 2, DIMS(NB, H), 44);
+                    dev_value c = randt(dt, 2, DIMS(NB, H), 45);
+                    for (int64_t i = 0; i < r.u.t->count; i++) /* weights of a trained layer's size */
+                        put(dt, r.u.t->data, i, elem(&r, i) / 16);
+                    dev_value hr = step_hr(&h, &r, &rb, NB, G * H, H), x = rows_at(&xw, t), want, s;
+                    if (lstm) {
+                        dev_value cn, hn;
+                        ck_assert_int_eq(C(ISA_LSTM_CELL_C, 0, &cn, ref(x), ref(hr), ref(c)), TFVM_OK);
+                        ck_assert_int_eq(C(ISA_LSTM_CELL_H, 0, &hn, ref(x), ref(hr), ref(cn)), TFVM_OK);
+                        want = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
+                        s = tf(dt, 3, DIMS(2, NB, H), NULL, 0);
+                        const size_t half = hn.u.t->nbytes;
+                        memcpy(want.u.t->data, hn.u.t->data, half);
+                        memcpy((char *)want.u.t->data + half, cn.u.t->data, half);
+                        memcpy(s.u.t->data, h.u.t->data, half);
+                        memcpy((char *)s.u.t->data + half, c.u.t->data, half);
+                        dev_value_release(&cn);
+                        dev_value_release(&hn);
                     } else {
-                        for (int64_t i = 0; i < got.u.t->count; i++)
-                            ck_assert_msg(fabs(elem(&got, i) - elem(&w2, i)) <= 1e-5, "%s: element %lld", what,
-                                          (long long)i);
-                        dev_value_release(&got);
-                        dev_value_release(&w2);
+                        ck_assert_int_eq(C(ISA_GRU_CELL, 0, &want, ref(x), ref(hr), ref(h)), TFVM_OK);
+                        s = ref(h);
                     }
+                    for (int again = 0; again < 2; again++) { /* the second time from r's kept packed form */
+                        dev_value got, w2 = ref(want);
+                        ck_assert_int_eq(C(lstm ? ISA_LSTM_STEP : ISA_GRU_STEP, 0, &got, ref(xw), sc64(t), ref(s),
+                                           ref(r), ref(rb)),
+                                         TFVM_OK);
+                        if (fma_paths || dt == F64) {
+                            same_bits(&got, &w2, what);
+                        } else {
+                            for (int64_t i = 0; i < got.u.t->count; i++)
+                                ck_assert_msg(fabs(elem(&got, i) - elem(&w2, i)) <= 1e-5, "%s: element %lld", what,
+                                              (long long)i);
+                            dev_value_release(&got);
+                            dev_value_release(&w2);
+                        }
+                    }
+                    dev_value *tmp[] = {&xw, &r, &rb, &h, &c, &hr, &x, &want, &s};
+                    for (size_t i = 0; i < UT_COUNTOF(tmp); i++)
+                        dev_value_release(tmp[i]);
                 }
-                dev_value *tmp[] = {&xw, &r, &rb, &h, &c, &hr, &x, &want, &s};
-                for (size_t i = 0; i < UT_COUNTOF(tmp); i++)
-                    dev_value_release(tmp[i]);
-            }
 }
 END_TEST
 
@@ -1392,11 +1395,11 @@ START_TEST(test_parallel_paths)
                                 randt(dt, 2, DIMS(512, 128), 3), randt(dt, 1, DIMS(512), 4)};
             par_case(ISA_LSTM_STEP, 0, rin, "lstm_step one row");
             release_all(rin, 5);
-            dev_value gin[5] = {randt(dt, 3, DIMS(2, 1, 480), 1), sc64(1), randt(dt, 2, DIMS(1, 160), 2),
+            dev_value gin[5] = {randt(dt, 3, DIMS(2, 1, 480), 1), sc64(0), randt(dt, 2, DIMS(1, 160), 2),
                                 randt(dt, 2, DIMS(480, 160), 3), randt(dt, 1, DIMS(480), 4)};
             par_case(ISA_GRU_STEP, 0, gin, "gru_step one row");
             release_all(gin, 5);
-            dev_value bin4[5] = {randt(dt, 3, DIMS(2, 4, 400), 1), sc64(0), randt(dt, 3, DIMS(2, 4, 100), 2),
+            dev_value bin4[5] = {randt(dt, 3, DIMS(2, 4, 400), 1), sc64(1), randt(dt, 3, DIMS(2, 4, 100), 2),
                                  randt(dt, 2, DIMS(400, 100), 3), randt(dt, 1, DIMS(400), 4)};
             par_case(ISA_LSTM_STEP, 0, bin4, "lstm_step four rows");
             release_all(bin4, 5);

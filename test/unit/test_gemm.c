@@ -222,6 +222,44 @@ START_TEST(test_packed_b_ta)
 }
 END_TEST
 
+/* A loop's steps (dev_sgemm_packed_down): up and down, the bits of
+ * dev_sgemm; K of one block and of three (B then in narrow blocks), a
+ * partial last panel, a range from a panel on; C past its columns
+ * untouched. */
+START_TEST(test_packed_down)
+{
+    static const int64_t ks[] = {70, 600};
+    const int64_t N = 300, nr = dev_sgemm_nr();
+    for (size_t kk = 0; kk < sizeof ks / sizeof *ks; kk++)
+        for (int64_t M = 1; M <= 9; M += 4) {
+            const int64_t K = ks[kk];
+            float *a = matrix(M, K, 0, 41, false), *b = matrix(N, K, 0, 42, false);
+            float *want = matrix(M, N, 0, 43, false), *got = matrix(M, N, 1, 44, false);
+            float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+            ck_assert_ptr_nonnull(bp);
+            dev_sgemm_pack(true, N, K, b, K, bp);
+            ck_assert(dev_sgemm(false, true, M, N, K, a, K, b, K, want, N, NULL));
+            for (int down = 0; down < 2; down++) {
+                for (int64_t i = 0; i < M * (N + 1); i++)
+                    got[i] = i % (N + 1) == N ? CANARY : 0;
+                ck_assert(dev_sgemm_packed_down(down, false, M, N, K, a, K, bp, 0, N, got, N + 1, NULL));
+                for (int64_t i = 0; i < M; i++) {
+                    ck_assert_msg(memcmp(got + i * (N + 1), want + i * N, (size_t)N * sizeof *got) == 0,
+                                  "K %ld M %ld down %d: row %ld differs", (long)K, (long)M, down, (long)i);
+                    ck_assert_msg(got[i * (N + 1) + N] == CANARY, "K %ld M %ld down %d: wrote past row %ld", (long)K,
+                                  (long)M, down, (long)i);
+                }
+                ck_assert(dev_sgemm_packed_down(down, false, M, N - nr, K, a, K, bp, nr, N, got, N + 1, NULL));
+                for (int64_t i = 0; i < M; i++)
+                    ck_assert_msg(memcmp(got + i * (N + 1), want + i * N + nr, (size_t)(N - nr) * sizeof *got) == 0,
+                                  "K %ld M %ld down %d: row %ld from column %ld differs", (long)K, (long)M, down,
+                                  (long)i, (long)nr);
+            }
+            free(a), free(b), free(want), free(got), free(bp);
+        }
+}
+END_TEST
+
 /* Both operands packed for one call (a product split by columns, its rows
  * packed once for every block): op(A) packed in two runs of panels, its
  * last panels of a block of rows evened out (49 rows as 7 of 7), each
@@ -399,11 +437,24 @@ START_TEST(test_gemv_gates)
                           *part = malloc((size_t)ny * sizeof *part);
                     dev_sgemv_gates_pack(G, H, K, R, bp);
                     for (int64_t blk = dev_sgemv_gates_blocks(H) - 1; blk >= 0; blk--)
-                        dev_sgemv_gates_part(G, H, K, x, bp, part + blk * G * U, blk, blk + 1);
+                        dev_sgemv_gates_part(G, H, K, x, bp, part + blk * G * U, blk, blk + 1, false);
                     for (int64_t i = 0, g, unit; i < ny; i++)
                         ck_assert_msg(!gate_at(G, H, i, &g, &unit) || memcmp(&part[i], &got[i], sizeof *got) == 0,
                                       "%s G=%ld H=%ld K=%ld: block by block differs at %ld", dev_sg_name(isa), (long)G,
                                       (long)H, (long)K, (long)i);
+                    /* last block first, whole and from block 1 on: the same results in the same places */
+                    const int64_t nb = dev_sgemv_gates_blocks(H);
+                    for (int64_t b0 = 0; b0 < (nb > 1 ? 2 : 1); b0++) {
+                        for (int64_t i = 0; i < ny; i++)
+                            part[i] = CANARY;
+                        dev_sgemv_gates_part(G, H, K, x, bp, part + b0 * G * U, b0, nb, true);
+                        for (int64_t i = b0 * G * U, g, unit; i < ny; i++)
+                            ck_assert_msg(!gate_at(G, H, i, &g, &unit) || memcmp(&part[i], &got[i], sizeof *got) == 0,
+                                          "%s G=%ld H=%ld K=%ld: blocks %ld.. last first differ at %ld",
+                                          dev_sg_name(isa), (long)G, (long)H, (long)K, (long)b0, (long)i);
+                        for (int64_t i = 0; i < b0 * G * U; i++)
+                            ck_assert_msg(part[i] == CANARY, "blocks %ld.. last first wrote before them", (long)b0);
+                    }
                     /* several rows: the same order from the gemm, whole and by blocks, with dev_sgemm's bits */
                     enum { M = 3 };
                     float *A = matrix(M, K, 0, (uint32_t)(G + K), false),
@@ -604,6 +655,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
     tcase_add_test(tc, test_packed_b_ta);
+    tcase_add_test(tc, test_packed_down);
     tcase_add_loop_test(tc, test_abpacked, 0, (int)(2 * sizeof abpack_rows / sizeof *abpack_rows));
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
