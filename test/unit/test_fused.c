@@ -1404,6 +1404,18 @@ START_TEST(test_parallel_paths)
             par_case(ISA_LSTM_STEP, 0, bin4, "lstm_step four rows");
             release_all(bin4, 5);
         }
+        /* CONCAT by pieces of the result: rows of both inputs (of sizes no
+         * piece divides) across pieces; the serial result element by element */
+        dev_value kin[2] = {big(dt, 4, DIMS(5, 100, 37, 11), 1), big(dt, 4, DIMS(5, 7, 37, 11), 2)}, cat;
+        par_case(ISA_CONCAT, 1, kin, "concat");
+        ck_assert_int_eq(dev_cpu_tensor(ISA_CONCAT, 1, kin, 2, &cat, NULL, msg, sizeof msg), TFVM_OK);
+        for (int64_t i = 0, ra = 100 * 37 * 11, rb = 7 * 37 * 11; i < cat.u.t->count; i++) {
+            const int64_t n = i / (ra + rb), at = i % (ra + rb);
+            const double want = at < ra ? elem(&kin[0], n * ra + at) : elem(&kin[1], n * rb + at - ra);
+            ck_assert_msg(elem(&cat, i) == want, "concat: element %lld", (long long)i);
+        }
+        dev_value_release(&cat);
+        release_all(kin, 2);
         /* pooling planes */
         dev_value pin[2] = {big(dt, 4, DIMS(16, 64, 28, 28), 1), IV(2, 2, 2, 2, 0, 0, 0, 0)};
         par_case(ISA_MAXPOOL, 0, pin, "maxpool");
