@@ -25,6 +25,9 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #define DW_MAXTAPS 1024
 /* The loads of the grid's last block run up to 4 vectors (at most 64
@@ -125,13 +128,13 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                 for (int l = 0; l < VL; l++)                                                \
                     acc[a][l] = 0;                                                          \
             for (int64_t t = 0; t < taps; t++) {                                            \
-                const float wt = wk[t];                                                     \
+                const VT wt = (VT){0} + wk[t];                                              \
                 const float *src = ph + toff[t] + q;                                        \
                 _Pragma("GCC unroll 4") for (int a = 0; a < 4; a++)                         \
                 {                                                                           \
                     VT v;                                                                   \
                     memcpy(&v, src + a * VL, sizeof v);                                     \
-                    acc[a] += wt * v;                                                       \
+                    acc[a] = dw_madd_##SFX(acc[a], wt, v);                                  \
                 }                                                                           \
             }                                                                               \
             memcpy(wide + q, acc, sizeof acc);                                              \
@@ -205,7 +208,7 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                         {                                                                   \
                             VT v;                                                           \
                             memcpy(&v, src + a * ostep, sizeof v);                          \
-                            acc[a] += w * v;                                                \
+                            acc[a] = dw_madd_##SFX(acc[a], w, v);                           \
                         }                                                                   \
                     }                                                                       \
                 for (int a = 0; a < 4; a++) {                                               \
@@ -220,7 +223,7 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                         VT w, v;                                                            \
                         memcpy(&w, wv + (i * KW + j) * VL, sizeof w);                       \
                         memcpy(&v, row + i * rstep + j * cstep + ow * ostep, sizeof v);     \
-                        acc += w * v;                                                       \
+                        acc = dw_madd_##SFX(acc, w, v);                                     \
                     }                                                                       \
                 acc += b;                                                                   \
                 memcpy(y + ow * VL, &acc, sizeof acc);                                      \
@@ -268,7 +271,7 @@ static void dw_pad(const dev_dw *d, const float *x, float *ph)
                         DW_IN_REGISTER(v);                                                  \
                         _Pragma("GCC unroll 8") for (int j = 0; j < KWC; j++) if (c >= j && (c - j) % SWC == 0 && \
                                                                                    (c - j) / SWC < R) \
-                            acc[(c - j) / SWC] += w[j] * v;                                 \
+                            acc[(c - j) / SWC] = dw_madd_##SFX(acc[(c - j) / SWC], w[j], v); \
                     }                                                                       \
                 }                                                                           \
                 const int64_t n = OW - ow < R ? OW - ow : R;                                \
@@ -339,8 +342,13 @@ typedef void dw_rows_fn(const dev_dw *d, const float *xi, int64_t Wp, int64_t ro
         }                                                                                   \
     }
 
+/* acc + w * v as a layer's instruction set computes it: one fused
+ * multiply-add (one rounding) on AVX2 and AVX-512, as their products do
+ * (sgemm.h), a multiply and an add portably. Every layout of one set sums
+ * with it, so the layouts agree bit for bit. */
 typedef float dw_v4 __attribute__((vector_size(16)));
 typedef int32_t dw_i4 __attribute__((vector_size(16)));
+static inline dw_v4 dw_madd_v4(dw_v4 acc, dw_v4 w, dw_v4 v) { return acc + w * v; }
 DW_GRID(v4, , dw_v4, 4)
 DW_CBLOCK(v4, , dw_v4, 4)
 DW_ROWS_ALL(v4, , dw_v4, 4, 4)
@@ -350,6 +358,14 @@ DW_GRID_MAX(v4, , dw_v4, dw_i4, 4)
 #if defined(__x86_64__) && defined(__GNUC__)
 typedef float dw_v8 __attribute__((vector_size(32)));
 typedef float dw_v16 __attribute__((vector_size(64)));
+__attribute__((target("avx2,fma"))) static inline dw_v8 dw_madd_v8(dw_v8 acc, dw_v8 w, dw_v8 v)
+{
+    return (dw_v8)_mm256_fmadd_ps((__m256)w, (__m256)v, (__m256)acc);
+}
+__attribute__((target("avx512f"))) static inline dw_v16 dw_madd_v16(dw_v16 acc, dw_v16 w, dw_v16 v)
+{
+    return (dw_v16)_mm512_fmadd_ps((__m512)w, (__m512)v, (__m512)acc);
+}
 DW_GRID(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
 DW_GRID(v16, __attribute__((target("avx512f,fma"))), dw_v16, 16)
 DW_CBLOCK(v8, __attribute__((target("avx2,fma"))), dw_v8, 8)
