@@ -267,6 +267,18 @@ static inline void frame_out(seq_run *s, seq_frame *f, const vm_sinst *si, uint3
     s->w->st.tokens += si->tokens[out];
 }
 
+/* frame_out of a result whose reference the caller gives up: the register
+ * takes it as it is (a retain and a release, two atomic operations, saved
+ * on every tensor result) */
+static inline void frame_out_take(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t out, const dev_value *v)
+{
+    const uint32_t k = si->reg + out;
+    f->v[k] = *v;
+    f->has[k] = 1;
+    f->tensors |= v->is_tensor;
+    s->w->st.tokens += si->tokens[out];
+}
+
 /* The side of a SWITCH or BRANCH that sends v along n edges: with none, no
  * step reads the register's value (guards look only at whether it is set),
  * so it keeps no reference: a loop's stack that the loop variable's SWITCH
@@ -563,8 +575,7 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
                 break;
             }
         }
-        frame_out(s, f, si, 0, &out);
-        dev_value_release(&out);
+        frame_out_take(s, f, si, 0, &out);
         break;
     }
     }
