@@ -197,6 +197,15 @@ START_TEST(test_prepacked_a)
 }
 END_TEST
 
+/* B [K, N] (or [N, K] when tb) packed for dev_sgemm_packed */
+static float *packed_b(bool tb, int64_t N, int64_t K, const float *b)
+{
+    float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+    ck_assert_ptr_nonnull(bp);
+    dev_sgemm_pack(tb, N, K, b, tb ? K : N, bp);
+    return bp;
+}
+
 /* B packed once, A stored transposed (a convolution's image [C, H*W], whose
  * columns are the product's rows): the bits of dev_sgemm, whole and from a
  * panel of columns on; C past its columns untouched. */
@@ -205,9 +214,7 @@ START_TEST(test_packed_b_ta)
     const int64_t M = 49, N = 75, K = 70, nr = dev_sgemm_nr();
     float *a = matrix(K, M, 0, 21, false), *b = matrix(K, N, 0, 22, false);
     float *want = matrix(M, N, 0, 23, false), *got = matrix(M, N, 1, 24, false);
-    float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
-    ck_assert_ptr_nonnull(bp);
-    dev_sgemm_pack(false, N, K, b, N, bp);
+    float *bp = packed_b(false, N, K, b);
     ck_assert(dev_sgemm(true, false, M, N, K, a, M, b, N, want, N, NULL));
     ck_assert(dev_sgemm_packed(true, M, N, K, a, M, bp, 0, N, got, N + 1, NULL));
     for (int64_t i = 0; i < M; i++) {
@@ -235,9 +242,7 @@ START_TEST(test_packed_down)
             const int64_t K = ks[kk];
             float *a = matrix(M, K, 0, 41, false), *b = matrix(N, K, 0, 42, false);
             float *want = matrix(M, N, 0, 43, false), *got = matrix(M, N, 1, 44, false);
-            float *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
-            ck_assert_ptr_nonnull(bp);
-            dev_sgemm_pack(true, N, K, b, K, bp);
+            float *bp = packed_b(true, N, K, b);
             ck_assert(dev_sgemm(false, true, M, N, K, a, K, b, K, want, N, NULL));
             for (int down = 0; down < 2; down++) {
                 for (int64_t i = 0; i < M * (N + 1); i++)
