@@ -526,9 +526,11 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
                 for (int64_t pi = 0; pi < q.n; pi++) {
                     const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
-                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++)
-                        sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, (down ? nt - 1 - jt : jt) * NR,
-                                nc, C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
+                        const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
+                        sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
+                                C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                    }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
                 }
