@@ -11,7 +11,6 @@
 #include "devices/tensor.h"
 #include <limits.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- gemm ------------------------------------------------------------------------
@@ -209,8 +208,7 @@ static void kmm_epi_block(const void *ctx, int64_t row0, int64_t nrows, int64_t 
  * when bp, whose column col0 this is, and then from op(A) packed for the
  * call when abp: rows [0, m->M) only), else over the whole block after. */
 static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, const float *abp, int64_t lo, int64_t M,
-                      int64_t col0,
-                      int64_t N, const char *A, const char *B, char *C)
+                      int64_t col0, int64_t N, const char *A, const char *B, char *C)
 {
     const kmm_epi ctx = {m->ep, m->ep_base, m->ep_row0 + lo, m->ep_col0 + col0};
     const dev_sg_epi epi = {kmm_epi_block, &ctx}, *ep = m->ep ? &epi : NULL;

@@ -321,8 +321,9 @@ static void step_blocks(void *arg, size_t b0, size_t b1)
     if (j->B == 1) {
         /* every other step last block first (dev_sgemv_gates_part) */
         _Alignas(64) float hr[CELL_BLOCKS * 4 * U];
-        for (int64_t done = 0, nb; done < (int64_t)(b1 - b0); done += nb) {
-            nb = (int64_t)(b1 - b0) - done < CELL_BLOCKS ? (int64_t)(b1 - b0) - done : CELL_BLOCKS;
+        const int64_t blocks = (int64_t)(b1 - b0);
+        for (int64_t done = 0, nb; done < blocks; done += nb) {
+            nb = blocks - done < CELL_BLOCKS ? blocks - done : CELL_BLOCKS;
             const int64_t blk = j->down ? (int64_t)b1 - done - nb : (int64_t)b0 + done;
             dev_sgemv_gates_part(j->G, j->H, j->H, j->h, j->bp, hr, blk, blk + nb, j->down);
             step_cells(j, 0, blk, nb, hr);

@@ -206,8 +206,10 @@ SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t H, int64_t K, int64_
         float *y = y0 + (blk - b0) * G * U;
         /* a chunk of `panels` panels at b, rows ld floats apart */
         const int64_t panels = n < U ? (G * n + SG_NR - 1) / SG_NR : G, ld = panels * SG_NR;
-        for (int64_t si = 0, subs = n < U ? 1 : SUBS; si < subs; si++)
-            for (int64_t c0 = 0, s = down ? subs - 1 - si : si; c0 < panels; c0 += 4) {
+        const int64_t subs = n < U ? 1 : SUBS;
+        for (int64_t si = 0; si < subs; si++) {
+            const int64_t s = down ? subs - 1 - si : si;
+            for (int64_t c0 = 0; c0 < panels; c0 += 4) {
                 const int64_t np = panels - c0 < 4 ? panels - c0 : 4;
                 switch (np) {
                     SG_GATES_CASE(1)
@@ -222,6 +224,7 @@ SG_TARGET static void SG_SFX(gemv_gates)(int64_t G, int64_t H, int64_t K, int64_
                 for (int64_t g = 0; g < G; g++)
                     memcpy(y + g * U + s * SG_NR, t + g * SG_NR, SG_NR * sizeof *y);
             }
+        }
     }
 }
 #undef SG_GATES_CASE

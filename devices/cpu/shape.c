@@ -206,13 +206,16 @@ static void concat_pieces(void *arg, size_t p0, size_t p1)
 {
     const concat_job *j = arg;
     const size_t row = j->ca + j->cb, end = p1 * CONCAT_PIECE < j->bytes ? p1 * CONCAT_PIECE : j->bytes;
-    for (size_t at = p0 * CONCAT_PIECE, n; at < end; at += n) {
-        const size_t i = at / row, in = at % row;
+    size_t at = p0 * CONCAT_PIECE, i = at / row, in = at % row; /* `in` bytes into result row i */
+    while (at < end) {
         const bool in_a = in < j->ca;
-        n = (in_a ? j->ca : row) - in;
+        size_t n = (in_a ? j->ca : row) - in;
         if (n > end - at)
             n = end - at;
         memcpy(j->o + at, in_a ? j->a + i * j->ca + in : j->b + i * j->cb + (in - j->ca), n);
+        at += n;
+        if ((in += n) == row)
+            i++, in = 0;
     }
 }
 
