@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -446,4 +447,11 @@ uint64_t ut_hash_bytes(const void *data, size_t n)
     for (size_t i = 0; i < 64; i++)
         h = hash_run(h, p + i * step, 64);
     return h;
+}
+
+uint64_t ut_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }

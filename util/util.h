@@ -88,6 +88,10 @@ tfvm_status ut_read_file(const char *path, const tfvm_allocator *a, char **data,
  * renamed over path once complete: the old file stays until then. */
 tfvm_status ut_write_file(const char *path, const void *data, size_t len, tfvm_error *err);
 
+/* ---- Time ---------------------------------------------------------------
+ * Nanoseconds of the monotonic clock, for intervals. */
+uint64_t ut_now_ns(void);
+
 /* ---- The machine (util/topo.c) ------------------------------------------
  * Physical cores through hwloc; without hwloc information they come from
  * sysconf (logical processors). hwloc allocates with the C library (its

@@ -88,13 +88,6 @@ static inline void spin_pause(void)
  * from the workers the host waits for when cores are few). */
 #define FETCH_SPIN_NS 30000
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static int cmp_chan(const void *a, const void *b)
 {
     return strcmp(((const vm_chan *)a)->name, ((const vm_chan *)b)->name);
@@ -758,8 +751,8 @@ static tfvm_status fetch(tfvm_session *s, const char *name, tfvm_value *out)
         if (!spun) { /* the graph is about to hand the value out, most often */
             const unsigned seen = atomic_load(&io->news);
             pthread_mutex_unlock(&io->lock);
-            const uint64_t until = now_ns() + FETCH_SPIN_NS;
-            for (unsigned k = 1; atomic_load(&io->news) == seen && (k % 64 || now_ns() < until); k++)
+            const uint64_t until = ut_now_ns() + FETCH_SPIN_NS;
+            for (unsigned k = 1; atomic_load(&io->news) == seen && (k % 64 || ut_now_ns() < until); k++)
                 spin_pause();
             pthread_mutex_lock(&io->lock);
             spun = true;

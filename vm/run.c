@@ -4,18 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "devices/place.h"
 #include "vm.h"
 #include "vm/signature.h"
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_seconds(void) { return (double)ut_now_ns() * 1e-9; }
 
 /* ---- Runs ---------------------------------------------------------------------------- */
 

@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "devices/value.h"
 #include "isa/isa.h"
@@ -537,9 +536,7 @@ static inline uint64_t vm_ticks(void)
 #if defined(__x86_64__) || defined(__i386__)
     return __builtin_ia32_rdtsc();
 #else
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+    return ut_now_ns();
 #endif
 }
 /* After a run ended: every result arrived and is live, or the run fails as

@@ -1,11 +1,11 @@
 /* devices/cpu/par.c — the calling thread's intra-op runner (par.h). */
 #include "devices/cpu/par.h"
+#include "util/util.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static _Thread_local const dev_par_runner *par_runner;
 
@@ -54,13 +54,6 @@ static tune_slot *tune_slot_of(const void *key)
     return NULL;
 }
 
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static int cmp_ll(const void *a, const void *b)
 {
     const long long x = *(const long long *)a, y = *(const long long *)b;
@@ -103,7 +96,7 @@ int dev_par_tune_split(const void *key, dev_par_trial *tr)
     const unsigned sp = atomic_load_explicit(&s->trials[1], memory_order_relaxed);
     tr->way = sp <= w;
     tr->slot = s;
-    tr->t0 = now_ns();
+    tr->t0 = (long long)ut_now_ns();
     return tr->way;
 }
 
@@ -137,5 +130,5 @@ void dev_par_tune_record(const void *key, int way, long long ns)
 void dev_par_tune_done(const dev_par_trial *tr)
 {
     if (tr->slot)
-        tune_record(tr->slot, tr->way, now_ns() - tr->t0);
+        tune_record(tr->slot, tr->way, (long long)ut_now_ns() - tr->t0);
 }
