@@ -831,13 +831,14 @@ class _Step:
                     self._exit_loop()
                 if (self.prev, tg.END) not in self.fn.graph.edges:
                     raise _Diverged("a new end")
-            except _Diverged as e:
-                self.diverge(str(e))
-            else:
                 for ch in self.fn.plan.conditional:
                     if ch not in self.selected:
                         self.pending.append((ch, np.int32(-1)))
+                # (a graph that failed since the last feed refuses these:
+                # that is a divergence like any other, whichever comes first)
                 self.flush()
+            except _Diverged as e:
+                self.diverge(str(e))
 
     def finish(self):
         """Values still referenced stay in the graph, which runs on: each
