@@ -72,7 +72,7 @@ done
 
 # 1b. Graph-language programs: run from source, compiled to bytecode (with and
 #     without optimization), and compile --emit=asm | asm gives the same bytes.
-for src in examples/*.tfg test/compile/*.tfg test/e2e/*.tfg; do
+for src in examples/*.tfg test/compile/*.tfg test/e2e/*.tfg test/gpu/*.tfg; do
     [ -e "$src" ] || continue
     name=$(basename "$src" .tfg)
     want=$(sed -n 's|^// expect compile error: ||p' "$src")
