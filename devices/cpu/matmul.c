@@ -305,13 +305,16 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     int64_t n, cost;
     job.m.by_cols = kmm_axis(m, bp != NULL, width, &n, &cost);
     /* in blocks of whole tiles of our kernel (8 x 32 with AVX-512) */
-    size_t grain = dev_kgrain(n, cost, DEV_KPAR_MACS, job.m.by_cols ? 32 : 8);
-    /* column blocks each read all of op(A): one block a thread (resnet's
-     * 512-channel 3x3 on 7x7, 2 threads: 5% faster than dev_kgrain's
-     * shrinking blocks; row blocks, which each read all of a prepacked B,
-     * were no faster so) */
-    if (job.m.by_cols && grain < (size_t)n)
-        grain = (size_t)((n + width - 1) / width + 31) / 32 * 32;
+    const int64_t tile = job.m.by_cols ? 32 : 8;
+    size_t grain = dev_kgrain(n, cost, DEV_KPAR_MACS, tile);
+    /* Column blocks each read all of op(A), row blocks each pack all of an
+     * op(B) not packed before: one block a thread, not dev_kgrain's
+     * shrinking blocks (2 threads: resnet's 512-channel 3x3 on 7x7 5%
+     * faster, squeezenet's classifier, [1000, 512] @ [512, 169], 4% of the
+     * network). Row blocks of a prepacked B, which they read where it lies,
+     * were no faster so. */
+    if ((job.m.by_cols || !bp) && grain < (size_t)n)
+        grain = (size_t)(((n + width - 1) / width + tile - 1) / tile * tile);
     /* Column blocks of a prepacked B against an A packed on every call
      * (a convolution's rows): the threads pack A's panels once, together,
      * where each block's product packed all of A (a sixth of a 2-thread
