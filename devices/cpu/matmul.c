@@ -316,12 +316,15 @@ static void kmm_run(const dev_kmm *m, const float *bp)
     if ((job.m.by_cols || !bp) && grain < (size_t)n)
         grain = (size_t)(((n + width - 1) / width + tile - 1) / tile * tile);
     /* Column blocks of a prepacked B against an A packed on every call
-     * (a convolution's rows): the threads pack A's panels once, together,
-     * where each block's product packed all of A (a sixth of a 2-thread
-     * run of resnet's 7x7 layers at batch 1), into the calling thread's
-     * kept buffer (dev_sgemm_a_take) */
+     * (a convolution's rows): on more than 2 threads they pack A's panels
+     * once, together, into the calling thread's kept buffer
+     * (dev_sgemm_a_take), where each block's product packed all of A. On
+     * 2, each block packs its own: reading the half the other core packed
+     * cost more than packing it (resnet's 512-channel 3x3 on 7x7 8% slower
+     * shared here; on a 16-core Xeon shared was 5-10% slower on 2 threads,
+     * 5-15% faster on 4 to 16). */
     float *ap = NULL;
-    if (job.m.by_cols && bp && !m->ap && m->dtype == TFVM_F32 && job.code == KGEMM_OWN &&
+    if (width > 2 && job.m.by_cols && bp && !m->ap && m->dtype == TFVM_F32 && job.code == KGEMM_OWN &&
         dev_kpieces(n, cost, DEV_KPAR_MACS, width) > 1 &&
         (ap = dev_sgemm_a_take(dev_sgemm_packed_a_floats(m->M, m->K)))) {
         const int64_t mr = dev_sgemm_mr(), panels = (m->M + mr - 1) / mr;
