@@ -399,10 +399,15 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
  * tiles first (the classic order, which keeps a kc x nr panel of B in L1)
  * writes mc streams at once: where C does not fit in the caches (a 1x1
  * convolution's [96, 12544] result at batch 8) that took up to twice as
- * long (37 against 85 GFLOP/s for K = 16), and never less on the shapes
- * tried; this core reads B's block from L2 or L3 as fast as the
- * micro-kernel uses it. Each tile is the same call in either order: the
- * same bits. The last partial panel of a packed B goes through half-wide
+ * long (37 against 85 GFLOP/s for K = 16); this core reads B's block from
+ * L2 or L3 as fast as the micro-kernel uses it. But with few rows (at most
+ * SG_DIRECT_M) against prepacked weights, each row of tiles read the whole
+ * block of B again, which a wide block does not leave in L2 ([49, 512] @
+ * [512, 2048], a 1x1 layer onto 7x7: 123 GFLOP/s, 98 with B from memory),
+ * and the first row read it from memory at the kernel's pace: there a
+ * column of tiles at a time reads each panel of B once (159 and 136
+ * GFLOP/s; resnet50 b1 5% faster), its C as small as its rows are few.
+ * Each tile is the same call in either order: the same bits. The last partial panel of a packed B goes through half-wide
  * tiles when it holds at most half a tile's columns. */
 #define SG_KC 256
 #define SG_MC 120
@@ -524,6 +529,19 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 /* the epilogue by rows of tiles, or once for a block that stays in L1 anyway
                  * (a squeeze-excite's [576, 1] took 5% longer by rows: a call per 8 elements) */
                 const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
+                if (bpre && mc <= SG_DIRECT_M) { /* few rows against prepacked weights: a column of tiles at a time */
+                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
+                        const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
+                        for (int64_t pi = 0; pi < q.n; pi++) {
+                            const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
+                            sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
+                                    C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                        }
+                    }
+                    if (last)
+                        epi->fn(epi->ctx, ic, mc, jc, nc);
+                    continue;
+                }
                 for (int64_t pi = 0; pi < q.n; pi++) {
                     const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
                     for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
