@@ -76,6 +76,28 @@ static inline void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t
 
 #define CHW_TARGET __attribute__((target("avx512f")))
 static inline __mmask16 v16_mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
+/* o[c] = x[2c] for all c < n, reading only x[0, avail) (avail > 2(n - 1)):
+ * evens_v16's vectors, then the last 1-15 by masked loads and a masked
+ * store (im2col's stride-2 rows of 28 had left 12 to a scalar loop, half
+ * of its time) */
+CHW_TARGET static inline void evens_v16_all(float *o, const float *x, int64_t n, int64_t avail)
+{
+    int64_t c = 0;
+    for (; c + 16 <= n && 2 * c + 32 <= avail; c += 16)
+        _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(_mm512_loadu_ps(x + 2 * c),
+                                                       _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                                                         22, 24, 26, 28, 30),
+                                                       _mm512_loadu_ps(x + 2 * c + 16)));
+    for (; c < n; c += 16) {
+        const int64_t left = avail - 2 * c;
+        const __m512 a = _mm512_maskz_loadu_ps(v16_mask(left), x + 2 * c);
+        const __m512 b = _mm512_maskz_loadu_ps(v16_mask(left > 16 ? left - 16 : 0), x + 2 * c + 16);
+        const __m512 e = _mm512_permutex2var_ps(
+            a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+        _mm512_mask_storeu_ps(o + c, v16_mask(n - c), e);
+    }
+}
+
 /* max(0, x) returns x when x is NaN, and x = -0 itself: x < 0 ? 0 : x */
 CHW_TARGET static inline __m512 v16_relu(__m512 v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
 

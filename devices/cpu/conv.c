@@ -100,8 +100,8 @@ static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
     int64_t v = n < avail / 2 ? n : avail / 2;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (have_avx512()) {
-        v = v / 16 * 16;
-        evens_v16(o, x, v);
+        v = n <= (avail + 1) / 2 ? n : (avail + 1) / 2; /* (x[2(v - 1)] the last read) */
+        evens_v16_all(o, x, v, avail);
         return v;
     }
     if (__builtin_cpu_supports("avx2")) {
