@@ -1238,6 +1238,103 @@ static void pool2_planes(void *arg, size_t b, size_t e)
         POOL2(double);
 }
 
+/* ---- 3x3 max pools at stride 2 --------------------------------------------------------
+ * An f32 MAXPOOL of 3x3 windows at stride 2 (any pads, any ceil mode:
+ * resnet's, squeezenet's, shufflenet's) on the planes as they lie.
+ * The depthwise kernel it had taken turned each 16 planes into channel
+ * blocks and back, three quarters of its time (resnet's 64 x 112 x 112:
+ * 284 us against ORT's 200 on one thread). Each output row reads its three
+ * input rows; on AVX-512, 16 outputs from 33 columns of each, the three
+ * taps of a row by two-source shuffles. The taps go in row-major order
+ * with the pool loops' rule (a later element only when greater, NaN when
+ * the window holds one; the cells outside x are -inf): their bits. */
+typedef struct pool3_arg {
+    const float *x;
+    float *o;
+    int64_t H, W, OH, OW, pt, pl;
+    bool avx512;
+} pool3_arg;
+
+static void pool3_portable(const pool3_arg *a, size_t b, size_t e)
+{
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    for (size_t pl_ = b; pl_ < e; pl_++) {
+        const float *xs = a->x + (int64_t)pl_ * H * W;
+        float *os = a->o + (int64_t)pl_ * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                float m = -INFINITY;
+                bool bad = false;
+                for (int64_t h = 2 * oh - a->pt; h < 2 * oh - a->pt + 3; h++)
+                    for (int64_t w = 2 * ow - a->pl; w < 2 * ow - a->pl + 3; w++) {
+                        if (h < 0 || h >= H || w < 0 || w >= W)
+                            continue;
+                        const float v = xs[h * W + w];
+                        m = v > m ? v : m;
+                        bad |= v != v;
+                    }
+                os[oh * OW + ow] = bad ? NAN : m;
+            }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Columns [w0, w0 + 16) of row r, -inf outside [0, W) (w0 >= -2: a pad's
+ * lanes are masked off, their address formed as an integer) */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 pool3_load(const float *r, int64_t w0,
+                                                                                   int64_t W)
+{
+    const int64_t lo = w0 < 0 ? -w0 : 0, hi = W - w0 < 16 ? W - w0 : 16;
+    const __mmask16 m = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m,
+                                (const void *)((uintptr_t)r + (uintptr_t)w0 * sizeof *r));
+}
+
+__attribute__((target("avx512f"))) static void pool3_avx512(const pool3_arg *a, size_t b, size_t e)
+{
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (size_t pl_ = b; pl_ < e; pl_++) {
+        const float *xs = a->x + (int64_t)pl_ * H * W;
+        float *os = a->o + (int64_t)pl_ * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++, os += OW)
+            for (int64_t ow = 0; ow < OW; ow += 16) {
+                const int64_t w0 = 2 * ow - a->pl; /* the window of output ow + k starts at w0 + 2k */
+                __m512 m = _mm512_set1_ps(-INFINITY);
+                __mmask16 bad = 0;
+                for (int64_t h = 2 * oh - a->pt; h < 2 * oh - a->pt + 3; h++) {
+                    if (h < 0 || h >= H)
+                        continue;
+                    const float *r = xs + h * W;
+                    const __m512 l0 = pool3_load(r, w0, W), l1 = pool3_load(r, w0 + 16, W);
+                    const __m512 l2 = pool3_load(r, w0 + 32, W);
+                    const __m512 s0 = _mm512_castsi512_ps(
+                        _mm512_alignr_epi32(_mm512_castps_si512(l1), _mm512_castps_si512(l0), 2));
+                    const __m512 s1 = _mm512_castsi512_ps(
+                        _mm512_alignr_epi32(_mm512_castps_si512(l2), _mm512_castps_si512(l1), 2));
+                    const __m512 t0 = _mm512_permutex2var_ps(l0, even, l1), t1 = _mm512_permutex2var_ps(l0, odd, l1);
+                    const __m512 t2 = _mm512_permutex2var_ps(s0, even, s1);
+                    /* vmaxps t, m is t > m ? t : m, the loops' step (m is never NaN) */
+                    m = _mm512_max_ps(t2, _mm512_max_ps(t1, _mm512_max_ps(t0, m)));
+                    bad |= _mm512_cmp_ps_mask(t0, t1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(t2, t2, _CMP_UNORD_Q);
+                }
+                m = _mm512_mask_mov_ps(m, bad, _mm512_set1_ps(NAN));
+                const int64_t n = OW - ow < 16 ? OW - ow : 16;
+                _mm512_mask_storeu_ps(os + ow, (__mmask16)((1u << n) - 1), m);
+            }
+    }
+}
+#else
+static void pool3_avx512(const pool3_arg *a, size_t b, size_t e) { pool3_portable(a, b, e); }
+#endif
+
+static void pool3_planes(void *arg, size_t b, size_t e)
+{
+    const pool3_arg *a = arg;
+    (a->avx512 ? pool3_avx512 : pool3_portable)(a, b, e);
+}
+
 /* Output extent of one pooled dim: floor, or with ceil mode ceil, of
  * (in + pads - span) / stride, + 1; in ceil mode a last window that would
  * start in the end padding is dropped (ONNX, PyTorch). */
@@ -1311,6 +1408,12 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (plan.kernel == DEV_POOL_2X2) {
         pool2_arg a = {x->data, o, H, W, OH, OW, avg, plan.avx512, x->dtype == TFVM_F32};
         dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), pool2_planes, &a);
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_POOL_3X3) {
+        pool3_arg a = {x->data, o, H, W, OH, OW, pt, pl, plan.avx512};
+        dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), pool3_planes, &a);
         *out = r;
         return TFVM_OK;
     }

@@ -182,6 +182,10 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
 
 /* ---- Pools ------------------------------------------------------------------------- */
 
+static atomic_int pool_forced;
+
+void dev_pool_force(int how) { atomic_store(&pool_forced, how); }
+
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan)
 {
@@ -203,8 +207,16 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         plan->plane = OH * OW;
         return;
     }
+    const int force = atomic_load(&pool_forced);
+    if (dtype == TFVM_F32 && !avg && kh == 3 && kw == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && force != 1) {
+        plan->kernel = DEV_POOL_3X3;
+        plan->avx512 = have_avx512() && force != 2;
+        plan->planes = N * C;
+        plan->plane = OH * OW;
+        return;
+    }
     if (dtype == TFVM_F32 && !avg) {
-        /* every f32 max pool through the depthwise grid (dwconv.c) */
+        /* every other f32 max pool through the depthwise grid (dwconv.c) */
         dev_dw d = {.N = N, .C = C, .M = 1, .H = H, .W = W, .KH = kh, .KW = kw, .OH = OH, .OW = OW, .sh = sh,
                     .sw = sw, .pt = pt, .pl = pl, .dh = dh, .dw = dw, .max = true};
         if (dev_dw_plan(&d, 1, C, plan->threads)) {
@@ -434,6 +446,7 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
     switch (plan->kernel) {
     case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
     case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
+    case DEV_POOL_3X3: put(&b, "3x3 max windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
     case DEV_POOL_GRID:
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);
@@ -441,7 +454,7 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
     case DEV_POOL_GENERAL: put(&b, "general window loop"); break;
     default: put(&b, "window loop"); break;
     }
-    const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_GRID;
+    const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_3X3 || plan->kernel == DEV_POOL_GRID;
     if (plan->kernel == DEV_POOL_EMPTY)
         return buf;
     if (plan->threads == 1 || !parallel) {

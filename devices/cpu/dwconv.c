@@ -13,9 +13,9 @@
  * no lane wasted. MobileNet's and EfficientNet's depthwise layers went through the
  * grouped-convolution paths before: one product per channel, padded to
  * eight output channels, or im2col for strides of 2 (~0.7 GMAC/s). f32
- * MAXPOOL runs the same ways: -inf pads, the taps' max instead of their
- * weighted sum (on channel blocks 1.5-2.7x faster than on planes:
- * squeezenet's 3x3 stride-2 pools). */
+ * MAXPOOL other than 3x3 at stride 2 (conv.c's own) runs the same ways:
+ * -inf pads, the taps' max instead of their weighted sum (on channel
+ * blocks 1.5-2.7x faster than on planes). */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/chw.h"

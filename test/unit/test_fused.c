@@ -457,35 +457,77 @@ static const struct {
     {{0, 3, 9, 9}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
 };
 
+/* every max pool of mp_cases through f32 and f64, element by element */
+static void maxpool_cases(const char *what, int path, int layout)
+{
+    for (size_t ci = 0; ci < UT_COUNTOF(mp_cases); ci++) {
+        dev_value x = randt(F32, 4, mp_cases[ci].x, 41), xd = tf(F64, 4, mp_cases[ci].x, NULL, 0), o, od;
+        float *xv = x.u.t->data;
+        for (int64_t i = 0; i < x.u.t->count; i += 97)
+            xv[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0f : -INFINITY;
+        for (int64_t i = 0; i < x.u.t->count; i++)
+            ((double *)xd.u.t->data)[i] = xv[i];
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(mp_cases[ci].p, 12)), TFVM_OK);
+        ck_assert_int_eq(o.u.t->count, od.u.t->count);
+        for (int64_t i = 0; i < o.u.t->count; i++) {
+            const float got = ((float *)o.u.t->data)[i];
+            const double want = ((double *)od.u.t->data)[i];
+            ck_assert_msg(isnan(want) ? isnan(got) : got == want && !signbit(got) == !signbit(want),
+                          "%s, case %zu path %d layout %d: element %lld is %.9g, want %.9g", what, ci, path, layout,
+                          (long long)i, (double)got, want);
+        }
+        dev_value_release(&o);
+        dev_value_release(&od);
+    }
+}
+
 START_TEST(test_maxpool_grid)
 {
+    dev_pool_force(1); /* the 3x3 stride-2 cases too */
     for (int pl = 0; pl <= 5; pl++) {
         const int path = pl % 3, layout = 1 + pl / 3;
         dev_dw_force(path);
         dev_dw_force_layout(layout);
-        for (size_t ci = 0; ci < UT_COUNTOF(mp_cases); ci++) {
-            dev_value x = randt(F32, 4, mp_cases[ci].x, 41), xd = tf(F64, 4, mp_cases[ci].x, NULL, 0), o, od;
-            float *xv = x.u.t->data;
-            for (int64_t i = 0; i < x.u.t->count; i += 97)
-                xv[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -0.0f : -INFINITY;
-            for (int64_t i = 0; i < x.u.t->count; i++)
-                ((double *)xd.u.t->data)[i] = xv[i];
-            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(mp_cases[ci].p, 12)), TFVM_OK);
-            ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(mp_cases[ci].p, 12)), TFVM_OK);
-            ck_assert_int_eq(o.u.t->count, od.u.t->count);
-            for (int64_t i = 0; i < o.u.t->count; i++) {
-                const float got = ((float *)o.u.t->data)[i];
-                const double want = ((double *)od.u.t->data)[i];
-                ck_assert_msg(isnan(want) ? isnan(got) : got == want && !signbit(got) == !signbit(want),
-                              "case %zu path %d layout %d: element %lld is %.9g, want %.9g", ci, path, layout,
-                              (long long)i, (double)got, want);
-            }
-            dev_value_release(&o);
-            dev_value_release(&od);
-        }
+        maxpool_cases("depthwise grid", path, layout);
     }
     dev_dw_force(0);
     dev_dw_force_layout(0);
+    dev_pool_force(0);
+}
+END_TEST
+
+/* The 3x3 stride-2 max pools of mp_cases (and those below: pads of 0 to 2,
+ * ceil mode, rows of 7 to 300 columns, one and several vectors) on the
+ * planes as they lie, AVX-512 where the CPU has it and portable, against
+ * the f64 pool loops; the plan says which it took. */
+START_TEST(test_maxpool_3x3)
+{
+    const int64_t p[12] = {3, 3, 2, 2, 2, 1, 2, 0, 1, 1, 1, 0}, xs[4] = {2, 3, 9, 7};
+    for (int how = 0; how <= 2; how += 2) {
+        dev_pool_force(how);
+        dev_pool_plan plan;
+        dev_pool_plan_make(F32, false, DIMS(1, 64, 112, 112), DIMS(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0), 56, 56, 1,
+                           &plan);
+        ck_assert_int_eq(plan.kernel, DEV_POOL_3X3);
+#if defined(__x86_64__) && defined(__GNUC__)
+        ck_assert(plan.avx512 == (how == 0 && __builtin_cpu_supports("avx512f")));
+#else
+        ck_assert(!plan.avx512);
+#endif
+        maxpool_cases(how ? "3x3, portable" : "3x3", how, 0);
+        dev_value x = randt(F32, 4, xs, 7), xd = tf(F64, 4, xs, NULL, 0), o, od;
+        for (int64_t i = 0; i < x.u.t->count; i++)
+            ((double *)xd.u.t->data)[i] = ((float *)x.u.t->data)[i];
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(p, 12)), TFVM_OK);
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(p, 12)), TFVM_OK);
+        ck_assert_int_eq(o.u.t->count, od.u.t->count);
+        for (int64_t i = 0; i < o.u.t->count; i++)
+            ck_assert_msg(((float *)o.u.t->data)[i] == ((double *)od.u.t->data)[i], "pads 2: element %lld", (long long)i);
+        dev_value_release(&o);
+        dev_value_release(&od);
+    }
+    dev_pool_force(0);
 }
 END_TEST
 
@@ -1735,6 +1777,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_rnn_steps_same_as_cells);
     tcase_add_test(tc, test_rnn_cells_errors);
     tcase_add_test(tc, test_maxpool_grid);
+    tcase_add_test(tc, test_maxpool_3x3);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
