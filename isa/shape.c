@@ -354,14 +354,20 @@ static tfvm_status rule_pool(rule *c)
     int n = ints(&c->x[1], q, 12);
     if (x->rank != 4 || (n != 8 && n != 12))
         return TFVM_OK;
-    bool ceil = n == 12 && q[10] == 1;
+    const bool ceil = n == 12 && q[10] == 1;
     for (int k = 0; k < 2; k++) {
-        int64_t h = x->dims[2 + k], dil = n == 12 ? q[8 + k] : 1;
-        if (h < 0 || q[k] < 1 || q[2 + k] < 1 || dil < 1 || ceil)
+        const int64_t h = x->dims[2 + k], dil = n == 12 ? q[8 + k] : 1, st = q[2 + k];
+        if (h < 0 || q[k] < 1 || st < 1 || dil < 1 || q[4 + k] < 0 || q[6 + k] < 0 || (n == 12 && q[10] != 0 && !ceil))
             continue;
-        int64_t span = dil * (q[k] - 1) + 1, padded = h + q[4 + k] + q[6 + k];
-        if (padded >= span)
-            o->dims[2 + k] = (padded - span) / q[2 + k] + 1;
+        const int64_t span = dil * (q[k] - 1) + 1, room = h + q[4 + k] + q[6 + k] - span;
+        if (room < 0)
+            continue;
+        /* as the kernels count (conv.c pool_out): in ceil mode a last
+         * window that would start in the end padding is dropped */
+        int64_t out = (ceil ? (room + st - 1) / st : room / st) + 1;
+        if (ceil && (out - 1) * st >= h + q[4 + k])
+            out--;
+        o->dims[2 + k] = out;
     }
     return TFVM_OK;
 }

@@ -231,6 +231,10 @@ static void g_pool(gen *g, uint32_t op)
         p[8 + k] = dil;
         x[2 + k] = span + rnd(g, 0, 3);
     }
+    if (twelve) { /* ceil mode (a last window in the end padding dropped) and count_include_pad */
+        p[10] = rnd(g, 0, 1);
+        p[11] = rnd(g, 0, 1);
+    }
     add_x(g, 4, x);
     add_i64s(g, twelve ? 12 : 8, p);
 }
