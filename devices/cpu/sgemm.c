@@ -407,8 +407,9 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
  * and the first row read it from memory at the kernel's pace: there a
  * column of tiles at a time reads each panel of B once (159 and 136
  * GFLOP/s; resnet50 b1 5% faster), its C as small as its rows are few.
- * Each tile is the same call in either order: the same bits. The last partial panel of a packed B goes through half-wide
- * tiles when it holds at most half a tile's columns. */
+ * Each tile is the same call in either order: the same bits. The last
+ * partial panel of a packed B goes through half-wide tiles when it holds
+ * at most half a tile's columns. */
 #define SG_KC 256
 #define SG_MC 120
 #define SG_NC 2048
