@@ -181,9 +181,9 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
 
 /* ---- Pools ------------------------------------------------------------------------- */
 
-static atomic_int pool_forced;
+static atomic_bool pool_forced;
 
-void dev_pool_force(int how) { atomic_store(&pool_forced, how); }
+void dev_pool_force_grid(bool on) { atomic_store(&pool_forced, on); }
 
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan)
@@ -206,10 +206,9 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         plan->plane = OH * OW;
         return;
     }
-    const int force = atomic_load(&pool_forced);
-    if (dtype == TFVM_F32 && !avg && kh == 3 && kw == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && force != 1) {
+    if (dtype == TFVM_F32 && !avg && kh == 3 && kw == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
+        have_avx512() && !atomic_load(&pool_forced)) {
         plan->kernel = DEV_POOL_3X3;
-        plan->avx512 = have_avx512() && force != 2;
         plan->planes = N * C;
         plan->plane = OH * OW;
         return;
@@ -445,7 +444,7 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
     switch (plan->kernel) {
     case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
     case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
-    case DEV_POOL_3X3: put(&b, "3x3 max windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
+    case DEV_POOL_3X3: put(&b, "3x3 max windows at stride 2, AVX-512"); break;
     case DEV_POOL_GRID:
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);

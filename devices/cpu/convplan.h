@@ -76,7 +76,7 @@ void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64
 typedef enum dev_pool_kernel {
     DEV_POOL_EMPTY,   /* an empty result */
     DEV_POOL_2X2,     /* 2x2 windows at stride 2, no pads, floats: two rows at a time */
-    DEV_POOL_3X3,     /* f32 MAXPOOL, 3x3 windows at stride 2: planes as they lie */
+    DEV_POOL_3X3,     /* f32 MAXPOOL, 3x3 windows at stride 2, AVX-512: planes as they lie */
     DEV_POOL_GRID,    /* f32 MAXPOOL through the depthwise kernel (plan.dw) */
     DEV_POOL_GENERAL, /* dilations, ceil mode or count_include_pad: the general loop */
     DEV_POOL_WINDOWS, /* the window loop, 2x2 and 3x3 unrolled */
@@ -85,7 +85,7 @@ typedef enum dev_pool_kernel {
 
 typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
-    bool avx512; /* 2X2 on f32, 3X3: the AVX-512 code */
+    bool avx512; /* 2X2 on f32: the AVX-512 code */
     unsigned threads;
     int64_t planes, plane; /* 2X2, 3X3: N x C planes in parallel, OH x OW each */
     dev_dw dw;   /* GRID */
@@ -98,9 +98,9 @@ typedef struct dev_pool_plan {
  * on `threads` threads. */
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan);
-/* For tests: 0 plans as above; 1 sends an f32 MAXPOOL that 3X3 would
- * take to the depthwise kernel (GRID) instead; 2 runs 3X3's portable code */
-void dev_pool_force(int how);
+/* For tests: an f32 MAXPOOL that 3X3 would take goes to the depthwise
+ * kernel (GRID) instead while on */
+void dev_pool_force_grid(bool on);
 
 /* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
  * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With

@@ -464,8 +464,11 @@ fi
 # Where the batch is `?` (examples/cnn.tfg) the plan says nothing of it.
 isa() { sed -E 's/AVX-512|AVX2|portable/ISA/g; s/channel blocks of [0-9]+/channel blocks of VL/g'; }
 got=$("$TFVM" check --threads 2 test/e2e/check/convs.tfg | isa)
-[ "$got" = "$(cat test/e2e/check/convs.expected)" ] ||
-    no "tfvm check convs.tfg: $(echo "$got" | diff - test/e2e/check/convs.expected)"
+want=$(cat test/e2e/check/convs.expected)
+# the 3x3 stride-2 max pool kernel is AVX-512's; elsewhere the depthwise kernel takes that pool
+grep -qw avx512f /proc/cpuinfo 2>/dev/null ||
+    want=$(echo "$want" | sed 's/^\(pool3 .* cpu: \)3x3 max windows at stride 2, ISA/\1depthwise max, channel blocks of VL, ISA/')
+[ "$got" = "$want" ] || no "tfvm check convs.tfg: $(diff <(echo "$got") <(echo "$want"))"
 got=$("$TFVM" check --threads 2 examples/cnn.tfg | grep -E '^(c2|p2) ' | isa)
 [ "$got" = "c2                       FUSED_CONV2D   f32[?, 16, 14, 14]  cpu: Winograd F(2x2, 3x3), ISA
 p2                       MAXPOOL        f32[?, 16, 7, 7]  cpu: 2x2 windows at stride 2, ISA" ] ||
