@@ -231,15 +231,20 @@ static UT_INLINE void frame_pop(seq_run *s, seq_frame *f)
     frame_release(s->w, f->rp->frame_bytes);
 }
 
-/* Writes register k of f (taking a reference on a tensor). */
-static inline void frame_set(seq_frame *f, uint32_t k, const dev_value *v)
+/* Register k of f takes v and the reference the caller gives up with it */
+static inline void frame_take(seq_frame *f, uint32_t k, const dev_value *v)
 {
     f->v[k] = *v;
     f->has[k] = 1;
-    if (v->is_tensor) {
+    f->tensors |= v->is_tensor;
+}
+
+/* Writes register k of f (taking a reference on a tensor). */
+static inline void frame_set(seq_frame *f, uint32_t k, const dev_value *v)
+{
+    frame_take(f, k, v);
+    if (v->is_tensor)
         dev_value_retain(&f->v[k]);
-        f->tensors = true;
-    }
 }
 
 /* The tag of frame f as text, as vm_tag_str writes a context's: the
@@ -272,10 +277,7 @@ static inline void frame_out(seq_run *s, seq_frame *f, const vm_sinst *si, uint3
  * on every tensor result) */
 static inline void frame_out_take(seq_run *s, seq_frame *f, const vm_sinst *si, uint32_t out, const dev_value *v)
 {
-    const uint32_t k = si->reg + out;
-    f->v[k] = *v;
-    f->has[k] = 1;
-    f->tensors |= v->is_tensor;
+    frame_take(f, si->reg + out, v);
     s->w->st.tokens += si->tokens[out];
 }
 
