@@ -5,10 +5,10 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void *libc_alloc(void *ud, void *p, size_t old, size_t n)

@@ -97,13 +97,15 @@ static void conv_valid(int64_t off, int64_t stride, int64_t W, int64_t OW, int64
  * readable: as many as vector shuffles take (chw.h); returns how many. */
 static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (have_avx512()) { /* all that x holds: x[2(all - 1)] the last read */
+        const int64_t all = n <= (avail + 1) / 2 ? n : (avail + 1) / 2;
+        evens_v16_all(o, x, all, avail);
+        return all;
+    }
+#endif
     int64_t v = n < avail / 2 ? n : avail / 2;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx512()) {
-        v = n <= (avail + 1) / 2 ? n : (avail + 1) / 2; /* (x[2(v - 1)] the last read) */
-        evens_v16_all(o, x, v, avail);
-        return v;
-    }
     if (__builtin_cpu_supports("avx2")) {
         v = v / 8 * 8;
         evens_v8(o, x, v);

@@ -1318,7 +1318,9 @@ static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *
     ck_assert_int_eq(dev_par_width(), 1);
     tfvm_status st = dev_cpu_tensor(op, attr, in, (uint32_t)isa_ops[op].n_in, &serial, NULL, msg, sizeof msg);
     ck_assert_msg(st == TFVM_OK, "%s: %s", what, msg);
-    for (const dev_par_runner *r = &runner2;; r = &runner) {
+    const dev_par_runner *const runners[] = {&runner2, &runner};
+    for (size_t ri = 0; ri < UT_COUNTOF(runners); ri++) {
+        const dev_par_runner *r = runners[ri];
         dev_par_set_runner(r);
         ck_assert_int_eq(dev_par_width(), r->width);
         atomic_store(&split_loops, 0);
@@ -1331,14 +1333,11 @@ static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *
         ck_assert_msg(atomic_load(&split_loops) >= 1 && atomic_load(&chunks_run) >= 2,
                       "%s on %u threads: not split (%d loops, %d chunks)", what, r->width,
                       atomic_load(&split_loops), atomic_load(&chunks_run));
-        if (r == &runner) {
-            same_bits(&par, &serial, what); /* (releases both) */
-            break;
-        }
-        dev_value keep = serial;
-        dev_value_retain(&keep);
-        same_bits(&par, &keep, what);
+        dev_value want = serial;
+        dev_value_retain(&want);
+        same_bits(&par, &want, what); /* (releases both) */
     }
+    dev_value_release(&serial);
 }
 
 /* par_case for an elementwise op (elementwise.c's float chunks) */
