@@ -213,6 +213,27 @@ static void teardown(tfvm_vm *vm)
     }
     vm->root = NULL;
     vm->n_seq_waiting = 0;
+    /* Each worker's free contexts and loops are again those it made. One
+     * that another worker released went onto that worker's free list: a
+     * worker that makes more than it releases (the one running the layer
+     * below of a recurrent pipeline) would otherwise make new ones run
+     * after run, and every run's walks of them grow. */
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        memset(w->free_ctx, 0, vm->prog->n_regions * sizeof *w->free_ctx);
+        w->free_loops = NULL;
+    }
+    for (uint32_t i = 0; i < vm->n_workers; i++) {
+        vm_worker *w = &vm->w[i];
+        for (vm_ctx *c = w->blocks; c; c = c->next_block) {
+            c->parent = w->free_ctx[c->region];
+            w->free_ctx[c->region] = c;
+        }
+        for (vm_loop *l = w->loops; l; l = l->next_block) {
+            l->next_free = w->free_loops;
+            w->free_loops = l;
+        }
+    }
 }
 
 static void sum_stats(tfvm_vm *vm)
