@@ -934,10 +934,30 @@ void cc_dce(cc *C)
             each_block(C, C->ifns[i]->top, entry_calls, NULL);
 }
 
+/* A FILL of a constant shape (dims >= 0, their product an int64) with a
+ * constant scalar */
+static bool fill_safe(const cc_node *n)
+{
+    if (!is_const(n->in[0]) || !is_const(n->in[1]))
+        return false;
+    const cc_cval *s = cval(n->in[0]), *v = cval(n->in[1]);
+    if (v->rank != 0 || s->dtype != TFVM_I64 || s->rank != 1 || s->dims[0] > TFVM_MAX_RANK)
+        return false;
+    int64_t count = 1;
+    for (int64_t k = 0; k < s->dims[0]; k++) {
+        int64_t d;
+        memcpy(&d, (const char *)s->data + 8 * k, 8);
+        if (d < 0 || (d > 0 && count > INT64_MAX / d))
+            return false;
+        count *= d;
+    }
+    return true;
+}
+
 /* A tensor op that may fail in general (ops.def: YES) but provably does not
  * here, so that dead-code elimination may drop it when nothing uses it:
- * SHAPE (never fails), TRANSPOSE by a constant permutation of its input's
- * guaranteed rank, RESHAPE whose guaranteed input count its constant target
+ * SHAPE (never fails), FILL of a constant shape, TRANSPOSE by a constant
+ * permutation of its input's guaranteed rank, RESHAPE whose guaranteed input count its constant target
  * takes. (Memory running out is not a failure a program is kept for.) */
 static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
 {
@@ -946,6 +966,8 @@ static bool proven_safe(cc *C, const fold_state *S, const cc_node *n)
         return false;
     if (n->op == ISA_SHAPE)
         return true;
+    if (n->op == ISA_FILL)
+        return fill_safe(n);
     if (n->op != ISA_TRANSPOSE && n->op != ISA_RESHAPE)
         return false;
     if (n->op == ISA_TRANSPOSE) {

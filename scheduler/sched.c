@@ -356,6 +356,27 @@ static void steal_offer(sched_run *r, sched_worker *w)
         sched_wake_one(r);
 }
 
+/* Before a long stretch without firings (a loop run as a frame): every
+ * private activation, oldest first, goes to the deque, for a worker idle
+ * now or later in the stretch (one offer would give a thief one activation
+ * of the several that make up the work beside the frame), and a parked
+ * worker is woken for them. */
+static void steal_offer_all(sched_run *r, sched_worker *w)
+{
+    w->since_donate = 0;
+    if (w->n_stack == w->lo_stack)
+        return;
+    while (w->lo_stack < w->n_stack && dq_push(&w->dq, &w->stack[w->lo_stack]))
+        w->lo_stack++;
+    if (w->lo_stack == w->n_stack)
+        w->lo_stack = w->n_stack = 0;
+    if (!atomic_load_explicit(&r->idle, memory_order_relaxed))
+        return;
+    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
+    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
+        sched_wake_one(r);
+}
+
 /* ---- The table ----------------------------------------------------------------------------- */
 
 static const sched_policy policies[] = {
@@ -364,13 +385,15 @@ static const sched_policy policies[] = {
      .multi = true,
      .find_work = steal_find_work,
      .join = steal_join,
-     .offer = steal_offer},
+     .offer = steal_offer,
+     .offer_all = steal_offer_all},
     {.name = "deterministic",
      .summary = "one thread, LIFO (depth-first), the same firing order every run",
      .multi = false,
      .find_work = serial_find_work,
      .join = serial_find_work,
-     .offer = NULL},
+     .offer = NULL,
+     .offer_all = NULL},
 };
 
 const sched_policy *sched_policy_find(const char *name)

@@ -139,6 +139,8 @@ typedef struct sched_policy {
     /* Every SCHED_OFFER_EVERY firings: offers the worker's oldest private
      * work to idle workers. NULL when the policy never shares work. */
     void (*offer)(sched_run *r, sched_worker *w);
+    /* Before a long stretch without firings: all of it. NULL as offer. */
+    void (*offer_all)(sched_run *r, sched_worker *w);
 } sched_policy;
 
 /* Firings between two offers (about 0.1 ms): in a program with little

@@ -100,7 +100,11 @@ static UT_INLINE vm_ctx *ctx_new(vm_worker *w, vm_ctx *parent, uint32_t region, 
     c->elem = elem;
     c->live = 1;
     c->serial = (w->st.contexts_created << 10) | w->id;
-    atomic_store_explicit(&c->owner, w->id, memory_order_relaxed);
+    /* an iteration of a loop whose loops overlap is shared from the start:
+     * tokens come from a worker running the next iteration while this one
+     * runs a loop, and would wait for that loop to end to share it */
+    const bool shared = vm_loops_overlap(vm, region);
+    atomic_store_explicit(&c->owner, shared ? VM_CTX_SHARED : w->id, memory_order_relaxed);
     c->slots = (dev_value *)(c + 1);
     c->children = (_Atomic(void *) *)(c->slots + rp->n_slots);
     c->words = (_Atomic uint64_t *)(c->children + rp->n_children);

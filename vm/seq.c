@@ -1136,6 +1136,10 @@ static void frames_run(seq_run *s, seq_frame *top)
                 continue;
         }
         if (f->loop && f->again && !s->failed && next_iteration(s, f)) {
+            /* between iterations, as between firings: another worker may
+             * wait to share a context of ours (the next chunk of a layer
+             * below, beside this loop of the layer above) */
+            vm_serve_shares(s->w);
             if ((++s->polls & 1023) == 0)
                 seq_poll(s, f);
             if (!s->failed)

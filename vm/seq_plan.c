@@ -687,9 +687,15 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
         vm_rplan *rp = &plan->regions[r];
         bool loop = p->regions[r].kind == ISA_REGION_LOOP;
         rp->seq = (p->regions[r].kind == ISA_REGION_FUNC || loop) && rp->end - rp->first < 0xffff;
+        uint32_t entered = ISA_NONE; /* a loop it enters */
         for (uint32_t i = rp->first; rp->seq && i < rp->end; i++) {
-            rp->seq = seq_op_ok(&p->insts[i], loop, tensors) && p->insts[i].n_in + p->insts[i].n_ctl <= 8;
-            rp->calls |= p->insts[i].op == ISA_CALL;
+            const isa_inst *in = &p->insts[i];
+            rp->seq = seq_op_ok(in, loop, tensors) && in->n_in + in->n_ctl <= 8;
+            rp->calls |= in->op == ISA_CALL;
+            if (in->op == ISA_ENTER) {
+                rp->loops |= entered != ISA_NONE && in->a != entered;
+                entered = in->a;
+            }
         }
     }
     /* A loop body runs as frames only when its instance can gather every

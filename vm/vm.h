@@ -138,6 +138,7 @@ typedef struct vm_rplan {
     uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments (a loop: its entry values) */
     uint8_t *keep;        /* a loop: registers that stay from one iteration to the next */
     bool calls;           /* it has CALL instructions */
+    bool loops;           /* it enters two loops or more (ENTERs of two frames) */
     uint32_t param_slot;  /* calls buffered whole (vm_splan.strict): the first of n_params */
     uint32_t n_params;    /* value slots of a context that hold the arguments */
 } vm_rplan;
@@ -637,16 +638,29 @@ void vm_seq_free(vm_worker *w);
 /* Runs an instance of loop `frame` entered from context c with every entry
  * value (by vm_iplan.arg of its ENTERs; consumed). EXIT tokens go into c. */
 void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry);
+/* Whether, with several workers, the iterations of region r (a loop that
+ * enters two loops or more, sequential but for that) run as dataflow so
+ * that the loops of one iteration may run beside the next iteration's
+ * (stacked recurrent layers a chunk of steps apart, import/onnx_rnn.c).
+ * Its iterations' contexts are shared from the start (ctx.c), and a
+ * worker offers all its waiting work before and after one of their loops
+ * runs as a frame (control.c). */
+static inline bool vm_loops_overlap(const tfvm_vm *vm, uint32_t r)
+{
+    return vm->n_workers > 1 && vm->plan.regions[r].seq && vm->plan.regions[r].loops;
+}
+
 /* Does an instance of loop `frame` entered at `parent` run as a frame? With
- * several workers only a loop that calls nothing does below VM_SEQ_DEPTH
- * (its iterations are too small to share; a loop that calls may not be). */
+ * several workers only a loop that calls nothing and whose loops do not
+ * overlap does below VM_SEQ_DEPTH (its iterations are too small to share;
+ * a loop that calls may not be). */
 static inline bool vm_seq_loop_ok(vm_worker *w, const vm_ctx *parent, uint32_t frame)
 {
     tfvm_vm *vm = w->vm;
     const vm_rplan *rp = &vm->plan.regions[frame];
     if (!w->seq_ok || !rp->seq)
         return false;
-    if (vm->n_workers > 1 && rp->calls && parent->depth < VM_SEQ_DEPTH)
+    if (vm->n_workers > 1 && (rp->calls || vm_loops_overlap(vm, frame)) && parent->depth < VM_SEQ_DEPTH)
         return false;
     return true;
 }
@@ -780,7 +794,20 @@ const dev_value *vm_port_value(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst
 
 /* With several workers a worker about to run a long sequential call first
  * offers its oldest waiting work to idle workers (no firings happen inside
- * the call, so the run loop's periodic offer would not). */
+ * the call, so the run loop's periodic offer would not); around a loop in
+ * an iteration whose loops overlap (vm_loops_overlap), all of it: the next
+ * chunk of a recurrent layer below is a handful of activations. */
+static inline void vm_seq_offer(vm_worker *w, bool all)
+{
+    tfvm_vm *vm = w->vm;
+    if (vm->n_workers == 1)
+        return;
+    if (all && vm->policy->offer_all)
+        vm->policy->offer_all(&vm->run, &w->sw);
+    else if (!all && vm->policy->offer && atomic_load_explicit(&vm->run.idle, memory_order_relaxed))
+        vm->policy->offer(&vm->run, &w->sw);
+}
+
 static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region)
 {
     tfvm_vm *vm = w->vm;
@@ -790,8 +817,7 @@ static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t c
         return true;
     if (caller->depth < VM_SEQ_DEPTH)
         return false;
-    if (vm->policy->offer && atomic_load_explicit(&vm->run.idle, memory_order_relaxed))
-        vm->policy->offer(&vm->run, &w->sw);
+    vm_seq_offer(w, false);
     return true;
 }
 
