@@ -495,50 +495,69 @@ static void check_ops(ox *X, const Onnx__GraphProto *g)
                  list);
 }
 
-static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodeProto *n, size_t index, cc_blk *b)
+ox_node *ox_node_at(ox *X, const Onnx__GraphProto *g, size_t index, cc_blk *b)
 {
+    const Onnx__NodeProto *n = g->node[index];
     ox_node *N = cc_alloc(X->C, sizeof *N);
     N->X = X;
     N->C = X->C;
     N->b = b;
     N->n = n;
+    N->g = g;
+    N->index = index;
     node_id(n, index, N->id, sizeof N->id);
-    if (!n->op_type)
-        ox_fail(N, TFVM_ERR_FORMAT, "no op type");
-    char why[256];
-    ox_handler h = node_handler(X, n, N->id, why, sizeof why);
-    if (!h)
-        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s", why);
     if (n->n_input > UINT32_MAX / 2 || n->n_output > UINT32_MAX / 2)
         ox_fail(N, TFVM_ERR_FORMAT, "too many inputs or outputs");
     N->n_in = (uint32_t)n->n_input;
     N->n_out = (uint32_t)n->n_output;
     N->in = cc_array(X->C, N->n_in + 1, sizeof *N->in);
     N->out = cc_array(X->C, N->n_out + 1, sizeof *N->out);
-    for (uint32_t k = 0; k < N->n_in; k++) {
-        const char *in = n->input[k];
-        if (!in || !in[0])
-            continue;
-        N->in[k] = ox_lookup(X, in);
-        if (!N->in[k])
-            ox_fail(N, TFVM_ERR_FORMAT, "input '%.80s' is not defined before the node", in);
-    }
+    for (uint32_t k = 0; k < N->n_in; k++)
+        if (n->input[k] && n->input[k][0])
+            N->in[k] = ox_lookup(X, n->input[k]);
     for (uint32_t k = 0; k < N->n_out; k++) {
         N->out[k].rank = -1;
         for (int d = 0; d < TFVM_MAX_RANK; d++)
             N->out[k].dims[d] = -1;
     }
+    return N;
+}
+
+static void translate_node(ox *X, const Onnx__GraphProto *g, const Onnx__NodeProto *n, size_t index, cc_blk *b)
+{
+    ox_node *N = ox_node_at(X, g, index, b);
+    if (!n->op_type)
+        ox_fail(N, TFVM_ERR_FORMAT, "no op type");
+    char why[256];
+    ox_handler h = node_handler(X, n, N->id, why, sizeof why);
+    if (!h)
+        cc_error(X->C, (cc_pos){0, 0}, TFVM_ERR_UNSUPPORTED, "%s", why);
+    for (uint32_t k = 0; k < N->n_in; k++)
+        if (n->input[k] && n->input[k][0] && !N->in[k])
+            ox_fail(N, TFVM_ERR_FORMAT, "input '%.80s' is not defined before the node", n->input[k]);
     const cc_origin *outer = X->C->origin; /* a subgraph's nodes are inside their If/Loop */
     cc_set_origin(X->C, n->name && n->name[0] ? n->name : n->output && n->n_output && n->output[0] ? n->output[0] : "?",
                   n->op_type);
     for (uint32_t k = 0; k < N->n_in; k++)
         if (N->in[k] && N->in[k]->seq && !ox_is_list_op(n->op_type))
             ox_unsupported(N, "a sequence as input %u", k);
-    if (!u64_before(N) && !ox_try_fold(N)) {
-        h(N);
-        ox_keep_facts(N);
+    ox_done **at = &X->done; /* made ahead of its turn (taken off: a subgraph may be translated again) */
+    while (*at && (*at)->n != n)
+        at = &(*at)->next;
+    if (*at) {
+        const ox_done *done = *at;
+        *at = done->next;
+        if (done->make)
+            done->make(N, done->ctx);
+        else
+            memcpy(N->out, done->out, (N->n_out < 3 ? N->n_out : 3) * sizeof *N->out);
+    } else {
+        if (!u64_before(N) && !ox_try_fold(N)) {
+            h(N);
+            ox_keep_facts(N);
+        }
+        store_after(N, node_store(N));
     }
-    store_after(N, node_store(N));
     X->C->origin = outer;
     for (uint32_t k = 0; k < N->n_out; k++) {
         const char *o = n->output[k];

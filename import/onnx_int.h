@@ -64,7 +64,21 @@ typedef struct ox {
      * one), in first-seen order */
     const char *syms[OX_MAX_SYMS];
     uint32_t n_syms;
+    struct ox_done *done;   /* nodes an earlier node's translation made (onnx_rnn.c) */
 } ox;
+
+struct ox_node;
+
+/* A node whose translation an earlier node arranged (stacked recurrent
+ * layers, onnx_rnn.c): at its turn make(N, ctx) translates it instead of
+ * its handler, or (make NULL) its outputs are bound to out */
+typedef struct ox_done {
+    const Onnx__NodeProto *n;
+    ox_val out[3];
+    void (*make)(struct ox_node *N, void *ctx);
+    void *ctx;
+    struct ox_done *next;
+} ox_done;
 
 /* One node being translated: in[k] NULL = absent (""). Handlers set out[k]
  * for every output the node lists (n_out). */
@@ -73,6 +87,8 @@ typedef struct ox_node {
     cc *C;
     cc_blk *b;
     const Onnx__NodeProto *n;
+    const Onnx__GraphProto *g; /* the graph that holds n, as its node #index */
+    size_t index;
     char id[96];            /* 'name' or #index, for messages */
     uint32_t n_in, n_out;
     ox_val **in;            /* n_in entries */
@@ -86,6 +102,9 @@ ox_val ox_narrow(ox_node *N, const ox_val *x, uint8_t store);
 _Noreturn void ox_fail(ox_node *N, tfvm_status code, const char *fmt, ...) UT_PRINTF(3, 4);
 _Noreturn void ox_unsupported(ox_node *N, const char *what, ...) UT_PRINTF(2, 3);
 ox_val *ox_lookup(ox *X, const char *name);
+/* node #index of g as its handler sees it, its inputs as far as they are
+ * defined by now (NULL: absent or not yet) */
+ox_node *ox_node_at(ox *X, const Onnx__GraphProto *g, size_t index, cc_blk *b);
 void ox_bind(ox *X, const char *name, ox_val *v);
 ox_val *ox_new_val(cc *C, const ox_val *v);
 void ox_scope_pop(ox *X, ox_ent *mark);

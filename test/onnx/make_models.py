@@ -195,6 +195,65 @@ def stacked_lstm():
     np.save(os.path.join(OUT, "stacked_lstm.out.npy"), y.astype(np.float32))
 
 
+def stacked_chain():
+    # three recurrent layers as exporters stack them (LSTM, GRU with linear_before_reset, LSTM; each Y
+    # squeezed into the next one's X), over 70 steps: the importer makes them one loop over chunks of 32
+    # steps (the last one 6); their steps are heavy enough for a chain (batch 2, 64 and 80 units). The
+    # weights are computed in the graph (sin of a range), which keeps the file small. As torch writes
+    # it, the GRU's initial state is built from the Shape of its X (here 0.25, not zeros); the first
+    # layer's last h is read after the last layer. The same layers with the first Y also an output of
+    # the graph (stacked_unchained.onnx) make a chain of the other two only: the test wants the same
+    # bits of both, and onnx's reference evaluator's numbers
+    from onnx.reference import ReferenceEvaluator
+    T, B, I, H1, H2, H3 = 70, 2, 3, 64, 80, 64
+    x = (np.random.default_rng(11).standard_normal((T, B, I)) / 2).astype(np.float32)
+
+    def weight(name, shape, phase):
+        n = int(np.prod(shape))
+        return [const(name + "_r", np.array([0, n, 1], np.float32)),
+                H.make_node("Split", [name + "_r"], [name + "_a", name + "_b", name + "_c"], axis=0),
+                H.make_node("Squeeze", [name + "_a"], [name + "_a0"]),
+                H.make_node("Squeeze", [name + "_b"], [name + "_b0"]),
+                H.make_node("Squeeze", [name + "_c"], [name + "_c0"]),
+                H.make_node("Range", [name + "_a0", name + "_b0", name + "_c0"], [name + "_i"]),
+                const(name + "_f", np.array(0.37, np.float32)), const(name + "_p", np.array(phase, np.float32)),
+                H.make_node("Mul", [name + "_i", name + "_f"], [name + "_m"]),
+                H.make_node("Add", [name + "_m", name + "_p"], [name + "_q"]),
+                H.make_node("Sin", [name + "_q"], [name + "_s"]),
+                const(name + "_k", np.array(0.3, np.float32)),
+                H.make_node("Mul", [name + "_s", name + "_k"], [name + "_v"]),
+                const(name + "_sh", np.array(shape, np.int64)),
+                H.make_node("Reshape", [name + "_v", name + "_sh"], [name])]
+
+    wnodes = (weight("W1", [1, 4 * H1, I], 0.1) + weight("R1", [1, 4 * H1, H1], 0.2) + weight("B1", [1, 8 * H1], 0.3) +
+              weight("W2", [1, 3 * H2, H1], 0.4) + weight("R2", [1, 3 * H2, H2], 0.5) + weight("B2", [1, 6 * H2], 0.6) +
+              weight("W3", [1, 4 * H3, H2], 0.7) + weight("R3", [1, 4 * H3, H3], 0.8))
+
+    def graph(name, unchained):
+        nodes = wnodes + [
+            H.make_node("LSTM", ["x", "W1", "R1", "B1"], ["y1", "h1"], hidden_size=H1),
+            const("ax1", np.array([1], np.int64)), H.make_node("Squeeze", ["y1", "ax1"], ["x2"]),
+            H.make_node("Shape", ["x2"], ["s2"]), const("one", np.array([1], np.int64)),
+            const("two", np.array([2], np.int64)), H.make_node("Slice", ["s2", "one", "two"], ["b2"]),
+            const("h2d", np.array([H2], np.int64)), H.make_node("Concat", ["one", "b2", "h2d"], ["hs2"], axis=0),
+            const("q", np.array([0.25], np.float32)), H.make_node("Expand", ["q", "hs2"], ["h02"]),
+            H.make_node("GRU", ["x2", "W2", "R2", "B2", "", "h02"], ["y2"], hidden_size=H2, linear_before_reset=1),
+            H.make_node("Squeeze", ["y2", "ax1"], ["x3"]),
+            H.make_node("LSTM", ["x3", "W3", "R3"], ["y3", "", "c3"], hidden_size=H3),
+            H.make_node("Squeeze", ["y3", "ax1"], ["y"]), H.make_node("Identity", ["h1"], ["h1_out"])]
+        outs = [f32("y", [T, B, H3]), f32("h1_out", [1, B, H1]), f32("c3", [1, B, H3])]
+        if unchained:
+            outs.append(f32("y1", [T, 1, B, H1]))
+        save(name + ".onnx", H.make_graph(nodes, name, [f32("x", [T, B, I])], outs))
+
+    graph("stacked_chain", False)
+    graph("stacked_unchained", True)
+    np.save(os.path.join(OUT, "stacked_chain.in.npy"), x)
+    got = ReferenceEvaluator(os.path.join(OUT, "stacked_chain.onnx")).run(None, {"x": x})
+    for k, name in enumerate(("y", "h1", "c3")):
+        np.save(os.path.join(OUT, "stacked_chain.%s.npy" % name), got[k].astype(np.float32))
+
+
 def embed_linear():
     # a token's embedding through a linear layer and a ReLU: the optimizer gathers rows of the table's
     # product (embed_linear.onnx, E an initializer); embed_linear_param.onnx lists E as an input with
@@ -318,6 +377,7 @@ if __name__ == "__main__":
     loop_in_if()
     reshape_chain()
     stacked_lstm()
+    stacked_chain()
     embed_linear()
     scan()
     external()

@@ -213,6 +213,61 @@ START_TEST(stacked_lstm_shapes_folded)
 }
 END_TEST
 
+/* Loops of p whose parent is a loop */
+static int nested_loops(const tfvm_program *p)
+{
+    int n = 0;
+    for (uint32_t r = 0; r < p->isa.n_regions; r++)
+        n += p->isa.regions[r].kind == ISA_REGION_LOOP && p->isa.regions[r].parent != ISA_NONE &&
+             p->isa.regions[p->isa.regions[r].parent].kind == ISA_REGION_LOOP;
+    return n;
+}
+
+/* Three stacked recurrent layers (LSTM, GRU, LSTM, each Y squeezed into
+ * the next one's X) over 70 steps are one loop over chunks of steps with a
+ * loop per layer in it, and no stand-in for the Ys between them is left
+ * (FILL); their results are onnx's reference's and, bit for bit, those of
+ * stacked_unchained.onnx, the same layers whose first Y is also an output
+ * of the graph (that layer is lowered alone, the two others chained), on
+ * 1 and 2 threads */
+START_TEST(stacked_layers_chained)
+{
+    tfvm_program *p = compile_ok(M "stacked_chain.onnx"), *q = compile_ok(M "stacked_unchained.onnx");
+    ck_assert_int_eq(nested_loops(p), 3);
+    ck_assert_int_eq(nested_loops(q), 2);
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        ck_assert_msg(p->isa.insts[i].op != ISA_FILL, "instruction %u is FILL", i);
+    static const char *const refs[3] = {M "stacked_chain.y.npy", M "stacked_chain.h1.npy", M "stacked_chain.c3.npy"};
+    tfvm_tensor *x, *want[3];
+    tfvm_error err;
+    ck_assert_msg(tfvm_npy_load(M "stacked_chain.in.npy", NULL, &x, &err) == TFVM_OK, "%s", err.message);
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(tfvm_npy_load(refs[k], NULL, &want[k], &err) == TFVM_OK, "%s", err.message);
+    tfvm_value a = tfvm_tensor_value(x), r[3], u[4];
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, &a, 1, r, 3, mode);
+        run_main(q, &a, 1, u, 4, mode);
+        for (int k = 0; k < 3; k++) {
+            ck_assert_int_eq(tfvm_tensor_count(r[k].tensor), tfvm_tensor_count(want[k]));
+            const float *got = tfvm_tensor_cdata(r[k].tensor), *w = tfvm_tensor_cdata(want[k]);
+            for (int64_t i = 0; i < tfvm_tensor_count(want[k]); i++)
+                ck_assert_msg(fabsf(got[i] - w[i]) <= 1e-6f + 1e-5f * fabsf(w[i]), "mode %d, %s[%lld] = %.9g, not %.9g",
+                              mode, refs[k], (long long)i, got[i], w[i]);
+            char why[256];
+            ck_assert_msg(ou_same(&u[k], r[k].tensor, why, sizeof why), "mode %d, result %d: %s", mode, k, why);
+            tfvm_value_release(&r[k]);
+            tfvm_value_release(&u[k]);
+        }
+        tfvm_value_release(&u[3]);
+    }
+    tfvm_tensor_free(x);
+    for (int k = 0; k < 3; k++)
+        tfvm_tensor_free(want[k]);
+    tfvm_program_free(p);
+    tfvm_program_free(q);
+}
+END_TEST
+
 /* a token's embedding through a linear layer: with the table constant the
  * optimizer gathers rows of the table's product, computed as the one-row
  * product of each row, so the same bits as the product of the row gathered
@@ -533,6 +588,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, stacked_lstm_shapes_folded);
+    tcase_add_test(tc, stacked_layers_chained);
     tcase_add_test(tc, embedding_product_rows);
     tcase_add_test(tc, if_branches);
     tcase_add_test(tc, loop_scalar_100);
