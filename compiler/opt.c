@@ -351,7 +351,7 @@ static bool fold_tensor_op(cc *C, cc_node *n)
 static bool fold_op(cc *C, const fold_state *S, cc_node *n)
 {
     dev_value in[4];
-    if (n->n_in > 8 || n->n_out != 1)
+    if (n->n_in > 8 || n->n_out != 1 || n->op == ISA_WORKERS) /* the run's, not the compiler's */
         return false;
     if (n->op == ISA_SHAPE && !is_const(n->in[0]))
         return fold_shape(C, S, n);

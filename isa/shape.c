@@ -627,6 +627,13 @@ static tfvm_status rule_shape(rule *c)
     return TFVM_OK;
 }
 
+/* WORKERS (x): a scalar. */
+static tfvm_status rule_scalar(rule *c)
+{
+    c->o->rank = 0;
+    return TFVM_OK;
+}
+
 /* FILL (shape, v): the shape vector's values. */
 static tfvm_status rule_fill(rule *c)
 {
@@ -906,6 +913,7 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_TRANSPOSE] = rule_transpose,
     [ISA_CONCAT] = rule_concat,
     [ISA_SHAPE] = rule_shape,
+    [ISA_WORKERS] = rule_scalar,
     [ISA_FILL] = rule_fill,
     [ISA_FLATTEN] = rule_flatten,
     [ISA_UNSQUEEZE] = rule_unsqueeze,

@@ -238,6 +238,7 @@ tfvm_status dev_cpu_slice(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_gather(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_pad(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_shape(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_workers(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_range(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* issue 10 */

@@ -414,6 +414,15 @@ tfvm_status dev_cpu_shape(dev_kctx *k, const dev_kview *in, dev_value *out)
     return TFVM_OK;
 }
 
+/* ---- WORKERS: the calling thread's runner's width (the VM's workers; 1 outside a run) */
+tfvm_status dev_cpu_workers(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    (void)k;
+    (void)in;
+    *out = (dev_value){.dtype = TFVM_I64, .u.i64 = (int64_t)dev_par_width()};
+    return TFVM_OK;
+}
+
 /* ---- FILL --------------------------------------------------------------------------- */
 tfvm_status dev_cpu_fill(dev_kctx *k, const dev_kview *in, dev_value *out)
 {

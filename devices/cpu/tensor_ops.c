@@ -328,7 +328,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_ARGMAX] = dev_cpu_argmax,       [ISA_RESHAPE] = dev_cpu_reshape,
     [ISA_TRANSPOSE] = dev_cpu_transpose, [ISA_CONCAT] = dev_cpu_concat,
     [ISA_SLICE] = dev_cpu_slice,         [ISA_GATHER] = dev_cpu_gather,
-    [ISA_PAD] = dev_cpu_pad,             [ISA_SHAPE] = dev_cpu_shape,
+    [ISA_PAD] = dev_cpu_pad,             [ISA_SHAPE] = dev_cpu_shape,       [ISA_WORKERS] = dev_cpu_workers,
     [ISA_FILL] = dev_cpu_fill,           [ISA_RANGE] = dev_cpu_range,
     [ISA_LOG_SOFTMAX] = dev_cpu_softmax,     [ISA_REDUCE_MIN] = dev_cpu_reduce,
     [ISA_REDUCE_PROD] = dev_cpu_reduce,  [ISA_ARGMIN] = dev_cpu_argmax,

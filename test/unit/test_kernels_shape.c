@@ -563,7 +563,8 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_CONV2D: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = T(dt, (1, 1, 1, 1), 1); in[2] = IV(1, 1, 0, 0, 0, 0, 1, 1, 1); break;
     case ISA_SOFTMAX:
     case ISA_ARGMAX:
-    case ISA_SHAPE: in[0] = T(dt, (2, 2), 1, 0, 1, 1); break;
+    case ISA_SHAPE:
+    case ISA_WORKERS: in[0] = T(dt, (2, 2), 1, 0, 1, 1); break;
     case ISA_REDUCE_SUM:
     case ISA_REDUCE_MEAN:
     case ISA_REDUCE_MAX: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = IV(0); break;

@@ -604,6 +604,7 @@ static const row rows[] = {
     {ISA_ARGMAX, g_axis, EXACT},            {ISA_ARGMIN, g_axis, EXACT},
     {ISA_RESHAPE, g_reshape, EXACT},        {ISA_TRANSPOSE, g_transpose, EXACT},
     {ISA_CONCAT, g_concat, EXACT},          {ISA_SHAPE, g_shape, EXACT},
+    {ISA_WORKERS, g_shape, EXACT},
     {ISA_FILL, g_fill, EXACT},              {ISA_FLATTEN, g_flatten, EXACT},
     {ISA_UNSQUEEZE, g_unsqueeze, EXACT},    {ISA_SQUEEZE, g_squeeze, PARTIAL},
     {ISA_EXPAND, g_expand, EXACT},          {ISA_TILE, g_per_axis, EXACT},

@@ -61,6 +61,7 @@ static const sample samples[] = {
     {ISA_GATHER, 0, {X(2, 2, 3), IV(2, 1, 0)}},
     {ISA_PAD, 0, {X(2, 2, 3), IV(4, 1, 0, 0, 1)}},
     {ISA_SHAPE, 0, {X(2, 2, 3)}},
+    {ISA_WORKERS, 0, {X(2, 2, 3)}},
     {ISA_FILL, 0, {IV(2, 2, 2), XS(1)}},
     {ISA_RANGE, 0, {XS(0), XS(3), XS(1)}},
     {ISA_LOG_SOFTMAX, 1, {X(2, 2, 3)}},

@@ -235,6 +235,53 @@ START_TEST(stack_reread_after_put)
 }
 END_TEST
 
+/* WORKERS: the run's worker threads, inside a loop as at the root (a loop
+ * body runs as a frame on one worker, as dataflow on several) */
+static const char *WORKERS_LOOP =
+    "entry main(n: i64) -> (r: i64) {\n"
+    "    n    = ARG 0\n"
+    "    w0   = WORKERS (n)\n"
+    "    zero = CONST i64 0\n"
+    "    ei   = ENTER L (zero)\n"
+    "    ea   = ENTER L (zero)\n"
+    "    en   = ENTER L const (n)\n"
+    "    r    = MUL (w0, L.out)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "loop L in main {\n"
+    "    p    = LESS (ei | ni, en)\n"
+    "    c    = LOOPCOND (p)\n"
+    "    si   = SWITCH (ei | ni, c)\n"
+    "    w    = WORKERS (si:1)\n"
+    "    a2   = ADD (ea | na, w)\n"
+    "    i2   = ADD (si:1, i64 1)\n"
+    "    ni   = NEXTITER (i2)\n"
+    "    na   = NEXTITER (a2)\n"
+    "    sa   = SWITCH (ea | na, c)\n"
+    "    out  = EXIT L (sa:0)\n"
+    "}\n";
+
+START_TEST(workers_of_the_run)
+{
+    const struct {
+        bool deterministic;
+        uint32_t threads;
+        int64_t want;
+    } cases[] = {{true, 1, 1}, {false, 1, 1}, {false, 2, 2}, {false, 3, 3}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        run_deterministic = cases[k].deterministic;
+        run_threads = cases[k].threads;
+        tfvm_value r;
+        char msg[256];
+        ck_assert_msg(run1(WORKERS_LOOP, tfvm_i64(5), &r, msg, sizeof msg, NULL) == TFVM_OK, "%s", msg);
+        ck_assert_int_eq(r.dtype, TFVM_I64);
+        /* w0 * (5 iterations adding w) */
+        ck_assert_msg(r.as.i64 == 5 * cases[k].want * cases[k].want, "%u threads: %lld", cases[k].threads,
+                      (long long)r.as.i64);
+    }
+}
+END_TEST
+
 START_TEST(deadness_skips_loops_and_calls)
 {
     use_policy(_i);
@@ -806,6 +853,7 @@ int main(void)
     tcase_add_loop_test(tc, fib_recursion, 0, 2);
     tcase_add_loop_test(tc, loop_sum_and_parallel_bound, 0, 2);
     tcase_add_loop_test(tc, stack_reread_after_put, 0, 2);
+    tcase_add_test(tc, workers_of_the_run);
     tcase_add_loop_test(tc, deadness_skips_loops_and_calls, 0, 2);
     tcase_add_loop_test(tc, runtime_errors_name_instruction_and_tag, 0, 2);
     tcase_add_loop_test(tc, stuck_run_diagnosis, 0, 2);
