@@ -387,7 +387,8 @@ static void rnn_outputs(ox_node *N, rnn_kind kind, int ndir, bool batchwise, con
  * hoisted before its loop, need all of that Y. A chain of such layers
  * (forward, one direction, each step one instruction, no lengths, the
  * length and batch known, the Y between them read by nothing else) is one
- * loop over chunks of CHUNK steps instead: in chunk c each layer runs its
+ * loop over chunks of CHUNK steps instead (one chunk of all of them when
+ * the run has one worker: WORKERS): in chunk c each layer runs its
  * steps (a loop of its own) after the layer below ran that chunk's, its
  * input products for the chunk one product of the chunk's rows. Nothing of
  * layer j + 1 is needed for layer j's next chunk, so with two workers the
@@ -405,15 +406,15 @@ typedef struct layer {
     ox_val zeros;
 } layer;
 
-/* Steps a chunk has; a chain needs two chunks or more. A chunk costs some
- * 7 us more than its steps on one thread (the chunk loop's firings, its
- * inner loops' entries and exits, a product that streams the layer's
- * input weights again) against ~3.5 us a step of a layer of 128 units.
- * Measured on a 2-layer LSTM of 128 units over 128 steps (Intel Xeon, 2
- * cores): chunks of 16 steps 5% slower than no chain on one thread, of 32
- * steps 1-2%, both 0.8x on two threads; over 32 steps, two chunks of 16
- * gained nothing on two threads for a GRU (the chunks that overlap run
- * 30% slower than alone) and cost 3-4% on one. */
+/* Steps a chunk has on several workers; a chain needs a sequence of two
+ * chunks or more. On one worker a chain runs its whole sequence as one
+ * chunk (WORKERS): a chunk costs some 7 us more than its steps (the chunk
+ * loop's firings, its inner loops' entries and exits, a product that
+ * streams the next layer's input weights again) against ~3.5 us a step of
+ * a layer of 128 units. Measured on 2 threads (Intel Xeon, 2 cores): a
+ * 2-layer LSTM of 128 units over 128 steps 0.8x its time unchained with
+ * chunks of 16 or 32 steps; over 32 steps two chunks of 16 gained nothing
+ * for a GRU (the chunks that overlap ran 30% slower than alone). */
 enum { CHUNK = 32 };
 
 /* Whether node L names input k */
@@ -535,24 +536,17 @@ static bool squeezes_axis1(ox *X, const Onnx__GraphProto *g, size_t at)
     return n == 1 && (ax[0] == 1 || ax[0] == -3);
 }
 
-/* Whether a layer of `kind`, H units (H_in below it), batch B, elements of
- * esz bytes, pays as a link of a chain whose other layers' weights are
- * *bytes (its own added): its steps heavy enough to share two workers'
- * time against the chunks' costs, and the weights the chunks cycle through
- * (each layer's recurrent ones, the input ones of all but the first) small
- * enough to stay in a core's cache from one chunk to the next. Measured
- * (Intel Xeon, 2 MB L2 a core): a 2-layer GRU of 64 units over 200 steps
- * (12 K multiply-adds a step) 0.39 -> 0.49 ms on 2 threads; a 3-layer LSTM
- * of 256 units (5 MB of weights) 4.25 -> 4.83 ms on 1. */
-enum { CHAIN_MIN_MACS = 1 << 15, CHAIN_MAX_BYTES = 1 << 20 };
+/* Whether a layer of `kind`, H units, batch B pays as a link of a chain:
+ * its steps heavy enough to share two workers' time against the chunks'
+ * costs. Measured (Intel Xeon, 2 cores): a 2-layer GRU of 64 units over 200
+ * steps (12 K multiply-adds a step) went from 0.39 to 0.49 ms on 2 threads;
+ * 48 K and more gained (GRU and LSTM of 128 units, 0.8-0.86x the time). */
+enum { CHAIN_MIN_MACS = 1 << 15 };
 
-static bool chain_pays(rnn_kind kind, int64_t B, int64_t H, int64_t H_in, int64_t esz, int64_t *bytes, bool first)
+static bool chain_pays(rnn_kind kind, int64_t B, int64_t H)
 {
     const int64_t G = kind == K_LSTM ? 4 : 3;
-    if (H < 1 || H > (1 << 14) || H_in < 1 || H_in > (1 << 14) || B > (1 << 20) || G * H * H * B < CHAIN_MIN_MACS)
-        return false;
-    *bytes += G * H * (H + (first ? 0 : H_in)) * esz;
-    return *bytes <= CHAIN_MAX_BYTES;
+    return H >= 1 && H <= (1 << 14) && B <= (1 << 20) && G * H * H * B >= CHAIN_MIN_MACS;
 }
 
 /* A chain's layers, from its first one's turn to its last one's */
@@ -576,9 +570,8 @@ static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
         !isa_dtype_float(x->dtype) || x->store || !chain_link(N, kind))
         return;
     const Onnx__GraphProto *g = N->g;
-    const int64_t B = x->dims[1], esz = x->dtype == TFVM_F64 ? 8 : 4;
-    int64_t H = ox_attr_i(N, "hidden_size", -1), bytes = 0;
-    if (!chain_pays(kind, B, H, H, esz, &bytes, true))
+    const int64_t B = x->dims[1];
+    if (!chain_pays(kind, B, ox_attr_i(N, "hidden_size", -1)))
         return;
     int n = 1;
     at[0] = N->index;
@@ -599,11 +592,9 @@ static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
         const Onnx__NodeProto *next = g->node[x1.first];
         rnn_kind k1 = is_op(next, "LSTM") ? K_LSTM : K_GRU;
         ox_node *M = ox_node_at(N->X, g, x1.first, NULL);
-        const int64_t H1 = ox_attr_i(M, "hidden_size", -1);
         if ((!is_op(next, "LSTM") && !is_op(next, "GRU")) || !chain_link(M, k1) ||
-            !chain_pays(k1, B, H1, H, esz, &bytes, false))
+            !chain_pays(k1, B, ox_attr_i(M, "hidden_size", -1)))
             break;
-        H = H1;
         ch->sq[n - 1] = y.first;
         ch->kinds[n] = k1;
         at[n++] = x1.first;
@@ -685,7 +676,7 @@ static void run_chain(ox_node *N, layer *L, int n)
     const cc_origin *origin = C->origin;
     const rnn_in *I0 = &L[0].I;
     const uint8_t d = I0->d;
-    const int64_t T = I0->X.dims[0], Bn = I0->X.dims[1], k = CHUNK, zero = 0;
+    const int64_t T = I0->X.dims[0], Bn = I0->X.dims[1], zero = 0;
     ox_val rb[CHAIN_MAX];
     for (int j = 0; j < n; j++) {
         layer_origin(C, L[j].N->n);
@@ -693,6 +684,13 @@ static void run_chain(ox_node *N, layer *L, int n)
     }
     C->origin = origin;
     ox_val XW = input_products(N, I0, &I0->X);
+    /* chunks of CHUNK steps on several workers, all T steps in one on one
+     * (the layers one by one, but for the chunk loop's one iteration): k
+     * steps a chunk, m chunks */
+    ox_val Tv = ox_scalar(N, TFVM_I64, 0, T), one = ox_scalar(N, TFVM_I64, 0, 1), ck = ox_scalar(N, TFVM_I64, 0, CHUNK);
+    ox_val workers = ox_op1(N, ISA_WORKERS, 0, &Tv), many = ox_ew2(N, ISA_GREATER, &workers, &one);
+    ox_val kv = ox_op3(N, ISA_SELECT, 0, &many, &ck, &Tv), km1 = ox_ew2(N, ISA_SUB, &kv, &one);
+    ox_val end = ox_ew2(N, ISA_ADD, &Tv, &km1), m = ox_ew2(N, ISA_DIV, &end, &kv);
     /* the loop's variables: the chunk, each layer's state, the last one's Y */
     const uint32_t nvar = (uint32_t)n + 2;
     ox_val init[CHAIN_MAX + 2], lv[CHAIN_MAX + 2];
@@ -721,13 +719,11 @@ static void run_chain(ox_node *N, layer *L, int n)
         lv[v].v = cc_lvar(w, v);
     cc_blk *outer = N->b;
     N->b = w->u.loop.head;
-    ox_val m = ox_scalar(N, TFVM_I64, 0, (T + k - 1) / k);
     ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &m);
     cc_block_results(C, w->u.loop.head, 1, &c.v);
 
     /* chunk c: steps [t0, t0 + len) */
     N->b = w->u.loop.body;
-    ox_val kv = ox_scalar(N, TFVM_I64, 0, k), Tv = ox_scalar(N, TFVM_I64, 0, T), one = ox_scalar(N, TFVM_I64, 0, 1);
     ox_val t0 = ox_ew2(N, ISA_MUL, &lv[0], &kv), left = ox_ew2(N, ISA_SUB, &Tv, &t0);
     ox_val len = ox_ew2(N, ISA_MIN, &left, &kv), below = {0};
     cc_irval next[CHAIN_MAX + 2];
@@ -738,10 +734,15 @@ static void run_chain(ox_node *N, layer *L, int n)
         layer_origin(C, L[j].N->n);
         ox_val xw = XW, rows = below, s, acc;
         if (j > 0) {
-            /* the chunk's input products, from the h half of the states below */
+            /* the chunk's input products, from the h half of the states
+             * below, their rank known (a RESHAPE relabels the stack) so that
+             * the bias joins the product (FUSED_MATMUL) */
             ox_val i0 = ox_scalar(N, TFVM_I64, 0, 0);
             if (L[j - 1].kind == K_LSTM)
                 rows = ox_op2(N, ISA_GATHER, 1, &below, &i0);
+            const int64_t rd[3] = {-1, Bn, L[j - 1].I.H};
+            ox_val shape = ox_i64s(N, 3, rd);
+            rows = ox_op2(N, ISA_RESHAPE, 0, &rows, &shape);
             xw = input_products(N, I, &rows);
         }
         ox_val fresh = plainv(cc_const_new(C, N->b, (tfvm_dtype)d, 1, &zero, &zero, 0, false), d, 1);
