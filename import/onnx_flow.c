@@ -284,16 +284,9 @@ static void scan_core(ox_node *N, const Onnx__GraphProto *g, const scan_spec *S,
     uint32_t id = X->n_loops++;
     char label[32];
     snprintf(label, sizeof label, "scan%u", id);
-    cc_node *w = cc_while_new(C, N->b, nvar, iv, types, var_names(N, id, nvar, nst, "scan"), label);
-    for (uint32_t k = 0; k < nvar; k++)
-        lv[k].v = cc_lvar(w, k);
-    cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &T);
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-
+    cc_blk *outer;
+    cc_node *w = ox_count_loop(N, nvar, iv, types, var_names(N, id, nvar, nst, "scan"), label, &T, lv, &outer);
     cc_blk *body = w->u.loop.body;
-    N->b = body;
     ox_ent *mark = X->top;
     for (uint32_t k = 0; k < nst; k++)
         bind_input(N, g, k, &lv[1 + k]);
@@ -420,14 +413,8 @@ void ox_op_scan(ox_node *N)
     uint32_t lid = N->X->n_loops++;
     char label[32];
     snprintf(label, sizeof label, "batch%u", lid);
-    cc_node *w = cc_while_new(C, N->b, nvar, iv, types, var_names(N, lid, nvar, 0, "batch"), label);
-    for (uint32_t k = 0; k < nvar; k++)
-        lv[k].v = cc_lvar(w, k);
-    cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &B);
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-    N->b = w->u.loop.body;
+    cc_blk *outer;
+    cc_node *w = ox_count_loop(N, nvar, iv, types, var_names(N, lid, nvar, 0, "batch"), label, &B, lv, &outer);
     ox_val **rows = cc_array(C, nst + nsi + 1, sizeof *rows);
     for (uint32_t k = 0; k < nst + nsi; k++) {
         const ox_val *x = N->in[first + k];

@@ -201,6 +201,11 @@ int ox_need_rank(ox_node *N, const ox_val *x);           /* or UNSUPPORTED */
 /* elementwise with NumPy broadcasting: ox_op2, whose shape rule broadcasts */
 ox_val ox_ew2(ox_node *N, isa_op op, const ox_val *a, const ox_val *b);
 ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b); /* SELECT, shapes broadcast */
+/* A While made in N->b whose head is lv[0] < bound (lv[0] an i64 counter):
+ * its variables' initial values, types and names, their values inside the
+ * loop into lv[k].v; N->b is then its body, *outer the block it is in */
+cc_node *ox_count_loop(ox_node *N, uint32_t nvar, const cc_irval *init, const cc_vtype *types,
+                       const char *const *names, const char *label, const ox_val *bound, ox_val *lv, cc_blk **outer);
 ox_val ox_ew1(ox_node *N, isa_op op, const ox_val *a);
 ox_val ox_to_dtype(ox_node *N, const ox_val *v, uint8_t want);
 ox_val ox_spread_axes(ox_node *N, const ox_val *v, const ox_val *axes, int r, uint8_t dtype);

@@ -607,6 +607,20 @@ static void op_Clip(ox_node *N)
     N->out[0] = x;
 }
 
+cc_node *ox_count_loop(ox_node *N, uint32_t nvar, const cc_irval *init, const cc_vtype *types,
+                       const char *const *names, const char *label, const ox_val *bound, ox_val *lv, cc_blk **outer)
+{
+    cc_node *w = cc_while_new(N->C, N->b, nvar, init, types, names, label);
+    for (uint32_t k = 0; k < nvar; k++)
+        lv[k].v = cc_lvar(w, k);
+    *outer = N->b;
+    N->b = w->u.loop.head;
+    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], bound);
+    cc_block_results(N->C, w->u.loop.head, 1, &c.v);
+    N->b = w->u.loop.body;
+    return w;
+}
+
 ox_val ox_where(ox_node *N, const ox_val *c, const ox_val *a, const ox_val *b)
 {
     ox_val r = ox_op3(N, ISA_SELECT, 0, c, a, b);

@@ -196,15 +196,8 @@ static void run_direction(ox_node *N, const rnn_in *I, ox_val *Y, ox_val *hT, ox
      * the recurrent product h @ R^T stays in the loop */
     ox_val XW = input_products(N, I, &I->X);
     ox_val Rb = fused ? step_bias(N, I) : I->Rb;
-    cc_node *w = cc_while_new(C, N->b, nvar, iv, ty, nm, label);
-    for (uint32_t k = 0; k < nvar; k++)
-        lv[k].v = cc_lvar(w, k);
-    cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &I->T);
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-
-    N->b = w->u.loop.body;
+    cc_blk *outer;
+    cc_node *w = ox_count_loop(N, nvar, iv, ty, nm, label, &I->T, lv, &outer);
     ox_val t = lv[0], one = ox_scalar(N, TFVM_I64, 0, 1);
     if (I->reverse) {
         ox_val t1 = ox_ew2(N, ISA_SUB, &I->T, &one);
@@ -639,14 +632,8 @@ static void chunk_loop(ox_node *N, const rnn_in *I, const ox_val *xw, const ox_v
         snprintf(names[k], sizeof names[k], "rnn%u_%s", id, (const char *const[]){"i", lstm ? "s" : "h", "y"}[k]);
         nm[k] = names[k];
     }
-    cc_node *w = cc_while_new(C, N->b, 3, iv, ty, nm, label);
-    for (int k = 0; k < 3; k++)
-        lv[k].v = cc_lvar(w, k);
-    cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[VI], len);
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-    N->b = w->u.loop.body;
+    cc_blk *outer;
+    cc_node *w = ox_count_loop(N, 3, iv, ty, nm, label, len, lv, &outer);
     ox_val one = ox_scalar(N, TFVM_I64, 0, 1);
     ox_val tx = xoff ? ox_ew2(N, ISA_ADD, &lv[VI], xoff) : lv[VI];
     ox_val tp = poff ? ox_ew2(N, ISA_ADD, &lv[VI], poff) : lv[VI];
@@ -714,16 +701,9 @@ static void run_chain(ox_node *N, layer *L, int n)
             snprintf(names[v], sizeof names[v], "rnn%u_s%u", id, v - 1);
         nm[v] = names[v];
     }
-    cc_node *w = cc_while_new(C, N->b, nvar, iv, ty, nm, label);
-    for (uint32_t v = 0; v < nvar; v++)
-        lv[v].v = cc_lvar(w, v);
-    cc_blk *outer = N->b;
-    N->b = w->u.loop.head;
-    ox_val c = ox_op2(N, ISA_LESS, 0, &lv[0], &m);
-    cc_block_results(C, w->u.loop.head, 1, &c.v);
-
+    cc_blk *outer;
+    cc_node *w = ox_count_loop(N, nvar, iv, ty, nm, label, &m, lv, &outer);
     /* chunk c: steps [t0, t0 + len) */
-    N->b = w->u.loop.body;
     ox_val t0 = ox_ew2(N, ISA_MUL, &lv[0], &kv), left = ox_ew2(N, ISA_SUB, &Tv, &t0);
     ox_val len = ox_ew2(N, ISA_MIN, &left, &kv), below = {0};
     cc_irval next[CHAIN_MAX + 2];
