@@ -173,10 +173,18 @@ tfvm_status dev_cpu_transpose(dev_kctx *k, const dev_kview *in, dev_value *out)
                          dev_kdims(n, given, s1), dev_kshape(x, s2));
     int64_t xs[TFVM_MAX_RANK], od[TFVM_MAX_RANK], ss[TFVM_MAX_RANK], ds[TFVM_MAX_RANK];
     dev_kstrides(x->rank, x->dims, xs);
+    int64_t last = -1; /* the axes larger than 1 in their order: the elements' order is x's */
+    bool same_order = true;
     for (int i = 0; i < n; i++) {
         od[i] = x->dims[perm[i]];
         ss[i] = xs[perm[i]];
+        if (od[i] != 1) {
+            same_order &= perm[i] > last;
+            last = perm[i];
+        }
     }
+    if (same_order) /* only axes of size 1 move ([1, T, H] to [T, 1, H]): a reshape */
+        return reshaped(k, x, n, od, out);
     dev_kstrides(n, od, ds);
     dev_value r;
     void *o;

@@ -415,7 +415,8 @@ static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, 
 
 bool dev_cpu_in_place(isa_op op)
 {
-    return op == ISA_STACK_PUT || op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN;
+    return op == ISA_STACK_PUT || op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN ||
+           op == ISA_TRANSPOSE;
 }
 
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,

@@ -108,17 +108,21 @@ END_TEST
 
 /* A reshape of a tensor nobody else holds relabels it (no allocation, the
  * same data); one another token still holds is copied, and that one keeps
- * its dims and values. */
+ * its dims and values. So does a TRANSPOSE that moves only axes of size 1. */
 START_TEST(test_reshape_in_place)
 {
     static const struct {
         isa_op op;
         int32_t attr;
-    } ops[] = {{ISA_RESHAPE, 0}, {ISA_SQUEEZE, 0}, {ISA_UNSQUEEZE, 0}, {ISA_FLATTEN, 1}};
+    } ops[] = {{ISA_RESHAPE, 0}, {ISA_SQUEEZE, 0}, {ISA_UNSQUEEZE, 0}, {ISA_FLATTEN, 1}, {ISA_TRANSPOSE, 0}};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         const isa_op op = ops[i].op;
         dev_value x = T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), out;
-        dev_value arg = op == ISA_RESHAPE ? IV(3, 2) : op == ISA_SQUEEZE ? IV(1) : op == ISA_UNSQUEEZE ? IV(0) : NONE;
+        dev_value arg = op == ISA_RESHAPE     ? IV(3, 2)
+                        : op == ISA_SQUEEZE   ? IV(1)
+                        : op == ISA_UNSQUEEZE ? IV(0)
+                        : op == ISA_TRANSPOSE ? IV(1, 0, 2)
+                                              : NONE;
         const void *data = x.u.t->data;
         const long a0 = ta.allocs;
         dev_value_retain(&arg);
@@ -137,8 +141,12 @@ START_TEST(test_reshape_in_place)
         dev_value_release(&out);
         dev_value_release(&x);
     }
-    /* the result's dims, as each op defines them */
+    /* the result's dims, as each op defines them; a TRANSPOSE that moves an
+     * axis larger than 1 past another still transposes */
     OK(ISA_RESHAPE, 0, (T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), IV(3, -1)), F32, (3, 2), 1, 2, 3, 4, 5, 6);
+    OK(ISA_TRANSPOSE, 0, (T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), IV(1, 0, 2)), F32, (1, 2, 3), 1, 2, 3, 4, 5, 6);
+    OK(ISA_TRANSPOSE, 0, (T(F32, (2, 1, 3), 1, 2, 3, 4, 5, 6), IV(2, 1, 0)), F32, (3, 1, 2), 1, 4, 2, 5, 3, 6);
+    OK(ISA_TRANSPOSE, 0, (T(F32, (1, 2, 1, 3), 1, 2, 3, 4, 5, 6), IV(2, 1, 3, 0)), F32, (1, 2, 3, 1), 1, 2, 3, 4, 5, 6);
 }
 END_TEST
 
