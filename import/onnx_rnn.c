@@ -399,15 +399,15 @@ typedef struct layer {
     ox_val zeros;
 } layer;
 
-/* Steps a chunk has on several workers; a chain needs a sequence of two
- * chunks or more. On one worker a chain runs its whole sequence as one
- * chunk (WORKERS): a chunk costs some 7 us more than its steps (the chunk
- * loop's firings, its inner loops' entries and exits, a product that
- * streams the next layer's input weights again) against ~3.5 us a step of
- * a layer of 128 units. Measured on 2 threads (Intel Xeon, 2 cores): a
- * 2-layer LSTM of 128 units over 128 steps 0.8x its time unchained with
- * chunks of 16 or 32 steps; over 32 steps two chunks of 16 gained nothing
- * for a GRU (the chunks that overlap ran 30% slower than alone). */
+/* Steps a chunk has on several workers, CHUNK (16 for a sequence shorter
+ * than two of them); a chain needs a sequence of CHUNK steps or more. On
+ * one worker a chain runs its whole sequence as one chunk (WORKERS): a
+ * chunk costs some 7 us more than its steps (the chunk loop's firings, its
+ * inner loops' entries and exits, a product that streams the next layer's
+ * input weights again) against ~3.5 us a step of a layer of 128 units.
+ * Measured on 2 threads (Intel Xeon, 2 cores): a 2-layer LSTM of 128 units
+ * over 128 steps 0.75-0.8x its time unchained with chunks of 16 or 32
+ * steps; over 32 steps, two chunks of 16, a GRU 0.89x and an LSTM 0.88x. */
 enum { CHUNK = 32 };
 
 /* Whether node L names input k */
@@ -559,7 +559,7 @@ static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
     size_t *at = ch->at;
     ch->n = 1;
     const ox_val *x = N->n_in ? N->in[0] : NULL;
-    if (!N->g || !x || x->rank != 3 || x->dims[1] < 1 || x->dims[0] < 2 * CHUNK ||
+    if (!N->g || !x || x->rank != 3 || x->dims[1] < 1 || x->dims[0] < CHUNK ||
         !isa_dtype_float(x->dtype) || x->store || !chain_link(N, kind))
         return;
     const Onnx__GraphProto *g = N->g;
@@ -674,7 +674,8 @@ static void run_chain(ox_node *N, layer *L, int n)
     /* chunks of CHUNK steps on several workers, all T steps in one on one
      * (the layers one by one, but for the chunk loop's one iteration): k
      * steps a chunk, m chunks */
-    ox_val Tv = ox_scalar(N, TFVM_I64, 0, T), one = ox_scalar(N, TFVM_I64, 0, 1), ck = ox_scalar(N, TFVM_I64, 0, CHUNK);
+    ox_val Tv = ox_scalar(N, TFVM_I64, 0, T), one = ox_scalar(N, TFVM_I64, 0, 1);
+    ox_val ck = ox_scalar(N, TFVM_I64, 0, T >= 2 * CHUNK ? CHUNK : CHUNK / 2);
     ox_val workers = ox_op1(N, ISA_WORKERS, 0, &Tv), many = ox_ew2(N, ISA_GREATER, &workers, &one);
     ox_val kv = ox_op3(N, ISA_SELECT, 0, &many, &ck, &Tv), km1 = ox_ew2(N, ISA_SUB, &kv, &one);
     ox_val end = ox_ew2(N, ISA_ADD, &Tv, &km1), m = ox_ew2(N, ISA_DIV, &end, &kv);
