@@ -529,17 +529,25 @@ static bool squeezes_axis1(ox *X, const Onnx__GraphProto *g, size_t at)
     return n == 1 && (ax[0] == 1 || ax[0] == -3);
 }
 
-/* Whether a layer of `kind`, H units, batch B pays as a link of a chain:
- * its steps heavy enough to share two workers' time against the chunks'
- * costs. Measured (Intel Xeon, 2 cores): a 2-layer GRU of 64 units over 200
- * steps (12 K multiply-adds a step) went from 0.39 to 0.49 ms on 2 threads;
- * 48 K and more gained (GRU and LSTM of 128 units, 0.8-0.86x the time). */
-enum { CHAIN_MIN_MACS = 1 << 15 };
+/* Whether a layer of `kind`, H units, batch B, elements of esz bytes pays
+ * as a link of a chain: its steps heavy enough to share two workers' time
+ * against the chunks' costs, and its recurrent weights small enough that
+ * one core streams them from its own cache. Larger ones stream faster as
+ * halves from two cores' caches, a step split over both (rnncell.c), than
+ * whole beside the other layer. Measured (Intel Xeon, 2 cores, 2 MB L2
+ * each, 2 threads, chained against unchained): a 2-layer GRU of 64 units
+ * over 200 steps (12 K multiply-adds a step) 0.39 -> 0.49 ms; 48 K and more
+ * gained (GRU and LSTM of 128 units, 0.8-0.86x the time); weights of 0.6-1
+ * MB a layer gained 2-8% (GRU of 256 units at batch 4, LSTMs of 192 and
+ * 256 units), of 3-4 MB lost 10-40% (GRU and LSTM of 512 units over 32
+ * steps: 1.84 -> 2.59 ms, 3.23 -> 3.97). */
+enum { CHAIN_MIN_MACS = 1 << 15, CHAIN_MAX_WEIGHTS = 1 << 20 };
 
-static bool chain_pays(rnn_kind kind, int64_t B, int64_t H)
+static bool chain_pays(rnn_kind kind, int64_t B, int64_t H, int64_t esz)
 {
     const int64_t G = kind == K_LSTM ? 4 : 3;
-    return H >= 1 && H <= (1 << 14) && B <= (1 << 20) && G * H * H * B >= CHAIN_MIN_MACS;
+    return H >= 1 && H <= (1 << 14) && B <= (1 << 20) && G * H * H * B >= CHAIN_MIN_MACS &&
+           G * H * H * esz <= CHAIN_MAX_WEIGHTS;
 }
 
 /* A chain's layers, from its first one's turn to its last one's */
@@ -564,7 +572,8 @@ static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
         return;
     const Onnx__GraphProto *g = N->g;
     const int64_t B = x->dims[1];
-    if (!chain_pays(kind, B, ox_attr_i(N, "hidden_size", -1)))
+    const int64_t esz = tfvm_dtype_size((tfvm_dtype)x->dtype);
+    if (!chain_pays(kind, B, ox_attr_i(N, "hidden_size", -1), esz))
         return;
     int n = 1;
     at[0] = N->index;
@@ -586,7 +595,7 @@ static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
         rnn_kind k1 = is_op(next, "LSTM") ? K_LSTM : K_GRU;
         ox_node *M = ox_node_at(N->X, g, x1.first, NULL);
         if ((!is_op(next, "LSTM") && !is_op(next, "GRU")) || !chain_link(M, k1) ||
-            !chain_pays(k1, B, ox_attr_i(M, "hidden_size", -1)))
+            !chain_pays(k1, B, ox_attr_i(M, "hidden_size", -1), esz))
             break;
         ch->sq[n - 1] = y.first;
         ch->kinds[n] = k1;
