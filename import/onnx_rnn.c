@@ -558,10 +558,10 @@ typedef struct chain {
 } chain;
 
 /* The chain that starts at N (of `kind`) into ch, ch->n its layers (1: no
- * chain). Each Y between two
- * layers is read by a Squeeze of axis 1 alone, whose result is read by
- * the next layer as its X and by Shape nodes alone; a layer's last h and
- * c are read by nothing before the chain's last layer, when they exist */
+ * chain). Each Y between two layers is read by a Squeeze of axis 1 alone,
+ * whose result the next layer reads as its X and Shape nodes alone read
+ * besides; a layer's last h and c are read by nothing before the chain's
+ * last layer, if at all. */
 static void find_chain(ox_node *N, rnn_kind kind, chain *ch)
 {
     size_t *at = ch->at;
@@ -830,7 +830,7 @@ static void rnn(ox_node *N, rnn_kind kind)
         for (int j = 0; j < ch->n; j++) {
             const ox_node *M = j == 0 ? N : ox_node_at(N->X, N->g, ch->at[j], N->b);
             const int64_t H = ox_attr_i(M, "hidden_size", -1);
-            ox_done *done = cc_alloc(N->C, sizeof *done), *sq = cc_alloc(N->C, sizeof *sq);
+            ox_done *done = cc_alloc(N->C, sizeof *done);
             done->n = M->n;
             if (j == ch->n - 1) {
                 done->make = chain_make;
@@ -839,6 +839,7 @@ static void rnn(ox_node *N, rnn_kind kind)
                 chain_stand_ins(N, T, B, H, d, j ? done->out : N->out, j ? 3 : N->n_out);
                 const int64_t xd[3] = {T, B, H};
                 ox_val sh = ox_i64s(N, 3, xd), zf = ox_fscalar(N, d, 0);
+                ox_done *sq = cc_alloc(N->C, sizeof *sq);
                 sq->n = N->g->node[ch->sq[j]];
                 sq->out[0] = ox_op2(N, ISA_FILL, 0, &sh, &zf);
                 sq->next = N->X->done;
