@@ -647,7 +647,8 @@ void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry);
  * runs as a frame (control.c). */
 static inline bool vm_loops_overlap(const tfvm_vm *vm, uint32_t r)
 {
-    return vm->n_workers > 1 && vm->plan.regions[r].seq && vm->plan.regions[r].loops;
+    return vm->n_workers > 1 && vm->prog->regions[r].kind == ISA_REGION_LOOP && vm->plan.regions[r].seq &&
+           vm->plan.regions[r].loops;
 }
 
 /* Does an instance of loop `frame` entered at `parent` run as a frame? With
