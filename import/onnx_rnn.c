@@ -820,9 +820,11 @@ static void chain_stand_ins(ox_node *N, int64_t T, int64_t B, int64_t H, uint8_t
 
 static void rnn(ox_node *N, rnn_kind kind)
 {
-    chain *ch = cc_alloc(N->C, sizeof *ch);
-    find_chain(N, kind, ch);
-    if (ch->n > 1) {
+    chain found;
+    find_chain(N, kind, &found);
+    if (found.n > 1) {
+        chain *ch = cc_alloc(N->C, sizeof *ch); /* the last layer's turn reads it */
+        *ch = found;
         /* the layers below the last one and their Squeezes get stand-ins;
          * the last one makes the chain */
         const int64_t T = N->in[0]->dims[0], B = N->in[0]->dims[1];

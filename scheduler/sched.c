@@ -339,6 +339,14 @@ static bool steal_join(sched_run *r, sched_worker *w, sched_item *out)
     }
 }
 
+/* Work went to the deque: the pool's threads are wanted, a parked worker woken */
+static void offered(sched_run *r)
+{
+    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
+    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
+        sched_wake_one(r);
+}
+
 /* When some worker is idle and nothing waits in our deque: the oldest private
  * activation (the biggest piece of work, depth-first) goes to the deque, where
  * thieves take it, and a parked worker is woken for it. */
@@ -351,9 +359,7 @@ static void steal_offer(sched_run *r, sched_worker *w)
         return; /* no memory for the deque: keep it */
     if (++w->lo_stack == w->n_stack)
         w->lo_stack = w->n_stack = 0;
-    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
-    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
-        sched_wake_one(r);
+    offered(r);
 }
 
 /* Before a long stretch without firings (a loop run as a frame): every
@@ -370,11 +376,8 @@ static void steal_offer_all(sched_run *r, sched_worker *w)
         w->lo_stack++;
     if (w->lo_stack == w->n_stack)
         w->lo_stack = w->n_stack = 0;
-    if (!atomic_load_explicit(&r->idle, memory_order_relaxed))
-        return;
-    sched_pool_want(atomic_load_explicit(&r->pool, memory_order_relaxed));
-    if (atomic_load_explicit(&r->sleepers, memory_order_relaxed))
-        sched_wake_one(r);
+    if (atomic_load_explicit(&r->idle, memory_order_relaxed))
+        offered(r);
 }
 
 /* ---- The table ----------------------------------------------------------------------------- */

@@ -299,16 +299,18 @@ static void seq_enter(vm_worker *w, const vm_act *a, vm_loop *l, dev_value *v)
     loop_unlock(w, l);
     if (run) {
         /* in an iteration of a loop whose iterations' loops overlap
-         * (vm_seq_loop_ok), the work beside this loop goes to the deque
-         * before it runs, and what its EXITs made ready after: the next
-         * chunk of a recurrent layer below, the chunk of the layer above */
-        const bool overlap = vm_loops_overlap(vm, a->ctx->region);
-        if (overlap)
-            vm_seq_offer(w, true);
+         * (vm_loops_overlap), all the work beside this loop goes to the
+         * deque before it runs (no firing inside it offers any), and what
+         * its EXITs made ready after: the next chunk of a recurrent layer
+         * below is a handful of activations, the layer above's chunk more */
+        void (*offer_all)(sched_run *, sched_worker *) =
+            vm_loops_overlap(vm, a->ctx->region) ? vm->policy->offer_all : NULL;
+        if (offer_all)
+            offer_all(&vm->run, &w->sw);
         vm_seq_loop(w, a->ctx, in->a, l->entry); /* consumes the entry values */
         memset(l->entry, 0, l->n_entry * sizeof *l->entry);
-        if (overlap)
-            vm_seq_offer(w, true);
+        if (offer_all)
+            offer_all(&vm->run, &w->sw);
     }
     if (ended)
         vm_ctx_unref(w, loop_end(w, l));

@@ -692,7 +692,7 @@ tfvm_status vm_seq_plan(const isa_program *p, bool tensors, vm_plan *plan)
             const isa_inst *in = &p->insts[i];
             rp->seq = seq_op_ok(in, loop, tensors) && in->n_in + in->n_ctl <= 8;
             rp->calls |= in->op == ISA_CALL;
-            if (in->op == ISA_ENTER) {
+            if (loop && in->op == ISA_ENTER) {
                 rp->loops |= entered != ISA_NONE && in->a != entered;
                 entered = in->a;
             }

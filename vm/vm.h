@@ -138,7 +138,7 @@ typedef struct vm_rplan {
     uint32_t n_args;      /* registers 0 .. n_args-1: the call's arguments (a loop: its entry values) */
     uint8_t *keep;        /* a loop: registers that stay from one iteration to the next */
     bool calls;           /* it has CALL instructions */
-    bool loops;           /* it enters two loops or more (ENTERs of two frames) */
+    bool loops;           /* a loop body that enters two loops or more (ENTERs of two frames) */
     uint32_t param_slot;  /* calls buffered whole (vm_splan.strict): the first of n_params */
     uint32_t n_params;    /* value slots of a context that hold the arguments */
 } vm_rplan;
@@ -647,8 +647,7 @@ void vm_seq_loop(vm_worker *w, vm_ctx *c, uint32_t frame, dev_value *entry);
  * runs as a frame (control.c). */
 static inline bool vm_loops_overlap(const tfvm_vm *vm, uint32_t r)
 {
-    return vm->n_workers > 1 && vm->prog->regions[r].kind == ISA_REGION_LOOP && vm->plan.regions[r].seq &&
-           vm->plan.regions[r].loops;
+    return vm->n_workers > 1 && vm->plan.regions[r].loops && vm->plan.regions[r].seq;
 }
 
 /* Does an instance of loop `frame` entered at `parent` run as a frame? With
@@ -795,20 +794,7 @@ const dev_value *vm_port_value(const tfvm_vm *vm, const vm_ctx *c, uint32_t inst
 
 /* With several workers a worker about to run a long sequential call first
  * offers its oldest waiting work to idle workers (no firings happen inside
- * the call, so the run loop's periodic offer would not); around a loop in
- * an iteration whose loops overlap (vm_loops_overlap), all of it: the next
- * chunk of a recurrent layer below is a handful of activations. */
-static inline void vm_seq_offer(vm_worker *w, bool all)
-{
-    tfvm_vm *vm = w->vm;
-    if (vm->n_workers == 1)
-        return;
-    if (all && vm->policy->offer_all)
-        vm->policy->offer_all(&vm->run, &w->sw);
-    else if (!all && vm->policy->offer && atomic_load_explicit(&vm->run.idle, memory_order_relaxed))
-        vm->policy->offer(&vm->run, &w->sw);
-}
-
+ * the call, so the run loop's periodic offer would not). */
 static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t callee_region)
 {
     tfvm_vm *vm = w->vm;
@@ -818,7 +804,8 @@ static inline bool vm_seq_call_ok(vm_worker *w, const vm_ctx *caller, uint32_t c
         return true;
     if (caller->depth < VM_SEQ_DEPTH)
         return false;
-    vm_seq_offer(w, false);
+    if (vm->policy->offer && atomic_load_explicit(&vm->run.idle, memory_order_relaxed))
+        vm->policy->offer(&vm->run, &w->sw);
     return true;
 }
 
