@@ -41,9 +41,9 @@ typedef struct dev_dw {
  * floats. */
 bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads);
 /* Items of work, each computed apart: an output plane (n * C*M + o), or
- * with cb a block of cb channels (block = c / cb * N + n: a block's
- * images one after another), with d->strips each strip of d->strip output
- * rows of a block (block * strips + strip).
+ * with cb a block of cb channels (block = n * blocks + c / cb: an image's
+ * blocks one after another, in the result's order), with d->strips each
+ * strip of d->strip output rows of a block (block * strips + strip).
  * dev_dw_run(d, b, e, scratch) computes items [b, e) with scratch of
  * d->scratch floats. */
 int64_t dev_dw_items(const dev_dw *d);
