@@ -11,7 +11,7 @@
 
 /* One micro-kernel: see sgemm_body.h. */
 typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb,
-                        float *restrict c, int64_t ldc, int64_t nr, bool add);
+                        float *restrict c, int64_t ldc, int64_t nr, bool add, const float *pf, int64_t npf);
 /* Rows [0, m) x columns [0, kc) of src (row stride ld, 0 < m <= 8) into
  * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
  * [m, 8) holding row m - 1 again. */
@@ -448,13 +448,39 @@ typedef struct sg_pre {
  * last partial panel, there) */
 static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const float *ap, bool direct, bool whole,
                            const float *b, int64_t ldb, const float *bp, int64_t jr, int64_t nc, float *c,
-                           int64_t ldc, bool acc)
+                           int64_t ldc, bool acc, const float *pf, int64_t npf)
 {
     const int64_t NR = im->nr, nr = nc - jr < NR ? nc - jr : NR;
     if (direct && whole)
-        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc);
+        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, pf, npf);
     else
-        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc);
+        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, pf,
+                                                npf);
+}
+
+/* Few rows against prepacked weights go a column of tiles at a time, each
+ * panel of B (kc x NR) read once, from L3 or memory when the weights are
+ * bigger than the caches (a network's last layers, 2-9 MiB each). The
+ * hardware prefetchers do not run that far ahead of a panel read at the
+ * kernel's pace: resnet18's 512-channel 3x3 layers on 7x7, six in a row,
+ * took 1.2x ORT's time against 1.0x for one alone. So the tiles of a panel
+ * ask for the next panel's lines into L2 as they go, one line per step,
+ * the panel's lines shared out over its tiles (six of those layers 10.4
+ * -> 8.0 ms; one alone 1.45 -> 1.25 ms). The panel that comes next is
+ * the next in the block's order, else the first of the next block of K
+ * (a product split by columns: its own columns'). */
+#define SG_FAR_FLOATS (INT64_C(1) << 18)
+
+static const float *sg_next_panel(const sg_pre *pre, int64_t pc, int64_t kc, int64_t K, int64_t kc_step, int64_t jc,
+                                  int64_t jt, int64_t nt, int64_t NR)
+{
+    const bool down = pre->steps && pre->down;
+    if (jt + 1 < nt)
+        return pre->b + pc * pre->Np + (pre->bj0 + jc) * kc + (down ? nt - 2 - jt : jt + 1) * NR * kc;
+    if (pc + kc >= K)
+        return NULL;
+    const int64_t kc2 = K - pc - kc < kc_step ? K - pc - kc : kc_step;
+    return pre->b + (pc + kc) * pre->Np + (pre->bj0 + jc) * kc2 + (down ? nt - 1 : 0) * NR * kc2;
 }
 
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -512,14 +538,15 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         const int64_t wide = mc == 1 ? im->w1 : 2 * NR;
                         if (mc <= 2 && jr + wide <= nfull) {
                             im->wide[mc](kc, ap, B + pc * ldb + jc + jr, ldb, C + ic * ldc + jc + jr, ldc, wide,
-                                         pc > 0);
+                                         pc > 0, NULL, 0);
                             jr += wide;
                             continue;
                         }
                         for (int64_t pi = 0; pi < q.n; pi++) {
                             const int64_t ir = panel_row(&q, pi);
                             sg_tile(im, kc, panel_row(&q, pi + 1) - ir, ap + pi * MR * kc, true, jr < nfull,
-                                    B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                                    B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0, NULL,
+                                    0);
                         }
                         jr += NR;
                     }
@@ -531,12 +558,22 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                  * (a squeeze-excite's [576, 1] took 5% longer by rows: a call per 8 elements) */
                 const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
                 if (bpre && mc <= SG_DIRECT_M) { /* few rows against prepacked weights: a column of tiles at a time */
+                    /* (the next panel's lines: 64 bytes, 16 floats each; not for weights
+                     * of less than SG_FAR_FLOATS, which stay in L2 from run to run: a [32,
+                     * 128] @ [128, 128] product took 10% longer asking for them) */
+                    const bool far = pre->Np * K >= SG_FAR_FLOATS;
+                    const int64_t lines = kc * NR / 16, per = (lines + q.n - 1) / q.n < kc ? (lines + q.n - 1) / q.n : kc;
                     for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
                         const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
+                        const float *next = far && ic + mc >= M ? sg_next_panel(pre, pc, kc, K, kc_step, jc, jt, nt, NR)
+                                                                : NULL;
                         for (int64_t pi = 0; pi < q.n; pi++) {
                             const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
+                            const int64_t first = pi * per, npf = !next || first >= lines ? 0
+                                                                  : lines - first < per ? lines - first
+                                                                                         : per;
                             sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                    C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                                    C + (ic + ir) * ldc + jc, ldc, pc > 0, next ? next + first * 16 : NULL, npf);
                         }
                     }
                     if (last)
@@ -548,7 +585,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                     for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
                         const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
                         sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                C + (ic + ir) * ldc + jc, ldc, pc > 0);
+                                C + (ic + ir) * ldc + jc, ldc, pc > 0, NULL, 0);
                     }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);

@@ -29,6 +29,8 @@
         _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VZERO();                           \
     for (int64_t p = 0; p < kc; p++, a += SG_MR, b += ldb) {                                                  \
         SG_VF bv[V];                                                                                           \
+        if (PF && p < npf)                                                                                     \
+            __builtin_prefetch(pf + p * 16, 0, 1);                                                             \
         _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) bv[v] = VLD(b + v * SG_VL);                    \
         if (PF)                                                                                                \
             _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) __builtin_prefetch(b + SG_PF + v * SG_VL, 0, 3); \
@@ -61,8 +63,10 @@
  * (with it, a [1, 576] x [576, 1024] product took 5% longer). */
 #define SG_DEF(name, R, V, PF)                                                                                 \
     SG_TARGET static void SG_SFX(name)(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, \
-                                       float *restrict c, int64_t ldc, int64_t nr, bool add)                   \
+                                       float *restrict c, int64_t ldc, int64_t nr, bool add, const float *pf,   \
+                                       int64_t npf)                                                             \
     {                                                                                                          \
+        (void)pf, (void)npf;                                                                                   \
         SG_TILE(R, V, PF)                                                                                      \
     }
 SG_DEF(k1, 1, SG_NV, 1)
