@@ -519,6 +519,17 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                       nfull = nc / NR * NR;
         for (int64_t pc = 0; pc < K; pc += kc_step) {
             const int64_t kc = K - pc < kc_step ? K - pc : kc_step;
+            /* Many rows against big prepacked weights: the first row of tiles
+             * reads each block of B from L3 or memory, the others from L2; the
+             * tiles of a block ask for the next block's lines into L2 as they
+             * go, shared out over all of them (see sg_next_panel) */
+            const int64_t kc2 = K - pc - kc < kc_step ? K - pc - kc : kc_step;
+            const float *nextb = bpre && pre->Np * K >= SG_FAR_FLOATS && kc2 > 0
+                                     ? bpre + (pc + kc) * pre->Np + (pre->bj0 + jc) * kc2
+                                     : NULL;
+            const int64_t tiles = (M + MR - 1) / MR * ((nc + NR - 1) / NR), nlines = nextb ? kc2 * round_up(nc, NR) / 16 : 0;
+            const int64_t nper = (nlines + tiles - 1) / tiles < kc ? (nlines + tiles - 1) / tiles : kc;
+            int64_t tix = 0;
             if (bpre)
                 bp = bpre + pc * pre->Np + (pre->bj0 + jc) * kc;
             else if (!direct)
@@ -582,10 +593,11 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 }
                 for (int64_t pi = 0; pi < q.n; pi++) {
                     const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
-                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
-                        const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
+                    for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++, tix++) {
+                        const int64_t jr = (down ? nt - 1 - jt : jt) * NR, first = tix * nper;
+                        const int64_t npf = first >= nlines ? 0 : nlines - first < nper ? nlines - first : nper;
                         sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                C + (ic + ir) * ldc + jc, ldc, pc > 0, NULL, 0);
+                                C + (ic + ir) * ldc + jc, ldc, pc > 0, npf ? nextb + first * 16 : NULL, npf);
                     }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
