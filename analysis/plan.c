@@ -63,8 +63,10 @@ static const char *conv_plan(const isa_fact *in, const isa_fact *out, uint32_t l
     if (s.p[0] < 1 || s.p[1] < 1 || s.p[6] < 1 || s.p[7] < 1 || G < 1 || s.KH < 1 || s.KW < 1 || s.O % G || (double)s.Cg * (double)s.KH * (double)s.KW > (double)PLAN_GEMM_MAX ||
         (double)s.OH * (double)s.OW > (double)PLAN_GEMM_MAX)
         return buf;
+    /* (an unknown batch: the kernel of one image on one thread; with fewer
+     * images than threads some kernels share an image out instead) */
     dev_conv_plan plan;
-    dev_conv_plan_make(&s, threads, &plan);
+    dev_conv_plan_make(&s, batch_known ? threads : 1, &plan);
     return dev_conv_plan_str(&plan, &s, batch_known, buf, size);
 }
 
