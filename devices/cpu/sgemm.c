@@ -11,7 +11,8 @@
 
 /* One micro-kernel: see sgemm_body.h. */
 typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb,
-                        float *restrict c, int64_t ldc, int64_t nr, bool add, const float *pf, int64_t npf);
+                        float *restrict c, int64_t ldc, int64_t nr, bool add, bool ahead, const float *pf,
+                        int64_t npf);
 /* Rows [0, m) x columns [0, kc) of src (row stride ld, 0 < m <= 8) into
  * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
  * [m, 8) holding row m - 1 again. */
@@ -448,14 +449,14 @@ typedef struct sg_pre {
  * last partial panel, there) */
 static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const float *ap, bool direct, bool whole,
                            const float *b, int64_t ldb, const float *bp, int64_t jr, int64_t nc, float *c,
-                           int64_t ldc, bool acc, const float *pf, int64_t npf)
+                           int64_t ldc, bool acc, bool ahead, const float *pf, int64_t npf)
 {
     const int64_t NR = im->nr, nr = nc - jr < NR ? nc - jr : NR;
     if (direct && whole)
-        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, pf, npf);
+        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, true, pf, npf);
     else
-        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, pf,
-                                                npf);
+        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, ahead,
+                                                pf, npf);
 }
 
 /* Few rows against prepacked weights go a column of tiles at a time, each
@@ -549,15 +550,15 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         const int64_t wide = mc == 1 ? im->w1 : 2 * NR;
                         if (mc <= 2 && jr + wide <= nfull) {
                             im->wide[mc](kc, ap, B + pc * ldb + jc + jr, ldb, C + ic * ldc + jc + jr, ldc, wide,
-                                         pc > 0, NULL, 0);
+                                         pc > 0, false, NULL, 0);
                             jr += wide;
                             continue;
                         }
                         for (int64_t pi = 0; pi < q.n; pi++) {
                             const int64_t ir = panel_row(&q, pi);
                             sg_tile(im, kc, panel_row(&q, pi + 1) - ir, ap + pi * MR * kc, true, jr < nfull,
-                                    B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0, NULL,
-                                    0);
+                                    B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0, true,
+                                    NULL, 0);
                         }
                         jr += NR;
                     }
@@ -584,7 +585,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                                                                   : lines - first < per ? lines - first
                                                                                          : per;
                             sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                    C + (ic + ir) * ldc + jc, ldc, pc > 0, next ? next + first * 16 : NULL, npf);
+                                    C + (ic + ir) * ldc + jc, ldc, pc > 0, false, next ? next + first * 16 : NULL,
+                                    npf);
                         }
                     }
                     if (last)
@@ -607,7 +609,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         if (afar) /* (the panels lie one after another, blocks of rows and of K too) */
                             pf = ap + (pi + 1) * MR * kc + jt * aper * 16, npf = jt * aper < MR * kc / 16 ? aper : 0;
                         sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                C + (ic + ir) * ldc + jc, ldc, pc > 0, pf, npf);
+                                C + (ic + ir) * ldc + jc, ldc, pc > 0, true, pf, npf);
                     }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);

@@ -23,23 +23,42 @@
  * so that nothing past the edge is written, with the same additions. A
  * macro, not an inline function with R and V as arguments: clang keeps an
  * array sized for the largest tile in memory. */
-#define SG_TILE(R, V, PF)                                                                                      \
-    SG_VF acc[R][V];                                                                                           \
-    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                    \
-        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VZERO();                           \
-    for (int64_t p = 0; p < kc; p++, a += SG_MR, b += ldb) {                                                  \
+/* One step p of the sums: b's vectors, the broadcasts of a, the
+ * multiply-adds; with PFB a prefetch of b's row SG_PF floats on (B where
+ * it lies), with PFN one of line p of pf (into L2). */
+#define SG_STEP(R, V, PFB, PFN)                                                                                \
+    {                                                                                                          \
         SG_VF bv[V];                                                                                           \
-        if (PF && p < npf)                                                                                     \
+        if (PFN)                                                                                               \
             __builtin_prefetch(pf + p * 16, 0, 1);                                                             \
         _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) bv[v] = VLD(b + v * SG_VL);                    \
-        if (PF)                                                                                                \
+        if (PFB)                                                                                               \
             _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) __builtin_prefetch(b + SG_PF + v * SG_VL, 0, 3); \
         _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
         {                                                                                                      \
             const SG_VF ai = VBC(a[i]);                                                                        \
             _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VFMA(ai, bv[v], acc[i][v]);     \
         }                                                                                                      \
-    }                                                                                                          \
+    }
+
+/* The steps as loops that test nothing: the first npf ask for a line of
+ * pf each; the others, with PF and `ahead`, for what b holds SG_PF floats
+ * on (B where it lies: its rows are separate streams; a packed block read
+ * from L2 a row of tiles at a time: its next rows into L1). A column of
+ * tiles keeps its packed panel in L1: there the asking cost 4-5% */
+#define SG_TILE(R, V, PF)                                                                                      \
+    SG_VF acc[R][V];                                                                                           \
+    _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                    \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) acc[i][v] = VZERO();                           \
+    int64_t p = 0;                                                                                             \
+    for (const int64_t pend = npf < kc ? npf : kc; p < pend; p++, a += SG_MR, b += ldb)                       \
+        SG_STEP(R, V, 0, 1)                                                                                    \
+    if (PF && ahead)                                                                                           \
+        for (; p < kc; p++, a += SG_MR, b += ldb)                                                              \
+            SG_STEP(R, V, 1, 0)                                                                                \
+    else                                                                                                       \
+        for (; p < kc; p++, a += SG_MR, b += ldb)                                                              \
+            SG_STEP(R, V, 0, 0)                                                                                \
     if (nr == (V) * SG_VL) {                                                                                   \
         _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
             _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++)                                            \
@@ -63,10 +82,10 @@
  * (with it, a [1, 576] x [576, 1024] product took 5% longer). */
 #define SG_DEF(name, R, V, PF)                                                                                 \
     SG_TARGET static void SG_SFX(name)(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, \
-                                       float *restrict c, int64_t ldc, int64_t nr, bool add, const float *pf,   \
-                                       int64_t npf)                                                             \
+                                       float *restrict c, int64_t ldc, int64_t nr, bool add, bool ahead,        \
+                                       const float *pf, int64_t npf)                                            \
     {                                                                                                          \
-        (void)pf, (void)npf;                                                                                   \
+        (void)ahead, (void)pf, (void)npf;                                                                      \
         SG_TILE(R, V, PF)                                                                                      \
     }
 SG_DEF(k1, 1, SG_NV, 1)
