@@ -585,7 +585,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                                                                   : lines - first < per ? lines - first
                                                                                          : per;
                             sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                    C + (ic + ir) * ldc + jc, ldc, pc > 0, false, next ? next + first * 16 : NULL,
+                                    C + (ic + ir) * ldc + jc, ldc, pc > 0, !far, next ? next + first * 16 : NULL,
                                     npf);
                         }
                     }
