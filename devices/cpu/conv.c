@@ -8,6 +8,7 @@
 #include "devices/cpu/chw.h"
 #include "devices/cpu/dwconv.h"
 #include "devices/cpu/par.h"
+#include "devices/cpu/sgemm.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -146,7 +147,7 @@ typedef struct conv_job {
     int64_t item;     /* split mode with cf: the item whose parts are shared out */
     const float *ap;  /* w packed for the product (one group), or NULL */
     const float *bt;  /* tprod: w^T packed as the product's B, or NULL */
-    bool taps;        /* tprod: bt tap-major, a row of colt T runs of Cg channels (im2row_taps) */
+    bool taps;        /* tprod: bt tap-major, op(A) packed from xt, each tap a run of Cg channels */
     int64_t timgs;    /* tprod: images stacked in one product */
     int64_t prows, panels; /* a big column matrix: panels of prows output rows (below), or 0 */
     atomic_bool nomem;
@@ -310,9 +311,10 @@ static void im2row(float *colt, const float *x, const conv_job *j, int64_t q0, i
 
 /* With j->taps (w^T packed tap-major, windows of several taps): x's image
  * transposed into xt [Hp, Wp, C], its pads zero, so that each tap of a
- * window is one run of C channels; then rows [q0, q1) of colt, tap by tap,
- * a copy each. The column matrix cost 6.5% of resnet18's last 3x3 layer
- * built a channel's 3x3 window at a time (3 floats a copy, and bounds). */
+ * window is one run of C channels, which the product packs as op(A)'s
+ * rows where they lie (dev_sg_rows). The column matrix cost 6.5% of
+ * resnet18's last 3x3 layer built a channel's 3x3 window at a time (3
+ * floats a copy, and bounds). */
 static int64_t taps_rows(const conv_job *j) { return j->H + j->p[2] + j->p[4]; }
 static int64_t taps_cols(const conv_job *j) { return j->W + j->p[3] + j->p[5]; }
 
@@ -335,23 +337,10 @@ static void taps_transpose(const float *x, const conv_job *j, float *xt)
     }
 }
 
-static void im2row_taps(float *colt, const float *xt, const conv_job *j, int64_t q0, int64_t q1)
-{
-    const int64_t C = j->Cg, KH = j->KH, KW = j->KW, Wp = taps_cols(j);
-    const int64_t sh = j->p[0], sw = j->p[1], dh = j->p[6], dw = j->p[7];
-    colt += q0 * C * KH * KW;
-    for (int64_t pos = q0; pos < q1; pos++) {
-        const int64_t oh = pos / j->OW, ow = pos % j->OW;
-        for (int64_t i = 0; i < KH; i++)
-            for (int64_t q = 0; q < KW; q++, colt += C)
-                memcpy(colt, xt + ((oh * sh + i * dh) * Wp + ow * sw + q * dw) * C, (size_t)C * sizeof *colt);
-    }
-}
-
 /* Rows [b, e) of a stack's colt: im2row in parallel chunks (split mode) */
 typedef struct tprod_rows {
     const conv_job *j;
-    const float *x; /* the stack's first image (with j->taps: its xt) */
+    const float *x; /* the stack's first image */
     float *colt;
 } tprod_rows;
 
@@ -360,13 +349,9 @@ static void tprod_rows_chunk(void *arg, size_t b, size_t e)
     const tprod_rows *t = arg;
     const conv_job *j = t->j;
     const int64_t OHW = j->OH * j->OW, CKK = j->Cg * j->KH * j->KW, HWC = j->C * j->H * j->W;
-    const int64_t xstep = j->taps ? taps_rows(j) * taps_cols(j) * j->Cg : HWC;
     for (int64_t r = (int64_t)b; r < (int64_t)e;) {
         const int64_t n = r / OHW, q0 = r % OHW, q1 = (int64_t)e - n * OHW < OHW ? (int64_t)e - n * OHW : OHW;
-        if (j->taps)
-            im2row_taps(t->colt + n * OHW * CKK, t->x + n * xstep, j, q0, q1);
-        else
-            im2row(t->colt + n * OHW * CKK, t->x + n * xstep, j, q0, q1);
+        im2row(t->colt + n * OHW * CKK, t->x + n * HWC, j, q0, q1);
         r = n * OHW + q1;
     }
 }
@@ -382,10 +367,17 @@ static void *chunk_scratch(const tfvm_allocator *alloc, size_t bytes, atomic_boo
 }
 
 /* The scratch of one stacked product: colt and y, and with j->taps each image's xt */
+/* The part of a stacked product's scratch before y: colt, or with j->taps
+ * the tables of where op(A)'s rows and taps lie in xt (dev_sg_rows) */
+static int64_t tprod_colt_floats(const conv_job *j, int64_t rows)
+{
+    return j->taps ? 2 * (rows + j->KH * j->KW) : rows * j->Cg * j->KH * j->KW;
+}
+
 static size_t tprod_floats(const conv_job *j)
 {
-    const int64_t xt = j->taps ? taps_rows(j) * taps_cols(j) * j->Cg : 0;
-    return (size_t)(j->timgs * (j->OH * j->OW * (j->Cg * j->KH * j->KW + j->O) + xt));
+    const int64_t xt = j->taps ? taps_rows(j) * taps_cols(j) * j->Cg : 0, rows = j->timgs * j->OH * j->OW;
+    return (size_t)(tprod_colt_floats(j, rows) + rows * j->O + j->timgs * xt);
 }
 
 /* Channels [b, e) of a stack's y [rows, O] into the images' results, then
@@ -454,7 +446,7 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
 {
     const int64_t O = j->O, CKK = j->Cg * j->KH * j->KW, OHW = j->OH * j->OW, rows = (n1 - n0) * OHW;
     const float *x = (const float *)(const void *)j->x;
-    float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + rows * CKK;
+    float *o = (float *)(void *)j->o, *colt = scratch, *y = colt + tprod_colt_floats(j, rows);
     /* The bias and activation in the product's blocks while they are in
      * cache (y's columns are the output channels: a bias per column, the
      * same additions and activation), unless a residual, which lies in the
@@ -482,22 +474,37 @@ static void conv_tprod_imgs(conv_job *j, int64_t n0, int64_t n1, float *scratch)
         tprod_finish(j, &out);
         return;
     }
-    tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
+    /* With taps the product packs op(A)'s rows straight from xt, each tap
+     * a run of C channels: no column matrix (resnet18's last 3x3 layer made
+     * one of 0.9 MB, 3% of its time on one thread; on two the threads made
+     * halves and each then packed all of it, half from the other core) */
+    dev_sg_rows ar = {0};
     if (j->taps) {
         float *xt = y + rows * O;
+        const int64_t C = j->Cg, Wp = taps_cols(j), per = taps_rows(j) * Wp * C;
         for (int64_t n = n0; n < n1; n++)
-            taps_transpose(x + n * j->C * j->H * j->W, j, xt + (n - n0) * taps_rows(j) * taps_cols(j) * j->Cg);
-        tr.x = xt;
+            taps_transpose(x + n * j->C * j->H * j->W, j, xt + (n - n0) * per);
+        int64_t *row = (int64_t *)(void *)colt, *tap = row + rows;
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t n = r / OHW, oh = r % OHW / j->OW, ow = r % j->OW;
+            row[r] = n * per + (oh * j->p[0] * Wp + ow * j->p[1]) * C;
+        }
+        for (int64_t i = 0; i < j->KH; i++)
+            for (int64_t q = 0; q < j->KW; q++)
+                tap[i * j->KW + q] = (i * j->p[6] * Wp + q * j->p[7]) * C;
+        ar = (dev_sg_rows){xt, row, tap, C};
+    } else {
+        tprod_rows tr = {j, x + n0 * j->C * j->H * j->W, colt};
+        if (j->split)
+            dev_par_for((size_t)rows, dev_kgrain(rows, CKK, DEV_KPAR_MACS / 4, 1), tprod_rows_chunk, &tr);
+        else
+            tprod_rows_chunk(&tr, 0, (size_t)rows);
     }
-    if (j->split)
-        dev_par_for((size_t)rows, dev_kgrain(rows, CKK, DEV_KPAR_MACS / 4, 1), tprod_rows_chunk, &tr);
-    else
-        tprod_rows_chunk(&tr, 0, (size_t)rows);
     /* (tap-major, B is there only packed: where that cannot be used, the
      * product fails as out of memory rather than read w in its own order) */
     const dev_kmm mm = {.dtype = TFVM_F32, .tb = true, .M = rows, .N = O, .K = CKK, .A = (const char *)colt,
                         .lda = CKK, .B = j->w, .ldb = CKK, .C = (char *)y, .ldc = O, .ep = in_product ? &ep_y : NULL,
-                        .ep_base = y, .failed = j->taps ? &j->nomem : NULL};
+                        .ep_base = y, .failed = j->taps ? &j->nomem : NULL, .arows = j->taps ? &ar : NULL};
     dev_kmm_packed(&mm, j->bt, j->split);
     tprod_finish(j, &out);
 }

@@ -186,6 +186,8 @@ typedef struct dev_kmm {
     bool by_cols; /* set by dev_kmm_run */
     const float *ap; /* f32: A packed once (dev_kmm_prepack_a), or NULL */
     int64_t ep_col0; /* the epilogue's column of C's column 0 (a panel of a wider result) */
+    /* f32, with B prepacked: op(A)'s rows where they lie (A unused), or NULL */
+    const struct dev_sg_rows *arows;
     /* Non-NULL where op(B) counts only in its packed form
      * (dev_kmm_prepack_b_taps: B, in another order, is not read): where
      * that form cannot be used (out of memory) *failed is set and the block

@@ -219,6 +219,12 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, const 
          * from the operand itself, with the same bits */
         if (abp && dev_sgemm_abpacked(abp, M, bp, col0, m->N, N, m->K, fc, m->ldc, ep))
             return;
+        if (m->arows) { /* rows [lo, lo + M) of op(A) where they lie: there is no A to fall back on */
+            const dev_sg_rows ar = {m->arows->base, m->arows->row + lo, m->arows->tap, m->arows->C};
+            if ((!bp || !dev_sgemm_packed_rows(&ar, M, N, m->K, bp, col0, m->N, fc, m->ldc, ep)) && m->failed)
+                atomic_store(m->failed, true);
+            return;
+        }
         if (bp && dev_sgemm_packed(m->ta, M, N, m->K, fa, m->lda, bp, col0, m->N, fc, m->ldc, ep))
             return;
         if (m->failed) { /* op(B) is there only packed */
@@ -302,8 +308,11 @@ typedef struct kmm_pack_rows {
 static void kmm_pack_rows_chunk(void *arg, size_t b, size_t e)
 {
     const kmm_pack_rows *t = arg;
-    dev_sgemm_pack_a_panels(t->m->ta, true, t->m->M, t->m->K, (const float *)(const void *)t->m->A, t->m->lda,
-                            (int64_t)b, (int64_t)e, t->out);
+    if (t->m->arows)
+        dev_sgemm_pack_a_panels_rows(t->m->arows, t->m->M, t->m->K, (int64_t)b, (int64_t)e, t->out);
+    else
+        dev_sgemm_pack_a_panels(t->m->ta, true, t->m->M, t->m->K, (const float *)(const void *)t->m->A, t->m->lda,
+                                (int64_t)b, (int64_t)e, t->out);
 }
 
 static void kmm_run(const dev_kmm *m, const float *bp)

@@ -17,6 +17,8 @@ typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restri
  * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
  * [m, 8) holding row m - 1 again. */
 typedef void sg_t8_fn(const float *src, int64_t ld, int64_t kc, int64_t m, float *dst, int64_t nr);
+/* The same from eight row pointers (rows repeated where there are fewer) */
+typedef void sg_t8r_fn(const float *const *row, int64_t kc, float *dst, int64_t nr);
 /* y[j] = x . R[j], j < n: see sgemm_body.h */
 typedef void sg_dots_fn(int64_t n, int64_t K, const float *restrict x, const float *restrict R, int64_t ldr,
                         float *restrict y);
@@ -34,6 +36,7 @@ typedef struct sg_impl {
     sg_dots_fn *dots;
     sg_gates_fn *gemv_gates;
     const char *name;
+    sg_t8r_fn *t8r;                    /* NULL: packing op(A) from row pointers goes element by element */
 } sg_impl;
 
 /* ---- Portable: GCC vector extensions (SSE2 on x86-64), 4 x 8 tiles ---- */
@@ -115,12 +118,8 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 
 /* Eight rows at a time, 8 x 8 blocks transposed in registers; the last
  * kc % 8 columns one by one. */
-__attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld, int64_t kc, int64_t m, float *dst,
-                                                    int64_t nr)
+__attribute__((target("avx2"))) static void t8r_avx2(const float *const *row, int64_t kc, float *dst, int64_t nr)
 {
-    const float *row[8];
-    for (int j = 0; j < 8; j++)
-        row[j] = src + (j < m ? j : m - 1) * ld;
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
         __m256 r[8], t[8], u[8];
@@ -150,6 +149,15 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
     for (; p < kc; p++)
         for (int j = 0; j < 8; j++)
             dst[p * nr + j] = row[j][p];
+}
+
+__attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld, int64_t kc, int64_t m, float *dst,
+                                                    int64_t nr)
+{
+    const float *row[8];
+    for (int j = 0; j < 8; j++)
+        row[j] = src + (j < m ? j : m - 1) * ld;
+    t8r_avx2(row, kc, dst, nr);
 }
 
 /* ---- AVX-512: 8 x 32 tiles (16 accumulators of the 32 registers) ---- */
@@ -190,11 +198,11 @@ static const sg_impl impls[DEV_SG_N_ISA] = {
 #ifdef SG_X86
     [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2},
                      {NULL, h1_avx2, h2_avx2, h3_avx2, h4_avx2, h5_avx2, h6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
-                     t8_avx2, dots_avx2, gemv_gates_avx2, "avx2"},
+                     t8_avx2, dots_avx2, gemv_gates_avx2, "avx2", t8r_avx2},
     [DEV_SG_AVX512] = {8, 32, {NULL, k1_avx512, k2_avx512, k3_avx512, k4_avx512, k5_avx512, k6_avx512, k7_avx512, k8_avx512},
                        {NULL, h1_avx512, h2_avx512, h3_avx512, h4_avx512, h5_avx512, h6_avx512, h7_avx512, h8_avx512},
                        256, {NULL, w1_avx512, w2_avx512}, t8_avx2, dots_avx512, gemv_gates_avx512,
-                       "avx512"},
+                       "avx512", t8r_avx2},
 #else
     [DEV_SG_AVX2] = {.name = "avx2"},
     [DEV_SG_AVX512] = {.name = "avx512"},
@@ -362,6 +370,31 @@ static void pack_a(bool ta, const float *A, int64_t lda, int64_t i0, const sg_pa
     }
 }
 
+/* The same, op(A)'s rows given by ar (dev_sg_rows): a panel's columns
+ * [p0, p0 + kc) go a tap's run at a time, eight row pointers each */
+static void pack_a_rows(const dev_sg_rows *ar, int64_t i0, const sg_panels *q, int64_t pa, int64_t pb, int64_t p0,
+                        int64_t kc, int64_t mr, float *ap, sg_t8r_fn *t8r)
+{
+    const int64_t C = ar->C;
+    for (int64_t pi = pa; pi < pb; pi++, ap += kc * mr) {
+        const int64_t ir = i0 + panel_row(q, pi), m = panel_row(q, pi + 1) - panel_row(q, pi);
+        for (int64_t k = p0; k < p0 + kc;) {
+            const int64_t t = k / C, c = k - t * C, n = (t + 1) * C < p0 + kc ? (t + 1) * C - k : p0 + kc - k;
+            const float *row[8];
+            for (int64_t j = 0; j < 8; j++)
+                row[j] = ar->base + ar->row[ir + (j < m ? j : m - 1)] + ar->tap[t] + c;
+            float *dst = ap + (k - p0) * mr;
+            if (t8r && mr == 8)
+                t8r(row, n, dst, 8);
+            else
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t p = 0; p < n; p++)
+                        dst[p * mr + i] = row[i][p];
+            k += n;
+        }
+    }
+}
+
 static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                    float *bp, sg_t8_fn *t8)
 {
@@ -441,6 +474,7 @@ typedef struct sg_pre {
     int64_t ai0, Mp;
     bool a_even; /* A's panels even in each block of rows, as sg_run packs them (ai0 0, M all of A) */
     bool steps, down; /* steps of a loop (dev_sgemm_packed_down); down: B's blocks and panels last first */
+    const dev_sg_rows *ar; /* op(A)'s rows where they lie (dev_sgemm_packed_rows), or NULL */
 } sg_pre;
 
 /* The tile of mr rows (ap: their packed A) and the nr <= NR columns of C
@@ -543,6 +577,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                 const sg_panels q = panels_of(mc, MR, a_even);
                 if (apre)
                     ap = apre + pc * pre->Mp + (pre->ai0 + ic) * kc;
+                else if (pre && pre->ar)
+                    pack_a_rows(pre->ar, ic, &q, 0, q.n, pc, kc, MR, abuf, im->t8r);
                 else
                     pack_a(ta, A, lda, ic, &q, 0, q.n, pc, kc, MR, abuf, im->t8);
                 if (direct) { /* B where it lies: a column of tiles at a time, wide ones for 1 or 2 rows */
@@ -784,7 +820,7 @@ static bool packed(bool steps, bool down, bool ta, int64_t M, int64_t N, int64_t
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0, false, steps, down};
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), NULL, 0, 0, false, steps, down, NULL};
     return sg_run(im, ta, false, M, N, K, A, lda, NULL, 0, &pre, C, ldc, epi);
 }
 
@@ -792,6 +828,16 @@ bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, 
                       int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
 {
     return packed(false, false, ta, M, N, K, A, lda, bp, j0, Ntot, C, ldc, epi);
+}
+
+bool dev_sgemm_packed_rows(const dev_sg_rows *ar, int64_t M, int64_t N, int64_t K, const float *bp, int64_t j0,
+                           int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi)
+{
+    const sg_impl *im = best_impl();
+    if (j0 % im->nr)
+        return false;
+    const sg_pre pre = {.b = bp, .bj0 = j0, .Np = round_up(Ntot, im->nr), .ar = ar};
+    return sg_run(im, false, false, M, N, K, NULL, 0, NULL, 0, &pre, C, ldc, epi);
 }
 
 bool dev_sgemm_packed_down(bool down, bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -807,8 +853,8 @@ size_t dev_sgemm_packed_a_floats(int64_t M, int64_t K) { return (size_t)(K * rou
 
 int64_t dev_sgemm_mr(void) { return best_impl()->mr; }
 
-void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
-                             int64_t p1, float *out)
+static void pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda,
+                          const dev_sg_rows *ar, int64_t p0, int64_t p1, float *out)
 {
     const sg_impl *im = best_impl();
     const int64_t MR = im->mr, kc_step = even(K, SG_KC), Mp = round_up(M, MR);
@@ -822,9 +868,23 @@ void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const
             float *o = out + pc * Mp + (ic + pa * MR) * kc;
             if (!balanced) /* an edge panel's rows past M, as prepacked weights have them (never read) */
                 memset(o, 0, (size_t)((pb - pa) * kc * MR) * sizeof *out);
-            pack_a(ta, A, lda, ic, &q, pa, pb, pc, kc, MR, o, im->t8);
+            if (ar)
+                pack_a_rows(ar, ic, &q, pa, pb, pc, kc, MR, o, im->t8r);
+            else
+                pack_a(ta, A, lda, ic, &q, pa, pb, pc, kc, MR, o, im->t8);
         }
     }
+}
+
+void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
+                             int64_t p1, float *out)
+{
+    pack_a_panels(ta, balanced, M, K, A, lda, NULL, p0, p1, out);
+}
+
+void dev_sgemm_pack_a_panels_rows(const dev_sg_rows *ar, int64_t M, int64_t K, int64_t p0, int64_t p1, float *out)
+{
+    pack_a_panels(false, true, M, K, NULL, 0, ar, p0, p1, out);
 }
 
 void dev_sgemm_pack_a(int64_t M, int64_t K, const float *A, int64_t lda, float *out)
@@ -838,7 +898,7 @@ bool dev_sgemm_abpacked(const float *ap, int64_t M, const float *bp, int64_t j0,
     const sg_impl *im = best_impl();
     if (j0 % im->nr)
         return false;
-    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), ap, 0, round_up(M, im->mr), true, false, false};
+    const sg_pre pre = {bp, j0, round_up(Ntot, im->nr), ap, 0, round_up(M, im->mr), true, false, false, NULL};
     return sg_run(im, false, false, M, N, K, NULL, 0, NULL, 0, &pre, C, ldc, epi);
 }
 
@@ -848,7 +908,7 @@ bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int
     const sg_impl *im = best_impl();
     if (i0 % im->mr)
         return false;
-    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr), false, false, false};
+    const sg_pre pre = {NULL, 0, 0, ap, i0, round_up(Mtot, im->mr), false, false, false, NULL};
     return sg_run(im, false, false, M, N, K, NULL, 0, B, ldb, &pre, C, ldc, epi);
 }
 

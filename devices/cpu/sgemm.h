@@ -55,6 +55,17 @@ int64_t dev_sgemm_nr(void);
  * had; C is then untouched. */
 bool dev_sgemm_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *bp,
                       int64_t j0, int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
+/* op(A) [M, K] where its rows lie in runs of C: element (r, k) at base +
+ * row[r] + tap[k / C] + k % C (a convolution's positions, each tap a run of
+ * C channels of a channels-last image: no column matrix is made) */
+typedef struct dev_sg_rows {
+    const float *base;
+    const int64_t *row, *tap;
+    int64_t C;
+} dev_sg_rows;
+/* dev_sgemm_packed with op(A) given so, packed from where it lies */
+bool dev_sgemm_packed_rows(const dev_sg_rows *ar, int64_t M, int64_t N, int64_t K, const float *bp, int64_t j0,
+                           int64_t Ntot, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* The same as a step of a loop that calls it with down alternating:
  * the columns' tiles last first when down (the same C; see
  * dev_sgemv_gates_part), B's blocks then narrow enough to stay in cache
@@ -112,6 +123,8 @@ bool dev_sgemm_apacked(const float *ap, int64_t i0, int64_t Mtot, int64_t M, int
  * in all. */
 void dev_sgemm_pack_a_panels(bool ta, bool balanced, int64_t M, int64_t K, const float *A, int64_t lda, int64_t p0,
                              int64_t p1, float *out);
+/* The same (balanced) for an op(A) given as rows where they lie */
+void dev_sgemm_pack_a_panels_rows(const dev_sg_rows *ar, int64_t M, int64_t K, int64_t p0, int64_t p1, float *out);
 /* A buffer of `floats` for an op(A) packed once and read by every thread of
  * one split product: the calling thread's, kept for its next product, or
  * (while that one is lent out, or NULL when memory is short) a new one;

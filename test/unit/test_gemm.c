@@ -300,6 +300,47 @@ START_TEST(test_abpacked)
 }
 END_TEST
 
+/* op(A)'s rows where they lie (dev_sg_rows: a convolution's positions in a
+ * channels-last image, each tap a run of C channels) give the bits of the
+ * same A made whole first, through dev_sgemm_packed_rows and through
+ * panels packed in two runs for dev_sgemm_abpacked: runs of 5 channels
+ * (K's blocks cut inside a tap), 64, 96 and 256; 1 to 196 rows (one row,
+ * a part panel, more than one block of rows); rows that overlap and
+ * taps out of order. */
+static const int64_t rows_cases[][2] = {{5, 1}, {5, 49}, {64, 7}, {64, 196}, {96, 49}, {96, 70}, {256, 49}, {256, 130}};
+
+START_TEST(test_packed_rows)
+{
+    const int64_t C = rows_cases[_i][0], M = rows_cases[_i][1], T = 9, K = T * C, N = 75, Wp = 16;
+    const int64_t mr = dev_sgemm_mr(), panels = (M + mr - 1) / mr, img = (M / 4 + 12) * Wp * C;
+    float *x = matrix(1, img, 0, 41, false), *a = malloc((size_t)(M * K) * sizeof *a), *b = matrix(N, K, 0, 42, false);
+    int64_t *row = malloc((size_t)M * sizeof *row), tap[9];
+    float *want = matrix(M, N, 0, 43, false), *got = matrix(M, N, 0, 44, false);
+    float *ap = malloc(dev_sgemm_packed_a_floats(M, K) * sizeof *ap), *bp = malloc(dev_sgemm_packed_floats(N, K) * sizeof *bp);
+    ck_assert(a && row && ap && bp);
+    for (int64_t r = 0; r < M; r++) /* positions 2 apart on rows of Wp: windows overlap */
+        row[r] = (r / 4 * Wp + r % 4 * 2) * C;
+    for (int64_t t = 0; t < T; t++) /* the taps of a 3x3 window, last first */
+        tap[t] = ((8 - t) / 3 * Wp + (8 - t) % 3) * C;
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t k = 0; k < K; k++)
+            a[r * K + k] = x[row[r] + tap[k / C] + k % C];
+    const dev_sg_rows ar = {x, row, tap, C};
+    dev_sgemm_pack(true, N, K, b, K, bp);
+    ck_assert(dev_sgemm_packed(false, M, N, K, a, K, bp, 0, N, want, N, NULL));
+    ck_assert(dev_sgemm_packed_rows(&ar, M, N, K, bp, 0, N, got, N, NULL));
+    ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "C %ld M %ld: rows where they lie differ",
+                  (long)C, (long)M);
+    dev_sgemm_pack_a_panels_rows(&ar, M, K, 0, panels / 2, ap);
+    dev_sgemm_pack_a_panels_rows(&ar, M, K, panels / 2, panels, ap);
+    memset(got, 0, (size_t)(M * N) * sizeof *got);
+    ck_assert(dev_sgemm_abpacked(ap, M, bp, 0, N, N, K, got, N, NULL));
+    ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "C %ld M %ld: panels packed from rows differ",
+                  (long)C, (long)M);
+    free(x), free(a), free(b), free(row), free(want), free(got), free(ap), free(bp);
+}
+END_TEST
+
 /* Row blocks and column blocks of a product computed alone have the bits of
  * the whole product (each element summed in the same order), for each
  * transpose: K spans three blocks, and the blocks cut tiles in the middle. */
@@ -662,6 +703,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_packed_b_ta);
     tcase_add_test(tc, test_packed_down);
     tcase_add_loop_test(tc, test_abpacked, 0, (int)(2 * sizeof abpack_rows / sizeof *abpack_rows));
+    tcase_add_loop_test(tc, test_packed_rows, 0, (int)(sizeof rows_cases / sizeof *rows_cases));
     tcase_add_loop_test(tc, test_blocks_same_bits, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_empty, 0, DEV_SG_N_ISA);
     tcase_add_loop_test(tc, test_dots, 0, DEV_SG_N_ISA);
