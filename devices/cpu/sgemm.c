@@ -194,7 +194,7 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
     [DEV_SG_PORTABLE] = {4, 8, {NULL, k1_v4, k2_v4, k3_v4, k4_v4}, {NULL, h1_v4, h2_v4, h3_v4, h4_v4}, 32,
-                         {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_gates_v4, "portable"},
+                         {NULL, w1_v4, w2_v4}, NULL, dots_v4, gemv_gates_v4, "portable", NULL},
 #ifdef SG_X86
     [DEV_SG_AVX2] = {6, 16, {NULL, k1_avx2, k2_avx2, k3_avx2, k4_avx2, k5_avx2, k6_avx2},
                      {NULL, h1_avx2, h2_avx2, h3_avx2, h4_avx2, h5_avx2, h6_avx2}, 64, {NULL, w1_avx2, w2_avx2},
