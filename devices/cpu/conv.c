@@ -366,7 +366,6 @@ static void *chunk_scratch(const tfvm_allocator *alloc, size_t bytes, atomic_boo
     return s;
 }
 
-/* The scratch of one stacked product: colt and y, and with j->taps each image's xt */
 /* The part of a stacked product's scratch before y: colt, or with j->taps
  * the tables of where op(A)'s rows and taps lie in xt (dev_sg_rows) */
 static int64_t tprod_colt_floats(const conv_job *j, int64_t rows)
@@ -374,6 +373,7 @@ static int64_t tprod_colt_floats(const conv_job *j, int64_t rows)
     return j->taps ? 2 * (rows + j->KH * j->KW) : rows * j->Cg * j->KH * j->KW;
 }
 
+/* The scratch of one stacked product: that part, y, and with j->taps each image's xt */
 static size_t tprod_floats(const conv_job *j)
 {
     const int64_t xt = j->taps ? taps_rows(j) * taps_cols(j) * j->Cg : 0, rows = j->timgs * j->OH * j->OW;

@@ -420,6 +420,9 @@ static int64_t cb_strip(const dev_dw *d, int64_t cols)
     return s < d->OH ? s : d->OH;
 }
 
+/* The channel blocks of an image (d->cb channels each, the last fewer) */
+static int64_t cb_blocks(const dev_dw *d) { return (d->C + d->cb - 1) / d->cb; }
+
 /* Channel blocks unless asked otherwise or their scratch is too big: they
  * ran 1.1x-3.5x faster than planes on MobileNet's and EfficientNet's
  * layers (112x112 to 7x7, 3x3 and 5x5 windows, strides 1 and 2), most on
@@ -450,7 +453,7 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads)
              * 112x112, 3 blocks on 2 threads: 1.12x the time by strips;
              * 16 channels, one block: 0.65-0.75x) */
             d->cb = d->vl;
-            d->strips = d->N * ((d->C + d->cb - 1) / d->cb) < (int64_t)threads;
+            d->strips = d->N * cb_blocks(d) < (int64_t)threads;
             return true;
         }
     }
@@ -466,7 +469,7 @@ static int64_t cb_strips(const dev_dw *d) { return d->strips ? (d->OH + d->strip
 
 int64_t dev_dw_items(const dev_dw *d)
 {
-    return d->cb ? d->N * ((d->C + d->cb - 1) / d->cb) * cb_strips(d) : d->N * d->C * d->M;
+    return d->cb ? d->N * cb_blocks(d) * cb_strips(d) : d->N * d->C * d->M;
 }
 
 /* An element read or written costs about 7 multiply-adds of the taps
@@ -488,7 +491,7 @@ void dev_dw_item_span(const dev_dw *d, int64_t it, int64_t *row0, int64_t *n, in
         *row0 = it, *n = 1, *col0 = 0, *ncols = d->OH * d->OW;
         return;
     }
-    const int64_t per = cb_strips(d), blk = it / per, nb = (d->C + d->cb - 1) / d->cb, ch0 = blk % nb * d->cb;
+    const int64_t per = cb_strips(d), blk = it / per, nb = cb_blocks(d), ch0 = blk % nb * d->cb;
     *row0 = blk / nb * d->C + ch0;
     *n = d->C - ch0 < d->cb ? d->C - ch0 : d->cb;
     if (!d->strips) {
@@ -529,9 +532,8 @@ const float *dev_dw_pack(const dev_dw *d, const struct tfvm_tensor *wt)
     const struct {
         int64_t tag, vl, C, KK, offset;
     } key = {0x64774230 /* "dwB0" */, d->cb, d->C, d->KH * d->KW, (const char *)d->w - (const char *)wt->data};
-    const int64_t blocks = (d->C + d->cb - 1) / d->cb;
     dw_pack_job job = {d};
-    return dev_tensor_prep(wt, &key, sizeof key, (size_t)(blocks * d->KH * d->KW * d->cb) * sizeof(float),
+    return dev_tensor_prep(wt, &key, sizeof key, (size_t)(cb_blocks(d) * d->KH * d->KW * d->cb) * sizeof(float),
                            dw_pack_make, &job);
 }
 
@@ -599,7 +601,7 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
      * 3% slower with it */
     const int64_t ahead = d->N * d->C * H * W > (INT64_C(1) << 18) && W >= 32 ? W : 0;
     int64_t loaded = -1; /* the channel block whose weights are in wv */
-    const int64_t per = cb_strips(d), nblocks = (d->C + VL - 1) / VL;
+    const int64_t per = cb_strips(d), nblocks = cb_blocks(d);
     for (int64_t it = b; it < e; it++) {
         /* an image's blocks one after another, as the result lies: a thread's
          * chunk writes whole images, which the next layer's chunks, split

@@ -506,16 +506,15 @@ static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const floa
  * (a product split by columns: its own columns'). */
 #define SG_FAR_FLOATS (INT64_C(1) << 18)
 
-static const float *sg_next_panel(const sg_pre *pre, int64_t pc, int64_t kc, int64_t K, int64_t kc_step, int64_t jc,
-                                  int64_t jt, int64_t nt, int64_t NR)
+/* The panel read after panel jt of nt of the block bp (kc rows): the next
+ * in the block's order, else the first of the next block of K (nextb, kc2
+ * rows; NULL after the last) */
+static const float *sg_next_panel(const float *bp, int64_t kc, const float *nextb, int64_t kc2, int64_t jt, int64_t nt,
+                                  int64_t NR, bool down)
 {
-    const bool down = pre->steps && pre->down;
     if (jt + 1 < nt)
-        return pre->b + pc * pre->Np + (pre->bj0 + jc) * kc + (down ? nt - 2 - jt : jt + 1) * NR * kc;
-    if (pc + kc >= K)
-        return NULL;
-    const int64_t kc2 = K - pc - kc < kc_step ? K - pc - kc : kc_step;
-    return pre->b + (pc + kc) * pre->Np + (pre->bj0 + jc) * kc2 + (down ? nt - 1 : 0) * NR * kc2;
+        return bp + (down ? nt - 2 - jt : jt + 1) * NR * kc;
+    return nextb ? nextb + (down ? nt - 1 : 0) * NR * kc2 : NULL;
 }
 
 static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -559,9 +558,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
              * tiles of a block ask for the next block's lines into L2 as they
              * go, shared out over all of them (see sg_next_panel) */
             const int64_t kc2 = K - pc - kc < kc_step ? K - pc - kc : kc_step;
-            const float *nextb = bpre && pre->Np * K >= SG_FAR_FLOATS && kc2 > 0
-                                     ? bpre + (pc + kc) * pre->Np + (pre->bj0 + jc) * kc2
-                                     : NULL;
+            const bool far = bpre && pre->Np * K >= SG_FAR_FLOATS;
+            const float *nextb = far && kc2 > 0 ? bpre + (pc + kc) * pre->Np + (pre->bj0 + jc) * kc2 : NULL;
             const int64_t tiles = (M + MR - 1) / MR * ((nc + NR - 1) / NR), nlines = nextb ? kc2 * round_up(nc, NR) / 16 : 0;
             const int64_t nper = (nlines + tiles - 1) / tiles < kc ? (nlines + tiles - 1) / tiles : kc;
             int64_t tix = 0;
@@ -609,11 +607,10 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                     /* (the next panel's lines: 64 bytes, 16 floats each; not for weights
                      * of less than SG_FAR_FLOATS, which stay in L2 from run to run: a [32,
                      * 128] @ [128, 128] product took 10% longer asking for them) */
-                    const bool far = pre->Np * K >= SG_FAR_FLOATS;
                     const int64_t lines = kc * NR / 16, per = (lines + q.n - 1) / q.n < kc ? (lines + q.n - 1) / q.n : kc;
                     for (int64_t jt = 0, nt = (nc + NR - 1) / NR; jt < nt; jt++) {
                         const int64_t jr = (down ? nt - 1 - jt : jt) * NR;
-                        const float *next = far && ic + mc >= M ? sg_next_panel(pre, pc, kc, K, kc_step, jc, jt, nt, NR)
+                        const float *next = far && ic + mc >= M ? sg_next_panel(bp, kc, nextb, kc2, jt, nt, NR, down)
                                                                 : NULL;
                         for (int64_t pi = 0; pi < q.n; pi++) {
                             const int64_t ir = panel_row(&q, pi), mr = panel_row(&q, pi + 1) - ir;
