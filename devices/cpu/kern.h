@@ -193,6 +193,11 @@ typedef struct dev_kmm {
      * that form cannot be used (out of memory) *failed is set and the block
      * of C left as it is */
     atomic_bool *failed;
+    /* C is ep->res's memory (FUSED_CONV2D_ADD's result written over r): only
+     * tfvm's kernel, the epilogue in its stores (dev_sg_kepi), reads each
+     * element of r before it writes it there, K being one block of its
+     * (dev_sgemm_one_kblock); where it cannot, *failed is set */
+    bool in_place;
 } dev_kmm;
 /* Runs the product, split into row (or column) blocks over the threads of
  * dev_par_width() when it is big enough; each block is one single-threaded

@@ -12,7 +12,21 @@
 /* One micro-kernel: see sgemm_body.h. */
 typedef void sg_kern_fn(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb,
                         float *restrict c, int64_t ldc, int64_t nr, bool add, bool ahead, const float *pf,
-                        int64_t npf);
+                        int64_t npf, const dev_sg_kepi *e);
+
+/* dev_sg_kepi on element (i, j) of a tile (a tile cut by C's edge) */
+static inline float sg_eps(const dev_sg_kepi *e, float y, int64_t i, int64_t j)
+{
+    if (e->brow)
+        y += e->brow[i];
+    else if (e->bcol)
+        y += e->bcol[j];
+    if (e->res)
+        y += e->res[i * e->ldr + j];
+    else if (e->relu && !e->brow && !e->bcol)
+        y += 0.0f;
+    return e->relu && y < 0.0f ? 0.0f : y;
+}
 /* Rows [0, m) x columns [0, kc) of src (row stride ld, 0 < m <= 8) into
  * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
  * [m, 8) holding row m - 1 again. */
@@ -56,6 +70,8 @@ typedef dev_f4 sg_v4;
 #define VADD(a, b) ((a) + (b))
 #define VZERO() ((sg_v4){0, 0, 0, 0})
 #define VHSUM(v) (((v)[0] + (v)[2]) + ((v)[1] + (v)[3]))
+typedef int32_t sg_i4 __attribute__((vector_size(16)));
+#define VRELU(x) ((sg_v4)((sg_i4)(x) & ~((x) < VZERO())))
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -71,6 +87,7 @@ typedef dev_f4 sg_v4;
 #undef VADD
 #undef VZERO
 #undef VHSUM
+#undef VRELU
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -100,6 +117,7 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 #define VADD(a, b) _mm256_add_ps(a, b)
 #define VZERO() _mm256_setzero_ps()
 #define VHSUM(v) hsum8(v)
+#define VRELU(x) _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ))
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -115,6 +133,7 @@ __attribute__((target("avx2"))) static inline float hsum8(__m256 v)
 #undef VADD
 #undef VZERO
 #undef VHSUM
+#undef VRELU
 
 /* Eight rows at a time, 8 x 8 blocks transposed in registers; the last
  * kc % 8 columns one by one. */
@@ -175,6 +194,7 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
 #define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VRELU(x) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_setzero_ps())
 #include "devices/cpu/sgemm_body.h"
 #undef SG_VF
 #undef SG_VL
@@ -190,6 +210,7 @@ __attribute__((target("avx2"))) static void t8_avx2(const float *src, int64_t ld
 #undef VADD
 #undef VZERO
 #undef VHSUM
+#undef VRELU
 #endif
 
 static const sg_impl impls[DEV_SG_N_ISA] = {
@@ -489,14 +510,34 @@ typedef struct sg_pre {
  * last partial panel, there) */
 static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const float *ap, bool direct, bool whole,
                            const float *b, int64_t ldb, const float *bp, int64_t jr, int64_t nc, float *c,
-                           int64_t ldc, bool acc, bool ahead, const float *pf, int64_t npf)
+                           int64_t ldc, bool acc, bool ahead, const float *pf, int64_t npf, const dev_sg_kepi *e)
 {
     const int64_t NR = im->nr, nr = nc - jr < NR ? nc - jr : NR;
+    dev_sg_kepi at;
+    if (e) { /* e is at c's (0, 0): to the tile's */
+        at = *e;
+        at.bcol = at.bcol ? at.bcol + jr : NULL;
+        at.res = at.res ? at.res + jr : NULL;
+        e = &at;
+    }
     if (direct && whole)
-        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, true, pf, npf);
+        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, true, pf, npf, e);
     else
         (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, ahead,
-                                                pf, npf);
+                                                pf, npf, e);
+}
+
+/* The in-kernel epilogue k (at C's (0, 0)) at C's element (i, j) into buf,
+ * or NULL without one */
+static const dev_sg_kepi *kepi_at(const dev_sg_kepi *k, int64_t i, int64_t j, dev_sg_kepi *buf)
+{
+    if (!k)
+        return NULL;
+    *buf = *k;
+    buf->brow = k->brow ? k->brow + i : NULL;
+    buf->bcol = k->bcol ? k->bcol + j : NULL;
+    buf->res = k->res ? k->res + i * k->ldr + j : NULL;
+    return buf;
 }
 
 /* Few rows against prepacked weights go a column of tiles at a time, each
@@ -547,7 +588,9 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
     int64_t nc_most = steps && K > kc_step ? SG_STEP_NC : SG_NC;
     if (!direct && nc_most * kc_step > SG_B_FLOATS)
         nc_most = SG_B_FLOATS / kc_step / NR * NR < 4 * NR ? 4 * NR : SG_B_FLOATS / kc_step / NR * NR;
-    if (epi && direct && SG_EPI_FLOATS / mc_step < nc_most)
+    /* (the micro-kernel's epilogue ek, where there is one, reads nothing back) */
+    const dev_sg_kepi *const ek = epi ? epi->k : NULL;
+    if (epi && !ek && direct && SG_EPI_FLOATS / mc_step < nc_most)
         nc_most = SG_EPI_FLOATS / mc_step < 4 * NR ? 4 * NR : SG_EPI_FLOATS / mc_step;
     const int64_t nc_step = round_up(even(N, nc_most), NR);
     const int64_t a_floats = round_up(mc_step * kc_step, 16);
@@ -571,6 +614,9 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
             const int64_t tiles = (M + MR - 1) / MR * ((nc + NR - 1) / NR), nlines = nextb ? kc2 * round_up(nc, NR) / 16 : 0;
             const int64_t nper = (nlines + tiles - 1) / tiles < kc ? (nlines + tiles - 1) / tiles : kc;
             int64_t tix = 0;
+            /* the last block of K: the micro-kernel applies ek as it stores */
+            const bool kfinal = ek && pc + kc == K;
+            dev_sg_kepi kb;
             if (bpre)
                 bp = bpre + pc * pre->Np + (pre->bj0 + jc) * kc;
             else if (!direct)
@@ -592,7 +638,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         const int64_t wide = mc == 1 ? im->w1 : 2 * NR;
                         if (mc <= 2 && jr + wide <= nfull) {
                             im->wide[mc](kc, ap, B + pc * ldb + jc + jr, ldb, C + ic * ldc + jc + jr, ldc, wide,
-                                         pc > 0, false, NULL, 0);
+                                         pc > 0, false, NULL, 0, kfinal ? kepi_at(ek, ic, jc + jr, &kb) : NULL);
                             jr += wide;
                             continue;
                         }
@@ -600,17 +646,17 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                             const int64_t ir = panel_row(&q, pi);
                             sg_tile(im, kc, panel_row(&q, pi + 1) - ir, ap + pi * MR * kc, true, jr < nfull,
                                     B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0, true,
-                                    NULL, 0);
+                                    NULL, 0, kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
                         }
                         jr += NR;
                     }
-                    if (epi && pc + kc == K)
+                    if (epi && !ek && pc + kc == K)
                         epi->fn(epi->ctx, ic, mc, jc, nc);
                     continue;
                 }
                 /* the epilogue by rows of tiles, or once for a block that stays in L1 anyway
                  * (a squeeze-excite's [576, 1] took 5% longer by rows: a call per 8 elements) */
-                const bool last = epi && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
+                const bool last = epi && !ek && pc + kc == K, by_rows = last && mc * nc > SG_EPI_L1;
                 if (bpre && mc <= SG_DIRECT_M) { /* few rows against prepacked weights: a column of tiles at a time */
                     /* (the next panel's lines: 64 bytes, 16 floats each; not for weights
                      * of less than SG_FAR_FLOATS, which stay in L2 from run to run: a [32,
@@ -627,7 +673,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                                                                                          : per;
                             sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
                                     C + (ic + ir) * ldc + jc, ldc, pc > 0, !far, next ? next + first * 16 : NULL,
-                                    npf);
+                                    npf, kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
                         }
                     }
                     if (last)
@@ -650,7 +696,8 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         if (afar) /* (the panels lie one after another, blocks of rows and of K too) */
                             pf = ap + (pi + 1) * MR * kc + jt * aper * 16, npf = jt * aper < MR * kc / 16 ? aper : 0;
                         sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
-                                C + (ic + ir) * ldc + jc, ldc, pc > 0, true, pf, npf);
+                                C + (ic + ir) * ldc + jc, ldc, pc > 0, true, pf, npf,
+                                kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
                     }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
@@ -666,9 +713,15 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
 bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float *C, int64_t ldc)
 {
+    return dev_sgemm_on_epi(isa, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, NULL);
+}
+
+bool dev_sgemm_on_epi(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi)
+{
     if (!dev_sg_have(isa))
         return false;
-    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, NULL);
+    return sg_run(&impls[isa], ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, epi);
 }
 
 static const sg_impl *best_impl(void)
@@ -694,6 +747,8 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
 int64_t dev_sgemm_nr(void) { return best_impl()->nr; }
 
 bool dev_sgemm_packs_b(bool tb, int64_t M) { return tb || M > SG_DIRECT_M; }
+
+bool dev_sgemm_one_kblock(int64_t K) { return K > 0 && even(K, SG_KC) == K; }
 
 size_t dev_sgemm_packed_floats(int64_t N, int64_t K) { return (size_t)(K * round_up(N, best_impl()->nr)); }
 

@@ -19,10 +19,25 @@ typedef enum dev_sg_isa {
  * (a bias and activation): fn(ctx, row0, nrows, col0, ncols) for rows
  * [row0, row0 + nrows) and columns [col0, col0 + ncols) of C. Blocks are
  * disjoint and cover C; each is called once, after its last product. */
+typedef struct dev_sg_kepi dev_sg_kepi;
 typedef struct dev_sg_epi {
     void (*fn)(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
     const void *ctx;
+    /* or NULL; else the same work done by the micro-kernel as it stores
+     * each tile for the last time, and fn is called only where no tile
+     * could (K = 0) */
+    const dev_sg_kepi *k;
 } dev_sg_epi;
+/* An epilogue simple enough for the micro-kernel's registers: element
+ * (i, j) of C becomes relu?((C + brow[i] or bcol[j]) + res[i * ldr + j]),
+ * each part only where given (non-NULL, relu true), the roundings of
+ * dev_kepi_apply's ADDs and RELU (a RELU alone adds 0 first); brow, bcol
+ * and res at C's element (0, 0). */
+struct dev_sg_kepi {
+    const float *brow, *bcol, *res;
+    int64_t ldr;
+    bool relu;
+};
 
 /* C[M, N] = op(A) @ op(B), row-major, op(X) = X^T when ta (tb); C is
  * overwritten (beta 0). Every element is summed in K order, in blocks of
@@ -35,6 +50,8 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
  * the CPU lacks it. */
 bool dev_sgemm_on(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                   const float *B, int64_t ldb, float *C, int64_t ldc);
+bool dev_sgemm_on_epi(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* op(B) [K, N] packed once for dev_sgemm_packed (weights kept across runs):
  * dev_sgemm_packed_floats(N, K) floats, written by dev_sgemm_pack. Whether
  * dev_sgemm would pack op(B) for a product of M rows (else it reads B where
@@ -48,6 +65,10 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
  * channels, each one copy). */
 void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out);
 bool dev_sgemm_packs_b(bool tb, int64_t M);
+/* Whether a product over K sums it in one block (each tile of C stored
+ * once: an epilogue in the kernel's stores may then read what C
+ * overwrites) */
+bool dev_sgemm_one_kblock(int64_t K);
 int64_t dev_sgemm_nr(void);
 /* C[M, N] = op(A) @ op(B), op(A) = A^T when ta, op(B) being columns [j0,
  * j0 + N) of a packed [K, Ntot]; the bits of dev_sgemm. false when j0 is

@@ -1,6 +1,7 @@
 /* devices/cpu/sgemm_body.h — the micro-kernels of sgemm.c, included once
  * per instruction set with SG_VF (a vector of SG_VL floats), VLD/VST
- * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, the
+ * (unaligned), VBC (broadcast), VFMA(a, b, c) = a*b + c, VADD, VZERO, VRELU
+ * (x < 0 ? 0 : x, lane by lane: -0 and NaN kept), the
  * tile SG_MR rows x SG_NV vectors, the one-row tile of SG_W1 vectors (at
  * least 2 * SG_NV), VHSUM (the sum of a vector's lanes, in a fixed order),
  * SG_TARGET and SG_SFX defined. */
@@ -62,6 +63,30 @@
     else                                                                                                       \
         for (; p < kc; p++, a += SG_MR, b += ldb)                                                              \
             SG_STEP(R, V, 0, 0)                                                                                \
+    if (nr == (V) * SG_VL && e) { /* (e's parts in registers: the stores may alias them) */                   \
+        const float *brow = e->brow, *bcol = e->bcol, *res = e->res;                                          \
+        const int64_t ldr = e->ldr;                                                                            \
+        const bool relu = e->relu, zero = relu && !brow && !bcol && !res;                                      \
+        SG_VF bc[V];                                                                                           \
+        _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) bc[v] = bcol ? VLD(bcol + v * SG_VL) : VZERO(); \
+        _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                                               \
+            const SG_VF br = brow ? VBC(brow[i]) : VZERO();                                                    \
+            _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) {                                           \
+                float *ci = c + i * ldc + v * SG_VL;                                                           \
+                SG_VF x = add ? VADD(VLD(ci), acc[i][v]) : acc[i][v];                                          \
+                if (brow)                                                                                      \
+                    x = VADD(x, br);                                                                           \
+                else if (bcol)                                                                                 \
+                    x = VADD(x, bc[v]);                                                                        \
+                if (res)                                                                                       \
+                    x = VADD(x, VLD(res + i * ldr + v * SG_VL));                                               \
+                else if (zero)                                                                                 \
+                    x = VADD(x, VZERO());                                                                      \
+                VST(ci, relu ? VRELU(x) : x);                                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
+        return;                                                                                                \
+    }                                                                                                          \
     if (nr == (V) * SG_VL) {                                                                                   \
         _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++)                                                \
             _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++)                                            \
@@ -74,8 +99,10 @@
     float t[(V) * SG_VL];                                                                                      \
     _Pragma("GCC unroll 16") for (int i = 0; i < (R); i++) {                                                   \
         _Pragma("GCC unroll 16") for (int v = 0; v < (V); v++) VST(t + v * SG_VL, acc[i][v]);                 \
-        for (int64_t j = 0; j < nr; j++)                                                                       \
-            c[i * ldc + j] = add ? c[i * ldc + j] + t[j] : t[j];                                               \
+        for (int64_t j = 0; j < nr; j++) {                                                                     \
+            const float y = add ? c[i * ldc + j] + t[j] : t[j];                                                \
+            c[i * ldc + j] = e ? sg_eps(e, y, i, j) : y;                                                       \
+        }                                                                                                      \
     }
 
 /* One function per tile shape: SG_SFX(kR) for R rows by SG_NV vectors;
@@ -86,7 +113,7 @@
 #define SG_DEF(name, R, V, PF)                                                                                 \
     SG_TARGET static void SG_SFX(name)(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, \
                                        float *restrict c, int64_t ldc, int64_t nr, bool add, bool ahead,        \
-                                       const float *pf, int64_t npf)                                            \
+                                       const float *pf, int64_t npf, const dev_sg_kepi *e)                      \
     {                                                                                                          \
         (void)ahead, (void)pf, (void)npf;                                                                      \
         SG_TILE(R, V, PF)                                                                                      \

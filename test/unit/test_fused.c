@@ -406,7 +406,15 @@ static const conv_dims res_cases[] = {
     {{1, 4, 12, 24}, {6, 4, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
     /* 1x1 in and out (squeeze-excite): the epilogue's rows of one element as one */
     {{3, 144, 1, 1}, {96, 144, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    /* w @ x with K one block of the kernel's and 256 (a block's edge): the result over r */
+    {{2, 32, 16, 17}, {40, 32, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    {{1, 256, 9, 9}, {24, 256, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    /* ... and K of two blocks: a new result */
+    {{1, 300, 9, 9}, {24, 300, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
 };
+/* The cases whose f32 result, with at most a RELU, is written over r when
+ * the call holds r alone (conv.c's conv_in_place) */
+static bool res_in_place(size_t ci) { return ci == 2 || ci == 9 || ci == 10; }
 
 START_TEST(test_conv_residual)
 {
@@ -421,10 +429,24 @@ START_TEST(test_conv_residual)
                     ck_assert_int_eq(C(ISA_FUSED_CONV2D, 0, &t, ref(x), ref(w), ivec(p, 9), ref(b)), TFVM_OK);
                     dev_value r = randt(dt, 4, t.u.t->dims, 54);
                     dev_value want = unfused_tail(t, &r, acts[ai]);
-                    ck_assert_int_eq(C(ISA_FUSED_CONV2D_ADD, (int32_t)acts[ai], &f, x, w, ivec(p, 9), b, r), TFVM_OK);
                     char what[64];
                     snprintf(what, sizeof what, "case %zu act %u dtype %d", ci, (unsigned)acts[ai], dt);
+                    /* r held here too: a new result, r as it was */
+                    const tfvm_tensor *rt = r.u.t;
+                    dev_value r0 = randt(dt, 4, r.u.t->dims, 54), f2;
+                    ck_assert_int_eq(C(ISA_FUSED_CONV2D_ADD, (int32_t)acts[ai], &f2, ref(x), ref(w), ivec(p, 9),
+                                       ref(b), ref(r)),
+                                     TFVM_OK);
+                    ck_assert_msg(f2.u.t != rt, "%s: over an r held elsewhere", what);
+                    ck_assert_msg(memcmp(r.u.t->data, r0.u.t->data, r.u.t->nbytes) == 0, "%s: r changed", what);
+                    dev_value want2 = ref(want);
+                    same_bits(&f2, &want2, what);
+                    /* r held by the call alone: over r where the kernel can */
+                    ck_assert_int_eq(C(ISA_FUSED_CONV2D_ADD, (int32_t)acts[ai], &f, x, w, ivec(p, 9), b, r), TFVM_OK);
+                    const bool over = dt == F32 && (acts[ai] == 0 || acts[ai] == RELU) && res_in_place(ci);
+                    ck_assert_msg((f.u.t == rt) == over, "%s: %s r", what, over ? "not over" : "over");
                     same_bits(&f, &want, what);
+                    dev_value_release(&r0);
                 }
     }
     dev_act_force(DEV_ACT_AUTO);

@@ -158,7 +158,7 @@ START_TEST(test_epilogue_blocks)
     ck_assert(dev_sgemm(false, false, M, N, K, a, K ? K : 1, b, N, want, N, NULL));
     bool early = false;
     const epi_seen seen = {c, want, N, count, &early};
-    const dev_sg_epi epi = {epi_mark, &seen};
+    const dev_sg_epi epi = {epi_mark, &seen, NULL};
     ck_assert(dev_sgemm(false, false, M, N, K, a, K ? K : 1, b, N, c, N, &epi));
     for (int64_t i = 0; i < M * N; i++)
         ck_assert_msg(count[i] == 1, "case %d (%ldx%ldx%ld): element %ld seen %d times", _i, (long)M, (long)K,
@@ -691,6 +691,91 @@ START_TEST(test_matmul_prepacked)
 }
 END_TEST
 
+/* The epilogue in the micro-kernel's stores (dev_sg_kepi) has the bits of
+ * the same epilogue applied to finished blocks (the ADDs of the bias and r,
+ * then RELU, one element at a time here), on each instruction set: a bias
+ * along rows or columns, with r or without, RELU or not, every tile shape
+ * (full, cut by C's edge, half-wide, the wide 1- and 2-row ones), B where
+ * it lies and packed; -0, NaN and ties at 0 among the results. Written
+ * over r itself (C = r, one block of K), the same bits again. */
+typedef struct kepi_ref {
+    float *c;
+    const float *brow, *bcol, *res;
+    int64_t ldc;
+    bool relu;
+    int *calls;
+} kepi_ref;
+
+static void kepi_apply(const void *ctx, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols)
+{
+    const kepi_ref *e = ctx;
+    (*e->calls)++;
+    for (int64_t i = row0; i < row0 + nrows; i++)
+        for (int64_t j = col0; j < col0 + ncols; j++) {
+            float y = e->c[i * e->ldc + j];
+            if (e->brow)
+                y += e->brow[i];
+            else if (e->bcol)
+                y += e->bcol[j];
+            if (e->res)
+                y += e->res[i * e->ldc + j];
+            else if (e->relu && !e->brow && !e->bcol)
+                y += 0.0f;
+            e->c[i * e->ldc + j] = e->relu && y < 0.0f ? 0.0f : y;
+        }
+}
+
+static const gemm_case kepi_cases[] = {{1, 300, 40}, {2, 70, 9}, {5, 33, 17}, {8, 32, 64}, {64, 100, 256},
+                                       {65, 47, 129}, {130, 200, 300}, {3, 2100, 20}};
+
+START_TEST(test_kernel_epilogue)
+{
+    const dev_sg_isa isa = (dev_sg_isa)(_i / 8);
+    const gemm_case g = kepi_cases[_i % 8];
+    if (!dev_sg_have(isa))
+        return;
+    const int64_t M = g.M, N = g.N, K = g.K;
+    float *a = matrix(M, K, 0, 21, true), *b = matrix(K, N, 0, 22, true), *res = matrix(M, N, 0, 23, true);
+    float *brow = matrix(1, M, 0, 24, true), *bcol = matrix(1, N, 0, 25, true);
+    float *want = matrix(M, N, 0, 26, false), *got = matrix(M, N, 0, 27, false);
+    /* exact small integers: many sums tie at 0 with the bias or r (+0 and
+     * -0 both occur), a NaN in one row of A and one column of B */
+    a[(M / 2) * K] = NAN;
+    b[N - 1] = -NAN;
+    for (int mode = 0; mode < 12; mode++) {
+        const bool relu = mode & 1, with_res = mode & 2;
+        const int bias = mode / 4; /* none, along rows, along columns */
+        int calls = 0;
+        kepi_ref ref = {want, bias == 1 ? brow : NULL, bias == 2 ? bcol : NULL, with_res ? res : NULL, N, relu,
+                        &calls};
+        const dev_sg_epi plain = {kepi_apply, &ref, NULL};
+        ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, want, N, &plain));
+        kepi_ref none = ref;
+        none.c = got;
+        const dev_sg_kepi k = {ref.brow, ref.bcol, ref.res, N, relu};
+        const dev_sg_epi in_kernel = {kepi_apply, &none, &k};
+        calls = 0;
+        ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, got, N, &in_kernel));
+        ck_assert_msg(calls == 0, "%s %ldx%ldx%ld mode %d: the block epilogue ran too", dev_sg_name(isa), (long)M,
+                      (long)K, (long)N, mode);
+        ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0,
+                      "%s %ldx%ldx%ld mode %d: other bits in the kernel", dev_sg_name(isa), (long)M, (long)K, (long)N,
+                      mode);
+        if (with_res && dev_sgemm_one_kblock(K)) { /* over r */
+            memcpy(got, res, (size_t)(M * N) * sizeof *got);
+            const dev_sg_kepi over = {ref.brow, ref.bcol, got, N, relu};
+            const dev_sg_epi in_place = {kepi_apply, &none, &over};
+            ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, got, N, &in_place));
+            ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0,
+                          "%s %ldx%ldx%ld mode %d: other bits over r", dev_sg_name(isa), (long)M, (long)K, (long)N,
+                          mode);
+        }
+    }
+    ck_assert(!dev_sgemm_one_kblock(0) && dev_sgemm_one_kblock(256) && !dev_sgemm_one_kblock(257));
+    free(a), free(b), free(res), free(brow), free(bcol), free(want), free(got);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("gemm");
@@ -700,6 +785,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_best);
     tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
+    tcase_add_loop_test(tc, test_kernel_epilogue, 0, 8 * DEV_SG_N_ISA);
     tcase_add_test(tc, test_packed_b_ta);
     tcase_add_test(tc, test_packed_down);
     tcase_add_loop_test(tc, test_abpacked, 0, (int)(2 * sizeof abpack_rows / sizeof *abpack_rows));
