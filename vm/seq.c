@@ -566,12 +566,12 @@ static seq_frame *frame_visit(seq_run *s, seq_frame *f, const vm_rplan *rp, uint
             dev_value in[5] = {{0}};
             for (uint32_t k = 0; k < si->n_in && k < 5; k++)
                 in[k] = *x[k];
-            if (si->hold0)
-                dev_value_retain(&in[0]);
+            if (si->hold)
+                dev_value_retain(&in[si->hold_at]);
             char msg[256];
             tfvm_status st = dev_vm_fire(vm->dev, &s->p->insts[si->inst], in, &out, msg, sizeof msg);
-            if (si->hold0)
-                dev_value_release(&in[0]);
+            if (si->hold)
+                dev_value_release(&in[si->hold_at]);
             if (st != TFVM_OK) {
                 frame_fail(s, f, st, si->inst, msg);
                 break;

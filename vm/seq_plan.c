@@ -616,10 +616,11 @@ static bool seq_guard_steps(vm_plan *plan, vm_rplan *rp)
 
 
 /* A STACK_PUT grows its stack in place when the stack is its own (one
- * reference), and a reshape relabels its input's dims (dev_cpu_in_place):
- * in a frame, that register's value. A step later in the order that reads
- * that register would then see the change: such an instruction holds a
- * reference of its own while it fires (vm_sinst.hold0), as one on a loop's
+ * reference), a reshape relabels its input's dims, FUSED_CONV2D_ADD writes
+ * over r (dev_cpu_in_place): in a frame, that register's value. A step
+ * later in the order that reads that register, or another input of the
+ * same step, would then see the change: such an instruction holds a
+ * reference of its own while it fires (vm_sinst.hold), as one on a loop's
  * invariant (every iteration reads it). Steps whose place the order does
  * not show count as later. false: no memory. */
 static bool seq_holds(vm_plan *plan, vm_rplan *rp)
@@ -627,7 +628,7 @@ static bool seq_holds(vm_plan *plan, vm_rplan *rp)
     const uint32_t n = rp->end - rp->first;
     bool any = false;
     for (uint32_t l = 0; l < n; l++)
-        any |= dev_cpu_in_place((isa_op)rp->sinsts[l].op);
+        any |= dev_cpu_in_place((isa_op)rp->sinsts[l].op) >= 0;
     if (!any)
         return true;
     uint32_t *at = words(plan, n + 1); /* each instruction's step, + 1 (0: none) */
@@ -643,22 +644,26 @@ static bool seq_holds(vm_plan *plan, vm_rplan *rp)
     }
     for (uint32_t l = 0; l < n; l++) {
         vm_sinst *si = &rp->sinsts[l];
-        if (!dev_cpu_in_place((isa_op)si->op))
+        const int port = dev_cpu_in_place((isa_op)si->op);
+        if (port < 0 || (uint32_t)port >= si->ports)
             continue;
-        const vm_sport *stack = &rp->sports[si->src_at];
+        si->hold_at = (uint8_t)port;
+        const vm_sport *stack = &rp->sports[si->src_at + (uint32_t)port];
         for (uint32_t b = 0; b < stack->n && rp->keep; b++) { /* a loop's invariant: every iteration reads it */
             const uint32_t reg = rp->sregs[stack->first + b];
-            si->hold0 |= reg < rp->n_args && rp->keep[reg];
+            si->hold |= reg < rp->n_args && rp->keep[reg];
         }
-        for (uint32_t j = 0; j < n && !si->hold0; j++) {
-            if (j == l || (at[j] && at[j] < at[l]))
+        for (uint32_t j = 0; j < n && !si->hold; j++) {
+            if (j != l && at[j] && at[j] < at[l])
                 continue;
             const vm_sinst *sj = &rp->sinsts[j];
-            for (uint32_t k = 0; k < sj->ports && !si->hold0; k++) {
+            for (uint32_t k = 0; k < sj->ports && !si->hold; k++) {
+                if (j == l && k == (uint32_t)port) /* (its own other inputs, not this one) */
+                    continue;
                 const vm_sport *pt = &rp->sports[sj->src_at + k];
                 for (uint32_t a = 0; a < pt->n; a++)
                     for (uint32_t b = 0; b < stack->n; b++)
-                        si->hold0 |= rp->sregs[pt->first + a] == rp->sregs[stack->first + b];
+                        si->hold |= rp->sregs[pt->first + a] == rp->sregs[stack->first + b];
             }
         }
     }

@@ -49,9 +49,11 @@ typedef struct vm_sinst {
     uint32_t reg;         /* its first output register */
     uint32_t tokens[2];   /* edges of outputs 0 and 1: the tokens the graph would make */
     uint32_t inst;        /* the program's index */
-    bool hold0;           /* a STACK_PUT whose stack's register a later step reads: the firing
-                             holds a reference of its own, so that the kernel copies the stack
-                             rather than growing it in place under that reader (seq_plan.c) */
+    bool hold;            /* input hold_at (dev_cpu_in_place: a STACK_PUT's stack, FUSED_CONV2D_ADD's
+                             r) comes from a register that a later step, or another of its own
+                             inputs, reads: the firing holds a reference of its own, so that the
+                             kernel copies rather than changing it under that reader (seq_plan.c) */
+    uint8_t hold_at;
 } vm_sinst;
 
 /* The firing order of a sequential region as specialised steps: scalar

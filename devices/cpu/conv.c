@@ -798,11 +798,15 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
 {
     const dev_kview *res = &in[4], *x = &in[0];
     const tfvm_tensor *t = res->t;
-    const int64_t C = x->dims[1];
-    return k->op == ISA_FUSED_CONV2D_ADD && x->dtype == TFVM_F32 && plan->kernel == DEV_CONV_DIRECT &&
-           plan->gemm == DEV_KMM_OWN && ep && (ep->act == 0 || ep->act == ISA_OPT_ACT_RELU) &&
-           dev_sgemm_one_kblock(C) && t && res->data == t->data && t->dtype == TFVM_F32 &&
-           t->count == od[0] * od[1] * od[2] * od[3] && dev_tensor_mine(t) &&
+    const int64_t O = od[1], OHW = od[2] * od[3];
+    /* the product of image 0 as conv_items makes it (the others differ in
+     * where they lie) */
+    const dev_kmm mm = {.dtype = x->dtype, .M = O, .N = OHW, .K = x->dims[1], .lda = x->dims[1], .ldb = OHW,
+                        .ldc = OHW, .ep = ep, .in_place = true};
+    return k->op == ISA_FUSED_CONV2D_ADD && plan->kernel == DEV_CONV_DIRECT && in[1].dims[1] == x->dims[1] &&
+           ep && dev_kmm_in_place_ok(&mm) && t && res->data == t->data && t->dtype == TFVM_F32 &&
+           t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t && t != in[3].t &&
+           dev_tensor_mine(t) &&
            !atomic_load_explicit(&((tfvm_tensor *)(uintptr_t)t)->prep, memory_order_acquire);
 }
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];

@@ -19,12 +19,14 @@
 tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, dev_value *out,
                                 const tfvm_allocator *alloc, char *msg, size_t msg_size);
 
-/* Whether op's kernel may change its input 0 in place when it holds the only
- * reference (dev_tensor_mine): STACK_PUT writes its row there, the reshapes
- * (RESHAPE, SQUEEZE, UNSQUEEZE, FLATTEN) relabel its dims. A caller that
- * reads that value again after the call holds a reference of its own
- * across it (the VM's frames: vm_sinst.hold0). */
-bool dev_cpu_in_place(isa_op op);
+/* The input op's kernel may change in place when it holds the only
+ * reference (dev_tensor_mine), or -1: STACK_PUT writes its row into input 0,
+ * the reshapes (RESHAPE, SQUEEZE, UNSQUEEZE, FLATTEN, TRANSPOSE) relabel its
+ * dims, FUSED_CONV2D_ADD writes its result over r (input 4). A caller that
+ * reads that value again after the call, or passes it to another of the
+ * call's inputs, holds a reference of its own across it (the VM's frames:
+ * vm_sinst.hold). */
+int dev_cpu_in_place(isa_op op);
 
 /* Tensor-class ops (ISA_CLASS_TENSOR: MATMUL, CONV2D, pooling, SOFTMAX,
  * reductions, shape ops; docs/isa.md "Tensor instructions"). Same contract as

@@ -203,6 +203,10 @@ typedef struct dev_kmm {
  * dev_par_width() when it is big enough; each block is one single-threaded
  * gemm followed by its epilogue. */
 void dev_kmm_run(const dev_kmm *m);
+/* Whether m (its epilogue with r, ep_row0 at the first of its rows) can be
+ * computed with in_place: f32 on tfvm's kernel, K one block of it, the
+ * bias along its rows or columns, at most a RELU */
+bool dev_kmm_in_place_ok(const dev_kmm *m);
 /* The same on this thread alone. */
 void dev_kmm_one(const dev_kmm *m);
 /* m's A (not transposed: a weight matrix on the left, a convolution's)

@@ -234,6 +234,20 @@ static bool kmm_kepi(const dev_kepi *ep, int64_t row0, int64_t col0, int64_t M, 
     return true;
 }
 
+/* Whether m can be computed over its r (dev_kmm.in_place), but for the
+ * epilogue's form (kmm_kepi) */
+static bool kmm_over_r(const dev_kmm *m)
+{
+    return m->dtype == TFVM_F32 && !m->tb && !m->arows && m->ep && m->ep->res && dev_sgemm_one_kblock(m->K) &&
+           kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) == KGEMM_OWN;
+}
+
+bool dev_kmm_in_place_ok(const dev_kmm *m)
+{
+    dev_sg_kepi k;
+    return kmm_over_r(m) && kmm_kepi(m->ep, m->ep_row0, m->ep_col0, m->M, m->ldc, &k);
+}
+
 /* Rows [lo, lo + M) and columns [col0, col0 + N) of m's product by `code`,
  * single-threaded (A, B, C already offset to them), and their epilogue:
  * by our kernel block by block while each is in cache (from op(B) prepacked
@@ -252,9 +266,8 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, const 
     const dev_sg_epi epi = {kmm_epi_block, &ctx, in_kernel ? &kep : NULL}, *ep = m->ep ? &epi : NULL;
     const float *fa = (const float *)(const void *)A;
     float *fc = (float *)(void *)C;
-    if (m->in_place) {
-        if (in_kernel && m->dtype == TFVM_F32 && code == KGEMM_OWN && !m->tb && !bp && !abp && !m->arows &&
-            dev_sgemm_one_kblock(m->K) &&
+    if (m->in_place) { /* (what dev_kmm_in_place_ok promised) */
+        if (in_kernel && code == KGEMM_OWN && !bp && !abp && kmm_over_r(m) &&
             ((m->ap && dev_sgemm_apacked(m->ap, lo, m->M, M, N, m->K, (const float *)(const void *)B, m->ldb, fc,
                                          m->ldc, ep)) ||
              dev_sgemm(m->ta, false, M, N, m->K, fa, m->lda, (const float *)(const void *)B, m->ldb, fc, m->ldc,

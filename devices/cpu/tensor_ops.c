@@ -413,10 +413,12 @@ static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, 
     return st;
 }
 
-bool dev_cpu_in_place(isa_op op)
+int dev_cpu_in_place(isa_op op)
 {
-    return op == ISA_STACK_PUT || op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN ||
-           op == ISA_TRANSPOSE;
+    if (op == ISA_STACK_PUT || op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN ||
+        op == ISA_TRANSPOSE)
+        return 0;
+    return op == ISA_FUSED_CONV2D_ADD ? 4 : -1;
 }
 
 tfvm_status dev_cpu_tensor(isa_op op, uint32_t attr, const dev_value *in, uint32_t n_in, dev_value *out,
