@@ -448,12 +448,16 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads)
         if (rows <= 16384 && cols <= 16384 && d->scratch <= (INT64_C(1) << 24)) {
             /* Fewer blocks than threads (16 or 32 channels of 112x112, the
              * first depthwise layers of mobile networks, at batch 1): each
-             * strip an item, so that the layer still splits. Not with more:
-             * a block a thread streams its planes whole (48 channels at
-             * 112x112, 3 blocks on 2 threads: 1.12x the time by strips;
-             * 16 channels, one block: 0.65-0.75x) */
+             * strip an item, so that the layer still splits. Also fewer
+             * than two a thread that do not share out evenly (48 channels,
+             * 3 blocks on 2 threads: one thread did two while the other
+             * waited; by strips 112x112 and 112x112 to 56x56 0.78-0.80x
+             * the time). Not otherwise: a block a thread streams its planes
+             * whole (32 channels of 112x112, 2 blocks on 2 threads: 1.08x
+             * the time by strips; 72 to 144 channels of 56x56 the same) */
             d->cb = d->vl;
-            d->strips = d->N * cb_blocks(d) < (int64_t)threads;
+            const int64_t blocks = d->N * cb_blocks(d), T = threads;
+            d->strips = blocks < T || (blocks < 2 * T && blocks % T);
             return true;
         }
     }

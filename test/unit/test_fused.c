@@ -1673,9 +1673,10 @@ START_TEST(test_split_words)
 }
 END_TEST
 
-/* Depthwise layers with fewer channel blocks than threads split by row
- * strips (each strip an item), the others by blocks; either way the items'
- * spans cover the output once. */
+/* Depthwise layers with fewer channel blocks than threads, or fewer than
+ * two a thread that do not share out evenly, split by row strips (each
+ * strip an item), the others by blocks; either way the items' spans cover
+ * the output once. */
 START_TEST(test_dw_strips)
 {
     static const struct {
@@ -1683,7 +1684,8 @@ START_TEST(test_dw_strips)
         unsigned threads;
         bool strips;
     } cases[] = {{1, 16, 1, false}, {1, 16, 2, true}, {1, 32, 2, false}, {1, 32, 4, true},
-                 {2, 16, 2, false}, {1, 40, 4, true}, {1, 48, 2, false}};
+                 {2, 16, 2, false}, {1, 40, 4, true},  {1, 48, 2, true},  {1, 48, 1, false},
+                 {1, 64, 4, false}, {1, 80, 4, true},  {1, 80, 2, false}, {3, 16, 2, true}};
     for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
         const int64_t N = cases[ci].N, C = cases[ci].C;
         dev_conv_shape sh = {.dtype = F32, .N = N, .C = C, .H = 112, .W = 112, .O = C, .Cg = 1, .KH = 3, .KW = 3,
