@@ -27,6 +27,7 @@ static inline float sg_eps(const dev_sg_kepi *e, float y, int64_t i, int64_t j)
         y += 0.0f;
     return e->relu && y < 0.0f ? 0.0f : y;
 }
+
 /* Rows [0, m) x columns [0, kc) of src (row stride ld, 0 < m <= 8) into
  * columns [0, 8) of dst (row stride nr): dst[p][j] = src[j][p], columns
  * [m, 8) holding row m - 1 again. */

@@ -692,17 +692,15 @@ START_TEST(test_matmul_prepacked)
 END_TEST
 
 /* The epilogue in the micro-kernel's stores (dev_sg_kepi) has the bits of
- * the same epilogue applied to finished blocks (the ADDs of the bias and r,
- * then RELU, one element at a time here), on each instruction set: a bias
- * along rows or columns, with r or without, RELU or not, every tile shape
- * (full, cut by C's edge, half-wide, the wide 1- and 2-row ones), B where
- * it lies and packed; -0, NaN and ties at 0 among the results. Written
- * over r itself (C = r, one block of K), the same bits again. */
+ * the block epilogue the products run otherwise (dev_kepi_apply: the ADDs of
+ * the bias and r, then RELU), on each instruction set: a bias along rows or
+ * columns, with r or without, RELU or not, every tile shape (full, cut by
+ * C's edge, half-wide, the wide 1- and 2-row ones), B where it lies and
+ * packed; -0, NaN and ties at 0 among the results. Written over r itself
+ * (C = r, one block of K), the same bits again. */
 typedef struct kepi_ref {
+    dev_kepi ep;
     float *c;
-    const float *brow, *bcol, *res;
-    int64_t ldc;
-    bool relu;
     int *calls;
 } kepi_ref;
 
@@ -710,19 +708,7 @@ static void kepi_apply(const void *ctx, int64_t row0, int64_t nrows, int64_t col
 {
     const kepi_ref *e = ctx;
     (*e->calls)++;
-    for (int64_t i = row0; i < row0 + nrows; i++)
-        for (int64_t j = col0; j < col0 + ncols; j++) {
-            float y = e->c[i * e->ldc + j];
-            if (e->brow)
-                y += e->brow[i];
-            else if (e->bcol)
-                y += e->bcol[j];
-            if (e->res)
-                y += e->res[i * e->ldc + j];
-            else if (e->relu && !e->brow && !e->bcol)
-                y += 0.0f;
-            e->c[i * e->ldc + j] = e->relu && y < 0.0f ? 0.0f : y;
-        }
+    dev_kepi_apply(&e->ep, e->c, row0, nrows, col0, ncols);
 }
 
 static const gemm_case kepi_cases[] = {{1, 300, 40}, {2, 70, 9}, {5, 33, 17}, {8, 32, 64}, {64, 100, 256},
@@ -746,13 +732,14 @@ START_TEST(test_kernel_epilogue)
         const bool relu = mode & 1, with_res = mode & 2;
         const int bias = mode / 4; /* none, along rows, along columns */
         int calls = 0;
-        kepi_ref ref = {want, bias == 1 ? brow : NULL, bias == 2 ? bcol : NULL, with_res ? res : NULL, N, relu,
-                        &calls};
+        const dev_kepi ep = {.dtype = TFVM_F32, .act = relu ? ISA_OPT_ACT_RELU : 0, .rank = 2, .len = N,
+                             .dims = {M, N}, .bstr = {bias == 1, bias == 2},
+                             .bias = bias == 1 ? (const char *)brow : bias == 2 ? (const char *)bcol : NULL,
+                             .res = with_res ? (const char *)res : NULL};
+        const kepi_ref ref = {ep, want, &calls}, none = {ep, got, &calls};
         const dev_sg_epi plain = {kepi_apply, &ref, NULL};
         ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, want, N, &plain));
-        kepi_ref none = ref;
-        none.c = got;
-        const dev_sg_kepi k = {ref.brow, ref.bcol, ref.res, N, relu};
+        const dev_sg_kepi k = {bias == 1 ? brow : NULL, bias == 2 ? bcol : NULL, with_res ? res : NULL, N, relu};
         const dev_sg_epi in_kernel = {kepi_apply, &none, &k};
         calls = 0;
         ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, got, N, &in_kernel));
@@ -763,7 +750,7 @@ START_TEST(test_kernel_epilogue)
                       mode);
         if (with_res && dev_sgemm_one_kblock(K)) { /* over r */
             memcpy(got, res, (size_t)(M * N) * sizeof *got);
-            const dev_sg_kepi over = {ref.brow, ref.bcol, got, N, relu};
+            const dev_sg_kepi over = {k.brow, k.bcol, got, N, relu};
             const dev_sg_epi in_place = {kepi_apply, &none, &over};
             ck_assert(dev_sgemm_on_epi(isa, false, false, M, N, K, a, K, b, N, got, N, &in_place));
             ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0,
