@@ -783,7 +783,6 @@ static void nhwc_chunk(void *arg, size_t b, size_t e)
                            (float *)(void *)j->o + n * HW * j->O, nj->ep, j->o, n * HW, j->split);
 }
 
-
 /* FUSED_CONV2D_ADD's result written over r, where the run holds r alone
  * (its last use: the VM consumed the token that carried it) and each
  * element of r is read just before the product's kernel stores the result
@@ -809,6 +808,7 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
            dev_tensor_mine(t) &&
            !atomic_load_explicit(&((tfvm_tensor *)(uintptr_t)t)->prep, memory_order_acquire);
 }
+
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];
  * p = [sh, sw, pt, pl, pb, pr, dh, dw, groups]. */
 tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)

@@ -195,7 +195,7 @@ typedef struct dev_kmm {
     atomic_bool *failed;
     /* C is ep->res's memory (FUSED_CONV2D_ADD's result written over r): only
      * tfvm's kernel, the epilogue in its stores (dev_sg_kepi), reads each
-     * element of r before it writes it there, K being one block of its
+     * element of r before it writes it there, K being one of its blocks
      * (dev_sgemm_one_kblock); where it cannot, *failed is set */
     bool in_place;
 } dev_kmm;
@@ -203,12 +203,12 @@ typedef struct dev_kmm {
  * dev_par_width() when it is big enough; each block is one single-threaded
  * gemm followed by its epilogue. */
 void dev_kmm_run(const dev_kmm *m);
+/* The same on this thread alone. */
+void dev_kmm_one(const dev_kmm *m);
 /* Whether m (its epilogue with r, ep_row0 at the first of its rows) can be
  * computed with in_place: f32 on tfvm's kernel, K one block of it, the
  * bias along its rows or columns, at most a RELU */
 bool dev_kmm_in_place_ok(const dev_kmm *m);
-/* The same on this thread alone. */
-void dev_kmm_one(const dev_kmm *m);
 /* m's A (not transposed: a weight matrix on the left, a convolution's)
  * packed for our kernel once and kept with its tensor a->t, when our kernel
  * computes m and a tensor is there to keep it; else NULL. */
