@@ -55,16 +55,20 @@ static inline void to_hwc_v4(const float *x, int64_t cstride, int64_t C, int64_t
             d[w * dstride + c] = x[c * cstride + w];
 }
 
-/* d[o*dstride + w] = act(y[w*ystride + o] + bias[o]), o < O, w < W: an output
- * row back to channels first, with the epilogue (bias NULL: none) */
+/* d[o*dstride + w] = act((y[w*ystride + o] + bias[o]) + res[o*dstride + w]),
+ * o < O, w < W: an output row back to channels first, with the epilogue
+ * (bias, res NULL: none; res may be d itself, each element read before it
+ * is written) */
 static inline void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t O, float *d, int64_t dstride,
-                      const float *bias, bool relu)
+                             const float *bias, const float *res, bool relu)
 {
     for (int64_t o = 0; o < O; o++)
         for (int64_t w = 0; w < W; w++) {
             float v = y[w * ystride + o];
             if (bias)
                 v = v + bias[o];
+            if (res)
+                v = v + res[o * dstride + w];
             if (relu)
                 v = v < 0 ? 0 : v;
             d[o * dstride + w] = v;
@@ -170,7 +174,7 @@ CHW_TARGET static inline void to_hwc_v16(const float *x, int64_t cstride, int64_
 }
 
 CHW_TARGET static inline void to_chw_v16(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
-                                          int64_t dstride, const float *bias, bool relu)
+                                          int64_t dstride, const float *bias, const float *res, bool relu)
 {
     for (int64_t o0 = 0; o0 < O; o0 += 16)
         for (int64_t w0 = 0; w0 < W; w0 += 16) {
@@ -184,6 +188,8 @@ CHW_TARGET static inline void to_chw_v16(const float *y, int64_t ystride, int64_
                 __m512 v = r[j];
                 if (bias)
                     v = _mm512_add_ps(v, _mm512_set1_ps(bias[o0 + j]));
+                if (res)
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(v16_mask(nw), res + (o0 + j) * dstride + w0));
                 if (relu)
                     v = v16_relu(v);
                 _mm512_mask_storeu_ps(d + (o0 + j) * dstride + w0, v16_mask(nw), v);

@@ -256,11 +256,11 @@ static void to_chw_f32(const float *y, int64_t ystride, int64_t rows, int64_t co
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (have_avx512()) {
-        to_chw_v16(y, ystride, rows, cols, d, rows, NULL, false);
+        to_chw_v16(y, ystride, rows, cols, d, rows, NULL, NULL, false);
         return;
     }
 #endif
-    to_chw_v4(y, ystride, rows, cols, d, rows, NULL, false);
+    to_chw_v4(y, ystride, rows, cols, d, rows, NULL, NULL, false);
 }
 
 /* Rows [q0, q1) of colt [OHW, CKK]: row p the window of output position p,
@@ -525,18 +525,26 @@ static void conv_tprod_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
-/* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias and
- * relu in its stores, other activations after. */
+/* The f32 kernel (convf32.h) applies j's epilogue in its stores: at most
+ * a RELU, and FUSED_CONV2D_ADD's r only in Winograd's */
+static bool cf_inner(const conv_job *j)
+{
+    const uint32_t act = j->ep ? j->ep->act : 0;
+    return (act == 0 || act == ISA_OPT_ACT_RELU) && (!j->ep || !j->ep->res || j->cf->kind == DEV_CF_WINO);
+}
+
+/* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias, r
+ * and relu in its stores where it can (cf_inner), the epilogue after. */
 static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *scratch)
 {
     const int64_t n = it / j->G, g = it % j->G, Og = j->O / j->G, OHW = j->OH * j->OW;
     const float *xg = (const float *)(const void *)j->x + (n * j->C + g * j->Cg) * j->H * j->W;
     float *og = (float *)(void *)j->o + (n * j->O + g * Og) * OHW;
-    const uint32_t act = j->ep ? j->ep->act : 0;
-    const bool inner = (act == 0 || act == ISA_OPT_ACT_RELU) && !(j->ep && j->ep->res);
+    const bool inner = cf_inner(j);
+    const float *res = j->ep && j->ep->res ? (const float *)(const void *)j->ep->res + (n * j->O + g * Og) * OHW : NULL;
     dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
-                j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, inner && act == ISA_OPT_ACT_RELU, b,
-                e);
+                j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, inner ? res : NULL,
+                inner && j->ep && j->ep->act == ISA_OPT_ACT_RELU, b, e);
     if (j->ep && !inner) {
         int64_t col0, ncols, o0, no;
         dev_cf_part_cols(j->cf, b, e, &col0, &ncols);
@@ -785,10 +793,11 @@ static void nhwc_chunk(void *arg, size_t b, size_t e)
 
 /* FUSED_CONV2D_ADD's result written over r, where the run holds r alone
  * (its last use: the VM consumed the token that carried it) and each
- * element of r is read just before the product's kernel stores the result
- * there: a 1x1 layer (w @ x, tfvm's kernel, K one block of it) whose bias
- * and activation (at most a RELU) go in the kernel's stores
- * (dev_kmm.in_place). A new result's lines came from memory only to be
+ * element of r is read just before the kernel stores the result there: a
+ * 1x1 layer (w @ x, tfvm's kernel, K one block of it) whose bias and
+ * activation (at most a RELU) go in the kernel's stores (dev_kmm.in_place),
+ * or a Winograd layer with at most a RELU (r added as its output rows go
+ * back to channels first). A new result's lines came from memory only to be
  * overwritten, r's from memory once more to be added: resnet50's 1x1 layer
  * 64 -> 256 channels on 56x56 plus its residual, 8 images, 11.2-12.8 ->
  * 7.3-7.5 ms. The same bits either way. */
@@ -802,8 +811,11 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
      * where they lie) */
     const dev_kmm mm = {.dtype = x->dtype, .M = O, .N = OHW, .K = x->dims[1], .lda = x->dims[1], .ldb = OHW,
                         .ldc = OHW, .ep = ep, .in_place = true};
-    return k->op == ISA_FUSED_CONV2D_ADD && plan->kernel == DEV_CONV_DIRECT && in[1].dims[1] == x->dims[1] &&
-           ep && dev_kmm_in_place_ok(&mm) && t && res->data == t->data && t->dtype == TFVM_F32 &&
+    const bool kernel = plan->kernel == DEV_CONV_DIRECT
+                            ? in[1].dims[1] == x->dims[1] && ep && dev_kmm_in_place_ok(&mm)
+                            : plan->kernel == DEV_CONV_F32 && plan->cf.kind == DEV_CF_WINO && x->dtype == TFVM_F32 &&
+                                  ep && (ep->act == 0 || ep->act == ISA_OPT_ACT_RELU);
+    return k->op == ISA_FUSED_CONV2D_ADD && kernel && t && res->data == t->data && t->dtype == TFVM_F32 &&
            t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t && t != in[3].t &&
            dev_tensor_mine(t) &&
            !atomic_load_explicit(&((tfvm_tensor *)(uintptr_t)t)->prep, memory_order_acquire);

@@ -22,7 +22,7 @@
 typedef struct dev_cf_isa {
     int64_t vl, pw, ov, mr, nv;
     void (*wino)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s, const float *bias,
-                 bool relu, int64_t ty0, int64_t ty1, int64_t o0, int64_t o1);
+                 const float *res, bool relu, int64_t ty0, int64_t ty1, int64_t o0, int64_t o1);
     void (*rows)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t oh0, int64_t oh1);
     void (*flat)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
@@ -380,7 +380,7 @@ void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int
 }
 
 void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
-                 bool relu, int64_t b, int64_t e)
+                 const float *res, bool relu, int64_t b, int64_t e)
 {
     const float *wk = cf->wk + g * (int64_t)cf->wk_floats;
     scratch = cf_align(scratch);
@@ -388,9 +388,9 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
         bias += g * cf->Og;
     if (cf->kind == DEV_CF_WINO)
         if (cf->nob)
-            cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, 0, cf->TH, b * cf->ob, e * cf->ob);
+            cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, 0, cf->TH, b * cf->ob, e * cf->ob);
         else
-            cf->isa->wino(cf, wk, xg, og, scratch, bias, relu, b, e, 0, cf->Op);
+            cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, b, e, 0, cf->Op);
     else if (cf->kind == DEV_CF_FLAT)
         cf->isa->flat(cf, wk, xg, og, scratch, bias, relu, b, e);
     else

@@ -60,10 +60,12 @@ void dev_cf_part_cols(const dev_cf *cf, int64_t b, int64_t e, int64_t *col0, int
 void dev_cf_part_chans(const dev_cf *cf, int64_t b, int64_t e, int64_t *o0, int64_t *no);
 /* Parts [b, e) of an item: xg [Cg, H, W] into og [Og, OH, OW], with scratch
  * of cf->scratch_floats floats; with bias (the instruction's [G*Og], or
- * NULL) each sum + bias[o], then with relu x < 0 ? 0 : x: what ADD and RELU
- * would give. */
+ * NULL) each sum + bias[o], then with res (Winograd only: the item's r,
+ * og's layout, or NULL) + its element, then with relu x < 0 ? 0 : x: what
+ * ADD, ADD and RELU would give. res may be og itself (each element read
+ * just before it is written). */
 void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
-                 bool relu, int64_t b, int64_t e);
+                 const float *res, bool relu, int64_t b, int64_t e);
 void dev_cf_free(dev_cf *cf, const tfvm_allocator *a);
 /* Tests: plan with the portable code even where AVX-512 is there. */
 void dev_cf_force_portable(bool on);

@@ -127,8 +127,8 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M
  * stored): xt holds the 2 BT + 2 rows of x a band reads, Y its 2 BT output
  * rows. */
 CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
-                                         const float *bias, bool relu, int64_t ty0, int64_t ty1, int64_t o0,
-                                         int64_t o1)
+                                         const float *bias, const float *res, bool relu, int64_t ty0, int64_t ty1,
+                                         int64_t o0, int64_t o1)
 {
     const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW;
     const int64_t oc = (o1 < Og ? o1 : Og) - o0; /* the channels stored */
@@ -157,7 +157,7 @@ CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const 
         }
         for (int64_t h = 2 * b0; h < 2 * b1 && h < OH; h++)
             CF_SFX(to_chw)(Y + (h - 2 * b0) * YW * Op + o0, Op, OW, oc, og + o0 * OH * OW + h * OW, OH * OW,
-                           bias ? bias + o0 : NULL, relu);
+                           bias ? bias + o0 : NULL, res ? res + o0 * OH * OW + h * OW : NULL, relu);
     }
 }
 

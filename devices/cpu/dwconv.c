@@ -662,10 +662,10 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
                 dev_kepilogue(TFVM_F32, d->act, yo, rows * OW * VL, NULL, 0);
 #if defined(__x86_64__) && defined(__GNUC__)
             if (VL == 16)
-                to_chw_v16(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, d->relu);
+                to_chw_v16(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, NULL, d->relu);
             else
 #endif
-                to_chw_v4(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, d->relu);
+                to_chw_v4(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, NULL, d->relu);
         }
     }
 }

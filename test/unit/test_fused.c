@@ -413,14 +413,15 @@ static const conv_dims res_cases[] = {
     {{1, 300, 9, 9}, {24, 300, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
 };
 /* The cases whose f32 result, with at most a RELU, is written over r when
- * the call holds r alone (conv.c's conv_in_place) */
-static bool res_in_place(size_t ci) { return ci == 2 || ci == 9 || ci == 10; }
+ * the call holds r alone (conv.c's conv_in_place): Winograd's and w @ x's */
+static bool res_in_place(size_t ci) { return ci == 1 || ci == 2 || ci == 9 || ci == 10; }
 
 START_TEST(test_conv_residual)
 {
     for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
         if (!dev_act_force((dev_act_isa)isa))
             continue;
+        dev_cf_force_portable(isa == DEV_ACT_PORTABLE); /* (Winograd's portable stores too) */
         for (int dt = F32; dt <= F64; dt++)
             for (size_t ci = 0; ci < UT_COUNTOF(res_cases); ci++)
                 for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
@@ -450,6 +451,7 @@ START_TEST(test_conv_residual)
                 }
     }
     dev_act_force(DEV_ACT_AUTO);
+    dev_cf_force_portable(false);
     /* r of another shape or dtype */
     FAILS(ISA_FUSED_CONV2D_ADD, 0,
           (T(F32, (1, 2, 4, 4)), T(F32, (2, 2, 1, 1)), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), T(F32, (2)), T(F32, (1, 2, 4, 3))),
