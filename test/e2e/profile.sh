@@ -64,7 +64,7 @@ name=a_name_longer_than_the_column_of_twenty_eight
 printf 'entry main(n: i32) -> (r: i32) {\n    %s = ARG 0\n    RESULT 0 (%s)\n}\n' $name $name >"$TMP/long.tfasm"
 "$TFVM" profile --threads 1 --runs 1 --warmup 0 "$TMP/long.tfasm" 1 >"$TMP/long.out" 2>&1
 # (the two instructions' order is their shares', which one run's timing decides)
-got=$(grep -A2 '^top 2 instructions:' "$TMP/long.out" | tail -2)
+got=$(grep -A3 '^top 2 instructions:' "$TMP/long.out" | tail -3)
 hdr=$(echo "$got" | head -1) line=$(echo "$got" | grep "^  main\.$name ")
 want_head="  instruction                                        opcode          firings/run   share  ns/firing  source"
 want_line="  main.$name ARG                       1 "
