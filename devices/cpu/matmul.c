@@ -267,7 +267,7 @@ static void kmm_block(const dev_kmm *m, kgemm_code code, const float *bp, const 
     const float *fa = (const float *)(const void *)A;
     float *fc = (float *)(void *)C;
     if (m->in_place) { /* (what dev_kmm_in_place_ok promised) */
-        if (in_kernel && code == KGEMM_OWN && !bp && !abp && kmm_over_r(m) &&
+        if (in_kernel && !bp && !abp && kmm_over_r(m) &&
             ((m->ap && dev_sgemm_apacked(m->ap, lo, m->M, M, N, m->K, (const float *)(const void *)B, m->ldb, fc,
                                          m->ldc, ep)) ||
              dev_sgemm(m->ta, false, M, N, m->K, fa, m->lda, (const float *)(const void *)B, m->ldb, fc, m->ldc,

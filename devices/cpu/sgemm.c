@@ -505,29 +505,6 @@ typedef struct sg_pre {
     const dev_sg_rows *ar; /* op(A)'s rows where they lie (dev_sgemm_packed_rows), or NULL */
 } sg_pre;
 
-/* The tile of mr rows (ap: their packed A) and the nr <= NR columns of C
- * from jr on: from B where it lies (direct, a whole panel: b, ldb at the
- * block's first column), else from the packed block bp (direct: only its
- * last partial panel, there) */
-static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const float *ap, bool direct, bool whole,
-                           const float *b, int64_t ldb, const float *bp, int64_t jr, int64_t nc, float *c,
-                           int64_t ldc, bool acc, bool ahead, const float *pf, int64_t npf, const dev_sg_kepi *e)
-{
-    const int64_t NR = im->nr, nr = nc - jr < NR ? nc - jr : NR;
-    dev_sg_kepi at;
-    if (e) { /* e is at c's (0, 0): to the tile's */
-        at = *e;
-        at.bcol = at.bcol ? at.bcol + jr : NULL;
-        at.res = at.res ? at.res + jr : NULL;
-        e = &at;
-    }
-    if (direct && whole)
-        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, true, pf, npf, e);
-    else
-        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, ahead,
-                                                pf, npf, e);
-}
-
 /* The in-kernel epilogue k (at C's (0, 0)) at C's element (i, j) into buf,
  * or NULL without one */
 static const dev_sg_kepi *kepi_at(const dev_sg_kepi *k, int64_t i, int64_t j, dev_sg_kepi *buf)
@@ -539,6 +516,24 @@ static const dev_sg_kepi *kepi_at(const dev_sg_kepi *k, int64_t i, int64_t j, de
     buf->bcol = k->bcol ? k->bcol + j : NULL;
     buf->res = k->res ? k->res + i * k->ldr + j : NULL;
     return buf;
+}
+
+/* The tile of mr rows (ap: their packed A) and the nr <= NR columns of C
+ * from jr on: from B where it lies (direct, a whole panel: b, ldb at the
+ * block's first column), else from the packed block bp (direct: only its
+ * last partial panel, there) */
+static inline void sg_tile(const sg_impl *im, int64_t kc, int64_t mr, const float *ap, bool direct, bool whole,
+                           const float *b, int64_t ldb, const float *bp, int64_t jr, int64_t nc, float *c,
+                           int64_t ldc, bool acc, bool ahead, const float *pf, int64_t npf, const dev_sg_kepi *e)
+{
+    const int64_t NR = im->nr, nr = nc - jr < NR ? nc - jr : NR;
+    dev_sg_kepi at;
+    e = kepi_at(e, 0, jr, &at); /* (e is at c's (0, 0): to the tile's) */
+    if (direct && whole)
+        im->kern[mr](kc, ap, b + jr, ldb, c + jr, ldc, nr, acc, true, pf, npf, e);
+    else
+        (nr <= NR / 2 ? im->half : im->kern)[mr](kc, ap, direct ? bp : bp + jr * kc, NR, c + jr, ldc, nr, acc, ahead,
+                                                pf, npf, e);
 }
 
 /* Few rows against prepacked weights go a column of tiles at a time, each
@@ -616,7 +611,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
             const int64_t nper = (nlines + tiles - 1) / tiles < kc ? (nlines + tiles - 1) / tiles : kc;
             int64_t tix = 0;
             /* the last block of K: the micro-kernel applies ek as it stores */
-            const bool kfinal = ek && pc + kc == K;
+            const dev_sg_kepi *const ekb = pc + kc == K ? ek : NULL;
             dev_sg_kepi kb;
             if (bpre)
                 bp = bpre + pc * pre->Np + (pre->bj0 + jc) * kc;
@@ -639,7 +634,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                         const int64_t wide = mc == 1 ? im->w1 : 2 * NR;
                         if (mc <= 2 && jr + wide <= nfull) {
                             im->wide[mc](kc, ap, B + pc * ldb + jc + jr, ldb, C + ic * ldc + jc + jr, ldc, wide,
-                                         pc > 0, false, NULL, 0, kfinal ? kepi_at(ek, ic, jc + jr, &kb) : NULL);
+                                         pc > 0, false, NULL, 0, kepi_at(ekb, ic, jc + jr, &kb));
                             jr += wide;
                             continue;
                         }
@@ -647,7 +642,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                             const int64_t ir = panel_row(&q, pi);
                             sg_tile(im, kc, panel_row(&q, pi + 1) - ir, ap + pi * MR * kc, true, jr < nfull,
                                     B + pc * ldb + jc, ldb, bp, jr, nc, C + (ic + ir) * ldc + jc, ldc, pc > 0, true,
-                                    NULL, 0, kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
+                                    NULL, 0, kepi_at(ekb, ic + ir, jc, &kb));
                         }
                         jr += NR;
                     }
@@ -674,7 +669,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                                                                                          : per;
                             sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
                                     C + (ic + ir) * ldc + jc, ldc, pc > 0, !far, next ? next + first * 16 : NULL,
-                                    npf, kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
+                                    npf, kepi_at(ekb, ic + ir, jc, &kb));
                         }
                     }
                     if (last)
@@ -698,7 +693,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
                             pf = ap + (pi + 1) * MR * kc + jt * aper * 16, npf = jt * aper < MR * kc / 16 ? aper : 0;
                         sg_tile(im, kc, mr, ap + pi * MR * kc, false, false, NULL, 0, bp, jr, nc,
                                 C + (ic + ir) * ldc + jc, ldc, pc > 0, true, pf, npf,
-                                kfinal ? kepi_at(ek, ic + ir, jc, &kb) : NULL);
+                                kepi_at(ekb, ic + ir, jc, &kb));
                     }
                     if (by_rows)
                         epi->fn(epi->ctx, ic + ir, mr, jc, nc);
