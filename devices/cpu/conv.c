@@ -525,12 +525,13 @@ static void conv_tprod_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
-/* The f32 kernel (convf32.h) applies j's epilogue in its stores: at most
- * a RELU, and FUSED_CONV2D_ADD's r only in Winograd's */
-static bool cf_inner(const conv_job *j)
+/* Whether the f32 kernel (convf32.h) of kind applies epilogue ep (or
+ * NULL) in its stores: at most a RELU, and FUSED_CONV2D_ADD's r only in
+ * Winograd's */
+static bool cf_inner(const dev_kepi *ep, int kind)
 {
-    const uint32_t act = j->ep ? j->ep->act : 0;
-    return (act == 0 || act == ISA_OPT_ACT_RELU) && (!j->ep || !j->ep->res || j->cf->kind == DEV_CF_WINO);
+    const uint32_t act = ep ? ep->act : 0;
+    return (act == 0 || act == ISA_OPT_ACT_RELU) && (!ep || !ep->res || kind == DEV_CF_WINO);
 }
 
 /* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias, r
@@ -540,7 +541,7 @@ static void conv_cf_parts(conv_job *j, int64_t it, int64_t b, int64_t e, char *s
     const int64_t n = it / j->G, g = it % j->G, Og = j->O / j->G, OHW = j->OH * j->OW;
     const float *xg = (const float *)(const void *)j->x + (n * j->C + g * j->Cg) * j->H * j->W;
     float *og = (float *)(void *)j->o + (n * j->O + g * Og) * OHW;
-    const bool inner = cf_inner(j);
+    const bool inner = cf_inner(j->ep, j->cf->kind);
     const float *res = j->ep && j->ep->res ? (const float *)(const void *)j->ep->res + (n * j->O + g * Og) * OHW : NULL;
     dev_cf_item(j->cf, g, xg, og, (float *)(void *)scratch,
                 j->ep && inner ? (const float *)(const void *)j->ep->bias : NULL, inner ? res : NULL,
@@ -813,8 +814,7 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
                         .ldc = OHW, .ep = ep, .in_place = true};
     const bool kernel = plan->kernel == DEV_CONV_DIRECT
                             ? in[1].dims[1] == x->dims[1] && ep && dev_kmm_in_place_ok(&mm)
-                            : plan->kernel == DEV_CONV_F32 && plan->cf.kind == DEV_CF_WINO && x->dtype == TFVM_F32 &&
-                                  ep && (ep->act == 0 || ep->act == ISA_OPT_ACT_RELU);
+                            : plan->kernel == DEV_CONV_F32 && plan->cf.kind == DEV_CF_WINO && cf_inner(ep, DEV_CF_WINO);
     return k->op == ISA_FUSED_CONV2D_ADD && kernel && t && res->data == t->data && t->dtype == TFVM_F32 &&
            t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t && t != in[3].t &&
            dev_tensor_mine(t) &&
