@@ -1361,6 +1361,105 @@ static void pool3_planes(void *arg, size_t b, size_t e) { pool3_avx512(arg, b, e
 static void pool3_planes(void *arg, size_t b, size_t e) { (void)arg, (void)b, (void)e; }
 #endif
 
+/* ---- Average pools on a padded plane --------------------------------------------------
+ * A float AVGPOOL without dilations (any window, strides, pads, ceil mode,
+ * count_include_pad: inception's 3x3 at stride 1): each plane copied into
+ * a zeroed plane that holds every window whole (Hp x Wp), then for each
+ * window position (i, j), in row-major order, every output adds its
+ * element, a loop GCC vectorises (at stride 1 one loop over the whole
+ * plane, the outputs laid Wp apart). Each output so sums its window's
+ * elements in the window loops' order with the cells outside x added as
+ * +0, which changes no sum (one that starts at +0 is never -0), and
+ * divides by the same count (the elements, or with cip the window's
+ * positions inside the padded input: rows times columns, exact as the
+ * loops' product): their bits. The general loop had taken 1.6 ns an
+ * element, 40x ORT's time on inception_v3's pools. Planes in parallel. */
+typedef struct avg_job {
+    const void *x;
+    void *o;
+    int64_t H, W, OH, OW, kh, kw, sh, sw, pt, pl, pb, pr, Hp, Wp;
+    bool cip;
+    size_t scratch; /* bytes of a chunk's scratch */
+    void (*planes)(const struct avg_job *j, void *scratch, size_t b, size_t e);
+    const tfvm_allocator *alloc;
+    atomic_bool nomem;
+} avg_job;
+
+/* The divisor of output row oh (col) along one axis: the window's cells
+ * inside x, or with cip inside the padded input */
+static int64_t avg_count(int64_t o, int64_t s, int64_t p0, int64_t p1, int64_t k, int64_t n, bool cip)
+{
+    const int64_t a = o * s - p0, lo = a < 0 ? 0 : a, hi = a + k > n ? n : a + k, pad = n + p1 - a;
+    return cip ? (pad < k ? pad : k) : hi - lo;
+}
+
+#define AVG_PLANES(T)                                                                       \
+    do {                                                                                    \
+        const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, kh = j->kh, kw = j->kw;   \
+        const int64_t sh = j->sh, sw = j->sw, Hp = j->Hp, Wp = j->Wp;                       \
+        T *xp = scratch, *acc = xp + Hp * Wp, *dr = acc + OH * Wp, *dc = dr + OH;           \
+        for (int64_t oh = 0; oh < OH; oh++)                                                 \
+            dr[oh] = (T)avg_count(oh, sh, j->pt, j->pb, kh, H, j->cip);                     \
+        for (int64_t ow = 0; ow < OW; ow++)                                                 \
+            dc[ow] = (T)avg_count(ow, sw, j->pl, j->pr, kw, W, j->cip);                     \
+        memset(xp, 0, (size_t)(Hp * Wp) * sizeof *xp);                                      \
+        const int64_t rows = H < Hp - j->pt ? H : Hp - j->pt, cols = W < Wp - j->pl ? W : Wp - j->pl; \
+        for (size_t pi = b; pi < e; pi++) {                                                 \
+            const T *xs = (const T *)j->x + (int64_t)pi * H * W;                            \
+            T *os = (T *)j->o + (int64_t)pi * OH * OW;                                      \
+            for (int64_t h = 0; h < rows; h++)                                              \
+                memcpy(xp + (h + j->pt) * Wp + j->pl, xs + h * W, (size_t)cols * sizeof *xs); \
+            if (sh == 1 && sw == 1) {                                                       \
+                const int64_t n = (OH - 1) * Wp + OW;                                       \
+                for (int64_t q = 0; q < n; q++)                                             \
+                    acc[q] = 0;                                                             \
+                for (int64_t i = 0; i < kh; i++)                                            \
+                    for (int64_t jj = 0; jj < kw; jj++) {                                   \
+                        const T *xq = xp + i * Wp + jj;                                     \
+                        for (int64_t q = 0; q < n; q++)                                     \
+                            acc[q] += xq[q];                                                \
+                    }                                                                       \
+            } else {                                                                        \
+                for (int64_t oh = 0; oh < OH; oh++) {                                       \
+                    T *ar = acc + oh * Wp;                                                  \
+                    for (int64_t ow = 0; ow < OW; ow++)                                     \
+                        ar[ow] = 0;                                                         \
+                    for (int64_t i = 0; i < kh; i++)                                        \
+                        for (int64_t jj = 0; jj < kw; jj++) {                               \
+                            const T *xq = xp + (oh * sh + i) * Wp + jj;                     \
+                            for (int64_t ow = 0; ow < OW; ow++)                             \
+                                ar[ow] += xq[ow * sw];                                      \
+                        }                                                                   \
+                }                                                                           \
+            }                                                                               \
+            for (int64_t oh = 0; oh < OH; oh++)                                             \
+                for (int64_t ow = 0; ow < OW; ow++)                                         \
+                    os[oh * OW + ow] = acc[oh * Wp + ow] / (dr[oh] * dc[ow]);               \
+        }                                                                                   \
+    } while (0)
+
+static void avg_f64(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(double); }
+static void avg_f32(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(float); }
+#if defined(__x86_64__) && defined(__GNUC__)
+/* the same loops in 8 lanes */
+__attribute__((target("avx2"))) static void avg_f32_avx2(const avg_job *j, void *scratch, size_t b, size_t e)
+{
+    AVG_PLANES(float);
+}
+#else
+static void avg_f32_avx2(const avg_job *j, void *scratch, size_t b, size_t e) { avg_f32(j, scratch, b, e); }
+#endif
+
+static void avg_chunk(void *arg, size_t b, size_t e)
+{
+    avg_job *j = arg;
+    void *scratch = chunk_scratch(j->alloc, j->scratch, &j->nomem);
+    if (!scratch)
+        return;
+    j->planes(j, scratch, b, e);
+    ut_free(j->alloc, scratch, j->scratch);
+}
+
 /* Output extent of one pooled dim: floor, or with ceil mode ceil, of
  * (in + pads - span) / stride, + 1; in ceil mode a last window that would
  * start in the end padding is dropped (ONNX, PyTorch). */
@@ -1452,6 +1551,19 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         const int64_t items = dev_dw_items(&dj.d);
         dev_par_for((size_t)items, dev_kgrain(items, dev_dw_item_cost(&dj.d), DEV_KPAR_MACS, 1), dw_chunk, &dj);
         if (atomic_load(&dj.nomem)) {
+            dev_value_release(&r);
+            return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
+        }
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_POOL_AVG) {
+        const size_t esz = dev_kesize(x->dtype);
+        avg_job j = {x->data, o, H, W, OH, OW, kh, kw, sh, sw, pt, pl, pb, pr, plan.Hp, plan.Wp, cip,
+                     (size_t)(plan.Hp * plan.Wp + OH * plan.Wp + OH + OW) * esz,
+                     x->dtype == TFVM_F64 ? avg_f64 : plan.avx2 ? avg_f32_avx2 : avg_f32, k->alloc, false};
+        dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), avg_chunk, &j);
+        if (atomic_load(&j.nomem)) {
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
         }

@@ -12,8 +12,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+static bool have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
 static bool have_avx512(void) { return false; }
+static bool have_avx2(void) { return false; }
 #endif
 
 /* ---- Convolutions ---------------------------------------------------------------- */
@@ -220,6 +222,10 @@ static atomic_bool pool_forced;
 
 void dev_pool_force_grid(bool on) { atomic_store(&pool_forced, on); }
 
+static atomic_bool pool_portable;
+
+void dev_pool_force_portable(bool on) { atomic_store(&pool_portable, on); }
+
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan)
 {
@@ -257,6 +263,18 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
             plan->dw = d;
             return;
         }
+    }
+    /* the padded plane (conv.c) holds every window whole; within 16 M
+     * elements, divisors exact in f32 */
+    const int64_t Hp = (OH - 1) * sh + kh, Wp = (OW - 1) * sw + kw;
+    if (avg && dh == 1 && dw == 1 && Hp <= (INT64_C(1) << 24) / Wp && kh * kw <= (INT64_C(1) << 24)) {
+        plan->kernel = DEV_POOL_AVG;
+        plan->Hp = Hp;
+        plan->Wp = Wp;
+        plan->avx2 = dtype == TFVM_F32 && have_avx2() && !atomic_load(&pool_portable);
+        plan->planes = N * C;
+        plan->plane = OH * OW;
+        return;
     }
     plan->kernel = dh != 1 || dw != 1 || ceil_mode || cip ? DEV_POOL_GENERAL : DEV_POOL_WINDOWS;
 }
@@ -484,10 +502,12 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);
         break;
+    case DEV_POOL_AVG: put(&b, "average windows on a padded plane, %s", plan->avx2 ? "AVX2" : "portable"); break;
     case DEV_POOL_GENERAL: put(&b, "general window loop"); break;
     default: put(&b, "window loop"); break;
     }
-    const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_3X3 || plan->kernel == DEV_POOL_GRID;
+    const bool parallel = plan->kernel == DEV_POOL_2X2 || plan->kernel == DEV_POOL_3X3 || plan->kernel == DEV_POOL_AVG ||
+                          plan->kernel == DEV_POOL_GRID;
     if (plan->kernel == DEV_POOL_EMPTY)
         return buf;
     if (plan->threads == 1 || !parallel) {

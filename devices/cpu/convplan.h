@@ -78,6 +78,7 @@ typedef enum dev_pool_kernel {
     DEV_POOL_2X2,     /* 2x2 windows at stride 2, no pads, floats: two rows at a time */
     DEV_POOL_3X3,     /* f32 MAXPOOL, 3x3 windows at stride 2, AVX-512: planes as they lie */
     DEV_POOL_GRID,    /* f32 MAXPOOL through the depthwise kernel (plan.dw) */
+    DEV_POOL_AVG,     /* float AVGPOOL without dilations: each plane padded, planes in parallel */
     DEV_POOL_GENERAL, /* dilations, ceil mode or count_include_pad: the general loop */
     DEV_POOL_WINDOWS, /* the window loop, 2x2 and 3x3 unrolled */
     DEV_POOL_KERNELS
@@ -86,9 +87,11 @@ typedef enum dev_pool_kernel {
 typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
     bool avx512; /* 2X2 on f32: the AVX-512 code */
+    bool avx2;   /* AVG on f32: the AVX2 code */
     unsigned threads;
-    int64_t planes, plane; /* 2X2, 3X3: N x C planes in parallel, OH x OW each */
+    int64_t planes, plane; /* 2X2, 3X3, AVG: N x C planes in parallel, OH x OW each */
     dev_dw dw;   /* GRID */
+    int64_t Hp, Wp; /* AVG: the padded plane, every window whole */
 } dev_pool_plan;
 /* 2X2: planes go in chunks of at least this many output elements (~1.5-3 us) */
 #define DEV_POOL2_LEAST 4096
@@ -101,6 +104,8 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
 /* For tests: an f32 MAXPOOL that 3X3 would take goes to the depthwise
  * kernel (GRID) instead while on */
 void dev_pool_force_grid(bool on);
+/* For tests: AVG on f32 takes the portable code while on */
+void dev_pool_force_portable(bool on);
 
 /* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
  * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With

@@ -384,7 +384,7 @@ START_TEST(kernel_plans)
         {"c2", 2, "im2col, w @ col, OpenBLAS"},
         {"c3", 1, ""}, /* w of unknown rank */
         {"c4", 1, ""}, /* 4 channels into a convolution over 3: a conflict */
-        {"ap", 2, "window loop; 1 thread"},
+        {"ap", 2, "average windows on a padded plane, portable; 1 of 2 threads: too little work to split"},
         {"x", 1, ""},
         {"p", 1, ""},
     };

@@ -552,6 +552,86 @@ START_TEST(test_maxpool_3x3)
 }
 END_TEST
 
+/* AVGPOOL without dilations by rows of outputs (conv.c, DEV_POOL_AVG) on
+ * f32 (AVX2 where the CPU has it, and the portable code) and f64, against the plain window loop
+ * here in the same dtype: each output sums its window's elements inside x
+ * in row-major order and divides by their count, or with
+ * count_include_pad by the window's positions inside the padded input, so
+ * every element must have the same bits (NaN and infinities where a window
+ * holds them). Windows 1x1 to 7x7, strides 1-3, pads, ceil mode, rows of
+ * more than the 256 outputs summed at a time, 2 and 1 output rows. */
+static const struct {
+    int64_t x[4], p[12];
+} ap_cases[] = {
+    {{1, 5, 25, 25}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}}, /* inception's */
+    {{1, 5, 25, 25}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{2, 3, 13, 9}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
+    {{1, 4, 13, 13}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1}},
+    {{1, 2, 17, 20}, {2, 3, 3, 2, 1, 2, 0, 1, 1, 1, 0, 1}},
+    {{1, 1, 7, 7}, {7, 7, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+    {{1, 2, 9, 11}, {5, 4, 1, 3, 2, 3, 4, 1, 1, 1, 1, 1}},
+    {{1, 3, 4, 600}, {1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 0, 1}},
+    {{1, 2, 6, 700}, {3, 5, 2, 3, 1, 2, 1, 2, 1, 1, 1, 0}},
+    {{2, 2, 8, 8}, {1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
+    {{1, 3, 2, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1}},
+};
+
+#define AVG_REF(T)                                                                                          \
+    do {                                                                                                    \
+        const T *xs = xv;                                                                                   \
+        T *os = ov;                                                                                         \
+        for (int64_t pi = 0; pi < N * Cc; pi++)                                                             \
+            for (int64_t oh = 0; oh < OH; oh++)                                                             \
+                for (int64_t ow = 0; ow < OW; ow++) {                                                       \
+                    T acc = 0;                                                                              \
+                    int64_t n = 0, ph = 0, pw = 0;                                                          \
+                    for (int64_t i = 0; i < p[0]; i++) {                                                    \
+                        const int64_t h = oh * p[2] - p[4] + i;                                             \
+                        ph += h < H + p[6];                                                                 \
+                        for (int64_t j = 0; j < p[1]; j++) {                                                \
+                            const int64_t w = ow * p[3] - p[5] + j;                                         \
+                            if (i == 0)                                                                     \
+                                pw += w < W + p[7];                                                         \
+                            if (h >= 0 && h < H && w >= 0 && w < W)                                         \
+                                acc += xs[(pi * H + h) * W + w], n++;                                       \
+                        }                                                                                   \
+                    }                                                                                       \
+                    os[(pi * OH + oh) * OW + ow] = acc / (T)(p[11] ? ph * pw : n);                          \
+                }                                                                                           \
+    } while (0)
+
+START_TEST(test_avgpool_rows)
+{
+    for (size_t ci = 0; ci < UT_COUNTOF(ap_cases); ci++)
+        for (int di = 0; di < 3; di++) {
+            const uint8_t dt = di == 2 ? F64 : F32;
+            dev_pool_force_portable(di == 1);
+            const int64_t *p = ap_cases[ci].p, N = ap_cases[ci].x[0], Cc = ap_cases[ci].x[1];
+            const int64_t H = ap_cases[ci].x[2], W = ap_cases[ci].x[3];
+            dev_pool_plan plan;
+            dev_value x = randt(dt, 4, ap_cases[ci].x, 43 + (unsigned)ci), o;
+            for (int64_t i = 5; i < x.u.t->count; i += 89)
+                put(dt, x.u.t->data, i, i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -0.0);
+            ck_assert_int_eq(C(ISA_AVGPOOL, 0, &o, ref(x), ivec(p, 12)), TFVM_OK);
+            const int64_t OH = o.u.t->dims[2], OW = o.u.t->dims[3];
+            dev_pool_plan_make(dt, true, ap_cases[ci].x, p, OH, OW, 1, &plan);
+            ck_assert_int_eq(plan.kernel, DEV_POOL_AVG);
+            dev_value want = tf(dt, 4, o.u.t->dims, NULL, 0);
+            const void *xv = x.u.t->data;
+            void *ov = want.u.t->data;
+            if (dt == F32)
+                AVG_REF(float);
+            else
+                AVG_REF(double);
+            char what[64];
+            snprintf(what, sizeof what, "avgpool case %zu %s", ci, (const char *[]){"f32", "f32 portable", "f64"}[di]);
+            same_bits(&o, &want, what);
+            dev_value_release(&x);
+        }
+    dev_pool_force_portable(false);
+}
+END_TEST
+
 /* ---- Recurrent cells (rnncell.c) ---------------------------------------------------- */
 /* Columns [k*H, (k+1)*H) of the [NB, G*H] value g, as a new [NB, H] one. */
 static dev_value gate_of(const dev_value *g, int64_t k, int64_t NB, int64_t H)
@@ -1806,6 +1886,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_rnn_cells_errors);
     tcase_add_test(tc, test_maxpool_grid);
     tcase_add_test(tc, test_maxpool_3x3);
+    tcase_add_test(tc, test_avgpool_rows);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
