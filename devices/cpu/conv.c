@@ -680,6 +680,31 @@ static void dw_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
+/* A depthwise 1x1 (DEV_CONV_SCALE): each plane x * w[c], summed from zero as
+ * the depthwise kernels sum their one tap, then its epilogue (bias,
+ * activation, r) while the plane is in L1: the same bits */
+typedef struct scale_job {
+    const float *x, *w;
+    float *o;
+    int64_t C, HW;
+    const dev_kepi *ep;
+} scale_job;
+
+static void scale_planes(void *arg, size_t b, size_t e)
+{
+    const scale_job *j = arg;
+    if (b == 0)
+        dev_conv_took(DEV_CONV_SCALE);
+    for (size_t pi = b; pi < e; pi++) {
+        const float wc = j->w[(int64_t)pi % j->C], *xs = j->x + (int64_t)pi * j->HW;
+        float *os = j->o + (int64_t)pi * j->HW;
+        for (int64_t q = 0; q < j->HW; q++)
+            os[q] = 0.0f + xs[q] * wc;
+        if (j->ep)
+            dev_kepi_apply(j->ep, j->o, (int64_t)pi, 1, 0, j->HW);
+    }
+}
+
 /* Few input channels (fewch.h): bands of output rows in parallel chunks,
  * each band's bias and activation (and FUSED_CONV2D_ADD's r) as soon as it
  * is made, while it is in cache */
@@ -964,6 +989,14 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
             dev_value_release(&r);
             return dev_kfail(k, TFVM_ERR_NOMEM, "out of memory");
         }
+        *out = r;
+        return TFVM_OK;
+    }
+    if (plan.kernel == DEV_CONV_SCALE) {
+        scale_job sj = {x->data, w->data, o, C, OHW, ep};
+        int64_t planes, cost, least;
+        dev_conv_par_loop(&plan, &shape, &planes, &cost, &least);
+        dev_par_for((size_t)planes, dev_kgrain(planes, cost, least, 1), scale_planes, &sj);
         *out = r;
         return TFVM_OK;
     }

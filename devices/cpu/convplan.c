@@ -49,6 +49,22 @@ static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
     return true;
 }
 
+/* f32, a depthwise 1x1 at unit strides without pads, one output channel
+ * per input channel: y = x * w[c] (+ bias, activation), a batch norm on its
+ * own as the optimizer spells it (compiler/opt.c). Each plane in one pass,
+ * its epilogue while it is in L1; the depthwise kernel's channel blocks
+ * took 2x the time (the copy into blocks and back) */
+static bool plan_scale(const dev_conv_shape *s, dev_conv_plan *plan)
+{
+    const int64_t *p = s->p;
+    if (s->dtype != TFVM_F32 || s->KH != 1 || s->KW != 1 || p[0] != 1 || p[1] != 1 || p[2] || p[3] || p[4] ||
+        p[5] || s->Cg != 1 || p[8] != s->C || s->O != s->C)
+        return false;
+    plan->kernel = DEV_CONV_SCALE;
+    plan->items = s->N * s->C;
+    return true;
+}
+
 /* f32, one group, few input channels (a CNN's first layer): bands of
  * output rows without im2col (fewch.h). Before the unit-stride kernels
  * too where rows are 4 vectors or more and windows 27 taps or more:
@@ -208,7 +224,7 @@ void dev_conv_plan_make(const dev_conv_shape *s, unsigned threads, dev_conv_plan
     const bool direct = s->KH == 1 && s->KW == 1 && p[0] == 1 && p[1] == 1 && !p[2] && !p[3] && !p[4] && !p[5];
     const bool wide = wide_fits(s, direct);
     plan->direct = direct;
-    if (plan_nhwc_out(s, direct, plan) || plan_depthwise(s, plan) || plan_fewch(s, plan) ||
+    if (plan_nhwc_out(s, direct, plan) || plan_scale(s, plan) || plan_depthwise(s, plan) || plan_fewch(s, plan) ||
         plan_f32(s, direct, plan) || plan_tprod(s, wide, plan) || plan_panels(s, direct, wide, plan))
         return;
     plan->kernel = direct ? DEV_CONV_DIRECT : wide ? DEV_CONV_WIDE : DEV_CONV_IM2COL;
@@ -358,6 +374,9 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         dw_words(b, &plan->dw);
         layout_words(b, plan, s);
         return;
+    case DEV_CONV_SCALE:
+        put(b, "depthwise 1x1, each plane scaled");
+        return;
     case DEV_CONV_FEWCH:
         put(b, "few input channels, bands of %lld output rows, %s", (long long)plan->fc.rows,
             dev_fc_isa_name(&plan->fc));
@@ -402,6 +421,7 @@ void dev_conv_par_loop(const dev_conv_plan *plan, const dev_conv_shape *s, int64
     switch (plan->kernel) {
     case DEV_CONV_DEPTHWISE: *cost = dev_dw_item_cost(&plan->dw); break;
     case DEV_CONV_FEWCH: *cost = s->N * s->O * OHW * CKK / (*n ? *n : 1); break;
+    case DEV_CONV_SCALE: *cost = OHW, *least = DEV_CONV_SCALE_LEAST; break;
     case DEV_CONV_TPROD: *cost = macs * plan->timgs; break;
     case DEV_CONV_PANELS: *cost = macs / plan->panels; break;
     case DEV_CONV_F32:
@@ -468,6 +488,7 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         break;
     case DEV_CONV_PANELS: put(b, "%lld panels in parallel", items); break;
     case DEV_CONV_FEWCH: put(b, "%lld bands in parallel", items); break;
+    case DEV_CONV_SCALE: put(b, "%lld planes in parallel", items); break;
     default:
         if (plan->split)
             put(b, "each product split");

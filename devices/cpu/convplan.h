@@ -38,6 +38,7 @@ typedef enum dev_conv_kernel {
     DEV_CONV_WIDE,      /* unit strides: the product on the wide grid OH x (W + pads) */
     DEV_CONV_IM2COL,    /* the column matrix of an image, then the product */
     DEV_CONV_FEWCH,     /* fewch.h, plan.fc: few input channels, bands of output rows */
+    DEV_CONV_SCALE,     /* a depthwise 1x1 at unit strides, no pads: each plane times its weight */
     DEV_CONV_KERNELS
 } dev_conv_kernel;
 
@@ -93,6 +94,8 @@ typedef struct dev_pool_plan {
     dev_dw dw;   /* GRID */
     int64_t Hp, Wp; /* AVG: the padded plane, every window whole */
 } dev_pool_plan;
+/* SCALE: planes go in chunks of at least this many elements (~3-6 us) */
+#define DEV_CONV_SCALE_LEAST 16384
 /* 2X2: planes go in chunks of at least this many output elements (~1.5-3 us) */
 #define DEV_POOL2_LEAST 4096
 

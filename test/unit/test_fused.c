@@ -895,6 +895,8 @@ START_TEST(test_conv_exact)
             conv_case(dt, acts[ai], DIMS(2, 3, 5, 4), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
             /* 1x1 direct */
             conv_case(dt, acts[ai], DIMS(2, 3, 4, 4), DIMS(5, 3, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 1));
+            /* a depthwise 1x1 (f32: each plane scaled) */
+            conv_case(dt, acts[ai], DIMS(2, 5, 4, 7), DIMS(5, 1, 1, 1), DIMS(1, 1, 0, 0, 0, 0, 1, 1, 5));
             /* unit strides on a wide enough x: the padded wide grid (conv.c), with
              * uneven pads, groups, a 5x5 window */
             conv_case(dt, acts[ai], DIMS(2, 3, 9, 10), DIMS(4, 3, 3, 3), DIMS(1, 1, 1, 1, 1, 1, 1, 1, 1));
@@ -1628,6 +1630,57 @@ START_TEST(test_parallel_paths)
 }
 END_TEST
 
+/* A depthwise 1x1 at unit strides (DEV_CONV_SCALE, a batch norm on its
+ * own): CONV2D is each element times its channel's weight summed from
+ * zero (-0 products give +0, as the depthwise kernels' sums of one tap),
+ * bit for bit; FUSED_CONV2D the same then its bias and activation, and
+ * FUSED_CONV2D_ADD r, against the unfused instructions on every path of
+ * act.c; planes enough for two chunks on two threads. */
+START_TEST(test_conv_scale)
+{
+    const int64_t xd[4] = {2, 24, 30, 31}, wd[4] = {24, 1, 1, 1}, p[9] = {1, 1, 0, 0, 0, 0, 1, 1, 24};
+    for (int threaded = 0; threaded <= 1; threaded++)
+        for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+            if (!dev_act_force((dev_act_isa)isa))
+                continue;
+            if (threaded)
+                dev_par_set_runner(&runner);
+            dev_value x = randt(F32, 4, xd, 51), w = randt(F32, 4, wd, 52), bias = randt(F32, 1, wd, 53);
+            dev_value r = randt(F32, 4, xd, 54), m;
+            float *xv = x.u.t->data, *wv = w.u.t->data;
+            for (int64_t i = 0; i < x.u.t->count; i += 37)
+                xv[i] = i % 2 ? -0.0f : 0.0f;
+            wv[3] = -0.0f;
+            ck_assert_int_eq(C(ISA_CONV2D, 0, &m, ref(x), ref(w), ivec(p, 9)), TFVM_OK);
+            for (int64_t i = 0; i < m.u.t->count; i++) {
+                const float want = 0.0f + xv[i] * wv[i / (xd[2] * xd[3]) % xd[1]], got = ((float *)m.u.t->data)[i];
+                ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "conv2d element %lld: %.9g, want %.9g",
+                              (long long)i, (double)got, (double)want);
+            }
+            dev_value br = tf(F32, 3, DIMS(24, 1, 1), NULL, 0);
+            memcpy(br.u.t->data, bias.u.t->data, bias.u.t->nbytes);
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                dev_value f, want = unfused_tail(ref(m), &br, acts[ai]);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)acts[ai], &f, ref(x), ref(w), ivec(p, 9), ref(bias)),
+                                 TFVM_OK);
+                same_bits(&f, &want, "fused_conv2d");
+                dev_value s = ew(ISA_ADD, ref(m), ref(br));
+                s = ew(ISA_ADD, s, ref(r));
+                dev_value zero = tf(F32, 3, DIMS(24, 1, 1), NULL, 0);
+                want = unfused_tail(s, &zero, acts[ai]);
+                dev_value_release(&zero);
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D_ADD, (int32_t)acts[ai], &f, ref(x), ref(w), ivec(p, 9), ref(bias),
+                                   ref(r)),
+                                 TFVM_OK);
+                same_bits(&f, &want, "fused_conv2d_add");
+            }
+            dev_par_set_runner(NULL);
+            release_all((dev_value[]){x, w, bias, r, m, br}, 6);
+        }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
 /* The planner's choice (convplan.c) is the kernel that runs: a convolution
  * of each kind, on one thread and under the runner (where fewer images than
  * threads split each one), counts one first item in the kernel it planned
@@ -1644,6 +1697,8 @@ static const struct {
 } plan_cases[] = {
     {"empty batch", DEV_CONV_EMPTY, F32, {0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"depthwise", DEV_CONV_DEPTHWISE, F32, {1, 20, 9, 13}, {20, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 20}, SAME},
+    {"depthwise 1x1", DEV_CONV_SCALE, F32, {2, 24, 30, 31}, {24, 1, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 24}, SAME},
+    {"depthwise 1x1 /2", DEV_CONV_DEPTHWISE, F32, {1, 24, 30, 31}, {24, 1, 1, 1}, {2, 2, 0, 0, 0, 0, 1, 1, 24}, SAME},
     {"winograd", DEV_CONV_F32, F32, {2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"flat", DEV_CONV_F32, F32, {1, 5, 28, 28}, {16, 5, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"few channels", DEV_CONV_FEWCH, F32, {1, 3, 8, 66}, {16, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
@@ -1887,6 +1942,7 @@ static Suite *fused_suite(void)
     tcase_add_test(tc, test_maxpool_grid);
     tcase_add_test(tc, test_maxpool_3x3);
     tcase_add_test(tc, test_avgpool_rows);
+    tcase_add_test(tc, test_conv_scale);
     tcase_add_test(tc, test_conv_errors);
     tcase_add_test(tc, test_asm_round_trip);
     tcase_add_test(tc, test_parallel_paths);
