@@ -1840,6 +1840,96 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
     }
 }
 
+/* ---- Affine chains on their own ----------------------------------------------------------
+ * The same chains (at least two ops, every constant per channel: [C, 1, 1]
+ * or [1, C, 1, 1]) on a value [N, C, H, W] that no convolution takes them
+ * from: a batch norm before its activation, as DenseNet's layers and
+ * pre-activation ResNets begin (BN, RELU, then the convolution). Each op
+ * was a pass over the value, and the RELU another. y = x * a + b per
+ * channel is a depthwise 1x1 convolution with weights a and bias b: the
+ * chain's first op becomes that CONV2D and its last the ADD of b, which the
+ * fusion below takes as the bias, with the activation after it. One pass;
+ * the products round as ONNX Runtime's and PyTorch's inference batch norm
+ * (x * a + b). Scalar constants are left alone (a hard sigmoid's x / 6 +
+ * 0.5 is the activations' to take). */
+static void affine_alone_block(cc *C, cc_blk *blk, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *n = blk->first; n; n = n->next) {
+        if (n->kind != CC_N_OP || n->n_in != 2 || (n->op != ISA_ADD && n->op != ISA_SUB && n->op != ISA_MUL))
+            continue;
+        const uint8_t d = n->types[0].dtype;
+        const int kx = is_const(n->in[0]) ? 1 : 0; /* x's input */
+        const cc_vtype *xt = vtype(n->in[kx]);
+        if (!isa_dtype_float(d) || is_const(n->in[kx]) || !known_rank(xt) || xt->rank != 4 || xt->dtype != d ||
+            xt->dims[1] < 2 || xt->dims[1] > 65536 || (n->op == ISA_SUB && kx != 0))
+            continue;
+        const cc_node *src = cc_resolve(n->in[kx]).n;
+        if (src->kind == CC_N_OP && src->op == ISA_CONV2D && S->uses[src->id] == 1)
+            continue; /* fold_affine_block's, if anybody's */
+        const int64_t O = xt->dims[1];
+        double *a = cc_array(C, (size_t)O, sizeof *a), *b = cc_array(C, (size_t)O, sizeof *b);
+        double *c = cc_array(C, (size_t)O, sizeof *c);
+        for (int64_t o = 0; o < O; o++)
+            a[o] = 1, b[o] = 0;
+        cc_node *chain[16], *cur = NULL;
+        int len = 0;
+        for (cc_node *m = n; m && len < 16; m = S->uses[m->id] == 1 ? S->user[m->id] : NULL) {
+            if (m->kind != CC_N_OP || m->blk != blk || m->n_in != 2 || m->types[0].dtype != d ||
+                (m->op != ISA_ADD && m->op != ISA_SUB && m->op != ISA_MUL))
+                break;
+            const int k = !cur ? kx : cc_resolve(m->in[0]).n == cur ? 0 : 1;
+            if ((cur && cc_resolve(m->in[k]).n != cur) || (m->op == ISA_SUB && k != 0) || !is_const(m->in[1 - k]))
+                break;
+            const cc_cval *cv = cval(m->in[1 - k]);
+            if (cv->nbytes != (size_t)O * tfvm_dtype_size((tfvm_dtype)d) || !chan_values(cv, d, O, c))
+                break;
+            for (int64_t o = 0; o < O; o++) {
+                if (m->op == ISA_MUL)
+                    a[o] *= c[o], b[o] *= c[o];
+                else
+                    b[o] += m->op == ISA_ADD ? c[o] : -c[o];
+            }
+            chain[len++] = cur = m;
+        }
+        if (len < 2)
+            continue;
+        const size_t esz = tfvm_dtype_size((tfvm_dtype)d);
+        void *wd = cc_alloc(C, (size_t)O * esz), *bd = cc_alloc(C, (size_t)O * esz);
+        int64_t *pd = cc_alloc(C, 9 * sizeof *pd);
+        for (int64_t o = 0; o < O; o++) {
+            if (d == TFVM_F32)
+                ((float *)wd)[o] = (float)a[o], ((float *)bd)[o] = (float)b[o];
+            else
+                ((double *)wd)[o] = a[o], ((double *)bd)[o] = b[o];
+        }
+        const int64_t params[9] = {1, 1, 0, 0, 0, 0, 1, 1, O}; /* strides, pads, dilations, groups */
+        memcpy(pd, params, sizeof params);
+        const cc_cval wc = {.dtype = d, .rank = 4, .dims = {O, 1, 1, 1}, .nbytes = (size_t)O * esz, .data = wd};
+        const cc_cval bc = {.dtype = d, .rank = 3, .dims = {O, 1, 1}, .nbytes = (size_t)O * esz, .data = bd};
+        const cc_cval pc = {.dtype = TFVM_I64, .rank = 1, .dims = {9}, .nbytes = sizeof params, .data = pd};
+        cc_irval *cin = cc_array(C, 3, sizeof *cin), *lin = cc_array(C, 2, sizeof *lin);
+        cin[0] = cc_resolve(n->in[kx]);
+        cin[1] = new_tensor_const(C, n, &wc);
+        cin[2] = new_tensor_const(C, n, &pc);
+        n->op = ISA_CONV2D;
+        n->attr = 0;
+        n->in = cin;
+        n->n_in = 3;
+        n->types[0] = *xt;
+        cc_node *last = chain[len - 1];
+        lin[0] = (cc_irval){n, 0};
+        lin[1] = new_tensor_const(C, last, &bc);
+        last->op = ISA_ADD;
+        last->attr = 0;
+        last->in = lin;
+        for (int j = 1; j < len - 1; j++)
+            cc_node_unlink(chain[j]);
+        S->user[n->id] = last;
+        S->fused++;
+    }
+}
+
 /* ---- Rows of a table through a product ---------------------------------------------------
  * A product (MATMUL, FUSED_MATMUL: its bias and activation act row by row)
  * of rows GATHERed from a constant table E [V, K] by a run-time index, with
@@ -1998,6 +2088,7 @@ static void fuse(cc *C, cc_ifn *fn)
 {
     fuse_state S = counted_uses(C, fn);
     each_block(C, fn->top, fold_affine_block, &S);
+    each_block(C, fn->top, affine_alone_block, &S);
     each_block(C, fn->top, fuse_block, &S);
     /* counted again: the fusion replaced products and their users, and made nodes */
     fuse_state R = counted_uses(C, fn);

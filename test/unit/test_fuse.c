@@ -439,6 +439,62 @@ START_TEST(tensorflow_nhwc_chain)
 }
 END_TEST
 
+/* A batch norm on its own before its activation (DenseNet's, a
+ * pre-activation ResNet's: BN, RELU, then the convolution): the chain of
+ * SUB, MUL and ADD by per-channel constants becomes one depthwise 1x1
+ * FUSED_CONV2D with the RELU, y = relu(x * a + b) with a and b the chain's
+ * folded in double and rounded once (the inference batch norm of ONNX
+ * Runtime and PyTorch), bit for bit; a chain of scalars (a hard sigmoid's
+ * slope) or of one op stays as it is. */
+static const char *BN_ALONE = "fn main(x: f32[?, 3, 4, 5]) -> f32[?, 3, 4, 5] {\n"
+                              "    relu((x - [[[0.5]], [[-1.25]], [[2.0]]]) * [[[1.5]], [[0.3]], [[-2.0]]] + [[[0.1]], [[-0.7]], [[0.0]]])\n"
+                              "}\n";
+
+START_TEST(batch_norm_alone)
+{
+    tfvm_program *p = compile_opt(BN_ALONE, 1);
+    ck_assert_uint_eq(attr_of(p, ISA_FUSED_CONV2D), ISA_OPT_ACT_RELU);
+    ck_assert_uint_eq(count(p, ISA_SUB) + count(p, ISA_MUL) + count(p, ISA_ADD) + count(p, ISA_RELU), 0);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_tensor *x = tensor(4, (int64_t[]){2, 3, 4, 5}, 41);
+    float *xd = tfvm_tensor_data(x);
+    xd[0] = -0.0f;
+    xd[1] = INFINITY;
+    tfvm_value in = tfvm_tensor_value(x), out;
+    ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    const double m[3] = {0.5, -1.25, 2.0}, sc[3] = {1.5, 0.3, -2.0}, be[3] = {0.1, -0.7, 0.0};
+    const float *y = tfvm_tensor_cdata(out.tensor);
+    for (int64_t i = 0; i < 120; i++) {
+        const int64_t c = i / 20 % 3;
+        /* the constants as f32, the chain folded in double */
+        const double a = (float)sc[c], b = -(double)(float)m[c] * a + (float)be[c];
+        const float v = (0.0f + xd[i] * (float)a) + (float)b, want = v < 0 ? 0.0f : v;
+        ck_assert_msg(memcmp(&y[i], &want, sizeof want) == 0, "element %lld: %.9g, want %.9g", (long long)i,
+                      (double)y[i], (double)want);
+    }
+    tfvm_tensor_free(out.tensor);
+    tfvm_tensor_free(x);
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    static const struct {
+        const char *src;
+        isa_op kept;
+    } stay[] = {
+        {"fn main(x: f32[?, 3, 4, 5]) -> f32[?, 3, 4, 5] { relu(x * 0.5 + 1.0) }\n", ISA_MUL},
+        {"fn main(x: f32[?, 3, 4, 5]) -> f32[?, 3, 4, 5] { relu(x * [[[1.5]], [[0.3]], [[-2.0]]]) }\n", ISA_MUL},
+        {"fn main(x: f32[?, 3]) -> f32[?, 3] { relu(x * [1.5, 0.3, -2.0] + [0.1, -0.7, 0.0]) }\n", ISA_MUL},
+    };
+    for (size_t i = 0; i < UT_COUNTOF(stay); i++) {
+        p = compile_opt(stay[i].src, 1);
+        ck_assert_msg(count(p, stay[i].kept) == 1 && count(p, ISA_FUSED_CONV2D) == 0, "case %zu", i);
+        tfvm_program_free(p);
+    }
+}
+END_TEST
+
 /* what must not fuse: a product used twice, a bias that would grow the
  * product or whose size is unknown, a bias along W instead of the channels */
 START_TEST(stays_apart)
@@ -590,6 +646,7 @@ int main(void)
     tcase_add_test(tc, tensorflow_convnet);
     tcase_add_test(tc, tensorflow_nhwc_chain);
     tcase_add_test(tc, stays_apart);
+    tcase_add_test(tc, batch_norm_alone);
     tcase_add_test(tc, activations);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
