@@ -29,10 +29,20 @@ static bool have_avx2(void) { return false; }
 
 /* Unit strides and dilations, not 1x1-direct, and output rows at least 4x
  * the window's width: the product on the wide grid (conv.c: "Unit strides") */
+/* The wide product's column matrix (CKK x OH*Wp, made whole) at most this
+ * many floats (2 MiB); past it im2col's panels of output rows, which the
+ * product reads from L2: inception_v3's 5x5 layers (48 -> 64 channels on
+ * 25x25, a 3.5 MB matrix) 1.28 -> 1.12 ms on one thread and 1.07 -> 0.67
+ * ms on two (the panels share out), a 7x7 64 -> 64 on 28x28 4.6 -> 3.6
+ * and 3.2 -> 2.1 ms; 1x7 and 7x1 192 -> 192 on 12x12 (1.1 MB) the same
+ * either way */
+#define WIDE_COL_MOST (INT64_C(1) << 19)
+
 static bool wide_fits(const dev_conv_shape *s, bool direct)
 {
     const int64_t *p = s->p;
-    return !direct && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1 && (s->KW - 1) * 4 <= s->OW;
+    return !direct && p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1 && (s->KW - 1) * 4 <= s->OW &&
+           s->Cg * s->KH * s->KW <= WIDE_COL_MOST / (s->OH * (s->W + p[3] + p[5]));
 }
 
 static bool plan_depthwise(const dev_conv_shape *s, dev_conv_plan *plan)
