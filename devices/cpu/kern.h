@@ -114,6 +114,9 @@ void dev_ktemp_free(dev_kctx *k, void *p, size_t count, size_t size);
  * transposition stays cache friendly. */
 void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss, int rank,
                const int64_t *dims, size_t esz);
+/* For tests: dev_kcopy's transpositions of 4-byte elements without AVX2
+ * while on */
+void dev_kcopy_force_portable(bool on);
 /* C-order element strides of dims. */
 void dev_kstrides(int rank, const int64_t *dims, int64_t *strides);
 
