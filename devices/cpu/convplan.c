@@ -23,6 +23,10 @@ static bool have_avx2(void) { return false; }
 /* The transposed product's rows per stack, at most (conv.c: "Few output
  * positions"). */
 #define TPROD_ROWS 256
+/* ... and at most this many multiply-adds: resnet's 512-channel 3x3 layers
+ * on 7x7 at batch 8 run 2 images a product; 4 (when OpenBLAS took products
+ * that large, 11% slower; on our kernel too) were slower in the network */
+#define TPROD_MACS (INT64_C(1) << 28)
 /* A column matrix of more than twice this many elements is made in panels
  * of output rows of at most this many (conv.c: "Big column matrices"). */
 #define CONV_PANEL_FLOATS (INT64_C(1) << 16)
@@ -125,10 +129,11 @@ static bool plan_tprod(const dev_conv_shape *s, bool wide, dev_conv_plan *plan)
     const bool strided = (s->p[0] > 1 || s->p[1] > 1) && s->KH * s->KW > 1;
     if (s->dtype != TFVM_F32 || G != 1 || wide || OHW >= (strided ? TPROD_ROWS + 1 : 64) || Og < 64 || CKK < 64)
         return false;
-    /* the fewest stacks of at most TPROD_ROWS rows, their images evened
-     * out; a stack stays on our kernel (stacks of 4 images of resnet's
-     * last 3x3 layers would have gone to OpenBLAS, 11% slower) */
-    const int64_t own = dev_kmm_own_rows(Og, CKK) / OHW, most = own < 1 ? 1 : own;
+    /* the fewest stacks of at most TPROD_ROWS rows and TPROD_MACS
+     * multiply-adds, their images evened out, on our kernel */
+    int64_t own = dev_kmm_own_rows(Og, CKK);
+    own = (own < TPROD_MACS / (Og * CKK) ? own : TPROD_MACS / (Og * CKK)) / OHW;
+    const int64_t most = own < 1 ? 1 : own;
     const int64_t rows = TPROD_ROWS / OHW < most ? TPROD_ROWS : most * OHW;
     const int64_t stacks = (s->N * OHW + rows - 1) / rows;
     plan->kernel = DEV_CONV_TPROD;

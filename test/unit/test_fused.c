@@ -1079,11 +1079,23 @@ START_TEST(test_conv_tprod_stacks)
         dev_value_release(&w);
         dev_value_release(&bias);
     }
-    /* a stack's rows stay on our own kernel: 2^28 multiply-adds at most */
-    ck_assert_int_eq(dev_kmm_own_rows(512, 4608), 113);
-    ck_assert_int_eq(dev_kmm_own_rows(64, 64), 65536);
+    /* a stack's rows stay on our own kernel: 2^31 multiply-adds at most */
+    ck_assert_int_eq(dev_kmm_own_rows(512, 4608), 910);
+    ck_assert_int_eq(dev_kmm_own_rows(64, 64), 524288);
     ck_assert_int_eq(dev_kmm_own_rows(INT64_C(1) << 20, INT64_C(1) << 20), 1);
-    ck_assert_int_eq(dev_kmm_own_rows(0, 0), INT64_C(1) << 28);
+    ck_assert_int_eq(dev_kmm_own_rows(0, 0), INT32_MAX); /* (rows are int-sized) */
+    ck_assert_int_eq(dev_kmm_who(F32, false, false, 197, 3072, 768, 3072), DEV_KMM_OWN);
+    ck_assert_int_eq(dev_kmm_who(F32, false, false, 2048, 2048, 513, 2048), DEV_KMM_BLAS);
+    /* ... and their products at most 2^28 (resnet's 512-channel 3x3 on
+     * 7x7 at batch 8: 2 images a product) */
+    const int64_t st_p[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    dev_conv_shape st = {.dtype = F32, .N = 8, .C = 512, .H = 7, .W = 7, .O = 512, .Cg = 512, .KH = 3, .KW = 3,
+                         .OH = 7, .OW = 7};
+    memcpy(st.p, st_p, sizeof st.p);
+    dev_conv_plan plan;
+    dev_conv_plan_make(&st, 1, &plan);
+    ck_assert_int_eq(plan.kernel, DEV_CONV_TPROD);
+    ck_assert_int_eq(plan.timgs, 2);
 }
 END_TEST
 
