@@ -69,6 +69,21 @@ static char *fr_dir_of(const char *path, const tfvm_allocator *a)
     return d;
 }
 
+/* The bytes fr_open read, freed by the importer once it has parsed them
+ * (imp_release) or by fr_open at the end */
+typedef struct fr_bytes {
+    const tfvm_allocator *a;
+    char *data;
+    size_t len;
+} fr_bytes;
+
+static void fr_bytes_free(void *ctx)
+{
+    fr_bytes *b = ctx;
+    ut_free(b->a, b->data, b->len + 1);
+    b->data = NULL;
+}
+
 /* Reads path with cfg's allocator (so that an allocation-failure test walks
  * the read too) and hands it to the front end of o->format (or the detected
  * one). path is the name in messages. */
@@ -84,6 +99,7 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
     tfvm_status st = ut_read_file(path, a, &data, &len, err);
     if (st != TFVM_OK)
         return st;
+    fr_bytes bytes = {a, data, len};
     tfvm_format fmt = o->format != TFVM_FORMAT_AUTO ? o->format : fr_detect(path, data, len);
     const bool check = !o->unchecked;
     switch (fmt) {
@@ -106,7 +122,8 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
     }
     case TFVM_FORMAT_ONNX: {
         char *dir = fr_dir_of(path, a);
-        st = dir ? imp_program(fmt, data, len, path, dir, o->opt_level, check, cfg, out, err)
+        st = dir ? imp_program_release(fmt, data, len, (imp_release){fr_bytes_free, &bytes}, path, dir,
+                                       o->opt_level, check, cfg, out, err)
                  : ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", path);
         if (dir)
             ut_free(a, dir, strlen(dir) + 1);
@@ -116,7 +133,8 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
         st = imp_program(fmt, data, len, path, o->outputs, o->opt_level, check, cfg, out, err);
         break;
     }
-    ut_free(a, data, len + 1);
+    if (bytes.data)
+        fr_bytes_free(&bytes);
     return st;
 }
 

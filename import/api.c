@@ -5,17 +5,32 @@
 #include "analysis/facts.h"
 #include "loader/loader.h"
 
+tfvm_status imp_program_release(tfvm_format fmt, const void *data, size_t size, imp_release rel, const char *name,
+                                const char *extra, int opt_level, bool check, const tfvm_config *cfg,
+                                tfvm_program **out, tfvm_error *err)
+{
+    tfvm_program *p = ld_program_new(cfg);
+    if (!p) {
+        if (rel.fn)
+            rel.fn(rel.ctx);
+        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name);
+    }
+    const void *d = data ? data : "";
+    tfvm_status st;
+    if (fmt == TFVM_FORMAT_ONNX) {
+        st = imp_onnx_release(d, size, rel, name, extra, opt_level, &p->alloc, &p->isa, err);
+    } else {
+        st = imp_tf_logged(d, size, name, extra, opt_level, cfg, &p->alloc, &p->isa, err);
+        if (rel.fn)
+            rel.fn(rel.ctx);
+    }
+    return an_program_finish(p, st, check, out, err);
+}
+
 tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
                         int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
 {
-    tfvm_program *p = ld_program_new(cfg);
-    if (!p)
-        return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", name);
-    const void *d = data ? data : "";
-    tfvm_status st = fmt == TFVM_FORMAT_ONNX ? imp_onnx(d, size, name, extra, opt_level, &p->alloc, &p->isa, err)
-                                             : imp_tf_logged(d, size, name, extra, opt_level, cfg, &p->alloc,
-                                                             &p->isa, err);
-    return an_program_finish(p, st, check, out, err);
+    return imp_program_release(fmt, data, size, (imp_release){0}, name, extra, opt_level, check, cfg, out, err);
 }
 
 tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, bool check,

@@ -862,6 +862,12 @@ static cc_ifn *build_model(cc *C, void *ud)
 tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char *dir, int opt_level,
                      const tfvm_allocator *a, isa_program *out, tfvm_error *err)
 {
+    return imp_onnx_release(data, len, (imp_release){0}, name, dir, opt_level, a, out, err);
+}
+
+tfvm_status imp_onnx_release(const void *data, size_t len, imp_release rel, const char *name, const char *dir,
+                             int opt_level, const tfvm_allocator *a, isa_program *out, tfvm_error *err)
+{
     tfvm_allocator al = a ? *a : (tfvm_allocator){0};
     imp_pb pb;
     imp_pb_init(&pb, &al);
@@ -869,10 +875,13 @@ tfvm_status imp_onnx(const void *data, size_t len, const char *name, const char 
     isa_program_init(out, a);
     ut_err_clear(err);
     size_t at;
-    if (!imp_pb_depth_ok(&onnx__model_proto__descriptor, data, len, &at))
+    const bool deep = !imp_pb_depth_ok(&onnx__model_proto__descriptor, data, len, &at);
+    Onnx__ModelProto *m = deep ? NULL : onnx__model_proto__unpack(pa, len, data);
+    if (rel.fn) /* (the unpacked message holds copies of all it keeps) */
+        rel.fn(rel.ctx);
+    if (deep)
         return ut_err(err, TFVM_ERR_FORMAT, "%s: bad .onnx file (messages nested deeper than %d at byte %zu)", name,
                       IMP_PB_MAX_DEPTH, at);
-    Onnx__ModelProto *m = onnx__model_proto__unpack(pa, len, data);
     if (!m) {
         if (pb.failed)
             return ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory reading the model", name);

@@ -488,6 +488,22 @@ START_TEST(scatter_one_element)
 }
 END_TEST
 
+typedef struct released {
+    char *data;
+    size_t len;
+    int calls;
+} released;
+
+static void release_bytes(void *ctx)
+{
+    released *r = ctx;
+    if (r->data) /* poisoned first: a read after the release shows */
+        memset(r->data, 0xA5, r->len);
+    ut_free(NULL, r->data, r->len + 1);
+    r->data = NULL;
+    r->calls++;
+}
+
 START_TEST(truncated_and_garbage)
 {
     char *data;
@@ -503,7 +519,20 @@ START_TEST(truncated_and_garbage)
     /* an empty message is a valid ModelProto without a graph */
     ck_assert_int_eq(imp_onnx("", 0, "e.onnx", ".", 1, NULL, &ip, &err), TFVM_ERR_FORMAT);
     ck_assert_str_eq(err.message, "e.onnx: bad .onnx file (no graph)");
-    ut_free(NULL, data, len + 1);
+    /* the bytes released once, as soon as they are parsed (freed here: the
+     * program is built from the parsed copy), or on an error */
+    released r = {data, len, 0};
+    ck_assert_int_eq(imp_onnx_release(data, len, (imp_release){release_bytes, &r}, "model.onnx", ".", 1, NULL, &ip,
+                                      &err),
+                     TFVM_OK);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_ptr_null(r.data);
+    isa_program_release(&ip);
+    r = (released){NULL, 0, 0};
+    ck_assert_int_eq(imp_onnx_release("garbage!", 8, (imp_release){release_bytes, &r}, "g.onnx", ".", 1, NULL, &ip,
+                                      &err),
+                     TFVM_ERR_FORMAT);
+    ck_assert_int_eq(r.calls, 1);
 }
 END_TEST
 
