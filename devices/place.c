@@ -220,6 +220,17 @@ tfvm_status dev_vm_result(dev_vm *d, dev_value *v, char *msg, size_t ms)
         tfvm_tensor_free(t);
         t = h;
     }
+    if (dev_tensor_borrowed(t)) { /* a program constant's elements: the result must outlive the program */
+        tfvm_tensor *c = dev_tensor_alloc(&d->host, (tfvm_dtype)t->dtype, t->rank, t->dims);
+        if (!c) {
+            snprintf(msg, ms, "out of memory");
+            return TFVM_ERR_NOMEM;
+        }
+        memcpy(c->data, t->data, t->nbytes);
+        v->u.t = c;
+        tfvm_tensor_free(t);
+        t = c;
+    }
     atomic_store_explicit(&t->exposed, 1, memory_order_relaxed);
     return TFVM_OK;
 }

@@ -161,6 +161,17 @@ tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t *dims, v
     return t;
 }
 
+/* (the mark of a borrowed tensor: nothing to hand back) */
+static void borrowed_release(void *ud, void *data) { (void)ud, (void)data; }
+
+tfvm_tensor *dev_tensor_borrow(const tfvm_allocator *a, tfvm_dtype dtype, int rank, const int64_t *dims,
+                               const void *data)
+{
+    return tfvm_tensor_wrap(dtype, rank, dims, (void *)(uintptr_t)data, borrowed_release, NULL, a);
+}
+
+bool dev_tensor_borrowed(const tfvm_tensor *t) { return t->release == borrowed_release; }
+
 tfvm_tensor *tfvm_tensor_ref(tfvm_tensor *t)
 {
     if (t)

@@ -56,6 +56,15 @@ tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, struct dev_pool *pool,
  * API user (exposed) nor a device copy (mirror) can see it. STACK_PUT
  * writes its row in place then, and the reshapes relabel the dims. */
 bool dev_tensor_mine(const tfvm_tensor *t);
+/* A tensor over a program constant's elements, borrowed (no copy): the
+ * program outlives the VM that made it, but not necessarily the tensors
+ * the VM hands out, so such a tensor is copied before it becomes a run's
+ * result (dev_vm_result). NULL when data is not aligned to the element size
+ * or memory runs out (the caller then copies). */
+tfvm_tensor *dev_tensor_borrow(const tfvm_allocator *a, tfvm_dtype dtype, int rank, const int64_t *dims,
+                               const void *data);
+/* Whether t is such a tensor. */
+bool dev_tensor_borrowed(const tfvm_tensor *t);
 /* Longest key of a prepared form (dev_tensor_prep), in bytes. */
 #define DEV_PREP_KEY 96
 /* The form of t's elements named by key[0, key_len) (which says everything

@@ -495,6 +495,41 @@ START_TEST(batch_norm_alone)
 }
 END_TEST
 
+/* A VM borrows a program's large constants instead of copying them
+ * (vm/api.c): a result that is one is copied on its way out, so that it
+ * outlives the VM and the program (ASan would see a read of the freed
+ * program) and is the caller's alone to write; small ones stay copies. */
+START_TEST(constant_results_outlive_the_program)
+{
+    /* a literal of 1100 elements (4400 bytes as f32) and one of 4 */
+    enum { BIG = 1100 };
+    static char src[BIG * 5 + 256];
+    int at = snprintf(src, sizeof src, "fn main(x: f32) -> (a: f32[%d], b: f32[4], c: f32[%d]) {\n"
+                                       "    let big = cast<f32>([", BIG, BIG);
+    for (int i = 0; i < BIG; i++)
+        at += snprintf(src + at, sizeof src - (size_t)at, i ? ", 2.5" : "2.5");
+    snprintf(src + at, sizeof src - (size_t)at, "]);\n    (big, cast<f32>([1.5, 1.5, 1.5, 1.5]), big + x)\n}\n");
+    tfvm_program *p = compile_opt(src, 1);
+    ck_assert_uint_eq(count(p, ISA_CAST), 0); /* folded: constants */
+    tfvm_vm *vm;
+    ck_assert_int_eq(tfvm_vm_new(p, NULL, &vm), TFVM_OK);
+    tfvm_value arg = {.dtype = TFVM_F32, .as.f32 = 1.0f}, out[3];
+    ck_assert_msg(tfvm_run(vm, NULL, &arg, 1, out, 3) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    for (int k = 0; k < 3; k++) {
+        ck_assert(tfvm_tensor_unique(out[k].tensor));
+        float *d = tfvm_tensor_data(out[k].tensor);
+        const int64_t n = tfvm_tensor_count(out[k].tensor);
+        ck_assert_int_eq(n, k == 1 ? 4 : BIG);
+        for (int64_t i = 0; i < n; i++)
+            ck_assert(d[i] == (k == 0 ? 2.5f : k == 1 ? 1.5f : 3.5f));
+        d[0] = -1.0f; /* the caller's to write */
+        tfvm_tensor_free(out[k].tensor);
+    }
+}
+END_TEST
+
 /* what must not fuse: a product used twice, a bias that would grow the
  * product or whose size is unknown, a bias along W instead of the channels */
 START_TEST(stays_apart)
@@ -647,6 +682,7 @@ int main(void)
     tcase_add_test(tc, tensorflow_nhwc_chain);
     tcase_add_test(tc, stays_apart);
     tcase_add_test(tc, batch_norm_alone);
+    tcase_add_test(tc, constant_results_outlive_the_program);
     tcase_add_test(tc, activations);
     tcase_add_test(tc, folding);
     suite_add_tcase(s, tc);
