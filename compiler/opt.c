@@ -1755,6 +1755,34 @@ static bool hsig_begins(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_
     return match_hsig(S, f, b, d, &m) && m.inner[2] == n;
 }
 
+/* One op of an affine chain (ADD, SUB x - c or MUL by c[o]) on y = x * a + b */
+static void affine_step(uint16_t op, const double *c, int64_t O, double *a, double *b)
+{
+    for (int64_t o = 0; o < O; o++) {
+        if (op == ISA_MUL)
+            a[o] *= c[o], b[o] *= c[o];
+        else
+            b[o] += op == ISA_ADD ? c[o] : -c[o];
+    }
+}
+
+/* The chain's last op becomes ADD (src, bias), chain[from, len - 1) go */
+static void affine_finish(cc *C, fuse_state *S, cc_node *src, cc_irval bias, cc_node *const *chain, int from,
+                          int len)
+{
+    cc_node *last = chain[len - 1];
+    cc_irval *lin = cc_array(C, 2, sizeof *lin);
+    lin[0] = (cc_irval){src, 0};
+    lin[1] = bias;
+    last->op = ISA_ADD;
+    last->attr = 0;
+    last->in = lin;
+    for (int j = from; j < len - 1; j++)
+        cc_node_unlink(chain[j]);
+    S->user[src->id] = last;
+    S->fused++;
+}
+
 static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
 {
     fuse_state *S = ud;
@@ -1785,12 +1813,7 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
             if (cc_resolve(n->in[k]).n != cur || (n->op == ISA_SUB && k != 0) || !is_const(n->in[1 - k]) ||
                 !chan_values(cval(n->in[1 - k]), d, O, c) || (n->op == ISA_MUL && hsig_begins(S, n, blk, d)))
                 break;
-            for (int64_t o = 0; o < O; o++) {
-                if (n->op == ISA_MUL)
-                    a[o] *= c[o], b[o] *= c[o];
-                else
-                    b[o] += n->op == ISA_ADD ? c[o] : -c[o];
-            }
+            affine_step(n->op, c, O, a, b);
             muls += n->op == ISA_MUL;
             chain[len++] = cur = n;
         }
@@ -1826,17 +1849,7 @@ static void fold_affine_block(cc *C, cc_blk *blk, void *ud)
             cin[k] = cc_resolve(conv->in[k]);
         cin[1] = (cc_irval){wn, 0};
         conv->in = cin;
-        cc_node *last = chain[len - 1];
-        cc_irval *lin = cc_array(C, 2, sizeof *lin);
-        lin[0] = (cc_irval){conv, 0};
-        lin[1] = (cc_irval){bn, 0};
-        last->op = ISA_ADD;
-        last->attr = 0;
-        last->in = lin;
-        for (int j = 0; j < len - 1; j++)
-            cc_node_unlink(chain[j]);
-        S->user[conv->id] = last;
-        S->fused++;
+        affine_finish(C, S, conv, (cc_irval){bn, 0}, chain, 0, len);
     }
 }
 
@@ -1884,12 +1897,7 @@ static void affine_alone_block(cc *C, cc_blk *blk, void *ud)
             const cc_cval *cv = cval(m->in[1 - k]);
             if (cv->nbytes != (size_t)O * tfvm_dtype_size((tfvm_dtype)d) || !chan_values(cv, d, O, c))
                 break;
-            for (int64_t o = 0; o < O; o++) {
-                if (m->op == ISA_MUL)
-                    a[o] *= c[o], b[o] *= c[o];
-                else
-                    b[o] += m->op == ISA_ADD ? c[o] : -c[o];
-            }
+            affine_step(m->op, c, O, a, b);
             chain[len++] = cur = m;
         }
         if (len < 2)
@@ -1908,7 +1916,7 @@ static void affine_alone_block(cc *C, cc_blk *blk, void *ud)
         const cc_cval wc = {.dtype = d, .rank = 4, .dims = {O, 1, 1, 1}, .nbytes = (size_t)O * esz, .data = wd};
         const cc_cval bc = {.dtype = d, .rank = 3, .dims = {O, 1, 1}, .nbytes = (size_t)O * esz, .data = bd};
         const cc_cval pc = {.dtype = TFVM_I64, .rank = 1, .dims = {9}, .nbytes = sizeof params, .data = pd};
-        cc_irval *cin = cc_array(C, 3, sizeof *cin), *lin = cc_array(C, 2, sizeof *lin);
+        cc_irval *cin = cc_array(C, 3, sizeof *cin);
         cin[0] = cc_resolve(n->in[kx]);
         cin[1] = new_tensor_const(C, n, &wc);
         cin[2] = new_tensor_const(C, n, &pc);
@@ -1917,16 +1925,7 @@ static void affine_alone_block(cc *C, cc_blk *blk, void *ud)
         n->in = cin;
         n->n_in = 3;
         n->types[0] = *xt;
-        cc_node *last = chain[len - 1];
-        lin[0] = (cc_irval){n, 0};
-        lin[1] = new_tensor_const(C, last, &bc);
-        last->op = ISA_ADD;
-        last->attr = 0;
-        last->in = lin;
-        for (int j = 1; j < len - 1; j++)
-            cc_node_unlink(chain[j]);
-        S->user[n->id] = last;
-        S->fused++;
+        affine_finish(C, S, n, new_tensor_const(C, chain[len - 1], &bc), chain, 1, len);
     }
 }
 

@@ -469,9 +469,12 @@ END_TEST
  * 2x3 with strides 1-3, pads, dilation 2, ceil mode, a last block of fewer
  * channels, rows wide enough for several strips; an empty batch (the grid's
  * work per item once divided by its 0 items: SIGFPE). */
-static const struct {
+/* A pool case: x's dims and p */
+typedef struct pool_dims {
     int64_t x[4], p[12];
-} mp_cases[] = {
+} pool_dims;
+
+static const pool_dims mp_cases[] = {
     {{1, 3, 112, 112}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}},
     {{2, 5, 13, 9}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
     {{1, 4, 13, 13}, {3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, 0}},
@@ -560,9 +563,7 @@ END_TEST
  * every element must have the same bits (NaN and infinities where a window
  * holds them). Windows 1x1 to 7x7, strides 1-3, pads, ceil mode, rows of
  * more than the 256 outputs summed at a time, 2 and 1 output rows. */
-static const struct {
-    int64_t x[4], p[12];
-} ap_cases[] = {
+static const pool_dims ap_cases[] = {
     {{1, 5, 25, 25}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1}}, /* inception's */
     {{1, 5, 25, 25}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
     {{2, 3, 13, 9}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0}},
