@@ -24,15 +24,13 @@ static bool have_avx2(void) { return false; }
  * positions"). */
 #define TPROD_ROWS 256
 /* ... and at most this many multiply-adds: resnet's 512-channel 3x3 layers
- * on 7x7 at batch 8 run 2 images a product; 4 (when OpenBLAS took products
- * that large, 11% slower; on our kernel too) were slower in the network */
+ * on 7x7 at batch 8 run 2 images a product; 4 were slower in the network,
+ * on OpenBLAS (11%) and on our kernel alike */
 #define TPROD_MACS (INT64_C(1) << 28)
 /* A column matrix of more than twice this many elements is made in panels
  * of output rows of at most this many (conv.c: "Big column matrices"). */
 #define CONV_PANEL_FLOATS (INT64_C(1) << 16)
 
-/* Unit strides and dilations, not 1x1-direct, and output rows at least 4x
- * the window's width: the product on the wide grid (conv.c: "Unit strides") */
 /* The wide product's column matrix (CKK x OH*Wp, made whole) at most this
  * many floats (2 MiB); past it im2col's panels of output rows, which the
  * product reads from L2: inception_v3's 5x5 layers (48 -> 64 channels on
@@ -42,6 +40,9 @@ static bool have_avx2(void) { return false; }
  * either way */
 #define WIDE_COL_MOST (INT64_C(1) << 19)
 
+/* Unit strides and dilations, not 1x1-direct, output rows at least 4x the
+ * window's width and a column matrix of at most WIDE_COL_MOST: the product
+ * on the wide grid (conv.c: "Unit strides") */
 static bool wide_fits(const dev_conv_shape *s, bool direct)
 {
     const int64_t *p = s->p;
