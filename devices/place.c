@@ -221,12 +221,9 @@ tfvm_status dev_vm_result(dev_vm *d, dev_value *v, char *msg, size_t ms)
         t = h;
     }
     if (dev_tensor_borrowed(t)) { /* a program constant's elements: the result must outlive the program */
-        tfvm_tensor *c = dev_tensor_alloc(&d->host, (tfvm_dtype)t->dtype, t->rank, t->dims);
-        if (!c) {
-            snprintf(msg, ms, "out of memory");
-            return TFVM_ERR_NOMEM;
-        }
-        memcpy(c->data, t->data, t->nbytes);
+        tfvm_tensor *c = dev_tensor_clone(&d->host, t);
+        if (!c)
+            return ut_msg(msg, ms, TFVM_ERR_NOMEM, "out of memory");
         v->u.t = c;
         tfvm_tensor_free(t);
         t = c;

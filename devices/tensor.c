@@ -161,6 +161,14 @@ tfvm_tensor *tfvm_tensor_wrap(tfvm_dtype dtype, int rank, const int64_t *dims, v
     return t;
 }
 
+tfvm_tensor *dev_tensor_clone(const tfvm_allocator *a, const tfvm_tensor *t)
+{
+    tfvm_tensor *c = dev_tensor_alloc(a, (tfvm_dtype)t->dtype, t->rank, t->dims);
+    if (c && t->nbytes)
+        memcpy(c->data, t->data, t->nbytes);
+    return c;
+}
+
 /* (the mark of a borrowed tensor: nothing to hand back) */
 static void borrowed_release(void *ud, void *data) { (void)ud, (void)data; }
 

@@ -56,6 +56,9 @@ tfvm_tensor *dev_tensor_alloc_on(const tfvm_allocator *a, struct dev_pool *pool,
  * API user (exposed) nor a device copy (mirror) can see it. STACK_PUT
  * writes its row in place then, and the reshapes relabel the dims. */
 bool dev_tensor_mine(const tfvm_tensor *t);
+/* A host copy of host tensor t's elements (allocated with a), or NULL when
+ * memory runs out. */
+tfvm_tensor *dev_tensor_clone(const tfvm_allocator *a, const tfvm_tensor *t);
 /* A tensor over a program constant's elements, borrowed (no copy): the
  * program outlives the VM that made it, but not necessarily the tensors
  * the VM hands out, so such a tensor is copied before it becomes a run's

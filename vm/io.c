@@ -306,11 +306,9 @@ static void fire_fetch(vm_worker *w, const vm_act *a, vm_chan *ch, const dev_val
         tfvm_tensor *t = copy.u.t, *h = NULL;
         if (t->device != 0) {
             st = dev_vm_copy(vm->dev, t, 0, &h, msg, sizeof msg);
-        } else if (!(h = tfvm_tensor_new((tfvm_dtype)t->dtype, t->rank, t->dims, &vm->alloc))) {
+        } else if (!(h = dev_tensor_clone(&vm->alloc, t))) {
             st = TFVM_ERR_NOMEM;
             ut_fmt(msg, sizeof msg, "out of memory copying a fetched value");
-        } else {
-            memcpy(h->data, t->data, t->nbytes);
         }
         copy.u.t = h;
     }
