@@ -122,15 +122,15 @@ static tfvm_status fr_open(const char *path, const tfvm_open_options *o, const t
     }
     case TFVM_FORMAT_ONNX: {
         char *dir = fr_dir_of(path, a);
-        st = dir ? imp_program_release(fmt, data, len, (imp_release){fr_bytes_free, &bytes}, path, dir,
-                                       o->opt_level, check, cfg, out, err)
+        st = dir ? imp_program(fmt, data, len, (imp_release){fr_bytes_free, &bytes}, path, dir, o->opt_level, check,
+                               cfg, out, err)
                  : ut_err(err, TFVM_ERR_NOMEM, "%s: out of memory", path);
         if (dir)
             ut_free(a, dir, strlen(dir) + 1);
         break;
     }
     case TFVM_FORMAT_TF:
-        st = imp_program(fmt, data, len, path, o->outputs, o->opt_level, check, cfg, out, err);
+        st = imp_program(fmt, data, len, (imp_release){0}, path, o->outputs, o->opt_level, check, cfg, out, err);
         break;
     }
     if (bytes.data)

@@ -5,9 +5,9 @@
 #include "analysis/facts.h"
 #include "loader/loader.h"
 
-tfvm_status imp_program_release(tfvm_format fmt, const void *data, size_t size, imp_release rel, const char *name,
-                                const char *extra, int opt_level, bool check, const tfvm_config *cfg,
-                                tfvm_program **out, tfvm_error *err)
+tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, imp_release rel, const char *name,
+                        const char *extra, int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out,
+                        tfvm_error *err)
 {
     tfvm_program *p = ld_program_new(cfg);
     if (!p) {
@@ -27,12 +27,6 @@ tfvm_status imp_program_release(tfvm_format fmt, const void *data, size_t size, 
     return an_program_finish(p, st, check, out, err);
 }
 
-tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
-                        int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
-{
-    return imp_program_release(fmt, data, size, (imp_release){0}, name, extra, opt_level, check, cfg, out, err);
-}
-
 tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, bool check,
                                     const tfvm_config *cfg, tfvm_program **out, tfvm_error *err)
 {
@@ -50,7 +44,8 @@ tfvm_status tfvm_program_import_onnx(const void *data, size_t size, const char *
         *out = NULL;
     if (!out || (!data && size))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_onnx: NULL argument");
-    return imp_program(TFVM_FORMAT_ONNX, data, size, name ? name : "<onnx>", base_dir, 1, true, cfg, out, err);
+    return imp_program(TFVM_FORMAT_ONNX, data, size, (imp_release){0}, name ? name : "<onnx>", base_dir, 1, true, cfg,
+                       out, err);
 }
 
 tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *name, const char *outputs,
@@ -60,5 +55,6 @@ tfvm_status tfvm_program_import_tf(const void *data, size_t size, const char *na
         *out = NULL;
     if (!out || (!data && size))
         return ut_err(err, TFVM_ERR_ARGUMENT, "tfvm_program_import_tf: NULL argument");
-    return imp_program(TFVM_FORMAT_TF, data, size, name ? name : "<pb>", outputs, 1, true, cfg, out, err);
+    return imp_program(TFVM_FORMAT_TF, data, size, (imp_release){0}, name ? name : "<pb>", outputs, 1, true, cfg, out,
+                       err);
 }

@@ -56,15 +56,13 @@ tfvm_status imp_saved_model(const char *dir, const char *signature, int opt_leve
 
 /* fmt's importer (TFVM_FORMAT_ONNX or _TF) into a new program handle made
  * with cfg (import/api.c): `extra` is ONNX's base directory or TensorFlow's
- * outputs; `check`: the load-time check (an_program_finish). The public
- * imports and front/open.c's files both come here. */
-tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, const char *name, const char *extra,
-                        int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out, tfvm_error *err);
-/* imp_program, data released through rel as soon as the importer is done
- * with it (ONNX; TensorFlow's importer keeps it to the end) */
-tfvm_status imp_program_release(tfvm_format fmt, const void *data, size_t size, imp_release rel, const char *name,
-                                const char *extra, int opt_level, bool check, const tfvm_config *cfg,
-                                tfvm_program **out, tfvm_error *err);
+ * outputs; `check`: the load-time check (an_program_finish); data released
+ * through rel as soon as the importer is done with it (ONNX; TensorFlow's
+ * importer keeps it to the end). The public imports (which keep their
+ * bytes: rel {0}) and front/open.c's files both come here. */
+tfvm_status imp_program(tfvm_format fmt, const void *data, size_t size, imp_release rel, const char *name,
+                        const char *extra, int opt_level, bool check, const tfvm_config *cfg, tfvm_program **out,
+                        tfvm_error *err);
 
 /* imp_saved_model into a new program handle made with cfg (import/api.c). */
 tfvm_status imp_program_saved_model(const char *dir, const char *signature, int opt_level, bool check,
