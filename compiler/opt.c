@@ -1877,9 +1877,11 @@ static void affine_alone_block(cc *C, cc_blk *blk, void *ud)
         if (!isa_dtype_float(d) || is_const(n->in[kx]) || !known_rank(xt) || xt->rank != 4 || xt->dtype != d ||
             xt->dims[1] < 2 || xt->dims[1] > 65536 || (n->op == ISA_SUB && kx != 0))
             continue;
-        const cc_node *src = cc_resolve(n->in[kx]).n;
+        const cc_node *src = cc_resolve(n->in[kx]).n, *next = S->uses[n->id] == 1 ? S->user[n->id] : NULL;
         if (src->kind == CC_N_OP && src->op == ISA_CONV2D && S->uses[src->id] == 1)
             continue; /* fold_affine_block's, if anybody's */
+        if (!next || next->kind != CC_N_OP || (next->op != ISA_ADD && next->op != ISA_SUB && next->op != ISA_MUL))
+            continue; /* no chain of two: nothing to allocate for */
         const int64_t O = xt->dims[1];
         double *a = cc_array(C, (size_t)O, sizeof *a), *b = cc_array(C, (size_t)O, sizeof *b);
         double *c = cc_array(C, (size_t)O, sizeof *c);
