@@ -70,6 +70,11 @@ ISA_COMPARE_FN(f64, double)
 #define ISA_INT_ARITH(X)                                                                                 \
     X(ADD, ISA_ADD, ISA_IADD) X(SUB, ISA_SUB, ISA_ISUB) X(MUL, ISA_MUL, ISA_IMUL) X(DIV, ISA_DIV, ISA_IDIV) \
     X(MOD, ISA_MOD, ISA_IMOD) X(MIN, ISA_MIN, ISA_IMIN) X(MAX, ISA_MAX, ISA_IMAX)
+/* f32 and f64 POW: x * x * x where the exponent is 3 and x * x where it is 2,
+ * as ONNX Runtime and PyTorch compute those powers (their results bit for
+ * bit; a square rounds once, so it is C's pow exactly), C's pow otherwise
+ * (POW: powf or pow). GELU_NEW's cube is this one. */
+#define ISA_FPOW(x, y, POW) ((y) == 3 ? (x) * (x) * (x) : (y) == 2 ? (x) * (x) : POW(x, y))
 /* isa_arith_S(op, x, y, &r): r = op of ISA_INT_ARITH on two scalars of C
  * type T; false for another op, and for DIV or MOD by 0 (r untouched). */
 /* ISA_INT_ARITH(ISA_ARITH_CASE) in a scope with types T and U and values

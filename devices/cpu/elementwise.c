@@ -230,7 +230,7 @@ static inline float ew_floor_modf(float x, float y)
     EW_KERNEL2(k_mod_##S, T, T, , fmod##SUF(x, y))                   \
     EW_KERNEL2(k_min_##S, T, T, , F_MIN)                             \
     EW_KERNEL2(k_max_##S, T, T, , F_MAX)                             \
-    EW_KERNEL2(k_pow_##S, T, T, , pow##SUF(x, y))                    \
+    EW_KERNEL2(k_pow_##S, T, T, , ISA_FPOW(x, y, pow##SUF))          \
     EW_KERNEL2(k_floor_div_##S, T, T, , floor##SUF(x / y))           \
     EW_KERNEL2(k_floor_mod_##S, T, T, , FMODF(x, y))                 \
     EW_KERNEL1(k_neg_##S, T, T, , -x)                                \

@@ -53,7 +53,8 @@ static void gelu_tanh_f32(float *c, int64_t n)
 }
 
 /* GELU as transformers' NewGELUActivation spells it (GPT-2): (x * 0.5) *
- * (tanh((x + pow(x, 3) * K) * C) + 1), pow as POW computes it (libm's) */
+ * (tanh((x + pow(x, 3) * K) * C) + 1), pow as POW computes it (ISA_FPOW:
+ * x * x * x) */
 static void gelu_new_f32(float *c, int64_t n)
 {
     float u[256];
@@ -61,7 +62,7 @@ static void gelu_new_f32(float *c, int64_t n)
         const int64_t m = n - j0 < 256 ? n - j0 : 256;
         float *x = c + j0;
         for (int64_t j = 0; j < m; j++) {
-            const float p = powf(x[j], 3.0f);
+            const float p = ISA_FPOW(x[j], 3.0f, powf);
             const float kp = p * (float)GELU_K;
             const float a = x[j] + kp;
             u[j] = a * (float)GELU_C;
@@ -78,7 +79,7 @@ static void gelu_new_f32(float *c, int64_t n)
 static void gelu_new_f64(double *c, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
-        const double x = c[j], p = pow(x, 3.0);
+        const double x = c[j], p = ISA_FPOW(x, 3.0, pow);
         const double kp = p * GELU_K;
         const double a = x + kp;
         const double t = tanh(a * GELU_C);

@@ -444,7 +444,13 @@ static const ecase cases[] = {
     R1(SIGN, U8_(200), U8_(1)),
     R1(SIGN, U8_(0), U8_(0)),
     E1(SIGN, B_(1), TYPE, "arithmetic on bool is not defined"),
-    /* POW: floats as C pow; integers b >= 0, wrapping; 0 ** 0 = 1 */
+    /* POW: floats as C pow, but exponents 3 and 2 as products (ISA_FPOW: the
+     * correctly rounded cubes of these x are 3.4554264545440674 and
+     * 2.4728430245040895); integers b >= 0, wrapping; 0 ** 0 = 1 */
+    R2(POW, F32_(1.5118216276168823), F32_(3.0), F32_(3.4554266929626465)),
+    R2(POW, F64_(1.352276547398239), F64_(3.0), F64_(2.47284302450409)),
+    R2(POW, F32_(1.5118216276168823), F32_(2.0), F32_(2.28560471534729)),
+    R2(POW, F32_(-0.0), F32_(3.0), F32_(-0.0)),
     R2(POW, F64_(2.0), F64_(10.0), F64_(1024.0)),
     R2(POW, F64_(2.0), F64_(-1.0), F64_(0.5)),
     R2(POW, F64_(-8.0), F64_(1.0 / 3.0), F64_(nan_)),
