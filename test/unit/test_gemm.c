@@ -648,12 +648,14 @@ END_TEST
 /* MATMUL of a tensor B that our kernel would pack: packed once and kept with
  * the tensor, the second run using that form; the bits of dev_sgemm on each
  * run, serial and split over the runner's threads. A B read where it lies
- * (few rows, not transposed) keeps no packed form. */
+ * (few rows, not transposed) keeps no packed form, unless it is a program's
+ * constant (borrowed by the VM): that one is packed once all the same. */
 static const struct prep_case {
     int64_t M, K, N;
-    bool tb, packs;
+    bool tb, packs, borrowed;
 } prep_cases[] = {
-    {100, 70, 50, false, true}, {3, 40, 300, true, true}, {130, 300, 33, true, true}, {3, 40, 300, false, false},
+    {100, 70, 50, false, true, false}, {3, 40, 300, true, true, false}, {130, 300, 33, true, true, false},
+    {3, 40, 300, false, false, false}, {3, 40, 300, false, true, true}, {32, 64, 200, false, true, true},
 };
 
 START_TEST(test_matmul_prepacked)
@@ -661,7 +663,9 @@ START_TEST(test_matmul_prepacked)
     const struct prep_case *pc = &prep_cases[_i];
     const int64_t M = pc->M, K = pc->K, N = pc->N, ldb = pc->tb ? K : N;
     const int64_t da[2] = {M, K}, db[2] = {pc->tb ? N : K, pc->tb ? K : N};
-    tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 2, da, NULL), *b = tfvm_tensor_new(TFVM_F32, 2, db, NULL);
+    float *bdata = pc->borrowed ? matrix(K, N, 0, 1, false) : NULL; /* (the constant's bytes) */
+    tfvm_tensor *a = tfvm_tensor_new(TFVM_F32, 2, da, NULL);
+    tfvm_tensor *b = pc->borrowed ? dev_tensor_borrow(NULL, TFVM_F32, 2, db, bdata) : tfvm_tensor_new(TFVM_F32, 2, db, NULL);
     ck_assert(a && b);
     uint32_t seed = 21;
     for (int64_t i = 0; i < M * K; i++)
@@ -688,6 +692,7 @@ START_TEST(test_matmul_prepacked)
     free(want);
     tfvm_tensor_free(a);
     tfvm_tensor_free(b);
+    free(bdata);
 }
 END_TEST
 
