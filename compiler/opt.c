@@ -1593,6 +1593,21 @@ static cc_node *sum_activation(const fuse_state *S, cc_node *n, const cc_blk *b,
     return NULL;
 }
 
+/* The activation of sum n seen through a RESHAPE that is n's only use (an
+ * exporter's product of [M, N] viewed as [B, T, N] before its activation:
+ * transformers' Conv1D in GPT-2, a Keras Dense on a sequence): *act, and
+ * the RESHAPE; NULL when none. An activation is elementwise, so it may be
+ * taken before the relabelling as well as after it. */
+static cc_node *relabeled_activation(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am,
+                                     cc_node **act)
+{
+    cc_node *r = S->uses[n->id] == 1 ? S->user[n->id] : NULL;
+    if (!r || r->kind != CC_N_OP || r->op != ISA_RESHAPE || r->blk != b || !same_irval(r->in[0], (cc_irval){n, 0}))
+        return NULL;
+    *act = sum_activation(S, r, b, d, am);
+    return *act ? r : NULL;
+}
+
 static void fuse_block(cc *C, cc_blk *b, void *ud)
 {
     fuse_state *S = ud;
@@ -1626,13 +1641,28 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
             continue;
         }
         act_match am = {0};
-        cc_node *act = sum_activation(S, n, b, d, &am), *target = act ? act : n;
+        cc_node *act = sum_activation(S, n, b, d, &am), *relabel = NULL;
+        if (!act)
+            relabel = relabeled_activation(S, n, b, d, &am, &act);
+        cc_node *target = act && !relabel ? act : n;
         bool conv = prod->op == ISA_CONV2D;
         cc_irval *in = cc_array(C, conv ? 4 : 3, sizeof *in);
         for (uint32_t k = 0; k < prod->n_in; k++)
             in[k] = cc_resolve(prod->in[k]);
         in[prod->n_in] = bias;
-        if (act) { /* the sum and the activation's inner ops go; its last op becomes the fused op */
+        if (relabel) { /* the sum becomes the fused op; the activation's last op the RESHAPE of it */
+            for (int k = 0; k < am.n_inner; k++)
+                unlink_past(am.inner[k], &next);
+            cc_irval *rin = cc_array(C, relabel->n_in, sizeof *rin);
+            rin[0] = (cc_irval){n, 0};
+            for (uint32_t k = 1; k < relabel->n_in; k++)
+                rin[k] = relabel->in[k];
+            act->op = ISA_RESHAPE;
+            act->attr = relabel->attr;
+            act->in = rin;
+            act->n_in = relabel->n_in;
+            unlink_past(relabel, &next);
+        } else if (act) { /* the sum and the activation's inner ops go; its last op becomes the fused op */
             for (int k = 0; k < am.n_inner; k++)
                 unlink_past(am.inner[k], &next);
             if (next == act)

@@ -645,6 +645,50 @@ START_TEST(activations)
 }
 END_TEST
 
+/* An activation after a RESHAPE of the biased product (GPT-2's Conv1D views
+ * its [B * T, N] product as [B, T, N] before NewGELU) fuses into the
+ * product, the RESHAPE moved after it; a RESHAPE whose value is used again
+ * keeps the activation apart. Bits of -O0 either way. */
+START_TEST(relabeled_activation)
+{
+#define RS "fn main(x: f32[7, 6], w: f32[6, 5], b: f32[5]) -> f32[1, 7, 5] {\n" \
+           "    let s = reshape(matmul(x, w) + b, [1, 7, 5]);\n    "
+    static const struct {
+        const char *src;
+        uint32_t act, reshapes, left; /* the fused op's activation, RESHAPEs, other ops left */
+    } cases[] = {
+        {RS "(s * 0.5) * (tanh((s + pow(s, 3.0) * 0.044715) * 0.7978846) + 1.0)\n}\n", ISA_OPT_ACT_GELU_NEW, 1, 0},
+        {RS "s * sigmoid(s)\n}\n", ISA_OPT_ACT_SILU, 1, 0},
+        {RS "relu(s)\n}\n", ISA_OPT_ACT_RELU, 1, 0},
+        /* s is also added to the result: the activation stays an op of its own */
+        {RS "relu(s) + s\n}\n", 0, 1, 2},
+    };
+#undef RS
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        ck_assert_msg(count(p, ISA_FUSED_MATMUL) == 1, "case %zu: %u fused", i, count(p, ISA_FUSED_MATMUL));
+        ck_assert_msg(attr_of(p, ISA_FUSED_MATMUL) == cases[i].act, "case %zu: act 0x%x", i,
+                      attr_of(p, ISA_FUSED_MATMUL));
+        ck_assert_msg(count(p, ISA_RESHAPE) == cases[i].reshapes, "case %zu: %u reshapes", i, count(p, ISA_RESHAPE));
+        uint32_t left = 0;
+        for (uint32_t k = 0; k < p->isa.n_insts; k++) {
+            const isa_op op = p->isa.insts[k].op;
+            left += op != ISA_ARG && op != ISA_CONST && op != ISA_RESULT && op != ISA_FUSED_MATMUL && op != ISA_RESHAPE;
+        }
+        ck_assert_msg(left == cases[i].left, "case %zu: %u instructions left", i, left);
+        tfvm_program_free(p);
+        tfvm_tensor *args[3] = {tensor(2, (int64_t[]){7, 6}, 11), tensor(2, (int64_t[]){6, 5}, 12),
+                                tensor(1, (int64_t[]){5}, 13)};
+        for (int k = 0; k < 3; k++) {
+            float *d = tfvm_tensor_data(args[k]);
+            for (int64_t j = 0; j < tfvm_tensor_count(args[k]); j++)
+                d[j] *= 3.0f;
+        }
+        same_as_unfused(cases[i].src, args, 3);
+    }
+}
+END_TEST
+
 /* tensor folding: small results and rearranged weights fold, a big fill of
  * a small constant stays a FILL (the size heuristic of compiler/opt.c) */
 START_TEST(folding)
@@ -672,6 +716,7 @@ int main(void)
     Suite *s = suite_create("fuse");
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
+    tcase_add_test(tc, relabeled_activation);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, channels_last_pair);
     tcase_add_test(tc, residual);
