@@ -70,6 +70,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #define VNABS(a) (-fabsf(a))
 #define VCOPYSIGN(m, x) copysignf(m, x)
 #define VSEL_LT(a, b, x, y) ((a) < (b) ? (x) : (y))
+#define VANY_LT(a, b) ((a) < (b))
 #define VSEL_NGE(a, b, x, y) (!((a) >= (b)) ? (x) : (y))
 #define VSEL_NLE(a, b, x, y) (!((a) <= (b)) ? (x) : (y))
 #define VNANFIX(x, r) (isnan(x) ? (x) + (x) : (r))
@@ -91,6 +92,7 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
+#undef VANY_LT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX
@@ -165,6 +167,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #define VNABS(a) _mm256_or_ps(a, _mm256_set1_ps(-0.0f))
 #define VCOPYSIGN(m, x) _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
 #define VSEL_LT(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ))
+#define VANY_LT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)) != 0)
 #define VSEL_NGE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NGE_UQ))
 #define VSEL_NLE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NLE_UQ))
 #define VNANFIX(x, r) _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
@@ -186,6 +189,7 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
+#undef VANY_LT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX
@@ -277,6 +281,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
     _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(m),                                       \
                                         _mm512_castps_si512(a5_bits(x, 0x80000000u, 0))))
 #define VSEL_LT(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x)
+#define VANY_LT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ) != 0)
 #define VSEL_NGE(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_NGE_UQ), y, x)
 #define VSEL_NLE(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ), y, x)
 #define VNANFIX(x, r) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, _mm512_add_ps(x, x))
@@ -298,6 +303,7 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #undef VNABS
 #undef VCOPYSIGN
 #undef VSEL_LT
+#undef VANY_LT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX

@@ -144,6 +144,35 @@ static float max_run_f32(const float *x, int64_t n)
 static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
 #endif
 
+/* Rows [b, e) of a softmax over f32 rows of n (the last axis): x - max into
+ * the row, exp over it with act.c's vector exp (what EXP gives), the sum in
+ * double. Rows are split over threads past SOFTMAX_PAR_ELEMS elements in
+ * all (a layer's attention scores, [heads, T, T]); each row alone, so the
+ * same bits. */
+#define SOFTMAX_PAR_ELEMS (INT64_C(1) << 13)
+typedef struct softmax_rows {
+    const float *x;
+    float *o;
+    int64_t n;
+} softmax_rows;
+
+static void softmax_rows_chunk(void *arg, size_t b, size_t e)
+{
+    const softmax_rows *j = arg;
+    const int64_t len = j->n;
+    for (size_t r = b; r < e; r++) {
+        const float *xs = j->x + (int64_t)r * len;
+        float *os = j->o + (int64_t)r * len;
+        const float m = max_run_f32(xs, len);
+        for (int64_t l = 0; l < len; l++)
+            os[l] = xs[l] - m;
+        dev_expf_n(os, os, (size_t)len);
+        const float scale = (float)(1.0 / sum_run_float(os, len));
+        for (int64_t l = 0; l < len; l++)
+            os[l] *= scale;
+    }
+}
+
 tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
@@ -162,20 +191,12 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
         return st;
     const bool log_of = k->op == ISA_LOG_SOFTMAX;
     if (len > 0 && x->dtype == TFVM_F32 && inner == 1 && !log_of) {
-        /* the last axis of f32 (attention's scores, a classifier's logits):
-         * x - max into the row, exp over it with act.c's vector exp (what
-         * EXP gives), the sum in double */
-        const float *xs = x->data;
-        float *os = o;
-        for (int64_t a = 0; a < outer; a++, xs += len, os += len) {
-            const float m = max_run_f32(xs, len);
-            for (int64_t l = 0; l < len; l++)
-                os[l] = xs[l] - m;
-            dev_expf_n(os, os, (size_t)len);
-            const float scale = (float)(1.0 / sum_run_float(os, len));
-            for (int64_t l = 0; l < len; l++)
-                os[l] *= scale;
-        }
+        /* the last axis of f32 (attention's scores, a classifier's logits) */
+        softmax_rows job = {x->data, o, len};
+        if (outer * len >= SOFTMAX_PAR_ELEMS && dev_par_width() > 1)
+            dev_par_for((size_t)outer, dev_kgrain(outer, len, SOFTMAX_PAR_ELEMS / 2, 1), softmax_rows_chunk, &job);
+        else
+            softmax_rows_chunk(&job, 0, (size_t)outer);
     } else if (len > 0) {
         if (x->dtype == TFVM_F32)
             SOFTMAX_LOOP(float, expf, log_of);

@@ -143,6 +143,38 @@ START_TEST(paths_agree)
 }
 END_TEST
 
+/* The underflow edge on every path: exp of x in (-103.97..., -87.3) is a
+ * denormal, the smallest one just above -103.97; below -104 (where the
+ * polynomial's input is replaced, so that no lane underflows) +0, also
+ * when such lanes share a vector with others; sigmoid's negative side
+ * through the same exp. */
+START_TEST(underflow_edge)
+{
+    static const float xs[] = {-103.9f, -103.97f, -104.0f, -104.001f, -200.0f, -0x1.fffffep127f, -INFINITY,
+                               -87.5f,  1.0f,     -103.9f, -1e30f,    -103.97f, -150.0f, -88.0f, -104.5f, 0.0f};
+    static const uint32_t want[] = {0x00000001, 0x00000001, 0, 0, 0, 0, 0, 0x006cb2bc, 0x402df854, 0x00000001, 0,
+                                    0x00000001, 0, 0x0041edc4, 0, 0x3f800000};
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        float e[16], g[16];
+        dev_expf_n(e, xs, 16);
+        for (int j = 0; j < 16; j++) {
+            uint32_t b;
+            memcpy(&b, &e[j], sizeof b);
+            ck_assert_msg(b == want[j], "%s: exp(%a) = %a, want bits %08x", isa_names[isa], (double)xs[j], (double)e[j],
+                          want[j]);
+        }
+        dev_sigmoidf_n(g, xs, 16);
+        for (int j = 0; j < 16; j++)
+            if (xs[j] < -104.0f)
+                ck_assert_msg(g[j] == 0 && !signbit(g[j]), "%s: sigmoid(%a) = %a", isa_names[isa], (double)xs[j],
+                              (double)g[j]);
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
 /* the same bits, or both NaN (log of a negative) */
 static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
 
@@ -284,6 +316,7 @@ int main(void)
     tcase_set_timeout(tv, 300);
     tcase_add_test(tv, accuracy);
     tcase_add_test(tv, paths_agree);
+    tcase_add_test(tv, underflow_edge);
     tcase_add_test(tv, lengths_and_compositions);
     tcase_add_test(tv, hard_activations);
     tcase_add_test(tv, bias_then_activation);

@@ -1515,6 +1515,14 @@ START_TEST(test_parallel_paths)
         dev_value rows[2] = {randt(dt, 2, DIMS(300, 700), 6), IV(-1)};
         par_case(ISA_REDUCE_SUM, 0, rows, "reduce_sum of rows, arbitrary floats");
         release_all(rows, 2);
+        if (dt == F32) { /* attention's scores, every other one masked as GPT-2 masks them */
+            dev_value sc = randt(dt, 3, DIMS(4, 64, 64), 4);
+            float *d = sc.u.t->data;
+            for (int64_t i = 0; i < sc.u.t->count; i += 2)
+                d[i] = -0x1.fffffep127f;
+            par_case(ISA_SOFTMAX, (uint32_t)-1, &sc, "softmax of rows, half of them masked");
+            dev_value_release(&sc);
+        }
         /* columns of N (few rows), ta and tb */
         dev_value cin[3] = {big(dt, 2, DIMS(512, 4), 1), big(dt, 2, DIMS(1024, 512), 2), big(dt, 2, DIMS(4, 1), 3)};
         par_case(ISA_FUSED_MATMUL, ISA_OPT_TRANS_A | ISA_OPT_TRANS_B | TANH, cin, "fused_matmul columns");
