@@ -569,6 +569,18 @@ START_TEST(stays_apart)
 }
 END_TEST
 
+/* same_as_unfused of a product's three inputs scaled by 3, so that every
+ * part of an activation after it is reached */
+static void same_as_unfused_x3(const char *src, tfvm_tensor **args)
+{
+    for (int k = 0; k < 3; k++) {
+        float *d = tfvm_tensor_data(args[k]);
+        for (int64_t j = 0; j < tfvm_tensor_count(args[k]); j++)
+            d[j] *= 3.0f;
+    }
+    same_as_unfused(src, args, 3);
+}
+
 /* The activations spelled in primitive ops as the importers and exporters
  * spell them fuse into the product (one instruction left besides ARGs and
  * the RESULT), with results bit for bit those of -O0; near misses fuse only
@@ -634,13 +646,7 @@ START_TEST(activations)
             args[1] = tensor(2, (int64_t[]){6, 5}, 12);
             args[2] = tensor(1, (int64_t[]){5}, 13);
         }
-        /* scale the inputs so that the activations' every part is reached */
-        for (int k = 0; k < 3; k++) {
-            float *d = tfvm_tensor_data(args[k]);
-            for (int64_t j = 0; j < tfvm_tensor_count(args[k]); j++)
-                d[j] *= 3.0f;
-        }
-        same_as_unfused(cases[i].src, args, 3);
+        same_as_unfused_x3(cases[i].src, args);
     }
 }
 END_TEST
@@ -679,12 +685,7 @@ START_TEST(relabeled_activation)
         tfvm_program_free(p);
         tfvm_tensor *args[3] = {tensor(2, (int64_t[]){7, 6}, 11), tensor(2, (int64_t[]){6, 5}, 12),
                                 tensor(1, (int64_t[]){5}, 13)};
-        for (int k = 0; k < 3; k++) {
-            float *d = tfvm_tensor_data(args[k]);
-            for (int64_t j = 0; j < tfvm_tensor_count(args[k]); j++)
-                d[j] *= 3.0f;
-        }
-        same_as_unfused(cases[i].src, args, 3);
+        same_as_unfused_x3(cases[i].src, args);
     }
 }
 END_TEST
