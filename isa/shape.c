@@ -390,7 +390,7 @@ static tfvm_status rule_along_axis(rule *c)
     return TFVM_OK;
 }
 
-/* CUMSUM, TRILU, LRN, BITCAST: x's shape. */
+/* CUMSUM, TRILU, LRN, BITCAST, SCATTER_ROWS: x's shape. */
 static tfvm_status rule_same(rule *c)
 {
     same_shape(c->o, &c->x[0]);
@@ -932,6 +932,7 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_RESIZE] = rule_resize,
     [ISA_PADV] = rule_pad,
     [ISA_STACK_PUT] = rule_stack_put,
+    [ISA_SCATTER_ROWS] = rule_same,
 };
 
 /* Elementwise ops (every compute class but TENSOR) broadcast their operands. */

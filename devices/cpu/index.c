@@ -1,6 +1,7 @@
 /* devices/cpu/index.c — ops driven by indices: GATHER_ELEMENTS, TOPK (the
- * indices of the k best), ONEHOT, and STACK_PUT, the scan-output accumulator
- * that grows in place when it holds the only reference to its tensor. */
+ * indices of the k best), ONEHOT, STACK_PUT, the scan-output accumulator
+ * that grows in place when it holds the only reference to its tensor, and
+ * SCATTER_ROWS. */
 #include "devices/cpu/kern.h"
 
 #include <math.h>
@@ -301,5 +302,48 @@ tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (row)
         memcpy(d + (size_t)i * row, v->data, row);
     *out = (dev_value){.dtype = nt->dtype, .is_tensor = 1, .u.t = nt};
+    return TFVM_OK;
+}
+
+/* ---- SCATTER_ROWS -----------------------------------------------------------------------
+ * x with row idx[j] replaced by v[j], j = 0, 1, ... in order, so that of two
+ * updates of one row the later stays (ONNX Runtime's ScatterND); a copy of x
+ * and then one copy of each update row: time linear in x and v, where the
+ * importers' one-hot product had taken every update times every row (and
+ * spread an update's inf or NaN over rows it did not hit). */
+tfvm_status dev_cpu_scatter_rows(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0], *ix = &in[1], *v = &in[2];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    if (x->rank < 1)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "x must have rows (rank >= 1), got %s", dev_kshape(x, s1));
+    if (ix->dtype != TFVM_I64 || ix->rank != 1)
+        return dev_kfail(k, TFVM_ERR_TYPE, "indices must be an i64 vector, got %s", dev_kdesc(ix, s1));
+    if (v->dtype != x->dtype)
+        return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: x %s and v %s", dev_kdesc(x, s1), dev_kdesc(v, s2));
+    bool fits = v->rank == x->rank && v->dims[0] == ix->dims[0];
+    for (int j = 1; fits && j < x->rank; j++)
+        fits = v->dims[j] == x->dims[j];
+    if (!fits)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "v %s must be %lld rows like those of x %s", dev_kshape(v, s1),
+                         (long long)ix->dims[0], dev_kshape(x, s2));
+    const int64_t R = x->dims[0], n = ix->dims[0];
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t r = ((const int64_t *)ix->data)[j];
+        if (r < 0 || r >= R)
+            return dev_kfail(k, TFVM_ERR_ARGUMENT, "index %lld out of range for %lld rows", (long long)r,
+                             (long long)R);
+    }
+    dev_value res;
+    void *o;
+    tfvm_status st = dev_kresult(k, x->dtype, x->rank, x->dims, &res, &o);
+    if (st)
+        return st;
+    const size_t esz = dev_kesize(x->dtype), row = R ? (size_t)(x->count / R) * esz : 0;
+    if (x->count)
+        memcpy(o, x->data, (size_t)x->count * esz);
+    for (int64_t j = 0; j < n && row; j++)
+        memcpy((char *)o + (size_t)((const int64_t *)ix->data)[j] * row, (const char *)v->data + (size_t)j * row, row);
+    *out = res;
     return TFVM_OK;
 }

@@ -269,6 +269,7 @@ tfvm_status dev_cpu_gather_elements(dev_kctx *k, const dev_kview *in, dev_value 
 tfvm_status dev_cpu_topk(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_onehot(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_stack_put(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_scatter_rows(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_resize2(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_grid_sample(dev_kctx *k, const dev_kview *in, dev_value *out); /* image.c */

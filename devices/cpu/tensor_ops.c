@@ -408,7 +408,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_COL2IM] = dev_cpu_col2im, [ISA_ROI_ALIGN] = dev_cpu_roi_align,
     [ISA_DEFORM_CONV] = dev_cpu_deform_conv,
     [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
-    [ISA_STACK_PUT] = dev_cpu_stack_put,
+    [ISA_STACK_PUT] = dev_cpu_stack_put,     [ISA_SCATTER_ROWS] = dev_cpu_scatter_rows,
     [ISA_LSTM_CELL_C] = dev_cpu_rnn_cell, [ISA_LSTM_CELL_H] = dev_cpu_rnn_cell, [ISA_GRU_CELL] = dev_cpu_rnn_cell,
     [ISA_LSTM_STEP] = dev_cpu_rnn_step, [ISA_GRU_STEP] = dev_cpu_rnn_step,
     [ISA_BITCAST] = dev_cpu_bitcast,     [ISA_NONZERO] = dev_cpu_nonzero,

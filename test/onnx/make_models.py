@@ -352,6 +352,18 @@ def scatter_one():
     save("scatter_one.onnx", g)
 
 
+def scatter_static():
+    # ScatterND and ScatterElements without a reduction on static dims: rows set in order (a later
+    # update of a row wins, as in ONNX Runtime), an update's inf only in its own row
+    i64 = lambda n, s: H.make_tensor_value_info(n, TP.INT64, s)
+    nodes = [H.make_node("ScatterND", ["x", "ni", "nu"], ["s"]),
+             H.make_node("ScatterElements", ["x", "ei", "eu"], ["e"], axis=0)]
+    g = H.make_graph(nodes, "scatter_static", [f32("x", [3, 2]), i64("ni", [3, 1]), f32("nu", [3, 2]),
+                                               i64("ei", [1, 2]), f32("eu", [1, 2])],
+                     [f32("s", [3, 2]), f32("e", [3, 2])])
+    save("scatter_static.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -386,5 +398,6 @@ if __name__ == "__main__":
     u64_ops()
     scatter_dynamic()
     scatter_one()
+    scatter_static()
     cast_x86()
     print("make_models.py: models in", OUT)

@@ -316,6 +316,43 @@ START_TEST(test_onehot)
 }
 END_TEST
 
+/* SCATTER_ROWS: rows replaced in order (the later of two updates of a row
+ * stays), x itself untouched; an update's inf or NaN only in its own row. */
+START_TEST(test_scatter_rows)
+{
+    OK(ISA_SCATTER_ROWS, 0, (T(F32, (3, 2), 1, 2, 3, 4, 5, 6), T(I64, (2), 2, 0), T(F32, (2, 2), 7, 8, 9, 10)), F32,
+       (3, 2), 9, 10, 3, 4, 7, 8);
+    OK(ISA_SCATTER_ROWS, 0, (T(I32, (3), 1, 2, 3), T(I64, (3), 1, 1, 0), T(I32, (3), 5, 6, 7)), I32, (3), 7, 6, 3);
+    OK(ISA_SCATTER_ROWS, 0, (T(F64, (2, 1), 1, 2), T(I64, (1), 1), T(F64, (1, 1), INFINITY)), F64, (2, 1), 1, INFINITY);
+    OK(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2), 1, 2, 3, 4), IV0, T(F32, (0, 2))), F32, (2, 2), 1, 2, 3, 4);
+    OK(ISA_SCATTER_ROWS, 0, (T(B, (2), 0, 0), T(I64, (1), 0), T(B, (1), 1)), B, (2), 1, 0);
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I64, (1), 2), T(F32, (1, 2))), AR,
+          "scatter_rows: index 2 out of range for 2 rows");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I64, (1), -1), T(F32, (1, 2))), AR,
+          "scatter_rows: index -1 out of range for 2 rows");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I32, (1), 0), T(F32, (1, 2))), TY,
+          "scatter_rows: indices must be an i64 vector, got i32 [1]");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), sc64(0), T(F32, (1, 2))), TY,
+          "scatter_rows: indices must be an i64 vector, got i64 []");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I64, (1), 0), T(F64, (1, 2))), TY,
+          "scatter_rows: dtype mismatch: x f32 [2, 2] and v f64 [1, 2]");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I64, (1), 0), T(F32, (1, 3))), SH,
+          "scatter_rows: v [1, 3] must be 1 rows like those of x [2, 2]");
+    FAILS(ISA_SCATTER_ROWS, 0, (T(F32, (2, 2)), T(I64, (2), 0, 1), T(F32, (1, 2))), SH,
+          "scatter_rows: v [1, 2] must be 2 rows like those of x [2, 2]");
+    FAILS(ISA_SCATTER_ROWS, 0, (sc(F32, 1), T(I64, (1), 0), T(F32, (1))), SH,
+          "scatter_rows: x must have rows (rank >= 1), got []");
+    /* x stays as it was */
+    dev_value x = T(I32, (2), 1, 2), out;
+    dev_value_retain(&x);
+    ck_assert_int_eq(C(ISA_SCATTER_ROWS, 0, &out, x, T(I64, (1), 0), T(I32, (1), 9)), TFVM_OK);
+    ck_assert_int_eq(((int32_t *)x.u.t->data)[0], 1);
+    ck_assert_int_eq(((int32_t *)out.u.t->data)[0], 9);
+    dev_value_release(&out);
+    dev_value_release(&x);
+}
+END_TEST
+
 /* STACK_PUT: new stacks, growth, overwrites; in place only when unshared. */
 START_TEST(test_stack_put)
 {
@@ -564,6 +601,7 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_RESIZE: in[0] = T(dt, (2, 2), 1, 0, 1, 1); in[1] = T(F32, (2), 2, 2); in[2] = IV0; break;
     case ISA_LRN: in[0] = T(dt, (1, 2), 1, 0); in[1] = T(F32, (4), 1, 1, 1, 1); break;
     case ISA_STACK_PUT: in[0] = T(dt, (1, 2), 1, 0); in[1] = sc64(40); in[2] = T(dt, (2), 1, 0); break;
+    case ISA_SCATTER_ROWS: in[0] = T(dt, (2), 1, 0); in[1] = T(I64, (1), 1); in[2] = T(dt, (1), 1); break;
     case ISA_MAXPOOL:
     case ISA_AVGPOOL: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = IV(2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1); break;
     /* the tensor ops before issue 10 */
@@ -797,6 +835,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_topk);
     tcase_add_test(tc, test_onehot);
     tcase_add_test(tc, test_stack_put);
+    tcase_add_test(tc, test_scatter_rows);
     tcase_add_test(tc, test_stack_put_growth);
     tcase_add_test(tc, test_resize);
     tcase_add_test(tc, test_lrn);

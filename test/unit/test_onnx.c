@@ -457,6 +457,38 @@ START_TEST(scatter_dynamic_shapes)
 }
 END_TEST
 
+/* ScatterND and ScatterElements without a reduction on static dims: each
+ * update row written once, in order (row 2 updated twice keeps the later,
+ * as ONNX Runtime does), an update's inf or NaN in its own place only (the
+ * one-hot product that lowered them had summed repeated rows and spread
+ * 0 * inf = NaN over every row) */
+START_TEST(scatter_rows_in_order)
+{
+    tfvm_program *p = compile_ok(M "scatter_static.onnx");
+    const int64_t d32[2] = {3, 2}, d31[2] = {3, 1}, d12[2] = {1, 2};
+    static const float x[6] = {0, 1, 2, 3, 4, 5}, nu[6] = {10, 11, INFINITY, 13, 14, 15}, eu[2] = {20, NAN};
+    static const int64_t ni[3] = {2, 0, 2}, ei[2] = {2, 0};
+    static const float s[6] = {INFINITY, 13, 2, 3, 14, 15}, e[6] = {0, NAN, 2, 3, 20, 5};
+    tfvm_tensor *t[5] = {ftensor(2, d32, x), tfvm_tensor_new(TFVM_I64, 2, d31, NULL), ftensor(2, d32, nu),
+                         tfvm_tensor_new(TFVM_I64, 2, d12, NULL), ftensor(2, d12, eu)};
+    memcpy(tfvm_tensor_data(t[1]), ni, sizeof ni);
+    memcpy(tfvm_tensor_data(t[3]), ei, sizeof ei);
+    tfvm_value args[5], res[2];
+    for (int k = 0; k < 5; k++)
+        args[k] = tfvm_tensor_value(t[k]);
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, args, 5, res, 2, mode);
+        check_f32(&res[0], 2, d32, s);
+        check_f32(&res[1], 2, d32, e);
+        tfvm_value_release(&res[0]);
+        tfvm_value_release(&res[1]);
+    }
+    for (int k = 0; k < 5; k++)
+        tfvm_tensor_free(t[k]);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* ScatterND of one element (an index tuple as long as data's rank) into data
  * of symbolic dims: one STACK_PUT on the data flattened, the shape put back;
  * a negative index counts from the end */
@@ -632,6 +664,7 @@ int main(void)
     tcase_add_test(tc, scripted_scatter);
     tcase_add_test(tc, u64_beyond_i64);
     tcase_add_test(tc, scatter_dynamic_shapes);
+    tcase_add_test(tc, scatter_rows_in_order);
     tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);

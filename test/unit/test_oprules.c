@@ -525,6 +525,21 @@ static void g_stack_put(gen *g, uint32_t op)
     add_x(g, r, d);
 }
 
+/* SCATTER_ROWS: x with rows, 0-3 in-range row numbers, as many rows like x's */
+static void g_scatter_rows(gen *g, uint32_t op)
+{
+    (void)op;
+    int64_t d[4], v[4], n = rnd(g, 0, 3), ix[3];
+    int r = shape(g, 1, 3, 1, 3, d);
+    add_x(g, r, d);
+    for (int64_t j = 0; j < n; j++)
+        ix[j] = rnd(g, 0, (int)d[0] - 1);
+    add_i64s(g, (int)n, ix);
+    memcpy(v, d, sizeof(int64_t) * (size_t)r);
+    v[0] = n;
+    add_x(g, r, v);
+}
+
 static void g_gather(gen *g, uint32_t op)
 {
     (void)op;
@@ -614,6 +629,7 @@ static const row rows[] = {
     {ISA_GATHER_ELEMENTS, g_gather_elements, EXACT}, {ISA_TOPK, g_topk, EXACT},
     {ISA_ONEHOT, g_onehot, EXACT},          {ISA_RESIZE, g_resize, EXACT},
     {ISA_PADV, g_per_axis, EXACT},          {ISA_STACK_PUT, g_stack_put, PARTIAL},
+    {ISA_SCATTER_ROWS, g_scatter_rows, EXACT},
 };
 
 /* The elementwise classes share one generator each. */
