@@ -1520,7 +1520,11 @@ typedef struct interrupter {
 static void *interrupt_thread(void *arg)
 {
     interrupter *it = arg;
-    struct timespec ts = {0, 1000000};
+    /* (the first interrupt 10 ms in: one that lands before the run's first
+     * firing stops it at its ARG, which a loaded machine made happen under
+     * TSan) */
+    struct timespec ts = {0, 1000000}, start = {0, 10000000};
+    nanosleep(&start, NULL);
     while (!atomic_load(&it->done)) {
         tfvm_interrupt(it->vm);
         nanosleep(&ts, NULL);
