@@ -108,6 +108,19 @@ static inline void pt_logsplit(float x, float *m, float *e)
             o[i] = pt_##f(x[i]);                                       \
     }
 PT_MAP(exp)
+/* exp(x - m) into o and the sum of o in double (dev_expf_sub_sum) */
+static double pt_exp_sub_sum(float *o, const float *x, float m, size_t n)
+{
+    double p[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            p[l] += (double)(o[i + l] = pt_exp(x[i + l] - m));
+    double s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+    for (; i < n; i++)
+        s += (double)(o[i] = pt_exp(x[i] - m));
+    return s;
+}
 PT_MAP(sigmoid)
 PT_MAP(erf)
 PT_MAP(tanh)
@@ -213,6 +226,31 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
         }                                                                      \
     }
 A2_MAP(exp)
+A2 static double a2_exp_sub_sum(float *o, const float *x, float m, size_t n)
+{
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = a2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(o + i, e);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double a[4], b[4];
+    _mm256_storeu_pd(a, lo);
+    _mm256_storeu_pd(b, hi);
+    double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((b[0] + b[1]) + (b[2] + b[3]));
+    if (i < n) {
+        float in[8] = {0}, out[8];
+        memcpy(in, x + i, (n - i) * sizeof *in);
+        _mm256_storeu_ps(out, a2_exp(_mm256_sub_ps(_mm256_loadu_ps(in), mv)));
+        memcpy(o + i, out, (n - i) * sizeof *out);
+        for (; i < n; i++)
+            s += (double)o[i];
+    }
+    return s;
+}
 A2_MAP(sigmoid)
 A2_MAP(erf)
 A2_MAP(tanh)
@@ -325,6 +363,33 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
         }                                                                            \
     }
 A5_MAP(exp)
+A5 static double a5_exp_sub_sum(float *o, const float *x, float m, size_t n)
+{
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512d acc = _mm512_setzero_pd(); /* lane l: elements l mod 8 of the whole groups of 8 */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = a5_exp(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        _mm512_storeu_ps(o + i, e);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 e = a5_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv));
+        _mm512_mask_storeu_ps(o + i, k, e);
+        if (n - i >= 8) {
+            acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            i += 8;
+        }
+    }
+    double a[8];
+    _mm512_storeu_pd(a, acc);
+    double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; i < n; i++)
+        s += (double)o[i];
+    return s;
+}
 A5_MAP(sigmoid)
 A5_MAP(erf)
 A5_MAP(tanh)
@@ -425,6 +490,17 @@ void dev_bias_actf_n(dev_bias_act a, float *c, size_t n, const float *b, bool ve
 }
 
 void dev_expf_n(float *o, const float *x, size_t n) { fn(F_EXP)(o, x, n); }
+
+double dev_expf_sub_sum(float *o, const float *x, float m, size_t n)
+{
+    switch (dev_act_current()) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    case DEV_ACT_AVX512: return a5_exp_sub_sum(o, x, m, n);
+    case DEV_ACT_AVX2: return a2_exp_sub_sum(o, x, m, n);
+#endif
+    default: return pt_exp_sub_sum(o, x, m, n);
+    }
+}
 void dev_sigmoidf_n(float *o, const float *x, size_t n) { fn(F_SIGMOID)(o, x, n); }
 void dev_erff_n(float *o, const float *x, size_t n) { fn(F_ERF)(o, x, n); }
 void dev_siluf_n(float *o, const float *x, size_t n) { fn(F_SILU)(o, x, n); }

@@ -14,6 +14,11 @@
  * it). */
 void dev_tanhf_n(float *o, const float *x, size_t n);
 void dev_expf_n(float *o, const float *x, size_t n);
+/* o[i] = exp(x[i] - m), x - m rounded to f32 first (EXP of SUB), and the sum
+ * of o in double: eight partial sums (i mod 8) over the whole groups of
+ * eight, added ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), then the last n % 8
+ * in order (a softmax row's exponentials and their sum, in one pass) */
+double dev_expf_sub_sum(float *o, const float *x, float m, size_t n);
 void dev_sigmoidf_n(float *o, const float *x, size_t n);
 void dev_erff_n(float *o, const float *x, size_t n);
 void dev_logf_n(float *o, const float *x, size_t n);

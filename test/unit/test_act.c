@@ -175,6 +175,52 @@ START_TEST(underflow_edge)
 }
 END_TEST
 
+/* dev_expf_sub_sum on every path and length 0..70: the exponentials bit for
+ * bit EXP of x - m (dev_expf_n on the differences), the sum the documented
+ * order's (eight partial sums over whole groups of 8, paired, then the
+ * rest), inf, huge and masked (-3.4e38) elements among them */
+START_TEST(exp_sub_sum)
+{
+    float x[72], d[72], want[72], got[72];
+    uint32_t seed = 5;
+    for (int j = 0; j < 72; j++) {
+        seed = seed * 1103515245u + 12345u;
+        /* the eight lanes' exponentials some 2^10 apart (e^-24 .. e^25) */
+        x[j] = (float)(j % 8) * 7.0f - 24.0f + (float)(seed >> 8 & 0xFFFF) / 65536.0f;
+        if (seed % 7 == 0)
+            x[j] = -0x1.fffffep127f;
+    }
+    x[5] = -INFINITY;
+    x[40] = 1e30f;
+    for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
+        if (!dev_act_force((dev_act_isa)isa))
+            continue;
+        for (size_t n = 0; n <= 70; n++) {
+            const float m = n > 40 ? 3.5f : 0.25f;
+            for (size_t j = 0; j < n; j++)
+                d[j] = x[j] - m;
+            dev_expf_n(want, d, n);
+            double p[8] = {0}, ref;
+            size_t j = 0;
+            for (; j + 8 <= n; j += 8)
+                for (int l = 0; l < 8; l++)
+                    p[l] += (double)want[j + l];
+            ref = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+            for (; j < n; j++)
+                ref += (double)want[j];
+            memset(got, 0x55, sizeof got);
+            const double sum = dev_expf_sub_sum(got, x, m, n);
+            ck_assert_msg(memcmp(&sum, &ref, sizeof sum) == 0, "%s n=%zu: sum %a, want %a", isa_names[isa], n, sum, ref);
+            ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0, "%s n=%zu: exponentials differ", isa_names[isa], n);
+            uint32_t past;
+            memcpy(&past, &got[n], sizeof past);
+            ck_assert_msg(past == 0x55555555u, "%s n=%zu: wrote past n", isa_names[isa], n);
+        }
+    }
+    dev_act_force(DEV_ACT_AUTO);
+}
+END_TEST
+
 /* the same bits, or both NaN (log of a negative) */
 static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
 
@@ -317,6 +363,7 @@ int main(void)
     tcase_add_test(tv, accuracy);
     tcase_add_test(tv, paths_agree);
     tcase_add_test(tv, underflow_edge);
+    tcase_add_test(tv, exp_sub_sum);
     tcase_add_test(tv, lengths_and_compositions);
     tcase_add_test(tv, hard_activations);
     tcase_add_test(tv, bias_then_activation);
