@@ -1608,6 +1608,41 @@ static cc_node *relabeled_activation(const fuse_state *S, cc_node *n, const cc_b
     return *act ? r : NULL;
 }
 
+/* Value y = (n, 0) (a sum of a product and its bias, or a product with no
+ * bias) with its activation taken into the fused op that replaces it: the
+ * node that is to become that op. The activation (am, none: am->act 0)
+ * directly on y: its inner ops go and its last op is returned, the fused
+ * op's place; through a RESHAPE (relabeled_activation): n itself is
+ * returned, and the activation's last op becomes the RESHAPE of n. */
+static cc_node *take_activation(cc *C, fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am,
+                                cc_node **next)
+{
+    cc_node *act = sum_activation(S, n, b, d, am), *relabel = NULL;
+    if (!act)
+        relabel = relabeled_activation(S, n, b, d, am, &act);
+    if (!act) {
+        *am = (act_match){0};
+        return n;
+    }
+    for (int k = 0; k < am->n_inner; k++)
+        unlink_past(am->inner[k], next);
+    if (!relabel) {
+        if (*next == act)
+            *next = act->next;
+        return act;
+    }
+    cc_irval *rin = cc_array(C, relabel->n_in, sizeof *rin);
+    rin[0] = (cc_irval){n, 0};
+    for (uint32_t k = 1; k < relabel->n_in; k++)
+        rin[k] = relabel->in[k];
+    act->op = ISA_RESHAPE;
+    act->attr = relabel->attr;
+    act->in = rin;
+    act->n_in = relabel->n_in;
+    unlink_past(relabel, next);
+    return n;
+}
+
 static void fuse_block(cc *C, cc_blk *b, void *ud)
 {
     fuse_state *S = ud;
@@ -1641,35 +1676,15 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
             continue;
         }
         act_match am = {0};
-        cc_node *act = sum_activation(S, n, b, d, &am), *relabel = NULL;
-        if (!act)
-            relabel = relabeled_activation(S, n, b, d, &am, &act);
-        cc_node *target = act && !relabel ? act : n;
         bool conv = prod->op == ISA_CONV2D;
         cc_irval *in = cc_array(C, conv ? 4 : 3, sizeof *in);
         for (uint32_t k = 0; k < prod->n_in; k++)
             in[k] = cc_resolve(prod->in[k]);
         in[prod->n_in] = bias;
-        if (relabel) { /* the sum becomes the fused op; the activation's last op the RESHAPE of it */
-            for (int k = 0; k < am.n_inner; k++)
-                unlink_past(am.inner[k], &next);
-            cc_irval *rin = cc_array(C, relabel->n_in, sizeof *rin);
-            rin[0] = (cc_irval){n, 0};
-            for (uint32_t k = 1; k < relabel->n_in; k++)
-                rin[k] = relabel->in[k];
-            act->op = ISA_RESHAPE;
-            act->attr = relabel->attr;
-            act->in = rin;
-            act->n_in = relabel->n_in;
-            unlink_past(relabel, &next);
-        } else if (act) { /* the sum and the activation's inner ops go; its last op becomes the fused op */
-            for (int k = 0; k < am.n_inner; k++)
-                unlink_past(am.inner[k], &next);
-            if (next == act)
-                next = act->next;
+        cc_node *target = take_activation(C, S, n, b, d, &am, &next);
+        if (target != n)
             cc_node_unlink(n);
-        }
-        target->attr = (conv ? 0 : prod->attr) | (act ? am.act : 0);
+        target->attr = (conv ? 0 : prod->attr) | am.act;
         target->op = conv ? ISA_FUSED_CONV2D : ISA_FUSED_MATMUL;
         target->in = in;
         target->n_in = prod->n_in + 1;
@@ -1681,6 +1696,47 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
                 next = reshape->next;
             cc_node_unlink(reshape);
         }
+        S->fused++;
+        n = next;
+    }
+}
+
+/* A MATMUL with no bias whose value only an activation uses (T5's and
+ * Llama's bias-free Linear layers before ReLU or SiLU): one FUSED_MATMUL
+ * whose bias is a scalar -0, which adds nothing to any element (x + -0 is x,
+ * -0 included), so the bits of the activation on the product. */
+static void fuse_unbiased_block(cc *C, cc_blk *b, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *n = b->first; n;) {
+        cc_node *next = n->next;
+        const uint8_t d = n->n_out ? n->types[0].dtype : 0;
+        if (n->kind != CC_N_OP || n->op != ISA_MATMUL || n->n_in != 2 || !isa_dtype_float(d)) {
+            n = next;
+            continue;
+        }
+        act_match am = {0};
+        cc_node *target = take_activation(C, S, n, b, d, &am, &next);
+        if (!am.act) {
+            n = next;
+            continue;
+        }
+        cc_irval *in = cc_array(C, 3, sizeof *in);
+        in[0] = cc_resolve(n->in[0]);
+        in[1] = cc_resolve(n->in[1]);
+        const dev_value negzero = d == TFVM_F32 ? (dev_value){.dtype = TFVM_F32, .u.f32 = -0.0f}
+                                                : (dev_value){.dtype = TFVM_F64, .u.f64 = -0.0};
+        in[2] = new_const(C, n, &negzero);
+        const uint32_t attr = n->attr | am.act;
+        if (target != n) {
+            if (next == n)
+                next = n->next;
+            cc_node_unlink(n);
+        }
+        target->attr = attr;
+        target->op = ISA_FUSED_MATMUL;
+        target->in = in;
+        target->n_in = 3;
         S->fused++;
         n = next;
     }
@@ -2125,7 +2181,10 @@ static void fuse(cc *C, cc_ifn *fn)
     fuse_state R = counted_uses(C, fn);
     each_block(C, fn->top, fuse_residual_block, &R); /* (makes no nodes) */
     each_block(C, fn->top, gather_first_block, &R);
-    /* and again: the residual sums took convolutions into their ADDs */
+    /* again (the residual sums took convolutions into their ADDs, gathers
+     * replaced products): activations on products without a bias */
+    fuse_state U = counted_uses(C, fn);
+    each_block(C, fn->top, fuse_unbiased_block, &U);
     fuse_state L = counted_uses(C, fn);
     each_block(C, fn->top, channels_last_block, &L);
 }

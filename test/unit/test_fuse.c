@@ -690,6 +690,53 @@ START_TEST(relabeled_activation)
 }
 END_TEST
 
+/* A product with no bias and an activation (T5's, Llama's bias-free Linear
+ * layers) becomes one FUSED_MATMUL whose bias is a scalar -0, which adds
+ * nothing to any element: results bit for bit -O0's (a zero row and negative
+ * weights among the inputs). Through a RESHAPE too; a product used again
+ * keeps its activation apart. */
+START_TEST(unbiased_activation)
+{
+#define UB "fn main(x: f32[4, 6], w: f32[6, 5]) -> f32[4, 5] {\n    let s = matmul(x, w);\n    "
+#define UR "fn main(x: f32[4, 6], w: f32[6, 5]) -> f32[1, 4, 5] {\n    let s = reshape(matmul(x, w), [1, 4, 5]);\n    "
+    static const struct {
+        const char *src;
+        uint32_t act, left; /* the fused op's activation; ops left but ARG, CONST, RESULT, the fused op, RESHAPE */
+    } cases[] = {
+        {UB "relu(s)\n}\n", ISA_OPT_ACT_RELU, 0},
+        {UB "s * sigmoid(s)\n}\n", ISA_OPT_ACT_SILU, 0},
+        {UB "(s * (erf(s / 1.4142135) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU, 0},
+        {UR "relu(s)\n}\n", ISA_OPT_ACT_RELU, 0},
+        {UB "relu(s) + s\n}\n", 0, 2},
+    };
+#undef UB
+#undef UR
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        const uint32_t fused = count(p, ISA_FUSED_MATMUL);
+        ck_assert_msg(fused == (cases[i].act ? 1u : 0u), "case %zu: %u fused", i, fused);
+        if (cases[i].act)
+            ck_assert_msg(attr_of(p, ISA_FUSED_MATMUL) == cases[i].act, "case %zu: act 0x%x", i,
+                          attr_of(p, ISA_FUSED_MATMUL));
+        uint32_t left = 0;
+        for (uint32_t k = 0; k < p->isa.n_insts; k++) {
+            const isa_op op = p->isa.insts[k].op;
+            left += op != ISA_ARG && op != ISA_CONST && op != ISA_RESULT && op != ISA_FUSED_MATMUL &&
+                    op != ISA_RESHAPE && op != ISA_MATMUL;
+        }
+        ck_assert_msg(left == cases[i].left, "case %zu: %u instructions left", i, left);
+        tfvm_program_free(p);
+        tfvm_tensor *args[2] = {tensor(2, (int64_t[]){4, 6}, 11), tensor(2, (int64_t[]){6, 5}, 12)};
+        float *xd = tfvm_tensor_data(args[0]), *wd = tfvm_tensor_data(args[1]);
+        for (int64_t j = 0; j < 24; j++)
+            xd[j] = j < 6 ? 0.0f : xd[j] * 3.0f;
+        for (int64_t j = 0; j < 30; j++)
+            wd[j] = j % 5 == 1 ? -fabsf(wd[j]) - 1.0f : wd[j] * 3.0f;
+        same_as_unfused(cases[i].src, args, 2);
+    }
+}
+END_TEST
+
 /* tensor folding: small results and rearranged weights fold, a big fill of
  * a small constant stays a FILL (the size heuristic of compiler/opt.c) */
 START_TEST(folding)
@@ -718,6 +765,7 @@ int main(void)
     TCase *tc = tcase_create("fuse");
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, relabeled_activation);
+    tcase_add_test(tc, unbiased_activation);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, channels_last_pair);
     tcase_add_test(tc, residual);
