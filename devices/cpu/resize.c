@@ -110,6 +110,38 @@ static tfvm_status out_dims(dev_kctx *k, const dev_kview *x, const dev_kview *sc
     return TFVM_OK;
 }
 
+/* Bilinear over the last two axes, the others kept (a segmentation head's
+ * upsampling): RESIZE_LINEAR's four corners in its order, its weights and
+ * its sums, without its per-element walk over the corners and axes (a
+ * [1, 21, 64, 64] -> [1, 21, 256, 256] upsampling took 19 ns an element) */
+#define RESIZE_BILINEAR(T)                                                                 \
+    do {                                                                                   \
+        const resize_axis *ry = &ax[R - 2], *rx = &ax[R - 1];                              \
+        const int64_t H = x->dims[R - 2], W = x->dims[R - 1], OH = od[R - 2], OW = od[R - 1]; \
+        const int64_t planes = count / (OH * OW);                                          \
+        const T *xp = x->data;                                                             \
+        T *op = o;                                                                         \
+        for (int64_t p = 0; p < planes; p++, xp += H * W)                                  \
+            for (int64_t qy = 0; qy < OH; qy++) {                                          \
+                const double wy = ry->w[qy], uy = 1 - wy;                                  \
+                const T *lo = xp + ry->lo[qy] * W, *hi = xp + ry->hi[qy] * W;              \
+                for (int64_t qx = 0; qx < OW; qx++, op++) {                                \
+                    const double wx = rx->w[qx], ux = 1 - wx;                              \
+                    const int64_t l = rx->lo[qx], h = rx->hi[qx];                          \
+                    double acc = 0, wt;                                                    \
+                    if ((wt = uy * ux) != 0)                                               \
+                        acc += wt * (double)lo[l];                                         \
+                    if ((wt = wy * ux) != 0)                                               \
+                        acc += wt * (double)hi[l];                                         \
+                    if ((wt = uy * wx) != 0)                                               \
+                        acc += wt * (double)lo[h];                                         \
+                    if ((wt = wy * wx) != 0)                                               \
+                        acc += wt * (double)hi[h];                                         \
+                    *op = (T)acc;                                                          \
+                }                                                                          \
+            }                                                                              \
+    } while (0)
+
 tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0], *sc = &in[1];
@@ -191,7 +223,16 @@ tfvm_status dev_cpu_resize(dev_kctx *k, const dev_kview *in, dev_value *out)
                 a->w[q] = c - f;
             }
         }
-        if (linear) {
+        /* bilinear over the last two axes, the others as they were */
+        bool last_two = linear && R >= 2 && m == 2 && ia[0] == R - 2 && ia[1] == R - 1;
+        for (int i = 0; last_two && i < R - 2; i++)
+            last_two = od[i] == x->dims[i];
+        if (last_two) {
+            if (x->dtype == TFVM_F32)
+                RESIZE_BILINEAR(float);
+            else
+                RESIZE_BILINEAR(double);
+        } else if (linear) {
             if (x->dtype == TFVM_F32)
                 RESIZE_LINEAR(float);
             else
