@@ -2171,8 +2171,88 @@ static fuse_state counted_uses(cc *C, cc_ifn *fn)
     return S;
 }
 
+/* ---- Taps that only ever read padding -------------------------------------------------
+ * A CONV2D's window rows (columns) at its edges that fall in the padding for
+ * every output position multiply zeros: DeepLabV3's ASPP convolves a 16x16
+ * map with 3x3 windows dilated by 12, 24 and 36 (pads as large), so all but
+ * the middle row and column read only padding, and the layer did nine
+ * times the work it needs (17 ms each of its three). The weights of the
+ * live taps and pads smaller by the dead rows' (columns') extent give the
+ * same output positions; the terms dropped were exact zeros (only the
+ * order in which the kernels sum the rest may round otherwise). Where a new
+ * pad would be negative the layer stays as it is. */
+/* The first and last taps (of k, dilation d) of an axis of n at stride s and
+ * pads pa, pb that some output position reads inside [0, n); false when
+ * none does */
+static bool live_taps(int64_t n, int64_t k, int64_t s, int64_t pa, int64_t pb, int64_t d, int64_t *first,
+                      int64_t *last)
+{
+    const int64_t span = n + pa + pb - (k - 1) * d - 1;
+    if (span < 0 || s < 1 || d < 1)
+        return false;
+    const int64_t outs = span / s + 1;
+    *first = -1;
+    for (int64_t i = 0; i < k; i++) {
+        const int64_t lo = i * d - pa, hi = lo + (outs - 1) * s; /* the rows tap i reads */
+        const int64_t t = lo >= 0 ? lo : lo + (-lo + s - 1) / s * s; /* its first at or after 0 */
+        if (t <= hi && t < n) {
+            if (*first < 0)
+                *first = i;
+            *last = i;
+        }
+    }
+    return *first >= 0;
+}
+
+static void dead_taps_block(cc *C, cc_blk *b, void *ud)
+{
+    (void)ud;
+    for (cc_node *n = b->first; n; n = n->next) {
+        int64_t p[9], r0, r1, c0, c1;
+        if (n->kind != CC_N_OP || n->op != ISA_CONV2D || n->n_in != 3 || !is_const(n->in[1]) ||
+            !conv_params(n->in[2], p))
+            continue;
+        const cc_vtype *xt = vtype(n->in[0]);
+        const cc_cval *w = cval(n->in[1]);
+        if (!known_rank(xt) || xt->rank != 4 || w->rank != 4 || !isa_dtype_float(w->dtype) || xt->dims[2] < 1 ||
+            xt->dims[3] < 1)
+            continue;
+        const int64_t KH = w->dims[2], KW = w->dims[3];
+        if (!live_taps(xt->dims[2], KH, p[0], p[2], p[4], p[6], &r0, &r1) ||
+            !live_taps(xt->dims[3], KW, p[1], p[3], p[5], p[7], &c0, &c1) ||
+            (r0 == 0 && r1 == KH - 1 && c0 == 0 && c1 == KW - 1))
+            continue;
+        int64_t q[9];
+        memcpy(q, p, sizeof q);
+        q[2] -= r0 * p[6];
+        q[4] -= (KH - 1 - r1) * p[6];
+        q[3] -= c0 * p[7];
+        q[5] -= (KW - 1 - c1) * p[7];
+        if (q[2] < 0 || q[3] < 0 || q[4] < 0 || q[5] < 0)
+            continue;
+        const int64_t kh = r1 - r0 + 1, kw = c1 - c0 + 1, planes = w->dims[0] * w->dims[1];
+        const size_t esz = tfvm_dtype_size((tfvm_dtype)w->dtype);
+        char *wd = cc_alloc(C, (size_t)(planes * kh * kw) * esz);
+        int64_t *pd = cc_alloc(C, sizeof q);
+        for (int64_t pl = 0; pl < planes; pl++)
+            for (int64_t i = 0; i < kh; i++)
+                memcpy(wd + (size_t)((pl * kh + i) * kw) * esz,
+                       (const char *)w->data + (size_t)((pl * KH + r0 + i) * KW + c0) * esz, (size_t)kw * esz);
+        memcpy(pd, q, sizeof q);
+        cc_cval wc = *w, pc = *cval(n->in[2]);
+        wc.dims[2] = kh;
+        wc.dims[3] = kw;
+        wc.nbytes = (size_t)(planes * kh * kw) * esz;
+        wc.data = wd;
+        pc.data = pd;
+        n->in[1] = new_tensor_const(C, n, &wc);
+        n->in[2] = new_tensor_const(C, n, &pc);
+    }
+}
+
 static void fuse(cc *C, cc_ifn *fn)
 {
+    each_block(C, fn->top, dead_taps_block, NULL); /* (before the counts: it makes no users) */
     fuse_state S = counted_uses(C, fn);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, affine_alone_block, &S);

@@ -737,6 +737,88 @@ START_TEST(unbiased_activation)
 }
 END_TEST
 
+/* Runs main at level opt on x: its one result (the caller frees it) */
+static tfvm_tensor *run_x(const char *src, int opt, tfvm_tensor *x)
+{
+    tfvm_program *p = compile_opt(src, opt);
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value in = tfvm_tensor_value(x), out;
+    ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    return out.tensor;
+}
+
+/* The shape of p's one rank-4 f32 constant of 4 output channels (the weights) */
+static void weight_dims(const tfvm_program *p, int64_t *kh, int64_t *kw)
+{
+    *kh = *kw = -1;
+    for (uint32_t c = 0; c < p->isa.n_consts; c++)
+        if (p->isa.consts[c].rank == 4 && p->isa.consts[c].dims[0] == 4) {
+            *kh = p->isa.consts[c].dims[2];
+            *kw = p->isa.consts[c].dims[3];
+        }
+}
+
+/* A CONV2D whose outer window rows and columns read only padding for every
+ * output (DeepLabV3's ASPP: 3x3 windows dilated past the map) keeps the
+ * live taps: on an 8x8 map dilated by 9 only the middle one, a 1x1 layer
+ * whose results are exactly those of the 1x1 convolution by the middle
+ * weights; by 4 with padding 4 every tap is live and the layer stays; by 9
+ * with pads 2 before and 9 after only the middle one is live too, but
+ * trimmed the layer would need a negative pad, and it stays. */
+START_TEST(dead_taps)
+{
+    char w[2048], src[4096], src1[4096];
+    size_t at = 0;
+    for (int i = 0; i < 4 * 3 * 9; i++)
+        at += (size_t)snprintf(w + at, sizeof w - at, "%s%.3f", i ? ", " : "", (double)((i * 37 % 23) - 11) / 7.0);
+    char mid[512];
+    at = 0;
+    for (int i = 0; i < 4 * 3; i++)
+        at += (size_t)snprintf(mid + at, sizeof mid - at, "%s%.3f", i ? ", " : "", (double)(((i * 9 + 4) * 37 % 23) - 11) / 7.0);
+    static const struct {
+        const char *pad;
+        int dil;
+        int64_t kh; /* the weights' window rows (and columns) left */
+    } cases[] = {{"9", 9, 1}, {"4", 4, 3}, {"[2, 2, 9, 9]", 9, 3}};
+    tfvm_tensor *x = tensor(4, (int64_t[]){1, 3, 8, 8}, 21);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(src, sizeof src,
+                 "fn main(x: f32[1, 3, 8, 8]) -> f32[1, 4, ?, ?] {\n"
+                 "    conv2d(x, cast<f32>(reshape([%s], [4, 3, 3, 3])), padding = %s, dilation = %d)\n}\n",
+                 w, cases[i].pad, cases[i].dil);
+        tfvm_program *p = compile_opt(src, 1);
+        int64_t kh, kw;
+        weight_dims(p, &kh, &kw);
+        ck_assert_msg(kh == cases[i].kh && kw == cases[i].kh, "case %zu: weights %lldx%lld", i, (long long)kh,
+                      (long long)kw);
+        tfvm_program_free(p);
+        tfvm_tensor *a = run_x(src, 1, x), *b = run_x(src, 0, x);
+        ck_assert_int_eq(tfvm_tensor_count(a), tfvm_tensor_count(b));
+        const float *fa = tfvm_tensor_cdata(a), *fb = tfvm_tensor_cdata(b);
+        for (int64_t j = 0; j < tfvm_tensor_count(a); j++)
+            ck_assert_msg(fabsf(fa[j] - fb[j]) <= 1e-5f * (fabsf(fb[j]) + 1), "case %zu: element %lld", i, (long long)j);
+        if (cases[i].kh == 1) { /* exactly the 1x1 convolution by the middle weights */
+            snprintf(src1, sizeof src1,
+                     "fn main(x: f32[1, 3, 8, 8]) -> f32[1, 4, 8, 8] {\n    conv2d(x, cast<f32>(reshape([%s], [4, 3, 1, 1])))\n}\n",
+                     mid);
+            tfvm_tensor *c = run_x(src1, 1, x);
+            ck_assert(memcmp(tfvm_tensor_cdata(a), tfvm_tensor_cdata(c), (size_t)tfvm_tensor_count(a) * sizeof(float)) ==
+                      0);
+            tfvm_tensor_free(c);
+        }
+        tfvm_tensor_free(a);
+        tfvm_tensor_free(b);
+    }
+    tfvm_tensor_free(x);
+}
+END_TEST
+
 /* tensor folding: small results and rearranged weights fold, a big fill of
  * a small constant stays a FILL (the size heuristic of compiler/opt.c) */
 START_TEST(folding)
@@ -766,6 +848,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, relabeled_activation);
     tcase_add_test(tc, unbiased_activation);
+    tcase_add_test(tc, dead_taps);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, channels_last_pair);
     tcase_add_test(tc, residual);
