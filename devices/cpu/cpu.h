@@ -22,7 +22,8 @@ tfvm_status dev_cpu_elementwise(isa_op op, uint32_t attr, const dev_value *in, d
 /* The input op's kernel may change in place when it holds the only
  * reference (dev_tensor_mine), or -1: STACK_PUT writes its row into input 0,
  * the reshapes (RESHAPE, SQUEEZE, UNSQUEEZE, FLATTEN, TRANSPOSE) relabel its
- * dims, FUSED_CONV2D_ADD writes its result over r (input 4). A caller that
+ * dims, SOFTMAX writes its rows over them, FUSED_CONV2D_ADD writes its
+ * result over r (input 4). A caller that
  * reads that value again after the call, or passes it to another of the
  * call's inputs, holds a reference of its own across it (the VM's frames:
  * vm_sinst.hold). */

@@ -482,7 +482,7 @@ static tfvm_status tensor_call(dev_kctx *k, const dev_value *in, uint32_t n_in, 
 int dev_cpu_in_place(isa_op op)
 {
     if (op == ISA_STACK_PUT || op == ISA_RESHAPE || op == ISA_SQUEEZE || op == ISA_UNSQUEEZE || op == ISA_FLATTEN ||
-        op == ISA_TRANSPOSE)
+        op == ISA_TRANSPOSE || op == ISA_SOFTMAX)
         return 0;
     return op == ISA_FUSED_CONV2D_ADD ? 4 : -1;
 }

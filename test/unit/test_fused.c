@@ -1433,9 +1433,16 @@ static void run_chunks(void *self, size_t n, size_t grain, dev_par_fn fn, void *
  * and with it the loop was split. Threads allocate, so the system allocator. */
 static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *what)
 {
-    dev_value serial, par;
+    dev_value serial, par, held[8];
     ck_assert_int_eq(dev_par_width(), 1);
-    tfvm_status st = dev_cpu_tensor(op, attr, in, (uint32_t)isa_ops[op].n_in, &serial, NULL, msg, sizeof msg);
+    /* held across the calls, which may otherwise write over an input that
+     * only one reference holds (dev_cpu_in_place) */
+    const uint32_t n_in = (uint32_t)isa_ops[op].n_in;
+    for (uint32_t k = 0; k < n_in; k++) {
+        held[k] = in[k];
+        dev_value_retain(&held[k]);
+    }
+    tfvm_status st = dev_cpu_tensor(op, attr, in, n_in, &serial, NULL, msg, sizeof msg);
     ck_assert_msg(st == TFVM_OK, "%s: %s", what, msg);
     const dev_par_runner *const runners[] = {&runner2, &runner};
     for (size_t ri = 0; ri < UT_COUNTOF(runners); ri++) {
@@ -1457,6 +1464,8 @@ static void par_case(isa_op op, uint32_t attr, const dev_value *in, const char *
         same_bits(&par, &want, what); /* (releases both) */
     }
     dev_value_release(&serial);
+    for (uint32_t k = 0; k < n_in; k++)
+        dev_value_release(&held[k]);
 }
 
 /* par_case for an elementwise op (elementwise.c's float chunks) */

@@ -365,6 +365,28 @@ START_TEST(test_resize_bilinear_last_two)
 }
 END_TEST
 
+/* SOFTMAX over the last axis of f32 writes its rows over x when the call
+ * holds x alone, and leaves a shared x as it was */
+START_TEST(test_softmax_in_place)
+{
+    dev_value x = T(F32, (2, 2), 0, 0, 1, 1), out;
+    tfvm_tensor *t = x.u.t;
+    ck_assert_int_eq(C(ISA_SOFTMAX, (uint32_t)-1, &out, x), TFVM_OK);
+    ck_assert_ptr_eq(out.u.t, t);
+    for (int i = 0; i < 4; i++)
+        ck_assert_float_eq(((float *)out.u.t->data)[i], 0.5f);
+    dev_value_release(&out);
+    dev_value y = T(F32, (1, 2), 0, 0);
+    dev_value_retain(&y);
+    ck_assert_int_eq(C(ISA_SOFTMAX, (uint32_t)-1, &out, y), TFVM_OK);
+    ck_assert_ptr_ne(out.u.t, y.u.t);
+    ck_assert(((float *)y.u.t->data)[0] == 0 && ((float *)y.u.t->data)[1] == 0);
+    ck_assert(((float *)out.u.t->data)[0] == 0.5f && ((float *)out.u.t->data)[1] == 0.5f);
+    dev_value_release(&out);
+    dev_value_release(&y);
+}
+END_TEST
+
 /* SCATTER_ROWS: rows replaced in order (the later of two updates of a row
  * stays), x itself untouched; an update's inf or NaN only in its own row. */
 START_TEST(test_scatter_rows)
@@ -884,6 +906,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_topk);
     tcase_add_test(tc, test_onehot);
     tcase_add_test(tc, test_stack_put);
+    tcase_add_test(tc, test_softmax_in_place);
     tcase_add_test(tc, test_resize_bilinear_last_two);
     tcase_add_test(tc, test_scatter_rows);
     tcase_add_test(tc, test_stack_put_growth);

@@ -235,6 +235,55 @@ START_TEST(stack_reread_after_put)
 }
 END_TEST
 
+/* A SOFTMAX whose input a later step of the same iteration reads again:
+ * d_{i+1} = SUB(d_i, SOFTMAX(d_i)) + 1 on rows of two equal values. The
+ * SOFTMAX may write over its input only when nothing reads it after: the SUB
+ * must see d_i as it was (each element i after i steps; over d_i it would
+ * read 0.5 and give 1). */
+static const char *SOFTMAX_REREAD =
+    "entry main(n: i64) -> (r: f32) {\n"
+    "    n    = ARG 0\n"
+    "    zero = CONST i64 0\n"
+    "    one  = CONST i64 1\n"
+    "    d0   = CONST f32[2, 2] [[0, 0], [0, 0]]\n"
+    "    ei   = ENTER L (zero)\n"
+    "    ed   = ENTER L (d0)\n"
+    "    en   = ENTER L const (n)\n"
+    "    e1   = ENTER L const (one)\n"
+    "    all  = CONST i64[2] [0, 1]\n"
+    "    r    = REDUCE_SUM (L.out, all)\n"
+    "           RESULT 0 (r)\n"
+    "}\n"
+    "loop L in main {\n"
+    "    p    = LESS (ei | ni, en)\n"
+    "    c    = LOOPCOND (p)\n"
+    "    si   = SWITCH (ei | ni, c)\n"
+    "    sd   = SWITCH (ed | nd, c)\n"
+    "    d2   = ADD (sd:1, f32 0.5)\n"
+    "    sm   = SOFTMAX axis=-1 (d2)\n"
+    "    late = SUB (d2, sm)\n"
+    "    d3   = ADD (late, f32 1)\n"
+    "    i2   = ADD (si:1, e1)\n"
+    "    ni   = NEXTITER (i2)\n"
+    "    nd   = NEXTITER (d3)\n"
+    "    out  = EXIT L (sd:0)\n"
+    "}\n";
+
+START_TEST(softmax_reread_after)
+{
+    use_policy(_i);
+    for (int64_t n = 0; n < 5; n++) {
+        tfvm_value r;
+        char msg[256];
+        ck_assert_msg(run1(SOFTMAX_REREAD, tfvm_i64(n), &r, msg, sizeof msg, NULL) == TFVM_OK, "n=%lld: %s",
+                      (long long)n, msg);
+        ck_assert_int_eq(r.dtype, TFVM_F32);
+        ck_assert_msg(r.as.f32 == 4.0f * (float)n, "n=%lld: sum %g, want %g", (long long)n, (double)r.as.f32,
+                      4.0 * (double)n);
+    }
+}
+END_TEST
+
 /* WORKERS: the run's worker threads, inside a loop as at the root (a loop
  * body runs as a frame on one worker, as dataflow on several) */
 static const char *WORKERS_LOOP =
@@ -853,6 +902,7 @@ int main(void)
     tcase_add_loop_test(tc, fib_recursion, 0, 2);
     tcase_add_loop_test(tc, loop_sum_and_parallel_bound, 0, 2);
     tcase_add_loop_test(tc, stack_reread_after_put, 0, 2);
+    tcase_add_loop_test(tc, softmax_reread_after, 0, 2);
     tcase_add_test(tc, workers_of_the_run);
     tcase_add_loop_test(tc, deadness_skips_loops_and_calls, 0, 2);
     tcase_add_loop_test(tc, runtime_errors_name_instruction_and_tag, 0, 2);
