@@ -1593,53 +1593,72 @@ static cc_node *sum_activation(const fuse_state *S, cc_node *n, const cc_blk *b,
     return NULL;
 }
 
-/* The activation of sum n seen through a RESHAPE that is n's only use (an
- * exporter's product of [M, N] viewed as [B, T, N] before its activation:
- * transformers' Conv1D in GPT-2, a Keras Dense on a sequence): *act, and
- * the RESHAPE; NULL when none. An activation is elementwise, so it may be
- * taken before the relabelling as well as after it. */
-static cc_node *relabeled_activation(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am,
-                                     cc_node **act)
+/* Ops that only relabel their input's elements (an activation, elementwise,
+ * may be taken before them as well as after) */
+static bool relabels(const cc_node *r)
 {
-    cc_node *r = S->uses[n->id] == 1 ? S->user[n->id] : NULL;
-    if (!r || r->kind != CC_N_OP || r->op != ISA_RESHAPE || r->blk != b || !same_irval(r->in[0], (cc_irval){n, 0}))
-        return NULL;
-    *act = sum_activation(S, r, b, d, am);
-    return *act ? r : NULL;
+    return r->kind == CC_N_OP && (r->op == ISA_RESHAPE || r->op == ISA_TRANSPOSE || r->op == ISA_FLATTEN ||
+                                  r->op == ISA_SQUEEZE || r->op == ISA_UNSQUEEZE);
+}
+
+enum { RELABEL_MOST = 3 };
+
+/* The activation of sum n seen through a chain of up to RELABEL_MOST ops
+ * that relabel it, each the only use of the value before it (an exporter's
+ * product of [M, N] viewed as [B, T, N] before its activation: transformers'
+ * Conv1D in GPT-2, a Keras Dense on a sequence; SegFormer's depthwise
+ * convolution flattened and transposed before its GELU): *act, and the
+ * chain's length (its ops in chain[]); 0 when none. */
+static int relabeled_activation(const fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am,
+                                cc_node **act, cc_node **chain)
+{
+    cc_node *prev = n;
+    for (int len = 1; len <= RELABEL_MOST; len++) {
+        cc_node *r = S->uses[prev->id] == 1 ? S->user[prev->id] : NULL;
+        if (!r || !relabels(r) || r->blk != b || !same_irval(r->in[0], (cc_irval){prev, 0}))
+            return 0;
+        chain[len - 1] = r;
+        if ((*act = sum_activation(S, r, b, d, am)))
+            return len;
+        prev = r;
+    }
+    return 0;
 }
 
 /* Value y = (n, 0) (a sum of a product and its bias, or a product with no
  * bias) with its activation taken into the fused op that replaces it: the
  * node that is to become that op. The activation (am, none: am->act 0)
  * directly on y: its inner ops go and its last op is returned, the fused
- * op's place; through a RESHAPE (relabeled_activation): n itself is
- * returned, and the activation's last op becomes the RESHAPE of n. */
+ * op's place; through relabelling ops (relabeled_activation): n itself is
+ * returned, the chain stays on n but for its last op, and the activation's
+ * last op becomes that one. */
 static cc_node *take_activation(cc *C, fuse_state *S, cc_node *n, const cc_blk *b, uint8_t d, act_match *am,
                                 cc_node **next)
 {
-    cc_node *act = sum_activation(S, n, b, d, am), *relabel = NULL;
-    if (!act)
-        relabel = relabeled_activation(S, n, b, d, am, &act);
+    cc_node *chain[RELABEL_MOST];
+    cc_node *act = sum_activation(S, n, b, d, am);
+    const int len = act ? 0 : relabeled_activation(S, n, b, d, am, &act, chain);
     if (!act) {
         *am = (act_match){0};
         return n;
     }
     for (int k = 0; k < am->n_inner; k++)
         unlink_past(am->inner[k], next);
-    if (!relabel) {
+    if (!len) {
         if (*next == act)
             *next = act->next;
         return act;
     }
-    cc_irval *rin = cc_array(C, relabel->n_in, sizeof *rin);
-    rin[0] = (cc_irval){n, 0};
-    for (uint32_t k = 1; k < relabel->n_in; k++)
-        rin[k] = relabel->in[k];
-    act->op = ISA_RESHAPE;
-    act->attr = relabel->attr;
+    cc_node *last = chain[len - 1];
+    cc_irval *rin = cc_array(C, last->n_in, sizeof *rin);
+    rin[0] = (cc_irval){len > 1 ? chain[len - 2] : n, 0};
+    for (uint32_t k = 1; k < last->n_in; k++)
+        rin[k] = last->in[k];
+    act->op = last->op;
+    act->attr = last->attr;
     act->in = rin;
-    act->n_in = relabel->n_in;
-    unlink_past(relabel, next);
+    act->n_in = last->n_in;
+    unlink_past(last, next);
     return n;
 }
 

@@ -659,6 +659,8 @@ START_TEST(relabeled_activation)
 {
 #define RS "fn main(x: f32[7, 6], w: f32[6, 5], b: f32[5]) -> f32[1, 7, 5] {\n" \
            "    let s = reshape(matmul(x, w) + b, [1, 7, 5]);\n    "
+#define TS "fn main(x: f32[7, 6], w: f32[6, 5], b: f32[5]) -> f32[1, 5, 7] {\n" \
+           "    let t = transpose(reshape(matmul(x, w) + b, [1, 7, 5]), [0, 2, 1]);\n    "
     static const struct {
         const char *src;
         uint32_t act, reshapes, left; /* the fused op's activation, RESHAPEs, other ops left */
@@ -668,8 +670,14 @@ START_TEST(relabeled_activation)
         {RS "relu(s)\n}\n", ISA_OPT_ACT_RELU, 1, 0},
         /* s is also added to the result: the activation stays an op of its own */
         {RS "relu(s) + s\n}\n", 0, 1, 2},
+        /* a chain of them (SegFormer flattens and transposes its depthwise
+         * convolution's result before GELU): the chain stays, the TRANSPOSE
+         * left besides the RESHAPE */
+        {TS "(t * (erf(t / 1.4142135) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU, 1, 1},
+        {TS "relu(t)\n}\n", ISA_OPT_ACT_RELU, 1, 1},
     };
 #undef RS
+#undef TS
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tfvm_program *p = compile_opt(cases[i].src, 1);
         ck_assert_msg(count(p, ISA_FUSED_MATMUL) == 1, "case %zu: %u fused", i, count(p, ISA_FUSED_MATMUL));
