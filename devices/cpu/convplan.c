@@ -170,9 +170,18 @@ static bool plan_nhwc_out(const dev_conv_shape *s, bool direct, dev_conv_plan *p
  * least of the kernel's last tile of columns empty (8 rows of 28 fill 7
  * tiles). */
 #define PANEL_COLS 192
-static int64_t panel_rows(int64_t CKK, int64_t OH, int64_t OW)
+/* Weights of more than this many floats (2 MiB, a core's L2) stream from
+ * L3 or memory once for every panel: then a panel has at least as many
+ * positions as the layer has output channels, however long its rows (DeepLabV3's
+ * 3x3 layer dilated by 12, 960 -> 256 channels on 16x16: 8.8 MB of weights
+ * read for each of 16 panels of one row, 17 ms; as two of 8 rows 9.3) */
+#define PANEL_WEIGHTS_BIG (INT64_C(1) << 19)
+static int64_t panel_rows(int64_t O, int64_t CKK, int64_t OH, int64_t OW)
 {
-    const int64_t NR = dev_sgemm_nr(), fit = CONV_PANEL_FLOATS / (CKK * OW), most = 4 * CONV_PANEL_FLOATS / (CKK * OW);
+    const int64_t NR = dev_sgemm_nr(), fit = CONV_PANEL_FLOATS / (CKK * OW);
+    int64_t most = 4 * CONV_PANEL_FLOATS / (CKK * OW);
+    if (O * CKK > PANEL_WEIGHTS_BIG && most < (O + OW - 1) / OW)
+        most = (O + OW - 1) / OW;
     int64_t r0 = (PANEL_COLS + OW - 1) / OW;
     if (r0 > most)
         r0 = most;
@@ -202,7 +211,7 @@ static bool plan_panels(const dev_conv_shape *s, bool direct, bool wide, dev_con
     if (direct || wide || (CKK * s->OH * OW <= 2 * CONV_PANEL_FLOATS && s->N * G >= (int64_t)plan->threads))
         return false;
     plan->kernel = DEV_CONV_PANELS;
-    plan->prows = panel_rows(CKK, s->OH, OW);
+    plan->prows = panel_rows(s->O / G, CKK, s->OH, OW);
     /* One image's panels on the threads: rows evened out over them, panels
      * of up to twice the size (resnet's 3x3 stride-2 layer onto 28x28, 2
      * threads: 7 panels of 4 rows kept a thread idle an eighth of the

@@ -922,6 +922,10 @@ START_TEST(test_conv_exact)
             /* (f32 with 3 channels takes fewch.c: these keep im2col's shuffles and panels on f32) */
             conv_case(dt, acts[ai], DIMS(1, 5, 11, 70), DIMS(4, 5, 3, 3), DIMS(2, 2, 1, 1, 1, 1, 1, 1, 1));
             conv_case(dt, acts[ai], DIMS(1, 5, 61, 61), DIMS(2, 5, 7, 7), DIMS(2, 2, 3, 3, 3, 3, 1, 1, 1));
+            /* weights past 2 MiB: panels at least as wide as the layer has
+             * output channels (10 rows of 10 for 96), dilated */
+            if (ai == 0)
+                conv_case(dt, acts[ai], DIMS(1, 600, 10, 10), DIMS(96, 600, 3, 3), DIMS(1, 1, 2, 2, 2, 2, 2, 2, 1));
             conv_case(dt, acts[ai], DIMS(1, 2, 5, 67), DIMS(3, 2, 1, 3), DIMS(1, 2, 0, 0, 0, 0, 1, 1, 1));
             /* few output positions, many channels: the transposed product
              * (7x7 outputs at stride 2; 256 channels on 7x7, where
@@ -1097,6 +1101,21 @@ START_TEST(test_conv_tprod_stacks)
     dev_conv_plan_make(&st, 1, &plan);
     ck_assert_int_eq(plan.kernel, DEV_CONV_TPROD);
     ck_assert_int_eq(plan.timgs, 2);
+    /* im2col's panels: of weights past 2 MiB (DeepLabV3's dilated 3x3, 960
+     * -> 256 channels on 16x16) at least as many positions as output
+     * channels (then evened out: 2 panels of 8 rows); of smaller weights
+     * (32 output channels) the panel's own bound, a row of 16 */
+    const int64_t dl_p[9] = {1, 1, 12, 12, 12, 12, 12, 12, 1};
+    dev_conv_shape dl = {.dtype = F32, .N = 1, .C = 960, .H = 16, .W = 16, .O = 256, .Cg = 960, .KH = 3, .KW = 3,
+                         .OH = 16, .OW = 16};
+    memcpy(dl.p, dl_p, sizeof dl.p);
+    dev_conv_plan_make(&dl, 1, &plan);
+    ck_assert_int_eq(plan.kernel, DEV_CONV_PANELS);
+    ck_assert_int_eq(plan.prows, 8);
+    dl.O = 32;
+    dev_conv_plan_make(&dl, 1, &plan);
+    ck_assert_int_eq(plan.kernel, DEV_CONV_PANELS);
+    ck_assert_int_eq(plan.prows, 1);
 }
 END_TEST
 
