@@ -333,6 +333,21 @@ START_TEST(residual)
 }
 END_TEST
 
+/* main of p (freed) on x, deterministic: its one result (the caller frees it) */
+static tfvm_tensor *run_program(tfvm_program *p, tfvm_tensor *x)
+{
+    tfvm_config cfg;
+    tfvm_config_init(&cfg);
+    cfg.deterministic = true;
+    tfvm_vm *vm = NULL;
+    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
+    tfvm_value in = tfvm_tensor_value(x), out;
+    ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
+    tfvm_vm_free(vm);
+    tfvm_program_free(p);
+    return out.tensor;
+}
+
 /* A TensorFlow fixture compiled at level opt. */
 static tfvm_program *tf_open(const char *name, int opt)
 {
@@ -357,19 +372,8 @@ static void tf_near_unfused(const char *name, double tol)
     tfvm_error err;
     ck_assert_msg(tfvm_npy_load(path, NULL, &x, &err) == TFVM_OK, "%s", err.message);
     tfvm_tensor *res[2];
-    for (int opt = 0; opt < 2; opt++) {
-        tfvm_program *p = tf_open(name, opt);
-        tfvm_config cfg;
-        tfvm_config_init(&cfg);
-        cfg.deterministic = true;
-        tfvm_vm *vm = NULL;
-        ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
-        tfvm_value in = tfvm_tensor_value(x), out;
-        ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
-        res[opt] = out.tensor;
-        tfvm_vm_free(vm);
-        tfvm_program_free(p);
-    }
+    for (int opt = 0; opt < 2; opt++)
+        res[opt] = run_program(tf_open(name, opt), x);
     ck_assert_int_eq(tfvm_tensor_count(res[0]), tfvm_tensor_count(res[1]));
     if (tol == 0)
         ck_assert(memcmp(tfvm_tensor_cdata(res[0]), tfvm_tensor_cdata(res[1]),
@@ -746,20 +750,7 @@ START_TEST(unbiased_activation)
 END_TEST
 
 /* Runs main at level opt on x: its one result (the caller frees it) */
-static tfvm_tensor *run_x(const char *src, int opt, tfvm_tensor *x)
-{
-    tfvm_program *p = compile_opt(src, opt);
-    tfvm_config cfg;
-    tfvm_config_init(&cfg);
-    cfg.deterministic = true;
-    tfvm_vm *vm = NULL;
-    ck_assert_int_eq(tfvm_vm_new(p, &cfg, &vm), TFVM_OK);
-    tfvm_value in = tfvm_tensor_value(x), out;
-    ck_assert_msg(tfvm_run(vm, "main", &in, 1, &out, 1) == TFVM_OK, "%s", tfvm_errmsg(vm));
-    tfvm_vm_free(vm);
-    tfvm_program_free(p);
-    return out.tensor;
-}
+static tfvm_tensor *run_x(const char *src, int opt, tfvm_tensor *x) { return run_program(compile_opt(src, opt), x); }
 
 /* The shape of p's one rank-4 f32 constant of 4 output channels (the weights) */
 static void weight_dims(const tfvm_program *p, int64_t *kh, int64_t *kw)

@@ -428,6 +428,25 @@ START_TEST(u64_beyond_i64)
 }
 END_TEST
 
+/* main of p on the five tensors t (freed, as p) in both run modes: its two
+ * results f32 of dims (rank 2), w0 and w1 */
+static void run_two_f32(tfvm_program *p, tfvm_tensor **t, const int64_t *dims, const float *w0, const float *w1)
+{
+    tfvm_value args[5], res[2];
+    for (int k = 0; k < 5; k++)
+        args[k] = tfvm_tensor_value(t[k]);
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, args, 5, res, 2, mode);
+        check_f32(&res[0], 2, dims, w0);
+        check_f32(&res[1], 2, dims, w1);
+        tfvm_value_release(&res[0]);
+        tfvm_value_release(&res[1]);
+    }
+    for (int k = 0; k < 5; k++)
+        tfvm_tensor_free(t[k]);
+    tfvm_program_free(p);
+}
+
 /* ScatterElements and ScatterND on data of symbolic dims ([n, m]): their
  * rows from the run-time shapes */
 START_TEST(scatter_dynamic_shapes)
@@ -441,19 +460,7 @@ START_TEST(scatter_dynamic_shapes)
                          tfvm_tensor_new(TFVM_I64, 2, d22, NULL), ftensor(1, d2, nu)};
     memcpy(tfvm_tensor_data(t[1]), ei, sizeof ei);
     memcpy(tfvm_tensor_data(t[3]), ni, sizeof ni);
-    tfvm_value args[5], res[2];
-    for (int k = 0; k < 5; k++)
-        args[k] = tfvm_tensor_value(t[k]);
-    for (int mode = 0; mode < 2; mode++) {
-        run_main(p, args, 5, res, 2, mode);
-        check_f32(&res[0], 2, d23, e);
-        check_f32(&res[1], 2, d23, s);
-        tfvm_value_release(&res[0]);
-        tfvm_value_release(&res[1]);
-    }
-    for (int k = 0; k < 5; k++)
-        tfvm_tensor_free(t[k]);
-    tfvm_program_free(p);
+    run_two_f32(p, t, d23, e, s);
 }
 END_TEST
 
@@ -473,19 +480,7 @@ START_TEST(scatter_rows_in_order)
                          tfvm_tensor_new(TFVM_I64, 2, d12, NULL), ftensor(2, d12, eu)};
     memcpy(tfvm_tensor_data(t[1]), ni, sizeof ni);
     memcpy(tfvm_tensor_data(t[3]), ei, sizeof ei);
-    tfvm_value args[5], res[2];
-    for (int k = 0; k < 5; k++)
-        args[k] = tfvm_tensor_value(t[k]);
-    for (int mode = 0; mode < 2; mode++) {
-        run_main(p, args, 5, res, 2, mode);
-        check_f32(&res[0], 2, d32, s);
-        check_f32(&res[1], 2, d32, e);
-        tfvm_value_release(&res[0]);
-        tfvm_value_release(&res[1]);
-    }
-    for (int k = 0; k < 5; k++)
-        tfvm_tensor_free(t[k]);
-    tfvm_program_free(p);
+    run_two_f32(p, t, d32, s, e);
 }
 END_TEST
 

@@ -186,6 +186,17 @@ static const char *COND =
     "    res  = MERGE (base, sum)\n"
     "}\n";
 
+/* The end of an entry that returns the sum of loop L's result, and the
+ * head of L: while ei | ni < en, si:1 the counter */
+#define SUM_THEN_LOOP                                                                                              \
+    "    r    = REDUCE_SUM (L.out, all)\n"                                                                          \
+    "           RESULT 0 (r)\n"                                                                                     \
+    "}\n"                                                                                                           \
+    "loop L in main {\n"                                                                                            \
+    "    p    = LESS (ei | ni, en)\n"                                                                               \
+    "    c    = LOOPCOND (p)\n"                                                                                     \
+    "    si   = SWITCH (ei | ni, c)\n"
+
 /* A loop's stack (STACK_PUT) that a later step of the same iteration reads
  * again: a_{i+1} = CONCAT(a_i, STACK_PUT(a_i, i, i)). The STACK_PUT may grow
  * a stack in place only when nothing reads it after: here the CONCAT must
@@ -203,13 +214,7 @@ static const char *STACK_REREAD =
     "    en   = ENTER L const (n)\n"
     "    e1   = ENTER L const (one)\n"
     "    all  = CONST i64[1] [0]\n"
-    "    r    = REDUCE_SUM (L.out, all)\n"
-    "           RESULT 0 (r)\n"
-    "}\n"
-    "loop L in main {\n"
-    "    p    = LESS (ei | ni, en)\n"
-    "    c    = LOOPCOND (p)\n"
-    "    si   = SWITCH (ei | ni, c)\n"
+    SUM_THEN_LOOP
     "    put  = STACK_PUT (ea | na, si:1, si:1)\n"
     "    late = CONCAT axis=0 (ea | na, put)\n"
     "    i2   = ADD (si:1, e1)\n"
@@ -251,13 +256,7 @@ static const char *SOFTMAX_REREAD =
     "    en   = ENTER L const (n)\n"
     "    e1   = ENTER L const (one)\n"
     "    all  = CONST i64[2] [0, 1]\n"
-    "    r    = REDUCE_SUM (L.out, all)\n"
-    "           RESULT 0 (r)\n"
-    "}\n"
-    "loop L in main {\n"
-    "    p    = LESS (ei | ni, en)\n"
-    "    c    = LOOPCOND (p)\n"
-    "    si   = SWITCH (ei | ni, c)\n"
+    SUM_THEN_LOOP
     "    sd   = SWITCH (ed | nd, c)\n"
     "    d2   = ADD (sd:1, f32 0.5)\n"
     "    sm   = SOFTMAX axis=-1 (d2)\n"
