@@ -597,7 +597,10 @@ static void conv_panels(void *arg, size_t b, size_t e)
                             .C = j->o + (size_t)((n * j->O + g * Og) * OHW + oh0 * j->OW) * esz, .ldc = OHW,
                             .ep = j->ep, .ep_base = j->o, .ep_row0 = n * j->O + g * Og, .ap = j->ap,
                             .ep_col0 = oh0 * j->OW};
-        dev_kmm_one(&mm);
+        if (j->split) /* (fewer panels than threads: the product split over them) */
+            dev_kmm_run(&mm);
+        else
+            dev_kmm_one(&mm);
     }
     ut_free(j->alloc, col, bytes);
 }
@@ -1064,6 +1067,8 @@ tfvm_status dev_cpu_conv2d(dev_kctx *k, const dev_kview *in, dev_value *out)
         conv_tprod_chunk(&job, 0, (size_t)pn);
     else if (plan.kernel == DEV_CONV_TPROD)
         dev_par_for((size_t)pn, grain, conv_tprod_chunk, &job);
+    else if (plan.kernel == DEV_CONV_PANELS && job.split)
+        conv_panels(&job, 0, (size_t)pn);
     else if (plan.kernel == DEV_CONV_PANELS)
         dev_par_for((size_t)pn, grain, conv_panels, &job);
     else if (job.split && job.cf) {

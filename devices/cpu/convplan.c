@@ -228,6 +228,9 @@ static bool plan_panels(const dev_conv_shape *s, bool direct, bool wide, dev_con
         }
     plan->panels = (s->OH + plan->prows - 1) / plan->prows;
     plan->items = s->N * G * plan->panels;
+    /* fewer panels than threads (a 1-D convolution, one row of outputs):
+     * each panel's product split over them instead */
+    plan->split = plan->items < (int64_t)plan->threads;
     plan->gemm = dev_kmm_who(s->dtype, false, false, s->O / G, plan->prows * OW, CKK, s->OH * OW);
     return true;
 }
@@ -511,7 +514,12 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
         else
             put(b, "%lld products in parallel", items);
         break;
-    case DEV_CONV_PANELS: put(b, "%lld panels in parallel", items); break;
+    case DEV_CONV_PANELS:
+        if (plan->split)
+            put(b, "each panel's product split");
+        else
+            put(b, "%lld panels in parallel", items);
+        break;
     case DEV_CONV_FEWCH: put(b, "%lld bands in parallel", items); break;
     case DEV_CONV_SCALE: put(b, "%lld planes in parallel", items); break;
     default:

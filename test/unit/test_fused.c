@@ -1577,6 +1577,12 @@ START_TEST(test_parallel_paths)
         par_case(ISA_FUSED_CONV2D, RELU, few, "fused_conv2d one image, two channels");
         par_case(ISA_FUSED_CONV2D, SIG, few, "fused_conv2d one image, two channels, sigmoid");
         release_all(few, 4);
+        /* a 1-D convolution (one row of outputs, stride 2): im2col's one
+         * panel, its product split over the threads */
+        dev_value row1[4] = {big(dt, 4, DIMS(1, 64, 1, 700), 1), big(dt, 4, DIMS(32, 64, 1, 3), 2),
+                             IV(1, 2, 0, 0, 0, 0, 1, 1, 1), big(dt, 1, DIMS(32), 3)};
+        par_case(ISA_FUSED_CONV2D, RELU, row1, "fused_conv2d, one row of outputs");
+        release_all(row1, 4);
         /* f32, few output positions: the transposed product of one image
          * (windows as rows built in parallel; by rows, and by columns
          * against weights bigger than a core's L2) and stacks of images */
