@@ -843,10 +843,9 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
     const bool kernel = plan->kernel == DEV_CONV_DIRECT
                             ? in[1].dims[1] == x->dims[1] && ep && dev_kmm_in_place_ok(&mm)
                             : plan->kernel == DEV_CONV_F32 && plan->cf.kind == DEV_CF_WINO && cf_inner(ep, DEV_CF_WINO);
-    return k->op == ISA_FUSED_CONV2D_ADD && kernel && t && res->data == t->data && t->dtype == TFVM_F32 &&
-           t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t && t != in[3].t &&
-           dev_tensor_mine(t) &&
-           !atomic_load_explicit(&((tfvm_tensor *)(uintptr_t)t)->prep, memory_order_acquire);
+    return k->op == ISA_FUSED_CONV2D_ADD && kernel && t && t == dev_kview_overwritable(k, res) &&
+           t->dtype == TFVM_F32 && t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t &&
+           t != in[3].t;
 }
 
 /* CONV2D (x [N, C, H, W], w [O, C/groups, KH, KW], p) -> [N, O, OH, OW];

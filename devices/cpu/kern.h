@@ -103,6 +103,12 @@ bool dev_kcount(int rank, const int64_t *dims, int64_t *count);
  * the allocation fails. On error r is untouched. */
 tfvm_status dev_kresult(dev_kctx *k, uint8_t dtype, int rank, const int64_t *dims, dev_value *r,
                         void **data);
+/* The tensor of input v when the kernel may write its result over it: v is
+ * the whole tensor, held by this call alone (dev_tensor_mine: the VM
+ * consumed the token that carried it; dev_cpu_in_place makes its frames
+ * hold it for a later reader) and with no prepared forms kept with it;
+ * else NULL. The caller checks the dtype and dims it needs. */
+struct tfvm_tensor *dev_kview_overwritable(const dev_kctx *k, const dev_kview *v);
 /* Scratch memory through the kernel's allocator (NULL with the NOMEM message
  * written when it fails or bytes overflow: count * size). */
 void *dev_ktemp(dev_kctx *k, size_t count, size_t size);

@@ -5,10 +5,8 @@
 #include "devices/cpu/kern.h"
 #include "devices/cpu/act.h"
 #include "devices/cpu/par.h"
-#include "devices/tensor.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -177,23 +175,20 @@ __attribute__((target("avx512f"))) static void scale_f32_avx512(float *o, int64_
         _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, o + j), v));
     }
 }
+#else
+static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
+#endif
 static void scale_f32(float *o, int64_t n, float s)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx512f")) {
         scale_f32_avx512(o, n, s);
         return;
     }
-    for (int64_t j = 0; j < n; j++)
-        o[j] *= s;
-}
-#else
-static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
-static void scale_f32(float *o, int64_t n, float s)
-{
-    for (int64_t j = 0; j < n; j++)
-        o[j] *= s;
-}
 #endif
+    for (int64_t j = 0; j < n; j++)
+        o[j] *= s;
+}
 
 /* Rows [b, e) of a softmax over f32 rows of n (the last axis): exp(x - max)
  * with act.c's vector exp (what EXP of SUB gives) and its sum in double
@@ -235,15 +230,12 @@ tfvm_status dev_cpu_softmax(dev_kctx *k, const dev_kview *in, dev_value *out)
     dev_value r;
     void *o;
     const bool log_of = k->op == ISA_LOG_SOFTMAX, rows = len > 0 && x->dtype == TFVM_F32 && inner == 1 && !log_of;
-    /* Rows written over x where x's tensor is held by this call alone (the
-     * VM consumed the token that carried it; dev_cpu_in_place makes the
-     * sequential frames hold it for any later reader): each row's elements
-     * are read before they are written. A softmax of [4, 1500, 1500]
-     * (Whisper's attention) no longer brings 36 MB of fresh lines in from
-     * memory to overwrite them: 7.0 -> 4.6 ms. */
-    tfvm_tensor *t = (tfvm_tensor *)(uintptr_t)x->t;
-    if (rows && !k->shape_only && t && x->data == t->data && t->count == x->count && dev_tensor_mine(t) &&
-        !atomic_load_explicit(&t->prep, memory_order_acquire)) {
+    /* Rows written over x where the call may (dev_kview_overwritable): each
+     * row's elements are read before they are written. A large softmax
+     * (Whisper's attention, [4, 1500, 1500]) then brings no fresh block's
+     * 36 MB in from memory only to overwrite it. */
+    tfvm_tensor *t = rows ? dev_kview_overwritable(k, x) : NULL;
+    if (t) {
         r = (dev_value){.dtype = x->dtype, .is_tensor = 1, .u.t = tfvm_tensor_ref(t)};
         o = t->data;
     } else if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o))) {

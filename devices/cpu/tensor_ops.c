@@ -3,6 +3,7 @@
  * share (devices/cpu/kern.h): messages, results, scratch memory, nd copies. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/tensor.h"
 #include "isa/shape.h"
 
 #include <stdatomic.h>
@@ -154,6 +155,15 @@ tfvm_status dev_kresult(dev_kctx *k, uint8_t dtype, int rank, const int64_t *dim
     *r = (dev_value){.dtype = dtype, .is_tensor = 1, .u.t = t};
     *data = t->data;
     return TFVM_OK;
+}
+
+tfvm_tensor *dev_kview_overwritable(const dev_kctx *k, const dev_kview *v)
+{
+    tfvm_tensor *t = (tfvm_tensor *)(uintptr_t)v->t;
+    return !k->shape_only && t && v->data == t->data && t->count == v->count && dev_tensor_mine(t) &&
+                   !atomic_load_explicit(&t->prep, memory_order_acquire)
+               ? t
+               : NULL;
 }
 
 void *dev_ktemp(dev_kctx *k, size_t count, size_t size)
