@@ -1046,11 +1046,41 @@ static void op_InstanceNormalization(ox_node *N)
     N->out[0] = ox_ew2(N, ISA_ADD, &y, &bb);
 }
 
+/* Whether LayerNormalization's scale or bias p is one LAYER_NORM takes:
+ * known dims, one element or, after leading 1s, x's dims from axis on
+ * where x's are known (as the kernel checks them) */
+static bool layer_norm_param(const ox_val *p, const ox_val *x, int axis)
+{
+    const int n = x->rank - axis;
+    if (p->rank < 0)
+        return false;
+    for (int i = 0; i < p->rank; i++)
+        if (p->dims[i] < 0 || (i < p->rank - n && p->dims[i] != 1))
+            return false;
+    if (ox_count_of(p) == 1)
+        return true;
+    for (int i = 0; i < n; i++) {
+        const int pi = p->rank - n + i;
+        const int64_t pd = pi >= 0 ? p->dims[pi] : 1, xd = x->dims[axis + i];
+        if (xd >= 0 ? pd != xd : pd == 1)
+            return false;
+    }
+    return true;
+}
+
 static void op_LayerNormalization(ox_node *N)
 {
     ox_val *x = ox_need(N, 0), *scale = ox_need(N, 1), *b = ox_opt_in(N, 2);
     int r = ox_need_rank(N, x);
     int axis = ox_norm_axis(N, ox_attr_i(N, "axis", -1), r, false);
+    if (N->n_out == 1 && layer_norm_param(scale, x, axis) && (!b || layer_norm_param(b, x, axis))) {
+        /* one instruction, the bits of the lowering below; no bias is a
+         * bias of -0 (y + -0 is y, -0 included) */
+        ox_val nb = b ? *b : ox_fscalar(N, x->dtype, -0.0), eps = ox_fscalar(N, x->dtype, ox_attr_f(N, "epsilon", 1e-5f));
+        const ox_val *in[4] = {x, scale, &nb, &eps};
+        N->out[0] = ox_op(N, ISA_LAYER_NORM, (uint32_t)axis, 4, in);
+        return;
+    }
     int64_t ax[8];
     for (int i = axis; i < r; i++)
         ax[i - axis] = i;

@@ -285,6 +285,14 @@ tfvm_status dev_cpu_col2im(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_deform_conv(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
+tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out); /* norm.c */
+/* REDUCE_MEAN's mean of a run of n > 0 elements, and of the squares of
+ * their differences from m (reduce.c): the bits of REDUCE_MEAN over the
+ * run, and of REDUCE_MEAN of MUL(c, c) for c = SUB(x, m) */
+float dev_mean_run_f32(const float *x, int64_t n);
+float dev_mean_sq_run_f32(const float *x, float m, int64_t n);
+double dev_mean_run_f64(const double *x, int64_t n);
+double dev_mean_sq_run_f64(const double *x, double m, int64_t n);
 /* LSTM_CELL_C, LSTM_CELL_H, GRU_CELL (rnncell.c) */
 tfvm_status dev_cpu_rnn_cell(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* LSTM_STEP, GRU_STEP (rnncell.c) */

@@ -1,9 +1,16 @@
 /* devices/cpu/norm.c — LRN: ONNX local response normalization across the
- * channels (axis 1) of x [N, C, ...], in double. */
+ * channels (axis 1) of x [N, C, ...], in double; LAYER_NORM: each row of x
+ * normalized over its last axes, in one pass per row. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
+#include "devices/cpu/par.h"
+#include "devices/cpu/f4.h"
 
 #include <math.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #define LRN_LOOP(T)                                                                        \
     do {                                                                                   \
@@ -58,6 +65,171 @@ tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out)
         else
             LRN_LOOP(double);
     }
+    *out = r;
+    return TFVM_OK;
+}
+
+/* ---- LAYER_NORM ----------------------------------------------------------------------
+ * (x, scale, bias, eps): over each row of x's dims from the axis on (D
+ * elements), mean m and variance v as REDUCE_MEAN gives them (reduce.c's
+ * sums of the row and of (x - m)^2, in its order), then y = (x - m) * (1 /
+ * sqrt(v + eps)) * scale + bias, each step rounded to x's dtype as the
+ * instructions it replaces round it (SUB, MUL, REDUCE_MEAN, ADD, SQRT, DIV,
+ * MUL, MUL, ADD): the same bits as those, in one pass over a row that is
+ * in cache, rows split over the VM's workers past LN_PAR_ELEMS. */
+#define LN_PAR_ELEMS (INT64_C(1) << 13)
+
+typedef struct ln_rows {
+    const void *x, *scale, *bias; /* scale and bias: D elements each */
+    void *y;
+    int64_t d;
+    double eps;
+} ln_rows;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void ln_affine_avx512(float *restrict y, const float *restrict x, float m,
+                                                               float inv, const float *restrict sc,
+                                                               const float *restrict bi, int64_t n)
+{
+    const __m512 mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), iv);
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(c, _mm512_loadu_ps(sc + i)), _mm512_loadu_ps(bi + i)));
+    }
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv), iv);
+        _mm512_mask_storeu_ps(y + i, k,
+                              _mm512_add_ps(_mm512_mul_ps(c, _mm512_maskz_loadu_ps(k, sc + i)),
+                                            _mm512_maskz_loadu_ps(k, bi + i)));
+    }
+}
+#endif
+
+/* y = (x - m) * inv * sc + bi over n elements, each step rounded to f32 */
+static void ln_affine_f32(float *restrict y, const float *restrict x, float m, float inv, const float *restrict sc,
+                          const float *restrict bi, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f")) {
+        ln_affine_avx512(y, x, m, inv, sc, bi, n);
+        return;
+    }
+#endif
+    const dev_f4 mv = {m, m, m, m}, iv = {inv, inv, inv, inv};
+    for (; i + 4 <= n; i += 4)
+        dev_f4_st(y + i, (dev_f4_ld(x + i) - mv) * iv * dev_f4_ld(sc + i) + dev_f4_ld(bi + i));
+    for (; i < n; i++)
+        y[i] = (x[i] - m) * inv * sc[i] + bi[i];
+}
+
+static void ln_affine_f64(double *restrict y, const double *restrict x, double m, double inv,
+                          const double *restrict sc, const double *restrict bi, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] - m) * inv * sc[i] + bi[i];
+}
+
+#define LN_ROWS(T, MEAN, MEAN_SQ, SQRT, AFFINE)                                            \
+    do {                                                                                   \
+        const T eps = (T)j->eps;                                                           \
+        for (size_t r = b; r < e; r++) {                                                   \
+            const T *xs = (const T *)j->x + (int64_t)r * j->d;                             \
+            const T m = MEAN(xs, j->d), v = MEAN_SQ(xs, m, j->d);                          \
+            const T s = SQRT(v + eps), inv = (T)1 / s;                                     \
+            AFFINE((T *)j->y + (int64_t)r * j->d, xs, m, inv, j->scale, j->bias, j->d);     \
+        }                                                                                  \
+    } while (0)
+
+static void ln_f32(void *arg, size_t b, size_t e)
+{
+    const ln_rows *j = arg;
+    LN_ROWS(float, dev_mean_run_f32, dev_mean_sq_run_f32, sqrtf, ln_affine_f32);
+}
+
+static void ln_f64(void *arg, size_t b, size_t e)
+{
+    const ln_rows *j = arg;
+    LN_ROWS(double, dev_mean_run_f64, dev_mean_sq_run_f64, sqrt, ln_affine_f64);
+}
+
+/* Whether p (scale or bias) is one element or, after leading 1s, x's dims
+ * from axis on */
+static bool ln_param_ok(const dev_kview *p, const dev_kview *x, int axis)
+{
+    const int n = x->rank - axis;
+    if (p->count == 1)
+        return true;
+    for (int i = 0; i < p->rank - n; i++)
+        if (p->dims[i] != 1)
+            return false;
+    for (int i = 0; i < n; i++) {
+        const int pi = p->rank - n + i;
+        if ((pi >= 0 ? p->dims[pi] : 1) != x->dims[axis + i])
+            return false;
+    }
+    return true;
+}
+
+tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
+{
+    const dev_kview *x = &in[0];
+    char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
+    if (!dev_kfloat(x->dtype))
+        return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
+    for (int i = 1; i < 4; i++)
+        if (in[i].dtype != x->dtype)
+            return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(x, s1), dev_kdesc(&in[i], s2));
+    int axis;
+    tfvm_status st = dev_kaxis(k, x, &axis);
+    if (st)
+        return st;
+    for (int i = 1; i < 3; i++)
+        if (!ln_param_ok(&in[i], x, axis))
+            return dev_kfail(k, TFVM_ERR_SHAPE, "%s %s must be one element or x's dims from axis %d on (x %s)",
+                             i == 1 ? "scale" : "bias", dev_kshape(&in[i], s1), axis, dev_kshape(x, s2));
+    if (in[3].count != 1)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "eps must be one element, got %s", dev_kshape(&in[3], s1));
+    int64_t d = 1;
+    for (int i = axis; i < x->rank; i++)
+        d *= x->dims[i];
+    dev_value r;
+    void *o;
+    if ((st = dev_kresult(k, x->dtype, x->rank, x->dims, &r, &o)))
+        return st;
+    if (x->count == 0) {
+        *out = r;
+        return TFVM_OK;
+    }
+    /* a one-element scale or bias as D of them, so that a row is one loop */
+    const size_t esz = dev_kesize(x->dtype);
+    const bool one[2] = {in[1].count == 1 && d > 1, in[2].count == 1 && d > 1};
+    void *wide[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!one[i])
+            continue;
+        if (!(wide[i] = dev_ktemp(k, (size_t)d, esz))) {
+            if (wide[0])
+                dev_ktemp_free(k, wide[0], (size_t)d, esz);
+            dev_value_release(&r);
+            return TFVM_ERR_NOMEM;
+        }
+        for (int64_t q = 0; q < d; q++)
+            memcpy((char *)wide[i] + q * (int64_t)esz, in[1 + i].data, esz);
+    }
+    const int64_t rows = x->count / d;
+    ln_rows job = {x->data, one[0] ? wide[0] : in[1].data, one[1] ? wide[1] : in[2].data, o, d,
+                   dev_kget_f64(&in[3], 0)};
+    const dev_par_fn fn = x->dtype == TFVM_F32 ? ln_f32 : ln_f64;
+    if (rows > 1 && x->count >= LN_PAR_ELEMS && dev_par_width() > 1)
+        dev_par_for((size_t)rows, dev_kgrain(rows, d, LN_PAR_ELEMS / 2, 1), fn, &job);
+    else
+        fn(&job, 0, (size_t)rows);
+    for (int i = 0; i < 2; i++)
+        if (wide[i])
+            dev_ktemp_free(k, wide[i], (size_t)d, esz);
     *out = r;
     return TFVM_OK;
 }

@@ -64,46 +64,90 @@ static void split_axis(const dev_kview *x, int axis, int64_t *outer, int64_t *le
  * add per element. f32 runs keep the eight sums in two vectors of four
  * doubles, AVX2 where the CPU has it (GCC spilled the array to the stack
  * each step: 0.44 ns an element on EfficientNet's squeeze-excite pools);
- * the same sums, so the same bits on every path. */
-#define SUM_RUN(T)                                                                         \
-    static double sum_run_##T(const T *x, int64_t n)                                       \
+ * the same sums, so the same bits on every path. Each is written once for
+ * two element maps E: the elements themselves, and the squares of their
+ * differences from m, in x's dtype (what REDUCE_MEAN of MUL(c, c) for c =
+ * SUB(x, m) sums: LAYER_NORM's variance). */
+#define RED_ID(v, m) (v)
+#define RED_SQ(v, m) (((v) - (m)) * ((v) - (m)))
+#define SUM_RUN(NAME, T, E)                                                                \
+    static double NAME(const T *x, T m, int64_t n)                                         \
     {                                                                                      \
+        (void)m;                                                                           \
         double p[8] = {0};                                                                 \
         int64_t j = 0;                                                                     \
         for (; j + 8 <= n; j += 8)                                                         \
             for (int l = 0; l < 8; l++)                                                    \
-                p[l] += (double)x[j + l];                                                  \
+                p[l] += (double)E(x[j + l], m);                                            \
         double s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));      \
         for (; j < n; j++)                                                                 \
-            s += (double)x[j];                                                             \
+            s += (double)E(x[j], m);                                                       \
         return s;                                                                          \
     }
 typedef double red_v4d __attribute__((vector_size(32)));
-#define SUM_RUN_F32(SFX, TARGET)                                                           \
-    TARGET static double sum_f32_##SFX(const float *x, int64_t n)                          \
+#define SUM_RUN_F32(NAME, TARGET, E)                                                       \
+    TARGET static double NAME(const float *x, float m, int64_t n)                          \
     {                                                                                      \
+        (void)m;                                                                           \
         red_v4d lo = {0}, hi = {0};                                                        \
         int64_t j = 0;                                                                     \
         for (; j + 8 <= n; j += 8) {                                                       \
-            lo += (red_v4d){x[j], x[j + 1], x[j + 2], x[j + 3]};                           \
-            hi += (red_v4d){x[j + 4], x[j + 5], x[j + 6], x[j + 7]};                       \
+            lo += (red_v4d){E(x[j], m), E(x[j + 1], m), E(x[j + 2], m), E(x[j + 3], m)};   \
+            hi += (red_v4d){E(x[j + 4], m), E(x[j + 5], m), E(x[j + 6], m), E(x[j + 7], m)}; \
         }                                                                                  \
         double s = ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3])); \
         for (; j < n; j++)                                                                 \
-            s += (double)x[j];                                                             \
+            s += (double)E(x[j], m);                                                       \
         return s;                                                                          \
     }
-SUM_RUN_F32(v2, )
+SUM_RUN_F32(sum_f32_v2, , RED_ID)
+SUM_RUN_F32(sumsq_f32_v2, , RED_SQ)
 #if defined(__x86_64__) && defined(__GNUC__)
-SUM_RUN_F32(avx2, __attribute__((target("avx2"))))
+SUM_RUN_F32(sum_f32_avx2, __attribute__((target("avx2"))), RED_ID)
+SUM_RUN_F32(sumsq_f32_avx2, __attribute__((target("avx2"))), RED_SQ)
 static double sum_run_float(const float *x, int64_t n)
 {
-    return __builtin_cpu_supports("avx2") ? sum_f32_avx2(x, n) : sum_f32_v2(x, n);
+    return __builtin_cpu_supports("avx2") ? sum_f32_avx2(x, 0, n) : sum_f32_v2(x, 0, n);
+}
+static double sumsq_run_float(const float *x, float m, int64_t n)
+{
+    return __builtin_cpu_supports("avx2") ? sumsq_f32_avx2(x, m, n) : sumsq_f32_v2(x, m, n);
 }
 #else
-static double sum_run_float(const float *x, int64_t n) { return sum_f32_v2(x, n); }
+static double sum_run_float(const float *x, int64_t n) { return sum_f32_v2(x, 0, n); }
+static double sumsq_run_float(const float *x, float m, int64_t n) { return sumsq_f32_v2(x, m, n); }
 #endif
-SUM_RUN(double)
+SUM_RUN(sum_run_d, double, RED_ID)
+SUM_RUN(sumsq_run_double, double, RED_SQ)
+static double sum_run_double(const double *x, int64_t n) { return sum_run_d(x, 0, n); }
+
+/* REDUCE_MEAN's mean of a run of n > 0 (an accumulator of 0 plus the run's
+ * sum, over n, rounded to x's dtype), and of the squares of x - m: the bits
+ * of REDUCE_MEAN over the run and of REDUCE_MEAN of MUL(SUB(x, m), SUB(x, m)) */
+float dev_mean_run_f32(const float *x, int64_t n)
+{
+    double a = 0;
+    a += sum_run_float(x, n);
+    return (float)(a / (double)n);
+}
+float dev_mean_sq_run_f32(const float *x, float m, int64_t n)
+{
+    double a = 0;
+    a += sumsq_run_float(x, m, n);
+    return (float)(a / (double)n);
+}
+double dev_mean_run_f64(const double *x, int64_t n)
+{
+    double a = 0;
+    a += sum_run_double(x, n);
+    return a / (double)n;
+}
+double dev_mean_sq_run_f64(const double *x, double m, int64_t n)
+{
+    double a = 0;
+    a += sumsq_run_double(x, m, n);
+    return a / (double)n;
+}
 /* The largest of x[0, n), n >= 1, by eight running maxima (AVX2 where the
  * CPU has it; GCC's generic lowering of the comparison without it was a
  * branch per lane): x - max is then at most 0 wherever it is a number. A

@@ -417,7 +417,7 @@ static const dev_kernel kernels[ISA_OP_COUNT] = {
     [ISA_GRID_SAMPLE] = dev_cpu_grid_sample, [ISA_NMS] = dev_cpu_nms, [ISA_AFFINE_GRID] = dev_cpu_affine_grid,
     [ISA_COL2IM] = dev_cpu_col2im, [ISA_ROI_ALIGN] = dev_cpu_roi_align,
     [ISA_DEFORM_CONV] = dev_cpu_deform_conv,
-    [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn,
+    [ISA_PADV] = dev_cpu_padv,           [ISA_LRN] = dev_cpu_lrn, [ISA_LAYER_NORM] = dev_cpu_layer_norm,
     [ISA_STACK_PUT] = dev_cpu_stack_put,     [ISA_SCATTER_ROWS] = dev_cpu_scatter_rows,
     [ISA_LSTM_CELL_C] = dev_cpu_rnn_cell, [ISA_LSTM_CELL_H] = dev_cpu_rnn_cell, [ISA_GRU_CELL] = dev_cpu_rnn_cell,
     [ISA_LSTM_STEP] = dev_cpu_rnn_step, [ISA_GRU_STEP] = dev_cpu_rnn_step,

@@ -364,6 +364,32 @@ def scatter_static():
     save("scatter_static.onnx", g)
 
 
+def layer_norm():
+    # LayerNormalization with and without a bias beside the same normalization spelled out as the
+    # ops an older exporter writes (ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, Mul, Add):
+    # test_onnx wants the same bits from both
+    D = 11
+    scale = np.linspace(-1.5, 2, D).astype(np.float32)
+    bias = np.linspace(0.25, -0.5, D).astype(np.float32)
+    nodes = [H.make_node("LayerNormalization", ["x", "scale", "bias"], ["y1"], axis=-1, epsilon=1e-5),
+             H.make_node("LayerNormalization", ["x", "scale"], ["z1"], axis=-1, epsilon=1e-5),
+             H.make_node("ReduceMean", ["x"], ["m"], axes=[-1], keepdims=1),
+             H.make_node("Sub", ["x", "m"], ["c"]),
+             H.make_node("Mul", ["c", "c"], ["sq"]),
+             H.make_node("ReduceMean", ["sq"], ["v"], axes=[-1], keepdims=1),
+             H.make_node("Add", ["v", "eps"], ["ve"]),
+             H.make_node("Sqrt", ["ve"], ["s"]),
+             H.make_node("Div", ["one", "s"], ["inv"]),
+             H.make_node("Mul", ["c", "inv"], ["n"]),
+             H.make_node("Mul", ["n", "scale"], ["z2"]),
+             H.make_node("Add", ["z2", "bias"], ["y2"])]
+    g = H.make_graph(nodes, "layer_norm", [f32("x", [2, 3, D])],
+                     [f32("y1", [2, 3, D]), f32("y2", [2, 3, D]), f32("z1", [2, 3, D]), f32("z2", [2, 3, D])],
+                     [init("scale", scale), init("bias", bias), init("eps", np.float32(1e-5)),
+                      init("one", np.float32(1))])
+    save("layer_norm.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -399,5 +425,6 @@ if __name__ == "__main__":
     scatter_dynamic()
     scatter_one()
     scatter_static()
+    layer_norm()
     cast_x86()
     print("make_models.py: models in", OUT)

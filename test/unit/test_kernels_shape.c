@@ -580,6 +580,97 @@ START_TEST(test_lrn)
 }
 END_TEST
 
+/* LAYER_NORM: rows over the dims from the axis on, one-element scale and
+ * bias, and every error */
+START_TEST(test_layer_norm)
+{
+    const double r2 = sqrt(2), s12 = sqrt(12.75);
+    /* rows [1 2 3 4] (mean 2.5, variance 1.25) and [0 0 0 8] (2, 12); eps 0.75 */
+    OK(ISA_LAYER_NORM, -1,
+       (T(F32, (2, 4), 1, 2, 3, 4, 0, 0, 0, 8), T(F32, (4), 1, 2, 1, 1), T(F32, (4), 0, 0, 0, 1), sc(F32, 0.75)), F32,
+       (2, 4), -1.5 / r2, -1 / r2, 0.5 / r2, 1.5 / r2 + 1, -2 / s12, -4 / s12, -2 / s12, 6 / s12 + 1);
+    /* axis 0 of [2, 2]: one row of 4; one-element scale and bias; eps 0 */
+    OK(ISA_LAYER_NORM, 0, (T(F64, (2, 2), 1, 2, 3, 4), sc(F64, 2), T(F64, (1), -1), sc(F64, 0)), F64, (2, 2),
+       -3 / sqrt(1.25) - 1, -1 / sqrt(1.25) - 1, 1 / sqrt(1.25) - 1, 3 / sqrt(1.25) - 1);
+    /* scale [1, 2] against the last axis (a leading 1), rows of one element */
+    OK(ISA_LAYER_NORM, 1, (T(F32, (2, 2), 1, 5, 2, 2), T(F32, (1, 2), 1, 1), T(F32, (2), 3, 4), sc(F32, 1)), F32, (2, 2),
+       -2 / sqrt(5) + 3, 2 / sqrt(5) + 4, 3, 4);
+    OK(ISA_LAYER_NORM, -1, (T(F32, (2, 1), 7, -7), sc(F32, 1), sc(F32, 0.5f), sc(F32, 1)), F32, (2, 1), 0.5, 0.5);
+    OK(ISA_LAYER_NORM, -1, (T(F32, (0, 3)), T(F32, (3)), T(F32, (3)), sc(F32, 1)), F32, (0, 3));
+    FAILS(ISA_LAYER_NORM, -1, (T(I32, (2)), T(I32, (2)), T(I32, (2)), sc(I32, 1)), TY,
+          "layer_norm: not defined on i32 (floats only)");
+    FAILS(ISA_LAYER_NORM, -1, (T(F32, (2)), T(F64, (2)), T(F32, (2)), sc(F32, 1)), TY,
+          "layer_norm: dtype mismatch: f32 [2] and f64 [2]");
+    FAILS(ISA_LAYER_NORM, -1, (T(F32, (2, 4)), T(F32, (3)), T(F32, (4)), sc(F32, 1)), SH,
+          "layer_norm: scale [3] must be one element or x's dims from axis 1 on (x [2, 4])");
+    FAILS(ISA_LAYER_NORM, 1, (T(F32, (2, 4)), T(F32, (4)), T(F32, (2, 4)), sc(F32, 1)), SH,
+          "layer_norm: bias [2, 4] must be one element or x's dims from axis 1 on (x [2, 4])");
+    FAILS(ISA_LAYER_NORM, 0, (T(F32, (2, 4)), T(F32, (4)), T(F32, (2, 4)), sc(F32, 1)), SH,
+          "layer_norm: scale [4] must be one element or x's dims from axis 0 on (x [2, 4])");
+    FAILS(ISA_LAYER_NORM, -1, (T(F32, (2)), T(F32, (2)), T(F32, (2)), T(F32, (2))), SH,
+          "layer_norm: eps must be one element, got [2]");
+    FAILS(ISA_LAYER_NORM, 2, (T(F32, (2, 2)), T(F32, (2)), T(F32, (2)), sc(F32, 1)), SH,
+          "layer_norm: axis 2 out of range for shape [2, 2]");
+}
+END_TEST
+
+/* LAYER_NORM against the instructions it replaces (REDUCE_MEAN, SUB, MUL,
+ * REDUCE_MEAN, ADD, SQRT, DIV, MUL, MUL, ADD), bit for bit: rows of 77 (the
+ * sums' eight lanes and a tail) and 768, f32 and f64, values around 1000
+ * (where a sum in another order rounds differently) */
+static dev_value ew(isa_op op, dev_value a, dev_value b)
+{
+    dev_value in[2] = {a, b}, out;
+    ck_assert_msg(dev_cpu_elementwise(op, 0, in, &out, &alloc, msg, sizeof msg) == TFVM_OK, "%s", msg);
+    dev_value_release(&a);
+    dev_value_release(&b);
+    return out;
+}
+
+static dev_value ln_by_parts(dev_value x, dev_value s, dev_value b, dev_value eps)
+{
+    dev_value m, v;
+    dev_value_retain(&x);
+    ck_assert_int_eq(C(ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &m, x, IV(1)), TFVM_OK);
+    dev_value c = ew(ISA_SUB, x, m);
+    dev_value_retain(&c);
+    dev_value_retain(&c);
+    ck_assert_int_eq(C(ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &v, ew(ISA_MUL, c, c), IV(1)), TFVM_OK);
+    dev_value inv = ew(ISA_DIV, sc(x.dtype, 1), ew(ISA_SQRT, ew(ISA_ADD, v, eps), NONE));
+    return ew(ISA_ADD, ew(ISA_MUL, ew(ISA_MUL, c, inv), s), b);
+}
+
+START_TEST(test_layer_norm_bits)
+{
+    static const int64_t lens[2] = {77, 768};
+    for (int dt = 0; dt < 2; dt++)
+        for (int li = 0; li < 2; li++) {
+            const uint8_t d = dt ? F64 : F32;
+            const int64_t n = lens[li], dims[2] = {3, n};
+            dev_value x = tf(d, 2, dims, NULL, 0), s = tf(d, 1, &n, NULL, 0), b = tf(d, 1, &n, NULL, 0);
+            uint32_t r = 12345;
+            for (int64_t i = 0; i < 3 * n; i++) {
+                r = r * 1103515245u + 12345u;
+                put(d, x.u.t->data, i, 1000 + (double)(r >> 8) / (1 << 24) * (i % 7 == 0 ? 50 : 1));
+                if (i < n) {
+                    put(d, s.u.t->data, i, 0.5 + (double)(r >> 20) / 4096);
+                    put(d, b.u.t->data, i, (double)(r >> 16) / 65536 - 0.5);
+                }
+            }
+            dev_value_retain(&x);
+            dev_value_retain(&s);
+            dev_value_retain(&b);
+            dev_value want = ln_by_parts(x, s, b, sc(d, 1e-5)), got;
+            ck_assert_int_eq(C(ISA_LAYER_NORM, -1, &got, x, s, b, sc(d, 1e-5)), TFVM_OK);
+            ck_assert_int_eq(got.u.t->nbytes, want.u.t->nbytes);
+            ck_assert_msg(memcmp(got.u.t->data, want.u.t->data, got.u.t->nbytes) == 0, "%s rows of %lld differ",
+                          d == F32 ? "f32" : "f64", (long long)n);
+            dev_value_release(&got);
+            dev_value_release(&want);
+        }
+}
+END_TEST
+
 START_TEST(test_pool12)
 {
 #define X44 T(F32, (1, 1, 4, 4), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
@@ -673,6 +764,7 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_LRN: in[0] = T(dt, (1, 2), 1, 0); in[1] = T(F32, (4), 1, 1, 1, 1); break;
     case ISA_STACK_PUT: in[0] = T(dt, (1, 2), 1, 0); in[1] = sc64(40); in[2] = T(dt, (2), 1, 0); break;
     case ISA_SCATTER_ROWS: in[0] = T(dt, (2), 1, 0); in[1] = T(I64, (1), 1); in[2] = T(dt, (1), 1); break;
+    case ISA_LAYER_NORM: in[0] = T(dt, (2), 1, 0); in[1] = sc(dt, 2); in[2] = sc(dt, 1); in[3] = sc(dt, 1); break;
     case ISA_MAXPOOL:
     case ISA_AVGPOOL: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = IV(2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1); break;
     /* the tensor ops before issue 10 */
@@ -912,6 +1004,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stack_put_growth);
     tcase_add_test(tc, test_resize);
     tcase_add_test(tc, test_lrn);
+    tcase_add_test(tc, test_layer_norm);
+    tcase_add_test(tc, test_layer_norm_bits);
     tcase_add_test(tc, test_pool12);
     tcase_add_test(tc, test_small_ints);
     tcase_add_loop_test(tc, test_nomem, 0, (int)UT_COUNTOF(nm_ops));

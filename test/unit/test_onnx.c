@@ -469,6 +469,41 @@ END_TEST
  * as ONNX Runtime does), an update's inf or NaN in its own place only (the
  * one-hot product that lowered them had summed repeated rows and spread
  * 0 * inf = NaN over every row) */
+/* LayerNormalization is one LAYER_NORM, with and without a bias, and gives
+ * the bits of the same normalization spelled out in primitive ops beside it
+ * (rows of 11: the sums' eight lanes and a tail; a constant row whose
+ * normalized zeros take the scale's signs, -0 kept where there is no bias) */
+START_TEST(layer_norm_as_spelled)
+{
+    tfvm_program *p = compile_ok(M "layer_norm.onnx");
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        n += p->isa.insts[i].op == ISA_LAYER_NORM;
+    ck_assert_uint_eq(n, 2);
+    const int64_t dims[3] = {2, 3, 11};
+    float x[66];
+    uint32_t r = 7;
+    for (int i = 0; i < 66; i++) {
+        r = r * 1103515245u + 12345u;
+        x[i] = i < 11 ? 3.25f : 1000 + (float)(r >> 8) / (1 << 24) * (i % 5 == 0 ? 40 : 1);
+    }
+    tfvm_tensor *t = ftensor(3, dims, x);
+    tfvm_value arg = tfvm_tensor_value(t), res[4];
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, &arg, 1, res, 4, mode);
+        for (int k = 0; k < 4; k += 2) {
+            const float *a = tfvm_tensor_data(res[k].tensor), *b = tfvm_tensor_data(res[k + 1].tensor);
+            ck_assert_msg(memcmp(a, b, sizeof x) == 0, "output %d differs from its spelled-out twin", k);
+        }
+        ck_assert(signbit(((const float *)tfvm_tensor_data(res[2].tensor))[0])); /* 0 * scale -1.5, no bias: -0 */
+        for (int k = 0; k < 4; k++)
+            tfvm_value_release(&res[k]);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(scatter_rows_in_order)
 {
     tfvm_program *p = compile_ok(M "scatter_static.onnx");
@@ -660,6 +695,7 @@ int main(void)
     tcase_add_test(tc, u64_beyond_i64);
     tcase_add_test(tc, scatter_dynamic_shapes);
     tcase_add_test(tc, scatter_rows_in_order);
+    tcase_add_test(tc, layer_norm_as_spelled);
     tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);

@@ -89,6 +89,7 @@ static const sample samples[] = {
     {ISA_GRU_STEP, 0, {X(3, 2, 1, 6), IS(0), X(2, 1, 2), X(2, 6, 2), X(1, 6)}},
     {ISA_STACK_PUT, 0, {{S_X, 1, {0}, 0, {0}}, IS(0), X(1, 3)}},
     {ISA_SCATTER_ROWS, 0, {X(2, 2, 3), IV(1, 1), X(2, 1, 3)}},
+    {ISA_LAYER_NORM, 1, {X(2, 2, 3), X(1, 3), X(1, 3), XS(1)}},
     {ISA_BITCAST, ATTR_DTYPE, {X(2, 2, 3)}},
     {ISA_NONZERO, 0, {X(2, 2, 3)}},
     {ISA_UNIQUE, ISA_OPT_SORTED, {X(2, 3, 2), IS(1)}},
