@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-#define TC_ABI_VERSION 3 /* 2: the ops from TC_FLOOR on; 3: the tensor kernels from copy on */
+#define TC_ABI_VERSION 4 /* 2: the ops from TC_FLOOR on; 3: the tensor kernels from copy on; 4: layer_norm */
 /* The one symbol the library exports: returns its function table. */
 #define TC_ENTRY_SYMBOL "tfvm_cuda_backend_v1"
 
@@ -143,6 +143,11 @@ typedef struct tc_backend {
     /* y = x converted from dtype `from` to `to` (TC_BOOL..TC_F64) as CAST;
      * TC_DATA_ERROR for a float that does not fit the integer dtype. */
     int (*cast)(int from, int to, int64_t count, const void *x, void *y, char *msg, size_t msg_size);
+    /* LAYER_NORM of x [rows, d] (rows * d elements of x's dims, rank of
+     * them): each row normalized, scale and bias read through x's dims as
+     * elementwise operands (tc_operand); TC_F32 or TC_F64. */
+    int (*layer_norm)(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
+                      const tc_operand *bias, double eps, void *y, char *msg, size_t msg_size);
 } tc_backend;
 
 typedef const tc_backend *(*tc_entry_fn)(void);

@@ -213,6 +213,32 @@ __global__ void tc_softmax_kernel(int log_of, int64_t rows, int64_t n, int64_t i
     tc_softmax_one(log_of, n, inner, x, y, j);
 }
 
+struct tc_lnorm_args {
+    int rank;
+    int64_t rows, d;
+    int64_t dims[TC_MAX_RANK];
+    tc_operand s, b;
+    double eps;
+};
+
+__device__ __forceinline__ void tc_lnorm_one(const tc_lnorm_args &a, const float *x, float *y, int64_t j)
+{
+    tc_layer_norm_f32(a.rank, a.dims, a.d, x, static_cast<const float *>(a.s.data), a.s.strides, a.s.scalar.f32,
+                      static_cast<const float *>(a.b.data), a.b.strides, a.b.scalar.f32, (float)a.eps, y, j);
+}
+__device__ __forceinline__ void tc_lnorm_one(const tc_lnorm_args &a, const double *x, double *y, int64_t j)
+{
+    tc_layer_norm_f64(a.rank, a.dims, a.d, x, static_cast<const double *>(a.s.data), a.s.strides, a.s.scalar.f64,
+                      static_cast<const double *>(a.b.data), a.b.strides, a.b.scalar.f64, a.eps, y, j);
+}
+
+/* one thread a row, as the softmax */
+template <typename T> __global__ void tc_lnorm_kernel(tc_lnorm_args a, const T *x, T *y)
+{
+    TC_FOR(j, a.rows)
+    tc_lnorm_one(a, x, y, j);
+}
+
 /* *bad is set (to 1) by any thread that meets an index out of range */
 template <typename T>
 __global__ void tc_gather_kernel(int idx_dtype, int64_t d, int64_t inner, int64_t nidx, int64_t count, const T *x,
@@ -588,10 +614,38 @@ int tc_cast(int from, int to, int64_t count, const void *x, void *y, char *msg, 
     return 0;
 }
 
+int tc_layer_norm(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
+                  const tc_operand *bias, double eps, void *y, char *msg, size_t msg_size)
+{
+    if ((dtype != TC_F32 && dtype != TC_F64) || rank < 0 || rank > TC_MAX_RANK || d <= 0)
+        return tc_bad_args(msg, msg_size, "layer_norm");
+    tc_lnorm_args a;
+    memset(&a, 0, sizeof a);
+    a.rank = rank;
+    a.d = d;
+    a.rows = 1;
+    for (int i = 0; i < rank; i++) {
+        a.dims[i] = dims[i];
+        a.rows *= dims[i];
+    }
+    a.rows /= d;
+    a.s = *scale;
+    a.b = *bias;
+    a.eps = eps;
+    if (a.rows == 0)
+        return 0;
+    if (dtype == TC_F32)
+        tc_lnorm_kernel<float><<<tc_blocks(a.rows), tc_threads, 0, g.stream>>>(a, (const float *)x, (float *)y);
+    else
+        tc_lnorm_kernel<double><<<tc_blocks(a.rows), tc_threads, 0, g.stream>>>(a, (const double *)x, (double *)y);
+    TC_CHECK(cudaGetLastError(), "kernel launch");
+    return 0;
+}
+
 const tc_backend tc_table = {
     TC_ABI_VERSION, sizeof(tc_backend), tc_init,        tc_describe, tc_alloc, tc_release, tc_to_device,
     tc_to_host,     tc_sync,            tc_elementwise, tc_gemm,  tc_copy,    tc_bias_act,  tc_im2col,
-    tc_pool_run,    tc_reduce_run,      tc_softmax_run, tc_gather, tc_cast,
+    tc_pool_run,    tc_reduce_run,      tc_softmax_run, tc_gather, tc_cast,  tc_layer_norm,
 };
 
 } // namespace

@@ -136,10 +136,10 @@ static tfvm_status cu_sync(const dev_device *d, char *msg, size_t ms)
  * elementwise ones are the library's op ids; the others are this file's own
  * (never sent to the library as an op id): GEMM (cuBLAS), CONV (im2col and
  * cuBLAS), POOL, REDUCE, SOFTMAX, COPY (the layout ops: copies with strides),
- * GATHER and CAST, the library's functions of those names. */
+ * GATHER, CAST and LAYER_NORM, the library's functions of those names. */
 enum {
     TC_NONE = -1, TC_GEMM = -2, TC_CONV = -3, TC_POOL = -4, TC_REDUCE = -5, TC_SOFTMAX = -6, TC_COPY = -7,
-    TC_GATHER = -8, TC_CAST = -9
+    TC_GATHER = -8, TC_CAST = -9, TC_LAYER_NORM = -10
 };
 static const int cu_tc[ISA_OP_COUNT] = {
 #define OP(name, cls, in, out, attrs, types, res, fails, cuda, syn) [ISA_##name] = TC_##cuda,
@@ -437,6 +437,7 @@ static uint32_t cu_host_mask(isa_op op)
     switch (cu_tc[op]) {
     case TC_CONV: return 1u << 2;
     case TC_POOL: case TC_REDUCE: return 1u << 1;
+    case TC_LAYER_NORM: return 1u << 3; /* eps */
     case TC_COPY: return op == ISA_CONCAT || op == ISA_FLATTEN ? 0 : 1u << 1;
     default: return 0;
     }
@@ -531,7 +532,7 @@ static bool cu_tensor_has(isa_op op, uint32_t attr, const dev_value *in, const c
     }
     case TC_POOL: return op == ISA_AVGPOOL ? cu_float(dt) : dt >= TFVM_I32 && dt <= TFVM_F64;
     case TC_REDUCE: return tc_reduce_has(cu_red_op(op), dt);
-    case TC_SOFTMAX: return cu_float(dt);
+    case TC_SOFTMAX: case TC_LAYER_NORM: return cu_float(dt);
     default: return true; /* COPY and GATHER move elements of any size */
     }
 }
@@ -737,6 +738,25 @@ static int cu_softmax(const dev_device *d, isa_op op, uint32_t attr, const dev_v
                                   why, ws);
 }
 
+/* LAYER_NORM: rows over x's dims from the axis on, scale and bias read
+ * through x's shape (the CPU's checks have accepted them), eps on the host */
+static int cu_layer_norm(const dev_device *d, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why,
+                         size_t ws)
+{
+    const tfvm_tensor *X = in[0].u.t;
+    int64_t dn = 1;
+    for (int i = cu_axis((int32_t)attr, X->rank); i < X->rank; i++)
+        dn *= X->dims[i];
+    tc_operand s, b;
+    cu_operand(&in[1], X->rank, X->dims, &s);
+    cu_operand(&in[2], X->rank, X->dims, &b);
+    const dev_value *e = &in[3];
+    const bool f32 = X->dtype == TFVM_F32;
+    const double eps = e->is_tensor ? (f32 ? ((const float *)e->u.t->data)[0] : ((const double *)e->u.t->data)[0])
+                                    : (f32 ? e->u.f32 : e->u.f64);
+    return cu_backend(d)->layer_norm(X->dtype, X->rank, X->dims, dn, X->data, &s, &b, eps, y->data, why, ws);
+}
+
 /* The layout ops: RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE copy the elements as
  * they are; TRANSPOSE reads x through permuted strides; CONCAT copies a and b
  * into their parts of each outer row. */
@@ -815,6 +835,7 @@ static tfvm_status cu_run_tensor(const dev_device *d, const dev_ctx *x, isa_op o
         case TC_POOL: rc = cu_pool(d, op, in, t, why, sizeof why); break;
         case TC_REDUCE: rc = cu_reduce(d, op, in, t, why, sizeof why); break;
         case TC_SOFTMAX: rc = cu_softmax(d, op, attr, in, t, why, sizeof why); break;
+        case TC_LAYER_NORM: rc = cu_layer_norm(d, attr, in, t, why, sizeof why); break;
         case TC_COPY: rc = cu_copy(d, op, attr, in, t, why, sizeof why); break;
         case TC_GATHER: rc = cu_gather(d, attr, in, t, why, sizeof why); break;
         default: rc = cu_backend(d)->cast(in[0].dtype, (int)attr, t->count, in[0].u.t->data, t->data, why, sizeof why);

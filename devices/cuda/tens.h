@@ -164,6 +164,37 @@ TC_FN int tc_reduce_has(int op, int dtype)
 TC_SOFTMAX_ROW(tc_softmax_f32, float, expf)
 TC_SOFTMAX_ROW(tc_softmax_f64, double, exp)
 
+/* ---- Layer normalization -------------------------------------------------------
+ * Row j of x [rows, d] (LAYER_NORM): the mean and the mean of (x - m)^2,
+ * each summed in double in order and rounded to T, then (x - m) * (1 /
+ * sqrt(v + eps)) * scale + bias, each step rounded to T; scale and bias
+ * read through x's dims (element j * d + l) at sd / bd with strides ss /
+ * bs, or the scalars s1 / b1 where sd / bd is NULL. */
+#define TC_LAYER_NORM_ROW(NAME, T, SQRT)                                                \
+    TC_FN void NAME(int rank, const int64_t *dims, int64_t d, const T *x, const T *sd, const int64_t *ss, T s1, \
+                    const T *bd, const int64_t *bs, T b1, T eps, T *y, int64_t j)      \
+    {                                                                                   \
+        const T *xs = x + j * d;                                                        \
+        double s = 0, q = 0;                                                            \
+        for (int64_t l = 0; l < d; l++)                                                 \
+            s += (double)xs[l];                                                         \
+        const T m = (T)(s / (double)d);                                                 \
+        for (int64_t l = 0; l < d; l++) {                                               \
+            const T c = xs[l] - m;                                                      \
+            q += (double)(c * c);                                                       \
+        }                                                                               \
+        const T v = (T)(q / (double)d), inv = (T)1 / SQRT(v + eps);                     \
+        for (int64_t l = 0; l < d; l++) {                                               \
+            const int64_t i = j * d + l;                                                \
+            const T sc = sd ? sd[tc_offset(i, rank, dims, ss)] : s1;                    \
+            const T bi = bd ? bd[tc_offset(i, rank, dims, bs)] : b1;                    \
+            const T n = (xs[l] - m) * inv, w = n * sc;                                  \
+            y[i] = w + bi;                                                              \
+        }                                                                               \
+    }
+TC_LAYER_NORM_ROW(tc_layer_norm_f32, float, sqrtf)
+TC_LAYER_NORM_ROW(tc_layer_norm_f64, double, sqrt)
+
 /* ---- Gather ----------------------------------------------------------------------
  * Output element i of y [outer, nidx, inner]: its offset in x [outer, d,
  * inner], or -1 when its index lies outside [-d, d). */

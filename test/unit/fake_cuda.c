@@ -285,6 +285,30 @@ static int fake_reduce(int op, int dtype, const tc_reduce *r, const void *x, voi
     return 0;
 }
 
+static int fake_layer_norm(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
+                           const tc_operand *bias, double eps, void *y, char *msg, size_t ms)
+{
+    if ((dtype != TC_F32 && dtype != TC_F64) || rank < 0 || rank > TC_MAX_RANK || d <= 0)
+        return fail(msg, ms, "layer_norm: bad arguments");
+    int64_t count = 1;
+    for (int i = 0; i < rank; i++)
+        count *= dims[i];
+    if (count == 0)
+        return 0;
+    if (!is_dev(x) || !is_dev(y) || (scale->data && !is_dev(scale->data)) || (bias->data && !is_dev(bias->data)))
+        return fail(msg, ms, "kernel launch: a host pointer where device memory belongs");
+    const void *sd = scale->data ? host_of(scale->data) : NULL, *bd = bias->data ? host_of(bias->data) : NULL;
+    for (int64_t j = 0; j < count / d; j++) {
+        if (dtype == TC_F32)
+            tc_layer_norm_f32(rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f32, bd, bias->strides,
+                              bias->scalar.f32, (float)eps, host_of(y), j);
+        else
+            tc_layer_norm_f64(rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f64, bd, bias->strides,
+                              bias->scalar.f64, eps, host_of(y), j);
+    }
+    return 0;
+}
+
 static int fake_softmax(int dtype, int log_of, int64_t outer, int64_t n, int64_t inner, const void *x, void *y,
                         char *msg, size_t ms)
 {
@@ -358,6 +382,7 @@ static const tc_backend fake_table = {
     .softmax = fake_softmax,
     .gather = fake_gather,
     .cast = fake_cast,
+    .layer_norm = fake_layer_norm,
 };
 
 __attribute__((visibility("default"))) const tc_backend *tfvm_cuda_backend_v1(void) { return &fake_table; }

@@ -464,6 +464,8 @@ static const tk_case tk_cases[] = {
     {"softmax middle", ISA_SOFTMAX, 1, 1, {X(2, 3, 5)}},
     {"softmax first", ISA_SOFTMAX, (uint32_t)-3, 1, {X(2, 3, 5)}},
     {"log_softmax", ISA_LOG_SOFTMAX, 1, 1, {X(2, 3, 5)}},
+    {"layer_norm last", ISA_LAYER_NORM, (uint32_t)-1, 4, {X(2, 3, 9), X(9), X(9), X(1)}},
+    {"layer_norm two axes, one-element scale", ISA_LAYER_NORM, 1, 4, {X(2, 3, 4), X(1), X(1, 3, 4), X(1)}},
     {"reshape", ISA_RESHAPE, 0, 2, {X(2, 3, 4), P(4, -1)}},
     {"flatten", ISA_FLATTEN, 2, 1, {X(2, 3, 4)}},
     {"squeeze", ISA_SQUEEZE, 0, 2, {X(2, 1, 3), P(1)}},
@@ -620,7 +622,7 @@ START_TEST(test_load_errors)
     /* a library that is not a backend: libm has no entry point */
     dev_cuda_open("libm.so.6", &d);
     ck_assert(!d.ready);
-    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 3");
+    ck_assert_str_eq(d.state, "unavailable: libm.so.6: not a tfvm CUDA backend of ABI version 4");
 }
 END_TEST
 

@@ -102,7 +102,7 @@ START_TEST(rows_are_consistent)
             ck_assert_msg(o->result == ISA_RESULT_ATTR, "%s: F2I is CAST's", n);
         /* a CUDA kernel: an elementwise one of one or two inputs, GEMM, CAST's,
          * or a tensor kernel (devices/cuda/cuda.c) */
-        static const char *const tensor_kernels[] = {"CONV", "POOL", "REDUCE", "SOFTMAX", "COPY", "GATHER"};
+        static const char *const tensor_kernels[] = {"CONV", "POOL", "REDUCE", "SOFTMAX", "COPY", "GATHER", "LAYER_NORM"};
         bool tensor_kernel = false;
         for (size_t k = 0; k < UT_COUNTOF(tensor_kernels); k++)
             tensor_kernel |= strcmp(o->cuda, tensor_kernels[k]) == 0;
