@@ -1720,17 +1720,38 @@ static void fuse_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
-/* A MATMUL with no bias whose value only an activation uses (T5's and
- * Llama's bias-free Linear layers before ReLU or SiLU): one FUSED_MATMUL
- * whose bias is a scalar -0, which adds nothing to any element (x + -0 is x,
- * -0 included), so the bits of the activation on the product. */
+/* A MATMUL or CONV2D with no bias whose value only an activation uses
+ * (T5's and Llama's bias-free Linear layers before ReLU or SiLU; Wav2Vec2's
+ * and HuBERT's bias-free 1-D convolutions before GELU, through the SQUEEZE
+ * that makes them 1-D again): one FUSED_MATMUL or FUSED_CONV2D whose bias is
+ * -0 (a scalar, or O of them per output channel), which adds nothing to any
+ * element (x + -0 is x, -0 included), so the bits of the activation on the
+ * product. */
+static cc_irval neg_zero_bias(cc *C, cc_node *at, uint8_t d, int64_t O)
+{
+    const dev_value z = d == TFVM_F32 ? (dev_value){.dtype = TFVM_F32, .u.f32 = -0.0f}
+                                      : (dev_value){.dtype = TFVM_F64, .u.f64 = -0.0};
+    if (O < 0)
+        return new_const(C, at, &z);
+    const size_t esz = tfvm_dtype_size((tfvm_dtype)d);
+    char *p = cc_alloc(C, (size_t)O * esz);
+    for (int64_t o = 0; o < O; o++)
+        memcpy(p + o * (int64_t)esz, &z.u, esz);
+    const cc_cval c = {.dtype = d, .rank = 1, .dims = {O}, .nbytes = (size_t)O * esz, .data = p};
+    return new_tensor_const(C, at, &c);
+}
+
 static void fuse_unbiased_block(cc *C, cc_blk *b, void *ud)
 {
     fuse_state *S = ud;
     for (cc_node *n = b->first; n;) {
         cc_node *next = n->next;
         const uint8_t d = n->n_out ? n->types[0].dtype : 0;
-        if (n->kind != CC_N_OP || n->op != ISA_MATMUL || n->n_in != 2 || !isa_dtype_float(d)) {
+        const bool mm = n->kind == CC_N_OP && n->op == ISA_MATMUL && n->n_in == 2;
+        const bool conv = n->kind == CC_N_OP && n->op == ISA_CONV2D && n->n_in == 3 && n->attr == 0;
+        const cc_vtype *w = conv ? vtype(n->in[1]) : NULL;
+        const int64_t O = conv && known_rank(w) && w->rank == 4 ? w->dims[0] : -1;
+        if ((!mm && !(conv && O > 0)) || !isa_dtype_float(d)) {
             n = next;
             continue;
         }
@@ -1740,22 +1761,20 @@ static void fuse_unbiased_block(cc *C, cc_blk *b, void *ud)
             n = next;
             continue;
         }
-        cc_irval *in = cc_array(C, 3, sizeof *in);
-        in[0] = cc_resolve(n->in[0]);
-        in[1] = cc_resolve(n->in[1]);
-        const dev_value negzero = d == TFVM_F32 ? (dev_value){.dtype = TFVM_F32, .u.f32 = -0.0f}
-                                                : (dev_value){.dtype = TFVM_F64, .u.f64 = -0.0};
-        in[2] = new_const(C, n, &negzero);
-        const uint32_t attr = n->attr | am.act;
+        cc_irval *in = cc_array(C, n->n_in + 1, sizeof *in);
+        for (uint32_t k = 0; k < n->n_in; k++)
+            in[k] = cc_resolve(n->in[k]);
+        in[n->n_in] = neg_zero_bias(C, n, d, conv ? O : -1);
+        const uint32_t attr = n->attr | am.act, n_in = n->n_in + 1;
         if (target != n) {
             if (next == n)
                 next = n->next;
             cc_node_unlink(n);
         }
         target->attr = attr;
-        target->op = ISA_FUSED_MATMUL;
+        target->op = conv ? ISA_FUSED_CONV2D : ISA_FUSED_MATMUL;
         target->in = in;
-        target->n_in = 3;
+        target->n_in = n_in;
         S->fused++;
         n = next;
     }

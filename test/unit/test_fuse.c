@@ -770,6 +770,43 @@ static void weight_dims(const tfvm_program *p, int64_t *kh, int64_t *kw)
  * weights; by 4 with padding 4 every tap is live and the layer stays; by 9
  * with pads 2 before and 9 after only the middle one is live too, but
  * trimmed the layer would need a negative pad, and it stays. */
+/* A CONV2D with no bias before its activation, directly or through the
+ * relabelling a 1-D convolution's exporter writes: one FUSED_CONV2D with
+ * -0 biases, the bits of the ops unfused (zeros and negative sums in the
+ * data, as above) */
+START_TEST(unbiased_conv_activation)
+{
+#define CB "fn main(x: f32[1, 4, 1, 9], w: f32[6, 4, 1, 3]) -> f32[1, 6, 1, 7] {\n    let s = conv2d(x, w);\n    "
+#define CR "fn main(x: f32[1, 4, 1, 9], w: f32[6, 4, 1, 3]) -> f32[1, 6, 7] {\n    let s = reshape(conv2d(x, w), [1, 6, 7]);\n    "
+    static const struct {
+        const char *src;
+        uint32_t act;
+    } cases[] = {
+        {CB "relu(s)\n}\n", ISA_OPT_ACT_RELU},
+        {CR "(s * (erf(s / 1.4142135) + 1.0)) * 0.5\n}\n", ISA_OPT_ACT_GELU},
+        {CB "relu(s) + s\n}\n", 0},
+    };
+#undef CB
+#undef CR
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        const uint32_t fused = count(p, ISA_FUSED_CONV2D);
+        ck_assert_msg(fused == (cases[i].act ? 1u : 0u), "case %zu: %u fused", i, fused);
+        if (cases[i].act)
+            ck_assert_msg(attr_of(p, ISA_FUSED_CONV2D) == cases[i].act, "case %zu: act 0x%x", i,
+                          attr_of(p, ISA_FUSED_CONV2D));
+        tfvm_program_free(p);
+        tfvm_tensor *args[2] = {tensor(4, (int64_t[]){1, 4, 1, 9}, 13), tensor(4, (int64_t[]){6, 4, 1, 3}, 14)};
+        float *xd = tfvm_tensor_data(args[0]), *wd = tfvm_tensor_data(args[1]);
+        for (int64_t j = 0; j < 36; j++)
+            xd[j] = j % 9 < 3 ? 0.0f : xd[j] * 3.0f;
+        for (int64_t j = 0; j < 72; j++)
+            wd[j] = j / 12 == 1 ? -fabsf(wd[j]) - 1.0f : wd[j] * 3.0f;
+        same_as_unfused(cases[i].src, args, 2);
+    }
+}
+END_TEST
+
 START_TEST(dead_taps)
 {
     char w[2048], src[4096], src1[4096];
@@ -847,6 +884,7 @@ int main(void)
     tcase_add_test(tc, mlp);
     tcase_add_test(tc, relabeled_activation);
     tcase_add_test(tc, unbiased_activation);
+    tcase_add_test(tc, unbiased_conv_activation);
     tcase_add_test(tc, dead_taps);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, channels_last_pair);
