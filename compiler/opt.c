@@ -2209,6 +2209,116 @@ static fuse_state counted_uses(cc *C, cc_ifn *fn)
     return S;
 }
 
+/* ---- RMSNorm ------------------------------------------------------------------------------
+ * MUL (w, MUL (x, DIV (1, SQRT (ADD (REDUCE_MEAN (POW (x, 2) or MUL (x, x),
+ * axes; keepdims), eps))))), the MULs and the ADD in either order: T5's and
+ * Llama's RMSNorm (`x * rsqrt(mean(x^2) + eps) * weight`) as torch.onnx
+ * exports it, seven passes over the tensor. One RMS_NORM does a row at a
+ * time with the same bits, where the axes are x's last ones, w is one
+ * element or x's dims from the first of them on, eps is one element, and
+ * every op but the last is used only by the next (x may have other uses:
+ * the residual stream). */
+static bool rms_axes(cc_irval axes, const cc_vtype *x, int *axis)
+{
+    if (!is_const(axes) || !known_rank(x))
+        return false;
+    const cc_cval *c = cval(axes);
+    if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] < 1 || c->dims[0] > x->rank)
+        return false;
+    const int n = (int)c->dims[0];
+    bool seen[TFVM_MAX_RANK] = {false};
+    for (int i = 0; i < n; i++) {
+        const int64_t a = ((const int64_t *)c->data)[i], k = a < 0 ? a + x->rank : a;
+        if (k < x->rank - n || k >= x->rank || seen[k])
+            return false;
+        seen[k] = true;
+    }
+    *axis = x->rank - n;
+    return true;
+}
+
+/* w as RMS_NORM's scale (the kernel's rule): one element, or after leading
+ * 1s x's dims from axis on, all known */
+static bool rms_scale(const cc_vtype *w, const cc_vtype *x, int axis, uint8_t d)
+{
+    if (w->dtype != d)
+        return false;
+    if (!w->tensor)
+        return true;
+    if (w->rank == ISA_RANK_ANY)
+        return false;
+    int64_t count = 1;
+    for (int i = 0; i < w->rank; i++)
+        count *= w->dims[i] < 0 ? -1 : w->dims[i];
+    if (count == 1 && w->rank <= x->rank)
+        return true;
+    const int n = x->rank - axis;
+    for (int i = 0; i < w->rank - n; i++)
+        if (w->dims[i] != 1)
+            return false;
+    for (int i = 0; i < n; i++) {
+        const int wi = w->rank - n + i;
+        if (x->dims[axis + i] < 0 || (wi >= 0 ? w->dims[wi] : 1) != x->dims[axis + i])
+            return false;
+    }
+    return true;
+}
+
+static void rms_norm_block(cc *C, cc_blk *b, void *ud)
+{
+    fuse_state *S = ud;
+    for (cc_node *n = b->first; n;) {
+        cc_node *next = n->next;
+        const uint8_t d = n->n_out ? n->types[0].dtype : 0;
+        if (n->kind != CC_N_OP || n->op != ISA_MUL || n->n_in != 2 || !isa_dtype_float(d)) {
+            n = next;
+            continue;
+        }
+        cc_node *y = NULL, *inv = NULL, *sq = NULL, *add = NULL, *mean = NULL, *pw = NULL;
+        cc_irval x = {NULL, 0}, w = {NULL, 0}, eps = {NULL, 0};
+        for (int k = 0; k < 2 && !inv; k++) { /* n = MUL (w, y), y = MUL (x, inv) */
+            if (!(y = sole_op(S, n->in[k], ISA_MUL, b)))
+                continue;
+            w = cc_resolve(n->in[1 - k]);
+            for (int j = 0; j < 2 && !inv; j++)
+                if ((inv = sole_op(S, y->in[j], ISA_DIV, b)))
+                    x = cc_resolve(y->in[1 - j]);
+        }
+        if (inv && const_is(inv->in[0], d, 1, inv->in[1]) && (sq = sole_op(S, inv->in[1], ISA_SQRT, b)) &&
+            (add = sole_op(S, sq->in[0], ISA_ADD, b)))
+            for (int k = 0; k < 2 && !mean; k++)
+                if ((mean = sole_op(S, add->in[k], ISA_REDUCE_MEAN, b)))
+                    eps = cc_resolve(add->in[1 - k]);
+        if (mean && mean->attr == ISA_OPT_KEEPDIMS && (pw = sole_op(S, mean->in[0], ISA_POW, b)) == NULL)
+            pw = sole_op(S, mean->in[0], ISA_MUL, b);
+        int axis = 0;
+        const bool square = pw && (pw->op == ISA_POW ? same_irval(pw->in[0], x) && const_is(pw->in[1], d, 2, x)
+                                                     : same_irval(pw->in[0], x) && same_irval(pw->in[1], x));
+        const cc_vtype *xt = square ? vtype(x) : NULL, *et = square ? vtype(eps) : NULL;
+        int64_t ecount = 1;
+        for (int i = 0; square && is_const(eps) && i < cval(eps)->rank; i++)
+            ecount *= cval(eps)->dims[i];
+        if (!square || xt->dtype != d || !rms_axes(mean->in[1], xt, &axis) || !rms_scale(vtype(w), xt, axis, d) ||
+            et->dtype != d || !is_const(eps) || ecount != 1 || cval(eps)->rank > xt->rank) {
+            n = next;
+            continue;
+        }
+        cc_node *inner[6] = {y, inv, sq, add, mean, pw};
+        for (int k = 0; k < 6; k++)
+            unlink_past(inner[k], &next);
+        cc_irval *in = cc_array(C, 3, sizeof *in);
+        in[0] = x;
+        in[1] = w;
+        in[2] = eps;
+        n->op = ISA_RMS_NORM;
+        n->attr = (uint32_t)axis;
+        n->in = in;
+        n->n_in = 3;
+        S->fused++;
+        n = next;
+    }
+}
+
 /* ---- Taps that only ever read padding -------------------------------------------------
  * A CONV2D's window rows (columns) at its edges that fall in the padding for
  * every output position multiply zeros: DeepLabV3's ASPP convolves a 16x16
@@ -2305,6 +2415,8 @@ static void fuse(cc *C, cc_ifn *fn)
     each_block(C, fn->top, fuse_unbiased_block, &U);
     fuse_state L = counted_uses(C, fn);
     each_block(C, fn->top, channels_last_block, &L);
+    fuse_state N = counted_uses(C, fn);
+    each_block(C, fn->top, rms_norm_block, &N);
 }
 
 void cc_optimize(cc *C)

@@ -380,7 +380,7 @@ static tfvm_status axis_out_of_range(rule *c, long long ax, const isa_shape *x)
     return fail(c, "axis %lld out of range for shape %s", ax, dstr(x, s));
 }
 
-/* SOFTMAX, LOG_SOFTMAX, LAYER_NORM: x's shape, along a valid axis. */
+/* SOFTMAX, LOG_SOFTMAX, LAYER_NORM, RMS_NORM: x's shape, along a valid axis. */
 static tfvm_status rule_along_axis(rule *c)
 {
     const isa_shape *x = &c->x[0];
@@ -934,6 +934,7 @@ static const rule_fn rules[ISA_OP_COUNT] = {
     [ISA_STACK_PUT] = rule_stack_put,
     [ISA_SCATTER_ROWS] = rule_same,
     [ISA_LAYER_NORM] = rule_along_axis,
+    [ISA_RMS_NORM] = rule_along_axis,
 };
 
 /* Elementwise ops (every compute class but TENSOR) broadcast their operands. */

@@ -285,7 +285,8 @@ tfvm_status dev_cpu_col2im(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_roi_align(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_deform_conv(dev_kctx *k, const dev_kview *in, dev_value *out);
 tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out);
-tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out); /* norm.c */
+/* LAYER_NORM, RMS_NORM (norm.c) */
+tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out);
 /* REDUCE_MEAN's mean of a run of n > 0 elements, and of the squares of
  * their differences from m (reduce.c): the bits of REDUCE_MEAN over the
  * run, and of REDUCE_MEAN of MUL(c, c) for c = SUB(x, m) */

@@ -1,6 +1,6 @@
 /* devices/cpu/norm.c — LRN: ONNX local response normalization across the
- * channels (axis 1) of x [N, C, ...], in double; LAYER_NORM: each row of x
- * normalized over its last axes, in one pass per row. */
+ * channels (axis 1) of x [N, C, ...], in double; LAYER_NORM and RMS_NORM:
+ * each row of x normalized over its last axes, in one pass per row. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
@@ -69,20 +69,24 @@ tfvm_status dev_cpu_lrn(dev_kctx *k, const dev_kview *in, dev_value *out)
     return TFVM_OK;
 }
 
-/* ---- LAYER_NORM ----------------------------------------------------------------------
- * (x, scale, bias, eps): over each row of x's dims from the axis on (D
- * elements), mean m and variance v as REDUCE_MEAN gives them (reduce.c's
- * sums of the row and of (x - m)^2, in its order), then y = (x - m) * (1 /
- * sqrt(v + eps)) * scale + bias, each step rounded to x's dtype as the
- * instructions it replaces round it (SUB, MUL, REDUCE_MEAN, ADD, SQRT, DIV,
- * MUL, MUL, ADD): the same bits as those, in one pass over a row that is
- * in cache, rows split over the VM's workers past LN_PAR_ELEMS. */
+/* ---- LAYER_NORM, RMS_NORM -------------------------------------------------------------
+ * LAYER_NORM (x, scale, bias, eps): over each row of x's dims from the axis
+ * on (D elements), mean m and variance v as REDUCE_MEAN gives them
+ * (reduce.c's sums of the row and of (x - m)^2, in its order), then y = (x
+ * - m) * (1 / sqrt(v + eps)) * scale + bias, each step rounded to x's dtype
+ * as the instructions it replaces round it (SUB, MUL, REDUCE_MEAN, ADD,
+ * SQRT, DIV, MUL, MUL, ADD): the same bits as those, in one pass over a row
+ * that is in cache, rows split over the VM's workers past LN_PAR_ELEMS.
+ * RMS_NORM (x, scale, eps) is the same without the centring and the bias:
+ * m is 0 (x - 0 is x, -0 included) and nothing is added, the bits of
+ * MUL(x, x) or POW(x, 2), REDUCE_MEAN, ADD, SQRT, DIV, MUL, MUL. */
 #define LN_PAR_ELEMS (INT64_C(1) << 13)
 
 typedef struct ln_rows {
-    const void *x, *scale, *bias; /* scale and bias: D elements each */
+    const void *x, *scale, *bias; /* scale: D elements; bias: D elements, or NULL (RMS_NORM) */
     void *y;
     int64_t d;
+    bool center;
     double eps;
 } ln_rows;
 
@@ -95,19 +99,20 @@ __attribute__((target("avx512f"))) static void ln_affine_avx512(float *restrict 
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), iv);
-        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(c, _mm512_loadu_ps(sc + i)), _mm512_loadu_ps(bi + i)));
+        const __m512 w = _mm512_mul_ps(c, _mm512_loadu_ps(sc + i));
+        _mm512_storeu_ps(y + i, bi ? _mm512_add_ps(w, _mm512_loadu_ps(bi + i)) : w);
     }
     if (i < n) {
         const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
         const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv), iv);
-        _mm512_mask_storeu_ps(y + i, k,
-                              _mm512_add_ps(_mm512_mul_ps(c, _mm512_maskz_loadu_ps(k, sc + i)),
-                                            _mm512_maskz_loadu_ps(k, bi + i)));
+        const __m512 w = _mm512_mul_ps(c, _mm512_maskz_loadu_ps(k, sc + i));
+        _mm512_mask_storeu_ps(y + i, k, bi ? _mm512_add_ps(w, _mm512_maskz_loadu_ps(k, bi + i)) : w);
     }
 }
 #endif
 
-/* y = (x - m) * inv * sc + bi over n elements, each step rounded to f32 */
+/* y = (x - m) * inv * sc + bi over n elements, each step rounded to f32;
+ * without the sum where bi is NULL */
 static void ln_affine_f32(float *restrict y, const float *restrict x, float m, float inv, const float *restrict sc,
                           const float *restrict bi, int64_t n)
 {
@@ -119,17 +124,23 @@ static void ln_affine_f32(float *restrict y, const float *restrict x, float m, f
     }
 #endif
     const dev_f4 mv = {m, m, m, m}, iv = {inv, inv, inv, inv};
-    for (; i + 4 <= n; i += 4)
-        dev_f4_st(y + i, (dev_f4_ld(x + i) - mv) * iv * dev_f4_ld(sc + i) + dev_f4_ld(bi + i));
-    for (; i < n; i++)
-        y[i] = (x[i] - m) * inv * sc[i] + bi[i];
+    for (; i + 4 <= n; i += 4) {
+        const dev_f4 w = (dev_f4_ld(x + i) - mv) * iv * dev_f4_ld(sc + i);
+        dev_f4_st(y + i, bi ? w + dev_f4_ld(bi + i) : w);
+    }
+    for (; i < n; i++) {
+        const float w = (x[i] - m) * inv * sc[i];
+        y[i] = bi ? w + bi[i] : w;
+    }
 }
 
 static void ln_affine_f64(double *restrict y, const double *restrict x, double m, double inv,
                           const double *restrict sc, const double *restrict bi, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = (x[i] - m) * inv * sc[i] + bi[i];
+    for (int64_t i = 0; i < n; i++) {
+        const double w = (x[i] - m) * inv * sc[i];
+        y[i] = bi ? w + bi[i] : w;
+    }
 }
 
 #define LN_ROWS(T, MEAN, MEAN_SQ, SQRT, AFFINE)                                            \
@@ -137,7 +148,7 @@ static void ln_affine_f64(double *restrict y, const double *restrict x, double m
         const T eps = (T)j->eps;                                                           \
         for (size_t r = b; r < e; r++) {                                                   \
             const T *xs = (const T *)j->x + (int64_t)r * j->d;                             \
-            const T m = MEAN(xs, j->d), v = MEAN_SQ(xs, m, j->d);                          \
+            const T m = j->center ? MEAN(xs, j->d) : 0, v = MEAN_SQ(xs, m, j->d);        \
             const T s = SQRT(v + eps), inv = (T)1 / s;                                     \
             AFFINE((T *)j->y + (int64_t)r * j->d, xs, m, inv, j->scale, j->bias, j->d);     \
         }                                                                                  \
@@ -176,22 +187,24 @@ static bool ln_param_ok(const dev_kview *p, const dev_kview *x, int axis)
 tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
+    const bool ln = k->op == ISA_LAYER_NORM;
+    const int n_in = ln ? 4 : 3, n_par = ln ? 2 : 1; /* scale (and bias), then eps */
     char s1[DEV_KSHAPE], s2[DEV_KSHAPE];
     if (!dev_kfloat(x->dtype))
         return dev_kfail(k, TFVM_ERR_TYPE, "not defined on %s (floats only)", tfvm_dtype_name((tfvm_dtype)x->dtype));
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < n_in; i++)
         if (in[i].dtype != x->dtype)
             return dev_kfail(k, TFVM_ERR_TYPE, "dtype mismatch: %s and %s", dev_kdesc(x, s1), dev_kdesc(&in[i], s2));
     int axis;
     tfvm_status st = dev_kaxis(k, x, &axis);
     if (st)
         return st;
-    for (int i = 1; i < 3; i++)
+    for (int i = 1; i <= n_par; i++)
         if (!ln_param_ok(&in[i], x, axis))
             return dev_kfail(k, TFVM_ERR_SHAPE, "%s %s must be one element or x's dims from axis %d on (x %s)",
                              i == 1 ? "scale" : "bias", dev_kshape(&in[i], s1), axis, dev_kshape(x, s2));
-    if (in[3].count != 1)
-        return dev_kfail(k, TFVM_ERR_SHAPE, "eps must be one element, got %s", dev_kshape(&in[3], s1));
+    if (in[n_in - 1].count != 1)
+        return dev_kfail(k, TFVM_ERR_SHAPE, "eps must be one element, got %s", dev_kshape(&in[n_in - 1], s1));
     int64_t d = 1;
     for (int i = axis; i < x->rank; i++)
         d *= x->dims[i];
@@ -205,10 +218,10 @@ tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
     }
     /* a one-element scale or bias as D of them, so that a row is one loop */
     const size_t esz = dev_kesize(x->dtype);
-    const bool one[2] = {in[1].count == 1 && d > 1, in[2].count == 1 && d > 1};
     void *wide[2] = {NULL, NULL};
-    for (int i = 0; i < 2; i++) {
-        if (!one[i])
+    const void *par[2] = {in[1].data, ln ? in[2].data : NULL};
+    for (int i = 0; i < n_par; i++) {
+        if (in[1 + i].count != 1 || d == 1)
             continue;
         if (!(wide[i] = dev_ktemp(k, (size_t)d, esz))) {
             if (wide[0])
@@ -218,10 +231,10 @@ tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
         }
         for (int64_t q = 0; q < d; q++)
             memcpy((char *)wide[i] + q * (int64_t)esz, in[1 + i].data, esz);
+        par[i] = wide[i];
     }
     const int64_t rows = x->count / d;
-    ln_rows job = {x->data, one[0] ? wide[0] : in[1].data, one[1] ? wide[1] : in[2].data, o, d,
-                   dev_kget_f64(&in[3], 0)};
+    ln_rows job = {x->data, par[0], par[1], o, d, ln, dev_kget_f64(&in[n_in - 1], 0)};
     const dev_par_fn fn = x->dtype == TFVM_F32 ? ln_f32 : ln_f64;
     if (rows > 1 && x->count >= LN_PAR_ELEMS && dev_par_width() > 1)
         dev_par_for((size_t)rows, dev_kgrain(rows, d, LN_PAR_ELEMS / 2, 1), fn, &job);

@@ -143,11 +143,13 @@ typedef struct tc_backend {
     /* y = x converted from dtype `from` to `to` (TC_BOOL..TC_F64) as CAST;
      * TC_DATA_ERROR for a float that does not fit the integer dtype. */
     int (*cast)(int from, int to, int64_t count, const void *x, void *y, char *msg, size_t msg_size);
-    /* LAYER_NORM of x [rows, d] (rows * d elements of x's dims, rank of
-     * them): each row normalized, scale and bias read through x's dims as
-     * elementwise operands (tc_operand); TC_F32 or TC_F64. */
-    int (*layer_norm)(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
-                      const tc_operand *bias, double eps, void *y, char *msg, size_t msg_size);
+    /* LAYER_NORM (RMS_NORM when !center) of x [rows, d] (rows * d
+     * elements of x's dims, rank of them): each row normalized, scale and
+     * bias read through x's dims as elementwise operands (tc_operand);
+     * TC_F32 or TC_F64. */
+    int (*layer_norm)(int dtype, int center, int rank, const int64_t *dims, int64_t d, const void *x,
+                      const tc_operand *scale, const tc_operand *bias, double eps, void *y, char *msg,
+                      size_t msg_size);
 } tc_backend;
 
 typedef const tc_backend *(*tc_entry_fn)(void);

@@ -214,7 +214,7 @@ __global__ void tc_softmax_kernel(int log_of, int64_t rows, int64_t n, int64_t i
 }
 
 struct tc_lnorm_args {
-    int rank;
+    int center, rank;
     int64_t rows, d;
     int64_t dims[TC_MAX_RANK];
     tc_operand s, b;
@@ -223,12 +223,12 @@ struct tc_lnorm_args {
 
 __device__ __forceinline__ void tc_lnorm_one(const tc_lnorm_args &a, const float *x, float *y, int64_t j)
 {
-    tc_layer_norm_f32(a.rank, a.dims, a.d, x, static_cast<const float *>(a.s.data), a.s.strides, a.s.scalar.f32,
+    tc_layer_norm_f32(a.center, a.rank, a.dims, a.d, x, static_cast<const float *>(a.s.data), a.s.strides, a.s.scalar.f32,
                       static_cast<const float *>(a.b.data), a.b.strides, a.b.scalar.f32, (float)a.eps, y, j);
 }
 __device__ __forceinline__ void tc_lnorm_one(const tc_lnorm_args &a, const double *x, double *y, int64_t j)
 {
-    tc_layer_norm_f64(a.rank, a.dims, a.d, x, static_cast<const double *>(a.s.data), a.s.strides, a.s.scalar.f64,
+    tc_layer_norm_f64(a.center, a.rank, a.dims, a.d, x, static_cast<const double *>(a.s.data), a.s.strides, a.s.scalar.f64,
                       static_cast<const double *>(a.b.data), a.b.strides, a.b.scalar.f64, a.eps, y, j);
 }
 
@@ -614,13 +614,14 @@ int tc_cast(int from, int to, int64_t count, const void *x, void *y, char *msg, 
     return 0;
 }
 
-int tc_layer_norm(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
-                  const tc_operand *bias, double eps, void *y, char *msg, size_t msg_size)
+int tc_layer_norm(int dtype, int center, int rank, const int64_t *dims, int64_t d, const void *x,
+                  const tc_operand *scale, const tc_operand *bias, double eps, void *y, char *msg, size_t msg_size)
 {
     if ((dtype != TC_F32 && dtype != TC_F64) || rank < 0 || rank > TC_MAX_RANK || d <= 0)
         return tc_bad_args(msg, msg_size, "layer_norm");
     tc_lnorm_args a;
     memset(&a, 0, sizeof a);
+    a.center = center;
     a.rank = rank;
     a.d = d;
     a.rows = 1;

@@ -437,7 +437,7 @@ static uint32_t cu_host_mask(isa_op op)
     switch (cu_tc[op]) {
     case TC_CONV: return 1u << 2;
     case TC_POOL: case TC_REDUCE: return 1u << 1;
-    case TC_LAYER_NORM: return 1u << 3; /* eps */
+    case TC_LAYER_NORM: return op == ISA_LAYER_NORM ? 1u << 3 : 1u << 2; /* eps */
     case TC_COPY: return op == ISA_CONCAT || op == ISA_FLATTEN ? 0 : 1u << 1;
     default: return 0;
     }
@@ -738,23 +738,26 @@ static int cu_softmax(const dev_device *d, isa_op op, uint32_t attr, const dev_v
                                   why, ws);
 }
 
-/* LAYER_NORM: rows over x's dims from the axis on, scale and bias read
+/* LAYER_NORM and RMS_NORM (no centring; its bias a scalar -0, which adds
+ * nothing): rows over x's dims from the axis on, scale and bias read
  * through x's shape (the CPU's checks have accepted them), eps on the host */
-static int cu_layer_norm(const dev_device *d, uint32_t attr, const dev_value *in, tfvm_tensor *y, char *why,
-                         size_t ws)
+static int cu_layer_norm(const dev_device *d, isa_op op, uint32_t attr, const dev_value *in, tfvm_tensor *y,
+                         char *why, size_t ws)
 {
     const tfvm_tensor *X = in[0].u.t;
+    const bool ln = op == ISA_LAYER_NORM, f32 = X->dtype == TFVM_F32;
     int64_t dn = 1;
     for (int i = cu_axis((int32_t)attr, X->rank); i < X->rank; i++)
         dn *= X->dims[i];
+    const dev_value nz = f32 ? (dev_value){.dtype = TFVM_F32, .u.f32 = -0.0f}
+                             : (dev_value){.dtype = TFVM_F64, .u.f64 = -0.0};
     tc_operand s, b;
     cu_operand(&in[1], X->rank, X->dims, &s);
-    cu_operand(&in[2], X->rank, X->dims, &b);
-    const dev_value *e = &in[3];
-    const bool f32 = X->dtype == TFVM_F32;
+    cu_operand(ln ? &in[2] : &nz, X->rank, X->dims, &b);
+    const dev_value *e = &in[ln ? 3 : 2];
     const double eps = e->is_tensor ? (f32 ? ((const float *)e->u.t->data)[0] : ((const double *)e->u.t->data)[0])
                                     : (f32 ? e->u.f32 : e->u.f64);
-    return cu_backend(d)->layer_norm(X->dtype, X->rank, X->dims, dn, X->data, &s, &b, eps, y->data, why, ws);
+    return cu_backend(d)->layer_norm(X->dtype, ln, X->rank, X->dims, dn, X->data, &s, &b, eps, y->data, why, ws);
 }
 
 /* The layout ops: RESHAPE, FLATTEN, SQUEEZE, UNSQUEEZE copy the elements as
@@ -835,7 +838,7 @@ static tfvm_status cu_run_tensor(const dev_device *d, const dev_ctx *x, isa_op o
         case TC_POOL: rc = cu_pool(d, op, in, t, why, sizeof why); break;
         case TC_REDUCE: rc = cu_reduce(d, op, in, t, why, sizeof why); break;
         case TC_SOFTMAX: rc = cu_softmax(d, op, attr, in, t, why, sizeof why); break;
-        case TC_LAYER_NORM: rc = cu_layer_norm(d, attr, in, t, why, sizeof why); break;
+        case TC_LAYER_NORM: rc = cu_layer_norm(d, op, attr, in, t, why, sizeof why); break;
         case TC_COPY: rc = cu_copy(d, op, attr, in, t, why, sizeof why); break;
         case TC_GATHER: rc = cu_gather(d, attr, in, t, why, sizeof why); break;
         default: rc = cu_backend(d)->cast(in[0].dtype, (int)attr, t->count, in[0].u.t->data, t->data, why, sizeof why);

@@ -165,20 +165,21 @@ TC_SOFTMAX_ROW(tc_softmax_f32, float, expf)
 TC_SOFTMAX_ROW(tc_softmax_f64, double, exp)
 
 /* ---- Layer normalization -------------------------------------------------------
- * Row j of x [rows, d] (LAYER_NORM): the mean and the mean of (x - m)^2,
- * each summed in double in order and rounded to T, then (x - m) * (1 /
- * sqrt(v + eps)) * scale + bias, each step rounded to T; scale and bias
- * read through x's dims (element j * d + l) at sd / bd with strides ss /
- * bs, or the scalars s1 / b1 where sd / bd is NULL. */
+ * Row j of x [rows, d] (LAYER_NORM; RMS_NORM when !center: m is 0): the
+ * mean and the mean of (x - m)^2, each summed in double in order and
+ * rounded to T, then (x - m) * (1 / sqrt(v + eps)) * scale + bias, each step
+ * rounded to T; scale and bias read through x's dims (element j * d + l) at
+ * sd / bd with strides ss / bs, or the scalars s1 / b1 where sd / bd is
+ * NULL. */
 #define TC_LAYER_NORM_ROW(NAME, T, SQRT)                                                \
-    TC_FN void NAME(int rank, const int64_t *dims, int64_t d, const T *x, const T *sd, const int64_t *ss, T s1, \
-                    const T *bd, const int64_t *bs, T b1, T eps, T *y, int64_t j)      \
+    TC_FN void NAME(int center, int rank, const int64_t *dims, int64_t d, const T *x, const T *sd, \
+                    const int64_t *ss, T s1, const T *bd, const int64_t *bs, T b1, T eps, T *y, int64_t j) \
     {                                                                                   \
         const T *xs = x + j * d;                                                        \
         double s = 0, q = 0;                                                            \
-        for (int64_t l = 0; l < d; l++)                                                 \
+        for (int64_t l = 0; l < d && center; l++)                                       \
             s += (double)xs[l];                                                         \
-        const T m = (T)(s / (double)d);                                                 \
+        const T m = center ? (T)(s / (double)d) : (T)0;                                 \
         for (int64_t l = 0; l < d; l++) {                                               \
             const T c = xs[l] - m;                                                      \
             q += (double)(c * c);                                                       \

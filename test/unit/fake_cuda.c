@@ -285,8 +285,8 @@ static int fake_reduce(int op, int dtype, const tc_reduce *r, const void *x, voi
     return 0;
 }
 
-static int fake_layer_norm(int dtype, int rank, const int64_t *dims, int64_t d, const void *x, const tc_operand *scale,
-                           const tc_operand *bias, double eps, void *y, char *msg, size_t ms)
+static int fake_layer_norm(int dtype, int center, int rank, const int64_t *dims, int64_t d, const void *x,
+                           const tc_operand *scale, const tc_operand *bias, double eps, void *y, char *msg, size_t ms)
 {
     if ((dtype != TC_F32 && dtype != TC_F64) || rank < 0 || rank > TC_MAX_RANK || d <= 0)
         return fail(msg, ms, "layer_norm: bad arguments");
@@ -300,10 +300,10 @@ static int fake_layer_norm(int dtype, int rank, const int64_t *dims, int64_t d, 
     const void *sd = scale->data ? host_of(scale->data) : NULL, *bd = bias->data ? host_of(bias->data) : NULL;
     for (int64_t j = 0; j < count / d; j++) {
         if (dtype == TC_F32)
-            tc_layer_norm_f32(rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f32, bd, bias->strides,
+            tc_layer_norm_f32(center, rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f32, bd, bias->strides,
                               bias->scalar.f32, (float)eps, host_of(y), j);
         else
-            tc_layer_norm_f64(rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f64, bd, bias->strides,
+            tc_layer_norm_f64(center, rank, dims, d, host_of(x), sd, scale->strides, scale->scalar.f64, bd, bias->strides,
                               bias->scalar.f64, eps, host_of(y), j);
     }
     return 0;

@@ -466,6 +466,7 @@ static const tk_case tk_cases[] = {
     {"log_softmax", ISA_LOG_SOFTMAX, 1, 1, {X(2, 3, 5)}},
     {"layer_norm last", ISA_LAYER_NORM, (uint32_t)-1, 4, {X(2, 3, 9), X(9), X(9), X(1)}},
     {"layer_norm two axes, one-element scale", ISA_LAYER_NORM, 1, 4, {X(2, 3, 4), X(1), X(1, 3, 4), X(1)}},
+    {"rms_norm last", ISA_RMS_NORM, (uint32_t)-1, 3, {X(2, 3, 9), X(9), X(1)}},
     {"reshape", ISA_RESHAPE, 0, 2, {X(2, 3, 4), P(4, -1)}},
     {"flatten", ISA_FLATTEN, 2, 1, {X(2, 3, 4)}},
     {"squeeze", ISA_SQUEEZE, 0, 2, {X(2, 1, 3), P(1)}},

@@ -807,6 +807,43 @@ START_TEST(unbiased_conv_activation)
 }
 END_TEST
 
+/* RMSNorm spelled as torch.onnx exports T5's and Llama's: one RMS_NORM,
+ * in either operand order, POW or a product for the square; not where an
+ * inner value has another use or the mean is not over the last axes. The
+ * bits of -O0 in every case. */
+START_TEST(rms_norm_spelled)
+{
+#define RH "fn main(x: f32[2, 3, 16], w: f32[16]) -> f32[2, 3, 16] {\n    "
+    static const struct {
+        const char *src;
+        uint32_t fused, axis;
+    } cases[] = {
+        {RH "let v = reduce_mean(pow(x, 2.0), [2], keepdims = true);\n    w * (x * (1.0 / sqrt(v + 0.000001)))\n}\n",
+         1, 2},
+        {RH "let v = reduce_mean(x * x, [-1], keepdims = true);\n    ((1.0 / sqrt(0.5 + v)) * x) * w\n}\n", 1, 2},
+        {RH "let v = reduce_mean(x * x, [-1, 1], keepdims = true);\n    w * (x * (1.0 / sqrt(v + 0.5)))\n}\n", 0, 0},
+        {RH "let v = reduce_mean(x * x, [-1, 1], keepdims = true);\n    reshape(w, [1, 16]) * (x * (1.0 / sqrt(v + 0.5)))\n}\n",
+         0, 0},
+        {RH "let v = reduce_mean(x * x, [-1, 1], keepdims = true);\n    (x * (1.0 / sqrt(v + 0.5))) * 2.5 + w\n}\n", 1, 1},
+        {RH "let r = 1.0 / sqrt(reduce_mean(x * x, [2], keepdims = true) + 0.5);\n    (w * (x * r)) + r\n}\n", 0, 0},
+        {RH "let v = reduce_mean(x * x, [1], keepdims = true);\n    w * (x * (1.0 / sqrt(v + 0.5)))\n}\n", 0, 0},
+    };
+#undef RH
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tfvm_program *p = compile_opt(cases[i].src, 1);
+        ck_assert_msg(count(p, ISA_RMS_NORM) == cases[i].fused, "case %zu: %u fused", i, count(p, ISA_RMS_NORM));
+        if (cases[i].fused)
+            ck_assert_msg(attr_of(p, ISA_RMS_NORM) == cases[i].axis, "case %zu: axis %u", i, attr_of(p, ISA_RMS_NORM));
+        tfvm_program_free(p);
+        tfvm_tensor *args[2] = {tensor(3, (int64_t[]){2, 3, 16}, 15), tensor(1, (int64_t[]){16}, 16)};
+        float *xd = tfvm_tensor_data(args[0]);
+        for (int64_t j = 0; j < 96; j++)
+            xd[j] = j < 16 ? 0.0f : xd[j] * (j % 7 == 0 ? 300.0f : 3.0f);
+        same_as_unfused(cases[i].src, args, 2);
+    }
+}
+END_TEST
+
 START_TEST(dead_taps)
 {
     char w[2048], src[4096], src1[4096];
@@ -885,6 +922,7 @@ int main(void)
     tcase_add_test(tc, relabeled_activation);
     tcase_add_test(tc, unbiased_activation);
     tcase_add_test(tc, unbiased_conv_activation);
+    tcase_add_test(tc, rms_norm_spelled);
     tcase_add_test(tc, dead_taps);
     tcase_add_test(tc, cnn);
     tcase_add_test(tc, channels_last_pair);

@@ -611,11 +611,20 @@ START_TEST(test_layer_norm)
           "layer_norm: eps must be one element, got [2]");
     FAILS(ISA_LAYER_NORM, 2, (T(F32, (2, 2)), T(F32, (2)), T(F32, (2)), sc(F32, 1)), SH,
           "layer_norm: axis 2 out of range for shape [2, 2]");
+    /* RMS_NORM: rows [3 4] (mean square 12.5) and [-1 0] (0.5); eps 0.5 */
+    OK(ISA_RMS_NORM, -1, (T(F32, (2, 2), 3, 4, -1, 0), T(F32, (2), 1, -2), sc(F32, 0.5)), F32, (2, 2), 3 / sqrt(13),
+       -8 / sqrt(13), -1.0, -0.0);
+    OK(ISA_RMS_NORM, 0, (T(F64, (2, 2), 1, 1, 1, 1), sc(F64, 3), sc(F64, 0)), F64, (2, 2), 3, 3, 3, 3);
+    FAILS(ISA_RMS_NORM, -1, (T(F32, (2, 4)), T(F32, (3)), sc(F32, 1)), SH,
+          "rms_norm: scale [3] must be one element or x's dims from axis 1 on (x [2, 4])");
+    FAILS(ISA_RMS_NORM, -1, (T(F32, (2)), T(F32, (2)), T(F32, (2))), SH, "rms_norm: eps must be one element, got [2]");
+    FAILS(ISA_RMS_NORM, -1, (T(F32, (2)), T(F32, (2)), sc(F64, 1)), TY, "rms_norm: dtype mismatch: f32 [2] and f64 []");
 }
 END_TEST
 
 /* LAYER_NORM against the instructions it replaces (REDUCE_MEAN, SUB, MUL,
- * REDUCE_MEAN, ADD, SQRT, DIV, MUL, MUL, ADD), bit for bit: rows of 77 (the
+ * REDUCE_MEAN, ADD, SQRT, DIV, MUL, MUL, ADD), and RMS_NORM against POW,
+ * REDUCE_MEAN, ADD, SQRT, DIV, MUL, MUL, bit for bit: rows of 77 (the
  * sums' eight lanes and a tail) and 768, f32 and f64, values around 1000
  * (where a sum in another order rounds differently) */
 static dev_value ew(isa_op op, dev_value a, dev_value b)
@@ -625,6 +634,15 @@ static dev_value ew(isa_op op, dev_value a, dev_value b)
     dev_value_release(&a);
     dev_value_release(&b);
     return out;
+}
+
+static dev_value rms_by_parts(dev_value x, dev_value s, dev_value eps)
+{
+    dev_value v;
+    dev_value_retain(&x);
+    ck_assert_int_eq(C(ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, &v, ew(ISA_POW, x, sc(x.dtype, 2)), IV(1)), TFVM_OK);
+    dev_value inv = ew(ISA_DIV, sc(x.dtype, 1), ew(ISA_SQRT, ew(ISA_ADD, v, eps), NONE));
+    return ew(ISA_MUL, s, ew(ISA_MUL, x, inv));
 }
 
 static dev_value ln_by_parts(dev_value x, dev_value s, dev_value b, dev_value eps)
@@ -657,13 +675,21 @@ START_TEST(test_layer_norm_bits)
                     put(d, b.u.t->data, i, (double)(r >> 16) / 65536 - 0.5);
                 }
             }
-            dev_value_retain(&x);
-            dev_value_retain(&s);
+            for (int k = 0; k < 3; k++) { /* each call takes a reference: x and s are passed four times */
+                dev_value_retain(&x);
+                dev_value_retain(&s);
+            }
             dev_value_retain(&b);
             dev_value want = ln_by_parts(x, s, b, sc(d, 1e-5)), got;
             ck_assert_int_eq(C(ISA_LAYER_NORM, -1, &got, x, s, b, sc(d, 1e-5)), TFVM_OK);
             ck_assert_int_eq(got.u.t->nbytes, want.u.t->nbytes);
             ck_assert_msg(memcmp(got.u.t->data, want.u.t->data, got.u.t->nbytes) == 0, "%s rows of %lld differ",
+                          d == F32 ? "f32" : "f64", (long long)n);
+            dev_value_release(&got);
+            dev_value_release(&want);
+            want = rms_by_parts(x, s, sc(d, 1e-5));
+            ck_assert_int_eq(C(ISA_RMS_NORM, -1, &got, x, s, sc(d, 1e-5)), TFVM_OK);
+            ck_assert_msg(memcmp(got.u.t->data, want.u.t->data, got.u.t->nbytes) == 0, "rms: %s rows of %lld differ",
                           d == F32 ? "f32" : "f64", (long long)n);
             dev_value_release(&got);
             dev_value_release(&want);
@@ -765,6 +791,7 @@ static void nm_inputs(isa_op op, uint8_t dt, dev_value in[DEV_KMAX_IN])
     case ISA_STACK_PUT: in[0] = T(dt, (1, 2), 1, 0); in[1] = sc64(40); in[2] = T(dt, (2), 1, 0); break;
     case ISA_SCATTER_ROWS: in[0] = T(dt, (2), 1, 0); in[1] = T(I64, (1), 1); in[2] = T(dt, (1), 1); break;
     case ISA_LAYER_NORM: in[0] = T(dt, (2), 1, 0); in[1] = sc(dt, 2); in[2] = sc(dt, 1); in[3] = sc(dt, 1); break;
+    case ISA_RMS_NORM: in[0] = T(dt, (2), 1, 0); in[1] = sc(dt, 2); in[2] = sc(dt, 1); break;
     case ISA_MAXPOOL:
     case ISA_AVGPOOL: in[0] = T(dt, (1, 1, 2, 2), 1, 0, 1, 1); in[1] = IV(2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1); break;
     /* the tensor ops before issue 10 */

@@ -249,17 +249,16 @@ static void g_axis(gen *g, uint32_t op)
     g->attr = (uint32_t)axis(g, r);
 }
 
-/* LAYER_NORM: x, an axis, scale of x's dims from it on (or one element),
- * a bias likewise, eps */
+/* LAYER_NORM and RMS_NORM: x, an axis, scale of x's dims from it on (or
+ * one element), LAYER_NORM's bias likewise, eps */
 static void g_layer_norm(gen *g, uint32_t op)
 {
-    (void)op;
     int64_t d[4];
     int r = shape(g, 1, 4, 1, 3, d);
     add_x(g, r, d);
     const int a = axis(g, r), from = a < 0 ? a + r : a;
     g->attr = (uint32_t)a;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (op == ISA_LAYER_NORM ? 2 : 1); k++) {
         if (rnd(g, 0, 2))
             add_x(g, r - from, d + from);
         else
@@ -649,6 +648,7 @@ static const row rows[] = {
     {ISA_ONEHOT, g_onehot, EXACT},          {ISA_RESIZE, g_resize, EXACT},
     {ISA_PADV, g_per_axis, EXACT},          {ISA_STACK_PUT, g_stack_put, PARTIAL},
     {ISA_SCATTER_ROWS, g_scatter_rows, EXACT},   {ISA_LAYER_NORM, g_layer_norm, EXACT},
+    {ISA_RMS_NORM, g_layer_norm, EXACT},
 };
 
 /* The elementwise classes share one generator each. */

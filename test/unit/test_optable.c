@@ -90,6 +90,7 @@ static const sample samples[] = {
     {ISA_STACK_PUT, 0, {{S_X, 1, {0}, 0, {0}}, IS(0), X(1, 3)}},
     {ISA_SCATTER_ROWS, 0, {X(2, 2, 3), IV(1, 1), X(2, 1, 3)}},
     {ISA_LAYER_NORM, 1, {X(2, 2, 3), X(1, 3), X(1, 3), XS(1)}},
+    {ISA_RMS_NORM, 1, {X(2, 2, 3), X(1, 3), XS(1)}},
     {ISA_BITCAST, ATTR_DTYPE, {X(2, 2, 3)}},
     {ISA_NONZERO, 0, {X(2, 2, 3)}},
     {ISA_UNIQUE, ISA_OPT_SORTED, {X(2, 3, 2), IS(1)}},
