@@ -30,7 +30,7 @@ done
 got=$("$TFVM" profile --runs 1 --warmup 0 --top 200 "$TMP/bert.tfvm" "ids=@$D/bert_2x8.in.npy" 2>&1 |
     awk '$1 == "main.softmax_0_0" { print $2, $NF, $(NF-1) }')
 [ "$got" = "SOFTMAX (Softmax) /m/encoder/layer.0/attention/self/Softmax" ] || no "profile's source of softmax_0_0: '$got'"
-want='    i75 [label="/m/encoder/layer.0/attention/self/Softmax (Softmax)\nsoftmax_0_0\nSOFTMAX axis=3 (matmul_0_0)", fillcolor=white, tooltip="softmax_0_0 = SOFTMAX axis=3 (matmul_0_0) from \"/m/encoder/layer.0/attention/self/Softmax\" \"Softmax\" var \"/m/encoder/layer.0/attention/self/Softmax_output_0\""];'
+want='    i67 [label="/m/encoder/layer.0/attention/self/Softmax (Softmax)\nsoftmax_0_0\nSOFTMAX axis=3 (matmul_0_0)", fillcolor=white, tooltip="softmax_0_0 = SOFTMAX axis=3 (matmul_0_0) from \"/m/encoder/layer.0/attention/self/Softmax\" \"Softmax\" var \"/m/encoder/layer.0/attention/self/Softmax_output_0\""];'
 got=$("$TFVM" dot "$TMP/bert.tfvm" | grep -F 'softmax_0_0\nSOFTMAX')
 [ "$got" = "$want" ] || no "dot's node of softmax_0_0: '$got'"
 exit $status
