@@ -774,14 +774,14 @@ static void op_Conv(ox_node *N)
     }
     ox_val pv = ox_i64s(N, 9, p);
     ox_val y = ox_op3(N, ISA_CONV2D, 0, &xx, &ww, &pv);
-    if (S.nsp == 1)
-        y = sq2(N, &y);
-    if (bias) {
+    if (bias) { /* on the 2-D result (a 1-D one's too), where the optimizer fuses it and the activation after */
         int64_t shp[3] = {-1, 1, 1};
-        ox_val s = ox_i64s(N, S.nsp + 1, shp);
+        ox_val s = ox_i64s(N, 3, shp);
         ox_val bb = ox_op2(N, ISA_RESHAPE, 0, bias, &s);
         y = ox_op2(N, ISA_ADD, 0, &y, &bb);
     }
+    if (S.nsp == 1)
+        y = sq2(N, &y);
     N->out[0] = y;
 }
 

@@ -390,6 +390,27 @@ def layer_norm():
     save("layer_norm.onnx", g)
 
 
+def conv1d_act():
+    # 1-D convolutions as Wav2Vec2's and Whisper's front ends have them: one with a bias before
+    # GELU spelled out (as torch.onnx exports nn.GELU below opset 20), one without a bias before Relu
+    rng = np.random.default_rng(5)
+    w1 = (rng.standard_normal((6, 4, 3)) * 0.5).astype(np.float32)
+    b1 = (rng.standard_normal(6) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((5, 6, 3)) * 0.5).astype(np.float32)
+    nodes = [H.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1]),
+             H.make_node("Div", ["c", "sqrt2"], ["d"]),
+             H.make_node("Erf", ["d"], ["e"]),
+             H.make_node("Add", ["e", "one"], ["f"]),
+             H.make_node("Mul", ["c", "f"], ["g0"]),
+             H.make_node("Mul", ["g0", "half"], ["g"]),
+             H.make_node("Conv", ["g", "w2"], ["h"], strides=[2]),
+             H.make_node("Relu", ["h"], ["y"])]
+    g = H.make_graph(nodes, "conv1d_act", [f32("x", [1, 4, 9])], [f32("y", [1, 5, 4])],
+                     [init("w1", w1), init("b1", b1), init("w2", w2), init("sqrt2", np.float32(np.sqrt(2))),
+                      init("one", np.float32(1)), init("half", np.float32(0.5))])
+    save("conv1d_act.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -426,5 +447,6 @@ if __name__ == "__main__":
     scatter_one()
     scatter_static()
     layer_norm()
+    conv1d_act()
     cast_x86()
     print("make_models.py: models in", OUT)

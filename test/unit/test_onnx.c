@@ -504,6 +504,41 @@ START_TEST(layer_norm_as_spelled)
 }
 END_TEST
 
+/* 1-D convolutions take their bias and activation: Conv + bias + GELU
+ * spelled out, and a bias-free Conv + Relu, are two FUSED_CONV2D (through
+ * the SQUEEZE back to 1-D) with the bits of the program compiled -O0 */
+START_TEST(conv1d_fused)
+{
+    tfvm_program *p = compile_ok(M "conv1d_act.onnx");
+    uint32_t fused = 0, rest = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        const isa_op op = p->isa.insts[i].op;
+        fused += op == ISA_FUSED_CONV2D;
+        rest += op == ISA_ERF || op == ISA_ADD || op == ISA_MUL || op == ISA_RELU || op == ISA_CONV2D;
+    }
+    ck_assert_uint_eq(fused, 2);
+    ck_assert_uint_eq(rest, 0);
+    setenv("TFVM_ONNX_OPT", "0", 1);
+    tfvm_program *p0 = compile_ok(M "conv1d_act.onnx");
+    unsetenv("TFVM_ONNX_OPT");
+    const int64_t dims[3] = {1, 4, 9};
+    float x[36];
+    for (int i = 0; i < 36; i++)
+        x[i] = (float)((i * 37) % 19 - 9) / 4;
+    tfvm_tensor *t = ftensor(3, dims, x);
+    tfvm_value arg = tfvm_tensor_value(t), a, b;
+    run_main(p, &arg, 1, &a, 1, 0);
+    run_main(p0, &arg, 1, &b, 1, 0);
+    ck_assert_int_eq(tfvm_tensor_count(a.tensor), 20);
+    ck_assert(memcmp(tfvm_tensor_data(a.tensor), tfvm_tensor_data(b.tensor), 20 * sizeof(float)) == 0);
+    tfvm_value_release(&a);
+    tfvm_value_release(&b);
+    tfvm_tensor_free(t);
+    tfvm_program_free(p0);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(scatter_rows_in_order)
 {
     tfvm_program *p = compile_ok(M "scatter_static.onnx");
@@ -696,6 +731,7 @@ int main(void)
     tcase_add_test(tc, scatter_dynamic_shapes);
     tcase_add_test(tc, scatter_rows_in_order);
     tcase_add_test(tc, layer_norm_as_spelled);
+    tcase_add_test(tc, conv1d_fused);
     tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
