@@ -39,6 +39,15 @@ static uint32_t attr_of(const tfvm_program *prog, isa_op op)
     return 0;
 }
 
+/* Case i fused into one `op` with activation act, or (act 0) into none. */
+static void one_fused(const tfvm_program *p, isa_op op, uint32_t act, size_t i)
+{
+    const uint32_t fused = count(p, op);
+    ck_assert_msg(fused == (act ? 1u : 0u), "case %zu: %u fused", i, fused);
+    if (act)
+        ck_assert_msg(attr_of(p, op) == act, "case %zu: act 0x%x", i, attr_of(p, op));
+}
+
 /* A tensor of dims with deterministic values in about [-1, 1]. */
 static tfvm_tensor *tensor(int rank, const int64_t *dims, uint32_t seed)
 {
@@ -725,11 +734,7 @@ START_TEST(unbiased_activation)
 #undef UR
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tfvm_program *p = compile_opt(cases[i].src, 1);
-        const uint32_t fused = count(p, ISA_FUSED_MATMUL);
-        ck_assert_msg(fused == (cases[i].act ? 1u : 0u), "case %zu: %u fused", i, fused);
-        if (cases[i].act)
-            ck_assert_msg(attr_of(p, ISA_FUSED_MATMUL) == cases[i].act, "case %zu: act 0x%x", i,
-                          attr_of(p, ISA_FUSED_MATMUL));
+        one_fused(p, ISA_FUSED_MATMUL, cases[i].act, i);
         uint32_t left = 0;
         for (uint32_t k = 0; k < p->isa.n_insts; k++) {
             const isa_op op = p->isa.insts[k].op;
@@ -790,11 +795,7 @@ START_TEST(unbiased_conv_activation)
 #undef CR
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tfvm_program *p = compile_opt(cases[i].src, 1);
-        const uint32_t fused = count(p, ISA_FUSED_CONV2D);
-        ck_assert_msg(fused == (cases[i].act ? 1u : 0u), "case %zu: %u fused", i, fused);
-        if (cases[i].act)
-            ck_assert_msg(attr_of(p, ISA_FUSED_CONV2D) == cases[i].act, "case %zu: act 0x%x", i,
-                          attr_of(p, ISA_FUSED_CONV2D));
+        one_fused(p, ISA_FUSED_CONV2D, cases[i].act, i);
         tfvm_program_free(p);
         tfvm_tensor *args[2] = {tensor(4, (int64_t[]){1, 4, 1, 9}, 13), tensor(4, (int64_t[]){6, 4, 1, 3}, 14)};
         float *xd = tfvm_tensor_data(args[0]), *wd = tfvm_tensor_data(args[1]);
