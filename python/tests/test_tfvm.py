@@ -524,8 +524,18 @@ def test_gil_is_released_during_a_run():
     assert first is not None and last - first > 0.05
 
 
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C as an interactive Python has it: a process started in the
+    background of a non-interactive shell (a `make asan &`) inherits SIGINT
+    ignored, and Python then leaves it so, which no run could notice"""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
-def test_ctrl_c_interrupts_a_run():
+def test_ctrl_c_interrupts_a_run(sigint_raises):
     p = tfvm.compile(EXAMPLES / "fib.tfg")
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
@@ -540,7 +550,7 @@ def test_ctrl_c_interrupts_a_run():
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
-def test_ctrl_c_interrupts_a_fetch():
+def test_ctrl_c_interrupts_a_fetch(sigint_raises):
     src = ("fn main(n: i32) -> i32 {\n    fetch(\"r\", fib(n));\n    0\n}\n"
            "fn fib(n: i32) -> i32 { if n <= 1 { 1 } else { fib(n - 1) + fib(n - 2) } }\n")
     p = tfvm.compile(src)
