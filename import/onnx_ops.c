@@ -1012,11 +1012,34 @@ static void op_BatchNormalization(ox_node *N)
     N->out[0] = y;
 }
 
-/* (x - mean) / sqrt(var + eps) over axes (keepdims), and 1 / sqrt(var + eps) */
+/* Whether axes (a constant i64 vector) are the last axes of rank r, from *first on */
+static bool trailing_axes(const ox_val *axes, int r, int *first)
+{
+    const int64_t n = axes->rank == 1 ? axes->dims[0] : -1;
+    if (!axes->cdata || n < 1 || n > r)
+        return false;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t a = ((const int64_t *)axes->cdata)[i];
+        if ((a < 0 ? a + r : a) != r - n + i)
+            return false;
+    }
+    *first = (int)(r - n);
+    return true;
+}
+
+/* (x - mean) * (1 / sqrt(var + eps)) over axes (keepdims), and 1 / sqrt(var + eps);
+ * over x's last axes without those two, one LAYER_NORM of scale 1 and bias -0
+ * (the same bits: y * 1 + -0 is y; InstanceNormalization, GroupNormalization) */
 ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsilon, ox_val *mean_out,
                         ox_val *inv_out)
 {
     uint8_t d = x->dtype;
+    int first;
+    if (!mean_out && !inv_out && x->rank > 0 && trailing_axes(axes, x->rank, &first)) {
+        ox_val one = ox_fscalar(N, d, 1), nz = ox_fscalar(N, d, -0.0), eps = ox_fscalar(N, d, epsilon);
+        const ox_val *in[4] = {x, &one, &nz, &eps};
+        return ox_op(N, ISA_LAYER_NORM, (uint32_t)first, 4, in);
+    }
     ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes);
     ox_val c = ox_ew2(N, ISA_SUB, x, &mean);
     ox_val sq = ox_ew2(N, ISA_MUL, &c, &c);

@@ -390,6 +390,29 @@ def layer_norm():
     save("layer_norm.onnx", g)
 
 
+def instance_norm():
+    # InstanceNormalization beside the same normalization spelled out as the importer lowered it before
+    # (ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, then the per-channel Mul and Add): test_onnx
+    # wants the same bits from both
+    scale = np.array([1.5, -0.75, 2.0], np.float32)
+    bias = np.array([0.25, -0.5, 0.0], np.float32)
+    nodes = [H.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y1"], epsilon=1e-5),
+             H.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=1),
+             H.make_node("Sub", ["x", "m"], ["c"]),
+             H.make_node("Mul", ["c", "c"], ["sq"]),
+             H.make_node("ReduceMean", ["sq"], ["v"], axes=[2, 3], keepdims=1),
+             H.make_node("Add", ["v", "eps"], ["ve"]),
+             H.make_node("Sqrt", ["ve"], ["s"]),
+             H.make_node("Div", ["one", "s"], ["inv"]),
+             H.make_node("Mul", ["c", "inv"], ["n"]),
+             H.make_node("Mul", ["n", "scale4"], ["t"]),
+             H.make_node("Add", ["t", "bias4"], ["y2"])]
+    g = H.make_graph(nodes, "instance_norm", [f32("x", [2, 3, 4, 5])], [f32("y1", [2, 3, 4, 5]), f32("y2", [2, 3, 4, 5])],
+                     [init("scale", scale), init("bias", bias), init("scale4", scale.reshape(3, 1, 1)),
+                      init("bias4", bias.reshape(3, 1, 1)), init("eps", np.float32(1e-5)), init("one", np.float32(1))])
+    save("instance_norm.onnx", g)
+
+
 def conv1d_act():
     # 1-D convolutions as Wav2Vec2's and Whisper's front ends have them: one with a bias before
     # GELU spelled out (as torch.onnx exports nn.GELU below opset 20), one without a bias before Relu
@@ -448,5 +471,6 @@ if __name__ == "__main__":
     scatter_static()
     layer_norm()
     conv1d_act()
+    instance_norm()
     cast_x86()
     print("make_models.py: models in", OUT)

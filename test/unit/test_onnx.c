@@ -504,6 +504,36 @@ START_TEST(layer_norm_as_spelled)
 }
 END_TEST
 
+/* InstanceNormalization normalizes with one LAYER_NORM (scale 1, bias -0)
+ * and gives the bits of the ops it was lowered to before, spelled out
+ * beside it in the model (rows of 20: the sums' eight lanes and a tail) */
+START_TEST(instance_norm_as_spelled)
+{
+    tfvm_program *p = compile_ok(M "instance_norm.onnx");
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        n += p->isa.insts[i].op == ISA_LAYER_NORM;
+    ck_assert_uint_eq(n, 1);
+    const int64_t dims[4] = {2, 3, 4, 5};
+    float x[120];
+    uint32_t r = 11;
+    for (int i = 0; i < 120; i++) {
+        r = r * 1103515245u + 12345u;
+        x[i] = 500 + (float)(r >> 8) / (1 << 24) * (i % 3 == 0 ? 30 : 1);
+    }
+    tfvm_tensor *t = ftensor(4, dims, x);
+    tfvm_value arg = tfvm_tensor_value(t), res[2];
+    for (int mode = 0; mode < 2; mode++) {
+        run_main(p, &arg, 1, res, 2, mode);
+        ck_assert(memcmp(tfvm_tensor_data(res[0].tensor), tfvm_tensor_data(res[1].tensor), sizeof x) == 0);
+        tfvm_value_release(&res[0]);
+        tfvm_value_release(&res[1]);
+    }
+    tfvm_tensor_free(t);
+    tfvm_program_free(p);
+}
+END_TEST
+
 /* 1-D convolutions take their bias and activation: Conv + bias + GELU
  * spelled out, and a bias-free Conv + Relu, are two FUSED_CONV2D (through
  * the SQUEEZE back to 1-D) with the bits of the program compiled -O0 */
@@ -732,6 +762,7 @@ int main(void)
     tcase_add_test(tc, scatter_rows_in_order);
     tcase_add_test(tc, layer_norm_as_spelled);
     tcase_add_test(tc, conv1d_fused);
+    tcase_add_test(tc, instance_norm_as_spelled);
     tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
     tcase_add_test(tc, activations_match_ort);
