@@ -469,6 +469,44 @@ END_TEST
  * as ONNX Runtime does), an update's inf or NaN in its own place only (the
  * one-hot product that lowered them had summed repeated rows and spread
  * 0 * inf = NaN over every row) */
+/* ---- Normalizations against their spelled-out twins ----------------------------
+ * Models whose outputs come in pairs: an op as the importer lowers it, then
+ * the same computation spelled out in primitive ops; each pair must be
+ * equal bit for bit. */
+static uint32_t count_op(const tfvm_program *p, isa_op op)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++)
+        n += p->isa.insts[i].op == op;
+    return n;
+}
+
+/* x[i] around base, every `every`-th element spread `wide` times wider (a
+ * sum in another order rounds differently there) */
+static void fill_noisy(float *x, int n, uint32_t r, float base, int every, float wide)
+{
+    for (int i = 0; i < n; i++) {
+        r = r * 1103515245u + 12345u;
+        x[i] = base + (float)(r >> 8) / (1 << 24) * (i % every == 0 ? wide : 1);
+    }
+}
+
+/* Runs p on x deterministically and on 2 threads: each output pair equal;
+ * the last deterministic results left in res */
+static void twins_equal(tfvm_program *p, tfvm_tensor *x, tfvm_value *res, size_t n_res)
+{
+    const size_t bytes = (size_t)tfvm_tensor_count(x) * sizeof(float);
+    tfvm_value arg = tfvm_tensor_value(x);
+    for (int mode = 1; mode >= 0; mode--) {
+        run_main(p, &arg, 1, res, n_res, mode);
+        for (size_t k = 0; k < n_res; k += 2)
+            ck_assert_msg(memcmp(tfvm_tensor_data(res[k].tensor), tfvm_tensor_data(res[k + 1].tensor), bytes) == 0,
+                          "output %zu differs from its spelled-out twin (mode %d)", k, mode);
+        for (size_t k = 0; mode && k < n_res; k++)
+            tfvm_value_release(&res[k]);
+    }
+}
+
 /* LayerNormalization is one LAYER_NORM, with and without a bias, and gives
  * the bits of the same normalization spelled out in primitive ops beside it
  * (rows of 11: the sums' eight lanes and a tail; a constant row whose
@@ -476,29 +514,17 @@ END_TEST
 START_TEST(layer_norm_as_spelled)
 {
     tfvm_program *p = compile_ok(M "layer_norm.onnx");
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < p->isa.n_insts; i++)
-        n += p->isa.insts[i].op == ISA_LAYER_NORM;
-    ck_assert_uint_eq(n, 2);
-    const int64_t dims[3] = {2, 3, 11};
+    ck_assert_uint_eq(count_op(p, ISA_LAYER_NORM), 2);
     float x[66];
-    uint32_t r = 7;
-    for (int i = 0; i < 66; i++) {
-        r = r * 1103515245u + 12345u;
-        x[i] = i < 11 ? 3.25f : 1000 + (float)(r >> 8) / (1 << 24) * (i % 5 == 0 ? 40 : 1);
-    }
-    tfvm_tensor *t = ftensor(3, dims, x);
-    tfvm_value arg = tfvm_tensor_value(t), res[4];
-    for (int mode = 0; mode < 2; mode++) {
-        run_main(p, &arg, 1, res, 4, mode);
-        for (int k = 0; k < 4; k += 2) {
-            const float *a = tfvm_tensor_data(res[k].tensor), *b = tfvm_tensor_data(res[k + 1].tensor);
-            ck_assert_msg(memcmp(a, b, sizeof x) == 0, "output %d differs from its spelled-out twin", k);
-        }
-        ck_assert(signbit(((const float *)tfvm_tensor_data(res[2].tensor))[0])); /* 0 * scale -1.5, no bias: -0 */
-        for (int k = 0; k < 4; k++)
-            tfvm_value_release(&res[k]);
-    }
+    fill_noisy(x, 66, 7, 1000, 5, 40);
+    for (int i = 0; i < 11; i++)
+        x[i] = 3.25f;
+    tfvm_tensor *t = ftensor(3, (int64_t[]){2, 3, 11}, x);
+    tfvm_value res[4];
+    twins_equal(p, t, res, 4);
+    ck_assert(signbit(((const float *)tfvm_tensor_data(res[2].tensor))[0])); /* 0 * scale -1.5, no bias: -0 */
+    for (int k = 0; k < 4; k++)
+        tfvm_value_release(&res[k]);
     tfvm_tensor_free(t);
     tfvm_program_free(p);
 }
@@ -510,25 +536,14 @@ END_TEST
 START_TEST(instance_norm_as_spelled)
 {
     tfvm_program *p = compile_ok(M "instance_norm.onnx");
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < p->isa.n_insts; i++)
-        n += p->isa.insts[i].op == ISA_LAYER_NORM;
-    ck_assert_uint_eq(n, 1);
-    const int64_t dims[4] = {2, 3, 4, 5};
+    ck_assert_uint_eq(count_op(p, ISA_LAYER_NORM), 1);
     float x[120];
-    uint32_t r = 11;
-    for (int i = 0; i < 120; i++) {
-        r = r * 1103515245u + 12345u;
-        x[i] = 500 + (float)(r >> 8) / (1 << 24) * (i % 3 == 0 ? 30 : 1);
-    }
-    tfvm_tensor *t = ftensor(4, dims, x);
-    tfvm_value arg = tfvm_tensor_value(t), res[2];
-    for (int mode = 0; mode < 2; mode++) {
-        run_main(p, &arg, 1, res, 2, mode);
-        ck_assert(memcmp(tfvm_tensor_data(res[0].tensor), tfvm_tensor_data(res[1].tensor), sizeof x) == 0);
-        tfvm_value_release(&res[0]);
-        tfvm_value_release(&res[1]);
-    }
+    fill_noisy(x, 120, 11, 500, 3, 30);
+    tfvm_tensor *t = ftensor(4, (int64_t[]){2, 3, 4, 5}, x);
+    tfvm_value res[2];
+    twins_equal(p, t, res, 2);
+    tfvm_value_release(&res[0]);
+    tfvm_value_release(&res[1]);
     tfvm_tensor_free(t);
     tfvm_program_free(p);
 }
