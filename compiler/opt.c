@@ -2245,7 +2245,7 @@ static bool rms_scale(const cc_vtype *w, const cc_vtype *x, int axis, uint8_t d)
         return false;
     if (!w->tensor)
         return true;
-    if (w->rank == ISA_RANK_ANY)
+    if (w->rank == ISA_RANK_ANY || w->rank > x->rank) /* (a MUL by more dims grows the result) */
         return false;
     int64_t count = 1;
     for (int i = 0; i < w->rank; i++)

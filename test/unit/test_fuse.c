@@ -828,6 +828,10 @@ START_TEST(rms_norm_spelled)
         {RH "let v = reduce_mean(x * x, [-1, 1], keepdims = true);\n    (x * (1.0 / sqrt(v + 0.5))) * 2.5 + w\n}\n", 1, 1},
         {RH "let r = 1.0 / sqrt(reduce_mean(x * x, [2], keepdims = true) + 0.5);\n    (w * (x * r)) + r\n}\n", 0, 0},
         {RH "let v = reduce_mean(x * x, [1], keepdims = true);\n    w * (x * (1.0 / sqrt(v + 0.5)))\n}\n", 0, 0},
+        /* a scale of more dims than x grows the product: not RMS_NORM's shape */
+        {"fn main(x: f32[2, 3, 16], w: f32[16]) -> f32[1, 2, 3, 16] {\n    let v = reduce_mean(x * x, [2], "
+         "keepdims = true);\n    reshape(w, [1, 1, 1, 16]) * (x * (1.0 / sqrt(v + 0.5)))\n}\n",
+         0, 0},
     };
 #undef RH
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
