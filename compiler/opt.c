@@ -1403,20 +1403,27 @@ typedef struct act_match {
     int n_inner;
 } act_match;
 
-/* Whether c is a constant of one element of dtype d, bit for bit v (as d),
- * that cannot make an op with y larger than y (scalar, or rank <= y's). */
-static bool const_is(cc_irval c, uint8_t d, double v, cc_irval y)
+/* c as a constant of one element of float dtype d that cannot make an op
+ * with y larger than y (scalar, or rank <= y's); NULL when it is not */
+static const cc_cval *one_const(cc_irval c, uint8_t d, cc_irval y)
 {
     if (!is_const(c))
-        return false;
+        return NULL;
     const cc_cval *k = cval(c);
     if (k->dtype != d || (d != TFVM_F32 && d != TFVM_F64) || !k->data)
-        return false;
+        return NULL;
     for (int i = 0; i < k->rank; i++)
         if (k->dims[i] != 1)
-            return false;
+            return NULL;
     const cc_vtype *t = vtype(y);
-    if (k->rank > 0 && (!known_rank(t) || t->rank < k->rank))
+    return k->rank > 0 && (!known_rank(t) || t->rank < k->rank) ? NULL : k;
+}
+
+/* Whether c is such a constant, bit for bit v (as d) */
+static bool const_is(cc_irval c, uint8_t d, double v, cc_irval y)
+{
+    const cc_cval *k = one_const(c, d, y);
+    if (!k)
         return false;
     if (d == TFVM_F32) {
         const float want = (float)v;
@@ -2223,45 +2230,20 @@ static bool rms_axes(cc_irval axes, const cc_vtype *x, int *axis)
     if (!is_const(axes) || !known_rank(x))
         return false;
     const cc_cval *c = cval(axes);
-    if (c->dtype != TFVM_I64 || c->rank != 1 || c->dims[0] < 1 || c->dims[0] > x->rank)
+    if (c->dtype != TFVM_I64 || c->rank != 1)
         return false;
-    const int n = (int)c->dims[0];
-    bool seen[TFVM_MAX_RANK] = {false};
-    for (int i = 0; i < n; i++) {
-        const int64_t a = ((const int64_t *)c->data)[i], k = a < 0 ? a + x->rank : a;
-        if (k < x->rank - n || k >= x->rank || seen[k])
-            return false;
-        seen[k] = true;
-    }
-    *axis = x->rank - n;
-    return true;
+    *axis = isa_last_axes(c->data, (int)c->dims[0], x->rank);
+    return *axis >= 0;
 }
 
-/* w as RMS_NORM's scale (the kernel's rule): one element, or after leading
- * 1s x's dims from axis on, all known */
+/* w as RMS_NORM's scale (the kernel's rule, every dim known), of no more
+ * dims than x (a MUL by more dims grows the result) */
 static bool rms_scale(const cc_vtype *w, const cc_vtype *x, int axis, uint8_t d)
 {
     if (w->dtype != d)
         return false;
-    if (!w->tensor)
-        return true;
-    if (w->rank == ISA_RANK_ANY || w->rank > x->rank) /* (a MUL by more dims grows the result) */
-        return false;
-    int64_t count = 1;
-    for (int i = 0; i < w->rank; i++)
-        count *= w->dims[i] < 0 ? -1 : w->dims[i];
-    if (count == 1 && w->rank <= x->rank)
-        return true;
-    const int n = x->rank - axis;
-    for (int i = 0; i < w->rank - n; i++)
-        if (w->dims[i] != 1)
-            return false;
-    for (int i = 0; i < n; i++) {
-        const int wi = w->rank - n + i;
-        if (x->dims[axis + i] < 0 || (wi >= 0 ? w->dims[wi] : 1) != x->dims[axis + i])
-            return false;
-    }
-    return true;
+    return !w->tensor || (w->rank != ISA_RANK_ANY && w->rank <= x->rank &&
+                          isa_norm_param_fits(w->rank, w->dims, x->rank, x->dims, axis, false));
 }
 
 static void rms_norm_block(cc *C, cc_blk *b, void *ud)
@@ -2294,12 +2276,9 @@ static void rms_norm_block(cc *C, cc_blk *b, void *ud)
         int axis = 0;
         const bool square = pw && (pw->op == ISA_POW ? same_irval(pw->in[0], x) && const_is(pw->in[1], d, 2, x)
                                                      : same_irval(pw->in[0], x) && same_irval(pw->in[1], x));
-        const cc_vtype *xt = square ? vtype(x) : NULL, *et = square ? vtype(eps) : NULL;
-        int64_t ecount = 1;
-        for (int i = 0; square && is_const(eps) && i < cval(eps)->rank; i++)
-            ecount *= cval(eps)->dims[i];
+        const cc_vtype *xt = square ? vtype(x) : NULL;
         if (!square || xt->dtype != d || !rms_axes(mean->in[1], xt, &axis) || !rms_scale(vtype(w), xt, axis, d) ||
-            et->dtype != d || !is_const(eps) || ecount != 1 || cval(eps)->rank > xt->rank) {
+            !one_const(eps, d, x)) {
             n = next;
             continue;
         }

@@ -1012,19 +1012,12 @@ static void op_BatchNormalization(ox_node *N)
     N->out[0] = y;
 }
 
-/* Whether axes (a constant i64 vector) are the last axes of rank r, from *first on */
-static bool trailing_axes(const ox_val *axes, int r, int *first)
+/* LAYER_NORM (x, scale, bias, eps) over x's dims from axis on */
+static ox_val layer_norm_op(ox_node *N, const ox_val *x, const ox_val *scale, const ox_val *bias, int axis, double eps)
 {
-    const int64_t n = axes->rank == 1 ? axes->dims[0] : -1;
-    if (!axes->cdata || n < 1 || n > r)
-        return false;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t a = ((const int64_t *)axes->cdata)[i];
-        if ((a < 0 ? a + r : a) != r - n + i)
-            return false;
-    }
-    *first = (int)(r - n);
-    return true;
+    ox_val e = ox_fscalar(N, x->dtype, eps);
+    const ox_val *in[4] = {x, scale, bias, &e};
+    return ox_op(N, ISA_LAYER_NORM, (uint32_t)axis, 4, in);
 }
 
 /* (x - mean) * (1 / sqrt(var + eps)) over axes (keepdims), and 1 / sqrt(var + eps);
@@ -1034,11 +1027,10 @@ ox_val ox_normalize(ox_node *N, const ox_val *x, const ox_val *axes, double epsi
                         ox_val *inv_out)
 {
     uint8_t d = x->dtype;
-    int first;
-    if (!mean_out && !inv_out && x->rank > 0 && trailing_axes(axes, x->rank, &first)) {
-        ox_val one = ox_fscalar(N, d, 1), nz = ox_fscalar(N, d, -0.0), eps = ox_fscalar(N, d, epsilon);
-        const ox_val *in[4] = {x, &one, &nz, &eps};
-        return ox_op(N, ISA_LAYER_NORM, (uint32_t)first, 4, in);
+    const int first = axes->cdata && axes->rank == 1 ? isa_last_axes(axes->cdata, (int)axes->dims[0], x->rank) : -1;
+    if (!mean_out && !inv_out && first >= 0) {
+        ox_val one = ox_fscalar(N, d, 1), nz = ox_fscalar(N, d, -0.0);
+        return layer_norm_op(N, x, &one, &nz, first, epsilon);
     }
     ox_val mean = ox_op2(N, ISA_REDUCE_MEAN, ISA_OPT_KEEPDIMS, x, axes);
     ox_val c = ox_ew2(N, ISA_SUB, x, &mean);
@@ -1070,25 +1062,11 @@ static void op_InstanceNormalization(ox_node *N)
 }
 
 /* Whether LayerNormalization's scale or bias p is one LAYER_NORM takes:
- * known dims, one element or, after leading 1s, x's dims from axis on
- * where x's are known (as the kernel checks them) */
+ * known dims that fit x's from axis on, where x's are known (the run checks
+ * the rest) */
 static bool layer_norm_param(const ox_val *p, const ox_val *x, int axis)
 {
-    const int n = x->rank - axis;
-    if (p->rank < 0)
-        return false;
-    for (int i = 0; i < p->rank; i++)
-        if (p->dims[i] < 0 || (i < p->rank - n && p->dims[i] != 1))
-            return false;
-    if (ox_count_of(p) == 1)
-        return true;
-    for (int i = 0; i < n; i++) {
-        const int pi = p->rank - n + i;
-        const int64_t pd = pi >= 0 ? p->dims[pi] : 1, xd = x->dims[axis + i];
-        if (xd >= 0 ? pd != xd : pd == 1)
-            return false;
-    }
-    return true;
+    return p->rank >= 0 && isa_norm_param_fits(p->rank, p->dims, x->rank, x->dims, axis, true);
 }
 
 static void op_LayerNormalization(ox_node *N)
@@ -1099,9 +1077,8 @@ static void op_LayerNormalization(ox_node *N)
     if (N->n_out == 1 && layer_norm_param(scale, x, axis) && (!b || layer_norm_param(b, x, axis))) {
         /* one instruction, the bits of the lowering below; no bias is a
          * bias of -0 (y + -0 is y, -0 included) */
-        ox_val nb = b ? *b : ox_fscalar(N, x->dtype, -0.0), eps = ox_fscalar(N, x->dtype, ox_attr_f(N, "epsilon", 1e-5f));
-        const ox_val *in[4] = {x, scale, &nb, &eps};
-        N->out[0] = ox_op(N, ISA_LAYER_NORM, (uint32_t)axis, 4, in);
+        ox_val nb = b ? *b : ox_fscalar(N, x->dtype, -0.0);
+        N->out[0] = layer_norm_op(N, x, scale, &nb, axis, ox_attr_f(N, "epsilon", 1e-5f));
         return;
     }
     int64_t ax[8];

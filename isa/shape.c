@@ -963,6 +963,42 @@ tfvm_status isa_shape_rule(uint32_t op, uint32_t a, const isa_shape *in, uint32_
     return f(&c);
 }
 
+int isa_last_axes(const int64_t *axes, int n, int r)
+{
+    bool seen[TFVM_MAX_RANK] = {false};
+    if (n < 1 || n > r || r > TFVM_MAX_RANK)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const int64_t k = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (k < r - n || k >= r || seen[k])
+            return -1;
+        seen[k] = true;
+    }
+    return r - n;
+}
+
+bool isa_norm_param_fits(int pr, const int64_t *pd, int xr, const int64_t *xd, int axis, bool x_unknown_ok)
+{
+    int64_t count = 1;
+    for (int i = 0; i < pr; i++) {
+        if (pd[i] < 0)
+            return false;
+        count *= pd[i];
+    }
+    if (count == 1)
+        return true;
+    const int n = xr - axis;
+    for (int i = 0; i < pr - n; i++)
+        if (pd[i] != 1)
+            return false;
+    for (int i = 0; i < n; i++) {
+        const int64_t p = pr - n + i >= 0 ? pd[pr - n + i] : 1, x = xd[axis + i];
+        if (x < 0 ? !x_unknown_ok || p == 1 : p != x)
+            return false;
+    }
+    return true;
+}
+
 bool isa_shape_grows(uint32_t op)
 {
     switch (op) {

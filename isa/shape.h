@@ -59,6 +59,17 @@ int64_t isa_dim_bcast(int64_t a, int64_t b);
  * two known sizes other than 1 differ (those dims ISA_DIM_ANY). */
 bool isa_shape_bcast(const isa_shape *const *x, uint32_t n, isa_shape *o);
 
+/* LAYER_NORM's and RMS_NORM's operands, for their kernel and for the
+ * importer and optimizer that make them. The first of the last n axes of
+ * rank r when axes[0 .. n) (negative from the end) are exactly those, each
+ * once; -1 otherwise. */
+int isa_last_axes(const int64_t *axes, int n, int r);
+/* Whether a scale or bias of dims pd[0 .. pr) fits x's dims xd[0 .. xr) from
+ * axis on: one element, or after leading 1s those dims. pd must be known;
+ * an unknown dim of x (< 0) fits any dim but 1 when x_unknown_ok (the run
+ * checks it), none otherwise. */
+bool isa_norm_param_fits(int pr, const int64_t *pd, int xr, const int64_t *xd, int axis, bool x_unknown_ok);
+
 /* "f32[64, ?]", "i32" (a scalar), "f32[..]" (unknown rank), "?" (nothing
  * known); a symbol prints as "?". */
 const char *isa_shape_str(const isa_shape *s, char *buf, size_t size);

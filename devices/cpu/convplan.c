@@ -509,17 +509,14 @@ static void conv_thread_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
             put(b, "%lld %s in parallel", items, what);
         break;
     case DEV_CONV_TPROD:
+    case DEV_CONV_PANELS: {
+        const bool panels = plan->kernel == DEV_CONV_PANELS;
         if (plan->split)
-            put(b, "each product split");
+            put(b, "each %s split", panels ? "panel's product" : "product");
         else
-            put(b, "%lld products in parallel", items);
+            put(b, "%lld %s in parallel", items, panels ? "panels" : "products");
         break;
-    case DEV_CONV_PANELS:
-        if (plan->split)
-            put(b, "each panel's product split");
-        else
-            put(b, "%lld panels in parallel", items);
-        break;
+    }
     case DEV_CONV_FEWCH: put(b, "%lld bands in parallel", items); break;
     case DEV_CONV_SCALE: put(b, "%lld planes in parallel", items); break;
     default:

@@ -5,6 +5,7 @@
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
 #include "devices/cpu/f4.h"
+#include "isa/shape.h"
 
 #include <math.h>
 #include <string.h>
@@ -166,24 +167,6 @@ static void ln_f64(void *arg, size_t b, size_t e)
     LN_ROWS(double, dev_mean_run_f64, dev_mean_sq_run_f64, sqrt, ln_affine_f64);
 }
 
-/* Whether p (scale or bias) is one element or, after leading 1s, x's dims
- * from axis on */
-static bool ln_param_ok(const dev_kview *p, const dev_kview *x, int axis)
-{
-    const int n = x->rank - axis;
-    if (p->count == 1)
-        return true;
-    for (int i = 0; i < p->rank - n; i++)
-        if (p->dims[i] != 1)
-            return false;
-    for (int i = 0; i < n; i++) {
-        const int pi = p->rank - n + i;
-        if ((pi >= 0 ? p->dims[pi] : 1) != x->dims[axis + i])
-            return false;
-    }
-    return true;
-}
-
 tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
 {
     const dev_kview *x = &in[0];
@@ -200,7 +183,7 @@ tfvm_status dev_cpu_layer_norm(dev_kctx *k, const dev_kview *in, dev_value *out)
     if (st)
         return st;
     for (int i = 1; i <= n_par; i++)
-        if (!ln_param_ok(&in[i], x, axis))
+        if (!isa_norm_param_fits(in[i].rank, in[i].dims, x->rank, x->dims, axis, false))
             return dev_kfail(k, TFVM_ERR_SHAPE, "%s %s must be one element or x's dims from axis %d on (x %s)",
                              i == 1 ? "scale" : "bias", dev_kshape(&in[i], s1), axis, dev_kshape(x, s2));
     if (in[n_in - 1].count != 1)
