@@ -268,7 +268,7 @@ bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int6
     if (KH == 3 && KW == 3 && Cg >= 8 && !few_tiles) {
         c.kind = DEV_CF_WINO;
         c.Cp = round_up(Cg, isa->vl);
-        c.Op = round_up(Og, isa->vl * isa->ov);
+        c.Op = round_up(Og, isa->vl);
         c.TH = (OH + 1) / 2;
         c.TW = (OW + 1) / 2;
         /* the product's tiles: enough groups of pw for a band of all tile
@@ -291,7 +291,7 @@ bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int6
          * blocks of output channels, each reading only its share of U, not
          * bands of tile rows that each read all of it */
         c.ob = isa->ov * isa->vl;
-        c.nob = c.TH < 8 && c.Op / c.ob >= 2 ? c.Op / c.ob : 0;
+        c.nob = c.TH < 8 && c.Op > c.ob ? (c.Op + c.ob - 1) / c.ob : 0;
     } else if (Cg * KH * KW <= 64 && OW == W) {
         /* as wide as x: the flat kernel, whose vectors run across rows */
         c.kind = DEV_CF_FLAT;
@@ -388,7 +388,8 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
         bias += g * cf->Og;
     if (cf->kind == DEV_CF_WINO)
         if (cf->nob)
-            cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, 0, cf->TH, b * cf->ob, e * cf->ob);
+            cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, 0, cf->TH, b * cf->ob,
+                          e * cf->ob < cf->Op ? e * cf->ob : cf->Op);
         else
             cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, b, e, 0, cf->Op);
     else if (cf->kind == DEV_CF_FLAT)

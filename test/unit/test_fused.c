@@ -1142,6 +1142,10 @@ static const conv_dims cf_cases[] = {
     {{1, 64, 8, 600}, {2, 64, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     /* few tile rows, output channels not a whole block: parts of channels */
     {{1, 40, 7, 7}, {50, 40, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    /* the last block of channels one vector, not two: alone (48 channels)
+     * and in groups of 16 (RegNet's) */
+    {{1, 24, 7, 7}, {48, 24, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+    {{1, 64, 9, 9}, {64, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 4}},
 };
 
 START_TEST(test_conv_f32_kernels)
