@@ -525,13 +525,16 @@ static void conv_tprod_chunk(void *arg, size_t b, size_t e)
     ut_free(j->alloc, scratch, bytes);
 }
 
-/* Whether the f32 kernel (convf32.h) of kind applies epilogue ep (or
- * NULL) in its stores: at most a RELU, and FUSED_CONV2D_ADD's r only in
- * Winograd's */
+/* Whether the f32 kernel (convf32.h) of kind adds FUSED_CONV2D_ADD's r
+ * in its stores (Winograd's and the channels kernel's, through to_chw) */
+static bool cf_res(int kind) { return kind == DEV_CF_WINO || kind == DEV_CF_CHAN; }
+
+/* Whether the f32 kernel of kind applies epilogue ep (or NULL) in its
+ * stores: at most a RELU, and r where cf_res */
 static bool cf_inner(const dev_kepi *ep, int kind)
 {
     const uint32_t act = ep ? ep->act : 0;
-    return (act == 0 || act == ISA_OPT_ACT_RELU) && (!ep || !ep->res || kind == DEV_CF_WINO);
+    return (act == 0 || act == ISA_OPT_ACT_RELU) && (!ep || !ep->res || cf_res(kind));
 }
 
 /* Parts [b, e) of item `it` through the f32 kernel (convf32.h): bias, r
@@ -842,7 +845,7 @@ static bool conv_in_place(const dev_kctx *k, const dev_kview *in, const dev_kepi
                         .ldc = OHW, .ep = ep, .in_place = true};
     const bool kernel = plan->kernel == DEV_CONV_DIRECT
                             ? in[1].dims[1] == x->dims[1] && ep && dev_kmm_in_place_ok(&mm)
-                            : plan->kernel == DEV_CONV_F32 && plan->cf.kind == DEV_CF_WINO && cf_inner(ep, DEV_CF_WINO);
+                            : plan->kernel == DEV_CONV_F32 && cf_res(plan->cf.kind) && cf_inner(ep, plan->cf.kind);
     return k->op == ISA_FUSED_CONV2D_ADD && kernel && t && t == dev_kview_overwritable(k, res) &&
            t->dtype == TFVM_F32 && t->count == od[0] * od[1] * od[2] * od[3] && t != in[0].t && t != in[1].t &&
            t != in[3].t;

@@ -27,6 +27,8 @@ typedef struct dev_cf_isa {
                  bool relu, int64_t oh0, int64_t oh1);
     void (*flat)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
                  bool relu, int64_t b, int64_t e);
+    void (*chan)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s, const float *bias,
+                 const float *res, bool relu, int64_t oh0, int64_t oh1);
     /* the Winograd weights (wino_weights' result); NULL: wino_weights */
     void (*wino_weights)(const dev_cf *cf, const float *w, float *wk);
 } dev_cf_isa;
@@ -81,7 +83,7 @@ static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)
 #undef CF_TARGET
 #undef CF_SFX
 
-static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, flat_item_v4, NULL};
+static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, flat_item_v4, chan_item_v4, NULL};
 
 /* ---- AVX-512 ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -145,7 +147,8 @@ CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w, float *
         }
 }
 
-static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, flat_item_v16, wino_weights_v16};
+static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, flat_item_v16, chan_item_v16,
+                                   wino_weights_v16};
 
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 #else
@@ -255,7 +258,8 @@ bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int6
 {
     const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
     dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
-                .pt = p[2], .pl = p[3], .G = G};
+                .pt = p[2], .pl = p[3], .G = G, .sh = p[0], .sw = p[1], .dh = p[6], .dw = p[7]};
+    const bool unit = p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1;
     if (OH < 1 || OW < 1 || Og < 1 || Cg < 1 || OH > 4096 || OW > 4096 || Og > 4096 || Cg > 4096)
         return false;
     /* Winograd reads its transformed weights (16 Cg x Og floats, 1.8x the
@@ -265,7 +269,7 @@ bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int6
      * once, whole tiles) runs faster: resnet18's last 3x3 layer 3.5 -> 2.5
      * ms at batch 1, 27 -> ~21 at batch 8 */
     const bool few_tiles = ((OH + 1) / 2) * ((OW + 1) / 2) < 32 && 16 * Cg * Og > (INT64_C(1) << 20);
-    if (KH == 3 && KW == 3 && Cg >= 8 && !few_tiles) {
+    if (unit && KH == 3 && KW == 3 && Cg >= 8 && !few_tiles) {
         c.kind = DEV_CF_WINO;
         c.Cp = round_up(Cg, isa->vl);
         c.Op = round_up(Og, isa->vl);
@@ -292,6 +296,30 @@ bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int6
          * bands of tile rows that each read all of it */
         c.ob = isa->ov * isa->vl;
         c.nob = c.TH < 8 && c.Op > c.ob ? (c.Op + c.ob - 1) / c.ob : 0;
+    } else if (G > 1 && 2 * Og >= isa->vl && (!unit || Cg * KH * KW > 64)) {
+        /* groups of at least half a vector of channels where the kernels
+         * above do not serve (strided, dilated, or windows over many
+         * channels): im2col's product per group, [Og, Cg KH KW] x [Cg KH
+         * KW, OH OW], was too small to run at speed. RegNetX's 25 groups of
+         * 16 channels, 3x3 stride 2 onto 7x7, 281 -> 84 us; 32 groups of 8
+         * onto 14x14 0.29 -> 0.17 ms; 5x5, unit strides, groups of 16 1.05
+         * -> 0.60 ms. Groups of 4 (ResNeXt 32x4d's) 0.62x to 1.2x the
+         * time: left to im2col. */
+        c.kind = DEV_CF_CHAN;
+        c.Op = round_up(Og, isa->vl);
+        c.Wp = (round_up(OW, isa->pw) - 1) * p[1] + (KW - 1) * p[7] + 1;
+        const int64_t y = round_up(OW, isa->pw) * c.Op;
+        /* bands of BT output rows: as many as keep the scratch in bounds */
+        c.BT = ((CF_SCRATCH_MAX - 32 - y) / (Cg * c.Wp) - (KH - 1) * p[6] - 1) / p[0] + 1;
+        if (c.BT < 1 || (CF_SCRATCH_MAX - 32 - y) / (Cg * c.Wp) < (KH - 1) * p[6] + 1)
+            return false;
+        if (c.BT > OH)
+            c.BT = OH;
+        c.Hb = (c.BT - 1) * p[0] + (KH - 1) * p[6] + 1;
+        c.scratch_floats = (size_t)(Cg * c.Hb * c.Wp + y);
+        c.wk_floats = (size_t)(Cg * KH * KW * c.Op);
+    } else if (!unit) {
+        return false;
     } else if (Cg * KH * KW <= 64 && OW == W) {
         /* as wide as x: the flat kernel, whose vectors run across rows */
         c.kind = DEV_CF_FLAT;
@@ -394,6 +422,8 @@ void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float 
             cf->isa->wino(cf, wk, xg, og, scratch, bias, res, relu, b, e, 0, cf->Op);
     else if (cf->kind == DEV_CF_FLAT)
         cf->isa->flat(cf, wk, xg, og, scratch, bias, relu, b, e);
+    else if (cf->kind == DEV_CF_CHAN)
+        cf->isa->chan(cf, wk, xg, og, scratch, bias, res, relu, b, e);
     else
         cf->isa->rows(cf, wk, xg, og, scratch, bias, relu, b, e);
 }

@@ -243,6 +243,83 @@ CF_TARGET static void CF_SFX(rows_item)(const dev_cf *cf, const float *wk, const
             }
 }
 
+/* ---- Channels ----------------------------------------------------------------------
+ * A group's output channels in vectors, at any strides and dilations (the
+ * grouped layers of RegNet and ResNeXt, 16 or more channels a group): x's
+ * rows that a band of output rows reads, padded, in [Cg][Hb][Wp]; CF_PW
+ * pixels of an output row by nv <= CF_OV vectors of output channels are one
+ * register block, each window element (c, i, j) adding its weights of those
+ * channels (wk[k][Op], as rows') times each pixel's x, broadcast. A row's
+ * results [OW][Op] go out through to_chw with the epilogue, as Winograd's. */
+CF_TARGET static inline __attribute__((always_inline)) void
+CF_SFX(chan_block)(const dev_cf *cf, const float *wk, const float *xr, float *y, int64_t ow0, int64_t ob,
+                   const int nv)
+{
+    const int64_t Cg = cf->Cg, KH = cf->KH, KW = cf->KW, Op = cf->Op, sw = cf->sw, dh = cf->dh, dw = cf->dw;
+    const int64_t Wp = cf->Wp, plane = cf->Hb * Wp;
+    VF acc[CF_PW][CF_OV];
+#pragma GCC unroll 16
+    for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            acc[p][v] = VZERO;
+    const float *wkk = wk + ob;
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t i = 0; i < KH; i++) {
+            const float *xi = xr + c * plane + i * dh * Wp + ow0 * sw;
+            for (int64_t j = 0; j < KW; j++, wkk += Op) {
+                VF u[CF_OV];
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                    u[v] = VLD(wkk + v * CF_VL);
+#pragma GCC unroll 16
+                for (int p = 0; p < CF_PW; p++) {
+                    const VF b = VBC(xi[p * sw + j * dw]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < nv; v++)
+                        acc[p][v] = VFMA(b, u[v], acc[p][v]);
+                }
+            }
+        }
+#pragma GCC unroll 16
+    for (int p = 0; p < CF_PW; p++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            VST(y + p * Op + ob + v * CF_VL, acc[p][v]);
+}
+
+/* Output rows [oh0, oh1) in bands of at most cf->BT rows; pixels past a
+ * row's end (up to whole blocks of CF_PW) read the zeros after its x and
+ * are not stored */
+CF_TARGET static void CF_SFX(chan_item)(const dev_cf *cf, const float *wk, const float *xg, float *og, float *s,
+                                         const float *bias, const float *res, bool relu, int64_t oh0, int64_t oh1)
+{
+    const int64_t Cg = cf->Cg, H = cf->H, W = cf->W, Og = cf->Og, OH = cf->OH, OW = cf->OW, Op = cf->Op;
+    const int64_t sh = cf->sh, Wp = cf->Wp, plane = cf->Hb * Wp;
+    float *xb = s, *y = xb + Cg * plane;
+    for (int64_t b0 = oh0; b0 < oh1; b0 += cf->BT) {
+        const int64_t b1 = oh1 - b0 < cf->BT ? oh1 : b0 + cf->BT, r0 = b0 * sh - cf->pt;
+        const int64_t rows = (b1 - 1 - b0) * sh + (cf->KH - 1) * cf->dh + 1;
+        memset(xb, 0, (size_t)(Cg * plane) * sizeof *xb);
+        for (int64_t c = 0; c < Cg; c++)
+            for (int64_t r = r0 < 0 ? 0 : r0; r < H && r < r0 + rows; r++) {
+                const int64_t n = W < Wp - cf->pl ? W : Wp - cf->pl;
+                if (n > 0)
+                    memcpy(xb + c * plane + (r - r0) * Wp + cf->pl, xg + (c * H + r) * W, (size_t)n * sizeof *xb);
+            }
+        for (int64_t oh = b0; oh < b1; oh++) {
+            const float *xr = xb + (oh - b0) * sh * Wp;
+            for (int64_t ow0 = 0; ow0 < OW; ow0 += CF_PW)
+                for (int64_t ob = 0; ob < Op; ob += CF_OV * CF_VL)
+                    if (Op - ob >= CF_OV * CF_VL)
+                        CF_SFX(chan_block)(cf, wk, xr, y + ow0 * Op, ow0, ob, CF_OV);
+                    else
+                        CF_SFX(chan_block)(cf, wk, xr, y + ow0 * Op, ow0, ob, 1);
+            CF_SFX(to_chw)(y, Op, OW, Og, og + oh * OW, OH * OW, bias, res ? res + oh * OW : NULL, relu);
+        }
+    }
+}
+
 /* ---- Flat ---------------------------------------------------------------------------
  * When the output is as wide as x (unit strides, pl + pr = KW - 1), output
  * pixel q = oh*W + ow reads x at q + (i - pt)*W + (j - pl) for window element

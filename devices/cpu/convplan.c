@@ -103,12 +103,11 @@ static bool plan_fewch(const dev_conv_shape *s, dev_conv_plan *plan)
     return true;
 }
 
-/* f32 at unit strides and dilations: a kernel without im2col (convf32.h) */
+/* f32: a kernel without im2col (convf32.h), where one suits the shape */
 static bool plan_f32(const dev_conv_shape *s, bool direct, dev_conv_plan *plan)
 {
     const int64_t *p = s->p, G = p[8];
-    if (s->dtype != TFVM_F32 || direct || s->Cg * s->KH * s->KW == 0 || p[0] != 1 || p[1] != 1 || p[6] != 1 ||
-        p[7] != 1)
+    if (s->dtype != TFVM_F32 || direct || s->Cg * s->KH * s->KW == 0)
         return false;
     if (!dev_cf_choose(&plan->cf, s->Cg, s->H, s->W, G, s->O / G, s->KH, s->KW, p, s->OH, s->OW))
         return false;
@@ -412,6 +411,7 @@ static void conv_kernel_words(sbuf *b, const dev_conv_plan *plan, const dev_conv
     case DEV_CONV_F32:
         put(b, "%s, %s", plan->cf.kind == DEV_CF_WINO ? "Winograd F(2x2, 3x3)"
                          : plan->cf.kind == DEV_CF_FLAT ? "direct f32 kernel, flat"
+                         : plan->cf.kind == DEV_CF_CHAN ? "direct f32 kernel, output channels in vectors"
                                                         : "direct f32 kernel by rows",
             dev_cf_isa_name(&plan->cf));
         break;

@@ -411,10 +411,13 @@ static const conv_dims res_cases[] = {
     {{1, 256, 9, 9}, {24, 256, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
     /* ... and K of two blocks: a new result */
     {{1, 300, 9, 9}, {24, 300, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}},
+    /* groups of 16 channels, stride 2: output channels in vectors */
+    {{1, 32, 9, 9}, {32, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 2}},
 };
 /* The cases whose f32 result, with at most a RELU, is written over r when
- * the call holds r alone (conv.c's conv_in_place): Winograd's and w @ x's */
-static bool res_in_place(size_t ci) { return ci == 1 || ci == 2 || ci == 9 || ci == 10; }
+ * the call holds r alone (conv.c's conv_in_place): Winograd's, the
+ * channels kernel's and w @ x's */
+static bool res_in_place(size_t ci) { return ci == 1 || ci == 2 || ci == 9 || ci == 10 || ci == 12; }
 
 START_TEST(test_conv_residual)
 {
@@ -1146,6 +1149,15 @@ static const conv_dims cf_cases[] = {
      * and in groups of 16 (RegNet's) */
     {{1, 24, 7, 7}, {48, 24, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {{1, 64, 9, 9}, {64, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 4}},
+    /* groups of many channels, output channels in vectors: strides (RegNet's
+     * 3x3 /2), a half vector of channels, a vector and a half, uneven pads,
+     * dilations, a 5x5 window at unit strides, two images */
+    {{1, 32, 14, 14}, {32, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 2}},
+    {{2, 40, 11, 13}, {40, 8, 3, 3}, {2, 1, 1, 0, 2, 1, 1, 1, 5}},
+    {{1, 48, 10, 9}, {48, 24, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2, 2}},
+    {{1, 96, 9, 9}, {96, 48, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 2}},
+    {{1, 32, 9, 9}, {32, 16, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 2}},
+    {{1, 16, 5, 7}, {16, 8, 2, 3}, {3, 2, 0, 4, 0, 0, 1, 2, 2}},
 };
 
 START_TEST(test_conv_f32_kernels)
@@ -1165,7 +1177,7 @@ START_TEST(test_conv_f32_kernels)
                 for (int64_t i = 0; i < w.u.t->count; i++)
                     ((double *)aw.u.t->data)[i] = fabs(elem(&w, i));
                 static double want[16384], bound[16384];
-                double bv[64], zero[64] = {0};
+                double bv[128], zero[128] = {0};
                 for (int64_t i = 0; i < cf_cases[ci].w[0]; i++)
                     bv[i] = elem(&bias, i);
                 int64_t od[4];
@@ -1177,7 +1189,13 @@ START_TEST(test_conv_f32_kernels)
                     const double got = elem(&o, i), sum = want[i], tol = 1e-5 * (bound[i] + fabs(bv[0]) + 1);
                     /* the activation of the double sum, and of the sums within tol */
                     const double a0 = act_ref(F64, acts[ai], sum - tol), a1 = act_ref(F64, acts[ai], sum + tol);
-                    const double lo = fmin(a0, a1), hi = fmax(a0, a1); /* silu, gelu, hardswish fall, then rise */
+                    double lo = fmin(a0, a1);
+                    const double hi = fmax(a0, a1);
+                    /* silu, gelu and hardswish fall, then rise: where the sums
+                     * straddle their least value, the least within tol */
+                    if (got < lo - 1e-6)
+                        for (int k = 1; k < 64; k++)
+                            lo = fmin(lo, act_ref(F64, acts[ai], sum - tol + tol * k / 32));
                     ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
                                   "case %zu act %u%s: element %lld is %.9g, expected act(%.9g) within %.3g", ci,
                                   (unsigned)acts[ai], portable ? " (portable)" : "", (long long)i, got, sum, tol);
@@ -1760,6 +1778,7 @@ static const struct {
     {"depthwise 1x1 /2", DEV_CONV_DEPTHWISE, F32, {1, 24, 30, 31}, {24, 1, 1, 1}, {2, 2, 0, 0, 0, 0, 1, 1, 24}, SAME},
     {"winograd", DEV_CONV_F32, F32, {2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"flat", DEV_CONV_F32, F32, {1, 5, 28, 28}, {16, 5, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
+    {"channels /2", DEV_CONV_F32, F32, {1, 32, 14, 14}, {32, 16, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1, 2}, SAME},
     {"few channels", DEV_CONV_FEWCH, F32, {1, 3, 8, 66}, {16, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"few channels, few taps", DEV_CONV_F32, F32, {1, 1, 28, 28}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1}, SAME},
     {"few channels /2", DEV_CONV_FEWCH, F32, {1, 3, 61, 61}, {2, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}, SAME},
