@@ -1158,6 +1158,9 @@ static const conv_dims cf_cases[] = {
     {{1, 96, 9, 9}, {96, 48, 5, 5}, {2, 2, 2, 2, 2, 2, 1, 1, 2}},
     {{1, 32, 9, 9}, {32, 16, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 2}},
     {{1, 16, 5, 7}, {16, 8, 2, 3}, {3, 2, 0, 4, 0, 0, 1, 2, 2}},
+    /* not convf32's: 8x8 patches of 3 channels (a ViT's first layer), the
+     * transposed product with rows of runs of 8 columns, not of 3 channels */
+    {{1, 3, 32, 32}, {64, 3, 8, 8}, {8, 8, 0, 0, 0, 0, 1, 1, 1}},
 };
 
 START_TEST(test_conv_f32_kernels)
