@@ -123,6 +123,8 @@ void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss,
 /* For tests: dev_kcopy's transpositions of 4-byte elements without AVX2
  * while on */
 void dev_kcopy_force_portable(bool on);
+/* For tests: RESIZE's bilinear rows without AVX-512 while on */
+void dev_resize_force_portable(bool on);
 /* C-order element strides of dims. */
 void dev_kstrides(int rank, const int64_t *dims, int64_t *strides);
 

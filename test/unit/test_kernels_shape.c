@@ -319,49 +319,66 @@ END_TEST
 /* Bilinear RESIZE over the last two axes (its own loop) gives what the
  * general n-linear walk gives over the same axes placed first ([H, W, C]
  * with C kept): element for element, bit for bit, inf and NaN among the
- * inputs, in every coordinate mode, f32 and f64. */
+ * inputs, in every coordinate mode, f32 and f64; x's rows W wide scaled by
+ * sx, on f32's AVX-512 rows or the portable ones. */
+static void resize_last_two_case(int dt, uint32_t mode, uint32_t seed, int64_t W, float sx, bool portable)
+{
+    const int64_t C = 3, H = 5;
+    dev_resize_force_portable(portable);
+    const int64_t fd[3] = {H, W, C}, ld[3] = {C, H, W};
+    dev_value first = tf(dt ? F64 : F32, 3, fd, NULL, 0), last = tf(dt ? F64 : F32, 3, ld, NULL, 0);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < H; y++)
+            for (int64_t x = 0; x < W; x++) {
+                seed = seed * 1103515245u + 12345u;
+                double v = ((double)(seed >> 8 & 0xFFFF) - 32768.0) / 331.0;
+                if (seed % 23 == 0)
+                    v = INFINITY;
+                if (seed % 29 == 0)
+                    v = NAN;
+                const int64_t f = (y * W + x) * C + c, l = (c * H + y) * W + x;
+                if (dt) {
+                    ((double *)first.u.t->data)[f] = ((double *)last.u.t->data)[l] = v;
+                } else {
+                    ((float *)first.u.t->data)[f] = ((float *)last.u.t->data)[l] = (float)v;
+                }
+            }
+    dev_value a, b;
+    ck_assert_int_eq(C(ISA_RESIZE, mode, &a, first, T(F32, (3), 2.5f, sx, 1), IV0), TFVM_OK);
+    ck_assert_int_eq(C(ISA_RESIZE, mode, &b, last, T(F32, (3), 1, 2.5f, sx), IV0), TFVM_OK);
+    const int64_t OH = a.u.t->dims[0], OW = a.u.t->dims[1];
+    ck_assert(b.u.t->dims[1] == OH && b.u.t->dims[2] == OW);
+    const size_t es = dt ? 8 : 4;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < OH; y++)
+            for (int64_t x = 0; x < OW; x++) {
+                const char *pa = (const char *)a.u.t->data + (size_t)((y * OW + x) * C + c) * es;
+                const char *pb = (const char *)b.u.t->data + (size_t)((c * OH + y) * OW + x) * es;
+                ck_assert_msg(memcmp(pa, pb, es) == 0, "width %lld%s dtype %d mode %u: (%lld, %lld, %lld) differs",
+                              (long long)W, portable ? " (portable)" : "", dt, (unsigned)mode, (long long)c, (long long)y,
+                              (long long)x);
+            }
+    dev_value_release(&a);
+    dev_value_release(&b);
+    dev_resize_force_portable(false);
+}
+
 START_TEST(test_resize_bilinear_last_two)
 {
     const uint32_t modes[] = {ISA_OPT_LINEAR, ISA_OPT_LINEAR | ISA_OPT_ALIGN_CORNERS, ISA_OPT_LINEAR | ISA_OPT_ASYMMETRIC,
                               ISA_OPT_LINEAR | ISA_OPT_PYTORCH_HALF_PIXEL};
-    const int64_t C = 3, H = 5, W = 4;
-    for (int dt = 0; dt < 2; dt++)
-        for (size_t mo = 0; mo < 4; mo++) {
-            dev_value first = dt ? T(F64, (5, 4, 3)) : T(F32, (5, 4, 3)), last = dt ? T(F64, (3, 5, 4)) : T(F32, (3, 5, 4));
-            uint32_t seed = 3 + (uint32_t)mo;
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t y = 0; y < H; y++)
-                    for (int64_t x = 0; x < W; x++) {
-                        seed = seed * 1103515245u + 12345u;
-                        double v = ((double)(seed >> 8 & 0xFFFF) - 32768.0) / 331.0;
-                        if (seed % 23 == 0)
-                            v = INFINITY;
-                        if (seed % 29 == 0)
-                            v = NAN;
-                        const int64_t f = (y * W + x) * C + c, l = (c * H + y) * W + x;
-                        if (dt) {
-                            ((double *)first.u.t->data)[f] = ((double *)last.u.t->data)[l] = v;
-                        } else {
-                            ((float *)first.u.t->data)[f] = ((float *)last.u.t->data)[l] = (float)v;
-                        }
-                    }
-            dev_value a, b;
-            ck_assert_int_eq(C(ISA_RESIZE, modes[mo], &a, first, T(F32, (3), 2.5f, 0.75f, 1), IV0), TFVM_OK);
-            ck_assert_int_eq(C(ISA_RESIZE, modes[mo], &b, last, T(F32, (3), 1, 2.5f, 0.75f), IV0), TFVM_OK);
-            const int64_t OH = a.u.t->dims[0], OW = a.u.t->dims[1];
-            ck_assert(b.u.t->dims[1] == OH && b.u.t->dims[2] == OW);
-            const size_t es = dt ? 8 : 4;
-            for (int64_t c = 0; c < C; c++)
-                for (int64_t y = 0; y < OH; y++)
-                    for (int64_t x = 0; x < OW; x++) {
-                        const char *pa = (const char *)a.u.t->data + (size_t)((y * OW + x) * C + c) * es;
-                        const char *pb = (const char *)b.u.t->data + (size_t)((c * OH + y) * OW + x) * es;
-                        ck_assert_msg(memcmp(pa, pb, es) == 0, "dtype %d mode %zu: (%lld, %lld, %lld) differs", dt, mo,
-                                      (long long)c, (long long)y, (long long)x);
-                    }
-            dev_value_release(&a);
-            dev_value_release(&b);
-        }
+    /* 4 wide scaled by 0.75; 13 wide by 2.5 (blocks of 8 output columns and
+     * a last one of 0 < n < 8) and 37 wide by 0.3 (AVX-512 blocks whose
+     * columns spread past 16 take the scalar row) */
+    static const struct {
+        int64_t W;
+        float sx;
+    } widths[] = {{4, 0.75f}, {13, 2.5f}, {37, 0.3f}};
+    for (int portable = 0; portable <= 1; portable++)
+        for (size_t wi = 0; wi < UT_COUNTOF(widths); wi++)
+            for (int dt = 0; dt < 2; dt++)
+                for (size_t mo = 0; mo < 4; mo++)
+                    resize_last_two_case(dt, modes[mo], 3 + (uint32_t)mo, widths[wi].W, widths[wi].sx, portable);
 }
 END_TEST
 
