@@ -2377,9 +2377,146 @@ static void dead_taps_block(cc *C, cc_blk *b, void *ud)
     }
 }
 
+/* ---- Taps that read padding for some outputs ------------------------------------------
+ * Where a dilated window is large against its map, most taps read padding
+ * for most output positions without being dead for all of them: DeepLabV3's
+ * ASPP convolves 960 channels of 16x16 with a 3x3 window dilated by 12, so
+ * each outer tap reads x for a quarter of the rows (or columns) only, and
+ * im2col's product multiplied zeros three times in four (6.9 ms, a third
+ * of the network). Such a CONV2D becomes one 1x1 product per tap over the
+ * output positions it reads x for (a SLICE of x at the tap's offset,
+ * strided by the layer's stride), each PADded with zeros to the whole
+ * output and summed; the terms dropped were exact zeros, the sums run in
+ * another order (tap by tap). Taken where the live terms are at most half
+ * and the layer has at least TAP_SPLIT_MACS multiply-adds. */
+#define TAP_SPLIT_MACS (INT64_C(1) << 24)
+
+/* The output positions [*a, *b) of out whose tap at offset off (i d - pad)
+ * reads inside [0, n) at stride s */
+static void tap_span(int64_t n, int64_t out, int64_t s, int64_t off, int64_t *a, int64_t *b)
+{
+    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    const int64_t hi = n - 1 - off < 0 ? -1 : (n - 1 - off) / s < out - 1 ? (n - 1 - off) / s : out - 1;
+    *a = lo;
+    *b = hi + 1 > lo ? hi + 1 : lo;
+}
+
+/* An op node of one result (type ty) before `at`, from at's model node */
+static cc_irval op_before(cc *C, cc_node *at, uint16_t op, uint32_t n_in, const cc_irval *in, const cc_vtype *ty)
+{
+    cc_node *k = cc_node_new(C, NULL, CC_N_OP, n_in, 1, at->pos);
+    k->blk = at->blk;
+    k->origin = at->origin;
+    k->op = op;
+    memcpy(k->in, in, n_in * sizeof *in);
+    k->types[0] = *ty;
+    k->prev = at->prev;
+    k->next = at;
+    if (at->prev)
+        at->prev->next = k;
+    else
+        at->blk->first = k;
+    at->prev = k;
+    return (cc_irval){k, 0};
+}
+
+static cc_irval i64s_const(cc *C, cc_node *at, int n, const int64_t *v)
+{
+    int64_t *d = cc_alloc(C, (size_t)n * sizeof *d);
+    memcpy(d, v, (size_t)n * sizeof *d);
+    const cc_cval c = {.dtype = TFVM_I64, .rank = 1, .dims = {n}, .nbytes = (size_t)n * sizeof *d, .data = d};
+    return new_tensor_const(C, at, &c);
+}
+
+static void split_taps_block(cc *C, cc_blk *b, void *ud)
+{
+    (void)ud;
+    for (cc_node *n = b->first; n; n = n->next) {
+        int64_t p[9];
+        if (n->kind != CC_N_OP || n->op != ISA_CONV2D || n->n_in != 3 || !is_const(n->in[1]) ||
+            !conv_params(n->in[2], p) || p[8] != 1)
+            continue;
+        const cc_vtype *xt = vtype(n->in[0]);
+        const cc_cval *w = cval(n->in[1]);
+        if (!known_rank(xt) || xt->rank != 4 || w->rank != 4 || !isa_dtype_float(w->dtype) || xt->dtype != w->dtype)
+            continue;
+        const int64_t N = xt->dims[0], Cx = xt->dims[1], H = xt->dims[2], W = xt->dims[3];
+        const int64_t O = w->dims[0], Cg = w->dims[1], KH = w->dims[2], KW = w->dims[3];
+        if (N < 1 || Cx != Cg || H < 1 || W < 1 || KH * KW < 2 || p[0] < 1 || p[1] < 1 || p[6] < 1 || p[7] < 1)
+            continue;
+        const int64_t OH = (H + p[2] + p[4] - p[6] * (KH - 1) - 1) / p[0] + 1;
+        const int64_t OW = (W + p[3] + p[5] - p[7] * (KW - 1) - 1) / p[1] + 1;
+        if (OH < 1 || OW < 1 || KH > 64 || KW > 64)
+            continue;
+        int64_t ra[64], rb[64], ca[64], cb[64], live = 0, taps = 0;
+        for (int64_t i = 0; i < KH; i++)
+            tap_span(H, OH, p[0], i * p[6] - p[2], &ra[i], &rb[i]);
+        for (int64_t j = 0; j < KW; j++)
+            tap_span(W, OW, p[1], j * p[7] - p[3], &ca[j], &cb[j]);
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t j = 0; j < KW; j++) {
+                live += (rb[i] - ra[i]) * (cb[j] - ca[j]);
+                taps += rb[i] > ra[i] && cb[j] > ca[j];
+            }
+        const int64_t full = KH * KW * OH * OW;
+        if (taps < 2 || 3 * live > full || N * O * Cg * full < TAP_SPLIT_MACS)
+            continue;
+        const cc_irval x = cc_resolve(n->in[0]);
+        const size_t esz = tfvm_dtype_size((tfvm_dtype)w->dtype);
+        const int64_t unit[9] = {p[0], p[1], 0, 0, 0, 0, 1, 1, 1};
+        const cc_irval up = i64s_const(C, n, 9, unit);
+        cc_irval acc = {0};
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t j = 0; j < KW; j++) {
+                const int64_t h = rb[i] - ra[i], v = cb[j] - ca[j];
+                if (h < 1 || v < 1)
+                    continue;
+                /* x at the tap's offset for its live positions */
+                const int64_t r0 = ra[i] * p[0] + i * p[6] - p[2], c0 = ca[j] * p[1] + j * p[7] - p[3];
+                const int64_t st[4] = {0, 0, r0, c0}, en[4] = {N, Cx, r0 + (h - 1) * p[0] + 1, c0 + (v - 1) * p[1] + 1};
+                cc_vtype ty = {.dtype = xt->dtype, .tensor = 1, .rank = 4, .dims = {N, Cx, en[2] - r0, en[3] - c0}};
+                cc_irval xs = x;
+                if (r0 || c0 || en[2] != H || en[3] != W) {
+                    const cc_irval in[3] = {x, i64s_const(C, n, 4, st), i64s_const(C, n, 4, en)};
+                    xs = op_before(C, n, ISA_SLICE, 3, in, &ty);
+                }
+                /* the tap's weights [O, C, 1, 1] */
+                char *wd = cc_alloc(C, (size_t)(O * Cg) * esz);
+                for (int64_t q = 0; q < O * Cg; q++)
+                    memcpy(wd + (size_t)q * esz, (const char *)w->data + (size_t)((q * KH + i) * KW + j) * esz, esz);
+                const cc_cval wc = {.dtype = w->dtype, .rank = 4, .dims = {O, Cg, 1, 1}, .nbytes = (size_t)(O * Cg) * esz,
+                                    .data = wd};
+                const cc_irval cin[3] = {xs, new_tensor_const(C, n, &wc), up};
+                ty.dims[1] = O, ty.dims[2] = h, ty.dims[3] = v;
+                cc_irval y = op_before(C, n, ISA_CONV2D, 3, cin, &ty);
+                if (h != OH || v != OW) {
+                    const int64_t pads[8] = {0, 0, ra[i], ca[j], 0, 0, OH - rb[i], OW - cb[j]};
+                    const cc_irval pin[2] = {y, i64s_const(C, n, 8, pads)};
+                    ty.dims[2] = OH, ty.dims[3] = OW;
+                    y = op_before(C, n, ISA_PAD, 2, pin, &ty);
+                }
+                if (!acc.n) {
+                    acc = y;
+                    continue;
+                }
+                const cc_irval ain[2] = {acc, y};
+                ty.dims[2] = OH, ty.dims[3] = OW;
+                acc = op_before(C, n, ISA_ADD, 2, ain, &ty);
+            }
+        /* the layer's node passes the sum on (its users stay as they are) */
+        cc_node *last = acc.n;
+        n->op = ISA_ADD;
+        n->in = last->in;
+        n->n_in = 2;
+        n->attr = 0;
+        cc_node_unlink(last);
+    }
+}
+
 static void fuse(cc *C, cc_ifn *fn)
 {
     each_block(C, fn->top, dead_taps_block, NULL); /* (before the counts: it makes no users) */
+    each_block(C, fn->top, split_taps_block, NULL);
     fuse_state S = counted_uses(C, fn);
     each_block(C, fn->top, fold_affine_block, &S);
     each_block(C, fn->top, affine_alone_block, &S);

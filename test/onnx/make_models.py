@@ -434,6 +434,19 @@ def conv1d_act():
     save("conv1d_act.onnx", g)
 
 
+def aspp_dilated():
+    # a 3x3 layer dilated by 12 over a 16x16 map, padded by 12 (DeepLabV3's ASPP): each outer tap reads x
+    # for a quarter of the rows or columns only
+    rng = np.random.default_rng(9)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.2).astype(np.float32)
+    b = (rng.standard_normal(32) * 0.1).astype(np.float32)
+    nodes = [H.make_node("Conv", ["x", "w", "b"], ["c"], pads=[12, 12, 12, 12], dilations=[12, 12]),
+             H.make_node("Relu", ["c"], ["y"])]
+    g = H.make_graph(nodes, "aspp_dilated", [f32("x", [8, 32, 16, 16])], [f32("y", [8, 32, 16, 16])],
+                     [init("w", w), init("b", b)])
+    save("aspp_dilated.onnx", g)
+
+
 def unsupported_many():
     # three unsupported ops, one unnamed and one inside an If's branch: all are listed
     then_g = H.make_graph([H.make_node("RandomNormalLike", ["x"], ["t"], name="noise")], "then", [],
@@ -471,6 +484,7 @@ if __name__ == "__main__":
     scatter_static()
     layer_norm()
     conv1d_act()
+    aspp_dilated()
     instance_norm()
     cast_x86()
     print("make_models.py: models in", OUT)

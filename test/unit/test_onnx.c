@@ -584,6 +584,51 @@ START_TEST(conv1d_fused)
 }
 END_TEST
 
+/* A 3x3 layer dilated by 12 over 16x16 (DeepLabV3's ASPP) runs as one 1x1
+ * product per tap over the positions it reads x for (compiler/opt.c's
+ * split_taps_block): nine CONV2Ds, eight of them PADded (the middle tap
+ * reads x everywhere), no 3x3 layer; the results those of -O0 within
+ * 1e-5 of their size (the sums in another order), on 1 and 2 threads. */
+START_TEST(dilated_taps_split)
+{
+    tfvm_program *p = compile_ok(M "aspp_dilated.onnx");
+    uint32_t convs = 0, three = 0;
+    for (uint32_t i = 0; i < p->isa.n_insts; i++) {
+        const isa_op op = p->isa.insts[i].op;
+        convs += op == ISA_CONV2D || op == ISA_FUSED_CONV2D || op == ISA_FUSED_CONV2D_ADD;
+    }
+    for (uint32_t c = 0; c < p->isa.n_consts; c++)
+        three += p->isa.consts[c].rank == 4 && p->isa.consts[c].dims[2] == 3;
+    ck_assert_uint_eq(convs, 9);
+    ck_assert_uint_eq(count_op(p, ISA_PAD), 8);
+    ck_assert_uint_eq(three, 0);
+    setenv("TFVM_ONNX_OPT", "0", 1);
+    tfvm_program *p0 = compile_ok(M "aspp_dilated.onnx");
+    unsetenv("TFVM_ONNX_OPT");
+    const int64_t dims[4] = {8, 32, 16, 16};
+    static float x[8 * 32 * 16 * 16];
+    fill_noisy(x, 8 * 32 * 16 * 16, 7, -0.5f, 5, 4.0f);
+    tfvm_tensor *t = ftensor(4, dims, x);
+    tfvm_value arg = tfvm_tensor_value(t), b;
+    run_main(p0, &arg, 1, &b, 1, 0);
+    const float *fb = tfvm_tensor_data(b.tensor);
+    for (int mode = 0; mode <= 1; mode++) {
+        tfvm_value a;
+        run_main(p, &arg, 1, &a, 1, mode);
+        ck_assert_int_eq(tfvm_tensor_count(a.tensor), 8 * 32 * 16 * 16);
+        const float *fa = tfvm_tensor_data(a.tensor);
+        for (int64_t j = 0; j < 8 * 32 * 16 * 16; j++)
+            ck_assert_msg(fabsf(fa[j] - fb[j]) <= 1e-5f * (fabsf(fb[j]) + 1), "mode %d: element %lld is %g, want %g",
+                          mode, (long long)j, (double)fa[j], (double)fb[j]);
+        tfvm_value_release(&a);
+    }
+    tfvm_value_release(&b);
+    tfvm_tensor_free(t);
+    tfvm_program_free(p0);
+    tfvm_program_free(p);
+}
+END_TEST
+
 START_TEST(scatter_rows_in_order)
 {
     tfvm_program *p = compile_ok(M "scatter_static.onnx");
@@ -777,6 +822,7 @@ int main(void)
     tcase_add_test(tc, scatter_rows_in_order);
     tcase_add_test(tc, layer_norm_as_spelled);
     tcase_add_test(tc, conv1d_fused);
+    tcase_add_test(tc, dilated_taps_split);
     tcase_add_test(tc, instance_norm_as_spelled);
     tcase_add_test(tc, scatter_one_element);
     tcase_add_test(tc, truncated_and_garbage);
