@@ -138,8 +138,8 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M
 }
 
 /* Tile rows [ty0, ty1) in bands of at most cf->BT tile rows, output
- * channels [o0, o1) (whole vectors; those past Og are not stored): xt holds the 2 BT + 2 rows of x a band reads, Y its 2 BT output
- * rows. */
+ * channels [o0, o1) (whole vectors; those past Og are not stored): xt
+ * holds the 2 BT + 2 rows of x a band reads, Y its 2 BT output rows. */
 CF_TARGET static void CF_SFX(wino_item)(const dev_cf *cf, const float *U, const float *xg, float *og, float *s,
                                          const float *bias, const float *res, bool relu, int64_t ty0, int64_t ty1,
                                          int64_t o0, int64_t o1)
@@ -245,7 +245,7 @@ CF_TARGET static void CF_SFX(rows_item)(const dev_cf *cf, const float *wk, const
 
 /* ---- Channels ----------------------------------------------------------------------
  * A group's output channels in vectors, at any strides and dilations (the
- * grouped layers of RegNet and ResNeXt, 16 or more channels a group): x's
+ * grouped layers of RegNet and ResNeXt, half a vector or more a group): x's
  * rows that a band of output rows reads, padded, in [Cg][Hb][Wp]; CF_PW
  * pixels of an output row by nv <= CF_OV vectors of output channels are one
  * register block, each window element (c, i, j) adding its weights of those
