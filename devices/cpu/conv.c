@@ -1492,8 +1492,53 @@ __attribute__((target("avx2"))) static void avg_f32_avx2(const avg_job *j, void 
 {
     AVG_PLANES(float);
 }
+/* Unit strides, 16 outputs of a row at a time: their sums in a register,
+ * the window's taps added row by row, left to right, to 0 (the loops'
+ * order), then the division: the same bits. The loops above passed over
+ * the plane's sums once per tap (inception_v3's 3x3 pools 1.1 ns an
+ * output). */
+__attribute__((target("avx512f"))) static void avg_f32_v16(const avg_job *j, void *scratch, size_t b, size_t e)
+{
+    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, kh = j->kh, kw = j->kw, Hp = j->Hp, Wp = j->Wp;
+    float *xp = scratch, *dr = xp + Hp * Wp + OH * Wp, *dc = dr + OH;
+    for (int64_t oh = 0; oh < OH; oh++)
+        dr[oh] = (float)avg_count(oh, 1, j->pt, j->pb, kh, H, j->cip);
+    for (int64_t ow = 0; ow < OW; ow++)
+        dc[ow] = (float)avg_count(ow, 1, j->pl, j->pr, kw, W, j->cip);
+    memset(xp, 0, (size_t)(Hp * Wp) * sizeof *xp);
+    const int64_t rows = H < Hp - j->pt ? H : Hp - j->pt, cols = W < Wp - j->pl ? W : Wp - j->pl;
+    for (size_t pi = b; pi < e; pi++) {
+        const float *xs = (const float *)j->x + (int64_t)pi * H * W;
+        float *os = (float *)j->o + (int64_t)pi * OH * OW;
+        for (int64_t h = 0; h < rows; h++)
+            memcpy(xp + (h + j->pt) * Wp + j->pl, xs + h * W, (size_t)cols * sizeof *xs);
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const __m512 vr = _mm512_set1_ps(dr[oh]);
+            for (int64_t ow = 0; ow < OW; ow += 16) {
+                const __mmask16 k = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+                __m512 acc = _mm512_setzero_ps();
+                if (kh == 3 && kw == 3) /* (inception's: the taps unrolled) */
+                    for (int i = 0; i < 3; i++) {
+                        const float *xr = xp + (oh + i) * Wp + ow;
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr));
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 1));
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 2));
+                    }
+                else
+                    for (int64_t i = 0; i < kh; i++) {
+                        const float *xr = xp + (oh + i) * Wp + ow;
+                        for (int64_t jj = 0; jj < kw; jj++)
+                            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + jj));
+                    }
+                const __m512 d = _mm512_mul_ps(vr, _mm512_maskz_loadu_ps(k, dc + ow));
+                _mm512_mask_storeu_ps(os + oh * OW + ow, k, _mm512_div_ps(acc, d));
+            }
+        }
+    }
+}
 #else
 static void avg_f32_avx2(const avg_job *j, void *scratch, size_t b, size_t e) { avg_f32(j, scratch, b, e); }
+static void avg_f32_v16(const avg_job *j, void *scratch, size_t b, size_t e) { avg_f32(j, scratch, b, e); }
 #endif
 
 static void avg_chunk(void *arg, size_t b, size_t e)
@@ -1607,7 +1652,11 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         const size_t esz = dev_kesize(x->dtype);
         avg_job j = {x->data, o, H, W, OH, OW, kh, kw, sh, sw, pt, pl, pb, pr, plan.Hp, plan.Wp, cip,
                      (size_t)(plan.Hp * plan.Wp + OH * plan.Wp + OH + OW) * esz,
-                     x->dtype == TFVM_F64 ? avg_f64 : plan.avx2 ? avg_f32_avx2 : avg_f32, k->alloc, false};
+                     x->dtype == TFVM_F64 ? avg_f64
+                     : plan.avx512        ? avg_f32_v16
+                     : plan.avx2          ? avg_f32_avx2
+                                          : avg_f32,
+                     k->alloc, false};
         dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), avg_chunk, &j);
         if (atomic_load(&j.nomem)) {
             dev_value_release(&r);

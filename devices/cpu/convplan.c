@@ -269,6 +269,10 @@ static atomic_bool pool_portable;
 
 void dev_pool_force_portable(bool on) { atomic_store(&pool_portable, on); }
 
+static atomic_bool pool_avx2;
+
+void dev_pool_force_avx2(bool on) { atomic_store(&pool_avx2, on); }
+
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan)
 {
@@ -315,6 +319,7 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         plan->Hp = Hp;
         plan->Wp = Wp;
         plan->avx2 = dtype == TFVM_F32 && have_avx2() && !atomic_load(&pool_portable);
+        plan->avx512 = plan->avx2 && sh == 1 && sw == 1 && have_avx512() && !atomic_load(&pool_avx2);
         plan->planes = N * C;
         plan->plane = OH * OW;
         return;
@@ -553,7 +558,9 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);
         break;
-    case DEV_POOL_AVG: put(&b, "average windows on a padded plane, %s", plan->avx2 ? "AVX2" : "portable"); break;
+    case DEV_POOL_AVG:
+        put(&b, "average windows on a padded plane, %s", plan->avx512 ? "AVX-512" : plan->avx2 ? "AVX2" : "portable");
+        break;
     case DEV_POOL_GENERAL: put(&b, "general window loop"); break;
     default: put(&b, "window loop"); break;
     }

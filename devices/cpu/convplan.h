@@ -87,7 +87,7 @@ typedef enum dev_pool_kernel {
 
 typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
-    bool avx512; /* 2X2 on f32: the AVX-512 code */
+    bool avx512; /* 2X2 on f32, AVG on f32 at unit strides: the AVX-512 code */
     bool avx2;   /* AVG on f32: the AVX2 code */
     unsigned threads;
     int64_t planes, plane; /* 2X2, 3X3, AVG: N x C planes in parallel, OH x OW each */
@@ -109,6 +109,8 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
 void dev_pool_force_grid(bool on);
 /* For tests: AVG on f32 takes the portable code while on */
 void dev_pool_force_portable(bool on);
+/* For tests: AVG on f32 takes the AVX2 code where AVX-512 would serve */
+void dev_pool_force_avx2(bool on);
 
 /* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
  * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With

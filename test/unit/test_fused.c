@@ -559,7 +559,8 @@ START_TEST(test_maxpool_3x3)
 END_TEST
 
 /* AVGPOOL without dilations by rows of outputs (conv.c, DEV_POOL_AVG) on
- * f32 (AVX2 where the CPU has it, and the portable code) and f64, against the plain window loop
+ * f32 (AVX-512 at unit strides and AVX2 where the CPU has them, and the
+ * portable code) and f64, against the plain window loop
  * here in the same dtype: each output sums its window's elements inside x
  * in row-major order and divides by their count, or with
  * count_include_pad by the window's positions inside the padded input, so
@@ -578,6 +579,9 @@ static const pool_dims ap_cases[] = {
     {{1, 2, 6, 700}, {3, 5, 2, 3, 1, 2, 1, 2, 1, 1, 1, 0}},
     {{2, 2, 8, 8}, {1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}},
     {{1, 3, 2, 5}, {2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1}},
+    /* unit strides, rows of 16 outputs and a tail: 3x3 and 5x3 windows */
+    {{1, 3, 6, 37}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}},
+    {{1, 2, 9, 21}, {5, 3, 1, 1, 2, 0, 1, 2, 1, 1, 0, 1}},
 };
 
 #define AVG_REF(T)                                                                                          \
@@ -607,9 +611,10 @@ static const pool_dims ap_cases[] = {
 START_TEST(test_avgpool_rows)
 {
     for (size_t ci = 0; ci < UT_COUNTOF(ap_cases); ci++)
-        for (int di = 0; di < 3; di++) {
-            const uint8_t dt = di == 2 ? F64 : F32;
-            dev_pool_force_portable(di == 1);
+        for (int di = 0; di < 4; di++) {
+            const uint8_t dt = di == 3 ? F64 : F32;
+            dev_pool_force_avx2(di == 1);
+            dev_pool_force_portable(di == 2);
             const int64_t *p = ap_cases[ci].p, N = ap_cases[ci].x[0], Cc = ap_cases[ci].x[1];
             const int64_t H = ap_cases[ci].x[2], W = ap_cases[ci].x[3];
             dev_pool_plan plan;
@@ -628,10 +633,12 @@ START_TEST(test_avgpool_rows)
             else
                 AVG_REF(double);
             char what[64];
-            snprintf(what, sizeof what, "avgpool case %zu %s", ci, (const char *[]){"f32", "f32 portable", "f64"}[di]);
+            snprintf(what, sizeof what, "avgpool case %zu %s", ci,
+                     (const char *[]){"f32", "f32 AVX2", "f32 portable", "f64"}[di]);
             same_bits(&o, &want, what);
             dev_value_release(&x);
         }
+    dev_pool_force_avx2(false);
     dev_pool_force_portable(false);
 }
 END_TEST
