@@ -2484,8 +2484,8 @@ static void split_taps_block(cc *C, cc_blk *b, void *ud)
                 char *wd = cc_alloc(C, (size_t)(O * Cg) * esz);
                 for (int64_t q = 0; q < O * Cg; q++)
                     memcpy(wd + (size_t)q * esz, (const char *)w->data + (size_t)((q * KH + i) * KW + j) * esz, esz);
-                const cc_cval wc = {.dtype = w->dtype, .rank = 4, .dims = {O, Cg, 1, 1}, .nbytes = (size_t)(O * Cg) * esz,
-                                    .data = wd};
+                const cc_cval wc = {.dtype = w->dtype, .rank = 4, .dims = {O, Cg, 1, 1},
+                                    .nbytes = (size_t)(O * Cg) * esz, .data = wd};
                 const cc_irval cin[3] = {xs, new_tensor_const(C, n, &wc), up};
                 ty.dims[1] = O, ty.dims[2] = h, ty.dims[3] = v;
                 cc_irval y = op_before(C, n, ISA_CONV2D, 3, cin, &ty);

@@ -55,59 +55,41 @@ CF_TARGET CF_PHASE static void CF_SFX(wino_in)(const dev_cf *cf, const float *xt
 }
 
 /* M[xi][p][o] = sum over c of V[xi][p][c] U[xi][c][o] for p < ng CF_PW
- * (tiles TS apart): CF_PW tiles by nv <= CF_OV vectors of output channels
- * in registers (nv a constant where inlined). A block of U (Cg x nv
- * vectors) serves all ng groups while it is in cache: with few tiles and
- * many channels (7x7 x 512) U is read from memory once per band, not once
- * per CF_PW tiles. */
-CF_TARGET static inline __attribute__((always_inline)) void
-CF_SFX(wino_mul_block)(const dev_cf *cf, const float *U, const float *V, float *M, int64_t ng, int64_t TS, int xi,
-                       int64_t ob, const int nv)
-{
-    const int64_t Cg = cf->Cg, Cp = cf->Cp, Op = cf->Op;
-    for (int64_t g = 0; g < ng; g++) {
-        const float *Ux = U + xi * Cg * Op, *Vx = V + (xi * TS + g * CF_PW) * Cp;
-        VF acc[CF_PW][CF_OV];
-#pragma GCC unroll 16
-        for (int p = 0; p < CF_PW; p++)
-#pragma GCC unroll 4
-            for (int v = 0; v < nv; v++)
-                acc[p][v] = VZERO;
-        for (int64_t c = 0; c < Cg; c++) {
-            VF u[CF_OV];
-#pragma GCC unroll 4
-            for (int v = 0; v < nv; v++)
-                u[v] = VLD(Ux + c * Op + ob + v * CF_VL);
-#pragma GCC unroll 16
-            for (int p = 0; p < CF_PW; p++) {
-                const VF b = VBC(Vx[p * Cp + c]);
-#pragma GCC unroll 4
-                for (int v = 0; v < nv; v++)
-                    acc[p][v] = VFMA(b, u[v], acc[p][v]);
+ * (tiles TS apart), output channels [o0, o1) (whole vectors): CF_PW tiles
+ * by CF_OV vectors of output channels in registers. A block of U (Cg x
+ * CF_OV vectors) serves all ng groups while it is in cache: with few tiles
+ * and many channels (7x7 x 512) U is read from memory once per band, not
+ * once per CF_PW tiles. Where the channels do not fill whole blocks the
+ * last vector runs alone (a group of 16 or 48 channels is not padded to 32
+ * or 64: half or a quarter of the products and of U saved). */
+#define CF_WINO_MUL(NV, OB0, OB1)                                                                              \
+    for (int xi = 0; xi < 16; xi++)                                                                            \
+        for (int64_t ob = (OB0); ob < (OB1); ob += (NV) * CF_VL)                                               \
+            for (int64_t g = 0; g < ng; g++) {                                                                 \
+                const float *Ux = U + xi * Cg * Op, *Vx = V + (xi * TS + g * CF_PW) * Cp;                      \
+                VF acc[CF_PW][NV];                                                                             \
+                _Pragma("GCC unroll 16") for (int p = 0; p < CF_PW; p++)                                       \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < (NV); v++) acc[p][v] = VZERO;                  \
+                for (int64_t c = 0; c < Cg; c++) {                                                             \
+                    VF u[NV];                                                                                  \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < (NV); v++) u[v] = VLD(Ux + c * Op + ob + v * CF_VL); \
+                    _Pragma("GCC unroll 16") for (int p = 0; p < CF_PW; p++) {                                 \
+                        const VF b = VBC(Vx[p * Cp + c]);                                                      \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < (NV); v++) acc[p][v] = VFMA(b, u[v], acc[p][v]); \
+                    }                                                                                          \
+                }                                                                                              \
+                _Pragma("GCC unroll 16") for (int p = 0; p < CF_PW; p++)                                       \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < (NV); v++)                                     \
+                        VST(M + (xi * TS + g * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);                  \
             }
-        }
-#pragma GCC unroll 16
-        for (int p = 0; p < CF_PW; p++)
-#pragma GCC unroll 4
-            for (int v = 0; v < nv; v++)
-                VST(M + (xi * TS + g * CF_PW + p) * Op + ob + v * CF_VL, acc[p][v]);
-    }
-}
-
-/* Output channels [o0, o1) (whole vectors): blocks of CF_OV vectors, the
- * last one of one vector where they do not divide (a group of 16 or 48
- * channels is not padded to 32 or 64 then: half or a quarter of the
- * products and of U saved) */
 CF_TARGET CF_PHASE static void CF_SFX(wino_mul)(const dev_cf *cf, const float *U, const float *V, float *M,
                                                 int64_t ng, int64_t TS, int64_t o0, int64_t o1)
 {
-    for (int xi = 0; xi < 16; xi++)
-        for (int64_t ob = o0; ob < o1; ob += CF_OV * CF_VL)
-            if (o1 - ob >= CF_OV * CF_VL)
-                CF_SFX(wino_mul_block)(cf, U, V, M, ng, TS, xi, ob, CF_OV);
-            else
-                CF_SFX(wino_mul_block)(cf, U, V, M, ng, TS, xi, ob, 1);
+    const int64_t Cg = cf->Cg, Cp = cf->Cp, Op = cf->Op, whole = o0 + (o1 - o0) / (CF_OV * CF_VL) * (CF_OV * CF_VL);
+    CF_WINO_MUL(CF_OV, o0, whole)
+    CF_WINO_MUL(1, whole, o1)
 }
+#undef CF_WINO_MUL
 
 /* Y[2ty + a][2tx + b][o] = (A^T m A)[a][b] of tiles tb + p, p < np */
 CF_TARGET CF_PHASE static void CF_SFX(wino_out)(const dev_cf *cf, const float *M, int64_t tyb, int64_t tb, int64_t np,

@@ -355,8 +355,8 @@ static void resize_last_two_case(int dt, uint32_t mode, uint32_t seed, int64_t W
                 const char *pa = (const char *)a.u.t->data + (size_t)((y * OW + x) * C + c) * es;
                 const char *pb = (const char *)b.u.t->data + (size_t)((c * OH + y) * OW + x) * es;
                 ck_assert_msg(memcmp(pa, pb, es) == 0, "width %lld%s dtype %d mode %u: (%lld, %lld, %lld) differs",
-                              (long long)W, portable ? " (portable)" : "", dt, (unsigned)mode, (long long)c, (long long)y,
-                              (long long)x);
+                              (long long)W, portable ? " (portable)" : "", dt, (unsigned)mode, (long long)c,
+                              (long long)y, (long long)x);
             }
     dev_value_release(&a);
     dev_value_release(&b);
