@@ -298,7 +298,7 @@ static void im2row(float *colt, const float *x, const conv_job *j, int64_t q0, i
                     colt[0] = xr[w0];
                     colt[1] = xr[w0 + 1];
                     colt[2] = xr[w0 + 2];
-                } else if (cols_in && dw == 1) { /* a run (a ViT's 16x16 patches) */
+                } else if (cols_in && dw == 1 && KW >= 8) { /* a run (a ViT's 16x16 patches) */
                     memcpy(colt, xr + w0, (size_t)KW * sizeof *colt);
                 } else if (cols_in)
                     for (int64_t q = 0; q < KW; q++)
