@@ -2331,6 +2331,33 @@ static bool live_taps(int64_t n, int64_t k, int64_t s, int64_t pa, int64_t pb, i
     return *first >= 0;
 }
 
+static cc_irval i64s_const(cc *C, cc_node *at, int n, const int64_t *v)
+{
+    int64_t *d = cc_alloc(C, (size_t)n * sizeof *d);
+    memcpy(d, v, (size_t)n * sizeof *d);
+    const cc_cval c = {.dtype = TFVM_I64, .rank = 1, .dims = {n}, .nbytes = (size_t)n * sizeof *d, .data = d};
+    return new_tensor_const(C, at, &c);
+}
+
+/* The constant of w [O, C, KH, KW]'s window rows [r0, r0 + kh) and columns
+ * [c0, c0 + kw) */
+static cc_irval window_weights(cc *C, cc_node *at, const cc_cval *w, int64_t r0, int64_t kh, int64_t c0, int64_t kw)
+{
+    const int64_t KH = w->dims[2], KW = w->dims[3], planes = w->dims[0] * w->dims[1];
+    const size_t esz = tfvm_dtype_size((tfvm_dtype)w->dtype);
+    char *wd = cc_alloc(C, (size_t)(planes * kh * kw) * esz);
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t i = 0; i < kh; i++)
+            memcpy(wd + (size_t)((pl * kh + i) * kw) * esz,
+                   (const char *)w->data + (size_t)((pl * KH + r0 + i) * KW + c0) * esz, (size_t)kw * esz);
+    cc_cval wc = *w;
+    wc.dims[2] = kh;
+    wc.dims[3] = kw;
+    wc.nbytes = (size_t)(planes * kh * kw) * esz;
+    wc.data = wd;
+    return new_tensor_const(C, at, &wc);
+}
+
 static void dead_taps_block(cc *C, cc_blk *b, void *ud)
 {
     (void)ud;
@@ -2357,23 +2384,8 @@ static void dead_taps_block(cc *C, cc_blk *b, void *ud)
         q[5] -= (KW - 1 - c1) * p[7];
         if (q[2] < 0 || q[3] < 0 || q[4] < 0 || q[5] < 0)
             continue;
-        const int64_t kh = r1 - r0 + 1, kw = c1 - c0 + 1, planes = w->dims[0] * w->dims[1];
-        const size_t esz = tfvm_dtype_size((tfvm_dtype)w->dtype);
-        char *wd = cc_alloc(C, (size_t)(planes * kh * kw) * esz);
-        int64_t *pd = cc_alloc(C, sizeof q);
-        for (int64_t pl = 0; pl < planes; pl++)
-            for (int64_t i = 0; i < kh; i++)
-                memcpy(wd + (size_t)((pl * kh + i) * kw) * esz,
-                       (const char *)w->data + (size_t)((pl * KH + r0 + i) * KW + c0) * esz, (size_t)kw * esz);
-        memcpy(pd, q, sizeof q);
-        cc_cval wc = *w, pc = *cval(n->in[2]);
-        wc.dims[2] = kh;
-        wc.dims[3] = kw;
-        wc.nbytes = (size_t)(planes * kh * kw) * esz;
-        wc.data = wd;
-        pc.data = pd;
-        n->in[1] = new_tensor_const(C, n, &wc);
-        n->in[2] = new_tensor_const(C, n, &pc);
+        n->in[1] = window_weights(C, n, w, r0, r1 - r0 + 1, c0, c1 - c0 + 1);
+        n->in[2] = i64s_const(C, n, 9, q);
     }
 }
 
@@ -2387,18 +2399,21 @@ static void dead_taps_block(cc *C, cc_blk *b, void *ud)
  * output positions it reads x for (a SLICE of x at the tap's offset,
  * strided by the layer's stride), each PADded with zeros to the whole
  * output and summed; the terms dropped were exact zeros, the sums run in
- * another order (tap by tap). Taken where the live terms are at most half
- * and the layer has at least TAP_SPLIT_MACS multiply-adds. */
+ * another order (tap by tap). Taken where the live terms are at most a
+ * third (at half, a stride-2 case, the extra ops ate the gain) and the
+ * layer has at least TAP_SPLIT_MACS multiply-adds. */
 #define TAP_SPLIT_MACS (INT64_C(1) << 24)
 
 /* The output positions [*a, *b) of out whose tap at offset off (i d - pad)
  * reads inside [0, n) at stride s */
 static void tap_span(int64_t n, int64_t out, int64_t s, int64_t off, int64_t *a, int64_t *b)
 {
-    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
-    const int64_t hi = n - 1 - off < 0 ? -1 : (n - 1 - off) / s < out - 1 ? (n - 1 - off) / s : out - 1;
+    const int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s; /* the first with q s + off >= 0 */
+    int64_t end = n - 1 - off < 0 ? 0 : (n - 1 - off) / s + 1; /* past the last with q s + off < n */
+    if (end > out)
+        end = out;
     *a = lo;
-    *b = hi + 1 > lo ? hi + 1 : lo;
+    *b = end > lo ? end : lo;
 }
 
 /* An op node of one result (type ty) before `at`, from at's model node */
@@ -2418,14 +2433,6 @@ static cc_irval op_before(cc *C, cc_node *at, uint16_t op, uint32_t n_in, const 
         at->blk->first = k;
     at->prev = k;
     return (cc_irval){k, 0};
-}
-
-static cc_irval i64s_const(cc *C, cc_node *at, int n, const int64_t *v)
-{
-    int64_t *d = cc_alloc(C, (size_t)n * sizeof *d);
-    memcpy(d, v, (size_t)n * sizeof *d);
-    const cc_cval c = {.dtype = TFVM_I64, .rank = 1, .dims = {n}, .nbytes = (size_t)n * sizeof *d, .data = d};
-    return new_tensor_const(C, at, &c);
 }
 
 static void split_taps_block(cc *C, cc_blk *b, void *ud)
@@ -2462,7 +2469,6 @@ static void split_taps_block(cc *C, cc_blk *b, void *ud)
         if (taps < 2 || 3 * live > full || N * O * Cg * full < TAP_SPLIT_MACS)
             continue;
         const cc_irval x = cc_resolve(n->in[0]);
-        const size_t esz = tfvm_dtype_size((tfvm_dtype)w->dtype);
         const int64_t unit[9] = {p[0], p[1], 0, 0, 0, 0, 1, 1, 1};
         const cc_irval up = i64s_const(C, n, 9, unit);
         cc_irval acc = {0};
@@ -2480,13 +2486,7 @@ static void split_taps_block(cc *C, cc_blk *b, void *ud)
                     const cc_irval in[3] = {x, i64s_const(C, n, 4, st), i64s_const(C, n, 4, en)};
                     xs = op_before(C, n, ISA_SLICE, 3, in, &ty);
                 }
-                /* the tap's weights [O, C, 1, 1] */
-                char *wd = cc_alloc(C, (size_t)(O * Cg) * esz);
-                for (int64_t q = 0; q < O * Cg; q++)
-                    memcpy(wd + (size_t)q * esz, (const char *)w->data + (size_t)((q * KH + i) * KW + j) * esz, esz);
-                const cc_cval wc = {.dtype = w->dtype, .rank = 4, .dims = {O, Cg, 1, 1},
-                                    .nbytes = (size_t)(O * Cg) * esz, .data = wd};
-                const cc_irval cin[3] = {xs, new_tensor_const(C, n, &wc), up};
+                const cc_irval cin[3] = {xs, window_weights(C, n, w, i, 1, j, 1), up};
                 ty.dims[1] = O, ty.dims[2] = h, ty.dims[3] = v;
                 cc_irval y = op_before(C, n, ISA_CONV2D, 3, cin, &ty);
                 if (h != OH || v != OW) {
