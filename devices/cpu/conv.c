@@ -1439,7 +1439,10 @@ static int64_t avg_count(int64_t o, int64_t s, int64_t p0, int64_t p1, int64_t k
     return cip ? (pad < k ? pad : k) : hi - lo;
 }
 
-#define AVG_PLANES(T)                                                                       \
+/* Planes [b, e): each copied into the zeroed padded plane xp, then PLANE(T)
+ * its outputs at os from xp and the divisors' factors dr (rows), dc
+ * (columns) */
+#define AVG_PLANES(T, PLANE)                                                                \
     do {                                                                                    \
         const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, kh = j->kh, kw = j->kw;   \
         const int64_t sh = j->sh, sw = j->sw, Hp = j->Hp, Wp = j->Wp;                       \
@@ -1455,87 +1458,88 @@ static int64_t avg_count(int64_t o, int64_t s, int64_t p0, int64_t p1, int64_t k
             T *os = (T *)j->o + (int64_t)pi * OH * OW;                                      \
             for (int64_t h = 0; h < rows; h++)                                              \
                 memcpy(xp + (h + j->pt) * Wp + j->pl, xs + h * W, (size_t)cols * sizeof *xs); \
-            if (sh == 1 && sw == 1) {                                                       \
-                const int64_t n = (OH - 1) * Wp + OW;                                       \
-                for (int64_t q = 0; q < n; q++)                                             \
-                    acc[q] = 0;                                                             \
-                for (int64_t i = 0; i < kh; i++)                                            \
-                    for (int64_t jj = 0; jj < kw; jj++) {                                   \
-                        const T *xq = xp + i * Wp + jj;                                     \
-                        for (int64_t q = 0; q < n; q++)                                     \
-                            acc[q] += xq[q];                                                \
-                    }                                                                       \
-            } else {                                                                        \
-                for (int64_t oh = 0; oh < OH; oh++) {                                       \
-                    T *ar = acc + oh * Wp;                                                  \
-                    for (int64_t ow = 0; ow < OW; ow++)                                     \
-                        ar[ow] = 0;                                                         \
-                    for (int64_t i = 0; i < kh; i++)                                        \
-                        for (int64_t jj = 0; jj < kw; jj++) {                               \
-                            const T *xq = xp + (oh * sh + i) * Wp + jj;                     \
-                            for (int64_t ow = 0; ow < OW; ow++)                             \
-                                ar[ow] += xq[ow * sw];                                      \
-                        }                                                                   \
-                }                                                                           \
-            }                                                                               \
-            for (int64_t oh = 0; oh < OH; oh++)                                             \
-                for (int64_t ow = 0; ow < OW; ow++)                                         \
-                    os[oh * OW + ow] = acc[oh * Wp + ow] / (dr[oh] * dc[ow]);               \
+            PLANE(T);                                                                       \
         }                                                                                   \
     } while (0)
 
-static void avg_f64(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(double); }
-static void avg_f32(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(float); }
+/* The plane's sums in acc, one pass over them per window position, then
+ * the divisions */
+#define AVG_SUMS(T)                                                                         \
+    do {                                                                                    \
+        if (sh == 1 && sw == 1) {                                                           \
+            const int64_t n = (OH - 1) * Wp + OW;                                           \
+            for (int64_t q = 0; q < n; q++)                                                 \
+                acc[q] = 0;                                                                 \
+            for (int64_t i = 0; i < kh; i++)                                                \
+                for (int64_t jj = 0; jj < kw; jj++) {                                       \
+                    const T *xq = xp + i * Wp + jj;                                         \
+                    for (int64_t q = 0; q < n; q++)                                         \
+                        acc[q] += xq[q];                                                    \
+                }                                                                           \
+        } else {                                                                            \
+            for (int64_t oh = 0; oh < OH; oh++) {                                           \
+                T *ar = acc + oh * Wp;                                                      \
+                for (int64_t ow = 0; ow < OW; ow++)                                         \
+                    ar[ow] = 0;                                                             \
+                for (int64_t i = 0; i < kh; i++)                                            \
+                    for (int64_t jj = 0; jj < kw; jj++) {                                   \
+                        const T *xq = xp + (oh * sh + i) * Wp + jj;                         \
+                        for (int64_t ow = 0; ow < OW; ow++)                                 \
+                            ar[ow] += xq[ow * sw];                                          \
+                    }                                                                       \
+            }                                                                               \
+        }                                                                                   \
+        for (int64_t oh = 0; oh < OH; oh++)                                                 \
+            for (int64_t ow = 0; ow < OW; ow++)                                             \
+                os[oh * OW + ow] = acc[oh * Wp + ow] / (dr[oh] * dc[ow]);                   \
+    } while (0)
+
+static void avg_f64(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(double, AVG_SUMS); }
+static void avg_f32(const avg_job *j, void *scratch, size_t b, size_t e) { AVG_PLANES(float, AVG_SUMS); }
 #if defined(__x86_64__) && defined(__GNUC__)
 /* the same loops in 8 lanes */
 __attribute__((target("avx2"))) static void avg_f32_avx2(const avg_job *j, void *scratch, size_t b, size_t e)
 {
-    AVG_PLANES(float);
+    AVG_PLANES(float, AVG_SUMS);
 }
 /* Unit strides, 16 outputs of a row at a time: their sums in a register,
  * the window's taps added row by row, left to right, to 0 (the loops'
  * order), then the division: the same bits. The loops above passed over
  * the plane's sums once per tap (inception_v3's 3x3 pools 1.1 ns an
  * output). */
-__attribute__((target("avx512f"))) static void avg_f32_v16(const avg_job *j, void *scratch, size_t b, size_t e)
+__attribute__((target("avx512f"))) static inline void avg_rows_v16(const avg_job *j, const float *xp,
+                                                                    const float *dr, const float *dc, float *os)
 {
-    const int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW, kh = j->kh, kw = j->kw, Hp = j->Hp, Wp = j->Wp;
-    float *xp = scratch, *dr = xp + Hp * Wp + OH * Wp, *dc = dr + OH;
-    for (int64_t oh = 0; oh < OH; oh++)
-        dr[oh] = (float)avg_count(oh, 1, j->pt, j->pb, kh, H, j->cip);
-    for (int64_t ow = 0; ow < OW; ow++)
-        dc[ow] = (float)avg_count(ow, 1, j->pl, j->pr, kw, W, j->cip);
-    memset(xp, 0, (size_t)(Hp * Wp) * sizeof *xp);
-    const int64_t rows = H < Hp - j->pt ? H : Hp - j->pt, cols = W < Wp - j->pl ? W : Wp - j->pl;
-    for (size_t pi = b; pi < e; pi++) {
-        const float *xs = (const float *)j->x + (int64_t)pi * H * W;
-        float *os = (float *)j->o + (int64_t)pi * OH * OW;
-        for (int64_t h = 0; h < rows; h++)
-            memcpy(xp + (h + j->pt) * Wp + j->pl, xs + h * W, (size_t)cols * sizeof *xs);
-        for (int64_t oh = 0; oh < OH; oh++) {
-            const __m512 vr = _mm512_set1_ps(dr[oh]);
-            for (int64_t ow = 0; ow < OW; ow += 16) {
-                const __mmask16 k = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
-                __m512 acc = _mm512_setzero_ps();
-                if (kh == 3 && kw == 3) /* (inception's: the taps unrolled) */
-                    for (int i = 0; i < 3; i++) {
-                        const float *xr = xp + (oh + i) * Wp + ow;
-                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr));
-                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 1));
-                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 2));
-                    }
-                else
-                    for (int64_t i = 0; i < kh; i++) {
-                        const float *xr = xp + (oh + i) * Wp + ow;
-                        for (int64_t jj = 0; jj < kw; jj++)
-                            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + jj));
-                    }
-                const __m512 d = _mm512_mul_ps(vr, _mm512_maskz_loadu_ps(k, dc + ow));
-                _mm512_mask_storeu_ps(os + oh * OW + ow, k, _mm512_div_ps(acc, d));
-            }
+    const int64_t OH = j->OH, OW = j->OW, kh = j->kh, kw = j->kw, Wp = j->Wp;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const __m512 vr = _mm512_set1_ps(dr[oh]);
+        for (int64_t ow = 0; ow < OW; ow += 16) {
+            const __mmask16 k = OW - ow >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            if (kh == 3 && kw == 3) /* (inception's: the taps unrolled) */
+                for (int i = 0; i < 3; i++) {
+                    const float *xr = xp + (oh + i) * Wp + ow;
+                    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr));
+                    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 1));
+                    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + 2));
+                }
+            else
+                for (int64_t i = 0; i < kh; i++) {
+                    const float *xr = xp + (oh + i) * Wp + ow;
+                    for (int64_t jj = 0; jj < kw; jj++)
+                        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(k, xr + jj));
+                }
+            const __m512 d = _mm512_mul_ps(vr, _mm512_maskz_loadu_ps(k, dc + ow));
+            _mm512_mask_storeu_ps(os + oh * OW + ow, k, _mm512_div_ps(acc, d));
         }
     }
 }
+#define AVG_ROWS_V16(T) avg_rows_v16(j, xp, dr, dc, os)
+__attribute__((target("avx512f"))) static void avg_f32_v16(const avg_job *j, void *scratch, size_t b, size_t e)
+{
+    AVG_PLANES(float, AVG_ROWS_V16);
+}
+#undef AVG_ROWS_V16
 #else
 static void avg_f32_avx2(const avg_job *j, void *scratch, size_t b, size_t e) { avg_f32(j, scratch, b, e); }
 static void avg_f32_v16(const avg_job *j, void *scratch, size_t b, size_t e) { avg_f32(j, scratch, b, e); }
