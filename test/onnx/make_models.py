@@ -364,6 +364,19 @@ def scatter_static():
     save("scatter_static.onnx", g)
 
 
+def spelled_normalization(axes):
+    # x normalized over axes into "n" as the importer lowered LayerNormalization before (ReduceMean, Sub,
+    # Mul, ReduceMean, Add, Sqrt, Div, Mul); the graph gives the initializers "eps" and "one"
+    return [H.make_node("ReduceMean", ["x"], ["m"], axes=axes, keepdims=1),
+            H.make_node("Sub", ["x", "m"], ["c"]),
+            H.make_node("Mul", ["c", "c"], ["sq"]),
+            H.make_node("ReduceMean", ["sq"], ["v"], axes=axes, keepdims=1),
+            H.make_node("Add", ["v", "eps"], ["ve"]),
+            H.make_node("Sqrt", ["ve"], ["s"]),
+            H.make_node("Div", ["one", "s"], ["inv"]),
+            H.make_node("Mul", ["c", "inv"], ["n"])]
+
+
 def layer_norm():
     # LayerNormalization with and without a bias beside the same normalization spelled out as the
     # ops an older exporter writes (ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, Mul, Add):
@@ -373,14 +386,7 @@ def layer_norm():
     bias = np.linspace(0.25, -0.5, D).astype(np.float32)
     nodes = [H.make_node("LayerNormalization", ["x", "scale", "bias"], ["y1"], axis=-1, epsilon=1e-5),
              H.make_node("LayerNormalization", ["x", "scale"], ["z1"], axis=-1, epsilon=1e-5),
-             H.make_node("ReduceMean", ["x"], ["m"], axes=[-1], keepdims=1),
-             H.make_node("Sub", ["x", "m"], ["c"]),
-             H.make_node("Mul", ["c", "c"], ["sq"]),
-             H.make_node("ReduceMean", ["sq"], ["v"], axes=[-1], keepdims=1),
-             H.make_node("Add", ["v", "eps"], ["ve"]),
-             H.make_node("Sqrt", ["ve"], ["s"]),
-             H.make_node("Div", ["one", "s"], ["inv"]),
-             H.make_node("Mul", ["c", "inv"], ["n"]),
+             *spelled_normalization([-1]),
              H.make_node("Mul", ["n", "scale"], ["z2"]),
              H.make_node("Add", ["z2", "bias"], ["y2"])]
     g = H.make_graph(nodes, "layer_norm", [f32("x", [2, 3, D])],
@@ -397,14 +403,7 @@ def instance_norm():
     scale = np.array([1.5, -0.75, 2.0], np.float32)
     bias = np.array([0.25, -0.5, 0.0], np.float32)
     nodes = [H.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y1"], epsilon=1e-5),
-             H.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=1),
-             H.make_node("Sub", ["x", "m"], ["c"]),
-             H.make_node("Mul", ["c", "c"], ["sq"]),
-             H.make_node("ReduceMean", ["sq"], ["v"], axes=[2, 3], keepdims=1),
-             H.make_node("Add", ["v", "eps"], ["ve"]),
-             H.make_node("Sqrt", ["ve"], ["s"]),
-             H.make_node("Div", ["one", "s"], ["inv"]),
-             H.make_node("Mul", ["c", "inv"], ["n"]),
+             *spelled_normalization([2, 3]),
              H.make_node("Mul", ["n", "scale4"], ["t"]),
              H.make_node("Add", ["t", "bias4"], ["y2"])]
     g = H.make_graph(nodes, "instance_norm", [f32("x", [2, 3, 4, 5])], [f32("y1", [2, 3, 4, 5]), f32("y2", [2, 3, 4, 5])],
