@@ -3,7 +3,8 @@
  * channels first (a row of each channel's plane) and channels last (each
  * position's channels together), with the bias and relu on the way back,
  * for the kernels that compute channels last (convf32.c, dwconv.c):
- * portably, and for AVX-512 in 16 x 16 blocks transposed in registers. */
+ * portably, and for AVX2 and AVX-512 in 8 x 8 and 16 x 16 blocks
+ * transposed in registers. */
 #ifndef TFVM_CPU_CHW_H
 #define TFVM_CPU_CHW_H
 
@@ -77,6 +78,101 @@ static inline void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+/* ---- AVX2: 8 x 8 blocks ---- */
+#define CHW_TARGET __attribute__((target("avx2")))
+/* the first n lanes (n < 0: none) */
+CHW_TARGET static inline __m256i v8_mask(int64_t n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 0 ? 0 : n > 8 ? 8 : (int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+CHW_TARGET static inline __m256 v8_ldn(const float *p, int64_t n)
+{
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, v8_mask(n));
+}
+CHW_TARGET static inline void v8_stn(float *p, __m256 v, int64_t n)
+{
+    if (n >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, v8_mask(n), v);
+}
+/* x < 0 ? 0 : x, as v16_relu */
+CHW_TARGET static inline __m256 v8_relu(__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+
+/* r[j][i] = r[i][j] */
+CHW_TARGET __attribute__((always_inline)) static inline void tr8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* r: the block of nr rows (stride ss) by nc columns at s, transposed, zeros
+ * past its edges */
+CHW_TARGET static inline void tr8_load(const float *s, int64_t ss, int64_t nr, int64_t nc, __m256 r[8])
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        r[i] = i < nr ? v8_ldn(s + i * ss, nc) : _mm256_setzero_ps();
+    tr8(r);
+}
+
+/* to_hwc_v4 and to_chw_v4 in 8 x 8 blocks transposed in registers */
+CHW_TARGET static inline void to_hwc_v8(const float *x, int64_t cstride, int64_t C, int64_t W, float *d,
+                                         int64_t dstride)
+{
+    for (int64_t c0 = 0; c0 < C; c0 += 8)
+        for (int64_t w0 = 0; w0 < W; w0 += 8) {
+            const int64_t nc = C - c0 < 8 ? C - c0 : 8, nw = W - w0 < 8 ? W - w0 : 8;
+            __m256 r[8];
+            tr8_load(x + c0 * cstride + w0, cstride, nc, nw, r);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                if (j < nw)
+                    v8_stn(d + (w0 + j) * dstride + c0, r[j], nc);
+        }
+}
+
+CHW_TARGET static inline void to_chw_v8(const float *y, int64_t ystride, int64_t W, int64_t O, float *d,
+                                         int64_t dstride, const float *bias, const float *res, bool relu)
+{
+    for (int64_t o0 = 0; o0 < O; o0 += 8)
+        for (int64_t w0 = 0; w0 < W; w0 += 8) {
+            const int64_t no = O - o0 < 8 ? O - o0 : 8, nw = W - w0 < 8 ? W - w0 : 8;
+            __m256 r[8];
+            tr8_load(y + w0 * ystride + o0, ystride, nw, no, r);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                if (j >= no)
+                    break;
+                __m256 v = r[j];
+                if (bias)
+                    v = _mm256_add_ps(v, _mm256_set1_ps(bias[o0 + j]));
+                if (res)
+                    v = _mm256_add_ps(v, v8_ldn(res + (o0 + j) * dstride + w0, nw));
+                if (relu)
+                    v = v8_relu(v);
+                v8_stn(d + (o0 + j) * dstride + w0, v, nw);
+            }
+        }
+}
+#undef CHW_TARGET
 
 #define CHW_TARGET __attribute__((target("avx512f")))
 static inline __mmask16 v16_mask(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }

@@ -14,12 +14,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* Whether this CPU runs the AVX-512 code below (im2col's shuffles, the
- * transposed product's layout changes; 2x2 pooling asks convplan.c). */
+/* Whether this CPU runs the AVX-512 or AVX2 code below (im2col's shuffles,
+ * the transposed product's layout changes; 2x2 pooling asks convplan.c). */
 #if defined(__x86_64__) && defined(__GNUC__)
 static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-#else
-static bool have_avx512(void) { return false; }
+static bool have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #endif
 
 /* Parameters and spatial dims are bounded so that no size arithmetic below
@@ -107,7 +106,7 @@ static int64_t evens4(void *o, const void *x, int64_t n, int64_t avail)
 #endif
     int64_t v = n < avail / 2 ? n : avail / 2;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2")) {
+    if (have_avx2()) {
         v = v / 8 * 8;
         evens_v8(o, x, v);
         return v;
@@ -259,6 +258,10 @@ static void to_chw_f32(const float *y, int64_t ystride, int64_t rows, int64_t co
         to_chw_v16(y, ystride, rows, cols, d, rows, NULL, NULL, false);
         return;
     }
+    if (have_avx2()) {
+        to_chw_v8(y, ystride, rows, cols, d, rows, NULL, NULL, false);
+        return;
+    }
 #endif
     to_chw_v4(y, ystride, rows, cols, d, rows, NULL, NULL, false);
 }
@@ -275,6 +278,10 @@ static void im2row(float *colt, const float *x, const conv_job *j, int64_t q0, i
 #if defined(__x86_64__) && defined(__GNUC__)
         if (have_avx512()) {
             to_hwc_v16(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
+            return;
+        }
+        if (have_avx2()) {
+            to_hwc_v8(x + q0, H * W, C, q1 - q0, colt + q0 * C, C);
             return;
         }
 #endif
@@ -333,6 +340,10 @@ static void taps_transpose(const float *x, const conv_job *j, float *xt)
 #if defined(__x86_64__) && defined(__GNUC__)
         if (have_avx512()) {
             to_hwc_v16(x + h * W, H * W, C, W, row + pl * C, C);
+            continue;
+        }
+        if (have_avx2()) {
+            to_hwc_v8(x + h * W, H * W, C, W, row + pl * C, C);
             continue;
         }
 #endif

@@ -1,6 +1,7 @@
 /* devices/cpu/convf32.c — f32 convolutions at unit strides without im2col
  * (convf32.h): plans (which kernel, the weights prepared once per
- * instruction) and the kernels of convf32_body.h for AVX-512 and portably. */
+ * instruction) and the kernels of convf32_body.h for AVX-512, AVX2 and
+ * portably. */
 #include "devices/cpu/vec.h"
 #include "devices/cpu/f4.h"
 #include "devices/cpu/convf32.h"
@@ -85,9 +86,54 @@ static inline cf_v4 v4_relu(cf_v4 v) { return (cf_v4)((cf_i4)v & ~(cf_i4)(v < 0)
 
 static const dev_cf_isa isa_v4 = {4, 4, 2, 4, 2, wino_item_v4, rows_item_v4, flat_item_v4, chan_item_v4, NULL};
 
-/* ---- AVX-512 ---- */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+
+/* ---- AVX2: 16 registers, so blocks of 6 x 2 vectors (12 sums, 2 loaded,
+ * 1 broadcast) ---- */
+#define CF_TARGET __attribute__((target("avx2,fma")))
+/* the lanes of bits loaded from p, the others 0 */
+CF_TARGET static inline __m256 v8_ldz(const float *p, uint32_t bits)
+{
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_maskload_ps(p, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), lane), lane));
+}
+#define VF __m256
+#define VLD _mm256_loadu_ps
+#define VST _mm256_storeu_ps
+#define VSTN v8_stn
+#define VBC _mm256_set1_ps
+#define VLDZ v8_ldz
+#define VFMA _mm256_fmadd_ps
+#define VZERO _mm256_setzero_ps()
+#define VRELU v8_relu
+#define CF_VL 8
+#define CF_PW 6
+#define CF_OV 2
+#define CF_MR 6
+#define CF_NV 2
+#define CF_SFX(name) name##_v8
+#include "devices/cpu/convf32_body.h"
+#undef VF
+#undef VLD
+#undef VST
+#undef VSTN
+#undef VBC
+#undef VLDZ
+#undef VFMA
+#undef VZERO
+#undef VRELU
+#undef CF_VL
+#undef CF_PW
+#undef CF_OV
+#undef CF_MR
+#undef CF_NV
+#undef CF_TARGET
+#undef CF_SFX
+
+static const dev_cf_isa isa_v8 = {8, 6, 2, 6, 2, wino_item_v8, rows_item_v8, flat_item_v8, chan_item_v8, NULL};
+
+/* ---- AVX-512 ---- */
 
 #define CF_TARGET __attribute__((target("avx512f")))
 CF_TARGET static inline void v16_stn(float *p, __m512 v, int64_t n) { _mm512_mask_storeu_ps(p, v16_mask(n), v); }
@@ -150,15 +196,31 @@ CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w, float *
 static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, flat_item_v16, chan_item_v16,
                                    wino_weights_v16};
 
-static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+static const dev_cf_isa *best_isa(void)
+{
+    return __builtin_cpu_supports("avx512f")                                         ? &isa_v16
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &isa_v8
+                                                                                     : &isa_v4;
+}
 #else
-static const dev_cf_isa isa_v16 = {0};
-static bool have_avx512(void) { return false; }
+static const dev_cf_isa isa_v8 = {0}, isa_v16 = {0};
+static const dev_cf_isa *best_isa(void) { return &isa_v4; }
 #endif
 
-static atomic_bool force_portable;
+static atomic_int forced;
 
-void dev_cf_force_portable(bool on) { atomic_store(&force_portable, on); }
+void dev_cf_force(int path) { atomic_store(&forced, path); }
+
+/* the instruction set of a new plan: the best, or as forced */
+static const dev_cf_isa *cf_isa(void)
+{
+    const dev_cf_isa *best = best_isa();
+    switch (atomic_load(&forced)) {
+    case 2: return &isa_v4;
+    case 1: return best == &isa_v16 ? &isa_v8 : best;
+    default: return best;
+    }
+}
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
@@ -256,7 +318,7 @@ static void cf_make_weights(void *ctx, void *out)
 bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
                    const int64_t *p, int64_t OH, int64_t OW)
 {
-    const dev_cf_isa *isa = !atomic_load(&force_portable) && have_avx512() ? &isa_v16 : &isa_v4;
+    const dev_cf_isa *isa = cf_isa();
     dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
                 .pt = p[2], .pl = p[3], .G = G, .sh = p[0], .sw = p[1], .dh = p[6], .dw = p[7]};
     const bool unit = p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1;
@@ -354,8 +416,8 @@ bool dev_cf_prepare(dev_cf *cf, const float *w, const tfvm_tensor *wt, const tfv
      * where it keeps none, here, in the call's own block after the masks */
     cf_weights_job job = {&c, w};
     const struct {
-        int64_t tag, kind, v16, Cg, Og, Op, KH, KW, floats;
-    } key = {0x636630 /* "cf0" */, c.kind, c.isa == &isa_v16, c.Cg, c.Og, c.Op, c.KH, c.KW, (int64_t)c.wk_floats};
+        int64_t tag, kind, vl, Cg, Og, Op, KH, KW, floats;
+    } key = {0x636630 /* "cf0" */, c.kind, c.isa->vl, c.Cg, c.Og, c.Op, c.KH, c.KW, (int64_t)c.wk_floats};
     const size_t wk_bytes = c.wk_floats * (size_t)c.G * sizeof(float);
     c.wk = dev_tensor_prep(wt, &key, sizeof key, wk_bytes, cf_make_weights, &job);
     c.raw_bytes = c.mk_count * sizeof(uint32_t) + (c.wk ? 0 : 64 + wk_bytes);
@@ -372,7 +434,10 @@ bool dev_cf_prepare(dev_cf *cf, const float *w, const tfvm_tensor *wt, const tfv
     return true;
 }
 
-const char *dev_cf_isa_name(const dev_cf *cf) { return cf->isa == &isa_v16 ? "AVX-512" : "portable"; }
+const char *dev_cf_isa_name(const dev_cf *cf)
+{
+    return cf->isa == &isa_v16 ? "AVX-512" : cf->isa == &isa_v8 ? "AVX2" : "portable";
+}
 
 int64_t dev_cf_parts(const dev_cf *cf)
 {

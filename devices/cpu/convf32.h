@@ -72,7 +72,8 @@ void dev_cf_part_chans(const dev_cf *cf, int64_t b, int64_t e, int64_t *o0, int6
 void dev_cf_item(const dev_cf *cf, int64_t g, const float *xg, float *og, float *scratch, const float *bias,
                  const float *res, bool relu, int64_t b, int64_t e);
 void dev_cf_free(dev_cf *cf, const tfvm_allocator *a);
-/* Tests: plan with the portable code even where AVX-512 is there. */
-void dev_cf_force_portable(bool on);
+/* Tests: 0 plans with the best kernels the CPU has, 1 with AVX2's at most,
+ * 2 with the portable ones. */
+void dev_cf_force(int path);
 
 #endif

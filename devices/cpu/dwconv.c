@@ -653,6 +653,8 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
                     to_hwc_v16_pf(src, H * W, nl, c1 - c0, dst, VL, ahead);
                 else if (VL == 16)
                     to_hwc_v16(src, H * W, nl, c1 - c0, dst, VL);
+                else if (VL == 8)
+                    to_hwc_v8(src, H * W, nl, c1 - c0, dst, VL);
                 else
 #endif
                     to_hwc_v4(src, H * W, nl, c1 - c0, dst, VL);
@@ -663,6 +665,8 @@ static void dw_run_blocks(const dev_dw *d, int64_t b, int64_t e, float *scratch)
 #if defined(__x86_64__) && defined(__GNUC__)
             if (VL == 16)
                 to_chw_v16(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, NULL, d->relu);
+            else if (VL == 8)
+                to_chw_v8(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, NULL, d->relu);
             else
 #endif
                 to_chw_v4(yo, VL, rows * OW, nl, out + oh0 * OW, OHW, NULL, NULL, d->relu);

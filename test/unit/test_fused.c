@@ -424,7 +424,7 @@ START_TEST(test_conv_residual)
     for (int isa = DEV_ACT_PORTABLE; isa <= DEV_ACT_AVX512; isa++) {
         if (!dev_act_force((dev_act_isa)isa))
             continue;
-        dev_cf_force_portable(isa == DEV_ACT_PORTABLE); /* (Winograd's portable stores too) */
+        dev_cf_force(DEV_ACT_AVX512 - isa); /* (the convolutions' kernels the same instruction set) */
         for (int dt = F32; dt <= F64; dt++)
             for (size_t ci = 0; ci < UT_COUNTOF(res_cases); ci++)
                 for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
@@ -454,7 +454,7 @@ START_TEST(test_conv_residual)
                 }
     }
     dev_act_force(DEV_ACT_AUTO);
-    dev_cf_force_portable(false);
+    dev_cf_force(0);
     /* r of another shape or dtype */
     FAILS(ISA_FUSED_CONV2D_ADD, 0,
           (T(F32, (1, 2, 4, 4)), T(F32, (2, 2, 1, 1)), IV(1, 1, 0, 0, 0, 0, 1, 1, 1), T(F32, (2)), T(F32, (1, 2, 4, 3))),
@@ -1172,8 +1172,9 @@ static const conv_dims cf_cases[] = {
 
 START_TEST(test_conv_f32_kernels)
 {
-    for (int portable = 0; portable <= 1; portable++) {
-        dev_cf_force_portable(portable);
+    static const char *const paths[] = {"", " (AVX2 at most)", " (portable)"};
+    for (int path = 0; path <= 2; path++) {
+        dev_cf_force(path);
         for (size_t ci = 0; ci < UT_COUNTOF(cf_cases); ci++)
             for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
                 /* exact on small integers */
@@ -1208,14 +1209,14 @@ START_TEST(test_conv_f32_kernels)
                             lo = fmin(lo, act_ref(F64, acts[ai], sum - tol + tol * k / 32));
                     ck_assert_msg(got >= lo - 1e-6 && got <= hi + 1e-6,
                                   "case %zu act %u%s: element %lld is %.9g, expected act(%.9g) within %.3g", ci,
-                                  (unsigned)acts[ai], portable ? " (portable)" : "", (long long)i, got, sum, tol);
+                                  (unsigned)acts[ai], paths[path], (long long)i, got, sum, tol);
                 }
                 dev_value_release(&o);
                 dev_value_release(&ax);
                 dev_value_release(&aw);
             }
     }
-    dev_cf_force_portable(false);
+    dev_cf_force(0);
 }
 END_TEST
 
@@ -1904,45 +1905,63 @@ END_TEST
  * the output once. */
 START_TEST(test_dw_strips)
 {
+    /* strips16 where the blocks are 16 channels (AVX-512), strips8 where
+     * they are 8 (AVX2): the same rule over a different count of blocks */
     static const struct {
         int64_t N, C;
         unsigned threads;
-        bool strips;
-    } cases[] = {{1, 16, 1, false}, {1, 16, 2, true}, {1, 32, 2, false}, {1, 32, 4, true},
-                 {2, 16, 2, false}, {1, 40, 4, true},  {1, 48, 2, true},  {1, 48, 1, false},
-                 {1, 64, 4, false}, {1, 80, 4, true},  {1, 80, 2, false}, {3, 16, 2, true}};
-    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
-        const int64_t N = cases[ci].N, C = cases[ci].C;
-        dev_conv_shape sh = {.dtype = F32, .N = N, .C = C, .H = 112, .W = 112, .O = C, .Cg = 1, .KH = 3, .KW = 3,
-                             .OH = 112, .OW = 112, .p = {1, 1, 1, 1, 1, 1, 1, 1, C}};
-        dev_conv_plan plan;
-        dev_conv_plan_make(&sh, cases[ci].threads, &plan);
-        ck_assert_int_eq(plan.kernel, DEV_CONV_DEPTHWISE);
-        if (!plan.dw.cb)
-            continue; /* (a layout forced elsewhere) */
-        ck_assert_msg(plan.dw.strips == cases[ci].strips, "case %zu: strips %d", ci, (int)plan.dw.strips);
-        const int64_t blocks = N * ((C + plan.dw.cb - 1) / plan.dw.cb);
-        const int64_t per = cases[ci].strips ? (112 + plan.dw.strip - 1) / plan.dw.strip : 1;
-        ck_assert_int_eq(plan.items, blocks * per);
-        char buf[256];
-        dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
-        if (cases[ci].threads > 1)
-            ck_assert_msg(strstr(buf, cases[ci].strips ? "row strips of channel blocks in parallel"
-                                                        : " channel blocks in parallel") != NULL,
-                          "case %zu: %s", ci, buf);
-        /* every output element in exactly one item's span */
-        static unsigned char seen[2 * 48 * 112 * 112];
-        memset(seen, 0, sizeof seen);
-        for (int64_t it = 0; it < plan.items; it++) {
-            int64_t row0, n, col0, ncols;
-            dev_dw_item_span(&plan.dw, it, &row0, &n, &col0, &ncols);
-            for (int64_t r = row0; r < row0 + n; r++)
-                for (int64_t c = col0; c < col0 + ncols; c++)
-                    seen[r * 112 * 112 + c]++;
+        bool strips16, strips8;
+    } cases[] = {{1, 16, 1, false, false}, {1, 16, 2, true, false},  {1, 32, 2, false, false},
+                 {1, 32, 4, true, false},  {2, 16, 2, false, false}, {1, 40, 4, true, true},
+                 {1, 48, 2, true, false},  {1, 48, 1, false, false}, {1, 64, 4, false, false},
+                 {1, 80, 4, true, false},  {1, 80, 2, false, false}, {3, 16, 2, true, false},
+                 {1, 8, 2, true, true},    {1, 24, 2, false, true}};
+    unsigned checked = 0;
+    for (int path = 0; path < 2; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++) {
+            const int64_t N = cases[ci].N, C = cases[ci].C;
+            dev_conv_shape sh = {.dtype = F32, .N = N, .C = C, .H = 112, .W = 112, .O = C, .Cg = 1, .KH = 3, .KW = 3,
+                                 .OH = 112, .OW = 112, .p = {1, 1, 1, 1, 1, 1, 1, 1, C}};
+            dev_conv_plan plan;
+            dev_conv_plan_make(&sh, cases[ci].threads, &plan);
+            ck_assert_int_eq(plan.kernel, DEV_CONV_DEPTHWISE);
+            if (!plan.dw.cb || (plan.dw.vl != 16 && plan.dw.vl != 8))
+                continue; /* (a layout forced elsewhere, or no vectors here) */
+            if (path == 0 && plan.dw.vl == 8)
+                break; /* (no AVX-512 here: path 1 checks these) */
+            const bool strips = plan.dw.vl == 16 ? cases[ci].strips16 : cases[ci].strips8;
+            ck_assert_msg(plan.dw.strips == strips, "case %zu, %d lanes: strips %d", ci, (int)plan.dw.vl,
+                          (int)plan.dw.strips);
+            const int64_t blocks = N * ((C + plan.dw.cb - 1) / plan.dw.cb);
+            const int64_t per = strips ? (112 + plan.dw.strip - 1) / plan.dw.strip : 1;
+            ck_assert_int_eq(plan.items, blocks * per);
+            char buf[256];
+            dev_conv_plan_str(&plan, &sh, true, buf, sizeof buf);
+            if (cases[ci].threads > 1)
+                ck_assert_msg(strstr(buf, strips ? "row strips of channel blocks in parallel"
+                                                 : " channel blocks in parallel") != NULL,
+                              "case %zu: %s", ci, buf);
+            /* every output element in exactly one item's span */
+            static unsigned char seen[2 * 48 * 112 * 112];
+            memset(seen, 0, sizeof seen);
+            for (int64_t it = 0; it < plan.items; it++) {
+                int64_t row0, n, col0, ncols;
+                dev_dw_item_span(&plan.dw, it, &row0, &n, &col0, &ncols);
+                for (int64_t r = row0; r < row0 + n; r++)
+                    for (int64_t c = col0; c < col0 + ncols; c++)
+                        seen[r * 112 * 112 + c]++;
+            }
+            for (int64_t i = 0; i < N * C * 112 * 112; i++)
+                ck_assert_msg(seen[i] == 1, "case %zu: element %lld in %d items", ci, (long long)i, seen[i]);
+            checked++;
         }
-        for (int64_t i = 0; i < N * C * 112 * 112; i++)
-            ck_assert_msg(seen[i] == 1, "case %zu: element %lld in %d items", ci, (long long)i, seen[i]);
     }
+    dev_dw_force(0);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        ck_assert_uint_ge(checked, UT_COUNTOF(cases));
+#endif
 }
 END_TEST
 
