@@ -84,7 +84,8 @@ static inline void to_chw_v4(const float *y, int64_t ystride, int64_t W, int64_t
 /* the first n lanes (n < 0: none) */
 CHW_TARGET static inline __m256i v8_mask(int64_t n)
 {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 0 ? 0 : n > 8 ? 8 : (int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int k = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 CHW_TARGET static inline __m256 v8_ldn(const float *p, int64_t n)
 {

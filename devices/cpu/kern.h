@@ -123,8 +123,9 @@ void dev_kcopy(void *dst, const int64_t *ds, const void *src, const int64_t *ss,
 /* For tests: dev_kcopy's transpositions of 4-byte elements without AVX2
  * while on */
 void dev_kcopy_force_portable(bool on);
-/* For tests: RESIZE's bilinear rows without AVX-512 while on */
-void dev_resize_force_portable(bool on);
+/* For tests: RESIZE's bilinear f32 rows with the best vectors the CPU has
+ * (0), AVX2's at most (1) or none (2) */
+void dev_resize_force(int path);
 /* C-order element strides of dims. */
 void dev_kstrides(int rank, const int64_t *dims, int64_t *strides);
 

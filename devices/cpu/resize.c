@@ -117,13 +117,13 @@ static tfvm_status out_dims(dev_kctx *k, const dev_kview *x, const dev_kview *sc
  * its sums, without its per-element walk over the corners and axes (a
  * [1, 21, 64, 64] -> [1, 21, 256, 256] upsampling took 19 ns an element).
  * Rows (plane, output row) [b, e); on f32 with AVX-512, eight columns at
- * once (bilinear_f32_v16). */
+ * once (bilinear_f32_v16), with AVX2 four (bilinear_f32_v8). */
 typedef struct bilinear_job {
     const void *x;
     void *o;
     int64_t H, W, OH, OW;
     const resize_axis *ry, *rx;
-    /* f32, AVX-512: per output column its lo and hi less the first lo of
+    /* f32, AVX-512 or AVX2: per output column its lo and hi less the first lo of
      * its block of 8 (il, ih, 8 * blocks entries); per block whether they
      * all lie within 16 columns of it */
     const int32_t *il, *ih;
@@ -211,11 +211,60 @@ __attribute__((target("avx512f"))) static void bilinear_f32_v16(void *arg, size_
         }
     }
 }
+
+/* The same on AVX2, four columns a vector: their x from the two input rows
+ * by a permutation of the 8 columns from the block's first lo; blocks whose
+ * columns spread wider take the scalar row. */
+__attribute__((target("avx2"))) static void bilinear_f32_v8(void *arg, size_t b, size_t e)
+{
+    const bilinear_job *j = arg;
+    const int64_t W = j->W, OW = j->OW;
+    const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t r = b; r < e; r++) {
+        const int64_t p = (int64_t)r / j->OH, qy = (int64_t)r % j->OH;
+        const float *xp = (const float *)j->x + p * j->H * W;
+        float *op = (float *)j->o + (int64_t)r * OW;
+        const double y1 = j->ry->w[qy];
+        const __m256d vwy = _mm256_set1_pd(y1), vuy = _mm256_set1_pd(1 - y1);
+        const float *row0 = xp + j->ry->lo[qy] * W, *row1 = xp + j->ry->hi[qy] * W;
+        for (int64_t qx = 0; qx < OW; qx += 4) {
+            const int64_t n = OW - qx < 4 ? OW - qx : 4;
+            if (!j->near[qx / 4]) {
+                bilinear_row_f32(j, xp, op, qy, qx, qx + n);
+                continue;
+            }
+            const int64_t l0 = j->rx->lo[qx], left = W - l0;
+            const __m256i rk = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8), lane);
+            const __m256 rl = _mm256_maskload_ps(row0 + l0, rk), rh = _mm256_maskload_ps(row1 + l0, rk);
+            const __m256i il = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(j->il + qx)));
+            const __m256i ih = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(j->ih + qx)));
+            const __m256d wx = _mm256_maskload_pd(
+                              j->rx->w + qx, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3))),
+                          ux = _mm256_sub_pd(one, wx);
+            const __m256d t[4] = {_mm256_mul_pd(vuy, ux), _mm256_mul_pd(vwy, ux), _mm256_mul_pd(vuy, wx),
+                                  _mm256_mul_pd(vwy, wx)};
+            const __m256d v[4] = {_mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(rl, il))),
+                                  _mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(rh, il))),
+                                  _mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(rl, ih))),
+                                  _mm256_cvtps_pd(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(rh, ih)))};
+            __m256d acc = zero;
+            for (int c = 0; c < 4; c++)
+                acc = _mm256_add_pd(
+                    acc, _mm256_and_pd(_mm256_mul_pd(t[c], v[c]), _mm256_cmp_pd(t[c], zero, _CMP_NEQ_UQ)));
+            const __m128 y = _mm256_cvtpd_ps(acc);
+            if (n == 4)
+                _mm_storeu_ps(op + qx, y);
+            else
+                _mm_maskstore_ps(op + qx, _mm_cmpgt_epi32(_mm_set1_epi32((int)n), _mm_setr_epi32(0, 1, 2, 3)), y);
+        }
+    }
+}
 #endif
 
-static atomic_bool resize_portable;
+static atomic_int resize_forced;
 
-void dev_resize_force_portable(bool on) { atomic_store(&resize_portable, on); }
+void dev_resize_force(int path) { atomic_store(&resize_forced, path); }
 
 /* Rows of planes of an f32 or f64 bilinear RESIZE, over the VM's workers
  * past RESIZE_PAR_ELEMS outputs; false when the f32 tables' memory cannot
@@ -228,28 +277,32 @@ static bool bilinear_run(dev_kctx *k, const dev_kview *x, void *o, const resize_
     bilinear_job j = {x->data, o, x->dims[R - 2], x->dims[R - 1], od[R - 2], od[R - 1], &ax[R - 2], &ax[R - 1],
                       NULL, NULL, NULL};
     void (*fn)(void *, size_t, size_t) = x->dtype == TFVM_F32 ? bilinear_f32 : bilinear_f64;
-    const int64_t blocks = (j.OW + 7) / 8;
     char *tab = NULL;
-    const size_t tab_bytes = (size_t)blocks * (16 * sizeof(int32_t) + 1);
+    size_t tab_bytes = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (x->dtype == TFVM_F32 && __builtin_cpu_supports("avx512f") && !atomic_load(&resize_portable)) {
+    const int force = atomic_load(&resize_forced);
+    const bool v16 = force == 0 && __builtin_cpu_supports("avx512f"), v8 = force < 2 && __builtin_cpu_supports("avx2");
+    if (x->dtype == TFVM_F32 && (v16 || v8)) {
+        /* blocks of 8 columns within 16 of their first lo (AVX-512), or of 4 within 8 (AVX2) */
+        const int64_t bw = v16 ? 8 : 4, reach = 2 * bw, blocks = (j.OW + bw - 1) / bw;
+        tab_bytes = (size_t)blocks * (size_t)(2 * bw * (int64_t)sizeof(int32_t) + 1);
         if (!(tab = dev_ktemp(k, tab_bytes, 1)))
             return false;
-        int32_t *il = (int32_t *)(void *)tab, *ih = il + 8 * blocks;
-        uint8_t *near = (uint8_t *)(ih + 8 * blocks);
+        int32_t *il = (int32_t *)(void *)tab, *ih = il + bw * blocks;
+        uint8_t *near = (uint8_t *)(ih + bw * blocks);
         for (int64_t c = 0; c < blocks; c++) {
-            const int64_t l0 = j.rx->lo[8 * c];
+            const int64_t l0 = j.rx->lo[bw * c];
             near[c] = 1;
-            for (int64_t q = 8 * c; q < 8 * c + 8; q++) {
+            for (int64_t q = bw * c; q < bw * c + bw; q++) {
                 const bool in = q < j.OW;
                 il[q] = in ? (int32_t)(j.rx->lo[q] - l0) : 0;
                 ih[q] = in ? (int32_t)(j.rx->hi[q] - l0) : 0;
-                if (in && (j.rx->lo[q] < l0 || j.rx->hi[q] - l0 >= 16))
+                if (in && (j.rx->lo[q] < l0 || j.rx->hi[q] - l0 >= reach))
                     near[c] = 0;
             }
         }
         j.il = il, j.ih = ih, j.near = near;
-        fn = bilinear_f32_v16;
+        fn = v16 ? bilinear_f32_v16 : bilinear_f32_v8;
     }
 #endif
     const int64_t rows = count / j.OW;

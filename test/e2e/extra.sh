@@ -432,9 +432,10 @@ w true:   0.500 -1.250  2.000  0.750 -0.500  1.500 -2.000  0.250"
         # another order on another instruction set (AVX2's 8 lanes, AVX-512's
         # 16); at another thread count, never (the same text, exactly)
         near() {
-            A=$1 B=$2 awk 'BEGIN { n = split(ENVIRON["A"], a, /[ \n]+/); if (n != split(ENVIRON["B"], b, /[ \n]+/)) exit 1
-                for (i = 1; i <= n; i++)
-                    if (a[i] != b[i] && (a[i] !~ /^-?[0-9.]+$/ || b[i] !~ /^-?[0-9.]+$/ || (a[i] - b[i]) ^ 2 > 4e-12)) exit 1 }'
+            A=$1 B=$2 awk 'function num(s) { return s ~ /^-?[0-9.]+$/ }
+                BEGIN { n = split(ENVIRON["A"], a, /[ \n]+/); if (n != split(ENVIRON["B"], b, /[ \n]+/)) exit 1
+                    for (i = 1; i <= n; i++)
+                        if (a[i] != b[i] && (!num(a[i]) || !num(b[i]) || (a[i] - b[i]) ^ 2 > 4e-12)) exit 1 }'
         }
         first=$("$coexec" examples/coexec/train.tfg --threads 1 2>&1)
         near "$first" "$expect" || no "coexec --threads 1 printed '$first'"

@@ -320,11 +320,13 @@ END_TEST
  * general n-linear walk gives over the same axes placed first ([H, W, C]
  * with C kept): element for element, bit for bit, inf and NaN among the
  * inputs, in every coordinate mode, f32 and f64; x's rows W wide scaled by
- * sx, on f32's AVX-512 rows or the portable ones. */
-static void resize_last_two_case(int dt, uint32_t mode, uint32_t seed, int64_t W, float sx, bool portable)
+ * sx, on f32's best rows (AVX-512's where the CPU has it), AVX2's at most
+ * (path 1) or the portable ones (path 2). */
+static void resize_last_two_case(int dt, uint32_t mode, uint32_t seed, int64_t W, float sx, int path)
 {
+    static const char *const paths[] = {"", " (AVX2 at most)", " (portable)"};
     const int64_t C = 3, H = 5;
-    dev_resize_force_portable(portable);
+    dev_resize_force(path);
     const int64_t fd[3] = {H, W, C}, ld[3] = {C, H, W};
     dev_value first = tf(dt ? F64 : F32, 3, fd, NULL, 0), last = tf(dt ? F64 : F32, 3, ld, NULL, 0);
     for (int64_t c = 0; c < C; c++)
@@ -355,12 +357,12 @@ static void resize_last_two_case(int dt, uint32_t mode, uint32_t seed, int64_t W
                 const char *pa = (const char *)a.u.t->data + (size_t)((y * OW + x) * C + c) * es;
                 const char *pb = (const char *)b.u.t->data + (size_t)((c * OH + y) * OW + x) * es;
                 ck_assert_msg(memcmp(pa, pb, es) == 0, "width %lld%s dtype %d mode %u: (%lld, %lld, %lld) differs",
-                              (long long)W, portable ? " (portable)" : "", dt, (unsigned)mode, (long long)c,
+                              (long long)W, paths[path], dt, (unsigned)mode, (long long)c,
                               (long long)y, (long long)x);
             }
     dev_value_release(&a);
     dev_value_release(&b);
-    dev_resize_force_portable(false);
+    dev_resize_force(0);
 }
 
 START_TEST(test_resize_bilinear_last_two)
@@ -368,17 +370,18 @@ START_TEST(test_resize_bilinear_last_two)
     const uint32_t modes[] = {ISA_OPT_LINEAR, ISA_OPT_LINEAR | ISA_OPT_ALIGN_CORNERS, ISA_OPT_LINEAR | ISA_OPT_ASYMMETRIC,
                               ISA_OPT_LINEAR | ISA_OPT_PYTORCH_HALF_PIXEL};
     /* 4 wide scaled by 0.75; 13 wide by 2.5 (blocks of 8 output columns and
-     * a last one of 0 < n < 8) and 37 wide by 0.3 (AVX-512 blocks whose
-     * columns spread past 16 take the scalar row) */
+     * a last one of 0 < n < 8; AVX2's vectors of 4, the last of 1 < n < 4)
+     * and 37 wide by 0.3 (AVX-512 blocks whose columns spread past 16 take
+     * the scalar row; AVX2 gathers them) */
     static const struct {
         int64_t W;
         float sx;
     } widths[] = {{4, 0.75f}, {13, 2.5f}, {37, 0.3f}};
-    for (int portable = 0; portable <= 1; portable++)
+    for (int path = 0; path <= 2; path++)
         for (size_t wi = 0; wi < UT_COUNTOF(widths); wi++)
             for (int dt = 0; dt < 2; dt++)
                 for (size_t mo = 0; mo < 4; mo++)
-                    resize_last_two_case(dt, modes[mo], 3 + (uint32_t)mo, widths[wi].W, widths[wi].sx, portable);
+                    resize_last_two_case(dt, modes[mo], 3 + (uint32_t)mo, widths[wi].W, widths[wi].sx, path);
 }
 END_TEST
 
