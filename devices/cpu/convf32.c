@@ -6,6 +6,7 @@
 #include "devices/cpu/f4.h"
 #include "devices/cpu/convf32.h"
 #include "devices/cpu/chw.h"
+#include "devices/cpu/kern.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -196,31 +197,16 @@ CF_TARGET static void wino_weights_v16(const dev_cf *cf, const float *w, float *
 static const dev_cf_isa isa_v16 = {16, 7, 2, 8, 2, wino_item_v16, rows_item_v16, flat_item_v16, chan_item_v16,
                                    wino_weights_v16};
 
-static const dev_cf_isa *best_isa(void)
-{
-    return __builtin_cpu_supports("avx512f")                                         ? &isa_v16
-           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &isa_v8
-                                                                                     : &isa_v4;
-}
 #else
 static const dev_cf_isa isa_v8 = {0}, isa_v16 = {0};
-static const dev_cf_isa *best_isa(void) { return &isa_v4; }
 #endif
 
 static atomic_int forced;
 
 void dev_cf_force(int path) { atomic_store(&forced, path); }
 
-/* the instruction set of a new plan: the best, or as forced */
-static const dev_cf_isa *cf_isa(void)
-{
-    const dev_cf_isa *best = best_isa();
-    switch (atomic_load(&forced)) {
-    case 2: return &isa_v4;
-    case 1: return best == &isa_v16 ? &isa_v8 : best;
-    default: return best;
-    }
-}
+/* the instruction set of a new plan, by dev_kpath's number */
+static const dev_cf_isa *const cf_isas[3] = {&isa_v16, &isa_v8, &isa_v4};
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
@@ -318,7 +304,7 @@ static void cf_make_weights(void *ctx, void *out)
 bool dev_cf_choose(dev_cf *cf, int64_t Cg, int64_t H, int64_t W, int64_t G, int64_t Og, int64_t KH, int64_t KW,
                    const int64_t *p, int64_t OH, int64_t OW)
 {
-    const dev_cf_isa *isa = cf_isa();
+    const dev_cf_isa *isa = cf_isas[dev_kpath(atomic_load(&forced))];
     dev_cf c = {.isa = isa, .Cg = Cg, .H = H, .W = W, .Og = Og, .KH = KH, .KW = KW, .OH = OH, .OW = OW,
                 .pt = p[2], .pl = p[3], .G = G, .sh = p[0], .sw = p[1], .dh = p[6], .dw = p[7]};
     const bool unit = p[0] == 1 && p[1] == 1 && p[6] == 1 && p[7] == 1;

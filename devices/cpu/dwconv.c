@@ -378,14 +378,6 @@ DW_GRID_MAX(v8, __attribute__((target("avx2,fma"))), dw_v8, dw_i8, 8)
 DW_GRID_MAX(v16, __attribute__((target("avx512f,fma"))), dw_v16, dw_i16, 16)
 DW_CBMAX(v8, __attribute__((target("avx2,fma"))), dw_v8, dw_i8, 8)
 DW_CBMAX(v16, __attribute__((target("avx512f,fma"))), dw_v16, dw_i16, 16)
-static int best_path(void)
-{
-    return __builtin_cpu_supports("avx512f")                                         ? 0
-           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                                     : 2;
-}
-#else
-static int best_path(void) { return 2; }
 #endif
 
 static const int64_t path_vl[3] = {16, 8, 4};
@@ -434,8 +426,8 @@ bool dev_dw_plan(dev_dw *d, int64_t Cg, int64_t G, unsigned threads)
         return false;
     if (d->OH < 1 || d->OW < 1 || d->KH * d->KW > DW_MAXTAPS)
         return false;
-    const int force = atomic_load(&forced), best = best_path(), layout = atomic_load(&forced_layout);
-    d->path = force > best ? force : best;
+    const int layout = atomic_load(&forced_layout);
+    d->path = dev_kpath(atomic_load(&forced));
     d->vl = path_vl[d->path];
     d->cb = 0;
     d->strips = false;

@@ -299,6 +299,18 @@ int64_t dev_kpieces(int64_t n, int64_t cost, int64_t least, unsigned width)
     return pieces < 2 ? 1 : pieces;
 }
 
+int dev_kpath(int force)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int best = __builtin_cpu_supports("avx512f")                                         ? 0
+                     : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                               : 2;
+#else
+    const int best = 2;
+#endif
+    return force > best ? force : best;
+}
+
 size_t dev_kgrain(int64_t n, int64_t cost, int64_t least, int64_t align)
 {
     const int64_t pieces = dev_kpieces(n, cost, least, dev_par_width());

@@ -168,6 +168,10 @@ void dev_kepi_apply(const dev_kepi *ep, void *c, int64_t row0, int64_t nrows, in
 /* Intra-op parallelism (par.h): a parallel chunk is worth at least this many
  * multiply-adds (~3 us), so that taking it pays for waking a worker. */
 #define DEV_KPAR_MACS (INT64_C(1) << 18)
+/* The vector code a kernel with several builds runs: 0 AVX-512, 1 AVX2 with
+ * FMA, 2 portable; the best this CPU has, or a slower one that a test
+ * forces (force 1: AVX2 at most, 2: portable; 0: the best) */
+int dev_kpath(int force);
 /* The grain for dev_par_for over n items of `cost` work units each: the
  * loop is cut into pieces of at least `least` units, up to 4 per thread of
  * dev_par_width(), and the grain is a quarter of a piece, rounded up to a

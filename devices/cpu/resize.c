@@ -123,9 +123,9 @@ typedef struct bilinear_job {
     void *o;
     int64_t H, W, OH, OW;
     const resize_axis *ry, *rx;
-    /* f32, AVX-512 or AVX2: per output column its lo and hi less the first lo of
-     * its block of 8 (il, ih, 8 * blocks entries); per block whether they
-     * all lie within 16 columns of it */
+    /* f32 in vectors: per output column its lo and hi less the first lo of
+     * its block (8 columns on AVX-512, 4 on AVX2); per block whether they
+     * all lie within twice its width of it */
     const int32_t *il, *ih;
     const uint8_t *near;
 } bilinear_job;
@@ -165,6 +165,23 @@ BILINEAR_FNS(double, f64)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+/* Output row r of the vector rows below: its plane xp, where it goes, its
+ * y and the two input rows it blends */
+typedef struct bilinear_at {
+    const float *xp, *row0, *row1;
+    float *op;
+    int64_t qy;
+    double wy;
+} bilinear_at;
+
+static inline bilinear_at bilinear_row_at(const bilinear_job *j, size_t r)
+{
+    const int64_t p = (int64_t)r / j->OH, qy = (int64_t)r % j->OH;
+    const float *xp = (const float *)j->x + p * j->H * j->W;
+    return (bilinear_at){xp, xp + j->ry->lo[qy] * j->W, xp + j->ry->hi[qy] * j->W, (float *)j->o + (int64_t)r * j->OW,
+                         qy, j->ry->w[qy]};
+}
+
 /* The same sums in double, eight columns a vector: their x from the two
  * input rows by a permutation of the 16 columns from the block's first lo
  * (loaded under a mask up to the row's end), each corner's term 0 where
@@ -177,12 +194,11 @@ __attribute__((target("avx512f"))) static void bilinear_f32_v16(void *arg, size_
     const int64_t W = j->W, OW = j->OW;
     const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1);
     for (size_t r = b; r < e; r++) {
-        const int64_t p = (int64_t)r / j->OH, qy = (int64_t)r % j->OH;
-        const float *xp = (const float *)j->x + p * j->H * W;
-        float *op = (float *)j->o + (int64_t)r * OW;
-        const double y1 = j->ry->w[qy];
-        const __m512d vwy = _mm512_set1_pd(y1), vuy = _mm512_set1_pd(1 - y1);
-        const float *row0 = xp + j->ry->lo[qy] * W, *row1 = xp + j->ry->hi[qy] * W;
+        const bilinear_at a = bilinear_row_at(j, r);
+        const float *xp = a.xp, *row0 = a.row0, *row1 = a.row1;
+        float *op = a.op;
+        const int64_t qy = a.qy;
+        const __m512d vwy = _mm512_set1_pd(a.wy), vuy = _mm512_set1_pd(1 - a.wy);
         for (int64_t qx = 0; qx < OW; qx += 8) {
             const int64_t n = OW - qx < 8 ? OW - qx : 8;
             if (!j->near[qx / 8]) {
@@ -222,12 +238,11 @@ __attribute__((target("avx2"))) static void bilinear_f32_v8(void *arg, size_t b,
     const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (size_t r = b; r < e; r++) {
-        const int64_t p = (int64_t)r / j->OH, qy = (int64_t)r % j->OH;
-        const float *xp = (const float *)j->x + p * j->H * W;
-        float *op = (float *)j->o + (int64_t)r * OW;
-        const double y1 = j->ry->w[qy];
-        const __m256d vwy = _mm256_set1_pd(y1), vuy = _mm256_set1_pd(1 - y1);
-        const float *row0 = xp + j->ry->lo[qy] * W, *row1 = xp + j->ry->hi[qy] * W;
+        const bilinear_at a = bilinear_row_at(j, r);
+        const float *xp = a.xp, *row0 = a.row0, *row1 = a.row1;
+        float *op = a.op;
+        const int64_t qy = a.qy;
+        const __m256d vwy = _mm256_set1_pd(a.wy), vuy = _mm256_set1_pd(1 - a.wy);
         for (int64_t qx = 0; qx < OW; qx += 4) {
             const int64_t n = OW - qx < 4 ? OW - qx : 4;
             if (!j->near[qx / 4]) {
@@ -280,9 +295,9 @@ static bool bilinear_run(dev_kctx *k, const dev_kview *x, void *o, const resize_
     char *tab = NULL;
     size_t tab_bytes = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    const int force = atomic_load(&resize_forced);
-    const bool v16 = force == 0 && __builtin_cpu_supports("avx512f"), v8 = force < 2 && __builtin_cpu_supports("avx2");
-    if (x->dtype == TFVM_F32 && (v16 || v8)) {
+    const int path = dev_kpath(atomic_load(&resize_forced));
+    if (x->dtype == TFVM_F32 && path < 2) {
+        const bool v16 = path == 0;
         /* blocks of 8 columns within 16 of their first lo (AVX-512), or of 4 within 8 (AVX2) */
         const int64_t bw = v16 ? 8 : 4, reach = 2 * bw, blocks = (j.OW + bw - 1) / bw;
         tab_bytes = (size_t)blocks * (size_t)(2 * bw * (int64_t)sizeof(int32_t) + 1);
