@@ -98,6 +98,17 @@ CHW_TARGET static inline void v8_stn(float *p, __m256 v, int64_t n)
     else
         _mm256_maskstore_ps(p, v8_mask(n), v);
 }
+/* The columns of a stride of 2 (the pools): lanes 0, 2, .., 14 (evens) or
+ * 1, 3, .., 15 (odds) of a then b, in the order one in-lane shuffle leaves
+ * them (a0 a2 b0 b2 a4 a6 b4 b6), which v8_unlace puts right (a0 a2 a4 a6 b0
+ * b2 b4 b6): elementwise work between the two, once per result rather than
+ * once per operand */
+CHW_TARGET static inline __m256 v8_evens_laced(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0x88); }
+CHW_TARGET static inline __m256 v8_odds_laced(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0xDD); }
+CHW_TARGET static inline __m256 v8_unlace(__m256 v)
+{
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+}
 /* x < 0 ? 0 : x, as v16_relu */
 CHW_TARGET static inline __m256 v8_relu(__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
 

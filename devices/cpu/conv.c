@@ -1260,7 +1260,7 @@ typedef struct pool2_arg {
     const void *x;
     void *o;
     int64_t H, W, OH, OW;
-    bool avg, avx512, f32; /* avx512: the plan's AVX-512 code (f32) */
+    bool avg, avx512, avx2, f32; /* avx512, avx2: the plan's vector code (f32) */
 } pool2_arg;
 
 /* POOL2 on f32 with AVX-512 (checked at run time): 16 outputs at a time from
@@ -1274,8 +1274,8 @@ typedef struct pool2_arg {
 __attribute__((target("avx512f"), always_inline)) static inline __m512 pool2_vec(__m512 x0, __m512 x1, __m512 x2,
                                                                                   __m512 x3, bool avg)
 {
-    if (avg)
-        return _mm512_div_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), _mm512_set1_ps(4.0f));
+    if (avg) /* times 0.25: the quotient by 4, without a division's cost */
+        return _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), x2), x3), _mm512_set1_ps(0.25f));
     /* vmaxps a, b is a > b ? a : b: the loop's x1 > m ? x1 : m */
     __m512 m = _mm512_max_ps(x1, x0);
     m = _mm512_max_ps(x2, m);
@@ -1330,16 +1330,72 @@ __attribute__((target("avx512f"))) static void pool2_f32_avx512(const pool2_arg 
     }
 }
 
+/* The same on AVX2: 8 outputs at a time from two rows of 16 inputs, their
+ * even and odd columns by chw.h's laced shuffles (put in order once, at
+ * the end); the max as pool2_vec's, NaN put back by a blend. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 pool2_vec8(__m256 x0, __m256 x1, __m256 x2,
+                                                                                __m256 x3, bool avg)
+{
+    if (avg)
+        return _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(x0, x1), x2), x3), _mm256_set1_ps(0.25f));
+    __m256 m = _mm256_max_ps(x1, x0);
+    m = _mm256_max_ps(x2, m);
+    m = _mm256_max_ps(x3, m);
+    const __m256 bad = _mm256_or_ps(_mm256_cmp_ps(x0, x1, _CMP_UNORD_Q), _mm256_cmp_ps(x2, x3, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(m, _mm256_set1_ps(NAN), bad);
+}
+
+/* outputs [ow, ow + n) of a row from its input rows r0, r1 (n <= 8) */
+__attribute__((target("avx2"), always_inline)) static inline void pool2_row8(const float *r0, const float *r1,
+                                                                              float *os, int64_t ow, int64_t n,
+                                                                              bool avg)
+{
+    __m256 a0, a1, b0, b1;
+    if (n == 8) {
+        a0 = _mm256_loadu_ps(r0 + 2 * ow), a1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
+        b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+    } else { /* 2n columns of each row */
+        a0 = v8_ldn(r0 + 2 * ow, 2 * n), b0 = v8_ldn(r1 + 2 * ow, 2 * n);
+        a1 = n > 4 ? v8_ldn(r0 + 2 * ow + 8, 2 * n - 8) : _mm256_setzero_ps();
+        b1 = n > 4 ? v8_ldn(r1 + 2 * ow + 8, 2 * n - 8) : _mm256_setzero_ps();
+    }
+    const __m256 m = pool2_vec8(v8_evens_laced(a0, a1), v8_odds_laced(a0, a1), v8_evens_laced(b0, b1),
+                                v8_odds_laced(b0, b1), avg);
+    if (n == 8)
+        _mm256_storeu_ps(os + ow, v8_unlace(m));
+    else
+        v8_stn(os + ow, v8_unlace(m), n);
+}
+
+__attribute__((target("avx2"))) static void pool2_f32_avx2(const pool2_arg *a, size_t b, size_t e)
+{
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    const float *xs = (const float *)a->x + b * H * W;
+    float *os = (float *)a->o + b * OH * OW;
+    for (size_t pl_ = b; pl_ < e; pl_++, xs += H * W)
+        for (int64_t oh = 0; oh < OH; oh++, os += OW) {
+            const float *r0 = xs + 2 * oh * W, *r1 = r0 + W;
+            int64_t ow = 0;
+            for (; ow + 8 <= OW; ow += 8)
+                pool2_row8(r0, r1, os, ow, 8, a->avg);
+            if (ow < OW && OW >= 8) /* the last 8 again rather than a masked tail: the same values */
+                pool2_row8(r0, r1, os, OW - 8, 8, a->avg);
+            else if (ow < OW)
+                pool2_row8(r0, r1, os, ow, OW - ow, a->avg);
+        }
+}
+
 #else
 static void pool2_f32_avx512(const pool2_arg *a, size_t b, size_t e) { (void)a, (void)b, (void)e; }
+static void pool2_f32_avx2(const pool2_arg *a, size_t b, size_t e) { (void)a, (void)b, (void)e; }
 #endif
 
 static void pool2_planes(void *arg, size_t b, size_t e)
 {
     const pool2_arg *a = arg;
     const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
-    if (a->avx512) {
-        pool2_f32_avx512(a, b, e);
+    if (a->avx512 || a->avx2) {
+        (a->avx512 ? pool2_f32_avx512 : pool2_f32_avx2)(a, b, e);
         return;
     }
     if (a->f32)
@@ -1353,16 +1409,17 @@ static void pool2_planes(void *arg, size_t b, size_t e)
  * resnet's, squeezenet's, shufflenet's) on the planes as they lie.
  * The depthwise kernel it had taken turned each 16 planes into channel
  * blocks and back, three quarters of its time (resnet's 64 x 112 x 112:
- * 284 us against ORT's 200 on one thread). On AVX-512 (elsewhere the
- * depthwise kernel's AVX2 code stays 2.6x faster than a scalar loop):
- * each output row reads its three input rows, 16 outputs from 33 columns
- * of each, the three taps of a row by two-source shuffles. The taps go in row-major order
+ * 284 us against ORT's 200 on one thread). On AVX-512 and AVX2 (without
+ * either the depthwise kernel's portable code): each output row reads its
+ * three input rows, 16 (8) outputs from 33 (17) columns of each, the three
+ * taps of a row by two-source shuffles. The taps go in row-major order
  * with the pool loops' rule (a later element only when greater, NaN when
  * the window holds one; the cells outside x are -inf): their bits. */
 typedef struct pool3_arg {
     const float *x;
     float *o;
     int64_t H, W, OH, OW, pt, pl;
+    bool avx512; /* else AVX2 */
 } pool3_arg;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1413,7 +1470,67 @@ __attribute__((target("avx512f"))) static void pool3_avx512(const pool3_arg *a, 
     }
 }
 
-static void pool3_planes(void *arg, size_t b, size_t e) { pool3_avx512(arg, b, e); }
+/* The same on AVX2, 8 outputs at a time: the first taps of their windows
+ * are the even columns of [w0, w0 + 16), the second the odd ones, the
+ * third the even ones of [w0 + 2, w0 + 18) (chw.h's laced shuffles, put
+ * in order once at the end); loads
+ * inside the row unmasked, those that reach a pad masked to -inf. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 pool3_load8(const float *r, int64_t w0,
+                                                                                 int64_t W, bool inside)
+{
+    if (inside)
+        return _mm256_loadu_ps(r + w0);
+    const int64_t lo = w0 < 0 ? -w0 : 0, hi = W - w0 < 8 ? W - w0 : 8;
+    const __m256i m = _mm256_andnot_si256(v8_mask(lo), v8_mask(hi));
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY),
+                            _mm256_maskload_ps((const float *)((uintptr_t)r + (uintptr_t)w0 * sizeof *r), m),
+                            _mm256_castsi256_ps(m));
+}
+
+/* outputs [ow, ow + n) of output row oh, n <= 8; inside: every load
+ * within the row (a constant where this is inlined: the interior's code
+ * has no masks) */
+__attribute__((target("avx2"), always_inline)) static inline void pool3_vec8(const pool3_arg *a, const float *xs,
+                                                                              float *os, int64_t oh, int64_t ow,
+                                                                              int64_t n, bool inside)
+{
+    const int64_t H = a->H, W = a->W, w0 = 2 * ow - a->pl; /* the window of output ow + k starts at w0 + 2k */
+    __m256 m = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+    for (int64_t h = 2 * oh - a->pt; h < 2 * oh - a->pt + 3; h++) {
+        if (h < 0 || h >= H)
+            continue;
+        const float *r = xs + h * W;
+        const __m256 l0 = pool3_load8(r, w0, W, inside), l1 = pool3_load8(r, w0 + 8, W, inside);
+        const __m256 s0 = pool3_load8(r, w0 + 2, W, inside), s1 = pool3_load8(r, w0 + 10, W, inside);
+        const __m256 t0 = v8_evens_laced(l0, l1), t1 = v8_odds_laced(l0, l1), t2 = v8_evens_laced(s0, s1);
+        m = _mm256_max_ps(t2, _mm256_max_ps(t1, _mm256_max_ps(t0, m)));
+        bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(t0, t1, _CMP_UNORD_Q), _mm256_cmp_ps(t2, t2, _CMP_UNORD_Q)));
+    }
+    v8_stn(os + ow, v8_unlace(_mm256_blendv_ps(m, _mm256_set1_ps(NAN), bad)), n);
+}
+
+__attribute__((target("avx2"))) static void pool3_avx2(const pool3_arg *a, size_t b, size_t e)
+{
+    const int64_t H = a->H, W = a->W, OH = a->OH, OW = a->OW;
+    for (size_t pl_ = b; pl_ < e; pl_++) {
+        const float *xs = a->x + (int64_t)pl_ * H * W;
+        float *os = a->o + (int64_t)pl_ * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++, os += OW)
+            for (int64_t ow = 0; ow < OW; ow += 8) {
+                const int64_t w0 = 2 * ow - a->pl, n = OW - ow < 8 ? OW - ow : 8;
+                if (w0 >= 0 && w0 + 18 <= W && n == 8)
+                    pool3_vec8(a, xs, os, oh, ow, 8, true);
+                else
+                    pool3_vec8(a, xs, os, oh, ow, n, false);
+            }
+    }
+}
+
+static void pool3_planes(void *arg, size_t b, size_t e)
+{
+    const pool3_arg *a = arg;
+    (a->avx512 ? pool3_avx512 : pool3_avx2)(a, b, e);
+}
 #else
 static void pool3_planes(void *arg, size_t b, size_t e) { (void)arg, (void)b, (void)e; }
 #endif
@@ -1637,13 +1754,13 @@ tfvm_status dev_cpu_pool(dev_kctx *k, const dev_kview *in, dev_value *out)
         return TFVM_OK;
     }
     if (plan.kernel == DEV_POOL_2X2) {
-        pool2_arg a = {x->data, o, H, W, OH, OW, avg, plan.avx512, x->dtype == TFVM_F32};
+        pool2_arg a = {x->data, o, H, W, OH, OW, avg, plan.avx512, plan.avx2, x->dtype == TFVM_F32};
         dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), pool2_planes, &a);
         *out = r;
         return TFVM_OK;
     }
     if (plan.kernel == DEV_POOL_3X3) {
-        pool3_arg a = {x->data, o, H, W, OH, OW, pt, pl};
+        pool3_arg a = {x->data, o, H, W, OH, OW, pt, pl, plan.avx512};
         dev_par_for((size_t)plan.planes, dev_kgrain(plan.planes, plan.plane, DEV_POOL2_LEAST, 1), pool3_planes, &a);
         *out = r;
         return TFVM_OK;

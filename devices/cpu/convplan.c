@@ -10,14 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-static bool have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-static bool have_avx2(void) { return __builtin_cpu_supports("avx2"); }
-#else
-static bool have_avx512(void) { return false; }
-static bool have_avx2(void) { return false; }
-#endif
-
 /* ---- Convolutions ---------------------------------------------------------------- */
 
 /* The transposed product's rows per stack, at most (conv.c: "Few output
@@ -265,19 +257,16 @@ static atomic_bool pool_forced;
 
 void dev_pool_force_grid(bool on) { atomic_store(&pool_forced, on); }
 
-static atomic_bool pool_portable;
+static atomic_int pool_path;
 
-void dev_pool_force_portable(bool on) { atomic_store(&pool_portable, on); }
-
-static atomic_bool pool_avx2;
-
-void dev_pool_force_avx2(bool on) { atomic_store(&pool_avx2, on); }
+void dev_pool_force(int path) { atomic_store(&pool_path, path); }
 
 void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int64_t *p, int64_t OH, int64_t OW,
                         unsigned threads, dev_pool_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     plan->threads = threads ? threads : 1;
+    const int path = dtype == TFVM_F32 ? dev_kpath(atomic_load(&pool_path)) : 2; /* the f32 kernels' vector build */
     const int64_t N = xdims[0], C = xdims[1], H = xdims[2], W = xdims[3];
     const int64_t kh = p[0], kw = p[1], sh = p[2], sw = p[3], pt = p[4], pl = p[5], pb = p[6], pr = p[7];
     const int64_t dh = p[8], dw = p[9];
@@ -289,14 +278,17 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
     if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && !pt && !pl && !pb && !pr && dh == 1 && dw == 1 && !ceil_mode &&
         dev_kfloat(dtype)) {
         plan->kernel = DEV_POOL_2X2;
-        plan->avx512 = dtype == TFVM_F32 && have_avx512();
+        plan->avx512 = path == 0;
+        plan->avx2 = path == 1;
         plan->planes = N * C;
         plan->plane = OH * OW;
         return;
     }
-    if (dtype == TFVM_F32 && !avg && kh == 3 && kw == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 &&
-        have_avx512() && !atomic_load(&pool_forced)) {
+    if (dtype == TFVM_F32 && !avg && kh == 3 && kw == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && path < 2 &&
+        !atomic_load(&pool_forced)) {
         plan->kernel = DEV_POOL_3X3;
+        plan->avx512 = path == 0;
+        plan->avx2 = path == 1;
         plan->planes = N * C;
         plan->plane = OH * OW;
         return;
@@ -318,8 +310,8 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
         plan->kernel = DEV_POOL_AVG;
         plan->Hp = Hp;
         plan->Wp = Wp;
-        plan->avx2 = dtype == TFVM_F32 && have_avx2() && !atomic_load(&pool_portable);
-        plan->avx512 = plan->avx2 && sh == 1 && sw == 1 && have_avx512() && !atomic_load(&pool_avx2);
+        plan->avx512 = path == 0 && sh == 1 && sw == 1;
+        plan->avx2 = path < 2 && !plan->avx512;
         plan->planes = N * C;
         plan->plane = OH * OW;
         return;
@@ -552,8 +544,10 @@ const char *dev_pool_plan_str(const dev_pool_plan *plan, bool batch_known, char 
         buf[0] = '\0';
     switch (plan->kernel) {
     case DEV_POOL_EMPTY: put(&b, "empty result, nothing to compute"); break;
-    case DEV_POOL_2X2: put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : "portable"); break;
-    case DEV_POOL_3X3: put(&b, "3x3 max windows at stride 2, AVX-512"); break;
+    case DEV_POOL_2X2:
+        put(&b, "2x2 windows at stride 2, %s", plan->avx512 ? "AVX-512" : plan->avx2 ? "AVX2" : "portable");
+        break;
+    case DEV_POOL_3X3: put(&b, "3x3 max windows at stride 2, %s", plan->avx512 ? "AVX-512" : "AVX2"); break;
     case DEV_POOL_GRID:
         put(&b, "depthwise max, ");
         dw_words(&b, &plan->dw);

@@ -87,8 +87,8 @@ typedef enum dev_pool_kernel {
 
 typedef struct dev_pool_plan {
     dev_pool_kernel kernel;
-    bool avx512; /* 2X2 on f32, AVG on f32 at unit strides: the AVX-512 code */
-    bool avx2;   /* AVG on f32: the AVX2 code */
+    bool avx512; /* 2X2, 3X3, and AVG at unit strides, on f32: the AVX-512 code */
+    bool avx2;   /* 2X2, 3X3, AVG on f32: the AVX2 code (where avx512 is not) */
     unsigned threads;
     int64_t planes, plane; /* 2X2, 3X3, AVG: N x C planes in parallel, OH x OW each */
     dev_dw dw;   /* GRID */
@@ -107,10 +107,9 @@ void dev_pool_plan_make(uint8_t dtype, bool avg, const int64_t *xdims, const int
 /* For tests: an f32 MAXPOOL that 3X3 would take goes to the depthwise
  * kernel (GRID) instead while on */
 void dev_pool_force_grid(bool on);
-/* For tests: AVG on f32 takes the portable code while on */
-void dev_pool_force_portable(bool on);
-/* For tests: AVG on f32 takes the AVX2 code where AVX-512 would serve */
-void dev_pool_force_avx2(bool on);
+/* For tests: the f32 pools' vector build (dev_kpath: 0 the best the CPU
+ * has, 1 AVX2 at most, 2 portable; 3X3 has no portable build: GRID) */
+void dev_pool_force(int path);
 
 /* The plans in words, as `tfvm check` prints them after "cpu: " (docs/check.md):
  * "Winograd F(2x2, 3x3), AVX-512; 2 threads: 4 images in parallel". With

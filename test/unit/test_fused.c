@@ -528,33 +528,38 @@ START_TEST(test_maxpool_grid)
 END_TEST
 
 /* The 3x3 stride-2 max pools of mp_cases (and one below: pads of 2 and 1,
- * ceil mode, rows of 7) on the planes as they lie where the CPU has
- * AVX-512 (elsewhere the depthwise kernel, which the plan says), against
- * the f64 pool loops. */
+ * ceil mode, rows of 7) on the planes as they lie, on each vector build
+ * the CPU has (AVX-512, AVX2; without either the depthwise kernel, which
+ * the plan says), against the f64 pool loops. */
 START_TEST(test_maxpool_3x3)
 {
     const int64_t p[12] = {3, 3, 2, 2, 2, 1, 2, 0, 1, 1, 1, 0}, xs[4] = {2, 3, 9, 7};
-    dev_pool_plan plan;
-    dev_pool_plan_make(F32, false, DIMS(1, 64, 112, 112), DIMS(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0), 56, 56, 1, &plan);
-#if defined(__x86_64__) && defined(__GNUC__)
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-    const bool avx512 = false;
-#endif
-    ck_assert_int_eq(plan.kernel, avx512 ? DEV_POOL_3X3 : DEV_POOL_GRID);
-    if (!avx512)
-        fprintf(stderr, "test_maxpool_3x3: no AVX-512 here: the depthwise kernel's 3x3 pools checked instead\n");
-    maxpool_cases("3x3", 0, 0);
-    dev_value x = randt(F32, 4, xs, 7), xd = tf(F64, 4, xs, NULL, 0), o, od;
-    for (int64_t i = 0; i < x.u.t->count; i++)
-        ((double *)xd.u.t->data)[i] = ((float *)x.u.t->data)[i];
-    ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(p, 12)), TFVM_OK);
-    ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(p, 12)), TFVM_OK);
-    ck_assert_int_eq(o.u.t->count, od.u.t->count);
-    for (int64_t i = 0; i < o.u.t->count; i++)
-        ck_assert_msg(((float *)o.u.t->data)[i] == ((double *)od.u.t->data)[i], "pads 2: element %lld", (long long)i);
-    dev_value_release(&o);
-    dev_value_release(&od);
+    for (int path = 0; path <= 2; path++) {
+        dev_pool_force(path);
+        const int took = dev_kpath(path);
+        if (path && took != path)
+            continue; /* the CPU's best was checked as path 0 */
+        dev_pool_plan plan;
+        dev_pool_plan_make(F32, false, DIMS(1, 64, 112, 112), DIMS(3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0), 56, 56, 1,
+                           &plan);
+        ck_assert_int_eq(plan.kernel, took < 2 ? DEV_POOL_3X3 : DEV_POOL_GRID);
+        ck_assert_int_eq(plan.avx512, took == 0);
+        char what[32];
+        snprintf(what, sizeof what, "3x3 path %d", took);
+        maxpool_cases(what, 0, 0);
+        dev_value x = randt(F32, 4, xs, 7), xd = tf(F64, 4, xs, NULL, 0), o, od;
+        for (int64_t i = 0; i < x.u.t->count; i++)
+            ((double *)xd.u.t->data)[i] = ((float *)x.u.t->data)[i];
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &o, x, ivec(p, 12)), TFVM_OK);
+        ck_assert_int_eq(C(ISA_MAXPOOL, 0, &od, xd, ivec(p, 12)), TFVM_OK);
+        ck_assert_int_eq(o.u.t->count, od.u.t->count);
+        for (int64_t i = 0; i < o.u.t->count; i++)
+            ck_assert_msg(((float *)o.u.t->data)[i] == ((double *)od.u.t->data)[i], "%s, pads 2: element %lld", what,
+                          (long long)i);
+        dev_value_release(&o);
+        dev_value_release(&od);
+    }
+    dev_pool_force(0);
 }
 END_TEST
 
@@ -613,8 +618,7 @@ START_TEST(test_avgpool_rows)
     for (size_t ci = 0; ci < UT_COUNTOF(ap_cases); ci++)
         for (int di = 0; di < 4; di++) {
             const uint8_t dt = di == 3 ? F64 : F32;
-            dev_pool_force_avx2(di == 1);
-            dev_pool_force_portable(di == 2);
+            dev_pool_force(di < 3 ? di : 0);
             const int64_t *p = ap_cases[ci].p, N = ap_cases[ci].x[0], Cc = ap_cases[ci].x[1];
             const int64_t H = ap_cases[ci].x[2], W = ap_cases[ci].x[3];
             dev_pool_plan plan;
@@ -638,8 +642,7 @@ START_TEST(test_avgpool_rows)
             same_bits(&o, &want, what);
             dev_value_release(&x);
         }
-    dev_pool_force_avx2(false);
-    dev_pool_force_portable(false);
+    dev_pool_force(0);
 }
 END_TEST
 
@@ -1979,50 +1982,60 @@ START_TEST(test_pool2)
 }
 END_TEST
 
-/* The 2x2 stride-2 windows on f32 (AVX-512 where the CPU has it) against
- * the loop's rules, bit for bit: the first of equal elements (+0 and -0),
- * NaN when the window holds one, sums in order; odd widths, rows of more
- * than 16 outputs. */
+/* The 2x2 stride-2 windows on f32 (on each vector build the CPU has:
+ * AVX-512, AVX2, portable) against the loop's rules, bit for bit: the
+ * first of equal elements (+0 and -0), NaN when the window holds one, sums
+ * in order; odd widths, rows of more than 16 outputs, rows of 1 to 7. */
 START_TEST(test_pool2_f32)
 {
-    static const int64_t shapes[][4] = {{2, 3, 6, 40}, {1, 2, 5, 33}, {1, 1, 4, 4}, {3, 2, 14, 14}, {1, 1, 2, 66}};
-    for (size_t si = 0; si < UT_COUNTOF(shapes); si++)
-        for (int avg = 0; avg <= 1; avg++) {
-            dev_value x = randt(F32, 4, shapes[si], (unsigned)si + 20), o;
-            float *xv = x.u.t->data;
-            for (int64_t i = 0; i < x.u.t->count; i++)
-                if (si % 3 == 0) /* windows of +0, -0 and -1: which zero comes first decides */
-                    xv[i] = (i * 7 / 3) % 3 == 0 ? -0.0f : (i * 5 / 2) % 3 == 1 ? 0.0f : -1.0f;
-                else if (i % 13 == 5)
-                    xv[i] = NAN;
-                else if (i % 7 == 2)
-                    xv[i] = i % 2 ? -0.0f : 0.0f;
-            const int64_t H = shapes[si][2], W = shapes[si][3], OH = H / 2, OW = W / 2;
-            const int64_t planes = shapes[si][0] * shapes[si][1];
-            static float want[8192];
-            for (int64_t pl = 0; pl < planes; pl++)
-                for (int64_t oh = 0; oh < OH; oh++)
-                    for (int64_t ow = 0; ow < OW; ow++) {
-                        const float *r0 = xv + (pl * H + 2 * oh) * W + 2 * ow, *r1 = r0 + W;
-                        const float x0 = r0[0], x1 = r0[1], x2 = r1[0], x3 = r1[1];
-                        float m = x0;
-                        if (avg) {
-                            m = (((x0 + x1) + x2) + x3) / 4;
-                        } else {
-                            m = x1 > m ? x1 : m;
-                            m = x2 > m ? x2 : m;
-                            m = x3 > m ? x3 : m;
-                            if (isnan(x0) || isnan(x1) || isnan(x2) || isnan(x3))
-                                m = NAN;
+    static const int64_t shapes[][4] = {{2, 3, 6, 40}, {1, 2, 5, 33}, {1, 1, 4, 4},  {3, 2, 14, 14},
+                                        {1, 1, 2, 66}, {1, 3, 6, 3},  {2, 2, 4, 11}, {1, 2, 8, 18}};
+    for (int path = 0; path <= 2; path++)
+        for (size_t si = 0; si < UT_COUNTOF(shapes); si++)
+            for (int avg = 0; avg <= 1; avg++) {
+                dev_pool_force(path);
+                dev_pool_plan plan;
+                dev_pool_plan_make(F32, avg, shapes[si], DIMS(2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 0, 0), shapes[si][2] / 2,
+                                   shapes[si][3] / 2, 1, &plan);
+                ck_assert_int_eq(plan.kernel, DEV_POOL_2X2);
+                ck_assert_int_eq(plan.avx512, dev_kpath(path) == 0);
+                ck_assert_int_eq(plan.avx2, dev_kpath(path) == 1);
+                dev_value x = randt(F32, 4, shapes[si], (unsigned)si + 20), o;
+                float *xv = x.u.t->data;
+                for (int64_t i = 0; i < x.u.t->count; i++)
+                    if (si % 3 == 0) /* windows of +0, -0 and -1: which zero comes first decides */
+                        xv[i] = (i * 7 / 3) % 3 == 0 ? -0.0f : (i * 5 / 2) % 3 == 1 ? 0.0f : -1.0f;
+                    else if (i % 13 == 5)
+                        xv[i] = NAN;
+                    else if (i % 7 == 2)
+                        xv[i] = i % 2 ? -0.0f : 0.0f;
+                const int64_t H = shapes[si][2], W = shapes[si][3], OH = H / 2, OW = W / 2;
+                const int64_t planes = shapes[si][0] * shapes[si][1];
+                static float want[8192];
+                for (int64_t pl = 0; pl < planes; pl++)
+                    for (int64_t oh = 0; oh < OH; oh++)
+                        for (int64_t ow = 0; ow < OW; ow++) {
+                            const float *r0 = xv + (pl * H + 2 * oh) * W + 2 * ow, *r1 = r0 + W;
+                            const float x0 = r0[0], x1 = r0[1], x2 = r1[0], x3 = r1[1];
+                            float m = x0;
+                            if (avg) {
+                                m = (((x0 + x1) + x2) + x3) / 4;
+                            } else {
+                                m = x1 > m ? x1 : m;
+                                m = x2 > m ? x2 : m;
+                                m = x3 > m ? x3 : m;
+                                if (isnan(x0) || isnan(x1) || isnan(x2) || isnan(x3))
+                                    m = NAN;
+                            }
+                            want[(pl * OH + oh) * OW + ow] = m;
                         }
-                        want[(pl * OH + oh) * OW + ow] = m;
-                    }
-            ck_assert_int_eq(C(avg ? ISA_AVGPOOL : ISA_MAXPOOL, 0, &o, x, IV(2, 2, 2, 2, 0, 0, 0, 0)), TFVM_OK);
-            ck_assert_int_eq(o.u.t->count, planes * OH * OW);
-            ck_assert_msg(memcmp(o.u.t->data, want, (size_t)o.u.t->count * sizeof(float)) == 0,
-                          "shape %zu %s: results differ", si, avg ? "avgpool" : "maxpool");
-            dev_value_release(&o);
-        }
+                ck_assert_int_eq(C(avg ? ISA_AVGPOOL : ISA_MAXPOOL, 0, &o, x, IV(2, 2, 2, 2, 0, 0, 0, 0)), TFVM_OK);
+                ck_assert_int_eq(o.u.t->count, planes * OH * OW);
+                ck_assert_msg(memcmp(o.u.t->data, want, (size_t)o.u.t->count * sizeof(float)) == 0,
+                              "path %d shape %zu %s: results differ", path, si, avg ? "avgpool" : "maxpool");
+                dev_value_release(&o);
+            }
+    dev_pool_force(0);
 }
 END_TEST
 
