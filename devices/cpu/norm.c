@@ -110,6 +110,20 @@ __attribute__((target("avx512f"))) static void ln_affine_avx512(float *restrict 
         _mm512_mask_storeu_ps(y + i, k, bi ? _mm512_add_ps(w, _mm512_maskz_loadu_ps(k, bi + i)) : w);
     }
 }
+/* the same 8 lanes at a time; returns how many elements it did */
+__attribute__((target("avx2"))) static int64_t ln_affine_avx2(float *restrict y, const float *restrict x, float m,
+                                                             float inv, const float *restrict sc,
+                                                             const float *restrict bi, int64_t n)
+{
+    const __m256 mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), iv);
+        const __m256 w = _mm256_mul_ps(c, _mm256_loadu_ps(sc + i));
+        _mm256_storeu_ps(y + i, bi ? _mm256_add_ps(w, _mm256_loadu_ps(bi + i)) : w);
+    }
+    return i;
+}
 #endif
 
 /* y = (x - m) * inv * sc + bi over n elements, each step rounded to f32;
@@ -123,6 +137,8 @@ static void ln_affine_f32(float *restrict y, const float *restrict x, float m, f
         ln_affine_avx512(y, x, m, inv, sc, bi, n);
         return;
     }
+    if (__builtin_cpu_supports("avx2"))
+        i = ln_affine_avx2(y, x, m, inv, sc, bi, n);
 #endif
     const dev_f4 mv = {m, m, m, m}, iv = {inv, inv, inv, inv};
     for (; i + 4 <= n; i += 4) {

@@ -153,8 +153,6 @@ double dev_mean_sq_run_f64(const double *x, double m, int64_t n)
  * branch per lane): x - max is then at most 0 wherever it is a number. A
  * NaN in x makes every exp and so the whole softmax NaN, whichever maximum
  * it leaves. */
-typedef float red_v8f __attribute__((vector_size(32)));
-typedef int32_t red_v8i __attribute__((vector_size(32)));
 static float max_f32_scalar(const float *x, int64_t n)
 {
     float m = x[0];
@@ -165,20 +163,23 @@ static float max_f32_scalar(const float *x, int64_t n)
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static float max_f32_avx2(const float *x, int64_t n)
 {
-    float m = x[0];
+    __m256 a = _mm256_set1_ps(-INFINITY), b = a;
     int64_t j = 0;
-    if (n >= 8) {
-        red_v8f v;
-        memcpy(&v, x, sizeof v);
-        for (j = 8; j + 8 <= n; j += 8) {
-            red_v8f u;
-            memcpy(&u, x + j, sizeof u);
-            const red_v8i gt = u > v;
-            v = (red_v8f)(((red_v8i)u & gt) | ((red_v8i)v & ~gt));
-        }
-        for (int l = 0; l < 8; l++)
-            m = v[l] > m ? v[l] : m;
+    for (; j + 16 <= n; j += 16) {
+        a = _mm256_max_ps(a, _mm256_loadu_ps(x + j));
+        b = _mm256_max_ps(b, _mm256_loadu_ps(x + j + 8));
     }
+    a = _mm256_max_ps(a, b);
+    if (j + 8 <= n) {
+        a = _mm256_max_ps(a, _mm256_loadu_ps(x + j));
+        j += 8;
+    }
+    const __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    float l[4], m;
+    _mm_storeu_ps(l, h);
+    m = l[0] > l[1] ? l[0] : l[1];
+    m = l[2] > m ? l[2] : m;
+    m = l[3] > m ? l[3] : m;
     for (; j < n; j++)
         m = x[j] > m ? x[j] : m;
     return m;
@@ -219,18 +220,29 @@ __attribute__((target("avx512f"))) static void scale_f32_avx512(float *o, int64_
         _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, o + j), v));
     }
 }
+__attribute__((target("avx2"))) static int64_t scale_f32_avx2(float *o, int64_t n, float s)
+{
+    const __m256 v = _mm256_set1_ps(s);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(o + j), v));
+    return j;
+}
 #else
 static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
 #endif
 static void scale_f32(float *o, int64_t n, float s)
 {
+    int64_t j = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx512f")) {
         scale_f32_avx512(o, n, s);
         return;
     }
+    if (__builtin_cpu_supports("avx2"))
+        j = scale_f32_avx2(o, n, s);
 #endif
-    for (int64_t j = 0; j < n; j++)
+    for (; j < n; j++)
         o[j] *= s;
 }
 
