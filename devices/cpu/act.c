@@ -42,6 +42,10 @@ static inline float pt_pow2(float p, float t)
     const int32_t n = (int32_t)(pt_f_bits(t) - pt_f_bits(0x1.8p23f)), n1 = n / 2, n2 = n - n1;
     return p * pt_bits_f((uint32_t)(n1 + 127) << 23) * pt_bits_f((uint32_t)(n2 + 127) << 23);
 }
+static inline float pt_pow2n(float p, float t)
+{
+    return p * pt_bits_f((pt_f_bits(t) - pt_f_bits(0x1.8p23f) + 127u) << 23);
+}
 /* m in [sqrt(1/2), sqrt(2)) and e with x = m 2^e, for x > 0 normal */
 static inline void pt_logsplit(float x, float *m, float *e)
 {
@@ -71,10 +75,12 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #define VCOPYSIGN(m, x) copysignf(m, x)
 #define VSEL_LT(a, b, x, y) ((a) < (b) ? (x) : (y))
 #define VANY_LT(a, b) ((a) < (b))
+#define VANY_OUT(a, lo, hi) ((a) < (lo) || (a) > (hi))
 #define VSEL_NGE(a, b, x, y) (!((a) >= (b)) ? (x) : (y))
 #define VSEL_NLE(a, b, x, y) (!((a) <= (b)) ? (x) : (y))
 #define VNANFIX(x, r) (isnan(x) ? (x) + (x) : (r))
 #define VPOW2(p, t) pt_pow2(p, t)
+#define VPOW2N(p, t) pt_pow2n(p, t)
 #define ACT_TARGET
 #define ACT_SFX(f) pt_##f
 #include "devices/cpu/act_body.h"
@@ -93,10 +99,12 @@ static inline void pt_logsplit(float x, float *m, float *e)
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VANY_LT
+#undef VANY_OUT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VPOW2N
 #undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX
@@ -155,6 +163,11 @@ A2 static inline __m256 a2_pow2(__m256 p, __m256 t)
     const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, b), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
+A2 static inline __m256 a2_pow2n(__m256 p, __m256 t)
+{
+    const __m256i n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(_mm256_set1_ps(0x1.8p23f)));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23)));
+}
 A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 {
     const __m256i b = _mm256_castps_si256(x);
@@ -181,10 +194,13 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #define VCOPYSIGN(m, x) _mm256_or_ps(m, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
 #define VSEL_LT(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ))
 #define VANY_LT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)) != 0)
+#define VANY_OUT(a, lo, hi) \
+    (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(a, lo, _CMP_LT_OQ), _mm256_cmp_ps(a, hi, _CMP_GT_OQ))) != 0)
 #define VSEL_NGE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NGE_UQ))
 #define VSEL_NLE(a, b, x, y) _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_NLE_UQ))
 #define VNANFIX(x, r) _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q))
 #define VPOW2(p, t) a2_pow2(p, t)
+#define VPOW2N(p, t) a2_pow2n(p, t)
 #define ACT_TARGET A2
 #define ACT_SFX(f) a2_##f
 #include "devices/cpu/act_body.h"
@@ -203,10 +219,12 @@ A2 static inline void a2_logsplit(__m256 x, __m256 *m, __m256 *e)
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VANY_LT
+#undef VANY_OUT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VPOW2N
 #undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX
@@ -320,10 +338,12 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
                                         _mm512_castps_si512(a5_bits(x, 0x80000000u, 0))))
 #define VSEL_LT(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), y, x)
 #define VANY_LT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ) != 0)
+#define VANY_OUT(a, lo, hi) ((_mm512_cmp_ps_mask(a, lo, _CMP_LT_OQ) | _mm512_cmp_ps_mask(a, hi, _CMP_GT_OQ)) != 0)
 #define VSEL_NGE(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_NGE_UQ), y, x)
 #define VSEL_NLE(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ), y, x)
 #define VNANFIX(x, r) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, _mm512_add_ps(x, x))
 #define VPOW2(p, t) a5_pow2(p, t)
+#define VPOW2N(p, t) a5_pow2(p, t)
 #define ACT_TARGET A5
 #define ACT_SFX(f) a5_##f
 #include "devices/cpu/act_body.h"
@@ -342,10 +362,12 @@ A5 static inline void a5_logsplit(__m512 x, __m512 *m, __m512 *e)
 #undef VCOPYSIGN
 #undef VSEL_LT
 #undef VANY_LT
+#undef VANY_OUT
 #undef VSEL_NGE
 #undef VSEL_NLE
 #undef VNANFIX
 #undef VPOW2
+#undef VPOW2N
 #undef VLOGSPLIT
 #undef ACT_TARGET
 #undef ACT_SFX

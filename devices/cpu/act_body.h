@@ -5,8 +5,11 @@
  * put back at the end), VABS, VNEG, VNABS (-|x|), VCOPYSIGN(m, x) (m >= 0 with
  * x's sign),
  * VSEL_LT(a, b, x, y) = a < b ? x : y, VANY_LT(a, b) = whether a < b in any lane,
+ * VANY_OUT(a, lo, hi) = whether a < lo or a > hi in any lane,
  * VNANFIX(x, r) = x is NaN ? x + x : r,
- * VPOW2(t) = 2^n for t = 0x1.8p23 + n; ACT_TARGET, ACT_SFX. Every lane is
+ * VPOW2(p, t) = p 2^n for t = 0x1.8p23 + n, rounded once (n in [-150,
+ * 128]), VPOW2N(p, t) the same for n in [-126, 127] (2^n a normal float:
+ * one product); ACT_TARGET, ACT_SFX. Every lane is
  * computed the same way, so an element's result never depends on its
  * position or the array's length. */
 
@@ -14,8 +17,9 @@
  * result is 0 or inf), x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts,
  * the first with 13 significant bits so that n ln2hi is exact), exp(r) by a
  * degree-6 polynomial fitted for relative error (0.05 ulp before rounding),
- * times 2^n as two factors 2^(n/2) so that a denormal result is rounded once. */
-ACT_TARGET static inline VF ACT_SFX(exp_clamped)(VF x)
+ * times 2^n as two factors 2^(n/2) so that a denormal result is rounded once.
+ * exp_poly: p = exp(r) and t = 0x1.8p23 + n. */
+ACT_TARGET static inline VF ACT_SFX(exp_poly)(VF x, VF *t_)
 {
     const VF shift = VSET(0x1.8p23f);
     const VF t = VFMA(x, VSET(0x1.715476p0f), shift);
@@ -29,7 +33,25 @@ ACT_TARGET static inline VF ACT_SFX(exp_clamped)(VF x)
     p = VFMA(p, r, VSET(0x1.fffffcp-2f));
     p = VFMA(p, r, VSET(1.0f));
     p = VFMA(p, r, VSET(1.0f));
+    *t_ = t;
+    return p;
+}
+ACT_TARGET static inline VF ACT_SFX(exp_clamped)(VF x)
+{
+    VF t;
+    const VF p = ACT_SFX(exp_poly)(x, &t);
     return VPOW2(p, t);
+}
+/* The same for x in [-87, 88] (a NaN lane: any result, the caller's to
+ * replace): n is then in [-126, 127], 2^n a normal float, and p 2^n one
+ * product, rounded once as VPOW2's two factors round it: the same bits,
+ * and the clamps not needed (on AVX2 exp, sigmoid, SiLU, tanh and GELU
+ * 11-20% faster; checked bit for bit over every f32 against the two) */
+ACT_TARGET static inline VF ACT_SFX(exp_normal)(VF x)
+{
+    VF t;
+    const VF p = ACT_SFX(exp_poly)(x, &t);
+    return VPOW2N(p, t);
 }
 
 /* A vector with lanes below -104, whose result is +0 (exp_clamped(-104)
@@ -37,8 +59,10 @@ ACT_TARGET static inline VF ACT_SFX(exp_clamped)(VF x)
  * their 2^n factors would underflow, and an underflow costs a microcode
  * assist on x86 for the whole vector (a causal mask's -3.4e38 in half of an
  * attention's scores made its SOFTMAX 3.5x slower than unmasked ones). The
- * same results; other vectors pay one compare. */
-ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
+ * same results; other vectors pay one compare. Vectors whose lanes all lie
+ * in [-87, 88] take exp_normal; the others these, out of line (inlined,
+ * they had GCC call erf rather than inline it: GELU 17% slower). */
+ACT_TARGET __attribute__((noinline, cold)) static VF ACT_SFX(exp_wide)(VF x)
 {
     const VF lo = VSET(-104.0f);
     if (!VANY_LT(x, lo))
@@ -46,15 +70,23 @@ ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
     const VF e = ACT_SFX(exp_clamped)(VMAX(VMIN(VSEL_LT(x, lo, VSET(0.0f), x), VSET(89.0f)), lo));
     return VSEL_LT(x, lo, VSET(0.0f), e);
 }
-
-/* exp_core of x <= 0 (or NaN, whose result the caller replaces): only the
- * lower clamp can apply */
-ACT_TARGET static inline VF ACT_SFX(exp_core_neg)(VF x)
+ACT_TARGET __attribute__((noinline, cold)) static VF ACT_SFX(exp_wide_neg)(VF x)
 {
     const VF lo = VSET(-104.0f);
     if (!VANY_LT(x, lo))
         return ACT_SFX(exp_clamped)(VMAX(x, lo));
     return VSEL_LT(x, lo, VSET(0.0f), ACT_SFX(exp_clamped)(VSEL_LT(x, lo, VSET(0.0f), x)));
+}
+ACT_TARGET static inline VF ACT_SFX(exp_core)(VF x)
+{
+    return VANY_OUT(x, VSET(-87.0f), VSET(88.0f)) ? ACT_SFX(exp_wide)(x) : ACT_SFX(exp_normal)(x);
+}
+
+/* exp_core of x <= 0 (or NaN, whose result the caller replaces): only the
+ * lower clamp can apply */
+ACT_TARGET static inline VF ACT_SFX(exp_core_neg)(VF x)
+{
+    return VANY_LT(x, VSET(-87.0f)) ? ACT_SFX(exp_wide_neg)(x) : ACT_SFX(exp_normal)(x);
 }
 
 ACT_TARGET static inline VF ACT_SFX(exp)(VF x) { return VNANFIX(x, ACT_SFX(exp_core)(x)); }
@@ -110,7 +142,7 @@ ACT_TARGET static inline VF ACT_SFX(tanh)(VF x)
     p = VFMA(p, u, VSET(0x1.110db8p-3f));
     p = VFMA(p, u, VSET(-0x1.55554ap-2f));
     const VF small = VFMA(VMUL(a, u), p, a);
-    const VF e = ACT_SFX(exp_clamped)(VMUL(VMIN(a, VSET(9.1f)), VSET(2.0f)));
+    const VF e = ACT_SFX(exp_normal)(VMUL(VMIN(a, VSET(9.1f)), VSET(2.0f))); /* (at most 18.2) */
     const VF big = VSUB(VSET(1.0f), VDIV(VSET(2.0f), VADD(e, VSET(1.0f))));
     return VNANFIX(x, VCOPYSIGN(VSEL_LT(a, VSET(0.75f), small, big), x));
 }
