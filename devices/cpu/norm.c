@@ -4,14 +4,10 @@
 #include "devices/cpu/vec.h"
 #include "devices/cpu/kern.h"
 #include "devices/cpu/par.h"
-#include "devices/cpu/f4.h"
 #include "isa/shape.h"
 
 #include <math.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
 #define LRN_LOOP(T)                                                                        \
     do {                                                                                   \
@@ -91,61 +87,48 @@ typedef struct ln_rows {
     double eps;
 } ln_rows;
 
+/* y = (x - m) * inv * sc + bi over elements [i, n), VL at a time, each
+ * step rounded to f32 (no sum where bi is NULL); returns where it stopped
+ * (the elements past the last whole vector are left). One body for every
+ * width: GCC vectors of 4 (portable), 8 (AVX2), 16 (AVX-512) lanes. */
+#define LN_AFFINE_VEC(SFX, TARGET, VL)                                                                       \
+    typedef float ln_v##SFX __attribute__((vector_size(4 * (VL))));                                          \
+    TARGET static int64_t ln_affine_##SFX(float *restrict y, const float *restrict x, float m, float inv,    \
+                                          const float *restrict sc, const float *restrict bi, int64_t i,     \
+                                          int64_t n)                                                         \
+    {                                                                                                        \
+        for (; i + (VL) <= n; i += (VL)) {                                                                   \
+            ln_v##SFX xv, sv, bv, w;                                                                         \
+            memcpy(&xv, x + i, sizeof xv);                                                                   \
+            memcpy(&sv, sc + i, sizeof sv);                                                                  \
+            w = (xv - m) * inv * sv;                                                                         \
+            if (bi) {                                                                                        \
+                memcpy(&bv, bi + i, sizeof bv);                                                              \
+                w = w + bv;                                                                                  \
+            }                                                                                                \
+            memcpy(y + i, &w, sizeof w);                                                                     \
+        }                                                                                                    \
+        return i;                                                                                            \
+    }
+LN_AFFINE_VEC(4, , 4)
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) static void ln_affine_avx512(float *restrict y, const float *restrict x, float m,
-                                                               float inv, const float *restrict sc,
-                                                               const float *restrict bi, int64_t n)
-{
-    const __m512 mv = _mm512_set1_ps(m), iv = _mm512_set1_ps(inv);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv), iv);
-        const __m512 w = _mm512_mul_ps(c, _mm512_loadu_ps(sc + i));
-        _mm512_storeu_ps(y + i, bi ? _mm512_add_ps(w, _mm512_loadu_ps(bi + i)) : w);
-    }
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        const __m512 c = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv), iv);
-        const __m512 w = _mm512_mul_ps(c, _mm512_maskz_loadu_ps(k, sc + i));
-        _mm512_mask_storeu_ps(y + i, k, bi ? _mm512_add_ps(w, _mm512_maskz_loadu_ps(k, bi + i)) : w);
-    }
-}
-/* the same 8 lanes at a time; returns how many elements it did */
-__attribute__((target("avx2"))) static int64_t ln_affine_avx2(float *restrict y, const float *restrict x, float m,
-                                                             float inv, const float *restrict sc,
-                                                             const float *restrict bi, int64_t n)
-{
-    const __m256 mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 c = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), iv);
-        const __m256 w = _mm256_mul_ps(c, _mm256_loadu_ps(sc + i));
-        _mm256_storeu_ps(y + i, bi ? _mm256_add_ps(w, _mm256_loadu_ps(bi + i)) : w);
-    }
-    return i;
-}
+LN_AFFINE_VEC(8, __attribute__((target("avx2"))), 8)
+LN_AFFINE_VEC(16, __attribute__((target("avx512f"))), 16)
 #endif
+#undef LN_AFFINE_VEC
 
-/* y = (x - m) * inv * sc + bi over n elements, each step rounded to f32;
- * without the sum where bi is NULL */
+/* ln_affine_* over n elements, the widest vectors the CPU has first */
 static void ln_affine_f32(float *restrict y, const float *restrict x, float m, float inv, const float *restrict sc,
                           const float *restrict bi, int64_t n)
 {
     int64_t i = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
-        ln_affine_avx512(y, x, m, inv, sc, bi, n);
-        return;
-    }
-    if (__builtin_cpu_supports("avx2"))
-        i = ln_affine_avx2(y, x, m, inv, sc, bi, n);
+    if (__builtin_cpu_supports("avx512f"))
+        i = ln_affine_16(y, x, m, inv, sc, bi, i, n);
+    else if (__builtin_cpu_supports("avx2"))
+        i = ln_affine_8(y, x, m, inv, sc, bi, i, n);
 #endif
-    const dev_f4 mv = {m, m, m, m}, iv = {inv, inv, inv, inv};
-    for (; i + 4 <= n; i += 4) {
-        const dev_f4 w = (dev_f4_ld(x + i) - mv) * iv * dev_f4_ld(sc + i);
-        dev_f4_st(y + i, bi ? w + dev_f4_ld(bi + i) : w);
-    }
-    for (; i < n; i++) {
+    for (i = ln_affine_4(y, x, m, inv, sc, bi, i, n); i < n; i++) {
         const float w = (x[i] - m) * inv * sc[i];
         y[i] = bi ? w + bi[i] : w;
     }
