@@ -208,39 +208,39 @@ static float max_run_f32(const float *x, int64_t n)
            : __builtin_cpu_supports("avx2") ? max_f32_avx2(x, n)
                                             : max_f32_scalar(x, n);
 }
-/* o[j] *= s: the softmax's scale, 16 lanes at a time where the CPU has them */
-__attribute__((target("avx512f"))) static void scale_f32_avx512(float *o, int64_t n, float s)
-{
-    const __m512 v = _mm512_set1_ps(s);
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        _mm512_storeu_ps(o + j, _mm512_mul_ps(_mm512_loadu_ps(o + j), v));
-    if (j < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
-        _mm512_mask_storeu_ps(o + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, o + j), v));
-    }
-}
-__attribute__((target("avx2"))) static int64_t scale_f32_avx2(float *o, int64_t n, float s)
-{
-    const __m256 v = _mm256_set1_ps(s);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        _mm256_storeu_ps(o + j, _mm256_mul_ps(_mm256_loadu_ps(o + j), v));
-    return j;
-}
 #else
 static float max_run_f32(const float *x, int64_t n) { return max_f32_scalar(x, n); }
 #endif
+
+/* o[i] *= s from i = j on, VL lanes at a time (GCC vectors), as far as
+ * whole vectors go before n; returns where it stopped */
+#define SCALE_VEC(SFX, TARGET, VL)                                                             \
+    typedef float red_v##SFX __attribute__((vector_size(4 * (VL))));                          \
+    TARGET static int64_t scale_f32_##SFX(float *o, int64_t j, int64_t n, float s)           \
+    {                                                                                          \
+        for (; j + (VL) <= n; j += (VL)) {                                                     \
+            red_v##SFX v;                                                                      \
+            memcpy(&v, o + j, sizeof v);                                                       \
+            v = v * s;                                                                         \
+            memcpy(o + j, &v, sizeof v);                                                       \
+        }                                                                                      \
+        return j;                                                                              \
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+SCALE_VEC(8, __attribute__((target("avx2"))), 8)
+SCALE_VEC(16, __attribute__((target("avx512f"))), 16)
+#endif
+#undef SCALE_VEC
+
+/* o[j] *= s: the softmax's scale, 16 or 8 lanes at a time where the CPU has them */
 static void scale_f32(float *o, int64_t n, float s)
 {
     int64_t j = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f")) {
-        scale_f32_avx512(o, n, s);
-        return;
-    }
-    if (__builtin_cpu_supports("avx2"))
-        j = scale_f32_avx2(o, n, s);
+    if (__builtin_cpu_supports("avx512f"))
+        j = scale_f32_16(o, j, n, s);
+    else if (__builtin_cpu_supports("avx2"))
+        j = scale_f32_8(o, j, n, s);
 #endif
     for (; j < n; j++)
         o[j] *= s;
