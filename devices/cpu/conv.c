@@ -1473,8 +1473,8 @@ __attribute__((target("avx512f"))) static void pool3_avx512(const pool3_arg *a, 
 /* The same on AVX2, 8 outputs at a time: the first taps of their windows
  * are the even columns of [w0, w0 + 16), the second the odd ones, the
  * third the even ones of [w0 + 2, w0 + 18) (chw.h's laced shuffles, put
- * in order once at the end); loads
- * inside the row unmasked, those that reach a pad masked to -inf. */
+ * in order once at the end); loads inside the row unmasked, those that
+ * reach a pad masked to -inf. */
 __attribute__((target("avx2"), always_inline)) static inline __m256 pool3_load8(const float *r, int64_t w0,
                                                                                  int64_t W, bool inside)
 {
