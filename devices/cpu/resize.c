@@ -165,6 +165,7 @@ BILINEAR_FNS(double, f64)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "devices/cpu/chw.h"
 /* Output row r of the vector rows below: its plane xp, where it goes, its
  * y and the two input rows it blends */
 typedef struct bilinear_at {
@@ -236,7 +237,6 @@ __attribute__((target("avx2"))) static void bilinear_f32_v8(void *arg, size_t b,
     const bilinear_job *j = arg;
     const int64_t W = j->W, OW = j->OW;
     const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (size_t r = b; r < e; r++) {
         const bilinear_at a = bilinear_row_at(j, r);
         const float *xp = a.xp, *row0 = a.row0, *row1 = a.row1;
@@ -250,7 +250,7 @@ __attribute__((target("avx2"))) static void bilinear_f32_v8(void *arg, size_t b,
                 continue;
             }
             const int64_t l0 = j->rx->lo[qx], left = W - l0;
-            const __m256i rk = _mm256_cmpgt_epi32(_mm256_set1_epi32(left < 8 ? (int)left : 8), lane);
+            const __m256i rk = v8_mask(left);
             const __m256 rl = _mm256_maskload_ps(row0 + l0, rk), rh = _mm256_maskload_ps(row1 + l0, rk);
             const __m256i il = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(j->il + qx)));
             const __m256i ih = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(j->ih + qx)));
