@@ -1012,24 +1012,29 @@ START_TEST(test_conv_channels_last)
         {{1, 16, 7, 7}, {32, 16, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1, 1}, ISA_OPT_NHWC_OUT, F64},
         {{1, 16, 7, 7}, {16, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 16}, ISA_OPT_NHWC_IN, F64},
     };
-    for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++)
-        for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
-            const uint8_t dt = cases[ci].dt;
-            const uint32_t lay = cases[ci].lay, act = acts[ai];
-            dev_value x = randt(dt, 4, cases[ci].x, 61), w = randt(dt, 4, cases[ci].w, 62);
-            dev_value b = randt(dt, 1, cases[ci].w, 63), want, got;
-            ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)act, &want, ref(x), ref(w), ivec(cases[ci].p, 9), ref(b)),
-                             TFVM_OK);
-            if (lay & ISA_OPT_NHWC_OUT)
-                want = relayout(want, true);
-            if (lay & ISA_OPT_NHWC_IN)
-                x = relayout(x, true);
-            ck_assert_msg(C(ISA_FUSED_CONV2D, (int32_t)(act | lay), &got, x, w, ivec(cases[ci].p, 9), b) == TFVM_OK,
-                          "%s", msg);
-            char what[64];
-            snprintf(what, sizeof what, "case %zu act %u", ci, (unsigned)act);
-            same_bits(&got, &want, what);
-        }
+    /* every depthwise path: the channel blocks' copy from x differs by its width */
+    for (int path = 0; path < 3; path++) {
+        dev_dw_force(path);
+        for (size_t ci = 0; ci < UT_COUNTOF(cases); ci++)
+            for (size_t ai = 0; ai < UT_COUNTOF(acts); ai++) {
+                    const uint8_t dt = cases[ci].dt;
+                const uint32_t lay = cases[ci].lay, act = acts[ai];
+                dev_value x = randt(dt, 4, cases[ci].x, 61), w = randt(dt, 4, cases[ci].w, 62);
+                dev_value b = randt(dt, 1, cases[ci].w, 63), want, got;
+                ck_assert_int_eq(C(ISA_FUSED_CONV2D, (int32_t)act, &want, ref(x), ref(w), ivec(cases[ci].p, 9), ref(b)),
+                                 TFVM_OK);
+                if (lay & ISA_OPT_NHWC_OUT)
+                    want = relayout(want, true);
+                if (lay & ISA_OPT_NHWC_IN)
+                    x = relayout(x, true);
+                ck_assert_msg(C(ISA_FUSED_CONV2D, (int32_t)(act | lay), &got, x, w, ivec(cases[ci].p, 9), b) == TFVM_OK,
+                              "%s", msg);
+                char what[64];
+                snprintf(what, sizeof what, "path %d case %zu act %u", path, ci, (unsigned)act);
+                same_bits(&got, &want, what);
+            }
+    }
+    dev_dw_force(0);
     /* the kernels the plan names: the product for a 1x1 result channels
      * last, channel blocks for a depthwise x */
     static const struct {
