@@ -468,7 +468,7 @@ static const float *prepack_b(const dev_kmm *m, const dev_kview *b, int64_t C, i
 {
     if (m->dtype != TFVM_F32 || !b->t || m->ta || m->M == 0 || m->N == 0 || m->K == 0 ||
         kgemm_code_for(m->ta, m->tb, m->M, m->N, m->K, m->ldc) != KGEMM_OWN ||
-        (!dev_sgemm_packs_b(m->tb, m->M) && !dev_tensor_borrowed(b->t)))
+        (!dev_sgemm_packs_b(m->tb, m->M, m->K, m->ldb) && !dev_tensor_borrowed(b->t)))
         return NULL;
     const struct {
         int64_t tag, nr, tb, N, K, ldb, C, T, offset;

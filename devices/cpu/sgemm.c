@@ -491,6 +491,29 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
 /* A block of C at most this many floats stays in L1 for its epilogue */
 #define SG_EPI_L1 4096
 
+/* Whether a panel of kc rows of B read where it lies, ldb floats apart,
+ * falls into fewer of L1's sets than hold it. An x86 L1 has 64 sets of
+ * 64-byte lines (its size over its ways is one 4 KiB page), 8 ways or more:
+ * rows a multiple of 2^k lines apart use 64 / 2^k of the sets. A row
+ * stride of 1024 floats (a 1x1 layer on 32x32, or any [.., 1024] matrix)
+ * puts every row's line in one set, and the kernel's tiles thrashed it:
+ * packing B first (each panel then shared by the tiles of every row
+ * panel) took [36, 64] x [64, 2048] from 54 to 69 GFLOP/s, [48, 32] x [32,
+ * 1024] 57 -> 72, [32, 128] x [128, 4096] 44 -> 63, [32, 64] x [64,
+ * 12544] (112x112, rows in 4 sets) 57 -> 66; with 16 rows ([16, 64] x
+ * [64, 1024]: three row panels) 4% slower, so not below SG_ALIAS_M rows. */
+#define SG_ALIAS_M 24
+static bool sg_rows_alias(int64_t ldb, int64_t kc)
+{
+    const int64_t bytes = ldb * (int64_t)sizeof(float);
+    if (bytes % 64)
+        return false; /* (rows at varying offsets in their lines: spread over the sets) */
+    int64_t apart = 1;    /* the largest power of two, up to 64, dividing the stride in lines */
+    while (apart < 64 && bytes / 64 % (2 * apart) == 0)
+        apart *= 2;
+    return 64 / apart * 8 < kc;
+}
+
 static int64_t even(int64_t n, int64_t most)
 {
     const int64_t pieces = (n + most - 1) / most;
@@ -584,7 +607,7 @@ static bool sg_run(const sg_impl *im, bool ta, bool tb, int64_t M, int64_t N, in
     }
     const int64_t MR = im->mr, NR = im->nr;
     const int64_t kc_step = even(K, SG_KC), mc_step = round_up(even(M, SG_MC), MR);
-    const bool direct = !bpre && !tb && M <= SG_DIRECT_M;
+    const bool direct = !bpre && !dev_sgemm_packs_b(tb, M, K, ldb);
     /* an epilogue reads a direct product's finished block of C back: blocks that stay in cache */
     /* a loop's steps that alternate their direction start on the blocks of
      * B the step before read last, still in cache, when a block is B's
@@ -750,7 +773,10 @@ bool dev_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
  * K (at row pc), its Np / NR panels of kc x NR, at pc * Np floats. */
 int64_t dev_sgemm_nr(void) { return best_impl()->nr; }
 
-bool dev_sgemm_packs_b(bool tb, int64_t M) { return tb || M > SG_DIRECT_M; }
+bool dev_sgemm_packs_b(bool tb, int64_t M, int64_t K, int64_t ldb)
+{
+    return tb || M > SG_DIRECT_M || (M >= SG_ALIAS_M && sg_rows_alias(ldb, even(K, SG_KC)));
+}
 
 bool dev_sgemm_one_kblock(int64_t K) { return K > 0 && even(K, SG_KC) == K; }
 

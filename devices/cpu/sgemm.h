@@ -54,9 +54,9 @@ bool dev_sgemm_on_epi(dev_sg_isa isa, bool ta, bool tb, int64_t M, int64_t N, in
                       const float *B, int64_t ldb, float *C, int64_t ldc, const dev_sg_epi *epi /* or NULL */);
 /* op(B) [K, N] packed once for dev_sgemm_packed (weights kept across runs):
  * dev_sgemm_packed_floats(N, K) floats, written by dev_sgemm_pack. Whether
- * dev_sgemm would pack op(B) for a product of M rows (else it reads B where
- * it lies, and packing it first gains nothing); the width of its column
- * panels. */
+ * dev_sgemm would pack op(B) for a product of M rows over K, B's rows ldb
+ * floats apart (else it reads B where it lies, and packing it first gains
+ * nothing); the width of its column panels. */
 size_t dev_sgemm_packed_floats(int64_t N, int64_t K);
 void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, float *out);
 /* The same for B^T = W [N, K] (a convolution's weights, K = C * T: channel
@@ -64,7 +64,7 @@ void dev_sgemm_pack(bool tb, int64_t N, int64_t K, const float *B, int64_t ldb, 
  * W's column c * T + t (so that a row of the column matrix is T runs of C
  * channels, each one copy). */
 void dev_sgemm_pack_taps(int64_t N, int64_t C, int64_t T, const float *W, float *out);
-bool dev_sgemm_packs_b(bool tb, int64_t M);
+bool dev_sgemm_packs_b(bool tb, int64_t M, int64_t K, int64_t ldb);
 /* Whether a product over K sums it in one block (each tile of C stored
  * once: an epilogue in the kernel's stores may then read what C
  * overwrites) */

@@ -197,6 +197,37 @@ START_TEST(test_prepacked_a)
 }
 END_TEST
 
+/* B's rows a power of two of floats apart (few of L1's sets: the product
+ * packs B where it would read it in place): each instruction set gives
+ * the bits of the same product with B's rows 3 floats further apart, and
+ * prepacked A gives them too; at 16 rows, in place. */
+static const gemm_case alias_cases[] = {{40, 1024, 64}, {24, 2048, 40}, {64, 1024, 300}, {30, 4096, 16}, {16, 1024, 64}};
+
+START_TEST(test_rows_alias)
+{
+    const gemm_case g = alias_cases[_i];
+    const int64_t M = g.M, N = g.N, K = g.K;
+    float *a = matrix(M, K, 0, 21, false), *b = matrix(K, N, 0, 22, false), *bp3 = matrix(K, N, 3, 22, false);
+    float *want = matrix(M, N, 0, 23, false), *got = matrix(M, N, 0, 24, false);
+    ck_assert(dev_sgemm_packs_b(false, M, K, N) == (M >= 24));
+    ck_assert(!dev_sgemm_packs_b(false, M, K, N + 3));
+    for (int isa = 0; isa < DEV_SG_N_ISA; isa++) {
+        if (!dev_sg_have((dev_sg_isa)isa))
+            continue;
+        ck_assert(dev_sgemm_on((dev_sg_isa)isa, false, false, M, N, K, a, K, bp3, N + 3, want, N));
+        ck_assert(dev_sgemm_on((dev_sg_isa)isa, false, false, M, N, K, a, K, b, N, got, N));
+        ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "case %d %s: other bits", _i,
+                      dev_sg_name((dev_sg_isa)isa));
+    }
+    float *ap = malloc(dev_sgemm_packed_a_floats(M, K) * sizeof *ap);
+    dev_sgemm_pack_a(M, K, a, K, ap);
+    ck_assert(dev_sgemm(false, false, M, N, K, a, K, bp3, N + 3, want, N, NULL));
+    ck_assert(dev_sgemm_apacked(ap, 0, M, M, N, K, b, N, got, N, NULL));
+    ck_assert_msg(memcmp(got, want, (size_t)(M * N) * sizeof *got) == 0, "case %d: prepacked A, other bits", _i);
+    free(a), free(b), free(bp3), free(want), free(got), free(ap);
+}
+END_TEST
+
 /* B [K, N] (or [N, K] when tb) packed for dev_sgemm_packed */
 static float *packed_b(bool tb, int64_t N, int64_t K, const float *b)
 {
@@ -776,6 +807,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_each_isa, 0, DEV_SG_N_ISA);
     tcase_add_test(tc, test_best);
     tcase_add_loop_test(tc, test_prepacked_a, 0, (int)(sizeof apack_cases / sizeof *apack_cases));
+    tcase_add_loop_test(tc, test_rows_alias, 0, (int)(sizeof alias_cases / sizeof *alias_cases));
     tcase_add_loop_test(tc, test_epilogue_blocks, 0, (int)(sizeof epi_cases / sizeof *epi_cases));
     tcase_add_loop_test(tc, test_kernel_epilogue, 0, 8 * DEV_SG_N_ISA);
     tcase_add_test(tc, test_packed_b_ta);
