@@ -41,7 +41,7 @@ static int best_path(void)
 }
 
 static const int64_t path_vl[3] = {16, 8, 4};
-static const int64_t path_ob[3] = {16, 8, 8};
+static const int64_t path_ob[3] = {16, 6, 8}; /* (FC_BAND's OB on each path) */
 
 const char *dev_fc_isa_name(const dev_fc *f)
 {
@@ -61,7 +61,7 @@ bool dev_fc_plan(dev_fc *f)
         return false;
     f->path = path;
     f->vl = path_vl[path];
-    f->ob = path_ob[path];
+    f->ob = path == 1 && f->O % 6 && f->O % 6 <= 2 ? 4 : path_ob[path];
     f->rows = f->OH < FC_ROWS ? f->OH : FC_ROWS;
     /* a row's last vector starts at the last block of vl columns and reads
      * past it by the window's reach in its phase */
@@ -157,10 +157,30 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
 }
 
 /* Output rows [oh0, oh1) of one image into o (its [O, OH*OW]) from the
- * band's split input xs: for each block of OB channels and VL columns, the
- * taps in w's order (toff: each tap's offset in xs), OB sums each, the
- * product's multiply-add (FMA: fused or not as the gemm on this path). */
-#define FC_BAND(SFX, TARGET, VT, VL, OB, ZERO, BCAST, LOAD, STORE, FMA)                                          \
+ * band's split input xs: for each block of OB channels, tiles of CV
+ * vectors of VL columns (then of 2 and of 1 where fewer columns are left),
+ * the taps in w's order (toff: each tap's offset in xs), OB x CV sums in
+ * registers, the product's multiply-add (FMA: fused or not as the gemm on
+ * this path). A tap costs a load of toff, CV loads of x and OB broadcasts
+ * of w for OB x CV multiply-adds: on AVX2, 8 channels by one vector (10
+ * loads for 8) kept the FMA units half fed; 6 channels by two vectors (9
+ * for 12: the 7x7 stem onto 64 channels 3.17 -> 2.62 ms) or, where blocks
+ * of 6 would leave 4 or 5 lanes idle (O % 6 of 1 or 2: 32 channels), 4 by
+ * three (8 for 12: the 3x3 stem onto 32 channels 0.38 -> 0.345 ms). */
+#define FC_TILE(VT, VL, OB, CV, ZERO, BCAST, LOAD, FMA)                                                          \
+    VT acc[OB][CV];                                                                                              \
+    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++)                                                     \
+        _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++) acc[l][v] = ZERO;                                 \
+    const float *wp = wb, *xq = xrow + q0;                                                                       \
+    for (int64_t k = 0; k < K; k++, wp += (OB)) {                                                                \
+        VT xv[CV];                                                                                               \
+        _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++) xv[v] = LOAD(xq + toff[k] + v * (VL));           \
+        _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) {                                               \
+            const VT wl = BCAST(wp[l]);                                                                          \
+            _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++) acc[l][v] = FMA(wl, xv[v], acc[l][v]);       \
+        }                                                                                                        \
+    }
+#define FC_BAND(SFX, TARGET, VT, VL, OB, CV, ZERO, BCAST, LOAD, STORE, FMA)                                      \
     TARGET static void band_##SFX(const dev_fc *f, const float *xs, int64_t rstep, const int64_t *toff,           \
                                   const float *wk, float *o, int64_t oh0, int64_t oh1)                            \
     {                                                                                                            \
@@ -171,23 +191,29 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
             for (int64_t oh = oh0; oh < oh1; oh++) {                                                             \
                 const float *xrow = xs + (oh - oh0) * rstep;                                                     \
                 float *orow = o + ob0 * OHW + oh * OW;                                                           \
-                for (int64_t q0 = 0; q0 < OW; q0 += (VL)) {                                                      \
-                    VT acc[OB];                                                                                  \
-                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) acc[l] = ZERO;                      \
-                    const float *wp = wb, *xq = xrow + q0;                                                       \
-                    for (int64_t k = 0; k < K; k++, wp += (OB)) {                                                \
-                        const VT xv = LOAD(xq + toff[k]);                                                        \
-                        _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) acc[l] =                        \
-                            FMA(BCAST(wp[l]), xv, acc[l]);                                                       \
-                    }                                                                                            \
+                int64_t q0 = 0;                                                                                  \
+                for (; q0 + (CV) * (VL) <= OW; q0 += (CV) * (VL)) {                                              \
+                    FC_TILE(VT, VL, OB, CV, ZERO, BCAST, LOAD, FMA)                                              \
                     /* (loops of constant bounds: acc stays in registers) */                                     \
+                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                         \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++)                                  \
+                            STORE(orow + l * OHW + q0 + v * (VL), acc[l][v]);                                    \
+                }                                                                                                \
+                for (; (CV) > 2 && q0 + 2 * (VL) <= OW; q0 += 2 * (VL)) {                                        \
+                    FC_TILE(VT, VL, OB, 2, ZERO, BCAST, LOAD, FMA)                                               \
+                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                         \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < 2; v++)                                     \
+                            STORE(orow + l * OHW + q0 + v * (VL), acc[l][v]);                                    \
+                }                                                                                                \
+                for (; q0 < OW; q0 += (VL)) {                                                                    \
+                    FC_TILE(VT, VL, OB, 1, ZERO, BCAST, LOAD, FMA)                                               \
                     if (q0 + (VL) <= OW) {                                                                       \
                         _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                     \
-                            STORE(orow + l * OHW + q0, acc[l]);                                                  \
+                            STORE(orow + l * OHW + q0, acc[l][0]);                                               \
                         continue;                                                                                \
                     }                                                                                            \
                     float t[OB][VL];                                                                             \
-                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) STORE(t[l], acc[l]);                \
+                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) STORE(t[l], acc[l][0]);             \
                     for (int64_t l = 0; l < no; l++)                                                             \
                         memcpy(orow + l * OHW + q0, t[l], (size_t)(OW - q0) * sizeof *t[l]);                     \
                 }                                                                                                \
@@ -197,12 +223,14 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
 
 #define V4_BC(w) ((dev_f4){(w), (w), (w), (w)})
 #define V4_FMA(a, b, c) ((a) * (b) + (c)) /* the portable gemm's: not fused */
-FC_BAND(v4, , dev_f4, 4, 8, ((dev_f4){0, 0, 0, 0}), V4_BC, dev_f4_ld, dev_f4_st, V4_FMA)
+FC_BAND(v4, , dev_f4, 4, 8, 1, ((dev_f4){0, 0, 0, 0}), V4_BC, dev_f4_ld, dev_f4_st, V4_FMA)
 
 #if defined(__x86_64__) && defined(__GNUC__)
-FC_BAND(v8, __attribute__((target("avx2,fma"))), __m256, 8, 8, _mm256_setzero_ps(), _mm256_set1_ps, _mm256_loadu_ps,
-        _mm256_storeu_ps, _mm256_fmadd_ps)
-FC_BAND(v16, __attribute__((target("avx512f"))), __m512, 16, 16, _mm512_setzero_ps(), _mm512_set1_ps,
+FC_BAND(v8, __attribute__((target("avx2,fma"))), __m256, 8, 6, 2, _mm256_setzero_ps(), _mm256_set1_ps,
+        _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps)
+FC_BAND(v8n, __attribute__((target("avx2,fma"))), __m256, 8, 4, 3, _mm256_setzero_ps(), _mm256_set1_ps,
+        _mm256_loadu_ps, _mm256_storeu_ps, _mm256_fmadd_ps)
+FC_BAND(v16, __attribute__((target("avx512f"))), __m512, 16, 16, 1, _mm512_setzero_ps(), _mm512_set1_ps,
         _mm512_loadu_ps, _mm512_storeu_ps, _mm512_fmadd_ps)
 #endif
 
@@ -241,7 +269,7 @@ void dev_fc_run(const dev_fc *f, const float *x, const float *wk, float *o, int6
             continue;
         }
         if (f->path == 1) {
-            band_v8(f, scratch, rstep, toff, wk, on, oh0, oh1);
+            (f->ob == 4 ? band_v8n : band_v8)(f, scratch, rstep, toff, wk, on, oh0, oh1);
             continue;
         }
 #endif
