@@ -448,7 +448,7 @@ static void pack_b(bool tb, const float *B, int64_t ldb, int64_t p0, int64_t kc,
  * of an element, in order, are then the same in any row or column block of
  * C). With few rows (at most SG_DIRECT_M), each panel of B would be read
  * once: the micro-kernel reads B where it lies instead, and only a last
- * partial panel is packed.
+ * partial panel is packed (unless B's rows alias in L1: sg_rows_alias).
  *
  * Within a block the tiles go a row of tiles at a time (mr rows of C,
  * left to right): C is written as mr sequential streams, and an epilogue
@@ -508,7 +508,7 @@ static bool sg_rows_alias(int64_t ldb, int64_t kc)
     const int64_t bytes = ldb * (int64_t)sizeof(float);
     if (bytes % 64)
         return false; /* (rows at varying offsets in their lines: spread over the sets) */
-    int64_t apart = 1;    /* the largest power of two, up to 64, dividing the stride in lines */
+    int64_t apart = 1; /* the largest power of two, up to 64, dividing the stride in lines */
     while (apart < 64 && bytes / 64 % (2 * apart) == 0)
         apart *= 2;
     return 64 / apart * 8 < kc;
