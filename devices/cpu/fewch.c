@@ -180,6 +180,16 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
             _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++) acc[l][v] = FMA(wl, xv[v], acc[l][v]);       \
         }                                                                                                        \
     }
+/* Whole tiles of W vectors from column q0 on while they fit the row, each
+ * stored as it is done (no, the block's channels that exist) */
+#define FC_RUN(VT, VL, OB, W, ZERO, BCAST, LOAD, STORE, FMA)                                                     \
+    for (; q0 + (W) * (VL) <= OW; q0 += (W) * (VL)) {                                                            \
+        FC_TILE(VT, VL, OB, W, ZERO, BCAST, LOAD, FMA)                                                           \
+        /* (loops of constant bounds: acc stays in registers) */                                                 \
+        _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                                     \
+            _Pragma("GCC unroll 4") for (int v = 0; v < (W); v++)                                               \
+                STORE(orow + l * OHW + q0 + v * (VL), acc[l][v]);                                                \
+    }
 #define FC_BAND(SFX, TARGET, VT, VL, OB, CV, ZERO, BCAST, LOAD, STORE, FMA)                                      \
     TARGET static void band_##SFX(const dev_fc *f, const float *xs, int64_t rstep, const int64_t *toff,           \
                                   const float *wk, float *o, int64_t oh0, int64_t oh1)                            \
@@ -192,26 +202,13 @@ static void split_row(const dev_fc *f, float *dst, const float *xr, int64_t ph)
                 const float *xrow = xs + (oh - oh0) * rstep;                                                     \
                 float *orow = o + ob0 * OHW + oh * OW;                                                           \
                 int64_t q0 = 0;                                                                                  \
-                for (; q0 + (CV) * (VL) <= OW; q0 += (CV) * (VL)) {                                              \
-                    FC_TILE(VT, VL, OB, CV, ZERO, BCAST, LOAD, FMA)                                              \
-                    /* (loops of constant bounds: acc stays in registers) */                                     \
-                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                         \
-                        _Pragma("GCC unroll 4") for (int v = 0; v < (CV); v++)                                  \
-                            STORE(orow + l * OHW + q0 + v * (VL), acc[l][v]);                                    \
-                }                                                                                                \
-                for (; (CV) > 2 && q0 + 2 * (VL) <= OW; q0 += 2 * (VL)) {                                        \
-                    FC_TILE(VT, VL, OB, 2, ZERO, BCAST, LOAD, FMA)                                               \
-                    _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                         \
-                        _Pragma("GCC unroll 4") for (int v = 0; v < 2; v++)                                     \
-                            STORE(orow + l * OHW + q0 + v * (VL), acc[l][v]);                                    \
-                }                                                                                                \
-                for (; q0 < OW; q0 += (VL)) {                                                                    \
+                FC_RUN(VT, VL, OB, CV, ZERO, BCAST, LOAD, STORE, FMA)                                            \
+                if ((CV) > 2)                                                                                    \
+                    FC_RUN(VT, VL, OB, 2, ZERO, BCAST, LOAD, STORE, FMA)                                         \
+                if ((CV) > 1)                                                                                    \
+                    FC_RUN(VT, VL, OB, 1, ZERO, BCAST, LOAD, STORE, FMA)                                         \
+                if (q0 < OW) { /* the row's last columns, fewer than a vector */                                 \
                     FC_TILE(VT, VL, OB, 1, ZERO, BCAST, LOAD, FMA)                                               \
-                    if (q0 + (VL) <= OW) {                                                                       \
-                        _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) if (l < no)                     \
-                            STORE(orow + l * OHW + q0, acc[l][0]);                                               \
-                        continue;                                                                                \
-                    }                                                                                            \
                     float t[OB][VL];                                                                             \
                     _Pragma("GCC unroll 16") for (int l = 0; l < (OB); l++) STORE(t[l], acc[l][0]);             \
                     for (int64_t l = 0; l < no; l++)                                                             \
