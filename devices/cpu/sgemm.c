@@ -418,7 +418,7 @@ static void pack_a_rows(const dev_sg_rows *ar, int64_t i0, const sg_panels *q, i
     }
 }
 
-/* B's rows [p0, p0 + kc), columns [j0, j0 + n), into the panels at bp,
+/* B's rows [p0, p0 + kc), columns [j0, j0 + nc), into the panels at bp,
  * a row of B at a time: one stream read in order. Going a panel at a time
  * read the kc rows a panel's width each, kc streams a row of B apart (a
  * plane of a convolution's x), more than the prefetchers follow: the copy
@@ -427,7 +427,7 @@ static void pack_a_rows(const dev_sg_rows *ar, int64_t i0, const sg_panels *q, i
 #define PACK_ROWS(W)                                                                                           \
     for (int64_t p = 0; p < kc; p++)                                                                           \
         for (int64_t jr = 0; jr < nfull; jr += (W))                                                            \
-            memcpy(bp + jr * kc + p * (W), B + (p0 + p) * ldb + j0 + jr, (W) * sizeof *bp)
+            memcpy(bp + jr * kc + p * (W), B + (p0 + p) * ldb + j0 + jr, (size_t)(W) * sizeof *bp)
 static void pack_b_rows(const float *B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t nr,
                         float *bp)
 {
@@ -439,9 +439,7 @@ static void pack_b_rows(const float *B, int64_t ldb, int64_t p0, int64_t kc, int
     else if (nr == 8)
         PACK_ROWS(8);
     else
-        for (int64_t p = 0; p < kc; p++)
-            for (int64_t jr = 0; jr < nfull; jr += nr)
-                memcpy(bp + jr * kc + p * nr, B + (p0 + p) * ldb + j0 + jr, (size_t)nr * sizeof *bp);
+        PACK_ROWS(nr);
     if (n == 0)
         return;
     bp += nfull * kc;
